@@ -1,0 +1,38 @@
+# Two commands: `make run` (the platform on the embedded default) and `make test` (the suite).
+# Both create .venv and install the locked dependencies first; nothing else is needed but
+# python3, pip and make.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+
+.PHONY: setup run test bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q "uv==$(UV_VERSION)"
+	$(UV) pip sync -q --python $(PY) requirements.lock
+	$(UV) pip install -q --python $(PY) --no-deps -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/lake up
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/ingest.py
+	$(PY) bench/commits.py
+
+# Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
+lock: $(STAMP)
+	$(UV) pip compile pyproject.toml --extra dev --universal --python-version 3.11 -q -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache

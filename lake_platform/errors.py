@@ -1,0 +1,205 @@
+"""Typed errors carrying the Lance Namespace error codes.
+
+Every error a user can see is a :class:`LakeError` with a stable code (0-23, the Lance
+Namespace spec's numbering), one HTTP status and one gRPC status. Entry points (CLI, Flight,
+Dagster) translate these into their own vocabulary; nothing else reaches a client.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import ClassVar
+
+
+class ErrorCode(IntEnum):
+    UNSUPPORTED = 0
+    NAMESPACE_NOT_FOUND = 1
+    NAMESPACE_ALREADY_EXISTS = 2
+    NAMESPACE_NOT_EMPTY = 3
+    TABLE_NOT_FOUND = 4
+    TABLE_ALREADY_EXISTS = 5
+    TABLE_INDEX_NOT_FOUND = 6
+    TABLE_INDEX_ALREADY_EXISTS = 7
+    TABLE_TAG_NOT_FOUND = 8
+    TABLE_TAG_ALREADY_EXISTS = 9
+    TRANSACTION_NOT_FOUND = 10
+    TABLE_VERSION_NOT_FOUND = 11
+    TABLE_COLUMN_NOT_FOUND = 12
+    INVALID_INPUT = 13
+    CONCURRENT_MODIFICATION = 14
+    PERMISSION_DENIED = 15
+    UNAUTHENTICATED = 16
+    SERVICE_UNAVAILABLE = 17
+    INTERNAL = 18
+    INVALID_TABLE_STATE = 19
+    TABLE_SCHEMA_VALIDATION_ERROR = 20
+    THROTTLING = 21
+    TABLE_BRANCH_NOT_FOUND = 22
+    TABLE_BRANCH_ALREADY_EXISTS = 23
+
+
+class LakeError(Exception):
+    """Base of every error the platform reports to a user."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL
+    http_status: ClassVar[int] = 500
+    grpc_status: ClassVar[str] = "INTERNAL"
+    #: Retrying the same request later may succeed (throttling, unavailability, lost races).
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, object]:
+        return {"code": int(self.code), "error": type(self).__name__, "message": self.message}
+
+
+class Unsupported(LakeError):
+    code, http_status, grpc_status = ErrorCode.UNSUPPORTED, 406, "UNIMPLEMENTED"
+
+
+class NamespaceNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.NAMESPACE_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class NamespaceAlreadyExists(LakeError):
+    code, http_status, grpc_status = ErrorCode.NAMESPACE_ALREADY_EXISTS, 409, "ALREADY_EXISTS"
+
+
+class NamespaceNotEmpty(LakeError):
+    code, http_status, grpc_status = ErrorCode.NAMESPACE_NOT_EMPTY, 409, "FAILED_PRECONDITION"
+
+
+class TableNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class TableAlreadyExists(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_ALREADY_EXISTS, 409, "ALREADY_EXISTS"
+
+
+class TableIndexNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_INDEX_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class TableIndexAlreadyExists(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_INDEX_ALREADY_EXISTS, 409, "ALREADY_EXISTS"
+
+
+class TableTagNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_TAG_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class TableTagAlreadyExists(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_TAG_ALREADY_EXISTS, 409, "ALREADY_EXISTS"
+
+
+class TransactionNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TRANSACTION_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class TableVersionNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_VERSION_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class TableColumnNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_COLUMN_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class InvalidInput(LakeError):
+    code, http_status, grpc_status = ErrorCode.INVALID_INPUT, 400, "INVALID_ARGUMENT"
+
+
+class ConcurrentModification(LakeError):
+    code, http_status, grpc_status = ErrorCode.CONCURRENT_MODIFICATION, 409, "ABORTED"
+    retryable = True
+
+
+class PermissionDenied(LakeError):
+    code, http_status, grpc_status = ErrorCode.PERMISSION_DENIED, 403, "PERMISSION_DENIED"
+
+
+class Unauthenticated(LakeError):
+    code, http_status, grpc_status = ErrorCode.UNAUTHENTICATED, 401, "UNAUTHENTICATED"
+
+
+class ServiceUnavailable(LakeError):
+    code, http_status, grpc_status = ErrorCode.SERVICE_UNAVAILABLE, 503, "UNAVAILABLE"
+    retryable = True
+
+
+class Internal(LakeError):
+    code, http_status, grpc_status = ErrorCode.INTERNAL, 500, "INTERNAL"
+
+
+class InvalidTableState(LakeError):
+    code, http_status, grpc_status = ErrorCode.INVALID_TABLE_STATE, 409, "FAILED_PRECONDITION"
+
+
+class TableSchemaValidationError(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_SCHEMA_VALIDATION_ERROR, 400, "INVALID_ARGUMENT"
+
+
+class Throttling(LakeError):
+    code, http_status, grpc_status = ErrorCode.THROTTLING, 429, "RESOURCE_EXHAUSTED"
+    retryable = True
+
+
+class TableBranchNotFound(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_BRANCH_NOT_FOUND, 404, "NOT_FOUND"
+
+
+class TableBranchAlreadyExists(LakeError):
+    code, http_status, grpc_status = ErrorCode.TABLE_BRANCH_ALREADY_EXISTS, 409, "ALREADY_EXISTS"
+
+
+# Refinements: narrower meaning, same wire code as their parent.
+
+
+class ConditionFailed(ConcurrentModification):
+    """A registry condition (expected revision) did not hold; nothing was written."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class LeaseExpired(ConcurrentModification):
+    """The writer's lease ran out (or was taken over); its writes are fenced off."""
+
+
+class LeaseUnavailable(ConcurrentModification):
+    """Another writer holds the table's lease and did not release it in time."""
+
+
+class SettingsError(InvalidInput):
+    """A setting (environment variable or .env entry) has a bad value."""
+
+
+class StaleOperation(ConcurrentModification):
+    """Maintenance planned against an older version lost to a newer commit (skipped-stale)."""
+
+
+ERRORS_BY_CODE: dict[ErrorCode, type[LakeError]] = {
+    cls.code: cls
+    for cls in (
+        Unsupported, NamespaceNotFound, NamespaceAlreadyExists, NamespaceNotEmpty, TableNotFound,
+        TableAlreadyExists, TableIndexNotFound, TableIndexAlreadyExists, TableTagNotFound,
+        TableTagAlreadyExists, TransactionNotFound, TableVersionNotFound, TableColumnNotFound,
+        InvalidInput, ConcurrentModification, PermissionDenied, Unauthenticated, ServiceUnavailable,
+        Internal, InvalidTableState, TableSchemaValidationError, Throttling, TableBranchNotFound,
+        TableBranchAlreadyExists,
+    )
+}
+
+
+def error_for_code(code: int, message: str) -> LakeError:
+    """Build the typed error for a wire code; unknown codes become :class:`Internal`."""
+    try:
+        return ERRORS_BY_CODE[ErrorCode(code)](message)
+    except ValueError:
+        return Internal(message)

@@ -1,0 +1,55 @@
+"""Registry key layout: one prefix per record kind.
+
+Namespace paths are joined with ``.`` inside one key segment and name segments never contain
+``/`` or ``.`` (see naming), so a prefix scan never mistakes ``ns1`` for ``ns10``.
+"""
+
+from __future__ import annotations
+
+from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
+
+
+def project(name: ProjectName) -> str:
+    return f"prj/{name.project}"
+
+
+def warehouse(name: WarehouseName) -> str:
+    return f"whs/{name.project}/{name.warehouse}"
+
+
+def namespace(name: NamespaceName) -> str:
+    return f"nsp/{name.project}/{name.warehouse}/{'.'.join(name.path)}"
+
+
+def table(name: TableName) -> str:
+    return f"tbl/{name.project}/{name.warehouse}/{'.'.join(name.namespace)}/{name.table}"
+
+
+def tables_in_namespace(name: NamespaceName) -> str:
+    """Prefix of the tables directly in ``name``."""
+    return f"tbl/{name.project}/{name.warehouse}/{'.'.join(name.path)}/"
+
+
+def version(incarnation: str, number: int) -> str:
+    return f"ver/{incarnation}/{number:020d}"
+
+
+def versions(incarnation: str) -> str:
+    return f"ver/{incarnation}/"
+
+
+def lease(incarnation: str) -> str:
+    return f"lse/{incarnation}"
+
+
+def commit_marker(commit_id: str) -> str:
+    return f"cid/{commit_id}"
+
+
+def log_prefix(target: str) -> str:
+    """Prefix of the commit log of one object, by its dotted name."""
+    return f"log/{target}/"
+
+
+def log_entry(target: str, at_ms: int, commit_id: str, step: int = 0) -> str:
+    return f"log/{target}/{at_ms:015d}-{commit_id}-{step:03d}"

@@ -1,0 +1,144 @@
+"""Registry records: versioned JSON that older and newer readers tolerate.
+
+Rules that keep old records readable: every field added after version 1 is optional with a
+default; unknown fields are ignored (a newer writer's extra fields do not break an older
+reader); ``record_version`` says which shape wrote the record.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lake_platform.errors import Internal
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    record_version: int = 1
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(exclude_none=False).encode()
+
+
+R = TypeVar("R", bound=Record)
+
+
+def decode(cls: type[R], raw: bytes, key: str = "") -> R:
+    try:
+        return cls.model_validate_json(raw)
+    except ValidationError as exc:
+        raise Internal(f"registry record {key!r} is unreadable as {cls.__name__}") from exc
+
+
+class ProjectRecord(Record):
+    name: str
+    created_at_ms: int = Field(default_factory=now_ms)
+    created_by: str = ""
+
+
+class WarehouseRecord(Record):
+    name: str  # project.warehouse
+    root: str  # storage root URI: a local folder or s3://bucket/prefix
+    created_at_ms: int = Field(default_factory=now_ms)
+    created_by: str = ""
+    protected: bool = False
+
+
+class NamespaceRecord(Record):
+    name: str  # project.warehouse.ns[.sub...]
+    created_at_ms: int = Field(default_factory=now_ms)
+    created_by: str = ""
+    protected: bool = False
+
+
+class TableRecord(Record):
+    """A table's registration: the one pointer readers follow (invariant 1)."""
+
+    name: str  # project.warehouse.ns[.sub...].table
+    incarnation: str  # new for every create; names the location and scopes versions and lease
+    location: str  # unique per incarnation
+    engine: Literal["lance"] = "lance"
+    current_version: int  # 0 while only declared (no committed version yet)
+    schema_ipc_b64: str = ""  # Arrow schema as IPC bytes, base64 (keeps the registry Arrow-free)
+    created_at_ms: int = Field(default_factory=now_ms)
+    created_by: str = ""
+    protected: bool = False
+
+    @property
+    def schema_ipc(self) -> bytes:
+        return base64.b64decode(self.schema_ipc_b64) if self.schema_ipc_b64 else b""
+
+    @staticmethod
+    def encode_schema(ipc: bytes) -> str:
+        return base64.b64encode(ipc).decode()
+
+
+class VersionRecord(Record):
+    """One committed engine version: where its manifest lives (managed versioning)."""
+
+    incarnation: str
+    version: int
+    manifest_path: str
+    manifest_size: int | None = None
+    e_tag: str | None = None
+    naming_scheme: str | None = None
+    committed_at_ms: int = Field(default_factory=now_ms)
+    commit_id: str = ""
+
+
+class CommitLogEntry(Record):
+    """Who changed what, when: one per registry commit."""
+
+    commit_id: str
+    target: str  # dotted name of the object changed
+    operation: str  # create, append, overwrite, compact, cleanup, drop, ...
+    actor: str
+    run_id: str | None = None
+    at_ms: int = Field(default_factory=now_ms)
+    incarnation: str | None = None
+    from_version: int | None = None
+    to_version: int | None = None
+    rows_added: int = 0
+    rows_removed: int = 0
+    bytes_added: int = 0
+    bytes_removed: int = 0
+    files_added: int = 0
+    files_removed: int = 0
+    detail: dict[str, object] = Field(default_factory=dict)
+
+
+class CommitMarker(Record):
+    """Proof that a commit id landed: looked up after an ambiguous failure (invariant 5)."""
+
+    commit_id: str
+    target: str
+    operation: str
+    incarnation: str | None = None
+    from_version: int | None = None
+    to_version: int | None = None
+    log_key: str = ""
+    at_ms: int = Field(default_factory=now_ms)
+
+
+class LeaseRecord(Record):
+    """A per-table write lease: holder, fencing token, wall-clock deadline (for campaigners)."""
+
+    incarnation: str
+    holder: str
+    token: int
+    deadline_ms: int
+    released: bool = False

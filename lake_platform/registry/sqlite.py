@@ -1,0 +1,161 @@
+"""SQLite MetaStore: the embedded default. WAL, a busy timeout, one connection per thread.
+
+Atomicity across processes comes from SQLite's own locking: every write batch runs in a
+``BEGIN IMMEDIATE`` transaction, so conditions are evaluated and writes applied under one lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from lake_platform.errors import ConditionFailed, ServiceUnavailable
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, MetaStore, Op, Put, check_key, check_ops
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    key      TEXT PRIMARY KEY,
+    value    BLOB NOT NULL,
+    revision INTEGER NOT NULL
+) WITHOUT ROWID
+"""
+_PAGE = 500
+
+
+class SqliteMetaStore(MetaStore):
+    def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 2.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.url = f"sqlite:///{self.path.as_posix()}"
+        self._timeout = busy_timeout_seconds
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        with self._tx() as conn:
+            conn.execute(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                # check_same_thread=False only so close() can reach every thread's connection; each
+                # connection is still used by the one thread that opened it.
+                conn = sqlite3.connect(
+                    self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL is durable against process crashes in WAL mode; only an OS crash can
+                # lose the last commits, never corrupt the database.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            except sqlite3.Error as exc:
+                raise ServiceUnavailable(f"registry database cannot be opened: {exc}") from exc
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def _tx(self) -> _Tx:
+        return _Tx(self._conn())
+
+    def get(self, key: str) -> Item | None:
+        check_key(key)
+        try:
+            row = self._conn().execute("SELECT value, revision FROM kv WHERE key = ?", (key,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            raise ServiceUnavailable(f"registry read failed: {exc}") from exc
+        return Item(key, bytes(row[0]), row[1]) if row else None
+
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        check_ops(ops)
+        results: list[Item | None] = []
+        with self._tx() as conn:
+            for op in ops:
+                if isinstance(op, Put) and op.expected is None:
+                    continue
+                row = conn.execute("SELECT revision FROM kv WHERE key = ?", (op.key,)).fetchone()
+                current = row[0] if row else ABSENT
+                if current != op.expected:
+                    raise ConditionFailed(
+                        f"registry condition failed on {op.key!r}: expected revision "
+                        f"{op.expected}, found {current}",
+                        key=op.key,
+                    )
+            for op in ops:
+                if isinstance(op, Put):
+                    row = conn.execute("SELECT revision FROM kv WHERE key = ?", (op.key,)).fetchone()
+                    revision = (row[0] if row else ABSENT) + 1
+                    conn.execute(
+                        "INSERT INTO kv (key, value, revision) VALUES (?, ?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value, revision = excluded.revision",
+                        (op.key, op.value, revision),
+                    )
+                    results.append(Item(op.key, op.value, revision))
+                elif isinstance(op, Delete):
+                    conn.execute("DELETE FROM kv WHERE key = ?", (op.key,))
+                    results.append(None)
+                else:
+                    assert isinstance(op, Check)
+                    results.append(None)
+        return results
+
+    def scan_prefix(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        # Keys are compared as UTF-8 bytes (CAST AS BLOB), the same order DynamoDB uses.
+        cursor = start_after if start_after is not None and start_after >= prefix else None
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page = _PAGE if remaining is None else min(_PAGE, remaining)
+            lower = cursor if cursor is not None else prefix
+            op = ">" if cursor is not None else ">="
+            try:
+                rows = self._conn().execute(
+                    f"SELECT key, value, revision FROM kv WHERE CAST(key AS BLOB) {op} CAST(? AS BLOB) "
+                    "AND substr(key, 1, ?) = ? ORDER BY CAST(key AS BLOB) LIMIT ?",
+                    (lower, len(prefix), prefix, page),
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise ServiceUnavailable(f"registry scan failed: {exc}") from exc
+            for key, value, revision in rows:
+                yield Item(key, bytes(value), revision)
+            if len(rows) < page:
+                return
+            cursor = rows[-1][0]
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class _Tx:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``/``ROLLBACK``, mapping lock timeouts to ServiceUnavailable."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise ServiceUnavailable(f"registry is busy: {exc}") from exc
+        return self.conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.OperationalError as err:
+                self.conn.execute("ROLLBACK")
+                raise ServiceUnavailable(f"registry commit failed: {err}") from err
+        else:
+            self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise ServiceUnavailable(f"registry write failed: {exc}") from exc

@@ -1,0 +1,133 @@
+"""The MetaStore contract: a strongly consistent key-value store with conditional writes.
+
+Every value carries a *revision*: 1 when first written, +1 on every change. Revision 0 means
+"absent", so one compare-and-swap covers create (expect 0), update (expect n) and, through
+:class:`Delete`, delete. Backends (SQLite, DynamoDB) implement exactly this and pass one shared
+contract suite (``lake_platform_tests/registry/test_contract.py``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+ABSENT = 0
+#: The most operations one ``transact`` may carry (DynamoDB's TransactWriteItems limit).
+MAX_TRANSACT_OPS = 100
+MAX_KEY_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str
+    value: bytes
+    revision: int
+
+
+@dataclass(frozen=True)
+class Put:
+    """Write ``value`` at ``key`` if its revision is ``expected`` (ABSENT: must not exist).
+
+    ``expected=None`` writes unconditionally.
+    """
+
+    key: str
+    value: bytes
+    expected: int | None = ABSENT
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete ``key`` if its revision is ``expected``."""
+
+    key: str
+    expected: int
+
+
+@dataclass(frozen=True)
+class Check:
+    """Write nothing; fail the batch unless ``key`` is at revision ``expected`` (ABSENT allowed)."""
+
+    key: str
+    expected: int
+
+
+Op = Put | Delete | Check
+
+
+class MetaStore(ABC):
+    """Strongly consistent, conditional key-value store. Keys are strings, values bytes.
+
+    A failed condition raises :class:`~lake_platform.errors.ConditionFailed` and writes
+    nothing. Transient backend trouble raises ServiceUnavailable or Throttling.
+    """
+
+    #: A short, stable description for logs and for Lance's namespace id (no secrets).
+    url: str
+
+    @abstractmethod
+    def get(self, key: str) -> Item | None:
+        """Strongly consistent read of one key."""
+
+    @abstractmethod
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        """Apply every op atomically if every condition holds, else none of them.
+
+        Returns, per op, the item as written (Put), or None (Delete, Check). Keys must be
+        distinct within one batch, and a batch holds at most MAX_TRANSACT_OPS ops.
+        """
+
+    @abstractmethod
+    def scan_prefix(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        """Yield items whose key starts with ``prefix``, in ascending key order (byte order of
+        the UTF-8 key), strongly consistent, paging internally to the end (or ``limit``)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    # Single-key conveniences, all expressed through ``transact`` so backends need not repeat
+    # the condition logic; backends may override them with a cheaper native call.
+
+    def put_if_absent(self, key: str, value: bytes) -> Item:
+        item = self.transact([Put(key, value, ABSENT)])[0]
+        assert item is not None
+        return item
+
+    def compare_and_swap(self, key: str, expected: int, value: bytes) -> Item:
+        item = self.transact([Put(key, value, expected)])[0]
+        assert item is not None
+        return item
+
+    def compare_and_delete(self, key: str, expected: int) -> None:
+        self.transact([Delete(key, expected)])
+
+    def __enter__(self) -> MetaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_ops(ops: Sequence[Op]) -> None:
+    """Validate a batch the same way on every backend."""
+    from lake_platform.errors import InvalidInput
+
+    if not ops:
+        raise InvalidInput("transact needs at least one operation")
+    if len(ops) > MAX_TRANSACT_OPS:
+        raise InvalidInput(f"transact takes at most {MAX_TRANSACT_OPS} operations, got {len(ops)}")
+    keys = [op.key for op in ops]
+    if len(set(keys)) != len(keys):
+        raise InvalidInput("transact keys must be distinct within one batch")
+    for key in keys:
+        check_key(key)
+
+
+def check_key(key: str) -> None:
+    from lake_platform.errors import InvalidInput
+
+    if not isinstance(key, str) or not key or len(key.encode()) > MAX_KEY_BYTES:
+        raise InvalidInput(f"invalid registry key {key!r}")

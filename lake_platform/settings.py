@@ -1,0 +1,103 @@
+"""All settings, in one place: ``LakeSettings`` reads ``LAKE_*`` variables and a ``.env`` file.
+
+Every default is the embedded one (a ``.lake`` folder, a SQLite registry, a local warehouse), so
+the platform runs with no configuration at all. A bad value fails at start with a
+:class:`~lake_platform.errors.SettingsError` naming the variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from lake_platform.errors import SettingsError
+
+ENV_PREFIX = "LAKE_"
+
+
+class LakeSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True, frozen=True
+    )
+
+    home: Path = Field(Path(".lake"), description="Embedded home: registry, warehouse, Dagster state.")
+    registry_url: str = Field(
+        "", description="sqlite:///PATH or dynamodb://TABLE?region=..&endpoint_url=..; "
+        "default sqlite:///<home>/registry.db"
+    )
+    warehouse_root: str = Field("", description="Default storage root for new warehouses; default <home>/warehouse.")
+    actor: str = Field("local-admin", min_length=1, max_length=200, description="Who the CLI acts as.")
+
+    # Per-table write lease (invariant 3).
+    lease_ttl_seconds: float = Field(30.0, gt=0, le=3600)
+    lease_safety_margin_seconds: float = Field(5.0, gt=0)
+    lease_io_timeout_seconds: float = Field(2.0, gt=0)
+    lease_wait_seconds: float = Field(120.0, ge=0, description="How long a writer waits for a busy lease.")
+
+    # S3 storage options used for s3:// warehouse roots.
+    s3_endpoint: str = ""
+    s3_region: str = ""
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+    s3_allow_http: bool = False
+
+    # Shared with the Flight endpoint: versions younger than this are never cleaned up.
+    ticket_lifetime_seconds: float = Field(3600.0, gt=0)
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @model_validator(mode="after")
+    def _derive_and_check(self) -> LakeSettings:
+        home = self.home.expanduser()
+        object.__setattr__(self, "home", home)
+        if not self.registry_url:
+            object.__setattr__(self, "registry_url", f"sqlite:///{(home / 'registry.db').as_posix()}")
+        if not self.warehouse_root:
+            object.__setattr__(self, "warehouse_root", (home / "warehouse").as_posix())
+        if not self.registry_url.startswith(("sqlite:///", "dynamodb://")):
+            raise ValueError(f"registry_url: unsupported scheme in {self.registry_url!r} "
+                             "(expected sqlite:///PATH or dynamodb://TABLE)")
+        if self.lease_safety_margin_seconds >= self.lease_ttl_seconds:
+            raise ValueError("lease_safety_margin_seconds: must be below lease_ttl_seconds")
+        # Lease I/O must give up before the margin is used up, or a slow write could land late.
+        if self.lease_io_timeout_seconds >= self.lease_safety_margin_seconds:
+            raise ValueError("lease_io_timeout_seconds: must be below lease_safety_margin_seconds")
+        return self
+
+    def storage_options(self, root: str) -> dict[str, str]:
+        """Lance/object_store options for a storage root (empty for local folders)."""
+        if not root.startswith("s3://"):
+            return {}
+        opts: dict[str, str] = {}
+        if self.s3_endpoint:
+            opts["aws_endpoint"] = self.s3_endpoint
+        if self.s3_region:
+            opts["aws_region"] = self.s3_region
+        if self.s3_access_key_id:
+            opts["aws_access_key_id"] = self.s3_access_key_id
+        if self.s3_secret_access_key:
+            opts["aws_secret_access_key"] = self.s3_secret_access_key
+        if self.s3_allow_http:
+            opts["allow_http"] = "true"
+        return opts
+
+
+def load_settings(**overrides: Any) -> LakeSettings:
+    """Read settings from the environment and ``.env``; raise SettingsError naming the variable."""
+    try:
+        return LakeSettings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(p) for p in err.get("loc", ()) if p]
+            msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+            field = loc[0] if loc else ""
+            if not field and ": " in msg:
+                # Model-level checks name their field at the front of the message.
+                field, msg = msg.split(": ", 1)
+            name = f"{ENV_PREFIX}{field.upper()}" if field else "settings"
+            problems.append(f"{name}: {msg}")
+        raise SettingsError("bad setting: " + "; ".join(problems)) from None

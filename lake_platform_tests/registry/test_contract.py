@@ -1,0 +1,214 @@
+"""The MetaStore contract. Every backend runs this suite unchanged (see ``metastore`` fixture)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lake_platform.errors import ConditionFailed, ConcurrentModification, InvalidInput
+from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Check, Delete, MetaStore, Put
+
+
+def test_get_missing_is_none(metastore: MetaStore) -> None:
+    assert metastore.get("k/missing") is None
+
+
+def test_put_if_absent_then_get(metastore: MetaStore) -> None:
+    item = metastore.put_if_absent("k/a", b"one")
+    assert (item.value, item.revision) == (b"one", 1)
+    got = metastore.get("k/a")
+    assert got is not None and (got.value, got.revision) == (b"one", 1)
+
+
+def test_put_if_absent_refuses_existing(metastore: MetaStore) -> None:
+    metastore.put_if_absent("k/a", b"one")
+    with pytest.raises(ConditionFailed) as err:
+        metastore.put_if_absent("k/a", b"two")
+    assert err.value.key == "k/a"
+    assert isinstance(err.value, ConcurrentModification)
+    assert metastore.get("k/a").value == b"one"  # type: ignore[union-attr]
+
+
+def test_compare_and_swap(metastore: MetaStore) -> None:
+    metastore.put_if_absent("k/a", b"one")
+    item = metastore.compare_and_swap("k/a", 1, b"two")
+    assert item.revision == 2
+    with pytest.raises(ConditionFailed):
+        metastore.compare_and_swap("k/a", 1, b"stale")
+    with pytest.raises(ConditionFailed):
+        metastore.compare_and_swap("k/missing", 1, b"x")
+    assert metastore.get("k/a").value == b"two"  # type: ignore[union-attr]
+
+
+def test_compare_and_swap_from_absent_creates(metastore: MetaStore) -> None:
+    assert metastore.compare_and_swap("k/new", ABSENT, b"v").revision == 1
+
+
+def test_compare_and_delete(metastore: MetaStore) -> None:
+    metastore.put_if_absent("k/a", b"one")
+    metastore.compare_and_swap("k/a", 1, b"two")
+    with pytest.raises(ConditionFailed):
+        metastore.compare_and_delete("k/a", 1)
+    assert metastore.get("k/a") is not None
+    metastore.compare_and_delete("k/a", 2)
+    assert metastore.get("k/a") is None
+    with pytest.raises(ConditionFailed):
+        metastore.compare_and_delete("k/a", 2)
+
+
+def test_recreated_key_starts_at_revision_one(metastore: MetaStore) -> None:
+    metastore.put_if_absent("k/a", b"one")
+    metastore.compare_and_delete("k/a", 1)
+    assert metastore.put_if_absent("k/a", b"again").revision == 1
+
+
+def test_unconditional_put(metastore: MetaStore) -> None:
+    metastore.transact([Put("k/a", b"one", None)])
+    metastore.transact([Put("k/a", b"two", None)])
+    got = metastore.get("k/a")
+    assert got is not None and got.value == b"two" and got.revision == 2
+
+
+def test_binary_values_round_trip(metastore: MetaStore) -> None:
+    blob = bytes(range(256)) * 8
+    metastore.put_if_absent("k/bin", blob)
+    assert metastore.get("k/bin").value == blob  # type: ignore[union-attr]
+
+
+def test_transact_is_all_or_nothing(metastore: MetaStore) -> None:
+    metastore.put_if_absent("t/a", b"a1")
+    metastore.put_if_absent("t/b", b"b1")
+    with pytest.raises(ConditionFailed) as err:
+        metastore.transact([
+            Put("t/a", b"a2", 1),
+            Put("t/c", b"c1", ABSENT),
+            Delete("t/b", 1),
+            Check("t/lease", 3),  # fails: absent
+        ])
+    assert err.value.key in (None, "t/lease")
+    assert metastore.get("t/a").value == b"a1"  # type: ignore[union-attr]
+    assert metastore.get("t/b") is not None
+    assert metastore.get("t/c") is None
+
+
+def test_transact_applies_everything(metastore: MetaStore) -> None:
+    metastore.put_if_absent("t/a", b"a1")
+    metastore.put_if_absent("t/b", b"b1")
+    metastore.put_if_absent("t/lease", b"held")
+    results = metastore.transact([
+        Put("t/a", b"a2", 1),
+        Put("t/c", b"c1", ABSENT),
+        Delete("t/b", 1),
+        Check("t/lease", 1),
+    ])
+    assert results[0] is not None and results[0].revision == 2
+    assert results[1] is not None and results[1].revision == 1
+    assert results[2] is None and results[3] is None
+    assert metastore.get("t/b") is None
+    assert metastore.get("t/c").value == b"c1"  # type: ignore[union-attr]
+
+
+def test_check_absent(metastore: MetaStore) -> None:
+    metastore.transact([Check("t/none", ABSENT), Put("t/x", b"x", ABSENT)])
+    metastore.put_if_absent("t/none", b"now present")
+    with pytest.raises(ConditionFailed):
+        metastore.transact([Check("t/none", ABSENT), Put("t/y", b"y", ABSENT)])
+    assert metastore.get("t/y") is None
+
+
+def test_transact_rejects_bad_batches(metastore: MetaStore) -> None:
+    with pytest.raises(InvalidInput):
+        metastore.transact([])
+    with pytest.raises(InvalidInput):
+        metastore.transact([Put("d/a", b"1"), Put("d/a", b"2")])
+    with pytest.raises(InvalidInput):
+        metastore.transact([Put(f"d/{i}", b"x") for i in range(MAX_TRANSACT_OPS + 1)])
+    assert list(metastore.scan_prefix("d/")) == []
+
+
+def test_invalid_keys(metastore: MetaStore) -> None:
+    with pytest.raises(InvalidInput):
+        metastore.get("")
+    with pytest.raises(InvalidInput):
+        metastore.put_if_absent("x" * 2000, b"v")
+
+
+def test_scan_prefix_is_ordered_and_bounded(metastore: MetaStore) -> None:
+    keys = [f"s/{i:04d}" for i in range(0, 1200, 1)]
+    # Neighbouring prefixes must not leak into the scan.
+    metastore.put_if_absent("s", b"bare")
+    metastore.put_if_absent("s0", b"sibling")
+    metastore.put_if_absent("r/0", b"before")
+    for start in range(0, len(keys), MAX_TRANSACT_OPS):
+        metastore.transact([Put(k, k.encode(), ABSENT) for k in keys[start:start + MAX_TRANSACT_OPS]])
+    scanned = [item.key for item in metastore.scan_prefix("s/")]
+    assert scanned == keys  # pages to the end, in order
+    assert [i.key for i in metastore.scan_prefix("s/", limit=7)] == keys[:7]
+    after = [i.key for i in metastore.scan_prefix("s/", start_after="s/0599", limit=3)]
+    assert after == ["s/0600", "s/0601", "s/0602"]
+    assert list(metastore.scan_prefix("nothing/")) == []
+
+
+def test_scan_prefix_orders_by_utf8_bytes(metastore: MetaStore) -> None:
+    for key in ["o/b", "o/a", "o/B", "o/_", "o/aa", "o/a0"]:
+        metastore.put_if_absent(key, b"")
+    assert [i.key for i in metastore.scan_prefix("o/")] == sorted(
+        ["o/b", "o/a", "o/B", "o/_", "o/aa", "o/a0"], key=lambda k: k.encode()
+    )
+
+
+def test_scan_sees_latest_writes(metastore: MetaStore) -> None:
+    metastore.put_if_absent("c/a", b"1")
+    metastore.compare_and_swap("c/a", 1, b"2")
+    metastore.put_if_absent("c/b", b"1")
+    metastore.compare_and_delete("c/b", 1)
+    assert [(i.key, i.value, i.revision) for i in metastore.scan_prefix("c/")] == [("c/a", b"2", 2)]
+
+
+def test_concurrent_compare_and_swap_has_one_winner(metastore: MetaStore) -> None:
+    metastore.put_if_absent("race/x", b"0")
+    wins: list[int] = []
+    losses: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        try:
+            metastore.compare_and_swap("race/x", 1, str(i).encode())
+            wins.append(i)
+        except ConcurrentModification:
+            losses.append(i)
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 7
+    got = metastore.get("race/x")
+    assert got is not None and got.revision == 2 and got.value == str(wins[0]).encode()
+
+
+def test_concurrent_counter_loses_no_increment(metastore: MetaStore) -> None:
+    """Read-modify-CAS loops from several threads: every increment lands exactly once."""
+    metastore.put_if_absent("ctr", b"0")
+
+    def bump(n: int) -> None:
+        for _ in range(n):
+            while True:
+                item = metastore.get("ctr")
+                assert item is not None
+                try:
+                    metastore.compare_and_swap("ctr", item.revision, str(int(item.value) + 1).encode())
+                    break
+                except ConcurrentModification:
+                    continue
+
+    threads = [threading.Thread(target=bump, args=(15,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = metastore.get("ctr")
+    assert got is not None and int(got.value) == 60 and got.revision == 61
