@@ -1,0 +1,701 @@
+"""The catalog: the one authority every entry point (CLI, Dagster, Flight) goes through.
+
+Each write takes the table's lease, binds a namespace to the table incarnation and the pending
+commit, and lets Lance commit *through* the registry (see ``namespace``). Every change ends in a
+registry commit with a commit-log entry; every destructive step is conditional.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.catalog.arrow_io import StreamCounter, conform_schema, schema_from_ipc, schema_to_ipc
+from lake_platform.catalog.clock import Clock, SystemClock
+from lake_platform.catalog.lease import Lease, WriteGate
+from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
+from lake_platform.catalog.results import CommitResult, MaintenanceResult, PlannedCompaction, TableInfo
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    Internal,
+    InvalidInput,
+    LakeError,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
+    ServiceUnavailable,
+    TableAlreadyExists,
+    TableNotFound,
+    TableSchemaValidationError,
+)
+from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName, check_segment
+from lake_platform.registry import keys
+from lake_platform.registry.factory import open_metastore
+from lake_platform.registry.records import (
+    CommitLogEntry,
+    CommitMarker,
+    NamespaceRecord,
+    ProjectRecord,
+    TableRecord,
+    VersionRecord,
+    WarehouseRecord,
+    decode,
+    new_id,
+    now_ms,
+)
+from lake_platform.registry.store import ABSENT, Check, Delete, MetaStore, Op, Put
+from lake_platform.settings import LakeSettings
+
+log = logging.getLogger(__name__)
+
+#: Hook points tests use to pause or break an operation at an exact step.
+Hook = Callable[[str], None]
+
+_DELETE_BATCH = 90
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """An open, immutable view of one registered table version."""
+
+    name: TableName
+    record: TableRecord
+    version: int
+    dataset: Any  # lance.LanceDataset, opaque above the engine
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset.schema
+
+    def to_reader(self, **scan: Any) -> pa.RecordBatchReader:
+        return engine.scanner(self.dataset, **scan).to_reader()
+
+    def count_rows(self) -> int:
+        return int(self.dataset.count_rows())
+
+    def table_provider(self) -> Any:
+        return engine.table_provider(self.dataset)
+
+
+class Catalog:
+    def __init__(
+        self,
+        settings: LakeSettings,
+        store: MetaStore | None = None,
+        *,
+        clock: Clock | None = None,
+        heartbeat: bool = True,
+        hook: Hook | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store if store is not None else open_metastore(settings)
+        self.clock = clock or SystemClock()
+        self.gate = WriteGate(
+            self.store,
+            ttl=settings.lease_ttl_seconds,
+            margin=settings.lease_safety_margin_seconds,
+            wait=settings.lease_wait_seconds,
+            clock=self.clock,
+            heartbeat=heartbeat,
+        )
+        self._hook = hook
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _at(self, point: str) -> None:
+        if self._hook is not None:
+            self._hook(point)
+
+    # == hierarchy ===========================================================================
+
+    def create_project(self, name: str, *, actor: str | None = None) -> ProjectRecord:
+        pname = ProjectName.parse(name)
+        record = ProjectRecord(name=str(pname), created_by=self._actor(actor))
+        self._create(keys.project(pname), record, str(pname), "create project", actor,
+                     exists=NamespaceAlreadyExists(f"project {pname} already exists"))
+        return record
+
+    def create_warehouse(self, name: str, *, root: str | None = None, actor: str | None = None) -> WarehouseRecord:
+        wname = WarehouseName.parse(name)
+        self._require(keys.project(wname.parent), NamespaceNotFound(f"project {wname.project} does not exist"))
+        root = self._storage_root(root, wname)
+        record = WarehouseRecord(name=str(wname), root=root, created_by=self._actor(actor))
+        self._create(keys.warehouse(wname), record, str(wname), "create warehouse", actor,
+                     exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
+                     parent=keys.project(wname.parent))
+        return record
+
+    def create_namespace(self, name: str, *, actor: str | None = None) -> NamespaceRecord:
+        nname = NamespaceName.parse(name)
+        parent = nname.parent
+        parent_key = keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
+        self._require(parent_key, NamespaceNotFound(f"{_kind(parent)} {parent} does not exist"))
+        record = NamespaceRecord(name=str(nname), created_by=self._actor(actor))
+        self._create(keys.namespace(nname), record, str(nname), "create namespace", actor,
+                     exists=NamespaceAlreadyExists(f"namespace {nname} already exists"), parent=parent_key)
+        return record
+
+    def warehouse(self, name: WarehouseName) -> WarehouseRecord:
+        item = self.store.get(keys.warehouse(name))
+        if item is None:
+            raise NamespaceNotFound(f"warehouse {name} does not exist")
+        return decode(WarehouseRecord, item.value, item.key)
+
+    def _create(self, key: str, record: Any, target: str, operation: str, actor: str | None, *,
+                exists: LakeError, parent: str | None = None) -> None:
+        ops: list[Op] = [Put(key, record.encode(), ABSENT)]
+        if parent is not None:
+            parent_item = self.store.get(parent)
+            if parent_item is None:
+                raise NamespaceNotFound(f"parent of {target} does not exist")
+            # The parent must still be there when the child lands (no orphan children).
+            ops.append(Check(parent, parent_item.revision))
+        ops += self._log_ops(target, operation, actor)
+        try:
+            self.store.transact(ops)
+        except ConditionFailed as exc:
+            if exc.key == key or exc.key is None and self.store.get(key) is not None:
+                raise exists from None
+            raise NamespaceNotFound(f"parent of {target} was dropped concurrently") from None
+
+    def _require(self, key: str, missing: LakeError) -> None:
+        if self.store.get(key) is None:
+            raise missing
+
+    def _storage_root(self, root: str | None, wname: WarehouseName) -> str:
+        if root is None or root == "":
+            base = self.settings.warehouse_root
+            root = f"{base.rstrip('/')}/{wname.project}/{wname.warehouse}"
+        if root.startswith("s3://"):
+            if len(root) <= len("s3://") or "//" in root[5:] or ".." in root.split("/"):
+                raise InvalidInput(f"invalid storage root {root!r}")
+            return root.rstrip("/")
+        if "://" in root and not root.startswith("file://"):
+            raise InvalidInput(f"unsupported storage root {root!r}: use a local folder or s3://bucket/prefix")
+        return Path(root.removeprefix("file://")).expanduser().resolve().as_posix()
+
+    # == tables: write path ===================================================================
+
+    def create_table(
+        self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
+        commit_id: str | None = None,
+    ) -> CommitResult:
+        tname = TableName.parse(name)
+        commit_id = _commit_id(commit_id)
+        replay = self._replayed(commit_id)
+        if replay is not None:
+            return replay
+        ns_item = self.store.get(keys.namespace(tname.namespace_name))
+        if ns_item is None:
+            raise NamespaceNotFound(f"namespace {tname.namespace_name} does not exist")
+        if self.store.get(keys.table(tname)) is not None:
+            raise TableAlreadyExists(f"table {tname} already exists")
+        _check_schema(data.schema, str(tname))
+        warehouse = self.warehouse(tname.warehouse_name)
+        incarnation = new_id()
+        location = _table_location(warehouse.root, tname, incarnation)
+        record = TableRecord(
+            name=str(tname), incarnation=incarnation, location=location, current_version=0,
+            schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)), created_by=self._actor(actor),
+        )
+        counter = StreamCounter()
+        pending = PendingCommit(commit_id=commit_id, operation="create", actor=self._actor(actor), run_id=run_id,
+                                schema_ipc=schema_to_ipc(data.schema), stream_totals=counter.totals)
+        try:
+            self._write(tname, record, ABSENT, pending, counter.wrap(data), "create")
+        except LakeError:
+            # The location is unique to this attempt and unregistered: nobody else can see it.
+            if self.store.get(keys.commit_marker(commit_id)) is None:
+                engine.remove_table(location, self._storage(location))
+            raise
+        return self._result(pending, str(tname))
+
+    def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
+               run_id: str | None = None, commit_id: str | None = None) -> CommitResult:
+        return self._write_existing(name, data, "append", actor, run_id, commit_id)
+
+    def overwrite(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
+                  run_id: str | None = None, commit_id: str | None = None) -> CommitResult:
+        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id)
+
+    def _write_existing(self, name: str, data: pa.RecordBatchReader, mode: str, actor: str | None,
+                        run_id: str | None, commit_id: str | None) -> CommitResult:
+        tname = TableName.parse(name)
+        commit_id = _commit_id(commit_id)
+        replay = self._replayed(commit_id)
+        if replay is not None:
+            return replay
+        record, _ = self._table(tname)
+        counter = StreamCounter()
+        if mode == "append":
+            target = conform_schema(data.schema, schema_from_ipc(record.schema_ipc), str(tname))
+            stream = counter.wrap(data, target)
+            schema_ipc = None
+        else:
+            _check_schema(data.schema, str(tname))
+            stream = counter.wrap(data)
+            schema_ipc = schema_to_ipc(data.schema)
+        pending = PendingCommit(commit_id=commit_id, operation=mode, actor=self._actor(actor), run_id=run_id,
+                                schema_ipc=schema_ipc, stream_totals=counter.totals)
+        with self.gate.hold(record.incarnation) as lease:
+            record, revision = self._table(tname, incarnation=record.incarnation)
+            if mode == "overwrite":
+                pending.rows_removed = self._open(tname, record, record.current_version).count_rows()
+            self._write(tname, record, revision, pending, stream, mode, lease)
+        return self._result(pending, str(tname))
+
+    def _write(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
+               stream: pa.RecordBatchReader, mode: str, lease: Lease | None = None) -> None:
+        if lease is None:
+            with self.gate.hold(record.incarnation) as held:
+                return self._write(tname, record, revision, pending, stream, mode, held)
+        ns = self._namespace(tname, record, revision, pending, lease)
+        lease.check()
+        self._at(f"{mode}:before-write")
+        try:
+            engine.write(stream, namespace=ns, table_id=tname.parts, mode=mode,
+                         storage_options=self._storage(record.location))
+        except Exception as exc:  # noqa: BLE001 - every failure is resolved below, never guessed
+            self._resolve_failure(pending, ns, exc)
+        self._at(f"{mode}:after-write")
+        self._enrich(tname, record, pending)
+
+    def delete_rows(self, name: str, predicate: str, *, actor: str | None = None, run_id: str | None = None,
+                    commit_id: str | None = None) -> CommitResult:
+        tname = TableName.parse(name)
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidInput("a delete needs a non-empty predicate")
+        commit_id = _commit_id(commit_id)
+        replay = self._replayed(commit_id)
+        if replay is not None:
+            return replay
+        record, _ = self._table(tname)
+        pending = PendingCommit(commit_id=commit_id, operation="delete", actor=self._actor(actor), run_id=run_id,
+                                detail={"predicate": predicate})
+        with self.gate.hold(record.incarnation) as lease:
+            record, revision = self._table(tname, incarnation=record.incarnation)
+            ns = self._namespace(tname, record, revision, pending, lease)
+            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=record.current_version,
+                                     storage_options=self._storage(record.location))
+            before = int(ds.count_rows())
+            try:
+                engine.delete_rows(ds, predicate)
+            except Exception as exc:  # noqa: BLE001
+                if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
+                    if "conflict" not in str(exc).lower():
+                        raise InvalidInput(f"cannot delete from {tname}: {_first_line(exc)}") from None
+                self._resolve_failure(pending, ns, exc)
+            if pending.landed:
+                after = self._open(tname, ns.record, pending.landed[-1][0]).count_rows()
+                self._patch_log(pending.landed[0][1], {"rows_removed": before - after})
+        return self._result(pending, str(tname))
+
+    def create_tag(self, name: str, tag: str, version: int | None = None) -> int:
+        tname = TableName.parse(name)
+        check_segment(tag, "tag name")
+        snap = self.open_table(str(tname), version)
+        engine.create_tag(snap.dataset, tag, snap.version)
+        return snap.version
+
+    # == maintenance ==========================================================================
+
+    def plan_compaction(self, name: str, *, target_rows_per_fragment: int = 1_048_576) -> PlannedCompaction:
+        tname = TableName.parse(name)
+        snap = self.open_table(str(tname))
+        plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
+        return PlannedCompaction(str(tname), snap.record.incarnation, plan.read_version, plan.tasks)
+
+    def execute_compaction(self, planned: PlannedCompaction) -> list[str]:
+        """Rewrite the planned fragments (no commit). Each task is independent and could run in
+        another process from its JSON; here they run in order."""
+        snap = self._snapshot_of(planned)
+        return [engine.execute_compaction_task(snap.dataset, task) for task in planned.tasks]
+
+    def commit_compaction(self, planned: PlannedCompaction, results: Sequence[str], *, actor: str | None = None,
+                          run_id: str | None = None, commit_id: str | None = None) -> MaintenanceResult:
+        tname = TableName.parse(planned.table)
+        commit_id = _commit_id(commit_id)
+        if not results:
+            return MaintenanceResult(str(tname), "compact", "nothing-to-do", planned.read_version)
+        pending = PendingCommit(commit_id=commit_id, operation="compact", actor=self._actor(actor), run_id=run_id,
+                                detail={"planned_at_version": planned.read_version, "tasks": len(results)})
+        with self.gate.hold(planned.incarnation) as lease:
+            record, revision = self._table(tname, incarnation=planned.incarnation)
+            ns = self._namespace(tname, record, revision, pending, lease)
+            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
+                                     storage_options=self._storage(record.location))
+            try:
+                _, removed, added = engine.commit_compaction(ds, results)
+            except engine.StaleCompaction as exc:
+                if pending.landed:  # the reserve step landed, the rewrite did not: still stale
+                    pass
+                return self._skipped_stale(tname, record, pending, exc)
+            except Exception as exc:  # noqa: BLE001
+                self._resolve_failure(pending, ns, exc)
+                removed = added = 0
+            self._enrich(tname, record, pending, {"fragments_removed": removed, "fragments_added": added})
+        return MaintenanceResult(str(tname), "compact", "committed", pending.landed[-1][0], commit_id,
+                                 {"rebased": pending.landed[-1][0] > planned.read_version + 2,
+                                  "planned_at_version": planned.read_version})
+
+    def compact(self, name: str, *, target_rows_per_fragment: int = 1_048_576, actor: str | None = None,
+                run_id: str | None = None, commit_id: str | None = None) -> MaintenanceResult:
+        planned = self.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment)
+        if not planned.tasks:
+            return MaintenanceResult(planned.table, "compact", "nothing-to-do", planned.read_version)
+        results = self.execute_compaction(planned)
+        return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id)
+
+    def _skipped_stale(self, tname: TableName, record: TableRecord, pending: PendingCommit,
+                       exc: Exception) -> MaintenanceResult:
+        current, _ = self._table(tname, incarnation=record.incarnation)
+        detail = {"status": "skipped-stale", "reason": _first_line(exc), **pending.detail}
+        self.store.transact(self._log_ops(str(tname), "compact", pending.actor, commit_id=pending.commit_id,
+                                          run_id=pending.run_id, incarnation=record.incarnation,
+                                          from_version=current.current_version, detail=detail))
+        return MaintenanceResult(str(tname), "compact", "skipped-stale", current.current_version,
+                                 pending.commit_id, detail)
+
+    def cleanup(self, name: str, *, retention: timedelta, retain_versions: int = 1, actor: str | None = None,
+                run_id: str | None = None) -> MaintenanceResult:
+        """Remove old versions: out of the registry first, then Lance's files with the same cut,
+        then their staging manifests. Never the current version, a tagged version, one of the
+        newest ``retain_versions``, or one younger than the ticket lifetime."""
+        tname = TableName.parse(name)
+        if retain_versions < 1:
+            raise InvalidInput("retain_versions must be at least 1")
+        if retention < timedelta(0):
+            raise InvalidInput("retention must not be negative")
+        record, _ = self._table(tname)
+        commit_id = new_id()
+        with self.gate.hold(record.incarnation) as lease:
+            record, revision = self._table(tname, incarnation=record.incarnation)
+            versions = [decode(VersionRecord, i.value, i.key)
+                        for i in self.store.scan_prefix(keys.versions(record.incarnation))]
+            snap = self._open(tname, record, record.current_version)
+            tagged = set(engine.tagged_versions(snap.dataset).values())
+            window = max(retention, timedelta(seconds=self.settings.ticket_lifetime_seconds))
+            cut_ms = self.clock.wall_ms() - int(window.total_seconds() * 1000)
+            newest = {v.version for v in sorted(versions, key=lambda v: v.version)[-retain_versions:]}
+            doomed = [v for v in versions if v.version != record.current_version and v.version not in newest
+                      and v.version not in tagged and v.committed_at_ms < cut_ms]
+            if not doomed:
+                return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
+            kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
+            # 1. Out of the registry, conditional on the lease and on the table not moving.
+            detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "tagged_kept": sorted(tagged)}
+            for start in range(0, len(doomed), _DELETE_BATCH):
+                batch = doomed[start:start + _DELETE_BATCH]
+                ops: list[Op] = [Delete(keys.version(record.incarnation, v.version), _ver_rev(self.store, record, v))
+                                 for v in batch]
+                with lease.fenced() as fence:
+                    ops.append(fence)
+                    if start == 0:
+                        ops += self._log_ops(str(tname), "cleanup", actor, commit_id=commit_id, run_id=run_id,
+                                             incarnation=record.incarnation, from_version=record.current_version,
+                                             to_version=record.current_version, detail=detail)
+                    self.store.transact(ops)
+            self._at("cleanup:after-registry")
+            # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
+            storage = self._storage(record.location)
+            engine.repair_manifests(record.location, kept, storage)
+            stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+            # 3. The staging manifests Lance does not know about.
+            engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+        detail.update(stats)
+        log_key = self._find_log_key(str(tname), commit_id)
+        if log_key:
+            self._patch_log(log_key, {"bytes_removed": stats.get("bytes_removed", 0),
+                                      "files_removed": stats.get("data_files_removed", 0), "detail": detail})
+        return MaintenanceResult(str(tname), "cleanup", "committed", record.current_version, commit_id, detail)
+
+    # == drop =================================================================================
+
+    def drop_table(self, name: str, *, purge: bool = False, incarnation: str | None = None,
+                   actor: str | None = None) -> CommitResult:
+        """Deregister (compare-and-delete on the incarnation), then destroy the data."""
+        tname = TableName.parse(name)
+        if not purge:
+            from lake_platform.errors import Unsupported
+
+            raise Unsupported("recoverable drops are not available yet: pass purge=True (--purge) to destroy now")
+        record, _ = self._table(tname)
+        if incarnation is not None and record.incarnation != incarnation:
+            raise TableNotFound(f"table {tname} is not at incarnation {incarnation}")
+        self._at("drop:resolved")
+        commit_id = new_id()
+        with self.gate.hold(record.incarnation) as lease:
+            # Re-read under the lease: only the holder of this incarnation's lease can remove it,
+            # so if it is still there the revision we condition on cannot be reused (no ABA).
+            current, revision = self._table(tname, incarnation=record.incarnation)
+            self._at("drop:before-commit")
+            with lease.fenced() as fence:
+                ops: list[Op] = [Delete(keys.table(tname), revision), fence]
+                ops += self._log_ops(str(tname), "drop", actor, commit_id=commit_id, incarnation=current.incarnation,
+                                     from_version=current.current_version, detail={"purge": True})
+                try:
+                    self.store.transact(ops)
+                except ConditionFailed:
+                    raise ConcurrentModification(f"table {tname} changed while being dropped; nothing was dropped") from None
+        self._at("drop:after-commit")
+        self.purge_storage(current)
+        return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
+
+    def purge_storage(self, record: TableRecord) -> None:
+        """Destroy an unregistered incarnation's data and registry leftovers (idempotent)."""
+        engine.remove_table(record.location, self._storage(record.location))
+        leftovers = [i for i in self.store.scan_prefix(keys.versions(record.incarnation))]
+        lease = self.store.get(keys.lease(record.incarnation))
+        if lease is not None:
+            leftovers.append(lease)
+        for start in range(0, len(leftovers), _DELETE_BATCH):
+            try:
+                self.store.transact([Delete(i.key, i.revision) for i in leftovers[start:start + _DELETE_BATCH]])
+            except ConditionFailed:
+                log.info("registry leftovers of %s changed during purge; left for the next sweep", record.incarnation)
+
+    # == read path ============================================================================
+
+    def open_table(self, name: str, version: int | None = None) -> TableSnapshot:
+        """Open exactly the registered version (current by default); never "latest on disk"."""
+        tname = TableName.parse(name)
+        record, _ = self._table(tname)
+        if version is not None and (not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
+        return self._open(tname, record, version or record.current_version)
+
+    def _open(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        ns = BoundTableNamespace(self.store, tname, record, ABSENT, storage_options=self._storage(record.location))
+        try:
+            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=version,
+                                     storage_options=self._storage(record.location))
+        except Exception as exc:  # noqa: BLE001
+            if ns.failure is not None:
+                raise ns.failure from None
+            raise Internal(f"cannot open {tname} at version {version}: {_first_line(exc)}") from None
+        return TableSnapshot(tname, record, version, ds)
+
+    def _snapshot_of(self, planned: PlannedCompaction) -> TableSnapshot:
+        tname = TableName.parse(planned.table)
+        record, _ = self._table(tname, incarnation=planned.incarnation)
+        return self._open(tname, record, planned.read_version)
+
+    def describe_table(self, name: str, *, with_stats: bool = True) -> TableInfo:
+        tname = TableName.parse(name)
+        record, _ = self._table(tname)
+        rows = fragments = size = None
+        if with_stats and record.current_version > 0:
+            stats = engine.version_stats(self._open(tname, record, record.current_version).dataset)
+            rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
+        schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
+        return TableInfo(
+            name=str(tname), incarnation=record.incarnation, location=record.location, engine=record.engine,
+            current_version=record.current_version, created_at_ms=record.created_at_ms, protected=record.protected,
+            rows=rows, fragments=fragments, data_bytes=size,
+            schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+        )
+
+    def list_tables(self, prefix: str = "") -> Iterator[TableRecord]:
+        """Registered tables whose dotted name starts with ``prefix`` (whole segments)."""
+        key_prefix = "tbl/"
+        if prefix:
+            parts = prefix.split(".")
+            for part in parts:
+                check_segment(part, "name prefix")
+            key_prefix += "/".join(parts[:2])
+            if len(parts) > 2:
+                key_prefix += "/" + ".".join(parts[2:])
+        for item in self.store.scan_prefix(key_prefix):
+            record = decode(TableRecord, item.value, item.key)
+            if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
+                if record.current_version > 0:
+                    yield record
+
+    def history(self, target: str, *, limit: int | None = None) -> list[CommitLogEntry]:
+        for part in target.split("."):
+            check_segment(part, "name")
+        return [decode(CommitLogEntry, i.value, i.key) for i in self.store.scan_prefix(keys.log_prefix(target), limit=limit)]
+
+    def commit_landed(self, commit_id: str) -> CommitMarker | None:
+        item = self.store.get(keys.commit_marker(commit_id))
+        return decode(CommitMarker, item.value, item.key) if item else None
+
+    # == internals ============================================================================
+
+    def _actor(self, actor: str | None) -> str:
+        return actor or self.settings.actor
+
+    def _storage(self, location: str) -> dict[str, str]:
+        return self.settings.storage_options(location)
+
+    def _table(self, tname: TableName, *, incarnation: str | None = None) -> tuple[TableRecord, int]:
+        item = self.store.get(keys.table(tname))
+        if item is None:
+            raise TableNotFound(f"table {tname} does not exist")
+        record = decode(TableRecord, item.value, item.key)
+        if incarnation is not None and record.incarnation != incarnation:
+            raise TableNotFound(f"table {tname} was dropped or replaced (incarnation {incarnation} is gone)")
+        if record.current_version == 0:
+            raise TableNotFound(f"table {tname} is declared but has no committed version")
+        return record, item.revision
+
+    def _namespace(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
+                   lease: Lease) -> BoundTableNamespace:
+        return BoundTableNamespace(self.store, tname, record, revision, pending=pending, lease=lease,
+                                   storage_options=self._storage(record.location),
+                                   fault=self._hook and (lambda p: self._at(f"{pending.operation}:{p}")))
+
+    def _replayed(self, commit_id: str) -> CommitResult | None:
+        marker = self.commit_landed(commit_id)
+        if marker is None:
+            return None
+        return CommitResult(commit_id, marker.target, marker.operation, marker.from_version, marker.to_version,
+                            replayed=True)
+
+    def _resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:
+        """After a failed engine call: did our commit land anyway? (invariant 5)"""
+        marker = None
+        try:
+            marker = self.commit_landed(pending.commit_id)
+        except LakeError:
+            pass
+        if marker is not None:
+            if not pending.landed and marker.to_version is not None:
+                pending.landed.append((marker.to_version, marker.log_key))
+            log.warning("commit %s landed although the engine reported: %s", pending.commit_id, _first_line(exc))
+            return
+        if ns.failure is not None:
+            raise ns.failure from None
+        if isinstance(exc, LakeError):
+            raise exc
+        if isinstance(exc, (pa.ArrowInvalid, pa.ArrowTypeError)):
+            raise TableSchemaValidationError(f"data does not fit the table: {_first_line(exc)}") from None
+        if isinstance(exc, (OSError, ValueError)) and "schema" in str(exc).lower():
+            raise TableSchemaValidationError(f"data does not fit the table: {_first_line(exc)}") from None
+        raise Internal(f"{pending.operation} failed: {_first_line(exc)}") from exc
+
+    def _result(self, pending: PendingCommit, table: str) -> CommitResult:
+        if not pending.landed:
+            raise Internal(f"{pending.operation} of {table} committed no version")
+        marker = self.commit_landed(pending.commit_id)
+        from_version = marker.from_version if marker else None
+        rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
+        return CommitResult(pending.commit_id, table, pending.operation, from_version, pending.landed[-1][0],
+                            rows_added=rows, bytes_added=nbytes)
+
+    def _enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
+                extra: dict[str, object] | None = None) -> None:
+        """Add file counts to the commit-log entries once Lance's transaction can be read.
+
+        The entry itself landed atomically with the version; this only completes its figures,
+        and a failure here never fails the commit.
+        """
+        if not pending.landed or pending.operation == "append":
+            return
+        try:
+            last_version, _ = pending.landed[-1]
+            snap = self._open(tname, record.model_copy(update={"current_version": last_version}), last_version)
+            for version, log_key in pending.landed:
+                change = engine.change_stats(snap.dataset, version)
+                patch: dict[str, object] = {"files_added": change.files_added, "files_removed": change.files_removed,
+                                            "bytes_added": change.bytes_added, "bytes_removed": change.bytes_removed}
+                if extra:
+                    patch["detail"] = {**pending.detail, **extra}
+                self._patch_log(log_key, patch)
+        except LakeError:
+            log.warning("could not complete commit-log figures for %s", tname, exc_info=True)
+
+    def _patch_log(self, log_key: str, patch: dict[str, object]) -> None:
+        for _ in range(3):
+            item = self.store.get(log_key)
+            if item is None:
+                return
+            entry = decode(CommitLogEntry, item.value, item.key)
+            try:
+                self.store.compare_and_swap(log_key, item.revision, entry.model_copy(update=patch).encode())
+                return
+            except ConcurrentModification:
+                continue
+
+    def _find_log_key(self, target: str, commit_id: str) -> str | None:
+        marker = self.commit_landed(commit_id)
+        return marker.log_key if marker else None
+
+    def _log_ops(self, target: str, operation: str, actor: str | None, *, commit_id: str | None = None,
+                 run_id: str | None = None, incarnation: str | None = None, from_version: int | None = None,
+                 to_version: int | None = None, detail: dict[str, object] | None = None) -> list[Op]:
+        commit_id = commit_id or new_id()
+        at = now_ms()
+        log_key = keys.log_entry(target, at, commit_id)
+        entry = CommitLogEntry(commit_id=commit_id, target=target, operation=operation, actor=self._actor(actor),
+                               run_id=run_id, at_ms=at, incarnation=incarnation, from_version=from_version,
+                               to_version=to_version, detail=detail or {})
+        marker = CommitMarker(commit_id=commit_id, target=target, operation=operation, incarnation=incarnation,
+                              from_version=from_version, to_version=to_version, log_key=log_key, at_ms=at)
+        return [Put(log_key, entry.encode(), ABSENT), Put(keys.commit_marker(commit_id), marker.encode(), ABSENT)]
+
+
+def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
+    item = store.get(keys.version(record.incarnation, v.version))
+    if item is None:
+        raise ConcurrentModification(f"version {v.version} vanished during cleanup")
+    return item.revision
+
+
+def _table_location(root: str, tname: TableName, incarnation: str) -> str:
+    return f"{root.rstrip('/')}/{'/'.join(tname.namespace)}/{tname.table}-{incarnation}.lance"
+
+
+def _check_schema(schema: pa.Schema, table: str) -> None:
+    if len(schema) == 0:
+        raise TableSchemaValidationError(f"cannot create {table} without columns")
+    for f in schema:
+        if not f.name or f.name != f.name.strip():
+            raise TableSchemaValidationError(f"invalid column name {f.name!r} in {table}")
+    if len(set(schema.names)) != len(schema.names):
+        raise TableSchemaValidationError(f"duplicate column names in {table}")
+
+
+def _commit_id(commit_id: str | None) -> str:
+    if commit_id is None:
+        return new_id()
+    if not isinstance(commit_id, str) or not 8 <= len(commit_id) <= 128 or not commit_id.replace("-", "").isalnum():
+        raise InvalidInput("commit id must be 8-128 letters, digits or dashes")
+    return commit_id
+
+
+def _kind(name: object) -> str:
+    return "warehouse" if isinstance(name, WarehouseName) else "namespace"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+@contextmanager
+def opened(settings: LakeSettings) -> Iterator[Catalog]:
+    catalog = Catalog(settings)
+    try:
+        yield catalog
+    finally:
+        catalog.close()
+
+
+__all__ = ["Catalog", "TableSnapshot", "opened", "NamespaceNotEmpty", "ServiceUnavailable"]

@@ -1,0 +1,197 @@
+"""The write gate: a per-table lease in the registry (invariant 3).
+
+A lease has a holder, a fencing token that grows with every acquisition, and a deadline. The
+holder keeps a *local monotonic* deadline and checks it, minus a safety margin, before every
+write; other machines compare the stored wall-clock deadline to decide when they may take over.
+Every registry commit a holder makes carries a condition on the lease record's revision, so once
+anybody else acquires, the old holder's late commits are refused even if its clock lies.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from lake_platform.catalog.clock import Clock, SystemClock
+from lake_platform.errors import ConcurrentModification, LeaseExpired, LeaseUnavailable, ServiceUnavailable
+from lake_platform.registry import keys
+from lake_platform.registry.records import LeaseRecord, decode, new_id
+from lake_platform.registry.store import ABSENT, Check, MetaStore
+
+log = logging.getLogger(__name__)
+
+
+class Lease:
+    """A held lease. ``check()`` before each write; ``condition()`` goes into each commit."""
+
+    def __init__(self, gate: WriteGate, incarnation: str, holder: str, token: int, revision: int, deadline: float):
+        self.gate = gate
+        self.incarnation = incarnation
+        self.holder = holder
+        self.token = token
+        self._revision = revision
+        self._deadline = deadline  # local monotonic seconds
+        self._lost = False
+        self._lock = threading.Lock()
+        # Held across a fenced commit and across a renewal, so a heartbeat never changes the
+        # lease revision between the moment a commit reads it and the moment it lands.
+        self._io = threading.RLock()
+
+    @property
+    def key(self) -> str:
+        return keys.lease(self.incarnation)
+
+    @property
+    def revision(self) -> int:
+        with self._lock:
+            return self._revision
+
+    def check(self) -> None:
+        """Refuse to write once the deadline minus the safety margin has passed."""
+        with self._lock:
+            if self._lost:
+                raise LeaseExpired(f"write lease on incarnation {self.incarnation} was lost (token {self.token})")
+            remaining = self._deadline - self.gate.margin - self.gate.clock.monotonic()
+        if remaining <= 0:
+            raise LeaseExpired(
+                f"write lease on incarnation {self.incarnation} expired (token {self.token}); "
+                "the write was not attempted"
+            )
+
+    @contextmanager
+    def fenced(self) -> Iterator[Check]:
+        """Check the deadline and yield the registry condition that fences a commit; the
+        lease is not renewed until the block ends."""
+        with self._io:
+            self.check()
+            yield Check(self.key, self.revision)
+
+    def mark_lost(self) -> None:
+        with self._lock:
+            self._lost = True
+
+    def _renewed(self, revision: int, deadline: float) -> None:
+        with self._lock:
+            self._revision = revision
+            self._deadline = deadline
+
+
+class WriteGate:
+    def __init__(
+        self,
+        store: MetaStore,
+        *,
+        ttl: float,
+        margin: float,
+        wait: float,
+        clock: Clock | None = None,
+        heartbeat: bool = True,
+    ) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.margin = margin
+        self.wait = wait
+        self.clock = clock or SystemClock()
+        self.heartbeat = heartbeat
+
+    def acquire(self, incarnation: str, holder: str | None = None) -> Lease:
+        holder = holder or new_id()
+        started = time.monotonic()
+        delay = 0.002
+        while True:
+            lease = self._try_acquire(incarnation, holder)
+            if lease is not None:
+                return lease
+            if time.monotonic() - started >= self.wait:
+                raise LeaseUnavailable(
+                    f"table incarnation {incarnation} is being written by another writer; "
+                    f"gave up after {self.wait:.0f}s"
+                )
+            # Back off with jitter so waiting writers do not stampede the registry.
+            time.sleep(random.uniform(0, delay))
+            delay = min(delay * 2, 0.1)
+
+    def _try_acquire(self, incarnation: str, holder: str) -> Lease | None:
+        key = keys.lease(incarnation)
+        begun = self.clock.monotonic()
+        now_ms = self.clock.wall_ms()
+        item = self.store.get(key)
+        if item is None:
+            token, expected = 1, ABSENT
+        else:
+            current = decode(LeaseRecord, item.value, key)
+            if not current.released and current.deadline_ms > now_ms:
+                return None
+            token, expected = current.token + 1, item.revision
+        record = LeaseRecord(
+            incarnation=incarnation, holder=holder, token=token, deadline_ms=now_ms + int(self.ttl * 1000)
+        )
+        try:
+            written = self.store.compare_and_swap(key, expected, record.encode())
+        except ConcurrentModification:
+            return None
+        # The local deadline counts from before the request: time spent in I/O is already spent.
+        return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
+
+    def renew(self, lease: Lease) -> None:
+        with lease._io:
+            self._renew(lease)
+
+    def _renew(self, lease: Lease) -> None:
+        lease.check()
+        begun = self.clock.monotonic()
+        record = LeaseRecord(
+            incarnation=lease.incarnation,
+            holder=lease.holder,
+            token=lease.token,
+            deadline_ms=self.clock.wall_ms() + int(self.ttl * 1000),
+        )
+        try:
+            written = self.store.compare_and_swap(lease.key, lease.revision, record.encode())
+        except ConcurrentModification:
+            lease.mark_lost()
+            raise LeaseExpired(f"write lease on incarnation {lease.incarnation} was taken over") from None
+        lease._renewed(written.revision, begun + self.ttl)
+
+    def release(self, lease: Lease) -> None:
+        record = LeaseRecord(
+            incarnation=lease.incarnation, holder=lease.holder, token=lease.token, deadline_ms=0, released=True
+        )
+        with lease._io:
+            try:
+                self.store.compare_and_swap(lease.key, lease.revision, record.encode())
+            except (ConcurrentModification, ServiceUnavailable):
+                # Taken over already, or the registry is away: the deadline frees it either way.
+                pass
+            lease.mark_lost()
+
+    @contextmanager
+    def hold(self, incarnation: str, holder: str | None = None) -> Iterator[Lease]:
+        """Acquire, keep renewed in the background while the body runs, release."""
+        lease = self.acquire(incarnation, holder)
+        stop = threading.Event()
+        beat = None
+        if self.heartbeat:
+            beat = threading.Thread(target=self._beat, args=(lease, stop), daemon=True, name="lease-heartbeat")
+            beat.start()
+        try:
+            yield lease
+        finally:
+            stop.set()
+            if beat is not None:
+                beat.join()
+            self.release(lease)
+
+    def _beat(self, lease: Lease, stop: threading.Event) -> None:
+        interval = max(self.ttl / 3, 0.05)
+        while not stop.wait(interval):
+            try:
+                self.renew(lease)
+            except LeaseExpired:
+                return
+            except Exception:  # noqa: BLE001 - a failed renewal just lets the deadline run out
+                log.warning("lease renewal failed for %s", lease.incarnation, exc_info=True)

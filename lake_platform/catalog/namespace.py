@@ -1,0 +1,300 @@
+"""The registry as Lance's external manifest store ("managed versioning").
+
+Lance calls ``create_table_version(N)`` for every commit. Here that call *is* the registry's
+compare-and-swap: one ``transact`` writes the version record, moves the table's current version
+from N-1 to N, appends the commit-log entry and the commit-id marker, all conditional on the
+writer's lease. If version N already exists Lance gets ConcurrentModification, rebases, and
+retries with N+1.
+
+Lance calls back from its own threads, where context variables are not set, so each write gets
+its own namespace instance bound to one table incarnation and one pending commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance_namespace.errors as ns_errors
+from lance_namespace import LanceNamespace
+from lance_namespace_urllib3_client.models import (
+    CreateTableVersionResponse,
+    DeclareTableResponse,
+    DescribeTableResponse,
+    DescribeTableVersionResponse,
+    ListTableVersionsResponse,
+    TableVersion,
+)
+
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    Internal,
+    LakeError,
+    LeaseExpired,
+    ServiceUnavailable,
+    TableAlreadyExists,
+    TableNotFound,
+    TableVersionNotFound,
+)
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRecord, VersionRecord, decode, new_id, now_ms
+from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
+
+from lake_platform.catalog.lease import Lease
+
+
+@dataclass
+class PendingCommit:
+    """What the catalog is committing; the namespace turns each Lance version into a registry commit."""
+
+    commit_id: str
+    operation: str
+    actor: str
+    run_id: str | None = None
+    schema_ipc: bytes | None = None  # set when the commit may change the schema (create, overwrite)
+    detail: dict[str, object] = field(default_factory=dict)
+    #: Called at commit time for (rows_added, bytes_added): the stream is drained by then.
+    stream_totals: Callable[[], tuple[int, int]] | None = None
+    rows_removed: int = 0
+    #: Filled in as versions land: (version, log key).
+    landed: list[tuple[int, str]] = field(default_factory=list)
+    marker_revision: int = ABSENT
+
+
+class BoundTableNamespace(LanceNamespace):
+    """A namespace for exactly one table incarnation, optionally carrying one pending commit."""
+
+    def __init__(
+        self,
+        store: MetaStore,
+        name: TableName,
+        record: TableRecord,
+        record_revision: int,
+        *,
+        pending: PendingCommit | None = None,
+        lease: Lease | None = None,
+        storage_options: dict[str, str] | None = None,
+        fault: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.record = record
+        self.record_revision = record_revision
+        self.pending = pending
+        self.lease = lease
+        self.storage_options = storage_options or None
+        #: The typed error behind the last failed callback: Lance wraps it, the catalog re-raises it.
+        self.failure: LakeError | None = None
+        self._fault = fault
+        self._lock = threading.Lock()
+        self._id = f"lake:{store.url}:{record.incarnation}:{new_id()}"
+
+    def namespace_id(self) -> str:
+        return self._id
+
+    # -- table discovery -------------------------------------------------------------------
+
+    def _check_id(self, request: Any) -> None:
+        table_id = _field(request, "id")
+        if table_id is not None and list(table_id) != self.name.parts:
+            raise ns_errors.InvalidInputError(f"this namespace serves {self.name}, not {'.'.join(table_id)}")
+
+    def declare_table(self, request: Any) -> DeclareTableResponse:
+        self._check_id(request)
+        return DeclareTableResponse(
+            location=self.record.location, managed_versioning=True, storage_options=self.storage_options
+        )
+
+    def describe_table(self, request: Any) -> DescribeTableResponse:
+        self._check_id(request)
+        return DescribeTableResponse(
+            location=self.record.location,
+            managed_versioning=True,
+            version=self.record.current_version or None,
+            storage_options=self.storage_options,
+        )
+
+    # -- versions --------------------------------------------------------------------------
+
+    def list_table_versions(self, request: Any) -> ListTableVersionsResponse:
+        self._check_id(request)
+        return self._guard(self._list_versions, request)
+
+    def _list_versions(self, request: Any) -> ListTableVersionsResponse:
+        limit = _field(request, "limit")
+        descending = bool(_field(request, "descending"))
+        if limit == 1 and descending:
+            # Lance asks for "latest" before every commit: answer from the table record, one read.
+            self._refresh_record()
+            current = self.record.current_version
+            if current == 0:
+                return ListTableVersionsResponse(versions=[])
+            rec = self._version(current)
+            return ListTableVersionsResponse(versions=[_table_version(rec)])
+        items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
+        records = [decode(VersionRecord, i.value, i.key) for i in items]
+        if descending:
+            records.reverse()
+        if limit:
+            records = records[: int(limit)]
+        return ListTableVersionsResponse(versions=[_table_version(r) for r in records])
+
+    def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
+        self._check_id(request)
+        version = _field(request, "version")
+        return self._guard(lambda: DescribeTableVersionResponse(version=_table_version(self._version(int(version)))))
+
+    def create_table_version(self, request: Any) -> CreateTableVersionResponse:
+        self._check_id(request)
+        return self._guard(self._create_version, request)
+
+    def _create_version(self, request: Any) -> CreateTableVersionResponse:
+        pending = self.pending
+        if pending is None or self.lease is None:
+            raise Internal("this table handle is read-only: writes go through the catalog")
+        version = int(_field(request, "version"))
+        with self._lock, self.lease.fenced() as lease_check:
+            step = len(pending.landed)
+            at = now_ms()
+            log_key = keys.log_entry(str(self.name), at, pending.commit_id, step)
+            ver = VersionRecord(
+                incarnation=self.record.incarnation,
+                version=version,
+                manifest_path=str(_field(request, "manifest_path")),
+                manifest_size=_field(request, "manifest_size"),
+                e_tag=_field(request, "e_tag"),
+                naming_scheme=_field(request, "naming_scheme"),
+                committed_at_ms=at,
+                commit_id=pending.commit_id,
+            )
+            updates: dict[str, object] = {"current_version": version}
+            if pending.schema_ipc is not None:
+                updates["schema_ipc_b64"] = TableRecord.encode_schema(pending.schema_ipc)
+            new_record = self.record.model_copy(update=updates)
+            rows, nbytes = pending.stream_totals() if pending.stream_totals and step == 0 else (0, 0)
+            entry = CommitLogEntry(
+                commit_id=pending.commit_id,
+                target=str(self.name),
+                operation=pending.operation if step == 0 else f"{pending.operation}#{step}",
+                actor=pending.actor,
+                run_id=pending.run_id,
+                at_ms=at,
+                incarnation=self.record.incarnation,
+                from_version=self.record.current_version,
+                to_version=version,
+                rows_added=rows,
+                bytes_added=nbytes,
+                rows_removed=pending.rows_removed if step == 0 else 0,
+                detail=dict(pending.detail),
+            )
+            marker = CommitMarker(
+                commit_id=pending.commit_id,
+                target=str(self.name),
+                operation=pending.operation,
+                incarnation=self.record.incarnation,
+                from_version=(self.record.current_version if step == 0 else None),
+                to_version=version,
+                log_key=log_key,
+                at_ms=at,
+            )
+            if step > 0:
+                first = self.store.get(keys.commit_marker(pending.commit_id))
+                if first is not None:
+                    marker = marker.model_copy(
+                        update={"from_version": decode(CommitMarker, first.value).from_version}
+                    )
+            ops: list[Op] = [
+                Put(keys.version(self.record.incarnation, version), ver.encode(), ABSENT),
+                Put(keys.table(self.name), new_record.encode(), self.record_revision),
+                Put(log_key, entry.encode(), ABSENT),
+                Put(keys.commit_marker(pending.commit_id), marker.encode(), pending.marker_revision),
+                lease_check,
+            ]
+            try:
+                results = self.store.transact(ops)
+                if self._fault is not None:
+                    self._fault("after-commit")
+            except ConditionFailed as exc:
+                raise self._explain_conflict(exc, version) from None
+            except ServiceUnavailable:
+                # Unknown outcome: look for our own version record before anyone retries.
+                results = self._resolve_unknown(version, pending.commit_id)
+            assert results[1] is not None and results[3] is not None
+            self.record = new_record
+            self.record_revision = results[1].revision
+            pending.marker_revision = results[3].revision
+            pending.landed.append((version, log_key))
+        return CreateTableVersionResponse(version=_table_version(ver))
+
+    def _resolve_unknown(self, version: int, commit_id: str) -> list[Item | None]:
+        item = self.store.get(keys.version(self.record.incarnation, version))
+        if item is None or decode(VersionRecord, item.value).commit_id != commit_id:
+            raise ServiceUnavailable(f"registry unavailable while committing version {version} of {self.name}")
+        table = self.store.get(keys.table(self.name))
+        marker = self.store.get(keys.commit_marker(commit_id))
+        if table is None or marker is None:
+            raise Internal(f"commit {commit_id} landed partially")  # transact is atomic: cannot happen
+        return [item, table, None, marker, None]
+
+    def _explain_conflict(self, exc: ConditionFailed, version: int) -> LakeError:
+        lease_key = self.lease.key if self.lease else None
+        if exc.key == lease_key:
+            if self.lease is not None:
+                self.lease.mark_lost()
+            return LeaseExpired(f"write lease on {self.name} was taken over; commit of version {version} refused")
+        if exc.key == keys.table(self.name) and self.record_revision == ABSENT:
+            return TableAlreadyExists(f"table {self.name} already exists")
+        if exc.key == keys.table(self.name) or exc.key is None:
+            # Find out whether our incarnation is still the registered one.
+            item = self.store.get(keys.table(self.name))
+            if item is None or decode(TableRecord, item.value).incarnation != self.record.incarnation:
+                return TableNotFound(f"table {self.name} was dropped or replaced while being written")
+        return ConcurrentModification(f"version {version} of {self.name} was committed concurrently")
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _refresh_record(self) -> None:
+        if self.record_revision == ABSENT:
+            return  # not registered yet: a create in progress
+        item = self.store.get(keys.table(self.name))
+        if item is None:
+            raise TableNotFound(f"table {self.name} no longer exists")
+        record = decode(TableRecord, item.value, item.key)
+        if record.incarnation != self.record.incarnation:
+            raise TableNotFound(f"table {self.name} was dropped and recreated")
+        self.record, self.record_revision = record, item.revision
+
+    def _version(self, version: int) -> VersionRecord:
+        item = self.store.get(keys.version(self.record.incarnation, version))
+        if item is None:
+            raise TableVersionNotFound(f"version {version} of {self.name} is not registered")
+        return decode(VersionRecord, item.value, item.key)
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a callback; translate our typed errors into the namespace spec's errors for Lance."""
+        try:
+            return fn(*args)
+        except LakeError as exc:
+            self.failure = exc
+            raise ns_errors.from_error_code(int(exc.code), exc.message) from None
+
+
+def _field(request: Any, name: str) -> Any:
+    # Lance passes plain dicts for some calls and pydantic models for others.
+    if isinstance(request, dict):
+        return request.get(name)
+    return getattr(request, name, None)
+
+
+def _table_version(rec: VersionRecord) -> TableVersion:
+    return TableVersion(
+        version=rec.version,
+        manifest_path=rec.manifest_path,
+        manifest_size=rec.manifest_size,
+        e_tag=rec.e_tag,
+        timestamp_millis=rec.committed_at_ms,
+    )

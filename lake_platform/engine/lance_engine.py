@@ -1,0 +1,283 @@
+"""Lance operations. This package is the only code that imports ``lance``.
+
+Every operation that creates a version goes through a namespace client with managed
+versioning: Lance asks the namespace to register version N, so the registry arbitrates every
+version number (invariant 2 by construction). The engine never decides what "latest" is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pyarrow.fs as pafs
+from lance.commit import CommitConflictError
+from lance.optimize import Compaction, CompactionOptions, CompactionTask, RewriteResult
+from lance_namespace import LanceNamespace
+
+#: Lance's own default; kept explicit so ingest and bench use the same file sizing.
+MAX_ROWS_PER_FILE = 1_048_576
+
+
+@dataclass(frozen=True)
+class VersionStats:
+    version: int
+    rows: int
+    fragments: int
+    data_files: int
+    data_bytes: int
+
+
+@dataclass(frozen=True)
+class ChangeStats:
+    """What one committed version added and removed (from Lance's transaction file)."""
+
+    files_added: int = 0
+    files_removed: int = 0
+    bytes_added: int = 0
+    bytes_removed: int = 0
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    read_version: int
+    tasks: tuple[str, ...]  # CompactionTask JSON, shippable to other processes
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the table location
+    size: int
+    mtime: dt.datetime | None
+
+
+def write(
+    reader: pa.RecordBatchReader,
+    *,
+    namespace: LanceNamespace,
+    table_id: Sequence[str],
+    mode: str,
+    storage_options: dict[str, str] | None = None,
+    max_rows_per_file: int = MAX_ROWS_PER_FILE,
+) -> int:
+    """Stream ``reader`` into the table; return the committed version."""
+    ds = lance.write_dataset(
+        reader,
+        namespace_client=namespace,
+        table_id=list(table_id),
+        mode=mode,
+        storage_options=storage_options or None,
+        max_rows_per_file=max_rows_per_file,
+    )
+    return int(ds.version)
+
+
+def open_version(
+    *, namespace: LanceNamespace, table_id: Sequence[str], version: int, storage_options: dict[str, str] | None = None
+) -> lance.LanceDataset:
+    """Open exactly ``version``, resolving its manifest through the namespace (the registry)."""
+    return lance.dataset(
+        namespace_client=namespace, table_id=list(table_id), version=version, storage_options=storage_options or None
+    )
+
+
+def version_stats(ds: lance.LanceDataset) -> VersionStats:
+    rows = files = size = 0
+    frags = ds.get_fragments()
+    for frag in frags:
+        meta = frag.metadata
+        for f in meta.files:
+            files += 1
+            size += int(f.file_size_bytes or 0)
+    rows = ds.count_rows()
+    return VersionStats(int(ds.version), rows, len(frags), files, size)
+
+
+def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
+    """Files and bytes a committed version added and removed, read from its transaction."""
+    try:
+        txn = ds.read_transaction(version)
+    except Exception:  # noqa: BLE001 - stats are informational; a missing txn must not fail a commit
+        return ChangeStats()
+    op = txn.operation
+    added = [f for frag in getattr(op, "new_fragments", None) or getattr(op, "fragments", None) or [] for f in frag.files]
+    removed_ids = set(getattr(op, "deleted_fragment_ids", None) or [])
+    groups = getattr(op, "groups", None) or []
+    for group in groups:
+        added += [f for frag in group.new_fragments for f in frag.files]
+        removed_ids |= {frag.id for frag in group.old_fragments}
+    removed: list[Any] = []
+    if removed_ids:
+        try:
+            old = ds.checkout_version(txn.read_version)
+            removed = [f for frag in old.get_fragments() if frag.fragment_id in removed_ids for f in frag.metadata.files]
+        except Exception:  # noqa: BLE001
+            removed = []
+    if type(op).__name__ == "Overwrite":
+        try:
+            old = ds.checkout_version(version - 1)
+            removed = [f for frag in old.get_fragments() for f in frag.metadata.files]
+        except Exception:  # noqa: BLE001
+            removed = []
+    return ChangeStats(
+        files_added=len(added),
+        files_removed=len(removed),
+        bytes_added=sum(int(f.file_size_bytes or 0) for f in added),
+        bytes_removed=sum(int(f.file_size_bytes or 0) for f in removed),
+    )
+
+
+def plan_compaction(ds: lance.LanceDataset, *, target_rows_per_fragment: int) -> CompactionPlan:
+    plan = Compaction.plan(ds, CompactionOptions(target_rows_per_fragment=target_rows_per_fragment))
+    return CompactionPlan(int(plan.read_version), tuple(t.json() for t in plan.tasks))
+
+
+def execute_compaction_task(ds: lance.LanceDataset, task_json: str) -> str:
+    """Rewrite one task's fragments (no commit); returns the RewriteResult as JSON."""
+    return CompactionTask.from_json(task_json).execute(ds).json()
+
+
+def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[int, int, int]:
+    """Commit rewritten fragments; returns (new version, fragments removed, fragments added).
+
+    Raises :class:`StaleCompaction` when a newer commit conflicts (e.g. a delete on the
+    compacted fragments): the plan is stale and must not overwrite it.
+    """
+    try:
+        metrics = Compaction.commit(ds, [RewriteResult.from_json(r) for r in results])
+    except CommitConflictError as exc:
+        raise StaleCompaction(str(exc)) from exc
+    except OSError as exc:
+        if "conflict" in str(exc).lower() or "preempted" in str(exc).lower():
+            raise StaleCompaction(str(exc)) from exc
+        raise
+    return int(ds.latest_version), int(metrics.fragments_removed), int(metrics.fragments_added)
+
+
+class StaleCompaction(Exception):
+    """Lance refused to rebase a compaction onto newer commits."""
+
+
+def delete_rows(ds: lance.LanceDataset, predicate: str) -> None:
+    ds.delete(predicate)
+
+
+def tagged_versions(ds: lance.LanceDataset) -> dict[str, int]:
+    return {name: int(info["version"]) for name, info in ds.tags.list().items()}
+
+
+def create_tag(ds: lance.LanceDataset, tag: str, version: int) -> None:
+    ds.tags.create(tag, version)
+
+
+def cleanup_versions(ds: lance.LanceDataset, versions: Sequence[int]) -> dict[str, int]:
+    """Remove exactly ``versions`` (never the current one, never a tagged one) and the files
+    only they reference. The caller has already taken them out of the registry."""
+    if not versions:
+        return {"old_versions": 0, "bytes_removed": 0, "data_files_removed": 0}
+    stats = ds.cleanup_old_versions(
+        older_than=dt.timedelta(0), versions=list(versions), error_if_tagged_old_versions=False
+    )
+    return {
+        "old_versions": int(stats.old_versions),
+        "bytes_removed": int(stats.bytes_removed),
+        "data_files_removed": int(stats.data_files_removed),
+    }
+
+
+def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
+    if location.startswith("s3://"):
+        opts = storage_options or {}
+        endpoint = opts.get("aws_endpoint", "")
+        fs = pafs.S3FileSystem(
+            access_key=opts.get("aws_access_key_id") or None,
+            secret_key=opts.get("aws_secret_access_key") or None,
+            region=opts.get("aws_region") or "us-east-1",
+            endpoint_override=endpoint.split("://", 1)[-1] or None,
+            scheme="http" if endpoint.startswith("http://") else "https",
+        )
+        return fs, location.removeprefix("s3://")
+    return pafs.LocalFileSystem(), location.removeprefix("file://")
+
+
+def _object_path(location: str, manifest_path: str) -> str:
+    """Lance reports manifest paths as object-store paths (no scheme, no leading slash)."""
+    if location.startswith("s3://"):
+        bucket = location.removeprefix("s3://").split("/", 1)[0]
+        return f"{bucket}/{manifest_path}"
+    return "/" + manifest_path.lstrip("/")
+
+
+def remove_files(location: str, manifest_paths: Sequence[str], storage_options: dict[str, str] | None = None) -> int:
+    """Remove the given staging manifests; missing ones are fine (idempotent)."""
+    fs, _ = _filesystem(location, storage_options)
+    removed = 0
+    for path in manifest_paths:
+        try:
+            fs.delete_file(_object_path(location, path))
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def list_files(location: str, storage_options: dict[str, str] | None = None) -> Iterator[FileEntry]:
+    """Every file under a table location, relative paths, with size and mtime."""
+    fs, root = _filesystem(location, storage_options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        return
+    prefix = root.rstrip("/") + "/"
+    for info in infos:
+        if info.type == pafs.FileType.File:
+            yield FileEntry(info.path.removeprefix(prefix), int(info.size or 0), info.mtime)
+
+
+def remove_table(location: str, storage_options: dict[str, str] | None = None) -> None:
+    """Destroy a table's storage. Callers deregister first (invariant 4)."""
+    if location.startswith("s3://"):
+        fs, root = _filesystem(location, storage_options)
+        try:
+            fs.delete_dir(root)
+        except FileNotFoundError:
+            pass
+        return
+    shutil.rmtree(location.removeprefix("file://"), ignore_errors=True)
+
+
+def table_provider(ds: lance.LanceDataset) -> Any:
+    """A DataFusion table provider bound to exactly this dataset's version."""
+    return lance.FFILanceTableProvider(ds)
+
+
+def scanner(ds: lance.LanceDataset, **kwargs: Any) -> Any:
+    return ds.scanner(**kwargs)
+
+
+def _final_manifest_name(version: int) -> str:
+    # V2 naming: versions sort newest-first by name.
+    return f"{(1 << 64) - 1 - version:020d}.manifest"
+
+
+def repair_manifests(location: str, registered: Sequence[tuple[int, str]], storage_options: dict[str, str] | None = None) -> int:
+    """Give every registered version a final manifest next to its staging one.
+
+    With managed versioning Lance keeps the staging manifest and may skip the final copy, but
+    its cleanup only sees versions by their final manifests: a registered version without one
+    would look absent, and the files only it references would look like garbage.
+    """
+    fs, root = _filesystem(location, storage_options)
+    repaired = 0
+    for version, manifest_path in registered:
+        final = f"{root.rstrip('/')}/_versions/{_final_manifest_name(version)}"
+        if fs.get_file_info(final).type == pafs.FileType.File:
+            continue
+        fs.copy_file(_object_path(location, manifest_path), final)
+        repaired += 1
+    return repaired
