@@ -343,8 +343,6 @@ class Catalog:
             try:
                 _, removed, added = engine.commit_compaction(ds, results)
             except engine.StaleCompaction as exc:
-                if pending.landed:  # the reserve step landed, the rewrite did not: still stale
-                    pass
                 return self._skipped_stale(tname, record, pending, exc)
             except Exception as exc:  # noqa: BLE001
                 self._resolve_failure(pending, ns, exc)
@@ -366,9 +364,11 @@ class Catalog:
                        exc: Exception) -> MaintenanceResult:
         current, _ = self._table(tname, incarnation=record.incarnation)
         detail = {"status": "skipped-stale", "reason": _first_line(exc), **pending.detail}
+        # If Lance's reserve step landed, the commit id already has its marker: log only.
         self.store.transact(self._log_ops(str(tname), "compact", pending.actor, commit_id=pending.commit_id,
                                           run_id=pending.run_id, incarnation=record.incarnation,
-                                          from_version=current.current_version, detail=detail))
+                                          from_version=current.current_version, detail=detail,
+                                          marker=not pending.landed))
         return MaintenanceResult(str(tname), "compact", "skipped-stale", current.current_version,
                                  pending.commit_id, detail)
 
@@ -639,16 +639,20 @@ class Catalog:
 
     def _log_ops(self, target: str, operation: str, actor: str | None, *, commit_id: str | None = None,
                  run_id: str | None = None, incarnation: str | None = None, from_version: int | None = None,
-                 to_version: int | None = None, detail: dict[str, object] | None = None) -> list[Op]:
+                 to_version: int | None = None, detail: dict[str, object] | None = None,
+                 marker: bool = True) -> list[Op]:
         commit_id = commit_id or new_id()
         at = now_ms()
         log_key = keys.log_entry(target, at, commit_id)
         entry = CommitLogEntry(commit_id=commit_id, target=target, operation=operation, actor=self._actor(actor),
                                run_id=run_id, at_ms=at, incarnation=incarnation, from_version=from_version,
                                to_version=to_version, detail=detail or {})
-        marker = CommitMarker(commit_id=commit_id, target=target, operation=operation, incarnation=incarnation,
-                              from_version=from_version, to_version=to_version, log_key=log_key, at_ms=at)
-        return [Put(log_key, entry.encode(), ABSENT), Put(keys.commit_marker(commit_id), marker.encode(), ABSENT)]
+        ops: list[Op] = [Put(log_key, entry.encode(), ABSENT)]
+        if marker:
+            proof = CommitMarker(commit_id=commit_id, target=target, operation=operation, incarnation=incarnation,
+                                 from_version=from_version, to_version=to_version, log_key=log_key, at_ms=at)
+            ops.append(Put(keys.commit_marker(commit_id), proof.encode(), ABSENT))
+        return ops
 
 
 def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:

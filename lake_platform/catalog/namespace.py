@@ -87,14 +87,20 @@ class BoundTableNamespace(LanceNamespace):
         self.pending = pending
         self.lease = lease
         self.storage_options = storage_options or None
-        #: The typed error behind the last failed callback: Lance wraps it, the catalog re-raises it.
-        self.failure: LakeError | None = None
+        # The typed errors behind failed callbacks: Lance wraps them, the catalog re-raises them.
+        # A failed commit outranks the lookups Lance makes afterwards.
+        self._commit_failure: LakeError | None = None
+        self._read_failure: LakeError | None = None
         self._fault = fault
         self._lock = threading.Lock()
         self._id = f"lake:{store.url}:{record.incarnation}:{new_id()}"
 
     def namespace_id(self) -> str:
         return self._id
+
+    @property
+    def failure(self) -> LakeError | None:
+        return self._commit_failure or self._read_failure
 
     # -- table discovery -------------------------------------------------------------------
 
@@ -150,7 +156,13 @@ class BoundTableNamespace(LanceNamespace):
 
     def create_table_version(self, request: Any) -> CreateTableVersionResponse:
         self._check_id(request)
-        return self._guard(self._create_version, request)
+        try:
+            response = self._create_version(request)
+            self._commit_failure = None  # an earlier conflict was retried by Lance and resolved
+            return response
+        except LakeError as exc:
+            self._commit_failure = exc
+            raise ns_errors.from_error_code(int(exc.code), exc.message) from None
 
     def _create_version(self, request: Any) -> CreateTableVersionResponse:
         pending = self.pending
@@ -279,7 +291,7 @@ class BoundTableNamespace(LanceNamespace):
         try:
             return fn(*args)
         except LakeError as exc:
-            self.failure = exc
+            self._read_failure = exc
             raise ns_errors.from_error_code(int(exc.code), exc.message) from None
 
 

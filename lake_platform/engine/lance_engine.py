@@ -281,3 +281,18 @@ def repair_manifests(location: str, registered: Sequence[tuple[int, str]], stora
         fs.copy_file(_object_path(location, manifest_path), final)
         repaired += 1
     return repaired
+
+
+def versions_on_disk(location: str, storage_options: dict[str, str] | None = None) -> list[int]:
+    """Every version that has a manifest (final or staging) under the location, ascending.
+
+    Used to prove that no commit bypassed the registry: the newest version on disk must be the
+    registered one.
+    """
+    found = set()
+    for entry in list_files(location, storage_options):
+        if entry.path.startswith("_versions/") and ".manifest" in entry.path:
+            stem = entry.path.removeprefix("_versions/").split(".manifest", 1)[0]
+            if stem.isdigit():
+                found.add((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem))
+    return sorted(found)
