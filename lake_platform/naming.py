@@ -35,7 +35,12 @@ def _split(text: object, minimum: int, maximum: int, what: str) -> list[str]:
     if not minimum <= len(parts) <= maximum:
         raise InvalidInput(f"invalid {what} {text!r}: expected {_shape(what)}")
     for part in parts:
-        check_segment(part, what)
+        if not isinstance(part, str) or SEGMENT.fullmatch(part) is None:
+            reason = "an empty segment" if part == "" else f"the segment {part!r}"
+            raise InvalidInput(
+                f"invalid {what} {text!r}: {reason} does not match [a-z_][a-z0-9_]{{0,62}} "
+                "(lower-case letters, digits and underscores, not starting with a digit)"
+            )
     return parts
 
 

@@ -23,6 +23,8 @@ class StreamCounter:
     def __init__(self) -> None:
         self.rows = 0
         self.bytes = 0
+        #: What broke the input stream, if anything: the engine only sees a wrapped copy.
+        self.error: BaseException | None = None
 
     def totals(self) -> tuple[int, int]:
         return self.rows, self.bytes
@@ -32,12 +34,16 @@ class StreamCounter:
         cast = target is not None and not reader.schema.equals(target)
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for batch in reader:
-                if cast:
-                    batch = batch.cast(schema)
-                self.rows += batch.num_rows
-                self.bytes += batch.nbytes
-                yield batch
+            try:
+                for batch in reader:
+                    if cast:
+                        batch = batch.cast(schema)
+                    self.rows += batch.num_rows
+                    self.bytes += batch.nbytes
+                    yield batch
+            except Exception as exc:
+                self.error = exc
+                raise
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 

@@ -218,7 +218,7 @@ class Catalog:
         pending = PendingCommit(commit_id=commit_id, operation="create", actor=self._actor(actor), run_id=run_id,
                                 schema_ipc=schema_to_ipc(data.schema), stream_totals=counter.totals)
         try:
-            self._write(tname, record, ABSENT, pending, counter.wrap(data), "create")
+            self._write(tname, record, ABSENT, pending, counter.wrap(data), "create", counter=counter)
         except LakeError:
             # The location is unique to this attempt and unregistered: nobody else can see it.
             if self.store.get(keys.commit_marker(commit_id)) is None:
@@ -257,14 +257,15 @@ class Catalog:
             record, revision = self._table(tname, incarnation=record.incarnation)
             if mode == "overwrite":
                 pending.rows_removed = self._open(tname, record, record.current_version).count_rows()
-            self._write(tname, record, revision, pending, stream, mode, lease)
+            self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
         return self._result(pending, str(tname))
 
     def _write(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
-               stream: pa.RecordBatchReader, mode: str, lease: Lease | None = None) -> None:
+               stream: pa.RecordBatchReader, mode: str, lease: Lease | None = None, *,
+               counter: StreamCounter) -> None:
         if lease is None:
             with self.gate.hold(record.incarnation) as held:
-                return self._write(tname, record, revision, pending, stream, mode, held)
+                return self._write(tname, record, revision, pending, stream, mode, held, counter=counter)
         ns = self._namespace(tname, record, revision, pending, lease)
         lease.check()
         self._at(f"{mode}:before-write")
@@ -272,8 +273,11 @@ class Catalog:
             engine.write(stream, namespace=ns, table_id=tname.parts, mode=mode,
                          storage_options=self._storage(record.location))
         except Exception as exc:  # noqa: BLE001 - every failure is resolved below, never guessed
+            if counter.error is not None and not pending.landed:
+                raise _input_error(counter.error) from None
             self._resolve_failure(pending, ns, exc)
         self._at(f"{mode}:after-write")
+        self._finalize(record, pending)
         self._enrich(tname, record, pending)
 
     def delete_rows(self, name: str, predicate: str, *, actor: str | None = None, run_id: str | None = None,
@@ -301,6 +305,7 @@ class Catalog:
                     if "conflict" not in str(exc).lower():
                         raise InvalidInput(f"cannot delete from {tname}: {_first_line(exc)}") from None
                 self._resolve_failure(pending, ns, exc)
+            self._finalize(record, pending)
             if pending.landed:
                 after = self._open(tname, ns.record, pending.landed[-1][0]).count_rows()
                 self._patch_log(pending.landed[0][1], {"rows_removed": before - after})
@@ -343,10 +348,12 @@ class Catalog:
             try:
                 _, removed, added = engine.commit_compaction(ds, results)
             except engine.StaleCompaction as exc:
+                self._finalize(record, pending)
                 return self._skipped_stale(tname, record, pending, exc)
             except Exception as exc:  # noqa: BLE001
                 self._resolve_failure(pending, ns, exc)
                 removed = added = 0
+            self._finalize(record, pending)
             self._enrich(tname, record, pending, {"fragments_removed": removed, "fragments_added": added})
         return MaintenanceResult(str(tname), "compact", "committed", pending.landed[-1][0], commit_id,
                                  {"rebased": pending.landed[-1][0] > planned.read_version + 2,
@@ -599,6 +606,26 @@ class Catalog:
         return CommitResult(pending.commit_id, table, pending.operation, from_version, pending.landed[-1][0],
                             rows_added=rows, bytes_added=nbytes)
 
+    def _finalize(self, record: TableRecord, pending: PendingCommit) -> None:
+        """Finish Lance's commit protocol for the versions this operation landed: canonical
+        manifest in place, registry pointed at it, staging object removed. Idempotent; if it
+        fails the version stays valid at its staging path and the next maintenance finishes it."""
+        storage = self._storage(record.location)
+        for version, _ in pending.landed:
+            key = keys.version(record.incarnation, version)
+            try:
+                item = self.store.get(key)
+                if item is None:
+                    continue
+                ver = decode(VersionRecord, item.value, key)
+                final = engine.finalize_manifest(record.location, version, ver.manifest_path, storage)
+                if final == ver.manifest_path:
+                    continue
+                self.store.compare_and_swap(key, item.revision, ver.model_copy(update={"manifest_path": final}).encode())
+                engine.remove_files(record.location, [ver.manifest_path], storage)
+            except Exception:  # noqa: BLE001 - the commit stands either way
+                log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+
     def _enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                 extra: dict[str, object] | None = None) -> None:
         """Add file counts to the commit-log entries once Lance's transaction can be read.
@@ -682,6 +709,15 @@ def _commit_id(commit_id: str | None) -> str:
     if not isinstance(commit_id, str) or not 8 <= len(commit_id) <= 128 or not commit_id.replace("-", "").isalnum():
         raise InvalidInput("commit id must be 8-128 letters, digits or dashes")
     return commit_id
+
+
+def _input_error(exc: BaseException) -> LakeError:
+    """The input stream broke: report what broke it, not the engine's wrapper."""
+    if isinstance(exc, LakeError):
+        return exc
+    if isinstance(exc, (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)):
+        return TableSchemaValidationError(f"data does not fit the table: {_first_line(exc)}")
+    return InvalidInput(f"the input could not be read: {_first_line(exc)}")
 
 
 def _kind(name: object) -> str:

@@ -8,14 +8,19 @@ version number (invariant 2 by construction). The engine never decides what "lat
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import lance
+# Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
+# design (the registry points at it), so silence that one logger unless the user chose levels.
+os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manifest=error")
+
+import lance  # noqa: E402
 import pyarrow as pa
-import pyarrow.fs as pafs
+import pyarrow.fs as pafs  # noqa: E402
 from lance.commit import CommitConflictError
 from lance.optimize import Compaction, CompactionOptions, CompactionTask, RewriteResult
 from lance_namespace import LanceNamespace
@@ -296,3 +301,26 @@ def versions_on_disk(location: str, storage_options: dict[str, str] | None = Non
             if stem.isdigit():
                 found.add((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem))
     return sorted(found)
+
+
+def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
+    """Materialize a committed version's manifest at its canonical path; return that path.
+
+    With managed versioning Lance leaves the manifest at its staging path and asks the
+    namespace to "update the index" (which the namespace protocol cannot express), so every
+    later open would try to finish the job again, writing a stray copy each time. The catalog
+    finishes it once: copy to the canonical path (content-identical, so a concurrent helper is
+    harmless), then points the registry at it and removes the staging object.
+    """
+    fs, _ = _filesystem(location, storage_options)
+    directory, _, name = staging_path.rpartition("/")
+    if ".manifest-" not in name:
+        return staging_path  # already canonical
+    final_path = f"{directory}/{_final_manifest_name(version)}"
+    src, dst = _object_path(location, staging_path), _object_path(location, final_path)
+    info = fs.get_file_info(dst)
+    if info.type != pafs.FileType.File:
+        fs.copy_file(src, dst)
+    elif info.size != fs.get_file_info(src).size:
+        raise RuntimeError(f"canonical manifest for version {version} differs from the committed one")
+    return final_path

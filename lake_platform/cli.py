@@ -1,0 +1,375 @@
+"""``lake``: the command line. Thin: parse, call the catalog, print for people or (--json) machines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from lake_platform import __version__
+from lake_platform.errors import ErrorCode, Internal, InvalidInput, LakeError
+from lake_platform.settings import LakeSettings, load_settings
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+
+F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger("lake_platform.cli")
+
+
+class State:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self._settings: LakeSettings | None = None
+
+    @property
+    def settings(self) -> LakeSettings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @contextmanager
+    def catalog(self) -> Iterator[Catalog]:
+        # Imported here: the engine loads Lance (seconds), which --help and bad input never need.
+        from lake_platform.catalog.catalog import Catalog
+
+        catalog = Catalog(self.settings)
+        try:
+            yield catalog
+        finally:
+            catalog.close()
+
+    def emit(self, data: Any, human: Callable[[Any], str] | None = None) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2, default=str, sort_keys=True))
+        else:
+            click.echo(human(data) if human else _plain(data))
+
+
+def _plain(data: Any) -> str:
+    if isinstance(data, dict):
+        width = max((len(str(k)) for k in data), default=0)
+        return "\n".join(f"{str(k).ljust(width)}  {v}" for k, v in data.items())
+    return str(data)
+
+
+def handles_errors(fn: F) -> F:
+    """Print typed errors as ``error [CODE Name]: message`` and exit non-zero; no tracebacks."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LakeError as exc:
+            _fail(exc)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a traceback to the user
+            log.debug("unexpected error", exc_info=True)
+            _fail(Internal(f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details"))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _fail(exc: LakeError) -> None:
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(State) if ctx else None
+    if state is not None and state.as_json:
+        click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
+    else:
+        click.echo(f"error [{int(exc.code)} {ErrorCode(exc.code).name}]: {exc.message}", err=True)
+    sys.exit(2 if exc.code in (ErrorCode.INVALID_INPUT, ErrorCode.TABLE_SCHEMA_VALIDATION_ERROR) else 1)
+
+
+@click.group()
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.version_option(__version__, prog_name="lake")
+@click.pass_context
+def cli(ctx: click.Context, as_json: bool) -> None:
+    """lake_platform: a Lance lakehouse with one registry as the authority for every table.
+
+    Settings come from LAKE_* environment variables and a .env file; LAKE_HOME (default ./.lake)
+    holds the embedded registry and warehouse.
+    """
+    ctx.obj = State(as_json)
+    try:
+        logging.basicConfig(level=ctx.obj.settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    except LakeError as exc:
+        _fail(exc)
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+# -- hierarchy --------------------------------------------------------------------------------
+
+@cli.group()
+def project() -> None:
+    """Projects (tenants)."""
+
+
+@project.command("create")
+@click.argument("name")
+@pass_state
+@handles_errors
+def project_create(state: State, name: str) -> None:
+    """Create project NAME."""
+    with state.catalog() as catalog:
+        record = catalog.create_project(name)
+    state.emit(record.model_dump(), lambda r: f"created project {r['name']}")
+
+
+@cli.group()
+def warehouse() -> None:
+    """Warehouses: one storage root each (a local folder or s3://bucket/prefix)."""
+
+
+@warehouse.command("create")
+@click.argument("name", metavar="P.W")
+@click.option("--root", help="Storage root URI (default: <LAKE_WAREHOUSE_ROOT>/P/W).")
+@pass_state
+@handles_errors
+def warehouse_create(state: State, name: str, root: str | None) -> None:
+    """Create warehouse P.W."""
+    with state.catalog() as catalog:
+        record = catalog.create_warehouse(name, root=root)
+    state.emit(record.model_dump(), lambda r: f"created warehouse {r['name']} at {r['root']}")
+
+
+@cli.group()
+def namespace() -> None:
+    """Namespaces (may nest)."""
+
+
+@namespace.command("create")
+@click.argument("name", metavar="P.W.NS[.SUB...]")
+@pass_state
+@handles_errors
+def namespace_create(state: State, name: str) -> None:
+    """Create a namespace."""
+    with state.catalog() as catalog:
+        record = catalog.create_namespace(name)
+    state.emit(record.model_dump(), lambda r: f"created namespace {r['name']}")
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+@cli.group()
+def table() -> None:
+    """Tables: create, list, describe, history, drop."""
+
+
+@table.command("create")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--from", "source", required=True, type=click.Path(dir_okay=False),
+              help="A Parquet, CSV, JSON-lines or Arrow IPC file; its schema becomes the table's.")
+@pass_state
+@handles_errors
+def table_create(state: State, name: str, source: str) -> None:
+    """Create a table from a file."""
+    from lake_platform import sources
+    from lake_platform.naming import TableName
+
+    TableName.parse(name)
+    src = sources.describe(source)
+    with state.catalog() as catalog, _progress(state, [src]) as on_batch:
+        result = catalog.create_table(name, sources.open_many([src], on_batch=on_batch))
+    state.emit(result.to_dict(), lambda r: f"created {r['table']} at version {r['to_version']} ({r['rows_added']} rows)")
+
+
+@cli.command()
+@click.argument("name", metavar="P.W.NS.T")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--commit-id", help="Idempotency key: a retry with the same id never appends twice.")
+@pass_state
+@handles_errors
+def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | None) -> None:
+    """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed."""
+    from lake_platform import sources
+    from lake_platform.catalog.arrow_io import schema_from_ipc
+    from lake_platform.naming import TableName
+
+    TableName.parse(name)
+    srcs = [sources.describe(f) for f in files]
+    with state.catalog() as catalog:
+        record = catalog.open_table(name).record
+        with _progress(state, srcs) as on_batch:
+            reader = sources.open_many(srcs, schema_from_ipc(record.schema_ipc), on_batch=on_batch)
+            result = catalog.append(name, reader, commit_id=commit_id)
+    state.emit(result.to_dict(), lambda r: (
+        f"ingested {len(srcs)} file(s) into {r['table']}: {r['rows_added']} rows, version {r['from_version']} -> "
+        f"{r['to_version']}" + (" (already committed earlier; nothing appended)" if r["replayed"] else "")))
+
+
+@table.command("list")
+@click.argument("prefix", required=False, default="")
+@pass_state
+@handles_errors
+def table_list(state: State, prefix: str) -> None:
+    """List tables (optionally under a dotted PREFIX) with version and row count."""
+    with state.catalog() as catalog:
+        rows = []
+        for record in catalog.list_tables(prefix):
+            info = catalog.describe_table(record.name)
+            rows.append({"name": record.name, "version": info.current_version, "rows": info.rows})
+    state.emit(rows, lambda rs: _table(["name", "version", "rows"], rs) if rs else "no tables")
+
+
+@table.command("describe")
+@click.argument("name", metavar="P.W.NS.T")
+@pass_state
+@handles_errors
+def table_describe(state: State, name: str) -> None:
+    """Location, incarnation, current version, rows and schema."""
+    with state.catalog() as catalog:
+        info = catalog.describe_table(name).to_dict()
+
+    def human(d: dict[str, Any]) -> str:
+        head = {k: d[k] for k in ("name", "location", "incarnation", "current_version", "rows", "fragments",
+                                  "data_bytes", "protected")}
+        head["created"] = _when(d["created_at_ms"])
+        cols = "\n".join(f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"])
+        return _plain(head) + "\nschema:\n" + cols
+
+    state.emit(info, human)
+
+
+@table.command("history")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--limit", type=click.IntRange(1), default=None)
+@pass_state
+@handles_errors
+def table_history(state: State, name: str, limit: int | None) -> None:
+    """The table's commit log, oldest first."""
+    with state.catalog() as catalog:
+        entries = [e.model_dump() for e in catalog.history(name, limit=limit)]
+    cols = ["when", "operation", "from", "to", "rows+", "files+", "files-", "actor", "commit_id"]
+    state.emit(entries, lambda es: _table(cols, [{
+        "when": _when(e["at_ms"]), "operation": e["operation"], "from": e["from_version"], "to": e["to_version"],
+        "rows+": e["rows_added"], "files+": e["files_added"], "files-": e["files_removed"], "actor": e["actor"],
+        "commit_id": e["commit_id"]} for e in es]) if es else "no history")
+
+
+@table.command("drop")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--purge", is_flag=True, help="Destroy the data now.")
+@click.option("--incarnation", help="Only drop if the table is still this incarnation.")
+@pass_state
+@handles_errors
+def table_drop(state: State, name: str, purge: bool, incarnation: str | None) -> None:
+    """Drop a table (deregister, then destroy its data)."""
+    with state.catalog() as catalog:
+        result = catalog.drop_table(name, purge=purge, incarnation=incarnation)
+    state.emit(result.to_dict(), lambda r: f"dropped {r['table']} (was at version {r['from_version']}); data destroyed")
+
+
+@cli.command()
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--target-rows-per-fragment", type=click.IntRange(1), default=1_048_576, show_default=True)
+@pass_state
+@handles_errors
+def compact(state: State, name: str, target_rows_per_fragment: int) -> None:
+    """Compact a table's small fragments (a registry commit; skipped if a newer commit conflicts)."""
+    with state.catalog() as catalog:
+        result = catalog.compact(name, target_rows_per_fragment=target_rows_per_fragment)
+    state.emit(result.to_dict(), lambda r: f"compact {r['table']}: {r['status']} (version {r['version']})")
+
+
+@cli.command()
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--older-than", "older_than", default="7d", show_default=True,
+              help="Keep versions younger than this (e.g. 90m, 12h, 7d). Never below the ticket lifetime.")
+@click.option("--retain-versions", type=click.IntRange(1), default=1, show_default=True)
+@pass_state
+@handles_errors
+def cleanup(state: State, name: str, older_than: str, retain_versions: int) -> None:
+    """Remove old, untagged versions and the files only they reference."""
+    with state.catalog() as catalog:
+        result = catalog.cleanup(name, retention=parse_duration(older_than), retain_versions=retain_versions)
+    state.emit(result.to_dict(), lambda r: f"cleanup {r['table']}: {r['status']} "
+               f"({len(r['detail'].get('versions_removed', []))} version(s) removed)")
+
+
+@cli.command()
+@pass_state
+@handles_errors
+def up(state: State) -> None:
+    """Bring the platform up on the embedded default: create LAKE_HOME and the demo lake."""
+    from lake_platform.demo import seed_demo
+
+    settings = state.settings
+    with state.catalog() as catalog:
+        summary = seed_demo(catalog)
+    data = {"home": str(settings.home.resolve()), "registry": settings.registry_url,
+            "warehouse_root": settings.warehouse_root, "demo_table": summary.table, "version": summary.version,
+            "rows": summary.rows, "created": summary.created}
+    state.emit(data, lambda d: "\n".join([
+        f"lake home     {d['home']}",
+        f"registry      {d['registry']}",
+        f"warehouse     {d['warehouse_root']}",
+        f"demo table    {d['demo_table']} (version {d['version']}, {d['rows']} rows"
+        + (", just created)" if d["created"] else ", already there)"),
+        "",
+        "Explore it:",
+        "  .venv/bin/lake table list",
+        f"  .venv/bin/lake table describe {d['demo_table']}",
+        f"  .venv/bin/lake table history {d['demo_table']}",
+        f"  .venv/bin/lake ingest {d['demo_table']} FILE.parquet",
+        "",
+        "Dagster UI and the Flight SQL endpoint (127.0.0.1:50051) are not part of this build yet.",
+    ]))
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def parse_duration(text: str) -> timedelta:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    text = text.strip().lower()
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise InvalidInput(f"invalid duration {text!r}: use a whole number and a unit, e.g. 90m, 12h, 7d")
+    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _table(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+@contextmanager
+def _progress(state: State, srcs: list[Any]) -> Iterator[Callable[[Any], None] | None]:
+    """A progress bar (rows) on large inputs when stderr is a terminal."""
+    total = sum(s.size for s in srcs)
+    if state.as_json or total < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"reading {len(srcs)} file(s)", total=None)
+        yield lambda batch: progress.update(task, advance=batch.num_rows)
+
+
+def main() -> None:
+    cli(prog_name="lake")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The demo lake that `make run` / `lake up` creates: one project, warehouse, namespace and table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import NamespaceAlreadyExists
+
+PROJECT, WAREHOUSE, NAMESPACE, TABLE = "demo", "main", "sales", "orders"
+TABLE_NAME = f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}.{TABLE}"
+
+
+@dataclass(frozen=True)
+class DemoSummary:
+    table: str
+    created: bool
+    version: int
+    rows: int
+
+
+def sample_orders(start: int = 0, count: int = 1000) -> pa.Table:
+    ids = pa.array(range(start, start + count), pa.int64())
+    regions = ["north", "south", "east", "west"]
+    return pa.table({
+        "order_id": ids,
+        "region": pa.array([regions[i % 4] for i in range(start, start + count)], pa.string()),
+        "amount": pa.array([round((i * 37 % 1000) / 10.0, 2) for i in range(start, start + count)], pa.float64()),
+        "quantity": pa.array([i % 7 + 1 for i in range(start, start + count)], pa.int32()),
+    })
+
+
+def seed_demo(catalog: Catalog) -> DemoSummary:
+    """Create the demo hierarchy and table if missing (idempotent)."""
+    for create, name in ((catalog.create_project, PROJECT), (catalog.create_warehouse, f"{PROJECT}.{WAREHOUSE}"),
+                         (catalog.create_namespace, f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}")):
+        try:
+            create(name)
+        except NamespaceAlreadyExists:
+            pass
+    created = False
+    if not any(t.name == TABLE_NAME for t in catalog.list_tables(f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}")):
+        catalog.create_table(TABLE_NAME, sample_orders().to_reader(), actor="demo-seed")
+        created = True
+    info = catalog.describe_table(TABLE_NAME)
+    return DemoSummary(TABLE_NAME, created, info.current_version, info.rows or 0)

@@ -1,0 +1,190 @@
+"""Bad input gets a typed error and changes nothing: not the registry, not the data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lake_platform import sources
+from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    InvalidInput,
+    LakeError,
+    NamespaceAlreadyExists,
+    NamespaceNotFound,
+    TableAlreadyExists,
+    TableNotFound,
+    TableSchemaValidationError,
+    TableVersionNotFound,
+)
+
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+
+T = "p.w.ns.t"
+PREFIXES = ["prj/", "whs/", "nsp/", "tbl/", "ver/", "log/", "cid/", "lse/"]
+
+
+def state(lake: Lake) -> tuple[list[Any], list[Any]]:
+    registry = [(i.key, i.value, i.revision) for p in PREFIXES for i in lake.catalog.store.scan_prefix(p)]
+    files = sorted((f.path, f.size) for f in engine.list_files(lake.root, lake.settings.storage_options(lake.root)))
+    return registry, files
+
+
+@pytest.fixture
+def seeded(lake: Lake) -> Lake:
+    lake.catalog.create_table(T, rows([1, 2]))
+    return lake
+
+
+BAD_NAMES = ["", "P.w.ns.t", "p.w.ns", "p.w..t", "p.w.ns.t/../x", "p.w.ns.ü", "p.w.ns.1t", "p.w.ns." + "t" * 64,
+             "p w.ns.t", "p.w.ns.t;drop"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_invalid_identifiers_change_nothing(seeded: Lake, name: str) -> None:
+    before = state(seeded)
+    for call in (
+        lambda: seeded.catalog.create_table(name, rows([9])),
+        lambda: seeded.catalog.append(name, rows([9])),
+        lambda: seeded.catalog.overwrite(name, rows([9])),
+        lambda: seeded.catalog.drop_table(name, purge=True),
+        lambda: seeded.catalog.compact(name),
+        lambda: seeded.catalog.open_table(name),
+    ):
+        with pytest.raises(InvalidInput):
+            call()
+    for call in (lambda: seeded.catalog.create_namespace(name), lambda: seeded.catalog.create_warehouse(name)):
+        with pytest.raises((InvalidInput, NamespaceAlreadyExists)):  # "p.w.ns" is a valid namespace name
+            call()
+    assert state(seeded) == before
+
+
+def test_append_with_wrong_schema_changes_nothing(seeded: Lake) -> None:
+    before = state(seeded)
+    wrong = pa.table({"id": pa.array(["not", "ints"]), "tag": ["a", "b"]}).to_reader()
+    with pytest.raises(TableSchemaValidationError):
+        seeded.catalog.append(T, wrong)
+    extra = pa.table({"id": pa.array([1], pa.int64()), "tag": ["a"], "more": [1]}).to_reader()
+    with pytest.raises(TableSchemaValidationError, match="unknown column"):
+        seeded.catalog.append(T, extra)
+    missing = pa.table({"id": pa.array([1], pa.int64())}).to_reader()
+    with pytest.raises(TableSchemaValidationError, match="missing column"):
+        seeded.catalog.append(T, missing)
+    assert state(seeded) == before
+    assert ids_of(seeded.catalog.open_table(T)) == [1, 2]
+
+
+def test_widening_cast_is_accepted(seeded: Lake) -> None:
+    narrow = pa.table({"id": pa.array([3], pa.int32()), "tag": ["c"]}).to_reader()
+    seeded.catalog.append(T, narrow)
+    assert ids_of(seeded.catalog.open_table(T)) == [1, 2, 3]
+
+
+def test_unreadable_files_change_nothing(seeded: Lake, tmp_path: Path) -> None:
+    before = state(seeded)
+    record = seeded.catalog.open_table(T).record
+    schema = schema_from_ipc(record.schema_ipc)
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"this is not parquet at all")
+    with pytest.raises(InvalidInput, match="garbage.parquet"):
+        seeded.catalog.append(T, sources.open_many([sources.describe(garbage)], schema))
+    with pytest.raises(InvalidInput, match="missing.csv"):
+        sources.describe(tmp_path / "missing.csv")
+    with pytest.raises(InvalidInput, match="unsupported file type"):
+        sources.describe(tmp_path / "file.xlsx")
+    assert state(seeded) == before
+
+
+def test_file_broken_halfway_changes_nothing_visible(seeded: Lake, tmp_path: Path) -> None:
+    """A CSV whose later rows do not parse: the error names the file, no version lands."""
+    good_head = "id,tag\n" + "".join(f"{i},ok\n" for i in range(10, 200_000))
+    broken = tmp_path / "broken.csv"
+    broken.write_text(good_head + "not-a-number,bad\n")
+    before_registry, _ = state(seeded)
+    with pytest.raises(LakeError) as err:
+        seeded.catalog.append(T, sources.open_many([sources.describe(broken)],
+                                                   schema_from_ipc(seeded.catalog.open_table(T).record.schema_ipc)))
+    assert isinstance(err.value, (InvalidInput, TableSchemaValidationError))
+    assert "broken.csv" in err.value.message or "fit the table" in err.value.message
+    after_registry, _ = state(seeded)
+    # The lease record may have been taken and released; nothing else in the registry moved.
+    assert [r for r in after_registry if not r[0].startswith("lse/")] == [
+        r for r in before_registry if not r[0].startswith("lse/")]
+    assert ids_of(seeded.catalog.open_table(T)) == [1, 2]
+
+
+def test_missing_parents_change_nothing(lake: Lake) -> None:
+    before = state(lake)
+    with pytest.raises(NamespaceNotFound, match="p.w.nope"):
+        lake.catalog.create_table("p.w.nope.t", rows([1]))
+    with pytest.raises(NamespaceNotFound, match="p.w.nope"):
+        lake.catalog.create_namespace("p.w.nope.sub")
+    with pytest.raises(NamespaceNotFound, match="p.x"):
+        lake.catalog.create_namespace("p.x.ns")
+    with pytest.raises(NamespaceNotFound, match="q"):
+        lake.catalog.create_warehouse("q.w")
+    with pytest.raises(TableNotFound):
+        lake.catalog.append(T, rows([1]))
+    with pytest.raises(TableNotFound):
+        lake.catalog.drop_table(T, purge=True)
+    assert state(lake) == before
+
+
+def test_duplicates_change_nothing(seeded: Lake) -> None:
+    before = state(seeded)
+    with pytest.raises(TableAlreadyExists):
+        seeded.catalog.create_table(T, rows([5]))
+    with pytest.raises(NamespaceAlreadyExists):
+        seeded.catalog.create_namespace("p.w.ns")
+    with pytest.raises(NamespaceAlreadyExists):
+        seeded.catalog.create_project("p")
+    assert state(seeded) == before
+
+
+def test_unknown_version_and_bad_arguments(seeded: Lake) -> None:
+    with pytest.raises(TableVersionNotFound):
+        seeded.catalog.open_table(T, 99)
+    with pytest.raises(InvalidInput):
+        seeded.catalog.open_table(T, 0)
+    with pytest.raises(InvalidInput):
+        seeded.catalog.append(T, rows([1]), commit_id="bad id!")
+    with pytest.raises(InvalidInput):
+        seeded.catalog.delete_rows(T, "  ")
+    with pytest.raises(InvalidInput):
+        seeded.catalog.create_warehouse("p.w2", root="ftp://somewhere/x")
+
+
+def test_create_with_bad_schema_leaves_nothing(lake: Lake) -> None:
+    before = state(lake)
+    dup = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"]).to_reader()
+    with pytest.raises(TableSchemaValidationError):
+        lake.catalog.create_table(T, dup)
+    empty = pa.schema([])
+    with pytest.raises(TableSchemaValidationError):
+        lake.catalog.create_table(T, pa.RecordBatchReader.from_batches(empty, []))
+    assert state(lake) == before
+
+
+def test_failed_create_removes_its_unique_location(lake: Lake, tmp_path: Path) -> None:
+    broken = tmp_path / "b.csv"
+    broken.write_text("id,tag\n" + "".join(f"{i},x\n" for i in range(100_000)) + "1,2,3,4\n")
+    before = state(lake)
+    with pytest.raises(InvalidInput):
+        lake.catalog.create_table(T, sources.open_many([sources.describe(broken)]))
+    registry, files = state(lake)
+    assert [r for r in registry if not r[0].startswith("lse/")] == [r for r in before[0] if not r[0].startswith("lse/")]
+    assert files == before[1]
+    with pytest.raises(TableNotFound):
+        lake.catalog.open_table(T)
+
+
+def test_parquet_round_trip_through_sources(lake: Lake, tmp_path: Path) -> None:
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": pa.array([5, 6], pa.int64()), "tag": ["a", "b"]}), path)
+    lake.catalog.create_table(T, sources.open_many([sources.describe(path)]))
+    assert ids_of(lake.catalog.open_table(T)) == [5, 6]

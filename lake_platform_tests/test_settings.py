@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lake_platform.errors import SettingsError
+from lake_platform.settings import LakeSettings, load_settings
+
+
+def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in ("LAKE_HOME", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT"):
+        monkeypatch.delenv(key, raising=False)
+    s = load_settings()
+    assert s.home == Path(".lake")
+    assert s.registry_url == "sqlite:///.lake/registry.db"
+    assert s.warehouse_root == ".lake/warehouse"
+
+
+def test_home_moves_the_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LAKE_HOME", str(tmp_path / "h"))
+    s = load_settings()
+    assert s.registry_url == f"sqlite:///{tmp_path}/h/registry.db"
+    assert s.warehouse_root == f"{tmp_path}/h/warehouse"
+
+
+def test_dotenv_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAKE_ACTOR", raising=False)
+    (tmp_path / ".env").write_text("LAKE_ACTOR=from-dotenv\n")
+    assert load_settings().actor == "from-dotenv"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"LAKE_LEASE_TTL_SECONDS": "soon"}, "LAKE_LEASE_TTL_SECONDS"),
+        ({"LAKE_LEASE_TTL_SECONDS": "-1"}, "LAKE_LEASE_TTL_SECONDS"),
+        ({"LAKE_REGISTRY_URL": "postgres://db"}, "LAKE_REGISTRY_URL"),
+        ({"LAKE_LEASE_IO_TIMEOUT_SECONDS": "9"}, "LAKE_LEASE_IO_TIMEOUT_SECONDS"),
+        ({"LAKE_LEASE_SAFETY_MARGIN_SECONDS": "60"}, "LAKE_LEASE_SAFETY_MARGIN_SECONDS"),
+        ({"LAKE_S3_ALLOW_HTTP": "perhaps"}, "LAKE_S3_ALLOW_HTTP"),
+        ({"LAKE_LOG_LEVEL": "LOUD"}, "LAKE_LOG_LEVEL"),
+    ],
+)
+def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SettingsError, match=named):
+        load_settings()
+
+
+def test_s3_storage_options() -> None:
+    s = LakeSettings(s3_endpoint="http://127.0.0.1:9000", s3_region="us-east-1", s3_access_key_id="k",
+                     s3_secret_access_key="s", s3_allow_http=True)
+    assert s.storage_options("/local/path") == {}
+    assert s.storage_options("s3://b/p") == {"aws_endpoint": "http://127.0.0.1:9000", "aws_region": "us-east-1",
+                                             "aws_access_key_id": "k", "aws_secret_access_key": "s",
+                                             "allow_http": "true"}
