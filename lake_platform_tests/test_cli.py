@@ -1,0 +1,150 @@
+"""The ``lake`` command line, run in process through click's runner with a temp LAKE_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from lake_platform.cli import cli, parse_duration
+from lake_platform.errors import InvalidInput
+
+T = "p.w.ns.t"
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    for args in (["project", "create", "p"], ["warehouse", "create", "p.w"], ["namespace", "create", "p.w.ns"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    return runner
+
+
+def run(runner: CliRunner, *args: str) -> dict | list:  # type: ignore[type-arg]
+    result = runner.invoke(cli, ["--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def write_parquet(path: Path, ids: list[int]) -> Path:
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}), path)
+    return path
+
+
+def test_create_ingest_list_describe_history(lake: CliRunner, tmp_path: Path) -> None:
+    created = run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1, 2])))
+    assert created["to_version"] == 1 and created["rows_added"] == 2
+    csv = tmp_path / "b.csv"
+    pcsv.write_csv(pa.table({"id": [3], "name": ["n3"]}), csv)
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text('{"id": 4, "name": "n4"}\n{"id": 5, "name": "n5"}\n')
+    arrow = tmp_path / "d.arrow"
+    with pa.ipc.new_file(arrow, pa.schema([("id", pa.int64()), ("name", pa.string())])) as w:
+        w.write_table(pa.table({"id": pa.array([6], pa.int64()), "name": ["n6"]}))
+    ingested = run(lake, "ingest", T, str(csv), str(jsonl), str(arrow))
+    assert ingested["rows_added"] == 4 and ingested["to_version"] == 2  # one commit for all files
+    listed = run(lake, "table", "list")
+    assert listed == [{"name": T, "version": 2, "rows": 6}]
+    described = run(lake, "table", "describe", T)
+    assert described["current_version"] == 2 and described["rows"] == 6
+    assert [c["name"] for c in described["schema"]] == ["id", "name"]
+    assert described["location"].endswith(f"t-{described['incarnation']}.lance")
+    history = run(lake, "table", "history", T)
+    assert [(h["operation"], h["to_version"]) for h in history] == [("create", 1), ("append", 2)]
+    human = lake.invoke(cli, ["table", "list"])
+    assert T in human.output and "version" in human.output
+
+
+def test_ingest_is_idempotent_with_commit_id(lake: CliRunner, tmp_path: Path) -> None:
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    f = write_parquet(tmp_path / "b.parquet", [2])
+    first = run(lake, "ingest", T, str(f), "--commit-id", "batch-000001")
+    again = run(lake, "ingest", T, str(f), "--commit-id", "batch-000001")
+    assert not first["replayed"] and again["replayed"]
+    assert run(lake, "table", "list")[0]["rows"] == 2
+
+
+def test_compact_cleanup_and_drop(lake: CliRunner, tmp_path: Path) -> None:
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    for i in range(3):
+        run(lake, "ingest", T, str(write_parquet(tmp_path / f"b{i}.parquet", [10 + i])))
+    assert run(lake, "compact", T)["status"] == "committed"
+    assert run(lake, "compact", T)["status"] == "nothing-to-do"
+    assert run(lake, "cleanup", T, "--older-than", "1h")["status"] == "nothing-to-do"  # all younger than that
+    plain = lake.invoke(cli, ["table", "drop", T])
+    assert plain.exit_code != 0 and "--purge" in plain.output
+    dropped = run(lake, "table", "drop", T, "--purge")
+    assert dropped["operation"] == "drop"
+    assert run(lake, "table", "list") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["table", "describe", "Bad.Name.x.y"], 13),
+        (["table", "describe", "p.w.ns.missing"], 4),
+        (["namespace", "create", "p.nope.ns"], 1),
+        (["project", "create", "p"], 2),
+        (["ingest", "p.w.ns.t", "/nonexistent/file.parquet"], 13),
+        (["cleanup", "p.w.ns.t", "--older-than", "soon"], 13),
+        (["warehouse", "create", "p.x", "--root", "ftp://host/x"], 13),
+    ],
+)
+def test_errors_print_code_and_message_without_traceback(lake: CliRunner, args: list[str], code: int) -> None:
+    result = lake.invoke(cli, args)
+    assert result.exit_code != 0
+    assert f"error [{code} " in result.output
+    assert "Traceback" not in result.output
+    as_json = lake.invoke(cli, ["--json", *args])
+    assert json.loads(as_json.output)["error"]["code"] == code
+
+
+def test_wrong_schema_ingest_is_refused(lake: CliRunner, tmp_path: Path) -> None:
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1.5]}), other)
+    result = lake.invoke(cli, ["ingest", T, str(other)])
+    assert result.exit_code == 2 and "error [20 " in result.output
+    assert run(lake, "table", "list")[0]["version"] == 1
+
+
+def test_bad_setting_names_the_variable(lake: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_LEASE_TTL_SECONDS", "forever")
+    result = lake.invoke(cli, ["table", "list"])
+    assert result.exit_code == 2 and "LAKE_LEASE_TTL_SECONDS" in result.output
+
+
+def test_up_seeds_the_demo_idempotently(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
+    runner = CliRunner()
+    first = run(runner, "up")
+    second = run(runner, "up")
+    assert first["created"] and not second["created"]
+    assert first["rows"] == second["rows"] == 1000
+    assert run(runner, "table", "list", "demo")[0]["name"] == "demo.main.sales.orders"
+
+
+def test_installed_console_script_runs(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("lake")
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, env=env, check=True)
+    assert "ingest" in out.stdout and "table" in out.stdout
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90m").total_seconds() == 5400
+    assert parse_duration("7d").days == 7
+    for bad in ("", "7", "d", "-1h", "1.5h", "1y"):
+        with pytest.raises(InvalidInput):
+            parse_duration(bad)
