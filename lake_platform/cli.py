@@ -261,15 +261,280 @@ def table_history(state: State, name: str, limit: int | None) -> None:
 
 @table.command("drop")
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--purge", is_flag=True, help="Destroy the data now.")
+@click.option("--purge", is_flag=True, help="Destroy the data now instead of keeping it in the trash.")
+@click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
 @click.option("--incarnation", help="Only drop if the table is still this incarnation.")
 @pass_state
 @handles_errors
-def table_drop(state: State, name: str, purge: bool, incarnation: str | None) -> None:
-    """Drop a table (deregister, then destroy its data)."""
+def table_drop(state: State, name: str, purge: bool, force: bool, incarnation: str | None) -> None:
+    """Drop a table: into the trash for the policy's grace period, or destroyed with --purge."""
     with state.catalog() as catalog:
-        result = catalog.drop_table(name, purge=purge, incarnation=incarnation)
-    state.emit(result.to_dict(), lambda r: f"dropped {r['table']} (was at version {r['from_version']}); data destroyed")
+        result = catalog.drop_table(name, purge=purge, force=force, incarnation=incarnation)
+        trash = [] if purge else [t for t in catalog.list_trash(name) if t.target == name]
+    data = result.to_dict()
+    data["expires_at_ms"] = trash[-1].expires_at_ms if trash else None
+    state.emit(data, lambda r: f"dropped {r['table']} (was at version {r['from_version']}); " + (
+        f"in the trash until {_when(r['expires_at_ms'])} (lake table undrop {r['table']})" if r["expires_at_ms"]
+        else "data destroyed"))
+
+
+@table.command("undrop")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--as", "as_name", metavar="P.W.NS.T2", help="Restore under another name (same warehouse).")
+@click.option("--incarnation", help="Which dropped incarnation to restore (default: the newest).")
+@pass_state
+@handles_errors
+def table_undrop(state: State, name: str, as_name: str | None, incarnation: str | None) -> None:
+    """Restore a dropped table from the trash."""
+    with state.catalog() as catalog:
+        result = catalog.undrop_table(name, as_name=as_name, incarnation=incarnation)
+    state.emit(result.to_dict(), lambda r: f"restored {r['table']} at version {r['to_version']}")
+
+
+def _protect_command(group: click.Group, kind: str, metavar: str) -> None:
+    @group.command("protect")
+    @click.argument("name", metavar=metavar)
+    @click.option("--off", is_flag=True, help="Remove protection.")
+    @pass_state
+    @handles_errors
+    def protect(state: State, name: str, off: bool) -> None:
+        """Turn deletion protection on (or --off)."""
+        with state.catalog() as catalog:
+            catalog.set_protected(name, not off, kind=kind)
+        state.emit({"name": name, "protected": not off},
+                   lambda d: f"{kind} {d['name']} is {'protected' if d['protected'] else 'no longer protected'}")
+
+
+_protect_command(table, "table", "P.W.NS.T")
+_protect_command(namespace, "namespace", "P.W.NS")
+_protect_command(warehouse, "warehouse", "P.W")
+
+
+@namespace.command("drop")
+@click.argument("name", metavar="P.W.NS[.SUB...]")
+@click.option("--cascade", is_flag=True, help="Move everything inside to the trash too.")
+@click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
+@click.option("--purge", is_flag=True, help="With --cascade: destroy the tables' data now.")
+@pass_state
+@handles_errors
+def namespace_drop(state: State, name: str, cascade: bool, force: bool, purge: bool) -> None:
+    """Drop a namespace (only when empty, unless --cascade)."""
+    if purge and not cascade:
+        from lake_platform.errors import InvalidInput as _Invalid
+
+        raise _Invalid("--purge only applies with --cascade")
+    with state.catalog() as catalog:
+        result = catalog.drop_namespace(name, cascade=cascade, force=force, purge=purge)
+    state.emit(result.to_dict(), lambda r: f"dropped namespace {r['table']}")
+
+
+@namespace.command("undrop")
+@click.argument("name", metavar="P.W.NS[.SUB...]")
+@pass_state
+@handles_errors
+def namespace_undrop(state: State, name: str) -> None:
+    """Rebuild a cascade-dropped namespace and its tables (safe to rerun after an interruption)."""
+    with state.catalog() as catalog:
+        result = catalog.undrop_namespace(name)
+    state.emit(result.to_dict(), lambda r: f"restored namespace {r['table']}")
+
+
+@warehouse.command("drop")
+@click.argument("name", metavar="P.W")
+@click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
+@pass_state
+@handles_errors
+def warehouse_drop(state: State, name: str, force: bool) -> None:
+    """Drop an empty warehouse."""
+    with state.catalog() as catalog:
+        result = catalog.drop_warehouse(name, force=force)
+    state.emit(result.to_dict(), lambda r: f"dropped warehouse {r['table']}")
+
+
+@project.command("drop")
+@click.argument("name")
+@pass_state
+@handles_errors
+def project_drop(state: State, name: str) -> None:
+    """Drop an empty project (there is no cascade for projects)."""
+    with state.catalog() as catalog:
+        result = catalog.drop_project(name)
+    state.emit(result.to_dict(), lambda r: f"dropped project {r['table']}")
+
+
+@cli.group()
+def trash() -> None:
+    """Dropped tables awaiting expiry."""
+
+
+@trash.command("list")
+@click.argument("prefix", required=False, default="")
+@pass_state
+@handles_errors
+def trash_list(state: State, prefix: str) -> None:
+    """List trash records with their deadlines."""
+    with state.catalog() as catalog:
+        records = catalog.list_trash(prefix)
+    rows = [{"kind": r.kind, "name": r.target, "incarnation": r.table.incarnation if r.table else r.cascade_id,
+             "dropped": _when(r.dropped_at_ms), "dropped_by": r.dropped_by, "expires": _when(r.expires_at_ms),
+             "state": r.state} for r in records]
+    state.emit(rows, lambda rs: _table(["kind", "name", "incarnation", "dropped", "dropped_by", "expires", "state"], rs)
+               if rs else "the trash is empty")
+
+
+@trash.command("expire")
+@pass_state
+@handles_errors
+def trash_expire(state: State) -> None:
+    """Purge the data of trash records past their deadline (Dagster runs this on a schedule)."""
+    with state.catalog() as catalog:
+        results = [r.to_dict() for r in catalog.expire_trash()]
+    state.emit(results, lambda rs: "\n".join(f"purged {r['table']}" for r in rs) if rs else "nothing expired")
+
+
+@cli.group()
+def policy() -> None:
+    """Maintenance policies (most specific record wins, whole)."""
+
+
+@policy.command("set")
+@click.argument("scope", metavar="SCOPE")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@pass_state
+@handles_errors
+def policy_set(state: State, scope: str, assignments: tuple[str, ...]) -> None:
+    """Set policy keys at a project, warehouse, namespace or table.
+
+    Keys: retain_versions, retention, compact_enabled, compact_min_fragments,
+    target_rows_per_fragment, trash_grace, orphan_min_age (durations like 90m, 12h, 7d).
+    """
+    from lake_platform.catalog.policies import parse_assignments
+
+    with state.catalog() as catalog:
+        record = catalog.set_policy(scope, parse_assignments(list(assignments)))
+    state.emit(record.model_dump(), lambda r: f"policy set at {r['scope']}")
+
+
+@policy.command("show")
+@click.argument("scope", metavar="SCOPE")
+@click.option("--effective", is_flag=True, help="Resolve up the hierarchy and say which record won.")
+@pass_state
+@handles_errors
+def policy_show(state: State, scope: str, effective: bool) -> None:
+    """Show the policy at SCOPE (or, with --effective, the one that applies and where it came from)."""
+    with state.catalog() as catalog:
+        resolved = catalog.effective_policy(scope)
+    data = resolved.to_dict()
+    if not effective and resolved.source != scope:
+        data = {"source": f"(no policy record at {scope}; use --effective)"}
+    state.emit(data)
+
+
+@cli.group()
+def user() -> None:
+    """Users: a name, a password and one role in one project."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--project", required=True)
+@click.option("--role", required=True, type=click.Choice(["reader", "writer", "admin"]))
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@pass_state
+@handles_errors
+def user_add(state: State, name: str, project: str, role: str, password_stdin: bool) -> None:
+    """Add a user; without --password-stdin a password is generated and printed once."""
+    import secrets
+
+    generated = not password_stdin
+    password = secrets.token_urlsafe(18) if generated else sys.stdin.readline().rstrip("\r\n")
+    with state.catalog() as catalog:
+        record = catalog.add_user(name, project=project, role=role, password=password)
+    data = {"name": record.name, "project": record.project, "role": record.role}
+    if generated:
+        data["password"] = password
+    state.emit(data, lambda d: f"added user {d['name']} ({d['role']} on {d['project']})"
+               + (f"\npassword (shown once): {d['password']}" if "password" in d else ""))
+
+
+@user.command("list")
+@click.option("--project")
+@pass_state
+@handles_errors
+def user_list(state: State, project: str | None) -> None:
+    """List users."""
+    with state.catalog() as catalog:
+        users = [{"name": u.name, "project": u.project, "role": u.role, "created": _when(u.created_at_ms)}
+                 for u in catalog.list_users(project)]
+    state.emit(users, lambda us: _table(["name", "project", "role", "created"], us) if us else "no users")
+
+
+@user.command("remove")
+@click.argument("name")
+@pass_state
+@handles_errors
+def user_remove(state: State, name: str) -> None:
+    """Remove a user."""
+    with state.catalog() as catalog:
+        catalog.remove_user(name)
+    state.emit({"removed": name}, lambda d: f"removed user {d['removed']}")
+
+
+@cli.group()
+def token() -> None:
+    """Service tokens (Bearer credentials for machines)."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--project", required=True)
+@click.option("--role", required=True, type=click.Choice(["reader", "writer", "admin"]))
+@pass_state
+@handles_errors
+def token_create(state: State, name: str, project: str, role: str) -> None:
+    """Create a token; it is printed once and only its hash is kept."""
+    with state.catalog() as catalog:
+        record, secret = catalog.create_token(name, project=project, role=role)
+    state.emit({"token_id": record.token_id, "name": name, "project": project, "role": role, "token": secret},
+               lambda d: f"created token {d['name']} (id {d['token_id']})\ntoken (shown once): {d['token']}")
+
+
+@token.command("revoke")
+@click.argument("token_id")
+@pass_state
+@handles_errors
+def token_revoke(state: State, token_id: str) -> None:
+    """Revoke a token by its id."""
+    with state.catalog() as catalog:
+        record = catalog.revoke_token(token_id)
+    state.emit({"token_id": record.token_id, "revoked": True}, lambda d: f"revoked token {d['token_id']}")
+
+
+@token.command("list")
+@pass_state
+@handles_errors
+def token_list(state: State) -> None:
+    """List tokens (never their secrets)."""
+    with state.catalog() as catalog:
+        tokens = [{"token_id": t.token_id, "name": t.name, "project": t.project, "role": t.role,
+                   "revoked": t.revoked} for t in catalog.list_tokens()]
+    state.emit(tokens, lambda ts: _table(["token_id", "name", "project", "role", "revoked"], ts) if ts else "no tokens")
+
+
+@cli.command("log")
+@click.argument("prefix", required=False, default="")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N entries.")
+@pass_state
+@handles_errors
+def log_command(state: State, prefix: str, limit: int | None) -> None:
+    """Every commit (data and governance) under PREFIX: who, what, when."""
+    with state.catalog() as catalog:
+        entries = [e.model_dump() for e in catalog.log(prefix, limit=limit)]
+    cols = ["when", "target", "operation", "actor", "to", "commit_id"]
+    state.emit(entries, lambda es: _table(cols, [{
+        "when": _when(e["at_ms"]), "target": e["target"], "operation": e["operation"], "actor": e["actor"],
+        "to": e["to_version"] if e["to_version"] is not None else "", "commit_id": e["commit_id"]} for e in es])
+        if es else "no entries")
 
 
 @cli.command()
@@ -332,11 +597,9 @@ def up(state: State) -> None:
 # -- helpers ----------------------------------------------------------------------------------
 
 def parse_duration(text: str) -> timedelta:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    text = text.strip().lower()
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
-        raise InvalidInput(f"invalid duration {text!r}: use a whole number and a unit, e.g. 90m, 12h, 7d")
-    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    from lake_platform.catalog.policies import parse_duration as parse
+
+    return parse(text)
 
 
 def _when(ms: int) -> str:

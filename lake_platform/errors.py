@@ -203,3 +203,7 @@ def error_for_code(code: int, message: str) -> LakeError:
         return ERRORS_BY_CODE[ErrorCode(code)](message)
     except ValueError:
         return Internal(message)
+
+
+class Protected(InvalidTableState):
+    """Deletion protection refused a drop; ``force`` overrides it (and nothing else)."""

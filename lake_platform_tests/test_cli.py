@@ -82,11 +82,14 @@ def test_compact_cleanup_and_drop(lake: CliRunner, tmp_path: Path) -> None:
     assert run(lake, "compact", T)["status"] == "committed"
     assert run(lake, "compact", T)["status"] == "nothing-to-do"
     assert run(lake, "cleanup", T, "--older-than", "1h")["status"] == "nothing-to-do"  # all younger than that
-    plain = lake.invoke(cli, ["table", "drop", T])
-    assert plain.exit_code != 0 and "--purge" in plain.output
-    dropped = run(lake, "table", "drop", T, "--purge")
-    assert dropped["operation"] == "drop"
+    dropped = run(lake, "table", "drop", T)
+    assert dropped["operation"] == "drop" and dropped["expires_at_ms"] is not None
     assert run(lake, "table", "list") == []
+    assert [t["name"] for t in run(lake, "trash", "list")] == [T]
+    assert run(lake, "table", "undrop", T)["to_version"] == 6
+    assert run(lake, "table", "list")[0]["rows"] == 4
+    purged = run(lake, "table", "drop", T, "--purge")
+    assert purged["expires_at_ms"] is None and run(lake, "trash", "list") == []
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from lake_platform.catalog.access import AccessMixin
 from lake_platform.catalog.arrow_io import StreamCounter, conform_schema, schema_from_ipc, schema_to_ipc
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.lease import Lease, WriteGate
+from lake_platform.catalog.hierarchy import HierarchyMixin
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
+from lake_platform.catalog.policies import PolicyMixin
+from lake_platform.catalog.principals import LOCAL_ADMIN, Principal
 from lake_platform.catalog.results import CommitResult, MaintenanceResult, PlannedCompaction, TableInfo
+from lake_platform.catalog.trash import TrashMixin
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -86,7 +91,10 @@ class TableSnapshot:
         return engine.table_provider(self.dataset)
 
 
-class Catalog:
+class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
+    """Every operation takes an optional ``principal`` (default: the catalog's own, the local
+    admin for the CLI) and checks, in order: identity, shape, parent, permission, conflict."""
+
     def __init__(
         self,
         settings: LakeSettings,
@@ -95,8 +103,10 @@ class Catalog:
         clock: Clock | None = None,
         heartbeat: bool = True,
         hook: Hook | None = None,
+        principal: Principal = LOCAL_ADMIN,
     ) -> None:
         self.settings = settings
+        self.principal = principal
         self.store = store if store is not None else open_metastore(settings)
         self.clock = clock or SystemClock()
         self.gate = WriteGate(
@@ -124,32 +134,50 @@ class Catalog:
 
     # == hierarchy ===========================================================================
 
-    def create_project(self, name: str, *, actor: str | None = None) -> ProjectRecord:
+    def create_project(self, name: str, *, actor: str | None = None, principal: Principal | None = None) -> ProjectRecord:
+        who = self._who(principal)
         pname = ProjectName.parse(name)
-        record = ProjectRecord(name=str(pname), created_by=self._actor(actor))
-        self._create(keys.project(pname), record, str(pname), "create project", actor,
+        who.require(pname.project, "admin", f"create project {pname}")
+        record = ProjectRecord(name=str(pname), created_by=self._actor(actor, who))
+        self._create(keys.project(pname), record, str(pname), "create project", self._actor(actor, who),
                      exists=NamespaceAlreadyExists(f"project {pname} already exists"))
         return record
 
-    def create_warehouse(self, name: str, *, root: str | None = None, actor: str | None = None) -> WarehouseRecord:
+    def create_warehouse(self, name: str, *, root: str | None = None, actor: str | None = None,
+                         principal: Principal | None = None) -> WarehouseRecord:
+        who = self._who(principal)
         wname = WarehouseName.parse(name)
-        self._require(keys.project(wname.parent), NamespaceNotFound(f"project {wname.project} does not exist"))
         root = self._storage_root(root, wname)
-        record = WarehouseRecord(name=str(wname), root=root, created_by=self._actor(actor))
-        self._create(keys.warehouse(wname), record, str(wname), "create warehouse", actor,
+        project = self.store.get(keys.project(wname.parent))
+        if project is None or decode(ProjectRecord, project.value).state != "active":
+            raise NamespaceNotFound(f"project {wname.project} does not exist")
+        who.require(wname.project, "admin", f"create warehouse {wname}")
+        record = WarehouseRecord(name=str(wname), root=root, created_by=self._actor(actor, who))
+        self._create(keys.warehouse(wname), record, str(wname), "create warehouse", self._actor(actor, who),
                      exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
                      parent=keys.project(wname.parent))
         return record
 
-    def create_namespace(self, name: str, *, actor: str | None = None) -> NamespaceRecord:
+    def create_namespace(self, name: str, *, actor: str | None = None,
+                         principal: Principal | None = None) -> NamespaceRecord:
+        who = self._who(principal)
         nname = NamespaceName.parse(name)
         parent = nname.parent
         parent_key = keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
-        self._require(parent_key, NamespaceNotFound(f"{_kind(parent)} {parent} does not exist"))
-        record = NamespaceRecord(name=str(nname), created_by=self._actor(actor))
-        self._create(keys.namespace(nname), record, str(nname), "create namespace", actor,
+        self._require_parent(nname)
+        who.require(nname.project, "admin", f"create namespace {nname}")
+        record = NamespaceRecord(name=str(nname), created_by=self._actor(actor, who))
+        self._create(keys.namespace(nname), record, str(nname), "create namespace", self._actor(actor, who),
                      exists=NamespaceAlreadyExists(f"namespace {nname} already exists"), parent=parent_key)
         return record
+
+    def _who(self, principal: Principal | None) -> Principal:
+        who = principal if principal is not None else self.principal
+        if not isinstance(who, Principal):
+            from lake_platform.errors import Unauthenticated
+
+            raise Unauthenticated("no identity given")
+        return who
 
     def warehouse(self, name: WarehouseName) -> WarehouseRecord:
         item = self.store.get(keys.warehouse(name))
@@ -157,7 +185,7 @@ class Catalog:
             raise NamespaceNotFound(f"warehouse {name} does not exist")
         return decode(WarehouseRecord, item.value, item.key)
 
-    def _create(self, key: str, record: Any, target: str, operation: str, actor: str | None, *,
+    def _create(self, key: str, record: Any, target: str, operation: str, actor: str, *,
                 exists: LakeError, parent: str | None = None) -> None:
         ops: list[Op] = [Put(key, record.encode(), ABSENT)]
         if parent is not None:
@@ -194,16 +222,16 @@ class Catalog:
 
     def create_table(
         self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
-        commit_id: str | None = None,
+        commit_id: str | None = None, principal: Principal | None = None,
     ) -> CommitResult:
+        who = self._who(principal)
         tname = TableName.parse(name)
         commit_id = _commit_id(commit_id)
+        ns_item = self._require_parent(tname)
+        who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
         replay = self._replayed(commit_id)
         if replay is not None:
             return replay
-        ns_item = self.store.get(keys.namespace(tname.namespace_name))
-        if ns_item is None:
-            raise NamespaceNotFound(f"namespace {tname.namespace_name} does not exist")
         if self.store.get(keys.table(tname)) is not None:
             raise TableAlreadyExists(f"table {tname} already exists")
         _check_schema(data.schema, str(tname))
@@ -212,11 +240,12 @@ class Catalog:
         location = _table_location(warehouse.root, tname, incarnation)
         record = TableRecord(
             name=str(tname), incarnation=incarnation, location=location, current_version=0,
-            schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)), created_by=self._actor(actor),
+            schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)), created_by=self._actor(actor, who),
         )
         counter = StreamCounter()
-        pending = PendingCommit(commit_id=commit_id, operation="create", actor=self._actor(actor), run_id=run_id,
-                                schema_ipc=schema_to_ipc(data.schema), stream_totals=counter.totals)
+        pending = PendingCommit(commit_id=commit_id, operation="create", actor=self._actor(actor, who), run_id=run_id,
+                                schema_ipc=schema_to_ipc(data.schema), stream_totals=counter.totals,
+                                extra_ops=[Check(ns_item.key, ns_item.revision)])
         try:
             self._write(tname, record, ABSENT, pending, counter.wrap(data), "create", counter=counter)
         except LakeError:
@@ -227,17 +256,25 @@ class Catalog:
         return self._result(pending, str(tname))
 
     def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
-               run_id: str | None = None, commit_id: str | None = None) -> CommitResult:
-        return self._write_existing(name, data, "append", actor, run_id, commit_id)
+               run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
+               principal: Principal | None = None) -> CommitResult:
+        """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
+        (e.g. the identities of ingested files)."""
+        return self._write_existing(name, data, "append", actor, run_id, commit_id, detail, principal)
 
     def overwrite(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
-                  run_id: str | None = None, commit_id: str | None = None) -> CommitResult:
-        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id)
+                  run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
+                  principal: Principal | None = None) -> CommitResult:
+        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id, detail, principal)
 
     def _write_existing(self, name: str, data: pa.RecordBatchReader, mode: str, actor: str | None,
-                        run_id: str | None, commit_id: str | None) -> CommitResult:
+                        run_id: str | None, commit_id: str | None, detail: dict[str, object] | None,
+                        principal: Principal | None) -> CommitResult:
+        who = self._who(principal)
         tname = TableName.parse(name)
         commit_id = _commit_id(commit_id)
+        self._require_parent(tname)
+        who.require(tname.project, "write", f"write to {tname}")
         replay = self._replayed(commit_id)
         if replay is not None:
             return replay
@@ -251,8 +288,8 @@ class Catalog:
             _check_schema(data.schema, str(tname))
             stream = counter.wrap(data)
             schema_ipc = schema_to_ipc(data.schema)
-        pending = PendingCommit(commit_id=commit_id, operation=mode, actor=self._actor(actor), run_id=run_id,
-                                schema_ipc=schema_ipc, stream_totals=counter.totals)
+        pending = PendingCommit(commit_id=commit_id, operation=mode, actor=self._actor(actor, who), run_id=run_id,
+                                schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}))
         with self.gate.hold(record.incarnation) as lease:
             record, revision = self._table(tname, incarnation=record.incarnation)
             if mode == "overwrite":
@@ -281,16 +318,19 @@ class Catalog:
         self._enrich(tname, record, pending)
 
     def delete_rows(self, name: str, predicate: str, *, actor: str | None = None, run_id: str | None = None,
-                    commit_id: str | None = None) -> CommitResult:
+                    commit_id: str | None = None, principal: Principal | None = None) -> CommitResult:
+        who = self._who(principal)
         tname = TableName.parse(name)
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInput("a delete needs a non-empty predicate")
+        self._require_parent(tname)
+        who.require(tname.project, "write", f"delete from {tname}")
         commit_id = _commit_id(commit_id)
         replay = self._replayed(commit_id)
         if replay is not None:
             return replay
         record, _ = self._table(tname)
-        pending = PendingCommit(commit_id=commit_id, operation="delete", actor=self._actor(actor), run_id=run_id,
+        pending = PendingCommit(commit_id=commit_id, operation="delete", actor=self._actor(actor, who), run_id=run_id,
                                 detail={"predicate": predicate})
         with self.gate.hold(record.incarnation) as lease:
             record, revision = self._table(tname, incarnation=record.incarnation)
@@ -320,9 +360,12 @@ class Catalog:
 
     # == maintenance ==========================================================================
 
-    def plan_compaction(self, name: str, *, target_rows_per_fragment: int = 1_048_576) -> PlannedCompaction:
+    def plan_compaction(self, name: str, *, target_rows_per_fragment: int = 1_048_576,
+                        principal: Principal | None = None) -> PlannedCompaction:
+        who = self._who(principal)
         tname = TableName.parse(name)
-        snap = self.open_table(str(tname))
+        who.require(tname.project, "write", f"compact {tname}")
+        snap = self.open_table(str(tname), principal=who)
         plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
         return PlannedCompaction(str(tname), snap.record.incarnation, plan.read_version, plan.tasks)
 
@@ -333,12 +376,15 @@ class Catalog:
         return [engine.execute_compaction_task(snap.dataset, task) for task in planned.tasks]
 
     def commit_compaction(self, planned: PlannedCompaction, results: Sequence[str], *, actor: str | None = None,
-                          run_id: str | None = None, commit_id: str | None = None) -> MaintenanceResult:
+                          run_id: str | None = None, commit_id: str | None = None,
+                          principal: Principal | None = None) -> MaintenanceResult:
+        who = self._who(principal)
         tname = TableName.parse(planned.table)
+        who.require(tname.project, "write", f"compact {tname}")
         commit_id = _commit_id(commit_id)
         if not results:
             return MaintenanceResult(str(tname), "compact", "nothing-to-do", planned.read_version)
-        pending = PendingCommit(commit_id=commit_id, operation="compact", actor=self._actor(actor), run_id=run_id,
+        pending = PendingCommit(commit_id=commit_id, operation="compact", actor=self._actor(actor, who), run_id=run_id,
                                 detail={"planned_at_version": planned.read_version, "tasks": len(results)})
         with self.gate.hold(planned.incarnation) as lease:
             record, revision = self._table(tname, incarnation=planned.incarnation)
@@ -360,12 +406,14 @@ class Catalog:
                                   "planned_at_version": planned.read_version})
 
     def compact(self, name: str, *, target_rows_per_fragment: int = 1_048_576, actor: str | None = None,
-                run_id: str | None = None, commit_id: str | None = None) -> MaintenanceResult:
-        planned = self.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment)
+                run_id: str | None = None, commit_id: str | None = None,
+                principal: Principal | None = None) -> MaintenanceResult:
+        planned = self.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment, principal=principal)
         if not planned.tasks:
             return MaintenanceResult(planned.table, "compact", "nothing-to-do", planned.read_version)
         results = self.execute_compaction(planned)
-        return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id)
+        return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id,
+                                      principal=principal)
 
     def _skipped_stale(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                        exc: Exception) -> MaintenanceResult:
@@ -380,13 +428,15 @@ class Catalog:
                                  pending.commit_id, detail)
 
     def cleanup(self, name: str, *, retention: timedelta, retain_versions: int = 1, actor: str | None = None,
-                run_id: str | None = None) -> MaintenanceResult:
+                run_id: str | None = None, principal: Principal | None = None) -> MaintenanceResult:
         """Remove old versions: out of the registry first, then Lance's files with the same cut,
         then their staging manifests. Never the current version, a tagged version, one of the
         newest ``retain_versions``, or one younger than the ticket lifetime."""
+        who = self._who(principal)
         tname = TableName.parse(name)
         if retain_versions < 1:
             raise InvalidInput("retain_versions must be at least 1")
+        who.require(tname.project, "write", f"clean up {tname}")
         if retention < timedelta(0):
             raise InvalidInput("retention must not be negative")
         record, _ = self._table(tname)
@@ -414,7 +464,8 @@ class Catalog:
                 with lease.fenced() as fence:
                     ops.append(fence)
                     if start == 0:
-                        ops += self._log_ops(str(tname), "cleanup", actor, commit_id=commit_id, run_id=run_id,
+                        ops += self._log_ops(str(tname), "cleanup", self._actor(actor, who), commit_id=commit_id,
+                                             run_id=run_id,
                                              incarnation=record.incarnation, from_version=record.current_version,
                                              to_version=record.current_version, detail=detail)
                     self.store.transact(ops)
@@ -434,36 +485,6 @@ class Catalog:
 
     # == drop =================================================================================
 
-    def drop_table(self, name: str, *, purge: bool = False, incarnation: str | None = None,
-                   actor: str | None = None) -> CommitResult:
-        """Deregister (compare-and-delete on the incarnation), then destroy the data."""
-        tname = TableName.parse(name)
-        if not purge:
-            from lake_platform.errors import Unsupported
-
-            raise Unsupported("recoverable drops are not available yet: pass purge=True (--purge) to destroy now")
-        record, _ = self._table(tname)
-        if incarnation is not None and record.incarnation != incarnation:
-            raise TableNotFound(f"table {tname} is not at incarnation {incarnation}")
-        self._at("drop:resolved")
-        commit_id = new_id()
-        with self.gate.hold(record.incarnation) as lease:
-            # Re-read under the lease: only the holder of this incarnation's lease can remove it,
-            # so if it is still there the revision we condition on cannot be reused (no ABA).
-            current, revision = self._table(tname, incarnation=record.incarnation)
-            self._at("drop:before-commit")
-            with lease.fenced() as fence:
-                ops: list[Op] = [Delete(keys.table(tname), revision), fence]
-                ops += self._log_ops(str(tname), "drop", actor, commit_id=commit_id, incarnation=current.incarnation,
-                                     from_version=current.current_version, detail={"purge": True})
-                try:
-                    self.store.transact(ops)
-                except ConditionFailed:
-                    raise ConcurrentModification(f"table {tname} changed while being dropped; nothing was dropped") from None
-        self._at("drop:after-commit")
-        self.purge_storage(current)
-        return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
-
     def purge_storage(self, record: TableRecord) -> None:
         """Destroy an unregistered incarnation's data and registry leftovers (idempotent)."""
         engine.remove_table(record.location, self._storage(record.location))
@@ -479,9 +500,11 @@ class Catalog:
 
     # == read path ============================================================================
 
-    def open_table(self, name: str, version: int | None = None) -> TableSnapshot:
+    def open_table(self, name: str, version: int | None = None, *, principal: Principal | None = None) -> TableSnapshot:
         """Open exactly the registered version (current by default); never "latest on disk"."""
+        who = self._who(principal)
         tname = TableName.parse(name)
+        self._readable(who, tname)
         record, _ = self._table(tname)
         if version is not None and (not isinstance(version, int) or version < 1):
             raise InvalidInput(f"invalid version {version!r}")
@@ -503,8 +526,10 @@ class Catalog:
         record, _ = self._table(tname, incarnation=planned.incarnation)
         return self._open(tname, record, planned.read_version)
 
-    def describe_table(self, name: str, *, with_stats: bool = True) -> TableInfo:
+    def describe_table(self, name: str, *, with_stats: bool = True, principal: Principal | None = None) -> TableInfo:
+        who = self._who(principal)
         tname = TableName.parse(name)
+        self._readable(who, tname)
         record, _ = self._table(tname)
         rows = fragments = size = None
         if with_stats and record.current_version > 0:
@@ -518,8 +543,10 @@ class Catalog:
             schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
         )
 
-    def list_tables(self, prefix: str = "") -> Iterator[TableRecord]:
-        """Registered tables whose dotted name starts with ``prefix`` (whole segments)."""
+    def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
+        """Registered tables whose dotted name starts with ``prefix`` (whole segments), among
+        those the principal may read."""
+        who = self._who(principal)
         key_prefix = "tbl/"
         if prefix:
             parts = prefix.split(".")
@@ -531,13 +558,33 @@ class Catalog:
         for item in self.store.scan_prefix(key_prefix):
             record = decode(TableRecord, item.value, item.key)
             if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
-                if record.current_version > 0:
+                if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
                     yield record
 
-    def history(self, target: str, *, limit: int | None = None) -> list[CommitLogEntry]:
-        for part in target.split("."):
+    def history(self, target: str, *, limit: int | None = None, principal: Principal | None = None) -> list[CommitLogEntry]:
+        """The commit log of one object (table, namespace, warehouse or project), oldest first."""
+        who = self._who(principal)
+        for part in target.split(".") if isinstance(target, str) else [target]:
             check_segment(part, "name")
+        if not who.can(target.split(".")[0], "read"):
+            raise TableNotFound(f"{target} does not exist")
         return [decode(CommitLogEntry, i.value, i.key) for i in self.store.scan_prefix(keys.log_prefix(target), limit=limit)]
+
+    def log(self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None) -> list[CommitLogEntry]:
+        """Every commit-log entry of objects under a dotted prefix (all of them without one)."""
+        who = self._who(principal)
+        if prefix:
+            for part in prefix.split("."):
+                check_segment(part, "name prefix")
+        entries = []
+        for item in self.store.scan_prefix("log/" + prefix):
+            entry = decode(CommitLogEntry, item.value, item.key)
+            if prefix and not (entry.target == prefix or entry.target.startswith(prefix + ".")):
+                continue
+            if who.can(entry.target.split(".")[0], "read"):
+                entries.append(entry)
+        entries.sort(key=lambda e: (e.at_ms, e.target))
+        return entries[-limit:] if limit else entries
 
     def commit_landed(self, commit_id: str) -> CommitMarker | None:
         item = self.store.get(keys.commit_marker(commit_id))
@@ -545,8 +592,16 @@ class Catalog:
 
     # == internals ============================================================================
 
-    def _actor(self, actor: str | None) -> str:
-        return actor or self.settings.actor
+    def _actor(self, actor: str | None, who: Principal | None = None) -> str:
+        if actor:
+            return actor
+        who = who or self.principal
+        return self.settings.actor if who.kind == "local" else who.name
+
+    def _readable(self, who: Principal, tname: TableName) -> None:
+        # Another tenant's table looks exactly like a missing one.
+        if not who.can(tname.project, "read"):
+            raise TableNotFound(f"table {tname} does not exist")
 
     def _storage(self, location: str) -> dict[str, str]:
         return self.settings.storage_options(location)

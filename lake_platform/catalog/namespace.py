@@ -60,6 +60,9 @@ class PendingCommit:
     #: Called at commit time for (rows_added, bytes_added): the stream is drained by then.
     stream_totals: Callable[[], tuple[int, int]] | None = None
     rows_removed: int = 0
+    #: More conditions for the first version's transaction (a create checks that its parent
+    #: namespace is still there and not being dropped).
+    extra_ops: list[Op] = field(default_factory=list)
     #: Filled in as versions land: (version, log key).
     landed: list[tuple[int, str]] = field(default_factory=list)
     marker_revision: int = ABSENT
@@ -226,6 +229,8 @@ class BoundTableNamespace(LanceNamespace):
                 Put(keys.commit_marker(pending.commit_id), marker.encode(), pending.marker_revision),
                 lease_check,
             ]
+            if step == 0:
+                ops += pending.extra_ops
             try:
                 results = self.store.transact(ops)
                 if self._fault is not None:
@@ -260,6 +265,10 @@ class BoundTableNamespace(LanceNamespace):
             return LeaseExpired(f"write lease on {self.name} was taken over; commit of version {version} refused")
         if exc.key == keys.table(self.name) and self.record_revision == ABSENT:
             return TableAlreadyExists(f"table {self.name} already exists")
+        if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops}:
+            from lake_platform.errors import NamespaceNotFound
+
+            return NamespaceNotFound(f"namespace {self.name.namespace_name} was dropped during the create")
         if exc.key == keys.table(self.name) or exc.key is None:
             # Find out whether our incarnation is still the registered one.
             item = self.store.get(keys.table(self.name))

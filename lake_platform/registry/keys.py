@@ -53,3 +53,28 @@ def log_prefix(target: str) -> str:
 
 def log_entry(target: str, at_ms: int, commit_id: str, step: int = 0) -> str:
     return f"log/{target}/{at_ms:015d}-{commit_id}-{step:03d}"
+
+
+def user(name: str) -> str:
+    return f"usr/{name}"
+
+
+def token(token_id: str) -> str:
+    return f"tok/{token_id}"
+
+
+def policy(scope: str) -> str:
+    """Policy attached at a dotted scope: project, warehouse, namespace or table."""
+    return f"pol/{scope}"
+
+
+def trash(target: str, dropped_at_ms: int, incarnation: str) -> str:
+    return f"trs/{target}/{dropped_at_ms:015d}-{incarnation}"
+
+
+def trash_prefix(target: str = "") -> str:
+    return f"trs/{target}"
+
+
+def report(kind: str, target: str, at_ms: int) -> str:
+    return f"rpt/{kind}/{target}/{at_ms:015d}"

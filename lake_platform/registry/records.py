@@ -48,6 +48,10 @@ class ProjectRecord(Record):
     name: str
     created_at_ms: int = Field(default_factory=now_ms)
     created_by: str = ""
+    state: Literal["active", "dropping"] = "active"
+
+
+ContainerState = Literal["active", "dropping"]
 
 
 class WarehouseRecord(Record):
@@ -56,6 +60,8 @@ class WarehouseRecord(Record):
     created_at_ms: int = Field(default_factory=now_ms)
     created_by: str = ""
     protected: bool = False
+    #: "dropping" while a drop checks emptiness: creates under it are refused meanwhile.
+    state: ContainerState = "active"
 
 
 class NamespaceRecord(Record):
@@ -63,6 +69,7 @@ class NamespaceRecord(Record):
     created_at_ms: int = Field(default_factory=now_ms)
     created_by: str = ""
     protected: bool = False
+    state: ContainerState = "active"
 
 
 class TableRecord(Record):
@@ -142,3 +149,22 @@ class LeaseRecord(Record):
     token: int
     deadline_ms: int
     released: bool = False
+
+
+class TrashRecord(Record):
+    """A dropped table, kept (data and version records intact) until ``expires_at_ms``."""
+
+    kind: Literal["table", "namespace"] = "table"
+    target: str  # dotted name it had when dropped
+    dropped_at_ms: int
+    expires_at_ms: int
+    dropped_by: str
+    #: kind == "table": the registration to restore (incarnation, location, schema, version).
+    table: TableRecord | None = None
+    #: kind == "namespace": the subtree a cascade detached, shallowest first, and its tables'
+    #: trash keys; undrop rebuilds from this, expiry purges through the table records.
+    namespaces: list[NamespaceRecord] = Field(default_factory=list)
+    table_trash_keys: list[str] = Field(default_factory=list)
+    cascade_id: str | None = None
+    #: "purging" once expiry has claimed it: undrop refuses, a rerun of expiry finishes it.
+    state: Literal["trashed", "purging"] = "trashed"
