@@ -55,7 +55,13 @@ class _FailureThrottle:
 
 
 class AccessMixin:
-    _throttle = _FailureThrottle()
+    @property
+    def _throttle(self) -> _FailureThrottle:
+        # One throttle per catalog (a Flight process has one catalog, so one per process).
+        throttle = self.__dict__.get("_failure_throttle")
+        if throttle is None:
+            throttle = self.__dict__.setdefault("_failure_throttle", _FailureThrottle())
+        return throttle
 
     def add_user(self: Catalog, name: str, *, project: str, role: str, password: str,
                  principal: Principal | None = None) -> UserRecord:

@@ -1,0 +1,437 @@
+"""Governance: hierarchy guards and their order, principals, protection, recoverable drops,
+policies with provenance, and a commit-log entry for every change."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.policies import parse_assignments
+from lake_platform.catalog.principals import Principal
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    InvalidInput,
+    LakeError,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
+    PermissionDenied,
+    Protected,
+    TableAlreadyExists,
+    TableNotFound,
+    Throttling,
+    Unauthenticated,
+)
+
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.test_bad_input import state
+
+T = "p.w.ns.t"
+READER = Principal("rita", "user", "p", "reader")
+WRITER = Principal("will", "user", "p", "writer")
+OTHER_ADMIN = Principal("olga", "user", "q", "admin")
+NOBODY: Any = "not-a-principal"
+
+
+def test_creates_go_top_down(lake: Lake) -> None:
+    with pytest.raises(NamespaceNotFound, match="namespace p.w.a does not exist"):
+        lake.catalog.create_namespace("p.w.a.b")
+    lake.catalog.create_namespace("p.w.a")
+    lake.catalog.create_namespace("p.w.a.b")
+    with pytest.raises(NamespaceNotFound, match="warehouse p.v"):
+        lake.catalog.create_namespace("p.v.a")
+    with pytest.raises(NamespaceNotFound, match="p.w.a.c"):
+        lake.catalog.create_table("p.w.a.c.t", rows([1]))
+    lake.catalog.create_table("p.w.a.b.t", rows([1]))
+
+
+def test_deletes_go_bottom_up(lake: Lake) -> None:
+    lake.catalog.create_namespace("p.w.ns.sub")
+    lake.catalog.create_table(T, rows([1]))
+    with pytest.raises(NamespaceNotEmpty, match=r"p\.w\.ns\.sub.*p\.w\.ns\.t|p\.w\.ns\.t.*p\.w\.ns\.sub"):
+        lake.catalog.drop_namespace("p.w.ns")
+    with pytest.raises(NamespaceNotEmpty, match="p.w.ns"):
+        lake.catalog.drop_warehouse("p.w")
+    with pytest.raises(NamespaceNotEmpty, match="p.w"):
+        lake.catalog.drop_project("p")
+    lake.catalog.drop_table(T, purge=True)
+    lake.catalog.drop_namespace("p.w.ns.sub")
+    lake.catalog.drop_namespace("p.w.ns")
+    lake.catalog.drop_warehouse("p.w")
+    lake.catalog.drop_project("p")
+    assert state(lake)[0] == [r for r in state(lake)[0] if r[0].startswith(("log/", "cid/", "lse/"))]
+
+
+def test_warehouse_with_trashed_tables_is_not_empty(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.drop_table(T)
+    lake.catalog.drop_namespace("p.w.ns")
+    with pytest.raises(NamespaceNotEmpty, match="in trash"):
+        lake.catalog.drop_warehouse("p.w")
+
+
+def test_project_with_users_is_not_empty(lake: Lake) -> None:
+    lake.catalog.create_project("q")
+    lake.catalog.add_user("u1", project="q", role="reader", password="long enough pw")
+    with pytest.raises(NamespaceNotEmpty, match="user u1"):
+        lake.catalog.drop_project("q")
+
+
+def _doors(lake: Lake) -> dict[str, Callable[..., Any]]:
+    c = lake.catalog
+    return {
+        "create_warehouse": lambda name, who: c.create_warehouse(name, principal=who),
+        "create_namespace": lambda name, who: c.create_namespace(name, principal=who),
+        "create_table": lambda name, who: c.create_table(name, rows([1]), principal=who),
+        "drop_table": lambda name, who: c.drop_table(name, principal=who),
+        "drop_namespace": lambda name, who: c.drop_namespace(name, principal=who),
+        "drop_warehouse": lambda name, who: c.drop_warehouse(name, principal=who),
+        "undrop_table": lambda name, who: c.undrop_table(name, principal=who),
+    }
+
+
+# For each door: a (name, principal) per stage that fails *there and at every later stage*,
+# so the error type proves which check ran first.
+STAGES: dict[str, list[tuple[str, Any, type[LakeError]]]] = {
+    "create_warehouse": [("p.w", NOBODY, Unauthenticated), ("P.w", READER, InvalidInput),
+                         ("zz.w", READER, NamespaceNotFound), ("p.w", READER, PermissionDenied),
+                         ("p.w", None, NamespaceAlreadyExists)],
+    "create_namespace": [("p.w.ns", NOBODY, Unauthenticated), ("p.w.N", READER, InvalidInput),
+                         ("p.w.zz.ns", READER, NamespaceNotFound), ("p.w.ns", READER, PermissionDenied),
+                         ("p.w.ns", None, NamespaceAlreadyExists)],
+    "create_table": [(T, NOBODY, Unauthenticated), ("p.w.ns.T", READER, InvalidInput),
+                     ("p.w.zz.t", READER, NamespaceNotFound), (T, READER, PermissionDenied),
+                     (T, WRITER, TableAlreadyExists)],
+    "drop_table": [(T, NOBODY, Unauthenticated), ("p.w.ns.T", READER, InvalidInput),
+                   ("p.w.zz.t", READER, NamespaceNotFound), (T, WRITER, PermissionDenied),
+                   ("p.w.ns.missing", None, TableNotFound)],
+    "drop_namespace": [("p.w.ns", NOBODY, Unauthenticated), ("p.w.N", READER, InvalidInput),
+                       ("p.zz.ns", READER, NamespaceNotFound), ("p.w.ns", WRITER, PermissionDenied),
+                       ("p.w.ns", None, NamespaceNotEmpty)],
+    "drop_warehouse": [("p.w", NOBODY, Unauthenticated), ("p.W", READER, InvalidInput),
+                       ("zz.w", READER, NamespaceNotFound), ("p.w", WRITER, PermissionDenied),
+                       ("p.w", None, NamespaceNotEmpty)],
+    "undrop_table": [(T, NOBODY, Unauthenticated), ("p.w.ns.T", READER, InvalidInput),
+                     ("p.w.zz.t", READER, NamespaceNotFound), (T, WRITER, PermissionDenied),
+                     ("p.w.ns.never", None, TableNotFound)],
+}
+
+
+@pytest.mark.parametrize("door", sorted(STAGES))
+def test_every_door_checks_in_order_and_writes_nothing(lake: Lake, door: str) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    before = state(lake)
+    for name, who, error in STAGES[door]:
+        with pytest.raises(error):
+            _doors(lake)[door](name, who)
+        assert state(lake) == before, (door, name, error)
+
+
+def test_protection_with_and_without_force(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.set_protected(T)
+    with pytest.raises(Protected):
+        lake.catalog.drop_table(T)
+    with pytest.raises(Protected, match=T):
+        lake.catalog.drop_namespace("p.w.ns", cascade=True)
+    lake.catalog.set_protected("p.w.ns", kind="namespace")
+    lake.catalog.set_protected("p.w.ns.t", False)
+    with pytest.raises(Protected, match="p.w.ns"):
+        lake.catalog.drop_namespace("p.w.ns", cascade=True)
+    lake.catalog.set_protected("p.w", kind="warehouse")
+    lake.catalog.set_protected(T)
+    before = state(lake)
+    # force without permission: the permission check runs first, the same with or without it
+    admin_elsewhere = OTHER_ADMIN
+    for door in (lambda who, f: lake.catalog.drop_table(T, force=f, principal=who),
+                 lambda who, f: lake.catalog.drop_namespace("p.w.ns", cascade=True, force=f, principal=who),
+                 lambda who, f: lake.catalog.drop_warehouse("p.w", force=f, principal=who)):
+        for who in (READER, WRITER, admin_elsewhere):
+            for force in (False, True):
+                with pytest.raises(PermissionDenied):
+                    door(who, force)
+    assert state(lake) == before
+    lake.catalog.drop_table(T, force=True)
+    lake.catalog.drop_namespace("p.w.ns", force=True)
+    with pytest.raises(NamespaceNotEmpty):  # force overrides protection and nothing else
+        lake.catalog.drop_warehouse("p.w", force=True)
+    assert {e.operation for e in lake.catalog.log("p")} >= {"protect", "unprotect", "drop", "drop namespace"}
+
+
+def test_drop_recreate_undrop_refused_then_undrop_as(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1, 2]))
+    first = lake.catalog.open_table(T).record
+    lake.catalog.drop_table(T)
+    with pytest.raises(TableNotFound):
+        lake.catalog.open_table(T)
+    assert list(engine.list_files(first.location))  # the data stays
+    lake.catalog.create_table(T, rows([9]))
+    second = lake.catalog.open_table(T).record
+    assert second.incarnation != first.incarnation and second.location != first.location
+    with pytest.raises(TableAlreadyExists, match="--as"):
+        lake.catalog.undrop_table(T)
+    lake.catalog.undrop_table(T, as_name="p.w.ns.t_restored")
+    assert ids_of(lake.catalog.open_table("p.w.ns.t_restored")) == [1, 2]
+    assert ids_of(lake.catalog.open_table(T)) == [9]
+    lake.catalog.append("p.w.ns.t_restored", rows([3]))  # a restored table takes writes
+    assert ids_of(lake.catalog.open_table("p.w.ns.t_restored")) == [1, 2, 3]
+    assert lake.catalog.list_trash() == []
+
+
+def test_undrop_picks_incarnation(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    first = lake.catalog.open_table(T).record.incarnation
+    lake.catalog.drop_table(T)
+    lake.catalog.create_table(T, rows([2]))
+    lake.catalog.drop_table(T)
+    trashed = lake.catalog.list_trash("p.w.ns.t")
+    assert len(trashed) == 2
+    lake.catalog.undrop_table(T, incarnation=first)
+    assert ids_of(lake.catalog.open_table(T)) == [1]
+    with pytest.raises(TableNotFound):
+        lake.catalog.undrop_table("p.w.ns.t", incarnation="0" * 32)
+
+
+def test_zero_grace_destroys_at_once(lake: Lake) -> None:
+    lake.catalog.set_policy("p.w", parse_assignments(["trash_grace=0s"]))
+    lake.catalog.create_table(T, rows([1]))
+    location = lake.catalog.open_table(T).record.location
+    lake.catalog.drop_table(T)
+    assert lake.catalog.list_trash() == [] and list(engine.list_files(location)) == []
+
+
+def test_expire_trash_purges_only_expired(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    location = lake.catalog.open_table(T).record.location
+    lake.catalog.drop_table(T)
+    record = lake.catalog.list_trash()[0]
+    assert lake.catalog.expire_trash(now_ms=record.expires_at_ms - 1) == []
+    purged = lake.catalog.expire_trash(now_ms=record.expires_at_ms)
+    assert [p.table for p in purged] == [T]
+    assert list(engine.list_files(location)) == [] and lake.catalog.list_trash() == []
+    assert lake.catalog.history(T)[-1].operation == "purge"
+
+
+def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> None:
+    c = lake.catalog
+    c.create_namespace("p.w.ns.a")
+    c.create_namespace("p.w.ns.a.b")
+    for name, ids in (("p.w.ns.t1", [1]), ("p.w.ns.a.t2", [2]), ("p.w.ns.a.b.t3", [3]), ("p.w.ns.a.b.t4", [4])):
+        c.create_table(name, rows(ids))
+    files_before = state(lake)[1]
+    c.drop_namespace("p.w.ns", cascade=True)
+    assert state(lake)[1] == files_before  # no destructive storage call
+    trash = c.list_trash("p.w.ns")
+    assert len({r.expires_at_ms for r in trash}) == 1  # one shared deadline
+    assert sorted(r.target for r in trash if r.kind == "table") == ["p.w.ns.a.b.t3", "p.w.ns.a.b.t4",
+                                                                     "p.w.ns.a.t2", "p.w.ns.t1"]
+    with pytest.raises(NamespaceNotFound):
+        c.create_table("p.w.ns.a.t9", rows([9]))
+
+    calls = {"n": 0}
+
+    def crash_after_two_tables(point: str) -> None:
+        if point == "undrop-namespace:table":
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise RuntimeError("operator pressed Ctrl-C")
+
+    flaky = lake.new_catalog(hook=crash_after_two_tables)
+    with pytest.raises(RuntimeError):
+        flaky.undrop_namespace("p.w.ns")
+    restored = sorted(r.name for r in c.list_tables("p.w.ns"))
+    assert len(restored) == 2
+    c.undrop_namespace("p.w.ns")  # resume: idempotent
+    assert sorted(r.name for r in c.list_tables("p.w.ns")) == ["p.w.ns.a.b.t3", "p.w.ns.a.b.t4", "p.w.ns.a.t2",
+                                                                "p.w.ns.t1"]
+    assert ids_of(c.open_table("p.w.ns.a.b.t4")) == [4]
+    assert c.list_trash() == []
+    with pytest.raises(NamespaceNotFound):
+        c.undrop_namespace("p.w.ns")
+    flaky.close()
+
+
+def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
+    outcomes = {"undrop": 0, "expire": 0}
+    for i in range(12):
+        name = f"p.w.ns.race{i}"
+        lake.catalog.create_table(name, rows([i]))
+        location = lake.catalog.open_table(name).record.location
+        lake.catalog.drop_table(name)
+        deadline = lake.catalog.list_trash(name)[0].expires_at_ms
+        barrier = threading.Barrier(2)
+        results: dict[str, Any] = {}
+
+        def undrop() -> None:
+            barrier.wait()
+            try:
+                results["undrop"] = lake.catalog.undrop_table(name)
+            except TableNotFound as exc:
+                results["undrop"] = exc
+
+        def expire() -> None:
+            barrier.wait()
+            results["expire"] = lake.catalog.expire_trash(now_ms=deadline, only=None)
+
+        threads = [threading.Thread(target=undrop), threading.Thread(target=expire)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        undropped = not isinstance(results["undrop"], Exception)
+        expired = any(r.table == name for r in results["expire"])
+        assert undropped != expired, i  # exactly one
+        if undropped:
+            outcomes["undrop"] += 1
+            assert ids_of(lake.catalog.open_table(name)) == [i]  # whole: data intact
+            assert list(engine.list_files(location))
+        else:
+            outcomes["expire"] += 1
+            assert list(engine.list_files(location)) == []  # whole: nothing left behind
+            with pytest.raises(TableNotFound):
+                lake.catalog.open_table(name)
+        assert lake.catalog.list_trash(name) == []
+    assert sum(outcomes.values()) == 12
+
+
+def test_policy_resolution_at_every_level_with_provenance(lake: Lake) -> None:
+    c = lake.catalog
+    c.create_namespace("p.w.ns.sub")
+    c.create_table("p.w.ns.sub.t", rows([1]))
+    scope = "p.w.ns.sub.t"
+    assert c.effective_policy(scope).source is None
+    assert c.effective_policy(scope).policy.retain_versions == 10  # platform default
+    c.set_policy("p", {"retain_versions": 3, "compact_min_fragments": 5})
+    assert c.effective_policy(scope).source == "p"
+    c.set_policy("p.w", {"retain_versions": 4})
+    eff = c.effective_policy(scope)
+    # Winner takes all: the warehouse record supplies every field, including the default
+    # compact_min_fragments rather than the project's 5.
+    assert (eff.source, eff.policy.retain_versions, eff.policy.compact_min_fragments) == ("p.w", 4, 16)
+    c.set_policy("p.w.ns", {"retain_versions": 5})
+    assert c.effective_policy(scope).source == "p.w.ns"
+    c.set_policy("p.w.ns.sub", {"retain_versions": 6})
+    assert c.effective_policy(scope).source == "p.w.ns.sub"
+    c.set_policy(scope, parse_assignments(["retain_versions=7", "retention=2d", "orphan_min_age=2h"]))
+    eff = c.effective_policy(scope)
+    assert (eff.source, eff.policy.retain_versions, eff.policy.retention) == (scope, 7, timedelta(days=2))
+    assert eff.to_dict()["source"] == scope
+    assert c.effective_policy("p.w.ns").source == "p.w.ns"
+    assert c.effective_policy("p").source == "p"
+    assert [e.operation for e in c.history(scope)][-1] == "policy set"
+
+
+@pytest.mark.parametrize("bad", [["retain_versions=0"], ["orphan_min_age=30m"], ["nope=1"], ["retention"],
+                                 ["retention=soon"], ["compact_enabled=maybe"], ["compact_min_fragments=1"]])
+def test_bad_policy_values_change_nothing(lake: Lake, bad: list[str]) -> None:
+    before = state(lake)
+    with pytest.raises(InvalidInput):
+        lake.catalog.set_policy("p.w", parse_assignments(bad))
+    assert state(lake) == before
+
+
+def test_policy_on_missing_scope_and_without_permission(lake: Lake) -> None:
+    before = state(lake)
+    with pytest.raises(NamespaceNotFound):
+        lake.catalog.set_policy("p.w.nope", {"retain_versions": 2})
+    with pytest.raises(PermissionDenied):
+        lake.catalog.set_policy("p.w", {"retain_versions": 2}, principal=WRITER)
+    assert state(lake) == before
+
+
+def test_users_tokens_and_authentication(lake: Lake) -> None:
+    c = lake.catalog
+    c.add_user("ann", project="p", role="writer", password="correct horse battery")
+    stored = c.store.get("usr/ann").value.decode()  # type: ignore[union-attr]
+    assert "correct horse" not in stored and "scrypt$" in stored
+    who = c.authenticate_password("ann", "correct horse battery")
+    assert (who.name, who.project, who.role) == ("ann", "p", "writer")
+    with pytest.raises(Unauthenticated):
+        c.authenticate_password("ann", "wrong password!")
+    with pytest.raises(Unauthenticated):
+        c.authenticate_password("nobody", "whatever pass")
+    record, token = c.create_token("etl", project="p", role="reader")
+    assert token not in c.store.get(f"tok/{record.token_id}").value.decode()  # type: ignore[union-attr]
+    assert c.authenticate_token(token).role == "reader"
+    c.revoke_token(record.token_id)
+    with pytest.raises(Unauthenticated):
+        c.authenticate_token(token)
+    with pytest.raises(Unauthenticated):
+        c.authenticate_token("lkt_garbage")
+    c.create_table(T, rows([1]), principal=who)  # a writer writes
+    with pytest.raises(PermissionDenied):
+        c.drop_table(T, principal=who)  # but does not drop
+    ops = [e.operation for e in c.log("p")]
+    assert {"user add", "token create", "token revoke"} <= set(ops)
+    c.remove_user("ann")
+    with pytest.raises(Unauthenticated):
+        c.authenticate_password("ann", "correct horse battery")
+
+
+def test_repeated_failures_are_throttled(lake: Lake) -> None:
+    lake.catalog.add_user("bob", project="p", role="reader", password="bob's password")
+    for _ in range(5):
+        with pytest.raises(Unauthenticated):
+            lake.catalog.authenticate_password("bob", "wrong guess!!")
+    with pytest.raises(Throttling):
+        lake.catalog.authenticate_password("bob", "bob's password")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.add_user("Bad Name", project="p", role="reader", password="long enough"),
+        lambda c: c.add_user("ok", project="p", role="root", password="long enough"),
+        lambda c: c.add_user("ok", project="p", role="reader", password="short"),
+        lambda c: c.add_user("ok", project="nope", role="reader", password="long enough"),
+        lambda c: c.create_token("t", project="p", role="superuser"),
+        lambda c: c.revoke_token("../../etc"),
+        lambda c: c.remove_user("nobody"),
+        lambda c: c.set_protected("p", True),
+        lambda c: c.set_protected("p.w.ns.missing", True, kind="table"),
+        lambda c: c.undrop_table("p.w.ns.t", as_name="p.other.ns.t"),
+        lambda c: c.drop_namespace("p.w.missing", cascade=True),
+        lambda c: c.undrop_namespace("p.w.missing"),
+        lambda c: c.list_trash("Bad"),
+        lambda c: c.log("bad prefix"),
+    ],
+)
+def test_bad_input_at_new_doors_changes_nothing(lake: Lake, call: Callable[[Catalog], Any]) -> None:
+    before = state(lake)
+    with pytest.raises(LakeError):
+        call(lake.catalog)
+    assert state(lake) == before
+
+
+def test_tenant_sees_only_own_project(lake: Lake) -> None:
+    c = lake.catalog
+    c.create_table(T, rows([1]))
+    outsider = Principal("eve", "user", "q", "admin")
+    assert list(c.list_tables(principal=outsider)) == []
+    with pytest.raises(TableNotFound):
+        c.open_table(T, principal=outsider)
+    with pytest.raises(TableNotFound):
+        c.describe_table(T, principal=outsider)
+    assert c.log(principal=outsider) == []
+
+
+def test_every_governance_change_is_logged(lake: Lake) -> None:
+    c = lake.catalog
+    c.create_table(T, rows([1]))
+    c.set_protected(T)
+    c.set_protected(T, False)
+    c.set_policy("p.w.ns", {"retain_versions": 2})
+    c.drop_table(T)
+    c.undrop_table(T)
+    c.add_user("cy", project="p", role="reader", password="long enough pw")
+    ops = [(e.target, e.operation) for e in c.log("p")]
+    for expected in [("p", "create project"), ("p.w", "create warehouse"), ("p.w.ns", "create namespace"),
+                     (T, "create"), (T, "protect"), (T, "unprotect"), ("p.w.ns", "policy set"), (T, "drop"),
+                     (T, "undrop"), ("p", "user add")]:
+        assert expected in ops
+    assert all(e.actor for e in c.log("p"))
