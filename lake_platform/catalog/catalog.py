@@ -351,12 +351,39 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                 self._patch_log(pending.landed[0][1], {"rows_removed": before - after})
         return self._result(pending, str(tname))
 
-    def create_tag(self, name: str, tag: str, version: int | None = None) -> int:
+    def create_tag(self, name: str, tag: str, version: int | None = None, *, principal: Principal | None = None,
+                   replace: bool = False) -> int:
+        """Tag a registered version (current by default). Tagged versions are never cleaned up."""
+        who = self._who(principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
-        snap = self.open_table(str(tname), version)
-        engine.create_tag(snap.dataset, tag, snap.version)
+        who.require(tname.project, "write", f"tag {tname}")
+        snap = self.open_table(str(tname), version, principal=who)
+        try:
+            (engine.update_tag if replace else engine.create_tag)(snap.dataset, tag, snap.version)
+        except ValueError as exc:
+            from lake_platform.errors import TableTagAlreadyExists, TableTagNotFound
+
+            if "exists" in str(exc):
+                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}") from None
+            raise TableTagNotFound(f"no tag {tag} on {tname}") from None
+        self.store.transact(self._log_ops(str(tname), "tag", self._actor(None, who),
+                                          to_version=snap.version, detail={"tag": tag}))
         return snap.version
+
+    def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        check_segment(tag, "tag name")
+        who.require(tname.project, "write", f"untag {tname}")
+        snap = self.open_table(str(tname), principal=who)
+        try:
+            engine.delete_tag(snap.dataset, tag)
+        except ValueError:
+            from lake_platform.errors import TableTagNotFound
+
+            raise TableTagNotFound(f"no tag {tag} on {tname}") from None
+        self.store.transact(self._log_ops(str(tname), "untag", self._actor(None, who), detail={"tag": tag}))
 
     # == maintenance ==========================================================================
 
@@ -606,14 +633,38 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
     def _storage(self, location: str) -> dict[str, str]:
         return self.settings.storage_options(location)
 
-    def _table(self, tname: TableName, *, incarnation: str | None = None) -> tuple[TableRecord, int]:
+    def declare_table(self, name: str, *, principal: Principal | None = None, actor: str | None = None) -> TableRecord:
+        """Reserve a name and a unique location with no version yet (the Lance Namespace
+        ``declare_table``): the first commit through the namespace makes it a table."""
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        ns_item = self._require_parent(tname)
+        who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
+        if self.store.get(keys.table(tname)) is not None:
+            raise TableAlreadyExists(f"table {tname} already exists")
+        incarnation = new_id()
+        record = TableRecord(name=str(tname), incarnation=incarnation,
+                             location=_table_location(self.warehouse(tname.warehouse_name).root, tname, incarnation),
+                             current_version=0, created_by=self._actor(actor, who))
+        try:
+            self.store.transact([Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision),
+                                 *self._log_ops(str(tname), "declare", self._actor(actor, who),
+                                                incarnation=incarnation)])
+        except ConditionFailed as exc:
+            if exc.key == keys.table(tname):
+                raise TableAlreadyExists(f"table {tname} already exists") from None
+            raise NamespaceNotFound(f"namespace {tname.namespace_name} was dropped concurrently") from None
+        return record
+
+    def _table(self, tname: TableName, *, incarnation: str | None = None,
+               declared: bool = False) -> tuple[TableRecord, int]:
         item = self.store.get(keys.table(tname))
         if item is None:
             raise TableNotFound(f"table {tname} does not exist")
         record = decode(TableRecord, item.value, item.key)
         if incarnation is not None and record.incarnation != incarnation:
             raise TableNotFound(f"table {tname} was dropped or replaced (incarnation {incarnation} is gone)")
-        if record.current_version == 0:
+        if record.current_version == 0 and not declared:
             raise TableNotFound(f"table {tname} is declared but has no committed version")
         return record, item.revision
 

@@ -176,8 +176,25 @@ def tagged_versions(ds: lance.LanceDataset) -> dict[str, int]:
     return {name: int(info["version"]) for name, info in ds.tags.list().items()}
 
 
+def tag_details(ds: lance.LanceDataset) -> dict[str, tuple[int, int]]:
+    """Tag name → (version, manifest size)."""
+    return {name: (int(info["version"]), int(info.get("manifest_size") or 0)) for name, info in ds.tags.list().items()}
+
+
 def create_tag(ds: lance.LanceDataset, tag: str, version: int) -> None:
     ds.tags.create(tag, version)
+
+
+def update_tag(ds: lance.LanceDataset, tag: str, version: int) -> None:
+    ds.tags.update(tag, version)
+
+
+def delete_tag(ds: lance.LanceDataset, tag: str) -> None:
+    ds.tags.delete(tag)
+
+
+def schema_of(ds: lance.LanceDataset) -> pa.Schema:
+    return ds.schema
 
 
 def cleanup_versions(ds: lance.LanceDataset, versions: Sequence[int]) -> dict[str, int]:
@@ -247,6 +264,13 @@ def list_files(location: str, storage_options: dict[str, str] | None = None) -> 
 def remove_table(location: str, storage_options: dict[str, str] | None = None) -> None:
     """Destroy a table's storage. Callers deregister first (invariant 4)."""
     if location.startswith("s3://"):
+        # Lance deletes every object under a dataset root. pyarrow's delete_dir would too, but it
+        # then writes an empty "<parent>/" marker object whenever the parent prefix became empty.
+        try:
+            lance.LanceDataset.drop(location, storage_options=storage_options or None, ignore_not_found=True)
+            return
+        except ValueError:
+            pass  # not a dataset root (e.g. a failed create's leftovers): delete whatever is there
         fs, root = _filesystem(location, storage_options)
         try:
             fs.delete_dir(root)

@@ -1,0 +1,359 @@
+"""The catalog as a Lance Namespace, so pylance itself is a governed client of the registry.
+
+``lance.write_dataset(data, namespace_client=LakeNamespace(catalog), table_id=[p, w, ns, t],
+mode="create")`` declares and commits a registered table; ``lance.dataset(namespace_client=...,
+table_id=...)`` opens the registered version, not the newest manifest on disk. Every operation
+goes through the same catalog doors (identity, shape, parent, permission, conflict) as the CLI,
+and every change lands in the commit log. Operations with no catalog meaning raise the spec's
+Unsupported error (the base class does that).
+
+Identifiers: ``[project]``, ``[project, warehouse]``, ``[project, warehouse, ns, ...]`` name
+containers; a table id is a namespace id plus the table name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import lance_namespace.errors as ns_errors
+from lance_namespace import LanceNamespace
+from lance_namespace_urllib3_client.models import (
+    CreateNamespaceResponse,
+    CreateTableTagResponse,
+    CreateTableVersionResponse,
+    DeclareTableResponse,
+    DeleteTableTagResponse,
+    DeregisterTableResponse,
+    DescribeNamespaceResponse,
+    DescribeTableResponse,
+    DescribeTableVersionResponse,
+    DropNamespaceResponse,
+    DropTableResponse,
+    GetTableTagVersionResponse,
+    ListNamespacesResponse,
+    ListTablesResponse,
+    ListTableTagsResponse,
+    ListTableVersionsResponse,
+    TagContents,
+    UpdateTableTagResponse,
+)
+
+from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
+from lake_platform.catalog.principals import Principal
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import InvalidInput, LakeError, NamespaceNotFound, TableNotFound
+from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    NamespaceRecord,
+    ProjectRecord,
+    TableRecord,
+    VersionRecord,
+    WarehouseRecord,
+    decode,
+    new_id,
+)
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+
+
+class LakeNamespace(LanceNamespace):
+    def __init__(self, catalog: Catalog, principal: Principal | None = None) -> None:
+        self.catalog = catalog
+        self.principal = principal or catalog.principal
+
+    def namespace_id(self) -> str:
+        return f"LakeNamespace {{ registry: {self.catalog.store.url!r}, principal: {self.principal.name!r} }}"
+
+    # Every public operation runs through _call, which turns our typed errors into the spec's.
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except LakeError as exc:
+            raise ns_errors.from_error_code(int(exc.code), exc.message) from None
+
+    # -- containers ------------------------------------------------------------------------
+
+    def list_namespaces(self, request: Any) -> ListNamespacesResponse:
+        return self._call(self._list_namespaces, _ids(request))
+
+    def _list_namespaces(self, ident: list[str]) -> ListNamespacesResponse:
+        store, who = self.catalog.store, self.principal
+        if not ident:
+            names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix("prj/")]
+            return ListNamespacesResponse(namespaces=[n for n in names if who.can(n, "read")])
+        self._container(ident)
+        if len(ident) == 1:
+            children = [decode(WarehouseRecord, i.value).name for i in store.scan_prefix(f"whs/{ident[0]}/")]
+        else:
+            prefix = f"nsp/{ident[0]}/{ident[1]}/" + ("".join(p + "." for p in ident[2:]))
+            depth = len(ident)
+            children = [decode(NamespaceRecord, i.value).name for i in store.scan_prefix(prefix)]
+            children = [c for c in children if c.count(".") == depth]
+        return ListNamespacesResponse(namespaces=sorted(c.split(".")[-1] for c in children))
+
+    def describe_namespace(self, request: Any) -> DescribeNamespaceResponse:
+        return self._call(lambda: DescribeNamespaceResponse(properties=self._container(_ids(request))))
+
+    def namespace_exists(self, request: Any) -> None:
+        self._call(self._container, _ids(request))
+
+    def create_namespace(self, request: Any) -> CreateNamespaceResponse:
+        ident = _ids(request)
+
+        def create() -> CreateNamespaceResponse:
+            text = ".".join(ident)
+            if len(ident) == 1:
+                self.catalog.create_project(text, principal=self.principal)
+            elif len(ident) == 2:
+                self.catalog.create_warehouse(text, principal=self.principal)
+            else:
+                self.catalog.create_namespace(text, principal=self.principal)
+            return CreateNamespaceResponse(properties={})
+
+        return self._call(create)
+
+    def drop_namespace(self, request: Any) -> DropNamespaceResponse:
+        ident = _ids(request)
+        cascade = str(_field(request, "behavior") or "Restrict").lower() == "cascade"
+
+        def drop() -> DropNamespaceResponse:
+            text = ".".join(ident)
+            if len(ident) == 1:
+                if cascade:
+                    raise InvalidInput("a project has no cascade drop")
+                self.catalog.drop_project(text, principal=self.principal)
+            elif len(ident) == 2:
+                self.catalog.drop_warehouse(text, principal=self.principal)
+            else:
+                self.catalog.drop_namespace(text, cascade=cascade, principal=self.principal)
+            return DropNamespaceResponse(properties={})
+
+        return self._call(drop)
+
+    def _container(self, ident: list[str]) -> dict[str, str]:
+        if not ident:
+            return {}
+        text = ".".join(ident)
+        if len(ident) == 1:
+            key, kind = keys.project(ProjectName.parse(text)), "project"
+        elif len(ident) == 2:
+            key, kind = keys.warehouse(WarehouseName.parse(text)), "warehouse"
+        else:
+            key, kind = keys.namespace(NamespaceName.parse(text)), "namespace"
+        if not self.principal.can(ident[0], "read") or self.catalog.store.get(key) is None:
+            raise NamespaceNotFound(f"{kind} {text} does not exist")
+        return {"kind": kind}
+
+    # -- tables ----------------------------------------------------------------------------
+
+    def list_tables(self, request: Any) -> ListTablesResponse:
+        def listing() -> ListTablesResponse:
+            ident = _ids(request)
+            if len(ident) < 3:
+                raise InvalidInput("tables live in namespaces: give project, warehouse and namespace")
+            self._container(ident)
+            nname = NamespaceName.parse(".".join(ident))
+            items = self.catalog.store.scan_prefix(keys.tables_in_namespace(nname))
+            declared = bool(_field(request, "include_declared"))
+            names = [r.name.split(".")[-1] for r in (decode(TableRecord, i.value) for i in items)
+                     if r.current_version > 0 or declared]
+            return ListTablesResponse(tables=sorted(names))
+
+        return self._call(listing)
+
+    def describe_table(self, request: Any) -> DescribeTableResponse:
+        def describe() -> DescribeTableResponse:
+            tname = self._table_name(request)
+            record = self._record(tname, declared=True)
+            version = _field(request, "version")
+            return DescribeTableResponse(
+                location=record.location, table_uri=record.location, managed_versioning=True,
+                version=int(version) if version else (record.current_version or None),
+                storage_options=self.catalog.settings.storage_options(record.location) or None,
+                is_only_declared=record.current_version == 0,
+            )
+
+        return self._call(describe)
+
+    def table_exists(self, request: Any) -> None:
+        self._call(lambda: self._record(self._table_name(request)))
+
+    def declare_table(self, request: Any) -> DeclareTableResponse:
+        def declare() -> DeclareTableResponse:
+            tname = self._table_name(request)
+            if _field(request, "location"):
+                raise InvalidInput("locations are assigned by the catalog (unique per incarnation)")
+            record = self.catalog.declare_table(str(tname), principal=self.principal)
+            return DeclareTableResponse(location=record.location, managed_versioning=True,
+                                        storage_options=self.catalog.settings.storage_options(record.location) or None)
+
+        return self._call(declare)
+
+    def drop_table(self, request: Any) -> DropTableResponse:
+        def drop() -> DropTableResponse:
+            tname = self._table_name(request)
+            record = self._record(tname)
+            self.catalog.drop_table(str(tname), principal=self.principal)
+            return DropTableResponse(id=tname.parts, location=record.location)
+
+        return self._call(drop)
+
+    def deregister_table(self, request: Any) -> DeregisterTableResponse:
+        # Deregistering keeps the data: exactly a recoverable drop into the trash.
+        def deregister() -> DeregisterTableResponse:
+            tname = self._table_name(request)
+            record = self._record(tname)
+            self.catalog.drop_table(str(tname), principal=self.principal)
+            return DeregisterTableResponse(id=tname.parts, location=record.location)
+
+        return self._call(deregister)
+
+    # -- versions: the managed-versioning bridge ----------------------------------------------
+
+    def list_table_versions(self, request: Any) -> ListTableVersionsResponse:
+        def listing() -> ListTableVersionsResponse:
+            tname = self._table_name(request)
+            record = self._record(tname, declared=True)
+            if record.current_version:
+                self._finalize(tname, record, record.current_version)
+            return self._bound_to(tname, record).list_table_versions(request)
+
+        return self._call(listing)
+
+    def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
+        def describe() -> DescribeTableVersionResponse:
+            tname = self._table_name(request)
+            record = self._record(tname)
+            self._finalize(tname, record, int(_field(request, "version")))
+            return self._bound_to(tname, record).describe_table_version(request)
+
+        return self._call(describe)
+
+    def create_table_version(self, request: Any) -> CreateTableVersionResponse:
+        def create() -> CreateTableVersionResponse:
+            tname = self._table_name(request)
+            self.principal.require(tname.project, "write", f"write to {tname}")
+            record, revision = self.catalog._table(tname, declared=True)
+            pending = PendingCommit(commit_id=new_id(), operation="commit", actor=self.principal.name,
+                                    detail={"client": "pylance"})
+            with self.catalog.gate.hold(record.incarnation) as lease:
+                record, revision = self.catalog._table(tname, incarnation=record.incarnation, declared=True)
+                bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending, lease=lease)
+                try:
+                    response = bound.create_table_version(request)
+                except Exception:
+                    if bound.failure is not None:
+                        raise bound.failure from None
+                    raise
+                self._record_schema(tname, bound, int(_field(request, "version")))
+            return response
+
+        return self._call(create)
+
+    def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
+        """pylance declares without a schema: take it from the version just committed."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        record = bound.record
+        reader = BoundTableNamespace(self.catalog.store, tname, record, bound.record_revision)
+        ds = engine.open_version(namespace=reader, table_id=tname.parts, version=version,
+                                 storage_options=self.catalog.settings.storage_options(record.location))
+        ipc = schema_to_ipc(engine.schema_of(ds))
+        if ipc != record.schema_ipc:
+            updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
+            self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
+
+    def _finalize(self, tname: TableName, record: TableRecord, version: int) -> None:
+        """Versions committed by pylance stay at their staging manifest until first read; finish
+        Lance's protocol once so later opens never write (see docs/architecture.md)."""
+        item = self.catalog.store.get(keys.version(record.incarnation, version))
+        if item is None:
+            return
+        ver = decode(VersionRecord, item.value, item.key)
+        if ".manifest-" not in ver.manifest_path.rsplit("/", 1)[-1]:
+            return
+        pending = PendingCommit(commit_id=ver.commit_id, operation="commit", actor=self.principal.name,
+                                landed=[(version, "")])
+        self.catalog._finalize(record, pending)
+
+    # -- tags ------------------------------------------------------------------------------
+
+    def list_table_tags(self, request: Any) -> ListTableTagsResponse:
+        def tags() -> ListTableTagsResponse:
+            snap = self.catalog.open_table(str(self._table_name(request)), principal=self.principal)
+            found = engine.tag_details(snap.dataset)
+            return ListTableTagsResponse(tags={t: TagContents(version=v, manifest_size=size)
+                                               for t, (v, size) in found.items()})
+
+        return self._call(tags)
+
+    def get_table_tag_version(self, request: Any) -> GetTableTagVersionResponse:
+        def get() -> GetTableTagVersionResponse:
+            snap = self.catalog.open_table(str(self._table_name(request)), principal=self.principal)
+            found = engine.tagged_versions(snap.dataset)
+            tag = _field(request, "tag")
+            if tag not in found:
+                from lake_platform.errors import TableTagNotFound
+
+                raise TableTagNotFound(f"no tag {tag!r} on {snap.name}")
+            return GetTableTagVersionResponse(version=found[tag])
+
+        return self._call(get)
+
+    def create_table_tag(self, request: Any) -> CreateTableTagResponse:
+        def create() -> CreateTableTagResponse:
+            tname = self._table_name(request)
+            self.principal.require(tname.project, "write", f"tag {tname}")
+            self.catalog.create_tag(str(tname), str(_field(request, "tag")), _field(request, "version"),
+                                    principal=self.principal)
+            return CreateTableTagResponse()
+
+        return self._call(create)
+
+    def delete_table_tag(self, request: Any) -> DeleteTableTagResponse:
+        def delete() -> DeleteTableTagResponse:
+            tname = self._table_name(request)
+            self.principal.require(tname.project, "write", f"untag {tname}")
+            self.catalog.delete_tag(str(tname), str(_field(request, "tag")), principal=self.principal)
+            return DeleteTableTagResponse()
+
+        return self._call(delete)
+
+    def update_table_tag(self, request: Any) -> UpdateTableTagResponse:
+        def update() -> UpdateTableTagResponse:
+            tname = self._table_name(request)
+            self.principal.require(tname.project, "write", f"tag {tname}")
+            self.catalog.create_tag(str(tname), str(_field(request, "tag")), _field(request, "version"),
+                                    principal=self.principal, replace=True)
+            return UpdateTableTagResponse()
+
+        return self._call(update)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _table_name(self, request: Any) -> TableName:
+        return TableName.from_parts(_ids(request))
+
+    def _record(self, tname: TableName, declared: bool = False) -> TableRecord:
+        if not self.principal.can(tname.project, "read"):
+            raise TableNotFound(f"table {tname} does not exist")
+        return self.catalog._table(tname, declared=declared)[0]
+
+    def _bound(self, request: Any) -> BoundTableNamespace:
+        tname = self._table_name(request)
+        return self._bound_to(tname, self._record(tname, declared=True))
+
+    def _bound_to(self, tname: TableName, record: TableRecord) -> BoundTableNamespace:
+        return BoundTableNamespace(self.catalog.store, tname, record, 0,
+                                   storage_options=self.catalog.settings.storage_options(record.location))
+
+
+def _ids(request: Any) -> list[str]:
+    ident = _field(request, "id")
+    if ident is None:
+        return []
+    if not isinstance(ident, (list, tuple)) or not all(isinstance(p, str) for p in ident):
+        raise ns_errors.InvalidInputError(f"invalid id {ident!r}: expected a list of names")
+    return list(ident)
