@@ -1,0 +1,246 @@
+"""Authentication: Basic in Handshake -> sealed Bearer token; every later call carries a Bearer.
+
+pyarrow needs a (no-op) ``ServerAuthHandler`` for Handshake to exist at all; the work happens in
+:class:`AuthMiddlewareFactory`, which sees the headers of every call:
+
+- Handshake with ``authorization: Basic`` checks the password (through the catalog's
+  principals) and answers with ``authorization: Bearer <sealed token>``;
+- Handshake with a Bearer (JDBC's ``token=``) validates it and echoes it back;
+- every other call needs a Bearer: one of our sealed tokens (no I/O: decrypt and check expiry),
+  or a service token, checked against the registry and then trusted for a short while.
+
+Failures answer UNAUTHENTICATED with the same message whatever failed, and repeated failures
+for one user name lock it out for a while (checked before any password work).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import pyarrow.flight as fl
+
+from lake_platform.errors import LakeError, ServiceUnavailable, Unauthenticated
+from lake_platform.flight.errors import to_flight
+from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
+
+log = logging.getLogger(__name__)
+
+MIDDLEWARE_KEY = "lake-auth"
+
+
+class PrincipalLike(Protocol):
+    name: str
+    kind: str
+    project: str
+    role: str
+
+
+class Authenticator(Protocol):
+    """What the server needs from the catalog's principals (``Catalog`` implements it)."""
+
+    def authenticate_password(self, username: str, password: str) -> PrincipalLike: ...
+
+    def authenticate_token(self, token: str) -> PrincipalLike: ...
+
+
+class NoOpAuthHandler(fl.ServerAuthHandler):
+    """Makes pyarrow serve Handshake; authentication itself happens in the middleware."""
+
+    def authenticate(self, outgoing: Any, incoming: Any) -> None:
+        return None
+
+    def is_valid(self, token: bytes) -> str:
+        return ""
+
+
+class Throttle:
+    """Lock a user name out after ``max_failures`` failed logins, for ``lockout`` seconds."""
+
+    def __init__(self, max_failures: int, lockout: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_failures = max_failures
+        self.lockout = lockout
+        self._clock = clock
+        self._failures: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, key: str) -> None:
+        with self._lock:
+            count, since = self._failures.get(key, (0, 0.0))
+            if count >= self.max_failures:
+                wait = since + self.lockout - self._clock()
+                if wait > 0:
+                    raise Unauthenticated(f"too many failed attempts; try again in {int(wait) + 1}s")
+                del self._failures[key]
+
+    def failed(self, key: str) -> None:
+        with self._lock:
+            count, _ = self._failures.get(key, (0, 0.0))
+            self._failures[key] = (count + 1, self._clock())
+            if len(self._failures) > 100_000:  # bound memory under a spray of names
+                self._failures.clear()
+
+    def succeeded(self, key: str) -> None:
+        with self._lock:
+            self._failures.pop(key, None)
+
+
+class AuthService:
+    def __init__(self, authenticator: Authenticator, sealer: Sealer, *, token_ttl: float,
+                 service_token_cache: float, throttle: Throttle, clock: Callable[[], float] = time.monotonic) -> None:
+        self.authenticator = authenticator
+        self.sealer = sealer
+        self.token_ttl = token_ttl
+        self.service_token_cache = service_token_cache
+        self.throttle = throttle
+        self._clock = clock
+        self._service: dict[bytes, tuple[Identity, float]] = {}
+        self._lock = threading.Lock()
+
+    def login(self, username: str, password: str) -> tuple[Identity, str]:
+        key = f"user:{username}"
+        self.throttle.check(key)
+        try:
+            principal = self.authenticator.authenticate_password(username, password)
+        except Unauthenticated:
+            self.throttle.failed(key)
+            raise Unauthenticated("invalid credentials") from None
+        identity = _identity(principal)
+        self.throttle.succeeded(key)
+        return identity, self.sealer.bearer(identity, self.token_ttl)
+
+    def verify_bearer(self, token: str) -> Identity:
+        if token.startswith(BEARER_PREFIX):
+            return self.sealer.open_bearer(token)
+        return self._service_token(token)
+
+    def _service_token(self, token: str) -> Identity:
+        digest = hashlib.sha256(token.encode()).digest()
+        now = self._clock()
+        with self._lock:
+            hit = self._service.get(digest)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        key = "token"
+        self.throttle.check(key + ":" + digest.hex()[:16])
+        try:
+            principal = self.authenticator.authenticate_token(token)
+        except Unauthenticated:
+            self.throttle.failed(key + ":" + digest.hex()[:16])
+            raise Unauthenticated("invalid credentials") from None
+        identity = _identity(principal)
+        with self._lock:
+            if len(self._service) > 10_000:
+                self._service.clear()
+            self._service[digest] = (identity, now + self.service_token_cache)
+        return identity
+
+
+def _identity(principal: PrincipalLike) -> Identity:
+    identity = Identity.of(principal)
+    if not identity.project or identity.project == "*":
+        # A principal without one project (the local admin) has no tenant to serve over Flight.
+        raise Unauthenticated("this principal cannot use the Flight SQL endpoint")
+    return identity
+
+
+class AuthMiddleware(fl.ServerMiddleware):
+    def __init__(self, identity: Identity, outgoing_token: str | None = None) -> None:
+        self.identity = identity
+        self._outgoing = outgoing_token
+
+    def sending_headers(self) -> dict[str, str]:
+        if self._outgoing:
+            return {"authorization": f"Bearer {self._outgoing}"}
+        return {}
+
+
+class AuthMiddlewareFactory(fl.ServerMiddlewareFactory):
+    def __init__(self, service: AuthService) -> None:
+        self.service = service
+
+    def start_call(self, info: Any, headers: dict[str, list[Any]]) -> AuthMiddleware:
+        try:
+            return self._start(info, headers)
+        except LakeError as exc:
+            if not isinstance(exc, (Unauthenticated, ServiceUnavailable)):
+                exc = Unauthenticated("invalid credentials")
+            raise to_flight(exc) from None
+        except Exception:  # noqa: BLE001
+            log.exception("authentication failed unexpectedly")
+            raise to_flight(Unauthenticated("invalid credentials")) from None
+
+    def _start(self, info: Any, headers: dict[str, list[Any]]) -> AuthMiddleware:
+        value = _header(headers, "authorization")
+        scheme, _, credential = (value or "").partition(" ")
+        scheme = scheme.lower()
+        credential = credential.strip()
+        if info.method == fl.FlightMethod.HANDSHAKE:
+            if scheme == "basic":
+                username, password = _basic(credential)
+                identity, token = self.service.login(username, password)
+                log.info("login: %s (%s, project %s)", identity.name, identity.kind, identity.project)
+                return AuthMiddleware(identity, token)
+            if scheme == "bearer":
+                return AuthMiddleware(self._bearer(credential), credential)
+            raise Unauthenticated("Handshake needs 'authorization: Basic' (user and password) or a Bearer token")
+        if scheme != "bearer" or not credential:
+            raise Unauthenticated("authenticate first: Handshake with user and password, or send a Bearer token")
+        return AuthMiddleware(self._bearer(credential))
+
+    def _bearer(self, credential: str) -> Identity:
+        try:
+            return self.service.verify_bearer(credential)
+        except Expired:
+            raise Unauthenticated("the token has expired; authenticate again") from None
+
+
+def _header(headers: dict[str, list[Any]], name: str) -> str | None:
+    for key, values in headers.items():
+        if key.lower() == name and values:
+            value = values[0]
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return None
+
+
+def _basic(credential: str) -> tuple[str, str]:
+    try:
+        raw = base64.b64decode(credential.encode("ascii"), validate=True).decode("utf-8")
+    except Exception:  # noqa: BLE001
+        raise Unauthenticated("malformed Basic credentials") from None
+    username, sep, password = raw.partition(":")
+    if not sep or not username or len(username) > 256 or len(password) > 1024:
+        raise Unauthenticated("malformed Basic credentials")
+    return username, password
+
+
+class StaticAuthenticator:
+    """Users and service tokens held in memory (tests, demos). Constant-time comparisons."""
+
+    def __init__(self, users: dict[str, tuple[str, Identity]] | None = None,
+                 tokens: dict[str, Identity] | None = None) -> None:
+        self._users = {name: (hashlib.sha256(pw.encode()).digest(), ident) for name, (pw, ident) in
+                       (users or {}).items()}
+        self._tokens = {hashlib.sha256(t.encode()).digest(): ident for t, ident in (tokens or {}).items()}
+        self.calls = 0
+
+    def authenticate_password(self, username: str, password: str) -> Identity:
+        self.calls += 1
+        digest = hashlib.sha256(password.encode()).digest()
+        stored, identity = self._users.get(username, (b"\0" * 32, None))
+        if not hmac.compare_digest(stored, digest) or identity is None:
+            raise Unauthenticated("invalid credentials")
+        return identity
+
+    def authenticate_token(self, token: str) -> Identity:
+        self.calls += 1
+        identity = self._tokens.get(hashlib.sha256(token.encode()).digest())
+        if identity is None:
+            raise Unauthenticated("invalid credentials")
+        return identity

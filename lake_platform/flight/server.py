@@ -1,0 +1,574 @@
+"""The read-only Flight SQL endpoint.
+
+Stateless by construction: prepared-statement handles and statement tickets are sealed
+envelopes (see ``tokens``) carrying the principal, the SQL, bound parameters and, for tickets,
+the exact table versions planned against. Any replica sharing the secret can serve any call;
+DoGet re-plans against the pinned versions only (never the registry's current pointer) and
+streams DataFusion's output straight into the Flight writer.
+
+Discovery and SQL see one tenant: the caller's project. catalog = warehouse, db_schema =
+namespace path joined by ".", table = table; another project's table looks exactly like a
+missing one. Everything a request needs comes from the cached catalog snapshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import logging
+import re
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from lake_platform import __version__
+from lake_platform.errors import (
+    InvalidInput,
+    InvalidTableState,
+    LakeError,
+    ServiceUnavailable,
+    Throttling,
+    Unauthenticated,
+    Unsupported,
+)
+from lake_platform.flight import proto, schemas
+from lake_platform.flight.auth import (
+    MIDDLEWARE_KEY,
+    AuthMiddlewareFactory,
+    AuthService,
+    Authenticator,
+    NoOpAuthHandler,
+    Throttle,
+)
+from lake_platform.flight.errors import to_flight
+from lake_platform.flight.settings import FlightSettings, flight_settings
+from lake_platform.flight.sqlinfo import sql_info_table, standard_info
+from lake_platform.flight.tokens import Expired, Identity, Sealer, check_owner
+from lake_platform.query.engine import PlannedQuery, QueryEngine, QueryLimits
+from lake_platform.query.snapshot import ProjectView, SnapshotCache, TableRef
+from lake_platform.registry.store import MetaStore
+from lake_platform.settings import LakeSettings
+
+log = logging.getLogger(__name__)
+
+TABLE_TYPES = ("TABLE",)
+#: Prepared handles only hold SQL and parameters (the caller is authenticated on every call),
+#: so they live long; tickets pin table versions and live the ticket lifetime.
+PREPARED_TTL = 7 * 86400.0
+MAX_PARAM_BYTES = 1 << 20
+
+
+def _guard(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Translate every error into a clean gRPC status (no traceback, no path)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            raise to_flight(exc) from None
+
+    return wrapper
+
+
+class FlightSqlServer(fl.FlightServerBase):
+    """Start with :meth:`start`, stop with :meth:`stop` (graceful), or block in :meth:`wait`."""
+
+    def __init__(
+        self,
+        settings: LakeSettings,
+        flight: FlightSettings | None = None,
+        *,
+        store: MetaStore | None = None,
+        authenticator: Authenticator | None = None,
+        catalog: Any = None,
+        snapshots: SnapshotCache | None = None,
+    ) -> None:
+        self.lake_settings = settings
+        self.settings = flight or flight_settings(settings)
+        if catalog is None and (store is None or authenticator is None):
+            from lake_platform.catalog.catalog import Catalog
+
+            catalog = Catalog(settings, store=store, heartbeat=False)
+            self._owned_catalog = catalog
+        else:
+            self._owned_catalog = None
+        self.store = store if store is not None else catalog.store
+        self.authenticator = authenticator if authenticator is not None else catalog
+        if not hasattr(self.authenticator, "authenticate_password"):
+            raise Unsupported("this catalog cannot authenticate users yet: pass an authenticator")
+        self.snapshots = snapshots or SnapshotCache.for_store(
+            self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=self.settings.snapshot_max_stale_seconds)
+        secret = self.settings.secret_key_bytes if self.settings.secret_key else None
+        self.sealer = Sealer(secret)
+        if self.sealer.ephemeral:
+            log.warning("LAKE_FLIGHT_SECRET_KEY is not set: tokens and tickets are valid in this process only")
+        self.auth = AuthService(
+            self.authenticator, self.sealer, token_ttl=self.settings.token_ttl_seconds,
+            service_token_cache=self.settings.service_token_cache_seconds,
+            throttle=Throttle(self.settings.auth_max_failures, self.settings.auth_lockout_seconds))
+        self.engine = QueryEngine(settings, QueryLimits(
+            memory_limit_bytes=self.settings.memory_limit_bytes, spill_dir=self.settings.spill_path(settings),
+            batch_size=self.settings.batch_size, target_partitions=self.settings.target_partitions,
+            max_sql_bytes=self.settings.max_sql_bytes, max_message_bytes=self.settings.max_message_bytes,
+            dataset_cache_size=self.settings.dataset_cache_size))
+        self.ticket_ttl = settings.ticket_lifetime_seconds
+        self.sql_info = standard_info(max_statement_bytes=self.settings.max_sql_bytes,
+                                      statement_timeout_ms=int(PREPARED_TTL * 1000))
+        self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
+        self._streams: dict[str, threading.Event] = {}
+        self._cancelled: dict[str, float] = {}
+        self._streams_lock = threading.Lock()
+        self._draining = threading.Event()
+        self._aborting = threading.Event()
+        self._stopped = threading.Event()
+        self.started_at = time.time()
+        scheme = "grpc+tls" if self.settings.tls else "grpc"
+        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
+        tls = None
+        if self.settings.tls:
+            assert self.settings.tls_cert_file and self.settings.tls_key_file
+            tls = [(self.settings.tls_cert_file.read_bytes(), self.settings.tls_key_file.read_bytes())]
+        super().__init__(
+            f"{scheme}://{host}:{self.settings.port}",
+            auth_handler=NoOpAuthHandler(),
+            tls_certificates=tls,
+            middleware={MIDDLEWARE_KEY: AuthMiddlewareFactory(self.auth)},
+        )
+        self.location = f"{scheme}://{self.settings.host}:{self.port}"
+
+    # == lifecycle ==============================================================================
+
+    def start(self) -> FlightSqlServer:
+        """Load the catalog snapshot and start its refresh. (pyarrow accepts calls from construction
+        on; until the snapshot is loaded they answer UNAVAILABLE.)"""
+        self.snapshots.start()
+        log.info("Flight SQL endpoint listening on %s", self.location)
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Refuse new queries, let running streams finish for ``grace`` seconds, then end them."""
+        if self._stopped.is_set():
+            return
+        self._draining.set()
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with self._streams_lock:
+                if not self._streams:
+                    break
+            time.sleep(0.05)
+        self._aborting.set()
+        with self._streams_lock:
+            for event in self._streams.values():
+                event.set()
+        self.shutdown()
+        self.snapshots.stop()
+        if self._owned_catalog is not None:
+            self._owned_catalog.close()
+        self._stopped.set()
+
+    def wait(self) -> None:
+        """Block until :meth:`stop` has finished."""
+        while not self._stopped.wait(0.5):
+            pass
+
+    def __enter__(self) -> FlightSqlServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # == request helpers ========================================================================
+
+    def _identity(self, context: Any) -> Identity:
+        middleware = context.get_middleware(MIDDLEWARE_KEY)
+        if middleware is None:
+            raise Unauthenticated("authenticate first")
+        return middleware.identity
+
+    def _view(self, identity: Identity) -> ProjectView:
+        if self._draining.is_set():
+            raise ServiceUnavailable("the server is shutting down; retry on another replica")
+        return self.snapshots.current().project(identity.project)
+
+    def _command(self, descriptor: fl.FlightDescriptor) -> tuple[str, bytes]:
+        if descriptor.descriptor_type != fl.DescriptorType.CMD:
+            raise InvalidInput("this server takes Flight SQL commands, not paths")
+        return _unpack(descriptor.command)
+
+    # == GetFlightInfo / GetSchema ==============================================================
+
+    @_guard
+    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        identity = self._identity(context)
+        name, payload = self._command(descriptor)
+        if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
+            sql, params = self._statement(identity, name, payload)
+            planned = self.engine.plan(sql, self._view(identity), params)
+            ticket, expires = self._ticket(identity, planned, params)
+            endpoint = fl.FlightEndpoint(ticket, [], expiration_time=pa.scalar(
+                int(expires * 1_000_000), pa.timestamp("us", tz="UTC")))
+            return fl.FlightInfo(planned.schema, descriptor, [endpoint], -1, -1)
+        schema = self._metadata_schema(name, payload)
+        return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(descriptor.command, [])], -1, -1)
+
+    @_guard
+    def get_schema(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.SchemaResult:
+        identity = self._identity(context)
+        name, payload = self._command(descriptor)
+        if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
+            sql, params = self._statement(identity, name, payload)
+            return fl.SchemaResult(self.engine.plan(sql, self._view(identity), params).schema)
+        return fl.SchemaResult(self._metadata_schema(name, payload))
+
+    def _statement(self, identity: Identity, name: str, payload: bytes) -> tuple[str, pa.RecordBatch | None]:
+        if name == "CommandStatementQuery":
+            cmd = proto.parse(proto.CommandStatementQuery, payload)
+            if cmd.HasField("transaction_id"):
+                raise Unsupported("transactions are not supported by this read-only server")
+            return cmd.query, None
+        cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
+        claims = self._open_prepared(identity, cmd.prepared_statement_handle)
+        return claims["sql"], _params_from(claims.get("prm"))
+
+    def _ticket(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> tuple[bytes, float]:
+        claims = {**identity.claims(), "sql": planned.sql, "ref": [r.to_json() for r in planned.refs],
+                  "prm": _params_to(params), "id": secrets.token_hex(8)}
+        blob = self.sealer.seal("ticket", claims, self.ticket_ttl)
+        return proto.pack(proto.TicketStatementQuery(statement_handle=blob)), self.sealer.now() + self.ticket_ttl
+
+    def _open_prepared(self, identity: Identity, handle: bytes) -> dict[str, Any]:
+        try:
+            claims = self.sealer.open("prepared", handle, what="prepared statement handle")
+        except Expired:
+            raise InvalidInput("the prepared statement has expired; prepare it again") from None
+        check_owner(claims, identity, "prepared statement")
+        if not isinstance(claims.get("sql"), str):
+            raise InvalidInput("malformed prepared statement handle")
+        return claims
+
+    # == metadata ===============================================================================
+
+    def _metadata_schema(self, name: str, payload: bytes) -> pa.Schema:
+        if name == "CommandGetTables":
+            cmd = proto.parse(proto.CommandGetTables, payload)
+            return schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
+        simple = {
+            "CommandGetCatalogs": schemas.CATALOGS, "CommandGetDbSchemas": schemas.DB_SCHEMAS,
+            "CommandGetTableTypes": schemas.TABLE_TYPES, "CommandGetSqlInfo": schemas.SQL_INFO,
+            "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS, "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
+            "CommandGetImportedKeys": schemas.FOREIGN_KEYS, "CommandGetCrossReference": schemas.FOREIGN_KEYS,
+            "CommandGetXdbcTypeInfo": schemas.XDBC_TYPE_INFO,
+        }
+        if name in simple:
+            cls = getattr(proto, name)
+            proto.parse(cls, payload)  # reject a malformed payload now, not at DoGet
+            return simple[name]
+        if name in proto.UNSUPPORTED_COMMANDS:
+            raise Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
+        if name in ("TicketStatementQuery",):
+            raise InvalidInput("TicketStatementQuery is a ticket for DoGet, not a command")
+        raise InvalidInput(f"unknown Flight SQL command {name!r}")
+
+    def _metadata(self, identity: Identity, name: str, payload: bytes) -> pa.Table:
+        if name == "CommandGetSqlInfo":
+            cmd = proto.parse(proto.CommandGetSqlInfo, payload)
+            return sql_info_table(self.sql_info, list(cmd.info))
+        if name == "CommandGetTableTypes":
+            return pa.Table.from_pylist([{"table_type": t} for t in TABLE_TYPES], schema=schemas.TABLE_TYPES)
+        if name in ("CommandGetPrimaryKeys",):
+            return schemas.PRIMARY_KEYS.empty_table()
+        if name in ("CommandGetExportedKeys", "CommandGetImportedKeys", "CommandGetCrossReference"):
+            return schemas.FOREIGN_KEYS.empty_table()
+        if name == "CommandGetXdbcTypeInfo":
+            return schemas.XDBC_TYPE_INFO.empty_table()
+        view = self._view(identity)
+        if name == "CommandGetCatalogs":
+            return pa.Table.from_pylist([{"catalog_name": w} for w in view.warehouses], schema=schemas.CATALOGS)
+        if name == "CommandGetDbSchemas":
+            cmd = proto.parse(proto.CommandGetDbSchemas, payload)
+            catalog = proto.opt(cmd, "catalog")
+            match = _like(proto.opt(cmd, "db_schema_filter_pattern"))
+            rows = [{"catalog_name": wh, "db_schema_name": ns} for wh, ns in view.namespaces
+                    if (catalog is None or catalog == wh) and match(ns)]
+            return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
+        if name == "CommandGetTables":
+            return self._tables(view, proto.parse(proto.CommandGetTables, payload))
+        return pa.table({})  # unreachable: _metadata_schema rejected it
+
+    def _tables(self, view: ProjectView, cmd: Any) -> pa.Table:
+        catalog = proto.opt(cmd, "catalog")
+        match_schema = _like(proto.opt(cmd, "db_schema_filter_pattern"))
+        match_table = _like(proto.opt(cmd, "table_name_filter_pattern"))
+        types = [t.upper() for t in cmd.table_types]
+        schema = schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
+        if types and not set(types) & set(TABLE_TYPES):
+            return schema.empty_table()
+        rows = []
+        for (wh, ns, table), cached in sorted(view.tables.items()):
+            if (catalog is not None and catalog != wh) or not match_schema(ns) or not match_table(table):
+                continue
+            row: dict[str, Any] = {"catalog_name": wh, "db_schema_name": ns, "table_name": table,
+                                   "table_type": "TABLE"}
+            if cmd.include_schema:
+                if not cached.schema_ipc:
+                    raise InvalidTableState(f"table {wh}.{ns}.{table} has no recorded schema; "
+                                            "ask an operator to repair its registration")
+                row["table_schema"] = cached.schema_ipc
+            rows.append(row)
+        return pa.Table.from_pylist(rows, schema=schema)
+
+    # == DoGet ==================================================================================
+
+    @_guard
+    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.FlightDataStream:
+        identity = self._identity(context)
+        name, payload = _unpack(ticket.ticket)
+        if name != "TicketStatementQuery":
+            self._metadata_schema(name, payload)
+            return fl.RecordBatchStream(self._metadata(identity, name, payload))
+        handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
+        try:
+            claims = self.sealer.open("ticket", handle, what="ticket")
+        except Expired:
+            raise InvalidInput("the ticket has expired; run the query again") from None
+        check_owner(claims, identity, "ticket")
+        if self._draining.is_set():
+            raise ServiceUnavailable("the server is shutting down; retry on another replica")
+        ticket_id = str(claims.get("id", ""))
+        with self._streams_lock:
+            if ticket_id in self._cancelled:
+                raise Cancelled("the query was cancelled")
+        try:
+            refs = tuple(TableRef.from_json(r) for r in claims["ref"])
+            sql = claims["sql"]
+        except (KeyError, TypeError, ValueError):
+            raise InvalidInput("malformed ticket") from None
+        planned = self.engine.plan_pinned(sql, refs, _params_from(claims.get("prm")))
+        if not self._slots.acquire(timeout=self.settings.admission_wait_seconds):
+            raise Throttling("too many queries are running; retry shortly")
+        stop = threading.Event()
+        key = f"{ticket_id}/{secrets.token_hex(4)}"
+        with self._streams_lock:
+            self._streams[key] = stop
+        return fl.GeneratorStream(planned.schema, self._drain(context, planned, stop, key))
+
+    def _drain(self, context: Any, planned: PlannedQuery, stop: threading.Event, key: str) -> Iterator[pa.RecordBatch]:
+        def cancelled() -> bool:
+            return stop.is_set() or context.is_cancelled()
+
+        try:
+            for batch in self.engine.stream(planned, cancelled):
+                yield batch
+            if stop.is_set():
+                raise to_flight(Cancelled("the query was cancelled"))
+        except LakeError as exc:
+            raise to_flight(exc) from None
+        finally:
+            with self._streams_lock:
+                self._streams.pop(key, None)
+            self._slots.release()
+
+    # == DoPut ==================================================================================
+
+    @_guard
+    def do_put(self, context: Any, descriptor: fl.FlightDescriptor, reader: Any, writer: Any) -> None:
+        identity = self._identity(context)
+        name, payload = self._command(descriptor)
+        if name != "CommandPreparedStatementQuery":
+            if name in proto.UNSUPPORTED_COMMANDS:
+                raise Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
+            raise InvalidInput(f"DoPut does not take {name}")
+        cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
+        claims = self._open_prepared(identity, cmd.prepared_statement_handle)
+        rows: list[pa.RecordBatch] = []
+        size = 0
+        for chunk in reader:
+            batch = chunk.data
+            if batch is None or batch.num_rows == 0:
+                continue
+            size += batch.nbytes
+            if size > MAX_PARAM_BYTES:
+                raise InvalidInput("bound parameters are too large")
+            rows.append(batch)
+        params = None
+        if rows:
+            table = pa.Table.from_batches(rows)
+            if table.num_rows != 1:
+                raise InvalidInput(f"bind exactly one row of parameters (got {table.num_rows})")
+            params = table.combine_chunks().to_batches()[0]
+        new_claims = {k: v for k, v in claims.items() if k != "exp"}
+        new_claims["prm"] = _params_to(params)
+        handle = self.sealer.seal("prepared", new_claims, PREPARED_TTL)
+        writer.write(pa.py_buffer(proto.DoPutPreparedStatementResult(prepared_statement_handle=handle)
+                                  .SerializeToString()))
+
+    # == actions ================================================================================
+
+    def list_actions(self, context: Any) -> list[tuple[str, str]]:
+        return [
+            ("CreatePreparedStatement", "Prepare a read-only query; returns a self-contained handle"),
+            ("ClosePreparedStatement", "Release a prepared statement (handles hold no server state)"),
+            ("CancelFlightInfo", "Cancel the query of a FlightInfo"),
+            ("CancelQuery", "Cancel the query of a FlightInfo (deprecated form)"),
+            ("CloseSession", "End the session (no server state)"),
+            ("health", "Report the server's health and the catalog snapshot's age (JSON)"),
+        ]
+
+    @_guard
+    def do_action(self, context: Any, action: fl.Action) -> list[Any]:
+        identity = self._identity(context)
+        kind = action.type
+        body = action.body.to_pybytes() if action.body is not None else b""
+        if kind == "CreatePreparedStatement":
+            name, payload = _unpack(body)
+            if name != "ActionCreatePreparedStatementRequest":
+                raise InvalidInput("CreatePreparedStatement takes an ActionCreatePreparedStatementRequest")
+            req = proto.parse(proto.ActionCreatePreparedStatementRequest, payload)
+            if req.HasField("transaction_id"):
+                raise Unsupported("transactions are not supported by this read-only server")
+            planned = self.engine.plan(req.query, self._view(identity), None, prepare=True)
+            handle = self.sealer.seal("prepared", {**identity.claims(), "sql": req.query, "prm": None},
+                                      PREPARED_TTL)
+            params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
+            result = proto.ActionCreatePreparedStatementResult(
+                prepared_statement_handle=handle, dataset_schema=planned.schema.serialize().to_pybytes(),
+                parameter_schema=params.serialize().to_pybytes(), is_update=False)
+            return [fl.Result(proto.pack(result))]
+        if kind == "ClosePreparedStatement":
+            name, payload = _unpack(body)
+            req = proto.parse(proto.ActionClosePreparedStatementRequest, payload)
+            try:
+                self._open_prepared(identity, req.prepared_statement_handle)
+            except InvalidInput:
+                pass  # closing an expired handle is fine
+            return []
+        if kind in ("CancelFlightInfo", "CancelQuery"):
+            if kind == "CancelFlightInfo":
+                info_bytes = proto.parse(proto.CancelFlightInfoRequest, body).info
+            else:
+                info_bytes = proto.parse(proto.ActionCancelQueryRequest, _unpack(body)[1]).info
+            status = self._cancel(identity, info_bytes)
+            if kind == "CancelFlightInfo":
+                return [fl.Result(proto.CancelFlightInfoResult(status=status).SerializeToString())]
+            return [fl.Result(proto.pack(proto.ActionCancelQueryResult(result=status)))]
+        if kind == "CloseSession":
+            return [fl.Result(proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString())]
+        if kind == "health":
+            return [fl.Result(json.dumps(self.health()).encode())]
+        if kind in ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"):
+            raise Unsupported("transactions are not supported by this read-only server")
+        if kind == "CreatePreparedSubstraitPlan":
+            raise Unsupported("Substrait plans are not supported")
+        raise Unsupported(f"unknown action {kind!r}")
+
+    def _cancel(self, identity: Identity, info_bytes: bytes) -> int:
+        try:
+            info = fl.FlightInfo.deserialize(info_bytes)
+        except Exception:  # noqa: BLE001
+            raise InvalidInput("malformed FlightInfo") from None
+        cancelled = False
+        for endpoint in info.endpoints:
+            name, payload = _unpack(endpoint.ticket.ticket)
+            if name != "TicketStatementQuery":
+                continue
+            try:
+                claims = self.sealer.open("ticket", proto.parse(proto.TicketStatementQuery, payload).statement_handle,
+                                          what="ticket")
+            except Expired:
+                continue
+            check_owner(claims, identity, "ticket")
+            ticket_id = str(claims.get("id", ""))
+            with self._streams_lock:
+                self._cancelled[ticket_id] = claims["exp"]
+                now = self.sealer.now()
+                for tid in [t for t, exp in self._cancelled.items() if exp < now]:
+                    del self._cancelled[tid]
+                for key, event in self._streams.items():
+                    if key.split("/", 1)[0] == ticket_id:
+                        event.set()
+            cancelled = True
+        return proto.CANCEL_STATUS_CANCELLED if cancelled else proto.CANCEL_STATUS_NOT_CANCELLABLE
+
+    def health(self) -> dict[str, Any]:
+        status = self.snapshots.status()
+        try:
+            self.snapshots.current()
+            state = "draining" if self._draining.is_set() else "ok"
+        except ServiceUnavailable as exc:
+            state = "unavailable"
+            status["error"] = exc.message
+        with self._streams_lock:
+            running = len(self._streams)
+        return {"status": state, "version": __version__, "snapshot": status, "running_queries": running,
+                "uptime_seconds": round(time.time() - self.started_at, 1)}
+
+
+class Cancelled(LakeError):
+    grpc_status = "CANCELLED"
+
+
+def _unpack(data: bytes) -> tuple[str, bytes]:
+    try:
+        return proto.unpack_any(data)
+    except Exception:  # noqa: BLE001 - DecodeError, ValueError
+        raise InvalidInput("malformed Flight SQL command") from None
+
+
+def _like(pattern: str | None) -> Callable[[str], bool]:
+    if pattern is None or pattern == "%":
+        return lambda _: True
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    rx = re.compile("".join(out), re.DOTALL)
+    return lambda s: rx.fullmatch(s) is not None
+
+
+def _params_to(params: pa.RecordBatch | None) -> str | None:
+    if params is None:
+        return None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, params.schema) as w:
+        w.write_batch(params)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
+
+
+def _params_from(text: Any) -> pa.RecordBatch | None:
+    if not text:
+        return None
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(base64.b64decode(text))).read_all()
+    except Exception:  # noqa: BLE001
+        raise InvalidInput("malformed bound parameters") from None
+    return table.combine_chunks().to_batches()[0] if table.num_rows else None
+
+
+def serve(settings: LakeSettings | None = None, flight: FlightSettings | None = None, *,
+          install_signals: bool = True, **kwargs: Any) -> None:
+    """Run the endpoint until SIGINT/SIGTERM (what ``lake serve-flight`` calls)."""
+    from lake_platform.settings import load_settings
+
+    settings = settings or load_settings()
+    server = FlightSqlServer(settings, flight, **kwargs).start()
+    if install_signals:
+        def _stop(signum: int, _frame: Any) -> None:
+            log.info("signal %s: stopping the Flight SQL endpoint", signum)
+            threading.Thread(target=server.stop, name="lake-flight-stop", daemon=True).start()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+    server.wait()

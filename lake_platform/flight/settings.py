@@ -1,0 +1,112 @@
+"""Settings of the Flight SQL endpoint and its query layer (``LAKE_FLIGHT_*``).
+
+Kept here until they are folded into :class:`~lake_platform.settings.LakeSettings`: every field
+keeps its name there (``LakeSettings.flight_<name>``), and :func:`flight_settings` reads either.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from lake_platform.errors import SettingsError
+from lake_platform.settings import LakeSettings
+
+ENV_PREFIX = "LAKE_FLIGHT_"
+
+
+class FlightSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True, frozen=True
+    )
+
+    host: str = Field("127.0.0.1", description="Address to bind; a non-loopback bind needs TLS or allow_insecure.")
+    port: int = Field(50051, ge=0, le=65535, description="Port to bind (0 picks a free one).")
+    tls_cert_file: Path | None = Field(None, description="PEM certificate chain; with tls_key_file enables TLS.")
+    tls_key_file: Path | None = Field(None, description="PEM private key for tls_cert_file.")
+    allow_insecure: bool = Field(False, description="Allow a plaintext bind on a non-loopback address.")
+    secret_key: str = Field(
+        "", description="Key sealing bearer tokens, tickets and prepared handles (>= 32 bytes, hex or text); "
+        "every replica must share it. Empty: a random key per process (tokens die with the process)."
+    )
+    token_ttl_seconds: float = Field(3600.0, gt=0, le=7 * 86400, description="Lifetime of a Handshake bearer token.")
+    service_token_cache_seconds: float = Field(
+        30.0, ge=0, le=3600, description="How long a verified service token is trusted before it is checked again."
+    )
+    snapshot_ttl_seconds: float = Field(5.0, gt=0, le=3600, description="Catalog snapshot refresh interval.")
+    snapshot_max_stale_seconds: float = Field(
+        120.0, gt=0, description="Serve the last good snapshot this long while refreshes fail, then UNAVAILABLE."
+    )
+    memory_limit_bytes: int = Field(1 << 30, ge=16 << 20, description="DataFusion memory pool per query (spills).")
+    spill_dir: Path | None = Field(None, description="Where DataFusion spills; default <home>/spill.")
+    batch_size: int = Field(8192, ge=128, le=1 << 20, description="DataFusion batch size (rows).")
+    target_partitions: int = Field(0, ge=0, le=256, description="DataFusion parallelism; 0 = number of CPUs.")
+    max_concurrent_queries: int = Field(8, ge=1, le=1024, description="Streams served at once; others wait.")
+    admission_wait_seconds: float = Field(30.0, ge=0, description="How long a query waits for a stream slot.")
+    max_sql_bytes: int = Field(256 * 1024, ge=1024, le=16 << 20, description="Longest accepted SQL text.")
+    max_message_bytes: int = Field(
+        8 << 20, ge=1 << 20, le=15 << 20, description="Split result batches above this size (ADBC's limit is 16 MiB)."
+    )
+    auth_max_failures: int = Field(5, ge=1, description="Failed logins per user and peer before a lockout.")
+    auth_lockout_seconds: float = Field(30.0, ge=0, description="Lockout after auth_max_failures failures.")
+    dataset_cache_size: int = Field(256, ge=0, description="Opened table versions kept (versions are immutable).")
+
+    @model_validator(mode="after")
+    def _check(self) -> FlightSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file: set both tls_cert_file and tls_key_file, or neither")
+        if not self.tls and not self.allow_insecure and not is_loopback(self.host):
+            raise ValueError(f"host: binding {self.host!r} without TLS needs LAKE_FLIGHT_ALLOW_INSECURE=true")
+        if self.secret_key and len(self.secret_key_bytes) < 32:
+            raise ValueError("secret_key: must be at least 32 bytes (64 hex digits)")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert_file is not None
+
+    @property
+    def secret_key_bytes(self) -> bytes:
+        text = self.secret_key.strip()
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            return text.encode()
+
+    def spill_path(self, lake: LakeSettings) -> Path:
+        return (self.spill_dir or lake.home / "spill").expanduser()
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def flight_settings(lake: LakeSettings | None = None, **overrides: Any) -> FlightSettings:
+    """Read ``LAKE_FLIGHT_*`` (and fields ``flight_*`` of ``lake`` once LakeSettings has them)."""
+    values: dict[str, Any] = {}
+    if lake is not None:
+        for name in FlightSettings.model_fields:
+            if f"flight_{name}" in type(lake).model_fields:
+                values[name] = getattr(lake, f"flight_{name}")
+    values.update(overrides)
+    try:
+        return FlightSettings(**values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(p) for p in err.get("loc", ()) if p]
+            msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+            field = loc[0] if loc else ""
+            if not field and ": " in msg:
+                field, msg = msg.split(": ", 1)
+            problems.append(f"{ENV_PREFIX}{field.upper()}: {msg}" if field else msg)
+        raise SettingsError("bad setting: " + "; ".join(problems)) from None

@@ -1,0 +1,313 @@
+"""The reader's cached catalog snapshot (invariant 7: the request path does no registry I/O).
+
+One :class:`CatalogSnapshot` holds what readers need: every warehouse, namespace and table
+registration, each table's decoded Arrow schema and the registry record of its current version
+(so a query can open that version without asking the registry). :class:`SnapshotCache` keeps
+one snapshot, replaced atomically by a single background refresh every TTL; concurrent refresh
+requests are coalesced into one load, and a failed load keeps the last good snapshot until it
+is older than ``max_stale`` (then readers get ServiceUnavailable, never "table not found").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.errors import LakeError, ServiceUnavailable
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    NamespaceRecord,
+    TableRecord,
+    VersionRecord,
+    WarehouseRecord,
+    decode,
+)
+from lake_platform.registry.store import MetaStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """An immutable reference to exactly one registered table version.
+
+    It is everything needed to open that version without the registry: tickets carry these
+    (see ``lake_platform.flight``), and the query layer's namespace answers Lance from them.
+    """
+
+    name: str  # project.warehouse.ns[.sub...].table
+    engine: str
+    location: str
+    incarnation: str
+    version: int
+    manifest_path: str
+    manifest_size: int | None = None
+    e_tag: str | None = None
+    committed_at_ms: int | None = None
+
+    @property
+    def table_name(self) -> TableName:
+        return TableName.parse(self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.name, "e": self.engine, "l": self.location, "i": self.incarnation, "v": self.version,
+                "m": self.manifest_path, "s": self.manifest_size, "t": self.e_tag, "c": self.committed_at_ms}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TableRef:
+        return cls(name=str(data["n"]), engine=str(data["e"]), location=str(data["l"]), incarnation=str(data["i"]),
+                   version=int(data["v"]), manifest_path=str(data["m"]), manifest_size=data.get("s"),
+                   e_tag=data.get("t"), committed_at_ms=data.get("c"))
+
+
+@dataclass(frozen=True)
+class CachedTable:
+    name: TableName
+    record: TableRecord
+    ref: TableRef | None  # None: the current version's record was missing at refresh time
+    schema_ipc: bytes  # b"" when the registration carries no schema
+    schema: pa.Schema | None
+
+    @property
+    def catalog(self) -> str:
+        return self.name.warehouse
+
+    @property
+    def db_schema(self) -> str:
+        return ".".join(self.name.namespace)
+
+
+@dataclass(frozen=True)
+class ProjectView:
+    """One tenant's part of the snapshot, indexed the way Flight SQL asks for it."""
+
+    project: str
+    warehouses: tuple[str, ...] = ()
+    #: (warehouse, namespace path joined by ".") in order
+    namespaces: tuple[tuple[str, str], ...] = ()
+    #: (warehouse, db_schema, table) -> CachedTable
+    tables: dict[tuple[str, str, str], CachedTable] = field(default_factory=dict)
+
+    def table(self, warehouse: str, db_schema: str, table: str) -> CachedTable | None:
+        return self.tables.get((warehouse, db_schema, table))
+
+    def namespaces_of(self, warehouse: str) -> list[str]:
+        return [ns for wh, ns in self.namespaces if wh == warehouse]
+
+    def tables_in(self, warehouse: str, db_schema: str) -> list[str]:
+        return sorted(t for (wh, ns, t) in self.tables if wh == warehouse and ns == db_schema)
+
+
+_EMPTY = ProjectView("")
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    loaded_at: float  # time.monotonic() when the load finished
+    loaded_at_wall: float
+    projects: dict[str, ProjectView]
+    load_seconds: float = 0.0
+
+    def project(self, name: str) -> ProjectView:
+        return self.projects.get(name, _EMPTY)
+
+    @property
+    def age(self) -> float:
+        return time.monotonic() - self.loaded_at
+
+    def table_count(self) -> int:
+        return sum(len(p.tables) for p in self.projects.values())
+
+
+def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> CatalogSnapshot:
+    """Read every registration from the registry (one scan per record kind, plus one ``get`` per
+    table whose current version changed since ``previous``)."""
+    started = time.monotonic()
+    warehouses: dict[str, list[str]] = {}
+    namespaces: dict[str, list[tuple[str, str]]] = {}
+    for item in store.scan_prefix("whs/"):
+        rec = decode(WarehouseRecord, item.value, item.key)
+        project, warehouse = rec.name.split(".", 1)
+        warehouses.setdefault(project, []).append(warehouse)
+    for item in store.scan_prefix("nsp/"):
+        rec_ns = decode(NamespaceRecord, item.value, item.key)
+        parts = rec_ns.name.split(".")
+        namespaces.setdefault(parts[0], []).append((parts[1], ".".join(parts[2:])))
+    old: dict[tuple[str, str, int], CachedTable] = {}
+    if previous is not None:
+        for view in previous.projects.values():
+            for cached in view.tables.values():
+                old[(cached.record.name, cached.record.incarnation, cached.record.current_version)] = cached
+    tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
+    for item in store.scan_prefix("tbl/"):
+        record = decode(TableRecord, item.value, item.key)
+        if record.current_version <= 0:
+            continue  # declared, nothing committed: not visible to readers
+        cached = old.get((record.name, record.incarnation, record.current_version))
+        if cached is None or cached.record != record:
+            cached = _cache_table(store, record)
+        tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = cached
+    projects = {}
+    for project in set(warehouses) | set(namespaces) | set(tables):
+        projects[project] = ProjectView(
+            project=project,
+            warehouses=tuple(sorted(warehouses.get(project, []))),
+            namespaces=tuple(sorted(namespaces.get(project, []))),
+            tables=tables.get(project, {}),
+        )
+    done = time.monotonic()
+    return CatalogSnapshot(loaded_at=done, loaded_at_wall=time.time(), projects=projects,
+                           load_seconds=done - started)
+
+
+def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:
+    name = TableName.parse(record.name)
+    item = store.get(keys.version(record.incarnation, record.current_version))
+    ref = None
+    if item is not None:
+        ver = decode(VersionRecord, item.value, item.key)
+        ref = TableRef(name=record.name, engine=record.engine, location=record.location,
+                       incarnation=record.incarnation, version=record.current_version,
+                       manifest_path=ver.manifest_path, manifest_size=ver.manifest_size, e_tag=ver.e_tag,
+                       committed_at_ms=ver.committed_at_ms)
+    else:
+        log.warning("table %s: version %s has no registry record", record.name, record.current_version)
+    ipc = record.schema_ipc
+    schema = None
+    if ipc:
+        try:
+            schema = schema_from_ipc(ipc)
+        except Exception:  # noqa: BLE001 - a broken schema hides nothing else
+            log.warning("table %s: unreadable schema in its registration", record.name)
+            ipc = b""
+    return CachedTable(name=name, record=record, ref=ref, schema_ipc=ipc, schema=schema)
+
+
+class SnapshotCache:
+    """One process-local snapshot, refreshed in the background; reads never touch the registry."""
+
+    def __init__(
+        self,
+        loader: Callable[[CatalogSnapshot | None], CatalogSnapshot],
+        *,
+        ttl: float,
+        max_stale: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loader = loader
+        self.ttl = ttl
+        self.max_stale = max(max_stale, ttl)
+        self._clock = clock
+        self._snapshot: CatalogSnapshot | None = None
+        self._lock = threading.Lock()
+        self._inflight: threading.Event | None = None
+        self._last_error: LakeError | None = None
+        self._last_error_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.loads = 0
+        self.failures = 0
+
+    @classmethod
+    def for_store(cls, store: MetaStore, *, ttl: float, max_stale: float) -> SnapshotCache:
+        return cls(lambda prev: load_snapshot(store, prev), ttl=ttl, max_stale=max_stale)
+
+    # -- reads (no I/O) ------------------------------------------------------------------
+
+    def current(self) -> CatalogSnapshot:
+        """The snapshot readers use. Raises ServiceUnavailable if there is none, or if refreshes
+        have failed for longer than ``max_stale``."""
+        snap = self._snapshot
+        if snap is None:
+            raise ServiceUnavailable(f"the catalog is not loaded yet{self._reason()}; retry shortly")
+        if self._clock() - snap.loaded_at > self.max_stale:
+            raise ServiceUnavailable(f"the catalog could not be refreshed for {self._clock() - snap.loaded_at:.0f}s"
+                                     f"{self._reason()}; retry shortly")
+        return snap
+
+    def _reason(self) -> str:
+        return f" (registry: {self._last_error.message})" if self._last_error is not None else ""
+
+    def status(self) -> dict[str, Any]:
+        snap = self._snapshot
+        return {
+            "loaded": snap is not None,
+            "age_seconds": round(self._clock() - snap.loaded_at, 3) if snap else None,
+            "tables": snap.table_count() if snap else 0,
+            "ttl_seconds": self.ttl,
+            "max_stale_seconds": self.max_stale,
+            "loads": self.loads,
+            "failures": self.failures,
+            "last_error": self._last_error.message if self._last_error else None,
+        }
+
+    # -- refresh -------------------------------------------------------------------------
+
+    def refresh(self) -> CatalogSnapshot | None:
+        """Load a new snapshot, or wait for the load already in flight (coalescing). Returns the
+        snapshot now in place (the last good one if this load failed)."""
+        with self._lock:
+            inflight = self._inflight
+            leader = inflight is None
+            if leader:
+                inflight = self._inflight = threading.Event()
+        assert inflight is not None
+        if not leader:
+            inflight.wait()
+            return self._snapshot
+        try:
+            snap = self._loader(self._snapshot)
+            self._snapshot = snap  # atomic replacement: readers see the old or the new one
+            self._last_error = None
+            self.loads += 1
+        except Exception as exc:  # noqa: BLE001 - keep the last good snapshot
+            self.failures += 1
+            self._last_error = exc if isinstance(exc, LakeError) else ServiceUnavailable(type(exc).__name__)
+            self._last_error_at = self._clock()
+            log.warning("catalog snapshot refresh failed; keeping the last good one: %s", exc)
+        finally:
+            with self._lock:
+                self._inflight = None
+            inflight.set()
+        return self._snapshot
+
+    def start(self) -> None:
+        """Load once now (a failure is retried in the background), then refresh every TTL."""
+        if self._thread is not None:
+            return
+        self.refresh()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="lake-snapshot-refresh", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._next_wait()):
+            self.refresh()
+
+    def _next_wait(self) -> float:
+        snap = self._snapshot
+        if snap is None or self._last_error is not None:
+            return min(self.ttl, 1.0)
+        return max(0.05, self.ttl - (self._clock() - snap.loaded_at))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def set_snapshot(self, snap: CatalogSnapshot) -> None:
+        """For tests and tools: install a snapshot directly."""
+        self._snapshot = snap
+
+
+def refs_by_name(refs: Iterable[TableRef]) -> dict[str, TableRef]:
+    return {r.name: r for r in refs}
