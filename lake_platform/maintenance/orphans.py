@@ -1,0 +1,341 @@
+"""Orphan scan (report only) and the explicit, age-gated, re-verified reclaim (invariant 6).
+
+A file under a table's location is *live* when any of these references it:
+
+- a live version: one the registry lists (``ver/<incarnation>/<N>``), through its manifest (the
+  registry's manifest path, staging or canonical, and the canonical name) and everything that
+  manifest names: data files, deletion files, index files, its transaction file;
+- a tagged version (main or branch), through the same;
+- any version of any branch (``_refs/branches/*.json`` → ``tree/<branch>/``), including main's
+  files the branch shares;
+- a live data file, for its blob sidecars ``data/<stem>/*.blob`` (named in no manifest);
+- Lance's own bookkeeping: ``_refs/**``, ``_versions/latest_version_hint.json``.
+
+Everything else inside Lance's folders (``data/``, ``_versions/``, ``_transactions/``,
+``_deletions/``, ``_indices/``, and the same under ``tree/<x>/``) that is older than the
+policy's ``orphan_min_age`` is an orphan. Younger files are in-flight writes and are only
+counted; files outside Lance's folders are counted as unknown and never reported (no guesses).
+
+The scan reads the registry first, then the manifests, then lists storage: a commit that lands
+in between can only add files younger than the age gate. Reclaim repeats the scan while holding
+the table's write lease (no catalog writer can commit meanwhile) and re-checks each file's
+existence, size and age right before deleting it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from lake_platform.catalog.policies import MIN_ORPHAN_AGE
+from lake_platform.errors import InvalidInput
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitLogEntry, Record, VersionRecord, decode, new_id, now_ms
+from lake_platform.registry.store import ABSENT, Delete, Op, Put
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+LANCE_DIRS = frozenset({"data", "_versions", "_transactions", "_deletions", "_indices"})
+#: At most this many orphans are listed in one report record (totals always cover all of them);
+#: keeps a record far below DynamoDB's 400 KB item limit.
+MAX_LISTED = 500
+#: Reports kept per table; older ones are deleted when a new one lands.
+KEEP_REPORTS = 20
+
+
+class OrphanFile(BaseModel):
+    path: str
+    bytes: int
+    age_seconds: float
+
+
+class OrphanReport(Record):
+    """One scan of one table incarnation, committed as ``rpt/orphans/<table>/<at_ms>``."""
+
+    kind: str = "orphans"
+    table: str
+    incarnation: str
+    location: str
+    at_ms: int
+    current_version: int
+    min_age_seconds: float
+    files_scanned: int = 0
+    files_live: int = 0
+    files_young: int = 0
+    files_unknown: int = 0
+    orphan_count: int = 0
+    orphan_bytes: int = 0
+    orphans: list[OrphanFile] = Field(default_factory=list)
+    truncated: bool = False
+    live_versions: int = 0
+    tagged_versions: list[int] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+    scan_seconds: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return self.orphan_count == 0
+
+
+@dataclass
+class _Scan:
+    report: OrphanReport
+    #: Every orphan (not capped): path → (bytes, mtime seconds).
+    candidates: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+def _report_prefix(table: str) -> str:
+    return keys.report("orphans", table, 0)[: -len(f"{0:015d}")]
+
+
+def _split(rel: str) -> tuple[str, str]:
+    """``tree/<branch>/data/x`` → (``tree/<branch>/``, ``data/x``); main files have prefix ``""``."""
+    parts = rel.split("/")
+    if parts[0] != "tree":
+        return "", rel
+    for i in range(2, len(parts)):
+        if parts[i] in LANCE_DIRS or parts[i] == "_refs":
+            return "/".join(parts[:i]) + "/", "/".join(parts[i:])
+    return "/".join(parts[:-1]) + "/", parts[-1]
+
+
+def _manifest_rel(location: str, manifest_path: str) -> str | None:
+    """The registry's manifest path (an object-store path) relative to the table location."""
+    if location.startswith("s3://"):
+        root = location.removeprefix("s3://").split("/", 1)[-1]
+    else:
+        root = location.removeprefix("file://")
+    root = root.strip("/")
+    path = manifest_path.lstrip("/")
+    if path.startswith(root + "/"):
+        return path[len(root) + 1:]
+    if "/_versions/" in "/" + path:
+        return "_versions/" + ("/" + path).split("/_versions/", 1)[1]
+    return None
+
+
+def _canonical(version: int) -> str:
+    return f"_versions/{(1 << 64) - 1 - version:020d}.manifest"
+
+
+def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = None) -> _Scan:
+    from lake_platform.engine import lance_engine as engine
+    from lake_platform.engine import references as refs_mod
+
+    started = time.monotonic()
+    snap = catalog.open_table(name)
+    record = snap.record
+    location = record.location
+    storage = catalog.settings.storage_options(location)
+
+    # 1. The registry: live versions and their manifests (staging paths included).
+    versions = [decode(VersionRecord, i.value, i.key) for i in catalog.store.scan_prefix(keys.versions(record.incarnation))]
+    live = {v.version for v in versions}
+    live_manifests = {rel for v in versions if (rel := _manifest_rel(location, v.manifest_path))}
+    live_manifests |= {_canonical(v) for v in live}
+
+    # 2. Tags pin versions (main or branch); branches keep all their versions.
+    tag_map = refs_mod.tags(snap.dataset)
+    tagged_main = {v for branch, v in tag_map.values() if branch in (None, "main")}
+    live_main = live | tagged_main
+    refs = refs_mod.tracked(snap.dataset, location, live_main, manifests=False)
+    refs.files |= {_canonical(v) for v in tagged_main}
+    for version in sorted(live - refs.versions_seen):
+        # Registered, but its manifest is only at its staging path: read it through the registry.
+        version_refs = refs_mod.snapshot_files(catalog.open_table(name, version).dataset)
+        refs.update(version_refs)
+
+    # 3. Storage, listed last.
+    listing = list(engine.list_files(location, storage))
+    branches = sorted(f.path.removeprefix("_refs/branches/").removesuffix(".json")
+                      for f in listing if f.path.startswith("_refs/branches/") and f.path.endswith(".json"))
+    for branch in branches:
+        try:
+            refs.update(refs_mod.branch_files(location, branch, storage))
+        except Exception as exc:  # noqa: BLE001
+            # A branch we cannot read might reference anything: report nothing under it or main.
+            raise RuntimeError(f"cannot read branch {branch!r} of {name}: {exc}") from exc
+
+    live_data = {p for p in refs.files if p.endswith(".lance")}
+    now = time.time() if now is None else now
+    min_age_s = min_age.total_seconds()
+    candidates: dict[str, tuple[int, float]] = {}
+    counts = {"live": 0, "young": 0, "unknown": 0}
+    for entry in listing:
+        kind = _classify(entry.path, refs, live_manifests, live_data)
+        if kind != "candidate":
+            counts[kind] += 1
+            continue
+        mtime = entry.mtime.timestamp() if entry.mtime is not None else now
+        if now - mtime < min_age_s:
+            counts["young"] += 1
+            continue
+        candidates[entry.path] = (entry.size, mtime)
+    orphans = sorted(candidates.items())
+    report = OrphanReport(
+        table=str(record.name), incarnation=record.incarnation, location=location, at_ms=int(now * 1000),
+        current_version=record.current_version, min_age_seconds=min_age_s, live_versions=len(live),
+        tagged_versions=sorted(tagged_main), branches=branches, files_scanned=len(listing),
+        files_live=counts["live"], files_young=counts["young"], files_unknown=counts["unknown"],
+        orphan_count=len(orphans), orphan_bytes=sum(size for size, _ in candidates.values()),
+        orphans=[OrphanFile(path=p, bytes=s, age_seconds=round(now - m, 1)) for p, (s, m) in orphans[:MAX_LISTED]],
+        truncated=len(orphans) > MAX_LISTED, scan_seconds=round(time.monotonic() - started, 3),
+    )
+    return _Scan(report, candidates)
+
+
+def _classify(rel: str, refs: Any, live_manifests: set[str], live_data: set[str]) -> str:
+    prefix, inner = _split(rel)
+    top = inner.split("/", 1)[0]
+    if top == "_refs" or inner == "_versions/latest_version_hint.json":
+        return "live"
+    if top not in LANCE_DIRS or "/" not in inner:
+        return "unknown"
+    if rel in refs.files or (not prefix and rel in live_manifests):
+        return "live"
+    if top == "_indices":
+        uuid = inner.split("/", 2)[1]
+        return "live" if f"{prefix}_indices/{uuid}" in refs.index_dirs else "candidate"
+    if top == "_transactions" and refs.txn_uuids:
+        stem = inner.rsplit("/", 1)[-1].removesuffix(".txn")
+        if any(stem.endswith("-" + u) for u in refs.txn_uuids):
+            return "live"
+    if top == "data":
+        parts = inner.split("/")
+        if len(parts) == 3 and parts[2].endswith(".blob"):
+            return "live" if f"{prefix}data/{parts[1]}.lance" in live_data else "candidate"
+    return "candidate"
+
+
+def scan(catalog: Catalog, name: str, *, min_age: timedelta | None = None, now: float | None = None) -> OrphanReport:
+    """Find orphans under one table's location (reports only; deletes nothing).
+
+    ``min_age`` defaults to the table's effective policy ``orphan_min_age`` and never goes below 1h.
+    """
+    if min_age is None:
+        min_age = catalog.effective_policy(name).policy.orphan_min_age
+    if min_age < MIN_ORPHAN_AGE:
+        raise InvalidInput(f"orphan age gate must be at least {MIN_ORPHAN_AGE}")
+    return _scan(catalog, name, min_age, now).report
+
+
+def commit_report(catalog: Catalog, report: OrphanReport, *, actor: str | None = None,
+                  run_id: str | None = None) -> str:
+    """Store the report as a versioned record plus a commit-log entry, in one transaction;
+    prune reports beyond the newest ``KEEP_REPORTS``. Returns the report key."""
+    key = keys.report("orphans", report.table, report.at_ms)
+    commit_id = new_id()
+    entry = CommitLogEntry(
+        commit_id=commit_id, target=report.table, operation="orphan-scan", actor=actor or catalog.settings.actor,
+        run_id=run_id, at_ms=report.at_ms, incarnation=report.incarnation, from_version=report.current_version,
+        to_version=report.current_version,
+        detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
+                "files_scanned": report.files_scanned},
+    )
+    old = list(catalog.store.scan_prefix(_report_prefix(report.table)))
+    ops: list[Op] = [Put(key, report.encode(), ABSENT),
+                     Put(keys.log_entry(report.table, report.at_ms, commit_id), entry.encode(), ABSENT)]
+    excess = max(0, len(old) + 1 - KEEP_REPORTS)
+    ops += [Delete(i.key, i.revision) for i in old[:min(excess, 90)]]
+    catalog.store.transact(ops)
+    return key
+
+
+def latest_report(catalog: Catalog, name: str) -> OrphanReport | None:
+    items = list(catalog.store.scan_prefix(_report_prefix(name)))
+    return decode(OrphanReport, items[-1].value, items[-1].key) if items else None
+
+
+@dataclass
+class ReclaimResult:
+    table: str
+    older_than_seconds: float
+    deleted: list[dict[str, Any]] = field(default_factory=list)
+    bytes_deleted: int = 0
+    #: Candidates re-verification refused (changed, gone, younger), with the reason.
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    commit_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | None = None,
+            run_id: str | None = None, limit: int | None = None) -> ReclaimResult:
+    """Delete orphans older than ``older_than`` (at least 1h), re-verified one by one.
+
+    Holds the table's write lease throughout, so no catalog commit can add a reference
+    meanwhile; scans afresh under it; right before each delete re-checks that the table is
+    still the same incarnation and the file still exists with the size and age the scan saw.
+    Ends in one commit-log entry listing what was deleted.
+    """
+    from lake_platform.engine import references as refs_mod
+    from lake_platform.naming import TableName
+
+    if not isinstance(older_than, timedelta) or older_than < MIN_ORPHAN_AGE:
+        raise InvalidInput(f"--older-than must be at least {MIN_ORPHAN_AGE} (got {older_than})")
+    tname = TableName.parse(name)
+    record = catalog.open_table(str(tname)).record
+    result = ReclaimResult(str(tname), older_than.total_seconds())
+    with catalog.gate.hold(record.incarnation) as lease:
+        found = _scan(catalog, str(tname), older_than)
+        location = found.report.location
+        storage = catalog.settings.storage_options(location)
+        for rel, (size, mtime) in sorted(found.candidates.items())[:limit]:
+            lease.check()
+            current = catalog.store.get(keys.table(tname))
+            if current is None or decode(type(record), current.value).incarnation != record.incarnation:
+                result.kept.append({"path": rel, "reason": "table was dropped or replaced"})
+                break
+            now = time.time()
+            seen = refs_mod.stat(location, rel, storage)
+            if seen is None:
+                result.kept.append({"path": rel, "reason": "already gone"})
+                continue
+            if seen[0] != size or abs(seen[1] - mtime) > 1e-3 or now - seen[1] < older_than.total_seconds():
+                result.kept.append({"path": rel, "reason": "changed since the scan"})
+                continue
+            if refs_mod.delete(location, rel, storage):
+                result.deleted.append({"path": rel, "bytes": size, "age_seconds": round(now - mtime, 1)})
+                result.bytes_deleted += size
+        commit_id = new_id()
+        at = now_ms()
+        entry = CommitLogEntry(
+            commit_id=commit_id, target=str(tname), operation="orphan-reclaim", actor=actor or catalog.settings.actor,
+            run_id=run_id, at_ms=at, incarnation=record.incarnation, from_version=found.report.current_version,
+            to_version=found.report.current_version, files_removed=len(result.deleted),
+            bytes_removed=result.bytes_deleted,
+            detail={"older_than_seconds": older_than.total_seconds(),
+                    "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
+                    "truncated": len(result.deleted) > MAX_LISTED, "kept": result.kept[:50]},
+        )
+        with lease.fenced() as fence:
+            catalog.store.transact([Put(keys.log_entry(str(tname), at, commit_id), entry.encode(), ABSENT), fence])
+        result.commit_id = commit_id
+    return result
+
+
+def as_metadata(report: OrphanReport, listed: int = 50) -> dict[str, Any]:
+    """A compact, JSON-friendly view for Dagster metadata."""
+    return {
+        "orphans": report.orphan_count,
+        "orphan_bytes": report.orphan_bytes,
+        "files_scanned": report.files_scanned,
+        "files_live": report.files_live,
+        "files_young": report.files_young,
+        "files_unknown": report.files_unknown,
+        "live_versions": report.live_versions,
+        "tagged_versions": report.tagged_versions,
+        "branches": report.branches,
+        "min_age_seconds": report.min_age_seconds,
+        "scan_seconds": report.scan_seconds,
+        "paths": [o.model_dump() for o in report.orphans[:listed]],
+    }

@@ -1,0 +1,154 @@
+"""The orphan scan on real datasets: tags, branches (with an index), blob sidecars, deletion
+files, a registered version whose manifest is only at its staging path, a half-written file.
+Every real file is made old first, so the age gate cannot hide a false positive."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+from lance.blob import blob_array, blob_field
+
+from lake_platform.errors import InvalidInput
+from lake_platform.maintenance import orphans
+from lake_platform.registry import keys
+from lake_platform.registry.records import VersionRecord, decode
+from lake_platform_tests.maintenance.helpers import age_tree, files_under, make_lake
+
+TABLE = "p.w.ns.blobs"
+SCHEMA = pa.schema([pa.field("id", pa.int64()), blob_field("b")])
+TWO_DAYS = 2 * 86400
+
+
+def blobs(start: int, count: int, size: int = 100_000) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + count), pa.int64()),
+                     "b": blob_array([os.urandom(size) for _ in range(count)])}, schema=SCHEMA)
+
+
+def canonical(version: int) -> str:
+    return f"_versions/{(1 << 64) - 1 - version:020d}.manifest"
+
+
+def plant(root: Path, rel: str, data: bytes = b"x" * 100, age: float = TWO_DAYS) -> str:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    when = time.time() - age
+    os.utime(path, (when, when))
+    return rel
+
+
+@pytest.fixture
+def lake_table(tmp_path: Path):
+    catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001)
+    catalog.create_table(TABLE, blobs(0, 3).to_reader())
+    for i in range(1, 5):
+        catalog.append(TABLE, blobs(100 * i, 3).to_reader())
+    catalog.delete_rows(TABLE, "id = 101")  # deletion file
+    catalog.create_tag(TABLE, "gold", 2)
+    # Old versions leave the registry (tag kept); the current one stays.
+    cleaned = catalog.cleanup(TABLE, retention=timedelta(0), retain_versions=1)
+    assert cleaned.status == "committed" and 2 not in cleaned.detail["versions_removed"]
+    record = catalog.open_table(TABLE).record
+    root = Path(record.location)
+    # A branch with its own data (and blob sidecar) and an index, written with plain Lance.
+    lance.dataset(str(root), version=record.current_version).create_branch("dev", record.current_version)
+    branch = lance.dataset(str(root / "tree" / "dev"))
+    branch.insert(blobs(900, 2))
+    lance.dataset(str(root / "tree" / "dev")).create_scalar_index("id", "BTREE")
+    # One more append whose registered manifest is then left at a staging path only.
+    catalog.append(TABLE, blobs(500, 3).to_reader())
+    current = catalog.open_table(TABLE).record.current_version
+    key = keys.version(record.incarnation, current)
+    item = catalog.store.get(key)
+    ver = decode(VersionRecord, item.value)
+    staging = f"{canonical(current)}-{uuid.uuid4()}"
+    os.replace(root / canonical(current), root / staging)
+    catalog.store.compare_and_swap(key, item.revision, ver.model_copy(
+        update={"manifest_path": f"{str(root).lstrip('/')}/{staging}"}).encode())
+    age_tree(root, TWO_DAYS)
+    try:
+        yield catalog, root
+    finally:
+        catalog.close()
+
+
+def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
+    catalog, root = lake_table
+    real = files_under(root)
+    assert any(p.endswith(".blob") for p in real) and any(p.startswith("_deletions/") for p in real)
+    assert any(p.startswith("tree/dev/_indices/") or p.startswith("_indices/") for p in real)
+    assert any(p.startswith("tree/dev/data/") and p.endswith(".blob") for p in real)
+
+    dead_stem = "1" * 24 + "deadbeef" * 3 + "ab"
+    planted = {
+        plant(root, f"data/{dead_stem}.lance"),
+        plant(root, f"data/{dead_stem}/10000000000000000000000000000000.blob"),
+        plant(root, "data/0101/00000000000000000000000000000001.blob"),  # sidecar of no data file
+        plant(root, f"{canonical(77)}-{uuid.uuid4()}"),  # a staging manifest that lost its commit
+        plant(root, "_transactions/3-" + str(uuid.uuid4()) + ".txn"),
+        plant(root, "_deletions/0-9-123456789.arrow"),
+        plant(root, f"_indices/{uuid.uuid4()}/page_data.lance"),
+        plant(root, "tree/gone/data/abc.lance"),  # leftovers of a deleted branch
+    }
+    # A copy of the current manifest under an unregistered version number: its manifest is an
+    # orphan although every file it names is live.
+    planted.add(plant(root, canonical(60), (root / next(p for p in real if p.endswith(".manifest"))).read_bytes()))
+    young = plant(root, "data/halfwritten0000000000000000000000000000000000.lance", b"partial", age=0)
+    plant(root, "NOTES.txt")  # not Lance's: never reported
+
+    report = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
+    found = {o.path for o in report.orphans}
+    assert found == planted, {"false positives": found - planted, "missed": planted - found}
+    assert report.orphan_count == len(planted) and not report.truncated
+    assert report.files_young == 1 and report.files_unknown == 1
+    assert report.branches == ["dev"] and report.tagged_versions == [2]
+    # Opening the staging-only version lets Lance write its canonical manifest: live as well.
+    live_now = files_under(root) - planted - {young, "NOTES.txt"}
+    assert live_now - real <= {canonical(catalog.open_table(TABLE).version)}
+    assert report.files_live == len(live_now)
+    assert young not in found
+
+    key = orphans.commit_report(catalog, report)
+    assert key.startswith("rpt/orphans/p.w.ns.blobs/")
+    latest = orphans.latest_report(catalog, TABLE)
+    assert latest is not None and latest.orphan_count == len(planted)
+    assert any(e.operation == "orphan-scan" for e in catalog.history(TABLE))
+
+    # Reclaim deletes exactly the orphans, and every live snapshot still reads.
+    with pytest.raises(InvalidInput):
+        orphans.reclaim(catalog, TABLE, timedelta(minutes=5))
+    result = orphans.reclaim(catalog, TABLE, timedelta(hours=1))
+    deleted = {d["path"] for d in result.deleted}
+    # Each open of the staging-only version makes Lance retry its canonical copy, leaving a
+    # "<manifest>#k" temp name behind (hard-linked, so it looks old): unreferenced, so orphans too.
+    assert planted <= deleted and all(re.fullmatch(r"_versions/\d{20}\.manifest#\d+", p) for p in deleted - planted)
+    live_now -= deleted
+    assert (root / young).exists() and (root / "NOTES.txt").exists()
+    assert files_under(root) == live_now | {young, "NOTES.txt"}
+    assert catalog.open_table(TABLE).count_rows() == 17
+    assert catalog.open_table(TABLE, 2).count_rows() == 6
+    assert lance.dataset(str(root / "tree" / "dev")).to_table().num_rows == 16
+    assert lance.dataset(str(root / "tree" / "dev")).take_blobs("b", indices=[0])
+    again = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
+    assert all(re.fullmatch(r"_versions/\d{20}\.manifest#\d+", o.path) for o in again.orphans)
+    assert any(e.operation == "orphan-reclaim" for e in catalog.history(TABLE))
+
+
+def test_scan_ignores_files_younger_than_the_policy(lake_table) -> None:
+    catalog, root = lake_table
+    recent = plant(root, "data/young00000000000000000000000000000000000000000.lance", age=1800)
+    older = plant(root, "data/older00000000000000000000000000000000000000000.lance", age=3 * 86400)
+    report = orphans.scan(catalog, TABLE)  # the policy default: 7 days
+    assert report.min_age_seconds == 7 * 86400
+    assert [o.path for o in report.orphans if "#" not in o.path] == [] and report.files_young >= 2
+    report = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
+    assert [o.path for o in report.orphans if "#" not in o.path] == [older]
+    assert recent not in {o.path for o in report.orphans}
