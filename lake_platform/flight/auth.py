@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import pyarrow.flight as fl
 
-from lake_platform.errors import LakeError, ServiceUnavailable, Unauthenticated
+from lake_platform.errors import LakeError, ServiceUnavailable, Throttling, Unauthenticated
 from lake_platform.flight.errors import to_flight
 from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
 
@@ -111,6 +111,8 @@ class AuthService:
         except Unauthenticated:
             self.throttle.failed(key)
             raise Unauthenticated("invalid credentials") from None
+        except Throttling as exc:
+            raise Unauthenticated(exc.message) from None
         identity = _identity(principal)
         self.throttle.succeeded(key)
         return identity, self.sealer.bearer(identity, self.token_ttl)
@@ -169,7 +171,9 @@ class AuthMiddlewareFactory(fl.ServerMiddlewareFactory):
         try:
             return self._start(info, headers)
         except LakeError as exc:
-            if not isinstance(exc, (Unauthenticated, ServiceUnavailable)):
+            if isinstance(exc, Throttling):
+                exc = Unauthenticated(exc.message)
+            elif not isinstance(exc, (Unauthenticated, ServiceUnavailable)):
                 exc = Unauthenticated("invalid credentials")
             raise to_flight(exc) from None
         except Exception:  # noqa: BLE001
@@ -211,7 +215,9 @@ def _header(headers: dict[str, list[Any]], name: str) -> str | None:
 
 def _basic(credential: str) -> tuple[str, str]:
     try:
-        raw = base64.b64decode(credential.encode("ascii"), validate=True).decode("utf-8")
+        # Go clients (ADBC) send unpadded base64.
+        padded = credential + "=" * (-len(credential) % 4)
+        raw = base64.b64decode(padded.encode("ascii"), validate=True).decode("utf-8")
     except Exception:  # noqa: BLE001
         raise Unauthenticated("malformed Basic credentials") from None
     username, sep, password = raw.partition(":")

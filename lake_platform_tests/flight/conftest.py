@@ -1,0 +1,133 @@
+"""A real Flight SQL server on a free loopback port over a real catalog with two tenants.
+
+Project ``p`` (user alice, service token ``SVC_TOKEN``) and project ``q`` (user bob) both have a
+warehouse ``w`` with namespace ``ns``; ``p`` also has ``ns.sub``. Tables:
+
+- ``p.w.ns.t``: 1000 rows (id int64, s string, x float64)
+- ``p.w.ns.sub.u``: 3 rows
+- ``p.w.ns.multi``: 5 fragments of 100 rows (several batches)
+- ``q.w.ns.t``: 2 rows, and ``q.w.ns.secret``: 1 row (bob's)
+
+The module-scoped server uses an in-memory authenticator, so these tests do not depend on the
+principals in the registry; ``test_principals`` runs the server with the catalog's own.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.flight.auth import StaticAuthenticator
+from lake_platform.flight.server import FlightSqlServer
+from lake_platform.flight.settings import flight_settings
+from lake_platform.flight.tokens import Identity
+from lake_platform.settings import LakeSettings, load_settings
+
+PASSWORDS = {"alice": "alice-password", "bob": "bob-password"}
+SVC_TOKEN = "svc-token-for-project-p-0123456789"
+ALICE = Identity("alice", "user", "p", "reader")
+BOB = Identity("bob", "user", "q", "reader")
+SERVICE = Identity("etl", "token", "p", "reader")
+
+
+def t_rows(n: int, start: int = 0) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": pa.array(ids, pa.int64()), "s": pa.array([f"row-{i}" for i in ids]),
+                     "x": pa.array([i / 2 for i in ids], pa.float64())})
+
+
+def build_catalog(home: Path, **overrides: Any) -> tuple[LakeSettings, Catalog]:
+    settings = load_settings(home=home, **overrides)
+    catalog = Catalog(settings)
+    for project in ("p", "q"):
+        catalog.create_project(project)
+        catalog.create_warehouse(f"{project}.w")
+        catalog.create_namespace(f"{project}.w.ns")
+    catalog.create_namespace("p.w.ns.sub")
+    catalog.create_table("p.w.ns.t", t_rows(1000).to_reader())
+    catalog.create_table("p.w.ns.sub.u", pa.table({"id": pa.array([1, 2, 3], pa.int64())}).to_reader())
+    catalog.create_table("p.w.ns.multi", t_rows(100).to_reader())
+    for k in range(1, 5):
+        catalog.append("p.w.ns.multi", t_rows(100, start=100 * k).to_reader())
+    catalog.create_table("q.w.ns.t", pa.table({"id": pa.array([-1, -2], pa.int64())}).to_reader())
+    catalog.create_table("q.w.ns.secret", pa.table({"code": pa.array(["bob-only"])}).to_reader())
+    return settings, catalog
+
+
+def static_authenticator() -> StaticAuthenticator:
+    return StaticAuthenticator(
+        users={"alice": (PASSWORDS["alice"], ALICE), "bob": (PASSWORDS["bob"], BOB)},
+        tokens={SVC_TOKEN: SERVICE},
+    )
+
+
+@dataclass
+class Running:
+    server: FlightSqlServer
+    settings: LakeSettings
+    catalog: Catalog
+
+    @property
+    def uri(self) -> str:
+        return f"grpc://127.0.0.1:{self.server.port}"
+
+    def adbc(self, user: str = "alice", password: str | None = None, **db_kwargs: str) -> Any:
+        import adbc_driver_flightsql.dbapi as fsql
+
+        kwargs = {"username": user, "password": password if password is not None else PASSWORDS[user]}
+        kwargs.update(db_kwargs)
+        return fsql.connect(self.uri, db_kwargs=kwargs, autocommit=True)
+
+    def adbc_bearer(self, token: str) -> Any:
+        """Connect with a static Bearer (a service token): no Handshake."""
+        import adbc_driver_flightsql.dbapi as fsql
+
+        return fsql.connect(self.uri, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
+                            autocommit=True)
+
+    def client(self, user: str = "alice", password: str | None = None) -> tuple[fl.FlightClient, fl.FlightCallOptions]:
+        """A raw pyarrow Flight client with the Bearer from a Basic Handshake."""
+        client = fl.connect(self.uri)
+        pw = password if password is not None else PASSWORDS[user]
+        header = client.authenticate_basic_token(user, pw)
+        return client, fl.FlightCallOptions(headers=[header])
+
+
+def start_server(settings: LakeSettings, catalog: Catalog, *, authenticator: Any = None, store: Any = None,
+                 **flight: Any) -> FlightSqlServer:
+    options: dict[str, Any] = {"port": 0, "snapshot_ttl_seconds": 0.2, "memory_limit_bytes": 256 << 20}
+    options.update(flight)
+    server = FlightSqlServer(settings, flight_settings(**options), store=store or catalog.store,
+                             authenticator=authenticator or static_authenticator())
+    return server.start()
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
+    settings, catalog = build_catalog(tmp_path_factory.mktemp("flight") / "home")
+    try:
+        yield settings, catalog
+    finally:
+        catalog.close()
+
+
+@pytest.fixture(scope="module")
+def running(lake: tuple[LakeSettings, Catalog]) -> Iterator[Running]:
+    settings, catalog = lake
+    server = start_server(settings, catalog)
+    try:
+        yield Running(server, settings, catalog)
+    finally:
+        server.stop(grace=1)
+
+
+def basic(user: str, password: str) -> bytes:
+    return b"Basic " + base64.b64encode(f"{user}:{password}".encode())
