@@ -2,25 +2,93 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import MetaStore
+from lake_platform.settings import LakeSettings
+from lake_platform_tests.servers import start_moto_server
 
 #: Every MetaStore backend the contract suite runs against.
-METASTORE_BACKENDS = ["sqlite"]
+METASTORE_BACKENDS = ["sqlite", "dynamodb"]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Endpoint URL of the DynamoDB API the tests use: one moto server for the session.
+
+    To run the same tests against real AWS (or any DynamoDB endpoint) instead, set
+    ``LAKE_TEST_DYNAMODB_URL=dynamodb://PREFIX?region=REGION[&endpoint_url=URL]``: no moto is started,
+    credentials come from the usual AWS chain, and each test creates (and deletes) its own table
+    named ``PREFIX-<random>``. Yields "" when the URL names no endpoint (AWS's own).
+    """
+    external = os.environ.get("LAKE_TEST_DYNAMODB_URL")
+    if external:
+        from lake_platform.registry.dynamodb import parse_url
+
+        yield parse_url(external).endpoint_url or ""
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        # moto accepts any credentials; defaults keep botocore from searching for real ones.
+        for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
+                            ("AWS_DEFAULT_REGION", "us-east-1")):
+            mp.setenv(name, os.environ.get(name, value))
+        endpoint, stop = start_moto_server(tmp_path_factory.mktemp("moto"))
+        try:
+            yield endpoint
+        finally:
+            stop()
+
+
+@pytest.fixture
+def dynamodb_url(moto_endpoint: str) -> str:
+    """A registry URL naming a fresh, not yet created table on the test endpoint: no state leaks
+    between tests on the shared server."""
+    return dynamodb_test_url(moto_endpoint)
+
+
+def dynamodb_test_url(endpoint: str) -> str:
+    """A registry URL for a uniquely named table on the test endpoint."""
+    external = os.environ.get("LAKE_TEST_DYNAMODB_URL")
+    prefix, region = "lake-test", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    if external:
+        from lake_platform.registry.dynamodb import parse_url
+
+        parsed = parse_url(external)
+        prefix, region = parsed.table, parsed.region or region
+    params = {"region": region}
+    if endpoint:
+        params["endpoint_url"] = endpoint
+    return f"dynamodb://{prefix}-{uuid.uuid4().hex[:12]}?{urlencode(params)}"
 
 
 @pytest.fixture(params=METASTORE_BACKENDS)
 def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaStore]:
+    cleanup: Callable[[], None] = lambda: None
     if request.param == "sqlite":
         store: MetaStore = SqliteMetaStore(tmp_path / "registry.db")
+    elif request.param == "dynamodb":
+        from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+
+        url = request.getfixturevalue("dynamodb_url")
+        settings = LakeSettings(  # type: ignore[call-arg]
+            _env_file=None, home=tmp_path / "home", registry_url=url
+        )
+        init_table(url, settings)
+        dynamo = DynamoMetaStore.from_url(url, settings)
+        store, cleanup = dynamo, dynamo.delete_table
     else:  # pragma: no cover - each backend adds its branch
         raise AssertionError(request.param)
     try:
         yield store
     finally:
-        store.close()
+        try:
+            cleanup()
+        finally:
+            store.close()

@@ -33,6 +33,7 @@ from botocore.exceptions import (
     ClientError,
     NoCredentialsError,
     NoRegionError,
+    ParamValidationError,
     PartialCredentialsError,
 )
 
@@ -108,7 +109,8 @@ def parse_url(url: str) -> DynamoUrl:
     endpoint = query.get("endpoint_url", [""])[0] or None
     if region is not None and not re.fullmatch(r"[a-z0-9-]{1,50}", region):
         raise bad("bad region")
-    if endpoint is not None and (urlsplit(endpoint).scheme not in ("http", "https") or not urlsplit(endpoint).netloc):
+    target = urlsplit(endpoint or "")
+    if endpoint is not None and (target.scheme not in ("http", "https") or not target.netloc):
         raise bad("endpoint_url must be http(s)://HOST[:PORT]")
     return DynamoUrl(parts.netloc, region, endpoint)
 
@@ -521,6 +523,8 @@ def _translate(exc: Exception, ops: Sequence[Op], table: str) -> LakeError:
                 return ConcurrentModification(f"registry transaction conflict: {message}")
             if _THROTTLE_CODES.intersection(codes):
                 return Throttling(f"registry throttled: {message}")
+            if "ValidationError" in codes:
+                return InvalidInput(f"registry rejected the batch: {message}")
             return Internal(f"registry transaction cancelled: {message}")
         if code in ("TransactionConflictException",):
             return ConcurrentModification(f"registry transaction conflict: {message}")
@@ -540,6 +544,8 @@ def _translate(exc: Exception, ops: Sequence[Op], table: str) -> LakeError:
         if status >= 500 or code in ("InternalServerError", "ServiceUnavailable"):
             return ServiceUnavailable(f"registry unavailable: {message}")
         return Internal(f"registry error {code}: {message}")
+    if isinstance(exc, ParamValidationError):
+        return InvalidInput(f"registry request invalid: {exc}")
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return Unauthenticated(f"no AWS credentials for the registry: {exc}")
     return ServiceUnavailable(f"registry unreachable: {exc}")

@@ -14,7 +14,7 @@ def open_metastore(settings: LakeSettings) -> MetaStore:
 
         return SqliteMetaStore(url.removeprefix("sqlite:///"), busy_timeout_seconds=settings.lease_io_timeout_seconds)
     if url.startswith("dynamodb://"):
-        from lake_platform.registry.dynamodb import DynamoMetaStore  # type: ignore[import-not-found]
+        from lake_platform.registry.dynamodb import DynamoMetaStore
 
         return DynamoMetaStore.from_url(url, settings)
     raise SettingsError(f"LAKE_REGISTRY_URL: unsupported registry {url!r}")

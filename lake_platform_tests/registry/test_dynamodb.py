@@ -1,0 +1,337 @@
+"""DynamoDB-specific behaviour, against the session's DynamoDB-API server (moto on loopback).
+
+Faults are injected with botocore event hooks on the store's own client (a lost response, a
+throttled request); DynamoDB itself is never mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import ReadTimeoutError
+
+from lake_platform.errors import ConditionFailed, ServiceUnavailable, SettingsError, Throttling
+from lake_platform.registry.dynamodb import DynamoMetaStore, init_table, parse_url
+from lake_platform.registry.factory import open_metastore
+from lake_platform.registry.sqlite import SqliteMetaStore
+from lake_platform.registry.store import ABSENT, Check, Delete, Put
+from lake_platform.settings import LakeSettings
+
+
+def _settings(url: str, tmp_path: Path) -> LakeSettings:
+    return LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=url)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
+    settings = _settings(dynamodb_url, tmp_path)
+    init_table(dynamodb_url, settings)
+    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings)
+    try:
+        yield dynamo
+    finally:
+        dynamo.delete_table()
+        dynamo.close()
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.body
+
+
+def _response(request: AWSPreparedRequest, status: int, error_type: str) -> AWSResponse:
+    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{error_type}", "message": "injected"})
+    headers = {"Content-Type": "application/x-amz-json-1.0"}
+    return AWSResponse(request.url, status, headers, _Body(body.encode()))
+
+
+# -- URLs and tables -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", [
+    "dynamodb://",
+    "dynamodb://ab",
+    "dynamodb://bad name",
+    "dynamodb://table/extra/path",
+    "dynamodb://table?regoin=us-east-1",
+    "dynamodb://table?region=us-east-1&region=eu-west-1",
+    "dynamodb://table?region=US_EAST",
+    "dynamodb://table?endpoint_url=ftp://host",
+    "dynamodb://table?endpoint_url=localhost:8000",
+    "sqlite:///table",
+])
+def test_bad_urls_name_the_setting(url: str) -> None:
+    with pytest.raises(SettingsError, match="LAKE_REGISTRY_URL"):
+        parse_url(url)
+
+
+def test_url_parsing_and_factory_make_no_network_call(tmp_path: Path) -> None:
+    parsed = parse_url("dynamodb://lake.registry-1?region=eu-west-1&endpoint_url=http://127.0.0.1:9")
+    assert (parsed.table, parsed.region, parsed.endpoint_url) == (
+        "lake.registry-1", "eu-west-1", "http://127.0.0.1:9")
+    assert parse_url("dynamodb://lake_registry").region is None
+    # Port 9 (discard) has nothing listening: opening the store must not touch it.
+    url = "dynamodb://lake_registry?region=eu-west-1&endpoint_url=http://127.0.0.1:9"
+    with open_metastore(_settings(url, tmp_path)) as opened:
+        assert isinstance(opened, DynamoMetaStore) and opened.url == url
+
+
+def test_unreachable_endpoint_is_service_unavailable(moto_endpoint: str, tmp_path: Path) -> None:
+    # moto_endpoint only for its AWS credential defaults.
+    url = "dynamodb://lake_registry?region=us-east-1&endpoint_url=http://127.0.0.1:9"
+    with DynamoMetaStore.from_url(url, _settings(url, tmp_path)) as unreachable:
+        with pytest.raises(ServiceUnavailable):
+            unreachable.get("k/a")
+        with pytest.raises(ServiceUnavailable, match="outcome unknown"):
+            unreachable.put_if_absent("k/a", b"v")
+
+
+def test_init_table_is_idempotent(dynamodb_url: str, tmp_path: Path) -> None:
+    settings = _settings(dynamodb_url, tmp_path)
+    init_table(dynamodb_url, settings)
+    with DynamoMetaStore.from_url(dynamodb_url, settings) as dynamo:
+        try:
+            dynamo.put_if_absent("k/a", b"kept")
+            init_table(dynamodb_url, settings)
+            assert dynamo.get("k/a").value == b"kept"  # type: ignore[union-attr]
+        finally:
+            dynamo.delete_table()
+
+
+def test_init_table_refuses_a_foreign_key_schema(dynamodb_url: str, tmp_path: Path) -> None:
+    parsed = parse_url(dynamodb_url)
+    client = boto3.client("dynamodb", region_name=parsed.region, endpoint_url=parsed.endpoint_url)
+    client.create_table(
+        TableName=parsed.table, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+    )
+    client.get_waiter("table_exists").wait(TableName=parsed.table)
+    try:
+        with pytest.raises(SettingsError, match="key schema"):
+            init_table(dynamodb_url, _settings(dynamodb_url, tmp_path))
+    finally:
+        client.delete_table(TableName=parsed.table)
+        client.close()
+
+
+@pytest.mark.skipif(bool(os.environ.get("LAKE_TEST_DYNAMODB_URL")),
+                    reason="would leave a deletion-protected table behind in a real account")
+def test_infra_template_table_is_accepted(moto_endpoint: str, tmp_path: Path) -> None:
+    """The production CloudFormation table has the key schema the code expects."""
+    template = Path(__file__).parents[2] / "infra" / "dynamodb-registry.yaml"
+    name = f"lake-cfn-{uuid.uuid4().hex[:8]}"
+    cfn = boto3.client("cloudformation", region_name="us-east-1", endpoint_url=moto_endpoint)
+    try:
+        cfn.create_stack(StackName=name, TemplateBody=template.read_text(),
+                         Parameters=[{"ParameterKey": "TableName", "ParameterValue": name}])
+        stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+        assert outputs["TableName"] == name
+        url = f"dynamodb://{name}?region=us-east-1&endpoint_url={moto_endpoint}"
+        init_table(url, _settings(url, tmp_path))
+        with DynamoMetaStore.from_url(url, _settings(url, tmp_path)) as dynamo:
+            assert dynamo.put_if_absent("tbl/x", b"v").revision == 1
+    finally:
+        cfn.close()
+
+
+def test_missing_table_says_to_run_init(dynamodb_url: str, tmp_path: Path) -> None:
+    with DynamoMetaStore.from_url(dynamodb_url, _settings(dynamodb_url, tmp_path)) as dynamo:
+        with pytest.raises(SettingsError, match="lake registry init"):
+            dynamo.get("k/a")
+
+
+# -- unknown outcomes: a retried request never commits twice -------------------------------------
+
+
+def test_same_call_id_applies_once(store: DynamoMetaStore) -> None:
+    """A retry carries the first attempt's id; when that attempt already landed, the retry is a
+    no-op reporting success. This holds without server-side ClientRequestToken support (moto
+    ignores tokens; DynamoDB also honours them)."""
+    store.put_if_absent("t/old", b"o")
+    batch = [Put("t/a", b"a", ABSENT), Put("t/b", b"b", None), Delete("t/old", 1), Check("t/none", ABSENT)]
+    first = store._transact(batch, "call-1")
+    again = store._transact(batch, "call-1")
+    assert first == again
+    assert [(i.key, i.revision) for i in first if i] == [("t/a", 1), ("t/b", 1)]
+    assert store.get("t/b").revision == 1  # type: ignore[union-attr]
+
+    for op in (Put("s/cond", b"x", ABSENT), Put("s/uncond", b"y", None)):
+        assert store._transact([op], "call-2") == store._transact([op], "call-2")
+        assert store.get(op.key).revision == 1  # type: ignore[union-attr]
+    # A different call with the same stale expectation still fails.
+    with pytest.raises(ConditionFailed):
+        store._transact([Put("s/cond", b"x", ABSENT)], "call-3")
+
+
+@pytest.mark.parametrize("operation, ops", [
+    ("TransactWriteItems", [Put("t/a", b"new", 1), Put("t/c", b"c", None), Check("t/none", ABSENT)]),
+    ("PutItem", [Put("t/a", b"new", 1)]),
+    ("UpdateItem", [Put("t/a", b"new", None)]),
+    ("DeleteItem", [Delete("t/a", 1)]),
+])
+def test_lost_response_is_resolved_by_rereading(
+    store: DynamoMetaStore, operation: str, ops: list[Any]
+) -> None:
+    """The write lands, then its response is lost: the store re-reads, finds its own write and
+    reports success without writing again."""
+    store.put_if_absent("t/a", b"old")
+    lost = []
+
+    def lose_response(**_: Any) -> None:
+        if not lost:
+            lost.append(operation)
+            raise ReadTimeoutError(endpoint_url="injected")
+
+    store._client.meta.events.register(f"after-call.dynamodb.{operation}", lose_response)
+    results = store.transact(ops)
+    assert lost == [operation]
+    got = store.get("t/a")
+    if isinstance(ops[0], Delete):
+        assert got is None and results == [None]
+    else:
+        assert got is not None and (got.value, got.revision) == (b"new", 2)
+        assert results[0] == got
+    if operation == "TransactWriteItems":
+        assert store.get("t/c").revision == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("operation, ops", [
+    ("TransactWriteItems", [Put("t/a", b"new", 1), Put("t/c", b"c", None)]),
+    ("PutItem", [Put("t/a", b"new", 1)]),
+    ("UpdateItem", [Put("t/a", b"new", None)]),
+])
+def test_resent_request_does_not_commit_twice(store: DynamoMetaStore, operation: str, ops: list[Any]) -> None:
+    """The server applies the request but answers 500; botocore re-sends the identical request
+    (same ClientRequestToken and write id), which must not apply a second time."""
+    store.put_if_absent("t/a", b"old")
+    sent: list[bytes] = []
+
+    def apply_then_fail(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        sent.append(bytes(request.body))
+        if len(sent) > 1:
+            return None  # the re-send goes to the server for real
+        forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
+        return _response(request, 500, "InternalServerError")
+
+    store._client.meta.events.register(f"before-send.dynamodb.{operation}", apply_then_fail)
+    results = store.transact(ops)
+    assert len(sent) == 2 and sent[0] == sent[1]
+    if operation == "TransactWriteItems":
+        assert json.loads(sent[0])["ClientRequestToken"]
+    got = store.get("t/a")
+    assert got is not None and (got.value, got.revision) == (b"new", 2)
+    assert results[0] == got
+
+
+# -- throttling ----------------------------------------------------------------------------------
+
+
+def test_throttling_is_retried_then_reported(store: DynamoMetaStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    sends: list[object] = []
+    sleeps: list[float] = []
+    monkeypatch.setattr(time, "sleep", sleeps.append)  # botocore's backoff and ours
+
+    def throttle(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+        sends.append(request.headers["X-Amz-Target"])
+        return _response(request, 400, "ThrottlingException")
+
+    # botocore's retries={"max_attempts": 2} means two retries: 3 sends, times our 3 attempts.
+    bounded = 3 * 3
+    store._client.meta.events.register("before-send.dynamodb", throttle)
+    try:
+        with pytest.raises(Throttling) as err:
+            store.put_if_absent("k/a", b"v")
+        assert err.value.retryable
+        assert len(sends) == bounded
+        sends.clear()
+        with pytest.raises(Throttling):
+            store.get("k/a")
+        assert len(sends) == bounded
+        assert len(sleeps) == 2 * (3 * 2 + 2)  # per call: botocore backs off 2x, 3 times; we 2x
+    finally:
+        store._client.meta.events.unregister("before-send.dynamodb", throttle)
+    assert store.get("k/a") is None  # nothing was written
+
+
+def test_transient_throttling_is_absorbed(store: DynamoMetaStore) -> None:
+    throttled: list[int] = []
+
+    def throttle_three_times(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        if len(throttled) < 3:
+            throttled.append(1)
+            return _response(request, 400, "ProvisionedThroughputExceededException")
+        return None
+
+    store._client.meta.events.register("before-send.dynamodb.TransactWriteItems", throttle_three_times)
+    results = store.transact([Put("k/a", b"a", ABSENT), Put("k/b", b"b", None)])
+    assert len(throttled) == 3
+    assert [i.revision for i in results if i] == [1, 1]
+
+
+# -- reads and conditions ------------------------------------------------------------------------
+
+
+def test_every_read_is_consistent(store: DynamoMetaStore) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def capture(params: dict[str, Any], model: Any, **_: Any) -> None:
+        calls.append((model.name, dict(params)))
+
+    store._client.meta.events.register("provide-client-params.dynamodb", capture)
+    store.transact([Put("c/a", b"1", ABSENT), Put("c/b", b"2", None)])  # reads revision back
+    store.get("c/a")
+    list(store.scan_prefix("c/"))
+    list(store.scan_prefix("c"))  # no "/": the Scan fallback
+    reads = [(name, params) for name, params in calls if name in ("GetItem", "Query", "Scan")]
+    assert {name for name, _ in reads} == {"GetItem", "Query", "Scan"}
+    assert all(params.get("ConsistentRead") is True for _, params in reads)
+    transact = [params for name, params in calls if name == "TransactWriteItems"]
+    assert len(transact) == 1 and transact[0]["ClientRequestToken"]
+
+
+def test_failed_batch_names_the_failing_key(store: DynamoMetaStore) -> None:
+    store.put_if_absent("t/a", b"a")
+    with pytest.raises(ConditionFailed) as err:
+        store.transact([Put("t/b", b"b", ABSENT), Put("t/a", b"a2", 7)])
+    assert err.value.key == "t/a" and "found 1" in str(err.value)
+    assert store.get("t/b") is None
+
+
+def test_prefix_without_slash_matches_sqlite(store: DynamoMetaStore, tmp_path: Path) -> None:
+    """Prefixes without "/" span partitions (a Scan fallback); results must equal the reference."""
+    reference = SqliteMetaStore(tmp_path / "ref.db")
+    keys = ["s", "s0", "s/1", "s/2", "sa/b", "sb", "t/x", "/lead", "r"]
+    for key in keys:
+        for backend in (store, reference):
+            backend.put_if_absent(key, key.encode())
+    try:
+        for prefix, start_after, limit in [("s", None, None), ("s", "s/1", 2), ("", None, 4),
+                                           ("/", None, None), ("s/", "s/1", None), ("s/", "sa", None),
+                                           ("s/", "r", 1)]:
+            expected = [i.key for i in reference.scan_prefix(prefix, start_after=start_after, limit=limit)]
+            got = [i.key for i in store.scan_prefix(prefix, start_after=start_after, limit=limit)]
+            assert got == expected, (prefix, start_after, limit)
+    finally:
+        reference.close()
+
+
+def test_test_url_points_at_the_session_server(dynamodb_url: str, moto_endpoint: str) -> None:
+    query = parse_qs(urlsplit(dynamodb_url).query)
+    assert query.get("endpoint_url", [""])[0] == moto_endpoint

@@ -1,0 +1,131 @@
+"""Test servers on free loopback ports, started and stopped by process id."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+_READY_TRIES = 150
+_READY_INTERVAL = 0.1
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# moto_server's app with two fidelity fixes, applied only in this test process:
+# 1. One request at a time. moto's threaded server checks a condition and then writes without a
+#    lock, so two concurrent conditional writes can both win (seen about once in 300 eight-way
+#    races), and a cancelled TransactWriteItems restores a table snapshot over concurrent writes.
+#    DynamoDB makes each item write and each transaction atomic; serializing restores that, so the
+#    contract's concurrency tests test our code, not moto's races.
+# 2. TransactWriteItems snapshots each table once per call, not once per operation. moto 5.2.5
+#    deep-copies the whole table for every one of up to 100 ops (identical copies: nothing is
+#    written yet), so a 100-op batch on a 1000-item table took seconds and hit client timeouts.
+#    If moto's internals move, the patch is skipped and only speed suffers.
+_SERIALIZED_MOTO = """
+import copy, sys, threading, types
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+
+try:
+    import moto.dynamodb.models as models
+    snapshots = None
+
+    def deepcopy(obj, memo=None):
+        if snapshots is not None and isinstance(obj, models.Table):
+            if id(obj) not in snapshots:
+                snapshots[id(obj)] = copy.deepcopy(obj)
+            return snapshots[id(obj)]
+        return copy.deepcopy(obj, memo)
+
+    original = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        global snapshots
+        snapshots = {}
+        try:
+            return original(self, transact_items)
+        finally:
+            snapshots = None
+
+    if models.copy is copy:
+        models.copy = types.SimpleNamespace(deepcopy=deepcopy, copy=copy.copy)
+        models.DynamoDBBackend.transact_write_items = transact_write_items
+except (ImportError, AttributeError):
+    pass
+
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+
+def serialized(environ, start_response):
+    with lock:
+        return list(app(environ, start_response))
+
+run_simple(sys.argv[1], int(sys.argv[2]), serialized, threaded=True, request_handler=MotoRequestHandler)
+"""
+
+
+def _moto_command(port: int) -> list[str]:
+    return [sys.executable, "-c", _SERIALIZED_MOTO, "127.0.0.1", str(port)]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def start_moto_server(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
+    """Start moto's server on a free loopback port; return its endpoint URL and a stop function
+    (which stops that one process by its id).
+
+    The server's output goes to ``tmp_dir/moto.log`` (read it when a test fails to connect).
+    """
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    log_path = tmp_dir / "moto.log"
+    log = log_path.open("wb")
+    # The port can be taken between our probe and moto's bind; a retry with a new port covers it.
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen(_moto_command(port), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        endpoint = f"http://127.0.0.1:{port}"
+        if _wait_ready(endpoint, proc):
+
+            def stop(proc: subprocess.Popen[bytes] = proc) -> None:
+                _stop(proc)
+                log.close()
+
+            return endpoint, stop
+        _stop(proc)
+    log.close()
+    raise RuntimeError(f"moto server did not start; see {log_path}:\n{log_path.read_text()[-2000:]}")
+
+
+def _wait_ready(endpoint: str, proc: subprocess.Popen[bytes]) -> bool:
+    # Readiness polling: any HTTP answer (even an error status) means the server is serving.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    for _ in range(_READY_TRIES):
+        if proc.poll() is not None:
+            return False
+        try:
+            with opener.open(f"{endpoint}/moto-api/", timeout=0.5):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(_READY_INTERVAL)
+    return False
