@@ -5,9 +5,11 @@ UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED, INTERNAL). INVALID_ARGUMENT, NOT_FOUN
 UNIMPLEMENTED exist only through ValueError, KeyError and NotImplementedError, whose status
 detail pyarrow fills with ``traceback.format_exception(...)``; the classes below make that
 formatting fail, so pyarrow falls back to the bare type name ("Python exception: NotFound").
-Statuses pyarrow cannot produce at all (FAILED_PRECONDITION, RESOURCE_EXHAUSTED, ABORTED,
-ALREADY_EXISTS) go out as the nearest one it can, and carry the exact code and message as a
-``google.rpc.Status`` in the standard ``grpc-status-details-bin`` trailer.
+Statuses pyarrow cannot produce at all go out as the nearest one it can: RESOURCE_EXHAUSTED and
+ABORTED (retry later) as UNAVAILABLE, FAILED_PRECONDITION and ALREADY_EXISTS as INTERNAL. The
+message always ends with the platform's error name and stable code, e.g. ``[InvalidTableState,
+code 19]``. (A ``google.rpc.Status`` in ``grpc-status-details-bin`` cannot carry the exact code
+either: grpc-go, so ADBC, rejects details whose code differs from the status.)
 """
 
 from __future__ import annotations
@@ -18,17 +20,8 @@ from typing import Any
 import pyarrow.flight as fl
 
 from lake_platform.errors import Internal, LakeError, Unauthenticated
-from lake_platform.flight import proto
 
 log = logging.getLogger(__name__)
-
-_GRPC_CODES = {
-    "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
-    "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9,
-    "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
-    "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
-}
-
 
 class _NoTraceback:
     """Formatting a traceback of this exception fails, so none reaches the wire."""
@@ -51,10 +44,6 @@ class NotFound(_NoTraceback, KeyError):
 
 class Unimplemented(_NoTraceback, NotImplementedError):
     pass
-
-
-def _details(code: str, message: str) -> bytes:
-    return proto.RpcStatus(code=_GRPC_CODES[code], message=message).SerializeToString()
 
 
 def to_flight(exc: BaseException) -> BaseException:
@@ -84,9 +73,7 @@ def to_flight(exc: BaseException) -> BaseException:
         return fl.FlightTimedOutError(message)
     if code in ("RESOURCE_EXHAUSTED", "ABORTED"):
         # Both mean "try again later": UNAVAILABLE is what generic clients retry.
-        return fl.FlightUnavailableError(message, extra_info=_details(code, message))
-    if code in ("FAILED_PRECONDITION", "ALREADY_EXISTS"):
-        return fl.FlightInternalError(message, extra_info=_details(code, message))
+        return fl.FlightUnavailableError(message)
     return fl.FlightInternalError(message)
 
 

@@ -164,8 +164,14 @@ def unpack_any(data: bytes) -> tuple[str, bytes]:
 
 
 def parse(cls: Any, payload: bytes) -> Any:
+    """Parse ``payload`` as ``cls``; InvalidInput if it is not one."""
     msg = cls()
-    msg.ParseFromString(payload)
+    try:
+        msg.ParseFromString(payload)
+    except Exception:  # noqa: BLE001 - DecodeError and friends
+        from lake_platform.errors import InvalidInput
+
+        raise InvalidInput(f"malformed {cls.DESCRIPTOR.name}") from None
     return msg
 
 

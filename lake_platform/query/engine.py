@@ -36,6 +36,7 @@ from lake_platform.errors import (
     TableVersionNotFound,
     Throttling,
 )
+from lake_platform.naming import SEGMENT
 from lake_platform.query.namespace import PinnedNamespace
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.sql import check_query, rewrite_placeholders
@@ -345,8 +346,14 @@ def planning_error(exc: BaseException) -> LakeError:
     text = str(exc)
     m = _NOT_FOUND.search(text)
     if m:
-        name = m.group(1).removeprefix("datafusion.public.")
-        return TableNotFound(f"table {name} not found (name it warehouse.namespace.table)")
+        name = m.group(1)
+        if name.startswith(("datafusion.public.", "datafusion.information_schema.")):
+            short = _PATHISH.sub("<path>", name.split(".", 2)[2])[:120]
+            return InvalidInput(f"name tables as warehouse.namespace.table (got {short!r})")
+        parts = name.split(".")
+        if len(parts) < 3 or not all(SEGMENT.fullmatch(p) for p in parts):
+            return InvalidInput(f"invalid table name {_PATHISH.sub('<path>', name)[:120]!r}")
+        return TableNotFound(f"table {name} not found")
     if "Resources exhausted" in text:
         return Throttling(f"the query needs more memory than allowed: {clean_message(exc)}")
     return InvalidInput(clean_message(exc))

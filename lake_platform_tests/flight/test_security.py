@@ -1,0 +1,333 @@
+"""Authentication, tenancy, the hostile-statement corpus, malformed input and clean errors."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+from google.protobuf import any_pb2
+
+from lake_platform.flight import proto
+from lake_platform.flight.auth import StaticAuthenticator
+from lake_platform.flight.tokens import Identity
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, decode
+from lake_platform.naming import TableName
+from lake_platform_tests.flight.conftest import ALICE, PASSWORDS, Running, basic, start_server
+
+pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
+
+
+def no_leak(text: str) -> None:
+    assert "Traceback" not in text
+    assert ".py" not in text and "/work/" not in text and "site-packages" not in text
+
+
+def cmd(message: Any) -> fl.FlightDescriptor:
+    return fl.FlightDescriptor.for_command(proto.pack(message))
+
+
+def query(sql: str) -> fl.FlightDescriptor:
+    return cmd(proto.CommandStatementQuery(query=sql))
+
+
+def raw_any(name: str, payload: bytes = b"") -> bytes:
+    wrapper = any_pb2.Any(type_url=f"type.googleapis.com/arrow.flight.protocol.sql.{name}", value=payload)
+    return wrapper.SerializeToString()
+
+
+# == authentication ==============================================================================
+
+
+def test_wrong_password_and_unknown_user(running: Running) -> None:
+    for user, password in [("alice", "not-her-password"), ("nobody", "whatever-password")]:
+        client = fl.connect(running.uri)
+        with pytest.raises(fl.FlightUnauthenticatedError) as err:
+            client.authenticate_basic_token(user, password)
+        assert "invalid credentials" in str(err.value)
+        no_leak(str(err.value))
+    import adbc_driver_manager
+
+    with pytest.raises(adbc_driver_manager.Error, match="UNAUTHENTICATED"):
+        running.adbc("alice", "wrong-password-here")
+
+
+def test_every_call_needs_a_valid_bearer(running: Running) -> None:
+    client = fl.connect(running.uri)
+    with pytest.raises(fl.FlightUnauthenticatedError):
+        client.get_flight_info(query("SELECT 1"))
+    with pytest.raises(fl.FlightUnauthenticatedError):
+        list(client.do_action(fl.Action("health", b"")))
+    for bad in [b"Bearer lkb1.AAAA", b"Bearer nonsense", b"Bearer ", b"Basic " + b"x"]:
+        options = fl.FlightCallOptions(headers=[(b"authorization", bad)])
+        with pytest.raises(fl.FlightUnauthenticatedError) as err:
+            client.get_flight_info(query("SELECT 1"), options)
+        no_leak(str(err.value))
+
+
+def test_expired_token(running: Running) -> None:
+    token = running.server.sealer.bearer(ALICE, ttl=-1)
+    client = fl.connect(running.uri)
+    options = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {token}".encode())])
+    with pytest.raises(fl.FlightUnauthenticatedError, match="expired"):
+        client.get_flight_info(query("SELECT 1"), options)
+    fresh = running.server.sealer.bearer(ALICE, ttl=60)
+    options = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {fresh}".encode())])
+    assert client.get_flight_info(query("SELECT 1"), options).schema.names == ["Int64(1)"]
+
+
+def test_bearer_on_handshake_is_accepted_and_echoed(running: Running) -> None:
+    """JDBC's token= sends a Handshake carrying a Bearer."""
+    token = running.server.sealer.bearer(ALICE, ttl=60)
+    client = fl.connect(running.uri)
+    options = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {token}".encode())])
+    header = client.authenticate_basic_token("", "", options)  # any Handshake carries our header too
+    assert header[1].startswith(b"Bearer ")
+
+
+def test_repeated_failures_are_throttled(lake: Any) -> None:
+    settings, catalog = lake
+    auth = StaticAuthenticator(users={"carol": ("carol-password", Identity("carol", "user", "p", "reader"))})
+    server = start_server(settings, catalog, authenticator=auth, auth_max_failures=3, auth_lockout_seconds=60)
+    try:
+        client = fl.connect(f"grpc://127.0.0.1:{server.port}")
+        for _ in range(3):
+            with pytest.raises(fl.FlightUnauthenticatedError, match="invalid credentials"):
+                client.authenticate_basic_token("carol", "wrong-password")
+        calls = auth.calls
+        with pytest.raises(fl.FlightUnauthenticatedError, match="too many failed attempts"):
+            client.authenticate_basic_token("carol", "carol-password")
+        assert auth.calls == calls  # refused before any password work
+    finally:
+        server.stop(grace=0)
+
+
+# == tenancy =====================================================================================
+
+
+def test_a_principal_sees_only_its_own_project(running: Running) -> None:
+    with running.adbc("alice") as a, running.adbc("bob") as b:
+        with a.cursor() as cur:
+            cur.execute("SELECT count(*) AS n FROM w.ns.t")
+            assert cur.fetch_arrow_table().to_pylist() == [{"n": 1000}]
+        with b.cursor() as cur:
+            cur.execute("SELECT count(*) AS n FROM w.ns.t")
+            assert cur.fetch_arrow_table().to_pylist() == [{"n": 2}]
+            cur.execute("SELECT code FROM w.ns.secret")
+            assert cur.fetch_arrow_table().to_pylist() == [{"code": "bob-only"}]
+        objects = b.adbc_get_objects(depth="tables").read_all().to_pylist()
+        names = {t["table_name"] for s in objects[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []}
+        assert names == {"t", "secret"}
+        objects = a.adbc_get_objects(depth="all").read_all().to_pylist()
+        names = {t["table_name"] for s in objects[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []}
+        assert "secret" not in names
+
+
+def test_another_tenants_table_looks_exactly_missing(running: Running) -> None:
+    import adbc_driver_manager
+
+    messages = {}
+    with running.adbc("alice") as conn:
+        for name in ("secret", "missing"):
+            with conn.cursor() as cur, pytest.raises(adbc_driver_manager.Error) as err:
+                cur.execute(f"SELECT * FROM w.ns.{name}")
+            messages[name] = str(err.value).replace(name, "X")
+    assert messages["secret"] == messages["missing"]
+    assert "NOT_FOUND" in messages["secret"]
+
+
+def test_tickets_and_handles_belong_to_their_principal(running: Running) -> None:
+    bob, bob_opts = running.client("bob")
+    alice, alice_opts = running.client("alice")
+    info = bob.get_flight_info(query("SELECT code FROM w.ns.secret"), bob_opts)
+    with pytest.raises(fl.FlightUnauthenticatedError, match="another principal"):
+        alice.do_get(info.endpoints[0].ticket, alice_opts).read_all()
+    assert bob.do_get(info.endpoints[0].ticket, bob_opts).read_all().num_rows == 1
+    result = list(bob.do_action(fl.Action("CreatePreparedStatement", proto.pack(
+        proto.ActionCreatePreparedStatementRequest(query="SELECT code FROM w.ns.secret"))), bob_opts))
+    handle = _unpack_result(result[0].body.to_pybytes()).prepared_statement_handle
+    with pytest.raises(fl.FlightUnauthenticatedError, match="another principal"):
+        alice.get_flight_info(cmd(proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)), alice_opts)
+
+
+def _unpack_result(body: bytes) -> Any:
+    name, payload = proto.unpack_any(body)
+    assert name == "ActionCreatePreparedStatementResult"
+    return proto.parse(proto.ActionCreatePreparedStatementResult, payload)
+
+
+# == hostile statements ==========================================================================
+
+
+def hostile_corpus(tmp: Path) -> list[str]:
+    return [
+        "CREATE TABLE w.ns.evil AS SELECT 1",
+        "CREATE TABLE evil (a INT)",
+        "CREATE VIEW evil AS SELECT 1",
+        "CREATE SCHEMA w.evil",
+        "CREATE CATALOG evil",
+        f"CREATE EXTERNAL TABLE evil STORED AS CSV LOCATION '{tmp}/x.csv'",
+        "CREATE EXTERNAL TABLE evil STORED AS CSV LOCATION '/etc/passwd'",
+        "DROP TABLE w.ns.t",
+        "DROP SCHEMA w.ns",
+        "INSERT INTO w.ns.t VALUES (1, 'a', 1.0)",
+        "UPDATE w.ns.t SET id = 1",
+        "DELETE FROM w.ns.t",
+        "TRUNCATE w.ns.t",
+        f"COPY (SELECT 1) TO '{tmp}/out.csv'",
+        f"COPY w.ns.t TO '{tmp}/out.parquet'",
+        "SET datafusion.execution.batch_size = 1",
+        "SET TIME ZONE 'UTC'",
+        "PREPARE p AS SELECT 1",
+        "EXECUTE p",
+        "DESCRIBE w.ns.t",
+        "SHOW TABLES",
+        "SELECT * FROM information_schema.tables",
+        "SELECT * FROM '/etc/passwd'",
+        "SELECT * FROM 'file:///etc/passwd'",
+        "SELECT * FROM 's3://bucket/key.parquet'",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_parquet('/etc/passwd')",
+        "SELECT * FROM read_json('http://example.com/x')",
+        "EXPLAIN CREATE TABLE evil AS SELECT 1",
+        f"EXPLAIN COPY (SELECT 1) TO '{tmp}/explained.csv'",
+        "SELECT 1; DROP TABLE w.ns.t",
+        "SELECT 1; SELECT 2",
+        "WITH x AS (SELECT 1 AS a) INSERT INTO w.ns.t SELECT * FROM x",
+        "",
+        "   ",
+        "-- nothing but a comment",
+        "/* unterminated",
+        "SELECT " + "(" * 20_000 + "1" + ")" * 20_000,
+        "SELECT '" + "a" * (300 * 1024) + "'",
+        "SELECT 1 FROM w.ns.t WHERE s = '\x00'",
+        "ATTACH DATABASE 'x' AS y",
+        "VACUUM",
+        "GRANT ALL ON w.ns.t TO bob",
+        "CALL evil()",
+    ]
+
+
+def registry_state(running: Running) -> list[tuple[str, bytes]]:
+    return [(i.key, i.value) for i in running.catalog.store.scan_prefix("")]
+
+
+def test_hostile_statements_are_invalid_and_change_nothing(running: Running, tmp_path: Path) -> None:
+    import adbc_driver_manager
+
+    before = registry_state(running)
+    client, options = running.client()
+    outcomes = {}
+    for sql in hostile_corpus(tmp_path):
+        with pytest.raises(pa.ArrowInvalid) as err:
+            client.get_flight_info(query(sql), options)
+        no_leak(str(err.value))
+        outcomes[sql[:60]] = str(err.value)[:100]
+    with running.adbc() as conn:
+        for sql in hostile_corpus(tmp_path)[:20]:
+            with conn.cursor() as cur, pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT"):
+                cur.execute(sql)
+    assert registry_state(running) == before
+    assert list(tmp_path.iterdir()) == []
+    assert running.server.snapshots.current().project("p").table("w", "ns", "t") is not None
+
+
+# == malformed input =============================================================================
+
+
+def test_malformed_commands_and_tickets(running: Running) -> None:
+    client, options = running.client()
+    bad_descriptors = [
+        fl.FlightDescriptor.for_command(b"\xff\xfe garbage"),
+        fl.FlightDescriptor.for_command(b""),
+        fl.FlightDescriptor.for_path("w", "ns", "t"),
+        fl.FlightDescriptor.for_command(any_pb2.Any(type_url="type.googleapis.com/evil.Cmd").SerializeToString()),
+        fl.FlightDescriptor.for_command(raw_any("CommandGetTables", b"\xff\xff\xff")),
+        fl.FlightDescriptor.for_command(raw_any("TicketStatementQuery")),
+    ]
+    for descriptor in bad_descriptors:
+        with pytest.raises(pa.ArrowInvalid) as err:
+            client.get_flight_info(descriptor, options)
+        no_leak(str(err.value))
+    for ticket in [b"", b"garbage", raw_any("TicketStatementQuery", b"\x0a\x05hello")]:
+        with pytest.raises((pa.ArrowInvalid, fl.FlightUnauthenticatedError)) as err:
+            client.do_get(fl.Ticket(ticket), options).read_all()
+        no_leak(str(err.value))
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x01" + b"\x00" * 60))
+    with pytest.raises(fl.FlightUnauthenticatedError, match="invalid ticket"):
+        client.do_get(fl.Ticket(forged), options).read_all()
+
+
+def test_write_path_commands_are_unimplemented(running: Running) -> None:
+    client, options = running.client()
+    for name in ("CommandStatementSubstraitPlan", "CommandStatementIngest", "CommandStatementUpdate"):
+        with pytest.raises(pa.ArrowNotImplementedError) as err:
+            client.get_flight_info(fl.FlightDescriptor.for_command(raw_any(name)), options)
+        assert "read-only" in str(err.value) or "not supported" in str(err.value)
+        no_leak(str(err.value))
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementUpdate(query="DELETE FROM w.ns.t")))
+    writer, _ = client.do_put(descriptor, pa.schema([("a", pa.int64())]), options)
+    with pytest.raises(pa.ArrowNotImplementedError):
+        writer.close()
+    for action in ("BeginTransaction", "EndTransaction", "BeginSavepoint"):
+        with pytest.raises(pa.ArrowNotImplementedError, match="transactions"):
+            list(client.do_action(fl.Action(action, b""), options))
+    import adbc_driver_manager
+
+    with running.adbc() as conn, conn.cursor() as cur, pytest.raises(adbc_driver_manager.Error):
+        cur.adbc_ingest("evil", pa.table({"a": [1]}), mode="create")
+
+
+def test_table_without_schema_is_listed_but_has_no_schema(running: Running) -> None:
+    store = running.catalog.store
+    key = keys.table(TableName.parse("p.w.ns.sub.u"))
+    item = store.get(key)
+    assert item is not None
+    record = decode(TableRecord, item.value, key)
+    changed = store.compare_and_swap(key, item.revision, record.model_copy(update={"schema_ipc_b64": ""}).encode())
+    try:
+        running.server.snapshots.refresh()
+        client, options = running.client()
+        listed = client.do_get(client.get_flight_info(cmd(proto.CommandGetTables()), options)
+                               .endpoints[0].ticket, options).read_all()
+        assert "u" in listed.column("table_name").to_pylist()
+        with pytest.raises(fl.FlightInternalError, match="has no recorded schema") as err:
+            info = client.get_flight_info(cmd(proto.CommandGetTables(include_schema=True)), options)
+            client.do_get(info.endpoints[0].ticket, options).read_all()
+        no_leak(str(err.value))
+        # pyarrow cannot send FAILED_PRECONDITION: the platform's code names it instead.
+        assert "[InvalidTableState, code 19]" in str(err.value)
+        import adbc_driver_manager
+
+        with running.adbc() as conn, pytest.raises(adbc_driver_manager.Error) as adbc_err:
+            conn.adbc_get_objects(depth="all").read_all()
+        assert "has no recorded schema" in str(adbc_err.value)
+    finally:
+        store.compare_and_swap(key, changed.revision, item.value)
+        running.server.snapshots.refresh()
+
+
+def test_health_action(running: Running) -> None:
+    import json
+
+    client, options = running.client()
+    [result] = list(client.do_action(fl.Action("health", b""), options))
+    health = json.loads(result.body.to_pybytes())
+    assert health["status"] == "ok"
+    assert 0 <= health["snapshot"]["age_seconds"] < 5
+    assert health["snapshot"]["tables"] >= 5
+
+
+def test_login_header_round_trip(running: Running) -> None:
+    """A raw Handshake with Basic answers with a Bearer that works for later calls."""
+    client = fl.connect(running.uri)
+    key, value = client.authenticate_basic_token("alice", PASSWORDS["alice"])
+    assert key == b"authorization" and value.startswith(b"Bearer lkb1.")
+    assert basic("a", "b").startswith(b"Basic ")
+    started = time.monotonic()
+    info = client.get_flight_info(query("SELECT 42 AS answer"), fl.FlightCallOptions(headers=[(key, value)]))
+    assert info.schema.names == ["answer"] and time.monotonic() - started < 5
