@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from lake_platform import __version__
-from lake_platform.errors import ErrorCode, Internal, InvalidInput, LakeError
+from lake_platform.errors import ErrorCode, Internal, LakeError
 from lake_platform.settings import LakeSettings, load_settings
 
 if TYPE_CHECKING:

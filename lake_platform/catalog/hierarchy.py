@@ -26,9 +26,8 @@ from lake_platform.registry.records import (
     WarehouseRecord,
     decode,
     new_id,
-    now_ms,
 )
-from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Delete, Item, Put
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
