@@ -59,6 +59,7 @@ from lake_platform.settings import LakeSettings
 log = logging.getLogger(__name__)
 
 TABLE_TYPES = ("TABLE",)
+_CATALOG_COMMANDS = frozenset({"CommandGetCatalogs", "CommandGetDbSchemas", "CommandGetTables"})
 #: Prepared handles only hold SQL and parameters (the caller is authenticated on every call),
 #: so they live long; tickets pin table versions and live the ticket lifetime.
 PREPARED_TTL = 7 * 86400.0
@@ -217,6 +218,8 @@ class FlightSqlServer(fl.FlightServerBase):
                 int(expires * 1_000_000), pa.timestamp("us", tz="UTC")))
             return fl.FlightInfo(planned.schema, descriptor, [endpoint], -1, -1)
         schema = self._metadata_schema(name, payload)
+        if name in _CATALOG_COMMANDS:
+            self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(descriptor.command, [])], -1, -1)
 
     @_guard

@@ -215,6 +215,7 @@ class SnapshotCache:
         self._thread: threading.Thread | None = None
         self.loads = 0
         self.failures = 0
+        self._failures_in_row = 0
 
     @classmethod
     def for_store(cls, store: MetaStore, *, ttl: float, max_stale: float) -> SnapshotCache:
@@ -267,9 +268,11 @@ class SnapshotCache:
             snap = self._loader(self._snapshot)
             self._snapshot = snap  # atomic replacement: readers see the old or the new one
             self._last_error = None
+            self._failures_in_row = 0
             self.loads += 1
         except Exception as exc:  # noqa: BLE001 - keep the last good snapshot
             self.failures += 1
+            self._failures_in_row += 1
             self._last_error = exc if isinstance(exc, LakeError) else ServiceUnavailable(type(exc).__name__)
             self._last_error_at = self._clock()
             log.warning("catalog snapshot refresh failed; keeping the last good one: %s", exc)
@@ -295,7 +298,8 @@ class SnapshotCache:
     def _next_wait(self) -> float:
         snap = self._snapshot
         if snap is None or self._last_error is not None:
-            return min(self.ttl, 1.0)
+            # Retry soon, backing off while the registry stays down.
+            return min(self.ttl * 2 ** min(self._failures_in_row, 8), 5.0, max(self.ttl, 1.0) * 4)
         return max(0.05, self.ttl - (self._clock() - snap.loaded_at))
 
     def stop(self) -> None:
