@@ -1,11 +1,41 @@
-"""The Dagster code location (``workspace.yaml`` points here).
-
-Assets, sensors and schedules for ingest and maintenance live under ``lake_platform/defs/`` once
-the orchestration work lands; until then the location loads and is empty.
-"""
+"""The Dagster code location (``workspace.yaml`` points here): one entry point merging the
+per-concern modules under ``lake_platform/defs/``. Loading it touches no storage or network."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions()
+from lake_platform.defs import checks
+from lake_platform.defs.ingest import inbox_sensor, ingested
+from lake_platform.defs.maintenance import (
+    cleaned_versions,
+    compacted,
+    compaction_sensor,
+    expired_trash,
+    orphan_report,
+    orphan_scan_schedule,
+    trash_expiry_schedule,
+    version_cleanup_schedule,
+)
+from lake_platform.defs.resources import InboxResource, LakeResource
+from lake_platform.defs.tables import table_partitions_sensor
+
+
+def resources() -> dict[str, object]:
+    lake = LakeResource()
+    return {"lake": lake, "inbox": InboxResource(lake=lake)}
+
+
+def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:
+    return dg.Definitions(
+        assets=[ingested, compacted, cleaned_versions, expired_trash, orphan_report],
+        asset_checks=checks.ALL,
+        sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
+        schedules=[version_cleanup_schedule, orphan_scan_schedule, trash_expiry_schedule],
+        resources={**resources(), **(resource_overrides or {})},
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build()

@@ -1,0 +1,115 @@
+"""Inbox ingest: a sensor that requests one run per table with the batch of new files, and the
+partitioned asset that streams them into the table through the catalog (exactly once)."""
+
+
+import json
+from collections.abc import Callable
+
+import dagster as dg
+
+from lake_platform.defs.errors import RETRY, lake_errors
+from lake_platform.defs.partitions import tables
+from lake_platform.defs.resources import ACTOR, InboxResource, LakeResource
+
+#: Files per run (one commit) and per sensor tick (over all tables).
+MAX_FILES_PER_RUN = 100
+MAX_FILES_PER_TICK = 1000
+
+#: Test hook: called with a point name ("after-commit") inside the ingest step.
+FAULT: Callable[[str], None] | None = None
+
+
+class InboxFileConfig(dg.Config):
+    key: str
+    size: int
+    mtime_ns: int = 0
+    etag: str = ""
+
+
+class IngestConfig(dg.Config):
+    files: list[InboxFileConfig] = []
+
+
+@dg.asset(
+    partitions_def=tables,
+    group_name="lake",
+    kinds={"lance"},
+    retry_policy=RETRY,
+    description="Files landed in the table's inbox folder, appended through the catalog in one commit "
+    "per run (exactly once; unreadable files are quarantined).",
+)
+def ingested(context: dg.AssetExecutionContext, config: IngestConfig, lake: LakeResource,
+             inbox: InboxResource) -> dg.MaterializeResult:
+    from lake_platform.maintenance.inbox import InboxFile
+    from lake_platform.maintenance.ingest import ingest_batch
+
+    table = context.partition_key
+    if not config.files:
+        return dg.MaterializeResult(metadata={"table": table, "status": "nothing to do", "files": 0})
+    files = [InboxFile(f.key, f.size, f.mtime_ns, f.etag) for f in config.files]
+    with lake_errors(), lake.catalog() as catalog:
+        outcome = ingest_batch(catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id, fault=FAULT)
+        info = catalog.describe_table(table)
+    context.log.info("ingest of %s: %s, version %s", table, outcome.status, outcome.version)
+    return dg.MaterializeResult(metadata={
+        "table": table,
+        "status": outcome.status,
+        "version": outcome.version if outcome.version is not None else info.current_version,
+        "rows": outcome.rows,
+        "bytes": outcome.bytes,
+        "files": len(outcome.files),
+        "commit_id": outcome.commit_id,
+        "fragments": info.fragments or 0,
+        "ingested_files": dg.MetadataValue.json(outcome.files),
+        "quarantined": dg.MetadataValue.json(outcome.quarantined),
+        "skipped": dg.MetadataValue.json(outcome.skipped),
+    })
+
+
+@dg.sensor(
+    target=[ingested],
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Lists each registered table's inbox folder after a per-table cursor and requests one "
+    "ingest run per table and batch of new files.",
+)
+def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeResource,
+                 inbox: InboxResource) -> dg.SensorResult | dg.SkipReason:
+    from lake_platform.maintenance.ingest import batch_commit_id
+
+    state = json.loads(context.cursor) if context.cursor else {}
+    cursors: dict[str, str | None] = state.get("tables", {})
+    with lake.catalog() as catalog:
+        names = sorted(r.name for r in catalog.list_tables())
+    box = inbox.open()
+    # Round-robin: start after the table served last, so a busy table cannot starve the others.
+    last = state.get("last", "")
+    order = [n for n in names if n > last] + [n for n in names if n <= last]
+    budget = MAX_FILES_PER_TICK
+    requests: list[dg.RunRequest] = []
+    served = last
+    for table in order:
+        if budget <= 0:
+            break
+        files, cursor = box.list_new(table, cursors.get(table), budget)
+        cursors[table] = cursor
+        served = table
+        budget -= len(files)
+        for start in range(0, len(files), MAX_FILES_PER_RUN):
+            chunk = files[start:start + MAX_FILES_PER_RUN]
+            cid = batch_commit_id(table, chunk)
+            requests.append(dg.RunRequest(
+                partition_key=table, run_key=cid, tags={"lake/trigger": "inbox"},
+                run_config=dg.RunConfig(ops={"ingested": IngestConfig(files=[
+                    InboxFileConfig(key=f.key, size=f.size, mtime_ns=f.mtime_ns, etag=f.etag) for f in chunk])}),
+            ))
+    new_state = {"tables": {n: cursors.get(n) for n in names if cursors.get(n)}, "last": served}
+    known = set(context.instance.get_dynamic_partitions(tables.name))
+    missing = sorted({r.partition_key for r in requests if r.partition_key not in known})
+    if not requests:
+        return dg.SensorResult(skip_reason=dg.SkipReason("no new files in the inbox"), cursor=json.dumps(new_state))
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[tables.build_add_request(missing)] if missing else [],
+        cursor=json.dumps(new_state),
+    )

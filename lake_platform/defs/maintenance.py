@@ -1,0 +1,195 @@
+"""Table maintenance: compaction (sensor-triggered by the fragment count), version cleanup and
+the orphan scan (scheduled per table), trash expiry (scheduled, lake-wide)."""
+
+
+import json
+from datetime import datetime
+
+import dagster as dg
+
+from lake_platform.defs.errors import RETRY, lake_errors
+from lake_platform.defs.ingest import ingested
+from lake_platform.defs.partitions import tables
+from lake_platform.defs.resources import ACTOR, LakeResource
+
+#: Tables the compaction sensor sweeps per tick (besides those an ingest just touched), so
+#: tables written outside Dagster (CLI, other writers) get compacted too.
+SWEEP_PER_TICK = 10
+#: Ingest materializations read per compaction-sensor tick.
+EVENTS_PER_TICK = 500
+
+
+class CompactConfig(dg.Config):
+    force: bool = False  # compact even below the policy's fragment threshold
+
+
+@dg.asset(
+    partitions_def=tables,
+    deps=[ingested],
+    group_name="lake",
+    kinds={"lance"},
+    retry_policy=RETRY,
+    description="Small fragments merged (Lance distributed compaction, tasks across processes) when the "
+    "table's policy allows it and its fragment count reached the threshold.",
+)
+def compacted(context: dg.AssetExecutionContext, config: CompactConfig, lake: LakeResource) -> dg.MaterializeResult:
+    from lake_platform.maintenance.compaction import compact_table
+
+    table = context.partition_key
+    with lake_errors(), lake.catalog() as catalog:
+        outcome = compact_table(catalog, table, force=config.force, actor=ACTOR, run_id=context.run.run_id)
+    status = "nothing to do" if outcome.status == "nothing-to-do" else outcome.status
+    metadata = {
+        "table": table, "status": status, "version": outcome.version, "reason": outcome.reason,
+        "fragments_before": outcome.fragments_before or 0, "fragments_after": outcome.fragments_after or 0,
+        "threshold": outcome.threshold or 0, "tasks": outcome.tasks, "workers": outcome.workers,
+    }
+    if outcome.commit_id:
+        metadata["commit_id"] = outcome.commit_id
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset(
+    partitions_def=tables,
+    deps=[compacted],
+    group_name="lake",
+    kinds={"lance"},
+    retry_policy=RETRY,
+    description="Old versions removed under the table's retention policy (never a tagged version, never "
+    "one inside the ticket lifetime).",
+)
+def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    table = context.partition_key
+    with lake_errors(), lake.catalog() as catalog:
+        policy = catalog.effective_policy(table).policy
+        result = catalog.cleanup(table, retention=policy.retention, retain_versions=policy.retain_versions,
+                                 actor=ACTOR, run_id=context.run.run_id)
+        ticket = catalog.settings.ticket_lifetime_seconds
+    removed = list(result.detail.get("versions_removed", []))
+    metadata = {
+        "table": table, "status": "nothing to do" if result.status == "nothing-to-do" else result.status,
+        "version": result.version, "versions_removed": len(removed),
+        "removed": dg.MetadataValue.json(removed),
+        "tagged_kept": dg.MetadataValue.json(list(result.detail.get("tagged_kept", []))),
+        "bytes_removed": int(result.detail.get("bytes_removed", 0) or 0),
+        "data_files_removed": int(result.detail.get("data_files_removed", 0) or 0),
+        "retention_seconds": policy.retention.total_seconds(), "retain_versions": policy.retain_versions,
+        "ticket_lifetime_seconds": ticket,
+    }
+    if result.commit_id:
+        metadata["commit_id"] = result.commit_id
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset(
+    group_name="lake",
+    kinds={"lance"},
+    retry_policy=RETRY,
+    description="Dropped tables whose trash grace period ran out, purged (one registry commit each).",
+)
+def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    with lake_errors(), lake.catalog() as catalog:
+        purged = catalog.expire_trash(actor=ACTOR, run_id=context.run.run_id)
+    return dg.MaterializeResult(metadata={
+        "purged": len(purged),
+        "tables": dg.MetadataValue.json([{"table": r.table, "commit_id": r.commit_id, "version": r.from_version}
+                                         for r in purged]),
+    })
+
+
+@dg.asset(
+    partitions_def=tables,
+    deps=[cleaned_versions],
+    group_name="lake",
+    kinds={"lance"},
+    retry_policy=RETRY,
+    description="Files under the table's location that nothing live references (report only; deletes "
+    "nothing). The report is committed to the registry.",
+)
+def orphan_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    from lake_platform.maintenance import orphans
+
+    table = context.partition_key
+    with lake_errors(), lake.catalog() as catalog:
+        report = orphans.scan(catalog, table)
+        key = orphans.commit_report(catalog, report, actor=ACTOR, run_id=context.run.run_id)
+    metadata = orphans.as_metadata(report)
+    metadata["paths"] = dg.MetadataValue.json(metadata["paths"])
+    metadata["tagged_versions"] = dg.MetadataValue.json(metadata["tagged_versions"])
+    metadata["branches"] = dg.MetadataValue.json(metadata["branches"])
+    return dg.MaterializeResult(metadata={"table": table, "report_key": key, "truncated": report.truncated,
+                                          **metadata})
+
+
+# -- triggers --------------------------------------------------------------------------------
+
+@dg.sensor(
+    target=[compacted],
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests compaction of a table when its policy allows it and its fragment count reached "
+    "the threshold: tables new ingests touched, plus a few others per tick (round-robin).",
+)
+def compaction_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult | dg.SkipReason:
+    from lake_platform.errors import TableNotFound
+    from lake_platform.maintenance.compaction import due
+
+    state = json.loads(context.cursor) if context.cursor else {}
+    after = state.get("after")
+    found = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=ingested.key, after_storage_id=after), limit=EVENTS_PER_TICK, ascending=True)
+    touched: list[str] = []
+    for rec in found.records:
+        after = rec.storage_id
+        key = rec.partition_key
+        if key and key not in touched:
+            touched.append(key)
+    known = sorted(context.instance.get_dynamic_partitions(tables.name))
+    sweep_from = state.get("sweep", "")
+    ring = [t for t in known if t > sweep_from] + [t for t in known if t <= sweep_from]
+    sweep = [t for t in ring[:SWEEP_PER_TICK] if t not in touched]
+    requests: list[dg.RunRequest] = []
+    reasons: list[str] = []
+    with lake.catalog() as catalog:
+        for table in touched + sweep:
+            try:
+                is_due, why, _, _ = due(catalog, table)
+                version = catalog.open_table(table).version
+            except TableNotFound:
+                continue
+            reasons.append(f"{table}: {why}")
+            if is_due:
+                requests.append(dg.RunRequest(partition_key=table, run_key=f"compact:{table}:v{version}",
+                                              tags={"lake/trigger": "fragment-count"}))
+    new_state = {"after": after, "sweep": sweep[-1] if sweep else sweep_from}
+    if not requests:
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"),
+                               cursor=json.dumps(new_state))
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(new_state))
+
+
+def _per_table(context: dg.ScheduleEvaluationContext, asset: str) -> list[dg.RunRequest]:
+    when: datetime = context.scheduled_execution_time
+    stamp = when.strftime("%Y-%m-%dT%H:%M") if when else "now"
+    return [dg.RunRequest(partition_key=t, run_key=f"{asset}:{t}:{stamp}")
+            for t in context.instance.get_dynamic_partitions(tables.name)]
+
+
+@dg.schedule(cron_schedule="0 3 * * *", target=[cleaned_versions], execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="Daily version cleanup of every table, under its retention policy.")
+def version_cleanup_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+    return _per_table(context, "cleanup") or dg.SkipReason("no tables")
+
+
+@dg.schedule(cron_schedule="0 4 * * 0", target=[orphan_report], execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="Weekly orphan scan of every table (report only).")
+def orphan_scan_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+    return _per_table(context, "orphans") or dg.SkipReason("no tables")
+
+
+trash_expiry_schedule = dg.ScheduleDefinition(
+    name="trash_expiry_schedule", cron_schedule="15 * * * *", target=[expired_trash], execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING, description="Hourly purge of expired trash records.",
+)

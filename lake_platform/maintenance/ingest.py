@@ -1,0 +1,174 @@
+"""Ingest one batch of inbox files into one table: exactly once, bad files quarantined.
+
+- The commit id is derived from the table and the batch's file identities (key, size, mtime,
+  etag) as requested, so a retried or re-requested run of the same batch finds its commit
+  already landed and commits nothing (``replayed``).
+- Each file is checked before the write (readable, header parses, columns fit the table); a
+  file that fails, before or while streaming, is moved to ``<inbox>/_quarantine/<key>`` with a
+  ``.reason.txt``, and the rest of the batch is written. A failed stream commits nothing (the
+  catalog only commits once the stream is drained), so the retry without the bad file is safe.
+- A file whose identity changed since it was listed is skipped: the sensor lists it again with
+  its new identity. A file already quarantined by an earlier attempt is skipped.
+- The run ends in one registry commit whose log entry records the ingested files' identities.
+- Each ingested file identity also gets a commit marker of its own (``cid/file-<hash>``) pointing
+  at the batch's commit, so a file offered again in a *different* batch (a reset sensor cursor)
+  is skipped too. These markers are written right after the commit, not in its transaction (the
+  catalog does not expose extra ops on append yet); the batch id covers the gap for retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lake_platform.errors import InvalidInput, LakeError, TableSchemaValidationError
+from lake_platform.maintenance.inbox import Inbox, InboxFile
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+#: Test hook points (e.g. "after-commit"): called with the point name; may raise.
+Fault = Callable[[str], None]
+
+
+@dataclass
+class IngestOutcome:
+    table: str
+    commit_id: str
+    status: str  # committed | replayed | nothing-to-do
+    from_version: int | None = None
+    version: int | None = None
+    rows: int = 0
+    bytes: int = 0
+    files: list[dict[str, Any]] = field(default_factory=list)
+    quarantined: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def batch_commit_id(table: str, files: list[InboxFile]) -> str:
+    ids = sorted((f.key, f.size, f.mtime_ns, f.etag) for f in files)
+    digest = hashlib.sha256(json.dumps([table, ids]).encode()).hexdigest()
+    return f"ingest-{digest[:40]}"
+
+
+def file_marker_id(table: str, f: InboxFile) -> str:
+    digest = hashlib.sha256(json.dumps([table, f.key, f.size, f.mtime_ns, f.etag]).encode()).hexdigest()
+    return f"file-{digest[:40]}"
+
+
+def _mark_files(catalog: Catalog, table: str, files: list[InboxFile], commit_id: str) -> None:
+    from lake_platform.errors import ConditionFailed
+    from lake_platform.registry import keys
+    from lake_platform.registry.records import CommitMarker
+    from lake_platform.registry.store import ABSENT, Put
+
+    landed = catalog.commit_landed(commit_id)
+    if landed is None:
+        return
+    for f in files:
+        marker = CommitMarker(commit_id=file_marker_id(table, f), target=table, operation="ingest-file",
+                              incarnation=landed.incarnation, from_version=landed.from_version,
+                              to_version=landed.to_version, log_key=landed.log_key)
+        try:
+            catalog.store.transact([Put(keys.commit_marker(marker.commit_id), marker.encode(), ABSENT)])
+        except ConditionFailed:
+            pass  # already marked (a retry)
+
+
+def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFile], *,
+                 actor: str | None = None, run_id: str | None = None, fault: Fault | None = None) -> IngestOutcome:
+    from lake_platform import sources
+    from lake_platform.catalog.arrow_io import schema_from_ipc
+
+    if not files:
+        raise InvalidInput("an ingest batch needs at least one file")
+    for f in files:
+        if f.table != table:
+            raise InvalidInput(f"{f.key} is not in the inbox folder of {table}")
+    commit_id = batch_commit_id(table, files)
+    outcome = IngestOutcome(table, commit_id, "nothing-to-do")
+    marker = catalog.commit_landed(commit_id)
+    if marker is not None:
+        outcome.status, outcome.from_version, outcome.version = "replayed", marker.from_version, marker.to_version
+        outcome.files = [f.identity() for f in files]
+        _mark_files(catalog, table, [f for f in files if inbox.stat(f.key) == f], commit_id)
+        return outcome
+
+    pending: list[InboxFile] = []
+    for f in files:
+        now = inbox.stat(f.key)
+        if now is None:
+            reason = "quarantined earlier" if inbox.in_quarantine(f.key) else "gone from the inbox"
+            outcome.skipped.append({"key": f.key, "reason": reason})
+        elif (now.size, now.mtime_ns, now.etag) != (f.size, f.mtime_ns, f.etag):
+            outcome.skipped.append({"key": f.key, "reason": "changed since it was listed; it will be listed again"})
+        elif (earlier := catalog.commit_landed(file_marker_id(table, f))) is not None:
+            outcome.skipped.append({"key": f.key, "reason": f"already ingested (version {earlier.to_version})"})
+        else:
+            pending.append(f)
+
+    target = schema_from_ipc(catalog.open_table(table).record.schema_ipc)
+    with ExitStack() as stack:
+        paths = {f.key: stack.enter_context(inbox.local_copy(f)) for f in pending}
+        while True:
+            readers: list[tuple[InboxFile, pa.RecordBatchReader]] = []
+            for f in list(pending):
+                try:
+                    src = sources.describe(paths[f.key])
+                    readers.append((f, sources.open_many([src], target)))
+                except LakeError as exc:
+                    _quarantine(inbox, f, exc, outcome)
+                    pending.remove(f)
+            if not readers:
+                return outcome
+            state: dict[str, Any] = {}
+            stream = pa.RecordBatchReader.from_batches(target, _chain(readers, state))
+            try:
+                result = catalog.append(table, stream, actor=actor, run_id=run_id, commit_id=commit_id,
+                                        detail={"inbox": inbox.location,
+                                                "files": [f.identity() for f, _ in readers],
+                                                "quarantined": [q["key"] for q in outcome.quarantined]})
+            except (InvalidInput, TableSchemaValidationError) as exc:
+                bad = state.get("failed")
+                if bad is None or catalog.commit_landed(commit_id) is not None:
+                    raise
+                _quarantine(inbox, bad, exc, outcome)
+                pending.remove(bad)
+                continue
+            if fault is not None:
+                fault("after-commit")
+            _mark_files(catalog, table, [f for f, _ in readers], commit_id)
+            outcome.status = "replayed" if result.replayed else "committed"
+            outcome.from_version, outcome.version = result.from_version, result.to_version
+            outcome.rows, outcome.bytes = result.rows_added, result.bytes_added
+            outcome.files = [f.identity() for f, _ in readers]
+            return outcome
+
+
+def _chain(readers: list[tuple[InboxFile, pa.RecordBatchReader]], state: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    for f, reader in readers:
+        state["current"] = f
+        try:
+            yield from reader
+        except Exception:
+            state["failed"] = f
+            raise
+
+
+def _quarantine(inbox: Inbox, f: InboxFile, exc: BaseException, outcome: IngestOutcome) -> None:
+    reason = f"{type(exc).__name__}: {exc}"
+    moved = inbox.quarantine(f, f"{f.key}\n{reason}")
+    log.warning("quarantined %s: %s", f.key, reason)
+    outcome.quarantined.append({"key": f.key, "reason": reason, "moved_to": moved})

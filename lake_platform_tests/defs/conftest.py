@@ -1,0 +1,50 @@
+"""A lake with one table ``p.w.ns.t`` and a local inbox; Dagster resources pointing at both;
+a real ``instance_for_test()`` with the table partition registered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.defs.partitions import TABLES
+from lake_platform.defs.resources import InboxResource, LakeResource
+from lake_platform.maintenance.inbox import LocalInbox
+from lake_platform_tests.maintenance.helpers import make_lake, rows
+
+TABLE = "p.w.ns.t"
+
+
+@dataclass
+class Lake:
+    home: Path
+    catalog: Catalog
+    inbox: LocalInbox
+    resources: dict[str, object]
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
+    home = tmp_path / "home"
+    monkeypatch.setenv("LAKE_HOME", str(home))
+    monkeypatch.setenv("LAKE_INBOX", str(tmp_path / "inbox"))
+    monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
+    catalog = make_lake(home)
+    catalog.create_table(TABLE, rows(0, 10).to_reader())
+    lake_res = LakeResource(home=str(home))
+    inbox_res = InboxResource(lake=lake_res, location=str(tmp_path / "inbox"))
+    try:
+        yield Lake(home, catalog, LocalInbox(tmp_path / "inbox"), {"lake": lake_res, "inbox": inbox_res})
+    finally:
+        catalog.close()
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        inst.add_dynamic_partitions(TABLES, [TABLE])
+        yield inst

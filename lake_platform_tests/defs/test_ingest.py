@@ -1,0 +1,159 @@
+"""Inbox sensor and ingest asset, in process on a real Dagster instance."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lake_platform.defs import checks, ingest
+from lake_platform.defs.ingest import inbox_sensor, ingested
+from lake_platform.defs.partitions import TABLES
+from lake_platform.errors import ServiceUnavailable
+from lake_platform.maintenance import inbox as inbox_mod
+from lake_platform_tests.defs.conftest import TABLE, Lake
+from lake_platform_tests.maintenance.helpers import rows
+
+
+@pytest.fixture(autouse=True)
+def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 0.0)
+
+
+def parquet(table: pa.Table, **kwargs: object) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **kwargs)
+    return buf.getvalue()
+
+
+def tick(instance: dg.DagsterInstance, lake: Lake, cursor: str | None) -> dg.SensorResult:
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=lake.resources) as ctx:
+        result = inbox_sensor(ctx)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def keys_of(request: dg.RunRequest) -> list[str]:
+    return [f["key"] for f in request.run_config["ops"]["ingested"]["config"]["files"]]
+
+
+def run(instance: dg.DagsterInstance, lake: Lake, request: dg.RunRequest, *, raise_on_error: bool = True,
+        with_checks: bool = False) -> dg.ExecuteInProcessResult:
+    assets: list[object] = [ingested, *checks.ALL[:2]] if with_checks else [ingested]
+    return dg.materialize(assets, partition_key=request.partition_key, instance=instance,
+                          resources=lake.resources, run_config=request.run_config, raise_on_error=raise_on_error)
+
+
+def test_sensor_requests_one_run_per_table_then_only_new_files(instance, lake: Lake) -> None:
+    lake.catalog.create_table("p.w.ns.other", rows(0, 1).to_reader())
+    lake.inbox.put("p/w/ns/t/a.parquet", parquet(rows(100, 5)))
+    lake.inbox.put("p/w/ns/t/b.csv", b"id,name\n200,x\n201,y\n")
+    lake.inbox.put("p/w/ns/t/.c.parquet.tmp", b"partial")  # still being written: ignored
+    lake.inbox.put("p/w/ns/other/c.jsonl", b'{"id": 300, "name": "z"}\n')
+    lake.inbox.put("p/w/ns/unknown/d.parquet", parquet(rows(0, 1)))  # no such table: ignored
+
+    first = tick(instance, lake, None)
+    by_table = {r.partition_key: r for r in first.run_requests}
+    assert set(by_table) == {TABLE, "p.w.ns.other"}
+    assert sorted(keys_of(by_table[TABLE])) == ["p/w/ns/t/a.parquet", "p/w/ns/t/b.csv"]
+    assert [r.partition_keys for r in first.dynamic_partitions_requests] == [["p.w.ns.other"]]
+
+    second = tick(instance, lake, first.cursor)
+    assert not second.run_requests and second.skip_reason is not None
+
+    lake.inbox.put("p/w/ns/t/e.parquet", parquet(rows(400, 2)))
+    third = tick(instance, lake, second.cursor)
+    assert [keys_of(r) for r in third.run_requests] == [["p/w/ns/t/e.parquet"]]
+
+
+def test_sensor_pages_large_batches(instance, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest, "MAX_FILES_PER_RUN", 2)
+    monkeypatch.setattr(ingest, "MAX_FILES_PER_TICK", 3)
+    for i in range(5):
+        lake.inbox.put(f"p/w/ns/t/f{i}.csv", f"id,name\n{i},x\n".encode())
+    first = tick(instance, lake, None)
+    assert [len(keys_of(r)) for r in first.run_requests] == [2, 1]
+    second = tick(instance, lake, first.cursor)
+    assert [len(keys_of(r)) for r in second.run_requests] == [2]
+    keys = [k for r in first.run_requests + second.run_requests for k in keys_of(r)]
+    assert sorted(keys) == [f"p/w/ns/t/f{i}.csv" for i in range(5)]
+
+
+def test_ingest_is_exactly_once_under_a_retried_and_a_rerequested_run(instance, lake: Lake,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    lake.inbox.put("p/w/ns/t/a.parquet", parquet(rows(100, 5)))
+    lake.inbox.put("p/w/ns/t/b.csv", b"id,name\n200,x\n201,y\n")
+    request = tick(instance, lake, None).run_requests[0]
+    failures: list[str] = []
+
+    def fail_once_after_commit(point: str) -> None:
+        if not failures:
+            failures.append(point)
+            raise ServiceUnavailable("registry connection reset after the commit landed")
+
+    monkeypatch.setattr(ingest, "FAULT", fail_once_after_commit)
+    result = run(instance, lake, request, with_checks=True)
+    assert failures == ["after-commit"]
+    assert result.success
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" in events
+    meta = result.asset_materializations_for_node("ingested")[0].metadata
+    assert meta["status"].value == "replayed" and meta["files"].value == 2
+    assert lake.catalog.open_table(TABLE).count_rows() == 17
+    assert all(e.passed for e in result.get_asset_check_evaluations())
+
+    again = run(instance, lake, request)  # the same batch requested again
+    assert again.asset_materializations_for_node("ingested")[0].metadata["status"].value == "replayed"
+    assert lake.catalog.open_table(TABLE).count_rows() == 17
+    appends = [e for e in lake.catalog.history(TABLE) if e.operation == "append"]
+    assert len(appends) == 1
+    assert sorted(f["key"] for f in appends[0].detail["files"]) == ["p/w/ns/t/a.parquet", "p/w/ns/t/b.csv"]
+    assert appends[0].run_id == result.run_id
+
+
+def corrupt_second_row_group(data: bytes) -> bytes:
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    assert meta.num_row_groups == 2
+    offset = meta.row_group(1).column(0).data_page_offset
+    return data[:offset] + b"\xff" * 64 + data[offset + 64:]
+
+
+def test_bad_files_are_quarantined_and_the_rest_lands(instance, lake: Lake) -> None:
+    lake.inbox.put("p/w/ns/t/good.parquet", parquet(rows(100, 5)))
+    lake.inbox.put("p/w/ns/t/garbage.parquet", b"not a parquet file at all")
+    lake.inbox.put("p/w/ns/t/wrong.csv", b"colour,size\nred,1\n")
+    midway = corrupt_second_row_group(parquet(rows(500, 20), row_group_size=10, compression="none"))
+    lake.inbox.put("p/w/ns/t/midway.parquet", midway)
+    request = tick(instance, lake, None).run_requests[0]
+    result = run(instance, lake, request)
+    meta = result.asset_materializations_for_node("ingested")[0].metadata
+    assert meta["status"].value == "committed"
+    assert meta["rows"].value == 5 and meta["files"].value == 1
+    quarantined = {q["key"]: q for q in meta["quarantined"].value}
+    assert set(quarantined) == {"p/w/ns/t/garbage.parquet", "p/w/ns/t/wrong.csv", "p/w/ns/t/midway.parquet"}
+    root = lake.inbox.root
+    for key in quarantined:
+        moved = root / "_quarantine" / key
+        assert moved.exists() and not (root / key).exists()
+        assert key in Path(str(moved) + ".reason.txt").read_text()
+    assert lake.catalog.open_table(TABLE).count_rows() == 15
+    # The quarantine is outside every table folder: the sensor never offers those files again.
+    again = tick(instance, lake, None)
+    assert [k for r in again.run_requests for k in keys_of(r)] == ["p/w/ns/t/good.parquet"]
+    # ... and a file already ingested is skipped even in another batch (a reset cursor).
+    rerun = run(instance, lake, again.run_requests[0]).asset_materializations_for_node("ingested")[0].metadata
+    assert rerun["status"].value == "nothing-to-do" and "already ingested" in rerun["skipped"].value[0]["reason"]
+    assert lake.catalog.open_table(TABLE).count_rows() == 15
+
+
+def test_unknown_partition_is_refused(instance, lake: Lake) -> None:
+    with pytest.raises(dg.DagsterUnknownPartitionError):
+        dg.materialize([ingested], partition_key="p.w.ns.nope", instance=instance, resources=lake.resources)
+
+
+def test_partition_definition_is_shared(instance) -> None:
+    assert instance.get_dynamic_partitions(TABLES) == [TABLE]
