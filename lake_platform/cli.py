@@ -521,6 +521,29 @@ def token_list(state: State) -> None:
     state.emit(tokens, lambda ts: _table(["token_id", "name", "project", "role", "revoked"], ts) if ts else "no tokens")
 
 
+@cli.group()
+def registry() -> None:
+    """The registry itself (LAKE_REGISTRY_URL)."""
+
+
+@registry.command("init")
+@pass_state
+@handles_errors
+def registry_init(state: State) -> None:
+    """Create the registry's storage: the DynamoDB table with its key schema (idempotent);
+    SQLite creates its file on first use."""
+    url = state.settings.registry_url
+    if url.startswith("dynamodb://"):
+        from lake_platform.registry.dynamodb import init_table
+
+        init_table(url, state.settings)
+    else:
+        from lake_platform.registry.factory import open_metastore
+
+        open_metastore(state.settings).close()
+    state.emit({"registry": url, "ready": True}, lambda d: f"registry ready: {d['registry']}")
+
+
 @cli.command("log")
 @click.argument("prefix", required=False, default="")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N entries.")

@@ -151,3 +151,15 @@ def test_parse_duration() -> None:
     for bad in ("", "7", "d", "-1h", "1.5h", "1y"):
         with pytest.raises(InvalidInput):
             parse_duration(bad)
+
+
+def test_registry_init_creates_the_dynamodb_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   moto_endpoint: str) -> None:
+    url = f"dynamodb://cli_init_test?region=us-east-1&endpoint_url={moto_endpoint}"
+    monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAKE_REGISTRY_URL", url)
+    runner = CliRunner()
+    assert run(runner, "registry", "init") == {"registry": url, "ready": True}
+    assert run(runner, "registry", "init")["ready"]  # idempotent
+    run(runner, "project", "create", "p")
+    assert [e["operation"] for e in run(runner, "log", "p")] == ["create project"]

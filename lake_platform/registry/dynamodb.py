@@ -135,10 +135,12 @@ class DynamoMetaStore(MetaStore):
         self.table = table
         self.url = url or f"dynamodb://{table}"
         config = Config(
-            # Below the lease safety margin (settings checks), so lease I/O gives up in time.
-            connect_timeout=io_timeout_seconds,
-            read_timeout=io_timeout_seconds,
-            retries={"max_attempts": 2, "mode": "standard"},
+            # Below the lease safety margin (settings checks), so lease I/O gives up in time:
+            # at most two sends of the timeout each (botocore's max_attempts counts retries,
+            # total_max_attempts counts sends).
+            connect_timeout=io_timeout_seconds / 2,
+            read_timeout=io_timeout_seconds / 2,
+            retries={"total_max_attempts": 2, "mode": "standard"},
         )
         try:
             # Credentials: the standard AWS chain. Creating a client makes no network call.

@@ -252,8 +252,8 @@ def test_throttling_is_retried_then_reported(store: DynamoMetaStore, monkeypatch
         sends.append(request.headers["X-Amz-Target"])
         return _response(request, 400, "ThrottlingException")
 
-    # botocore's retries={"max_attempts": 2} means two retries: 3 sends, times our 3 attempts.
-    bounded = 3 * 3
+    # botocore's retries={"total_max_attempts": 2}: 2 sends, times our 3 attempts.
+    bounded = 2 * 3
     store._client.meta.events.register("before-send.dynamodb", throttle)
     try:
         with pytest.raises(Throttling) as err:
@@ -264,7 +264,7 @@ def test_throttling_is_retried_then_reported(store: DynamoMetaStore, monkeypatch
         with pytest.raises(Throttling):
             store.get("k/a")
         assert len(sends) == bounded
-        assert len(sleeps) == 2 * (3 * 2 + 2)  # per call: botocore backs off 2x, 3 times; we 2x
+        assert len(sleeps) == 2 * (3 * 1 + 2)  # per call: botocore backs off once, 3 times; we 2x
     finally:
         store._client.meta.events.unregister("before-send.dynamodb", throttle)
     assert store.get("k/a") is None  # nothing was written
