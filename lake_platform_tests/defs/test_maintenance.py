@@ -1,0 +1,156 @@
+"""Maintenance assets, sensors, schedules and checks, in process on a real Dagster instance."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+
+import dagster as dg
+import pytest
+
+from lake_platform.defs import checks
+from lake_platform.defs.maintenance import (
+    cleaned_versions,
+    compacted,
+    compaction_sensor,
+    expired_trash,
+    orphan_report,
+    orphan_scan_schedule,
+    version_cleanup_schedule,
+)
+from lake_platform.defs.partitions import TABLES
+from lake_platform.defs.tables import table_partitions_sensor
+from lake_platform.errors import LakeError
+from lake_platform_tests.defs.conftest import TABLE, Lake
+from lake_platform_tests.maintenance.helpers import rows
+
+
+def meta(result: dg.ExecuteInProcessResult, node: str) -> dict[str, object]:
+    return {k: v.value for k, v in result.asset_materializations_for_node(node)[0].metadata.items()}
+
+
+def sensor_tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, lake: Lake,
+                cursor: str | None = None) -> dg.SensorResult:
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=lake.resources) as ctx:
+        result = sensor(ctx)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def test_partitions_follow_the_registry(lake: Lake) -> None:
+    with dg.instance_for_test() as instance:
+        lake.catalog.create_table("p.w.ns.t2", rows(0, 1).to_reader())
+        result = sensor_tick(table_partitions_sensor, instance, lake)
+        assert [r.partition_keys for r in result.dynamic_partitions_requests] == [[TABLE, "p.w.ns.t2"]]
+        instance.add_dynamic_partitions(TABLES, [TABLE, "p.w.ns.t2"])
+        run = dg.materialize([orphan_report], partition_key="p.w.ns.t2", instance=instance, resources=lake.resources)
+        assert sensor_tick(table_partitions_sensor, instance, lake).skip_reason is not None
+        lake.catalog.drop_table("p.w.ns.t2", purge=True)
+        result = sensor_tick(table_partitions_sensor, instance, lake)
+        assert [(type(r).__name__, r.partition_keys) for r in result.dynamic_partitions_requests] == [
+            ("DeleteDynamicPartitionsRequest", ["p.w.ns.t2"])]
+        instance.delete_dynamic_partition(TABLES, "p.w.ns.t2")
+        assert instance.get_run_record_by_id(run.run_id) is not None  # history stays
+
+
+def test_compaction_is_triggered_by_the_fragment_count(instance, lake: Lake) -> None:
+    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 4})
+    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.append(TABLE, rows(200, 5).to_reader())  # 3 fragments: below the threshold
+    first = sensor_tick(compaction_sensor, instance, lake)
+    assert not first.run_requests and "below the threshold of 4" in str(first.skip_reason)
+    lake.catalog.append(TABLE, rows(300, 5).to_reader())  # 4: due
+    second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
+    assert [r.partition_key for r in second.run_requests] == [TABLE]
+    request = second.run_requests[0]
+    result = dg.materialize([compacted, checks.fragments_under_threshold], partition_key=TABLE, instance=instance,
+                            resources=lake.resources, tags=request.tags)
+    m = meta(result, "compacted")
+    assert m["status"] == "committed" and m["fragments_before"] == 4 and m["fragments_after"] == 1
+    assert m["version"] == lake.catalog.open_table(TABLE).version
+    assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+    assert lake.catalog.open_table(TABLE).count_rows() == 25
+    third = sensor_tick(compaction_sensor, instance, lake, second.cursor)
+    assert not third.run_requests
+    # A manual run below the threshold reports "nothing to do".
+    again = dg.materialize([compacted], partition_key=TABLE, instance=instance, resources=lake.resources)
+    assert meta(again, "compacted")["status"] == "nothing to do"
+
+
+def test_compaction_disabled_by_policy(instance, lake: Lake) -> None:
+    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 2, "compact_enabled": False})
+    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    result = sensor_tick(compaction_sensor, instance, lake)
+    assert not result.run_requests and "disabled by policy" in str(result.skip_reason)
+
+
+def test_cleanup_applies_retention_and_never_removes_a_tag(instance, lake: Lake,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(4):
+        lake.catalog.append(TABLE, rows(100 * (i + 1), 5).to_reader())  # versions 2..5
+    lake.catalog.create_tag(TABLE, "keep", 2)
+    lake.catalog.set_policy(TABLE, {"retain_versions": 1, "retention_seconds": 0})
+    # Inside the ticket lifetime (1h by default) nothing goes, whatever the policy says.
+    first = dg.materialize([cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources)
+    assert meta(first, "cleaned_versions")["status"] == "nothing to do"
+    monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
+    second = dg.materialize([cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources)
+    m = meta(second, "cleaned_versions")
+    assert m["status"] == "committed" and m["removed"] == [1, 3, 4] and m["tagged_kept"] == [2]
+    assert lake.catalog.open_table(TABLE, 2).count_rows() == 15
+    assert lake.catalog.open_table(TABLE).count_rows() == 30
+
+
+def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: Lake) -> None:
+    catalog = lake.catalog
+    catalog.set_policy("p.w.ns", {"trash_grace_seconds": 1})
+    for name in ("p.w.ns.gone", "p.w.ns.raced"):
+        catalog.create_table(name, rows(0, 3).to_reader())
+        catalog.drop_table(name)
+    time.sleep(1.2)
+    outcome: dict[str, object] = {}
+    start = threading.Barrier(2)
+
+    def undrop() -> None:
+        start.wait()
+        try:
+            outcome["undrop"] = catalog.undrop_table("p.w.ns.raced")
+        except LakeError as exc:
+            outcome["undrop"] = exc
+
+    racer = threading.Thread(target=undrop)
+    racer.start()
+    start.wait()
+    result = dg.materialize([expired_trash], instance=instance, resources=lake.resources)
+    racer.join()
+    m = meta(result, "expired_trash")
+    purged = {t["table"] for t in m["tables"]}  # type: ignore[union-attr]
+    assert "p.w.ns.gone" in purged
+    if isinstance(outcome["undrop"], LakeError):  # expiry won: the data is gone for good
+        assert "p.w.ns.raced" in purged
+        assert not any(t.name == "p.w.ns.raced" for t in catalog.list_tables())
+    else:  # undrop won: the table is back and was not purged
+        assert "p.w.ns.raced" not in purged
+        assert catalog.open_table("p.w.ns.raced").count_rows() == 3
+    assert all(e.operation in ("drop", "purge", "undrop") for e in catalog.history("p.w.ns.gone")
+               if e.operation not in ("create",))
+
+
+def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
+    result = dg.materialize([orphan_report, checks.last_orphan_report_empty], partition_key=TABLE,
+                            instance=instance, resources=lake.resources)
+    m = meta(result, "orphan_report")
+    assert m["orphans"] == 0 and m["files_scanned"] > 0 and str(m["report_key"]).startswith("rpt/orphans/p.w.ns.t/")
+    assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+    assert any(e.operation == "orphan-scan" for e in lake.catalog.history(TABLE))
+
+
+def test_schedules_fan_out_over_table_partitions(instance) -> None:
+    instance.add_dynamic_partitions(TABLES, ["p.w.ns.t2"])
+    when = datetime(2026, 1, 4, 3, 0, tzinfo=timezone.utc)
+    for schedule, prefix in ((version_cleanup_schedule, "cleanup"), (orphan_scan_schedule, "orphans")):
+        with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
+            requests = schedule(ctx)
+        assert sorted(r.partition_key for r in requests) == [TABLE, "p.w.ns.t2"]
+        assert all(r.run_key.startswith(f"{prefix}:") for r in requests)
