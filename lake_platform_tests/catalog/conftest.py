@@ -1,6 +1,8 @@
 """A catalog on a fresh home, with project ``p``, warehouse ``p.w`` and namespace ``p.w.ns``.
 
-``storage`` is parametrized so the same tests run on every store a warehouse can live on.
+``storage`` is parametrized so the same tests run on every store a warehouse can live on: a
+local folder, and S3 (a SeaweedFS server on loopback started once per session, only when an S3
+test runs; or the real S3 named by ``LAKE_TEST_S3_ENDPOINT``, see ``lake_platform_tests.s3_server``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import LakeSettings, load_settings
+from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
 
-STORAGES = ["local"]
+STORAGES = ["local", "s3"]
 
 
 @dataclass
@@ -33,11 +36,28 @@ def lake_settings(home: Path, **overrides: Any) -> LakeSettings:
     return load_settings(home=home, **overrides)
 
 
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
+    """The session's S3 endpoint with its bucket (SeaweedFS unless LAKE_TEST_S3_ENDPOINT is set)."""
+    s3 = s3_for_tests(tmp_path_factory.mktemp("seaweed"))
+    try:
+        yield s3
+    finally:
+        s3.stop()
+
+
 @pytest.fixture(params=STORAGES)
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
     if request.param == "local":
-        return {"root": None, "settings": {}}
-    raise AssertionError(request.param)  # pragma: no cover - each store adds its branch
+        yield {"root": None, "settings": {}}
+    elif request.param == "s3":
+        s3: S3Endpoint = request.getfixturevalue("seaweed")  # started on first use only
+        prefix = s3.new_prefix()
+        yield {"root": f"s3://{s3.bucket}/{prefix}", "settings": s3.lake_settings(), "s3": s3}
+        if s3.external:
+            s3.delete_prefix(prefix)  # a throwaway SeaweedFS needs no cleanup; a real bucket does
+    else:  # pragma: no cover - each store adds its branch
+        raise AssertionError(request.param)
 
 
 @pytest.fixture

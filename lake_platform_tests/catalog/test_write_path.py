@@ -37,6 +37,11 @@ def appends_logged(catalog: Catalog, name: str = T) -> list[CommitLogEntry]:
     return [e for e in catalog.history(name) if e.operation == "append"]
 
 
+def opts(lake: Lake, location: str) -> dict[str, str]:
+    """Storage options for a table location (empty on local disk)."""
+    return lake.settings.storage_options(location)
+
+
 def test_snapshot_read_sees_only_its_version(lake: Lake) -> None:
     lake.catalog.create_table(T, rows([1, 2, 3]))
     lake.catalog.append(T, rows([4, 5]))
@@ -53,8 +58,9 @@ def test_open_follows_the_registry_not_the_disk(lake: Lake) -> None:
     snap = lake.catalog.open_table(T)
     import lance  # the test plays the rogue writer; the package never does this
 
-    lance.write_dataset(rows([99]), record.location, mode="append")
-    assert max(engine.versions_on_disk(record.location)) == 2
+    lance.write_dataset(rows([99]), record.location, mode="append",
+                        storage_options=opts(lake, record.location) or None)
+    assert max(engine.versions_on_disk(record.location, opts(lake, record.location))) == 2
     assert registry_version(lake.catalog) == 1
     assert ids_of(lake.catalog.open_table(T)) == [1]
     assert snap.version == 1
@@ -70,7 +76,7 @@ def test_every_commit_lands_in_registry_with_log_entry(lake: Lake) -> None:
     assert log[0].actor == "alice" and log[0].run_id == "run-1" and log[0].rows_added == 2
     assert log[1].rows_added == 1 and log[1].commit_id == appended.commit_id
     location = lake.catalog.open_table(T).record.location
-    assert engine.versions_on_disk(location)[-1] == registry_version(lake.catalog) == 2
+    assert engine.versions_on_disk(location, opts(lake, location))[-1] == registry_version(lake.catalog) == 2
 
 
 def test_compaction_commits_through_the_catalog(lake: Lake) -> None:
@@ -83,7 +89,7 @@ def test_compaction_commits_through_the_catalog(lake: Lake) -> None:
     after = lake.catalog.describe_table(T)
     assert after.current_version == result.version > before.current_version
     assert after.fragments == 1 and after.rows == 6
-    assert engine.versions_on_disk(after.location)[-1] == after.current_version
+    assert engine.versions_on_disk(after.location, opts(lake, after.location))[-1] == after.current_version
     assert lake.catalog.open_table(T).dataset.version == after.current_version
     ops = [e.operation for e in lake.catalog.history(T)]
     assert ops[-2:] == ["compact", "compact#1"]  # Lance commits ReserveFragments, then Rewrite
@@ -162,12 +168,12 @@ def test_drop_removes_registration_before_data(lake: Lake) -> None:
     def hook(point: str) -> None:
         if point == "drop:after-commit":
             seen["registered"] = lake.catalog.store.get(keys.table(lake.catalog.open_table.__self__ and _tn()))
-            seen["files"] = list(engine.list_files(location))
+            seen["files"] = list(engine.list_files(location, opts(lake, location)))
 
     dropper = lake.new_catalog(hook=hook)
     dropper.drop_table(T, purge=True)
     assert seen["registered"] is None and seen["files"]  # deregistered while the data still existed
-    assert list(engine.list_files(location)) == []
+    assert list(engine.list_files(location, opts(lake, location))) == []
     with pytest.raises(TableNotFound):
         lake.catalog.open_table(T)
     dropper.close()
@@ -203,13 +209,15 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     lease._renewed(lease.revision, clock.monotonic() + 100)  # a lying clock
     ns = BoundTableNamespace(first.store, _tn(), record, revision, pending=pending, lease=lease)
     with pytest.raises(Exception):
-        engine.write(rows([666]), namespace=ns, table_id=_tn().parts, mode="append")
+        engine.write(rows([666]), namespace=ns, table_id=_tn().parts, mode="append",
+                     storage_options=opts(lake, record.location))
     assert isinstance(ns.failure, LeaseExpired)
     assert registry_version(lake.catalog) == 1 and ids_of(lake.catalog.open_table(T)) == [1]
     # The new holder commits fine.
     pending2 = PendingCommit(commit_id="new-commit-0001", operation="append", actor="second")
     ns2 = BoundTableNamespace(second.store, _tn(), record, revision, pending=pending2, lease=taken)
-    engine.write(rows([2]), namespace=ns2, table_id=_tn().parts, mode="append")
+    engine.write(rows([2]), namespace=ns2, table_id=_tn().parts, mode="append",
+                 storage_options=opts(lake, record.location))
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
     stored = decode(LeaseRecord, lake.catalog.store.get(keys.lease(incarnation)).value)  # type: ignore[union-attr]
     assert stored.token == taken.token and stored.holder == taken.holder
@@ -253,7 +261,7 @@ def test_four_processes_appending_lose_no_commit(lake: Lake) -> None:
         assert p.exitcode == 0
     snap = lake.catalog.open_table(T)
     assert snap.version == registry_version(lake.catalog) == 201
-    assert engine.versions_on_disk(snap.record.location)[-1] == 201
+    assert engine.versions_on_disk(snap.record.location, opts(lake, snap.record.location))[-1] == 201
     assert len(appends_logged(lake.catalog)) == 200
     expected = sorted([-1] + [w * 1000 + i for w in range(4) for i in range(50)])
     assert ids_of(snap) == expected
