@@ -38,6 +38,10 @@ OTHER_ADMIN = Principal("olga", "user", "q", "admin")
 NOBODY: Any = "not-a-principal"
 
 
+def files(lake: Lake, location: str) -> list[Any]:
+    return list(engine.list_files(location, lake.settings.storage_options(location)))
+
+
 def test_creates_go_top_down(lake: Lake) -> None:
     with pytest.raises(NamespaceNotFound, match="namespace p.w.a does not exist"):
         lake.catalog.create_namespace("p.w.a.b")
@@ -169,7 +173,7 @@ def test_drop_recreate_undrop_refused_then_undrop_as(lake: Lake) -> None:
     lake.catalog.drop_table(T)
     with pytest.raises(TableNotFound):
         lake.catalog.open_table(T)
-    assert list(engine.list_files(first.location))  # the data stays
+    assert files(lake, first.location)  # the data stays
     lake.catalog.create_table(T, rows([9]))
     second = lake.catalog.open_table(T).record
     assert second.incarnation != first.incarnation and second.location != first.location
@@ -202,7 +206,7 @@ def test_zero_grace_destroys_at_once(lake: Lake) -> None:
     lake.catalog.create_table(T, rows([1]))
     location = lake.catalog.open_table(T).record.location
     lake.catalog.drop_table(T)
-    assert lake.catalog.list_trash() == [] and list(engine.list_files(location)) == []
+    assert lake.catalog.list_trash() == [] and files(lake, location) == []
 
 
 def test_expire_trash_purges_only_expired(lake: Lake) -> None:
@@ -213,7 +217,7 @@ def test_expire_trash_purges_only_expired(lake: Lake) -> None:
     assert lake.catalog.expire_trash(now_ms=record.expires_at_ms - 1) == []
     purged = lake.catalog.expire_trash(now_ms=record.expires_at_ms)
     assert [p.table for p in purged] == [T]
-    assert list(engine.list_files(location)) == [] and lake.catalog.list_trash() == []
+    assert files(lake, location) == [] and lake.catalog.list_trash() == []
     assert lake.catalog.history(T)[-1].operation == "purge"
 
 
@@ -289,10 +293,10 @@ def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
         if undropped:
             outcomes["undrop"] += 1
             assert ids_of(lake.catalog.open_table(name)) == [i]  # whole: data intact
-            assert list(engine.list_files(location))
+            assert files(lake, location)
         else:
             outcomes["expire"] += 1
-            assert list(engine.list_files(location)) == []  # whole: nothing left behind
+            assert files(lake, location) == []  # whole: nothing left behind
             with pytest.raises(TableNotFound):
                 lake.catalog.open_table(name)
         assert lake.catalog.list_trash(name) == []
