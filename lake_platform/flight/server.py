@@ -17,6 +17,7 @@ import base64
 import functools
 import json
 import logging
+import os
 import re
 import secrets
 import signal
@@ -94,6 +95,9 @@ class FlightSqlServer(fl.FlightServerBase):
     ) -> None:
         self.lake_settings = settings
         self.settings = flight or flight_settings(settings)
+        # Lance reads this when a scan starts; it bounds how far a scan reads ahead of the client
+        # (an operator's explicit environment wins).
+        os.environ.setdefault("LANCE_DEFAULT_IO_BUFFER_SIZE", str(self.settings.scan_io_buffer_bytes))
         if catalog is None and (store is None or authenticator is None):
             from lake_platform.catalog.catalog import Catalog
 

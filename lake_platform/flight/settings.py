@@ -53,6 +53,10 @@ class FlightSettings(BaseSettings):
     )
     auth_max_failures: int = Field(5, ge=1, description="Failed logins per user and peer before a lockout.")
     auth_lockout_seconds: float = Field(30.0, ge=0, description="Lockout after auth_max_failures failures.")
+    scan_io_buffer_bytes: int = Field(
+        64 << 20, ge=1 << 20, description="Lance's read-ahead buffer per scan (Lance's own default is 2 GiB, "
+        "which lets one fast scan buffer that much ahead of a slow client)."
+    )
     dataset_cache_size: int = Field(256, ge=0, description="Opened table versions kept (versions are immutable).")
 
     @model_validator(mode="after")

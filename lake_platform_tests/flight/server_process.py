@@ -1,0 +1,26 @@
+"""Run the test server in its own process (to measure its memory): ``python -m ... HOME [key=value ...]``.
+
+Prints the port on the first line of stdout, then serves until terminated.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.settings import load_settings
+from lake_platform_tests.flight.conftest import start_server
+
+
+def main() -> None:
+    settings = load_settings(home=Path(sys.argv[1]))
+    options = dict(arg.split("=", 1) for arg in sys.argv[2:])
+    catalog = Catalog(settings)
+    server = start_server(settings, catalog, **options)
+    print(server.port, flush=True)
+    server.wait()
+
+
+if __name__ == "__main__":
+    main()

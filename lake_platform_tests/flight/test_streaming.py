@@ -1,0 +1,241 @@
+"""Results stream: first batch before the producer finishes, cancellation stops the producer,
+bounded server memory on a large result, tickets pinned to the versions they were planned on."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+from datafusion import udf
+
+from lake_platform.flight import proto
+from lake_platform.flight.server import FlightSqlServer
+from lake_platform_tests.flight.conftest import PASSWORDS, Running, build_catalog, start_server
+
+pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
+
+SLOW_SQL = "SELECT slow(id) AS id FROM w.ns.multi"
+
+
+class SlowUdf:
+    """Installs ``slow(x)``, which sleeps per batch: a producer we can watch."""
+
+    def __init__(self, server: FlightSqlServer, delay: float) -> None:
+        self.calls: list[float] = []
+        self.delay = delay
+        self._server = server
+        self._original = server.engine.context
+
+    def __enter__(self) -> SlowUdf:
+        def slow(values: pa.Array) -> pa.Array:
+            self.calls.append(time.monotonic())
+            time.sleep(self.delay)
+            return values
+
+        fn = udf(slow, [pa.int64()], pa.int64(), "volatile", name="slow")
+        original = self._original
+
+        def context() -> Any:
+            ctx = original()
+            ctx.register_udf(fn)
+            return ctx
+
+        self._server.engine.context = context  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.engine.context = self._original  # type: ignore[method-assign]
+
+
+def login(uri: str, user: str = "alice") -> tuple[fl.FlightClient, fl.FlightCallOptions]:
+    client = fl.connect(uri)
+    return client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(user, PASSWORDS[user])])
+
+
+def info_for(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> fl.FlightInfo:
+    return client.get_flight_info(
+        fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options)
+
+
+def streams_of(server: FlightSqlServer) -> int:
+    with server._streams_lock:
+        return len(server._streams)
+
+
+def wait_until(condition: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_first_batch_arrives_before_the_producer_finishes(running: Running) -> None:
+    client, options = login(running.uri)
+    with SlowUdf(running.server, delay=0.3) as slow:
+        info = info_for(client, options, SLOW_SQL)
+        reader = client.do_get(info.endpoints[0].ticket, options)
+        first = reader.read_chunk()
+        got_first = time.monotonic()
+        rows = first.data.num_rows
+        for chunk in reader:
+            rows += chunk.data.num_rows
+        assert rows == 500
+        assert len(slow.calls) >= 3
+        assert any(call > got_first for call in slow.calls), "the whole result was produced before sending"
+
+
+def test_adbc_cancel_stops_the_producer(running: Running) -> None:
+    import adbc_driver_manager
+
+    with SlowUdf(running.server, delay=0.3) as slow, running.adbc() as conn, conn.cursor() as cur:
+        cur.execute(SLOW_SQL)
+        reader = cur.fetch_record_batch()
+        reader.read_next_batch()
+        cur.adbc_cancel()
+        with pytest.raises((adbc_driver_manager.Error, pa.ArrowException, OSError)):
+            for _ in range(10):
+                reader.read_next_batch()
+        assert wait_until(lambda: streams_of(running.server) == 0)
+        calls = len(slow.calls)
+        time.sleep(0.8)
+        assert len(slow.calls) == calls, "the producer kept running after the cancel"
+        assert calls < 5
+
+
+def test_cancel_flight_info(running: Running) -> None:
+    client, options = login(running.uri)
+    with SlowUdf(running.server, delay=0.3) as slow:
+        info = info_for(client, options, SLOW_SQL)
+        errors: list[BaseException] = []
+        started = threading.Event()
+
+        def consume() -> None:
+            try:
+                reader = client.do_get(info.endpoints[0].ticket, options)
+                reader.read_chunk()
+                started.set()
+                for _ in reader:
+                    pass
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+            finally:
+                started.set()
+
+        thread = threading.Thread(target=consume)
+        thread.start()
+        assert started.wait(5)
+        body = proto.CancelFlightInfoRequest(info=info.serialize()).SerializeToString()
+        [result] = list(client.do_action(fl.Action("CancelFlightInfo", body), options))
+        status = proto.CancelFlightInfoResult()
+        status.ParseFromString(result.body.to_pybytes())
+        assert status.status == proto.CANCEL_STATUS_CANCELLED
+        thread.join(5)
+        assert errors and isinstance(errors[0], fl.FlightCancelledError)
+        assert len(slow.calls) < 5
+        with pytest.raises(fl.FlightCancelledError):
+            client.do_get(info.endpoints[0].ticket, options).read_all()
+
+
+def test_ticket_is_pinned_to_the_planned_version(tmp_path: Path) -> None:
+    settings, catalog = build_catalog(tmp_path / "home")
+    server = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        old = info_for(client, options, "SELECT count(*) AS n FROM w.ns.t")
+        catalog.append("p.w.ns.t", pa.table({"id": pa.array([5000], pa.int64()), "s": ["new"],
+                                            "x": [0.0]}).to_reader())
+        assert wait_until(lambda: server.snapshots.current().project("p").table("w", "ns", "t").ref.version == 2)
+        assert client.do_get(old.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1000}]
+        new = info_for(client, options, "SELECT count(*) AS n FROM w.ns.t")
+        assert client.do_get(new.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1001}]
+        # A join reads both sides at their captured versions, never a mix.
+        both = info_for(client, options, "SELECT count(*) AS n FROM w.ns.t a JOIN w.ns.t b ON a.id = b.id")
+        assert client.do_get(both.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1001}]
+    finally:
+        server.stop(grace=0)
+        catalog.close()
+
+
+def test_graceful_stop_refuses_new_work(tmp_path: Path) -> None:
+    settings, catalog = build_catalog(tmp_path / "home")
+    server = start_server(settings, catalog)
+    client, options = login(f"grpc://127.0.0.1:{server.port}")
+    info = info_for(client, options, "SELECT * FROM w.ns.t")
+    stopper = threading.Thread(target=server.stop, kwargs={"grace": 0.5})
+    server._draining.set()
+    with pytest.raises(fl.FlightUnavailableError, match="shutting down"):
+        client.do_get(info.endpoints[0].ticket, options).read_all()
+    stopper.start()
+    stopper.join(10)
+    assert not stopper.is_alive()
+    catalog.close()
+
+
+def big_rows(total: int, batch: int = 100_000) -> Iterator[pa.RecordBatch]:
+    for start in range(0, total, batch):
+        ids = pa.array(range(start, min(total, start + batch)), pa.int64())
+        yield pa.record_batch({"id": ids, "x": pa.compute.multiply(ids.cast(pa.float64()), 0.5),
+                               "s": pa.compute.binary_join_element_wise("value-", ids.cast(pa.string()), "")})
+
+
+@pytest.mark.slow
+def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None:
+    """6M rows (~190 MiB) through ADBC; the server process (measured alone) grows by far less."""
+    import subprocess
+    import sys
+
+    import adbc_driver_flightsql.dbapi as fsql
+    import psutil
+
+    home = tmp_path / "home"
+    settings, catalog = build_catalog(home)
+    total = 6_000_000
+    schema = next(big_rows(10)).schema
+    catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
+    catalog.close()
+    proc = subprocess.Popen([sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home),
+                             "memory_limit_bytes=67108864", "scan_io_buffer_bytes=16777216"],
+                            stdout=subprocess.PIPE)
+    done = threading.Event()
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        server = psutil.Process(proc.pid)
+        anon = lambda: server.memory_info().rss - server.memory_info().shared  # noqa: E731
+        peak = {"anon": 0}
+
+        def sample() -> None:
+            while not done.is_set():
+                peak["anon"] = max(peak["anon"], anon())
+                time.sleep(0.005)
+
+        with fsql.connect(f"grpc://127.0.0.1:{port}", autocommit=True,
+                          db_kwargs={"username": "alice", "password": PASSWORDS["alice"]}) as conn, \
+                conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM w.ns.t")  # warm up: first query, caches, threads
+            cur.fetchall()
+            base = anon()
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            cur.execute("SELECT * FROM w.ns.big")
+            rows = streamed = 0
+            for batch in cur.fetch_record_batch():
+                rows += batch.num_rows
+                streamed += batch.nbytes
+            done.set()
+            sampler.join()
+        assert rows == total and streamed > 180 << 20
+        growth = peak["anon"] - base
+        assert growth < 110 << 20, f"server grew {growth >> 20} MiB while streaming {streamed >> 20} MiB"
+    finally:
+        done.set()
+        proc.terminate()
+        proc.wait(10)
