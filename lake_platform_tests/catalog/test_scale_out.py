@@ -1,0 +1,76 @@
+"""The scale-out pair end to end: a DynamoDB registry (moto on loopback) and an S3 warehouse
+(SeaweedFS on loopback), several writer processes, one table."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.engine import lance_engine as engine
+from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+from lake_platform.settings import LakeSettings, load_settings
+
+from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.s3_server import S3Endpoint
+
+T = "p.w.ns.t"
+
+
+def _append_many(settings: LakeSettings, worker: int, count: int, start: Any) -> None:
+    catalog = Catalog(settings)
+    start.wait()
+    for i in range(count):
+        catalog.append(T, rows([worker * 1000 + i], tag=f"w{worker}"))
+    catalog.close()
+
+
+@pytest.fixture
+def scale_out(tmp_path: Path, dynamodb_url: str, seaweed: S3Endpoint) -> Any:
+    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **seaweed.lake_settings())
+    init_table(dynamodb_url, settings)
+    catalog = Catalog(settings)
+    catalog.create_project("p")
+    catalog.create_warehouse("p.w", root=f"s3://{seaweed.bucket}/{seaweed.new_prefix()}")
+    catalog.create_namespace("p.w.ns")
+    yield settings, catalog
+    catalog.close()
+    store = DynamoMetaStore.from_url(dynamodb_url, settings)
+    store.delete_table()
+    store.close()
+
+
+@pytest.mark.slow
+def test_four_processes_on_dynamodb_and_s3_lose_no_commit(scale_out: Any) -> None:
+    settings, catalog = scale_out
+    assert catalog.store.url.startswith("dynamodb://")
+    catalog.create_table(T, rows([-1]))
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    workers = [ctx.Process(target=_append_many, args=(settings, w, 25, start)) for w in range(4)]
+    for p in workers:
+        p.start()
+    start.set()
+    for p in workers:
+        p.join(600)
+        assert p.exitcode == 0
+    snap = catalog.open_table(T)
+    location = snap.record.location
+    assert location.startswith("s3://")
+    assert snap.version == catalog.describe_table(T, with_stats=False).current_version == 101
+    assert engine.versions_on_disk(location, settings.storage_options(location))[-1] == 101
+    assert len([e for e in catalog.history(T) if e.operation == "append"]) == 100
+    assert ids_of(snap) == sorted([-1] + [w * 1000 + i for w in range(4) for i in range(25)])
+
+
+def test_drop_recreate_and_undrop_on_the_scale_out_pair(scale_out: Any) -> None:
+    _, catalog = scale_out
+    catalog.create_table(T, rows([1]))
+    catalog.drop_table(T)
+    catalog.create_table(T, rows([2]))
+    catalog.undrop_table(T, as_name="p.w.ns.t_old")
+    assert ids_of(catalog.open_table(T)) == [2]
+    assert ids_of(catalog.open_table("p.w.ns.t_old")) == [1]
