@@ -1,0 +1,234 @@
+"""Flight SQL endpoint vs a bare pyarrow.flight server streaming DataFusion over the same table.
+
+    python bench/flight.py [--rows 5000000] [--runs 3]
+
+Builds a Lance table through the catalog (>= 5M rows, >= 150 MB in Arrow), starts both servers
+in their own processes on loopback, and measures from this process:
+
+- SELECT * : our endpoint through ADBC (what analysts use) and through a raw pyarrow Flight SQL
+  client, and the bare server through a pyarrow client (the same client, so the server is the
+  only difference in the pyarrow/pyarrow ratio);
+- a GROUP BY aggregate, the same three ways;
+- the median GetFlightInfo latency of a point query (planning, snapshot lookup, ticket sealing).
+
+Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
+cores, so absolute figures are a floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as fl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+USER, PASSWORD = "bench", "bench-password"
+SCAN = "SELECT * FROM w.ns.trips"
+AGG = ("SELECT category, count(*) AS n, sum(value) AS total, avg(value) AS mean, max(ts) AS last "
+       "FROM w.ns.trips GROUP BY category ORDER BY category")
+POINT = "SELECT * FROM w.ns.trips WHERE id = 123457"
+CATEGORIES = pa.array(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"])
+
+
+def batches(rows: int, batch: int = 500_000) -> Iterator[pa.RecordBatch]:
+    for start in range(0, rows, batch):
+        n = min(batch, rows - start)
+        rng = np.random.default_rng(start)
+        ids = np.arange(start, start + n, dtype=np.int64)
+        lengths = rng.integers(10, 16, n, dtype=np.int32)
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        chars = rng.integers(ord("a"), ord("z") + 1, int(offsets[-1]), dtype=np.uint8)
+        yield pa.record_batch({
+            "id": pa.array(ids),
+            "ts": pa.array(1_700_000_000_000_000 + ids * 1000, pa.int64()).view(pa.timestamp("us", tz="UTC")),
+            "category": CATEGORIES.take(pa.array(rng.integers(0, 8, n, dtype=np.int32))),
+            "value": pa.array(rng.standard_normal(n)),
+            "payload": pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars)),
+        })
+
+
+def build(home: Path, rows: int) -> int:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
+    catalog = Catalog(load_settings(home=home))
+    catalog.create_project("p")
+    catalog.create_warehouse("p.w")
+    catalog.create_namespace("p.w.ns")
+    first = next(batches(10))
+    nbytes = 0
+
+    def counted() -> Iterator[pa.RecordBatch]:
+        nonlocal nbytes
+        for b in batches(rows):
+            nbytes += b.nbytes
+            yield b
+
+    catalog.create_table("p.w.ns.trips", pa.RecordBatchReader.from_batches(first.schema, counted()))
+    catalog.close()
+    return nbytes
+
+
+# == servers (each runs in its own process) ====================================================
+
+
+def serve_ours(home: str) -> None:
+    from lake_platform.flight.auth import StaticAuthenticator
+    from lake_platform.flight.server import FlightSqlServer
+    from lake_platform.flight.settings import flight_settings
+    from lake_platform.flight.tokens import Identity
+    from lake_platform.settings import load_settings
+
+    settings = load_settings(home=Path(home))
+    auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
+    server = FlightSqlServer(settings, flight_settings(port=0), authenticator=auth).start()
+    print(server.port, flush=True)
+    server.wait()
+
+
+class BareServer(fl.FlightServerBase):
+    """What a minimal server does: the ticket is the SQL; DataFusion's stream goes out as is."""
+
+    def __init__(self, home: str) -> None:
+        super().__init__("grpc://127.0.0.1:0")
+        from lake_platform.catalog.catalog import Catalog
+        from lake_platform.settings import load_settings
+
+        self.catalog = Catalog(load_settings(home=Path(home)))
+        self.snapshot = self.catalog.open_table("p.w.ns.trips")
+
+    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
+        from datafusion import SessionContext
+
+        ctx = SessionContext()
+        ctx.register_table("trips", self.snapshot.table_provider())
+        sql = ticket.ticket.decode().replace("w.ns.trips", "trips")
+        return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(ctx.sql(sql)))
+
+
+def serve_bare(home: str) -> None:
+    server = BareServer(home)
+    print(server.port, flush=True)
+    server.serve()
+
+
+def start(mode: str, home: Path) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen([sys.executable, __file__, mode, str(home)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+# == clients ===================================================================================
+
+
+def timed(fn: Callable[[], int], runs: int) -> tuple[float, int]:
+    fn()  # warm-up (caches, connections, first-query costs)
+    times, n = [], 0
+    for _ in range(runs):
+        t = time.perf_counter()
+        n = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--point-runs", type=int, default=50)
+    args = parser.parse_args()
+
+    import adbc_driver_flightsql.dbapi as fsql
+
+    from lake_platform.flight import proto
+
+    warnings.simplefilter("ignore")
+    home = Path(tempfile.mkdtemp(prefix="lake-bench-flight-")) / "home"
+    t = time.perf_counter()
+    nbytes = build(home, args.rows)
+    print(f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, built in {time.perf_counter() - t:.1f}s")
+    ours, ours_port = start("--serve-ours", home)
+    bare, bare_port = start("--serve-bare", home)
+    try:
+        conn = fsql.connect(f"grpc://127.0.0.1:{ours_port}", db_kwargs={"username": USER, "password": PASSWORD},
+                            autocommit=True)
+        raw = fl.connect(f"grpc://127.0.0.1:{ours_port}")
+        opts = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
+        plain = fl.connect(f"grpc://127.0.0.1:{bare_port}")
+
+        def adbc(sql: str) -> Callable[[], int]:
+            def run() -> int:
+                with conn.cursor() as cur:
+                    cur.execute(sql)
+                    return sum(b.num_rows for b in cur.fetch_record_batch())
+            return run
+
+        def ours_raw(sql: str) -> Callable[[], int]:
+            descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql)))
+
+            def run() -> int:
+                info = raw.get_flight_info(descriptor, opts)
+                return sum(c.data.num_rows for c in raw.do_get(info.endpoints[0].ticket, opts))
+            return run
+
+        def bare_raw(sql: str) -> Callable[[], int]:
+            def run() -> int:
+                return sum(c.data.num_rows for c in plain.do_get(fl.Ticket(sql.encode())))
+            return run
+
+        results: dict[str, dict[str, float]] = {}
+        for label, sql in (("scan", SCAN), ("aggregate", AGG)):
+            row = {}
+            for who, make in (("ours/adbc", adbc), ("ours/pyarrow", ours_raw), ("bare/pyarrow", bare_raw)):
+                seconds, n = timed(make(sql), args.runs)
+                row[who] = seconds
+                extra = f", {nbytes / seconds / 1e6:,.0f} MB/s" if label == "scan" else ""
+                print(f"{label:9s} {who:13s} {seconds * 1000:8.1f} ms  ({n:,} rows{extra})")
+            results[label] = row
+
+        descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=POINT)))
+        raw.get_flight_info(descriptor, opts)
+        latencies = []
+        for _ in range(args.point_runs):
+            t = time.perf_counter()
+            raw.get_flight_info(descriptor, opts)
+            latencies.append(time.perf_counter() - t)
+        full = []
+        for _ in range(max(5, args.point_runs // 5)):
+            t = time.perf_counter()
+            ours_raw(POINT)()
+            full.append(time.perf_counter() - t)
+        print(f"point query GetFlightInfo: median {statistics.median(latencies) * 1000:.2f} ms, "
+              f"p90 {sorted(latencies)[int(len(latencies) * 0.9)] * 1000:.2f} ms; "
+              f"GetFlightInfo + DoGet median {statistics.median(full) * 1000:.2f} ms")
+        print("ratios (throughput ours / bare; goal >= 0.9):")
+        for label, row in results.items():
+            print(f"  {label:9s} pyarrow client {row['bare/pyarrow'] / row['ours/pyarrow']:.2f}   "
+                  f"ADBC client {row['bare/pyarrow'] / row['ours/adbc']:.2f}")
+        conn.close()
+    finally:
+        for proc in (ours, bare):
+            proc.terminate()
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve-ours":
+        serve_ours(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare":
+        serve_bare(sys.argv[2])
+    else:
+        main()
