@@ -331,3 +331,43 @@ def test_login_header_round_trip(running: Running) -> None:
     started = time.monotonic()
     info = client.get_flight_info(query("SELECT 42 AS answer"), fl.FlightCallOptions(headers=[(key, value)]))
     assert info.schema.names == ["answer"] and time.monotonic() - started < 5
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def test_tls(lake: Any, tmp_path: Path) -> None:
+    settings, catalog = lake
+    cert, key = self_signed(tmp_path)
+    server = start_server(settings, catalog, tls_cert_file=cert, tls_key_file=key, host="localhost")
+    try:
+        assert server.location.startswith("grpc+tls://")
+        client = fl.connect(f"grpc+tls://localhost:{server.port}", tls_root_certs=cert.read_bytes())
+        options = fl.FlightCallOptions(headers=[client.authenticate_basic_token("alice", PASSWORDS["alice"])])
+        info = client.get_flight_info(query("SELECT count(*) AS n FROM w.ns.t"), options)
+        assert client.do_get(info.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1000}]
+        plaintext = fl.connect(f"grpc://localhost:{server.port}")
+        with pytest.raises(fl.FlightError):
+            plaintext.authenticate_basic_token("alice", PASSWORDS["alice"], fl.FlightCallOptions(timeout=2))
+    finally:
+        server.stop(grace=0)
