@@ -359,15 +359,20 @@ class FlightSqlServer(fl.FlightServerBase):
         except (KeyError, TypeError, ValueError):
             raise InvalidInput("malformed ticket") from None
         planned = self.engine.plan_pinned(sql, refs, _params_from(claims.get("prm")))
+        return fl.GeneratorStream(planned.schema, self._drain(context, planned, ticket_id))
+
+    def _drain(self, context: Any, planned: PlannedQuery, ticket_id: str) -> Iterator[pa.RecordBatch]:
+        # Everything that must be undone happens inside the generator: a generator that is never
+        # started (the client went away first) holds no slot.
         if not self._slots.acquire(timeout=self.settings.admission_wait_seconds):
-            raise Throttling("too many queries are running; retry shortly")
+            raise to_flight(Throttling("too many queries are running; retry shortly"))
         stop = threading.Event()
         key = f"{ticket_id}/{secrets.token_hex(4)}"
         with self._streams_lock:
             self._streams[key] = stop
-        return fl.GeneratorStream(planned.schema, self._drain(context, planned, stop, key))
+            if self._aborting.is_set():
+                stop.set()
 
-    def _drain(self, context: Any, planned: PlannedQuery, stop: threading.Event, key: str) -> Iterator[pa.RecordBatch]:
         def cancelled() -> bool:
             return stop.is_set() or context.is_cancelled()
 

@@ -51,7 +51,7 @@ class FlightSettings(BaseSettings):
     max_message_bytes: int = Field(
         8 << 20, ge=1 << 20, le=15 << 20, description="Split result batches above this size (ADBC's limit is 16 MiB)."
     )
-    auth_max_failures: int = Field(5, ge=1, description="Failed logins per user and peer before a lockout.")
+    auth_max_failures: int = Field(5, ge=1, description="Failed logins per user name before a lockout.")
     auth_lockout_seconds: float = Field(30.0, ge=0, description="Lockout after auth_max_failures failures.")
     scan_io_buffer_bytes: int = Field(
         64 << 20, ge=1 << 20, description="Lance's read-ahead buffer per scan (Lance's own default is 2 GiB, "

@@ -179,6 +179,25 @@ def test_graceful_stop_refuses_new_work(tmp_path: Path) -> None:
     catalog.close()
 
 
+def test_admission_limits_concurrent_streams(tmp_path: Path) -> None:
+    settings, catalog = build_catalog(tmp_path / "home")
+    server = start_server(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        with SlowUdf(server, delay=0.3):
+            first = client.do_get(info_for(client, options, SLOW_SQL).endpoints[0].ticket, options)
+            first.read_chunk()
+            second = info_for(client, options, "SELECT count(*) FROM w.ns.t")
+            with pytest.raises(fl.FlightUnavailableError, match="too many queries"):
+                client.do_get(second.endpoints[0].ticket, options).read_all()
+            assert sum(c.data.num_rows for c in first) == 400
+        assert wait_until(lambda: streams_of(server) == 0)
+        assert client.do_get(second.endpoints[0].ticket, options).read_all().num_rows == 1
+    finally:
+        server.stop(grace=0)
+        catalog.close()
+
+
 def big_rows(total: int, batch: int = 100_000) -> Iterator[pa.RecordBatch]:
     for start in range(0, total, batch):
         ids = pa.array(range(start, min(total, start + batch)), pa.int64())
