@@ -373,12 +373,21 @@ class FlightSqlServer(fl.FlightServerBase):
             if self._aborting.is_set():
                 stop.set()
 
+        timeout = self.settings.query_timeout_seconds
+        deadline = time.monotonic() + timeout if timeout else None
+        expired = False
+
         def cancelled() -> bool:
-            return stop.is_set() or context.is_cancelled()
+            nonlocal expired
+            if deadline is not None and time.monotonic() > deadline:
+                expired = True
+            return expired or stop.is_set() or context.is_cancelled()
 
         try:
             for batch in self.engine.stream(planned, cancelled):
                 yield batch
+            if expired:
+                raise to_flight(QueryTimeout(f"the query ran longer than {timeout:g}s and was stopped"))
             if stop.is_set():
                 raise to_flight(Cancelled("the query was cancelled"))
         except LakeError as exc:
@@ -525,6 +534,10 @@ class FlightSqlServer(fl.FlightServerBase):
 
 class Cancelled(LakeError):
     grpc_status = "CANCELLED"
+
+
+class QueryTimeout(LakeError):
+    grpc_status = "DEADLINE_EXCEEDED"
 
 
 def _unpack(data: bytes) -> tuple[str, bytes]:

@@ -47,6 +47,9 @@ class FlightSettings(BaseSettings):
     target_partitions: int = Field(0, ge=0, le=256, description="DataFusion parallelism; 0 = number of CPUs.")
     max_concurrent_queries: int = Field(8, ge=1, le=1024, description="Streams served at once; others wait.")
     admission_wait_seconds: float = Field(30.0, ge=0, description="How long a query waits for a stream slot.")
+    query_timeout_seconds: float = Field(
+        0.0, ge=0, description="Wall-clock limit of one result stream (checked between batches); 0 = none."
+    )
     max_sql_bytes: int = Field(256 * 1024, ge=1024, le=16 << 20, description="Longest accepted SQL text.")
     max_message_bytes: int = Field(
         8 << 20, ge=1 << 20, le=15 << 20, description="Split result batches above this size (ADBC's limit is 16 MiB)."

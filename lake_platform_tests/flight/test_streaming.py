@@ -198,6 +198,52 @@ def test_admission_limits_concurrent_streams(tmp_path: Path) -> None:
         catalog.close()
 
 
+def test_query_timeout_stops_the_stream(tmp_path: Path) -> None:
+    settings, catalog = build_catalog(tmp_path / "home")
+    server = start_server(settings, catalog, query_timeout_seconds=0.4)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        with SlowUdf(server, delay=0.3) as slow:
+            with pytest.raises(fl.FlightTimedOutError, match="longer than"):
+                client.do_get(info_for(client, options, SLOW_SQL).endpoints[0].ticket, options).read_all()
+            assert len(slow.calls) < 5
+    finally:
+        server.stop(grace=0)
+        catalog.close()
+
+
+def test_jdbc_style_prepared_statement_sequence(running: Running) -> None:
+    """What the JDBC driver does: prepare (schema must be filled, is_update false), execute the
+    handle, fetch, close the statement, close the session."""
+    client, options = login(running.uri)
+    request = proto.ActionCreatePreparedStatementRequest(query="SELECT id, s FROM w.ns.t WHERE id < ?")
+    [result] = list(client.do_action(fl.Action("CreatePreparedStatement", proto.pack(request)), options))
+    name, payload = proto.unpack_any(result.body.to_pybytes())
+    prepared = proto.parse(proto.ActionCreatePreparedStatementResult, payload)
+    assert name == "ActionCreatePreparedStatementResult"
+    assert pa.ipc.read_schema(pa.py_buffer(prepared.dataset_schema)).names == ["id", "s"]
+    assert pa.ipc.read_schema(pa.py_buffer(prepared.parameter_schema)).names == ["0"]
+    assert prepared.HasField("is_update") and prepared.is_update is False
+    command = proto.CommandPreparedStatementQuery(prepared_statement_handle=prepared.prepared_statement_handle)
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(command))
+    writer, reader = client.do_put(descriptor, pa.schema([("0", pa.int64())]), options)
+    writer.write_batch(pa.record_batch({"0": pa.array([3], pa.int64())}))
+    writer.done_writing()
+    metadata = reader.read()
+    writer.close()
+    bound = proto.parse(proto.DoPutPreparedStatementResult, metadata.to_pybytes())
+    command = proto.CommandPreparedStatementQuery(prepared_statement_handle=bound.prepared_statement_handle)
+    info = client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(command)), options)
+    assert client.do_get(info.endpoints[0].ticket, options).read_all().column("id").to_pylist() == [0, 1, 2]
+    assert info.endpoints[0].expiration_time is not None
+    close = proto.ActionClosePreparedStatementRequest(prepared_statement_handle=bound.prepared_statement_handle)
+    assert list(client.do_action(fl.Action("ClosePreparedStatement", proto.pack(close)), options)) == []
+    [closed] = list(client.do_action(fl.Action("CloseSession", b""), options))
+    session = proto.CloseSessionResult()
+    session.ParseFromString(closed.body.to_pybytes())
+    assert session.status == proto.CLOSE_SESSION_CLOSED
+
+
 def big_rows(total: int, batch: int = 100_000) -> Iterator[pa.RecordBatch]:
     for start in range(0, total, batch):
         ids = pa.array(range(start, min(total, start + batch)), pa.int64())
