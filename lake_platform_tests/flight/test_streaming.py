@@ -233,7 +233,9 @@ def test_jdbc_style_prepared_statement_sequence(running: Running) -> None:
     writer.close()
     bound = proto.parse(proto.DoPutPreparedStatementResult, metadata.to_pybytes())
     command = proto.CommandPreparedStatementQuery(prepared_statement_handle=bound.prepared_statement_handle)
-    info = client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(command)), options)
+    bound_descriptor = fl.FlightDescriptor.for_command(proto.pack(command))
+    info = client.get_flight_info(bound_descriptor, options)
+    assert client.get_schema(bound_descriptor, options).schema == info.schema
     assert client.do_get(info.endpoints[0].ticket, options).read_all().column("id").to_pylist() == [0, 1, 2]
     assert info.endpoints[0].expiration_time is not None
     close = proto.ActionClosePreparedStatementRequest(prepared_statement_handle=bound.prepared_statement_handle)

@@ -1,0 +1,73 @@
+"""The query layer on its own: spilling under a small memory pool, pinned refs, clean errors."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import InvalidInput, TableNotFound, TableVersionNotFound
+from lake_platform.query.engine import QueryEngine, QueryLimits
+from lake_platform.query.snapshot import load_snapshot
+from lake_platform_tests.flight.conftest import build_catalog
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
+    settings, catalog = build_catalog(tmp_path_factory.mktemp("engine") / "home")
+    try:
+        yield settings, catalog
+    finally:
+        catalog.close()
+
+
+def test_sort_larger_than_the_pool_spills_and_succeeds(lake: tuple[Any, Catalog], tmp_path: Path) -> None:
+    settings, _ = lake
+    spill = tmp_path / "spill"
+    engine = QueryEngine(settings, QueryLimits(memory_limit_bytes=16 << 20, spill_dir=spill, target_partitions=1))
+    view = load_snapshot(_store(lake)).project("p")
+    planned = engine.plan("SELECT value FROM generate_series(1, 3000000) ORDER BY value DESC", view)
+    first = None
+    rows = 0
+    for batch in engine.stream(planned):
+        first = first if first is not None else batch.column(0)[0].as_py()
+        rows += batch.num_rows
+    # 24 MB of sort input through a 16 MiB pool: only possible by spilling to the spill folder.
+    assert rows == 3_000_000 and first == 3_000_000
+    assert spill.is_dir()
+
+
+def test_pinned_refs_only_and_gone_versions_fail(lake: tuple[Any, Catalog]) -> None:
+    settings, _ = lake
+    engine = QueryEngine(settings, QueryLimits(dataset_cache_size=0))
+    view = load_snapshot(_store(lake)).project("p")
+    planned = engine.plan("SELECT count(*) AS n FROM w.ns.t", view)
+    (ref,) = planned.refs
+    assert ref.name == "p.w.ns.t" and ref.version == 1
+    with pytest.raises(TableNotFound):
+        engine.plan_pinned("SELECT count(*) FROM w.ns.multi", planned.refs)
+    # A purged incarnation: its location no longer exists.
+    gone = dataclasses.replace(ref, location=ref.location + "-purged",
+                               manifest_path=ref.manifest_path.replace(".lance/", ".lance-purged/"))
+    with pytest.raises(TableVersionNotFound):
+        engine.plan_pinned("SELECT count(*) AS n FROM w.ns.t", (gone,))
+    with pytest.raises(InvalidInput, match="do not match"):
+        engine.plan_pinned("SELECT 1", planned.refs)
+
+
+def test_prepared_planning_leaves_parameters_unbound(lake: tuple[Any, Catalog]) -> None:
+    settings, _ = lake
+    engine = QueryEngine(settings)
+    view = load_snapshot(_store(lake)).project("p")
+    planned = engine.plan("SELECT id FROM w.ns.t WHERE id = ? OR s = ?", view, prepare=True)
+    assert planned.parameters == 2 and planned.schema.names == ["id"]
+    with pytest.raises(InvalidInput, match="2 parameter"):
+        engine.plan("SELECT id FROM w.ns.t WHERE id = ? OR s = ?", view)
+
+
+def _store(lake: tuple[Any, Catalog]) -> Any:
+    return lake[1].store
