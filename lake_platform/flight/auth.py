@@ -176,7 +176,7 @@ class AuthMiddlewareFactory(fl.ServerMiddlewareFactory):
             elif not isinstance(exc, (Unauthenticated, ServiceUnavailable)):
                 exc = Unauthenticated("invalid credentials")
             raise to_flight(exc) from None
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("authentication failed unexpectedly")
             raise to_flight(Unauthenticated("invalid credentials")) from None
 

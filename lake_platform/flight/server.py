@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -42,9 +42,9 @@ from lake_platform.errors import (
 from lake_platform.flight import proto, schemas
 from lake_platform.flight.auth import (
     MIDDLEWARE_KEY,
+    Authenticator,
     AuthMiddlewareFactory,
     AuthService,
-    Authenticator,
     NoOpAuthHandler,
     Throttle,
 )
@@ -184,8 +184,9 @@ class FlightSqlServer(fl.FlightServerBase):
         while not self._stopped.wait(0.5):
             pass
 
-    def __enter__(self) -> FlightSqlServer:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -384,8 +385,7 @@ class FlightSqlServer(fl.FlightServerBase):
             return expired or stop.is_set() or context.is_cancelled()
 
         try:
-            for batch in self.engine.stream(planned, cancelled):
-                yield batch
+            yield from self.engine.stream(planned, cancelled)
             if expired:
                 raise to_flight(QueryTimeout(f"the query ran longer than {timeout:g}s and was stopped"))
             if stop.is_set():

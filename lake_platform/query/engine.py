@@ -379,4 +379,4 @@ def _sql_name(ref: TableRef) -> str:
     return f"{n.warehouse}.{'.'.join(n.namespace)}.{n.table}"
 
 
-__all__ = ["QueryEngine", "QueryLimits", "PlannedQuery"]
+__all__ = ["PlannedQuery", "QueryEngine", "QueryLimits"]

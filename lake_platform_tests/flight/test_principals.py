@@ -63,8 +63,8 @@ def test_service_token_as_bearer_and_revocation(real: dict[str, Any]) -> None:
 
 def test_local_admin_cannot_use_flight(real: dict[str, Any]) -> None:
     from lake_platform.catalog.principals import LOCAL_ADMIN
-    from lake_platform.flight.auth import _identity
     from lake_platform.errors import Unauthenticated
+    from lake_platform.flight.auth import _identity
 
     with pytest.raises(Unauthenticated):
         _identity(LOCAL_ADMIN)

@@ -14,9 +14,9 @@ from google.protobuf import any_pb2
 from lake_platform.flight import proto
 from lake_platform.flight.auth import StaticAuthenticator
 from lake_platform.flight.tokens import Identity
+from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode
-from lake_platform.naming import TableName
 from lake_platform_tests.flight.conftest import ALICE, PASSWORDS, Running, basic, start_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
@@ -343,7 +343,7 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
             .not_valid_after(now + dt.timedelta(days=1))

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -32,7 +32,7 @@ class SlowUdf:
         self._server = server
         self._original = server.engine.context
 
-    def __enter__(self) -> SlowUdf:
+    def __enter__(self) -> Self:
         def slow(values: pa.Array) -> pa.Array:
             self.calls.append(time.monotonic())
             time.sleep(self.delay)
@@ -263,7 +263,7 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
     import psutil
 
     home = tmp_path / "home"
-    settings, catalog = build_catalog(home)
+    _, catalog = build_catalog(home)
     total = 6_000_000
     schema = next(big_rows(10)).schema
     catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
@@ -276,7 +276,7 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         server = psutil.Process(proc.pid)
-        anon = lambda: server.memory_info().rss - server.memory_info().shared  # noqa: E731
+        anon = lambda: server.memory_info().rss - server.memory_info().shared
         peak = {"anon": 0}
 
         def sample() -> None:
