@@ -39,7 +39,7 @@ from lake_platform.errors import (
 from lake_platform.naming import SEGMENT
 from lake_platform.query.namespace import PinnedNamespace
 from lake_platform.query.snapshot import ProjectView, TableRef
-from lake_platform.query.sql import check_query, rewrite_placeholders
+from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 from lake_platform.settings import LakeSettings
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,9 @@ class QueryEngine:
             return cached.ref
 
         resolver = _Resolver(self, lookup, view.namespaces_of, view.tables_in)
-        return self._plan(sql, list(view.warehouses), resolver, params, prepare)
+        namespaces = set(view.namespaces)
+        return self._plan(sql, list(view.warehouses), resolver, params, prepare,
+                          lambda wh, ns: (wh, ns) in namespaces)
 
     def plan_pinned(self, sql: str, refs: tuple[TableRef, ...], params: pa.RecordBatch | None = None) -> PlannedQuery:
         """Plan against exactly ``refs`` (from a ticket): nothing else is visible."""
@@ -205,15 +207,17 @@ class QueryEngine:
             lambda wh: sorted({k[1] for k in by_key if k[0] == wh}),
             lambda wh, ns: sorted(k[2] for k in by_key if k[0] == wh and k[1] == ns),
         )
-        planned = self._plan(sql, warehouses, resolver, params)
+        pinned_namespaces = {(k[0], k[1]) for k in by_key}
+        planned = self._plan(sql, warehouses, resolver, params, False,
+                             lambda wh, ns: (wh, ns) in pinned_namespaces)
         if set(planned.refs) != set(refs):
             raise InvalidInput("the ticket's pinned tables do not match its query")
         return planned
 
-    def _plan(self, sql: str, warehouses: list[str], resolver: _Resolver,
-              params: pa.RecordBatch | None, prepare: bool = False) -> PlannedQuery:
+    def _plan(self, sql: str, warehouses: list[str], resolver: _Resolver, params: pa.RecordBatch | None,
+              prepare: bool, is_namespace: Callable[[str, str], bool]) -> PlannedQuery:
         check_query(sql, self.limits.max_sql_bytes)
-        text, count = rewrite_placeholders(sql)
+        text, count = rewrite_placeholders(qualify_nested(sql, is_namespace))
         values = None if prepare and params is None else bind_values(params, count)
         ctx = self.context()
         for wh in warehouses:

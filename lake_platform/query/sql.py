@@ -8,6 +8,7 @@ first line: it rejects what is not a query by its first keyword and rewrites JDB
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from lake_platform.errors import InvalidInput
 
@@ -111,3 +112,62 @@ def _closing(sql: str, start: int, quote: str) -> int:
             return i + 1
         i += 1
     return n
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def qualify_nested(sql: str, is_namespace: Callable[[str, str], bool]) -> str:
+    """Let nested namespaces be written unquoted: ``w.ns.sub.t`` -> ``w."ns.sub".t``.
+
+    DataFusion's parser takes at most three name parts, and a nested namespace is one schema
+    named ``ns.sub``. A dotted chain of four or more plain identifiers (outside strings, quoted
+    names and comments) is rewritten only if its middle names a known namespace
+    (``is_namespace(warehouse, db_schema)``): as ``warehouse.ns...table``, or failing that as
+    ``warehouse.ns...table.column``.
+    """
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in ("'", '"'):
+            end = _closing(sql, i, c)
+            out.append(sql[i:end])
+            i = end
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            end = n if end < 0 else end
+            out.append(sql[i:end])
+            i = end
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append(sql[i:end])
+            i = end
+        elif _IDENT.match(sql, i) and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$.")):
+            parts, end = [], i
+            while True:
+                m = _IDENT.match(sql, end)
+                if not m:
+                    break
+                parts.append(m.group(0))
+                end = m.end()
+                if end < n and sql[end] == "." and _IDENT.match(sql, end + 1):
+                    end += 1
+                    continue
+                break
+            out.append(_qualified(parts, is_namespace) if len(parts) >= 4 else sql[i:end])
+            i = end
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _qualified(parts: list[str], is_namespace: Callable[[str, str], bool]) -> str:
+    low = [p.lower() for p in parts]
+    if is_namespace(low[0], ".".join(low[1:-1])):
+        return f'{parts[0]}."{".".join(low[1:-1])}".{parts[-1]}'
+    if len(parts) >= 5 and is_namespace(low[0], ".".join(low[1:-2])):
+        return f'{parts[0]}."{".".join(low[1:-2])}".{parts[-2]}.{parts[-1]}'
+    return ".".join(parts)

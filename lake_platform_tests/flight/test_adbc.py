@@ -43,6 +43,8 @@ def test_nested_namespace_and_cte(running: Running) -> None:
     with running.adbc() as conn, conn.cursor() as cur:
         cur.execute('WITH a AS (SELECT id FROM w."ns.sub".u) SELECT sum(id) AS total FROM a')
         assert cur.fetch_arrow_table().to_pylist() == [{"total": 6}]
+        cur.execute("SELECT u.id FROM w.ns.sub.u AS u WHERE w.ns.sub.u.id > 1 ORDER BY 1")  # no quotes needed
+        assert cur.fetch_arrow_table().column("id").to_pylist() == [2, 3]
         cur.execute("EXPLAIN SELECT * FROM w.ns.t")
         assert cur.fetch_arrow_table().num_rows >= 1
 

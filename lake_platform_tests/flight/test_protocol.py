@@ -14,7 +14,7 @@ from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tokens import Expired, Identity, Sealer
 from lake_platform.query.engine import advertised_schema, conformer, split_batch
-from lake_platform.query.sql import check_query, rewrite_placeholders
+from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 
 # CommandGetTables{db_schema_filter_pattern:"main", table_name_filter_pattern:"trips", include_schema:true}
 # as ADBC sends it (Any-wrapped).
@@ -149,3 +149,17 @@ def test_settings_guard_non_loopback_binds() -> None:
     with pytest.raises(SettingsError, match="SECRET_KEY"):
         flight_settings(secret_key="short")
     assert len(flight_settings(secret_key="ab" * 32).secret_key_bytes) == 32
+
+
+def test_nested_namespaces_need_no_quotes() -> None:
+    known = {("w", "ns.sub"), ("w", "a.b.c")}
+
+    def q(sql: str) -> str:
+        return qualify_nested(sql, lambda wh, ns: (wh, ns) in known)
+
+    assert q("SELECT * FROM w.ns.sub.u") == 'SELECT * FROM w."ns.sub".u'
+    assert q("SELECT w.ns.sub.u.id FROM W.NS.SUB.U") == 'SELECT w."ns.sub".u.id FROM W."ns.sub".U'
+    assert q("SELECT * FROM w.a.b.c.t") == 'SELECT * FROM w."a.b.c".t'
+    for untouched in ["SELECT 'w.ns.sub.u'", 'SELECT * FROM w."ns.sub".u', "SELECT a.b.c.d FROM w.ns.t",
+                      "SELECT * FROM w.ns.t -- w.ns.sub.u", "SELECT * FROM q.ns.sub.u"]:
+        assert q(untouched) == untouched
