@@ -9,7 +9,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 
-.PHONY: setup run test bench lock clean
+.PHONY: setup run test bench lock clean chromium
 
 setup: $(STAMP)
 
@@ -23,8 +23,13 @@ $(STAMP): pyproject.toml requirements.lock
 run: $(STAMP)
 	$(VENV)/bin/lake up
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The browser check of the Dagster UI (lake_platform_tests/test_launcher.py) drives Debian's
+# chromium headless; install it when missing (CI runs as root).
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 bench: $(STAMP)
 	$(PY) bench/ingest.py

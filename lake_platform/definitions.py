@@ -33,6 +33,8 @@ def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions
         sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
         schedules=[version_cleanup_schedule, orphan_scan_schedule, trash_expiry_schedule],
         resources={**resources(), **(resource_overrides or {})},
+        # One process per run, steps in it: each step process would re-import Lance (~5 s).
+        executor=dg.in_process_executor,
     )
 
 

@@ -1,0 +1,146 @@
+"""The platform as `make run` brings it up: Dagster webserver + daemon on free loopback ports, the
+demo seeded through the inbox and ingested by the sensor, two runs on one table serialized by the
+run queue, and the UI checked in headless Chromium (Debian's `chromium`, installed when missing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.demo import TABLE_NAME
+from lake_platform.launcher import Platform, start_platform
+from lake_platform.settings import load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1000"]
+SEEDED_ROWS = 1000 + 500 + 250 + 250
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def chromium() -> str:
+    found = shutil.which("chromium")
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-q"], check=False, env=env, capture_output=True, timeout=600)
+        subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], check=False, env=env, capture_output=True,
+                       timeout=900)
+        found = shutil.which("chromium")
+    if found is None:
+        pytest.skip("Debian's chromium is not installed and cannot be installed here (make test installs it)")
+    return found
+
+
+def browse(url: str, profile: Path, *, screenshot: Path | None = None) -> str:
+    """The page's DOM after its scripts ran (virtual time), optionally with a screenshot."""
+    args = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=30000"]
+    args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
+    proc = subprocess.run([*args, url], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def gql(platform: Platform, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    req = urllib.request.Request(f"{platform.ui_url}/graphql", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+        data = json.load(resp)
+    assert "errors" not in data, data
+    return data["data"]
+
+
+LAUNCH = """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+RUN = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status startTime endTime } } }"""
+
+
+def launch(platform: Platform, asset: str, partition: str) -> str:
+    params = {"selector": {"repositoryLocationName": "lake_platform", "repositoryName": "__repository__",
+                           "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": [asset]}]},
+              "runConfigData": {}, "mode": "default",
+              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]}}
+    result = gql(platform, LAUNCH, {"p": params})["launchPipelineExecution"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    return str(result["run"]["runId"])
+
+
+def wait_for(what: str, check: Any, timeout: float, platform: Platform) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert platform.alive(), f"a Dagster process died; logs in {platform.dagster_home / 'logs'}"
+        value = check()
+        if value:
+            return value
+        time.sleep(2)
+    raise AssertionError(f"timed out waiting for {what}; logs in {platform.dagster_home / 'logs'}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    browser = chromium()
+    for name in ("LAKE_INBOX", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT", "DAGSTER_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
+    settings = load_settings(home=tmp_path / "home")
+    platform = start_platform(settings, "127.0.0.1", free_port())
+    try:
+        assert len(platform.seeded) == 3 and platform.demo_table == TABLE_NAME
+        assert (tmp_path / "home" / "dagster" / "dagster.yaml").read_text() == (REPO / "dagster.yaml").read_text()
+
+        # 1. The inbox sensor ingests the seeded files (first tick at start-up, then every 30 s).
+        def ingested() -> bool:
+            with Catalog(settings) as catalog:
+                return catalog.open_table(TABLE_NAME).count_rows() == SEEDED_ROWS
+        wait_for("the seeded files to be ingested", ingested, 240, platform)
+        with Catalog(settings) as catalog:
+            commit = next(e for e in catalog.history(TABLE_NAME) if e.operation == "append")
+
+        # 2. Two runs on one table: the run queue starts the second only after the first ended.
+        first, second = (launch(platform, "orphan_report", TABLE_NAME) for _ in range(2))
+
+        def finished() -> list[dict[str, Any]] | None:
+            runs = [gql(platform, RUN, {"id": rid})["runOrError"] for rid in (first, second)]
+            return runs if all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in runs) else None
+        runs = wait_for("both runs to finish", finished, 300, platform)
+        assert [r["status"] for r in runs] == ["SUCCESS", "SUCCESS"], runs
+        spans = sorted((r["startTime"], r["endTime"]) for r in runs)
+        assert spans[1][0] >= spans[0][1], f"runs on one table overlapped: {spans}"
+
+        # 3. The UI, in a real browser: the asset graph, then the partition's materialization.
+        ARTIFACTS.mkdir(exist_ok=True)
+        graph = browse(f"{platform.ui_url}/assets", tmp_path / "chromium-1")
+        for asset in ("ingested", "compacted", "cleaned_versions", "expired_trash", "orphan_report"):
+            assert asset in graph, f"{asset} missing from the asset list"
+        page = f"{platform.ui_url}/assets/ingested?view=partitions&partition={TABLE_NAME}"
+        dom = browse(page, tmp_path / "chromium-2")
+        (ARTIFACTS / "dagster-ingested-partition.html").write_text(dom)
+        for text in (TABLE_NAME, "Materialized", "commit_id", commit.commit_id, "fragments", "ingested_files"):
+            assert text in dom, f"{text!r} not on the materialization page"
+        for problem in ("Something went wrong", "PythonError", "Unexpected error", "could not be loaded"):
+            assert problem not in dom
+        shot = ARTIFACTS / "dagster-ingested-partition.png"
+        browse(page, tmp_path / "chromium-3", screenshot=shot)
+        assert shot.stat().st_size > 10_000
+        assert browser
+    finally:
+        platform.stop()
+    assert not platform.alive()
