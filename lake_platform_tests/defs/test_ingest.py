@@ -157,3 +157,14 @@ def test_unknown_partition_is_refused(instance, lake: Lake) -> None:
 
 def test_partition_definition_is_shared(instance) -> None:
     assert instance.get_dynamic_partitions(TABLES) == [TABLE]
+
+
+def test_a_non_retryable_error_fails_at_once_with_its_code(instance, lake: Lake) -> None:
+    config = {"ops": {"ingested": {"config": {"files": [{"key": "p/w/ns/other/x.csv", "size": 1}]}}}}
+    result = dg.materialize([ingested], partition_key=TABLE, instance=instance, resources=lake.resources,
+                            run_config=config, raise_on_error=False)
+    assert not result.success
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" not in events
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "InvalidInput (code 13)" in str(failure.event_specific_data.error)
