@@ -84,35 +84,44 @@ def tracked(ds: Any, location: str, live_versions: Iterable[int] | None, *, mani
         return refs
     reader = ds.tracked_files(min_version=live[0] if live else None)
     wanted = pa.array(live, pa.int64()) if live is not None else None
-    base_cache: dict[str, str | None] = {}
+    prefixes: dict[str, str | None] = {}
     for batch in reader:
         if wanted is not None:
             batch = batch.filter(pc.is_in(batch.column("version"), value_set=wanted))
-        if not manifests and batch.num_rows:
-            batch = batch.filter(pc.not_equal(batch.column("type").dictionary_decode()
-                                              if isinstance(batch.column("type"), pa.DictionaryArray)
-                                              else batch.column("type"), "manifest"))
         if batch.num_rows == 0:
             continue
+        kinds = _decoded(batch.column("type"))
+        if not manifests:
+            batch = batch.filter(pc.not_equal(kinds, "manifest"))
+            if batch.num_rows == 0:
+                continue
+            kinds = _decoded(batch.column("type"))
         refs.versions_seen.update(pc.unique(batch.column("version")).to_pylist())
         bases = batch.column("base_uri")
-        if isinstance(bases, pa.DictionaryArray):
-            bases = bases.dictionary_decode()
-        # Group by base (almost always one or two) so the join below is per unique path.
-        table = pa.table({"b": bases.cast(pa.string()), "p": batch.column("path")}).group_by(["b", "p"]).aggregate([])
-        for base, path in zip(table.column("b").to_pylist(), table.column("p").to_pylist(), strict=True):
-            if base not in base_cache:
-                base_cache[base] = _relative(location, base, "")
-            prefix = base_cache[base]
+        if not isinstance(bases, pa.DictionaryArray):
+            bases = bases.dictionary_encode()
+        paths = batch.column("path")
+        is_index = pc.equal(kinds, "index file")
+        # Rows come per manifest; group them by base (one or two per batch) and add whole lists.
+        for code, base in enumerate(bases.dictionary.to_pylist()):
+            if base not in prefixes:
+                prefixes[base] = _relative(location, base, "")
+            prefix = prefixes[base]
             if prefix is None:
                 continue  # another base path: not under this table's location
-            rel = f"{prefix.rstrip('/')}/{path}" if prefix else path
-            rel = rel.lstrip("/")
-            refs.files.add(rel)
-            idx = _index_dir(rel)
-            if idx:
-                refs.index_dirs.add(idx)
+            mask = pc.equal(bases.indices, code)
+            chosen = pc.filter(paths, mask).to_pylist()
+            lead = f"{prefix.strip('/')}/" if prefix else ""
+            refs.files.update(f"{lead}{p}" for p in chosen) if lead else refs.files.update(chosen)
+            for p in pc.filter(paths, pc.and_(mask, is_index)).to_pylist():
+                idx = _index_dir(f"{lead}{p}")
+                if idx:
+                    refs.index_dirs.add(idx)
     return refs
+
+
+def _decoded(column: Any) -> Any:
+    return column.dictionary_decode() if isinstance(column, pa.DictionaryArray) else column
 
 
 def _list_indices(ds: Any) -> list[dict[str, Any]]:
