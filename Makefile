@@ -34,6 +34,8 @@ chromium:
 bench: $(STAMP)
 	$(PY) bench/ingest.py
 	$(PY) bench/commits.py
+	$(PY) bench/flight.py
+	$(PY) bench/orphans.py
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)

@@ -521,6 +521,22 @@ def token_list(state: State) -> None:
     state.emit(tokens, lambda ts: _table(["token_id", "name", "project", "role", "revoked"], ts) if ts else "no tokens")
 
 
+@cli.command("serve-flight")
+@click.option("--host", help="Bind address (default LAKE_FLIGHT_HOST, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (default LAKE_FLIGHT_PORT, 50051).")
+@pass_state
+@handles_errors
+def serve_flight(state: State, host: str | None, port: int | None) -> None:
+    """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful)."""
+    from lake_platform.flight.server import serve
+    from lake_platform.flight.settings import flight_settings
+
+    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    flight = flight_settings(state.settings, **overrides)
+    click.echo(f"Flight SQL endpoint on grpc{'+tls' if flight.tls else ''}://{flight.host}:{flight.port}", err=True)
+    serve(state.settings, flight)
+
+
 @cli.group()
 def registry() -> None:
     """The registry itself (LAKE_REGISTRY_URL)."""
