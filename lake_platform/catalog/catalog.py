@@ -120,6 +120,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         self._hook = hook
 
     def close(self) -> None:
+        self.gate.close()
         self.store.close()
 
     def __enter__(self) -> Catalog:
@@ -672,7 +673,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                    lease: Lease) -> BoundTableNamespace:
         return BoundTableNamespace(self.store, tname, record, revision, pending=pending, lease=lease,
                                    storage_options=self._storage(record.location),
-                                   fault=self._hook and (lambda p: self._at(f"{pending.operation}:{p}")))
+                                   fault=self._hook and (lambda p: self._at(f"{pending.operation}:{p}")),
+                                   fresh=revision != ABSENT)
 
     def _replayed(self, commit_id: str) -> CommitResult | None:
         marker = self.commit_landed(commit_id)
@@ -706,8 +708,10 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
     def _result(self, pending: PendingCommit, table: str) -> CommitResult:
         if not pending.landed:
             raise Internal(f"{pending.operation} of {table} committed no version")
-        marker = self.commit_landed(pending.commit_id)
-        from_version = marker.from_version if marker else None
+        from_version = pending.from_version
+        if from_version is None:  # landed but resolved after an ambiguous failure
+            marker = self.commit_landed(pending.commit_id)
+            from_version = marker.from_version if marker else None
         rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
         return CommitResult(pending.commit_id, table, pending.operation, from_version, pending.landed[-1][0],
                             rows_added=rows, bytes_added=nbytes)
@@ -720,14 +724,17 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         for version, _ in pending.landed:
             key = keys.version(record.incarnation, version)
             try:
-                item = self.store.get(key)
-                if item is None:
-                    continue
-                ver = decode(VersionRecord, item.value, key)
+                known = pending.versions.get(version)
+                if known is None:
+                    item = self.store.get(key)
+                    if item is None:
+                        continue
+                    known = (decode(VersionRecord, item.value, key), item.revision)
+                ver, revision = known
                 final = engine.finalize_manifest(record.location, version, ver.manifest_path, storage)
                 if final == ver.manifest_path:
                     continue
-                self.store.compare_and_swap(key, item.revision, ver.model_copy(update={"manifest_path": final}).encode())
+                self.store.compare_and_swap(key, revision, ver.model_copy(update={"manifest_path": final}).encode())
                 engine.remove_files(record.location, [ver.manifest_path], storage)
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)

@@ -97,6 +97,10 @@ class WriteGate:
         self.wait = wait
         self.clock = clock or SystemClock()
         self.heartbeat = heartbeat
+        self._beat_lock = threading.Lock()
+        self._held: dict[int, tuple[Lease, float]] = {}
+        self._beat_thread: threading.Thread | None = None
+        self._beat_stop = threading.Event()
 
     def acquire(self, incarnation: str, holder: str | None = None) -> Lease:
         holder = holder or new_id()
@@ -173,25 +177,49 @@ class WriteGate:
     def hold(self, incarnation: str, holder: str | None = None) -> Iterator[Lease]:
         """Acquire, keep renewed in the background while the body runs, release."""
         lease = self.acquire(incarnation, holder)
-        stop = threading.Event()
-        beat = None
         if self.heartbeat:
-            beat = threading.Thread(target=self._beat, args=(lease, stop), daemon=True, name="lease-heartbeat")
-            beat.start()
+            self._beat_register(lease)
         try:
             yield lease
         finally:
-            stop.set()
-            if beat is not None:
-                beat.join()
+            if self.heartbeat:
+                self._beat_unregister(lease)
             self.release(lease)
 
-    def _beat(self, lease: Lease, stop: threading.Event) -> None:
-        interval = max(self.ttl / 3, 0.05)
-        while not stop.wait(interval):
-            try:
-                self.renew(lease)
-            except LeaseExpired:
-                return
-            except Exception:  # noqa: BLE001 - a failed renewal just lets the deadline run out
-                log.warning("lease renewal failed for %s", lease.incarnation, exc_info=True)
+    # One heartbeat thread per gate renews every lease it holds: starting a thread per write
+    # cost more than the write's registry work under load.
+
+    def _beat_register(self, lease: Lease) -> None:
+        with self._beat_lock:
+            self._held[id(lease)] = (lease, self.clock.monotonic())
+            if self._beat_thread is None or not self._beat_thread.is_alive():
+                self._beat_thread = threading.Thread(target=self._beat, daemon=True, name="lease-heartbeat")
+                self._beat_thread.start()
+
+    def _beat_unregister(self, lease: Lease) -> None:
+        with self._beat_lock:
+            self._held.pop(id(lease), None)
+
+    def close(self) -> None:
+        """Stop the heartbeat thread (leases still held simply run out)."""
+        self._beat_stop.set()
+
+    def _beat(self) -> None:
+        interval = max(self.ttl / 6, 0.05)
+        while not self._beat_stop.wait(interval):
+            with self._beat_lock:
+                due = [(key, lease) for key, (lease, renewed) in self._held.items()
+                       if self.clock.monotonic() - renewed >= self.ttl / 3]
+            for key, lease in due:
+                try:
+                    self.renew(lease)
+                except LeaseExpired:
+                    with self._beat_lock:
+                        self._held.pop(key, None)
+                    continue
+                except Exception:  # noqa: BLE001 - a failed renewal just lets the deadline run out
+                    log.warning("lease renewal failed for %s", lease.incarnation, exc_info=True)
+                    continue
+                with self._beat_lock:
+                    if key in self._held:
+                        self._held[key] = (lease, self.clock.monotonic())

@@ -65,6 +65,10 @@ class PendingCommit:
     extra_ops: list[Op] = field(default_factory=list)
     #: Filled in as versions land: (version, log key).
     landed: list[tuple[int, str]] = field(default_factory=list)
+    #: The registered version before the first landed one, and each landed version's record
+    #: with its registry revision (so the catalog need not read them back).
+    from_version: int | None = None
+    versions: dict[int, tuple[VersionRecord, int]] = field(default_factory=dict)
     marker_revision: int = ABSENT
 
 
@@ -82,6 +86,7 @@ class BoundTableNamespace(LanceNamespace):
         lease: Lease | None = None,
         storage_options: dict[str, str] | None = None,
         fault: Callable[[str], None] | None = None,
+        fresh: bool = False,
     ) -> None:
         self.store = store
         self.name = name
@@ -95,6 +100,9 @@ class BoundTableNamespace(LanceNamespace):
         self._commit_failure: LakeError | None = None
         self._read_failure: LakeError | None = None
         self._fault = fault
+        # The catalog read the record under the lease just before the write: Lance's first
+        # "latest version?" question needs no second read. After that, always re-read.
+        self._fresh = fresh
         self._lock = threading.Lock()
         self._id = f"lake:{store.url}:{record.incarnation}:{new_id()}"
 
@@ -138,7 +146,10 @@ class BoundTableNamespace(LanceNamespace):
         descending = bool(_field(request, "descending"))
         if limit == 1 and descending:
             # Lance asks for "latest" before every commit: answer from the table record, one read.
-            self._refresh_record()
+            if self._fresh:
+                self._fresh = False
+            else:
+                self._refresh_record()
             current = self.record.current_version
             if current == 0:
                 return ListTableVersionsResponse(versions=[])
@@ -236,11 +247,15 @@ class BoundTableNamespace(LanceNamespace):
                 if self._fault is not None:
                     self._fault("after-commit")
             except ConditionFailed as exc:
+                self._fresh = False
                 raise self._explain_conflict(exc, version) from None
             except ServiceUnavailable:
                 # Unknown outcome: look for our own version record before anyone retries.
                 results = self._resolve_unknown(version, pending.commit_id)
-            assert results[1] is not None and results[3] is not None
+            assert results[0] is not None and results[1] is not None and results[3] is not None
+            if step == 0:
+                pending.from_version = self.record.current_version
+            pending.versions[version] = (ver, results[0].revision)
             self.record = new_record
             self.record_revision = results[1].revision
             pending.marker_revision = results[3].revision

@@ -319,3 +319,22 @@ def test_store_is_shared_by_namespace_and_catalog(lake: Lake) -> None:
     assert isinstance(lake.catalog.store, MetaStore)
     lake.catalog.create_table(T, pa.table({"id": pa.array([1], pa.int64()), "tag": ["a"]}).to_reader())
     assert registry_version(lake.catalog) == 1
+
+
+def test_heartbeat_keeps_a_long_write_alive(lake: Lake) -> None:
+    """A lease held past its TTL stays valid because the gate's heartbeat renews it."""
+    import time
+
+    quick = lake.settings.model_copy(update={"lease_ttl_seconds": 0.6, "lease_safety_margin_seconds": 0.2,
+                                             "lease_io_timeout_seconds": 0.1})
+    catalog = Catalog(quick)
+    catalog.create_table(T, rows([1]))
+    incarnation = catalog.open_table(T).record.incarnation
+    with catalog.gate.hold(incarnation) as lease:
+        first = lease.revision
+        deadline = time.monotonic() + 20
+        while lease.revision < first + 3 and time.monotonic() < deadline:  # observe renewals
+            time.sleep(0.05)
+        assert lease.revision >= first + 3  # renewed several times, well past one TTL
+        lease.check()
+    catalog.close()
