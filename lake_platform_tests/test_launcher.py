@@ -131,9 +131,12 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
 
         # 3. The UI, in a real browser: the asset graph, then the partition's materialization.
         ARTIFACTS.mkdir(exist_ok=True)
-        graph = browse(f"{platform.ui_url}/assets", tmp_path / "chromium-1")
+        gql(platform, "mutation { setNuxSeen }")  # the UI's newsletter pop-up would cover the screenshot
+        graph = browse(f"{platform.ui_url}/locations/lake_platform/asset-groups/lake", tmp_path / "chromium-1")
+        (ARTIFACTS / "dagster-asset-graph.html").write_text(graph)
         for asset in ("ingested", "compacted", "cleaned_versions", "expired_trash", "orphan_report"):
-            assert asset in graph, f"{asset} missing from the asset list"
+            assert asset in graph, f"{asset} missing from the asset graph"
+        assert "Something went wrong" not in graph
         page = f"{platform.ui_url}/assets/ingested?view=partitions&partition={TABLE_NAME}"
         dom = browse(page, tmp_path / "chromium-2")
         (ARTIFACTS / "dagster-ingested-partition.html").write_text(dom)
