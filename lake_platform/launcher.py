@@ -189,9 +189,17 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
     raise TimeoutError(f"the Dagster UI did not answer at {platform.ui_url} within {timeout:.0f}s")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port: int | None = None) -> int:
     """Start everything, print where it is, block until Ctrl-C, stop everything. Returns an exit code."""
     port = ui_port if ui_port is not None else ui_port_from_env()
+    # Ctrl-C and a polite kill (service managers, `timeout`) both stop everything started here,
+    # even when started from a shell that had SIGINT ignored (background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     print(f"lake home      {Path(settings.home).expanduser().resolve()}")
     print("starting Dagster (webserver + daemon) ...", flush=True)
     platform = start_platform(settings, ui_host, port)
