@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,18 +14,9 @@ from lake_platform.maintenance import inbox as inbox_mod
 from lake_platform.maintenance.inbox import S3Inbox, open_inbox
 from lake_platform.maintenance.ingest import ingest_batch
 from lake_platform_tests.maintenance.helpers import make_lake, rows
-from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
+from lake_platform_tests.s3_server import S3Endpoint
 
 TABLE = "p.w.ns.t"
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
-    endpoint = s3_for_tests(tmp_path_factory.mktemp("seaweed-inbox"))
-    try:
-        yield endpoint
-    finally:
-        endpoint.stop()
 
 
 def parquet(start: int, count: int) -> bytes:
