@@ -154,3 +154,22 @@ def test_schedules_fan_out_over_table_partitions(instance) -> None:
             requests = schedule(ctx)
         assert sorted(r.partition_key for r in requests) == [TABLE, "p.w.ns.t2"]
         assert all(r.run_key.startswith(f"{prefix}:") for r in requests)
+
+
+def test_compaction_follows_ingest_materializations(instance, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lake_platform.defs import maintenance
+    from lake_platform.defs.ingest import ingested
+
+    monkeypatch.setattr(maintenance, "SWEEP_PER_TICK", 0)  # only what ingests touched
+    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 2})
+    first = sensor_tick(compaction_sensor, instance, lake)
+    assert not first.run_requests
+    landed = lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n500,x\n")
+    config = {"ops": {"ingested": {"config": {"files": [
+        {"key": landed.key, "size": landed.size, "mtime_ns": landed.mtime_ns}]}}}}
+    dg.materialize([ingested], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=config)
+    second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
+    assert [r.partition_key for r in second.run_requests] == [TABLE]
+    assert second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.open_table(TABLE).version}"
+    third = sensor_tick(compaction_sensor, instance, lake, second.cursor)  # the event was consumed
+    assert not third.run_requests
