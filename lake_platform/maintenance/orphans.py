@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import Internal, InvalidInput, LakeError
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, Record, VersionRecord, decode, new_id, now_ms
 from lake_platform.registry.store import ABSENT, Delete, Op, Put
@@ -150,8 +150,13 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
     refs.files |= {_canonical(v) for v in tagged_main}
     for version in sorted(live - refs.versions_seen):
         # Registered, but its manifest is only at its staging path: read it through the registry.
-        version_refs = refs_mod.snapshot_files(catalog.open_table(name, version).dataset)
-        refs.update(version_refs)
+        try:
+            snapshot = catalog.open_table(name, version)
+        except LakeError:
+            if catalog.store.get(keys.version(record.incarnation, version)) is None:
+                continue  # cleaned up since step 1: its files are on their way out
+            raise
+        refs.update(refs_mod.snapshot_files(snapshot.dataset))
 
     # 3. Storage, listed last.
     listing = list(engine.list_files(location, storage))
@@ -161,8 +166,8 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
         try:
             refs.update(refs_mod.branch_files(location, branch, storage))
         except Exception as exc:  # noqa: BLE001
-            # A branch we cannot read might reference anything: report nothing under it or main.
-            raise RuntimeError(f"cannot read branch {branch!r} of {name}: {exc}") from exc
+            # A branch we cannot read might reference anything: report nothing rather than guess.
+            raise Internal(f"cannot read branch {branch!r} of {name}: {str(exc).splitlines()[0][:300]}") from exc
 
     live_data = {p for p in refs.files if p.endswith(".lance")}
     now = time.time() if now is None else now
