@@ -148,10 +148,13 @@ def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_po
     from lake_platform.maintenance.inbox import inbox_location
 
     table, inbox, dropped = seed_demo_inbox(settings) if seed else ("", inbox_location(settings), [])
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "LAKE_HOME": str(lake_home), "LAKE_INBOX": inbox,
-           "DAGSTER_DISABLE_TELEMETRY": "1"}
-    if settings.registry_url:
-        env["LAKE_REGISTRY_URL"] = settings.registry_url
+    if "://" not in inbox:
+        inbox = Path(inbox).expanduser().resolve().as_posix()
+    # The processes read LakeSettings from the environment: hand them exactly these settings.
+    lake_env = {f"LAKE_{k.upper()}": str(v) for k, v in settings.model_dump(mode="json").items() if v is not None}
+    lake_env.update(_absolute_paths(settings))
+    env = {**os.environ, **lake_env, "DAGSTER_HOME": str(dagster_home), "LAKE_HOME": str(lake_home),
+           "LAKE_INBOX": inbox, "DAGSTER_DISABLE_TELEMETRY": "1"}
     workspace = str(dagster_home / "workspace.yaml")
     logs = Path(log_dir) if log_dir else dagster_home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -172,6 +175,18 @@ def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_po
         platform.stop()
         raise
     return platform
+
+
+def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
+    """The children run in LAKE_HOME: relative paths in the settings must not change meaning."""
+    out = {}
+    url = settings.registry_url
+    if url.startswith("sqlite:///") and not url.removeprefix("sqlite:///").startswith("/"):
+        out["LAKE_REGISTRY_URL"] = "sqlite:///" + Path(url.removeprefix("sqlite:///")).resolve().as_posix()
+    root = settings.warehouse_root
+    if "://" not in root and not root.startswith("/"):
+        out["LAKE_WAREHOUSE_ROOT"] = Path(root).resolve().as_posix()
+    return out
 
 
 def _wait_ready(platform: Platform, timeout: float) -> None:
