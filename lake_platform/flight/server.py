@@ -1,10 +1,11 @@
 """The read-only Flight SQL endpoint.
 
 Stateless by construction: prepared-statement handles and statement tickets are sealed
-envelopes (see ``tokens``) carrying the principal, the SQL, bound parameters and, for tickets,
-the exact table versions planned against. Any replica sharing the secret can serve any call;
-DoGet re-plans against the pinned versions only (never the registry's current pointer) and
-streams DataFusion's output straight into the Flight writer.
+envelopes (see ``tokens`` and ``tickets``) carrying the principal, the SQL, bound parameters
+and, for tickets, the exact table snapshots planned against. Any replica sharing the keys can
+serve any call; DoGet re-plans against the pinned snapshots only (never the registry's current
+pointer, no registry read at all), fails when one is gone, and streams DataFusion's output
+straight into the Flight writer.
 
 Discovery and SQL see one tenant: the caller's project. catalog = warehouse, db_schema =
 namespace path joined by ".", table = table; another project's table looks exactly like a
@@ -13,7 +14,6 @@ missing one. Everything a request needs comes from the cached catalog snapshot.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import logging
@@ -51,9 +51,10 @@ from lake_platform.flight.auth import (
 from lake_platform.flight.errors import to_flight
 from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.flight.sqlinfo import sql_info_table, standard_info
-from lake_platform.flight.tokens import Expired, Identity, Sealer, check_owner
-from lake_platform.query.engine import PlannedQuery, QueryEngine, QueryLimits
-from lake_platform.query.snapshot import ProjectView, SnapshotCache, TableRef
+from lake_platform.flight.tickets import TicketLimits, Tickets
+from lake_platform.flight.tokens import Identity, Sealer
+from lake_platform.query.engine import PlannedQuery, QueryCancelled, QueryEngine, QueryLimits, QueryTimeout
+from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 
@@ -64,7 +65,8 @@ _CATALOG_COMMANDS = frozenset({"CommandGetCatalogs", "CommandGetDbSchemas", "Com
 #: Prepared handles only hold SQL and parameters (the caller is authenticated on every call),
 #: so they live long; tickets pin table versions and live the ticket lifetime.
 PREPARED_TTL = 7 * 86400.0
-MAX_PARAM_BYTES = 1 << 20
+#: Cancelled ticket ids remembered (replica-local, advisory; the oldest are forgotten first).
+MAX_CANCELLED = 10_000
 
 
 def _guard(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,7 +94,9 @@ class FlightSqlServer(fl.FlightServerBase):
         authenticator: Authenticator | None = None,
         catalog: Any = None,
         snapshots: SnapshotCache | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: wall-clock seconds for issuing and expiring tokens, tickets and handles."""
         self.lake_settings = settings
         self.settings = flight or flight_settings(settings)
         # Lance reads this when a scan starts; it bounds how far a scan reads ahead of the client
@@ -111,10 +115,15 @@ class FlightSqlServer(fl.FlightServerBase):
             raise Unsupported("this catalog cannot authenticate users yet: pass an authenticator")
         self.snapshots = snapshots or SnapshotCache.for_store(
             self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=self.settings.snapshot_max_stale_seconds)
-        secret = self.settings.secret_key_bytes if self.settings.secret_key else None
-        self.sealer = Sealer(secret)
+        self.sealer = Sealer(self.settings.sealing_keys() or None, clock=clock,
+                             max_bytes=self.settings.max_ticket_bytes)
         if self.sealer.ephemeral:
-            log.warning("LAKE_FLIGHT_SECRET_KEY is not set: tokens and tickets are valid in this process only")
+            log.warning("neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
+                        "in this process only")
+        self.ticket_ttl = settings.ticket_lifetime_seconds
+        self.tickets = Tickets(self.sealer, TicketLimits(
+            max_sql_bytes=self.settings.max_sql_bytes, max_tables=self.settings.max_ticket_tables,
+            max_param_bytes=self.settings.max_param_bytes), lifetime=self.ticket_ttl, prepared_lifetime=PREPARED_TTL)
         self.auth = AuthService(
             self.authenticator, self.sealer, token_ttl=self.settings.token_ttl_seconds,
             service_token_cache=self.settings.service_token_cache_seconds,
@@ -123,8 +132,8 @@ class FlightSqlServer(fl.FlightServerBase):
             memory_limit_bytes=self.settings.memory_limit_bytes, spill_dir=self.settings.spill_path(settings),
             batch_size=self.settings.batch_size, target_partitions=self.settings.target_partitions,
             max_sql_bytes=self.settings.max_sql_bytes, max_message_bytes=self.settings.max_message_bytes,
-            dataset_cache_size=self.settings.dataset_cache_size))
-        self.ticket_ttl = settings.ticket_lifetime_seconds
+            dataset_cache_size=self.settings.dataset_cache_size, max_result_bytes=self.settings.max_result_bytes,
+            query_timeout_seconds=self.settings.query_timeout_seconds))
         self.sql_info = standard_info(max_statement_bytes=self.settings.max_sql_bytes,
                                       statement_timeout_ms=int(PREPARED_TTL * 1000))
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
@@ -218,7 +227,11 @@ class FlightSqlServer(fl.FlightServerBase):
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
             sql, params = self._statement(identity, name, payload)
             planned = self.engine.plan(sql, self._view(identity), params)
-            ticket, expires = self._ticket(identity, planned, params)
+            if len(planned.refs) > self.settings.max_ticket_tables:
+                raise InvalidInput(f"the query reads {len(planned.refs)} tables, above this server's "
+                                   f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}")
+            handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
+            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
             endpoint = fl.FlightEndpoint(ticket, [], expiration_time=pa.scalar(
                 int(expires * 1_000_000), pa.timestamp("us", tz="UTC")))
             return fl.FlightInfo(planned.schema, descriptor, [endpoint], -1, -1)
@@ -243,24 +256,12 @@ class FlightSqlServer(fl.FlightServerBase):
                 raise Unsupported("transactions are not supported by this read-only server")
             return cmd.query, None
         cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
-        claims = self._open_prepared(identity, cmd.prepared_statement_handle)
-        return claims["sql"], _params_from(claims.get("prm"))
+        return self.tickets.open_prepared(cmd.prepared_statement_handle, identity)
 
-    def _ticket(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> tuple[bytes, float]:
-        claims = {**identity.claims(), "sql": planned.sql, "ref": [r.to_json() for r in planned.refs],
-                  "prm": _params_to(params), "id": secrets.token_hex(8)}
-        blob = self.sealer.seal("ticket", claims, self.ticket_ttl)
-        return proto.pack(proto.TicketStatementQuery(statement_handle=blob)), self.sealer.now() + self.ticket_ttl
-
-    def _open_prepared(self, identity: Identity, handle: bytes) -> dict[str, Any]:
-        try:
-            claims = self.sealer.open("prepared", handle, what="prepared statement handle")
-        except Expired:
-            raise InvalidInput("the prepared statement has expired; prepare it again") from None
-        check_owner(claims, identity, "prepared statement")
-        if not isinstance(claims.get("sql"), str):
-            raise InvalidInput("malformed prepared statement handle")
-        return claims
+    def _is_dropped(self, incarnation: str) -> bool:
+        """Whether this replica's cached catalog knows the incarnation was dropped (no I/O)."""
+        snap = self.snapshots.latest()
+        return snap is not None and snap.is_dropped(incarnation)
 
     # == metadata ===============================================================================
 
@@ -343,30 +344,23 @@ class FlightSqlServer(fl.FlightServerBase):
             self._metadata_schema(name, payload)
             return fl.RecordBatchStream(self._metadata(identity, name, payload))
         handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
-        try:
-            claims = self.sealer.open("ticket", handle, what="ticket")
-        except Expired:
-            raise InvalidInput("the ticket has expired; run the query again") from None
-        check_owner(claims, identity, "ticket")
+        ticket = self.tickets.open_statement(handle, identity)
         if self._draining.is_set():
             raise ServiceUnavailable("the server is shutting down; retry on another replica")
-        ticket_id = str(claims.get("id", ""))
         with self._streams_lock:
-            if ticket_id in self._cancelled:
-                raise Cancelled("the query was cancelled")
-        try:
-            refs = tuple(TableRef.from_json(r) for r in claims["ref"])
-            sql = claims["sql"]
-        except (KeyError, TypeError, ValueError):
-            raise InvalidInput("malformed ticket") from None
-        planned = self.engine.plan_pinned(sql, refs, _params_from(claims.get("prm")))
-        return fl.GeneratorStream(planned.schema, self._drain(context, planned, ticket_id))
+            if ticket.ticket_id in self._cancelled:
+                raise QueryCancelled("the query was cancelled")
+        planned = self.engine.plan_pinned(ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped)
+        return fl.GeneratorStream(planned.schema, self._drain(context, planned, ticket.ticket_id))
 
     def _drain(self, context: Any, planned: PlannedQuery, ticket_id: str) -> Iterator[pa.RecordBatch]:
         # Everything that must be undone happens inside the generator: a generator that is never
         # started (the client went away first) holds no slot.
         if not self._slots.acquire(timeout=self.settings.admission_wait_seconds):
-            raise to_flight(Throttling("too many queries are running; retry shortly"))
+            raise to_flight(Throttling(
+                f"too many queries are running: LAKE_FLIGHT_MAX_CONCURRENT_QUERIES="
+                f"{self.settings.max_concurrent_queries} reached and no slot freed within "
+                f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self.settings.admission_wait_seconds:g}; retry shortly"))
         stop = threading.Event()
         key = f"{ticket_id}/{secrets.token_hex(4)}"
         with self._streams_lock:
@@ -374,22 +368,13 @@ class FlightSqlServer(fl.FlightServerBase):
             if self._aborting.is_set():
                 stop.set()
 
-        timeout = self.settings.query_timeout_seconds
-        deadline = time.monotonic() + timeout if timeout else None
-        expired = False
-
         def cancelled() -> bool:
-            nonlocal expired
-            if deadline is not None and time.monotonic() > deadline:
-                expired = True
-            return expired or stop.is_set() or context.is_cancelled()
+            return stop.is_set() or context.is_cancelled()
 
         try:
             yield from self.engine.stream(planned, cancelled)
-            if expired:
-                raise to_flight(QueryTimeout(f"the query ran longer than {timeout:g}s and was stopped"))
             if stop.is_set():
-                raise to_flight(Cancelled("the query was cancelled"))
+                raise to_flight(QueryCancelled("the query was cancelled"))
         except LakeError as exc:
             raise to_flight(exc) from None
         finally:
@@ -408,16 +393,17 @@ class FlightSqlServer(fl.FlightServerBase):
                 raise Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
             raise InvalidInput(f"DoPut does not take {name}")
         cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
-        claims = self._open_prepared(identity, cmd.prepared_statement_handle)
+        sql, _ = self.tickets.open_prepared(cmd.prepared_statement_handle, identity)
         rows: list[pa.RecordBatch] = []
         size = 0
+        limit = self.settings.max_param_bytes
         for chunk in reader:
             batch = chunk.data
             if batch is None or batch.num_rows == 0:
                 continue
             size += batch.nbytes
-            if size > MAX_PARAM_BYTES:
-                raise InvalidInput("bound parameters are too large")
+            if size > limit:
+                raise InvalidInput(f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={limit}")
             rows.append(batch)
         params = None
         if rows:
@@ -425,9 +411,7 @@ class FlightSqlServer(fl.FlightServerBase):
             if table.num_rows != 1:
                 raise InvalidInput(f"bind exactly one row of parameters (got {table.num_rows})")
             params = table.combine_chunks().to_batches()[0]
-        new_claims = {k: v for k, v in claims.items() if k != "exp"}
-        new_claims["prm"] = _params_to(params)
-        handle = self.sealer.seal("prepared", new_claims, PREPARED_TTL)
+        handle = self.tickets.seal_prepared(identity, sql, params)
         writer.write(pa.py_buffer(proto.DoPutPreparedStatementResult(prepared_statement_handle=handle)
                                   .SerializeToString()))
 
@@ -456,8 +440,7 @@ class FlightSqlServer(fl.FlightServerBase):
             if req.HasField("transaction_id"):
                 raise Unsupported("transactions are not supported by this read-only server")
             planned = self.engine.plan(req.query, self._view(identity), None, prepare=True)
-            handle = self.sealer.seal("prepared", {**identity.claims(), "sql": req.query, "prm": None},
-                                      PREPARED_TTL)
+            handle = self.tickets.seal_prepared(identity, req.query, None)
             params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
             result = proto.ActionCreatePreparedStatementResult(
                 prepared_statement_handle=handle, dataset_schema=planned.schema.serialize().to_pybytes(),
@@ -467,7 +450,7 @@ class FlightSqlServer(fl.FlightServerBase):
             name, payload = _unpack(body)
             req = proto.parse(proto.ActionClosePreparedStatementRequest, payload)
             try:
-                self._open_prepared(identity, req.prepared_statement_handle)
+                self.tickets.open_prepared(req.prepared_statement_handle, identity)
             except InvalidInput:
                 pass  # closing an expired handle is fine
             return []
@@ -501,17 +484,18 @@ class FlightSqlServer(fl.FlightServerBase):
             if name != "TicketStatementQuery":
                 continue
             try:
-                claims = self.sealer.open("ticket", proto.parse(proto.TicketStatementQuery, payload).statement_handle,
-                                          what="ticket")
-            except Expired:
-                continue
-            check_owner(claims, identity, "ticket")
-            ticket_id = str(claims.get("id", ""))
+                ticket = self.tickets.open_statement(
+                    proto.parse(proto.TicketStatementQuery, payload).statement_handle, identity)
+            except InvalidInput:
+                continue  # expired (or beyond this server's limits): nothing to cancel
+            ticket_id = ticket.ticket_id
             with self._streams_lock:
-                self._cancelled[ticket_id] = claims["exp"]
+                self._cancelled[ticket_id] = ticket.expires_at_ms / 1000
                 now = self.sealer.now()
                 for tid in [t for t, exp in self._cancelled.items() if exp < now]:
                     del self._cancelled[tid]
+                while len(self._cancelled) > MAX_CANCELLED:
+                    del self._cancelled[next(iter(self._cancelled))]
                 for key, event in self._streams.items():
                     if key.split("/", 1)[0] == ticket_id:
                         event.set()
@@ -532,12 +516,9 @@ class FlightSqlServer(fl.FlightServerBase):
                 "uptime_seconds": round(time.time() - self.started_at, 1)}
 
 
-class Cancelled(LakeError):
-    grpc_status = "CANCELLED"
-
-
-class QueryTimeout(LakeError):
-    grpc_status = "DEADLINE_EXCEEDED"
+#: Kept for callers of the previous names.
+Cancelled = QueryCancelled
+__all__ = ["Cancelled", "FlightSqlServer", "QueryCancelled", "QueryTimeout", "serve"]
 
 
 def _unpack(data: bytes) -> tuple[str, bytes]:
@@ -561,25 +542,6 @@ def _like(pattern: str | None) -> Callable[[str], bool]:
         i += 1
     rx = re.compile("".join(out), re.DOTALL)
     return lambda s: rx.fullmatch(s) is not None
-
-
-def _params_to(params: pa.RecordBatch | None) -> str | None:
-    if params is None:
-        return None
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, params.schema) as w:
-        w.write_batch(params)
-    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
-
-
-def _params_from(text: Any) -> pa.RecordBatch | None:
-    if not text:
-        return None
-    try:
-        table = pa.ipc.open_stream(pa.py_buffer(base64.b64decode(text))).read_all()
-    except Exception:  # noqa: BLE001
-        raise InvalidInput("malformed bound parameters") from None
-    return table.combine_chunks().to_batches()[0] if table.num_rows else None
 
 
 def serve(settings: LakeSettings | None = None, flight: FlightSettings | None = None, *,

@@ -7,6 +7,7 @@ keeps its name there (``LakeSettings.flight_<name>``), and :func:`flight_setting
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
 
 ENV_PREFIX = "LAKE_FLIGHT_"
+#: A key id: short, printable, and safe to show in an error message.
+KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+#: The key id the single ``secret_key`` setting seals under.
+DEFAULT_KEY_ID = "default"
 
 
 class FlightSettings(BaseSettings):
@@ -30,8 +35,12 @@ class FlightSettings(BaseSettings):
     tls_key_file: Path | None = Field(None, description="PEM private key for tls_cert_file.")
     allow_insecure: bool = Field(False, description="Allow a plaintext bind on a non-loopback address.")
     secret_key: str = Field(
-        "", description="Key sealing bearer tokens, tickets and prepared handles (>= 32 bytes, hex or text); "
-        "every replica must share it. Empty: a random key per process (tokens die with the process)."
+        "", description="One key sealing bearer tokens, tickets and prepared handles (>= 32 bytes, hex or text), "
+        f"key id {DEFAULT_KEY_ID!r}; every replica must share it. Empty (and no keys): a random key per process."
+    )
+    keys: str = Field(
+        "", description="Sealing keys with ids, 'kid1:hex,kid2:hex', oldest first: the last one seals, every one "
+        "opens (rotate by appending a key, then retiring the oldest). secret_key, if also set, is the oldest key."
     )
     token_ttl_seconds: float = Field(3600.0, gt=0, le=7 * 86400, description="Lifetime of a Handshake bearer token.")
     service_token_cache_seconds: float = Field(
@@ -51,6 +60,14 @@ class FlightSettings(BaseSettings):
         0.0, ge=0, description="Wall-clock limit of one result stream (checked between batches); 0 = none."
     )
     max_sql_bytes: int = Field(256 * 1024, ge=1024, le=16 << 20, description="Longest accepted SQL text.")
+    max_param_bytes: int = Field(1 << 20, ge=0, le=64 << 20, description="Largest bound parameter row (Arrow bytes).")
+    max_ticket_tables: int = Field(64, ge=1, le=4096, description="Most table snapshots one ticket may pin.")
+    max_ticket_bytes: int = Field(
+        2 << 20, ge=4096, le=64 << 20, description="Largest sealed ticket or prepared-statement handle (bytes)."
+    )
+    max_result_bytes: int = Field(
+        0, ge=0, description="Largest result one query may stream (Arrow bytes); 0 = no limit."
+    )
     max_message_bytes: int = Field(
         8 << 20, ge=1 << 20, le=15 << 20, description="Split result batches above this size (ADBC's limit is 16 MiB)."
     )
@@ -70,6 +87,7 @@ class FlightSettings(BaseSettings):
             raise ValueError(f"host: binding {self.host!r} without TLS needs LAKE_FLIGHT_ALLOW_INSECURE=true")
         if self.secret_key and len(self.secret_key_bytes) < 32:
             raise ValueError("secret_key: must be at least 32 bytes (64 hex digits)")
+        self.sealing_keys()  # raises on a malformed LAKE_FLIGHT_KEYS
         return self
 
     @property
@@ -83,6 +101,30 @@ class FlightSettings(BaseSettings):
             return bytes.fromhex(text)
         except ValueError:
             return text.encode()
+
+    def sealing_keys(self) -> list[tuple[str, bytes]]:
+        """(key id, key) pairs, oldest first; the last one seals. Empty: no key configured."""
+        keys: list[tuple[str, bytes]] = []
+        if self.secret_key:
+            keys.append((DEFAULT_KEY_ID, self.secret_key_bytes))
+        for entry in (e.strip() for e in self.keys.split(",")):
+            if not entry:
+                continue
+            kid, sep, material = (p.strip() for p in entry.partition(":"))
+            if not sep or not KEY_ID.fullmatch(kid):
+                raise ValueError("keys: each entry is 'kid:hex' with a key id of letters, digits, '.', '_', '-' "
+                                 "(at most 32)")
+            try:
+                key = bytes.fromhex(material)
+            except ValueError:
+                raise ValueError(f"keys: the key of {kid!r} is not hex") from None
+            if len(key) < 32:
+                raise ValueError(f"keys: the key of {kid!r} must be at least 32 bytes (64 hex digits)")
+            if any(kid == known for known, _ in keys):
+                raise ValueError(f"keys: key id {kid!r} appears twice (or is {DEFAULT_KEY_ID!r}, the id of "
+                                 "secret_key)")
+            keys.append((kid, key))
+        return keys
 
     def spill_path(self, lake: LakeSettings) -> Path:
         return (self.spill_dir or lake.home / "spill").expanduser()

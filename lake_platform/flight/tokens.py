@@ -1,10 +1,22 @@
 """Sealed, versioned envelopes: bearer tokens, statement tickets and prepared-statement handles.
 
-Each envelope is ``version byte || nonce || AES-256-GCM(JSON claims)``, with the purpose
-("bearer", "ticket", "prepared") as associated data and a key derived per purpose from the
-server secret, so one kind can never be replayed as another, clients cannot read or alter the
-claims (SQL, table locations, principal), and any replica sharing the secret can open them.
-The claims always carry ``exp`` (wall-clock seconds); an expired envelope is refused.
+Wire format (envelope version 2)::
+
+    version (1 byte, = 2) | key-id length (1 byte, 1..32) | key id (ASCII) | nonce (12 bytes)
+    | AES-256-GCM(canonical JSON claims) (ciphertext + 16-byte tag)
+
+The associated data is ``"lake-flight/" + purpose + "\\0" + header`` (header = version, key-id
+length and key id), so the version and key id travel in the clear but cannot be altered, and an
+envelope of one purpose ("bearer", "ticket", "prepared") can never be replayed as another. Each
+configured key has a subkey per purpose (HMAC-SHA256 of the key with the purpose and version).
+
+Keys rotate: the newest key seals, every configured key opens; an envelope sealed under a key
+id this server does not have is refused as such ("unknown key id"). The claims always carry
+``v`` (the envelope version again), ``kid``, ``pur``, ``iat`` and ``exp`` (integer milliseconds
+since the epoch) and must be exactly their canonical encoding (sorted keys, no spaces, no
+duplicate keys): anything else is refused even if it decrypts. An envelope of another version
+(the previous release's version 1, or a newer one) is refused with a message saying so.
+Envelopes larger than ``max_bytes`` are refused before any cryptography.
 """
 
 from __future__ import annotations
@@ -16,21 +28,42 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from lake_platform.errors import InvalidInput, Unauthenticated
+from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
+from lake_platform.flight.settings import KEY_ID
 
-VERSION = 1
+ENVELOPE_VERSION = 2
+#: Versions earlier releases sealed; refused with "no longer accepted" rather than "invalid".
+LEGACY_VERSIONS = frozenset({1})
+#: Version bytes we would call "newer" (beyond: garbage).
+_NEWEST_PLAUSIBLE = 15
 _NONCE = 12
+_TAG = 16
+_MAX_KID = 32
 BEARER_PREFIX = "lkb1."
 PURPOSES = ("bearer", "ticket", "prepared")
+#: Claims every envelope carries, set by the sealer.
+ENVELOPE_CLAIMS = frozenset({"v", "kid", "pur", "iat", "exp"})
+DEFAULT_MAX_BYTES = 2 << 20
+ROLLOUT_HINT = ("servers reading different envelope versions must not share a load balancer: "
+                "deploy blue/green")
 
 
 class Expired(Unauthenticated):
     """The envelope was valid but its lifetime is over."""
+
+
+class UnknownKey(Unauthenticated):
+    """The envelope names a key id this server does not have (retired, or another deployment's)."""
+
+
+class UnsupportedEnvelope(InvalidInput):
+    """The envelope is of an older or newer version than this server reads."""
 
 
 @dataclass(frozen=True)
@@ -47,46 +80,133 @@ class Identity:
 
     @classmethod
     def from_claims(cls, claims: dict[str, Any]) -> Identity:
-        return cls(str(claims["sub"]), str(claims["knd"]), str(claims["prj"]), str(claims["rol"]))
+        values = [claims.get(k) for k in ("sub", "knd", "prj", "rol")]
+        if not all(isinstance(v, str) and v for v in values):
+            raise KeyError("identity")
+        return cls(*values)  # type: ignore[arg-type]
 
     @classmethod
     def of(cls, principal: Any) -> Identity:
         return cls(str(principal.name), str(principal.kind), str(principal.project), str(principal.role))
 
 
+def canonical(claims: dict[str, Any]) -> bytes:
+    """The one byte encoding of a claims object that the sealer produces and the opener accepts."""
+    return json.dumps(claims, separators=(",", ":"), sort_keys=True, ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError("duplicate key")
+        out[key] = value
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class Sealer:
-    def __init__(self, secret: bytes | None = None, *, clock: Any = time.time) -> None:
-        if secret is not None and len(secret) < 32:
-            raise ValueError("the sealing secret must be at least 32 bytes")
-        self.ephemeral = secret is None
-        master = secret if secret is not None else secrets.token_bytes(32)
-        self._keys = {p: AESGCM(hmac.new(master, f"lake-flight/{p}/v{VERSION}".encode(), hashlib.sha256).digest())
-                      for p in PURPOSES}
+    """Seals and opens envelopes under a key ring (oldest first; the last key seals).
+
+    ``keys=None``: one random key for this process (envelopes die with it)."""
+
+    def __init__(self, keys: Sequence[tuple[str, bytes]] | None = None, *, clock: Callable[[], float] = time.time,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.ephemeral = not keys
+        if not keys:
+            keys = [(f"eph-{secrets.token_hex(4)}", secrets.token_bytes(32))]
+        self._keys: dict[str, dict[str, AESGCM]] = {}
+        for kid, key in keys:
+            if not KEY_ID.fullmatch(kid) or len(kid) > _MAX_KID:
+                raise ValueError(f"invalid key id {kid!r}")
+            if len(key) < 32:
+                raise ValueError(f"the key {kid!r} must be at least 32 bytes")
+            if kid in self._keys:
+                raise ValueError(f"key id {kid!r} appears twice")
+            self._keys[kid] = {p: AESGCM(hmac.new(key, f"lake-flight/{p}/v{ENVELOPE_VERSION}".encode(),
+                                                  hashlib.sha256).digest()) for p in PURPOSES}
+        self.sealing_kid = keys[-1][0]
+        self.key_ids = tuple(self._keys)
+        self.max_bytes = max_bytes
         self._clock = clock
 
     def now(self) -> float:
         return float(self._clock())
 
-    def seal(self, purpose: str, claims: dict[str, Any], ttl: float) -> bytes:
-        body = dict(claims)
-        body["exp"] = round(self.now() + ttl, 3)
-        nonce = os.urandom(_NONCE)
-        data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-        return bytes([VERSION]) + nonce + self._keys[purpose].encrypt(nonce, data, purpose.encode())
+    def now_ms(self) -> int:
+        return round(self.now() * 1000)
 
-    def open(self, purpose: str, blob: bytes, *, what: str = "credential") -> dict[str, Any]:
-        """The claims of a sealed envelope; Unauthenticated if forged, altered or expired."""
-        if not isinstance(blob, (bytes, bytearray)) or len(blob) < 1 + _NONCE + 16 or blob[0] != VERSION:
-            raise Unauthenticated(f"invalid {what}")
-        nonce, sealed = bytes(blob[1:1 + _NONCE]), bytes(blob[1 + _NONCE:])
+    # -- seal ----------------------------------------------------------------------------
+
+    def seal(self, purpose: str, claims: dict[str, Any], ttl: float) -> bytes:
+        """Seal ``claims`` (plus the envelope claims) for ``ttl`` seconds."""
+        clash = ENVELOPE_CLAIMS & set(claims)
+        if clash:
+            raise ValueError(f"claims may not set {sorted(clash)}")
+        now = self.now_ms()
+        body = {**claims, "v": ENVELOPE_VERSION, "kid": self.sealing_kid, "pur": purpose, "iat": now,
+                "exp": now + round(ttl * 1000)}
+        return self._seal_body(purpose, canonical(body))
+
+    def _seal_body(self, purpose: str, body: bytes) -> bytes:
+        kid = self.sealing_kid.encode("ascii")
+        header = bytes([ENVELOPE_VERSION, len(kid)]) + kid
+        nonce = os.urandom(_NONCE)
+        blob = header + nonce + self._keys[self.sealing_kid][purpose].encrypt(nonce, body, _aad(purpose, header))
+        if len(blob) > self.max_bytes:
+            raise InvalidInput(f"the {_noun(purpose)} would be {len(blob)} bytes, above "
+                               f"LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}; shorten the query or its parameters")
+        return blob
+
+    # -- open ----------------------------------------------------------------------------
+
+    def open(self, purpose: str, blob: bytes, *, what: str | None = None) -> dict[str, Any]:
+        """The claims of a sealed envelope.
+
+        Unauthenticated if forged, altered or not canonical; UnknownKey if its key id is not
+        configured here; UnsupportedEnvelope (InvalidInput) if of another version; InvalidInput
+        if larger than ``max_bytes``; Expired once ``exp`` has passed."""
+        what = what or _noun(purpose)
+        invalid = Unauthenticated(f"invalid {what}")
+        if not isinstance(blob, (bytes, bytearray)) or not blob:
+            raise invalid
+        blob = bytes(blob)
+        if len(blob) > self.max_bytes:
+            raise InvalidInput(f"the {what} is {len(blob)} bytes, above LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}")
+        version = blob[0]
+        if version != ENVELOPE_VERSION:
+            raise _version_error(version, what) or invalid
+        if len(blob) < 2:
+            raise invalid
+        kid_len = blob[1]
+        if not 1 <= kid_len <= _MAX_KID or len(blob) < 2 + kid_len + _NONCE + _TAG:
+            raise invalid
         try:
-            data = self._keys[purpose].decrypt(nonce, sealed, purpose.encode())
-            claims = json.loads(data)
-        except Exception:  # noqa: BLE001 - InvalidTag, bad JSON: same answer
-            raise Unauthenticated(f"invalid {what}") from None
-        if not isinstance(claims, dict) or not isinstance(claims.get("exp"), (int, float)):
-            raise Unauthenticated(f"invalid {what}")
-        if claims["exp"] < self.now():
+            kid = blob[2:2 + kid_len].decode("ascii")
+        except UnicodeDecodeError:
+            raise invalid from None
+        if not KEY_ID.fullmatch(kid):
+            raise invalid
+        keys = self._keys.get(kid)
+        if keys is None:
+            raise UnknownKey(f"the {what} was sealed with unknown key id {kid!r} (a retired key, or another "
+                             "deployment's); get a new one")
+        header = blob[:2 + kid_len]
+        nonce = blob[2 + kid_len:2 + kid_len + _NONCE]
+        try:
+            body = keys[purpose].decrypt(nonce, blob[2 + kid_len + _NONCE:], _aad(purpose, header))
+            claims = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        except Exception:  # noqa: BLE001 - InvalidTag, bad UTF-8 or JSON, duplicate keys: one answer
+            raise invalid from None
+        if (not isinstance(claims, dict) or canonical(claims) != body or claims.get("v") != ENVELOPE_VERSION
+                or claims.get("kid") != kid or claims.get("pur") != purpose
+                or not _is_int(claims.get("iat")) or not _is_int(claims.get("exp"))):
+            raise invalid
+        if claims["exp"] < self.now_ms():
             raise Expired(f"the {what} has expired")
         return claims
 
@@ -97,24 +217,50 @@ class Sealer:
         return BEARER_PREFIX + base64.urlsafe_b64encode(blob).decode().rstrip("=")
 
     def open_bearer(self, token: str) -> Identity:
-        if not token.startswith(BEARER_PREFIX):
+        if not token.startswith(BEARER_PREFIX) or len(token) > 4 * self.max_bytes:
             raise Unauthenticated("invalid token")
         text = token[len(BEARER_PREFIX):]
         try:
             blob = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except Exception:  # noqa: BLE001
             raise Unauthenticated("invalid token") from None
-        claims = self.open("bearer", blob, what="token")
+        try:
+            claims = self.open("bearer", blob, what="token")
+        except UnsupportedEnvelope:
+            raise Unauthenticated("the token was issued by a server of another version; authenticate again") from None
+        except InvalidInput:
+            raise Unauthenticated("invalid token") from None
         try:
             return Identity.from_claims(claims)
         except KeyError:
             raise Unauthenticated("invalid token") from None
 
 
+def _aad(purpose: str, header: bytes) -> bytes:
+    return b"lake-flight/" + purpose.encode() + b"\0" + header
+
+
+def _noun(purpose: str) -> str:
+    return {"bearer": "token", "ticket": "ticket", "prepared": "prepared statement handle"}.get(purpose, purpose)
+
+
+def _version_error(version: int, what: str) -> UnsupportedEnvelope | None:
+    if version in LEGACY_VERSIONS:
+        return UnsupportedEnvelope(
+            f"this {what} uses envelope version {version}, which this server no longer reads (it reads version "
+            f"{ENVELOPE_VERSION}); plan the query again ({ROLLOUT_HINT})")
+    if ENVELOPE_VERSION < version <= _NEWEST_PLAUSIBLE:
+        return UnsupportedEnvelope(
+            f"this {what} uses envelope version {version}, newer than this server reads (version "
+            f"{ENVELOPE_VERSION}); a newer server issued it ({ROLLOUT_HINT}); plan the query again")
+    return None
+
+
 def check_owner(claims: dict[str, Any], identity: Identity, what: str) -> None:
-    """A ticket or handle is usable only by the principal it was issued to."""
-    if claims.get("sub") != identity.name or claims.get("prj") != identity.project:
-        raise Unauthenticated(f"this {what} was issued to another principal")
+    """A ticket or handle is usable only by exactly the principal it was issued to (name, kind,
+    project and role)."""
+    if any(claims.get(k) != v for k, v in identity.claims().items()):
+        raise PermissionDenied(f"this {what} was issued to another principal")
 
 
 def require(claims: dict[str, Any], key: str, kind: type) -> Any:

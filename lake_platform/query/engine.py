@@ -2,10 +2,17 @@
 
 Every request gets its own DataFusion ``SessionContext`` whose catalogs are Python providers
 over one tenant's part of the cached snapshot (catalog = warehouse, schema = namespace path
-joined by ".", table = table). A table is resolved only when the planner asks for it, and each
-resolution *captures* an immutable :class:`TableRef` (location, incarnation, version, manifest):
-the plan's table versions. Executing later (DoGet, maybe on another replica) plans the same SQL
-against exactly those refs and nothing else, never the registry's current pointer.
+joined by ".", table = table). A table is resolved only when the planner asks for it, once per
+name and request (a self-join or a repeated reference gets the same snapshot), and each
+resolution *captures* an immutable :class:`TableRef` (SQL name, engine, location, incarnation,
+version, manifest): the plan's table versions. CTE names never reach the catalog. Executing
+later (DoGet, maybe on another replica) plans the same SQL against exactly those refs and
+nothing else, never the registry's current pointer; it fails, never falls forward, when a
+pinned snapshot is gone (its incarnation dropped, or its manifest cleaned up).
+
+Providers are cached per exact snapshot (bounded LRU). All contexts share one DataFusion
+runtime: one memory pool (fair, spilling) and one spill folder for the whole process, so
+``memory_limit_bytes`` bounds every query together.
 
 Nothing here reads the registry: the snapshot carries the registrations, the refs carry the
 manifests, and :class:`PinnedNamespace` answers Lance from them.
@@ -13,12 +20,15 @@ manifests, and :class:`PinnedNamespace` answers Lance from them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +45,7 @@ from lake_platform.errors import (
     TableNotFound,
     TableVersionNotFound,
     Throttling,
+    Unsupported,
 )
 from lake_platform.naming import SEGMENT
 from lake_platform.query.namespace import PinnedNamespace
@@ -51,17 +62,35 @@ _ALLOWED_ROOTS = frozenset({
     "RecursiveQuery", "Subquery",
 })
 _READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+#: How often a stream waiting for DataFusion checks its deadline and cancellation (seconds).
+_POLL = 0.1
+#: The settings the limits come from, named in error messages.
+_ENV = "LAKE_FLIGHT_"
 
 
 @dataclass(frozen=True)
 class QueryLimits:
-    memory_limit_bytes: int = 1 << 30
+    memory_limit_bytes: int = 1 << 30  # the whole process's DataFusion pool (fair, spilling)
     spill_dir: Path | None = None
     batch_size: int = 8192
     target_partitions: int = 0
     max_sql_bytes: int = 256 * 1024
     max_message_bytes: int = 8 << 20
-    dataset_cache_size: int = 256
+    dataset_cache_size: int = 256  # table providers kept, one per exact snapshot
+    max_result_bytes: int = 0  # 0 = no limit
+    query_timeout_seconds: float = 0.0  # 0 = no limit
+
+
+class QueryTimeout(LakeError):
+    grpc_status = "DEADLINE_EXCEEDED"
+
+
+class QueryCancelled(LakeError):
+    grpc_status = "CANCELLED"
+
+
+class ResultTooLarge(InvalidInput):
+    """The result outgrew ``max_result_bytes`` (INVALID_ARGUMENT: retrying cannot help)."""
 
 
 @dataclass
@@ -71,31 +100,46 @@ class PlannedQuery:
     schema: pa.Schema  # what FlightInfo advertises and the stream carries, exactly
     refs: tuple[TableRef, ...]  # the captured table versions, in name order
     parameters: int
+    lookups: int = 0  # catalog lookups planning made (one per distinct table name)
 
 
 class _Resolver:
-    """Resolves (warehouse, db_schema, table) for one request and records what it captured."""
+    """Resolves (warehouse, db_schema, table) for one request and records what it captured.
+
+    Each name is looked up once per request: DataFusion asking again (or a self-join) gets the
+    same provider, so one query can never see two versions of a table."""
 
     def __init__(self, engine_: QueryEngine, lookup: Callable[[str, str, str], TableRef | None],
-                 schemas: Callable[[str], list[str]], tables: Callable[[str, str], list[str]]) -> None:
+                 schemas: Callable[[str], list[str]], tables: Callable[[str, str], list[str]], *,
+                 verify: bool = False) -> None:
         self._engine = engine_
         self._lookup = lookup
+        self._verify = verify
         self.schema_names = schemas
         self.table_names = tables
         self.captured: dict[str, TableRef] = {}
+        self.missing: list[str] = []
+        self.lookups = 0
+        self._resolved: dict[tuple[str, str, str], Any] = {}
         self.failure: LakeError | None = None
 
     def table(self, warehouse: str, db_schema: str, table: str) -> Any:
+        key = (warehouse, db_schema, table)
+        if key in self._resolved:
+            return self._resolved[key]
+        self.lookups += 1
+        resolved = None
         try:
             ref = self._lookup(warehouse, db_schema, table)
             if ref is None:
-                return None
-            provider = self._engine.provider(ref)
+                self.missing.append(".".join(key))
+            else:
+                resolved = Table(self._engine.provider(ref, verify=self._verify))
+                self.captured[ref.name] = ref
         except LakeError as exc:
             self.failure = self.failure or exc
-            return None
-        self.captured[ref.name] = ref
-        return Table(provider)
+        self._resolved[key] = resolved
+        return resolved
 
 
 class _Schema(SchemaProvider):
@@ -129,55 +173,96 @@ class QueryEngine:
     def __init__(self, settings: LakeSettings, limits: QueryLimits | None = None) -> None:
         self.settings = settings
         self.limits = limits or QueryLimits()
-        self._datasets: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
+        self._opened: OrderedDict[tuple[str, str, str, int], tuple[Any, Any]] = OrderedDict()
         self._lock = threading.Lock()
         spill = self.limits.spill_dir or settings.home / "spill"
         self._spill_dir = Path(spill).expanduser()
-
-    # -- opening table versions ------------------------------------------------------------
-
-    def dataset(self, ref: TableRef) -> Any:
-        """The Lance dataset of exactly ``ref``'s version (cached: a version never changes)."""
-        key = (ref.location, ref.version, ref.manifest_path)
-        with self._lock:
-            ds = self._datasets.get(key)
-            if ds is not None:
-                self._datasets.move_to_end(key)
-                return ds
-        if ref.engine != "lance":
-            raise Internal(f"table {ref.name} uses engine {ref.engine!r}, which this server cannot read")
-        storage = self.settings.storage_options(ref.location)
-        try:
-            ds = engine.open_version(namespace=PinnedNamespace(ref, storage), table_id=ref.table_name.parts,
-                                     version=ref.version, storage_options=storage)
-        except Exception as exc:  # noqa: BLE001
-            text = str(exc).lower()
-            if "not found" in text or "no such file" in text or "does not exist" in text:
-                raise TableVersionNotFound(
-                    f"version {ref.version} of {_sql_name(ref)} is no longer available") from None
-            log.warning("cannot open %s version %s: %s", ref.name, ref.version, exc)
-            raise ServiceUnavailable(f"cannot open {_sql_name(ref)} version {ref.version} right now") from None
-        if self.limits.dataset_cache_size > 0:
-            with self._lock:
-                self._datasets[key] = ds
-                while len(self._datasets) > self.limits.dataset_cache_size:
-                    self._datasets.popitem(last=False)
-        return ds
-
-    def provider(self, ref: TableRef) -> Any:
-        return engine.table_provider(self.dataset(ref))
-
-    # -- planning ------------------------------------------------------------------------
-
-    def context(self) -> SessionContext:
         self._spill_dir.mkdir(parents=True, exist_ok=True)
-        runtime = (RuntimeEnvBuilder().with_fair_spill_pool(self.limits.memory_limit_bytes)
-                   .with_disk_manager_specified(str(self._spill_dir)))
+        # One builder for every context: they share its memory pool (an Arc inside the builder),
+        # so the pool bounds the process, not each query. Each context's disk manager spills
+        # into the same folder.
+        self.runtime = (RuntimeEnvBuilder().with_fair_spill_pool(self.limits.memory_limit_bytes)
+                        .with_disk_manager_specified(str(self._spill_dir)))
         config = (SessionConfig().with_batch_size(self.limits.batch_size).with_information_schema(False)
                   .with_create_default_catalog_and_schema(True))
         if self.limits.target_partitions:
             config = config.with_target_partitions(self.limits.target_partitions)
-        return SessionContext(config, runtime)
+        self._config = config
+        self.opens = 0
+
+    # -- opening table versions ------------------------------------------------------------
+
+    def provider(self, ref: TableRef, *, verify: bool = False) -> Any:
+        """A DataFusion table provider for exactly ``ref``'s snapshot (cached per snapshot, LRU).
+
+        ``verify``: when the provider comes from the cache, first check that the snapshot still
+        exists (its manifest is still on storage), so a cleaned-up version fails here as it
+        would on a replica that never opened it."""
+        key = ref.key
+        with self._lock:
+            hit = self._opened.get(key)
+            if hit is not None:
+                self._opened.move_to_end(key)
+        if hit is not None:
+            if verify:
+                self._check_exists(ref)
+            return hit[1]
+        opener = _OPENERS.get(ref.engine)
+        if opener is None:
+            raise Unsupported(f"table {ref.sql_name} is stored with engine {ref.engine!r}, which this server "
+                              "cannot read")
+        dataset = opener(self, ref)
+        provider = engine.table_provider(dataset)
+        self.opens += 1
+        if self.limits.dataset_cache_size > 0:
+            with self._lock:
+                self._opened[key] = (dataset, provider)
+                while len(self._opened) > self.limits.dataset_cache_size:
+                    self._opened.popitem(last=False)
+        return provider
+
+    def dataset(self, ref: TableRef) -> Any:
+        """The opened dataset of exactly ``ref``'s version (opening it if needed)."""
+        self.provider(ref)
+        with self._lock:
+            hit = self._opened.get(ref.key)
+        return hit[0] if hit is not None else _OPENERS[ref.engine](self, ref)
+
+    def cached_snapshots(self) -> int:
+        with self._lock:
+            return len(self._opened)
+
+    def _open_lance(self, ref: TableRef) -> Any:
+        storage = self.settings.storage_options(ref.location)
+        candidates = [ref, canonical_manifest(ref)] if ref.staging else [ref]
+        for candidate in candidates:
+            try:
+                return engine.open_version(namespace=PinnedNamespace(candidate, storage),
+                                           table_id=ref.table_name.parts, version=ref.version, storage_options=storage)
+            except Exception as exc:  # noqa: BLE001
+                if _is_missing(exc):
+                    continue  # a staging manifest the catalog has since finalized: try the canonical one
+                log.warning("cannot open %s version %s: %s", ref.name, ref.version, exc)
+                raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
+        raise _gone(ref)
+
+    def _check_exists(self, ref: TableRef) -> None:
+        storage = self.settings.storage_options(ref.location)
+        try:
+            exists = _manifest_exists(ref, storage) or (ref.staging and _manifest_exists(canonical_manifest(ref),
+                                                                                         storage))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot check %s version %s: %s", ref.name, ref.version, exc)
+            raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
+        if not exists:
+            with self._lock:
+                self._opened.pop(ref.key, None)
+            raise _gone(ref)
+
+    # -- planning ------------------------------------------------------------------------
+
+    def context(self) -> SessionContext:
+        return SessionContext(self._config, self.runtime)
 
     def plan(self, sql: str, view: ProjectView, params: pa.RecordBatch | None = None, *,
              prepare: bool = False) -> PlannedQuery:
@@ -198,18 +283,35 @@ class QueryEngine:
         return self._plan(sql, list(view.warehouses), resolver, params, prepare,
                           lambda wh, ns: (wh, ns) in namespaces)
 
-    def plan_pinned(self, sql: str, refs: tuple[TableRef, ...], params: pa.RecordBatch | None = None) -> PlannedQuery:
-        """Plan against exactly ``refs`` (from a ticket): nothing else is visible."""
+    def plan_pinned(self, sql: str, refs: tuple[TableRef, ...], params: pa.RecordBatch | None = None, *,
+                    is_dropped: Callable[[str], bool] | None = None) -> PlannedQuery:
+        """Plan against exactly ``refs`` (from a ticket): nothing else is visible, and the
+        query must read exactly these snapshots.
+
+        A snapshot that is gone fails with TableVersionNotFound, never falls forward: its
+        incarnation is known dropped (``is_dropped``, from the process's cached catalog), or
+        its manifest is no longer on storage (cleaned up, purged)."""
+        for ref in refs:
+            if is_dropped is not None and is_dropped(ref.incarnation):
+                raise TableVersionNotFound(
+                    f"table {ref.sql_name} was dropped after this query was planned; the version it was planned "
+                    f"on (version {ref.version}) is no longer available")
         by_key = {(r.table_name.warehouse, ".".join(r.table_name.namespace), r.table_name.table): r for r in refs}
         warehouses = sorted({k[0] for k in by_key})
         resolver = _Resolver(
             self, lambda wh, ns, t: by_key.get((wh, ns, t)),
             lambda wh: sorted({k[1] for k in by_key if k[0] == wh}),
             lambda wh, ns: sorted(k[2] for k in by_key if k[0] == wh and k[1] == ns),
+            verify=True,
         )
         pinned_namespaces = {(k[0], k[1]) for k in by_key}
-        planned = self._plan(sql, warehouses, resolver, params, False,
-                             lambda wh, ns: (wh, ns) in pinned_namespaces)
+        try:
+            planned = self._plan(sql, warehouses, resolver, params, False,
+                                 lambda wh, ns: (wh, ns) in pinned_namespaces)
+        except TableNotFound:
+            if resolver.missing:
+                raise InvalidInput("the ticket's query reads a table it does not pin") from None
+            raise
         if set(planned.refs) != set(refs):
             raise InvalidInput("the ticket's pinned tables do not match its query")
         return planned
@@ -233,41 +335,129 @@ class QueryEngine:
         except Exception as exc:  # noqa: BLE001 - DataFusion reports every planning problem this way
             if resolver.failure is not None:
                 raise resolver.failure from None
-            raise planning_error(exc) from None
+            raise planning_error(exc, self.limits) from None
         if resolver.failure is not None:
             raise resolver.failure
         if root not in _ALLOWED_ROOTS:
             raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
         schema = advertised_schema(df.schema())
         refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.name))
-        return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count)
+        return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
 
     # -- execution -----------------------------------------------------------------------
 
     def stream(self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False) -> Iterator[pa.RecordBatch]:
         """Batches of the result, each conforming to ``planned.schema`` and small enough for
-        one IPC message. Nothing is collected: one batch at a time, straight from DataFusion."""
+        one IPC message. Nothing is collected: one batch at a time, straight from DataFusion.
+
+        DataFusion runs asynchronously while this waits in slices of ``_POLL`` seconds, so the
+        query timeout and ``cancelled()`` stop it even before its first batch (a long sort):
+        cancelling the pending step drops DataFusion's stream, which stops its work. Raises
+        QueryTimeout past ``query_timeout_seconds`` and ResultTooLarge past
+        ``max_result_bytes``; returns quietly when ``cancelled()`` (the caller reports that)."""
+        limits = self.limits
+        timeout = limits.query_timeout_seconds
+        deadline = time.monotonic() + timeout if timeout else None
+        loop = asyncio.new_event_loop()
+        pending: asyncio.Task[Any] | None = None
+        source: Any = None
         try:
-            reader = pa.RecordBatchReader.from_stream(planned.df)
-        except Exception as exc:  # noqa: BLE001
-            raise execution_error(exc) from None
-        conform = conformer(reader.schema, planned.schema)
-        limit = self.limits.max_message_bytes
-        try:
+            try:
+                source = planned.df.execute_stream()
+            except Exception as exc:  # noqa: BLE001
+                raise execution_error(exc, limits) from None
+            conform = None
+            conform_for: pa.Schema | None = None
+            sent = 0
             while True:
+                pending = loop.create_task(_next_batch(source))
+                while True:
+                    wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+                    done, _ = loop.run_until_complete(asyncio.wait({pending}, timeout=wait))
+                    if done:
+                        break
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise _timed_out(timeout)
+                    if cancelled():
+                        return
+                try:
+                    batch = pending.result()
+                except Exception as exc:  # noqa: BLE001
+                    raise execution_error(exc, limits) from None
+                finally:
+                    pending = None
+                if batch is None:
+                    return
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise _timed_out(timeout)
                 if cancelled():
                     return
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except Exception as exc:  # noqa: BLE001
-                    raise execution_error(exc) from None
                 if batch.num_rows == 0:
                     continue
-                yield from split_batch(conform(batch), limit)
+                if conform is None or not batch.schema.equals(conform_for, check_metadata=True):
+                    conform, conform_for = conformer(batch.schema, planned.schema), batch.schema
+                for piece in split_batch(conform(batch), limits.max_message_bytes):
+                    sent += piece.nbytes
+                    if limits.max_result_bytes and sent > limits.max_result_bytes:
+                        raise ResultTooLarge(f"the result is larger than {_ENV}MAX_RESULT_BYTES="
+                                             f"{limits.max_result_bytes}; narrow the query or add a LIMIT")
+                    yield piece
         finally:
-            reader.close()
+            if pending is not None and not pending.done():
+                pending.cancel()
+                try:
+                    loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
+                except Exception:  # noqa: BLE001, S110 - best effort: the stream is dropped below anyway
+                    pass
+            loop.close()
+            del source
+
+
+async def _next_batch(source: Any) -> pa.RecordBatch | None:
+    try:
+        batch = await source.__anext__()
+    except StopAsyncIteration:
+        return None
+    return batch.to_pyarrow()
+
+
+def _timed_out(timeout: float) -> QueryTimeout:
+    return QueryTimeout(f"the query ran longer than {_ENV}QUERY_TIMEOUT_SECONDS={timeout:g} and was stopped")
+
+
+def _gone(ref: TableRef) -> TableVersionNotFound:
+    return TableVersionNotFound(f"version {ref.version} of {ref.sql_name} is no longer available "
+                                "(cleaned up or dropped); run the query again")
+
+
+def _is_missing(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "not found" in text or "no such file" in text or "does not exist" in text
+
+
+def canonical_manifest(ref: TableRef) -> TableRef:
+    """``ref`` with its manifest at the canonical path (V2 naming) the catalog finalizes a
+    committed version to: the same version, content-identical."""
+    directory = ref.manifest_path.rpartition("/")[0]
+    return replace(ref, manifest_path=f"{directory}/{(1 << 64) - 1 - ref.version:020d}.manifest",
+                   manifest_size=None, e_tag=None)
+
+
+def _manifest_exists(ref: TableRef, storage: dict[str, str]) -> bool:
+    """Whether the snapshot's manifest is still on storage (a stat, or a HEAD on S3)."""
+    if not ref.location.startswith("s3://"):
+        return os.path.exists("/" + ref.manifest_path.lstrip("/"))
+    # The engine layer owns storage access; these helpers should become a public
+    # ``lance_engine.manifest_exists`` (see docs/flight-sql.md, "outside changes").
+    import pyarrow.fs as pafs
+
+    from lake_platform.engine.lance_engine import _filesystem, _object_path
+
+    fs, _ = _filesystem(ref.location, storage)
+    return fs.get_file_info(_object_path(ref.location, ref.manifest_path)).type == pafs.FileType.File
+
+
+_OPENERS: dict[str, Callable[[QueryEngine, TableRef], Any]] = {"lance": QueryEngine._open_lance}
 
 
 # == helpers ===================================================================================
@@ -346,7 +536,7 @@ def clean_message(exc: BaseException, limit: int = 400) -> str:
     return text[:limit]
 
 
-def planning_error(exc: BaseException) -> LakeError:
+def planning_error(exc: BaseException, limits: QueryLimits | None = None) -> LakeError:
     text = str(exc)
     m = _NOT_FOUND.search(text)
     if m:
@@ -359,16 +549,22 @@ def planning_error(exc: BaseException) -> LakeError:
             return InvalidInput(f"invalid table name {_PATHISH.sub('<path>', name)[:120]!r}")
         return TableNotFound(f"table {name} not found")
     if "Resources exhausted" in text:
-        return Throttling(f"the query needs more memory than allowed: {clean_message(exc)}")
+        return _out_of_memory(exc, limits)
     return InvalidInput(clean_message(exc))
 
 
-def execution_error(exc: BaseException) -> LakeError:
+def _out_of_memory(exc: BaseException, limits: QueryLimits | None) -> Throttling:
+    pool = f"={limits.memory_limit_bytes}" if limits is not None else ""
+    return Throttling(f"the query needs more memory than {_ENV}MEMORY_LIMIT_BYTES{pool} allows, even spilling to "
+                      f"disk (the pool is shared by all running queries): {clean_message(exc)}")
+
+
+def execution_error(exc: BaseException, limits: QueryLimits | None = None) -> LakeError:
     if isinstance(exc, LakeError):
         return exc
     text = str(exc)
     if "Resources exhausted" in text:
-        return Throttling(f"the query needs more memory than allowed: {clean_message(exc)}")
+        return _out_of_memory(exc, limits)
     if any(s in text for s in ("Arrow error: Divide by zero", "Cast error", "Invalid argument", "Compute error",
                                "Arithmetic overflow", "Overflow")):
         return InvalidInput(clean_message(exc))
@@ -378,9 +574,4 @@ def execution_error(exc: BaseException) -> LakeError:
     return Internal(f"the query failed: {clean_message(exc)}")
 
 
-def _sql_name(ref: TableRef) -> str:
-    n = ref.table_name
-    return f"{n.warehouse}.{'.'.join(n.namespace)}.{n.table}"
-
-
-__all__ = ["PlannedQuery", "QueryEngine", "QueryLimits"]
+__all__ = ["PlannedQuery", "QueryCancelled", "QueryEngine", "QueryLimits", "QueryTimeout", "ResultTooLarge"]

@@ -26,6 +26,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import (
     NamespaceRecord,
     TableRecord,
+    TrashRecord,
     VersionRecord,
     WarehouseRecord,
     decode,
@@ -35,12 +36,19 @@ from lake_platform.registry.store import MetaStore
 log = logging.getLogger(__name__)
 
 
+#: Table engines this server can open (a snapshot of another engine is refused as unsupported).
+ENGINES = frozenset({"lance"})
+_REF_KEYS = frozenset({"n", "e", "l", "i", "v", "m", "s", "t", "c"})
+_MAX_REF_TEXT = 4096
+
+
 @dataclass(frozen=True)
 class TableRef:
-    """An immutable reference to exactly one registered table version.
-
-    It is everything needed to open that version without the registry: tickets carry these
-    (see ``lake_platform.flight``), and the query layer's namespace answers Lance from them.
+    """An immutable reference to exactly one registered table version: the snapshot a query
+    captured (the issue's ``TableSnapshot``): SQL name, engine kind, exact location,
+    incarnation id and engine version, plus the version's manifest (path, size, e-tag) so it
+    can be opened without the registry. Tickets carry these (see ``lake_platform.flight``), and
+    the query layer's namespace answers Lance from them.
     """
 
     name: str  # project.warehouse.ns[.sub...].table
@@ -57,15 +65,50 @@ class TableRef:
     def table_name(self) -> TableName:
         return TableName.parse(self.name)
 
+    @property
+    def sql_name(self) -> str:
+        """The name as the caller writes it in SQL: ``warehouse.ns[.sub].table``."""
+        return self.name.split(".", 1)[1]
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        """What identifies the exact snapshot (cache key). Not the manifest path: the catalog
+        moves a committed version's manifest from its staging path to its canonical one."""
+        return (self.engine, self.location, self.incarnation, self.version)
+
+    @property
+    def staging(self) -> bool:
+        """Whether the manifest path is a staging one (``_versions/<n>.manifest-<uuid>``) that the
+        catalog replaces by the canonical path moments after the commit."""
+        return ".manifest-" in self.manifest_path.rpartition("/")[2]
+
     def to_json(self) -> dict[str, Any]:
         return {"n": self.name, "e": self.engine, "l": self.location, "i": self.incarnation, "v": self.version,
                 "m": self.manifest_path, "s": self.manifest_size, "t": self.e_tag, "c": self.committed_at_ms}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TableRef:
-        return cls(name=str(data["n"]), engine=str(data["e"]), location=str(data["l"]), incarnation=str(data["i"]),
-                   version=int(data["v"]), manifest_path=str(data["m"]), manifest_size=data.get("s"),
-                   e_tag=data.get("t"), committed_at_ms=data.get("c"))
+    def from_json(cls, data: Any) -> TableRef:
+        """Parse and validate (strictly: exact keys, types, a valid table name). ValueError if not."""
+        if not isinstance(data, dict) or set(data) != _REF_KEYS:
+            raise ValueError("malformed table snapshot")
+        texts = [data["n"], data["e"], data["l"], data["i"], data["m"]]
+        if not all(isinstance(t, str) and 0 < len(t) <= _MAX_REF_TEXT for t in texts):
+            raise ValueError("malformed table snapshot")
+        version = data["v"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise ValueError("malformed table snapshot")
+        for key in ("s", "c"):
+            value = data[key]
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ValueError("malformed table snapshot")
+        if data["t"] is not None and (not isinstance(data["t"], str) or len(data["t"]) > _MAX_REF_TEXT):
+            raise ValueError("malformed table snapshot")
+        try:
+            TableName.parse(data["n"])
+        except LakeError:
+            raise ValueError("malformed table snapshot") from None
+        return cls(name=data["n"], engine=data["e"], location=data["l"], incarnation=data["i"], version=version,
+                   manifest_path=data["m"], manifest_size=data["s"], e_tag=data["t"], committed_at_ms=data["c"])
 
 
 @dataclass(frozen=True)
@@ -115,9 +158,15 @@ class CatalogSnapshot:
     loaded_at_wall: float
     projects: dict[str, ProjectView]
     load_seconds: float = 0.0
+    #: Incarnations of dropped tables still in the trash (their data is still on storage, but a
+    #: ticket pinned to one of them must fail rather than read a dropped table).
+    dropped: frozenset[str] = frozenset()
 
     def project(self, name: str) -> ProjectView:
         return self.projects.get(name, _EMPTY)
+
+    def is_dropped(self, incarnation: str) -> bool:
+        return incarnation in self.dropped
 
     @property
     def age(self) -> float:
@@ -146,13 +195,19 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         for view in previous.projects.values():
             for cached in view.tables.values():
                 old[(cached.record.name, cached.record.incarnation, cached.record.current_version)] = cached
+    dropped: set[str] = set()
+    for item in store.scan_prefix(keys.trash_prefix()):
+        trash = decode(TrashRecord, item.value, item.key)
+        if trash.kind == "table" and trash.table is not None:
+            dropped.add(trash.table.incarnation)
     tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
     for item in store.scan_prefix("tbl/"):
         record = decode(TableRecord, item.value, item.key)
         if record.current_version <= 0:
             continue  # declared, nothing committed: not visible to readers
         cached = old.get((record.name, record.incarnation, record.current_version))
-        if cached is None or cached.record != record:
+        if cached is None or cached.record != record or cached.ref is None or cached.ref.staging:
+            # (A staging manifest path goes away once the catalog finalizes the version: re-read.)
             cached = _cache_table(store, record)
         tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = cached
     projects = {}
@@ -164,8 +219,9 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
             tables=tables.get(project, {}),
         )
     done = time.monotonic()
+    live = {c.record.incarnation for view in projects.values() for c in view.tables.values()}
     return CatalogSnapshot(loaded_at=done, loaded_at_wall=time.time(), projects=projects,
-                           load_seconds=done - started)
+                           load_seconds=done - started, dropped=frozenset(dropped - live))
 
 
 def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:
@@ -233,6 +289,11 @@ class SnapshotCache:
             raise ServiceUnavailable(f"the catalog could not be refreshed for {self._clock() - snap.loaded_at:.0f}s"
                                      f"{self._reason()}; retry shortly")
         return snap
+
+    def latest(self) -> CatalogSnapshot | None:
+        """The last good snapshot however old (for checks that only use positive knowledge,
+        such as "this incarnation was dropped"), or None before the first load."""
+        return self._snapshot
 
     def _reason(self) -> str:
         return f" (registry: {self._last_error.message})" if self._last_error is not None else ""

@@ -102,11 +102,13 @@ class Running:
 
 
 def start_server(settings: LakeSettings, catalog: Catalog, *, authenticator: Any = None, store: Any = None,
-                 **flight: Any) -> FlightSqlServer:
+                 clock: Any = None, **flight: Any) -> FlightSqlServer:
+    """``clock``: wall-clock seconds for ticket issue and expiry (default ``time.time``)."""
     options: dict[str, Any] = {"port": 0, "snapshot_ttl_seconds": 0.2, "memory_limit_bytes": 256 << 20}
     options.update(flight)
+    extra = {"clock": clock} if clock is not None else {}
     server = FlightSqlServer(settings, flight_settings(**options), store=store or catalog.store,
-                             authenticator=authenticator or static_authenticator())
+                             authenticator=authenticator or static_authenticator(), **extra)
     return server.start()
 
 
@@ -131,3 +133,37 @@ def running(lake: tuple[LakeSettings, Catalog]) -> Iterator[Running]:
 
 def basic(user: str, password: str) -> bytes:
     return b"Basic " + base64.b64encode(f"{user}:{password}".encode())
+
+
+# == helpers shared by the ticket, pinning, replica and limit tests ===============================
+
+
+def login(uri: str, user: str = "alice") -> tuple[fl.FlightClient, fl.FlightCallOptions]:
+    client = fl.connect(uri)
+    return client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(user, PASSWORDS[user])])
+
+
+def plan(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> fl.FlightInfo:
+    from lake_platform.flight import proto
+
+    return client.get_flight_info(
+        fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options)
+
+
+def fetch(client: fl.FlightClient, options: fl.FlightCallOptions, info_or_ticket: Any) -> pa.Table:
+    ticket = info_or_ticket.endpoints[0].ticket if isinstance(info_or_ticket, fl.FlightInfo) else info_or_ticket
+    return client.do_get(ticket, options).read_all()
+
+
+def wait_until(condition: Any, timeout: float = 10.0, step: float = 0.05) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except Exception:  # noqa: BLE001, S110 - not yet
+            pass
+        time.sleep(step)
+    return bool(condition())

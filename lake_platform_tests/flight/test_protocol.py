@@ -65,13 +65,15 @@ def test_metadata_schema_nullability() -> None:
 
 
 def test_sealed_envelopes() -> None:
-    sealer = Sealer(b"k" * 32)
+    sealer = Sealer([("k", b"k" * 32)])
     ident = Identity("alice", "user", "p", "reader")
     token = sealer.bearer(ident, 60)
     assert sealer.open_bearer(token) == ident
-    assert Sealer(b"k" * 32).open_bearer(token) == ident  # any replica with the same key
+    assert Sealer([("k", b"k" * 32)]).open_bearer(token) == ident  # any replica with the same key
     with pytest.raises(Unauthenticated):
-        Sealer(b"x" * 32).open_bearer(token)
+        Sealer([("k", b"x" * 32)]).open_bearer(token)
+    with pytest.raises(Unauthenticated):
+        Sealer([("other", b"k" * 32)]).open_bearer(token)
     blob = sealer.seal("ticket", {"sql": "SELECT 1"}, 60)
     with pytest.raises(Unauthenticated):
         sealer.open("prepared", blob)  # a ticket is not a prepared handle
@@ -87,8 +89,8 @@ def test_sealed_envelopes() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=200))
 def test_random_bytes_never_open(data: bytes) -> None:
-    with pytest.raises(Unauthenticated):
-        Sealer(b"k" * 32).open("ticket", data)
+    with pytest.raises((Unauthenticated, InvalidInput)):
+        Sealer([("k", b"k" * 32)]).open("ticket", data)
 
 
 def test_check_query() -> None:

@@ -144,13 +144,13 @@ def test_tickets_and_handles_belong_to_their_principal(running: Running) -> None
     bob, bob_opts = running.client("bob")
     alice, alice_opts = running.client("alice")
     info = bob.get_flight_info(query("SELECT code FROM w.ns.secret"), bob_opts)
-    with pytest.raises(fl.FlightUnauthenticatedError, match="another principal"):
+    with pytest.raises(fl.FlightUnauthorizedError, match="another principal"):  # PERMISSION_DENIED
         alice.do_get(info.endpoints[0].ticket, alice_opts).read_all()
     assert bob.do_get(info.endpoints[0].ticket, bob_opts).read_all().num_rows == 1
     result = list(bob.do_action(fl.Action("CreatePreparedStatement", proto.pack(
         proto.ActionCreatePreparedStatementRequest(query="SELECT code FROM w.ns.secret"))), bob_opts))
     handle = _unpack_result(result[0].body.to_pybytes()).prepared_statement_handle
-    with pytest.raises(fl.FlightUnauthenticatedError, match="another principal"):
+    with pytest.raises(fl.FlightUnauthorizedError, match="another principal"):
         alice.get_flight_info(cmd(proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)), alice_opts)
 
 
@@ -257,8 +257,11 @@ def test_malformed_commands_and_tickets(running: Running) -> None:
         with pytest.raises((pa.ArrowInvalid, fl.FlightUnauthenticatedError)) as err:
             client.do_get(fl.Ticket(ticket), options).read_all()
         no_leak(str(err.value))
-    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x01" + b"\x00" * 60))
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x02" + b"\x00" * 60))
     with pytest.raises(fl.FlightUnauthenticatedError, match="invalid ticket"):
+        client.do_get(fl.Ticket(forged), options).read_all()
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x02\x02k1" + b"\x00" * 60))
+    with pytest.raises(fl.FlightUnauthenticatedError, match="unknown key id 'k1'"):
         client.do_get(fl.Ticket(forged), options).read_all()
 
 

@@ -1,0 +1,188 @@
+"""Statement tickets and prepared-statement handles: what their sealed claims hold, and the
+checks they pass before sealing and again after opening.
+
+A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``, ``kid``,
+``pur``, ``iat``, ``exp``)::
+
+    sub, knd, prj, rol   the identity it was issued to (DoGet requires the caller to be exactly it)
+    sql                  the query text as planned
+    prm                  the bound parameter row (base64 Arrow IPC stream) or null
+    snp                  the table snapshots planned against, sorted by name, unique:
+                         {n: project.warehouse.ns.table, e: engine, l: location, i: incarnation,
+                          v: version, m: manifest path, s: manifest size, t: e-tag, c: committed at}
+    id                   a random ticket id (for CancelFlightInfo only; no server keeps tickets)
+
+A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
+(exactly these keys, exact types; snapshots in name order with no duplicate name or
+incarnation) and bounded (SQL bytes, snapshot count, parameter bytes; the envelope size is
+bounded by the sealer). A claim set that breaks a rule is refused after opening too, e.g. one
+sealed by a replica configured with larger limits.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.errors import InvalidInput, Unauthenticated
+from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
+from lake_platform.query.snapshot import TableRef
+
+_IDENTITY = ("sub", "knd", "prj", "rol")
+_STATEMENT_KEYS = frozenset({*_IDENTITY, "sql", "prm", "snp", "id"}) | ENVELOPE_CLAIMS
+_PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
+
+
+@dataclass(frozen=True)
+class TicketLimits:
+    max_sql_bytes: int = 256 * 1024
+    max_tables: int = 64
+    max_param_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True)
+class StatementTicket:
+    identity: Identity
+    sql: str
+    params: pa.RecordBatch | None
+    snapshots: tuple[TableRef, ...]
+    ticket_id: str
+    issued_at_ms: int
+    expires_at_ms: int
+
+
+class Tickets:
+    """Seals and opens statement tickets and prepared-statement handles."""
+
+    def __init__(self, sealer: Sealer, limits: TicketLimits, *, lifetime: float, prepared_lifetime: float) -> None:
+        self.sealer = sealer
+        self.limits = limits
+        self.lifetime = lifetime
+        self.prepared_lifetime = prepared_lifetime
+
+    # -- statement tickets ------------------------------------------------------------------
+
+    def seal_statement(self, identity: Identity, sql: str, params: pa.RecordBatch | None,
+                       snapshots: Sequence[TableRef]) -> tuple[bytes, float]:
+        """The ticket's bytes (the handle inside TicketStatementQuery) and its expiry (seconds)."""
+        ordered = tuple(sorted(snapshots, key=lambda r: r.name))
+        claims = {**identity.claims(), "sql": sql, "prm": params_to_text(params),
+                  "snp": [r.to_json() for r in ordered], "id": secrets.token_hex(8)}
+        self._check_statement(claims, sealing=True)
+        blob = self.sealer.seal("ticket", claims, self.lifetime)
+        return blob, self.sealer.now() + self.lifetime
+
+    def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
+        """Open, validate and bound a ticket; ``caller`` must be exactly its identity (None:
+        skip that check, for tools)."""
+        try:
+            claims = self.sealer.open("ticket", blob, what="ticket")
+        except Expired:
+            raise InvalidInput("the ticket has expired; run the query again") from None
+        if set(claims) != _STATEMENT_KEYS:
+            raise Unauthenticated("invalid ticket")
+        if caller is not None:
+            check_owner(claims, caller, "ticket")
+        snapshots = self._check_statement(claims, sealing=False)
+        return StatementTicket(identity=Identity.from_claims(claims), sql=claims["sql"],
+                               params=params_from_text(claims["prm"], self.limits.max_param_bytes),
+                               snapshots=snapshots, ticket_id=claims["id"], issued_at_ms=claims["iat"],
+                               expires_at_ms=claims["exp"])
+
+    def _check_statement(self, claims: dict[str, Any], *, sealing: bool) -> tuple[TableRef, ...]:
+        self._check_common(claims, "ticket", sealing)
+        if not isinstance(claims.get("id"), str) or not 1 <= len(claims["id"]) <= 64:
+            raise Unauthenticated("invalid ticket")
+        raw = claims.get("snp")
+        if not isinstance(raw, list):
+            raise Unauthenticated("invalid ticket")
+        if len(raw) > self.limits.max_tables:
+            raise InvalidInput(_limit("the query reads" if sealing else "the ticket pins",
+                                      f"{len(raw)} tables", "LAKE_FLIGHT_MAX_TICKET_TABLES", self.limits.max_tables,
+                                      sealing))
+        try:
+            snapshots = tuple(TableRef.from_json(r) for r in raw)
+        except ValueError:
+            raise Unauthenticated("invalid ticket") from None
+        names = [r.name for r in snapshots]
+        if names != sorted(set(names)) or len({r.incarnation for r in snapshots}) != len(snapshots):
+            raise Unauthenticated("invalid ticket")  # not canonical: unsorted or duplicated
+        project = claims["prj"]
+        if any(r.table_name.project != project for r in snapshots):
+            raise Unauthenticated("invalid ticket")
+        return snapshots
+
+    # -- prepared-statement handles ------------------------------------------------------
+
+    def seal_prepared(self, identity: Identity, sql: str, params: pa.RecordBatch | None) -> bytes:
+        claims = {**identity.claims(), "sql": sql, "prm": params_to_text(params)}
+        self._check_common(claims, "prepared statement", True)
+        return self.sealer.seal("prepared", claims, self.prepared_lifetime)
+
+    def open_prepared(self, blob: bytes, caller: Identity) -> tuple[str, pa.RecordBatch | None]:
+        what = "prepared statement handle"
+        try:
+            claims = self.sealer.open("prepared", blob, what=what)
+        except Expired:
+            raise InvalidInput("the prepared statement has expired; prepare it again") from None
+        if set(claims) != _PREPARED_KEYS:
+            raise Unauthenticated(f"invalid {what}")
+        check_owner(claims, caller, "prepared statement")
+        self._check_common(claims, "prepared statement", False)
+        return claims["sql"], params_from_text(claims["prm"], self.limits.max_param_bytes)
+
+    # -- shared ---------------------------------------------------------------------------
+
+    def _check_common(self, claims: dict[str, Any], what: str, sealing: bool) -> None:
+        if any(not isinstance(claims.get(k), str) or not claims[k] for k in _IDENTITY):
+            raise Unauthenticated(f"invalid {what}")
+        sql, prm = claims.get("sql"), claims.get("prm")
+        if not isinstance(sql, str) or (prm is not None and not isinstance(prm, str)):
+            raise Unauthenticated(f"invalid {what}")
+        size = len(sql.encode("utf-8", "surrogatepass"))
+        if size > self.limits.max_sql_bytes:
+            raise InvalidInput(_limit(f"the {what}'s SQL is" if not sealing else "the query is", f"{size} bytes",
+                                      "LAKE_FLIGHT_MAX_SQL_BYTES", self.limits.max_sql_bytes, sealing))
+        if prm is not None:
+            size = len(prm) * 3 // 4
+            if size > self.limits.max_param_bytes:
+                raise InvalidInput(_limit("the bound parameters are", f"{size} bytes", "LAKE_FLIGHT_MAX_PARAM_BYTES",
+                                          self.limits.max_param_bytes, sealing))
+
+
+def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:
+    where = "" if sealing else " (it was issued by a server with larger limits; plan the query here again)"
+    return f"{subject} {amount}, above this server's {setting}={limit}{where}"
+
+
+def params_to_text(params: pa.RecordBatch | None) -> str | None:
+    if params is None:
+        return None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, params.schema) as w:
+        w.write_batch(params)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
+
+
+def params_from_text(text: Any, max_bytes: int | None = None) -> pa.RecordBatch | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise InvalidInput("malformed bound parameters")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("malformed bound parameters") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise InvalidInput(f"the bound parameters are {len(raw)} bytes, above LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}")
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
+    except Exception:  # noqa: BLE001
+        raise InvalidInput("malformed bound parameters") from None
+    return table.combine_chunks().to_batches()[0] if table.num_rows else None

@@ -1,0 +1,137 @@
+"""Query limits from settings, each answering with its status and naming the exact limit:
+
+| limit | setting | status |
+| --- | --- | --- |
+| wall-clock time of a query | LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS | DEADLINE_EXCEEDED |
+| concurrent queries | LAKE_FLIGHT_MAX_CONCURRENT_QUERIES | UNAVAILABLE (no RESOURCE_EXHAUSTED in pyarrow) |
+| result size | LAKE_FLIGHT_MAX_RESULT_BYTES | INVALID_ARGUMENT (idem; not retryable) |
+| memory beyond what spilling can save | LAKE_FLIGHT_MEMORY_LIMIT_BYTES | UNAVAILABLE |
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform.settings import LakeSettings
+from lake_platform_tests.flight.conftest import PASSWORDS, fetch, login, plan, start_server, wait_until
+from lake_platform_tests.flight.test_streaming import SLOW_SQL, SlowUdf, streams_of
+
+#: DataFusion needs seconds of CPU before this sort yields its first batch.
+HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC"
+
+
+@pytest.fixture
+def limited(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
+    settings, catalog = lake
+    server = start_server(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2,
+                          max_result_bytes=20_000, memory_limit_bytes=32 << 20)
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
+
+
+@pytest.fixture
+def timed(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
+    settings, catalog = lake
+    server = start_server(settings, catalog, query_timeout_seconds=0.5)
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
+
+
+def raw_status(server: Any, ticket: fl.Ticket) -> tuple[str, str]:
+    """The gRPC status code a generic (non-Arrow) client sees for DoGet."""
+    key, value = fl.connect(f"grpc://127.0.0.1:{server.port}").authenticate_basic_token("alice", PASSWORDS["alice"])
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    call = channel.unary_stream("/arrow.flight.protocol.FlightService/DoGet")
+    headers = [(key.decode().lower(), value.decode())]
+    message = b"\x0a" + _varint(len(ticket.ticket)) + ticket.ticket
+    try:
+        for _ in call(message, metadata=headers):
+            pass
+    except grpc.RpcError as exc:
+        return exc.code().name, exc.details()
+    finally:
+        channel.close()
+    return "OK", ""
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def test_query_timeout_interrupts_even_a_blocking_sort(timed: Any) -> None:
+    client, options = login(f"grpc://127.0.0.1:{timed.port}")
+    info = plan(client, options, HEAVY_SORT)
+    started = time.monotonic()
+    with pytest.raises(fl.FlightTimedOutError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=0.5") as err:
+        fetch(client, options, info)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.5, f"the timeout took {elapsed:.1f}s to stop a query that had not produced a batch"
+    assert "Traceback" not in str(err.value)
+    assert wait_until(lambda: streams_of(timed) == 0)
+
+
+def test_concurrency_limit_answers_unavailable_naming_the_limit(limited: Any) -> None:
+    client, options = login(f"grpc://127.0.0.1:{limited.port}")
+    with SlowUdf(limited, delay=0.15):
+        first = client.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options)
+        first.read_chunk()
+        second = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
+        started = time.monotonic()
+        with pytest.raises(fl.FlightUnavailableError, match="LAKE_FLIGHT_MAX_CONCURRENT_QUERIES=1"):
+            fetch(client, options, second)
+        assert time.monotonic() - started < 2.0  # waited admission_wait_seconds, not forever
+        for _ in first:
+            pass
+    assert wait_until(lambda: streams_of(limited) == 0)
+    assert fetch(client, options, second).to_pylist() == [{"n": 1000}]
+
+
+def test_result_size_limit_answers_invalid_argument_naming_the_limit(limited: Any) -> None:
+    client, options = login(f"grpc://127.0.0.1:{limited.port}")
+    info = plan(client, options, "SELECT * FROM w.ns.t")
+    with pytest.raises(pa.ArrowInvalid, match="LAKE_FLIGHT_MAX_RESULT_BYTES=20000"):
+        fetch(client, options, info)
+    assert fetch(client, options, plan(client, options, "SELECT id FROM w.ns.t LIMIT 10")).num_rows == 10
+    code, _ = raw_status(limited, info.endpoints[0].ticket)
+    assert code == "INVALID_ARGUMENT"
+
+
+def test_memory_limit_answers_unavailable_naming_the_limit(limited: Any) -> None:
+    """An operator that cannot spill (array_agg's accumulator) over a 32 MiB pool."""
+    client, options = login(f"grpc://127.0.0.1:{limited.port}")
+    info = plan(client, options, "SELECT array_agg(value) AS a FROM generate_series(1, 8000000)")
+    with pytest.raises(fl.FlightUnavailableError, match="LAKE_FLIGHT_MEMORY_LIMIT_BYTES") as err:
+        fetch(client, options, info)
+    assert "Traceback" not in str(err.value)
+
+
+def test_each_limit_has_its_grpc_code(limited: Any, timed: Any) -> None:
+    """What a generic gRPC client (not pyarrow's mapping) sees."""
+    client, options = login(f"grpc://127.0.0.1:{timed.port}")
+    code, details = raw_status(timed, plan(client, options, HEAVY_SORT).endpoints[0].ticket)
+    assert code == "DEADLINE_EXCEEDED" and "LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS" in details
+    client, options = login(f"grpc://127.0.0.1:{limited.port}")
+    with SlowUdf(limited, delay=0.15):
+        first = client.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options)
+        first.read_chunk()
+        code, details = raw_status(limited, plan(client, options, "SELECT 1 AS one").endpoints[0].ticket)
+        assert code == "UNAVAILABLE" and "LAKE_FLIGHT_MAX_CONCURRENT_QUERIES" in details
+        first.cancel()
+    assert wait_until(lambda: streams_of(limited) == 0)
