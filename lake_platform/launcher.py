@@ -195,7 +195,7 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
         if not platform.alive():
             raise RuntimeError(f"Dagster exited during start-up; see the logs in {platform.dagster_home / 'logs'}")
         try:
-            with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:  # noqa: S310 - loopback
+            with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:
                 if resp.status == 200:
                     return
         except OSError:
@@ -224,7 +224,7 @@ def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port
     print(f"demo table     {platform.demo_table}")
     if platform.seeded:
         print(f"seeded         {len(platform.seeded)} sample file(s); the inbox sensor ingests them within a minute")
-    print("")
+    print()
     print("Next steps:")
     print(f"  open {platform.ui_url}/assets to see the lake assets and their runs")
     print(f"  drop .parquet/.csv/.jsonl/.arrow files into {platform.inbox}/<project>/<warehouse>/<namespace>/<table>/")

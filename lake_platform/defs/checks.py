@@ -10,7 +10,6 @@ from lake_platform.defs.maintenance import compacted, orphan_report
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import LakeResource
 
-
 # Partitioned asset checks are marked "preview" in 1.13; they are what shows a check per table.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator")
 

@@ -27,7 +27,7 @@ class InboxFileConfig(dg.Config):
 
 
 class IngestConfig(dg.Config):
-    files: list[InboxFileConfig] = []
+    files: list[InboxFileConfig] = []  # noqa: RUF012 - a pydantic field: each instance gets a copy
 
 
 @dg.asset(

@@ -29,7 +29,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake_platform.engine import lance_engine  # noqa: F401 - sets LANCE_LOG before lance logs
+from lake_platform.engine import lance_engine
 
 
 @dataclass
@@ -149,7 +149,7 @@ def snapshot_files(ds: Any, prefix: str = "") -> References:
         refs.index_dirs.add(f"{pre}_indices/{index['uuid']}")
     try:
         refs.txn_uuids.add(str(ds.read_transaction(ds.version).uuid))
-    except Exception:  # noqa: BLE001 - no transaction file (very old datasets): nothing to keep
+    except Exception:  # noqa: BLE001, S110 - no transaction file (very old datasets): nothing to keep
         pass
     return refs
 
@@ -168,7 +168,7 @@ def branch_files(location: str, branch: str, storage_options: dict[str, str] | N
     for version in sorted(refs.versions_seen) or [ds.version]:
         try:
             snap = ds.checkout_version(version)
-        except Exception:  # noqa: BLE001 - a version without a readable manifest references nothing
+        except Exception:  # noqa: BLE001, S112 - a version without a readable manifest references nothing
             continue
         for index in _list_indices(snap):
             refs.index_dirs.add(f"_indices/{index['uuid']}")

@@ -165,7 +165,7 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
     for branch in branches:
         try:
             refs.update(refs_mod.branch_files(location, branch, storage))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             # A branch we cannot read might reference anything: report nothing rather than guess.
             raise Internal(f"cannot read branch {branch!r} of {name}: {str(exc).splitlines()[0][:300]}") from exc
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
@@ -148,7 +148,7 @@ def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
 
 def test_schedules_fan_out_over_table_partitions(instance) -> None:
     instance.add_dynamic_partitions(TABLES, ["p.w.ns.t2"])
-    when = datetime(2026, 1, 4, 3, 0, tzinfo=timezone.utc)
+    when = datetime(2026, 1, 4, 3, 0, tzinfo=UTC)
     for schedule, prefix in ((version_cleanup_schedule, "cleanup"), (orphan_scan_schedule, "orphans")):
         with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
             requests = schedule(ctx)

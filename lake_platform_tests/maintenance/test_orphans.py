@@ -84,7 +84,7 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     catalog, root = lake_table
     real = files_under(root)
     assert any(p.endswith(".blob") for p in real) and any(p.startswith("_deletions/") for p in real)
-    assert any(p.startswith("tree/dev/_indices/") or p.startswith("_indices/") for p in real)
+    assert any(p.startswith(("tree/dev/_indices/", "_indices/")) for p in real)
     assert any(p.startswith("tree/dev/data/") and p.endswith(".blob") for p in real)
 
     dead_stem = "1" * 24 + "deadbeef" * 3 + "ab"
