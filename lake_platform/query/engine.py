@@ -380,12 +380,17 @@ class QueryEngine:
                         raise _timed_out(timeout)
                     if cancelled():
                         return
+                failure: LakeError | None = None
                 try:
                     batch = pending.result()
                 except Exception as exc:  # noqa: BLE001
-                    raise execution_error(exc, limits) from None
+                    failure = execution_error(exc, limits)
                 finally:
                     pending = None
+                if failure is not None:
+                    # Raised outside the except block: no __context__ chaining DataFusion's error,
+                    # whose traceback would keep the stream (and its pool reservation) alive.
+                    raise failure
                 if batch is None:
                     return
                 if deadline is not None and time.monotonic() >= deadline:
