@@ -604,33 +604,54 @@ def cleanup(state: State, name: str, older_than: str, retain_versions: int) -> N
 
 
 @cli.command()
+@click.option("--port", type=click.IntRange(1, 65535), help="Dagster UI port (default LAKE_UI_PORT, 3000).")
+@click.option("--flight-port", type=click.IntRange(1, 65535), help="Flight SQL port (default LAKE_FLIGHT_PORT, 50051).")
 @pass_state
 @handles_errors
-def up(state: State) -> None:
-    """Bring the platform up on the embedded default: create LAKE_HOME and the demo lake."""
-    from lake_platform.demo import seed_demo
+def up(state: State, port: int | None, flight_port: int | None) -> None:
+    """Bring the platform up on the embedded default: the demo lake, the Dagster webserver and
+    daemon (UI on 127.0.0.1), the Flight SQL endpoint, and sample files in the inbox. Ctrl-C
+    stops everything it started."""
+    from lake_platform.launcher import run_platform
 
-    settings = state.settings
+    raise SystemExit(run_platform(state.settings, ui_port=port or state.settings.ui_port, flight_port=flight_port))
+
+
+@cli.group()
+def orphans() -> None:
+    """Files under a table's location that nothing live references."""
+
+
+@orphans.command("scan")
+@click.argument("name", metavar="P.W.NS.T")
+@pass_state
+@handles_errors
+def orphans_scan(state: State, name: str) -> None:
+    """Scan one table (report only: deletes nothing) and commit the report."""
+    from lake_platform.maintenance import orphans as orphan_scan
+
     with state.catalog() as catalog:
-        summary = seed_demo(catalog)
-    data = {"home": str(settings.home.resolve()), "registry": settings.registry_url,
-            "warehouse_root": settings.warehouse_root, "demo_table": summary.table, "version": summary.version,
-            "rows": summary.rows, "created": summary.created}
-    state.emit(data, lambda d: "\n".join([
-        f"lake home     {d['home']}",
-        f"registry      {d['registry']}",
-        f"warehouse     {d['warehouse_root']}",
-        f"demo table    {d['demo_table']} (version {d['version']}, {d['rows']} rows"
-        + (", just created)" if d["created"] else ", already there)"),
-        "",
-        "Explore it:",
-        "  .venv/bin/lake table list",
-        f"  .venv/bin/lake table describe {d['demo_table']}",
-        f"  .venv/bin/lake table history {d['demo_table']}",
-        f"  .venv/bin/lake ingest {d['demo_table']} FILE.parquet",
-        "",
-        "Dagster UI and the Flight SQL endpoint (127.0.0.1:50051) are not part of this build yet.",
-    ]))
+        report = orphan_scan.scan(catalog, name)
+        orphan_scan.commit_report(catalog, report)
+    state.emit(report.model_dump(), lambda r: f"{r['table']}: {r['orphan_count']} orphan(s), "
+               f"{r['orphan_bytes']} bytes, of {r['files_scanned']} files scanned" + "".join(
+                   f"\n  {o['path']}  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h" for o in r["orphans"]))
+
+
+@orphans.command("reclaim")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--older-than", required=True, help="Only files older than this (at least 1h), e.g. 7d.")
+@pass_state
+@handles_errors
+def orphans_reclaim(state: State, name: str, older_than: str) -> None:
+    """Delete orphans older than --older-than, re-verifying each one just before deleting it."""
+    from lake_platform.maintenance import orphans as orphan_scan
+
+    age = parse_duration(older_than)
+    with state.catalog() as catalog:
+        result = orphan_scan.reclaim(catalog, name, age)
+    state.emit(result.to_dict(), lambda r: f"{r['table']}: deleted {len(r['deleted'])} file(s), "
+               f"{r['bytes_deleted']} bytes; kept {len(r['kept'])} that changed since the scan")
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.errors import NamespaceAlreadyExists
+from lake_platform.errors import LakeError, NamespaceAlreadyExists
 
 PROJECT, WAREHOUSE, NAMESPACE, TABLE = "demo", "main", "sales", "orders"
 TABLE_NAME = f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}.{TABLE}"
@@ -46,3 +48,32 @@ def seed_demo(catalog: Catalog) -> DemoSummary:
         created = True
     info = catalog.describe_table(TABLE_NAME)
     return DemoSummary(TABLE_NAME, created, info.current_version, info.rows or 0)
+
+
+DEMO_USER = "demo"
+
+
+def ensure_demo_user(catalog: Catalog, home: Path) -> tuple[str, str]:
+    """A reader in the demo project for the Flight SQL snippet `lake up` prints.
+
+    The password is generated once and kept in ``<home>/demo-user.txt`` (mode 600), so every
+    `lake up` prints the same working credentials; only its scrypt hash is in the registry.
+    """
+    secret_file = home / "demo-user.txt"
+    if secret_file.is_file():
+        password = secret_file.read_text().strip()
+        try:
+            catalog.authenticate_password(DEMO_USER, password)
+            return DEMO_USER, password
+        except LakeError:
+            pass  # the registry was reset, or the user removed: make it again
+    password = secrets.token_urlsafe(18)
+    try:
+        catalog.remove_user(DEMO_USER)
+    except LakeError:
+        pass
+    catalog.add_user(DEMO_USER, project=PROJECT, role="reader", password=password)
+    home.mkdir(parents=True, exist_ok=True)
+    secret_file.write_text(password + "\n")
+    secret_file.chmod(0o600)
+    return DEMO_USER, password

@@ -1,5 +1,5 @@
-"""Bring the platform up on the embedded default: Dagster webserver + daemon, the demo lake, and
-sample files in the inbox for the sensor to ingest.
+"""Bring the platform up on the embedded default: Dagster webserver + daemon, the Flight SQL
+endpoint, the demo lake (with a demo reader), and sample files in the inbox for the sensor.
 
 ``run_platform(settings)`` blocks until Ctrl-C and then stops everything it started;
 ``start_platform(settings)`` returns a handle (tests use it) whose ``stop()`` does the same.
@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +26,6 @@ from lake_platform.settings import LakeSettings
 
 DEFAULT_UI_HOST = "127.0.0.1"
 DEFAULT_UI_PORT = 3000
-FLIGHT_SQL_ENDPOINT = "127.0.0.1:50051"
 
 _REPO_DAGSTER_YAML = Path(__file__).resolve().parent.parent / "dagster.yaml"
 _FALLBACK_DAGSTER_YAML = """\
@@ -54,11 +54,6 @@ load_from:
 """
 
 
-def ui_port_from_env(default: int = DEFAULT_UI_PORT) -> int:
-    raw = os.environ.get("LAKE_UI_PORT", "").strip()
-    return int(raw) if raw else default
-
-
 @dataclass
 class Platform:
     ui_url: str
@@ -66,6 +61,8 @@ class Platform:
     inbox: str
     demo_table: str
     seeded: list[str]
+    flight_address: str = ""
+    demo_user: tuple[str, str] = ("", "")
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -104,7 +101,18 @@ def prepare_dagster_home(settings: LakeSettings) -> Path:
     else:
         target.write_text(_FALLBACK_DAGSTER_YAML)
     (home / "workspace.yaml").write_text(_WORKSPACE_YAML)
+    _init_dagster_storage(home)
     return home
+
+
+def _init_dagster_storage(home: Path) -> None:
+    """Create Dagster's SQLite storages once, before several processes race to create them
+    (that race leaves two alembic heads and a code location that fails to load)."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.get_runs(limit=1)
+        instance.all_instigator_state()
 
 
 def seed_demo_inbox(settings: LakeSettings) -> tuple[str, str, list[str]]:
@@ -141,7 +149,8 @@ def seed_demo_inbox(settings: LakeSettings) -> tuple[str, str, list[str]]:
 
 
 def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port: int = DEFAULT_UI_PORT, *,
-                   seed: bool = True, log_dir: Path | None = None, ready_timeout: float = 180.0) -> Platform:
+                   seed: bool = True, log_dir: Path | None = None, ready_timeout: float = 180.0,
+                   flight_port: int | None = None) -> Platform:
     lake_home = Path(settings.home).expanduser().resolve()
     lake_home.mkdir(parents=True, exist_ok=True)
     dagster_home = prepare_dagster_home(settings)
@@ -159,10 +168,16 @@ def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_po
     logs = Path(log_dir) if log_dir else dagster_home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     url = f"http://{ui_host}:{ui_port}"
-    platform = Platform(url, dagster_home, inbox, table, dropped)
+    from lake_platform.flight.settings import flight_settings
+
+    flight = flight_settings(settings, **({"port": flight_port} if flight_port is not None else {}))
+    platform = Platform(url, dagster_home, inbox, table, dropped, flight_address=f"{flight.host}:{flight.port}",
+                        demo_user=_demo_user(settings) if seed else ("", ""))
     commands = {
         "webserver": [sys.executable, "-m", "dagster_webserver", "-h", ui_host, "-p", str(ui_port), "-w", workspace],
         "daemon": [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace],
+        "flight": [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--host", flight.host,
+                   "--port", str(flight.port)],
     }
     try:
         for name, cmd in commands.items():
@@ -175,6 +190,14 @@ def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_po
         platform.stop()
         raise
     return platform
+
+
+def _demo_user(settings: LakeSettings) -> tuple[str, str]:
+    from lake_platform import demo
+    from lake_platform.catalog.catalog import Catalog
+
+    with Catalog(settings) as catalog:
+        return demo.ensure_demo_user(catalog, Path(settings.home).expanduser().resolve())
 
 
 def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
@@ -191,35 +214,47 @@ def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
 
 def _wait_ready(platform: Platform, timeout: float) -> None:
     deadline = time.monotonic() + timeout
+    ui_up = flight_up = False
     while time.monotonic() < deadline:
         if not platform.alive():
-            raise RuntimeError(f"Dagster exited during start-up; see the logs in {platform.dagster_home / 'logs'}")
-        try:
-            with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
+            raise RuntimeError(f"a platform process exited during start-up; see the logs in {platform.dagster_home / 'logs'}")
+        if not ui_up:
+            try:
+                with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:
+                    ui_up = resp.status == 200
+            except OSError:
+                pass
+        if not flight_up:
+            host, _, port = platform.flight_address.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=2):
+                    flight_up = True
+            except OSError:
+                pass
+        if ui_up and flight_up:
+            return
         time.sleep(0.5)
-    raise TimeoutError(f"the Dagster UI did not answer at {platform.ui_url} within {timeout:.0f}s")
+    raise TimeoutError(f"the platform did not answer (Dagster UI {platform.ui_url}: {ui_up}, "
+                       f"Flight SQL {platform.flight_address}: {flight_up}) within {timeout:.0f}s")
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port: int | None = None) -> int:
+def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port: int | None = None,
+                 flight_port: int | None = None) -> int:
     """Start everything, print where it is, block until Ctrl-C, stop everything. Returns an exit code."""
-    port = ui_port if ui_port is not None else ui_port_from_env()
+    port = ui_port if ui_port is not None else settings.ui_port
     # Ctrl-C and a polite kill (service managers, `timeout`) both stop everything started here,
     # even when started from a shell that had SIGINT ignored (background jobs).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"lake home      {Path(settings.home).expanduser().resolve()}")
-    print("starting Dagster (webserver + daemon) ...", flush=True)
-    platform = start_platform(settings, ui_host, port)
+    print("starting Dagster (webserver + daemon) and the Flight SQL endpoint ...", flush=True)
+    platform = start_platform(settings, ui_host, port, flight_port=flight_port)
     print(f"Dagster UI     {platform.ui_url}")
-    print(f"Flight SQL     {FLIGHT_SQL_ENDPOINT} (placeholder: the query endpoint is not started by this build yet)")
+    print(f"Flight SQL     grpc://{platform.flight_address}")
     print(f"inbox          {platform.inbox}")
     print(f"demo table     {platform.demo_table}")
     if platform.seeded:
@@ -229,6 +264,18 @@ def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port
     print(f"  open {platform.ui_url}/assets to see the lake assets and their runs")
     print(f"  drop .parquet/.csv/.jsonl/.arrow files into {platform.inbox}/<project>/<warehouse>/<namespace>/<table>/")
     print(f"  .venv/bin/lake table history {platform.demo_table}")
+    user, password = platform.demo_user
+    if user:
+        print()
+        print(f"Query it over Flight SQL (ADBC; user {user!r}, a reader in project 'demo'):")
+        print("  .venv/bin/python - <<'EOF'")
+        print("  import adbc_driver_flightsql.dbapi as flight_sql")
+        print(f"  conn = flight_sql.connect('grpc://{platform.flight_address}',")
+        print(f"                            db_kwargs={{'username': '{user}', 'password': '{password}'}})")
+        print("  cur = conn.cursor()")
+        print("  cur.execute('SELECT region, count(*) AS orders, sum(amount) AS total FROM main.sales.orders GROUP BY region')")
+        print("  print(cur.fetch_arrow_table())")
+        print("  EOF")
     print("  Ctrl-C stops everything started here.", flush=True)
     try:
         while platform.alive():

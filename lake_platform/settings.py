@@ -44,6 +44,12 @@ class LakeSettings(BaseSettings):
     s3_secret_access_key: str = ""
     s3_allow_http: bool = False
 
+    # Orchestration (Dagster).
+    inbox: str = Field("", description="Where producers land files (folder or s3://bucket/prefix); "
+                       "default <home>/inbox.")
+    ui_port: int = Field(3000, ge=1, le=65535, description="Dagster UI port for `lake up` (bound to 127.0.0.1).")
+    compaction_workers: int = Field(0, ge=0, le=64, description="Processes for compaction tasks; 0 = CPUs (max 4).")
+
     # Shared with the Flight endpoint: versions younger than this are never cleaned up.
     ticket_lifetime_seconds: float = Field(3600.0, gt=0)
 

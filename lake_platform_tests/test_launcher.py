@@ -103,7 +103,7 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
     settings = load_settings(home=tmp_path / "home")
-    platform = start_platform(settings, "127.0.0.1", free_port())
+    platform = start_platform(settings, "127.0.0.1", free_port(), flight_port=free_port())
     try:
         assert len(platform.seeded) == 3 and platform.demo_table == TABLE_NAME
         assert (tmp_path / "home" / "dagster" / "dagster.yaml").read_text() == (REPO / "dagster.yaml").read_text()
@@ -119,6 +119,16 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
         wait_for("the seeded files to be ingested", ingested, 300, platform)
         with Catalog(settings) as catalog:
             commit = next(e for e in catalog.history(TABLE_NAME) if e.operation == "append")
+
+        # The Flight SQL endpoint it started answers the demo reader with the ingested rows.
+        import adbc_driver_flightsql.dbapi as flight_sql
+
+        user, password = platform.demo_user
+        with flight_sql.connect(f"grpc://{platform.flight_address}",
+                                db_kwargs={"username": user, "password": password}) as conn:
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) AS n FROM main.sales.orders")
+                assert cur.fetch_arrow_table().column("n").to_pylist() == [SEEDED_ROWS]
 
         def finished() -> list[dict[str, Any]] | None:
             runs = gql(platform, RUNS, {"value": TABLE_NAME})["runsOrError"]["results"]

@@ -41,8 +41,8 @@ SETTLE_SECONDS = 1.0
 
 
 def inbox_location(settings: LakeSettings) -> str:
-    """The inbox: ``LakeSettings.inbox`` once it exists, else ``LAKE_INBOX``, else ``<home>/inbox``."""
-    configured = getattr(settings, "inbox", "") or os.environ.get("LAKE_INBOX", "")
+    """The inbox: ``LAKE_INBOX`` (``LakeSettings.inbox``), else ``<home>/inbox``."""
+    configured = settings.inbox
     if configured:
         return configured
     return (Path(settings.home).expanduser().resolve() / "inbox").as_posix()
