@@ -128,14 +128,24 @@ def test_bad_setting_names_the_variable(lake: CliRunner, monkeypatch: pytest.Mon
     assert result.exit_code == 2 and "LAKE_LEASE_TTL_SECONDS" in result.output
 
 
-def test_up_seeds_the_demo_idempotently(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
-    runner = CliRunner()
-    first = run(runner, "up")
-    second = run(runner, "up")
-    assert first["created"] and not second["created"]
-    assert first["rows"] == second["rows"] == 1000
-    assert run(runner, "table", "list", "demo")[0]["name"] == "demo.main.sales.orders"
+def test_demo_seed_is_idempotent(tmp_path: Path) -> None:
+    """What `lake up` seeds before it starts the processes (the launcher test runs `up` whole)."""
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.demo import ensure_demo_user, seed_demo
+    from lake_platform.settings import load_settings
+
+    with Catalog(load_settings(home=tmp_path / "home")) as catalog:
+        first, second = seed_demo(catalog), seed_demo(catalog)
+        assert first.created and not second.created and first.rows == second.rows == 1000
+        user, password = ensure_demo_user(catalog, tmp_path / "home")
+        assert ensure_demo_user(catalog, tmp_path / "home") == (user, password)  # stable across runs
+        assert catalog.authenticate_password(user, password).role == "reader"
+        assert (tmp_path / "home" / "demo-user.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_up_has_ports_in_help(lake: CliRunner) -> None:
+    result = lake.invoke(cli, ["up", "--help"])
+    assert result.exit_code == 0 and "--port" in result.output and "--flight-port" in result.output
 
 
 def test_installed_console_script_runs(tmp_path: Path) -> None:
