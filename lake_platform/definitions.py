@@ -17,13 +17,14 @@ from lake_platform.defs.maintenance import (
     trash_expiry_schedule,
     version_cleanup_schedule,
 )
-from lake_platform.defs.resources import InboxResource, LakeResource
+from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
 from lake_platform.defs.tables import table_partitions_sensor
 
 
 def resources() -> dict[str, object]:
     lake = LakeResource()
-    return {"lake": lake, "inbox": InboxResource(lake=lake)}
+    return {"lake": lake, "inbox": InboxResource(lake=lake),
+            "flight": FlightEndpointResource()}
 
 
 def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:

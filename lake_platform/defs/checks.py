@@ -8,7 +8,7 @@ import dagster as dg
 from lake_platform.defs.ingest import ingested
 from lake_platform.defs.maintenance import compacted, orphan_report
 from lake_platform.defs.partitions import tables
-from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.resources import FlightEndpointResource, LakeResource
 
 # Partitioned asset checks are marked "preview" in 1.13; they are what shows a check per table.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator")
@@ -80,4 +80,17 @@ def last_orphan_report_empty(context: dg.AssetCheckExecutionContext, lake: LakeR
         "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes, "at_ms": report.at_ms})
 
 
-ALL = [registry_version_is_real, schema_matches_engine, fragments_under_threshold, last_orphan_report_empty]
+@dg.asset_check(asset=ingested, partitions_def=tables, description=(
+    "The Flight SQL endpoint analysts query answers its health action (address and snapshot age shown)."))
+def flight_endpoint_healthy(context: dg.AssetCheckExecutionContext, flight: FlightEndpointResource) -> dg.AssetCheckResult:
+    report = flight.health()
+    snapshot = report.get("snapshot") or {}
+    return dg.AssetCheckResult(
+        passed=report.get("status") == "ok", severity=dg.AssetCheckSeverity.WARN,
+        metadata={"address": report.get("address", ""), "status": report.get("status", ""),
+                  "snapshot_age_seconds": float(snapshot.get("age_seconds") or -1) if isinstance(snapshot, dict) else -1.0,
+                  "error": report.get("error", "")})
+
+
+ALL = [registry_version_is_real, schema_matches_engine, fragments_under_threshold, last_orphan_report_empty,
+       flight_endpoint_healthy]

@@ -59,3 +59,52 @@ class InboxResource(dg.ConfigurableResource):
 
         settings = self.lake.settings()
         return open_inbox(self.location or inbox_location(settings), settings)
+
+
+class FlightEndpointResource(dg.ConfigurableResource):
+    """The Flight SQL endpoint analysts query: its address and its health, for assets and checks.
+
+    Empty ``host``/``port`` mean the endpoint's own settings (``LAKE_FLIGHT_HOST``,
+    ``LAKE_FLIGHT_PORT``). The health action is authenticated like every call: ``token`` is a
+    service token (``lake token create ... --role reader``); empty means the environment's
+    ``LAKE_FLIGHT_HEALTH_TOKEN``, read when probing so the secret never lands in run config.
+    Nothing connects until ``health()`` is called.
+    """
+
+    host: str = ""
+    port: int = 0
+    token: str = ""
+    timeout_seconds: float = 5.0
+
+    def address(self) -> str:
+        from lake_platform.flight.settings import flight_settings
+
+        configured = flight_settings()
+        host = self.host or configured.host
+        port = self.port or configured.port
+        scheme = "grpc+tls" if configured.tls else "grpc"
+        return f"{scheme}://{host}:{port}"
+
+    def health(self) -> dict[str, Any]:
+        """The endpoint's own health report, or ``{"status": "unreachable", "error": ...}``."""
+        import json
+
+        import pyarrow.flight as fl
+
+        address = self.address()
+        try:
+            client = fl.connect(address)
+            try:
+                import os
+
+                token = self.token or os.environ.get("LAKE_FLIGHT_HEALTH_TOKEN", "")
+                options = fl.FlightCallOptions(timeout=self.timeout_seconds,
+                                               headers=[(b"authorization", f"Bearer {token}".encode())])
+                results = list(client.do_action(fl.Action("health", b""), options))
+                report: dict[str, Any] = json.loads(results[0].body.to_pybytes())
+            finally:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - a health probe reports, it does not raise
+            return {"status": "unreachable", "address": address, "error": str(exc).splitlines()[0][:300]}
+        report["address"] = address
+        return report
