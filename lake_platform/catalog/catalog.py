@@ -306,8 +306,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                 return self._write(tname, record, revision, pending, stream, mode, held, counter=counter)
         ns = self._namespace(tname, record, revision, pending, lease)
         lease.check()
-        self._at(f"{mode}:before-write")
         try:
+            self._at(f"{mode}:before-write")  # inside: an injected failure is an engine failure
             engine.write(stream, namespace=ns, table_id=tname.parts, mode=mode,
                          storage_options=self._storage(record.location))
         except Exception as exc:  # noqa: BLE001 - every failure is resolved below, never guessed
@@ -703,6 +703,9 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             raise TableSchemaValidationError(f"data does not fit the table: {_first_line(exc)}") from None
         if isinstance(exc, (OSError, ValueError)) and "schema" in str(exc).lower():
             raise TableSchemaValidationError(f"data does not fit the table: {_first_line(exc)}") from None
+        transient = _transient_storage_error(exc)
+        if transient is not None:
+            raise transient from exc
         raise Internal(f"{pending.operation} failed: {_first_line(exc)}") from exc
 
     def _result(self, pending: PendingCommit, table: str) -> CommitResult:
@@ -822,6 +825,29 @@ def _commit_id(commit_id: str | None) -> str:
     if not isinstance(commit_id, str) or not 8 <= len(commit_id) <= 128 or not commit_id.replace("-", "").isalnum():
         raise InvalidInput("commit id must be 8-128 letters, digits or dashes")
     return commit_id
+
+
+_THROTTLED = ("slowdown", "slow down", "throttl", "toomanyrequests", "429", "503 service unavailable",
+              "request rate")
+_UNAVAILABLE = ("timed out", "timeout", "connection reset", "connection refused", "broken pipe",
+                "temporarily unavailable", "500 internal", "502", "503", "504", "dispatch failure", "io error")
+
+
+def _transient_storage_error(exc: BaseException) -> LakeError | None:
+    """Storage trouble worth retrying (S3 throttling, timeouts, 5xx), as a retryable typed error.
+
+    Lance surfaces object-store errors as OSError/RuntimeError text; nothing was committed (the
+    caller has already checked its commit id), so a retry is safe."""
+    if not isinstance(exc, (OSError, RuntimeError)):
+        return None
+    text = str(exc).lower()
+    if any(t in text for t in _THROTTLED):
+        from lake_platform.errors import Throttling
+
+        return Throttling(f"storage throttled the write: {_first_line(exc)}")
+    if any(t in text for t in _UNAVAILABLE):
+        return ServiceUnavailable(f"storage unavailable during the write: {_first_line(exc)}")
+    return None
 
 
 def _input_error(exc: BaseException) -> LakeError:

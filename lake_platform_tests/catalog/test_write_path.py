@@ -338,3 +338,27 @@ def test_heartbeat_keeps_a_long_write_alive(lake: Lake) -> None:
         assert lease.revision >= first + 3  # renewed several times, well past one TTL
         lease.check()
     catalog.close()
+
+
+def test_transient_storage_failures_are_retryable(lake: Lake) -> None:
+    """A storage hiccup during the write (nothing committed) surfaces as a retryable error."""
+    from lake_platform.errors import Throttling
+
+    lake.catalog.create_table(T, rows([1]))
+
+    class Hiccup:
+        def __init__(self, message: str) -> None:
+            self.message = message
+
+        def __call__(self, point: str) -> None:
+            if point == "append:before-write":
+                raise OSError(self.message)
+
+    for message, expected in (("Generic S3 error: 503 Slow Down", Throttling),
+                              ("Generic S3 error: connection reset by peer", ServiceUnavailable)):
+        flaky = lake.new_catalog(hook=Hiccup(message))
+        with pytest.raises(expected) as err:
+            flaky.append(T, rows([2]))
+        assert err.value.retryable
+        flaky.close()
+    assert ids_of(lake.catalog.open_table(T)) == [1]
