@@ -133,7 +133,8 @@ class FlightSqlServer(fl.FlightServerBase):
             batch_size=self.settings.batch_size, target_partitions=self.settings.target_partitions,
             max_sql_bytes=self.settings.max_sql_bytes, max_message_bytes=self.settings.max_message_bytes,
             dataset_cache_size=self.settings.dataset_cache_size, max_result_bytes=self.settings.max_result_bytes,
-            query_timeout_seconds=self.settings.query_timeout_seconds))
+            query_timeout_seconds=self.settings.query_timeout_seconds,
+            spill_compression=self.settings.spill_compression))
         self.sql_info = standard_info(max_statement_bytes=self.settings.max_sql_bytes,
                                       statement_timeout_ms=int(PREPARED_TTL * 1000))
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,8 +50,15 @@ class FlightSettings(BaseSettings):
     snapshot_max_stale_seconds: float = Field(
         120.0, gt=0, description="Serve the last good snapshot this long while refreshes fail, then UNAVAILABLE."
     )
-    memory_limit_bytes: int = Field(1 << 30, ge=16 << 20, description="DataFusion memory pool per query (spills).")
+    memory_limit_bytes: int = Field(
+        1 << 30, ge=16 << 20, description="DataFusion memory pool of the process, shared by all running queries "
+        "(fair; sorts, joins and aggregates spill beyond their share)."
+    )
     spill_dir: Path | None = Field(None, description="Where DataFusion spills; default <home>/spill.")
+    spill_compression: Literal["uncompressed", "lz4_frame", "zstd"] = Field(
+        "lz4_frame", description="Compression of DataFusion's spill files. lz4_frame costs no measurable time and "
+        "lowers a spilling sort's peak memory (measured 1.46 -> 0.96 GB on a 1.3 GB sort)."
+    )
     batch_size: int = Field(8192, ge=128, le=1 << 20, description="DataFusion batch size (rows).")
     target_partitions: int = Field(0, ge=0, le=256, description="DataFusion parallelism; 0 = number of CPUs.")
     max_concurrent_queries: int = Field(8, ge=1, le=1024, description="Streams served at once; others wait.")

@@ -79,6 +79,7 @@ class QueryLimits:
     dataset_cache_size: int = 256  # table providers kept, one per exact snapshot
     max_result_bytes: int = 0  # 0 = no limit
     query_timeout_seconds: float = 0.0  # 0 = no limit
+    spill_compression: str = "lz4_frame"  # uncompressed, lz4_frame or zstd
 
 
 class QueryTimeout(LakeError):
@@ -184,7 +185,8 @@ class QueryEngine:
         self.runtime = (RuntimeEnvBuilder().with_fair_spill_pool(self.limits.memory_limit_bytes)
                         .with_disk_manager_specified(str(self._spill_dir)))
         config = (SessionConfig().with_batch_size(self.limits.batch_size).with_information_schema(False)
-                  .with_create_default_catalog_and_schema(True))
+                  .with_create_default_catalog_and_schema(True)
+                  .set("datafusion.execution.spill_compression", self.limits.spill_compression))
         if self.limits.target_partitions:
             config = config.with_target_partitions(self.limits.target_partitions)
         self._config = config
