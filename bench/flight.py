@@ -9,10 +9,14 @@ in their own processes on loopback, and measures from this process:
   client, and the bare server through a pyarrow client (the same client, so the server is the
   only difference in the pyarrow/pyarrow ratio);
 - a GROUP BY aggregate, the same three ways;
-- the median GetFlightInfo latency of a point query (planning, snapshot lookup, ticket sealing).
+- the median GetFlightInfo latency of a point query (planning, snapshot lookup, ticket sealing);
+- the ticket overhead (issue 7): sealing and opening one ticket in microseconds (in process), and
+  GetFlightInfo of the point query pinned (ours) vs unpinned (the same planning, the bare SQL as
+  the ticket; goal: within 5%) vs a static catalog (no request-local catalog either), each
+  server in its own process, called round-robin over the wire.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
-cores, so absolute figures are a floor.
+cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
 """
 
 from __future__ import annotations
@@ -99,6 +103,109 @@ def serve_ours(home: str) -> None:
     server.wait()
 
 
+def serve_variant(home: str, variant: str) -> None:
+    """Our server with GetFlightInfo of a statement changed, for the pinning overhead:
+
+    - ``unpinned``: the same planning through the request-local catalog, but the ticket is the
+      bare SQL (no snapshots, no sealing, no expiry): what pinning itself costs;
+    - ``static``: planning against a static (Rust, in-memory) catalog holding the current
+      table provider, with the same SQL checks, and the bare SQL as the ticket: what pinning
+      and the request-local catalog cost together.
+    """
+    from datafusion.catalog import Catalog, Schema
+
+    from lake_platform.flight import proto
+    from lake_platform.flight.auth import StaticAuthenticator
+    from lake_platform.flight.server import FlightSqlServer
+    from lake_platform.flight.settings import flight_settings
+    from lake_platform.flight.tokens import Identity
+    from lake_platform.query.engine import _READ_ONLY, advertised_schema
+    from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
+    from lake_platform.settings import load_settings
+
+    class Variant(FlightSqlServer):
+        catalog: Any = None
+
+        def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+            identity = self._identity(context)
+            name, payload = self._command(descriptor)
+            if name != "CommandStatementQuery":
+                return super().get_flight_info(context, descriptor)
+            sql = proto.parse(proto.CommandStatementQuery, payload).query
+            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
+            if variant == "unpinned":
+                schema = self.engine.plan(sql, self._view(identity)).schema
+                return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+            if self.catalog is None:
+                ref = self._view(identity).table("w", "ns", "trips").ref
+                tables = Schema.memory_schema()
+                tables.register_table("trips", self.engine.table(ref))
+                self.catalog = Catalog.memory_catalog()
+                self.catalog.register_schema("ns", tables)
+            check_query(sql, self.settings.max_sql_bytes)
+            text, _ = rewrite_placeholders(qualify_nested(sql, lambda wh, ns: (wh, ns) == ("w", "ns")))
+            ctx = self.engine.context()
+            ctx.register_catalog_provider("w", self.catalog)
+            df = ctx.sql_with_options(text, _READ_ONLY)
+            type(df.logical_plan().to_variant()).__name__  # noqa: B018 - the same root check as ours
+            return fl.FlightInfo(advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+
+    settings = load_settings(home=Path(home))
+    auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
+    server = Variant(settings, flight_settings(port=0), authenticator=auth).start()
+    print(server.port, flush=True)
+    server.wait()
+
+
+def ticket_overhead(home: Path, runs: int) -> dict[str, float]:
+    """Seal and open one statement ticket (the point query, one snapshot), in process."""
+    import secrets
+
+    from lake_platform.flight.tickets import TicketLimits, Tickets
+    from lake_platform.flight.tokens import Identity, Sealer
+    from lake_platform.query.snapshot import load_snapshot
+    from lake_platform.registry.factory import open_metastore
+    from lake_platform.settings import load_settings
+
+    settings = load_settings(home=home)
+    store = open_metastore(settings)
+    ref = load_snapshot(store).project("p").table("w", "ns", "trips").ref
+    store.close()
+    tickets = Tickets(Sealer([("k1", secrets.token_bytes(32)), ("k2", secrets.token_bytes(32))]), TicketLimits(),
+                      lifetime=3600, prepared_lifetime=3600)
+    who = Identity(USER, "user", "p", "reader")
+    seal, open_, size = [], [], 0
+    for _ in range(runs):
+        t = time.perf_counter()
+        blob, _ = tickets.seal_statement(who, POINT, None, (ref,))
+        t1 = time.perf_counter()
+        tickets.open_statement(blob, who)
+        t2 = time.perf_counter()
+        seal.append(t1 - t)
+        open_.append(t2 - t1)
+        size = len(blob)
+    return {"seal_us": statistics.median(seal) * 1e6, "open_us": statistics.median(open_) * 1e6, "bytes": size}
+
+
+def info_latency(clients: list[tuple[fl.FlightClient, fl.FlightCallOptions]], runs: int) -> list[float]:
+    """Median GetFlightInfo latency of the point query on each server, interleaved."""
+    from lake_platform.flight import proto
+
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=POINT)))
+    times: list[list[float]] = [[] for _ in clients]
+    for client, options in clients:
+        for _ in range(10):
+            client.get_flight_info(descriptor, options)  # warm-up
+    for n in range(runs):
+        for k in range(len(clients)):  # rotate who goes first, so no server is always first
+            i = (n + k) % len(clients)
+            client, options = clients[i]
+            t = time.perf_counter()
+            client.get_flight_info(descriptor, options)
+            times[i].append(time.perf_counter() - t)
+    return [statistics.median(t) for t in times]
+
+
 class BareServer(fl.FlightServerBase):
     """What a minimal server does: the ticket is the SQL; DataFusion's stream goes out as is."""
 
@@ -149,6 +256,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--point-runs", type=int, default=50)
+    parser.add_argument("--ticket-runs", type=int, default=2000)
+    parser.add_argument("--pin-runs", type=int, default=300, help="GetFlightInfo calls per server (pinned/unpinned)")
+    parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
     args = parser.parse_args()
 
     import adbc_driver_flightsql.dbapi as fsql
@@ -160,7 +270,29 @@ def main() -> None:
     t = time.perf_counter()
     nbytes = build(home, args.rows)
     print(f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, built in {time.perf_counter() - t:.1f}s")
+    overhead = ticket_overhead(home, args.ticket_runs)
+    print(f"ticket: seal {overhead['seal_us']:.1f} us, open (+ validate) {overhead['open_us']:.1f} us, "
+          f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})")
     ours, ours_port = start("--serve-ours", home)
+    variants = [start("--serve-unpinned", home), start("--serve-static", home)]
+    try:
+        clients = []
+        for port in (ours_port, *(p for _, p in variants)):
+            client = fl.connect(f"grpc://127.0.0.1:{port}")
+            clients.append((client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)])))
+        pinned, unpinned, static = info_latency(clients, args.pin_runs)
+        print(f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned {pinned * 1000:.3f} ms; "
+              f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
+              f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
+              f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%")
+    finally:
+        for proc, _ in variants:
+            proc.terminate()
+            proc.wait(10)
+    if args.tickets_only:
+        ours.terminate()
+        ours.wait(10)
+        return
     bare, bare_port = start("--serve-bare", home)
     try:
         conn = fsql.connect(f"grpc://127.0.0.1:{ours_port}", db_kwargs={"username": USER, "password": PASSWORD},
@@ -230,5 +362,7 @@ if __name__ == "__main__":
         serve_ours(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare":
         serve_bare(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] in ("--serve-unpinned", "--serve-static"):
+        serve_variant(sys.argv[2], sys.argv[1].removeprefix("--serve-"))
     else:
         main()

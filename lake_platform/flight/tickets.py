@@ -26,6 +26,7 @@ import binascii
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -71,10 +72,11 @@ class Tickets:
     def seal_statement(self, identity: Identity, sql: str, params: pa.RecordBatch | None,
                        snapshots: Sequence[TableRef]) -> tuple[bytes, float]:
         """The ticket's bytes (the handle inside TicketStatementQuery) and its expiry (seconds)."""
-        ordered = tuple(sorted(snapshots, key=lambda r: r.name))
+        ordered = sorted(snapshots, key=lambda r: r.name)
         claims = {**identity.claims(), "sql": sql, "prm": params_to_text(params),
                   "snp": [r.to_json() for r in ordered], "id": secrets.token_hex(8)}
-        self._check_statement(claims, sealing=True)
+        self._check_bounds(sql, claims["prm"], "ticket", True)
+        self._check_snapshots(ordered, identity.project, True)
         blob = self.sealer.seal("ticket", claims, self.lifetime)
         return blob, self.sealer.now() + self.lifetime
 
@@ -89,34 +91,38 @@ class Tickets:
             raise Unauthenticated("invalid ticket")
         if caller is not None:
             check_owner(claims, caller, "ticket")
-        snapshots = self._check_statement(claims, sealing=False)
+        self._check_common(claims, "ticket", False)
+        if not isinstance(claims["id"], str) or not 1 <= len(claims["id"]) <= 64 or not isinstance(claims["snp"], list):
+            raise Unauthenticated("invalid ticket")
+        if len(claims["snp"]) > self.limits.max_tables:  # before parsing them
+            self._check_snapshots((), claims["prj"], False, count=len(claims["snp"]))
+        try:
+            snapshots = tuple(TableRef.from_json(r) for r in claims["snp"])
+        except ValueError:
+            raise Unauthenticated("invalid ticket") from None
+        self._check_snapshots(snapshots, claims["prj"], False)
         return StatementTicket(identity=Identity.from_claims(claims), sql=claims["sql"],
                                params=params_from_text(claims["prm"], self.limits.max_param_bytes),
                                snapshots=snapshots, ticket_id=claims["id"], issued_at_ms=claims["iat"],
                                expires_at_ms=claims["exp"])
 
-    def _check_statement(self, claims: dict[str, Any], *, sealing: bool) -> tuple[TableRef, ...]:
-        self._check_common(claims, "ticket", sealing)
-        if not isinstance(claims.get("id"), str) or not 1 <= len(claims["id"]) <= 64:
-            raise Unauthenticated("invalid ticket")
-        raw = claims.get("snp")
-        if not isinstance(raw, list):
-            raise Unauthenticated("invalid ticket")
-        if len(raw) > self.limits.max_tables:
-            raise InvalidInput(_limit("the query reads" if sealing else "the ticket pins",
-                                      f"{len(raw)} tables", "LAKE_FLIGHT_MAX_TICKET_TABLES", self.limits.max_tables,
-                                      sealing))
-        try:
-            snapshots = tuple(TableRef.from_json(r) for r in raw)
-        except ValueError:
-            raise Unauthenticated("invalid ticket") from None
+    def _check_snapshots(self, snapshots: Sequence[TableRef], project: str, sealing: bool, *,
+                         count: int | None = None) -> None:
+        """At most ``max_tables``, in name order, no name or incarnation twice, all in ``project``."""
+        count = len(snapshots) if count is None else count
+        if count > self.limits.max_tables:
+            raise InvalidInput(_limit("the query reads" if sealing else "the ticket pins", f"{count} tables",
+                                      "LAKE_FLIGHT_MAX_TICKET_TABLES", self.limits.max_tables, sealing))
+        if count <= 1:
+            if count and not snapshots[0].name.startswith(project + "."):
+                raise Unauthenticated("invalid ticket") if not sealing else InvalidInput("invalid table snapshots")
+            return
         names = [r.name for r in snapshots]
-        if names != sorted(set(names)) or len({r.incarnation for r in snapshots}) != len(snapshots):
-            raise Unauthenticated("invalid ticket")  # not canonical: unsorted or duplicated
-        project = claims["prj"]
-        if any(r.table_name.project != project for r in snapshots):
-            raise Unauthenticated("invalid ticket")
-        return snapshots
+        if (any(a >= b for a, b in pairwise(names))
+                or len({r.incarnation for r in snapshots}) != len(snapshots)
+                or any(not n.startswith(project + ".") for n in names)):
+            # Not canonical (unsorted, duplicated) or another project's table.
+            raise Unauthenticated("invalid ticket") if not sealing else InvalidInput("invalid table snapshots")
 
     # -- prepared-statement handles ------------------------------------------------------
 
@@ -145,6 +151,9 @@ class Tickets:
         sql, prm = claims.get("sql"), claims.get("prm")
         if not isinstance(sql, str) or (prm is not None and not isinstance(prm, str)):
             raise Unauthenticated(f"invalid {what}")
+        self._check_bounds(sql, prm, what, sealing)
+
+    def _check_bounds(self, sql: str, prm: str | None, what: str, sealing: bool) -> None:
         size = len(sql.encode("utf-8", "surrogatepass"))
         if size > self.limits.max_sql_bytes:
             raise InvalidInput(_limit(f"the {what}'s SQL is" if not sealing else "the query is", f"{size} bytes",

@@ -90,10 +90,12 @@ class Identity:
         return cls(str(principal.name), str(principal.kind), str(principal.project), str(principal.role))
 
 
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
 def canonical(claims: dict[str, Any]) -> bytes:
     """The one byte encoding of a claims object that the sealer produces and the opener accepts."""
-    return json.dumps(claims, separators=(",", ":"), sort_keys=True, ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return _CANONICAL.encode(claims).encode("utf-8")
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -135,7 +135,7 @@ class _Resolver:
             if ref is None:
                 self.missing.append(".".join(key))
             else:
-                resolved = Table(self._engine.provider(ref, verify=self._verify))
+                resolved = self._engine.table(ref, verify=self._verify)
                 self.captured[ref.name] = ref
         except LakeError as exc:
             self.failure = self.failure or exc
@@ -174,7 +174,8 @@ class QueryEngine:
     def __init__(self, settings: LakeSettings, limits: QueryLimits | None = None) -> None:
         self.settings = settings
         self.limits = limits or QueryLimits()
-        self._opened: OrderedDict[tuple[str, str, str, int], tuple[Any, Any]] = OrderedDict()
+        # exact snapshot -> (dataset, provider, datafusion Table wrapping the provider)
+        self._opened: OrderedDict[tuple[str, str, str, int], tuple[Any, Any, Table]] = OrderedDict()
         self._lock = threading.Lock()
         spill = self.limits.spill_dir or settings.home / "spill"
         self._spill_dir = Path(spill).expanduser()
@@ -200,6 +201,13 @@ class QueryEngine:
         ``verify``: when the provider comes from the cache, first check that the snapshot still
         exists (its manifest is still on storage), so a cleaned-up version fails here as it
         would on a replica that never opened it."""
+        return self._entry(ref, verify)[1]
+
+    def table(self, ref: TableRef, *, verify: bool = False) -> Table:
+        """:meth:`provider` wrapped for a catalog (the wrapper is cached with it)."""
+        return self._entry(ref, verify)[2]
+
+    def _entry(self, ref: TableRef, verify: bool) -> tuple[Any, Any, Table]:
         key = ref.key
         with self._lock:
             hit = self._opened.get(key)
@@ -208,27 +216,25 @@ class QueryEngine:
         if hit is not None:
             if verify:
                 self._check_exists(ref)
-            return hit[1]
+            return hit
         opener = _OPENERS.get(ref.engine)
         if opener is None:
             raise Unsupported(f"table {ref.sql_name} is stored with engine {ref.engine!r}, which this server "
                               "cannot read")
         dataset = opener(self, ref)
         provider = engine.table_provider(dataset)
+        entry = (dataset, provider, Table(provider))
         self.opens += 1
         if self.limits.dataset_cache_size > 0:
             with self._lock:
-                self._opened[key] = (dataset, provider)
+                self._opened[key] = entry
                 while len(self._opened) > self.limits.dataset_cache_size:
                     self._opened.popitem(last=False)
-        return provider
+        return entry
 
     def dataset(self, ref: TableRef) -> Any:
         """The opened dataset of exactly ``ref``'s version (opening it if needed)."""
-        self.provider(ref)
-        with self._lock:
-            hit = self._opened.get(ref.key)
-        return hit[0] if hit is not None else _OPENERS[ref.engine](self, ref)
+        return self._entry(ref, False)[0]
 
     def cached_snapshots(self) -> int:
         with self._lock:
