@@ -52,6 +52,10 @@ class LakeSettings(BaseSettings):
 
     # Shared with the Flight endpoint: versions younger than this are never cleaned up.
     ticket_lifetime_seconds: float = Field(3600.0, gt=0)
+    #: The longest a reader's cached catalog snapshot may keep serving a superseded version as
+    #: current (Flight's LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS must not exceed it). Version
+    #: cleanup keeps a version this long beyond the ticket lifetime after it was superseded.
+    reader_max_stale_seconds: float = Field(120.0, ge=0)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

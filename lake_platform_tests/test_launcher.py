@@ -124,11 +124,15 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
         import adbc_driver_flightsql.dbapi as flight_sql
 
         user, password = platform.demo_user
-        with flight_sql.connect(f"grpc://{platform.flight_address}",
-                                db_kwargs={"username": user, "password": password}) as conn:
-            with conn.cursor() as cur:
-                cur.execute("SELECT count(*) AS n FROM main.sales.orders")
-                assert cur.fetch_arrow_table().column("n").to_pylist() == [SEEDED_ROWS]
+
+        def served_by_flight() -> bool:
+            # The endpoint's cached catalog snapshot catches up within its TTL.
+            with flight_sql.connect(f"grpc://{platform.flight_address}",
+                                    db_kwargs={"username": user, "password": password}) as conn:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT count(*) AS n FROM main.sales.orders")
+                    return cur.fetch_arrow_table().column("n").to_pylist() == [SEEDED_ROWS]
+        wait_for("the Flight SQL endpoint to serve the ingested rows", served_by_flight, 60, platform)
 
         def finished() -> list[dict[str, Any]] | None:
             runs = gql(platform, RUNS, {"value": TABLE_NAME})["runsOrError"]["results"]

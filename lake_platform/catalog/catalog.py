@@ -475,11 +475,17 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                         for i in self.store.scan_prefix(keys.versions(record.incarnation))]
             snap = self._open(tname, record, record.current_version)
             tagged = set(engine.tagged_versions(snap.dataset).values())
-            window = max(retention, timedelta(seconds=self.settings.ticket_lifetime_seconds))
+            # A version can be pinned by a ticket for as long as it is current, and a reader's
+            # cached snapshot may still treat it as current a little after that: its age counts
+            # from when it was superseded (its successor's commit), not from its own commit.
+            window = max(retention, timedelta(seconds=self.settings.ticket_lifetime_seconds)) + timedelta(
+                seconds=self.settings.reader_max_stale_seconds)
             cut_ms = self.clock.wall_ms() - int(window.total_seconds() * 1000)
-            newest = {v.version for v in sorted(versions, key=lambda v: v.version)[-retain_versions:]}
-            doomed = [v for v in versions if v.version != record.current_version and v.version not in newest
-                      and v.version not in tagged and v.committed_at_ms < cut_ms]
+            ordered = sorted(versions, key=lambda v: v.version)
+            superseded_at = {older.version: newer.committed_at_ms for older, newer in zip(ordered, ordered[1:])}
+            newest = {v.version for v in ordered[-retain_versions:]}
+            doomed = [v for v in ordered if v.version != record.current_version and v.version not in newest
+                      and v.version not in tagged and superseded_at.get(v.version, cut_ms) < cut_ms]
             if not doomed:
                 return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
             kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]

@@ -95,6 +95,7 @@ def test_cleanup_applies_retention_and_never_removes_a_tag(instance, lake: Lake,
     first = dg.materialize([cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources)
     assert meta(first, "cleaned_versions")["status"] == "nothing to do"
     monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
+    monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
     second = dg.materialize([cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources)
     m = meta(second, "cleaned_versions")
     assert m["status"] == "committed" and m["removed"] == [1, 3, 4] and m["tagged_kept"] == [2]

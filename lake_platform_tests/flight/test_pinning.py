@@ -106,7 +106,7 @@ def test_cleanup_keeps_what_a_live_ticket_needs(tmp_path: Path) -> None:
     the server's ticket expiry: inside the ticket lifetime the pinned version survives cleanup
     and the ticket reads it; past it the version is cleaned up and the ticket is expired."""
     lifetime = 60.0
-    settings, catalog = build_catalog(tmp_path / "home", ticket_lifetime_seconds=lifetime)
+    settings, catalog = build_catalog(tmp_path / "home", ticket_lifetime_seconds=lifetime, reader_max_stale_seconds=0.0)
     clock = ManualClock()
     maintainer = Catalog(settings, clock=clock, heartbeat=False)
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1, clock=lambda: clock.wall_ms() / 1000)
@@ -142,7 +142,7 @@ def test_cleaned_up_version_fails_cleanly(tmp_path: Path) -> None:
     settings, catalog = build_catalog(tmp_path / "home")
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
     clock = ManualClock()
-    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0}), clock=clock, heartbeat=False)
+    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}), clock=clock, heartbeat=False)
     try:
         catalog.create_table("p.w.ns.gone", rows(10, tag="v1"))
         assert wait_until(lambda: current_ref(server, "gone") is not None)
@@ -159,14 +159,9 @@ def test_cleaned_up_version_fails_cleanly(tmp_path: Path) -> None:
         catalog.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "needs a catalog change (outside lake_platform/flight and query): Catalog.cleanup ages a version "
-    "by its own commit time, but a ticket can pin a version long after it was committed (while it "
-    "is current). The retention window must run from when the version stopped being current (its "
-    "successor's committed_at_ms) plus the snapshot staleness bound. See docs/flight-sql.md."))
 def test_a_version_pinned_just_before_it_is_superseded_survives_cleanup(tmp_path: Path) -> None:
     lifetime = 1.0
-    settings, catalog = build_catalog(tmp_path / "home", ticket_lifetime_seconds=lifetime)
+    settings, catalog = build_catalog(tmp_path / "home", ticket_lifetime_seconds=lifetime, reader_max_stale_seconds=0.0)
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.05)
     try:
         catalog.create_table("p.w.ns.old", rows(10, tag="v1"))

@@ -130,7 +130,7 @@ def test_retention_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Path]
     catalog.append("p.w.ns.rgone", rows(5, start=10, tag="v2"))
     clock = ManualClock()
     clock.advance(10)
-    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0}), clock=clock, heartbeat=False)
+    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}), clock=clock, heartbeat=False)
     try:
         assert maintainer.cleanup("p.w.ns.rgone", retention=timedelta(0)).detail["versions_removed"] == [1]
     finally:

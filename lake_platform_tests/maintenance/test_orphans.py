@@ -47,7 +47,7 @@ def plant(root: Path, rel: str, data: bytes = b"x" * 100, age: float = TWO_DAYS)
 
 @pytest.fixture
 def lake_table(tmp_path: Path):
-    catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001)
+    catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
     catalog.create_table(TABLE, blobs(0, 3).to_reader())
     for i in range(1, 5):
         catalog.append(TABLE, blobs(100 * i, 3).to_reader())
