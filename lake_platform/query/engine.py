@@ -407,7 +407,7 @@ class QueryEngine:
                         pending = None
                 else:
                     try:
-                        batch = next(source.rbs).to_pyarrow()
+                        batch = next(source).to_pyarrow()
                     except StopIteration:
                         batch = None
                     except Exception as exc:  # noqa: BLE001
