@@ -117,8 +117,16 @@ class FlightSqlServer(fl.FlightServerBase):
         self.authenticator = authenticator if authenticator is not None else catalog
         if not hasattr(self.authenticator, "authenticate_password"):
             raise Unsupported("this catalog cannot authenticate users yet: pass an authenticator")
+        # Version cleanup keeps a superseded version for the ticket lifetime plus the readers'
+        # staleness bound (LakeSettings.reader_max_stale_seconds): never plan on a snapshot older.
+        max_stale = self.settings.snapshot_max_stale_seconds
+        reader_bound = getattr(settings, "reader_max_stale_seconds", None)
+        if reader_bound is not None and max_stale > reader_bound:
+            log.warning("LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS=%g exceeds LAKE_READER_MAX_STALE_SECONDS=%g, which "
+                        "version cleanup allows for; using %g", max_stale, reader_bound, reader_bound)
+            max_stale = reader_bound
         self.snapshots = snapshots or SnapshotCache.for_store(
-            self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=self.settings.snapshot_max_stale_seconds)
+            self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale)
         self.sealer = Sealer(self.settings.sealing_keys() or None, clock=clock,
                              max_bytes=self.settings.max_ticket_bytes)
         if self.sealer.ephemeral:

@@ -198,3 +198,13 @@ def test_a_ticket_is_refused_with_a_clear_error_when_not_a_statement(server: Any
     client, options = login(f"grpc://127.0.0.1:{server.port}")
     with pytest.raises(pa.ArrowInvalid):
         client.do_get(fl.Ticket(b"\x00" * 10), options).read_all()
+
+
+def test_snapshot_staleness_never_exceeds_what_cleanup_allows_for(lake: tuple[LakeSettings, Catalog]) -> None:
+    settings, catalog = lake
+    strict = settings.model_copy(update={"reader_max_stale_seconds": 10.0})
+    srv = start_server(strict, catalog, snapshot_max_stale_seconds=120)
+    try:
+        assert srv.snapshots.max_stale == 10.0
+    finally:
+        srv.stop(grace=0)
