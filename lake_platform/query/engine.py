@@ -378,7 +378,7 @@ class QueryEngine:
             try:
                 source = planned.df.execute_stream()
             except Exception as exc:  # noqa: BLE001
-                raise execution_error(exc, limits) from None
+                raise execution_error(exc, limits, planned.refs) from None
             conform = None
             conform_for: pa.Schema | None = None
             sent = 0
@@ -402,7 +402,7 @@ class QueryEngine:
                     try:
                         batch = pending.result()
                     except Exception as exc:  # noqa: BLE001
-                        failure = execution_error(exc, limits)
+                        failure = execution_error(exc, limits, planned.refs)
                     finally:
                         pending = None
                 else:
@@ -411,7 +411,7 @@ class QueryEngine:
                     except StopIteration:
                         batch = None
                     except Exception as exc:  # noqa: BLE001
-                        failure = execution_error(exc, limits)
+                        failure = execution_error(exc, limits, planned.refs)
                 if failure is not None:
                     # Raised outside the except block: no __context__ chaining DataFusion's error,
                     # whose traceback would keep the stream (and its pool reservation) alive.
@@ -591,7 +591,8 @@ def _out_of_memory(exc: BaseException, limits: QueryLimits | None) -> Throttling
                       f"disk (the pool is shared by all running queries): {clean_message(exc)}")
 
 
-def execution_error(exc: BaseException, limits: QueryLimits | None = None) -> LakeError:
+def execution_error(exc: BaseException, limits: QueryLimits | None = None,
+                    refs: tuple[TableRef, ...] = ()) -> LakeError:
     if isinstance(exc, LakeError):
         return exc
     text = str(exc)
@@ -601,7 +602,11 @@ def execution_error(exc: BaseException, limits: QueryLimits | None = None) -> La
                                "Arithmetic overflow", "Overflow")):
         return InvalidInput(clean_message(exc))
     if "not found" in text.lower() and ("object" in text.lower() or "file" in text.lower()):
-        return TableVersionNotFound("a table version this query reads is no longer available")
+        # Files vanished under a running scan (cleaned up or purged meanwhile): name the
+        # snapshots the query reads, as the check before the scan would have.
+        which = ", ".join(f"version {r.version} of {r.sql_name}" for r in refs[:5])
+        return TableVersionNotFound(f"a table version this query reads ({which}) is no longer available" if which
+                                    else "a table version this query reads is no longer available")
     log.warning("query failed: %s", exc)
     return Internal(f"the query failed: {clean_message(exc)}")
 

@@ -52,7 +52,7 @@ def test_pinned_versions_on_s3(s3: tuple[S3Endpoint, str], tmp_path: Path) -> No
         catalog.create_table("p.w.ns.s", rows(10, tag="v1"))
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         assert wait_until(lambda: fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.s"))
-                          .to_pylist() == [{"n": 10}])
+                          .to_pylist() == [{"n": 10}], timeout=30)
         info = plan(client, options, "SELECT id, tag FROM w.ns.s")
         catalog.append("p.w.ns.s", rows(5, start=10, tag="v2"))
         got = fetch(client, options, info)  # the cached provider, its manifest checked on S3
