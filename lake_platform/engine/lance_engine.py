@@ -375,3 +375,12 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
     elif info.size != fs.get_file_info(src).size:
         raise RuntimeError(f"canonical manifest for version {version} differs from the committed one")
     return final_path
+
+
+def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:
+    """Whether a version's manifest (as the registry names it) is still on storage: a stat
+    locally, a HEAD on S3."""
+    if not location.startswith("s3://"):
+        return os.path.exists(_object_path(location, manifest_path))
+    fs, _ = _filesystem(location, storage_options)
+    return fs.get_file_info(_object_path(location, manifest_path)).type == pafs.FileType.File

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import threading
 import time
@@ -477,16 +476,9 @@ def canonical_manifest(ref: TableRef) -> TableRef:
 
 def _manifest_exists(ref: TableRef, storage: dict[str, str]) -> bool:
     """Whether the snapshot's manifest is still on storage (a stat, or a HEAD on S3)."""
-    if not ref.location.startswith("s3://"):
-        return os.path.exists("/" + ref.manifest_path.lstrip("/"))
-    # The engine layer owns storage access; these helpers should become a public
-    # ``lance_engine.manifest_exists`` (see docs/flight-sql.md, "outside changes").
-    import pyarrow.fs as pafs
+    from lake_platform.engine.lance_engine import manifest_exists
 
-    from lake_platform.engine.lance_engine import _filesystem, _object_path
-
-    fs, _ = _filesystem(ref.location, storage)
-    return fs.get_file_info(_object_path(ref.location, ref.manifest_path)).type == pafs.FileType.File
+    return manifest_exists(ref.location, ref.manifest_path, storage)
 
 
 _OPENERS: dict[str, Callable[[QueryEngine, TableRef], Any]] = {"lance": QueryEngine._open_lance}
