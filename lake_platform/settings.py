@@ -100,14 +100,19 @@ def load_settings(**overrides: Any) -> LakeSettings:
     try:
         return LakeSettings(**overrides)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = [str(p) for p in err.get("loc", ()) if p]
-            msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-            field = loc[0] if loc else ""
-            if not field and ": " in msg:
-                # Model-level checks name their field at the front of the message.
-                field, msg = msg.split(": ", 1)
-            name = f"{ENV_PREFIX}{field.upper()}" if field else "settings"
-            problems.append(f"{name}: {msg}")
-        raise SettingsError("bad setting: " + "; ".join(problems)) from None
+        raise settings_error(exc, ENV_PREFIX) from None
+
+
+def settings_error(exc: ValidationError, env_prefix: str) -> SettingsError:
+    """One SettingsError naming each bad variable (``<env_prefix><FIELD>``) and what is wrong."""
+    problems = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p]
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        field = loc[0] if loc else ""
+        if not field and ": " in msg:
+            # Model-level checks name their field at the front of the message.
+            field, msg = msg.split(": ", 1)
+        name = f"{env_prefix}{field.upper()}" if field else "settings"
+        problems.append(f"{name}: {msg}")
+    return SettingsError("bad setting: " + "; ".join(problems))

@@ -14,8 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from lake_platform.errors import SettingsError
-from lake_platform.settings import LakeSettings
+from lake_platform.settings import LakeSettings, settings_error
 
 ENV_PREFIX = "LAKE_FLIGHT_"
 #: A key id: short, printable, and safe to show in an error message.
@@ -157,12 +156,4 @@ def flight_settings(lake: LakeSettings | None = None, **overrides: Any) -> Fligh
     try:
         return FlightSettings(**values)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = [str(p) for p in err.get("loc", ()) if p]
-            msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-            field = loc[0] if loc else ""
-            if not field and ": " in msg:
-                field, msg = msg.split(": ", 1)
-            problems.append(f"{ENV_PREFIX}{field.upper()}: {msg}" if field else msg)
-        raise SettingsError("bad setting: " + "; ".join(problems)) from None
+        raise settings_error(exc, ENV_PREFIX) from None
