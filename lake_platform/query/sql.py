@@ -66,20 +66,10 @@ def rewrite_placeholders(sql: str) -> tuple[str, int]:
     highest = 0
     while i < n:
         c = sql[i]
-        if c in ("'", '"'):
-            end = _closing(sql, i, c)
-            out.append(sql[i:end])
-            i = end
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            end = n if end < 0 else end
-            out.append(sql[i:end])
-            i = end
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            out.append(sql[i:end])
-            i = end
+        opaque = _opaque_end(sql, i)
+        if opaque is not None:
+            out.append(sql[i:opaque])
+            i = opaque
         elif c == "?":
             count += 1
             out.append(f"${count}")
@@ -99,6 +89,20 @@ def rewrite_placeholders(sql: str) -> tuple[str, int]:
     if count and highest:
         raise InvalidInput("use either ? or $n placeholders in one query, not both")
     return "".join(out), max(count, highest)
+
+
+def _opaque_end(sql: str, i: int) -> int | None:
+    """If a string, quoted name or comment starts at ``i``, the index just past it (copied as is)."""
+    c = sql[i]
+    if c in ("'", '"'):
+        return _closing(sql, i, c)
+    if sql.startswith("--", i):
+        end = sql.find("\n", i)
+        return len(sql) if end < 0 else end
+    if sql.startswith("/*", i):
+        end = sql.find("*/", i + 2)
+        return len(sql) if end < 0 else end + 2
+    return None
 
 
 def _closing(sql: str, start: int, quote: str) -> int:
@@ -130,20 +134,10 @@ def qualify_nested(sql: str, is_namespace: Callable[[str, str], bool]) -> str:
     i, n = 0, len(sql)
     while i < n:
         c = sql[i]
-        if c in ("'", '"'):
-            end = _closing(sql, i, c)
-            out.append(sql[i:end])
-            i = end
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            end = n if end < 0 else end
-            out.append(sql[i:end])
-            i = end
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            out.append(sql[i:end])
-            i = end
+        opaque = _opaque_end(sql, i)
+        if opaque is not None:
+            out.append(sql[i:opaque])
+            i = opaque
         elif _IDENT.match(sql, i) and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$.")):
             parts, end = [], i
             while True:
