@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +34,6 @@ from lake_platform.errors import (
     InvalidInput,
     LakeError,
     NamespaceAlreadyExists,
-    NamespaceNotEmpty,
     NamespaceNotFound,
     ServiceUnavailable,
     TableAlreadyExists,
@@ -202,10 +200,6 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             if exc.key == key or exc.key is None and self.store.get(key) is not None:
                 raise exists from None
             raise NamespaceNotFound(f"parent of {target} was dropped concurrently") from None
-
-    def _require(self, key: str, missing: LakeError) -> None:
-        if self.store.get(key) is None:
-            raise missing
 
     def _storage_root(self, root: str | None, wname: WarehouseName) -> str:
         if root is None or root == "":
@@ -511,7 +505,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             # 3. The staging manifests Lance does not know about.
             engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
         detail.update(stats)
-        log_key = self._find_log_key(str(tname), commit_id)
+        marker = self.commit_landed(commit_id)
+        log_key = marker.log_key if marker else None
         if log_key:
             self._patch_log(log_key, {"bytes_removed": stats.get("bytes_removed", 0),
                                       "files_removed": stats.get("data_files_removed", 0), "detail": detail})
@@ -782,10 +777,6 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             except ConcurrentModification:
                 continue
 
-    def _find_log_key(self, target: str, commit_id: str) -> str | None:
-        marker = self.commit_landed(commit_id)
-        return marker.log_key if marker else None
-
     def _log_ops(self, target: str, operation: str, actor: str | None, *, commit_id: str | None = None,
                  run_id: str | None = None, incarnation: str | None = None, from_version: int | None = None,
                  to_version: int | None = None, detail: dict[str, object] | None = None,
@@ -865,22 +856,6 @@ def _input_error(exc: BaseException) -> LakeError:
     return InvalidInput(f"the input could not be read: {_first_line(exc)}")
 
 
-def _kind(name: object) -> str:
-    return "warehouse" if isinstance(name, WarehouseName) else "namespace"
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
-
-
-@contextmanager
-def opened(settings: LakeSettings) -> Iterator[Catalog]:
-    catalog = Catalog(settings)
-    try:
-        yield catalog
-    finally:
-        catalog.close()
-
-
-__all__ = ["Catalog", "TableSnapshot", "opened", "NamespaceNotEmpty", "ServiceUnavailable"]
