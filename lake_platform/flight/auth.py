@@ -1,7 +1,6 @@
 """Authentication: Basic in Handshake -> sealed Bearer token; every later call carries a Bearer.
 
-pyarrow needs a (no-op) ``ServerAuthHandler`` for Handshake to exist at all; the work happens in
-:class:`AuthMiddlewareFactory`, which sees the headers of every call:
+The transport calls :func:`authenticate_call` with the headers of every call:
 
 - Handshake with ``authorization: Basic`` checks the password (through the catalog's
   principals) and answers with ``authorization: Bearer <sealed token>``;
@@ -21,19 +20,13 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
-
-import pyarrow.flight as fl
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from lake_platform.errors import LakeError, ServiceUnavailable, Throttling, Unauthenticated
-from lake_platform.flight.errors import to_flight
 from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
 
 log = logging.getLogger(__name__)
-
-MIDDLEWARE_KEY = "lake-auth"
-
 
 class PrincipalLike(Protocol):
     name: str
@@ -48,16 +41,6 @@ class Authenticator(Protocol):
     def authenticate_password(self, username: str, password: str) -> PrincipalLike: ...
 
     def authenticate_token(self, token: str) -> PrincipalLike: ...
-
-
-class NoOpAuthHandler(fl.ServerAuthHandler):
-    """Makes pyarrow serve Handshake; authentication itself happens in the middleware."""
-
-    def authenticate(self, outgoing: Any, incoming: Any) -> None:
-        return None
-
-    def is_valid(self, token: bytes) -> str:
-        return ""
 
 
 class Throttle:
@@ -152,63 +135,56 @@ def _identity(principal: PrincipalLike) -> Identity:
     return identity
 
 
-class AuthMiddleware(fl.ServerMiddleware):
-    def __init__(self, identity: Identity, outgoing_token: str | None = None) -> None:
-        self.identity = identity
-        self._outgoing = outgoing_token
+def authenticate_call(service: AuthService, headers: Iterable[tuple[str, str | bytes]], *,
+                      handshake: bool) -> tuple[Identity, str | None]:
+    """Who is calling, and the Bearer to answer with (Handshake only).
 
-    def sending_headers(self) -> dict[str, str]:
-        if self._outgoing:
-            return {"authorization": f"Bearer {self._outgoing}"}
-        return {}
-
-
-class AuthMiddlewareFactory(fl.ServerMiddlewareFactory):
-    def __init__(self, service: AuthService) -> None:
-        self.service = service
-
-    def start_call(self, info: Any, headers: dict[str, list[Any]]) -> AuthMiddleware:
-        try:
-            return self._start(info, headers)
-        except LakeError as exc:
-            if isinstance(exc, Throttling):
-                exc = Unauthenticated(exc.message)
-            elif not isinstance(exc, (Unauthenticated, ServiceUnavailable)):
-                exc = Unauthenticated("invalid credentials")
-            raise to_flight(exc) from None
-        except Exception:
-            log.exception("authentication failed unexpectedly")
-            raise to_flight(Unauthenticated("invalid credentials")) from None
-
-    def _start(self, info: Any, headers: dict[str, list[Any]]) -> AuthMiddleware:
-        value = _header(headers, "authorization")
-        scheme, _, credential = (value or "").partition(" ")
-        scheme = scheme.lower()
-        credential = credential.strip()
-        if info.method == fl.FlightMethod.HANDSHAKE:
-            if scheme == "basic":
-                username, password = _basic(credential)
-                identity, token = self.service.login(username, password)
-                log.info("login: %s (%s, project %s)", identity.name, identity.kind, identity.project)
-                return AuthMiddleware(identity, token)
-            if scheme == "bearer":
-                return AuthMiddleware(self._bearer(credential), credential)
-            raise Unauthenticated("Handshake needs 'authorization: Basic' (user and password) or a Bearer token")
-        if scheme != "bearer" or not credential:
-            raise Unauthenticated("authenticate first: Handshake with user and password, or send a Bearer token")
-        return AuthMiddleware(self._bearer(credential))
-
-    def _bearer(self, credential: str) -> Identity:
-        try:
-            return self.service.verify_bearer(credential)
-        except Expired:
-            raise Unauthenticated("the token has expired; authenticate again") from None
+    Any failure is UNAUTHENTICATED with a message that does not say which part was wrong; a
+    registry outage while checking a service token stays UNAVAILABLE (the caller may retry).
+    """
+    try:
+        return _authenticate(service, headers, handshake)
+    except LakeError as exc:
+        if isinstance(exc, Throttling):
+            raise Unauthenticated(exc.message) from None
+        if isinstance(exc, (Unauthenticated, ServiceUnavailable)):
+            raise
+        raise Unauthenticated("invalid credentials") from None
+    except Exception:
+        log.exception("authentication failed unexpectedly")
+        raise Unauthenticated("invalid credentials") from None
 
 
-def _header(headers: dict[str, list[Any]], name: str) -> str | None:
-    for key, values in headers.items():
-        if key.lower() == name and values:
-            value = values[0]
+def _authenticate(service: AuthService, headers: Iterable[tuple[str, str | bytes]],
+                  handshake: bool) -> tuple[Identity, str | None]:
+    value = _header(headers, "authorization")
+    scheme, _, credential = (value or "").partition(" ")
+    scheme = scheme.lower()
+    credential = credential.strip()
+    if handshake:
+        if scheme == "basic":
+            username, password = _basic(credential)
+            identity, token = service.login(username, password)
+            log.info("login: %s (%s, project %s)", identity.name, identity.kind, identity.project)
+            return identity, token
+        if scheme == "bearer":
+            return _bearer(service, credential), credential
+        raise Unauthenticated("Handshake needs 'authorization: Basic' (user and password) or a Bearer token")
+    if scheme != "bearer" or not credential:
+        raise Unauthenticated("authenticate first: Handshake with user and password, or send a Bearer token")
+    return _bearer(service, credential), None
+
+
+def _bearer(service: AuthService, credential: str) -> Identity:
+    try:
+        return service.verify_bearer(credential)
+    except Expired:
+        raise Unauthenticated("the token has expired; authenticate again") from None
+
+
+def _header(headers: Iterable[tuple[str, str | bytes]], name: str) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
             return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     return None
 

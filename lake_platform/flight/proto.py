@@ -57,18 +57,18 @@ _SQL_MESSAGES: dict[str, list[tuple[str, int, int, bool, bool]]] = {
     "ActionCancelQueryResult": [("result", 1, _ENUM_AS_INT32, False, False)],
 }
 
-# Flight-level messages carried raw in actions. Embedded messages are declared as bytes (the
+# Flight-level messages: those carried raw in actions, and the transport's. Embedded messages are declared as bytes (the
 # same wire encoding) and enums as int32 (also the same), so no further types are needed.
 _FLIGHT_MESSAGES: dict[str, list[tuple[str, int, int, bool, bool]]] = {
     "CancelFlightInfoRequest": [("info", 1, _BYTES, False, False)],
     "CancelFlightInfoResult": [("status", 1, _ENUM_AS_INT32, False, False)],
     "CloseSessionRequest": [],
     "CloseSessionResult": [("status", 1, _ENUM_AS_INT32, False, False)],
-}
-
-# google.rpc.Status, for the richer error details some clients (grpc-go, so ADBC) read.
-_RPC_MESSAGES: dict[str, list[tuple[str, int, int, bool, bool]]] = {
-    "Status": [("code", 1, _INT32, False, False), ("message", 2, _STRING, False, False)],
+    # The transport's own messages (DoPut's stream and replies, ListActions).
+    "FlightData": [("flight_descriptor", 1, _BYTES, False, False), ("data_header", 2, _BYTES, False, False),
+                   ("app_metadata", 3, _BYTES, False, False), ("data_body", 1000, _BYTES, False, False)],
+    "PutResult": [("app_metadata", 1, _BYTES, False, False)],
+    "ActionType": [("type", 1, _STRING, False, False), ("description", 2, _STRING, False, False)],
 }
 
 #: CancelStatus values (Flight.proto)
@@ -94,7 +94,6 @@ def _file(name: str, package: str, messages: dict[str, list[tuple[str, int, int,
 _pool = descriptor_pool.DescriptorPool()
 _pool.AddSerializedFile(_file("lake_platform/flight_sql.proto", SQL_PACKAGE, _SQL_MESSAGES))
 _pool.AddSerializedFile(_file("lake_platform/flight.proto", FLIGHT_PACKAGE, _FLIGHT_MESSAGES))
-_pool.AddSerializedFile(_file("lake_platform/rpc_status.proto", "google.rpc", _RPC_MESSAGES))
 
 
 def _cls(full_name: str) -> Any:
@@ -126,7 +125,9 @@ CancelFlightInfoRequest = _cls(f"{FLIGHT_PACKAGE}.CancelFlightInfoRequest")
 CancelFlightInfoResult = _cls(f"{FLIGHT_PACKAGE}.CancelFlightInfoResult")
 CloseSessionRequest = _cls(f"{FLIGHT_PACKAGE}.CloseSessionRequest")
 CloseSessionResult = _cls(f"{FLIGHT_PACKAGE}.CloseSessionResult")
-RpcStatus = _cls("google.rpc.Status")
+FlightData = _cls(f"{FLIGHT_PACKAGE}.FlightData")
+PutResult = _cls(f"{FLIGHT_PACKAGE}.PutResult")
+ActionType = _cls(f"{FLIGHT_PACKAGE}.ActionType")
 
 #: Commands of the write path and of features this read-only server does not offer.
 UNSUPPORTED_COMMANDS = {

@@ -34,26 +34,17 @@ from lake_platform import __version__
 from lake_platform.errors import (
     InvalidInput,
     InvalidTableState,
-    LakeError,
     ServiceUnavailable,
     Throttling,
-    Unauthenticated,
     Unsupported,
 )
 from lake_platform.flight import proto, schemas
-from lake_platform.flight.auth import (
-    MIDDLEWARE_KEY,
-    Authenticator,
-    AuthMiddlewareFactory,
-    AuthService,
-    NoOpAuthHandler,
-    Throttle,
-)
-from lake_platform.flight.errors import to_flight
+from lake_platform.flight.auth import Authenticator, AuthService, Throttle
 from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
+from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.query.engine import PlannedQuery, QueryCancelled, QueryEngine, QueryLimits, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.registry.store import MetaStore
@@ -73,21 +64,13 @@ _EXPIRY_TYPE = pa.timestamp("ns")
 MAX_CANCELLED = 10_000
 
 
-def _guard(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Translate every error into a clean gRPC status (no traceback, no path)."""
+class FlightSqlServer:
+    """Start with :meth:`start`, stop with :meth:`stop` (graceful), or block in :meth:`wait`.
 
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            raise to_flight(exc) from None
-
-    return wrapper
-
-
-class FlightSqlServer(fl.FlightServerBase):
-    """Start with :meth:`start`, stop with :meth:`stop` (graceful), or block in :meth:`wait`."""
+    The port is bound at construction (``port`` says which, when settings asked for 0); calls
+    are served from :meth:`start` on. The wire protocol lives in ``transport``; this class is
+    the Flight SQL logic behind each RPC.
+    """
 
     def __init__(
         self,
@@ -158,25 +141,29 @@ class FlightSqlServer(fl.FlightServerBase):
         self._stopped = threading.Event()
         self.started_at = time.time()
         scheme = "grpc+tls" if self.settings.tls else "grpc"
-        host = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
         tls = None
         if self.settings.tls:
             assert self.settings.tls_cert_file and self.settings.tls_key_file
-            tls = [(self.settings.tls_cert_file.read_bytes(), self.settings.tls_key_file.read_bytes())]
-        super().__init__(
-            f"{scheme}://{host}:{self.settings.port}",
-            auth_handler=NoOpAuthHandler(),
-            tls_certificates=tls,
-            middleware={MIDDLEWARE_KEY: AuthMiddlewareFactory(self.auth)},
-        )
+            tls = (self.settings.tls_cert_file.read_bytes(), self.settings.tls_key_file.read_bytes())
+        # A request message holds at most a statement, a ticket or a parameter row (each bounded
+        # by its own setting, answered INVALID_ARGUMENT with the setting's name); the transport's
+        # cap only stops a message far beyond all of them before it is buffered.
+        largest = max(self.settings.max_sql_bytes, self.settings.max_ticket_bytes, self.settings.max_param_bytes)
+        self.transport = FlightTransport(
+            self, self.auth, host=self.settings.host, port=self.settings.port, tls=tls,
+            worker_threads=self.settings.worker_threads, max_receive_bytes=4 * largest + (4 << 20),
+            max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10))
+        self.port = self.transport.port
         self.location = f"{scheme}://{self.settings.host}:{self.port}"
 
     # == lifecycle ==============================================================================
 
     def start(self) -> FlightSqlServer:
-        """Load the catalog snapshot and start its refresh. (pyarrow accepts calls from construction
-        on; until the snapshot is loaded they answer UNAVAILABLE.)"""
+        """Start serving and the catalog snapshot's refresh. Until the first snapshot is loaded,
+        calls that need it answer UNAVAILABLE (and the gRPC health service says NOT_SERVING)."""
+        self.transport.start()
         self.snapshots.start()
+        self.transport.set_serving(True)
         log.info("Flight SQL endpoint listening on %s", self.location)
         return self
 
@@ -185,6 +172,7 @@ class FlightSqlServer(fl.FlightServerBase):
         if self._stopped.is_set():
             return
         self._draining.set()
+        self.transport.set_serving(False)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             with self._streams_lock:
@@ -195,7 +183,7 @@ class FlightSqlServer(fl.FlightServerBase):
         with self._streams_lock:
             for event in self._streams.values():
                 event.set()
-        self.shutdown()
+        self.transport.stop(grace=1.0)
         self.snapshots.stop()
         if self._owned_catalog is not None:
             self._owned_catalog.close()
@@ -215,12 +203,6 @@ class FlightSqlServer(fl.FlightServerBase):
 
     # == request helpers ========================================================================
 
-    def _identity(self, context: Any) -> Identity:
-        middleware = context.get_middleware(MIDDLEWARE_KEY)
-        if middleware is None:
-            raise Unauthenticated("authenticate first")
-        return middleware.identity
-
     def _view(self, identity: Identity) -> ProjectView:
         if self._draining.is_set():
             raise ServiceUnavailable("the server is shutting down; retry on another replica")
@@ -233,9 +215,8 @@ class FlightSqlServer(fl.FlightServerBase):
 
     # == GetFlightInfo / GetSchema ==============================================================
 
-    @_guard
-    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-        identity = self._identity(context)
+    def get_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        identity = call.identity
         name, payload = self._command(descriptor)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
             sql, params = self._statement(identity, name, payload)
@@ -252,14 +233,13 @@ class FlightSqlServer(fl.FlightServerBase):
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(descriptor.command, [])], -1, -1)
 
-    @_guard
-    def get_schema(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.SchemaResult:
-        identity = self._identity(context)
+    def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema:
+        identity = call.identity
         name, payload = self._command(descriptor)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
             sql, params = self._statement(identity, name, payload)
-            return fl.SchemaResult(self.engine.plan(sql, self._view(identity), params).schema)
-        return fl.SchemaResult(self._metadata_schema(name, payload))
+            return self.engine.plan(sql, self._view(identity), params).schema
+        return self._metadata_schema(name, payload)
 
     def _statement(self, identity: Identity, name: str, payload: bytes) -> tuple[str, pa.RecordBatch | None]:
         if name == "CommandStatementQuery":
@@ -348,13 +328,13 @@ class FlightSqlServer(fl.FlightServerBase):
 
     # == DoGet ==================================================================================
 
-    @_guard
-    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.FlightDataStream:
-        identity = self._identity(context)
+    def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        identity = call.identity
         name, payload = _unpack(ticket.ticket)
         if name != "TicketStatementQuery":
             self._metadata_schema(name, payload)
-            return fl.RecordBatchStream(self._metadata(identity, name, payload))
+            table = self._metadata(identity, name, payload)
+            return table.schema, iter(table.to_batches())
         handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
         ticket = self.tickets.open_statement(handle, identity)
         if self._draining.is_set():
@@ -363,16 +343,16 @@ class FlightSqlServer(fl.FlightServerBase):
             if ticket.ticket_id in self._cancelled:
                 raise QueryCancelled("the query was cancelled")
         planned = self.engine.plan_pinned(ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped)
-        return fl.GeneratorStream(planned.schema, self._drain(context, planned, ticket.ticket_id))
+        return planned.schema, self._drain(call, planned, ticket.ticket_id)
 
-    def _drain(self, context: Any, planned: PlannedQuery, ticket_id: str) -> Iterator[pa.RecordBatch]:
+    def _drain(self, call: Call, planned: PlannedQuery, ticket_id: str) -> Iterator[pa.RecordBatch]:
         # Everything that must be undone happens inside the generator: a generator that is never
         # started (the client went away first) holds no slot.
         if not self._slots.acquire(timeout=self.settings.admission_wait_seconds):
-            raise to_flight(Throttling(
+            raise Throttling(
                 f"too many queries are running: LAKE_FLIGHT_MAX_CONCURRENT_QUERIES="
                 f"{self.settings.max_concurrent_queries} reached and no slot freed within "
-                f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self.settings.admission_wait_seconds:g}; retry shortly"))
+                f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self.settings.admission_wait_seconds:g}; retry shortly")
         stop = threading.Event()
         key = f"{ticket_id}/{secrets.token_hex(4)}"
         with self._streams_lock:
@@ -381,14 +361,12 @@ class FlightSqlServer(fl.FlightServerBase):
                 stop.set()
 
         def cancelled() -> bool:
-            return stop.is_set() or context.is_cancelled()
+            return stop.is_set() or call.is_cancelled()
 
         try:
             yield from self.engine.stream(planned, cancelled)
             if stop.is_set():
-                raise to_flight(QueryCancelled("the query was cancelled"))
-        except LakeError as exc:
-            raise to_flight(exc) from None
+                raise QueryCancelled("the query was cancelled")
         finally:
             with self._streams_lock:
                 self._streams.pop(key, None)
@@ -396,9 +374,10 @@ class FlightSqlServer(fl.FlightServerBase):
 
     # == DoPut ==================================================================================
 
-    @_guard
-    def do_put(self, context: Any, descriptor: fl.FlightDescriptor, reader: Any, writer: Any) -> None:
-        identity = self._identity(context)
+    def do_put(self, call: Call, descriptor: fl.FlightDescriptor, batches: Iterator[pa.RecordBatch]) -> bytes:
+        """Bind parameters to a prepared statement; the reply (PutResult.app_metadata) is the
+        updated handle, which carries them (no server state)."""
+        identity = call.identity
         name, payload = self._command(descriptor)
         if name != "CommandPreparedStatementQuery":
             if name in proto.UNSUPPORTED_COMMANDS:
@@ -409,9 +388,8 @@ class FlightSqlServer(fl.FlightServerBase):
         rows: list[pa.RecordBatch] = []
         size = 0
         limit = self.settings.max_param_bytes
-        for chunk in reader:
-            batch = chunk.data
-            if batch is None or batch.num_rows == 0:
+        for batch in batches:
+            if batch.num_rows == 0:
                 continue
             size += batch.nbytes
             if size > limit:
@@ -424,12 +402,11 @@ class FlightSqlServer(fl.FlightServerBase):
                 raise InvalidInput(f"bind exactly one row of parameters (got {table.num_rows})")
             params = table.combine_chunks().to_batches()[0]
         handle = self.tickets.seal_prepared(identity, sql, params)
-        writer.write(pa.py_buffer(proto.DoPutPreparedStatementResult(prepared_statement_handle=handle)
-                                  .SerializeToString()))
+        return proto.DoPutPreparedStatementResult(prepared_statement_handle=handle).SerializeToString()
 
     # == actions ================================================================================
 
-    def list_actions(self, context: Any) -> list[tuple[str, str]]:
+    def list_actions(self) -> list[tuple[str, str]]:
         return [
             ("CreatePreparedStatement", "Prepare a read-only query; returns a self-contained handle"),
             ("ClosePreparedStatement", "Release a prepared statement (handles hold no server state)"),
@@ -439,9 +416,9 @@ class FlightSqlServer(fl.FlightServerBase):
             ("health", "Report the server's health and the catalog snapshot's age (JSON)"),
         ]
 
-    @_guard
-    def do_action(self, context: Any, action: fl.Action) -> list[Any]:
-        identity = self._identity(context)
+    def do_action(self, call: Call, action: fl.Action) -> list[bytes]:
+        """The action's results, each a ``Result.body``."""
+        identity = call.identity
         kind = action.type
         body = action.body.to_pybytes() if action.body is not None else b""
         if kind == "CreatePreparedStatement":
@@ -457,7 +434,7 @@ class FlightSqlServer(fl.FlightServerBase):
             result = proto.ActionCreatePreparedStatementResult(
                 prepared_statement_handle=handle, dataset_schema=planned.schema.serialize().to_pybytes(),
                 parameter_schema=params.serialize().to_pybytes(), is_update=False)
-            return [fl.Result(proto.pack(result))]
+            return [proto.pack(result)]
         if kind == "ClosePreparedStatement":
             name, payload = _unpack(body)
             req = proto.parse(proto.ActionClosePreparedStatementRequest, payload)
@@ -473,12 +450,12 @@ class FlightSqlServer(fl.FlightServerBase):
                 info_bytes = proto.parse(proto.ActionCancelQueryRequest, _unpack(body)[1]).info
             status = self._cancel(identity, info_bytes)
             if kind == "CancelFlightInfo":
-                return [fl.Result(proto.CancelFlightInfoResult(status=status).SerializeToString())]
-            return [fl.Result(proto.pack(proto.ActionCancelQueryResult(result=status)))]
+                return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
+            return [proto.pack(proto.ActionCancelQueryResult(result=status))]
         if kind == "CloseSession":
-            return [fl.Result(proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString())]
+            return [proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString()]
         if kind == "health":
-            return [fl.Result(json.dumps(self.health()).encode())]
+            return [json.dumps(self.health()).encode()]
         if kind in ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"):
             raise Unsupported("transactions are not supported by this read-only server")
         if kind == "CreatePreparedSubstraitPlan":

@@ -61,6 +61,9 @@ class FlightSettings(BaseSettings):
     batch_size: int = Field(8192, ge=128, le=1 << 20, description="DataFusion batch size (rows).")
     target_partitions: int = Field(0, ge=0, le=256, description="DataFusion parallelism; 0 = number of CPUs.")
     max_concurrent_queries: int = Field(8, ge=1, le=1024, description="Streams served at once; others wait.")
+    worker_threads: int = Field(
+        64, ge=2, le=4096, description="RPCs served at once (threads); the next one is refused with "
+        "RESOURCE_EXHAUSTED. Must exceed max_concurrent_queries: metadata calls need threads too.")
     admission_wait_seconds: float = Field(30.0, ge=0, description="How long a query waits for a stream slot.")
     query_timeout_seconds: float = Field(
         0.0, ge=0, description="Wall-clock limit of one result stream (checked between batches); 0 = none."
@@ -93,6 +96,9 @@ class FlightSettings(BaseSettings):
             raise ValueError(f"host: binding {self.host!r} without TLS needs LAKE_FLIGHT_ALLOW_INSECURE=true")
         if self.secret_key and len(self.secret_key_bytes) < 32:
             raise ValueError("secret_key: must be at least 32 bytes (64 hex digits)")
+        if self.worker_threads <= self.max_concurrent_queries:
+            raise ValueError(f"worker_threads: must exceed max_concurrent_queries ({self.max_concurrent_queries}), "
+                             "or metadata calls and logins wait behind running queries")
         self.sealing_keys()  # raises on a malformed LAKE_FLIGHT_KEYS
         return self
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
@@ -167,3 +168,30 @@ def wait_until(condition: Any, timeout: float = 10.0, step: float = 0.05) -> boo
             pass
         time.sleep(step)
     return bool(condition())
+
+
+def raw_status(server: Any, ticket: fl.Ticket) -> tuple[str, str]:
+    """The gRPC status code a generic (non-Arrow) client sees for DoGet."""
+    key, value = fl.connect(f"grpc://127.0.0.1:{server.port}").authenticate_basic_token("alice", PASSWORDS["alice"])
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    call = channel.unary_stream("/arrow.flight.protocol.FlightService/DoGet")
+    headers = [(key.decode().lower(), value.decode())]
+    message = b"\x0a" + _varint(len(ticket.ticket)) + ticket.ticket
+    try:
+        for _ in call(message, metadata=headers):
+            pass
+    except grpc.RpcError as exc:
+        return exc.code().name, exc.details()
+    finally:
+        channel.close()
+    return "OK", ""
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)

@@ -3,9 +3,9 @@
 | limit | setting | status |
 | --- | --- | --- |
 | wall-clock time of a query | LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS | DEADLINE_EXCEEDED |
-| concurrent queries | LAKE_FLIGHT_MAX_CONCURRENT_QUERIES | UNAVAILABLE (no RESOURCE_EXHAUSTED in pyarrow) |
-| result size | LAKE_FLIGHT_MAX_RESULT_BYTES | INVALID_ARGUMENT (idem; not retryable) |
-| memory beyond what spilling can save | LAKE_FLIGHT_MEMORY_LIMIT_BYTES | UNAVAILABLE |
+| concurrent queries | LAKE_FLIGHT_MAX_CONCURRENT_QUERIES | RESOURCE_EXHAUSTED |
+| result size | LAKE_FLIGHT_MAX_RESULT_BYTES | INVALID_ARGUMENT (retrying the same query cannot help) |
+| memory beyond what spilling can save | LAKE_FLIGHT_MEMORY_LIMIT_BYTES | RESOURCE_EXHAUSTED |
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import PASSWORDS, fetch, login, plan, start_server, wait_until
+from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, start_server, wait_until
 from lake_platform_tests.flight.test_streaming import SLOW_SQL, SlowUdf, streams_of
 
 #: DataFusion needs seconds of CPU before this sort yields its first batch.
@@ -48,33 +47,6 @@ def timed(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
         server.stop(grace=0)
 
 
-def raw_status(server: Any, ticket: fl.Ticket) -> tuple[str, str]:
-    """The gRPC status code a generic (non-Arrow) client sees for DoGet."""
-    key, value = fl.connect(f"grpc://127.0.0.1:{server.port}").authenticate_basic_token("alice", PASSWORDS["alice"])
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    call = channel.unary_stream("/arrow.flight.protocol.FlightService/DoGet")
-    headers = [(key.decode().lower(), value.decode())]
-    message = b"\x0a" + _varint(len(ticket.ticket)) + ticket.ticket
-    try:
-        for _ in call(message, metadata=headers):
-            pass
-    except grpc.RpcError as exc:
-        return exc.code().name, exc.details()
-    finally:
-        channel.close()
-    return "OK", ""
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def test_query_timeout_interrupts_even_a_blocking_sort(timed: Any) -> None:
     client, options = login(f"grpc://127.0.0.1:{timed.port}")
     info = plan(client, options, HEAVY_SORT)
@@ -87,14 +59,14 @@ def test_query_timeout_interrupts_even_a_blocking_sort(timed: Any) -> None:
     assert wait_until(lambda: streams_of(timed) == 0)
 
 
-def test_concurrency_limit_answers_unavailable_naming_the_limit(limited: Any) -> None:
+def test_concurrency_limit_answers_resource_exhausted_naming_the_limit(limited: Any) -> None:
     client, options = login(f"grpc://127.0.0.1:{limited.port}")
     with SlowUdf(limited, delay=0.15):
         first = client.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options)
         first.read_chunk()
         second = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
         started = time.monotonic()
-        with pytest.raises(fl.FlightUnavailableError, match="LAKE_FLIGHT_MAX_CONCURRENT_QUERIES=1"):
+        with pytest.raises(pa.ArrowException, match="resource exhausted.*LAKE_FLIGHT_MAX_CONCURRENT_QUERIES=1"):
             fetch(client, options, second)
         assert time.monotonic() - started < 2.0  # waited admission_wait_seconds, not forever
         for _ in first:
@@ -113,13 +85,15 @@ def test_result_size_limit_answers_invalid_argument_naming_the_limit(limited: An
     assert code == "INVALID_ARGUMENT"
 
 
-def test_memory_limit_answers_unavailable_naming_the_limit(limited: Any) -> None:
+def test_memory_limit_answers_resource_exhausted_naming_the_limit(limited: Any) -> None:
     """An operator that cannot spill (array_agg's accumulator) over a 32 MiB pool."""
     client, options = login(f"grpc://127.0.0.1:{limited.port}")
     info = plan(client, options, "SELECT array_agg(value) AS a FROM generate_series(1, 8000000)")
-    with pytest.raises(fl.FlightUnavailableError, match="LAKE_FLIGHT_MEMORY_LIMIT_BYTES") as err:
+    with pytest.raises(pa.ArrowException, match="LAKE_FLIGHT_MEMORY_LIMIT_BYTES") as err:
         fetch(client, options, info)
     assert "Traceback" not in str(err.value)
+    code, details = raw_status(limited, info.endpoints[0].ticket)
+    assert code == "RESOURCE_EXHAUSTED" and "LAKE_FLIGHT_MEMORY_LIMIT_BYTES" in details
 
 
 def test_each_limit_has_its_grpc_code(limited: Any, timed: Any) -> None:
@@ -132,6 +106,6 @@ def test_each_limit_has_its_grpc_code(limited: Any, timed: Any) -> None:
         first = client.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options)
         first.read_chunk()
         code, details = raw_status(limited, plan(client, options, "SELECT 1 AS one").endpoints[0].ticket)
-        assert code == "UNAVAILABLE" and "LAKE_FLIGHT_MAX_CONCURRENT_QUERIES" in details
+        assert code == "RESOURCE_EXHAUSTED" and "LAKE_FLIGHT_MAX_CONCURRENT_QUERIES" in details
         first.cancel()
     assert wait_until(lambda: streams_of(limited) == 0)

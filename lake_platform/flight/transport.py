@@ -1,0 +1,354 @@
+"""Flight's gRPC service served by grpcio: the wire layer of the endpoint.
+
+Why not pyarrow's ``FlightServerBase``: its server can only answer the statuses its exception
+classes name, so FAILED_PRECONDITION, RESOURCE_EXHAUSTED, ABORTED and ALREADY_EXISTS cannot
+reach a client, and nothing else can listen on its port. Serving ``arrow.flight.protocol
+.FlightService`` through grpcio answers every error with the exact code its
+:class:`~lake_platform.errors.LakeError` names, and shares the port with the standard
+``grpc.health.v1.Health`` service that load balancers and Kubernetes probe.
+
+Messages stay in their wire form: requests are parsed with pyarrow's own ``deserialize``
+(FlightDescriptor, Ticket, Action), replies built with its ``serialize``, and the data plane
+(``FlightData``) is framed here by hand around the IPC message pyarrow serializes, so a record
+batch is copied into the reply once and never passes through protobuf objects.
+
+This module knows nothing of SQL: it authenticates each call (:func:`authenticate_call`), hands
+the decoded request and a :class:`Call` to the :class:`FlightHandler`, and turns replies and
+errors into gRPC.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+import pyarrow as pa
+import pyarrow.flight as fl
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from lake_platform.errors import InvalidInput, Unsupported
+from lake_platform.flight import proto
+from lake_platform.flight.auth import AuthService, authenticate_call
+from lake_platform.flight.errors import status_of
+from lake_platform.flight.tokens import Identity
+
+log = logging.getLogger(__name__)
+
+SERVICE = "arrow.flight.protocol.FlightService"
+
+# FlightData field keys (field number << 3 | wire type 2): descriptor 1, data_header 2,
+# app_metadata 3, data_body 1000.
+_HEADER_KEY = b"\x12"
+_BODY_KEY = b"\xc2\x3e"
+_IPC_CONTINUATION = b"\xff\xff\xff\xff"
+_IPC_EOS = _IPC_CONTINUATION + b"\x00\x00\x00\x00"
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the endpoint's logic sees of one RPC: who called, and whether the call is still alive."""
+
+    identity: Identity
+    _context: Any = None
+
+    def is_cancelled(self) -> bool:
+        """The client cancelled, its deadline passed, or the connection dropped."""
+        return self._context is not None and not self._context.is_active()
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the RPC ends, however it ends."""
+        if self._context is not None:
+            self._context.add_callback(callback)
+
+
+class FlightHandler(Protocol):
+    """The endpoint's logic, one method per Flight RPC (see ``server.FlightSqlServer``)."""
+
+    def get_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> fl.FlightInfo: ...
+
+    def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema: ...
+
+    def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]: ...
+
+    def do_put(self, call: Call, descriptor: fl.FlightDescriptor, batches: Iterator[pa.RecordBatch]) -> bytes: ...
+
+    def do_action(self, call: Call, action: fl.Action) -> list[bytes]: ...
+
+    def list_actions(self) -> list[tuple[str, str]]: ...
+
+
+class FlightTransport:
+    """One grpcio server: the Flight service and the standard health service on one port."""
+
+    def __init__(self, handler: FlightHandler, auth: AuthService, *, host: str, port: int,
+                 tls: tuple[bytes, bytes] | None, worker_threads: int, max_receive_bytes: int,
+                 max_put_bytes: int) -> None:
+        """``tls``: (certificate chain, private key) in PEM. ``worker_threads`` bounds the RPCs in
+        flight: grpcio refuses the next one with RESOURCE_EXHAUSTED instead of queueing it."""
+        self.handler = handler
+        self.auth = auth
+        self.max_put_bytes = max_put_bytes
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=worker_threads, thread_name_prefix="lake-flight"),
+            maximum_concurrent_rpcs=worker_threads,
+            options=[
+                ("grpc.max_receive_message_length", max_receive_bytes),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self._server.add_generic_rpc_handlers((self._flight_handlers(),))
+        self.health = health.HealthServicer(experimental_non_blocking=True)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if tls is not None:
+            cert, key = tls
+            self.port = self._server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        else:
+            self.port = self._server.add_insecure_port(address)
+
+    def start(self) -> None:
+        self._server.start()
+
+    def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in ("", SERVICE):
+            self.health.set(service, status)
+
+    def stop(self, grace: float | None) -> None:
+        """Refuse new RPCs; cancel those still running after ``grace`` seconds."""
+        self._server.stop(grace).wait()
+
+    # == dispatch ===============================================================================
+
+    def _flight_handlers(self) -> grpc.GenericRpcHandler:
+        # No (de)serializers: handlers see and return the raw message bytes.
+        return grpc.method_handlers_generic_handler(SERVICE, {
+            "Handshake": grpc.stream_stream_rpc_method_handler(self._handshake),
+            "ListFlights": grpc.unary_stream_rpc_method_handler(self._unimplemented("ListFlights")),
+            "GetFlightInfo": grpc.unary_unary_rpc_method_handler(self._get_flight_info),
+            "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._unimplemented("PollFlightInfo")),
+            "GetSchema": grpc.unary_unary_rpc_method_handler(self._get_schema),
+            "DoGet": grpc.unary_stream_rpc_method_handler(self._do_get),
+            "DoPut": grpc.stream_stream_rpc_method_handler(self._do_put),
+            "DoExchange": grpc.stream_stream_rpc_method_handler(self._unimplemented("DoExchange")),
+            "DoAction": grpc.unary_stream_rpc_method_handler(self._do_action),
+            "ListActions": grpc.unary_stream_rpc_method_handler(self._list_actions),
+        })
+
+    def _call(self, context: grpc.ServicerContext) -> Call:
+        identity, _ = authenticate_call(self.auth, context.invocation_metadata(), handshake=False)
+        return Call(identity, context)
+
+    def _handshake(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            _, token = authenticate_call(self.auth, context.invocation_metadata(), handshake=True)
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+        # The Bearer travels in the response headers; the Handshake payload carries nothing.
+        context.send_initial_metadata((("authorization", f"Bearer {token}"),))
+        return iter(())
+
+    def _get_flight_info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            call = self._call(context)
+            descriptor = _parse(fl.FlightDescriptor, request)
+            return self.handler.get_flight_info(call, descriptor).serialize()
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+
+    def _get_schema(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            call = self._call(context)
+            descriptor = _parse(fl.FlightDescriptor, request)
+            return fl.SchemaResult(self.handler.get_schema(call, descriptor)).serialize()
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+
+    def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            call = self._call(context)
+            schema, batches = self.handler.do_get(call, _parse(fl.Ticket, request))
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+        return self._stream(context, schema, batches)
+
+    def _stream(self, context: grpc.ServicerContext, schema: pa.Schema,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[bytes]:
+        try:
+            yield from encode_stream(schema, batches)
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # a generator's cleanup (its query slot) runs now, not at collection
+
+    def _do_put(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            call = self._call(context)
+            descriptor, batches = decode_put(requests, self.max_put_bytes)
+            metadata = self.handler.do_put(call, descriptor, batches)
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+        return iter((proto.PutResult(app_metadata=metadata).SerializeToString(),))
+
+    def _do_action(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            call = self._call(context)
+            results = self.handler.do_action(call, _parse(fl.Action, request))
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+        return iter([fl.Result(pa.py_buffer(body)).serialize() for body in results])
+
+    def _list_actions(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            self._call(context)
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+        return iter([proto.ActionType(type=kind, description=text).SerializeToString()
+                     for kind, text in self.handler.list_actions()])
+
+    def _unimplemented(self, method: str) -> Callable[..., Any]:
+        def handler(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                self._call(context)
+                raise Unsupported(f"{method} is not part of this Flight SQL endpoint")
+            except Exception as exc:  # noqa: BLE001
+                _abort(context, exc)
+
+        return handler
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException) -> Any:
+    code, message = status_of(exc)
+    context.abort(code, message)
+
+
+def _parse(cls: Any, data: bytes) -> Any:
+    try:
+        return cls.deserialize(data)
+    except Exception:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError on garbage
+        raise InvalidInput(f"malformed {cls.__name__}") from None
+
+
+# == FlightData framing =========================================================================
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:
+    """A serialized ``FlightData`` carrying one IPC message (flatbuffer header and body)."""
+    parts: list[Any] = [_HEADER_KEY, _varint(len(header)), header]
+    if body is not None and len(body):
+        parts += [_BODY_KEY, _varint(len(body)), body]
+    return b"".join(parts)
+
+
+def encode_stream(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    """``FlightData`` messages for an IPC stream: the schema, then one message per batch."""
+    if _has_dictionary(schema):
+        yield from _encode_with_writer(schema, batches)
+        return
+    yield flight_data(pa.ipc.read_message(schema.serialize()).metadata)
+    for batch in batches:
+        message = pa.ipc.read_message(batch.serialize())
+        yield flight_data(message.metadata, message.body)
+
+
+def _has_dictionary(schema: pa.Schema) -> bool:
+    def walk(t: pa.DataType) -> bool:
+        return pa.types.is_dictionary(t) or any(walk(t.field(i).type) for i in range(t.num_fields))
+
+    return any(walk(f.type) for f in schema)
+
+
+class _Collector:
+    """A write-only file for pyarrow's IPC writer that hands back what was written."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: Any) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+
+def _encode_with_writer(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    """The general path: pyarrow's stream writer emits the dictionary batches (and deltas) a
+    dictionary-encoded column needs; each IPC message it writes becomes one ``FlightData``."""
+    sink = _Collector()
+    writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
+
+    def drain() -> Iterator[bytes]:
+        reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(sink.take()))
+        while True:
+            try:
+                message = reader.read_next_message()
+            except StopIteration:
+                return
+            yield flight_data(message.metadata, message.body)
+
+    yield from drain()
+    for batch in batches:
+        writer.write_batch(batch)
+        yield from drain()
+
+
+def decode_put(requests: Iterator[bytes], max_bytes: int) -> tuple[fl.FlightDescriptor, Iterator[pa.RecordBatch]]:
+    """The descriptor of a DoPut and its record batches. At most ``max_bytes`` of IPC is read:
+    DoPut only binds parameters here, so anything larger is refused, not buffered."""
+    descriptor: fl.FlightDescriptor | None = None
+    stream: list[bytes] = []
+    size = 0
+    for raw in requests:
+        try:
+            data = proto.FlightData.FromString(raw)
+        except Exception:  # noqa: BLE001
+            raise InvalidInput("malformed FlightData") from None
+        if descriptor is None:
+            if not data.flight_descriptor:
+                raise InvalidInput("the first DoPut message must carry the FlightDescriptor")
+            descriptor = _parse(fl.FlightDescriptor, data.flight_descriptor)
+        if not data.data_header:
+            continue
+        size += len(data.data_header) + len(data.data_body)
+        if size > max_bytes:
+            raise InvalidInput(f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}")
+        pad = -len(data.data_header) % 8
+        stream.append(_IPC_CONTINUATION + struct.pack("<i", len(data.data_header) + pad)
+                      + data.data_header + b"\0" * pad + data.data_body)
+    if descriptor is None:
+        raise InvalidInput("DoPut without a FlightDescriptor")
+    if not stream:
+        return descriptor, iter(())
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(b"".join(stream) + _IPC_EOS))
+        batches = list(reader)
+    except Exception:  # noqa: BLE001 - ArrowInvalid and friends: the client's bytes are wrong
+        raise InvalidInput("malformed Arrow IPC in DoPut") from None
+    return descriptor, iter(batches)
+
+
+__all__ = ["Call", "FlightHandler", "FlightTransport", "decode_put", "encode_stream", "flight_data"]
