@@ -152,7 +152,7 @@ class FlightSqlServer:
         self.transport = FlightTransport(
             self, self.auth, host=self.settings.host, port=self.settings.port, tls=tls,
             worker_threads=self.settings.worker_threads, max_receive_bytes=4 * largest + (4 << 20),
-            max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10))
+            max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10), ready=self._ready)
         self.port = self.transport.port
         self.location = f"{scheme}://{self.settings.host}:{self.port}"
 
@@ -202,6 +202,13 @@ class FlightSqlServer:
         self.stop()
 
     # == request helpers ========================================================================
+
+    def _ready(self) -> bool:
+        try:
+            self.snapshots.current()
+        except ServiceUnavailable:
+            return False
+        return not self._draining.is_set()
 
     def _view(self, identity: Identity) -> ProjectView:
         if self._draining.is_set():

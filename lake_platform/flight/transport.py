@@ -87,9 +87,10 @@ class FlightTransport:
 
     def __init__(self, handler: FlightHandler, auth: AuthService, *, host: str, port: int,
                  tls: tuple[bytes, bytes] | None, worker_threads: int, max_receive_bytes: int,
-                 max_put_bytes: int) -> None:
+                 max_put_bytes: int, ready: Callable[[], bool] = lambda: True) -> None:
         """``tls``: (certificate chain, private key) in PEM. ``worker_threads`` bounds the RPCs in
-        flight: grpcio refuses the next one with RESOURCE_EXHAUSTED instead of queueing it."""
+        flight: grpcio refuses the next one with RESOURCE_EXHAUSTED instead of queueing it.
+        ``ready``: whether calls can be served now (the health service's SERVING)."""
         self.handler = handler
         self.auth = auth
         self.max_put_bytes = max_put_bytes
@@ -103,7 +104,7 @@ class FlightTransport:
             ],
         )
         self._server.add_generic_rpc_handlers((self._flight_handlers(),))
-        self.health = health.HealthServicer(experimental_non_blocking=True)
+        self.health = _Health(ready)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if tls is not None:
@@ -116,6 +117,8 @@ class FlightTransport:
         self._server.start()
 
     def set_serving(self, serving: bool) -> None:
+        """Announce (to health watchers) that the server takes calls, or is draining."""
+        self.health.serving = serving
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for service in ("", SERVICE):
             self.health.set(service, status)
@@ -223,6 +226,24 @@ class FlightTransport:
                 _abort(context, exc)
 
         return handler
+
+
+class _Health(health.HealthServicer):
+    """``grpc.health.v1.Health`` for the whole server ("") and the Flight service: SERVING while
+    the server takes calls and ``ready()`` holds (the catalog snapshot is loaded and fresh
+    enough), so a probe's answer matches what a query would get."""
+
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        super().__init__(experimental_non_blocking=True)
+        self.ready = ready
+        self.serving = False
+
+    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if request.service in ("", SERVICE):
+            ok = self.serving and self.ready()
+            return health_pb2.HealthCheckResponse(
+                status=health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING)
+        return super().Check(request, context)
 
 
 def _abort(context: grpc.ServicerContext, exc: BaseException) -> Any:

@@ -103,11 +103,13 @@ class Running:
 
 
 def start_server(settings: LakeSettings, catalog: Catalog, *, authenticator: Any = None, store: Any = None,
-                 clock: Any = None, **flight: Any) -> FlightSqlServer:
+                 clock: Any = None, snapshots: Any = None, **flight: Any) -> FlightSqlServer:
     """``clock``: wall-clock seconds for ticket issue and expiry (default ``time.time``)."""
     options: dict[str, Any] = {"port": 0, "snapshot_ttl_seconds": 0.2, "memory_limit_bytes": 256 << 20}
     options.update(flight)
-    extra = {"clock": clock} if clock is not None else {}
+    extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    if snapshots is not None:
+        extra["snapshots"] = snapshots
     server = FlightSqlServer(settings, flight_settings(**options), store=store or catalog.store,
                              authenticator=authenticator or static_authenticator(), **extra)
     return server.start()

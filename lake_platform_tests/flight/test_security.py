@@ -11,13 +11,24 @@ import pyarrow.flight as fl
 import pytest
 from google.protobuf import any_pb2
 
+from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight import proto
 from lake_platform.flight.auth import StaticAuthenticator
 from lake_platform.flight.tokens import Identity
 from lake_platform.naming import TableName
+from lake_platform.query.snapshot import load_snapshot
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode
-from lake_platform_tests.flight.conftest import ALICE, PASSWORDS, Running, basic, raw_status, start_server
+from lake_platform_tests.flight.conftest import (
+    ALICE,
+    PASSWORDS,
+    Running,
+    basic,
+    build_catalog,
+    raw_status,
+    start_server,
+    wait_until,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
 
@@ -324,6 +335,42 @@ def test_health_action(running: Running) -> None:
     assert health["status"] == "ok"
     assert 0 <= health["snapshot"]["age_seconds"] < 5
     assert health["snapshot"]["tables"] >= 5
+
+
+def test_grpc_health_service_on_the_endpoint_port(tmp_path: Path) -> None:
+    """What a Kubernetes gRPC probe sees: NOT_SERVING until the catalog is loaded, SERVING while
+    calls work, NOT_SERVING once the registry has been unreachable past the staleness bound."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from lake_platform.query.snapshot import CatalogSnapshot, SnapshotCache
+
+    settings, catalog = build_catalog(tmp_path / "home")
+    failing = {"on": True}
+
+    def loader(previous: CatalogSnapshot | None) -> CatalogSnapshot:
+        if failing["on"]:
+            raise ServiceUnavailable("registry down")
+        return load_snapshot(catalog.store, previous)
+
+    snapshots = SnapshotCache(loader, ttl=0.05, max_stale=0.3)
+    server = start_server(settings, catalog, snapshots=snapshots)
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+
+            def status() -> int:
+                return stub.Check(health_pb2.HealthCheckRequest(service="arrow.flight.protocol.FlightService")).status
+
+            assert status() == not_serving
+            failing["on"] = False
+            assert wait_until(lambda: status() == serving)
+            failing["on"] = True
+            assert wait_until(lambda: status() == not_serving)
+    finally:
+        server.stop(grace=0)
+        catalog.close()
 
 
 def test_login_header_round_trip(running: Running) -> None:

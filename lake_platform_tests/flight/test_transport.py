@@ -278,11 +278,18 @@ def test_standard_health_service_shares_the_port(served: tuple[FlightTransport, 
         for service in ("", SERVICE):
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
-        transport.set_serving(False)
+        transport.set_serving(False)  # draining
         try:
             assert stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.NOT_SERVING
         finally:
             transport.set_serving(True)
+        transport.health.ready = lambda: False  # e.g. the catalog snapshot is not loaded
+        try:
+            assert stub.Check(health_pb2.HealthCheckRequest(service=SERVICE)).status == \
+                health_pb2.HealthCheckResponse.NOT_SERVING
+        finally:
+            transport.health.ready = lambda: True
+        assert stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
         with pytest.raises(grpc.RpcError) as err:
             stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
