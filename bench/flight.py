@@ -126,11 +126,11 @@ def serve_variant(home: str, variant: str) -> None:
     class Variant(FlightSqlServer):
         catalog: Any = None
 
-        def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-            identity = self._identity(context)
+        def get_flight_info(self, call: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+            identity = call.identity
             name, payload = self._command(descriptor)
             if name != "CommandStatementQuery":
-                return super().get_flight_info(context, descriptor)
+                return super().get_flight_info(call, descriptor)
             sql = proto.parse(proto.CommandStatementQuery, payload).query
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
             if variant == "unpinned":

@@ -20,7 +20,9 @@ errors into gRPC.
 from __future__ import annotations
 
 import logging
+import queue
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.tokens import Identity
+from lake_platform.query.engine import transient_pool
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,9 @@ _HEADER_KEY = b"\x12"
 _BODY_KEY = b"\xc2\x3e"
 _IPC_CONTINUATION = b"\xff\xff\xff\xff"
 _IPC_EOS = _IPC_CONTINUATION + b"\x00\x00\x00\x00"
+#: Encoded messages a result stream prepares ahead of gRPC's send (each at most
+#: LAKE_FLIGHT_MAX_MESSAGE_BYTES; typically one Lance batch of 8192 rows).
+READ_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -184,13 +190,9 @@ class FlightTransport:
     def _stream(self, context: grpc.ServicerContext, schema: pa.Schema,
                 batches: Iterator[pa.RecordBatch]) -> Iterator[bytes]:
         try:
-            yield from encode_stream(schema, batches)
+            yield from read_ahead(encode_stream(schema, batches), READ_AHEAD, also_close=batches)
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()  # a generator's cleanup (its query slot) runs now, not at collection
 
     def _do_put(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
@@ -246,6 +248,68 @@ class _Health(health.HealthServicer):
         return super().Check(request, context)
 
 
+class _Failure:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_END = object()
+
+
+def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None) -> Iterator[Any]:
+    """``items``, produced on a thread of their own up to ``depth`` ahead of the consumer.
+
+    A result stream is a chain of DataFusion (its own threads), Python glue and encoding, then
+    gRPC's send and the client's read. Run in one thread, each batch waits for the previous one
+    to leave; here producing the next batch overlaps sending this one. An error in the producer
+    is raised to the consumer in order; when the consumer stops early (the client went away), the
+    producer stops at its next item and closes ``items`` and ``also_close`` on its own thread (a
+    generator must be closed where it runs: that is where a query releases its slot)."""
+    buffer: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                buffer.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put(_Failure(exc))
+        finally:
+            for it in (items, also_close):
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
+
+    producer = threading.Thread(target=produce, name="lake-flight-read-ahead", daemon=True)
+    producer.start()
+    try:
+        while True:
+            item = buffer.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.exc
+            yield item
+    finally:
+        stop.set()
+        while True:  # unblock a producer waiting for room
+            try:
+                buffer.get_nowait()
+            except queue.Empty:
+                break
+
+
 def _abort(context: grpc.ServicerContext, exc: BaseException) -> Any:
     code, message = status_of(exc)
     context.abort(code, message)
@@ -285,7 +349,7 @@ def encode_stream(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Itera
         return
     yield flight_data(pa.ipc.read_message(schema.serialize()).metadata)
     for batch in batches:
-        message = pa.ipc.read_message(batch.serialize())
+        message = pa.ipc.read_message(batch.serialize(memory_pool=transient_pool()))
         yield flight_data(message.metadata, message.body)
 
 

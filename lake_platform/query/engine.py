@@ -21,6 +21,7 @@ manifests, and :class:`PinnedNamespace` answers Lance from them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import threading
@@ -65,6 +66,10 @@ _READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow
 _POLL = 0.1
 #: A batch that came faster than this (seconds) means the next one is awaited synchronously.
 _FAST = 0.02
+#: Fast batches are merged up to this size (or half of max_message_bytes, if smaller). Measured
+#: on a 5M-row scan (bench/flight.py): 1 MiB gave 0.94 of a bare server's throughput where
+#: unmerged 8192-row batches gave 0.87 and 4 MiB 0.77 (bigger copies leave the CPU caches).
+COALESCE_BYTES = 1 << 20
 #: The settings the limits come from, named in error messages.
 _ENV = "LAKE_FLIGHT_"
 
@@ -382,6 +387,13 @@ class QueryEngine:
             conform_for: pa.Schema | None = None
             sent = 0
             patient = True  # await the next batch asynchronously
+            # Fast batches are merged up to COALESCE_BYTES: every batch costs the same fixed work
+            # here, in the transport and in the client, and Lance scans in 8192-row batches
+            # whatever DataFusion's batch size says. A batch is held back only while the next one
+            # comes fast, so a slow producer still streams batch by batch.
+            held: list[pa.RecordBatch] = []
+            held_bytes = 0
+            target = min(limits.max_message_bytes // 2, COALESCE_BYTES)
             while True:
                 started = time.monotonic()
                 failure: LakeError | None = None
@@ -415,23 +427,27 @@ class QueryEngine:
                     # Raised outside the except block: no __context__ chaining DataFusion's error,
                     # whose traceback would keep the stream (and its pool reservation) alive.
                     raise failure
-                if batch is None:
-                    return
                 patient = time.monotonic() - started >= _FAST
+                if batch is not None and batch.num_rows:
+                    if conform is None or not batch.schema.equals(conform_for, check_metadata=True):
+                        conform, conform_for = conformer(batch.schema, planned.schema), batch.schema
+                    batch = conform(batch)
+                    held.append(batch)
+                    held_bytes += batch.nbytes
+                    sent += batch.nbytes
+                    if limits.max_result_bytes and sent > limits.max_result_bytes:
+                        raise ResultTooLarge(f"the result is larger than {_ENV}MAX_RESULT_BYTES="
+                                             f"{limits.max_result_bytes}; narrow the query or add a LIMIT")
                 if deadline is not None and time.monotonic() >= deadline:
                     raise _timed_out(timeout)
                 if cancelled():
                     return
-                if batch.num_rows == 0:
-                    continue
-                if conform is None or not batch.schema.equals(conform_for, check_metadata=True):
-                    conform, conform_for = conformer(batch.schema, planned.schema), batch.schema
-                for piece in split_batch(conform(batch), limits.max_message_bytes):
-                    sent += piece.nbytes
-                    if limits.max_result_bytes and sent > limits.max_result_bytes:
-                        raise ResultTooLarge(f"the result is larger than {_ENV}MAX_RESULT_BYTES="
-                                             f"{limits.max_result_bytes}; narrow the query or add a LIMIT")
-                    yield piece
+                if held and (batch is None or patient or held_bytes >= target):
+                    merged = held[0] if len(held) == 1 else pa.concat_batches(held, memory_pool=transient_pool())
+                    held, held_bytes = [], 0
+                    yield from split_batch(merged, limits.max_message_bytes)
+                if batch is None:
+                    return
         finally:
             if loop is not None:
                 if pending is not None and not pending.done():
@@ -529,6 +545,23 @@ def conformer(actual: pa.Schema, target: pa.Schema) -> Callable[[pa.RecordBatch]
             schema=target)
 
     return conform
+
+
+@functools.cache
+def transient_pool() -> pa.MemoryPool:
+    """The pool for buffers that live one message (merged batches, serialized IPC).
+
+    Allocated on one thread and freed on another at a high rate, such buffers pile up as
+    retained pages in pyarrow's default pool (mimalloc keeps a heap per thread): streaming a
+    190 MiB result grew the server by 90-130 MiB, against 72-75 MiB without merging. jemalloc
+    with no decay hands freed pages straight back (81-85 MiB, no measurable cost in
+    throughput). Builds without jemalloc use the default pool."""
+    try:
+        pool = pa.jemalloc_memory_pool()
+        pa.jemalloc_set_decay_ms(0)  # only this module allocates from pyarrow's jemalloc pool
+        return pool
+    except NotImplementedError:
+        return pa.default_memory_pool()
 
 
 def split_batch(batch: pa.RecordBatch, limit: int) -> Iterator[pa.RecordBatch]:

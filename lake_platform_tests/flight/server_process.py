@@ -5,6 +5,7 @@ Prints the port on the first line of stdout, then serves until terminated.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from lake_platform_tests.flight.conftest import start_server
 
 
 def main() -> None:
+    # An in-process server of an earlier test sets this in the test runner's environment, which
+    # this process inherits; LAKE_FLIGHT_SCAN_IO_BUFFER_BYTES must decide here.
+    os.environ.pop("LANCE_DEFAULT_IO_BUFFER_SIZE", None)
     settings = load_settings(home=Path(sys.argv[1]))
     options = dict(arg.split("=", 1) for arg in sys.argv[2:])
     catalog = Catalog(settings)
