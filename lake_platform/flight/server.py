@@ -14,7 +14,6 @@ missing one. Everything a request needs comes from the cached catalog snapshot.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -24,7 +23,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any, Self
 
 import pyarrow as pa
@@ -44,7 +42,7 @@ from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
-from lake_platform.flight.transport import Call, FlightTransport
+from lake_platform.flight.transport import Call, FlightTransport, varint
 from lake_platform.query.engine import PlannedQuery, QueryCancelled, QueryEngine, QueryLimits, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.registry.store import MetaStore
@@ -57,9 +55,6 @@ _CATALOG_COMMANDS = frozenset({"CommandGetCatalogs", "CommandGetDbSchemas", "Com
 #: Prepared handles only hold SQL and parameters (the caller is authenticated on every call),
 #: so they live long; tickets pin table versions and live the ticket lifetime.
 PREPARED_TTL = 7 * 86400.0
-#: FlightEndpoint casts expiration_time to timestamp[ns]; a scalar of exactly that type skips a
-#: ~20 us compute call (the value is UTC, as Flight's wire format has it).
-_EXPIRY_TYPE = pa.timestamp("ns")
 #: Cancelled ticket ids remembered (replica-local, advisory; the oldest are forgotten first).
 MAX_CANCELLED = 10_000
 
@@ -233,7 +228,7 @@ class FlightSqlServer:
                                    f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}")
             handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-            endpoint = fl.FlightEndpoint(ticket, [], expiration_time=_expiry_scalar(int(expires)))
+            endpoint = _endpoint(ticket, int(expires))
             return fl.FlightInfo(planned.schema, descriptor, [endpoint], -1, -1)
         schema = self._metadata_schema(name, payload)
         if name in _CATALOG_COMMANDS:
@@ -517,13 +512,15 @@ Cancelled = QueryCancelled
 __all__ = ["Cancelled", "FlightSqlServer", "QueryCancelled", "QueryTimeout", "serve"]
 
 
-@functools.lru_cache(maxsize=4)
-def _expiry_scalar(expires: int) -> pa.TimestampScalar:
-    """The endpoint's expiration_time: the ticket's expiry rounded down to the second (so the
-    client never thinks a ticket lives longer than it does), cached because every request of
-    the same second shares it. Built from a datetime: pa.scalar of an int with a timestamp type
-    is far slower in pyarrow 26."""
-    return pa.scalar(datetime.fromtimestamp(expires, tz=UTC).replace(tzinfo=None), _EXPIRY_TYPE)
+def _endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
+    """A FlightEndpoint for ``ticket`` that expires at ``expires`` (epoch seconds: the ticket's
+    expiry rounded down, so a client never thinks a ticket lives longer than it does).
+
+    Parsed from its wire form: pyarrow's constructor converts expiration_time through a
+    compute cast on every call, the larger share of what pinning adds to GetFlightInfo."""
+    inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
+    stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
+    return fl.FlightEndpoint.deserialize(b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp)
 
 
 def _unpack(data: bytes) -> tuple[str, bytes]:

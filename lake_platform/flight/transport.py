@@ -325,7 +325,8 @@ def _parse(cls: Any, data: bytes) -> Any:
 # == FlightData framing =========================================================================
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int."""
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -336,9 +337,9 @@ def _varint(n: int) -> bytes:
 
 def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:
     """A serialized ``FlightData`` carrying one IPC message (flatbuffer header and body)."""
-    parts: list[Any] = [_HEADER_KEY, _varint(len(header)), header]
+    parts: list[Any] = [_HEADER_KEY, varint(len(header)), header]
     if body is not None and len(body):
-        parts += [_BODY_KEY, _varint(len(body)), body]
+        parts += [_BODY_KEY, varint(len(body)), body]
     return b"".join(parts)
 
 
@@ -436,4 +437,4 @@ def decode_put(requests: Iterator[bytes], max_bytes: int) -> tuple[fl.FlightDesc
     return descriptor, iter(batches)
 
 
-__all__ = ["Call", "FlightHandler", "FlightTransport", "decode_put", "encode_stream", "flight_data"]
+__all__ = ["Call", "FlightHandler", "FlightTransport", "decode_put", "encode_stream", "flight_data", "varint"]

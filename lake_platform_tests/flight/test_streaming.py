@@ -237,7 +237,10 @@ def test_jdbc_style_prepared_statement_sequence(running: Running) -> None:
     info = client.get_flight_info(bound_descriptor, options)
     assert client.get_schema(bound_descriptor, options).schema == info.schema
     assert client.do_get(info.endpoints[0].ticket, options).read_all().column("id").to_pylist() == [0, 1, 2]
-    assert info.endpoints[0].expiration_time is not None
+    # The endpoint says when its ticket expires: within the ticket lifetime, never after it.
+    expires = info.endpoints[0].expiration_time.value / 1e9  # pyarrow: a timestamp[ns] scalar
+    lifetime = running.server.ticket_ttl
+    assert time.time() + lifetime - 5 < expires <= time.time() + lifetime
     close = proto.ActionClosePreparedStatementRequest(prepared_statement_handle=bound.prepared_statement_handle)
     assert list(client.do_action(fl.Action("ClosePreparedStatement", proto.pack(close)), options)) == []
     [closed] = list(client.do_action(fl.Action("CloseSession", b""), options))
