@@ -173,3 +173,16 @@ def test_registry_init_creates_the_dynamodb_table(tmp_path: Path, monkeypatch: p
     assert run(runner, "registry", "init")["ready"]  # idempotent
     run(runner, "project", "create", "p")
     assert [e["operation"] for e in run(runner, "log", "p")] == ["create project"]
+
+
+def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        monkeypatch.setenv("LAKE_FLIGHT_PORT", str(busy.getsockname()[1]))
+        result = lake.invoke(cli, ["serve-flight"])
+    assert result.exit_code == 1
+    assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
+    assert "Traceback" not in result.output

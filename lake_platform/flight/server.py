@@ -32,6 +32,7 @@ from lake_platform import __version__
 from lake_platform.errors import (
     InvalidInput,
     InvalidTableState,
+    LakeError,
     ServiceUnavailable,
     Throttling,
     Unsupported,
@@ -144,10 +145,15 @@ class FlightSqlServer:
         # by its own setting, answered INVALID_ARGUMENT with the setting's name); the transport's
         # cap only stops a message far beyond all of them before it is buffered.
         largest = max(self.settings.max_sql_bytes, self.settings.max_ticket_bytes, self.settings.max_param_bytes)
-        self.transport = FlightTransport(
-            self, self.auth, host=self.settings.host, port=self.settings.port, tls=tls,
-            worker_threads=self.settings.worker_threads, max_receive_bytes=4 * largest + (4 << 20),
-            max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10), ready=self._ready)
+        try:
+            self.transport = FlightTransport(
+                self, self.auth, host=self.settings.host, port=self.settings.port, tls=tls,
+                worker_threads=self.settings.worker_threads, max_receive_bytes=4 * largest + (4 << 20),
+                max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10), ready=self._ready)
+        except LakeError:
+            if self._owned_catalog is not None:
+                self._owned_catalog.close()
+            raise
         self.port = self.transport.port
         self.location = f"{scheme}://{self.settings.host}:{self.port}"
 

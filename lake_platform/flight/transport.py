@@ -26,14 +26,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import grpc
 import pyarrow as pa
 import pyarrow.flight as fl
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from lake_platform.errors import InvalidInput, Unsupported
+from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
@@ -106,6 +106,7 @@ class FlightTransport:
             options=[
                 ("grpc.max_receive_message_length", max_receive_bytes),
                 ("grpc.max_send_message_length", -1),
+                # Without this a second server on a busy port binds too and shares its traffic.
                 ("grpc.so_reuseport", 0),
             ],
         )
@@ -113,11 +114,16 @@ class FlightTransport:
         self.health = _Health(ready)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if tls is not None:
-            cert, key = tls
-            self.port = self._server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
-        else:
-            self.port = self._server.add_insecure_port(address)
+        try:
+            if tls is not None:
+                cert, key = tls
+                self.port = self._server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+            else:
+                self.port = self._server.add_insecure_port(address)
+        except RuntimeError:  # grpcio's "Failed to bind": in use, or not an address of this host
+            self._server.stop(None)
+            raise ServiceUnavailable(f"cannot listen on {address}: the port is in use or the address is not "
+                                     "this machine's (LAKE_FLIGHT_HOST, LAKE_FLIGHT_PORT)") from None
 
     def start(self) -> None:
         self._server.start()
@@ -310,9 +316,10 @@ def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None) -> I
                 break
 
 
-def _abort(context: grpc.ServicerContext, exc: BaseException) -> Any:
+def _abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
     code, message = status_of(exc)
     context.abort(code, message)
+    raise AssertionError("grpc's abort returned")  # it raises; this keeps the type honest
 
 
 def _parse(cls: Any, data: bytes) -> Any:

@@ -293,3 +293,15 @@ def test_standard_health_service_shares_the_port(served: tuple[FlightTransport, 
         with pytest.raises(grpc.RpcError) as err:
             stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_busy_port_is_a_typed_error(served: tuple[FlightTransport, Scripted]) -> None:
+    transport, handler = served
+    auth = AuthService(StaticAuthenticator(), Sealer(None), token_ttl=60, service_token_cache=5,
+                       throttle=Throttle(100, 1))
+    with pytest.raises(errors.ServiceUnavailable, match=f"cannot listen on 127.0.0.1:{transport.port}"):
+        FlightTransport(handler, auth, host="127.0.0.1", port=transport.port, tls=None, worker_threads=4,
+                        max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
+    with pytest.raises(errors.ServiceUnavailable, match="cannot listen on 203.0.113.7:0"):
+        FlightTransport(handler, auth, host="203.0.113.7", port=0, tls=None, worker_threads=4,
+                        max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
