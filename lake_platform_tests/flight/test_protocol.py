@@ -151,6 +151,9 @@ def test_settings_guard_non_loopback_binds() -> None:
     with pytest.raises(SettingsError, match="SECRET_KEY"):
         flight_settings(secret_key="short")
     assert len(flight_settings(secret_key="ab" * 32).secret_key_bytes) == 32
+    with pytest.raises(SettingsError, match="LAKE_FLIGHT_WORKER_THREADS.*max_concurrent_queries"):
+        flight_settings(worker_threads=8, max_concurrent_queries=8)
+    assert flight_settings(worker_threads=9, max_concurrent_queries=8).worker_threads == 9
 
 
 def test_nested_namespaces_need_no_quotes() -> None:

@@ -305,3 +305,58 @@ def test_a_busy_port_is_a_typed_error(served: tuple[FlightTransport, Scripted]) 
     with pytest.raises(errors.ServiceUnavailable, match="cannot listen on 203.0.113.7:0"):
         FlightTransport(handler, auth, host="203.0.113.7", port=0, tls=None, worker_threads=4,
                         max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
+
+
+def test_rpcs_beyond_the_worker_threads_are_refused_not_queued() -> None:
+    """Two threads, two streams held open by the handler: the third call is RESOURCE_EXHAUSTED at
+    once, and calls are served again once the streams end."""
+    import threading
+
+    from lake_platform_tests.flight.conftest import wait_until
+
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    class Holding(Scripted):
+        def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+            def held() -> Iterator[pa.RecordBatch]:
+                yield DICTS.to_batches()[0]
+                started.release()
+                release.wait(30)
+
+            return DICTS.schema, held()
+
+    sealer = Sealer(None)
+    auth = AuthService(StaticAuthenticator(users={"alice": ("pw", ALICE)}), sealer, token_ttl=60,
+                       service_token_cache=5, throttle=Throttle(100, 1))
+    small = FlightTransport(Holding(), auth, host="127.0.0.1", port=0, tls=None, worker_threads=2,
+                            max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
+    small.start()
+    try:
+        headers = [(b"authorization", f"Bearer {sealer.bearer(ALICE, 60)}".encode())]
+        options = fl.FlightCallOptions(headers=headers)
+        client = fl.connect(f"grpc://127.0.0.1:{small.port}")
+        streams = [client.do_get(fl.Ticket(b"t"), options) for _ in range(2)]
+        for stream in streams:
+            stream.read_chunk()
+        assert started.acquire(timeout=10) and started.acquire(timeout=10)
+        with grpc.insecure_channel(f"127.0.0.1:{small.port}") as channel:
+            get_info = channel.unary_unary(f"/{SERVICE}/GetFlightInfo")
+            request = fl.FlightDescriptor.for_command(b"x").serialize()
+            metadata = [(k.decode(), v.decode()) for k, v in headers]
+            with pytest.raises(grpc.RpcError) as err:
+                get_info(request, metadata=metadata, timeout=10)  # queued instead: DEADLINE_EXCEEDED
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            release.set()
+            for stream in streams:
+                stream.read_all()
+
+            def served_again() -> bool:
+                # (gRPC frees a slot just after the client has read the end of a stream.)
+                return fl.FlightInfo.deserialize(get_info(request, metadata=metadata)).schema.equals(DICTS.schema)
+
+            assert wait_until(served_again)
+    finally:
+        release.set()
+        small.stop(grace=0)
+
