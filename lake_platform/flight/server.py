@@ -204,12 +204,16 @@ class FlightSqlServer:
 
     # == request helpers ========================================================================
 
-    def _ready(self) -> bool:
+    def _state(self) -> tuple[str, str | None]:
+        """"ok", "draining" or "unavailable" (no fresh catalog snapshot), and why if unavailable."""
         try:
             self.snapshots.current()
-        except ServiceUnavailable:
-            return False
-        return not self._draining.is_set()
+        except ServiceUnavailable as exc:
+            return "unavailable", exc.message
+        return ("draining" if self._draining.is_set() else "ok"), None
+
+    def _ready(self) -> bool:
+        return self._state()[0] == "ok"
 
     def _view(self, identity: Identity) -> ProjectView:
         if self._draining.is_set():
@@ -501,12 +505,9 @@ class FlightSqlServer:
 
     def health(self) -> dict[str, Any]:
         status = self.snapshots.status()
-        try:
-            self.snapshots.current()
-            state = "draining" if self._draining.is_set() else "ok"
-        except ServiceUnavailable as exc:
-            state = "unavailable"
-            status["error"] = exc.message
+        state, error = self._state()
+        if error is not None:
+            status["error"] = error
         with self._streams_lock:
             running = len(self._streams)
         return {"status": state, "version": __version__, "snapshot": status, "running_queries": running,
