@@ -75,14 +75,17 @@ class Scripted:
         return [("health", "report health")]
 
 
+def alice_auth(sealer: Sealer) -> AuthService:
+    """Authentication with one user, alice (password "pw"), over ``sealer``."""
+    return AuthService(StaticAuthenticator(users={"alice": ("pw", ALICE)}), sealer, token_ttl=60,
+                       service_token_cache=5, throttle=Throttle(100, 1))
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[FlightTransport, Scripted]]:
     handler = Scripted()
-    sealer = Sealer(None)
-    auth = AuthService(StaticAuthenticator(users={"alice": ("pw", ALICE)}), sealer, token_ttl=60,
-                       service_token_cache=5, throttle=Throttle(100, 1))
-    transport = FlightTransport(handler, auth, host="127.0.0.1", port=0, tls=None, worker_threads=8,
-                                max_receive_bytes=1 << 20, max_put_bytes=64 << 10)
+    transport = FlightTransport(handler, alice_auth(Sealer(None)), host="127.0.0.1", port=0, tls=None,
+                                worker_threads=8, max_receive_bytes=1 << 20, max_put_bytes=64 << 10)
     transport.start()
     transport.set_serving(True)
     try:
@@ -297,8 +300,7 @@ def test_standard_health_service_shares_the_port(served: tuple[FlightTransport, 
 
 def test_a_busy_port_is_a_typed_error(served: tuple[FlightTransport, Scripted]) -> None:
     transport, handler = served
-    auth = AuthService(StaticAuthenticator(), Sealer(None), token_ttl=60, service_token_cache=5,
-                       throttle=Throttle(100, 1))
+    auth = alice_auth(Sealer(None))
     with pytest.raises(errors.ServiceUnavailable, match=f"cannot listen on 127.0.0.1:{transport.port}"):
         FlightTransport(handler, auth, host="127.0.0.1", port=transport.port, tls=None, worker_threads=4,
                         max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
@@ -327,9 +329,7 @@ def test_rpcs_beyond_the_worker_threads_are_refused_not_queued() -> None:
             return DICTS.schema, held()
 
     sealer = Sealer(None)
-    auth = AuthService(StaticAuthenticator(users={"alice": ("pw", ALICE)}), sealer, token_ttl=60,
-                       service_token_cache=5, throttle=Throttle(100, 1))
-    small = FlightTransport(Holding(), auth, host="127.0.0.1", port=0, tls=None, worker_threads=2,
+    small = FlightTransport(Holding(), alice_auth(sealer), host="127.0.0.1", port=0, tls=None, worker_threads=2,
                             max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
     small.start()
     try:
