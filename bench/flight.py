@@ -28,43 +28,26 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import _common as c  # bench/ is first on sys.path when a script runs
 
 USER, PASSWORD = "bench", "bench-password"
 SCAN = "SELECT * FROM w.ns.trips"
 AGG = ("SELECT category, count(*) AS n, sum(value) AS total, avg(value) AS mean, max(ts) AS last "
        "FROM w.ns.trips GROUP BY category ORDER BY category")
 POINT = "SELECT * FROM w.ns.trips WHERE id = 123457"
-CATEGORIES = pa.array(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"])
-
-
-def batches(rows: int, batch: int = 500_000) -> Iterator[pa.RecordBatch]:
-    for start in range(0, rows, batch):
-        n = min(batch, rows - start)
-        rng = np.random.default_rng(start)
-        ids = np.arange(start, start + n, dtype=np.int64)
-        lengths = rng.integers(10, 16, n, dtype=np.int32)
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        chars = rng.integers(ord("a"), ord("z") + 1, int(offsets[-1]), dtype=np.uint8)
-        yield pa.record_batch({
-            "id": pa.array(ids),
-            "ts": pa.array(1_700_000_000_000_000 + ids * 1000, pa.int64()).view(pa.timestamp("us", tz="UTC")),
-            "category": CATEGORIES.take(pa.array(rng.integers(0, 8, n, dtype=np.int32))),
-            "value": pa.array(rng.standard_normal(n)),
-            "payload": pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars)),
-        })
 
 
 def build(home: Path, rows: int) -> int:
+    """The benchmark table (``_common``'s generated rows, made on the fly); its Arrow bytes."""
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.settings import load_settings
 
@@ -72,18 +55,10 @@ def build(home: Path, rows: int) -> int:
     catalog.create_project("p")
     catalog.create_warehouse("p.w")
     catalog.create_namespace("p.w.ns")
-    first = next(batches(10))
-    nbytes = 0
-
-    def counted() -> Iterator[pa.RecordBatch]:
-        nonlocal nbytes
-        for b in batches(rows):
-            nbytes += b.nbytes
-            yield b
-
-    catalog.create_table("p.w.ns.trips", pa.RecordBatchReader.from_batches(first.schema, counted()))
+    tally = c.Tally()
+    catalog.create_table("p.w.ns.trips", c.make_reader(rows, 500_000, seed=0, tally=tally))
     catalog.close()
-    return nbytes
+    return tally.nbytes
 
 
 # == servers (each runs in its own process) ====================================================
