@@ -16,7 +16,7 @@ from datafusion import udf
 
 from lake_platform.flight import proto
 from lake_platform.flight.server import FlightSqlServer
-from lake_platform_tests.flight.conftest import PASSWORDS, Running, build_catalog, start_server
+from lake_platform_tests.flight.conftest import PASSWORDS, Running, build_catalog, login, plan, start_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
 
@@ -53,16 +53,6 @@ class SlowUdf:
         self._server.engine.context = self._original  # type: ignore[method-assign]
 
 
-def login(uri: str, user: str = "alice") -> tuple[fl.FlightClient, fl.FlightCallOptions]:
-    client = fl.connect(uri)
-    return client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(user, PASSWORDS[user])])
-
-
-def info_for(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> fl.FlightInfo:
-    return client.get_flight_info(
-        fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options)
-
-
 def streams_of(server: FlightSqlServer) -> int:
     with server._streams_lock:
         return len(server._streams)
@@ -80,7 +70,7 @@ def wait_until(condition: Any, timeout: float = 5.0) -> bool:
 def test_first_batch_arrives_before_the_producer_finishes(running: Running) -> None:
     client, options = login(running.uri)
     with SlowUdf(running.server, delay=0.3) as slow:
-        info = info_for(client, options, SLOW_SQL)
+        info = plan(client, options, SLOW_SQL)
         reader = client.do_get(info.endpoints[0].ticket, options)
         first = reader.read_chunk()
         got_first = time.monotonic()
@@ -113,7 +103,7 @@ def test_adbc_cancel_stops_the_producer(running: Running) -> None:
 def test_cancel_flight_info(running: Running) -> None:
     client, options = login(running.uri)
     with SlowUdf(running.server, delay=0.3) as slow:
-        info = info_for(client, options, SLOW_SQL)
+        info = plan(client, options, SLOW_SQL)
         errors: list[BaseException] = []
         started = threading.Event()
 
@@ -149,15 +139,15 @@ def test_ticket_is_pinned_to_the_planned_version(tmp_path: Path) -> None:
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
     try:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
-        old = info_for(client, options, "SELECT count(*) AS n FROM w.ns.t")
+        old = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
         catalog.append("p.w.ns.t", pa.table({"id": pa.array([5000], pa.int64()), "s": ["new"],
                                             "x": [0.0]}).to_reader())
         assert wait_until(lambda: server.snapshots.current().project("p").table("w", "ns", "t").ref.version == 2)
         assert client.do_get(old.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1000}]
-        new = info_for(client, options, "SELECT count(*) AS n FROM w.ns.t")
+        new = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
         assert client.do_get(new.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1001}]
         # A join reads both sides at their captured versions, never a mix.
-        both = info_for(client, options, "SELECT count(*) AS n FROM w.ns.t a JOIN w.ns.t b ON a.id = b.id")
+        both = plan(client, options, "SELECT count(*) AS n FROM w.ns.t a JOIN w.ns.t b ON a.id = b.id")
         assert client.do_get(both.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1001}]
     finally:
         server.stop(grace=0)
@@ -168,7 +158,7 @@ def test_graceful_stop_refuses_new_work(tmp_path: Path) -> None:
     settings, catalog = build_catalog(tmp_path / "home")
     server = start_server(settings, catalog)
     client, options = login(f"grpc://127.0.0.1:{server.port}")
-    info = info_for(client, options, "SELECT * FROM w.ns.t")
+    info = plan(client, options, "SELECT * FROM w.ns.t")
     stopper = threading.Thread(target=server.stop, kwargs={"grace": 0.5})
     server._draining.set()
     with pytest.raises(fl.FlightUnavailableError, match="shutting down"):
@@ -185,9 +175,9 @@ def test_admission_limits_concurrent_streams(tmp_path: Path) -> None:
     try:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         with SlowUdf(server, delay=0.3):
-            first = client.do_get(info_for(client, options, SLOW_SQL).endpoints[0].ticket, options)
+            first = client.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options)
             first.read_chunk()
-            second = info_for(client, options, "SELECT count(*) FROM w.ns.t")
+            second = plan(client, options, "SELECT count(*) FROM w.ns.t")
             with pytest.raises(pa.ArrowException, match="resource exhausted.*too many queries"):
                 client.do_get(second.endpoints[0].ticket, options).read_all()
             assert sum(c.data.num_rows for c in first) == 400
@@ -205,7 +195,7 @@ def test_query_timeout_stops_the_stream(tmp_path: Path) -> None:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         with SlowUdf(server, delay=0.3) as slow:
             with pytest.raises(fl.FlightTimedOutError, match="longer than"):
-                client.do_get(info_for(client, options, SLOW_SQL).endpoints[0].ticket, options).read_all()
+                client.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options).read_all()
             assert len(slow.calls) < 5
     finally:
         server.stop(grace=0)
