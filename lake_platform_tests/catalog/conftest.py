@@ -77,5 +77,15 @@ def rows(ids: list[int], tag: str = "x") -> pa.RecordBatchReader:
     return pa.table({"id": pa.array(ids, pa.int64()), "tag": pa.array([tag] * len(ids), pa.string())}).to_reader()
 
 
+def append_many(table: str, settings: LakeSettings, worker: int, count: int, start: Any) -> None:
+    """A writer process: wait for ``start``, then append ``count`` one-row batches to ``table``
+    (ids ``worker * 1000 + i``, tag ``w<worker>``). Importable, so spawned processes can run it."""
+    catalog = Catalog(settings)
+    start.wait()
+    for i in range(count):
+        catalog.append(table, rows([worker * 1000 + i], tag=f"w{worker}"))
+    catalog.close()
+
+
 def ids_of(snapshot: Any) -> list[int]:
     return sorted(snapshot.to_reader(columns=["id"]).read_all().column("id").to_pylist())

@@ -12,20 +12,12 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import lance_engine as engine
 from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
-from lake_platform.settings import LakeSettings, load_settings
+from lake_platform.settings import load_settings
 
-from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.catalog.conftest import append_many, ids_of, rows
 from lake_platform_tests.s3_server import S3Endpoint
 
 T = "p.w.ns.t"
-
-
-def _append_many(settings: LakeSettings, worker: int, count: int, start: Any) -> None:
-    catalog = Catalog(settings)
-    start.wait()
-    for i in range(count):
-        catalog.append(T, rows([worker * 1000 + i], tag=f"w{worker}"))
-    catalog.close()
 
 
 @pytest.fixture
@@ -50,7 +42,7 @@ def test_four_processes_on_dynamodb_and_s3_lose_no_commit(scale_out: Any) -> Non
     catalog.create_table(T, rows([-1]))
     ctx = mp.get_context("spawn")
     start = ctx.Event()
-    workers = [ctx.Process(target=_append_many, args=(settings, w, 25, start)) for w in range(4)]
+    workers = [ctx.Process(target=append_many, args=(T, settings, w, 25, start)) for w in range(4)]
     for p in workers:
         p.start()
     start.set()

@@ -22,9 +22,8 @@ from lake_platform.errors import (
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, LeaseRecord, decode
 from lake_platform.registry.store import MetaStore
-from lake_platform.settings import LakeSettings
 
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.conftest import Lake, append_many, ids_of, rows
 
 T = "p.w.ns.t"
 
@@ -239,20 +238,12 @@ def test_writer_waits_for_a_held_lease(lake: Lake) -> None:
     impatient.close()
 
 
-def _append_many(settings: LakeSettings, worker: int, count: int, start: Any) -> None:
-    catalog = Catalog(settings)
-    start.wait()
-    for i in range(count):
-        catalog.append(T, rows([worker * 1000 + i], tag=f"w{worker}"))
-    catalog.close()
-
-
 @pytest.mark.slow
 def test_four_processes_appending_lose_no_commit(lake: Lake) -> None:
     lake.catalog.create_table(T, rows([-1]))
     ctx = mp.get_context("spawn")
     start = ctx.Event()
-    workers = [ctx.Process(target=_append_many, args=(lake.settings, w, 50, start)) for w in range(4)]
+    workers = [ctx.Process(target=append_many, args=(T, lake.settings, w, 50, start)) for w in range(4)]
     for p in workers:
         p.start()
     start.set()
