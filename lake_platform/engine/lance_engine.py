@@ -243,20 +243,12 @@ def _object_path(location: str, manifest_path: str) -> str:
 
 def remove_files(location: str, manifest_paths: Sequence[str], storage_options: dict[str, str] | None = None) -> int:
     """Remove the given staging manifests; missing ones are fine (idempotent)."""
-    if not location.startswith("s3://"):
-        removed = 0
-        for path in manifest_paths:
-            try:
-                os.remove(_object_path(location, path))
-                removed += 1
-            except FileNotFoundError:
-                pass
-        return removed
-    fs, _ = _filesystem(location, storage_options)
+    # Locally a plain unlink: far cheaper than going through pyarrow's filesystem (benchmarks.md).
+    delete = os.remove if not location.startswith("s3://") else _filesystem(location, storage_options)[0].delete_file
     removed = 0
     for path in manifest_paths:
         try:
-            fs.delete_file(_object_path(location, path))
+            delete(_object_path(location, path))
             removed += 1
         except FileNotFoundError:
             pass
