@@ -18,6 +18,8 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
+    ConcurrentModification,
+    InvalidInput,
     LeaseExpired,
     LeaseUnavailable,
     TableTagAlreadyExists,
@@ -247,3 +249,39 @@ def test_tags_made_before_the_registry_recorded_them_still_count(table: Lake) ->
 def test_a_version_record_without_tags_still_reads() -> None:
     old = b'{"record_version": 1, "incarnation": "i", "version": 3, "manifest_path": "m", "committed_at_ms": 5}'
     assert decode(VersionRecord, old).tags == []
+
+
+def test_cleanup_never_deletes_a_version_record_that_carries_a_tag(table: Lake) -> None:
+    """The second line: should a tag ever reach a version record without the lease (a writer
+    from outside the catalog), cleanup refuses to delete that record rather than orphan it."""
+    catalog = table.catalog
+    incarnation = catalog.open_table(T).record.incarnation
+
+    def sneak_tag(point: str) -> None:
+        if point == "cleanup:chose-versions":
+            item = catalog.store.get(keys.version(incarnation, 2))
+            assert item is not None
+            ver = decode(VersionRecord, item.value, item.key)
+            catalog.store.compare_and_swap(item.key, item.revision, ver.model_copy(update={"tags": ["rogue"]}).encode())
+
+    cleaner = Catalog(quick_cleanup(table.settings), hook=sneak_tag)
+    try:
+        with pytest.raises(ConcurrentModification, match="version 2 was tagged"):
+            cleaner.cleanup(T, retention=timedelta(0))
+    finally:
+        cleaner.close()
+    assert sorted(registered(catalog)) == [1, 2, 3, 4]
+    assert [catalog.open_table(T, v).count_rows() for v in (1, 2, 3, 4)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("tag, version, error", [
+    ("Bad.Name", 2, InvalidInput), ("", 2, InvalidInput), ("ok", 0, InvalidInput), ("ok", True, InvalidInput),
+    ("ok", "2", InvalidInput), ("ok", 99, TableVersionNotFound),
+])
+def test_bad_tag_requests_are_typed_and_change_nothing(table: Lake, tag: Any, version: Any,
+                                                       error: type[Exception]) -> None:
+    before = table.catalog.history(T)
+    with pytest.raises(error):
+        table.catalog.create_tag(T, tag, version)
+    assert table.catalog.history(T) == before
+    assert registry_tags(table.catalog) == engine_tags(table.catalog) == {}
