@@ -381,7 +381,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             if tagged_at is not None and not replace:
                 if tagged_at == target and holders and in_engine is None:
                     # An earlier call committed the tag but never wrote Lance's copy: finish it.
-                    engine.create_tag(snap.dataset, tag, target)
+                    _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
                     return target
                 raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
             ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
@@ -392,10 +392,11 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                item.revision))
             self._at("tag:before-commit")
             self._commit_tag(lease, ops, tname, "tag", who, target, tag)
+            self._at("tag:after-commit")
             if in_engine is None:
-                engine.create_tag(snap.dataset, tag, target)
+                _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
             elif in_engine != target:
-                engine.update_tag(snap.dataset, tag, target)
+                _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
         return target
 
     def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
@@ -419,7 +420,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             self._at("untag:before-commit")
             self._commit_tag(lease, ops, tname, "untag", who, None, tag)
             if in_engine is not None:
-                engine.delete_tag(snap.dataset, tag)
+                _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
 
     def _tag_holders(self, record: TableRecord, tag: str) -> list[tuple[VersionRecord, int]]:
         """Registered versions carrying ``tag`` (one, unless a move was interrupted by hand)."""
@@ -873,6 +874,16 @@ def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
     if decode(VersionRecord, item.value, item.key).tags:
         raise ConcurrentModification(f"version {v.version} was tagged during cleanup; nothing was removed")
     return item.revision
+
+
+def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
+    """Lance's copy of a tag, written after the registry committed it: a failure leaves the
+    registry's answer standing (cleanup keeps the version), and repeating the call finishes it."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - any engine failure is reported the same, retryable way
+        raise ServiceUnavailable(f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
+                                 f"({_first_line(exc)}); repeat the call to finish it") from exc
 
 
 def _table_location(root: str, tname: TableName, incarnation: str) -> str:

@@ -285,3 +285,22 @@ def test_bad_tag_requests_are_typed_and_change_nothing(table: Lake, tag: Any, ve
         table.catalog.create_tag(T, tag, version)
     assert table.catalog.history(T) == before
     assert registry_tags(table.catalog) == engine_tags(table.catalog) == {}
+
+
+def test_a_tag_interrupted_before_lances_copy_is_finished_by_a_retry(table: Lake) -> None:
+    def crash(point: str) -> None:
+        if point == "tag:after-commit":
+            raise ConnectionError("process died before writing Lance's tag")
+
+    interrupted = Catalog(table.settings, hook=crash)
+    try:
+        with pytest.raises(ConnectionError):
+            interrupted.create_tag(T, "keep", 2)
+    finally:
+        interrupted.close()
+    # The registry committed it: cleanup already keeps version 2.
+    assert registry_tags(table.catalog) == {"keep": 2} and engine_tags(table.catalog) == {}
+    assert table.catalog.create_tag(T, "keep", 2) == 2
+    assert registry_tags(table.catalog) == engine_tags(table.catalog) == {"keep": 2}
+    with pytest.raises(TableTagAlreadyExists):
+        table.catalog.create_tag(T, "keep", 2)
