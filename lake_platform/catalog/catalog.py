@@ -442,9 +442,11 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             except ConditionFailed as exc:
                 if exc.key == fence.key:
                     lease.mark_lost()
-                    raise LeaseExpired(f"write lease on {tname} was taken over; tag {tag} was not written") from None
+                    raise LeaseExpired(
+                        f"write lease on {tname} was taken over; tag {tag} was not written") from None
                 if exc.key in record_keys:
-                    raise ConcurrentModification(f"version records of {tname} changed; tag {tag} was not written") from None
+                    raise ConcurrentModification(
+                        f"version records of {tname} changed; tag {tag} was not written") from None
                 raise
 
     # == maintenance ==========================================================================
@@ -537,7 +539,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             snap = self._open(tname, record, record.current_version)
             # Tags live in the version records; Lance's own list adds tags written before the
             # registry recorded them. Both were read under the lease every tag commit needs.
-            tagged = {v.version for v in versions if v.tags} | set(engine.tagged_versions(snap.dataset).values())
+            tagged = {v.version for v in versions if v.tags}
+            tagged |= set(engine.tagged_versions(snap.dataset).values())
             # A version can be pinned by a ticket for as long as it is current, and a reader's
             # cached snapshot may still treat it as current a little after that: its age counts
             # from when it was superseded (its successor's commit), not from its own commit.

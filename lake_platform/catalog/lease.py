@@ -130,23 +130,23 @@ class WriteGate:
         begun = self.clock.monotonic()
         now_ms = self.clock.wall_ms()
         item = self.store.get(key)
-        live = False
-        if item is None:
+        current = decode(LeaseRecord, item.value, key) if item is not None else None
+        # A live holder is waited for, unless its process is provably gone (then: take over now).
+        live = current is not None and not current.released and current.deadline_ms > now_ms
+        if current is not None and live and not provably_gone(current.host_id, current.pid, current.pid_started):
+            return None
+        if item is None or current is None:
             token, expected = 1, ABSENT
         else:
-            current = decode(LeaseRecord, item.value, key)
-            live = not current.released and current.deadline_ms > now_ms
-            if live and not provably_gone(current.host_id, current.pid, current.pid_started):
-                return None
             token, expected = current.token + 1, item.revision
         record = _record(incarnation, holder, token, now_ms + int(self.ttl * 1000))
         try:
             written = self.store.compare_and_swap(key, expected, record.encode())
         except ConcurrentModification:
             return None
-        if live:
-            log.warning("took over the write lease on %s from holder %s (pid %s on %s), whose process is gone; "
-                        "token %d", incarnation, current.holder, current.pid, current.host, token)
+        if live and current is not None:
+            log.warning("took over the write lease on %s from holder %s (pid %s on %s), whose process is "
+                        "gone; token %d", incarnation, current.holder, current.pid, current.host, token)
         # The local deadline counts from before the request: time spent in I/O is already spent.
         return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
 
@@ -157,7 +157,8 @@ class WriteGate:
     def _renew(self, lease: Lease) -> None:
         lease.check()
         begun = self.clock.monotonic()
-        record = _record(lease.incarnation, lease.holder, lease.token, self.clock.wall_ms() + int(self.ttl * 1000))
+        deadline_ms = self.clock.wall_ms() + int(self.ttl * 1000)
+        record = _record(lease.incarnation, lease.holder, lease.token, deadline_ms)
         try:
             written = self.store.compare_and_swap(lease.key, lease.revision, record.encode())
         except ConcurrentModification:
@@ -166,7 +167,8 @@ class WriteGate:
         lease._renewed(written.revision, begun + self.ttl)
 
     def release(self, lease: Lease) -> None:
-        record = _record(lease.incarnation, lease.holder, lease.token, 0).model_copy(update={"released": True})
+        record = _record(lease.incarnation, lease.holder, lease.token, 0)
+        record = record.model_copy(update={"released": True})
         with lease._io:
             try:
                 self.store.compare_and_swap(lease.key, lease.revision, record.encode())

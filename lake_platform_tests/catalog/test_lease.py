@@ -154,7 +154,8 @@ _CHILD = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_a_writer_killed_mid_write_frees_its_table_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_writer_killed_mid_write_frees_its_table_at_once(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"
     settings = load_settings(home=home).model_copy(update={"lease_wait_seconds": 10.0})
     assert settings.lease_ttl_seconds == TTL
@@ -187,7 +188,8 @@ def test_a_writer_killed_mid_write_frees_its_table_at_once(tmp_path: Path, capsy
         assert took < 2.0, f"takeover took {took:.1f}s"
         assert lease.token == held.token + 1
         # The dead holder's commits, had any been in flight, are refused by the fence.
-        ghost = Lease(catalog.gate, incarnation, held.holder, held.token, item.revision, time.monotonic() + TTL)
+        ghost = Lease(catalog.gate, incarnation, held.holder, held.token, item.revision,
+                      time.monotonic() + TTL)
         with pytest.raises(ConditionFailed), ghost.fenced() as fence:
             catalog.store.transact([fence])
         catalog.gate.release(lease)

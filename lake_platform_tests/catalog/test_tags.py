@@ -37,7 +37,8 @@ T = "p.w.ns.t"
 
 def quick_cleanup(settings: LakeSettings, **more: Any) -> LakeSettings:
     """Settings under which every superseded version is old enough to clean up."""
-    return settings.model_copy(update={"ticket_lifetime_seconds": 0.001, "reader_max_stale_seconds": 0.0, **more})
+    return settings.model_copy(
+        update={"ticket_lifetime_seconds": 0.001, "reader_max_stale_seconds": 0.0, **more})
 
 
 @pytest.fixture
@@ -247,7 +248,8 @@ def test_tags_made_before_the_registry_recorded_them_still_count(table: Lake) ->
 
 
 def test_a_version_record_without_tags_still_reads() -> None:
-    old = b'{"record_version": 1, "incarnation": "i", "version": 3, "manifest_path": "m", "committed_at_ms": 5}'
+    old = (b'{"record_version": 1, "incarnation": "i", "version": 3, "manifest_path": "m", '
+           b'"committed_at_ms": 5}')
     assert decode(VersionRecord, old).tags == []
 
 
@@ -262,7 +264,8 @@ def test_cleanup_never_deletes_a_version_record_that_carries_a_tag(table: Lake) 
             item = catalog.store.get(keys.version(incarnation, 2))
             assert item is not None
             ver = decode(VersionRecord, item.value, item.key)
-            catalog.store.compare_and_swap(item.key, item.revision, ver.model_copy(update={"tags": ["rogue"]}).encode())
+            rogue = ver.model_copy(update={"tags": ["rogue"]})
+            catalog.store.compare_and_swap(item.key, item.revision, rogue.encode())
 
     cleaner = Catalog(quick_cleanup(table.settings), hook=sneak_tag)
     try:
