@@ -33,12 +33,16 @@ from lake_platform.errors import (
     Internal,
     InvalidInput,
     LakeError,
+    LeaseExpired,
     NamespaceAlreadyExists,
     NamespaceNotFound,
     ServiceUnavailable,
     TableAlreadyExists,
     TableNotFound,
     TableSchemaValidationError,
+    TableTagAlreadyExists,
+    TableTagNotFound,
+    TableVersionNotFound,
 )
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName, check_segment
 from lake_platform.registry import keys
@@ -348,37 +352,102 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
 
     def create_tag(self, name: str, tag: str, version: int | None = None, *, principal: Principal | None = None,
                    replace: bool = False) -> int:
-        """Tag a registered version (current by default). Tagged versions are never cleaned up."""
+        """Tag a registered version (current by default). Tagged versions are never cleaned up.
+
+        The tag is a commit like any other: under the table's lease, the version record gains
+        the tag in one registry transact fenced by the lease and conditional on that record, so
+        cleanup (which chooses and deletes under the same lease) can never delete it unseen.
+        Lance's own tag follows the registry. ``replace`` moves an existing tag."""
         who = self._who(principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
         who.require(tname.project, "write", f"tag {tname}")
-        snap = self.open_table(str(tname), version, principal=who)
-        try:
-            (engine.update_tag if replace else engine.create_tag)(snap.dataset, tag, snap.version)
-        except ValueError as exc:
-            from lake_platform.errors import TableTagAlreadyExists, TableTagNotFound
-
-            if "exists" in str(exc):
-                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}") from None
-            raise TableTagNotFound(f"no tag {tag} on {tname}") from None
-        self.store.transact(self._log_ops(str(tname), "tag", self._actor(None, who),
-                                          to_version=snap.version, detail={"tag": tag}))
-        return snap.version
+        record, _ = self._table(tname)
+        with self.gate.hold(record.incarnation) as lease:
+            record, _ = self._table(tname, incarnation=record.incarnation)
+            target = version or record.current_version
+            item = self.store.get(keys.version(record.incarnation, target))
+            if item is None:
+                raise TableVersionNotFound(f"version {target} of {tname} does not exist (or was cleaned up)")
+            chosen = decode(VersionRecord, item.value, item.key)
+            holders = self._tag_holders(record, tag)
+            snap = self._open(tname, record, target)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            tagged_at = holders[0][0].version if holders else in_engine
+            if tagged_at is None and replace:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            if tagged_at is not None and not replace:
+                if tagged_at == target and holders and in_engine is None:
+                    # An earlier call committed the tag but never wrote Lance's copy: finish it.
+                    _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+                    return target
+                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
+            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
+                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
+                             for v, rev in holders if v.version != target]
+            if tag not in chosen.tags:
+                ops.append(Put(item.key, chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
+                               item.revision))
+            self._at("tag:before-commit")
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag)
+            self._at("tag:after-commit")
+            if in_engine is None:
+                _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+            elif in_engine != target:
+                _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
+        return target
 
     def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
+        """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
+        left only in Lance still protects its version, and a retry removes it."""
         who = self._who(principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         who.require(tname.project, "write", f"untag {tname}")
-        snap = self.open_table(str(tname), principal=who)
-        try:
-            engine.delete_tag(snap.dataset, tag)
-        except ValueError:
-            from lake_platform.errors import TableTagNotFound
+        record, _ = self._table(tname)
+        with self.gate.hold(record.incarnation) as lease:
+            record, _ = self._table(tname, incarnation=record.incarnation)
+            holders = self._tag_holders(record, tag)
+            snap = self._open(tname, record, record.current_version)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            if not holders and in_engine is None:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
+                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
+                             for v, rev in holders]
+            self._at("untag:before-commit")
+            self._commit_tag(lease, ops, tname, "untag", who, None, tag)
+            if in_engine is not None:
+                _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
 
-            raise TableTagNotFound(f"no tag {tag} on {tname}") from None
-        self.store.transact(self._log_ops(str(tname), "untag", self._actor(None, who), detail={"tag": tag}))
+    def _tag_holders(self, record: TableRecord, tag: str) -> list[tuple[VersionRecord, int]]:
+        """Registered versions carrying ``tag`` (one, unless a move was interrupted by hand)."""
+        found = []
+        for item in self.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if tag in ver.tags:
+                found.append((ver, item.revision))
+        return found
+
+    def _commit_tag(self, lease: Lease, ops: list[Op], tname: TableName, operation: str, who: Principal,
+                    version: int | None, tag: str) -> None:
+        record_keys = {op.key for op in ops}
+        with lease.fenced() as fence:
+            ops = [*ops, fence, *self._log_ops(str(tname), operation, self._actor(None, who),
+                                               to_version=version, detail={"tag": tag})]
+            try:
+                self.store.transact(ops)
+            except ConditionFailed as exc:
+                if exc.key == fence.key:
+                    lease.mark_lost()
+                    raise LeaseExpired(
+                        f"write lease on {tname} was taken over; tag {tag} was not written") from None
+                if exc.key in record_keys:
+                    raise ConcurrentModification(
+                        f"version records of {tname} changed; tag {tag} was not written") from None
+                raise
 
     # == maintenance ==========================================================================
 
@@ -468,7 +537,10 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             versions = [decode(VersionRecord, i.value, i.key)
                         for i in self.store.scan_prefix(keys.versions(record.incarnation))]
             snap = self._open(tname, record, record.current_version)
-            tagged = set(engine.tagged_versions(snap.dataset).values())
+            # Tags live in the version records; Lance's own list adds tags written before the
+            # registry recorded them. Both were read under the lease every tag commit needs.
+            tagged = {v.version for v in versions if v.tags}
+            tagged |= set(engine.tagged_versions(snap.dataset).values())
             # A version can be pinned by a ticket for as long as it is current, and a reader's
             # cached snapshot may still treat it as current a little after that: its age counts
             # from when it was superseded (its successor's commit), not from its own commit.
@@ -482,6 +554,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                       and v.version not in tagged and superseded_at.get(v.version, cut_ms) < cut_ms]
             if not doomed:
                 return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
+            self._at("cleanup:chose-versions")
             kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
             # 1. Out of the registry, conditional on the lease and on the table not moving.
             detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "tagged_kept": sorted(tagged)}
@@ -796,10 +869,24 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
 
 
 def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
+    """The revision cleanup deletes at: the record as it is now, which must still be untagged
+    (a tag can only land under the lease cleanup holds, so this is the second line)."""
     item = store.get(keys.version(record.incarnation, v.version))
     if item is None:
         raise ConcurrentModification(f"version {v.version} vanished during cleanup")
+    if decode(VersionRecord, item.value, item.key).tags:
+        raise ConcurrentModification(f"version {v.version} was tagged during cleanup; nothing was removed")
     return item.revision
+
+
+def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
+    """Lance's copy of a tag, written after the registry committed it: a failure leaves the
+    registry's answer standing (cleanup keeps the version), and repeating the call finishes it."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - any engine failure is reported the same, retryable way
+        raise ServiceUnavailable(f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
+                                 f"({_first_line(exc)}); repeat the call to finish it") from exc
 
 
 def _table_location(root: str, tname: TableName, incarnation: str) -> str:
