@@ -231,7 +231,7 @@ class FlightSqlServer:
         identity = call.identity
         name, payload = self._command(descriptor)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
-            sql, params = self._statement(identity, name, payload)
+            sql, params = self._statement(identity, name, payload, descriptor.command)
             planned = self.engine.plan(sql, self._view(identity), params)
             if len(planned.refs) > self.settings.max_ticket_tables:
                 raise InvalidInput(f"the query reads {len(planned.refs)} tables, above this server's "
@@ -249,18 +249,18 @@ class FlightSqlServer:
         identity = call.identity
         name, payload = self._command(descriptor)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
-            sql, params = self._statement(identity, name, payload)
+            sql, params = self._statement(identity, name, payload, descriptor.command)
             return self.engine.plan(sql, self._view(identity), params).schema
         return self._metadata_schema(name, payload)
 
-    def _statement(self, identity: Identity, name: str, payload: bytes) -> tuple[str, pa.RecordBatch | None]:
+    def _statement(self, identity: Identity, name: str, payload: bytes,
+                   command: bytes) -> tuple[str, pa.RecordBatch | None]:
         if name == "CommandStatementQuery":
             cmd = proto.parse(proto.CommandStatementQuery, payload)
             if cmd.HasField("transaction_id"):
                 raise Unsupported("transactions are not supported by this read-only server")
             return cmd.query, None
-        cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
-        return self.tickets.open_prepared(cmd.prepared_statement_handle, identity)
+        return self.tickets.open_prepared(_prepared_handle(command), identity)
 
     def _is_dropped(self, incarnation: str) -> bool:
         """Whether this replica's cached catalog knows the incarnation was dropped (no I/O)."""
@@ -347,8 +347,7 @@ class FlightSqlServer:
             self._metadata_schema(name, payload)
             table = self._metadata(identity, name, payload)
             return table.schema, iter(table.to_batches())
-        handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
-        ticket = self.tickets.open_statement(handle, identity)
+        ticket = self.tickets.open_statement(_statement_handle(ticket.ticket), identity)
         if self._draining.is_set():
             raise ServiceUnavailable("the server is shutting down; retry on another replica")
         with self._streams_lock:
@@ -390,13 +389,12 @@ class FlightSqlServer:
         """Bind parameters to a prepared statement; the reply (PutResult.app_metadata) is the
         updated handle, which carries them (no server state)."""
         identity = call.identity
-        name, payload = self._command(descriptor)
+        name, _ = self._command(descriptor)
         if name != "CommandPreparedStatementQuery":
             if name in proto.UNSUPPORTED_COMMANDS:
                 raise Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
             raise InvalidInput(f"DoPut does not take {name}")
-        cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
-        sql, _ = self.tickets.open_prepared(cmd.prepared_statement_handle, identity)
+        sql, _ = self.tickets.open_prepared(_prepared_handle(descriptor.command), identity)
         rows: list[pa.RecordBatch] = []
         size = 0
         limit = self.settings.max_param_bytes
@@ -448,10 +446,10 @@ class FlightSqlServer:
                 parameter_schema=params.serialize().to_pybytes(), is_update=False)
             return [proto.pack(result)]
         if kind == "ClosePreparedStatement":
-            name, payload = _unpack(body)
-            req = proto.parse(proto.ActionClosePreparedStatementRequest, payload)
+            handle = proto.unpack_sealed(body, proto.ActionClosePreparedStatementRequest,
+                                         "prepared_statement_handle", _PREPARED)
             try:
-                self.tickets.open_prepared(req.prepared_statement_handle, identity)
+                self.tickets.open_prepared(handle, identity)
             except InvalidInput:
                 pass  # closing an expired handle is fine
             return []
@@ -481,12 +479,11 @@ class FlightSqlServer:
             raise InvalidInput("malformed FlightInfo") from None
         cancelled = False
         for endpoint in info.endpoints:
-            name, payload = _unpack(endpoint.ticket.ticket)
+            name, _ = _unpack(endpoint.ticket.ticket)
             if name != "TicketStatementQuery":
                 continue
             try:
-                ticket = self.tickets.open_statement(
-                    proto.parse(proto.TicketStatementQuery, payload).statement_handle, identity)
+                ticket = self.tickets.open_statement(_statement_handle(endpoint.ticket.ticket), identity)
             except InvalidInput:
                 continue  # expired (or beyond this server's limits): nothing to cancel
             ticket_id = ticket.ticket_id
@@ -528,6 +525,23 @@ def _endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
     inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
     stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
     return fl.FlightEndpoint.deserialize(b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp)
+
+
+_PREPARED = "prepared statement handle"
+
+
+def _statement_handle(ticket: bytes) -> bytes:
+    """The sealed handle of a statement ticket; any byte changed, added or removed in its
+    wrappers is refused like a tampered handle."""
+    return proto.unpack_sealed(ticket, proto.TicketStatementQuery, "statement_handle", "ticket")
+
+
+def _prepared_handle(command: bytes) -> bytes:
+    """The sealed handle of an Any-packed CommandPreparedStatementQuery, decoded as strictly.
+
+    The client builds this wrapper, but every Flight SQL client encodes it canonically (one
+    type_url, one handle, in field order: protobuf's own serializers in Go, Java and C++)."""
+    return proto.unpack_sealed(command, proto.CommandPreparedStatementQuery, "prepared_statement_handle", _PREPARED)
 
 
 def _unpack(data: bytes) -> tuple[str, bytes]:
