@@ -44,7 +44,14 @@ from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import Call, FlightTransport, varint
-from lake_platform.query.engine import PlannedQuery, QueryCancelled, QueryEngine, QueryLimits, QueryTimeout
+from lake_platform.query.engine import (
+    PlannedQuery,
+    QueryCancelled,
+    QueryEngine,
+    QueryLimits,
+    QueryTimeout,
+    timed_out,
+)
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
@@ -108,6 +115,9 @@ class FlightSqlServer:
             self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale)
         self.sealer = Sealer(self.settings.sealing_keys() or None, clock=clock,
                              max_bytes=self.settings.max_ticket_bytes)
+        if not self.settings.query_timeout_seconds:
+            log.warning("LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=0: queries have no time limit, and queries that never end "
+                        "can hold every admission slot")
         if self.sealer.ephemeral:
             log.warning("neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
                         "in this process only")
@@ -365,23 +375,51 @@ class FlightSqlServer:
                 f"{self.settings.max_concurrent_queries} reached and no slot freed within "
                 f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self.settings.admission_wait_seconds:g}; retry shortly")
         stop = threading.Event()
+        expired = threading.Event()
         key = f"{ticket_id}/{secrets.token_hex(4)}"
         with self._streams_lock:
             self._streams[key] = stop
             if self._aborting.is_set():
                 stop.set()
+        watchdog = self._watchdog(call, expired)
 
         def cancelled() -> bool:
-            return stop.is_set() or call.is_cancelled()
+            return stop.is_set() or expired.is_set() or call.is_cancelled()
 
         try:
             yield from self.engine.stream(planned, cancelled)
+            if expired.is_set():
+                raise timed_out(self.settings.query_timeout_seconds)
             if stop.is_set():
                 raise QueryCancelled("the query was cancelled")
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             with self._streams_lock:
                 self._streams.pop(key, None)
             self._slots.release()
+
+    def _watchdog(self, call: Call, expired: threading.Event) -> threading.Timer | None:
+        """Ends the stream at the query timeout whatever it is doing.
+
+        The engine checks the time limit between batches, but a client that stops reading
+        stalls the stream inside gRPC's send: no batch is asked for, and the query would hold
+        its admission slot as long as the client keeps the connection. This timer ends the call
+        with DEADLINE_EXCEEDED from outside; gRPC then drops the stream, which closes the query
+        (and frees its slot) on the thread that runs it."""
+        timeout = self.settings.query_timeout_seconds
+        if not timeout:
+            return None
+
+        def expire() -> None:
+            expired.set()
+            call.end(timed_out(timeout))
+
+        timer = threading.Timer(timeout, expire)
+        timer.name = "lake-flight-query-timeout"
+        timer.daemon = True
+        timer.start()
+        return timer
 
     # == DoPut ==================================================================================
 
