@@ -44,6 +44,7 @@ from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import Call, FlightTransport, varint
+from lake_platform.flight.watchdog import Watchdog
 from lake_platform.query.engine import (
     PlannedQuery,
     QueryCancelled,
@@ -139,6 +140,8 @@ class FlightSqlServer:
         self.sql_info = standard_info(max_statement_bytes=self.settings.max_sql_bytes,
                                       statement_timeout_ms=int(PREPARED_TTL * 1000))
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
+        self._time_limit = (Watchdog(self.settings.query_timeout_seconds, name="lake-flight-query-timeout")
+                            if self.settings.query_timeout_seconds else None)
         self._streams: dict[str, threading.Event] = {}
         self._cancelled: dict[str, float] = {}
         self._streams_lock = threading.Lock()
@@ -195,6 +198,8 @@ class FlightSqlServer:
             for event in self._streams.values():
                 event.set()
         self.transport.stop(grace=1.0)
+        if self._time_limit is not None:
+            self._time_limit.close()
         self.snapshots.stop()
         if self._owned_catalog is not None:
             self._owned_catalog.close()
@@ -381,7 +386,7 @@ class FlightSqlServer:
             self._streams[key] = stop
             if self._aborting.is_set():
                 stop.set()
-        watchdog = self._watchdog(call, expired)
+        limit = self._arm_time_limit(call, expired)
 
         def cancelled() -> bool:
             return stop.is_set() or expired.is_set() or call.is_cancelled()
@@ -393,33 +398,29 @@ class FlightSqlServer:
             if stop.is_set():
                 raise QueryCancelled("the query was cancelled")
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            if limit is not None and self._time_limit is not None:
+                self._time_limit.disarm(limit)
             with self._streams_lock:
                 self._streams.pop(key, None)
             self._slots.release()
 
-    def _watchdog(self, call: Call, expired: threading.Event) -> threading.Timer | None:
-        """Ends the stream at the query timeout whatever it is doing.
+    def _arm_time_limit(self, call: Call, expired: threading.Event) -> int | None:
+        """End the stream at the query timeout, whatever it is doing.
 
         The engine checks the time limit between batches, but a client that stops reading
         stalls the stream inside gRPC's send: no batch is asked for, and the query would hold
-        its admission slot as long as the client keeps the connection. This timer ends the call
-        with DEADLINE_EXCEEDED from outside; gRPC then drops the stream, which closes the query
-        (and frees its slot) on the thread that runs it."""
-        timeout = self.settings.query_timeout_seconds
-        if not timeout:
+        its admission slot as long as the client keeps the connection. The watchdog ends the
+        call with DEADLINE_EXCEEDED from outside; gRPC then drops the stream, which closes the
+        query (and frees its slot) on the thread that runs it."""
+        if self._time_limit is None:
             return None
+        timeout = self._time_limit.delay
 
         def expire() -> None:
             expired.set()
             call.end(timed_out(timeout))
 
-        timer = threading.Timer(timeout, expire)
-        timer.name = "lake-flight-query-timeout"
-        timer.daemon = True
-        timer.start()
-        return timer
+        return self._time_limit.arm(expire)
 
     # == DoPut ==================================================================================
 

@@ -22,6 +22,7 @@ import pytest
 from lake_platform.errors import SettingsError
 from lake_platform.flight import proto
 from lake_platform.flight.settings import flight_settings
+from lake_platform.flight.watchdog import Watchdog
 from lake_platform.query.engine import QueryLimits
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server, wait_until
@@ -147,6 +148,22 @@ def test_endless_queries_one_per_slot_cannot_lock_out_other_clients(slots_full: 
                      ).to_pylist() == [{"n": 500}]
         assert len(batches.calls) == computed
     assert server.health()["running_queries"] == 0
+    assert server._time_limit.pending() == 0  # every stream disarmed its limit
+
+
+def test_the_watchdog_runs_what_is_due_in_order_and_nothing_disarmed() -> None:
+    dog = Watchdog(0.05)
+    ran: list[str] = []
+    done = threading.Event()
+    try:
+        dog.arm(lambda: ran.append("first"))
+        dog.disarm(dog.arm(lambda: ran.append("disarmed")))
+        dog.arm(lambda: 1 / 0)  # a failing callback does not stop the others
+        dog.arm(lambda: (ran.append("last"), done.set()))
+        assert done.wait(10)
+        assert ran == ["first", "last"] and dog.pending() == 0
+    finally:
+        dog.close()
 
 
 @pytest.fixture
