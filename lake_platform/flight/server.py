@@ -44,7 +44,15 @@ from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import Call, FlightTransport, varint
-from lake_platform.query.engine import PlannedQuery, QueryCancelled, QueryEngine, QueryLimits, QueryTimeout
+from lake_platform.flight.watchdog import Watchdog
+from lake_platform.query.engine import (
+    PlannedQuery,
+    QueryCancelled,
+    QueryEngine,
+    QueryLimits,
+    QueryTimeout,
+    timed_out,
+)
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
@@ -108,6 +116,9 @@ class FlightSqlServer:
             self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale)
         self.sealer = Sealer(self.settings.sealing_keys() or None, clock=clock,
                              max_bytes=self.settings.max_ticket_bytes)
+        if not self.settings.query_timeout_seconds:
+            log.warning("LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=0: queries have no time limit, and queries that never end "
+                        "can hold every admission slot")
         if self.sealer.ephemeral:
             log.warning("neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
                         "in this process only")
@@ -129,6 +140,8 @@ class FlightSqlServer:
         self.sql_info = standard_info(max_statement_bytes=self.settings.max_sql_bytes,
                                       statement_timeout_ms=int(PREPARED_TTL * 1000))
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
+        self._time_limit = (Watchdog(self.settings.query_timeout_seconds, name="lake-flight-query-timeout")
+                            if self.settings.query_timeout_seconds else None)
         self._streams: dict[str, threading.Event] = {}
         self._cancelled: dict[str, float] = {}
         self._streams_lock = threading.Lock()
@@ -185,6 +198,8 @@ class FlightSqlServer:
             for event in self._streams.values():
                 event.set()
         self.transport.stop(grace=1.0)
+        if self._time_limit is not None:
+            self._time_limit.close()
         self.snapshots.stop()
         if self._owned_catalog is not None:
             self._owned_catalog.close()
@@ -231,7 +246,7 @@ class FlightSqlServer:
         identity = call.identity
         name, payload = self._command(descriptor)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
-            sql, params = self._statement(identity, name, payload)
+            sql, params = self._statement(identity, name, payload, descriptor.command)
             planned = self.engine.plan(sql, self._view(identity), params)
             if len(planned.refs) > self.settings.max_ticket_tables:
                 raise InvalidInput(f"the query reads {len(planned.refs)} tables, above this server's "
@@ -249,18 +264,18 @@ class FlightSqlServer:
         identity = call.identity
         name, payload = self._command(descriptor)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
-            sql, params = self._statement(identity, name, payload)
+            sql, params = self._statement(identity, name, payload, descriptor.command)
             return self.engine.plan(sql, self._view(identity), params).schema
         return self._metadata_schema(name, payload)
 
-    def _statement(self, identity: Identity, name: str, payload: bytes) -> tuple[str, pa.RecordBatch | None]:
+    def _statement(self, identity: Identity, name: str, payload: bytes,
+                   command: bytes) -> tuple[str, pa.RecordBatch | None]:
         if name == "CommandStatementQuery":
             cmd = proto.parse(proto.CommandStatementQuery, payload)
             if cmd.HasField("transaction_id"):
                 raise Unsupported("transactions are not supported by this read-only server")
             return cmd.query, None
-        cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
-        return self.tickets.open_prepared(cmd.prepared_statement_handle, identity)
+        return self.tickets.open_prepared(_prepared_handle(command), identity)
 
     def _is_dropped(self, incarnation: str) -> bool:
         """Whether this replica's cached catalog knows the incarnation was dropped (no I/O)."""
@@ -347,8 +362,7 @@ class FlightSqlServer:
             self._metadata_schema(name, payload)
             table = self._metadata(identity, name, payload)
             return table.schema, iter(table.to_batches())
-        handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
-        ticket = self.tickets.open_statement(handle, identity)
+        ticket = self.tickets.open_statement(_statement_handle(ticket.ticket), identity)
         if self._draining.is_set():
             raise ServiceUnavailable("the server is shutting down; retry on another replica")
         with self._streams_lock:
@@ -366,23 +380,47 @@ class FlightSqlServer:
                 f"{self.settings.max_concurrent_queries} reached and no slot freed within "
                 f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self.settings.admission_wait_seconds:g}; retry shortly")
         stop = threading.Event()
+        expired = threading.Event()
         key = f"{ticket_id}/{secrets.token_hex(4)}"
         with self._streams_lock:
             self._streams[key] = stop
             if self._aborting.is_set():
                 stop.set()
+        limit = self._arm_time_limit(call, expired)
 
         def cancelled() -> bool:
-            return stop.is_set() or call.is_cancelled()
+            return stop.is_set() or expired.is_set() or call.is_cancelled()
 
         try:
             yield from self.engine.stream(planned, cancelled)
+            if expired.is_set():
+                raise timed_out(self.settings.query_timeout_seconds)
             if stop.is_set():
                 raise QueryCancelled("the query was cancelled")
         finally:
+            if limit is not None and self._time_limit is not None:
+                self._time_limit.disarm(limit)
             with self._streams_lock:
                 self._streams.pop(key, None)
             self._slots.release()
+
+    def _arm_time_limit(self, call: Call, expired: threading.Event) -> int | None:
+        """End the stream at the query timeout, whatever it is doing.
+
+        The engine checks the time limit between batches, but a client that stops reading
+        stalls the stream inside gRPC's send: no batch is asked for, and the query would hold
+        its admission slot as long as the client keeps the connection. The watchdog ends the
+        call with DEADLINE_EXCEEDED from outside; gRPC then drops the stream, which closes the
+        query (and frees its slot) on the thread that runs it."""
+        if self._time_limit is None:
+            return None
+        timeout = self._time_limit.delay
+
+        def expire() -> None:
+            expired.set()
+            call.end(timed_out(timeout))
+
+        return self._time_limit.arm(expire)
 
     # == DoPut ==================================================================================
 
@@ -390,13 +428,12 @@ class FlightSqlServer:
         """Bind parameters to a prepared statement; the reply (PutResult.app_metadata) is the
         updated handle, which carries them (no server state)."""
         identity = call.identity
-        name, payload = self._command(descriptor)
+        name, _ = self._command(descriptor)
         if name != "CommandPreparedStatementQuery":
             if name in proto.UNSUPPORTED_COMMANDS:
                 raise Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
             raise InvalidInput(f"DoPut does not take {name}")
-        cmd = proto.parse(proto.CommandPreparedStatementQuery, payload)
-        sql, _ = self.tickets.open_prepared(cmd.prepared_statement_handle, identity)
+        sql, _ = self.tickets.open_prepared(_prepared_handle(descriptor.command), identity)
         rows: list[pa.RecordBatch] = []
         size = 0
         limit = self.settings.max_param_bytes
@@ -448,10 +485,10 @@ class FlightSqlServer:
                 parameter_schema=params.serialize().to_pybytes(), is_update=False)
             return [proto.pack(result)]
         if kind == "ClosePreparedStatement":
-            name, payload = _unpack(body)
-            req = proto.parse(proto.ActionClosePreparedStatementRequest, payload)
+            handle = proto.unpack_sealed(body, proto.ActionClosePreparedStatementRequest,
+                                         "prepared_statement_handle", _PREPARED)
             try:
-                self.tickets.open_prepared(req.prepared_statement_handle, identity)
+                self.tickets.open_prepared(handle, identity)
             except InvalidInput:
                 pass  # closing an expired handle is fine
             return []
@@ -481,12 +518,11 @@ class FlightSqlServer:
             raise InvalidInput("malformed FlightInfo") from None
         cancelled = False
         for endpoint in info.endpoints:
-            name, payload = _unpack(endpoint.ticket.ticket)
+            name, _ = _unpack(endpoint.ticket.ticket)
             if name != "TicketStatementQuery":
                 continue
             try:
-                ticket = self.tickets.open_statement(
-                    proto.parse(proto.TicketStatementQuery, payload).statement_handle, identity)
+                ticket = self.tickets.open_statement(_statement_handle(endpoint.ticket.ticket), identity)
             except InvalidInput:
                 continue  # expired (or beyond this server's limits): nothing to cancel
             ticket_id = ticket.ticket_id
@@ -528,6 +564,23 @@ def _endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
     inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
     stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
     return fl.FlightEndpoint.deserialize(b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp)
+
+
+_PREPARED = "prepared statement handle"
+
+
+def _statement_handle(ticket: bytes) -> bytes:
+    """The sealed handle of a statement ticket; any byte changed, added or removed in its
+    wrappers is refused like a tampered handle."""
+    return proto.unpack_sealed(ticket, proto.TicketStatementQuery, "statement_handle", "ticket")
+
+
+def _prepared_handle(command: bytes) -> bytes:
+    """The sealed handle of an Any-packed CommandPreparedStatementQuery, decoded as strictly.
+
+    The client builds this wrapper, but every Flight SQL client encodes it canonically (one
+    type_url, one handle, in field order: protobuf's own serializers in Go, Java and C++)."""
+    return proto.unpack_sealed(command, proto.CommandPreparedStatementQuery, "prepared_statement_handle", _PREPARED)
 
 
 def _unpack(data: bytes) -> tuple[str, bytes]:

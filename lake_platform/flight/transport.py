@@ -66,6 +66,21 @@ class Call:
         """The client cancelled, its deadline passed, or the connection dropped."""
         return self._context is not None and not self._context.is_active()
 
+    def end(self, exc: BaseException) -> None:
+        """End the RPC now with ``exc``'s status, from any thread.
+
+        For limits the server keeps on its own clock: a result stream must end even while the
+        handler's thread is blocked in gRPC's send to a client that stopped reading, where no
+        exception can reach it. grpcio's public ``cancel()`` would answer CANCELLED; the call
+        below it sends the status given (and the client sees it, not a reset stream)."""
+        if self._context is None:
+            return
+        code, message = status_of(exc)
+        try:
+            self._context._rpc_event.call.cancel(code.value[0], message)  # noqa: SLF001 - see above
+        except Exception:  # noqa: BLE001 - another grpcio: cancelled is still ended
+            self._context.cancel()
+
     def on_done(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` when the RPC ends, however it ends."""
         if self._context is not None:

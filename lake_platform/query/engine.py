@@ -72,6 +72,12 @@ _FAST = 0.02
 COALESCE_BYTES = 1 << 20
 #: The settings the limits come from, named in error messages.
 _ENV = "LAKE_FLIGHT_"
+#: Wall-clock limit of planning, and of streaming, one query (seconds). Without one, a query that
+#: never ends (a cross join, generate_series to 1e12) holds an admission slot as long as its
+#: client stays connected, and max_concurrent_queries of them lock everyone else out. Five minutes
+#: is far beyond an interactive query and what a BI tool waits by default (ADBC and JDBC set no
+#: deadline), yet bounds a lock-out to minutes; longer exports set a larger value.
+DEFAULT_QUERY_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ class QueryLimits:
     max_message_bytes: int = 8 << 20
     dataset_cache_size: int = 256  # table providers kept, one per exact snapshot
     max_result_bytes: int = 0  # 0 = no limit
-    query_timeout_seconds: float = 0.0  # 0 = no limit
+    query_timeout_seconds: float = DEFAULT_QUERY_TIMEOUT  # 0 = no limit (planning and streaming each)
     spill_compression: str = "lz4_frame"  # uncompressed, lz4_frame or zstd
 
 
@@ -118,10 +124,11 @@ class _Resolver:
 
     def __init__(self, engine_: QueryEngine, lookup: Callable[[str, str, str], TableRef | None],
                  schemas: Callable[[str], list[str]], tables: Callable[[str, str], list[str]], *,
-                 verify: bool = False) -> None:
+                 verify: bool = False, deadline: float | None = None) -> None:
         self._engine = engine_
         self._lookup = lookup
         self._verify = verify
+        self.deadline = deadline
         self.schema_names = schemas
         self.table_names = tables
         self.captured: dict[str, TableRef] = {}
@@ -137,6 +144,11 @@ class _Resolver:
         self.lookups += 1
         resolved = None
         try:
+            # Opening a table is planning's slow part (storage round trips): the time limit is
+            # checked before each one, as DataFusion's planner itself cannot be interrupted.
+            if self.failure is not None:
+                raise self.failure
+            self._engine.check_deadline(self.deadline, "planning the query")
             ref = self._lookup(warehouse, db_schema, table)
             if ref is None:
                 self.missing.append(".".join(key))
@@ -292,7 +304,7 @@ class QueryEngine:
                 raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
             return cached.ref
 
-        resolver = _Resolver(self, lookup, view.namespaces_of, view.tables_in)
+        resolver = _Resolver(self, lookup, view.namespaces_of, view.tables_in, deadline=self.deadline())
         namespaces = set(view.namespaces)
         return self._plan(sql, list(view.warehouses), resolver, params, prepare,
                           lambda wh, ns: (wh, ns) in namespaces)
@@ -316,7 +328,7 @@ class QueryEngine:
             self, lambda wh, ns, t: by_key.get((wh, ns, t)),
             lambda wh: sorted({k[1] for k in by_key if k[0] == wh}),
             lambda wh, ns: sorted(k[2] for k in by_key if k[0] == wh and k[1] == ns),
-            verify=True,
+            verify=True, deadline=self.deadline(),
         )
         pinned_namespaces = {(k[0], k[1]) for k in by_key}
         try:
@@ -352,11 +364,25 @@ class QueryEngine:
             raise planning_error(exc, self.limits) from None
         if resolver.failure is not None:
             raise resolver.failure
+        # Planning that overran answers DEADLINE_EXCEEDED rather than a ticket or a schema.
+        self.check_deadline(resolver.deadline, "planning the query")
         if root not in _ALLOWED_ROOTS:
             raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
         schema = advertised_schema(df.schema())
         refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.name))
         return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
+
+    # -- time limit ------------------------------------------------------------------------
+
+    def deadline(self) -> float | None:
+        """The monotonic time by which work started now must end (None: no limit)."""
+        timeout = self.limits.query_timeout_seconds
+        return time.monotonic() + timeout if timeout else None
+
+    def check_deadline(self, deadline: float | None, doing: str = "the query") -> None:
+        """QueryTimeout (DEADLINE_EXCEEDED) once ``deadline`` has passed."""
+        if deadline is not None and time.monotonic() >= deadline:
+            raise timed_out(self.limits.query_timeout_seconds, doing)
 
     # -- execution -----------------------------------------------------------------------
 
@@ -407,7 +433,7 @@ class QueryEngine:
                         if done:
                             break
                         if deadline is not None and time.monotonic() >= deadline:
-                            raise _timed_out(timeout)
+                            raise timed_out(timeout)
                         if cancelled():
                             return
                     try:
@@ -439,7 +465,7 @@ class QueryEngine:
                         raise ResultTooLarge(f"the result is larger than {_ENV}MAX_RESULT_BYTES="
                                              f"{limits.max_result_bytes}; narrow the query or add a LIMIT")
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise _timed_out(timeout)
+                    raise timed_out(timeout)
                 if cancelled():
                     return
                 if held and (batch is None or patient or held_bytes >= target):
@@ -468,8 +494,10 @@ async def _next_batch(source: Any) -> pa.RecordBatch | None:
     return batch.to_pyarrow()
 
 
-def _timed_out(timeout: float) -> QueryTimeout:
-    return QueryTimeout(f"the query ran longer than {_ENV}QUERY_TIMEOUT_SECONDS={timeout:g} and was stopped")
+def timed_out(timeout: float, doing: str = "the query") -> QueryTimeout:
+    """The error a query past ``LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS`` ends with."""
+    verb = "took" if doing.startswith("planning") else "ran"
+    return QueryTimeout(f"{doing} {verb} longer than {_ENV}QUERY_TIMEOUT_SECONDS={timeout:g} and was stopped")
 
 
 def _gone(ref: TableRef) -> TableVersionNotFound:
@@ -636,4 +664,5 @@ def execution_error(exc: BaseException, limits: QueryLimits | None = None,
     return Internal(f"the query failed: {clean_message(exc)}")
 
 
-__all__ = ["PlannedQuery", "QueryCancelled", "QueryEngine", "QueryLimits", "QueryTimeout", "ResultTooLarge"]
+__all__ = ["PlannedQuery", "QueryCancelled", "QueryEngine", "QueryLimits", "QueryTimeout", "ResultTooLarge",
+           "timed_out"]
