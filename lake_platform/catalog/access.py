@@ -97,7 +97,8 @@ class AccessMixin:
         record = decode(UserRecord, item.value, item.key)
         who.require(record.project, "admin", f"remove users from {record.project}")
         self.store.transact([Delete(item.key, item.revision),
-                             *self._log_ops(record.project, "user remove", self._actor(None, who), detail={"user": name})])
+                             *self._log_ops(record.project, "user remove", self._actor(None, who),
+                                            detail={"user": name})])
 
     def list_users(self: Catalog, project: str | None = None, *, principal: Principal | None = None) -> list[UserRecord]:
         who = self._who(principal)

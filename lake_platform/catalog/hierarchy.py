@@ -27,7 +27,7 @@ from lake_platform.registry.records import (
     decode,
     new_id,
 )
-from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -58,8 +58,20 @@ class HierarchyMixin:
             raise NamespaceNotFound(f"{kind_} {name} does not exist")
         cls = {"table": TableRecord, "namespace": NamespaceRecord, "warehouse": WarehouseRecord}[kind_]
         record = decode(cls, item.value, item.key)
-        self.store.transact([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
-                             *self._log_ops(name, "protect" if protected else "unprotect", self._actor(None, who))])
+        # Nothing being dropped changes under the drop: a cascade detaches each table conditional
+        # on the revision it read, and a protection flip would make that condition fail midway.
+        guard: list[Op] = []
+        if kind_ == "table":
+            parent = self._require_parent(TableName.parse(name))
+            guard.append(Check(parent.key, parent.revision))
+        elif getattr(record, "state", "active") != "active":
+            raise NamespaceNotFound(f"{kind_} {name} is being dropped")
+        try:
+            self.store.transact([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
+                                 *guard, *self._log_ops(name, "protect" if protected else "unprotect",
+                                                        self._actor(None, who))])
+        except ConditionFailed:
+            raise ConcurrentModification(f"{name} changed meanwhile; protection was not changed") from None
 
     # -- namespaces -----------------------------------------------------------------------------
 
@@ -130,7 +142,8 @@ class HierarchyMixin:
         for record, _ in spaces:
             kept.update(self._policy_detach(record.name)[1])
         ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at, expires_at_ms=expires_at,
-                               dropped_by=actor, namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
+                               dropped_by=actor,
+                               namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
                                table_trash_keys=table_keys, cascade_id=cascade_id, policies=kept)
         self.store.transact([Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
                              *self._log_ops(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,

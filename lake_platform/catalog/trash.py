@@ -203,7 +203,8 @@ class TrashMixin:
             self._at("undrop-namespace:table")
         commit_id = new_id()
         self.store.transact([Delete(item.key, item.revision),
-                             *self._log_ops(str(nname), "undrop namespace cascade", self._actor(None, who), commit_id=commit_id,
+                             *self._log_ops(str(nname), "undrop namespace cascade", self._actor(None, who),
+                                            commit_id=commit_id,
                                             detail={"cascade_id": record.cascade_id})])
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
 

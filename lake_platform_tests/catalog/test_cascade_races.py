@@ -8,10 +8,12 @@ until an explicit purge. Nothing here sleeps: the hooks run the racing operation
 from __future__ import annotations
 
 import threading
+
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import NamespaceNotFound
 from lake_platform.registry.records import TableRecord, TrashRecord, decode
 
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
@@ -145,3 +147,29 @@ def test_cascade_detaches_the_latest_registration(lake: Lake, purge: bool) -> No
     assert trash.table is not None and trash.table.current_version == 2
     c.undrop_namespace("p.w.ns")
     assert ids_of(c.open_table(T)) == [1, 2]
+
+
+def test_nothing_under_a_cascade_changes_midway(lake: Lake) -> None:
+    """After the mark, protection and policy changes in the subtree are refused, so no detach
+    condition can fail halfway through the cascade."""
+    c = lake.catalog
+    c.create_table(T, rows([1]))
+    c.create_table("p.w.ns.u", rows([2]))
+    refused: list[str] = []
+
+    def meddle(point: str) -> None:
+        if point == "drop-namespace:table" and not refused:
+            for change in (lambda: c.set_protected("p.w.ns.u"), lambda: c.set_policy("p.w.ns.u", {"retain_versions": 2}),
+                           lambda: c.set_policy("p.w.ns", {"retain_versions": 2}), lambda: c.set_protected("p.w.ns")):
+                with pytest.raises(NamespaceNotFound, match="being dropped"):
+                    change()
+                refused.append(point)
+
+    racer = lake.new_catalog(hook=meddle)
+    try:
+        racer.drop_namespace("p.w.ns", cascade=True)
+    finally:
+        racer.close()
+    assert len(refused) == 4
+    assert sorted(r.target for r in c.list_trash() if r.kind == "table") == ["p.w.ns.t", "p.w.ns.u"]
+    assert c.store.get("nsp/p/w/ns") is None
