@@ -493,3 +493,22 @@ def test_every_commit_names_the_acting_identity(lake: Lake, identity: str) -> No
             "user add", "user remove", "token create", "token revoke"} <= operations
     assert {(e.operation, e.actor) for e in new if e.actor != expected} == set()
     assert {r.dropped_by for r in lake.catalog.list_trash()} <= {expected}
+
+
+def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
+    """Commits a pylance client makes through the catalog's namespace carry the same actor."""
+    import lance
+
+    from lake_platform.catalog.pylance_namespace import LakeNamespace
+    from lake_platform_tests.catalog.test_pylance_namespace import ID, data, storage
+
+    alice = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
+    try:
+        lance.write_dataset(data([1]), namespace_client=LakeNamespace(alice), table_id=ID, mode="create",
+                            storage_options=storage(lake))
+    finally:
+        alice.close()
+    olga = Principal("olga", "user", "p", "writer")
+    lance.write_dataset(data([2]), namespace_client=LakeNamespace(lake.catalog, olga), table_id=ID, mode="append",
+                        storage_options=storage(lake))
+    assert [e.actor for e in lake.catalog.history(".".join(ID)) if e.to_version] == ["alice", "olga"]
