@@ -8,6 +8,7 @@ until an explicit purge. Nothing here sleeps: the hooks run the racing operation
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from lake_platform.errors import NamespaceNotFound
 from lake_platform.registry.records import TableRecord, TrashRecord, decode
 
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.test_scale_out import scale_out  # noqa: F401 - the DynamoDB + S3 fixture
 
 T = "p.w.ns.t"
 
@@ -173,3 +175,31 @@ def test_nothing_under_a_cascade_changes_midway(lake: Lake) -> None:
     assert len(refused) == 4
     assert sorted(r.target for r in c.list_trash() if r.kind == "table") == ["p.w.ns.t", "p.w.ns.u"]
     assert c.store.get("nsp/p/w/ns") is None
+
+
+@pytest.mark.slow
+def test_cascade_recreate_and_policies_on_the_scale_out_pair(scale_out: Any) -> None:
+    """The same race on DynamoDB + S3, with a policy on each incarnation: each goes with its own."""
+    settings, c = scale_out
+    c.create_table(T, rows([1]))
+    c.set_policy(T, {"retain_versions": 3})
+    old = c.open_table(T).record
+
+    def race(point: str) -> None:
+        if point == "drop-namespace:checked":
+            c.drop_table(T)
+            c.create_table(T, rows([2]))
+            assert c.effective_policy(T).source is None  # the replacement inherits nothing
+            c.set_policy(T, {"retain_versions": 4})
+
+    racer = Catalog(settings, hook=race)
+    try:
+        racer.drop_namespace("p.w.ns", cascade=True)
+    finally:
+        racer.close()
+    assert len([r for r in c.list_trash(T) if r.table is not None]) == 2
+    c.undrop_namespace("p.w.ns")
+    assert ids_of(c.open_table(T)) == [2] and c.effective_policy(T).policy.retain_versions == 4
+    c.undrop_table(T, as_name="p.w.ns.t_old", incarnation=old.incarnation)
+    assert ids_of(c.open_table("p.w.ns.t_old")) == [1]
+    assert c.effective_policy("p.w.ns.t_old").policy.retain_versions == 3
