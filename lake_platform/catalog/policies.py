@@ -208,12 +208,7 @@ class PolicyMixin:
         who = self._who(principal)
         _scope_shape(scope)
         who.require(scope.split(".")[0], "admin", f"delete policies on {scope}")
-        try:
-            owner = self._policy_owner(scope)
-        except (TableNotFound, NamespaceNotFound) as exc:
-            if "being dropped" in exc.message:
-                raise
-            owner = []
+        owner = self._policy_owner(scope, missing_ok=True)
         item = self._policy_record(scope)
         self._commit_policy(scope, [Delete(item.key, item.revision), *owner,
                                     *self._log_ops(scope, "policy delete", self._actor(actor, who))])
@@ -245,7 +240,8 @@ class PolicyMixin:
         everything in it has gone (anything left there belonged to nothing that still exists)."""
         found = [i for i in self.store.scan_prefix(keys.policy(scope))
                  if i.key == keys.policy(scope) or i.key.startswith(keys.policy(scope) + ".")]
-        return [Delete(i.key, i.revision) for i in found]
+        # Deepest first, so the container's own record lands in the last batch, with its removal.
+        return [Delete(i.key, i.revision) for i in reversed(found)]
 
     def _policy_restore(self: Catalog, kept: dict[str, Any], source: str, target: str) -> list[Op]:
         """Ops that put a trash record's copy of ``source``'s policy back, at ``target``."""
@@ -257,12 +253,20 @@ class PolicyMixin:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _policy_owner(self: Catalog, scope: str) -> list[Op]:
-        """The object at ``scope`` must exist and not be being dropped; returns the conditions that
-        keep it so until the policy change lands (a drop marks it first, then copies its policy)."""
-        kind, key = self._scope(scope)
+    def _policy_owner(self: Catalog, scope: str, *, missing_ok: bool = False) -> list[Op]:
+        """The object at ``scope`` must exist (unless ``missing_ok``) and not be being dropped;
+        returns the conditions that keep it so until the policy change lands (a drop marks it
+        first, then copies its policy)."""
+        try:
+            kind, key = self._scope(scope)
+        except (TableNotFound, NamespaceNotFound):
+            if missing_ok:
+                return []
+            raise
         item = self.store.get(key)
         if item is None:
+            if missing_ok:
+                return []
             raise NamespaceNotFound(f"{kind} {scope} does not exist")
         ops: list[Op] = [Check(key, item.revision)]
         if kind == "table":
