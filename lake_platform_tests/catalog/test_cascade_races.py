@@ -14,7 +14,7 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import NamespaceNotFound
+from lake_platform.errors import NamespaceNotFound, Protected
 from lake_platform.registry.records import TableRecord, TrashRecord, decode
 
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
@@ -203,3 +203,21 @@ def test_cascade_recreate_and_policies_on_the_scale_out_pair(scale_out: Any) -> 
     c.undrop_table(T, as_name="p.w.ns.t_old", incarnation=old.incarnation)
     assert ids_of(c.open_table("p.w.ns.t_old")) == [1]
     assert c.effective_policy("p.w.ns.t_old").policy.retain_versions == 3
+
+
+def test_protection_set_before_the_mark_still_stops_the_cascade(lake: Lake) -> None:
+    c = lake.catalog
+    c.create_table(T, rows([1]))
+
+    def protect(point: str) -> None:
+        if point == "drop-namespace:checked":
+            c.set_protected(T)
+
+    racer = lake.new_catalog(hook=protect)
+    try:
+        with pytest.raises(Protected):
+            racer.drop_namespace("p.w.ns", cascade=True)
+    finally:
+        racer.close()
+    assert c.list_trash() == [] and ids_of(c.open_table(T)) == [1]
+    c.create_table("p.w.ns.u", rows([2]))  # unmarked: the namespace takes creates again
