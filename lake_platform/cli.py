@@ -415,6 +415,36 @@ def policy_set(state: State, scope: str, assignments: tuple[str, ...]) -> None:
     state.emit(record.model_dump(), lambda r: f"policy set at {r['scope']}")
 
 
+@policy.command("unset")
+@click.argument("scope", metavar="SCOPE")
+@click.argument("fields", nargs=-1, required=True, metavar="KEY...")
+@pass_state
+@handles_errors
+def policy_unset(state: State, scope: str, fields: tuple[str, ...]) -> None:
+    """Reset KEYs of the policy record at SCOPE to the platform defaults.
+
+    The record stays and still wins whole over less specific ones; to let those apply again,
+    use `lake policy delete SCOPE`. Keys as for `lake policy set`.
+    """
+    with state.catalog() as catalog:
+        record = catalog.unset_policy(scope, list(fields))
+    state.emit(record.model_dump(), lambda r: f"policy at {r['scope']}: reset {', '.join(fields)} to the defaults")
+
+
+@policy.command("delete")
+@click.argument("scope", metavar="SCOPE")
+@pass_state
+@handles_errors
+def policy_delete(state: State, scope: str) -> None:
+    """Remove the policy record at SCOPE; the next less specific record (or the defaults) applies.
+
+    Works on a record whose object no longer exists (left by older releases).
+    """
+    with state.catalog() as catalog:
+        catalog.delete_policy(scope)
+    state.emit({"deleted": scope}, lambda d: f"deleted the policy record at {d['deleted']}")
+
+
 @policy.command("show")
 @click.argument("scope", metavar="SCOPE")
 @click.option("--effective", is_flag=True, help="Resolve up the hierarchy and say which record won.")

@@ -186,3 +186,41 @@ def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch:
     assert result.exit_code == 1
     assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_every_commit_carries_lake_actor(lake: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_ACTOR", "alice")
+    parquet = str(write_parquet(tmp_path / "a.parquet", [1]))
+    q = "q.w.ns.t"
+    for args in (["project", "create", "q"], ["warehouse", "create", "q.w"], ["namespace", "create", "q.w.ns"],
+                 ["table", "create", q, "--from", parquet], ["ingest", q, parquet],
+                 ["table", "protect", q], ["table", "protect", q, "--off"],
+                 ["policy", "set", q, "trash_grace=1d", "retain_versions=3"], ["policy", "unset", q, "trash_grace"],
+                 ["policy", "delete", q], ["table", "drop", q], ["table", "undrop", q],
+                 ["namespace", "drop", "q.w.ns", "--cascade"], ["namespace", "undrop", "q.w.ns"],
+                 ["namespace", "drop", "q.w.ns", "--cascade", "--purge"], ["trash", "expire"],
+                 ["user", "add", "cy", "--project", "q", "--role", "reader"], ["user", "remove", "cy"],
+                 ["warehouse", "drop", "q.w"], ["project", "drop", "q"]):
+        run(lake, *args)
+    entries = run(lake, "log", "q")
+    assert {"create project", "create warehouse", "create namespace", "create", "append", "protect", "unprotect",
+            "policy set", "policy unset", "policy delete", "drop", "undrop", "drop namespace cascade",
+            "undrop namespace", "purge", "user add", "user remove", "drop warehouse",
+            "drop project"} <= {e["operation"] for e in entries}
+    assert sorted({(e["operation"], e["actor"]) for e in entries if e["actor"] != "alice"}) == []
+
+
+def test_policy_unset_and_delete(lake: CliRunner) -> None:
+    run(lake, "policy", "set", "p.w", "retain_versions=4")
+    run(lake, "policy", "set", "p.w.ns", "retain_versions=3", "retention=1d")
+    unset = run(lake, "policy", "unset", "p.w.ns", "retention")
+    assert unset["policy"]["retention_seconds"] == 7 * 86400 and unset["policy"]["retain_versions"] == 3
+    assert run(lake, "policy", "delete", "p.w.ns") == {"deleted": "p.w.ns"}
+    assert run(lake, "policy", "show", "p.w.ns", "--effective")["source"] == "p.w"
+    for args, code in ((["policy", "delete", "p.w.ns"], 1), (["policy", "unset", "p.w", "nope"], 13),
+                       (["policy", "unset", "p.w.ns", "retention"], 1)):
+        result = lake.invoke(cli, ["--json", *args])
+        assert result.exit_code != 0 and json.loads(result.output)["error"]["code"] == code, result.output
+    for sub in ("unset", "delete"):
+        help_text = lake.invoke(cli, ["policy", sub, "--help"])
+        assert help_text.exit_code == 0 and "SCOPE" in help_text.output

@@ -27,12 +27,14 @@ from lake_platform.registry.records import (
     decode,
     new_id,
 )
-from lake_platform.registry.store import ABSENT, Delete, Item, Put
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
 
 _LIST_LIMIT = 5
+#: Ops per registry transaction when a drop sweeps many records (DynamoDB allows 100).
+_BATCH = 90
 
 
 def _names(items: list[str]) -> str:
@@ -56,8 +58,20 @@ class HierarchyMixin:
             raise NamespaceNotFound(f"{kind_} {name} does not exist")
         cls = {"table": TableRecord, "namespace": NamespaceRecord, "warehouse": WarehouseRecord}[kind_]
         record = decode(cls, item.value, item.key)
-        self.store.transact([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
-                             *self._log_ops(name, "protect" if protected else "unprotect", who.name)])
+        # Nothing being dropped changes under the drop: a cascade detaches each table conditional
+        # on the revision it read, and a protection flip would make that condition fail midway.
+        guard: list[Op] = []
+        if kind_ == "table":
+            parent = self._require_parent(TableName.parse(name))
+            guard.append(Check(parent.key, parent.revision))
+        elif getattr(record, "state", "active") != "active":
+            raise NamespaceNotFound(f"{kind_} {name} is being dropped")
+        try:
+            self.store.transact([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
+                                 *guard, *self._log_ops(name, "protect" if protected else "unprotect",
+                                                        self._actor(None, who))])
+        except ConditionFailed:
+            raise ConcurrentModification(f"{name} changed meanwhile; protection was not changed") from None
 
     # -- namespaces -----------------------------------------------------------------------------
 
@@ -89,45 +103,68 @@ class HierarchyMixin:
         except ConditionFailed:
             self._unmark(marked)
             raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped") from None
-        # Re-list under the mark: anything that landed before it is seen now.
+        self._at("drop-namespace:marked")
+        # Re-list under the mark: anything that landed before it is seen now, and these are the
+        # incarnations the cascade detaches (a drop + recreate before the mark shows up here as
+        # the replacement; nothing can replace a table after the mark).
         spaces_now, tables_now = self._subtree(nname)
-        if len(spaces_now) != len(spaces) or len(tables_now) != len(tables) or (not cascade and tables_now):
+        if len(spaces_now) != len(spaces) or (not cascade and tables_now):
             self._unmark(marked)
             raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped")
+        late = [t.name for t, _ in tables_now if t.protected]
+        if late and not force:
+            self._unmark(marked)
+            raise Protected(f"namespace {nname} contains protected objects: {_names(late)}; "
+                            "unprotect them or pass force")
         commit_id = new_id()
-        if tables:
-            self._detach_tables(nname, spaces, tables, who, commit_id, purge)
+        if tables_now:
+            self._detach_tables(nname, spaces_now, [t for t, _ in tables_now], who, commit_id, purge)
         for record, ns_item in marked:  # deepest first
-            self.store.transact([Delete(ns_item.key, ns_item.revision),
-                                 *self._log_ops(record.name, "drop namespace", who.name, commit_id=new_id(),
-                                                detail={"cascade": cascade, "cascade_id": commit_id})])
+            self._at("drop-namespace:namespace")
+            self._transact_chunked([*self._policy_sweep(record.name), Delete(ns_item.key, ns_item.revision),
+                                    *self._log_ops(record.name, "drop namespace", self._actor(None, who),
+                                                   commit_id=new_id(),
+                                                   detail={"cascade": cascade, "cascade_id": commit_id})])
         return CommitResult(commit_id, str(nname), "drop namespace", None, None)
 
     def _detach_tables(self: Catalog, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
-                       tables: list[tuple[TableRecord, Item]], who: Principal, cascade_id: str, purge: bool) -> None:
-        """Cascade: file one namespace trash record (the undo list), then move every table to
-        the trash. No destructive storage call happens here, whatever the grace."""
+                       tables: list[TableRecord], who: Principal, cascade_id: str, purge: bool) -> None:
+        """Cascade: file one namespace trash record (the undo list, with the namespaces'
+        policies), then move every table to the trash, each conditional on the incarnation
+        listed under the mark. No destructive storage call happens here, whatever the grace."""
         grace = self.effective_policy(str(nname)).policy.trash_grace
         dropped_at = self.clock.wall_ms()
         expires_at = dropped_at + (0 if purge else int(grace.total_seconds() * 1000))
-        table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t, _ in tables]
+        table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t in tables]
+        actor = self._actor(None, who)
+        # Namespaces are marked, so their policies can no longer change: this copy is final.
+        kept: dict[str, Any] = {}
+        for record, _ in spaces:
+            kept.update(self._policy_detach(record.name)[1])
         ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at, expires_at_ms=expires_at,
-                               dropped_by=who.name, namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
-                               table_trash_keys=table_keys, cascade_id=cascade_id)
+                               dropped_by=actor,
+                               namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
+                               table_trash_keys=table_keys, cascade_id=cascade_id, policies=kept)
         self.store.transact([Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
-                             *self._log_ops(str(nname), "drop namespace cascade", who.name, commit_id=cascade_id,
+                             *self._log_ops(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
                                             detail={"tables": len(tables), "namespaces": len(spaces),
                                                     "expires_at_ms": expires_at})])
-        for (table, item), trash_key in zip(tables, table_keys, strict=True):
+        for table in tables:
             self._at("drop-namespace:table")
-            record = TrashRecord(kind="table", target=table.name, dropped_at_ms=dropped_at, expires_at_ms=expires_at,
-                                 dropped_by=who.name, table=table, cascade_id=cascade_id)
-            self.store.transact([Delete(item.key, item.revision), Put(trash_key, record.encode(), ABSENT),
-                                 *self._log_ops(table.name, "drop", who.name, incarnation=table.incarnation,
-                                                from_version=table.current_version,
-                                                detail={"cascade_id": cascade_id, "expires_at_ms": expires_at})])
+            # A table a racing single drop already took is left to that drop's own trash record.
+            self._detach_table(TableName.parse(table.name), table.incarnation, actor=actor, dropped_at=dropped_at,
+                               expires_at=expires_at, step="drop-namespace", cascade_id=cascade_id,
+                               skip_vanished=True)
         if purge:
             self.expire_trash(now_ms=expires_at, principal=who, only=table_keys)
+
+    def _transact_chunked(self: Catalog, ops: list[Op]) -> None:
+        """One transaction when it fits; otherwise the leading ops go first in batches and the
+        last batch (the one that removes the object and logs it) lands whole."""
+        while len(ops) > _BATCH:
+            self.store.transact(ops[:_BATCH])
+            ops = ops[_BATCH:]
+        self.store.transact(ops)
 
     def _unmark(self: Catalog, marked: list[tuple[NamespaceRecord, Item]]) -> None:
         for record, item in marked:
@@ -210,8 +247,9 @@ class HierarchyMixin:
             self.store.compare_and_swap(item.key, marked.revision, item.value)
             raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(after)}")
         commit_id = new_id()
-        self.store.transact([Delete(item.key, marked.revision),
-                             *self._log_ops(target, operation, who.name, commit_id=commit_id)])
+        # Whatever policy records are left at or under it go with it (a recreate starts clean).
+        self._transact_chunked([*self._policy_sweep(target), Delete(item.key, marked.revision),
+                                *self._log_ops(target, operation, self._actor(None, who), commit_id=commit_id)])
         return CommitResult(commit_id, target, operation, None, None)
 
     # -- helpers ----------------------------------------------------------------------------

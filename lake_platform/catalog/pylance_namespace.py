@@ -236,8 +236,8 @@ class LakeNamespace(LanceNamespace):
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"write to {tname}")
             record, revision = self.catalog._table(tname, declared=True)
-            pending = PendingCommit(commit_id=new_id(), operation="commit", actor=self.principal.name,
-                                    detail={"client": "pylance"})
+            pending = PendingCommit(commit_id=new_id(), operation="commit",
+                                    actor=self.catalog._actor(None, self.principal), detail={"client": "pylance"})
             with self.catalog.gate.hold(record.incarnation) as lease:
                 record, revision = self.catalog._table(tname, incarnation=record.incarnation, declared=True)
                 bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending, lease=lease)

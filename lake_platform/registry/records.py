@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -181,5 +181,8 @@ class TrashRecord(Record):
     namespaces: list[NamespaceRecord] = Field(default_factory=list)
     table_trash_keys: list[str] = Field(default_factory=list)
     cascade_id: str | None = None
+    #: The policy records that went with the dropped objects (scope → policy record as JSON),
+    #: put back by an undrop; purged with this record, so a recreate never inherits them.
+    policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: "purging" once expiry has claimed it: undrop refuses, a rerun of expiry finishes it.
     state: Literal["trashed", "purging"] = "trashed"
