@@ -11,7 +11,8 @@ registered table plus work proportional to what is new:
   the cursor (an entry was added, renamed in or removed) is it listed with ``os.scandir``, and only
   entries whose landing time ``max(ctime, mtime)`` is past the cursor ``(landed_ns, name)`` are
   taken. A rename into the folder updates the inode's ctime, so ``mv`` of an old file counts as
-  landing now. Entries younger than ``SETTLE_SECONDS`` are left for the next tick, so a file that
+  landing now. A symbolic link is listed with its own identity (``lstat``); it is read only when
+  its target stays in the table's folder, else ingest quarantines the link (never its target). Entries younger than ``SETTLE_SECONDS`` are left for the next tick, so a file that
   lands later can never sort before the cursor. Cost per changed folder: one scandir of that
   folder (ingested files stay in place; keep table folders small by moving or expiring old files).
 - **S3**: ``ListObjectsV2(Prefix=<table>/, StartAfter=<cursor key>, Delimiter=/)``, paging, so
@@ -91,7 +92,8 @@ class Inbox(ABC):
     @abstractmethod
     @contextmanager
     def local_copy(self, file: InboxFile) -> Iterator[Path]:
-        """A local path with the file's bytes (the file itself for a local inbox)."""
+        """A local path with the file's bytes (the file itself for a local inbox), never a path
+        outside the table's inbox folder: a link leading out of it raises ``SourceError``."""
 
     @abstractmethod
     def quarantine(self, file: InboxFile, reason: str) -> str:
@@ -123,7 +125,7 @@ class LocalInbox(Inbox):
         found: list[tuple[int, str, InboxFile]] = []
         with os.scandir(folder) as entries:
             for entry in entries:
-                if not _wanted(entry.name) or not entry.is_file(follow_symlinks=False):
+                if not _wanted(entry.name) or not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
                     continue
                 st = entry.stat(follow_symlinks=False)
                 landed = max(st.st_ctime_ns, st.st_mtime_ns)
@@ -140,14 +142,18 @@ class LocalInbox(Inbox):
 
     def stat(self, key: str) -> InboxFile | None:
         try:
-            st = (self.root / key).stat()
+            st = (self.root / key).lstat()  # a link's own identity, as listed; its target is not ours
         except FileNotFoundError:
             return None
         return InboxFile(key, st.st_size, st.st_mtime_ns)
 
     @contextmanager
     def local_copy(self, file: InboxFile) -> Iterator[Path]:
-        yield self.root / file.key
+        from lake_platform.sources import confined
+
+        # The folder is taken as written under the resolved root, so a table folder that is itself
+        # a link elsewhere confines nothing and its files are refused too.
+        yield confined(self.root / file.key, self.root / table_folder(file.table), name=file.name)
 
     def quarantine(self, file: InboxFile, reason: str) -> str:
         target = self.root / QUARANTINE / file.key
