@@ -44,7 +44,7 @@ def keys_of(request: dg.RunRequest) -> list[str]:
 
 def run(instance: dg.DagsterInstance, lake: Lake, request: dg.RunRequest, *, raise_on_error: bool = True,
         with_checks: bool = False) -> dg.ExecuteInProcessResult:
-    assets: list[object] = [ingested, *checks.ALL[:2]] if with_checks else [ingested]
+    assets: list[object] = [ingested, *checks.ALL[:3]] if with_checks else [ingested]
     return dg.materialize(assets, partition_key=request.partition_key, instance=instance,
                           resources=lake.resources, run_config=request.run_config, raise_on_error=raise_on_error)
 
