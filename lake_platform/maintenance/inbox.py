@@ -23,6 +23,7 @@ registered table plus work proportional to what is new:
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -35,6 +36,8 @@ from typing import Any
 
 from lake_platform.errors import InvalidInput
 from lake_platform.settings import LakeSettings
+
+log = logging.getLogger(__name__)
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".arrow")
 QUARANTINE = "_quarantine"
@@ -112,12 +115,19 @@ class LocalInbox(Inbox):
         self.root = Path(str(root).removeprefix("file://")).expanduser().resolve()
         self.location = self.root.as_posix()
 
+    def _in_place(self, folder: Path) -> bool:
+        """The folder is where its path says: no link on the way from the root leads elsewhere."""
+        return folder.resolve() == folder
+
     def list_new(self, table: str, cursor: str | None, limit: int) -> tuple[list[InboxFile], str | None]:
         folder = self.root / table_folder(table)
         after = _parse_local_cursor(cursor)
         try:
             folder_stat = folder.stat()
         except FileNotFoundError:
+            return [], cursor
+        if not self._in_place(folder):
+            log.warning("inbox folder of %s is a symbolic link to another place; its files are not ingested", table)
             return [], cursor
         if after is not None and folder_stat.st_mtime_ns < after[0]:
             return [], cursor  # nothing added, renamed in or removed since the cursor
@@ -158,6 +168,11 @@ class LocalInbox(Inbox):
     def quarantine(self, file: InboxFile, reason: str) -> str:
         target = self.root / QUARANTINE / file.key
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not self._in_place((self.root / file.key).parent):
+            # Moving would pull a file that lives elsewhere into the inbox: leave it, note why.
+            note = target.with_name(target.name + ".reason.txt")
+            note.write_text(reason.rstrip() + "\n(left in place: its folder is a symbolic link)\n")
+            return note.relative_to(self.root).as_posix()
         if target.exists():
             target = target.with_name(f"{target.stem}.{time.time_ns()}{target.suffix}")
         os.replace(self.root / file.key, target)
