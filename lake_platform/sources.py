@@ -192,16 +192,18 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema, source: Source, rows_before:
 
 
 #: What a reader's message may contribute: fixed phrases and numbers, never quoted text.
-_FACTS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"Expected (\d+) columns?, got (\d+)"), "expected {0} columns, got {1}"),
+_FACTS: list[tuple[re.Pattern[str], Callable[..., str]]] = [
+    (re.compile(r"Expected (\d+) columns?, got (\d+)"), "expected {} columns, got {}".format),
+    (re.compile(r"In CSV column #(\d+)"), lambda n: f"in column {int(n) + 1}"),
+    (re.compile(r"conversion error to ([\w\[\]]+)"), "a value does not convert to {}".format),
     (re.compile(r"changed from (number|string|boolean|null|object|array) to (number|string|boolean|null|object|array)"),
-     "a field changed from {0} to {1}"),
-    (re.compile(r"JSON parse error"), "malformed JSON"),
-    (re.compile(r"CSV parse error"), "malformed CSV"),
-    (re.compile(r"magic bytes not found|not a parquet file", re.IGNORECASE), "not a Parquet file"),
+     "a field changed from {} to {}".format),
+    (re.compile(r"JSON parse error"), lambda: "malformed JSON"),
+    (re.compile(r"CSV parse error"), lambda: "malformed CSV"),
+    (re.compile(r"magic bytes not found|not a parquet file", re.IGNORECASE), lambda: "not a Parquet file"),
     (re.compile(r"Not an Arrow file|metadata bytes|Invalid IPC|IPC stream", re.IGNORECASE),
-     "not an Arrow IPC file or stream"),
-    (re.compile(r"Unexpected end of|premature end|truncated", re.IGNORECASE), "the file ends early"),
+     lambda: "not an Arrow IPC file or stream"),
+    (re.compile(r"Unexpected end of|premature end|truncated", re.IGNORECASE), lambda: "the file ends early"),
 ]
 _POSITION = re.compile(r"\bin row (\d+)\b|\bRow #(\d+)\b")
 
@@ -241,7 +243,7 @@ def _unreadable(source: Source, exc: BaseException, rows_before: int | None) -> 
     if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
         return SourceError(f"cannot read {source.label}: {exc.strerror or 'I/O error'}")
     first = (str(exc).strip().splitlines() or [""])[0]
-    kinds = [template.format(*found.groups()) for pattern, template in _FACTS if (found := pattern.search(first))]
+    kinds = [say(*found.groups()) for pattern, say in _FACTS if (found := pattern.search(first))]
     if len(kinds) > 1:  # "malformed CSV" says less than "expected 2 columns, got 3"
         kinds = [k for k in kinds if not k.startswith("malformed ")] or kinds
     facts = kinds or [f"malformed {source.format} data ({type(exc).__name__})"]

@@ -278,3 +278,16 @@ def test_a_bad_csv_line_is_located(tmp_path: Path) -> None:
     message = str(raised.value)
     assert "bad.csv" in message and "expected 2 columns, got 3" in message and "at line 4" in message
     assert "extra" not in message
+
+
+def test_a_value_that_breaks_type_inference_midway_is_not_quoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lake_platform import sources
+
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 16)  # the bad value lands in a later block
+    bad = tmp_path / "late.csv"
+    bad.write_text("id,name\n" + "".join(f"{i},x\n" for i in range(5)) + f"{SECRET},y\n")
+    with pytest.raises(InvalidInput) as raised:
+        sources.open_many([sources.describe(bad)]).read_all()
+    message = str(raised.value)
+    assert SECRET not in message
+    assert message == "cannot read late.csv as csv: in column 1, a value does not convert to int64, after row 5"
