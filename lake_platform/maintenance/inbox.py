@@ -12,8 +12,10 @@ registered table plus work proportional to what is new:
   entries whose landing time ``max(ctime, mtime)`` is past the cursor ``(landed_ns, name)`` are
   taken. A rename into the folder updates the inode's ctime, so ``mv`` of an old file counts as
   landing now. A symbolic link is listed with its own identity (``lstat``); it is read only when
-  its target stays in the table's folder, else ingest quarantines the link (never its target). Entries younger than ``SETTLE_SECONDS`` are left for the next tick, so a file that
-  lands later can never sort before the cursor. Cost per changed folder: one scandir of that
+  its target stays in the table's folder, else ingest quarantines the link (never its target);
+  a table folder that is itself a link elsewhere is not listed. Entries younger than
+  ``SETTLE_SECONDS`` are left for the next tick, so a file that lands later can never sort
+  before the cursor. Cost per changed folder: one scandir of that
   folder (ingested files stay in place; keep table folders small by moving or expiring old files).
 - **S3**: ``ListObjectsV2(Prefix=<table>/, StartAfter=<cursor key>, Delimiter=/)``, paging, so
   only keys after the cursor are returned. S3 lists by key, not by time: producers must name
