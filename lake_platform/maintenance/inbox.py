@@ -128,11 +128,11 @@ class LocalInbox(Inbox):
             folder_stat = folder.stat()
         except FileNotFoundError:
             return [], cursor
-        if not self._in_place(folder):
-            log.warning("inbox folder of %s is a symbolic link to another place; its files are not ingested", table)
-            return [], cursor
         if after is not None and folder_stat.st_mtime_ns < after[0]:
             return [], cursor  # nothing added, renamed in or removed since the cursor
+        if not self._in_place(folder):  # checked only when listing: the unchanged tick stays one stat
+            log.warning("inbox folder of %s is a symbolic link to another place; its files are not ingested", table)
+            return [], cursor
         settled = time.time_ns() - int(SETTLE_SECONDS * 1e9)
         found: list[tuple[int, str, InboxFile]] = []
         with os.scandir(folder) as entries:
