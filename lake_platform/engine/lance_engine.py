@@ -325,13 +325,27 @@ def versions_on_disk(location: str, storage_options: dict[str, str] | None = Non
     Used to prove that no commit bypassed the registry: the newest version on disk must be the
     registered one.
     """
-    found = set()
+    return sorted({m.version for m in manifests_on_disk(location, storage_options)})
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    version: int
+    path: str  # relative to the table location
+    staging: bool  # ``<name>.manifest-<uuid>``: written by a commit that may not have registered
+    mtime: dt.datetime | None
+
+
+def manifests_on_disk(location: str, storage_options: dict[str, str] | None = None) -> list[ManifestFile]:
+    """Every manifest file under ``_versions/`` (V1 or V2 naming, final or staging), by version."""
+    found = []
     for entry in list_files(location, storage_options):
         if entry.path.startswith("_versions/") and ".manifest" in entry.path:
-            stem = entry.path.removeprefix("_versions/").split(".manifest", 1)[0]
+            stem, _, rest = entry.path.removeprefix("_versions/").partition(".manifest")
             if stem.isdigit():
-                found.add((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem))
-    return sorted(found)
+                version = (1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)
+                found.append(ManifestFile(version, entry.path, rest.startswith("-"), entry.mtime))
+    return sorted(found, key=lambda m: (m.version, m.path))
 
 
 def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
