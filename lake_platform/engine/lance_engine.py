@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -376,3 +377,100 @@ def manifest_exists(location: str, manifest_path: str, storage_options: dict[str
         return os.path.exists(_object_path(location, manifest_path))
     fs, _ = _filesystem(location, storage_options)
     return fs.get_file_info(_object_path(location, manifest_path)).type == pafs.FileType.File
+
+
+#: Where manifests written around the registry are moved (never deleted): outside Lance's own
+#: folders, so Lance never builds on them and the orphan scan never reclaims them.
+QUARANTINE_DIR = "_quarantine"
+
+
+def is_staging_manifest(manifest_path: str) -> bool:
+    """Lance's staging manifests are ``<name>.manifest-<uuid>``; canonical ones end in ``.manifest``."""
+    return ".manifest-" in manifest_path.rsplit("/", 1)[-1]
+
+
+def canonical_manifest_path(manifest_path: str, version: int) -> str:
+    """The canonical (V2) manifest path of ``version``, in the same form as ``manifest_path``."""
+    return f"{manifest_path.rpartition('/')[0]}/{_final_manifest_name(version)}"
+
+
+def _manifest_version(name: str) -> int | None:
+    """The version a canonical manifest name stands for (V1 ``N.manifest`` or V2), else None."""
+    stem, dot, rest = name.partition(".manifest")
+    if not dot or rest or not stem.isdigit():
+        return None  # staging manifests, Lance's temporary ``#k`` copies, other files
+    return (1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)
+
+
+def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
+    """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
+    ``_versions/``, which is what Lance itself lists to find the newest version."""
+    found: dict[int, list[str]] = {}
+    if not location.startswith("s3://"):
+        try:
+            names = [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
+        except FileNotFoundError:
+            return found
+    else:
+        fs, root = _filesystem(location, storage_options)
+        infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
+        names = [i.base_name for i in infos if i.type == pafs.FileType.File]
+    for name in names:
+        version = _manifest_version(name)
+        if version is not None:
+            found.setdefault(version, []).append(f"_versions/{name}")
+    return found
+
+
+def quarantine_files(location: str, paths: Sequence[str], tag: str,
+                     storage_options: dict[str, str] | None = None) -> list[str]:
+    """Move files (relative paths) to ``_quarantine/<tag>/<path>``; return the new paths.
+
+    A move, not a delete: a manifest written around the registry is evidence an operator may
+    want, but Lance must stop seeing it (it builds every commit on the newest manifest on disk).
+    """
+    moved = []
+    fs, root = (None, location.removeprefix("file://")) if not location.startswith("s3://") else _filesystem(
+        location, storage_options)
+    for path in paths:
+        target = f"{QUARANTINE_DIR}/{tag}/{path}"
+        src, dst = f"{root.rstrip('/')}/{path}", f"{root.rstrip('/')}/{target}"
+        try:
+            if fs is None:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.rename(src, dst)
+            else:
+                fs.move(src, dst)
+        except FileNotFoundError:
+            continue  # someone else moved it already
+        moved.append(target)
+    return moved
+
+
+def publish_manifest(location: str, version: int, staging_path: str,
+                     storage_options: dict[str, str] | None = None) -> str:
+    """Put a staged manifest at its canonical path *before* the registry commits it; return
+    that path (the one the registry then records).
+
+    The caller holds the table's write lease and has checked that ``version`` is the next one,
+    so anything already at the canonical path is unregistered (a rogue writer's, or a commit
+    that never reached the registry): it is moved to quarantine first. Locally a hard link is
+    the copy and refuses to replace a file that appeared meanwhile (the caller's commit then
+    fails and changes nothing)."""
+    final_path = canonical_manifest_path(staging_path, version)
+    src, dst = _object_path(location, staging_path), _object_path(location, final_path)
+    displaced = canonical_manifests(location, storage_options).get(version, [])
+    if displaced:
+        quarantine_files(location, displaced, f"v{version}-{uuid.uuid4().hex[:12]}", storage_options)
+    if not location.startswith("s3://"):
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            raise  # a file appeared meanwhile: never replace it
+        except OSError:  # no hard links on this filesystem; "x" still refuses to replace
+            with open(src, "rb") as source, open(dst, "xb") as target:
+                shutil.copyfileobj(source, target)
+        return final_path
+    fs, _ = _filesystem(location, storage_options)
+    fs.copy_file(src, dst)
+    return final_path
