@@ -20,6 +20,7 @@ its own namespace instance bound to one table incarnation and one pending commit
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRe
 from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
 
 from lake_platform.catalog.lease import Lease
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -198,19 +201,13 @@ class BoundTableNamespace(LanceNamespace):
         staging = str(_field(request, "manifest_path"))
         with self._lock, self.lease.fenced() as lease_check:
             self._require_next(version)
-            try:
-                manifest_path = engine.publish_manifest(self.record.location, version, staging, self.storage_options)
-            except FileExistsError:
-                raise ConcurrentModification(
-                    f"a manifest for version {version} of {self.name} appeared on storage during the commit"
-                ) from None
             step = len(pending.landed)
             at = now_ms()
             log_key = keys.log_entry(str(self.name), at, pending.commit_id, step)
             ver = VersionRecord(
                 incarnation=self.record.incarnation,
                 version=version,
-                manifest_path=manifest_path,
+                manifest_path=staging,
                 manifest_size=_field(request, "manifest_size"),
                 e_tag=_field(request, "e_tag"),
                 naming_scheme=_field(request, "naming_scheme"),
@@ -262,8 +259,11 @@ class BoundTableNamespace(LanceNamespace):
             ]
             if step == 0:
                 ops += pending.extra_ops
+            published: tuple[VersionRecord, int] | None = None
             try:
                 results = self.store.transact(ops)
+                assert results[0] is not None
+                published = self._publish(ver, results[0].revision)
                 if self._fault is not None:
                     self._fault("after-commit")
             except ConditionFailed as exc:
@@ -273,15 +273,37 @@ class BoundTableNamespace(LanceNamespace):
                 # Unknown outcome: look for our own version record before anyone retries.
                 results = self._resolve_unknown(version, pending.commit_id)
             assert results[0] is not None and results[1] is not None and results[3] is not None
+            if published is None:
+                published = self._publish(decode(VersionRecord, results[0].value, results[0].key), results[0].revision)
             if step == 0:
                 pending.from_version = self.record.current_version
-            pending.versions[version] = (ver, results[0].revision)
+            ver = published[0]
+            pending.versions[version] = published
             pending.staged[version] = staging
             self.record = new_record
             self.record_revision = results[1].revision
             pending.marker_revision = results[3].revision
             pending.landed.append((version, log_key))
         return CreateTableVersionResponse(version=_table_version(ver))
+
+    def _publish(self, ver: VersionRecord, revision: int) -> tuple[VersionRecord, int]:
+        """Right after the registry accepted a staging manifest: put it at its canonical path
+        and point the record there, so that nobody ever opens a staging manifest (Lance
+        "finishes the commit" on open, writing to storage each time). Only after the commit:
+        a writer whose commit is refused (a lost lease) must leave no canonical manifest.
+        A failure leaves the version valid at its staging path; the next writer finishes it."""
+        if not engine.is_staging_manifest(ver.manifest_path):
+            return ver, revision  # resolved after an unknown outcome: already published
+        try:
+            final = engine.finalize_manifest(self.record.location, ver.version, ver.manifest_path,
+                                             self.storage_options)
+            done = ver.model_copy(update={"manifest_path": final})
+            item = self.store.compare_and_swap(keys.version(self.record.incarnation, ver.version), revision,
+                                               done.encode())
+            return done, item.revision
+        except Exception:  # noqa: BLE001 - the commit stands either way
+            log.warning("could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True)
+            return ver, revision
 
     def _require_next(self, version: int) -> None:
         """Accept version N only on top of the registered N-1 (Lance builds on whatever it
@@ -296,13 +318,22 @@ class BoundTableNamespace(LanceNamespace):
             raise ConcurrentModification(f"version {version} of {self.name} is already committed")
         rogue = sorted(p for v, paths in engine.canonical_manifests(self.record.location, self.storage_options).items()
                        if v > current for p in paths)
-        moved = engine.quarantine_files(self.record.location, rogue, f"refused-{new_id()}", self.storage_options)
+        moved: list[str] = []
+        if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
+            moved = engine.quarantine_files(self.record.location, rogue, f"refused-{new_id()}",
+                                            self.storage_options)
         raise InvalidTableState(
             f"commit of version {version} of {self.name} refused: it was not built on the registered version "
             f"{current} but on manifests written around the registry ({', '.join(rogue) or 'since removed'}); "
             f"nothing was committed{'; they were moved to ' + engine.QUARANTINE_DIR + '/' if moved else ''}. "
             "Retry the write."
         )
+
+    def _lease_is_current(self) -> bool:
+        if self.lease is None:
+            return False
+        item = self.store.get(self.lease.key)
+        return item is not None and item.revision == self.lease.revision
 
     def _answer(self, rec: VersionRecord) -> TableVersion:
         """The version as Lance should open it. A record still naming a staging manifest (a

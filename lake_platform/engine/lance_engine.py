@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -446,31 +445,3 @@ def quarantine_files(location: str, paths: Sequence[str], tag: str,
         moved.append(target)
     return moved
 
-
-def publish_manifest(location: str, version: int, staging_path: str,
-                     storage_options: dict[str, str] | None = None) -> str:
-    """Put a staged manifest at its canonical path *before* the registry commits it; return
-    that path (the one the registry then records).
-
-    The caller holds the table's write lease and has checked that ``version`` is the next one,
-    so anything already at the canonical path is unregistered (a rogue writer's, or a commit
-    that never reached the registry): it is moved to quarantine first. Locally a hard link is
-    the copy and refuses to replace a file that appeared meanwhile (the caller's commit then
-    fails and changes nothing)."""
-    final_path = canonical_manifest_path(staging_path, version)
-    src, dst = _object_path(location, staging_path), _object_path(location, final_path)
-    displaced = canonical_manifests(location, storage_options).get(version, [])
-    if displaced:
-        quarantine_files(location, displaced, f"v{version}-{uuid.uuid4().hex[:12]}", storage_options)
-    if not location.startswith("s3://"):
-        try:
-            os.link(src, dst)
-        except FileExistsError:
-            raise  # a file appeared meanwhile: never replace it
-        except OSError:  # no hard links on this filesystem; "x" still refuses to replace
-            with open(src, "rb") as source, open(dst, "xb") as target:
-                shutil.copyfileobj(source, target)
-        return final_path
-    fs, _ = _filesystem(location, storage_options)
-    fs.copy_file(src, dst)
-    return final_path
