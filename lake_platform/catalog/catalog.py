@@ -751,15 +751,37 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
 
     def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int) -> bool:
         """Canonical manifest in place, registry pointed at it, staging object removed; False if
-        there was nothing to do."""
+        there was nothing to do (or a concurrent helper did it).
+
+        Safe without the write lease: the registry already chose this staging manifest, so every
+        helper copies the same bytes, and the record moves only by compare-and-swap."""
         if not engine.is_staging_manifest(ver.manifest_path):
             return False
         storage = self._storage(record.location)
         final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
-        self.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
-                                    ver.model_copy(update={"manifest_path": final}).encode())
+        try:
+            self.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
+                                        ver.model_copy(update={"manifest_path": final}).encode())
+        except ConcurrentModification:
+            return False  # finished (or cleaned up) by someone else meanwhile
         engine.remove_files(record.location, [ver.manifest_path], storage)
         return True
+
+    def finish_versions(self, name: str, *, principal: Principal | None = None) -> list[int]:
+        """A maintenance step: finish every registered version whose writer stopped between
+        its registry commit and publishing its manifest (or that older code left at its staging
+        path). Readers never do this (an open never writes); the next writer does it for the
+        newest versions. Idempotent; returns the versions it finished."""
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self._table(tname)
+        finished = []
+        for item in self.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if self._finish_version(record, ver, item.revision):
+                finished.append(ver.version)
+        return finished
 
     def _settle(self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None) -> list[str]:
         """Under the write lease, before a write: make storage agree with the registry.
@@ -804,11 +826,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         record, _ = self._table(tname)
         with self.gate.hold(record.incarnation):
             record, _ = self._table(tname, incarnation=record.incarnation)
-            finalized = []
-            for item in self.store.scan_prefix(keys.versions(record.incarnation)):
-                ver = decode(VersionRecord, item.value, item.key)
-                if self._finish_version(record, ver, item.revision):
-                    finalized.append(ver.version)
+            finalized = self.finish_versions(name, principal=who)
             try:
                 quarantined = self._settle(tname, record)
             except InvalidTableState:
