@@ -749,16 +749,28 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
 
-    def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int) -> bool:
+    def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *, leased: bool = False) -> bool:
         """Canonical manifest in place, registry pointed at it, staging object removed; False if
         there was nothing to do (or a concurrent helper did it).
 
         Safe without the write lease: the registry already chose this staging manifest, so every
-        helper copies the same bytes, and the record moves only by compare-and-swap."""
+        helper copies the same bytes, and the record moves only by compare-and-swap. A different
+        manifest squatting on the canonical path is moved to quarantine, under the lease only."""
         if not engine.is_staging_manifest(ver.manifest_path):
             return False
         storage = self._storage(record.location)
-        final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        try:
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        except engine.ManifestConflict:
+            if not leased:
+                raise InvalidTableState(
+                    f"version {ver.version} of {record.name} cannot be finalized: a manifest written around the "
+                    "registry sits at its canonical path; `repair_table` moves it aside") from None
+            squatters = engine.canonical_manifests(record.location, storage).get(ver.version, [])
+            log.warning("%s: manifests squatting on version %s moved to quarantine: %s", record.name, ver.version,
+                        squatters)
+            engine.quarantine_files(record.location, squatters, f"unregistered-{new_id()}", storage)
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
         try:
             self.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
                                         ver.model_copy(update={"manifest_path": final}).encode())
@@ -776,10 +788,13 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
         record, _ = self._table(tname)
+        return self._finish_all(record, leased=False)
+
+    def _finish_all(self, record: TableRecord, *, leased: bool) -> list[int]:
         finished = []
         for item in self.store.scan_prefix(keys.versions(record.incarnation)):
             ver = decode(VersionRecord, item.value, item.key)
-            if self._finish_version(record, ver, item.revision):
+            if self._finish_version(record, ver, item.revision, leased=leased):
                 finished.append(ver.version)
         return finished
 
@@ -798,7 +813,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         while version > 0:
             item = self.store.get(keys.version(record.incarnation, version))
             if item is None or not self._finish_version(record, decode(VersionRecord, item.value, item.key),
-                                                        item.revision):
+                                                        item.revision, leased=True):
                 break
             version -= 1
         storage = self._storage(record.location)
@@ -826,7 +841,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         record, _ = self._table(tname)
         with self.gate.hold(record.incarnation):
             record, _ = self._table(tname, incarnation=record.incarnation)
-            finalized = self.finish_versions(name, principal=who)
+            finalized = self._finish_all(record, leased=True)
             try:
                 quarantined = self._settle(tname, record)
             except InvalidTableState:

@@ -10,9 +10,9 @@ Lance numbers a commit after the newest manifest it finds *on storage*, and buil
 manifest. So the registry also checks what a commit is built on: version N is accepted only if
 N-1 is the registered current version; anything else was built on a manifest written around the
 registry and is refused (the manifests above the registered version are moved to quarantine
-first, so the next write lands where it should). The accepted manifest is put at its canonical
-path before the registry records it, so the registry never points at a staging manifest and no
-reader ever has to finish a commit (which, in Lance, means writing to storage).
+first, so the next write lands where it should). Right after the registry accepts a staging
+manifest, the namespace publishes it at its canonical path and points the version record there,
+so no reader ever has to finish a commit (which, in Lance, means writing to storage).
 
 Lance calls back from its own threads, where context variables are not set, so each write gets
 its own namespace instance bound to one table incarnation and one pending commit.
@@ -343,7 +343,8 @@ class BoundTableNamespace(LanceNamespace):
         if not engine.is_staging_manifest(rec.manifest_path):
             return _table_version(rec)
         canonical = engine.canonical_manifest_path(rec.manifest_path, rec.version)
-        if engine.manifest_exists(self.record.location, canonical, self.storage_options):
+        size = engine.manifest_size(self.record.location, canonical, self.storage_options)
+        if size is not None and rec.manifest_size in (None, size):  # a different size: not ours
             return _table_version(rec.model_copy(update={"manifest_path": canonical, "e_tag": None}))
         if self.pending is None:
             raise InvalidTableState(

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
-# design (the registry points at it), so silence that one logger unless the user chose levels.
+# design (the catalog publishes the canonical manifest itself, right after the registry commit),
+# so silence that one logger unless the user chose levels.
 os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manifest=error")
 
 import lance  # noqa: E402
@@ -334,6 +335,11 @@ def versions_on_disk(location: str, storage_options: dict[str, str] | None = Non
     return sorted(found)
 
 
+class ManifestConflict(RuntimeError):
+    """A different manifest already sits at a committed version's canonical path (written
+    around the registry): the committed one cannot be published there."""
+
+
 def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
     """Materialize a committed version's manifest at its canonical path; return that path.
 
@@ -355,7 +361,7 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
             os.link(src, dst)
         except FileExistsError:
             if os.path.getsize(dst) != os.path.getsize(src):
-                raise RuntimeError(f"canonical manifest for version {version} differs from the committed one") from None
+                raise ManifestConflict(f"canonical manifest for version {version} differs from the committed one") from None
         except OSError:  # no hard links on this filesystem
             if not os.path.exists(dst):
                 shutil.copyfile(src, dst)
@@ -365,8 +371,20 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
     if info.type != pafs.FileType.File:
         fs.copy_file(src, dst)
     elif info.size != fs.get_file_info(src).size:
-        raise RuntimeError(f"canonical manifest for version {version} differs from the committed one")
+        raise ManifestConflict(f"canonical manifest for version {version} differs from the committed one")
     return final_path
+
+
+def manifest_size(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The size of a manifest (as the registry names it), or None when it is not on storage."""
+    if not location.startswith("s3://"):
+        try:
+            return os.path.getsize(_object_path(location, manifest_path))
+        except FileNotFoundError:
+            return None
+    fs, _ = _filesystem(location, storage_options)
+    info = fs.get_file_info(_object_path(location, manifest_path))
+    return int(info.size or 0) if info.type == pafs.FileType.File else None
 
 
 def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:

@@ -257,3 +257,21 @@ def test_repair_finishes_a_version_left_at_its_staging_manifest(lake: Lake) -> N
     assert not any(".manifest-" in p for p in manifests(lake, location))
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
     assert lake.catalog.repair_table(T) == {"finalized": [], "quarantined": []}  # idempotent
+
+
+def test_a_stray_manifest_on_an_unfinalized_versions_canonical_path_is_never_opened(lake: Lake) -> None:
+    """A manifest dropped at the canonical path of a version the registry still holds at its
+    staging manifest is not that version: readers refuse rather than open it, and the next
+    writer moves it aside and publishes the registered one."""
+    location = _interrupted_append(lake)
+    _as_left_by_older_writers(lake, location, canonical=False)
+    copy_object(lake, location, v2_name(1), v2_name(2))  # version 1's manifest posing as version 2
+    with pytest.raises(InvalidTableState, match=r"version 2 of p\.w\.ns\.t .*not finalized"):
+        lake.catalog.open_table(T)
+    with pytest.raises(InvalidTableState, match=r"manifest written around the registry"):
+        lake.catalog.finish_versions(T)  # without the lease it moves nothing
+
+    assert lake.catalog.append(T, rows([3])).to_version == 3
+    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert any(p.startswith("_quarantine/") and p.endswith(v2_name(2)) for p in files(lake, location))
