@@ -749,7 +749,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
 
-    def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *, leased: bool = False) -> bool:
+    def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *,
+                        leased: bool = False) -> bool:
         """Canonical manifest in place, registry pointed at it, staging object removed; False if
         there was nothing to do (or a concurrent helper did it).
 

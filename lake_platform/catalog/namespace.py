@@ -274,7 +274,8 @@ class BoundTableNamespace(LanceNamespace):
                 results = self._resolve_unknown(version, pending.commit_id)
             assert results[0] is not None and results[1] is not None and results[3] is not None
             if published is None:
-                published = self._publish(decode(VersionRecord, results[0].value, results[0].key), results[0].revision)
+                landed = decode(VersionRecord, results[0].value, results[0].key)
+                published = self._publish(landed, results[0].revision)
             if step == 0:
                 pending.from_version = self.record.current_version
             ver = published[0]
@@ -316,8 +317,8 @@ class BoundTableNamespace(LanceNamespace):
             return
         if version <= current:
             raise ConcurrentModification(f"version {version} of {self.name} is already committed")
-        rogue = sorted(p for v, paths in engine.canonical_manifests(self.record.location, self.storage_options).items()
-                       if v > current for p in paths)
+        on_disk = engine.canonical_manifests(self.record.location, self.storage_options)
+        rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
         moved: list[str] = []
         if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
             moved = engine.quarantine_files(self.record.location, rogue, f"refused-{new_id()}",

@@ -240,8 +240,9 @@ class LakeNamespace(LanceNamespace):
                                     detail={"client": "pylance"})
             with self.catalog.gate.hold(record.incarnation) as lease:
                 record, revision = self.catalog._table(tname, incarnation=record.incarnation, declared=True)
-                bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending, lease=lease,
-                                            storage_options=self.catalog.settings.storage_options(record.location))
+                storage = self.catalog.settings.storage_options(record.location)
+                bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending,
+                                            lease=lease, storage_options=storage)
                 try:
                     response = bound.create_table_version(request)
                 except Exception:

@@ -361,7 +361,8 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
             os.link(src, dst)
         except FileExistsError:
             if os.path.getsize(dst) != os.path.getsize(src):
-                raise ManifestConflict(f"canonical manifest for version {version} differs from the committed one") from None
+                raise ManifestConflict(
+                    f"canonical manifest for version {version} differs from the committed one") from None
         except OSError:  # no hard links on this filesystem
             if not os.path.exists(dst):
                 shutil.copyfile(src, dst)
