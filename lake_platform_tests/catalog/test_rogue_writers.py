@@ -13,6 +13,7 @@ import lance  # the tests play the rogue writer; the package never writes around
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidTableState
 from lake_platform.query.engine import QueryEngine, QueryLimits
@@ -143,6 +144,25 @@ def test_overwrite_and_delete_never_build_on_a_rogue_version(lake: Lake) -> None
     overwritten = lake.catalog.overwrite(T, rows([7]))
     assert overwritten.to_version == 3 and ids_of(lake.catalog.open_table(T)) == [7]
     assert [e.rows_removed for e in lake.catalog.history(T) if e.operation == "overwrite"] == [2]
+
+
+def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lake: Lake) -> None:
+    """A pylance client committing through the catalog's namespace lists the folder itself, so
+    no catalog-side settle runs first: the registry refuses the off-base commit (Lance reports
+    it as an unknown outcome and does not retry), quarantines the rogue manifest, and the
+    client's retry lands on top of the registered version."""
+    lake.catalog.create_table(T, rows([1]))
+    location = lake.catalog.open_table(T).record.location
+    rogue_append(lake, location, [99])
+    client = LakeNamespace(lake.catalog)
+    with pytest.raises(OSError, match="Commit result for version 3"):
+        lance.write_dataset(rows([2]), namespace_client=client, table_id=T.split("."), mode="append",
+                            storage_options=storage(lake, location))
+    assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
+    lance.write_dataset(rows([2]), namespace_client=client, table_id=T.split("."), mode="append",
+                        storage_options=storage(lake, location))
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert [e.to_version for e in lake.catalog.history(T)] == [1, 2]
 
 
 # == a version file deleted behind the registry's back ======================================
