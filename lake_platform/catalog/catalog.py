@@ -32,6 +32,7 @@ from lake_platform.errors import (
     ConditionFailed,
     Internal,
     InvalidInput,
+    InvalidTableState,
     LakeError,
     LeaseExpired,
     NamespaceAlreadyExists,
@@ -291,6 +292,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                 schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}))
         with self.gate.hold(record.incarnation) as lease:
             record, revision = self._table(tname, incarnation=record.incarnation)
+            self._settle(tname, record, pending)
             if mode == "overwrite":
                 pending.rows_removed = self._open(tname, record, record.current_version).count_rows()
             self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
@@ -333,6 +335,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                 detail={"predicate": predicate})
         with self.gate.hold(record.incarnation) as lease:
             record, revision = self._table(tname, incarnation=record.incarnation)
+            self._settle(tname, record, pending)
             ns = self._namespace(tname, record, revision, pending, lease)
             ds = engine.open_version(namespace=ns, table_id=tname.parts, version=record.current_version,
                                      storage_options=self._storage(record.location))
@@ -479,6 +482,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                 detail={"planned_at_version": planned.read_version, "tasks": len(results)})
         with self.gate.hold(planned.incarnation) as lease:
             record, revision = self._table(tname, incarnation=planned.incarnation)
+            self._settle(tname, record, pending)
             ns = self._namespace(tname, record, revision, pending, lease)
             ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
                                      storage_options=self._storage(record.location))
@@ -620,6 +624,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         except Exception as exc:  # noqa: BLE001
             if ns.failure is not None:
                 raise ns.failure from None
+            if "not found" in str(exc).lower():
+                raise self._missing_manifest(tname, version) from None
             raise Internal(f"cannot open {tname} at version {version}: {_first_line(exc)}") from None
         return TableSnapshot(tname, record, version, ds)
 
@@ -794,27 +800,127 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                             rows_added=rows, bytes_added=nbytes)
 
     def _finalize(self, record: TableRecord, pending: PendingCommit) -> None:
-        """Finish Lance's commit protocol for the versions this operation landed: canonical
-        manifest in place, registry pointed at it, staging object removed. Idempotent; if it
-        fails the version stays valid at its staging path and the next maintenance finishes it."""
+        """Tidy up after the versions this operation landed. The namespace published each
+        canonical manifest before registering it, so only the staging objects remain to be
+        removed; a version recorded at its staging path (the writer was stopped, or committed
+        before manifests were published first) is finished here. Idempotent; a failure leaves
+        the version valid and the next writer or ``repair_table`` finishes it."""
         storage = self._storage(record.location)
         for version, _ in pending.landed:
-            key = keys.version(record.incarnation, version)
             try:
+                staged = pending.staged.get(version)
                 known = pending.versions.get(version)
+                if staged is not None and known is not None and known[0].manifest_path != staged:
+                    engine.remove_files(record.location, [staged], storage)
+                    continue
                 if known is None:
-                    item = self.store.get(key)
+                    item = self.store.get(keys.version(record.incarnation, version))
                     if item is None:
                         continue
-                    known = (decode(VersionRecord, item.value, key), item.revision)
-                ver, revision = known
-                final = engine.finalize_manifest(record.location, version, ver.manifest_path, storage)
-                if final == ver.manifest_path:
-                    continue
-                self.store.compare_and_swap(key, revision, ver.model_copy(update={"manifest_path": final}).encode())
-                engine.remove_files(record.location, [ver.manifest_path], storage)
+                    known = (decode(VersionRecord, item.value, item.key), item.revision)
+                self._finish_version(record, *known)
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+
+    def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *,
+                        leased: bool = False) -> bool:
+        """Canonical manifest in place, registry pointed at it, staging object removed; False if
+        there was nothing to do (or a concurrent helper did it).
+
+        Safe without the write lease: the registry already chose this staging manifest, so every
+        helper copies the same bytes, and the record moves only by compare-and-swap. A different
+        manifest squatting on the canonical path is moved to quarantine, under the lease only."""
+        if not engine.is_staging_manifest(ver.manifest_path):
+            return False
+        storage = self._storage(record.location)
+        try:
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        except engine.ManifestConflict:
+            if not leased:
+                raise InvalidTableState(
+                    f"version {ver.version} of {record.name} cannot be finalized: a manifest written around the "
+                    "registry sits at its canonical path; `repair_table` moves it aside") from None
+            squatters = engine.canonical_manifests(record.location, storage).get(ver.version, [])
+            log.warning("%s: manifests squatting on version %s moved to quarantine: %s", record.name, ver.version,
+                        squatters)
+            engine.quarantine_files(record.location, squatters, f"unregistered-{new_id()}", storage)
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        try:
+            self.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
+                                        ver.model_copy(update={"manifest_path": final}).encode())
+        except ConcurrentModification:
+            return False  # finished (or cleaned up) by someone else meanwhile
+        engine.remove_files(record.location, [ver.manifest_path], storage)
+        return True
+
+    def finish_versions(self, name: str, *, principal: Principal | None = None) -> list[int]:
+        """A maintenance step: finish every registered version whose writer stopped between
+        its registry commit and publishing its manifest (or that older code left at its staging
+        path). Readers never do this (an open never writes); the next writer does it for the
+        newest versions. Idempotent; returns the versions it finished."""
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self._table(tname)
+        return self._finish_all(record, leased=False)
+
+    def _finish_all(self, record: TableRecord, *, leased: bool) -> list[int]:
+        finished = []
+        for item in self.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if self._finish_version(record, ver, item.revision, leased=leased):
+                finished.append(ver.version)
+        return finished
+
+    def _settle(self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None) -> list[str]:
+        """Under the write lease, before a write: make storage agree with the registry.
+
+        1. Finish the newest versions if a writer was stopped between its registry commit and
+           finalization (walking back while the record still names a staging manifest).
+        2. Move canonical manifests above the registered version to quarantine: Lance builds
+           every commit on the newest manifest it finds on storage, registered or not.
+        3. Refuse, with a typed error, to build on a registered version whose manifest is gone.
+
+        Costs one registry read and one listing of ``_versions/`` per write. Returns the
+        quarantined manifests (also noted in the pending commit's log entry)."""
+        version = record.current_version
+        while version > 0:
+            item = self.store.get(keys.version(record.incarnation, version))
+            if item is None or not self._finish_version(record, decode(VersionRecord, item.value, item.key),
+                                                        item.revision, leased=True):
+                break
+            version -= 1
+        storage = self._storage(record.location)
+        on_disk = engine.canonical_manifests(record.location, storage)
+        rogue = sorted(p for v, paths in on_disk.items() if v > record.current_version for p in paths)
+        if rogue:
+            log.warning("%s: manifests written around the registry moved to quarantine: %s", tname, rogue)
+            engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
+            if pending is not None:
+                pending.detail["quarantined_manifests"] = rogue
+        if record.current_version > 0 and record.current_version not in on_disk:
+            raise self._missing_manifest(tname, record.current_version)
+        return rogue
+
+    def _missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
+        return InvalidTableState(f"version {version} of {tname} is registered but its manifest is missing from "
+                                 "storage (deleted outside the catalog); nothing was changed")
+
+    def repair_table(self, name: str, *, principal: Principal | None = None) -> dict[str, list[Any]]:
+        """A maintenance step: finish every version whose writer stopped before finalizing it,
+        and quarantine manifests written around the registry. Idempotent; changes no data."""
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self._table(tname)
+        with self.gate.hold(record.incarnation):
+            record, _ = self._table(tname, incarnation=record.incarnation)
+            finalized = self._finish_all(record, leased=True)
+            try:
+                quarantined = self._settle(tname, record)
+            except InvalidTableState:
+                quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
+        return {"finalized": finalized, "quarantined": quarantined}
 
     def _enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                 extra: dict[str, object] | None = None) -> None:

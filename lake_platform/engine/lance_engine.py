@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
-# design (the registry points at it), so silence that one logger unless the user chose levels.
+# design (the catalog publishes the canonical manifest itself, right after the registry commit),
+# so silence that one logger unless the user chose levels.
 os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manifest=error")
 
 import lance  # noqa: E402
@@ -348,6 +349,11 @@ def manifests_on_disk(location: str, storage_options: dict[str, str] | None = No
     return sorted(found, key=lambda m: (m.version, m.path))
 
 
+class ManifestConflict(RuntimeError):
+    """A different manifest already sits at a committed version's canonical path (written
+    around the registry): the committed one cannot be published there."""
+
+
 def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
     """Materialize a committed version's manifest at its canonical path; return that path.
 
@@ -369,7 +375,8 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
             os.link(src, dst)
         except FileExistsError:
             if os.path.getsize(dst) != os.path.getsize(src):
-                raise RuntimeError(f"canonical manifest for version {version} differs from the committed one") from None
+                raise ManifestConflict(
+                    f"canonical manifest for version {version} differs from the committed one") from None
         except OSError:  # no hard links on this filesystem
             if not os.path.exists(dst):
                 shutil.copyfile(src, dst)
@@ -379,8 +386,20 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
     if info.type != pafs.FileType.File:
         fs.copy_file(src, dst)
     elif info.size != fs.get_file_info(src).size:
-        raise RuntimeError(f"canonical manifest for version {version} differs from the committed one")
+        raise ManifestConflict(f"canonical manifest for version {version} differs from the committed one")
     return final_path
+
+
+def manifest_size(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The size of a manifest (as the registry names it), or None when it is not on storage."""
+    if not location.startswith("s3://"):
+        try:
+            return os.path.getsize(_object_path(location, manifest_path))
+        except FileNotFoundError:
+            return None
+    fs, _ = _filesystem(location, storage_options)
+    info = fs.get_file_info(_object_path(location, manifest_path))
+    return int(info.size or 0) if info.type == pafs.FileType.File else None
 
 
 def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:
@@ -390,3 +409,72 @@ def manifest_exists(location: str, manifest_path: str, storage_options: dict[str
         return os.path.exists(_object_path(location, manifest_path))
     fs, _ = _filesystem(location, storage_options)
     return fs.get_file_info(_object_path(location, manifest_path)).type == pafs.FileType.File
+
+
+#: Where manifests written around the registry are moved (never deleted): outside Lance's own
+#: folders, so Lance never builds on them and the orphan scan never reclaims them.
+QUARANTINE_DIR = "_quarantine"
+
+
+def is_staging_manifest(manifest_path: str) -> bool:
+    """Lance's staging manifests are ``<name>.manifest-<uuid>``; canonical ones end in ``.manifest``."""
+    return ".manifest-" in manifest_path.rsplit("/", 1)[-1]
+
+
+def canonical_manifest_path(manifest_path: str, version: int) -> str:
+    """The canonical (V2) manifest path of ``version``, in the same form as ``manifest_path``."""
+    return f"{manifest_path.rpartition('/')[0]}/{_final_manifest_name(version)}"
+
+
+def _manifest_version(name: str) -> int | None:
+    """The version a canonical manifest name stands for (V1 ``N.manifest`` or V2), else None."""
+    stem, dot, rest = name.partition(".manifest")
+    if not dot or rest or not stem.isdigit():
+        return None  # staging manifests, Lance's temporary ``#k`` copies, other files
+    return (1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)
+
+
+def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
+    """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
+    ``_versions/``, which is what Lance itself lists to find the newest version."""
+    found: dict[int, list[str]] = {}
+    if not location.startswith("s3://"):
+        try:
+            names = [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
+        except FileNotFoundError:
+            return found
+    else:
+        fs, root = _filesystem(location, storage_options)
+        infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
+        names = [i.base_name for i in infos if i.type == pafs.FileType.File]
+    for name in names:
+        version = _manifest_version(name)
+        if version is not None:
+            found.setdefault(version, []).append(f"_versions/{name}")
+    return found
+
+
+def quarantine_files(location: str, paths: Sequence[str], tag: str,
+                     storage_options: dict[str, str] | None = None) -> list[str]:
+    """Move files (relative paths) to ``_quarantine/<tag>/<path>``; return the new paths.
+
+    A move, not a delete: a manifest written around the registry is evidence an operator may
+    want, but Lance must stop seeing it (it builds every commit on the newest manifest on disk).
+    """
+    moved = []
+    fs, root = (None, location.removeprefix("file://")) if not location.startswith("s3://") else _filesystem(
+        location, storage_options)
+    for path in paths:
+        target = f"{QUARANTINE_DIR}/{tag}/{path}"
+        src, dst = f"{root.rstrip('/')}/{path}", f"{root.rstrip('/')}/{target}"
+        try:
+            if fs is None:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.rename(src, dst)
+            else:
+                fs.move(src, dst)
+        except FileNotFoundError:
+            continue  # someone else moved it already
+        moved.append(target)
+    return moved
+

@@ -131,6 +131,8 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
     from lake_platform.engine import references as refs_mod
 
     started = time.monotonic()
+    # A version still at its staging manifest cannot be read without writing: finish it first.
+    catalog.finish_versions(name)
     snap = catalog.open_table(name)
     record = snap.record
     location = record.location
@@ -288,6 +290,7 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
     if not isinstance(older_than, timedelta) or older_than < MIN_ORPHAN_AGE:
         raise InvalidInput(f"--older-than must be at least {MIN_ORPHAN_AGE} (got {older_than})")
     tname = TableName.parse(name)
+    catalog.finish_versions(str(tname))
     record = catalog.open_table(str(tname)).record
     result = ReclaimResult(str(tname), older_than.total_seconds())
     with catalog.gate.hold(record.incarnation) as lease:

@@ -40,6 +40,7 @@ from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     Internal,
     InvalidInput,
+    InvalidTableState,
     LakeError,
     ServiceUnavailable,
     TableNotFound,
@@ -260,16 +261,19 @@ class QueryEngine:
 
     def _open_lance(self, ref: TableRef) -> Any:
         storage = self.settings.storage_options(ref.location)
-        candidates = [ref, canonical_manifest(ref)] if ref.staging else [ref]
-        for candidate in candidates:
-            try:
-                return engine.open_version(namespace=PinnedNamespace(candidate, storage),
-                                           table_id=ref.table_name.parts, version=ref.version, storage_options=storage)
-            except Exception as exc:  # noqa: BLE001
-                if _is_missing(exc):
-                    continue  # a staging manifest the catalog has since finalized: try the canonical one
+        # Never open a staging manifest: Lance would "finish the commit" by writing to storage,
+        # on every open. The canonical manifest is the same version, content-identical.
+        candidate = canonical_manifest(ref) if ref.staging else ref
+        try:
+            return engine.open_version(namespace=PinnedNamespace(candidate, storage),
+                                       table_id=ref.table_name.parts, version=ref.version, storage_options=storage)
+        except Exception as exc:  # noqa: BLE001
+            if not _is_missing(exc):
                 log.warning("cannot open %s version %s: %s", ref.name, ref.version, exc)
                 raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
+        if ref.staging and _manifest_exists(ref, storage):
+            raise InvalidTableState(f"version {ref.version} of {ref.sql_name} is committed but not finalized; "
+                                    "the next write to the table finishes it")
         raise _gone(ref)
 
     def _check_exists(self, ref: TableRef) -> None:

@@ -206,7 +206,8 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     record, revision = first._table(_tn())
     pending = PendingCommit(commit_id="late-commit-0001", operation="append", actor="late")
     lease._renewed(lease.revision, clock.monotonic() + 100)  # a lying clock
-    ns = BoundTableNamespace(first.store, _tn(), record, revision, pending=pending, lease=lease)
+    ns = BoundTableNamespace(first.store, _tn(), record, revision, pending=pending, lease=lease,
+                            storage_options=opts(lake, record.location))
     with pytest.raises(Exception):
         engine.write(rows([666]), namespace=ns, table_id=_tn().parts, mode="append",
                      storage_options=opts(lake, record.location))
@@ -214,7 +215,8 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     assert registry_version(lake.catalog) == 1 and ids_of(lake.catalog.open_table(T)) == [1]
     # The new holder commits fine.
     pending2 = PendingCommit(commit_id="new-commit-0001", operation="append", actor="second")
-    ns2 = BoundTableNamespace(second.store, _tn(), record, revision, pending=pending2, lease=taken)
+    ns2 = BoundTableNamespace(second.store, _tn(), record, revision, pending=pending2, lease=taken,
+                             storage_options=opts(lake, record.location))
     engine.write(rows([2]), namespace=ns2, table_id=_tn().parts, mode="append",
                  storage_options=opts(lake, record.location))
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
