@@ -334,6 +334,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                      storage_options=self._storage(record.location))
             before = int(ds.count_rows())
             try:
+                self._at("delete:before-write")  # inside: an injected failure is an engine failure
                 engine.delete_rows(ds, predicate)
             except Exception as exc:  # noqa: BLE001
                 if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
@@ -414,6 +415,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
                                      storage_options=self._storage(record.location))
             try:
+                self._at("compact:before-write")  # inside: an injected failure is an engine failure
                 _, removed, added = engine.commit_compaction(ds, results)
             except engine.StaleCompaction as exc:
                 self._finalize(record, pending)
@@ -502,8 +504,10 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             storage = self._storage(record.location)
             engine.repair_manifests(record.location, kept, storage)
             stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+            self._at("cleanup:after-engine")
             # 3. The staging manifests Lance does not know about.
             engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+            self._at("cleanup:after-manifests")
         detail.update(stats)
         marker = self.commit_landed(commit_id)
         log_key = marker.log_key if marker else None
@@ -725,6 +729,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         manifest in place, registry pointed at it, staging object removed. Idempotent; if it
         fails the version stays valid at its staging path and the next maintenance finishes it."""
         storage = self._storage(record.location)
+        self._at(f"{pending.operation}:before-finalize")
         for version, _ in pending.landed:
             key = keys.version(record.incarnation, version)
             try:
@@ -738,10 +743,13 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                 final = engine.finalize_manifest(record.location, version, ver.manifest_path, storage)
                 if final == ver.manifest_path:
                     continue
+                self._at(f"{pending.operation}:finalize-copied")
                 self.store.compare_and_swap(key, revision, ver.model_copy(update={"manifest_path": final}).encode())
+                self._at(f"{pending.operation}:finalize-swapped")
                 engine.remove_files(record.location, [ver.manifest_path], storage)
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+        self._at(f"{pending.operation}:after-finalize")
 
     def _enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                 extra: dict[str, object] | None = None) -> None:

@@ -89,6 +89,7 @@ class HierarchyMixin:
         except ConditionFailed:
             self._unmark(marked)
             raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped") from None
+        self._at("drop-namespace:marked")
         # Re-list under the mark: anything that landed before it is seen now.
         spaces_now, tables_now = self._subtree(nname)
         if len(spaces_now) != len(spaces) or len(tables_now) != len(tables) or (not cascade and tables_now):
@@ -97,10 +98,12 @@ class HierarchyMixin:
         commit_id = new_id()
         if tables:
             self._detach_tables(nname, spaces, tables, who, commit_id, purge)
+        self._at("drop-namespace:detached")
         for record, ns_item in marked:  # deepest first
             self.store.transact([Delete(ns_item.key, ns_item.revision),
                                  *self._log_ops(record.name, "drop namespace", who.name, commit_id=new_id(),
                                                 detail={"cascade": cascade, "cascade_id": commit_id})])
+            self._at("drop-namespace:namespace")
         return CommitResult(commit_id, str(nname), "drop namespace", None, None)
 
     def _detach_tables(self: Catalog, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
@@ -118,6 +121,7 @@ class HierarchyMixin:
                              *self._log_ops(str(nname), "drop namespace cascade", who.name, commit_id=cascade_id,
                                             detail={"tables": len(tables), "namespaces": len(spaces),
                                                     "expires_at_ms": expires_at})])
+        self._at("drop-namespace:filed")
         for (table, item), trash_key in zip(tables, table_keys, strict=True):
             self._at("drop-namespace:table")
             record = TrashRecord(kind="table", target=table.name, dropped_at_ms=dropped_at, expires_at_ms=expires_at,

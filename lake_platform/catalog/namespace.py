@@ -183,6 +183,8 @@ class BoundTableNamespace(LanceNamespace):
         if pending is None or self.lease is None:
             raise Internal("this table handle is read-only: writes go through the catalog")
         version = int(_field(request, "version"))
+        if self._fault is not None:
+            self._fault("staged")  # data files and the staging manifest are written, nothing registered
         with self._lock, self.lease.fenced() as lease_check:
             step = len(pending.landed)
             at = now_ms()

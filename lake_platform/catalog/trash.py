@@ -215,6 +215,7 @@ class TrashMixin:
                 return None  # undropped (or claimed) meanwhile: the other side won entirely
         self._at("expire:claimed")
         self.purge_storage(record.table)
+        self._at("expire:purged")
         commit_id = new_id()
         try:
             self.store.transact([Delete(item.key, item.revision),
