@@ -29,6 +29,9 @@ from typing import Any
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import SystemClock
+from lake_platform.engine import lance_engine as engine
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform.settings import LakeSettings
 
 # The forkserver imports this module before forking writers; Lance warns at every fork of a
@@ -125,13 +128,12 @@ class Background:
         return value
 
     def error(self, timeout: float = 60.0) -> BaseException | None:
-        try:
-            self.result(timeout)
-        except TimeoutError:
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            return exc
-        return None
+        """What the operation raised (None if it returned); a hang still raises TimeoutError."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError("the background operation did not finish")
+        ok, value = self._outcome[0]
+        return None if ok else value
 
 
 class ShiftedClock(SystemClock):
@@ -204,6 +206,36 @@ def age_tree(root: str | Path, seconds: float) -> None:
     for dirpath, _, files in os.walk(root):
         for name in files:
             os.utime(os.path.join(dirpath, name), (when, when))
+
+
+# == invariants ==============================================================================
+
+
+def registered(c: Catalog) -> dict[str, TableRecord]:
+    return {r.name: r for r in c.list_tables()}
+
+
+def check_registry_matches_engine(c: Catalog) -> dict[tuple[str, int], list[int]]:
+    """Every registered version of every table opens at exactly that version; returns its ids."""
+    seen = {}
+    for name, record in registered(c).items():
+        versions = [decode(VersionRecord, i.value, i.key) for i in c.store.scan_prefix(keys.versions(record.incarnation))]
+        assert record.current_version in {v.version for v in versions}, f"{name}: current version not registered"
+        storage = c.settings.storage_options(record.location)
+        for v in versions:
+            assert engine.manifest_exists(record.location, v.manifest_path, storage), \
+                f"{name} v{v.version}: registered manifest {v.manifest_path} is missing"
+            snap = c.open_table(name, v.version)
+            assert snap.dataset.version == v.version
+            seen[(name, v.version)] = _ids_of(snap)
+        assert c.open_table(name).dataset.version == record.current_version
+    return seen
+
+
+def _ids_of(snapshot: Any) -> list[int]:
+    from lake_platform_tests.catalog.conftest import ids_of
+
+    return ids_of(snapshot)
 
 
 # == the operations the kill suite interrupts ==================================================

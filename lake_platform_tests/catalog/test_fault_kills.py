@@ -26,15 +26,23 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import NamespaceNotFound, TableNotFound
 from lake_platform.maintenance import orphans
 from lake_platform.registry import keys
-from lake_platform.registry.records import LeaseRecord, TableRecord, TrashRecord, VersionRecord, decode
+from lake_platform.registry.records import LeaseRecord, TableRecord, VersionRecord, decode
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import ids_of, rows
-from lake_platform_tests.catalog.faults import CASCADE, GONE, KEEP, NEW, NEW_ROWS, T
+from lake_platform_tests.catalog.faults import (
+    CASCADE,
+    GONE,
+    KEEP,
+    NEW,
+    NEW_ROWS,
+    T,
+    check_registry_matches_engine,
+    registered,
+)
 
 #: Short enough that "taken over within TTL + margin" is a small number; long enough that a
 #: live writer on a busy machine keeps its lease (the heartbeat renews it every TTL/3).
@@ -65,7 +73,7 @@ KILLS: list[tuple[str, str, int]] = [
     *_kills("op_drop", ":resolved", ":before-commit", ":after-commit"),
     *_kills("op_drop_namespace", ":checked", ":marked", ":filed", ":table", (":table", 2), ":detached",
             ":namespace", (":namespace", 2)),
-    *_kills("op_expire", ":claimed", ":purged"),
+    *_kills("op_expire", ":found", ":claimed", ":purged"),
 ]
 
 #: Points where the dead writer leaves files no registered version references (its data files
@@ -149,27 +157,6 @@ def kill_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KillLake]:
 
 
 # == invariants ===================================================================================
-
-
-def registered(c: Catalog) -> dict[str, TableRecord]:
-    return {r.name: r for r in c.list_tables()}
-
-
-def check_registry_matches_engine(c: Catalog) -> dict[tuple[str, int], list[int]]:
-    """Every registered version of every table opens at exactly that version; returns its ids."""
-    seen = {}
-    for name, record in registered(c).items():
-        versions = [decode(VersionRecord, i.value, i.key) for i in c.store.scan_prefix(keys.versions(record.incarnation))]
-        assert record.current_version in {v.version for v in versions}, f"{name}: current version not registered"
-        storage = c.settings.storage_options(record.location)
-        for v in versions:
-            assert engine.manifest_exists(record.location, v.manifest_path, storage), \
-                f"{name} v{v.version}: registered manifest {v.manifest_path} is missing"
-            snap = c.open_table(name, v.version)
-            assert snap.dataset.version == v.version
-            seen[(name, v.version)] = ids_of(snap)
-        assert c.open_table(name).dataset.version == record.current_version
-    return seen
 
 
 def check_leases_reclaimable(c: Catalog, killed_at: float) -> int:
@@ -360,7 +347,7 @@ def test_kill_list_covers_every_point(kill_lake: KillLake) -> None:
             getattr(faults, op)(c, COMMIT_ID)
         reached |= {(op, point, nth) for point, nth in recorder.occurrences()}
     assert reached <= set(KILLS), f"fault points no kill covers: {sorted(reached - set(KILLS))}"
-    assert len(KILLS) >= 50
+    assert len(KILLS) >= 52
 
 
 def test_lease_of_a_killed_writer_is_taken_in_real_time(kill_lake: KillLake) -> None:
