@@ -169,7 +169,9 @@ def _forkserver() -> Any:
     global _CONTEXT
     if _CONTEXT is None:
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload([__name__])
+        # Each child re-runs the parent's main module before it starts; under pytest that is
+        # pytest's, so the forkserver imports pytest once (or every kill pays ~1.5 s for it).
+        ctx.set_forkserver_preload(["pytest", __name__])
         _CONTEXT = ctx
     return _CONTEXT
 
