@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -113,6 +114,12 @@ KNOWN: dict[tuple[str, str, int], str] = {
 }
 
 
+def _holds_lease(point: str) -> bool:
+    """Whether a writer stopped at ``point`` holds its table's lease (cascades and trash
+    expiry take none; a drop takes it after resolving the name and lets go after its commit)."""
+    return not point.startswith(("drop-namespace:", "expire:")) and point not in ("drop:resolved", "drop:after-commit")
+
+
 def _id(kill: tuple[str, str, int]) -> str:
     _, point, nth = kill
     return point if nth == 1 else f"{point}#{nth}"
@@ -170,26 +177,20 @@ def check_leases_reclaimable(c: Catalog, killed_at: float) -> int:
     """A contender arriving TTL + margin after the kill takes every lease the dead writer held.
 
     The contender's clock is moved ahead instead of sleeping: it is the gate's own expiry
-    decision, made at that instant. Returns how many leases were checked."""
-    clock = faults.ShiftedClock(killed_at + LEASE_TTL + RECLAIM_MARGIN - _now())
+    decision, made at that instant. Returns how many unreleased leases it took over."""
+    clock = faults.ShiftedClock(killed_at + LEASE_TTL + RECLAIM_MARGIN - time.time())
     contender = Catalog(c.settings.model_copy(update={"lease_wait_seconds": 0.0}), clock=clock, heartbeat=False)
-    checked = 0
+    held = 0
     try:
         for item in list(c.store.scan_prefix("lse/")):
             lease = decode(LeaseRecord, item.value, item.key)
+            held += not lease.released
             taken = contender.gate.acquire(lease.incarnation)  # LeaseUnavailable would fail the test
             assert taken.token > lease.token
             contender.gate.release(taken)
-            checked += 1
     finally:
         contender.close()
-    return checked
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
+    return held
 
 
 def check_orphans(c: Catalog, expect_debris: bool) -> int:
@@ -335,7 +336,8 @@ def test_kill_writer_at_fault_point(kill_lake: KillLake, kill: tuple[str, str, i
     code, killed_at = faults.kill_writer(kill_lake.settings, getattr(faults, op), point, nth, COMMIT_ID)
     assert code == -signal.SIGKILL, f"the writer never reached {point} (#{nth}); exit code {code}"
     with Catalog(kill_lake.settings) as c:
-        check_leases_reclaimable(c, killed_at)
+        held = check_leases_reclaimable(c, killed_at)
+        assert held == (1 if _holds_lease(point) else 0), f"{held} leases left held by the dead writer"
         check_registry_matches_engine(c)
         after_kill(op, c)
         check_orphans(c, expect_debris=(op, point) in DEBRIS and nth == 1)
