@@ -24,7 +24,6 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from lake_platform.catalog.catalog import Catalog
@@ -195,19 +194,6 @@ def kill_writer(settings: LakeSettings, operation: Operation, point: str, nth: i
         proc.join()
         raise TimeoutError(f"writer did not reach {point} within {timeout}s")
     return int(proc.exitcode or 0), time.time()
-
-
-def tree_files(root: str | Path) -> set[str]:
-    root = Path(root)
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} if root.exists() else set()
-
-
-def age_tree(root: str | Path, seconds: float) -> None:
-    """Make every file under ``root`` look ``seconds`` old (orphan reclaim is age-gated)."""
-    when = time.time() - seconds
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            os.utime(os.path.join(dirpath, name), (when, when))
 
 
 # == invariants ==============================================================================

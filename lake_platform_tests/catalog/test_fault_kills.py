@@ -44,6 +44,7 @@ from lake_platform_tests.catalog.faults import (
     check_registry_matches_engine,
     registered,
 )
+from lake_platform_tests.maintenance.helpers import age_tree
 
 #: Short enough that "taken over within TTL + margin" is a small number; long enough that a
 #: live writer on a busy machine keeps its lease (the heartbeat renews it every TTL/3).
@@ -196,7 +197,7 @@ def check_leases_reclaimable(c: Catalog, killed_at: float) -> int:
 def check_orphans(c: Catalog, expect_debris: bool) -> int:
     """Scan and reclaim every registered table; live data reads the same before and after."""
     before = check_registry_matches_engine(c)
-    faults.age_tree(c.settings.warehouse_root, TWO_DAYS)
+    age_tree(c.settings.warehouse_root, TWO_DAYS)
     found = 0
     for name in registered(c):
         report = orphans.scan(c, name, min_age=timedelta(hours=1))
@@ -356,14 +357,12 @@ def test_kill_list_covers_every_point(kill_lake: KillLake) -> None:
             getattr(faults, op)(c, COMMIT_ID)
         reached |= {(op, point, nth) for point, nth in recorder.occurrences()}
     assert reached <= set(KILLS), f"fault points no kill covers: {sorted(reached - set(KILLS))}"
-    assert len(KILLS) >= 52
 
 
+@pytest.mark.slow
 def test_lease_of_a_killed_writer_is_taken_in_real_time(kill_lake: KillLake) -> None:
     """The same takeover with the real clock: a writer waiting for the lease gets it within
     TTL + margin of the kill (not only a contender whose clock is moved ahead)."""
-    import time
-
     kill_lake.reset().close()
     code, killed_at = faults.kill_writer(kill_lake.settings, faults.op_append, "append:after-commit", 1, COMMIT_ID)
     assert code == -signal.SIGKILL
