@@ -235,6 +235,7 @@ NEW = "p.w.ns.t2"  #: not there until ``create`` makes it
 KEEP = "p.w.ns.keep"  #: a bystander no operation names: it must never change
 GONE = "p.w.ns.gone"  #: dropped with a grace period: one trash record
 CASCADE = "p.w.ns2"  #: holds p.w.ns2.a [10] and, one namespace deeper, p.w.ns2.sub.b [20]
+DROPPED = "p.w.ns3"  #: held p.w.ns3.c [30] and p.w.ns3.sub.d [40]; cascade-dropped, in the trash
 NEW_ROWS = [100, 101]
 FAR_FUTURE_MS = 1 << 62
 
@@ -275,5 +276,11 @@ def op_drop_namespace(catalog: Catalog, commit_id: str) -> Any:
     return catalog.drop_namespace(CASCADE, cascade=True)
 
 
+def op_undrop_namespace(catalog: Catalog, commit_id: str) -> Any:
+    return catalog.undrop_namespace(DROPPED)
+
+
 def op_expire(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.expire_trash(now_ms=FAR_FUTURE_MS)
+    """Expire the dropped table ``GONE`` (only it: the cascade's records are another story)."""
+    gone = [i.key for i in catalog.store.scan_prefix(keys.trash_prefix(GONE + "/"))]
+    return catalog.expire_trash(now_ms=FAR_FUTURE_MS, only=gone)

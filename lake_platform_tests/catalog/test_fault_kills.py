@@ -36,6 +36,7 @@ from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import ids_of, rows
 from lake_platform_tests.catalog.faults import (
     CASCADE,
+    DROPPED,
     GONE,
     KEEP,
     NEW,
@@ -48,7 +49,7 @@ from lake_platform_tests.maintenance.helpers import age_tree
 
 #: Short enough that "taken over within TTL + margin" is a small number; long enough that a
 #: live writer on a busy machine keeps its lease (the heartbeat renews it every TTL/3).
-LEASE_TTL = 2.0
+LEASE_TTL = 3.0
 #: What a contender may need beyond the TTL: clock granularity and one registry round trip.
 RECLAIM_MARGIN = 0.5
 BASE = [1, 2, 3, 4, 5]
@@ -75,6 +76,7 @@ KILLS: list[tuple[str, str, int]] = [
     *_kills("op_drop", ":resolved", ":before-commit", ":after-commit"),
     *_kills("op_drop_namespace", ":checked", ":marked", ":filed", ":table", (":table", 2), ":detached",
             ":namespace", (":namespace", 2)),
+    *_kills("op_undrop_namespace", ":namespace", (":namespace", 2), ":table", (":table", 2)),
     *_kills("op_expire", ":found", ":claimed", ":purged"),
 ]
 
@@ -116,9 +118,10 @@ KNOWN: dict[tuple[str, str, int], str] = {
 
 
 def _holds_lease(point: str) -> bool:
-    """Whether a writer stopped at ``point`` holds its table's lease (cascades and trash
+    """Whether a writer stopped at ``point`` holds its table's lease (cascades, undrops and trash
     expiry take none; a drop takes it after resolving the name and lets go after its commit)."""
-    return not point.startswith(("drop-namespace:", "expire:")) and point not in ("drop:resolved", "drop:after-commit")
+    return (not point.startswith(("drop-namespace:", "undrop-namespace:", "expire:"))
+            and point not in ("drop:resolved", "drop:after-commit"))
 
 
 def _id(kill: tuple[str, str, int]) -> str:
@@ -144,8 +147,8 @@ class KillLake:
 
 def kill_settings(home: Path) -> LakeSettings:
     # Versions superseded a moment ago are already old enough for cleanup (no ticket window).
-    return load_settings(home=home, lease_ttl_seconds=LEASE_TTL, lease_safety_margin_seconds=0.5,
-                         lease_io_timeout_seconds=0.25, lease_wait_seconds=30.0,
+    return load_settings(home=home, lease_ttl_seconds=LEASE_TTL, lease_safety_margin_seconds=0.75,
+                         lease_io_timeout_seconds=0.3, lease_wait_seconds=30.0,
                          ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
 
 
@@ -167,6 +170,11 @@ def kill_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KillLake]:
         c.create_namespace(f"{CASCADE}.sub")
         c.create_table(f"{CASCADE}.a", rows([10]))
         c.create_table(f"{CASCADE}.sub.b", rows([20]))
+        c.create_namespace(DROPPED)
+        c.create_namespace(f"{DROPPED}.sub")
+        c.create_table(f"{DROPPED}.c", rows([30]))
+        c.create_table(f"{DROPPED}.sub.d", rows([40]))
+        c.drop_namespace(DROPPED, cascade=True)
     shutil.copytree(base / "home", base / "template")
     yield KillLake(settings, base / "home", base / "template")
 
@@ -263,6 +271,12 @@ def after_kill(op: str, c: Catalog) -> None:
                 assert [t for t in c.list_trash(name) if t.target == name and t.table is not None], name
             else:
                 assert ids(c, name) == expected
+    elif op == "op_undrop_namespace":
+        for name, expected in ((f"{DROPPED}.c", [30]), (f"{DROPPED}.sub.d", [40])):
+            if ids(c, name) is None:  # not restored yet: still whole in the trash
+                assert [t for t in c.list_trash(name) if t.target == name and t.table is not None], name
+            else:
+                assert ids(c, name) == expected
     assert ids(c, KEEP) == [42]
 
 
@@ -312,6 +326,12 @@ def retry_and_check(op: str, c: Catalog) -> None:
             assert len(trashed) == 1, f"{name} is in the trash {len(trashed)} times"
         c.undrop_namespace(CASCADE)
         assert (ids(c, f"{CASCADE}.a"), ids(c, f"{CASCADE}.sub.b")) == ([10], [20])
+    elif op == "op_undrop_namespace":
+        operation(c, COMMIT_ID)
+        assert (ids(c, f"{DROPPED}.c"), ids(c, f"{DROPPED}.sub.d")) == ([30], [40])
+        assert not c.list_trash(DROPPED)
+        for name in (f"{DROPPED}.c", f"{DROPPED}.sub.d"):
+            assert len([e for e in c.history(name) if e.operation == "undrop"]) == 1, name
     elif op == "op_expire":
         operation(c, COMMIT_ID)
         assert not c.list_trash(GONE)
