@@ -157,7 +157,9 @@ def _writer(settings: dict[str, Any], module: str, operation: str, point: str, n
     try:
         op(catalog, commit_id)
     except BaseException:  # noqa: BLE001 - any way out but the kill means the point was missed
-        pass
+        import traceback
+
+        traceback.print_exc()  # why it was missed, on the test's captured stderr
     os._exit(POINT_NOT_REACHED)
 
 

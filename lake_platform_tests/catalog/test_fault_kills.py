@@ -113,7 +113,8 @@ KNOWN: dict[tuple[str, str, int], str] = {
     ("op_drop_namespace", "drop-namespace:table", 2): (
         "a cascade killed between two tables, then retried, files a second namespace trash record "
         "holding only the tables still registered; undrop_namespace restores from the newest record "
-        "only, so the table the first attempt moved stays in the trash"),
+        "only, so the table the first attempt moved stays in the trash (a second undrop_namespace "
+        "brings it back: no data is lost, but one undrop does not undo one drop)"),
 }
 
 
