@@ -341,6 +341,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                      storage_options=self._storage(record.location))
             before = int(ds.count_rows())
             try:
+                self._at("delete:before-write")  # inside: an injected failure is an engine failure
                 engine.delete_rows(ds, predicate)
             except Exception as exc:  # noqa: BLE001
                 if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
@@ -483,10 +484,14 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         with self.gate.hold(planned.incarnation) as lease:
             record, revision = self._table(tname, incarnation=planned.incarnation)
             self._settle(tname, record, pending)
+            replay = self._resume_compaction(tname, record, pending)
+            if replay is not None:
+                return replay
             ns = self._namespace(tname, record, revision, pending, lease)
             ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
                                      storage_options=self._storage(record.location))
             try:
+                self._at("compact:before-write")  # inside: an injected failure is an engine failure
                 _, removed, added = engine.commit_compaction(ds, results)
             except engine.StaleCompaction as exc:
                 self._finalize(record, pending)
@@ -510,15 +515,38 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id,
                                       principal=principal)
 
+    def _resume_compaction(self, tname: TableName, record: TableRecord,
+                           pending: PendingCommit) -> MaintenanceResult | None:
+        """A retry of a compaction commit (same commit id), under the lease.
+
+        Lance commits a compaction as two versions (ReserveFragments, then Rewrite), each a
+        registry commit under the one commit id. If the rewrite landed, the retry is a replay.
+        If only the reserve step landed (the writer died in between), the retry carries on
+        under the same commit id: its marker is updated, not put again, so the commit id still
+        names exactly one compaction."""
+        item = self.store.get(keys.commit_marker(pending.commit_id))
+        if item is None:
+            return None
+        marker = decode(CommitMarker, item.value, item.key)
+        if marker.operation != "compact" or marker.target != str(tname) or marker.incarnation != record.incarnation:
+            raise InvalidInput(f"commit id {pending.commit_id} already names {marker.operation} of {marker.target}")
+        landed = marker.to_version
+        if landed is not None and engine.is_rewrite(self._open(tname, record, record.current_version).dataset, landed):
+            return MaintenanceResult(str(tname), "compact", "committed", landed, pending.commit_id,
+                                     {"replayed": True, **pending.detail})
+        pending.marker_revision = item.revision
+        return None
+
     def _skipped_stale(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                        exc: Exception) -> MaintenanceResult:
         current, _ = self._table(tname, incarnation=record.incarnation)
         detail = {"status": "skipped-stale", "reason": _first_line(exc), **pending.detail}
-        # If Lance's reserve step landed, the commit id already has its marker: log only.
+        # If Lance's reserve step landed (now or in an interrupted attempt), the commit id
+        # already has its marker: log only.
         self.store.transact(self._log_ops(str(tname), "compact", pending.actor, commit_id=pending.commit_id,
                                           run_id=pending.run_id, incarnation=record.incarnation,
                                           from_version=current.current_version, detail=detail,
-                                          marker=not pending.landed))
+                                          marker=not pending.landed and pending.marker_revision == ABSENT))
         return MaintenanceResult(str(tname), "compact", "skipped-stale", current.current_version,
                                  pending.commit_id, detail)
 
@@ -579,8 +607,10 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             storage = self._storage(record.location)
             engine.repair_manifests(record.location, kept, storage)
             stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+            self._at("cleanup:after-engine")
             # 3. The staging manifests Lance does not know about.
             engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+            self._at("cleanup:after-manifests")
         detail.update(stats)
         marker = self.commit_landed(commit_id)
         log_key = marker.log_key if marker else None
@@ -806,6 +836,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         before manifests were published first) is finished here. Idempotent; a failure leaves
         the version valid and the next writer or ``repair_table`` finishes it."""
         storage = self._storage(record.location)
+        self._at(f"{pending.operation}:before-finalize")
         for version, _ in pending.landed:
             try:
                 staged = pending.staged.get(version)
@@ -818,12 +849,13 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                     if item is None:
                         continue
                     known = (decode(VersionRecord, item.value, item.key), item.revision)
-                self._finish_version(record, *known)
+                self._finish_version(record, *known, step=pending.operation)
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+        self._at(f"{pending.operation}:after-finalize")
 
     def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *,
-                        leased: bool = False) -> bool:
+                        leased: bool = False, step: str | None = None) -> bool:
         """Canonical manifest in place, registry pointed at it, staging object removed; False if
         there was nothing to do (or a concurrent helper did it).
 
@@ -845,11 +877,15 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                         squatters)
             engine.quarantine_files(record.location, squatters, f"unregistered-{new_id()}", storage)
             final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        if step is not None:
+            self._at(f"{step}:finalize-copied")
         try:
             self.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
                                         ver.model_copy(update={"manifest_path": final}).encode())
         except ConcurrentModification:
             return False  # finished (or cleaned up) by someone else meanwhile
+        if step is not None:
+            self._at(f"{step}:finalize-swapped")
         engine.remove_files(record.location, [ver.manifest_path], storage)
         return True
 

@@ -119,6 +119,7 @@ class HierarchyMixin:
         commit_id = new_id()
         if tables_now:
             self._detach_tables(nname, spaces_now, [t for t, _ in tables_now], who, commit_id, purge)
+        self._at("drop-namespace:detached")
         for record, ns_item in marked:  # deepest first
             self._at("drop-namespace:namespace")
             self._transact_chunked([*self._policy_sweep(record.name), Delete(ns_item.key, ns_item.revision),
@@ -149,6 +150,7 @@ class HierarchyMixin:
                              *self._log_ops(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
                                             detail={"tables": len(tables), "namespaces": len(spaces),
                                                     "expires_at_ms": expires_at})])
+        self._at("drop-namespace:filed")
         for table in tables:
             self._at("drop-namespace:table")
             # A table a racing single drop already took is left to that drop's own trash record.

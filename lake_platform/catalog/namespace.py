@@ -199,6 +199,8 @@ class BoundTableNamespace(LanceNamespace):
             raise Internal("this table handle is read-only: writes go through the catalog")
         version = int(_field(request, "version"))
         staging = str(_field(request, "manifest_path"))
+        if self._fault is not None:
+            self._fault("staged")  # data files and the staging manifest are written, nothing registered
         with self._lock, self.lease.fenced() as lease_check:
             self._require_next(version)
             step = len(pending.landed)
@@ -244,7 +246,9 @@ class BoundTableNamespace(LanceNamespace):
                 log_key=log_key,
                 at_ms=at,
             )
-            if step > 0:
+            if pending.marker_revision != ABSENT:
+                # A later step of this commit, or the continuation of an interrupted one: the
+                # commit still starts where its first step did.
                 first = self.store.get(keys.commit_marker(pending.commit_id))
                 if first is not None:
                     marker = marker.model_copy(
@@ -263,6 +267,8 @@ class BoundTableNamespace(LanceNamespace):
             try:
                 results = self.store.transact(ops)
                 assert results[0] is not None
+                if self._fault is not None:
+                    self._fault("registered")  # the version is committed; its manifest is not published yet
                 published = self._publish(ver, results[0].revision)
                 if self._fault is not None:
                     self._fault("after-commit")
@@ -298,9 +304,13 @@ class BoundTableNamespace(LanceNamespace):
         try:
             final = engine.finalize_manifest(self.record.location, ver.version, ver.manifest_path,
                                              self.storage_options)
+            if self._fault is not None:
+                self._fault("finalize-copied")
             done = ver.model_copy(update={"manifest_path": final})
             item = self.store.compare_and_swap(keys.version(self.record.incarnation, ver.version), revision,
                                                done.encode())
+            if self._fault is not None:
+                self._fault("finalize-swapped")
             return done, item.revision
         except Exception:  # noqa: BLE001 - the commit stands either way
             log.warning("could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True)

@@ -131,6 +131,7 @@ class TrashMixin:
         item, trash = self._pick_trash(tname, incarnation)
         if self.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists; undrop it under another name with --as")
+        self._at("undrop:checked")
         return self._restore(item, trash, target, parent, who)
 
     def _pick_trash(self: Catalog, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
@@ -233,6 +234,7 @@ class TrashMixin:
     def _purge_trash(self: Catalog, item: Item, record: TrashRecord, who: Principal, actor: str | None,
                      run_id: str | None) -> CommitResult | None:
         assert record.table is not None
+        self._at("expire:found")
         if record.state == "trashed":
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
                 item = self.store.compare_and_swap(item.key, item.revision,
@@ -241,6 +243,7 @@ class TrashMixin:
                 return None  # undropped (or claimed) meanwhile: the other side won entirely
         self._at("expire:claimed")
         self.purge_storage(record.table)
+        self._at("expire:purged")
         commit_id = new_id()
         try:
             self.store.transact([Delete(item.key, item.revision),

@@ -171,6 +171,11 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
     return int(ds.latest_version), int(metrics.fragments_removed), int(metrics.fragments_added)
 
 
+def is_rewrite(ds: lance.LanceDataset, version: int) -> bool:
+    """Whether ``version`` was committed by a compaction's Rewrite (not its ReserveFragments)."""
+    return type(ds.read_transaction(version).operation).__name__ == "Rewrite"
+
+
 class StaleCompaction(Exception):
     """Lance refused to rebase a compaction onto newer commits."""
 
