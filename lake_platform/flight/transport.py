@@ -38,7 +38,7 @@ from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.tokens import Identity
-from lake_platform.query.engine import transient_pool
+from lake_platform.query.batches import transient_pool
 
 log = logging.getLogger(__name__)
 
