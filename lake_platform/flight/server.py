@@ -30,7 +30,7 @@ import pyarrow.flight as fl
 
 from lake_platform import __version__
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
-from lake_platform.flight import proto
+from lake_platform.flight import framing, proto
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
@@ -38,7 +38,7 @@ from lake_platform.flight.sqlinfo import standard_info
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
-from lake_platform.flight.transport import Call, FlightTransport, varint
+from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
@@ -204,7 +204,7 @@ class FlightSqlServer:
     def _command(self, descriptor: fl.FlightDescriptor) -> tuple[str, bytes]:
         if descriptor.descriptor_type != fl.DescriptorType.CMD:
             raise InvalidInput("this server takes Flight SQL commands, not paths")
-        return _unpack(descriptor.command)
+        return proto.unpack_command(descriptor.command)
 
     # == GetFlightInfo / GetSchema ==============================================================
 
@@ -219,8 +219,7 @@ class FlightSqlServer:
                                    f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}")
             handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-            endpoint = _endpoint(ticket, int(expires))
-            return fl.FlightInfo(planned.schema, descriptor, [endpoint], -1, -1)
+            return fl.FlightInfo(planned.schema, descriptor, [framing.endpoint(ticket, int(expires))], -1, -1)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
@@ -241,7 +240,7 @@ class FlightSqlServer:
             if cmd.HasField("transaction_id"):
                 raise Unsupported(_NO_TRANSACTIONS)
             return cmd.query, None
-        return self.tickets.open_prepared(_prepared_handle(command), identity)
+        return self.tickets.open_prepared(proto.prepared_handle(command), identity)
 
     def _is_dropped(self, incarnation: str) -> bool:
         """Whether this replica's cached catalog knows the incarnation was dropped (no I/O)."""
@@ -252,11 +251,11 @@ class FlightSqlServer:
 
     def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         identity = call.identity
-        name, payload = _unpack(ticket.ticket)
+        name, payload = proto.unpack_command(ticket.ticket)
         if name != "TicketStatementQuery":
             table = self.metadata.table(identity, name, payload)
             return table.schema, iter(table.to_batches())
-        ticket = self.tickets.open_statement(_statement_handle(ticket.ticket), identity)
+        ticket = self.tickets.open_statement(proto.statement_handle(ticket.ticket), identity)
         self._refuse_if_draining()
         self.streams.refuse_cancelled(ticket.ticket_id)
         planned = self.engine.plan_pinned(ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped)
@@ -273,7 +272,7 @@ class FlightSqlServer:
             if name in proto.UNSUPPORTED_COMMANDS:
                 raise unsupported(name)
             raise InvalidInput(f"DoPut does not take {name}")
-        sql, _ = self.tickets.open_prepared(_prepared_handle(descriptor.command), identity)
+        sql, _ = self.tickets.open_prepared(proto.prepared_handle(descriptor.command), identity)
         rows: list[pa.RecordBatch] = []
         size = 0
         limit = self.settings.max_param_bytes
@@ -307,7 +306,7 @@ class FlightSqlServer:
         raise Unsupported(_REFUSED_ACTIONS.get(action.type, f"unknown action {action.type!r}"))
 
     def _create_prepared(self, identity: Identity, body: bytes) -> list[bytes]:
-        name, payload = _unpack(body)
+        name, payload = proto.unpack_command(body)
         if name != "ActionCreatePreparedStatementRequest":
             raise InvalidInput("CreatePreparedStatement takes an ActionCreatePreparedStatementRequest")
         req = proto.parse(proto.ActionCreatePreparedStatementRequest, payload)
@@ -323,7 +322,7 @@ class FlightSqlServer:
 
     def _close_prepared(self, identity: Identity, body: bytes) -> list[bytes]:
         handle = proto.unpack_sealed(body, proto.ActionClosePreparedStatementRequest,
-                                     "prepared_statement_handle", _PREPARED)
+                                     "prepared_statement_handle", proto.PREPARED)
         try:
             self.tickets.open_prepared(handle, identity)
         except InvalidInput:
@@ -335,7 +334,7 @@ class FlightSqlServer:
         return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
 
     def _cancel_query(self, identity: Identity, body: bytes) -> list[bytes]:
-        status = self._cancel(identity, proto.parse(proto.ActionCancelQueryRequest, _unpack(body)[1]).info)
+        status = self._cancel(identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info)
         return [proto.pack(proto.ActionCancelQueryResult(result=status))]
 
     def _close_session(self, identity: Identity, body: bytes) -> list[bytes]:
@@ -351,11 +350,11 @@ class FlightSqlServer:
             raise InvalidInput("malformed FlightInfo") from None
         cancelled = False
         for endpoint in info.endpoints:
-            name, _ = _unpack(endpoint.ticket.ticket)
+            name, _ = proto.unpack_command(endpoint.ticket.ticket)
             if name != "TicketStatementQuery":
                 continue
             try:
-                ticket = self.tickets.open_statement(_statement_handle(endpoint.ticket.ticket), identity)
+                ticket = self.tickets.open_statement(proto.statement_handle(endpoint.ticket.ticket), identity)
             except InvalidInput:
                 continue  # expired (or beyond this server's limits): nothing to cancel
             self.streams.cancel(ticket.ticket_id, ticket.expires_at_ms / 1000)
@@ -398,41 +397,6 @@ _REFUSED_ACTIONS = {
 #: Kept for callers of the previous names.
 Cancelled = QueryCancelled
 __all__ = ["Cancelled", "FlightSqlServer", "QueryCancelled", "QueryTimeout", "serve"]
-
-
-def _endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
-    """A FlightEndpoint for ``ticket`` that expires at ``expires`` (epoch seconds: the ticket's
-    expiry rounded down, so a client never thinks a ticket lives longer than it does).
-
-    Parsed from its wire form: pyarrow's constructor converts expiration_time through a
-    compute cast on every call, the larger share of what pinning adds to GetFlightInfo."""
-    inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
-    stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
-    return fl.FlightEndpoint.deserialize(b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp)
-
-
-_PREPARED = "prepared statement handle"
-
-
-def _statement_handle(ticket: bytes) -> bytes:
-    """The sealed handle of a statement ticket; any byte changed, added or removed in its
-    wrappers is refused like a tampered handle."""
-    return proto.unpack_sealed(ticket, proto.TicketStatementQuery, "statement_handle", "ticket")
-
-
-def _prepared_handle(command: bytes) -> bytes:
-    """The sealed handle of an Any-packed CommandPreparedStatementQuery, decoded as strictly.
-
-    The client builds this wrapper, but every Flight SQL client encodes it canonically (one
-    type_url, one handle, in field order: protobuf's own serializers in Go, Java and C++)."""
-    return proto.unpack_sealed(command, proto.CommandPreparedStatementQuery, "prepared_statement_handle", _PREPARED)
-
-
-def _unpack(data: bytes) -> tuple[str, bytes]:
-    try:
-        return proto.unpack_any(data)
-    except Exception:  # noqa: BLE001 - DecodeError, ValueError
-        raise InvalidInput("malformed Flight SQL command") from None
 
 
 def serve(settings: LakeSettings | None = None, flight: FlightSettings | None = None, *,
