@@ -52,12 +52,15 @@ log = logging.getLogger(__name__)
 PREPARED_TTL = 7 * 86400.0
 _STATEMENTS = ("CommandStatementQuery", "CommandPreparedStatementQuery")
 _NO_TRANSACTIONS = "transactions are not supported by this read-only server"
+
+
 class FlightSqlServer:
     """Start with :meth:`start`, stop with :meth:`stop` (graceful), or block in :meth:`wait`.
 
     The port is bound at construction (``port`` says which, when settings asked for 0); calls
     are served from :meth:`start` on. The wire protocol lives in ``transport``; this class is
-    the Flight SQL logic behind each RPC.
+    the Flight SQL logic behind each RPC (catalog commands: ``metadata``; result streams:
+    ``streams``).
     """
 
     def __init__(
