@@ -211,6 +211,34 @@ def unpack_sealed(data: bytes, cls: Any, field: str, what: str) -> bytes:
     return bytes(getattr(message, field))
 
 
+#: What a prepared statement's handle is called in errors.
+PREPARED = "prepared statement handle"
+
+
+def unpack_command(data: bytes) -> tuple[str, bytes]:
+    """:func:`unpack_any` of a command or ticket a client sent; InvalidInput if it is not one."""
+    try:
+        return unpack_any(data)
+    except Exception:  # noqa: BLE001 - DecodeError, ValueError
+        from lake_platform.errors import InvalidInput
+
+        raise InvalidInput("malformed Flight SQL command") from None
+
+
+def statement_handle(ticket: bytes) -> bytes:
+    """The sealed handle of a statement ticket; any byte changed, added or removed in its
+    wrappers is refused like a tampered handle."""
+    return unpack_sealed(ticket, TicketStatementQuery, "statement_handle", "ticket")
+
+
+def prepared_handle(command: bytes) -> bytes:
+    """The sealed handle of an Any-packed CommandPreparedStatementQuery, decoded as strictly.
+
+    The client builds this wrapper, but every Flight SQL client encodes it canonically (one
+    type_url, one handle, in field order: protobuf's own serializers in Go, Java and C++)."""
+    return unpack_sealed(command, CommandPreparedStatementQuery, "prepared_statement_handle", PREPARED)
+
+
 def opt(msg: Any, name: str) -> Any:
     """The value of a proto3 optional field, or None when it is absent."""
     return getattr(msg, name) if msg.HasField(name) else None

@@ -6,6 +6,7 @@ keeps its name there (``LakeSettings.flight_<name>``), and :func:`flight_setting
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from lake_platform.query.engine import DEFAULT_QUERY_TIMEOUT
+from lake_platform.query.limits import DEFAULT_QUERY_TIMEOUT, QueryLimits
 from lake_platform.settings import LakeSettings, settings_error
 
 ENV_PREFIX = "LAKE_FLIGHT_"
@@ -147,6 +148,14 @@ class FlightSettings(BaseSettings):
 
     def spill_path(self, lake: LakeSettings) -> Path:
         return (self.spill_dir or lake.home / "spill").expanduser()
+
+    def query_limits(self, lake: LakeSettings) -> QueryLimits:
+        """The query engine's limits, each labelled with the setting that sets it (error messages
+        name ``LAKE_FLIGHT_MAX_RESULT_BYTES``, not a field of the query layer)."""
+        names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(self).model_fields]
+        values: dict[str, Any] = {name: getattr(self, name) for name in names}
+        values["spill_dir"] = self.spill_path(lake)
+        return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
 
 
 def is_loopback(host: str) -> bool:

@@ -23,7 +23,7 @@ from lake_platform.errors import SettingsError
 from lake_platform.flight import proto
 from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.watchdog import Watchdog
-from lake_platform.query.engine import QueryLimits
+from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server, wait_until
 from lake_platform_tests.flight.test_streaming import SlowUdf, streams_of
@@ -148,7 +148,7 @@ def test_endless_queries_one_per_slot_cannot_lock_out_other_clients(slots_full: 
                      ).to_pylist() == [{"n": 500}]
         assert len(batches.calls) == computed
     assert server.health()["running_queries"] == 0
-    assert server._time_limit.pending() == 0  # every stream disarmed its limit
+    assert server.streams.time_limit.pending() == 0  # every stream disarmed its limit
 
 
 def test_the_watchdog_runs_what_is_due_in_order_and_nothing_disarmed() -> None:

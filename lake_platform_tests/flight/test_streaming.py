@@ -54,8 +54,7 @@ class SlowUdf:
 
 
 def streams_of(server: FlightSqlServer) -> int:
-    with server._streams_lock:
-        return len(server._streams)
+    return server.streams.running()
 
 
 def wait_until(condition: Any, timeout: float = 5.0) -> bool:
@@ -270,7 +269,10 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         server = psutil.Process(proc.pid)
-        anon = lambda: server.memory_info().rss - server.memory_info().shared
+
+        def anon() -> int:
+            return server.memory_info().rss - server.memory_info().shared
+
         peak = {"anon": 0}
 
         def sample() -> None:

@@ -155,6 +155,6 @@ def test_strict_decoding_on_its_own() -> None:
 
 
 def proto_varint(n: int) -> bytes:
-    from lake_platform.flight.transport import varint
+    from lake_platform.flight.framing import varint
 
     return varint(n)

@@ -11,7 +11,8 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, TableVersionNotFound
-from lake_platform.query.engine import QueryEngine, QueryLimits
+from lake_platform.query.engine import QueryEngine
+from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform_tests.flight.conftest import build_catalog
 
