@@ -31,7 +31,7 @@ def _progress(state: State, srcs: list[Any]) -> Iterator[Callable[[Any], None] |
 
 @click.group()
 def table() -> None:
-    """Tables: create, list, describe, history, drop."""
+    """Tables: create, list, describe, history, drop, repair."""
 
 
 @table.command("create")
@@ -155,6 +155,19 @@ def table_undrop(state: State, name: str, as_name: str | None, incarnation: str 
     with state.catalog() as catalog:
         result = catalog.undrop_table(name, as_name=as_name, incarnation=incarnation)
     state.emit(result.to_dict(), lambda r: f"restored {r['table']} at version {r['to_version']}")
+
+
+@table.command("repair")
+@click.argument("name", metavar="P.W.NS.T")
+@pass_state
+@handles_errors
+def table_repair(state: State, name: str) -> None:
+    """Publish versions a stopped writer committed but did not finalize, and move manifests
+    written around the registry to _quarantine/. Idempotent; changes no data."""
+    with state.catalog() as catalog:
+        result = {"table": name, **catalog.repair_table(name)}
+    state.emit(result, lambda r: f"{r['table']}: finalized {r['finalized'] or 'nothing'}; "
+                                 f"quarantined {r['quarantined'] or 'nothing'}")
 
 
 add_protect_command(table, "table", "P.W.NS.T")

@@ -160,3 +160,34 @@ def test_a_value_that_breaks_type_inference_midway_is_not_quoted(tmp_path: Path,
     message = str(raised.value)
     assert SECRET not in message
     assert message == "cannot read late.csv as csv: in column 1, a value does not convert to int64, after row 5"
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+import pyarrow as pa
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.settings import load_settings
+
+def die(point):
+    if point == "append:registered":  # the registry commit landed; the manifest is not published
+        os.kill(os.getpid(), signal.SIGKILL)
+
+Catalog(load_settings(), hook=die).append(sys.argv[1], pa.table({"id": [2], "name": ["n2"]}).to_reader())
+"""
+
+
+def test_repair_publishes_a_version_a_killed_writer_left_unpublished(lake: CliRunner, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    killed = subprocess.run([sys.executable, "-c", _KILLED_WRITER, T], env=dict(os.environ), capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    refused = lake.invoke(cli, ["table", "describe", T])
+    assert refused.exit_code != 0 and "not finalized" in refused.output and "Traceback" not in refused.output
+
+    assert run(lake, "table", "repair", T) == {"table": T, "finalized": [2], "quarantined": []}
+    assert run(lake, "table", "describe", T)["current_version"] == 2
+    assert run(lake, "table", "repair", T) == {"table": T, "finalized": [], "quarantined": []}  # idempotent
