@@ -127,12 +127,14 @@ def schema_matches_engine(context: dg.AssetCheckExecutionContext, lake: LakeReso
     "No version exists on disk beyond the registry's current one: every commit went through the registry "
     "(a rogue writer or a crashed one leaves versions readers never see)."))
 def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
-    from lake_platform.engine.lance_engine import manifests_on_disk
+    from lake_platform.engine.lance_engine import manifests_on_disk, quarantined_files
 
     table = _table(context)
     with lake.catalog() as catalog:
         location = catalog.describe_table(table, with_stats=False).location
-        manifests = manifests_on_disk(location, catalog.settings.storage_options(location))
+        storage = catalog.settings.storage_options(location)
+        manifests = manifests_on_disk(location, storage)
+        quarantined = [e.path for e in quarantined_files(location, storage)]
         # Read the registry after listing, so a commit that landed meanwhile is not reported.
         info = catalog.describe_table(table, with_stats=False)
         # A staging manifest older than a lease can only belong to a writer that is gone: its
@@ -150,6 +152,14 @@ def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: La
     figures: dict[str, Any] = {"registered_version": registered,
                                "newest_on_disk": max((m.version for m in manifests), default=0),
                                "unregistered_versions": around, "in_flight_versions": in_flight}
+    if not around and quarantined:
+        # The write path already moved them aside (so nothing builds on them), but somebody
+        # wrote around the registry, and that stays an error until an operator has looked.
+        return _result(False, ERROR, (
+            f"{len(quarantined)} file(s) written around the registry were moved to _quarantine/ by a "
+            f"later commit (see the commit log's quarantined_manifests). Readers never saw them. Find the "
+            f"writer, then delete {location}/_quarantine to clear this check."),
+            **figures, quarantined_files=quarantined[:100])
     if not around:
         note = f"; {_versions(in_flight)} is being committed" if in_flight else ""
         return _result(True, ERROR, f"no version newer than {registered} on disk{note}.", **figures)
@@ -165,8 +175,9 @@ def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: La
     return _result(False, ERROR, (
         f"registry says version {registered}; newest on disk is {max(around)}: {_versions(around)} "
         f"{'was' if len(around) == 1 else 'were'} written around the registry: " + "; ".join(causes)
-        + f". Readers do not see {'it' if len(around) == 1 else 'them'}, and the next commit through the "
-        f"catalog reuses the number. Find the writer; the files stay until an explicit orphan reclaim."),
+        + f". Readers do not see {'it' if len(around) == 1 else 'them'}; the next commit through the "
+        f"catalog moves {'it' if len(around) == 1 else 'them'} to _quarantine/ and reuses the number. "
+        f"Find the writer."),
         **figures, unregistered_manifests=[m.path for m in stray])
 
 

@@ -261,11 +261,14 @@ def remove_files(location: str, manifest_paths: Sequence[str], storage_options: 
     return removed
 
 
-def list_files(location: str, storage_options: dict[str, str] | None = None) -> Iterator[FileEntry]:
-    """Every file under a table location, relative paths, with size and mtime."""
+def list_files(location: str, storage_options: dict[str, str] | None = None, *,
+               under: str = "") -> Iterator[FileEntry]:
+    """Every file under a table location (or only under its folder ``under``), paths relative
+    to the location, with size and mtime."""
     fs, root = _filesystem(location, storage_options)
+    folder = f"{root.rstrip('/')}/{under.strip('/')}" if under else root
     try:
-        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return
     prefix = root.rstrip("/") + "/"
@@ -345,13 +348,17 @@ class ManifestFile:
 def manifests_on_disk(location: str, storage_options: dict[str, str] | None = None) -> list[ManifestFile]:
     """Every manifest file under ``_versions/`` (V1 or V2 naming, final or staging), by version."""
     found = []
-    for entry in list_files(location, storage_options):
-        if entry.path.startswith("_versions/") and ".manifest" in entry.path:
-            stem, _, rest = entry.path.removeprefix("_versions/").partition(".manifest")
-            if stem.isdigit():
-                version = (1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)
-                found.append(ManifestFile(version, entry.path, rest.startswith("-"), entry.mtime))
+    for entry in list_files(location, storage_options, under="_versions"):
+        parsed = _parse_manifest_name(entry.path.rpartition("/")[2])
+        if parsed is not None:
+            found.append(ManifestFile(parsed[0], entry.path, parsed[1], entry.mtime))
     return sorted(found, key=lambda m: (m.version, m.path))
+
+
+def quarantined_files(location: str, storage_options: dict[str, str] | None = None) -> list[FileEntry]:
+    """What the write path moved aside (``_quarantine/<tag>/...``): manifests written around the
+    registry, kept as evidence until an operator removes them."""
+    return sorted(list_files(location, storage_options, under=QUARANTINE_DIR), key=lambda e: e.path)
 
 
 class ManifestConflict(RuntimeError):
@@ -431,12 +438,20 @@ def canonical_manifest_path(manifest_path: str, version: int) -> str:
     return f"{manifest_path.rpartition('/')[0]}/{_final_manifest_name(version)}"
 
 
-def _manifest_version(name: str) -> int | None:
-    """The version a canonical manifest name stands for (V1 ``N.manifest`` or V2), else None."""
+def _parse_manifest_name(name: str) -> tuple[int, bool] | None:
+    """(version, staging) for a manifest file name: V1 ``N.manifest`` or V2 (``u64::MAX - N``,
+    20 digits), final or staging (``.manifest-<uuid>``); None for anything else, including
+    Lance's temporary ``#k`` copies."""
     stem, dot, rest = name.partition(".manifest")
-    if not dot or rest or not stem.isdigit():
-        return None  # staging manifests, Lance's temporary ``#k`` copies, other files
-    return (1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)
+    if not dot or not stem.isdigit() or (rest and not rest.startswith("-")):
+        return None
+    return ((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)), bool(rest)
+
+
+def _manifest_version(name: str) -> int | None:
+    """The version a canonical (final) manifest name stands for, else None."""
+    parsed = _parse_manifest_name(name)
+    return parsed[0] if parsed is not None and not parsed[1] else None
 
 
 def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:

@@ -241,7 +241,7 @@ def commit_report(catalog: Catalog, report: OrphanReport, *, actor: str | None =
     key = keys.report("orphans", report.table, report.at_ms)
     commit_id = new_id()
     entry = CommitLogEntry(
-        commit_id=commit_id, target=report.table, operation="orphan-scan", actor=actor or catalog.settings.actor,
+        commit_id=commit_id, target=report.table, operation="orphan-scan", actor=catalog._actor(actor),
         run_id=run_id, at_ms=report.at_ms, incarnation=report.incarnation, from_version=report.current_version,
         to_version=report.current_version,
         detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
@@ -317,7 +317,7 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
         commit_id = new_id()
         at = now_ms()
         entry = CommitLogEntry(
-            commit_id=commit_id, target=str(tname), operation="orphan-reclaim", actor=actor or catalog.settings.actor,
+            commit_id=commit_id, target=str(tname), operation="orphan-reclaim", actor=catalog._actor(actor),
             run_id=run_id, at_ms=at, incarnation=record.incarnation, from_version=found.report.current_version,
             to_version=found.report.current_version, files_removed=len(result.deleted),
             bytes_removed=result.bytes_deleted,

@@ -129,6 +129,21 @@ def test_a_version_written_around_the_registry_fails(instance, lake: Lake) -> No
     assert lake.catalog.open_table(TABLE).count_rows() == 15  # ... and nothing of the rogue rows
 
 
+def test_a_rogue_version_moved_to_quarantine_still_fails_until_an_operator_clears_it(instance, lake: Lake) -> None:
+    lance.write_dataset(rows(500, 3), str(location(lake)), mode="append")  # a rogue writer: version 2
+    lake.catalog.append(TABLE, rows(100, 5).to_reader())  # registers 2 and moves the rogue manifest aside
+    assert lake.catalog.open_table(TABLE).count_rows() == 15  # the rogue rows never became visible
+
+    quarantined = run_checks(instance, lake, checks.no_versions_beyond_registry)["no_versions_beyond_registry"]
+    assert not quarantined.passed and quarantined.severity == ERROR
+    assert "written around the registry were moved to _quarantine/" in quarantined.description
+    assert [p.split("/")[-2:] for p in values(quarantined)["quarantined_files"]] == [  # type: ignore[union-attr]
+        ["_versions", v2_manifest_name(2)]]
+
+    shutil.rmtree(location(lake) / "_quarantine")  # the operator has looked
+    assert run_checks(instance, lake, checks.no_versions_beyond_registry)["no_versions_beyond_registry"].passed
+
+
 def test_a_crashed_writers_unregistered_manifest_fails_once_no_lease_can_cover_it(instance, lake: Lake) -> None:
     versions = location(lake) / "_versions"
     staging = versions / f"{v2_manifest_name(2)}-{uuid.uuid4()}"
