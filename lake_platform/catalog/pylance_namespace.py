@@ -235,11 +235,11 @@ class LakeNamespace(LanceNamespace):
         def create() -> CreateTableVersionResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"write to {tname}")
-            record, revision = self.catalog._table(tname, declared=True)
+            record, revision = self.catalog.ctx.table(tname, declared=True)
             pending = PendingCommit(commit_id=new_id(), operation="commit",
                                     actor=self.catalog._actor(None, self.principal), detail={"client": "pylance"})
             with self.catalog.gate.hold(record.incarnation) as lease:
-                record, revision = self.catalog._table(tname, incarnation=record.incarnation, declared=True)
+                record, revision = self.catalog.ctx.table(tname, incarnation=record.incarnation, declared=True)
                 storage = self.catalog.settings.storage_options(record.location)
                 bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending,
                                             lease=lease, storage_options=storage)
@@ -279,7 +279,7 @@ class LakeNamespace(LanceNamespace):
             return
         pending = PendingCommit(commit_id=ver.commit_id, operation="commit", actor=self.principal.name,
                                 landed=[(version, "")])
-        self.catalog._finalize(record, pending)
+        self.catalog._manifests.finalize(record, pending)
 
     # -- tags ------------------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ class LakeNamespace(LanceNamespace):
     def _record(self, tname: TableName, declared: bool = False) -> TableRecord:
         if not self.principal.can(tname.project, "read"):
             raise TableNotFound(f"table {tname} does not exist")
-        return self.catalog._table(tname, declared=declared)[0]
+        return self.catalog.ctx.table(tname, declared=declared)[0]
 
     def _bound(self, request: Any) -> BoundTableNamespace:
         tname = self._table_name(request)

@@ -1,5 +1,5 @@
 """Recoverable drops: table drops file a trash record, undrop restores it, expiry purges it
-(mixin of Catalog). The name is free at once; the data stays until the record expires.
+The name is free at once; the data stays until the record expires.
 
 Every transition of a trash record is conditional on its revision, so an undrop racing an
 expiry either wins entirely (the table is back, intact) or loses entirely (expiry first claims
@@ -9,10 +9,11 @@ the record as "purging", then destroys the data, then deletes the record).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
+from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.versions import Versions
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
@@ -27,14 +28,16 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import NamespaceRecord, TableRecord, TrashRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
-if TYPE_CHECKING:
-    from lake_platform.catalog.catalog import Catalog
-
 log = logging.getLogger(__name__)
 
 
-class TrashMixin:
-    def drop_table(self: Catalog, name: str, *, purge: bool = False, force: bool = False,
+class Trash:
+    def __init__(self, ctx: CatalogContext, policies: Policies, versions: Versions) -> None:
+        self.ctx = ctx
+        self.policies = policies
+        self.versions = versions
+
+    def drop_table(self, name: str, *, purge: bool = False, force: bool = False,
                    incarnation: str | None = None, principal: Principal | None = None,
                    actor: str | None = None) -> CommitResult:
         """Deregister a table (compare-and-delete on its incarnation, under its lease).
@@ -43,31 +46,31 @@ class TrashMixin:
         stays and a trash record allows undrop; ``purge=True`` or a zero grace destroys the data
         right after the registration is gone.
         """
-        who = self._who(principal)
+        who = self.ctx.who(principal)
         tname = TableName.parse(name)
-        self._require_parent(tname)
+        self.ctx.require_parent(tname)
         who.require(tname.project, "admin", f"drop table {tname}")
-        record, _ = self._table(tname)
+        record, _ = self.ctx.table(tname)
         if incarnation is not None and record.incarnation != incarnation:
             raise TableNotFound(f"table {tname} is not at incarnation {incarnation}")
         if record.protected and not force:
             raise Protected(f"table {tname} is protected; unprotect it or pass force")
-        grace = self.effective_policy(str(tname)).policy.trash_grace
+        grace = self.policies.effective_policy(str(tname)).policy.trash_grace
         destroy = purge or grace.total_seconds() == 0
-        self._at("drop:resolved")
-        actor_name = self._actor(actor, who)
-        dropped_at = self.clock.wall_ms()
+        self.ctx.at("drop:resolved")
+        actor_name = self.ctx.actor(actor, who)
+        dropped_at = self.ctx.clock.wall_ms()
         expires = None if destroy else dropped_at + int(grace.total_seconds() * 1000)
-        detached = self._detach_table(tname, record.incarnation, actor=actor_name, dropped_at=dropped_at,
+        detached = self.detach_table(tname, record.incarnation, actor=actor_name, dropped_at=dropped_at,
                                       expires_at=expires, step="drop")
         assert detached is not None  # _detach_table raises unless asked to skip a vanished table
         current, commit_id = detached
-        self._at("drop:after-commit")
+        self.ctx.at("drop:after-commit")
         if destroy:
-            self.purge_storage(current)
+            self.versions.purge_storage(current)
         return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
 
-    def _detach_table(self: Catalog, tname: TableName, incarnation: str, *, actor: str, dropped_at: int,
+    def detach_table(self, tname: TableName, incarnation: str, *, actor: str, dropped_at: int,
                       expires_at: int | None, step: str, cascade_id: str | None = None,
                       skip_vanished: bool = False) -> tuple[TableRecord, str] | None:
         """Deregister exactly ``incarnation`` of ``tname`` (under its lease), with its policy
@@ -76,18 +79,18 @@ class TrashMixin:
         Returns the registration as it was when removed, or None (with ``skip_vanished``) when
         that incarnation is no longer registered: a replacement is never touched.
         """
-        with self.gate.hold(incarnation) as lease:
+        with self.ctx.gate.hold(incarnation) as lease:
             # Re-read under the lease: only the holder of this incarnation's lease can remove it,
             # so if it is still there the revision we condition on cannot be reused (no ABA).
             try:
-                current, revision = self._table(tname, incarnation=incarnation, declared=skip_vanished)
+                current, revision = self.ctx.table(tname, incarnation=incarnation, declared=skip_vanished)
             except TableNotFound:
                 if skip_vanished:
                     return None
                 raise
-            self._at(f"{step}:before-commit")
+            self.ctx.at(f"{step}:before-commit")
             commit_id = new_id()
-            policy_ops, kept = self._policy_detach(str(tname))
+            policy_ops, kept = self.policies.detach(str(tname))
             with lease.fenced() as fence:
                 ops: list[Op] = [Delete(keys.table(tname), revision), fence, *policy_ops]
                 detail: dict[str, object] = {"purge": expires_at is None}
@@ -99,44 +102,44 @@ class TrashMixin:
                                         cascade_id=cascade_id, policies=kept)
                     ops.append(Put(keys.trash(str(tname), dropped_at, incarnation), trash.encode(), ABSENT))
                     detail["expires_at_ms"] = expires_at
-                ops += self._log_ops(str(tname), "drop", actor, commit_id=commit_id, incarnation=incarnation,
-                                     from_version=current.current_version, detail=detail)
+                entry = Log(str(tname), "drop", actor, commit_id=commit_id, incarnation=incarnation,
+                            from_version=current.current_version, detail=detail)
                 try:
-                    self.store.transact(ops)
+                    self.ctx.commit(ops, log=entry)
                 except ConditionFailed:
                     raise ConcurrentModification(f"table {tname} changed while being dropped; nothing was dropped") from None
         return current, commit_id
 
-    def list_trash(self: Catalog, prefix: str = "", *, principal: Principal | None = None) -> list[TrashRecord]:
-        who = self._who(principal)
+    def list_trash(self, prefix: str = "", *, principal: Principal | None = None) -> list[TrashRecord]:
+        who = self.ctx.who(principal)
         if prefix:
             for part in prefix.split("."):
                 from lake_platform.naming import check_segment
 
                 check_segment(part, "name prefix")
-        records = [decode(TrashRecord, i.value, i.key) for i in self.store.scan_prefix(keys.trash_prefix(prefix))]
+        records = [decode(TrashRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.trash_prefix(prefix))]
         return [r for r in records if (not prefix or r.target == prefix or r.target.startswith(prefix + "."))
                 and who.can(r.target.split(".")[0], "read")]
 
-    def undrop_table(self: Catalog, name: str, *, as_name: str | None = None, incarnation: str | None = None,
+    def undrop_table(self, name: str, *, as_name: str | None = None, incarnation: str | None = None,
                      principal: Principal | None = None) -> CommitResult:
         """Re-register a dropped table from its trash record (the newest, unless ``incarnation``)."""
-        who = self._who(principal)
+        who = self.ctx.who(principal)
         tname = TableName.parse(name)
         target = TableName.parse(as_name) if as_name is not None else tname
         if (target.project, target.warehouse) != (tname.project, tname.warehouse):
             raise InvalidInput("a table can only be undropped into the warehouse its data lives in")
-        parent = self._require_parent(target)
+        parent = self.ctx.require_parent(target)
         who.require(tname.project, "admin", f"undrop table {tname}")
         item, trash = self._pick_trash(tname, incarnation)
-        if self.store.get(keys.table(target)) is not None:
+        if self.ctx.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists; undrop it under another name with --as")
-        self._at("undrop:checked")
+        self.ctx.at("undrop:checked")
         return self._restore(item, trash, target, parent, who)
 
-    def _pick_trash(self: Catalog, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
+    def _pick_trash(self, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
         candidates = [(i, decode(TrashRecord, i.value, i.key))
-                      for i in self.store.scan_prefix(keys.trash_prefix(str(tname) + "/"))]
+                      for i in self.ctx.store.scan_prefix(keys.trash_prefix(str(tname) + "/"))]
         candidates = [(i, r) for i, r in candidates if r.kind == "table" and r.state == "trashed" and r.table]
         if incarnation is not None:
             candidates = [(i, r) for i, r in candidates if r.table and r.table.incarnation == incarnation]
@@ -145,19 +148,19 @@ class TrashMixin:
             raise TableNotFound(f"no dropped table {tname}{which} in the trash")
         return candidates[-1]  # keys sort by drop time: the newest is last
 
-    def _restore(self: Catalog, item: Item, trash: TrashRecord, target: TableName, parent: Item,
+    def _restore(self, item: Item, trash: TrashRecord, target: TableName, parent: Item,
                  who: Principal) -> CommitResult:
         assert trash.table is not None
         restored = trash.table.model_copy(update={"name": str(target)})
         commit_id = new_id()
         ops: list[Op] = [Delete(item.key, item.revision), Put(keys.table(target), restored.encode(), ABSENT),
                          Check(parent.key, parent.revision),
-                         *self._policy_restore(trash.policies, trash.target, str(target)),
-                         *self._log_ops(str(target), "undrop", self._actor(None, who), commit_id=commit_id,
-                                        incarnation=restored.incarnation, to_version=restored.current_version,
-                                        detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms})]
+                         *self.policies.restore(trash.policies, trash.target, str(target))]
+        entry = Log(str(target), "undrop", self.ctx.actor(None, who), commit_id=commit_id,
+                    incarnation=restored.incarnation, to_version=restored.current_version,
+                    detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms})
         try:
-            self.store.transact(ops)
+            self.ctx.commit(ops, log=entry)
         except ConditionFailed as exc:
             if exc.key == keys.table(target):
                 raise TableAlreadyExists(f"table {target} already exists") from None
@@ -166,57 +169,56 @@ class TrashMixin:
             raise TableNotFound(f"the trash record of {trash.target} was purged or restored concurrently") from None
         return CommitResult(commit_id, str(target), "undrop", None, restored.current_version)
 
-    def undrop_namespace(self: Catalog, name: str, *, principal: Principal | None = None) -> CommitResult:
+    def undrop_namespace(self, name: str, *, principal: Principal | None = None) -> CommitResult:
         """Rebuild a cascade-dropped namespace subtree, shallowest first. Resumable: run it again
         after an interruption and it finishes the job; pieces already restored are skipped."""
-        who = self._who(principal)
+        who = self.ctx.who(principal)
         nname = NamespaceName.parse(name)
-        self._require_parent(nname)
+        self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"undrop namespace {nname}")
-        found = [(i, decode(TrashRecord, i.value, i.key)) for i in self.store.scan_prefix(keys.trash_prefix(f"{nname}/"))]
+        found = [(i, decode(TrashRecord, i.value, i.key)) for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))]
         found = [(i, r) for i, r in found if r.kind == "namespace"]
         if not found:
             raise NamespaceNotFound(f"no dropped namespace {nname} in the trash")
         item, record = found[-1]
         for space in record.namespaces:  # shallowest first
             key = keys.namespace(NamespaceName.parse(space.name))
-            existing = self.store.get(key)
+            existing = self.ctx.store.get(key)
             if existing is None:
-                self.store.transact([Put(key, space.encode(), ABSENT),
-                                     *self._policy_restore(record.policies, space.name, space.name),
-                                     *self._log_ops(space.name, "undrop namespace", self._actor(None, who),
-                                                    detail={"cascade_id": record.cascade_id})])
+                self.ctx.commit([Put(key, space.encode(), ABSENT),
+                                 *self.policies.restore(record.policies, space.name, space.name)],
+                                log=Log(space.name, "undrop namespace", self.ctx.actor(None, who),
+                                        detail={"cascade_id": record.cascade_id}))
             elif decode(NamespaceRecord, existing.value).state != "active":
                 raise ConcurrentModification(f"namespace {space.name} is being dropped")
-            self._at("undrop-namespace:namespace")
+            self.ctx.at("undrop-namespace:namespace")
         for trash_key in record.table_trash_keys:
-            trash_item = self.store.get(trash_key)
+            trash_item = self.ctx.store.get(trash_key)
             if trash_item is None:
                 continue  # restored by an earlier run (or purged after expiry)
             trash = decode(TrashRecord, trash_item.value, trash_key)
             if trash.state != "trashed" or trash.table is None:
                 continue
             target = TableName.parse(trash.target)
-            if self.store.get(keys.table(target)) is not None:
+            if self.ctx.store.get(keys.table(target)) is not None:
                 log.warning("not restoring %s: the name is taken", target)
                 continue
-            self._restore(trash_item, trash, target, self._require_parent(target), who)
-            self._at("undrop-namespace:table")
+            self._restore(trash_item, trash, target, self.ctx.require_parent(target), who)
+            self.ctx.at("undrop-namespace:table")
         commit_id = new_id()
-        self.store.transact([Delete(item.key, item.revision),
-                             *self._log_ops(str(nname), "undrop namespace cascade", self._actor(None, who),
-                                            commit_id=commit_id,
-                                            detail={"cascade_id": record.cascade_id})])
+        self.ctx.commit([Delete(item.key, item.revision)],
+                        log=Log(str(nname), "undrop namespace cascade", self.ctx.actor(None, who),
+                                commit_id=commit_id, detail={"cascade_id": record.cascade_id}))
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
 
-    def expire_trash(self: Catalog, now_ms: int | None = None, *, principal: Principal | None = None,
+    def expire_trash(self, now_ms: int | None = None, *, principal: Principal | None = None,
                      actor: str | None = None, run_id: str | None = None,
                      only: list[str] | None = None) -> list[CommitResult]:
         """Purge the data of every trash record whose deadline has passed; one commit each."""
-        who = self._who(principal)
-        now = self.clock.wall_ms() if now_ms is None else now_ms
+        who = self.ctx.who(principal)
+        now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
         purged: list[CommitResult] = []
-        items = [self.store.get(k) for k in only] if only is not None else list(self.store.scan_prefix("trs/"))
+        items = [self.ctx.store.get(k) for k in only] if only is not None else list(self.ctx.store.scan_prefix(keys.trash_prefix()))
         for item in items:
             if item is None:
                 continue
@@ -231,41 +233,41 @@ class TrashMixin:
                 purged.append(result)
         return purged
 
-    def _purge_trash(self: Catalog, item: Item, record: TrashRecord, who: Principal, actor: str | None,
+    def _purge_trash(self, item: Item, record: TrashRecord, who: Principal, actor: str | None,
                      run_id: str | None) -> CommitResult | None:
         assert record.table is not None
-        self._at("expire:found")
+        self.ctx.at("expire:found")
         if record.state == "trashed":
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
-                item = self.store.compare_and_swap(item.key, item.revision,
+                item = self.ctx.store.compare_and_swap(item.key, item.revision,
                                                    record.model_copy(update={"state": "purging"}).encode())
             except ConditionFailed:
                 return None  # undropped (or claimed) meanwhile: the other side won entirely
-        self._at("expire:claimed")
-        self.purge_storage(record.table)
-        self._at("expire:purged")
+        self.ctx.at("expire:claimed")
+        self.versions.purge_storage(record.table)
+        self.ctx.at("expire:purged")
         commit_id = new_id()
         try:
-            self.store.transact([Delete(item.key, item.revision),
-                                 *self._log_ops(record.target, "purge", self._actor(actor, who), commit_id=commit_id,
-                                                run_id=run_id, incarnation=record.table.incarnation,
-                                                from_version=record.table.current_version,
-                                                detail={"dropped_at_ms": record.dropped_at_ms,
-                                                        "expires_at_ms": record.expires_at_ms})])
+            self.ctx.commit([Delete(item.key, item.revision)],
+                            log=Log(record.target, "purge", self.ctx.actor(actor, who), commit_id=commit_id,
+                                    run_id=run_id, incarnation=record.table.incarnation,
+                                    from_version=record.table.current_version,
+                                    detail={"dropped_at_ms": record.dropped_at_ms,
+                                            "expires_at_ms": record.expires_at_ms}))
         except ConditionFailed:
             return None  # another expiry finished it first
         return CommitResult(commit_id, record.target, "purge", record.table.current_version, None)
 
-    def _expire_namespace_record(self: Catalog, item: Item, record: TrashRecord, who: Principal,
+    def _expire_namespace_record(self, item: Item, record: TrashRecord, who: Principal,
                                  actor: str | None) -> None:
-        if any(self.store.get(k) is not None for k in record.table_trash_keys):
+        if any(self.ctx.store.get(k) is not None for k in record.table_trash_keys):
             return  # its tables go first (they share its deadline)
         try:
-            self.store.transact([Delete(item.key, item.revision),
-                                 *self._log_ops(record.target, "purge namespace", self._actor(actor, who),
-                                                detail={"cascade_id": record.cascade_id})])
+            self.ctx.commit([Delete(item.key, item.revision)],
+                            log=Log(record.target, "purge namespace", self.ctx.actor(actor, who),
+                                    detail={"cascade_id": record.cascade_id}))
         except ConditionFailed:
             pass
 
 
-__all__ = ["TrashMixin", "TableRecord"]
+__all__ = ["Trash", "TableRecord"]

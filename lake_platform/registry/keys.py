@@ -6,6 +6,8 @@ Namespace paths are joined with ``.`` inside one key segment and name segments n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 
 
@@ -78,3 +80,50 @@ def trash_prefix(target: str = "") -> str:
 
 def report(kind: str, target: str, at_ms: int) -> str:
     return f"rpt/{kind}/{target}/{at_ms:015d}"
+
+
+# -- scan prefixes: the only place outside the functions above that spells a prefix ------------
+
+
+def projects() -> str:
+    return "prj/"
+
+
+def warehouses(project: str | None = None) -> str:
+    """Prefix of every warehouse, or of those of one project."""
+    return "whs/" if project is None else f"whs/{project}/"
+
+
+def namespaces(project: str | None = None, warehouse: str | None = None, path: Sequence[str] = ()) -> str:
+    """Prefix of every namespace, of those of one warehouse, or of those under ``path`` in it
+    (``path`` given: the descendants, not the namespace itself)."""
+    if project is None:
+        return "nsp/"
+    if warehouse is None:
+        return f"nsp/{project}/"
+    return f"nsp/{project}/{warehouse}/" + "".join(p + "." for p in path)
+
+
+def tables_under(parts: Sequence[str] = ()) -> str:
+    """Prefix of the tables whose dotted name starts with ``parts`` (whole segments; for three
+    parts or more, the namespace path may continue: ``ns`` also matches ``ns.sub``'s tables)."""
+    head = "tbl/" + "/".join(parts[:2])
+    return head + ("/" + ".".join(parts[2:]) if len(parts) > 2 else "")
+
+
+def log_under(prefix: str = "") -> str:
+    """Prefix of the commit-log entries of every object whose dotted name starts with ``prefix``."""
+    return f"log/{prefix}"
+
+
+def users() -> str:
+    return "usr/"
+
+
+def tokens() -> str:
+    return "tok/"
+
+
+def reports(kind: str, target: str) -> str:
+    """Prefix of the reports of one kind about one object, oldest first."""
+    return f"rpt/{kind}/{target}/"

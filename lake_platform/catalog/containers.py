@@ -1,0 +1,318 @@
+"""Containers: projects, warehouses and namespaces. Creates go top-down, each conditional on
+its parent's revision; drops go bottom-up (mark ``dropping``, re-list under the mark, remove),
+including the namespace cascade; deletion protection. Every door checks
+identity → shape → parent → permission → conflict → write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.policies import Policies
+from lake_platform.catalog.principals import Principal, TokenRecord, UserRecord
+from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.trash import Trash
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    LakeError,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
+    Protected,
+)
+from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    NamespaceRecord,
+    ProjectRecord,
+    TableRecord,
+    TrashRecord,
+    WarehouseRecord,
+    decode,
+    new_id,
+)
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
+
+_LIST_LIMIT = 5
+
+
+def _names(items: list[str]) -> str:
+    head = ", ".join(items[:_LIST_LIMIT])
+    return head + (f" and {len(items) - _LIST_LIMIT} more" if len(items) > _LIST_LIMIT else "")
+
+
+class Containers:
+    def __init__(self, ctx: CatalogContext, policies: Policies, trash: Trash) -> None:
+        self.ctx = ctx
+        self.policies = policies
+        self.trash = trash
+
+    # -- creates ---------------------------------------------------------------------------------
+
+    def create_project(self, name: str, *, actor: str | None = None, principal: Principal | None = None) -> ProjectRecord:
+        who = self.ctx.who(principal)
+        pname = ProjectName.parse(name)
+        who.require(pname.project, "admin", f"create project {pname}")
+        record = ProjectRecord(name=str(pname), created_by=self.ctx.actor(actor, who))
+        self._create(keys.project(pname), record, str(pname), "create project", self.ctx.actor(actor, who),
+                     exists=NamespaceAlreadyExists(f"project {pname} already exists"))
+        return record
+
+    def create_warehouse(self, name: str, *, root: str | None = None, actor: str | None = None,
+                         principal: Principal | None = None) -> WarehouseRecord:
+        who = self.ctx.who(principal)
+        wname = WarehouseName.parse(name)
+        root = self._storage_root(root, wname)
+        project = self.ctx.store.get(keys.project(wname.parent))
+        if project is None or decode(ProjectRecord, project.value).state != "active":
+            raise NamespaceNotFound(f"project {wname.project} does not exist")
+        who.require(wname.project, "admin", f"create warehouse {wname}")
+        record = WarehouseRecord(name=str(wname), root=root, created_by=self.ctx.actor(actor, who))
+        self._create(keys.warehouse(wname), record, str(wname), "create warehouse", self.ctx.actor(actor, who),
+                     exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
+                     parent=keys.project(wname.parent))
+        return record
+
+    def create_namespace(self, name: str, *, actor: str | None = None,
+                         principal: Principal | None = None) -> NamespaceRecord:
+        who = self.ctx.who(principal)
+        nname = NamespaceName.parse(name)
+        parent = nname.parent
+        parent_key = keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
+        self.ctx.require_parent(nname)
+        who.require(nname.project, "admin", f"create namespace {nname}")
+        record = NamespaceRecord(name=str(nname), created_by=self.ctx.actor(actor, who))
+        self._create(keys.namespace(nname), record, str(nname), "create namespace", self.ctx.actor(actor, who),
+                     exists=NamespaceAlreadyExists(f"namespace {nname} already exists"), parent=parent_key)
+        return record
+
+    def _create(self, key: str, record: Any, target: str, operation: str, actor: str, *,
+                exists: LakeError, parent: str | None = None) -> None:
+        ops: list[Op] = [Put(key, record.encode(), ABSENT)]
+        if parent is not None:
+            parent_item = self.ctx.store.get(parent)
+            if parent_item is None:
+                raise NamespaceNotFound(f"parent of {target} does not exist")
+            # The parent must still be there when the child lands (no orphan children).
+            ops.append(Check(parent, parent_item.revision))
+        try:
+            self.ctx.commit(ops, log=Log(target, operation, actor))
+        except ConditionFailed as exc:
+            if exc.key == key or exc.key is None and self.ctx.store.get(key) is not None:
+                raise exists from None
+            raise NamespaceNotFound(f"parent of {target} was dropped concurrently") from None
+
+    def _storage_root(self, root: str | None, wname: WarehouseName) -> str:
+        if root is None or root == "":
+            base = self.ctx.settings.warehouse_root
+            root = f"{base.rstrip('/')}/{wname.project}/{wname.warehouse}"
+        if root.startswith("s3://"):
+            if len(root) <= len("s3://") or "//" in root[5:] or ".." in root.split("/"):
+                raise InvalidInput(f"invalid storage root {root!r}")
+            return root.rstrip("/")
+        if "://" in root and not root.startswith("file://"):
+            raise InvalidInput(f"unsupported storage root {root!r}: use a local folder or s3://bucket/prefix")
+        return Path(root.removeprefix("file://")).expanduser().resolve().as_posix()
+
+    # -- protection ----------------------------------------------------------------------------
+
+    def set_protected(self, name: str, protected: bool = True, *, kind: str | None = None,
+                      principal: Principal | None = None) -> None:
+        """Turn deletion protection on or off for a table, namespace or warehouse."""
+        who = self.ctx.who(principal)
+        kind_, key = self.ctx.scope(name, kind)
+        if kind_ == "project":
+            raise InvalidInput("projects cannot be protected (they are never cascaded)")
+        who.require(name.split(".")[0], "admin", f"change protection of {name}")
+        item = self.ctx.store.get(key)
+        if item is None:
+            raise NamespaceNotFound(f"{kind_} {name} does not exist")
+        cls = {"table": TableRecord, "namespace": NamespaceRecord, "warehouse": WarehouseRecord}[kind_]
+        record = decode(cls, item.value, item.key)
+        # Nothing being dropped changes under the drop: a cascade detaches each table conditional
+        # on the revision it read, and a protection flip would make that condition fail midway.
+        guard: list[Op] = []
+        if kind_ == "table":
+            parent = self.ctx.require_parent(TableName.parse(name))
+            guard.append(Check(parent.key, parent.revision))
+        elif getattr(record, "state", "active") != "active":
+            raise NamespaceNotFound(f"{kind_} {name} is being dropped")
+        try:
+            self.ctx.commit([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
+                             *guard], log=Log(name, "protect" if protected else "unprotect", self.ctx.actor(None, who)))
+        except ConditionFailed:
+            raise ConcurrentModification(f"{name} changed meanwhile; protection was not changed") from None
+
+    # -- namespaces -----------------------------------------------------------------------------
+
+    def drop_namespace(self, name: str, *, cascade: bool = False, force: bool = False, purge: bool = False,
+                       principal: Principal | None = None) -> CommitResult:
+        who = self.ctx.who(principal)
+        nname = NamespaceName.parse(name)
+        self.ctx.require_parent(nname)
+        who.require(nname.project, "admin", f"drop namespace {nname}")
+        item = self.ctx.store.get(keys.namespace(nname))
+        if item is None:
+            raise NamespaceNotFound(f"namespace {nname} does not exist")
+        spaces, tables = self._subtree(nname)
+        protected = [r.name for r, _ in spaces if r.protected] + [t.name for t, _ in tables if t.protected]
+        if protected and not force:
+            raise Protected(f"namespace {nname} is or contains protected objects: {_names(protected)}; "
+                            "unprotect them or pass force")
+        if not cascade and (len(spaces) > 1 or tables):
+            contents = [r.name for r, _ in spaces[1:]] + [t.name for t, _ in tables]
+            raise NamespaceNotEmpty(f"namespace {nname} is not empty: it contains {_names(contents)}")
+        self.ctx.at("drop-namespace:checked")
+        # Mark every namespace of the subtree "dropping" (deepest first): creates under them
+        # carry a condition on the revision they saw, so none can land from here on.
+        marked: list[tuple[NamespaceRecord, Item]] = []
+        try:
+            for record, ns_item in reversed(spaces):
+                dropping = record.model_copy(update={"state": "dropping"})
+                marked.append((record, self.ctx.store.compare_and_swap(ns_item.key, ns_item.revision, dropping.encode())))
+        except ConditionFailed:
+            self._unmark(marked)
+            raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped") from None
+        self.ctx.at("drop-namespace:marked")
+        # Re-list under the mark: anything that landed before it is seen now, and these are the
+        # incarnations the cascade detaches (a drop + recreate before the mark shows up here as
+        # the replacement; nothing can replace a table after the mark).
+        spaces_now, tables_now = self._subtree(nname)
+        if len(spaces_now) != len(spaces) or (not cascade and tables_now):
+            self._unmark(marked)
+            raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped")
+        late = [t.name for t, _ in tables_now if t.protected]
+        if late and not force:
+            self._unmark(marked)
+            raise Protected(f"namespace {nname} contains protected objects: {_names(late)}; "
+                            "unprotect them or pass force")
+        commit_id = new_id()
+        if tables_now:
+            self._detach_tables(nname, spaces_now, [t for t, _ in tables_now], who, commit_id, purge)
+        self.ctx.at("drop-namespace:detached")
+        for record, ns_item in marked:  # deepest first
+            self.ctx.at("drop-namespace:namespace")
+            self.ctx.commit([*self.policies.sweep(record.name), Delete(ns_item.key, ns_item.revision)],
+                            log=Log(record.name, "drop namespace", self.ctx.actor(None, who), commit_id=new_id(),
+                                    detail={"cascade": cascade, "cascade_id": commit_id}), chunked=True)
+        return CommitResult(commit_id, str(nname), "drop namespace", None, None)
+
+    def _detach_tables(self, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
+                       tables: list[TableRecord], who: Principal, cascade_id: str, purge: bool) -> None:
+        """Cascade: file one namespace trash record (the undo list, with the namespaces'
+        policies), then move every table to the trash, each conditional on the incarnation
+        listed under the mark. No destructive storage call happens here, whatever the grace."""
+        grace = self.policies.effective_policy(str(nname)).policy.trash_grace
+        dropped_at = self.ctx.clock.wall_ms()
+        expires_at = dropped_at + (0 if purge else int(grace.total_seconds() * 1000))
+        table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t in tables]
+        actor = self.ctx.actor(None, who)
+        # Namespaces are marked, so their policies can no longer change: this copy is final.
+        kept: dict[str, Any] = {}
+        for record, _ in spaces:
+            kept.update(self.policies.detach(record.name)[1])
+        ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at, expires_at_ms=expires_at,
+                               dropped_by=actor,
+                               namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
+                               table_trash_keys=table_keys, cascade_id=cascade_id, policies=kept)
+        self.ctx.commit([Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT)],
+                        log=Log(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
+                                detail={"tables": len(tables), "namespaces": len(spaces),
+                                        "expires_at_ms": expires_at}))
+        self.ctx.at("drop-namespace:filed")
+        for table in tables:
+            self.ctx.at("drop-namespace:table")
+            # A table a racing single drop already took is left to that drop's own trash record.
+            self.trash.detach_table(TableName.parse(table.name), table.incarnation, actor=actor, dropped_at=dropped_at,
+                               expires_at=expires_at, step="drop-namespace", cascade_id=cascade_id,
+                               skip_vanished=True)
+        if purge:
+            self.trash.expire_trash(now_ms=expires_at, principal=who, only=table_keys)
+
+    def _unmark(self, marked: list[tuple[NamespaceRecord, Item]]) -> None:
+        for record, item in marked:
+            try:
+                self.ctx.store.compare_and_swap(item.key, item.revision, record.encode())
+            except ConditionFailed:
+                pass
+
+    def _subtree(self, nname: NamespaceName) -> tuple[list[tuple[NamespaceRecord, Item]],
+                                                                list[tuple[TableRecord, Item]]]:
+        """The namespace, its descendants (shallowest first) and every table in them."""
+        root = self.ctx.store.get(keys.namespace(nname))
+        if root is None:
+            raise NamespaceNotFound(f"namespace {nname} does not exist")
+        spaces = [(decode(NamespaceRecord, root.value, root.key), root)]
+        spaces += [(decode(NamespaceRecord, i.value, i.key), i) for i in self.ctx.store.scan_prefix(keys.namespace(nname) + ".")]
+        spaces.sort(key=lambda pair: (pair[0].name.count("."), pair[0].name))
+        tables: list[tuple[TableRecord, Item]] = []
+        for record, _ in spaces:
+            ns = NamespaceName.parse(record.name)
+            tables += [(decode(TableRecord, i.value, i.key), i) for i in self.ctx.store.scan_prefix(keys.tables_in_namespace(ns))]
+        return spaces, tables
+
+    # -- warehouses and projects --------------------------------------------------------------
+
+    def drop_warehouse(self, name: str, *, force: bool = False,
+                       principal: Principal | None = None) -> CommitResult:
+        """Drop an empty warehouse (no namespaces and nothing of it in the trash)."""
+        who = self.ctx.who(principal)
+        wname = WarehouseName.parse(name)
+        if self.ctx.store.get(keys.project(wname.parent)) is None:
+            raise NamespaceNotFound(f"project {wname.project} does not exist")
+        who.require(wname.project, "admin", f"drop warehouse {wname}")
+        item = self.ctx.store.get(keys.warehouse(wname))
+        if item is None:
+            raise NamespaceNotFound(f"warehouse {wname} does not exist")
+        record = decode(WarehouseRecord, item.value, item.key)
+        if record.protected and not force:
+            raise Protected(f"warehouse {wname} is protected; unprotect it or pass force")
+        return self._drop_empty(item, record.model_copy(update={"state": "dropping"}), str(wname), who,
+                                lambda: self._warehouse_contents(wname), "drop warehouse")
+
+    def _warehouse_contents(self, wname: WarehouseName) -> list[str]:
+        spaces = [decode(NamespaceRecord, i.value, i.key).name
+                  for i in self.ctx.store.scan_prefix(keys.namespaces(wname.project, wname.warehouse))]
+        trashed = [decode(TrashRecord, i.value, i.key).target + " (in trash)"
+                   for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{wname}."))]
+        return spaces + trashed
+
+    def drop_project(self, name: str, *, principal: Principal | None = None) -> CommitResult:
+        """Drop an empty project. There is no cascade for projects."""
+        who = self.ctx.who(principal)
+        pname = ProjectName.parse(name)
+        who.require(pname.project, "admin", f"drop project {pname}")
+        item = self.ctx.store.get(keys.project(pname))
+        if item is None:
+            raise NamespaceNotFound(f"project {pname} does not exist")
+        record = decode(ProjectRecord, item.value, item.key)
+        return self._drop_empty(item, record.model_copy(update={"state": "dropping"}), str(pname), who,
+                                lambda: self._project_contents(pname), "drop project")
+
+    def _project_contents(self, pname: ProjectName) -> list[str]:
+        found = [decode(WarehouseRecord, i.value, i.key).name for i in self.ctx.store.scan_prefix(keys.warehouses(pname.project))]
+        found += [f"user {u.name}" for u in (decode(UserRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.users()))
+                  if u.project == pname.project]
+        found += [f"token {t.name}" for t in (decode(TokenRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.tokens()))
+                  if t.project == pname.project and not t.revoked]
+        return found
+
+    def _drop_empty(self, item: Item, dropping: Any, target: str, who: Principal,
+                    contents: Any, operation: str) -> CommitResult:
+        before = contents()
+        if before:
+            raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(before)}")
+        marked = self.ctx.store.compare_and_swap(item.key, item.revision, dropping.encode())
+        after = contents()
+        if after:  # something landed before the mark: put it back as it was
+            self.ctx.store.compare_and_swap(item.key, marked.revision, item.value)
+            raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(after)}")
+        commit_id = new_id()
+        # Whatever policy records are left at or under it go with it (a recreate starts clean).
+        self.ctx.commit([*self.policies.sweep(target), Delete(item.key, marked.revision)],
+                        log=Log(target, operation, self.ctx.actor(None, who), commit_id=commit_id), chunked=True)
+        return CommitResult(commit_id, target, operation, None, None)

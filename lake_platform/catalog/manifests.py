@@ -1,0 +1,156 @@
+"""Storage agrees with the registry: finalize the versions a write landed (canonical manifest
+in place, registry repointed, staging object gone), settle a table before writing on it
+(finish what a stopped writer left, quarantine manifests written around the registry), and
+the ``finish_versions`` / ``repair_table`` maintenance steps built from the same parts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lake_platform.catalog.context import CatalogContext
+from lake_platform.catalog.namespace import PendingCommit
+from lake_platform.catalog.principals import Principal
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import ConcurrentModification, InvalidTableState
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode, new_id
+
+log = logging.getLogger(__name__)
+
+
+class Manifests:
+    def __init__(self, ctx: CatalogContext) -> None:
+        self.ctx = ctx
+
+    def finalize(self, record: TableRecord, pending: PendingCommit) -> None:
+        """Tidy up after the versions this operation landed. The namespace published each
+        canonical manifest before registering it, so only the staging objects remain to be
+        removed; a version recorded at its staging path (the writer was stopped, or committed
+        before manifests were published first) is finished here. Idempotent; a failure leaves
+        the version valid and the next writer or ``repair_table`` finishes it."""
+        storage = self.ctx.storage(record.location)
+        self.ctx.at(f"{pending.operation}:before-finalize")
+        for version, _ in pending.landed:
+            try:
+                staged = pending.staged.get(version)
+                known = pending.versions.get(version)
+                if staged is not None and known is not None and known[0].manifest_path != staged:
+                    engine.remove_files(record.location, [staged], storage)
+                    continue
+                if known is None:
+                    item = self.ctx.store.get(keys.version(record.incarnation, version))
+                    if item is None:
+                        continue
+                    known = (decode(VersionRecord, item.value, item.key), item.revision)
+                self.finish_version(record, *known, step=pending.operation)
+            except Exception:  # noqa: BLE001 - the commit stands either way
+                log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+        self.ctx.at(f"{pending.operation}:after-finalize")
+
+    def finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *,
+                        leased: bool = False, step: str | None = None) -> bool:
+        """Canonical manifest in place, registry pointed at it, staging object removed; False if
+        there was nothing to do (or a concurrent helper did it).
+
+        Safe without the write lease: the registry already chose this staging manifest, so every
+        helper copies the same bytes, and the record moves only by compare-and-swap. A different
+        manifest squatting on the canonical path is moved to quarantine, under the lease only."""
+        if not engine.is_staging_manifest(ver.manifest_path):
+            return False
+        storage = self.ctx.storage(record.location)
+        try:
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        except engine.ManifestConflict:
+            if not leased:
+                raise InvalidTableState(
+                    f"version {ver.version} of {record.name} cannot be finalized: a manifest written around the "
+                    "registry sits at its canonical path; `repair_table` moves it aside") from None
+            squatters = engine.canonical_manifests(record.location, storage).get(ver.version, [])
+            log.warning("%s: manifests squatting on version %s moved to quarantine: %s", record.name, ver.version,
+                        squatters)
+            engine.quarantine_files(record.location, squatters, f"unregistered-{new_id()}", storage)
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        if step is not None:
+            self.ctx.at(f"{step}:finalize-copied")
+        try:
+            self.ctx.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
+                                        ver.model_copy(update={"manifest_path": final}).encode())
+        except ConcurrentModification:
+            return False  # finished (or cleaned up) by someone else meanwhile
+        if step is not None:
+            self.ctx.at(f"{step}:finalize-swapped")
+        engine.remove_files(record.location, [ver.manifest_path], storage)
+        return True
+
+    def finish_versions(self, name: str, *, principal: Principal | None = None) -> list[int]:
+        """A maintenance step: finish every registered version whose writer stopped between
+        its registry commit and publishing its manifest (or that older code left at its staging
+        path). Readers never do this (an open never writes); the next writer does it for the
+        newest versions. Idempotent; returns the versions it finished."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self.ctx.table(tname)
+        return self._finish_all(record, leased=False)
+
+    def _finish_all(self, record: TableRecord, *, leased: bool) -> list[int]:
+        finished = []
+        for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if self.finish_version(record, ver, item.revision, leased=leased):
+                finished.append(ver.version)
+        return finished
+
+    def settle(self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None) -> list[str]:
+        """Under the write lease, before a write: make storage agree with the registry.
+
+        1. Finish the newest versions if a writer was stopped between its registry commit and
+           finalization (walking back while the record still names a staging manifest).
+        2. Move canonical manifests above the registered version to quarantine: Lance builds
+           every commit on the newest manifest it finds on storage, registered or not.
+        3. Refuse, with a typed error, to build on a registered version whose manifest is gone.
+
+        Costs one registry read and one listing of ``_versions/`` per write. Returns the
+        quarantined manifests (also noted in the pending commit's log entry)."""
+        version = record.current_version
+        while version > 0:
+            item = self.ctx.store.get(keys.version(record.incarnation, version))
+            if item is None or not self.finish_version(record, decode(VersionRecord, item.value, item.key),
+                                                        item.revision, leased=True):
+                break
+            version -= 1
+        storage = self.ctx.storage(record.location)
+        on_disk = engine.canonical_manifests(record.location, storage)
+        rogue = sorted(p for v, paths in on_disk.items() if v > record.current_version for p in paths)
+        if rogue:
+            log.warning("%s: manifests written around the registry moved to quarantine: %s", tname, rogue)
+            engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
+            if pending is not None:
+                pending.detail["quarantined_manifests"] = rogue
+        if record.current_version > 0 and record.current_version not in on_disk:
+            raise self.missing_manifest(tname, record.current_version)
+        return rogue
+
+    def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
+        return InvalidTableState(f"version {version} of {tname} is registered but its manifest is missing from "
+                                 "storage (deleted outside the catalog); nothing was changed")
+
+    def repair_table(self, name: str, *, principal: Principal | None = None) -> dict[str, list[Any]]:
+        """A maintenance step: finish every version whose writer stopped before finalizing it,
+        and quarantine manifests written around the registry. Idempotent; changes no data."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self.ctx.table(tname)
+        with self.ctx.gate.hold(record.incarnation):
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+            finalized = self._finish_all(record, leased=True)
+            try:
+                quarantined = self.settle(tname, record)
+            except InvalidTableState:
+                quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
+        return {"finalized": finalized, "quarantined": quarantined}
+

@@ -1,0 +1,405 @@
+"""Tables: the write path (create, append, overwrite, delete, declare) and the read path
+(open exactly a registered version, describe, list, the commit log), and how a failed engine
+call is resolved (invariant 5: did our commit id land?).
+
+Each write takes the table's lease, binds a namespace to the table incarnation and the pending
+commit, and lets Lance commit *through* the registry (see ``namespace``): the commit-log entry
+lands in the same registry transaction as the version.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.catalog.arrow_io import StreamCounter, conform_schema, schema_from_ipc, schema_to_ipc
+from lake_platform.catalog.context import (
+    CatalogContext,
+    Log,
+    check_commit_id,
+    first_line,
+    input_error,
+    transient_storage_error,
+)
+from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.manifests import Manifests
+from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.results import CommitResult, PlannedCompaction, TableInfo
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    ConditionFailed,
+    Internal,
+    InvalidInput,
+    LakeError,
+    NamespaceNotFound,
+    TableAlreadyExists,
+    TableNotFound,
+    TableSchemaValidationError,
+)
+from lake_platform.naming import TableName, check_segment
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitLogEntry, TableRecord, decode, new_id
+from lake_platform.registry.store import ABSENT, Check, Put
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """An open, immutable view of one registered table version."""
+
+    name: TableName
+    record: TableRecord
+    version: int
+    dataset: Any  # lance.LanceDataset, opaque above the engine
+
+    @property
+
+    def schema(self) -> pa.Schema:
+        return self.dataset.schema
+
+    def to_reader(self, **scan: Any) -> pa.RecordBatchReader:
+        return engine.scanner(self.dataset, **scan).to_reader()
+
+    def count_rows(self) -> int:
+        return int(self.dataset.count_rows())
+
+    def table_provider(self) -> Any:
+        return engine.table_provider(self.dataset)
+
+
+
+
+class Tables:
+
+    def __init__(self, ctx: CatalogContext, manifests: Manifests) -> None:
+        self.ctx = ctx
+        self.manifests = manifests
+
+    # == tables: write path ===================================================================
+
+    def create_table(
+        self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
+        commit_id: str | None = None, principal: Principal | None = None,
+    ) -> CommitResult:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        commit_id = check_commit_id(commit_id)
+        ns_item = self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
+        replay = self.ctx.replayed(commit_id)
+        if replay is not None:
+            return replay
+        if self.ctx.store.get(keys.table(tname)) is not None:
+            raise TableAlreadyExists(f"table {tname} already exists")
+        _check_schema(data.schema, str(tname))
+        warehouse = self.ctx.warehouse(tname.warehouse_name)
+        incarnation = new_id()
+        location = _table_location(warehouse.root, tname, incarnation)
+        record = TableRecord(
+            name=str(tname), incarnation=incarnation, location=location, current_version=0,
+            schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)), created_by=self.ctx.actor(actor, who),
+        )
+        counter = StreamCounter()
+        pending = PendingCommit(commit_id=commit_id, operation="create", actor=self.ctx.actor(actor, who), run_id=run_id,
+                                schema_ipc=schema_to_ipc(data.schema), stream_totals=counter.totals,
+                                extra_ops=[Check(ns_item.key, ns_item.revision)])
+        try:
+            self._write(tname, record, ABSENT, pending, counter.wrap(data), "create", counter=counter)
+        except LakeError:
+            # The location is unique to this attempt and unregistered: nobody else can see it.
+            if self.ctx.store.get(keys.commit_marker(commit_id)) is None:
+                engine.remove_table(location, self.ctx.storage(location))
+            raise
+        return self.result(pending, str(tname))
+
+    def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
+               run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
+               principal: Principal | None = None) -> CommitResult:
+        """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
+        (e.g. the identities of ingested files)."""
+        return self._write_existing(name, data, "append", actor, run_id, commit_id, detail, principal)
+
+    def overwrite(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
+                  run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
+                  principal: Principal | None = None) -> CommitResult:
+        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id, detail, principal)
+
+    def _write_existing(self, name: str, data: pa.RecordBatchReader, mode: str, actor: str | None,
+                        run_id: str | None, commit_id: str | None, detail: dict[str, object] | None,
+                        principal: Principal | None) -> CommitResult:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        commit_id = check_commit_id(commit_id)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"write to {tname}")
+        replay = self.ctx.replayed(commit_id)
+        if replay is not None:
+            return replay
+        record, _ = self.ctx.table(tname)
+        counter = StreamCounter()
+        if mode == "append":
+            target = conform_schema(data.schema, schema_from_ipc(record.schema_ipc), str(tname))
+            stream = counter.wrap(data, target)
+            schema_ipc = None
+        else:
+            _check_schema(data.schema, str(tname))
+            stream = counter.wrap(data)
+            schema_ipc = schema_to_ipc(data.schema)
+        pending = PendingCommit(commit_id=commit_id, operation=mode, actor=self.ctx.actor(actor, who), run_id=run_id,
+                                schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}))
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            self.manifests.settle(tname, record, pending)
+            if mode == "overwrite":
+                pending.rows_removed = self.snapshot(tname, record, record.current_version).count_rows()
+            self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
+        return self.result(pending, str(tname))
+
+    def _write(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
+               stream: pa.RecordBatchReader, mode: str, lease: Lease | None = None, *,
+               counter: StreamCounter) -> None:
+        if lease is None:
+            with self.ctx.gate.hold(record.incarnation) as held:
+                return self._write(tname, record, revision, pending, stream, mode, held, counter=counter)
+        ns = self.bind(tname, record, revision, pending, lease)
+        lease.check()
+        try:
+            self.ctx.at(f"{mode}:before-write")  # inside: an injected failure is an engine failure
+            engine.write(stream, namespace=ns, table_id=tname.parts, mode=mode,
+                         storage_options=self.ctx.storage(record.location))
+        except Exception as exc:  # noqa: BLE001 - every failure is resolved below, never guessed
+            if counter.error is not None and not pending.landed:
+                raise input_error(counter.error) from None
+            self.resolve_failure(pending, ns, exc)
+        self.ctx.at(f"{mode}:after-write")
+        self.manifests.finalize(record, pending)
+        self.enrich(tname, record, pending)
+
+    def delete_rows(self, name: str, predicate: str, *, actor: str | None = None, run_id: str | None = None,
+                    commit_id: str | None = None, principal: Principal | None = None) -> CommitResult:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidInput("a delete needs a non-empty predicate")
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"delete from {tname}")
+        commit_id = check_commit_id(commit_id)
+        replay = self.ctx.replayed(commit_id)
+        if replay is not None:
+            return replay
+        record, _ = self.ctx.table(tname)
+        pending = PendingCommit(commit_id=commit_id, operation="delete", actor=self.ctx.actor(actor, who), run_id=run_id,
+                                detail={"predicate": predicate})
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            self.manifests.settle(tname, record, pending)
+            ns = self.bind(tname, record, revision, pending, lease)
+            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=record.current_version,
+                                     storage_options=self.ctx.storage(record.location))
+            before = int(ds.count_rows())
+            try:
+                self.ctx.at("delete:before-write")  # inside: an injected failure is an engine failure
+                engine.delete_rows(ds, predicate)
+            except Exception as exc:  # noqa: BLE001
+                if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
+                    if "conflict" not in str(exc).lower():
+                        raise InvalidInput(f"cannot delete from {tname}: {first_line(exc)}") from None
+                self.resolve_failure(pending, ns, exc)
+            self.manifests.finalize(record, pending)
+            if pending.landed:
+                after = self.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
+                self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
+        return self.result(pending, str(tname))
+
+    # == read path ============================================================================
+
+    def open_table(self, name: str, version: int | None = None, *, principal: Principal | None = None) -> TableSnapshot:
+        """Open exactly the registered version (current by default); never "latest on disk"."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record, _ = self.ctx.table(tname)
+        if version is not None and (not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
+        return self.snapshot(tname, record, version or record.current_version)
+
+    def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location))
+        try:
+            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=version,
+                                     storage_options=self.ctx.storage(record.location))
+        except Exception as exc:  # noqa: BLE001
+            if ns.failure is not None:
+                raise ns.failure from None
+            if "not found" in str(exc).lower():
+                raise self.manifests.missing_manifest(tname, version) from None
+            raise Internal(f"cannot open {tname} at version {version}: {first_line(exc)}") from None
+        return TableSnapshot(tname, record, version, ds)
+
+    def snapshot_of(self, planned: PlannedCompaction) -> TableSnapshot:
+        tname = TableName.parse(planned.table)
+        record, _ = self.ctx.table(tname, incarnation=planned.incarnation)
+        return self.snapshot(tname, record, planned.read_version)
+
+    def describe_table(self, name: str, *, with_stats: bool = True, principal: Principal | None = None) -> TableInfo:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record, _ = self.ctx.table(tname)
+        rows = fragments = size = None
+        if with_stats and record.current_version > 0:
+            stats = engine.version_stats(self.snapshot(tname, record, record.current_version).dataset)
+            rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
+        schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
+        return TableInfo(
+            name=str(tname), incarnation=record.incarnation, location=record.location, engine=record.engine,
+            current_version=record.current_version, created_at_ms=record.created_at_ms, protected=record.protected,
+            rows=rows, fragments=fragments, data_bytes=size,
+            schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+        )
+
+    def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
+        """Registered tables whose dotted name starts with ``prefix`` (whole segments), among
+        those the principal may read."""
+        who = self.ctx.who(principal)
+        parts = prefix.split(".") if prefix else []
+        for part in parts:
+            check_segment(part, "name prefix")
+        for item in self.ctx.store.scan_prefix(keys.tables_under(parts)):
+            record = decode(TableRecord, item.value, item.key)
+            if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
+                if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
+                    yield record
+
+    def history(self, target: str, *, limit: int | None = None, principal: Principal | None = None) -> list[CommitLogEntry]:
+        """The commit log of one object (table, namespace, warehouse or project), oldest first."""
+        who = self.ctx.who(principal)
+        for part in target.split(".") if isinstance(target, str) else [target]:
+            check_segment(part, "name")
+        if not who.can(target.split(".")[0], "read"):
+            raise TableNotFound(f"{target} does not exist")
+        return [decode(CommitLogEntry, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.log_prefix(target), limit=limit)]
+
+    def log(self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None) -> list[CommitLogEntry]:
+        """Every commit-log entry of objects under a dotted prefix (all of them without one)."""
+        who = self.ctx.who(principal)
+        if prefix:
+            for part in prefix.split("."):
+                check_segment(part, "name prefix")
+        entries = []
+        for item in self.ctx.store.scan_prefix(keys.log_under(prefix)):
+            entry = decode(CommitLogEntry, item.value, item.key)
+            if prefix and not (entry.target == prefix or entry.target.startswith(prefix + ".")):
+                continue
+            if who.can(entry.target.split(".")[0], "read"):
+                entries.append(entry)
+        entries.sort(key=lambda e: (e.at_ms, e.target))
+        return entries[-limit:] if limit else entries
+
+    def declare_table(self, name: str, *, principal: Principal | None = None, actor: str | None = None) -> TableRecord:
+        """Reserve a name and a unique location with no version yet (the Lance Namespace
+        ``declare_table``): the first commit through the namespace makes it a table."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        ns_item = self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
+        if self.ctx.store.get(keys.table(tname)) is not None:
+            raise TableAlreadyExists(f"table {tname} already exists")
+        incarnation = new_id()
+        record = TableRecord(name=str(tname), incarnation=incarnation,
+                             location=_table_location(self.ctx.warehouse(tname.warehouse_name).root, tname, incarnation),
+                             current_version=0, created_by=self.ctx.actor(actor, who))
+        try:
+            self.ctx.commit([Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision)],
+                            log=Log(str(tname), "declare", self.ctx.actor(actor, who), incarnation=incarnation))
+        except ConditionFailed as exc:
+            if exc.key == keys.table(tname):
+                raise TableAlreadyExists(f"table {tname} already exists") from None
+            raise NamespaceNotFound(f"namespace {tname.namespace_name} was dropped concurrently") from None
+        return record
+
+    def bind(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
+                   lease: Lease) -> BoundTableNamespace:
+        return BoundTableNamespace(self.ctx.store, tname, record, revision, pending=pending, lease=lease,
+                                   storage_options=self.ctx.storage(record.location),
+                                   fault=self.ctx.hook and (lambda p: self.ctx.at(f"{pending.operation}:{p}")),
+                                   fresh=revision != ABSENT)
+
+    def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:
+        """After a failed engine call: did our commit land anyway? (invariant 5)"""
+        marker = None
+        try:
+            marker = self.ctx.commit_landed(pending.commit_id)
+        except LakeError:
+            pass
+        if marker is not None:
+            if not pending.landed and marker.to_version is not None:
+                pending.landed.append((marker.to_version, marker.log_key))
+            log.warning("commit %s landed although the engine reported: %s", pending.commit_id, first_line(exc))
+            return
+        if ns.failure is not None:
+            raise ns.failure from None
+        if isinstance(exc, LakeError):
+            raise exc
+        if isinstance(exc, (pa.ArrowInvalid, pa.ArrowTypeError)):
+            raise TableSchemaValidationError(f"data does not fit the table: {first_line(exc)}") from None
+        if isinstance(exc, (OSError, ValueError)) and "schema" in str(exc).lower():
+            raise TableSchemaValidationError(f"data does not fit the table: {first_line(exc)}") from None
+        transient = transient_storage_error(exc)
+        if transient is not None:
+            raise transient from exc
+        raise Internal(f"{pending.operation} failed: {first_line(exc)}") from exc
+
+    def result(self, pending: PendingCommit, table: str) -> CommitResult:
+        if not pending.landed:
+            raise Internal(f"{pending.operation} of {table} committed no version")
+        from_version = pending.from_version
+        if from_version is None:  # landed but resolved after an ambiguous failure
+            marker = self.ctx.commit_landed(pending.commit_id)
+            from_version = marker.from_version if marker else None
+        rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
+        return CommitResult(pending.commit_id, table, pending.operation, from_version, pending.landed[-1][0],
+                            rows_added=rows, bytes_added=nbytes)
+
+    def enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
+                extra: dict[str, object] | None = None) -> None:
+        """Add file counts to the commit-log entries once Lance's transaction can be read.
+
+        The entry itself landed atomically with the version; this only completes its figures,
+        and a failure here never fails the commit.
+        """
+        if not pending.landed or pending.operation == "append":
+            return
+        try:
+            last_version, _ = pending.landed[-1]
+            snap = self.snapshot(tname, record.model_copy(update={"current_version": last_version}), last_version)
+            for version, log_key in pending.landed:
+                change = engine.change_stats(snap.dataset, version)
+                patch: dict[str, object] = {"files_added": change.files_added, "files_removed": change.files_removed,
+                                            "bytes_added": change.bytes_added, "bytes_removed": change.bytes_removed}
+                if extra:
+                    patch["detail"] = {**pending.detail, **extra}
+                self.ctx.patch_log(log_key, patch)
+        except LakeError:
+            log.warning("could not complete commit-log figures for %s", tname, exc_info=True)
+
+
+def _table_location(root: str, tname: TableName, incarnation: str) -> str:
+    return f"{root.rstrip('/')}/{'/'.join(tname.namespace)}/{tname.table}-{incarnation}.lance"
+
+
+def _check_schema(schema: pa.Schema, table: str) -> None:
+    if len(schema) == 0:
+        raise TableSchemaValidationError(f"cannot create {table} without columns")
+    for f in schema:
+        if not f.name or f.name != f.name.strip():
+            raise TableSchemaValidationError(f"invalid column name {f.name!r} in {table}")
+    if len(set(schema.names)) != len(schema.names):
+        raise TableSchemaValidationError(f"duplicate column names in {table}")
+

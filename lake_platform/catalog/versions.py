@@ -1,0 +1,339 @@
+"""Versions of a table: tags, compaction (plan, execute, commit; stale plans are skipped, never
+forced), version cleanup under the retention policy, and purging an unregistered incarnation's
+storage. Each is a commit under the table's lease, like any write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
+from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.namespace import PendingCommit
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
+from lake_platform.catalog.tables import Tables
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    LeaseExpired,
+    ServiceUnavailable,
+    TableTagAlreadyExists,
+    TableTagNotFound,
+    TableVersionNotFound,
+)
+from lake_platform.naming import TableName, check_segment
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitMarker, TableRecord, VersionRecord, decode, new_id
+from lake_platform.registry.store import ABSENT, Delete, MetaStore, Op, Put
+
+log = logging.getLogger(__name__)
+
+
+class Versions:
+    def __init__(self, ctx: CatalogContext, tables: Tables) -> None:
+        self.ctx = ctx
+        self.tables = tables
+
+    def create_tag(self, name: str, tag: str, version: int | None = None, *, principal: Principal | None = None,
+                   replace: bool = False) -> int:
+        """Tag a registered version (current by default). Tagged versions are never cleaned up.
+
+        The tag is a commit like any other: under the table's lease, the version record gains
+        the tag in one registry transact fenced by the lease and conditional on that record, so
+        cleanup (which chooses and deletes under the same lease) can never delete it unseen.
+        Lance's own tag follows the registry. ``replace`` moves an existing tag."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        check_segment(tag, "tag name")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
+        who.require(tname.project, "write", f"tag {tname}")
+        record, _ = self.ctx.table(tname)
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+            target = version or record.current_version
+            item = self.ctx.store.get(keys.version(record.incarnation, target))
+            if item is None:
+                raise TableVersionNotFound(f"version {target} of {tname} does not exist (or was cleaned up)")
+            chosen = decode(VersionRecord, item.value, item.key)
+            holders = self._tag_holders(record, tag)
+            snap = self.tables.snapshot(tname, record, target)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            tagged_at = holders[0][0].version if holders else in_engine
+            if tagged_at is None and replace:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            if tagged_at is not None and not replace:
+                if tagged_at == target and holders and in_engine is None:
+                    # An earlier call committed the tag but never wrote Lance's copy: finish it.
+                    _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+                    return target
+                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
+            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
+                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
+                             for v, rev in holders if v.version != target]
+            if tag not in chosen.tags:
+                ops.append(Put(item.key, chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
+                               item.revision))
+            self.ctx.at("tag:before-commit")
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag)
+            self.ctx.at("tag:after-commit")
+            if in_engine is None:
+                _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+            elif in_engine != target:
+                _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
+        return target
+
+    def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
+        """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
+        left only in Lance still protects its version, and a retry removes it."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        check_segment(tag, "tag name")
+        who.require(tname.project, "write", f"untag {tname}")
+        record, _ = self.ctx.table(tname)
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+            holders = self._tag_holders(record, tag)
+            snap = self.tables.snapshot(tname, record, record.current_version)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            if not holders and in_engine is None:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
+                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
+                             for v, rev in holders]
+            self.ctx.at("untag:before-commit")
+            self._commit_tag(lease, ops, tname, "untag", who, None, tag)
+            if in_engine is not None:
+                _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
+
+    def _tag_holders(self, record: TableRecord, tag: str) -> list[tuple[VersionRecord, int]]:
+        """Registered versions carrying ``tag`` (one, unless a move was interrupted by hand)."""
+        found = []
+        for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if tag in ver.tags:
+                found.append((ver, item.revision))
+        return found
+
+    def _commit_tag(self, lease: Lease, ops: list[Op], tname: TableName, operation: str, who: Principal,
+                    version: int | None, tag: str) -> None:
+        record_keys = {op.key for op in ops}
+        with lease.fenced() as fence:
+            try:
+                self.ctx.commit([*ops, fence], log=Log(str(tname), operation, self.ctx.actor(None, who),
+                                                      to_version=version, detail={"tag": tag}))
+            except ConditionFailed as exc:
+                if exc.key == fence.key:
+                    lease.mark_lost()
+                    raise LeaseExpired(
+                        f"write lease on {tname} was taken over; tag {tag} was not written") from None
+                if exc.key in record_keys:
+                    raise ConcurrentModification(
+                        f"version records of {tname} changed; tag {tag} was not written") from None
+                raise
+
+    # == compaction and cleanup ==========================================================================
+
+    def plan_compaction(self, name: str, *, target_rows_per_fragment: int = 1_048_576,
+                        principal: Principal | None = None) -> PlannedCompaction:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"compact {tname}")
+        snap = self.tables.open_table(str(tname), principal=who)
+        plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
+        return PlannedCompaction(str(tname), snap.record.incarnation, plan.read_version, plan.tasks)
+
+    def execute_compaction(self, planned: PlannedCompaction) -> list[str]:
+        """Rewrite the planned fragments (no commit). Each task is independent and could run in
+        another process from its JSON; here they run in order."""
+        snap = self.tables.snapshot_of(planned)
+        return [engine.execute_compaction_task(snap.dataset, task) for task in planned.tasks]
+
+    def commit_compaction(self, planned: PlannedCompaction, results: Sequence[str], *, actor: str | None = None,
+                          run_id: str | None = None, commit_id: str | None = None,
+                          principal: Principal | None = None) -> MaintenanceResult:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(planned.table)
+        who.require(tname.project, "write", f"compact {tname}")
+        commit_id = check_commit_id(commit_id)
+        if not results:
+            return MaintenanceResult(str(tname), "compact", "nothing-to-do", planned.read_version)
+        pending = PendingCommit(commit_id=commit_id, operation="compact", actor=self.ctx.actor(actor, who), run_id=run_id,
+                                detail={"planned_at_version": planned.read_version, "tasks": len(results)})
+        with self.ctx.gate.hold(planned.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=planned.incarnation)
+            self.tables.manifests.settle(tname, record, pending)
+            replay = self._resume_compaction(tname, record, pending)
+            if replay is not None:
+                return replay
+            ns = self.tables.bind(tname, record, revision, pending, lease)
+            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
+                                     storage_options=self.ctx.storage(record.location))
+            try:
+                self.ctx.at("compact:before-write")  # inside: an injected failure is an engine failure
+                _, removed, added = engine.commit_compaction(ds, results)
+            except engine.StaleCompaction as exc:
+                self.tables.manifests.finalize(record, pending)
+                return self._skipped_stale(tname, record, pending, exc)
+            except Exception as exc:  # noqa: BLE001
+                self.tables.resolve_failure(pending, ns, exc)
+                removed = added = 0
+            self.tables.manifests.finalize(record, pending)
+            self.tables.enrich(tname, record, pending, {"fragments_removed": removed, "fragments_added": added})
+        return MaintenanceResult(str(tname), "compact", "committed", pending.landed[-1][0], commit_id,
+                                 {"rebased": pending.landed[-1][0] > planned.read_version + 2,
+                                  "planned_at_version": planned.read_version})
+
+    def compact(self, name: str, *, target_rows_per_fragment: int = 1_048_576, actor: str | None = None,
+                run_id: str | None = None, commit_id: str | None = None,
+                principal: Principal | None = None) -> MaintenanceResult:
+        planned = self.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment, principal=principal)
+        if not planned.tasks:
+            return MaintenanceResult(planned.table, "compact", "nothing-to-do", planned.read_version)
+        results = self.execute_compaction(planned)
+        return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id,
+                                      principal=principal)
+
+    def _resume_compaction(self, tname: TableName, record: TableRecord,
+                           pending: PendingCommit) -> MaintenanceResult | None:
+        """A retry of a compaction commit (same commit id), under the lease.
+
+        Lance commits a compaction as two versions (ReserveFragments, then Rewrite), each a
+        registry commit under the one commit id. If the rewrite landed, the retry is a replay.
+        If only the reserve step landed (the writer died in between), the retry carries on
+        under the same commit id: its marker is updated, not put again, so the commit id still
+        names exactly one compaction."""
+        item = self.ctx.store.get(keys.commit_marker(pending.commit_id))
+        if item is None:
+            return None
+        marker = decode(CommitMarker, item.value, item.key)
+        if marker.operation != "compact" or marker.target != str(tname) or marker.incarnation != record.incarnation:
+            raise InvalidInput(f"commit id {pending.commit_id} already names {marker.operation} of {marker.target}")
+        landed = marker.to_version
+        if landed is not None and engine.is_rewrite(self.tables.snapshot(tname, record, record.current_version).dataset, landed):
+            return MaintenanceResult(str(tname), "compact", "committed", landed, pending.commit_id,
+                                     {"replayed": True, **pending.detail})
+        pending.marker_revision = item.revision
+        return None
+
+    def _skipped_stale(self, tname: TableName, record: TableRecord, pending: PendingCommit,
+                       exc: Exception) -> MaintenanceResult:
+        current, _ = self.ctx.table(tname, incarnation=record.incarnation)
+        detail = {"status": "skipped-stale", "reason": first_line(exc), **pending.detail}
+        # If Lance's reserve step landed (now or in an interrupted attempt), the commit id
+        # already has its marker: log only.
+        self.ctx.commit([], log=Log(str(tname), "compact", pending.actor, commit_id=pending.commit_id,
+                                    run_id=pending.run_id, incarnation=record.incarnation,
+                                    from_version=current.current_version, detail=detail,
+                                    marker=not pending.landed and pending.marker_revision == ABSENT))
+        return MaintenanceResult(str(tname), "compact", "skipped-stale", current.current_version,
+                                 pending.commit_id, detail)
+
+    def cleanup(self, name: str, *, retention: timedelta, retain_versions: int = 1, actor: str | None = None,
+                run_id: str | None = None, principal: Principal | None = None) -> MaintenanceResult:
+        """Remove old versions: out of the registry first, then Lance's files with the same cut,
+        then their staging manifests. Never the current version, a tagged version, one of the
+        newest ``retain_versions``, or one younger than the ticket lifetime."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        if retain_versions < 1:
+            raise InvalidInput("retain_versions must be at least 1")
+        who.require(tname.project, "write", f"clean up {tname}")
+        if retention < timedelta(0):
+            raise InvalidInput("retention must not be negative")
+        record, _ = self.ctx.table(tname)
+        commit_id = new_id()
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            versions = [decode(VersionRecord, i.value, i.key)
+                        for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))]
+            snap = self.tables.snapshot(tname, record, record.current_version)
+            # Tags live in the version records; Lance's own list adds tags written before the
+            # registry recorded them. Both were read under the lease every tag commit needs.
+            tagged = {v.version for v in versions if v.tags}
+            tagged |= set(engine.tagged_versions(snap.dataset).values())
+            # A version can be pinned by a ticket for as long as it is current, and a reader's
+            # cached snapshot may still treat it as current a little after that: its age counts
+            # from when it was superseded (its successor's commit), not from its own commit.
+            window = max(retention, timedelta(seconds=self.ctx.settings.ticket_lifetime_seconds)) + timedelta(
+                seconds=self.ctx.settings.reader_max_stale_seconds)
+            cut_ms = self.ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
+            ordered = sorted(versions, key=lambda v: v.version)
+            superseded_at = {older.version: newer.committed_at_ms for older, newer in zip(ordered, ordered[1:])}
+            newest = {v.version for v in ordered[-retain_versions:]}
+            doomed = [v for v in ordered if v.version != record.current_version and v.version not in newest
+                      and v.version not in tagged and superseded_at.get(v.version, cut_ms) < cut_ms]
+            if not doomed:
+                return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
+            self.ctx.at("cleanup:chose-versions")
+            kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
+            # 1. Out of the registry, conditional on the lease and on the table not moving.
+            detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "tagged_kept": sorted(tagged)}
+            for start in range(0, len(doomed), BATCH):
+                batch = doomed[start:start + BATCH]
+                ops: list[Op] = [Delete(keys.version(record.incarnation, v.version), _ver_rev(self.ctx.store, record, v))
+                                 for v in batch]
+                with lease.fenced() as fence:
+                    ops.append(fence)
+                    entry = Log(str(tname), "cleanup", self.ctx.actor(actor, who), commit_id=commit_id,
+                                run_id=run_id, incarnation=record.incarnation, from_version=record.current_version,
+                                to_version=record.current_version, detail=detail)
+                    self.ctx.commit(ops, log=entry if start == 0 else None)
+            self.ctx.at("cleanup:after-registry")
+            # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
+            storage = self.ctx.storage(record.location)
+            engine.repair_manifests(record.location, kept, storage)
+            stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+            self.ctx.at("cleanup:after-engine")
+            # 3. The staging manifests Lance does not know about.
+            engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+            self.ctx.at("cleanup:after-manifests")
+        detail.update(stats)
+        marker = self.ctx.commit_landed(commit_id)
+        log_key = marker.log_key if marker else None
+        if log_key:
+            self.ctx.patch_log(log_key, {"bytes_removed": stats.get("bytes_removed", 0),
+                                      "files_removed": stats.get("data_files_removed", 0), "detail": detail})
+        return MaintenanceResult(str(tname), "cleanup", "committed", record.current_version, commit_id, detail)
+
+    # == storage =================================================================================
+
+    def purge_storage(self, record: TableRecord) -> None:
+        """Destroy an unregistered incarnation's data and registry leftovers (idempotent)."""
+        engine.remove_table(record.location, self.ctx.storage(record.location))
+        leftovers = [i for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))]
+        lease = self.ctx.store.get(keys.lease(record.incarnation))
+        if lease is not None:
+            leftovers.append(lease)
+        for start in range(0, len(leftovers), BATCH):
+            try:
+                self.ctx.commit([Delete(i.key, i.revision) for i in leftovers[start:start + BATCH]])
+            except ConditionFailed:
+                log.info("registry leftovers of %s changed during purge; left for the next sweep", record.incarnation)
+
+def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
+    """The revision cleanup deletes at: the record as it is now, which must still be untagged
+    (a tag can only land under the lease cleanup holds, so this is the second line)."""
+    item = store.get(keys.version(record.incarnation, v.version))
+    if item is None:
+        raise ConcurrentModification(f"version {v.version} vanished during cleanup")
+    if decode(VersionRecord, item.value, item.key).tags:
+        raise ConcurrentModification(f"version {v.version} was tagged during cleanup; nothing was removed")
+    return item.revision
+
+
+def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
+    """Lance's copy of a tag, written after the registry committed it: a failure leaves the
+    registry's answer standing (cleanup keeps the version), and repeating the call finishes it."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - any engine failure is reported the same, retryable way
+        raise ServiceUnavailable(f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
+                                 f"({first_line(exc)}); repeat the call to finish it") from exc
+
+
