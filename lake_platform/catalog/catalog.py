@@ -132,9 +132,9 @@ class Catalog:
 
     def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
                commit_id: str | None = None, detail: dict[str, object] | None = None,
-               principal: Principal | None = None) -> CommitResult:
+               principal: Principal | None = None, markers: Sequence[CommitMarker] = ()) -> CommitResult:
         return self._tables.append(name, data, actor=actor, run_id=run_id, commit_id=commit_id, detail=detail,
-                                   principal=principal)
+                                   principal=principal, markers=markers)
 
     def create_table(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
                      run_id: str | None = None, commit_id: str | None = None,

@@ -382,6 +382,9 @@ class BoundTableNamespace(LanceNamespace):
             return LeaseExpired(f"write lease on {self.name} was taken over; commit of version {version} refused")
         if exc.key == keys.table(self.name) and self.record_revision == ABSENT:
             return TableAlreadyExists(f"table {self.name} already exists")
+        if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops if isinstance(op, Put)}:
+            return ConcurrentModification(f"part of this commit to {self.name} (a marker it carries) landed "
+                                          f"concurrently; version {version} was not committed")
         if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops}:
             from lake_platform.errors import NamespaceNotFound
 

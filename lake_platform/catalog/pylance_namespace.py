@@ -81,13 +81,13 @@ class LakeNamespace(LanceNamespace):
     def _list_namespaces(self, ident: list[str]) -> ListNamespacesResponse:
         store, who = self.catalog.store, self.principal
         if not ident:
-            names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix("prj/")]
+            names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
             return ListNamespacesResponse(namespaces=[n for n in names if who.can(n, "read")])
         self._container(ident)
         if len(ident) == 1:
-            children = [decode(WarehouseRecord, i.value).name for i in store.scan_prefix(f"whs/{ident[0]}/")]
+            children = [decode(WarehouseRecord, i.value).name for i in store.scan_prefix(keys.warehouses(ident[0]))]
         else:
-            prefix = f"nsp/{ident[0]}/{ident[1]}/" + ("".join(p + "." for p in ident[2:]))
+            prefix = keys.namespaces(ident[0], ident[1], ident[2:])
             depth = len(ident)
             children = [decode(NamespaceRecord, i.value).name for i in store.scan_prefix(prefix)]
             children = [c for c in children if c.count(".") == depth]
@@ -275,7 +275,7 @@ class LakeNamespace(LanceNamespace):
         if item is None:
             return
         ver = decode(VersionRecord, item.value, item.key)
-        if ".manifest-" not in ver.manifest_path.rsplit("/", 1)[-1]:
+        if not engine.is_staging_manifest(ver.manifest_path):
             return
         pending = PendingCommit(commit_id=ver.commit_id, operation="commit", actor=self.principal.name,
                                 landed=[(version, "")])

@@ -10,7 +10,7 @@ lands in the same registry transaction as the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitLogEntry, TableRecord, decode, new_id
+from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, Put
 
 log = logging.getLogger(__name__)
@@ -120,19 +120,20 @@ class Tables:
 
     def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
                run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
-               principal: Principal | None = None) -> CommitResult:
+               principal: Principal | None = None, markers: Sequence[CommitMarker] = ()) -> CommitResult:
         """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
-        (e.g. the identities of ingested files)."""
-        return self._write_existing(name, data, "append", actor, run_id, commit_id, detail, principal)
+        (e.g. the identities of ingested files); ``markers`` land in the same registry transaction
+        as the version (an ingest's per-file markers: never one without the other)."""
+        return self._write_existing(name, data, "append", actor, run_id, commit_id, detail, principal, markers)
 
     def overwrite(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
                   run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
                   principal: Principal | None = None) -> CommitResult:
-        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id, detail, principal)
+        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id, detail, principal, ())
 
     def _write_existing(self, name: str, data: pa.RecordBatchReader, mode: str, actor: str | None,
                         run_id: str | None, commit_id: str | None, detail: dict[str, object] | None,
-                        principal: Principal | None) -> CommitResult:
+                        principal: Principal | None, markers: Sequence[CommitMarker]) -> CommitResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         commit_id = check_commit_id(commit_id)
@@ -152,7 +153,8 @@ class Tables:
             stream = counter.wrap(data)
             schema_ipc = schema_to_ipc(data.schema)
         pending = PendingCommit(commit_id=commit_id, operation=mode, actor=self.ctx.actor(actor, who), run_id=run_id,
-                                schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}))
+                                schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}),
+                                extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers])
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             self.manifests.settle(tname, record, pending)

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from lake_platform.errors import InvalidInput, LakeError, TableSchemaValidationError
 from lake_platform.maintenance.inbox import Inbox, InboxFile
+from lake_platform.registry.records import CommitMarker
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -69,23 +70,17 @@ def file_marker_id(table: str, f: InboxFile) -> str:
     return f"file-{digest[:40]}"
 
 
-def _mark_files(catalog: Catalog, table: str, files: list[InboxFile], commit_id: str) -> None:
-    from lake_platform.errors import ConditionFailed
-    from lake_platform.registry import keys
-    from lake_platform.registry.records import CommitMarker
-    from lake_platform.registry.store import ABSENT, Put
+def _file_markers(table: str, files: list[InboxFile], commit_id: str, incarnation: str) -> list[CommitMarker]:
+    """One marker per file, landing in the batch's own commit (never one without the other)."""
+    return [CommitMarker(commit_id=file_marker_id(table, f), target=table, operation="ingest-file",
+                         incarnation=incarnation, part_of=commit_id) for f in files]
 
-    landed = catalog.commit_landed(commit_id)
-    if landed is None:
-        return
-    for f in files:
-        marker = CommitMarker(commit_id=file_marker_id(table, f), target=table, operation="ingest-file",
-                              incarnation=landed.incarnation, from_version=landed.from_version,
-                              to_version=landed.to_version, log_key=landed.log_key)
-        try:
-            catalog.store.transact([Put(keys.commit_marker(marker.commit_id), marker.encode(), ABSENT)])
-        except ConditionFailed:
-            pass  # already marked (a retry)
+
+def _ingested_at(catalog: Catalog, marker: CommitMarker) -> int | None:
+    if marker.to_version is not None or marker.part_of is None:
+        return marker.to_version
+    batch = catalog.commit_landed(marker.part_of)
+    return batch.to_version if batch is not None else None
 
 
 def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFile], *,
@@ -104,7 +99,6 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
     if marker is not None:
         outcome.status, outcome.from_version, outcome.version = "replayed", marker.from_version, marker.to_version
         outcome.files = [f.identity() for f in files]
-        _mark_files(catalog, table, [f for f in files if inbox.stat(f.key) == f], commit_id)
         return outcome
 
     pending: list[InboxFile] = []
@@ -116,11 +110,12 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
         elif (now.size, now.mtime_ns, now.etag) != (f.size, f.mtime_ns, f.etag):
             outcome.skipped.append({"key": f.key, "reason": "changed since it was listed; it will be listed again"})
         elif (earlier := catalog.commit_landed(file_marker_id(table, f))) is not None:
-            outcome.skipped.append({"key": f.key, "reason": f"already ingested (version {earlier.to_version})"})
+            outcome.skipped.append({"key": f.key, "reason": f"already ingested (version {_ingested_at(catalog, earlier)})"})
         else:
             pending.append(f)
 
-    target = schema_from_ipc(catalog.open_table(table).record.schema_ipc)
+    record = catalog.open_table(table).record
+    target = schema_from_ipc(record.schema_ipc)
     with ExitStack() as stack:
         paths: dict[str, Path] = {}
         for f in list(pending):
@@ -146,7 +141,9 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
                 result = catalog.append(table, stream, actor=actor, run_id=run_id, commit_id=commit_id,
                                         detail={"inbox": inbox.location,
                                                 "files": [f.identity() for f, _ in readers],
-                                                "quarantined": [q["key"] for q in outcome.quarantined]})
+                                                "quarantined": [q["key"] for q in outcome.quarantined]},
+                                        markers=_file_markers(table, [f for f, _ in readers], commit_id,
+                                                              record.incarnation))
             except (InvalidInput, TableSchemaValidationError) as exc:
                 bad = state.get("failed")
                 if bad is None or catalog.commit_landed(commit_id) is not None:
@@ -156,7 +153,6 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
                 continue
             if fault is not None:
                 fault("after-commit")
-            _mark_files(catalog, table, [f for f, _ in readers], commit_id)
             outcome.status = "replayed" if result.replayed else "committed"
             outcome.from_version, outcome.version = result.from_version, result.to_version
             outcome.rows, outcome.bytes = result.rows_added, result.bytes_added

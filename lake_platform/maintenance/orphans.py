@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from lake_platform.catalog.context import Log
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import Internal, InvalidInput, LakeError
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitLogEntry, Record, VersionRecord, decode, new_id, now_ms
+from lake_platform.registry.records import Record, VersionRecord, decode
 from lake_platform.registry.store import ABSENT, Delete, Op, Put
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class _Scan:
 
 
 def _report_prefix(table: str) -> str:
-    return keys.report("orphans", table, 0)[: -len(f"{0:015d}")]
+    return keys.reports("orphans", table)
 
 
 def _split(rel: str) -> tuple[str, str]:
@@ -123,7 +124,9 @@ def _manifest_rel(location: str, manifest_path: str) -> str | None:
 
 
 def _canonical(version: int) -> str:
-    return f"_versions/{(1 << 64) - 1 - version:020d}.manifest"
+    from lake_platform.engine import lance_engine as engine
+
+    return engine.canonical_manifest_path("_versions/", version)
 
 
 def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = None) -> _Scan:
@@ -239,20 +242,15 @@ def commit_report(catalog: Catalog, report: OrphanReport, *, actor: str | None =
     """Store the report as a versioned record plus a commit-log entry, in one transaction;
     prune reports beyond the newest ``KEEP_REPORTS``. Returns the report key."""
     key = keys.report("orphans", report.table, report.at_ms)
-    commit_id = new_id()
-    entry = CommitLogEntry(
-        commit_id=commit_id, target=report.table, operation="orphan-scan", actor=catalog._actor(actor),
-        run_id=run_id, at_ms=report.at_ms, incarnation=report.incarnation, from_version=report.current_version,
-        to_version=report.current_version,
-        detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
-                "files_scanned": report.files_scanned},
-    )
+    entry = Log(report.table, "orphan-scan", actor, run_id=run_id, at_ms=report.at_ms, incarnation=report.incarnation,
+                from_version=report.current_version, to_version=report.current_version, marker=False,
+                detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
+                        "files_scanned": report.files_scanned})
     old = list(catalog.store.scan_prefix(_report_prefix(report.table)))
-    ops: list[Op] = [Put(key, report.encode(), ABSENT),
-                     Put(keys.log_entry(report.table, report.at_ms, commit_id), entry.encode(), ABSENT)]
+    ops: list[Op] = [Put(key, report.encode(), ABSENT)]
     excess = max(0, len(old) + 1 - KEEP_REPORTS)
     ops += [Delete(i.key, i.revision) for i in old[:min(excess, 90)]]
-    catalog.store.transact(ops)
+    catalog.record_event(entry, ops=ops)
     return key
 
 
@@ -314,20 +312,13 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
             if refs_mod.delete(location, rel, storage):
                 result.deleted.append({"path": rel, "bytes": size, "age_seconds": round(now - mtime, 1)})
                 result.bytes_deleted += size
-        commit_id = new_id()
-        at = now_ms()
-        entry = CommitLogEntry(
-            commit_id=commit_id, target=str(tname), operation="orphan-reclaim", actor=catalog._actor(actor),
-            run_id=run_id, at_ms=at, incarnation=record.incarnation, from_version=found.report.current_version,
-            to_version=found.report.current_version, files_removed=len(result.deleted),
-            bytes_removed=result.bytes_deleted,
-            detail={"older_than_seconds": older_than.total_seconds(),
-                    "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
-                    "truncated": len(result.deleted) > MAX_LISTED, "kept": result.kept[:50]},
-        )
-        with lease.fenced() as fence:
-            catalog.store.transact([Put(keys.log_entry(str(tname), at, commit_id), entry.encode(), ABSENT), fence])
-        result.commit_id = commit_id
+        entry = Log(str(tname), "orphan-reclaim", actor, run_id=run_id, incarnation=record.incarnation,
+                    from_version=found.report.current_version, to_version=found.report.current_version,
+                    files_removed=len(result.deleted), bytes_removed=result.bytes_deleted, marker=False,
+                    detail={"older_than_seconds": older_than.total_seconds(),
+                            "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
+                            "truncated": len(result.deleted) > MAX_LISTED, "kept": result.kept[:50]})
+        result.commit_id = catalog.record_event(entry, lease=lease)
     return result
 
 

@@ -182,11 +182,11 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
     started = time.monotonic()
     warehouses: dict[str, list[str]] = {}
     namespaces: dict[str, list[tuple[str, str]]] = {}
-    for item in store.scan_prefix("whs/"):
+    for item in store.scan_prefix(keys.warehouses()):
         rec = decode(WarehouseRecord, item.value, item.key)
         project, warehouse = rec.name.split(".", 1)
         warehouses.setdefault(project, []).append(warehouse)
-    for item in store.scan_prefix("nsp/"):
+    for item in store.scan_prefix(keys.namespaces()):
         rec_ns = decode(NamespaceRecord, item.value, item.key)
         parts = rec_ns.name.split(".")
         namespaces.setdefault(parts[0], []).append((parts[1], ".".join(parts[2:])))
@@ -201,7 +201,7 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         if trash.kind == "table" and trash.table is not None:
             dropped.add(trash.table.incarnation)
     tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
-    for item in store.scan_prefix("tbl/"):
+    for item in store.scan_prefix(keys.tables_under()):
         record = decode(TableRecord, item.value, item.key)
         if record.current_version <= 0:
             continue  # declared, nothing committed: not visible to readers

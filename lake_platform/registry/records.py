@@ -142,6 +142,9 @@ class CommitMarker(Record):
     to_version: int | None = None
     log_key: str = ""
     at_ms: int = Field(default_factory=now_ms)
+    #: For a marker that lands inside another commit's transaction (an ingested file's): that
+    #: commit's id, whose own marker has the versions.
+    part_of: str | None = None
 
 
 class LeaseRecord(Record):

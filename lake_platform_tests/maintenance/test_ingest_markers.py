@@ -1,0 +1,60 @@
+"""Per-file ingest markers land in the same registry transaction as the batch's append, so a
+run stopped right after the commit cannot leave a file ingested but unmarked (and ingested
+again by a later batch): real catalog, real local inbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.maintenance import inbox as inbox_mod
+from lake_platform.maintenance.inbox import LocalInbox
+from lake_platform.maintenance.ingest import file_marker_id, ingest_batch
+from lake_platform_tests.maintenance.helpers import make_lake, rows
+
+TABLE = "p.w.ns.t"
+
+
+class Stopped(Exception):
+    """The run stops here, as a killed process would."""
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Catalog:
+    lake = make_lake(tmp_path / "home")
+    lake.create_table(TABLE, rows(0, 3).to_reader())
+    yield lake
+    lake.close()
+
+
+@pytest.fixture(autouse=True)
+def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 0.0)
+
+
+def stop(point: str) -> None:
+    raise Stopped(point)
+
+
+def test_a_run_stopped_right_after_its_commit_leaves_every_file_marked(catalog: Catalog, tmp_path: Path) -> None:
+    box = LocalInbox(tmp_path / "inbox")
+    (box.root / "p/w/ns/t").mkdir(parents=True)
+    (box.root / "p/w/ns/t/a.csv").write_text("id,name\n10,a\n11,b\n")
+    (box.root / "p/w/ns/t/b.csv").write_text("id,name\n12,c\n")
+    listed, _ = box.list_new(TABLE, None, 10)
+    assert len(listed) == 2
+
+    with pytest.raises(Stopped, match="after-commit"):
+        ingest_batch(catalog, box, TABLE, listed, fault=stop)
+
+    assert catalog.open_table(TABLE).count_rows() == 6
+    markers = [catalog.commit_landed(file_marker_id(TABLE, f)) for f in listed]
+    assert all(m is not None and m.operation == "ingest-file" for m in markers)
+
+    # Offered again in another batch (a reset sensor cursor): skipped, nothing appended twice.
+    again = ingest_batch(catalog, box, TABLE, listed[:1])
+    assert again.status == "nothing-to-do"
+    assert again.skipped == [{"key": listed[0].key, "reason": "already ingested (version 2)"}]
+    assert catalog.open_table(TABLE).count_rows() == 6
