@@ -127,10 +127,18 @@ class HierarchyMixin:
             raise Protected(f"namespace {nname} contains protected objects: {_names(late)}; "
                             "unprotect them or pass force")
         # The root is marked last, so only an attempt that got past marking it can have filed.
+        tables = [t for t, _ in tables_now]
         filed = self._filed_cascade(nname, spaces[0][0]) if resuming else None
+        if filed is None and tables:
+            filed = self._file_cascade(nname, spaces_now, tables, who, purge, marked[-1][1])
         commit_id = (filed[1].cascade_id if filed is not None else None) or new_id()
-        if tables_now or filed is not None:
-            self._detach_tables(nname, spaces_now, [t for t, _ in tables_now], who, commit_id, purge, filed)
+        if filed is not None:
+            # Filing rewrote the root (once per cascade, whoever filed): delete it at that revision.
+            root_now = self.store.get(marked[-1][1].key)
+            if root_now is None:  # another run continuing this cascade finished it meanwhile
+                return CommitResult(commit_id, str(nname), "drop namespace", None, None)
+            marked[-1] = (marked[-1][0], root_now)
+            self._detach_tables(nname, tables, who, purge, filed)
         self._at("drop-namespace:detached")
         for record, ns_item in marked:  # deepest first
             self._at("drop-namespace:namespace")
@@ -148,7 +156,8 @@ class HierarchyMixin:
 
     def _filed_cascade(self: Catalog, nname: NamespaceName,
                        root: NamespaceRecord) -> tuple[Item, TrashRecord] | None:
-        """The namespace trash record an interrupted cascade of exactly this namespace filed.
+        """The namespace trash record an interrupted (or still running) cascade of exactly this
+        namespace filed.
 
         Older records of the same name belong to cascades that finished: their root was removed,
         so the registered root is a recreate (another ``created_at_ms``), or an undrop put it back
@@ -162,48 +171,66 @@ class HierarchyMixin:
                  and r.cascade_id not in undone]
         return found[-1] if found else None
 
-    def _detach_tables(self: Catalog, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
-                       tables: list[TableRecord], who: Principal, cascade_id: str, purge: bool,
-                       filed: tuple[Item, TrashRecord] | None = None) -> None:
-        """Cascade: file one namespace trash record (the undo list, with the namespaces'
-        policies), then move every table to the trash, each conditional on the incarnation
-        listed under the mark. No destructive storage call happens here, whatever the grace.
+    def _file_cascade(self: Catalog, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
+                      tables: list[TableRecord], who: Principal, purge: bool,
+                      root: Item) -> tuple[Item, TrashRecord]:
+        """File the cascade's namespace trash record: the undo list (the subtree's namespaces,
+        their policies and the trash keys its tables will get).
 
-        ``filed`` is the record an interrupted attempt at this cascade filed: the tables still
-        registered go to the trash under it (same drop time, deadline and cascade id), so the
-        retried cascade leaves what an uninterrupted one leaves."""
+        The same transaction rewrites the marked root, conditional on the revision this run
+        saw: two runs of one cascade (a retry while the first attempt still runs) cannot both
+        file; the one that loses continues under the winner's record."""
+        cascade_id = new_id()
         actor = self._actor(None, who)
-        if filed is not None:
-            ns_item, ns_trash = filed
-            dropped_at, expires_at = ns_trash.dropped_at_ms, ns_trash.expires_at_ms
-            table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t in tables]
-            missing = [k for k in table_keys if k not in ns_trash.table_trash_keys]
-            if missing:  # none can land under the mark; should one have, it joins the undo list
-                listed = [*ns_trash.table_trash_keys, *missing]
-                folded = ns_trash.model_copy(update={"table_trash_keys": listed})
-                try:
-                    self.store.compare_and_swap(ns_item.key, ns_item.revision, folded.encode())
-                except ConditionFailed:
-                    raise ConcurrentModification(f"the trash record of namespace {nname} changed while the "
-                                                 "cascade was being finished; run the drop again") from None
-            table_keys = ns_trash.table_trash_keys + missing
-        else:
-            grace = self.effective_policy(str(nname)).policy.trash_grace
-            dropped_at = self.clock.wall_ms()
-            expires_at = dropped_at + (0 if purge else int(grace.total_seconds() * 1000))
-            table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t in tables]
-            # Namespaces are marked, so their policies can no longer change: this copy is final.
-            kept: dict[str, Any] = {}
-            for record, _ in spaces:
-                kept.update(self._policy_detach(record.name)[1])
-            ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at,
-                                   expires_at_ms=expires_at, dropped_by=actor,
-                                   namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
-                                   table_trash_keys=table_keys, cascade_id=cascade_id, policies=kept)
-            self.store.transact([Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
-                                 *self._log_ops(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
-                                                detail={"tables": len(tables), "namespaces": len(spaces),
-                                                        "expires_at_ms": expires_at})])
+        grace = self.effective_policy(str(nname)).policy.trash_grace
+        dropped_at = self.clock.wall_ms()
+        expires_at = dropped_at + (0 if purge else int(grace.total_seconds() * 1000))
+        # Namespaces are marked, so their policies can no longer change: this copy is final.
+        kept: dict[str, Any] = {}
+        for record, _ in spaces:
+            kept.update(self._policy_detach(record.name)[1])
+        ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at,
+                               expires_at_ms=expires_at, dropped_by=actor,
+                               namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
+                               table_trash_keys=[keys.trash(t.name, dropped_at, t.incarnation) for t in tables],
+                               cascade_id=cascade_id, policies=kept)
+        try:
+            written = self.store.transact([
+                Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
+                Put(root.key, root.value, root.revision),
+                *self._log_ops(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
+                               detail={"tables": len(tables), "namespaces": len(spaces), "expires_at_ms": expires_at})])
+        except ConditionFailed:
+            other = self._filed_cascade(nname, decode(NamespaceRecord, root.value, root.key))
+            if other is None:
+                raise ConcurrentModification(f"namespace {nname} changed while being dropped") from None
+            return other
+        assert written[0] is not None
+        return written[0], ns_trash
+
+    def _detach_tables(self: Catalog, nname: NamespaceName, tables: list[TableRecord], who: Principal,
+                       purge: bool, filed: tuple[Item, TrashRecord]) -> None:
+        """Move every table listed under the mark to the trash under the cascade's record
+        ``filed`` (its drop time, deadline and cascade id), each conditional on that incarnation.
+        No destructive storage call happens here unless ``purge``.
+
+        ``filed`` may be the record of an interrupted attempt at this cascade: the tables it
+        moved are no longer registered, the rest go under the same record, so a retried cascade
+        leaves what an uninterrupted one leaves."""
+        actor = self._actor(None, who)
+        ns_item, ns_trash = filed
+        cascade_id = ns_trash.cascade_id or ""
+        dropped_at, expires_at = ns_trash.dropped_at_ms, ns_trash.expires_at_ms
+        table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t in tables]
+        missing = [k for k in table_keys if k not in ns_trash.table_trash_keys]
+        if missing:  # none can land under the mark; should one have, it joins the undo list
+            listed = [*ns_trash.table_trash_keys, *missing]
+            try:
+                self.store.compare_and_swap(ns_item.key, ns_item.revision,
+                                            ns_trash.model_copy(update={"table_trash_keys": listed}).encode())
+            except ConditionFailed:
+                raise ConcurrentModification(f"the trash record of namespace {nname} changed while the "
+                                             "cascade was being finished; run the drop again") from None
         self._at("drop-namespace:filed")
         for table in tables:
             self._at("drop-namespace:table")
@@ -212,7 +239,7 @@ class HierarchyMixin:
                                expires_at=expires_at, step="drop-namespace", cascade_id=cascade_id,
                                skip_vanished=True)
         if purge:
-            self.expire_trash(now_ms=expires_at, principal=who, only=table_keys)
+            self.expire_trash(now_ms=expires_at, principal=who, only=[*ns_trash.table_trash_keys, *missing])
 
     def _transact_chunked(self: Catalog, ops: list[Op]) -> None:
         """One transaction when it fits; otherwise the leading ops go first in batches and the

@@ -18,6 +18,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import TrashRecord, decode
 
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.faults import Background, Pause
 
 NS = "p.w.ns.box"
 A, B = f"{NS}.a", f"{NS}.sub.b"
@@ -171,3 +172,60 @@ def test_retry_does_not_continue_a_record_an_undrop_began_to_undo(lake: Lake) ->
     c.undrop_namespace(NS)  # what the interrupted undrop had not brought back yet
     assert (ids_of(c.open_table(A)), ids_of(c.open_table(B)), ids_of(c.open_table(f"{NS}.c"))) == ([1], [2], [3])
     assert c.list_trash(NS) == []
+
+
+def _one_cascade(c: Catalog, cascade_id: str) -> None:
+    """What one uninterrupted cascade of the box leaves, under ``cascade_id``."""
+    [record] = namespace_records(c, NS)
+    assert record.cascade_id == cascade_id
+    for name in (A, B):
+        [trash] = [t for t in c.list_trash(name) if t.target == name and t.kind == "table"]
+        assert trash.cascade_id == cascade_id
+    c.undrop_namespace(NS)
+    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B))) == ([1], [2])
+    assert c.list_trash(NS) == []
+
+
+@pytest.mark.parametrize("first_at", ["drop-namespace:filed", "drop-namespace:table"])
+def test_retry_while_the_first_attempt_still_runs(lake: Lake, first_at: str) -> None:
+    """A retry (a client that timed out) arrives while the first attempt is parked after
+    filing: the retry finishes the cascade under the first attempt's record, and the first
+    attempt then finds its remaining work done."""
+    c = lake.catalog
+    _box(c)
+    pause = Pause(first_at)
+    first = lake.new_catalog(hook=pause)
+    retry = lake.new_catalog()
+    try:
+        running = Background(lambda: first.drop_namespace(NS, cascade=True))
+        assert pause.reached.wait(60)
+        again = retry.drop_namespace(NS, cascade=True)
+        pause.release()
+        assert running.result().commit_id == again.commit_id
+    finally:
+        first.close()
+        retry.close()
+    _one_cascade(c, again.commit_id)
+
+
+def test_two_runs_racing_to_file_file_once(lake: Lake) -> None:
+    """The first attempt is parked after its marks, before filing; the retry files and parks.
+    The first attempt's filing then fails on the root's revision, and it continues under the
+    retry's record: one record, whichever run files first."""
+    c = lake.catalog
+    _box(c)
+    first_pause, retry_pause = Pause("drop-namespace:marked"), Pause("drop-namespace:filed")
+    first, retry = lake.new_catalog(hook=first_pause), lake.new_catalog(hook=retry_pause)
+    try:
+        running = Background(lambda: first.drop_namespace(NS, cascade=True))
+        assert first_pause.reached.wait(60)
+        retrying = Background(lambda: retry.drop_namespace(NS, cascade=True))
+        assert retry_pause.reached.wait(60)  # the retry has filed its record
+        first_pause.release()
+        outcome = running.result()  # files nothing: moves both tables under the retry's record
+        retry_pause.release()
+        assert retrying.result().commit_id == outcome.commit_id
+    finally:
+        first.close()
+        retry.close()
+    _one_cascade(c, outcome.commit_id)
