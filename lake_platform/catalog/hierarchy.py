@@ -127,18 +127,22 @@ class HierarchyMixin:
             raise Protected(f"namespace {nname} contains protected objects: {_names(late)}; "
                             "unprotect them or pass force")
         # The root is marked last, so only an attempt that got past marking it can have filed.
-        tables = [t for t, _ in tables_now]
+        detach = [t for t, _ in tables_now]
         filed = self._filed_cascade(nname, spaces[0][0]) if resuming else None
-        if filed is None and tables:
-            filed = self._file_cascade(nname, spaces_now, tables, who, purge, marked[-1][1])
+        if filed is None and detach:
+            filed = self._file_cascade(nname, spaces_now, detach, who, purge, marked[-1][1])
         commit_id = (filed[1].cascade_id if filed is not None else None) or new_id()
         if filed is not None:
             # Filing rewrote the root (once per cascade, whoever filed): delete it at that revision.
-            root_now = self.store.get(marked[-1][1].key)
-            if root_now is None:  # another run continuing this cascade finished it meanwhile
+            root_item = self.store.get(marked[-1][1].key)
+            root = decode(NamespaceRecord, root_item.value, root_item.key) if root_item is not None else None
+            if root is None or root.created_at_ms != spaces[0][0].created_at_ms:
+                # Another run continuing this cascade finished it meanwhile.
                 return CommitResult(commit_id, str(nname), "drop namespace", None, None)
-            marked[-1] = (marked[-1][0], root_now)
-            self._detach_tables(nname, tables, who, purge, filed)
+            if root_item is None or root.state != "dropping":
+                raise ConcurrentModification(f"namespace {nname} changed while being dropped")
+            marked[-1] = (marked[-1][0], root_item)
+            self._detach_tables(nname, detach, who, purge, filed)
         self._at("drop-namespace:detached")
         for record, ns_item in marked:  # deepest first
             self._at("drop-namespace:namespace")
