@@ -338,6 +338,8 @@ def retry_and_check(op: str, c: Catalog) -> None:
         for name in (f"{CASCADE}.a", f"{CASCADE}.sub.b"):
             trashed = [t for t in c.list_trash(name) if t.target == name and t.kind == "table"]
             assert len(trashed) == 1, f"{name} is in the trash {len(trashed)} times"
+        filed = [t for t in c.list_trash(CASCADE) if t.target == CASCADE and t.kind == "namespace"]
+        assert len(filed) == 1, f"one cascade filed {len(filed)} namespace trash records"
         c.undrop_namespace(CASCADE)
         assert (ids(c, f"{CASCADE}.a"), ids(c, f"{CASCADE}.sub.b")) == ([10], [20])
     elif op == "op_undrop_namespace":
