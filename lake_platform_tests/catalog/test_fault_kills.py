@@ -92,18 +92,11 @@ DEBRIS = {("op_append", "append:staged"), ("op_delete", "delete:staged"), ("op_c
 
 _LEAK = ("the dead writer's table folder is at a location neither the registry nor the trash names; "
          "the orphan scan works per registered table, so nothing ever reports or reclaims it")
-_CASCADE_RETRY = (
-    "a cascade killed between two tables, then retried, files a second namespace trash record "
-    "holding only the tables still registered; undrop_namespace restores from the newest record "
-    "only, so the table the first attempt moved stays in the trash (a second undrop_namespace "
-    "brings it back: no data is lost, but one undrop does not undo one drop)")
 #: Defects these runs expose (the invariant broken, and why), fixed outside this suite: each
 #: is a strict xfail, so the fix shows up as an XPASS and the entry must go.
 KNOWN: dict[tuple[str, str, int], str] = {
     ("op_create", "create:staged", 1): _LEAK + " (a create killed before its registry commit)",
     ("op_drop", "drop:after-commit", 1): _LEAK + " (drop --purge killed after deregistering, before the purge)",
-    ("op_drop_namespace", "drop-namespace:before-commit", 2): _CASCADE_RETRY,
-    ("op_drop_namespace", "drop-namespace:table", 2): _CASCADE_RETRY,
 }
 
 
@@ -345,6 +338,8 @@ def retry_and_check(op: str, c: Catalog) -> None:
         for name in (f"{CASCADE}.a", f"{CASCADE}.sub.b"):
             trashed = [t for t in c.list_trash(name) if t.target == name and t.kind == "table"]
             assert len(trashed) == 1, f"{name} is in the trash {len(trashed)} times"
+        filed = [t for t in c.list_trash(CASCADE) if t.target == CASCADE and t.kind == "namespace"]
+        assert len(filed) == 1, f"one cascade filed {len(filed)} namespace trash records"
         c.undrop_namespace(CASCADE)
         assert (ids(c, f"{CASCADE}.a"), ids(c, f"{CASCADE}.sub.b")) == ([10], [20])
     elif op == "op_undrop_namespace":
