@@ -1,9 +1,11 @@
-"""Users and service tokens: who may do what, stored in the registry; authentication."""
+"""Users and service tokens: who may do what, stored in the registry; authentication.
+
+Repeated failures are throttled by the one entry point that takes credentials from the network
+(``flight.auth.Throttle``, configured by ``LAKE_FLIGHT_AUTH_MAX_FAILURES``); a second throttle
+here would sit in series with it and cap every setting at its own limit."""
 
 from __future__ import annotations
 
-import threading
-import time
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.principals import (
     LOCAL_ADMIN,
@@ -17,44 +19,15 @@ from lake_platform.catalog.principals import (
     split_token,
     verify_secret,
 )
-from lake_platform.errors import ConditionFailed, InvalidInput, NamespaceNotFound, Throttling, Unauthenticated
+from lake_platform.errors import ConditionFailed, InvalidInput, NamespaceNotFound, Unauthenticated
 from lake_platform.naming import ProjectName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import decode
 from lake_platform.registry.store import ABSENT, Check, Delete, Put
 
-#: Failed logins per name within the window before further attempts are refused for a while.
-MAX_FAILURES, FAILURE_WINDOW_S, LOCKOUT_S = 5, 60.0, 30.0
-
-
-class _FailureThrottle:
-    """Per-process throttle of repeated authentication failures, keyed by user name."""
-
-    def __init__(self) -> None:
-        self._failures: dict[str, list[float]] = {}
-        self._lock = threading.Lock()
-
-    def check(self, key: str) -> None:
-        with self._lock:
-            recent = [t for t in self._failures.get(key, []) if time.monotonic() - t < FAILURE_WINDOW_S]
-            self._failures[key] = recent
-            if len(recent) >= MAX_FAILURES and time.monotonic() - recent[-1] < LOCKOUT_S:
-                raise Throttling("too many failed sign-ins; try again later")
-
-    def failed(self, key: str) -> None:
-        with self._lock:
-            self._failures.setdefault(key, []).append(time.monotonic())
-
-    def succeeded(self, key: str) -> None:
-        with self._lock:
-            self._failures.pop(key, None)
-
-
 class Access:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
-        # One throttle per catalog (a Flight process has one catalog, so one per process).
-        self._throttle = _FailureThrottle()
 
     def add_user(self, name: str, *, project: str, role: str, password: str,
                  principal: Principal | None = None) -> UserRecord:
@@ -142,8 +115,6 @@ class Access:
 
     def authenticate_password(self, username: str, password: str) -> Principal:
         """Constant-time check of a user's password; Unauthenticated on any mismatch."""
-        key = username if isinstance(username, str) else ""
-        self._throttle.check(key)
         record = None
         try:
             check_segment(username, "user name")
@@ -153,19 +124,15 @@ class Access:
             record = None
         ok = verify_secret(password if isinstance(password, str) else "", record.password_hash if record else None)
         if not ok or record is None:
-            self._throttle.failed(key)
             raise Unauthenticated("invalid credentials")
-        self._throttle.succeeded(key)
         return Principal(name=record.name, kind="user", project=record.project, role=record.role)
 
     def authenticate_token(self, token: str) -> Principal:
         token_id, secret = split_token(token)
-        self._throttle.check(f"token:{token_id}")
         item = self.ctx.store.get(keys.token(token_id))
         record = decode(TokenRecord, item.value, item.key) if item else None
         ok = verify_secret(secret, record.secret_hash if record else None)
         if not ok or record is None or record.revoked:
-            self._throttle.failed(f"token:{token_id}")
             raise Unauthenticated("invalid credentials")
         return Principal(name=record.name, kind="token", project=record.project, role=record.role)
 

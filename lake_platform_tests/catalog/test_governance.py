@@ -24,7 +24,6 @@ from lake_platform.errors import (
     Protected,
     TableAlreadyExists,
     TableNotFound,
-    Throttling,
     Unauthenticated,
 )
 
@@ -377,13 +376,14 @@ def test_users_tokens_and_authentication(lake: Lake) -> None:
         c.authenticate_password("ann", "correct horse battery")
 
 
-def test_repeated_failures_are_throttled(lake: Lake) -> None:
+def test_the_catalog_leaves_throttling_to_the_entry_point(lake: Lake) -> None:
+    """The failure throttle is the Flight layer's, configured there (flight/test_principals.py):
+    a second one here would cap its setting. The catalog only answers right or wrong."""
     lake.catalog.add_user("bob", project="p", role="reader", password="bob's password")
-    for _ in range(5):
+    for _ in range(12):
         with pytest.raises(Unauthenticated):
             lake.catalog.authenticate_password("bob", "wrong guess!!")
-    with pytest.raises(Throttling):
-        lake.catalog.authenticate_password("bob", "bob's password")
+    assert lake.catalog.authenticate_password("bob", "bob's password").name == "bob"
 
 
 @pytest.mark.parametrize(

@@ -83,3 +83,27 @@ def test_real_tokens_verified_once_then_cached(real: dict[str, Any], tmp_path: P
         assert calls == []  # cached: no registry read or scrypt per call
     finally:
         del server.auth.authenticator.authenticate_token
+
+
+def test_the_configured_failure_limit_is_the_only_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One throttle in series: LAKE_FLIGHT_AUTH_MAX_FAILURES decides, with the catalog's users
+    (a second, hard-coded throttle behind it used to lock out after 5 whatever the setting)."""
+    monkeypatch.setenv("LAKE_FLIGHT_AUTH_MAX_FAILURES", "8")
+    monkeypatch.setenv("LAKE_FLIGHT_AUTH_LOCKOUT_SECONDS", "600")
+    settings, catalog = build_catalog(tmp_path / "home")
+    catalog.add_user("fred", project="p", role="reader", password="fred-password-1")
+    server = FlightSqlServer(settings, flight_settings(port=0), catalog=catalog).start()
+    try:
+        client = fl.connect(f"grpc://127.0.0.1:{server.port}")
+        for _ in range(7):
+            with pytest.raises(fl.FlightUnauthenticatedError, match="invalid credentials"):
+                client.authenticate_basic_token("fred", "wrong-guess")
+        client.authenticate_basic_token("fred", "fred-password-1")  # 7 failures are allowed
+        for _ in range(8):
+            with pytest.raises(fl.FlightUnauthenticatedError, match="invalid credentials"):
+                client.authenticate_basic_token("fred", "wrong-guess")
+        with pytest.raises(fl.FlightUnauthenticatedError, match="too many failed attempts"):
+            client.authenticate_basic_token("fred", "fred-password-1")  # the 8th locked it out
+    finally:
+        server.stop(grace=0)
+        catalog.close()
