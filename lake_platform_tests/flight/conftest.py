@@ -158,6 +158,11 @@ def fetch(client: fl.FlightClient, options: fl.FlightCallOptions, info_or_ticket
     return client.do_get(ticket, options).read_all()
 
 
+def query(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> pa.Table:
+    """Plan ``sql`` and fetch its whole result."""
+    return fetch(client, options, plan(client, options, sql))
+
+
 def wait_until(condition: Any, timeout: float = 10.0, step: float = 0.05) -> bool:
     import time
 

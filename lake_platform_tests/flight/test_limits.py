@@ -25,7 +25,7 @@ from lake_platform.query.errors import timed_out, too_large
 from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, start_server, wait_until
-from lake_platform_tests.flight.test_streaming import SLOW_SQL, SlowUdf, streams_of
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
 #: DataFusion needs seconds of CPU before this sort yields its first batch.
 HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC"

@@ -26,7 +26,7 @@ from lake_platform.flight.watchdog import Watchdog
 from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server, wait_until
-from lake_platform_tests.flight.test_streaming import SlowUdf, streams_of
+from lake_platform_tests.flight.helpers import SlowUdf, streams_of
 
 TIMEOUT = 2.0
 SLOTS = 2
