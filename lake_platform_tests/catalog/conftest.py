@@ -7,6 +7,7 @@ test runs; or the real S3 named by ``LAKE_TEST_S3_ENDPOINT``, see ``lake_platfor
 
 from __future__ import annotations
 
+import multiprocessing as mp
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,20 @@ def append_many(table: str, settings: LakeSettings, worker: int, count: int, sta
     for i in range(count):
         catalog.append(table, rows([worker * 1000 + i], tag=f"w{worker}"))
     catalog.close()
+
+
+def append_in_processes(table: str, settings: LakeSettings, processes: int, count: int) -> None:
+    """Run ``processes`` spawned ``append_many`` writers at once (released together) and check
+    that every one of them finished cleanly."""
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    workers = [ctx.Process(target=append_many, args=(table, settings, w, count, start)) for w in range(processes)]
+    for p in workers:
+        p.start()
+    start.set()
+    for p in workers:
+        p.join(600)
+        assert p.exitcode == 0
 
 
 def ids_of(snapshot: Any) -> list[int]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from lake_platform.engine import lance_engine as engine
 
 from lake_platform_tests.catalog import conftest
-from lake_platform_tests.catalog.conftest import append_many, ids_of, rows
+from lake_platform_tests.catalog.conftest import append_in_processes, ids_of, rows
 
 T = "p.w.ns.t"
 
@@ -24,15 +23,7 @@ def test_four_processes_on_dynamodb_and_s3_lose_no_commit(scale_out: Any) -> Non
     settings, catalog = scale_out
     assert catalog.store.url.startswith("dynamodb://")
     catalog.create_table(T, rows([-1]))
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    workers = [ctx.Process(target=append_many, args=(T, settings, w, 25, start)) for w in range(4)]
-    for p in workers:
-        p.start()
-    start.set()
-    for p in workers:
-        p.join(600)
-        assert p.exitcode == 0
+    append_in_processes(T, settings, 4, 25)
     snap = catalog.open_table(T)
     location = snap.record.location
     assert location.startswith("s3://")

@@ -13,15 +13,8 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.flight import proto
-from lake_platform_tests.flight.conftest import (
-    PASSWORDS,
-    Running,
-    build_catalog,
-    login,
-    plan,
-    start_server,
-    wait_until,
-)
+from lake_platform_tests.flight.conftest import PASSWORDS, Running, build_catalog, login, plan, start_server
+from lake_platform_tests.flight.conftest import wait_until
 from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
