@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,16 @@ def start_server(settings: LakeSettings, catalog: Catalog, *, authenticator: Any
     server = FlightSqlServer(settings, flight_settings(**options), store=store or catalog.store,
                              authenticator=authenticator or static_authenticator(), **extra)
     return server.start()
+
+
+@contextmanager
+def serving(settings: LakeSettings, catalog: Catalog, **kwargs: Any) -> Iterator[FlightSqlServer]:
+    """``start_server`` for the length of a ``with`` block (stopped without grace afterwards)."""
+    server = start_server(settings, catalog, **kwargs)
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, start_server, wait_until
+from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, serving, start_server, wait_until
 from lake_platform_tests.flight.helpers import CountingStore, tagged_rows
 
 
@@ -37,11 +37,8 @@ def current_ref(server: Any, name: str) -> Any:
 @pytest.fixture(scope="module")
 def server(lake: tuple[LakeSettings, Catalog]) -> Iterator[Any]:
     settings, catalog = lake
-    srv = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
-    try:
+    with serving(settings, catalog, snapshot_ttl_seconds=0.1) as srv:
         yield srv
-    finally:
-        srv.stop(grace=0)
 
 
 def test_append_drift_returns_only_the_planned_rows(lake: tuple[LakeSettings, Catalog], server: Any) -> None:
