@@ -59,7 +59,8 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
 
 
 @pytest.fixture
-def scale_out(tmp_path: Path, dynamodb_url: str, s3: S3Endpoint, s3_prefix: str) -> Iterator[tuple[LakeSettings, Catalog]]:
+def scale_out(tmp_path: Path, dynamodb_url: str, s3: S3Endpoint,
+              s3_prefix: str) -> Iterator[tuple[LakeSettings, Catalog]]:
     """The scale-out pair: a DynamoDB registry (moto on loopback) and an S3 warehouse, with
     project ``p``, warehouse ``p.w`` and namespace ``p.w.ns``."""
     settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **s3.lake_settings())
