@@ -27,8 +27,7 @@ from lake_platform.errors import (
     Unauthenticated,
 )
 
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
-from lake_platform_tests.catalog.test_bad_input import state
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
 READER = Principal("rita", "user", "p", "reader")
@@ -500,15 +499,15 @@ def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
     import lance
 
     from lake_platform.catalog.pylance_namespace import LakeNamespace
-    from lake_platform_tests.catalog.test_pylance_namespace import ID, data, storage
+    from lake_platform_tests.catalog.conftest import EVENTS, events, storage_options_of
 
     alice = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
     try:
-        lance.write_dataset(data([1]), namespace_client=LakeNamespace(alice), table_id=ID, mode="create",
-                            storage_options=storage(lake))
+        lance.write_dataset(events([1]), namespace_client=LakeNamespace(alice), table_id=EVENTS, mode="create",
+                            storage_options=storage_options_of(lake))
     finally:
         alice.close()
     olga = Principal("olga", "user", "p", "writer")
-    lance.write_dataset(data([2]), namespace_client=LakeNamespace(lake.catalog, olga), table_id=ID, mode="append",
-                        storage_options=storage(lake))
-    assert [e.actor for e in lake.catalog.history(".".join(ID)) if e.to_version] == ["alice", "olga"]
+    lance.write_dataset(events([2]), namespace_client=LakeNamespace(lake.catalog, olga), table_id=EVENTS, mode="append",
+                        storage_options=storage_options_of(lake))
+    assert [e.actor for e in lake.catalog.history(".".join(EVENTS)) if e.to_version] == ["alice", "olga"]

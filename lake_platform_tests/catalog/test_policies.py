@@ -14,8 +14,7 @@ from lake_platform.errors import InvalidInput, NamespaceNotFound, PermissionDeni
 from lake_platform.registry import keys
 from lake_platform.registry.store import ABSENT, Put
 
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
-from lake_platform_tests.catalog.test_bad_input import state
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
 WRITER = Principal("will", "user", "p", "writer")

@@ -24,8 +24,8 @@ from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.query.errors import timed_out, too_large
 from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, start_server, wait_until
-from lake_platform_tests.flight.test_streaming import SLOW_SQL, SlowUdf, streams_of
+from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, serving, wait_until
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
 #: DataFusion needs seconds of CPU before this sort yields its first batch.
 HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC"
@@ -34,22 +34,16 @@ HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC
 @pytest.fixture
 def limited(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    server = start_server(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2,
-                          max_result_bytes=20_000, memory_limit_bytes=32 << 20)
-    try:
+    with serving(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2,
+                 max_result_bytes=20_000, memory_limit_bytes=32 << 20) as server:
         yield server
-    finally:
-        server.stop(grace=0)
 
 
 @pytest.fixture
 def timed(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    server = start_server(settings, catalog, query_timeout_seconds=0.5)
-    try:
+    with serving(settings, catalog, query_timeout_seconds=0.5) as server:
         yield server
-    finally:
-        server.stop(grace=0)
 
 
 def test_flight_settings_become_the_query_limits_labelled_with_their_settings(

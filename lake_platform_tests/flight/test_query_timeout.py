@@ -25,8 +25,8 @@ from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.watchdog import Watchdog
 from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import fetch, login, plan, start_server, wait_until
-from lake_platform_tests.flight.test_streaming import SlowUdf, streams_of
+from lake_platform_tests.flight.conftest import fetch, login, plan, serving, start_server, wait_until
+from lake_platform_tests.flight.helpers import SlowUdf, streams_of
 
 TIMEOUT = 2.0
 SLOTS = 2
@@ -63,12 +63,9 @@ def test_the_default_is_a_safe_limit_and_bad_values_name_the_variable(
 @pytest.fixture
 def slots_full(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    server = start_server(settings, catalog, query_timeout_seconds=TIMEOUT, max_concurrent_queries=SLOTS,
-                          admission_wait_seconds=TIMEOUT + MARGIN)
-    try:
+    with serving(settings, catalog, query_timeout_seconds=TIMEOUT, max_concurrent_queries=SLOTS,
+                 admission_wait_seconds=TIMEOUT + MARGIN) as server:
         yield server
-    finally:
-        server.stop(grace=0)
 
 
 class Endless(threading.Thread):

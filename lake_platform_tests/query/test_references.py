@@ -53,15 +53,6 @@ CASES: list[tuple[str, set[str]]] = [
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("refs") / "home")
-    try:
-        yield settings, catalog
-    finally:
-        catalog.close()
-
-
-@pytest.fixture(scope="module")
 def engine(lake: tuple[Any, Catalog]) -> QueryEngine:
     return QueryEngine(lake[0], QueryLimits(memory_limit_bytes=64 << 20))
 
