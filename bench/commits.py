@@ -517,6 +517,9 @@ class Timers:
 
 def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     import lake_platform.catalog.catalog as cat_mod
+    import lake_platform.catalog.tables as tables_mod
+    from lake_platform.catalog.context import CatalogContext
+    from lake_platform.catalog.manifests import Manifests
     import lake_platform.engine.lance_engine as eng_mod
     from lake_platform.catalog.lease import WriteGate
     from lake_platform.catalog.namespace import BoundTableNamespace
@@ -533,11 +536,11 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     # (owner, attribute, label, indent): the direct steps of Catalog.append, in the order they run.
     # Steps the library does not have (any more) are skipped; "*" marks steps that call the registry.
     steps: list[tuple[Any, str, str, int]] = [
-        (cat_mod.Catalog, "_replayed", "replay check: commit-marker get *", 1),
-        (cat_mod.Catalog, "_require_parent", "parent namespace check (get) *", 1),
-        (cat_mod.Catalog, "_table", "table record get + decode (x2) *", 1),
-        (cat_mod, "schema_from_ipc", "schema decode + conform", 1),
-        (cat_mod, "conform_schema", "schema decode + conform", 1),
+        (CatalogContext, "replayed", "replay check: commit-marker get *", 1),
+        (CatalogContext, "require_parent", "parent namespace check (get) *", 1),
+        (CatalogContext, "table", "table record get + decode (x2) *", 1),
+        (tables_mod, "schema_from_ipc", "schema decode + conform", 1),
+        (tables_mod, "conform_schema", "schema decode + conform", 1),
         (WriteGate, "acquire", "lease acquire (get + CAS) *", 1),
         (threading.Thread, "start", "heartbeat thread start + join", 1),
         (threading.Thread, "join", "heartbeat thread start + join", 1),
@@ -547,10 +550,10 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
         (BoundTableNamespace, "list_table_versions", "ns.list_table_versions (2 gets) *", 2),
         (BoundTableNamespace, "describe_table_version", "ns.describe_table_version *", 2),
         (BoundTableNamespace, "create_table_version", "ns.create_table_version (transact) *", 2),
-        (cat_mod.Catalog, "_finalize", "_finalize: canonical manifest copy + CAS + rm *", 1),
-        (cat_mod.Catalog, "_enrich", "_enrich: change stats (skipped for append)", 1),
+        (Manifests, "finalize", "finalize: canonical manifest copy + CAS + rm *", 1),
+        (tables_mod.Tables, "enrich", "enrich: change stats (skipped for append)", 1),
         (WriteGate, "release", "lease release (CAS) *", 1),
-        (cat_mod.Catalog, "_result", "_result: commit-marker get *", 1),
+        (tables_mod.Tables, "result", "result: commit-marker get *", 1),
     ]
     t = Timers()
     t.wrap(cat_mod.Catalog, "append", "Catalog.append (total)")
