@@ -92,7 +92,7 @@ def dynamodb_test_url(endpoint: str) -> str:
 
 @pytest.fixture(params=METASTORE_BACKENDS)
 def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaStore]:
-    cleanup: Callable[[], None] = lambda: None
+    cleanup: Callable[[], None] | None = None
     if request.param == "sqlite":
         store: MetaStore = SqliteMetaStore(tmp_path / "registry.db")
     elif request.param == "dynamodb":
@@ -111,6 +111,7 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
         yield store
     finally:
         try:
-            cleanup()
+            if cleanup is not None:
+                cleanup()
         finally:
             store.close()

@@ -18,7 +18,6 @@ from lake_platform.errors import NamespaceNotFound, Protected
 from lake_platform.registry.records import TableRecord, TrashRecord, decode
 
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
-from lake_platform_tests.catalog.test_scale_out import scale_out  # noqa: F401 - the DynamoDB + S3 fixture
 
 T = "p.w.ns.t"
 

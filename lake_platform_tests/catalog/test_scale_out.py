@@ -9,13 +9,9 @@ import pytest
 
 from lake_platform.engine import lance_engine as engine
 
-from lake_platform_tests.catalog import conftest
 from lake_platform_tests.catalog.conftest import append_in_processes, ids_of, rows
 
 T = "p.w.ns.t"
-
-#: The fixture lives in conftest; test_cascade_races still imports it from here.
-scale_out = conftest.scale_out
 
 
 @pytest.mark.slow
