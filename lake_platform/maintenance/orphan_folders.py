@@ -77,6 +77,8 @@ class FolderReport(Record):
     table_folders: int = 0
     folders_known: int = 0
     folders_young: int = 0
+    #: Object-store prefixes that hold no object any more (some stores keep listing them): no data.
+    folders_empty: int = 0
     orphan_count: int = 0
     orphan_bytes: int = 0
     orphans: list[OrphanFolder] = Field(default_factory=list)
@@ -204,19 +206,22 @@ def _gate(catalog: Catalog, warehouse: str, min_age: timedelta | None) -> timede
 
 def _scan(catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta, now: float | None) -> _FolderScan:
     started = time.monotonic()
-    now = time.time() if now is None else now
+    now = catalog.clock.wall_ms() / 1000 if now is None else now
     known = _known(catalog, wname)
     storage = catalog.settings.storage_options(root)
     folders, listed = _table_folders(root, storage)
     gate = min_age.total_seconds()
     candidates: dict[str, OrphanFolder] = {}
-    known_count = young = 0
+    known_count = young = empty = 0
     for rel, incarnation, folder_mtime in folders:
         location = f"{root}/{rel}"
         if known.names(location, incarnation):
             known_count += 1
             continue
         files, size, newest = _contents(location, storage)
+        if files == 0 and location.startswith("s3://"):
+            empty += 1
+            continue
         # An empty folder (a local create that failed early) is as old as the folder itself.
         newest = newest if newest is not None else folder_mtime
         age = now - newest if newest is not None else 0.0
@@ -228,7 +233,7 @@ def _scan(catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta,
     orphans = [candidates[k] for k in sorted(candidates)]
     report = FolderReport(
         warehouse=str(wname), root=root, at_ms=int(now * 1000), min_age_seconds=gate, folders_listed=listed,
-        table_folders=len(folders), folders_known=known_count, folders_young=young, orphan_count=len(orphans),
+        table_folders=len(folders), folders_known=known_count, folders_young=young, folders_empty=empty, orphan_count=len(orphans),
         orphan_bytes=sum(o.bytes for o in orphans), orphans=orphans[:MAX_LISTED],
         truncated=len(orphans) > MAX_LISTED, scan_seconds=round(time.monotonic() - started, 3),
     )
@@ -304,7 +309,7 @@ def reclaim_folders(catalog: Catalog, warehouse: str, older_than: timedelta, *, 
                     result.kept.append({"path": folder.path, "reason": "already gone"})
                     continue
                 newest = newest if newest is not None else folder_mtime
-                if newest is None or time.time() - newest < gate:
+                if newest is None or catalog.clock.wall_ms() / 1000 - newest < gate:
                     result.kept.append({"path": folder.path, "reason": "changed since the scan"})
                     continue
                 lease.check()
@@ -356,6 +361,7 @@ def as_metadata(report: FolderReport, listed: int = 50) -> dict[str, Any]:
         "table_folders": report.table_folders,
         "folders_known": report.folders_known,
         "folders_young": report.folders_young,
+        "folders_empty": report.folders_empty,
         "folders_listed": report.folders_listed,
         "min_age_seconds": report.min_age_seconds,
         "scan_seconds": report.scan_seconds,

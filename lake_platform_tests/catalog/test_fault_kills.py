@@ -78,6 +78,8 @@ KILLS: list[tuple[str, str, int]] = [
             (":finalize-swapped", 2), (":after-commit", 2), ":before-finalize", ":after-finalize"),
     *_kills("op_cleanup", ":chose-versions", ":after-registry", ":after-engine", ":after-manifests"),
     *_kills("op_drop", ":resolved", ":before-commit", ":after-commit"),
+    # drop --purge purges through trash expiry, right after filing its due record
+    *[("op_drop", f"expire:{step}", 1) for step in ("found", "claimed", "purged")],
     *_kills("op_drop_namespace", ":checked", ":marked", ":filed", ":table", ":before-commit", (":table", 2),
             (":before-commit", 2), ":detached",
             ":namespace", (":namespace", 2)),
@@ -146,8 +148,11 @@ def _version(c: Catalog, record: TableRecord, version: int) -> VersionRecord:
 
 
 def _id(kill: tuple[str, str, int]) -> str:
-    _, point, nth = kill
-    return point if nth == 1 else f"{point}#{nth}"
+    op, point, nth = kill
+    name = op.removeprefix("op_").replace("_", "-")
+    # A point another operation owns (drop --purge passes expiry's) is named with its operation.
+    shown = point if point.startswith(name + ":") else f"{name}/{point}"
+    return shown if nth == 1 else f"{shown}#{nth}"
 
 
 @dataclass
