@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
-from lake_platform.errors import InvalidInput, LeaseUnavailable
+from lake_platform.errors import ConditionFailed, InvalidInput, LeaseUnavailable
 from lake_platform.naming import WarehouseName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -343,8 +343,15 @@ def _forget_lease(catalog: Catalog, incarnation: str) -> None:
         return
     try:
         catalog.store.transact([Delete(item.key, item.revision)])
-    except Exception:  # noqa: BLE001 - taken or deleted meanwhile: it is not ours to remove then
-        pass
+    except ConditionFailed:
+        pass  # taken or deleted meanwhile: then it is not ours to remove
+
+
+def warehouses(catalog: Catalog) -> list[str]:
+    """Every registered warehouse (``project.warehouse``), in key order."""
+    from lake_platform.registry.records import WarehouseRecord
+
+    return [decode(WarehouseRecord, i.value, i.key).name for i in catalog.store.scan_prefix("whs/")]
 
 
 def latest_folder_report(catalog: Catalog, warehouse: str) -> FolderReport | None:

@@ -222,3 +222,29 @@ def test_scan_and_reclaim_on_s3(s3, tmp_path: Path) -> None:
         catalog.close()
         if s3.external:
             s3.delete_prefix(prefix)
+
+
+@pytest.mark.slow
+def test_dagster_asset_reports_every_warehouse(lake) -> None:
+    import dagster as dg
+
+    from lake_platform.defs.maintenance import orphan_folder_report
+    from lake_platform.defs.resources import LakeResource
+
+    catalog, root = lake
+    catalog.create_warehouse("p.w2")
+    catalog.create_namespace("p.w2.ns")
+    rel, _ = ghost(root, catalog.open_table("p.w.ns.t").record.location, "ns")
+    age_tree(root, 8 * 86400)  # past the default 7-day gate
+    before = files_under(root)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([orphan_folder_report], instance=instance,
+                                resources={"lake": LakeResource(home=str(catalog.settings.home))})
+    meta = {k: v.value for k, v in result.asset_materializations_for_node("orphan_folder_report")[0].metadata.items()}
+    assert meta["warehouses"] == 2 and meta["orphan_folders"] == 1
+    assert [r["warehouse"] for r in meta["reports"]] == ["p.w", "p.w2"]
+    assert [p["path"] for p in meta["reports"][0]["paths"]] == [rel]
+    assert files_under(root) == before  # report only
+    assert orphan_folders.latest_folder_report(catalog, "p.w").orphan_count == 1
+    assert orphan_folders.latest_folder_report(catalog, "p.w2").orphan_count == 0
+    assert [e.actor for e in catalog.history("p.w") if e.operation == "orphan-folder-scan"] == ["dagster"]
