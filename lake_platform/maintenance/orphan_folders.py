@@ -7,7 +7,8 @@ trash record names, so no per-table scan ever sees it. This scan lists each name
 a warehouse (one non-recursive listing per folder; it never descends into a table folder nor
 walks the whole bucket) and compares every table folder with what the registry names:
 
-- the location or incarnation of a registered table (declared, version-0 ones included);
+- the location or incarnation of a registered table in any warehouse (declared, version-0 ones
+  included; roots may overlap);
 - the location or incarnation of a table trash record (grace drops, due purges, cascades);
 - an incarnation whose write lease is held and not expired (a create in flight).
 
@@ -110,15 +111,17 @@ def _norm(location: str) -> str:
     return location.rstrip("/")
 
 
-def _known(catalog: Catalog, wname: WarehouseName) -> _Known:
-    """What the registry names in ``wname``: read before storage is listed, so a table that
-    commits in between can only be younger than the gate (and is re-checked before any delete)."""
+def _known(catalog: Catalog) -> _Known:
+    """Every location and incarnation the registry names, in any warehouse: warehouse roots may
+    overlap (nothing forbids two warehouses one root), so another warehouse's table is not ours
+    to judge. Read before storage is listed, so a table that commits in between can only be
+    younger than the gate (and is re-checked before any delete)."""
     known = _Known()
-    for item in catalog.store.scan_prefix(f"tbl/{wname.project}/{wname.warehouse}/"):
+    for item in catalog.store.scan_prefix("tbl/"):
         record = decode(TableRecord, item.value, item.key)
         known.locations.add(_norm(record.location))
         known.incarnations.add(record.incarnation)
-    for item in catalog.store.scan_prefix(keys.trash_prefix(f"{wname}.")):
+    for item in catalog.store.scan_prefix(keys.trash_prefix()):
         trash = decode(TrashRecord, item.value, item.key)
         if trash.table is not None:
             known.locations.add(_norm(trash.table.location))
@@ -207,7 +210,7 @@ def _gate(catalog: Catalog, warehouse: str, min_age: timedelta | None) -> timede
 def _scan(catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta, now: float | None) -> _FolderScan:
     started = time.monotonic()
     now = catalog.clock.wall_ms() / 1000 if now is None else now
-    known = _known(catalog, wname)
+    known = _known(catalog)
     storage = catalog.settings.storage_options(root)
     folders, listed = _table_folders(root, storage)
     gate = min_age.total_seconds()
@@ -300,7 +303,7 @@ def reclaim_folders(catalog: Catalog, warehouse: str, older_than: timedelta, *, 
         folder = found.candidates[location]
         try:
             with catalog.gate.hold(folder.incarnation) as lease:
-                if _known(catalog, wname).names(location, folder.incarnation):
+                if _known(catalog).names(location, folder.incarnation):
                     result.kept.append({"path": folder.path, "reason": "registered or in the trash now"})
                     continue
                 files, size, newest = _contents(location, storage)

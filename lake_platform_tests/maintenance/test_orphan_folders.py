@@ -101,6 +101,18 @@ def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(
     assert entries[-1].bytes_removed == result.bytes_deleted == report.orphan_bytes
 
 
+def test_another_warehouse_on_the_same_root_is_never_reclaimed(lake) -> None:
+    catalog, root = lake
+    catalog.create_warehouse("p.twin", root=str(root))  # nothing forbids sharing a root
+    catalog.create_namespace("p.twin.ns")
+    catalog.create_table("p.twin.ns.x", rows(50, 2).to_reader())
+    age_tree(root, TWO_DAYS)
+    for warehouse in ("p.w", "p.twin"):
+        assert orphan_folders.scan_folders(catalog, warehouse, min_age=HOUR).orphan_count == 0, warehouse
+        assert orphan_folders.reclaim_folders(catalog, warehouse, HOUR).deleted == [], warehouse
+    assert snapshot(catalog, ["p.twin.ns.x", "p.w.ns.t"]) == {"p.twin.ns.x": [50, 51], "p.w.ns.t": [0, 1, 2, 3, 4]}
+
+
 def test_a_folder_being_written_is_never_reported_nor_reclaimed(lake, tmp_path: Path) -> None:
     catalog, root = lake
     rel, incarnation = ghost(root, catalog.open_table("p.w.ns.t").record.location, "ns")
