@@ -127,7 +127,7 @@ def orphan_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     retry_policy=RETRY,
     description="Whole table folders in each warehouse that neither the registry nor the trash names "
     "(a writer killed before its registry commit), older than the orphan age gate: report only, one "
-    "committed report per warehouse. `lake orphans reclaim-folders` deletes them.",
+    "committed report per warehouse. Deleting them is an explicit reclaim (orphan_folders.reclaim_folders).",
 )
 def orphan_folder_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     from lake_platform.maintenance import orphan_folders
