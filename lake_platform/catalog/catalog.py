@@ -88,6 +88,9 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _who(self, principal: Principal | None) -> Principal:
+        return self.ctx.who(principal)
+
     def _actor(self, actor: str | None, who: Principal | None = None) -> str:
         return self.ctx.actor(actor, who)
 

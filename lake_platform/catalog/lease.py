@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.holder import provably_gone, this_process
-from lake_platform.errors import ConcurrentModification, LeaseExpired, LeaseUnavailable, ServiceUnavailable
+from lake_platform.errors import ConcurrentModification, ConditionFailed, LeaseExpired, LeaseUnavailable, ServiceUnavailable
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, MetaStore
@@ -203,6 +203,18 @@ class WriteGate:
     def _beat_unregister(self, lease: Lease) -> None:
         with self._beat_lock:
             self._held.pop(id(lease), None)
+
+    def forget(self, incarnation: str) -> bool:
+        """Remove the released lease record of an incarnation whose data is gone (a registry
+        leftover). Conditional: a lease someone took meanwhile stays. True if removed."""
+        item = self.store.get(keys.lease(incarnation))
+        if item is None or not decode(LeaseRecord, item.value, item.key).released:
+            return False
+        try:
+            self.store.compare_and_delete(item.key, item.revision)
+        except ConditionFailed:
+            return False  # taken or deleted meanwhile: then it is not ours to remove
+        return True
 
     def close(self) -> None:
         """Stop the heartbeat thread (leases still held simply run out)."""

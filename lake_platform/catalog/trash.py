@@ -44,7 +44,9 @@ class Trash:
 
         With a grace period (the effective policy's ``trash_grace``, default 7 days) the data
         stays and a trash record allows undrop; ``purge=True`` or a zero grace destroys the data
-        right after the registration is gone.
+        right after the registration is gone, through a trash record that is due at once and
+        already claimed for purging: the registry always names the folder until it is gone, so
+        a drop killed after its commit leaves work for the next ``expire_trash``, never a leak.
         """
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
@@ -60,21 +62,23 @@ class Trash:
         self.ctx.at("drop:resolved")
         actor_name = self.ctx.actor(actor, who)
         dropped_at = self.ctx.clock.wall_ms()
-        expires = None if destroy else dropped_at + int(grace.total_seconds() * 1000)
+        expires = dropped_at if destroy else dropped_at + int(grace.total_seconds() * 1000)
         detached = self.detach_table(tname, record.incarnation, actor=actor_name, dropped_at=dropped_at,
-                                      expires_at=expires, step="drop")
+                                     expires_at=expires, step="drop", purging=destroy)
         assert detached is not None  # _detach_table raises unless asked to skip a vanished table
         current, commit_id = detached
         self.ctx.at("drop:after-commit")
         if destroy:
-            self.versions.purge_storage(current)
+            self.expire_trash(now_ms=dropped_at, principal=who, actor=actor_name,
+                              only=[keys.trash(str(tname), dropped_at, current.incarnation)])
         return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
 
     def detach_table(self, tname: TableName, incarnation: str, *, actor: str, dropped_at: int,
                       expires_at: int | None, step: str, cascade_id: str | None = None,
-                      skip_vanished: bool = False) -> tuple[TableRecord, str] | None:
+                      skip_vanished: bool = False, purging: bool = False) -> tuple[TableRecord, str] | None:
         """Deregister exactly ``incarnation`` of ``tname`` (under its lease), with its policy
         record; file a trash record unless ``expires_at`` is None (the caller destroys the data).
+        ``purging`` files it already claimed by expiry, so no undrop can take it back.
 
         Returns the registration as it was when removed, or None (with ``skip_vanished``) when
         that incarnation is no longer registered: a replacement is never touched.
@@ -93,13 +97,14 @@ class Trash:
             policy_ops, kept = self.policies.detach(str(tname))
             with lease.fenced() as fence:
                 ops: list[Op] = [Delete(keys.table(tname), revision), fence, *policy_ops]
-                detail: dict[str, object] = {"purge": expires_at is None}
+                detail: dict[str, object] = {"purge": expires_at is None or purging}
                 if cascade_id is not None:
                     detail["cascade_id"] = cascade_id
                 if expires_at is not None:
                     trash = TrashRecord(kind="table", target=str(tname), dropped_at_ms=dropped_at,
                                         expires_at_ms=expires_at, dropped_by=actor, table=current,
-                                        cascade_id=cascade_id, policies=kept)
+                                        cascade_id=cascade_id, policies=kept,
+                                        state="purging" if purging else "trashed")
                     ops.append(Put(keys.trash(str(tname), dropped_at, incarnation), trash.encode(), ABSENT))
                     detail["expires_at_ms"] = expires_at
                 entry = Log(str(tname), "drop", actor, commit_id=commit_id, incarnation=incarnation,

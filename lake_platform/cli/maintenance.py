@@ -36,7 +36,7 @@ def cleanup(state: State, name: str, older_than: str, retain_versions: int) -> N
 
 @click.group()
 def orphans() -> None:
-    """Files under a table's location that nothing live references."""
+    """Files (and whole table folders) that nothing live references."""
 
 
 @orphans.command("scan")
@@ -69,6 +69,44 @@ def orphans_reclaim(state: State, name: str, older_than: str) -> None:
         result = orphan_scan.reclaim(catalog, name, age)
     state.emit(result.to_dict(), lambda r: f"{r['table']}: deleted {len(r['deleted'])} file(s), "
                f"{r['bytes_deleted']} bytes; kept {len(r['kept'])} that changed since the scan")
+
+
+@orphans.command("scan-folders")
+@click.argument("warehouse", metavar="P.W")
+@click.option("--min-age", help="Only folders older than this (at least 1h); default: the policy's orphan_min_age.")
+@pass_state
+@handles_errors
+def orphans_scan_folders(state: State, warehouse: str, min_age: str | None) -> None:
+    """Table folders in P.W that neither the registry nor the trash names (a writer killed
+    before its commit). Report only: deletes nothing; commits the report."""
+    from lake_platform.maintenance import orphan_folders
+
+    age = parse_duration(min_age) if min_age is not None else None
+    with state.catalog() as catalog:
+        report = orphan_folders.scan_folders(catalog, warehouse, min_age=age)
+        orphan_folders.commit_folder_report(catalog, report)
+    state.emit(report.model_dump(), lambda r: f"{r['warehouse']}: {r['orphan_count']} orphan folder(s), "
+               f"{r['orphan_bytes']} bytes, of {r['table_folders']} table folders" + "".join(
+                   f"\n  {o['path']}  {o['files']} files  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h"
+                   for o in r["orphans"]))
+
+
+@orphans.command("reclaim-folders")
+@click.argument("warehouse", metavar="P.W")
+@click.option("--older-than", required=True, help="Only folders older than this (at least 1h), e.g. 7d.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Delete at most this many folders.")
+@pass_state
+@handles_errors
+def orphans_reclaim_folders(state: State, warehouse: str, older_than: str, limit: int | None) -> None:
+    """Delete those folders, each re-checked under its incarnation's write lease."""
+    from lake_platform.maintenance import orphan_folders
+
+    age = parse_duration(older_than)
+    with state.catalog() as catalog:
+        result = orphan_folders.reclaim_folders(catalog, warehouse, age, limit=limit)
+    state.emit(result.to_dict(), lambda r: f"{r['warehouse']}: deleted {len(r['deleted'])} folder(s), "
+               f"{r['bytes_deleted']} bytes; kept {len(r['kept'])}" + "".join(
+                   f"\n  kept {k['path']}: {k['reason']}" for k in r["kept"]))
 
 
 @click.group()

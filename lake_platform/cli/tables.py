@@ -127,7 +127,8 @@ def table_history(state: State, name: str, limit: int | None) -> None:
 
 @table.command("drop")
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--purge", is_flag=True, help="Destroy the data now instead of keeping it in the trash.")
+@click.option("--purge", is_flag=True, help="Destroy the data now instead of keeping it in the trash (through a trash "
+              "record due at once: if interrupted, the next `lake trash expire` finishes it).")
 @click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
 @click.option("--incarnation", help="Only drop if the table is still this incarnation.")
 @pass_state

@@ -277,6 +277,18 @@ def list_files(location: str, storage_options: dict[str, str] | None = None, *,
             yield FileEntry(info.path.removeprefix(prefix), int(info.size or 0), info.mtime)
 
 
+def list_folders(location: str, storage_options: dict[str, str] | None = None) -> list[tuple[str, float | None]]:
+    """The folders directly under ``location`` (names, with their mtime where the store has
+    one): one delimiter listing on S3, never a recursive walk of the bucket."""
+    fs, root = _filesystem(location, storage_options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    return sorted((info.base_name, info.mtime.timestamp() if info.mtime is not None else None)
+                  for info in infos if info.type == pafs.FileType.Directory)
+
+
 def remove_table(location: str, storage_options: dict[str, str] | None = None) -> None:
     """Destroy a table's storage. Callers deregister first (invariant 4)."""
     if location.startswith("s3://"):

@@ -18,7 +18,7 @@ from lake_platform.errors import InvalidInput
 COMMAND_TREE = [
     "cleanup", "compact", "ingest", "log",
     "namespace create", "namespace drop", "namespace protect", "namespace undrop",
-    "orphans reclaim", "orphans scan",
+    "orphans reclaim", "orphans reclaim-folders", "orphans scan", "orphans scan-folders",
     "policy delete", "policy set", "policy show", "policy unset",
     "project create", "project drop",
     "registry init", "serve-flight",
