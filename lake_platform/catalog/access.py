@@ -25,6 +25,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import decode
 from lake_platform.registry.store import ABSENT, Check, Delete, Put
 
+
 class Access:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx

@@ -88,6 +88,8 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # Shared steps some callers (maintenance, tests) still reach for by their old names.
+
     def _who(self, principal: Principal | None) -> Principal:
         return self.ctx.who(principal)
 
