@@ -1,0 +1,414 @@
+"""A randomized model test of the catalog (hypothesis stateful testing).
+
+Random sequences of create, append, drop (to the trash or purged), undrop (in place or under
+another name), namespace drop (cascade or not), namespace undrop and recreate, protection,
+tags, compaction, version cleanup, time jumps and trash expiry run against a real catalog and
+against ``catalog_model.CatalogModel``. The universe is tiny on purpose (one warehouse, two
+namespaces, two table names in each) so drops, recreates and undrops collide on names.
+
+After every step the registry (namespaces, registered tables with incarnation and version, the
+trash, each incarnation's version records), the engine (rows of every live version, tags, the
+manifests on storage) and the model must agree; an error must be the typed LakeError the model
+predicts. Runs on SQLite + a local folder and on the DynamoDB API (moto) + S3 (SeaweedFS).
+
+The catalog runs on a manual clock a day ahead of the real one, with a one-second ticket window:
+every superseded version is then old enough for cleanup (version commit times are real time), so
+the model predicts cleanup exactly, while trash deadlines follow the manual clock alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.clock import ManualClock
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import LakeError, TableVersionNotFound
+from lake_platform.naming import NamespaceName
+from lake_platform.registry import keys
+from lake_platform.settings import LakeSettings, load_settings
+
+from lake_platform_tests.catalog.catalog_model import DAY_MS, CatalogModel, Expected, Incarnation
+from lake_platform_tests.conftest import dynamodb_test_url
+from lake_platform_tests.s3_server import S3Endpoint
+
+WAREHOUSE = "p.w"
+NAMESPACES = ["p.w.a", "p.w.b"]
+TABLES = [f"{ns}.{t}" for ns in NAMESPACES for t in ("t", "u")]
+TAGS = ["keep", "mark"]
+
+T = TypeVar("T")
+
+#: Settings that make the cleanup window one second (see the module docstring).
+WINDOW = {"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}
+
+
+@dataclass
+class Env:
+    settings: LakeSettings
+    root: str | None
+    close: Callable[[], None]
+
+
+@dataclass
+class Tally:
+    examples: int = 0
+    steps: int = 0
+    checks: int = 0
+    errors_predicted: int = 0
+    #: rule → how often it succeeded; shows the sequences reached every operation
+    succeeded: Counter[str] = field(default_factory=Counter)
+
+
+def _ids(snapshot: Any) -> tuple[int, ...]:
+    return tuple(sorted(snapshot.to_reader(columns=["id"]).read_all().column("id").to_pylist()))
+
+
+def _rows(ids: tuple[int, ...]) -> pa.RecordBatchReader:
+    return pa.table({"id": pa.array(ids, pa.int64())}).to_reader()
+
+
+def _trash_key_ident(key: str) -> tuple[str, int]:
+    """``trs/<name>/<dropped_at>-<incarnation>`` → (incarnation, dropped_at)."""
+    stamp, _, incarnation = key.rsplit("/", 1)[1].partition("-")
+    return incarnation, int(stamp)
+
+
+class CatalogMachine(RuleBasedStateMachine):
+    """Subclassed per backend with ``open_env`` and ``tally`` set."""
+
+    open_env: ClassVar[Callable[[], Env]]
+    tally: ClassVar[Tally]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.env = type(self).open_env()
+        self.clock = ManualClock(start_wall_ms=int(time.time() * 1000) + DAY_MS)
+        self.catalog = Catalog(self.env.settings, clock=self.clock, heartbeat=False)
+        self.catalog.create_project("p")
+        self.catalog.create_warehouse(WAREHOUSE, root=self.env.root)
+        for ns in NAMESPACES:
+            self.catalog.create_namespace(ns)
+        self.model = CatalogModel(set(NAMESPACES))
+        self.next_id = 0
+        self.locations: set[str] = set()
+        self.op = ""
+        self.tally.examples += 1
+
+    def teardown(self) -> None:
+        try:
+            self.catalog.close()
+        finally:
+            self.env.close()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _step(self, op: str) -> None:
+        """Every step takes a second of catalog time, so no two drops share a timestamp."""
+        self.op = op
+        self.tally.steps += 1
+        self.clock.advance(1)
+
+    def _fresh(self, count: int) -> tuple[int, ...]:
+        self.next_id += count
+        return tuple(range(self.next_id - count, self.next_id))
+
+    def _call(self, expected: Expected, fn: Callable[[], T]) -> T | None:
+        """Run ``fn``; it must succeed when ``expected`` is None, else raise exactly ``expected``."""
+        if expected is None:
+            result = fn()
+            self.tally.succeeded[self.op] += 1
+            return result
+        try:
+            fn()
+        except LakeError as exc:
+            assert type(exc) is expected, f"expected {expected.__name__}, got {type(exc).__name__}: {exc}"
+            self.tally.errors_predicted += 1
+            return None
+        raise AssertionError(f"expected {expected.__name__}, but the call succeeded")
+
+    def _storage(self, location: str) -> dict[str, str]:
+        return self.env.settings.storage_options(location)
+
+    def _registry_versions(self, inc: Incarnation) -> list[int]:
+        return [int(i.key.rsplit("/", 1)[1]) for i in self.catalog.store.scan_prefix(keys.versions(inc.id))]
+
+    # -- rules ----------------------------------------------------------------------------------
+
+    @initialize(names=st.lists(st.sampled_from(TABLES), min_size=1, max_size=4, unique=True))
+    def seed(self, names: list[str]) -> None:
+        """Start with some tables, so the steps go to their lifecycle rather than to misses."""
+        self._step("seed")
+        for name in names:
+            self._create(name, self._fresh(2))
+            self._append(name, self._fresh(1))
+
+    @rule(name=st.sampled_from(TABLES), count=st.integers(1, 3))
+    def create(self, name: str, count: int) -> None:
+        self._step("create")
+        self._create(name, self._fresh(count))
+
+    def _create(self, name: str, ids: tuple[int, ...]) -> None:
+        if self._call(self.model.create_error(name), lambda: self.catalog.create_table(name, _rows(ids))) is None:
+            return
+        info = self.catalog.describe_table(name, with_stats=False)
+        known = {i.id for i in self.model.tables.values()} | {t.inc.id for t in self.model.trash}
+        known |= {i.id for i in self.model.purged}
+        assert info.incarnation not in known, "a recreated table must get a new incarnation"
+        assert info.location not in self.locations, "a recreated table must get a new location"
+        self.locations.add(info.location)
+        self.model.create(name, info.incarnation, info.location, ids)
+
+    @rule(name=st.sampled_from(TABLES), count=st.integers(1, 3))
+    def append(self, name: str, count: int) -> None:
+        self._step("append")
+        self._append(name, self._fresh(count))
+
+    def _append(self, name: str, ids: tuple[int, ...]) -> None:
+        if self._call(self.model.append_error(name), lambda: self.catalog.append(name, _rows(ids))) is not None:
+            self.model.append(name, ids)
+
+    @rule(name=st.sampled_from(TABLES), purge=st.booleans())
+    def drop(self, name: str, purge: bool) -> None:
+        self._step("drop")
+        if self._call(self.model.drop_error(name), lambda: self.catalog.drop_table(name, purge=purge)) is not None:
+            self.model.drop(name, self.clock.wall_ms(), purge=purge)
+
+    @rule(name=st.sampled_from(TABLES), as_name=st.none() | st.sampled_from(TABLES))
+    def undrop(self, name: str, as_name: str | None) -> None:
+        """Undrop in place, or under another name anywhere in the warehouse."""
+        self._step("undrop")
+        into = as_name or name
+        result = self._call(self.model.undrop_error(name, into),
+                            lambda: self.catalog.undrop_table(name, as_name=as_name))
+        if result is not None:
+            self.model.undrop(name, into)
+
+    # Protection blocks drops and cascades; switching it off more often keeps those reachable.
+    @rule(name=st.sampled_from(TABLES), on=st.sampled_from([False, False, True]))
+    def protect(self, name: str, on: bool) -> None:
+        self._step("protect")
+        if self._call(self.model.protect_error(name),
+                      lambda: self.catalog.set_protected(name, on, kind="table") or True) is not None:
+            self.model.protect(name, on)
+
+    @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS))
+    def tag(self, name: str, tag: str) -> None:
+        self._step("tag")
+        version = self._call(self.model.tag_error(name, tag), lambda: self.catalog.create_tag(name, tag))
+        if version is not None:
+            assert version == self.model.tables[name].current
+            self.model.tag(name, tag)
+
+    @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS))
+    def untag(self, name: str, tag: str) -> None:
+        self._step("untag")
+        if self._call(self.model.untag_error(name, tag),
+                      lambda: self.catalog.delete_tag(name, tag) or True) is not None:
+            self.model.untag(name, tag)
+
+    @rule(name=st.sampled_from(TABLES))
+    def compact(self, name: str) -> None:
+        self._step("compact")
+        expected = self.model.maintain_error(name)
+        result = self._call(expected, lambda: self.catalog.compact(name, target_rows_per_fragment=1024))
+        if result is None:
+            return
+        before = self.model.tables[name].current
+        if not self.model.compacts(name):
+            assert (result.status, result.version) == ("nothing-to-do", before)
+            return
+        assert result.status == "committed", result
+        # Lance may reserve fragment ids in a commit of its own before the rewrite.
+        assert 1 <= result.version - before <= 2, result
+        self.model.compact(name, result.version - before)
+
+    @rule(name=st.sampled_from(TABLES), retain=st.integers(1, 2))
+    def cleanup(self, name: str, retain: int) -> None:
+        self._step("cleanup")
+        result = self._call(self.model.maintain_error(name),
+                            lambda: self.catalog.cleanup(name, retention=timedelta(0), retain_versions=retain))
+        if result is None:
+            return
+        doomed = self.model.doomed(name, retain)
+        if doomed:
+            assert result.status == "committed" and result.detail["versions_removed"] == doomed, (doomed, result)
+        else:
+            assert result.status == "nothing-to-do", (doomed, result)
+        self.model.cleanup(name, retain)
+
+    @rule(ns=st.sampled_from(NAMESPACES))
+    def create_namespace(self, ns: str) -> None:
+        self._step("create_namespace")
+        if self._call(self.model.create_namespace_error(ns), lambda: self.catalog.create_namespace(ns)) is not None:
+            self.model.create_namespace(ns)
+
+    @rule(ns=st.sampled_from(NAMESPACES), cascade=st.booleans())
+    def drop_namespace(self, ns: str, cascade: bool) -> None:
+        self._step("drop_namespace")
+        if self._call(self.model.drop_namespace_error(ns, cascade=cascade),
+                      lambda: self.catalog.drop_namespace(ns, cascade=cascade)) is not None:
+            self.model.drop_namespace(ns, self.clock.wall_ms())
+
+    @rule(ns=st.sampled_from(NAMESPACES))
+    def undrop_namespace(self, ns: str) -> None:
+        self._step("undrop_namespace")
+        if self._call(self.model.undrop_namespace_error(ns), lambda: self.catalog.undrop_namespace(ns)) is not None:
+            self.model.undrop_namespace(ns)
+
+    @rule(hours=st.sampled_from([1, 72, 170]))
+    def wait(self, hours: int) -> None:
+        """Catalog time passes: 170 h is past the default seven-day trash grace."""
+        self._step("wait")
+        self.clock.advance(hours * 3600)
+
+    @rule()
+    def expire(self) -> None:
+        self._step("expire")
+        purged = self.catalog.expire_trash()
+        self.tally.succeeded[self.op] += 1
+        gone = self.model.expire(self.clock.wall_ms())
+        assert sorted(r.table for r in purged) == sorted(t.name for t in gone)
+
+    # -- the comparison after every step --------------------------------------------------------
+
+    @invariant()
+    def registry_and_engine_match_the_model(self) -> None:
+        self.tally.checks += 1
+        catalog, model = self.catalog, self.model
+        for ns in NAMESPACES:
+            present = catalog.store.get(keys.namespace(NamespaceName.parse(ns))) is not None
+            assert present == (ns in model.namespaces), f"namespace {ns}: registry {present}"
+
+        registered = {r.name: (r.incarnation, r.current_version) for r in catalog.list_tables(WAREHOUSE)}
+        assert registered == {n: (i.id, i.current) for n, i in model.tables.items()}
+
+        trash = catalog.list_trash(WAREHOUSE)
+        tables_trash = sorted((r.target, r.table.incarnation if r.table else "", r.table.current_version if r.table else 0,
+                               r.dropped_at_ms, r.expires_at_ms, r.state) for r in trash if r.kind == "table")
+        assert tables_trash == sorted((t.name, t.inc.id, t.inc.current, t.dropped_at, t.expires_at, "trashed")
+                                      for t in model.trash)
+        ns_trash = sorted((r.target, r.dropped_at_ms, r.expires_at_ms, sorted(map(_trash_key_ident, r.table_trash_keys)))
+                          for r in trash if r.kind == "namespace")
+        assert ns_trash == sorted((r.namespace, r.dropped_at, r.expires_at, sorted(r.tables)) for r in model.ns_trash)
+
+        for name, inc in model.tables.items():
+            self._check_registered(name, inc)
+        for trashed in model.trash:
+            self._check_kept(trashed.inc)
+        for inc in model.purged:
+            self._check_purged(inc)
+
+    def _check_registered(self, name: str, inc: Incarnation) -> None:
+        snap = self.catalog.open_table(name)
+        assert (snap.version, _ids(snap)) == (inc.current, inc.rows), f"{name}: current version or rows"
+        assert engine.tagged_versions(snap.dataset) == inc.tags, f"{name}: tags"
+        assert self.catalog.describe_table(name, with_stats=False).protected == inc.protected
+        for version, rows in inc.history.items():
+            if version != inc.current:
+                assert _ids(self.catalog.open_table(name, version)) == rows, f"{name}: rows at version {version}"
+        for version in range(1, inc.current):
+            if version not in inc.history:
+                with pytest.raises(TableVersionNotFound):
+                    self.catalog.open_table(name, version)
+        self._check_kept(inc)
+
+    def _check_kept(self, inc: Incarnation) -> None:
+        """Registered or trashed: every live version is registered and has its manifest on
+        storage, and nothing newer than the registered version is there (invariant 1)."""
+        assert self._registry_versions(inc) == sorted(inc.history), f"{inc.location}: registered versions"
+        on_disk = engine.versions_on_disk(inc.location, self._storage(inc.location))
+        assert set(inc.history) <= set(on_disk), f"{inc.location}: versions on storage {on_disk}"
+        assert max(on_disk) == inc.current, f"{inc.location}: versions on storage {on_disk}"
+
+    def _check_purged(self, inc: Incarnation) -> None:
+        assert self._registry_versions(inc) == [], f"{inc.location}: version records left after purge"
+        left = [f.path for f in engine.list_files(inc.location, self._storage(inc.location))]
+        assert left == [], f"{inc.location}: files left after purge: {left[:5]}"
+
+
+def _machine(name: str, open_env: Callable[[], Env]) -> tuple[type[CatalogMachine], Tally]:
+    tally = Tally()
+    return type(name, (CatalogMachine,), {"open_env": staticmethod(open_env), "tally": tally}), tally
+
+
+def _run(machine: type[CatalogMachine], *, examples: int, steps: int) -> None:
+    """``LAKE_MODEL_EXAMPLES`` overrides the number of sequences (a longer hunt, or a quick try)."""
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=int(os.environ.get("LAKE_MODEL_EXAMPLES", examples)), stateful_step_count=steps, deadline=None, derandomize=True, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], report_multiple_bugs=False,
+    ))
+
+
+@contextmanager
+def _reported(backend: str, tally: Tally, record_property: Callable[[str, object], None],
+              capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        line = (f"model test [{backend}]: {tally.steps} steps in {tally.examples} sequences, {tally.checks} "
+                f"model comparisons, {tally.errors_predicted} predicted typed errors, "
+                f"{time.monotonic() - started:.1f}s; succeeded: {dict(sorted(tally.succeeded.items()))}")
+        for key in ("steps", "examples", "checks", "errors_predicted"):
+            record_property(f"model_{backend}_{key}", getattr(tally, key))
+        with capsys.disabled():
+            print("\n" + line)
+
+
+@pytest.mark.slow
+def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
+    tmp_path: Path, record_property: Callable[[str, object], None], capsys: pytest.CaptureFixture[str],
+) -> None:
+    def open_env() -> Env:
+        home = Path(tempfile.mkdtemp(dir=tmp_path))
+        return Env(load_settings(home=home, **WINDOW), None, lambda: shutil.rmtree(home, ignore_errors=True))
+
+    machine, tally = _machine("SqliteLocalCatalog", open_env)
+    with _reported("sqlite", tally, record_property, capsys):
+        _run(machine, examples=100, steps=30)
+    assert tally.steps > 0 and tally.checks >= tally.steps
+
+
+@pytest.mark.slow
+def test_catalog_matches_the_model_on_dynamodb_and_s3(
+    tmp_path: Path, moto_endpoint: str, seaweed: S3Endpoint, record_property: Callable[[str, object], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+
+    def open_env() -> Env:
+        url = dynamodb_test_url(moto_endpoint)
+        settings_ = load_settings(home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url,
+                                  **seaweed.lake_settings(), **WINDOW)
+        init_table(url, settings_)
+
+        def close() -> None:
+            store = DynamoMetaStore.from_url(url, settings_)
+            try:
+                store.delete_table()
+            finally:
+                store.close()
+
+        return Env(settings_, f"s3://{seaweed.bucket}/{seaweed.new_prefix()}", close)
+
+    machine, tally = _machine("DynamoS3Catalog", open_env)
+    with _reported("dynamodb+s3", tally, record_property, capsys):
+        _run(machine, examples=8, steps=20)
+    assert tally.steps > 0 and tally.checks >= tally.steps
