@@ -1,7 +1,9 @@
 """A plain-Python model of the catalog's table lifecycle, for the randomized model test.
 
 It knows namespaces, registered tables (incarnation, live versions and their rows, tags,
-protection), trash records (table and namespace cascades) and purged incarnations. Each
+protection), trash-grace policies, trash records (table and namespace cascades) and purged
+incarnations. A policy belongs to its object: a drop takes it away (its trash record keeps a copy
+that an undrop puts back), so a later object of the same name never inherits it. Each
 operation has two halves: ``*_error`` predicts the typed error the catalog must raise (None when
 the call must succeed), and the mutator applies a successful call. Only what the catalog reports
 and the model cannot know in advance (a new incarnation id, its location, how many versions a
@@ -22,17 +24,24 @@ from lake_platform.errors import (
     TableNotFound,
     TableTagAlreadyExists,
     TableTagNotFound,
+    TableVersionNotFound,
 )
 
 Expected = type[LakeError] | None
 
 DAY_MS = 86_400_000
-#: The platform's default trash grace (no policy is set in the model test).
+#: The platform's default trash grace, where no policy record on the path sets one.
 GRACE_MS = 7 * DAY_MS
 
 
 def namespace_of(table: str) -> str:
     return table.rsplit(".", 1)[0]
+
+
+def scope_path(scope: str) -> list[str]:
+    """``p.w.a.t`` → the scopes whose policy could apply, most specific first."""
+    parts = scope.split(".")
+    return [".".join(parts[:depth]) for depth in range(len(parts), 0, -1)]
 
 
 @dataclass
@@ -62,6 +71,8 @@ class TableTrash:
     inc: Incarnation
     dropped_at: int
     expires_at: int
+    #: the table's own trash grace policy, if it had one when dropped
+    policy: int | None = None
 
 
 @dataclass
@@ -72,6 +83,7 @@ class NamespaceTrash:
     #: (incarnation id, drop time) of each table trash record the cascade filed: its undo list.
     #: A table undropped alone and dropped again has a new record, which is not on the list.
     tables: list[tuple[str, int]]
+    policy: int | None = None
 
 
 @dataclass
@@ -81,6 +93,8 @@ class CatalogModel:
     trash: list[TableTrash] = field(default_factory=list)
     ns_trash: list[NamespaceTrash] = field(default_factory=list)
     purged: list[Incarnation] = field(default_factory=list)
+    #: scope → trash grace in ms, for the scopes that have a policy record
+    policies: dict[str, int] = field(default_factory=dict)
 
     # -- tables ---------------------------------------------------------------------------------
 
@@ -112,12 +126,20 @@ class CatalogModel:
             return Protected
         return error
 
-    def drop(self, name: str, now: int, *, purge: bool) -> None:
+    def grace(self, scope: str) -> int:
+        return next((self.policies[s] for s in scope_path(scope) if s in self.policies), GRACE_MS)
+
+    def drop(self, name: str, now: int, *, purge: bool, cascade_grace: int | None = None) -> None:
+        """A zero grace destroys the data at once, like ``purge``. A cascade passes its
+        namespace's grace, which applies to every table in it, and always files trash records."""
+        cascade = cascade_grace is not None
+        grace = cascade_grace if cascade_grace is not None else self.grace(name)
         inc = self.tables.pop(name)
-        if purge:
+        policy = self.policies.pop(name, None)
+        if not cascade and (purge or grace == 0):
             self.purged.append(inc)
         else:
-            self.trash.append(TableTrash(name, inc, now, now + GRACE_MS))
+            self.trash.append(TableTrash(name, inc, now, now + grace, policy))
 
     def _newest_trash(self, name: str) -> TableTrash | None:
         found = [t for t in self.trash if t.name == name]
@@ -140,6 +162,8 @@ class CatalogModel:
     def _restore(self, record: TableTrash, target: str) -> None:
         self.trash.remove(record)
         self.tables[target] = record.inc
+        if record.policy is not None:
+            self.policies[target] = record.policy
 
     def protect_error(self, name: str) -> Expected:
         return None if name in self.tables else TableNotFound
@@ -147,14 +171,16 @@ class CatalogModel:
     def protect(self, name: str, on: bool) -> None:
         self.tables[name].protected = on
 
-    def tag_error(self, name: str, tag: str) -> Expected:
+    def tag_error(self, name: str, tag: str, version: int | None) -> Expected:
         if name not in self.tables:
             return TableNotFound
+        if version is not None and version not in self.tables[name].history:
+            return TableVersionNotFound  # never committed, or cleaned up
         return TableTagAlreadyExists if tag in self.tables[name].tags else None
 
-    def tag(self, name: str, tag: str) -> None:
+    def tag(self, name: str, tag: str, version: int | None) -> None:
         inc = self.tables[name]
-        inc.tags[tag] = inc.current
+        inc.tags[tag] = version or inc.current
 
     def untag_error(self, name: str, tag: str) -> Expected:
         if name not in self.tables:
@@ -211,25 +237,41 @@ class CatalogModel:
 
     def drop_namespace(self, ns: str, now: int) -> None:
         self.namespaces.remove(ns)
+        grace = self.grace(ns)
+        policy = self.policies.pop(ns, None)
         inside = sorted(n for n in self.tables if namespace_of(n) == ns)
         if not inside:
-            return  # nothing to undo: a cascade over no tables files no namespace record
+            return  # nothing to undo: a drop over no tables files no record, and its policy goes
         filed = [(self.tables[name].id, now) for name in inside]
         for name in inside:
-            self.drop(name, now, purge=False)
-        self.ns_trash.append(NamespaceTrash(ns, now, now + GRACE_MS, filed))
+            self.drop(name, now, purge=False, cascade_grace=grace)
+        self.ns_trash.append(NamespaceTrash(ns, now, now + grace, filed, policy))
 
     def undrop_namespace_error(self, ns: str) -> Expected:
         return None if any(r.namespace == ns for r in self.ns_trash) else NamespaceNotFound
 
     def undrop_namespace(self, ns: str) -> None:
         record = max((r for r in self.ns_trash if r.namespace == ns), key=lambda r: r.dropped_at)
+        if ns not in self.namespaces and record.policy is not None:
+            self.policies[ns] = record.policy  # only a namespace it rebuilds gets its policy back
         self.namespaces.add(ns)
         for key in record.tables:
             trashed = next((t for t in self.trash if (t.inc.id, t.dropped_at) == key), None)
             if trashed is not None and trashed.name not in self.tables:
                 self._restore(trashed, trashed.name)
         self.ns_trash.remove(record)
+
+    # -- policies -------------------------------------------------------------------------------
+
+    def set_policy_error(self, scope: str) -> Expected:
+        if scope.count(".") == 3:
+            return None if scope in self.tables else TableNotFound
+        if scope.count(".") == 2:
+            return None if scope in self.namespaces else NamespaceNotFound
+        return None
+
+    def set_policy(self, scope: str, grace: int) -> None:
+        self.policies[scope] = grace
 
     # -- time -----------------------------------------------------------------------------------
 

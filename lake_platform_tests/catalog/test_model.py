@@ -38,10 +38,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
+from lake_platform.catalog.policies import PolicyRecord
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import LakeError, TableVersionNotFound
 from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
+from lake_platform.registry.records import decode
 from lake_platform.settings import LakeSettings, load_settings
 
 from lake_platform_tests.catalog.catalog_model import DAY_MS, CatalogModel, Expected, Incarnation
@@ -52,6 +54,7 @@ WAREHOUSE = "p.w"
 NAMESPACES = ["p.w.a", "p.w.b"]
 TABLES = [f"{ns}.{t}" for ns in NAMESPACES for t in ("t", "u")]
 TAGS = ["keep", "mark"]
+SCOPES = [WAREHOUSE, *NAMESPACES, *TABLES]
 
 T = TypeVar("T")
 
@@ -208,13 +211,14 @@ class CatalogMachine(RuleBasedStateMachine):
                       lambda: self.catalog.set_protected(name, on, kind="table") or True) is not None:
             self.model.protect(name, on)
 
-    @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS))
-    def tag(self, name: str, tag: str) -> None:
+    @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS), version=st.none() | st.integers(1, 6))
+    def tag(self, name: str, tag: str, version: int | None) -> None:
+        """Tag the current version, or any version: live, cleaned up or never committed."""
         self._step("tag")
-        version = self._call(self.model.tag_error(name, tag), lambda: self.catalog.create_tag(name, tag))
-        if version is not None:
-            assert version == self.model.tables[name].current
-            self.model.tag(name, tag)
+        tagged = self._call(self.model.tag_error(name, tag, version), lambda: self.catalog.create_tag(name, tag, version))
+        if tagged is not None:
+            assert tagged == (version or self.model.tables[name].current)
+            self.model.tag(name, tag, version)
 
     @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS))
     def untag(self, name: str, tag: str) -> None:
@@ -252,6 +256,14 @@ class CatalogMachine(RuleBasedStateMachine):
         else:
             assert result.status == "nothing-to-do", (doomed, result)
         self.model.cleanup(name, retain)
+
+    @rule(scope=st.sampled_from(SCOPES), hours=st.sampled_from([0, 1, 72]))
+    def set_policy(self, scope: str, hours: int) -> None:
+        """A trash grace on the warehouse, a namespace or a table (0: a drop destroys at once)."""
+        self._step("set_policy")
+        if self._call(self.model.set_policy_error(scope),
+                      lambda: self.catalog.set_policy(scope, {"trash_grace_seconds": hours * 3600})) is not None:
+            self.model.set_policy(scope, hours * 3_600_000)
 
     @rule(ns=st.sampled_from(NAMESPACES))
     def create_namespace(self, ns: str) -> None:
@@ -295,6 +307,10 @@ class CatalogMachine(RuleBasedStateMachine):
         for ns in NAMESPACES:
             present = catalog.store.get(keys.namespace(NamespaceName.parse(ns))) is not None
             assert present == (ns in model.namespaces), f"namespace {ns}: registry {present}"
+
+        policies = {scope: decode(PolicyRecord, item.value, item.key).policy.trash_grace_seconds * 1000
+                    for scope in SCOPES if (item := catalog.store.get(keys.policy(scope))) is not None}
+        assert policies == model.policies, "policy records (scope → trash grace ms)"
 
         registered = {r.name: (r.incarnation, r.current_version) for r in catalog.list_tables(WAREHOUSE)}
         assert registered == {n: (i.id, i.current) for n, i in model.tables.items()}
@@ -382,7 +398,7 @@ def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
 
     machine, tally = _machine("SqliteLocalCatalog", open_env)
     with _reported("sqlite", tally, record_property, capsys):
-        _run(machine, examples=100, steps=30)
+        _run(machine, examples=60, steps=25)
     assert tally.steps > 0 and tally.checks >= tally.steps
 
 
@@ -410,5 +426,5 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
 
     machine, tally = _machine("DynamoS3Catalog", open_env)
     with _reported("dynamodb+s3", tally, record_property, capsys):
-        _run(machine, examples=8, steps=20)
+        _run(machine, examples=8, steps=15)
     assert tally.steps > 0 and tally.checks >= tally.steps
