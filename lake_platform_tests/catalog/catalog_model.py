@@ -95,11 +95,16 @@ class CatalogModel:
     purged: list[Incarnation] = field(default_factory=list)
     #: scope → trash grace in ms, for the scopes that have a policy record
     policies: dict[str, int] = field(default_factory=dict)
+    #: a namespace a cascade has marked and is detaching: it refuses every change under it
+    dropping: str | None = None
+
+    def _active(self, ns: str) -> bool:
+        return ns in self.namespaces and ns != self.dropping
 
     # -- tables ---------------------------------------------------------------------------------
 
     def create_error(self, name: str) -> Expected:
-        if namespace_of(name) not in self.namespaces:
+        if not self._active(namespace_of(name)):
             return NamespaceNotFound
         if name in self.tables:
             return TableAlreadyExists
@@ -109,7 +114,7 @@ class CatalogModel:
         self.tables[name] = Incarnation(inc_id, location, {1: tuple(sorted(ids))}, 1, 1)
 
     def append_error(self, name: str) -> Expected:
-        if namespace_of(name) not in self.namespaces:
+        if not self._active(namespace_of(name)):
             return NamespaceNotFound
         if name not in self.tables:
             return TableNotFound
@@ -146,7 +151,7 @@ class CatalogModel:
         return max(found, key=lambda t: t.dropped_at) if found else None
 
     def undrop_error(self, name: str, target: str) -> Expected:
-        if namespace_of(target) not in self.namespaces:
+        if not self._active(namespace_of(target)):
             return NamespaceNotFound
         if self._newest_trash(name) is None:
             return TableNotFound
@@ -235,17 +240,19 @@ class CatalogModel:
             return NamespaceNotEmpty
         return None
 
-    def drop_namespace(self, ns: str, now: int) -> None:
+    def drop_namespace(self, ns: str, now: int) -> list[str]:
+        """Returns the names of the tables the cascade moved to the trash."""
         self.namespaces.remove(ns)
         grace = self.grace(ns)
         policy = self.policies.pop(ns, None)
         inside = sorted(n for n in self.tables if namespace_of(n) == ns)
         if not inside:
-            return  # nothing to undo: a drop over no tables files no record, and its policy goes
+            return []  # nothing to undo: a drop over no tables files no record, and its policy goes
         filed = [(self.tables[name].id, now) for name in inside]
         for name in inside:
             self.drop(name, now, purge=False, cascade_grace=grace)
         self.ns_trash.append(NamespaceTrash(ns, now, now + grace, filed, policy))
+        return inside
 
     def undrop_namespace_error(self, ns: str) -> Expected:
         return None if any(r.namespace == ns for r in self.ns_trash) else NamespaceNotFound

@@ -46,7 +46,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import decode
 from lake_platform.settings import LakeSettings, load_settings
 
-from lake_platform_tests.catalog.catalog_model import DAY_MS, CatalogModel, Expected, Incarnation
+from lake_platform_tests.catalog.catalog_model import DAY_MS, CatalogModel, Expected, Incarnation, namespace_of
 from lake_platform_tests.conftest import dynamodb_test_url
 from lake_platform_tests.s3_server import S3Endpoint
 
@@ -75,8 +75,8 @@ class Tally:
     steps: int = 0
     checks: int = 0
     errors_predicted: int = 0
-    #: rule → how often it succeeded; shows the sequences reached every operation
-    succeeded: Counter[str] = field(default_factory=Counter)
+    #: "rule: ok" or "rule: <error>" → count; shows the sequences reached every operation
+    outcomes: Counter[str] = field(default_factory=Counter)
 
 
 def _ids(snapshot: Any) -> tuple[int, ...]:
@@ -93,6 +93,12 @@ def _trash_key_ident(key: str) -> tuple[str, int]:
     return incarnation, int(stamp)
 
 
+def _pick(data: st.DataObject, likely: list[str], universe: list[str]) -> str:
+    """Half the time a name the model says can succeed (when there is one), else any name:
+    the successful paths get exercised, and the error paths still do."""
+    return data.draw(st.sampled_from(likely) | st.sampled_from(universe) if likely else st.sampled_from(universe))
+
+
 class CatalogMachine(RuleBasedStateMachine):
     """Subclassed per backend with ``open_env`` and ``tally`` set."""
 
@@ -103,7 +109,10 @@ class CatalogMachine(RuleBasedStateMachine):
         super().__init__()
         self.env = type(self).open_env()
         self.clock = ManualClock(start_wall_ms=int(time.time() * 1000) + DAY_MS)
-        self.catalog = Catalog(self.env.settings, clock=self.clock, heartbeat=False)
+        self.catalog = Catalog(self.env.settings, clock=self.clock, heartbeat=False, hook=self._hook)
+        # Another writer on the same registry and storage, for steps that land inside a cascade.
+        self.other = Catalog(self.env.settings, clock=self.clock, heartbeat=False)
+        self.pending: tuple[str, Callable[[], None]] | None = None
         self.catalog.create_project("p")
         self.catalog.create_warehouse(WAREHOUSE, root=self.env.root)
         for ns in NAMESPACES:
@@ -116,9 +125,17 @@ class CatalogMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
+            self.other.close()
             self.catalog.close()
         finally:
             self.env.close()
+
+    def _hook(self, point: str) -> None:
+        """Run the pending interleaving once, when the catalog reaches its point."""
+        if self.pending is not None and self.pending[0] == point:
+            _, interleave = self.pending
+            self.pending = None
+            interleave()
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -136,13 +153,14 @@ class CatalogMachine(RuleBasedStateMachine):
         """Run ``fn``; it must succeed when ``expected`` is None, else raise exactly ``expected``."""
         if expected is None:
             result = fn()
-            self.tally.succeeded[self.op] += 1
+            self.tally.outcomes[f"{self.op}: ok"] += 1
             return result
         try:
             fn()
         except LakeError as exc:
             assert type(exc) is expected, f"expected {expected.__name__}, got {type(exc).__name__}: {exc}"
             self.tally.errors_predicted += 1
+            self.tally.outcomes[f"{self.op}: {expected.__name__}"] += 1
             return None
         raise AssertionError(f"expected {expected.__name__}, but the call succeeded")
 
@@ -154,23 +172,37 @@ class CatalogMachine(RuleBasedStateMachine):
 
     # -- rules ----------------------------------------------------------------------------------
 
-    @initialize(names=st.lists(st.sampled_from(TABLES), min_size=1, max_size=4, unique=True))
-    def seed(self, names: list[str]) -> None:
-        """Start with some tables, so the steps go to their lifecycle rather than to misses."""
+    @initialize(names=st.lists(st.sampled_from(TABLES), min_size=2, max_size=4, unique=True),
+                trashed=st.integers(0, 2), recreate=st.booleans())
+    def seed(self, names: list[str], trashed: int, recreate: bool) -> None:
+        """Start with some tables, the first ``trashed`` of them dropped to the trash (and one
+        of those recreated under its name), so the steps go to lifecycles that collide."""
         self._step("seed")
         for name in names:
             self._create(name, self._fresh(2))
             self._append(name, self._fresh(1))
+        for name in names[:trashed]:
+            self.clock.advance(1)
+            self._drop(name, purge=False)
+        if recreate and trashed:
+            self.clock.advance(1)
+            self._create(names[0], self._fresh(1))
 
-    @rule(name=st.sampled_from(TABLES), count=st.integers(1, 3))
-    def create(self, name: str, count: int) -> None:
+    def _live(self, data: st.DataObject) -> str:
+        return _pick(data, sorted(self.model.tables), TABLES)
+
+    @rule(data=st.data(), count=st.integers(1, 3))
+    def create(self, data: st.DataObject, count: int) -> None:
+        free = [n for n in TABLES if n not in self.model.tables and namespace_of(n) in self.model.namespaces]
+        name = _pick(data, free, TABLES)
         self._step("create")
         self._create(name, self._fresh(count))
 
-    def _create(self, name: str, ids: tuple[int, ...]) -> None:
-        if self._call(self.model.create_error(name), lambda: self.catalog.create_table(name, _rows(ids))) is None:
+    def _create(self, name: str, ids: tuple[int, ...], catalog: Catalog | None = None) -> None:
+        catalog = catalog or self.catalog
+        if self._call(self.model.create_error(name), lambda: catalog.create_table(name, _rows(ids))) is None:
             return
-        info = self.catalog.describe_table(name, with_stats=False)
+        info = catalog.describe_table(name, with_stats=False)
         known = {i.id for i in self.model.tables.values()} | {t.inc.id for t in self.model.trash}
         known |= {i.id for i in self.model.purged}
         assert info.incarnation not in known, "a recreated table must get a new incarnation"
@@ -178,8 +210,9 @@ class CatalogMachine(RuleBasedStateMachine):
         self.locations.add(info.location)
         self.model.create(name, info.incarnation, info.location, ids)
 
-    @rule(name=st.sampled_from(TABLES), count=st.integers(1, 3))
-    def append(self, name: str, count: int) -> None:
+    @rule(data=st.data(), count=st.integers(1, 3))
+    def append(self, data: st.DataObject, count: int) -> None:
+        name = self._live(data)
         self._step("append")
         self._append(name, self._fresh(count))
 
@@ -187,15 +220,20 @@ class CatalogMachine(RuleBasedStateMachine):
         if self._call(self.model.append_error(name), lambda: self.catalog.append(name, _rows(ids))) is not None:
             self.model.append(name, ids)
 
-    @rule(name=st.sampled_from(TABLES), purge=st.booleans())
-    def drop(self, name: str, purge: bool) -> None:
+    @rule(data=st.data(), purge=st.sampled_from([False, False, True]))
+    def drop(self, data: st.DataObject, purge: bool) -> None:
+        name = self._live(data)
         self._step("drop")
+        self._drop(name, purge)
+
+    def _drop(self, name: str, purge: bool) -> None:
         if self._call(self.model.drop_error(name), lambda: self.catalog.drop_table(name, purge=purge)) is not None:
             self.model.drop(name, self.clock.wall_ms(), purge=purge)
 
-    @rule(name=st.sampled_from(TABLES), as_name=st.none() | st.sampled_from(TABLES))
-    def undrop(self, name: str, as_name: str | None) -> None:
+    @rule(data=st.data(), as_name=st.none() | st.sampled_from(TABLES))
+    def undrop(self, data: st.DataObject, as_name: str | None) -> None:
         """Undrop in place, or under another name anywhere in the warehouse."""
+        name = _pick(data, sorted({t.name for t in self.model.trash}), TABLES)
         self._step("undrop")
         into = as_name or name
         result = self._call(self.model.undrop_error(name, into),
@@ -204,31 +242,34 @@ class CatalogMachine(RuleBasedStateMachine):
             self.model.undrop(name, into)
 
     # Protection blocks drops and cascades; switching it off more often keeps those reachable.
-    @rule(name=st.sampled_from(TABLES), on=st.sampled_from([False, False, True]))
-    def protect(self, name: str, on: bool) -> None:
+    @rule(data=st.data(), on=st.sampled_from([False, False, True]))
+    def protect(self, data: st.DataObject, on: bool) -> None:
+        name = self._live(data)
         self._step("protect")
         if self._call(self.model.protect_error(name),
                       lambda: self.catalog.set_protected(name, on, kind="table") or True) is not None:
             self.model.protect(name, on)
 
-    @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS), version=st.none() | st.integers(1, 6))
-    def tag(self, name: str, tag: str, version: int | None) -> None:
-        """Tag the current version, or any version: live, cleaned up or never committed."""
+    @rule(data=st.data(), tag=st.sampled_from(TAGS), version=st.none() | st.integers(1, 6), remove=st.booleans())
+    def tag(self, data: st.DataObject, tag: str, version: int | None, remove: bool) -> None:
+        """Tag the current version or any version (live, cleaned up or never committed), or
+        remove a tag."""
+        tagged_here = sorted(n for n, inc in self.model.tables.items() if tag in inc.tags)
+        name = _pick(data, tagged_here, TABLES) if remove else self._live(data)
         self._step("tag")
+        if remove:
+            if self._call(self.model.untag_error(name, tag),
+                          lambda: self.catalog.delete_tag(name, tag) or True) is not None:
+                self.model.untag(name, tag)
+            return
         tagged = self._call(self.model.tag_error(name, tag, version), lambda: self.catalog.create_tag(name, tag, version))
         if tagged is not None:
             assert tagged == (version or self.model.tables[name].current)
             self.model.tag(name, tag, version)
 
-    @rule(name=st.sampled_from(TABLES), tag=st.sampled_from(TAGS))
-    def untag(self, name: str, tag: str) -> None:
-        self._step("untag")
-        if self._call(self.model.untag_error(name, tag),
-                      lambda: self.catalog.delete_tag(name, tag) or True) is not None:
-            self.model.untag(name, tag)
-
-    @rule(name=st.sampled_from(TABLES))
-    def compact(self, name: str) -> None:
+    @rule(data=st.data())
+    def compact(self, data: st.DataObject) -> None:
+        name = self._live(data)
         self._step("compact")
         expected = self.model.maintain_error(name)
         result = self._call(expected, lambda: self.catalog.compact(name, target_rows_per_fragment=1024))
@@ -243,8 +284,9 @@ class CatalogMachine(RuleBasedStateMachine):
         assert 1 <= result.version - before <= 2, result
         self.model.compact(name, result.version - before)
 
-    @rule(name=st.sampled_from(TABLES), retain=st.integers(1, 2))
-    def cleanup(self, name: str, retain: int) -> None:
+    @rule(data=st.data(), retain=st.integers(1, 2))
+    def cleanup(self, data: st.DataObject, retain: int) -> None:
+        name = self._live(data)
         self._step("cleanup")
         result = self._call(self.model.maintain_error(name),
                             lambda: self.catalog.cleanup(name, retention=timedelta(0), retain_versions=retain))
@@ -257,44 +299,83 @@ class CatalogMachine(RuleBasedStateMachine):
             assert result.status == "nothing-to-do", (doomed, result)
         self.model.cleanup(name, retain)
 
-    @rule(scope=st.sampled_from(SCOPES), hours=st.sampled_from([0, 1, 72]))
-    def set_policy(self, scope: str, hours: int) -> None:
+    @rule(data=st.data(), hours=st.sampled_from([0, 1, 72]))
+    def set_policy(self, data: st.DataObject, hours: int) -> None:
         """A trash grace on the warehouse, a namespace or a table (0: a drop destroys at once)."""
+        scope = _pick(data, [WAREHOUSE, *sorted(self.model.namespaces), *sorted(self.model.tables)], SCOPES)
         self._step("set_policy")
         if self._call(self.model.set_policy_error(scope),
                       lambda: self.catalog.set_policy(scope, {"trash_grace_seconds": hours * 3600})) is not None:
             self.model.set_policy(scope, hours * 3_600_000)
 
-    @rule(ns=st.sampled_from(NAMESPACES))
-    def create_namespace(self, ns: str) -> None:
+    @rule(data=st.data())
+    def create_namespace(self, data: st.DataObject) -> None:
+        ns = _pick(data, [n for n in NAMESPACES if n not in self.model.namespaces], NAMESPACES)
         self._step("create_namespace")
         if self._call(self.model.create_namespace_error(ns), lambda: self.catalog.create_namespace(ns)) is not None:
             self.model.create_namespace(ns)
 
-    @rule(ns=st.sampled_from(NAMESPACES), cascade=st.booleans())
-    def drop_namespace(self, ns: str, cascade: bool) -> None:
+    @rule(data=st.data(), cascade=st.booleans())
+    def drop_namespace(self, data: st.DataObject, cascade: bool) -> None:
+        ns = _pick(data, sorted(self.model.namespaces), NAMESPACES)
         self._step("drop_namespace")
         if self._call(self.model.drop_namespace_error(ns, cascade=cascade),
                       lambda: self.catalog.drop_namespace(ns, cascade=cascade)) is not None:
             self.model.drop_namespace(ns, self.clock.wall_ms())
 
-    @rule(ns=st.sampled_from(NAMESPACES))
-    def undrop_namespace(self, ns: str) -> None:
+    @rule(data=st.data(), phase=st.sampled_from(["checked", "table"]), recreate=st.booleans())
+    def cascade_racing_a_writer(self, data: st.DataObject, phase: str, recreate: bool) -> None:
+        """A cascade while another writer drops (and maybe recreates) a table at an exact step:
+        after the cascade's checks and before its mark (the cascade must take what it finds
+        under the mark, the replacement included), or while it detaches tables (the marked
+        namespace must refuse the writer; other namespaces must not)."""
+        ns = _pick(data, sorted(self.model.namespaces), NAMESPACES)
+        name = _pick(data, sorted(n for n in self.model.tables if namespace_of(n) == ns), TABLES)
+        self._step("cascade_racing_a_writer")
+        expected = self.model.drop_namespace_error(ns, cascade=True)
+        fires = phase == "checked" or any(namespace_of(n) == ns for n in self.model.tables)
+        fired: list[str] = []
+
+        def interleave() -> None:
+            fired.append(phase)
+            # Before the mark the writer's steps come later than the checks; while the cascade
+            # detaches, its drop time is already taken and the writer's steps share it.
+            tick = 1 if phase == "checked" else 0
+            self.model.dropping = ns if phase == "table" else None
+            try:
+                self.clock.advance(tick)
+                if self._call(self.model.drop_error(name), lambda: self.other.drop_table(name)) is not None:
+                    self.model.drop(name, self.clock.wall_ms(), purge=False)
+                if recreate:
+                    self.clock.advance(tick)
+                    self._create(name, self._fresh(1), self.other)
+                self.clock.advance(tick)
+            finally:
+                self.model.dropping = None
+
+        self.pending = (f"drop-namespace:{phase}", interleave)
+        try:
+            result = self._call(expected, lambda: self.catalog.drop_namespace(ns, cascade=True))
+        finally:
+            self.pending = None
+        if result is not None:
+            assert fired == ([phase] if fires else []), f"the interleaving at {phase} ran {len(fired)} times"
+            self.model.drop_namespace(ns, self.clock.wall_ms())
+
+    @rule(data=st.data())
+    def undrop_namespace(self, data: st.DataObject) -> None:
+        ns = _pick(data, sorted({r.namespace for r in self.model.ns_trash}), NAMESPACES)
         self._step("undrop_namespace")
         if self._call(self.model.undrop_namespace_error(ns), lambda: self.catalog.undrop_namespace(ns)) is not None:
             self.model.undrop_namespace(ns)
 
-    @rule(hours=st.sampled_from([1, 72, 170]))
-    def wait(self, hours: int) -> None:
-        """Catalog time passes: 170 h is past the default seven-day trash grace."""
-        self._step("wait")
-        self.clock.advance(hours * 3600)
-
-    @rule()
-    def expire(self) -> None:
+    @rule(hours=st.sampled_from([0, 1, 72, 170]))
+    def expire(self, hours: int) -> None:
+        """Catalog time passes (170 h is past the default seven-day grace), then expiry runs."""
         self._step("expire")
+        self.clock.advance(hours * 3600)
         purged = self.catalog.expire_trash()
-        self.tally.succeeded[self.op] += 1
+        self.tally.outcomes[f"{self.op}: ok"] += 1
         gone = self.model.expire(self.clock.wall_ms())
         assert sorted(r.table for r in purged) == sorted(t.name for t in gone)
 
@@ -381,7 +462,7 @@ def _reported(backend: str, tally: Tally, record_property: Callable[[str, object
     finally:
         line = (f"model test [{backend}]: {tally.steps} steps in {tally.examples} sequences, {tally.checks} "
                 f"model comparisons, {tally.errors_predicted} predicted typed errors, "
-                f"{time.monotonic() - started:.1f}s; succeeded: {dict(sorted(tally.succeeded.items()))}")
+                f"{time.monotonic() - started:.1f}s\n  outcomes: {dict(sorted(tally.outcomes.items()))}")
         for key in ("steps", "examples", "checks", "errors_predicted"):
             record_property(f"model_{backend}_{key}", getattr(tally, key))
         with capsys.disabled():
@@ -414,6 +495,7 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
         settings_ = load_settings(home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url,
                                   **seaweed.lake_settings(), **WINDOW)
         init_table(url, settings_)
+        prefix = seaweed.new_prefix()
 
         def close() -> None:
             store = DynamoMetaStore.from_url(url, settings_)
@@ -421,8 +503,10 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
                 store.delete_table()
             finally:
                 store.close()
+            if seaweed.external:  # a throwaway SeaweedFS needs no cleanup; a real bucket does
+                seaweed.delete_prefix(prefix)
 
-        return Env(settings_, f"s3://{seaweed.bucket}/{seaweed.new_prefix()}", close)
+        return Env(settings_, f"s3://{seaweed.bucket}/{prefix}", close)
 
     machine, tally = _machine("DynamoS3Catalog", open_env)
     with _reported("dynamodb+s3", tally, record_property, capsys):
