@@ -240,19 +240,17 @@ class CatalogModel:
             return NamespaceNotEmpty
         return None
 
-    def drop_namespace(self, ns: str, now: int) -> list[str]:
-        """Returns the names of the tables the cascade moved to the trash."""
+    def drop_namespace(self, ns: str, now: int) -> None:
         self.namespaces.remove(ns)
         grace = self.grace(ns)
         policy = self.policies.pop(ns, None)
         inside = sorted(n for n in self.tables if namespace_of(n) == ns)
         if not inside:
-            return []  # nothing to undo: a drop over no tables files no record, and its policy goes
+            return  # nothing to undo: a drop over no tables files no record, and its policy goes
         filed = [(self.tables[name].id, now) for name in inside]
         for name in inside:
             self.drop(name, now, purge=False, cascade_grace=grace)
         self.ns_trash.append(NamespaceTrash(ns, now, now + grace, filed, policy))
-        return inside
 
     def undrop_namespace_error(self, ns: str) -> Expected:
         return None if any(r.namespace == ns for r in self.ns_trash) else NamespaceNotFound
