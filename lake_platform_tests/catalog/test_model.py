@@ -14,6 +14,10 @@ agree; an error must be exactly the typed LakeError the model predicts. Runs on 
 folder and on the DynamoDB API (moto) + S3 (SeaweedFS). The summary line it prints (steps,
 comparisons, outcomes per operation) is also recorded as junit properties.
 
+Two steps let another writer in at an exact hook point: a cascade (after its checks, or while it
+detaches tables), and a cleanup that has chosen its versions (every write to that table must then
+be refused with LeaseUnavailable, a tag of a version about to go included).
+
 The catalog runs on a manual clock a day ahead of the real one, with a one-second ticket window:
 every superseded version is then old enough for cleanup (version commit times are real time), so
 the model predicts cleanup exactly, while trash deadlines follow the manual clock alone.
@@ -43,7 +47,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
 from lake_platform.catalog.policies import PolicyRecord
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import LakeError, TableVersionNotFound
+from lake_platform.errors import LakeError, LeaseUnavailable, TableVersionNotFound
 from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
 from lake_platform.registry.records import decode
@@ -67,8 +71,10 @@ SCOPES = [WAREHOUSE, *NAMESPACES, *TABLES]
 
 T = TypeVar("T")
 
-#: Settings that make the cleanup window one second (see the module docstring).
-WINDOW = {"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}
+#: A one-second cleanup window (see the module docstring), and writers that meet a held lease
+#: give up at once with LeaseUnavailable instead of waiting (steps are sequential, so a lease is
+#: only ever held by a step that another writer interrupts at a hook point).
+TEST_SETTINGS = {"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0, "lease_wait_seconds": 0.0}
 
 
 @dataclass
@@ -318,6 +324,40 @@ class CatalogMachine(RuleBasedStateMachine):
             assert result.status == "nothing-to-do", (doomed, result)
         self.model.cleanup(name, retain)
 
+    @rule(data=st.data(), retain=st.integers(1, 2), op=st.sampled_from(["tag", "append", "drop"]))
+    def writer_racing_cleanup(self, data: st.DataObject, retain: int, op: str) -> None:
+        """Another writer tags (a version cleanup is about to remove), appends to or drops the
+        table after cleanup has chosen its versions: the table's lease is held, so the writer
+        must get LeaseUnavailable and change nothing, and cleanup must finish as planned."""
+        name = self._live(data)
+        self._step("writer_racing_cleanup")
+        expected = self.model.maintain_error(name)
+        doomed = self.model.doomed(name, retain) if expected is None else []
+        fired: list[str] = []
+
+        def interleave() -> None:
+            fired.append(op)
+            refused = self.model.drop_error(name) if op == "drop" else None
+            if op == "tag":
+                self._call(LeaseUnavailable, lambda: self.other.create_tag(name, TAGS[0], doomed[0]))
+            elif op == "append":
+                self._call(LeaseUnavailable, lambda: self.other.append(name, _rows(self._fresh(1))))
+            else:
+                self._call(refused or LeaseUnavailable, lambda: self.other.drop_table(name))
+
+        self.pending = ("cleanup:chose-versions", interleave)
+        try:
+            result = self._call(expected, lambda: self.catalog.cleanup(
+                name, retention=timedelta(0), retain_versions=retain))
+        finally:
+            self.pending = None
+        if result is None:
+            return
+        assert fired == ([op] if doomed else []), f"the writer ran {len(fired)} times"
+        assert (result.status, result.detail.get("versions_removed", [])) == (
+            "committed" if doomed else "nothing-to-do", doomed), result
+        self.model.cleanup(name, retain)
+
     @rule(data=st.data(), hours=st.sampled_from([0, 1, 72]))
     def set_policy(self, data: st.DataObject, hours: int) -> None:
         """A trash grace on the warehouse, a namespace or a table (0: a drop destroys at once)."""
@@ -498,7 +538,8 @@ def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
 ) -> None:
     def open_env() -> Env:
         home = Path(tempfile.mkdtemp(dir=tmp_path))
-        return Env(load_settings(home=home, **WINDOW), None, lambda: shutil.rmtree(home, ignore_errors=True))
+        settings_ = load_settings(home=home, **TEST_SETTINGS)
+        return Env(settings_, None, lambda: shutil.rmtree(home, ignore_errors=True))
 
     machine, tally = _machine("SqliteLocalCatalog", open_env)
     with _reported("sqlite", tally, record_property, capsys):
@@ -516,7 +557,7 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
     def open_env() -> Env:
         url = dynamodb_test_url(moto_endpoint)
         settings_ = load_settings(home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url,
-                                  **seaweed.lake_settings(), **WINDOW)
+                                  **seaweed.lake_settings(), **TEST_SETTINGS)
         init_table(url, settings_)
         prefix = seaweed.new_prefix()
 
