@@ -94,7 +94,8 @@ def serve_variant(home: str, variant: str) -> None:
     from lake_platform.flight.server import FlightSqlServer
     from lake_platform.flight.settings import flight_settings
     from lake_platform.flight.tokens import Identity
-    from lake_platform.query.engine import _READ_ONLY, advertised_schema
+    from lake_platform.query.batches import advertised_schema
+    from lake_platform.query.planner import READ_ONLY
     from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
     from lake_platform.settings import load_settings
 
@@ -121,7 +122,7 @@ def serve_variant(home: str, variant: str) -> None:
             text, _ = rewrite_placeholders(qualify_nested(sql, lambda wh, ns: (wh, ns) == ("w", "ns")))
             ctx = self.engine.context()
             ctx.register_catalog_provider("w", self.catalog)
-            df = ctx.sql_with_options(text, _READ_ONLY)
+            df = ctx.sql_with_options(text, READ_ONLY)
             type(df.logical_plan().to_variant()).__name__  # noqa: B018 - the same root check as ours
             return fl.FlightInfo(advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
 

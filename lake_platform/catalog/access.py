@@ -75,9 +75,9 @@ class AccessMixin:
             raise NamespaceNotFound(f"project {pname} does not exist")
         who.require(pname.project, "admin", f"add users to {pname}")
         record = UserRecord(name=name, project=pname.project, role=role_, password_hash=hash_secret(password),
-                            created_by=who.name)
+                            created_by=self._actor(None, who))
         ops = [Put(keys.user(name), record.encode(), ABSENT), Check(keys.project(pname), project_item.revision)]
-        ops += self._log_ops(pname.project, "user add", who.name, detail={"user": name, "role": role_})
+        ops += self._log_ops(pname.project, "user add", self._actor(None, who), detail={"user": name, "role": role_})
         try:
             self.store.transact(ops)
         except ConditionFailed as exc:
@@ -97,7 +97,8 @@ class AccessMixin:
         record = decode(UserRecord, item.value, item.key)
         who.require(record.project, "admin", f"remove users from {record.project}")
         self.store.transact([Delete(item.key, item.revision),
-                             *self._log_ops(record.project, "user remove", who.name, detail={"user": name})])
+                             *self._log_ops(record.project, "user remove", self._actor(None, who),
+                                            detail={"user": name})])
 
     def list_users(self: Catalog, project: str | None = None, *, principal: Principal | None = None) -> list[UserRecord]:
         who = self._who(principal)
@@ -120,10 +121,10 @@ class AccessMixin:
         who.require(pname.project, "admin", f"create tokens for {pname}")
         token_id, secret, token = new_token()
         record = TokenRecord(token_id=token_id, name=name, project=pname.project, role=role_,
-                             secret_hash=hash_secret(secret), created_by=who.name)
+                             secret_hash=hash_secret(secret), created_by=self._actor(None, who))
         self.store.transact([Put(keys.token(token_id), record.encode(), ABSENT),
                              Check(keys.project(pname), project_item.revision),
-                             *self._log_ops(pname.project, "token create", who.name,
+                             *self._log_ops(pname.project, "token create", self._actor(None, who),
                                             detail={"token": name, "token_id": token_id, "role": role_})])
         return record, token
 
@@ -138,7 +139,7 @@ class AccessMixin:
         who.require(record.project, "admin", f"revoke tokens of {record.project}")
         revoked = record.model_copy(update={"revoked": True})
         self.store.transact([Put(item.key, revoked.encode(), item.revision),
-                             *self._log_ops(record.project, "token revoke", who.name,
+                             *self._log_ops(record.project, "token revoke", self._actor(None, who),
                                             detail={"token": record.name, "token_id": token_id})])
         return revoked
 

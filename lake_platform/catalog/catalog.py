@@ -32,13 +32,18 @@ from lake_platform.errors import (
     ConditionFailed,
     Internal,
     InvalidInput,
+    InvalidTableState,
     LakeError,
+    LeaseExpired,
     NamespaceAlreadyExists,
     NamespaceNotFound,
     ServiceUnavailable,
     TableAlreadyExists,
     TableNotFound,
     TableSchemaValidationError,
+    TableTagAlreadyExists,
+    TableTagNotFound,
+    TableVersionNotFound,
 )
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName, check_segment
 from lake_platform.registry import keys
@@ -287,6 +292,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                 schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}))
         with self.gate.hold(record.incarnation) as lease:
             record, revision = self._table(tname, incarnation=record.incarnation)
+            self._settle(tname, record, pending)
             if mode == "overwrite":
                 pending.rows_removed = self._open(tname, record, record.current_version).count_rows()
             self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
@@ -329,11 +335,13 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                 detail={"predicate": predicate})
         with self.gate.hold(record.incarnation) as lease:
             record, revision = self._table(tname, incarnation=record.incarnation)
+            self._settle(tname, record, pending)
             ns = self._namespace(tname, record, revision, pending, lease)
             ds = engine.open_version(namespace=ns, table_id=tname.parts, version=record.current_version,
                                      storage_options=self._storage(record.location))
             before = int(ds.count_rows())
             try:
+                self._at("delete:before-write")  # inside: an injected failure is an engine failure
                 engine.delete_rows(ds, predicate)
             except Exception as exc:  # noqa: BLE001
                 if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
@@ -348,37 +356,102 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
 
     def create_tag(self, name: str, tag: str, version: int | None = None, *, principal: Principal | None = None,
                    replace: bool = False) -> int:
-        """Tag a registered version (current by default). Tagged versions are never cleaned up."""
+        """Tag a registered version (current by default). Tagged versions are never cleaned up.
+
+        The tag is a commit like any other: under the table's lease, the version record gains
+        the tag in one registry transact fenced by the lease and conditional on that record, so
+        cleanup (which chooses and deletes under the same lease) can never delete it unseen.
+        Lance's own tag follows the registry. ``replace`` moves an existing tag."""
         who = self._who(principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
         who.require(tname.project, "write", f"tag {tname}")
-        snap = self.open_table(str(tname), version, principal=who)
-        try:
-            (engine.update_tag if replace else engine.create_tag)(snap.dataset, tag, snap.version)
-        except ValueError as exc:
-            from lake_platform.errors import TableTagAlreadyExists, TableTagNotFound
-
-            if "exists" in str(exc):
-                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}") from None
-            raise TableTagNotFound(f"no tag {tag} on {tname}") from None
-        self.store.transact(self._log_ops(str(tname), "tag", self._actor(None, who),
-                                          to_version=snap.version, detail={"tag": tag}))
-        return snap.version
+        record, _ = self._table(tname)
+        with self.gate.hold(record.incarnation) as lease:
+            record, _ = self._table(tname, incarnation=record.incarnation)
+            target = version or record.current_version
+            item = self.store.get(keys.version(record.incarnation, target))
+            if item is None:
+                raise TableVersionNotFound(f"version {target} of {tname} does not exist (or was cleaned up)")
+            chosen = decode(VersionRecord, item.value, item.key)
+            holders = self._tag_holders(record, tag)
+            snap = self._open(tname, record, target)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            tagged_at = holders[0][0].version if holders else in_engine
+            if tagged_at is None and replace:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            if tagged_at is not None and not replace:
+                if tagged_at == target and holders and in_engine is None:
+                    # An earlier call committed the tag but never wrote Lance's copy: finish it.
+                    _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+                    return target
+                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
+            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
+                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
+                             for v, rev in holders if v.version != target]
+            if tag not in chosen.tags:
+                ops.append(Put(item.key, chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
+                               item.revision))
+            self._at("tag:before-commit")
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag)
+            self._at("tag:after-commit")
+            if in_engine is None:
+                _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+            elif in_engine != target:
+                _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
+        return target
 
     def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
+        """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
+        left only in Lance still protects its version, and a retry removes it."""
         who = self._who(principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         who.require(tname.project, "write", f"untag {tname}")
-        snap = self.open_table(str(tname), principal=who)
-        try:
-            engine.delete_tag(snap.dataset, tag)
-        except ValueError:
-            from lake_platform.errors import TableTagNotFound
+        record, _ = self._table(tname)
+        with self.gate.hold(record.incarnation) as lease:
+            record, _ = self._table(tname, incarnation=record.incarnation)
+            holders = self._tag_holders(record, tag)
+            snap = self._open(tname, record, record.current_version)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            if not holders and in_engine is None:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
+                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
+                             for v, rev in holders]
+            self._at("untag:before-commit")
+            self._commit_tag(lease, ops, tname, "untag", who, None, tag)
+            if in_engine is not None:
+                _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
 
-            raise TableTagNotFound(f"no tag {tag} on {tname}") from None
-        self.store.transact(self._log_ops(str(tname), "untag", self._actor(None, who), detail={"tag": tag}))
+    def _tag_holders(self, record: TableRecord, tag: str) -> list[tuple[VersionRecord, int]]:
+        """Registered versions carrying ``tag`` (one, unless a move was interrupted by hand)."""
+        found = []
+        for item in self.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if tag in ver.tags:
+                found.append((ver, item.revision))
+        return found
+
+    def _commit_tag(self, lease: Lease, ops: list[Op], tname: TableName, operation: str, who: Principal,
+                    version: int | None, tag: str) -> None:
+        record_keys = {op.key for op in ops}
+        with lease.fenced() as fence:
+            ops = [*ops, fence, *self._log_ops(str(tname), operation, self._actor(None, who),
+                                               to_version=version, detail={"tag": tag})]
+            try:
+                self.store.transact(ops)
+            except ConditionFailed as exc:
+                if exc.key == fence.key:
+                    lease.mark_lost()
+                    raise LeaseExpired(
+                        f"write lease on {tname} was taken over; tag {tag} was not written") from None
+                if exc.key in record_keys:
+                    raise ConcurrentModification(
+                        f"version records of {tname} changed; tag {tag} was not written") from None
+                raise
 
     # == maintenance ==========================================================================
 
@@ -410,10 +483,15 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                                 detail={"planned_at_version": planned.read_version, "tasks": len(results)})
         with self.gate.hold(planned.incarnation) as lease:
             record, revision = self._table(tname, incarnation=planned.incarnation)
+            self._settle(tname, record, pending)
+            replay = self._resume_compaction(tname, record, pending)
+            if replay is not None:
+                return replay
             ns = self._namespace(tname, record, revision, pending, lease)
             ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
                                      storage_options=self._storage(record.location))
             try:
+                self._at("compact:before-write")  # inside: an injected failure is an engine failure
                 _, removed, added = engine.commit_compaction(ds, results)
             except engine.StaleCompaction as exc:
                 self._finalize(record, pending)
@@ -437,15 +515,38 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id,
                                       principal=principal)
 
+    def _resume_compaction(self, tname: TableName, record: TableRecord,
+                           pending: PendingCommit) -> MaintenanceResult | None:
+        """A retry of a compaction commit (same commit id), under the lease.
+
+        Lance commits a compaction as two versions (ReserveFragments, then Rewrite), each a
+        registry commit under the one commit id. If the rewrite landed, the retry is a replay.
+        If only the reserve step landed (the writer died in between), the retry carries on
+        under the same commit id: its marker is updated, not put again, so the commit id still
+        names exactly one compaction."""
+        item = self.store.get(keys.commit_marker(pending.commit_id))
+        if item is None:
+            return None
+        marker = decode(CommitMarker, item.value, item.key)
+        if marker.operation != "compact" or marker.target != str(tname) or marker.incarnation != record.incarnation:
+            raise InvalidInput(f"commit id {pending.commit_id} already names {marker.operation} of {marker.target}")
+        landed = marker.to_version
+        if landed is not None and engine.is_rewrite(self._open(tname, record, record.current_version).dataset, landed):
+            return MaintenanceResult(str(tname), "compact", "committed", landed, pending.commit_id,
+                                     {"replayed": True, **pending.detail})
+        pending.marker_revision = item.revision
+        return None
+
     def _skipped_stale(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                        exc: Exception) -> MaintenanceResult:
         current, _ = self._table(tname, incarnation=record.incarnation)
         detail = {"status": "skipped-stale", "reason": _first_line(exc), **pending.detail}
-        # If Lance's reserve step landed, the commit id already has its marker: log only.
+        # If Lance's reserve step landed (now or in an interrupted attempt), the commit id
+        # already has its marker: log only.
         self.store.transact(self._log_ops(str(tname), "compact", pending.actor, commit_id=pending.commit_id,
                                           run_id=pending.run_id, incarnation=record.incarnation,
                                           from_version=current.current_version, detail=detail,
-                                          marker=not pending.landed))
+                                          marker=not pending.landed and pending.marker_revision == ABSENT))
         return MaintenanceResult(str(tname), "compact", "skipped-stale", current.current_version,
                                  pending.commit_id, detail)
 
@@ -468,7 +569,10 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             versions = [decode(VersionRecord, i.value, i.key)
                         for i in self.store.scan_prefix(keys.versions(record.incarnation))]
             snap = self._open(tname, record, record.current_version)
-            tagged = set(engine.tagged_versions(snap.dataset).values())
+            # Tags live in the version records; Lance's own list adds tags written before the
+            # registry recorded them. Both were read under the lease every tag commit needs.
+            tagged = {v.version for v in versions if v.tags}
+            tagged |= set(engine.tagged_versions(snap.dataset).values())
             # A version can be pinned by a ticket for as long as it is current, and a reader's
             # cached snapshot may still treat it as current a little after that: its age counts
             # from when it was superseded (its successor's commit), not from its own commit.
@@ -482,6 +586,7 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                       and v.version not in tagged and superseded_at.get(v.version, cut_ms) < cut_ms]
             if not doomed:
                 return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
+            self._at("cleanup:chose-versions")
             kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
             # 1. Out of the registry, conditional on the lease and on the table not moving.
             detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "tagged_kept": sorted(tagged)}
@@ -502,8 +607,10 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
             storage = self._storage(record.location)
             engine.repair_manifests(record.location, kept, storage)
             stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+            self._at("cleanup:after-engine")
             # 3. The staging manifests Lance does not know about.
             engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+            self._at("cleanup:after-manifests")
         detail.update(stats)
         marker = self.commit_landed(commit_id)
         log_key = marker.log_key if marker else None
@@ -547,6 +654,8 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
         except Exception as exc:  # noqa: BLE001
             if ns.failure is not None:
                 raise ns.failure from None
+            if "not found" in str(exc).lower():
+                raise self._missing_manifest(tname, version) from None
             raise Internal(f"cannot open {tname} at version {version}: {_first_line(exc)}") from None
         return TableSnapshot(tname, record, version, ds)
 
@@ -721,27 +830,133 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
                             rows_added=rows, bytes_added=nbytes)
 
     def _finalize(self, record: TableRecord, pending: PendingCommit) -> None:
-        """Finish Lance's commit protocol for the versions this operation landed: canonical
-        manifest in place, registry pointed at it, staging object removed. Idempotent; if it
-        fails the version stays valid at its staging path and the next maintenance finishes it."""
+        """Tidy up after the versions this operation landed. The namespace published each
+        canonical manifest before registering it, so only the staging objects remain to be
+        removed; a version recorded at its staging path (the writer was stopped, or committed
+        before manifests were published first) is finished here. Idempotent; a failure leaves
+        the version valid and the next writer or ``repair_table`` finishes it."""
         storage = self._storage(record.location)
+        self._at(f"{pending.operation}:before-finalize")
         for version, _ in pending.landed:
-            key = keys.version(record.incarnation, version)
             try:
+                staged = pending.staged.get(version)
                 known = pending.versions.get(version)
+                if staged is not None and known is not None and known[0].manifest_path != staged:
+                    engine.remove_files(record.location, [staged], storage)
+                    continue
                 if known is None:
-                    item = self.store.get(key)
+                    item = self.store.get(keys.version(record.incarnation, version))
                     if item is None:
                         continue
-                    known = (decode(VersionRecord, item.value, key), item.revision)
-                ver, revision = known
-                final = engine.finalize_manifest(record.location, version, ver.manifest_path, storage)
-                if final == ver.manifest_path:
-                    continue
-                self.store.compare_and_swap(key, revision, ver.model_copy(update={"manifest_path": final}).encode())
-                engine.remove_files(record.location, [ver.manifest_path], storage)
+                    known = (decode(VersionRecord, item.value, item.key), item.revision)
+                self._finish_version(record, *known, step=pending.operation)
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+        self._at(f"{pending.operation}:after-finalize")
+
+    def _finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *,
+                        leased: bool = False, step: str | None = None) -> bool:
+        """Canonical manifest in place, registry pointed at it, staging object removed; False if
+        there was nothing to do (or a concurrent helper did it).
+
+        Safe without the write lease: the registry already chose this staging manifest, so every
+        helper copies the same bytes, and the record moves only by compare-and-swap. A different
+        manifest squatting on the canonical path is moved to quarantine, under the lease only."""
+        if not engine.is_staging_manifest(ver.manifest_path):
+            return False
+        storage = self._storage(record.location)
+        try:
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        except engine.ManifestConflict:
+            if not leased:
+                raise InvalidTableState(
+                    f"version {ver.version} of {record.name} cannot be finalized: a manifest written around the "
+                    "registry sits at its canonical path; `repair_table` moves it aside") from None
+            squatters = engine.canonical_manifests(record.location, storage).get(ver.version, [])
+            log.warning("%s: manifests squatting on version %s moved to quarantine: %s", record.name, ver.version,
+                        squatters)
+            engine.quarantine_files(record.location, squatters, f"unregistered-{new_id()}", storage)
+            final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
+        if step is not None:
+            self._at(f"{step}:finalize-copied")
+        try:
+            self.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
+                                        ver.model_copy(update={"manifest_path": final}).encode())
+        except ConcurrentModification:
+            return False  # finished (or cleaned up) by someone else meanwhile
+        if step is not None:
+            self._at(f"{step}:finalize-swapped")
+        engine.remove_files(record.location, [ver.manifest_path], storage)
+        return True
+
+    def finish_versions(self, name: str, *, principal: Principal | None = None) -> list[int]:
+        """A maintenance step: finish every registered version whose writer stopped between
+        its registry commit and publishing its manifest (or that older code left at its staging
+        path). Readers never do this (an open never writes); the next writer does it for the
+        newest versions. Idempotent; returns the versions it finished."""
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self._table(tname)
+        return self._finish_all(record, leased=False)
+
+    def _finish_all(self, record: TableRecord, *, leased: bool) -> list[int]:
+        finished = []
+        for item in self.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if self._finish_version(record, ver, item.revision, leased=leased):
+                finished.append(ver.version)
+        return finished
+
+    def _settle(self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None) -> list[str]:
+        """Under the write lease, before a write: make storage agree with the registry.
+
+        1. Finish the newest versions if a writer was stopped between its registry commit and
+           finalization (walking back while the record still names a staging manifest).
+        2. Move canonical manifests above the registered version to quarantine: Lance builds
+           every commit on the newest manifest it finds on storage, registered or not.
+        3. Refuse, with a typed error, to build on a registered version whose manifest is gone.
+
+        Costs one registry read and one listing of ``_versions/`` per write. Returns the
+        quarantined manifests (also noted in the pending commit's log entry)."""
+        version = record.current_version
+        while version > 0:
+            item = self.store.get(keys.version(record.incarnation, version))
+            if item is None or not self._finish_version(record, decode(VersionRecord, item.value, item.key),
+                                                        item.revision, leased=True):
+                break
+            version -= 1
+        storage = self._storage(record.location)
+        on_disk = engine.canonical_manifests(record.location, storage)
+        rogue = sorted(p for v, paths in on_disk.items() if v > record.current_version for p in paths)
+        if rogue:
+            log.warning("%s: manifests written around the registry moved to quarantine: %s", tname, rogue)
+            engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
+            if pending is not None:
+                pending.detail["quarantined_manifests"] = rogue
+        if record.current_version > 0 and record.current_version not in on_disk:
+            raise self._missing_manifest(tname, record.current_version)
+        return rogue
+
+    def _missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
+        return InvalidTableState(f"version {version} of {tname} is registered but its manifest is missing from "
+                                 "storage (deleted outside the catalog); nothing was changed")
+
+    def repair_table(self, name: str, *, principal: Principal | None = None) -> dict[str, list[Any]]:
+        """A maintenance step: finish every version whose writer stopped before finalizing it,
+        and quarantine manifests written around the registry. Idempotent; changes no data."""
+        who = self._who(principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self._table(tname)
+        with self.gate.hold(record.incarnation):
+            record, _ = self._table(tname, incarnation=record.incarnation)
+            finalized = self._finish_all(record, leased=True)
+            try:
+                quarantined = self._settle(tname, record)
+            except InvalidTableState:
+                quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
+        return {"finalized": finalized, "quarantined": quarantined}
 
     def _enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
                 extra: dict[str, object] | None = None) -> None:
@@ -796,10 +1011,24 @@ class Catalog(AccessMixin, HierarchyMixin, TrashMixin, PolicyMixin):
 
 
 def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
+    """The revision cleanup deletes at: the record as it is now, which must still be untagged
+    (a tag can only land under the lease cleanup holds, so this is the second line)."""
     item = store.get(keys.version(record.incarnation, v.version))
     if item is None:
         raise ConcurrentModification(f"version {v.version} vanished during cleanup")
+    if decode(VersionRecord, item.value, item.key).tags:
+        raise ConcurrentModification(f"version {v.version} was tagged during cleanup; nothing was removed")
     return item.revision
+
+
+def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
+    """Lance's copy of a tag, written after the registry committed it: a failure leaves the
+    registry's answer standing (cleanup keeps the version), and repeating the call finishes it."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - any engine failure is reported the same, retryable way
+        raise ServiceUnavailable(f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
+                                 f"({_first_line(exc)}); repeat the call to finish it") from exc
 
 
 def _table_location(root: str, tname: TableName, incarnation: str) -> str:

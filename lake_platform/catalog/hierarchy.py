@@ -19,6 +19,7 @@ from lake_platform.errors import (
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
+    CommitLogEntry,
     NamespaceRecord,
     ProjectRecord,
     TableRecord,
@@ -27,12 +28,14 @@ from lake_platform.registry.records import (
     decode,
     new_id,
 )
-from lake_platform.registry.store import ABSENT, Delete, Item, Put
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
 
 _LIST_LIMIT = 5
+#: Ops per registry transaction when a drop sweeps many records (DynamoDB allows 100).
+_BATCH = 90
 
 
 def _names(items: list[str]) -> str:
@@ -56,8 +59,20 @@ class HierarchyMixin:
             raise NamespaceNotFound(f"{kind_} {name} does not exist")
         cls = {"table": TableRecord, "namespace": NamespaceRecord, "warehouse": WarehouseRecord}[kind_]
         record = decode(cls, item.value, item.key)
-        self.store.transact([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
-                             *self._log_ops(name, "protect" if protected else "unprotect", who.name)])
+        # Nothing being dropped changes under the drop: a cascade detaches each table conditional
+        # on the revision it read, and a protection flip would make that condition fail midway.
+        guard: list[Op] = []
+        if kind_ == "table":
+            parent = self._require_parent(TableName.parse(name))
+            guard.append(Check(parent.key, parent.revision))
+        elif getattr(record, "state", "active") != "active":
+            raise NamespaceNotFound(f"{kind_} {name} is being dropped")
+        try:
+            self.store.transact([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
+                                 *guard, *self._log_ops(name, "protect" if protected else "unprotect",
+                                                        self._actor(None, who))])
+        except ConditionFailed:
+            raise ConcurrentModification(f"{name} changed meanwhile; protection was not changed") from None
 
     # -- namespaces -----------------------------------------------------------------------------
 
@@ -80,54 +95,163 @@ class HierarchyMixin:
             raise NamespaceNotEmpty(f"namespace {nname} is not empty: it contains {_names(contents)}")
         self._at("drop-namespace:checked")
         # Mark every namespace of the subtree "dropping" (deepest first): creates under them
-        # carry a condition on the revision they saw, so none can land from here on.
+        # carry a condition on the revision they saw, so none can land from here on. Marks an
+        # earlier, interrupted attempt left stay as they are: this call continues that attempt,
+        # and a refusal below takes back only the marks this call added.
+        resuming = spaces[0][0].state == "dropping"
         marked: list[tuple[NamespaceRecord, Item]] = []
+        added: list[tuple[NamespaceRecord, Item]] = []
         try:
             for record, ns_item in reversed(spaces):
+                if record.state == "dropping":
+                    marked.append((record, ns_item))
+                    continue
                 dropping = record.model_copy(update={"state": "dropping"})
-                marked.append((record, self.store.compare_and_swap(ns_item.key, ns_item.revision, dropping.encode())))
+                now = self.store.compare_and_swap(ns_item.key, ns_item.revision, dropping.encode())
+                added.append((record, now))
+                marked.append((record, now))
         except ConditionFailed:
-            self._unmark(marked)
+            self._unmark(added)
             raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped") from None
-        # Re-list under the mark: anything that landed before it is seen now.
+        self._at("drop-namespace:marked")
+        # Re-list under the mark: anything that landed before it is seen now, and these are the
+        # incarnations the cascade detaches (a drop + recreate before the mark shows up here as
+        # the replacement; nothing can replace a table after the mark).
         spaces_now, tables_now = self._subtree(nname)
-        if len(spaces_now) != len(spaces) or len(tables_now) != len(tables) or (not cascade and tables_now):
-            self._unmark(marked)
+        if len(spaces_now) != len(spaces) or (not cascade and tables_now):
+            self._unmark(added)
             raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped")
-        commit_id = new_id()
-        if tables:
-            self._detach_tables(nname, spaces, tables, who, commit_id, purge)
+        late = [t.name for t, _ in tables_now if t.protected]
+        if late and not force:
+            self._unmark(added)
+            raise Protected(f"namespace {nname} contains protected objects: {_names(late)}; "
+                            "unprotect them or pass force")
+        # The root is marked last, so only an attempt that got past marking it can have filed.
+        detach = [t for t, _ in tables_now]
+        filed = self._filed_cascade(nname, spaces[0][0]) if resuming else None
+        if filed is None and detach:
+            filed = self._file_cascade(nname, spaces_now, detach, who, purge, marked[-1][1])
+        commit_id = (filed[1].cascade_id if filed is not None else None) or new_id()
+        if filed is not None:
+            # Filing rewrote the root (once per cascade, whoever filed): delete it at that revision.
+            root_item = self.store.get(marked[-1][1].key)
+            root = decode(NamespaceRecord, root_item.value, root_item.key) if root_item is not None else None
+            if root is None or root.created_at_ms != spaces[0][0].created_at_ms:
+                # Another run continuing this cascade finished it meanwhile.
+                return CommitResult(commit_id, str(nname), "drop namespace", None, None)
+            if root_item is None or root.state != "dropping":
+                raise ConcurrentModification(f"namespace {nname} changed while being dropped")
+            marked[-1] = (marked[-1][0], root_item)
+            self._detach_tables(nname, detach, who, purge, filed)
+        self._at("drop-namespace:detached")
         for record, ns_item in marked:  # deepest first
-            self.store.transact([Delete(ns_item.key, ns_item.revision),
-                                 *self._log_ops(record.name, "drop namespace", who.name, commit_id=new_id(),
-                                                detail={"cascade": cascade, "cascade_id": commit_id})])
+            self._at("drop-namespace:namespace")
+            try:
+                self._transact_chunked([*self._policy_sweep(record.name), Delete(ns_item.key, ns_item.revision),
+                                        *self._log_ops(record.name, "drop namespace", self._actor(None, who),
+                                                       commit_id=new_id(),
+                                                       detail={"cascade": cascade, "cascade_id": commit_id})])
+            except ConditionFailed:
+                if self.store.get(ns_item.key) is not None:
+                    raise ConcurrentModification(f"namespace {record.name} changed while being dropped") \
+                        from None
+                # Another run continuing the same cascade removed it first.
         return CommitResult(commit_id, str(nname), "drop namespace", None, None)
 
-    def _detach_tables(self: Catalog, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
-                       tables: list[tuple[TableRecord, Item]], who: Principal, cascade_id: str, purge: bool) -> None:
-        """Cascade: file one namespace trash record (the undo list), then move every table to
-        the trash. No destructive storage call happens here, whatever the grace."""
+    def _filed_cascade(self: Catalog, nname: NamespaceName,
+                       root: NamespaceRecord) -> tuple[Item, TrashRecord] | None:
+        """The namespace trash record an interrupted (or still running) cascade of exactly this
+        namespace filed.
+
+        Older records of the same name belong to cascades that finished: their root was removed,
+        so the registered root is a recreate (another ``created_at_ms``), or an undrop put it back
+        (logged under that record's cascade id). The one left is the cascade still marking it."""
+        me = root.model_copy(update={"state": "active"})
+        log = [decode(CommitLogEntry, i.value, i.key) for i in self.store.scan_prefix(keys.log_prefix(str(nname)))]
+        undone = {e.detail.get("cascade_id") for e in log if e.operation == "undrop namespace"}
+        found = [(i, decode(TrashRecord, i.value, i.key))
+                 for i in self.store.scan_prefix(keys.trash_prefix(f"{nname}/"))]
+        found = [(i, r) for i, r in found if r.kind == "namespace" and r.namespaces and r.namespaces[0] == me
+                 and r.cascade_id not in undone]
+        return found[-1] if found else None
+
+    def _file_cascade(self: Catalog, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
+                      tables: list[TableRecord], who: Principal, purge: bool,
+                      root: Item) -> tuple[Item, TrashRecord]:
+        """File the cascade's namespace trash record: the undo list (the subtree's namespaces,
+        their policies and the trash keys its tables will get).
+
+        The same transaction rewrites the marked root, conditional on the revision this run
+        saw: two runs of one cascade (a retry while the first attempt still runs) cannot both
+        file; the one that loses continues under the winner's record."""
+        cascade_id = new_id()
+        actor = self._actor(None, who)
         grace = self.effective_policy(str(nname)).policy.trash_grace
         dropped_at = self.clock.wall_ms()
         expires_at = dropped_at + (0 if purge else int(grace.total_seconds() * 1000))
-        table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t, _ in tables]
-        ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at, expires_at_ms=expires_at,
-                               dropped_by=who.name, namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
-                               table_trash_keys=table_keys, cascade_id=cascade_id)
-        self.store.transact([Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
-                             *self._log_ops(str(nname), "drop namespace cascade", who.name, commit_id=cascade_id,
-                                            detail={"tables": len(tables), "namespaces": len(spaces),
-                                                    "expires_at_ms": expires_at})])
-        for (table, item), trash_key in zip(tables, table_keys, strict=True):
+        # Namespaces are marked, so their policies can no longer change: this copy is final.
+        kept: dict[str, Any] = {}
+        for record, _ in spaces:
+            kept.update(self._policy_detach(record.name)[1])
+        ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at,
+                               expires_at_ms=expires_at, dropped_by=actor,
+                               namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
+                               table_trash_keys=[keys.trash(t.name, dropped_at, t.incarnation) for t in tables],
+                               cascade_id=cascade_id, policies=kept)
+        try:
+            written = self.store.transact([
+                Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
+                Put(root.key, root.value, root.revision),
+                *self._log_ops(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
+                               detail={"tables": len(tables), "namespaces": len(spaces), "expires_at_ms": expires_at})])
+        except ConditionFailed:
+            other = self._filed_cascade(nname, decode(NamespaceRecord, root.value, root.key))
+            if other is None:
+                raise ConcurrentModification(f"namespace {nname} changed while being dropped") from None
+            return other
+        assert written[0] is not None
+        return written[0], ns_trash
+
+    def _detach_tables(self: Catalog, nname: NamespaceName, tables: list[TableRecord], who: Principal,
+                       purge: bool, filed: tuple[Item, TrashRecord]) -> None:
+        """Move every table listed under the mark to the trash under the cascade's record
+        ``filed`` (its drop time, deadline and cascade id), each conditional on that incarnation.
+        No destructive storage call happens here unless ``purge``.
+
+        ``filed`` may be the record of an interrupted attempt at this cascade: the tables it
+        moved are no longer registered, the rest go under the same record, so a retried cascade
+        leaves what an uninterrupted one leaves."""
+        actor = self._actor(None, who)
+        ns_item, ns_trash = filed
+        cascade_id = ns_trash.cascade_id or ""
+        dropped_at, expires_at = ns_trash.dropped_at_ms, ns_trash.expires_at_ms
+        table_keys = [keys.trash(t.name, dropped_at, t.incarnation) for t in tables]
+        missing = [k for k in table_keys if k not in ns_trash.table_trash_keys]
+        if missing:  # none can land under the mark; should one have, it joins the undo list
+            listed = [*ns_trash.table_trash_keys, *missing]
+            try:
+                self.store.compare_and_swap(ns_item.key, ns_item.revision,
+                                            ns_trash.model_copy(update={"table_trash_keys": listed}).encode())
+            except ConditionFailed:
+                raise ConcurrentModification(f"the trash record of namespace {nname} changed while the "
+                                             "cascade was being finished; run the drop again") from None
+        self._at("drop-namespace:filed")
+        for table in tables:
             self._at("drop-namespace:table")
-            record = TrashRecord(kind="table", target=table.name, dropped_at_ms=dropped_at, expires_at_ms=expires_at,
-                                 dropped_by=who.name, table=table, cascade_id=cascade_id)
-            self.store.transact([Delete(item.key, item.revision), Put(trash_key, record.encode(), ABSENT),
-                                 *self._log_ops(table.name, "drop", who.name, incarnation=table.incarnation,
-                                                from_version=table.current_version,
-                                                detail={"cascade_id": cascade_id, "expires_at_ms": expires_at})])
+            # A table a racing single drop already took is left to that drop's own trash record.
+            self._detach_table(TableName.parse(table.name), table.incarnation, actor=actor, dropped_at=dropped_at,
+                               expires_at=expires_at, step="drop-namespace", cascade_id=cascade_id,
+                               skip_vanished=True)
         if purge:
-            self.expire_trash(now_ms=expires_at, principal=who, only=table_keys)
+            self.expire_trash(now_ms=expires_at, principal=who, only=[*ns_trash.table_trash_keys, *missing])
+
+    def _transact_chunked(self: Catalog, ops: list[Op]) -> None:
+        """One transaction when it fits; otherwise the leading ops go first in batches and the
+        last batch (the one that removes the object and logs it) lands whole."""
+        while len(ops) > _BATCH:
+            self.store.transact(ops[:_BATCH])
+            ops = ops[_BATCH:]
+        self.store.transact(ops)
 
     def _unmark(self: Catalog, marked: list[tuple[NamespaceRecord, Item]]) -> None:
         for record, item in marked:
@@ -210,8 +334,9 @@ class HierarchyMixin:
             self.store.compare_and_swap(item.key, marked.revision, item.value)
             raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(after)}")
         commit_id = new_id()
-        self.store.transact([Delete(item.key, marked.revision),
-                             *self._log_ops(target, operation, who.name, commit_id=commit_id)])
+        # Whatever policy records are left at or under it go with it (a recreate starts clean).
+        self._transact_chunked([*self._policy_sweep(target), Delete(item.key, marked.revision),
+                                *self._log_ops(target, operation, self._actor(None, who), commit_id=commit_id)])
         return CommitResult(commit_id, target, operation, None, None)
 
     # -- helpers ----------------------------------------------------------------------------

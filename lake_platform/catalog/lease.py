@@ -5,6 +5,11 @@ holder keeps a *local monotonic* deadline and checks it, minus a safety margin, 
 write; other machines compare the stored wall-clock deadline to decide when they may take over.
 Every registry commit a holder makes carries a condition on the lease record's revision, so once
 anybody else acquires, the old holder's late commits are refused even if its clock lies.
+
+The record also names the holder's process (see ``holder``). An acquirer on the same host that
+proves that process gone takes over before the deadline, through the same compare-and-swap with
+token + 1, so a crashed writer does not block its table for a whole TTL; elsewhere the deadline
+stands.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lake_platform.catalog.clock import Clock, SystemClock
+from lake_platform.catalog.holder import provably_gone, this_process
 from lake_platform.errors import ConcurrentModification, LeaseExpired, LeaseUnavailable, ServiceUnavailable
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
@@ -124,20 +130,23 @@ class WriteGate:
         begun = self.clock.monotonic()
         now_ms = self.clock.wall_ms()
         item = self.store.get(key)
-        if item is None:
+        current = decode(LeaseRecord, item.value, key) if item is not None else None
+        # A live holder is waited for, unless its process is provably gone (then: take over now).
+        live = current is not None and not current.released and current.deadline_ms > now_ms
+        if current is not None and live and not provably_gone(current.host_id, current.pid, current.pid_started):
+            return None
+        if item is None or current is None:
             token, expected = 1, ABSENT
         else:
-            current = decode(LeaseRecord, item.value, key)
-            if not current.released and current.deadline_ms > now_ms:
-                return None
             token, expected = current.token + 1, item.revision
-        record = LeaseRecord(
-            incarnation=incarnation, holder=holder, token=token, deadline_ms=now_ms + int(self.ttl * 1000)
-        )
+        record = _record(incarnation, holder, token, now_ms + int(self.ttl * 1000))
         try:
             written = self.store.compare_and_swap(key, expected, record.encode())
         except ConcurrentModification:
             return None
+        if live and current is not None:
+            log.warning("took over the write lease on %s from holder %s (pid %s on %s), whose process is "
+                        "gone; token %d", incarnation, current.holder, current.pid, current.host, token)
         # The local deadline counts from before the request: time spent in I/O is already spent.
         return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
 
@@ -148,12 +157,8 @@ class WriteGate:
     def _renew(self, lease: Lease) -> None:
         lease.check()
         begun = self.clock.monotonic()
-        record = LeaseRecord(
-            incarnation=lease.incarnation,
-            holder=lease.holder,
-            token=lease.token,
-            deadline_ms=self.clock.wall_ms() + int(self.ttl * 1000),
-        )
+        deadline_ms = self.clock.wall_ms() + int(self.ttl * 1000)
+        record = _record(lease.incarnation, lease.holder, lease.token, deadline_ms)
         try:
             written = self.store.compare_and_swap(lease.key, lease.revision, record.encode())
         except ConcurrentModification:
@@ -162,9 +167,8 @@ class WriteGate:
         lease._renewed(written.revision, begun + self.ttl)
 
     def release(self, lease: Lease) -> None:
-        record = LeaseRecord(
-            incarnation=lease.incarnation, holder=lease.holder, token=lease.token, deadline_ms=0, released=True
-        )
+        record = _record(lease.incarnation, lease.holder, lease.token, 0)
+        record = record.model_copy(update={"released": True})
         with lease._io:
             try:
                 self.store.compare_and_swap(lease.key, lease.revision, record.encode())
@@ -223,3 +227,12 @@ class WriteGate:
                 with self._beat_lock:
                     if key in self._held:
                         self._held[key] = (lease, self.clock.monotonic())
+
+
+def _record(incarnation: str, holder: str, token: int, deadline_ms: int) -> LeaseRecord:
+    me = this_process()
+    return LeaseRecord(
+        incarnation=incarnation, holder=holder, token=token, deadline_ms=deadline_ms,
+        host=me.host if me else None, host_id=me.host_id if me else None,
+        pid=me.pid if me else None, pid_started=me.started if me else None,
+    )

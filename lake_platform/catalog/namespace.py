@@ -6,12 +6,21 @@ from N-1 to N, appends the commit-log entry and the commit-id marker, all condit
 writer's lease. If version N already exists Lance gets ConcurrentModification, rebases, and
 retries with N+1.
 
+Lance numbers a commit after the newest manifest it finds *on storage*, and builds it on that
+manifest. So the registry also checks what a commit is built on: version N is accepted only if
+N-1 is the registered current version; anything else was built on a manifest written around the
+registry and is refused (the manifests above the registered version are moved to quarantine
+first, so the next write lands where it should). Right after the registry accepts a staging
+manifest, the namespace publishes it at its canonical path and points the version record there,
+so no reader ever has to finish a commit (which, in Lance, means writing to storage).
+
 Lance calls back from its own threads, where context variables are not set, so each write gets
 its own namespace instance bound to one table incarnation and one pending commit.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,10 +37,12 @@ from lance_namespace_urllib3_client.models import (
     TableVersion,
 )
 
+from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     Internal,
+    InvalidTableState,
     LakeError,
     LeaseExpired,
     ServiceUnavailable,
@@ -45,6 +56,8 @@ from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRe
 from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
 
 from lake_platform.catalog.lease import Lease
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,6 +83,8 @@ class PendingCommit:
     from_version: int | None = None
     versions: dict[int, tuple[VersionRecord, int]] = field(default_factory=dict)
     marker_revision: int = ABSENT
+    #: Each landed version's staging manifest: garbage once the canonical one is registered.
+    staged: dict[int, str] = field(default_factory=dict)
 
 
 class BoundTableNamespace(LanceNamespace):
@@ -154,19 +169,19 @@ class BoundTableNamespace(LanceNamespace):
             if current == 0:
                 return ListTableVersionsResponse(versions=[])
             rec = self._version(current)
-            return ListTableVersionsResponse(versions=[_table_version(rec)])
+            return ListTableVersionsResponse(versions=[self._answer(rec)])
         items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
         records = [decode(VersionRecord, i.value, i.key) for i in items]
         if descending:
             records.reverse()
         if limit:
             records = records[: int(limit)]
-        return ListTableVersionsResponse(versions=[_table_version(r) for r in records])
+        return ListTableVersionsResponse(versions=[self._answer(r) for r in records])
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check_id(request)
         version = _field(request, "version")
-        return self._guard(lambda: DescribeTableVersionResponse(version=_table_version(self._version(int(version)))))
+        return self._guard(lambda: DescribeTableVersionResponse(version=self._answer(self._version(int(version)))))
 
     def create_table_version(self, request: Any) -> CreateTableVersionResponse:
         self._check_id(request)
@@ -183,14 +198,18 @@ class BoundTableNamespace(LanceNamespace):
         if pending is None or self.lease is None:
             raise Internal("this table handle is read-only: writes go through the catalog")
         version = int(_field(request, "version"))
+        staging = str(_field(request, "manifest_path"))
+        if self._fault is not None:
+            self._fault("staged")  # data files and the staging manifest are written, nothing registered
         with self._lock, self.lease.fenced() as lease_check:
+            self._require_next(version)
             step = len(pending.landed)
             at = now_ms()
             log_key = keys.log_entry(str(self.name), at, pending.commit_id, step)
             ver = VersionRecord(
                 incarnation=self.record.incarnation,
                 version=version,
-                manifest_path=str(_field(request, "manifest_path")),
+                manifest_path=staging,
                 manifest_size=_field(request, "manifest_size"),
                 e_tag=_field(request, "e_tag"),
                 naming_scheme=_field(request, "naming_scheme"),
@@ -227,7 +246,9 @@ class BoundTableNamespace(LanceNamespace):
                 log_key=log_key,
                 at_ms=at,
             )
-            if step > 0:
+            if pending.marker_revision != ABSENT:
+                # A later step of this commit, or the continuation of an interrupted one: the
+                # commit still starts where its first step did.
                 first = self.store.get(keys.commit_marker(pending.commit_id))
                 if first is not None:
                     marker = marker.model_copy(
@@ -242,8 +263,13 @@ class BoundTableNamespace(LanceNamespace):
             ]
             if step == 0:
                 ops += pending.extra_ops
+            published: tuple[VersionRecord, int] | None = None
             try:
                 results = self.store.transact(ops)
+                assert results[0] is not None
+                if self._fault is not None:
+                    self._fault("registered")  # the version is committed; its manifest is not published yet
+                published = self._publish(ver, results[0].revision)
                 if self._fault is not None:
                     self._fault("after-commit")
             except ConditionFailed as exc:
@@ -253,14 +279,90 @@ class BoundTableNamespace(LanceNamespace):
                 # Unknown outcome: look for our own version record before anyone retries.
                 results = self._resolve_unknown(version, pending.commit_id)
             assert results[0] is not None and results[1] is not None and results[3] is not None
+            if published is None:
+                landed = decode(VersionRecord, results[0].value, results[0].key)
+                published = self._publish(landed, results[0].revision)
             if step == 0:
                 pending.from_version = self.record.current_version
-            pending.versions[version] = (ver, results[0].revision)
+            ver = published[0]
+            pending.versions[version] = published
+            pending.staged[version] = staging
             self.record = new_record
             self.record_revision = results[1].revision
             pending.marker_revision = results[3].revision
             pending.landed.append((version, log_key))
         return CreateTableVersionResponse(version=_table_version(ver))
+
+    def _publish(self, ver: VersionRecord, revision: int) -> tuple[VersionRecord, int]:
+        """Right after the registry accepted a staging manifest: put it at its canonical path
+        and point the record there, so that nobody ever opens a staging manifest (Lance
+        "finishes the commit" on open, writing to storage each time). Only after the commit:
+        a writer whose commit is refused (a lost lease) must leave no canonical manifest.
+        A failure leaves the version valid at its staging path; the next writer finishes it."""
+        if not engine.is_staging_manifest(ver.manifest_path):
+            return ver, revision  # resolved after an unknown outcome: already published
+        try:
+            final = engine.finalize_manifest(self.record.location, ver.version, ver.manifest_path,
+                                             self.storage_options)
+            if self._fault is not None:
+                self._fault("finalize-copied")
+            done = ver.model_copy(update={"manifest_path": final})
+            item = self.store.compare_and_swap(keys.version(self.record.incarnation, ver.version), revision,
+                                               done.encode())
+            if self._fault is not None:
+                self._fault("finalize-swapped")
+            return done, item.revision
+        except Exception:  # noqa: BLE001 - the commit stands either way
+            log.warning("could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True)
+            return ver, revision
+
+    def _require_next(self, version: int) -> None:
+        """Accept version N only on top of the registered N-1 (Lance builds on whatever it
+        found newest on storage, registered or not)."""
+        if version == self.record.current_version + 1:
+            return
+        self._refresh_record()  # Lance may be retrying after a conflict: compare with the latest
+        current = self.record.current_version
+        if version == current + 1:
+            return
+        if version <= current:
+            raise ConcurrentModification(f"version {version} of {self.name} is already committed")
+        on_disk = engine.canonical_manifests(self.record.location, self.storage_options)
+        rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
+        moved: list[str] = []
+        if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
+            moved = engine.quarantine_files(self.record.location, rogue, f"refused-{new_id()}",
+                                            self.storage_options)
+        raise InvalidTableState(
+            f"commit of version {version} of {self.name} refused: it was not built on the registered version "
+            f"{current} but on manifests written around the registry ({', '.join(rogue) or 'since removed'}); "
+            f"nothing was committed{'; they were moved to ' + engine.QUARANTINE_DIR + '/' if moved else ''}. "
+            "Retry the write."
+        )
+
+    def _lease_is_current(self) -> bool:
+        if self.lease is None:
+            return False
+        item = self.store.get(self.lease.key)
+        return item is not None and item.revision == self.lease.revision
+
+    def _answer(self, rec: VersionRecord) -> TableVersion:
+        """The version as Lance should open it. A record still naming a staging manifest (a
+        writer stopped before finalizing it, or from before manifests were published first)
+        is answered with the canonical manifest when that exists: given a staging path, Lance
+        "finishes the commit" by writing to storage, on every open. A reader never does that."""
+        if not engine.is_staging_manifest(rec.manifest_path):
+            return _table_version(rec)
+        canonical = engine.canonical_manifest_path(rec.manifest_path, rec.version)
+        size = engine.manifest_size(self.record.location, canonical, self.storage_options)
+        if size is not None and rec.manifest_size in (None, size):  # a different size: not ours
+            return _table_version(rec.model_copy(update={"manifest_path": canonical, "e_tag": None}))
+        if self.pending is None:
+            raise InvalidTableState(
+                f"version {rec.version} of {self.name} is committed but not finalized (its writer stopped "
+                "before publishing the manifest); the next write or `repair` finishes it"
+            )
+        return _table_version(rec)  # a writer under the lease: Lance may finish it
 
     def _resolve_unknown(self, version: int, commit_id: str) -> list[Item | None]:
         item = self.store.get(keys.version(self.record.incarnation, version))

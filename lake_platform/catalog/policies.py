@@ -4,6 +4,11 @@ The effective policy of a table is the most specific policy record that exists o
 table → namespaces (deepest first) → warehouse → project; that one record supplies every field
 (unset fields take the defaults, not a less specific record's values). The answer always says
 which record won.
+
+A policy record belongs to the object it was set on, not to its name: a drop deletes it in the
+same registry transaction that removes the object (a trash record keeps a copy, so an undrop
+brings it back), so a later object of the same name never inherits it. Changes are refused
+while the object (or a table's namespace) is being dropped, so a drop's copy is the last word.
 """
 
 from __future__ import annotations
@@ -12,10 +17,34 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from pydantic import Field, ValidationError, field_validator
 
-from lake_platform.errors import InvalidInput
-from lake_platform.registry.records import Record, now_ms
+from lake_platform.catalog.principals import Principal
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    NamespaceNotFound,
+    PolicyNotFound,
+    TableNotFound,
+)
+from lake_platform.naming import TableName, check_segment
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    NamespaceRecord,
+    ProjectRecord,
+    Record,
+    WarehouseRecord,
+    decode,
+    now_ms,
+)
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
 
 MIN_ORPHAN_AGE = timedelta(hours=1)
 
@@ -110,44 +139,151 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=int(text[:-1]) * units[text[-1]])
 
 
+def policy_fields(names: Sequence[str]) -> list[str]:
+    """``lake policy unset`` keys, checked and de-duplicated in order; InvalidInput on anything else."""
+    if isinstance(names, str) or not names:
+        raise InvalidInput(f"name at least one policy key to unset: {', '.join(KEYS)}")
+    unknown = [n for n in names if n not in KEYS]
+    if unknown:
+        raise InvalidInput(f"unknown policy key {unknown[0]!r}: use one of {', '.join(KEYS)}")
+    return list(dict.fromkeys(names))
+
+
+def _scope_shape(scope: str) -> None:
+    """Validate a dotted scope's shape without any I/O."""
+    parts = scope.split(".") if isinstance(scope, str) else []
+    if not parts:
+        raise InvalidInput("a policy scope is a dotted name: project, warehouse, namespace or table")
+    for part in parts:
+        check_segment(part, "scope")
+
+
+_CONTAINERS: dict[str, type[Record]] = {"project": ProjectRecord, "warehouse": WarehouseRecord,
+                                        "namespace": NamespaceRecord}
+
+
 class PolicyMixin:
     """Policy records on the registry (mixin of Catalog)."""
 
-    def set_policy(self, scope: str, values: dict[str, Any], *, principal: Any = None) -> PolicyRecord:
+    def set_policy(self: Catalog, scope: str, values: dict[str, Any], *, principal: Principal | None = None,
+                   actor: str | None = None) -> PolicyRecord:
         """Merge ``values`` into the policy record at ``scope`` (created with defaults if absent)."""
-        from lake_platform.registry import keys
-        from lake_platform.registry.records import decode
-        from lake_platform.registry.store import ABSENT, Check, Put
-
-        who = self._who(principal)  # type: ignore[attr-defined]
-        kind, key = self._scope(scope)  # type: ignore[attr-defined]
-        project = scope.split(".")[0]
-        who.require(project, "admin", f"set policies on {scope}")
+        who = self._who(principal)
+        owner = self._policy_owner(scope)
+        who.require(scope.split(".")[0], "admin", f"set policies on {scope}")
         if not values:
             raise InvalidInput("give at least one key=value")
-        item = self.store.get(keys.policy(scope))  # type: ignore[attr-defined]
+        item = self.store.get(keys.policy(scope))
         current = decode(PolicyRecord, item.value, item.key).policy if item else Policy()
         merged = build_policy({**current.model_dump(exclude={"record_version"}), **values})
-        record = PolicyRecord(scope=scope, policy=merged, set_by=who.name)
-        owner = self.store.get(key)  # type: ignore[attr-defined]
-        if owner is None:
-            raise InvalidInput(f"{kind} {scope} does not exist")
-        ops = [Put(keys.policy(scope), record.encode(), item.revision if item else ABSENT),
-               Check(key, owner.revision),
-               *self._log_ops(scope, "policy set", who.name, detail={k: v for k, v in values.items()})]  # type: ignore[attr-defined]
-        self.store.transact(ops)  # type: ignore[attr-defined]
+        name = self._actor(actor, who)
+        record = PolicyRecord(scope=scope, policy=merged, set_by=name)
+        self._commit_policy(scope, [Put(keys.policy(scope), record.encode(), item.revision if item else ABSENT),
+                                    *owner, *self._log_ops(scope, "policy set", name, detail=dict(values))])
         return record
 
-    def effective_policy(self, scope: str) -> EffectivePolicy:
-        """The most specific policy record on the path from ``scope`` up to its project."""
-        from lake_platform.registry import keys
-        from lake_platform.registry.records import decode
+    def unset_policy(self: Catalog, scope: str, fields: Sequence[str], *, principal: Principal | None = None,
+                     actor: str | None = None) -> PolicyRecord:
+        """Reset ``fields`` (``lake policy set`` keys) of the record at ``scope`` to the platform
+        defaults. The record stays and still wins whole; ``delete_policy`` removes it."""
+        who = self._who(principal)
+        names = policy_fields(fields)
+        owner = self._policy_owner(scope)
+        who.require(scope.split(".")[0], "admin", f"unset policies on {scope}")
+        item = self._policy_record(scope)
+        current = decode(PolicyRecord, item.value, item.key).policy
+        defaults = Policy()
+        reset = current.model_copy(update={KEYS[n]: getattr(defaults, KEYS[n]) for n in names})
+        name = self._actor(actor, who)
+        record = PolicyRecord(scope=scope, policy=reset, set_by=name)
+        self._commit_policy(scope, [Put(item.key, record.encode(), item.revision), *owner,
+                                    *self._log_ops(scope, "policy unset", name, detail={"fields": names})])
+        return record
 
-        self._scope(scope)  # type: ignore[attr-defined]  # validates shape and existence
+    def delete_policy(self: Catalog, scope: str, *, principal: Principal | None = None,
+                      actor: str | None = None) -> None:
+        """Remove the record at ``scope``: the next less specific record (or the defaults) applies.
+
+        The object need not exist any more, so records left behind by older releases can be removed."""
+        who = self._who(principal)
+        _scope_shape(scope)
+        who.require(scope.split(".")[0], "admin", f"delete policies on {scope}")
+        owner = self._policy_owner(scope, missing_ok=True)
+        item = self._policy_record(scope)
+        self._commit_policy(scope, [Delete(item.key, item.revision), *owner,
+                                    *self._log_ops(scope, "policy delete", self._actor(actor, who))])
+
+    def effective_policy(self: Catalog, scope: str) -> EffectivePolicy:
+        """The most specific policy record on the path from ``scope`` up to its project."""
+        self._scope(scope)  # validates shape and existence
         parts = scope.split(".")
         for depth in range(len(parts), 0, -1):
             candidate = ".".join(parts[:depth])
-            item = self.store.get(keys.policy(candidate))  # type: ignore[attr-defined]
+            item = self.store.get(keys.policy(candidate))
             if item is not None:
                 return EffectivePolicy(decode(PolicyRecord, item.value, item.key).policy, candidate)
         return EffectivePolicy(Policy(), None)
+
+    # -- the parts drops and undrops use ---------------------------------------------------------
+
+    def _policy_detach(self: Catalog, scope: str) -> tuple[list[Op], dict[str, Any]]:
+        """Ops that take the record at ``scope`` away with its object (or, when there is none,
+        make sure none lands meanwhile), and the copy a trash record keeps for an undrop."""
+        item = self.store.get(keys.policy(scope))
+        if item is None:
+            return [Check(keys.policy(scope), ABSENT)], {}
+        record = decode(PolicyRecord, item.value, item.key)
+        return [Delete(item.key, item.revision)], {scope: record.model_dump(mode="json")}
+
+    def _policy_sweep(self: Catalog, scope: str) -> list[Op]:
+        """Delete every record at or under ``scope``: run when the container itself goes, after
+        everything in it has gone (anything left there belonged to nothing that still exists)."""
+        found = [i for i in self.store.scan_prefix(keys.policy(scope))
+                 if i.key == keys.policy(scope) or i.key.startswith(keys.policy(scope) + ".")]
+        # Deepest first, so the container's own record lands in the last batch, with its removal.
+        return [Delete(i.key, i.revision) for i in reversed(found)]
+
+    def _policy_restore(self: Catalog, kept: dict[str, Any], source: str, target: str) -> list[Op]:
+        """Ops that put a trash record's copy of ``source``'s policy back, at ``target``."""
+        if source not in kept:
+            return []
+        record = PolicyRecord.model_validate(kept[source]).model_copy(update={"scope": target})
+        item = self.store.get(keys.policy(target))
+        return [Put(keys.policy(target), record.encode(), item.revision if item else ABSENT)]
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _policy_owner(self: Catalog, scope: str, *, missing_ok: bool = False) -> list[Op]:
+        """The object at ``scope`` must exist (unless ``missing_ok``) and not be being dropped;
+        returns the conditions that keep it so until the policy change lands (a drop marks it
+        first, then copies its policy)."""
+        try:
+            kind, key = self._scope(scope)
+        except (TableNotFound, NamespaceNotFound):
+            if missing_ok:
+                return []
+            raise
+        item = self.store.get(key)
+        if item is None:
+            if missing_ok:
+                return []
+            raise NamespaceNotFound(f"{kind} {scope} does not exist")
+        ops: list[Op] = [Check(key, item.revision)]
+        if kind == "table":
+            parent = self._require_parent(TableName.parse(scope))
+            ops.append(Check(parent.key, parent.revision))
+        elif getattr(decode(_CONTAINERS[kind], item.value, item.key), "state", "active") != "active":
+            raise NamespaceNotFound(f"{kind} {scope} is being dropped")
+        return ops
+
+    def _policy_record(self: Catalog, scope: str) -> Item:
+        item = self.store.get(keys.policy(scope))
+        if item is None:
+            raise PolicyNotFound(f"no policy record at {scope}")
+        return item
+
+    def _commit_policy(self: Catalog, scope: str, ops: list[Op]) -> None:
+        try:
+            self.store.transact(ops)
+        except ConditionFailed:
+            raise ConcurrentModification(f"{scope} or its policy changed meanwhile; nothing was changed") from None

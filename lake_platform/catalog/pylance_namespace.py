@@ -236,11 +236,13 @@ class LakeNamespace(LanceNamespace):
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"write to {tname}")
             record, revision = self.catalog._table(tname, declared=True)
-            pending = PendingCommit(commit_id=new_id(), operation="commit", actor=self.principal.name,
-                                    detail={"client": "pylance"})
+            pending = PendingCommit(commit_id=new_id(), operation="commit",
+                                    actor=self.catalog._actor(None, self.principal), detail={"client": "pylance"})
             with self.catalog.gate.hold(record.incarnation) as lease:
                 record, revision = self.catalog._table(tname, incarnation=record.incarnation, declared=True)
-                bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending, lease=lease)
+                storage = self.catalog.settings.storage_options(record.location)
+                bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending,
+                                            lease=lease, storage_options=storage)
                 try:
                     response = bound.create_table_version(request)
                 except Exception:
@@ -257,7 +259,8 @@ class LakeNamespace(LanceNamespace):
         from lake_platform.catalog.arrow_io import schema_to_ipc
 
         record = bound.record
-        reader = BoundTableNamespace(self.catalog.store, tname, record, bound.record_revision)
+        reader = BoundTableNamespace(self.catalog.store, tname, record, bound.record_revision,
+                                     storage_options=self.catalog.settings.storage_options(record.location))
         ds = engine.open_version(namespace=reader, table_id=tname.parts, version=version,
                                  storage_options=self.catalog.settings.storage_options(record.location))
         ipc = schema_to_ipc(engine.schema_of(ds))

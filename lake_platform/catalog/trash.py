@@ -41,7 +41,9 @@ class TrashMixin:
 
         With a grace period (the effective policy's ``trash_grace``, default 7 days) the data
         stays and a trash record allows undrop; ``purge=True`` or a zero grace destroys the data
-        right after the registration is gone.
+        right after the registration is gone, through a trash record that is due at once and
+        already claimed for purging: the registry always names the folder until it is gone, so
+        a drop killed after its commit leaves work for the next ``expire_trash``, never a leak.
         """
         who = self._who(principal)
         tname = TableName.parse(name)
@@ -55,34 +57,60 @@ class TrashMixin:
         grace = self.effective_policy(str(tname)).policy.trash_grace
         destroy = purge or grace.total_seconds() == 0
         self._at("drop:resolved")
-        commit_id = new_id()
-        actor_name = actor or who.name
-        with self.gate.hold(record.incarnation) as lease:
+        actor_name = self._actor(actor, who)
+        dropped_at = self.clock.wall_ms()
+        expires = dropped_at if destroy else dropped_at + int(grace.total_seconds() * 1000)
+        detached = self._detach_table(tname, record.incarnation, actor=actor_name, dropped_at=dropped_at,
+                                      expires_at=expires, step="drop", purging=destroy)
+        assert detached is not None  # _detach_table raises unless asked to skip a vanished table
+        current, commit_id = detached
+        self._at("drop:after-commit")
+        if destroy:
+            self.expire_trash(now_ms=dropped_at, principal=who, actor=actor_name,
+                              only=[keys.trash(str(tname), dropped_at, current.incarnation)])
+        return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
+
+    def _detach_table(self: Catalog, tname: TableName, incarnation: str, *, actor: str, dropped_at: int,
+                      expires_at: int | None, step: str, cascade_id: str | None = None,
+                      skip_vanished: bool = False, purging: bool = False) -> tuple[TableRecord, str] | None:
+        """Deregister exactly ``incarnation`` of ``tname`` (under its lease), with its policy
+        record; file a trash record unless ``expires_at`` is None (the caller destroys the data).
+        ``purging`` files it already claimed by expiry, so no undrop can take it back.
+
+        Returns the registration as it was when removed, or None (with ``skip_vanished``) when
+        that incarnation is no longer registered: a replacement is never touched.
+        """
+        with self.gate.hold(incarnation) as lease:
             # Re-read under the lease: only the holder of this incarnation's lease can remove it,
             # so if it is still there the revision we condition on cannot be reused (no ABA).
-            current, revision = self._table(tname, incarnation=record.incarnation)
-            self._at("drop:before-commit")
-            dropped_at = self.clock.wall_ms()
+            try:
+                current, revision = self._table(tname, incarnation=incarnation, declared=skip_vanished)
+            except TableNotFound:
+                if skip_vanished:
+                    return None
+                raise
+            self._at(f"{step}:before-commit")
+            commit_id = new_id()
+            policy_ops, kept = self._policy_detach(str(tname))
             with lease.fenced() as fence:
-                ops: list[Op] = [Delete(keys.table(tname), revision), fence]
-                detail: dict[str, object] = {"purge": destroy}
-                if not destroy:
-                    expires = dropped_at + int(grace.total_seconds() * 1000)
+                ops: list[Op] = [Delete(keys.table(tname), revision), fence, *policy_ops]
+                detail: dict[str, object] = {"purge": expires_at is None or purging}
+                if cascade_id is not None:
+                    detail["cascade_id"] = cascade_id
+                if expires_at is not None:
                     trash = TrashRecord(kind="table", target=str(tname), dropped_at_ms=dropped_at,
-                                        expires_at_ms=expires, dropped_by=actor_name, table=current)
-                    ops.append(Put(keys.trash(str(tname), dropped_at, current.incarnation), trash.encode(), ABSENT))
-                    detail["expires_at_ms"] = expires
-                ops += self._log_ops(str(tname), "drop", actor_name, commit_id=commit_id,
-                                     incarnation=current.incarnation, from_version=current.current_version,
-                                     detail=detail)
+                                        expires_at_ms=expires_at, dropped_by=actor, table=current,
+                                        cascade_id=cascade_id, policies=kept,
+                                        state="purging" if purging else "trashed")
+                    ops.append(Put(keys.trash(str(tname), dropped_at, incarnation), trash.encode(), ABSENT))
+                    detail["expires_at_ms"] = expires_at
+                ops += self._log_ops(str(tname), "drop", actor, commit_id=commit_id, incarnation=incarnation,
+                                     from_version=current.current_version, detail=detail)
                 try:
                     self.store.transact(ops)
                 except ConditionFailed:
                     raise ConcurrentModification(f"table {tname} changed while being dropped; nothing was dropped") from None
-        self._at("drop:after-commit")
-        if destroy:
-            self.purge_storage(current)
-        return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
+        return current, commit_id
 
     def list_trash(self: Catalog, prefix: str = "", *, principal: Principal | None = None) -> list[TrashRecord]:
         who = self._who(principal)
@@ -108,6 +136,7 @@ class TrashMixin:
         item, trash = self._pick_trash(tname, incarnation)
         if self.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists; undrop it under another name with --as")
+        self._at("undrop:checked")
         return self._restore(item, trash, target, parent, who)
 
     def _pick_trash(self: Catalog, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
@@ -128,7 +157,8 @@ class TrashMixin:
         commit_id = new_id()
         ops: list[Op] = [Delete(item.key, item.revision), Put(keys.table(target), restored.encode(), ABSENT),
                          Check(parent.key, parent.revision),
-                         *self._log_ops(str(target), "undrop", who.name, commit_id=commit_id,
+                         *self._policy_restore(trash.policies, trash.target, str(target)),
+                         *self._log_ops(str(target), "undrop", self._actor(None, who), commit_id=commit_id,
                                         incarnation=restored.incarnation, to_version=restored.current_version,
                                         detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms})]
         try:
@@ -158,7 +188,8 @@ class TrashMixin:
             existing = self.store.get(key)
             if existing is None:
                 self.store.transact([Put(key, space.encode(), ABSENT),
-                                     *self._log_ops(space.name, "undrop namespace", who.name,
+                                     *self._policy_restore(record.policies, space.name, space.name),
+                                     *self._log_ops(space.name, "undrop namespace", self._actor(None, who),
                                                     detail={"cascade_id": record.cascade_id})])
             elif decode(NamespaceRecord, existing.value).state != "active":
                 raise ConcurrentModification(f"namespace {space.name} is being dropped")
@@ -178,7 +209,8 @@ class TrashMixin:
             self._at("undrop-namespace:table")
         commit_id = new_id()
         self.store.transact([Delete(item.key, item.revision),
-                             *self._log_ops(str(nname), "undrop namespace cascade", who.name, commit_id=commit_id,
+                             *self._log_ops(str(nname), "undrop namespace cascade", self._actor(None, who),
+                                            commit_id=commit_id,
                                             detail={"cascade_id": record.cascade_id})])
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
 
@@ -207,6 +239,7 @@ class TrashMixin:
     def _purge_trash(self: Catalog, item: Item, record: TrashRecord, who: Principal, actor: str | None,
                      run_id: str | None) -> CommitResult | None:
         assert record.table is not None
+        self._at("expire:found")
         if record.state == "trashed":
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
                 item = self.store.compare_and_swap(item.key, item.revision,
@@ -215,10 +248,11 @@ class TrashMixin:
                 return None  # undropped (or claimed) meanwhile: the other side won entirely
         self._at("expire:claimed")
         self.purge_storage(record.table)
+        self._at("expire:purged")
         commit_id = new_id()
         try:
             self.store.transact([Delete(item.key, item.revision),
-                                 *self._log_ops(record.target, "purge", actor or who.name, commit_id=commit_id,
+                                 *self._log_ops(record.target, "purge", self._actor(actor, who), commit_id=commit_id,
                                                 run_id=run_id, incarnation=record.table.incarnation,
                                                 from_version=record.table.current_version,
                                                 detail={"dropped_at_ms": record.dropped_at_ms,
@@ -233,7 +267,7 @@ class TrashMixin:
             return  # its tables go first (they share its deadline)
         try:
             self.store.transact([Delete(item.key, item.revision),
-                                 *self._log_ops(record.target, "purge namespace", actor or who.name,
+                                 *self._log_ops(record.target, "purge namespace", self._actor(actor, who),
                                                 detail={"cascade_id": record.cascade_id})])
         except ConditionFailed:
             pass

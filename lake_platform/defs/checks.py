@@ -1,21 +1,44 @@
-"""Asset checks: the registry and the engine agree, compaction keeps up, no orphans."""
+"""Asset checks: the registry and the engine agree, compaction keeps up, no orphans.
+
+Each check reports; none repairs. A failing check says what is wrong in words an operator can
+act on (``description``) and carries the figures behind it (``metadata``).
+
+Severity: ERROR where readers are affected or a writer went around the registry (the
+registered version does not open, the registered schema is not the table's, versions exist on
+disk that the registry never committed). WARN where the table is still correct but needs
+attention (too many fragments, orphan files, an unreachable Flight endpoint).
+"""
 
 
+import time
 import warnings
+from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 
 from lake_platform.defs.ingest import ingested
 from lake_platform.defs.maintenance import compacted, orphan_report
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import FlightEndpointResource, LakeResource
+from lake_platform.errors import LakeError
 
 # Partitioned asset checks are marked "preview" in 1.13; they are what shows a check per table.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator")
 
+ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
+
 
 def _table(context: dg.AssetCheckExecutionContext) -> str:
     return context.op_execution_context.partition_key
+
+
+def _result(passed: bool, severity: dg.AssetCheckSeverity, description: str, **metadata: Any) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=passed, severity=severity, description=description, metadata=metadata)
+
+
+def _versions(numbers: list[int]) -> str:
+    return ("version " if len(numbers) == 1 else "versions ") + ", ".join(str(n) for n in numbers)
 
 
 @dg.asset_check(asset=ingested, partitions_def=tables, description=(
@@ -25,15 +48,48 @@ def registry_version_is_real(context: dg.AssetCheckExecutionContext, lake: LakeR
 
     table = _table(context)
     with lake.catalog() as catalog:
-        snap = catalog.open_table(table)
-        record = snap.record
-        on_disk = versions_on_disk(record.location, catalog.settings.storage_options(record.location))
-        opened_at = int(snap.dataset.version)
-        rows = snap.count_rows()
-    ok = opened_at == record.current_version and record.current_version in on_disk
-    return dg.AssetCheckResult(passed=ok, metadata={
-        "registered_version": record.current_version, "opened_version": opened_at, "rows": rows,
-        "newest_on_disk": max(on_disk) if on_disk else 0})
+        info = catalog.describe_table(table, with_stats=False)
+        on_disk = versions_on_disk(info.location, catalog.settings.storage_options(info.location))
+        registered, newest = info.current_version, max(on_disk, default=0)
+        figures = {"registered_version": registered, "newest_on_disk": newest}
+        if registered not in on_disk:
+            return _result(False, ERROR, (
+                f"registry says version {registered}, but there is no manifest of version {registered} on disk "
+                f"(newest on disk is {newest}): readers of {table} fail. The manifest was deleted or the "
+                f"registry was rewritten by hand; restore the manifest or point the registry at a real version."),
+                **figures)
+        try:
+            snap = catalog.open_table(table)
+            opened, rows = int(snap.dataset.version), snap.count_rows()
+        except LakeError as exc:
+            return _result(False, ERROR, (
+                f"registry says version {registered} and its manifest is on disk, but the table does not open "
+                f"there: {type(exc).__name__}: {exc}"), **figures)
+    if opened != registered:
+        return _result(False, ERROR, (
+            f"registry says version {registered}, but opening the table gave version {opened}: reads do not "
+            f"follow the registry."), **figures, opened_version=opened)
+    return _result(True, ERROR, f"registry version {registered} is on disk and opens ({rows} rows).",
+                   **figures, opened_version=opened, rows=rows)
+
+
+def _schema_differences(registered: pa.Schema, engine: pa.Schema) -> list[str]:
+    differences = []
+    engine_fields = {f.name: f for f in engine}
+    registry_fields = {f.name: f for f in registered}
+    for f in registered:
+        other = engine_fields.get(f.name)
+        if other is None:
+            differences.append(f"{f.name} is only in the registry")
+        elif not f.type.equals(other.type):
+            differences.append(f"{f.name} is {f.type} in the registry, {other.type} in the engine")
+        elif f.nullable != other.nullable:
+            differences.append(f"{f.name} is {'nullable' if f.nullable else 'not nullable'} in the registry only")
+    differences += [f"{f.name} is only in the engine" for f in engine if f.name not in registry_fields]
+    if not differences and registered.names != engine.names:
+        differences.append(f"column order differs (registry {', '.join(registered.names)}; "
+                           f"engine {', '.join(engine.names)})")
+    return differences
 
 
 @dg.asset_check(asset=ingested, partitions_def=tables, description=(
@@ -43,14 +99,86 @@ def schema_matches_engine(context: dg.AssetCheckExecutionContext, lake: LakeReso
 
     table = _table(context)
     with lake.catalog() as catalog:
-        snap = catalog.open_table(table)
-        ipc = snap.record.schema_ipc
-        engine_schema = snap.schema
+        info = catalog.describe_table(table, with_stats=False)
+        try:
+            snap = catalog.open_table(table)
+        except LakeError as exc:
+            return _result(False, ERROR, (
+                f"cannot compare schemas: {table} does not open at registered version {info.current_version} "
+                f"({type(exc).__name__}); see registry_version_is_real."), version=info.current_version)
+        ipc, engine_schema = snap.record.schema_ipc, snap.schema
+    version = snap.version
     if not ipc:
-        return dg.AssetCheckResult(passed=False, metadata={"problem": "no schema in the registry"})
+        return _result(False, ERROR, (
+            f"the registry holds no schema for {table} (version {version}): discovery and SQL planning "
+            f"cannot see its columns."), version=version, engine=str(engine_schema))
     registered = schema_from_ipc(ipc)
-    ok = registered.remove_metadata().equals(engine_schema.remove_metadata())
-    return dg.AssetCheckResult(passed=ok, metadata={"registry": str(registered), "engine": str(engine_schema)})
+    differences = _schema_differences(registered.remove_metadata(), engine_schema.remove_metadata())
+    figures = {"version": version, "registry": str(registered), "engine": str(engine_schema)}
+    if differences:
+        return _result(False, ERROR, (
+            f"registry schema differs from the engine's at version {version}: " + "; ".join(differences)
+            + ". Queries are planned with the registry's schema and read the engine's."), **figures)
+    return _result(True, ERROR, f"registry schema equals the engine's at version {version} "
+                                f"({len(registered)} columns).", **figures)
+
+
+@dg.asset_check(asset=ingested, partitions_def=tables, description=(
+    "No version exists on disk beyond the registry's current one: every commit went through the registry "
+    "(a rogue writer or a crashed one leaves versions readers never see)."))
+def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
+    from lake_platform.engine.lance_engine import manifests_on_disk, quarantined_files
+
+    table = _table(context)
+    with lake.catalog() as catalog:
+        location = catalog.describe_table(table, with_stats=False).location
+        storage = catalog.settings.storage_options(location)
+        manifests = manifests_on_disk(location, storage)
+        quarantined = [e.path for e in quarantined_files(location, storage)]
+        # Read the registry after listing, so a commit that landed meanwhile is not reported.
+        info = catalog.describe_table(table, with_stats=False)
+        # A staging manifest older than a lease can only belong to a writer that is gone: its
+        # lease expired, so it can no longer register the version.
+        window = catalog.settings.lease_ttl_seconds + catalog.settings.lease_safety_margin_seconds
+    registered = info.current_version
+    if info.location != location:
+        return _result(True, ERROR, f"{table} was recreated during the check; nothing to compare.")
+    now = time.time()
+    beyond = [m for m in manifests if m.version > registered]
+    in_flight = sorted({m.version for m in beyond
+                        if m.staging and m.mtime is not None and now - m.mtime.timestamp() < window}
+                       - {m.version for m in beyond if not m.staging})
+    around = sorted({m.version for m in beyond} - set(in_flight))
+    figures: dict[str, Any] = {"registered_version": registered,
+                               "newest_on_disk": max((m.version for m in manifests), default=0),
+                               "unregistered_versions": around, "in_flight_versions": in_flight}
+    if not around and quarantined:
+        # The write path already moved them aside (so nothing builds on them), but somebody
+        # wrote around the registry, and that stays an error until an operator has looked.
+        return _result(False, ERROR, (
+            f"{len(quarantined)} file(s) written around the registry were moved to _quarantine/ by a "
+            f"later commit (see the commit log's quarantined_manifests). Readers never saw them. Find the "
+            f"writer, then delete {location}/_quarantine to clear this check."),
+            **figures, quarantined_files=quarantined[:100])
+    if not around:
+        note = f"; {_versions(in_flight)} is being committed" if in_flight else ""
+        return _result(True, ERROR, f"no version newer than {registered} on disk{note}.", **figures)
+    stray = [m for m in beyond if m.version in around]
+    crashed = sorted({m.version for m in stray if m.staging})
+    rogue = sorted({m.version for m in stray if not m.staging})
+    causes = []
+    if rogue:
+        causes.append(f"{_versions(rogue)} by a writer that bypassed the catalog (a final manifest)")
+    if crashed:
+        causes.append(f"{_versions(crashed)} by a writer that crashed before registering "
+                      f"(a staging manifest older than the write lease)")
+    return _result(False, ERROR, (
+        f"registry says version {registered}; newest on disk is {max(around)}: {_versions(around)} "
+        f"{'was' if len(around) == 1 else 'were'} written around the registry: " + "; ".join(causes)
+        + f". Readers do not see {'it' if len(around) == 1 else 'them'}; the next commit through the "
+        f"catalog moves {'it' if len(around) == 1 else 'them'} to _quarantine/ and reuses the number. "
+        f"Find the writer."),
+        **figures, unregistered_manifests=[m.path for m in stray])
 
 
 @dg.asset_check(asset=compacted, partitions_def=tables, description=(
@@ -60,24 +188,42 @@ def fragments_under_threshold(context: dg.AssetCheckExecutionContext, lake: Lake
     with lake.catalog() as catalog:
         policy = catalog.effective_policy(table)
         fragments = catalog.describe_table(table).fragments or 0
-    threshold = policy.policy.compact_min_fragments
-    ok = fragments < threshold or not policy.policy.compact_enabled
-    return dg.AssetCheckResult(passed=ok, severity=dg.AssetCheckSeverity.WARN, metadata={
-        "fragments": fragments, "threshold": threshold, "compact_enabled": policy.policy.compact_enabled,
-        "policy_source": policy.source or "(platform defaults)"})
+    threshold, enabled = policy.policy.compact_min_fragments, policy.policy.compact_enabled
+    source = policy.source or "(platform defaults)"
+    figures = {"fragments": fragments, "threshold": threshold, "compact_enabled": enabled, "policy_source": source}
+    if not enabled:
+        return _result(True, WARN, f"{fragments} fragments; compaction is disabled by the policy of {source}.",
+                       **figures)
+    if fragments >= threshold:
+        return _result(False, WARN, (
+            f"{fragments} fragments, at or above the compaction threshold of {threshold} (policy of {source}): "
+            f"compaction is not keeping up. Check the compaction sensor and the last `compacted` runs of "
+            f"this table, or materialize `compacted` for it."), **figures)
+    return _result(True, WARN, f"{fragments} fragments, under the compaction threshold of {threshold}.", **figures)
 
 
 @dg.asset_check(asset=orphan_report, partitions_def=tables, description="The table's last orphan report is empty.")
 def last_orphan_report_empty(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
+    from datetime import UTC, datetime
+
     from lake_platform.maintenance.orphans import latest_report
 
     table = _table(context)
     with lake.catalog() as catalog:
         report = latest_report(catalog, table)
     if report is None:
-        return dg.AssetCheckResult(passed=True, metadata={"report": "none yet"})
-    return dg.AssetCheckResult(passed=report.empty, severity=dg.AssetCheckSeverity.WARN, metadata={
-        "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes, "at_ms": report.at_ms})
+        return _result(True, WARN, "no orphan scan yet.", report="none yet")
+    at = datetime.fromtimestamp(report.at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    figures = {"orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes, "at_ms": report.at_ms}
+    if report.empty:
+        return _result(True, WARN, f"the orphan scan of {at} found no orphan files.", **figures)
+    listed = ", ".join(o.path for o in report.orphans[:5]) + (", ..." if report.orphan_count > 5 else "")
+    oldest_h = max((o.age_seconds for o in report.orphans), default=0) / 3600
+    return _result(False, WARN, (
+        f"the orphan scan of {at} found {report.orphan_count} orphan file(s), {report.orphan_bytes} bytes, "
+        f"under the table's location that no live version references: {listed}. Nothing was deleted. "
+        f"After checking them, reclaim with `lake orphans reclaim {table} --older-than <age>` "
+        f"(oldest is {oldest_h:.0f} h)."), **figures)
 
 
 @dg.asset_check(asset=ingested, partitions_def=tables, description=(
@@ -85,12 +231,16 @@ def last_orphan_report_empty(context: dg.AssetCheckExecutionContext, lake: LakeR
 def flight_endpoint_healthy(context: dg.AssetCheckExecutionContext, flight: FlightEndpointResource) -> dg.AssetCheckResult:
     report = flight.health()
     snapshot = report.get("snapshot") or {}
-    return dg.AssetCheckResult(
-        passed=report.get("status") == "ok", severity=dg.AssetCheckSeverity.WARN,
-        metadata={"address": report.get("address", ""), "status": report.get("status", ""),
-                  "snapshot_age_seconds": float(snapshot.get("age_seconds") or -1) if isinstance(snapshot, dict) else -1.0,
-                  "error": report.get("error", "")})
+    status, address = report.get("status", ""), report.get("address", "")
+    figures = {"address": address, "status": status,
+               "snapshot_age_seconds": float(snapshot.get("age_seconds") or -1) if isinstance(snapshot, dict) else -1.0,
+               "error": report.get("error", "")}
+    if status != "ok":
+        detail = f": {figures['error']}" if figures["error"] else ""
+        return _result(False, WARN, f"the Flight SQL endpoint at {address} is {status or 'not ok'}{detail}. "
+                                    f"Analysts cannot query.", **figures)
+    return _result(True, WARN, f"the Flight SQL endpoint at {address} answers.", **figures)
 
 
-ALL = [registry_version_is_real, schema_matches_engine, fragments_under_threshold, last_orphan_report_empty,
-       flight_endpoint_healthy]
+ALL = [registry_version_is_real, schema_matches_engine, no_versions_beyond_registry, fragments_under_threshold,
+       last_orphan_report_empty, flight_endpoint_healthy]

@@ -121,6 +121,30 @@ def orphan_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
                                           **metadata})
 
 
+@dg.asset(
+    group_name="lake",
+    kinds={"lance"},
+    retry_policy=RETRY,
+    description="Whole table folders in each warehouse that neither the registry nor the trash names "
+    "(a writer killed before its registry commit), older than the orphan age gate: report only, one "
+    "committed report per warehouse. Deleting them is an explicit reclaim (orphan_folders.reclaim_folders).",
+)
+def orphan_folder_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    from lake_platform.maintenance import orphan_folders
+
+    found: list[dict[str, object]] = []
+    folders = size = 0
+    with lake_errors(), lake.catalog() as catalog:
+        for warehouse in orphan_folders.warehouses(catalog):
+            report = orphan_folders.scan_folders(catalog, warehouse)
+            key = orphan_folders.commit_folder_report(catalog, report, actor=ACTOR, run_id=context.run.run_id)
+            found.append({"warehouse": warehouse, "report_key": key, **orphan_folders.as_metadata(report, listed=20)})
+            folders += report.orphan_count
+            size += report.orphan_bytes
+    return dg.MaterializeResult(metadata={"warehouses": len(found), "orphan_folders": folders,
+                                          "orphan_bytes": size, "reports": dg.MetadataValue.json(found)})
+
+
 # -- triggers --------------------------------------------------------------------------------
 
 @dg.sensor(
@@ -188,6 +212,12 @@ def version_cleanup_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.R
 def orphan_scan_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
     return _per_table(context, "orphans") or dg.SkipReason("no tables")
 
+
+orphan_folder_scan_schedule = dg.ScheduleDefinition(
+    name="orphan_folder_scan_schedule", cron_schedule="30 4 * * 0", target=[orphan_folder_report],
+    execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Weekly scan of every warehouse for table folders nobody knows (report only).",
+)
 
 trash_expiry_schedule = dg.ScheduleDefinition(
     name="trash_expiry_schedule", cron_schedule="15 * * * *", target=[expired_trash], execution_timezone="UTC",

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
-# design (the registry points at it), so silence that one logger unless the user chose levels.
+# design (the catalog publishes the canonical manifest itself, right after the registry commit),
+# so silence that one logger unless the user chose levels.
 os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manifest=error")
 
 import lance  # noqa: E402
@@ -170,6 +171,11 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
     return int(ds.latest_version), int(metrics.fragments_removed), int(metrics.fragments_added)
 
 
+def is_rewrite(ds: lance.LanceDataset, version: int) -> bool:
+    """Whether ``version`` was committed by a compaction's Rewrite (not its ReserveFragments)."""
+    return type(ds.read_transaction(version).operation).__name__ == "Rewrite"
+
+
 class StaleCompaction(Exception):
     """Lance refused to rebase a compaction onto newer commits."""
 
@@ -255,17 +261,32 @@ def remove_files(location: str, manifest_paths: Sequence[str], storage_options: 
     return removed
 
 
-def list_files(location: str, storage_options: dict[str, str] | None = None) -> Iterator[FileEntry]:
-    """Every file under a table location, relative paths, with size and mtime."""
+def list_files(location: str, storage_options: dict[str, str] | None = None, *,
+               under: str = "") -> Iterator[FileEntry]:
+    """Every file under a table location (or only under its folder ``under``), paths relative
+    to the location, with size and mtime."""
     fs, root = _filesystem(location, storage_options)
+    folder = f"{root.rstrip('/')}/{under.strip('/')}" if under else root
     try:
-        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return
     prefix = root.rstrip("/") + "/"
     for info in infos:
         if info.type == pafs.FileType.File:
             yield FileEntry(info.path.removeprefix(prefix), int(info.size or 0), info.mtime)
+
+
+def list_folders(location: str, storage_options: dict[str, str] | None = None) -> list[tuple[str, float | None]]:
+    """The folders directly under ``location`` (names, with their mtime where the store has
+    one): one delimiter listing on S3, never a recursive walk of the bucket."""
+    fs, root = _filesystem(location, storage_options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    return sorted((info.base_name, info.mtime.timestamp() if info.mtime is not None else None)
+                  for info in infos if info.type == pafs.FileType.Directory)
 
 
 def remove_table(location: str, storage_options: dict[str, str] | None = None) -> None:
@@ -325,13 +346,36 @@ def versions_on_disk(location: str, storage_options: dict[str, str] | None = Non
     Used to prove that no commit bypassed the registry: the newest version on disk must be the
     registered one.
     """
-    found = set()
-    for entry in list_files(location, storage_options):
-        if entry.path.startswith("_versions/") and ".manifest" in entry.path:
-            stem = entry.path.removeprefix("_versions/").split(".manifest", 1)[0]
-            if stem.isdigit():
-                found.add((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem))
-    return sorted(found)
+    return sorted({m.version for m in manifests_on_disk(location, storage_options)})
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    version: int
+    path: str  # relative to the table location
+    staging: bool  # ``<name>.manifest-<uuid>``: written by a commit that may not have registered
+    mtime: dt.datetime | None
+
+
+def manifests_on_disk(location: str, storage_options: dict[str, str] | None = None) -> list[ManifestFile]:
+    """Every manifest file under ``_versions/`` (V1 or V2 naming, final or staging), by version."""
+    found = []
+    for entry in list_files(location, storage_options, under="_versions"):
+        parsed = _parse_manifest_name(entry.path.rpartition("/")[2])
+        if parsed is not None:
+            found.append(ManifestFile(parsed[0], entry.path, parsed[1], entry.mtime))
+    return sorted(found, key=lambda m: (m.version, m.path))
+
+
+def quarantined_files(location: str, storage_options: dict[str, str] | None = None) -> list[FileEntry]:
+    """What the write path moved aside (``_quarantine/<tag>/...``): manifests written around the
+    registry, kept as evidence until an operator removes them."""
+    return sorted(list_files(location, storage_options, under=QUARANTINE_DIR), key=lambda e: e.path)
+
+
+class ManifestConflict(RuntimeError):
+    """A different manifest already sits at a committed version's canonical path (written
+    around the registry): the committed one cannot be published there."""
 
 
 def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
@@ -355,7 +399,8 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
             os.link(src, dst)
         except FileExistsError:
             if os.path.getsize(dst) != os.path.getsize(src):
-                raise RuntimeError(f"canonical manifest for version {version} differs from the committed one") from None
+                raise ManifestConflict(
+                    f"canonical manifest for version {version} differs from the committed one") from None
         except OSError:  # no hard links on this filesystem
             if not os.path.exists(dst):
                 shutil.copyfile(src, dst)
@@ -365,8 +410,20 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
     if info.type != pafs.FileType.File:
         fs.copy_file(src, dst)
     elif info.size != fs.get_file_info(src).size:
-        raise RuntimeError(f"canonical manifest for version {version} differs from the committed one")
+        raise ManifestConflict(f"canonical manifest for version {version} differs from the committed one")
     return final_path
+
+
+def manifest_size(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The size of a manifest (as the registry names it), or None when it is not on storage."""
+    if not location.startswith("s3://"):
+        try:
+            return os.path.getsize(_object_path(location, manifest_path))
+        except FileNotFoundError:
+            return None
+    fs, _ = _filesystem(location, storage_options)
+    info = fs.get_file_info(_object_path(location, manifest_path))
+    return int(info.size or 0) if info.type == pafs.FileType.File else None
 
 
 def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:
@@ -376,3 +433,80 @@ def manifest_exists(location: str, manifest_path: str, storage_options: dict[str
         return os.path.exists(_object_path(location, manifest_path))
     fs, _ = _filesystem(location, storage_options)
     return fs.get_file_info(_object_path(location, manifest_path)).type == pafs.FileType.File
+
+
+#: Where manifests written around the registry are moved (never deleted): outside Lance's own
+#: folders, so Lance never builds on them and the orphan scan never reclaims them.
+QUARANTINE_DIR = "_quarantine"
+
+
+def is_staging_manifest(manifest_path: str) -> bool:
+    """Lance's staging manifests are ``<name>.manifest-<uuid>``; canonical ones end in ``.manifest``."""
+    return ".manifest-" in manifest_path.rsplit("/", 1)[-1]
+
+
+def canonical_manifest_path(manifest_path: str, version: int) -> str:
+    """The canonical (V2) manifest path of ``version``, in the same form as ``manifest_path``."""
+    return f"{manifest_path.rpartition('/')[0]}/{_final_manifest_name(version)}"
+
+
+def _parse_manifest_name(name: str) -> tuple[int, bool] | None:
+    """(version, staging) for a manifest file name: V1 ``N.manifest`` or V2 (``u64::MAX - N``,
+    20 digits), final or staging (``.manifest-<uuid>``); None for anything else, including
+    Lance's temporary ``#k`` copies."""
+    stem, dot, rest = name.partition(".manifest")
+    if not dot or not stem.isdigit() or (rest and not rest.startswith("-")):
+        return None
+    return ((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)), bool(rest)
+
+
+def _manifest_version(name: str) -> int | None:
+    """The version a canonical (final) manifest name stands for, else None."""
+    parsed = _parse_manifest_name(name)
+    return parsed[0] if parsed is not None and not parsed[1] else None
+
+
+def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
+    """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
+    ``_versions/``, which is what Lance itself lists to find the newest version."""
+    found: dict[int, list[str]] = {}
+    if not location.startswith("s3://"):
+        try:
+            names = [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
+        except FileNotFoundError:
+            return found
+    else:
+        fs, root = _filesystem(location, storage_options)
+        infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
+        names = [i.base_name for i in infos if i.type == pafs.FileType.File]
+    for name in names:
+        version = _manifest_version(name)
+        if version is not None:
+            found.setdefault(version, []).append(f"_versions/{name}")
+    return found
+
+
+def quarantine_files(location: str, paths: Sequence[str], tag: str,
+                     storage_options: dict[str, str] | None = None) -> list[str]:
+    """Move files (relative paths) to ``_quarantine/<tag>/<path>``; return the new paths.
+
+    A move, not a delete: a manifest written around the registry is evidence an operator may
+    want, but Lance must stop seeing it (it builds every commit on the newest manifest on disk).
+    """
+    moved = []
+    fs, root = (None, location.removeprefix("file://")) if not location.startswith("s3://") else _filesystem(
+        location, storage_options)
+    for path in paths:
+        target = f"{QUARANTINE_DIR}/{tag}/{path}"
+        src, dst = f"{root.rstrip('/')}/{path}", f"{root.rstrip('/')}/{target}"
+        try:
+            if fs is None:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.rename(src, dst)
+            else:
+                fs.move(src, dst)
+        except FileNotFoundError:
+            continue  # someone else moved it already
+        moved.append(target)
+    return moved
+

@@ -176,6 +176,69 @@ def parse(cls: Any, payload: bytes) -> Any:
     return msg
 
 
+def canonical(message: Any, data: bytes) -> bool:
+    """Whether ``data`` is exactly the canonical encoding of ``message``, which was parsed from it.
+
+    Protobuf's parser accepts more than one encoding of a message: it skips unknown fields,
+    keeps the last of a repeated field, and takes fields in any order. Re-encoding without the
+    unknown fields (deterministically) and comparing refuses all of those, so anything appended,
+    inserted or reordered shows."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    copy.DiscardUnknownFields()
+    return copy.SerializeToString(deterministic=True) == data
+
+
+def unpack_sealed(data: bytes, cls: Any, field: str, what: str) -> bytes:
+    """The sealed blob in ``field`` of the ``cls`` Any-packed in ``data``, decoded strictly.
+
+    Both wrappers must be byte for byte their canonical encoding (see :func:`canonical`): a
+    sealed ticket or handle is refused on any change, even one that leaves the sealed blob
+    intact. Unauthenticated ``invalid <what>`` otherwise, the answer to a tampered blob."""
+    from lake_platform.errors import Unauthenticated
+
+    invalid = Unauthenticated(f"invalid {what}")
+    wrapper = any_pb2.Any()
+    message = cls()
+    try:
+        wrapper.ParseFromString(data)
+        message.ParseFromString(wrapper.value)
+    except Exception:  # noqa: BLE001 - DecodeError and friends
+        raise invalid from None
+    if (wrapper.type_url != TYPE_URL_PREFIX + cls.DESCRIPTOR.full_name or not canonical(wrapper, data)
+            or not canonical(message, wrapper.value)):
+        raise invalid
+    return bytes(getattr(message, field))
+
+
+#: What a prepared statement's handle is called in errors.
+PREPARED = "prepared statement handle"
+
+
+def unpack_command(data: bytes) -> tuple[str, bytes]:
+    """:func:`unpack_any` of a command or ticket a client sent; InvalidInput if it is not one."""
+    try:
+        return unpack_any(data)
+    except Exception:  # noqa: BLE001 - DecodeError, ValueError
+        from lake_platform.errors import InvalidInput
+
+        raise InvalidInput("malformed Flight SQL command") from None
+
+
+def statement_handle(ticket: bytes) -> bytes:
+    """The sealed handle of a statement ticket; any byte changed, added or removed in its
+    wrappers is refused like a tampered handle."""
+    return unpack_sealed(ticket, TicketStatementQuery, "statement_handle", "ticket")
+
+
+def prepared_handle(command: bytes) -> bytes:
+    """The sealed handle of an Any-packed CommandPreparedStatementQuery, decoded as strictly.
+
+    The client builds this wrapper, but every Flight SQL client encodes it canonically (one
+    type_url, one handle, in field order: protobuf's own serializers in Go, Java and C++)."""
+    return unpack_sealed(command, CommandPreparedStatementQuery, "prepared_statement_handle", PREPARED)
+
+
 def opt(msg: Any, name: str) -> Any:
     """The value of a proto3 optional field, or None when it is absent."""
     return getattr(msg, name) if msg.HasField(name) else None

@@ -6,6 +6,7 @@ keeps its name there (``LakeSettings.flight_<name>``), and :func:`flight_setting
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lake_platform.query.limits import DEFAULT_QUERY_TIMEOUT, QueryLimits
 from lake_platform.settings import LakeSettings, settings_error
 
 ENV_PREFIX = "LAKE_FLIGHT_"
@@ -21,6 +23,8 @@ ENV_PREFIX = "LAKE_FLIGHT_"
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 #: The key id the single ``secret_key`` setting seals under.
 DEFAULT_KEY_ID = "default"
+#: A day: a larger query timeout is almost surely milliseconds written as seconds.
+MAX_QUERY_TIMEOUT = 86400.0
 
 
 class FlightSettings(BaseSettings):
@@ -66,7 +70,11 @@ class FlightSettings(BaseSettings):
         "RESOURCE_EXHAUSTED. Must exceed max_concurrent_queries: metadata calls need threads too.")
     admission_wait_seconds: float = Field(30.0, ge=0, description="How long a query waits for a stream slot.")
     query_timeout_seconds: float = Field(
-        0.0, ge=0, description="Wall-clock limit of one result stream (checked between batches); 0 = none."
+        DEFAULT_QUERY_TIMEOUT, ge=0, le=MAX_QUERY_TIMEOUT, allow_inf_nan=False,
+        description="Wall-clock limit of planning a query (GetFlightInfo, GetSchema, DoGet's re-planning) and, "
+        "separately, of streaming its result once admitted (DoGet); past it the call ends with DEADLINE_EXCEEDED "
+        "and the query's work stops, even when the client stopped reading. 0 = no limit (only when set "
+        "explicitly: queries that never end then hold their admission slot for as long as the client stays).",
     )
     max_sql_bytes: int = Field(256 * 1024, ge=1024, le=16 << 20, description="Longest accepted SQL text.")
     max_param_bytes: int = Field(1 << 20, ge=0, le=64 << 20, description="Largest bound parameter row (Arrow bytes).")
@@ -140,6 +148,14 @@ class FlightSettings(BaseSettings):
 
     def spill_path(self, lake: LakeSettings) -> Path:
         return (self.spill_dir or lake.home / "spill").expanduser()
+
+    def query_limits(self, lake: LakeSettings) -> QueryLimits:
+        """The query engine's limits, each labelled with the setting that sets it (error messages
+        name ``LAKE_FLIGHT_MAX_RESULT_BYTES``, not a field of the query layer)."""
+        names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(self).model_fields]
+        values: dict[str, Any] = {name: getattr(self, name) for name in names}
+        values["spill_dir"] = self.spill_path(lake)
+        return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
 
 
 def is_loopback(host: str) -> bool:

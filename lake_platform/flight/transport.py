@@ -9,8 +9,8 @@ reach a client, and nothing else can listen on its port. Serving ``arrow.flight.
 
 Messages stay in their wire form: requests are parsed with pyarrow's own ``deserialize``
 (FlightDescriptor, Ticket, Action), replies built with its ``serialize``, and the data plane
-(``FlightData``) is framed here by hand around the IPC message pyarrow serializes, so a record
-batch is copied into the reply once and never passes through protobuf objects.
+(``FlightData``) is framed by hand around the IPC message pyarrow serializes (``framing``), so a
+record batch is copied into the reply once and never passes through protobuf objects.
 
 This module knows nothing of SQL: it authenticates each call (:func:`authenticate_call`), hands
 the decoded request and a :class:`Call` to the :class:`FlightHandler`, and turns replies and
@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import logging
 import queue
-import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
@@ -33,23 +32,17 @@ import pyarrow as pa
 import pyarrow.flight as fl
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
+from lake_platform.errors import ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
+from lake_platform.flight.framing import decode_put, encode_stream, parse_message
 from lake_platform.flight.tokens import Identity
-from lake_platform.query.engine import transient_pool
 
 log = logging.getLogger(__name__)
 
 SERVICE = "arrow.flight.protocol.FlightService"
 
-# FlightData field keys (field number << 3 | wire type 2): descriptor 1, data_header 2,
-# app_metadata 3, data_body 1000.
-_HEADER_KEY = b"\x12"
-_BODY_KEY = b"\xc2\x3e"
-_IPC_CONTINUATION = b"\xff\xff\xff\xff"
-_IPC_EOS = _IPC_CONTINUATION + b"\x00\x00\x00\x00"
 #: Encoded messages a result stream prepares ahead of gRPC's send (each at most
 #: LAKE_FLIGHT_MAX_MESSAGE_BYTES; typically one Lance batch of 8192 rows).
 READ_AHEAD = 2
@@ -65,6 +58,21 @@ class Call:
     def is_cancelled(self) -> bool:
         """The client cancelled, its deadline passed, or the connection dropped."""
         return self._context is not None and not self._context.is_active()
+
+    def end(self, exc: BaseException) -> None:
+        """End the RPC now with ``exc``'s status, from any thread.
+
+        For limits the server keeps on its own clock: a result stream must end even while the
+        handler's thread is blocked in gRPC's send to a client that stopped reading, where no
+        exception can reach it. grpcio's public ``cancel()`` would answer CANCELLED; the call
+        below it sends the status given (and the client sees it, not a reset stream)."""
+        if self._context is None:
+            return
+        code, message = status_of(exc)
+        try:
+            self._context._rpc_event.call.cancel(code.value[0], message)  # noqa: SLF001 - see above
+        except Exception:  # noqa: BLE001 - another grpcio: cancelled is still ended
+            self._context.cancel()
 
     def on_done(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` when the RPC ends, however it ends."""
@@ -172,7 +180,7 @@ class FlightTransport:
     def _get_flight_info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             call = self._call(context)
-            descriptor = _parse(fl.FlightDescriptor, request)
+            descriptor = parse_message(fl.FlightDescriptor, request)
             return self.handler.get_flight_info(call, descriptor).serialize()
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
@@ -180,7 +188,7 @@ class FlightTransport:
     def _get_schema(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             call = self._call(context)
-            descriptor = _parse(fl.FlightDescriptor, request)
+            descriptor = parse_message(fl.FlightDescriptor, request)
             return fl.SchemaResult(self.handler.get_schema(call, descriptor)).serialize()
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
@@ -188,7 +196,7 @@ class FlightTransport:
     def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             call = self._call(context)
-            schema, batches = self.handler.do_get(call, _parse(fl.Ticket, request))
+            schema, batches = self.handler.do_get(call, parse_message(fl.Ticket, request))
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
         return self._stream(context, schema, batches)
@@ -212,7 +220,7 @@ class FlightTransport:
     def _do_action(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             call = self._call(context)
-            results = self.handler.do_action(call, _parse(fl.Action, request))
+            results = self.handler.do_action(call, parse_message(fl.Action, request))
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
         return iter([fl.Result(pa.py_buffer(body)).serialize() for body in results])
@@ -322,126 +330,4 @@ def _abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
     raise AssertionError("grpc's abort returned")  # it raises; this keeps the type honest
 
 
-def _parse(cls: Any, data: bytes) -> Any:
-    try:
-        return cls.deserialize(data)
-    except Exception:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError on garbage
-        raise InvalidInput(f"malformed {cls.__name__}") from None
-
-
-# == FlightData framing =========================================================================
-
-
-def varint(n: int) -> bytes:
-    """Protobuf's base-128 varint of a non-negative int."""
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:
-    """A serialized ``FlightData`` carrying one IPC message (flatbuffer header and body)."""
-    parts: list[Any] = [_HEADER_KEY, varint(len(header)), header]
-    if body is not None and len(body):
-        parts += [_BODY_KEY, varint(len(body)), body]
-    return b"".join(parts)
-
-
-def encode_stream(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
-    """``FlightData`` messages for an IPC stream: the schema, then one message per batch."""
-    if _has_dictionary(schema):
-        yield from _encode_with_writer(schema, batches)
-        return
-    yield flight_data(pa.ipc.read_message(schema.serialize()).metadata)
-    for batch in batches:
-        message = pa.ipc.read_message(batch.serialize(memory_pool=transient_pool()))
-        yield flight_data(message.metadata, message.body)
-
-
-def _has_dictionary(schema: pa.Schema) -> bool:
-    def walk(t: pa.DataType) -> bool:
-        return pa.types.is_dictionary(t) or any(walk(t.field(i).type) for i in range(t.num_fields))
-
-    return any(walk(f.type) for f in schema)
-
-
-class _Collector:
-    """A write-only file for pyarrow's IPC writer that hands back what was written."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, data: Any) -> int:
-        self.parts.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def take(self) -> bytes:
-        data, self.parts = b"".join(self.parts), []
-        return data
-
-
-def _encode_with_writer(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
-    """The general path: pyarrow's stream writer emits the dictionary batches (and deltas) a
-    dictionary-encoded column needs; each IPC message it writes becomes one ``FlightData``."""
-    sink = _Collector()
-    writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
-
-    def drain() -> Iterator[bytes]:
-        reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(sink.take()))
-        while True:
-            try:
-                message = reader.read_next_message()
-            except StopIteration:
-                return
-            yield flight_data(message.metadata, message.body)
-
-    yield from drain()
-    for batch in batches:
-        writer.write_batch(batch)
-        yield from drain()
-
-
-def decode_put(requests: Iterator[bytes], max_bytes: int) -> tuple[fl.FlightDescriptor, Iterator[pa.RecordBatch]]:
-    """The descriptor of a DoPut and its record batches. At most ``max_bytes`` of IPC is read:
-    DoPut only binds parameters here, so anything larger is refused, not buffered."""
-    descriptor: fl.FlightDescriptor | None = None
-    stream: list[bytes] = []
-    size = 0
-    for raw in requests:
-        try:
-            data = proto.FlightData.FromString(raw)
-        except Exception:  # noqa: BLE001
-            raise InvalidInput("malformed FlightData") from None
-        if descriptor is None:
-            if not data.flight_descriptor:
-                raise InvalidInput("the first DoPut message must carry the FlightDescriptor")
-            descriptor = _parse(fl.FlightDescriptor, data.flight_descriptor)
-        if not data.data_header:
-            continue
-        size += len(data.data_header) + len(data.data_body)
-        if size > max_bytes:
-            raise InvalidInput(f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}")
-        pad = -len(data.data_header) % 8
-        stream.append(_IPC_CONTINUATION + struct.pack("<i", len(data.data_header) + pad)
-                      + data.data_header + b"\0" * pad + data.data_body)
-    if descriptor is None:
-        raise InvalidInput("DoPut without a FlightDescriptor")
-    if not stream:
-        return descriptor, iter(())
-    try:
-        reader = pa.ipc.open_stream(pa.py_buffer(b"".join(stream) + _IPC_EOS))
-        batches = list(reader)
-    except Exception:  # noqa: BLE001 - ArrowInvalid and friends: the client's bytes are wrong
-        raise InvalidInput("malformed Arrow IPC in DoPut") from None
-    return descriptor, iter(batches)
-
-
-__all__ = ["Call", "FlightHandler", "FlightTransport", "decode_put", "encode_stream", "flight_data", "varint"]
+__all__ = ["Call", "FlightHandler", "FlightTransport"]

@@ -11,8 +11,11 @@ registered table plus work proportional to what is new:
   the cursor (an entry was added, renamed in or removed) is it listed with ``os.scandir``, and only
   entries whose landing time ``max(ctime, mtime)`` is past the cursor ``(landed_ns, name)`` are
   taken. A rename into the folder updates the inode's ctime, so ``mv`` of an old file counts as
-  landing now. Entries younger than ``SETTLE_SECONDS`` are left for the next tick, so a file that
-  lands later can never sort before the cursor. Cost per changed folder: one scandir of that
+  landing now. A symbolic link is listed with its own identity (``lstat``); it is read only when
+  its target stays in the table's folder, else ingest quarantines the link (never its target);
+  a table folder that is itself a link elsewhere is not listed. Entries younger than
+  ``SETTLE_SECONDS`` are left for the next tick, so a file that lands later can never sort
+  before the cursor. Cost per changed folder: one scandir of that
   folder (ingested files stay in place; keep table folders small by moving or expiring old files).
 - **S3**: ``ListObjectsV2(Prefix=<table>/, StartAfter=<cursor key>, Delimiter=/)``, paging, so
   only keys after the cursor are returned. S3 lists by key, not by time: producers must name
@@ -22,6 +25,7 @@ registered table plus work proportional to what is new:
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -34,6 +38,8 @@ from typing import Any
 
 from lake_platform.errors import InvalidInput
 from lake_platform.settings import LakeSettings
+
+log = logging.getLogger(__name__)
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".arrow")
 QUARANTINE = "_quarantine"
@@ -91,7 +97,8 @@ class Inbox(ABC):
     @abstractmethod
     @contextmanager
     def local_copy(self, file: InboxFile) -> Iterator[Path]:
-        """A local path with the file's bytes (the file itself for a local inbox)."""
+        """A local path with the file's bytes (the file itself for a local inbox), never a path
+        outside the table's inbox folder: a link leading out of it raises ``SourceError``."""
 
     @abstractmethod
     def quarantine(self, file: InboxFile, reason: str) -> str:
@@ -110,6 +117,10 @@ class LocalInbox(Inbox):
         self.root = Path(str(root).removeprefix("file://")).expanduser().resolve()
         self.location = self.root.as_posix()
 
+    def _in_place(self, folder: Path) -> bool:
+        """The folder is where its path says: no link on the way from the root leads elsewhere."""
+        return folder.resolve() == folder
+
     def list_new(self, table: str, cursor: str | None, limit: int) -> tuple[list[InboxFile], str | None]:
         folder = self.root / table_folder(table)
         after = _parse_local_cursor(cursor)
@@ -119,11 +130,14 @@ class LocalInbox(Inbox):
             return [], cursor
         if after is not None and folder_stat.st_mtime_ns < after[0]:
             return [], cursor  # nothing added, renamed in or removed since the cursor
+        if not self._in_place(folder):  # checked only when listing: the unchanged tick stays one stat
+            log.warning("inbox folder of %s is a symbolic link to another place; its files are not ingested", table)
+            return [], cursor
         settled = time.time_ns() - int(SETTLE_SECONDS * 1e9)
         found: list[tuple[int, str, InboxFile]] = []
         with os.scandir(folder) as entries:
             for entry in entries:
-                if not _wanted(entry.name) or not entry.is_file(follow_symlinks=False):
+                if not _wanted(entry.name) or not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
                     continue
                 st = entry.stat(follow_symlinks=False)
                 landed = max(st.st_ctime_ns, st.st_mtime_ns)
@@ -140,18 +154,27 @@ class LocalInbox(Inbox):
 
     def stat(self, key: str) -> InboxFile | None:
         try:
-            st = (self.root / key).stat()
+            st = (self.root / key).lstat()  # a link's own identity, as listed; its target is not ours
         except FileNotFoundError:
             return None
         return InboxFile(key, st.st_size, st.st_mtime_ns)
 
     @contextmanager
     def local_copy(self, file: InboxFile) -> Iterator[Path]:
-        yield self.root / file.key
+        from lake_platform.sources import confined
+
+        # The folder is taken as written under the resolved root, so a table folder that is itself
+        # a link elsewhere confines nothing and its files are refused too.
+        yield confined(self.root / file.key, self.root / table_folder(file.table), name=file.name)
 
     def quarantine(self, file: InboxFile, reason: str) -> str:
         target = self.root / QUARANTINE / file.key
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not self._in_place((self.root / file.key).parent):
+            # Moving would pull a file that lives elsewhere into the inbox: leave it, note why.
+            note = target.with_name(target.name + ".reason.txt")
+            note.write_text(reason.rstrip() + "\n(left in place: its folder is a symbolic link)\n")
+            return note.relative_to(self.root).as_posix()
         if target.exists():
             target = target.with_name(f"{target.stem}.{time.time_ns()}{target.suffix}")
         os.replace(self.root / file.key, target)

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -121,12 +122,18 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
 
     target = schema_from_ipc(catalog.open_table(table).record.schema_ipc)
     with ExitStack() as stack:
-        paths = {f.key: stack.enter_context(inbox.local_copy(f)) for f in pending}
+        paths: dict[str, Path] = {}
+        for f in list(pending):
+            try:
+                paths[f.key] = stack.enter_context(inbox.local_copy(f))
+            except LakeError as exc:  # a link out of the folder: refused by name, the rest goes on
+                _quarantine(inbox, f, exc, outcome)
+                pending.remove(f)
         while True:
             readers: list[tuple[InboxFile, pa.RecordBatchReader]] = []
             for f in list(pending):
                 try:
-                    src = sources.describe(paths[f.key])
+                    src = sources.describe(paths[f.key], name=f.name)
                     readers.append((f, sources.open_many([src], target)))
                 except LakeError as exc:
                     _quarantine(inbox, f, exc, outcome)

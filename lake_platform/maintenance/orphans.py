@@ -131,6 +131,8 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
     from lake_platform.engine import references as refs_mod
 
     started = time.monotonic()
+    # A version still at its staging manifest cannot be read without writing: finish it first.
+    catalog.finish_versions(name)
     snap = catalog.open_table(name)
     record = snap.record
     location = record.location
@@ -239,7 +241,7 @@ def commit_report(catalog: Catalog, report: OrphanReport, *, actor: str | None =
     key = keys.report("orphans", report.table, report.at_ms)
     commit_id = new_id()
     entry = CommitLogEntry(
-        commit_id=commit_id, target=report.table, operation="orphan-scan", actor=actor or catalog.settings.actor,
+        commit_id=commit_id, target=report.table, operation="orphan-scan", actor=catalog._actor(actor),
         run_id=run_id, at_ms=report.at_ms, incarnation=report.incarnation, from_version=report.current_version,
         to_version=report.current_version,
         detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
@@ -288,6 +290,7 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
     if not isinstance(older_than, timedelta) or older_than < MIN_ORPHAN_AGE:
         raise InvalidInput(f"--older-than must be at least {MIN_ORPHAN_AGE} (got {older_than})")
     tname = TableName.parse(name)
+    catalog.finish_versions(str(tname))
     record = catalog.open_table(str(tname)).record
     result = ReclaimResult(str(tname), older_than.total_seconds())
     with catalog.gate.hold(record.incarnation) as lease:
@@ -314,7 +317,7 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
         commit_id = new_id()
         at = now_ms()
         entry = CommitLogEntry(
-            commit_id=commit_id, target=str(tname), operation="orphan-reclaim", actor=actor or catalog.settings.actor,
+            commit_id=commit_id, target=str(tname), operation="orphan-reclaim", actor=catalog._actor(actor),
             run_id=run_id, at_ms=at, incarnation=record.incarnation, from_version=found.report.current_version,
             to_version=found.report.current_version, files_removed=len(result.deleted),
             bytes_removed=result.bytes_deleted,

@@ -16,6 +16,11 @@ from lake_platform.errors import InvalidInput
 ALLOWED_FIRST_WORDS = frozenset({"select", "with", "values", "explain"})
 _WORD = re.compile(r"[A-Za-z_]+")
 _DOLLAR = re.compile(r"\$([0-9]+)")
+#: Where a string, a quoted name or a comment may begin (what the rewrites copy untouched) ...
+_OPAQUE_AT = r"['\"]|--|/\*"
+#: ... or a placeholder, or a name.
+_PLACEHOLDER_AT = re.compile(rf"[?$]|{_OPAQUE_AT}")
+_NAME_AT = re.compile(rf"[A-Za-z_]|{_OPAQUE_AT}")
 
 
 def check_query(sql: object, max_bytes: int) -> str:
@@ -61,34 +66,52 @@ def rewrite_placeholders(sql: str) -> tuple[str, int]:
 
     Returns the SQL and the number of parameters it takes (the highest ``$n``).
     """
-    out: list[str] = []
-    i, n, count = 0, len(sql), 0
-    highest = 0
-    while i < n:
-        c = sql[i]
-        opaque = _opaque_end(sql, i)
-        if opaque is not None:
-            out.append(sql[i:opaque])
-            i = opaque
-        elif c == "?":
+    count = highest = 0
+
+    def placeholder(sql: str, i: int) -> tuple[str, int] | None:
+        nonlocal count, highest
+        if sql[i] == "?":
             count += 1
-            out.append(f"${count}")
-            i += 1
-        elif c == "$":
-            m = _DOLLAR.match(sql, i)
-            if m:
-                highest = max(highest, int(m.group(1)))
-                out.append(m.group(0))
-                i = m.end()
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
+            return f"${count}", i + 1
+        m = _DOLLAR.match(sql, i) if sql[i] == "$" else None
+        if m is None:
+            return None
+        highest = max(highest, int(m.group(1)))
+        return m.group(0), m.end()
+
+    text = _rewrite(sql, _PLACEHOLDER_AT, placeholder)
     if count and highest:
         raise InvalidInput("use either ? or $n placeholders in one query, not both")
-    return "".join(out), max(count, highest)
+    return text, max(count, highest)
+
+
+def _rewrite(sql: str, start: re.Pattern[str], token: Callable[[str, int], tuple[str, int] | None]) -> str:
+    """``sql`` with every token that ``token(sql, i)`` recognizes at ``i`` replaced by the text it
+    returns (with the index just past the token); strings, quoted names and comments are copied
+    as they are, never looked into. ``start`` finds where a token or one of those may begin:
+    the text between is copied in one piece."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        m = start.search(sql, i)
+        if m is None:
+            out.append(sql[i:])
+            break
+        at = m.start()
+        out.append(sql[i:at])
+        end = _opaque_end(sql, at)
+        if end is not None:
+            out.append(sql[at:end])
+        else:
+            hit = token(sql, at)
+            if hit is None:
+                out.append(sql[at])
+                end = at + 1
+            else:
+                text, end = hit
+                out.append(text)
+        i = end
+    return "".join(out)
 
 
 def _opaque_end(sql: str, i: int) -> int | None:
@@ -130,32 +153,24 @@ def qualify_nested(sql: str, is_namespace: Callable[[str, str], bool]) -> str:
     (``is_namespace(warehouse, db_schema)``): as ``warehouse.ns...table``, or failing that as
     ``warehouse.ns...table.column``.
     """
-    out: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        opaque = _opaque_end(sql, i)
-        if opaque is not None:
-            out.append(sql[i:opaque])
-            i = opaque
-        elif _IDENT.match(sql, i) and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$.")):
-            parts, end = [], i
-            while True:
-                m = _IDENT.match(sql, end)
-                if not m:
-                    break
-                parts.append(m.group(0))
-                end = m.end()
-                if end < n and sql[end] == "." and _IDENT.match(sql, end + 1):
-                    end += 1
-                    continue
+
+    def chain(sql: str, i: int) -> tuple[str, int] | None:
+        if not _IDENT.match(sql, i) or (i > 0 and (sql[i - 1].isalnum() or sql[i - 1] in "_$.")):
+            return None
+        parts, end = [], i
+        while True:
+            m = _IDENT.match(sql, end)
+            if not m:
                 break
-            out.append(_qualified(parts, is_namespace) if len(parts) >= 4 else sql[i:end])
-            i = end
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+            parts.append(m.group(0))
+            end = m.end()
+            if end < len(sql) and sql[end] == "." and _IDENT.match(sql, end + 1):
+                end += 1
+                continue
+            break
+        return (_qualified(parts, is_namespace) if len(parts) >= 4 else sql[i:end]), end
+
+    return _rewrite(sql, _NAME_AT, chain)
 
 
 def _qualified(parts: list[str], is_namespace: Callable[[str, str], bool]) -> str:

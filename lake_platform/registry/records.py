@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -105,6 +105,9 @@ class VersionRecord(Record):
     naming_scheme: str | None = None
     committed_at_ms: int = Field(default_factory=now_ms)
     commit_id: str = ""
+    #: Tags on this version. Written under the table's lease, so cleanup (which deletes a
+    #: version record only while it is untagged) and readers need no engine call to see them.
+    tags: list[str] = Field(default_factory=list)
 
 
 class CommitLogEntry(Record):
@@ -142,13 +145,25 @@ class CommitMarker(Record):
 
 
 class LeaseRecord(Record):
-    """A per-table write lease: holder, fencing token, wall-clock deadline (for campaigners)."""
+    """A per-table write lease: holder, fencing token, wall-clock deadline (for campaigners).
 
+    The holder's process (record_version 2) lets an acquirer on the same host take over at once
+    when that process is provably gone; records without it wait for the deadline.
+    """
+
+    record_version: int = 2
     incarnation: str
     holder: str
     token: int
     deadline_ms: int
     released: bool = False
+    #: Hostname, for people reading the record.
+    host: str | None = None
+    #: Boot id and pid namespace: a pid means the same process only where both match.
+    host_id: str | None = None
+    pid: int | None = None
+    #: The process's start time (clock ticks since boot), so a reused pid is not the holder.
+    pid_started: int | None = None
 
 
 class TrashRecord(Record):
@@ -166,5 +181,8 @@ class TrashRecord(Record):
     namespaces: list[NamespaceRecord] = Field(default_factory=list)
     table_trash_keys: list[str] = Field(default_factory=list)
     cascade_id: str | None = None
+    #: The policy records that went with the dropped objects (scope → policy record as JSON),
+    #: put back by an undrop; purged with this record, so a recreate never inherits them.
+    policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: "purging" once expiry has claimed it: undrop refuses, a rerun of expiry finishes it.
     state: Literal["trashed", "purging"] = "trashed"

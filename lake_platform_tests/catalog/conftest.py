@@ -7,6 +7,7 @@ test runs; or the real S3 named by ``LAKE_TEST_S3_ENDPOINT``, see ``lake_platfor
 
 from __future__ import annotations
 
+import multiprocessing as mp
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,10 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.engine import lance_engine as engine
+from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
 from lake_platform.settings import LakeSettings, load_settings
-from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
+from lake_platform_tests.s3_server import S3Endpoint
 
 STORAGES = ["local", "s3"]
 
@@ -32,18 +35,15 @@ class Lake:
         return Catalog(self.settings, **kwargs)
 
 
+#: Every key prefix the registry writes under: ``state`` compares all of them.
+REGISTRY_PREFIXES = ["prj/", "whs/", "nsp/", "tbl/", "ver/", "log/", "cid/", "lse/"]
+
+#: The table a pylance client creates through the catalog's Lance Namespace.
+EVENTS = ["p", "w", "ns", "events"]
+
+
 def lake_settings(home: Path, **overrides: Any) -> LakeSettings:
     return load_settings(home=home, **overrides)
-
-
-@pytest.fixture(scope="session")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
-    """The session's S3 endpoint with its bucket (SeaweedFS unless LAKE_TEST_S3_ENDPOINT is set)."""
-    s3 = s3_for_tests(tmp_path_factory.mktemp("seaweed"))
-    try:
-        yield s3
-    finally:
-        s3.stop()
 
 
 @pytest.fixture(params=STORAGES)
@@ -51,13 +51,29 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
     if request.param == "local":
         yield {"root": None, "settings": {}}
     elif request.param == "s3":
-        s3: S3Endpoint = request.getfixturevalue("seaweed")  # started on first use only
-        prefix = s3.new_prefix()
+        s3: S3Endpoint = request.getfixturevalue("s3")  # the session's server, started on first use only
+        prefix = request.getfixturevalue("s3_prefix")
         yield {"root": f"s3://{s3.bucket}/{prefix}", "settings": s3.lake_settings(), "s3": s3}
-        if s3.external:
-            s3.delete_prefix(prefix)  # a throwaway SeaweedFS needs no cleanup; a real bucket does
     else:  # pragma: no cover - each store adds its branch
         raise AssertionError(request.param)
+
+
+@pytest.fixture
+def scale_out(tmp_path: Path, dynamodb_url: str, s3: S3Endpoint,
+              s3_prefix: str) -> Iterator[tuple[LakeSettings, Catalog]]:
+    """The scale-out pair: a DynamoDB registry (moto on loopback) and an S3 warehouse, with
+    project ``p``, warehouse ``p.w`` and namespace ``p.w.ns``."""
+    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **s3.lake_settings())
+    init_table(dynamodb_url, settings)
+    catalog = Catalog(settings)
+    catalog.create_project("p")
+    catalog.create_warehouse("p.w", root=f"s3://{s3.bucket}/{s3_prefix}")
+    catalog.create_namespace("p.w.ns")
+    yield settings, catalog
+    catalog.close()
+    store = DynamoMetaStore.from_url(dynamodb_url, settings)
+    store.delete_table()
+    store.close()
 
 
 @pytest.fixture
@@ -87,5 +103,36 @@ def append_many(table: str, settings: LakeSettings, worker: int, count: int, sta
     catalog.close()
 
 
+def append_in_processes(table: str, settings: LakeSettings, processes: int, count: int) -> None:
+    """Run ``processes`` spawned ``append_many`` writers at once (released together) and check
+    that every one of them finished cleanly."""
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    workers = [ctx.Process(target=append_many, args=(table, settings, w, count, start)) for w in range(processes)]
+    for p in workers:
+        p.start()
+    start.set()
+    for p in workers:
+        p.join(600)
+        assert p.exitcode == 0
+
+
 def ids_of(snapshot: Any) -> list[int]:
     return sorted(snapshot.to_reader(columns=["id"]).read_all().column("id").to_pylist())
+
+
+def state(lake: Lake) -> tuple[list[Any], list[Any]]:
+    """Everything a failed call must leave unchanged: every registry item and every file."""
+    registry = [(i.key, i.value, i.revision) for p in REGISTRY_PREFIXES for i in lake.catalog.store.scan_prefix(p)]
+    files = sorted((f.path, f.size) for f in engine.list_files(lake.root, lake.settings.storage_options(lake.root)))
+    return registry, files
+
+
+def events(ids: list[int]) -> pa.Table:
+    """Rows for ``EVENTS``."""
+    return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{i}" for i in ids]})
+
+
+def storage_options_of(lake: Lake) -> dict[str, str] | None:
+    """What a pylance client passes as ``storage_options`` to reach the lake's warehouse."""
+    return lake.settings.storage_options(lake.root) or None

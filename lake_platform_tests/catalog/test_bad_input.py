@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,7 +10,6 @@ import pytest
 
 from lake_platform import sources
 from lake_platform.catalog.arrow_io import schema_from_ipc
-from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
     LakeError,
@@ -22,17 +20,9 @@ from lake_platform.errors import (
     TableSchemaValidationError,
     TableVersionNotFound,
 )
-
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
-PREFIXES = ["prj/", "whs/", "nsp/", "tbl/", "ver/", "log/", "cid/", "lse/"]
-
-
-def state(lake: Lake) -> tuple[list[Any], list[Any]]:
-    registry = [(i.key, i.value, i.revision) for p in PREFIXES for i in lake.catalog.store.scan_prefix(p)]
-    files = sorted((f.path, f.size) for f in engine.list_files(lake.root, lake.settings.storage_options(lake.root)))
-    return registry, files
 
 
 @pytest.fixture

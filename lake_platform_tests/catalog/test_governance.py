@@ -28,8 +28,7 @@ from lake_platform.errors import (
     Unauthenticated,
 )
 
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
-from lake_platform_tests.catalog.test_bad_input import state
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
 READER = Principal("rita", "user", "p", "reader")
@@ -439,3 +438,76 @@ def test_every_governance_change_is_logged(lake: Lake) -> None:
                      (T, "undrop"), ("p", "user add")]:
         assert expected in ops
     assert all(e.actor for e in c.log("p"))
+
+
+def _every_kind_of_commit(c: Catalog, who: Principal | None, *, with_project: bool) -> None:
+    """One of each commit kind a governance user can cause, all acting as ``who``."""
+    if with_project:
+        c.create_project("q", principal=who)
+        c.drop_project("q", principal=who)
+    c.create_warehouse("p.w3", principal=who)
+    c.set_policy("p.w3", {"retain_versions": 2}, principal=who)
+    c.set_protected("p.w3", principal=who)
+    c.set_protected("p.w3", False, principal=who)
+    c.drop_warehouse("p.w3", principal=who)
+    c.create_namespace("p.w.gov", principal=who)
+    c.create_table("p.w.gov.t", rows([1]), principal=who)
+    c.set_protected("p.w.gov.t", principal=who)
+    c.set_protected("p.w.gov.t", False, principal=who)
+    c.set_policy("p.w.gov.t", parse_assignments(["trash_grace=1d", "retain_versions=3"]), principal=who)
+    c.unset_policy("p.w.gov.t", ["trash_grace"], principal=who)
+    c.delete_policy("p.w.gov.t", principal=who)
+    c.drop_table("p.w.gov.t", principal=who)
+    c.undrop_table("p.w.gov.t", principal=who)
+    c.drop_namespace("p.w.gov", cascade=True, principal=who)
+    c.undrop_namespace("p.w.gov", principal=who)
+    c.drop_namespace("p.w.gov", cascade=True, principal=who)
+    deadline = max(r.expires_at_ms for r in c.list_trash("p.w.gov", principal=who))
+    assert c.expire_trash(now_ms=deadline, principal=who)
+    c.expire_trash(now_ms=deadline, principal=who)  # the namespace record, once its tables are gone
+    c.add_user("cy", project="p", role="reader", password="long enough pw", principal=who)
+    c.remove_user("cy", principal=who)
+    record, _ = c.create_token("bot", project="p", role="reader", principal=who)
+    c.revoke_token(record.token_id, principal=who)
+
+
+@pytest.mark.parametrize("identity", ["local principal with an actor setting", "signed-in user"])
+def test_every_commit_names_the_acting_identity(lake: Lake, identity: str) -> None:
+    if identity == "signed-in user":
+        catalog, who, expected = lake.catalog, Principal("olga", "user", "p", "admin"), "olga"
+    else:
+        catalog = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
+        who, expected = None, "alice"
+    before = {e.commit_id for e in lake.catalog.log()}
+    try:
+        _every_kind_of_commit(catalog, who, with_project=who is None)
+    finally:
+        if catalog is not lake.catalog:
+            catalog.close()
+    new = [e for e in lake.catalog.log() if e.commit_id not in before]
+    operations = {e.operation for e in new}
+    assert {"create warehouse", "protect", "unprotect", "policy set", "policy unset", "policy delete",
+            "drop warehouse", "create namespace", "create", "drop", "undrop", "drop namespace cascade",
+            "drop namespace", "undrop namespace", "undrop namespace cascade", "purge", "purge namespace",
+            "user add", "user remove", "token create", "token revoke"} <= operations
+    assert {(e.operation, e.actor) for e in new if e.actor != expected} == set()
+    assert {r.dropped_by for r in lake.catalog.list_trash()} <= {expected}
+
+
+def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
+    """Commits a pylance client makes through the catalog's namespace carry the same actor."""
+    import lance
+
+    from lake_platform.catalog.pylance_namespace import LakeNamespace
+    from lake_platform_tests.catalog.conftest import EVENTS, events, storage_options_of
+
+    alice = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
+    try:
+        lance.write_dataset(events([1]), namespace_client=LakeNamespace(alice), table_id=EVENTS, mode="create",
+                            storage_options=storage_options_of(lake))
+    finally:
+        alice.close()
+    olga = Principal("olga", "user", "p", "writer")
+    lance.write_dataset(events([2]), namespace_client=LakeNamespace(lake.catalog, olga), table_id=EVENTS, mode="append",
+                        storage_options=storage_options_of(lake))
+    assert [e.actor for e in lake.catalog.history(".".join(EVENTS)) if e.to_version] == ["alice", "olga"]

@@ -3,36 +3,15 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import lance_engine as engine
-from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
-from lake_platform.settings import load_settings
 
-from lake_platform_tests.catalog.conftest import append_many, ids_of, rows
-from lake_platform_tests.s3_server import S3Endpoint
+from lake_platform_tests.catalog.conftest import append_in_processes, ids_of, rows
 
 T = "p.w.ns.t"
-
-
-@pytest.fixture
-def scale_out(tmp_path: Path, dynamodb_url: str, seaweed: S3Endpoint) -> Any:
-    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **seaweed.lake_settings())
-    init_table(dynamodb_url, settings)
-    catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w", root=f"s3://{seaweed.bucket}/{seaweed.new_prefix()}")
-    catalog.create_namespace("p.w.ns")
-    yield settings, catalog
-    catalog.close()
-    store = DynamoMetaStore.from_url(dynamodb_url, settings)
-    store.delete_table()
-    store.close()
 
 
 @pytest.mark.slow
@@ -40,15 +19,7 @@ def test_four_processes_on_dynamodb_and_s3_lose_no_commit(scale_out: Any) -> Non
     settings, catalog = scale_out
     assert catalog.store.url.startswith("dynamodb://")
     catalog.create_table(T, rows([-1]))
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    workers = [ctx.Process(target=append_many, args=(T, settings, w, 25, start)) for w in range(4)]
-    for p in workers:
-        p.start()
-    start.set()
-    for p in workers:
-        p.join(600)
-        assert p.exitcode == 0
+    append_in_processes(T, settings, 4, 25)
     snap = catalog.open_table(T)
     location = snap.record.location
     assert location.startswith("s3://")

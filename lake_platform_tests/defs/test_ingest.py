@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -43,7 +44,7 @@ def keys_of(request: dg.RunRequest) -> list[str]:
 
 def run(instance: dg.DagsterInstance, lake: Lake, request: dg.RunRequest, *, raise_on_error: bool = True,
         with_checks: bool = False) -> dg.ExecuteInProcessResult:
-    assets: list[object] = [ingested, *checks.ALL[:2]] if with_checks else [ingested]
+    assets: list[object] = [ingested, *checks.ALL[:3]] if with_checks else [ingested]
     return dg.materialize(assets, partition_key=request.partition_key, instance=instance,
                           resources=lake.resources, run_config=request.run_config, raise_on_error=raise_on_error)
 
@@ -168,3 +169,36 @@ def test_a_non_retryable_error_fails_at_once_with_its_code(instance, lake: Lake)
     assert "STEP_UP_FOR_RETRY" not in events
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "InvalidInput (code 13)" in str(failure.event_specific_data.error)
+
+
+def test_inbox_links_that_leave_their_folder_are_quarantined_unread(instance, lake: Lake, tmp_path: Path) -> None:
+    secret = "TOPSECRET-4711"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text(f"root:x:0:0:{secret}:/root:/bin/bash\n")
+    lake.catalog.create_table("p.w.ns.other", rows(0, 1).to_reader())
+    lake.inbox.put("p/w/ns/other/_kept.csv", f"id,name\n900,{secret}\n".encode())  # another table's file
+    lake.inbox.put("p/w/ns/t/good.csv", b"id,name\n200,x\n")
+    lake.inbox.put("p/w/ns/t/.staged.csv", b"id,name\n300,y\n")
+    folder = lake.inbox.root / "p/w/ns/t"
+    (folder / "passwd.csv").symlink_to(outside / "passwd")
+    (folder / "sibling.csv").symlink_to("../other/_kept.csv")  # inside the inbox, outside the table's folder
+    (folder / "alias.csv").symlink_to(".staged.csv")  # stays in the folder: read
+    request = next(r for r in tick(instance, lake, None).run_requests if r.partition_key == TABLE)
+    assert sorted(keys_of(request)) == [f"p/w/ns/t/{n}" for n in ("alias.csv", "good.csv", "passwd.csv", "sibling.csv")]
+
+    result = run(instance, lake, request)
+    assert result.success
+    meta = result.asset_materializations_for_node("ingested")[0].metadata
+    assert meta["status"].value == "committed" and meta["rows"].value == 2
+    quarantined = {q["key"]: q["reason"] for q in meta["quarantined"].value}
+    assert set(quarantined) == {"p/w/ns/t/passwd.csv", "p/w/ns/t/sibling.csv"}
+    assert all("symbolic link" in reason and "outside" in reason for reason in quarantined.values())
+    for key in quarantined:
+        moved = lake.inbox.root / "_quarantine" / key
+        assert moved.is_symlink() and not os.path.lexists(lake.inbox.root / key)
+        assert secret not in Path(str(moved) + ".reason.txt").read_text()
+    assert all(secret not in str(event) for event in result.all_events)
+    assert (outside / "passwd").read_text().startswith("root:")  # the target is never moved or touched
+    ids = sorted(lake.catalog.open_table(TABLE).to_reader().read_all().column("id").to_pylist())
+    assert ids == [*range(10), 200, 300]

@@ -31,8 +31,18 @@ def test_no_single_run_backfills_and_every_table_asset_shares_the_partitions() -
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.backfill_policy is None or node.backfill_policy.max_partitions_per_run == 1
-        if key.path[0] != "expired_trash":
+        if key.path[0] not in WAREHOUSE_WIDE:
             assert node.partitions_def is not None and node.partitions_def.name == "lake_tables"
+
+
+#: Assets that work across tables (trash expiry, the warehouse-level folder scan), unpartitioned.
+WAREHOUSE_WIDE = {"expired_trash", "orphan_folder_report"}
+
+
+def test_the_warehouse_wide_assets_and_their_schedules_are_loaded() -> None:
+    d = defs()
+    assert {k.path[0] for k in d.resolve_asset_graph().get_all_asset_keys()} >= WAREHOUSE_WIDE
+    assert {"orphan_folder_scan_schedule", "trash_expiry_schedule"} <= {s.name for s in d.schedules or []}
 
 
 def test_definitions_validate_in_a_subprocess(tmp_path: Path) -> None:

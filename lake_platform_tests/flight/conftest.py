@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,16 @@ def start_server(settings: LakeSettings, catalog: Catalog, *, authenticator: Any
     return server.start()
 
 
+@contextmanager
+def serving(settings: LakeSettings, catalog: Catalog, **kwargs: Any) -> Iterator[FlightSqlServer]:
+    """``start_server`` for the length of a ``with`` block (stopped without grace afterwards)."""
+    server = start_server(settings, catalog, **kwargs)
+    try:
+        yield server
+    finally:
+        server.stop(grace=0)
+
+
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
     settings, catalog = build_catalog(tmp_path_factory.mktemp("flight") / "home")
@@ -156,6 +167,11 @@ def plan(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> fl
 def fetch(client: fl.FlightClient, options: fl.FlightCallOptions, info_or_ticket: Any) -> pa.Table:
     ticket = info_or_ticket.endpoints[0].ticket if isinstance(info_or_ticket, fl.FlightInfo) else info_or_ticket
     return client.do_get(ticket, options).read_all()
+
+
+def query(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> pa.Table:
+    """Plan ``sql`` and fetch its whole result."""
+    return fetch(client, options, plan(client, options, sql))
 
 
 def wait_until(condition: Any, timeout: float = 10.0, step: float = 0.05) -> bool:

@@ -10,17 +10,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
+from lake_platform.flight.settings import FlightSettings, flight_settings
+from lake_platform.query.errors import timed_out, too_large
+from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, start_server, wait_until
-from lake_platform_tests.flight.test_streaming import SLOW_SQL, SlowUdf, streams_of
+from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, serving, wait_until
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
 #: DataFusion needs seconds of CPU before this sort yields its first batch.
 HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC"
@@ -29,22 +34,32 @@ HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC
 @pytest.fixture
 def limited(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    server = start_server(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2,
-                          max_result_bytes=20_000, memory_limit_bytes=32 << 20)
-    try:
+    with serving(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2,
+                 max_result_bytes=20_000, memory_limit_bytes=32 << 20) as server:
         yield server
-    finally:
-        server.stop(grace=0)
 
 
 @pytest.fixture
 def timed(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    server = start_server(settings, catalog, query_timeout_seconds=0.5)
-    try:
+    with serving(settings, catalog, query_timeout_seconds=0.5) as server:
         yield server
-    finally:
-        server.stop(grace=0)
+
+
+def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
+        lake: tuple[LakeSettings, Any], tmp_path: Path) -> None:
+    settings, _ = lake
+    flight = flight_settings(port=0, max_result_bytes=20_000, query_timeout_seconds=2.5, batch_size=1024,
+                             dataset_cache_size=3, spill_dir=tmp_path, spill_compression="zstd")
+    limits = flight.query_limits(settings)
+    shared = [f.name for f in dataclasses.fields(QueryLimits) if f.name in FlightSettings.model_fields]
+    assert len(shared) == 10  # every limit but the labels comes from a setting of the same name
+    for name in shared:
+        assert getattr(limits, name) == getattr(flight, name), name
+        assert limits.label(name) == f"LAKE_FLIGHT_{name.upper()}"
+    assert too_large(limits).message.startswith("the result is larger than LAKE_FLIGHT_MAX_RESULT_BYTES=20000;")
+    assert "longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=2.5 and" in timed_out(limits).message
+    assert flight_settings(port=0).query_limits(settings).spill_dir == settings.home / "spill"
 
 
 def test_query_timeout_interrupts_even_a_blocking_sort(timed: Any) -> None:

@@ -4,7 +4,6 @@ with one HEAD), and fails cleanly once that version is cleaned up or its table p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,30 +14,14 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import load_settings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server, wait_until
-from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
+from lake_platform_tests.flight.helpers import tagged_rows
+from lake_platform_tests.s3_server import S3Endpoint
 
 pytestmark = pytest.mark.slow
 
 
-def rows(n: int, start: int = 0, tag: str = "v") -> pa.RecordBatchReader:
-    ids = list(range(start, start + n))
-    return pa.table({"id": pa.array(ids, pa.int64()), "tag": pa.array([tag] * n)}).to_reader()
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S3Endpoint, str]]:
-    endpoint = s3_for_tests(tmp_path_factory.mktemp("seaweed"))
-    prefix = endpoint.new_prefix()
-    try:
-        yield endpoint, prefix
-    finally:
-        if endpoint.external:
-            endpoint.delete_prefix(prefix)
-        endpoint.stop()
-
-
-def test_pinned_versions_on_s3(s3: tuple[S3Endpoint, str], tmp_path: Path) -> None:
-    endpoint, prefix = s3
+def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -> None:
+    endpoint, prefix = s3, s3_prefix
     settings = load_settings(home=tmp_path / "home", **endpoint.lake_settings())
     catalog = Catalog(settings)
     catalog.create_project("p")
@@ -49,12 +32,12 @@ def test_pinned_versions_on_s3(s3: tuple[S3Endpoint, str], tmp_path: Path) -> No
     maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}),
                          clock=clock, heartbeat=False)
     try:
-        catalog.create_table("p.w.ns.s", rows(10, tag="v1"))
+        catalog.create_table("p.w.ns.s", tagged_rows(10, tag="v1"))
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         assert wait_until(lambda: fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.s"))
                           .to_pylist() == [{"n": 10}], timeout=30)
         info = plan(client, options, "SELECT id, tag FROM w.ns.s")
-        catalog.append("p.w.ns.s", rows(5, start=10, tag="v2"))
+        catalog.append("p.w.ns.s", tagged_rows(5, start=10, tag="v2"))
         got = fetch(client, options, info)  # the cached provider, its manifest checked on S3
         assert got.num_rows == 10 and set(got.column("tag").to_pylist()) == {"v1"}
         clock.advance(10)

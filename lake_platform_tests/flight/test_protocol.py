@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from lake_platform.errors import InvalidInput, Unauthenticated
 from lake_platform.flight import proto, schemas
-from lake_platform.flight.server import _like
+from lake_platform.flight.metadata import like as _like
 from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.sqlinfo import sql_info_table, standard_info
 from lake_platform.flight.tokens import Expired, Identity, Sealer
-from lake_platform.query.engine import advertised_schema, conformer, split_batch
+from lake_platform.query.batches import advertised_schema, conformer, split_batch
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 
 # CommandGetTables{db_schema_filter_pattern:"main", table_name_filter_pattern:"trips", include_schema:true}

@@ -20,15 +20,11 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, wait_until
+from lake_platform_tests.flight.helpers import tagged_rows
 
 pytestmark = pytest.mark.slow
 
 KEYS = f"k1:{secrets.token_hex(32)},k2:{secrets.token_hex(32)}"
-
-
-def rows(n: int, start: int = 0, tag: str = "v") -> pa.RecordBatchReader:
-    ids = list(range(start, start + n))
-    return pa.table({"id": pa.array(ids, pa.int64()), "tag": pa.array([tag] * n)}).to_reader()
 
 
 class Replica:
@@ -95,10 +91,10 @@ def test_append_drift_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Pa
                                            replicas: tuple[Replica, Replica]) -> None:
     _, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rdrift", rows(40, tag="planned"))
+    catalog.create_table("p.w.ns.rdrift", tagged_rows(40, tag="planned"))
     assert wait_until(lambda: a.count("rdrift") == 40)
     info = a.plan("SELECT id, tag FROM w.ns.rdrift")
-    catalog.append("p.w.ns.rdrift", rows(7, start=100, tag="appended"))
+    catalog.append("p.w.ns.rdrift", tagged_rows(7, start=100, tag="appended"))
     assert wait_until(lambda: b.count("rdrift") == 47)  # B has seen the append
     for replica in (b, a):
         got = replica.fetch(info)
@@ -109,11 +105,11 @@ def test_drop_and_recreate_on_the_other_replica(lake: tuple[LakeSettings, Catalo
                                                 replicas: tuple[Replica, Replica]) -> None:
     _, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rdrop", rows(10, tag="original"))
+    catalog.create_table("p.w.ns.rdrop", tagged_rows(10, tag="original"))
     assert wait_until(lambda: a.count("rdrop") == 10)
     info = a.plan("SELECT id, tag FROM w.ns.rdrop")
     catalog.drop_table("p.w.ns.rdrop")
-    catalog.create_table("p.w.ns.rdrop", rows(3, start=500, tag="replacement"))
+    catalog.create_table("p.w.ns.rdrop", tagged_rows(3, start=500, tag="replacement"))
     assert wait_until(lambda: b.count("rdrop") == 3 and a.count("rdrop") == 3)
     for replica in (b, a):
         with pytest.raises(pa.ArrowKeyError, match=r"w\.ns\.rdrop.*dropped"):
@@ -124,10 +120,10 @@ def test_retention_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Path]
                                         replicas: tuple[Replica, Replica]) -> None:
     settings, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rgone", rows(10, tag="v1"))
+    catalog.create_table("p.w.ns.rgone", tagged_rows(10, tag="v1"))
     assert wait_until(lambda: a.count("rgone") == 10)
     info = a.plan("SELECT id, tag FROM w.ns.rgone")
-    catalog.append("p.w.ns.rgone", rows(5, start=10, tag="v2"))
+    catalog.append("p.w.ns.rgone", tagged_rows(5, start=10, tag="v2"))
     clock = ManualClock()
     clock.advance(10)
     maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}), clock=clock, heartbeat=False)

@@ -296,6 +296,23 @@ def test_write_path_commands_are_unimplemented(running: Running) -> None:
         cur.adbc_ingest("evil", pa.table({"a": [1]}), mode="create")
 
 
+def test_list_actions_names_exactly_the_actions_do_action_serves(running: Running) -> None:
+    client, options = running.client()
+    listed = {a.type: a.description for a in client.list_actions(options)}
+    assert list(listed) == ["CreatePreparedStatement", "ClosePreparedStatement", "CancelFlightInfo", "CancelQuery",
+                            "CloseSession", "health"]
+    assert all(listed.values())
+    for kind in listed:  # each reaches its handler: an empty body is malformed there, never an unknown action
+        try:
+            list(client.do_action(fl.Action(kind, b""), options))
+        except pa.ArrowException as exc:
+            assert "unknown action" not in str(exc) and "not supported" not in str(exc), (kind, exc)
+    for kind, refusal in (("CreatePreparedSubstraitPlan", "Substrait plans are not supported"),
+                          ("EndSavepoint", "transactions are not supported"), ("Nope", "unknown action 'Nope'")):
+        with pytest.raises(pa.ArrowNotImplementedError, match=refusal):
+            list(client.do_action(fl.Action(kind, b""), options))
+
+
 def test_table_without_schema_is_listed_but_has_no_schema(running: Running) -> None:
     store = running.catalog.store
     key = keys.table(TableName.parse("p.w.ns.sub.u"))

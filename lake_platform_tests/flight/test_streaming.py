@@ -7,65 +7,17 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
-from datafusion import udf
 
 from lake_platform.flight import proto
-from lake_platform.flight.server import FlightSqlServer
 from lake_platform_tests.flight.conftest import PASSWORDS, Running, build_catalog, login, plan, start_server
+from lake_platform_tests.flight.conftest import wait_until
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
-
-SLOW_SQL = "SELECT slow(id) AS id FROM w.ns.multi"
-
-
-class SlowUdf:
-    """Installs ``slow(x)``, which sleeps per batch: a producer we can watch."""
-
-    def __init__(self, server: FlightSqlServer, delay: float) -> None:
-        self.calls: list[float] = []
-        self.delay = delay
-        self._server = server
-        self._original = server.engine.context
-
-    def __enter__(self) -> Self:
-        def slow(values: pa.Array) -> pa.Array:
-            self.calls.append(time.monotonic())
-            time.sleep(self.delay)
-            return values
-
-        fn = udf(slow, [pa.int64()], pa.int64(), "volatile", name="slow")
-        original = self._original
-
-        def context() -> Any:
-            ctx = original()
-            ctx.register_udf(fn)
-            return ctx
-
-        self._server.engine.context = context  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.engine.context = self._original  # type: ignore[method-assign]
-
-
-def streams_of(server: FlightSqlServer) -> int:
-    with server._streams_lock:
-        return len(server._streams)
-
-
-def wait_until(condition: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
 
 def test_first_batch_arrives_before_the_producer_finishes(running: Running) -> None:
     client, options = login(running.uri)
@@ -270,7 +222,10 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         server = psutil.Process(proc.pid)
-        anon = lambda: server.memory_info().rss - server.memory_info().shared
+
+        def anon() -> int:
+            return server.memory_info().rss - server.memory_info().shared
+
         peak = {"anon": 0}
 
         def sample() -> None:

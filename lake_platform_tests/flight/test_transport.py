@@ -20,14 +20,8 @@ from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, StaticAuthenticator, Throttle
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.tokens import Identity, Sealer
-from lake_platform.flight.transport import (
-    SERVICE,
-    Call,
-    FlightTransport,
-    decode_put,
-    encode_stream,
-    flight_data,
-)
+from lake_platform.flight.framing import decode_put, encode_stream, flight_data
+from lake_platform.flight.transport import SERVICE, Call, FlightTransport
 
 ALICE = Identity("alice", "user", "p", "reader")
 DICTS = pa.table({

@@ -204,3 +204,25 @@ def test_reclaim_reverifies_each_file_right_before_deleting_it(lake_table, monke
     assert reasons[touched] == "changed since the scan" and (root / touched).exists()
     assert reasons[gone] == "already gone"
     assert kept in {d["path"] for d in result.deleted} and not (root / kept).exists()
+
+
+@pytest.mark.parametrize("identity", ["LAKE_ACTOR", "signed-in user"])
+def test_scan_and_reclaim_commits_name_the_acting_identity(tmp_path: Path, identity: str) -> None:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.catalog.principals import Principal
+
+    from lake_platform_tests.maintenance.helpers import make_settings, rows
+
+    admin = make_lake(tmp_path / "home")
+    admin.create_table("p.w.ns.t", rows(0, 3).to_reader())
+    if identity == "LAKE_ACTOR":
+        acting, expected = Catalog(make_settings(tmp_path / "home", actor="alice")), "alice"
+    else:
+        acting = Catalog(make_settings(tmp_path / "home"), principal=Principal("olga", "user", "p", "admin"))
+        expected = "olga"
+    with acting:
+        orphans.commit_report(acting, orphans.scan(acting, "p.w.ns.t"))
+        orphans.reclaim(acting, "p.w.ns.t", timedelta(hours=1))
+    entries = [e for e in admin.history("p.w.ns.t") if e.operation.startswith("orphan-")]
+    assert {(e.operation, e.actor) for e in entries} == {("orphan-scan", expected), ("orphan-reclaim", expected)}
+    admin.close()

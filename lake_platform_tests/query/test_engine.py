@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,18 +10,9 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, TableVersionNotFound
-from lake_platform.query.engine import QueryEngine, QueryLimits
+from lake_platform.query.engine import QueryEngine
+from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import load_snapshot
-from lake_platform_tests.flight.conftest import build_catalog
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("engine") / "home")
-    try:
-        yield settings, catalog
-    finally:
-        catalog.close()
 
 
 def test_sort_larger_than_the_pool_spills_and_succeeds(lake: tuple[Any, Catalog], tmp_path: Path) -> None:

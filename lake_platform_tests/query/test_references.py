@@ -15,7 +15,9 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, TableNotFound, TableVersionNotFound
-from lake_platform.query.engine import QueryEngine, QueryLimits, canonical_manifest
+from lake_platform.query.engine import QueryEngine
+from lake_platform.query.limits import QueryLimits
+from lake_platform.query.providers import canonical_manifest
 from lake_platform.query.snapshot import SnapshotCache, load_snapshot
 from lake_platform_tests.flight.conftest import build_catalog, wait_until
 
@@ -48,15 +50,6 @@ CASES: list[tuple[str, set[str]]] = [
     ("VALUES (1), (2)", set()),
     ("SELECT 1", set()),
 ]
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("refs") / "home")
-    try:
-        yield settings, catalog
-    finally:
-        catalog.close()
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +124,7 @@ def test_all_contexts_share_one_memory_pool(lake: tuple[Any, Catalog], tmp_path:
     holder = agg(3_000_000)
     next(holder)  # its stream is still open: its reservation is still held
     try:
-        with pytest.raises(Throttling, match="LAKE_FLIGHT_MEMORY_LIMIT_BYTES=50331648"):
+        with pytest.raises(Throttling, match="memory_limit_bytes=50331648"):
             next(agg(4_000_000))
     finally:
         holder.close()

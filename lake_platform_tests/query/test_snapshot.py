@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,62 +16,9 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight import proto
 from lake_platform.query.snapshot import CatalogSnapshot, SnapshotCache, load_snapshot
-from lake_platform.registry.store import Item, MetaStore, Op
 from lake_platform.settings import load_settings
-from lake_platform_tests.flight.conftest import PASSWORDS, build_catalog, start_server
-
-
-class CountingStore(MetaStore):
-    """Wraps a MetaStore, counting reads; can be switched to fail like a backend outage."""
-
-    def __init__(self, inner: MetaStore) -> None:
-        self.inner = inner
-        self.url = inner.url
-        self.gets = 0
-        self.scans = 0
-        self.failing = False
-
-    def _check(self) -> None:
-        if self.failing:
-            raise ServiceUnavailable("registry backend unreachable")
-
-    def get(self, key: str) -> Item | None:
-        self.gets += 1
-        self._check()
-        return self.inner.get(key)
-
-    def scan_prefix(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> Iterator[Item]:
-        self.scans += 1
-        self._check()
-        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
-
-    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
-        self._check()
-        return self.inner.transact(ops)
-
-    @property
-    def reads(self) -> int:
-        return self.gets + self.scans
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("shield") / "home")
-    try:
-        yield settings, catalog
-    finally:
-        catalog.close()
-
-
-def sql(client: fl.FlightClient, options: fl.FlightCallOptions, text: str) -> pa.Table:
-    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=text)))
-    info = client.get_flight_info(descriptor, options)
-    return client.do_get(info.endpoints[0].ticket, options).read_all()
-
-
-def login(server: Any, user: str = "alice") -> tuple[fl.FlightClient, fl.FlightCallOptions]:
-    client = fl.connect(f"grpc://127.0.0.1:{server.port}")
-    return client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(user, PASSWORDS[user])])
+from lake_platform_tests.flight.conftest import build_catalog, login, query, start_server
+from lake_platform_tests.flight.helpers import CountingStore
 
 
 def test_hundred_queries_inside_the_ttl_read_no_registry(lake: tuple[Any, Catalog]) -> None:
@@ -80,11 +26,11 @@ def test_hundred_queries_inside_the_ttl_read_no_registry(lake: tuple[Any, Catalo
     store = CountingStore(catalog.store)
     server = start_server(settings, catalog, store=store, snapshot_ttl_seconds=600)
     try:
-        client, options = login(server)
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
         assert store.reads > 0  # the initial load
         before = store.reads
         for i in range(100):
-            table = sql(client, options, f"SELECT id, s FROM w.ns.t WHERE id = {i}")
+            table = query(client, options, f"SELECT id, s FROM w.ns.t WHERE id = {i}")
             assert table.column("id").to_pylist() == [i]
         tables = fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables(include_schema=True)))
         for _ in range(10):
@@ -100,23 +46,23 @@ def test_backend_error_is_unavailable_never_not_found(lake: tuple[Any, Catalog])
     server = start_server(settings, catalog, store=store, snapshot_ttl_seconds=0.1,
                           snapshot_max_stale_seconds=1.0)
     try:
-        client, options = login(server)
-        assert sql(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
         store.failing = True
         time.sleep(0.4)  # refreshes fail; the last good snapshot still serves
-        assert sql(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
+        assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
         assert server.snapshots.failures > 0
         time.sleep(1.0)  # now the snapshot is older than max_stale
         for text in ("SELECT count(*) FROM w.ns.t", "SELECT * FROM w.ns.missing"):
             with pytest.raises(fl.FlightUnavailableError, match="could not be refreshed"):
-                sql(client, options, text)
+                query(client, options, text)
         with pytest.raises(fl.FlightUnavailableError):
             client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables())), options)
         store.failing = False
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             try:
-                assert sql(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
+                assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
                 break
             except fl.FlightUnavailableError:
                 time.sleep(0.1)
@@ -132,9 +78,9 @@ def test_no_snapshot_yet_is_unavailable(lake: tuple[Any, Catalog]) -> None:
     store.failing = True
     server = start_server(settings, catalog, store=store)
     try:
-        client, options = login(server)
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
         with pytest.raises(fl.FlightUnavailableError, match="not loaded yet"):
-            sql(client, options, "SELECT * FROM w.ns.t")
+            query(client, options, "SELECT * FROM w.ns.t")
     finally:
         server.stop(grace=0)
 
@@ -183,14 +129,14 @@ def test_new_table_appears_after_one_ttl(tmp_path: Path) -> None:
     settings, catalog = build_catalog(tmp_path / "home")
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.2)
     try:
-        client, options = login(server)
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
         with pytest.raises(pa.ArrowKeyError):
-            sql(client, options, "SELECT * FROM w.ns.fresh")
+            query(client, options, "SELECT * FROM w.ns.fresh")
         catalog.create_table("p.w.ns.fresh", pa.table({"a": [1, 2]}).to_reader())
         deadline = time.monotonic() + 5
         while True:
             try:
-                assert sql(client, options, "SELECT sum(a) AS s FROM w.ns.fresh").to_pylist() == [{"s": 3}]
+                assert query(client, options, "SELECT sum(a) AS s FROM w.ns.fresh").to_pylist() == [{"s": 3}]
                 break
             except pa.ArrowKeyError:
                 assert time.monotonic() < deadline

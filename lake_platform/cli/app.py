@@ -1,0 +1,134 @@
+"""The root ``lake`` group and what every command shares: settings and catalog, output, errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from lake_platform import __version__
+from lake_platform.errors import ErrorCode, Internal, LakeError
+from lake_platform.settings import LakeSettings, load_settings
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+
+F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger("lake_platform.cli")
+
+
+class State:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self._settings: LakeSettings | None = None
+
+    @property
+    def settings(self) -> LakeSettings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @contextmanager
+    def catalog(self) -> Iterator[Catalog]:
+        # Imported here: the engine loads Lance (seconds), which --help and bad input never need.
+        from lake_platform.catalog.catalog import Catalog
+
+        catalog = Catalog(self.settings)
+        try:
+            yield catalog
+        finally:
+            catalog.close()
+
+    def emit(self, data: Any, human: Callable[[Any], str] | None = None) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2, default=str, sort_keys=True))
+        else:
+            click.echo(human(data) if human else plain(data))
+
+
+def plain(data: Any) -> str:
+    """A dict as aligned ``key  value`` lines; anything else as its str."""
+    if isinstance(data, dict):
+        width = max((len(str(k)) for k in data), default=0)
+        return "\n".join(f"{str(k).ljust(width)}  {v}" for k, v in data.items())
+    return str(data)
+
+
+def timestamp(ms: int) -> str:
+    """Epoch milliseconds as a UTC time for people."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def text_table(names: list[str], rows: list[dict[str, Any]]) -> str:
+    """Rows as a left-aligned text table under a header of NAMES."""
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in names}
+    lines = ["  ".join(c.ljust(widths[c]) for c in names)]
+    lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in names) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def parse_duration(text: str) -> timedelta:
+    from lake_platform.catalog.policies import parse_duration as parse
+
+    return parse(text)
+
+
+def handles_errors(fn: F) -> F:
+    """Print typed errors as ``error [CODE Name]: message`` and exit non-zero; no tracebacks."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LakeError as exc:
+            fail(exc)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a traceback to the user
+            log.debug("unexpected error", exc_info=True)
+            fail(Internal(f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details"))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def fail(exc: LakeError) -> None:
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(State) if ctx else None
+    if state is not None and state.as_json:
+        click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
+    else:
+        click.echo(f"error [{int(exc.code)} {ErrorCode(exc.code).name}]: {exc.message}", err=True)
+    sys.exit(2 if exc.code in (ErrorCode.INVALID_INPUT, ErrorCode.TABLE_SCHEMA_VALIDATION_ERROR) else 1)
+
+
+@click.group()
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.version_option(__version__, prog_name="lake")
+@click.pass_context
+def cli(ctx: click.Context, as_json: bool) -> None:
+    """lake_platform: a Lance lakehouse with one registry as the authority for every table.
+
+    Settings come from LAKE_* environment variables and a .env file; LAKE_HOME (default ./.lake)
+    holds the embedded registry and warehouse.
+    """
+    ctx.obj = State(as_json)
+    try:
+        logging.basicConfig(level=ctx.obj.settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    except LakeError as exc:
+        fail(exc)
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def main() -> None:
+    cli(prog_name="lake")

@@ -1,0 +1,129 @@
+"""Projects, warehouses and namespaces: create, drop, undrop, and deletion protection."""
+
+from __future__ import annotations
+
+import click
+
+from lake_platform.cli.app import State, handles_errors, pass_state
+from lake_platform.errors import InvalidInput
+
+
+@click.group()
+def project() -> None:
+    """Projects (tenants)."""
+
+
+@project.command("create")
+@click.argument("name")
+@pass_state
+@handles_errors
+def project_create(state: State, name: str) -> None:
+    """Create project NAME."""
+    with state.catalog() as catalog:
+        record = catalog.create_project(name)
+    state.emit(record.model_dump(), lambda r: f"created project {r['name']}")
+
+
+@project.command("drop")
+@click.argument("name")
+@pass_state
+@handles_errors
+def project_drop(state: State, name: str) -> None:
+    """Drop an empty project (there is no cascade for projects)."""
+    with state.catalog() as catalog:
+        result = catalog.drop_project(name)
+    state.emit(result.to_dict(), lambda r: f"dropped project {r['table']}")
+
+
+@click.group()
+def warehouse() -> None:
+    """Warehouses: one storage root each (a local folder or s3://bucket/prefix)."""
+
+
+@warehouse.command("create")
+@click.argument("name", metavar="P.W")
+@click.option("--root", help="Storage root URI (default: <LAKE_WAREHOUSE_ROOT>/P/W).")
+@pass_state
+@handles_errors
+def warehouse_create(state: State, name: str, root: str | None) -> None:
+    """Create warehouse P.W."""
+    with state.catalog() as catalog:
+        record = catalog.create_warehouse(name, root=root)
+    state.emit(record.model_dump(), lambda r: f"created warehouse {r['name']} at {r['root']}")
+
+
+@warehouse.command("drop")
+@click.argument("name", metavar="P.W")
+@click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
+@pass_state
+@handles_errors
+def warehouse_drop(state: State, name: str, force: bool) -> None:
+    """Drop an empty warehouse."""
+    with state.catalog() as catalog:
+        result = catalog.drop_warehouse(name, force=force)
+    state.emit(result.to_dict(), lambda r: f"dropped warehouse {r['table']}")
+
+
+@click.group()
+def namespace() -> None:
+    """Namespaces (may nest)."""
+
+
+@namespace.command("create")
+@click.argument("name", metavar="P.W.NS[.SUB...]")
+@pass_state
+@handles_errors
+def namespace_create(state: State, name: str) -> None:
+    """Create a namespace."""
+    with state.catalog() as catalog:
+        record = catalog.create_namespace(name)
+    state.emit(record.model_dump(), lambda r: f"created namespace {r['name']}")
+
+
+@namespace.command("drop")
+@click.argument("name", metavar="P.W.NS[.SUB...]")
+@click.option("--cascade", is_flag=True, help="Move everything inside to the trash too.")
+@click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
+@click.option("--purge", is_flag=True, help="With --cascade: destroy the tables' data now.")
+@pass_state
+@handles_errors
+def namespace_drop(state: State, name: str, cascade: bool, force: bool, purge: bool) -> None:
+    """Drop a namespace (only when empty, unless --cascade)."""
+    if purge and not cascade:
+        raise InvalidInput("--purge only applies with --cascade")
+    with state.catalog() as catalog:
+        result = catalog.drop_namespace(name, cascade=cascade, force=force, purge=purge)
+    state.emit(result.to_dict(), lambda r: f"dropped namespace {r['table']}")
+
+
+@namespace.command("undrop")
+@click.argument("name", metavar="P.W.NS[.SUB...]")
+@pass_state
+@handles_errors
+def namespace_undrop(state: State, name: str) -> None:
+    """Rebuild a cascade-dropped namespace and its tables (safe to rerun after an interruption)."""
+    with state.catalog() as catalog:
+        result = catalog.undrop_namespace(name)
+    state.emit(result.to_dict(), lambda r: f"restored namespace {r['table']}")
+
+
+def add_protect_command(group: click.Group, kind: str, metavar: str) -> None:
+    """Give GROUP a ``protect NAME [--off]`` command for objects of KIND."""
+
+    @group.command("protect")
+    @click.argument("name", metavar=metavar)
+    @click.option("--off", is_flag=True, help="Remove protection.")
+    @pass_state
+    @handles_errors
+    def protect(state: State, name: str, off: bool) -> None:
+        """Turn deletion protection on (or --off)."""
+        with state.catalog() as catalog:
+            catalog.set_protected(name, not off, kind=kind)
+        state.emit({"name": name, "protected": not off},
+                   lambda d: f"{kind} {d['name']} is {'protected' if d['protected'] else 'no longer protected'}")
+
+
+add_protect_command(namespace, "namespace", "P.W.NS")
+add_protect_command(warehouse, "warehouse", "P.W")
+
+COMMANDS: tuple[click.Command, ...] = (project, warehouse, namespace)

@@ -1,0 +1,63 @@
+"""Running the platform: ``lake up``, ``lake serve-flight``, and ``lake registry init``."""
+
+from __future__ import annotations
+
+import click
+
+from lake_platform.cli.app import State, handles_errors, pass_state
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(1, 65535), help="Dagster UI port (default LAKE_UI_PORT, 3000).")
+@click.option("--flight-port", type=click.IntRange(1, 65535), help="Flight SQL port (default LAKE_FLIGHT_PORT, 50051).")
+@pass_state
+@handles_errors
+def up(state: State, port: int | None, flight_port: int | None) -> None:
+    """Bring the platform up on the embedded default: the demo lake, the Dagster webserver and
+    daemon (UI on 127.0.0.1), the Flight SQL endpoint, and sample files in the inbox. Ctrl-C
+    stops everything it started."""
+    from lake_platform.launcher import run_platform
+
+    raise SystemExit(run_platform(state.settings, ui_port=port or state.settings.ui_port, flight_port=flight_port))
+
+
+@click.command("serve-flight")
+@click.option("--host", help="Bind address (default LAKE_FLIGHT_HOST, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (default LAKE_FLIGHT_PORT, 50051).")
+@pass_state
+@handles_errors
+def serve_flight(state: State, host: str | None, port: int | None) -> None:
+    """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful)."""
+    from lake_platform.flight.server import serve
+    from lake_platform.flight.settings import flight_settings
+
+    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    flight = flight_settings(state.settings, **overrides)
+    click.echo(f"Flight SQL endpoint on grpc{'+tls' if flight.tls else ''}://{flight.host}:{flight.port}", err=True)
+    serve(state.settings, flight)
+
+
+@click.group()
+def registry() -> None:
+    """The registry itself (LAKE_REGISTRY_URL)."""
+
+
+@registry.command("init")
+@pass_state
+@handles_errors
+def registry_init(state: State) -> None:
+    """Create the registry's storage: the DynamoDB table with its key schema (idempotent);
+    SQLite creates its file on first use."""
+    url = state.settings.registry_url
+    if url.startswith("dynamodb://"):
+        from lake_platform.registry.dynamodb import init_table
+
+        init_table(url, state.settings)
+    else:
+        from lake_platform.registry.factory import open_metastore
+
+        open_metastore(state.settings).close()
+    state.emit({"registry": url, "ready": True}, lambda d: f"registry ready: {d['registry']}")
+
+
+COMMANDS: tuple[click.Command, ...] = (up, serve_flight, registry)

@@ -1,0 +1,176 @@
+"""Tables: create, list, describe, history, drop, undrop, protect; and streamed ``ingest``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from lake_platform.cli.app import State, handles_errors, pass_state, plain, text_table, timestamp
+from lake_platform.cli.hierarchy import add_protect_command
+
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+@contextmanager
+def _progress(state: State, srcs: list[Any]) -> Iterator[Callable[[Any], None] | None]:
+    """A progress bar (rows) on large inputs when stderr is a terminal."""
+    total = sum(s.size for s in srcs)
+    if state.as_json or total < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"reading {len(srcs)} file(s)", total=None)
+        yield lambda batch: progress.update(task, advance=batch.num_rows)
+
+
+@click.group()
+def table() -> None:
+    """Tables: create, list, describe, history, drop, repair."""
+
+
+@table.command("create")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--from", "source", required=True, type=click.Path(dir_okay=False),
+              help="A Parquet, CSV, JSON-lines or Arrow IPC file; its schema becomes the table's.")
+@pass_state
+@handles_errors
+def table_create(state: State, name: str, source: str) -> None:
+    """Create a table from a file."""
+    from lake_platform import sources
+    from lake_platform.naming import TableName
+
+    TableName.parse(name)
+    src = sources.describe(source)
+    with state.catalog() as catalog, _progress(state, [src]) as on_batch:
+        result = catalog.create_table(name, sources.open_many([src], on_batch=on_batch))
+    state.emit(result.to_dict(), lambda r: f"created {r['table']} at version {r['to_version']} ({r['rows_added']} rows)")
+
+
+@click.command()
+@click.argument("name", metavar="P.W.NS.T")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--commit-id", help="Idempotency key: a retry with the same id never appends twice.")
+@pass_state
+@handles_errors
+def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | None) -> None:
+    """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed."""
+    from lake_platform import sources
+    from lake_platform.catalog.arrow_io import schema_from_ipc
+    from lake_platform.naming import TableName
+
+    TableName.parse(name)
+    srcs = [sources.describe(f) for f in files]
+    with state.catalog() as catalog:
+        record = catalog.open_table(name).record
+        with _progress(state, srcs) as on_batch:
+            reader = sources.open_many(srcs, schema_from_ipc(record.schema_ipc), on_batch=on_batch)
+            result = catalog.append(name, reader, commit_id=commit_id)
+    state.emit(result.to_dict(), lambda r: (
+        f"ingested {len(srcs)} file(s) into {r['table']}: {r['rows_added']} rows, version {r['from_version']} -> "
+        f"{r['to_version']}" + (" (already committed earlier; nothing appended)" if r["replayed"] else "")))
+
+
+@table.command("list")
+@click.argument("prefix", required=False, default="")
+@pass_state
+@handles_errors
+def table_list(state: State, prefix: str) -> None:
+    """List tables (optionally under a dotted PREFIX) with version and row count."""
+    with state.catalog() as catalog:
+        rows = []
+        for record in catalog.list_tables(prefix):
+            info = catalog.describe_table(record.name)
+            rows.append({"name": record.name, "version": info.current_version, "rows": info.rows})
+    state.emit(rows, lambda rs: text_table(["name", "version", "rows"], rs) if rs else "no tables")
+
+
+@table.command("describe")
+@click.argument("name", metavar="P.W.NS.T")
+@pass_state
+@handles_errors
+def table_describe(state: State, name: str) -> None:
+    """Location, incarnation, current version, rows and schema."""
+    with state.catalog() as catalog:
+        info = catalog.describe_table(name).to_dict()
+
+    def human(d: dict[str, Any]) -> str:
+        head = {k: d[k] for k in ("name", "location", "incarnation", "current_version", "rows", "fragments",
+                                  "data_bytes", "protected")}
+        head["created"] = timestamp(d["created_at_ms"])
+        cols = "\n".join(f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"])
+        return plain(head) + "\nschema:\n" + cols
+
+    state.emit(info, human)
+
+
+@table.command("history")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--limit", type=click.IntRange(1), default=None)
+@pass_state
+@handles_errors
+def table_history(state: State, name: str, limit: int | None) -> None:
+    """The table's commit log, oldest first."""
+    with state.catalog() as catalog:
+        entries = [e.model_dump() for e in catalog.history(name, limit=limit)]
+    cols = ["when", "operation", "from", "to", "rows+", "files+", "files-", "actor", "commit_id"]
+    state.emit(entries, lambda es: text_table(cols, [{
+        "when": timestamp(e["at_ms"]), "operation": e["operation"], "from": e["from_version"], "to": e["to_version"],
+        "rows+": e["rows_added"], "files+": e["files_added"], "files-": e["files_removed"], "actor": e["actor"],
+        "commit_id": e["commit_id"]} for e in es]) if es else "no history")
+
+
+@table.command("drop")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--purge", is_flag=True, help="Destroy the data now instead of keeping it in the trash (through a trash "
+              "record due at once: if interrupted, the next `lake trash expire` finishes it).")
+@click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
+@click.option("--incarnation", help="Only drop if the table is still this incarnation.")
+@pass_state
+@handles_errors
+def table_drop(state: State, name: str, purge: bool, force: bool, incarnation: str | None) -> None:
+    """Drop a table: into the trash for the policy's grace period, or destroyed with --purge."""
+    with state.catalog() as catalog:
+        result = catalog.drop_table(name, purge=purge, force=force, incarnation=incarnation)
+        trash = [] if purge else [t for t in catalog.list_trash(name) if t.target == name]
+    data = result.to_dict()
+    data["expires_at_ms"] = trash[-1].expires_at_ms if trash else None
+    state.emit(data, lambda r: f"dropped {r['table']} (was at version {r['from_version']}); " + (
+        f"in the trash until {timestamp(r['expires_at_ms'])} (lake table undrop {r['table']})" if r["expires_at_ms"]
+        else "data destroyed"))
+
+
+@table.command("undrop")
+@click.argument("name", metavar="P.W.NS.T")
+@click.option("--as", "as_name", metavar="P.W.NS.T2", help="Restore under another name (same warehouse).")
+@click.option("--incarnation", help="Which dropped incarnation to restore (default: the newest).")
+@pass_state
+@handles_errors
+def table_undrop(state: State, name: str, as_name: str | None, incarnation: str | None) -> None:
+    """Restore a dropped table from the trash."""
+    with state.catalog() as catalog:
+        result = catalog.undrop_table(name, as_name=as_name, incarnation=incarnation)
+    state.emit(result.to_dict(), lambda r: f"restored {r['table']} at version {r['to_version']}")
+
+
+@table.command("repair")
+@click.argument("name", metavar="P.W.NS.T")
+@pass_state
+@handles_errors
+def table_repair(state: State, name: str) -> None:
+    """Publish versions a stopped writer committed but did not finalize, and move manifests
+    written around the registry to _quarantine/. Idempotent; changes no data."""
+    with state.catalog() as catalog:
+        result = {"table": name, **catalog.repair_table(name)}
+    state.emit(result, lambda r: f"{r['table']}: finalized {r['finalized'] or 'nothing'}; "
+                                 f"quarantined {r['quarantined'] or 'nothing'}")
+
+
+add_protect_command(table, "table", "P.W.NS.T")
+
+COMMANDS: tuple[click.Command, ...] = (table, ingest)

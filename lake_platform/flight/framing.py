@@ -1,0 +1,159 @@
+"""``FlightData`` framing by hand: replies carry the IPC message pyarrow serializes, wrapped in
+the few protobuf bytes of a ``FlightData`` (a record batch is copied into the reply once and
+never passes through protobuf objects); DoPut's messages are unwrapped back into an IPC stream.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from lake_platform.errors import InvalidInput
+from lake_platform.flight import proto
+from lake_platform.query.batches import transient_pool
+
+# FlightData field keys (field number << 3 | wire type 2): descriptor 1, data_header 2,
+# app_metadata 3, data_body 1000.
+_HEADER_KEY = b"\x12"
+_BODY_KEY = b"\xc2\x3e"
+_IPC_CONTINUATION = b"\xff\xff\xff\xff"
+_IPC_EOS = _IPC_CONTINUATION + b"\x00\x00\x00\x00"
+
+
+def parse_message(cls: Any, data: bytes) -> Any:
+    """A Flight message (FlightDescriptor, Ticket, Action...) from its wire form; InvalidInput if
+    it is not one."""
+    try:
+        return cls.deserialize(data)
+    except Exception:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError on garbage
+        raise InvalidInput(f"malformed {cls.__name__}") from None
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
+    """A FlightEndpoint for ``ticket`` that expires at ``expires`` (epoch seconds: the ticket's
+    expiry rounded down, so a client never thinks a ticket lives longer than it does).
+
+    Parsed from its wire form: pyarrow's constructor converts expiration_time through a
+    compute cast on every call, the larger share of what pinning adds to GetFlightInfo."""
+    inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
+    stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
+    return fl.FlightEndpoint.deserialize(b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp)
+
+
+def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:
+    """A serialized ``FlightData`` carrying one IPC message (flatbuffer header and body)."""
+    parts: list[Any] = [_HEADER_KEY, varint(len(header)), header]
+    if body is not None and len(body):
+        parts += [_BODY_KEY, varint(len(body)), body]
+    return b"".join(parts)
+
+
+def encode_stream(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    """``FlightData`` messages for an IPC stream: the schema, then one message per batch."""
+    if _has_dictionary(schema):
+        yield from _encode_with_writer(schema, batches)
+        return
+    yield flight_data(pa.ipc.read_message(schema.serialize()).metadata)
+    for batch in batches:
+        message = pa.ipc.read_message(batch.serialize(memory_pool=transient_pool()))
+        yield flight_data(message.metadata, message.body)
+
+
+def _has_dictionary(schema: pa.Schema) -> bool:
+    def walk(t: pa.DataType) -> bool:
+        return pa.types.is_dictionary(t) or any(walk(t.field(i).type) for i in range(t.num_fields))
+
+    return any(walk(f.type) for f in schema)
+
+
+class _Collector:
+    """A write-only file for pyarrow's IPC writer that hands back what was written."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: Any) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+
+def _encode_with_writer(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    """The general path: pyarrow's stream writer emits the dictionary batches (and deltas) a
+    dictionary-encoded column needs; each IPC message it writes becomes one ``FlightData``."""
+    sink = _Collector()
+    writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
+
+    def drain() -> Iterator[bytes]:
+        reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(sink.take()))
+        while True:
+            try:
+                message = reader.read_next_message()
+            except StopIteration:
+                return
+            yield flight_data(message.metadata, message.body)
+
+    yield from drain()
+    for batch in batches:
+        writer.write_batch(batch)
+        yield from drain()
+
+
+def decode_put(requests: Iterator[bytes], max_bytes: int) -> tuple[fl.FlightDescriptor, Iterator[pa.RecordBatch]]:
+    """The descriptor of a DoPut and its record batches. At most ``max_bytes`` of IPC is read:
+    DoPut only binds parameters here, so anything larger is refused, not buffered."""
+    descriptor: fl.FlightDescriptor | None = None
+    stream: list[bytes] = []
+    size = 0
+    for raw in requests:
+        try:
+            data = proto.FlightData.FromString(raw)
+        except Exception:  # noqa: BLE001
+            raise InvalidInput("malformed FlightData") from None
+        if descriptor is None:
+            if not data.flight_descriptor:
+                raise InvalidInput("the first DoPut message must carry the FlightDescriptor")
+            descriptor = parse_message(fl.FlightDescriptor, data.flight_descriptor)
+        if not data.data_header:
+            continue
+        size += len(data.data_header) + len(data.data_body)
+        if size > max_bytes:
+            raise InvalidInput(f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}")
+        pad = -len(data.data_header) % 8
+        stream.append(_IPC_CONTINUATION + struct.pack("<i", len(data.data_header) + pad)
+                      + data.data_header + b"\0" * pad + data.data_body)
+    if descriptor is None:
+        raise InvalidInput("DoPut without a FlightDescriptor")
+    if not stream:
+        return descriptor, iter(())
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(b"".join(stream) + _IPC_EOS))
+        batches = list(reader)
+    except Exception:  # noqa: BLE001 - ArrowInvalid and friends: the client's bytes are wrong
+        raise InvalidInput("malformed Arrow IPC in DoPut") from None
+    return descriptor, iter(batches)
+
+
+__all__ = ["decode_put", "encode_stream", "endpoint", "flight_data", "parse_message", "varint"]

@@ -1,0 +1,131 @@
+"""The Flight SQL catalog commands: GetCatalogs, GetDbSchemas, GetTables, GetTableTypes,
+GetSqlInfo, and the key and type-info commands (answered empty).
+
+Each command has a fixed result schema (what GetFlightInfo and GetSchema advertise) and a small
+table DoGet returns. The catalog commands read the caller's project in the cached catalog
+snapshot: catalog = warehouse, db_schema = namespace path joined by ".", table = table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.errors import InvalidInput, InvalidTableState, Unsupported
+from lake_platform.flight import proto, schemas
+from lake_platform.flight.sqlinfo import sql_info_table
+from lake_platform.flight.tokens import Identity
+from lake_platform.query.snapshot import ProjectView
+
+TABLE_TYPES = ("TABLE",)
+#: The commands that read the catalog snapshot (the others answer from constants).
+CATALOG_COMMANDS = frozenset({"CommandGetCatalogs", "CommandGetDbSchemas", "CommandGetTables"})
+#: Commands whose result schema does not depend on the request.
+_FIXED_SCHEMAS = {
+    "CommandGetCatalogs": schemas.CATALOGS, "CommandGetDbSchemas": schemas.DB_SCHEMAS,
+    "CommandGetTableTypes": schemas.TABLE_TYPES, "CommandGetSqlInfo": schemas.SQL_INFO,
+    "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS, "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
+    "CommandGetImportedKeys": schemas.FOREIGN_KEYS, "CommandGetCrossReference": schemas.FOREIGN_KEYS,
+    "CommandGetXdbcTypeInfo": schemas.XDBC_TYPE_INFO,
+}
+#: Commands with nothing to report here: always an empty result.
+_EMPTY = {
+    "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS, "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
+    "CommandGetImportedKeys": schemas.FOREIGN_KEYS, "CommandGetCrossReference": schemas.FOREIGN_KEYS,
+    "CommandGetXdbcTypeInfo": schemas.XDBC_TYPE_INFO,
+}
+
+
+def unsupported(name: str) -> Unsupported:
+    """The error for a Flight SQL command that writes (this endpoint is read-only)."""
+    return Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
+
+
+class Metadata:
+    """Answers the catalog commands. ``view``: the caller's project in the current snapshot."""
+
+    def __init__(self, sql_info: dict[int, tuple[int, Any]], view: Callable[[Identity], ProjectView]) -> None:
+        self.sql_info = sql_info
+        self._view = view
+
+    def schema(self, name: str, payload: bytes) -> pa.Schema:
+        """The result schema of command ``name``; a malformed payload is refused now, not at DoGet."""
+        if name == "CommandGetTables":
+            cmd = proto.parse(proto.CommandGetTables, payload)
+            return schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
+        if name in _FIXED_SCHEMAS:
+            proto.parse(getattr(proto, name), payload)
+            return _FIXED_SCHEMAS[name]
+        if name in proto.UNSUPPORTED_COMMANDS:
+            raise unsupported(name)
+        if name == "TicketStatementQuery":
+            raise InvalidInput("TicketStatementQuery is a ticket for DoGet, not a command")
+        raise InvalidInput(f"unknown Flight SQL command {name!r}")
+
+    def table(self, identity: Identity, name: str, payload: bytes) -> pa.Table:
+        """The result of command ``name`` (checked by :meth:`schema` first)."""
+        self.schema(name, payload)
+        if name == "CommandGetSqlInfo":
+            cmd = proto.parse(proto.CommandGetSqlInfo, payload)
+            return sql_info_table(self.sql_info, list(cmd.info))
+        if name == "CommandGetTableTypes":
+            return pa.Table.from_pylist([{"table_type": t} for t in TABLE_TYPES], schema=schemas.TABLE_TYPES)
+        if name in _EMPTY:
+            return _EMPTY[name].empty_table()
+        view = self._view(identity)
+        if name == "CommandGetCatalogs":
+            return pa.Table.from_pylist([{"catalog_name": w} for w in view.warehouses], schema=schemas.CATALOGS)
+        if name == "CommandGetDbSchemas":
+            cmd = proto.parse(proto.CommandGetDbSchemas, payload)
+            catalog = proto.opt(cmd, "catalog")
+            match = like(proto.opt(cmd, "db_schema_filter_pattern"))
+            rows = [{"catalog_name": wh, "db_schema_name": ns} for wh, ns in view.namespaces
+                    if (catalog is None or catalog == wh) and match(ns)]
+            return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
+        return _tables(view, proto.parse(proto.CommandGetTables, payload))
+
+
+def _tables(view: ProjectView, cmd: Any) -> pa.Table:
+    catalog = proto.opt(cmd, "catalog")
+    match_schema = like(proto.opt(cmd, "db_schema_filter_pattern"))
+    match_table = like(proto.opt(cmd, "table_name_filter_pattern"))
+    types = [t.upper() for t in cmd.table_types]
+    schema = schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
+    if types and not set(types) & set(TABLE_TYPES):
+        return schema.empty_table()
+    rows = []
+    for (wh, ns, table), cached in sorted(view.tables.items()):
+        if (catalog is not None and catalog != wh) or not match_schema(ns) or not match_table(table):
+            continue
+        row: dict[str, Any] = {"catalog_name": wh, "db_schema_name": ns, "table_name": table,
+                               "table_type": "TABLE"}
+        if cmd.include_schema:
+            if not cached.schema_ipc:
+                raise InvalidTableState(f"table {wh}.{ns}.{table} has no recorded schema; "
+                                        "ask an operator to repair its registration")
+            row["table_schema"] = cached.schema_ipc
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def like(pattern: str | None) -> Callable[[str], bool]:
+    """A matcher for a SQL LIKE pattern (``%``, ``_``, backslash escapes); None matches all."""
+    if pattern is None or pattern == "%":
+        return lambda _: True
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    rx = re.compile("".join(out), re.DOTALL)
+    return lambda s: rx.fullmatch(s) is not None
+
+
+__all__ = ["CATALOG_COMMANDS", "TABLE_TYPES", "Metadata", "like", "unsupported"]

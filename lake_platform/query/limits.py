@@ -1,0 +1,48 @@
+"""The limits one query engine enforces, and the names its error messages give them.
+
+The query layer does not know where its limits come from: whoever configures it (the Flight
+endpoint, from its own settings) passes ``labels``, the name an operator knows each limit by, so
+that a message such as "the result is larger than <setting>=20000" names the setting to change.
+Without a label a limit is named by its field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Wall-clock limit of planning, and of streaming, one query (seconds). Without one, a query that
+#: never ends (a cross join, generate_series to 1e12) holds an admission slot as long as its
+#: client stays connected, and max_concurrent_queries of them lock everyone else out. Five minutes
+#: is far beyond an interactive query and what a BI tool waits by default (ADBC and JDBC set no
+#: deadline), yet bounds a lock-out to minutes; longer exports set a larger value.
+DEFAULT_QUERY_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    memory_limit_bytes: int = 1 << 30  # the whole process's DataFusion pool (fair, spilling)
+    spill_dir: Path | None = None
+    batch_size: int = 8192
+    target_partitions: int = 0
+    max_sql_bytes: int = 256 * 1024
+    max_message_bytes: int = 8 << 20
+    dataset_cache_size: int = 256  # table providers kept, one per exact snapshot
+    max_result_bytes: int = 0  # 0 = no limit
+    query_timeout_seconds: float = DEFAULT_QUERY_TIMEOUT  # 0 = no limit (planning and streaming each)
+    spill_compression: str = "lz4_frame"  # uncompressed, lz4_frame or zstd
+    #: field name -> the name error messages give the limit (the setting that configures it)
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def label(self, name: str) -> str:
+        """What an error message calls limit ``name`` (a field of this class)."""
+        return self.labels.get(name, name)
+
+    def named(self, name: str) -> str:
+        """``label=value`` of limit ``name``, as error messages quote it."""
+        value = getattr(self, name)
+        return f"{self.label(name)}={value:g}" if isinstance(value, float) else f"{self.label(name)}={value}"
+
+
+__all__ = ["DEFAULT_QUERY_TIMEOUT", "QueryLimits"]

@@ -1,0 +1,235 @@
+"""Planning read-only SQL through a request-local DataFusion catalog that captures what it reads.
+
+Every request gets its own ``SessionContext`` whose catalogs are Python providers over one
+tenant's part of the cached snapshot (catalog = warehouse, schema = namespace path joined by
+".", table = table). A table is resolved only when the planner asks for it, once per name and
+request (a self-join or a repeated reference gets the same snapshot), and each resolution
+*captures* an immutable :class:`TableRef`: the plan's table versions. CTE names never reach the
+catalog. Planning a ticket's SQL again sees exactly the refs it pins and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from datafusion import SessionContext, SQLOptions
+from datafusion.catalog import CatalogProvider, SchemaProvider, Table
+
+from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, TableNotFound, TableVersionNotFound
+from lake_platform.query.batches import advertised_schema
+from lake_platform.query.errors import planning_error, timed_out
+from lake_platform.query.limits import QueryLimits
+from lake_platform.query.snapshot import ProjectView, TableRef
+from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
+
+#: Plan roots a reader may execute (checked after DataFusion's own SQLOptions).
+ALLOWED_ROOTS = frozenset({
+    "Projection", "Filter", "Window", "Aggregate", "Sort", "Join", "Repartition", "Union", "TableScan",
+    "EmptyRelation", "SubqueryAlias", "Limit", "Values", "Explain", "Analyze", "Distinct", "Unnest",
+    "RecursiveQuery", "Subquery",
+})
+READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+_PLANNING = "planning the query"
+
+#: Opens exactly one snapshot as a DataFusion table (``verify``: re-check a cached one exists).
+OpenTable = Callable[[TableRef, bool], Table]
+
+
+@dataclass
+class PlannedQuery:
+    sql: str
+    df: Any  # datafusion.DataFrame
+    schema: pa.Schema  # what FlightInfo advertises and the stream carries, exactly
+    refs: tuple[TableRef, ...]  # the captured table versions, in name order
+    parameters: int
+    lookups: int = 0  # catalog lookups planning made (one per distinct table name)
+
+
+def deadline(limits: QueryLimits) -> float | None:
+    """The monotonic time by which work started now must end (None: no limit)."""
+    timeout = limits.query_timeout_seconds
+    return time.monotonic() + timeout if timeout else None
+
+
+def check_deadline(limits: QueryLimits, at: float | None, doing: str = "the query") -> None:
+    """QueryTimeout (DEADLINE_EXCEEDED) once ``at`` has passed."""
+    if at is not None and time.monotonic() >= at:
+        raise timed_out(limits, doing)
+
+
+class Resolver:
+    """Resolves (warehouse, db_schema, table) for one request and records what it captured.
+
+    Each name is looked up once per request: DataFusion asking again (or a self-join) gets the
+    same provider, so one query can never see two versions of a table."""
+
+    def __init__(self, open_table: OpenTable, limits: QueryLimits,
+                 lookup: Callable[[str, str, str], TableRef | None], schemas: Callable[[str], list[str]], tables: Callable[[str, str], list[str]], *,
+                 verify: bool = False) -> None:
+        self._open = open_table
+        self._limits = limits
+        self._lookup = lookup
+        self._verify = verify
+        self.deadline = deadline(limits)
+        self.schema_names = schemas
+        self.table_names = tables
+        self.captured: dict[str, TableRef] = {}
+        self.missing: list[str] = []
+        self.lookups = 0
+        self._resolved: dict[tuple[str, str, str], Any] = {}
+        self.failure: LakeError | None = None
+
+    @classmethod
+    def over_view(cls, open_table: OpenTable, limits: QueryLimits, view: ProjectView) -> Resolver:
+        """Resolve against the snapshot's current versions."""
+
+        def lookup(wh: str, ns: str, table: str) -> TableRef | None:
+            cached = view.table(wh, ns, table)
+            if cached is None:
+                return None
+            if cached.ref is None:
+                raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
+            return cached.ref
+
+        return cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
+
+    @classmethod
+    def over_refs(cls, open_table: OpenTable, limits: QueryLimits,
+                  by_key: dict[tuple[str, str, str], TableRef]) -> Resolver:
+        """Resolve against exactly ``by_key`` (warehouse, namespace, table -> pinned ref)."""
+        return cls(open_table, limits, lambda wh, ns, t: by_key.get((wh, ns, t)),
+                   lambda wh: sorted({k[1] for k in by_key if k[0] == wh}),
+                   lambda wh, ns: sorted(k[2] for k in by_key if k[0] == wh and k[1] == ns), verify=True)
+
+    def table(self, warehouse: str, db_schema: str, table: str) -> Any:
+        key = (warehouse, db_schema, table)
+        if key in self._resolved:
+            return self._resolved[key]
+        self.lookups += 1
+        resolved = None
+        try:
+            # Opening a table is planning's slow part (storage round trips): the time limit is
+            # checked before each one, as DataFusion's planner itself cannot be interrupted.
+            if self.failure is not None:
+                raise self.failure
+            check_deadline(self._limits, self.deadline, _PLANNING)
+            ref = self._lookup(warehouse, db_schema, table)
+            if ref is None:
+                self.missing.append(".".join(key))
+            else:
+                resolved = self._open(ref, self._verify)
+                self.captured[ref.name] = ref
+        except LakeError as exc:
+            self.failure = self.failure or exc
+        self._resolved[key] = resolved
+        return resolved
+
+
+class _Schema(SchemaProvider):
+    def __init__(self, resolver: Resolver, warehouse: str, name: str) -> None:
+        self._r, self._wh, self._name = resolver, warehouse, name
+
+    def table_names(self) -> set[str]:
+        return set(self._r.table_names(self._wh, self._name))
+
+    def table(self, name: str) -> Table | None:
+        return self._r.table(self._wh, self._name, name)
+
+    def table_exist(self, name: str) -> bool:
+        return name in self._r.table_names(self._wh, self._name)
+
+
+class _Catalog(CatalogProvider):
+    def __init__(self, resolver: Resolver, warehouse: str) -> None:
+        self._r, self._wh = resolver, warehouse
+
+    def schema_names(self) -> set[str]:
+        return set(self._r.schema_names(self._wh))
+
+    def schema(self, name: str) -> _Schema | None:
+        return _Schema(self._r, self._wh, name) if name in self._r.schema_names(self._wh) else None
+
+
+def pinned_keys(refs: tuple[TableRef, ...],
+                is_dropped: Callable[[str], bool] | None) -> dict[tuple[str, str, str], TableRef]:
+    """A ticket's refs by (warehouse, namespace, table); TableVersionNotFound if one is known
+    dropped (``is_dropped``, from the process's cached catalog)."""
+    for ref in refs:
+        if is_dropped is not None and is_dropped(ref.incarnation):
+            raise TableVersionNotFound(
+                f"table {ref.sql_name} was dropped after this query was planned; the version it was planned "
+                f"on (version {ref.version}) is no longer available")
+    return {(r.table_name.warehouse, ".".join(r.table_name.namespace), r.table_name.table): r for r in refs}
+
+
+def plan_in(context: Callable[[], SessionContext], sql: str, warehouses: list[str], resolver: Resolver,
+            limits: QueryLimits, params: pa.RecordBatch | None, prepare: bool,
+            is_namespace: Callable[[str, str], bool]) -> PlannedQuery:
+    """Plan ``sql`` in a new ``context()`` with one catalog per warehouse, all resolving
+    through ``resolver``.
+
+    ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
+    check_query(sql, limits.max_sql_bytes)
+    text, count = rewrite_placeholders(qualify_nested(sql, is_namespace))
+    values = None if prepare and params is None else bind_values(params, count)
+    ctx = context()
+    for wh in warehouses:
+        ctx.register_catalog_provider(wh, _Catalog(resolver, wh))
+    try:
+        df = ctx.sql_with_options(text, READ_ONLY, param_values=values) if values else \
+            ctx.sql_with_options(text, READ_ONLY)
+        root = type(df.logical_plan().to_variant()).__name__
+    except LakeError:
+        raise
+    except RecursionError:
+        raise InvalidInput("the query is nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - DataFusion reports every planning problem this way
+        if resolver.failure is not None:
+            raise resolver.failure from None
+        raise planning_error(exc, limits) from None
+    if resolver.failure is not None:
+        raise resolver.failure
+    # Planning that overran answers DEADLINE_EXCEEDED rather than a ticket or a schema.
+    check_deadline(limits, resolver.deadline, _PLANNING)
+    if root not in ALLOWED_ROOTS:
+        raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
+    schema = advertised_schema(df.schema())
+    refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.name))
+    return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
+
+
+def plan_pinned_in(context: Callable[[], SessionContext], sql: str, resolver: Resolver, limits: QueryLimits,
+                   refs: tuple[TableRef, ...], by_key: dict[tuple[str, str, str], TableRef], params: pa.RecordBatch | None) -> PlannedQuery:
+    """Plan a ticket's SQL against exactly its pinned ``refs`` (``by_key``: them by name); it
+    must read exactly those."""
+    namespaces = {(k[0], k[1]) for k in by_key}
+    try:
+        planned = plan_in(context, sql, sorted({k[0] for k in by_key}), resolver, limits, params, False,
+                          lambda wh, ns: (wh, ns) in namespaces)
+    except TableNotFound:
+        if resolver.missing:
+            raise InvalidInput("the ticket's query reads a table it does not pin") from None
+        raise
+    if set(planned.refs) != set(refs):
+        raise InvalidInput("the ticket's pinned tables do not match its query")
+    return planned
+
+
+def bind_values(params: pa.RecordBatch | None, count: int) -> dict[str, Any] | None:
+    if params is None or params.num_columns == 0:
+        if count:
+            raise InvalidInput(f"the query takes {count} parameter(s) and none were bound")
+        return None
+    if params.num_rows != 1:
+        raise InvalidInput(f"bind exactly one row of parameters per execution (got {params.num_rows})")
+    if params.num_columns != count:
+        raise InvalidInput(f"the query takes {count} parameter(s), {params.num_columns} were bound")
+    return {str(i + 1): params.column(i)[0] for i in range(count)}
+
+
+__all__ = ["ALLOWED_ROOTS", "READ_ONLY", "PlannedQuery", "Resolver", "bind_values", "check_deadline", "deadline",
+           "pinned_keys", "plan_in", "plan_pinned_in"]

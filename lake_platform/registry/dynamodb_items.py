@@ -1,0 +1,125 @@
+"""DynamoDB item layout and request marshalling for the registry (no I/O here).
+
+Table layout (one table, many record kinds):
+
+- ``p`` (S, hash key): the key's first ``/``-segment (``tbl``, ``ver``, ``log``...; the whole key
+  when it has no ``/``). Every key sharing a ``prefix/`` lives in one partition, so ``scan_prefix``
+  is an ordered, paged Query instead of a Scan.
+- ``k`` (S, range key): the full key. DynamoDB orders S range keys by UTF-8 bytes, as the contract
+  asks.
+- ``v`` (B) value, ``r`` (N) revision, ``w`` (S) id of the logical call that last wrote the item.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from lake_platform.errors import SettingsError
+from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
+
+Raw = dict[str, Any]
+
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+KEY_SCHEMA = [{"AttributeName": "p", "KeyType": "HASH"}, {"AttributeName": "k", "KeyType": "RANGE"}]
+_UNCONDITIONAL_GUARD = "attribute_not_exists(w) OR w <> :w"
+_UNCONDITIONAL_SET = "SET v = :v, w = :w, r = if_not_exists(r, :zero) + :one"
+
+
+@dataclass(frozen=True)
+class DynamoUrl:
+    table: str
+    region: str | None
+    endpoint_url: str | None
+
+
+def parse_url(url: str) -> DynamoUrl:
+    """``dynamodb://TABLE?region=..&endpoint_url=..``; anything else is a SettingsError."""
+
+    def bad(why: str) -> SettingsError:
+        return SettingsError(f"LAKE_REGISTRY_URL: {why} in {url!r} "
+                             "(expected dynamodb://TABLE?region=REGION&endpoint_url=URL)")
+
+    parts = urlsplit(url)
+    if parts.scheme != "dynamodb":
+        raise bad("scheme must be dynamodb://")
+    if parts.path not in ("", "/") or parts.fragment:
+        raise bad("unexpected path")
+    if not _TABLE_NAME.match(parts.netloc):
+        raise bad("table name must be 3-255 of A-Z a-z 0-9 _ . -")
+    try:
+        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise bad("malformed query") from None
+    unknown = set(query) - {"region", "endpoint_url"}
+    if unknown:
+        raise bad(f"unknown parameter(s) {sorted(unknown)}")
+    if any(len(values) != 1 for values in query.values()):
+        raise bad("repeated parameter")
+    region = query.get("region", [""])[0] or None
+    endpoint = query.get("endpoint_url", [""])[0] or None
+    if region is not None and not re.fullmatch(r"[a-z0-9-]{1,50}", region):
+        raise bad("bad region")
+    target = urlsplit(endpoint or "")
+    if endpoint is not None and (target.scheme not in ("http", "https") or not target.netloc):
+        raise bad("endpoint_url must be http(s)://HOST[:PORT]")
+    return DynamoUrl(parts.netloc, region, endpoint)
+
+
+def partition_of(key: str) -> str:
+    # Key attributes may not be empty strings, so a leading "/" gets a partition of its own.
+    return key.split("/", 1)[0] or "/"
+
+
+def key_of(key: str) -> Raw:
+    return {"p": {"S": partition_of(key)}, "k": {"S": key}}
+
+
+def item_of(raw: Raw) -> Item:
+    return Item(raw["k"]["S"], bytes(raw["v"]["B"]), int(raw["r"]["N"]))
+
+
+def _condition(expected: int) -> dict[str, Any]:
+    if expected == ABSENT:
+        return {"ConditionExpression": "attribute_not_exists(k)"}
+    return {"ConditionExpression": "r = :n", "ExpressionAttributeValues": {":n": {"N": str(expected)}}}
+
+
+def conditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
+    assert op.expected is not None
+    item = {**key_of(op.key), "v": {"B": op.value}, "r": {"N": str(op.expected + 1)}, "w": {"S": write_id}}
+    return {"TableName": table, "Item": item, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **_condition(op.expected)}
+
+
+def unconditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
+    # The guard fails only when this very call already wrote the item, so a re-sent request
+    # cannot bump the revision twice.
+    return {
+        "TableName": table,
+        "Key": key_of(op.key),
+        "UpdateExpression": _UNCONDITIONAL_SET,
+        "ConditionExpression": _UNCONDITIONAL_GUARD,
+        "ExpressionAttributeValues": {":v": {"B": op.value}, ":w": {"S": write_id},
+                                      ":zero": {"N": "0"}, ":one": {"N": "1"}},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def delete_request(table: str, op: Delete) -> dict[str, Any]:
+    return {"TableName": table, "Key": key_of(op.key), "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **_condition(op.expected)}
+
+
+def transact_item(table: str, op: Op, write_id: str) -> dict[str, Any]:
+    if isinstance(op, Put) and op.expected is None:
+        return {"Update": unconditional_put(table, op, write_id)}
+    if isinstance(op, Put):
+        return {"Put": conditional_put(table, op, write_id)}
+    if isinstance(op, Delete):
+        return {"Delete": delete_request(table, op)}
+    return {"ConditionCheck": {"TableName": table, "Key": key_of(op.key),
+                               "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_condition(op.expected)}}
+

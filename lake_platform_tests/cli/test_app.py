@@ -1,0 +1,93 @@
+"""The root group: the command tree, typed errors, settings errors, the entry points."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from lake_platform.cli import cli, parse_duration
+from lake_platform.errors import InvalidInput
+
+COMMAND_TREE = [
+    "cleanup", "compact", "ingest", "log",
+    "namespace create", "namespace drop", "namespace protect", "namespace undrop",
+    "orphans reclaim", "orphans reclaim-folders", "orphans scan", "orphans scan-folders",
+    "policy delete", "policy set", "policy show", "policy unset",
+    "project create", "project drop",
+    "registry init", "serve-flight",
+    "table create", "table describe", "table drop", "table history", "table list", "table protect", "table repair",
+    "table undrop",
+    "token create", "token list", "token revoke",
+    "trash expire", "trash list", "up",
+    "user add", "user list", "user remove",
+    "warehouse create", "warehouse drop", "warehouse protect",
+]
+
+
+def _leaves(group: click.Group, prefix: str = "") -> list[str]:
+    names = []
+    for name, command in sorted(group.commands.items()):
+        path = f"{prefix}{name}"
+        names += _leaves(command, f"{path} ") if isinstance(command, click.Group) else [path]
+    return names
+
+
+def test_every_command_module_is_attached_to_the_root_group() -> None:
+    assert _leaves(cli) == COMMAND_TREE
+
+
+def test_runs_as_a_module(tmp_path: Path) -> None:
+    """`lake up` starts the Flight SQL endpoint as ``python -m lake_platform.cli serve-flight``."""
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
+    out = subprocess.run([sys.executable, "-m", "lake_platform.cli", "serve-flight", "--help"],
+                         capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.startswith("Usage: lake serve-flight") and "--host" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["table", "describe", "Bad.Name.x.y"], 13),
+        (["table", "describe", "p.w.ns.missing"], 4),
+        (["namespace", "create", "p.nope.ns"], 1),
+        (["project", "create", "p"], 2),
+        (["ingest", "p.w.ns.t", "/nonexistent/file.parquet"], 13),
+        (["cleanup", "p.w.ns.t", "--older-than", "soon"], 13),
+        (["warehouse", "create", "p.x", "--root", "ftp://host/x"], 13),
+    ],
+)
+def test_errors_print_code_and_message_without_traceback(lake: CliRunner, args: list[str], code: int) -> None:
+    result = lake.invoke(cli, args)
+    assert result.exit_code != 0
+    assert f"error [{code} " in result.output
+    assert "Traceback" not in result.output
+    as_json = lake.invoke(cli, ["--json", *args])
+    assert json.loads(as_json.output)["error"]["code"] == code
+
+
+def test_bad_setting_names_the_variable(lake: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_LEASE_TTL_SECONDS", "forever")
+    result = lake.invoke(cli, ["table", "list"])
+    assert result.exit_code == 2 and "LAKE_LEASE_TTL_SECONDS" in result.output
+
+
+def test_installed_console_script_runs(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("lake")
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, env=env, check=True)
+    assert "ingest" in out.stdout and "table" in out.stdout
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90m").total_seconds() == 5400
+    assert parse_duration("7d").days == 7
+    for bad in ("", "7", "d", "-1h", "1.5h", "1y"):
+        with pytest.raises(InvalidInput):
+            parse_duration(bad)

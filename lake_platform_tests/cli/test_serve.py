@@ -1,0 +1,56 @@
+"""``lake up`` (its demo seed and options), ``lake serve-flight``, ``lake registry init``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lake_platform.cli import cli
+from lake_platform_tests.cli.conftest import run
+
+
+def test_demo_seed_is_idempotent(tmp_path: Path) -> None:
+    """What `lake up` seeds before it starts the processes (the launcher test runs `up` whole)."""
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.demo import ensure_demo_user, seed_demo
+    from lake_platform.settings import load_settings
+
+    with Catalog(load_settings(home=tmp_path / "home")) as catalog:
+        first, second = seed_demo(catalog), seed_demo(catalog)
+        assert first.created and not second.created and first.rows == second.rows == 1000
+        user, password = ensure_demo_user(catalog, tmp_path / "home")
+        assert ensure_demo_user(catalog, tmp_path / "home") == (user, password)  # stable across runs
+        assert catalog.authenticate_password(user, password).role == "reader"
+        assert (tmp_path / "home" / "demo-user.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_up_has_ports_in_help(lake: CliRunner) -> None:
+    result = lake.invoke(cli, ["up", "--help"])
+    assert result.exit_code == 0 and "--port" in result.output and "--flight-port" in result.output
+
+
+def test_registry_init_creates_the_dynamodb_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   moto_endpoint: str) -> None:
+    url = f"dynamodb://cli_init_test?region=us-east-1&endpoint_url={moto_endpoint}"
+    monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAKE_REGISTRY_URL", url)
+    runner = CliRunner()
+    assert run(runner, "registry", "init") == {"registry": url, "ready": True}
+    assert run(runner, "registry", "init")["ready"]  # idempotent
+    run(runner, "project", "create", "p")
+    assert [e["operation"] for e in run(runner, "log", "p")] == ["create project"]
+
+
+def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        monkeypatch.setenv("LAKE_FLIGHT_PORT", str(busy.getsockname()[1]))
+        result = lake.invoke(cli, ["serve-flight"])
+    assert result.exit_code == 1
+    assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,92 @@
+"""Helpers shared by the Flight and query test modules (none of which imports another): a slow
+UDF to watch a producer with, the server's running-stream count, and a registry that counts
+its reads and can fail like a backend outage."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, Self
+
+import pyarrow as pa
+from datafusion import udf
+
+from lake_platform.errors import ServiceUnavailable
+from lake_platform.flight.server import FlightSqlServer
+from lake_platform.registry.store import Item, MetaStore, Op
+
+#: A query whose producer runs ``slow`` once per batch of ``p.w.ns.multi`` (5 batches).
+SLOW_SQL = "SELECT slow(id) AS id FROM w.ns.multi"
+
+
+class SlowUdf:
+    """Installs ``slow(x)``, which sleeps per batch: a producer we can watch."""
+
+    def __init__(self, server: FlightSqlServer, delay: float) -> None:
+        self.calls: list[float] = []
+        self.delay = delay
+        self._server = server
+        self._original = server.engine.context
+
+    def __enter__(self) -> Self:
+        def slow(values: pa.Array) -> pa.Array:
+            self.calls.append(time.monotonic())
+            time.sleep(self.delay)
+            return values
+
+        fn = udf(slow, [pa.int64()], pa.int64(), "volatile", name="slow")
+        original = self._original
+
+        def context() -> Any:
+            ctx = original()
+            ctx.register_udf(fn)
+            return ctx
+
+        self._server.engine.context = context  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.engine.context = self._original  # type: ignore[method-assign]
+
+
+def tagged_rows(n: int, start: int = 0, tag: str = "v") -> pa.RecordBatchReader:
+    """``n`` rows with ids from ``start``, each tagged ``tag``: which write a row came from."""
+    ids = list(range(start, start + n))
+    return pa.table({"id": pa.array(ids, pa.int64()), "tag": pa.array([tag] * n)}).to_reader()
+
+
+def streams_of(server: FlightSqlServer) -> int:
+    return server.streams.running()
+
+
+class CountingStore(MetaStore):
+    """Wraps a MetaStore, counting reads; can be switched to fail like a backend outage."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.gets = 0
+        self.scans = 0
+        self.failing = False
+
+    def _check(self) -> None:
+        if self.failing:
+            raise ServiceUnavailable("registry backend unreachable")
+
+    def get(self, key: str) -> Item | None:
+        self.gets += 1
+        self._check()
+        return self.inner.get(key)
+
+    def scan_prefix(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> Iterator[Item]:
+        self.scans += 1
+        self._check()
+        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
+
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        self._check()
+        return self.inner.transact(ops)
+
+    @property
+    def reads(self) -> int:
+        return self.gets + self.scans
