@@ -549,7 +549,7 @@ def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
 
 @pytest.mark.slow
 def test_catalog_matches_the_model_on_dynamodb_and_s3(
-    tmp_path: Path, moto_endpoint: str, seaweed: S3Endpoint, record_property: Callable[[str, object], None],
+    tmp_path: Path, moto_endpoint: str, s3: S3Endpoint, record_property: Callable[[str, object], None],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
@@ -557,9 +557,9 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
     def open_env() -> Env:
         url = dynamodb_test_url(moto_endpoint)
         settings_ = load_settings(home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url,
-                                  **seaweed.lake_settings(), **TEST_SETTINGS)
+                                  **s3.lake_settings(), **TEST_SETTINGS)
         init_table(url, settings_)
-        prefix = seaweed.new_prefix()
+        prefix = s3.new_prefix()
 
         def close() -> None:
             store = DynamoMetaStore.from_url(url, settings_)
@@ -567,10 +567,10 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
                 store.delete_table()
             finally:
                 store.close()
-            if seaweed.external:  # a throwaway SeaweedFS needs no cleanup; a real bucket does
-                seaweed.delete_prefix(prefix)
+            if s3.external:  # a throwaway SeaweedFS needs no cleanup; a real bucket does
+                s3.delete_prefix(prefix)
 
-        return Env(settings_, f"s3://{seaweed.bucket}/{prefix}", close)
+        return Env(settings_, f"s3://{s3.bucket}/{prefix}", close)
 
     machine, tally = _machine("DynamoS3Catalog", open_env)
     with _reported("dynamodb+s3", tally, record_property, capsys):
