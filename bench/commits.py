@@ -532,7 +532,9 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     else:
         from lake_platform.registry.dynamodb import DynamoMetaStore as store_cls
 
-    is_beat = lambda th, *a, **k: th.name == "lease-heartbeat"
+    def is_beat(th: Any, *a: Any, **k: Any) -> bool:
+        return th.name == "lease-heartbeat"
+
     # (owner, attribute, label, indent): the direct steps of Catalog.append, in the order they run.
     # Steps the library does not have (any more) are skipped; "*" marks steps that call the registry.
     steps: list[tuple[Any, str, str, int]] = [
@@ -567,7 +569,9 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
             secs = catalog_appends(new_spec(session, d, "prof"), d, batches, around=(t.start, t.stop))
     finally:
         t.restore()
-    per = lambda label: 1000 * t.seconds.get(label, 0.0) / n
+    def per(label: str) -> float:
+        return 1000 * t.seconds.get(label, 0.0) / n
+
     total = per("Catalog.append (total)")
     print(f"  {n} instrumented appends in {secs[0]:.2f} s ({n / secs[0]:,.0f} appends/s with timers on)")
     print(f"  {'step (inclusive wall time per append; * = calls the registry)':<60}{'calls':>7}{'ms':>9}{'share':>8}")

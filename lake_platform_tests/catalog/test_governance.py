@@ -258,6 +258,31 @@ def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> N
     flaky.close()
 
 
+
+def _race_undrop_and_expiry(catalog: Catalog, name: str, deadline: int) -> dict[str, Any]:
+    """Run an undrop and a trash expiry of ``name`` released together by a barrier."""
+    barrier = threading.Barrier(2)
+    results: dict[str, Any] = {}
+
+    def undrop() -> None:
+        barrier.wait()
+        try:
+            results["undrop"] = catalog.undrop_table(name)
+        except TableNotFound as exc:
+            results["undrop"] = exc
+
+    def expire() -> None:
+        barrier.wait()
+        results["expire"] = catalog.expire_trash(now_ms=deadline, only=None)
+
+    threads = [threading.Thread(target=undrop), threading.Thread(target=expire)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
     outcomes = {"undrop": 0, "expire": 0}
     for i in range(12):
@@ -266,25 +291,7 @@ def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
         location = lake.catalog.open_table(name).record.location
         lake.catalog.drop_table(name)
         deadline = lake.catalog.list_trash(name)[0].expires_at_ms
-        barrier = threading.Barrier(2)
-        results: dict[str, Any] = {}
-
-        def undrop() -> None:
-            barrier.wait()
-            try:
-                results["undrop"] = lake.catalog.undrop_table(name)
-            except TableNotFound as exc:
-                results["undrop"] = exc
-
-        def expire() -> None:
-            barrier.wait()
-            results["expire"] = lake.catalog.expire_trash(now_ms=deadline, only=None)
-
-        threads = [threading.Thread(target=undrop), threading.Thread(target=expire)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = _race_undrop_and_expiry(lake.catalog, name, deadline)
         undropped = not isinstance(results["undrop"], Exception)
         expired = any(r.table == name for r in results["expire"])
         assert undropped != expired, i  # exactly one
