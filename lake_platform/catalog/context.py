@@ -75,17 +75,16 @@ class Log:
     bytes_removed: int = 0
 
 
+@dataclass(eq=False)  # identity equality: one context per catalog
 class CatalogContext:
     """One per catalog; every service holds the same one."""
 
-    def __init__(self, settings: LakeSettings, store: MetaStore, clock: Clock, gate: WriteGate,
-                 principal: Principal, hook: Hook | None) -> None:
-        self.settings = settings
-        self.store = store
-        self.clock = clock
-        self.gate = gate
-        self.principal = principal
-        self.hook = hook
+    settings: LakeSettings
+    store: MetaStore
+    clock: Clock
+    gate: WriteGate
+    principal: Principal
+    hook: Hook | None
 
     def at(self, point: str) -> None:
         if self.hook is not None:

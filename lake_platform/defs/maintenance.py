@@ -23,6 +23,15 @@ class CompactConfig(dg.Config):
     force: bool = False  # compact even below the policy's fragment threshold
 
 
+def _table_result(table: str, status: str, commit_id: str | None, **figures: object) -> dg.MaterializeResult:
+    """One table maintenance run's metadata: the status in words, and the commit id only when a
+    commit landed."""
+    metadata = {"table": table, "status": "nothing to do" if status == "nothing-to-do" else status, **figures}
+    if commit_id:
+        metadata["commit_id"] = commit_id
+    return dg.MaterializeResult(metadata=metadata)
+
+
 @dg.asset(
     partitions_def=tables,
     deps=[ingested],
@@ -38,15 +47,11 @@ def compacted(context: dg.AssetExecutionContext, config: CompactConfig, lake: La
     table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
         outcome = compact_table(catalog, table, force=config.force, actor=ACTOR, run_id=context.run.run_id)
-    status = "nothing to do" if outcome.status == "nothing-to-do" else outcome.status
-    metadata = {
-        "table": table, "status": status, "version": outcome.version, "reason": outcome.reason,
-        "fragments_before": outcome.fragments_before or 0, "fragments_after": outcome.fragments_after or 0,
-        "threshold": outcome.threshold or 0, "tasks": outcome.tasks, "workers": outcome.workers,
-    }
-    if outcome.commit_id:
-        metadata["commit_id"] = outcome.commit_id
-    return dg.MaterializeResult(metadata=metadata)
+    return _table_result(
+        table, outcome.status, outcome.commit_id, version=outcome.version, reason=outcome.reason,
+        fragments_before=outcome.fragments_before or 0, fragments_after=outcome.fragments_after or 0,
+        threshold=outcome.threshold or 0, tasks=outcome.tasks, workers=outcome.workers,
+    )
 
 
 @dg.asset(
@@ -66,19 +71,15 @@ def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> d
                                  actor=ACTOR, run_id=context.run.run_id)
         ticket = catalog.settings.ticket_lifetime_seconds
     removed = list(result.detail.get("versions_removed", []))
-    metadata = {
-        "table": table, "status": "nothing to do" if result.status == "nothing-to-do" else result.status,
-        "version": result.version, "versions_removed": len(removed),
-        "removed": dg.MetadataValue.json(removed),
-        "tagged_kept": dg.MetadataValue.json(list(result.detail.get("tagged_kept", []))),
-        "bytes_removed": int(result.detail.get("bytes_removed", 0) or 0),
-        "data_files_removed": int(result.detail.get("data_files_removed", 0) or 0),
-        "retention_seconds": policy.retention.total_seconds(), "retain_versions": policy.retain_versions,
-        "ticket_lifetime_seconds": ticket,
-    }
-    if result.commit_id:
-        metadata["commit_id"] = result.commit_id
-    return dg.MaterializeResult(metadata=metadata)
+    return _table_result(
+        table, result.status, result.commit_id, version=result.version, versions_removed=len(removed),
+        removed=dg.MetadataValue.json(removed),
+        tagged_kept=dg.MetadataValue.json(list(result.detail.get("tagged_kept", []))),
+        bytes_removed=int(result.detail.get("bytes_removed", 0) or 0),
+        data_files_removed=int(result.detail.get("data_files_removed", 0) or 0),
+        retention_seconds=policy.retention.total_seconds(), retain_versions=policy.retain_versions,
+        ticket_lifetime_seconds=ticket,
+    )
 
 
 @dg.asset(

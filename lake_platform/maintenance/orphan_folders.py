@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from lake_platform.catalog.context import Log
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import InvalidInput, LeaseUnavailable
+from lake_platform.maintenance.reclaim_result import ReclaimOutcome
 from lake_platform.naming import WarehouseName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -262,17 +263,8 @@ def commit_folder_report(catalog: Catalog, report: FolderReport, *, actor: str |
 
 
 @dataclass
-class FolderReclaimResult:
-    warehouse: str
-    older_than_seconds: float
-    deleted: list[dict[str, Any]] = field(default_factory=list)
-    bytes_deleted: int = 0
-    #: Folders re-verification refused (now known, in flight, changed), with the reason.
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    commit_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+class FolderReclaimResult(ReclaimOutcome):
+    warehouse: str = field(kw_only=True)
 
 
 def reclaim_folders(catalog: Catalog, warehouse: str, older_than: timedelta, *, actor: str | None = None,
@@ -291,7 +283,7 @@ def reclaim_folders(catalog: Catalog, warehouse: str, older_than: timedelta, *, 
     gate = older_than.total_seconds()
     found = _scan(catalog, wname, root, older_than, None)
     storage = catalog.settings.storage_options(root)
-    result = FolderReclaimResult(str(wname), gate)
+    result = FolderReclaimResult(gate, warehouse=str(wname))
     for location in sorted(found.candidates)[:limit]:
         folder = found.candidates[location]
         try:

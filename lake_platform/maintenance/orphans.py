@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 from lake_platform.catalog.context import Log
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import Internal, InvalidInput, LakeError
+from lake_platform.maintenance.reclaim_result import ReclaimOutcome
 from lake_platform.registry import keys
 from lake_platform.registry.records import Record, VersionRecord, decode
 from lake_platform.registry.store import ABSENT, Delete, Op, Put
@@ -260,17 +261,8 @@ def latest_report(catalog: Catalog, name: str) -> OrphanReport | None:
 
 
 @dataclass
-class ReclaimResult:
-    table: str
-    older_than_seconds: float
-    deleted: list[dict[str, Any]] = field(default_factory=list)
-    bytes_deleted: int = 0
-    #: Candidates re-verification refused (changed, gone, younger), with the reason.
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    commit_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+class ReclaimResult(ReclaimOutcome):
+    table: str = field(kw_only=True)
 
 
 def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | None = None,
@@ -290,7 +282,7 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
     tname = TableName.parse(name)
     catalog.finish_versions(str(tname))
     record = catalog.open_table(str(tname)).record
-    result = ReclaimResult(str(tname), older_than.total_seconds())
+    result = ReclaimResult(older_than.total_seconds(), table=str(tname))
     with catalog.gate.hold(record.incarnation) as lease:
         found = _scan(catalog, str(tname), older_than)
         location = found.report.location

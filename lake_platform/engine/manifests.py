@@ -1,0 +1,209 @@
+"""Manifest files of a table location: naming (V1/V2, final or staging), listing, publishing
+a committed version at its canonical path (finalize, repair) and quarantining manifests written
+around the registry."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files
+
+
+def _final_manifest_name(version: int) -> str:
+    # V2 naming: versions sort newest-first by name.
+    return f"{(1 << 64) - 1 - version:020d}.manifest"
+
+
+def repair_manifests(location: str, registered: Sequence[tuple[int, str]], storage_options: dict[str, str] | None = None) -> int:
+    """Give every registered version a final manifest next to its staging one.
+
+    With managed versioning Lance keeps the staging manifest and may skip the final copy, but
+    its cleanup only sees versions by their final manifests: a registered version without one
+    would look absent, and the files only it references would look like garbage.
+    """
+    fs, root = _filesystem(location, storage_options)
+    repaired = 0
+    for version, manifest_path in registered:
+        final = f"{root.rstrip('/')}/_versions/{_final_manifest_name(version)}"
+        if fs.get_file_info(final).type == pafs.FileType.File:
+            continue
+        fs.copy_file(_object_path(location, manifest_path), final)
+        repaired += 1
+    return repaired
+
+
+def versions_on_disk(location: str, storage_options: dict[str, str] | None = None) -> list[int]:
+    """Every version that has a manifest (final or staging) under the location, ascending.
+
+    Used to prove that no commit bypassed the registry: the newest version on disk must be the
+    registered one.
+    """
+    return sorted({m.version for m in manifests_on_disk(location, storage_options)})
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    version: int
+    path: str  # relative to the table location
+    staging: bool  # ``<name>.manifest-<uuid>``: written by a commit that may not have registered
+    mtime: dt.datetime | None
+
+
+def manifests_on_disk(location: str, storage_options: dict[str, str] | None = None) -> list[ManifestFile]:
+    """Every manifest file under ``_versions/`` (V1 or V2 naming, final or staging), by version."""
+    found = []
+    for entry in list_files(location, storage_options, under="_versions"):
+        parsed = _parse_manifest_name(entry.path.rpartition("/")[2])
+        if parsed is not None:
+            found.append(ManifestFile(parsed[0], entry.path, parsed[1], entry.mtime))
+    return sorted(found, key=lambda m: (m.version, m.path))
+
+
+def quarantined_files(location: str, storage_options: dict[str, str] | None = None) -> list[FileEntry]:
+    """What the write path moved aside (``_quarantine/<tag>/...``): manifests written around the
+    registry, kept as evidence until an operator removes them."""
+    return sorted(list_files(location, storage_options, under=QUARANTINE_DIR), key=lambda e: e.path)
+
+
+class ManifestConflict(RuntimeError):
+    """A different manifest already sits at a committed version's canonical path (written
+    around the registry): the committed one cannot be published there."""
+
+
+def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
+    """Materialize a committed version's manifest at its canonical path; return that path.
+
+    With managed versioning Lance leaves the manifest at its staging path and asks the
+    namespace to "update the index" (which the namespace protocol cannot express), so every
+    later open would try to finish the job again, writing a stray copy each time. The catalog
+    finishes it once: copy to the canonical path (content-identical, so a concurrent helper is
+    harmless), then points the registry at it and removes the staging object.
+    """
+    directory, _, name = staging_path.rpartition("/")
+    if ".manifest-" not in name:
+        return staging_path  # already canonical
+    final_path = f"{directory}/{_final_manifest_name(version)}"
+    src, dst = _object_path(location, staging_path), _object_path(location, final_path)
+    if not location.startswith("s3://"):
+        # Local folders: a hard link is the copy (no bytes move), and it refuses to replace a
+        # canonical manifest a helping reader may already have written.
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            if os.path.getsize(dst) != os.path.getsize(src):
+                raise ManifestConflict(
+                    f"canonical manifest for version {version} differs from the committed one") from None
+        except OSError:  # no hard links on this filesystem
+            if not os.path.exists(dst):
+                shutil.copyfile(src, dst)
+        return final_path
+    fs, _ = _filesystem(location, storage_options)
+    info = fs.get_file_info(dst)
+    if info.type != pafs.FileType.File:
+        fs.copy_file(src, dst)
+    elif info.size != fs.get_file_info(src).size:
+        raise ManifestConflict(f"canonical manifest for version {version} differs from the committed one")
+    return final_path
+
+
+def manifest_size(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The size of a manifest (as the registry names it), or None when it is not on storage."""
+    if not location.startswith("s3://"):
+        try:
+            return os.path.getsize(_object_path(location, manifest_path))
+        except FileNotFoundError:
+            return None
+    fs, _ = _filesystem(location, storage_options)
+    info = fs.get_file_info(_object_path(location, manifest_path))
+    return int(info.size or 0) if info.type == pafs.FileType.File else None
+
+
+def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:
+    """Whether a version's manifest (as the registry names it) is still on storage: a stat
+    locally, a HEAD on S3."""
+    if not location.startswith("s3://"):
+        return os.path.exists(_object_path(location, manifest_path))
+    fs, _ = _filesystem(location, storage_options)
+    return fs.get_file_info(_object_path(location, manifest_path)).type == pafs.FileType.File
+
+
+#: Where manifests written around the registry are moved (never deleted): outside Lance's own
+#: folders, so Lance never builds on them and the orphan scan never reclaims them.
+QUARANTINE_DIR = "_quarantine"
+
+
+def is_staging_manifest(manifest_path: str) -> bool:
+    """Lance's staging manifests are ``<name>.manifest-<uuid>``; canonical ones end in ``.manifest``."""
+    return ".manifest-" in manifest_path.rsplit("/", 1)[-1]
+
+
+def canonical_manifest_path(manifest_path: str, version: int) -> str:
+    """The canonical (V2) manifest path of ``version``, in the same form as ``manifest_path``."""
+    return f"{manifest_path.rpartition('/')[0]}/{_final_manifest_name(version)}"
+
+
+def _parse_manifest_name(name: str) -> tuple[int, bool] | None:
+    """(version, staging) for a manifest file name: V1 ``N.manifest`` or V2 (``u64::MAX - N``,
+    20 digits), final or staging (``.manifest-<uuid>``); None for anything else, including
+    Lance's temporary ``#k`` copies."""
+    stem, dot, rest = name.partition(".manifest")
+    if not dot or not stem.isdigit() or (rest and not rest.startswith("-")):
+        return None
+    return ((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)), bool(rest)
+
+
+def _manifest_version(name: str) -> int | None:
+    """The version a canonical (final) manifest name stands for, else None."""
+    parsed = _parse_manifest_name(name)
+    return parsed[0] if parsed is not None and not parsed[1] else None
+
+
+def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
+    """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
+    ``_versions/``, which is what Lance itself lists to find the newest version."""
+    found: dict[int, list[str]] = {}
+    if not location.startswith("s3://"):
+        try:
+            names = [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
+        except FileNotFoundError:
+            return found
+    else:
+        fs, root = _filesystem(location, storage_options)
+        infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
+        names = [i.base_name for i in infos if i.type == pafs.FileType.File]
+    for name in names:
+        version = _manifest_version(name)
+        if version is not None:
+            found.setdefault(version, []).append(f"_versions/{name}")
+    return found
+
+
+def quarantine_files(location: str, paths: Sequence[str], tag: str,
+                     storage_options: dict[str, str] | None = None) -> list[str]:
+    """Move files (relative paths) to ``_quarantine/<tag>/<path>``; return the new paths.
+
+    A move, not a delete: a manifest written around the registry is evidence an operator may
+    want, but Lance must stop seeing it (it builds every commit on the newest manifest on disk).
+    """
+    moved = []
+    fs, root = (None, location.removeprefix("file://")) if not location.startswith("s3://") else _filesystem(
+        location, storage_options)
+    for path in paths:
+        target = f"{QUARANTINE_DIR}/{tag}/{path}"
+        src, dst = f"{root.rstrip('/')}/{path}", f"{root.rstrip('/')}/{target}"
+        try:
+            if fs is None:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.rename(src, dst)
+            else:
+                fs.move(src, dst)
+        except FileNotFoundError:
+            continue  # someone else moved it already
+        moved.append(target)
+    return moved

@@ -1,0 +1,84 @@
+"""Object-store plumbing under a table location: the filesystem for a location, listing,
+removing files. No Lance calls; the manifest and table operations build on it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the table location
+    size: int
+    mtime: dt.datetime | None
+
+
+
+def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
+    if location.startswith("s3://"):
+        opts = storage_options or {}
+        endpoint = opts.get("aws_endpoint", "")
+        fs = pafs.S3FileSystem(
+            access_key=opts.get("aws_access_key_id") or None,
+            secret_key=opts.get("aws_secret_access_key") or None,
+            region=opts.get("aws_region") or "us-east-1",
+            endpoint_override=endpoint.split("://", 1)[-1] or None,
+            scheme="http" if endpoint.startswith("http://") else "https",
+        )
+        return fs, location.removeprefix("s3://")
+    return pafs.LocalFileSystem(), location.removeprefix("file://")
+
+
+def _object_path(location: str, manifest_path: str) -> str:
+    """Lance reports manifest paths as object-store paths (no scheme, no leading slash)."""
+    if location.startswith("s3://"):
+        bucket = location.removeprefix("s3://").split("/", 1)[0]
+        return f"{bucket}/{manifest_path}"
+    return "/" + manifest_path.lstrip("/")
+
+
+def remove_files(location: str, manifest_paths: Sequence[str], storage_options: dict[str, str] | None = None) -> int:
+    """Remove the given staging manifests; missing ones are fine (idempotent)."""
+    # Locally a plain unlink: far cheaper than going through pyarrow's filesystem (benchmarks.md).
+    delete = os.remove if not location.startswith("s3://") else _filesystem(location, storage_options)[0].delete_file
+    removed = 0
+    for path in manifest_paths:
+        try:
+            delete(_object_path(location, path))
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def list_files(location: str, storage_options: dict[str, str] | None = None, *,
+               under: str = "") -> Iterator[FileEntry]:
+    """Every file under a table location (or only under its folder ``under``), paths relative
+    to the location, with size and mtime."""
+    fs, root = _filesystem(location, storage_options)
+    folder = f"{root.rstrip('/')}/{under.strip('/')}" if under else root
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        return
+    prefix = root.rstrip("/") + "/"
+    for info in infos:
+        if info.type == pafs.FileType.File:
+            yield FileEntry(info.path.removeprefix(prefix), int(info.size or 0), info.mtime)
+
+
+def list_folders(location: str, storage_options: dict[str, str] | None = None) -> list[tuple[str, float | None]]:
+    """The folders directly under ``location`` (names, with their mtime where the store has
+    one): one delimiter listing on S3, never a recursive walk of the bucket."""
+    fs, root = _filesystem(location, storage_options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    return sorted((info.base_name, info.mtime.timestamp() if info.mtime is not None else None)
+                  for info in infos if info.type == pafs.FileType.Directory)
