@@ -34,13 +34,15 @@ MB = 1_000_000  # figures are decimal megabytes (MB/s), as storage vendors and L
 # -- data ----------------------------------------------------------------------------------------
 
 CATEGORIES = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
-SCHEMA = pa.schema([
-    ("id", pa.int64()),
-    ("ts", pa.timestamp("us", tz="UTC")),
-    ("category", pa.string()),
-    ("value", pa.float64()),
-    ("payload", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("category", pa.string()),
+        ("value", pa.float64()),
+        ("payload", pa.string()),
+    ]
+)
 _BASE_US = 1_700_000_000_000_000  # 2023-11-14, a fixed origin so runs are identical
 _CATEGORY_ARRAY = pa.array(CATEGORIES, pa.string())
 
@@ -77,8 +79,9 @@ class Tally:
     nbytes: int = 0
 
 
-def make_reader(rows: int, batch_rows: int, seed: int, tally: Tally | None = None, *,
-                start_id: int = 0) -> pa.RecordBatchReader:
+def make_reader(
+    rows: int, batch_rows: int, seed: int, tally: Tally | None = None, *, start_id: int = 0
+) -> pa.RecordBatchReader:
     """A generator-backed reader: batches are made on the fly, never all held at once."""
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -131,6 +134,7 @@ def scratch_dir(prefix: str, keep: bool = False) -> Iterator[Path]:
 
 # -- measuring -------------------------------------------------------------------------------------
 
+
 def vm_hwm_bytes() -> int:
     """Peak resident set size of this process (VmHWM), in bytes."""
     with open("/proc/self/status") as f:
@@ -182,8 +186,10 @@ def machine_line() -> str:
         mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
     except OSError:
         pass
-    return (f"machine: {os.cpu_count()} cores{mem}, {platform.machine()}, Python {platform.python_version()}, "
-            f"pylance {lance.__version__}, pyarrow {pa.__version__}; {load_line()}")
+    return (
+        f"machine: {os.cpu_count()} cores{mem}, {platform.machine()}, Python {platform.python_version()}, "
+        f"pylance {lance.__version__}, pyarrow {pa.__version__}; {load_line()}"
+    )
 
 
 def load_line() -> str:
@@ -194,6 +200,7 @@ def load_line() -> str:
 
 # -- moto (DynamoDB emulator) for --backend dynamodb ----------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -202,8 +209,11 @@ def _free_port() -> int:
 
 def moto_dummy_credentials() -> None:
     """moto accepts any credentials; set placeholders only where none are configured."""
-    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         os.environ.setdefault(name, value)
 
 
@@ -212,8 +222,12 @@ def moto_server(log_dir: Path) -> Iterator[str]:
     """Start ``moto_server`` on a free loopback port (stopped by its pid afterwards); yield its URL."""
     script = Path(sys.executable).with_name("moto_server")
     port = _free_port()
-    cmd = ([str(script)] if script.exists() else [sys.executable, "-m", "moto.server"]) + ["-H", "127.0.0.1",
-                                                                                           "-p", str(port)]
+    cmd = ([str(script)] if script.exists() else [sys.executable, "-m", "moto.server"]) + [
+        "-H",
+        "127.0.0.1",
+        "-p",
+        str(port),
+    ]
     log = (log_dir / "moto.log").open("wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
@@ -254,4 +268,5 @@ def dynamodb_available() -> bool:
 def dynamodb_url(endpoint: str, table: str) -> str:
     from urllib.parse import urlencode
 
-    return f"dynamodb://{table}?{urlencode({'region': os.environ.get('AWS_DEFAULT_REGION', 'us-east-1'), 'endpoint_url': endpoint})}"
+    query = urlencode({"region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"), "endpoint_url": endpoint})
+    return f"dynamodb://{table}?{query}"

@@ -53,24 +53,49 @@ BACKENDS = ("sqlite", "dynamodb")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     p.add_argument("--backend", choices=BACKENDS, default="sqlite", help="registry backend (default sqlite)")
-    p.add_argument("--endpoint", default="",
-                   help="DynamoDB endpoint URL for --backend dynamodb (default: start a moto server on loopback)")
-    p.add_argument("--seconds", type=float, default=3.0, help="duration of each registry scenario (default 3)")
-    p.add_argument("--writers", type=int, default=4, help="writer processes in the concurrent scenarios (default 4)")
+    p.add_argument(
+        "--endpoint",
+        default="",
+        help="DynamoDB endpoint URL for --backend dynamodb (default: start a moto server on loopback)",
+    )
+    p.add_argument(
+        "--seconds", type=float, default=3.0, help="duration of each registry scenario (default 3)"
+    )
+    p.add_argument(
+        "--writers", type=int, default=4, help="writer processes in the concurrent scenarios (default 4)"
+    )
     p.add_argument("--appends", type=int, default=300, help="small appends per run (default 300)")
     p.add_argument("--batch-rows", type=int, default=100, help="rows per small append (default 100)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per side for the appends; median reported (default 3)")
-    p.add_argument("--profile-appends", type=int, default=200,
-                   help="appends in the instrumented breakdown run (0 to skip; default 200)")
-    p.add_argument("--cprofile", type=int, default=0, metavar="N",
-                   help="also run the appends under cProfile and print the top N functions by cumulative time")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="runs per side for the appends; median reported (default 3)"
+    )
+    p.add_argument(
+        "--profile-appends",
+        type=int,
+        default=200,
+        help="appends in the instrumented breakdown run (0 to skip; default 200)",
+    )
+    p.add_argument(
+        "--cprofile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the appends under cProfile and print the top N functions by cumulative time",
+    )
     p.add_argument("--skip-registry", action="store_true", help="skip (a), the raw registry scenarios")
     p.add_argument("--skip-appends", action="store_true", help="skip (b) and (c)")
-    p.add_argument("--no-references", dest="references", action="store_false",
-                   help="time only bare and catalog appends, not the two reference variants")
+    p.add_argument(
+        "--no-references",
+        dest="references",
+        action="store_false",
+        help="time only bare and catalog appends, not the two reference variants",
+    )
     p.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
     return p.parse_args(argv)
 
@@ -78,6 +103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # == backends =======================================================================================
 # A "spec" is a small picklable dict naming a store, so spawned workers can open their own.
 # Adding a backend: a branch in open_store, in registry_url and in backend_session.
+
 
 def open_store(spec: dict[str, str]):  # -> MetaStore
     if spec["backend"] == "sqlite":
@@ -88,8 +114,11 @@ def open_store(spec: dict[str, str]):  # -> MetaStore
         from lake_platform.registry.dynamodb import DynamoMetaStore
 
         c.moto_dummy_credentials()
-        return DynamoMetaStore(spec["table"], region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-                               endpoint_url=spec["endpoint"])
+        return DynamoMetaStore(
+            spec["table"],
+            region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+            endpoint_url=spec["endpoint"],
+        )
     raise ValueError(spec["backend"])
 
 
@@ -103,7 +132,11 @@ def new_spec(session: dict[str, str], tmp: Path, label: str) -> dict[str, str]:
     """A fresh, empty registry for one scenario (a new SQLite file, or a new DynamoDB table)."""
     if session["backend"] == "sqlite":
         return {"backend": "sqlite", "path": (tmp / f"{label}-{uuid.uuid4().hex[:6]}.db").as_posix()}
-    spec = {"backend": "dynamodb", "endpoint": session["endpoint"], "table": f"bench-{label}-{uuid.uuid4().hex[:8]}"}
+    spec = {
+        "backend": "dynamodb",
+        "endpoint": session["endpoint"],
+        "table": f"bench-{label}-{uuid.uuid4().hex[:8]}",
+    }
     store = open_store(spec)
     try:
         store.create_table()
@@ -119,8 +152,10 @@ def backend_session(args: argparse.Namespace, tmp: Path) -> Iterator[dict[str, s
         return
     if not c.dynamodb_available():
         # Hook: lake_platform/registry/dynamodb.py (DynamoMetaStore) is not there yet.
-        sys.exit("--backend dynamodb needs lake_platform.registry.dynamodb.DynamoMetaStore, which is not "
-                 "installed in this checkout yet")
+        sys.exit(
+            "--backend dynamodb needs lake_platform.registry.dynamodb.DynamoMetaStore, which is not "
+            "installed in this checkout yet"
+        )
     c.moto_dummy_credentials()
     if args.endpoint:
         yield {"backend": "dynamodb", "endpoint": args.endpoint}
@@ -131,12 +166,15 @@ def backend_session(args: argparse.Namespace, tmp: Path) -> Iterator[dict[str, s
 
 def emulator_note(backend: str) -> str:
     if backend == "dynamodb":
-        return ("NOTE: dynamodb figures are for the moto emulator (a single Python process on this machine), "
-                "NOT for AWS DynamoDB")
+        return (
+            "NOTE: dynamodb figures are for the moto emulator (a single Python process on this machine), "
+            "NOT for AWS DynamoDB"
+        )
     return ""
 
 
 # == (a) raw registry commits =======================================================================
+
 
 def _commit_values() -> dict[str, bytes]:
     """Encoded records of realistic size for one catalog commit (encoded once, reused)."""
@@ -150,21 +188,54 @@ def _commit_values() -> dict[str, bytes]:
     )
 
     inc = uuid.uuid4().hex
-    table = TableRecord(name="bench.wh.ns.small", incarnation=inc, location=f"/tmp/x/small-{inc}.lance",
-                        current_version=12, schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(c.SCHEMA)))
-    version = VersionRecord(incarnation=inc, version=12, manifest_path=f"tmp/x/_versions/{'9' * 20}.manifest-{uuid.uuid4()}",
-                            manifest_size=1234, naming_scheme="V2", commit_id=uuid.uuid4().hex)
-    entry = CommitLogEntry(commit_id=uuid.uuid4().hex, target="bench.wh.ns.small", operation="append",
-                           actor="local-admin", incarnation=inc, from_version=11, to_version=12, rows_added=100,
-                           bytes_added=5200)
-    marker = CommitMarker(commit_id=uuid.uuid4().hex, target="bench.wh.ns.small", operation="append",
-                          incarnation=inc, from_version=11, to_version=12, log_key="log/bench.wh.ns.small/x")
+    table = TableRecord(
+        name="bench.wh.ns.small",
+        incarnation=inc,
+        location=f"/tmp/x/small-{inc}.lance",
+        current_version=12,
+        schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(c.SCHEMA)),
+    )
+    version = VersionRecord(
+        incarnation=inc,
+        version=12,
+        manifest_path=f"tmp/x/_versions/{'9' * 20}.manifest-{uuid.uuid4()}",
+        manifest_size=1234,
+        naming_scheme="V2",
+        commit_id=uuid.uuid4().hex,
+    )
+    entry = CommitLogEntry(
+        commit_id=uuid.uuid4().hex,
+        target="bench.wh.ns.small",
+        operation="append",
+        actor="local-admin",
+        incarnation=inc,
+        from_version=11,
+        to_version=12,
+        rows_added=100,
+        bytes_added=5200,
+    )
+    marker = CommitMarker(
+        commit_id=uuid.uuid4().hex,
+        target="bench.wh.ns.small",
+        operation="append",
+        incarnation=inc,
+        from_version=11,
+        to_version=12,
+        log_key="log/bench.wh.ns.small/x",
+    )
     lease = LeaseRecord(incarnation=inc, holder=uuid.uuid4().hex, token=1, deadline_ms=2**42)
-    return {"table": table.encode(), "version": version.encode(), "entry": entry.encode(),
-            "marker": marker.encode(), "lease": lease.encode()}
+    return {
+        "table": table.encode(),
+        "version": version.encode(),
+        "entry": entry.encode(),
+        "marker": marker.encode(),
+        "lease": lease.encode(),
+    }
 
 
-def registry_worker(spec: dict[str, str], mode: str, wid: int, seconds: float, barrier: Any, out: Any) -> None:
+def registry_worker(
+    spec: dict[str, str], mode: str, wid: int, seconds: float, barrier: Any, out: Any
+) -> None:
     from lake_platform.errors import ConditionFailed, ServiceUnavailable, Throttling
     from lake_platform.registry.store import ABSENT, Check, Put
 
@@ -226,8 +297,10 @@ def run_registry(args: argparse.Namespace, session: dict[str, str], tmp: Path) -
     for label, mode, n in scenarios:
         spec = new_spec(session, tmp, mode)
         barrier, out = ctx.Barrier(n), ctx.Queue()
-        procs = [ctx.Process(target=registry_worker, args=(spec, mode, w, args.seconds, barrier, out))
-                 for w in range(n)]
+        procs = [
+            ctx.Process(target=registry_worker, args=(spec, mode, w, args.seconds, barrier, out))
+            for w in range(n)
+        ]
         for p in procs:
             p.start()
         results = [out.get(timeout=args.seconds + 120) for _ in procs]
@@ -235,23 +308,38 @@ def run_registry(args: argparse.Namespace, session: dict[str, str], tmp: Path) -
             p.join(timeout=30)
         total = sum(r["commits"] for r in results)
         secs = max(r["seconds"] for r in results)
-        row = {"label": label, "commits": total, "per_s": total / secs,
-               "conflicts": sum(r["conflicts"] for r in results), "errors": sum(r["errors"] for r in results)}
+        row = {
+            "label": label,
+            "commits": total,
+            "per_s": total / secs,
+            "conflicts": sum(r["conflicts"] for r in results),
+            "errors": sum(r["errors"] for r in results),
+        }
         rows.append(row)
-        print(f"  {label:<44}{row['per_s']:>10,.0f} commits/s   (commits {total:,}, failed conditions "
-              f"{row['conflicts']:,}, busy/throttled {row['errors']:,})", flush=True)
+        print(
+            f"  {label:<44}{row['per_s']:>10,.0f} commits/s   (commits {total:,}, failed conditions "
+            f"{row['conflicts']:,}, busy/throttled {row['errors']:,})",
+            flush=True,
+        )
     return rows
 
 
 # == (b) small appends ===============================================================================
+
 
 def small_batches(args: argparse.Namespace) -> list[pa.RecordBatch]:
     n = args.batch_rows
     return [c.make_batch(args.seed, i, i * n, n) for i in range(args.appends + 1)]
 
 
-def catalog_appends(spec: dict[str, str], tmp: Path, batches: list[pa.RecordBatch], *,
-                    around: tuple[Callable[[], None], Callable[[], None]] | None = None, **catalog_kw: Any) -> tuple[float, float]:
+def catalog_appends(
+    spec: dict[str, str],
+    tmp: Path,
+    batches: list[pa.RecordBatch],
+    *,
+    around: tuple[Callable[[], None], Callable[[], None]] | None = None,
+    **catalog_kw: Any,
+) -> tuple[float, float]:
     """Create the table from batches[0] (untimed), then time one Catalog.append per further batch.
 
     ``around``: (before, after) callbacks run just outside the timed loop (the profiler's switches).
@@ -304,11 +392,16 @@ def memory_namespace(location: str):  # -> LanceNamespace
             return DeclareTableResponse(location=location, managed_versioning=True)
 
         def describe_table(self, req: Any) -> DescribeTableResponse:
-            return DescribeTableResponse(location=location, managed_versioning=True,
-                                         version=max(self.versions) if self.versions else None)
+            return DescribeTableResponse(
+                location=location,
+                managed_versioning=True,
+                version=max(self.versions) if self.versions else None,
+            )
 
         def list_table_versions(self, req: Any) -> ListTableVersionsResponse:
-            found = sorted(self.versions.values(), key=lambda v: v.version, reverse=bool(field(req, "descending")))
+            found = sorted(
+                self.versions.values(), key=lambda v: v.version, reverse=bool(field(req, "descending"))
+            )
             limit = field(req, "limit")
             return ListTableVersionsResponse(versions=found[: int(limit)] if limit else found)
 
@@ -319,9 +412,13 @@ def memory_namespace(location: str):  # -> LanceNamespace
             number = int(field(req, "version"))
             if number in self.versions:
                 raise RuntimeError(f"version {number} exists")
-            tv = TableVersion(version=number, manifest_path=str(field(req, "manifest_path")),
-                              manifest_size=field(req, "manifest_size"), e_tag=field(req, "e_tag"),
-                              timestamp_millis=int(time.time() * 1000))
+            tv = TableVersion(
+                version=number,
+                manifest_path=str(field(req, "manifest_path")),
+                manifest_size=field(req, "manifest_size"),
+                e_tag=field(req, "e_tag"),
+                timestamp_millis=int(time.time() * 1000),
+            )
             self.versions[number] = tv
             return CreateTableVersionResponse(version=tv)
 
@@ -398,11 +495,17 @@ def _reader(batch: pa.RecordBatch) -> pa.RecordBatchReader:
 
 
 #: The first two give the ratio; the others are references that explain it.
-SIDES: dict[str, Any] = {"bare": BareSide, "catalog": CatalogSide, "memns": MemnsSide, "nohb": NoHeartbeatSide}
+SIDES: dict[str, Any] = {
+    "bare": BareSide,
+    "catalog": CatalogSide,
+    "memns": MemnsSide,
+    "nohb": NoHeartbeatSide,
+}
 
 
-def interleaved_run(sides: list[str], session: dict[str, str], tmp: Path,
-                    batches: list[pa.RecordBatch]) -> dict[str, tuple[float, float]]:
+def interleaved_run(
+    sides: list[str], session: dict[str, str], tmp: Path, batches: list[pa.RecordBatch]
+) -> dict[str, tuple[float, float]]:
     """Append batch i to every side before batch i+1 (rotating who goes first), timing each append.
 
     Interleaving one append at a time makes every side see the same machine load, which matters
@@ -442,30 +545,44 @@ def run_appends(args: argparse.Namespace, session: dict[str, str], tmp: Path) ->
         for side, (secs, cpu) in res.items():
             times[side].append(secs)
             cpus[side].append(cpu)
-        print(f"  run {rep + 1}: " + ", ".join(f"{side} {n / secs:,.0f}/s" for side, (secs, _) in res.items())
-              + f"  (catalog/bare {res['bare'][0] / res['catalog'][0]:.2f})", flush=True)
+        print(
+            f"  run {rep + 1}: "
+            + ", ".join(f"{side} {n / secs:,.0f}/s" for side, (secs, _) in res.items())
+            + f"  (catalog/bare {res['bare'][0] / res['catalog'][0]:.2f})",
+            flush=True,
+        )
     med = {side: c.median(v) for side, v in times.items()}
     cpu_med = {side: c.median(v) for side, v in cpus.items()}
     print(f"  ({c.load_line()})")
     print()
     for side in sides:
-        print(f"  {SIDES[side].label:<42}{n / med[side]:>7,.0f} appends/s  ({1000 * med[side] / n:.2f} ms each, "
-              f"CPU {1000 * cpu_med[side] / n:.2f} ms; median of {args.repeats})")
+        print(
+            f"  {SIDES[side].label:<42}{n / med[side]:>7,.0f} appends/s  ({1000 * med[side] / n:.2f} ms "
+            "each, "
+            f"CPU {1000 * cpu_med[side] / n:.2f} ms; median of {args.repeats})"
+        )
     ratio = c.median([b / k for b, k in zip(times["bare"], times["catalog"], strict=True)])
-    print(f"  ratio catalog/bare: {ratio:.3f} median of per-run ratios (goal >= 0.75: "
-          f"{'meets' if ratio >= 0.75 else 'MISSES'}); by CPU time: {cpu_med['bare'] / cpu_med['catalog']:.3f}")
+    print(
+        f"  ratio catalog/bare: {ratio:.3f} median of per-run ratios (goal >= 0.75: "
+        f"{'meets' if ratio >= 0.75 else 'MISSES'}); by CPU time: {cpu_med['bare'] / cpu_med['catalog']:.3f}"
+    )
     if "memns" in med:
         ms = {side: 1000 * m / n for side, m in med.items()}
-        print(f"  per append: bare Lance {ms['bare']:.2f} ms + Lance's namespace-managed commit path "
-              f"{ms['memns'] - ms['bare']:+.2f} ms + catalog (registry, lease, Python) "
-              f"{ms['catalog'] - ms['memns']:+.2f} ms = {ms['catalog']:.2f} ms")
+        print(
+            f"  per append: bare Lance {ms['bare']:.2f} ms + Lance's namespace-managed commit path "
+            f"{ms['memns'] - ms['bare']:+.2f} ms + catalog (registry, lease, Python) "
+            f"{ms['catalog'] - ms['memns']:+.2f} ms = {ms['catalog']:.2f} ms"
+        )
     if "nohb" in med:
-        print(f"  heartbeat thread per append (catalog minus heartbeat=False): "
-              f"{1000 * (med['catalog'] - med['nohb']) / n:+.2f} ms")
+        print(
+            f"  heartbeat thread per append (catalog minus heartbeat=False): "
+            f"{1000 * (med['catalog'] - med['nohb']) / n:+.2f} ms"
+        )
     return {side: n / m for side, m in med.items()} | {"ratio": ratio}
 
 
 # == (c) where the catalog append time goes ========================================================
+
 
 class Timers:
     """Inclusive wall time and call counts per label, from any thread (Lance calls back from its own)."""
@@ -518,10 +635,10 @@ class Timers:
 def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     import lake_platform.catalog.catalog as cat_mod
     import lake_platform.catalog.tables as tables_mod
-    from lake_platform.catalog.context import CatalogContext
-    from lake_platform.catalog.manifests import Manifests
     import lake_platform.engine.lance_engine as eng_mod
+    from lake_platform.catalog.context import CatalogContext
     from lake_platform.catalog.lease import WriteGate
+    from lake_platform.catalog.manifests import Manifests
     from lake_platform.catalog.namespace import BoundTableNamespace
 
     n = args.profile_appends
@@ -569,12 +686,14 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
             secs = catalog_appends(new_spec(session, d, "prof"), d, batches, around=(t.start, t.stop))
     finally:
         t.restore()
+
     def per(label: str) -> float:
         return 1000 * t.seconds.get(label, 0.0) / n
 
     total = per("Catalog.append (total)")
     print(f"  {n} instrumented appends in {secs[0]:.2f} s ({n / secs[0]:,.0f} appends/s with timers on)")
-    print(f"  {'step (inclusive wall time per append; * = calls the registry)':<60}{'calls':>7}{'ms':>9}{'share':>8}")
+    step = "step (inclusive wall time per append; * = calls the registry)"
+    print(f"  {step:<60}{'calls':>7}{'ms':>9}{'share':>8}")
 
     def line(label: str, indent: int, ms: float | None = None, calls: float | None = None) -> None:
         ms = per(label) if ms is None else ms
@@ -601,8 +720,11 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     for meth in ("get", "transact", "scan_prefix"):
         label = f"registry {meth}"
         if t.calls.get(label):
-            print(f"    {meth:<12}{t.calls[label] / n:>6.2f} calls/append  {1000 * t.seconds[label] / t.calls[label]:.3f} ms/call"
-                  f"  {per(label):.3f} ms/append ({100 * per(label) / total:.1f}%)")
+            print(
+                f"    {meth:<12}{t.calls[label] / n:>6.2f} calls/append  "
+                f"{1000 * t.seconds[label] / t.calls[label]:.3f} ms/call"
+                f"  {per(label):.3f} ms/append ({100 * per(label) / total:.1f}%)"
+            )
 
     if args.cprofile:
         prof = cProfile.Profile()
@@ -611,18 +733,28 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
             catalog_appends(spec, d, batches, around=(prof.enable, prof.disable))
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(args.cprofile)
-        print(f"\n  cProfile of {n} appends (main thread only: Lance's callbacks run on its own threads and show "
-              f"inside write_dataset), top {args.cprofile} by cumulative time:")
+        print(
+            f"\n  cProfile of {n} appends (main thread only: Lance's callbacks run on its own threads "
+            "and show "
+            f"inside write_dataset), top {args.cprofile} by cumulative time:"
+        )
         print("\n".join("    " + ln for ln in s.getvalue().splitlines() if ln.strip()))
 
 
 # == main ========================================================================================
 
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(c.machine_line())
-    print(f"backend: {args.backend}" + (f" (endpoint {args.endpoint or 'local moto server'})"
-                                         if args.backend == "dynamodb" else " (WAL, synchronous=NORMAL)"))
+    print(
+        f"backend: {args.backend}"
+        + (
+            f" (endpoint {args.endpoint or 'local moto server'})"
+            if args.backend == "dynamodb"
+            else " (WAL, synchronous=NORMAL)"
+        )
+    )
     note = emulator_note(args.backend)
     if note:
         print(note)
@@ -631,11 +763,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n(a) raw registry commits ({args.seconds:.0f} s per scenario, separate processes):")
             run_registry(args, session, tmp)
         if not args.skip_appends:
-            print(f"\n(b) small appends: {args.appends} x {args.batch_rows}-row batches, {args.repeats} runs per side:")
+            print(
+                f"\n(b) small appends: {args.appends} x {args.batch_rows}-row batches, {args.repeats} "
+                "runs per side:"
+            )
             run_appends(args, session, tmp)
             if args.profile_appends:
-                print(f"\n(c) where a catalog append's time goes ({args.profile_appends} appends, "
-                      "timers around each step):")
+                print(
+                    f"\n(c) where a catalog append's time goes ({args.profile_appends} appends, "
+                    "timers around each step):"
+                )
                 profile_appends(args, session)
     if note:
         print("\n" + note)

@@ -41,8 +41,10 @@ import _common as c  # bench/ is first on sys.path when a script runs
 
 USER, PASSWORD = "bench", "bench-password"
 SCAN = "SELECT * FROM w.ns.trips"
-AGG = ("SELECT category, count(*) AS n, sum(value) AS total, avg(value) AS mean, max(ts) AS last "
-       "FROM w.ns.trips GROUP BY category ORDER BY category")
+AGG = (
+    "SELECT category, count(*) AS n, sum(value) AS total, avg(value) AS mean, max(ts) AS last "
+    "FROM w.ns.trips GROUP BY category ORDER BY category"
+)
 POINT = "SELECT * FROM w.ns.trips WHERE id = 123457"
 
 
@@ -124,7 +126,9 @@ def serve_variant(home: str, variant: str) -> None:
             ctx.register_catalog_provider("w", self.catalog)
             df = ctx.sql_with_options(text, READ_ONLY)
             type(df.logical_plan().to_variant()).__name__  # noqa: B018 - the same root check as ours
-            return fl.FlightInfo(advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+            return fl.FlightInfo(
+                advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1
+            )
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
@@ -147,8 +151,12 @@ def ticket_overhead(home: Path, runs: int) -> dict[str, float]:
     store = open_metastore(settings)
     ref = load_snapshot(store).project("p").table("w", "ns", "trips").ref
     store.close()
-    tickets = Tickets(Sealer([("k1", secrets.token_bytes(32)), ("k2", secrets.token_bytes(32))]), TicketLimits(),
-                      lifetime=3600, prepared_lifetime=3600)
+    tickets = Tickets(
+        Sealer([("k1", secrets.token_bytes(32)), ("k2", secrets.token_bytes(32))]),
+        TicketLimits(),
+        lifetime=3600,
+        prepared_lifetime=3600,
+    )
     who = Identity(USER, "user", "p", "reader")
     seal, open_, size = [], [], 0
     for _ in range(runs):
@@ -160,7 +168,11 @@ def ticket_overhead(home: Path, runs: int) -> dict[str, float]:
         seal.append(t1 - t)
         open_.append(t2 - t1)
         size = len(blob)
-    return {"seal_us": statistics.median(seal) * 1e6, "open_us": statistics.median(open_) * 1e6, "bytes": size}
+    return {
+        "seal_us": statistics.median(seal) * 1e6,
+        "open_us": statistics.median(open_) * 1e6,
+        "bytes": size,
+    }
 
 
 def info_latency(clients: list[tuple[fl.FlightClient, fl.FlightCallOptions]], runs: int) -> list[float]:
@@ -228,12 +240,16 @@ def timed(fn: Callable[[], int], runs: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--point-runs", type=int, default=50)
     parser.add_argument("--ticket-runs", type=int, default=2000)
-    parser.add_argument("--pin-runs", type=int, default=300, help="GetFlightInfo calls per server (pinned/unpinned)")
+    parser.add_argument(
+        "--pin-runs", type=int, default=300, help="GetFlightInfo calls per server (pinned/unpinned)"
+    )
     parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
     args = parser.parse_args()
 
@@ -245,22 +261,31 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="lake-bench-flight-")) / "home"
     t = time.perf_counter()
     nbytes = build(home, args.rows)
-    print(f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, built in {time.perf_counter() - t:.1f}s")
+    print(
+        f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, built in {time.perf_counter() - t:.1f}s"
+    )
     overhead = ticket_overhead(home, args.ticket_runs)
-    print(f"ticket: seal {overhead['seal_us']:.1f} us, open (+ validate) {overhead['open_us']:.1f} us, "
-          f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})")
+    print(
+        f"ticket: seal {overhead['seal_us']:.1f} us, open (+ validate) {overhead['open_us']:.1f} us, "
+        f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
+    )
     ours, ours_port = start("--serve-ours", home)
     variants = [start("--serve-unpinned", home), start("--serve-static", home)]
     try:
         clients = []
         for port in (ours_port, *(p for _, p in variants)):
             client = fl.connect(f"grpc://127.0.0.1:{port}")
-            clients.append((client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)])))
+            clients.append(
+                (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
+            )
         pinned, unpinned, static = info_latency(clients, args.pin_runs)
-        print(f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned {pinned * 1000:.3f} ms; "
-              f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
-              f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
-              f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%")
+        print(
+            f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned "
+            f"{pinned * 1000:.3f} ms; "
+            f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
+            f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
+            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%"
+        )
     finally:
         for proc, _ in variants:
             proc.terminate()
@@ -271,8 +296,11 @@ def main() -> None:
         return
     bare, bare_port = start("--serve-bare", home)
     try:
-        conn = fsql.connect(f"grpc://127.0.0.1:{ours_port}", db_kwargs={"username": USER, "password": PASSWORD},
-                            autocommit=True)
+        conn = fsql.connect(
+            f"grpc://127.0.0.1:{ours_port}",
+            db_kwargs={"username": USER, "password": PASSWORD},
+            autocommit=True,
+        )
         raw = fl.connect(f"grpc://127.0.0.1:{ours_port}")
         opts = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
         plain = fl.connect(f"grpc://127.0.0.1:{bare_port}")
@@ -282,6 +310,7 @@ def main() -> None:
                 with conn.cursor() as cur:
                     cur.execute(sql)
                     return sum(b.num_rows for b in cur.fetch_record_batch())
+
             return run
 
         def ours_raw(sql: str) -> Callable[[], int]:
@@ -290,11 +319,13 @@ def main() -> None:
             def run() -> int:
                 info = raw.get_flight_info(descriptor, opts)
                 return sum(c.data.num_rows for c in raw.do_get(info.endpoints[0].ticket, opts))
+
             return run
 
         def bare_raw(sql: str) -> Callable[[], int]:
             def run() -> int:
                 return sum(c.data.num_rows for c in plain.do_get(fl.Ticket(sql.encode())))
+
             return run
 
         results: dict[str, dict[str, float]] = {}
@@ -319,13 +350,17 @@ def main() -> None:
             t = time.perf_counter()
             ours_raw(POINT)()
             full.append(time.perf_counter() - t)
-        print(f"point query GetFlightInfo: median {statistics.median(latencies) * 1000:.2f} ms, "
-              f"p90 {sorted(latencies)[int(len(latencies) * 0.9)] * 1000:.2f} ms; "
-              f"GetFlightInfo + DoGet median {statistics.median(full) * 1000:.2f} ms")
+        print(
+            f"point query GetFlightInfo: median {statistics.median(latencies) * 1000:.2f} ms, "
+            f"p90 {sorted(latencies)[int(len(latencies) * 0.9)] * 1000:.2f} ms; "
+            f"GetFlightInfo + DoGet median {statistics.median(full) * 1000:.2f} ms"
+        )
         print("ratios (throughput ours / bare; goal >= 0.9):")
         for label, row in results.items():
-            print(f"  {label:9s} pyarrow client {row['bare/pyarrow'] / row['ours/pyarrow']:.2f}   "
-                  f"ADBC client {row['bare/pyarrow'] / row['ours/adbc']:.2f}")
+            print(
+                f"  {label:9s} pyarrow client {row['bare/pyarrow'] / row['ours/pyarrow']:.2f}   "
+                f"ADBC client {row['bare/pyarrow'] / row['ours/adbc']:.2f}"
+            )
         conn.close()
     finally:
         for proc in (ours, bare):

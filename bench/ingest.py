@@ -34,18 +34,33 @@ TABLE = f"{c.NAMESPACE}.events"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     p.add_argument("--rows", type=int, default=5_000_000, help="rows per timed write (default 5,000,000)")
     p.add_argument("--batch-rows", type=int, default=65_536, help="rows per generated batch (default 65,536)")
     p.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per side; the median is reported (default 5)")
+    p.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per side; the median is reported (default 5)"
+    )
     p.add_argument("--skip-append", action="store_true", help="time only create, not append")
-    p.add_argument("--rss-rows", type=int, nargs=2, default=[1_250_000, 5_000_000], metavar=("SMALL", "LARGE"),
-                   help="input sizes for the peak-RSS check (default 1,250,000 and 5,000,000)")
-    p.add_argument("--rss-bare", action="store_true", help="also measure the peak RSS of bare Lance, for context")
+    p.add_argument(
+        "--rss-rows",
+        type=int,
+        nargs=2,
+        default=[1_250_000, 5_000_000],
+        metavar=("SMALL", "LARGE"),
+        help="input sizes for the peak-RSS check (default 1,250,000 and 5,000,000)",
+    )
+    p.add_argument(
+        "--rss-bare", action="store_true", help="also measure the peak RSS of bare Lance, for context"
+    )
     p.add_argument("--skip-rss", action="store_true", help="skip the peak-RSS subprocess runs")
-    p.add_argument("--min-mb", type=float, default=150.0, help="warn if the stream is smaller than this (default 150)")
+    p.add_argument(
+        "--min-mb", type=float, default=150.0, help="warn if the stream is smaller than this (default 150)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the temp folders (their paths are printed)")
     # Internal: one peak-RSS measurement in this (fresh) process, printed as JSON.
     p.add_argument("--_rss-child", dest="rss_child", choices=["catalog", "bare"], help=argparse.SUPPRESS)
@@ -53,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # -- one timed write per side ----------------------------------------------------------------------
+
 
 def run_bare(args: argparse.Namespace, tmp: Path, append: bool) -> dict[str, float]:
     import lance
@@ -67,8 +83,11 @@ def run_bare(args: argparse.Namespace, tmp: Path, append: bool) -> dict[str, flo
     if append:
         tally = c.Tally()
         sw = c.Stopwatch()
-        lance.write_dataset(c.make_reader(args.rows, args.batch_rows, args.seed + 1, tally, start_id=args.rows),
-                            uri, mode="append")
+        lance.write_dataset(
+            c.make_reader(args.rows, args.batch_rows, args.seed + 1, tally, start_id=args.rows),
+            uri,
+            mode="append",
+        )
         out["append_s"], out["append_cpu"] = sw.stop()
         assert lance.dataset(uri).count_rows() == 2 * args.rows
     return out
@@ -86,8 +105,9 @@ def run_catalog(args: argparse.Namespace, tmp: Path, append: bool) -> dict[str, 
         assert result.rows_added == args.rows, result
         if append:
             sw = c.Stopwatch()
-            result = catalog.append(TABLE, c.make_reader(args.rows, args.batch_rows, args.seed + 1,
-                                                         start_id=args.rows))
+            result = catalog.append(
+                TABLE, c.make_reader(args.rows, args.batch_rows, args.seed + 1, start_id=args.rows)
+            )
             out["append_s"], out["append_cpu"] = sw.stop()
             assert result.rows_added == args.rows, result
             assert catalog.open_table(TABLE).count_rows() == 2 * args.rows
@@ -97,6 +117,7 @@ def run_catalog(args: argparse.Namespace, tmp: Path, append: bool) -> dict[str, 
 
 
 # -- peak RSS in a fresh process -----------------------------------------------------------------
+
 
 def rss_child(args: argparse.Namespace) -> None:
     import lance
@@ -112,16 +133,29 @@ def rss_child(args: argparse.Namespace) -> None:
         else:
             baseline = c.vm_hwm_bytes()
             t0 = time.perf_counter()
-            lance.write_dataset(c.make_reader(args.rows, args.batch_rows, args.seed), (tmp / "b.lance").as_posix(),
-                                mode="create")
+            lance.write_dataset(
+                c.make_reader(args.rows, args.batch_rows, args.seed),
+                (tmp / "b.lance").as_posix(),
+                mode="create",
+            )
             elapsed = time.perf_counter() - t0
         peak = c.vm_hwm_bytes()
     print(json.dumps({"rows": args.rows, "baseline": baseline, "peak": peak, "seconds": elapsed}))
 
 
 def measure_rss(args: argparse.Namespace, mode: str, rows: int) -> dict[str, float]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_rss-child", mode, "--rows", str(rows),
-           "--batch-rows", str(args.batch_rows), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_rss-child",
+        mode,
+        "--rows",
+        str(rows),
+        "--batch-rows",
+        str(args.batch_rows),
+        "--seed",
+        str(args.seed),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"peak-RSS child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -130,6 +164,7 @@ def measure_rss(args: argparse.Namespace, mode: str, rows: int) -> dict[str, flo
 
 # -- main ------------------------------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rss_child:
@@ -137,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     print(c.machine_line())
-    print(f"config: rows={args.rows:,} batch_rows={args.batch_rows:,} seed={args.seed} repeats={args.repeats}")
+    print(
+        f"config: rows={args.rows:,} batch_rows={args.batch_rows:,} seed={args.seed} repeats={args.repeats}"
+    )
 
     # The generator alone, so its cost can be read against the write figures.
     tally = c.Tally()
@@ -147,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     gen_s = time.perf_counter() - t0
     mb = tally.nbytes / c.MB
     ok = "ok" if mb >= args.min_mb else f"BELOW the {args.min_mb:.0f} MB floor"
-    print(f"stream: {tally.rows:,} rows, {mb:,.1f} MB Arrow nbytes ({ok}); "
-          f"generator alone {gen_s:.2f} s = {tally.rows / gen_s / 1e6:.1f} M rows/s (included in every figure below)")
+    print(
+        f"stream: {tally.rows:,} rows, {mb:,.1f} MB Arrow nbytes ({ok}); "
+        f"generator alone {gen_s:.2f} s = {tally.rows / gen_s / 1e6:.1f} M rows/s (included in every "
+        "figure below)"
+    )
 
     append = not args.skip_append
     # Warm-up (untimed): the first Lance write in a process pays one-off setup costs.
@@ -172,21 +212,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'write':<18}{'median s':>10}{'rows/s':>14}{'MB/s':>10}{'CPU s':>8}")
     medians: dict[tuple[str, str], float] = {}
     cpu: dict[tuple[str, str], float] = {}
-    for op in (["create", "append"] if append else ["create"]):
+    for op in ["create", "append"] if append else ["create"]:
         for side in ("bare", "catalog"):
             secs = c.median([r[f"{op}_s"] for r in runs[side]])
             medians[(op, side)] = secs
             cpu[(op, side)] = c.median([r[f"{op}_cpu"] for r in runs[side]])
-            print(f"{side + ' ' + op:<18}{secs:>10.2f}{args.rows / secs:>14,.0f}{mb / secs:>10.1f}"
-                  f"{cpu[(op, side)]:>8.2f}")
+            print(
+                f"{side + ' ' + op:<18}{secs:>10.2f}{args.rows / secs:>14,.0f}{mb / secs:>10.1f}"
+                f"{cpu[(op, side)]:>8.2f}"
+            )
     print()
-    for op in (["create", "append"] if append else ["create"]):
+    for op in ["create", "append"] if append else ["create"]:
         ratio = medians[(op, "bare")] / medians[(op, "catalog")]
         # Runs of one repeat are back to back, so they share the machine's load at that moment.
-        paired = c.median([b[f"{op}_s"] / k[f"{op}_s"] for b, k in zip(runs["bare"], runs["catalog"], strict=True)])
+        paired = c.median(
+            [b[f"{op}_s"] / k[f"{op}_s"] for b, k in zip(runs["bare"], runs["catalog"], strict=True)]
+        )
         verdict = "meets" if paired >= 0.9 else "MISSES"
-        print(f"ratio catalog/bare ({op}): {paired:.3f} median of per-repeat ratios (goal >= 0.90: {verdict}); "
-              f"ratio of medians {ratio:.3f}; by CPU time {cpu[(op, 'bare')] / cpu[(op, 'catalog')]:.3f}")
+        print(
+            f"ratio catalog/bare ({op}): {paired:.3f} median of per-repeat ratios (goal >= 0.90: {verdict}); "
+            f"ratio of medians {ratio:.3f}; by CPU time {cpu[(op, 'bare')] / cpu[(op, 'catalog')]:.3f}"
+        )
 
     if not args.skip_rss:
         print()
@@ -196,14 +242,21 @@ def main(argv: list[str] | None = None) -> int:
             res = {rows: measure_rss(args, mode, rows) for rows in (small, large)}
             for rows in (small, large):
                 r = res[rows]
-                print(f"peak RSS {mode:<7} {rows:>10,} rows: VmHWM {r['peak'] / 2**20:7.0f} MiB "
-                      f"(before the write {r['baseline'] / 2**20:.0f} MiB, growth {(r['peak'] - r['baseline']) / 2**20:.0f} MiB; "
-                      f"write {r['seconds']:.1f} s)")
+                print(
+                    f"peak RSS {mode:<7} {rows:>10,} rows: VmHWM {r['peak'] / 2**20:7.0f} MiB "
+                    f"(before the write {r['baseline'] / 2**20:.0f} MiB, growth "
+                    f"{(r['peak'] - r['baseline']) / 2**20:.0f} MiB; "
+                    f"write {r['seconds']:.1f} s)"
+                )
             ratio = res[large]["peak"] / res[small]["peak"]
-            growth = (res[large]["peak"] - res[large]["baseline"]) / max(1, res[small]["peak"] - res[small]["baseline"])
+            growth = (res[large]["peak"] - res[large]["baseline"]) / max(
+                1, res[small]["peak"] - res[small]["baseline"]
+            )
             verdict = "meets" if ratio <= 1.15 else "MISSES"
-            print(f"peak RSS ratio {mode} {large / small:.0f}x input: {ratio:.2f} (growth-over-baseline ratio "
-                  f"{growth:.2f}; goal: flat, <= 1.15: {verdict})")
+            print(
+                f"peak RSS ratio {mode} {large / small:.0f}x input: {ratio:.2f} (growth-over-baseline ratio "
+                f"{growth:.2f}; goal: flat, <= 1.15: {verdict})"
+            )
     return 0
 
 

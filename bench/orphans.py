@@ -34,20 +34,29 @@ from lake_platform.maintenance import orphans
 from lake_platform.settings import load_settings
 
 TABLE = "bench.w.ns.blobs"
-SCHEMA = pa.schema([pa.field("id", pa.int64()),
-                    blob_field("b", inline_size_threshold=16, dedicated_size_threshold=512)])
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64()), blob_field("b", inline_size_threshold=16, dedicated_size_threshold=512)]
+)
 ROWS_PER_APPEND = 7
 PLANTED = 200
 
 
 def batch(start: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + ROWS_PER_APPEND), pa.int64()),
-                     "b": blob_array([os.urandom(600) for _ in range(ROWS_PER_APPEND)])}, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + ROWS_PER_APPEND), pa.int64()),
+            "b": blob_array([os.urandom(600) for _ in range(ROWS_PER_APPEND)]),
+        },
+        schema=SCHEMA,
+    )
 
 
 def build(catalog: Catalog, versions: int) -> None:
-    for create, name in ((catalog.create_project, "bench"), (catalog.create_warehouse, "bench.w"),
-                         (catalog.create_namespace, "bench.w.ns")):
+    for create, name in (
+        (catalog.create_project, "bench"),
+        (catalog.create_warehouse, "bench.w"),
+        (catalog.create_namespace, "bench.w.ns"),
+    ):
         try:
             create(name)
         except NamespaceAlreadyExists:
@@ -92,7 +101,9 @@ def best(fn, runs: int = 3) -> tuple[float, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--versions", type=int, default=2000)
     parser.add_argument("--home", type=Path, default=Path(__file__).parent / ".data" / "orphans")
     parser.add_argument("--fresh", action="store_true", help="rebuild the table from scratch")
@@ -115,11 +126,15 @@ def main() -> None:
     files = len(listing)  # type: ignore[arg-type]
     assert report.orphan_count == len(planted), (report.orphan_count, len(planted))  # type: ignore[union-attr]
     assert {o.path for o in report.orphans} <= planted  # type: ignore[union-attr]
-    print(f"table            {TABLE}: {record.current_version} live versions, {files} files "
-          f"({walked} by os.walk)")
+    print(
+        f"table            {TABLE}: {record.current_version} live versions, {files} files "
+        f"({walked} by os.walk)"
+    )
     print(f"bare listing     {list_s:.3f}s  ({files / list_s:,.0f} files/s)   os.walk {walk_s:.3f}s")
-    print(f"orphan scan      {scan_s:.3f}s  ({files / scan_s:,.0f} files/s)  "
-          f"found {report.orphan_count} planted orphans, 0 false positives")  # type: ignore[union-attr]
+    print(
+        f"orphan scan      {scan_s:.3f}s  ({files / scan_s:,.0f} files/s)  "
+        f"found {report.orphan_count} planted orphans, 0 false positives"
+    )  # type: ignore[union-attr]
     print(f"ratio            scan / bare listing = {scan_s / list_s:.1f}x")
 
 

@@ -25,8 +25,7 @@ from lake_platform.defs.tables import table_partitions_sensor
 
 def resources() -> dict[str, object]:
     lake = LakeResource()
-    return {"lake": lake, "inbox": InboxResource(lake=lake),
-            "flight": FlightEndpointResource()}
+    return {"lake": lake, "inbox": InboxResource(lake=lake), "flight": FlightEndpointResource()}
 
 
 def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:
@@ -34,8 +33,12 @@ def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions
         assets=[ingested, compacted, cleaned_versions, expired_trash, orphan_report, orphan_folder_report],
         asset_checks=checks.ALL,
         sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
-        schedules=[version_cleanup_schedule, orphan_scan_schedule, orphan_folder_scan_schedule,
-                   trash_expiry_schedule],
+        schedules=[
+            version_cleanup_schedule,
+            orphan_scan_schedule,
+            orphan_folder_scan_schedule,
+            trash_expiry_schedule,
+        ],
         resources={**resources(), **(resource_overrides or {})},
         # One process per run, steps in it: each step process would re-import Lance (~5 s).
         executor=dg.in_process_executor,

@@ -26,18 +26,25 @@ class DemoSummary:
 def sample_orders(start: int = 0, count: int = 1000) -> pa.Table:
     ids = pa.array(range(start, start + count), pa.int64())
     regions = ["north", "south", "east", "west"]
-    return pa.table({
-        "order_id": ids,
-        "region": pa.array([regions[i % 4] for i in range(start, start + count)], pa.string()),
-        "amount": pa.array([round((i * 37 % 1000) / 10.0, 2) for i in range(start, start + count)], pa.float64()),
-        "quantity": pa.array([i % 7 + 1 for i in range(start, start + count)], pa.int32()),
-    })
+    return pa.table(
+        {
+            "order_id": ids,
+            "region": pa.array([regions[i % 4] for i in range(start, start + count)], pa.string()),
+            "amount": pa.array(
+                [round((i * 37 % 1000) / 10.0, 2) for i in range(start, start + count)], pa.float64()
+            ),
+            "quantity": pa.array([i % 7 + 1 for i in range(start, start + count)], pa.int32()),
+        }
+    )
 
 
 def seed_demo(catalog: Catalog) -> DemoSummary:
     """Create the demo hierarchy and table if missing (idempotent)."""
-    for create, name in ((catalog.create_project, PROJECT), (catalog.create_warehouse, f"{PROJECT}.{WAREHOUSE}"),
-                         (catalog.create_namespace, f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}")):
+    for create, name in (
+        (catalog.create_project, PROJECT),
+        (catalog.create_warehouse, f"{PROJECT}.{WAREHOUSE}"),
+        (catalog.create_namespace, f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}"),
+    ):
         try:
             create(name)
         except NamespaceAlreadyExists:

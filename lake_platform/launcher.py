@@ -148,9 +148,16 @@ def seed_demo_inbox(settings: LakeSettings) -> tuple[str, str, list[str]]:
     return summary.table, location, dropped
 
 
-def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port: int = DEFAULT_UI_PORT, *,
-                   seed: bool = True, log_dir: Path | None = None, ready_timeout: float = 180.0,
-                   flight_port: int | None = None) -> Platform:
+def start_platform(
+    settings: LakeSettings,
+    ui_host: str = DEFAULT_UI_HOST,
+    ui_port: int = DEFAULT_UI_PORT,
+    *,
+    seed: bool = True,
+    log_dir: Path | None = None,
+    ready_timeout: float = 180.0,
+    flight_port: int | None = None,
+) -> Platform:
     lake_home = Path(settings.home).expanduser().resolve()
     lake_home.mkdir(parents=True, exist_ok=True)
     dagster_home = prepare_dagster_home(settings)
@@ -160,10 +167,18 @@ def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_po
     if "://" not in inbox:
         inbox = Path(inbox).expanduser().resolve().as_posix()
     # The processes read LakeSettings from the environment: hand them exactly these settings.
-    lake_env = {f"LAKE_{k.upper()}": str(v) for k, v in settings.model_dump(mode="json").items() if v is not None}
+    lake_env = {
+        f"LAKE_{k.upper()}": str(v) for k, v in settings.model_dump(mode="json").items() if v is not None
+    }
     lake_env.update(_absolute_paths(settings))
-    env = {**os.environ, **lake_env, "DAGSTER_HOME": str(dagster_home), "LAKE_HOME": str(lake_home),
-           "LAKE_INBOX": inbox, "DAGSTER_DISABLE_TELEMETRY": "1"}
+    env = {
+        **os.environ,
+        **lake_env,
+        "DAGSTER_HOME": str(dagster_home),
+        "LAKE_HOME": str(lake_home),
+        "LAKE_INBOX": inbox,
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
     workspace = str(dagster_home / "workspace.yaml")
     logs = Path(log_dir) if log_dir else dagster_home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -171,20 +186,48 @@ def start_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_po
     from lake_platform.flight.settings import flight_settings
 
     flight = flight_settings(settings, **({"port": flight_port} if flight_port is not None else {}))
-    platform = Platform(url, dagster_home, inbox, table, dropped, flight_address=f"{flight.host}:{flight.port}",
-                        demo_user=_demo_user(settings) if seed else ("", ""))
+    platform = Platform(
+        url,
+        dagster_home,
+        inbox,
+        table,
+        dropped,
+        flight_address=f"{flight.host}:{flight.port}",
+        demo_user=_demo_user(settings) if seed else ("", ""),
+    )
     commands = {
-        "webserver": [sys.executable, "-m", "dagster_webserver", "-h", ui_host, "-p", str(ui_port), "-w", workspace],
+        "webserver": [
+            sys.executable,
+            "-m",
+            "dagster_webserver",
+            "-h",
+            ui_host,
+            "-p",
+            str(ui_port),
+            "-w",
+            workspace,
+        ],
         "daemon": [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace],
-        "flight": [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--host", flight.host,
-                   "--port", str(flight.port)],
+        "flight": [
+            sys.executable,
+            "-m",
+            "lake_platform.cli",
+            "serve-flight",
+            "--host",
+            flight.host,
+            "--port",
+            str(flight.port),
+        ],
     }
     try:
         for name, cmd in commands.items():
             log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed by Platform.stop
             platform.logs.append(log)
-            platform.processes.append(subprocess.Popen(cmd, cwd=lake_home, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                       start_new_session=True))
+            platform.processes.append(
+                subprocess.Popen(
+                    cmd, cwd=lake_home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
         _wait_ready(platform, ready_timeout)
     except BaseException:
         platform.stop()
@@ -217,7 +260,9 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
     ui_up = flight_up = False
     while time.monotonic() < deadline:
         if not platform.alive():
-            raise RuntimeError(f"a platform process exited during start-up; see the logs in {platform.dagster_home / 'logs'}")
+            raise RuntimeError(
+                f"a platform process exited during start-up; see the logs in {platform.dagster_home / 'logs'}"
+            )
         if not ui_up:
             try:
                 with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:
@@ -234,16 +279,22 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
         if ui_up and flight_up:
             return
         time.sleep(0.5)
-    raise TimeoutError(f"the platform did not answer (Dagster UI {platform.ui_url}: {ui_up}, "
-                       f"Flight SQL {platform.flight_address}: {flight_up}) within {timeout:.0f}s")
+    raise TimeoutError(
+        f"the platform did not answer (Dagster UI {platform.ui_url}: {ui_up}, "
+        f"Flight SQL {platform.flight_address}: {flight_up}) within {timeout:.0f}s"
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port: int | None = None,
-                 flight_port: int | None = None) -> int:
+def run_platform(
+    settings: LakeSettings,
+    ui_host: str = DEFAULT_UI_HOST,
+    ui_port: int | None = None,
+    flight_port: int | None = None,
+) -> int:
     """Start everything, print where it is, block until Ctrl-C, stop everything. Returns an exit code."""
     port = ui_port if ui_port is not None else settings.ui_port
     # Ctrl-C and a polite kill (service managers, `timeout`) both stop everything started here,
@@ -258,11 +309,17 @@ def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port
     print(f"inbox          {platform.inbox}")
     print(f"demo table     {platform.demo_table}")
     if platform.seeded:
-        print(f"seeded         {len(platform.seeded)} sample file(s); the inbox sensor ingests them within a minute")
+        print(
+            f"seeded         {len(platform.seeded)} sample file(s); the inbox sensor ingests them "
+            "within a minute"
+        )
     print()
     print("Next steps:")
     print(f"  open {platform.ui_url}/assets to see the lake assets and their runs")
-    print(f"  drop .parquet/.csv/.jsonl/.arrow files into {platform.inbox}/<project>/<warehouse>/<namespace>/<table>/")
+    print(
+        "  drop .parquet/.csv/.jsonl/.arrow files into "
+        f"{platform.inbox}/<project>/<warehouse>/<namespace>/<table>/"
+    )
     print(f"  .venv/bin/lake table history {platform.demo_table}")
     user, password = platform.demo_user
     if user:
@@ -273,15 +330,20 @@ def run_platform(settings: LakeSettings, ui_host: str = DEFAULT_UI_HOST, ui_port
         print(f"  conn = flight_sql.connect('grpc://{platform.flight_address}',")
         print(f"                            db_kwargs={{'username': '{user}', 'password': '{password}'}})")
         print("  cur = conn.cursor()")
-        print("  cur.execute('SELECT region, count(*) AS orders, sum(amount) AS total FROM main.sales.orders GROUP BY region')")
+        print(
+            "  cur.execute('SELECT region, count(*) AS orders, sum(amount) AS total FROM "
+            "main.sales.orders GROUP BY region')"
+        )
         print("  print(cur.fetch_arrow_table())")
         print("  EOF")
     print("  Ctrl-C stops everything started here.", flush=True)
     try:
         while platform.alive():
             time.sleep(1.0)
-        print("a Dagster process exited; stopping the rest (logs under "
-              f"{platform.dagster_home / 'logs'})", file=sys.stderr)
+        print(
+            f"a Dagster process exited; stopping the rest (logs under {platform.dagster_home / 'logs'})",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("\nstopping ...", flush=True)

@@ -25,10 +25,13 @@ class LakeSettings(BaseSettings):
 
     home: Path = Field(Path(".lake"), description="Embedded home: registry, warehouse, Dagster state.")
     registry_url: str = Field(
-        "", description="sqlite:///PATH or dynamodb://TABLE?region=..&endpoint_url=..; "
-        "default sqlite:///<home>/registry.db"
+        "",
+        description="sqlite:///PATH or dynamodb://TABLE?region=..&endpoint_url=..; "
+        "default sqlite:///<home>/registry.db",
     )
-    warehouse_root: str = Field("", description="Default storage root for new warehouses; default <home>/warehouse.")
+    warehouse_root: str = Field(
+        "", description="Default storage root for new warehouses; default <home>/warehouse."
+    )
     actor: str = Field("local-admin", min_length=1, max_length=200, description="Who the CLI acts as.")
 
     # Per-table write lease (invariant 3).
@@ -45,10 +48,15 @@ class LakeSettings(BaseSettings):
     s3_allow_http: bool = False
 
     # Orchestration (Dagster).
-    inbox: str = Field("", description="Where producers land files (folder or s3://bucket/prefix); "
-                       "default <home>/inbox.")
-    ui_port: int = Field(3000, ge=1, le=65535, description="Dagster UI port for `lake up` (bound to 127.0.0.1).")
-    compaction_workers: int = Field(0, ge=0, le=64, description="Processes for compaction tasks; 0 = CPUs (max 4).")
+    inbox: str = Field(
+        "", description="Where producers land files (folder or s3://bucket/prefix); default <home>/inbox."
+    )
+    ui_port: int = Field(
+        3000, ge=1, le=65535, description="Dagster UI port for `lake up` (bound to 127.0.0.1)."
+    )
+    compaction_workers: int = Field(
+        0, ge=0, le=64, description="Processes for compaction tasks; 0 = CPUs (max 4)."
+    )
 
     # Shared with the Flight endpoint: versions younger than this are never cleaned up.
     ticket_lifetime_seconds: float = Field(3600.0, gt=0)
@@ -68,8 +76,10 @@ class LakeSettings(BaseSettings):
         if not self.warehouse_root:
             object.__setattr__(self, "warehouse_root", (home / "warehouse").as_posix())
         if not self.registry_url.startswith(("sqlite:///", "dynamodb://")):
-            raise ValueError(f"registry_url: unsupported scheme in {self.registry_url!r} "
-                             "(expected sqlite:///PATH or dynamodb://TABLE)")
+            raise ValueError(
+                f"registry_url: unsupported scheme in {self.registry_url!r} "
+                "(expected sqlite:///PATH or dynamodb://TABLE)"
+            )
         if self.lease_safety_margin_seconds >= self.lease_ttl_seconds:
             raise ValueError("lease_safety_margin_seconds: must be below lease_ttl_seconds")
         # Lease I/O must give up before the margin is used up, or a slow write could land late.

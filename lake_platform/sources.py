@@ -28,8 +28,18 @@ import pyarrow.parquet as pq
 
 from lake_platform.errors import InvalidInput, TableSchemaValidationError
 
-FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
-           ".json": "jsonl", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".arrows": "arrow"}
+FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+    ".arrows": "arrow",
+}
 BLOCK_SIZE = 8 << 20
 
 
@@ -70,8 +80,10 @@ def describe(path: str | os.PathLike[str], *, within: Path | None = None, name: 
     label = name or p.name
     fmt = FORMATS.get(p.suffix.lower())
     if fmt is None:
-        raise SourceError(f"cannot read {label}: unsupported file type {p.suffix or '(none)'!r} "
-                          f"(supported: .parquet, .csv, .jsonl, .arrow)")
+        raise SourceError(
+            f"cannot read {label}: unsupported file type {p.suffix or '(none)'!r} "
+            f"(supported: .parquet, .csv, .jsonl, .arrow)"
+        )
     real = confined(p, within, name=label)
     try:
         st = real.stat()
@@ -87,7 +99,9 @@ def open_source(source: Source) -> pa.RecordBatchReader:
     try:
         if source.format == "parquet":
             pf = pq.ParquetFile(source.path)
-            return pa.RecordBatchReader.from_batches(pf.schema_arrow, _guarded(source, pf.iter_batches(batch_size=65536)))
+            return pa.RecordBatchReader.from_batches(
+                pf.schema_arrow, _guarded(source, pf.iter_batches(batch_size=65536))
+            )
         if source.format == "csv":
             reader = pcsv.open_csv(source.path, read_options=pcsv.ReadOptions(block_size=BLOCK_SIZE))
             return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader))
@@ -115,7 +129,9 @@ def _open_ipc(source: Source) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(file_reader.schema, _guarded(source, batches()))
 
 
-def _guarded(source: Source, batches: Iterator[pa.RecordBatch] | pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+def _guarded(
+    source: Source, batches: Iterator[pa.RecordBatch] | pa.RecordBatchReader
+) -> Iterator[pa.RecordBatch]:
     """Turn a parse failure halfway through a file into a SourceError naming the file and the
     rows read before the failing block (readers do not track the exact row)."""
     iterator = iter(batches)
@@ -132,7 +148,10 @@ def _guarded(source: Source, batches: Iterator[pa.RecordBatch] | pa.RecordBatchR
 
 
 def open_many(
-    sources: Sequence[Source], schema: pa.Schema | None = None, *, on_batch: Callable[[pa.RecordBatch], None] | None = None
+    sources: Sequence[Source],
+    schema: pa.Schema | None = None,
+    *,
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
 ) -> pa.RecordBatchReader:
     """Chain several files into one stream with one schema (the table's, else the first file's).
 
@@ -187,8 +206,9 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema, source: Source, rows_before:
                 f"{source.label}: a value of column {field.name} in rows {rows_before + 1}-"
                 f"{rows_before + batch.num_rows} does not convert to {field.type} without loss"
             ) from None
-    raise TableSchemaValidationError(f"{source.label}: rows {rows_before + 1}-{rows_before + batch.num_rows} "
-                                     f"do not fit the table schema")
+    raise TableSchemaValidationError(
+        f"{source.label}: rows {rows_before + 1}-{rows_before + batch.num_rows} do not fit the table schema"
+    )
 
 
 #: What a reader's message may contribute: fixed phrases and numbers, never quoted text.
@@ -196,13 +216,20 @@ _FACTS: list[tuple[re.Pattern[str], Callable[..., str]]] = [
     (re.compile(r"Expected (\d+) columns?, got (\d+)"), "expected {} columns, got {}".format),
     (re.compile(r"In CSV column #(\d+)"), lambda n: f"in column {int(n) + 1}"),
     (re.compile(r"conversion error to ([\w\[\]]+)"), "a value does not convert to {}".format),
-    (re.compile(r"changed from (number|string|boolean|null|object|array) to (number|string|boolean|null|object|array)"),
-     "a field changed from {} to {}".format),
+    (
+        re.compile(
+            r"changed from (number|string|boolean|null|object|array) to "
+            r"(number|string|boolean|null|object|array)"
+        ),
+        "a field changed from {} to {}".format,
+    ),
     (re.compile(r"JSON parse error"), lambda: "malformed JSON"),
     (re.compile(r"CSV parse error"), lambda: "malformed CSV"),
     (re.compile(r"magic bytes not found|not a parquet file", re.IGNORECASE), lambda: "not a Parquet file"),
-    (re.compile(r"Not an Arrow file|metadata bytes|Invalid IPC|IPC stream", re.IGNORECASE),
-     lambda: "not an Arrow IPC file or stream"),
+    (
+        re.compile(r"Not an Arrow file|metadata bytes|Invalid IPC|IPC stream", re.IGNORECASE),
+        lambda: "not an Arrow IPC file or stream",
+    ),
     (re.compile(r"Unexpected end of|premature end|truncated", re.IGNORECASE), lambda: "the file ends early"),
 ]
 _POSITION = re.compile(r"\bin row (\d+)\b|\bRow #(\d+)\b")

@@ -37,8 +37,11 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     with pytest.MonkeyPatch.context() as mp:
         # moto accepts any credentials; defaults keep botocore from searching for real ones.
-        for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
-                            ("AWS_DEFAULT_REGION", "us-east-1")):
+        for name, value in (
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ):
             mp.setenv(name, os.environ.get(name, value))
         endpoint, stop = start_moto_server(tmp_path_factory.mktemp("moto"))
         try:

@@ -60,8 +60,16 @@ _READY_SECONDS = 30.0
 _STOP_SECONDS = 5.0  # a clean stop takes ~2.3 s; weed sometimes hangs in shutdown, then SIGKILL
 _GRPC_OFFSET = 10000  # weed's default gRPC port = HTTP port + 10000
 _WEED_PORTS = (  # the admin pair last: see start_seaweedfs
-    "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
-    "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
 )
 
 
@@ -94,8 +102,11 @@ class S3Endpoint:
             region_name=self.region,
             aws_access_key_id=self.access_key_id or None,
             aws_secret_access_key=self.secret_access_key or None,
-            config=Config(connect_timeout=min(timeout, 2.0), read_timeout=timeout,
-                          retries={"max_attempts": attempts, "mode": "standard"}),
+            config=Config(
+                connect_timeout=min(timeout, 2.0),
+                read_timeout=timeout,
+                retries={"max_attempts": attempts, "mode": "standard"},
+            ),
         )
 
     def new_prefix(self) -> str:
@@ -111,7 +122,7 @@ class S3Endpoint:
         client = self.client()
         found = self.keys_under(prefix)
         for start in range(0, len(found), 1000):
-            batch = [{"Key": k} for k in found[start:start + 1000]]
+            batch = [{"Key": k} for k in found[start : start + 1000]]
             client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
 
 
@@ -193,15 +204,21 @@ def _weed_command(base: Path, ports: dict[str, int]) -> list[str]:
     return [
         weed_binary(),
         # global flags: logs in our directory, no stray *.toml from ~/.seaweedfs or /etc
-        f"-logdir={base / 'logs'}", f"-config_dir={base}",
+        f"-logdir={base / 'logs'}",
+        f"-config_dir={base}",
         "mini",
         f"-dir={base / 'data'}",
-        "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
         *(f"-{flag}={port}" for flag, port in ports.items()),
-        "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        "-webdav=false",
+        "-admin.ui=false",
         "-master.telemetry=false",
         f"-s3.config={base / 's3.json'}",
-        f"-s3.localSocket={base / 's3.sock'}", f"-filer.localSocket={base / 'filer.sock'}",
+        f"-s3.localSocket={base / 's3.sock'}",
+        f"-filer.localSocket={base / 'filer.sock'}",
     ]
 
 
@@ -214,13 +231,19 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
     (tmp_dir / "data").mkdir(exist_ok=True)
     (tmp_dir / "logs").mkdir(exist_ok=True)
     key_id, secret = f"LAKETEST{secrets.token_hex(6).upper()}", secrets.token_urlsafe(30)
-    (tmp_dir / "s3.json").write_text(json.dumps({
-        "identities": [{
-            "name": "lake_test",
-            "credentials": [{"accessKey": key_id, "secretKey": secret}],
-            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-        }],
-    }))
+    (tmp_dir / "s3.json").write_text(
+        json.dumps(
+            {
+                "identities": [
+                    {
+                        "name": "lake_test",
+                        "credentials": [{"accessKey": key_id, "secretKey": secret}],
+                        "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                    }
+                ],
+            }
+        )
+    )
     out_path = tmp_dir / "weed.out"
     problems = []
     # A port can be taken between our probe and weed's bind; a retry with new ports covers it.
@@ -230,8 +253,14 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
         # the worker would knock on a port that may belong to some other process.
         ports = dict(zip(_WEED_PORTS, free_ports(len(_WEED_PORTS), pair_offset=_GRPC_OFFSET), strict=True))
         with out_path.open("ab") as out:
-            proc = subprocess.Popen(_weed_command(tmp_dir, ports), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=tmp_dir, start_new_session=True)
+            proc = subprocess.Popen(
+                _weed_command(tmp_dir, ports),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=tmp_dir,
+                start_new_session=True,
+            )
         stop = _stopper(proc, ports)
         endpoint = f"http://127.0.0.1:{ports['s3.port']}"
         s3 = S3Endpoint(endpoint, bucket, "us-east-1", key_id, secret, stop=stop)

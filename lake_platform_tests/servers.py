@@ -41,8 +41,11 @@ def free_ports(count: int, *, pair_offset: int = 0) -> list[int]:
         ports = [port for _ in range(count - 2) if (port := bind(0)) is not None]
         for _ in range(200):
             first = bind(0)
-            if first is not None and first + pair_offset <= 65535 and (
-                    second := bind(first + pair_offset)) is not None:
+            if (
+                first is not None
+                and first + pair_offset <= 65535
+                and (second := bind(first + pair_offset)) is not None
+            ):
                 return [*ports, first, second]
         raise RuntimeError(f"found no free loopback port pair (p, p + {pair_offset})")
     finally:
@@ -129,8 +132,9 @@ def start_moto_server(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
     # The port can be taken between our probe and moto's bind; a retry with a new port covers it.
     for _ in range(3):
         port = free_port()
-        proc = subprocess.Popen(_moto_command(port), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            _moto_command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         endpoint = f"http://127.0.0.1:{port}"
         if _wait_ready(endpoint, proc):
 

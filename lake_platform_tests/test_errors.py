@@ -50,4 +50,8 @@ def test_codes_agree_with_lance_namespace_spec() -> None:
 def test_unknown_code_becomes_internal() -> None:
     assert isinstance(error_for_code(99, "x"), Internal)
     err = error_for_code(4, "no such table")
-    assert isinstance(err, LakeError) and err.to_dict() == {"code": 4, "error": "TableNotFound", "message": "no such table"}
+    assert isinstance(err, LakeError) and err.to_dict() == {
+        "code": 4,
+        "error": "TableNotFound",
+        "message": "no such table",
+    }

@@ -24,9 +24,17 @@ from lake_platform_tests.servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1400,1000"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+]
 SEEDED_ROWS = 1000 + 500 + 250 + 250
 
 
@@ -35,8 +43,13 @@ def chromium() -> str:
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-q"], check=False, env=env, capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], check=False, env=env, capture_output=True,
-                       timeout=900)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "chromium"],
+            check=False,
+            env=env,
+            capture_output=True,
+            timeout=900,
+        )
         found = shutil.which("chromium")
     if found is None:
         pytest.skip("Debian's chromium is not installed and cannot be installed here (make test installs it)")
@@ -54,7 +67,9 @@ def browse(url: str, profile: Path, *, screenshot: Path | None = None) -> str:
 
 def gql(platform: Platform, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
     body = json.dumps({"query": query, "variables": variables or {}}).encode()
-    req = urllib.request.Request(f"{platform.ui_url}/graphql", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{platform.ui_url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         data = json.load(resp)
     assert "errors" not in data, data
@@ -68,10 +83,17 @@ RUNS = """query($value: String!) { runsOrError(filter: {tags: [{key: "dagster/pa
 
 
 def launch(platform: Platform, asset: str, partition: str) -> str:
-    params = {"selector": {"repositoryLocationName": "lake_platform", "repositoryName": "__repository__",
-                           "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": [asset]}]},
-              "runConfigData": {}, "mode": "default",
-              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]}}
+    params = {
+        "selector": {
+            "repositoryLocationName": "lake_platform",
+            "repositoryName": "__repository__",
+            "pipelineName": "__ASSET_JOB",
+            "assetSelection": [{"path": [asset]}],
+        },
+        "runConfigData": {},
+        "mode": "default",
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+    }
     result = gql(platform, LAUNCH, {"p": params})["launchPipelineExecution"]
     assert result["__typename"] == "LaunchRunSuccess", result
     return str(result["run"]["runId"])
@@ -90,8 +112,9 @@ def wait_for(what: str, check: Any, timeout: float, platform: Platform) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     browser = chromium()
     for name in ("LAKE_INBOX", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT", "DAGSTER_HOME"):
         monkeypatch.delenv(name, raising=False)
@@ -100,7 +123,9 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
     platform = start_platform(settings, "127.0.0.1", free_port(), flight_port=free_port())
     try:
         assert len(platform.seeded) == 3 and platform.demo_table == TABLE_NAME
-        assert (tmp_path / "home" / "dagster" / "dagster.yaml").read_text() == (REPO / "dagster.yaml").read_text()
+        assert (tmp_path / "home" / "dagster" / "dagster.yaml").read_text() == (
+            REPO / "dagster.yaml"
+        ).read_text()
 
         # 1. Two runs on one table requested at once, while the inbox sensor's ingest run for the
         # same table is due too: the run queue runs them one after another.
@@ -110,6 +135,7 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
         def ingested() -> bool:
             with Catalog(settings) as catalog:
                 return catalog.open_table(TABLE_NAME).count_rows() == SEEDED_ROWS
+
         wait_for("the seeded files to be ingested", ingested, 300, platform)
         with Catalog(settings) as catalog:
             commit = next(e for e in catalog.history(TABLE_NAME) if e.operation == "append")
@@ -121,17 +147,20 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
 
         def served_by_flight() -> bool:
             # The endpoint's cached catalog snapshot catches up within its TTL.
-            with flight_sql.connect(f"grpc://{platform.flight_address}",
-                                    db_kwargs={"username": user, "password": password}) as conn:
+            with flight_sql.connect(
+                f"grpc://{platform.flight_address}", db_kwargs={"username": user, "password": password}
+            ) as conn:
                 with conn.cursor() as cur:
                     cur.execute("SELECT count(*) AS n FROM main.sales.orders")
                     return cur.fetch_arrow_table().column("n").to_pylist() == [SEEDED_ROWS]
+
         wait_for("the Flight SQL endpoint to serve the ingested rows", served_by_flight, 60, platform)
 
         def finished() -> list[dict[str, Any]] | None:
             runs = gql(platform, RUNS, {"value": TABLE_NAME})["runsOrError"]["results"]
             done = all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in runs)
             return runs if done and set(launched) <= {r["runId"] for r in runs} else None
+
         runs = wait_for("the table's runs to finish", finished, 300, platform)
         assert len(runs) >= 3 and {r["status"] for r in runs} == {"SUCCESS"}, runs
         spans = sorted((r["startTime"], r["endTime"]) for r in runs)
@@ -141,7 +170,9 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
         # 3. The UI, in a real browser: the asset graph, then the partition's materialization.
         ARTIFACTS.mkdir(exist_ok=True)
         gql(platform, "mutation { setNuxSeen }")  # the UI's newsletter pop-up would cover the screenshot
-        graph = browse(f"{platform.ui_url}/locations/lake_platform/asset-groups/lake", tmp_path / "chromium-1")
+        graph = browse(
+            f"{platform.ui_url}/locations/lake_platform/asset-groups/lake", tmp_path / "chromium-1"
+        )
         (ARTIFACTS / "dagster-asset-graph.html").write_text(graph)
         for asset in ("ingested", "compacted", "cleaned_versions", "expired_trash", "orphan_report"):
             assert asset in graph, f"{asset} missing from the asset graph"
@@ -149,7 +180,14 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(tmp
         page = f"{platform.ui_url}/assets/ingested?view=partitions&partition={TABLE_NAME}"
         dom = browse(page, tmp_path / "chromium-2")
         (ARTIFACTS / "dagster-ingested-partition.html").write_text(dom)
-        for text in (TABLE_NAME, "Materialized", "commit_id", commit.commit_id, "fragments", "ingested_files"):
+        for text in (
+            TABLE_NAME,
+            "Materialized",
+            "commit_id",
+            commit.commit_id,
+            "fragments",
+            "ingested_files",
+        ):
             assert text in dom, f"{text!r} not on the materialization page"
         for problem in ("Something went wrong", "PythonError", "Unexpected error", "could not be loaded"):
             assert problem not in dom

@@ -5,7 +5,21 @@ import pytest
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 
-BAD_SEGMENTS = ["", "A", "Upper", "a-b", "a/b", "..", ".", "a b", "ünïcode", "1abc", "a" * 64, "a\x00b", "tab\t"]
+BAD_SEGMENTS = [
+    "",
+    "A",
+    "Upper",
+    "a-b",
+    "a/b",
+    "..",
+    ".",
+    "a b",
+    "ünïcode",
+    "1abc",
+    "a" * 64,
+    "a\x00b",
+    "tab\t",
+]
 
 
 @pytest.mark.parametrize("segment", BAD_SEGMENTS)
@@ -18,7 +32,9 @@ def test_every_class_of_bad_segment_is_rejected(segment: str) -> None:
         ProjectName.parse(segment)
 
 
-@pytest.mark.parametrize("text", ["p", "p.w", "p.w.ns", "p..ns.t", ".p.w.ns.t", "p.w.ns.t.", "p/w/ns/t", None, 42])
+@pytest.mark.parametrize(
+    "text", ["p", "p.w", "p.w.ns", "p..ns.t", ".p.w.ns.t", "p.w.ns.t.", "p/w/ns/t", None, 42]
+)
 def test_wrong_shapes_are_rejected(text: object) -> None:
     with pytest.raises(InvalidInput):
         TableName.parse(text)

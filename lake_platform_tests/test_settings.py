@@ -44,7 +44,9 @@ def test_dotenv_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
         ({"LAKE_LOG_LEVEL": "LOUD"}, "LAKE_LOG_LEVEL"),
     ],
 )
-def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str) -> None:
+def test_bad_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str
+) -> None:
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     with pytest.raises(SettingsError, match=named):
@@ -52,9 +54,18 @@ def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict
 
 
 def test_s3_storage_options() -> None:
-    s = LakeSettings(s3_endpoint="http://127.0.0.1:9000", s3_region="us-east-1", s3_access_key_id="k",
-                     s3_secret_access_key="s", s3_allow_http=True)
+    s = LakeSettings(
+        s3_endpoint="http://127.0.0.1:9000",
+        s3_region="us-east-1",
+        s3_access_key_id="k",
+        s3_secret_access_key="s",
+        s3_allow_http=True,
+    )
     assert s.storage_options("/local/path") == {}
-    assert s.storage_options("s3://b/p") == {"aws_endpoint": "http://127.0.0.1:9000", "aws_region": "us-east-1",
-                                             "aws_access_key_id": "k", "aws_secret_access_key": "s",
-                                             "allow_http": "true"}
+    assert s.storage_options("s3://b/p") == {
+        "aws_endpoint": "http://127.0.0.1:9000",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": "k",
+        "aws_secret_access_key": "s",
+        "allow_http": "true",
+    }

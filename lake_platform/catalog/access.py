@@ -30,8 +30,9 @@ class Access:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
-    def add_user(self, name: str, *, project: str, role: str, password: str,
-                 principal: Principal | None = None) -> UserRecord:
+    def add_user(
+        self, name: str, *, project: str, role: str, password: str, principal: Principal | None = None
+    ) -> UserRecord:
         who = self.ctx.who(principal)
         check_segment(name, "user name")
         pname = ProjectName.parse(project)
@@ -41,12 +42,24 @@ class Access:
         if project_item is None:
             raise NamespaceNotFound(f"project {pname} does not exist")
         who.require(pname.project, "admin", f"add users to {pname}")
-        record = UserRecord(name=name, project=pname.project, role=role_, password_hash=hash_secret(password),
-                            created_by=self.ctx.actor(None, who))
-        ops = [Put(keys.user(name), record.encode(), ABSENT), Check(keys.project(pname), project_item.revision)]
+        record = UserRecord(
+            name=name,
+            project=pname.project,
+            role=role_,
+            password_hash=hash_secret(password),
+            created_by=self.ctx.actor(None, who),
+        )
+        ops = [
+            Put(keys.user(name), record.encode(), ABSENT),
+            Check(keys.project(pname), project_item.revision),
+        ]
         try:
-            self.ctx.commit(ops, log=Log(pname.project, "user add", self.ctx.actor(None, who),
-                                         detail={"user": name, "role": role_}))
+            self.ctx.commit(
+                ops,
+                log=Log(
+                    pname.project, "user add", self.ctx.actor(None, who), detail={"user": name, "role": role_}
+                ),
+            )
         except ConditionFailed as exc:
             if exc.key == keys.user(name):
                 from lake_platform.errors import NamespaceAlreadyExists
@@ -63,10 +76,14 @@ class Access:
             raise InvalidInput(f"no user named {name}")
         record = decode(UserRecord, item.value, item.key)
         who.require(record.project, "admin", f"remove users from {record.project}")
-        self.ctx.commit([Delete(item.key, item.revision)],
-                        log=Log(record.project, "user remove", self.ctx.actor(None, who), detail={"user": name}))
+        self.ctx.commit(
+            [Delete(item.key, item.revision)],
+            log=Log(record.project, "user remove", self.ctx.actor(None, who), detail={"user": name}),
+        )
 
-    def list_users(self, project: str | None = None, *, principal: Principal | None = None) -> list[UserRecord]:
+    def list_users(
+        self, project: str | None = None, *, principal: Principal | None = None
+    ) -> list[UserRecord]:
         who = self.ctx.who(principal)
         users = [decode(UserRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.users())]
         if project is not None:
@@ -74,8 +91,9 @@ class Access:
             users = [u for u in users if u.project == project]
         return [u for u in users if who.can(u.project, "admin")]
 
-    def create_token(self, name: str, *, project: str, role: str,
-                     principal: Principal | None = None) -> tuple[TokenRecord, str]:
+    def create_token(
+        self, name: str, *, project: str, role: str, principal: Principal | None = None
+    ) -> tuple[TokenRecord, str]:
         """Return the record and the token string (shown once; only its hash is stored)."""
         who = self.ctx.who(principal)
         check_segment(name, "token name")
@@ -86,12 +104,26 @@ class Access:
             raise NamespaceNotFound(f"project {pname} does not exist")
         who.require(pname.project, "admin", f"create tokens for {pname}")
         token_id, secret, token = new_token()
-        record = TokenRecord(token_id=token_id, name=name, project=pname.project, role=role_,
-                             secret_hash=hash_secret(secret), created_by=self.ctx.actor(None, who))
-        self.ctx.commit([Put(keys.token(token_id), record.encode(), ABSENT),
-                         Check(keys.project(pname), project_item.revision)],
-                        log=Log(pname.project, "token create", self.ctx.actor(None, who),
-                                detail={"token": name, "token_id": token_id, "role": role_}))
+        record = TokenRecord(
+            token_id=token_id,
+            name=name,
+            project=pname.project,
+            role=role_,
+            secret_hash=hash_secret(secret),
+            created_by=self.ctx.actor(None, who),
+        )
+        self.ctx.commit(
+            [
+                Put(keys.token(token_id), record.encode(), ABSENT),
+                Check(keys.project(pname), project_item.revision),
+            ],
+            log=Log(
+                pname.project,
+                "token create",
+                self.ctx.actor(None, who),
+                detail={"token": name, "token_id": token_id, "role": role_},
+            ),
+        )
         return record, token
 
     def revoke_token(self, token_id: str, *, principal: Principal | None = None) -> TokenRecord:
@@ -104,9 +136,15 @@ class Access:
         record = decode(TokenRecord, item.value, item.key)
         who.require(record.project, "admin", f"revoke tokens of {record.project}")
         revoked = record.model_copy(update={"revoked": True})
-        self.ctx.commit([Put(item.key, revoked.encode(), item.revision)],
-                        log=Log(record.project, "token revoke", self.ctx.actor(None, who),
-                                detail={"token": record.name, "token_id": token_id}))
+        self.ctx.commit(
+            [Put(item.key, revoked.encode(), item.revision)],
+            log=Log(
+                record.project,
+                "token revoke",
+                self.ctx.actor(None, who),
+                detail={"token": record.name, "token_id": token_id},
+            ),
+        )
         return revoked
 
     def list_tokens(self, *, principal: Principal | None = None) -> list[TokenRecord]:
@@ -123,7 +161,9 @@ class Access:
             record = decode(UserRecord, item.value, item.key) if item else None
         except InvalidInput:
             record = None
-        ok = verify_secret(password if isinstance(password, str) else "", record.password_hash if record else None)
+        ok = verify_secret(
+            password if isinstance(password, str) else "", record.password_hash if record else None
+        )
         if not ok or record is None:
             raise Unauthenticated("invalid credentials")
         return Principal(name=record.name, kind="user", project=record.project, role=record.role)

@@ -68,7 +68,9 @@ def conform_schema(incoming: pa.Schema, table: pa.Schema, table_name: str) -> pa
             if f_in.type != f_tb.type and not _safely_castable(f_in.type, f_tb.type):
                 problems.append(f"column {f_in.name} is {f_in.type}, the table has {f_tb.type}")
     if problems:
-        raise TableSchemaValidationError(f"data does not match the schema of {table_name}: " + "; ".join(problems))
+        raise TableSchemaValidationError(
+            f"data does not match the schema of {table_name}: " + "; ".join(problems)
+        )
     return table
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
+
 import pyarrow as pa
 
 from lake_platform.catalog.access import Access
@@ -96,8 +97,9 @@ class Catalog:
     def _actor(self, actor: str | None, who: Principal | None = None) -> str:
         return self.ctx.actor(actor, who)
 
-    def _table(self, tname: TableName, *, incarnation: str | None = None,
-               declared: bool = False) -> tuple[TableRecord, int]:
+    def _table(
+        self, tname: TableName, *, incarnation: str | None = None, declared: bool = False
+    ) -> tuple[TableRecord, int]:
         return self.ctx.table(tname, incarnation=incarnation, declared=declared)
 
     def record_event(self, entry: Log, *, ops: Sequence[Op] = (), lease: Lease | None = None) -> str:
@@ -107,78 +109,152 @@ class Catalog:
 
     # -- containers --------------------------------------------------------------------------------
 
-    def create_namespace(self, name: str, *, actor: str | None = None,
-                         principal: Principal | None = None) -> NamespaceRecord:
+    def create_namespace(
+        self, name: str, *, actor: str | None = None, principal: Principal | None = None
+    ) -> NamespaceRecord:
         return self._containers.create_namespace(name, actor=actor, principal=principal)
 
-    def create_project(self, name: str, *, actor: str | None = None,
-                       principal: Principal | None = None) -> ProjectRecord:
+    def create_project(
+        self, name: str, *, actor: str | None = None, principal: Principal | None = None
+    ) -> ProjectRecord:
         return self._containers.create_project(name, actor=actor, principal=principal)
 
-    def create_warehouse(self, name: str, *, root: str | None = None, actor: str | None = None,
-                         principal: Principal | None = None) -> WarehouseRecord:
+    def create_warehouse(
+        self,
+        name: str,
+        *,
+        root: str | None = None,
+        actor: str | None = None,
+        principal: Principal | None = None,
+    ) -> WarehouseRecord:
         return self._containers.create_warehouse(name, root=root, actor=actor, principal=principal)
 
-    def drop_namespace(self, name: str, *, cascade: bool = False, force: bool = False, purge: bool = False,
-                       principal: Principal | None = None) -> CommitResult:
-        return self._containers.drop_namespace(name, cascade=cascade, force=force, purge=purge, principal=principal)
+    def drop_namespace(
+        self,
+        name: str,
+        *,
+        cascade: bool = False,
+        force: bool = False,
+        purge: bool = False,
+        principal: Principal | None = None,
+    ) -> CommitResult:
+        return self._containers.drop_namespace(
+            name, cascade=cascade, force=force, purge=purge, principal=principal
+        )
 
     def drop_project(self, name: str, *, principal: Principal | None = None) -> CommitResult:
         return self._containers.drop_project(name, principal=principal)
 
-    def drop_warehouse(self, name: str, *, force: bool = False, principal: Principal | None = None) -> CommitResult:
+    def drop_warehouse(
+        self, name: str, *, force: bool = False, principal: Principal | None = None
+    ) -> CommitResult:
         return self._containers.drop_warehouse(name, force=force, principal=principal)
 
-    def set_protected(self, name: str, protected: bool = True, *, kind: str | None = None,
-                      principal: Principal | None = None) -> None:
+    def set_protected(
+        self,
+        name: str,
+        protected: bool = True,
+        *,
+        kind: str | None = None,
+        principal: Principal | None = None,
+    ) -> None:
         return self._containers.set_protected(name, protected, kind=kind, principal=principal)
 
     # -- tables --------------------------------------------------------------------------------
 
-    def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
-               commit_id: str | None = None, detail: dict[str, object] | None = None,
-               principal: Principal | None = None, markers: Sequence[CommitMarker] = ()) -> CommitResult:
-        return self._tables.append(name, data, actor=actor, run_id=run_id, commit_id=commit_id, detail=detail,
-                                   principal=principal, markers=markers)
+    def append(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        detail: dict[str, object] | None = None,
+        principal: Principal | None = None,
+        markers: Sequence[CommitMarker] = (),
+    ) -> CommitResult:
+        return self._tables.append(
+            name,
+            data,
+            actor=actor,
+            run_id=run_id,
+            commit_id=commit_id,
+            detail=detail,
+            principal=principal,
+            markers=markers,
+        )
 
-    def create_table(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
-                     run_id: str | None = None, commit_id: str | None = None,
-                     principal: Principal | None = None) -> CommitResult:
-        return self._tables.create_table(name, data, actor=actor, run_id=run_id, commit_id=commit_id,
-                                         principal=principal)
+    def create_table(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
+        return self._tables.create_table(
+            name, data, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
+        )
 
-    def declare_table(self, name: str, *, principal: Principal | None = None,
-                      actor: str | None = None) -> TableRecord:
+    def declare_table(
+        self, name: str, *, principal: Principal | None = None, actor: str | None = None
+    ) -> TableRecord:
         return self._tables.declare_table(name, principal=principal, actor=actor)
 
-    def delete_rows(self, name: str, predicate: str, *, actor: str | None = None, run_id: str | None = None,
-                    commit_id: str | None = None, principal: Principal | None = None) -> CommitResult:
-        return self._tables.delete_rows(name, predicate, actor=actor, run_id=run_id, commit_id=commit_id,
-                                        principal=principal)
+    def delete_rows(
+        self,
+        name: str,
+        predicate: str,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
+        return self._tables.delete_rows(
+            name, predicate, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
+        )
 
-    def describe_table(self, name: str, *, with_stats: bool = True, principal: Principal | None = None) -> TableInfo:
+    def describe_table(
+        self, name: str, *, with_stats: bool = True, principal: Principal | None = None
+    ) -> TableInfo:
         return self._tables.describe_table(name, with_stats=with_stats, principal=principal)
 
-    def history(self, target: str, *, limit: int | None = None,
-                principal: Principal | None = None) -> list[CommitLogEntry]:
+    def history(
+        self, target: str, *, limit: int | None = None, principal: Principal | None = None
+    ) -> list[CommitLogEntry]:
         return self._tables.history(target, limit=limit, principal=principal)
 
     def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
         return self._tables.list_tables(prefix, principal=principal)
 
-    def log(self, prefix: str = "", *, limit: int | None = None,
-            principal: Principal | None = None) -> list[CommitLogEntry]:
+    def log(
+        self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None
+    ) -> list[CommitLogEntry]:
         return self._tables.log(prefix, limit=limit, principal=principal)
 
-    def open_table(self, name: str, version: int | None = None, *,
-                   principal: Principal | None = None) -> TableSnapshot:
+    def open_table(
+        self, name: str, version: int | None = None, *, principal: Principal | None = None
+    ) -> TableSnapshot:
         return self._tables.open_table(name, version, principal=principal)
 
-    def overwrite(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
-                  commit_id: str | None = None, detail: dict[str, object] | None = None,
-                  principal: Principal | None = None) -> CommitResult:
-        return self._tables.overwrite(name, data, actor=actor, run_id=run_id, commit_id=commit_id, detail=detail,
-                                      principal=principal)
+    def overwrite(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        detail: dict[str, object] | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
+        return self._tables.overwrite(
+            name, data, actor=actor, run_id=run_id, commit_id=commit_id, detail=detail, principal=principal
+        )
 
     # -- manifests --------------------------------------------------------------------------------
 
@@ -190,25 +266,67 @@ class Catalog:
 
     # -- versions --------------------------------------------------------------------------------
 
-    def cleanup(self, name: str, *, retention: timedelta, retain_versions: int = 1, actor: str | None = None,
-                run_id: str | None = None, principal: Principal | None = None) -> MaintenanceResult:
-        return self._versions.cleanup(name, retention=retention, retain_versions=retain_versions, actor=actor,
-                                      run_id=run_id, principal=principal)
+    def cleanup(
+        self,
+        name: str,
+        *,
+        retention: timedelta,
+        retain_versions: int = 1,
+        actor: str | None = None,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        return self._versions.cleanup(
+            name,
+            retention=retention,
+            retain_versions=retain_versions,
+            actor=actor,
+            run_id=run_id,
+            principal=principal,
+        )
 
-    def commit_compaction(self, planned: PlannedCompaction, results: Sequence[str], *, actor: str | None = None,
-                          run_id: str | None = None, commit_id: str | None = None,
-                          principal: Principal | None = None) -> MaintenanceResult:
-        return self._versions.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id,
-                                                principal=principal)
+    def commit_compaction(
+        self,
+        planned: PlannedCompaction,
+        results: Sequence[str],
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        return self._versions.commit_compaction(
+            planned, results, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
+        )
 
-    def compact(self, name: str, *, target_rows_per_fragment: int = 1048576, actor: str | None = None,
-                run_id: str | None = None, commit_id: str | None = None,
-                principal: Principal | None = None) -> MaintenanceResult:
-        return self._versions.compact(name, target_rows_per_fragment=target_rows_per_fragment, actor=actor,
-                                      run_id=run_id, commit_id=commit_id, principal=principal)
+    def compact(
+        self,
+        name: str,
+        *,
+        target_rows_per_fragment: int = 1048576,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        return self._versions.compact(
+            name,
+            target_rows_per_fragment=target_rows_per_fragment,
+            actor=actor,
+            run_id=run_id,
+            commit_id=commit_id,
+            principal=principal,
+        )
 
-    def create_tag(self, name: str, tag: str, version: int | None = None, *, principal: Principal | None = None,
-                   replace: bool = False) -> int:
+    def create_tag(
+        self,
+        name: str,
+        tag: str,
+        version: int | None = None,
+        *,
+        principal: Principal | None = None,
+        replace: bool = False,
+    ) -> int:
         return self._versions.create_tag(name, tag, version, principal=principal, replace=replace)
 
     def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
@@ -217,23 +335,41 @@ class Catalog:
     def execute_compaction(self, planned: PlannedCompaction) -> list[str]:
         return self._versions.execute_compaction(planned)
 
-    def plan_compaction(self, name: str, *, target_rows_per_fragment: int = 1048576,
-                        principal: Principal | None = None) -> PlannedCompaction:
-        return self._versions.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment,
-                                              principal=principal)
+    def plan_compaction(
+        self, name: str, *, target_rows_per_fragment: int = 1048576, principal: Principal | None = None
+    ) -> PlannedCompaction:
+        return self._versions.plan_compaction(
+            name, target_rows_per_fragment=target_rows_per_fragment, principal=principal
+        )
 
     def purge_storage(self, record: TableRecord) -> None:
         return self._versions.purge_storage(record)
 
     # -- trash --------------------------------------------------------------------------------
 
-    def drop_table(self, name: str, *, purge: bool = False, force: bool = False, incarnation: str | None = None,
-                   principal: Principal | None = None, actor: str | None = None) -> CommitResult:
-        return self._trash.drop_table(name, purge=purge, force=force, incarnation=incarnation, principal=principal,
-                                      actor=actor)
+    def drop_table(
+        self,
+        name: str,
+        *,
+        purge: bool = False,
+        force: bool = False,
+        incarnation: str | None = None,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> CommitResult:
+        return self._trash.drop_table(
+            name, purge=purge, force=force, incarnation=incarnation, principal=principal, actor=actor
+        )
 
-    def expire_trash(self, now_ms: int | None = None, *, principal: Principal | None = None, actor: str | None = None,
-                     run_id: str | None = None, only: list[str] | None = None) -> list[CommitResult]:
+    def expire_trash(
+        self,
+        now_ms: int | None = None,
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+        run_id: str | None = None,
+        only: list[str] | None = None,
+    ) -> list[CommitResult]:
         return self._trash.expire_trash(now_ms, principal=principal, actor=actor, run_id=run_id, only=only)
 
     def list_trash(self, prefix: str = "", *, principal: Principal | None = None) -> list[TrashRecord]:
@@ -242,30 +378,51 @@ class Catalog:
     def undrop_namespace(self, name: str, *, principal: Principal | None = None) -> CommitResult:
         return self._trash.undrop_namespace(name, principal=principal)
 
-    def undrop_table(self, name: str, *, as_name: str | None = None, incarnation: str | None = None,
-                     principal: Principal | None = None) -> CommitResult:
+    def undrop_table(
+        self,
+        name: str,
+        *,
+        as_name: str | None = None,
+        incarnation: str | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
         return self._trash.undrop_table(name, as_name=as_name, incarnation=incarnation, principal=principal)
 
     # -- policies --------------------------------------------------------------------------------
 
-    def delete_policy(self, scope: str, *, principal: Principal | None = None, actor: str | None = None) -> None:
+    def delete_policy(
+        self, scope: str, *, principal: Principal | None = None, actor: str | None = None
+    ) -> None:
         return self._policies.delete_policy(scope, principal=principal, actor=actor)
 
     def effective_policy(self, scope: str) -> EffectivePolicy:
         return self._policies.effective_policy(scope)
 
-    def set_policy(self, scope: str, values: dict[str, Any], *, principal: Principal | None = None,
-                   actor: str | None = None) -> PolicyRecord:
+    def set_policy(
+        self,
+        scope: str,
+        values: dict[str, Any],
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> PolicyRecord:
         return self._policies.set_policy(scope, values, principal=principal, actor=actor)
 
-    def unset_policy(self, scope: str, fields: Sequence[str], *, principal: Principal | None = None,
-                     actor: str | None = None) -> PolicyRecord:
+    def unset_policy(
+        self,
+        scope: str,
+        fields: Sequence[str],
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> PolicyRecord:
         return self._policies.unset_policy(scope, fields, principal=principal, actor=actor)
 
     # -- access --------------------------------------------------------------------------------
 
-    def add_user(self, name: str, *, project: str, role: str, password: str,
-                 principal: Principal | None = None) -> UserRecord:
+    def add_user(
+        self, name: str, *, project: str, role: str, password: str, principal: Principal | None = None
+    ) -> UserRecord:
         return self._access.add_user(name, project=project, role=role, password=password, principal=principal)
 
     def authenticate_password(self, username: str, password: str) -> Principal:
@@ -274,14 +431,17 @@ class Catalog:
     def authenticate_token(self, token: str) -> Principal:
         return self._access.authenticate_token(token)
 
-    def create_token(self, name: str, *, project: str, role: str,
-                     principal: Principal | None = None) -> tuple[TokenRecord, str]:
+    def create_token(
+        self, name: str, *, project: str, role: str, principal: Principal | None = None
+    ) -> tuple[TokenRecord, str]:
         return self._access.create_token(name, project=project, role=role, principal=principal)
 
     def list_tokens(self, *, principal: Principal | None = None) -> list[TokenRecord]:
         return self._access.list_tokens(principal=principal)
 
-    def list_users(self, project: str | None = None, *, principal: Principal | None = None) -> list[UserRecord]:
+    def list_users(
+        self, project: str | None = None, *, principal: Principal | None = None
+    ) -> list[UserRecord]:
         return self._access.list_users(project, principal=principal)
 
     def remove_user(self, name: str, *, principal: Principal | None = None) -> None:
@@ -297,4 +457,3 @@ class Catalog:
 
     def warehouse(self, name: WarehouseName) -> WarehouseRecord:
         return self.ctx.warehouse(name)
-

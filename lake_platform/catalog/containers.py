@@ -54,17 +54,31 @@ class Containers:
 
     # -- creates ---------------------------------------------------------------------------------
 
-    def create_project(self, name: str, *, actor: str | None = None, principal: Principal | None = None) -> ProjectRecord:
+    def create_project(
+        self, name: str, *, actor: str | None = None, principal: Principal | None = None
+    ) -> ProjectRecord:
         who = self.ctx.who(principal)
         pname = ProjectName.parse(name)
         who.require(pname.project, "admin", f"create project {pname}")
         record = ProjectRecord(name=str(pname), created_by=self.ctx.actor(actor, who))
-        self._create(keys.project(pname), record, str(pname), "create project", self.ctx.actor(actor, who),
-                     exists=NamespaceAlreadyExists(f"project {pname} already exists"))
+        self._create(
+            keys.project(pname),
+            record,
+            str(pname),
+            "create project",
+            self.ctx.actor(actor, who),
+            exists=NamespaceAlreadyExists(f"project {pname} already exists"),
+        )
         return record
 
-    def create_warehouse(self, name: str, *, root: str | None = None, actor: str | None = None,
-                         principal: Principal | None = None) -> WarehouseRecord:
+    def create_warehouse(
+        self,
+        name: str,
+        *,
+        root: str | None = None,
+        actor: str | None = None,
+        principal: Principal | None = None,
+    ) -> WarehouseRecord:
         who = self.ctx.who(principal)
         wname = WarehouseName.parse(name)
         root = self._storage_root(root, wname)
@@ -73,13 +87,20 @@ class Containers:
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"create warehouse {wname}")
         record = WarehouseRecord(name=str(wname), root=root, created_by=self.ctx.actor(actor, who))
-        self._create(keys.warehouse(wname), record, str(wname), "create warehouse", self.ctx.actor(actor, who),
-                     exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
-                     parent=keys.project(wname.parent))
+        self._create(
+            keys.warehouse(wname),
+            record,
+            str(wname),
+            "create warehouse",
+            self.ctx.actor(actor, who),
+            exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
+            parent=keys.project(wname.parent),
+        )
         return record
 
-    def create_namespace(self, name: str, *, actor: str | None = None,
-                         principal: Principal | None = None) -> NamespaceRecord:
+    def create_namespace(
+        self, name: str, *, actor: str | None = None, principal: Principal | None = None
+    ) -> NamespaceRecord:
         who = self.ctx.who(principal)
         nname = NamespaceName.parse(name)
         parent = nname.parent
@@ -87,12 +108,28 @@ class Containers:
         self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"create namespace {nname}")
         record = NamespaceRecord(name=str(nname), created_by=self.ctx.actor(actor, who))
-        self._create(keys.namespace(nname), record, str(nname), "create namespace", self.ctx.actor(actor, who),
-                     exists=NamespaceAlreadyExists(f"namespace {nname} already exists"), parent=parent_key)
+        self._create(
+            keys.namespace(nname),
+            record,
+            str(nname),
+            "create namespace",
+            self.ctx.actor(actor, who),
+            exists=NamespaceAlreadyExists(f"namespace {nname} already exists"),
+            parent=parent_key,
+        )
         return record
 
-    def _create(self, key: str, record: Any, target: str, operation: str, actor: str, *,
-                exists: LakeError, parent: str | None = None) -> None:
+    def _create(
+        self,
+        key: str,
+        record: Any,
+        target: str,
+        operation: str,
+        actor: str,
+        *,
+        exists: LakeError,
+        parent: str | None = None,
+    ) -> None:
         ops: list[Op] = [Put(key, record.encode(), ABSENT)]
         if parent is not None:
             parent_item = self.ctx.store.get(parent)
@@ -121,8 +158,14 @@ class Containers:
 
     # -- protection ----------------------------------------------------------------------------
 
-    def set_protected(self, name: str, protected: bool = True, *, kind: str | None = None,
-                      principal: Principal | None = None) -> None:
+    def set_protected(
+        self,
+        name: str,
+        protected: bool = True,
+        *,
+        kind: str | None = None,
+        principal: Principal | None = None,
+    ) -> None:
         """Turn deletion protection on or off for a table, namespace or warehouse."""
         who = self.ctx.who(principal)
         kind_, key = self.ctx.scope(name, kind)
@@ -143,15 +186,27 @@ class Containers:
         elif getattr(record, "state", "active") != "active":
             raise NamespaceNotFound(f"{kind_} {name} is being dropped")
         try:
-            self.ctx.commit([Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
-                             *guard], log=Log(name, "protect" if protected else "unprotect", self.ctx.actor(None, who)))
+            self.ctx.commit(
+                [
+                    Put(key, record.model_copy(update={"protected": protected}).encode(), item.revision),
+                    *guard,
+                ],
+                log=Log(name, "protect" if protected else "unprotect", self.ctx.actor(None, who)),
+            )
         except ConditionFailed:
             raise ConcurrentModification(f"{name} changed meanwhile; protection was not changed") from None
 
     # -- namespaces -----------------------------------------------------------------------------
 
-    def drop_namespace(self, name: str, *, cascade: bool = False, force: bool = False, purge: bool = False,
-                       principal: Principal | None = None) -> CommitResult:
+    def drop_namespace(
+        self,
+        name: str,
+        *,
+        cascade: bool = False,
+        force: bool = False,
+        purge: bool = False,
+        principal: Principal | None = None,
+    ) -> CommitResult:
         who = self.ctx.who(principal)
         nname = NamespaceName.parse(name)
         self.ctx.require_parent(nname)
@@ -162,8 +217,10 @@ class Containers:
         spaces, tables = self._subtree(nname)
         protected = [r.name for r, _ in spaces if r.protected] + [t.name for t, _ in tables if t.protected]
         if protected and not force:
-            raise Protected(f"namespace {nname} is or contains protected objects: {_names(protected)}; "
-                            "unprotect them or pass force")
+            raise Protected(
+                f"namespace {nname} is or contains protected objects: {_names(protected)}; "
+                "unprotect them or pass force"
+            )
         if not cascade and (len(spaces) > 1 or tables):
             contents = [r.name for r, _ in spaces[1:]] + [t.name for t, _ in tables]
             raise NamespaceNotEmpty(f"namespace {nname} is not empty: it contains {_names(contents)}")
@@ -186,7 +243,9 @@ class Containers:
                 marked.append((record, now))
         except ConditionFailed:
             self._unmark(added)
-            raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped") from None
+            raise ConcurrentModification(
+                f"namespace {nname} changed while being dropped; nothing was dropped"
+            ) from None
         self.ctx.at("drop-namespace:marked")
         # Re-list under the mark: anything that landed before it is seen now, and these are the
         # incarnations the cascade detaches (a drop + recreate before the mark shows up here as
@@ -194,12 +253,15 @@ class Containers:
         spaces_now, tables_now = self._subtree(nname)
         if len(spaces_now) != len(spaces) or (not cascade and tables_now):
             self._unmark(added)
-            raise ConcurrentModification(f"namespace {nname} changed while being dropped; nothing was dropped")
+            raise ConcurrentModification(
+                f"namespace {nname} changed while being dropped; nothing was dropped"
+            )
         late = [t.name for t, _ in tables_now if t.protected]
         if late and not force:
             self._unmark(added)
-            raise Protected(f"namespace {nname} contains protected objects: {_names(late)}; "
-                            "unprotect them or pass force")
+            raise Protected(
+                f"namespace {nname} contains protected objects: {_names(late)}; unprotect them or pass force"
+            )
         # The root is marked last, so only an attempt that got past marking it can have filed.
         detach = [t for t, _ in tables_now]
         filed = self._filed_cascade(nname, spaces[0][0]) if resuming else None
@@ -221,18 +283,26 @@ class Containers:
         for record, ns_item in marked:  # deepest first
             self.ctx.at("drop-namespace:namespace")
             try:
-                self.ctx.commit([*self.policies.sweep(record.name), Delete(ns_item.key, ns_item.revision)],
-                                log=Log(record.name, "drop namespace", self.ctx.actor(None, who), commit_id=new_id(),
-                                        detail={"cascade": cascade, "cascade_id": commit_id}), chunked=True)
+                self.ctx.commit(
+                    [*self.policies.sweep(record.name), Delete(ns_item.key, ns_item.revision)],
+                    log=Log(
+                        record.name,
+                        "drop namespace",
+                        self.ctx.actor(None, who),
+                        commit_id=new_id(),
+                        detail={"cascade": cascade, "cascade_id": commit_id},
+                    ),
+                    chunked=True,
+                )
             except ConditionFailed:
                 if self.ctx.store.get(ns_item.key) is not None:
-                    raise ConcurrentModification(f"namespace {record.name} changed while being dropped") \
-                        from None
+                    raise ConcurrentModification(
+                        f"namespace {record.name} changed while being dropped"
+                    ) from None
                 # Another run continuing the same cascade removed it first.
         return CommitResult(commit_id, str(nname), "drop namespace", None, None)
 
-    def _filed_cascade(self, nname: NamespaceName,
-                       root: NamespaceRecord) -> tuple[Item, TrashRecord] | None:
+    def _filed_cascade(self, nname: NamespaceName, root: NamespaceRecord) -> tuple[Item, TrashRecord] | None:
         """The namespace trash record an interrupted (or still running) cascade of exactly this
         namespace filed.
 
@@ -240,17 +310,31 @@ class Containers:
         so the registered root is a recreate (another ``created_at_ms``), or an undrop put it back
         (logged under that record's cascade id). The one left is the cascade still marking it."""
         me = root.model_copy(update={"state": "active"})
-        log = [decode(CommitLogEntry, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.log_prefix(str(nname)))]
+        log = [
+            decode(CommitLogEntry, i.value, i.key)
+            for i in self.ctx.store.scan_prefix(keys.log_prefix(str(nname)))
+        ]
         undone = {e.detail.get("cascade_id") for e in log if e.operation == "undrop namespace"}
-        found = [(i, decode(TrashRecord, i.value, i.key))
-                 for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))]
-        found = [(i, r) for i, r in found if r.kind == "namespace" and r.namespaces and r.namespaces[0] == me
-                 and r.cascade_id not in undone]
+        found = [
+            (i, decode(TrashRecord, i.value, i.key))
+            for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))
+        ]
+        found = [
+            (i, r)
+            for i, r in found
+            if r.kind == "namespace" and r.namespaces and r.namespaces[0] == me and r.cascade_id not in undone
+        ]
         return found[-1] if found else None
 
-    def _file_cascade(self, nname: NamespaceName, spaces: list[tuple[NamespaceRecord, Item]],
-                      tables: list[TableRecord], who: Principal, purge: bool,
-                      root: Item) -> tuple[Item, TrashRecord]:
+    def _file_cascade(
+        self,
+        nname: NamespaceName,
+        spaces: list[tuple[NamespaceRecord, Item]],
+        tables: list[TableRecord],
+        who: Principal,
+        purge: bool,
+        root: Item,
+    ) -> tuple[Item, TrashRecord]:
         """File the cascade's namespace trash record: the undo list (the subtree's namespaces,
         their policies and the trash keys its tables will get).
 
@@ -266,17 +350,31 @@ class Containers:
         kept: dict[str, Any] = {}
         for record, _ in spaces:
             kept.update(self.policies.detach(record.name)[1])
-        ns_trash = TrashRecord(kind="namespace", target=str(nname), dropped_at_ms=dropped_at,
-                               expires_at_ms=expires_at, dropped_by=actor,
-                               namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
-                               table_trash_keys=[keys.trash(t.name, dropped_at, t.incarnation) for t in tables],
-                               cascade_id=cascade_id, policies=kept)
+        ns_trash = TrashRecord(
+            kind="namespace",
+            target=str(nname),
+            dropped_at_ms=dropped_at,
+            expires_at_ms=expires_at,
+            dropped_by=actor,
+            namespaces=[r.model_copy(update={"state": "active"}) for r, _ in spaces],
+            table_trash_keys=[keys.trash(t.name, dropped_at, t.incarnation) for t in tables],
+            cascade_id=cascade_id,
+            policies=kept,
+        )
         try:
-            written = self.ctx.commit([
-                Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
-                Put(root.key, root.value, root.revision)],
-                log=Log(str(nname), "drop namespace cascade", actor, commit_id=cascade_id,
-                        detail={"tables": len(tables), "namespaces": len(spaces), "expires_at_ms": expires_at}))
+            written = self.ctx.commit(
+                [
+                    Put(keys.trash(str(nname), dropped_at, cascade_id), ns_trash.encode(), ABSENT),
+                    Put(root.key, root.value, root.revision),
+                ],
+                log=Log(
+                    str(nname),
+                    "drop namespace cascade",
+                    actor,
+                    commit_id=cascade_id,
+                    detail={"tables": len(tables), "namespaces": len(spaces), "expires_at_ms": expires_at},
+                ),
+            )
         except ConditionFailed:
             other = self._filed_cascade(nname, decode(NamespaceRecord, root.value, root.key))
             if other is None:
@@ -285,8 +383,14 @@ class Containers:
         assert written[0] is not None
         return written[0], ns_trash
 
-    def _detach_tables(self, nname: NamespaceName, tables: list[TableRecord], who: Principal,
-                       purge: bool, filed: tuple[Item, TrashRecord]) -> None:
+    def _detach_tables(
+        self,
+        nname: NamespaceName,
+        tables: list[TableRecord],
+        who: Principal,
+        purge: bool,
+        filed: tuple[Item, TrashRecord],
+    ) -> None:
         """Move every table listed under the mark to the trash under the cascade's record
         ``filed`` (its drop time, deadline and cascade id), each conditional on that incarnation.
         No destructive storage call happens here unless ``purge``.
@@ -303,20 +407,34 @@ class Containers:
         if missing:  # none can land under the mark; should one have, it joins the undo list
             listed = [*ns_trash.table_trash_keys, *missing]
             try:
-                self.ctx.store.compare_and_swap(ns_item.key, ns_item.revision,
-                                            ns_trash.model_copy(update={"table_trash_keys": listed}).encode())
+                self.ctx.store.compare_and_swap(
+                    ns_item.key,
+                    ns_item.revision,
+                    ns_trash.model_copy(update={"table_trash_keys": listed}).encode(),
+                )
             except ConditionFailed:
-                raise ConcurrentModification(f"the trash record of namespace {nname} changed while the "
-                                             "cascade was being finished; run the drop again") from None
+                raise ConcurrentModification(
+                    f"the trash record of namespace {nname} changed while the "
+                    "cascade was being finished; run the drop again"
+                ) from None
         self.ctx.at("drop-namespace:filed")
         for table in tables:
             self.ctx.at("drop-namespace:table")
             # A table a racing single drop already took is left to that drop's own trash record.
-            self.trash.detach_table(TableName.parse(table.name), table.incarnation, actor=actor, dropped_at=dropped_at,
-                               expires_at=expires_at, step="drop-namespace", cascade_id=cascade_id,
-                               skip_vanished=True)
+            self.trash.detach_table(
+                TableName.parse(table.name),
+                table.incarnation,
+                actor=actor,
+                dropped_at=dropped_at,
+                expires_at=expires_at,
+                step="drop-namespace",
+                cascade_id=cascade_id,
+                skip_vanished=True,
+            )
         if purge:
-            self.trash.expire_trash(now_ms=expires_at, principal=who, only=[*ns_trash.table_trash_keys, *missing])
+            self.trash.expire_trash(
+                now_ms=expires_at, principal=who, only=[*ns_trash.table_trash_keys, *missing]
+            )
 
     def _unmark(self, marked: list[tuple[NamespaceRecord, Item]]) -> None:
         for record, item in marked:
@@ -325,25 +443,33 @@ class Containers:
             except ConditionFailed:
                 pass
 
-    def _subtree(self, nname: NamespaceName) -> tuple[list[tuple[NamespaceRecord, Item]],
-                                                                list[tuple[TableRecord, Item]]]:
+    def _subtree(
+        self, nname: NamespaceName
+    ) -> tuple[list[tuple[NamespaceRecord, Item]], list[tuple[TableRecord, Item]]]:
         """The namespace, its descendants (shallowest first) and every table in them."""
         root = self.ctx.store.get(keys.namespace(nname))
         if root is None:
             raise NamespaceNotFound(f"namespace {nname} does not exist")
         spaces = [(decode(NamespaceRecord, root.value, root.key), root)]
-        spaces += [(decode(NamespaceRecord, i.value, i.key), i) for i in self.ctx.store.scan_prefix(keys.namespace(nname) + ".")]
+        spaces += [
+            (decode(NamespaceRecord, i.value, i.key), i)
+            for i in self.ctx.store.scan_prefix(keys.namespace(nname) + ".")
+        ]
         spaces.sort(key=lambda pair: (pair[0].name.count("."), pair[0].name))
         tables: list[tuple[TableRecord, Item]] = []
         for record, _ in spaces:
             ns = NamespaceName.parse(record.name)
-            tables += [(decode(TableRecord, i.value, i.key), i) for i in self.ctx.store.scan_prefix(keys.tables_in_namespace(ns))]
+            tables += [
+                (decode(TableRecord, i.value, i.key), i)
+                for i in self.ctx.store.scan_prefix(keys.tables_in_namespace(ns))
+            ]
         return spaces, tables
 
     # -- warehouses and projects --------------------------------------------------------------
 
-    def drop_warehouse(self, name: str, *, force: bool = False,
-                       principal: Principal | None = None) -> CommitResult:
+    def drop_warehouse(
+        self, name: str, *, force: bool = False, principal: Principal | None = None
+    ) -> CommitResult:
         """Drop an empty warehouse (no namespaces and nothing of it in the trash)."""
         who = self.ctx.who(principal)
         wname = WarehouseName.parse(name)
@@ -356,14 +482,24 @@ class Containers:
         record = decode(WarehouseRecord, item.value, item.key)
         if record.protected and not force:
             raise Protected(f"warehouse {wname} is protected; unprotect it or pass force")
-        return self._drop_empty(item, record.model_copy(update={"state": "dropping"}), str(wname), who,
-                                lambda: self._warehouse_contents(wname), "drop warehouse")
+        return self._drop_empty(
+            item,
+            record.model_copy(update={"state": "dropping"}),
+            str(wname),
+            who,
+            lambda: self._warehouse_contents(wname),
+            "drop warehouse",
+        )
 
     def _warehouse_contents(self, wname: WarehouseName) -> list[str]:
-        spaces = [decode(NamespaceRecord, i.value, i.key).name
-                  for i in self.ctx.store.scan_prefix(keys.namespaces(wname.project, wname.warehouse))]
-        trashed = [decode(TrashRecord, i.value, i.key).target + " (in trash)"
-                   for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{wname}."))]
+        spaces = [
+            decode(NamespaceRecord, i.value, i.key).name
+            for i in self.ctx.store.scan_prefix(keys.namespaces(wname.project, wname.warehouse))
+        ]
+        trashed = [
+            decode(TrashRecord, i.value, i.key).target + " (in trash)"
+            for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{wname}."))
+        ]
         return spaces + trashed
 
     def drop_project(self, name: str, *, principal: Principal | None = None) -> CommitResult:
@@ -375,19 +511,35 @@ class Containers:
         if item is None:
             raise NamespaceNotFound(f"project {pname} does not exist")
         record = decode(ProjectRecord, item.value, item.key)
-        return self._drop_empty(item, record.model_copy(update={"state": "dropping"}), str(pname), who,
-                                lambda: self._project_contents(pname), "drop project")
+        return self._drop_empty(
+            item,
+            record.model_copy(update={"state": "dropping"}),
+            str(pname),
+            who,
+            lambda: self._project_contents(pname),
+            "drop project",
+        )
 
     def _project_contents(self, pname: ProjectName) -> list[str]:
-        found = [decode(WarehouseRecord, i.value, i.key).name for i in self.ctx.store.scan_prefix(keys.warehouses(pname.project))]
-        found += [f"user {u.name}" for u in (decode(UserRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.users()))
-                  if u.project == pname.project]
-        found += [f"token {t.name}" for t in (decode(TokenRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.tokens()))
-                  if t.project == pname.project and not t.revoked]
+        found = [
+            decode(WarehouseRecord, i.value, i.key).name
+            for i in self.ctx.store.scan_prefix(keys.warehouses(pname.project))
+        ]
+        found += [
+            f"user {u.name}"
+            for u in (decode(UserRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.users()))
+            if u.project == pname.project
+        ]
+        found += [
+            f"token {t.name}"
+            for t in (decode(TokenRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.tokens()))
+            if t.project == pname.project and not t.revoked
+        ]
         return found
 
-    def _drop_empty(self, item: Item, dropping: Any, target: str, who: Principal,
-                    contents: Any, operation: str) -> CommitResult:
+    def _drop_empty(
+        self, item: Item, dropping: Any, target: str, who: Principal, contents: Any, operation: str
+    ) -> CommitResult:
         before = contents()
         if before:
             raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(before)}")
@@ -398,7 +550,9 @@ class Containers:
             raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(after)}")
         commit_id = new_id()
         # Whatever policy records are left at or under it go with it (a recreate starts clean).
-        self.ctx.commit([*self.policies.sweep(target), Delete(item.key, marked.revision)],
-                        log=Log(target, operation, self.ctx.actor(None, who), commit_id=commit_id), chunked=True)
+        self.ctx.commit(
+            [*self.policies.sweep(target), Delete(item.key, marked.revision)],
+            log=Log(target, operation, self.ctx.actor(None, who), commit_id=commit_id),
+            chunked=True,
+        )
         return CommitResult(commit_id, target, operation, None, None)
-

@@ -114,8 +114,9 @@ class CatalogContext:
 
     # -- reads and guards -------------------------------------------------------------------
 
-    def table(self, tname: TableName, *, incarnation: str | None = None,
-              declared: bool = False) -> tuple[TableRecord, int]:
+    def table(
+        self, tname: TableName, *, incarnation: str | None = None, declared: bool = False
+    ) -> tuple[TableRecord, int]:
         item = self.store.get(keys.table(tname))
         if item is None:
             raise TableNotFound(f"table {tname} does not exist")
@@ -177,20 +178,38 @@ class CatalogContext:
         commit_id = entry.commit_id or new_id()
         at = entry.at_ms if entry.at_ms is not None else now_ms()
         log_key = keys.log_entry(entry.target, at, commit_id)
-        record = CommitLogEntry(commit_id=commit_id, target=entry.target, operation=entry.operation,
-                                actor=self.actor(entry.actor), run_id=entry.run_id, at_ms=at,
-                                incarnation=entry.incarnation, from_version=entry.from_version,
-                                to_version=entry.to_version, files_removed=entry.files_removed,
-                                bytes_removed=entry.bytes_removed, detail=dict(entry.detail))
+        record = CommitLogEntry(
+            commit_id=commit_id,
+            target=entry.target,
+            operation=entry.operation,
+            actor=self.actor(entry.actor),
+            run_id=entry.run_id,
+            at_ms=at,
+            incarnation=entry.incarnation,
+            from_version=entry.from_version,
+            to_version=entry.to_version,
+            files_removed=entry.files_removed,
+            bytes_removed=entry.bytes_removed,
+            detail=dict(entry.detail),
+        )
         ops: list[Op] = [Put(log_key, record.encode(), ABSENT)]
         if entry.marker:
-            proof = CommitMarker(commit_id=commit_id, target=entry.target, operation=entry.operation,
-                                 incarnation=entry.incarnation, from_version=entry.from_version,
-                                 to_version=entry.to_version, log_key=log_key, at_ms=at)
+            proof = CommitMarker(
+                commit_id=commit_id,
+                target=entry.target,
+                operation=entry.operation,
+                incarnation=entry.incarnation,
+                from_version=entry.from_version,
+                to_version=entry.to_version,
+                log_key=log_key,
+                at_ms=at,
+            )
             ops.append(Put(keys.commit_marker(commit_id), proof.encode(), ABSENT))
         return ops
 
-    def commit(self, ops: Sequence[Op], *, log: Log | None = None, chunked: bool = False) -> list[Item | None]:
+    def commit(
+        self, ops: Sequence[Op], *, log: Log | None = None, chunked: bool = False
+    ) -> list[Item | None]:
         """Land ``ops`` and the log entry in one registry transaction (ConditionFailed when a
         condition fails: nothing landed). ``chunked``: when it does not fit one transaction,
         the leading ops go first in batches and the last batch, with the log entry, lands whole
@@ -235,8 +254,9 @@ class CatalogContext:
         marker = self.commit_landed(commit_id)
         if marker is None:
             return None
-        return CommitResult(commit_id, marker.target, marker.operation, marker.from_version, marker.to_version,
-                            replayed=True)
+        return CommitResult(
+            commit_id, marker.target, marker.operation, marker.from_version, marker.to_version, replayed=True
+        )
 
 
 # == shared checks and error classification ====================================================
@@ -245,15 +265,38 @@ class CatalogContext:
 def check_commit_id(commit_id: str | None) -> str:
     if commit_id is None:
         return new_id()
-    if not isinstance(commit_id, str) or not 8 <= len(commit_id) <= 128 or not commit_id.replace("-", "").isalnum():
+    if (
+        not isinstance(commit_id, str)
+        or not 8 <= len(commit_id) <= 128
+        or not commit_id.replace("-", "").isalnum()
+    ):
         raise InvalidInput("commit id must be 8-128 letters, digits or dashes")
     return commit_id
 
 
-_THROTTLED = ("slowdown", "slow down", "throttl", "toomanyrequests", "429", "503 service unavailable",
-              "request rate")
-_UNAVAILABLE = ("timed out", "timeout", "connection reset", "connection refused", "broken pipe",
-                "temporarily unavailable", "500 internal", "502", "503", "504", "dispatch failure", "io error")
+_THROTTLED = (
+    "slowdown",
+    "slow down",
+    "throttl",
+    "toomanyrequests",
+    "429",
+    "503 service unavailable",
+    "request rate",
+)
+_UNAVAILABLE = (
+    "timed out",
+    "timeout",
+    "connection reset",
+    "connection refused",
+    "broken pipe",
+    "temporarily unavailable",
+    "500 internal",
+    "502",
+    "503",
+    "504",
+    "dispatch failure",
+    "io error",
+)
 
 
 def transient_storage_error(exc: BaseException) -> LakeError | None:

@@ -23,7 +23,13 @@ from contextlib import contextmanager
 
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.holder import provably_gone, this_process
-from lake_platform.errors import ConcurrentModification, ConditionFailed, LeaseExpired, LeaseUnavailable, ServiceUnavailable
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    LeaseExpired,
+    LeaseUnavailable,
+    ServiceUnavailable,
+)
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, MetaStore
@@ -34,7 +40,9 @@ log = logging.getLogger(__name__)
 class Lease:
     """A held lease. ``check()`` before each write; ``condition()`` goes into each commit."""
 
-    def __init__(self, gate: WriteGate, incarnation: str, holder: str, token: int, revision: int, deadline: float):
+    def __init__(
+        self, gate: WriteGate, incarnation: str, holder: str, token: int, revision: int, deadline: float
+    ):
         self.gate = gate
         self.incarnation = incarnation
         self.holder = holder
@@ -60,7 +68,9 @@ class Lease:
         """Refuse to write once the deadline minus the safety margin has passed."""
         with self._lock:
             if self._lost:
-                raise LeaseExpired(f"write lease on incarnation {self.incarnation} was lost (token {self.token})")
+                raise LeaseExpired(
+                    f"write lease on incarnation {self.incarnation} was lost (token {self.token})"
+                )
             remaining = self._deadline - self.gate.margin - self.gate.clock.monotonic()
         if remaining <= 0:
             raise LeaseExpired(
@@ -133,7 +143,11 @@ class WriteGate:
         current = decode(LeaseRecord, item.value, key) if item is not None else None
         # A live holder is waited for, unless its process is provably gone (then: take over now).
         live = current is not None and not current.released and current.deadline_ms > now_ms
-        if current is not None and live and not provably_gone(current.host_id, current.pid, current.pid_started):
+        if (
+            current is not None
+            and live
+            and not provably_gone(current.host_id, current.pid, current.pid_started)
+        ):
             return None
         if item is None or current is None:
             token, expected = 1, ABSENT
@@ -145,8 +159,15 @@ class WriteGate:
         except ConcurrentModification:
             return None
         if live and current is not None:
-            log.warning("took over the write lease on %s from holder %s (pid %s on %s), whose process is "
-                        "gone; token %d", incarnation, current.holder, current.pid, current.host, token)
+            log.warning(
+                "took over the write lease on %s from holder %s (pid %s on %s), whose process is "
+                "gone; token %d",
+                incarnation,
+                current.holder,
+                current.pid,
+                current.host,
+                token,
+            )
         # The local deadline counts from before the request: time spent in I/O is already spent.
         return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
 
@@ -224,8 +245,11 @@ class WriteGate:
         interval = max(self.ttl / 6, 0.05)
         while not self._beat_stop.wait(interval):
             with self._beat_lock:
-                due = [(key, lease) for key, (lease, renewed) in self._held.items()
-                       if self.clock.monotonic() - renewed >= self.ttl / 3]
+                due = [
+                    (key, lease)
+                    for key, (lease, renewed) in self._held.items()
+                    if self.clock.monotonic() - renewed >= self.ttl / 3
+                ]
             for key, lease in due:
                 try:
                     self.renew(lease)
@@ -244,7 +268,12 @@ class WriteGate:
 def _record(incarnation: str, holder: str, token: int, deadline_ms: int) -> LeaseRecord:
     me = this_process()
     return LeaseRecord(
-        incarnation=incarnation, holder=holder, token=token, deadline_ms=deadline_ms,
-        host=me.host if me else None, host_id=me.host_id if me else None,
-        pid=me.pid if me else None, pid_started=me.started if me else None,
+        incarnation=incarnation,
+        holder=holder,
+        token=token,
+        deadline_ms=deadline_ms,
+        host=me.host if me else None,
+        host_id=me.host_id if me else None,
+        pid=me.pid if me else None,
+        pid_started=me.started if me else None,
     )

@@ -47,11 +47,20 @@ class Manifests:
                     known = (decode(VersionRecord, item.value, item.key), item.revision)
                 self.finish_version(record, *known, step=pending.operation)
             except Exception:  # noqa: BLE001 - the commit stands either way
-                log.warning("could not finalize manifest of %s version %s", record.name, version, exc_info=True)
+                log.warning(
+                    "could not finalize manifest of %s version %s", record.name, version, exc_info=True
+                )
         self.ctx.at(f"{pending.operation}:after-finalize")
 
-    def finish_version(self, record: TableRecord, ver: VersionRecord, revision: int, *,
-                        leased: bool = False, step: str | None = None) -> bool:
+    def finish_version(
+        self,
+        record: TableRecord,
+        ver: VersionRecord,
+        revision: int,
+        *,
+        leased: bool = False,
+        step: str | None = None,
+    ) -> bool:
         """Canonical manifest in place, registry pointed at it, staging object removed; False if
         there was nothing to do (or a concurrent helper did it).
 
@@ -66,18 +75,27 @@ class Manifests:
         except engine.ManifestConflict:
             if not leased:
                 raise InvalidTableState(
-                    f"version {ver.version} of {record.name} cannot be finalized: a manifest written around the "
-                    "registry sits at its canonical path; `repair_table` moves it aside") from None
+                    f"version {ver.version} of {record.name} cannot be finalized: a manifest written "
+                    "around the "
+                    "registry sits at its canonical path; `repair_table` moves it aside"
+                ) from None
             squatters = engine.canonical_manifests(record.location, storage).get(ver.version, [])
-            log.warning("%s: manifests squatting on version %s moved to quarantine: %s", record.name, ver.version,
-                        squatters)
+            log.warning(
+                "%s: manifests squatting on version %s moved to quarantine: %s",
+                record.name,
+                ver.version,
+                squatters,
+            )
             engine.quarantine_files(record.location, squatters, f"unregistered-{new_id()}", storage)
             final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
         if step is not None:
             self.ctx.at(f"{step}:finalize-copied")
         try:
-            self.ctx.store.compare_and_swap(keys.version(record.incarnation, ver.version), revision,
-                                        ver.model_copy(update={"manifest_path": final}).encode())
+            self.ctx.store.compare_and_swap(
+                keys.version(record.incarnation, ver.version),
+                revision,
+                ver.model_copy(update={"manifest_path": final}).encode(),
+            )
         except ConcurrentModification:
             return False  # finished (or cleaned up) by someone else meanwhile
         if step is not None:
@@ -104,7 +122,9 @@ class Manifests:
                 finished.append(ver.version)
         return finished
 
-    def settle(self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None) -> list[str]:
+    def settle(
+        self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None
+    ) -> list[str]:
         """Under the write lease, before a write: make storage agree with the registry.
 
         1. Finish the newest versions if a writer was stopped between its registry commit and
@@ -118,8 +138,9 @@ class Manifests:
         version = record.current_version
         while version > 0:
             item = self.ctx.store.get(keys.version(record.incarnation, version))
-            if item is None or not self.finish_version(record, decode(VersionRecord, item.value, item.key),
-                                                        item.revision, leased=True):
+            if item is None or not self.finish_version(
+                record, decode(VersionRecord, item.value, item.key), item.revision, leased=True
+            ):
                 break
             version -= 1
         storage = self.ctx.storage(record.location)
@@ -135,8 +156,10 @@ class Manifests:
         return rogue
 
     def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
-        return InvalidTableState(f"version {version} of {tname} is registered but its manifest is missing from "
-                                 "storage (deleted outside the catalog); nothing was changed")
+        return InvalidTableState(
+            f"version {version} of {tname} is registered but its manifest is missing from "
+            "storage (deleted outside the catalog); nothing was changed"
+        )
 
     def repair_table(self, name: str, *, principal: Principal | None = None) -> dict[str, list[Any]]:
         """A maintenance step: finish every version whose writer stopped before finalizing it,
@@ -153,4 +176,3 @@ class Manifests:
             except InvalidTableState:
                 quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
         return {"finalized": finalized, "quarantined": quarantined}
-

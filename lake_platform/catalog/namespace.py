@@ -37,6 +37,7 @@ from lance_namespace_urllib3_client.models import (
     TableVersion,
 )
 
+from lake_platform.catalog.lease import Lease
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -52,10 +53,16 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRecord, VersionRecord, decode, new_id, now_ms
+from lake_platform.registry.records import (
+    CommitLogEntry,
+    CommitMarker,
+    TableRecord,
+    VersionRecord,
+    decode,
+    new_id,
+    now_ms,
+)
 from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
-
-from lake_platform.catalog.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +188,9 @@ class BoundTableNamespace(LanceNamespace):
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check_id(request)
         version = _field(request, "version")
-        return self._guard(lambda: DescribeTableVersionResponse(version=self._answer(self._version(int(version)))))
+        return self._guard(
+            lambda: DescribeTableVersionResponse(version=self._answer(self._version(int(version))))
+        )
 
     def create_table_version(self, request: Any) -> CreateTableVersionResponse:
         self._check_id(request)
@@ -302,18 +311,22 @@ class BoundTableNamespace(LanceNamespace):
         if not engine.is_staging_manifest(ver.manifest_path):
             return ver, revision  # resolved after an unknown outcome: already published
         try:
-            final = engine.finalize_manifest(self.record.location, ver.version, ver.manifest_path,
-                                             self.storage_options)
+            final = engine.finalize_manifest(
+                self.record.location, ver.version, ver.manifest_path, self.storage_options
+            )
             if self._fault is not None:
                 self._fault("finalize-copied")
             done = ver.model_copy(update={"manifest_path": final})
-            item = self.store.compare_and_swap(keys.version(self.record.incarnation, ver.version), revision,
-                                               done.encode())
+            item = self.store.compare_and_swap(
+                keys.version(self.record.incarnation, ver.version), revision, done.encode()
+            )
             if self._fault is not None:
                 self._fault("finalize-swapped")
             return done, item.revision
         except Exception:  # noqa: BLE001 - the commit stands either way
-            log.warning("could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True)
+            log.warning(
+                "could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True
+            )
             return ver, revision
 
     def _require_next(self, version: int) -> None:
@@ -331,11 +344,13 @@ class BoundTableNamespace(LanceNamespace):
         rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
         moved: list[str] = []
         if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
-            moved = engine.quarantine_files(self.record.location, rogue, f"refused-{new_id()}",
-                                            self.storage_options)
+            moved = engine.quarantine_files(
+                self.record.location, rogue, f"refused-{new_id()}", self.storage_options
+            )
         raise InvalidTableState(
             f"commit of version {version} of {self.name} refused: it was not built on the registered version "
-            f"{current} but on manifests written around the registry ({', '.join(rogue) or 'since removed'}); "
+            f"{current} but on manifests written around the registry "
+            f"({', '.join(rogue) or 'since removed'}); "
             f"nothing was committed{'; they were moved to ' + engine.QUARANTINE_DIR + '/' if moved else ''}. "
             "Retry the write."
         )
@@ -367,7 +382,9 @@ class BoundTableNamespace(LanceNamespace):
     def _resolve_unknown(self, version: int, commit_id: str) -> list[Item | None]:
         item = self.store.get(keys.version(self.record.incarnation, version))
         if item is None or decode(VersionRecord, item.value).commit_id != commit_id:
-            raise ServiceUnavailable(f"registry unavailable while committing version {version} of {self.name}")
+            raise ServiceUnavailable(
+                f"registry unavailable while committing version {version} of {self.name}"
+            )
         table = self.store.get(keys.table(self.name))
         marker = self.store.get(keys.commit_marker(commit_id))
         if table is None or marker is None:
@@ -379,12 +396,18 @@ class BoundTableNamespace(LanceNamespace):
         if exc.key == lease_key:
             if self.lease is not None:
                 self.lease.mark_lost()
-            return LeaseExpired(f"write lease on {self.name} was taken over; commit of version {version} refused")
+            return LeaseExpired(
+                f"write lease on {self.name} was taken over; commit of version {version} refused"
+            )
         if exc.key == keys.table(self.name) and self.record_revision == ABSENT:
             return TableAlreadyExists(f"table {self.name} already exists")
-        if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops if isinstance(op, Put)}:
-            return ConcurrentModification(f"part of this commit to {self.name} (a marker it carries) landed "
-                                          f"concurrently; version {version} was not committed")
+        if self.pending is not None and exc.key in {
+            op.key for op in self.pending.extra_ops if isinstance(op, Put)
+        }:
+            return ConcurrentModification(
+                f"part of this commit to {self.name} (a marker it carries) landed "
+                f"concurrently; version {version} was not committed"
+            )
         if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops}:
             from lake_platform.errors import NamespaceNotFound
 

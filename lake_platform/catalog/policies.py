@@ -13,9 +13,9 @@ while the object (or a table's namespace) is being dropped, so a drop's copy is 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
@@ -90,7 +90,10 @@ class EffectivePolicy:
     source: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source or "(platform defaults)", **self.policy.model_dump(exclude={"record_version"})}
+        return {
+            "source": self.source or "(platform defaults)",
+            **self.policy.model_dump(exclude={"record_version"}),
+        }
 
 
 #: ``lake policy set`` keys → Policy fields; durations accept 90m / 12h / 7d.
@@ -112,7 +115,9 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or key not in KEYS:
-            raise InvalidInput(f"invalid policy setting {pair!r}: use key=value with key one of {', '.join(KEYS)}")
+            raise InvalidInput(
+                f"invalid policy setting {pair!r}: use key=value with key one of {', '.join(KEYS)}"
+            )
         values[KEYS[key]] = parse_duration(raw).total_seconds() if key in _DURATIONS else raw
     return values
 
@@ -124,7 +129,9 @@ def build_policy(values: dict[str, Any]) -> Policy:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first.get("loc") else "policy"
         name = next((k for k, v in KEYS.items() if v == field), field)
-        raise InvalidInput(f"invalid policy value for {name}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise InvalidInput(
+            f"invalid policy value for {name}: {first['msg'].removeprefix('Value error, ')}"
+        ) from None
 
 
 def parse_duration(text: str) -> timedelta:
@@ -154,8 +161,11 @@ def _scope_shape(scope: str) -> None:
         check_segment(part, "scope")
 
 
-_CONTAINERS: dict[str, type[Record]] = {"project": ProjectRecord, "warehouse": WarehouseRecord,
-                                        "namespace": NamespaceRecord}
+_CONTAINERS: dict[str, type[Record]] = {
+    "project": ProjectRecord,
+    "warehouse": WarehouseRecord,
+    "namespace": NamespaceRecord,
+}
 
 
 class Policies:
@@ -164,8 +174,14 @@ class Policies:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
-    def set_policy(self, scope: str, values: dict[str, Any], *, principal: Principal | None = None,
-                   actor: str | None = None) -> PolicyRecord:
+    def set_policy(
+        self,
+        scope: str,
+        values: dict[str, Any],
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> PolicyRecord:
         """Merge ``values`` into the policy record at ``scope`` (created with defaults if absent)."""
         who = self.ctx.who(principal)
         owner = self._policy_owner(scope)
@@ -177,12 +193,21 @@ class Policies:
         merged = build_policy({**current.model_dump(exclude={"record_version"}), **values})
         name = self.ctx.actor(actor, who)
         record = PolicyRecord(scope=scope, policy=merged, set_by=name)
-        self._commit_policy(scope, [Put(keys.policy(scope), record.encode(), item.revision if item else ABSENT),
-                                    *owner], Log(scope, "policy set", name, detail=dict(values)))
+        self._commit_policy(
+            scope,
+            [Put(keys.policy(scope), record.encode(), item.revision if item else ABSENT), *owner],
+            Log(scope, "policy set", name, detail=dict(values)),
+        )
         return record
 
-    def unset_policy(self, scope: str, fields: Sequence[str], *, principal: Principal | None = None,
-                     actor: str | None = None) -> PolicyRecord:
+    def unset_policy(
+        self,
+        scope: str,
+        fields: Sequence[str],
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> PolicyRecord:
         """Reset ``fields`` (``lake policy set`` keys) of the record at ``scope`` to the platform
         defaults. The record stays and still wins whole; ``delete_policy`` removes it."""
         who = self.ctx.who(principal)
@@ -195,12 +220,16 @@ class Policies:
         reset = current.model_copy(update={KEYS[n]: getattr(defaults, KEYS[n]) for n in names})
         name = self.ctx.actor(actor, who)
         record = PolicyRecord(scope=scope, policy=reset, set_by=name)
-        self._commit_policy(scope, [Put(item.key, record.encode(), item.revision), *owner],
-                            Log(scope, "policy unset", name, detail={"fields": names}))
+        self._commit_policy(
+            scope,
+            [Put(item.key, record.encode(), item.revision), *owner],
+            Log(scope, "policy unset", name, detail={"fields": names}),
+        )
         return record
 
-    def delete_policy(self, scope: str, *, principal: Principal | None = None,
-                      actor: str | None = None) -> None:
+    def delete_policy(
+        self, scope: str, *, principal: Principal | None = None, actor: str | None = None
+    ) -> None:
         """Remove the record at ``scope``: the next less specific record (or the defaults) applies.
 
         The object need not exist any more, so records left behind by older releases can be removed."""
@@ -209,8 +238,11 @@ class Policies:
         who.require(scope.split(".")[0], "admin", f"delete policies on {scope}")
         owner = self._policy_owner(scope, missing_ok=True)
         item = self._policy_record(scope)
-        self._commit_policy(scope, [Delete(item.key, item.revision), *owner],
-                            Log(scope, "policy delete", self.ctx.actor(actor, who)))
+        self._commit_policy(
+            scope,
+            [Delete(item.key, item.revision), *owner],
+            Log(scope, "policy delete", self.ctx.actor(actor, who)),
+        )
 
     def effective_policy(self, scope: str) -> EffectivePolicy:
         """The most specific policy record on the path from ``scope`` up to its project."""
@@ -237,8 +269,11 @@ class Policies:
     def sweep(self, scope: str) -> list[Op]:
         """Delete every record at or under ``scope``: run when the container itself goes, after
         everything in it has gone (anything left there belonged to nothing that still exists)."""
-        found = [i for i in self.ctx.store.scan_prefix(keys.policy(scope))
-                 if i.key == keys.policy(scope) or i.key.startswith(keys.policy(scope) + ".")]
+        found = [
+            i
+            for i in self.ctx.store.scan_prefix(keys.policy(scope))
+            if i.key == keys.policy(scope) or i.key.startswith(keys.policy(scope) + ".")
+        ]
         # Deepest first, so the container's own record lands in the last batch, with its removal.
         return [Delete(i.key, i.revision) for i in reversed(found)]
 
@@ -285,4 +320,6 @@ class Policies:
         try:
             self.ctx.commit(ops, log=entry)
         except ConditionFailed:
-            raise ConcurrentModification(f"{scope} or its policy changed meanwhile; nothing was changed") from None
+            raise ConcurrentModification(
+                f"{scope} or its policy changed meanwhile; nothing was changed"
+            ) from None

@@ -44,7 +44,9 @@ class Principal:
 
     def require(self, project: str, action: Action, what: str) -> None:
         if not self.can(project, action):
-            raise PermissionDenied(f"{self.kind} {self.name} may not {what} (needs {action} on project {project})")
+            raise PermissionDenied(
+                f"{self.kind} {self.name} may not {what} (needs {action} on project {project})"
+            )
 
 
 LOCAL_ADMIN = Principal(name="local-admin", kind="local", project="*", role="admin")
@@ -85,8 +87,9 @@ def verify_secret(secret: str, stored: str | None) -> bool:
         result = True
     try:
         _, n, r, p, salt, digest = stored.split("$")
-        computed = hashlib.scrypt(secret.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p),
-                                  dklen=len(digest) // 2)
+        computed = hashlib.scrypt(
+            secret.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=len(digest) // 2
+        )
     except ValueError:
         return False
     return hmac.compare_digest(computed.hex(), digest) and result

@@ -85,7 +85,9 @@ class LakeNamespace(LanceNamespace):
             return ListNamespacesResponse(namespaces=[n for n in names if who.can(n, "read")])
         self._container(ident)
         if len(ident) == 1:
-            children = [decode(WarehouseRecord, i.value).name for i in store.scan_prefix(keys.warehouses(ident[0]))]
+            children = [
+                decode(WarehouseRecord, i.value).name for i in store.scan_prefix(keys.warehouses(ident[0]))
+            ]
         else:
             prefix = keys.namespaces(ident[0], ident[1], ident[2:])
             depth = len(ident)
@@ -157,8 +159,11 @@ class LakeNamespace(LanceNamespace):
             nname = NamespaceName.parse(".".join(ident))
             items = self.catalog.store.scan_prefix(keys.tables_in_namespace(nname))
             declared = bool(_field(request, "include_declared"))
-            names = [r.name.split(".")[-1] for r in (decode(TableRecord, i.value) for i in items)
-                     if r.current_version > 0 or declared]
+            names = [
+                r.name.split(".")[-1]
+                for r in (decode(TableRecord, i.value) for i in items)
+                if r.current_version > 0 or declared
+            ]
             return ListTablesResponse(tables=sorted(names))
 
         return self._call(listing)
@@ -169,7 +174,9 @@ class LakeNamespace(LanceNamespace):
             record = self._record(tname, declared=True)
             version = _field(request, "version")
             return DescribeTableResponse(
-                location=record.location, table_uri=record.location, managed_versioning=True,
+                location=record.location,
+                table_uri=record.location,
+                managed_versioning=True,
                 version=int(version) if version else (record.current_version or None),
                 storage_options=self.catalog.settings.storage_options(record.location) or None,
                 is_only_declared=record.current_version == 0,
@@ -186,8 +193,11 @@ class LakeNamespace(LanceNamespace):
             if _field(request, "location"):
                 raise InvalidInput("locations are assigned by the catalog (unique per incarnation)")
             record = self.catalog.declare_table(str(tname), principal=self.principal)
-            return DeclareTableResponse(location=record.location, managed_versioning=True,
-                                        storage_options=self.catalog.settings.storage_options(record.location) or None)
+            return DeclareTableResponse(
+                location=record.location,
+                managed_versioning=True,
+                storage_options=self.catalog.settings.storage_options(record.location) or None,
+            )
 
         return self._call(declare)
 
@@ -236,13 +246,26 @@ class LakeNamespace(LanceNamespace):
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"write to {tname}")
             record, revision = self.catalog.ctx.table(tname, declared=True)
-            pending = PendingCommit(commit_id=new_id(), operation="commit",
-                                    actor=self.catalog._actor(None, self.principal), detail={"client": "pylance"})
+            pending = PendingCommit(
+                commit_id=new_id(),
+                operation="commit",
+                actor=self.catalog._actor(None, self.principal),
+                detail={"client": "pylance"},
+            )
             with self.catalog.gate.hold(record.incarnation) as lease:
-                record, revision = self.catalog.ctx.table(tname, incarnation=record.incarnation, declared=True)
+                record, revision = self.catalog.ctx.table(
+                    tname, incarnation=record.incarnation, declared=True
+                )
                 storage = self.catalog.settings.storage_options(record.location)
-                bound = BoundTableNamespace(self.catalog.store, tname, record, revision, pending=pending,
-                                            lease=lease, storage_options=storage)
+                bound = BoundTableNamespace(
+                    self.catalog.store,
+                    tname,
+                    record,
+                    revision,
+                    pending=pending,
+                    lease=lease,
+                    storage_options=storage,
+                )
                 try:
                     response = bound.create_table_version(request)
                 except Exception:
@@ -259,10 +282,19 @@ class LakeNamespace(LanceNamespace):
         from lake_platform.catalog.arrow_io import schema_to_ipc
 
         record = bound.record
-        reader = BoundTableNamespace(self.catalog.store, tname, record, bound.record_revision,
-                                     storage_options=self.catalog.settings.storage_options(record.location))
-        ds = engine.open_version(namespace=reader, table_id=tname.parts, version=version,
-                                 storage_options=self.catalog.settings.storage_options(record.location))
+        reader = BoundTableNamespace(
+            self.catalog.store,
+            tname,
+            record,
+            bound.record_revision,
+            storage_options=self.catalog.settings.storage_options(record.location),
+        )
+        ds = engine.open_version(
+            namespace=reader,
+            table_id=tname.parts,
+            version=version,
+            storage_options=self.catalog.settings.storage_options(record.location),
+        )
         ipc = schema_to_ipc(engine.schema_of(ds))
         if ipc != record.schema_ipc:
             updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
@@ -277,8 +309,9 @@ class LakeNamespace(LanceNamespace):
         ver = decode(VersionRecord, item.value, item.key)
         if not engine.is_staging_manifest(ver.manifest_path):
             return
-        pending = PendingCommit(commit_id=ver.commit_id, operation="commit", actor=self.principal.name,
-                                landed=[(version, "")])
+        pending = PendingCommit(
+            commit_id=ver.commit_id, operation="commit", actor=self.principal.name, landed=[(version, "")]
+        )
         self.catalog._manifests.finalize(record, pending)
 
     # -- tags ------------------------------------------------------------------------------
@@ -287,8 +320,9 @@ class LakeNamespace(LanceNamespace):
         def tags() -> ListTableTagsResponse:
             snap = self.catalog.open_table(str(self._table_name(request)), principal=self.principal)
             found = engine.tag_details(snap.dataset)
-            return ListTableTagsResponse(tags={t: TagContents(version=v, manifest_size=size)
-                                               for t, (v, size) in found.items()})
+            return ListTableTagsResponse(
+                tags={t: TagContents(version=v, manifest_size=size) for t, (v, size) in found.items()}
+            )
 
         return self._call(tags)
 
@@ -309,8 +343,9 @@ class LakeNamespace(LanceNamespace):
         def create() -> CreateTableTagResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"tag {tname}")
-            self.catalog.create_tag(str(tname), str(_field(request, "tag")), _field(request, "version"),
-                                    principal=self.principal)
+            self.catalog.create_tag(
+                str(tname), str(_field(request, "tag")), _field(request, "version"), principal=self.principal
+            )
             return CreateTableTagResponse()
 
         return self._call(create)
@@ -328,8 +363,13 @@ class LakeNamespace(LanceNamespace):
         def update() -> UpdateTableTagResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"tag {tname}")
-            self.catalog.create_tag(str(tname), str(_field(request, "tag")), _field(request, "version"),
-                                    principal=self.principal, replace=True)
+            self.catalog.create_tag(
+                str(tname),
+                str(_field(request, "tag")),
+                _field(request, "version"),
+                principal=self.principal,
+                replace=True,
+            )
             return UpdateTableTagResponse()
 
         return self._call(update)
@@ -349,8 +389,13 @@ class LakeNamespace(LanceNamespace):
         return self._bound_to(tname, self._record(tname, declared=True))
 
     def _bound_to(self, tname: TableName, record: TableRecord) -> BoundTableNamespace:
-        return BoundTableNamespace(self.catalog.store, tname, record, 0,
-                                   storage_options=self.catalog.settings.storage_options(record.location))
+        return BoundTableNamespace(
+            self.catalog.store,
+            tname,
+            record,
+            0,
+            storage_options=self.catalog.settings.storage_options(record.location),
+        )
 
 
 def _ids(request: Any) -> list[str]:

@@ -59,7 +59,6 @@ class TableSnapshot:
     dataset: Any  # lance.LanceDataset, opaque above the engine
 
     @property
-
     def schema(self) -> pa.Schema:
         return self.dataset.schema
 
@@ -73,10 +72,7 @@ class TableSnapshot:
         return engine.table_provider(self.dataset)
 
 
-
-
 class Tables:
-
     def __init__(self, ctx: CatalogContext, manifests: Manifests) -> None:
         self.ctx = ctx
         self.manifests = manifests
@@ -84,8 +80,14 @@ class Tables:
     # == tables: write path ===================================================================
 
     def create_table(
-        self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None, run_id: str | None = None,
-        commit_id: str | None = None, principal: Principal | None = None,
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
     ) -> CommitResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
@@ -102,13 +104,23 @@ class Tables:
         incarnation = new_id()
         location = _table_location(warehouse.root, tname, incarnation)
         record = TableRecord(
-            name=str(tname), incarnation=incarnation, location=location, current_version=0,
-            schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)), created_by=self.ctx.actor(actor, who),
+            name=str(tname),
+            incarnation=incarnation,
+            location=location,
+            current_version=0,
+            schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)),
+            created_by=self.ctx.actor(actor, who),
         )
         counter = StreamCounter()
-        pending = PendingCommit(commit_id=commit_id, operation="create", actor=self.ctx.actor(actor, who), run_id=run_id,
-                                schema_ipc=schema_to_ipc(data.schema), stream_totals=counter.totals,
-                                extra_ops=[Check(ns_item.key, ns_item.revision)])
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation="create",
+            actor=self.ctx.actor(actor, who),
+            run_id=run_id,
+            schema_ipc=schema_to_ipc(data.schema),
+            stream_totals=counter.totals,
+            extra_ops=[Check(ns_item.key, ns_item.revision)],
+        )
         try:
             self._write(tname, record, ABSENT, pending, counter.wrap(data), "create", counter=counter)
         except LakeError:
@@ -118,22 +130,50 @@ class Tables:
             raise
         return self.result(pending, str(tname))
 
-    def append(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
-               run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
-               principal: Principal | None = None, markers: Sequence[CommitMarker] = ()) -> CommitResult:
+    def append(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        detail: dict[str, object] | None = None,
+        principal: Principal | None = None,
+        markers: Sequence[CommitMarker] = (),
+    ) -> CommitResult:
         """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
         (e.g. the identities of ingested files); ``markers`` land in the same registry transaction
         as the version (an ingest's per-file markers: never one without the other)."""
-        return self._write_existing(name, data, "append", actor, run_id, commit_id, detail, principal, markers)
+        return self._write_existing(
+            name, data, "append", actor, run_id, commit_id, detail, principal, markers
+        )
 
-    def overwrite(self, name: str, data: pa.RecordBatchReader, *, actor: str | None = None,
-                  run_id: str | None = None, commit_id: str | None = None, detail: dict[str, object] | None = None,
-                  principal: Principal | None = None) -> CommitResult:
+    def overwrite(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        detail: dict[str, object] | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
         return self._write_existing(name, data, "overwrite", actor, run_id, commit_id, detail, principal, ())
 
-    def _write_existing(self, name: str, data: pa.RecordBatchReader, mode: str, actor: str | None,
-                        run_id: str | None, commit_id: str | None, detail: dict[str, object] | None,
-                        principal: Principal | None, markers: Sequence[CommitMarker]) -> CommitResult:
+    def _write_existing(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        mode: str,
+        actor: str | None,
+        run_id: str | None,
+        commit_id: str | None,
+        detail: dict[str, object] | None,
+        principal: Principal | None,
+        markers: Sequence[CommitMarker],
+    ) -> CommitResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         commit_id = check_commit_id(commit_id)
@@ -152,9 +192,16 @@ class Tables:
             _check_schema(data.schema, str(tname))
             stream = counter.wrap(data)
             schema_ipc = schema_to_ipc(data.schema)
-        pending = PendingCommit(commit_id=commit_id, operation=mode, actor=self.ctx.actor(actor, who), run_id=run_id,
-                                schema_ipc=schema_ipc, stream_totals=counter.totals, detail=dict(detail or {}),
-                                extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers])
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation=mode,
+            actor=self.ctx.actor(actor, who),
+            run_id=run_id,
+            schema_ipc=schema_ipc,
+            stream_totals=counter.totals,
+            detail=dict(detail or {}),
+            extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
+        )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             self.manifests.settle(tname, record, pending)
@@ -163,9 +210,18 @@ class Tables:
             self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
         return self.result(pending, str(tname))
 
-    def _write(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
-               stream: pa.RecordBatchReader, mode: str, lease: Lease | None = None, *,
-               counter: StreamCounter) -> None:
+    def _write(
+        self,
+        tname: TableName,
+        record: TableRecord,
+        revision: int,
+        pending: PendingCommit,
+        stream: pa.RecordBatchReader,
+        mode: str,
+        lease: Lease | None = None,
+        *,
+        counter: StreamCounter,
+    ) -> None:
         if lease is None:
             with self.ctx.gate.hold(record.incarnation) as held:
                 return self._write(tname, record, revision, pending, stream, mode, held, counter=counter)
@@ -173,8 +229,13 @@ class Tables:
         lease.check()
         try:
             self.ctx.at(f"{mode}:before-write")  # inside: an injected failure is an engine failure
-            engine.write(stream, namespace=ns, table_id=tname.parts, mode=mode,
-                         storage_options=self.ctx.storage(record.location))
+            engine.write(
+                stream,
+                namespace=ns,
+                table_id=tname.parts,
+                mode=mode,
+                storage_options=self.ctx.storage(record.location),
+            )
         except Exception as exc:  # noqa: BLE001 - every failure is resolved below, never guessed
             if counter.error is not None and not pending.landed:
                 raise input_error(counter.error) from None
@@ -183,8 +244,16 @@ class Tables:
         self.manifests.finalize(record, pending)
         self.enrich(tname, record, pending)
 
-    def delete_rows(self, name: str, predicate: str, *, actor: str | None = None, run_id: str | None = None,
-                    commit_id: str | None = None, principal: Principal | None = None) -> CommitResult:
+    def delete_rows(
+        self,
+        name: str,
+        predicate: str,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         if not isinstance(predicate, str) or not predicate.strip():
@@ -196,14 +265,23 @@ class Tables:
         if replay is not None:
             return replay
         record, _ = self.ctx.table(tname)
-        pending = PendingCommit(commit_id=commit_id, operation="delete", actor=self.ctx.actor(actor, who), run_id=run_id,
-                                detail={"predicate": predicate})
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation="delete",
+            actor=self.ctx.actor(actor, who),
+            run_id=run_id,
+            detail={"predicate": predicate},
+        )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             self.manifests.settle(tname, record, pending)
             ns = self.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=record.current_version,
-                                     storage_options=self.ctx.storage(record.location))
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=record.current_version,
+                storage_options=self.ctx.storage(record.location),
+            )
             before = int(ds.count_rows())
             try:
                 self.ctx.at("delete:before-write")  # inside: an injected failure is an engine failure
@@ -221,7 +299,9 @@ class Tables:
 
     # == read path ============================================================================
 
-    def open_table(self, name: str, version: int | None = None, *, principal: Principal | None = None) -> TableSnapshot:
+    def open_table(
+        self, name: str, version: int | None = None, *, principal: Principal | None = None
+    ) -> TableSnapshot:
         """Open exactly the registered version (current by default); never "latest on disk"."""
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
@@ -232,10 +312,16 @@ class Tables:
         return self.snapshot(tname, record, version or record.current_version)
 
     def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
-        ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location))
+        ns = BoundTableNamespace(
+            self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location)
+        )
         try:
-            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=version,
-                                     storage_options=self.ctx.storage(record.location))
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=version,
+                storage_options=self.ctx.storage(record.location),
+            )
         except Exception as exc:  # noqa: BLE001
             if ns.failure is not None:
                 raise ns.failure from None
@@ -249,7 +335,9 @@ class Tables:
         record, _ = self.ctx.table(tname, incarnation=planned.incarnation)
         return self.snapshot(tname, record, planned.read_version)
 
-    def describe_table(self, name: str, *, with_stats: bool = True, principal: Principal | None = None) -> TableInfo:
+    def describe_table(
+        self, name: str, *, with_stats: bool = True, principal: Principal | None = None
+    ) -> TableInfo:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
@@ -260,9 +348,16 @@ class Tables:
             rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
         schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
         return TableInfo(
-            name=str(tname), incarnation=record.incarnation, location=record.location, engine=record.engine,
-            current_version=record.current_version, created_at_ms=record.created_at_ms, protected=record.protected,
-            rows=rows, fragments=fragments, data_bytes=size,
+            name=str(tname),
+            incarnation=record.incarnation,
+            location=record.location,
+            engine=record.engine,
+            current_version=record.current_version,
+            created_at_ms=record.created_at_ms,
+            protected=record.protected,
+            rows=rows,
+            fragments=fragments,
+            data_bytes=size,
             schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
         )
 
@@ -279,16 +374,23 @@ class Tables:
                 if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
                     yield record
 
-    def history(self, target: str, *, limit: int | None = None, principal: Principal | None = None) -> list[CommitLogEntry]:
+    def history(
+        self, target: str, *, limit: int | None = None, principal: Principal | None = None
+    ) -> list[CommitLogEntry]:
         """The commit log of one object (table, namespace, warehouse or project), oldest first."""
         who = self.ctx.who(principal)
         for part in target.split(".") if isinstance(target, str) else [target]:
             check_segment(part, "name")
         if not who.can(target.split(".")[0], "read"):
             raise TableNotFound(f"{target} does not exist")
-        return [decode(CommitLogEntry, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.log_prefix(target), limit=limit)]
+        return [
+            decode(CommitLogEntry, i.value, i.key)
+            for i in self.ctx.store.scan_prefix(keys.log_prefix(target), limit=limit)
+        ]
 
-    def log(self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None) -> list[CommitLogEntry]:
+    def log(
+        self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None
+    ) -> list[CommitLogEntry]:
         """Every commit-log entry of objects under a dotted prefix (all of them without one)."""
         who = self.ctx.who(principal)
         if prefix:
@@ -304,7 +406,9 @@ class Tables:
         entries.sort(key=lambda e: (e.at_ms, e.target))
         return entries[-limit:] if limit else entries
 
-    def declare_table(self, name: str, *, principal: Principal | None = None, actor: str | None = None) -> TableRecord:
+    def declare_table(
+        self, name: str, *, principal: Principal | None = None, actor: str | None = None
+    ) -> TableRecord:
         """Reserve a name and a unique location with no version yet (the Lance Namespace
         ``declare_table``): the first commit through the namespace makes it a table."""
         who = self.ctx.who(principal)
@@ -314,24 +418,38 @@ class Tables:
         if self.ctx.store.get(keys.table(tname)) is not None:
             raise TableAlreadyExists(f"table {tname} already exists")
         incarnation = new_id()
-        record = TableRecord(name=str(tname), incarnation=incarnation,
-                             location=_table_location(self.ctx.warehouse(tname.warehouse_name).root, tname, incarnation),
-                             current_version=0, created_by=self.ctx.actor(actor, who))
+        record = TableRecord(
+            name=str(tname),
+            incarnation=incarnation,
+            location=_table_location(self.ctx.warehouse(tname.warehouse_name).root, tname, incarnation),
+            current_version=0,
+            created_by=self.ctx.actor(actor, who),
+        )
         try:
-            self.ctx.commit([Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision)],
-                            log=Log(str(tname), "declare", self.ctx.actor(actor, who), incarnation=incarnation))
+            self.ctx.commit(
+                [Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision)],
+                log=Log(str(tname), "declare", self.ctx.actor(actor, who), incarnation=incarnation),
+            )
         except ConditionFailed as exc:
             if exc.key == keys.table(tname):
                 raise TableAlreadyExists(f"table {tname} already exists") from None
             raise NamespaceNotFound(f"namespace {tname.namespace_name} was dropped concurrently") from None
         return record
 
-    def bind(self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit,
-                   lease: Lease) -> BoundTableNamespace:
-        return BoundTableNamespace(self.ctx.store, tname, record, revision, pending=pending, lease=lease,
-                                   storage_options=self.ctx.storage(record.location),
-                                   fault=self.ctx.hook and (lambda p: self.ctx.at(f"{pending.operation}:{p}")),
-                                   fresh=revision != ABSENT)
+    def bind(
+        self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
+    ) -> BoundTableNamespace:
+        return BoundTableNamespace(
+            self.ctx.store,
+            tname,
+            record,
+            revision,
+            pending=pending,
+            lease=lease,
+            storage_options=self.ctx.storage(record.location),
+            fault=self.ctx.hook and (lambda p: self.ctx.at(f"{pending.operation}:{p}")),
+            fresh=revision != ABSENT,
+        )
 
     def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:
         """After a failed engine call: did our commit land anyway? (invariant 5)"""
@@ -343,7 +461,9 @@ class Tables:
         if marker is not None:
             if not pending.landed and marker.to_version is not None:
                 pending.landed.append((marker.to_version, marker.log_key))
-            log.warning("commit %s landed although the engine reported: %s", pending.commit_id, first_line(exc))
+            log.warning(
+                "commit %s landed although the engine reported: %s", pending.commit_id, first_line(exc)
+            )
             return
         if ns.failure is not None:
             raise ns.failure from None
@@ -366,11 +486,23 @@ class Tables:
             marker = self.ctx.commit_landed(pending.commit_id)
             from_version = marker.from_version if marker else None
         rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
-        return CommitResult(pending.commit_id, table, pending.operation, from_version, pending.landed[-1][0],
-                            rows_added=rows, bytes_added=nbytes)
+        return CommitResult(
+            pending.commit_id,
+            table,
+            pending.operation,
+            from_version,
+            pending.landed[-1][0],
+            rows_added=rows,
+            bytes_added=nbytes,
+        )
 
-    def enrich(self, tname: TableName, record: TableRecord, pending: PendingCommit,
-                extra: dict[str, object] | None = None) -> None:
+    def enrich(
+        self,
+        tname: TableName,
+        record: TableRecord,
+        pending: PendingCommit,
+        extra: dict[str, object] | None = None,
+    ) -> None:
         """Add file counts to the commit-log entries once Lance's transaction can be read.
 
         The entry itself landed atomically with the version; this only completes its figures,
@@ -380,11 +512,17 @@ class Tables:
             return
         try:
             last_version, _ = pending.landed[-1]
-            snap = self.snapshot(tname, record.model_copy(update={"current_version": last_version}), last_version)
+            snap = self.snapshot(
+                tname, record.model_copy(update={"current_version": last_version}), last_version
+            )
             for version, log_key in pending.landed:
                 change = engine.change_stats(snap.dataset, version)
-                patch: dict[str, object] = {"files_added": change.files_added, "files_removed": change.files_removed,
-                                            "bytes_added": change.bytes_added, "bytes_removed": change.bytes_removed}
+                patch: dict[str, object] = {
+                    "files_added": change.files_added,
+                    "files_removed": change.files_removed,
+                    "bytes_added": change.bytes_added,
+                    "bytes_removed": change.bytes_removed,
+                }
                 if extra:
                     patch["detail"] = {**pending.detail, **extra}
                 self.ctx.patch_log(log_key, patch)
@@ -404,4 +542,3 @@ def _check_schema(schema: pa.Schema, table: str) -> None:
             raise TableSchemaValidationError(f"invalid column name {f.name!r} in {table}")
     if len(set(schema.names)) != len(schema.names):
         raise TableSchemaValidationError(f"duplicate column names in {table}")
-

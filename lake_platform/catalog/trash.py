@@ -9,6 +9,7 @@ the record as "purging", then destroys the data, then deletes the record).
 from __future__ import annotations
 
 import logging
+
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
@@ -37,9 +38,16 @@ class Trash:
         self.policies = policies
         self.versions = versions
 
-    def drop_table(self, name: str, *, purge: bool = False, force: bool = False,
-                   incarnation: str | None = None, principal: Principal | None = None,
-                   actor: str | None = None) -> CommitResult:
+    def drop_table(
+        self,
+        name: str,
+        *,
+        purge: bool = False,
+        force: bool = False,
+        incarnation: str | None = None,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> CommitResult:
         """Deregister a table (compare-and-delete on its incarnation, under its lease).
 
         With a grace period (the effective policy's ``trash_grace``, default 7 days) the data
@@ -63,19 +71,40 @@ class Trash:
         actor_name = self.ctx.actor(actor, who)
         dropped_at = self.ctx.clock.wall_ms()
         expires = dropped_at if destroy else dropped_at + int(grace.total_seconds() * 1000)
-        detached = self.detach_table(tname, record.incarnation, actor=actor_name, dropped_at=dropped_at,
-                                     expires_at=expires, step="drop", purging=destroy)
+        detached = self.detach_table(
+            tname,
+            record.incarnation,
+            actor=actor_name,
+            dropped_at=dropped_at,
+            expires_at=expires,
+            step="drop",
+            purging=destroy,
+        )
         assert detached is not None  # _detach_table raises unless asked to skip a vanished table
         current, commit_id = detached
         self.ctx.at("drop:after-commit")
         if destroy:
-            self.expire_trash(now_ms=dropped_at, principal=who, actor=actor_name,
-                              only=[keys.trash(str(tname), dropped_at, current.incarnation)])
+            self.expire_trash(
+                now_ms=dropped_at,
+                principal=who,
+                actor=actor_name,
+                only=[keys.trash(str(tname), dropped_at, current.incarnation)],
+            )
         return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
 
-    def detach_table(self, tname: TableName, incarnation: str, *, actor: str, dropped_at: int,
-                      expires_at: int | None, step: str, cascade_id: str | None = None,
-                      skip_vanished: bool = False, purging: bool = False) -> tuple[TableRecord, str] | None:
+    def detach_table(
+        self,
+        tname: TableName,
+        incarnation: str,
+        *,
+        actor: str,
+        dropped_at: int,
+        expires_at: int | None,
+        step: str,
+        cascade_id: str | None = None,
+        skip_vanished: bool = False,
+        purging: bool = False,
+    ) -> tuple[TableRecord, str] | None:
         """Deregister exactly ``incarnation`` of ``tname`` (under its lease), with its policy
         record; file a trash record unless ``expires_at`` is None (the caller destroys the data).
         ``purging`` files it already claimed by expiry, so no undrop can take it back.
@@ -101,18 +130,34 @@ class Trash:
                 if cascade_id is not None:
                     detail["cascade_id"] = cascade_id
                 if expires_at is not None:
-                    trash = TrashRecord(kind="table", target=str(tname), dropped_at_ms=dropped_at,
-                                        expires_at_ms=expires_at, dropped_by=actor, table=current,
-                                        cascade_id=cascade_id, policies=kept,
-                                        state="purging" if purging else "trashed")
+                    trash = TrashRecord(
+                        kind="table",
+                        target=str(tname),
+                        dropped_at_ms=dropped_at,
+                        expires_at_ms=expires_at,
+                        dropped_by=actor,
+                        table=current,
+                        cascade_id=cascade_id,
+                        policies=kept,
+                        state="purging" if purging else "trashed",
+                    )
                     ops.append(Put(keys.trash(str(tname), dropped_at, incarnation), trash.encode(), ABSENT))
                     detail["expires_at_ms"] = expires_at
-                entry = Log(str(tname), "drop", actor, commit_id=commit_id, incarnation=incarnation,
-                            from_version=current.current_version, detail=detail)
+                entry = Log(
+                    str(tname),
+                    "drop",
+                    actor,
+                    commit_id=commit_id,
+                    incarnation=incarnation,
+                    from_version=current.current_version,
+                    detail=detail,
+                )
                 try:
                     self.ctx.commit(ops, log=entry)
                 except ConditionFailed:
-                    raise ConcurrentModification(f"table {tname} changed while being dropped; nothing was dropped") from None
+                    raise ConcurrentModification(
+                        f"table {tname} changed while being dropped; nothing was dropped"
+                    ) from None
         return current, commit_id
 
     def list_trash(self, prefix: str = "", *, principal: Principal | None = None) -> list[TrashRecord]:
@@ -122,12 +167,24 @@ class Trash:
                 from lake_platform.naming import check_segment
 
                 check_segment(part, "name prefix")
-        records = [decode(TrashRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.trash_prefix(prefix))]
-        return [r for r in records if (not prefix or r.target == prefix or r.target.startswith(prefix + "."))
-                and who.can(r.target.split(".")[0], "read")]
+        records = [
+            decode(TrashRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.trash_prefix(prefix))
+        ]
+        return [
+            r
+            for r in records
+            if (not prefix or r.target == prefix or r.target.startswith(prefix + "."))
+            and who.can(r.target.split(".")[0], "read")
+        ]
 
-    def undrop_table(self, name: str, *, as_name: str | None = None, incarnation: str | None = None,
-                     principal: Principal | None = None) -> CommitResult:
+    def undrop_table(
+        self,
+        name: str,
+        *,
+        as_name: str | None = None,
+        incarnation: str | None = None,
+        principal: Principal | None = None,
+    ) -> CommitResult:
         """Re-register a dropped table from its trash record (the newest, unless ``incarnation``)."""
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
@@ -143,8 +200,10 @@ class Trash:
         return self._restore(item, trash, target, parent, who)
 
     def _pick_trash(self, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
-        candidates = [(i, decode(TrashRecord, i.value, i.key))
-                      for i in self.ctx.store.scan_prefix(keys.trash_prefix(str(tname) + "/"))]
+        candidates = [
+            (i, decode(TrashRecord, i.value, i.key))
+            for i in self.ctx.store.scan_prefix(keys.trash_prefix(str(tname) + "/"))
+        ]
         candidates = [(i, r) for i, r in candidates if r.kind == "table" and r.state == "trashed" and r.table]
         if incarnation is not None:
             candidates = [(i, r) for i, r in candidates if r.table and r.table.incarnation == incarnation]
@@ -153,25 +212,39 @@ class Trash:
             raise TableNotFound(f"no dropped table {tname}{which} in the trash")
         return candidates[-1]  # keys sort by drop time: the newest is last
 
-    def _restore(self, item: Item, trash: TrashRecord, target: TableName, parent: Item,
-                 who: Principal) -> CommitResult:
+    def _restore(
+        self, item: Item, trash: TrashRecord, target: TableName, parent: Item, who: Principal
+    ) -> CommitResult:
         assert trash.table is not None
         restored = trash.table.model_copy(update={"name": str(target)})
         commit_id = new_id()
-        ops: list[Op] = [Delete(item.key, item.revision), Put(keys.table(target), restored.encode(), ABSENT),
-                         Check(parent.key, parent.revision),
-                         *self.policies.restore(trash.policies, trash.target, str(target))]
-        entry = Log(str(target), "undrop", self.ctx.actor(None, who), commit_id=commit_id,
-                    incarnation=restored.incarnation, to_version=restored.current_version,
-                    detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms})
+        ops: list[Op] = [
+            Delete(item.key, item.revision),
+            Put(keys.table(target), restored.encode(), ABSENT),
+            Check(parent.key, parent.revision),
+            *self.policies.restore(trash.policies, trash.target, str(target)),
+        ]
+        entry = Log(
+            str(target),
+            "undrop",
+            self.ctx.actor(None, who),
+            commit_id=commit_id,
+            incarnation=restored.incarnation,
+            to_version=restored.current_version,
+            detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms},
+        )
         try:
             self.ctx.commit(ops, log=entry)
         except ConditionFailed as exc:
             if exc.key == keys.table(target):
                 raise TableAlreadyExists(f"table {target} already exists") from None
             if exc.key == parent.key:
-                raise NamespaceNotFound(f"namespace {target.namespace_name} changed during the undrop") from None
-            raise TableNotFound(f"the trash record of {trash.target} was purged or restored concurrently") from None
+                raise NamespaceNotFound(
+                    f"namespace {target.namespace_name} changed during the undrop"
+                ) from None
+            raise TableNotFound(
+                f"the trash record of {trash.target} was purged or restored concurrently"
+            ) from None
         return CommitResult(commit_id, str(target), "undrop", None, restored.current_version)
 
     def undrop_namespace(self, name: str, *, principal: Principal | None = None) -> CommitResult:
@@ -181,7 +254,10 @@ class Trash:
         nname = NamespaceName.parse(name)
         self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"undrop namespace {nname}")
-        found = [(i, decode(TrashRecord, i.value, i.key)) for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))]
+        found = [
+            (i, decode(TrashRecord, i.value, i.key))
+            for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))
+        ]
         found = [(i, r) for i, r in found if r.kind == "namespace"]
         if not found:
             raise NamespaceNotFound(f"no dropped namespace {nname} in the trash")
@@ -190,10 +266,18 @@ class Trash:
             key = keys.namespace(NamespaceName.parse(space.name))
             existing = self.ctx.store.get(key)
             if existing is None:
-                self.ctx.commit([Put(key, space.encode(), ABSENT),
-                                 *self.policies.restore(record.policies, space.name, space.name)],
-                                log=Log(space.name, "undrop namespace", self.ctx.actor(None, who),
-                                        detail={"cascade_id": record.cascade_id}))
+                self.ctx.commit(
+                    [
+                        Put(key, space.encode(), ABSENT),
+                        *self.policies.restore(record.policies, space.name, space.name),
+                    ],
+                    log=Log(
+                        space.name,
+                        "undrop namespace",
+                        self.ctx.actor(None, who),
+                        detail={"cascade_id": record.cascade_id},
+                    ),
+                )
             elif decode(NamespaceRecord, existing.value).state != "active":
                 raise ConcurrentModification(f"namespace {space.name} is being dropped")
             self.ctx.at("undrop-namespace:namespace")
@@ -211,19 +295,36 @@ class Trash:
             self._restore(trash_item, trash, target, self.ctx.require_parent(target), who)
             self.ctx.at("undrop-namespace:table")
         commit_id = new_id()
-        self.ctx.commit([Delete(item.key, item.revision)],
-                        log=Log(str(nname), "undrop namespace cascade", self.ctx.actor(None, who),
-                                commit_id=commit_id, detail={"cascade_id": record.cascade_id}))
+        self.ctx.commit(
+            [Delete(item.key, item.revision)],
+            log=Log(
+                str(nname),
+                "undrop namespace cascade",
+                self.ctx.actor(None, who),
+                commit_id=commit_id,
+                detail={"cascade_id": record.cascade_id},
+            ),
+        )
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
 
-    def expire_trash(self, now_ms: int | None = None, *, principal: Principal | None = None,
-                     actor: str | None = None, run_id: str | None = None,
-                     only: list[str] | None = None) -> list[CommitResult]:
+    def expire_trash(
+        self,
+        now_ms: int | None = None,
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+        run_id: str | None = None,
+        only: list[str] | None = None,
+    ) -> list[CommitResult]:
         """Purge the data of every trash record whose deadline has passed; one commit each."""
         who = self.ctx.who(principal)
         now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
         purged: list[CommitResult] = []
-        items = [self.ctx.store.get(k) for k in only] if only is not None else list(self.ctx.store.scan_prefix(keys.trash_prefix()))
+        items = (
+            [self.ctx.store.get(k) for k in only]
+            if only is not None
+            else list(self.ctx.store.scan_prefix(keys.trash_prefix()))
+        )
         for item in items:
             if item is None:
                 continue
@@ -238,14 +339,16 @@ class Trash:
                 purged.append(result)
         return purged
 
-    def _purge_trash(self, item: Item, record: TrashRecord, who: Principal, actor: str | None,
-                     run_id: str | None) -> CommitResult | None:
+    def _purge_trash(
+        self, item: Item, record: TrashRecord, who: Principal, actor: str | None, run_id: str | None
+    ) -> CommitResult | None:
         assert record.table is not None
         self.ctx.at("expire:found")
         if record.state == "trashed":
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
-                item = self.ctx.store.compare_and_swap(item.key, item.revision,
-                                                   record.model_copy(update={"state": "purging"}).encode())
+                item = self.ctx.store.compare_and_swap(
+                    item.key, item.revision, record.model_copy(update={"state": "purging"}).encode()
+                )
             except ConditionFailed:
                 return None  # undropped (or claimed) meanwhile: the other side won entirely
         self.ctx.at("expire:claimed")
@@ -253,24 +356,38 @@ class Trash:
         self.ctx.at("expire:purged")
         commit_id = new_id()
         try:
-            self.ctx.commit([Delete(item.key, item.revision)],
-                            log=Log(record.target, "purge", self.ctx.actor(actor, who), commit_id=commit_id,
-                                    run_id=run_id, incarnation=record.table.incarnation,
-                                    from_version=record.table.current_version,
-                                    detail={"dropped_at_ms": record.dropped_at_ms,
-                                            "expires_at_ms": record.expires_at_ms}))
+            self.ctx.commit(
+                [Delete(item.key, item.revision)],
+                log=Log(
+                    record.target,
+                    "purge",
+                    self.ctx.actor(actor, who),
+                    commit_id=commit_id,
+                    run_id=run_id,
+                    incarnation=record.table.incarnation,
+                    from_version=record.table.current_version,
+                    detail={"dropped_at_ms": record.dropped_at_ms, "expires_at_ms": record.expires_at_ms},
+                ),
+            )
         except ConditionFailed:
             return None  # another expiry finished it first
         return CommitResult(commit_id, record.target, "purge", record.table.current_version, None)
 
-    def _expire_namespace_record(self, item: Item, record: TrashRecord, who: Principal,
-                                 actor: str | None) -> None:
+    def _expire_namespace_record(
+        self, item: Item, record: TrashRecord, who: Principal, actor: str | None
+    ) -> None:
         if any(self.ctx.store.get(k) is not None for k in record.table_trash_keys):
             return  # its tables go first (they share its deadline)
         try:
-            self.ctx.commit([Delete(item.key, item.revision)],
-                            log=Log(record.target, "purge namespace", self.ctx.actor(actor, who),
-                                    detail={"cascade_id": record.cascade_id}))
+            self.ctx.commit(
+                [Delete(item.key, item.revision)],
+                log=Log(
+                    record.target,
+                    "purge namespace",
+                    self.ctx.actor(actor, who),
+                    detail={"cascade_id": record.cascade_id},
+                ),
+            )
         except ConditionFailed:
             pass
 

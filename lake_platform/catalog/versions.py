@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from itertools import pairwise
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
 from lake_platform.catalog.lease import Lease
@@ -39,8 +40,15 @@ class Versions:
         self.ctx = ctx
         self.tables = tables
 
-    def create_tag(self, name: str, tag: str, version: int | None = None, *, principal: Principal | None = None,
-                   replace: bool = False) -> int:
+    def create_tag(
+        self,
+        name: str,
+        tag: str,
+        version: int | None = None,
+        *,
+        principal: Principal | None = None,
+        replace: bool = False,
+    ) -> int:
         """Tag a registered version (current by default). Tagged versions are never cleaned up.
 
         The tag is a commit like any other: under the table's lease, the version record gains
@@ -73,12 +81,23 @@ class Versions:
                     _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
                     return target
                 raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
-            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
-                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
-                             for v, rev in holders if v.version != target]
+            ops: list[Op] = [
+                Put(
+                    keys.version(record.incarnation, v.version),
+                    v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
+                    rev,
+                )
+                for v, rev in holders
+                if v.version != target
+            ]
             if tag not in chosen.tags:
-                ops.append(Put(item.key, chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
-                               item.revision))
+                ops.append(
+                    Put(
+                        item.key,
+                        chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
+                        item.revision,
+                    )
+                )
             self.ctx.at("tag:before-commit")
             self._commit_tag(lease, ops, tname, "tag", who, target, tag)
             self.ctx.at("tag:after-commit")
@@ -103,9 +122,14 @@ class Versions:
             in_engine = engine.tagged_versions(snap.dataset).get(tag)
             if not holders and in_engine is None:
                 raise TableTagNotFound(f"no tag {tag} on {tname}")
-            ops: list[Op] = [Put(keys.version(record.incarnation, v.version),
-                                 v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(), rev)
-                             for v, rev in holders]
+            ops: list[Op] = [
+                Put(
+                    keys.version(record.incarnation, v.version),
+                    v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
+                    rev,
+                )
+                for v, rev in holders
+            ]
             self.ctx.at("untag:before-commit")
             self._commit_tag(lease, ops, tname, "untag", who, None, tag)
             if in_engine is not None:
@@ -120,27 +144,46 @@ class Versions:
                 found.append((ver, item.revision))
         return found
 
-    def _commit_tag(self, lease: Lease, ops: list[Op], tname: TableName, operation: str, who: Principal,
-                    version: int | None, tag: str) -> None:
+    def _commit_tag(
+        self,
+        lease: Lease,
+        ops: list[Op],
+        tname: TableName,
+        operation: str,
+        who: Principal,
+        version: int | None,
+        tag: str,
+    ) -> None:
         record_keys = {op.key for op in ops}
         with lease.fenced() as fence:
             try:
-                self.ctx.commit([*ops, fence], log=Log(str(tname), operation, self.ctx.actor(None, who),
-                                                      to_version=version, detail={"tag": tag}))
+                self.ctx.commit(
+                    [*ops, fence],
+                    log=Log(
+                        str(tname),
+                        operation,
+                        self.ctx.actor(None, who),
+                        to_version=version,
+                        detail={"tag": tag},
+                    ),
+                )
             except ConditionFailed as exc:
                 if exc.key == fence.key:
                     lease.mark_lost()
                     raise LeaseExpired(
-                        f"write lease on {tname} was taken over; tag {tag} was not written") from None
+                        f"write lease on {tname} was taken over; tag {tag} was not written"
+                    ) from None
                 if exc.key in record_keys:
                     raise ConcurrentModification(
-                        f"version records of {tname} changed; tag {tag} was not written") from None
+                        f"version records of {tname} changed; tag {tag} was not written"
+                    ) from None
                 raise
 
     # == compaction and cleanup ==========================================================================
 
-    def plan_compaction(self, name: str, *, target_rows_per_fragment: int = 1_048_576,
-                        principal: Principal | None = None) -> PlannedCompaction:
+    def plan_compaction(
+        self, name: str, *, target_rows_per_fragment: int = 1_048_576, principal: Principal | None = None
+    ) -> PlannedCompaction:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"compact {tname}")
@@ -154,17 +197,29 @@ class Versions:
         snap = self.tables.snapshot_of(planned)
         return [engine.execute_compaction_task(snap.dataset, task) for task in planned.tasks]
 
-    def commit_compaction(self, planned: PlannedCompaction, results: Sequence[str], *, actor: str | None = None,
-                          run_id: str | None = None, commit_id: str | None = None,
-                          principal: Principal | None = None) -> MaintenanceResult:
+    def commit_compaction(
+        self,
+        planned: PlannedCompaction,
+        results: Sequence[str],
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(planned.table)
         who.require(tname.project, "write", f"compact {tname}")
         commit_id = check_commit_id(commit_id)
         if not results:
             return MaintenanceResult(str(tname), "compact", "nothing-to-do", planned.read_version)
-        pending = PendingCommit(commit_id=commit_id, operation="compact", actor=self.ctx.actor(actor, who), run_id=run_id,
-                                detail={"planned_at_version": planned.read_version, "tasks": len(results)})
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation="compact",
+            actor=self.ctx.actor(actor, who),
+            run_id=run_id,
+            detail={"planned_at_version": planned.read_version, "tasks": len(results)},
+        )
         with self.ctx.gate.hold(planned.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=planned.incarnation)
             self.tables.manifests.settle(tname, record, pending)
@@ -172,8 +227,12 @@ class Versions:
             if replay is not None:
                 return replay
             ns = self.tables.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(namespace=ns, table_id=tname.parts, version=planned.read_version,
-                                     storage_options=self.ctx.storage(record.location))
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=planned.read_version,
+                storage_options=self.ctx.storage(record.location),
+            )
             try:
                 self.ctx.at("compact:before-write")  # inside: an injected failure is an engine failure
                 _, removed, added = engine.commit_compaction(ds, results)
@@ -184,23 +243,44 @@ class Versions:
                 self.tables.resolve_failure(pending, ns, exc)
                 removed = added = 0
             self.tables.manifests.finalize(record, pending)
-            self.tables.enrich(tname, record, pending, {"fragments_removed": removed, "fragments_added": added})
-        return MaintenanceResult(str(tname), "compact", "committed", pending.landed[-1][0], commit_id,
-                                 {"rebased": pending.landed[-1][0] > planned.read_version + 2,
-                                  "planned_at_version": planned.read_version})
+            self.tables.enrich(
+                tname, record, pending, {"fragments_removed": removed, "fragments_added": added}
+            )
+        return MaintenanceResult(
+            str(tname),
+            "compact",
+            "committed",
+            pending.landed[-1][0],
+            commit_id,
+            {
+                "rebased": pending.landed[-1][0] > planned.read_version + 2,
+                "planned_at_version": planned.read_version,
+            },
+        )
 
-    def compact(self, name: str, *, target_rows_per_fragment: int = 1_048_576, actor: str | None = None,
-                run_id: str | None = None, commit_id: str | None = None,
-                principal: Principal | None = None) -> MaintenanceResult:
-        planned = self.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment, principal=principal)
+    def compact(
+        self,
+        name: str,
+        *,
+        target_rows_per_fragment: int = 1_048_576,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        planned = self.plan_compaction(
+            name, target_rows_per_fragment=target_rows_per_fragment, principal=principal
+        )
         if not planned.tasks:
             return MaintenanceResult(planned.table, "compact", "nothing-to-do", planned.read_version)
         results = self.execute_compaction(planned)
-        return self.commit_compaction(planned, results, actor=actor, run_id=run_id, commit_id=commit_id,
-                                      principal=principal)
+        return self.commit_compaction(
+            planned, results, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
+        )
 
-    def _resume_compaction(self, tname: TableName, record: TableRecord,
-                           pending: PendingCommit) -> MaintenanceResult | None:
+    def _resume_compaction(
+        self, tname: TableName, record: TableRecord, pending: PendingCommit
+    ) -> MaintenanceResult | None:
         """A retry of a compaction commit (same commit id), under the lease.
 
         Lance commits a compaction as two versions (ReserveFragments, then Rewrite), each a
@@ -212,30 +292,64 @@ class Versions:
         if item is None:
             return None
         marker = decode(CommitMarker, item.value, item.key)
-        if marker.operation != "compact" or marker.target != str(tname) or marker.incarnation != record.incarnation:
-            raise InvalidInput(f"commit id {pending.commit_id} already names {marker.operation} of {marker.target}")
+        if (
+            marker.operation != "compact"
+            or marker.target != str(tname)
+            or marker.incarnation != record.incarnation
+        ):
+            raise InvalidInput(
+                f"commit id {pending.commit_id} already names {marker.operation} of {marker.target}"
+            )
         landed = marker.to_version
-        if landed is not None and engine.is_rewrite(self.tables.snapshot(tname, record, record.current_version).dataset, landed):
-            return MaintenanceResult(str(tname), "compact", "committed", landed, pending.commit_id,
-                                     {"replayed": True, **pending.detail})
+        if landed is not None and engine.is_rewrite(
+            self.tables.snapshot(tname, record, record.current_version).dataset, landed
+        ):
+            return MaintenanceResult(
+                str(tname),
+                "compact",
+                "committed",
+                landed,
+                pending.commit_id,
+                {"replayed": True, **pending.detail},
+            )
         pending.marker_revision = item.revision
         return None
 
-    def _skipped_stale(self, tname: TableName, record: TableRecord, pending: PendingCommit,
-                       exc: Exception) -> MaintenanceResult:
+    def _skipped_stale(
+        self, tname: TableName, record: TableRecord, pending: PendingCommit, exc: Exception
+    ) -> MaintenanceResult:
         current, _ = self.ctx.table(tname, incarnation=record.incarnation)
         detail = {"status": "skipped-stale", "reason": first_line(exc), **pending.detail}
         # If Lance's reserve step landed (now or in an interrupted attempt), the commit id
         # already has its marker: log only.
-        self.ctx.commit([], log=Log(str(tname), "compact", pending.actor, commit_id=pending.commit_id,
-                                    run_id=pending.run_id, incarnation=record.incarnation,
-                                    from_version=current.current_version, detail=detail,
-                                    marker=not pending.landed and pending.marker_revision == ABSENT))
-        return MaintenanceResult(str(tname), "compact", "skipped-stale", current.current_version,
-                                 pending.commit_id, detail)
+        self.ctx.commit(
+            [],
+            log=Log(
+                str(tname),
+                "compact",
+                pending.actor,
+                commit_id=pending.commit_id,
+                run_id=pending.run_id,
+                incarnation=record.incarnation,
+                from_version=current.current_version,
+                detail=detail,
+                marker=not pending.landed and pending.marker_revision == ABSENT,
+            ),
+        )
+        return MaintenanceResult(
+            str(tname), "compact", "skipped-stale", current.current_version, pending.commit_id, detail
+        )
 
-    def cleanup(self, name: str, *, retention: timedelta, retain_versions: int = 1, actor: str | None = None,
-                run_id: str | None = None, principal: Principal | None = None) -> MaintenanceResult:
+    def cleanup(
+        self,
+        name: str,
+        *,
+        retention: timedelta,
+        retain_versions: int = 1,
+        actor: str | None = None,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
         """Remove old versions: out of the registry first, then Lance's files with the same cut,
         then their staging manifests. Never the current version, a tagged version, one of the
         newest ``retain_versions``, or one younger than the ticket lifetime."""
@@ -250,8 +364,10 @@ class Versions:
         commit_id = new_id()
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            versions = [decode(VersionRecord, i.value, i.key)
-                        for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))]
+            versions = [
+                decode(VersionRecord, i.value, i.key)
+                for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+            ]
             snap = self.tables.snapshot(tname, record, record.current_version)
             # Tags live in the version records; Lance's own list adds tags written before the
             # registry recorded them. Both were read under the lease every tag commit needs.
@@ -261,28 +377,48 @@ class Versions:
             # cached snapshot may still treat it as current a little after that: its age counts
             # from when it was superseded (its successor's commit), not from its own commit.
             window = max(retention, timedelta(seconds=self.ctx.settings.ticket_lifetime_seconds)) + timedelta(
-                seconds=self.ctx.settings.reader_max_stale_seconds)
+                seconds=self.ctx.settings.reader_max_stale_seconds
+            )
             cut_ms = self.ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
             ordered = sorted(versions, key=lambda v: v.version)
-            superseded_at = {older.version: newer.committed_at_ms for older, newer in zip(ordered, ordered[1:])}
+            superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
             newest = {v.version for v in ordered[-retain_versions:]}
-            doomed = [v for v in ordered if v.version != record.current_version and v.version not in newest
-                      and v.version not in tagged and superseded_at.get(v.version, cut_ms) < cut_ms]
+            doomed = [
+                v
+                for v in ordered
+                if v.version != record.current_version
+                and v.version not in newest
+                and v.version not in tagged
+                and superseded_at.get(v.version, cut_ms) < cut_ms
+            ]
             if not doomed:
                 return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
             self.ctx.at("cleanup:chose-versions")
             kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
             # 1. Out of the registry, conditional on the lease and on the table not moving.
-            detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "tagged_kept": sorted(tagged)}
+            detail: dict[str, object] = {
+                "versions_removed": [v.version for v in doomed],
+                "tagged_kept": sorted(tagged),
+            }
             for start in range(0, len(doomed), BATCH):
-                batch = doomed[start:start + BATCH]
-                ops: list[Op] = [Delete(keys.version(record.incarnation, v.version), _ver_rev(self.ctx.store, record, v))
-                                 for v in batch]
+                batch = doomed[start : start + BATCH]
+                ops: list[Op] = [
+                    Delete(keys.version(record.incarnation, v.version), _ver_rev(self.ctx.store, record, v))
+                    for v in batch
+                ]
                 with lease.fenced() as fence:
                     ops.append(fence)
-                    entry = Log(str(tname), "cleanup", self.ctx.actor(actor, who), commit_id=commit_id,
-                                run_id=run_id, incarnation=record.incarnation, from_version=record.current_version,
-                                to_version=record.current_version, detail=detail)
+                    entry = Log(
+                        str(tname),
+                        "cleanup",
+                        self.ctx.actor(actor, who),
+                        commit_id=commit_id,
+                        run_id=run_id,
+                        incarnation=record.incarnation,
+                        from_version=record.current_version,
+                        to_version=record.current_version,
+                        detail=detail,
+                    )
                     self.ctx.commit(ops, log=entry if start == 0 else None)
             self.ctx.at("cleanup:after-registry")
             # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
@@ -297,9 +433,17 @@ class Versions:
         marker = self.ctx.commit_landed(commit_id)
         log_key = marker.log_key if marker else None
         if log_key:
-            self.ctx.patch_log(log_key, {"bytes_removed": stats.get("bytes_removed", 0),
-                                      "files_removed": stats.get("data_files_removed", 0), "detail": detail})
-        return MaintenanceResult(str(tname), "cleanup", "committed", record.current_version, commit_id, detail)
+            self.ctx.patch_log(
+                log_key,
+                {
+                    "bytes_removed": stats.get("bytes_removed", 0),
+                    "files_removed": stats.get("data_files_removed", 0),
+                    "detail": detail,
+                },
+            )
+        return MaintenanceResult(
+            str(tname), "cleanup", "committed", record.current_version, commit_id, detail
+        )
 
     # == storage =================================================================================
 
@@ -312,9 +456,13 @@ class Versions:
             leftovers.append(lease)
         for start in range(0, len(leftovers), BATCH):
             try:
-                self.ctx.commit([Delete(i.key, i.revision) for i in leftovers[start:start + BATCH]])
+                self.ctx.commit([Delete(i.key, i.revision) for i in leftovers[start : start + BATCH]])
             except ConditionFailed:
-                log.info("registry leftovers of %s changed during purge; left for the next sweep", record.incarnation)
+                log.info(
+                    "registry leftovers of %s changed during purge; left for the next sweep",
+                    record.incarnation,
+                )
+
 
 def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
     """The revision cleanup deletes at: the record as it is now, which must still be untagged
@@ -333,7 +481,7 @@ def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
     try:
         write()
     except Exception as exc:  # noqa: BLE001 - any engine failure is reported the same, retryable way
-        raise ServiceUnavailable(f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
-                                 f"({first_line(exc)}); repeat the call to finish it") from exc
-
-
+        raise ServiceUnavailable(
+            f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
+            f"({first_line(exc)}); repeat the call to finish it"
+        ) from exc

@@ -32,8 +32,13 @@ def user_add(state: State, name: str, project: str, role: str, password_stdin: b
     data = {"name": record.name, "project": record.project, "role": record.role}
     if generated:
         data["password"] = password
-    state.emit(data, lambda d: f"added user {d['name']} ({d['role']} on {d['project']})"
-               + (f"\npassword (shown once): {d['password']}" if "password" in d else ""))
+    state.emit(
+        data,
+        lambda d: (
+            f"added user {d['name']} ({d['role']} on {d['project']})"
+            + (f"\npassword (shown once): {d['password']}" if "password" in d else "")
+        ),
+    )
 
 
 @user.command("list")
@@ -43,8 +48,10 @@ def user_add(state: State, name: str, project: str, role: str, password_stdin: b
 def user_list(state: State, project: str | None) -> None:
     """List users."""
     with state.catalog() as catalog:
-        users = [{"name": u.name, "project": u.project, "role": u.role, "created": timestamp(u.created_at_ms)}
-                 for u in catalog.list_users(project)]
+        users = [
+            {"name": u.name, "project": u.project, "role": u.role, "created": timestamp(u.created_at_ms)}
+            for u in catalog.list_users(project)
+        ]
     state.emit(users, lambda us: text_table(["name", "project", "role", "created"], us) if us else "no users")
 
 
@@ -74,8 +81,10 @@ def token_create(state: State, name: str, project: str, role: str) -> None:
     """Create a token; it is printed once and only its hash is kept."""
     with state.catalog() as catalog:
         record, secret = catalog.create_token(name, project=project, role=role)
-    state.emit({"token_id": record.token_id, "name": name, "project": project, "role": role, "token": secret},
-               lambda d: f"created token {d['name']} (id {d['token_id']})\ntoken (shown once): {d['token']}")
+    state.emit(
+        {"token_id": record.token_id, "name": name, "project": project, "role": role, "token": secret},
+        lambda d: f"created token {d['name']} (id {d['token_id']})\ntoken (shown once): {d['token']}",
+    )
 
 
 @token.command("revoke")
@@ -95,8 +104,16 @@ def token_revoke(state: State, token_id: str) -> None:
 def token_list(state: State) -> None:
     """List tokens (never their secrets)."""
     with state.catalog() as catalog:
-        tokens = [{"token_id": t.token_id, "name": t.name, "project": t.project, "role": t.role,
-                   "revoked": t.revoked} for t in catalog.list_tokens()]
+        tokens = [
+            {
+                "token_id": t.token_id,
+                "name": t.name,
+                "project": t.project,
+                "role": t.role,
+                "revoked": t.revoked,
+            }
+            for t in catalog.list_tokens()
+        ]
     cols = ["token_id", "name", "project", "role", "revoked"]
     state.emit(tokens, lambda ts: text_table(cols, ts) if ts else "no tokens")
 

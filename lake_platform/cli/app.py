@@ -95,7 +95,11 @@ def handles_errors(fn: F) -> F:
             raise
         except Exception as exc:  # noqa: BLE001 - never a traceback to the user
             log.debug("unexpected error", exc_info=True)
-            fail(Internal(f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details"))
+            fail(
+                Internal(
+                    f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details"
+                )
+            )
 
     return wrapper  # type: ignore[return-value]
 

@@ -17,10 +17,27 @@ def log_command(state: State, prefix: str, limit: int | None) -> None:
     with state.catalog() as catalog:
         entries = [e.model_dump() for e in catalog.log(prefix, limit=limit)]
     cols = ["when", "target", "operation", "actor", "to", "commit_id"]
-    state.emit(entries, lambda es: text_table(cols, [{
-        "when": timestamp(e["at_ms"]), "target": e["target"], "operation": e["operation"], "actor": e["actor"],
-        "to": e["to_version"] if e["to_version"] is not None else "", "commit_id": e["commit_id"]} for e in es])
-        if es else "no entries")
+    state.emit(
+        entries,
+        lambda es: (
+            text_table(
+                cols,
+                [
+                    {
+                        "when": timestamp(e["at_ms"]),
+                        "target": e["target"],
+                        "operation": e["operation"],
+                        "actor": e["actor"],
+                        "to": e["to_version"] if e["to_version"] is not None else "",
+                        "commit_id": e["commit_id"],
+                    }
+                    for e in es
+                ],
+            )
+            if es
+            else "no entries"
+        ),
+    )
 
 
 COMMANDS: tuple[click.Command, ...] = (log_command,)

@@ -119,8 +119,10 @@ def add_protect_command(group: click.Group, kind: str, metavar: str) -> None:
         """Turn deletion protection on (or --off)."""
         with state.catalog() as catalog:
             catalog.set_protected(name, not off, kind=kind)
-        state.emit({"name": name, "protected": not off},
-                   lambda d: f"{kind} {d['name']} is {'protected' if d['protected'] else 'no longer protected'}")
+        state.emit(
+            {"name": name, "protected": not off},
+            lambda d: f"{kind} {d['name']} is {'protected' if d['protected'] else 'no longer protected'}",
+        )
 
 
 add_protect_command(namespace, "namespace", "P.W.NS")

@@ -21,8 +21,13 @@ def compact(state: State, name: str, target_rows_per_fragment: int) -> None:
 
 @click.command()
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--older-than", "older_than", default="7d", show_default=True,
-              help="Keep versions younger than this (e.g. 90m, 12h, 7d). Never below the ticket lifetime.")
+@click.option(
+    "--older-than",
+    "older_than",
+    default="7d",
+    show_default=True,
+    help="Keep versions younger than this (e.g. 90m, 12h, 7d). Never below the ticket lifetime.",
+)
 @click.option("--retain-versions", type=click.IntRange(1), default=1, show_default=True)
 @pass_state
 @handles_errors
@@ -30,8 +35,13 @@ def cleanup(state: State, name: str, older_than: str, retain_versions: int) -> N
     """Remove old, untagged versions and the files only they reference."""
     with state.catalog() as catalog:
         result = catalog.cleanup(name, retention=parse_duration(older_than), retain_versions=retain_versions)
-    state.emit(result.to_dict(), lambda r: f"cleanup {r['table']}: {r['status']} "
-               f"({len(r['detail'].get('versions_removed', []))} version(s) removed)")
+    state.emit(
+        result.to_dict(),
+        lambda r: (
+            f"cleanup {r['table']}: {r['status']} "
+            f"({len(r['detail'].get('versions_removed', []))} version(s) removed)"
+        ),
+    )
 
 
 @click.group()
@@ -50,9 +60,16 @@ def orphans_scan(state: State, name: str) -> None:
     with state.catalog() as catalog:
         report = orphan_scan.scan(catalog, name)
         orphan_scan.commit_report(catalog, report)
-    state.emit(report.model_dump(), lambda r: f"{r['table']}: {r['orphan_count']} orphan(s), "
-               f"{r['orphan_bytes']} bytes, of {r['files_scanned']} files scanned" + "".join(
-                   f"\n  {o['path']}  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h" for o in r["orphans"]))
+    state.emit(
+        report.model_dump(),
+        lambda r: (
+            f"{r['table']}: {r['orphan_count']} orphan(s), "
+            f"{r['orphan_bytes']} bytes, of {r['files_scanned']} files scanned"
+            + "".join(
+                f"\n  {o['path']}  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h" for o in r["orphans"]
+            )
+        ),
+    )
 
 
 @orphans.command("reclaim")
@@ -67,13 +84,20 @@ def orphans_reclaim(state: State, name: str, older_than: str) -> None:
     age = parse_duration(older_than)
     with state.catalog() as catalog:
         result = orphan_scan.reclaim(catalog, name, age)
-    state.emit(result.to_dict(), lambda r: f"{r['table']}: deleted {len(r['deleted'])} file(s), "
-               f"{r['bytes_deleted']} bytes; kept {len(r['kept'])} that changed since the scan")
+    state.emit(
+        result.to_dict(),
+        lambda r: (
+            f"{r['table']}: deleted {len(r['deleted'])} file(s), "
+            f"{r['bytes_deleted']} bytes; kept {len(r['kept'])} that changed since the scan"
+        ),
+    )
 
 
 @orphans.command("scan-folders")
 @click.argument("warehouse", metavar="P.W")
-@click.option("--min-age", help="Only folders older than this (at least 1h); default: the policy's orphan_min_age.")
+@click.option(
+    "--min-age", help="Only folders older than this (at least 1h); default: the policy's orphan_min_age."
+)
 @pass_state
 @handles_errors
 def orphans_scan_folders(state: State, warehouse: str, min_age: str | None) -> None:
@@ -85,10 +109,17 @@ def orphans_scan_folders(state: State, warehouse: str, min_age: str | None) -> N
     with state.catalog() as catalog:
         report = orphan_folders.scan_folders(catalog, warehouse, min_age=age)
         orphan_folders.commit_folder_report(catalog, report)
-    state.emit(report.model_dump(), lambda r: f"{r['warehouse']}: {r['orphan_count']} orphan folder(s), "
-               f"{r['orphan_bytes']} bytes, of {r['table_folders']} table folders" + "".join(
-                   f"\n  {o['path']}  {o['files']} files  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h"
-                   for o in r["orphans"]))
+    state.emit(
+        report.model_dump(),
+        lambda r: (
+            f"{r['warehouse']}: {r['orphan_count']} orphan folder(s), "
+            f"{r['orphan_bytes']} bytes, of {r['table_folders']} table folders"
+            + "".join(
+                f"\n  {o['path']}  {o['files']} files  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h"
+                for o in r["orphans"]
+            )
+        ),
+    )
 
 
 @orphans.command("reclaim-folders")
@@ -104,9 +135,14 @@ def orphans_reclaim_folders(state: State, warehouse: str, older_than: str, limit
     age = parse_duration(older_than)
     with state.catalog() as catalog:
         result = orphan_folders.reclaim_folders(catalog, warehouse, age, limit=limit)
-    state.emit(result.to_dict(), lambda r: f"{r['warehouse']}: deleted {len(r['deleted'])} folder(s), "
-               f"{r['bytes_deleted']} bytes; kept {len(r['kept'])}" + "".join(
-                   f"\n  kept {k['path']}: {k['reason']}" for k in r["kept"]))
+    state.emit(
+        result.to_dict(),
+        lambda r: (
+            f"{r['warehouse']}: deleted {len(r['deleted'])} folder(s), "
+            f"{r['bytes_deleted']} bytes; kept {len(r['kept'])}"
+            + "".join(f"\n  kept {k['path']}: {k['reason']}" for k in r["kept"])
+        ),
+    )
 
 
 @click.group()
@@ -122,9 +158,18 @@ def trash_list(state: State, prefix: str) -> None:
     """List trash records with their deadlines."""
     with state.catalog() as catalog:
         records = catalog.list_trash(prefix)
-    rows = [{"kind": r.kind, "name": r.target, "incarnation": r.table.incarnation if r.table else r.cascade_id,
-             "dropped": timestamp(r.dropped_at_ms), "dropped_by": r.dropped_by, "expires": timestamp(r.expires_at_ms),
-             "state": r.state} for r in records]
+    rows = [
+        {
+            "kind": r.kind,
+            "name": r.target,
+            "incarnation": r.table.incarnation if r.table else r.cascade_id,
+            "dropped": timestamp(r.dropped_at_ms),
+            "dropped_by": r.dropped_by,
+            "expires": timestamp(r.expires_at_ms),
+            "state": r.state,
+        }
+        for r in records
+    ]
     cols = ["kind", "name", "incarnation", "dropped", "dropped_by", "expires", "state"]
     state.emit(rows, lambda rs: text_table(cols, rs) if rs else "the trash is empty")
 

@@ -43,7 +43,9 @@ def policy_unset(state: State, scope: str, fields: tuple[str, ...]) -> None:
     """
     with state.catalog() as catalog:
         record = catalog.unset_policy(scope, list(fields))
-    state.emit(record.model_dump(), lambda r: f"policy at {r['scope']}: reset {', '.join(fields)} to the defaults")
+    state.emit(
+        record.model_dump(), lambda r: f"policy at {r['scope']}: reset {', '.join(fields)} to the defaults"
+    )
 
 
 @policy.command("delete")

@@ -9,7 +9,9 @@ from lake_platform.cli.app import State, handles_errors, pass_state
 
 @click.command()
 @click.option("--port", type=click.IntRange(1, 65535), help="Dagster UI port (default LAKE_UI_PORT, 3000).")
-@click.option("--flight-port", type=click.IntRange(1, 65535), help="Flight SQL port (default LAKE_FLIGHT_PORT, 50051).")
+@click.option(
+    "--flight-port", type=click.IntRange(1, 65535), help="Flight SQL port (default LAKE_FLIGHT_PORT, 50051)."
+)
 @pass_state
 @handles_errors
 def up(state: State, port: int | None, flight_port: int | None) -> None:
@@ -18,7 +20,9 @@ def up(state: State, port: int | None, flight_port: int | None) -> None:
     stops everything it started."""
     from lake_platform.launcher import run_platform
 
-    raise SystemExit(run_platform(state.settings, ui_port=port or state.settings.ui_port, flight_port=flight_port))
+    raise SystemExit(
+        run_platform(state.settings, ui_port=port or state.settings.ui_port, flight_port=flight_port)
+    )
 
 
 @click.command("serve-flight")
@@ -33,7 +37,9 @@ def serve_flight(state: State, host: str | None, port: int | None) -> None:
 
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     flight = flight_settings(state.settings, **overrides)
-    click.echo(f"Flight SQL endpoint on grpc{'+tls' if flight.tls else ''}://{flight.host}:{flight.port}", err=True)
+    click.echo(
+        f"Flight SQL endpoint on grpc{'+tls' if flight.tls else ''}://{flight.host}:{flight.port}", err=True
+    )
     serve(state.settings, flight)
 
 

@@ -36,8 +36,13 @@ def table() -> None:
 
 @table.command("create")
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--from", "source", required=True, type=click.Path(dir_okay=False),
-              help="A Parquet, CSV, JSON-lines or Arrow IPC file; its schema becomes the table's.")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A Parquet, CSV, JSON-lines or Arrow IPC file; its schema becomes the table's.",
+)
 @pass_state
 @handles_errors
 def table_create(state: State, name: str, source: str) -> None:
@@ -49,7 +54,10 @@ def table_create(state: State, name: str, source: str) -> None:
     src = sources.describe(source)
     with state.catalog() as catalog, _progress(state, [src]) as on_batch:
         result = catalog.create_table(name, sources.open_many([src], on_batch=on_batch))
-    state.emit(result.to_dict(), lambda r: f"created {r['table']} at version {r['to_version']} ({r['rows_added']} rows)")
+    state.emit(
+        result.to_dict(),
+        lambda r: f"created {r['table']} at version {r['to_version']} ({r['rows_added']} rows)",
+    )
 
 
 @click.command()
@@ -71,9 +79,14 @@ def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | Non
         with _progress(state, srcs) as on_batch:
             reader = sources.open_many(srcs, schema_from_ipc(record.schema_ipc), on_batch=on_batch)
             result = catalog.append(name, reader, commit_id=commit_id)
-    state.emit(result.to_dict(), lambda r: (
-        f"ingested {len(srcs)} file(s) into {r['table']}: {r['rows_added']} rows, version {r['from_version']} -> "
-        f"{r['to_version']}" + (" (already committed earlier; nothing appended)" if r["replayed"] else "")))
+    state.emit(
+        result.to_dict(),
+        lambda r: (
+            f"ingested {len(srcs)} file(s) into {r['table']}: {r['rows_added']} rows, version "
+            f"{r['from_version']} -> "
+            f"{r['to_version']}" + (" (already committed earlier; nothing appended)" if r["replayed"] else "")
+        ),
+    )
 
 
 @table.command("list")
@@ -100,10 +113,23 @@ def table_describe(state: State, name: str) -> None:
         info = catalog.describe_table(name).to_dict()
 
     def human(d: dict[str, Any]) -> str:
-        head = {k: d[k] for k in ("name", "location", "incarnation", "current_version", "rows", "fragments",
-                                  "data_bytes", "protected")}
+        head = {
+            k: d[k]
+            for k in (
+                "name",
+                "location",
+                "incarnation",
+                "current_version",
+                "rows",
+                "fragments",
+                "data_bytes",
+                "protected",
+            )
+        }
         head["created"] = timestamp(d["created_at_ms"])
-        cols = "\n".join(f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"])
+        cols = "\n".join(
+            f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"]
+        )
         return plain(head) + "\nschema:\n" + cols
 
     state.emit(info, human)
@@ -119,16 +145,40 @@ def table_history(state: State, name: str, limit: int | None) -> None:
     with state.catalog() as catalog:
         entries = [e.model_dump() for e in catalog.history(name, limit=limit)]
     cols = ["when", "operation", "from", "to", "rows+", "files+", "files-", "actor", "commit_id"]
-    state.emit(entries, lambda es: text_table(cols, [{
-        "when": timestamp(e["at_ms"]), "operation": e["operation"], "from": e["from_version"], "to": e["to_version"],
-        "rows+": e["rows_added"], "files+": e["files_added"], "files-": e["files_removed"], "actor": e["actor"],
-        "commit_id": e["commit_id"]} for e in es]) if es else "no history")
+    state.emit(
+        entries,
+        lambda es: (
+            text_table(
+                cols,
+                [
+                    {
+                        "when": timestamp(e["at_ms"]),
+                        "operation": e["operation"],
+                        "from": e["from_version"],
+                        "to": e["to_version"],
+                        "rows+": e["rows_added"],
+                        "files+": e["files_added"],
+                        "files-": e["files_removed"],
+                        "actor": e["actor"],
+                        "commit_id": e["commit_id"],
+                    }
+                    for e in es
+                ],
+            )
+            if es
+            else "no history"
+        ),
+    )
 
 
 @table.command("drop")
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--purge", is_flag=True, help="Destroy the data now instead of keeping it in the trash (through a trash "
-              "record due at once: if interrupted, the next `lake trash expire` finishes it).")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Destroy the data now instead of keeping it in the trash (through a trash "
+    "record due at once: if interrupted, the next `lake trash expire` finishes it).",
+)
 @click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
 @click.option("--incarnation", help="Only drop if the table is still this incarnation.")
 @pass_state
@@ -140,9 +190,17 @@ def table_drop(state: State, name: str, purge: bool, force: bool, incarnation: s
         trash = [] if purge else [t for t in catalog.list_trash(name) if t.target == name]
     data = result.to_dict()
     data["expires_at_ms"] = trash[-1].expires_at_ms if trash else None
-    state.emit(data, lambda r: f"dropped {r['table']} (was at version {r['from_version']}); " + (
-        f"in the trash until {timestamp(r['expires_at_ms'])} (lake table undrop {r['table']})" if r["expires_at_ms"]
-        else "data destroyed"))
+    state.emit(
+        data,
+        lambda r: (
+            f"dropped {r['table']} (was at version {r['from_version']}); "
+            + (
+                f"in the trash until {timestamp(r['expires_at_ms'])} (lake table undrop {r['table']})"
+                if r["expires_at_ms"]
+                else "data destroyed"
+            )
+        ),
+    )
 
 
 @table.command("undrop")
@@ -167,8 +225,13 @@ def table_repair(state: State, name: str) -> None:
     written around the registry to _quarantine/. Idempotent; changes no data."""
     with state.catalog() as catalog:
         result = {"table": name, **catalog.repair_table(name)}
-    state.emit(result, lambda r: f"{r['table']}: finalized {r['finalized'] or 'nothing'}; "
-                                 f"quarantined {r['quarantined'] or 'nothing'}")
+    state.emit(
+        result,
+        lambda r: (
+            f"{r['table']}: finalized {r['finalized'] or 'nothing'}; "
+            f"quarantined {r['quarantined'] or 'nothing'}"
+        ),
+    )
 
 
 add_protect_command(table, "table", "P.W.NS.T")

@@ -9,7 +9,6 @@ disk that the registry never committed). WARN where the table is still correct b
 attention (too many fragments, orphan files, an unreachable Flight endpoint).
 """
 
-
 import time
 import warnings
 from typing import Any
@@ -24,7 +23,9 @@ from lake_platform.defs.resources import FlightEndpointResource, LakeResource
 from lake_platform.errors import LakeError
 
 # Partitioned asset checks are marked "preview" in 1.13; they are what shows a check per table.
-warnings.filterwarnings("ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator")
+warnings.filterwarnings(
+    "ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator"
+)
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 
@@ -33,7 +34,9 @@ def _table(context: dg.AssetCheckExecutionContext) -> str:
     return context.op_execution_context.partition_key
 
 
-def _result(passed: bool, severity: dg.AssetCheckSeverity, description: str, **metadata: Any) -> dg.AssetCheckResult:
+def _result(
+    passed: bool, severity: dg.AssetCheckSeverity, description: str, **metadata: Any
+) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=passed, severity=severity, description=description, metadata=metadata)
 
 
@@ -41,9 +44,14 @@ def _versions(numbers: list[int]) -> str:
     return ("version " if len(numbers) == 1 else "versions ") + ", ".join(str(n) for n in numbers)
 
 
-@dg.asset_check(asset=ingested, partitions_def=tables, description=(
-    "The registry's current version is a real engine version, and the table opens there."))
-def registry_version_is_real(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=ingested,
+    partitions_def=tables,
+    description=("The registry's current version is a real engine version, and the table opens there."),
+)
+def registry_version_is_real(
+    context: dg.AssetCheckExecutionContext, lake: LakeResource
+) -> dg.AssetCheckResult:
     from lake_platform.engine.lance_engine import versions_on_disk
 
     table = _table(context)
@@ -53,24 +61,52 @@ def registry_version_is_real(context: dg.AssetCheckExecutionContext, lake: LakeR
         registered, newest = info.current_version, max(on_disk, default=0)
         figures = {"registered_version": registered, "newest_on_disk": newest}
         if registered not in on_disk:
-            return _result(False, ERROR, (
-                f"registry says version {registered}, but there is no manifest of version {registered} on disk "
-                f"(newest on disk is {newest}): readers of {table} fail. The manifest was deleted or the "
-                f"registry was rewritten by hand; restore the manifest or point the registry at a real version."),
-                **figures)
+            return _result(
+                False,
+                ERROR,
+                (
+                    f"registry says version {registered}, but there is no manifest of version "
+                    f"{registered} on disk "
+                    f"(newest on disk is {newest}): readers of {table} fail. The manifest was deleted or the "
+                    "registry was rewritten by hand; restore the manifest or point the registry at a "
+                    "real version."
+                ),
+                **figures,
+            )
         try:
             snap = catalog.open_table(table)
             opened, rows = int(snap.dataset.version), snap.count_rows()
         except LakeError as exc:
-            return _result(False, ERROR, (
-                f"registry says version {registered} and its manifest is on disk, but the table does not open "
-                f"there: {type(exc).__name__}: {exc}"), **figures)
+            return _result(
+                False,
+                ERROR,
+                (
+                    f"registry says version {registered} and its manifest is on disk, but the table "
+                    "does not open "
+                    f"there: {type(exc).__name__}: {exc}"
+                ),
+                **figures,
+            )
     if opened != registered:
-        return _result(False, ERROR, (
-            f"registry says version {registered}, but opening the table gave version {opened}: reads do not "
-            f"follow the registry."), **figures, opened_version=opened)
-    return _result(True, ERROR, f"registry version {registered} is on disk and opens ({rows} rows).",
-                   **figures, opened_version=opened, rows=rows)
+        return _result(
+            False,
+            ERROR,
+            (
+                f"registry says version {registered}, but opening the table gave version {opened}: "
+                "reads do not "
+                f"follow the registry."
+            ),
+            **figures,
+            opened_version=opened,
+        )
+    return _result(
+        True,
+        ERROR,
+        f"registry version {registered} is on disk and opens ({rows} rows).",
+        **figures,
+        opened_version=opened,
+        rows=rows,
+    )
 
 
 def _schema_differences(registered: pa.Schema, engine: pa.Schema) -> list[str]:
@@ -84,16 +120,24 @@ def _schema_differences(registered: pa.Schema, engine: pa.Schema) -> list[str]:
         elif not f.type.equals(other.type):
             differences.append(f"{f.name} is {f.type} in the registry, {other.type} in the engine")
         elif f.nullable != other.nullable:
-            differences.append(f"{f.name} is {'nullable' if f.nullable else 'not nullable'} in the registry only")
+            differences.append(
+                f"{f.name} is {'nullable' if f.nullable else 'not nullable'} in the registry only"
+            )
     differences += [f"{f.name} is only in the engine" for f in engine if f.name not in registry_fields]
     if not differences and registered.names != engine.names:
-        differences.append(f"column order differs (registry {', '.join(registered.names)}; "
-                           f"engine {', '.join(engine.names)})")
+        differences.append(
+            f"column order differs (registry {', '.join(registered.names)}; engine {', '.join(engine.names)})"
+        )
     return differences
 
 
-@dg.asset_check(asset=ingested, partitions_def=tables, description=(
-    "The registry holds the schema (Arrow IPC) and it equals the engine's schema at the current version."))
+@dg.asset_check(
+    asset=ingested,
+    partitions_def=tables,
+    description=(
+        "The registry holds the schema (Arrow IPC) and it equals the engine's schema at the current version."
+    ),
+)
 def schema_matches_engine(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
     from lake_platform.catalog.arrow_io import schema_from_ipc
 
@@ -103,30 +147,62 @@ def schema_matches_engine(context: dg.AssetCheckExecutionContext, lake: LakeReso
         try:
             snap = catalog.open_table(table)
         except LakeError as exc:
-            return _result(False, ERROR, (
-                f"cannot compare schemas: {table} does not open at registered version {info.current_version} "
-                f"({type(exc).__name__}); see registry_version_is_real."), version=info.current_version)
+            return _result(
+                False,
+                ERROR,
+                (
+                    f"cannot compare schemas: {table} does not open at registered version "
+                    f"{info.current_version} "
+                    f"({type(exc).__name__}); see registry_version_is_real."
+                ),
+                version=info.current_version,
+            )
         ipc, engine_schema = snap.record.schema_ipc, snap.schema
     version = snap.version
     if not ipc:
-        return _result(False, ERROR, (
-            f"the registry holds no schema for {table} (version {version}): discovery and SQL planning "
-            f"cannot see its columns."), version=version, engine=str(engine_schema))
+        return _result(
+            False,
+            ERROR,
+            (
+                f"the registry holds no schema for {table} (version {version}): discovery and SQL planning "
+                f"cannot see its columns."
+            ),
+            version=version,
+            engine=str(engine_schema),
+        )
     registered = schema_from_ipc(ipc)
     differences = _schema_differences(registered.remove_metadata(), engine_schema.remove_metadata())
     figures = {"version": version, "registry": str(registered), "engine": str(engine_schema)}
     if differences:
-        return _result(False, ERROR, (
-            f"registry schema differs from the engine's at version {version}: " + "; ".join(differences)
-            + ". Queries are planned with the registry's schema and read the engine's."), **figures)
-    return _result(True, ERROR, f"registry schema equals the engine's at version {version} "
-                                f"({len(registered)} columns).", **figures)
+        return _result(
+            False,
+            ERROR,
+            (
+                f"registry schema differs from the engine's at version {version}: "
+                + "; ".join(differences)
+                + ". Queries are planned with the registry's schema and read the engine's."
+            ),
+            **figures,
+        )
+    return _result(
+        True,
+        ERROR,
+        f"registry schema equals the engine's at version {version} ({len(registered)} columns).",
+        **figures,
+    )
 
 
-@dg.asset_check(asset=ingested, partitions_def=tables, description=(
-    "No version exists on disk beyond the registry's current one: every commit went through the registry "
-    "(a rogue writer or a crashed one leaves versions readers never see)."))
-def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=ingested,
+    partitions_def=tables,
+    description=(
+        "No version exists on disk beyond the registry's current one: every commit went through the registry "
+        "(a rogue writer or a crashed one leaves versions readers never see)."
+    ),
+)
+def no_versions_beyond_registry(
+    context: dg.AssetCheckExecutionContext, lake: LakeResource
+) -> dg.AssetCheckResult:
     from lake_platform.engine.lance_engine import manifests_on_disk, quarantined_files
 
     table = _table(context)
@@ -145,21 +221,36 @@ def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: La
         return _result(True, ERROR, f"{table} was recreated during the check; nothing to compare.")
     now = time.time()
     beyond = [m for m in manifests if m.version > registered]
-    in_flight = sorted({m.version for m in beyond
-                        if m.staging and m.mtime is not None and now - m.mtime.timestamp() < window}
-                       - {m.version for m in beyond if not m.staging})
+    in_flight = sorted(
+        {
+            m.version
+            for m in beyond
+            if m.staging and m.mtime is not None and now - m.mtime.timestamp() < window
+        }
+        - {m.version for m in beyond if not m.staging}
+    )
     around = sorted({m.version for m in beyond} - set(in_flight))
-    figures: dict[str, Any] = {"registered_version": registered,
-                               "newest_on_disk": max((m.version for m in manifests), default=0),
-                               "unregistered_versions": around, "in_flight_versions": in_flight}
+    figures: dict[str, Any] = {
+        "registered_version": registered,
+        "newest_on_disk": max((m.version for m in manifests), default=0),
+        "unregistered_versions": around,
+        "in_flight_versions": in_flight,
+    }
     if not around and quarantined:
         # The write path already moved them aside (so nothing builds on them), but somebody
         # wrote around the registry, and that stays an error until an operator has looked.
-        return _result(False, ERROR, (
-            f"{len(quarantined)} file(s) written around the registry were moved to _quarantine/ by a "
-            f"later commit (see the commit log's quarantined_manifests). Readers never saw them. Find the "
-            f"writer, then delete {location}/_quarantine to clear this check."),
-            **figures, quarantined_files=quarantined[:100])
+        return _result(
+            False,
+            ERROR,
+            (
+                f"{len(quarantined)} file(s) written around the registry were moved to _quarantine/ by a "
+                "later commit (see the commit log's quarantined_manifests). Readers never saw them. "
+                "Find the "
+                f"writer, then delete {location}/_quarantine to clear this check."
+            ),
+            **figures,
+            quarantined_files=quarantined[:100],
+        )
     if not around:
         note = f"; {_versions(in_flight)} is being committed" if in_flight else ""
         return _result(True, ERROR, f"no version newer than {registered} on disk{note}.", **figures)
@@ -170,40 +261,73 @@ def no_versions_beyond_registry(context: dg.AssetCheckExecutionContext, lake: La
     if rogue:
         causes.append(f"{_versions(rogue)} by a writer that bypassed the catalog (a final manifest)")
     if crashed:
-        causes.append(f"{_versions(crashed)} by a writer that crashed before registering "
-                      f"(a staging manifest older than the write lease)")
-    return _result(False, ERROR, (
-        f"registry says version {registered}; newest on disk is {max(around)}: {_versions(around)} "
-        f"{'was' if len(around) == 1 else 'were'} written around the registry: " + "; ".join(causes)
-        + f". Readers do not see {'it' if len(around) == 1 else 'them'}; the next commit through the "
-        f"catalog moves {'it' if len(around) == 1 else 'them'} to _quarantine/ and reuses the number. "
-        f"Find the writer."),
-        **figures, unregistered_manifests=[m.path for m in stray])
+        causes.append(
+            f"{_versions(crashed)} by a writer that crashed before registering "
+            f"(a staging manifest older than the write lease)"
+        )
+    return _result(
+        False,
+        ERROR,
+        (
+            f"registry says version {registered}; newest on disk is {max(around)}: {_versions(around)} "
+            f"{'was' if len(around) == 1 else 'were'} written around the registry: "
+            + "; ".join(causes)
+            + f". Readers do not see {'it' if len(around) == 1 else 'them'}; the next commit through the "
+            f"catalog moves {'it' if len(around) == 1 else 'them'} to _quarantine/ and reuses the number. "
+            f"Find the writer."
+        ),
+        **figures,
+        unregistered_manifests=[m.path for m in stray],
+    )
 
 
-@dg.asset_check(asset=compacted, partitions_def=tables, description=(
-    "The fragment count is under the policy's compaction threshold."))
-def fragments_under_threshold(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=compacted,
+    partitions_def=tables,
+    description=("The fragment count is under the policy's compaction threshold."),
+)
+def fragments_under_threshold(
+    context: dg.AssetCheckExecutionContext, lake: LakeResource
+) -> dg.AssetCheckResult:
     table = _table(context)
     with lake.catalog() as catalog:
         policy = catalog.effective_policy(table)
         fragments = catalog.describe_table(table).fragments or 0
     threshold, enabled = policy.policy.compact_min_fragments, policy.policy.compact_enabled
     source = policy.source or "(platform defaults)"
-    figures = {"fragments": fragments, "threshold": threshold, "compact_enabled": enabled, "policy_source": source}
+    figures = {
+        "fragments": fragments,
+        "threshold": threshold,
+        "compact_enabled": enabled,
+        "policy_source": source,
+    }
     if not enabled:
-        return _result(True, WARN, f"{fragments} fragments; compaction is disabled by the policy of {source}.",
-                       **figures)
+        return _result(
+            True, WARN, f"{fragments} fragments; compaction is disabled by the policy of {source}.", **figures
+        )
     if fragments >= threshold:
-        return _result(False, WARN, (
-            f"{fragments} fragments, at or above the compaction threshold of {threshold} (policy of {source}): "
-            f"compaction is not keeping up. Check the compaction sensor and the last `compacted` runs of "
-            f"this table, or materialize `compacted` for it."), **figures)
-    return _result(True, WARN, f"{fragments} fragments, under the compaction threshold of {threshold}.", **figures)
+        return _result(
+            False,
+            WARN,
+            (
+                f"{fragments} fragments, at or above the compaction threshold of {threshold} (policy of "
+                f"{source}): "
+                f"compaction is not keeping up. Check the compaction sensor and the last `compacted` runs of "
+                f"this table, or materialize `compacted` for it."
+            ),
+            **figures,
+        )
+    return _result(
+        True, WARN, f"{fragments} fragments, under the compaction threshold of {threshold}.", **figures
+    )
 
 
-@dg.asset_check(asset=orphan_report, partitions_def=tables, description="The table's last orphan report is empty.")
-def last_orphan_report_empty(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=orphan_report, partitions_def=tables, description="The table's last orphan report is empty."
+)
+def last_orphan_report_empty(
+    context: dg.AssetCheckExecutionContext, lake: LakeResource
+) -> dg.AssetCheckResult:
     from datetime import UTC, datetime
 
     from lake_platform.maintenance.orphans import latest_report
@@ -219,28 +343,57 @@ def last_orphan_report_empty(context: dg.AssetCheckExecutionContext, lake: LakeR
         return _result(True, WARN, f"the orphan scan of {at} found no orphan files.", **figures)
     listed = ", ".join(o.path for o in report.orphans[:5]) + (", ..." if report.orphan_count > 5 else "")
     oldest_h = max((o.age_seconds for o in report.orphans), default=0) / 3600
-    return _result(False, WARN, (
-        f"the orphan scan of {at} found {report.orphan_count} orphan file(s), {report.orphan_bytes} bytes, "
-        f"under the table's location that no live version references: {listed}. Nothing was deleted. "
-        f"After checking them, reclaim with `lake orphans reclaim {table} --older-than <age>` "
-        f"(oldest is {oldest_h:.0f} h)."), **figures)
+    return _result(
+        False,
+        WARN,
+        (
+            f"the orphan scan of {at} found {report.orphan_count} orphan file(s), {report.orphan_bytes} "
+            "bytes, "
+            f"under the table's location that no live version references: {listed}. Nothing was deleted. "
+            f"After checking them, reclaim with `lake orphans reclaim {table} --older-than <age>` "
+            f"(oldest is {oldest_h:.0f} h)."
+        ),
+        **figures,
+    )
 
 
-@dg.asset_check(asset=ingested, partitions_def=tables, description=(
-    "The Flight SQL endpoint analysts query answers its health action (address and snapshot age shown)."))
-def flight_endpoint_healthy(context: dg.AssetCheckExecutionContext, flight: FlightEndpointResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=ingested,
+    partitions_def=tables,
+    description=(
+        "The Flight SQL endpoint analysts query answers its health action (address and snapshot age shown)."
+    ),
+)
+def flight_endpoint_healthy(
+    context: dg.AssetCheckExecutionContext, flight: FlightEndpointResource
+) -> dg.AssetCheckResult:
     report = flight.health()
     snapshot = report.get("snapshot") or {}
     status, address = report.get("status", ""), report.get("address", "")
-    figures = {"address": address, "status": status,
-               "snapshot_age_seconds": float(snapshot.get("age_seconds") or -1) if isinstance(snapshot, dict) else -1.0,
-               "error": report.get("error", "")}
+    figures = {
+        "address": address,
+        "status": status,
+        "snapshot_age_seconds": float(snapshot.get("age_seconds") or -1)
+        if isinstance(snapshot, dict)
+        else -1.0,
+        "error": report.get("error", ""),
+    }
     if status != "ok":
         detail = f": {figures['error']}" if figures["error"] else ""
-        return _result(False, WARN, f"the Flight SQL endpoint at {address} is {status or 'not ok'}{detail}. "
-                                    f"Analysts cannot query.", **figures)
+        return _result(
+            False,
+            WARN,
+            f"the Flight SQL endpoint at {address} is {status or 'not ok'}{detail}. Analysts cannot query.",
+            **figures,
+        )
     return _result(True, WARN, f"the Flight SQL endpoint at {address} answers.", **figures)
 
 
-ALL = [registry_version_is_real, schema_matches_engine, no_versions_beyond_registry, fragments_under_threshold,
-       last_orphan_report_empty, flight_endpoint_healthy]
+ALL = [
+    registry_version_is_real,
+    schema_matches_engine,
+    no_versions_beyond_registry,
+    fragments_under_threshold,
+    last_orphan_report_empty,
+    flight_endpoint_healthy,
+]

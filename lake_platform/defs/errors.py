@@ -25,6 +25,8 @@ def lake_errors() -> Iterator[None]:
     except LakeError as exc:
         if exc.retryable:
             raise
-        raise dg.Failure(description=f"{type(exc).__name__} (code {int(exc.code)}): {exc}",
-                         metadata={"code": int(exc.code), "error": type(exc).__name__},
-                         allow_retries=False) from None
+        raise dg.Failure(
+            description=f"{type(exc).__name__} (code {int(exc.code)}): {exc}",
+            metadata={"code": int(exc.code), "error": type(exc).__name__},
+            allow_retries=False,
+        ) from None

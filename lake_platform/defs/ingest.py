@@ -1,7 +1,6 @@
 """Inbox ingest: a sensor that requests one run per table with the batch of new files, and the
 partitioned asset that streams them into the table through the catalog (exactly once)."""
 
-
 import json
 from collections.abc import Callable
 
@@ -38,8 +37,9 @@ class IngestConfig(dg.Config):
     description="Files landed in the table's inbox folder, appended through the catalog in one commit "
     "per run (exactly once; unreadable files are quarantined).",
 )
-def ingested(context: dg.AssetExecutionContext, config: IngestConfig, lake: LakeResource,
-             inbox: InboxResource) -> dg.MaterializeResult:
+def ingested(
+    context: dg.AssetExecutionContext, config: IngestConfig, lake: LakeResource, inbox: InboxResource
+) -> dg.MaterializeResult:
     from lake_platform.maintenance.inbox import InboxFile
     from lake_platform.maintenance.ingest import ingest_batch
 
@@ -48,22 +48,26 @@ def ingested(context: dg.AssetExecutionContext, config: IngestConfig, lake: Lake
         return dg.MaterializeResult(metadata={"table": table, "status": "nothing to do", "files": 0})
     files = [InboxFile(f.key, f.size, f.mtime_ns, f.etag) for f in config.files]
     with lake_errors(), lake.catalog() as catalog:
-        outcome = ingest_batch(catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id, fault=FAULT)
+        outcome = ingest_batch(
+            catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id, fault=FAULT
+        )
         info = catalog.describe_table(table)
     context.log.info("ingest of %s: %s, version %s", table, outcome.status, outcome.version)
-    return dg.MaterializeResult(metadata={
-        "table": table,
-        "status": outcome.status,
-        "version": outcome.version if outcome.version is not None else info.current_version,
-        "rows": outcome.rows,
-        "bytes": outcome.bytes,
-        "files": len(outcome.files),
-        "commit_id": outcome.commit_id,
-        "fragments": info.fragments or 0,
-        "ingested_files": dg.MetadataValue.json(outcome.files),
-        "quarantined": dg.MetadataValue.json(outcome.quarantined),
-        "skipped": dg.MetadataValue.json(outcome.skipped),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "table": table,
+            "status": outcome.status,
+            "version": outcome.version if outcome.version is not None else info.current_version,
+            "rows": outcome.rows,
+            "bytes": outcome.bytes,
+            "files": len(outcome.files),
+            "commit_id": outcome.commit_id,
+            "fragments": info.fragments or 0,
+            "ingested_files": dg.MetadataValue.json(outcome.files),
+            "quarantined": dg.MetadataValue.json(outcome.quarantined),
+            "skipped": dg.MetadataValue.json(outcome.skipped),
+        }
+    )
 
 
 @dg.sensor(
@@ -73,8 +77,9 @@ def ingested(context: dg.AssetExecutionContext, config: IngestConfig, lake: Lake
     description="Lists each registered table's inbox folder after a per-table cursor and requests one "
     "ingest run per table and batch of new files.",
 )
-def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeResource,
-                 inbox: InboxResource) -> dg.SensorResult | dg.SkipReason:
+def inbox_sensor(
+    context: dg.SensorEvaluationContext, lake: LakeResource, inbox: InboxResource
+) -> dg.SensorResult | dg.SkipReason:
     from lake_platform.maintenance.ingest import batch_commit_id
 
     state = json.loads(context.cursor) if context.cursor else {}
@@ -96,18 +101,32 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeResource,
         served = table
         budget -= len(files)
         for start in range(0, len(files), MAX_FILES_PER_RUN):
-            chunk = files[start:start + MAX_FILES_PER_RUN]
+            chunk = files[start : start + MAX_FILES_PER_RUN]
             cid = batch_commit_id(table, chunk)
-            requests.append(dg.RunRequest(
-                partition_key=table, run_key=cid, tags={"lake/trigger": "inbox"},
-                run_config=dg.RunConfig(ops={"ingested": IngestConfig(files=[
-                    InboxFileConfig(key=f.key, size=f.size, mtime_ns=f.mtime_ns, etag=f.etag) for f in chunk])}),
-            ))
+            requests.append(
+                dg.RunRequest(
+                    partition_key=table,
+                    run_key=cid,
+                    tags={"lake/trigger": "inbox"},
+                    run_config=dg.RunConfig(
+                        ops={
+                            "ingested": IngestConfig(
+                                files=[
+                                    InboxFileConfig(key=f.key, size=f.size, mtime_ns=f.mtime_ns, etag=f.etag)
+                                    for f in chunk
+                                ]
+                            )
+                        }
+                    ),
+                )
+            )
     new_state = {"tables": {n: cursors.get(n) for n in names if cursors.get(n)}, "last": served}
     known = set(context.instance.get_dynamic_partitions(tables.name))
     missing = sorted({r.partition_key for r in requests if r.partition_key not in known})
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason("no new files in the inbox"), cursor=json.dumps(new_state))
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("no new files in the inbox"), cursor=json.dumps(new_state)
+        )
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[tables.build_add_request(missing)] if missing else [],

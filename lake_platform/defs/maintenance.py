@@ -1,7 +1,6 @@
 """Table maintenance: compaction (sensor-triggered by the fragment count), version cleanup and
 the orphan scan (scheduled per table), trash expiry (scheduled, lake-wide)."""
 
-
 import json
 from datetime import datetime
 
@@ -41,16 +40,25 @@ def _table_result(table: str, status: str, commit_id: str | None, **figures: obj
     description="Small fragments merged (Lance distributed compaction, tasks across processes) when the "
     "table's policy allows it and its fragment count reached the threshold.",
 )
-def compacted(context: dg.AssetExecutionContext, config: CompactConfig, lake: LakeResource) -> dg.MaterializeResult:
+def compacted(
+    context: dg.AssetExecutionContext, config: CompactConfig, lake: LakeResource
+) -> dg.MaterializeResult:
     from lake_platform.maintenance.compaction import compact_table
 
     table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
         outcome = compact_table(catalog, table, force=config.force, actor=ACTOR, run_id=context.run.run_id)
     return _table_result(
-        table, outcome.status, outcome.commit_id, version=outcome.version, reason=outcome.reason,
-        fragments_before=outcome.fragments_before or 0, fragments_after=outcome.fragments_after or 0,
-        threshold=outcome.threshold or 0, tasks=outcome.tasks, workers=outcome.workers,
+        table,
+        outcome.status,
+        outcome.commit_id,
+        version=outcome.version,
+        reason=outcome.reason,
+        fragments_before=outcome.fragments_before or 0,
+        fragments_after=outcome.fragments_after or 0,
+        threshold=outcome.threshold or 0,
+        tasks=outcome.tasks,
+        workers=outcome.workers,
     )
 
 
@@ -67,17 +75,27 @@ def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
         policy = catalog.effective_policy(table).policy
-        result = catalog.cleanup(table, retention=policy.retention, retain_versions=policy.retain_versions,
-                                 actor=ACTOR, run_id=context.run.run_id)
+        result = catalog.cleanup(
+            table,
+            retention=policy.retention,
+            retain_versions=policy.retain_versions,
+            actor=ACTOR,
+            run_id=context.run.run_id,
+        )
         ticket = catalog.settings.ticket_lifetime_seconds
     removed = list(result.detail.get("versions_removed", []))
     return _table_result(
-        table, result.status, result.commit_id, version=result.version, versions_removed=len(removed),
+        table,
+        result.status,
+        result.commit_id,
+        version=result.version,
+        versions_removed=len(removed),
         removed=dg.MetadataValue.json(removed),
         tagged_kept=dg.MetadataValue.json(list(result.detail.get("tagged_kept", []))),
         bytes_removed=int(result.detail.get("bytes_removed", 0) or 0),
         data_files_removed=int(result.detail.get("data_files_removed", 0) or 0),
-        retention_seconds=policy.retention.total_seconds(), retain_versions=policy.retain_versions,
+        retention_seconds=policy.retention.total_seconds(),
+        retain_versions=policy.retain_versions,
         ticket_lifetime_seconds=ticket,
     )
 
@@ -91,11 +109,14 @@ def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> d
 def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     with lake_errors(), lake.catalog() as catalog:
         purged = catalog.expire_trash(actor=ACTOR, run_id=context.run.run_id)
-    return dg.MaterializeResult(metadata={
-        "purged": len(purged),
-        "tables": dg.MetadataValue.json([{"table": r.table, "commit_id": r.commit_id, "version": r.from_version}
-                                         for r in purged]),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "purged": len(purged),
+            "tables": dg.MetadataValue.json(
+                [{"table": r.table, "commit_id": r.commit_id, "version": r.from_version} for r in purged]
+            ),
+        }
+    )
 
 
 @dg.asset(
@@ -118,8 +139,9 @@ def orphan_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     metadata["paths"] = dg.MetadataValue.json(metadata["paths"])
     metadata["tagged_versions"] = dg.MetadataValue.json(metadata["tagged_versions"])
     metadata["branches"] = dg.MetadataValue.json(metadata["branches"])
-    return dg.MaterializeResult(metadata={"table": table, "report_key": key, "truncated": report.truncated,
-                                          **metadata})
+    return dg.MaterializeResult(
+        metadata={"table": table, "report_key": key, "truncated": report.truncated, **metadata}
+    )
 
 
 @dg.asset(
@@ -139,14 +161,23 @@ def orphan_folder_report(context: dg.AssetExecutionContext, lake: LakeResource) 
         for warehouse in orphan_folders.warehouses(catalog):
             report = orphan_folders.scan_folders(catalog, warehouse)
             key = orphan_folders.commit_folder_report(catalog, report, actor=ACTOR, run_id=context.run.run_id)
-            found.append({"warehouse": warehouse, "report_key": key, **orphan_folders.as_metadata(report, listed=20)})
+            found.append(
+                {"warehouse": warehouse, "report_key": key, **orphan_folders.as_metadata(report, listed=20)}
+            )
             folders += report.orphan_count
             size += report.orphan_bytes
-    return dg.MaterializeResult(metadata={"warehouses": len(found), "orphan_folders": folders,
-                                          "orphan_bytes": size, "reports": dg.MetadataValue.json(found)})
+    return dg.MaterializeResult(
+        metadata={
+            "warehouses": len(found),
+            "orphan_folders": folders,
+            "orphan_bytes": size,
+            "reports": dg.MetadataValue.json(found),
+        }
+    )
 
 
 # -- triggers --------------------------------------------------------------------------------
+
 
 @dg.sensor(
     target=[compacted],
@@ -155,14 +186,19 @@ def orphan_folder_report(context: dg.AssetExecutionContext, lake: LakeResource) 
     description="Requests compaction of a table when its policy allows it and its fragment count reached "
     "the threshold: tables new ingests touched, plus a few others per tick (round-robin).",
 )
-def compaction_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult | dg.SkipReason:
+def compaction_sensor(
+    context: dg.SensorEvaluationContext, lake: LakeResource
+) -> dg.SensorResult | dg.SkipReason:
     from lake_platform.errors import TableNotFound
     from lake_platform.maintenance.compaction import due
 
     state = json.loads(context.cursor) if context.cursor else {}
     after = state.get("after")
     found = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=ingested.key, after_storage_id=after), limit=EVENTS_PER_TICK, ascending=True)
+        dg.AssetRecordsFilter(asset_key=ingested.key, after_storage_id=after),
+        limit=EVENTS_PER_TICK,
+        ascending=True,
+    )
     touched: list[str] = []
     for rec in found.records:
         after = rec.storage_id
@@ -184,43 +220,66 @@ def compaction_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -
                 continue
             reasons.append(f"{table}: {why}")
             if is_due:
-                requests.append(dg.RunRequest(partition_key=table, run_key=f"compact:{table}:v{version}",
-                                              tags={"lake/trigger": "fragment-count"}))
+                requests.append(
+                    dg.RunRequest(
+                        partition_key=table,
+                        run_key=f"compact:{table}:v{version}",
+                        tags={"lake/trigger": "fragment-count"},
+                    )
+                )
     new_state = {"after": after, "sweep": sweep[-1] if sweep else sweep_from}
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"),
-                               cursor=json.dumps(new_state))
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"), cursor=json.dumps(new_state)
+        )
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(new_state))
 
 
 def _per_table(context: dg.ScheduleEvaluationContext, asset: str) -> list[dg.RunRequest]:
     when: datetime = context.scheduled_execution_time
     stamp = when.strftime("%Y-%m-%dT%H:%M") if when else "now"
-    return [dg.RunRequest(partition_key=t, run_key=f"{asset}:{t}:{stamp}")
-            for t in context.instance.get_dynamic_partitions(tables.name)]
+    return [
+        dg.RunRequest(partition_key=t, run_key=f"{asset}:{t}:{stamp}")
+        for t in context.instance.get_dynamic_partitions(tables.name)
+    ]
 
 
-@dg.schedule(cron_schedule="0 3 * * *", target=[cleaned_versions], execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Daily version cleanup of every table, under its retention policy.")
+@dg.schedule(
+    cron_schedule="0 3 * * *",
+    target=[cleaned_versions],
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Daily version cleanup of every table, under its retention policy.",
+)
 def version_cleanup_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
     return _per_table(context, "cleanup") or dg.SkipReason("no tables")
 
 
-@dg.schedule(cron_schedule="0 4 * * 0", target=[orphan_report], execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Weekly orphan scan of every table (report only).")
+@dg.schedule(
+    cron_schedule="0 4 * * 0",
+    target=[orphan_report],
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Weekly orphan scan of every table (report only).",
+)
 def orphan_scan_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
     return _per_table(context, "orphans") or dg.SkipReason("no tables")
 
 
 orphan_folder_scan_schedule = dg.ScheduleDefinition(
-    name="orphan_folder_scan_schedule", cron_schedule="30 4 * * 0", target=[orphan_folder_report],
-    execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+    name="orphan_folder_scan_schedule",
+    cron_schedule="30 4 * * 0",
+    target=[orphan_folder_report],
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Weekly scan of every warehouse for table folders nobody knows (report only).",
 )
 
 trash_expiry_schedule = dg.ScheduleDefinition(
-    name="trash_expiry_schedule", cron_schedule="15 * * * *", target=[expired_trash], execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING, description="Hourly purge of expired trash records.",
+    name="trash_expiry_schedule",
+    cron_schedule="15 * * * *",
+    target=[expired_trash],
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Hourly purge of expired trash records.",
 )

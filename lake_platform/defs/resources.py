@@ -98,8 +98,9 @@ class FlightEndpointResource(dg.ConfigurableResource):
                 import os
 
                 token = self.token or os.environ.get("LAKE_FLIGHT_HEALTH_TOKEN", "")
-                options = fl.FlightCallOptions(timeout=self.timeout_seconds,
-                                               headers=[(b"authorization", f"Bearer {token}".encode())])
+                options = fl.FlightCallOptions(
+                    timeout=self.timeout_seconds, headers=[(b"authorization", f"Bearer {token}".encode())]
+                )
                 results = list(client.do_action(fl.Action("health", b""), options))
                 report: dict[str, Any] = json.loads(results[0].body.to_pybytes())
             finally:

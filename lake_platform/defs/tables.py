@@ -1,6 +1,5 @@
 """Keeps the table partitions in step with the registry."""
 
-
 import dagster as dg
 
 from lake_platform.defs.partitions import tables

@@ -79,6 +79,7 @@ class CompactionPlan:
     read_version: int
     tasks: tuple[str, ...]  # CompactionTask JSON, shippable to other processes
 
+
 def write(
     reader: pa.RecordBatchReader,
     *,
@@ -102,11 +103,18 @@ def write(
 
 
 def open_version(
-    *, namespace: LanceNamespace, table_id: Sequence[str], version: int, storage_options: dict[str, str] | None = None
+    *,
+    namespace: LanceNamespace,
+    table_id: Sequence[str],
+    version: int,
+    storage_options: dict[str, str] | None = None,
 ) -> lance.LanceDataset:
     """Open exactly ``version``, resolving its manifest through the namespace (the registry)."""
     return lance.dataset(
-        namespace_client=namespace, table_id=list(table_id), version=version, storage_options=storage_options or None,
+        namespace_client=namespace,
+        table_id=list(table_id),
+        version=version,
+        storage_options=storage_options or None,
         session=_SESSION,
     )
 
@@ -130,7 +138,11 @@ def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
     except Exception:  # noqa: BLE001 - stats are informational; a missing txn must not fail a commit
         return ChangeStats()
     op = txn.operation
-    added = [f for frag in getattr(op, "new_fragments", None) or getattr(op, "fragments", None) or [] for f in frag.files]
+    added = [
+        f
+        for frag in getattr(op, "new_fragments", None) or getattr(op, "fragments", None) or []
+        for f in frag.files
+    ]
     removed_ids = set(getattr(op, "deleted_fragment_ids", None) or [])
     groups = getattr(op, "groups", None) or []
     for group in groups:
@@ -140,7 +152,12 @@ def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
     if removed_ids:
         try:
             old = ds.checkout_version(txn.read_version)
-            removed = [f for frag in old.get_fragments() if frag.fragment_id in removed_ids for f in frag.metadata.files]
+            removed = [
+                f
+                for frag in old.get_fragments()
+                if frag.fragment_id in removed_ids
+                for f in frag.metadata.files
+            ]
         except Exception:  # noqa: BLE001
             removed = []
     if type(op).__name__ == "Overwrite":
@@ -203,7 +220,10 @@ def tagged_versions(ds: lance.LanceDataset) -> dict[str, int]:
 
 def tag_details(ds: lance.LanceDataset) -> dict[str, tuple[int, int]]:
     """Tag name → (version, manifest size)."""
-    return {name: (int(info["version"]), int(info.get("manifest_size") or 0)) for name, info in ds.tags.list().items()}
+    return {
+        name: (int(info["version"]), int(info.get("manifest_size") or 0))
+        for name, info in ds.tags.list().items()
+    }
 
 
 def create_tag(ds: lance.LanceDataset, tag: str, version: int) -> None:

@@ -20,7 +20,9 @@ def _final_manifest_name(version: int) -> str:
     return f"{(1 << 64) - 1 - version:020d}.manifest"
 
 
-def repair_manifests(location: str, registered: Sequence[tuple[int, str]], storage_options: dict[str, str] | None = None) -> int:
+def repair_manifests(
+    location: str, registered: Sequence[tuple[int, str]], storage_options: dict[str, str] | None = None
+) -> int:
     """Give every registered version a final manifest next to its staging one.
 
     With managed versioning Lance keeps the staging manifest and may skip the final copy, but
@@ -76,7 +78,9 @@ class ManifestConflict(RuntimeError):
     around the registry): the committed one cannot be published there."""
 
 
-def finalize_manifest(location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None) -> str:
+def finalize_manifest(
+    location: str, version: int, staging_path: str, storage_options: dict[str, str] | None = None
+) -> str:
     """Materialize a committed version's manifest at its canonical path; return that path.
 
     With managed versioning Lance leaves the manifest at its staging path and asks the
@@ -98,7 +102,8 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
         except FileExistsError:
             if os.path.getsize(dst) != os.path.getsize(src):
                 raise ManifestConflict(
-                    f"canonical manifest for version {version} differs from the committed one") from None
+                    f"canonical manifest for version {version} differs from the committed one"
+                ) from None
         except OSError:  # no hard links on this filesystem
             if not os.path.exists(dst):
                 shutil.copyfile(src, dst)
@@ -112,7 +117,9 @@ def finalize_manifest(location: str, version: int, staging_path: str, storage_op
     return final_path
 
 
-def manifest_size(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> int | None:
+def manifest_size(
+    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
+) -> int | None:
     """The size of a manifest (as the registry names it), or None when it is not on storage."""
     if not location.startswith("s3://"):
         try:
@@ -184,16 +191,20 @@ def canonical_manifests(location: str, storage_options: dict[str, str] | None = 
     return found
 
 
-def quarantine_files(location: str, paths: Sequence[str], tag: str,
-                     storage_options: dict[str, str] | None = None) -> list[str]:
+def quarantine_files(
+    location: str, paths: Sequence[str], tag: str, storage_options: dict[str, str] | None = None
+) -> list[str]:
     """Move files (relative paths) to ``_quarantine/<tag>/<path>``; return the new paths.
 
     A move, not a delete: a manifest written around the registry is evidence an operator may
     want, but Lance must stop seeing it (it builds every commit on the newest manifest on disk).
     """
     moved = []
-    fs, root = (None, location.removeprefix("file://")) if not location.startswith("s3://") else _filesystem(
-        location, storage_options)
+    fs, root = (
+        (None, location.removeprefix("file://"))
+        if not location.startswith("s3://")
+        else _filesystem(location, storage_options)
+    )
     for path in paths:
         target = f"{QUARANTINE_DIR}/{tag}/{path}"
         src, dst = f"{root.rstrip('/')}/{path}", f"{root.rstrip('/')}/{target}"

@@ -61,7 +61,7 @@ def _relative(location: str, base_uri: str, path: str) -> str | None:
     if base == loc:
         return path
     if base.startswith(loc + "/"):
-        return f"{base[len(loc) + 1:]}/{path}"
+        return f"{base[len(loc) + 1 :]}/{path}"
     return None
 
 
@@ -72,7 +72,9 @@ def _index_dir(rel: str) -> str | None:
     return f"{head}_indices/{tail.split('/', 1)[0]}"
 
 
-def tracked(ds: Any, location: str, live_versions: Iterable[int] | None, *, manifests: bool = True) -> References:
+def tracked(
+    ds: Any, location: str, live_versions: Iterable[int] | None, *, manifests: bool = True
+) -> References:
     """Files referenced by the given versions' manifests (``None``: every manifest on disk).
 
     Lance attributes a manifest file to the version written *inside* it, so a stray copy under

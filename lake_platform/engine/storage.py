@@ -18,7 +18,6 @@ class FileEntry:
     mtime: dt.datetime | None
 
 
-
 def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
     if location.startswith("s3://"):
         opts = storage_options or {}
@@ -42,10 +41,16 @@ def _object_path(location: str, manifest_path: str) -> str:
     return "/" + manifest_path.lstrip("/")
 
 
-def remove_files(location: str, manifest_paths: Sequence[str], storage_options: dict[str, str] | None = None) -> int:
+def remove_files(
+    location: str, manifest_paths: Sequence[str], storage_options: dict[str, str] | None = None
+) -> int:
     """Remove the given staging manifests; missing ones are fine (idempotent)."""
     # Locally a plain unlink: far cheaper than going through pyarrow's filesystem (benchmarks.md).
-    delete = os.remove if not location.startswith("s3://") else _filesystem(location, storage_options)[0].delete_file
+    delete = (
+        os.remove
+        if not location.startswith("s3://")
+        else _filesystem(location, storage_options)[0].delete_file
+    )
     removed = 0
     for path in manifest_paths:
         try:
@@ -56,8 +61,9 @@ def remove_files(location: str, manifest_paths: Sequence[str], storage_options: 
     return removed
 
 
-def list_files(location: str, storage_options: dict[str, str] | None = None, *,
-               under: str = "") -> Iterator[FileEntry]:
+def list_files(
+    location: str, storage_options: dict[str, str] | None = None, *, under: str = ""
+) -> Iterator[FileEntry]:
     """Every file under a table location (or only under its folder ``under``), paths relative
     to the location, with size and mtime."""
     fs, root = _filesystem(location, storage_options)
@@ -72,7 +78,9 @@ def list_files(location: str, storage_options: dict[str, str] | None = None, *,
             yield FileEntry(info.path.removeprefix(prefix), int(info.size or 0), info.mtime)
 
 
-def list_folders(location: str, storage_options: dict[str, str] | None = None) -> list[tuple[str, float | None]]:
+def list_folders(
+    location: str, storage_options: dict[str, str] | None = None
+) -> list[tuple[str, float | None]]:
     """The folders directly under ``location`` (names, with their mtime where the store has
     one): one delimiter listing on S3, never a recursive walk of the bucket."""
     fs, root = _filesystem(location, storage_options)
@@ -80,5 +88,8 @@ def list_folders(location: str, storage_options: dict[str, str] | None = None) -
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
     except FileNotFoundError:
         return []
-    return sorted((info.base_name, info.mtime.timestamp() if info.mtime is not None else None)
-                  for info in infos if info.type == pafs.FileType.Directory)
+    return sorted(
+        (info.base_name, info.mtime.timestamp() if info.mtime is not None else None)
+        for info in infos
+        if info.type == pafs.FileType.Directory
+    )

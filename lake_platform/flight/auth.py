@@ -28,6 +28,7 @@ from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
 
 log = logging.getLogger(__name__)
 
+
 class PrincipalLike(Protocol):
     name: str
     kind: str
@@ -46,7 +47,9 @@ class Authenticator(Protocol):
 class Throttle:
     """Lock a user name out after ``max_failures`` failed logins, for ``lockout`` seconds."""
 
-    def __init__(self, max_failures: int, lockout: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, max_failures: int, lockout: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_failures = max_failures
         self.lockout = lockout
         self._clock = clock
@@ -75,8 +78,16 @@ class Throttle:
 
 
 class AuthService:
-    def __init__(self, authenticator: Authenticator, sealer: Sealer, *, token_ttl: float,
-                 service_token_cache: float, throttle: Throttle, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        sealer: Sealer,
+        *,
+        token_ttl: float,
+        service_token_cache: float,
+        throttle: Throttle,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.authenticator = authenticator
         self.sealer = sealer
         self.token_ttl = token_ttl
@@ -135,8 +146,9 @@ def _identity(principal: PrincipalLike) -> Identity:
     return identity
 
 
-def authenticate_call(service: AuthService, headers: Iterable[tuple[str, str | bytes]], *,
-                      handshake: bool) -> tuple[Identity, str | None]:
+def authenticate_call(
+    service: AuthService, headers: Iterable[tuple[str, str | bytes]], *, handshake: bool
+) -> tuple[Identity, str | None]:
     """Who is calling, and the Bearer to answer with (Handshake only).
 
     Any failure is UNAUTHENTICATED with a message that does not say which part was wrong; a
@@ -155,8 +167,9 @@ def authenticate_call(service: AuthService, headers: Iterable[tuple[str, str | b
         raise Unauthenticated("invalid credentials") from None
 
 
-def _authenticate(service: AuthService, headers: Iterable[tuple[str, str | bytes]],
-                  handshake: bool) -> tuple[Identity, str | None]:
+def _authenticate(
+    service: AuthService, headers: Iterable[tuple[str, str | bytes]], handshake: bool
+) -> tuple[Identity, str | None]:
     value = _header(headers, "authorization")
     scheme, _, credential = (value or "").partition(" ")
     scheme = scheme.lower()
@@ -205,10 +218,12 @@ def _basic(credential: str) -> tuple[str, str]:
 class StaticAuthenticator:
     """Users and service tokens held in memory (tests, demos). Constant-time comparisons."""
 
-    def __init__(self, users: dict[str, tuple[str, Identity]] | None = None,
-                 tokens: dict[str, Identity] | None = None) -> None:
-        self._users = {name: (hashlib.sha256(pw.encode()).digest(), ident) for name, (pw, ident) in
-                       (users or {}).items()}
+    def __init__(
+        self, users: dict[str, tuple[str, Identity]] | None = None, tokens: dict[str, Identity] | None = None
+    ) -> None:
+        self._users = {
+            name: (hashlib.sha256(pw.encode()).digest(), ident) for name, (pw, ident) in (users or {}).items()
+        }
         self._tokens = {hashlib.sha256(t.encode()).digest(): ident for t, ident in (tokens or {}).items()}
         self.calls = 0
 

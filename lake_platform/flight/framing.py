@@ -51,7 +51,9 @@ def endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
     compute cast on every call, the larger share of what pinning adds to GetFlightInfo."""
     inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
     stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
-    return fl.FlightEndpoint.deserialize(b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp)
+    return fl.FlightEndpoint.deserialize(
+        b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp
+    )
 
 
 def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:
@@ -121,7 +123,9 @@ def _encode_with_writer(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) ->
         yield from drain()
 
 
-def decode_put(requests: Iterator[bytes], max_bytes: int) -> tuple[fl.FlightDescriptor, Iterator[pa.RecordBatch]]:
+def decode_put(
+    requests: Iterator[bytes], max_bytes: int
+) -> tuple[fl.FlightDescriptor, Iterator[pa.RecordBatch]]:
     """The descriptor of a DoPut and its record batches. At most ``max_bytes`` of IPC is read:
     DoPut only binds parameters here, so anything larger is refused, not buffered."""
     descriptor: fl.FlightDescriptor | None = None
@@ -140,10 +144,17 @@ def decode_put(requests: Iterator[bytes], max_bytes: int) -> tuple[fl.FlightDesc
             continue
         size += len(data.data_header) + len(data.data_body)
         if size > max_bytes:
-            raise InvalidInput(f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}")
+            raise InvalidInput(
+                f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}"
+            )
         pad = -len(data.data_header) % 8
-        stream.append(_IPC_CONTINUATION + struct.pack("<i", len(data.data_header) + pad)
-                      + data.data_header + b"\0" * pad + data.data_body)
+        stream.append(
+            _IPC_CONTINUATION
+            + struct.pack("<i", len(data.data_header) + pad)
+            + data.data_header
+            + b"\0" * pad
+            + data.data_body
+        )
     if descriptor is None:
         raise InvalidInput("DoPut without a FlightDescriptor")
     if not stream:

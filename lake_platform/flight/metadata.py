@@ -25,16 +25,22 @@ TABLE_TYPES = ("TABLE",)
 CATALOG_COMMANDS = frozenset({"CommandGetCatalogs", "CommandGetDbSchemas", "CommandGetTables"})
 #: Commands whose result schema does not depend on the request.
 _FIXED_SCHEMAS = {
-    "CommandGetCatalogs": schemas.CATALOGS, "CommandGetDbSchemas": schemas.DB_SCHEMAS,
-    "CommandGetTableTypes": schemas.TABLE_TYPES, "CommandGetSqlInfo": schemas.SQL_INFO,
-    "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS, "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
-    "CommandGetImportedKeys": schemas.FOREIGN_KEYS, "CommandGetCrossReference": schemas.FOREIGN_KEYS,
+    "CommandGetCatalogs": schemas.CATALOGS,
+    "CommandGetDbSchemas": schemas.DB_SCHEMAS,
+    "CommandGetTableTypes": schemas.TABLE_TYPES,
+    "CommandGetSqlInfo": schemas.SQL_INFO,
+    "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS,
+    "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
+    "CommandGetImportedKeys": schemas.FOREIGN_KEYS,
+    "CommandGetCrossReference": schemas.FOREIGN_KEYS,
     "CommandGetXdbcTypeInfo": schemas.XDBC_TYPE_INFO,
 }
 #: Commands with nothing to report here: always an empty result.
 _EMPTY = {
-    "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS, "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
-    "CommandGetImportedKeys": schemas.FOREIGN_KEYS, "CommandGetCrossReference": schemas.FOREIGN_KEYS,
+    "CommandGetPrimaryKeys": schemas.PRIMARY_KEYS,
+    "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
+    "CommandGetImportedKeys": schemas.FOREIGN_KEYS,
+    "CommandGetCrossReference": schemas.FOREIGN_KEYS,
     "CommandGetXdbcTypeInfo": schemas.XDBC_TYPE_INFO,
 }
 
@@ -77,13 +83,18 @@ class Metadata:
             return _EMPTY[name].empty_table()
         view = self._view(identity)
         if name == "CommandGetCatalogs":
-            return pa.Table.from_pylist([{"catalog_name": w} for w in view.warehouses], schema=schemas.CATALOGS)
+            return pa.Table.from_pylist(
+                [{"catalog_name": w} for w in view.warehouses], schema=schemas.CATALOGS
+            )
         if name == "CommandGetDbSchemas":
             cmd = proto.parse(proto.CommandGetDbSchemas, payload)
             catalog = proto.opt(cmd, "catalog")
             match = like(proto.opt(cmd, "db_schema_filter_pattern"))
-            rows = [{"catalog_name": wh, "db_schema_name": ns} for wh, ns in view.namespaces
-                    if (catalog is None or catalog == wh) and match(ns)]
+            rows = [
+                {"catalog_name": wh, "db_schema_name": ns}
+                for wh, ns in view.namespaces
+                if (catalog is None or catalog == wh) and match(ns)
+            ]
             return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
         return _tables(view, proto.parse(proto.CommandGetTables, payload))
 
@@ -100,12 +111,18 @@ def _tables(view: ProjectView, cmd: Any) -> pa.Table:
     for (wh, ns, table), cached in sorted(view.tables.items()):
         if (catalog is not None and catalog != wh) or not match_schema(ns) or not match_table(table):
             continue
-        row: dict[str, Any] = {"catalog_name": wh, "db_schema_name": ns, "table_name": table,
-                               "table_type": "TABLE"}
+        row: dict[str, Any] = {
+            "catalog_name": wh,
+            "db_schema_name": ns,
+            "table_name": table,
+            "table_type": "TABLE",
+        }
         if cmd.include_schema:
             if not cached.schema_ipc:
-                raise InvalidTableState(f"table {wh}.{ns}.{table} has no recorded schema; "
-                                        "ask an operator to repair its registration")
+                raise InvalidTableState(
+                    f"table {wh}.{ns}.{table} has no recorded schema; "
+                    "ask an operator to repair its registration"
+                )
             row["table_schema"] = cached.schema_ipc
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=schema)

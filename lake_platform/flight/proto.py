@@ -22,51 +22,83 @@ _SQL_MESSAGES: dict[str, list[tuple[str, int, int, bool, bool]]] = {
     "CommandGetSqlInfo": [("info", 1, _UINT32, True, False)],
     "CommandGetXdbcTypeInfo": [("data_type", 1, _INT32, False, True)],
     "CommandGetCatalogs": [],
-    "CommandGetDbSchemas": [("catalog", 1, _STRING, False, True), ("db_schema_filter_pattern", 2, _STRING, False, True)],
+    "CommandGetDbSchemas": [
+        ("catalog", 1, _STRING, False, True),
+        ("db_schema_filter_pattern", 2, _STRING, False, True),
+    ],
     "CommandGetTables": [
-        ("catalog", 1, _STRING, False, True), ("db_schema_filter_pattern", 2, _STRING, False, True),
-        ("table_name_filter_pattern", 3, _STRING, False, True), ("table_types", 4, _STRING, True, False),
+        ("catalog", 1, _STRING, False, True),
+        ("db_schema_filter_pattern", 2, _STRING, False, True),
+        ("table_name_filter_pattern", 3, _STRING, False, True),
+        ("table_types", 4, _STRING, True, False),
         ("include_schema", 5, _BOOL, False, False),
     ],
     "CommandGetTableTypes": [],
-    "CommandGetPrimaryKeys": [("catalog", 1, _STRING, False, True), ("db_schema", 2, _STRING, False, True),
-                              ("table", 3, _STRING, False, False)],
-    "CommandGetExportedKeys": [("catalog", 1, _STRING, False, True), ("db_schema", 2, _STRING, False, True),
-                               ("table", 3, _STRING, False, False)],
-    "CommandGetImportedKeys": [("catalog", 1, _STRING, False, True), ("db_schema", 2, _STRING, False, True),
-                               ("table", 3, _STRING, False, False)],
-    "CommandGetCrossReference": [
-        ("pk_catalog", 1, _STRING, False, True), ("pk_db_schema", 2, _STRING, False, True),
-        ("pk_table", 3, _STRING, False, False), ("fk_catalog", 4, _STRING, False, True),
-        ("fk_db_schema", 5, _STRING, False, True), ("fk_table", 6, _STRING, False, False),
+    "CommandGetPrimaryKeys": [
+        ("catalog", 1, _STRING, False, True),
+        ("db_schema", 2, _STRING, False, True),
+        ("table", 3, _STRING, False, False),
     ],
-    "CommandStatementQuery": [("query", 1, _STRING, False, False), ("transaction_id", 2, _BYTES, False, True)],
+    "CommandGetExportedKeys": [
+        ("catalog", 1, _STRING, False, True),
+        ("db_schema", 2, _STRING, False, True),
+        ("table", 3, _STRING, False, False),
+    ],
+    "CommandGetImportedKeys": [
+        ("catalog", 1, _STRING, False, True),
+        ("db_schema", 2, _STRING, False, True),
+        ("table", 3, _STRING, False, False),
+    ],
+    "CommandGetCrossReference": [
+        ("pk_catalog", 1, _STRING, False, True),
+        ("pk_db_schema", 2, _STRING, False, True),
+        ("pk_table", 3, _STRING, False, False),
+        ("fk_catalog", 4, _STRING, False, True),
+        ("fk_db_schema", 5, _STRING, False, True),
+        ("fk_table", 6, _STRING, False, False),
+    ],
+    "CommandStatementQuery": [
+        ("query", 1, _STRING, False, False),
+        ("transaction_id", 2, _BYTES, False, True),
+    ],
     "TicketStatementQuery": [("statement_handle", 1, _BYTES, False, False)],
     "CommandPreparedStatementQuery": [("prepared_statement_handle", 1, _BYTES, False, False)],
-    "ActionCreatePreparedStatementRequest": [("query", 1, _STRING, False, False),
-                                             ("transaction_id", 2, _BYTES, False, True)],
+    "ActionCreatePreparedStatementRequest": [
+        ("query", 1, _STRING, False, False),
+        ("transaction_id", 2, _BYTES, False, True),
+    ],
     "ActionCreatePreparedStatementResult": [
-        ("prepared_statement_handle", 1, _BYTES, False, False), ("dataset_schema", 2, _BYTES, False, False),
-        ("parameter_schema", 3, _BYTES, False, False), ("is_update", 4, _BOOL, False, True),
+        ("prepared_statement_handle", 1, _BYTES, False, False),
+        ("dataset_schema", 2, _BYTES, False, False),
+        ("parameter_schema", 3, _BYTES, False, False),
+        ("is_update", 4, _BOOL, False, True),
     ],
     "ActionClosePreparedStatementRequest": [("prepared_statement_handle", 1, _BYTES, False, False)],
     "DoPutPreparedStatementResult": [("prepared_statement_handle", 1, _BYTES, False, True)],
-    "CommandStatementUpdate": [("query", 1, _STRING, False, False), ("transaction_id", 2, _BYTES, False, True)],
+    "CommandStatementUpdate": [
+        ("query", 1, _STRING, False, False),
+        ("transaction_id", 2, _BYTES, False, True),
+    ],
     "CommandPreparedStatementUpdate": [("prepared_statement_handle", 1, _BYTES, False, False)],
     "ActionCancelQueryRequest": [("info", 1, _BYTES, False, False)],
     "ActionCancelQueryResult": [("result", 1, _ENUM_AS_INT32, False, False)],
 }
 
-# Flight-level messages: those carried raw in actions, and the transport's. Embedded messages are declared as bytes (the
-# same wire encoding) and enums as int32 (also the same), so no further types are needed.
+# Flight-level messages: those carried raw in actions, and the transport's. Embedded messages are
+# declared as bytes (the same wire encoding) and enums as int32 (also the same), so no further
+# types are needed.
 _FLIGHT_MESSAGES: dict[str, list[tuple[str, int, int, bool, bool]]] = {
     "CancelFlightInfoRequest": [("info", 1, _BYTES, False, False)],
     "CancelFlightInfoResult": [("status", 1, _ENUM_AS_INT32, False, False)],
     "CloseSessionRequest": [],
     "CloseSessionResult": [("status", 1, _ENUM_AS_INT32, False, False)],
     # The transport's own messages (DoPut's stream and replies, ListActions).
-    "FlightData": [("flight_descriptor", 1, _BYTES, False, False), ("data_header", 2, _BYTES, False, False),
-                   ("app_metadata", 3, _BYTES, False, False), ("data_body", 1000, _BYTES, False, False)],
+    "FlightData": [
+        ("flight_descriptor", 1, _BYTES, False, False),
+        ("data_header", 2, _BYTES, False, False),
+        ("app_metadata", 3, _BYTES, False, False),
+        ("data_body", 1000, _BYTES, False, False),
+    ],
     "PutResult": [("app_metadata", 1, _BYTES, False, False)],
     "ActionType": [("type", 1, _STRING, False, False), ("description", 2, _STRING, False, False)],
 }
@@ -83,7 +115,9 @@ def _file(name: str, package: str, messages: dict[str, list[tuple[str, int, int,
     for msg_name, fields in messages.items():
         msg = fdp.message_type.add(name=msg_name)
         for fname, number, ftype, repeated, optional in fields:
-            f = msg.field.add(name=fname, number=number, type=ftype, label=_REPEATED if repeated else _OPTIONAL)
+            f = msg.field.add(
+                name=fname, number=number, type=ftype, label=_REPEATED if repeated else _OPTIONAL
+            )
             if optional:
                 f.proto3_optional = True
                 f.oneof_index = len(msg.oneof_decl)
@@ -157,7 +191,7 @@ def unpack_any(data: bytes) -> tuple[str, bytes]:
     url = wrapper.type_url
     if not url.startswith(TYPE_URL_PREFIX):
         raise ValueError("not a Flight SQL command")
-    full = url[len(TYPE_URL_PREFIX):]
+    full = url[len(TYPE_URL_PREFIX) :]
     package, _, name = full.rpartition(".")
     if package != SQL_PACKAGE:
         raise ValueError(f"unknown command type {full!r}")
@@ -205,8 +239,11 @@ def unpack_sealed(data: bytes, cls: Any, field: str, what: str) -> bytes:
         message.ParseFromString(wrapper.value)
     except Exception:  # noqa: BLE001 - DecodeError and friends
         raise invalid from None
-    if (wrapper.type_url != TYPE_URL_PREFIX + cls.DESCRIPTOR.full_name or not canonical(wrapper, data)
-            or not canonical(message, wrapper.value)):
+    if (
+        wrapper.type_url != TYPE_URL_PREFIX + cls.DESCRIPTOR.full_name
+        or not canonical(wrapper, data)
+        or not canonical(message, wrapper.value)
+    ):
         raise invalid
     return bytes(getattr(message, field))
 

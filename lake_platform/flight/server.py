@@ -96,30 +96,52 @@ class FlightSqlServer:
         max_stale = self.settings.snapshot_max_stale_seconds
         reader_bound = getattr(settings, "reader_max_stale_seconds", None)
         if reader_bound is not None and max_stale > reader_bound:
-            log.warning("LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS=%g exceeds LAKE_READER_MAX_STALE_SECONDS=%g, which "
-                        "version cleanup allows for; using %g", max_stale, reader_bound, reader_bound)
+            log.warning(
+                "LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS=%g exceeds LAKE_READER_MAX_STALE_SECONDS=%g, which "
+                "version cleanup allows for; using %g",
+                max_stale,
+                reader_bound,
+                reader_bound,
+            )
             max_stale = reader_bound
         self.snapshots = snapshots or SnapshotCache.for_store(
-            self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale)
-        self.sealer = Sealer(self.settings.sealing_keys() or None, clock=clock,
-                             max_bytes=self.settings.max_ticket_bytes)
+            self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale
+        )
+        self.sealer = Sealer(
+            self.settings.sealing_keys() or None, clock=clock, max_bytes=self.settings.max_ticket_bytes
+        )
         if not self.settings.query_timeout_seconds:
-            log.warning("LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=0: queries have no time limit, and queries that never end "
-                        "can hold every admission slot")
+            log.warning(
+                "LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=0: queries have no time limit, and queries that never end "
+                "can hold every admission slot"
+            )
         if self.sealer.ephemeral:
-            log.warning("neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
-                        "in this process only")
+            log.warning(
+                "neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
+                "in this process only"
+            )
         self.ticket_ttl = settings.ticket_lifetime_seconds
-        self.tickets = Tickets(self.sealer, TicketLimits(
-            max_sql_bytes=self.settings.max_sql_bytes, max_tables=self.settings.max_ticket_tables,
-            max_param_bytes=self.settings.max_param_bytes), lifetime=self.ticket_ttl, prepared_lifetime=PREPARED_TTL)
+        self.tickets = Tickets(
+            self.sealer,
+            TicketLimits(
+                max_sql_bytes=self.settings.max_sql_bytes,
+                max_tables=self.settings.max_ticket_tables,
+                max_param_bytes=self.settings.max_param_bytes,
+            ),
+            lifetime=self.ticket_ttl,
+            prepared_lifetime=PREPARED_TTL,
+        )
         self.auth = AuthService(
-            self.authenticator, self.sealer, token_ttl=self.settings.token_ttl_seconds,
+            self.authenticator,
+            self.sealer,
+            token_ttl=self.settings.token_ttl_seconds,
             service_token_cache=self.settings.service_token_cache_seconds,
-            throttle=Throttle(self.settings.auth_max_failures, self.settings.auth_lockout_seconds))
+            throttle=Throttle(self.settings.auth_max_failures, self.settings.auth_lockout_seconds),
+        )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
-        info = standard_info(max_statement_bytes=self.settings.max_sql_bytes,
-                             statement_timeout_ms=int(PREPARED_TTL * 1000))
+        info = standard_info(
+            max_statement_bytes=self.settings.max_sql_bytes, statement_timeout_ms=int(PREPARED_TTL * 1000)
+        )
         self.metadata = Metadata(info, self._view)
         self.streams = Streams(self.engine, self.settings, self.sealer.now)
         self._draining = threading.Event()
@@ -133,12 +155,21 @@ class FlightSqlServer:
         # A request message holds at most a statement, a ticket or a parameter row (each bounded
         # by its own setting, answered INVALID_ARGUMENT with the setting's name); the transport's
         # cap only stops a message far beyond all of them before it is buffered.
-        largest = max(self.settings.max_sql_bytes, self.settings.max_ticket_bytes, self.settings.max_param_bytes)
+        largest = max(
+            self.settings.max_sql_bytes, self.settings.max_ticket_bytes, self.settings.max_param_bytes
+        )
         try:
             self.transport = FlightTransport(
-                self, self.auth, host=self.settings.host, port=self.settings.port, tls=tls,
-                worker_threads=self.settings.worker_threads, max_receive_bytes=4 * largest + (4 << 20),
-                max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10), ready=self._ready)
+                self,
+                self.auth,
+                host=self.settings.host,
+                port=self.settings.port,
+                tls=tls,
+                worker_threads=self.settings.worker_threads,
+                max_receive_bytes=4 * largest + (4 << 20),
+                max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10),
+                ready=self._ready,
+            )
         except LakeError:
             if self._owned_catalog is not None:
                 self._owned_catalog.close()
@@ -186,7 +217,7 @@ class FlightSqlServer:
     # == request helpers ========================================================================
 
     def _state(self) -> tuple[str, str | None]:
-        """"ok", "draining" or "unavailable" (no fresh catalog snapshot), and why if unavailable."""
+        """ "ok", "draining" or "unavailable" (no fresh catalog snapshot), and why if unavailable."""
         try:
             self.snapshots.current()
         except ServiceUnavailable as exc:
@@ -218,8 +249,10 @@ class FlightSqlServer:
             sql, params = self._statement(identity, name, payload, descriptor.command)
             planned = self.engine.plan(sql, self._view(identity), params)
             if len(planned.refs) > self.settings.max_ticket_tables:
-                raise InvalidInput(f"the query reads {len(planned.refs)} tables, above this server's "
-                                   f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}")
+                raise InvalidInput(
+                    f"the query reads {len(planned.refs)} tables, above this server's "
+                    f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}"
+                )
             handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
             return fl.FlightInfo(planned.schema, descriptor, [framing.endpoint(ticket, int(expires))], -1, -1)
@@ -236,8 +269,9 @@ class FlightSqlServer:
             return self.engine.plan(sql, self._view(identity), params).schema
         return self.metadata.schema(name, payload)
 
-    def _statement(self, identity: Identity, name: str, payload: bytes,
-                   command: bytes) -> tuple[str, pa.RecordBatch | None]:
+    def _statement(
+        self, identity: Identity, name: str, payload: bytes, command: bytes
+    ) -> tuple[str, pa.RecordBatch | None]:
         if name == "CommandStatementQuery":
             cmd = proto.parse(proto.CommandStatementQuery, payload)
             if cmd.HasField("transaction_id"):
@@ -261,7 +295,9 @@ class FlightSqlServer:
         ticket = self.tickets.open_statement(proto.statement_handle(ticket.ticket), identity)
         self._refuse_if_draining()
         self.streams.refuse_cancelled(ticket.ticket_id)
-        planned = self.engine.plan_pinned(ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped)
+        planned = self.engine.plan_pinned(
+            ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped
+        )
         return planned.schema, self.streams.stream(call, planned, ticket.ticket_id)
 
     # == DoPut ==================================================================================
@@ -284,7 +320,9 @@ class FlightSqlServer:
                 continue
             size += batch.nbytes
             if size > limit:
-                raise InvalidInput(f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={limit}")
+                raise InvalidInput(
+                    f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={limit}"
+                )
             rows.append(batch)
         params = None
         if rows:
@@ -319,13 +357,17 @@ class FlightSqlServer:
         handle = self.tickets.seal_prepared(identity, req.query, None)
         params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
         result = proto.ActionCreatePreparedStatementResult(
-            prepared_statement_handle=handle, dataset_schema=planned.schema.serialize().to_pybytes(),
-            parameter_schema=params.serialize().to_pybytes(), is_update=False)
+            prepared_statement_handle=handle,
+            dataset_schema=planned.schema.serialize().to_pybytes(),
+            parameter_schema=params.serialize().to_pybytes(),
+            is_update=False,
+        )
         return [proto.pack(result)]
 
     def _close_prepared(self, identity: Identity, body: bytes) -> list[bytes]:
-        handle = proto.unpack_sealed(body, proto.ActionClosePreparedStatementRequest,
-                                     "prepared_statement_handle", proto.PREPARED)
+        handle = proto.unpack_sealed(
+            body, proto.ActionClosePreparedStatementRequest, "prepared_statement_handle", proto.PREPARED
+        )
         try:
             self.tickets.open_prepared(handle, identity)
         except InvalidInput:
@@ -337,7 +379,9 @@ class FlightSqlServer:
         return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
 
     def _cancel_query(self, identity: Identity, body: bytes) -> list[bytes]:
-        status = self._cancel(identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info)
+        status = self._cancel(
+            identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info
+        )
         return [proto.pack(proto.ActionCancelQueryResult(result=status))]
 
     def _close_session(self, identity: Identity, body: bytes) -> list[bytes]:
@@ -369,8 +413,13 @@ class FlightSqlServer:
         state, error = self._state()
         if error is not None:
             status["error"] = error
-        return {"status": state, "version": __version__, "snapshot": status, "running_queries": self.streams.running(),
-                "uptime_seconds": round(time.time() - self.started_at, 1)}
+        return {
+            "status": state,
+            "version": __version__,
+            "snapshot": status,
+            "running_queries": self.streams.running(),
+            "uptime_seconds": round(time.time() - self.started_at, 1),
+        }
 
 
 @dataclass(frozen=True)
@@ -381,18 +430,26 @@ class _Action:
 
 #: DoAction's table, in ListActions' order.
 _ACTIONS: dict[str, _Action] = {
-    "CreatePreparedStatement": _Action("Prepare a read-only query; returns a self-contained handle",
-                                       FlightSqlServer._create_prepared),
-    "ClosePreparedStatement": _Action("Release a prepared statement (handles hold no server state)",
-                                      FlightSqlServer._close_prepared),
+    "CreatePreparedStatement": _Action(
+        "Prepare a read-only query; returns a self-contained handle", FlightSqlServer._create_prepared
+    ),
+    "ClosePreparedStatement": _Action(
+        "Release a prepared statement (handles hold no server state)", FlightSqlServer._close_prepared
+    ),
     "CancelFlightInfo": _Action("Cancel the query of a FlightInfo", FlightSqlServer._cancel_flight_info),
-    "CancelQuery": _Action("Cancel the query of a FlightInfo (deprecated form)", FlightSqlServer._cancel_query),
+    "CancelQuery": _Action(
+        "Cancel the query of a FlightInfo (deprecated form)", FlightSqlServer._cancel_query
+    ),
     "CloseSession": _Action("End the session (no server state)", FlightSqlServer._close_session),
-    "health": _Action("Report the server's health and the catalog snapshot's age (JSON)", FlightSqlServer._health),
+    "health": _Action(
+        "Report the server's health and the catalog snapshot's age (JSON)", FlightSqlServer._health
+    ),
 }
 #: Flight SQL actions this server refuses, and why (not listed by ListActions).
 _REFUSED_ACTIONS = {
-    **dict.fromkeys(("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"), _NO_TRANSACTIONS),
+    **dict.fromkeys(
+        ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"), _NO_TRANSACTIONS
+    ),
     "CreatePreparedSubstraitPlan": "Substrait plans are not supported",
 }
 
@@ -402,14 +459,20 @@ Cancelled = QueryCancelled
 __all__ = ["Cancelled", "FlightSqlServer", "QueryCancelled", "QueryTimeout", "serve"]
 
 
-def serve(settings: LakeSettings | None = None, flight: FlightSettings | None = None, *,
-          install_signals: bool = True, **kwargs: Any) -> None:
+def serve(
+    settings: LakeSettings | None = None,
+    flight: FlightSettings | None = None,
+    *,
+    install_signals: bool = True,
+    **kwargs: Any,
+) -> None:
     """Run the endpoint until SIGINT/SIGTERM (what ``lake serve-flight`` calls)."""
     from lake_platform.settings import load_settings
 
     settings = settings or load_settings()
     server = FlightSqlServer(settings, flight, **kwargs).start()
     if install_signals:
+
         def _stop(signum: int, _frame: Any) -> None:
             log.info("signal %s: stopping the Flight SQL endpoint", signum)
             threading.Thread(target=server.stop, name="lake-flight-stop", daemon=True).start()

@@ -32,69 +32,108 @@ class FlightSettings(BaseSettings):
         env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True, frozen=True
     )
 
-    host: str = Field("127.0.0.1", description="Address to bind; a non-loopback bind needs TLS or allow_insecure.")
+    host: str = Field(
+        "127.0.0.1", description="Address to bind; a non-loopback bind needs TLS or allow_insecure."
+    )
     port: int = Field(50051, ge=0, le=65535, description="Port to bind (0 picks a free one).")
-    tls_cert_file: Path | None = Field(None, description="PEM certificate chain; with tls_key_file enables TLS.")
+    tls_cert_file: Path | None = Field(
+        None, description="PEM certificate chain; with tls_key_file enables TLS."
+    )
     tls_key_file: Path | None = Field(None, description="PEM private key for tls_cert_file.")
     allow_insecure: bool = Field(False, description="Allow a plaintext bind on a non-loopback address.")
     secret_key: str = Field(
-        "", description="One key sealing bearer tokens, tickets and prepared handles (>= 32 bytes, hex or text), "
-        f"key id {DEFAULT_KEY_ID!r}; every replica must share it. Empty (and no keys): a random key per process."
+        "",
+        description="One key sealing bearer tokens, tickets and prepared handles (>= 32 bytes, hex or text), "
+        f"key id {DEFAULT_KEY_ID!r}; every replica must share it. Empty (and no keys): a random key per "
+        "process.",
     )
     keys: str = Field(
-        "", description="Sealing keys with ids, 'kid1:hex,kid2:hex', oldest first: the last one seals, every one "
-        "opens (rotate by appending a key, then retiring the oldest). secret_key, if also set, is the oldest key."
+        "",
+        description="Sealing keys with ids, 'kid1:hex,kid2:hex', oldest first: the last one seals, every one "
+        "opens (rotate by appending a key, then retiring the oldest). secret_key, if also set, is the "
+        "oldest key.",
     )
-    token_ttl_seconds: float = Field(3600.0, gt=0, le=7 * 86400, description="Lifetime of a Handshake bearer token.")
+    token_ttl_seconds: float = Field(
+        3600.0, gt=0, le=7 * 86400, description="Lifetime of a Handshake bearer token."
+    )
     service_token_cache_seconds: float = Field(
-        30.0, ge=0, le=3600, description="How long a verified service token is trusted before it is checked again."
+        30.0,
+        ge=0,
+        le=3600,
+        description="How long a verified service token is trusted before it is checked again.",
     )
     snapshot_ttl_seconds: float = Field(5.0, gt=0, le=3600, description="Catalog snapshot refresh interval.")
     snapshot_max_stale_seconds: float = Field(
-        120.0, gt=0, description="Serve the last good snapshot this long while refreshes fail, then UNAVAILABLE."
+        120.0,
+        gt=0,
+        description="Serve the last good snapshot this long while refreshes fail, then UNAVAILABLE.",
     )
     memory_limit_bytes: int = Field(
-        1 << 30, ge=16 << 20, description="DataFusion memory pool of the process, shared by all running queries "
-        "(fair; sorts, joins and aggregates spill beyond their share)."
+        1 << 30,
+        ge=16 << 20,
+        description="DataFusion memory pool of the process, shared by all running queries "
+        "(fair; sorts, joins and aggregates spill beyond their share).",
     )
     spill_dir: Path | None = Field(None, description="Where DataFusion spills; default <home>/spill.")
     spill_compression: Literal["uncompressed", "lz4_frame", "zstd"] = Field(
-        "lz4_frame", description="Compression of DataFusion's spill files. lz4_frame costs no measurable time and "
-        "lowers a spilling sort's peak memory (measured 1.46 -> 0.96 GB on a 1.3 GB sort)."
+        "lz4_frame",
+        description="Compression of DataFusion's spill files. lz4_frame costs no measurable time and "
+        "lowers a spilling sort's peak memory (measured 1.46 -> 0.96 GB on a 1.3 GB sort).",
     )
     batch_size: int = Field(8192, ge=128, le=1 << 20, description="DataFusion batch size (rows).")
     target_partitions: int = Field(0, ge=0, le=256, description="DataFusion parallelism; 0 = number of CPUs.")
     max_concurrent_queries: int = Field(8, ge=1, le=1024, description="Streams served at once; others wait.")
     worker_threads: int = Field(
-        64, ge=2, le=4096, description="RPCs served at once (threads); the next one is refused with "
-        "RESOURCE_EXHAUSTED. Must exceed max_concurrent_queries: metadata calls need threads too.")
+        64,
+        ge=2,
+        le=4096,
+        description="RPCs served at once (threads); the next one is refused with "
+        "RESOURCE_EXHAUSTED. Must exceed max_concurrent_queries: metadata calls need threads too.",
+    )
     admission_wait_seconds: float = Field(30.0, ge=0, description="How long a query waits for a stream slot.")
     query_timeout_seconds: float = Field(
-        DEFAULT_QUERY_TIMEOUT, ge=0, le=MAX_QUERY_TIMEOUT, allow_inf_nan=False,
-        description="Wall-clock limit of planning a query (GetFlightInfo, GetSchema, DoGet's re-planning) and, "
-        "separately, of streaming its result once admitted (DoGet); past it the call ends with DEADLINE_EXCEEDED "
+        DEFAULT_QUERY_TIMEOUT,
+        ge=0,
+        le=MAX_QUERY_TIMEOUT,
+        allow_inf_nan=False,
+        description="Wall-clock limit of planning a query (GetFlightInfo, GetSchema, DoGet's re-planning) "
+        "and, "
+        "separately, of streaming its result once admitted (DoGet); past it the call ends with "
+        "DEADLINE_EXCEEDED "
         "and the query's work stops, even when the client stopped reading. 0 = no limit (only when set "
         "explicitly: queries that never end then hold their admission slot for as long as the client stays).",
     )
     max_sql_bytes: int = Field(256 * 1024, ge=1024, le=16 << 20, description="Longest accepted SQL text.")
-    max_param_bytes: int = Field(1 << 20, ge=0, le=64 << 20, description="Largest bound parameter row (Arrow bytes).")
+    max_param_bytes: int = Field(
+        1 << 20, ge=0, le=64 << 20, description="Largest bound parameter row (Arrow bytes)."
+    )
     max_ticket_tables: int = Field(64, ge=1, le=4096, description="Most table snapshots one ticket may pin.")
     max_ticket_bytes: int = Field(
-        2 << 20, ge=4096, le=64 << 20, description="Largest sealed ticket or prepared-statement handle (bytes)."
+        2 << 20,
+        ge=4096,
+        le=64 << 20,
+        description="Largest sealed ticket or prepared-statement handle (bytes).",
     )
     max_result_bytes: int = Field(
         0, ge=0, description="Largest result one query may stream (Arrow bytes); 0 = no limit."
     )
     max_message_bytes: int = Field(
-        8 << 20, ge=1 << 20, le=15 << 20, description="Split result batches above this size (ADBC's limit is 16 MiB)."
+        8 << 20,
+        ge=1 << 20,
+        le=15 << 20,
+        description="Split result batches above this size (ADBC's limit is 16 MiB).",
     )
     auth_max_failures: int = Field(5, ge=1, description="Failed logins per user name before a lockout.")
     auth_lockout_seconds: float = Field(30.0, ge=0, description="Lockout after auth_max_failures failures.")
     scan_io_buffer_bytes: int = Field(
-        64 << 20, ge=1 << 20, description="Lance's read-ahead buffer per scan (Lance's own default is 2 GiB, "
-        "which lets one fast scan buffer that much ahead of a slow client)."
+        64 << 20,
+        ge=1 << 20,
+        description="Lance's read-ahead buffer per scan (Lance's own default is 2 GiB, "
+        "which lets one fast scan buffer that much ahead of a slow client).",
     )
-    dataset_cache_size: int = Field(256, ge=0, description="Opened table versions kept (versions are immutable).")
+    dataset_cache_size: int = Field(
+        256, ge=0, description="Opened table versions kept (versions are immutable)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:
@@ -105,8 +144,10 @@ class FlightSettings(BaseSettings):
         if self.secret_key and len(self.secret_key_bytes) < 32:
             raise ValueError("secret_key: must be at least 32 bytes (64 hex digits)")
         if self.worker_threads <= self.max_concurrent_queries:
-            raise ValueError(f"worker_threads: must exceed max_concurrent_queries ({self.max_concurrent_queries}), "
-                             "or metadata calls and logins wait behind running queries")
+            raise ValueError(
+                f"worker_threads: must exceed max_concurrent_queries ({self.max_concurrent_queries}), "
+                "or metadata calls and logins wait behind running queries"
+            )
         self.sealing_keys()  # raises on a malformed LAKE_FLIGHT_KEYS
         return self
 
@@ -132,8 +173,10 @@ class FlightSettings(BaseSettings):
                 continue
             kid, sep, material = (p.strip() for p in entry.partition(":"))
             if not sep or not KEY_ID.fullmatch(kid):
-                raise ValueError("keys: each entry is 'kid:hex' with a key id of letters, digits, '.', '_', '-' "
-                                 "(at most 32)")
+                raise ValueError(
+                    "keys: each entry is 'kid:hex' with a key id of letters, digits, '.', '_', '-' "
+                    "(at most 32)"
+                )
             try:
                 key = bytes.fromhex(material)
             except ValueError:
@@ -141,8 +184,9 @@ class FlightSettings(BaseSettings):
             if len(key) < 32:
                 raise ValueError(f"keys: the key of {kid!r} must be at least 32 bytes (64 hex digits)")
             if any(kid == known for known, _ in keys):
-                raise ValueError(f"keys: key id {kid!r} appears twice (or is {DEFAULT_KEY_ID!r}, the id of "
-                                 "secret_key)")
+                raise ValueError(
+                    f"keys: key id {kid!r} appears twice (or is {DEFAULT_KEY_ID!r}, the id of secret_key)"
+                )
             keys.append((kid, key))
         return keys
 

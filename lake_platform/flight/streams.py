@@ -36,8 +36,11 @@ class Streams:
         self._settings = settings
         self._clock = clock
         self._slots = threading.BoundedSemaphore(settings.max_concurrent_queries)
-        self.time_limit = (Watchdog(settings.query_timeout_seconds, name="lake-flight-query-timeout")
-                           if settings.query_timeout_seconds else None)
+        self.time_limit = (
+            Watchdog(settings.query_timeout_seconds, name="lake-flight-query-timeout")
+            if settings.query_timeout_seconds
+            else None
+        )
         self._running: dict[str, threading.Event] = {}  # "<ticket id>/<random>" -> stop
         self._cancelled: dict[str, float] = {}  # ticket id -> its expiry (epoch seconds)
         self._lock = threading.Lock()
@@ -61,7 +64,8 @@ class Streams:
             raise Throttling(
                 f"too many queries are running: LAKE_FLIGHT_MAX_CONCURRENT_QUERIES="
                 f"{self._settings.max_concurrent_queries} reached and no slot freed within "
-                f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self._settings.admission_wait_seconds:g}; retry shortly")
+                f"LAKE_FLIGHT_ADMISSION_WAIT_SECONDS={self._settings.admission_wait_seconds:g}; retry shortly"
+            )
         stop = threading.Event()
         expired = threading.Event()
         key = f"{ticket_id}/{secrets.token_hex(4)}"

@@ -61,7 +61,9 @@ class StatementTicket:
 class Tickets:
     """Seals and opens statement tickets and prepared-statement handles."""
 
-    def __init__(self, sealer: Sealer, limits: TicketLimits, *, lifetime: float, prepared_lifetime: float) -> None:
+    def __init__(
+        self, sealer: Sealer, limits: TicketLimits, *, lifetime: float, prepared_lifetime: float
+    ) -> None:
         self.sealer = sealer
         self.limits = limits
         self.lifetime = lifetime
@@ -69,12 +71,18 @@ class Tickets:
 
     # -- statement tickets ------------------------------------------------------------------
 
-    def seal_statement(self, identity: Identity, sql: str, params: pa.RecordBatch | None,
-                       snapshots: Sequence[TableRef]) -> tuple[bytes, float]:
+    def seal_statement(
+        self, identity: Identity, sql: str, params: pa.RecordBatch | None, snapshots: Sequence[TableRef]
+    ) -> tuple[bytes, float]:
         """The ticket's bytes (the handle inside TicketStatementQuery) and its expiry (seconds)."""
         ordered = sorted(snapshots, key=lambda r: r.name)
-        claims = {**identity.claims(), "sql": sql, "prm": params_to_text(params),
-                  "snp": [r.to_json() for r in ordered], "id": secrets.token_hex(8)}
+        claims = {
+            **identity.claims(),
+            "sql": sql,
+            "prm": params_to_text(params),
+            "snp": [r.to_json() for r in ordered],
+            "id": secrets.token_hex(8),
+        }
         self._check_bounds(sql, claims["prm"], "ticket", True)
         self._check_snapshots(ordered, identity.project, True)
         blob = self.sealer.seal("ticket", claims, self.lifetime)
@@ -92,7 +100,11 @@ class Tickets:
         if caller is not None:
             check_owner(claims, caller, "ticket")
         self._check_common(claims, "ticket", False)
-        if not isinstance(claims["id"], str) or not 1 <= len(claims["id"]) <= 64 or not isinstance(claims["snp"], list):
+        if (
+            not isinstance(claims["id"], str)
+            or not 1 <= len(claims["id"]) <= 64
+            or not isinstance(claims["snp"], list)
+        ):
             raise Unauthenticated("invalid ticket")
         if len(claims["snp"]) > self.limits.max_tables:  # before parsing them
             self._check_snapshots((), claims["prj"], False, count=len(claims["snp"]))
@@ -101,28 +113,49 @@ class Tickets:
         except ValueError:
             raise Unauthenticated("invalid ticket") from None
         self._check_snapshots(snapshots, claims["prj"], False)
-        return StatementTicket(identity=Identity.from_claims(claims), sql=claims["sql"],
-                               params=params_from_text(claims["prm"], self.limits.max_param_bytes),
-                               snapshots=snapshots, ticket_id=claims["id"], issued_at_ms=claims["iat"],
-                               expires_at_ms=claims["exp"])
+        return StatementTicket(
+            identity=Identity.from_claims(claims),
+            sql=claims["sql"],
+            params=params_from_text(claims["prm"], self.limits.max_param_bytes),
+            snapshots=snapshots,
+            ticket_id=claims["id"],
+            issued_at_ms=claims["iat"],
+            expires_at_ms=claims["exp"],
+        )
 
-    def _check_snapshots(self, snapshots: Sequence[TableRef], project: str, sealing: bool, *,
-                         count: int | None = None) -> None:
+    def _check_snapshots(
+        self, snapshots: Sequence[TableRef], project: str, sealing: bool, *, count: int | None = None
+    ) -> None:
         """At most ``max_tables``, in name order, no name or incarnation twice, all in ``project``."""
         count = len(snapshots) if count is None else count
         if count > self.limits.max_tables:
-            raise InvalidInput(_limit("the query reads" if sealing else "the ticket pins", f"{count} tables",
-                                      "LAKE_FLIGHT_MAX_TICKET_TABLES", self.limits.max_tables, sealing))
+            raise InvalidInput(
+                _limit(
+                    "the query reads" if sealing else "the ticket pins",
+                    f"{count} tables",
+                    "LAKE_FLIGHT_MAX_TICKET_TABLES",
+                    self.limits.max_tables,
+                    sealing,
+                )
+            )
         if count <= 1:
             if count and not snapshots[0].name.startswith(project + "."):
-                raise Unauthenticated("invalid ticket") if not sealing else InvalidInput("invalid table snapshots")
+                raise (
+                    Unauthenticated("invalid ticket")
+                    if not sealing
+                    else InvalidInput("invalid table snapshots")
+                )
             return
         names = [r.name for r in snapshots]
-        if (any(a >= b for a, b in pairwise(names))
-                or len({r.incarnation for r in snapshots}) != len(snapshots)
-                or any(not n.startswith(project + ".") for n in names)):
+        if (
+            any(a >= b for a, b in pairwise(names))
+            or len({r.incarnation for r in snapshots}) != len(snapshots)
+            or any(not n.startswith(project + ".") for n in names)
+        ):
             # Not canonical (unsorted, duplicated) or another project's table.
-            raise Unauthenticated("invalid ticket") if not sealing else InvalidInput("invalid table snapshots")
+            raise (
+                Unauthenticated("invalid ticket") if not sealing else InvalidInput("invalid table snapshots")
+            )
 
     # -- prepared-statement handles ------------------------------------------------------
 
@@ -156,13 +189,27 @@ class Tickets:
     def _check_bounds(self, sql: str, prm: str | None, what: str, sealing: bool) -> None:
         size = len(sql.encode("utf-8", "surrogatepass"))
         if size > self.limits.max_sql_bytes:
-            raise InvalidInput(_limit(f"the {what}'s SQL is" if not sealing else "the query is", f"{size} bytes",
-                                      "LAKE_FLIGHT_MAX_SQL_BYTES", self.limits.max_sql_bytes, sealing))
+            raise InvalidInput(
+                _limit(
+                    f"the {what}'s SQL is" if not sealing else "the query is",
+                    f"{size} bytes",
+                    "LAKE_FLIGHT_MAX_SQL_BYTES",
+                    self.limits.max_sql_bytes,
+                    sealing,
+                )
+            )
         if prm is not None:
             size = len(prm) * 3 // 4
             if size > self.limits.max_param_bytes:
-                raise InvalidInput(_limit("the bound parameters are", f"{size} bytes", "LAKE_FLIGHT_MAX_PARAM_BYTES",
-                                          self.limits.max_param_bytes, sealing))
+                raise InvalidInput(
+                    _limit(
+                        "the bound parameters are",
+                        f"{size} bytes",
+                        "LAKE_FLIGHT_MAX_PARAM_BYTES",
+                        self.limits.max_param_bytes,
+                        sealing,
+                    )
+                )
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:
@@ -189,7 +236,9 @@ def params_from_text(text: Any, max_bytes: int | None = None) -> pa.RecordBatch 
     except (binascii.Error, ValueError):
         raise InvalidInput("malformed bound parameters") from None
     if max_bytes is not None and len(raw) > max_bytes:
-        raise InvalidInput(f"the bound parameters are {len(raw)} bytes, above LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}")
+        raise InvalidInput(
+            f"the bound parameters are {len(raw)} bytes, above LAKE_FLIGHT_MAX_PARAM_BYTES={max_bytes}"
+        )
     try:
         table = pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
     except Exception:  # noqa: BLE001

@@ -50,8 +50,7 @@ PURPOSES = ("bearer", "ticket", "prepared")
 #: Claims every envelope carries, set by the sealer.
 ENVELOPE_CLAIMS = frozenset({"v", "kid", "pur", "iat", "exp"})
 DEFAULT_MAX_BYTES = 2 << 20
-ROLLOUT_HINT = ("servers reading different envelope versions must not share a load balancer: "
-                "deploy blue/green")
+ROLLOUT_HINT = "servers reading different envelope versions must not share a load balancer: deploy blue/green"
 
 
 class Expired(Unauthenticated):
@@ -116,8 +115,13 @@ class Sealer:
 
     ``keys=None``: one random key for this process (envelopes die with it)."""
 
-    def __init__(self, keys: Sequence[tuple[str, bytes]] | None = None, *, clock: Callable[[], float] = time.time,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        keys: Sequence[tuple[str, bytes]] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.ephemeral = not keys
         if not keys:
             keys = [(f"eph-{secrets.token_hex(4)}", secrets.token_bytes(32))]
@@ -129,8 +133,12 @@ class Sealer:
                 raise ValueError(f"the key {kid!r} must be at least 32 bytes")
             if kid in self._keys:
                 raise ValueError(f"key id {kid!r} appears twice")
-            self._keys[kid] = {p: AESGCM(hmac.new(key, f"lake-flight/{p}/v{ENVELOPE_VERSION}".encode(),
-                                                  hashlib.sha256).digest()) for p in PURPOSES}
+            self._keys[kid] = {
+                p: AESGCM(
+                    hmac.new(key, f"lake-flight/{p}/v{ENVELOPE_VERSION}".encode(), hashlib.sha256).digest()
+                )
+                for p in PURPOSES
+            }
         self.sealing_kid = keys[-1][0]
         self.key_ids = tuple(self._keys)
         self.max_bytes = max_bytes
@@ -150,18 +158,28 @@ class Sealer:
         if clash:
             raise ValueError(f"claims may not set {sorted(clash)}")
         now = self.now_ms()
-        body = {**claims, "v": ENVELOPE_VERSION, "kid": self.sealing_kid, "pur": purpose, "iat": now,
-                "exp": now + round(ttl * 1000)}
+        body = {
+            **claims,
+            "v": ENVELOPE_VERSION,
+            "kid": self.sealing_kid,
+            "pur": purpose,
+            "iat": now,
+            "exp": now + round(ttl * 1000),
+        }
         return self._seal_body(purpose, canonical(body))
 
     def _seal_body(self, purpose: str, body: bytes) -> bytes:
         kid = self.sealing_kid.encode("ascii")
         header = bytes([ENVELOPE_VERSION, len(kid)]) + kid
         nonce = os.urandom(_NONCE)
-        blob = header + nonce + self._keys[self.sealing_kid][purpose].encrypt(nonce, body, _aad(purpose, header))
+        blob = (
+            header + nonce + self._keys[self.sealing_kid][purpose].encrypt(nonce, body, _aad(purpose, header))
+        )
         if len(blob) > self.max_bytes:
-            raise InvalidInput(f"the {_noun(purpose)} would be {len(blob)} bytes, above "
-                               f"LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}; shorten the query or its parameters")
+            raise InvalidInput(
+                f"the {_noun(purpose)} would be {len(blob)} bytes, above "
+                f"LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}; shorten the query or its parameters"
+            )
         return blob
 
     # -- open ----------------------------------------------------------------------------
@@ -178,7 +196,9 @@ class Sealer:
             raise invalid
         blob = bytes(blob)
         if len(blob) > self.max_bytes:
-            raise InvalidInput(f"the {what} is {len(blob)} bytes, above LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}")
+            raise InvalidInput(
+                f"the {what} is {len(blob)} bytes, above LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}"
+            )
         version = blob[0]
         if version != ENVELOPE_VERSION:
             raise _version_error(version, what) or invalid
@@ -188,25 +208,33 @@ class Sealer:
         if not 1 <= kid_len <= _MAX_KID or len(blob) < 2 + kid_len + _NONCE + _TAG:
             raise invalid
         try:
-            kid = blob[2:2 + kid_len].decode("ascii")
+            kid = blob[2 : 2 + kid_len].decode("ascii")
         except UnicodeDecodeError:
             raise invalid from None
         if not KEY_ID.fullmatch(kid):
             raise invalid
         keys = self._keys.get(kid)
         if keys is None:
-            raise UnknownKey(f"the {what} was sealed with unknown key id {kid!r} (a retired key, or another "
-                             "deployment's); get a new one")
-        header = blob[:2 + kid_len]
-        nonce = blob[2 + kid_len:2 + kid_len + _NONCE]
+            raise UnknownKey(
+                f"the {what} was sealed with unknown key id {kid!r} (a retired key, or another "
+                "deployment's); get a new one"
+            )
+        header = blob[: 2 + kid_len]
+        nonce = blob[2 + kid_len : 2 + kid_len + _NONCE]
         try:
-            body = keys[purpose].decrypt(nonce, blob[2 + kid_len + _NONCE:], _aad(purpose, header))
+            body = keys[purpose].decrypt(nonce, blob[2 + kid_len + _NONCE :], _aad(purpose, header))
             claims = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates)
         except Exception:  # noqa: BLE001 - InvalidTag, bad UTF-8 or JSON, duplicate keys: one answer
             raise invalid from None
-        if (not isinstance(claims, dict) or canonical(claims) != body or claims.get("v") != ENVELOPE_VERSION
-                or claims.get("kid") != kid or claims.get("pur") != purpose
-                or not _is_int(claims.get("iat")) or not _is_int(claims.get("exp"))):
+        if (
+            not isinstance(claims, dict)
+            or canonical(claims) != body
+            or claims.get("v") != ENVELOPE_VERSION
+            or claims.get("kid") != kid
+            or claims.get("pur") != purpose
+            or not _is_int(claims.get("iat"))
+            or not _is_int(claims.get("exp"))
+        ):
             raise invalid
         if claims["exp"] < self.now_ms():
             raise Expired(f"the {what} has expired")
@@ -221,7 +249,7 @@ class Sealer:
     def open_bearer(self, token: str) -> Identity:
         if not token.startswith(BEARER_PREFIX) or len(token) > 4 * self.max_bytes:
             raise Unauthenticated("invalid token")
-        text = token[len(BEARER_PREFIX):]
+        text = token[len(BEARER_PREFIX) :]
         try:
             blob = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except Exception:  # noqa: BLE001
@@ -229,7 +257,9 @@ class Sealer:
         try:
             claims = self.open("bearer", blob, what="token")
         except UnsupportedEnvelope:
-            raise Unauthenticated("the token was issued by a server of another version; authenticate again") from None
+            raise Unauthenticated(
+                "the token was issued by a server of another version; authenticate again"
+            ) from None
         except InvalidInput:
             raise Unauthenticated("invalid token") from None
         try:
@@ -243,18 +273,23 @@ def _aad(purpose: str, header: bytes) -> bytes:
 
 
 def _noun(purpose: str) -> str:
-    return {"bearer": "token", "ticket": "ticket", "prepared": "prepared statement handle"}.get(purpose, purpose)
+    return {"bearer": "token", "ticket": "ticket", "prepared": "prepared statement handle"}.get(
+        purpose, purpose
+    )
 
 
 def _version_error(version: int, what: str) -> UnsupportedEnvelope | None:
     if version in LEGACY_VERSIONS:
         return UnsupportedEnvelope(
-            f"this {what} uses envelope version {version}, which this server no longer reads (it reads version "
-            f"{ENVELOPE_VERSION}); plan the query again ({ROLLOUT_HINT})")
+            f"this {what} uses envelope version {version}, which this server no longer reads (it reads "
+            "version "
+            f"{ENVELOPE_VERSION}); plan the query again ({ROLLOUT_HINT})"
+        )
     if ENVELOPE_VERSION < version <= _NEWEST_PLAUSIBLE:
         return UnsupportedEnvelope(
             f"this {what} uses envelope version {version}, newer than this server reads (version "
-            f"{ENVELOPE_VERSION}); a newer server issued it ({ROLLOUT_HINT}); plan the query again")
+            f"{ENVELOPE_VERSION}); a newer server issued it ({ROLLOUT_HINT}); plan the query again"
+        )
     return None
 
 

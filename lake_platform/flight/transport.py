@@ -89,7 +89,9 @@ class FlightHandler(Protocol):
 
     def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]: ...
 
-    def do_put(self, call: Call, descriptor: fl.FlightDescriptor, batches: Iterator[pa.RecordBatch]) -> bytes: ...
+    def do_put(
+        self, call: Call, descriptor: fl.FlightDescriptor, batches: Iterator[pa.RecordBatch]
+    ) -> bytes: ...
 
     def do_action(self, call: Call, action: fl.Action) -> list[bytes]: ...
 
@@ -99,9 +101,19 @@ class FlightHandler(Protocol):
 class FlightTransport:
     """One grpcio server: the Flight service and the standard health service on one port."""
 
-    def __init__(self, handler: FlightHandler, auth: AuthService, *, host: str, port: int,
-                 tls: tuple[bytes, bytes] | None, worker_threads: int, max_receive_bytes: int,
-                 max_put_bytes: int, ready: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        handler: FlightHandler,
+        auth: AuthService,
+        *,
+        host: str,
+        port: int,
+        tls: tuple[bytes, bytes] | None,
+        worker_threads: int,
+        max_receive_bytes: int,
+        max_put_bytes: int,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
         """``tls``: (certificate chain, private key) in PEM. ``worker_threads`` bounds the RPCs in
         flight: grpcio refuses the next one with RESOURCE_EXHAUSTED instead of queueing it.
         ``ready``: whether calls can be served now (the health service's SERVING)."""
@@ -130,8 +142,10 @@ class FlightTransport:
                 self.port = self._server.add_insecure_port(address)
         except RuntimeError:  # grpcio's "Failed to bind": in use, or not an address of this host
             self._server.stop(None)
-            raise ServiceUnavailable(f"cannot listen on {address}: the port is in use or the address is not "
-                                     "this machine's (LAKE_FLIGHT_HOST, LAKE_FLIGHT_PORT)") from None
+            raise ServiceUnavailable(
+                f"cannot listen on {address}: the port is in use or the address is not "
+                "this machine's (LAKE_FLIGHT_HOST, LAKE_FLIGHT_PORT)"
+            ) from None
 
     def start(self) -> None:
         self._server.start()
@@ -139,7 +153,9 @@ class FlightTransport:
     def set_serving(self, serving: bool) -> None:
         """Announce (to health watchers) that the server takes calls, or is draining."""
         self.health.serving = serving
-        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for service in ("", SERVICE):
             self.health.set(service, status)
 
@@ -151,18 +167,21 @@ class FlightTransport:
 
     def _flight_handlers(self) -> grpc.GenericRpcHandler:
         # No (de)serializers: handlers see and return the raw message bytes.
-        return grpc.method_handlers_generic_handler(SERVICE, {
-            "Handshake": grpc.stream_stream_rpc_method_handler(self._handshake),
-            "ListFlights": grpc.unary_stream_rpc_method_handler(self._unimplemented("ListFlights")),
-            "GetFlightInfo": grpc.unary_unary_rpc_method_handler(self._get_flight_info),
-            "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._unimplemented("PollFlightInfo")),
-            "GetSchema": grpc.unary_unary_rpc_method_handler(self._get_schema),
-            "DoGet": grpc.unary_stream_rpc_method_handler(self._do_get),
-            "DoPut": grpc.stream_stream_rpc_method_handler(self._do_put),
-            "DoExchange": grpc.stream_stream_rpc_method_handler(self._unimplemented("DoExchange")),
-            "DoAction": grpc.unary_stream_rpc_method_handler(self._do_action),
-            "ListActions": grpc.unary_stream_rpc_method_handler(self._list_actions),
-        })
+        return grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                "Handshake": grpc.stream_stream_rpc_method_handler(self._handshake),
+                "ListFlights": grpc.unary_stream_rpc_method_handler(self._unimplemented("ListFlights")),
+                "GetFlightInfo": grpc.unary_unary_rpc_method_handler(self._get_flight_info),
+                "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._unimplemented("PollFlightInfo")),
+                "GetSchema": grpc.unary_unary_rpc_method_handler(self._get_schema),
+                "DoGet": grpc.unary_stream_rpc_method_handler(self._do_get),
+                "DoPut": grpc.stream_stream_rpc_method_handler(self._do_put),
+                "DoExchange": grpc.stream_stream_rpc_method_handler(self._unimplemented("DoExchange")),
+                "DoAction": grpc.unary_stream_rpc_method_handler(self._do_action),
+                "ListActions": grpc.unary_stream_rpc_method_handler(self._list_actions),
+            },
+        )
 
     def _call(self, context: grpc.ServicerContext) -> Call:
         identity, _ = authenticate_call(self.auth, context.invocation_metadata(), handshake=False)
@@ -201,8 +220,9 @@ class FlightTransport:
             _abort(context, exc)
         return self._stream(context, schema, batches)
 
-    def _stream(self, context: grpc.ServicerContext, schema: pa.Schema,
-                batches: Iterator[pa.RecordBatch]) -> Iterator[bytes]:
+    def _stream(
+        self, context: grpc.ServicerContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[bytes]:
         try:
             yield from read_ahead(encode_stream(schema, batches), READ_AHEAD, also_close=batches)
         except Exception as exc:  # noqa: BLE001
@@ -230,8 +250,12 @@ class FlightTransport:
             self._call(context)
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
-        return iter([proto.ActionType(type=kind, description=text).SerializeToString()
-                     for kind, text in self.handler.list_actions()])
+        return iter(
+            [
+                proto.ActionType(type=kind, description=text).SerializeToString()
+                for kind, text in self.handler.list_actions()
+            ]
+        )
 
     def _unimplemented(self, method: str) -> Callable[..., Any]:
         def handler(request: Any, context: grpc.ServicerContext) -> Any:
@@ -258,7 +282,10 @@ class _Health(health.HealthServicer):
         if request.service in ("", SERVICE):
             ok = self.serving and self.ready()
             return health_pb2.HealthCheckResponse(
-                status=health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING)
+                status=health_pb2.HealthCheckResponse.SERVING
+                if ok
+                else health_pb2.HealthCheckResponse.NOT_SERVING
+            )
         return super().Check(request, context)
 
 

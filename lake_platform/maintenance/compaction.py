@@ -54,14 +54,29 @@ def due(catalog: Catalog, name: str) -> tuple[bool, str, int, int]:
     if not policy.compact_enabled:
         return False, "compaction disabled by policy", fragments, policy.compact_min_fragments
     if fragments < policy.compact_min_fragments:
-        return False, f"{fragments} fragments, below the threshold of {policy.compact_min_fragments}", \
-            fragments, policy.compact_min_fragments
-    return True, f"{fragments} fragments, threshold {policy.compact_min_fragments}", fragments, \
-        policy.compact_min_fragments
+        return (
+            False,
+            f"{fragments} fragments, below the threshold of {policy.compact_min_fragments}",
+            fragments,
+            policy.compact_min_fragments,
+        )
+    return (
+        True,
+        f"{fragments} fragments, threshold {policy.compact_min_fragments}",
+        fragments,
+        policy.compact_min_fragments,
+    )
 
 
-def compact_table(catalog: Catalog, name: str, *, force: bool = False, workers: int | None = None,
-                  actor: str | None = None, run_id: str | None = None) -> CompactionOutcome:
+def compact_table(
+    catalog: Catalog,
+    name: str,
+    *,
+    force: bool = False,
+    workers: int | None = None,
+    actor: str | None = None,
+    run_id: str | None = None,
+) -> CompactionOutcome:
     policy = catalog.effective_policy(name).policy
     is_due, why, fragments, threshold = due(catalog, name)
     current = catalog.open_table(name).version
@@ -69,15 +84,32 @@ def compact_table(catalog: Catalog, name: str, *, force: bool = False, workers: 
         return CompactionOutcome(name, "nothing-to-do", current, why, fragments, fragments, threshold)
     planned = catalog.plan_compaction(name, target_rows_per_fragment=policy.target_rows_per_fragment)
     if not planned.tasks:
-        return CompactionOutcome(name, "nothing-to-do", planned.read_version, "no fragments to merge",
-                                 fragments, fragments, threshold)
+        return CompactionOutcome(
+            name,
+            "nothing-to-do",
+            planned.read_version,
+            "no fragments to merge",
+            fragments,
+            fragments,
+            threshold,
+        )
     workers = compaction_workers() if workers is None else max(1, workers)
     results = execute(catalog, planned, workers)
     result = catalog.commit_compaction(planned, results, actor=actor, run_id=run_id)
     after = catalog.describe_table(name).fragments
-    return CompactionOutcome(name, result.status, result.version, why, fragments, after, threshold,
-                             len(planned.tasks), min(workers, len(planned.tasks)), result.commit_id,
-                             dict(result.detail))
+    return CompactionOutcome(
+        name,
+        result.status,
+        result.version,
+        why,
+        fragments,
+        after,
+        threshold,
+        len(planned.tasks),
+        min(workers, len(planned.tasks)),
+        result.commit_id,
+        dict(result.detail),
+    )
 
 
 def execute(catalog: Catalog, planned: PlannedCompaction, workers: int) -> list[str]:
@@ -88,8 +120,10 @@ def execute(catalog: Catalog, planned: PlannedCompaction, workers: int) -> list[
     # spawn: forking a process that already runs Lance's thread pools is unsafe.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(planned.tasks)), mp_context=ctx) as pool:
-        futures = [pool.submit(run_task, settings, planned.table, planned.incarnation, planned.read_version, task)
-                   for task in planned.tasks]
+        futures = [
+            pool.submit(run_task, settings, planned.table, planned.incarnation, planned.read_version, task)
+            for task in planned.tasks
+        ]
         return [f.result() for f in futures]
 
 

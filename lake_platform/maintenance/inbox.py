@@ -88,7 +88,8 @@ class Inbox(ABC):
 
     @abstractmethod
     def list_new(self, table: str, cursor: str | None, limit: int) -> tuple[list[InboxFile], str | None]:
-        """Settled files of ``table`` after ``cursor`` (oldest first, at most ``limit``) and the new cursor."""
+        """Settled files of ``table`` after ``cursor`` (oldest first, at most ``limit``) and the new
+        cursor."""
 
     @abstractmethod
     def stat(self, key: str) -> InboxFile | None:
@@ -131,20 +132,29 @@ class LocalInbox(Inbox):
         if after is not None and folder_stat.st_mtime_ns < after[0]:
             return [], cursor  # nothing added, renamed in or removed since the cursor
         if not self._in_place(folder):  # checked only when listing: the unchanged tick stays one stat
-            log.warning("inbox folder of %s is a symbolic link to another place; its files are not ingested", table)
+            log.warning(
+                "inbox folder of %s is a symbolic link to another place; its files are not ingested", table
+            )
             return [], cursor
         settled = time.time_ns() - int(SETTLE_SECONDS * 1e9)
         found: list[tuple[int, str, InboxFile]] = []
         with os.scandir(folder) as entries:
             for entry in entries:
-                if not _wanted(entry.name) or not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
+                if not _wanted(entry.name) or not (
+                    entry.is_file(follow_symlinks=False) or entry.is_symlink()
+                ):
                     continue
                 st = entry.stat(follow_symlinks=False)
                 landed = max(st.st_ctime_ns, st.st_mtime_ns)
                 if landed > settled or (after is not None and (landed, entry.name) <= after):
                     continue
-                found.append((landed, entry.name, InboxFile(f"{table_folder(table)}/{entry.name}", st.st_size,
-                                                            st.st_mtime_ns)))
+                found.append(
+                    (
+                        landed,
+                        entry.name,
+                        InboxFile(f"{table_folder(table)}/{entry.name}", st.st_size, st.st_mtime_ns),
+                    )
+                )
         found.sort(key=lambda t: (t[0], t[1]))
         found = found[:limit]
         if not found:
@@ -184,8 +194,9 @@ class LocalInbox(Inbox):
     def in_quarantine(self, key: str) -> bool:
         folder = (self.root / QUARANTINE / key).parent
         stem = Path(key).stem
-        return folder.is_dir() and any(p.name.startswith(stem) and not p.name.endswith(".reason.txt")
-                                       for p in folder.iterdir())
+        return folder.is_dir() and any(
+            p.name.startswith(stem) and not p.name.endswith(".reason.txt") for p in folder.iterdir()
+        )
 
     def put(self, key: str, data: bytes) -> InboxFile:
         target = self.root / key
@@ -221,8 +232,12 @@ class S3Inbox(Inbox):
 
             s = self._settings
             self._client = boto3.client(
-                "s3", endpoint_url=s.s3_endpoint or None, region_name=s.s3_region or None,
-                aws_access_key_id=s.s3_access_key_id or None, aws_secret_access_key=s.s3_secret_access_key or None)
+                "s3",
+                endpoint_url=s.s3_endpoint or None,
+                region_name=s.s3_region or None,
+                aws_access_key_id=s.s3_access_key_id or None,
+                aws_secret_access_key=s.s3_secret_access_key or None,
+            )
         return self._client
 
     def list_new(self, table: str, cursor: str | None, limit: int) -> tuple[list[InboxFile], str | None]:
@@ -232,20 +247,30 @@ class S3Inbox(Inbox):
         start_after = cursor or ""
         last = cursor
         while len(out) < limit:
-            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": base, "Delimiter": "/",
-                                      "MaxKeys": min(1000, max(1, limit - len(out)))}
+            kwargs: dict[str, Any] = {
+                "Bucket": self.bucket,
+                "Prefix": base,
+                "Delimiter": "/",
+                "MaxKeys": min(1000, max(1, limit - len(out))),
+            }
             if start_after:
                 kwargs["StartAfter"] = start_after
             page = self.client.list_objects_v2(**kwargs)
             contents = page.get("Contents", [])
             for obj in contents:
-                name = obj["Key"][len(base):]
+                name = obj["Key"][len(base) :]
                 if obj["LastModified"].timestamp() > settled:
                     return out, last  # not settled: stop here so the cursor never passes it
                 last = obj["Key"]
                 if _wanted(name):
-                    out.append(InboxFile(obj["Key"][len(self.prefix):], int(obj["Size"]),
-                                         int(obj["LastModified"].timestamp() * 1e9), obj.get("ETag", "").strip('"')))
+                    out.append(
+                        InboxFile(
+                            obj["Key"][len(self.prefix) :],
+                            int(obj["Size"]),
+                            int(obj["LastModified"].timestamp() * 1e9),
+                            obj.get("ETag", "").strip('"'),
+                        )
+                    )
             if not page.get("IsTruncated") or not contents:
                 break
             start_after = contents[-1]["Key"]
@@ -260,8 +285,12 @@ class S3Inbox(Inbox):
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise
-        return InboxFile(key, int(head["ContentLength"]), int(head["LastModified"].timestamp() * 1e9),
-                         head.get("ETag", "").strip('"'))
+        return InboxFile(
+            key,
+            int(head["ContentLength"]),
+            int(head["LastModified"].timestamp() * 1e9),
+            head.get("ETag", "").strip('"'),
+        )
 
     @contextmanager
     def local_copy(self, file: InboxFile) -> Iterator[Path]:
@@ -272,10 +301,16 @@ class S3Inbox(Inbox):
 
     def quarantine(self, file: InboxFile, reason: str) -> str:
         target = f"{QUARANTINE}/{file.key}"
-        self.client.copy_object(Bucket=self.bucket, Key=self.prefix + target,
-                                CopySource={"Bucket": self.bucket, "Key": self.prefix + file.key})
-        self.client.put_object(Bucket=self.bucket, Key=self.prefix + target + ".reason.txt",
-                               Body=(reason.rstrip() + "\n").encode())
+        self.client.copy_object(
+            Bucket=self.bucket,
+            Key=self.prefix + target,
+            CopySource={"Bucket": self.bucket, "Key": self.prefix + file.key},
+        )
+        self.client.put_object(
+            Bucket=self.bucket,
+            Key=self.prefix + target + ".reason.txt",
+            Body=(reason.rstrip() + "\n").encode(),
+        )
         self.client.delete_object(Bucket=self.bucket, Key=self.prefix + file.key)
         return target
 

@@ -72,8 +72,16 @@ def file_marker_id(table: str, f: InboxFile) -> str:
 
 def _file_markers(table: str, files: list[InboxFile], commit_id: str, incarnation: str) -> list[CommitMarker]:
     """One marker per file, landing in the batch's own commit (never one without the other)."""
-    return [CommitMarker(commit_id=file_marker_id(table, f), target=table, operation="ingest-file",
-                         incarnation=incarnation, part_of=commit_id) for f in files]
+    return [
+        CommitMarker(
+            commit_id=file_marker_id(table, f),
+            target=table,
+            operation="ingest-file",
+            incarnation=incarnation,
+            part_of=commit_id,
+        )
+        for f in files
+    ]
 
 
 def _ingested_at(catalog: Catalog, marker: CommitMarker) -> int | None:
@@ -83,8 +91,16 @@ def _ingested_at(catalog: Catalog, marker: CommitMarker) -> int | None:
     return batch.to_version if batch is not None else None
 
 
-def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFile], *,
-                 actor: str | None = None, run_id: str | None = None, fault: Fault | None = None) -> IngestOutcome:
+def ingest_batch(
+    catalog: Catalog,
+    inbox: Inbox,
+    table: str,
+    files: list[InboxFile],
+    *,
+    actor: str | None = None,
+    run_id: str | None = None,
+    fault: Fault | None = None,
+) -> IngestOutcome:
     from lake_platform import sources
     from lake_platform.catalog.arrow_io import schema_from_ipc
 
@@ -97,7 +113,11 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
     outcome = IngestOutcome(table, commit_id, "nothing-to-do")
     marker = catalog.commit_landed(commit_id)
     if marker is not None:
-        outcome.status, outcome.from_version, outcome.version = "replayed", marker.from_version, marker.to_version
+        outcome.status, outcome.from_version, outcome.version = (
+            "replayed",
+            marker.from_version,
+            marker.to_version,
+        )
         outcome.files = [f.identity() for f in files]
         return outcome
 
@@ -108,9 +128,13 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
             reason = "quarantined earlier" if inbox.in_quarantine(f.key) else "gone from the inbox"
             outcome.skipped.append({"key": f.key, "reason": reason})
         elif (now.size, now.mtime_ns, now.etag) != (f.size, f.mtime_ns, f.etag):
-            outcome.skipped.append({"key": f.key, "reason": "changed since it was listed; it will be listed again"})
+            outcome.skipped.append(
+                {"key": f.key, "reason": "changed since it was listed; it will be listed again"}
+            )
         elif (earlier := catalog.commit_landed(file_marker_id(table, f))) is not None:
-            outcome.skipped.append({"key": f.key, "reason": f"already ingested (version {_ingested_at(catalog, earlier)})"})
+            outcome.skipped.append(
+                {"key": f.key, "reason": f"already ingested (version {_ingested_at(catalog, earlier)})"}
+            )
         else:
             pending.append(f)
 
@@ -138,12 +162,19 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
             state: dict[str, Any] = {}
             stream = pa.RecordBatchReader.from_batches(target, _chain(readers, state))
             try:
-                result = catalog.append(table, stream, actor=actor, run_id=run_id, commit_id=commit_id,
-                                        detail={"inbox": inbox.location,
-                                                "files": [f.identity() for f, _ in readers],
-                                                "quarantined": [q["key"] for q in outcome.quarantined]},
-                                        markers=_file_markers(table, [f for f, _ in readers], commit_id,
-                                                              record.incarnation))
+                result = catalog.append(
+                    table,
+                    stream,
+                    actor=actor,
+                    run_id=run_id,
+                    commit_id=commit_id,
+                    detail={
+                        "inbox": inbox.location,
+                        "files": [f.identity() for f, _ in readers],
+                        "quarantined": [q["key"] for q in outcome.quarantined],
+                    },
+                    markers=_file_markers(table, [f for f, _ in readers], commit_id, record.incarnation),
+                )
             except (InvalidInput, TableSchemaValidationError) as exc:
                 bad = state.get("failed")
                 if bad is None or catalog.commit_landed(commit_id) is not None:
@@ -160,7 +191,9 @@ def ingest_batch(catalog: Catalog, inbox: Inbox, table: str, files: list[InboxFi
             return outcome
 
 
-def _chain(readers: list[tuple[InboxFile, pa.RecordBatchReader]], state: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+def _chain(
+    readers: list[tuple[InboxFile, pa.RecordBatchReader]], state: dict[str, Any]
+) -> Iterator[pa.RecordBatch]:
     for f, reader in readers:
         state["current"] = f
         try:

@@ -206,7 +206,9 @@ def _gate(catalog: Catalog, warehouse: str, min_age: timedelta | None) -> timede
     return min_age
 
 
-def _scan(catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta, now: float | None) -> _FolderScan:
+def _scan(
+    catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta, now: float | None
+) -> _FolderScan:
     started = time.monotonic()
     now = catalog.clock.wall_ms() / 1000 if now is None else now
     known = _known(catalog)
@@ -230,20 +232,42 @@ def _scan(catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta,
         if age < gate or _being_written(catalog, incarnation):
             young += 1
             continue
-        candidates[location] = OrphanFolder(path=rel, location=location, incarnation=incarnation, files=files,
-                                            bytes=size, age_seconds=round(age, 1))
+        candidates[location] = OrphanFolder(
+            path=rel,
+            location=location,
+            incarnation=incarnation,
+            files=files,
+            bytes=size,
+            age_seconds=round(age, 1),
+        )
     orphans = [candidates[k] for k in sorted(candidates)]
     report = FolderReport(
-        warehouse=str(wname), root=root, at_ms=int(now * 1000), min_age_seconds=gate, folders_listed=listed,
-        table_folders=len(folders), folders_known=known_count, folders_young=young, folders_empty=empty, orphan_count=len(orphans),
-        orphan_bytes=sum(o.bytes for o in orphans), orphans=orphans[:MAX_LISTED],
-        truncated=len(orphans) > MAX_LISTED, scan_seconds=round(time.monotonic() - started, 3),
+        warehouse=str(wname),
+        root=root,
+        at_ms=int(now * 1000),
+        min_age_seconds=gate,
+        folders_listed=listed,
+        table_folders=len(folders),
+        folders_known=known_count,
+        folders_young=young,
+        folders_empty=empty,
+        orphan_count=len(orphans),
+        orphan_bytes=sum(o.bytes for o in orphans),
+        orphans=orphans[:MAX_LISTED],
+        truncated=len(orphans) > MAX_LISTED,
+        scan_seconds=round(time.monotonic() - started, 3),
     )
     return _FolderScan(report, candidates)
 
 
-def scan_folders(catalog: Catalog, warehouse: str, *, min_age: timedelta | None = None, now: float | None = None,
-                 principal: Principal | None = None) -> FolderReport:
+def scan_folders(
+    catalog: Catalog,
+    warehouse: str,
+    *,
+    min_age: timedelta | None = None,
+    now: float | None = None,
+    principal: Principal | None = None,
+) -> FolderReport:
     """Report the table folders of ``warehouse`` that neither registry nor trash names (deletes
     nothing). ``min_age`` defaults to the warehouse's effective ``orphan_min_age``, at least 1h."""
     who = catalog._who(principal)
@@ -251,13 +275,26 @@ def scan_folders(catalog: Catalog, warehouse: str, *, min_age: timedelta | None 
     return _scan(catalog, wname, root, _gate(catalog, str(wname), min_age), now).report
 
 
-def commit_folder_report(catalog: Catalog, report: FolderReport, *, actor: str | None = None,
-                         run_id: str | None = None) -> str:
+def commit_folder_report(
+    catalog: Catalog, report: FolderReport, *, actor: str | None = None, run_id: str | None = None
+) -> str:
     """Store the report plus a commit-log entry on the warehouse, in one transaction."""
     key = keys.report(REPORT_KIND, report.warehouse, report.at_ms)
-    entry = Log(report.warehouse, "orphan-folder-scan", actor, run_id=run_id, at_ms=report.at_ms, marker=False,
-                detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
-                        "table_folders": report.table_folders, "folders_listed": report.folders_listed})
+    entry = Log(
+        report.warehouse,
+        "orphan-folder-scan",
+        actor,
+        run_id=run_id,
+        at_ms=report.at_ms,
+        marker=False,
+        detail={
+            "report": key,
+            "orphans": report.orphan_count,
+            "orphan_bytes": report.orphan_bytes,
+            "table_folders": report.table_folders,
+            "folders_listed": report.folders_listed,
+        },
+    )
     catalog.record_event(entry, ops=[Put(key, report.encode(), ABSENT)])
     return key
 
@@ -267,9 +304,16 @@ class FolderReclaimResult(ReclaimOutcome):
     warehouse: str = field(kw_only=True)
 
 
-def reclaim_folders(catalog: Catalog, warehouse: str, older_than: timedelta, *, actor: str | None = None,
-                    run_id: str | None = None, limit: int | None = None,
-                    principal: Principal | None = None) -> FolderReclaimResult:
+def reclaim_folders(
+    catalog: Catalog,
+    warehouse: str,
+    older_than: timedelta,
+    *,
+    actor: str | None = None,
+    run_id: str | None = None,
+    limit: int | None = None,
+    principal: Principal | None = None,
+) -> FolderReclaimResult:
     """Delete the unknown table folders of ``warehouse`` older than ``older_than`` (at least 1h),
     each re-verified under its incarnation's write lease; ends in one commit-log entry."""
     from lake_platform.engine import lance_engine as engine
@@ -302,17 +346,29 @@ def reclaim_folders(catalog: Catalog, warehouse: str, older_than: timedelta, *, 
                     continue
                 lease.check()
                 engine.remove_table(location, storage)
-                result.deleted.append({"path": folder.path, "incarnation": folder.incarnation, "files": files,
-                                       "bytes": size})
+                result.deleted.append(
+                    {"path": folder.path, "incarnation": folder.incarnation, "files": files, "bytes": size}
+                )
                 result.bytes_deleted += size
         except LeaseUnavailable:
             result.kept.append({"path": folder.path, "reason": "being written (its write lease is held)"})
             continue
         catalog.gate.forget(folder.incarnation)  # the released lease record is a leftover now
-    entry = Log(str(wname), "orphan-folder-reclaim", catalog._actor(actor, who), run_id=run_id, marker=False,
-                files_removed=sum(d["files"] for d in result.deleted), bytes_removed=result.bytes_deleted,
-                detail={"older_than_seconds": gate, "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
-                        "truncated": len(result.deleted) > MAX_LISTED, "kept": result.kept[:50]})
+    entry = Log(
+        str(wname),
+        "orphan-folder-reclaim",
+        catalog._actor(actor, who),
+        run_id=run_id,
+        marker=False,
+        files_removed=sum(d["files"] for d in result.deleted),
+        bytes_removed=result.bytes_deleted,
+        detail={
+            "older_than_seconds": gate,
+            "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
+            "truncated": len(result.deleted) > MAX_LISTED,
+            "kept": result.kept[:50],
+        },
+    )
     result.commit_id = catalog.record_event(entry)
     return result
 
@@ -321,7 +377,9 @@ def warehouses(catalog: Catalog) -> list[str]:
     """Every registered warehouse (``project.warehouse``), in key order."""
     from lake_platform.registry.records import WarehouseRecord
 
-    return [decode(WarehouseRecord, i.value, i.key).name for i in catalog.store.scan_prefix(keys.warehouses())]
+    return [
+        decode(WarehouseRecord, i.value, i.key).name for i in catalog.store.scan_prefix(keys.warehouses())
+    ]
 
 
 def latest_folder_report(catalog: Catalog, warehouse: str) -> FolderReport | None:

@@ -118,7 +118,7 @@ def _manifest_rel(location: str, manifest_path: str) -> str | None:
     root = root.strip("/")
     path = manifest_path.lstrip("/")
     if path.startswith(root + "/"):
-        return path[len(root) + 1:]
+        return path[len(root) + 1 :]
     if "/_versions/" in "/" + path:
         return "_versions/" + ("/" + path).split("/_versions/", 1)[1]
     return None
@@ -143,7 +143,10 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
     storage = catalog.settings.storage_options(location)
 
     # 1. The registry: live versions and their manifests (staging paths included).
-    versions = [decode(VersionRecord, i.value, i.key) for i in catalog.store.scan_prefix(keys.versions(record.incarnation))]
+    versions = [
+        decode(VersionRecord, i.value, i.key)
+        for i in catalog.store.scan_prefix(keys.versions(record.incarnation))
+    ]
     live = {v.version for v in versions}
     live_manifests = {rel for v in versions if (rel := _manifest_rel(location, v.manifest_path))}
     live_manifests |= {_canonical(v) for v in live}
@@ -166,14 +169,19 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
 
     # 3. Storage, listed last.
     listing = list(engine.list_files(location, storage))
-    branches = sorted(f.path.removeprefix("_refs/branches/").removesuffix(".json")
-                      for f in listing if f.path.startswith("_refs/branches/") and f.path.endswith(".json"))
+    branches = sorted(
+        f.path.removeprefix("_refs/branches/").removesuffix(".json")
+        for f in listing
+        if f.path.startswith("_refs/branches/") and f.path.endswith(".json")
+    )
     for branch in branches:
         try:
             refs.update(refs_mod.branch_files(location, branch, storage))
         except Exception as exc:
             # A branch we cannot read might reference anything: report nothing rather than guess.
-            raise Internal(f"cannot read branch {branch!r} of {name}: {str(exc).splitlines()[0][:300]}") from exc
+            raise Internal(
+                f"cannot read branch {branch!r} of {name}: {str(exc).splitlines()[0][:300]}"
+            ) from exc
 
     live_data = {p for p in refs.files if p.endswith(".lance")}
     now = time.time() if now is None else now
@@ -192,13 +200,26 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
         candidates[entry.path] = (entry.size, mtime)
     orphans = sorted(candidates.items())
     report = OrphanReport(
-        table=str(record.name), incarnation=record.incarnation, location=location, at_ms=int(now * 1000),
-        current_version=record.current_version, min_age_seconds=min_age_s, live_versions=len(live),
-        tagged_versions=sorted(tagged_main), branches=branches, files_scanned=len(listing),
-        files_live=counts["live"], files_young=counts["young"], files_unknown=counts["unknown"],
-        orphan_count=len(orphans), orphan_bytes=sum(size for size, _ in candidates.values()),
-        orphans=[OrphanFile(path=p, bytes=s, age_seconds=round(now - m, 1)) for p, (s, m) in orphans[:MAX_LISTED]],
-        truncated=len(orphans) > MAX_LISTED, scan_seconds=round(time.monotonic() - started, 3),
+        table=str(record.name),
+        incarnation=record.incarnation,
+        location=location,
+        at_ms=int(now * 1000),
+        current_version=record.current_version,
+        min_age_seconds=min_age_s,
+        live_versions=len(live),
+        tagged_versions=sorted(tagged_main),
+        branches=branches,
+        files_scanned=len(listing),
+        files_live=counts["live"],
+        files_young=counts["young"],
+        files_unknown=counts["unknown"],
+        orphan_count=len(orphans),
+        orphan_bytes=sum(size for size, _ in candidates.values()),
+        orphans=[
+            OrphanFile(path=p, bytes=s, age_seconds=round(now - m, 1)) for p, (s, m) in orphans[:MAX_LISTED]
+        ],
+        truncated=len(orphans) > MAX_LISTED,
+        scan_seconds=round(time.monotonic() - started, 3),
     )
     return _Scan(report, candidates)
 
@@ -226,7 +247,9 @@ def _classify(rel: str, refs: Any, live_manifests: set[str], live_data: set[str]
     return "candidate"
 
 
-def scan(catalog: Catalog, name: str, *, min_age: timedelta | None = None, now: float | None = None) -> OrphanReport:
+def scan(
+    catalog: Catalog, name: str, *, min_age: timedelta | None = None, now: float | None = None
+) -> OrphanReport:
     """Find orphans under one table's location (reports only; deletes nothing).
 
     ``min_age`` defaults to the table's effective policy ``orphan_min_age`` and never goes below 1h.
@@ -238,19 +261,33 @@ def scan(catalog: Catalog, name: str, *, min_age: timedelta | None = None, now: 
     return _scan(catalog, name, min_age, now).report
 
 
-def commit_report(catalog: Catalog, report: OrphanReport, *, actor: str | None = None,
-                  run_id: str | None = None) -> str:
+def commit_report(
+    catalog: Catalog, report: OrphanReport, *, actor: str | None = None, run_id: str | None = None
+) -> str:
     """Store the report as a versioned record plus a commit-log entry, in one transaction;
     prune reports beyond the newest ``KEEP_REPORTS``. Returns the report key."""
     key = keys.report("orphans", report.table, report.at_ms)
-    entry = Log(report.table, "orphan-scan", actor, run_id=run_id, at_ms=report.at_ms, incarnation=report.incarnation,
-                from_version=report.current_version, to_version=report.current_version, marker=False,
-                detail={"report": key, "orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes,
-                        "files_scanned": report.files_scanned})
+    entry = Log(
+        report.table,
+        "orphan-scan",
+        actor,
+        run_id=run_id,
+        at_ms=report.at_ms,
+        incarnation=report.incarnation,
+        from_version=report.current_version,
+        to_version=report.current_version,
+        marker=False,
+        detail={
+            "report": key,
+            "orphans": report.orphan_count,
+            "orphan_bytes": report.orphan_bytes,
+            "files_scanned": report.files_scanned,
+        },
+    )
     old = list(catalog.store.scan_prefix(_report_prefix(report.table)))
     ops: list[Op] = [Put(key, report.encode(), ABSENT)]
     excess = max(0, len(old) + 1 - KEEP_REPORTS)
-    ops += [Delete(i.key, i.revision) for i in old[:min(excess, 90)]]
+    ops += [Delete(i.key, i.revision) for i in old[: min(excess, 90)]]
     catalog.record_event(entry, ops=ops)
     return key
 
@@ -265,8 +302,15 @@ class ReclaimResult(ReclaimOutcome):
     table: str = field(kw_only=True)
 
 
-def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | None = None,
-            run_id: str | None = None, limit: int | None = None) -> ReclaimResult:
+def reclaim(
+    catalog: Catalog,
+    name: str,
+    older_than: timedelta,
+    *,
+    actor: str | None = None,
+    run_id: str | None = None,
+    limit: int | None = None,
+) -> ReclaimResult:
     """Delete orphans older than ``older_than`` (at least 1h), re-verified one by one.
 
     Holds the table's write lease throughout, so no catalog commit can add a reference
@@ -304,12 +348,24 @@ def reclaim(catalog: Catalog, name: str, older_than: timedelta, *, actor: str | 
             if refs_mod.delete(location, rel, storage):
                 result.deleted.append({"path": rel, "bytes": size, "age_seconds": round(now - mtime, 1)})
                 result.bytes_deleted += size
-        entry = Log(str(tname), "orphan-reclaim", actor, run_id=run_id, incarnation=record.incarnation,
-                    from_version=found.report.current_version, to_version=found.report.current_version,
-                    files_removed=len(result.deleted), bytes_removed=result.bytes_deleted, marker=False,
-                    detail={"older_than_seconds": older_than.total_seconds(),
-                            "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
-                            "truncated": len(result.deleted) > MAX_LISTED, "kept": result.kept[:50]})
+        entry = Log(
+            str(tname),
+            "orphan-reclaim",
+            actor,
+            run_id=run_id,
+            incarnation=record.incarnation,
+            from_version=found.report.current_version,
+            to_version=found.report.current_version,
+            files_removed=len(result.deleted),
+            bytes_removed=result.bytes_deleted,
+            marker=False,
+            detail={
+                "older_than_seconds": older_than.total_seconds(),
+                "deleted": [d["path"] for d in result.deleted[:MAX_LISTED]],
+                "truncated": len(result.deleted) > MAX_LISTED,
+                "kept": result.kept[:50],
+            },
+        )
         result.commit_id = catalog.record_event(entry, lease=lease)
     return result
 

@@ -33,12 +33,15 @@ def conformer(actual: pa.Schema, target: pa.Schema) -> Callable[[pa.RecordBatch]
     def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
         for i in strict:
             if batch.column(i).null_count:
-                raise Internal(f"column {target.field(i).name} produced nulls although the plan says it cannot")
+                raise Internal(
+                    f"column {target.field(i).name} produced nulls although the plan says it cannot"
+                )
         if same_types:
             return pa.RecordBatch.from_arrays(batch.columns, schema=target)
         return pa.RecordBatch.from_arrays(
             [c if c.type == t.type else c.cast(t.type) for c, t in zip(batch.columns, target, strict=True)],
-            schema=target)
+            schema=target,
+        )
 
     return conform
 

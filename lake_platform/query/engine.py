@@ -46,11 +46,18 @@ class QueryEngine:
         # One builder for every context: they share its memory pool (an Arc inside the builder),
         # so the pool bounds the process, not each query. Each context's disk manager spills
         # into the same folder.
-        self.runtime = (RuntimeEnvBuilder().with_fair_spill_pool(self.limits.memory_limit_bytes)
-                        .with_disk_manager_specified(str(self._spill_dir)))
-        config = (SessionConfig().with_batch_size(self.limits.batch_size).with_information_schema(False)
-                  .with_create_default_catalog_and_schema(True)
-                  .set("datafusion.execution.spill_compression", self.limits.spill_compression))
+        self.runtime = (
+            RuntimeEnvBuilder()
+            .with_fair_spill_pool(self.limits.memory_limit_bytes)
+            .with_disk_manager_specified(str(self._spill_dir))
+        )
+        config = (
+            SessionConfig()
+            .with_batch_size(self.limits.batch_size)
+            .with_information_schema(False)
+            .with_create_default_catalog_and_schema(True)
+            .set("datafusion.execution.spill_compression", self.limits.spill_compression)
+        )
         if self.limits.target_partitions:
             config = config.with_target_partitions(self.limits.target_partitions)
         self._config = config
@@ -89,18 +96,33 @@ class QueryEngine:
     def context(self) -> SessionContext:
         return SessionContext(self._config, self.runtime)
 
-    def plan(self, sql: str, view: ProjectView, params: pa.RecordBatch | None = None, *,
-             prepare: bool = False) -> PlannedQuery:
+    def plan(
+        self, sql: str, view: ProjectView, params: pa.RecordBatch | None = None, *, prepare: bool = False
+    ) -> PlannedQuery:
         """Plan against the snapshot's current versions, capturing each table it reads.
 
         ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
         resolver = Resolver.over_view(self._open_table, self.limits, view)
         namespaces = set(view.namespaces)
-        return planner.plan_in(self.context, sql, list(view.warehouses), resolver, self.limits, params, prepare,
-                               lambda wh, ns: (wh, ns) in namespaces)
+        return planner.plan_in(
+            self.context,
+            sql,
+            list(view.warehouses),
+            resolver,
+            self.limits,
+            params,
+            prepare,
+            lambda wh, ns: (wh, ns) in namespaces,
+        )
 
-    def plan_pinned(self, sql: str, refs: tuple[TableRef, ...], params: pa.RecordBatch | None = None, *,
-                    is_dropped: Callable[[str], bool] | None = None) -> PlannedQuery:
+    def plan_pinned(
+        self,
+        sql: str,
+        refs: tuple[TableRef, ...],
+        params: pa.RecordBatch | None = None,
+        *,
+        is_dropped: Callable[[str], bool] | None = None,
+    ) -> PlannedQuery:
         """Plan against exactly ``refs`` (from a ticket): nothing else is visible, and the
         query must read exactly these snapshots.
 
@@ -123,8 +145,9 @@ class QueryEngine:
 
     # -- execution -----------------------------------------------------------------------
 
-    def stream(self, planned: PlannedQuery,
-               cancelled: Callable[[], bool] = lambda: False) -> Iterator[pa.RecordBatch]:
+    def stream(
+        self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[pa.RecordBatch]:
         """Batches of the result (see :func:`lake_platform.query.stream.stream`)."""
         return stream(planned, self.limits, cancelled)
 

@@ -48,13 +48,16 @@ def timed_out(limits: QueryLimits, doing: str = "the query") -> QueryTimeout:
 
 
 def too_large(limits: QueryLimits) -> ResultTooLarge:
-    return ResultTooLarge(f"the result is larger than {limits.named('max_result_bytes')}; narrow the query or "
-                          "add a LIMIT")
+    return ResultTooLarge(
+        f"the result is larger than {limits.named('max_result_bytes')}; narrow the query or add a LIMIT"
+    )
 
 
 def gone(ref: TableRef) -> TableVersionNotFound:
-    return TableVersionNotFound(f"version {ref.version} of {ref.sql_name} is no longer available "
-                                "(cleaned up or dropped); run the query again")
+    return TableVersionNotFound(
+        f"version {ref.version} of {ref.sql_name} is no longer available "
+        "(cleaned up or dropped); run the query again"
+    )
 
 
 def is_missing(exc: BaseException) -> bool:
@@ -66,8 +69,16 @@ def is_missing(exc: BaseException) -> bool:
 def clean_message(exc: BaseException, limit: int = 400) -> str:
     """First line of a DataFusion/Lance message, without prefixes, paths or URLs."""
     text = str(exc).strip()
-    for prefix in ("DataFusion error: ", "Error during planning: ", "Execution error: ", "External error: ",
-                   "SQL error: ", "Schema error: ", "This feature is not implemented: ", "Optimizer rule"):
+    for prefix in (
+        "DataFusion error: ",
+        "Error during planning: ",
+        "Execution error: ",
+        "External error: ",
+        "SQL error: ",
+        "Schema error: ",
+        "This feature is not implemented: ",
+        "Optimizer rule",
+    ):
         text = text.replace(prefix, "")
     text = text.splitlines()[0] if text else type(exc).__name__
     text = _PATHISH.sub("<path>", text)
@@ -93,29 +104,54 @@ def planning_error(exc: BaseException, limits: QueryLimits | None = None) -> Lak
 
 def _out_of_memory(exc: BaseException, limits: QueryLimits | None) -> Throttling:
     pool = limits.named("memory_limit_bytes") if limits is not None else "memory_limit_bytes"
-    return Throttling(f"the query needs more memory than {pool} allows, even spilling to "
-                      f"disk (the pool is shared by all running queries): {clean_message(exc)}")
+    return Throttling(
+        f"the query needs more memory than {pool} allows, even spilling to "
+        f"disk (the pool is shared by all running queries): {clean_message(exc)}"
+    )
 
 
-def execution_error(exc: BaseException, limits: QueryLimits | None = None,
-                    refs: tuple[TableRef, ...] = ()) -> LakeError:
+def execution_error(
+    exc: BaseException, limits: QueryLimits | None = None, refs: tuple[TableRef, ...] = ()
+) -> LakeError:
     if isinstance(exc, LakeError):
         return exc
     text = str(exc)
     if "Resources exhausted" in text:
         return _out_of_memory(exc, limits)
-    if any(s in text for s in ("Arrow error: Divide by zero", "Cast error", "Invalid argument", "Compute error",
-                               "Arithmetic overflow", "Overflow")):
+    if any(
+        s in text
+        for s in (
+            "Arrow error: Divide by zero",
+            "Cast error",
+            "Invalid argument",
+            "Compute error",
+            "Arithmetic overflow",
+            "Overflow",
+        )
+    ):
         return InvalidInput(clean_message(exc))
     if "not found" in text.lower() and ("object" in text.lower() or "file" in text.lower()):
         # Files vanished under a running scan (cleaned up or purged meanwhile): name the
         # snapshots the query reads, as the check before the scan would have.
         which = ", ".join(f"version {r.version} of {r.sql_name}" for r in refs[:5])
-        return TableVersionNotFound(f"a table version this query reads ({which}) is no longer available" if which
-                                    else "a table version this query reads is no longer available")
+        return TableVersionNotFound(
+            f"a table version this query reads ({which}) is no longer available"
+            if which
+            else "a table version this query reads is no longer available"
+        )
     log.warning("query failed: %s", exc)
     return Internal(f"the query failed: {clean_message(exc)}")
 
 
-__all__ = ["QueryCancelled", "QueryTimeout", "ResultTooLarge", "clean_message", "execution_error", "gone",
-           "is_missing", "planning_error", "timed_out", "too_large"]
+__all__ = [
+    "QueryCancelled",
+    "QueryTimeout",
+    "ResultTooLarge",
+    "clean_message",
+    "execution_error",
+    "gone",
+    "is_missing",
+    "planning_error",
+    "timed_out",
+    "too_large",
+]

@@ -39,15 +39,23 @@ class PinnedNamespace(LanceNamespace):
         self._check(request)
         version = _field(request, "version")
         if version is not None and int(version) != self.ref.version:
-            raise ns_errors.TableVersionNotFoundError(f"{self.ref.name} is pinned at version {self.ref.version}")
-        return DescribeTableResponse(location=self.ref.location, managed_versioning=True, version=self.ref.version,
-                                     storage_options=self.storage_options)
+            raise ns_errors.TableVersionNotFoundError(
+                f"{self.ref.name} is pinned at version {self.ref.version}"
+            )
+        return DescribeTableResponse(
+            location=self.ref.location,
+            managed_versioning=True,
+            version=self.ref.version,
+            storage_options=self.storage_options,
+        )
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check(request)
         version = _field(request, "version")
         if version is not None and int(version) != self.ref.version:
-            raise ns_errors.TableVersionNotFoundError(f"{self.ref.name} is pinned at version {self.ref.version}")
+            raise ns_errors.TableVersionNotFoundError(
+                f"{self.ref.name} is pinned at version {self.ref.version}"
+            )
         return DescribeTableVersionResponse(version=self._version())
 
     def list_table_versions(self, request: Any) -> ListTableVersionsResponse:
@@ -55,9 +63,13 @@ class PinnedNamespace(LanceNamespace):
         return ListTableVersionsResponse(versions=[self._version()])
 
     def _version(self) -> TableVersion:
-        return TableVersion(version=self.ref.version, manifest_path=self.ref.manifest_path,
-                            manifest_size=self.ref.manifest_size, e_tag=self.ref.e_tag,
-                            timestamp_millis=self.ref.committed_at_ms)
+        return TableVersion(
+            version=self.ref.version,
+            manifest_path=self.ref.manifest_path,
+            manifest_size=self.ref.manifest_size,
+            e_tag=self.ref.e_tag,
+            timestamp_millis=self.ref.committed_at_ms,
+        )
 
 
 def _field(request: Any, name: str) -> Any:

@@ -19,7 +19,13 @@ import pyarrow as pa
 from datafusion import SessionContext, SQLOptions
 from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 
-from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, TableNotFound, TableVersionNotFound
+from lake_platform.errors import (
+    InvalidInput,
+    LakeError,
+    ServiceUnavailable,
+    TableNotFound,
+    TableVersionNotFound,
+)
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.limits import QueryLimits
@@ -27,11 +33,29 @@ from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 
 #: Plan roots a reader may execute (checked after DataFusion's own SQLOptions).
-ALLOWED_ROOTS = frozenset({
-    "Projection", "Filter", "Window", "Aggregate", "Sort", "Join", "Repartition", "Union", "TableScan",
-    "EmptyRelation", "SubqueryAlias", "Limit", "Values", "Explain", "Analyze", "Distinct", "Unnest",
-    "RecursiveQuery", "Subquery",
-})
+ALLOWED_ROOTS = frozenset(
+    {
+        "Projection",
+        "Filter",
+        "Window",
+        "Aggregate",
+        "Sort",
+        "Join",
+        "Repartition",
+        "Union",
+        "TableScan",
+        "EmptyRelation",
+        "SubqueryAlias",
+        "Limit",
+        "Values",
+        "Explain",
+        "Analyze",
+        "Distinct",
+        "Unnest",
+        "RecursiveQuery",
+        "Subquery",
+    }
+)
 READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
 _PLANNING = "planning the query"
 
@@ -67,9 +91,16 @@ class Resolver:
     Each name is looked up once per request: DataFusion asking again (or a self-join) gets the
     same provider, so one query can never see two versions of a table."""
 
-    def __init__(self, open_table: OpenTable, limits: QueryLimits,
-                 lookup: Callable[[str, str, str], TableRef | None], schemas: Callable[[str], list[str]], tables: Callable[[str, str], list[str]], *,
-                 verify: bool = False) -> None:
+    def __init__(
+        self,
+        open_table: OpenTable,
+        limits: QueryLimits,
+        lookup: Callable[[str, str, str], TableRef | None],
+        schemas: Callable[[str], list[str]],
+        tables: Callable[[str, str], list[str]],
+        *,
+        verify: bool = False,
+    ) -> None:
         self._open = open_table
         self._limits = limits
         self._lookup = lookup
@@ -98,12 +129,18 @@ class Resolver:
         return cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
 
     @classmethod
-    def over_refs(cls, open_table: OpenTable, limits: QueryLimits,
-                  by_key: dict[tuple[str, str, str], TableRef]) -> Resolver:
+    def over_refs(
+        cls, open_table: OpenTable, limits: QueryLimits, by_key: dict[tuple[str, str, str], TableRef]
+    ) -> Resolver:
         """Resolve against exactly ``by_key`` (warehouse, namespace, table -> pinned ref)."""
-        return cls(open_table, limits, lambda wh, ns, t: by_key.get((wh, ns, t)),
-                   lambda wh: sorted({k[1] for k in by_key if k[0] == wh}),
-                   lambda wh, ns: sorted(k[2] for k in by_key if k[0] == wh and k[1] == ns), verify=True)
+        return cls(
+            open_table,
+            limits,
+            lambda wh, ns, t: by_key.get((wh, ns, t)),
+            lambda wh: sorted({k[1] for k in by_key if k[0] == wh}),
+            lambda wh, ns: sorted(k[2] for k in by_key if k[0] == wh and k[1] == ns),
+            verify=True,
+        )
 
     def table(self, warehouse: str, db_schema: str, table: str) -> Any:
         key = (warehouse, db_schema, table)
@@ -154,21 +191,30 @@ class _Catalog(CatalogProvider):
         return _Schema(self._r, self._wh, name) if name in self._r.schema_names(self._wh) else None
 
 
-def pinned_keys(refs: tuple[TableRef, ...],
-                is_dropped: Callable[[str], bool] | None) -> dict[tuple[str, str, str], TableRef]:
+def pinned_keys(
+    refs: tuple[TableRef, ...], is_dropped: Callable[[str], bool] | None
+) -> dict[tuple[str, str, str], TableRef]:
     """A ticket's refs by (warehouse, namespace, table); TableVersionNotFound if one is known
     dropped (``is_dropped``, from the process's cached catalog)."""
     for ref in refs:
         if is_dropped is not None and is_dropped(ref.incarnation):
             raise TableVersionNotFound(
                 f"table {ref.sql_name} was dropped after this query was planned; the version it was planned "
-                f"on (version {ref.version}) is no longer available")
+                f"on (version {ref.version}) is no longer available"
+            )
     return {(r.table_name.warehouse, ".".join(r.table_name.namespace), r.table_name.table): r for r in refs}
 
 
-def plan_in(context: Callable[[], SessionContext], sql: str, warehouses: list[str], resolver: Resolver,
-            limits: QueryLimits, params: pa.RecordBatch | None, prepare: bool,
-            is_namespace: Callable[[str, str], bool]) -> PlannedQuery:
+def plan_in(
+    context: Callable[[], SessionContext],
+    sql: str,
+    warehouses: list[str],
+    resolver: Resolver,
+    limits: QueryLimits,
+    params: pa.RecordBatch | None,
+    prepare: bool,
+    is_namespace: Callable[[str, str], bool],
+) -> PlannedQuery:
     """Plan ``sql`` in a new ``context()`` with one catalog per warehouse, all resolving
     through ``resolver``.
 
@@ -180,8 +226,11 @@ def plan_in(context: Callable[[], SessionContext], sql: str, warehouses: list[st
     for wh in warehouses:
         ctx.register_catalog_provider(wh, _Catalog(resolver, wh))
     try:
-        df = ctx.sql_with_options(text, READ_ONLY, param_values=values) if values else \
-            ctx.sql_with_options(text, READ_ONLY)
+        df = (
+            ctx.sql_with_options(text, READ_ONLY, param_values=values)
+            if values
+            else ctx.sql_with_options(text, READ_ONLY)
+        )
         root = type(df.logical_plan().to_variant()).__name__
     except LakeError:
         raise
@@ -202,14 +251,29 @@ def plan_in(context: Callable[[], SessionContext], sql: str, warehouses: list[st
     return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
 
 
-def plan_pinned_in(context: Callable[[], SessionContext], sql: str, resolver: Resolver, limits: QueryLimits,
-                   refs: tuple[TableRef, ...], by_key: dict[tuple[str, str, str], TableRef], params: pa.RecordBatch | None) -> PlannedQuery:
+def plan_pinned_in(
+    context: Callable[[], SessionContext],
+    sql: str,
+    resolver: Resolver,
+    limits: QueryLimits,
+    refs: tuple[TableRef, ...],
+    by_key: dict[tuple[str, str, str], TableRef],
+    params: pa.RecordBatch | None,
+) -> PlannedQuery:
     """Plan a ticket's SQL against exactly its pinned ``refs`` (``by_key``: them by name); it
     must read exactly those."""
     namespaces = {(k[0], k[1]) for k in by_key}
     try:
-        planned = plan_in(context, sql, sorted({k[0] for k in by_key}), resolver, limits, params, False,
-                          lambda wh, ns: (wh, ns) in namespaces)
+        planned = plan_in(
+            context,
+            sql,
+            sorted({k[0] for k in by_key}),
+            resolver,
+            limits,
+            params,
+            False,
+            lambda wh, ns: (wh, ns) in namespaces,
+        )
     except TableNotFound:
         if resolver.missing:
             raise InvalidInput("the ticket's query reads a table it does not pin") from None
@@ -231,5 +295,15 @@ def bind_values(params: pa.RecordBatch | None, count: int) -> dict[str, Any] | N
     return {str(i + 1): params.column(i)[0] for i in range(count)}
 
 
-__all__ = ["ALLOWED_ROOTS", "READ_ONLY", "PlannedQuery", "Resolver", "bind_values", "check_deadline", "deadline",
-           "pinned_keys", "plan_in", "plan_pinned_in"]
+__all__ = [
+    "ALLOWED_ROOTS",
+    "READ_ONLY",
+    "PlannedQuery",
+    "Resolver",
+    "bind_values",
+    "check_deadline",
+    "deadline",
+    "pinned_keys",
+    "plan_in",
+    "plan_pinned_in",
+]

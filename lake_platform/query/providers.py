@@ -53,8 +53,9 @@ class Providers:
             return hit
         opener = _OPENERS.get(ref.engine)
         if opener is None:
-            raise Unsupported(f"table {ref.sql_name} is stored with engine {ref.engine!r}, which this server "
-                              "cannot read")
+            raise Unsupported(
+                f"table {ref.sql_name} is stored with engine {ref.engine!r}, which this server cannot read"
+            )
         dataset = opener(self, ref)
         provider = engine.table_provider(dataset)
         entry = (dataset, provider, Table(provider))
@@ -76,22 +77,31 @@ class Providers:
         # on every open. The canonical manifest is the same version, content-identical.
         candidate = canonical_manifest(ref) if ref.staging else ref
         try:
-            return engine.open_version(namespace=PinnedNamespace(candidate, storage),
-                                       table_id=ref.table_name.parts, version=ref.version, storage_options=storage)
+            return engine.open_version(
+                namespace=PinnedNamespace(candidate, storage),
+                table_id=ref.table_name.parts,
+                version=ref.version,
+                storage_options=storage,
+            )
         except Exception as exc:  # noqa: BLE001
             if not is_missing(exc):
                 log.warning("cannot open %s version %s: %s", ref.name, ref.version, exc)
-                raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
+                raise ServiceUnavailable(
+                    f"cannot open {ref.sql_name} version {ref.version} right now"
+                ) from None
         if ref.staging and _manifest_exists(ref, storage):
-            raise InvalidTableState(f"version {ref.version} of {ref.sql_name} is committed but not finalized; "
-                                    "the next write to the table finishes it")
+            raise InvalidTableState(
+                f"version {ref.version} of {ref.sql_name} is committed but not finalized; "
+                "the next write to the table finishes it"
+            )
         raise gone(ref)
 
     def _check_exists(self, ref: TableRef) -> None:
         storage = self.settings.storage_options(ref.location)
         try:
-            exists = _manifest_exists(ref, storage) or (ref.staging and _manifest_exists(canonical_manifest(ref),
-                                                                                         storage))
+            exists = _manifest_exists(ref, storage) or (
+                ref.staging and _manifest_exists(canonical_manifest(ref), storage)
+            )
         except Exception as exc:  # noqa: BLE001
             log.warning("cannot check %s version %s: %s", ref.name, ref.version, exc)
             raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
@@ -104,8 +114,12 @@ class Providers:
 def canonical_manifest(ref: TableRef) -> TableRef:
     """``ref`` with its manifest at the canonical path (V2 naming) the catalog finalizes a
     committed version to: the same version, content-identical."""
-    return replace(ref, manifest_path=engine.canonical_manifest_path(ref.manifest_path, ref.version),
-                   manifest_size=None, e_tag=None)
+    return replace(
+        ref,
+        manifest_path=engine.canonical_manifest_path(ref.manifest_path, ref.version),
+        manifest_size=None,
+        e_tag=None,
+    )
 
 
 def _manifest_exists(ref: TableRef, storage: dict[str, str]) -> bool:

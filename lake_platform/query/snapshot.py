@@ -83,8 +83,17 @@ class TableRef:
         return ".manifest-" in self.manifest_path.rpartition("/")[2]
 
     def to_json(self) -> dict[str, Any]:
-        return {"n": self.name, "e": self.engine, "l": self.location, "i": self.incarnation, "v": self.version,
-                "m": self.manifest_path, "s": self.manifest_size, "t": self.e_tag, "c": self.committed_at_ms}
+        return {
+            "n": self.name,
+            "e": self.engine,
+            "l": self.location,
+            "i": self.incarnation,
+            "v": self.version,
+            "m": self.manifest_path,
+            "s": self.manifest_size,
+            "t": self.e_tag,
+            "c": self.committed_at_ms,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> TableRef:
@@ -107,8 +116,17 @@ class TableRef:
             TableName.parse(data["n"])
         except LakeError:
             raise ValueError("malformed table snapshot") from None
-        return cls(name=data["n"], engine=data["e"], location=data["l"], incarnation=data["i"], version=version,
-                   manifest_path=data["m"], manifest_size=data["s"], e_tag=data["t"], committed_at_ms=data["c"])
+        return cls(
+            name=data["n"],
+            engine=data["e"],
+            location=data["l"],
+            incarnation=data["i"],
+            version=version,
+            manifest_path=data["m"],
+            manifest_size=data["s"],
+            e_tag=data["t"],
+            committed_at_ms=data["c"],
+        )
 
 
 @dataclass(frozen=True)
@@ -209,7 +227,9 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         if cached is None or cached.record != record or cached.ref is None or cached.ref.staging:
             # (A staging manifest path goes away once the catalog finalizes the version: re-read.)
             cached = _cache_table(store, record)
-        tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = cached
+        tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = (
+            cached
+        )
     projects = {}
     for project in set(warehouses) | set(namespaces) | set(tables):
         projects[project] = ProjectView(
@@ -220,8 +240,13 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         )
     done = time.monotonic()
     live = {c.record.incarnation for view in projects.values() for c in view.tables.values()}
-    return CatalogSnapshot(loaded_at=done, loaded_at_wall=time.time(), projects=projects,
-                           load_seconds=done - started, dropped=frozenset(dropped - live))
+    return CatalogSnapshot(
+        loaded_at=done,
+        loaded_at_wall=time.time(),
+        projects=projects,
+        load_seconds=done - started,
+        dropped=frozenset(dropped - live),
+    )
 
 
 def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:
@@ -230,10 +255,17 @@ def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:
     ref = None
     if item is not None:
         ver = decode(VersionRecord, item.value, item.key)
-        ref = TableRef(name=record.name, engine=record.engine, location=record.location,
-                       incarnation=record.incarnation, version=record.current_version,
-                       manifest_path=ver.manifest_path, manifest_size=ver.manifest_size, e_tag=ver.e_tag,
-                       committed_at_ms=ver.committed_at_ms)
+        ref = TableRef(
+            name=record.name,
+            engine=record.engine,
+            location=record.location,
+            incarnation=record.incarnation,
+            version=record.current_version,
+            manifest_path=ver.manifest_path,
+            manifest_size=ver.manifest_size,
+            e_tag=ver.e_tag,
+            committed_at_ms=ver.committed_at_ms,
+        )
     else:
         log.warning("table %s: version %s has no registry record", record.name, record.current_version)
     ipc = record.schema_ipc
@@ -286,8 +318,10 @@ class SnapshotCache:
         if snap is None:
             raise ServiceUnavailable(f"the catalog is not loaded yet{self._reason()}; retry shortly")
         if self._clock() - snap.loaded_at > self.max_stale:
-            raise ServiceUnavailable(f"the catalog could not be refreshed for {self._clock() - snap.loaded_at:.0f}s"
-                                     f"{self._reason()}; retry shortly")
+            raise ServiceUnavailable(
+                f"the catalog could not be refreshed for {self._clock() - snap.loaded_at:.0f}s"
+                f"{self._reason()}; retry shortly"
+            )
         return snap
 
     def latest(self) -> CatalogSnapshot | None:

@@ -37,9 +37,11 @@ def check_query(sql: object, max_bytes: int) -> str:
     if sql[head] == "(":
         return sql
     word = _WORD.match(sql, head)
-    first = word.group(0).lower() if word else sql[head:head + 10]
+    first = word.group(0).lower() if word else sql[head : head + 10]
     if first not in ALLOWED_FIRST_WORDS:
-        raise InvalidInput(f"only read-only queries (SELECT, WITH, VALUES, EXPLAIN) are allowed, not {first.upper()!r}")
+        raise InvalidInput(
+            f"only read-only queries (SELECT, WITH, VALUES, EXPLAIN) are allowed, not {first.upper()!r}"
+        )
     return sql
 
 

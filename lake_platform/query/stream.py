@@ -30,8 +30,9 @@ _FAST = 0.02
 COALESCE_BYTES = 1 << 20
 
 
-def stream(planned: PlannedQuery, limits: QueryLimits,
-           cancelled: Callable[[], bool] = lambda: False) -> Iterator[pa.RecordBatch]:
+def stream(
+    planned: PlannedQuery, limits: QueryLimits, cancelled: Callable[[], bool] = lambda: False
+) -> Iterator[pa.RecordBatch]:
     """Batches of the result, each conforming to ``planned.schema`` and small enough for
     one IPC message.
 

@@ -13,6 +13,7 @@ Request building lives in ``dynamodb_items``, error translation in ``dynamodb_er
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 import uuid
@@ -69,8 +70,15 @@ def init_table(url: str, settings: LakeSettings) -> None:
 
 
 class DynamoMetaStore(MetaStore):
-    def __init__(self, table: str, *, region: str | None = None, endpoint_url: str | None = None,
-                 io_timeout_seconds: float = 2.0, url: str | None = None) -> None:
+    def __init__(
+        self,
+        table: str,
+        *,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        io_timeout_seconds: float = 2.0,
+        url: str | None = None,
+    ) -> None:
         self.table = table
         self.url = url or f"dynamodb://{table}"
         config = Config(
@@ -94,8 +102,13 @@ class DynamoMetaStore(MetaStore):
     @classmethod
     def from_url(cls, url: str, settings: LakeSettings) -> DynamoMetaStore:
         parsed = parse_url(url)
-        return cls(parsed.table, region=parsed.region, endpoint_url=parsed.endpoint_url,
-                   io_timeout_seconds=settings.lease_io_timeout_seconds, url=url)
+        return cls(
+            parsed.table,
+            region=parsed.region,
+            endpoint_url=parsed.endpoint_url,
+            io_timeout_seconds=settings.lease_io_timeout_seconds,
+            url=url,
+        )
 
     # -- table lifecycle -------------------------------------------------------------------------
 
@@ -105,8 +118,10 @@ class DynamoMetaStore(MetaStore):
         try:
             self._client.create_table(
                 TableName=self.table,
-                AttributeDefinitions=[{"AttributeName": "p", "AttributeType": "S"},
-                                      {"AttributeName": "k", "AttributeType": "S"}],
+                AttributeDefinitions=[
+                    {"AttributeName": "p", "AttributeType": "S"},
+                    {"AttributeName": "k", "AttributeType": "S"},
+                ],
                 KeySchema=KEY_SCHEMA,
                 BillingMode="PAY_PER_REQUEST",
             )
@@ -154,9 +169,9 @@ class DynamoMetaStore(MetaStore):
         return item_of(raw) if raw else None
 
     def _get_raw(self, key: str) -> Raw | None:
-        resp = self._read(lambda: self._client.get_item(
-            TableName=self.table, Key=key_of(key), ConsistentRead=True
-        ))
+        resp = self._read(
+            lambda: self._client.get_item(TableName=self.table, Key=key_of(key), ConsistentRead=True)
+        )
         return resp.get("Item")
 
     def scan_prefix(
@@ -184,7 +199,7 @@ class DynamoMetaStore(MetaStore):
             }
             if start is not None:
                 params["ExclusiveStartKey"] = start
-            resp = self._read(lambda: self._client.query(**params))
+            resp = self._read(functools.partial(self._client.query, **params))
             for raw in resp.get("Items", []):
                 yield item_of(raw)
                 if remaining is not None:
@@ -291,8 +306,9 @@ class DynamoMetaStore(MetaStore):
             # Single ops: a conditional single-item call is cheaper than a transaction.
             op = ops[0]
             if isinstance(op, Put) and op.expected is None:
-                resp = self._client.update_item(**unconditional_put(self.table, op, write_id),
-                                                ReturnValues="ALL_NEW")
+                resp = self._client.update_item(
+                    **unconditional_put(self.table, op, write_id), ReturnValues="ALL_NEW"
+                )
                 return {op.key: item_of(resp["Attributes"])}
             if isinstance(op, Put):
                 self._client.put_item(**conditional_put(self.table, op, write_id))
@@ -337,7 +353,6 @@ class DynamoMetaStore(MetaStore):
                 revision = int(raw["r"]["N"]) if raw else ABSENT + 1
                 results.append(Item(op.key, op.value, revision))
         return results
-
 
 
 def _sleep_backoff(attempt: int) -> None:

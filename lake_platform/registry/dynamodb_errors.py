@@ -23,12 +23,19 @@ from lake_platform.registry.dynamodb_items import Raw, item_of
 from lake_platform.registry.store import Item, Op, Put
 
 _THROTTLE_CODES = {
-    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-    "Throttling", "ThrottlingError", "ProvisionedThroughputExceeded",
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
 }
 _AUTH_CODES = {
-    "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
-    "MissingAuthenticationTokenException", "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "ExpiredTokenException",
+    "MissingAuthenticationTokenException",
+    "InvalidClientTokenId",
 }
 
 
@@ -110,8 +117,9 @@ def translate(exc: Exception, ops: Sequence[Op], table: str) -> LakeError:
         if code == "TransactionInProgressException":
             return ServiceUnavailable(f"registry transaction still in progress: {message}")
         if code == "ResourceNotFoundException":
-            return SettingsError(f"LAKE_REGISTRY_URL: registry table {table!r} not found "
-                                 "(run `lake registry init`)")
+            return SettingsError(
+                f"LAKE_REGISTRY_URL: registry table {table!r} not found (run `lake registry init`)"
+            )
         if code == "AccessDeniedException":
             return PermissionDenied(f"registry access denied: {message}")
         if code in _AUTH_CODES:
@@ -126,4 +134,3 @@ def translate(exc: Exception, ops: Sequence[Op], table: str) -> LakeError:
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return Unauthenticated(f"no AWS credentials for the registry: {exc}")
     return ServiceUnavailable(f"registry unreachable: {exc}")
-

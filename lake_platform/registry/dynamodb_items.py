@@ -39,8 +39,9 @@ def parse_url(url: str) -> DynamoUrl:
     """``dynamodb://TABLE?region=..&endpoint_url=..``; anything else is a SettingsError."""
 
     def bad(why: str) -> SettingsError:
-        return SettingsError(f"LAKE_REGISTRY_URL: {why} in {url!r} "
-                             "(expected dynamodb://TABLE?region=REGION&endpoint_url=URL)")
+        return SettingsError(
+            f"LAKE_REGISTRY_URL: {why} in {url!r} (expected dynamodb://TABLE?region=REGION&endpoint_url=URL)"
+        )
 
     parts = urlsplit(url)
     if parts.scheme != "dynamodb":
@@ -90,8 +91,12 @@ def _condition(expected: int) -> dict[str, Any]:
 def conditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
     assert op.expected is not None
     item = {**key_of(op.key), "v": {"B": op.value}, "r": {"N": str(op.expected + 1)}, "w": {"S": write_id}}
-    return {"TableName": table, "Item": item, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **_condition(op.expected)}
+    return {
+        "TableName": table,
+        "Item": item,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        **_condition(op.expected),
+    }
 
 
 def unconditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
@@ -102,15 +107,23 @@ def unconditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
         "Key": key_of(op.key),
         "UpdateExpression": _UNCONDITIONAL_SET,
         "ConditionExpression": _UNCONDITIONAL_GUARD,
-        "ExpressionAttributeValues": {":v": {"B": op.value}, ":w": {"S": write_id},
-                                      ":zero": {"N": "0"}, ":one": {"N": "1"}},
+        "ExpressionAttributeValues": {
+            ":v": {"B": op.value},
+            ":w": {"S": write_id},
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+        },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
 
 
 def delete_request(table: str, op: Delete) -> dict[str, Any]:
-    return {"TableName": table, "Key": key_of(op.key), "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **_condition(op.expected)}
+    return {
+        "TableName": table,
+        "Key": key_of(op.key),
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        **_condition(op.expected),
+    }
 
 
 def transact_item(table: str, op: Op, write_id: str) -> dict[str, Any]:
@@ -120,6 +133,11 @@ def transact_item(table: str, op: Op, write_id: str) -> dict[str, Any]:
         return {"Put": conditional_put(table, op, write_id)}
     if isinstance(op, Delete):
         return {"Delete": delete_request(table, op)}
-    return {"ConditionCheck": {"TableName": table, "Key": key_of(op.key),
-                               "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_condition(op.expected)}}
-
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": key_of(op.key),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **_condition(op.expected),
+        }
+    }

@@ -12,7 +12,9 @@ def open_metastore(settings: LakeSettings) -> MetaStore:
     if url.startswith("sqlite:///"):
         from lake_platform.registry.sqlite import SqliteMetaStore
 
-        return SqliteMetaStore(url.removeprefix("sqlite:///"), busy_timeout_seconds=settings.lease_io_timeout_seconds)
+        return SqliteMetaStore(
+            url.removeprefix("sqlite:///"), busy_timeout_seconds=settings.lease_io_timeout_seconds
+        )
     if url.startswith("dynamodb://"):
         from lake_platform.registry.dynamodb import DynamoMetaStore
 

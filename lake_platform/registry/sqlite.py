@@ -112,11 +112,15 @@ class SqliteMetaStore(MetaStore):
             lower = cursor if cursor is not None else prefix
             op = ">" if cursor is not None else ">="
             try:
-                rows = self._conn().execute(
-                    f"SELECT key, value, revision FROM kv WHERE CAST(key AS BLOB) {op} CAST(? AS BLOB) "
-                    "AND substr(key, 1, ?) = ? ORDER BY CAST(key AS BLOB) LIMIT ?",
-                    (lower, len(prefix), prefix, page),
-                ).fetchall()
+                rows = (
+                    self._conn()
+                    .execute(
+                        f"SELECT key, value, revision FROM kv WHERE CAST(key AS BLOB) {op} CAST(? AS BLOB) "
+                        "AND substr(key, 1, ?) = ? ORDER BY CAST(key AS BLOB) LIMIT ?",
+                        (lower, len(prefix), prefix, page),
+                    )
+                    .fetchall()
+                )
             except sqlite3.OperationalError as exc:
                 raise ServiceUnavailable(f"registry scan failed: {exc}") from exc
             for key, value, revision in rows:

@@ -59,8 +59,9 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
 
 
 @pytest.fixture
-def scale_out(tmp_path: Path, dynamodb_url: str, s3: S3Endpoint,
-              s3_prefix: str) -> Iterator[tuple[LakeSettings, Catalog]]:
+def scale_out(
+    tmp_path: Path, dynamodb_url: str, s3: S3Endpoint, s3_prefix: str
+) -> Iterator[tuple[LakeSettings, Catalog]]:
     """The scale-out pair: a DynamoDB registry (moto on loopback) and an S3 warehouse, with
     project ``p``, warehouse ``p.w`` and namespace ``p.w.ns``."""
     settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **s3.lake_settings())
@@ -90,7 +91,9 @@ def lake(tmp_path: Path, storage: dict[str, Any]) -> Iterator[Lake]:
 
 
 def rows(ids: list[int], tag: str = "x") -> pa.RecordBatchReader:
-    return pa.table({"id": pa.array(ids, pa.int64()), "tag": pa.array([tag] * len(ids), pa.string())}).to_reader()
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "tag": pa.array([tag] * len(ids), pa.string())}
+    ).to_reader()
 
 
 def append_many(table: str, settings: LakeSettings, worker: int, count: int, start: Any) -> None:
@@ -108,7 +111,9 @@ def append_in_processes(table: str, settings: LakeSettings, processes: int, coun
     that every one of them finished cleanly."""
     ctx = mp.get_context("spawn")
     start = ctx.Event()
-    workers = [ctx.Process(target=append_many, args=(table, settings, w, count, start)) for w in range(processes)]
+    workers = [
+        ctx.Process(target=append_many, args=(table, settings, w, count, start)) for w in range(processes)
+    ]
     for p in workers:
         p.start()
     start.set()
@@ -123,8 +128,12 @@ def ids_of(snapshot: Any) -> list[int]:
 
 def state(lake: Lake) -> tuple[list[Any], list[Any]]:
     """Everything a failed call must leave unchanged: every registry item and every file."""
-    registry = [(i.key, i.value, i.revision) for p in REGISTRY_PREFIXES for i in lake.catalog.store.scan_prefix(p)]
-    files = sorted((f.path, f.size) for f in engine.list_files(lake.root, lake.settings.storage_options(lake.root)))
+    registry = [
+        (i.key, i.value, i.revision) for p in REGISTRY_PREFIXES for i in lake.catalog.store.scan_prefix(p)
+    ]
+    files = sorted(
+        (f.path, f.size) for f in engine.list_files(lake.root, lake.settings.storage_options(lake.root))
+    )
     return registry, files
 
 

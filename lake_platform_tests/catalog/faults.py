@@ -148,7 +148,9 @@ class ShiftedClock(SystemClock):
         return super().wall_ms() + int(self.seconds * 1000)
 
 
-def _writer(settings: dict[str, Any], module: str, operation: str, point: str, nth: int, commit_id: str) -> None:
+def _writer(
+    settings: dict[str, Any], module: str, operation: str, point: str, nth: int, commit_id: str
+) -> None:
     """Forkserver child: run ``operation`` with a hook that kills this process at the point."""
     import importlib
 
@@ -177,8 +179,9 @@ def _forkserver() -> Any:
     return _CONTEXT
 
 
-def kill_writer(settings: LakeSettings, operation: Operation, point: str, nth: int, commit_id: str,
-                timeout: float = 60.0) -> tuple[int, float]:
+def kill_writer(
+    settings: LakeSettings, operation: Operation, point: str, nth: int, commit_id: str, timeout: float = 60.0
+) -> tuple[int, float]:
     """Run ``operation(catalog, commit_id)`` in a writer process killed at ``point``.
 
     ``operation`` must be a module-level function (the child imports it by name). Returns the
@@ -187,7 +190,14 @@ def kill_writer(settings: LakeSettings, operation: Operation, point: str, nth: i
     """
     proc = _forkserver().Process(
         target=_writer,
-        args=(settings.model_dump(mode="json"), operation.__module__, operation.__name__, point, nth, commit_id),
+        args=(
+            settings.model_dump(mode="json"),
+            operation.__module__,
+            operation.__name__,
+            point,
+            nth,
+            commit_id,
+        ),
     )
     proc.start()
     proc.join(timeout)
@@ -209,12 +219,18 @@ def check_registry_matches_engine(c: Catalog) -> dict[tuple[str, int], list[int]
     """Every registered version of every table opens at exactly that version; returns its ids."""
     seen = {}
     for name, record in registered(c).items():
-        versions = [decode(VersionRecord, i.value, i.key) for i in c.store.scan_prefix(keys.versions(record.incarnation))]
-        assert record.current_version in {v.version for v in versions}, f"{name}: current version not registered"
+        versions = [
+            decode(VersionRecord, i.value, i.key)
+            for i in c.store.scan_prefix(keys.versions(record.incarnation))
+        ]
+        assert record.current_version in {v.version for v in versions}, (
+            f"{name}: current version not registered"
+        )
         storage = c.settings.storage_options(record.location)
         for v in versions:
-            assert engine.manifest_exists(record.location, v.manifest_path, storage), \
+            assert engine.manifest_exists(record.location, v.manifest_path, storage), (
                 f"{name} v{v.version}: registered manifest {v.manifest_path} is missing"
+            )
             snap = c.open_table(name, v.version)
             assert snap.dataset.version == v.version
             seen[(name, v.version)] = _ids_of(snap)

@@ -31,8 +31,18 @@ def seeded(lake: Lake) -> Lake:
     return lake
 
 
-BAD_NAMES = ["", "P.w.ns.t", "p.w.ns", "p.w..t", "p.w.ns.t/../x", "p.w.ns.ü", "p.w.ns.1t", "p.w.ns." + "t" * 64,
-             "p w.ns.t", "p.w.ns.t;drop"]
+BAD_NAMES = [
+    "",
+    "P.w.ns.t",
+    "p.w.ns",
+    "p.w..t",
+    "p.w.ns.t/../x",
+    "p.w.ns.ü",
+    "p.w.ns.1t",
+    "p.w.ns." + "t" * 64,
+    "p w.ns.t",
+    "p.w.ns.t;drop",
+]
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
@@ -48,7 +58,10 @@ def test_invalid_identifiers_change_nothing(seeded: Lake, name: str) -> None:
     ):
         with pytest.raises(InvalidInput):
             call()
-    for call in (lambda: seeded.catalog.create_namespace(name), lambda: seeded.catalog.create_warehouse(name)):
+    for call in (
+        lambda: seeded.catalog.create_namespace(name),
+        lambda: seeded.catalog.create_warehouse(name),
+    ):
         with pytest.raises((InvalidInput, NamespaceAlreadyExists)):  # "p.w.ns" is a valid namespace name
             call()
     assert state(seeded) == before
@@ -97,14 +110,19 @@ def test_file_broken_halfway_changes_nothing_visible(seeded: Lake, tmp_path: Pat
     broken.write_text(good_head + "not-a-number,bad\n")
     before_registry, _ = state(seeded)
     with pytest.raises(LakeError) as err:
-        seeded.catalog.append(T, sources.open_many([sources.describe(broken)],
-                                                   schema_from_ipc(seeded.catalog.open_table(T).record.schema_ipc)))
+        seeded.catalog.append(
+            T,
+            sources.open_many(
+                [sources.describe(broken)], schema_from_ipc(seeded.catalog.open_table(T).record.schema_ipc)
+            ),
+        )
     assert isinstance(err.value, (InvalidInput, TableSchemaValidationError))
     assert "broken.csv" in err.value.message or "fit the table" in err.value.message
     after_registry, _ = state(seeded)
     # The lease record may have been taken and released; nothing else in the registry moved.
     assert [r for r in after_registry if not r[0].startswith("lse/")] == [
-        r for r in before_registry if not r[0].startswith("lse/")]
+        r for r in before_registry if not r[0].startswith("lse/")
+    ]
     assert ids_of(seeded.catalog.open_table(T)) == [1, 2]
 
 
@@ -167,7 +185,9 @@ def test_failed_create_removes_its_unique_location(lake: Lake, tmp_path: Path) -
     with pytest.raises(InvalidInput):
         lake.catalog.create_table(T, sources.open_many([sources.describe(broken)]))
     registry, files = state(lake)
-    assert [r for r in registry if not r[0].startswith("lse/")] == [r for r in before[0] if not r[0].startswith("lse/")]
+    assert [r for r in registry if not r[0].startswith("lse/")] == [
+        r for r in before[0] if not r[0].startswith("lse/")
+    ]
     assert files == before[1]
     with pytest.raises(TableNotFound):
         lake.catalog.open_table(T)

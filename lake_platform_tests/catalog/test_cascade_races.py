@@ -16,7 +16,6 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import NamespaceNotFound, Protected
 from lake_platform.registry.records import TableRecord, TrashRecord, decode
-
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 
 T = "p.w.ns.t"
@@ -38,7 +37,9 @@ def assert_nothing_lost(lake: Lake, created: dict[str, TableRecord]) -> None:
     refs = references(lake.catalog)
     for incarnation, record in created.items():
         assert len(refs.get(incarnation, [])) == 1, (record.name, incarnation, refs.get(incarnation))
-        assert list(engine.list_files(record.location, lake.settings.storage_options(record.location))), record.name
+        assert list(engine.list_files(record.location, lake.settings.storage_options(record.location))), (
+            record.name
+        )
 
 
 def test_cascade_recreate_never_detaches_the_replacement(lake: Lake) -> None:
@@ -160,8 +161,12 @@ def test_nothing_under_a_cascade_changes_midway(lake: Lake) -> None:
 
     def meddle(point: str) -> None:
         if point == "drop-namespace:table" and not refused:
-            for change in (lambda: c.set_protected("p.w.ns.u"), lambda: c.set_policy("p.w.ns.u", {"retain_versions": 2}),
-                           lambda: c.set_policy("p.w.ns", {"retain_versions": 2}), lambda: c.set_protected("p.w.ns")):
+            for change in (
+                lambda: c.set_protected("p.w.ns.u"),
+                lambda: c.set_policy("p.w.ns.u", {"retain_versions": 2}),
+                lambda: c.set_policy("p.w.ns", {"retain_versions": 2}),
+                lambda: c.set_protected("p.w.ns"),
+            ):
                 with pytest.raises(NamespaceNotFound, match="being dropped"):
                     change()
                 refused.append(point)

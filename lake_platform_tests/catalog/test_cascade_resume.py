@@ -16,7 +16,6 @@ from lake_platform.errors import ConcurrentModification, NamespaceNotFound
 from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TrashRecord, decode
-
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 from lake_platform_tests.catalog.faults import Background, Pause
 
@@ -48,8 +47,11 @@ def _box(c: Catalog) -> None:
 
 
 def namespace_records(c: Catalog, target: str) -> list[TrashRecord]:
-    return [decode(TrashRecord, i.value, i.key) for i in c.store.scan_prefix(keys.trash_prefix(target + "/"))
-            if decode(TrashRecord, i.value, i.key).kind == "namespace"]
+    return [
+        decode(TrashRecord, i.value, i.key)
+        for i in c.store.scan_prefix(keys.trash_prefix(target + "/"))
+        if decode(TrashRecord, i.value, i.key).kind == "namespace"
+    ]
 
 
 def interrupted_drop(lake: Lake, point: str, nth: int) -> None:
@@ -61,14 +63,17 @@ def interrupted_drop(lake: Lake, point: str, nth: int) -> None:
         crashing.close()
 
 
-@pytest.mark.parametrize(("point", "nth"), [
-    ("drop-namespace:marked", 1),  # nothing filed yet: the retry files the record
-    ("drop-namespace:filed", 1),  # record filed, no table moved
-    ("drop-namespace:table", 2),  # the first table moved, the second not
-    ("drop-namespace:before-commit", 2),  # ... stopped under the second table's lease
-    ("drop-namespace:detached", 1),  # every table moved, namespaces still there
-    ("drop-namespace:namespace", 2),  # the deepest namespace removed, the root not
-])
+@pytest.mark.parametrize(
+    ("point", "nth"),
+    [
+        ("drop-namespace:marked", 1),  # nothing filed yet: the retry files the record
+        ("drop-namespace:filed", 1),  # record filed, no table moved
+        ("drop-namespace:table", 2),  # the first table moved, the second not
+        ("drop-namespace:before-commit", 2),  # ... stopped under the second table's lease
+        ("drop-namespace:detached", 1),  # every table moved, namespaces still there
+        ("drop-namespace:namespace", 2),  # the deepest namespace removed, the root not
+    ],
+)
 def test_retried_cascade_continues_the_interrupted_one(lake: Lake, point: str, nth: int) -> None:
     c = lake.catalog
     _box(c)
@@ -86,8 +91,11 @@ def test_retried_cascade_continues_the_interrupted_one(lake: Lake, point: str, n
     assert result.commit_id == record.cascade_id  # the retry reports the cascade it finished
     assert [n.name for n in record.namespaces] == [NS, f"{NS}.sub"]
     assert record.policies and all(n.state == "active" for n in record.namespaces)
-    tables = [decode(TrashRecord, i.value, i.key) for i in (c.store.get(k) for k in record.table_trash_keys)
-              if i is not None]
+    tables = [
+        decode(TrashRecord, i.value, i.key)
+        for i in (c.store.get(k) for k in record.table_trash_keys)
+        if i is not None
+    ]
     assert sorted(t.target for t in tables) == [A, B], "the record does not list every table it moved"
     assert {t.cascade_id for t in tables} == {record.cascade_id}
     assert {t.expires_at_ms for t in tables} == {record.expires_at_ms}
@@ -170,7 +178,11 @@ def test_retry_does_not_continue_a_record_an_undrop_began_to_undo(lake: Lake) ->
     assert sorted(k.split("/")[1] for k in newer.table_trash_keys) in ([A, f"{NS}.c"], [B, f"{NS}.c"])
     c.undrop_namespace(NS)  # the newer drop's tables
     c.undrop_namespace(NS)  # what the interrupted undrop had not brought back yet
-    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B)), ids_of(c.open_table(f"{NS}.c"))) == ([1], [2], [3])
+    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B)), ids_of(c.open_table(f"{NS}.c"))) == (
+        [1],
+        [2],
+        [3],
+    )
     assert c.list_trash(NS) == []
 
 

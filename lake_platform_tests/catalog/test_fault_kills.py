@@ -61,36 +61,74 @@ TWO_DAYS = 2 * 86400.0
 def _kills(op: str, *steps: str | tuple[str, int]) -> list[tuple[str, str, int]]:
     """(operation, point, n) for each step (``":step"`` or ``(":step", n)``) of ``op_<name>``."""
     prefix = op.removeprefix("op_").replace("_", "-")
-    return [(op, prefix + step, 1) if isinstance(step, str) else (op, prefix + step[0], step[1]) for step in steps]
+    return [
+        (op, prefix + step, 1) if isinstance(step, str) else (op, prefix + step[0], step[1]) for step in steps
+    ]
 
 
 #: A write's steps in order: staged (data and staging manifest written, nothing registered),
 #: registered (the registry commit landed, the manifest not yet published), the publish's copy
 #: and record swap, then the catalog's tidy-up.
-_WRITE = [":before-write", ":staged", ":registered", ":finalize-copied", ":finalize-swapped", ":after-commit",
-          ":after-write", ":before-finalize", ":after-finalize"]
+_WRITE = [
+    ":before-write",
+    ":staged",
+    ":registered",
+    ":finalize-copied",
+    ":finalize-swapped",
+    ":after-commit",
+    ":after-write",
+    ":before-finalize",
+    ":after-finalize",
+]
 KILLS: list[tuple[str, str, int]] = [
     *_kills("op_append", *_WRITE),
     *_kills("op_create", *_WRITE),
     *_kills("op_delete", *[p for p in _WRITE if p != ":after-write"]),
-    *_kills("op_compact", ":before-write", ":staged", ":registered", ":finalize-copied", ":finalize-swapped",
-            ":after-commit", (":staged", 2), (":registered", 2), (":finalize-copied", 2),
-            (":finalize-swapped", 2), (":after-commit", 2), ":before-finalize", ":after-finalize"),
+    *_kills(
+        "op_compact",
+        ":before-write",
+        ":staged",
+        ":registered",
+        ":finalize-copied",
+        ":finalize-swapped",
+        ":after-commit",
+        (":staged", 2),
+        (":registered", 2),
+        (":finalize-copied", 2),
+        (":finalize-swapped", 2),
+        (":after-commit", 2),
+        ":before-finalize",
+        ":after-finalize",
+    ),
     *_kills("op_cleanup", ":chose-versions", ":after-registry", ":after-engine", ":after-manifests"),
     *_kills("op_drop", ":resolved", ":before-commit", ":after-commit"),
     # drop --purge purges through trash expiry, right after filing its due record
     *[("op_drop", f"expire:{step}", 1) for step in ("found", "claimed", "purged")],
-    *_kills("op_drop_namespace", ":checked", ":marked", ":filed", ":table", ":before-commit", (":table", 2),
-            (":before-commit", 2), ":detached",
-            ":namespace", (":namespace", 2)),
+    *_kills(
+        "op_drop_namespace",
+        ":checked",
+        ":marked",
+        ":filed",
+        ":table",
+        ":before-commit",
+        (":table", 2),
+        (":before-commit", 2),
+        ":detached",
+        ":namespace",
+        (":namespace", 2),
+    ),
     *_kills("op_undrop_namespace", ":namespace", (":namespace", 2), ":table", (":table", 2)),
     *_kills("op_expire", ":found", ":claimed", ":purged"),
 ]
 
 #: Points where the dead writer leaves files no registered version references (its data files
 #: and staging manifest; or, for cleanup, the versions it already took out of the registry).
-DEBRIS = {("op_append", "append:staged"), ("op_delete", "delete:staged"), ("op_compact", "compact:staged"),
-          ("op_cleanup", "cleanup:after-registry")}
+DEBRIS = {
+    ("op_append", "append:staged"),
+    ("op_delete", "delete:staged"),
+    ("op_compact", "compact:staged"),
+    ("op_cleanup", "cleanup:after-registry"),
+}
 
 #: Points where the dead writer leaves a whole table folder that neither registry nor trash
 #: names (a create's new incarnation, staged but never committed): only the warehouse-level
@@ -104,8 +142,10 @@ def _holds_lease(point: str) -> bool:
     name and lets go after its commit)."""
     if point.startswith("drop-namespace:"):
         return point == "drop-namespace:before-commit"
-    return (not point.startswith(("undrop-namespace:", "expire:"))
-            and point not in ("drop:resolved", "drop:after-commit"))
+    return not point.startswith(("undrop-namespace:", "expire:")) and point not in (
+        "drop:resolved",
+        "drop:after-commit",
+    )
 
 
 #: Killed between the registry commit and publishing the manifest: the version is committed,
@@ -117,15 +157,19 @@ UNPUBLISHED = {"registered"}
 def recover_unpublished(c: Catalog, root: Path) -> None:
     """The dead writer's version is registered but unpublished: an open refuses it and writes
     nothing; the maintenance step publishes it, after which every invariant holds."""
-    unpublished = [name for name, record in registered(c).items()
-                   if engine.is_staging_manifest(_version(c, record, record.current_version).manifest_path)]
+    unpublished = [
+        name
+        for name, record in registered(c).items()
+        if engine.is_staging_manifest(_version(c, record, record.current_version).manifest_path)
+    ]
     assert unpublished, "the kill left no unpublished version"
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     for name in unpublished:
         with pytest.raises(InvalidTableState, match="not finalized"):
             c.open_table(name)
-    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == before, \
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == before, (
         "a refused open wrote to storage"
+    )
     for name in unpublished:
         assert c.finish_versions(name)
 
@@ -162,9 +206,15 @@ class KillLake:
 
 def kill_settings(home: Path) -> LakeSettings:
     # Versions superseded a moment ago are already old enough for cleanup (no ticket window).
-    return load_settings(home=home, lease_ttl_seconds=LEASE_TTL, lease_safety_margin_seconds=0.75,
-                         lease_io_timeout_seconds=0.3, lease_wait_seconds=30.0,
-                         ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
+    return load_settings(
+        home=home,
+        lease_ttl_seconds=LEASE_TTL,
+        lease_safety_margin_seconds=0.75,
+        lease_io_timeout_seconds=0.3,
+        lease_wait_seconds=30.0,
+        ticket_lifetime_seconds=0.001,
+        reader_max_stale_seconds=0.0,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +253,9 @@ def check_leases_reclaimable(c: Catalog, killed_at: float) -> int:
     The contender's clock is moved ahead instead of sleeping: it is the gate's own expiry
     decision, made at that instant. Returns how many unreleased leases it took over."""
     clock = faults.ShiftedClock(killed_at + LEASE_TTL + RECLAIM_MARGIN - time.time())
-    contender = Catalog(c.settings.model_copy(update={"lease_wait_seconds": 0.0}), clock=clock, heartbeat=False)
+    contender = Catalog(
+        c.settings.model_copy(update={"lease_wait_seconds": 0.0}), clock=clock, heartbeat=False
+    )
     held = 0
     try:
         for item in list(c.store.scan_prefix("lse/")):
@@ -240,8 +292,11 @@ def leaked_folders(c: Catalog, root: Path) -> list[str]:
     known = {r.incarnation for r in registered_all(c)}
     known |= {t.table.incarnation for t in c.list_trash() if t.table is not None}
     folders = {p for p in root.rglob("*.lance") if p.is_dir()}
-    return sorted(p.relative_to(root).as_posix() for p in folders
-                  if p.name.removesuffix(".lance").rsplit("-", 1)[-1] not in known)
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in folders
+        if p.name.removesuffix(".lance").rsplit("-", 1)[-1] not in known
+    )
 
 
 def check_no_leaked_folders(c: Catalog, root: Path, expect_leak: bool) -> None:
@@ -336,8 +391,10 @@ def retry_and_check(op: str, c: Catalog) -> None:
     elif op == "op_cleanup":
         operation(c, COMMIT_ID)
         record = c.open_table(T).record
-        assert [decode(VersionRecord, i.value).version for i in c.store.scan_prefix(keys.versions(record.incarnation))] \
-            == [record.current_version]
+        assert [
+            decode(VersionRecord, i.value).version
+            for i in c.store.scan_prefix(keys.versions(record.incarnation))
+        ] == [record.current_version]
         assert ids(c, T) == BASE
     elif op == "op_drop":
         try:
@@ -384,6 +441,7 @@ def _ns(name: str) -> Any:
 
 # == the tests ====================================================================================
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kill", [pytest.param(k, id=_id(k)) for k in KILLS])
 def test_kill_writer_at_fault_point(kill_lake: KillLake, kill: tuple[str, str, int]) -> None:
@@ -421,7 +479,9 @@ def test_lease_of_a_killed_writer_is_taken_in_real_time(kill_lake: KillLake) -> 
     """The same takeover with the real clock: a writer waiting for the lease gets it within
     TTL + margin of the kill (not only a contender whose clock is moved ahead)."""
     kill_lake.reset().close()
-    code, killed_at = faults.kill_writer(kill_lake.settings, faults.op_append, "append:after-commit", 1, COMMIT_ID)
+    code, killed_at = faults.kill_writer(
+        kill_lake.settings, faults.op_append, "append:after-commit", 1, COMMIT_ID
+    )
     assert code == -signal.SIGKILL
     with Catalog(kill_lake.settings) as c:
         incarnation = c.open_table(T).record.incarnation

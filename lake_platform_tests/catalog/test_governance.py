@@ -26,7 +26,6 @@ from lake_platform.errors import (
     TableNotFound,
     Unauthenticated,
 )
-
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
@@ -100,27 +99,55 @@ def _doors(lake: Lake) -> dict[str, Callable[..., Any]]:
 # For each door: a (name, principal) per stage that fails *there and at every later stage*,
 # so the error type proves which check ran first.
 STAGES: dict[str, list[tuple[str, Any, type[LakeError]]]] = {
-    "create_warehouse": [("p.w", NOBODY, Unauthenticated), ("P.w", READER, InvalidInput),
-                         ("zz.w", READER, NamespaceNotFound), ("p.w", READER, PermissionDenied),
-                         ("p.w", None, NamespaceAlreadyExists)],
-    "create_namespace": [("p.w.ns", NOBODY, Unauthenticated), ("p.w.N", READER, InvalidInput),
-                         ("p.w.zz.ns", READER, NamespaceNotFound), ("p.w.ns", READER, PermissionDenied),
-                         ("p.w.ns", None, NamespaceAlreadyExists)],
-    "create_table": [(T, NOBODY, Unauthenticated), ("p.w.ns.T", READER, InvalidInput),
-                     ("p.w.zz.t", READER, NamespaceNotFound), (T, READER, PermissionDenied),
-                     (T, WRITER, TableAlreadyExists)],
-    "drop_table": [(T, NOBODY, Unauthenticated), ("p.w.ns.T", READER, InvalidInput),
-                   ("p.w.zz.t", READER, NamespaceNotFound), (T, WRITER, PermissionDenied),
-                   ("p.w.ns.missing", None, TableNotFound)],
-    "drop_namespace": [("p.w.ns", NOBODY, Unauthenticated), ("p.w.N", READER, InvalidInput),
-                       ("p.zz.ns", READER, NamespaceNotFound), ("p.w.ns", WRITER, PermissionDenied),
-                       ("p.w.ns", None, NamespaceNotEmpty)],
-    "drop_warehouse": [("p.w", NOBODY, Unauthenticated), ("p.W", READER, InvalidInput),
-                       ("zz.w", READER, NamespaceNotFound), ("p.w", WRITER, PermissionDenied),
-                       ("p.w", None, NamespaceNotEmpty)],
-    "undrop_table": [(T, NOBODY, Unauthenticated), ("p.w.ns.T", READER, InvalidInput),
-                     ("p.w.zz.t", READER, NamespaceNotFound), (T, WRITER, PermissionDenied),
-                     ("p.w.ns.never", None, TableNotFound)],
+    "create_warehouse": [
+        ("p.w", NOBODY, Unauthenticated),
+        ("P.w", READER, InvalidInput),
+        ("zz.w", READER, NamespaceNotFound),
+        ("p.w", READER, PermissionDenied),
+        ("p.w", None, NamespaceAlreadyExists),
+    ],
+    "create_namespace": [
+        ("p.w.ns", NOBODY, Unauthenticated),
+        ("p.w.N", READER, InvalidInput),
+        ("p.w.zz.ns", READER, NamespaceNotFound),
+        ("p.w.ns", READER, PermissionDenied),
+        ("p.w.ns", None, NamespaceAlreadyExists),
+    ],
+    "create_table": [
+        (T, NOBODY, Unauthenticated),
+        ("p.w.ns.T", READER, InvalidInput),
+        ("p.w.zz.t", READER, NamespaceNotFound),
+        (T, READER, PermissionDenied),
+        (T, WRITER, TableAlreadyExists),
+    ],
+    "drop_table": [
+        (T, NOBODY, Unauthenticated),
+        ("p.w.ns.T", READER, InvalidInput),
+        ("p.w.zz.t", READER, NamespaceNotFound),
+        (T, WRITER, PermissionDenied),
+        ("p.w.ns.missing", None, TableNotFound),
+    ],
+    "drop_namespace": [
+        ("p.w.ns", NOBODY, Unauthenticated),
+        ("p.w.N", READER, InvalidInput),
+        ("p.zz.ns", READER, NamespaceNotFound),
+        ("p.w.ns", WRITER, PermissionDenied),
+        ("p.w.ns", None, NamespaceNotEmpty),
+    ],
+    "drop_warehouse": [
+        ("p.w", NOBODY, Unauthenticated),
+        ("p.W", READER, InvalidInput),
+        ("zz.w", READER, NamespaceNotFound),
+        ("p.w", WRITER, PermissionDenied),
+        ("p.w", None, NamespaceNotEmpty),
+    ],
+    "undrop_table": [
+        (T, NOBODY, Unauthenticated),
+        ("p.w.ns.T", READER, InvalidInput),
+        ("p.w.zz.t", READER, NamespaceNotFound),
+        (T, WRITER, PermissionDenied),
+        ("p.w.ns.never", None, TableNotFound),
+    ],
 }
 
 
@@ -150,9 +177,11 @@ def test_protection_with_and_without_force(lake: Lake) -> None:
     before = state(lake)
     # force without permission: the permission check runs first, the same with or without it
     admin_elsewhere = OTHER_ADMIN
-    for door in (lambda who, f: lake.catalog.drop_table(T, force=f, principal=who),
-                 lambda who, f: lake.catalog.drop_namespace("p.w.ns", cascade=True, force=f, principal=who),
-                 lambda who, f: lake.catalog.drop_warehouse("p.w", force=f, principal=who)):
+    for door in (
+        lambda who, f: lake.catalog.drop_table(T, force=f, principal=who),
+        lambda who, f: lake.catalog.drop_namespace("p.w.ns", cascade=True, force=f, principal=who),
+        lambda who, f: lake.catalog.drop_warehouse("p.w", force=f, principal=who),
+    ):
         for who in (READER, WRITER, admin_elsewhere):
             for force in (False, True):
                 with pytest.raises(PermissionDenied):
@@ -223,15 +252,24 @@ def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> N
     c = lake.catalog
     c.create_namespace("p.w.ns.a")
     c.create_namespace("p.w.ns.a.b")
-    for name, ids in (("p.w.ns.t1", [1]), ("p.w.ns.a.t2", [2]), ("p.w.ns.a.b.t3", [3]), ("p.w.ns.a.b.t4", [4])):
+    for name, ids in (
+        ("p.w.ns.t1", [1]),
+        ("p.w.ns.a.t2", [2]),
+        ("p.w.ns.a.b.t3", [3]),
+        ("p.w.ns.a.b.t4", [4]),
+    ):
         c.create_table(name, rows(ids))
     files_before = state(lake)[1]
     c.drop_namespace("p.w.ns", cascade=True)
     assert state(lake)[1] == files_before  # no destructive storage call
     trash = c.list_trash("p.w.ns")
     assert len({r.expires_at_ms for r in trash}) == 1  # one shared deadline
-    assert sorted(r.target for r in trash if r.kind == "table") == ["p.w.ns.a.b.t3", "p.w.ns.a.b.t4",
-                                                                     "p.w.ns.a.t2", "p.w.ns.t1"]
+    assert sorted(r.target for r in trash if r.kind == "table") == [
+        "p.w.ns.a.b.t3",
+        "p.w.ns.a.b.t4",
+        "p.w.ns.a.t2",
+        "p.w.ns.t1",
+    ]
     with pytest.raises(NamespaceNotFound):
         c.create_table("p.w.ns.a.t9", rows([9]))
 
@@ -249,14 +287,17 @@ def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> N
     restored = sorted(r.name for r in c.list_tables("p.w.ns"))
     assert len(restored) == 2
     c.undrop_namespace("p.w.ns")  # resume: idempotent
-    assert sorted(r.name for r in c.list_tables("p.w.ns")) == ["p.w.ns.a.b.t3", "p.w.ns.a.b.t4", "p.w.ns.a.t2",
-                                                                "p.w.ns.t1"]
+    assert sorted(r.name for r in c.list_tables("p.w.ns")) == [
+        "p.w.ns.a.b.t3",
+        "p.w.ns.a.b.t4",
+        "p.w.ns.a.t2",
+        "p.w.ns.t1",
+    ]
     assert ids_of(c.open_table("p.w.ns.a.b.t4")) == [4]
     assert c.list_trash() == []
     with pytest.raises(NamespaceNotFound):
         c.undrop_namespace("p.w.ns")
     flaky.close()
-
 
 
 def _race_undrop_and_expiry(catalog: Catalog, name: str, deadline: int) -> dict[str, Any]:
@@ -335,8 +376,18 @@ def test_policy_resolution_at_every_level_with_provenance(lake: Lake) -> None:
     assert [e.operation for e in c.history(scope)][-1] == "policy set"
 
 
-@pytest.mark.parametrize("bad", [["retain_versions=0"], ["orphan_min_age=30m"], ["nope=1"], ["retention"],
-                                 ["retention=soon"], ["compact_enabled=maybe"], ["compact_min_fragments=1"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["retain_versions=0"],
+        ["orphan_min_age=30m"],
+        ["nope=1"],
+        ["retention"],
+        ["retention=soon"],
+        ["compact_enabled=maybe"],
+        ["compact_min_fragments=1"],
+    ],
+)
 def test_bad_policy_values_change_nothing(lake: Lake, bad: list[str]) -> None:
     before = state(lake)
     with pytest.raises(InvalidInput):
@@ -440,9 +491,18 @@ def test_every_governance_change_is_logged(lake: Lake) -> None:
     c.undrop_table(T)
     c.add_user("cy", project="p", role="reader", password="long enough pw")
     ops = [(e.target, e.operation) for e in c.log("p")]
-    for expected in [("p", "create project"), ("p.w", "create warehouse"), ("p.w.ns", "create namespace"),
-                     (T, "create"), (T, "protect"), (T, "unprotect"), ("p.w.ns", "policy set"), (T, "drop"),
-                     (T, "undrop"), ("p", "user add")]:
+    for expected in [
+        ("p", "create project"),
+        ("p.w", "create warehouse"),
+        ("p.w.ns", "create namespace"),
+        (T, "create"),
+        (T, "protect"),
+        (T, "unprotect"),
+        ("p.w.ns", "policy set"),
+        (T, "drop"),
+        (T, "undrop"),
+        ("p", "user add"),
+    ]:
         assert expected in ops
     assert all(e.actor for e in c.log("p"))
 
@@ -493,10 +553,29 @@ def test_every_commit_names_the_acting_identity(lake: Lake, identity: str) -> No
             catalog.close()
     new = [e for e in lake.catalog.log() if e.commit_id not in before]
     operations = {e.operation for e in new}
-    assert {"create warehouse", "protect", "unprotect", "policy set", "policy unset", "policy delete",
-            "drop warehouse", "create namespace", "create", "drop", "undrop", "drop namespace cascade",
-            "drop namespace", "undrop namespace", "undrop namespace cascade", "purge", "purge namespace",
-            "user add", "user remove", "token create", "token revoke"} <= operations
+    assert {
+        "create warehouse",
+        "protect",
+        "unprotect",
+        "policy set",
+        "policy unset",
+        "policy delete",
+        "drop warehouse",
+        "create namespace",
+        "create",
+        "drop",
+        "undrop",
+        "drop namespace cascade",
+        "drop namespace",
+        "undrop namespace",
+        "undrop namespace cascade",
+        "purge",
+        "purge namespace",
+        "user add",
+        "user remove",
+        "token create",
+        "token revoke",
+    } <= operations
     assert {(e.operation, e.actor) for e in new if e.actor != expected} == set()
     assert {r.dropped_by for r in lake.catalog.list_trash()} <= {expected}
 
@@ -510,11 +589,21 @@ def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
 
     alice = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
     try:
-        lance.write_dataset(events([1]), namespace_client=LakeNamespace(alice), table_id=EVENTS, mode="create",
-                            storage_options=storage_options_of(lake))
+        lance.write_dataset(
+            events([1]),
+            namespace_client=LakeNamespace(alice),
+            table_id=EVENTS,
+            mode="create",
+            storage_options=storage_options_of(lake),
+        )
     finally:
         alice.close()
     olga = Principal("olga", "user", "p", "writer")
-    lance.write_dataset(events([2]), namespace_client=LakeNamespace(lake.catalog, olga), table_id=EVENTS, mode="append",
-                        storage_options=storage_options_of(lake))
+    lance.write_dataset(
+        events([2]),
+        namespace_client=LakeNamespace(lake.catalog, olga),
+        table_id=EVENTS,
+        mode="append",
+        storage_options=storage_options_of(lake),
+    )
     assert [e.actor for e in lake.catalog.history(".".join(EVENTS)) if e.to_version] == ["alice", "olga"]

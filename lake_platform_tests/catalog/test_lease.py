@@ -28,7 +28,6 @@ from lake_platform.registry.records import LeaseRecord, decode
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT
 from lake_platform.settings import load_settings
-
 from lake_platform_tests.catalog.conftest import ids_of, rows
 
 T = "p.w.ns.t"
@@ -55,8 +54,9 @@ def dead_pid() -> int:
 
 
 def put_lease(store: SqliteMetaStore, clock: ManualClock, **identity: object) -> LeaseRecord:
-    record = LeaseRecord(incarnation=INC, holder="someone", token=7,
-                         deadline_ms=clock.wall_ms() + int(TTL * 1000), **identity)  # type: ignore[arg-type]
+    record = LeaseRecord(
+        incarnation=INC, holder="someone", token=7, deadline_ms=clock.wall_ms() + int(TTL * 1000), **identity
+    )  # type: ignore[arg-type]
     store.compare_and_swap(keys.lease(INC), ABSENT, record.encode())
     return record
 
@@ -109,8 +109,9 @@ def test_a_holder_on_another_host_keeps_the_lease_until_its_deadline(store: Sqli
     assert me is not None
     clock = ManualClock()
     # Its pid means nothing here, even if no such process exists on this host.
-    put_lease(store, clock, host="elsewhere", host_id="another-boot/pid:[4026531836]", pid=dead_pid(),
-              pid_started=1)
+    put_lease(
+        store, clock, host="elsewhere", host_id="another-boot/pid:[4026531836]", pid=dead_pid(), pid_started=1
+    )
     with pytest.raises(LeaseUnavailable):
         gate(store, clock).acquire(INC)
     assert stored(store).token == 7
@@ -123,8 +124,10 @@ def test_a_holder_on_another_host_keeps_the_lease_until_its_deadline(store: Sqli
 
 def test_a_lease_record_from_an_older_release_waits_for_its_deadline(store: SqliteMetaStore) -> None:
     clock = ManualClock()
-    old = (b'{"record_version": 1, "incarnation": "%s", "holder": "old", "token": 3, "deadline_ms": %d, '
-           b'"released": false}' % (INC.encode(), clock.wall_ms() + int(TTL * 1000)))
+    old = (
+        b'{"record_version": 1, "incarnation": "%s", "holder": "old", "token": 3, "deadline_ms": %d, '
+        b'"released": false}' % (INC.encode(), clock.wall_ms() + int(TTL * 1000))
+    )
     store.compare_and_swap(keys.lease(INC), ABSENT, old)
     assert stored(store).pid is None
     with pytest.raises(LeaseUnavailable):
@@ -154,8 +157,9 @@ _CHILD = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_a_writer_killed_mid_write_frees_its_table_at_once(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_writer_killed_mid_write_frees_its_table_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = tmp_path / "home"
     settings = load_settings(home=home).model_copy(update={"lease_wait_seconds": 10.0})
     assert settings.lease_ttl_seconds == TTL
@@ -166,8 +170,12 @@ def test_a_writer_killed_mid_write_frees_its_table_at_once(tmp_path: Path,
         catalog.create_namespace("p.w.ns")
         catalog.create_table(T, rows([1]))
         incarnation = catalog.open_table(T).record.incarnation
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(home), T], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(home), T],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "held"
@@ -188,8 +196,9 @@ def test_a_writer_killed_mid_write_frees_its_table_at_once(tmp_path: Path,
         assert took < 2.0, f"takeover took {took:.1f}s"
         assert lease.token == held.token + 1
         # The dead holder's commits, had any been in flight, are refused by the fence.
-        ghost = Lease(catalog.gate, incarnation, held.holder, held.token, item.revision,
-                      time.monotonic() + TTL)
+        ghost = Lease(
+            catalog.gate, incarnation, held.holder, held.token, item.revision, time.monotonic() + TTL
+        )
         with pytest.raises(ConditionFailed), ghost.fenced() as fence:
             catalog.store.transact([fence])
         catalog.gate.release(lease)

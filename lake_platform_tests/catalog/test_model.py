@@ -52,7 +52,6 @@ from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
 from lake_platform.registry.records import decode
 from lake_platform.settings import LakeSettings, load_settings
-
 from lake_platform_tests.catalog.catalog_model import (
     DAY_MS,
     CatalogModel,
@@ -196,8 +195,11 @@ class CatalogMachine(RuleBasedStateMachine):
 
     # -- rules ----------------------------------------------------------------------------------
 
-    @initialize(names=st.lists(st.sampled_from(TABLES), min_size=2, max_size=4, unique=True),
-                trashed=st.integers(0, 2), recreate=st.booleans())
+    @initialize(
+        names=st.lists(st.sampled_from(TABLES), min_size=2, max_size=4, unique=True),
+        trashed=st.integers(0, 2),
+        recreate=st.booleans(),
+    )
     def seed(self, names: list[str], trashed: int, recreate: bool) -> None:
         """Start with some tables, the first ``trashed`` of them dropped to the trash (and one
         of those recreated under its name), so the steps go to lifecycles that collide."""
@@ -260,8 +262,9 @@ class CatalogMachine(RuleBasedStateMachine):
         name = _pick(data, sorted({t.name for t in self.model.trash}), TABLES)
         self._step("undrop")
         into = as_name or name
-        result = self._call(self.model.undrop_error(name, into),
-                            lambda: self.catalog.undrop_table(name, as_name=as_name))
+        result = self._call(
+            self.model.undrop_error(name, into), lambda: self.catalog.undrop_table(name, as_name=as_name)
+        )
         if result is not None:
             self.model.undrop(name, into)
 
@@ -270,12 +273,14 @@ class CatalogMachine(RuleBasedStateMachine):
     def protect(self, data: st.DataObject, on: bool) -> None:
         name = self._live(data)
         self._step("protect")
-        if self._ok(self.model.protect_error(name),
-                    lambda: self.catalog.set_protected(name, on, kind="table")):
+        if self._ok(
+            self.model.protect_error(name), lambda: self.catalog.set_protected(name, on, kind="table")
+        ):
             self.model.protect(name, on)
 
-    @rule(data=st.data(), tag=st.sampled_from(TAGS), version=st.none() | st.integers(1, 6),
-          remove=st.booleans())
+    @rule(
+        data=st.data(), tag=st.sampled_from(TAGS), version=st.none() | st.integers(1, 6), remove=st.booleans()
+    )
     def tag(self, data: st.DataObject, tag: str, version: int | None, remove: bool) -> None:
         """Tag the current version or any version (live, cleaned up or never committed), or
         remove a tag."""
@@ -286,8 +291,9 @@ class CatalogMachine(RuleBasedStateMachine):
             if self._ok(self.model.untag_error(name, tag), lambda: self.catalog.delete_tag(name, tag)):
                 self.model.untag(name, tag)
             return
-        tagged = self._call(self.model.tag_error(name, tag, version),
-                            lambda: self.catalog.create_tag(name, tag, version))
+        tagged = self._call(
+            self.model.tag_error(name, tag, version), lambda: self.catalog.create_tag(name, tag, version)
+        )
         if tagged is not None:
             assert tagged == (version or self.model.tables[name].current)
             self.model.tag(name, tag, version)
@@ -313,8 +319,10 @@ class CatalogMachine(RuleBasedStateMachine):
     def cleanup(self, data: st.DataObject, retain: int) -> None:
         name = self._live(data)
         self._step("cleanup")
-        result = self._call(self.model.maintain_error(name), lambda: self.catalog.cleanup(
-            name, retention=timedelta(0), retain_versions=retain))
+        result = self._call(
+            self.model.maintain_error(name),
+            lambda: self.catalog.cleanup(name, retention=timedelta(0), retain_versions=retain),
+        )
         if result is None:
             return
         doomed = self.model.doomed(name, retain)
@@ -347,15 +355,18 @@ class CatalogMachine(RuleBasedStateMachine):
 
         self.pending = ("cleanup:chose-versions", interleave)
         try:
-            result = self._call(expected, lambda: self.catalog.cleanup(
-                name, retention=timedelta(0), retain_versions=retain))
+            result = self._call(
+                expected, lambda: self.catalog.cleanup(name, retention=timedelta(0), retain_versions=retain)
+            )
         finally:
             self.pending = None
         if result is None:
             return
         assert fired == ([op] if doomed else []), f"the writer ran {len(fired)} times"
         assert (result.status, result.detail.get("versions_removed", [])) == (
-            "committed" if doomed else "nothing-to-do", doomed), result
+            "committed" if doomed else "nothing-to-do",
+            doomed,
+        ), result
         self.model.cleanup(name, retain)
 
     @rule(data=st.data(), hours=st.sampled_from([0, 1, 72]))
@@ -363,8 +374,10 @@ class CatalogMachine(RuleBasedStateMachine):
         """A trash grace on the warehouse, a namespace or a table (0: a drop destroys at once)."""
         scope = _pick(data, [WAREHOUSE, *sorted(self.model.namespaces), *sorted(self.model.tables)], SCOPES)
         self._step("set_policy")
-        if self._ok(self.model.set_policy_error(scope),
-                    lambda: self.catalog.set_policy(scope, {"trash_grace_seconds": hours * 3600})):
+        if self._ok(
+            self.model.set_policy_error(scope),
+            lambda: self.catalog.set_policy(scope, {"trash_grace_seconds": hours * 3600}),
+        ):
             self.model.set_policy(scope, hours * 3_600_000)
 
     @rule(data=st.data())
@@ -378,8 +391,10 @@ class CatalogMachine(RuleBasedStateMachine):
     def drop_namespace(self, data: st.DataObject, cascade: bool) -> None:
         ns = _pick(data, sorted(self.model.namespaces), NAMESPACES)
         self._step("drop_namespace")
-        if self._ok(self.model.drop_namespace_error(ns, cascade=cascade),
-                    lambda: self.catalog.drop_namespace(ns, cascade=cascade)):
+        if self._ok(
+            self.model.drop_namespace_error(ns, cascade=cascade),
+            lambda: self.catalog.drop_namespace(ns, cascade=cascade),
+        ):
             self.model.drop_namespace(ns, self.clock.wall_ms())
 
     @rule(data=st.data(), phase=st.sampled_from(["checked", "table"]), recreate=st.booleans())
@@ -448,23 +463,41 @@ class CatalogMachine(RuleBasedStateMachine):
             present = catalog.store.get(keys.namespace(NamespaceName.parse(ns))) is not None
             assert present == (ns in model.namespaces), f"namespace {ns}: registry {present}"
 
-        policies = {scope: decode(PolicyRecord, item.value, item.key).policy.trash_grace_seconds * 1000
-                    for scope in SCOPES if (item := catalog.store.get(keys.policy(scope))) is not None}
+        policies = {
+            scope: decode(PolicyRecord, item.value, item.key).policy.trash_grace_seconds * 1000
+            for scope in SCOPES
+            if (item := catalog.store.get(keys.policy(scope))) is not None
+        }
         assert policies == model.policies, "policy records (scope → trash grace ms)"
 
         registered = {r.name: (r.incarnation, r.current_version) for r in catalog.list_tables(WAREHOUSE)}
         assert registered == {n: (i.id, i.current) for n, i in model.tables.items()}
 
         trash = catalog.list_trash(WAREHOUSE)
-        tables_trash = sorted((r.target, r.table.incarnation, r.table.current_version, r.dropped_at_ms,
-                               r.expires_at_ms, r.state) for r in trash if r.kind == "table" and r.table)
-        assert tables_trash == sorted((t.name, t.inc.id, t.inc.current, t.dropped_at, t.expires_at, "trashed")
-                                      for t in model.trash)
+        tables_trash = sorted(
+            (
+                r.target,
+                r.table.incarnation,
+                r.table.current_version,
+                r.dropped_at_ms,
+                r.expires_at_ms,
+                r.state,
+            )
+            for r in trash
+            if r.kind == "table" and r.table
+        )
+        assert tables_trash == sorted(
+            (t.name, t.inc.id, t.inc.current, t.dropped_at, t.expires_at, "trashed") for t in model.trash
+        )
         assert len(tables_trash) == sum(r.kind == "table" for r in trash), "a trash record lacks its table"
-        ns_trash = sorted((r.target, r.dropped_at_ms, r.expires_at_ms, _undo_list(r.table_trash_keys))
-                          for r in trash if r.kind == "namespace")
-        assert ns_trash == sorted((r.namespace, r.dropped_at, r.expires_at, sorted(r.tables))
-                                  for r in model.ns_trash)
+        ns_trash = sorted(
+            (r.target, r.dropped_at_ms, r.expires_at_ms, _undo_list(r.table_trash_keys))
+            for r in trash
+            if r.kind == "namespace"
+        )
+        assert ns_trash == sorted(
+            (r.namespace, r.dropped_at, r.expires_at, sorted(r.tables)) for r in model.ns_trash
+        )
 
         for name, inc in model.tables.items():
             self._check_registered(name, inc)
@@ -509,23 +542,36 @@ def _machine(name: str, open_env: Callable[[], Env]) -> tuple[type[CatalogMachin
 def _run(machine: type[CatalogMachine], *, examples: int, steps: int) -> None:
     """``LAKE_MODEL_EXAMPLES`` overrides the number of sequences (a longer hunt, or a quick try)."""
     # derandomize: the same sequences on every run and machine, so CI is reproducible.
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=int(os.environ.get("LAKE_MODEL_EXAMPLES", examples)), stateful_step_count=steps,
-        deadline=None, derandomize=True, database=None, report_multiple_bugs=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    ))
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("LAKE_MODEL_EXAMPLES", examples)),
+            stateful_step_count=steps,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            report_multiple_bugs=False,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 @contextmanager
-def _reported(backend: str, tally: Tally, record_property: Callable[[str, object], None],
-              capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
+def _reported(
+    backend: str,
+    tally: Tally,
+    record_property: Callable[[str, object], None],
+    capsys: pytest.CaptureFixture[str],
+) -> Iterator[None]:
     started = time.monotonic()
     try:
         yield
     finally:
-        line = (f"model test [{backend}]: {tally.steps} steps in {tally.examples} sequences, {tally.checks} "
-                f"model comparisons, {tally.errors_predicted} predicted typed errors, "
-                f"{time.monotonic() - started:.1f}s\n  outcomes: {dict(sorted(tally.outcomes.items()))}")
+        line = (
+            f"model test [{backend}]: {tally.steps} steps in {tally.examples} sequences, {tally.checks} "
+            f"model comparisons, {tally.errors_predicted} predicted typed errors, "
+            f"{time.monotonic() - started:.1f}s\n  outcomes: {dict(sorted(tally.outcomes.items()))}"
+        )
         for key in ("steps", "examples", "checks", "errors_predicted"):
             record_property(f"model_{backend}_{key}", getattr(tally, key))
         with capsys.disabled():
@@ -534,7 +580,9 @@ def _reported(backend: str, tally: Tally, record_property: Callable[[str, object
 
 @pytest.mark.slow
 def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
-    tmp_path: Path, record_property: Callable[[str, object], None], capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     def open_env() -> Env:
         home = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -549,15 +597,19 @@ def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
 
 @pytest.mark.slow
 def test_catalog_matches_the_model_on_dynamodb_and_s3(
-    tmp_path: Path, moto_endpoint: str, s3: S3Endpoint, record_property: Callable[[str, object], None],
+    tmp_path: Path,
+    moto_endpoint: str,
+    s3: S3Endpoint,
+    record_property: Callable[[str, object], None],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
 
     def open_env() -> Env:
         url = dynamodb_test_url(moto_endpoint)
-        settings_ = load_settings(home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url,
-                                  **s3.lake_settings(), **TEST_SETTINGS)
+        settings_ = load_settings(
+            home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url, **s3.lake_settings(), **TEST_SETTINGS
+        )
         init_table(url, settings_)
         prefix = s3.new_prefix()
 

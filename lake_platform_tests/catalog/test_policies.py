@@ -13,7 +13,6 @@ from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, NamespaceNotFound, PermissionDenied, PolicyNotFound
 from lake_platform.registry import keys
 from lake_platform.registry.store import ABSENT, Put
-
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
@@ -86,7 +85,9 @@ def test_cascade_keeps_subtree_policies_for_undrop_only(lake: Lake) -> None:
     c.drop_namespace("p.w.ns.sub")
     c.drop_namespace("p.w.ns")
     c.undrop_namespace("p.w.ns")
-    assert [c.effective_policy(s).policy.retain_versions for s in ("p.w.ns", "p.w.ns.sub", "p.w.ns.sub.t")] == [5, 6, 7]
+    assert [
+        c.effective_policy(s).policy.retain_versions for s in ("p.w.ns", "p.w.ns.sub", "p.w.ns.sub.t")
+    ] == [5, 6, 7]
 
 
 def test_unset_resets_fields_and_delete_removes_the_record(lake: Lake) -> None:
@@ -94,8 +95,11 @@ def test_unset_resets_fields_and_delete_removes_the_record(lake: Lake) -> None:
     c.set_policy("p.w", {"retain_versions": 2})
     c.set_policy("p.w.ns", parse_assignments(["retain_versions=3", "retention=1d", "trash_grace=1h"]))
     record = c.unset_policy("p.w.ns", ["retention", "trash_grace"])
-    assert (record.policy.retain_versions, record.policy.retention_seconds, record.policy.trash_grace_seconds) == (
-        3, 7 * 86400, 7 * 86400)
+    assert (
+        record.policy.retain_versions,
+        record.policy.retention_seconds,
+        record.policy.trash_grace_seconds,
+    ) == (3, 7 * 86400, 7 * 86400)
     assert c.effective_policy("p.w.ns").source == "p.w.ns"  # the record still wins, whole
     c.delete_policy("p.w.ns")
     eff = c.effective_policy("p.w.ns")

@@ -23,31 +23,62 @@ from lake_platform_tests.catalog.conftest import EVENTS, Lake, events, ids_of, s
 
 def test_pylance_creates_appends_and_reads_registered_versions(lake: Lake) -> None:
     ns = LakeNamespace(lake.catalog)
-    ds = lance.write_dataset(events([1, 2]), namespace_client=ns, table_id=EVENTS, mode="create",
-                             storage_options=storage_options_of(lake))
+    ds = lance.write_dataset(
+        events([1, 2]),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="create",
+        storage_options=storage_options_of(lake),
+    )
     assert ds.version == 1
-    lance.write_dataset(events([3]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=storage_options_of(lake))
+    lance.write_dataset(
+        events([3]),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="append",
+        storage_options=storage_options_of(lake),
+    )
     snap = lake.catalog.open_table("p.w.ns.events")
     assert snap.version == 2 and ids_of(snap) == [1, 2, 3]
     assert snap.schema.names == ["id", "v"] and snap.record.schema_ipc  # schema captured at first commit
     opened = lance.dataset(namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake))
     assert opened.version == 2 and opened.count_rows() == 3
-    assert lance.dataset(namespace_client=ns, table_id=EVENTS, version=1, storage_options=storage_options_of(lake)).count_rows() == 2
+    assert (
+        lance.dataset(
+            namespace_client=ns, table_id=EVENTS, version=1, storage_options=storage_options_of(lake)
+        ).count_rows()
+        == 2
+    )
     history = lake.catalog.history("p.w.ns.events")
     assert [(e.operation, e.to_version) for e in history] == [("declare", None), ("commit", 1), ("commit", 2)]
     # Reads never write: no stray manifest copies appear however often we open.
     before = sorted(f.path for f in engine.list_files(snap.record.location, storage_options_of(lake)))
     for _ in range(3):
-        lance.dataset(namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake)).count_rows()
+        lance.dataset(
+            namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake)
+        ).count_rows()
     assert sorted(f.path for f in engine.list_files(snap.record.location, storage_options_of(lake))) == before
 
 
 def test_pylance_open_follows_registry_not_disk(lake: Lake) -> None:
     ns = LakeNamespace(lake.catalog)
-    lance.write_dataset(events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=storage_options_of(lake))
+    lance.write_dataset(
+        events([1]),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="create",
+        storage_options=storage_options_of(lake),
+    )
     location = lake.catalog.open_table("p.w.ns.events").record.location
-    lance.write_dataset(events([99]), location, mode="append", storage_options=storage_options_of(lake))  # rogue, bypassing
-    assert lance.dataset(namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake)).count_rows() == 1
+    lance.write_dataset(
+        events([99]), location, mode="append", storage_options=storage_options_of(lake)
+    )  # rogue, bypassing
+    assert (
+        lance.dataset(
+            namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake)
+        ).count_rows()
+        == 1
+    )
 
 
 def test_namespace_operations_map_onto_the_catalog(lake: Lake) -> None:
@@ -63,7 +94,13 @@ def test_namespace_operations_map_onto_the_catalog(lake: Lake) -> None:
     with pytest.raises(ns_errors.NamespaceNotEmptyError):
         ns.drop_namespace(DropNamespaceRequest(id=["p", "w", "raw"]))
     ns.drop_namespace(DropNamespaceRequest(id=["p", "w", "raw"], behavior="Cascade"))
-    lance.write_dataset(events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=storage_options_of(lake))
+    lance.write_dataset(
+        events([1]),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="create",
+        storage_options=storage_options_of(lake),
+    )
     assert ns.list_tables(ListTablesRequest(id=["p", "w", "ns"])).tables == ["events"]
     ns.table_exists(TableExistsRequest(id=EVENTS))
     with pytest.raises(ns_errors.TableNotFoundError):
@@ -77,13 +114,24 @@ def test_namespace_operations_map_onto_the_catalog(lake: Lake) -> None:
 def test_pylance_obeys_permissions_and_tenancy(lake: Lake) -> None:
     reader = LakeNamespace(lake.catalog, Principal("r", "user", "p", "reader"))
     with pytest.raises(ns_errors.PermissionDeniedError) as err:
-        lance.write_dataset(events([1]), namespace_client=reader, table_id=EVENTS, mode="create",
-                            storage_options=storage_options_of(lake))
+        lance.write_dataset(
+            events([1]),
+            namespace_client=reader,
+            table_id=EVENTS,
+            mode="create",
+            storage_options=storage_options_of(lake),
+        )
     assert "may not" in str(err.value)
     with pytest.raises(TableNotFound):
         lake.catalog.open_table("p.w.ns.events")
     owner = LakeNamespace(lake.catalog)
-    lance.write_dataset(events([1]), namespace_client=owner, table_id=EVENTS, mode="create", storage_options=storage_options_of(lake))
+    lance.write_dataset(
+        events([1]),
+        namespace_client=owner,
+        table_id=EVENTS,
+        mode="create",
+        storage_options=storage_options_of(lake),
+    )
     outsider = LakeNamespace(lake.catalog, Principal("o", "user", "q", "admin"))
     with pytest.raises(ns_errors.TableNotFoundError):  # another tenant's table does not exist for them
         lance.dataset(namespace_client=outsider, table_id=EVENTS, storage_options=storage_options_of(lake))
@@ -91,8 +139,20 @@ def test_pylance_obeys_permissions_and_tenancy(lake: Lake) -> None:
 
 def test_tags_through_the_namespace(lake: Lake) -> None:
     ns = LakeNamespace(lake.catalog)
-    lance.write_dataset(events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=storage_options_of(lake))
-    lance.write_dataset(events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=storage_options_of(lake))
+    lance.write_dataset(
+        events([1]),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="create",
+        storage_options=storage_options_of(lake),
+    )
+    lance.write_dataset(
+        events([2]),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="append",
+        storage_options=storage_options_of(lake),
+    )
     ns.create_table_tag({"id": EVENTS, "tag": "gold", "version": 1})
     assert ns.get_table_tag_version({"id": EVENTS, "tag": "gold"}).version == 1
     assert set(ns.list_table_tags({"id": EVENTS}).tags) == {"gold"}

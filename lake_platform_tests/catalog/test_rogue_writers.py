@@ -20,7 +20,6 @@ from lake_platform.query.engine import QueryEngine, QueryLimits
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform.registry import keys
 from lake_platform.registry.records import VersionRecord, decode
-
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 
 T = "p.w.ns.t"
@@ -40,7 +39,9 @@ def manifests(lake: Lake, location: str) -> list[str]:
 
 def rogue_append(lake: Lake, location: str, ids: list[int]) -> None:
     """A writer that bypasses the registry: plain pylance on the table's folder."""
-    lance.write_dataset(rows(ids, tag="rogue"), location, mode="append", storage_options=storage(lake, location))
+    lance.write_dataset(
+        rows(ids, tag="rogue"), location, mode="append", storage_options=storage(lake, location)
+    )
 
 
 def version_record(catalog: Catalog, table: str, version: int) -> VersionRecord:
@@ -156,11 +157,21 @@ def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lak
     rogue_append(lake, location, [99])
     client = LakeNamespace(lake.catalog)
     with pytest.raises(OSError, match="Commit result for version 3"):
-        lance.write_dataset(rows([2]), namespace_client=client, table_id=T.split("."), mode="append",
-                            storage_options=storage(lake, location))
+        lance.write_dataset(
+            rows([2]),
+            namespace_client=client,
+            table_id=T.split("."),
+            mode="append",
+            storage_options=storage(lake, location),
+        )
     assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
-    lance.write_dataset(rows([2]), namespace_client=client, table_id=T.split("."), mode="append",
-                        storage_options=storage(lake, location))
+    lance.write_dataset(
+        rows([2]),
+        namespace_client=client,
+        table_id=T.split("."),
+        mode="append",
+        storage_options=storage(lake, location),
+    )
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
     assert [e.to_version for e in lake.catalog.history(T)] == [1, 2]
 
@@ -219,16 +230,19 @@ def _as_left_by_older_writers(lake: Lake, location: str, *, canonical: bool) -> 
     ver = decode(VersionRecord, item.value, item.key)
     staging = next(p for p in manifests(lake, location) if p.startswith(v2_name(2) + "-"))
     prefix = ver.manifest_path.rsplit("/_versions/", 1)[0]
-    lake.catalog.store.compare_and_swap(key, item.revision, ver.model_copy(
-        update={"manifest_path": f"{prefix}/{staging}"}).encode())
+    lake.catalog.store.compare_and_swap(
+        key, item.revision, ver.model_copy(update={"manifest_path": f"{prefix}/{staging}"}).encode()
+    )
     if not canonical:
         delete_object(lake, location, v2_name(2))
 
 
-def test_a_writer_killed_after_its_registry_commit_leaves_a_version_that_opens_without_writes(lake: Lake) -> None:
+def test_a_writer_killed_after_its_registry_commit_leaves_a_version_that_opens_without_writes(
+    lake: Lake,
+) -> None:
     location = _interrupted_append(lake)
     ver = version_record(lake.catalog, T, 2)
-    assert ver.manifest_path.endswith(v2_name(2)[len("_versions"):])  # the registry never names staging
+    assert ver.manifest_path.endswith(v2_name(2)[len("_versions") :])  # the registry never names staging
     before = files(lake, location)
     for _ in range(3):
         assert ids_of(lake.catalog.open_table(T)) == [1, 2]
@@ -264,7 +278,9 @@ def test_the_next_writer_finishes_a_version_left_at_its_staging_manifest(lake: L
 
     assert lake.catalog.append(T, rows([3])).to_version == 3
     for version in (2, 3):
-        assert version_record(lake.catalog, T, version).manifest_path.endswith(v2_name(version)[len("_versions"):])
+        assert version_record(lake.catalog, T, version).manifest_path.endswith(
+            v2_name(version)[len("_versions") :]
+        )
     assert not any(".manifest-" in p or "#" in p for p in manifests(lake, location))
     assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
     assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
@@ -274,7 +290,7 @@ def test_repair_finishes_a_version_left_at_its_staging_manifest(lake: Lake) -> N
     location = _interrupted_append(lake)
     _as_left_by_older_writers(lake, location, canonical=False)
     assert lake.catalog.repair_table(T) == {"finalized": [2], "quarantined": []}
-    assert version_record(lake.catalog, T, 2).manifest_path.endswith(v2_name(2)[len("_versions"):])
+    assert version_record(lake.catalog, T, 2).manifest_path.endswith(v2_name(2)[len("_versions") :])
     assert not any(".manifest-" in p for p in manifests(lake, location))
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
     assert lake.catalog.repair_table(T) == {"finalized": [], "quarantined": []}  # idempotent

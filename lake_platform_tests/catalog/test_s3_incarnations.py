@@ -10,7 +10,6 @@ import pytest
 
 from lake_platform.errors import TableVersionNotFound
 from lake_platform.registry import keys
-
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 from lake_platform_tests.s3_server import S3Endpoint
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from lake_platform.engine import lance_engine as engine
-
 from lake_platform_tests.catalog.conftest import append_in_processes, ids_of, rows
 
 T = "p.w.ns.t"

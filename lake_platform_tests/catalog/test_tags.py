@@ -29,7 +29,6 @@ from lake_platform.errors import (
 from lake_platform.registry import keys
 from lake_platform.registry.records import VersionRecord, decode
 from lake_platform.settings import LakeSettings
-
 from lake_platform_tests.catalog.conftest import Lake, rows
 
 T = "p.w.ns.t"
@@ -38,7 +37,8 @@ T = "p.w.ns.t"
 def quick_cleanup(settings: LakeSettings, **more: Any) -> LakeSettings:
     """Settings under which every superseded version is old enough to clean up."""
     return settings.model_copy(
-        update={"ticket_lifetime_seconds": 0.001, "reader_max_stale_seconds": 0.0, **more})
+        update={"ticket_lifetime_seconds": 0.001, "reader_max_stale_seconds": 0.0, **more}
+    )
 
 
 @pytest.fixture
@@ -52,8 +52,13 @@ def table(lake: Lake) -> Iterator[Lake]:
 
 def registered(catalog: Catalog, name: str = T) -> dict[int, VersionRecord]:
     incarnation = catalog.open_table(name).record.incarnation
-    return {r.version: r for r in (decode(VersionRecord, i.value, i.key)
-                                   for i in catalog.store.scan_prefix(keys.versions(incarnation)))}
+    return {
+        r.version: r
+        for r in (
+            decode(VersionRecord, i.value, i.key)
+            for i in catalog.store.scan_prefix(keys.versions(incarnation))
+        )
+    }
 
 
 def engine_tags(catalog: Catalog, name: str = T) -> dict[str, int]:
@@ -248,8 +253,9 @@ def test_tags_made_before_the_registry_recorded_them_still_count(table: Lake) ->
 
 
 def test_a_version_record_without_tags_still_reads() -> None:
-    old = (b'{"record_version": 1, "incarnation": "i", "version": 3, "manifest_path": "m", '
-           b'"committed_at_ms": 5}')
+    old = (
+        b'{"record_version": 1, "incarnation": "i", "version": 3, "manifest_path": "m", "committed_at_ms": 5}'
+    )
     assert decode(VersionRecord, old).tags == []
 
 
@@ -277,12 +283,20 @@ def test_cleanup_never_deletes_a_version_record_that_carries_a_tag(table: Lake) 
     assert [catalog.open_table(T, v).count_rows() for v in (1, 2, 3, 4)] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("tag, version, error", [
-    ("Bad.Name", 2, InvalidInput), ("", 2, InvalidInput), ("ok", 0, InvalidInput), ("ok", True, InvalidInput),
-    ("ok", "2", InvalidInput), ("ok", 99, TableVersionNotFound),
-])
-def test_bad_tag_requests_are_typed_and_change_nothing(table: Lake, tag: Any, version: Any,
-                                                       error: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    "tag, version, error",
+    [
+        ("Bad.Name", 2, InvalidInput),
+        ("", 2, InvalidInput),
+        ("ok", 0, InvalidInput),
+        ("ok", True, InvalidInput),
+        ("ok", "2", InvalidInput),
+        ("ok", 99, TableVersionNotFound),
+    ],
+)
+def test_bad_tag_requests_are_typed_and_change_nothing(
+    table: Lake, tag: Any, version: Any, error: type[Exception]
+) -> None:
     before = table.catalog.history(T)
     with pytest.raises(error):
         table.catalog.create_tag(T, tag, version)

@@ -21,7 +21,6 @@ from lake_platform.errors import (
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, LeaseRecord, decode
 from lake_platform.registry.store import MetaStore
-
 from lake_platform_tests.catalog.conftest import Lake, append_in_processes, ids_of, rows
 
 T = "p.w.ns.t"
@@ -56,8 +55,9 @@ def test_open_follows_the_registry_not_the_disk(lake: Lake) -> None:
     snap = lake.catalog.open_table(T)
     import lance  # the test plays the rogue writer; the package never does this
 
-    lance.write_dataset(rows([99]), record.location, mode="append",
-                        storage_options=opts(lake, record.location) or None)
+    lance.write_dataset(
+        rows([99]), record.location, mode="append", storage_options=opts(lake, record.location) or None
+    )
     assert max(engine.versions_on_disk(record.location, opts(lake, record.location))) == 2
     assert registry_version(lake.catalog) == 1
     assert ids_of(lake.catalog.open_table(T)) == [1]
@@ -123,7 +123,9 @@ def test_stale_compaction_conflicting_with_a_delete_is_skipped(lake: Lake) -> No
     assert registry_version(lake.catalog) == result.version >= deleted.to_version  # type: ignore[operator]
     assert ids_of(lake.catalog.open_table(T)) == [0, 1, 3]
     last = lake.catalog.history(T)[-1]
-    assert last.operation == "compact" and last.detail["status"] == "skipped-stale" and last.to_version is None
+    assert (
+        last.operation == "compact" and last.detail["status"] == "skipped-stale" and last.to_version is None
+    )
 
 
 def test_stale_drop_never_touches_the_replacement(lake: Lake) -> None:
@@ -165,7 +167,9 @@ def test_drop_removes_registration_before_data(lake: Lake) -> None:
 
     def hook(point: str) -> None:
         if point == "drop:after-commit":
-            seen["registered"] = lake.catalog.store.get(keys.table(lake.catalog.open_table.__self__ and _tn()))
+            seen["registered"] = lake.catalog.store.get(
+                keys.table(lake.catalog.open_table.__self__ and _tn())
+            )
             seen["files"] = list(engine.list_files(location, opts(lake, location)))
 
     dropper = lake.new_catalog(hook=hook)
@@ -205,21 +209,45 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     record, revision = first._table(_tn())
     pending = PendingCommit(commit_id="late-commit-0001", operation="append", actor="late")
     lease._renewed(lease.revision, clock.monotonic() + 100)  # a lying clock
-    ns = BoundTableNamespace(first.store, _tn(), record, revision, pending=pending, lease=lease,
-                            storage_options=opts(lake, record.location))
+    ns = BoundTableNamespace(
+        first.store,
+        _tn(),
+        record,
+        revision,
+        pending=pending,
+        lease=lease,
+        storage_options=opts(lake, record.location),
+    )
     # lance reports the refused commit as an OSError ("commit result ... is unknown"); the typed
     # cause is what the namespace recorded, checked below.
     with pytest.raises(OSError):
-        engine.write(rows([666]), namespace=ns, table_id=_tn().parts, mode="append",
-                     storage_options=opts(lake, record.location))
+        engine.write(
+            rows([666]),
+            namespace=ns,
+            table_id=_tn().parts,
+            mode="append",
+            storage_options=opts(lake, record.location),
+        )
     assert isinstance(ns.failure, LeaseExpired)
     assert registry_version(lake.catalog) == 1 and ids_of(lake.catalog.open_table(T)) == [1]
     # The new holder commits fine.
     pending2 = PendingCommit(commit_id="new-commit-0001", operation="append", actor="second")
-    ns2 = BoundTableNamespace(second.store, _tn(), record, revision, pending=pending2, lease=taken,
-                             storage_options=opts(lake, record.location))
-    engine.write(rows([2]), namespace=ns2, table_id=_tn().parts, mode="append",
-                 storage_options=opts(lake, record.location))
+    ns2 = BoundTableNamespace(
+        second.store,
+        _tn(),
+        record,
+        revision,
+        pending=pending2,
+        lease=taken,
+        storage_options=opts(lake, record.location),
+    )
+    engine.write(
+        rows([2]),
+        namespace=ns2,
+        table_id=_tn().parts,
+        mode="append",
+        storage_options=opts(lake, record.location),
+    )
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
     stored = decode(LeaseRecord, lake.catalog.store.get(keys.lease(incarnation)).value)  # type: ignore[union-attr]
     assert stored.token == taken.token and stored.holder == taken.holder
@@ -311,8 +339,9 @@ def test_heartbeat_keeps_a_long_write_alive(lake: Lake) -> None:
     """A lease held past its TTL stays valid because the gate's heartbeat renews it."""
     import time
 
-    quick = lake.settings.model_copy(update={"lease_ttl_seconds": 0.6, "lease_safety_margin_seconds": 0.2,
-                                             "lease_io_timeout_seconds": 0.1})
+    quick = lake.settings.model_copy(
+        update={"lease_ttl_seconds": 0.6, "lease_safety_margin_seconds": 0.2, "lease_io_timeout_seconds": 0.1}
+    )
     catalog = Catalog(quick)
     catalog.create_table(T, rows([1]))
     incarnation = catalog.open_table(T).record.incarnation
@@ -340,8 +369,10 @@ def test_transient_storage_failures_are_retryable(lake: Lake) -> None:
             if point == "append:before-write":
                 raise OSError(self.message)
 
-    for message, expected in (("Generic S3 error: 503 Slow Down", Throttling),
-                              ("Generic S3 error: connection reset by peer", ServiceUnavailable)):
+    for message, expected in (
+        ("Generic S3 error: 503 Slow Down", Throttling),
+        ("Generic S3 error: connection reset by peer", ServiceUnavailable),
+    ):
         flaky = lake.new_catalog(hook=Hiccup(message))
         with pytest.raises(expected) as err:
             flaky.append(T, rows([2]))

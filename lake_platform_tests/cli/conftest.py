@@ -24,7 +24,11 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    for args in (["project", "create", "p"], ["warehouse", "create", "p.w"], ["namespace", "create", "p.w.ns"]):
+    for args in (
+        ["project", "create", "p"],
+        ["warehouse", "create", "p.w"],
+        ["namespace", "create", "p.w.ns"],
+    ):
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, result.output
     return runner

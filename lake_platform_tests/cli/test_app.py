@@ -16,18 +16,46 @@ from lake_platform.cli import cli, parse_duration
 from lake_platform.errors import InvalidInput
 
 COMMAND_TREE = [
-    "cleanup", "compact", "ingest", "log",
-    "namespace create", "namespace drop", "namespace protect", "namespace undrop",
-    "orphans reclaim", "orphans reclaim-folders", "orphans scan", "orphans scan-folders",
-    "policy delete", "policy set", "policy show", "policy unset",
-    "project create", "project drop",
-    "registry init", "serve-flight",
-    "table create", "table describe", "table drop", "table history", "table list", "table protect", "table repair",
+    "cleanup",
+    "compact",
+    "ingest",
+    "log",
+    "namespace create",
+    "namespace drop",
+    "namespace protect",
+    "namespace undrop",
+    "orphans reclaim",
+    "orphans reclaim-folders",
+    "orphans scan",
+    "orphans scan-folders",
+    "policy delete",
+    "policy set",
+    "policy show",
+    "policy unset",
+    "project create",
+    "project drop",
+    "registry init",
+    "serve-flight",
+    "table create",
+    "table describe",
+    "table drop",
+    "table history",
+    "table list",
+    "table protect",
+    "table repair",
     "table undrop",
-    "token create", "token list", "token revoke",
-    "trash expire", "trash list", "up",
-    "user add", "user list", "user remove",
-    "warehouse create", "warehouse drop", "warehouse protect",
+    "token create",
+    "token list",
+    "token revoke",
+    "trash expire",
+    "trash list",
+    "up",
+    "user add",
+    "user list",
+    "user remove",
+    "warehouse create",
+    "warehouse drop",
+    "warehouse protect",
 ]
 
 
@@ -46,8 +74,13 @@ def test_every_command_module_is_attached_to_the_root_group() -> None:
 def test_runs_as_a_module(tmp_path: Path) -> None:
     """`lake up` starts the Flight SQL endpoint as ``python -m lake_platform.cli serve-flight``."""
     env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
-    out = subprocess.run([sys.executable, "-m", "lake_platform.cli", "serve-flight", "--help"],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     assert out.stdout.startswith("Usage: lake serve-flight") and "--host" in out.stdout
 
 

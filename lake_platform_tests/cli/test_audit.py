@@ -10,23 +10,55 @@ from click.testing import CliRunner
 from lake_platform_tests.cli.conftest import run, write_parquet
 
 
-def test_every_commit_carries_lake_actor(lake: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_commit_carries_lake_actor(
+    lake: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LAKE_ACTOR", "alice")
     parquet = str(write_parquet(tmp_path / "a.parquet", [1]))
     q = "q.w.ns.t"
-    for args in (["project", "create", "q"], ["warehouse", "create", "q.w"], ["namespace", "create", "q.w.ns"],
-                 ["table", "create", q, "--from", parquet], ["ingest", q, parquet],
-                 ["table", "protect", q], ["table", "protect", q, "--off"],
-                 ["policy", "set", q, "trash_grace=1d", "retain_versions=3"], ["policy", "unset", q, "trash_grace"],
-                 ["policy", "delete", q], ["table", "drop", q], ["table", "undrop", q],
-                 ["namespace", "drop", "q.w.ns", "--cascade"], ["namespace", "undrop", "q.w.ns"],
-                 ["namespace", "drop", "q.w.ns", "--cascade", "--purge"], ["trash", "expire"],
-                 ["user", "add", "cy", "--project", "q", "--role", "reader"], ["user", "remove", "cy"],
-                 ["warehouse", "drop", "q.w"], ["project", "drop", "q"]):
+    for args in (
+        ["project", "create", "q"],
+        ["warehouse", "create", "q.w"],
+        ["namespace", "create", "q.w.ns"],
+        ["table", "create", q, "--from", parquet],
+        ["ingest", q, parquet],
+        ["table", "protect", q],
+        ["table", "protect", q, "--off"],
+        ["policy", "set", q, "trash_grace=1d", "retain_versions=3"],
+        ["policy", "unset", q, "trash_grace"],
+        ["policy", "delete", q],
+        ["table", "drop", q],
+        ["table", "undrop", q],
+        ["namespace", "drop", "q.w.ns", "--cascade"],
+        ["namespace", "undrop", "q.w.ns"],
+        ["namespace", "drop", "q.w.ns", "--cascade", "--purge"],
+        ["trash", "expire"],
+        ["user", "add", "cy", "--project", "q", "--role", "reader"],
+        ["user", "remove", "cy"],
+        ["warehouse", "drop", "q.w"],
+        ["project", "drop", "q"],
+    ):
         run(lake, *args)
     entries = run(lake, "log", "q")
-    assert {"create project", "create warehouse", "create namespace", "create", "append", "protect", "unprotect",
-            "policy set", "policy unset", "policy delete", "drop", "undrop", "drop namespace cascade",
-            "undrop namespace", "purge", "user add", "user remove", "drop warehouse",
-            "drop project"} <= {e["operation"] for e in entries}
+    assert {
+        "create project",
+        "create warehouse",
+        "create namespace",
+        "create",
+        "append",
+        "protect",
+        "unprotect",
+        "policy set",
+        "policy unset",
+        "policy delete",
+        "drop",
+        "undrop",
+        "drop namespace cascade",
+        "undrop namespace",
+        "purge",
+        "user add",
+        "user remove",
+        "drop warehouse",
+        "drop project",
+    } <= {e["operation"] for e in entries}
     assert sorted({(e["operation"], e["actor"]) for e in entries if e["actor"] != "alice"}) == []

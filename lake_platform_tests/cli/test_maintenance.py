@@ -7,7 +7,6 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from lake_platform.cli import cli
-
 from lake_platform_tests.cli.conftest import T, run, write_parquet
 
 
@@ -28,7 +27,9 @@ def test_compact_cleanup_and_drop(lake: CliRunner, tmp_path: Path) -> None:
     assert purged["expires_at_ms"] is None and run(lake, "trash", "list") == []
 
 
-def test_orphan_folders_are_reported_then_reclaimed_and_live_tables_kept(lake: CliRunner, tmp_path: Path) -> None:
+def test_orphan_folders_are_reported_then_reclaimed_and_live_tables_kept(
+    lake: CliRunner, tmp_path: Path
+) -> None:
     import os
     import time
 
@@ -48,11 +49,14 @@ def test_orphan_folders_are_reported_then_reclaimed_and_live_tables_kept(lake: C
 
     report = run(lake, "orphans", "scan-folders", "p.w", "--min-age", "1d")
     assert report["orphan_count"] == 1 and [o["path"] for o in report["orphans"]] == [
-        "ns/gone-0123456789abcdef.lance"]
+        "ns/gone-0123456789abcdef.lance"
+    ]
     assert leaked.exists()  # a scan deletes nothing
 
     bad = lake.invoke(cli, ["orphans", "reclaim-folders", "p.w", "--older-than", "10m"])
     assert bad.exit_code == 2 and "at least" in bad.output and leaked.exists()
     reclaimed = run(lake, "orphans", "reclaim-folders", "p.w", "--older-than", "1d")
-    assert [d["path"] for d in reclaimed["deleted"]] == ["ns/gone-0123456789abcdef.lance"] and not leaked.exists()
+    assert [d["path"] for d in reclaimed["deleted"]] == [
+        "ns/gone-0123456789abcdef.lance"
+    ] and not leaked.exists()
     assert run(lake, "table", "describe", T)["rows"] == 1  # the live table is untouched

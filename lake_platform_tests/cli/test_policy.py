@@ -17,8 +17,11 @@ def test_policy_unset_and_delete(lake: CliRunner) -> None:
     assert unset["policy"]["retention_seconds"] == 7 * 86400 and unset["policy"]["retain_versions"] == 3
     assert run(lake, "policy", "delete", "p.w.ns") == {"deleted": "p.w.ns"}
     assert run(lake, "policy", "show", "p.w.ns", "--effective")["source"] == "p.w"
-    for args, code in ((["policy", "delete", "p.w.ns"], 1), (["policy", "unset", "p.w", "nope"], 13),
-                       (["policy", "unset", "p.w.ns", "retention"], 1)):
+    for args, code in (
+        (["policy", "delete", "p.w.ns"], 1),
+        (["policy", "unset", "p.w", "nope"], 13),
+        (["policy", "unset", "p.w.ns", "retention"], 1),
+    ):
         result = lake.invoke(cli, ["--json", *args])
         assert result.exit_code != 0 and json.loads(result.output)["error"]["code"] == code, result.output
     for sub in ("unset", "delete"):

@@ -31,8 +31,9 @@ def test_up_has_ports_in_help(lake: CliRunner) -> None:
     assert result.exit_code == 0 and "--port" in result.output and "--flight-port" in result.output
 
 
-def test_registry_init_creates_the_dynamodb_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   moto_endpoint: str) -> None:
+def test_registry_init_creates_the_dynamodb_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
+) -> None:
     url = f"dynamodb://cli_init_test?region=us-east-1&endpoint_url={moto_endpoint}"
     monkeypatch.setenv("LAKE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAKE_REGISTRY_URL", url)

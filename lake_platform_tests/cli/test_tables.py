@@ -77,7 +77,8 @@ def _no_secret(result: object, caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_ingest_refuses_a_link_that_leaves_its_folder_and_quotes_nothing(
-        lake: CliRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lake: CliRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from lake_platform import sources
 
     caplog.set_level("DEBUG")
@@ -86,11 +87,18 @@ def test_ingest_refuses_a_link_that_leaves_its_folder_and_quotes_nothing(
     data.mkdir()
     link = data / "x.csv"
     link.symlink_to(_secret_file(tmp_path))
-    for args in (["ingest", T, str(link)], ["--json", "ingest", T, str(link)],
-                 ["table", "create", "p.w.ns.t2", "--from", str(link)]):
+    for args in (
+        ["ingest", T, str(link)],
+        ["--json", "ingest", T, str(link)],
+        ["table", "create", "p.w.ns.t2", "--from", str(link)],
+    ):
         result = lake.invoke(cli, args)
         assert result.exit_code == 2, result.output
-        assert "x.csv" in result.output and "symbolic link" in result.output and ("INVALID_INPUT" in result.output or '"code": 13' in result.output)
+        assert (
+            "x.csv" in result.output
+            and "symbolic link" in result.output
+            and ("INVALID_INPUT" in result.output or '"code": 13' in result.output)
+        )
         assert "passwd" not in result.output and "elsewhere" not in result.output  # nor the target's path
         _no_secret(result, caplog)
     with pytest.raises(InvalidInput) as refused:
@@ -107,18 +115,22 @@ def test_ingest_reads_a_link_that_stays_in_its_folder(lake: CliRunner, tmp_path:
     assert real.exists()
 
 
-@pytest.mark.parametrize(("name", "content", "code"), [
-    ("bad.csv", f"id,name\n1,a\n2,b,{SECRET}\n3,c\n", 13),  # an extra field: Arrow quotes the line
-    ("value.csv", f"id,name\n{SECRET},a\n", 20),  # a value that does not convert: Arrow quotes it
-    ("float.csv", "id,name\n4711.25,a\n", 20),  # a lossy cast: Arrow quotes the number
-    ("header.csv", f"{SECRET},name\n1,a\n", 20),  # unknown columns: the header is content too
-    ("bad.jsonl", f'{{"id": 1, "name": "a"}}\n{{"id": {SECRET}}}\n', 13),
-    ("kind.jsonl", f'{{"{SECRET}": 1}}\n{{"{SECRET}": "x"}}\n', 13),  # Arrow names the column
-    ("bad.parquet", f"{SECRET} is not parquet", 13),
-    ("bad.arrow", f"{SECRET} is not arrow", 13),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "code"),
+    [
+        ("bad.csv", f"id,name\n1,a\n2,b,{SECRET}\n3,c\n", 13),  # an extra field: Arrow quotes the line
+        ("value.csv", f"id,name\n{SECRET},a\n", 20),  # a value that does not convert: Arrow quotes it
+        ("float.csv", "id,name\n4711.25,a\n", 20),  # a lossy cast: Arrow quotes the number
+        ("header.csv", f"{SECRET},name\n1,a\n", 20),  # unknown columns: the header is content too
+        ("bad.jsonl", f'{{"id": 1, "name": "a"}}\n{{"id": {SECRET}}}\n', 13),
+        ("kind.jsonl", f'{{"{SECRET}": 1}}\n{{"{SECRET}": "x"}}\n', 13),  # Arrow names the column
+        ("bad.parquet", f"{SECRET} is not parquet", 13),
+        ("bad.arrow", f"{SECRET} is not arrow", 13),
+    ],
+)
 def test_parse_errors_name_the_file_and_a_position_never_its_content(
-        lake: CliRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, content: str, code: int) -> None:
+    lake: CliRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, content: str, code: int
+) -> None:
     from lake_platform import sources
 
     caplog.set_level("DEBUG")
@@ -131,7 +143,9 @@ def test_parse_errors_name_the_file_and_a_position_never_its_content(
     _no_secret(result, caplog)
     assert "4711" not in result.output
     with pytest.raises(InvalidInput if code == 13 else TableSchemaValidationError) as raised:
-        reader = sources.open_many([sources.describe(bad)], pa.schema([("id", pa.int64()), ("name", pa.string())]))
+        reader = sources.open_many(
+            [sources.describe(bad)], pa.schema([("id", pa.int64()), ("name", pa.string())])
+        )
         reader.read_all()
     assert SECRET not in str(raised.value) and "4711" not in str(raised.value)
     assert run(lake, "table", "list")[0]["version"] == 1
@@ -149,7 +163,9 @@ def test_a_bad_csv_line_is_located(tmp_path: Path) -> None:
     assert "extra" not in message
 
 
-def test_a_value_that_breaks_type_inference_midway_is_not_quoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_value_that_breaks_type_inference_midway_is_not_quoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lake_platform import sources
 
     monkeypatch.setattr(sources, "BLOCK_SIZE", 16)  # the bad value lands in a later block
@@ -159,7 +175,9 @@ def test_a_value_that_breaks_type_inference_midway_is_not_quoted(tmp_path: Path,
         sources.open_many([sources.describe(bad)]).read_all()
     message = str(raised.value)
     assert SECRET not in message
-    assert message == "cannot read late.csv as csv: in column 1, a value does not convert to int64, after row 5"
+    assert (
+        message == "cannot read late.csv as csv: in column 1, a value does not convert to int64, after row 5"
+    )
 
 
 _KILLED_WRITER = """
@@ -183,7 +201,9 @@ def test_repair_publishes_a_version_a_killed_writer_left_unpublished(lake: CliRu
     import sys
 
     run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
-    killed = subprocess.run([sys.executable, "-c", _KILLED_WRITER, T], env=dict(os.environ), capture_output=True)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITER, T], env=dict(os.environ), capture_output=True
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     refused = lake.invoke(cli, ["table", "describe", T])
     assert refused.exit_code != 0 and "not finalized" in refused.output and "Traceback" not in refused.output

@@ -31,15 +31,23 @@ from lake_platform_tests.maintenance.helpers import age_tree, rows
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 
 
-def run_checks(instance: dg.DagsterInstance, lake: Lake, *selected: dg.AssetChecksDefinition,
-               flight_port: int = 1) -> dict[str, dg.AssetCheckEvaluation]:
+def run_checks(
+    instance: dg.DagsterInstance, lake: Lake, *selected: dg.AssetChecksDefinition, flight_port: int = 1
+) -> dict[str, dg.AssetCheckEvaluation]:
     job = dg.define_asset_job("lake_checks", selection=dg.AssetSelection.checks(*selected))
-    resources = {**lake.resources, "flight": FlightEndpointResource(host="127.0.0.1", port=flight_port,
-                                                                    timeout_seconds=2)}
-    defs = dg.Definitions(assets=[ingested, compacted, orphan_report], asset_checks=list(selected), jobs=[job],
-                          resources=resources)
+    resources = {
+        **lake.resources,
+        "flight": FlightEndpointResource(host="127.0.0.1", port=flight_port, timeout_seconds=2),
+    }
+    defs = dg.Definitions(
+        assets=[ingested, compacted, orphan_report],
+        asset_checks=list(selected),
+        jobs=[job],
+        resources=resources,
+    )
     result = defs.resolve_job_def("lake_checks").execute_in_process(
-        instance=instance, tags={"dagster/partition": TABLE}, raise_on_error=False)
+        instance=instance, tags={"dagster/partition": TABLE}, raise_on_error=False
+    )
     assert result.success  # a failing check is a result, never a crashed step
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
@@ -65,15 +73,24 @@ def v2_manifest_name(version: int) -> str:
     return f"{(1 << 64) - 1 - version:020d}.manifest"
 
 
-ERROR_CHECKS = (checks.registry_version_is_real, checks.schema_matches_engine, checks.no_versions_beyond_registry)
+ERROR_CHECKS = (
+    checks.registry_version_is_real,
+    checks.schema_matches_engine,
+    checks.no_versions_beyond_registry,
+)
 
 
 def test_a_healthy_table_passes_every_check_and_says_so(instance, lake: Lake) -> None:
-    found = run_checks(instance, lake, *ERROR_CHECKS, checks.fragments_under_threshold,
-                       checks.last_orphan_report_empty)
+    found = run_checks(
+        instance, lake, *ERROR_CHECKS, checks.fragments_under_threshold, checks.last_orphan_report_empty
+    )
     assert {name: e.passed for name, e in found.items()} == {
-        "registry_version_is_real": True, "schema_matches_engine": True, "no_versions_beyond_registry": True,
-        "fragments_under_threshold": True, "last_orphan_report_empty": True}
+        "registry_version_is_real": True,
+        "schema_matches_engine": True,
+        "no_versions_beyond_registry": True,
+        "fragments_under_threshold": True,
+        "last_orphan_report_empty": True,
+    }
     assert "version 1" in found["registry_version_is_real"].description
     assert "no version newer than 1" in found["no_versions_beyond_registry"].description
 
@@ -84,7 +101,9 @@ def test_a_registered_version_missing_from_disk_fails(instance, lake: Lake) -> N
     real = found["registry_version_is_real"]
     assert not real.passed and real.severity == ERROR
     assert "registry says version 7" in real.description
-    assert "no manifest of version 7 on disk" in real.description and "newest on disk is 1" in real.description
+    assert (
+        "no manifest of version 7 on disk" in real.description and "newest on disk is 1" in real.description
+    )
     assert values(real)["registered_version"] == 7 and values(real)["newest_on_disk"] == 1
     schema = found["schema_matches_engine"]  # cannot compare: reported, not crashed
     assert not schema.passed and "does not open at registered version 7" in schema.description
@@ -122,29 +141,40 @@ def test_a_version_written_around_the_registry_fails(instance, lake: Lake) -> No
     found = run_checks(instance, lake, *ERROR_CHECKS)
     beyond = found["no_versions_beyond_registry"]
     assert not beyond.passed and beyond.severity == ERROR
-    assert ("registry says version 2; newest on disk is 4: versions 3, 4 were written around the registry"
-            in beyond.description)
+    assert (
+        "registry says version 2; newest on disk is 4: versions 3, 4 were written around the registry"
+        in beyond.description
+    )
     assert values(beyond)["unregistered_versions"] == [3, 4]
     assert found["registry_version_is_real"].passed  # readers still get version 2 ...
     assert lake.catalog.open_table(TABLE).count_rows() == 15  # ... and nothing of the rogue rows
 
 
-def test_a_rogue_version_moved_to_quarantine_still_fails_until_an_operator_clears_it(instance, lake: Lake) -> None:
+def test_a_rogue_version_moved_to_quarantine_still_fails_until_an_operator_clears_it(
+    instance, lake: Lake
+) -> None:
     lance.write_dataset(rows(500, 3), str(location(lake)), mode="append")  # a rogue writer: version 2
     lake.catalog.append(TABLE, rows(100, 5).to_reader())  # registers 2 and moves the rogue manifest aside
     assert lake.catalog.open_table(TABLE).count_rows() == 15  # the rogue rows never became visible
 
-    quarantined = run_checks(instance, lake, checks.no_versions_beyond_registry)["no_versions_beyond_registry"]
+    quarantined = run_checks(instance, lake, checks.no_versions_beyond_registry)[
+        "no_versions_beyond_registry"
+    ]
     assert not quarantined.passed and quarantined.severity == ERROR
     assert "written around the registry were moved to _quarantine/" in quarantined.description
     assert [p.split("/")[-2:] for p in values(quarantined)["quarantined_files"]] == [  # type: ignore[union-attr]
-        ["_versions", v2_manifest_name(2)]]
+        ["_versions", v2_manifest_name(2)]
+    ]
 
     shutil.rmtree(location(lake) / "_quarantine")  # the operator has looked
-    assert run_checks(instance, lake, checks.no_versions_beyond_registry)["no_versions_beyond_registry"].passed
+    assert run_checks(instance, lake, checks.no_versions_beyond_registry)[
+        "no_versions_beyond_registry"
+    ].passed
 
 
-def test_a_crashed_writers_unregistered_manifest_fails_once_no_lease_can_cover_it(instance, lake: Lake) -> None:
+def test_a_crashed_writers_unregistered_manifest_fails_once_no_lease_can_cover_it(
+    instance, lake: Lake
+) -> None:
     versions = location(lake) / "_versions"
     staging = versions / f"{v2_manifest_name(2)}-{uuid.uuid4()}"
     shutil.copyfile(versions / v2_manifest_name(1), staging)  # written, never registered
@@ -157,7 +187,8 @@ def test_a_crashed_writers_unregistered_manifest_fails_once_no_lease_can_cover_i
     crashed = run_checks(instance, lake, checks.no_versions_beyond_registry)["no_versions_beyond_registry"]
     assert not crashed.passed and crashed.severity == ERROR
     assert "registry says version 1; newest on disk is 2: version 2 was written around the registry" in (
-        crashed.description)
+        crashed.description
+    )
     assert "crashed before registering" in crashed.description
     assert values(crashed)["unregistered_manifests"] == [f"_versions/{staging.name}"]
 

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.definitions import defs
 from lake_platform.defs.checks import flight_endpoint_healthy
 from lake_platform.defs.resources import FlightEndpointResource
-from lake_platform.definitions import defs
 from lake_platform.flight.server import FlightSqlServer
 from lake_platform.flight.settings import flight_settings
 from lake_platform.settings import load_settings
@@ -27,7 +27,9 @@ def endpoint(tmp_path: Path):  # type: ignore[no-untyped-def]
     catalog.create_namespace("p.w.ns")
     catalog.create_table("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
     _, token = catalog.create_token("health", project="p", role="reader")
-    server = FlightSqlServer(settings, flight_settings(port=0), store=catalog.store, authenticator=catalog).start()
+    server = FlightSqlServer(
+        settings, flight_settings(port=0), store=catalog.store, authenticator=catalog
+    ).start()
     yield server, token
     server.stop(1.0)
     catalog.close()
@@ -55,6 +57,8 @@ def test_check_and_resource_are_in_the_definitions(endpoint) -> None:  # type: i
     loaded = defs()
     assert isinstance(loaded.resources["flight"], FlightEndpointResource)
     check_result = flight_endpoint_healthy(  # the check's body needs no partition, only the resource
-        dg.build_asset_check_context(resources={"flight": FlightEndpointResource(
-            host="127.0.0.1", port=server.port, token=token)}))
+        dg.build_asset_check_context(
+            resources={"flight": FlightEndpointResource(host="127.0.0.1", port=server.port, token=token)}
+        )
+    )
     assert check_result.passed and check_result.metadata["status"].value == "ok"

@@ -42,11 +42,23 @@ def keys_of(request: dg.RunRequest) -> list[str]:
     return [f["key"] for f in request.run_config["ops"]["ingested"]["config"]["files"]]
 
 
-def run(instance: dg.DagsterInstance, lake: Lake, request: dg.RunRequest, *, raise_on_error: bool = True,
-        with_checks: bool = False) -> dg.ExecuteInProcessResult:
+def run(
+    instance: dg.DagsterInstance,
+    lake: Lake,
+    request: dg.RunRequest,
+    *,
+    raise_on_error: bool = True,
+    with_checks: bool = False,
+) -> dg.ExecuteInProcessResult:
     assets: list[object] = [ingested, *checks.ALL[:3]] if with_checks else [ingested]
-    return dg.materialize(assets, partition_key=request.partition_key, instance=instance,
-                          resources=lake.resources, run_config=request.run_config, raise_on_error=raise_on_error)
+    return dg.materialize(
+        assets,
+        partition_key=request.partition_key,
+        instance=instance,
+        resources=lake.resources,
+        run_config=request.run_config,
+        raise_on_error=raise_on_error,
+    )
 
 
 def test_sensor_requests_one_run_per_table_then_only_new_files(instance, lake: Lake) -> None:
@@ -84,8 +96,9 @@ def test_sensor_pages_large_batches(instance, lake: Lake, monkeypatch: pytest.Mo
     assert sorted(keys) == [f"p/w/ns/t/f{i}.csv" for i in range(5)]
 
 
-def test_ingest_is_exactly_once_under_a_retried_and_a_rerequested_run(instance, lake: Lake,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ingest_is_exactly_once_under_a_retried_and_a_rerequested_run(
+    instance, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lake.inbox.put("p/w/ns/t/a.parquet", parquet(rows(100, 5)))
     lake.inbox.put("p/w/ns/t/b.csv", b"id,name\n200,x\n201,y\n")
     request = tick(instance, lake, None).run_requests[0]
@@ -120,7 +133,7 @@ def corrupt_second_row_group(data: bytes) -> bytes:
     meta = pq.ParquetFile(io.BytesIO(data)).metadata
     assert meta.num_row_groups == 2
     offset = meta.row_group(1).column(0).data_page_offset
-    return data[:offset] + b"\xff" * 64 + data[offset + 64:]
+    return data[:offset] + b"\xff" * 64 + data[offset + 64 :]
 
 
 def test_bad_files_are_quarantined_and_the_rest_lands(instance, lake: Lake) -> None:
@@ -147,7 +160,9 @@ def test_bad_files_are_quarantined_and_the_rest_lands(instance, lake: Lake) -> N
     assert [k for r in again.run_requests for k in keys_of(r)] == ["p/w/ns/t/good.parquet"]
     # ... and a file already ingested is skipped even in another batch (a reset cursor).
     rerun = run(instance, lake, again.run_requests[0]).asset_materializations_for_node("ingested")[0].metadata
-    assert rerun["status"].value == "nothing-to-do" and "already ingested" in rerun["skipped"].value[0]["reason"]
+    assert (
+        rerun["status"].value == "nothing-to-do" and "already ingested" in rerun["skipped"].value[0]["reason"]
+    )
     assert lake.catalog.open_table(TABLE).count_rows() == 15
 
 
@@ -162,8 +177,14 @@ def test_partition_definition_is_shared(instance) -> None:
 
 def test_a_non_retryable_error_fails_at_once_with_its_code(instance, lake: Lake) -> None:
     config = {"ops": {"ingested": {"config": {"files": [{"key": "p/w/ns/other/x.csv", "size": 1}]}}}}
-    result = dg.materialize([ingested], partition_key=TABLE, instance=instance, resources=lake.resources,
-                            run_config=config, raise_on_error=False)
+    result = dg.materialize(
+        [ingested],
+        partition_key=TABLE,
+        instance=instance,
+        resources=lake.resources,
+        run_config=config,
+        raise_on_error=False,
+    )
     assert not result.success
     events = [e.event_type_value for e in result.all_events]
     assert "STEP_UP_FOR_RETRY" not in events
@@ -171,7 +192,9 @@ def test_a_non_retryable_error_fails_at_once_with_its_code(instance, lake: Lake)
     assert "InvalidInput (code 13)" in str(failure.event_specific_data.error)
 
 
-def test_inbox_links_that_leave_their_folder_are_quarantined_unread(instance, lake: Lake, tmp_path: Path) -> None:
+def test_inbox_links_that_leave_their_folder_are_quarantined_unread(
+    instance, lake: Lake, tmp_path: Path
+) -> None:
     secret = "TOPSECRET-4711"
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -185,7 +208,9 @@ def test_inbox_links_that_leave_their_folder_are_quarantined_unread(instance, la
     (folder / "sibling.csv").symlink_to("../other/_kept.csv")  # inside the inbox, outside the table's folder
     (folder / "alias.csv").symlink_to(".staged.csv")  # stays in the folder: read
     request = next(r for r in tick(instance, lake, None).run_requests if r.partition_key == TABLE)
-    assert sorted(keys_of(request)) == [f"p/w/ns/t/{n}" for n in ("alias.csv", "good.csv", "passwd.csv", "sibling.csv")]
+    assert sorted(keys_of(request)) == [
+        f"p/w/ns/t/{n}" for n in ("alias.csv", "good.csv", "passwd.csv", "sibling.csv")
+    ]
 
     result = run(instance, lake, request)
     assert result.success

@@ -46,11 +46,21 @@ def test_the_warehouse_wide_assets_and_their_schedules_are_loaded() -> None:
 
 
 def test_definitions_validate_in_a_subprocess(tmp_path: Path) -> None:
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "DAGSTER_DISABLE_TELEMETRY": "1",
-           "LAKE_HOME": str(tmp_path / "lake")}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+        "LAKE_HOME": str(tmp_path / "lake"),
+    }
     proc = subprocess.run(
         [sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(REPO / "workspace.yaml")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Validation successful" in proc.stdout + proc.stderr
     assert not (tmp_path / "lake").exists()  # loading the definitions touched no lake storage

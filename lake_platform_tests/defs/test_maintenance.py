@@ -30,8 +30,9 @@ def meta(result: dg.ExecuteInProcessResult, node: str) -> dict[str, object]:
     return {k: v.value for k, v in result.asset_materializations_for_node(node)[0].metadata.items()}
 
 
-def sensor_tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, lake: Lake,
-                cursor: str | None = None) -> dg.SensorResult:
+def sensor_tick(
+    sensor: dg.SensorDefinition, instance: dg.DagsterInstance, lake: Lake, cursor: str | None = None
+) -> dg.SensorResult:
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=lake.resources) as ctx:
         result = sensor(ctx)
     assert isinstance(result, dg.SensorResult)
@@ -44,12 +45,15 @@ def test_partitions_follow_the_registry(lake: Lake) -> None:
         result = sensor_tick(table_partitions_sensor, instance, lake)
         assert [r.partition_keys for r in result.dynamic_partitions_requests] == [[TABLE, "p.w.ns.t2"]]
         instance.add_dynamic_partitions(TABLES, [TABLE, "p.w.ns.t2"])
-        run = dg.materialize([orphan_report], partition_key="p.w.ns.t2", instance=instance, resources=lake.resources)
+        run = dg.materialize(
+            [orphan_report], partition_key="p.w.ns.t2", instance=instance, resources=lake.resources
+        )
         assert sensor_tick(table_partitions_sensor, instance, lake).skip_reason is not None
         lake.catalog.drop_table("p.w.ns.t2", purge=True)
         result = sensor_tick(table_partitions_sensor, instance, lake)
         assert [(type(r).__name__, r.partition_keys) for r in result.dynamic_partitions_requests] == [
-            ("DeleteDynamicPartitionsRequest", ["p.w.ns.t2"])]
+            ("DeleteDynamicPartitionsRequest", ["p.w.ns.t2"])
+        ]
         instance.delete_dynamic_partition(TABLES, "p.w.ns.t2")
         assert instance.get_run_record_by_id(run.run_id) is not None  # history stays
 
@@ -64,8 +68,13 @@ def test_compaction_is_triggered_by_the_fragment_count(instance, lake: Lake) -> 
     second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
     assert [r.partition_key for r in second.run_requests] == [TABLE]
     request = second.run_requests[0]
-    result = dg.materialize([compacted, checks.fragments_under_threshold], partition_key=TABLE, instance=instance,
-                            resources=lake.resources, tags=request.tags)
+    result = dg.materialize(
+        [compacted, checks.fragments_under_threshold],
+        partition_key=TABLE,
+        instance=instance,
+        resources=lake.resources,
+        tags=request.tags,
+    )
     m = meta(result, "compacted")
     assert m["status"] == "committed" and m["fragments_before"] == 4 and m["fragments_after"] == 1
     assert m["version"] == lake.catalog.open_table(TABLE).version
@@ -85,18 +94,23 @@ def test_compaction_disabled_by_policy(instance, lake: Lake) -> None:
     assert not result.run_requests and "disabled by policy" in str(result.skip_reason)
 
 
-def test_cleanup_applies_retention_and_never_removes_a_tag(instance, lake: Lake,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cleanup_applies_retention_and_never_removes_a_tag(
+    instance, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for i in range(4):
         lake.catalog.append(TABLE, rows(100 * (i + 1), 5).to_reader())  # versions 2..5
     lake.catalog.create_tag(TABLE, "keep", 2)
     lake.catalog.set_policy(TABLE, {"retain_versions": 1, "retention_seconds": 0})
     # Inside the ticket lifetime (1h by default) nothing goes, whatever the policy says.
-    first = dg.materialize([cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources)
+    first = dg.materialize(
+        [cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources
+    )
     assert meta(first, "cleaned_versions")["status"] == "nothing to do"
     monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
     monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
-    second = dg.materialize([cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources)
+    second = dg.materialize(
+        [cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources
+    )
     m = meta(second, "cleaned_versions")
     assert m["status"] == "committed" and m["removed"] == [1, 3, 4] and m["tagged_kept"] == [2]
     assert lake.catalog.open_table(TABLE, 2).count_rows() == 15
@@ -134,15 +148,26 @@ def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: La
     else:  # undrop won: the table is back and was not purged
         assert "p.w.ns.raced" not in purged
         assert catalog.open_table("p.w.ns.raced").count_rows() == 3
-    assert all(e.operation in ("drop", "purge", "undrop") for e in catalog.history("p.w.ns.gone")
-               if e.operation not in ("create",))
+    assert all(
+        e.operation in ("drop", "purge", "undrop")
+        for e in catalog.history("p.w.ns.gone")
+        if e.operation not in ("create",)
+    )
 
 
 def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
-    result = dg.materialize([orphan_report, checks.last_orphan_report_empty], partition_key=TABLE,
-                            instance=instance, resources=lake.resources)
+    result = dg.materialize(
+        [orphan_report, checks.last_orphan_report_empty],
+        partition_key=TABLE,
+        instance=instance,
+        resources=lake.resources,
+    )
     m = meta(result, "orphan_report")
-    assert m["orphans"] == 0 and m["files_scanned"] > 0 and str(m["report_key"]).startswith("rpt/orphans/p.w.ns.t/")
+    assert (
+        m["orphans"] == 0
+        and m["files_scanned"] > 0
+        and str(m["report_key"]).startswith("rpt/orphans/p.w.ns.t/")
+    )
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     assert any(e.operation == "orphan-scan" for e in lake.catalog.history(TABLE))
 
@@ -157,7 +182,9 @@ def test_schedules_fan_out_over_table_partitions(instance) -> None:
         assert all(r.run_key.startswith(f"{prefix}:") for r in requests)
 
 
-def test_compaction_follows_ingest_materializations(instance, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compaction_follows_ingest_materializations(
+    instance, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lake_platform.defs import maintenance
     from lake_platform.defs.ingest import ingested
 
@@ -166,9 +193,16 @@ def test_compaction_follows_ingest_materializations(instance, lake: Lake, monkey
     first = sensor_tick(compaction_sensor, instance, lake)
     assert not first.run_requests
     landed = lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n500,x\n")
-    config = {"ops": {"ingested": {"config": {"files": [
-        {"key": landed.key, "size": landed.size, "mtime_ns": landed.mtime_ns}]}}}}
-    dg.materialize([ingested], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=config)
+    config = {
+        "ops": {
+            "ingested": {
+                "config": {"files": [{"key": landed.key, "size": landed.size, "mtime_ns": landed.mtime_ns}]}
+            }
+        }
+    }
+    dg.materialize(
+        [ingested], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=config
+    )
     second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
     assert [r.partition_key for r in second.run_requests] == [TABLE]
     assert second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.open_table(TABLE).version}"

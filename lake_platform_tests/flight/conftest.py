@@ -42,8 +42,13 @@ SERVICE = Identity("etl", "token", "p", "reader")
 
 def t_rows(n: int, start: int = 0) -> pa.Table:
     ids = list(range(start, start + n))
-    return pa.table({"id": pa.array(ids, pa.int64()), "s": pa.array([f"row-{i}" for i in ids]),
-                     "x": pa.array([i / 2 for i in ids], pa.float64())})
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "s": pa.array([f"row-{i}" for i in ids]),
+            "x": pa.array([i / 2 for i in ids], pa.float64()),
+        }
+    )
 
 
 def build_catalog(home: Path, **overrides: Any) -> tuple[LakeSettings, Catalog]:
@@ -92,10 +97,13 @@ class Running:
         """Connect with a static Bearer (a service token): no Handshake."""
         import adbc_driver_flightsql.dbapi as fsql
 
-        return fsql.connect(self.uri, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"},
-                            autocommit=True)
+        return fsql.connect(
+            self.uri, db_kwargs={"adbc.flight.sql.authorization_header": f"Bearer {token}"}, autocommit=True
+        )
 
-    def client(self, user: str = "alice", password: str | None = None) -> tuple[fl.FlightClient, fl.FlightCallOptions]:
+    def client(
+        self, user: str = "alice", password: str | None = None
+    ) -> tuple[fl.FlightClient, fl.FlightCallOptions]:
         """A raw pyarrow Flight client with the Bearer from a Basic Handshake."""
         client = fl.connect(self.uri)
         pw = password if password is not None else PASSWORDS[user]
@@ -103,16 +111,29 @@ class Running:
         return client, fl.FlightCallOptions(headers=[header])
 
 
-def start_server(settings: LakeSettings, catalog: Catalog, *, authenticator: Any = None, store: Any = None,
-                 clock: Any = None, snapshots: Any = None, **flight: Any) -> FlightSqlServer:
+def start_server(
+    settings: LakeSettings,
+    catalog: Catalog,
+    *,
+    authenticator: Any = None,
+    store: Any = None,
+    clock: Any = None,
+    snapshots: Any = None,
+    **flight: Any,
+) -> FlightSqlServer:
     """``clock``: wall-clock seconds for ticket issue and expiry (default ``time.time``)."""
     options: dict[str, Any] = {"port": 0, "snapshot_ttl_seconds": 0.2, "memory_limit_bytes": 256 << 20}
     options.update(flight)
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
     if snapshots is not None:
         extra["snapshots"] = snapshots
-    server = FlightSqlServer(settings, flight_settings(**options), store=store or catalog.store,
-                             authenticator=authenticator or static_authenticator(), **extra)
+    server = FlightSqlServer(
+        settings,
+        flight_settings(**options),
+        store=store or catalog.store,
+        authenticator=authenticator or static_authenticator(),
+        **extra,
+    )
     return server.start()
 
 
@@ -161,11 +182,14 @@ def plan(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> fl
     from lake_platform.flight import proto
 
     return client.get_flight_info(
-        fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options)
+        fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options
+    )
 
 
 def fetch(client: fl.FlightClient, options: fl.FlightCallOptions, info_or_ticket: Any) -> pa.Table:
-    ticket = info_or_ticket.endpoints[0].ticket if isinstance(info_or_ticket, fl.FlightInfo) else info_or_ticket
+    ticket = (
+        info_or_ticket.endpoints[0].ticket if isinstance(info_or_ticket, fl.FlightInfo) else info_or_ticket
+    )
     return client.do_get(ticket, options).read_all()
 
 
@@ -190,7 +214,9 @@ def wait_until(condition: Any, timeout: float = 10.0, step: float = 0.05) -> boo
 
 def raw_status(server: Any, ticket: fl.Ticket) -> tuple[str, str]:
     """The gRPC status code a generic (non-Arrow) client sees for DoGet."""
-    key, value = fl.connect(f"grpc://127.0.0.1:{server.port}").authenticate_basic_token("alice", PASSWORDS["alice"])
+    key, value = fl.connect(f"grpc://127.0.0.1:{server.port}").authenticate_basic_token(
+        "alice", PASSWORDS["alice"]
+    )
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     call = channel.unary_stream("/arrow.flight.protocol.FlightService/DoGet")
     headers = [(key.decode().lower(), value.decode())]

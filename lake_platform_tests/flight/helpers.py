@@ -78,7 +78,9 @@ class CountingStore(MetaStore):
         self._check()
         return self.inner.get(key)
 
-    def scan_prefix(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> Iterator[Item]:
+    def scan_prefix(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
         self.scans += 1
         self._check()
         return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)

@@ -56,9 +56,13 @@ def test_schema_is_the_same_everywhere(running: Running) -> None:
     from lake_platform.flight import proto
 
     client, options = running.client()
-    for sql in ["SELECT min(id), max(id), count(*) FROM w.ns.t", "SELECT * FROM w.ns.multi",
-                "SELECT s, sum(x) FROM w.ns.t GROUP BY s", "SELECT id + 1 AS k, NULL AS nothing FROM w.\"ns.sub\".u",
-                "SELECT max(id) FROM w.ns.t WHERE id > 5000"]:
+    for sql in [
+        "SELECT min(id), max(id), count(*) FROM w.ns.t",
+        "SELECT * FROM w.ns.multi",
+        "SELECT s, sum(x) FROM w.ns.t GROUP BY s",
+        'SELECT id + 1 AS k, NULL AS nothing FROM w."ns.sub".u',
+        "SELECT max(id) FROM w.ns.t WHERE id > 5000",
+    ]:
         descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql)))
         info = client.get_flight_info(descriptor, options)
         schema = client.get_schema(descriptor, options).schema
@@ -73,15 +77,20 @@ def test_get_objects_at_every_depth(running: Running) -> None:
         dbs = conn.adbc_get_objects(depth="db_schemas").read_all().to_pylist()
         assert sorted(s["db_schema_name"] for s in dbs[0]["catalog_db_schemas"]) == ["ns", "ns.sub"]
         tables = conn.adbc_get_objects(depth="tables").read_all().to_pylist()
-        found = {(s["db_schema_name"], t["table_name"]) for s in tables[0]["catalog_db_schemas"]
-                 for t in s["db_schema_tables"] or []}
+        found = {
+            (s["db_schema_name"], t["table_name"])
+            for s in tables[0]["catalog_db_schemas"]
+            for t in s["db_schema_tables"] or []
+        }
         assert found == {("ns", "t"), ("ns", "multi"), ("ns.sub", "u")}
         everything = conn.adbc_get_objects(depth="all").read_all().to_pylist()
         ns = next(s for s in everything[0]["catalog_db_schemas"] if s["db_schema_name"] == "ns")
         t = next(x for x in ns["db_schema_tables"] if x["table_name"] == "t")
         assert [c["column_name"] for c in t["table_columns"]] == ["id", "s", "x"]
         filtered = conn.adbc_get_objects(depth="tables", table_name_filter="mul%").read_all().to_pylist()
-        names = [t["table_name"] for s in filtered[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []]
+        names = [
+            t["table_name"] for s in filtered[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []
+        ]
         assert names == ["multi"]
 
 
@@ -139,8 +148,14 @@ def test_metadata_schemas_are_exact(running: Running) -> None:
         info = client.get_flight_info(descriptor, options)
         data = client.do_get(info.endpoints[0].ticket, options).read_all()
         assert info.schema.equals(expected) and data.schema.equals(expected), type(command).__name__
-    keys = client.do_get(client.get_flight_info(fl.FlightDescriptor.for_command(
-        proto.pack(proto.CommandGetPrimaryKeys(table="t"))), options).endpoints[0].ticket, options).read_all()
+    keys = client.do_get(
+        client.get_flight_info(
+            fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetPrimaryKeys(table="t"))), options
+        )
+        .endpoints[0]
+        .ticket,
+        options,
+    ).read_all()
     assert keys.num_rows == 0
 
 
@@ -163,9 +178,17 @@ def test_get_tables_filters(running: Running) -> None:
     assert tables(catalog="nope") == []
     assert tables(table_types=["VIEW"]) == []
     assert tables(table_types=["TABLE"], table_name_filter_pattern="t") == [("w", "ns", "t")]
-    with_schema = client.do_get(client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(
-        proto.CommandGetTables(table_name_filter_pattern="u", include_schema=True))), options)
-        .endpoints[0].ticket, options).read_all()
+    with_schema = client.do_get(
+        client.get_flight_info(
+            fl.FlightDescriptor.for_command(
+                proto.pack(proto.CommandGetTables(table_name_filter_pattern="u", include_schema=True))
+            ),
+            options,
+        )
+        .endpoints[0]
+        .ticket,
+        options,
+    ).read_all()
     ipc = with_schema.column("table_schema")[0].as_py()
     assert pa.ipc.read_schema(pa.py_buffer(ipc)).names == ["id"]
 

@@ -34,8 +34,14 @@ HEAVY_SORT = "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC
 @pytest.fixture
 def limited(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    with serving(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.2,
-                 max_result_bytes=20_000, memory_limit_bytes=32 << 20) as server:
+    with serving(
+        settings,
+        catalog,
+        max_concurrent_queries=1,
+        admission_wait_seconds=0.2,
+        max_result_bytes=20_000,
+        memory_limit_bytes=32 << 20,
+    ) as server:
         yield server
 
 
@@ -47,17 +53,27 @@ def timed(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
 
 
 def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
-        lake: tuple[LakeSettings, Any], tmp_path: Path) -> None:
+    lake: tuple[LakeSettings, Any], tmp_path: Path
+) -> None:
     settings, _ = lake
-    flight = flight_settings(port=0, max_result_bytes=20_000, query_timeout_seconds=2.5, batch_size=1024,
-                             dataset_cache_size=3, spill_dir=tmp_path, spill_compression="zstd")
+    flight = flight_settings(
+        port=0,
+        max_result_bytes=20_000,
+        query_timeout_seconds=2.5,
+        batch_size=1024,
+        dataset_cache_size=3,
+        spill_dir=tmp_path,
+        spill_compression="zstd",
+    )
     limits = flight.query_limits(settings)
     shared = [f.name for f in dataclasses.fields(QueryLimits) if f.name in FlightSettings.model_fields]
     assert len(shared) == 10  # every limit but the labels comes from a setting of the same name
     for name in shared:
         assert getattr(limits, name) == getattr(flight, name), name
         assert limits.label(name) == f"LAKE_FLIGHT_{name.upper()}"
-    assert too_large(limits).message.startswith("the result is larger than LAKE_FLIGHT_MAX_RESULT_BYTES=20000;")
+    assert too_large(limits).message.startswith(
+        "the result is larger than LAKE_FLIGHT_MAX_RESULT_BYTES=20000;"
+    )
     assert "longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=2.5 and" in timed_out(limits).message
     assert flight_settings(port=0).query_limits(settings).spill_dir == settings.home / "spill"
 
@@ -81,7 +97,9 @@ def test_concurrency_limit_answers_resource_exhausted_naming_the_limit(limited: 
         first.read_chunk()
         second = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
         started = time.monotonic()
-        with pytest.raises(pa.ArrowException, match="resource exhausted.*LAKE_FLIGHT_MAX_CONCURRENT_QUERIES=1"):
+        with pytest.raises(
+            pa.ArrowException, match="resource exhausted.*LAKE_FLIGHT_MAX_CONCURRENT_QUERIES=1"
+        ):
             fetch(client, options, second)
         assert time.monotonic() - started < 2.0  # waited admission_wait_seconds, not forever
         for _ in first:

@@ -48,13 +48,17 @@ def big_batches(rows: int = ROWS) -> Iterator[pa.RecordBatch]:
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
         chars = rng.integers(ord("a"), ord("z") + 1, int(offsets[-1]), dtype=np.uint8)
-        yield pa.record_batch({
-            "id": pa.array(ids),
-            "ts": pa.array(1_700_000_000_000_000 + ids * 1000, pa.int64()).view(pa.timestamp("us", tz="UTC")),
-            "category": CATEGORIES.take(pa.array(rng.integers(0, 8, n, dtype=np.int32))),
-            "value": pa.array(rng.standard_normal(n)),
-            "payload": pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars)),
-        })
+        yield pa.record_batch(
+            {
+                "id": pa.array(ids),
+                "ts": pa.array(1_700_000_000_000_000 + ids * 1000, pa.int64()).view(
+                    pa.timestamp("us", tz="UTC")
+                ),
+                "category": CATEGORIES.take(pa.array(rng.integers(0, 8, n, dtype=np.int32))),
+                "value": pa.array(rng.standard_normal(n)),
+                "payload": pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars)),
+            }
+        )
 
 
 def vm_hwm(pid: int) -> int:
@@ -102,15 +106,25 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
     built = time.monotonic()
 
     spill = tmp_path / "spill"
-    proc = subprocess.Popen([sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home),
-                             f"memory_limit_bytes={POOL}", f"spill_dir={spill}"], stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lake_platform_tests.flight.server_process",
+            str(home),
+            f"memory_limit_bytes={POOL}",
+            f"spill_dir={spill}",
+        ],
+        stdout=subprocess.PIPE,
+    )
     timings: dict[str, float] = {"build": built - started}
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         client, options = login(f"grpc://127.0.0.1:{port}")
-        assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.big")).to_pylist() == \
-            [{"n": ROWS}]
+        assert fetch(
+            client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.big")
+        ).to_pylist() == [{"n": ROWS}]
 
         # 1. SELECT *: every row through the stream.
         reset_hwm(proc.pid)
@@ -123,7 +137,9 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
         timings["scan"] = time.monotonic() - t
         scan_peak = vm_hwm(proc.pid)
         assert rows == ROWS and streamed >= arrow_bytes * 0.95
-        assert scan_peak < SCAN_LIMIT, f"scan: server peak RSS {scan_peak >> 20} MiB >= {SCAN_LIMIT >> 20} MiB"
+        assert scan_peak < SCAN_LIMIT, (
+            f"scan: server peak RSS {scan_peak >> 20} MiB >= {SCAN_LIMIT >> 20} MiB"
+        )
 
         # 2. ORDER BY over the whole table: five times the pool, so it must spill.
         reset_hwm(proc.pid)
@@ -152,12 +168,15 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
         sort_peak = vm_hwm(proc.pid)
         assert rows == ROWS
         assert spilled["max"] > POOL, f"the sort spilled only {spilled['max'] >> 20} MiB"
-        assert sort_peak < arrow_bytes, f"sort: server peak RSS {sort_peak >> 20} MiB >= the table's " \
-            f"{arrow_bytes >> 20} MiB"
-        print(f"\ntable {arrow_bytes / 1e9:.2f} GB Arrow, {ROWS:,} rows; pool {POOL >> 20} MiB; "
-              f"peak RSS scan {scan_peak >> 20} MiB, sort {sort_peak >> 20} MiB; spilled up to "
-              f"{spilled['max'] >> 20} MiB; build {timings['build']:.1f}s, scan {timings['scan']:.1f}s, "
-              f"sort {timings['sort']:.1f}s")
+        assert sort_peak < arrow_bytes, (
+            f"sort: server peak RSS {sort_peak >> 20} MiB >= the table's {arrow_bytes >> 20} MiB"
+        )
+        print(
+            f"\ntable {arrow_bytes / 1e9:.2f} GB Arrow, {ROWS:,} rows; pool {POOL >> 20} MiB; "
+            f"peak RSS scan {scan_peak >> 20} MiB, sort {sort_peak >> 20} MiB; spilled up to "
+            f"{spilled['max'] >> 20} MiB; build {timings['build']:.1f}s, scan {timings['scan']:.1f}s, "
+            f"sort {timings['sort']:.1f}s"
+        )
     finally:
         proc.terminate()
         proc.wait(10)

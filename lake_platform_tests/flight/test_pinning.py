@@ -25,7 +25,15 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, serving, start_server, wait_until
+from lake_platform_tests.flight.conftest import (
+    build_catalog,
+    fetch,
+    login,
+    plan,
+    serving,
+    start_server,
+    wait_until,
+)
 from lake_platform_tests.flight.helpers import CountingStore, tagged_rows
 
 
@@ -58,12 +66,15 @@ def test_append_drift_returns_only_the_planned_rows(lake: tuple[LakeSettings, Ca
     catalog.append("p.w.ns.drift", tagged_rows(5, start=2000, tag="appended"))
     assert wait_until(lambda: current_ref(server, "drift").version == 3)
     assert fetch(client, options, agg).to_pylist() == [{"n": 100, "top": 99}]
-    assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.drift")).to_pylist() == \
-        [{"n": 155}]
+    assert fetch(
+        client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.drift")
+    ).to_pylist() == [{"n": 155}]
 
 
 @pytest.mark.parametrize("purge", [False, True], ids=["grace-drop", "purging-drop"])
-def test_drop_and_recreate_fails_cleanly(lake: tuple[LakeSettings, Catalog], server: Any, purge: bool) -> None:
+def test_drop_and_recreate_fails_cleanly(
+    lake: tuple[LakeSettings, Catalog], server: Any, purge: bool
+) -> None:
     _, catalog = lake
     name = f"dr_{int(purge)}"
     catalog.create_table(f"p.w.ns.{name}", tagged_rows(10, tag="original"))
@@ -80,8 +91,9 @@ def test_drop_and_recreate_fails_cleanly(lake: tuple[LakeSettings, Catalog], ser
     assert f"w.ns.{name}" in message and ("dropped" in message or "no longer available" in message)
     assert "Traceback" not in message and "/" not in message.split("Detail")[0].replace("w.ns.", "")
     # A new plan reads the replacement.
-    assert fetch(client, options, plan(client, options, f"SELECT count(*) AS n FROM w.ns.{name}")).to_pylist() == \
-        [{"n": 3}]
+    assert fetch(
+        client, options, plan(client, options, f"SELECT count(*) AS n FROM w.ns.{name}")
+    ).to_pylist() == [{"n": 3}]
 
 
 def test_cleanup_keeps_what_a_live_ticket_needs(tmp_path: Path) -> None:
@@ -89,7 +101,9 @@ def test_cleanup_keeps_what_a_live_ticket_needs(tmp_path: Path) -> None:
     the server's ticket expiry: inside the ticket lifetime the pinned version survives cleanup
     and the ticket reads it; past it the version is cleaned up and the ticket is expired."""
     lifetime = 60.0
-    settings, catalog = build_catalog(tmp_path / "home", ticket_lifetime_seconds=lifetime, reader_max_stale_seconds=0.0)
+    settings, catalog = build_catalog(
+        tmp_path / "home", ticket_lifetime_seconds=lifetime, reader_max_stale_seconds=0.0
+    )
     clock = ManualClock()
     maintainer = Catalog(settings, clock=clock, heartbeat=False)
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1, clock=lambda: clock.wall_ms() / 1000)
@@ -125,7 +139,11 @@ def test_cleaned_up_version_fails_cleanly(tmp_path: Path) -> None:
     settings, catalog = build_catalog(tmp_path / "home")
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
     clock = ManualClock()
-    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}), clock=clock, heartbeat=False)
+    maintainer = Catalog(
+        settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}),
+        clock=clock,
+        heartbeat=False,
+    )
     try:
         catalog.create_table("p.w.ns.gone", tagged_rows(10, tag="v1"))
         assert wait_until(lambda: current_ref(server, "gone") is not None)
@@ -144,7 +162,9 @@ def test_cleaned_up_version_fails_cleanly(tmp_path: Path) -> None:
 
 def test_a_version_pinned_just_before_it_is_superseded_survives_cleanup(tmp_path: Path) -> None:
     lifetime = 1.0
-    settings, catalog = build_catalog(tmp_path / "home", ticket_lifetime_seconds=lifetime, reader_max_stale_seconds=0.0)
+    settings, catalog = build_catalog(
+        tmp_path / "home", ticket_lifetime_seconds=lifetime, reader_max_stale_seconds=0.0
+    )
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.05)
     try:
         catalog.create_table("p.w.ns.old", tagged_rows(10, tag="v1"))

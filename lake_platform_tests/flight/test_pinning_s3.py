@@ -29,13 +29,21 @@ def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -
     catalog.create_namespace("p.w.ns")
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
     clock = ManualClock()
-    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}),
-                         clock=clock, heartbeat=False)
+    maintainer = Catalog(
+        settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}),
+        clock=clock,
+        heartbeat=False,
+    )
     try:
         catalog.create_table("p.w.ns.s", tagged_rows(10, tag="v1"))
         client, options = login(f"grpc://127.0.0.1:{server.port}")
-        assert wait_until(lambda: fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.s"))
-                          .to_pylist() == [{"n": 10}], timeout=30)
+        assert wait_until(
+            lambda: (
+                fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.s")).to_pylist()
+                == [{"n": 10}]
+            ),
+            timeout=30,
+        )
         info = plan(client, options, "SELECT id, tag FROM w.ns.s")
         catalog.append("p.w.ns.s", tagged_rows(5, start=10, tag="v2"))
         got = fetch(client, options, info)  # the cached provider, its manifest checked on S3

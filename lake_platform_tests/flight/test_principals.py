@@ -23,10 +23,17 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     catalog.add_user("dana", project="p", role="reader", password="dana-password-1")
     catalog.add_user("eve", project="q", role="reader", password="eve-password-1")
     record, token = catalog.create_token("etl", project="p", role="reader")
-    server = FlightSqlServer(settings, flight_settings(port=0, snapshot_ttl_seconds=0.5), catalog=catalog).start()
+    server = FlightSqlServer(
+        settings, flight_settings(port=0, snapshot_ttl_seconds=0.5), catalog=catalog
+    ).start()
     try:
-        yield {"server": server, "catalog": catalog, "token": token, "token_id": record.token_id,
-               "uri": f"grpc://127.0.0.1:{server.port}"}
+        yield {
+            "server": server,
+            "catalog": catalog,
+            "token": token,
+            "token_id": record.token_id,
+            "uri": f"grpc://127.0.0.1:{server.port}",
+        }
     finally:
         server.stop(grace=0)
         catalog.close()
@@ -35,12 +42,20 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 def test_users_log_in_and_see_their_project(real: dict[str, Any]) -> None:
     import adbc_driver_flightsql.dbapi as fsql
 
-    with fsql.connect(real["uri"], db_kwargs={"username": "dana", "password": "dana-password-1"},
-                      autocommit=True) as conn, conn.cursor() as cur:
+    with (
+        fsql.connect(
+            real["uri"], db_kwargs={"username": "dana", "password": "dana-password-1"}, autocommit=True
+        ) as conn,
+        conn.cursor() as cur,
+    ):
         cur.execute("SELECT count(*) AS n FROM w.ns.t")
         assert cur.fetch_arrow_table().to_pylist() == [{"n": 1000}]
-    with fsql.connect(real["uri"], db_kwargs={"username": "eve", "password": "eve-password-1"},
-                      autocommit=True) as conn, conn.cursor() as cur:
+    with (
+        fsql.connect(
+            real["uri"], db_kwargs={"username": "eve", "password": "eve-password-1"}, autocommit=True
+        ) as conn,
+        conn.cursor() as cur,
+    ):
         cur.execute("SELECT code FROM w.ns.secret")
         assert cur.fetch_arrow_table().to_pylist() == [{"code": "bob-only"}]
 
@@ -54,7 +69,9 @@ def test_wrong_password_for_a_real_user(real: dict[str, Any]) -> None:
 def test_service_token_as_bearer_and_revocation(real: dict[str, Any]) -> None:
     client = fl.connect(real["uri"])
     options = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {real['token']}".encode())])
-    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query="SELECT 1 AS one")))
+    descriptor = fl.FlightDescriptor.for_command(
+        proto.pack(proto.CommandStatementQuery(query="SELECT 1 AS one"))
+    )
     assert client.get_flight_info(descriptor, options).schema.names == ["one"]
     bad = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {real['token']}x".encode())])
     with pytest.raises(fl.FlightUnauthenticatedError):
@@ -85,7 +102,9 @@ def test_real_tokens_verified_once_then_cached(real: dict[str, Any], tmp_path: P
         del server.auth.authenticator.authenticate_token
 
 
-def test_the_configured_failure_limit_is_the_only_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_configured_failure_limit_is_the_only_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One throttle in series: LAKE_FLIGHT_AUTH_MAX_FAILURES decides, with the catalog's users
     (a second, hard-coded throttle behind it used to lock out after 5 whatever the setting)."""
     monkeypatch.setenv("LAKE_FLIGHT_AUTH_MAX_FAILURES", "8")

@@ -20,12 +20,14 @@ from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeho
 # as ADBC sends it (Any-wrapped).
 GOLDEN_GET_TABLES = bytes.fromhex(
     "0a3e747970652e676f6f676c65617069732e636f6d2f6172726f772e666c696768742e70726f746f636f6c2e73716c2e"
-    "436f6d6d616e644765745461626c6573120f12046d61696e1a0574726970732801")
+    "436f6d6d616e644765745461626c6573120f12046d61696e1a0574726970732801"
+)
 
 
 def test_golden_bytes() -> None:
-    msg = proto.CommandGetTables(db_schema_filter_pattern="main", table_name_filter_pattern="trips",
-                                 include_schema=True)
+    msg = proto.CommandGetTables(
+        db_schema_filter_pattern="main", table_name_filter_pattern="trips", include_schema=True
+    )
     assert proto.pack(msg) == GOLDEN_GET_TABLES
     name, payload = proto.unpack_any(GOLDEN_GET_TABLES)
     parsed = proto.parse(proto.CommandGetTables, payload)
@@ -54,7 +56,9 @@ def test_sql_info_returns_only_standard_ids_and_exact_schema() -> None:
     ids = table.column("info_name").to_pylist()
     assert all(i < 10_000 for i in ids) and {0, 1, 2, 3, 8, 504, 508, 509, 510, 511, 512, 517} <= set(ids)
     assert sql_info_table(info, [504, 3, 12345]).to_pylist() == [
-        {"info_name": 504, "value": '"'}, {"info_name": 3, "value": True}]
+        {"info_name": 504, "value": '"'},
+        {"info_name": 3, "value": True},
+    ]
 
 
 def test_metadata_schema_nullability() -> None:
@@ -94,11 +98,27 @@ def test_random_bytes_never_open(data: bytes) -> None:
 
 
 def test_check_query() -> None:
-    for ok in ["SELECT 1", "  -- c\n select 1", "/* x */ WITH a AS (SELECT 1) SELECT * FROM a", "(SELECT 1)",
-               "VALUES (1)", "explain select 1"]:
+    for ok in [
+        "SELECT 1",
+        "  -- c\n select 1",
+        "/* x */ WITH a AS (SELECT 1) SELECT * FROM a",
+        "(SELECT 1)",
+        "VALUES (1)",
+        "explain select 1",
+    ]:
         assert check_query(ok, 1000) == ok
-    for bad in ["", "  ", "DROP TABLE x", "/* open", "-- only", "INSERT INTO x VALUES (1)", "SET x = 1",
-                "x" * 2000, 42, "SELECT '\x00'"]:
+    for bad in [
+        "",
+        "  ",
+        "DROP TABLE x",
+        "/* open",
+        "-- only",
+        "INSERT INTO x VALUES (1)",
+        "SET x = 1",
+        "x" * 2000,
+        42,
+        "SELECT '\x00'",
+    ]:
         with pytest.raises(InvalidInput):
             check_query(bad, 1000)  # type: ignore[arg-type]
 
@@ -106,7 +126,9 @@ def test_check_query() -> None:
 def test_rewrite_placeholders() -> None:
     assert rewrite_placeholders("SELECT ? , ?") == ("SELECT $1 , $2", 2)
     assert rewrite_placeholders("SELECT '?', \"a?\" -- ?\n, ? /* ? */") == (
-        "SELECT '?', \"a?\" -- ?\n, $1 /* ? */", 1)
+        "SELECT '?', \"a?\" -- ?\n, $1 /* ? */",
+        1,
+    )
     assert rewrite_placeholders("SELECT $2, $1") == ("SELECT $2, $1", 2)
     assert rewrite_placeholders("SELECT 'it''s ?'") == ("SELECT 'it''s ?'", 0)
     with pytest.raises(InvalidInput):
@@ -165,6 +187,11 @@ def test_nested_namespaces_need_no_quotes() -> None:
     assert q("SELECT * FROM w.ns.sub.u") == 'SELECT * FROM w."ns.sub".u'
     assert q("SELECT w.ns.sub.u.id FROM W.NS.SUB.U") == 'SELECT w."ns.sub".u.id FROM W."ns.sub".U'
     assert q("SELECT * FROM w.a.b.c.t") == 'SELECT * FROM w."a.b.c".t'
-    for untouched in ["SELECT 'w.ns.sub.u'", 'SELECT * FROM w."ns.sub".u', "SELECT a.b.c.d FROM w.ns.t",
-                      "SELECT * FROM w.ns.t -- w.ns.sub.u", "SELECT * FROM q.ns.sub.u"]:
+    for untouched in [
+        "SELECT 'w.ns.sub.u'",
+        'SELECT * FROM w."ns.sub".u',
+        "SELECT a.b.c.d FROM w.ns.t",
+        "SELECT * FROM w.ns.t -- w.ns.sub.u",
+        "SELECT * FROM q.ns.sub.u",
+    ]:
         assert q(untouched) == untouched

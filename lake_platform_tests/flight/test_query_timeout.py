@@ -42,7 +42,8 @@ KEY = secrets.token_hex(32)
 
 
 def test_the_default_is_a_safe_limit_and_bad_values_name_the_variable(
-        lake: tuple[LakeSettings, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    lake: tuple[LakeSettings, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert flight_settings().query_timeout_seconds == 300
     assert QueryLimits().query_timeout_seconds == 300
     assert flight_settings(query_timeout_seconds=0).query_timeout_seconds == 0  # no limit, only when asked
@@ -50,7 +51,9 @@ def test_the_default_is_a_safe_limit_and_bad_values_name_the_variable(
         with pytest.raises(SettingsError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS"):
             flight_settings(query_timeout_seconds=bad)
     monkeypatch.setenv("LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS", "-5")
-    with pytest.raises(SettingsError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS: .*greater than or equal to 0"):
+    with pytest.raises(
+        SettingsError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS: .*greater than or equal to 0"
+    ):
         flight_settings()
     monkeypatch.delenv("LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS")
     server = start_server(*lake)
@@ -63,8 +66,13 @@ def test_the_default_is_a_safe_limit_and_bad_values_name_the_variable(
 @pytest.fixture
 def slots_full(lake: tuple[LakeSettings, Any]) -> Iterator[Any]:
     settings, catalog = lake
-    with serving(settings, catalog, query_timeout_seconds=TIMEOUT, max_concurrent_queries=SLOTS,
-                 admission_wait_seconds=TIMEOUT + MARGIN) as server:
+    with serving(
+        settings,
+        catalog,
+        query_timeout_seconds=TIMEOUT,
+        max_concurrent_queries=SLOTS,
+        admission_wait_seconds=TIMEOUT + MARGIN,
+    ) as server:
         yield server
 
 
@@ -141,8 +149,9 @@ def test_endless_queries_one_per_slot_cannot_lock_out_other_clients(slots_full: 
         assert wait_until(lambda: streams_of(server) == 0, timeout=10)
         computed = len(batches.calls)
         client, options = login(uri)
-        assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.multi")
-                     ).to_pylist() == [{"n": 500}]
+        assert fetch(
+            client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.multi")
+        ).to_pylist() == [{"n": 500}]
         assert len(batches.calls) == computed
     assert server.health()["running_queries"] == 0
     assert server.streams.time_limit.pending() == 0  # every stream disarmed its limit
@@ -184,7 +193,9 @@ def test_the_time_limit_applies_while_planning(instant: tuple[Any, Any]) -> None
     with pytest.raises(fl.FlightTimedOutError, match=planning):
         plan(client, options, sql)  # GetFlightInfo
     with pytest.raises(OSError, match="timeout error, with message: " + planning):  # pyarrow's GetSchema
-        client.get_schema(fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options)
+        client.get_schema(
+            fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=sql))), options
+        )
     request = proto.pack(proto.ActionCreatePreparedStatementRequest(query=sql))
     with pytest.raises(fl.FlightTimedOutError, match=planning):
         list(client.do_action(fl.Action("CreatePreparedStatement", request), options))

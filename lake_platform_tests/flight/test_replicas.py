@@ -30,8 +30,10 @@ KEYS = f"k1:{secrets.token_hex(32)},k2:{secrets.token_hex(32)}"
 class Replica:
     def __init__(self, home: Path, **options: Any) -> None:
         args = [f"{k}={v}" for k, v in {"keys": KEYS, "snapshot_ttl_seconds": 0.1, **options}.items()]
-        self.proc = subprocess.Popen([sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home),
-                                      *args], stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home), *args],
+            stdout=subprocess.PIPE,
+        )
 
     def ready(self) -> Replica:
         assert self.proc.stdout is not None
@@ -87,8 +89,9 @@ def test_a_ticket_from_a_executes_on_b(replicas: tuple[Replica, Replica]) -> Non
     assert fetch(b.client, a.options, info).num_rows == 5
 
 
-def test_append_drift_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Path],
-                                           replicas: tuple[Replica, Replica]) -> None:
+def test_append_drift_on_the_other_replica(
+    lake: tuple[LakeSettings, Catalog, Path], replicas: tuple[Replica, Replica]
+) -> None:
     _, catalog, _ = lake
     a, b = replicas
     catalog.create_table("p.w.ns.rdrift", tagged_rows(40, tag="planned"))
@@ -101,8 +104,9 @@ def test_append_drift_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Pa
         assert got.num_rows == 40 and set(got.column("tag").to_pylist()) == {"planned"}
 
 
-def test_drop_and_recreate_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Path],
-                                                replicas: tuple[Replica, Replica]) -> None:
+def test_drop_and_recreate_on_the_other_replica(
+    lake: tuple[LakeSettings, Catalog, Path], replicas: tuple[Replica, Replica]
+) -> None:
     _, catalog, _ = lake
     a, b = replicas
     catalog.create_table("p.w.ns.rdrop", tagged_rows(10, tag="original"))
@@ -116,8 +120,9 @@ def test_drop_and_recreate_on_the_other_replica(lake: tuple[LakeSettings, Catalo
             replica.fetch(info)
 
 
-def test_retention_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Path],
-                                        replicas: tuple[Replica, Replica]) -> None:
+def test_retention_on_the_other_replica(
+    lake: tuple[LakeSettings, Catalog, Path], replicas: tuple[Replica, Replica]
+) -> None:
     settings, catalog, _ = lake
     a, b = replicas
     catalog.create_table("p.w.ns.rgone", tagged_rows(10, tag="v1"))
@@ -126,7 +131,11 @@ def test_retention_on_the_other_replica(lake: tuple[LakeSettings, Catalog, Path]
     catalog.append("p.w.ns.rgone", tagged_rows(5, start=10, tag="v2"))
     clock = ManualClock()
     clock.advance(10)
-    maintainer = Catalog(settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}), clock=clock, heartbeat=False)
+    maintainer = Catalog(
+        settings.model_copy(update={"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0}),
+        clock=clock,
+        heartbeat=False,
+    )
     try:
         assert maintainer.cleanup("p.w.ns.rgone", retention=timedelta(0)).detail["versions_removed"] == [1]
     finally:

@@ -131,10 +131,14 @@ def test_a_principal_sees_only_its_own_project(running: Running) -> None:
             cur.execute("SELECT code FROM w.ns.secret")
             assert cur.fetch_arrow_table().to_pylist() == [{"code": "bob-only"}]
         objects = b.adbc_get_objects(depth="tables").read_all().to_pylist()
-        names = {t["table_name"] for s in objects[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []}
+        names = {
+            t["table_name"] for s in objects[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []
+        }
         assert names == {"t", "secret"}
         objects = a.adbc_get_objects(depth="all").read_all().to_pylist()
-        names = {t["table_name"] for s in objects[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []}
+        names = {
+            t["table_name"] for s in objects[0]["catalog_db_schemas"] for t in s["db_schema_tables"] or []
+        }
         assert "secret" not in names
 
 
@@ -158,11 +162,20 @@ def test_tickets_and_handles_belong_to_their_principal(running: Running) -> None
     with pytest.raises(fl.FlightUnauthorizedError, match="another principal"):  # PERMISSION_DENIED
         alice.do_get(info.endpoints[0].ticket, alice_opts).read_all()
     assert bob.do_get(info.endpoints[0].ticket, bob_opts).read_all().num_rows == 1
-    result = list(bob.do_action(fl.Action("CreatePreparedStatement", proto.pack(
-        proto.ActionCreatePreparedStatementRequest(query="SELECT code FROM w.ns.secret"))), bob_opts))
+    result = list(
+        bob.do_action(
+            fl.Action(
+                "CreatePreparedStatement",
+                proto.pack(proto.ActionCreatePreparedStatementRequest(query="SELECT code FROM w.ns.secret")),
+            ),
+            bob_opts,
+        )
+    )
     handle = _unpack_result(result[0].body.to_pybytes()).prepared_statement_handle
     with pytest.raises(fl.FlightUnauthorizedError, match="another principal"):
-        alice.get_flight_info(cmd(proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)), alice_opts)
+        alice.get_flight_info(
+            cmd(proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)), alice_opts
+        )
 
 
 def _unpack_result(body: bytes) -> Any:
@@ -256,7 +269,9 @@ def test_malformed_commands_and_tickets(running: Running) -> None:
         fl.FlightDescriptor.for_command(b"\xff\xfe garbage"),
         fl.FlightDescriptor.for_command(b""),
         fl.FlightDescriptor.for_path("w", "ns", "t"),
-        fl.FlightDescriptor.for_command(any_pb2.Any(type_url="type.googleapis.com/evil.Cmd").SerializeToString()),
+        fl.FlightDescriptor.for_command(
+            any_pb2.Any(type_url="type.googleapis.com/evil.Cmd").SerializeToString()
+        ),
         fl.FlightDescriptor.for_command(raw_any("CommandGetTables", b"\xff\xff\xff")),
         fl.FlightDescriptor.for_command(raw_any("TicketStatementQuery")),
     ]
@@ -283,7 +298,9 @@ def test_write_path_commands_are_unimplemented(running: Running) -> None:
             client.get_flight_info(fl.FlightDescriptor.for_command(raw_any(name)), options)
         assert "read-only" in str(err.value) or "not supported" in str(err.value)
         no_leak(str(err.value))
-    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementUpdate(query="DELETE FROM w.ns.t")))
+    descriptor = fl.FlightDescriptor.for_command(
+        proto.pack(proto.CommandStatementUpdate(query="DELETE FROM w.ns.t"))
+    )
     writer, _ = client.do_put(descriptor, pa.schema([("a", pa.int64())]), options)
     with pytest.raises(pa.ArrowNotImplementedError):
         writer.close()
@@ -299,16 +316,25 @@ def test_write_path_commands_are_unimplemented(running: Running) -> None:
 def test_list_actions_names_exactly_the_actions_do_action_serves(running: Running) -> None:
     client, options = running.client()
     listed = {a.type: a.description for a in client.list_actions(options)}
-    assert list(listed) == ["CreatePreparedStatement", "ClosePreparedStatement", "CancelFlightInfo", "CancelQuery",
-                            "CloseSession", "health"]
+    assert list(listed) == [
+        "CreatePreparedStatement",
+        "ClosePreparedStatement",
+        "CancelFlightInfo",
+        "CancelQuery",
+        "CloseSession",
+        "health",
+    ]
     assert all(listed.values())
     for kind in listed:  # each reaches its handler: an empty body is malformed there, never an unknown action
         try:
             list(client.do_action(fl.Action(kind, b""), options))
         except pa.ArrowException as exc:
             assert "unknown action" not in str(exc) and "not supported" not in str(exc), (kind, exc)
-    for kind, refusal in (("CreatePreparedSubstraitPlan", "Substrait plans are not supported"),
-                          ("EndSavepoint", "transactions are not supported"), ("Nope", "unknown action 'Nope'")):
+    for kind, refusal in (
+        ("CreatePreparedSubstraitPlan", "Substrait plans are not supported"),
+        ("EndSavepoint", "transactions are not supported"),
+        ("Nope", "unknown action 'Nope'"),
+    ):
         with pytest.raises(pa.ArrowNotImplementedError, match=refusal):
             list(client.do_action(fl.Action(kind, b""), options))
 
@@ -319,12 +345,15 @@ def test_table_without_schema_is_listed_but_has_no_schema(running: Running) -> N
     item = store.get(key)
     assert item is not None
     record = decode(TableRecord, item.value, key)
-    changed = store.compare_and_swap(key, item.revision, record.model_copy(update={"schema_ipc_b64": ""}).encode())
+    changed = store.compare_and_swap(
+        key, item.revision, record.model_copy(update={"schema_ipc_b64": ""}).encode()
+    )
     try:
         running.server.snapshots.refresh()
         client, options = running.client()
-        listed = client.do_get(client.get_flight_info(cmd(proto.CommandGetTables()), options)
-                               .endpoints[0].ticket, options).read_all()
+        listed = client.do_get(
+            client.get_flight_info(cmd(proto.CommandGetTables()), options).endpoints[0].ticket, options
+        ).read_all()
         assert "u" in listed.column("table_name").to_pylist()
         info = client.get_flight_info(cmd(proto.CommandGetTables(include_schema=True)), options)
         with pytest.raises(pa.ArrowException, match="has no recorded schema") as err:
@@ -378,7 +407,9 @@ def test_grpc_health_service_on_the_endpoint_port(tmp_path: Path) -> None:
             stub = health_pb2_grpc.HealthStub(channel)
 
             def status() -> int:
-                return stub.Check(health_pb2.HealthCheckRequest(service="arrow.flight.protocol.FlightService")).status
+                return stub.Check(
+                    health_pb2.HealthCheckRequest(service="arrow.flight.protocol.FlightService")
+                ).status
 
             assert status() == not_serving
             failing["on"] = False
@@ -412,15 +443,24 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     return cert_file, key_file
 
 

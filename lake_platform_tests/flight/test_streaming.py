@@ -13,11 +13,19 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.flight import proto
-from lake_platform_tests.flight.conftest import PASSWORDS, Running, build_catalog, login, plan, start_server
-from lake_platform_tests.flight.conftest import wait_until
+from lake_platform_tests.flight.conftest import (
+    PASSWORDS,
+    Running,
+    build_catalog,
+    login,
+    plan,
+    start_server,
+    wait_until,
+)
 from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
+
 
 def test_first_batch_arrives_before_the_producer_finishes(running: Running) -> None:
     client, options = login(running.uri)
@@ -92,9 +100,12 @@ def test_ticket_is_pinned_to_the_planned_version(tmp_path: Path) -> None:
     try:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         old = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
-        catalog.append("p.w.ns.t", pa.table({"id": pa.array([5000], pa.int64()), "s": ["new"],
-                                            "x": [0.0]}).to_reader())
-        assert wait_until(lambda: server.snapshots.current().project("p").table("w", "ns", "t").ref.version == 2)
+        catalog.append(
+            "p.w.ns.t", pa.table({"id": pa.array([5000], pa.int64()), "s": ["new"], "x": [0.0]}).to_reader()
+        )
+        assert wait_until(
+            lambda: server.snapshots.current().project("p").table("w", "ns", "t").ref.version == 2
+        )
         assert client.do_get(old.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1000}]
         new = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
         assert client.do_get(new.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1001}]
@@ -166,7 +177,9 @@ def test_jdbc_style_prepared_statement_sequence(running: Running) -> None:
     assert pa.ipc.read_schema(pa.py_buffer(prepared.dataset_schema)).names == ["id", "s"]
     assert pa.ipc.read_schema(pa.py_buffer(prepared.parameter_schema)).names == ["0"]
     assert prepared.HasField("is_update") and prepared.is_update is False
-    command = proto.CommandPreparedStatementQuery(prepared_statement_handle=prepared.prepared_statement_handle)
+    command = proto.CommandPreparedStatementQuery(
+        prepared_statement_handle=prepared.prepared_statement_handle
+    )
     descriptor = fl.FlightDescriptor.for_command(proto.pack(command))
     writer, reader = client.do_put(descriptor, pa.schema([("0", pa.int64())]), options)
     writer.write_batch(pa.record_batch({"0": pa.array([3], pa.int64())}))
@@ -183,7 +196,9 @@ def test_jdbc_style_prepared_statement_sequence(running: Running) -> None:
     expires = info.endpoints[0].expiration_time.value / 1e9  # pyarrow: a timestamp[ns] scalar
     lifetime = running.server.ticket_ttl
     assert time.time() + lifetime - 5 < expires <= time.time() + lifetime
-    close = proto.ActionClosePreparedStatementRequest(prepared_statement_handle=bound.prepared_statement_handle)
+    close = proto.ActionClosePreparedStatementRequest(
+        prepared_statement_handle=bound.prepared_statement_handle
+    )
     assert list(client.do_action(fl.Action("ClosePreparedStatement", proto.pack(close)), options)) == []
     [closed] = list(client.do_action(fl.Action("CloseSession", b""), options))
     session = proto.CloseSessionResult()
@@ -194,8 +209,13 @@ def test_jdbc_style_prepared_statement_sequence(running: Running) -> None:
 def big_rows(total: int, batch: int = 100_000) -> Iterator[pa.RecordBatch]:
     for start in range(0, total, batch):
         ids = pa.array(range(start, min(total, start + batch)), pa.int64())
-        yield pa.record_batch({"id": ids, "x": pa.compute.multiply(ids.cast(pa.float64()), 0.5),
-                               "s": pa.compute.binary_join_element_wise("value-", ids.cast(pa.string()), "")})
+        yield pa.record_batch(
+            {
+                "id": ids,
+                "x": pa.compute.multiply(ids.cast(pa.float64()), 0.5),
+                "s": pa.compute.binary_join_element_wise("value-", ids.cast(pa.string()), ""),
+            }
+        )
 
 
 @pytest.mark.slow
@@ -214,9 +234,17 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
     schema = next(big_rows(10)).schema
     catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
     catalog.close()
-    proc = subprocess.Popen([sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home),
-                             "memory_limit_bytes=67108864", "scan_io_buffer_bytes=16777216"],
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lake_platform_tests.flight.server_process",
+            str(home),
+            "memory_limit_bytes=67108864",
+            "scan_io_buffer_bytes=16777216",
+        ],
+        stdout=subprocess.PIPE,
+    )
     done = threading.Event()
     try:
         assert proc.stdout is not None
@@ -233,9 +261,14 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
                 peak["anon"] = max(peak["anon"], anon())
                 time.sleep(0.005)
 
-        with fsql.connect(f"grpc://127.0.0.1:{port}", autocommit=True,
-                          db_kwargs={"username": "alice", "password": PASSWORDS["alice"]}) as conn, \
-                conn.cursor() as cur:
+        with (
+            fsql.connect(
+                f"grpc://127.0.0.1:{port}",
+                autocommit=True,
+                db_kwargs={"username": "alice", "password": PASSWORDS["alice"]},
+            ) as conn,
+            conn.cursor() as cur,
+        ):
             cur.execute("SELECT count(*) FROM w.ns.t")  # warm up: first query, threads
             cur.fetchall()
 

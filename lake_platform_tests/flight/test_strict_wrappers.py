@@ -54,8 +54,9 @@ def prepared(conn: tuple[fl.FlightClient, fl.FlightCallOptions]) -> bytes:
     client, options = conn
     request = proto.ActionCreatePreparedStatementRequest(query=COUNT_SQL)
     [result] = list(client.do_action(fl.Action("CreatePreparedStatement", proto.pack(request)), options))
-    return proto.parse(proto.ActionCreatePreparedStatementResult,
-                       proto.unpack_any(result.body.to_pybytes())[1]).prepared_statement_handle
+    return proto.parse(
+        proto.ActionCreatePreparedStatementResult, proto.unpack_any(result.body.to_pybytes())[1]
+    ).prepared_statement_handle
 
 
 def refused(client: fl.FlightClient, options: fl.FlightCallOptions, ticket: bytes) -> BaseException | None:
@@ -72,8 +73,9 @@ def refused(client: fl.FlightClient, options: fl.FlightCallOptions, ticket: byte
 def inner_tail(ticket: bytes, tail: bytes) -> bytes:
     """``ticket`` with ``tail`` appended to the TicketStatementQuery inside a canonical Any."""
     _, payload = proto.unpack_any(ticket)
-    wrapper = proto.any_pb2.Any(type_url=proto.TYPE_URL_PREFIX + f"{proto.SQL_PACKAGE}.TicketStatementQuery",
-                                value=payload + tail)
+    wrapper = proto.any_pb2.Any(
+        type_url=proto.TYPE_URL_PREFIX + f"{proto.SQL_PACKAGE}.TicketStatementQuery", value=payload + tail
+    )
     return wrapper.SerializeToString()
 
 
@@ -92,8 +94,11 @@ def test_a_seeded_sweep_of_random_tails_is_all_refused(conn: Any, ticket: bytes)
     client, options = conn
     served = [tail.hex() for tail in random_tails(SWEEP) if refused(client, options, ticket + tail) is None]
     assert served == [], f"{len(served)} of {SWEEP} tails were served, e.g. {served[:5]}"
-    served = [tail.hex() for tail in random_tails(SWEEP // 10, SEED + 1)
-              if refused(client, options, inner_tail(ticket, tail)) is None]
+    served = [
+        tail.hex()
+        for tail in random_tails(SWEEP // 10, SEED + 1)
+        if refused(client, options, inner_tail(ticket, tail)) is None
+    ]
     assert served == [], f"{len(served)} tails inside the TicketStatementQuery were served, e.g. {served[:5]}"
     assert fetch(client, options, fl.Ticket(ticket)).to_pylist() == [{"n": 1000}]
 
@@ -112,14 +117,18 @@ def test_a_repeated_field_is_refused_even_when_it_repeats_the_same_value(conn: A
 def test_prepared_handle_wrappers_with_a_tail_are_refused(conn: Any, prepared: bytes) -> None:
     client, options = conn
     command = proto.pack(proto.CommandPreparedStatementQuery(prepared_statement_handle=prepared))
-    assert fetch(client, options, client.get_flight_info(fl.FlightDescriptor.for_command(command), options)
-                 ).to_pylist() == [{"n": 1000}]
+    assert fetch(
+        client, options, client.get_flight_info(fl.FlightDescriptor.for_command(command), options)
+    ).to_pylist() == [{"n": 1000}]
     close = proto.pack(proto.ActionClosePreparedStatementRequest(prepared_statement_handle=prepared))
     calls = {
-        "GetFlightInfo": lambda tail: client.get_flight_info(fl.FlightDescriptor.for_command(command + tail), options),
+        "GetFlightInfo": lambda tail: client.get_flight_info(
+            fl.FlightDescriptor.for_command(command + tail), options
+        ),
         "GetSchema": lambda tail: client.get_schema(fl.FlightDescriptor.for_command(command + tail), options),
         "ClosePreparedStatement": lambda tail: list(
-            client.do_action(fl.Action("ClosePreparedStatement", close + tail), options)),
+            client.do_action(fl.Action("ClosePreparedStatement", close + tail), options)
+        ),
         "DoPut": lambda tail: bind(client, options, command + tail),
     }
     for call in calls.values():
@@ -131,8 +140,9 @@ def test_prepared_handle_wrappers_with_a_tail_are_refused(conn: Any, prepared: b
             # A tail that breaks the Any itself is a malformed command (INVALID_ARGUMENT).
             with pytest.raises(REFUSED, match=BAD_HANDLE + "|malformed Flight SQL command"):
                 call(tail)
-    assert fetch(client, options, client.get_flight_info(fl.FlightDescriptor.for_command(command), options)
-                 ).to_pylist() == [{"n": 1000}]
+    assert fetch(
+        client, options, client.get_flight_info(fl.FlightDescriptor.for_command(command), options)
+    ).to_pylist() == [{"n": 1000}]
 
 
 def bind(client: fl.FlightClient, options: fl.FlightCallOptions, command: bytes) -> None:
@@ -147,9 +157,17 @@ def bind(client: fl.FlightClient, options: fl.FlightCallOptions, command: bytes)
 def test_strict_decoding_on_its_own() -> None:
     message = proto.TicketStatementQuery(statement_handle=b"\x02sealed")
     data = proto.pack(message)
-    assert proto.unpack_sealed(data, proto.TicketStatementQuery, "statement_handle", "ticket") == b"\x02sealed"
-    for bad in (data + ISSUE_TAILS[0], data + ISSUE_TAILS[1], data[:-1], b"", inner_tail(data, b"\x08\x01"),
-                proto.pack(proto.CommandPreparedStatementQuery(prepared_statement_handle=b"\x02sealed"))):
+    assert (
+        proto.unpack_sealed(data, proto.TicketStatementQuery, "statement_handle", "ticket") == b"\x02sealed"
+    )
+    for bad in (
+        data + ISSUE_TAILS[0],
+        data + ISSUE_TAILS[1],
+        data[:-1],
+        b"",
+        inner_tail(data, b"\x08\x01"),
+        proto.pack(proto.CommandPreparedStatementQuery(prepared_statement_handle=b"\x02sealed")),
+    ):
         with pytest.raises(Unauthenticated, match="^invalid ticket$"):
             proto.unpack_sealed(bad, proto.TicketStatementQuery, "statement_handle", "ticket")
 

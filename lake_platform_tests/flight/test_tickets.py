@@ -159,15 +159,17 @@ def test_tampered_envelopes_never_open(data: st.DataObject) -> None:
     blob = bytearray(_PROPERTY_BLOB)
     how = data.draw(st.sampled_from(["flip", "truncate", "append", "splice"]))
     if how == "flip":
-        for bit in data.draw(st.lists(st.integers(0, len(blob) * 8 - 1), min_size=1, max_size=8, unique=True)):
+        for bit in data.draw(
+            st.lists(st.integers(0, len(blob) * 8 - 1), min_size=1, max_size=8, unique=True)
+        ):
             blob[bit // 8] ^= 1 << (bit % 8)
     elif how == "truncate":
-        blob = blob[:data.draw(st.integers(0, len(blob) - 1))]
+        blob = blob[: data.draw(st.integers(0, len(blob) - 1))]
     elif how == "append":
         blob += data.draw(st.binary(min_size=1, max_size=64))
     else:
         at = data.draw(st.integers(0, len(blob) - 1))
-        blob = blob[:at] + data.draw(st.binary(min_size=1, max_size=32)) + blob[at + 1:]
+        blob = blob[:at] + data.draw(st.binary(min_size=1, max_size=32)) + blob[at + 1 :]
     if bytes(blob) == _PROPERTY_BLOB:
         return
     with pytest.raises((Unauthenticated, InvalidInput)):
@@ -233,9 +235,20 @@ def test_single_secret_setting_is_one_key_and_migrates(servers: dict[str, Any]) 
 
 def test_legacy_and_newer_envelopes_are_refused_through_the_endpoint(servers: dict[str, Any]) -> None:
     client, options = login(uri(servers["legacy"]))
-    old = legacy_v1_envelope(bytes.fromhex(LEGACY_SECRET), "ticket",
-                             {"sub": "alice", "knd": "user", "prj": "p", "rol": "reader", "sql": "SELECT 1",
-                              "ref": [], "prm": None, "id": "x"})
+    old = legacy_v1_envelope(
+        bytes.fromhex(LEGACY_SECRET),
+        "ticket",
+        {
+            "sub": "alice",
+            "knd": "user",
+            "prj": "p",
+            "rol": "reader",
+            "sql": "SELECT 1",
+            "ref": [],
+            "prm": None,
+            "id": "x",
+        },
+    )
     with pytest.raises(pa.ArrowInvalid, match="envelope version 1") as err:
         client.do_get(ticket_with(old), options).read_all()
     assert "blue/green" in str(err.value) or "plan the query again" in str(err.value)
@@ -271,8 +284,9 @@ def test_oversized_ticket_and_too_many_tables(servers: dict[str, Any]) -> None:
         client.do_get(ticket_with(huge), options).read_all()
     with pytest.raises(pa.ArrowInvalid, match="LAKE_FLIGHT_MAX_TICKET_TABLES"):
         plan(client, options, "SELECT count(*) FROM w.ns.t JOIN w.ns.multi USING (id)")
-    assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.t")).to_pylist() == \
-        [{"n": 1000}]
+    assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.t")).to_pylist() == [
+        {"n": 1000}
+    ]
 
 
 def test_claims_beyond_this_servers_limits_are_refused_after_opening(servers: dict[str, Any]) -> None:
@@ -283,7 +297,9 @@ def test_claims_beyond_this_servers_limits_are_refused_after_opening(servers: di
     with pytest.raises(pa.ArrowInvalid, match="LAKE_FLIGHT_MAX_SQL_BYTES"):
         fetch(strict, strict_opts, plan(lax, lax_opts, long_sql))
     with pytest.raises(pa.ArrowInvalid, match="LAKE_FLIGHT_MAX_TICKET_TABLES"):
-        fetch(strict, strict_opts, plan(lax, lax_opts, "SELECT count(*) FROM w.ns.t JOIN w.ns.multi USING (id)"))
+        fetch(
+            strict, strict_opts, plan(lax, lax_opts, "SELECT count(*) FROM w.ns.t JOIN w.ns.multi USING (id)")
+        )
 
 
 def test_prepared_handles_use_the_same_sealing(servers: dict[str, Any]) -> None:
@@ -292,11 +308,13 @@ def test_prepared_handles_use_the_same_sealing(servers: dict[str, Any]) -> None:
     mid, mid_opts = login(uri(servers["k1k2"]))
     request = proto.ActionCreatePreparedStatementRequest(query="SELECT count(*) AS n FROM w.ns.t")
     [result] = list(old.do_action(fl.Action("CreatePreparedStatement", proto.pack(request)), old_opts))
-    handle = proto.parse(proto.ActionCreatePreparedStatementResult,
-                         proto.unpack_any(result.body.to_pybytes())[1]).prepared_statement_handle
+    handle = proto.parse(
+        proto.ActionCreatePreparedStatementResult, proto.unpack_any(result.body.to_pybytes())[1]
+    ).prepared_statement_handle
     assert handle[0] == ENVELOPE_VERSION and handle[2:4] == b"k1"
-    descriptor = fl.FlightDescriptor.for_command(proto.pack(
-        proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)))
+    descriptor = fl.FlightDescriptor.for_command(
+        proto.pack(proto.CommandPreparedStatementQuery(prepared_statement_handle=handle))
+    )
     info = mid.get_flight_info(descriptor, mid_opts)
     assert fetch(mid, mid_opts, info).to_pylist() == [{"n": 1000}]
     with pytest.raises(fl.FlightUnauthenticatedError, match="unknown key id 'k1'"):
@@ -314,10 +332,12 @@ def test_tampered_tickets_are_refused_by_the_endpoint(servers: dict[str, Any], d
     blob = bytearray(original.ticket if whole else handle_of_ticket(original))
     how = data.draw(st.sampled_from(["flip", "truncate", "append"]))
     if how == "flip":
-        for bit in data.draw(st.lists(st.integers(0, len(blob) * 8 - 1), min_size=1, max_size=4, unique=True)):
+        for bit in data.draw(
+            st.lists(st.integers(0, len(blob) * 8 - 1), min_size=1, max_size=4, unique=True)
+        ):
             blob[bit // 8] ^= 1 << (bit % 8)
     elif how == "truncate":
-        blob = blob[:data.draw(st.integers(0, len(blob) - 1))]
+        blob = blob[: data.draw(st.integers(0, len(blob) - 1))]
     else:
         blob += data.draw(st.binary(min_size=1, max_size=8))
     ticket = fl.Ticket(bytes(blob)) if whole else ticket_with(bytes(blob))
@@ -359,7 +379,9 @@ def handle_of_ticket(ticket: fl.Ticket) -> bytes:
 def test_settings_parse_keys() -> None:
     fs = flight_settings(keys=f" k1:{K1} , k2:{K2} ")
     assert [kid for kid, _ in fs.sealing_keys()] == ["k1", "k2"]
-    assert flight_settings(secret_key=LEGACY_SECRET).sealing_keys() == [("default", bytes.fromhex(LEGACY_SECRET))]
+    assert flight_settings(secret_key=LEGACY_SECRET).sealing_keys() == [
+        ("default", bytes.fromhex(LEGACY_SECRET))
+    ]
     both = flight_settings(secret_key=LEGACY_SECRET, keys=f"k2:{K2}").sealing_keys()
     assert [kid for kid, _ in both] == ["default", "k2"]  # the single secret is the oldest key
     assert flight_settings().sealing_keys() == []

@@ -19,17 +19,21 @@ from lake_platform.errors import LakeError
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, StaticAuthenticator, Throttle
 from lake_platform.flight.errors import status_of
-from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.framing import decode_put, encode_stream, flight_data
+from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
 
 ALICE = Identity("alice", "user", "p", "reader")
-DICTS = pa.table({
-    "tag": pa.array(["a", "b", "a", None, "c"]).dictionary_encode(),
-    "nested": pa.array([{"k": v} for v in ["x", "y", "x", "z", "y"]],
-                       pa.struct([pa.field("k", pa.dictionary(pa.int32(), pa.string()))])),
-    "n": pa.array([1, 2, 3, 4, 5], pa.int64()),
-})
+DICTS = pa.table(
+    {
+        "tag": pa.array(["a", "b", "a", None, "c"]).dictionary_encode(),
+        "nested": pa.array(
+            [{"k": v} for v in ["x", "y", "x", "z", "y"]],
+            pa.struct([pa.field("k", pa.dictionary(pa.int32(), pa.string()))]),
+        ),
+        "n": pa.array([1, 2, 3, 4, 5], pa.int64()),
+    }
+)
 
 
 class Scripted:
@@ -71,15 +75,28 @@ class Scripted:
 
 def alice_auth(sealer: Sealer) -> AuthService:
     """Authentication with one user, alice (password "pw"), over ``sealer``."""
-    return AuthService(StaticAuthenticator(users={"alice": ("pw", ALICE)}), sealer, token_ttl=60,
-                       service_token_cache=5, throttle=Throttle(100, 1))
+    return AuthService(
+        StaticAuthenticator(users={"alice": ("pw", ALICE)}),
+        sealer,
+        token_ttl=60,
+        service_token_cache=5,
+        throttle=Throttle(100, 1),
+    )
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[FlightTransport, Scripted]]:
     handler = Scripted()
-    transport = FlightTransport(handler, alice_auth(Sealer(None)), host="127.0.0.1", port=0, tls=None,
-                                worker_threads=8, max_receive_bytes=1 << 20, max_put_bytes=64 << 10)
+    transport = FlightTransport(
+        handler,
+        alice_auth(Sealer(None)),
+        host="127.0.0.1",
+        port=0,
+        tls=None,
+        worker_threads=8,
+        max_receive_bytes=1 << 20,
+        max_put_bytes=64 << 10,
+    )
     transport.start()
     transport.set_serving(True)
     try:
@@ -89,7 +106,9 @@ def served() -> Iterator[tuple[FlightTransport, Scripted]]:
 
 
 @pytest.fixture
-def client(served: tuple[FlightTransport, Scripted]) -> Iterator[tuple[fl.FlightClient, fl.FlightCallOptions]]:
+def client(
+    served: tuple[FlightTransport, Scripted],
+) -> Iterator[tuple[fl.FlightClient, fl.FlightCallOptions]]:
     transport, handler = served
     handler.fail = None
     handler.table = DICTS
@@ -104,13 +123,17 @@ def bearer(transport: FlightTransport) -> list[tuple[str, str]]:
 
 
 def lake_errors() -> list[type[LakeError]]:
-    return [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
-            if issubclass(cls, LakeError) and cls is not LakeError]
+    return [
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, LakeError) and cls is not LakeError
+    ]
 
 
 @pytest.mark.parametrize("cls", lake_errors(), ids=lambda c: c.__name__)
 def test_every_platform_error_reaches_a_grpc_client_with_its_exact_code(
-        served: tuple[FlightTransport, Scripted], cls: type[LakeError]) -> None:
+    served: tuple[FlightTransport, Scripted], cls: type[LakeError]
+) -> None:
     transport, handler = served
     handler.fail = cls("what went wrong")
     with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
@@ -121,8 +144,9 @@ def test_every_platform_error_reaches_a_grpc_client_with_its_exact_code(
     assert err.value.details() == f"what went wrong [{cls.__name__}, code {int(cls.code)}]"
 
 
-def test_a_bug_answers_internal_without_a_traceback(served: tuple[FlightTransport, Scripted],
-                                                     client: Any) -> None:
+def test_a_bug_answers_internal_without_a_traceback(
+    served: tuple[FlightTransport, Scripted], client: Any
+) -> None:
     _, handler = served
     handler.fail = ZeroDivisionError("secret detail at /srv/lake/x.py")
     c, options = client
@@ -145,8 +169,9 @@ def test_errors_raised_while_streaming_keep_their_code(served: tuple[FlightTrans
     handler.do_get = lambda call, ticket: (DICTS.schema, failing())  # type: ignore[method-assign]
     try:
         with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
-            stream = channel.unary_stream(f"/{SERVICE}/DoGet")(fl.Ticket(b"t").serialize(),
-                                                                  metadata=bearer(transport))
+            stream = channel.unary_stream(f"/{SERVICE}/DoGet")(
+                fl.Ticket(b"t").serialize(), metadata=bearer(transport)
+            )
             received: list[bytes] = []
             with pytest.raises(grpc.RpcError) as err:
                 received.extend(stream)
@@ -164,10 +189,17 @@ def test_dictionary_columns_stream_intact(client: Any) -> None:
     assert got.to_pylist() == DICTS.to_pylist()
 
 
-def test_plain_columns_stream_intact_batch_by_batch(served: tuple[FlightTransport, Scripted], client: Any) -> None:
+def test_plain_columns_stream_intact_batch_by_batch(
+    served: tuple[FlightTransport, Scripted], client: Any
+) -> None:
     _, handler = served
-    handler.table = pa.table({"id": pa.array(range(10), pa.int64()), "s": [f"r{i}" for i in range(10)],
-                              "l": pa.array([[i] * i for i in range(10)], pa.list_(pa.int32()))})
+    handler.table = pa.table(
+        {
+            "id": pa.array(range(10), pa.int64()),
+            "s": [f"r{i}" for i in range(10)],
+            "l": pa.array([[i] * i for i in range(10)], pa.list_(pa.int32())),
+        }
+    )
     c, options = client
     reader = c.do_get(fl.Ticket(b"t"), options)
     chunks = [chunk.data.num_rows for chunk in reader]
@@ -191,7 +223,9 @@ def test_decode_put_refuses_bad_streams() -> None:
         decode_put(iter([flight_data(b"")]), 1 << 20)
     with pytest.raises(errors.InvalidInput, match="malformed FlightData"):
         decode_put(iter([b"\xff\xff\xff"]), 1 << 20)
-    garbage = proto.FlightData(flight_descriptor=descriptor, data_header=b"not a flatbuffer").SerializeToString()
+    garbage = proto.FlightData(
+        flight_descriptor=descriptor, data_header=b"not a flatbuffer"
+    ).SerializeToString()
     with pytest.raises(errors.InvalidInput, match="malformed Arrow IPC"):
         decode_put(iter([garbage]), 1 << 20)
     big = list(encode_stream(DICTS.schema, DICTS.to_batches()))
@@ -217,27 +251,39 @@ def test_every_call_needs_credentials(served: tuple[FlightTransport, Scripted]) 
     before = len(handler.calls)
     c = fl.connect(f"grpc://127.0.0.1:{transport.port}")
     descriptor = fl.FlightDescriptor.for_command(b"x")
-    calls = [lambda: c.get_flight_info(descriptor), lambda: c.get_schema(descriptor),
-             lambda: c.do_get(fl.Ticket(b"t")).read_all(), lambda: list(c.do_action(fl.Action("x", b""))),
-             lambda: list(c.list_actions()), lambda: list(c.list_flights())]
+    calls = [
+        lambda: c.get_flight_info(descriptor),
+        lambda: c.get_schema(descriptor),
+        lambda: c.do_get(fl.Ticket(b"t")).read_all(),
+        lambda: list(c.do_action(fl.Action("x", b""))),
+        lambda: list(c.list_actions()),
+        lambda: list(c.list_flights()),
+    ]
     for attempt in calls:
         # (pyarrow's client raises a bare OSError for GetSchema's statuses; the code is the same.)
-        with pytest.raises((fl.FlightUnauthenticatedError, OSError), match="unauthenticated error.*authenticate first"):
+        with pytest.raises(
+            (fl.FlightUnauthenticatedError, OSError), match="unauthenticated error.*authenticate first"
+        ):
             attempt()
     with pytest.raises(fl.FlightUnauthenticatedError, match="invalid credentials"):
         c.authenticate_basic_token("alice", "wrong")
     assert len(handler.calls) == before  # the handler never ran
 
 
-def test_calls_this_endpoint_does_not_offer_answer_unimplemented(served: tuple[FlightTransport, Scripted],
-                                                                 client: Any) -> None:
+def test_calls_this_endpoint_does_not_offer_answer_unimplemented(
+    served: tuple[FlightTransport, Scripted], client: Any
+) -> None:
     transport, _ = served
     c, options = client
-    with pytest.raises(pa.ArrowNotImplementedError, match="ListFlights is not part of this Flight SQL endpoint"):
+    with pytest.raises(
+        pa.ArrowNotImplementedError, match="ListFlights is not part of this Flight SQL endpoint"
+    ):
         list(c.list_flights(options=options))
     with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
         for method in ("PollFlightInfo", "DoExchange"):
-            rpc = (channel.unary_unary if method == "PollFlightInfo" else channel.stream_stream)(f"/{SERVICE}/{method}")
+            rpc = (channel.unary_unary if method == "PollFlightInfo" else channel.stream_stream)(
+                f"/{SERVICE}/{method}"
+            )
             arg = b"" if method == "PollFlightInfo" else iter([b""])
             with pytest.raises(grpc.RpcError) as raw:
                 result = rpc(arg, metadata=bearer(transport))
@@ -257,7 +303,8 @@ def test_malformed_requests_answer_invalid_argument(served: tuple[FlightTranspor
 
 
 def test_a_message_beyond_the_receive_cap_is_refused_before_it_is_buffered(
-        served: tuple[FlightTransport, Scripted]) -> None:
+    served: tuple[FlightTransport, Scripted],
+) -> None:
     transport, handler = served
     before = len(handler.calls)
     with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
@@ -277,13 +324,18 @@ def test_standard_health_service_shares_the_port(served: tuple[FlightTransport, 
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
         transport.set_serving(False)  # draining
         try:
-            assert stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert (
+                stub.Check(health_pb2.HealthCheckRequest()).status
+                == health_pb2.HealthCheckResponse.NOT_SERVING
+            )
         finally:
             transport.set_serving(True)
         transport.health.ready = lambda: False  # e.g. the catalog snapshot is not loaded
         try:
-            assert stub.Check(health_pb2.HealthCheckRequest(service=SERVICE)).status == \
-                health_pb2.HealthCheckResponse.NOT_SERVING
+            assert (
+                stub.Check(health_pb2.HealthCheckRequest(service=SERVICE)).status
+                == health_pb2.HealthCheckResponse.NOT_SERVING
+            )
         finally:
             transport.health.ready = lambda: True
         assert stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
@@ -296,11 +348,27 @@ def test_a_busy_port_is_a_typed_error(served: tuple[FlightTransport, Scripted]) 
     transport, handler = served
     auth = alice_auth(Sealer(None))
     with pytest.raises(errors.ServiceUnavailable, match=f"cannot listen on 127.0.0.1:{transport.port}"):
-        FlightTransport(handler, auth, host="127.0.0.1", port=transport.port, tls=None, worker_threads=4,
-                        max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
+        FlightTransport(
+            handler,
+            auth,
+            host="127.0.0.1",
+            port=transport.port,
+            tls=None,
+            worker_threads=4,
+            max_receive_bytes=1 << 20,
+            max_put_bytes=1 << 10,
+        )
     with pytest.raises(errors.ServiceUnavailable, match="cannot listen on 203.0.113.7:0"):
-        FlightTransport(handler, auth, host="203.0.113.7", port=0, tls=None, worker_threads=4,
-                        max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
+        FlightTransport(
+            handler,
+            auth,
+            host="203.0.113.7",
+            port=0,
+            tls=None,
+            worker_threads=4,
+            max_receive_bytes=1 << 20,
+            max_put_bytes=1 << 10,
+        )
 
 
 def test_rpcs_beyond_the_worker_threads_are_refused_not_queued() -> None:
@@ -323,8 +391,16 @@ def test_rpcs_beyond_the_worker_threads_are_refused_not_queued() -> None:
             return DICTS.schema, held()
 
     sealer = Sealer(None)
-    small = FlightTransport(Holding(), alice_auth(sealer), host="127.0.0.1", port=0, tls=None, worker_threads=2,
-                            max_receive_bytes=1 << 20, max_put_bytes=1 << 10)
+    small = FlightTransport(
+        Holding(),
+        alice_auth(sealer),
+        host="127.0.0.1",
+        port=0,
+        tls=None,
+        worker_threads=2,
+        max_receive_bytes=1 << 20,
+        max_put_bytes=1 << 10,
+    )
     small.start()
     try:
         headers = [(b"authorization", f"Bearer {sealer.bearer(ALICE, 60)}".encode())]
@@ -347,10 +423,11 @@ def test_rpcs_beyond_the_worker_threads_are_refused_not_queued() -> None:
 
             def served_again() -> bool:
                 # (gRPC frees a slot just after the client has read the end of a stream.)
-                return fl.FlightInfo.deserialize(get_info(request, metadata=metadata)).schema.equals(DICTS.schema)
+                return fl.FlightInfo.deserialize(get_info(request, metadata=metadata)).schema.equals(
+                    DICTS.schema
+                )
 
             assert wait_until(served_again)
     finally:
         release.set()
         small.stop(grace=0)
-

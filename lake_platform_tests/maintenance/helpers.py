@@ -27,10 +27,12 @@ def make_lake(home: Path, **overrides: Any) -> Catalog:
 
 
 def rows(start: int, count: int) -> pa.Table:
-    return pa.table({
-        "id": pa.array(range(start, start + count), pa.int64()),
-        "name": pa.array([f"n{i}" for i in range(start, start + count)], pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + count), pa.int64()),
+            "name": pa.array([f"n{i}" for i in range(start, start + count)], pa.string()),
+        }
+    )
 
 
 def age_tree(root: str | Path, seconds: float) -> None:

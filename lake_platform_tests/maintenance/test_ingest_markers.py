@@ -38,7 +38,9 @@ def stop(point: str) -> None:
     raise Stopped(point)
 
 
-def test_a_run_stopped_right_after_its_commit_leaves_every_file_marked(catalog: Catalog, tmp_path: Path) -> None:
+def test_a_run_stopped_right_after_its_commit_leaves_every_file_marked(
+    catalog: Catalog, tmp_path: Path
+) -> None:
     box = LocalInbox(tmp_path / "inbox")
     (box.root / "p/w/ns/t").mkdir(parents=True)
     (box.root / "p/w/ns/t/a.csv").write_text("id,name\n10,a\n11,b\n")

@@ -39,7 +39,9 @@ def elsewhere(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_table_folder_that_is_a_link_elsewhere_is_not_listed_read_or_moved(catalog: Catalog, tmp_path: Path) -> None:
+def test_a_table_folder_that_is_a_link_elsewhere_is_not_listed_read_or_moved(
+    catalog: Catalog, tmp_path: Path
+) -> None:
     outside = elsewhere(tmp_path)
     box = LocalInbox(tmp_path / "inbox")
     (box.root / "p/w/ns").mkdir(parents=True)
@@ -53,7 +55,9 @@ def test_a_table_folder_that_is_a_link_elsewhere_is_not_listed_read_or_moved(cat
     assert outcome.status == "nothing-to-do" and [q["key"] for q in outcome.quarantined] == ["p/w/ns/t/a.csv"]
     assert "symbolic link" in outcome.quarantined[0]["reason"] and SECRET not in str(outcome.to_dict())
     assert (outside / "a.csv").read_text().endswith(f"{SECRET}\n")  # still where it was
-    assert not any(p.is_file() and not p.name.endswith(".reason.txt") for p in (box.root / "_quarantine").rglob("*"))
+    assert not any(
+        p.is_file() and not p.name.endswith(".reason.txt") for p in (box.root / "_quarantine").rglob("*")
+    )
     assert catalog.open_table(TABLE).count_rows() == 3
 
 

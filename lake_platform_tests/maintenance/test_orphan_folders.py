@@ -39,8 +39,9 @@ def snapshot(catalog: Catalog, names: list[str]) -> dict[str, list[int]]:
 
 @pytest.fixture
 def lake(tmp_path: Path):
-    catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0,
-                        lease_wait_seconds=0.0)
+    catalog = make_lake(
+        tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0, lease_wait_seconds=0.0
+    )
     catalog.create_namespace("p.w.ns.sub")
     catalog.create_table("p.w.ns.t", rows(0, 5).to_reader())
     catalog.create_table("p.w.ns.sub.u", rows(10, 3).to_reader())
@@ -80,10 +81,14 @@ def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(
     assert all(o.age_seconds >= TWO_DAYS - 60 and o.files > 0 for o in report.orphans)
     assert files_under(root) == files_before  # the scan deletes nothing
     key = orphan_folders.commit_folder_report(catalog, report, actor="scanner")
-    assert orphan_folders.latest_folder_report(catalog, "p.w") == report and key.startswith("rpt/orphan-folders/p.w/")
+    assert orphan_folders.latest_folder_report(catalog, "p.w") == report and key.startswith(
+        "rpt/orphan-folders/p.w/"
+    )
 
     result = orphan_folders.reclaim_folders(catalog, "p.w", HOUR, actor="reclaimer")
-    assert sorted(d["path"] for d in result.deleted) == sorted([old, nested, in_dropped_ns]) and not result.kept
+    assert (
+        sorted(d["path"] for d in result.deleted) == sorted([old, nested, in_dropped_ns]) and not result.kept
+    )
     for rel in (old, nested, in_dropped_ns):
         assert not (root / rel).exists()
     assert (root / young).exists() and (root / "ns" / "notes" / "readme.txt").exists()
@@ -95,8 +100,10 @@ def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(
     catalog.undrop_namespace("p.w.old")
     assert snapshot(catalog, ["p.w.ns.gone", "p.w.old.c"]) == {"p.w.ns.gone": [20, 21], "p.w.old.c": [30, 31]}
     entries = [e for e in catalog.history("p.w") if e.operation.startswith("orphan-folder")]
-    assert [(e.operation, e.actor) for e in entries] == [("orphan-folder-scan", "scanner"),
-                                                        ("orphan-folder-reclaim", "reclaimer")]
+    assert [(e.operation, e.actor) for e in entries] == [
+        ("orphan-folder-scan", "scanner"),
+        ("orphan-folder-reclaim", "reclaimer"),
+    ]
     assert entries[-1].detail["deleted"] == sorted([old, nested, in_dropped_ns])
     assert entries[-1].bytes_removed == result.bytes_deleted == report.orphan_bytes
 
@@ -110,7 +117,10 @@ def test_another_warehouse_on_the_same_root_is_never_reclaimed(lake) -> None:
     for warehouse in ("p.w", "p.twin"):
         assert orphan_folders.scan_folders(catalog, warehouse, min_age=HOUR).orphan_count == 0, warehouse
         assert orphan_folders.reclaim_folders(catalog, warehouse, HOUR).deleted == [], warehouse
-    assert snapshot(catalog, ["p.twin.ns.x", "p.w.ns.t"]) == {"p.twin.ns.x": [50, 51], "p.w.ns.t": [0, 1, 2, 3, 4]}
+    assert snapshot(catalog, ["p.twin.ns.x", "p.w.ns.t"]) == {
+        "p.twin.ns.x": [50, 51],
+        "p.w.ns.t": [0, 1, 2, 3, 4],
+    }
 
 
 def test_a_folder_being_written_is_never_reported_nor_reclaimed(lake, tmp_path: Path) -> None:
@@ -159,8 +169,11 @@ def test_reclaim_reverifies_each_folder_under_its_lease(lake, monkeypatch: pytes
             other.gate.release(lease)
         other.close()
     reasons = {k["path"]: k["reason"] for k in result.kept}
-    assert reasons == {touched: "changed since the scan", taken: "being written (its write lease is held)",
-                       gone: "already gone"}
+    assert reasons == {
+        touched: "changed since the scan",
+        taken: "being written (its write lease is held)",
+        gone: "already gone",
+    }
     assert [d["path"] for d in result.deleted] == [plain]
     assert (root / touched).exists() and (root / taken).exists() and not (root / plain).exists()
 
@@ -209,7 +222,9 @@ def test_scan_and_reclaim_on_s3(s3, tmp_path: Path) -> None:
         for leak in leaks:  # a real table's objects at a location nobody registered
             for key in s3.keys_under(source):
                 body = client.get_object(Bucket=s3.bucket, Key=key)["Body"].read()
-                client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{leak}/{key.removeprefix(source + '/')}", Body=body)
+                client.put_object(
+                    Bucket=s3.bucket, Key=f"{prefix}/{leak}/{key.removeprefix(source + '/')}", Body=body
+                )
         # S3 dates objects itself: a scanner two days later sees them as old (and the tables too).
         later = Catalog(catalog.settings, clock=ShiftedClock(TWO_DAYS))
         try:
@@ -227,7 +242,12 @@ def test_scan_and_reclaim_on_s3(s3, tmp_path: Path) -> None:
             assert after.orphan_count == 0 and after.table_folders - after.folders_empty == 3
         finally:
             later.close()
-        assert sorted(catalog.open_table("p.s3.ns.t").dataset.to_table().column("id").to_pylist()) == [0, 1, 2, 3]
+        assert sorted(catalog.open_table("p.s3.ns.t").dataset.to_table().column("id").to_pylist()) == [
+            0,
+            1,
+            2,
+            3,
+        ]
         catalog.undrop_table("p.s3.ns.gone")
         assert catalog.open_table("p.s3.ns.gone").dataset.count_rows() == 2
     finally:
@@ -250,9 +270,15 @@ def test_dagster_asset_reports_every_warehouse(lake) -> None:
     age_tree(root, 8 * 86400)  # past the default 7-day gate
     before = files_under(root)
     with dg.instance_for_test() as instance:
-        result = dg.materialize([orphan_folder_report], instance=instance,
-                                resources={"lake": LakeResource(home=str(catalog.settings.home))})
-    meta = {k: v.value for k, v in result.asset_materializations_for_node("orphan_folder_report")[0].metadata.items()}
+        result = dg.materialize(
+            [orphan_folder_report],
+            instance=instance,
+            resources={"lake": LakeResource(home=str(catalog.settings.home))},
+        )
+    meta = {
+        k: v.value
+        for k, v in result.asset_materializations_for_node("orphan_folder_report")[0].metadata.items()
+    }
     assert meta["warehouses"] == 2 and meta["orphan_folders"] == 1
     assert [r["warehouse"] for r in meta["reports"]] == ["p.w", "p.w2"]
     assert [p["path"] for p in meta["reports"][0]["paths"]] == [rel]

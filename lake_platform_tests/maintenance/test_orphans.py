@@ -28,8 +28,13 @@ TWO_DAYS = 2 * 86400
 
 
 def blobs(start: int, count: int, size: int = 100_000) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + count), pa.int64()),
-                     "b": blob_array([os.urandom(size) for _ in range(count)])}, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + count), pa.int64()),
+            "b": blob_array([os.urandom(size) for _ in range(count)]),
+        },
+        schema=SCHEMA,
+    )
 
 
 def canonical(version: int) -> str:
@@ -71,8 +76,11 @@ def lake_table(tmp_path: Path):
     ver = decode(VersionRecord, item.value)
     staging = f"{canonical(current)}-{uuid.uuid4()}"
     os.replace(root / canonical(current), root / staging)
-    catalog.store.compare_and_swap(key, item.revision, ver.model_copy(
-        update={"manifest_path": f"{str(root).lstrip('/')}/{staging}"}).encode())
+    catalog.store.compare_and_swap(
+        key,
+        item.revision,
+        ver.model_copy(update={"manifest_path": f"{str(root).lstrip('/')}/{staging}"}).encode(),
+    )
     age_tree(root, TWO_DAYS)
     try:
         yield catalog, root
@@ -100,7 +108,9 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     }
     # A copy of the current manifest under an unregistered version number: its manifest is an
     # orphan although every file it names is live.
-    planted.add(plant(root, canonical(60), (root / next(p for p in real if p.endswith(".manifest"))).read_bytes()))
+    planted.add(
+        plant(root, canonical(60), (root / next(p for p in real if p.endswith(".manifest"))).read_bytes())
+    )
     young = plant(root, "data/halfwritten0000000000000000000000000000000000.lance", b"partial", age=0)
     plant(root, "NOTES.txt")  # not Lance's: never reported
 
@@ -129,7 +139,9 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     deleted = {d["path"] for d in result.deleted}
     # Each open of the staging-only version makes Lance retry its canonical copy, leaving a
     # "<manifest>#k" temp name behind (hard-linked, so it looks old): unreferenced, so orphans too.
-    assert planted <= deleted and all(re.fullmatch(r"_versions/\d{20}\.manifest#\d+", p) for p in deleted - planted)
+    assert planted <= deleted and all(
+        re.fullmatch(r"_versions/\d{20}\.manifest#\d+", p) for p in deleted - planted
+    )
     live_now -= deleted
     assert (root / young).exists() and (root / "NOTES.txt").exists()
     assert files_under(root) == live_now | {young, "NOTES.txt"}
@@ -181,7 +193,9 @@ def test_scan_on_s3_classifies_every_real_file_as_live(s3, tmp_path: Path) -> No
             s3.delete_prefix(prefix)
 
 
-def test_reclaim_reverifies_each_file_right_before_deleting_it(lake_table, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reclaim_reverifies_each_file_right_before_deleting_it(
+    lake_table, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lake_platform.engine import references
 
     catalog, root = lake_table
@@ -210,7 +224,6 @@ def test_reclaim_reverifies_each_file_right_before_deleting_it(lake_table, monke
 def test_scan_and_reclaim_commits_name_the_acting_identity(tmp_path: Path, identity: str) -> None:
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.principals import Principal
-
     from lake_platform_tests.maintenance.helpers import make_settings, rows
 
     admin = make_lake(tmp_path / "home")
@@ -224,5 +237,8 @@ def test_scan_and_reclaim_commits_name_the_acting_identity(tmp_path: Path, ident
         orphans.commit_report(acting, orphans.scan(acting, "p.w.ns.t"))
         orphans.reclaim(acting, "p.w.ns.t", timedelta(hours=1))
     entries = [e for e in admin.history("p.w.ns.t") if e.operation.startswith("orphan-")]
-    assert {(e.operation, e.actor) for e in entries} == {("orphan-scan", expected), ("orphan-reclaim", expected)}
+    assert {(e.operation, e.actor) for e in entries} == {
+        ("orphan-scan", expected),
+        ("orphan-reclaim", expected),
+    }
     admin.close()

@@ -25,8 +25,9 @@ def parquet(start: int, count: int) -> bytes:
     return buf.getvalue()
 
 
-def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(s3: S3Endpoint, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(
+    s3: S3Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prefix = s3.new_prefix()
     catalog = make_lake(tmp_path / "home", **s3.lake_settings())
     try:

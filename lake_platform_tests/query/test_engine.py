@@ -18,7 +18,9 @@ from lake_platform.query.snapshot import load_snapshot
 def test_sort_larger_than_the_pool_spills_and_succeeds(lake: tuple[Any, Catalog], tmp_path: Path) -> None:
     settings, _ = lake
     spill = tmp_path / "spill"
-    engine = QueryEngine(settings, QueryLimits(memory_limit_bytes=16 << 20, spill_dir=spill, target_partitions=1))
+    engine = QueryEngine(
+        settings, QueryLimits(memory_limit_bytes=16 << 20, spill_dir=spill, target_partitions=1)
+    )
     view = load_snapshot(_store(lake)).project("p")
     planned = engine.plan("SELECT value FROM generate_series(1, 3000000) ORDER BY value DESC", view)
     first = None
@@ -41,8 +43,11 @@ def test_pinned_refs_only_and_gone_versions_fail(lake: tuple[Any, Catalog]) -> N
     with pytest.raises(InvalidInput, match="does not pin"):
         engine.plan_pinned("SELECT count(*) FROM w.ns.multi", planned.refs)
     # A purged incarnation: its location no longer exists.
-    gone = dataclasses.replace(ref, location=ref.location + "-purged",
-                               manifest_path=ref.manifest_path.replace(".lance/", ".lance-purged/"))
+    gone = dataclasses.replace(
+        ref,
+        location=ref.location + "-purged",
+        manifest_path=ref.manifest_path.replace(".lance/", ".lance-purged/"),
+    )
     with pytest.raises(TableVersionNotFound):
         engine.plan_pinned("SELECT count(*) AS n FROM w.ns.t", (gone,))
     with pytest.raises(InvalidInput, match="do not match"):

@@ -36,8 +36,11 @@ CASES: list[tuple[str, set[str]]] = [
     ('WITH "w.ns.t" AS (SELECT 1 AS id) SELECT * FROM "w.ns.t"', set()),
     ("WITH t AS (SELECT id FROM w.ns.multi) SELECT * FROM t JOIN w.ns.t USING (id)", {T, MULTI}),
     ("WITH t AS (SELECT * FROM w.ns.t) SELECT count(*) FROM t a JOIN t b USING (id)", {T}),
-    ("WITH a AS (SELECT id FROM w.ns.t), b AS (SELECT id FROM a JOIN w.ns.sub.u USING (id)) SELECT * FROM b",
-     {T, U}),
+    (
+        "WITH a AS (SELECT id FROM w.ns.t), b AS (SELECT id FROM a JOIN w.ns.sub.u USING (id)) SELECT * "
+        "FROM b",
+        {T, U},
+    ),
     ("SELECT id FROM w.ns.t UNION ALL SELECT id FROM w.ns.sub.u", {T, U}),
     ("SELECT id FROM w.ns.t UNION SELECT id FROM w.ns.multi EXCEPT SELECT id FROM w.ns.sub.u", {T, MULTI, U}),
     ("SELECT id FROM w.ns.t INTERSECT SELECT id FROM w.ns.multi", {T, MULTI}),
@@ -58,8 +61,9 @@ def engine(lake: tuple[Any, Catalog]) -> QueryEngine:
 
 
 @pytest.mark.parametrize(("sql", "expected"), CASES, ids=[c[0][:50] for c in CASES])
-def test_captured_references_are_exactly_the_tables_read(lake: tuple[Any, Catalog], engine: QueryEngine, sql: str,
-                                                         expected: set[str]) -> None:
+def test_captured_references_are_exactly_the_tables_read(
+    lake: tuple[Any, Catalog], engine: QueryEngine, sql: str, expected: set[str]
+) -> None:
     view = load_snapshot(lake[1].store).project("p")
     planned = engine.plan(sql, view)
     assert {r.name for r in planned.refs} == expected
@@ -70,14 +74,20 @@ def test_captured_references_are_exactly_the_tables_read(lake: tuple[Any, Catalo
     assert set(pinned.refs) == set(planned.refs)
     assert pinned.schema == planned.schema
     if not sql.startswith("EXPLAIN"):
-        assert sum(b.num_rows for b in engine.stream(pinned)) == sum(b.num_rows for b in engine.stream(planned))
+        assert sum(b.num_rows for b in engine.stream(pinned)) == sum(
+            b.num_rows for b in engine.stream(planned)
+        )
 
 
-def test_a_repeated_reference_resolves_to_one_snapshot_and_one_provider(lake: tuple[Any, Catalog],
-                                                                       engine: QueryEngine) -> None:
+def test_a_repeated_reference_resolves_to_one_snapshot_and_one_provider(
+    lake: tuple[Any, Catalog], engine: QueryEngine
+) -> None:
     view = load_snapshot(lake[1].store).project("p")
-    planned = engine.plan("SELECT count(*) AS n FROM w.ns.multi a JOIN w.ns.multi b USING (id) "
-                          "WHERE a.id IN (SELECT id FROM w.ns.multi)", view)
+    planned = engine.plan(
+        "SELECT count(*) AS n FROM w.ns.multi a JOIN w.ns.multi b USING (id) "
+        "WHERE a.id IN (SELECT id FROM w.ns.multi)",
+        view,
+    )
     assert [r.name for r in planned.refs] == [MULTI] and planned.lookups == 1
     assert next(engine.stream(planned)).to_pylist() == [{"n": 500}]
 
@@ -114,7 +124,9 @@ def test_all_contexts_share_one_memory_pool(lake: tuple[Any, Catalog], tmp_path:
     from lake_platform.errors import Throttling
 
     settings, _ = lake
-    engine = QueryEngine(settings, QueryLimits(memory_limit_bytes=48 << 20, spill_dir=tmp_path, target_partitions=1))
+    engine = QueryEngine(
+        settings, QueryLimits(memory_limit_bytes=48 << 20, spill_dir=tmp_path, target_partitions=1)
+    )
     view = load_snapshot(lake[1].store).project("p")
 
     def agg(n: int) -> Iterator[pa.RecordBatch]:
@@ -142,7 +154,9 @@ def test_a_staging_manifest_finalized_since_capture_still_opens(lake: tuple[Any,
     directory = ref.manifest_path.rpartition("/")[0]
     staged = dataclasses.replace(ref, manifest_path=f"{directory}/{ref.version}.manifest-0123456789abcdef")
     assert staged.staging and canonical_manifest(staged).manifest_path == ref.manifest_path
-    assert sum(b.num_rows for b in engine.stream(engine.plan_pinned("SELECT * FROM w.ns.t", (staged,)))) == 1000
+    assert (
+        sum(b.num_rows for b in engine.stream(engine.plan_pinned("SELECT * FROM w.ns.t", (staged,)))) == 1000
+    )
     gone = dataclasses.replace(staged, version=99)
     with pytest.raises(TableVersionNotFound, match="version 99 of w.ns.t is no longer available"):
         engine.plan_pinned("SELECT * FROM w.ns.t", (gone,))
@@ -155,8 +169,12 @@ def test_snapshot_rereads_a_staging_version_and_tracks_dropped_incarnations(tmp_
         first = load_snapshot(catalog.store)
         cached = first.project("p").table("w", "ns", "t")
         # Pretend the first load caught version 1 before the catalog finalized its manifest.
-        stale = dataclasses.replace(cached, ref=dataclasses.replace(
-            cached.ref, manifest_path=cached.ref.manifest_path.rpartition("/")[0] + "/1.manifest-0123"))
+        stale = dataclasses.replace(
+            cached,
+            ref=dataclasses.replace(
+                cached.ref, manifest_path=cached.ref.manifest_path.rpartition("/")[0] + "/1.manifest-0123"
+            ),
+        )
         first.project("p").tables[("w", "ns", "t")] = stale
         second = load_snapshot(catalog.store, first)
         assert second.project("p").table("w", "ns", "t").ref.manifest_path == cached.ref.manifest_path

@@ -43,8 +43,9 @@ def test_hundred_queries_inside_the_ttl_read_no_registry(lake: tuple[Any, Catalo
 def test_backend_error_is_unavailable_never_not_found(lake: tuple[Any, Catalog]) -> None:
     settings, catalog = lake
     store = CountingStore(catalog.store)
-    server = start_server(settings, catalog, store=store, snapshot_ttl_seconds=0.1,
-                          snapshot_max_stale_seconds=1.0)
+    server = start_server(
+        settings, catalog, store=store, snapshot_ttl_seconds=0.1, snapshot_max_stale_seconds=1.0
+    )
     try:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
@@ -57,7 +58,9 @@ def test_backend_error_is_unavailable_never_not_found(lake: tuple[Any, Catalog])
             with pytest.raises(fl.FlightUnavailableError, match="could not be refreshed"):
                 query(client, options, text)
         with pytest.raises(fl.FlightUnavailableError):
-            client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables())), options)
+            client.get_flight_info(
+                fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables())), options
+            )
         store.failing = False
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

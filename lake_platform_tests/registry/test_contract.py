@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from lake_platform.errors import ConditionFailed, ConcurrentModification, InvalidInput
+from lake_platform.errors import ConcurrentModification, ConditionFailed, InvalidInput
 from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Check, Delete, MetaStore, Put
 
 
@@ -80,12 +80,14 @@ def test_transact_is_all_or_nothing(metastore: MetaStore) -> None:
     metastore.put_if_absent("t/a", b"a1")
     metastore.put_if_absent("t/b", b"b1")
     with pytest.raises(ConditionFailed) as err:
-        metastore.transact([
-            Put("t/a", b"a2", 1),
-            Put("t/c", b"c1", ABSENT),
-            Delete("t/b", 1),
-            Check("t/lease", 3),  # fails: absent
-        ])
+        metastore.transact(
+            [
+                Put("t/a", b"a2", 1),
+                Put("t/c", b"c1", ABSENT),
+                Delete("t/b", 1),
+                Check("t/lease", 3),  # fails: absent
+            ]
+        )
     assert err.value.key in (None, "t/lease")
     assert metastore.get("t/a").value == b"a1"  # type: ignore[union-attr]
     assert metastore.get("t/b") is not None
@@ -96,12 +98,14 @@ def test_transact_applies_everything(metastore: MetaStore) -> None:
     metastore.put_if_absent("t/a", b"a1")
     metastore.put_if_absent("t/b", b"b1")
     metastore.put_if_absent("t/lease", b"held")
-    results = metastore.transact([
-        Put("t/a", b"a2", 1),
-        Put("t/c", b"c1", ABSENT),
-        Delete("t/b", 1),
-        Check("t/lease", 1),
-    ])
+    results = metastore.transact(
+        [
+            Put("t/a", b"a2", 1),
+            Put("t/c", b"c1", ABSENT),
+            Delete("t/b", 1),
+            Check("t/lease", 1),
+        ]
+    )
     assert results[0] is not None and results[0].revision == 2
     assert results[1] is not None and results[1].revision == 1
     assert results[2] is None and results[3] is None
@@ -141,7 +145,7 @@ def test_scan_prefix_is_ordered_and_bounded(metastore: MetaStore) -> None:
     metastore.put_if_absent("s0", b"sibling")
     metastore.put_if_absent("r/0", b"before")
     for start in range(0, len(keys), MAX_TRANSACT_OPS):
-        metastore.transact([Put(k, k.encode(), ABSENT) for k in keys[start:start + MAX_TRANSACT_OPS]])
+        metastore.transact([Put(k, k.encode(), ABSENT) for k in keys[start : start + MAX_TRANSACT_OPS]])
     scanned = [item.key for item in metastore.scan_prefix("s/")]
     assert scanned == keys  # pages to the end, in order
     assert [i.key for i in metastore.scan_prefix("s/", limit=7)] == keys[:7]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,18 +62,21 @@ def _response(request: AWSPreparedRequest, status: int, error_type: str) -> AWSR
 # -- URLs and tables -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", [
-    "dynamodb://",
-    "dynamodb://ab",
-    "dynamodb://bad name",
-    "dynamodb://table/extra/path",
-    "dynamodb://table?regoin=us-east-1",
-    "dynamodb://table?region=us-east-1&region=eu-west-1",
-    "dynamodb://table?region=US_EAST",
-    "dynamodb://table?endpoint_url=ftp://host",
-    "dynamodb://table?endpoint_url=localhost:8000",
-    "sqlite:///table",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "dynamodb://",
+        "dynamodb://ab",
+        "dynamodb://bad name",
+        "dynamodb://table/extra/path",
+        "dynamodb://table?regoin=us-east-1",
+        "dynamodb://table?region=us-east-1&region=eu-west-1",
+        "dynamodb://table?region=US_EAST",
+        "dynamodb://table?endpoint_url=ftp://host",
+        "dynamodb://table?endpoint_url=localhost:8000",
+        "sqlite:///table",
+    ],
+)
 def test_bad_urls_name_the_setting(url: str) -> None:
     with pytest.raises(SettingsError, match="LAKE_REGISTRY_URL"):
         parse_url(url)
@@ -82,7 +85,10 @@ def test_bad_urls_name_the_setting(url: str) -> None:
 def test_url_parsing_and_factory_make_no_network_call(tmp_path: Path) -> None:
     parsed = parse_url("dynamodb://lake.registry-1?region=eu-west-1&endpoint_url=http://127.0.0.1:9")
     assert (parsed.table, parsed.region, parsed.endpoint_url) == (
-        "lake.registry-1", "eu-west-1", "http://127.0.0.1:9")
+        "lake.registry-1",
+        "eu-west-1",
+        "http://127.0.0.1:9",
+    )
     assert parse_url("dynamodb://lake_registry").region is None
     # Port 9 (discard) has nothing listening: opening the store must not touch it.
     url = "dynamodb://lake_registry?region=eu-west-1&endpoint_url=http://127.0.0.1:9"
@@ -116,7 +122,8 @@ def test_init_table_refuses_a_foreign_key_schema(dynamodb_url: str, tmp_path: Pa
     parsed = parse_url(dynamodb_url)
     client = boto3.client("dynamodb", region_name=parsed.region, endpoint_url=parsed.endpoint_url)
     client.create_table(
-        TableName=parsed.table, BillingMode="PAY_PER_REQUEST",
+        TableName=parsed.table,
+        BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
     )
@@ -129,16 +136,21 @@ def test_init_table_refuses_a_foreign_key_schema(dynamodb_url: str, tmp_path: Pa
         client.close()
 
 
-@pytest.mark.skipif(bool(os.environ.get("LAKE_TEST_DYNAMODB_URL")),
-                    reason="would leave a deletion-protected table behind in a real account")
+@pytest.mark.skipif(
+    bool(os.environ.get("LAKE_TEST_DYNAMODB_URL")),
+    reason="would leave a deletion-protected table behind in a real account",
+)
 def test_infra_template_table_is_accepted(moto_endpoint: str, tmp_path: Path) -> None:
     """The production CloudFormation table has the key schema the code expects."""
     template = Path(__file__).parents[2] / "infra" / "dynamodb-registry.yaml"
     name = f"lake-cfn-{uuid.uuid4().hex[:8]}"
     cfn = boto3.client("cloudformation", region_name="us-east-1", endpoint_url=moto_endpoint)
     try:
-        cfn.create_stack(StackName=name, TemplateBody=template.read_text(),
-                         Parameters=[{"ParameterKey": "TableName", "ParameterValue": name}])
+        cfn.create_stack(
+            StackName=name,
+            TemplateBody=template.read_text(),
+            Parameters=[{"ParameterKey": "TableName", "ParameterValue": name}],
+        )
         stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
         assert outputs["TableName"] == name
@@ -179,12 +191,15 @@ def test_same_call_id_applies_once(store: DynamoMetaStore) -> None:
         store._transact([Put("s/cond", b"x", ABSENT)], "call-3")
 
 
-@pytest.mark.parametrize("operation, ops", [
-    ("TransactWriteItems", [Put("t/a", b"new", 1), Put("t/c", b"c", None), Check("t/none", ABSENT)]),
-    ("PutItem", [Put("t/a", b"new", 1)]),
-    ("UpdateItem", [Put("t/a", b"new", None)]),
-    ("DeleteItem", [Delete("t/a", 1)]),
-])
+@pytest.mark.parametrize(
+    "operation, ops",
+    [
+        ("TransactWriteItems", [Put("t/a", b"new", 1), Put("t/c", b"c", None), Check("t/none", ABSENT)]),
+        ("PutItem", [Put("t/a", b"new", 1)]),
+        ("UpdateItem", [Put("t/a", b"new", None)]),
+        ("DeleteItem", [Delete("t/a", 1)]),
+    ],
+)
 def test_lost_response_is_resolved_by_rereading(
     store: DynamoMetaStore, operation: str, ops: list[Any]
 ) -> None:
@@ -211,11 +226,14 @@ def test_lost_response_is_resolved_by_rereading(
         assert store.get("t/c").revision == 1  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("operation, ops", [
-    ("TransactWriteItems", [Put("t/a", b"new", 1), Put("t/c", b"c", None)]),
-    ("PutItem", [Put("t/a", b"new", 1)]),
-    ("UpdateItem", [Put("t/a", b"new", None)]),
-])
+@pytest.mark.parametrize(
+    "operation, ops",
+    [
+        ("TransactWriteItems", [Put("t/a", b"new", 1), Put("t/c", b"c", None)]),
+        ("PutItem", [Put("t/a", b"new", 1)]),
+        ("UpdateItem", [Put("t/a", b"new", None)]),
+    ],
+)
 def test_resent_request_does_not_commit_twice(store: DynamoMetaStore, operation: str, ops: list[Any]) -> None:
     """The server applies the request but answers 500; botocore re-sends the identical request
     (same ClientRequestToken and write id), which must not apply a second time."""
@@ -322,9 +340,15 @@ def test_prefix_without_slash_matches_sqlite(store: DynamoMetaStore, tmp_path: P
         for backend in (store, reference):
             backend.put_if_absent(key, key.encode())
     try:
-        for prefix, start_after, limit in [("s", None, None), ("s", "s/1", 2), ("", None, 4),
-                                           ("/", None, None), ("s/", "s/1", None), ("s/", "sa", None),
-                                           ("s/", "r", 1)]:
+        for prefix, start_after, limit in [
+            ("s", None, None),
+            ("s", "s/1", 2),
+            ("", None, 4),
+            ("/", None, None),
+            ("s/", "s/1", None),
+            ("s/", "sa", None),
+            ("s/", "r", 1),
+        ]:
             expected = [i.key for i in reference.scan_prefix(prefix, start_after=start_after, limit=limit)]
             got = [i.key for i in store.scan_prefix(prefix, start_after=start_after, limit=limit)]
             assert got == expected, (prefix, start_after, limit)
