@@ -9,7 +9,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 
-.PHONY: setup run test bench lock clean chromium
+.PHONY: setup run test lint bench lock clean chromium
 
 setup: $(STAMP)
 
@@ -23,8 +23,14 @@ $(STAMP): pyproject.toml requirements.lock
 run: $(STAMP)
 	$(VENV)/bin/lake up
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff's rules and line length are in pyproject.toml; the formatter keeps the tree in one style.
+LINTED := lake_platform lake_platform_tests bench
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 
 # The browser check of the Dagster UI (lake_platform_tests/test_launcher.py) drives Debian's
 # chromium headless; install it when missing (CI runs as root).
