@@ -1,10 +1,11 @@
 """The catalog: the one authority every entry point (CLI, Dagster, Flight) goes through.
 
 A thin façade: each operation is done by one service over a shared ``CatalogContext``
-(``context``): ``containers`` (projects, warehouses, namespaces), ``tables`` (write and read
-path), ``manifests`` (finalize and repair), ``versions`` (tags, compaction, cleanup, purge),
-``trash``, ``policies`` and ``access``. Every change ends in a registry commit with a
-commit-log entry (``CatalogContext.commit``); every destructive step is conditional.
+(``context``): ``containers`` (projects, warehouses, namespaces), ``cascade`` (namespace
+drops), ``tables`` (write and read path), ``manifests`` (finalize and repair), ``versions``
+(compaction, cleanup, purge), ``tags``, ``trash``, ``policies`` and ``access``. Every change
+ends in a registry commit with a commit-log entry (``CatalogContext.commit``); every
+destructive step is conditional.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from lake_platform.catalog.access import Access
+from lake_platform.catalog.cascade import NamespaceDrops
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.containers import Containers
 from lake_platform.catalog.context import CatalogContext, Hook, Log
@@ -25,6 +27,7 @@ from lake_platform.catalog.policies import EffectivePolicy, Policies, PolicyReco
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal, TokenRecord, UserRecord
 from lake_platform.catalog.results import CommitResult, MaintenanceResult, PlannedCompaction, TableInfo
 from lake_platform.catalog.tables import Tables, TableSnapshot
+from lake_platform.catalog.tags import Tags
 from lake_platform.catalog.trash import Trash
 from lake_platform.catalog.versions import Versions
 from lake_platform.naming import TableName, WarehouseName
@@ -75,8 +78,10 @@ class Catalog:
         self._manifests = Manifests(self.ctx)
         self._tables = Tables(self.ctx, self._manifests)
         self._versions = Versions(self.ctx, self._tables)
+        self._tags = Tags(self.ctx, self._tables)
         self._trash = Trash(self.ctx, self._policies, self._versions)
         self._containers = Containers(self.ctx, self._policies, self._trash)
+        self._cascade = NamespaceDrops(self.ctx, self._policies, self._trash)
         self._access = Access(self.ctx)
 
     def close(self) -> None:
@@ -138,7 +143,7 @@ class Catalog:
         purge: bool = False,
         principal: Principal | None = None,
     ) -> CommitResult:
-        return self._containers.drop_namespace(
+        return self._cascade.drop_namespace(
             name, cascade=cascade, force=force, purge=purge, principal=principal
         )
 
@@ -327,10 +332,10 @@ class Catalog:
         principal: Principal | None = None,
         replace: bool = False,
     ) -> int:
-        return self._versions.create_tag(name, tag, version, principal=principal, replace=replace)
+        return self._tags.create_tag(name, tag, version, principal=principal, replace=replace)
 
     def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
-        return self._versions.delete_tag(name, tag, principal=principal)
+        return self._tags.delete_tag(name, tag, principal=principal)
 
     def execute_compaction(self, planned: PlannedCompaction) -> list[str]:
         return self._versions.execute_compaction(planned)

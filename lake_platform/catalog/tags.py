@@ -1,0 +1,185 @@
+"""Tags of a table: create (or move) and delete. Each is a commit under the table's lease that
+rewrites the version records carrying the tag, so cleanup (which chooses and deletes under the
+same lease) never deletes a tagged version unseen; Lance's own copy follows the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lake_platform.catalog.context import CatalogContext, Log, first_line
+from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.tables import Tables
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    LeaseExpired,
+    ServiceUnavailable,
+    TableTagAlreadyExists,
+    TableTagNotFound,
+    TableVersionNotFound,
+)
+from lake_platform.naming import TableName, check_segment
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.store import Op, Put
+
+
+class Tags:
+    def __init__(self, ctx: CatalogContext, tables: Tables) -> None:
+        self.ctx = ctx
+        self.tables = tables
+
+    def create_tag(
+        self,
+        name: str,
+        tag: str,
+        version: int | None = None,
+        *,
+        principal: Principal | None = None,
+        replace: bool = False,
+    ) -> int:
+        """Tag a registered version (current by default). Tagged versions are never cleaned up.
+
+        The tag is a commit like any other: under the table's lease, the version record gains
+        the tag in one registry transact fenced by the lease and conditional on that record, so
+        cleanup (which chooses and deletes under the same lease) can never delete it unseen.
+        Lance's own tag follows the registry. ``replace`` moves an existing tag."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        check_segment(tag, "tag name")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
+        who.require(tname.project, "write", f"tag {tname}")
+        record, _ = self.ctx.table(tname)
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+            target = version or record.current_version
+            item = self.ctx.store.get(keys.version(record.incarnation, target))
+            if item is None:
+                raise TableVersionNotFound(f"version {target} of {tname} does not exist (or was cleaned up)")
+            chosen = decode(VersionRecord, item.value, item.key)
+            holders = self._tag_holders(record, tag)
+            snap = self.tables.snapshot(tname, record, target)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            tagged_at = holders[0][0].version if holders else in_engine
+            if tagged_at is None and replace:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            if tagged_at is not None and not replace:
+                if tagged_at == target and holders and in_engine is None:
+                    # An earlier call committed the tag but never wrote Lance's copy: finish it.
+                    _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+                    return target
+                raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
+            ops: list[Op] = [
+                Put(
+                    keys.version(record.incarnation, v.version),
+                    v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
+                    rev,
+                )
+                for v, rev in holders
+                if v.version != target
+            ]
+            if tag not in chosen.tags:
+                ops.append(
+                    Put(
+                        item.key,
+                        chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
+                        item.revision,
+                    )
+                )
+            self.ctx.at("tag:before-commit")
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag)
+            self.ctx.at("tag:after-commit")
+            if in_engine is None:
+                _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+            elif in_engine != target:
+                _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
+        return target
+
+    def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
+        """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
+        left only in Lance still protects its version, and a retry removes it."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        check_segment(tag, "tag name")
+        who.require(tname.project, "write", f"untag {tname}")
+        record, _ = self.ctx.table(tname)
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+            holders = self._tag_holders(record, tag)
+            snap = self.tables.snapshot(tname, record, record.current_version)
+            in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            if not holders and in_engine is None:
+                raise TableTagNotFound(f"no tag {tag} on {tname}")
+            ops: list[Op] = [
+                Put(
+                    keys.version(record.incarnation, v.version),
+                    v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
+                    rev,
+                )
+                for v, rev in holders
+            ]
+            self.ctx.at("untag:before-commit")
+            self._commit_tag(lease, ops, tname, "untag", who, None, tag)
+            if in_engine is not None:
+                _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
+
+    def _tag_holders(self, record: TableRecord, tag: str) -> list[tuple[VersionRecord, int]]:
+        """Registered versions carrying ``tag`` (one, unless a move was interrupted by hand)."""
+        found = []
+        for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if tag in ver.tags:
+                found.append((ver, item.revision))
+        return found
+
+    def _commit_tag(
+        self,
+        lease: Lease,
+        ops: list[Op],
+        tname: TableName,
+        operation: str,
+        who: Principal,
+        version: int | None,
+        tag: str,
+    ) -> None:
+        record_keys = {op.key for op in ops}
+        with lease.fenced() as fence:
+            try:
+                self.ctx.commit(
+                    [*ops, fence],
+                    log=Log(
+                        str(tname),
+                        operation,
+                        self.ctx.actor(None, who),
+                        to_version=version,
+                        detail={"tag": tag},
+                    ),
+                )
+            except ConditionFailed as exc:
+                if exc.key == fence.key:
+                    lease.mark_lost()
+                    raise LeaseExpired(
+                        f"write lease on {tname} was taken over; tag {tag} was not written"
+                    ) from None
+                if exc.key in record_keys:
+                    raise ConcurrentModification(
+                        f"version records of {tname} changed; tag {tag} was not written"
+                    ) from None
+                raise
+
+
+def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
+    """Lance's copy of a tag, written after the registry committed it: a failure leaves the
+    registry's answer standing (cleanup keeps the version), and repeating the call finishes it."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - any engine failure is reported the same, retryable way
+        raise ServiceUnavailable(
+            f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
+            f"({first_line(exc)}); repeat the call to finish it"
+        ) from exc
