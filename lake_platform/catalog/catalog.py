@@ -25,6 +25,7 @@ from lake_platform.catalog.lease import Lease, WriteGate
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.policies import EffectivePolicy, Policies, PolicyRecord
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal, TokenRecord, UserRecord
+from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import CommitResult, MaintenanceResult, PlannedCompaction, TableInfo
 from lake_platform.catalog.tables import Tables, TableSnapshot
 from lake_platform.catalog.tags import Tags
@@ -76,7 +77,8 @@ class Catalog:
         self.ctx = CatalogContext(settings, self.store, self.clock, self.gate, principal, hook)
         self._policies = Policies(self.ctx)
         self._manifests = Manifests(self.ctx)
-        self._tables = Tables(self.ctx, self._manifests)
+        self._reads = Reads(self.ctx, self._manifests)
+        self._tables = Tables(self.ctx, self._manifests, self._reads)
         self._versions = Versions(self.ctx, self._tables)
         self._tags = Tags(self.ctx, self._tables)
         self._trash = Trash(self.ctx, self._policies, self._versions)
@@ -226,25 +228,25 @@ class Catalog:
     def describe_table(
         self, name: str, *, with_stats: bool = True, principal: Principal | None = None
     ) -> TableInfo:
-        return self._tables.describe_table(name, with_stats=with_stats, principal=principal)
+        return self._reads.describe_table(name, with_stats=with_stats, principal=principal)
 
     def history(
         self, target: str, *, limit: int | None = None, principal: Principal | None = None
     ) -> list[CommitLogEntry]:
-        return self._tables.history(target, limit=limit, principal=principal)
+        return self._reads.history(target, limit=limit, principal=principal)
 
     def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
-        return self._tables.list_tables(prefix, principal=principal)
+        return self._reads.list_tables(prefix, principal=principal)
 
     def log(
         self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None
     ) -> list[CommitLogEntry]:
-        return self._tables.log(prefix, limit=limit, principal=principal)
+        return self._reads.log(prefix, limit=limit, principal=principal)
 
     def open_table(
         self, name: str, version: int | None = None, *, principal: Principal | None = None
     ) -> TableSnapshot:
-        return self._tables.open_table(name, version, principal=principal)
+        return self._reads.open_table(name, version, principal=principal)
 
     def overwrite(
         self,

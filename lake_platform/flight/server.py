@@ -15,14 +15,12 @@ cached catalog snapshot.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Self
 
 import pyarrow as pa
@@ -31,6 +29,7 @@ import pyarrow.flight as fl
 from lake_platform import __version__
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
 from lake_platform.flight import framing, proto
+from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
@@ -51,7 +50,6 @@ log = logging.getLogger(__name__)
 #: so they live long; tickets pin table versions and live the ticket lifetime.
 PREPARED_TTL = 7 * 86400.0
 _STATEMENTS = ("CommandStatementQuery", "CommandPreparedStatementQuery")
-_NO_TRANSACTIONS = "transactions are not supported by this read-only server"
 
 
 class FlightSqlServer:
@@ -60,7 +58,7 @@ class FlightSqlServer:
     The port is bound at construction (``port`` says which, when settings asked for 0); calls
     are served from :meth:`start` on. The wire protocol lives in ``transport``; this class is
     the Flight SQL logic behind each RPC (catalog commands: ``metadata``; result streams:
-    ``streams``).
+    ``streams``; actions: ``actions``).
     """
 
     def __init__(
@@ -275,7 +273,7 @@ class FlightSqlServer:
         if name == "CommandStatementQuery":
             cmd = proto.parse(proto.CommandStatementQuery, payload)
             if cmd.HasField("transaction_id"):
-                raise Unsupported(_NO_TRANSACTIONS)
+                raise Unsupported(NO_TRANSACTIONS)
             return cmd.query, None
         return self.tickets.open_prepared(proto.prepared_handle(command), identity)
 
@@ -336,77 +334,15 @@ class FlightSqlServer:
     # == actions ================================================================================
 
     def list_actions(self) -> list[tuple[str, str]]:
-        return [(kind, action.description) for kind, action in _ACTIONS.items()]
+        return [(kind, action.description) for kind, action in ACTIONS.items()]
 
     def do_action(self, call: Call, action: fl.Action) -> list[bytes]:
         """The action's results, each a ``Result.body``."""
         body = action.body.to_pybytes() if action.body is not None else b""
-        handler = _ACTIONS.get(action.type)
+        handler = ACTIONS.get(action.type)
         if handler is not None:
             return handler.run(self, call.identity, body)
-        raise Unsupported(_REFUSED_ACTIONS.get(action.type, f"unknown action {action.type!r}"))
-
-    def _create_prepared(self, identity: Identity, body: bytes) -> list[bytes]:
-        name, payload = proto.unpack_command(body)
-        if name != "ActionCreatePreparedStatementRequest":
-            raise InvalidInput("CreatePreparedStatement takes an ActionCreatePreparedStatementRequest")
-        req = proto.parse(proto.ActionCreatePreparedStatementRequest, payload)
-        if req.HasField("transaction_id"):
-            raise Unsupported(_NO_TRANSACTIONS)
-        planned = self.engine.plan(req.query, self._view(identity), None, prepare=True)
-        handle = self.tickets.seal_prepared(identity, req.query, None)
-        params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
-        result = proto.ActionCreatePreparedStatementResult(
-            prepared_statement_handle=handle,
-            dataset_schema=planned.schema.serialize().to_pybytes(),
-            parameter_schema=params.serialize().to_pybytes(),
-            is_update=False,
-        )
-        return [proto.pack(result)]
-
-    def _close_prepared(self, identity: Identity, body: bytes) -> list[bytes]:
-        handle = proto.unpack_sealed(
-            body, proto.ActionClosePreparedStatementRequest, "prepared_statement_handle", proto.PREPARED
-        )
-        try:
-            self.tickets.open_prepared(handle, identity)
-        except InvalidInput:
-            pass  # closing an expired handle is fine
-        return []
-
-    def _cancel_flight_info(self, identity: Identity, body: bytes) -> list[bytes]:
-        status = self._cancel(identity, proto.parse(proto.CancelFlightInfoRequest, body).info)
-        return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
-
-    def _cancel_query(self, identity: Identity, body: bytes) -> list[bytes]:
-        status = self._cancel(
-            identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info
-        )
-        return [proto.pack(proto.ActionCancelQueryResult(result=status))]
-
-    def _close_session(self, identity: Identity, body: bytes) -> list[bytes]:
-        return [proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString()]
-
-    def _health(self, identity: Identity, body: bytes) -> list[bytes]:
-        return [json.dumps(self.health()).encode()]
-
-    def _cancel(self, identity: Identity, info_bytes: bytes) -> int:
-        try:
-            info = fl.FlightInfo.deserialize(info_bytes)
-        except Exception:  # noqa: BLE001
-            raise InvalidInput("malformed FlightInfo") from None
-        cancelled = False
-        for endpoint in info.endpoints:
-            name, _ = proto.unpack_command(endpoint.ticket.ticket)
-            if name != "TicketStatementQuery":
-                continue
-            try:
-                ticket = self.tickets.open_statement(proto.statement_handle(endpoint.ticket.ticket), identity)
-            except InvalidInput:
-                continue  # expired (or beyond this server's limits): nothing to cancel
-            self.streams.cancel(ticket.ticket_id, ticket.expires_at_ms / 1000)
-            cancelled = True
-        return proto.CANCEL_STATUS_CANCELLED if cancelled else proto.CANCEL_STATUS_NOT_CANCELLABLE
+        raise Unsupported(REFUSED_ACTIONS.get(action.type, f"unknown action {action.type!r}"))
 
     def health(self) -> dict[str, Any]:
         status = self.snapshots.status()
@@ -420,38 +356,6 @@ class FlightSqlServer:
             "running_queries": self.streams.running(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
-
-
-@dataclass(frozen=True)
-class _Action:
-    description: str  # what ListActions says
-    run: Callable[[FlightSqlServer, Identity, bytes], list[bytes]]  # (server, caller, body) -> results
-
-
-#: DoAction's table, in ListActions' order.
-_ACTIONS: dict[str, _Action] = {
-    "CreatePreparedStatement": _Action(
-        "Prepare a read-only query; returns a self-contained handle", FlightSqlServer._create_prepared
-    ),
-    "ClosePreparedStatement": _Action(
-        "Release a prepared statement (handles hold no server state)", FlightSqlServer._close_prepared
-    ),
-    "CancelFlightInfo": _Action("Cancel the query of a FlightInfo", FlightSqlServer._cancel_flight_info),
-    "CancelQuery": _Action(
-        "Cancel the query of a FlightInfo (deprecated form)", FlightSqlServer._cancel_query
-    ),
-    "CloseSession": _Action("End the session (no server state)", FlightSqlServer._close_session),
-    "health": _Action(
-        "Report the server's health and the catalog snapshot's age (JSON)", FlightSqlServer._health
-    ),
-}
-#: Flight SQL actions this server refuses, and why (not listed by ListActions).
-_REFUSED_ACTIONS = {
-    **dict.fromkeys(
-        ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"), _NO_TRANSACTIONS
-    ),
-    "CreatePreparedSubstraitPlan": "Substrait plans are not supported",
-}
 
 
 #: Kept for callers of the previous names.

@@ -1,0 +1,163 @@
+"""Reads: the catalog's read path. Open exactly a registered version (never "latest on disk"),
+describe and list tables, and read the commit log.
+
+Shares the ``CatalogContext`` with the write path (``tables``); ``Tables`` opens its snapshots
+through this service, so the read path has no dependency on the write path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.catalog.context import CatalogContext, first_line
+from lake_platform.catalog.manifests import Manifests
+from lake_platform.catalog.namespace import BoundTableNamespace
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.results import PlannedCompaction, TableInfo
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import Internal, InvalidInput, TableNotFound
+from lake_platform.naming import TableName, check_segment
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitLogEntry, TableRecord, decode
+from lake_platform.registry.store import ABSENT
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """An open, immutable view of one registered table version."""
+
+    name: TableName
+    record: TableRecord
+    version: int
+    dataset: Any  # lance.LanceDataset, opaque above the engine
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset.schema
+
+    def to_reader(self, **scan: Any) -> pa.RecordBatchReader:
+        return engine.scanner(self.dataset, **scan).to_reader()
+
+    def count_rows(self) -> int:
+        return int(self.dataset.count_rows())
+
+    def table_provider(self) -> Any:
+        return engine.table_provider(self.dataset)
+
+
+class Reads:
+    def __init__(self, ctx: CatalogContext, manifests: Manifests) -> None:
+        self.ctx = ctx
+        self.manifests = manifests
+
+    def open_table(
+        self, name: str, version: int | None = None, *, principal: Principal | None = None
+    ) -> TableSnapshot:
+        """Open exactly the registered version (current by default); never "latest on disk"."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record, _ = self.ctx.table(tname)
+        if version is not None and (not isinstance(version, int) or version < 1):
+            raise InvalidInput(f"invalid version {version!r}")
+        return self.snapshot(tname, record, version or record.current_version)
+
+    def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        ns = BoundTableNamespace(
+            self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location)
+        )
+        try:
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=version,
+                storage_options=self.ctx.storage(record.location),
+            )
+        except Exception as exc:  # noqa: BLE001
+            if ns.failure is not None:
+                raise ns.failure from None
+            if "not found" in str(exc).lower():
+                raise self.manifests.missing_manifest(tname, version) from None
+            raise Internal(f"cannot open {tname} at version {version}: {first_line(exc)}") from None
+        return TableSnapshot(tname, record, version, ds)
+
+    def snapshot_of(self, planned: PlannedCompaction) -> TableSnapshot:
+        tname = TableName.parse(planned.table)
+        record, _ = self.ctx.table(tname, incarnation=planned.incarnation)
+        return self.snapshot(tname, record, planned.read_version)
+
+    def describe_table(
+        self, name: str, *, with_stats: bool = True, principal: Principal | None = None
+    ) -> TableInfo:
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record, _ = self.ctx.table(tname)
+        rows = fragments = size = None
+        if with_stats and record.current_version > 0:
+            stats = engine.version_stats(self.snapshot(tname, record, record.current_version).dataset)
+            rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
+        schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
+        return TableInfo(
+            name=str(tname),
+            incarnation=record.incarnation,
+            location=record.location,
+            engine=record.engine,
+            current_version=record.current_version,
+            created_at_ms=record.created_at_ms,
+            protected=record.protected,
+            rows=rows,
+            fragments=fragments,
+            data_bytes=size,
+            schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+        )
+
+    def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
+        """Registered tables whose dotted name starts with ``prefix`` (whole segments), among
+        those the principal may read."""
+        who = self.ctx.who(principal)
+        parts = prefix.split(".") if prefix else []
+        for part in parts:
+            check_segment(part, "name prefix")
+        for item in self.ctx.store.scan_prefix(keys.tables_under(parts)):
+            record = decode(TableRecord, item.value, item.key)
+            if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
+                if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
+                    yield record
+
+    def history(
+        self, target: str, *, limit: int | None = None, principal: Principal | None = None
+    ) -> list[CommitLogEntry]:
+        """The commit log of one object (table, namespace, warehouse or project), oldest first."""
+        who = self.ctx.who(principal)
+        for part in target.split(".") if isinstance(target, str) else [target]:
+            check_segment(part, "name")
+        if not who.can(target.split(".")[0], "read"):
+            raise TableNotFound(f"{target} does not exist")
+        return [
+            decode(CommitLogEntry, i.value, i.key)
+            for i in self.ctx.store.scan_prefix(keys.log_prefix(target), limit=limit)
+        ]
+
+    def log(
+        self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None
+    ) -> list[CommitLogEntry]:
+        """Every commit-log entry of objects under a dotted prefix (all of them without one)."""
+        who = self.ctx.who(principal)
+        if prefix:
+            for part in prefix.split("."):
+                check_segment(part, "name prefix")
+        entries = []
+        for item in self.ctx.store.scan_prefix(keys.log_under(prefix)):
+            entry = decode(CommitLogEntry, item.value, item.key)
+            if prefix and not (entry.target == prefix or entry.target.startswith(prefix + ".")):
+                continue
+            if who.can(entry.target.split(".")[0], "read"):
+                entries.append(entry)
+        entries.sort(key=lambda e: (e.at_ms, e.target))
+        return entries[-limit:] if limit else entries

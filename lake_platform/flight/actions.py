@@ -1,0 +1,123 @@
+"""DoAction: the Flight SQL actions this read-only server answers (prepared statements,
+cancellation, sessions, health) and the ones it refuses, with why.
+
+Each handler takes the server, the authenticated caller and the action body, and returns the
+results' bodies. Prepared-statement handles are sealed envelopes (no server state), so closing
+one only checks it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from lake_platform.errors import InvalidInput, Unsupported
+from lake_platform.flight import proto
+from lake_platform.flight.tokens import Identity
+
+if TYPE_CHECKING:
+    from lake_platform.flight.server import FlightSqlServer
+
+NO_TRANSACTIONS = "transactions are not supported by this read-only server"
+
+
+def create_prepared(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+    name, payload = proto.unpack_command(body)
+    if name != "ActionCreatePreparedStatementRequest":
+        raise InvalidInput("CreatePreparedStatement takes an ActionCreatePreparedStatementRequest")
+    req = proto.parse(proto.ActionCreatePreparedStatementRequest, payload)
+    if req.HasField("transaction_id"):
+        raise Unsupported(NO_TRANSACTIONS)
+    planned = server.engine.plan(req.query, server._view(identity), None, prepare=True)
+    handle = server.tickets.seal_prepared(identity, req.query, None)
+    params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
+    result = proto.ActionCreatePreparedStatementResult(
+        prepared_statement_handle=handle,
+        dataset_schema=planned.schema.serialize().to_pybytes(),
+        parameter_schema=params.serialize().to_pybytes(),
+        is_update=False,
+    )
+    return [proto.pack(result)]
+
+
+def close_prepared(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+    handle = proto.unpack_sealed(
+        body, proto.ActionClosePreparedStatementRequest, "prepared_statement_handle", proto.PREPARED
+    )
+    try:
+        server.tickets.open_prepared(handle, identity)
+    except InvalidInput:
+        pass  # closing an expired handle is fine
+    return []
+
+
+def cancel_flight_info(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+    status = cancel(server, identity, proto.parse(proto.CancelFlightInfoRequest, body).info)
+    return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
+
+
+def cancel_query(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+    status = cancel(
+        server, identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info
+    )
+    return [proto.pack(proto.ActionCancelQueryResult(result=status))]
+
+
+def close_session(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+    return [proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString()]
+
+
+def health(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+    return [json.dumps(server.health()).encode()]
+
+
+def cancel(server: FlightSqlServer, identity: Identity, info_bytes: bytes) -> int:
+    try:
+        info = fl.FlightInfo.deserialize(info_bytes)
+    except Exception:  # noqa: BLE001
+        raise InvalidInput("malformed FlightInfo") from None
+    cancelled = False
+    for endpoint in info.endpoints:
+        name, _ = proto.unpack_command(endpoint.ticket.ticket)
+        if name != "TicketStatementQuery":
+            continue
+        try:
+            ticket = server.tickets.open_statement(proto.statement_handle(endpoint.ticket.ticket), identity)
+        except InvalidInput:
+            continue  # expired (or beyond this server's limits): nothing to cancel
+        server.streams.cancel(ticket.ticket_id, ticket.expires_at_ms / 1000)
+        cancelled = True
+    return proto.CANCEL_STATUS_CANCELLED if cancelled else proto.CANCEL_STATUS_NOT_CANCELLABLE
+
+
+@dataclass(frozen=True)
+class Action:
+    description: str  # what ListActions says
+    run: Callable[[FlightSqlServer, Identity, bytes], list[bytes]]  # (server, caller, body) -> results
+
+
+#: DoAction's table, in ListActions' order.
+ACTIONS: dict[str, Action] = {
+    "CreatePreparedStatement": Action(
+        "Prepare a read-only query; returns a self-contained handle", create_prepared
+    ),
+    "ClosePreparedStatement": Action(
+        "Release a prepared statement (handles hold no server state)", close_prepared
+    ),
+    "CancelFlightInfo": Action("Cancel the query of a FlightInfo", cancel_flight_info),
+    "CancelQuery": Action("Cancel the query of a FlightInfo (deprecated form)", cancel_query),
+    "CloseSession": Action("End the session (no server state)", close_session),
+    "health": Action("Report the server's health and the catalog snapshot's age (JSON)", health),
+}
+#: Flight SQL actions this server refuses, and why (not listed by ListActions).
+REFUSED_ACTIONS = {
+    **dict.fromkeys(
+        ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"), NO_TRANSACTIONS
+    ),
+    "CreatePreparedSubstraitPlan": "Substrait plans are not supported",
+}
