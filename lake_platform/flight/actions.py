@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -21,12 +21,29 @@ from lake_platform.flight import proto
 from lake_platform.flight.tokens import Identity
 
 if TYPE_CHECKING:
-    from lake_platform.flight.server import FlightSqlServer
+    from lake_platform.flight.streams import Streams
+    from lake_platform.flight.tickets import Tickets
+    from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.snapshot import ProjectView
+
+
+class ActionHost(Protocol):
+    """What the actions need of the server (``FlightSqlServer`` is one), so this module does not
+    import the server that imports it."""
+
+    engine: QueryEngine
+    tickets: Tickets
+    streams: Streams
+
+    def _view(self, identity: Identity) -> ProjectView: ...
+
+    def health(self) -> dict[str, Any]: ...
+
 
 NO_TRANSACTIONS = "transactions are not supported by this read-only server"
 
 
-def create_prepared(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+def create_prepared(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
     name, payload = proto.unpack_command(body)
     if name != "ActionCreatePreparedStatementRequest":
         raise InvalidInput("CreatePreparedStatement takes an ActionCreatePreparedStatementRequest")
@@ -45,7 +62,7 @@ def create_prepared(server: FlightSqlServer, identity: Identity, body: bytes) ->
     return [proto.pack(result)]
 
 
-def close_prepared(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+def close_prepared(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
     handle = proto.unpack_sealed(
         body, proto.ActionClosePreparedStatementRequest, "prepared_statement_handle", proto.PREPARED
     )
@@ -56,27 +73,27 @@ def close_prepared(server: FlightSqlServer, identity: Identity, body: bytes) -> 
     return []
 
 
-def cancel_flight_info(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+def cancel_flight_info(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
     status = cancel(server, identity, proto.parse(proto.CancelFlightInfoRequest, body).info)
     return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
 
 
-def cancel_query(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+def cancel_query(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
     status = cancel(
         server, identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info
     )
     return [proto.pack(proto.ActionCancelQueryResult(result=status))]
 
 
-def close_session(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+def close_session(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
     return [proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString()]
 
 
-def health(server: FlightSqlServer, identity: Identity, body: bytes) -> list[bytes]:
+def health(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
     return [json.dumps(server.health()).encode()]
 
 
-def cancel(server: FlightSqlServer, identity: Identity, info_bytes: bytes) -> int:
+def cancel(server: ActionHost, identity: Identity, info_bytes: bytes) -> int:
     try:
         info = fl.FlightInfo.deserialize(info_bytes)
     except Exception:  # noqa: BLE001
@@ -98,7 +115,7 @@ def cancel(server: FlightSqlServer, identity: Identity, info_bytes: bytes) -> in
 @dataclass(frozen=True)
 class Action:
     description: str  # what ListActions says
-    run: Callable[[FlightSqlServer, Identity, bytes], list[bytes]]  # (server, caller, body) -> results
+    run: Callable[[ActionHost, Identity, bytes], list[bytes]]  # (server, caller, body) -> results
 
 
 #: DoAction's table, in ListActions' order.

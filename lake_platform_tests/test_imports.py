@@ -1,0 +1,73 @@
+"""The package's import graph: no cycles (TYPE_CHECKING and function-local imports count), and
+only ``engine/`` imports ``lance``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lake_platform"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    # A package importing its own submodules (``cli/__init__`` attaching its command groups) is
+    # not a cycle: the submodules never import the package's ``__init__`` back.
+    return {
+        name: {dep for dep in _imports(path) if dep in modules and dep != name}
+        for name, path in modules.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles, state = [], {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for dep in sorted(graph[node]):
+            if state.get(dep) == "open":
+                cycles.append([*trail[trail.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*trail, dep])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_only_the_engine_imports_lance() -> None:
+    importers = {
+        name
+        for name, path in _modules().items()
+        if any(dep == "lance" or dep.startswith("lance.") for dep in _imports(path))
+    }
+    assert importers and all(name.startswith("lake_platform.engine") for name in importers), importers
