@@ -339,6 +339,9 @@ class Catalog:
     def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
         return self._tags.delete_tag(name, tag, principal=principal)
 
+    def list_tags(self, name: str, *, principal: Principal | None = None) -> dict[str, int]:
+        return self._tags.list_tags(name, principal=principal)
+
     def execute_compaction(self, planned: PlannedCompaction) -> list[str]:
         return self._versions.execute_compaction(planned)
 

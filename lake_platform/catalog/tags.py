@@ -1,4 +1,4 @@
-"""Tags of a table: create (or move) and delete. Each is a commit under the table's lease that
+"""Tags of a table: list, create (or move) and delete. Each is a commit under the table's lease that
 rewrites the version records carrying the tag, so cleanup (which chooses and deletes under the
 same lease) never deletes a tagged version unseen; Lance's own copy follows the registry.
 """
@@ -32,6 +32,19 @@ class Tags:
     def __init__(self, ctx: CatalogContext, tables: Tables) -> None:
         self.ctx = ctx
         self.tables = tables
+
+    def list_tags(self, name: str, *, principal: Principal | None = None) -> dict[str, int]:
+        """Tag name -> version, from the registry's version records alone: the registry is the
+        authority (Lance's copy follows it), so listing never opens the dataset."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record, _ = self.ctx.table(tname)
+        found: dict[str, int] = {}
+        for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            found.update(dict.fromkeys(ver.tags, ver.version))
+        return dict(sorted(found.items()))
 
     def create_tag(
         self,

@@ -321,3 +321,21 @@ def test_a_tag_interrupted_before_lances_copy_is_finished_by_a_retry(table: Lake
     assert registry_tags(table.catalog) == engine_tags(table.catalog) == {"keep": 2}
     with pytest.raises(TableTagAlreadyExists):
         table.catalog.create_tag(T, "keep", 2)
+
+
+def test_list_tags_answers_from_the_registry_without_opening_the_dataset(
+    table: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table.catalog.create_tag(T, "gold", 2)
+    table.catalog.create_tag(T, "alpha")
+    table.catalog.delete_tag(T, "alpha")
+    table.catalog.create_tag(T, "beta", 3)
+
+    def no_engine(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("list_tags opened the dataset")
+
+    monkeypatch.setattr(engine, "open_version", no_engine)
+    monkeypatch.setattr(engine, "tagged_versions", no_engine)
+    assert table.catalog.list_tags(T) == {"beta": 3, "gold": 2}
+    with pytest.raises(InvalidInput):
+        table.catalog.list_tags("Not A Table")
