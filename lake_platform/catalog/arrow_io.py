@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from lake_platform.errors import TableSchemaValidationError
+from lake_platform.errors import InvalidInput, TableSchemaValidationError
 
 
 def schema_to_ipc(schema: pa.Schema) -> bytes:
@@ -15,6 +15,20 @@ def schema_to_ipc(schema: pa.Schema) -> bytes:
 
 def schema_from_ipc(ipc: bytes) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(ipc))
+
+
+def as_reader(data: object) -> pa.RecordBatchReader:
+    """The stream to write: a RecordBatchReader as given, or an in-memory Table or RecordBatch
+    read batch by batch; anything else is bad input, refused before any write."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    raise InvalidInput(
+        f"data must be an Arrow RecordBatchReader, Table or RecordBatch, not {type(data).__name__}"
+    )
 
 
 class StreamCounter:

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from lake_platform.catalog.arrow_io import StreamCounter, conform_schema, schema_from_ipc, schema_to_ipc
+from lake_platform.catalog.arrow_io import (
+    StreamCounter,
+    as_reader,
+    conform_schema,
+    schema_from_ipc,
+    schema_to_ipc,
+)
 from lake_platform.catalog.context import (
     CatalogContext,
     Log,
@@ -79,6 +85,7 @@ class Tables:
     ) -> CommitResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
+        data = as_reader(data)
         commit_id = check_commit_id(commit_id)
         ns_item = self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
@@ -164,6 +171,7 @@ class Tables:
     ) -> CommitResult:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
+        data = as_reader(data)
         commit_id = check_commit_id(commit_id)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"write to {tname}")

@@ -82,6 +82,21 @@ def test_append_with_wrong_schema_changes_nothing(seeded: Lake) -> None:
     assert ids_of(seeded.catalog.open_table(T)) == [1, 2]
 
 
+def test_data_that_is_not_arrow_is_refused_and_a_table_is_streamed(seeded: Lake) -> None:
+    before = state(seeded)
+    for bad in ([{"id": 3}], {"id": [3]}, None, "id\n3\n"):
+        with pytest.raises(InvalidInput, match="RecordBatchReader, Table or RecordBatch"):
+            seeded.catalog.append(T, bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="RecordBatchReader, Table or RecordBatch"):
+            seeded.catalog.create_table("p.w.ns.other", bad)  # type: ignore[arg-type]
+    assert state(seeded) == before
+    table = rows([3]).read_all()  # an in-memory Table, and a RecordBatch, are written as streams
+    seeded.catalog.append(T, table)  # type: ignore[arg-type]
+    seeded.catalog.create_table("p.w.ns.other", table.to_batches()[0])  # type: ignore[arg-type]
+    assert ids_of(seeded.catalog.open_table(T)) == [1, 2, 3]
+    assert ids_of(seeded.catalog.open_table("p.w.ns.other")) == [3]
+
+
 def test_widening_cast_is_accepted(seeded: Lake) -> None:
     narrow = pa.table({"id": pa.array([3], pa.int32()), "tag": ["c"]}).to_reader()
     seeded.catalog.append(T, narrow)
