@@ -36,6 +36,7 @@ COMMAND_TREE = [
     "project drop",
     "registry init",
     "serve-flight",
+    "sql",
     "table create",
     "table describe",
     "table drop",

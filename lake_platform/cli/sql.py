@@ -1,0 +1,204 @@
+"""``lake sql``: the Flight endpoint's read-only query layer, run in this process.
+
+The same engine, the same limits (``LAKE_FLIGHT_*``, so a query refused by the endpoint is refused
+here with the same message) and the same tenancy: the query sees one project's warehouses, as
+user ``--as USER`` would over Flight. Without ``--as`` the caller is the CLI's local admin, who
+names the project with ``--project`` (needed only when the registry holds more than one).
+
+The result is streamed batch by batch: to a file (``--output``: Parquet, CSV or Arrow IPC by
+extension), as JSON rows (``--json``), or as a table for people (at most ``--head`` rows shown,
+all of them counted). There is no time travel: the query layer reads each table's current
+version only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lake_platform.cli.app import State, handles_errors, pass_state
+from lake_platform.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.query.snapshot import ProjectView
+    from lake_platform.registry.store import MetaStore
+
+#: Output file extensions and the format each one writes.
+FORMATS = {".parquet": "parquet", ".csv": "csv", ".arrow": "arrow", ".ipc": "arrow", ".feather": "arrow"}
+
+
+def output_format(path: Path) -> str:
+    """The format ``path``'s extension names; InvalidInput for any other extension."""
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise InvalidInput(f"--output {path.name}: the extension must be one of {', '.join(sorted(FORMATS))}")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"--output {path}: folder {path.parent} does not exist")
+    return fmt
+
+
+def resolve_project(store: MetaStore, as_user: str | None, project: str | None) -> str:
+    """The project the query sees: ``--as`` user's own, or the admin's ``--project`` (optional when
+    the registry holds exactly one project)."""
+    from lake_platform.catalog.principals import UserRecord
+    from lake_platform.naming import ProjectName, check_segment
+    from lake_platform.registry import keys
+    from lake_platform.registry.records import ProjectRecord, decode
+
+    if as_user is not None:
+        check_segment(as_user, "user name")
+        item = store.get(keys.user(as_user))
+        if item is None:
+            raise InvalidInput(f"--as {as_user}: no such user")
+        user = decode(UserRecord, item.value, item.key)
+        if project is not None and project != user.project:
+            raise InvalidInput(f"--as {as_user}: the user belongs to project {user.project}, not {project}")
+        return user.project
+    if project is not None:
+        name = ProjectName.parse(project)
+        if store.get(keys.project(name)) is None:
+            raise InvalidInput(f"--project {project}: no such project")
+        return name.project
+    projects = sorted(decode(ProjectRecord, i.value, i.key).name for i in store.scan_prefix(keys.projects()))
+    if len(projects) != 1:
+        listed = ", ".join(projects) if projects else "none"
+        raise InvalidInput(f"name the project to query with --project or --as (projects: {listed})")
+    return projects[0]
+
+
+@contextmanager
+def query_view(state: State, as_user: str | None, project: str | None) -> Iterator[ProjectView]:
+    from lake_platform.query.snapshot import load_snapshot
+    from lake_platform.registry.factory import open_metastore
+
+    store = open_metastore(state.settings)
+    try:
+        name = resolve_project(store, as_user, project)
+        yield load_snapshot(store).project(name)
+    finally:
+        store.close()
+
+
+def write_file(batches: Iterator[pa.RecordBatch], schema: pa.Schema, path: Path, fmt: str) -> int:
+    """Write ``batches`` one at a time to a temporary file next to ``path``, renamed onto it only
+    once the query has finished: a failed query leaves no partial file. Returns the row count."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    rows = 0
+    try:
+        if fmt == "parquet":
+            writer: Any = pq.ParquetWriter(partial, schema)
+        elif fmt == "csv":
+            writer = pcsv.CSVWriter(partial, schema)
+        else:
+            writer = pa.ipc.new_file(partial, schema)
+        with writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return rows
+
+
+def write_json(batches: Iterator[pa.RecordBatch], echo: Callable[[str], None]) -> int:
+    """A JSON array of row objects, printed batch by batch."""
+    rows = 0
+    pending: str | None = None  # each row is printed once the next shows whether a comma follows
+    echo("[")
+    for batch in batches:
+        for row in batch.to_pylist():
+            if pending is not None:
+                echo(f"  {pending},")
+            pending = json.dumps(row, default=str, sort_keys=True)
+            rows += 1
+    if pending is not None:
+        echo(f"  {pending}")
+    echo("]")
+    return rows
+
+
+def print_table(batches: Iterator[pa.RecordBatch], schema: pa.Schema, head: int) -> tuple[int, int]:
+    """The first ``head`` rows as a table; every row is counted. Returns (rows, rows shown)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*schema.names, show_lines=False)
+    rows = 0
+    for batch in batches:
+        take = max(0, min(batch.num_rows, head - rows))
+        for row in batch.slice(0, take).to_pylist():
+            table.add_row(*("NULL" if v is None else str(v) for v in row.values()))
+        rows += batch.num_rows
+    Console(file=sys.stdout, soft_wrap=False).print(table)
+    return rows, min(rows, head)
+
+
+@click.command("sql")
+@click.argument("query")
+@click.option("--as", "as_user", metavar="USER", help="Query as this user (their project). Default: admin.")
+@click.option("--project", help="The project an admin queries (needed when there are several).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON array.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Stream the result to FILE (.parquet, .csv, or .arrow/.ipc/.feather for Arrow IPC).",
+)
+@click.option("--head", default=100, show_default=True, type=click.IntRange(min=0), help="Rows shown.")
+@pass_state
+@handles_errors
+def sql(
+    state: State,
+    query: str,
+    as_user: str | None,
+    project: str | None,
+    as_json: bool,
+    output: Path | None,
+    head: int,
+) -> None:
+    """Run a read-only SQL QUERY with the Flight endpoint's engine, limits and tenancy.
+
+    Tables are named warehouse.namespace.table within the project. No time travel: each table is
+    read at its current version.
+    """
+    fmt = output_format(output) if output is not None else None
+    from lake_platform.flight.settings import flight_settings
+    from lake_platform.query.engine import QueryEngine
+
+    limits = flight_settings(state.settings).query_limits(state.settings)
+    engine = QueryEngine(state.settings, limits)
+    started = time.monotonic()
+    with query_view(state, as_user, project) as view:
+        planned = engine.plan(query, view)
+        batches = engine.stream(planned)
+        if output is not None and fmt is not None:
+            rows = write_file(batches, planned.schema, output, fmt)
+            seconds = time.monotonic() - started
+            state.emit(
+                {"rows": rows, "output": str(output), "seconds": round(seconds, 3)},
+                lambda d: f"{d['rows']} rows written to {d['output']} in {d['seconds']:.2f}s",
+            )
+        elif as_json or state.as_json:
+            write_json(batches, click.echo)
+        else:
+            rows, shown = print_table(batches, planned.schema, head)
+            seconds = time.monotonic() - started
+            more = f" ({shown} shown)" if shown < rows else ""
+            click.echo(f"{rows} row{'' if rows == 1 else 's'}{more} in {seconds:.2f}s")
+
+
+COMMANDS: tuple[click.Command, ...] = (sql,)

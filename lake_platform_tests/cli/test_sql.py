@@ -1,0 +1,230 @@
+"""``lake sql``: the same results, refusals and tenancy as the Flight endpoint, and a streamed --output.
+
+The registry is the Flight tests' two-tenant catalog (``p`` with alice, ``q`` with bob) with the
+two users also registered, and a real Flight server over it for the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.flight as fl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.cli import cli
+from lake_platform_tests.flight.conftest import Running, build_catalog, login, query, start_server
+from lake_platform_tests.flight.test_security import hostile_corpus
+
+QUERIES = [
+    "SELECT * FROM w.ns.t ORDER BY id",
+    "SELECT s, x * 2 AS y FROM w.ns.t WHERE id % 7 = 3 ORDER BY s",
+    "SELECT count(*) AS n, sum(id) AS total FROM w.ns.multi",
+    'SELECT t.id, u.id AS uid FROM w.ns.t AS t JOIN w."ns.sub".u AS u ON t.id = u.id ORDER BY t.id',
+]
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    settings, catalog = build_catalog(tmp_path_factory.mktemp("sql") / "home")
+    catalog.add_user("alice", project="p", role="reader", password="alice-password")
+    catalog.add_user("bob", project="q", role="reader", password="bob-password")
+    server = start_server(settings, catalog)
+    try:
+        yield Running(server, settings, catalog)
+    finally:
+        server.stop(grace=1)
+        catalog.close()
+
+
+def lake(running: Running, *args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), env={"LAKE_HOME": str(running.settings.home)})
+
+
+def registry_state(catalog: Catalog) -> list[tuple[str, bytes]]:
+    return [(i.key, i.value) for i in catalog.store.scan_prefix("")]
+
+
+def flight_result(running: Running, user: str, sql: str) -> pa.Table:
+    client, options = login(running.uri, user)
+    return query(client, options, sql)
+
+
+def flight_error(running: Running, user: str, sql: str) -> tuple[int, str]:
+    """The code and message Flight refuses ``sql`` with (its status ends ``[Type, code N]``)."""
+    client, options = login(running.uri, user)
+    with pytest.raises((fl.FlightError, pa.ArrowException)) as err:
+        query(client, options, sql)
+    match = re.search(r"(?s)^(?:.*?: )?(.*) \[\w+, code (\d+)\]", str(err.value))
+    assert match, str(err.value)
+    return int(match.group(2)), match.group(1)
+
+
+def cli_error(result: Result) -> tuple[int, str]:
+    match = re.fullmatch(r"(?s)error \[(\d+) \w+\]: (.*)\n", result.output)
+    assert match, result.output
+    return int(match.group(1)), match.group(2)
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_output_file_equals_the_flight_result_for_the_same_user(
+    running: Running, tmp_path: Path, sql: str
+) -> None:
+    expected = flight_result(running, "alice", sql)
+    for name in ("r.parquet", "r.arrow", "r.csv"):
+        path = tmp_path / name
+        result = lake(running, "sql", "--as", "alice", "--output", str(path), sql)
+        assert result.exit_code == 0, result.output
+        assert f"{expected.num_rows} rows written" in result.output
+        if name.endswith(".parquet"):
+            got = pq.read_table(path)
+        elif name.endswith(".arrow"):
+            got = pa.ipc.open_file(path).read_all()
+        else:
+            # CSV keeps neither nullability nor types: read back with the expected types.
+            types = pcsv.ConvertOptions(column_types=expected.schema)
+            got = pcsv.read_csv(path, convert_options=types).cast(expected.schema)
+        assert got.equals(expected), name
+
+
+def test_json_rows_and_table_equal_the_flight_result(running: Running) -> None:
+    sql = QUERIES[1]
+    expected = flight_result(running, "bob", "SELECT * FROM w.ns.secret")
+    result = lake(running, "sql", "--as", "bob", "--json", "SELECT * FROM w.ns.secret")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == expected.to_pylist() == [{"code": "bob-only"}]
+    expected = flight_result(running, "alice", sql)
+    result = lake(running, "--json", "sql", "--as", "alice", sql)
+    assert json.loads(result.output) == expected.to_pylist()
+    result = lake(running, "sql", "--as", "alice", "--head", "3", sql)
+    assert result.exit_code == 0, result.output
+    shown = expected.to_pylist()[:3]
+    for row in shown:
+        assert str(row["s"]) in result.output
+    assert str(expected.to_pylist()[3]["s"]) not in result.output
+    assert re.search(rf"{expected.num_rows} rows \(3 shown\) in \d+\.\d\ds\n$", result.output)
+
+
+def test_hostile_sql_is_refused_exactly_as_on_flight(running: Running, tmp_path: Path) -> None:
+    before = registry_state(running.catalog)
+    for sql in hostile_corpus(tmp_path):
+        expected = flight_error(running, "alice", sql)
+        out = str(tmp_path / "out.parquet")
+        result = lake(running, "sql", "--as", "alice", "--output", out, "--", sql)
+        assert result.exit_code == 2, (sql[:60], result.output)
+        assert cli_error(result) == expected, sql[:60]
+    assert registry_state(running.catalog) == before
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM w.ns.secret",
+        "SELECT * FROM q.w.ns.secret",
+        "SELECT * FROM w.ns.t AS a JOIN w.ns.secret AS b ON true",
+        "SELECT * FROM information_schema.tables",
+        "SELECT * FROM datafusion.information_schema.columns",
+    ],
+)
+def test_another_tenants_tables_are_invisible_as_on_flight(running: Running, sql: str) -> None:
+    expected = flight_error(running, "alice", sql)
+    result = lake(running, "sql", "--as", "alice", sql)
+    assert result.exit_code != 0
+    assert cli_error(result) == expected
+    assert "bob-only" not in result.output
+
+
+def test_admin_picks_the_project(running: Running) -> None:
+    result = lake(running, "sql", "SELECT 1 AS one")
+    assert result.exit_code == 2
+    assert "--project" in result.output and "p, q" in result.output
+    result = lake(running, "--json", "sql", "--project", "q", "SELECT * FROM w.ns.secret")
+    assert json.loads(result.output) == [{"code": "bob-only"}]
+    result = lake(running, "sql", "--project", "q", "--as", "alice", "SELECT 1")
+    assert result.exit_code == 2 and "belongs to project p" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--as", "nobody"], "--as nobody: no such user"),
+        (["--as", "../x"], "user name"),
+        (["--project", "zz"], "--project zz: no such project"),
+        (["--project", "p", "--output", "out.txt"], "the extension must be one of"),
+        (["--project", "p", "--output", "missing/out.csv"], "does not exist"),
+    ],
+)
+def test_bad_input_is_a_typed_error(
+    running: Running, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = lake(running, "sql", *args, "SELECT 1")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error [13 INVALID_INPUT]: ") and message in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_query_leaves_no_output_file(running: Running, tmp_path: Path) -> None:
+    out = tmp_path / "r.parquet"
+    result = lake(running, "sql", "--as", "alice", "--output", str(out), "SELECT 1 / (id - 500) FROM w.ns.t")
+    assert result.exit_code != 0
+    assert result.output.startswith("error [")
+    assert list(tmp_path.iterdir()) == []
+
+
+PEAK_RSS = """
+import resource, sys
+from lake_platform.cli import main
+sys.argv = ["lake", *sys.argv[1:]]
+try:
+    main()
+finally:
+    print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
+"""
+
+
+def peak_rss(running: Running, *args: str, **env: Any) -> tuple[subprocess.CompletedProcess[str], int]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *args],
+        env={**os.environ, "LAKE_HOME": str(running.settings.home), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc, int(re.search(r"peak (\d+)", proc.stderr).group(1))  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_output_streams_a_result_far_larger_than_the_memory_it_takes(
+    running: Running, tmp_path: Path
+) -> None:
+    """6M rows of ~210 bytes (1.3 GB in Arrow) against a 64 MiB DataFusion pool; the writing
+    process's peak RSS stays near its idle size (measured ~450 MiB with ~260 MiB for a tiny result)."""
+    rows = 6_000_000
+    sql = (
+        "SELECT value AS id, concat(repeat('x', 200), CAST(value AS VARCHAR)) AS s "
+        f"FROM generate_series(1, {rows})"
+    )
+    out = tmp_path / "big.arrow"
+    env = {"LAKE_FLIGHT_MEMORY_LIMIT_BYTES": str(64 << 20)}
+    proc, peak = peak_rss(running, "sql", "--as", "alice", "--output", str(out), sql, **env)
+    assert f"{rows} rows written" in proc.stdout
+    size = out.stat().st_size
+    assert size > 1_300_000_000
+    with pa.memory_map(str(out)) as source:
+        reader = pa.ipc.open_file(source)
+        assert sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches)) == rows
+    assert peak < 700 << 20, (peak, size)
