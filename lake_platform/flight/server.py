@@ -31,6 +31,7 @@ from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Un
 from lake_platform.flight import framing, proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
+from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.flight.sqlinfo import standard_info
@@ -106,7 +107,9 @@ class FlightSqlServer:
             self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale
         )
         self.sealer = Sealer(
-            self.settings.sealing_keys() or None, clock=clock, max_bytes=self.settings.max_ticket_bytes
+            endpoint_keys(self.settings.sealing_keys(), settings),
+            clock=clock,
+            max_bytes=self.settings.max_ticket_bytes,
         )
         if not self.settings.query_timeout_seconds:
             log.warning(
@@ -115,8 +118,8 @@ class FlightSqlServer:
             )
         if self.sealer.ephemeral:
             log.warning(
-                "neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
-                "in this process only"
+                "neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set and the registry is not the "
+                "embedded one (no key file): tokens and tickets are valid in this process only"
             )
         self.ticket_ttl = settings.ticket_lifetime_seconds
         self.tickets = Tickets(
