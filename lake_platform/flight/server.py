@@ -138,6 +138,10 @@ class FlightSqlServer:
             token_ttl=self.settings.token_ttl_seconds,
             service_token_cache=self.settings.service_token_cache_seconds,
             throttle=Throttle(self.settings.auth_max_failures, self.settings.auth_lockout_seconds),
+            # Only the catalog's principals are in the snapshot (an injected authenticator's are not).
+            snapshot=self.snapshots.current
+            if catalog is not None and self.authenticator is catalog
+            else None,
         )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
         info = standard_info(
