@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lake_platform.errors import SettingsError
 from lake_platform.flight.settings import KEY_ID
+from lake_platform.settings import LakeSettings
 
 FILE_NAME = "flight-keys"
 MODE = 0o600
@@ -151,14 +152,12 @@ def _replace(path: Path, keys: list[tuple[str, bytes]]) -> None:
         raise
 
 
-def endpoint_keys(configured: list[tuple[str, bytes]], lake: object) -> list[tuple[str, bytes]] | None:
+def endpoint_keys(configured: list[tuple[str, bytes]], lake: LakeSettings) -> list[tuple[str, bytes]] | None:
     """The ring an endpoint seals with: the configured keys if any (they win); else, on the
     embedded SQLite registry, the home's key file; else None (a random key for this process,
     since replicas of a shared registry do not share a home)."""
     if configured:
         return configured
-    registry_url = str(getattr(lake, "registry_url", ""))
-    home = getattr(lake, "home", None)
-    if home is None or not registry_url.startswith("sqlite:///"):
+    if not lake.registry_url.startswith("sqlite:///"):
         return None
-    return load_or_create(key_file_path(home))
+    return load_or_create(key_file_path(lake.home))

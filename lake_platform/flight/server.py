@@ -76,6 +76,8 @@ class FlightSqlServer:
         """``clock``: wall-clock seconds for issuing and expiring tokens, tickets and handles."""
         self.lake_settings = settings
         self.settings = flight or flight_settings(settings)
+        # Before anything is opened: a bad key file stops the endpoint with nothing to clean up.
+        keys = endpoint_keys(self.settings.sealing_keys(), settings)
         # Lance reads this when a scan starts; it bounds how far a scan reads ahead of the client
         # (an operator's explicit environment wins).
         os.environ.setdefault("LANCE_DEFAULT_IO_BUFFER_SIZE", str(self.settings.scan_io_buffer_bytes))
@@ -107,7 +109,7 @@ class FlightSqlServer:
             self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale
         )
         self.sealer = Sealer(
-            endpoint_keys(self.settings.sealing_keys(), settings),
+            keys,
             clock=clock,
             max_bytes=self.settings.max_ticket_bytes,
         )

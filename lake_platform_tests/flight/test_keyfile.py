@@ -157,3 +157,14 @@ def test_retire_refuses_to_drop_every_key(tmp_path: Path) -> None:
     with pytest.raises(SettingsError):
         keyfile.retire(path, 0)
     assert len(read_keys(path)) == 1
+
+
+def test_serve_flight_stops_on_an_unsafe_key_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    path = key_file_path(home)
+    home.mkdir()
+    path.write_text("k1:" + "ab" * 32 + "\n")
+    path.chmod(0o644)
+    result = CliRunner().invoke(cli, ["--json", "serve-flight", "--port", "0"], env={"LAKE_HOME": str(home)})
+    assert result.exit_code != 0
+    assert "SettingsError" in result.output and str(path) in result.output and "mode 0644" in result.output
