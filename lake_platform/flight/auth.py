@@ -6,7 +6,10 @@ The transport calls :func:`authenticate_call` with the headers of every call:
   principals) and answers with ``authorization: Bearer <sealed token>``;
 - Handshake with a Bearer (JDBC's ``token=``) validates it and echoes it back;
 - every other call needs a Bearer: one of our sealed tokens (no I/O: decrypt and check expiry),
-  or a service token, checked against the registry and then trusted for a short while.
+  or a service token, checked against the registry and then trusted for a short while;
+- with the catalog's own principals, every call also checks the caller against the process's
+  catalog snapshot (no I/O): a removed user, changed role or revoked token is refused once a
+  snapshot refresh that began after the change is in place (``SNAPSHOT_TTL_SECONDS``).
 
 Failures answer UNAUTHENTICATED with the same message whatever failed, and repeated failures
 for one user name lock it out for a while (checked before any password work).
@@ -23,8 +26,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from lake_platform.catalog.principals import split_token
 from lake_platform.errors import LakeError, ServiceUnavailable, Throttling, Unauthenticated
 from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
+from lake_platform.query.snapshot import CatalogSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +92,18 @@ class AuthService:
         service_token_cache: float,
         throttle: Throttle,
         clock: Callable[[], float] = time.monotonic,
+        snapshot: Callable[[], CatalogSnapshot] | None = None,
     ) -> None:
+        """``snapshot``: the process's catalog snapshot, when ``authenticator`` reads the same
+        registry; every call is then checked against its principals (see :meth:`_still_valid`)."""
+        self.snapshot = snapshot
         self.authenticator = authenticator
         self.sealer = sealer
         self.token_ttl = token_ttl
         self.service_token_cache = service_token_cache
         self.throttle = throttle
         self._clock = clock
-        self._service: dict[bytes, tuple[Identity, float]] = {}
+        self._service: dict[bytes, tuple[Identity, float, float]] = {}
         self._lock = threading.Lock()
 
     def login(self, username: str, password: str) -> tuple[Identity, str]:
@@ -113,8 +122,32 @@ class AuthService:
 
     def verify_bearer(self, token: str) -> Identity:
         if token.startswith(BEARER_PREFIX):
-            return self.sealer.open_bearer(token)
+            identity, issued_wall = self.sealer.open_bearer_issued(token)
+            snap = self._newer_snapshot(lambda s: s.started_at_wall > issued_wall)
+            if snap is not None and identity.kind == "user":
+                assert snap.principals is not None
+                self._still_valid(
+                    snap.principals.users.get(identity.name) == (identity.project, identity.role)
+                )
+            return identity
         return self._service_token(token)
+
+    def _newer_snapshot(self, began_after: Callable[[CatalogSnapshot], bool]) -> CatalogSnapshot | None:
+        """The snapshot, if its load began after the credential was verified against the
+        registry (an older one may not know a principal added since: no verdict)."""
+        if self.snapshot is None:
+            return None
+        snap = self.snapshot()  # no I/O; ServiceUnavailable past the staleness bound
+        if snap.principals is None or not began_after(snap):
+            return None
+        return snap
+
+    @staticmethod
+    def _still_valid(ok: bool) -> None:
+        # The bound on revocation: a removed user, a changed role or a revoked token is refused
+        # once a snapshot load that began after the change is in place (LAKE_FLIGHT_SNAPSHOT_TTL_SECONDS).
+        if not ok:
+            raise Unauthenticated("this user or token no longer exists or was revoked; authenticate again")
 
     def _service_token(self, token: str) -> Identity:
         digest = hashlib.sha256(token.encode()).digest()
@@ -122,8 +155,18 @@ class AuthService:
         with self._lock:
             hit = self._service.get(digest)
         if hit is not None and hit[1] > now:
-            return hit[0]
+            identity, _, verified = hit
+            snap = self._newer_snapshot(lambda s: s.started_at > verified)
+            if snap is not None:
+                assert snap.principals is not None
+                live = snap.principals.tokens.get(_token_id(token))
+                if live != (identity.name, identity.project, identity.role):
+                    with self._lock:
+                        self._service.pop(digest, None)
+                    self._still_valid(False)
+            return identity
         key = "token"
+        verified = time.monotonic()  # before the registry read: a snapshot begun later saw it too
         self.throttle.check(key + ":" + digest.hex()[:16])
         try:
             principal = self.authenticator.authenticate_token(token)
@@ -134,8 +177,16 @@ class AuthService:
         with self._lock:
             if len(self._service) > 10_000:
                 self._service.clear()
-            self._service[digest] = (identity, now + self.service_token_cache)
+            # verified: time.monotonic(), the clock the snapshot's start is measured with.
+            self._service[digest] = (identity, now + self.service_token_cache, verified)
         return identity
+
+
+def _token_id(token: str) -> str | None:
+    try:
+        return split_token(token)[0]
+    except Unauthenticated:
+        return None
 
 
 def _identity(principal: PrincipalLike) -> Identity:

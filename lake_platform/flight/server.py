@@ -31,6 +31,7 @@ from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Un
 from lake_platform.flight import framing, proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
+from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.flight.sqlinfo import standard_info
@@ -75,6 +76,8 @@ class FlightSqlServer:
         """``clock``: wall-clock seconds for issuing and expiring tokens, tickets and handles."""
         self.lake_settings = settings
         self.settings = flight or flight_settings(settings)
+        # Before anything is opened: a bad key file stops the endpoint with nothing to clean up.
+        keys = endpoint_keys(self.settings.sealing_keys(), settings)
         # Lance reads this when a scan starts; it bounds how far a scan reads ahead of the client
         # (an operator's explicit environment wins).
         os.environ.setdefault("LANCE_DEFAULT_IO_BUFFER_SIZE", str(self.settings.scan_io_buffer_bytes))
@@ -106,7 +109,9 @@ class FlightSqlServer:
             self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale
         )
         self.sealer = Sealer(
-            self.settings.sealing_keys() or None, clock=clock, max_bytes=self.settings.max_ticket_bytes
+            keys,
+            clock=clock,
+            max_bytes=self.settings.max_ticket_bytes,
         )
         if not self.settings.query_timeout_seconds:
             log.warning(
@@ -115,8 +120,8 @@ class FlightSqlServer:
             )
         if self.sealer.ephemeral:
             log.warning(
-                "neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set: tokens and tickets are valid "
-                "in this process only"
+                "neither LAKE_FLIGHT_KEYS nor LAKE_FLIGHT_SECRET_KEY is set and the registry is not the "
+                "embedded one (no key file): tokens and tickets are valid in this process only"
             )
         self.ticket_ttl = settings.ticket_lifetime_seconds
         self.tickets = Tickets(
@@ -135,6 +140,10 @@ class FlightSqlServer:
             token_ttl=self.settings.token_ttl_seconds,
             service_token_cache=self.settings.service_token_cache_seconds,
             throttle=Throttle(self.settings.auth_max_failures, self.settings.auth_lockout_seconds),
+            # Only the catalog's principals are in the snapshot (an injected authenticator's are not).
+            snapshot=self.snapshots.current
+            if catalog is not None and self.authenticator is catalog
+            else None,
         )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
         info = standard_info(

@@ -44,8 +44,8 @@ class FlightSettings(BaseSettings):
     secret_key: str = Field(
         "",
         description="One key sealing bearer tokens, tickets and prepared handles (>= 32 bytes, hex or text), "
-        f"key id {DEFAULT_KEY_ID!r}; every replica must share it. Empty (and no keys): a random key per "
-        "process.",
+        f"key id {DEFAULT_KEY_ID!r}; every replica must share it. Empty (and no keys): the key file "
+        "<home>/flight-keys on the embedded SQLite registry, else a random key per process.",
     )
     keys: str = Field(
         "",

@@ -247,6 +247,10 @@ class Sealer:
         return BEARER_PREFIX + base64.urlsafe_b64encode(blob).decode().rstrip("=")
 
     def open_bearer(self, token: str) -> Identity:
+        return self.open_bearer_issued(token)[0]
+
+    def open_bearer_issued(self, token: str) -> tuple[Identity, float]:
+        """The identity and when the token was issued (wall-clock seconds, the sealer's clock)."""
         if not token.startswith(BEARER_PREFIX) or len(token) > 4 * self.max_bytes:
             raise Unauthenticated("invalid token")
         text = token[len(BEARER_PREFIX) :]
@@ -263,7 +267,7 @@ class Sealer:
         except InvalidInput:
             raise Unauthenticated("invalid token") from None
         try:
-            return Identity.from_claims(claims)
+            return Identity.from_claims(claims), claims["iat"] / 1000.0
         except KeyError:
             raise Unauthenticated("invalid token") from None
 

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.catalog.principals import TokenRecord, UserRecord
 from lake_platform.errors import LakeError, ServiceUnavailable
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -171,6 +172,15 @@ _EMPTY = ProjectView("")
 
 
 @dataclass(frozen=True)
+class Principals:
+    """Who may still call, as the registry said when the snapshot's load began: users by name
+    (project, role) and the unrevoked service tokens by id (name, project, role)."""
+
+    users: dict[str, tuple[str, str]]
+    tokens: dict[str, tuple[str, str, str]]
+
+
+@dataclass(frozen=True)
 class CatalogSnapshot:
     loaded_at: float  # time.monotonic() when the load finished
     loaded_at_wall: float
@@ -179,6 +189,12 @@ class CatalogSnapshot:
     #: Incarnations of dropped tables still in the trash (their data is still on storage, but a
     #: ticket pinned to one of them must fail rather than read a dropped table).
     dropped: frozenset[str] = frozenset()
+    #: When the load began (time.monotonic() and wall clock): it saw every registry change
+    #: committed before then, so a credential verified earlier can be judged against it.
+    started_at: float = 0.0
+    started_at_wall: float = 0.0
+    #: None: not loaded (snapshots built by hand); no one is refused on its account.
+    principals: Principals | None = None
 
     def project(self, name: str) -> ProjectView:
         return self.projects.get(name, _EMPTY)
@@ -198,6 +214,8 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
     """Read every registration from the registry (one scan per record kind, plus one ``get`` per
     table whose current version changed since ``previous``)."""
     started = time.monotonic()
+    started_wall = time.time()
+    principals = _load_principals(store)
     warehouses: dict[str, list[str]] = {}
     namespaces: dict[str, list[tuple[str, str]]] = {}
     for item in store.scan_prefix(keys.warehouses()):
@@ -246,7 +264,23 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         projects=projects,
         load_seconds=done - started,
         dropped=frozenset(dropped - live),
+        started_at=started,
+        started_at_wall=started_wall,
+        principals=principals,
     )
+
+
+def _load_principals(store: MetaStore) -> Principals:
+    users = {}
+    for item in store.scan_prefix(keys.users()):
+        user = decode(UserRecord, item.value, item.key)
+        users[user.name] = (user.project, str(user.role))
+    tokens = {}
+    for item in store.scan_prefix(keys.tokens()):
+        token = decode(TokenRecord, item.value, item.key)
+        if not token.revoked:
+            tokens[token.token_id] = (token.name, token.project, str(token.role))
+    return Principals(users=users, tokens=tokens)
 
 
 def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:

@@ -18,6 +18,8 @@ from lake_platform.errors import InvalidInput
 COMMAND_TREE = [
     "cleanup",
     "compact",
+    "flight retire-keys",
+    "flight rotate-key",
     "ingest",
     "log",
     "namespace create",
