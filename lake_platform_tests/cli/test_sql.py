@@ -211,20 +211,24 @@ def peak_rss(running: Running, *args: str, **env: Any) -> tuple[subprocess.Compl
 def test_output_streams_a_result_far_larger_than_the_memory_it_takes(
     running: Running, tmp_path: Path
 ) -> None:
-    """6M rows of ~210 bytes (1.3 GB in Arrow) against a 64 MiB DataFusion pool; the writing
-    process's peak RSS stays near its idle size (measured ~450 MiB with ~260 MiB for a tiny result)."""
-    rows = 6_000_000
-    sql = (
-        "SELECT value AS id, concat(repeat('x', 200), CAST(value AS VARCHAR)) AS s "
-        f"FROM generate_series(1, {rows})"
-    )
-    out = tmp_path / "big.arrow"
-    env = {"LAKE_FLIGHT_MEMORY_LIMIT_BYTES": str(64 << 20)}
-    proc, peak = peak_rss(running, "sql", "--as", "alice", "--output", str(out), sql, **env)
-    assert f"{rows} rows written" in proc.stdout
-    size = out.stat().st_size
-    assert size > 1_300_000_000
-    with pa.memory_map(str(out)) as source:
-        reader = pa.ipc.open_file(source)
-        assert sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches)) == rows
-    assert peak < 700 << 20, (peak, size)
+    """A result four times larger (1.5M vs 6M rows of ~210 bytes; 0.35 vs 1.3 GB in Arrow) against
+    a 64 MiB DataFusion pool: the writing process's peak RSS does not grow with the result.
+    Measured ~450 MiB at both sizes when the machine is quiet; collecting the result first peaked
+    at 3.1 GB. The difference between the two sizes is the robust figure (an allocator's
+    retention varies with load and with what ran before); the absolute bound is a backstop."""
+    peaks = {}
+    for rows in (1_500_000, 6_000_000):
+        sql = (
+            "SELECT value AS id, concat(repeat('x', 200), CAST(value AS VARCHAR)) AS s "
+            f"FROM generate_series(1, {rows})"
+        )
+        out = tmp_path / f"big-{rows}.arrow"
+        env = {"LAKE_FLIGHT_MEMORY_LIMIT_BYTES": str(64 << 20)}
+        proc, peaks[rows] = peak_rss(running, "sql", "--as", "alice", "--output", str(out), sql, **env)
+        assert f"{rows} rows written" in proc.stdout
+        with pa.memory_map(str(out)) as source:
+            reader = pa.ipc.open_file(source)
+            assert sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches)) == rows
+    assert (tmp_path / "big-6000000.arrow").stat().st_size > 1_300_000_000
+    assert peaks[6_000_000] - peaks[1_500_000] < 250 << 20, peaks  # ~1 GB more if it collected
+    assert peaks[6_000_000] < 1536 << 20, peaks
