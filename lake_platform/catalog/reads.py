@@ -16,7 +16,6 @@ import pyarrow as pa
 from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.context import CatalogContext, first_line
 from lake_platform.catalog.manifests import Manifests
-from lake_platform.catalog.namespace import BoundTableNamespace
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.results import PlannedCompaction, TableInfo
 from lake_platform.engine import lance_engine as engine
@@ -68,6 +67,9 @@ class Reads:
         return self.snapshot(tname, record, version or record.current_version)
 
     def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        # Imported here: lance_namespace is heavy, and registry-only commands never open a table.
+        from lake_platform.catalog.namespace import BoundTableNamespace
+
         ns = BoundTableNamespace(
             self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location)
         )

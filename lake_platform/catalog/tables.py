@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -24,7 +25,7 @@ from lake_platform.catalog.context import (
 )
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.manifests import Manifests
-from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import CommitResult, PlannedCompaction
@@ -42,6 +43,9 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitMarker, TableRecord, new_id
 from lake_platform.registry.store import ABSENT, Check, Put
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.namespace import BoundTableNamespace
 
 log = logging.getLogger(__name__)
 
@@ -318,6 +322,9 @@ class Tables:
     def bind(
         self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
     ) -> BoundTableNamespace:
+        # Imported here: lance_namespace is heavy, and registry-only commands never bind a table.
+        from lake_platform.catalog.namespace import BoundTableNamespace
+
         return BoundTableNamespace(
             self.ctx.store,
             tname,
