@@ -15,10 +15,10 @@ import click
 
 from lake_platform import __version__
 from lake_platform.errors import ErrorCode, Internal, LakeError
-from lake_platform.settings import LakeSettings, load_settings
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import LakeSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("lake_platform.cli")
@@ -32,6 +32,9 @@ class State:
     @property
     def settings(self) -> LakeSettings:
         if self._settings is None:
+            # Imported here: pydantic-settings is a tenth of a second that --help never needs.
+            from lake_platform.settings import load_settings
+
             self._settings = load_settings()
         return self._settings
 
