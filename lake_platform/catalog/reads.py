@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.context import CatalogContext, first_line
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.principals import Principal
@@ -24,6 +21,9 @@ from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, TableRecord, decode
 from lake_platform.registry.store import ABSENT
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,10 @@ class Reads:
     def describe_table(
         self, name: str, *, with_stats: bool = True, principal: Principal | None = None
     ) -> TableInfo:
+        import pyarrow as pa
+
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)

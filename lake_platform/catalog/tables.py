@@ -12,9 +12,6 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from lake_platform.catalog.arrow_io import StreamCounter, conform_schema, schema_from_ipc, schema_to_ipc
 from lake_platform.catalog.context import (
     CatalogContext,
     Log,
@@ -45,6 +42,9 @@ from lake_platform.registry.records import CommitMarker, TableRecord, new_id
 from lake_platform.registry.store import ABSENT, Check, Put
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.arrow_io import StreamCounter
     from lake_platform.catalog.namespace import BoundTableNamespace
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,11 @@ class Tables:
         commit_id: str | None = None,
         principal: Principal | None = None,
     ) -> CommitResult:
+        from lake_platform.catalog.arrow_io import (
+            StreamCounter,
+            schema_to_ipc,
+        )
+
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         commit_id = check_commit_id(commit_id)
@@ -166,6 +171,13 @@ class Tables:
         principal: Principal | None,
         markers: Sequence[CommitMarker],
     ) -> CommitResult:
+        from lake_platform.catalog.arrow_io import (
+            StreamCounter,
+            conform_schema,
+            schema_from_ipc,
+            schema_to_ipc,
+        )
+
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         commit_id = check_commit_id(commit_id)
@@ -339,6 +351,8 @@ class Tables:
 
     def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:
         """After a failed engine call: did our commit land anyway? (invariant 5)"""
+        import pyarrow as pa
+
         marker = None
         try:
             marker = self.ctx.commit_landed(pending.commit_id)

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 # Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
 # design (the catalog publishes the canonical manifest itself, right after the registry commit),
 # so silence that one logger unless the user chose levels. Set on import of this module, before
@@ -25,6 +23,7 @@ os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manif
 
 if TYPE_CHECKING:
     import lance
+    import pyarrow as pa
     from lance_namespace import LanceNamespace
 
 # Callers reach every engine operation as ``lance_engine.<name>``; the storage and manifest
