@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.access import Access
 from lake_platform.catalog.cascade import NamespaceDrops
@@ -44,6 +42,9 @@ from lake_platform.registry.records import (
 )
 from lake_platform.registry.store import MetaStore, Op
 from lake_platform.settings import LakeSettings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Catalog", "Hook", "Log", "TableSnapshot"]
 

@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pyarrow as pa
-
 from lake_platform.catalog.clock import Clock
 from lake_platform.catalog.lease import Lease, WriteGate
 from lake_platform.catalog.principals import Principal
@@ -316,6 +314,9 @@ def transient_storage_error(exc: BaseException) -> LakeError | None:
 
 def input_error(exc: BaseException) -> LakeError:
     """The input stream broke: report what broke it, not the engine's wrapper."""
+    # Imported here, as everywhere in the catalog: registry-only commands start without pyarrow.
+    import pyarrow as pa
+
     if isinstance(exc, LakeError):
         return exc
     if isinstance(exc, (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)):

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from lake_platform.catalog.context import CatalogContext
-from lake_platform.catalog.namespace import PendingCommit
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidTableState

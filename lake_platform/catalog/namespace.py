@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import lance_namespace.errors as ns_errors
@@ -38,6 +37,7 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.pending import PendingCommit as PendingCommit
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -65,33 +65,6 @@ from lake_platform.registry.records import (
 from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PendingCommit:
-    """What the catalog is committing; the namespace turns each Lance version into a registry commit."""
-
-    commit_id: str
-    operation: str
-    actor: str
-    run_id: str | None = None
-    schema_ipc: bytes | None = None  # set when the commit may change the schema (create, overwrite)
-    detail: dict[str, object] = field(default_factory=dict)
-    #: Called at commit time for (rows_added, bytes_added): the stream is drained by then.
-    stream_totals: Callable[[], tuple[int, int]] | None = None
-    rows_removed: int = 0
-    #: More conditions for the first version's transaction (a create checks that its parent
-    #: namespace is still there and not being dropped).
-    extra_ops: list[Op] = field(default_factory=list)
-    #: Filled in as versions land: (version, log key).
-    landed: list[tuple[int, str]] = field(default_factory=list)
-    #: The registered version before the first landed one, and each landed version's record
-    #: with its registry revision (so the catalog need not read them back).
-    from_version: int | None = None
-    versions: dict[int, tuple[VersionRecord, int]] = field(default_factory=dict)
-    marker_revision: int = ABSENT
-    #: Each landed version's staging manifest: garbage once the canonical one is registered.
-    staged: dict[int, str] = field(default_factory=dict)
 
 
 class BoundTableNamespace(LanceNamespace):

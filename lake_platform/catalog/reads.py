@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.context import CatalogContext, first_line
 from lake_platform.catalog.manifests import Manifests
-from lake_platform.catalog.namespace import BoundTableNamespace
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.results import PlannedCompaction, TableInfo
 from lake_platform.engine import lance_engine as engine
@@ -25,6 +21,9 @@ from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, TableRecord, decode
 from lake_platform.registry.store import ABSENT
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,9 @@ class Reads:
         return self.snapshot(tname, record, version or record.current_version)
 
     def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        # Imported here: lance_namespace is heavy, and registry-only commands never open a table.
+        from lake_platform.catalog.namespace import BoundTableNamespace
+
         ns = BoundTableNamespace(
             self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location)
         )
@@ -94,6 +96,10 @@ class Reads:
     def describe_table(
         self, name: str, *, with_stats: bool = True, principal: Principal | None = None
     ) -> TableInfo:
+        import pyarrow as pa
+
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)

@@ -10,16 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from lake_platform.catalog.arrow_io import (
-    StreamCounter,
-    as_reader,
-    conform_schema,
-    schema_from_ipc,
-    schema_to_ipc,
-)
 from lake_platform.catalog.context import (
     CatalogContext,
     Log,
@@ -30,7 +22,7 @@ from lake_platform.catalog.context import (
 )
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.manifests import Manifests
-from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import CommitResult, PlannedCompaction
@@ -48,6 +40,12 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitMarker, TableRecord, new_id
 from lake_platform.registry.store import ABSENT, Check, Put
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.arrow_io import StreamCounter
+    from lake_platform.catalog.namespace import BoundTableNamespace
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +81,12 @@ class Tables:
         commit_id: str | None = None,
         principal: Principal | None = None,
     ) -> CommitResult:
+        from lake_platform.catalog.arrow_io import (
+            StreamCounter,
+            as_reader,
+            schema_to_ipc,
+        )
+
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         data = as_reader(data)
@@ -169,6 +173,14 @@ class Tables:
         principal: Principal | None,
         markers: Sequence[CommitMarker],
     ) -> CommitResult:
+        from lake_platform.catalog.arrow_io import (
+            StreamCounter,
+            as_reader,
+            conform_schema,
+            schema_from_ipc,
+            schema_to_ipc,
+        )
+
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         data = as_reader(data)
@@ -326,6 +338,9 @@ class Tables:
     def bind(
         self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
     ) -> BoundTableNamespace:
+        # Imported here: lance_namespace is heavy, and registry-only commands never bind a table.
+        from lake_platform.catalog.namespace import BoundTableNamespace
+
         return BoundTableNamespace(
             self.ctx.store,
             tname,
@@ -340,6 +355,8 @@ class Tables:
 
     def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:
         """After a failed engine call: did our commit land anyway? (invariant 5)"""
+        import pyarrow as pa
+
         marker = None
         try:
             marker = self.ctx.commit_landed(pending.commit_id)

@@ -11,7 +11,7 @@ from datetime import timedelta
 from itertools import pairwise
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
-from lake_platform.catalog.namespace import PendingCommit
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
 from lake_platform.catalog.tables import Tables

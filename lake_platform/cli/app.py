@@ -15,10 +15,10 @@ import click
 
 from lake_platform import __version__
 from lake_platform.errors import ErrorCode, Internal, LakeError
-from lake_platform.settings import LakeSettings, load_settings
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import LakeSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("lake_platform.cli")
@@ -32,6 +32,9 @@ class State:
     @property
     def settings(self) -> LakeSettings:
         if self._settings is None:
+            # Imported here: pydantic-settings is a tenth of a second that --help never needs.
+            from lake_platform.settings import load_settings
+
             self._settings = load_settings()
         return self._settings
 
@@ -114,7 +117,20 @@ def fail(exc: LakeError) -> None:
     sys.exit(2 if exc.code in (ErrorCode.INVALID_INPUT, ErrorCode.TABLE_SCHEMA_VALIDATION_ERROR) else 1)
 
 
-@click.group()
+class JsonAnywhere(click.Group):
+    """A root group that accepts ``--json`` anywhere on the line (``lake table list --json``), not
+    only before the subcommand: it is moved to the front before click parses. Arguments after
+    ``--`` are left alone."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        head, tail = args[:end], args[end:]
+        if "--json" in head:
+            args = ["--json", *(a for a in head if a != "--json"), *tail]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=JsonAnywhere)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.version_option(__version__, prog_name="lake")
 @click.pass_context

@@ -91,41 +91,38 @@ def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | Non
 
 @table.command("list")
 @click.argument("prefix", required=False, default="")
+@click.option("--stats", is_flag=True, help="Also each table's row count (opens every table; slower).")
 @pass_state
 @handles_errors
-def table_list(state: State, prefix: str) -> None:
-    """List tables (optionally under a dotted PREFIX) with version and row count."""
+def table_list(state: State, prefix: str, stats: bool) -> None:
+    """List tables (optionally under a dotted PREFIX) with their version, from the registry."""
     with state.catalog() as catalog:
         rows = []
         for record in catalog.list_tables(prefix):
-            info = catalog.describe_table(record.name)
-            rows.append({"name": record.name, "version": info.current_version, "rows": info.rows})
-    state.emit(rows, lambda rs: text_table(["name", "version", "rows"], rs) if rs else "no tables")
+            count = catalog.describe_table(record.name).rows if stats else None
+            rows.append({"name": record.name, "version": record.current_version, "rows": count})
+    names = ["name", "version", "rows"] if stats else ["name", "version"]
+    state.emit(rows, lambda rs: text_table(names, rs) if rs else "no tables")
 
 
 @table.command("describe")
 @click.argument("name", metavar="P.W.NS.T")
+@click.option(
+    "--stats",
+    is_flag=True,
+    help="Also rows, fragments and data bytes, read from the table's data (opens Lance; slower).",
+)
 @pass_state
 @handles_errors
-def table_describe(state: State, name: str) -> None:
-    """Location, incarnation, current version, rows and schema."""
+def table_describe(state: State, name: str, stats: bool) -> None:
+    """Location, incarnation, current version and schema, from the registry; --stats adds rows."""
     with state.catalog() as catalog:
-        info = catalog.describe_table(name).to_dict()
+        info = catalog.describe_table(name, with_stats=stats).to_dict()
 
     def human(d: dict[str, Any]) -> str:
-        head = {
-            k: d[k]
-            for k in (
-                "name",
-                "location",
-                "incarnation",
-                "current_version",
-                "rows",
-                "fragments",
-                "data_bytes",
-                "protected",
-            )
-        }
+        shown = ["name", "location", "incarnation", "current_version"]
+        shown += ["rows", "fragments", "data_bytes"] if stats else []
+        head = {k: d[k] for k in [*shown, "protected"]}
         head["created"] = timestamp(d["created_at_ms"])
         cols = "\n".join(
             f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"]

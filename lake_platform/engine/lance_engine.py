@@ -12,18 +12,19 @@ import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 # Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
 # design (the catalog publishes the canonical manifest itself, right after the registry commit),
-# so silence that one logger unless the user chose levels.
+# so silence that one logger unless the user chose levels. Set on import of this module, before
+# anything (``_lance`` or ``references``) imports lance.
 os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manifest=error")
 
-import lance  # noqa: E402
-import pyarrow as pa
-from lance.commit import CommitConflictError
-from lance.optimize import Compaction, CompactionOptions, CompactionTask, RewriteResult
-from lance_namespace import LanceNamespace
+if TYPE_CHECKING:
+    import lance
+    import pyarrow as pa
+    from lance_namespace import LanceNamespace
 
 # Callers reach every engine operation as ``lance_engine.<name>``; the storage and manifest
 # helpers live in their own modules and are re-exported here.
@@ -50,9 +51,21 @@ from lake_platform.engine.storage import remove_files as remove_files
 #: Lance's own default; kept explicit so ingest and bench use the same file sizing.
 MAX_ROWS_PER_FILE = 1_048_576
 
-#: One Lance session per process: object-store connections and metadata caches are shared by
-#: every open and write (on S3 this halves a small append's latency), with bounded caches.
-_SESSION = lance.Session(index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=256 << 20)
+
+@cache
+def _lance() -> Any:
+    """``lance``, imported on first use: it loads pandas and takes seconds, and commands that
+    only read the registry (``lake table list``) must start without it."""
+    import lance
+
+    return lance
+
+
+@cache
+def _session() -> Any:
+    """One Lance session per process: object-store connections and metadata caches are shared by
+    every open and write (on S3 this halves a small append's latency), with bounded caches."""
+    return _lance().Session(index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=256 << 20)
 
 
 @dataclass(frozen=True)
@@ -90,14 +103,14 @@ def write(
     max_rows_per_file: int = MAX_ROWS_PER_FILE,
 ) -> int:
     """Stream ``reader`` into the table; return the committed version."""
-    ds = lance.write_dataset(
+    ds = _lance().write_dataset(
         reader,
         namespace_client=namespace,
         table_id=list(table_id),
         mode=mode,
         storage_options=storage_options or None,
         max_rows_per_file=max_rows_per_file,
-        session=_SESSION,
+        session=_session(),
     )
     return int(ds.version)
 
@@ -110,12 +123,12 @@ def open_version(
     storage_options: dict[str, str] | None = None,
 ) -> lance.LanceDataset:
     """Open exactly ``version``, resolving its manifest through the namespace (the registry)."""
-    return lance.dataset(
+    return _lance().dataset(
         namespace_client=namespace,
         table_id=list(table_id),
         version=version,
         storage_options=storage_options or None,
-        session=_SESSION,
+        session=_session(),
     )
 
 
@@ -175,12 +188,18 @@ def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
 
 
 def plan_compaction(ds: lance.LanceDataset, *, target_rows_per_fragment: int) -> CompactionPlan:
+    _lance()
+    from lance.optimize import Compaction, CompactionOptions
+
     plan = Compaction.plan(ds, CompactionOptions(target_rows_per_fragment=target_rows_per_fragment))
     return CompactionPlan(int(plan.read_version), tuple(t.json() for t in plan.tasks))
 
 
 def execute_compaction_task(ds: lance.LanceDataset, task_json: str) -> str:
     """Rewrite one task's fragments (no commit); returns the RewriteResult as JSON."""
+    _lance()
+    from lance.optimize import CompactionTask
+
     return CompactionTask.from_json(task_json).execute(ds).json()
 
 
@@ -190,6 +209,10 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
     Raises :class:`StaleCompaction` when a newer commit conflicts (e.g. a delete on the
     compacted fragments): the plan is stale and must not overwrite it.
     """
+    _lance()
+    from lance.commit import CommitConflictError
+    from lance.optimize import Compaction, RewriteResult
+
     try:
         metrics = Compaction.commit(ds, [RewriteResult.from_json(r) for r in results])
     except CommitConflictError as exc:
@@ -263,7 +286,9 @@ def remove_table(location: str, storage_options: dict[str, str] | None = None) -
         # Lance deletes every object under a dataset root. pyarrow's delete_dir would too, but it
         # then writes an empty "<parent>/" marker object whenever the parent prefix became empty.
         try:
-            lance.LanceDataset.drop(location, storage_options=storage_options or None, ignore_not_found=True)
+            _lance().LanceDataset.drop(
+                location, storage_options=storage_options or None, ignore_not_found=True
+            )
             return
         except ValueError:
             pass  # not a dataset root (e.g. a failed create's leftovers): delete whatever is there
@@ -278,7 +303,7 @@ def remove_table(location: str, storage_options: dict[str, str] | None = None) -
 
 def table_provider(ds: lance.LanceDataset) -> Any:
     """A DataFusion table provider bound to exactly this dataset's version."""
-    return lance.FFILanceTableProvider(ds)
+    return _lance().FFILanceTableProvider(ds)
 
 
 def scanner(ds: lance.LanceDataset, **kwargs: Any) -> Any:

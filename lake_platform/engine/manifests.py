@@ -9,10 +9,12 @@ import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING
 
 from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files
+
+if TYPE_CHECKING:
+    pass
 
 
 def _final_manifest_name(version: int) -> str:
@@ -29,6 +31,8 @@ def repair_manifests(
     its cleanup only sees versions by their final manifests: a registered version without one
     would look absent, and the files only it references would look like garbage.
     """
+    import pyarrow.fs as pafs
+
     fs, root = _filesystem(location, storage_options)
     repaired = 0
     for version, manifest_path in registered:
@@ -89,6 +93,8 @@ def finalize_manifest(
     finishes it once: copy to the canonical path (content-identical, so a concurrent helper is
     harmless), then points the registry at it and removes the staging object.
     """
+    import pyarrow.fs as pafs
+
     directory, _, name = staging_path.rpartition("/")
     if ".manifest-" not in name:
         return staging_path  # already canonical
@@ -121,6 +127,8 @@ def manifest_size(
     location: str, manifest_path: str, storage_options: dict[str, str] | None = None
 ) -> int | None:
     """The size of a manifest (as the registry names it), or None when it is not on storage."""
+    import pyarrow.fs as pafs
+
     if not location.startswith("s3://"):
         try:
             return os.path.getsize(_object_path(location, manifest_path))
@@ -134,6 +142,8 @@ def manifest_size(
 def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:
     """Whether a version's manifest (as the registry names it) is still on storage: a stat
     locally, a HEAD on S3."""
+    import pyarrow.fs as pafs
+
     if not location.startswith("s3://"):
         return os.path.exists(_object_path(location, manifest_path))
     fs, _ = _filesystem(location, storage_options)
@@ -174,6 +184,8 @@ def _manifest_version(name: str) -> int | None:
 def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
     """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
     ``_versions/``, which is what Lance itself lists to find the newest version."""
+    import pyarrow.fs as pafs
+
     found: dict[int, list[str]] = {}
     if not location.startswith("s3://"):
         try:

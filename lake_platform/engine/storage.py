@@ -7,8 +7,10 @@ import datetime as dt
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pyarrow.fs as pafs
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,9 @@ class FileEntry:
 
 
 def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
+    # Imported in each function: registry-only commands (lake table list) start without pyarrow.
+    import pyarrow.fs as pafs
+
     if location.startswith("s3://"):
         opts = storage_options or {}
         endpoint = opts.get("aws_endpoint", "")
@@ -66,6 +71,8 @@ def list_files(
 ) -> Iterator[FileEntry]:
     """Every file under a table location (or only under its folder ``under``), paths relative
     to the location, with size and mtime."""
+    import pyarrow.fs as pafs
+
     fs, root = _filesystem(location, storage_options)
     folder = f"{root.rstrip('/')}/{under.strip('/')}" if under else root
     try:
@@ -83,6 +90,8 @@ def list_folders(
 ) -> list[tuple[str, float | None]]:
     """The folders directly under ``location`` (names, with their mtime where the store has
     one): one delimiter listing on S3, never a recursive walk of the bucket."""
+    import pyarrow.fs as pafs
+
     fs, root = _filesystem(location, storage_options)
     try:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
