@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) bench/commits.py
 	$(PY) bench/flight.py
 	$(PY) bench/orphans.py
+	$(PY) bench/cli.py
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)
