@@ -23,9 +23,9 @@ from lake_platform.catalog.lease import Lease, WriteGate
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.policies import EffectivePolicy, Policies, PolicyRecord
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal, TokenRecord, UserRecord
-from lake_platform.catalog.reads import Reads
+from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import CommitResult, MaintenanceResult, PlannedCompaction, TableInfo
-from lake_platform.catalog.tables import Tables, TableSnapshot
+from lake_platform.catalog.tables import Tables
 from lake_platform.catalog.tags import Tags
 from lake_platform.catalog.trash import Trash
 from lake_platform.catalog.versions import Versions
@@ -80,8 +80,8 @@ class Catalog:
         self._manifests = Manifests(self.ctx)
         self._reads = Reads(self.ctx, self._manifests)
         self._tables = Tables(self.ctx, self._manifests, self._reads)
-        self._versions = Versions(self.ctx, self._tables)
-        self._tags = Tags(self.ctx, self._tables)
+        self._versions = Versions(self.ctx, self._tables, self._reads)
+        self._tags = Tags(self.ctx, self._reads)
         self._trash = Trash(self.ctx, self._policies, self._versions)
         self._containers = Containers(self.ctx, self._policies, self._trash)
         self._cascade = NamespaceDrops(self.ctx, self._policies, self._trash)

@@ -24,8 +24,8 @@ from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
-from lake_platform.catalog.reads import Reads, TableSnapshot
-from lake_platform.catalog.results import CommitResult, PlannedCompaction
+from lake_platform.catalog.reads import Reads
+from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConditionFailed,
@@ -58,19 +58,6 @@ class Tables:
 
     # Writes count rows and read Lance's transactions through snapshots, and ``Versions`` opens
     # its snapshots through this service: both go to the read path.
-    def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
-        return self.reads.snapshot(tname, record, version)
-
-    def snapshot_of(self, planned: PlannedCompaction) -> TableSnapshot:
-        return self.reads.snapshot_of(planned)
-
-    def open_table(
-        self, name: str, version: int | None = None, *, principal: Principal | None = None
-    ) -> TableSnapshot:
-        return self.reads.open_table(name, version, principal=principal)
-
-    # == tables: write path ===================================================================
-
     def create_table(
         self,
         name: str,
@@ -214,7 +201,7 @@ class Tables:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             self.manifests.settle(tname, record, pending)
             if mode == "overwrite":
-                pending.rows_removed = self.snapshot(tname, record, record.current_version).count_rows()
+                pending.rows_removed = self.reads.snapshot(tname, record, record.current_version).count_rows()
             self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
         return self.result(pending, str(tname))
 
@@ -301,7 +288,7 @@ class Tables:
                 self.resolve_failure(pending, ns, exc)
             self.manifests.finalize(record, pending)
             if pending.landed:
-                after = self.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
+                after = self.reads.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
                 self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
         return self.result(pending, str(tname))
 
@@ -416,7 +403,7 @@ class Tables:
             return
         try:
             last_version, _ = pending.landed[-1]
-            snap = self.snapshot(
+            snap = self.reads.snapshot(
                 tname, record.model_copy(update={"current_version": last_version}), last_version
             )
             for version, log_key in pending.landed:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from lake_platform.catalog.context import CatalogContext, Log, first_line
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
-from lake_platform.catalog.tables import Tables
+from lake_platform.catalog.reads import Reads
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -29,9 +29,9 @@ from lake_platform.registry.store import Op, Put
 
 
 class Tags:
-    def __init__(self, ctx: CatalogContext, tables: Tables) -> None:
+    def __init__(self, ctx: CatalogContext, reads: Reads) -> None:
         self.ctx = ctx
-        self.tables = tables
+        self.reads = reads
 
     def list_tags(self, name: str, *, principal: Principal | None = None) -> dict[str, int]:
         """Tag name -> version, from the registry's version records alone: the registry is the
@@ -76,7 +76,7 @@ class Tags:
                 raise TableVersionNotFound(f"version {target} of {tname} does not exist (or was cleaned up)")
             chosen = decode(VersionRecord, item.value, item.key)
             holders = self._tag_holders(record, tag)
-            snap = self.tables.snapshot(tname, record, target)
+            snap = self.reads.snapshot(tname, record, target)
             in_engine = engine.tagged_versions(snap.dataset).get(tag)
             tagged_at = holders[0][0].version if holders else in_engine
             if tagged_at is None and replace:
@@ -87,15 +87,7 @@ class Tags:
                     _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
                     return target
                 raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
-            ops: list[Op] = [
-                Put(
-                    keys.version(record.incarnation, v.version),
-                    v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
-                    rev,
-                )
-                for v, rev in holders
-                if v.version != target
-            ]
+            ops = _untag_ops(record, [(v, rev) for v, rev in holders if v.version != target], tag)
             if tag not in chosen.tags:
                 ops.append(
                     Put(
@@ -124,18 +116,11 @@ class Tags:
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, _ = self.ctx.table(tname, incarnation=record.incarnation)
             holders = self._tag_holders(record, tag)
-            snap = self.tables.snapshot(tname, record, record.current_version)
+            snap = self.reads.snapshot(tname, record, record.current_version)
             in_engine = engine.tagged_versions(snap.dataset).get(tag)
             if not holders and in_engine is None:
                 raise TableTagNotFound(f"no tag {tag} on {tname}")
-            ops: list[Op] = [
-                Put(
-                    keys.version(record.incarnation, v.version),
-                    v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
-                    rev,
-                )
-                for v, rev in holders
-            ]
+            ops = _untag_ops(record, holders, tag)
             self.ctx.at("untag:before-commit")
             self._commit_tag(lease, ops, tname, "untag", who, None, tag)
             if in_engine is not None:
@@ -196,3 +181,15 @@ def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
             f"tag {tag} of {tname} is committed, but Lance's copy could not be written "
             f"({first_line(exc)}); repeat the call to finish it"
         ) from exc
+
+
+def _untag_ops(record: TableRecord, holders: list[tuple[VersionRecord, int]], tag: str) -> list[Op]:
+    """Take ``tag`` off each holding version record, conditional on the revision it was read at."""
+    return [
+        Put(
+            keys.version(record.incarnation, v.version),
+            v.model_copy(update={"tags": [t for t in v.tags if t != tag]}).encode(),
+            rev,
+        )
+        for v, rev in holders
+    ]

@@ -13,6 +13,7 @@ from itertools import pairwise
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
 from lake_platform.catalog.tables import Tables
 from lake_platform.engine import lance_engine as engine
@@ -30,9 +31,10 @@ log = logging.getLogger(__name__)
 
 
 class Versions:
-    def __init__(self, ctx: CatalogContext, tables: Tables) -> None:
+    def __init__(self, ctx: CatalogContext, tables: Tables, reads: Reads) -> None:
         self.ctx = ctx
         self.tables = tables
+        self.reads = reads
 
     # == compaction and cleanup ==========================================================================
 
@@ -42,14 +44,14 @@ class Versions:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"compact {tname}")
-        snap = self.tables.open_table(str(tname), principal=who)
+        snap = self.reads.open_table(str(tname), principal=who)
         plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
         return PlannedCompaction(str(tname), snap.record.incarnation, plan.read_version, plan.tasks)
 
     def execute_compaction(self, planned: PlannedCompaction) -> list[str]:
         """Rewrite the planned fragments (no commit). Each task is independent and could run in
         another process from its JSON; here they run in order."""
-        snap = self.tables.snapshot_of(planned)
+        snap = self.reads.snapshot_of(planned)
         return [engine.execute_compaction_task(snap.dataset, task) for task in planned.tasks]
 
     def commit_compaction(
@@ -157,7 +159,7 @@ class Versions:
             )
         landed = marker.to_version
         if landed is not None and engine.is_rewrite(
-            self.tables.snapshot(tname, record, record.current_version).dataset, landed
+            self.reads.snapshot(tname, record, record.current_version).dataset, landed
         ):
             return MaintenanceResult(
                 str(tname),
@@ -223,7 +225,7 @@ class Versions:
                 decode(VersionRecord, i.value, i.key)
                 for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
             ]
-            snap = self.tables.snapshot(tname, record, record.current_version)
+            snap = self.reads.snapshot(tname, record, record.current_version)
             # Tags live in the version records; Lance's own list adds tags written before the
             # registry recorded them. Both were read under the lease every tag commit needs.
             tagged = {v.version for v in versions if v.tags}
