@@ -16,6 +16,9 @@
 (c) Where the catalog's append time goes: one more run with timers around each step (lease,
     registry calls, Lance's callbacks into the namespace, Lance's own work), and optionally a
     cProfile listing (``--cprofile N``).
+(d) DynamoDB only: partitions written by catalog commits on ``--partition-tables`` tables (create +
+    ``--partition-appends`` appends each): distinct partition keys per record kind, read back from
+    the table with a Scan, next to what the item layout of older releases would have used.
 
     python bench/commits.py                         # SQLite registry (the embedded default)
     python bench/commits.py --backend dynamodb      # DynamoDB API on a local moto server (started here)
@@ -96,6 +99,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="time only bare and catalog appends, not the two reference variants",
     )
+    p.add_argument(
+        "--partition-tables",
+        type=int,
+        default=8,
+        help="(d) DynamoDB partitions: tables committed to (0 to skip; default 8)",
+    )
+    p.add_argument("--partition-appends", type=int, default=3, help="(d) appends per table (default 3)")
     p.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
     return p.parse_args(argv)
 
@@ -741,6 +751,52 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
         print("\n".join("    " + ln for ln in s.getvalue().splitlines() if ln.strip()))
 
 
+# == (d) DynamoDB partitions ========================================================================
+
+
+def count_partitions(args: argparse.Namespace, session: dict[str, str], tmp: Path) -> dict[str, int]:
+    """Commit on N tables through the catalog, then count the distinct partition keys written."""
+    from collections import Counter
+
+    from lake_platform.registry.dynamodb_layout import LAYOUT_P, partition_v1
+
+    n, appends = args.partition_tables, args.partition_appends
+    spec = new_spec(session, tmp, "parts")
+    batches = small_batches(argparse.Namespace(**{**vars(args), "appends": appends + 1}))
+    catalog = c.open_catalog(tmp / "parts-home", registry_url=registry_url(spec))
+    try:
+        for t in range(n):
+            name = f"{c.NAMESPACE}.t{t:03d}"
+            catalog.create_table(name, _reader(batches[0]))
+            for b in batches[1:]:
+                catalog.append(name, _reader(b))
+    finally:
+        catalog.close()
+    store = open_store(spec)
+    pairs: list[tuple[str, str]] = []
+    params: dict[str, Any] = {"TableName": spec["table"], "ConsistentRead": True}
+    while True:
+        resp = store._client.scan(**params)
+        pairs += [(r["p"]["S"], r["k"]["S"]) for r in resp["Items"] if r["p"]["S"] != LAYOUT_P]
+        if "LastEvaluatedKey" not in resp:
+            break
+        params["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+    store.close()
+    items = Counter(k.split("/")[0] for _, k in pairs)
+    now = {kind: len({p for p, k in pairs if k.split("/")[0] == kind}) for kind in items}
+    print(f"  {n} tables x (create + {appends} appends) = {n * (appends + 1)} commits; items per kind:")
+    print(f"  {'kind':<6}{'items':>7}{'partitions now':>16}{'layout 1 (before)':>19}")
+    for kind in sorted(items):
+        legacy = len({partition_v1(k) for p, k in pairs if k.split("/")[0] == kind})
+        print(f"  {kind:<6}{items[kind]:>7}{now[kind]:>16}{legacy:>19}")
+    versions = now.get("ver", 0)
+    print(
+        f"  version records of {n} tables: {versions} distinct partition keys "
+        f"({'one per table' if versions == n else 'NOT one per table'}); layout 1 used 1"
+    )
+    return now
+
+
 # == main ========================================================================================
 
 
@@ -774,6 +830,9 @@ def main(argv: list[str] | None = None) -> int:
                     "timers around each step):"
                 )
                 profile_appends(args, session)
+        if args.backend == "dynamodb" and args.partition_tables > 0:
+            print(f"\n(d) partitions written by commits on {args.partition_tables} tables:")
+            count_partitions(args, session, tmp)
     if note:
         print("\n" + note)
     return 0

@@ -16,8 +16,9 @@ from lake_platform.settings import LakeSettings
 from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
 from lake_platform_tests.servers import start_moto_server
 
-#: Every MetaStore backend the contract suite runs against.
-METASTORE_BACKENDS = ["sqlite", "dynamodb"]
+#: Every MetaStore backend the contract suite runs against ("dynamodb-layout1": a DynamoDB table
+#: in the item layout of older releases, before `lake registry migrate`).
+METASTORE_BACKENDS = ["sqlite", "dynamodb", "dynamodb-layout1"]
 
 
 @pytest.fixture(scope="session")
@@ -98,7 +99,7 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
     cleanup: Callable[[], None] | None = None
     if request.param == "sqlite":
         store: MetaStore = SqliteMetaStore(tmp_path / "registry.db")
-    elif request.param == "dynamodb":
+    elif request.param in ("dynamodb", "dynamodb-layout1"):
         from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
 
         url = request.getfixturevalue("dynamodb_url")
@@ -107,6 +108,8 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
         )
         init_table(url, settings)
         dynamo = DynamoMetaStore.from_url(url, settings)
+        if request.param == "dynamodb-layout1":
+            make_layout1(dynamo)
         store, cleanup = dynamo, dynamo.delete_table
     else:  # pragma: no cover - each backend adds its branch
         raise AssertionError(request.param)
@@ -118,3 +121,14 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
                 cleanup()
         finally:
             store.close()
+
+
+def make_layout1(dynamo: MetaStore) -> None:
+    """Turn a freshly initialised DynamoDB registry into one made by an older release (no
+    layout item: item layout 1)."""
+    from lake_platform.registry.dynamodb import DynamoMetaStore
+    from lake_platform.registry.dynamodb_layout import LAYOUT_KEY, LEGACY
+
+    assert isinstance(dynamo, DynamoMetaStore)
+    dynamo._client.delete_item(TableName=dynamo.table, Key=LAYOUT_KEY)
+    assert dynamo.layout(refresh=True) == LEGACY

@@ -66,4 +66,33 @@ def registry_init(state: State) -> None:
     state.emit({"registry": url, "ready": True}, lambda d: f"registry ready: {d['registry']}")
 
 
+@registry.command("migrate")
+@pass_state
+@handles_errors
+def registry_migrate(state: State) -> None:
+    """Move a DynamoDB registry to the current item layout (load spread per table); idempotent
+    and resumable: run it again after an interruption. Writes fail (retryable) while it copies;
+    reads go on. See docs/operations.md. SQLite registries have nothing to migrate."""
+    url = state.settings.registry_url
+    if not url.startswith("dynamodb://"):
+        state.emit(
+            {"registry": url, "migrated": False, "reason": "only DynamoDB registries have layouts"},
+            lambda d: f"nothing to migrate: {d['reason']}",
+        )
+        return
+    from lake_platform.registry.dynamodb import DynamoMetaStore
+    from lake_platform.registry.dynamodb_migrate import migrate
+
+    with DynamoMetaStore.from_url(url, state.settings) as store:
+        report = migrate(store, on_step=lambda step: click.echo(step, err=True))
+    data = {"registry": url, "migrated": True, **vars(report)}
+    state.emit(
+        data,
+        lambda d: (
+            f"registry layout {d['layout_before']} -> {d['layout_after']}: copied {d['copied']} items, "
+            f"removed {d['originals_removed']} originals and {d['stale_copies_removed']} stale copies"
+        ),
+    )
+
+
 COMMANDS: tuple[click.Command, ...] = (up, serve_flight, registry)

@@ -1,7 +1,14 @@
 """DynamoDB MetaStore: conditional expressions, TransactWriteItems, consistent reads.
 
 The item layout (``p`` partition, ``k`` key, ``v`` value, ``r`` revision, ``w`` writer id) is
-described in ``dynamodb_items``.
+described in ``dynamodb_items``; which partition holds a key in ``dynamodb_layout``.
+
+Layouts. A table made by ``lake registry init`` uses layout 2 (load spread per table). A table
+from an older release has no layout item and is read and written in layout 1 until ``lake registry
+migrate`` (``dynamodb_migrate``) moves it. While a table is in layout 1 every write carries a
+condition on the layout item and every read is confirmed against it afterwards, so the moment a
+migration freezes the table no layout-1 write can land, and no layout-1 read is answered from a
+copy the migration has already superseded. Layout 2 is final: no guard, no extra reads.
 
 ``w`` is how unknown outcomes are resolved (design invariant 5): every call gets one id, reused by
 every retry of that call (and sent as TransactWriteItems' ClientRequestToken). After a timeout, or
@@ -14,6 +21,7 @@ Request building lives in ``dynamodb_items``, error translation in ``dynamodb_er
 from __future__ import annotations
 
 import functools
+import heapq
 import random
 import time
 import uuid
@@ -24,7 +32,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
-from lake_platform.errors import ConditionFailed, LakeError, ServiceUnavailable, SettingsError, Throttling
+from lake_platform.errors import (
+    ConditionFailed,
+    InvalidInput,
+    LakeError,
+    ServiceUnavailable,
+    SettingsError,
+    Throttling,
+)
 from lake_platform.registry.dynamodb_errors import (
     botocore_retried,
     condition_message,
@@ -41,11 +56,31 @@ from lake_platform.registry.dynamodb_items import (
     item_of,
     key_of,
     parse_url,
-    partition_of,
     transact_item,
     unconditional_put,
 )
-from lake_platform.registry.store import ABSENT, Check, Delete, Item, MetaStore, Op, Put, check_key, check_ops
+from lake_platform.registry.dynamodb_layout import (
+    CURRENT,
+    FROZEN,
+    LAYOUT_KEY,
+    LEGACY,
+    partition_of,
+    partition_v1,
+    partitioner,
+    scan_partitions,
+)
+from lake_platform.registry.store import (
+    ABSENT,
+    MAX_TRANSACT_OPS,
+    Check,
+    Delete,
+    Item,
+    MetaStore,
+    Op,
+    Put,
+    check_key,
+    check_ops,
+)
 from lake_platform.settings import LakeSettings
 
 __all__ = ["DynamoMetaStore", "DynamoUrl", "init_table", "parse_url", "partition_of"]
@@ -81,6 +116,7 @@ class DynamoMetaStore(MetaStore):
     ) -> None:
         self.table = table
         self.url = url or f"dynamodb://{table}"
+        self._layout: str | None = None  # read on first use; CURRENT is never re-read
         config = Config(
             # Below the lease safety margin (settings checks), so lease I/O gives up in time:
             # at most two sends of the timeout each (botocore's max_attempts counts retries,
@@ -115,6 +151,7 @@ class DynamoMetaStore(MetaStore):
     def create_table(self) -> None:
         """Create the table (PAY_PER_REQUEST) and wait until ACTIVE; an existing table is fine if
         its key schema is ours."""
+        created = False
         try:
             self._client.create_table(
                 TableName=self.table,
@@ -125,6 +162,7 @@ class DynamoMetaStore(MetaStore):
                 KeySchema=KEY_SCHEMA,
                 BillingMode="PAY_PER_REQUEST",
             )
+            created = True
         except ClientError as exc:
             if error_code(exc) != "ResourceInUseException":
                 raise translate(exc, (), self.table) from exc
@@ -144,6 +182,61 @@ class DynamoMetaStore(MetaStore):
                 f"{desc.get('KeySchema')}; the registry needs hash key p (S) and range key k (S). "
                 "Use another table name."
             )
+        if created:
+            # A new table starts in the current layout. An existing table keeps whatever it has
+            # (no layout item: layout 1, until `lake registry migrate`).
+            self.write_layout(CURRENT, expect=None)
+
+    # -- layout ----------------------------------------------------------------------------------
+
+    def layout(self, *, refresh: bool = False) -> str:
+        """The table's item layout: LEGACY, FROZEN (a migration is copying) or CURRENT."""
+        if self._layout is None or (refresh and self._layout != CURRENT):
+            resp = self._read(
+                lambda: self._client.get_item(TableName=self.table, Key=LAYOUT_KEY, ConsistentRead=True)
+            )
+            self._layout = str(resp["Item"]["s"]["S"]) if "Item" in resp else LEGACY
+        return self._layout
+
+    def write_layout(self, layout: str, *, expect: str | None) -> None:
+        """Set the layout item if it is at ``expect`` (None: absent; LEGACY also matches absent)."""
+        if expect is None:
+            cond: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(k)"}
+        elif expect == LEGACY:
+            cond = {
+                "ConditionExpression": "attribute_not_exists(k) OR s = :e",
+                "ExpressionAttributeValues": {":e": {"S": expect}},
+            }
+        else:
+            cond = {"ConditionExpression": "s = :e", "ExpressionAttributeValues": {":e": {"S": expect}}}
+        try:
+            self._client.put_item(TableName=self.table, Item={**LAYOUT_KEY, "s": {"S": layout}}, **cond)
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                found = self.layout(refresh=True)
+                raise ConditionFailed(
+                    f"registry layout is {found!r}, expected {expect or 'none'!r}", key="#layout"
+                ) from exc
+            raise translate(exc, (), self.table) from exc
+        except BotoCoreError as exc:
+            raise translate(exc, (), self.table) from exc
+        self._layout = layout
+
+    def _confirmed(self, layout: str) -> bool:
+        """After a read made in ``layout``: is that read still the truth? Layout-1 reads are,
+        unless a migration finished meanwhile (then its copies are the truth)."""
+        return layout == CURRENT or self.layout(refresh=True) != CURRENT
+
+    def _writable_layout(self) -> str:
+        layout = self.layout()
+        if layout == FROZEN:
+            layout = self.layout(refresh=True)
+        if layout == FROZEN:
+            raise ServiceUnavailable(
+                f"registry table {self.table!r} is being migrated (lake registry migrate); "
+                "writes resume when it finishes"
+            )
+        return layout
 
     def delete_table(self) -> None:
         """Drop the table (tests, teardown). Missing is fine."""
@@ -169,50 +262,93 @@ class DynamoMetaStore(MetaStore):
         return item_of(raw) if raw else None
 
     def _get_raw(self, key: str) -> Raw | None:
-        resp = self._read(
-            lambda: self._client.get_item(TableName=self.table, Key=key_of(key), ConsistentRead=True)
-        )
-        return resp.get("Item")
+        while True:
+            layout = self.layout()
+            key_attrs = key_of(key, partitioner(layout))
+            params = {"TableName": self.table, "Key": key_attrs, "ConsistentRead": True}
+            resp = self._read(functools.partial(self._client.get_item, **params))
+            if self._confirmed(layout):
+                return resp.get("Item")
 
     def scan_prefix(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[Item]:
         if limit is not None and limit <= 0:
             return
+        after, remaining = start_after, limit
+        while True:
+            layout = self.layout()
+            for page in self._pages(prefix, after, remaining, layout):
+                if not self._confirmed(layout):
+                    break  # migrated meanwhile: go on after the last key yielded, in layout 2
+                for item in page:
+                    yield item
+                    after = item.key
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining == 0:
+                            return
+            else:
+                return
+
+    def _pages(self, prefix: str, start_after: str | None, limit: int | None, layout: str) -> Iterator[Any]:
+        """Items in key order, in pages (each fetched before it is yielded, so the caller can
+        confirm the layout it was read in)."""
         if "/" not in prefix:
-            yield from self._scan_all(prefix, start_after, limit)
+            yield self._scan_all(prefix, start_after, limit, layout)
             return
-        start: Raw | None = None
-        if start_after is not None and start_after >= prefix:
-            if not start_after.startswith(prefix):
-                return  # start_after sorts after every key with this prefix
-            # ExclusiveStartKey need not exist; it only has to satisfy the key condition.
-            start = key_of(start_after)
+        if start_after is not None and start_after >= prefix and not start_after.startswith(prefix):
+            return  # start_after sorts after every key with this prefix
+        if start_after is not None and start_after < prefix:
+            start_after = None
+        partitions = [partition_v1(prefix)] if layout != CURRENT else scan_partitions(prefix)
+        if partitions is None:
+            yield self._scan_all(prefix, start_after, limit, layout)
+        elif len(partitions) == 1:
+            yield from self._query_pages(partitions[0], prefix, start_after, limit)
+        else:
+            # Layout 2 only (never re-checked): merge the buckets lazily in key order.
+            streams = [self._query_items(p, prefix, start_after, limit) for p in partitions]
+            yield heapq.merge(*streams, key=lambda item: item.key)
+
+    def _query_items(self, partition: str, prefix: str, start_after: str | None, limit: int | None):
+        for page in self._query_pages(partition, prefix, start_after, limit):
+            yield from page
+
+    def _query_pages(
+        self, partition: str, prefix: str, start_after: str | None, limit: int | None
+    ) -> Iterator[list[Item]]:
+        # ExclusiveStartKey need not exist; it only has to satisfy the key condition.
+        start: Raw | None = None if start_after is None else {"p": {"S": partition}, "k": {"S": start_after}}
         remaining = limit
         while True:
             params: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "p = :p AND begins_with(k, :prefix)",
-                "ExpressionAttributeValues": {":p": {"S": partition_of(prefix)}, ":prefix": {"S": prefix}},
+                "ExpressionAttributeValues": {":p": {"S": partition}, ":prefix": {"S": prefix}},
                 "ConsistentRead": True,
                 "Limit": _PAGE if remaining is None else min(_PAGE, remaining),
             }
             if start is not None:
                 params["ExclusiveStartKey"] = start
             resp = self._read(functools.partial(self._client.query, **params))
-            for raw in resp.get("Items", []):
-                yield item_of(raw)
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
+            page = [item_of(raw) for raw in resp.get("Items", [])]
+            if page:
+                yield page
+            if remaining is not None:
+                remaining -= len(page)
+                if remaining <= 0:
+                    return
             start = resp.get("LastEvaluatedKey")
             if start is None:
                 return
 
-    def _scan_all(self, prefix: str, start_after: str | None, limit: int | None) -> Iterator[Item]:
-        # A prefix without "/" spans partitions; no registry key kind scans that way, so a full
-        # consistent Scan sorted here is acceptable as the slow, correct fallback.
+    def _scan_all(self, prefix: str, start_after: str | None, limit: int | None, layout: str) -> list[Item]:
+        # A prefix without "/" (or a layout-2 prefix leaving an incarnation open) spans
+        # partitions; no registry code path scans that way, so a full consistent Scan sorted
+        # here is acceptable as the slow, correct fallback. Items not at their home partition in
+        # ``layout`` (a migration's copies, the layout item) are not registry keys.
+        part = partitioner(layout)
         params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
         if prefix:
             params["FilterExpression"] = "begins_with(k, :prefix)"
@@ -220,14 +356,16 @@ class DynamoMetaStore(MetaStore):
         found: list[Item] = []
         while True:
             resp = self._read(lambda: self._client.scan(**params))
-            found.extend(item_of(raw) for raw in resp.get("Items", []))
+            found.extend(
+                item_of(raw) for raw in resp.get("Items", []) if raw["p"]["S"] == part(raw["k"]["S"])
+            )
             if "LastEvaluatedKey" not in resp:
                 break
             params["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
         found.sort(key=lambda item: item.key.encode())
         if start_after is not None:
             found = [item for item in found if item.key.encode() > start_after.encode()]
-        yield from found[:limit]
+        return found[:limit]
 
     def _read(self, call: Callable[[], T]) -> T:
         """Reads are idempotent: retry throttling and transient trouble, with full jitter."""
@@ -251,6 +389,11 @@ class DynamoMetaStore(MetaStore):
         if len(ops) == 1 and isinstance(ops[0], Check):
             self._check_one(ops[0])
             return [None]
+        if len(ops) == MAX_TRANSACT_OPS and self._writable_layout() != CURRENT:
+            raise InvalidInput(
+                f"a layout-1 registry takes at most {MAX_TRANSACT_OPS - 1} operations per batch "
+                "(one slot guards the layout); run `lake registry migrate`"
+            )
         return self._transact(ops, str(uuid.uuid4()))
 
     def _check_one(self, op: Check) -> None:
@@ -274,6 +417,8 @@ class DynamoMetaStore(MetaStore):
                 maybe_landed |= botocore_retried(exc)
                 error = translate(exc, ops, self.table)
                 if isinstance(error, ConditionFailed):
+                    if self._layout != CURRENT and self.layout(refresh=True) != LEGACY:
+                        continue  # the layout guard failed: frozen (raises next round) or migrated
                     mine = own_items(exc, ops, write_id)
                     if mine is not None:
                         return self._results(ops, write_id, mine)
@@ -302,6 +447,16 @@ class DynamoMetaStore(MetaStore):
 
     def _write_once(self, ops: Sequence[Op], write_id: str) -> dict[str, Item]:
         """One request; returns the items it learned (unconditional single puts)."""
+        layout = self._writable_layout()
+        if layout != CURRENT:
+            part = partitioner(layout)
+            self._client.transact_write_items(
+                TransactItems=[transact_item(self.table, op, write_id, part) for op in ops]
+                + [_layout_guard(self.table)],
+                # Not the layout-2 token: a retry after the migration sends other items.
+                ClientRequestToken=str(uuid.uuid5(uuid.NAMESPACE_OID, f"{write_id}/{layout}")),
+            )
+            return {}
         if len(ops) == 1 and not isinstance(ops[0], Check):
             # Single ops: a conditional single-item call is cheaper than a transaction.
             op = ops[0]
@@ -353,6 +508,18 @@ class DynamoMetaStore(MetaStore):
                 revision = int(raw["r"]["N"]) if raw else ABSENT + 1
                 results.append(Item(op.key, op.value, revision))
         return results
+
+
+def _layout_guard(table: str) -> dict[str, Any]:
+    """Fails a layout-1 write once a migration has frozen the table."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": LAYOUT_KEY,
+            "ConditionExpression": "attribute_not_exists(k) OR s = :legacy",
+            "ExpressionAttributeValues": {":legacy": {"S": LEGACY}},
+        }
+    }
 
 
 def _sleep_backoff(attempt: int) -> None:

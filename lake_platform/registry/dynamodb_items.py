@@ -2,9 +2,10 @@
 
 Table layout (one table, many record kinds):
 
-- ``p`` (S, hash key): the key's first ``/``-segment (``tbl``, ``ver``, ``log``...; the whole key
-  when it has no ``/``). Every key sharing a ``prefix/`` lives in one partition, so ``scan_prefix``
-  is an ordered, paged Query instead of a Scan.
+- ``p`` (S, hash key): the partition, a function of the key chosen by the table's item layout
+  (``dynamodb_layout``: per table incarnation for version records, hashed buckets for table
+  records and the commit log, the record kind for the rest). ``scan_prefix`` is then an ordered,
+  paged Query of one partition, or a key-ordered merge of a few.
 - ``k`` (S, range key): the full key. DynamoDB orders S range keys by UTF-8 bytes, as the contract
   asks.
 - ``v`` (B) value, ``r`` (N) revision, ``w`` (S) id of the logical call that last wrote the item.
@@ -13,11 +14,13 @@ Table layout (one table, many record kinds):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from lake_platform.errors import SettingsError
+from lake_platform.registry.dynamodb_layout import partition_of
 from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
 
 Raw = dict[str, Any]
@@ -69,13 +72,11 @@ def parse_url(url: str) -> DynamoUrl:
     return DynamoUrl(parts.netloc, region, endpoint)
 
 
-def partition_of(key: str) -> str:
-    # Key attributes may not be empty strings, so a leading "/" gets a partition of its own.
-    return key.split("/", 1)[0] or "/"
+Partition = Callable[[str], str]
 
 
-def key_of(key: str) -> Raw:
-    return {"p": {"S": partition_of(key)}, "k": {"S": key}}
+def key_of(key: str, part: Partition = partition_of) -> Raw:
+    return {"p": {"S": part(key)}, "k": {"S": key}}
 
 
 def item_of(raw: Raw) -> Item:
@@ -88,9 +89,14 @@ def _condition(expected: int) -> dict[str, Any]:
     return {"ConditionExpression": "r = :n", "ExpressionAttributeValues": {":n": {"N": str(expected)}}}
 
 
-def conditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
+def conditional_put(table: str, op: Put, write_id: str, part: Partition = partition_of) -> dict[str, Any]:
     assert op.expected is not None
-    item = {**key_of(op.key), "v": {"B": op.value}, "r": {"N": str(op.expected + 1)}, "w": {"S": write_id}}
+    item = {
+        **key_of(op.key, part),
+        "v": {"B": op.value},
+        "r": {"N": str(op.expected + 1)},
+        "w": {"S": write_id},
+    }
     return {
         "TableName": table,
         "Item": item,
@@ -99,12 +105,12 @@ def conditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
     }
 
 
-def unconditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
+def unconditional_put(table: str, op: Put, write_id: str, part: Partition = partition_of) -> dict[str, Any]:
     # The guard fails only when this very call already wrote the item, so a re-sent request
     # cannot bump the revision twice.
     return {
         "TableName": table,
-        "Key": key_of(op.key),
+        "Key": key_of(op.key, part),
         "UpdateExpression": _UNCONDITIONAL_SET,
         "ConditionExpression": _UNCONDITIONAL_GUARD,
         "ExpressionAttributeValues": {
@@ -117,26 +123,26 @@ def unconditional_put(table: str, op: Put, write_id: str) -> dict[str, Any]:
     }
 
 
-def delete_request(table: str, op: Delete) -> dict[str, Any]:
+def delete_request(table: str, op: Delete, part: Partition = partition_of) -> dict[str, Any]:
     return {
         "TableName": table,
-        "Key": key_of(op.key),
+        "Key": key_of(op.key, part),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         **_condition(op.expected),
     }
 
 
-def transact_item(table: str, op: Op, write_id: str) -> dict[str, Any]:
+def transact_item(table: str, op: Op, write_id: str, part: Partition = partition_of) -> dict[str, Any]:
     if isinstance(op, Put) and op.expected is None:
-        return {"Update": unconditional_put(table, op, write_id)}
+        return {"Update": unconditional_put(table, op, write_id, part)}
     if isinstance(op, Put):
-        return {"Put": conditional_put(table, op, write_id)}
+        return {"Put": conditional_put(table, op, write_id, part)}
     if isinstance(op, Delete):
-        return {"Delete": delete_request(table, op)}
+        return {"Delete": delete_request(table, op, part)}
     return {
         "ConditionCheck": {
             "TableName": table,
-            "Key": key_of(op.key),
+            "Key": key_of(op.key, part),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **_condition(op.expected),
         }

@@ -37,6 +37,7 @@ COMMAND_TREE = [
     "project create",
     "project drop",
     "registry init",
+    "registry migrate",
     "serve-flight",
     "sql",
     "table create",

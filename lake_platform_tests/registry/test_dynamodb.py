@@ -23,6 +23,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from lake_platform.errors import ConditionFailed, ServiceUnavailable, SettingsError, Throttling
 from lake_platform.registry.dynamodb import DynamoMetaStore, init_table, parse_url
+from lake_platform.registry.dynamodb_layout import CURRENT
 from lake_platform.registry.factory import open_metastore
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT, Check, Delete, Put
@@ -102,6 +103,10 @@ def test_unreachable_endpoint_is_service_unavailable(moto_endpoint: str, tmp_pat
     with DynamoMetaStore.from_url(url, _settings(url, tmp_path)) as unreachable:
         with pytest.raises(ServiceUnavailable):
             unreachable.get("k/a")
+        # The layout is read first: that read fails, nothing was sent.
+        with pytest.raises(ServiceUnavailable, match="unreachable"):
+            unreachable.put_if_absent("k/a", b"v")
+        unreachable._layout = CURRENT  # as if read before the endpoint went away
         with pytest.raises(ServiceUnavailable, match="outcome unknown"):
             unreachable.put_if_absent("k/a", b"v")
 
