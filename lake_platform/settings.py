@@ -66,6 +66,24 @@ class LakeSettings(BaseSettings):
     reader_max_stale_seconds: float = Field(120.0, ge=0)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="text, or json: one JSON object per line (request id, principal, project, duration).",
+    )
+
+    # Observability of the serving surfaces (docs/operations.md).
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Serve Prometheus /metrics on this port (0: any free port); unset: no metrics endpoint.",
+    )
+    metrics_host: str = Field("127.0.0.1", description="Address the metrics endpoint binds.")
+    audit_log: str = Field(
+        "",
+        description="Where the query audit trail goes: a JSONL file path, '-' for stdout, 'off'; "
+        "default <home>/audit/queries.jsonl.",
+    )
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> LakeSettings:

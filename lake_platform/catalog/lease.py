@@ -30,6 +30,7 @@ from lake_platform.errors import (
     LeaseUnavailable,
     ServiceUnavailable,
 )
+from lake_platform.observability.metrics import observe_lease_wait
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, MetaStore
@@ -125,8 +126,10 @@ class WriteGate:
         while True:
             lease = self._try_acquire(incarnation, holder)
             if lease is not None:
+                observe_lease_wait("acquired", time.monotonic() - started)
                 return lease
             if time.monotonic() - started >= self.wait:
+                observe_lease_wait("gave_up", time.monotonic() - started)
                 raise LeaseUnavailable(
                     f"table incarnation {incarnation} is being written by another writer; "
                     f"gave up after {self.wait:.0f}s"

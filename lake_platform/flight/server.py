@@ -39,6 +39,10 @@ from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import Call, FlightTransport
+from lake_platform.observability import metrics
+from lake_platform.observability.audit import open_trail
+from lake_platform.observability.grpc_metrics import ObservingInterceptor
+from lake_platform.observability.query import QueryInfo, failed, observed, pins
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
@@ -146,6 +150,9 @@ class FlightSqlServer:
             else None,
         )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
+        metrics.watch_engine(self.engine, self.engine.spill_dir, self.engine.limits.memory_limit_bytes)
+        self.audit = open_trail(settings)
+        self.metrics_server: metrics.MetricsServer | None = None
         info = standard_info(
             max_statement_bytes=self.settings.max_sql_bytes, statement_timeout_ms=int(PREPARED_TTL * 1000)
         )
@@ -176,6 +183,7 @@ class FlightSqlServer:
                 max_receive_bytes=4 * largest + (4 << 20),
                 max_put_bytes=2 * self.settings.max_param_bytes + (64 << 10),
                 ready=self._ready,
+                interceptors=(ObservingInterceptor("flight"),),
             )
         except LakeError:
             if self._owned_catalog is not None:
@@ -189,6 +197,10 @@ class FlightSqlServer:
     def start(self) -> FlightSqlServer:
         """Start serving and the catalog snapshot's refresh. Until the first snapshot is loaded,
         calls that need it answer UNAVAILABLE (and the gRPC health service says NOT_SERVING)."""
+        self.metrics_server = metrics.start_metrics_server(
+            self.lake_settings.metrics_host, self.lake_settings.metrics_port
+        )
+        metrics.watch_snapshots(self.snapshots)
         self.transport.start()
         self.snapshots.start()
         self.transport.set_serving(True)
@@ -205,6 +217,9 @@ class FlightSqlServer:
         self.transport.stop(grace=1.0)
         self.streams.close()
         self.snapshots.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        self.audit.close()
         if self._owned_catalog is not None:
             self._owned_catalog.close()
         self._stopped.set()
@@ -300,12 +315,27 @@ class FlightSqlServer:
             table = self.metadata.table(identity, name, payload)
             return table.schema, iter(table.to_batches())
         ticket = self.tickets.open_statement(proto.statement_handle(ticket.ticket), identity)
-        self._refuse_if_draining()
-        self.streams.refuse_cancelled(ticket.ticket_id)
-        planned = self.engine.plan_pinned(
-            ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped
+        query = QueryInfo(
+            "flight",
+            identity.name,
+            identity.project,
+            ticket.sql,
+            ticket.params.num_columns if ticket.params is not None else 0,
+            pins(ticket.snapshots),
         )
-        return planned.schema, self.streams.stream(call, planned, ticket.ticket_id)
+        started = time.perf_counter()
+        try:
+            self._refuse_if_draining()
+            self.streams.refuse_cancelled(ticket.ticket_id)
+            planned = self.engine.plan_pinned(
+                ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped
+            )
+        except Exception as exc:
+            failed(query, self.audit, exc, time.perf_counter() - started)
+            raise
+        return planned.schema, observed(
+            self.streams.stream(call, planned, ticket.ticket_id), query, self.audit, call.is_cancelled
+        )
 
     # == DoPut ==================================================================================
 

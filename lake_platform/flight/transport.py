@@ -38,6 +38,7 @@ from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, parse_message
 from lake_platform.flight.tokens import Identity
+from lake_platform.observability import context as request_context
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class FlightTransport:
         max_receive_bytes: int,
         max_put_bytes: int,
         ready: Callable[[], bool] = lambda: True,
+        interceptors: tuple[grpc.ServerInterceptor, ...] = (),
     ) -> None:
         """``tls``: (certificate chain, private key) in PEM. ``worker_threads`` bounds the RPCs in
         flight: grpcio refuses the next one with RESOURCE_EXHAUSTED instead of queueing it.
@@ -123,6 +125,7 @@ class FlightTransport:
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=worker_threads, thread_name_prefix="lake-flight"),
             maximum_concurrent_rpcs=worker_threads,
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", max_receive_bytes),
                 ("grpc.max_send_message_length", -1),
@@ -185,6 +188,7 @@ class FlightTransport:
 
     def _call(self, context: grpc.ServicerContext) -> Call:
         identity, _ = authenticate_call(self.auth, context.invocation_metadata(), handshake=False)
+        request_context.identify(identity.name, identity.project)
         return Call(identity, context)
 
     def _handshake(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:

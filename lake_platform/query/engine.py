@@ -80,6 +80,11 @@ class QueryEngine:
         """The opened dataset of exactly ``ref``'s version (opening it if needed)."""
         return self._providers.entry(ref, False)[0]
 
+    @property
+    def spill_dir(self) -> Path:
+        """The folder queries spill into (shared by every context of this engine)."""
+        return self._spill_dir
+
     def cached_snapshots(self) -> int:
         return len(self._providers)
 

@@ -105,6 +105,8 @@ def init_table(url: str, settings: LakeSettings) -> None:
 
 
 class DynamoMetaStore(MetaStore):
+    backend = "dynamodb"
+
     def __init__(
         self,
         table: str,

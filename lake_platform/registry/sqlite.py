@@ -25,6 +25,8 @@ _PAGE = 500
 
 
 class SqliteMetaStore(MetaStore):
+    backend = "sqlite"
+
     def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 2.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,14 @@ contract suite (``lake_platform_tests/registry/test_contract.py``).
 
 from __future__ import annotations
 
+import functools
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from lake_platform.observability.metrics import observe_registry
 
 ABSENT = 0
 #: The most operations one ``transact`` may carry (DynamoDB's TransactWriteItems limit).
@@ -65,6 +70,17 @@ class MetaStore(ABC):
 
     #: A short, stable description for logs and for Lance's namespace id (no secrets).
     url: str
+    #: The backend's name in metrics (lake_registry_operations_total{backend=...}).
+    backend: str = "other"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every backend's I/O is counted and timed (observability.metrics) without each backend
+        # repeating it: its own get/transact/scan_prefix are wrapped once, at class creation.
+        super().__init_subclass__(**kwargs)
+        for name, wrap in (("get", _timed_call), ("transact", _timed_call), ("scan_prefix", _timed_scan)):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_lake_timed", False):
+                setattr(cls, name, wrap(name, method))
 
     @abstractmethod
     def get(self, key: str) -> Item | None:
@@ -131,3 +147,51 @@ def check_key(key: str) -> None:
 
     if not isinstance(key, str) or not key or len(key.encode()) > MAX_KEY_BYTES:
         raise InvalidInput(f"invalid registry key {key!r}")
+
+
+def _timed_call(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def timed(self: MetaStore, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            observe_registry(self.backend, name, outcome, time.perf_counter() - started)
+
+    timed._lake_timed = True  # type: ignore[attr-defined]
+    return timed
+
+
+def _timed_scan(name: str, method: Callable[..., Iterator[Item]]) -> Callable[..., Iterator[Item]]:
+    @functools.wraps(method)
+    def timed(self: MetaStore, *args: Any, **kwargs: Any) -> Iterator[Item]:
+        # Only the time spent producing items counts, not the caller's between them.
+        items = method(self, *args, **kwargs)
+        spent, outcome = 0.0, "ok"
+        try:
+            while True:
+                started = time.perf_counter()
+                try:
+                    item = next(items)
+                except StopIteration:
+                    spent += time.perf_counter() - started
+                    return
+                spent += time.perf_counter() - started
+                yield item
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+            observe_registry(self.backend, name, outcome, spent)
+
+    timed._lake_timed = True  # type: ignore[attr-defined]
+    return timed

@@ -1,0 +1,87 @@
+"""Process logging: ``LAKE_LOG_FORMAT=text`` (default, for people) or ``json`` (one JSON object
+per line, for log shippers). A JSON line carries the time, level, logger and message, and, inside
+a request, its id, surface, method, principal and project; request lines (logger
+``lake.request``, one per RPC or HTTP request) add the status and duration.
+
+What is logged never includes a secret: messages are written by this code base, which never
+puts a password, bearer token, ticket or handle in one; exceptions are reduced to their type and
+message (no locals, no request metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from lake_platform.observability import context
+
+REQUEST_LOG = logging.getLogger("lake.request")
+_FIELDS = ("request_id", "surface", "method", "principal", "project", "status", "duration_ms")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        info = context.current()
+        if info is not None:
+            data.update(
+                request_id=info.request_id,
+                surface=info.surface,
+                method=info.method,
+                principal=info.principal,
+                project=info.project,
+            )
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                data[name] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            data["error"] = f"{type(exc).__name__}: {exc}"
+        return json.dumps(data, default=str, separators=(",", ":"))
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text", stream: Any = None) -> None:
+    """Install one handler on the root logger (replacing earlier ones from this function)."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "_lake", False)]:
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler._lake = True  # type: ignore[attr-defined]
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def log_request(info: context.RequestInfo, status: str, seconds: float) -> None:
+    """The access-log line of one finished request (INFO on ``lake.request``)."""
+    if not REQUEST_LOG.isEnabledFor(logging.INFO):
+        return
+    REQUEST_LOG.info(
+        "%s %s %s %.1f ms",
+        info.surface,
+        info.method,
+        status,
+        seconds * 1000,
+        extra={
+            "request_id": info.request_id,
+            "surface": info.surface,
+            "method": info.method,
+            "principal": info.principal,
+            "project": info.project,
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+        },
+    )

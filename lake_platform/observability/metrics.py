@@ -1,0 +1,288 @@
+"""Prometheus metrics of the serving surfaces (Flight SQL, REST) and the layers under them.
+
+One process-wide registry (:data:`REGISTRY`, not prometheus_client's global one, so importing a
+library that registers its own metrics cannot collide with ours). Surfaces report through small
+functions (:func:`observe_request`, :func:`observe_query`) so the REST catalog records exactly
+what Flight records; ``surface`` is ``"flight"`` or ``"rest"``. Things that already keep their own
+counts (the catalog snapshot cache, the query engine's spill folder) are read at scrape time by
+:class:`_Watched`, never copied on the request path.
+
+The exposition server (:func:`start_metrics_server`) is prometheus_client's own, on its own port
+(``LAKE_METRICS_PORT``), so a scrape never competes with gRPC's workers.
+
+Names and labels are listed in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)  # process_resident_memory_bytes, CPU, open fds
+
+#: Request latency buckets (seconds): point lookups are milliseconds, scans can be minutes.
+_LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+_REGISTRY_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+_LEASE_WAIT = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120)
+
+REQUESTS = Counter(
+    "lake_requests",
+    "Requests answered, by surface, RPC or route, and status (gRPC code name or HTTP status).",
+    ["surface", "method", "code"],
+    registry=REGISTRY,
+)
+ERRORS = Counter(
+    "lake_request_errors",
+    "Requests answered with an error status (the subset of lake_requests_total with code != OK/2xx/3xx).",
+    ["surface", "method", "code"],
+    registry=REGISTRY,
+)
+LATENCY = Histogram(
+    "lake_request_duration_seconds",
+    "Time from a request's arrival to its last response byte (streams: to the end of the stream).",
+    ["surface", "method"],
+    buckets=_LATENCY,
+    registry=REGISTRY,
+)
+QUERY_ROWS = Counter("lake_query_rows", "Result rows streamed to clients.", ["surface"], registry=REGISTRY)
+QUERY_BYTES = Counter(
+    "lake_query_bytes",
+    "Result bytes streamed to clients (Arrow buffer bytes of the record batches).",
+    ["surface"],
+    registry=REGISTRY,
+)
+QUERIES = Counter(
+    "lake_queries", "Queries executed, by final status.", ["surface", "status"], registry=REGISTRY
+)
+IN_FLIGHT = Gauge("lake_queries_in_flight", "Queries streaming now.", ["surface"], registry=REGISTRY)
+ADMISSION_REJECTIONS = Counter(
+    "lake_admission_rejections",
+    "Queries refused because every admission slot stayed busy (RESOURCE_EXHAUSTED).",
+    ["surface"],
+    registry=REGISTRY,
+)
+REGISTRY_OPS = Counter(
+    "lake_registry_operations",
+    "Registry (MetaStore) calls, by backend, operation and outcome (ok or the error's class).",
+    ["backend", "op", "outcome"],
+    registry=REGISTRY,
+)
+REGISTRY_LATENCY = Histogram(
+    "lake_registry_operation_duration_seconds",
+    "Registry call latency (scan_prefix: time spent producing items, not the caller's).",
+    ["backend", "op"],
+    buckets=_REGISTRY_LATENCY,
+    registry=REGISTRY,
+)
+LEASE_WAIT = Histogram(
+    "lake_lease_wait_seconds",
+    "Time a writer waited for a table's write lease, by outcome (acquired, gave_up).",
+    ["outcome"],
+    buckets=_LEASE_WAIT,
+    registry=REGISTRY,
+)
+
+_OK_GRPC = "OK"
+
+
+def is_error(code: str | int) -> bool:
+    """gRPC code names other than OK, and HTTP statuses from 400 up, are errors."""
+    if isinstance(code, int) or code.isdigit():
+        return int(code) >= 400
+    return code != _OK_GRPC
+
+
+def observe_request(surface: str, method: str, status: str | int, seconds: float) -> None:
+    """Record one answered request. ``method``: the RPC name (Flight) or the route's template
+    (REST, never a path with ids in it: labels must stay few). ``status``: a gRPC code name
+    (``"OK"``, ``"INVALID_ARGUMENT"``) or an HTTP status."""
+    code = str(status)
+    REQUESTS.labels(surface, method, code).inc()
+    if is_error(status):
+        ERRORS.labels(surface, method, code).inc()
+    LATENCY.labels(surface, method).observe(seconds)
+
+
+def observe_query(surface: str, status: str, rows: int, nbytes: int) -> None:
+    """Record one finished query (``status``: ok or the error's gRPC code name)."""
+    QUERIES.labels(surface, status).inc()
+    if rows:
+        QUERY_ROWS.labels(surface).inc(rows)
+    if nbytes:
+        QUERY_BYTES.labels(surface).inc(nbytes)
+
+
+def observe_admission_rejected(surface: str) -> None:
+    ADMISSION_REJECTIONS.labels(surface).inc()
+
+
+@contextmanager
+def query_in_flight(surface: str) -> Iterator[None]:
+    gauge = IN_FLIGHT.labels(surface)
+    gauge.inc()
+    try:
+        yield
+    finally:
+        gauge.dec()
+
+
+def observe_registry(backend: str, op: str, outcome: str, seconds: float) -> None:
+    REGISTRY_OPS.labels(backend, op, outcome).inc()
+    REGISTRY_LATENCY.labels(backend, op).observe(seconds)
+
+
+def observe_lease_wait(outcome: str, seconds: float) -> None:
+    LEASE_WAIT.labels(outcome).observe(seconds)
+
+
+# -- read at scrape time -------------------------------------------------------------------------
+
+
+class SnapshotSource(Protocol):
+    def status(self) -> dict[str, Any]: ...
+
+
+class _Watched(Collector):
+    """Figures other objects keep, read when Prometheus scrapes: catalog snapshot caches and
+    query engines (by weak reference, so a stopped server's objects go away)."""
+
+    def __init__(self) -> None:
+        self._snapshots: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._engines: dict[int, tuple[weakref.ref[Any], Path, int]] = {}
+        self._lock = threading.Lock()
+
+    def watch_snapshots(self, cache: SnapshotSource) -> None:
+        with self._lock:
+            self._snapshots.add(cache)
+
+    def watch_engine(self, engine: Any, spill_dir: Path, pool_bytes: int) -> None:
+        """Report ``engine``'s pool size and spill folder while it lives."""
+        with self._lock:
+            self._engines[id(engine)] = (weakref.ref(engine), spill_dir, pool_bytes)
+
+    def describe(self) -> list[Any]:
+        return []  # dynamic: nothing to check at registration
+
+    def collect(self) -> Iterator[Any]:
+        with self._lock:
+            caches = list(self._snapshots)
+            for key in [k for k, (ref, _, _) in self._engines.items() if ref() is None]:
+                del self._engines[key]
+            engines = [(spill, pool) for _, spill, pool in self._engines.values()]
+        statuses = [c.status() for c in caches]
+        ages = [s["age_seconds"] for s in statuses if s.get("age_seconds") is not None]
+        age = GaugeMetricFamily(
+            "lake_snapshot_age_seconds", "Age of the catalog snapshot requests are served from (oldest)."
+        )
+        if ages:
+            age.add_metric([], max(ages))
+        yield age
+        loaded = GaugeMetricFamily("lake_snapshot_tables", "Tables in the catalog snapshot.")
+        if statuses:
+            loaded.add_metric([], max(s.get("tables", 0) for s in statuses))
+        yield loaded
+        refreshes = CounterMetricFamily("lake_snapshot_refreshes", "Catalog snapshot loads that succeeded.")
+        refreshes.add_metric([], sum(s.get("loads", 0) for s in statuses))
+        yield refreshes
+        failures = CounterMetricFamily(
+            "lake_snapshot_refresh_failures",
+            "Catalog snapshot refreshes that failed (the last good snapshot kept serving).",
+        )
+        failures.add_metric([], sum(s.get("failures", 0) for s in statuses))
+        yield failures
+        pool = GaugeMetricFamily(
+            "lake_query_memory_pool_limit_bytes",
+            "The DataFusion memory pool's size (LAKE_FLIGHT_MEMORY_LIMIT_BYTES); beyond it queries spill.",
+        )
+        spill = GaugeMetricFamily(
+            "lake_query_spill_bytes", "Bytes of spill files on disk now (DataFusion's spill folder)."
+        )
+        if engines:
+            pool.add_metric([], sum(size for _, size in engines))
+            spill.add_metric([], sum(_folder_bytes(folder) for folder in {folder for folder, _ in engines}))
+        yield pool
+        yield spill
+
+
+def _folder_bytes(root: Path) -> int:
+    total = 0
+    try:
+        for path in root.rglob("*"):
+            try:
+                if path.is_file():
+                    total += path.stat().st_size
+            except OSError:
+                continue  # a spill file removed while we walk
+    except OSError:
+        return 0
+    return total
+
+
+WATCHED = _Watched()
+REGISTRY.register(WATCHED)
+
+
+def watch_snapshots(cache: SnapshotSource) -> None:
+    WATCHED.watch_snapshots(cache)
+
+
+def watch_engine(engine: Any, spill_dir: Path, pool_bytes: int) -> None:
+    WATCHED.watch_engine(engine, spill_dir, pool_bytes)
+
+
+# -- exposition ----------------------------------------------------------------------------------
+
+
+class MetricsServer:
+    """``/metrics`` over HTTP on its own port, in a daemon thread."""
+
+    def __init__(self, host: str, port: int) -> None:
+        from prometheus_client import start_http_server
+
+        from lake_platform.errors import ServiceUnavailable
+
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=REGISTRY)
+        except OSError as exc:
+            raise ServiceUnavailable(
+                f"cannot serve metrics on {host}:{port} (LAKE_METRICS_HOST, LAKE_METRICS_PORT): "
+                f"{exc.strerror}"
+            ) from None
+        self.host = host
+        self.port: int = self._server.server_port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_metrics_server(host: str, port: int | None) -> MetricsServer | None:
+    """Serve ``/metrics`` when ``port`` is set (0: any free port); None means metrics are off."""
+    return None if port is None else MetricsServer(host, port)
+
+
+def timer() -> Callable[[], float]:
+    """Seconds since this call, when the returned function is called."""
+    started = time.perf_counter()
+    return lambda: time.perf_counter() - started

@@ -1,0 +1,192 @@
+"""Prometheus metrics of the Flight SQL endpoint, scraped over HTTP from its own port and read
+with prometheus_client's text parser; counters are compared as deltas around a known sequence of
+calls (the registry is process-wide)."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import ServiceUnavailable
+from lake_platform.observability.asgi import MetricsMiddleware
+from lake_platform.observability.metrics import observe_request, start_metrics_server
+from lake_platform.registry.store import Put
+from lake_platform.settings import LakeSettings, load_settings
+from lake_platform_tests.flight.conftest import login, plan, query, start_server, wait_until
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(port: int) -> Samples:
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+        f"http://127.0.0.1:{port}/metrics", timeout=10
+    ) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
+    return value(after, name, **labels) - value(before, name, **labels)
+
+
+@pytest.fixture
+def small_lake(tmp_path: Path) -> Iterator[tuple[LakeSettings, Catalog]]:
+    settings = load_settings(home=tmp_path / "home", metrics_port=0)
+    catalog = Catalog(settings)
+    catalog.create_project("p")
+    catalog.create_warehouse("p.w")
+    catalog.create_namespace("p.w.ns")
+    catalog.create_table("p.w.ns.t", pa.table({"id": pa.array(range(100), pa.int64())}).to_reader())
+    try:
+        yield settings, catalog
+    finally:
+        catalog.close()
+
+
+def test_metrics_are_off_unless_a_port_is_set(tmp_path: Path) -> None:
+    assert load_settings(home=tmp_path).metrics_port is None
+    assert start_metrics_server("127.0.0.1", None) is None
+
+
+def test_known_queries_read_exactly_in_the_counters(small_lake: tuple[LakeSettings, Catalog]) -> None:
+    settings, catalog = small_lake
+    server = start_server(settings, catalog)
+    try:
+        assert server.metrics_server is not None
+        port = server.metrics_server.port
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        before = scrape(port)
+        for k in (3, 5, 7):
+            assert query(client, options, f"SELECT id FROM w.ns.t WHERE id < {k}").num_rows == k
+        with pytest.raises(KeyError, match="not found"):  # pyarrow's NOT_FOUND
+            plan(client, options, "SELECT * FROM w.ns.missing")
+        with pytest.raises(pa.ArrowInvalid):  # pyarrow's INVALID_ARGUMENT
+            client.do_get(fl.Ticket(b"not a ticket"), options).read_all()
+        after = scrape(port)
+    finally:
+        server.stop(grace=0)
+
+    flight = {"surface": "flight"}
+    assert delta(before, after, "lake_requests_total", method="GetFlightInfo", code="OK", **flight) == 3
+    assert delta(before, after, "lake_requests_total", method="DoGet", code="OK", **flight) == 3
+    # The failures, with their gRPC codes, in both the request and the error counters.
+    for method, code in (("GetFlightInfo", "NOT_FOUND"), ("DoGet", "INVALID_ARGUMENT")):
+        assert delta(before, after, "lake_requests_total", method=method, code=code, **flight) == 1
+        assert delta(before, after, "lake_request_errors_total", method=method, code=code, **flight) == 1
+    assert delta(before, after, "lake_request_errors_total", method="DoGet", code="OK", **flight) == 0
+    assert delta(before, after, "lake_request_duration_seconds_count", method="GetFlightInfo", **flight) == 4
+    assert delta(before, after, "lake_request_duration_seconds_count", method="DoGet", **flight) == 4
+    assert delta(before, after, "lake_queries_total", status="OK", **flight) == 3
+    assert delta(before, after, "lake_query_rows_total", **flight) == 3 + 5 + 7
+    assert delta(before, after, "lake_query_bytes_total", **flight) >= (3 + 5 + 7) * 8  # int64 ids
+    assert value(after, "lake_queries_in_flight", **flight) == 0
+    # Read at scrape time: the snapshot cache, the engine's pool and spill folder, the process.
+    assert 0 <= value(after, "lake_snapshot_age_seconds") < 60
+    assert value(after, "lake_snapshot_refreshes_total") >= 1
+    assert ("lake_snapshot_refresh_failures_total", frozenset()) in after
+    assert value(after, "lake_query_memory_pool_limit_bytes") >= 256 << 20
+    assert ("lake_query_spill_bytes", frozenset()) in after
+    assert value(after, "process_resident_memory_bytes") > 0
+
+
+def test_admission_rejections_are_counted(small_lake: tuple[LakeSettings, Catalog]) -> None:
+    settings, catalog = small_lake
+    server = start_server(settings, catalog, max_concurrent_queries=1, admission_wait_seconds=0.05)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        port = server.metrics_server.port  # type: ignore[union-attr]
+        # 100^4 rows: far more than gRPC buffers, so it holds the only slot until cancelled.
+        huge = "SELECT a.id FROM w.ns.t a, w.ns.t b, w.ns.t c, w.ns.t d"
+        first = client.do_get(plan(client, options, huge).endpoints[0].ticket, options)
+        first.read_chunk()
+        before = scrape(port)
+        assert value(before, "lake_queries_in_flight", surface="flight") == 1
+        with pytest.raises(pa.ArrowInvalid, match="too many queries"):  # RESOURCE_EXHAUSTED
+            query(client, options, "SELECT id FROM w.ns.t")
+        after = scrape(port)
+        first.cancel()
+        assert wait_until(lambda: value(scrape(port), "lake_queries_in_flight", surface="flight") == 0)
+        done = scrape(port)
+    finally:
+        server.stop(grace=0)
+    assert delta(before, after, "lake_admission_rejections_total", surface="flight") == 1
+    rejected = {"surface": "flight", "method": "DoGet", "code": "RESOURCE_EXHAUSTED"}
+    assert delta(before, after, "lake_request_errors_total", **rejected) == 1
+    assert delta(after, done, "lake_queries_total", surface="flight", status="CANCELLED") == 1
+
+
+def test_registry_io_and_lease_waits_are_counted(small_lake: tuple[LakeSettings, Catalog]) -> None:
+    settings, catalog = small_lake
+    with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
+        before = scrape(metrics.port)
+        catalog.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
+        catalog.store.transact([Put("zz/a", b"x")])
+        list(catalog.store.scan_prefix("zz/"))
+        after = scrape(metrics.port)
+    sqlite = {"backend": "sqlite"}
+    assert delta(before, after, "lake_registry_operations_total", op="transact", outcome="ok", **sqlite) >= 2
+    assert (
+        delta(before, after, "lake_registry_operations_total", op="scan_prefix", outcome="ok", **sqlite) >= 1
+    )
+    assert delta(before, after, "lake_registry_operation_duration_seconds_count", op="get", **sqlite) >= 1
+    assert delta(before, after, "lake_lease_wait_seconds_count", outcome="acquired") == 1
+
+
+def test_metrics_port_in_use_is_a_typed_error(small_lake: tuple[LakeSettings, Catalog]) -> None:
+    with start_metrics_server("127.0.0.1", 0) as busy:  # type: ignore[union-attr]
+        with pytest.raises(ServiceUnavailable, match="LAKE_METRICS_PORT"):
+            start_metrics_server("127.0.0.1", busy.port)
+
+
+def test_rest_surface_records_through_the_same_api() -> None:
+    """The REST catalog's hooks: the ASGI middleware (route templates, never ids) and
+    observe_request."""
+    with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
+        before = scrape(metrics.port)
+
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            status = 404 if scope["path"].endswith("/nope") else 200
+            await send({"type": "http.response.start", "status": status, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        async def call(path: str) -> None:
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b""}
+
+            async def send(_: Any) -> None:
+                return None
+
+            await MetricsMiddleware(app)({"type": "http", "method": "POST", "path": path}, receive, send)
+
+        asyncio.run(call("/v1/table/p$w$ns$t/describe"))
+        asyncio.run(call("/v1/table/p$w$ns$u/describe"))
+        asyncio.run(call("/v1/table/p$w$ns$t/nope"))
+        observe_request("rest", "GET /v1/namespace/{id}/list", 503, 0.01)
+        after = scrape(metrics.port)
+    rest = {"surface": "rest"}
+    route = "POST /v1/table/{id}/describe"
+    assert delta(before, after, "lake_requests_total", method=route, code="200", **rest) == 2
+    assert delta(before, after, "lake_request_errors_total", method=route, code="200", **rest) == 0
+    nope = {"method": "POST /v1/table/{id}/nope", "code": "404", **rest}
+    assert delta(before, after, "lake_request_errors_total", **nope) == 1
+    listed = {"method": "GET /v1/namespace/{id}/list", "code": "503", **rest}
+    assert delta(before, after, "lake_request_errors_total", **listed) == 1
+    assert not any("p$w$ns" in label for _, labels in after for _, label in labels)
