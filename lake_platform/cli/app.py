@@ -15,6 +15,7 @@ import click
 
 from lake_platform import __version__
 from lake_platform.errors import ErrorCode, Internal, LakeError
+from lake_platform.observability.logs import configure_logging
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -142,7 +143,8 @@ def cli(ctx: click.Context, as_json: bool) -> None:
     """
     ctx.obj = State(as_json)
     try:
-        logging.basicConfig(level=ctx.obj.settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+        settings = ctx.obj.settings
+        configure_logging(settings.log_level, settings.log_format)
     except LakeError as exc:
         fail(exc)
 

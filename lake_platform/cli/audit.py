@@ -1,4 +1,5 @@
-"""``lake log``: every commit, data and governance, under a prefix."""
+"""``lake log``: every commit, data and governance, under a prefix; ``lake audit queries``: the
+query audit trail (LAKE_AUDIT_LOG), one project's at a time."""
 
 from __future__ import annotations
 
@@ -40,4 +41,64 @@ def log_command(state: State, prefix: str, limit: int | None) -> None:
     )
 
 
-COMMANDS: tuple[click.Command, ...] = (log_command,)
+@click.group("audit")
+def audit() -> None:
+    """The query audit trail that Flight SQL endpoints write (LAKE_AUDIT_LOG)."""
+
+
+@audit.command("queries")
+@click.option("--project", required=True, help="Only this project's queries (a tenant sees only its own).")
+@click.option("--principal", default=None, help="Only this principal's queries.")
+@click.option(
+    "--file",
+    "path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Trail file (default LAKE_AUDIT_LOG).",
+)
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N records.")
+@pass_state
+@handles_errors
+def audit_queries(
+    state: State, project: str, principal: str | None, path: str | None, limit: int | None
+) -> None:
+    """Queries run against PROJECT: when, who, the SQL, the table versions it read, rows, bytes,
+    status and duration."""
+    from pathlib import Path
+
+    from lake_platform.errors import InvalidInput
+    from lake_platform.naming import ProjectName
+    from lake_platform.observability.audit import audit_target, read_records
+
+    ProjectName.parse(project)  # a bad name is an error, not an empty answer
+    target = path or audit_target(state.settings)
+    if target in ("-", "off"):
+        raise InvalidInput(f"LAKE_AUDIT_LOG={target}: the trail is not kept in a file here; pass --file")
+    records = list(read_records(Path(target), project=project, principal=principal))
+    if limit is not None:
+        records = records[-limit:]
+    state.emit(
+        records,
+        lambda rs: (
+            text_table(
+                ["at", "principal", "status", "rows", "ms", "tables", "sql"],
+                [
+                    {
+                        "at": r["at"],
+                        "principal": r["principal"],
+                        "status": r["status"],
+                        "rows": r["rows"],
+                        "ms": r["duration_ms"],
+                        "tables": ", ".join(f"{t['table']}@{t['version']}" for t in r["tables"]),
+                        "sql": r["sql"],
+                    }
+                    for r in rs
+                ],
+            )
+            if rs
+            else "no queries"
+        ),
+    )
+
+
+COMMANDS: tuple[click.Command, ...] = (log_command, audit)

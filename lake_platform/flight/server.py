@@ -269,12 +269,19 @@ class FlightSqlServer:
         name, payload = self._command(descriptor)
         if name in _STATEMENTS:
             sql, params = self._statement(identity, name, payload, descriptor.command)
-            planned = self.engine.plan(sql, self._view(identity), params)
-            if len(planned.refs) > self.settings.max_ticket_tables:
-                raise InvalidInput(
-                    f"the query reads {len(planned.refs)} tables, above this server's "
-                    f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}"
-                )
+            started = time.perf_counter()
+            try:
+                planned = self.engine.plan(sql, self._view(identity), params)
+                if len(planned.refs) > self.settings.max_ticket_tables:
+                    raise InvalidInput(
+                        f"the query reads {len(planned.refs)} tables, above this server's "
+                        f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}"
+                    )
+            except Exception as exc:
+                # Audited too: a query refused at planning (say, naming another tenant's table).
+                info = QueryInfo("flight", identity.name, identity.project, sql, _param_count(params), ())
+                failed(info, self.audit, exc, time.perf_counter() - started)
+                raise
             handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
             return fl.FlightInfo(planned.schema, descriptor, [framing.endpoint(ticket, int(expires))], -1, -1)
@@ -320,7 +327,7 @@ class FlightSqlServer:
             identity.name,
             identity.project,
             ticket.sql,
-            ticket.params.num_columns if ticket.params is not None else 0,
+            _param_count(ticket.params),
             pins(ticket.snapshots),
         )
         started = time.perf_counter()
@@ -395,6 +402,10 @@ class FlightSqlServer:
             "running_queries": self.streams.running(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
+
+
+def _param_count(params: pa.RecordBatch | None) -> int:
+    return params.num_columns if params is not None else 0
 
 
 #: Kept for callers of the previous names.

@@ -54,9 +54,20 @@ def observed(
     """``batches`` (Arrow record batches), counted; one audit record when the stream ends,
     however it ends (exhausted, failed, or closed because the client went away). A stream that
     ends quietly because ``client_gone()`` is CANCELLED, not OK."""
+    # Read now: the stream's body runs later, outside the request's context.
     request = context.current()
     request_id = request.request_id if request is not None else None
-    started = time.perf_counter()
+    return _observe(batches, info, trail, client_gone, request_id, time.perf_counter())
+
+
+def _observe(
+    batches: Iterator[Any],
+    info: QueryInfo,
+    trail: AuditTrail,
+    client_gone: Callable[[], bool],
+    request_id: str | None,
+    started: float,
+) -> Iterator[Any]:
     rows = nbytes = 0
     status, error = "OK", None
     try:

@@ -16,6 +16,7 @@ from lake_platform.cli import cli, parse_duration
 from lake_platform.errors import InvalidInput
 
 COMMAND_TREE = [
+    "audit queries",
     "cleanup",
     "compact",
     "flight retire-keys",
