@@ -106,11 +106,26 @@ def observe_request(surface: str, method: str, status: str | int, seconds: float
     """Record one answered request. ``method``: the RPC name (Flight) or the route's template
     (REST, never a path with ids in it: labels must stay few). ``status``: a gRPC code name
     (``"OK"``, ``"INVALID_ARGUMENT"``) or an HTTP status."""
-    code = str(status)
-    REQUESTS.labels(surface, method, code).inc()
-    if is_error(status):
-        ERRORS.labels(surface, method, code).inc()
-    LATENCY.labels(surface, method).observe(seconds)
+    key = (surface, method, status)
+    children = _REQUEST_CHILDREN.get(key)
+    if children is None:
+        code = str(status)
+        children = (
+            REQUESTS.labels(surface, method, code),
+            ERRORS.labels(surface, method, code) if is_error(status) else None,
+            LATENCY.labels(surface, method),
+        )
+        _REQUEST_CHILDREN[key] = children
+    requests, errors, latency = children
+    requests.inc()
+    if errors is not None:
+        errors.inc()
+    latency.observe(seconds)
+
+
+#: Labelled children by (surface, method, status): labels() validates and locks on every call,
+#: a dict lookup does not (the request path calls this twice per query).
+_REQUEST_CHILDREN: dict[tuple[str, str, str | int], tuple[Any, Any, Any]] = {}
 
 
 def observe_query(surface: str, status: str, rows: int, nbytes: int) -> None:
