@@ -65,7 +65,7 @@ def serve(home: str, mode: str) -> None:
         str(Path(home) / "audit" / f"bench-{time.time_ns()}.jsonl") if "a" in features else "off"
     )
     if "l" in features:
-        configure_logging("INFO", "json", stream=open("/dev/null", "w"))  # noqa: SIM115 - process lifetime
+        configure_logging("INFO", "json", stream=open("/dev/null", "w"), force=True)  # noqa: SIM115
     else:
         logging.disable(logging.CRITICAL)
     if "s" not in features:
@@ -103,6 +103,14 @@ def point_query(
     return client.do_get(info.endpoints[0].ticket, options).read_all().num_rows
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its threads so far (/proc/PID/stat)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def scrape(port: int) -> int:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
@@ -121,7 +129,7 @@ def in_process(n: int = 200_000) -> tuple[float, float]:
     for _ in range(n):
         observe_request("bench", "DoGet", "OK", 0.001)
     per_observe = (time.perf_counter() - t) / n
-    configure_logging("INFO", "json", stream=io.StringIO())
+    configure_logging("INFO", "json", stream=io.StringIO(), force=True)
     info = context.RequestInfo("bench", "DoGet", principal="p", project="p")
     m = n // 10
     t = time.perf_counter()
@@ -173,6 +181,7 @@ def main() -> None:
             modes = list(clients)
             times: dict[str, list[float]] = {m: [] for m in modes}
             scraped = 0
+            cpu0 = {m: _cpu_seconds(procs[m][0].pid) for m in modes}
             for n in range(args.runs):
                 for k in range(len(modes)):
                     mode = modes[(n + k) % len(modes)]
@@ -182,11 +191,20 @@ def main() -> None:
                     times[mode].append(time.perf_counter() - t)
                 if n % 50 == 0:
                     scraped = scrape(procs["observed"][2])  # as Prometheus would, now and then
+            cpu = {m: (_cpu_seconds(procs[m][0].pid) - cpu0[m]) / args.runs for m in modes}
             med = {m: statistics.median(v) for m, v in times.items()}
             print(f"({c.load_line()})")
             print(f"point query (GetFlightInfo + DoGet, 1 row of {args.rows:,}), median of {args.runs} each:")
             for mode in modes:
-                print(f"  {mode:<9}{med[mode] * 1000:8.3f} ms")
+                print(
+                    f"  {mode:<9}{med[mode] * 1000:8.3f} ms wall   "
+                    f"server CPU {cpu[mode] * 1000:7.3f} ms per query"
+                )
+            cpu_overhead = cpu["observed"] / cpu["plain"] - 1
+            print(
+                f"  server CPU per query: {cpu_overhead * 100:+.2f} % observed vs plain (the steadier "
+                "figure on a shared machine)"
+            )
             overhead = med["observed"] / med["plain"] - 1
             pairs = [o / p - 1 for o, p in zip(times["observed"], times["plain"], strict=True)]
             print(

@@ -131,4 +131,5 @@ def make_layout1(dynamo: MetaStore) -> None:
 
     assert isinstance(dynamo, DynamoMetaStore)
     dynamo._client.delete_item(TableName=dynamo.table, Key=LAYOUT_KEY)
+    dynamo._layout = None  # this client's cached layout 2 is final: forget it
     assert dynamo.layout(refresh=True) == LEGACY

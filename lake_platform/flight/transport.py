@@ -193,9 +193,10 @@ class FlightTransport:
 
     def _handshake(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
-            _, token = authenticate_call(self.auth, context.invocation_metadata(), handshake=True)
+            identity, token = authenticate_call(self.auth, context.invocation_metadata(), handshake=True)
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
+        request_context.identify(identity.name, identity.project)
         # The Bearer travels in the response headers; the Handshake payload carries nothing.
         context.send_initial_metadata((("authorization", f"Bearer {token}"),))
         return iter(())

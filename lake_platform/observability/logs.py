@@ -50,12 +50,35 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str, separators=(",", ":"))
 
 
-def configure_logging(level: str = "INFO", fmt: str = "text", stream: Any = None) -> None:
-    """Install one handler on the root logger (replacing earlier ones from this function)."""
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time (test runners swap it per call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
+def configure_logging(
+    level: str = "INFO", fmt: str = "text", stream: Any = None, *, force: bool = False
+) -> None:
+    """Install one handler on the root logger (replacing earlier ones from this function).
+
+    Like ``logging.basicConfig``, this leaves logging alone when someone else configured it
+    already (an embedding application, a test runner), unless ``force``."""
     root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "_lake", False)]:
+    ours = [h for h in root.handlers if getattr(h, "_lake", False)]
+    if not force and len(ours) < len(root.handlers):
+        return
+    for handler in ours:
         root.removeHandler(handler)
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     handler._lake = True  # type: ignore[attr-defined]
     if fmt == "json":
         handler.setFormatter(JsonFormatter())

@@ -184,10 +184,18 @@ class DynamoMetaStore(MetaStore):
                 f"{desc.get('KeySchema')}; the registry needs hash key p (S) and range key k (S). "
                 "Use another table name."
             )
-        if created:
-            # A new table starts in the current layout. An existing table keeps whatever it has
-            # (no layout item: layout 1, until `lake registry migrate`).
-            self.write_layout(CURRENT, expect=None)
+        if created or (self.layout(refresh=True) == LEGACY and self._empty()):
+            # A new (or still empty, say made by CloudFormation) table starts in the current
+            # layout. A table holding data keeps what it has (no layout item: layout 1, until
+            # `lake registry migrate`).
+            try:
+                self.write_layout(CURRENT, expect=None)
+            except ConditionFailed:
+                pass  # another init got there first
+
+    def _empty(self) -> bool:
+        resp = self._read(lambda: self._client.scan(TableName=self.table, Limit=1, ConsistentRead=True))
+        return not resp.get("Items") and "LastEvaluatedKey" not in resp
 
     # -- layout ----------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ TOKEN = "planted-service-token-5d9c0b7e11f2"
 @pytest.fixture
 def json_logs() -> Iterator[io.StringIO]:
     out = io.StringIO()
-    configure_logging("DEBUG", "json", stream=out)
+    configure_logging("DEBUG", "json", stream=out, force=True)
     try:
         yield out
     finally:
@@ -87,6 +87,11 @@ def test_json_lines_carry_the_request_and_no_secret(
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]  # every line is JSON
     requests = [r for r in lines if r["logger"] == "lake.request"]
     assert {r["method"] for r in requests} >= {"Handshake", "GetFlightInfo", "DoGet"}
+    handshakes = [r for r in requests if r["method"] == "Handshake"]
+    assert [(r["status"], r.get("principal")) for r in handshakes] == [
+        ("UNAUTHENTICATED", None),
+        ("OK", "alice"),
+    ]
     doget = next(r for r in requests if r["method"] == "DoGet")
     assert doget["principal"] == "alice" and doget["project"] == "p" and doget["status"] == "OK"
     assert doget["duration_ms"] > 0 and len(doget["request_id"]) == 16
@@ -104,7 +109,7 @@ def test_json_lines_carry_the_request_and_no_secret(
 def test_text_is_the_default_format(tmp_path: Path) -> None:
     assert load_settings(home=tmp_path).log_format == "text"
     out = io.StringIO()
-    configure_logging("INFO", "text", stream=out)
+    configure_logging("INFO", "text", stream=out, force=True)
     try:
         logging.getLogger("lake.test").info("hello")
     finally:

@@ -267,3 +267,19 @@ def test_cli_registry_migrate(dynamodb_url: str, tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("LAKE_REGISTRY_URL", f"sqlite:///{tmp_path / 'r.db'}")
     result = runner.invoke(cli, ["registry", "migrate"])
     assert result.exit_code == 0 and "nothing to migrate" in result.output
+
+
+def test_init_adopts_an_empty_table_but_never_relabels_data(
+    opener: Any, dynamodb_url: str, tmp_path: Path
+) -> None:
+    """A table made outside `lake registry init` (CloudFormation) is empty: init gives it layout 2.
+    A table holding layout-1 data keeps layout 1 until `lake registry migrate`."""
+    store = opener()
+    make_layout1(store)  # no layout item, as CloudFormation leaves it
+    init_table(dynamodb_url, _settings(dynamodb_url, tmp_path))
+    assert store.layout(refresh=True) == CURRENT
+    make_layout1(store)
+    store.put_if_absent("tbl/p/wh/ns/t", b"old data")
+    init_table(dynamodb_url, _settings(dynamodb_url, tmp_path))
+    assert store.layout(refresh=True) == LEGACY
+    assert store.get("tbl/p/wh/ns/t").value == b"old data"  # type: ignore[union-attr]
