@@ -30,7 +30,7 @@ from lake_platform.errors import (
     LeaseUnavailable,
     ServiceUnavailable,
 )
-from lake_platform.observability.metrics import observe_lease_wait
+from lake_platform.observability.hooks import observe_lease_wait
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, MetaStore

@@ -27,6 +27,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from lake_platform.observability import hooks
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)  # process_resident_memory_bytes, CPU, open fds
 
@@ -158,6 +160,9 @@ def observe_registry(backend: str, op: str, outcome: str, seconds: float) -> Non
 
 def observe_lease_wait(outcome: str, seconds: float) -> None:
     LEASE_WAIT.labels(outcome).observe(seconds)
+
+
+hooks.install(observe_registry, observe_lease_wait)
 
 
 # -- read at scrape time -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lake_platform.observability.metrics import observe_registry
+from lake_platform.observability.hooks import observe_registry
 
 ABSENT = 0
 #: The most operations one ``transact`` may carry (DynamoDB's TransactWriteItems limit).

@@ -1,4 +1,5 @@
-"""A fast ``lake``: registry-only commands never import the engine's heavy libraries, and
+"""A fast ``lake``: registry-only commands never import the engine's heavy libraries (nor the
+metrics client, which only serving processes load), and
 ``--json`` is accepted anywhere on the command line."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 from lake_platform.cli import cli
 from lake_platform_tests.cli.conftest import T, run, write_parquet
 
-HEAVY = ["lance", "lance_namespace", "datafusion"]
+HEAVY = ["lance", "lance_namespace", "datafusion", "prometheus_client"]
 
 # Runs the commands in process through click's runner in a fresh interpreter (so sys.modules
 # holds only what they imported), then prints which heavy modules got loaded.
