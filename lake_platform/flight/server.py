@@ -42,7 +42,7 @@ from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.observability import metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.observability.grpc_metrics import ObservingInterceptor
-from lake_platform.observability.query import QueryInfo, failed, observed, pins
+from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
@@ -279,8 +279,12 @@ class FlightSqlServer:
                     )
             except Exception as exc:
                 # Audited too: a query refused at planning (say, naming another tenant's table).
-                info = QueryInfo("flight", identity.name, identity.project, sql, _param_count(params), ())
-                failed(info, self.audit, exc, time.perf_counter() - started)
+                failed(
+                    QueryInfo.of("flight", identity, sql, params),
+                    self.audit,
+                    exc,
+                    time.perf_counter() - started,
+                )
                 raise
             handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
@@ -322,14 +326,7 @@ class FlightSqlServer:
             table = self.metadata.table(identity, name, payload)
             return table.schema, iter(table.to_batches())
         ticket = self.tickets.open_statement(proto.statement_handle(ticket.ticket), identity)
-        query = QueryInfo(
-            "flight",
-            identity.name,
-            identity.project,
-            ticket.sql,
-            _param_count(ticket.params),
-            pins(ticket.snapshots),
-        )
+        query = QueryInfo.of("flight", identity, ticket.sql, ticket.params, ticket.snapshots)
         started = time.perf_counter()
         try:
             self._refuse_if_draining()
@@ -402,10 +399,6 @@ class FlightSqlServer:
             "running_queries": self.streams.running(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
-
-
-def _param_count(params: pa.RecordBatch | None) -> int:
-    return params.num_columns if params is not None else 0
 
 
 #: Kept for callers of the previous names.

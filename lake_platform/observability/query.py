@@ -32,6 +32,15 @@ class QueryInfo:
     params: int
     tables: tuple[dict[str, Any], ...]
 
+    @classmethod
+    def of(
+        cls, surface: str, identity: Any, sql: str, params: Any = None, refs: Iterable[Any] = ()
+    ) -> QueryInfo:
+        """From an identity (``name``, ``project``), bound parameters (a record batch or None) and
+        the snapshot refs planned against."""
+        count = params.num_columns if params is not None else 0
+        return cls(surface, identity.name, identity.project, sql, count, pins(refs))
+
 
 def pins(refs: Iterable[Any]) -> tuple[dict[str, Any], ...]:
     """The snapshots a query read: name, incarnation, version (no storage paths)."""
