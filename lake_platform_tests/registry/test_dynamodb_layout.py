@@ -201,17 +201,18 @@ def test_stale_layout1_clients_follow_the_switch(opener: Any) -> None:
 
 
 def test_commits_during_a_migration_are_never_lost(opener: Any) -> None:
-    """A writer compare-and-swaps a counter in a loop (layout 1, then frozen: retry, then layout
-    2) while the table migrates: every increment it saw succeed is there, none twice."""
+    """A writer compare-and-swaps a counter in a loop through the whole migration: in layout 1,
+    refused (retryable) while frozen, then in layout 2. Every increment it saw succeed is
+    there, none twice."""
     store, writer = opener(), opener()
     make_layout1(store)
     _populate(store)
     writer.put_if_absent("tbl/p/wh/ns/counter", b"0")
-    done = threading.Event()
+    done, started, refused = threading.Event(), threading.Event(), threading.Event()
     outcomes: Counter[str] = Counter()
 
     def count() -> None:
-        while not done.is_set() or outcomes["ok"] < 5:
+        while not done.is_set() or outcomes["ok after"] < 3:
             item = writer.get("tbl/p/wh/ns/counter")
             assert item is not None
             try:
@@ -221,24 +222,34 @@ def test_commits_during_a_migration_are_never_lost(opener: Any) -> None:
                         Check("lse/inc000", 3),
                     ]
                 )
-                outcomes["ok"] += 1
+                outcomes["ok after" if done.is_set() else "ok"] += 1
+                if outcomes["ok"] >= 3:
+                    started.set()
             except ServiceUnavailable:
                 outcomes["frozen"] += 1
+                refused.set()
             except ConditionFailed:
                 outcomes["conflict"] += 1
+
+    def hold_the_freeze(step: str) -> None:
+        if step.startswith("copy: copying"):
+            assert refused.wait(60)  # the writer has met the frozen table
 
     thread = threading.Thread(target=count)
     thread.start()
     try:
-        migrate(store, on_step=lambda step: outcomes.update([f"step {step.split(':')[0]}"]))
+        assert started.wait(60)  # layout-1 commits landed before the freeze
+        migrate(store, on_step=hold_the_freeze)
     finally:
         done.set()
         thread.join(timeout=120)
     assert not thread.is_alive()
+    assert outcomes["frozen"] >= 1 and outcomes["ok after"] >= 3
+    assert outcomes["conflict"] == 0  # one writer: a failed condition would mean a lost update
     final = store.get("tbl/p/wh/ns/counter")
     assert final is not None
-    assert int(final.value) == outcomes["ok"] and final.revision == outcomes["ok"] + 1
-    assert outcomes["conflict"] == 0  # one writer: a failed condition would mean a lost update
+    landed = outcomes["ok"] + outcomes["ok after"]
+    assert int(final.value) == landed and final.revision == landed + 1
 
 
 def test_cli_registry_migrate(dynamodb_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
