@@ -152,7 +152,7 @@ class FlightSqlServer:
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
         metrics.watch_engine(self.engine, self.engine.spill_dir, self.engine.limits.memory_limit_bytes)
         self.audit = open_trail(settings)
-        self.metrics_server: metrics.MetricsServer | None = None
+        self.metrics_server: metrics.Exposition | None = None
         info = standard_info(
             max_statement_bytes=self.settings.max_sql_bytes, statement_timeout_ms=int(PREPARED_TTL * 1000)
         )

@@ -297,9 +297,56 @@ class MetricsServer:
         self.stop()
 
 
-def start_metrics_server(host: str, port: int | None) -> MetricsServer | None:
-    """Serve ``/metrics`` when ``port`` is set (0: any free port); None means metrics are off."""
-    return None if port is None else MetricsServer(host, port)
+class SharedMetricsServer:
+    """One ``/metrics`` per configured address in a process: the Flight endpoint and the REST
+    catalog in one process both ask for LAKE_METRICS_PORT and share it (the registry is shared
+    anyway); it stops when the last user stops it."""
+
+    def __init__(self, server: MetricsServer, key: tuple[str, int]) -> None:
+        self.server, self.key, self.users = server, key, 1
+        self.port, self.host = server.port, server.host
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        with _shared_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            _shared.pop(self.key, None)
+        self.server.stop()
+
+    def __enter__(self) -> SharedMetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_shared: dict[tuple[str, int], SharedMetricsServer] = {}
+_shared_lock = threading.Lock()
+
+
+#: What start_metrics_server returns: has ``host``, ``port``, ``url`` and ``stop()``.
+Exposition = MetricsServer | SharedMetricsServer
+
+
+def start_metrics_server(host: str, port: int | None) -> Exposition | None:
+    """Serve ``/metrics`` when ``port`` is set (0: any free port, never shared); None means
+    metrics are off."""
+    if port is None:
+        return None
+    if port == 0:
+        return MetricsServer(host, port)
+    with _shared_lock:
+        shared = _shared.get((host, port))
+        if shared is not None:
+            shared.users += 1
+            return shared
+        shared = _shared[(host, port)] = SharedMetricsServer(MetricsServer(host, port), (host, port))
+        return shared
 
 
 def timer() -> Callable[[], float]:

@@ -190,3 +190,19 @@ def test_rest_surface_records_through_the_same_api() -> None:
     listed = {"method": "GET /v1/namespace/{id}/list", "code": "503", **rest}
     assert delta(before, after, "lake_request_errors_total", **listed) == 1
     assert not any("p$w$ns" in label for _, labels in after for _, label in labels)
+
+
+def test_one_metrics_port_is_shared_by_the_surfaces_of_a_process() -> None:
+    """Flight and REST in one process both ask for LAKE_METRICS_PORT: one endpoint, which
+    stays up until both have stopped."""
+    from lake_platform_tests.servers import free_port
+
+    port = free_port()
+    flight = start_metrics_server("127.0.0.1", port)
+    rest = start_metrics_server("127.0.0.1", port)
+    assert flight is not None and rest is not None and flight.port == rest.port == port
+    flight.stop()
+    assert ("process_resident_memory_bytes", frozenset()) in scrape(port)  # still served
+    rest.stop()
+    with start_metrics_server("127.0.0.1", port) as again:  # type: ignore[union-attr]
+        assert again.port == port  # really released
