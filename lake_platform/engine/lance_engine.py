@@ -226,7 +226,15 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
 
 def is_rewrite(ds: lance.LanceDataset, version: int) -> bool:
     """Whether ``version`` was committed by a compaction's Rewrite (not its ReserveFragments)."""
-    return type(ds.read_transaction(version).operation).__name__ == "Rewrite"
+    try:
+        op = ds.read_transaction(version).operation
+    except TypeError as exc:
+        # pylance 14.0.2 cannot build the Python form of a Rewrite that remapped indexes
+        # (``LanceOperation.RewrittenIndex`` misses arguments); only a Rewrite carries those.
+        if "RewrittenIndex" in str(exc):
+            return True
+        raise
+    return type(op).__name__ == "Rewrite"
 
 
 class StaleCompaction(Exception):
