@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) bench/orphans.py
 	$(PY) bench/cli.py
 	$(PY) bench/metrics.py
+	$(PY) bench/indexes.py
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)

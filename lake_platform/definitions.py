@@ -6,6 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from lake_platform.defs import checks
+from lake_platform.defs.indexes import index_refresh_schedule, indexes_current, table_indexes
 from lake_platform.defs.ingest import inbox_sensor, ingested
 from lake_platform.defs.maintenance import (
     cleaned_versions,
@@ -30,14 +31,23 @@ def resources() -> dict[str, object]:
 
 def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:
     return dg.Definitions(
-        assets=[ingested, compacted, cleaned_versions, expired_trash, orphan_report, orphan_folder_report],
-        asset_checks=checks.ALL,
+        assets=[
+            ingested,
+            compacted,
+            cleaned_versions,
+            expired_trash,
+            orphan_report,
+            orphan_folder_report,
+            table_indexes,
+        ],
+        asset_checks=[*checks.ALL, indexes_current],
         sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
         schedules=[
             version_cleanup_schedule,
             orphan_scan_schedule,
             orphan_folder_scan_schedule,
             trash_expiry_schedule,
+            index_refresh_schedule,
         ],
         resources={**resources(), **(resource_overrides or {})},
         # One process per run, steps in it: each step process would re-import Lance (~5 s).

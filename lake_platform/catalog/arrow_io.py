@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 
 import pyarrow as pa
 
@@ -13,7 +14,10 @@ def schema_to_ipc(schema: pa.Schema) -> bytes:
     return schema.serialize().to_pybytes()
 
 
+@lru_cache(maxsize=256)
 def schema_from_ipc(ipc: bytes) -> pa.Schema:
+    """Decoded once per distinct schema: every append conforms its input to the table's
+    (schemas are immutable, so sharing the decoded object is safe)."""
     return pa.ipc.read_schema(pa.py_buffer(ipc))
 
 

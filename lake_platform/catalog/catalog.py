@@ -19,6 +19,7 @@ from lake_platform.catalog.cascade import NamespaceDrops
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.containers import Containers
 from lake_platform.catalog.context import CatalogContext, Hook, Log
+from lake_platform.catalog.indexes import Indexes
 from lake_platform.catalog.lease import Lease, WriteGate
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.policies import EffectivePolicy, Policies, PolicyRecord
@@ -45,6 +46,8 @@ from lake_platform.settings import LakeSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from lake_platform.engine.indexes import IndexInfo
 
 __all__ = ["Catalog", "Hook", "Log", "TableSnapshot"]
 
@@ -81,6 +84,7 @@ class Catalog:
         self._reads = Reads(self.ctx, self._manifests)
         self._tables = Tables(self.ctx, self._manifests, self._reads)
         self._versions = Versions(self.ctx, self._tables, self._reads)
+        self._indexes = Indexes(self.ctx, self._tables, self._reads)
         self._tags = Tags(self.ctx, self._reads)
         self._trash = Trash(self.ctx, self._policies, self._versions)
         self._containers = Containers(self.ctx, self._policies, self._trash)
@@ -305,6 +309,62 @@ class Catalog:
     ) -> MaintenanceResult:
         return self._versions.commit_compaction(
             planned, results, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
+        )
+
+    # -- scalar indexes (each change a commit under the lease) -------------------------------------
+
+    def list_indexes(self, name: str, *, principal: Principal | None = None) -> list[IndexInfo]:
+        return self._indexes.list_indexes(name, principal=principal)
+
+    def create_index(
+        self,
+        name: str,
+        column: str,
+        kind: str = "BTREE",
+        *,
+        replace: bool = False,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        return self._indexes.create_index(
+            name,
+            column,
+            kind,
+            replace=replace,
+            actor=actor,
+            run_id=run_id,
+            commit_id=commit_id,
+            principal=principal,
+        )
+
+    def refresh_indexes(
+        self,
+        name: str,
+        names: Sequence[str] | None = None,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        return self._indexes.refresh_indexes(
+            name, names, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
+        )
+
+    def drop_index(
+        self,
+        name: str,
+        column: str,
+        *,
+        actor: str | None = None,
+        run_id: str | None = None,
+        commit_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> MaintenanceResult:
+        return self._indexes.drop_index(
+            name, column, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
         )
 
     def compact(

@@ -138,20 +138,22 @@ class Manifests:
         version = record.current_version
         while version > 0:
             item = self.ctx.store.get(keys.version(record.incarnation, version))
-            if item is None or not self.finish_version(
-                record, decode(VersionRecord, item.value, item.key), item.revision, leased=True
-            ):
+            if item is None:
+                break
+            ver = decode(VersionRecord, item.value, item.key)
+            if not self.finish_version(record, ver, item.revision, leased=True):
+                if pending is not None and version == record.current_version:
+                    pending.base = ver  # already final: what the namespace will answer Lance
                 break
             version -= 1
         storage = self.ctx.storage(record.location)
-        on_disk = engine.canonical_manifests(record.location, storage)
-        rogue = sorted(p for v, paths in on_disk.items() if v > record.current_version for p in paths)
+        rogue, has_current = engine.manifests_above(record.location, record.current_version, storage)
         if rogue:
             log.warning("%s: manifests written around the registry moved to quarantine: %s", tname, rogue)
             engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
             if pending is not None:
                 pending.detail["quarantined_manifests"] = rogue
-        if record.current_version > 0 and record.current_version not in on_disk:
+        if record.current_version > 0 and not has_current:
             raise self.missing_manifest(tname, record.current_version)
         return rogue
 

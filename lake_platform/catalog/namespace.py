@@ -141,14 +141,17 @@ class BoundTableNamespace(LanceNamespace):
         descending = bool(_field(request, "descending"))
         if limit == 1 and descending:
             # Lance asks for "latest" before every commit: answer from the table record, one read.
+            base = None
             if self._fresh:
                 self._fresh = False
+                # The writer's settle read the current version's record under the lease.
+                base = self.pending.base if self.pending is not None else None
             else:
                 self._refresh_record()
             current = self.record.current_version
             if current == 0:
                 return ListTableVersionsResponse(versions=[])
-            rec = self._version(current)
+            rec = base if base is not None and base.version == current else self._version(current)
             return ListTableVersionsResponse(versions=[self._answer(rec)])
         items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
         records = [decode(VersionRecord, i.value, i.key) for i in items]

@@ -36,5 +36,8 @@ class PendingCommit:
     from_version: int | None = None
     versions: dict[int, tuple[VersionRecord, int]] = field(default_factory=dict)
     marker_revision: int = ABSENT
+    #: The registered current version's record as ``settle`` read it under the lease: the
+    #: namespace answers Lance's "latest version" from it instead of reading it again.
+    base: VersionRecord | None = None
     #: Each landed version's staging manifest: garbage once the canonical one is registered.
     staged: dict[int, str] = field(default_factory=dict)

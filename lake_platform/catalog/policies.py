@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.principals import Principal
+from lake_platform.engine.indexes import normalize_kind
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
@@ -55,6 +56,32 @@ class Policy(Record):
     target_rows_per_fragment: int = Field(1_048_576, ge=1)
     trash_grace_seconds: float = Field(7 * 86400, ge=0)
     orphan_min_age_seconds: float = Field(7 * 86400)
+    #: Scalar indexes the index maintenance keeps built and current: column → kind (BTREE,
+    #: BITMAP, ZONEMAP, BLOOMFILTER, INVERTED, NGRAM, LABEL_LIST). ``lake policy set`` takes
+    #: ``indexes=id:btree,k:bitmap`` (``indexes=`` for none).
+    indexes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("indexes", mode="before")
+    @classmethod
+    def _index_specs(cls, value: Any) -> dict[str, str]:
+        if isinstance(value, str):
+            pairs = [p.strip() for p in value.split(",") if p.strip()]
+            value = {}
+            for pair in pairs:
+                column, sep, kind = pair.partition(":")
+                if not sep or not column.strip():
+                    raise ValueError(f"{pair!r} is not column:kind (e.g. id:btree)")
+                if column.strip() in value:
+                    raise ValueError(f"column {column.strip()!r} is named twice")
+                value[column.strip()] = kind
+        if not isinstance(value, dict):
+            raise ValueError("give column:kind pairs, e.g. id:btree,k:bitmap")
+        specs = {}
+        for column, kind in value.items():
+            if not isinstance(column, str) or not column or column != column.strip() or "," in column:
+                raise ValueError(f"invalid column name {column!r}")
+            specs[column] = normalize_kind(kind)
+        return specs
 
     @field_validator("orphan_min_age_seconds")
     @classmethod
@@ -105,6 +132,7 @@ KEYS = {
     "target_rows_per_fragment": "target_rows_per_fragment",
     "trash_grace": "trash_grace_seconds",
     "orphan_min_age": "orphan_min_age_seconds",
+    "indexes": "indexes",
 }
 _DURATIONS = {"retention", "trash_grace", "orphan_min_age"}
 

@@ -104,10 +104,14 @@ class Reads:
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
-        rows = fragments = size = None
+        rows = fragments = size = indexes = None
         if with_stats and record.current_version > 0:
-            stats = engine.version_stats(self.snapshot(tname, record, record.current_version).dataset)
+            from lake_platform.engine.indexes import list_indexes
+
+            ds = self.snapshot(tname, record, record.current_version).dataset
+            stats = engine.version_stats(ds)
             rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
+            indexes = [i.to_dict() for i in list_indexes(ds)]
         schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
         return TableInfo(
             name=str(tname),
@@ -121,6 +125,7 @@ class Reads:
             fragments=fragments,
             data_bytes=size,
             schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+            indexes=indexes,
         )
 
     def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:

@@ -48,6 +48,8 @@ class TableInfo:
     fragments: int | None = None
     data_bytes: int | None = None
     schema: list[dict[str, object]] = field(default_factory=list)
+    #: Scalar indexes of the current version and their coverage: Lance facts, so only with stats.
+    indexes: list[dict[str, object]] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

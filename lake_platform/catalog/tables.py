@@ -171,10 +171,12 @@ class Tables:
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         data = as_reader(data)
+        given = commit_id is not None
         commit_id = check_commit_id(commit_id)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"write to {tname}")
-        replay = self.ctx.replayed(commit_id)
+        # Only a caller's own commit id can have landed before; a fresh one cannot (one get less).
+        replay = self.ctx.replayed(commit_id) if given else None
         if replay is not None:
             return replay
         record, _ = self.ctx.table(tname)

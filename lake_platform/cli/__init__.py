@@ -6,10 +6,22 @@ commands, attached to the root here (so ``app`` never imports them and there is 
 
 from __future__ import annotations
 
-from lake_platform.cli import access, audit, flight, hierarchy, maintenance, policy, serve, sql, tables, tags
+from lake_platform.cli import (
+    access,
+    audit,
+    flight,
+    hierarchy,
+    indexes,
+    maintenance,
+    policy,
+    serve,
+    sql,
+    tables,
+    tags,
+)
 from lake_platform.cli.app import cli, main, parse_duration
 
-for _module in (hierarchy, tables, maintenance, policy, access, audit, serve, sql, tags, flight):
+for _module in (hierarchy, tables, maintenance, policy, access, audit, serve, sql, tags, indexes, flight):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

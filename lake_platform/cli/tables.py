@@ -110,12 +110,14 @@ def table_list(state: State, prefix: str, stats: bool) -> None:
 @click.option(
     "--stats",
     is_flag=True,
-    help="Also rows, fragments and data bytes, read from the table's data (opens Lance; slower).",
+    help="Also rows, fragments, data bytes and the scalar indexes with their coverage, read from the "
+    "table's data (opens Lance; slower).",
 )
 @pass_state
 @handles_errors
 def table_describe(state: State, name: str, stats: bool) -> None:
-    """Location, incarnation, current version and schema, from the registry; --stats adds rows."""
+    """Location, incarnation, current version and schema, from the registry; --stats adds rows
+    and indexes."""
     with state.catalog() as catalog:
         info = catalog.describe_table(name, with_stats=stats).to_dict()
 
@@ -127,7 +129,18 @@ def table_describe(state: State, name: str, stats: bool) -> None:
         cols = "\n".join(
             f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"]
         )
-        return plain(head) + "\nschema:\n" + cols
+        out = plain(head) + "\nschema:\n" + cols
+        if stats:
+            found = d.get("indexes") or []
+            out += "\nindexes:" + (
+                "".join(
+                    f"\n  {i['name']}: {str(i['kind']).lower()} on {i['column']}, "
+                    f"{i['rows_indexed']} rows indexed, {i['rows_unindexed']} not yet"
+                    for i in found
+                )
+                or " none"
+            )
+        return out
 
     state.emit(info, human)
 

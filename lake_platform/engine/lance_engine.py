@@ -37,6 +37,7 @@ from lake_platform.engine.manifests import finalize_manifest as finalize_manifes
 from lake_platform.engine.manifests import is_staging_manifest as is_staging_manifest
 from lake_platform.engine.manifests import manifest_exists as manifest_exists
 from lake_platform.engine.manifests import manifest_size as manifest_size
+from lake_platform.engine.manifests import manifests_above as manifests_above
 from lake_platform.engine.manifests import manifests_on_disk as manifests_on_disk
 from lake_platform.engine.manifests import quarantine_files as quarantine_files
 from lake_platform.engine.manifests import quarantined_files as quarantined_files
@@ -226,7 +227,15 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
 
 def is_rewrite(ds: lance.LanceDataset, version: int) -> bool:
     """Whether ``version`` was committed by a compaction's Rewrite (not its ReserveFragments)."""
-    return type(ds.read_transaction(version).operation).__name__ == "Rewrite"
+    try:
+        op = ds.read_transaction(version).operation
+    except TypeError as exc:
+        # pylance 14.0.2 cannot build the Python form of a Rewrite that remapped indexes
+        # (``LanceOperation.RewrittenIndex`` misses arguments); only a Rewrite carries those.
+        if "RewrittenIndex" in str(exc):
+            return True
+        raise
+    return type(op).__name__ == "Rewrite"
 
 
 class StaleCompaction(Exception):

@@ -184,23 +184,51 @@ def _manifest_version(name: str) -> int | None:
 def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
     """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
     ``_versions/``, which is what Lance itself lists to find the newest version."""
-    import pyarrow.fs as pafs
-
     found: dict[int, list[str]] = {}
-    if not location.startswith("s3://"):
-        try:
-            names = [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
-        except FileNotFoundError:
-            return found
-    else:
-        fs, root = _filesystem(location, storage_options)
-        infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
-        names = [i.base_name for i in infos if i.type == pafs.FileType.File]
-    for name in names:
+    for name in _version_names(location, storage_options):
         version = _manifest_version(name)
         if version is not None:
             found.setdefault(version, []).append(f"_versions/{name}")
     return found
+
+
+def manifests_above(
+    location: str, version: int, storage_options: dict[str, str] | None = None
+) -> tuple[list[str], bool]:
+    """(canonical manifests of versions above ``version``, sorted; whether ``version`` has a
+    canonical manifest): what a writer's settle needs, from one listing of ``_versions/``.
+
+    Cheaper than :func:`canonical_manifests` on a long history: a V2 name's 20-digit stem is
+    ``u64::MAX - N``, so a stem above ``version``'s stem is an older version and is skipped by
+    one string comparison, without parsing."""
+    names = _version_names(location, storage_options)
+    threshold = f"{(1 << 64) - 1 - version:020d}"
+    above, has = [], False
+    for name in names:
+        stem = name[:20]
+        if len(name) >= 29 and name[20:29] == ".manifest" and stem > threshold and stem.isdigit():
+            continue  # an older version (V2), final or staging
+        found = _manifest_version(name)
+        if found is None:
+            continue
+        if found > version:
+            above.append(f"_versions/{name}")
+        elif found == version:
+            has = True
+    return sorted(above), has
+
+
+def _version_names(location: str, storage_options: dict[str, str] | None) -> list[str]:
+    import pyarrow.fs as pafs
+
+    if not location.startswith("s3://"):
+        try:
+            return [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
+        except FileNotFoundError:
+            return []
+    fs, root = _filesystem(location, storage_options)
+    infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
+    return [i.base_name for i in infos if i.type == pafs.FileType.File]
 
 
 def quarantine_files(

@@ -74,11 +74,14 @@ class SqliteMetaStore(MetaStore):
         check_ops(ops)
         results: list[Item | None] = []
         with self._tx() as conn:
+            # Revisions read under this transaction's write lock (keys are distinct, see
+            # check_ops): a conditional Put reuses what its condition read.
+            seen: dict[str, int] = {}
             for op in ops:
                 if isinstance(op, Put) and op.expected is None:
                     continue
                 row = conn.execute("SELECT revision FROM kv WHERE key = ?", (op.key,)).fetchone()
-                current = row[0] if row else ABSENT
+                current = seen[op.key] = row[0] if row else ABSENT
                 if current != op.expected:
                     raise ConditionFailed(
                         f"registry condition failed on {op.key!r}: expected revision "
@@ -87,8 +90,11 @@ class SqliteMetaStore(MetaStore):
                     )
             for op in ops:
                 if isinstance(op, Put):
-                    row = conn.execute("SELECT revision FROM kv WHERE key = ?", (op.key,)).fetchone()
-                    revision = (row[0] if row else ABSENT) + 1
+                    current = seen.get(op.key)
+                    if current is None:
+                        row = conn.execute("SELECT revision FROM kv WHERE key = ?", (op.key,)).fetchone()
+                        current = row[0] if row else ABSENT
+                    revision = current + 1
                     conn.execute(
                         "INSERT INTO kv (key, value, revision) VALUES (?, ?, ?) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value, revision = excluded.revision",

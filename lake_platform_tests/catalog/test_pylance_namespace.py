@@ -161,3 +161,24 @@ def test_tags_through_the_namespace(lake: Lake) -> None:
     ns.delete_table_tag({"id": EVENTS, "tag": "gold"})
     with pytest.raises(ns_errors.TableTagNotFoundError):
         ns.get_table_tag_version({"id": EVENTS, "tag": "gold"})
+
+
+def test_a_pylance_index_build_is_a_registered_commit(lake: Lake) -> None:
+    """A pylance user's ``create_scalar_index`` commits through the namespace like an append:
+    the registry numbers the version and logs it; the catalog's readers see the index."""
+    ns = LakeNamespace(lake.catalog)
+    lance.write_dataset(
+        events(list(range(100))),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="create",
+        storage_options=storage_options_of(lake),
+    )
+    ds = lance.dataset(namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake))
+    ds.create_scalar_index("id", "BTREE")
+    snap = lake.catalog.open_table("p.w.ns.events")
+    assert snap.version == 2
+    assert [(i.name, i.kind, i.rows_indexed) for i in lake.catalog.list_indexes("p.w.ns.events")] == [
+        ("id_idx", "BTREE", 100)
+    ]
+    assert [(e.operation, e.to_version) for e in lake.catalog.history("p.w.ns.events")][-1] == ("commit", 2)

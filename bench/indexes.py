@@ -1,0 +1,188 @@
+"""Point queries on an indexed column: through ADBC (end to end), in process, and Lance alone.
+
+    python bench/indexes.py [--rows 5000000] [--runs 50]
+
+Builds a Lance table through the catalog (``_common``'s generated rows: id int64, ts, category,
+value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id = <n>`` (a
+different id each run, so no result is cached anywhere):
+
+- through ADBC against our Flight SQL endpoint (its own process on loopback): the whole round
+  trip an analyst sees (prepare, GetFlightInfo, DoGet, close);
+- in process through the query engine (plan + stream, DataFusion over the Lance provider);
+- in Lance alone (``dataset.to_table(filter=...)``);
+- the bytes Lance read for one point query (its IO statistics);
+
+first without an index, then after ``catalog.create_index(..., "id", "btree")`` (a registry
+commit; the endpoint is restarted so it plans against the new version at once). Also reports
+the index build time and size. Medians; the machine is shared, so figures are a floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import _common as c  # bench/ is first on sys.path when a script runs
+
+USER, PASSWORD = "bench", "bench-password"
+TABLE = "p.w.ns.trips"
+POINT = "SELECT * FROM w.ns.trips WHERE id = {}"
+FLIGHT = Path(__file__).resolve().parent / "flight.py"
+
+
+def build(home: Path, rows: int) -> int:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
+    catalog = Catalog(load_settings(home=home))
+    catalog.create_project("p")
+    catalog.create_warehouse("p.w")
+    catalog.create_namespace("p.w.ns")
+    tally = c.Tally()
+    catalog.create_table(TABLE, c.make_reader(rows, 500_000, seed=0, tally=tally))
+    catalog.close()
+    return tally.nbytes
+
+
+def start_endpoint(home: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Our Flight SQL endpoint in its own process (bench/flight.py's server entry point)."""
+    proc = subprocess.Popen([sys.executable, str(FLIGHT), "--serve-ours", str(home)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def median_ms(fn: Callable[[int], int], ids: list[int]) -> tuple[float, float]:
+    """(median, p90) milliseconds of ``fn(id)`` over ``ids`` after one warm-up call."""
+    fn(ids[0])
+    times = []
+    for i in ids:
+        t = time.perf_counter()
+        assert fn(i) == 1
+        times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.9) - 1]
+
+
+def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
+    import adbc_driver_flightsql.dbapi as fsql
+    import pyarrow as pa
+
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.engine.indexes import scan_io
+    from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.snapshot import load_snapshot
+    from lake_platform.settings import load_settings
+
+    rng = random.Random(label)
+    ids = [rng.randrange(rows) for _ in range(runs)]
+    out: dict[str, Any] = {}
+    settings = load_settings(home=home)
+    with Catalog(settings) as catalog:
+        ds = catalog.open_table(TABLE).dataset
+        out["lance"] = median_ms(lambda i: ds.to_table(filter=f"id = {i}").num_rows, ids)
+        scan_io(ds)
+        ds.to_table(filter=f"id = {ids[0]}")
+        out["lance_bytes"] = scan_io(ds)[0]
+        engine = QueryEngine(settings)
+        view = load_snapshot(catalog.store).project("p")
+
+        def in_process(i: int) -> int:
+            planned = engine.plan(POINT.format(i), view)
+            return sum(b.num_rows for b in engine.stream(planned))
+
+        out["datafusion"] = median_ms(in_process, ids)
+        planned = engine.plan(POINT.format(ids[0]), view)
+        dataset = engine.dataset(planned.refs[0])
+        scan_io(dataset)
+        pa.Table.from_batches(list(engine.stream(planned)), schema=planned.schema)
+        out["datafusion_bytes"] = scan_io(dataset)[0]
+    proc, port = start_endpoint(home)
+    try:
+        conn = fsql.connect(
+            f"grpc://127.0.0.1:{port}", db_kwargs={"username": USER, "password": PASSWORD}, autocommit=True
+        )
+
+        def adbc(i: int) -> int:
+            with conn.cursor() as cur:
+                cur.execute(POINT.format(i))
+                return sum(b.num_rows for b in cur.fetch_record_batch())
+
+        out["adbc"] = median_ms(adbc, ids)
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--runs", type=int, default=50)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.engine.lance_engine import version_stats
+    from lake_platform.settings import load_settings
+
+    print(c.machine_line())
+    home = Path(tempfile.mkdtemp(prefix="lake-bench-indexes-")) / "home"
+    t = time.perf_counter()
+    nbytes = build(home, args.rows)
+    with Catalog(load_settings(home=home)) as catalog:
+        stats = version_stats(catalog.open_table(TABLE).dataset)
+    print(
+        f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, {stats.data_bytes / 1e6:,.0f} MB "
+        f"on disk, {stats.fragments} fragments; built in {time.perf_counter() - t:.1f}s"
+    )
+    before = measure(home, args.rows, args.runs, "before")
+    with Catalog(load_settings(home=home)) as catalog:
+        t = time.perf_counter()
+        result = catalog.create_index(TABLE, "id", "btree")
+        built = time.perf_counter() - t
+        (info,) = catalog.list_indexes(TABLE)
+        size = sum(d.total_size_bytes for d in catalog.open_table(TABLE).dataset.describe_indices())
+    print(
+        f"index: btree on id built in {built:.2f}s as registry version {result.version} "
+        f"({info.rows_indexed:,} rows, {size / 1e6:.1f} MB)"
+    )
+    after = measure(home, args.rows, args.runs, "after")
+    print(f"point query, median (p90) of {args.runs} distinct ids, ms:")
+    print(f"  {'':34} {'no index':>18} {'btree on id':>18}")
+    for key, name in (
+        ("adbc", "ADBC -> our endpoint (end to end)"),
+        ("datafusion", "in process (query engine)"),
+        ("lance", "Lance alone (to_table filter)"),
+    ):
+        b, a = before[key], after[key]
+        print(f"  {name:34} {b[0]:9.2f} ({b[1]:6.2f}) {a[0]:9.2f} ({a[1]:6.2f})")
+    print("bytes read by one point query (Lance IO stats):")
+    for key, name in (("datafusion_bytes", "in process (query engine)"), ("lance_bytes", "Lance alone")):
+        print(
+            f"  {name:34} {before[key] / 1e6:9.2f} MB -> {after[key] / 1e3:9.1f} kB "
+            f"({after[key] / stats.data_bytes * 100:.3f}% of the table's {stats.data_bytes / 1e6:.0f} MB)"
+        )
+    goal = after["adbc"][0]
+    print(
+        f"goal: ADBC point query on an indexed column <= 5 ms median: {goal:.2f} ms -> "
+        f"{'MEETS' if goal <= 5 else 'MISSES'}"
+    )
+    print(c.load_line())
+
+
+if __name__ == "__main__":
+    main()

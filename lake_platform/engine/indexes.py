@@ -1,0 +1,113 @@
+"""Lance scalar indexes: build, refresh, drop and describe (pylance 14.0.2).
+
+An index build, refresh or drop is a Lance commit like any other: called on a dataset opened
+through the catalog's bound namespace, Lance registers the new version with the registry
+(managed versioning), so these functions never decide a version number themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from lake_platform.engine.lance_engine import _lance
+
+if TYPE_CHECKING:
+    import lance
+
+#: The scalar index kinds the platform builds, as pylance 14.0.2's ``create_scalar_index`` names
+#: them, and the type name its ``list_indices`` reports for each. RTREE (geometry) and
+#: MINHASHLSH (near-duplicate search) are left out: no column type here uses them.
+KINDS: dict[str, str] = {
+    "BTREE": "BTree",
+    "BITMAP": "Bitmap",
+    "ZONEMAP": "ZoneMap",
+    "BLOOMFILTER": "BloomFilter",
+    "INVERTED": "Inverted",
+    "NGRAM": "NGram",
+    "LABEL_LIST": "LabelList",
+}
+#: Other spellings pylance accepts for the same kind.
+ALIASES = {"FTS": "INVERTED"}
+_BY_TYPE = {v: k for k, v in KINDS.items()}
+
+
+def normalize_kind(kind: object) -> str:
+    """``btree`` → ``BTREE``, ``fts`` → ``INVERTED``; ValueError naming the kinds otherwise."""
+    text = kind.strip().upper() if isinstance(kind, str) else ""
+    text = ALIASES.get(text, text)
+    if text not in KINDS:
+        raise ValueError(f"unknown index kind {kind!r}: use one of {', '.join(k.lower() for k in KINDS)}")
+    return text
+
+
+def index_name(column: str) -> str:
+    """The name the platform gives the index of ``column`` (Lance's own default)."""
+    return f"{column}_idx"
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    name: str
+    column: str
+    kind: str  # one of KINDS, or Lance's type name for a kind the platform does not build
+    rows_indexed: int
+    rows_unindexed: int
+    fragments_unindexed: int
+    #: The table version the index was last built or refreshed at.
+    built_at_version: int
+
+    @property
+    def lagging(self) -> bool:
+        """Rows committed after the last build are found by scanning them, not by the index."""
+        return self.fragments_unindexed > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "lagging": self.lagging}
+
+
+def list_indexes(ds: lance.LanceDataset) -> list[IndexInfo]:
+    """The user-visible scalar indexes of this version (Lance's system indexes are skipped)."""
+    found = []
+    for desc in ds.describe_indices():
+        fields = list(desc.field_names or [])
+        if desc.name.startswith("__") or len(fields) != 1:
+            continue
+        stats = ds.stats.index_stats(desc.name)
+        found.append(
+            IndexInfo(
+                name=desc.name,
+                column=fields[0],
+                kind=_BY_TYPE.get(str(desc.index_type), str(desc.index_type)),
+                rows_indexed=int(stats.get("num_indexed_rows", 0)),
+                rows_unindexed=int(stats.get("num_unindexed_rows", 0)),
+                fragments_unindexed=int(stats.get("num_unindexed_fragments", 0)),
+                built_at_version=max(
+                    (int(seg.dataset_version_at_last_update or 0) for seg in desc.segments), default=0
+                ),
+            )
+        )
+    return sorted(found, key=lambda i: i.name)
+
+
+def create_index(ds: lance.LanceDataset, column: str, kind: str, name: str) -> None:
+    """Build (or rebuild, replacing one of the same name) an index over every fragment."""
+    ds.create_scalar_index(column, kind, name=name, replace=True)
+
+
+def refresh_indexes(ds: lance.LanceDataset, names: Sequence[str]) -> None:
+    """Fold rows appended since the last build into ``names`` (no retraining: a delta merge)."""
+    ds.optimize.optimize_indices(index_names=list(names))
+
+
+def drop_index(ds: lance.LanceDataset, name: str) -> None:
+    ds.drop_index(name)
+
+
+def scan_io(ds: lance.LanceDataset) -> tuple[int, int]:
+    """(bytes read, read requests) by this dataset handle since the last call: for measuring
+    how much of a table a query touched."""
+    _lance()
+    stats = ds.io_stats_incremental()
+    return int(stats.read_bytes), int(stats.read_iops)
