@@ -7,8 +7,8 @@ names the project with ``--project`` (needed only when the registry holds more t
 
 The result is streamed batch by batch: to a file (``--output``: Parquet, CSV or Arrow IPC by
 extension), as JSON rows (``--json``), or as a table for people (at most ``--head`` rows shown,
-all of them counted). There is no time travel: the query layer reads each table's current
-version only.
+all of them counted). Time travel is written in the query, as over Flight: ``w.ns."t@v12"`` or
+``w.ns."t@tag:eod"`` (a flag could not say which of the query's tables it meant).
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ def sql(
 ) -> None:
     """Run a read-only SQL QUERY with the Flight endpoint's engine, limits and tenancy.
 
-    Tables are named warehouse.namespace.table within the project. No time travel: each table is
-    read at its current version.
+    Tables are named warehouse.namespace.table within the project, read at their current version;
+    an older version or a tag is named in the query: w.ns."t@v12", w.ns."t@tag:eod".
     """
     fmt = output_format(output) if output is not None else None
     from lake_platform.flight.settings import flight_settings

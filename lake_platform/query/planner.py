@@ -26,6 +26,7 @@ from lake_platform.errors import (
     TableNotFound,
     TableVersionNotFound,
 )
+from lake_platform.query import timetravel
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.limits import QueryLimits
@@ -68,7 +69,7 @@ class PlannedQuery:
     sql: str
     df: Any  # datafusion.DataFrame
     schema: pa.Schema  # what FlightInfo advertises and the stream carries, exactly
-    refs: tuple[TableRef, ...]  # the captured table versions, in name order
+    refs: tuple[TableRef, ...]  # the captured table versions, in written-name order
     parameters: int
     lookups: int = 0  # catalog lookups planning made (one per distinct table name)
 
@@ -119,9 +120,14 @@ class Resolver:
         """Resolve against the snapshot's current versions."""
 
         def lookup(wh: str, ns: str, table: str) -> TableRef | None:
-            cached = view.table(wh, ns, table)
+            base, at = timetravel.split(table)
+            cached = view.table(wh, ns, base)
             if cached is None:
+                if at is not None:
+                    raise TableNotFound(f"table {wh}.{ns}.{base} not found")
                 return None
+            if at is not None:
+                return timetravel.resolve(cached, at, f"{wh}.{ns}.{base}")
             if cached.ref is None:
                 raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
             return cached.ref
@@ -158,8 +164,10 @@ class Resolver:
             if ref is None:
                 self.missing.append(".".join(key))
             else:
-                resolved = self._open(ref, self._verify)
-                self.captured[ref.name] = ref
+                # An older version may have been cleaned up since this process opened it: check
+                # (a stat) before planning on it, as DoGet does for every pinned ref.
+                resolved = self._open(ref, self._verify or ref.at is not None)
+                self.captured[ref.written] = ref
         except LakeError as exc:
             self.failure = self.failure or exc
         self._resolved[key] = resolved
@@ -202,7 +210,13 @@ def pinned_keys(
                 f"table {ref.sql_name} was dropped after this query was planned; the version it was planned "
                 f"on (version {ref.version}) is no longer available"
             )
-    return {(r.table_name.warehouse, ".".join(r.table_name.namespace), r.table_name.table): r for r in refs}
+    return {(r.table_name.warehouse, ".".join(r.table_name.namespace), _written_table(r)): r for r in refs}
+
+
+def _written_table(ref: TableRef) -> str:
+    """The table part as the query wrote it (``t``, or ``t@v12`` for a time-travel ref)."""
+    table = ref.table_name.table
+    return table if ref.at is None else f"{table}{timetravel.SEPARATOR}{ref.at}"
 
 
 def plan_in(
@@ -247,7 +261,7 @@ def plan_in(
     if root not in ALLOWED_ROOTS:
         raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
     schema = advertised_schema(df.schema())
-    refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.name))
+    refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.written))
     return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
 
 
