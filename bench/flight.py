@@ -86,8 +86,10 @@ def serve_variant(home: str, variant: str) -> None:
     - ``unpinned``: the same planning through the request-local catalog, but the ticket is the
       bare SQL (no snapshots, no sealing, no expiry): what pinning itself costs;
     - ``static``: planning against a static (Rust, in-memory) catalog holding the current
-      table provider, with the same SQL checks, and the bare SQL as the ticket: what pinning
-      and the request-local catalog cost together.
+      table provider, in one context reused by every request, with the same SQL checks, and the
+      bare SQL as the ticket: what pinning and the request-local catalog cost together;
+    - ``fresh``: ours exactly, but a new DataFusion context for every request (no session pool,
+      as before issue 14): what reusing sessions saves.
     """
     from datafusion.catalog import Catalog, Schema
 
@@ -111,6 +113,8 @@ def serve_variant(home: str, variant: str) -> None:
                 return super().get_flight_info(call, descriptor)
             sql = proto.parse(proto.CommandStatementQuery, payload).query
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
+            if variant == "fresh":
+                return super().get_flight_info(call, descriptor)
             if variant == "unpinned":
                 schema = self.engine.plan(sql, self._view(identity)).schema
                 return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
@@ -120,11 +124,11 @@ def serve_variant(home: str, variant: str) -> None:
                 tables.register_table("trips", self.engine.table(ref))
                 self.catalog = Catalog.memory_catalog()
                 self.catalog.register_schema("ns", tables)
+                self.ctx = self.engine.context()
+                self.ctx.register_catalog_provider("w", self.catalog)
             check_query(sql, self.settings.max_sql_bytes)
             text, _ = rewrite_placeholders(qualify_nested(sql, lambda wh, ns: (wh, ns) == ("w", "ns")))
-            ctx = self.engine.context()
-            ctx.register_catalog_provider("w", self.catalog)
-            df = ctx.sql_with_options(text, READ_ONLY)
+            df = self.ctx.sql_with_options(text, READ_ONLY)
             type(df.logical_plan().to_variant()).__name__  # noqa: B018 - the same root check as ours
             return fl.FlightInfo(
                 advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1
@@ -132,7 +136,10 @@ def serve_variant(home: str, variant: str) -> None:
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
-    server = Variant(settings, flight_settings(port=0), authenticator=auth).start()
+    server = Variant(settings, flight_settings(port=0), authenticator=auth)
+    if variant == "fresh":
+        server.engine.sessions.capacity = 0  # every request makes (and drops) its own context
+    server.start()
     print(server.port, flush=True)
     server.wait()
 
@@ -270,7 +277,7 @@ def main() -> None:
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
     ours, ours_port = start("--serve-ours", home)
-    variants = [start("--serve-unpinned", home), start("--serve-static", home)]
+    variants = [start("--serve-unpinned", home), start("--serve-static", home), start("--serve-fresh", home)]
     try:
         clients = []
         for port in (ours_port, *(p for _, p in variants)):
@@ -278,13 +285,14 @@ def main() -> None:
             clients.append(
                 (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
             )
-        pinned, unpinned, static = info_latency(clients, args.pin_runs)
+        pinned, unpinned, static, fresh = info_latency(clients, args.pin_runs)
         print(
             f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned "
             f"{pinned * 1000:.3f} ms; "
             f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
             f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
-            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%"
+            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%; a new context per "
+            f"request {fresh * 1000:.3f} ms -> session reuse saves {(fresh - pinned) * 1000:.3f} ms"
         )
     finally:
         for proc, _ in variants:
@@ -373,7 +381,7 @@ if __name__ == "__main__":
         serve_ours(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare":
         serve_bare(sys.argv[2])
-    elif len(sys.argv) > 2 and sys.argv[1] in ("--serve-unpinned", "--serve-static"):
+    elif len(sys.argv) > 2 and sys.argv[1] in ("--serve-unpinned", "--serve-static", "--serve-fresh"):
         serve_variant(sys.argv[2], sys.argv[1].removeprefix("--serve-"))
     else:
         main()

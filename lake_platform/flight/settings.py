@@ -134,6 +134,12 @@ class FlightSettings(BaseSettings):
     dataset_cache_size: int = Field(
         256, ge=0, description="Opened table versions kept (versions are immutable)."
     )
+    session_pool_size: int = Field(
+        16,
+        ge=0,
+        le=1024,
+        description="Idle DataFusion contexts kept for reuse across requests (0: a new one per request).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:

@@ -28,6 +28,7 @@ from lake_platform.query import planner
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery, Resolver
 from lake_platform.query.providers import Providers
+from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
 from lake_platform.settings import LakeSettings
@@ -61,6 +62,9 @@ class QueryEngine:
         if self.limits.target_partitions:
             config = config.with_target_partitions(self.limits.target_partitions)
         self._config = config
+        # Contexts are reused across requests, each bound to one request's catalogs at a time
+        # (``sessions``); the factory is looked up late so a test may swap it.
+        self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
 
     # -- opening table versions ------------------------------------------------------------
 
@@ -94,6 +98,7 @@ class QueryEngine:
     # -- planning ------------------------------------------------------------------------
 
     def context(self) -> SessionContext:
+        """A new context on the process's runtime (the pool's factory)."""
         return SessionContext(self._config, self.runtime)
 
     def plan(
@@ -105,7 +110,7 @@ class QueryEngine:
         resolver = Resolver.over_view(self._open_table, self.limits, view)
         namespaces = set(view.namespaces)
         return planner.plan_in(
-            self.context,
+            self.sessions.session,
             sql,
             list(view.warehouses),
             resolver,
@@ -131,7 +136,7 @@ class QueryEngine:
         its manifest is no longer on storage (cleaned up, purged)."""
         by_key = planner.pinned_keys(refs, is_dropped)
         resolver = Resolver.over_refs(self._open_table, self.limits, by_key)
-        return planner.plan_pinned_in(self.context, sql, resolver, self.limits, refs, by_key, params)
+        return planner.plan_pinned_in(self.sessions.session, sql, resolver, self.limits, refs, by_key, params)
 
     # -- time limit ------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Planning read-only SQL through a request-local DataFusion catalog that captures what it reads.
 
-Every request gets its own ``SessionContext`` whose catalogs are Python providers over one
-tenant's part of the cached snapshot (catalog = warehouse, schema = namespace path joined by
+Every request plans in a (pooled, see ``sessions``) ``SessionContext`` whose catalogs, for the
+length of the planning, are Python providers over one tenant's part of the cached snapshot (catalog = warehouse, schema = namespace path joined by
 ".", table = table). A table is resolved only when the planner asks for it, once per name and
 request (a self-join or a repeated reference gets the same snapshot), and each resolution
 *captures* an immutable :class:`TableRef`: the plan's table versions. CTE names never reach the
@@ -11,7 +11,8 @@ catalog. Planning a ticket's SQL again sees exactly the refs it pins and nothing
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,8 +220,12 @@ def _written_table(ref: TableRef) -> str:
     return table if ref.at is None else f"{table}{timetravel.SEPARATOR}{ref.at}"
 
 
+#: A context whose catalogs are exactly the given ones for the length of a ``with`` block.
+Session = Callable[[Mapping[str, CatalogProvider]], AbstractContextManager[SessionContext]]
+
+
 def plan_in(
-    context: Callable[[], SessionContext],
+    session: Session,
     sql: str,
     warehouses: list[str],
     resolver: Resolver,
@@ -229,22 +234,20 @@ def plan_in(
     prepare: bool,
     is_namespace: Callable[[str, str], bool],
 ) -> PlannedQuery:
-    """Plan ``sql`` in a new ``context()`` with one catalog per warehouse, all resolving
-    through ``resolver``.
+    """Plan ``sql`` in a ``session`` whose catalogs are one per warehouse, all resolving through
+    ``resolver`` (and nothing else: no other request's catalogs).
 
     ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
     check_query(sql, limits.max_sql_bytes)
     text, count = rewrite_placeholders(qualify_nested(sql, is_namespace))
     values = None if prepare and params is None else bind_values(params, count)
-    ctx = context()
-    for wh in warehouses:
-        ctx.register_catalog_provider(wh, _Catalog(resolver, wh))
     try:
-        df = (
-            ctx.sql_with_options(text, READ_ONLY, param_values=values)
-            if values
-            else ctx.sql_with_options(text, READ_ONLY)
-        )
+        with session({wh: _Catalog(resolver, wh) for wh in warehouses}) as ctx:
+            df = (
+                ctx.sql_with_options(text, READ_ONLY, param_values=values)
+                if values
+                else ctx.sql_with_options(text, READ_ONLY)
+            )
         root = type(df.logical_plan().to_variant()).__name__
     except LakeError:
         raise
@@ -266,7 +269,7 @@ def plan_in(
 
 
 def plan_pinned_in(
-    context: Callable[[], SessionContext],
+    session: Session,
     sql: str,
     resolver: Resolver,
     limits: QueryLimits,
@@ -279,7 +282,7 @@ def plan_pinned_in(
     namespaces = {(k[0], k[1]) for k in by_key}
     try:
         planned = plan_in(
-            context,
+            session,
             sql,
             sorted({k[0] for k in by_key}),
             resolver,

@@ -43,10 +43,12 @@ class SlowUdf:
             return ctx
 
         self._server.engine.context = context  # type: ignore[method-assign]
+        self._server.engine.sessions.clear()  # pooled contexts were made without the UDF
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.engine.context = self._original  # type: ignore[method-assign]
+        self._server.engine.sessions.clear()
 
 
 def tagged_rows(n: int, start: int = 0, tag: str = "v") -> pa.RecordBatchReader:
