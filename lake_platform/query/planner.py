@@ -1,11 +1,12 @@
 """Planning read-only SQL through a request-local DataFusion catalog that captures what it reads.
 
 Every request plans in a (pooled, see ``sessions``) ``SessionContext`` whose catalogs, for the
-length of the planning, are Python providers over one tenant's part of the cached snapshot (catalog = warehouse, schema = namespace path joined by
-".", table = table). A table is resolved only when the planner asks for it, once per name and
-request (a self-join or a repeated reference gets the same snapshot), and each resolution
-*captures* an immutable :class:`TableRef`: the plan's table versions. CTE names never reach the
-catalog. Planning a ticket's SQL again sees exactly the refs it pins and nothing else.
+length of the planning, are Python providers over one tenant's part of the cached snapshot
+(catalog = warehouse, schema = namespace path joined by ".", table = table). A table is
+resolved only when the planner asks for it, once per name and request (a self-join or a
+repeated reference gets the same snapshot), and each resolution *captures* an immutable
+:class:`TableRef`: the plan's table versions. CTE names never reach the catalog. Planning a
+ticket's SQL again sees exactly the refs it pins and nothing else.
 """
 
 from __future__ import annotations
