@@ -204,6 +204,7 @@ class FlightSqlServer:
         self.streams.finish(grace)
         self.transport.stop(grace=1.0)
         self.streams.close()
+        self.engine.close()
         self.snapshots.stop()
         if self._owned_catalog is not None:
             self._owned_catalog.close()
@@ -363,6 +364,7 @@ class FlightSqlServer:
             "version": __version__,
             "snapshot": status,
             "running_queries": self.streams.running(),
+            "cache": self.engine.cache.stats(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -140,6 +141,19 @@ class FlightSettings(BaseSettings):
         le=1024,
         description="Idle DataFusion contexts kept for reuse across requests (0: a new one per request).",
     )
+    cache_bytes: int = Field(
+        default_factory=lambda: default_cache_bytes(),
+        ge=0,
+        description="The snapshot cache's budget: decoded Arrow bytes of hot table versions held in "
+        "memory per replica (default 1/16 of physical memory; 0 turns the cache off).",
+    )
+    cache_admit_after: int = Field(
+        3,
+        ge=1,
+        le=1_000_000,
+        description="Plannings of one table version before a cache=auto table is loaded into the cache "
+        "(cache=hot: at the first; cache=off: never).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:
@@ -206,6 +220,14 @@ class FlightSettings(BaseSettings):
         values: dict[str, Any] = {name: getattr(self, name) for name in names}
         values["spill_dir"] = self.spill_path(lake)
         return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
+
+
+def default_cache_bytes() -> int:
+    """A modest share of the machine's memory: 1/16 of physical RAM (0 where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 16
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def is_loopback(host: str) -> bool:

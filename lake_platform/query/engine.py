@@ -16,6 +16,7 @@ manifests, and :class:`PinnedNamespace` answers Lance from them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ import pyarrow as pa
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
 from datafusion.catalog import Table
 
+from lake_platform.errors import Throttling
 from lake_platform.query import planner
+from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery, Resolver
 from lake_platform.query.providers import Providers
@@ -65,6 +68,11 @@ class QueryEngine:
         # Contexts are reused across requests, each bound to one request's catalogs at a time
         # (``sessions``); the factory is looked up late so a test may swap it.
         self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
+        self.cache = DataCache(
+            self.limits.cache_bytes,
+            admit_after=self.limits.cache_admit_after,
+            partitions=self.limits.target_partitions or os.cpu_count() or 1,
+        )
 
     # -- opening table versions ------------------------------------------------------------
 
@@ -78,7 +86,7 @@ class QueryEngine:
 
     def table(self, ref: TableRef, *, verify: bool = False) -> Table:
         """:meth:`provider` wrapped for a catalog (the wrapper is cached with it)."""
-        return self._open_table(ref, verify)
+        return self._providers.entry(ref, verify)[2]
 
     def dataset(self, ref: TableRef) -> Any:
         """The opened dataset of exactly ``ref``'s version (opening it if needed)."""
@@ -92,8 +100,19 @@ class QueryEngine:
         """How many snapshots were opened (cache misses) since the engine started."""
         return self._providers.opens
 
-    def _open_table(self, ref: TableRef, verify: bool) -> Table:
-        return self._providers.entry(ref, verify)[2]
+    def _open_table(self, ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
+        """The snapshot's in-memory table when the snapshot cache holds it, else Lance's provider
+        (and, when planned from the catalog, the use counts toward admitting it)."""
+        dataset, _, table = self._providers.entry(ref, verify)
+        if not self.cache.enabled:
+            return table
+        schema = table.schema
+        cached = self.cache.get(ref, schema)
+        if cached is not None:
+            return cached
+        if cache_mode is not None:
+            self.cache.consider(ref, dataset, schema, cache_mode)
+        return table
 
     # -- planning ------------------------------------------------------------------------
 
@@ -153,8 +172,18 @@ class QueryEngine:
     def stream(
         self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False
     ) -> Iterator[pa.RecordBatch]:
-        """Batches of the result (see :func:`lake_platform.query.stream.stream`)."""
-        return stream(planned, self.limits, cancelled)
+        """Batches of the result (see :func:`lake_platform.query.stream.stream`). A query refused
+        for memory makes the snapshot cache give memory back."""
+        try:
+            yield from stream(planned, self.limits, cancelled)
+        except Throttling:
+            self.cache.pressure()
+            raise
+
+    def close(self) -> None:
+        """Stop the snapshot cache's loader and drop its entries."""
+        self.cache.close()
+        self.cache.clear()
 
 
 __all__ = ["QueryEngine"]

@@ -62,8 +62,9 @@ ALLOWED_ROOTS = frozenset(
 READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
 _PLANNING = "planning the query"
 
-#: Opens exactly one snapshot as a DataFusion table (``verify``: re-check a cached one exists).
-OpenTable = Callable[[TableRef, bool], Table]
+#: Opens exactly one snapshot as a DataFusion table (``verify``: re-check a cached one exists;
+#: the third argument: the table's ``cache`` policy when planned from the catalog, else None).
+OpenTable = Callable[[TableRef, bool, str | None], Table]
 
 
 @dataclass
@@ -112,6 +113,8 @@ class Resolver:
         self.schema_names = schemas
         self.table_names = tables
         self.captured: dict[str, TableRef] = {}
+        #: written name -> the table's cache policy (planning from the catalog only)
+        self.cache_modes: dict[str, str] = {}
         self.missing: list[str] = []
         self.lookups = 0
         self._resolved: dict[tuple[str, str, str], Any] = {}
@@ -121,7 +124,15 @@ class Resolver:
     def over_view(cls, open_table: OpenTable, limits: QueryLimits, view: ProjectView) -> Resolver:
         """Resolve against the snapshot's current versions."""
 
+        modes: dict[str, str] = {}
+
         def lookup(wh: str, ns: str, table: str) -> TableRef | None:
+            ref = _lookup(wh, ns, table)
+            if ref is not None:
+                modes[ref.written] = view.table(wh, ns, timetravel.split(table)[0]).cache  # type: ignore[union-attr]
+            return ref
+
+        def _lookup(wh: str, ns: str, table: str) -> TableRef | None:
             base, at = timetravel.split(table)
             cached = view.table(wh, ns, base)
             if cached is None:
@@ -134,7 +145,9 @@ class Resolver:
                 raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
             return cached.ref
 
-        return cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
+        resolver = cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
+        resolver.cache_modes = modes
+        return resolver
 
     @classmethod
     def over_refs(
@@ -168,7 +181,9 @@ class Resolver:
             else:
                 # An older version may have been cleaned up since this process opened it: check
                 # (a stat) before planning on it, as DoGet does for every pinned ref.
-                resolved = self._open(ref, self._verify or ref.at is not None)
+                resolved = self._open(
+                    ref, self._verify or ref.at is not None, self.cache_modes.get(ref.written)
+                )
                 self.captured[ref.written] = ref
         except LakeError as exc:
             self.failure = self.failure or exc

@@ -161,6 +161,9 @@ class CachedTable:
     versions: Mapping[int, VersionRecord] = field(default_factory=dict)
     #: Tag name -> version, from the version records (the registry is the tags' authority).
     tags: Mapping[str, int] = field(default_factory=dict)
+    #: The effective policy's ``cache`` field (``auto``, ``hot``, ``off``): the snapshot cache's
+    #: admission for this table.
+    cache: str = "auto"
 
     def ref_at(self, version: int, at: str) -> TableRef | None:
         """A ref to registered ``version`` of this incarnation, written as ``at``; None if the
@@ -273,18 +276,20 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         if trash.kind == "table" and trash.table is not None:
             dropped.add(trash.table.incarnation)
     decoded, by_incarnation = _load_versions(store, previous.version_items if previous else {})
+    cache_modes = _load_cache_modes(store)
     tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
     for item in store.scan_prefix(keys.tables_under()):
         record = decode(TableRecord, item.value, item.key)
         if record.current_version <= 0:
             continue  # declared, nothing committed: not visible to readers
         versions = by_incarnation.get(record.incarnation, {})
+        mode = _cache_mode(cache_modes, record.name)
         cached = old.get((record.name, record.incarnation, record.current_version))
         if cached is None or cached.record != record or cached.ref is None or cached.ref.staging:
             # (A staging manifest path goes away once the catalog finalizes the version: re-read.)
-            cached = _cache_table(record, versions)
-        elif cached.versions != versions:
-            cached = _with_versions(cached, versions)
+            cached = _cache_table(record, versions, mode)
+        elif cached.versions != versions or cached.cache != mode:
+            cached = _with_versions(cached, versions, mode)
         tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = (
             cached
         )
@@ -309,6 +314,31 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         principals=principals,
         version_items=decoded,
     )
+
+
+def _load_cache_modes(store: MetaStore) -> dict[str, str]:
+    """Scope -> the ``cache`` field of the policy record there (one scan of the policies)."""
+    from lake_platform.catalog.policies import PolicyRecord
+
+    modes = {}
+    for item in store.scan_prefix(keys.policies()):
+        try:
+            record = decode(PolicyRecord, item.value, item.key)
+        except LakeError:  # a record a newer release wrote: it cannot hide the tables
+            log.warning("unreadable policy record %s", item.key)
+            continue
+        modes[record.scope] = record.policy.cache
+    return modes
+
+
+def _cache_mode(modes: Mapping[str, str], name: str) -> str:
+    """The most specific policy record on the table's path wins, whole (as ``Policies`` resolves)."""
+    parts = name.split(".")
+    for depth in range(len(parts), 0, -1):
+        mode = modes.get(".".join(parts[:depth]))
+        if mode is not None:
+            return mode
+    return "auto"
 
 
 def _load_versions(
@@ -361,7 +391,7 @@ def _tags(versions: Mapping[int, VersionRecord]) -> dict[str, int]:
     return {tag: v.version for v in versions.values() for tag in v.tags}
 
 
-def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord]) -> CachedTable:
+def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
     return CachedTable(
         name=cached.name,
         record=cached.record,
@@ -370,10 +400,11 @@ def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord]) -
         schema=cached.schema,
         versions=versions,
         tags=_tags(versions),
+        cache=mode,
     )
 
 
-def _cache_table(record: TableRecord, versions: Mapping[int, VersionRecord]) -> CachedTable:
+def _cache_table(record: TableRecord, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
     name = TableName.parse(record.name)
     ver = versions.get(record.current_version)
     ref = _ref(record, ver) if ver is not None else None
@@ -395,6 +426,7 @@ def _cache_table(record: TableRecord, versions: Mapping[int, VersionRecord]) -> 
         schema=schema,
         versions=versions,
         tags=_tags(versions),
+        cache=mode,
     )
 
 
