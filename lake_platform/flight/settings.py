@@ -141,11 +141,12 @@ class FlightSettings(BaseSettings):
         le=1024,
         description="Idle DataFusion contexts kept for reuse across requests (0: a new one per request).",
     )
-    cache_bytes: int = Field(
-        default_factory=lambda: default_cache_bytes(),
+    cache_bytes: int | None = Field(
+        None,
         ge=0,
         description="The snapshot cache's budget: decoded Arrow bytes of hot table versions held in "
-        "memory per replica (default 1/16 of physical memory; 0 turns the cache off).",
+        "memory per replica (default: 1/16 of physical memory, at most half of MEMORY_LIMIT_BYTES; "
+        "0 turns the cache off).",
     )
     cache_admit_after: int = Field(
         3,
@@ -219,15 +220,20 @@ class FlightSettings(BaseSettings):
         names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(self).model_fields]
         values: dict[str, Any] = {name: getattr(self, name) for name in names}
         values["spill_dir"] = self.spill_path(lake)
+        if self.cache_bytes is None:
+            values["cache_bytes"] = default_cache_bytes(self.memory_limit_bytes)
         return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
 
 
-def default_cache_bytes() -> int:
-    """A modest share of the machine's memory: 1/16 of physical RAM (0 where it cannot be read)."""
+def default_cache_bytes(memory_limit_bytes: int) -> int:
+    """A modest share of the machine's memory: 1/16 of physical RAM (0 where it cannot be read),
+    and at most half of the query memory pool, so the cache stays small next to the pool it
+    sits beside in the process's memory bound."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 16
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 0
+    return min(ram // 16, memory_limit_bytes // 2)
 
 
 def is_loopback(host: str) -> bool:
