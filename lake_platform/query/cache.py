@@ -151,6 +151,8 @@ class DataCache:
         """The snapshot's rows as ``partitions`` partitions carrying exactly ``schema`` (the
         Lance provider's, so a plan's schema is the same cached or not); None if it outgrows
         the budget or is empty."""
+        if engine.version_stats(dataset).data_bytes > self.budget_bytes:
+            return None  # its files alone outgrow the budget (the manifest says; nothing is read)
         parts: list[list[pa.RecordBatch]] = [[] for _ in range(self.partitions)]
         nbytes = rows = 0
         reader = engine.scanner(dataset, columns=schema.names).to_reader()
