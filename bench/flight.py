@@ -12,8 +12,9 @@ in their own processes on loopback, and measures from this process:
 - the median GetFlightInfo latency of a point query (planning, snapshot lookup, ticket sealing);
 - the ticket overhead (issue 7): sealing and opening one ticket in microseconds (in process), and
   GetFlightInfo of the point query pinned (ours) vs unpinned (the same planning, the bare SQL as
-  the ticket; goal: within 5%) vs a static catalog (no request-local catalog either), each
-  server in its own process, called round-robin over the wire.
+  the ticket; goal: within 5%) vs a static catalog (no request-local catalog either) vs ours
+  with a new DataFusion context per request (no session pool) vs a second identical server
+  (A/A: the noise), each server in its own process, called round-robin over the wire.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
 cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
@@ -446,7 +447,12 @@ def main() -> None:
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
     ours, ours_port = start("--serve-ours", home)
-    variants = [start("--serve-unpinned", home), start("--serve-static", home), start("--serve-fresh", home)]
+    variants = [
+        start("--serve-unpinned", home),
+        start("--serve-static", home),
+        start("--serve-fresh", home),
+        start("--serve-ours", home),  # A/A control: a second server identical to ours
+    ]
     try:
         clients = []
         for port in (ours_port, *(p for _, p in variants)):
@@ -454,14 +460,16 @@ def main() -> None:
             clients.append(
                 (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
             )
-        pinned, unpinned, static, fresh = info_latency(clients, args.pin_runs)
+        pinned, unpinned, static, fresh, twin = info_latency(clients, args.pin_runs)
         print(
             f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned "
             f"{pinned * 1000:.3f} ms; "
             f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
             f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
             f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%; a new context per "
-            f"request {fresh * 1000:.3f} ms -> session reuse saves {(fresh - pinned) * 1000:.3f} ms"
+            f"request {fresh * 1000:.3f} ms -> session reuse saves {(fresh - pinned) * 1000:.3f} ms; A/A "
+            f"(an identical second server) {twin * 1000:.3f} ms -> {(twin / pinned - 1) * 100:+.1f}% "
+            "(the noise)"
         )
     finally:
         for proc, _ in variants:
