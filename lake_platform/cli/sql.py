@@ -13,6 +13,7 @@ all of them counted). Time travel is written in the query, as over Flight: ``w.n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -180,7 +181,9 @@ def sql(
     from lake_platform.query.engine import QueryEngine
 
     limits = flight_settings(state.settings).query_limits(state.settings)
-    engine = QueryEngine(state.settings, limits)
+    # One query per process: a snapshot cache could only load a hot table for nothing (and the
+    # exit would wait for that load).
+    engine = QueryEngine(state.settings, dataclasses.replace(limits, cache_bytes=0, session_pool_size=0))
     started = time.monotonic()
     with query_view(state, as_user, project) as view:
         planned = engine.plan(query, view)
