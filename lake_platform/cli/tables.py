@@ -150,8 +150,11 @@ def table_history(state: State, name: str, limit: int | None) -> None:
         except TableNotFound:  # dropped: its commit log remains, nothing is readable
             incarnation, readable = "", {}
     for e in entries:
-        ok = e["to_version"] is not None and e["incarnation"] == incarnation and e["to_version"] in readable
-        e["readable"] = ok
+        # Only an entry that names its incarnation says which table version it led to (tag
+        # entries, for one, do not): the others get no answer (null).
+        known = e["to_version"] is not None and e["incarnation"] is not None
+        ok = known and e["incarnation"] == incarnation and e["to_version"] in readable
+        e["readable"] = ok if known else None
         e["tags"] = readable[e["to_version"]] if ok else []
     cols = ["when", "operation", "from", "to", "readable", "rows+", "files+", "files-", "actor", "commit_id"]
     state.emit(
@@ -168,7 +171,7 @@ def table_history(state: State, name: str, limit: int | None) -> None:
                         "readable": (
                             ("yes" + (f" ({', '.join(e['tags'])})" if e["tags"] else ""))
                             if e["readable"]
-                            else ("no" if e["to_version"] is not None else "")
+                            else ("no" if e["readable"] is False else "")
                         ),
                         "rows+": e["rows_added"],
                         "files+": e["files_added"],

@@ -169,7 +169,7 @@ class CachedTable:
         """A ref to registered ``version`` of this incarnation, written as ``at``; None if the
         registry holds no such version (never committed, or cleaned up)."""
         ver = self.versions.get(version)
-        if ver is None:
+        if ver is None or version > self.record.current_version:
             return None
         return _ref(self.record, ver, at)
 

@@ -102,12 +102,13 @@ def test_history_says_which_versions_are_still_readable(
     monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
     run(versions, "tag", "create", T, "gold", "--version", "2")
     run(versions, "cleanup", T, "--older-than", "0s")  # removes 1 and 3; 2 is tagged, 4 current
+    history = run(versions, "table", "history", T)
     made = {
-        e["to_version"]: (e["readable"], e["tags"])
-        for e in run(versions, "table", "history", T)
-        if e["operation"] in ("create", "append")
+        e["to_version"]: (e["readable"], e["tags"]) for e in history if e["operation"] in ("create", "append")
     }
     assert made == {1: (False, []), 2: (True, ["gold"]), 3: (False, []), 4: (True, [])}
+    # A tag entry names no incarnation: no answer rather than a guess.
+    assert [e["readable"] for e in history if e["operation"] == "tag"] == [None]
     human = versions.invoke(cli, ["table", "history", T])
     assert human.exit_code == 0
     rows = [line.split() for line in human.output.splitlines()]
