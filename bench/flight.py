@@ -12,11 +12,19 @@ in their own processes on loopback, and measures from this process:
 - the median GetFlightInfo latency of a point query (planning, snapshot lookup, ticket sealing);
 - the ticket overhead (issue 7): sealing and opening one ticket in microseconds (in process), and
   GetFlightInfo of the point query pinned (ours) vs unpinned (the same planning, the bare SQL as
-  the ticket; goal: within 5%) vs a static catalog (no request-local catalog either), each
-  server in its own process, called round-robin over the wire.
+  the ticket; goal: within 5%) vs a static catalog (no request-local catalog either) vs ours
+  with a new DataFusion context per request (no session pool) vs a second identical server
+  (A/A: the noise), each server in its own process, called round-robin over the wire.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
 cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
+
+The snapshot cache (issue 14; ``--cache-only`` runs just this part): a second table, ``w.ns.hot``
+(id int64, k int32, x float64, s string; ``--rows`` rows), marked ``cache=hot``. Through ADBC:
+``GROUP BY k`` and the point query ``WHERE id = 4242`` on our server once the snapshot is cached,
+against DataFusion in this process over the same rows in memory (the same partitions; goal
+<= 1.15x); the same queries cold, on a table with ``cache=off``, against a server with the cache
+and the session pool off (the request path as before issue 14: cold queries no slower).
 """
 
 from __future__ import annotations
@@ -80,14 +88,165 @@ def serve_ours(home: str) -> None:
     server.wait()
 
 
+HOT_AGG = "SELECT k, count(*) AS n, sum(x) AS total FROM w.ns.{t} GROUP BY k"
+HOT_POINT = "SELECT * FROM w.ns.{t} WHERE id = 4242"
+
+
+def hot_rows(rows: int, batch: int = 65_536) -> pa.RecordBatchReader:
+    """The issue's table: id int64, k int32 (1,000 groups), x float64, s string (made on the fly)."""
+    import pyarrow.compute as pc
+
+    schema = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("x", pa.float64()), ("s", pa.string())])
+
+    def batches() -> Any:
+        for start in range(0, rows, batch):
+            ids = pa.array(range(start, min(start + batch, rows)), pa.int64())
+            yield pa.record_batch(
+                [
+                    ids,
+                    pc.cast(pc.bit_wise_and(ids, 1023), pa.int32()),
+                    pc.multiply(pc.cast(ids, pa.float64()), 0.5),
+                    pc.binary_join_element_wise("row-", pc.cast(ids, pa.string()), ""),
+                ],
+                schema=schema,
+            )
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def build_hot(home: Path, rows: int) -> None:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
+    catalog = Catalog(load_settings(home=home))
+    catalog.create_table("p.w.ns.hot", hot_rows(rows))
+    catalog.set_policy("p.w.ns.hot", {"cache": "hot"})
+    catalog.create_table("p.w.ns.cold", hot_rows(rows))
+    catalog.set_policy("p.w.ns.cold", {"cache": "off"})
+    catalog.close()
+
+
+def serve_before(home: str) -> None:
+    """Our server with the snapshot cache and the session pool off: the request path before issue 14."""
+    from lake_platform.flight.auth import StaticAuthenticator
+    from lake_platform.flight.server import FlightSqlServer
+    from lake_platform.flight.settings import flight_settings
+    from lake_platform.flight.tokens import Identity
+    from lake_platform.settings import load_settings
+
+    settings = load_settings(home=Path(home))
+    auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
+    flight = flight_settings(port=0, cache_bytes=0, session_pool_size=0)
+    server = FlightSqlServer(settings, flight, authenticator=auth).start()
+    print(server.port, flush=True)
+    server.wait()
+
+
+def in_process_memory(home: Path, runs: int, partitions: int) -> dict[str, float]:
+    """DataFusion in this process over the hot table's rows in memory, split like the cache splits
+    them; and over Lance's provider (in-process, cold) for reference."""
+    from datafusion import SessionContext
+
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
+    catalog = Catalog(load_settings(home=home))
+    snap = catalog.open_table("p.w.ns.hot")
+    parts: list[list[pa.RecordBatch]] = [[] for _ in range(partitions)]
+    for i, batch in enumerate(snap.to_reader()):
+        parts[i % partitions].append(batch)
+    memory = SessionContext()
+    memory.register_record_batches("hot", [p for p in parts if p])
+    lance_ctx = SessionContext()
+    lance_ctx.register_table("hot", snap.table_provider())
+    out = {}
+    for label, ctx in (("memory", memory), ("lance", lance_ctx)):
+        for what, sql in (("agg", HOT_AGG), ("point", HOT_POINT)):
+            query = sql.format(t="hot").replace("w.ns.hot", "hot")
+            out[f"{label}_{what}"] = timed(lambda q=query, c=ctx: c.sql(q).to_arrow_table().num_rows, runs)[0]
+    catalog.close()
+    return out
+
+
+def cache_bench(home: Path, rows: int, runs: int) -> None:
+    import json
+    import os
+
+    import adbc_driver_flightsql.dbapi as fsql
+
+    t = time.perf_counter()
+    build_hot(home, rows)
+    print(
+        f"hot/cold tables: {rows:,} rows each (id int64, k int32, x float64, s string), "
+        f"built in {time.perf_counter() - t:.1f}s"
+    )
+    ours, ours_port = start("--serve-ours", home)
+    before, before_port = start("--serve-before", home)
+    try:
+        raw = fl.connect(f"grpc://127.0.0.1:{ours_port}")
+        opts = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
+
+        def health() -> dict[str, Any]:
+            [result] = list(raw.do_action(fl.Action("health", b""), opts))
+            return json.loads(result.body.to_pybytes())
+
+        conns = {
+            port: fsql.connect(
+                f"grpc://127.0.0.1:{port}",
+                db_kwargs={"username": USER, "password": PASSWORD},
+                autocommit=True,
+            )
+            for port in (ours_port, before_port)
+        }
+
+        def adbc(port: int, sql: str) -> Callable[[], int]:
+            def run() -> int:
+                with conns[port].cursor() as cur:
+                    cur.execute(sql)
+                    return cur.fetch_arrow_table().num_rows
+
+            return run
+
+        adbc(ours_port, HOT_AGG.format(t="hot"))()  # a miss: the load starts in the background
+        loaded = time.perf_counter()
+        while health()["cache"]["entries"] < 1:
+            if time.perf_counter() - loaded > 300:
+                raise SystemExit(f"the hot table was not cached: {health()['cache']}")
+            time.sleep(0.05)
+        print(f"cache: {health()['cache']}")
+        figures = in_process_memory(home, runs, os.cpu_count() or 1)
+        results = {}
+        for what, sql in (("agg", HOT_AGG), ("point", HOT_POINT)):
+            results[f"hot_{what}"] = timed(adbc(ours_port, sql.format(t="hot")), runs)[0]
+            results[f"cold_{what}"] = timed(adbc(ours_port, sql.format(t="cold")), runs)[0]
+            results[f"before_{what}"] = timed(adbc(before_port, sql.format(t="cold")), runs)[0]
+        for what, label in (("agg", "GROUP BY k"), ("point", "WHERE id = 4242")):
+            hot, memory = results[f"hot_{what}"], figures[f"memory_{what}"]
+            cold, was = results[f"cold_{what}"], results[f"before_{what}"]
+            print(
+                f"{label:16s} hot (cached, ADBC) {hot * 1000:7.1f} ms vs DataFusion in process over memory "
+                f"{memory * 1000:7.1f} ms -> {hot / memory:.2f}x (goal <= 1.15x); cold (ADBC) "
+                f"{cold * 1000:7.1f} ms vs before {was * 1000:7.1f} ms -> {cold / was:.2f}x; DataFusion in "
+                f"process over Lance {figures[f'lance_{what}'] * 1000:7.1f} ms"
+            )
+        for conn in conns.values():
+            conn.close()
+    finally:
+        for proc in (ours, before):
+            proc.terminate()
+            proc.wait(10)
+
+
 def serve_variant(home: str, variant: str) -> None:
     """Our server with GetFlightInfo of a statement changed, for the pinning overhead:
 
     - ``unpinned``: the same planning through the request-local catalog, but the ticket is the
       bare SQL (no snapshots, no sealing, no expiry): what pinning itself costs;
     - ``static``: planning against a static (Rust, in-memory) catalog holding the current
-      table provider, with the same SQL checks, and the bare SQL as the ticket: what pinning
-      and the request-local catalog cost together.
+      table provider, in one context reused by every request, with the same SQL checks, and the
+      bare SQL as the ticket: what pinning and the request-local catalog cost together;
+    - ``fresh``: ours exactly, but a new DataFusion context for every request (no session pool,
+      as before issue 14): what reusing sessions saves.
     """
     from datafusion.catalog import Catalog, Schema
 
@@ -111,6 +270,8 @@ def serve_variant(home: str, variant: str) -> None:
                 return super().get_flight_info(call, descriptor)
             sql = proto.parse(proto.CommandStatementQuery, payload).query
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
+            if variant == "fresh":
+                return super().get_flight_info(call, descriptor)
             if variant == "unpinned":
                 schema = self.engine.plan(sql, self._view(identity)).schema
                 return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
@@ -120,11 +281,11 @@ def serve_variant(home: str, variant: str) -> None:
                 tables.register_table("trips", self.engine.table(ref))
                 self.catalog = Catalog.memory_catalog()
                 self.catalog.register_schema("ns", tables)
+                self.ctx = self.engine.context()
+                self.ctx.register_catalog_provider("w", self.catalog)
             check_query(sql, self.settings.max_sql_bytes)
             text, _ = rewrite_placeholders(qualify_nested(sql, lambda wh, ns: (wh, ns) == ("w", "ns")))
-            ctx = self.engine.context()
-            ctx.register_catalog_provider("w", self.catalog)
-            df = ctx.sql_with_options(text, READ_ONLY)
+            df = self.ctx.sql_with_options(text, READ_ONLY)
             type(df.logical_plan().to_variant()).__name__  # noqa: B018 - the same root check as ours
             return fl.FlightInfo(
                 advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1
@@ -132,7 +293,10 @@ def serve_variant(home: str, variant: str) -> None:
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
-    server = Variant(settings, flight_settings(port=0), authenticator=auth).start()
+    server = Variant(settings, flight_settings(port=0), authenticator=auth)
+    if variant == "fresh":
+        server.engine.sessions.capacity = 0  # every request makes (and drops) its own context
+    server.start()
     print(server.port, flush=True)
     server.wait()
 
@@ -251,6 +415,8 @@ def main() -> None:
         "--pin-runs", type=int, default=300, help="GetFlightInfo calls per server (pinned/unpinned)"
     )
     parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
+    parser.add_argument("--cache-only", action="store_true", help="only the snapshot-cache part")
+    parser.add_argument("--cache-runs", type=int, default=7)
     args = parser.parse_args()
 
     import adbc_driver_flightsql.dbapi as fsql
@@ -259,6 +425,17 @@ def main() -> None:
 
     warnings.simplefilter("ignore")
     home = Path(tempfile.mkdtemp(prefix="lake-bench-flight-")) / "home"
+    if args.cache_only:
+        from lake_platform.catalog.catalog import Catalog
+        from lake_platform.settings import load_settings
+
+        catalog = Catalog(load_settings(home=home))
+        catalog.create_project("p")
+        catalog.create_warehouse("p.w")
+        catalog.create_namespace("p.w.ns")
+        catalog.close()
+        cache_bench(home, args.rows, args.cache_runs)
+        return
     t = time.perf_counter()
     nbytes = build(home, args.rows)
     print(
@@ -270,7 +447,12 @@ def main() -> None:
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
     ours, ours_port = start("--serve-ours", home)
-    variants = [start("--serve-unpinned", home), start("--serve-static", home)]
+    variants = [
+        start("--serve-unpinned", home),
+        start("--serve-static", home),
+        start("--serve-fresh", home),
+        start("--serve-ours", home),  # A/A control: a second server identical to ours
+    ]
     try:
         clients = []
         for port in (ours_port, *(p for _, p in variants)):
@@ -278,13 +460,16 @@ def main() -> None:
             clients.append(
                 (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
             )
-        pinned, unpinned, static = info_latency(clients, args.pin_runs)
+        pinned, unpinned, static, fresh, twin = info_latency(clients, args.pin_runs)
         print(
             f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned "
             f"{pinned * 1000:.3f} ms; "
             f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
             f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
-            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%"
+            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%; a new context per "
+            f"request {fresh * 1000:.3f} ms -> session reuse saves {(fresh - pinned) * 1000:.3f} ms; A/A "
+            f"(an identical second server) {twin * 1000:.3f} ms -> {(twin / pinned - 1) * 100:+.1f}% "
+            "(the noise)"
         )
     finally:
         for proc, _ in variants:
@@ -294,6 +479,7 @@ def main() -> None:
         ours.terminate()
         ours.wait(10)
         return
+    cache_bench(home, args.rows, args.cache_runs)
     bare, bare_port = start("--serve-bare", home)
     try:
         conn = fsql.connect(
@@ -371,9 +557,11 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--serve-ours":
         serve_ours(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--serve-before":
+        serve_before(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare":
         serve_bare(sys.argv[2])
-    elif len(sys.argv) > 2 and sys.argv[1] in ("--serve-unpinned", "--serve-static"):
+    elif len(sys.argv) > 2 and sys.argv[1] in ("--serve-unpinned", "--serve-static", "--serve-fresh"):
         serve_variant(sys.argv[2], sys.argv[1].removeprefix("--serve-"))
     else:
         main()

@@ -240,6 +240,11 @@ class Catalog:
     ) -> list[CommitLogEntry]:
         return self._reads.history(target, limit=limit, principal=principal)
 
+    def readable_versions(
+        self, name: str, *, principal: Principal | None = None
+    ) -> tuple[str, dict[int, list[str]]]:
+        return self._reads.readable_versions(name, principal=principal)
+
     def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
         return self._reads.list_tables(prefix, principal=principal)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -60,6 +60,9 @@ class Policy(Record):
     #: BITMAP, ZONEMAP, BLOOMFILTER, INVERTED, NGRAM, LABEL_LIST). ``lake policy set`` takes
     #: ``indexes=id:btree,k:bitmap`` (``indexes=`` for none).
     indexes: dict[str, str] = Field(default_factory=dict)
+    #: The Flight replicas' snapshot cache: ``hot`` keeps a read snapshot in memory from its
+    #: first query, ``auto`` once it is read again and again, ``off`` never.
+    cache: Literal["auto", "hot", "off"] = "auto"
 
     @field_validator("indexes", mode="before")
     @classmethod
@@ -133,6 +136,7 @@ KEYS = {
     "trash_grace": "trash_grace_seconds",
     "orphan_min_age": "orphan_min_age_seconds",
     "indexes": "indexes",
+    "cache": "cache",
 }
 _DURATIONS = {"retention", "trash_grace", "orphan_min_age"}
 

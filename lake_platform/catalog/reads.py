@@ -19,7 +19,7 @@ from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import Internal, InvalidInput, TableNotFound
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitLogEntry, TableRecord, decode
+from lake_platform.registry.records import CommitLogEntry, TableRecord, VersionRecord, decode
 from lake_platform.registry.store import ABSENT
 
 if TYPE_CHECKING:
@@ -154,6 +154,24 @@ class Reads:
             decode(CommitLogEntry, i.value, i.key)
             for i in self.ctx.store.scan_prefix(keys.log_prefix(target), limit=limit)
         ]
+
+    def readable_versions(
+        self, name: str, *, principal: Principal | None = None
+    ) -> tuple[str, dict[int, list[str]]]:
+        """The table's incarnation and its versions a query can still read (``"t@v<N>"``) with
+        their tags: those the registry still records. Version cleanup takes a version out of the
+        registry before deleting its files, so a listed version may be a moment from gone, never
+        the other way round. Registry only (no engine call)."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record, _ = self.ctx.table(tname)
+        found: dict[int, list[str]] = {}
+        for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            if ver.version <= record.current_version:
+                found[ver.version] = list(ver.tags)
+        return record.incarnation, found
 
     def log(
         self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None

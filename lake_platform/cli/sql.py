@@ -7,12 +7,13 @@ names the project with ``--project`` (needed only when the registry holds more t
 
 The result is streamed batch by batch: to a file (``--output``: Parquet, CSV or Arrow IPC by
 extension), as JSON rows (``--json``), or as a table for people (at most ``--head`` rows shown,
-all of them counted). There is no time travel: the query layer reads each table's current
-version only.
+all of them counted). Time travel is written in the query, as over Flight: ``w.ns."t@v12"`` or
+``w.ns."t@tag:eod"`` (a flag could not say which of the query's tables it meant).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -172,15 +173,17 @@ def sql(
 ) -> None:
     """Run a read-only SQL QUERY with the Flight endpoint's engine, limits and tenancy.
 
-    Tables are named warehouse.namespace.table within the project. No time travel: each table is
-    read at its current version.
+    Tables are named warehouse.namespace.table within the project, read at their current version;
+    an older version or a tag is named in the query: w.ns."t@v12", w.ns."t@tag:eod".
     """
     fmt = output_format(output) if output is not None else None
     from lake_platform.flight.settings import flight_settings
     from lake_platform.query.engine import QueryEngine
 
     limits = flight_settings(state.settings).query_limits(state.settings)
-    engine = QueryEngine(state.settings, limits)
+    # One query per process: a snapshot cache could only load a hot table for nothing (and the
+    # exit would wait for that load).
+    engine = QueryEngine(state.settings, dataclasses.replace(limits, cache_bytes=0, session_pool_size=0))
     started = time.monotonic()
     with query_view(state, as_user, project) as view:
         planned = engine.plan(query, view)

@@ -151,10 +151,25 @@ def table_describe(state: State, name: str, stats: bool) -> None:
 @pass_state
 @handles_errors
 def table_history(state: State, name: str, limit: int | None) -> None:
-    """The table's commit log, oldest first."""
+    """The table's commit log, oldest first. READABLE says whether the version an entry led to
+    can still be read (SELECT ... FROM wh.ns."t@v<N>"), with its tags; cleaned-up versions and
+    those of a dropped incarnation cannot."""
+    from lake_platform.errors import TableNotFound
+
     with state.catalog() as catalog:
         entries = [e.model_dump() for e in catalog.history(name, limit=limit)]
-    cols = ["when", "operation", "from", "to", "rows+", "files+", "files-", "actor", "commit_id"]
+        try:
+            incarnation, readable = catalog.readable_versions(name)
+        except TableNotFound:  # dropped: its commit log remains, nothing is readable
+            incarnation, readable = "", {}
+    for e in entries:
+        # Only an entry that names its incarnation says which table version it led to (tag
+        # entries, for one, do not): the others get no answer (null).
+        known = e["to_version"] is not None and e["incarnation"] is not None
+        ok = known and e["incarnation"] == incarnation and e["to_version"] in readable
+        e["readable"] = ok if known else None
+        e["tags"] = readable[e["to_version"]] if ok else []
+    cols = ["when", "operation", "from", "to", "readable", "rows+", "files+", "files-", "actor", "commit_id"]
     state.emit(
         entries,
         lambda es: (
@@ -166,6 +181,11 @@ def table_history(state: State, name: str, limit: int | None) -> None:
                         "operation": e["operation"],
                         "from": e["from_version"],
                         "to": e["to_version"],
+                        "readable": (
+                            ("yes" + (f" ({', '.join(e['tags'])})" if e["tags"] else ""))
+                            if e["readable"]
+                            else ("no" if e["readable"] is False else "")
+                        ),
                         "rows+": e["rows_added"],
                         "files+": e["files_added"],
                         "files-": e["files_removed"],

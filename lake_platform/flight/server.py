@@ -216,6 +216,7 @@ class FlightSqlServer:
         self.streams.finish(grace)
         self.transport.stop(grace=1.0)
         self.streams.close()
+        self.engine.close()
         self.snapshots.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
@@ -397,6 +398,7 @@ class FlightSqlServer:
             "version": __version__,
             "snapshot": status,
             "running_queries": self.streams.running(),
+            "cache": self.engine.cache.stats(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
 

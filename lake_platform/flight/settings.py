@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -134,6 +135,26 @@ class FlightSettings(BaseSettings):
     dataset_cache_size: int = Field(
         256, ge=0, description="Opened table versions kept (versions are immutable)."
     )
+    session_pool_size: int = Field(
+        16,
+        ge=0,
+        le=1024,
+        description="Idle DataFusion contexts kept for reuse across requests (0: a new one per request).",
+    )
+    cache_bytes: int | None = Field(
+        None,
+        ge=0,
+        description="The snapshot cache's budget: decoded Arrow bytes of hot table versions held in "
+        "memory per replica (default: 1/16 of physical memory, at most half of MEMORY_LIMIT_BYTES; "
+        "0 turns the cache off).",
+    )
+    cache_admit_after: int = Field(
+        3,
+        ge=1,
+        le=1_000_000,
+        description="Plannings of one table version before a cache=auto table is loaded into the cache "
+        "(cache=hot: at the first; cache=off: never).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:
@@ -199,7 +220,20 @@ class FlightSettings(BaseSettings):
         names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(self).model_fields]
         values: dict[str, Any] = {name: getattr(self, name) for name in names}
         values["spill_dir"] = self.spill_path(lake)
+        if self.cache_bytes is None:
+            values["cache_bytes"] = default_cache_bytes(self.memory_limit_bytes)
         return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
+
+
+def default_cache_bytes(memory_limit_bytes: int) -> int:
+    """A modest share of the machine's memory: 1/16 of physical RAM (0 where it cannot be read),
+    and at most half of the query memory pool, so the cache stays small next to the pool it
+    sits beside in the process's memory bound."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+    return min(ram // 16, memory_limit_bytes // 2)
 
 
 def is_loopback(host: str) -> bool:

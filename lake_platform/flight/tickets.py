@@ -7,16 +7,18 @@ A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``
     sub, knd, prj, rol   the identity it was issued to (DoGet requires the caller to be exactly it)
     sql                  the query text as planned
     prm                  the bound parameter row (base64 Arrow IPC stream) or null
-    snp                  the table snapshots planned against, sorted by name, unique:
+    snp                  the table snapshots planned against, sorted by written name, unique:
                          {n: project.warehouse.ns.table, e: engine, l: location, i: incarnation,
                           v: version, m: manifest path, s: manifest size, t: e-tag, c: committed at}
+                         and, for a time-travel read (``"t@v12"``, ``"t@tag:eod"``), a: the
+                         selector as written (the written name is n@a; v is what it resolved to)
     id                   a random ticket id (for CancelFlightInfo only; no server keeps tickets)
 
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
-(exactly these keys, exact types; snapshots in name order with no duplicate name or
-incarnation) and bounded (SQL bytes, snapshot count, parameter bytes; the envelope size is
-bounded by the sealer). A claim set that breaks a rule is refused after opening too, e.g. one
-sealed by a replica configured with larger limits.
+(exactly these keys, exact types; snapshots in written-name order with no duplicate written
+name, and no incarnation twice among the current-version pins) and bounded (SQL bytes, snapshot
+count, parameter bytes; the envelope size is bounded by the sealer). A claim set that breaks a
+rule is refused after opening too, e.g. one sealed by a replica configured with larger limits.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class Tickets:
         self, identity: Identity, sql: str, params: pa.RecordBatch | None, snapshots: Sequence[TableRef]
     ) -> tuple[bytes, float]:
         """The ticket's bytes (the handle inside TicketStatementQuery) and its expiry (seconds)."""
-        ordered = sorted(snapshots, key=lambda r: r.name)
+        ordered = sorted(snapshots, key=lambda r: r.written)
         claims = {
             **identity.claims(),
             "sql": sql,
@@ -126,7 +128,9 @@ class Tickets:
     def _check_snapshots(
         self, snapshots: Sequence[TableRef], project: str, sealing: bool, *, count: int | None = None
     ) -> None:
-        """At most ``max_tables``, in name order, no name or incarnation twice, all in ``project``."""
+        """At most ``max_tables``, in written-name order, no written name twice, no incarnation
+        twice among the current-version pins (time-travel pins read other versions of a table a
+        query may also read as it is now), all in ``project``."""
         count = len(snapshots) if count is None else count
         if count > self.limits.max_tables:
             raise InvalidInput(
@@ -146,10 +150,11 @@ class Tickets:
                     else InvalidInput("invalid table snapshots")
                 )
             return
-        names = [r.name for r in snapshots]
+        names = [r.written for r in snapshots]
+        current = [r.incarnation for r in snapshots if r.at is None]
         if (
             any(a >= b for a, b in pairwise(names))
-            or len({r.incarnation for r in snapshots}) != len(snapshots)
+            or len(set(current)) != len(current)
             or any(not n.startswith(project + ".") for n in names)
         ):
             # Not canonical (unsorted, duplicated) or another project's table.

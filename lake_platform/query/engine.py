@@ -16,6 +16,7 @@ manifests, and :class:`PinnedNamespace` answers Lance from them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,13 @@ import pyarrow as pa
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
 from datafusion.catalog import Table
 
+from lake_platform.errors import Throttling
 from lake_platform.query import planner
+from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery, Resolver
 from lake_platform.query.providers import Providers
+from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
 from lake_platform.settings import LakeSettings
@@ -61,6 +65,14 @@ class QueryEngine:
         if self.limits.target_partitions:
             config = config.with_target_partitions(self.limits.target_partitions)
         self._config = config
+        # Contexts are reused across requests, each bound to one request's catalogs at a time
+        # (``sessions``); the factory is looked up late so a test may swap it.
+        self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
+        self.cache = DataCache(
+            self.limits.cache_bytes,
+            admit_after=self.limits.cache_admit_after,
+            partitions=self.limits.target_partitions or os.cpu_count() or 1,
+        )
 
     # -- opening table versions ------------------------------------------------------------
 
@@ -74,7 +86,7 @@ class QueryEngine:
 
     def table(self, ref: TableRef, *, verify: bool = False) -> Table:
         """:meth:`provider` wrapped for a catalog (the wrapper is cached with it)."""
-        return self._open_table(ref, verify)
+        return self._providers.entry(ref, verify)[2]
 
     def dataset(self, ref: TableRef) -> Any:
         """The opened dataset of exactly ``ref``'s version (opening it if needed)."""
@@ -93,12 +105,24 @@ class QueryEngine:
         """How many snapshots were opened (cache misses) since the engine started."""
         return self._providers.opens
 
-    def _open_table(self, ref: TableRef, verify: bool) -> Table:
-        return self._providers.entry(ref, verify)[2]
+    def _open_table(self, ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
+        """The snapshot's in-memory table when the snapshot cache holds it, else Lance's provider
+        (and, when planned from the catalog, the use counts toward admitting it)."""
+        dataset, _, table = self._providers.entry(ref, verify)
+        if not self.cache.enabled:
+            return table
+        schema = table.schema
+        cached = self.cache.get(ref, schema)
+        if cached is not None:
+            return cached
+        if cache_mode is not None:
+            self.cache.consider(ref, dataset, schema, cache_mode)
+        return table
 
     # -- planning ------------------------------------------------------------------------
 
     def context(self) -> SessionContext:
+        """A new context on the process's runtime (the pool's factory)."""
         return SessionContext(self._config, self.runtime)
 
     def plan(
@@ -110,7 +134,7 @@ class QueryEngine:
         resolver = Resolver.over_view(self._open_table, self.limits, view)
         namespaces = set(view.namespaces)
         return planner.plan_in(
-            self.context,
+            self.sessions.session,
             sql,
             list(view.warehouses),
             resolver,
@@ -136,7 +160,7 @@ class QueryEngine:
         its manifest is no longer on storage (cleaned up, purged)."""
         by_key = planner.pinned_keys(refs, is_dropped)
         resolver = Resolver.over_refs(self._open_table, self.limits, by_key)
-        return planner.plan_pinned_in(self.context, sql, resolver, self.limits, refs, by_key, params)
+        return planner.plan_pinned_in(self.sessions.session, sql, resolver, self.limits, refs, by_key, params)
 
     # -- time limit ------------------------------------------------------------------------
 
@@ -153,8 +177,18 @@ class QueryEngine:
     def stream(
         self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False
     ) -> Iterator[pa.RecordBatch]:
-        """Batches of the result (see :func:`lake_platform.query.stream.stream`)."""
-        return stream(planned, self.limits, cancelled)
+        """Batches of the result (see :func:`lake_platform.query.stream.stream`). A query refused
+        for memory makes the snapshot cache give memory back."""
+        try:
+            yield from stream(planned, self.limits, cancelled)
+        except Throttling:
+            self.cache.pressure()
+            raise
+
+    def close(self) -> None:
+        """Stop the snapshot cache's loader and drop its entries."""
+        self.cache.close()
+        self.cache.clear()
 
 
 __all__ = ["QueryEngine"]

@@ -32,6 +32,9 @@ class QueryLimits:
     max_result_bytes: int = 0  # 0 = no limit
     query_timeout_seconds: float = DEFAULT_QUERY_TIMEOUT  # 0 = no limit (planning and streaming each)
     spill_compression: str = "lz4_frame"  # uncompressed, lz4_frame or zstd
+    session_pool_size: int = 16  # idle DataFusion contexts kept for reuse (0: a new one per request)
+    cache_bytes: int = 0  # the snapshot cache's budget (decoded Arrow bytes held; 0: no cache)
+    cache_admit_after: int = 3  # plannings of one snapshot before a cache=auto table is loaded
     #: field name -> the name error messages give the limit (the setting that configures it)
     labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 

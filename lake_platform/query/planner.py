@@ -1,17 +1,19 @@
 """Planning read-only SQL through a request-local DataFusion catalog that captures what it reads.
 
-Every request gets its own ``SessionContext`` whose catalogs are Python providers over one
-tenant's part of the cached snapshot (catalog = warehouse, schema = namespace path joined by
-".", table = table). A table is resolved only when the planner asks for it, once per name and
-request (a self-join or a repeated reference gets the same snapshot), and each resolution
-*captures* an immutable :class:`TableRef`: the plan's table versions. CTE names never reach the
-catalog. Planning a ticket's SQL again sees exactly the refs it pins and nothing else.
+Every request plans in a (pooled, see ``sessions``) ``SessionContext`` whose catalogs, for the
+length of the planning, are Python providers over one tenant's part of the cached snapshot
+(catalog = warehouse, schema = namespace path joined by ".", table = table). A table is
+resolved only when the planner asks for it, once per name and request (a self-join or a
+repeated reference gets the same snapshot), and each resolution *captures* an immutable
+:class:`TableRef`: the plan's table versions. CTE names never reach the catalog. Planning a
+ticket's SQL again sees exactly the refs it pins and nothing else.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from lake_platform.errors import (
     TableNotFound,
     TableVersionNotFound,
 )
+from lake_platform.query import timetravel
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.limits import QueryLimits
@@ -59,8 +62,9 @@ ALLOWED_ROOTS = frozenset(
 READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
 _PLANNING = "planning the query"
 
-#: Opens exactly one snapshot as a DataFusion table (``verify``: re-check a cached one exists).
-OpenTable = Callable[[TableRef, bool], Table]
+#: Opens exactly one snapshot as a DataFusion table (``verify``: re-check a cached one exists;
+#: the third argument: the table's ``cache`` policy when planned from the catalog, else None).
+OpenTable = Callable[[TableRef, bool, str | None], Table]
 
 
 @dataclass
@@ -68,7 +72,7 @@ class PlannedQuery:
     sql: str
     df: Any  # datafusion.DataFrame
     schema: pa.Schema  # what FlightInfo advertises and the stream carries, exactly
-    refs: tuple[TableRef, ...]  # the captured table versions, in name order
+    refs: tuple[TableRef, ...]  # the captured table versions, in written-name order
     parameters: int
     lookups: int = 0  # catalog lookups planning made (one per distinct table name)
 
@@ -109,6 +113,8 @@ class Resolver:
         self.schema_names = schemas
         self.table_names = tables
         self.captured: dict[str, TableRef] = {}
+        #: written name -> the table's cache policy (planning from the catalog only)
+        self.cache_modes: dict[str, str] = {}
         self.missing: list[str] = []
         self.lookups = 0
         self._resolved: dict[tuple[str, str, str], Any] = {}
@@ -118,15 +124,30 @@ class Resolver:
     def over_view(cls, open_table: OpenTable, limits: QueryLimits, view: ProjectView) -> Resolver:
         """Resolve against the snapshot's current versions."""
 
+        modes: dict[str, str] = {}
+
         def lookup(wh: str, ns: str, table: str) -> TableRef | None:
-            cached = view.table(wh, ns, table)
+            ref = _lookup(wh, ns, table)
+            if ref is not None:
+                modes[ref.written] = view.table(wh, ns, timetravel.split(table)[0]).cache  # type: ignore[union-attr]
+            return ref
+
+        def _lookup(wh: str, ns: str, table: str) -> TableRef | None:
+            base, at = timetravel.split(table)
+            cached = view.table(wh, ns, base)
             if cached is None:
+                if at is not None:
+                    raise TableNotFound(f"table {wh}.{ns}.{base} not found")
                 return None
+            if at is not None:
+                return timetravel.resolve(cached, at, f"{wh}.{ns}.{base}")
             if cached.ref is None:
                 raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
             return cached.ref
 
-        return cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
+        resolver = cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
+        resolver.cache_modes = modes
+        return resolver
 
     @classmethod
     def over_refs(
@@ -158,8 +179,12 @@ class Resolver:
             if ref is None:
                 self.missing.append(".".join(key))
             else:
-                resolved = self._open(ref, self._verify)
-                self.captured[ref.name] = ref
+                # An older version may have been cleaned up since this process opened it: check
+                # (a stat) before planning on it, as DoGet does for every pinned ref.
+                resolved = self._open(
+                    ref, self._verify or ref.at is not None, self.cache_modes.get(ref.written)
+                )
+                self.captured[ref.written] = ref
         except LakeError as exc:
             self.failure = self.failure or exc
         self._resolved[key] = resolved
@@ -202,11 +227,21 @@ def pinned_keys(
                 f"table {ref.sql_name} was dropped after this query was planned; the version it was planned "
                 f"on (version {ref.version}) is no longer available"
             )
-    return {(r.table_name.warehouse, ".".join(r.table_name.namespace), r.table_name.table): r for r in refs}
+    return {(r.table_name.warehouse, ".".join(r.table_name.namespace), _written_table(r)): r for r in refs}
+
+
+def _written_table(ref: TableRef) -> str:
+    """The table part as the query wrote it (``t``, or ``t@v12`` for a time-travel ref)."""
+    table = ref.table_name.table
+    return table if ref.at is None else f"{table}{timetravel.SEPARATOR}{ref.at}"
+
+
+#: A context whose catalogs are exactly the given ones for the length of a ``with`` block.
+Session = Callable[[Mapping[str, CatalogProvider]], AbstractContextManager[SessionContext]]
 
 
 def plan_in(
-    context: Callable[[], SessionContext],
+    session: Session,
     sql: str,
     warehouses: list[str],
     resolver: Resolver,
@@ -215,22 +250,20 @@ def plan_in(
     prepare: bool,
     is_namespace: Callable[[str, str], bool],
 ) -> PlannedQuery:
-    """Plan ``sql`` in a new ``context()`` with one catalog per warehouse, all resolving
-    through ``resolver``.
+    """Plan ``sql`` in a ``session`` whose catalogs are one per warehouse, all resolving through
+    ``resolver`` (and nothing else: no other request's catalogs).
 
     ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
     check_query(sql, limits.max_sql_bytes)
     text, count = rewrite_placeholders(qualify_nested(sql, is_namespace))
     values = None if prepare and params is None else bind_values(params, count)
-    ctx = context()
-    for wh in warehouses:
-        ctx.register_catalog_provider(wh, _Catalog(resolver, wh))
     try:
-        df = (
-            ctx.sql_with_options(text, READ_ONLY, param_values=values)
-            if values
-            else ctx.sql_with_options(text, READ_ONLY)
-        )
+        with session({wh: _Catalog(resolver, wh) for wh in warehouses}) as ctx:
+            df = (
+                ctx.sql_with_options(text, READ_ONLY, param_values=values)
+                if values
+                else ctx.sql_with_options(text, READ_ONLY)
+            )
         root = type(df.logical_plan().to_variant()).__name__
     except LakeError:
         raise
@@ -247,12 +280,12 @@ def plan_in(
     if root not in ALLOWED_ROOTS:
         raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
     schema = advertised_schema(df.schema())
-    refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.name))
+    refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.written))
     return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
 
 
 def plan_pinned_in(
-    context: Callable[[], SessionContext],
+    session: Session,
     sql: str,
     resolver: Resolver,
     limits: QueryLimits,
@@ -265,7 +298,7 @@ def plan_pinned_in(
     namespaces = {(k[0], k[1]) for k in by_key}
     try:
         planned = plan_in(
-            context,
+            session,
             sql,
             sorted({k[0] for k in by_key}),
             resolver,

@@ -1,8 +1,10 @@
 """The reader's cached catalog snapshot (invariant 7: the request path does no registry I/O).
 
 One :class:`CatalogSnapshot` holds what readers need: every warehouse, namespace and table
-registration, each table's decoded Arrow schema and the registry record of its current version
-(so a query can open that version without asking the registry). :class:`SnapshotCache` keeps
+registration, each table's decoded Arrow schema and the registry records of its versions: the
+current one (so a query can open it without asking the registry) and every older one still
+registered, with their tags (so time travel, ``"t@v12"`` / ``"t@tag:eod"``, resolves without
+registry I/O too). :class:`SnapshotCache` keeps
 one snapshot, replaced atomically by a single background refresh every TTL; concurrent refresh
 requests are coalesced into one load, and a failed load keeps the last good snapshot until it
 is older than ``max_stale`` (then readers get ServiceUnavailable, never "table not found").
@@ -11,9 +13,10 @@ is older than ``max_stale`` (then readers get ServiceUnavailable, never "table n
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +43,11 @@ log = logging.getLogger(__name__)
 #: Table engines this server can open (a snapshot of another engine is refused as unsupported).
 ENGINES = frozenset({"lance"})
 _REF_KEYS = frozenset({"n", "e", "l", "i", "v", "m", "s", "t", "c"})
+#: A time-travel ref also carries ``a``: the selector the query wrote (``v12``, ``tag:eod``).
+_AT_REF_KEYS = _REF_KEYS | {"a"}
 _MAX_REF_TEXT = 4096
+#: How a query names an older version or a tag after the table name: ``"t@v12"``, ``"t@tag:eod"``.
+AT_SELECTOR = re.compile(r"v([1-9][0-9]{0,17})|tag:([a-z_][a-z0-9_]{0,62})")
 
 
 @dataclass(frozen=True)
@@ -61,10 +68,19 @@ class TableRef:
     manifest_size: int | None = None
     e_tag: str | None = None
     committed_at_ms: int | None = None
+    #: None: the table as the catalog holds it now; else the time-travel selector the query wrote
+    #: after the name (``v12``, ``tag:eod``), resolved to ``version`` when planned.
+    at: str | None = None
 
     @property
     def table_name(self) -> TableName:
         return TableName.parse(self.name)
+
+    @property
+    def written(self) -> str:
+        """The name with its selector (``p.w.ns.t@v12``): what one query resolves once, and what a
+        ticket's pins are keyed and ordered by (a query may read ``t`` and ``"t@v3"`` together)."""
+        return self.name if self.at is None else f"{self.name}@{self.at}"
 
     @property
     def sql_name(self) -> str:
@@ -94,12 +110,15 @@ class TableRef:
             "s": self.manifest_size,
             "t": self.e_tag,
             "c": self.committed_at_ms,
-        }
+        } | ({"a": self.at} if self.at is not None else {})
 
     @classmethod
     def from_json(cls, data: Any) -> TableRef:
         """Parse and validate (strictly: exact keys, types, a valid table name). ValueError if not."""
-        if not isinstance(data, dict) or set(data) != _REF_KEYS:
+        if not isinstance(data, dict) or (set(data) != _REF_KEYS and set(data) != _AT_REF_KEYS):
+            raise ValueError("malformed table snapshot")
+        at = data.get("a")
+        if at is not None and (not isinstance(at, str) or not AT_SELECTOR.fullmatch(at)):
             raise ValueError("malformed table snapshot")
         texts = [data["n"], data["e"], data["l"], data["i"], data["m"]]
         if not all(isinstance(t, str) and 0 < len(t) <= _MAX_REF_TEXT for t in texts):
@@ -127,6 +146,7 @@ class TableRef:
             manifest_size=data["s"],
             e_tag=data["t"],
             committed_at_ms=data["c"],
+            at=at,
         )
 
 
@@ -137,6 +157,21 @@ class CachedTable:
     ref: TableRef | None  # None: the current version's record was missing at refresh time
     schema_ipc: bytes  # b"" when the registration carries no schema
     schema: pa.Schema | None
+    #: Every registered (not cleaned-up) version of this incarnation, for time travel.
+    versions: Mapping[int, VersionRecord] = field(default_factory=dict)
+    #: Tag name -> version, from the version records (the registry is the tags' authority).
+    tags: Mapping[str, int] = field(default_factory=dict)
+    #: The effective policy's ``cache`` field (``auto``, ``hot``, ``off``): the snapshot cache's
+    #: admission for this table.
+    cache: str = "auto"
+
+    def ref_at(self, version: int, at: str) -> TableRef | None:
+        """A ref to registered ``version`` of this incarnation, written as ``at``; None if the
+        registry holds no such version (never committed, or cleaned up)."""
+        ver = self.versions.get(version)
+        if ver is None or version > self.record.current_version:
+            return None
+        return _ref(self.record, ver, at)
 
     @property
     def catalog(self) -> str:
@@ -195,6 +230,9 @@ class CatalogSnapshot:
     started_at_wall: float = 0.0
     #: None: not loaded (snapshots built by hand); no one is refused on its account.
     principals: Principals | None = None
+    #: Every version record by registry key, with its revision (the next load decodes only
+    #: the changed ones).
+    version_items: Mapping[str, tuple[int, VersionRecord]] = field(default_factory=dict, repr=False)
 
     def project(self, name: str) -> ProjectView:
         return self.projects.get(name, _EMPTY)
@@ -211,8 +249,9 @@ class CatalogSnapshot:
 
 
 def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> CatalogSnapshot:
-    """Read every registration from the registry (one scan per record kind, plus one ``get`` per
-    table whose current version changed since ``previous``)."""
+    """Read every registration from the registry: one scan per record kind. The version records
+    (every registered version of every table, for time travel and tags) are decoded again only
+    where their revision changed since ``previous``."""
     started = time.monotonic()
     started_wall = time.time()
     principals = _load_principals(store)
@@ -236,15 +275,21 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         trash = decode(TrashRecord, item.value, item.key)
         if trash.kind == "table" and trash.table is not None:
             dropped.add(trash.table.incarnation)
+    decoded, by_incarnation = _load_versions(store, previous.version_items if previous else {})
+    cache_modes = _load_cache_modes(store)
     tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
     for item in store.scan_prefix(keys.tables_under()):
         record = decode(TableRecord, item.value, item.key)
         if record.current_version <= 0:
             continue  # declared, nothing committed: not visible to readers
+        versions = by_incarnation.get(record.incarnation, {})
+        mode = _cache_mode(cache_modes, record.name)
         cached = old.get((record.name, record.incarnation, record.current_version))
         if cached is None or cached.record != record or cached.ref is None or cached.ref.staging:
             # (A staging manifest path goes away once the catalog finalizes the version: re-read.)
-            cached = _cache_table(store, record)
+            cached = _cache_table(record, versions, mode)
+        elif cached.versions != versions or cached.cache != mode:
+            cached = _with_versions(cached, versions, mode)
         tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = (
             cached
         )
@@ -267,7 +312,51 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         started_at=started,
         started_at_wall=started_wall,
         principals=principals,
+        version_items=decoded,
     )
+
+
+def _load_cache_modes(store: MetaStore) -> dict[str, str]:
+    """Scope -> the ``cache`` field of the policy record there (one scan of the policies)."""
+    from lake_platform.catalog.policies import PolicyRecord
+
+    modes = {}
+    for item in store.scan_prefix(keys.policies()):
+        try:
+            record = decode(PolicyRecord, item.value, item.key)
+        except LakeError:  # a record a newer release wrote: it cannot hide the tables
+            log.warning("unreadable policy record %s", item.key)
+            continue
+        modes[record.scope] = record.policy.cache
+    return modes
+
+
+def _cache_mode(modes: Mapping[str, str], name: str) -> str:
+    """The most specific policy record on the table's path wins, whole (as ``Policies`` resolves)."""
+    parts = name.split(".")
+    for depth in range(len(parts), 0, -1):
+        mode = modes.get(".".join(parts[:depth]))
+        if mode is not None:
+            return mode
+    return "auto"
+
+
+def _load_versions(
+    store: MetaStore, previous: Mapping[str, tuple[int, VersionRecord]]
+) -> tuple[dict[str, tuple[int, VersionRecord]], dict[str, dict[int, VersionRecord]]]:
+    """Every version record (one scan), by key with its revision, and by incarnation and number.
+    A record whose revision is unchanged since the previous load is not decoded again."""
+    decoded: dict[str, tuple[int, VersionRecord]] = {}
+    by_incarnation: dict[str, dict[int, VersionRecord]] = {}
+    for item in store.scan_prefix(keys.all_versions()):
+        hit = previous.get(item.key)
+        if hit is not None and hit[0] == item.revision:
+            ver = hit[1]
+        else:
+            ver = decode(VersionRecord, item.value, item.key)
+        decoded[item.key] = (item.revision, ver)
+        by_incarnation.setdefault(ver.incarnation, {})[ver.version] = ver
+    return decoded, by_incarnation
 
 
 def _load_principals(store: MetaStore) -> Principals:
@@ -283,24 +372,43 @@ def _load_principals(store: MetaStore) -> Principals:
     return Principals(users=users, tokens=tokens)
 
 
-def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:
+def _ref(record: TableRecord, ver: VersionRecord, at: str | None = None) -> TableRef:
+    return TableRef(
+        name=record.name,
+        engine=record.engine,
+        location=record.location,
+        incarnation=record.incarnation,
+        version=ver.version,
+        manifest_path=ver.manifest_path,
+        manifest_size=ver.manifest_size,
+        e_tag=ver.e_tag,
+        committed_at_ms=ver.committed_at_ms,
+        at=at,
+    )
+
+
+def _tags(versions: Mapping[int, VersionRecord]) -> dict[str, int]:
+    return {tag: v.version for v in versions.values() for tag in v.tags}
+
+
+def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
+    return CachedTable(
+        name=cached.name,
+        record=cached.record,
+        ref=cached.ref,
+        schema_ipc=cached.schema_ipc,
+        schema=cached.schema,
+        versions=versions,
+        tags=_tags(versions),
+        cache=mode,
+    )
+
+
+def _cache_table(record: TableRecord, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
     name = TableName.parse(record.name)
-    item = store.get(keys.version(record.incarnation, record.current_version))
-    ref = None
-    if item is not None:
-        ver = decode(VersionRecord, item.value, item.key)
-        ref = TableRef(
-            name=record.name,
-            engine=record.engine,
-            location=record.location,
-            incarnation=record.incarnation,
-            version=record.current_version,
-            manifest_path=ver.manifest_path,
-            manifest_size=ver.manifest_size,
-            e_tag=ver.e_tag,
-            committed_at_ms=ver.committed_at_ms,
-        )
-    else:
+    ver = versions.get(record.current_version)
+    ref = _ref(record, ver) if ver is not None else None
+    if ver is None:
         log.warning("table %s: version %s has no registry record", record.name, record.current_version)
     ipc = record.schema_ipc
     schema = None
@@ -310,7 +418,16 @@ def _cache_table(store: MetaStore, record: TableRecord) -> CachedTable:
         except Exception:  # noqa: BLE001 - a broken schema hides nothing else
             log.warning("table %s: unreadable schema in its registration", record.name)
             ipc = b""
-    return CachedTable(name=name, record=record, ref=ref, schema_ipc=ipc, schema=schema)
+    return CachedTable(
+        name=name,
+        record=record,
+        ref=ref,
+        schema_ipc=ipc,
+        schema=schema,
+        versions=versions,
+        tags=_tags(versions),
+        cache=mode,
+    )
 
 
 class SnapshotCache:

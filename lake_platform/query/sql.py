@@ -153,7 +153,8 @@ def qualify_nested(sql: str, is_namespace: Callable[[str, str], bool]) -> str:
     named ``ns.sub``. A dotted chain of four or more plain identifiers (outside strings, quoted
     names and comments) is rewritten only if its middle names a known namespace
     (``is_namespace(warehouse, db_schema)``): as ``warehouse.ns...table``, or failing that as
-    ``warehouse.ns...table.column``.
+    ``warehouse.ns...table.column``. The table may be a quoted name last in the chain
+    (time travel: ``w.ns.sub."t@v3"``).
     """
 
     def chain(sql: str, i: int) -> tuple[str, int] | None:
@@ -170,6 +171,12 @@ def qualify_nested(sql: str, is_namespace: Callable[[str, str], bool]) -> str:
                 end += 1
                 continue
             break
+        if len(parts) >= 3 and sql.startswith('."', end):
+            # A quoted table name last (time travel: ``w.ns.sub."t@v3"``) is copied as written.
+            close = _closing(sql, end + 1, '"')
+            if not sql.startswith(".", close):
+                parts.append(sql[end + 1 : close])
+                end = close
         return (_qualified(parts, is_namespace) if len(parts) >= 4 else sql[i:end]), end
 
     return _rewrite(sql, _NAME_AT, chain)

@@ -116,6 +116,16 @@ def log_under(prefix: str = "") -> str:
     return f"log/{prefix}"
 
 
+def policies() -> str:
+    """Prefix of every policy record."""
+    return "pol/"
+
+
+def all_versions() -> str:
+    """Prefix of every table version record (all incarnations)."""
+    return "ver/"
+
+
 def users() -> str:
     return "usr/"
 

@@ -232,3 +232,18 @@ def test_output_streams_a_result_far_larger_than_the_memory_it_takes(
     assert (tmp_path / "big-6000000.arrow").stat().st_size > 1_300_000_000
     assert peaks[6_000_000] - peaks[1_500_000] < 250 << 20, peaks  # ~1 GB more if it collected
     assert peaks[6_000_000] < 1536 << 20, peaks
+
+
+def test_time_travel_reads_as_on_flight(running: Running) -> None:
+    """The quoted-name syntax is how ``lake sql`` travels in time too (``multi`` has versions
+    1..5, 100 rows each); a missing version is refused with Flight's code and message."""
+    sql = 'SELECT count(*) AS n, max(id) AS top FROM w.ns."multi@v2"'
+    expected = flight_result(running, "alice", sql)
+    assert expected.to_pylist() == [{"n": 200, "top": 199}]
+    result = lake(running, "--json", "sql", "--as", "alice", sql)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == expected.to_pylist()
+    missing = 'SELECT * FROM w.ns."multi@v42"'
+    result = lake(running, "sql", "--as", "alice", missing)
+    assert cli_error(result) == flight_error(running, "alice", missing)
+    assert cli_error(result)[0] == 11

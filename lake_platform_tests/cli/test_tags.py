@@ -93,3 +93,24 @@ def test_a_tagged_version_survives_cleanup(versions: CliRunner, monkeypatch: pyt
 
     run(versions, "tag", "delete", T, "gold")
     assert run(versions, "cleanup", T, "--older-than", "0s")["detail"]["versions_removed"] == [2]
+
+
+def test_history_says_which_versions_are_still_readable(
+    versions: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
+    monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
+    run(versions, "tag", "create", T, "gold", "--version", "2")
+    run(versions, "cleanup", T, "--older-than", "0s")  # removes 1 and 3; 2 is tagged, 4 current
+    history = run(versions, "table", "history", T)
+    made = {
+        e["to_version"]: (e["readable"], e["tags"]) for e in history if e["operation"] in ("create", "append")
+    }
+    assert made == {1: (False, []), 2: (True, ["gold"]), 3: (False, []), 4: (True, [])}
+    # A tag entry names no incarnation: no answer rather than a guess.
+    assert [e["readable"] for e in history if e["operation"] == "tag"] == [None]
+    human = versions.invoke(cli, ["table", "history", T])
+    assert human.exit_code == 0
+    rows = [line.split() for line in human.output.splitlines()]
+    assert "readable" in rows[0]
+    assert any("yes" in r and "(gold)" in r for r in rows) and any("no" in r for r in rows)

@@ -43,10 +43,17 @@ class SlowUdf:
             return ctx
 
         self._server.engine.context = context  # type: ignore[method-assign]
+        self._server.engine.sessions.clear()  # pooled contexts were made without the UDF
+        # One batch per fragment is Lance's scan; a cached snapshot's in-memory batches are
+        # coalesced into one, and the UDF would run once.
+        cache = self._server.engine.cache
+        self._budget, cache.budget_bytes = cache.budget_bytes, 0
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.engine.context = self._original  # type: ignore[method-assign]
+        self._server.engine.sessions.clear()
+        self._server.engine.cache.budget_bytes = self._budget
 
 
 def tagged_rows(n: int, start: int = 0, tag: str = "v") -> pa.RecordBatchReader:

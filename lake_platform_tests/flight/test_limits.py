@@ -64,10 +64,13 @@ def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
         dataset_cache_size=3,
         spill_dir=tmp_path,
         spill_compression="zstd",
+        session_pool_size=5,
+        cache_bytes=1 << 20,
+        cache_admit_after=2,
     )
     limits = flight.query_limits(settings)
     shared = [f.name for f in dataclasses.fields(QueryLimits) if f.name in FlightSettings.model_fields]
-    assert len(shared) == 10  # every limit but the labels comes from a setting of the same name
+    assert len(shared) == 13  # every limit but the labels comes from a setting of the same name
     for name in shared:
         assert getattr(limits, name) == getattr(flight, name), name
         assert limits.label(name) == f"LAKE_FLIGHT_{name.upper()}"
@@ -142,3 +145,15 @@ def test_each_limit_has_its_grpc_code(limited: Any, timed: Any) -> None:
         assert code == "RESOURCE_EXHAUSTED" and "LAKE_FLIGHT_MAX_CONCURRENT_QUERIES" in details
         first.cancel()
     assert wait_until(lambda: streams_of(limited) == 0)
+
+
+def test_the_cache_budget_defaults_to_a_modest_share(lake: tuple[LakeSettings, Any]) -> None:
+    import os
+
+    settings, _ = lake
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    small = flight_settings(port=0, memory_limit_bytes=256 << 20).query_limits(settings)
+    assert small.cache_bytes == min(ram // 16, 128 << 20)  # at most half the query pool
+    large = flight_settings(port=0, memory_limit_bytes=1 << 40).query_limits(settings)
+    assert large.cache_bytes == ram // 16
+    assert flight_settings(port=0, cache_bytes=0).query_limits(settings).cache_bytes == 0

@@ -187,7 +187,10 @@ def test_nested_namespaces_need_no_quotes() -> None:
     assert q("SELECT * FROM w.ns.sub.u") == 'SELECT * FROM w."ns.sub".u'
     assert q("SELECT w.ns.sub.u.id FROM W.NS.SUB.U") == 'SELECT w."ns.sub".u.id FROM W."ns.sub".U'
     assert q("SELECT * FROM w.a.b.c.t") == 'SELECT * FROM w."a.b.c".t'
+    assert q('SELECT * FROM w.ns.sub."u@v3"') == 'SELECT * FROM w."ns.sub"."u@v3"'  # time travel
     for untouched in [
+        'SELECT * FROM w.ns."t@v3"',
+        'SELECT * FROM w.ns.sub."u@v3".id',  # a quoted name mid-chain is left to the user
         "SELECT 'w.ns.sub.u'",
         'SELECT * FROM w."ns.sub".u',
         "SELECT a.b.c.d FROM w.ns.t",

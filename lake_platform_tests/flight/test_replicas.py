@@ -143,3 +143,26 @@ def test_retention_on_the_other_replica(
     for replica in (b, a):
         with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.rgone is no longer available"):
             replica.fetch(info)
+
+
+def test_time_travel_is_pinned_across_replicas(
+    lake: tuple[LakeSettings, Catalog, Path], replicas: tuple[Replica, Replica]
+) -> None:
+    """A tag read planned on A executes on B at the version A resolved, though the tag moved and
+    the table grew in between; an explicit version reads the same on both."""
+    _, catalog, _ = lake
+    a, b = replicas
+    catalog.create_table("p.w.ns.rtravel", tagged_rows(8, tag="v1"))
+    catalog.create_tag("p.w.ns.rtravel", "eod", 1)
+    catalog.append("p.w.ns.rtravel", tagged_rows(4, start=8, tag="v2"))
+    sql = 'SELECT id, tag FROM w.ns."rtravel@tag:eod" ORDER BY id'
+    assert wait_until(lambda: a.fetch(a.plan(sql)).num_rows == 8)
+    info = a.plan(sql)
+    catalog.create_tag("p.w.ns.rtravel", "eod", 2, replace=True)
+    catalog.append("p.w.ns.rtravel", tagged_rows(3, start=12, tag="v3"))
+    assert wait_until(lambda: b.fetch(b.plan(sql)).num_rows == 12)  # B has seen the moved tag
+    for replica in (b, a):
+        got = replica.fetch(info)
+        assert got.column("id").to_pylist() == list(range(8)) and set(got.column("tag").to_pylist()) == {"v1"}
+    v2 = 'SELECT count(*) AS n FROM w.ns."rtravel@v2"'
+    assert b.fetch(a.plan(v2)).column("n")[0].as_py() == a.fetch(b.plan(v2)).column("n")[0].as_py() == 12

@@ -396,3 +396,26 @@ def test_expired_helper_kind() -> None:
     sealer = Sealer([("k1", bytes.fromhex(K1))])
     with pytest.raises(Expired):
         sealer.open("ticket", sealer.seal("ticket", {}, -1))
+
+
+def test_time_travel_refs_round_trip_and_stay_canonical() -> None:
+    """A ticket may pin a table as it is and older versions of it (``a``: the selector written);
+    written names stay unique and ordered, and a malformed selector never opens."""
+    from lake_platform.flight.tickets import TicketLimits, Tickets
+    from lake_platform.query.snapshot import TableRef
+
+    tickets = Tickets(Sealer([("k1", bytes.fromhex(K1))]), TicketLimits(), lifetime=60, prepared_lifetime=60)
+    who = Identity("alice", "user", "p", "reader")
+    now = TableRef("p.w.ns.t", "lance", "/x/t-1.lance", "inc1", 3, "_versions/3.manifest")
+    v1 = TableRef("p.w.ns.t", "lance", "/x/t-1.lance", "inc1", 1, "_versions/1.manifest", at="v1")
+    eod = TableRef("p.w.ns.t", "lance", "/x/t-1.lance", "inc1", 1, "_versions/1.manifest", at="tag:eod")
+    blob, _ = tickets.seal_statement(who, "SELECT 1", None, (v1, now, eod))
+    opened = tickets.open_statement(blob, who)
+    assert opened.snapshots == (now, eod, v1)  # by written name: t, t@tag:eod, t@v1
+    assert [r.written for r in opened.snapshots] == ["p.w.ns.t", "p.w.ns.t@tag:eod", "p.w.ns.t@v1"]
+    assert "a" not in now.to_json() and v1.to_json()["a"] == "v1"  # plain pins are unchanged
+    with pytest.raises(InvalidInput):  # the same written name twice
+        tickets.seal_statement(who, "SELECT 1", None, (v1, v1))
+    for bad in ("V1", "v0", "tag:Bad", "", 12):
+        with pytest.raises(ValueError):
+            TableRef.from_json({**v1.to_json(), "a": bad})

@@ -1,0 +1,94 @@
+"""The snapshot cache's budget bounds the server's memory: four hot tables of ~50 MiB each (decoded),
+a 64 MiB budget. The server process's peak RSS while all four are queried and loaded (each
+evicting the one before) grows by the budget plus the scan's working memory, far less than the
+four tables (which a cache without a budget holds: +256 MiB), and its own accounting never
+passes the budget."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, wait_until
+from lake_platform_tests.flight.test_memory_bound import reset_hwm, vm_hwm
+
+pytestmark = pytest.mark.slow
+
+ROWS = 1_000_000
+BUDGET = 64 << 20
+#: What the process needs beyond the cache's bytes while loading and querying: the scan's
+#: buffers and the allocator's retained pages. Measured: the peak grew 127-130 MiB with this
+#: budget, and 256 MiB with a budget large enough to keep all four tables (the control).
+SLACK = 96 << 20
+
+
+def wide_rows(seed: int) -> pa.RecordBatchReader:
+    """~56 MiB decoded: an id and a 40-character string per row."""
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for start in range(0, ROWS, 100_000):
+            ids = pa.array(range(start, start + 100_000), pa.int64())
+            text = pc.binary_join_element_wise(pc.cast(ids, pa.string()), f"-{seed:03d}-" + "x" * 30, "")
+            yield pa.record_batch([ids, text], schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def test_peak_rss_stays_within_the_budget(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    settings, catalog = build_catalog(home)
+    sizes = []
+    for i in range(4):
+        catalog.create_table(f"p.w.ns.wide{i}", wide_rows(i))
+        catalog.set_policy(f"p.w.ns.wide{i}", {"cache": "hot"})
+        sizes.append(pa.Table.from_batches(list(wide_rows(i))).nbytes)
+    catalog.close()
+    total = sum(sizes)
+    assert all(BUDGET > s > BUDGET // 2 for s in sizes)  # one fits, two do not
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lake_platform_tests.flight.server_process",
+            str(home),
+            f"cache_bytes={BUDGET}",
+            "memory_limit_bytes=268435456",
+            "snapshot_ttl_seconds=0.1",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        client, options = login(f"grpc://127.0.0.1:{int(proc.stdout.readline())}")
+
+        def cache() -> dict[str, int]:
+            [result] = list(client.do_action(fl.Action("health", b""), options))
+            return json.loads(result.body.to_pybytes())["cache"]
+
+        assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.t")).num_rows == 1
+        reset_hwm(proc.pid)
+        before = vm_hwm(proc.pid)
+        for i in range(4):
+            sql = f"SELECT count(*) AS n FROM w.ns.wide{i}"
+            assert fetch(client, options, plan(client, options, sql)).column("n")[0].as_py() == ROWS
+            assert wait_until(lambda i=i: cache()["loads"] == i + 1, timeout=120)
+            assert fetch(client, options, plan(client, options, sql)).column("n")[0].as_py() == ROWS
+        stats = cache()
+        grown = vm_hwm(proc.pid) - before
+        assert stats["entries"] == 1 and stats["evictions"] == 3 and stats["hits"] >= 4
+        assert stats["peak_bytes"] <= BUDGET and stats["used_bytes"] <= BUDGET
+        assert grown < BUDGET + SLACK < total, (
+            f"the server grew {grown >> 20} MiB with a {BUDGET >> 20} MiB cache, {total >> 20} MiB of tables"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(10)
