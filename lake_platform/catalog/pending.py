@@ -38,3 +38,10 @@ class PendingCommit:
     marker_revision: int = ABSENT
     #: Each landed version's staging manifest: garbage once the canonical one is registered.
     staged: dict[int, str] = field(default_factory=dict)
+    #: How many of this commit's first Lance versions the namespace holds back instead of
+    #: registering (a schema change an append builds on): they land in the registry in one
+    #: transaction with the version after them, so nobody ever sees the schema step alone.
+    #: The commit-log operation of each held step ("add-columns", "widen-columns").
+    hold: list[str] = field(default_factory=list)
+    #: The held versions so far: (version record, its log key, its log entry), in order.
+    held: list[tuple[VersionRecord, str, object]] = field(default_factory=list)

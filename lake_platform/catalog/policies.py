@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -55,6 +55,9 @@ class Policy(Record):
     target_rows_per_fragment: int = Field(1_048_576, ge=1)
     trash_grace_seconds: float = Field(7 * 86400, ge=0)
     orphan_min_age_seconds: float = Field(7 * 86400)
+    #: What a write may do to the table's schema (catalog/evolution.py): nothing, add nullable
+    #: columns, or also widen a column's type. Never narrow, parse or drop.
+    schema_evolution: Literal["strict", "add_columns", "widen"] = "strict"
 
     @field_validator("orphan_min_age_seconds")
     @classmethod
@@ -105,6 +108,7 @@ KEYS = {
     "target_rows_per_fragment": "target_rows_per_fragment",
     "trash_grace": "trash_grace_seconds",
     "orphan_min_age": "orphan_min_age_seconds",
+    "schema_evolution": "schema_evolution",
 }
 _DURATIONS = {"retention", "trash_grace", "orphan_min_age"}
 

@@ -28,6 +28,7 @@ from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
+    ConcurrentModification,
     ConditionFailed,
     Internal,
     InvalidInput,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.arrow_io import StreamCounter
+    from lake_platform.catalog.evolution import SchemaChange
     from lake_platform.catalog.namespace import BoundTableNamespace
 
 log = logging.getLogger(__name__)
@@ -163,7 +165,6 @@ class Tables:
         from lake_platform.catalog.arrow_io import (
             StreamCounter,
             as_reader,
-            conform_schema,
             schema_from_ipc,
             schema_to_ipc,
         )
@@ -179,10 +180,13 @@ class Tables:
             return replay
         record, _ = self.ctx.table(tname)
         counter = StreamCounter()
+        change: SchemaChange | None = None
         if mode == "append":
-            target = conform_schema(data.schema, schema_from_ipc(record.schema_ipc), str(tname))
-            stream = counter.wrap(data, target)
-            schema_ipc = None
+            change = self.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
+            stream = counter.wrap(data, change.target)
+            schema_ipc = schema_to_ipc(change.target) if change else None
+            if change:
+                detail = {**(detail or {}), **change.describe()}
         else:
             _check_schema(data.schema, str(tname))
             stream = counter.wrap(data)
@@ -196,13 +200,20 @@ class Tables:
             stream_totals=counter.totals,
             detail=dict(detail or {}),
             extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
+            hold=change.steps if change else [],
         )
+        planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            if mode == "append" and record.schema_ipc_b64 != planned_on:
+                raise ConcurrentModification(
+                    f"the schema of {tname} changed while this append was being prepared; "
+                    "nothing was written, retry"
+                )
             self.manifests.settle(tname, record, pending)
             if mode == "overwrite":
                 pending.rows_removed = self.reads.snapshot(tname, record, record.current_version).count_rows()
-            self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
+            self._write(tname, record, revision, pending, stream, mode, lease, counter=counter, change=change)
         return self.result(pending, str(tname))
 
     def _write(
@@ -216,6 +227,7 @@ class Tables:
         lease: Lease | None = None,
         *,
         counter: StreamCounter,
+        change: SchemaChange | None = None,
     ) -> None:
         if lease is None:
             with self.ctx.gate.hold(record.incarnation) as held:
@@ -224,6 +236,17 @@ class Tables:
         lease.check()
         try:
             self.ctx.at(f"{mode}:before-write")  # inside: an injected failure is an engine failure
+            if change:
+                # The schema steps are Lance commits the namespace holds back: they are
+                # registered in one transaction with the append, or not at all.
+                ds = engine.open_version(
+                    namespace=ns,
+                    table_id=tname.parts,
+                    version=record.current_version,
+                    storage_options=self.ctx.storage(record.location),
+                )
+                engine.evolve_schema(ds, widened=change.widened, added=change.added)
+                self.ctx.at(f"{mode}:after-evolve")
             engine.write(
                 stream,
                 namespace=ns,
@@ -238,6 +261,22 @@ class Tables:
         self.ctx.at(f"{mode}:after-write")
         self.manifests.finalize(record, pending)
         self.enrich(tname, record, pending)
+
+    def plan_schema(self, tname: TableName, table: pa.Schema, schemas: Sequence[pa.Schema]) -> SchemaChange:
+        """How inputs of ``schemas`` go into the table in one commit: as they are (lossless casts
+        only), or, when the table's ``schema_evolution`` policy allows, with added or widened
+        columns; TableSchemaValidationError before any write otherwise. The policy is read only
+        when the inputs do not fit as they are."""
+        from lake_platform.catalog.evolution import plan_batch
+        from lake_platform.catalog.policies import Policies
+
+        try:
+            return plan_batch(table, list(schemas), "strict", str(tname))
+        except TableSchemaValidationError:
+            mode = Policies(self.ctx).effective_policy(str(tname)).policy.schema_evolution
+            if mode == "strict":
+                raise
+        return plan_batch(table, list(schemas), mode, str(tname))
 
     def delete_rows(
         self,

@@ -21,7 +21,8 @@ def policy_set(state: State, scope: str, assignments: tuple[str, ...]) -> None:
     """Set policy keys at a project, warehouse, namespace or table.
 
     Keys: retain_versions, retention, compact_enabled, compact_min_fragments,
-    target_rows_per_fragment, trash_grace, orphan_min_age (durations like 90m, 12h, 7d).
+    target_rows_per_fragment, trash_grace, orphan_min_age (durations like 90m, 12h, 7d),
+    schema_evolution (strict | add_columns | widen: what an ingest may do to a table's schema).
     """
     from lake_platform.catalog.policies import parse_assignments
 
