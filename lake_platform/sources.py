@@ -26,7 +26,8 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from lake_platform.errors import InvalidInput, TableSchemaValidationError
+from lake_platform.conform import check_input, conform_batch
+from lake_platform.errors import InvalidInput
 
 FORMATS = {
     ".parquet": "parquet",
@@ -152,63 +153,45 @@ def open_many(
     schema: pa.Schema | None = None,
     *,
     on_batch: Callable[[pa.RecordBatch], None] | None = None,
+    optional: frozenset[str] = frozenset(),
 ) -> pa.RecordBatchReader:
     """Chain several files into one stream with one schema (the table's, else the first file's).
 
     Every file is opened (headers checked) before the stream starts.
     """
+    readers = open_all(sources)
+    return chain(sources, readers, schema if schema is not None else readers[0].schema, optional, on_batch)
+
+
+def open_all(sources: Sequence[Source]) -> list[pa.RecordBatchReader]:
+    """Open every file (headers parsed, nothing read yet); SourceError on the first that fails."""
     if not sources:
         raise InvalidInput("no input files given")
-    readers = [open_source(s) for s in sources]
-    target = schema if schema is not None else readers[0].schema
-    casts = [_cast_plan(r.schema, target, s) for r, s in zip(readers, sources, strict=True)]
+    return [open_source(s) for s in sources]
+
+
+def chain(
+    sources: Sequence[Source],
+    readers: Sequence[pa.RecordBatchReader],
+    target: pa.Schema,
+    optional: frozenset[str] = frozenset(),
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
+) -> pa.RecordBatchReader:
+    """One stream of ``target`` from opened files. Each file is checked against ``target`` before
+    the stream starts: its columns by name, each type converting losslessly (never parsed, never
+    narrowed); it may lack only the ``optional`` columns (ones its write adds), read as null."""
+    casts = [check_input(target, r.schema, optional, s.label) for r, s in zip(readers, sources, strict=True)]
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for reader, cast, source in zip(readers, casts, sources, strict=True):
-            rows = 0
+        for reader, cast in zip(readers, casts, strict=True):
             for batch in reader:
                 if cast:
-                    batch = _cast(batch, target, source, rows)
-                rows += batch.num_rows
+                    batch = conform_batch(batch, target)
                 if on_batch is not None:
                     on_batch(batch)
                 yield batch
 
     return pa.RecordBatchReader.from_batches(target, batches())
-
-
-def _cast_plan(schema: pa.Schema, target: pa.Schema, source: Source) -> bool:
-    if schema.remove_metadata().equals(target.remove_metadata()):
-        return False
-    if sorted(schema.names) != sorted(target.names):
-        # The file's column names are its content (a header line): name only the table's.
-        missing = [n for n in target.names if n not in schema.names]
-        extra = len([n for n in schema.names if n not in target.names])
-        raise TableSchemaValidationError(
-            f"{source.label} does not have the table's columns: "
-            + (f"missing {', '.join(missing)}" if missing else "none missing")
-            + f"; {extra} column(s) the table does not have (the table has {', '.join(target.names)})"
-        )
-    return True
-
-
-def _cast(batch: pa.RecordBatch, target: pa.Schema, source: Source, rows_before: int) -> pa.RecordBatch:
-    try:
-        return batch.select(target.names).cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    # Find the column on the failure path only; Arrow's message quotes the value.
-    for field in target:
-        try:
-            batch.column(field.name).cast(field.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise TableSchemaValidationError(
-                f"{source.label}: a value of column {field.name} in rows {rows_before + 1}-"
-                f"{rows_before + batch.num_rows} does not convert to {field.type} without loss"
-            ) from None
-    raise TableSchemaValidationError(
-        f"{source.label}: rows {rows_before + 1}-{rows_before + batch.num_rows} do not fit the table schema"
-    )
 
 
 #: What a reader's message may contribute: fixed phrases and numbers, never quoted text.

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from lake_platform.conform import conform_batch
 from lake_platform.errors import InvalidInput
 
 
@@ -61,22 +62,6 @@ class StreamCounter:
                 raise
 
         return pa.RecordBatchReader.from_batches(schema, batches())
-
-
-def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """``batch`` with ``target``'s columns, by name: a column the batch lacks (one its write adds
-    to the table) is all null; the others are cast. The caller checked every cast is a lossless
-    widening up front (``evolution.plan``), so a cast here never fails on a value."""
-    n = batch.num_rows
-    names = batch.schema.names
-    columns = []
-    for f in target:
-        if f.name not in names:
-            columns.append(pa.nulls(n, f.type))
-            continue
-        col = batch.column(names.index(f.name))
-        columns.append(col if col.type == f.type else col.cast(f.type))
-    return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
 def conform_schema(incoming: pa.Schema, table: pa.Schema, table_name: str) -> pa.Schema | None:

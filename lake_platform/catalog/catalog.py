@@ -46,6 +46,8 @@ from lake_platform.settings import LakeSettings
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lake_platform.catalog.evolution import SchemaChange
+
 __all__ = ["Catalog", "Hook", "Log", "TableSnapshot"]
 
 
@@ -192,6 +194,19 @@ class Catalog:
             principal=principal,
             markers=markers,
         )
+
+    def plan_input(
+        self,
+        name: str,
+        schemas: Sequence[pa.Schema],
+        *,
+        labels: Sequence[str] | None = None,
+        principal: Principal | None = None,
+    ) -> SchemaChange:
+        """What appending inputs of ``schemas`` in one commit does to the table's schema under its
+        ``schema_evolution`` policy (``SchemaChange.target`` is the schema to stream them as);
+        TableSchemaValidationError if the policy refuses them. Reads only the registry."""
+        return self._tables.plan_input(name, schemas, labels=labels, principal=principal)
 
     def create_table(
         self,

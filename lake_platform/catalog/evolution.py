@@ -26,9 +26,12 @@ one is missing). Explicit changes are ``lake table alter``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lake_platform.conform import int_bits as _int_bits
+from lake_platform.conform import widens as widens
 from lake_platform.errors import TableSchemaValidationError
 
 if TYPE_CHECKING:
@@ -60,39 +63,6 @@ class SchemaChange:
             "added_columns": {f.name: str(f.type) for f in self.added},
             "widened_columns": {name: str(t) for name, t in self.widened},
         }
-
-
-def _int_bits(t: pa.DataType) -> tuple[bool, int] | None:
-    import pyarrow as pa
-
-    if pa.types.is_integer(t):
-        return pa.types.is_signed_integer(t), t.bit_width
-    return None
-
-
-def widens(src: pa.DataType, dst: pa.DataType) -> bool:
-    """Whether every ``src`` value converts to ``dst`` exactly, without parsing: the casts a
-    write may apply on its own."""
-    import pyarrow as pa
-
-    if src == dst or pa.types.is_null(src):
-        return True
-    s, d = _int_bits(src), _int_bits(dst)
-    if s and d:
-        (s_signed, s_bits), (d_signed, d_bits) = s, d
-        if s_signed == d_signed:
-            return d_bits >= s_bits
-        return d_signed and d_bits > s_bits  # unsigned into a wider signed integer
-    if s and pa.types.is_floating(dst):
-        mantissa = {16: 11, 32: 24, 64: 53}[dst.bit_width]
-        return s[1] < mantissa  # every integer of that width is exact
-    if pa.types.is_floating(src) and pa.types.is_floating(dst):
-        return dst.bit_width >= src.bit_width
-    pairs = [
-        (pa.types.is_string, pa.types.is_large_string),
-        (pa.types.is_binary, pa.types.is_large_binary),
-    ]
-    return any(a(src) and b(dst) for a, b in pairs)
 
 
 def table_widens(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -161,18 +131,27 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
                 f"column {tf.name} is {src} ({_kind(src)}), the table has {tf.type} ({_kind(tf.type)}): "
                 "no lossless conversion (values are never parsed or narrowed)"
             )
+    # An input's own column names are its content (a file's header line): messages count them
+    # and name only the table's columns.
     added: list[pa.Field] = []
-    for f in incoming:
-        if f.name in table.names:
-            continue
-        if mode == "strict":
-            problems.append(f"unknown column {f.name} (the table's schema_evolution policy is strict)")
-        elif pa.types.is_null(f.type):
-            problems.append(f"new column {f.name} has no type (every value is empty): cannot add it")
-        elif not f.name or f.name != f.name.strip():
-            problems.append(f"invalid column name {f.name!r}")
-        else:
-            added.append(pa.field(f.name, f.type, nullable=True))
+    new = [f for f in incoming if f.name not in table.names]
+    if new and mode == "strict":
+        problems.append(
+            f"{len(new)} unknown column(s) the table does not have "
+            f"(its schema_evolution policy is strict; the table has {', '.join(table.names)})"
+        )
+    elif new:
+        untyped = [f for f in new if pa.types.is_null(f.type)]
+        badly_named = [f for f in new if not f.name or f.name != f.name.strip()]
+        if untyped:
+            problems.append(
+                f"{len(untyped)} new column(s) without a type (every value empty): cannot add them"
+            )
+        if badly_named:
+            problems.append(f"{len(badly_named)} new column(s) with an empty or space-padded name")
+        if len({f.name for f in new}) != len(new):
+            problems.append("duplicate new column names")
+        added = [pa.field(f.name, f.type, nullable=True) for f in new]
     if problems:
         raise TableSchemaValidationError(
             f"data does not match the schema of {table_name}: " + "; ".join(problems)
@@ -181,20 +160,32 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
     return SchemaChange(target, tuple(added), tuple(widened))
 
 
-def plan_batch(table: pa.Schema, schemas: list[pa.Schema], mode: str, table_name: str) -> SchemaChange:
+def plan_batch(
+    table: pa.Schema,
+    schemas: list[pa.Schema],
+    mode: str,
+    table_name: str,
+    labels: Sequence[str] | None = None,
+) -> SchemaChange:
     """One change for several inputs written in one commit: each input is planned against the
-    table as the inputs before it left it; an input may lack the columns the others add."""
+    table as the inputs before it left it; an input may lack the columns the others add. A
+    refusal names the input (its label, e.g. the file name) when labels are given."""
     change = SchemaChange(table)
     added: dict[str, pa.Field] = {}
     widened: dict[str, pa.DataType] = {}
-    for schema in schemas:
+    for i, schema in enumerate(schemas):
         current = change.target
         fill = [f for f in current if f.name in added and f.name not in schema.names]
         if fill:
             import pyarrow as pa
 
             schema = pa.schema(list(schema) + fill)
-        step = plan(current, schema, mode, table_name)
+        try:
+            step = plan(current, schema, mode, table_name)
+        except TableSchemaValidationError as exc:
+            if labels is None:
+                raise
+            raise TableSchemaValidationError(f"{labels[i]}: {exc.message}") from None
         for f in step.added:
             added[f.name] = f
         for name, t in step.widened:

@@ -262,7 +262,32 @@ class Tables:
         self.manifests.finalize(record, pending)
         self.enrich(tname, record, pending)
 
-    def plan_schema(self, tname: TableName, table: pa.Schema, schemas: Sequence[pa.Schema]) -> SchemaChange:
+    def plan_input(
+        self,
+        name: str,
+        schemas: Sequence[pa.Schema],
+        *,
+        labels: Sequence[str] | None = None,
+        principal: Principal | None = None,
+    ) -> SchemaChange:
+        """``plan_schema`` against the table's registered schema: what an ingest of inputs with
+        ``schemas`` will do, checked before any file is read (the append checks it again)."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"write to {tname}")
+        record, _ = self.ctx.table(tname)
+        return self.plan_schema(tname, schema_from_ipc(record.schema_ipc), schemas, labels)
+
+    def plan_schema(
+        self,
+        tname: TableName,
+        table: pa.Schema,
+        schemas: Sequence[pa.Schema],
+        labels: Sequence[str] | None = None,
+    ) -> SchemaChange:
         """How inputs of ``schemas`` go into the table in one commit: as they are (lossless casts
         only), or, when the table's ``schema_evolution`` policy allows, with added or widened
         columns; TableSchemaValidationError before any write otherwise. The policy is read only
@@ -271,12 +296,12 @@ class Tables:
         from lake_platform.catalog.policies import Policies
 
         try:
-            return plan_batch(table, list(schemas), "strict", str(tname))
+            return plan_batch(table, list(schemas), "strict", str(tname), labels)
         except TableSchemaValidationError:
             mode = Policies(self.ctx).effective_policy(str(tname)).policy.schema_evolution
             if mode == "strict":
                 raise
-        return plan_batch(table, list(schemas), mode, str(tname))
+        return plan_batch(table, list(schemas), mode, str(tname), labels)
 
     def delete_rows(
         self,

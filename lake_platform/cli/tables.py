@@ -69,15 +69,16 @@ def table_create(state: State, name: str, source: str) -> None:
 def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | None) -> None:
     """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed."""
     from lake_platform import sources
-    from lake_platform.catalog.arrow_io import schema_from_ipc
     from lake_platform.naming import TableName
 
     TableName.parse(name)
     srcs = [sources.describe(f) for f in files]
     with state.catalog() as catalog:
-        record = catalog.open_table(name).record
         with _progress(state, srcs) as on_batch:
-            reader = sources.open_many(srcs, schema_from_ipc(record.schema_ipc), on_batch=on_batch)
+            readers = sources.open_all(srcs)
+            # The table's schema_evolution policy decides whether the files may add or widen columns.
+            change = catalog.plan_input(name, [r.schema for r in readers], labels=[s.label for s in srcs])
+            reader = sources.chain(srcs, readers, change.target, change.optional, on_batch)
             result = catalog.append(name, reader, commit_id=commit_id)
     state.emit(
         result.to_dict(),
