@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.access import Access
+from lake_platform.catalog.alter import Alter
 from lake_platform.catalog.cascade import NamespaceDrops
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.containers import Containers
@@ -88,6 +89,7 @@ class Catalog:
         self._containers = Containers(self.ctx, self._policies, self._trash)
         self._cascade = NamespaceDrops(self.ctx, self._policies, self._trash)
         self._access = Access(self.ctx)
+        self._alter = Alter(self.ctx, self._tables)
 
     def close(self) -> None:
         self.gate.close()
@@ -169,6 +171,35 @@ class Catalog:
         principal: Principal | None = None,
     ) -> None:
         return self._containers.set_protected(name, protected, kind=kind, principal=principal)
+
+    # -- schema changes (``lake table alter``) ------------------------------------------------
+
+    def add_column(
+        self,
+        name: str,
+        column: str,
+        type_name: str,
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> CommitResult:
+        return self._alter.add_column(name, column, type_name, principal=principal, actor=actor)
+
+    def drop_column(
+        self, name: str, column: str, *, principal: Principal | None = None, actor: str | None = None
+    ) -> CommitResult:
+        return self._alter.drop_column(name, column, principal=principal, actor=actor)
+
+    def rename_column(
+        self,
+        name: str,
+        old: str,
+        new: str,
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> CommitResult:
+        return self._alter.rename_column(name, old, new, principal=principal, actor=actor)
 
     # -- tables --------------------------------------------------------------------------------
 
