@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lake_platform.cli.alter import alter
 from lake_platform.cli.app import State, handles_errors, pass_state, plain, text_table, timestamp
 from lake_platform.cli.hierarchy import add_protect_command
 
@@ -31,7 +32,7 @@ def _progress(state: State, srcs: list[Any]) -> Iterator[Callable[[Any], None] |
 
 @click.group()
 def table() -> None:
-    """Tables: create, list, describe, history, drop, repair."""
+    """Tables: create, list, describe, history, alter, drop, repair."""
 
 
 @table.command("create")
@@ -233,5 +234,6 @@ def table_repair(state: State, name: str) -> None:
 
 
 add_protect_command(table, "table", "P.W.NS.T")
+table.add_command(alter)
 
 COMMANDS: tuple[click.Command, ...] = (table, ingest)
