@@ -73,6 +73,8 @@ def check_input(target: pa.Schema, incoming: pa.Schema, optional: frozenset[str]
     does not widen losslessly into the target's."""
     if incoming.remove_metadata().equals(target.remove_metadata()):
         return False
+    if len(set(incoming.names)) != len(incoming.names):
+        raise TableSchemaValidationError(f"{label} has duplicate column names")
     problems: list[str] = []
     missing = [n for n in target.names if n not in incoming.names and n not in optional]
     extra = [n for n in incoming.names if n not in target.names]

@@ -100,6 +100,8 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
 
     if mode not in MODES:
         raise TableSchemaValidationError(f"unknown schema_evolution mode {mode!r}")
+    if len(set(incoming.names)) != len(incoming.names):
+        raise TableSchemaValidationError(f"data for {table_name} has duplicate column names")
     problems: list[str] = []
     missing = [n for n in table.names if n not in incoming.names]
     if missing:

@@ -451,3 +451,15 @@ def test_the_last_column_cannot_be_dropped(lake: Lake) -> None:
     with pytest.raises(TableSchemaValidationError, match="only column"):
         lake.catalog.drop_column(T, "id")
     assert state(lake) == before
+
+
+def test_duplicate_input_columns_are_refused(seeded: Lake) -> None:
+    policy(seeded, "add_columns")
+    before = state(seeded)
+    dup = pa.Table.from_arrays(
+        [pa.array([3], pa.int32()), pa.array([2.5], pa.float32()), pa.array(["c"]), pa.array(["d"])],
+        names=["id", "score", "name", "name"],
+    )
+    with pytest.raises(TableSchemaValidationError, match="duplicate column names"):
+        seeded.catalog.append(T, dup.to_reader())
+    assert state(seeded) == before
