@@ -132,7 +132,12 @@ class Tables:
     ) -> CommitResult:
         """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
         (e.g. the identities of ingested files); ``markers`` land in the same registry transaction
-        as the version (an ingest's per-file markers: never one without the other)."""
+        as the version (an ingest's per-file markers: never one without the other).
+
+        Columns are matched by name and converted only losslessly; new columns or wider types
+        are taken when the table's ``schema_evolution`` policy allows (``evolution``), in the
+        same registry transaction as the rows; anything else is TableSchemaValidationError
+        before a byte is written."""
         return self._write_existing(
             name, data, "append", actor, run_id, commit_id, detail, principal, markers
         )

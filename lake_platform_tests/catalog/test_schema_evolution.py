@@ -463,3 +463,29 @@ def test_duplicate_input_columns_are_refused(seeded: Lake) -> None:
     with pytest.raises(TableSchemaValidationError, match="duplicate column names"):
         seeded.catalog.append(T, dup.to_reader())
     assert state(seeded) == before
+
+
+def test_an_alter_between_planning_and_the_lease_refuses_the_append(
+    seeded: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append was planned on the schema it read first; a column renamed by another writer
+    before the append holds the lease makes it ConcurrentModification, with nothing written."""
+    from lake_platform.catalog.tables import Tables
+    from lake_platform.errors import ConcurrentModification
+
+    other = seeded.new_catalog()
+    planned = Tables.plan_schema
+
+    def plan_then_someone_alters(self: Tables, *args: object, **kwargs: object) -> object:
+        change = planned(self, *args, **kwargs)  # type: ignore[arg-type]
+        other.rename_column(T, "name", "label")
+        return change
+
+    monkeypatch.setattr(Tables, "plan_schema", plan_then_someone_alters)
+    version = seeded.catalog.open_table(T).record.current_version
+    with pytest.raises(ConcurrentModification, match="schema of p.w.ns.t changed"):
+        seeded.catalog.append(T, base())
+    other.close()
+    record = seeded.catalog.open_table(T).record
+    assert record.current_version == version + 1  # the rename only
+    assert current_schema(seeded).names == ["id", "score", "label"]
