@@ -489,3 +489,21 @@ def test_an_alter_between_planning_and_the_lease_refuses_the_append(
     record = seeded.catalog.open_table(T).record
     assert record.current_version == version + 1  # the rename only
     assert current_schema(seeded).names == ["id", "score", "label"]
+
+
+def test_evolution_and_alter_on_dynamodb_and_s3(scale_out: tuple[object, object]) -> None:
+    """The held schema step rides in the DynamoDB transaction with the append's version."""
+    _, catalog = scale_out
+    catalog.create_table(T, table(id=pa.array([1], pa.int32()), name=pa.array(["a"])))  # type: ignore[attr-defined]
+    catalog.set_policy(T, {"schema_evolution": "widen"})  # type: ignore[attr-defined]
+    result = catalog.append(  # type: ignore[attr-defined]
+        T, table(id=pa.array([2**40], pa.int64()), name=pa.array(["b"]), extra=pa.array([1.5]))
+    )
+    assert (result.from_version, result.to_version) == (1, 4)
+    catalog.rename_column(T, "extra", "score")  # type: ignore[attr-defined]
+    snap = catalog.open_table(T)  # type: ignore[attr-defined]
+    assert snap.record.current_version == 5
+    assert snap.to_reader().read_all().sort_by("id").to_pylist() == [
+        {"id": 1, "name": "a", "score": None},
+        {"id": 2**40, "name": "b", "score": 1.5},
+    ]
