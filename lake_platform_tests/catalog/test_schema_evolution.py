@@ -8,6 +8,7 @@ registry transaction with the rows (never a schema step alone).
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,6 +25,9 @@ from lake_platform.errors import (
     TableColumnNotFound,
     TableSchemaValidationError,
 )
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, decode
 from lake_platform_tests.catalog.conftest import Lake, state
 
 T = "p.w.ns.t"
@@ -507,3 +511,63 @@ def test_evolution_and_alter_on_dynamodb_and_s3(scale_out: tuple[object, object]
         {"id": 1, "name": "a", "score": None},
         {"id": 2**40, "name": "b", "score": 1.5},
     ]
+
+
+# -- a writer killed anywhere in an evolving append ------------------------------------------------
+
+KILL_COMMIT = "evolving-append-0001"
+
+
+def op_evolving_append(catalog: object, commit_id: str) -> object:
+    """The killed writer's operation (module level: the forkserver child imports it by name)."""
+    return catalog.append(T, base(3, extra=pa.array([9.0])), commit_id=commit_id)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("point", "nth"),
+    [
+        ("append:staged", 1),  # the held add-columns manifest is written, nothing registered
+        ("append:after-evolve", 1),  # the schema step is done in Lance, still held
+        ("append:staged", 2),  # the rows' data files and manifest are written
+        ("append:registered", 1),  # both versions registered in one transaction, unpublished
+        ("append:finalize-copied", 1),
+        ("append:after-commit", 1),
+    ],
+)
+def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, point: str, nth: int) -> None:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform_tests.catalog import faults
+    from lake_platform_tests.catalog.conftest import lake_settings
+
+    settings = lake_settings(tmp_path / "home")
+    with Catalog(settings) as c:
+        c.create_project("p")
+        c.create_warehouse("p.w", root=str(tmp_path / "wh"))
+        c.create_namespace("p.w.ns")
+        c.create_table(
+            T,
+            table(
+                id=pa.array([1, 2], pa.int32()),
+                score=pa.array([0.5, 1.5], pa.float32()),
+                name=pa.array(["a", "b"]),
+            ),
+        )
+        c.set_policy(T, {"schema_evolution": "add_columns"})
+    code, _ = faults.kill_writer(settings, op_evolving_append, point, nth, KILL_COMMIT)
+    assert code == -signal.SIGKILL, f"the writer never reached {point} (#{nth}); exit code {code}"
+    with Catalog(settings) as c:
+        item = c.store.get(keys.table(TableName.parse(T)))
+        assert item is not None
+        current = decode(TableRecord, item.value, item.key)
+        landed = point not in ("append:staged", "append:after-evolve")
+        assert current.current_version == (3 if landed else 1), "the schema step landed alone"
+        assert ("extra" in schema_from_ipc(current.schema_ipc).names) is landed
+        c.repair_table(T)  # publishes what the dead writer registered; quarantines what it did not
+        again = op_evolving_append(c, KILL_COMMIT)  # the retry: replayed, or the first landing
+        assert again.replayed is landed  # type: ignore[attr-defined]
+        snap = c.open_table(T)
+        assert snap.record.current_version == 3
+        assert snap.to_reader().read_all().sort_by("id").to_pydict()["extra"] == [None, None, 9.0]
+        assert snap.dataset.schema.names == schema_from_ipc(snap.record.schema_ipc).names
+        assert [e.operation for e in c.history(T)][-2:] == ["add-columns", "append"]
