@@ -226,6 +226,10 @@ class Catalog:
             markers=markers,
         )
 
+    def table_schema(self, name: str, *, principal: Principal | None = None) -> pa.Schema:
+        """The table's registered Arrow schema (from the registry; no engine call)."""
+        return self._tables.table_schema(name, principal=principal)
+
     def plan_input(
         self,
         name: str,

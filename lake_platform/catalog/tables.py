@@ -267,6 +267,16 @@ class Tables:
         self.manifests.finalize(record, pending)
         self.enrich(tname, record, pending)
 
+    def table_schema(self, name: str, *, principal: Principal | None = None) -> pa.Schema:
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "read", f"read {tname}")
+        record, _ = self.ctx.table(tname)
+        return schema_from_ipc(record.schema_ipc)
+
     def plan_input(
         self,
         name: str,

@@ -76,7 +76,7 @@ def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | Non
     srcs = [sources.describe(f) for f in files]
     with state.catalog() as catalog:
         with _progress(state, srcs) as on_batch:
-            readers = sources.open_all(srcs)
+            readers = sources.open_all(srcs, catalog.table_schema(name))
             # The table's schema_evolution policy decides whether the files may add or widen columns.
             change = catalog.plan_input(name, [r.schema for r in readers], labels=[s.label for s in srcs])
             reader = sources.chain(srcs, readers, change.target, change.optional, on_batch)

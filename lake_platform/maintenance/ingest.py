@@ -102,6 +102,7 @@ def ingest_batch(
     fault: Fault | None = None,
 ) -> IngestOutcome:
     from lake_platform import sources
+    from lake_platform.catalog.arrow_io import schema_from_ipc
 
     if not files:
         raise InvalidInput("an ingest batch needs at least one file")
@@ -138,6 +139,7 @@ def ingest_batch(
             pending.append(f)
 
     record = catalog.open_table(table).record
+    types = schema_from_ipc(record.schema_ipc)  # how text formats read the table's columns
     with ExitStack() as stack:
         paths: dict[str, Path] = {}
         for f in list(pending):
@@ -151,7 +153,7 @@ def ingest_batch(
             for f in list(pending):
                 try:
                     src = sources.describe(paths[f.key], name=f.name)
-                    opened.append((f, src, sources.open_source(src)))
+                    opened.append((f, src, sources.open_source(src, types)))
                 except LakeError as exc:
                     _quarantine(inbox, f, exc, outcome)
                     pending.remove(f)

@@ -571,3 +571,38 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
         assert snap.to_reader().read_all().sort_by("id").to_pydict()["extra"] == [None, None, 9.0]
         assert snap.dataset.schema.names == schema_from_ipc(snap.record.schema_ipc).names
         assert [e.operation for e in c.history(T)][-2:] == ["add-columns", "append"]
+
+
+# -- text formats read the table's columns with the table's types -----------------------------------
+
+
+def _ingest(lake: Lake, *paths: Path) -> object:
+    srcs = [sources.describe(p) for p in paths]
+    readers = sources.open_all(srcs, lake.catalog.table_schema(T))
+    change = lake.catalog.plan_input(T, [r.schema for r in readers], labels=[s.label for s in srcs])
+    return lake.catalog.append(T, sources.chain(srcs, readers, change.target, change.optional))
+
+
+def test_csv_and_json_lines_are_read_with_the_table_types(seeded: Lake, tmp_path: Path) -> None:
+    """A CSV has no types: guessed, its ``id`` would be int64 (wider than the table's int32) and a
+    column of whole numbers would not be a float. Parsed straight into the table's types, both
+    fit; the new column's type is inferred (under add_columns)."""
+    policy(seeded, "add_columns")
+    (tmp_path / "a.csv").write_text("id,score,name,extra\n3,2,c,7\n")
+    (tmp_path / "b.jsonl").write_text('{"id": 4, "score": 1, "name": "d"}\n')
+    _ingest(seeded, tmp_path / "a.csv", tmp_path / "b.jsonl")
+    assert current_schema(seeded).field("id").type == pa.int32()
+    assert current_schema(seeded).field("extra").type == pa.int64()
+    data = rows_of(seeded)
+    assert data["score"] == [0.5, 1.5, 2.0, 1.0] and data["extra"] == [None, None, 7, None]
+
+
+def test_a_csv_value_that_does_not_fit_the_table_type_is_refused_unquoted(
+    seeded: Lake, tmp_path: Path
+) -> None:
+    (tmp_path / "big.csv").write_text("id,score,name\n1,1,a\n3000000000,1,b\n")
+    before = state(seeded)
+    with pytest.raises(TableSchemaValidationError, match="big.csv.*does not convert to int32") as raised:
+        _ingest(seeded, tmp_path / "big.csv")
+    assert "3000000000" not in str(raised.value)
+    assert state(seeded) == before
