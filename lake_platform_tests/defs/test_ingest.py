@@ -256,7 +256,12 @@ def test_the_sensor_applies_the_table_schema_policy(instance, lake: Lake) -> Non
     )
     lake.inbox.put("p/w/ns/t/old_shape.parquet", parquet(rows(500, 1)))  # lacks the new column
     request = tick(instance, lake, None).run_requests[0]
-    meta = run(instance, lake, request).asset_materializations_for_node("ingested")[0].metadata
+    evolved = run(instance, lake, request, with_checks=True)
+    # The registry's schema (with the new column) equals Lance's; versions match the disk.
+    assert evolved.get_asset_check_evaluations() and all(
+        e.passed for e in evolved.get_asset_check_evaluations()
+    )
+    meta = evolved.asset_materializations_for_node("ingested")[0].metadata
     assert meta["status"].value == "committed" and meta["rows"].value == 3
     assert [q["key"] for q in meta["quarantined"].value] == ["p/w/ns/t/text_ids.parquet"]
     assert "never parsed" in _reason(lake, "p/w/ns/t/text_ids.parquet")
