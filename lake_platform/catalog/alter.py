@@ -5,6 +5,9 @@ lease, like every other write (``tables``): the version, the new schema in the t
 the commit-log entry (with the actor) land in one registry transaction. Every argument is
 checked against the registered schema before the lease is taken, and again under it.
 
+Adding a column needs the writer role (an append may do as much under ``add_columns``);
+dropping and renaming need admin, like dropping a table: they change or hide what readers see.
+
 - ``add-column NAME TYPE``: a nullable column (the rows already there read as null); metadata
   only, no data is rewritten.
 - ``drop-column NAME``: metadata only; older versions still have the column (time travel), the
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from lake_platform.catalog.context import CatalogContext
 from lake_platform.catalog.pending import PendingCommit
-from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.principals import Action, Principal
 from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -147,6 +150,7 @@ class Alter:
             principal,
             actor,
             destructive=True,
+            role="admin",
         )
 
     def rename_column(
@@ -176,6 +180,7 @@ class Alter:
             lambda ds: engine.rename_column(ds, old, new),
             principal,
             actor,
+            role="admin",
         )
 
     def _alter(
@@ -189,13 +194,14 @@ class Alter:
         actor: str | None,
         *,
         destructive: bool = False,
+        role: Action = "write",
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import schema_from_ipc, schema_to_ipc
 
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
-        who.require(tname.project, "write", f"change the schema of {tname}")
+        who.require(tname.project, role, f"{operation.replace('-', ' ')} on {tname}")
         record, _ = self.ctx.table(tname)
         change(schema_from_ipc(record.schema_ipc))  # refuse bad input before taking the lease
         if destructive and record.protected:

@@ -606,3 +606,21 @@ def test_a_csv_value_that_does_not_fit_the_table_type_is_refused_unquoted(
         _ingest(seeded, tmp_path / "big.csv")
     assert "3000000000" not in str(raised.value)
     assert state(seeded) == before
+
+
+def test_a_writer_may_add_a_column_but_not_drop_or_rename_one(seeded: Lake) -> None:
+    from lake_platform.catalog.principals import Principal
+    from lake_platform.errors import PermissionDenied
+
+    writer = Principal(name="etl", kind="token", project="p", role="writer")
+    reader = Principal(name="ana", kind="user", project="p", role="reader")
+    before = state(seeded)
+    with pytest.raises(PermissionDenied):
+        seeded.catalog.add_column(T, "note", "string", principal=reader)
+    with pytest.raises(PermissionDenied):
+        seeded.catalog.drop_column(T, "score", principal=writer)
+    with pytest.raises(PermissionDenied):
+        seeded.catalog.rename_column(T, "score", "points", principal=writer)
+    assert state(seeded) == before
+    seeded.catalog.add_column(T, "note", "string", principal=writer)
+    assert [e.actor for e in seeded.catalog.log(T)][-1] == "etl"
