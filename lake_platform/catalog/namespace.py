@@ -277,7 +277,7 @@ class BoundTableNamespace(LanceNamespace):
             for h_ver, h_key, h_entry in pending.held:
                 ops += [
                     Put(keys.version(self.record.incarnation, h_ver.version), h_ver.encode(), ABSENT),
-                    Put(h_key, h_entry.encode(), ABSENT),  # type: ignore[attr-defined]
+                    Put(h_key, h_entry.encode(), ABSENT),
                 ]
             if first:
                 ops += pending.extra_ops

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lake_platform.registry.records import VersionRecord
+from lake_platform.registry.records import CommitLogEntry, VersionRecord
 from lake_platform.registry.store import ABSENT, Op
 
 
@@ -44,4 +44,4 @@ class PendingCommit:
     #: The commit-log operation of each held step ("add-columns", "widen-columns").
     hold: list[str] = field(default_factory=list)
     #: The held versions so far: (version record, its log key, its log entry), in order.
-    held: list[tuple[VersionRecord, str, object]] = field(default_factory=list)
+    held: list[tuple[VersionRecord, str, CommitLogEntry]] = field(default_factory=list)
