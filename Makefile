@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(PY) bench/cli.py
 	$(PY) bench/metrics.py
 	$(PY) bench/indexes.py
+	$(PY) bench/evolution.py
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)

@@ -670,6 +670,7 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
         (CatalogContext, "table", "table record get + decode (x2) *", 1),
         (tables_mod, "schema_from_ipc", "schema decode + conform", 1),
         (tables_mod, "conform_schema", "schema decode + conform", 1),
+        (tables_mod.Tables, "plan_schema", "schema decode + conform", 1),
         (WriteGate, "acquire", "lease acquire (get + CAS) *", 1),
         (threading.Thread, "start", "heartbeat thread start + join", 1),
         (threading.Thread, "join", "heartbeat thread start + join", 1),

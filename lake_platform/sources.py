@@ -26,6 +26,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from lake_platform.conform import check_input, conform_batch
 from lake_platform.errors import InvalidInput, TableSchemaValidationError
 
 FORMATS = {
@@ -94,8 +95,16 @@ def describe(path: str | os.PathLike[str], *, within: Path | None = None, name: 
     return Source(real, fmt, st.st_size, st.st_mtime_ns, label)
 
 
-def open_source(source: Source) -> pa.RecordBatchReader:
-    """Open one file as a RecordBatchReader (header parsed now, rows streamed later)."""
+def open_source(source: Source, types: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """Open one file as a RecordBatchReader (header parsed now, rows streamed later).
+
+    ``types`` (the table's schema) is how text formats read the table's columns: CSV and JSON
+    lines carry no types, so their values are parsed straight into the table's type (a value
+    that does not fit fails the file, naming the column and position, never truncated) instead
+    of a guess (every integer column would be int64, and a column of whole numbers would not be
+    a double). Columns the table lacks are inferred. A JSON line that omits a key reads as null
+    there, as JSON lines do. Parquet and Arrow IPC declare their types: ``types`` is not used.
+    """
     try:
         if source.format == "parquet":
             pf = pq.ParquetFile(source.path)
@@ -103,16 +112,26 @@ def open_source(source: Source) -> pa.RecordBatchReader:
                 pf.schema_arrow, _guarded(source, pf.iter_batches(batch_size=65536))
             )
         if source.format == "csv":
-            reader = pcsv.open_csv(source.path, read_options=pcsv.ReadOptions(block_size=BLOCK_SIZE))
-            return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader))
+            convert = pcsv.ConvertOptions(column_types={f.name: f.type for f in types} if types else None)
+            reader = pcsv.open_csv(
+                source.path, read_options=pcsv.ReadOptions(block_size=BLOCK_SIZE), convert_options=convert
+            )
+            return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader, bool(types)))
         if source.format == "jsonl":
-            reader = pjson.open_json(source.path, read_options=pjson.ReadOptions(block_size=BLOCK_SIZE))
-            return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader))
+            parse = (
+                pjson.ParseOptions(explicit_schema=types, unexpected_field_behavior="infer")
+                if types
+                else None
+            )
+            reader = pjson.open_json(
+                source.path, read_options=pjson.ReadOptions(block_size=BLOCK_SIZE), parse_options=parse
+            )
+            return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader, bool(types)))
         return _open_ipc(source)
     except SourceError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise _unreadable(source, exc, None) from None
+        raise _unreadable(source, exc, None, bool(types) and source.format in ("csv", "jsonl")) from None
 
 
 def _open_ipc(source: Source) -> pa.RecordBatchReader:
@@ -130,7 +149,7 @@ def _open_ipc(source: Source) -> pa.RecordBatchReader:
 
 
 def _guarded(
-    source: Source, batches: Iterator[pa.RecordBatch] | pa.RecordBatchReader
+    source: Source, batches: Iterator[pa.RecordBatch] | pa.RecordBatchReader, typed: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Turn a parse failure halfway through a file into a SourceError naming the file and the
     rows read before the failing block (readers do not track the exact row)."""
@@ -142,7 +161,7 @@ def _guarded(
         except StopIteration:
             return
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise _unreadable(source, exc, rows) from None
+            raise _unreadable(source, exc, rows, typed) from None
         rows += batch.num_rows
         yield batch
 
@@ -152,63 +171,46 @@ def open_many(
     schema: pa.Schema | None = None,
     *,
     on_batch: Callable[[pa.RecordBatch], None] | None = None,
+    optional: frozenset[str] = frozenset(),
 ) -> pa.RecordBatchReader:
     """Chain several files into one stream with one schema (the table's, else the first file's).
 
     Every file is opened (headers checked) before the stream starts.
     """
+    readers = open_all(sources, schema)
+    return chain(sources, readers, schema if schema is not None else readers[0].schema, optional, on_batch)
+
+
+def open_all(sources: Sequence[Source], types: pa.Schema | None = None) -> list[pa.RecordBatchReader]:
+    """Open every file (headers parsed, nothing read yet); SourceError on the first that fails.
+    ``types``: the table's schema, for text formats (``open_source``)."""
     if not sources:
         raise InvalidInput("no input files given")
-    readers = [open_source(s) for s in sources]
-    target = schema if schema is not None else readers[0].schema
-    casts = [_cast_plan(r.schema, target, s) for r, s in zip(readers, sources, strict=True)]
+    return [open_source(s, types) for s in sources]
+
+
+def chain(
+    sources: Sequence[Source],
+    readers: Sequence[pa.RecordBatchReader],
+    target: pa.Schema,
+    optional: frozenset[str] = frozenset(),
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
+) -> pa.RecordBatchReader:
+    """One stream of ``target`` from opened files. Each file is checked against ``target`` before
+    the stream starts: its columns by name, each type converting losslessly (never parsed, never
+    narrowed); it may lack only the ``optional`` columns (ones its write adds), read as null."""
+    casts = [check_input(target, r.schema, optional, s.label) for r, s in zip(readers, sources, strict=True)]
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for reader, cast, source in zip(readers, casts, sources, strict=True):
-            rows = 0
+        for reader, cast in zip(readers, casts, strict=True):
             for batch in reader:
                 if cast:
-                    batch = _cast(batch, target, source, rows)
-                rows += batch.num_rows
+                    batch = conform_batch(batch, target)
                 if on_batch is not None:
                     on_batch(batch)
                 yield batch
 
     return pa.RecordBatchReader.from_batches(target, batches())
-
-
-def _cast_plan(schema: pa.Schema, target: pa.Schema, source: Source) -> bool:
-    if schema.remove_metadata().equals(target.remove_metadata()):
-        return False
-    if sorted(schema.names) != sorted(target.names):
-        # The file's column names are its content (a header line): name only the table's.
-        missing = [n for n in target.names if n not in schema.names]
-        extra = len([n for n in schema.names if n not in target.names])
-        raise TableSchemaValidationError(
-            f"{source.label} does not have the table's columns: "
-            + (f"missing {', '.join(missing)}" if missing else "none missing")
-            + f"; {extra} column(s) the table does not have (the table has {', '.join(target.names)})"
-        )
-    return True
-
-
-def _cast(batch: pa.RecordBatch, target: pa.Schema, source: Source, rows_before: int) -> pa.RecordBatch:
-    try:
-        return batch.select(target.names).cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    # Find the column on the failure path only; Arrow's message quotes the value.
-    for field in target:
-        try:
-            batch.column(field.name).cast(field.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise TableSchemaValidationError(
-                f"{source.label}: a value of column {field.name} in rows {rows_before + 1}-"
-                f"{rows_before + batch.num_rows} does not convert to {field.type} without loss"
-            ) from None
-    raise TableSchemaValidationError(
-        f"{source.label}: rows {rows_before + 1}-{rows_before + batch.num_rows} do not fit the table schema"
-    )
 
 
 #: What a reader's message may contribute: fixed phrases and numbers, never quoted text.
@@ -265,8 +267,13 @@ def _bad_csv_line(path: Path, expected: int) -> int | None:
     return None
 
 
-def _unreadable(source: Source, exc: BaseException, rows_before: int | None) -> SourceError:
-    """A SourceError naming the file, the kind of problem and a position, and nothing it read."""
+def _unreadable(
+    source: Source, exc: BaseException, rows_before: int | None, typed: bool = False
+) -> SourceError | TableSchemaValidationError:
+    """A SourceError naming the file, the kind of problem and a position, and nothing it read.
+
+    ``typed``: the text was being parsed into the table's types, so a value that does not
+    convert is a value that does not fit the table (TableSchemaValidationError, same text)."""
     if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
         return SourceError(f"cannot read {source.label}: {exc.strerror or 'I/O error'}")
     first = (str(exc).strip().splitlines() or [""])[0]
@@ -283,4 +290,7 @@ def _unreadable(source: Source, exc: BaseException, rows_before: int | None) -> 
         facts.append(f"at row {(rows_before or 0) + int(where.group(1) or where.group(2)) + 1}")
     elif rows_before is not None:
         facts.append(f"after row {rows_before}")
-    return SourceError(f"cannot read {source.label} as {source.format}: {', '.join(facts)}")
+    message = f"cannot read {source.label} as {source.format}: {', '.join(facts)}"
+    if typed and "conversion error" in first:
+        return TableSchemaValidationError(message + " (the table's type for that column)")
+    return SourceError(message)

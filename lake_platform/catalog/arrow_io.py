@@ -7,7 +7,8 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from lake_platform.errors import InvalidInput, TableSchemaValidationError
+from lake_platform.conform import conform_batch
+from lake_platform.errors import InvalidInput
 
 
 def schema_to_ipc(schema: pa.Schema) -> bytes:
@@ -48,6 +49,7 @@ class StreamCounter:
         return self.rows, self.bytes
 
     def wrap(self, reader: pa.RecordBatchReader, target: pa.Schema | None = None) -> pa.RecordBatchReader:
+        """``reader`` as a stream of ``target`` (by column name; see ``conform_batch``)."""
         schema = target if target is not None else reader.schema
         cast = target is not None and not reader.schema.equals(target)
 
@@ -55,7 +57,7 @@ class StreamCounter:
             try:
                 for batch in reader:
                     if cast:
-                        batch = batch.cast(schema)
+                        batch = conform_batch(batch, schema)
                     self.rows += batch.num_rows
                     self.bytes += batch.nbytes
                     yield batch
@@ -67,38 +69,11 @@ class StreamCounter:
 
 
 def conform_schema(incoming: pa.Schema, table: pa.Schema, table_name: str) -> pa.Schema | None:
-    """Return None if ``incoming`` already matches, the table schema if a safe cast makes it
-    match, or raise TableSchemaValidationError saying what differs."""
+    """Return None if ``incoming`` already matches, the table schema if lossless casts make it
+    match (no table change: the ``strict`` policy), or raise TableSchemaValidationError saying
+    what differs (narrowing and parsing are refused, up front)."""
+    from lake_platform.catalog.evolution import plan
+
     if incoming.remove_metadata().equals(table.remove_metadata()):
         return None
-    problems = []
-    in_names, tb_names = incoming.names, table.names
-    missing = [n for n in tb_names if n not in in_names]
-    extra = [n for n in in_names if n not in tb_names]
-    if missing:
-        problems.append(f"missing column(s) {', '.join(missing)}")
-    if extra:
-        problems.append(f"unknown column(s) {', '.join(extra)}")
-    if not problems and in_names != tb_names:
-        problems.append("columns are in a different order")
-    if not problems:
-        for f_in, f_tb in zip(incoming, table, strict=True):
-            if f_in.type != f_tb.type and not _safely_castable(f_in.type, f_tb.type):
-                problems.append(f"column {f_in.name} is {f_in.type}, the table has {f_tb.type}")
-    if problems:
-        raise TableSchemaValidationError(
-            f"data does not match the schema of {table_name}: " + "; ".join(problems)
-        )
-    return table
-
-
-def _safely_castable(src: pa.DataType, dst: pa.DataType) -> bool:
-    widening = [
-        (pa.types.is_integer, pa.types.is_integer),
-        (pa.types.is_floating, pa.types.is_floating),
-        (pa.types.is_integer, pa.types.is_floating),
-        (pa.types.is_string, pa.types.is_large_string),
-        (pa.types.is_large_string, pa.types.is_string),
-        (pa.types.is_null, lambda t: True),
-    ]
-    return any(a(src) and b(dst) for a, b in widening)
+    return plan(table, incoming, "strict", table_name).target

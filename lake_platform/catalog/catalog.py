@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.access import Access
+from lake_platform.catalog.alter import Alter
 from lake_platform.catalog.cascade import NamespaceDrops
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.containers import Containers
@@ -47,6 +48,7 @@ from lake_platform.settings import LakeSettings
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lake_platform.catalog.evolution import SchemaChange
     from lake_platform.engine.indexes import IndexInfo
 
 __all__ = ["Catalog", "Hook", "Log", "TableSnapshot"]
@@ -90,6 +92,7 @@ class Catalog:
         self._containers = Containers(self.ctx, self._policies, self._trash)
         self._cascade = NamespaceDrops(self.ctx, self._policies, self._trash)
         self._access = Access(self.ctx)
+        self._alter = Alter(self.ctx, self._tables)
 
     def close(self) -> None:
         self.gate.close()
@@ -172,6 +175,35 @@ class Catalog:
     ) -> None:
         return self._containers.set_protected(name, protected, kind=kind, principal=principal)
 
+    # -- schema changes (``lake table alter``) ------------------------------------------------
+
+    def add_column(
+        self,
+        name: str,
+        column: str,
+        type_name: str,
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> CommitResult:
+        return self._alter.add_column(name, column, type_name, principal=principal, actor=actor)
+
+    def drop_column(
+        self, name: str, column: str, *, principal: Principal | None = None, actor: str | None = None
+    ) -> CommitResult:
+        return self._alter.drop_column(name, column, principal=principal, actor=actor)
+
+    def rename_column(
+        self,
+        name: str,
+        old: str,
+        new: str,
+        *,
+        principal: Principal | None = None,
+        actor: str | None = None,
+    ) -> CommitResult:
+        return self._alter.rename_column(name, old, new, principal=principal, actor=actor)
+
     # -- tables --------------------------------------------------------------------------------
 
     def append(
@@ -196,6 +228,23 @@ class Catalog:
             principal=principal,
             markers=markers,
         )
+
+    def table_schema(self, name: str, *, principal: Principal | None = None) -> pa.Schema:
+        """The table's registered Arrow schema (from the registry; no engine call)."""
+        return self._tables.table_schema(name, principal=principal)
+
+    def plan_input(
+        self,
+        name: str,
+        schemas: Sequence[pa.Schema],
+        *,
+        labels: Sequence[str] | None = None,
+        principal: Principal | None = None,
+    ) -> SchemaChange:
+        """What appending inputs of ``schemas`` in one commit does to the table's schema under its
+        ``schema_evolution`` policy (``SchemaChange.target`` is the schema to stream them as);
+        TableSchemaValidationError if the policy refuses them. Reads only the registry."""
+        return self._tables.plan_input(name, schemas, labels=labels, principal=principal)
 
     def create_table(
         self,

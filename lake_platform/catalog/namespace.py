@@ -123,12 +123,17 @@ class BoundTableNamespace(LanceNamespace):
 
     def describe_table(self, request: Any) -> DescribeTableResponse:
         self._check_id(request)
+        held = self._held()
         return DescribeTableResponse(
             location=self.record.location,
             managed_versioning=True,
-            version=self.record.current_version or None,
+            version=(held[-1].version if held else self.record.current_version) or None,
             storage_options=self.storage_options,
         )
+
+    def _held(self) -> list[VersionRecord]:
+        """Versions of the pending commit held back from the registry until its last step."""
+        return [h[0] for h in self.pending.held] if self.pending is not None else []
 
     # -- versions --------------------------------------------------------------------------
 
@@ -139,6 +144,9 @@ class BoundTableNamespace(LanceNamespace):
     def _list_versions(self, request: Any) -> ListTableVersionsResponse:
         limit = _field(request, "limit")
         descending = bool(_field(request, "descending"))
+        held = self._held()
+        if limit == 1 and descending and held:
+            return ListTableVersionsResponse(versions=[_table_version(held[-1])])
         if limit == 1 and descending:
             # Lance asks for "latest" before every commit: answer from the table record, one read.
             base = None
@@ -154,7 +162,7 @@ class BoundTableNamespace(LanceNamespace):
             rec = base if base is not None and base.version == current else self._version(current)
             return ListTableVersionsResponse(versions=[self._answer(rec)])
         items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
-        records = [decode(VersionRecord, i.value, i.key) for i in items]
+        records = [decode(VersionRecord, i.value, i.key) for i in items] + held
         if descending:
             records.reverse()
         if limit:
@@ -163,10 +171,11 @@ class BoundTableNamespace(LanceNamespace):
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check_id(request)
-        version = _field(request, "version")
-        return self._guard(
-            lambda: DescribeTableVersionResponse(version=self._answer(self._version(int(version))))
-        )
+        version = int(_field(request, "version"))
+        for rec in self._held():
+            if rec.version == version:
+                return DescribeTableVersionResponse(version=_table_version(rec))
+        return self._guard(lambda: DescribeTableVersionResponse(version=self._answer(self._version(version))))
 
     def create_table_version(self, request: Any) -> CreateTableVersionResponse:
         self._check_id(request)
@@ -187,8 +196,13 @@ class BoundTableNamespace(LanceNamespace):
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
         with self._lock, self.lease.fenced() as lease_check:
-            self._require_next(version)
-            step = len(pending.landed)
+            held = self._held()
+            if held:
+                if version != held[-1].version + 1:
+                    raise ConcurrentModification(f"version {version} of {self.name} is already committed")
+            else:
+                self._require_next(version)
+            step = len(pending.landed) + len(held)
             at = now_ms()
             log_key = keys.log_entry(str(self.name), at, pending.commit_id, step)
             ver = VersionRecord(
@@ -201,24 +215,41 @@ class BoundTableNamespace(LanceNamespace):
                 committed_at_ms=at,
                 commit_id=pending.commit_id,
             )
+            if len(held) < len(pending.hold):
+                # A schema step the rest of this commit builds on: registered with the last step.
+                entry = CommitLogEntry(
+                    commit_id=pending.commit_id,
+                    target=str(self.name),
+                    operation=pending.hold[len(held)],
+                    actor=pending.actor,
+                    run_id=pending.run_id,
+                    at_ms=at,
+                    incarnation=self.record.incarnation,
+                    from_version=held[-1].version if held else self.record.current_version,
+                    to_version=version,
+                    detail=dict(pending.detail),
+                )
+                pending.held.append((ver, log_key, entry))
+                return CreateTableVersionResponse(version=_table_version(ver))
             updates: dict[str, object] = {"current_version": version}
             if pending.schema_ipc is not None:
                 updates["schema_ipc_b64"] = TableRecord.encode_schema(pending.schema_ipc)
             new_record = self.record.model_copy(update=updates)
-            rows, nbytes = pending.stream_totals() if pending.stream_totals and step == 0 else (0, 0)
+            first = step == len(held)  # the first step this transaction registers for this commit
+            rows, nbytes = pending.stream_totals() if pending.stream_totals and first else (0, 0)
             entry = CommitLogEntry(
                 commit_id=pending.commit_id,
                 target=str(self.name),
-                operation=pending.operation if step == 0 else f"{pending.operation}#{step}",
+                operation=pending.operation if first else f"{pending.operation}#{step}",
                 actor=pending.actor,
                 run_id=pending.run_id,
                 at_ms=at,
                 incarnation=self.record.incarnation,
-                from_version=self.record.current_version,
+                from_version=held[-1].version if held else self.record.current_version,
                 to_version=version,
                 rows_added=rows,
                 bytes_added=nbytes,
-                rows_removed=pending.rows_removed if step == 0 else 0,
+                rows_removed=pending.rows_removed if first else 0,
                 detail=dict(pending.detail),
             )
             marker = CommitMarker(
@@ -226,7 +257,7 @@ class BoundTableNamespace(LanceNamespace):
                 target=str(self.name),
                 operation=pending.operation,
                 incarnation=self.record.incarnation,
-                from_version=(self.record.current_version if step == 0 else None),
+                from_version=(self.record.current_version if first else None),
                 to_version=version,
                 log_key=log_key,
                 at_ms=at,
@@ -246,7 +277,12 @@ class BoundTableNamespace(LanceNamespace):
                 Put(keys.commit_marker(pending.commit_id), marker.encode(), pending.marker_revision),
                 lease_check,
             ]
-            if step == 0:
+            for h_ver, h_key, h_entry in pending.held:
+                ops += [
+                    Put(keys.version(self.record.incarnation, h_ver.version), h_ver.encode(), ABSENT),
+                    Put(h_key, h_entry.encode(), ABSENT),
+                ]
+            if first:
                 ops += pending.extra_ops
             published: tuple[VersionRecord, int] | None = None
             try:
@@ -267,7 +303,15 @@ class BoundTableNamespace(LanceNamespace):
             if published is None:
                 landed = decode(VersionRecord, results[0].value, results[0].key)
                 published = self._publish(landed, results[0].revision)
-            if step == 0:
+            for h_ver, h_key, _ in pending.held:
+                h_item = self.store.get(keys.version(self.record.incarnation, h_ver.version))
+                if h_item is not None:
+                    h_landed = decode(VersionRecord, h_item.value, h_item.key)
+                    pending.versions[h_ver.version] = self._publish(h_landed, h_item.revision)
+                pending.staged[h_ver.version] = h_ver.manifest_path
+                pending.landed.append((h_ver.version, h_key))
+            pending.held.clear()
+            if first:
                 pending.from_version = self.record.current_version
             ver = published[0]
             pending.versions[version] = published

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lake_platform.registry.records import VersionRecord
+from lake_platform.registry.records import CommitLogEntry, VersionRecord
 from lake_platform.registry.store import ABSENT, Op
 
 
@@ -41,3 +41,10 @@ class PendingCommit:
     base: VersionRecord | None = None
     #: Each landed version's staging manifest: garbage once the canonical one is registered.
     staged: dict[int, str] = field(default_factory=dict)
+    #: How many of this commit's first Lance versions the namespace holds back instead of
+    #: registering (a schema change an append builds on): they land in the registry in one
+    #: transaction with the version after them, so nobody ever sees the schema step alone.
+    #: The commit-log operation of each held step ("add-columns", "widen-columns").
+    hold: list[str] = field(default_factory=list)
+    #: The held versions so far: (version record, its log key, its log entry), in order.
+    held: list[tuple[VersionRecord, str, CommitLogEntry]] = field(default_factory=list)

@@ -63,6 +63,9 @@ class Policy(Record):
     #: The Flight replicas' snapshot cache: ``hot`` keeps a read snapshot in memory from its
     #: first query, ``auto`` once it is read again and again, ``off`` never.
     cache: Literal["auto", "hot", "off"] = "auto"
+    #: What a write may do to the table's schema (catalog/evolution.py): nothing, add nullable
+    #: columns, or also widen a column's type. Never narrow, parse or drop.
+    schema_evolution: Literal["strict", "add_columns", "widen"] = "strict"
 
     @field_validator("indexes", mode="before")
     @classmethod
@@ -137,6 +140,7 @@ KEYS = {
     "orphan_min_age": "orphan_min_age_seconds",
     "indexes": "indexes",
     "cache": "cache",
+    "schema_evolution": "schema_evolution",
 }
 _DURATIONS = {"retention", "trash_grace", "orphan_min_age"}
 

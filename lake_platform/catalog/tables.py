@@ -28,6 +28,7 @@ from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
+    ConcurrentModification,
     ConditionFailed,
     Internal,
     InvalidInput,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.arrow_io import StreamCounter
+    from lake_platform.catalog.evolution import SchemaChange
     from lake_platform.catalog.namespace import BoundTableNamespace
 
 log = logging.getLogger(__name__)
@@ -130,7 +132,12 @@ class Tables:
     ) -> CommitResult:
         """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
         (e.g. the identities of ingested files); ``markers`` land in the same registry transaction
-        as the version (an ingest's per-file markers: never one without the other)."""
+        as the version (an ingest's per-file markers: never one without the other).
+
+        Columns are matched by name and converted only losslessly; new columns or wider types
+        are taken when the table's ``schema_evolution`` policy allows (``evolution``), in the
+        same registry transaction as the rows; anything else is TableSchemaValidationError
+        before a byte is written."""
         return self._write_existing(
             name, data, "append", actor, run_id, commit_id, detail, principal, markers
         )
@@ -163,7 +170,6 @@ class Tables:
         from lake_platform.catalog.arrow_io import (
             StreamCounter,
             as_reader,
-            conform_schema,
             schema_from_ipc,
             schema_to_ipc,
         )
@@ -181,10 +187,13 @@ class Tables:
             return replay
         record, _ = self.ctx.table(tname)
         counter = StreamCounter()
+        change: SchemaChange | None = None
         if mode == "append":
-            target = conform_schema(data.schema, schema_from_ipc(record.schema_ipc), str(tname))
-            stream = counter.wrap(data, target)
-            schema_ipc = None
+            change = self.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
+            stream = counter.wrap(data, change.target)
+            schema_ipc = schema_to_ipc(change.target) if change else None
+            if change:
+                detail = {**(detail or {}), **change.describe()}
         else:
             _check_schema(data.schema, str(tname))
             stream = counter.wrap(data)
@@ -198,13 +207,20 @@ class Tables:
             stream_totals=counter.totals,
             detail=dict(detail or {}),
             extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
+            hold=change.steps if change else [],
         )
+        planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            if mode == "append" and record.schema_ipc_b64 != planned_on:
+                raise ConcurrentModification(
+                    f"the schema of {tname} changed while this append was being prepared; "
+                    "nothing was written, retry"
+                )
             self.manifests.settle(tname, record, pending)
             if mode == "overwrite":
                 pending.rows_removed = self.reads.snapshot(tname, record, record.current_version).count_rows()
-            self._write(tname, record, revision, pending, stream, mode, lease, counter=counter)
+            self._write(tname, record, revision, pending, stream, mode, lease, counter=counter, change=change)
         return self.result(pending, str(tname))
 
     def _write(
@@ -218,6 +234,7 @@ class Tables:
         lease: Lease | None = None,
         *,
         counter: StreamCounter,
+        change: SchemaChange | None = None,
     ) -> None:
         if lease is None:
             with self.ctx.gate.hold(record.incarnation) as held:
@@ -226,6 +243,17 @@ class Tables:
         lease.check()
         try:
             self.ctx.at(f"{mode}:before-write")  # inside: an injected failure is an engine failure
+            if change:
+                # The schema steps are Lance commits the namespace holds back: they are
+                # registered in one transaction with the append, or not at all.
+                ds = engine.open_version(
+                    namespace=ns,
+                    table_id=tname.parts,
+                    version=record.current_version,
+                    storage_options=self.ctx.storage(record.location),
+                )
+                engine.evolve_schema(ds, widened=change.widened, added=change.added)
+                self.ctx.at(f"{mode}:after-evolve")
             engine.write(
                 stream,
                 namespace=ns,
@@ -240,6 +268,57 @@ class Tables:
         self.ctx.at(f"{mode}:after-write")
         self.manifests.finalize(record, pending)
         self.enrich(tname, record, pending)
+
+    def table_schema(self, name: str, *, principal: Principal | None = None) -> pa.Schema:
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "read", f"read {tname}")
+        record, _ = self.ctx.table(tname)
+        return schema_from_ipc(record.schema_ipc)
+
+    def plan_input(
+        self,
+        name: str,
+        schemas: Sequence[pa.Schema],
+        *,
+        labels: Sequence[str] | None = None,
+        principal: Principal | None = None,
+    ) -> SchemaChange:
+        """``plan_schema`` against the table's registered schema: what an ingest of inputs with
+        ``schemas`` will do, checked before any file is read (the append checks it again)."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"write to {tname}")
+        record, _ = self.ctx.table(tname)
+        return self.plan_schema(tname, schema_from_ipc(record.schema_ipc), schemas, labels)
+
+    def plan_schema(
+        self,
+        tname: TableName,
+        table: pa.Schema,
+        schemas: Sequence[pa.Schema],
+        labels: Sequence[str] | None = None,
+    ) -> SchemaChange:
+        """How inputs of ``schemas`` go into the table in one commit: as they are (lossless casts
+        only), or, when the table's ``schema_evolution`` policy allows, with added or widened
+        columns; TableSchemaValidationError before any write otherwise. The policy is read only
+        when the inputs do not fit as they are."""
+        from lake_platform.catalog.evolution import plan_batch
+        from lake_platform.catalog.policies import Policies
+
+        try:
+            return plan_batch(table, list(schemas), "strict", str(tname), labels)
+        except TableSchemaValidationError:
+            mode = Policies(self.ctx).effective_policy(str(tname)).policy.schema_evolution
+            if mode == "strict":
+                raise
+        return plan_batch(table, list(schemas), mode, str(tname), labels)
 
     def delete_rows(
         self,

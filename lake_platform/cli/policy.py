@@ -23,7 +23,8 @@ def policy_set(state: State, scope: str, assignments: tuple[str, ...]) -> None:
     Keys: retain_versions, retention, compact_enabled, compact_min_fragments,
     target_rows_per_fragment, trash_grace, orphan_min_age (durations like 90m, 12h, 7d),
     indexes (column:kind pairs, e.g. indexes=id:btree,region:bitmap; indexes= for none),
-    cache (auto, hot or off: the Flight replicas' in-memory snapshot cache).
+    cache (auto, hot or off: the Flight replicas' in-memory snapshot cache),
+    schema_evolution (strict | add_columns | widen: what an ingest may do to a table's schema).
     """
     from lake_platform.catalog.policies import parse_assignments
 

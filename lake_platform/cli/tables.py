@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lake_platform.cli.alter import alter
 from lake_platform.cli.app import State, handles_errors, pass_state, plain, text_table, timestamp
 from lake_platform.cli.hierarchy import add_protect_command
 
@@ -31,7 +32,7 @@ def _progress(state: State, srcs: list[Any]) -> Iterator[Callable[[Any], None] |
 
 @click.group()
 def table() -> None:
-    """Tables: create, list, describe, history, drop, repair."""
+    """Tables: create, list, describe, history, alter, drop, repair."""
 
 
 @table.command("create")
@@ -69,15 +70,16 @@ def table_create(state: State, name: str, source: str) -> None:
 def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | None) -> None:
     """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed."""
     from lake_platform import sources
-    from lake_platform.catalog.arrow_io import schema_from_ipc
     from lake_platform.naming import TableName
 
     TableName.parse(name)
     srcs = [sources.describe(f) for f in files]
     with state.catalog() as catalog:
-        record = catalog.open_table(name).record
         with _progress(state, srcs) as on_batch:
-            reader = sources.open_many(srcs, schema_from_ipc(record.schema_ipc), on_batch=on_batch)
+            readers = sources.open_all(srcs, catalog.table_schema(name))
+            # The table's schema_evolution policy decides whether the files may add or widen columns.
+            change = catalog.plan_input(name, [r.schema for r in readers], labels=[s.label for s in srcs])
+            reader = sources.chain(srcs, readers, change.target, change.optional, on_batch)
             result = catalog.append(name, reader, commit_id=commit_id)
     state.emit(
         result.to_dict(),
@@ -265,5 +267,6 @@ def table_repair(state: State, name: str) -> None:
 
 
 add_protect_command(table, "table", "P.W.NS.T")
+table.add_command(alter)
 
 COMMANDS: tuple[click.Command, ...] = (table, ingest)

@@ -270,6 +270,33 @@ def delete_tag(ds: lance.LanceDataset, tag: str) -> None:
     ds.tags.delete(tag)
 
 
+def evolve_schema(
+    ds: lance.LanceDataset,
+    *,
+    widened: Sequence[tuple[str, pa.DataType]] = (),
+    added: Sequence[pa.Field] = (),
+) -> None:
+    """Change a table's columns ahead of an append: cast columns to wider types (Lance rewrites
+    those columns of every fragment, one commit), then add all-null columns (metadata only, one
+    commit). Each commit goes through ``ds``'s namespace."""
+    import pyarrow as pa
+
+    if widened:
+        ds.alter_columns(*[{"path": name, "data_type": t} for name, t in widened])
+    if added:
+        ds.add_columns(pa.schema(list(added)))
+
+
+def drop_columns(ds: lance.LanceDataset, names: Sequence[str]) -> None:
+    """Drop columns from the schema (metadata only: the data stays in the files until a
+    compaction rewrites them, and older versions still show it)."""
+    ds.drop_columns(list(names))
+
+
+def rename_column(ds: lance.LanceDataset, old: str, new: str) -> None:
+    ds.alter_columns({"path": old, "name": new})
+
+
 def schema_of(ds: lance.LanceDataset) -> pa.Schema:
     return ds.schema
 

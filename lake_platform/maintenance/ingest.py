@@ -139,7 +139,7 @@ def ingest_batch(
             pending.append(f)
 
     record = catalog.open_table(table).record
-    target = schema_from_ipc(record.schema_ipc)
+    types = schema_from_ipc(record.schema_ipc)  # how text formats read the table's columns
     with ExitStack() as stack:
         paths: dict[str, Path] = {}
         for f in list(pending):
@@ -149,11 +149,37 @@ def ingest_batch(
                 _quarantine(inbox, f, exc, outcome)
                 pending.remove(f)
         while True:
-            readers: list[tuple[InboxFile, pa.RecordBatchReader]] = []
+            opened: list[tuple[InboxFile, sources.Source, pa.RecordBatchReader]] = []
             for f in list(pending):
                 try:
                     src = sources.describe(paths[f.key], name=f.name)
-                    readers.append((f, sources.open_many([src], target)))
+                    opened.append((f, src, sources.open_source(src, types)))
+                except LakeError as exc:
+                    _quarantine(inbox, f, exc, outcome)
+                    pending.remove(f)
+            # The table's schema_evolution policy, file by file: a file it refuses (a narrowing,
+            # a string where numbers are, a new column under ``strict``) is quarantined with the
+            # reason; the others may add or widen columns together, in the batch's one commit.
+            accepted: list[tuple[InboxFile, sources.Source, pa.RecordBatchReader]] = []
+            for f, src, reader in opened:
+                try:
+                    catalog.plan_input(
+                        table,
+                        [r.schema for _, _, r in accepted] + [reader.schema],
+                        labels=[s.label for _, s, _ in accepted] + [src.label],
+                    )
+                    accepted.append((f, src, reader))
+                except TableSchemaValidationError as exc:
+                    _quarantine(inbox, f, exc, outcome)
+                    pending.remove(f)
+            if not accepted:
+                return outcome
+            change = catalog.plan_input(table, [r.schema for _, _, r in accepted])
+            target = change.target
+            readers: list[tuple[InboxFile, pa.RecordBatchReader]] = []
+            for f, src, reader in accepted:
+                try:
+                    readers.append((f, sources.chain([src], [reader], target, change.optional)))
                 except LakeError as exc:
                     _quarantine(inbox, f, exc, outcome)
                     pending.remove(f)

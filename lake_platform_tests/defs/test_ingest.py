@@ -227,3 +227,47 @@ def test_inbox_links_that_leave_their_folder_are_quarantined_unread(
     assert (outside / "passwd").read_text().startswith("root:")  # the target is never moved or touched
     ids = sorted(lake.catalog.open_table(TABLE).to_reader().read_all().column("id").to_pylist())
     assert ids == [*range(10), 200, 300]
+
+
+def _reason(lake: Lake, key: str) -> str:
+    return Path(str(lake.inbox.root / "_quarantine" / key) + ".reason.txt").read_text()
+
+
+def test_the_sensor_applies_the_table_schema_policy(instance, lake: Lake) -> None:
+    """strict (the default): a file with a new column is quarantined with the reason; the same
+    kind of file lands, with its column added, once the policy is add_columns. A file whose ids
+    are strings, or wider than the table's, is quarantined under every policy."""
+    grown = rows(100, 2).append_column("extra", pa.array([1.5, 2.5]))
+    lake.inbox.put("p/w/ns/t/grown.parquet", parquet(grown))
+    lake.inbox.put("p/w/ns/t/plain.parquet", parquet(rows(200, 3)))
+    result = run(instance, lake, tick(instance, lake, None).run_requests[0])
+    meta = result.asset_materializations_for_node("ingested")[0].metadata
+    assert meta["status"].value == "committed" and meta["rows"].value == 3
+    assert [q["key"] for q in meta["quarantined"].value] == ["p/w/ns/t/grown.parquet"]
+    reason = _reason(lake, "p/w/ns/t/grown.parquet")
+    assert "TableSchemaValidationError" in reason and "grown.parquet" in reason and "strict" in reason
+    version = lake.catalog.open_table(TABLE).record.current_version
+
+    lake.catalog.set_policy("p.w.ns", {"schema_evolution": "add_columns"})
+    lake.inbox.put("p/w/ns/t/grown2.parquet", parquet(grown.set_column(0, "id", pa.array([300, 301]))))
+    lake.inbox.put(
+        "p/w/ns/t/text_ids.parquet",
+        parquet(pa.table({"id": ["400"], "name": ["n400"], "extra": [4.5]})),
+    )
+    lake.inbox.put("p/w/ns/t/old_shape.parquet", parquet(rows(500, 1)))  # lacks the new column
+    request = tick(instance, lake, None).run_requests[0]
+    evolved = run(instance, lake, request, with_checks=True)
+    # The registry's schema (with the new column) equals Lance's; versions match the disk.
+    assert evolved.get_asset_check_evaluations() and all(
+        e.passed for e in evolved.get_asset_check_evaluations()
+    )
+    meta = evolved.asset_materializations_for_node("ingested")[0].metadata
+    assert meta["status"].value == "committed" and meta["rows"].value == 3
+    assert [q["key"] for q in meta["quarantined"].value] == ["p/w/ns/t/text_ids.parquet"]
+    assert "never parsed" in _reason(lake, "p/w/ns/t/text_ids.parquet")
+    snap = lake.catalog.open_table(TABLE)
+    assert snap.record.current_version == version + 2  # the column and the rows, one commit
+    data = snap.to_reader().read_all().sort_by("id").to_pydict()
+    assert data["extra"][-3:] == [1.5, 2.5, None] and data["extra"][0] is None
+    entries = [e.operation for e in lake.catalog.history(TABLE)][-2:]
+    assert entries == ["add-columns", "append"]
