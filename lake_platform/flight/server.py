@@ -28,9 +28,10 @@ import pyarrow.flight as fl
 
 from lake_platform import __version__
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
-from lake_platform.flight import framing, proto
+from lake_platform.flight import proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
+from lake_platform.flight.endpoints import Endpoints
 from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
@@ -42,6 +43,7 @@ from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
+from lake_platform.query.split import PartTables, Sizing
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 
@@ -146,6 +148,17 @@ class FlightSqlServer:
             else None,
         )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
+        self.parts = PartTables(self.engine)
+        self.endpoints = Endpoints(
+            self.tickets,
+            self.engine.dataset,
+            Sizing(
+                self.settings.endpoint_target_rows,
+                self.settings.endpoint_target_bytes,
+                self.settings.max_endpoints,
+            ),
+            self.settings.replicas(),
+        )
         info = standard_info(
             max_statement_bytes=self.settings.max_sql_bytes, statement_timeout_ms=int(PREPARED_TTL * 1000)
         )
@@ -260,9 +273,8 @@ class FlightSqlServer:
                     f"the query reads {len(planned.refs)} tables, above this server's "
                     f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}"
                 )
-            handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
-            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-            return fl.FlightInfo(planned.schema, descriptor, [framing.endpoint(ticket, int(expires))], -1, -1)
+            answer = self.endpoints.answer(identity, planned, params)
+            return fl.FlightInfo(planned.schema, descriptor, answer.endpoints, -1, -1, answer.ordered)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
@@ -303,7 +315,11 @@ class FlightSqlServer:
         self._refuse_if_draining()
         self.streams.refuse_cancelled(ticket.ticket_id)
         planned = self.engine.plan_pinned(
-            ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped
+            ticket.sql,
+            ticket.snapshots,
+            ticket.params,
+            is_dropped=self._is_dropped,
+            open_table=None if ticket.part is None else self.parts.opener(ticket.part),
         )
         return planned.schema, self.streams.stream(call, planned, ticket.ticket_id)
 

@@ -23,6 +23,8 @@ ENV_PREFIX = "LAKE_FLIGHT_"
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 #: The key id the single ``secret_key`` setting seals under.
 DEFAULT_KEY_ID = "default"
+#: A replica's public URI.
+LOCATION = re.compile(r"^grpc(\+tls)?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
 #: A day: a larger query timeout is almost surely milliseconds written as seconds.
 MAX_QUERY_TIMEOUT = 86400.0
 
@@ -134,6 +136,29 @@ class FlightSettings(BaseSettings):
     dataset_cache_size: int = Field(
         256, ge=0, description="Opened table versions kept (versions are immutable)."
     )
+    max_endpoints: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="Most endpoints (parallel streams) one query's result is split into; 1 = never split. "
+        "Each endpoint a client reads takes one of max_concurrent_queries' slots.",
+    )
+    endpoint_target_rows: int = Field(
+        1_000_000, ge=1, description="Rows of the table scanned per endpoint when a result is split."
+    )
+    endpoint_target_bytes: int = Field(
+        256 << 20, ge=1, description="Data bytes of the table scanned per endpoint when a result is split."
+    )
+    advertise: str = Field(
+        "",
+        description="This replica's public URI (grpc://host:port or grpc+tls://host:port), named in the "
+        "locations of split results' endpoints. Empty: endpoints carry no location (reuse the connection).",
+    )
+    peers: str = Field(
+        "",
+        description="Other replicas' public URIs, comma-separated: a split result's endpoints are spread "
+        "over advertise and these (every replica must share the sealing keys and read the same storage).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:
@@ -149,7 +174,26 @@ class FlightSettings(BaseSettings):
                 "or metadata calls and logins wait behind running queries"
             )
         self.sealing_keys()  # raises on a malformed LAKE_FLIGHT_KEYS
+        self.replicas()  # raises on a malformed LAKE_FLIGHT_ADVERTISE / LAKE_FLIGHT_PEERS
         return self
+
+    def replicas(self) -> list[str]:
+        """The URIs endpoints are spread over: advertise first, then the peers (no duplicates).
+        Empty: locations stay empty."""
+        uris: list[str] = []
+        for name, text in (("advertise", self.advertise), ("peers", self.peers)):
+            for uri in (u.strip() for u in text.split(",")):
+                if not uri:
+                    continue
+                if name == "advertise" and len(uris):
+                    raise ValueError("advertise: one URI (this replica's); list the others in peers")
+                if not LOCATION.fullmatch(uri):
+                    raise ValueError(f"{name}: {uri!r} is not grpc://host:port or grpc+tls://host:port")
+                if uri not in uris:
+                    uris.append(uri)
+        if uris and not self.advertise.strip():
+            raise ValueError("peers: set advertise (this replica's URI) too")
+        return uris
 
     @property
     def tls(self) -> bool:
