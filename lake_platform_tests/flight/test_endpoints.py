@@ -268,3 +268,21 @@ def test_malformed_part_claims_are_refused(server: Any) -> None:
     for bad in ({"n": "x", "r": []}, {"n": "x", "r": [[3, 1]]}, {"n": "x", "r": [[0, 2], [2, 3]]}, {"n": 1}):
         with pytest.raises(ValueError):
             Part.from_json(bad)
+
+
+def test_replica_settings_are_checked() -> None:
+    from lake_platform.errors import LakeError
+    from lake_platform.flight.settings import flight_settings
+
+    ok = flight_settings(advertise="grpc://a:1", peers="grpc+tls://b.example:443, grpc://a:1,grpc://[::1]:5")
+    assert ok.replicas() == ["grpc://a:1", "grpc+tls://b.example:443", "grpc://[::1]:5"]
+    assert flight_settings().replicas() == []
+    for bad in (
+        {"advertise": "http://a:1"},
+        {"advertise": "grpc://a"},
+        {"advertise": "grpc://a:1,grpc://b:2"},
+        {"peers": "grpc://b:2"},  # peers without advertise
+        {"advertise": "grpc://a:1", "peers": "grpc://b:2/x"},
+    ):
+        with pytest.raises(LakeError, match="LAKE_FLIGHT_(ADVERTISE|PEERS)"):
+            flight_settings(**bad)
