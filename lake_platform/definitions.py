@@ -20,6 +20,7 @@ from lake_platform.defs.maintenance import (
     version_cleanup_schedule,
 )
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
+from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.tables import table_partitions_sensor
 
 
@@ -30,7 +31,15 @@ def resources() -> dict[str, object]:
 
 def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:
     return dg.Definitions(
-        assets=[ingested, compacted, cleaned_versions, expired_trash, orphan_report, orphan_folder_report],
+        assets=[
+            ingested,
+            compacted,
+            cleaned_versions,
+            expired_trash,
+            orphan_report,
+            orphan_folder_report,
+            reclaimed_results,
+        ],
         asset_checks=checks.ALL,
         sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
         schedules=[
@@ -38,6 +47,7 @@ def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions
             orphan_scan_schedule,
             orphan_folder_scan_schedule,
             trash_expiry_schedule,
+            results_reclaim_schedule,
         ],
         resources={**resources(), **(resource_overrides or {})},
         # One process per run, steps in it: each step process would re-import Lance (~5 s).

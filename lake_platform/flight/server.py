@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from lake_platform import __version__
+from lake_platform.engine.results import ResultsArea
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
@@ -35,6 +36,14 @@ from lake_platform.flight.endpoints import Endpoints
 from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
+from lake_platform.flight.spool import (
+    POLL_PREFIX,
+    SEGMENT_PREFIX,
+    SPOOL_HEADER,
+    Spooler,
+    SpoolSettings,
+    poll_info,
+)
 from lake_platform.flight.sqlinfo import standard_info
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
@@ -43,7 +52,7 @@ from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
-from lake_platform.query.split import PartTables, Sizing
+from lake_platform.query.split import PartTables, Sizing, ordered
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 
@@ -149,6 +158,7 @@ class FlightSqlServer:
         )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
         self.parts = PartTables(self.engine)
+        self.spooler = self._spooler(settings) if self.settings.spool else None
         self.endpoints = Endpoints(
             self.tickets,
             self.engine.dataset,
@@ -215,6 +225,8 @@ class FlightSqlServer:
         self._draining.set()
         self.transport.set_serving(False)
         self.streams.finish(grace)
+        if self.spooler is not None:
+            self.spooler.stop_all()
         self.transport.stop(grace=1.0)
         self.streams.close()
         self.snapshots.stop()
@@ -273,12 +285,63 @@ class FlightSqlServer:
                     f"the query reads {len(planned.refs)} tables, above this server's "
                     f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}"
                 )
+            if self.spooler is not None and self.spooler.wanted(planned, _asks_spool(call)):
+                job = self.spooler.start(identity, planned, ordered(planned))
+                self.spooler.wait(job, self.settings.query_timeout_seconds or None)
+                return self.spooler.flight_info(job.id, identity, descriptor)
+            if _asks_spool(call):
+                raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
             return fl.FlightInfo(planned.schema, descriptor, answer.endpoints, -1, -1, answer.ordered)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(descriptor.command, [])], -1, -1)
+
+    def poll_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> bytes:
+        """PollFlightInfo: a spooled result's progress until it is ready; anything else at once."""
+        identity = call.identity
+        if descriptor.descriptor_type == fl.DescriptorType.CMD and descriptor.command.startswith(POLL_PREFIX):
+            if self.spooler is None:
+                raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
+            job_id, is_ordered = self.spooler.open_poll(descriptor.command, identity)
+            return self._poll(job_id, identity, descriptor, is_ordered)
+        name, payload = self._command(descriptor)
+        if name in _STATEMENTS and self.spooler is not None:
+            sql, params = self._statement(identity, name, payload, descriptor.command)
+            planned = self.engine.plan(sql, self._view(identity), params)
+            if self.spooler.wanted(planned, _asks_spool(call)):
+                job = self.spooler.start(identity, planned, ordered(planned))
+                return self._poll(job.id, identity, self.spooler.poll_descriptor(job), job.ordered)
+        info = self.get_flight_info(call, descriptor)
+        return poll_info(info, None, 1.0, None)
+
+    def _poll(self, job_id: str, identity: Identity, retry: fl.FlightDescriptor, is_ordered: bool) -> bytes:
+        assert self.spooler is not None
+        job = self.spooler.local(job_id)
+        if job is not None and job.done.is_set() and job.state != "done":
+            raise job.error or QueryCancelled("spooling the result failed")
+        done = self.spooler.area.done(identity.project, job_id)
+        if done is not None:
+            return poll_info(self.spooler.flight_info(job_id, identity, retry), None, 1.0, None)
+        record = self.spooler.area.job(identity.project, job_id)
+        from lake_platform.engine.results import schema_of
+
+        pending = fl.FlightInfo(schema_of(record), retry, [], -1, -1, is_ordered)
+        return poll_info(pending, retry, self.spooler.progress(job_id), float(record["expires_at"]))
+
+    def _spooler(self, settings: LakeSettings) -> Spooler:
+        area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
+        area.check_writable()
+        spool = SpoolSettings(
+            min_rows=self.settings.spool_min_rows,
+            min_bytes=self.settings.spool_min_bytes,
+            segment_bytes=self.settings.spool_segment_bytes,
+            ttl=settings.results_ttl_seconds,
+            max_jobs=self.settings.spool_max_jobs,
+            timeout=self.settings.query_timeout_seconds,
+        )
+        return Spooler(area, self.sealer, spool, self.engine.stream, self.engine.dataset)
 
     def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema:
         identity = call.identity
@@ -311,7 +374,11 @@ class FlightSqlServer:
         if name != "TicketStatementQuery":
             table = self.metadata.table(identity, name, payload)
             return table.schema, iter(table.to_batches())
-        ticket = self.tickets.open_statement(proto.statement_handle(ticket.ticket), identity)
+        handle = proto.statement_handle(ticket.ticket)
+        if handle.startswith(SEGMENT_PREFIX) and self.spooler is not None:
+            self._refuse_if_draining()
+            return self.spooler.read_segment(*self.spooler.open_segment(handle, identity))
+        ticket = self.tickets.open_statement(handle, identity)
         self._refuse_if_draining()
         self.streams.refuse_cancelled(ticket.ticket_id)
         planned = self.engine.plan_pinned(
@@ -381,6 +448,10 @@ class FlightSqlServer:
             "running_queries": self.streams.running(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
+
+
+def _asks_spool(call: Call) -> bool:
+    return (call.header(SPOOL_HEADER) or "").strip().lower() in ("1", "true", "yes")
 
 
 #: Kept for callers of the previous names.

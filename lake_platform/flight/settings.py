@@ -149,6 +149,23 @@ class FlightSettings(BaseSettings):
     endpoint_target_bytes: int = Field(
         256 << 20, ge=1, description="Data bytes of the table scanned per endpoint when a result is split."
     )
+    spool: bool = Field(
+        True,
+        description="Spool heavy results to LAKE_RESULTS_ROOT (checked writable at start); false: never, and "
+        "the x-lake-spool header is refused.",
+    )
+    spool_min_rows: int = Field(
+        0, ge=0, description="Spool a row-returning query whose tables hold at least this many rows; 0 = off."
+    )
+    spool_min_bytes: int = Field(
+        4 << 30,
+        ge=0,
+        description="Spool a row-returning query whose tables hold at least this many data bytes; 0 = off.",
+    )
+    spool_segment_bytes: int = Field(
+        64 << 20, ge=1 << 10, description="Arrow bytes per spooled segment (one endpoint each)."
+    )
+    spool_max_jobs: int = Field(4, ge=1, le=256, description="Results spooled at once by one replica.")
     advertise: str = Field(
         "",
         description="This replica's public URI (grpc://host:port or grpc+tls://host:port), named in the "
