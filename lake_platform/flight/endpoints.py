@@ -46,19 +46,19 @@ class Endpoints:
     def __init__(
         self,
         tickets: Tickets,
-        dataset: Callable[[TableRef], Any],
+        sizes: Callable[[TableRef], Any],
         sizing: Sizing,
         replicas: list[str],
     ) -> None:
-        """``dataset``: the opened version of a ref (the engine's cache); ``replicas``: the URIs
+        """``sizes``: a ref's fragment sizes (``split.FragmentSizes``); ``replicas``: the URIs
         to spread split results over (empty: no locations)."""
         self._tickets = tickets
-        self._dataset = dataset
+        self._sizes = sizes
         self.sizing = sizing
         self.replicas = replicas
 
     def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
-        parts = split(planned, self._dataset, self.sizing)
+        parts = split(planned, self._sizes, self.sizing)
         if parts is None:
             handle, expires = self._tickets.seal_statement(identity, planned.sql, params, planned.refs)
             return Answer([_endpoint(handle, expires, ())], ordered(planned))

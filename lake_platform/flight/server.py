@@ -52,7 +52,7 @@ from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
-from lake_platform.query.split import PartTables, Sizing, ordered
+from lake_platform.query.split import FragmentSizes, PartTables, Sizing, ordered
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 
@@ -158,10 +158,11 @@ class FlightSqlServer:
         )
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
         self.parts = PartTables(self.engine)
+        self.fragment_sizes = FragmentSizes(self.engine.dataset)
         self.spooler = self._spooler(settings) if self.settings.spool else None
         self.endpoints = Endpoints(
             self.tickets,
-            self.engine.dataset,
+            self.fragment_sizes,
             Sizing(
                 self.settings.endpoint_target_rows,
                 self.settings.endpoint_target_bytes,
@@ -341,7 +342,7 @@ class FlightSqlServer:
             max_jobs=self.settings.spool_max_jobs,
             timeout=self.settings.query_timeout_seconds,
         )
-        return Spooler(area, self.sealer, spool, self.engine.stream, self.engine.dataset)
+        return Spooler(area, self.sealer, spool, self.engine.stream, self.fragment_sizes)
 
     def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema:
         identity = call.identity

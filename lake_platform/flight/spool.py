@@ -29,7 +29,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.results import ResultsArea, schema_of
 from lake_platform.errors import InvalidInput, LakeError, ResultNotFound, Throttling, Unauthenticated
 from lake_platform.flight import framing, proto
@@ -87,14 +86,14 @@ class Spooler:
         sealer: Sealer,
         settings: SpoolSettings,
         stream: Callable[[PlannedQuery, Callable[[], bool]], Iterator[pa.RecordBatch]],
-        dataset: Callable[[Any], Any],
+        sizes: Callable[[Any], Any],
     ) -> None:
-        """``stream``: the engine's result stream; ``dataset``: a ref's opened version (sizes)."""
+        """``stream``: the engine's result stream; ``sizes``: a ref's fragment sizes."""
         self.area = area
         self.sealer = sealer
         self.settings = settings
         self._stream = stream
-        self._dataset = dataset
+        self._sizes = sizes
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(settings.max_jobs)
@@ -115,7 +114,7 @@ class Spooler:
     def _scanned(self, planned: PlannedQuery) -> tuple[int, int]:
         rows = size = 0
         for ref in planned.refs:
-            for frag in fragment_sizes(self._dataset(ref)):
+            for frag in self._sizes(ref):
                 rows += frag.rows
                 size += frag.bytes
         return rows, size

@@ -165,21 +165,61 @@ def partition(table: str, sizes: Sequence[lance_fragments.FragmentSize], sizing:
     return [Part.of(table, ids) for ids in groups if ids]
 
 
-def split(planned: PlannedQuery, dataset: Callable[[TableRef], Any], sizing: Sizing) -> list[Part] | None:
+def split(
+    planned: PlannedQuery, sizes: Callable[[TableRef], list[lance_fragments.FragmentSize]], sizing: Sizing
+) -> list[Part] | None:
     """The parts ``planned`` is answered in, or None for one endpoint (not splittable, or
-    small). ``dataset``: the opened version of a ref (the engine's cache)."""
+    small). ``sizes``: a ref's fragments (:class:`FragmentSizes`)."""
     if sizing.max_parts < 2 or len(planned.refs) != 1:
         return None
     ref = planned.refs[0]
-    sizes = lance_fragments.fragment_sizes(dataset(ref))
-    if len(sizes) < 2 or (
-        sum(s.rows for s in sizes) <= sizing.target_rows
-        and sum(s.bytes for s in sizes) <= sizing.target_bytes
+    frags = sizes(ref)
+    if len(frags) < 2 or (
+        sum(s.rows for s in frags) <= sizing.target_rows
+        and sum(s.bytes for s in frags) <= sizing.target_bytes
     ):
         return None  # small: no need to look at the plan
+    if _has_lookup(planned.df.logical_plan()):
+        return None  # a point query: decided without running the optimizer
     if shape(planned).table is None:
         return None
-    return partition(ref.name, sizes, sizing)
+    return partition(ref.name, frags, sizing)
+
+
+def _has_lookup(root: Any) -> bool:
+    """Whether a Filter of the (unoptimized) plan has a lookup conjunct."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        variant = node.to_variant()
+        if type(variant).__name__ == "Filter" and _is_lookup(variant.predicate()):
+            return True
+        stack.extend(node.inputs())
+    return False
+
+
+class FragmentSizes:
+    """Fragment sizes per exact snapshot, read once from its manifest (an LRU; versions are
+    immutable). Thread-safe."""
+
+    def __init__(self, dataset: Callable[[TableRef], Any], capacity: int = 256) -> None:
+        self._dataset = dataset
+        self._capacity = capacity
+        self._sizes: OrderedDict[Any, list[lance_fragments.FragmentSize]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, ref: TableRef) -> list[lance_fragments.FragmentSize]:
+        with self._lock:
+            hit = self._sizes.get(ref.key)
+            if hit is not None:
+                self._sizes.move_to_end(ref.key)
+                return hit
+        sizes = lance_fragments.fragment_sizes(self._dataset(ref))
+        with self._lock:
+            self._sizes[ref.key] = sizes
+            while len(self._sizes) > self._capacity:
+                self._sizes.popitem(last=False)
+        return sizes
 
 
 class PartTables:
@@ -224,4 +264,15 @@ class PartTables:
         return table
 
 
-__all__ = ["MAX_RANGES", "Part", "PartTables", "Shape", "Sizing", "ordered", "partition", "shape", "split"]
+__all__ = [
+    "MAX_RANGES",
+    "FragmentSizes",
+    "Part",
+    "PartTables",
+    "Shape",
+    "Sizing",
+    "ordered",
+    "partition",
+    "shape",
+    "split",
+]
