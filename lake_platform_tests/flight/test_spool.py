@@ -19,7 +19,7 @@ from lake_platform.errors import SettingsError
 from lake_platform.flight import proto
 from lake_platform.flight.spool import SEGMENT_PREFIX
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import PASSWORDS, build_catalog, login, plan, serving, t_rows
+from lake_platform_tests.flight.conftest import ALICE, PASSWORDS, build_catalog, login, plan, serving, t_rows
 from lake_platform_tests.flight.helpers import SlowUdf
 
 SPOOL = {"spool_min_rows": 3000, "spool_segment_bytes": 16 << 10, "batch_size": 512}
@@ -269,3 +269,25 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return result, pos
         shift += 7
+
+
+def test_cancel_of_a_running_spool_stops_it_and_deletes_it(lake: Any, server: Any, alice: Any) -> None:
+    client, options = alice
+    header = [(k.decode().lower(), v.decode()) for k, v in options.headers]
+    command = proto.pack(proto.CommandStatementQuery(query="SELECT slow(id) AS id FROM w.ns.multi"))
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel, SlowUdf(server, 0.5) as slow:
+        poll = channel.unary_unary("/arrow.flight.protocol.FlightService/PollFlightInfo")
+        descriptor = fl.FlightDescriptor.for_command(command)
+        answer = parse_poll(poll(descriptor.serialize(), metadata=[*header, ("x-lake-spool", "true")]))
+        pending = answer["info"]
+        assert answer["descriptor"] is not None and pending.endpoints == []
+        job, _ = server.spooler.open_poll(answer["descriptor"].command, ALICE)
+        assert (results_root(lake) / "p" / job).is_dir()
+        assert cancel(client, options, pending) == proto.CANCEL_STATUS_CANCELLED
+        assert server.spooler.local(job).state == "cancelled"
+        calls = len(slow.calls)
+        assert calls < 5  # stopped before the last batch
+        assert not (results_root(lake) / "p" / job).exists()
+        with pytest.raises(grpc.RpcError) as err:
+            poll(answer["descriptor"].serialize(), metadata=header)
+        assert err.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.CANCELLED)
