@@ -428,6 +428,18 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
 
             return run
 
+        clients = []
+        for port in (single, one_replica):
+            client = fl.connect(f"grpc://127.0.0.1:{port}")
+            clients.append(
+                (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
+            )
+        unsplit, splitting = info_latency(clients, args.pin_runs)
+        print(
+            f"point query GetFlightInfo (median of {args.pin_runs}, round-robin): max_endpoints=1 "
+            f"{unsplit * 1000:.3f} ms, max_endpoints={args.parts} {splitting * 1000:.3f} ms "
+            f"({(splitting / unsplit - 1) * 100:+.1f}%)"
+        )
         plain = fl.connect(f"grpc://127.0.0.1:{bare}")
 
         def bare_raw() -> int:
