@@ -288,7 +288,12 @@ def main() -> None:
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
     if args.endpoints:
-        endpoints_part(home, nbytes, args)
+        try:
+            endpoints_part(home, nbytes, args)
+        finally:
+            import shutil
+
+            shutil.rmtree(home.parent, ignore_errors=True)
         return
     ours, ours_port = start("--serve-ours", home, "max_endpoints=1")
     variants = [start("--serve-unpinned", home), start("--serve-static", home)]
@@ -445,16 +450,36 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
         def bare_raw() -> int:
             return sum(c.data.num_rows for c in plain.do_get(fl.Ticket(SCAN.encode())))
 
+        import psutil
+
+        servers = {port: psutil.Process(proc.pid) for proc, port in procs}
+
+        def cpu(ports: tuple[int, ...]) -> tuple[float, float]:
+            """(servers' CPU seconds, this client's CPU seconds) so far."""
+            own = psutil.Process().cpu_times()
+            return (
+                sum(servers[p].cpu_times().user + servers[p].cpu_times().system for p in ports),
+                own.user + own.system,
+            )
+
         rows = {}
-        for label, fn in (
-            ("bare/pyarrow, 1 stream", bare_raw),
-            ("ours/adbc, 1 endpoint", adbc(single)),
-            (f"ours/adbc, {args.parts} endpoints, 1 replica", adbc(one_replica)),
-            (f"ours/adbc, {args.parts} endpoints, 2 replicas", adbc(replica_a)),
+        _, _, _, replica_b, _ = (port for _, port in procs)
+        for label, fn, ports in (
+            ("bare/pyarrow, 1 stream", bare_raw, (bare,)),
+            ("ours/adbc, 1 endpoint", adbc(single), (single,)),
+            (f"ours/adbc, {args.parts} endpoints, 1 replica", adbc(one_replica), (one_replica,)),
+            (f"ours/adbc, {args.parts} endpoints, 2 replicas", adbc(replica_a), (replica_a, replica_b)),
         ):
+            before = cpu(ports)
             seconds, n = timed(fn, args.runs)
+            after = cpu(ports)
             rows[label] = seconds
-            print(f"{label:38s} {seconds * 1000:8.1f} ms  ({n:,} rows, {nbytes / seconds / 1e6:,.0f} MB/s)")
+            runs = args.runs + 1  # timed() warms up once
+            print(
+                f"{label:38s} {seconds * 1000:8.1f} ms  ({n:,} rows, {nbytes / seconds / 1e6:,.0f} MB/s); "
+                f"CPU per run: server {(after[0] - before[0]) / runs * 1000:6.0f} ms, "
+                f"client {(after[1] - before[1]) / runs * 1000:6.0f} ms"
+            )
         base = rows["bare/pyarrow, 1 stream"]
         one = rows["ours/adbc, 1 endpoint"]
         print("ratios (throughput):")
@@ -518,6 +543,9 @@ def spool_part(rows: int) -> None:
         finally:
             proc.terminate()
             proc.wait(10)
+    import shutil
+
+    shutil.rmtree(home.parent, ignore_errors=True)
 
 
 def _vm_hwm(pid: int) -> int:

@@ -69,7 +69,7 @@ class LakeSettings(BaseSettings):
     results_root: str = Field(
         "",
         description="Where heavy query results are spooled (folder or s3://bucket/prefix); "
-        "default <warehouse_root>/_results.",
+        "default <warehouse_root>/.results (a name no project folder can have).",
     )
     results_ttl_seconds: float = Field(
         3600.0, gt=0, le=7 * 86400, description="How long a spooled result may be read; then it is reclaimed."
@@ -86,7 +86,7 @@ class LakeSettings(BaseSettings):
         if not self.warehouse_root:
             object.__setattr__(self, "warehouse_root", (home / "warehouse").as_posix())
         if not self.results_root:
-            object.__setattr__(self, "results_root", self.warehouse_root.rstrip("/") + "/_results")
+            object.__setattr__(self, "results_root", self.warehouse_root.rstrip("/") + "/.results")
         if not self.registry_url.startswith(("sqlite:///", "dynamodb://")):
             raise ValueError(
                 f"registry_url: unsupported scheme in {self.registry_url!r} "
