@@ -291,3 +291,38 @@ def test_cancel_of_a_running_spool_stops_it_and_deletes_it(lake: Any, server: An
         with pytest.raises(grpc.RpcError) as err:
             poll(answer["descriptor"].serialize(), metadata=header)
         assert err.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.CANCELLED)
+
+
+def test_adbc_incremental_execution_polls_a_spooled_result(server: Any) -> None:
+    """ADBC's ``adbc.statement.exec.incremental`` runs on PollFlightInfo: partitions arrive with
+    progress, then an empty call says the result is complete."""
+    import adbc_driver_flightsql.dbapi as fsql
+
+    kwargs = {"username": "alice", "password": PASSWORDS["alice"]}
+    with fsql.connect(f"grpc://127.0.0.1:{server.port}", db_kwargs=kwargs, autocommit=True) as conn:
+        with conn.cursor() as cur:
+            cur.adbc_statement.set_options(**{"adbc.statement.exec.incremental": "true"})
+            partitions: list[bytes] = []
+            for _ in range(100):
+                new, schema = cur.adbc_execute_partitions("SELECT id FROM w.ns.big")
+                if not new:
+                    break
+                partitions += new
+            assert len(partitions) > 1 and schema.names == ["id"]
+            ids: list[int] = []
+            for partition in partitions:
+                cur.adbc_read_partition(partition)
+                ids += cur.fetch_arrow_table().column("id").to_pylist()
+    assert sorted(ids) == BIG_IDS
+
+
+def test_another_replica_serves_the_segments(lake: Any) -> None:
+    """Segments live in the shared results area: a replica sharing the keys serves them."""
+    keys = "k1:" + "ab" * 32
+    with serving(*lake, keys=keys, **SPOOL) as a, serving(*lake, keys=keys, **SPOOL) as b:
+        client_a, options_a = login(f"grpc://127.0.0.1:{a.port}")
+        info = plan(client_a, options_a, "SELECT id FROM w.ns.big ORDER BY id")
+        assert info.ordered and len(info.endpoints) > 1
+        client_b = fl.connect(f"grpc://127.0.0.1:{b.port}")
+        got = pa.concat_tables(client_b.do_get(e.ticket, options_a).read_all() for e in info.endpoints)
+        assert got.column("id").to_pylist() == BIG_IDS
