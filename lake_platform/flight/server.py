@@ -341,6 +341,7 @@ class FlightSqlServer:
             ttl=settings.results_ttl_seconds,
             max_jobs=self.settings.spool_max_jobs,
             timeout=self.settings.query_timeout_seconds,
+            presign=self.settings.spool_presign,
         )
         return Spooler(area, self.sealer, spool, self.engine.stream, self.fragment_sizes)
 

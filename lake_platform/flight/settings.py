@@ -166,6 +166,11 @@ class FlightSettings(BaseSettings):
         64 << 20, ge=1 << 10, description="Arrow bytes per spooled segment (one endpoint each)."
     )
     spool_max_jobs: int = Field(4, ge=1, le=256, description="Results spooled at once by one replica.")
+    spool_presign: bool = Field(
+        False,
+        description="With an s3:// LAKE_RESULTS_ROOT: each segment's endpoint also names a pre-signed HTTPS "
+        "URL of its Arrow IPC stream (after the reuse-connection location), valid until the result expires.",
+    )
     advertise: str = Field(
         "",
         description="This replica's public URI (grpc://host:port or grpc+tls://host:port), named in the "

@@ -40,6 +40,8 @@ from lake_platform.query.planner import PlannedQuery
 log = logging.getLogger(__name__)
 
 SPOOL_HEADER = "x-lake-spool"
+#: The location that means "redeem the ticket on this connection" (Flight.proto).
+REUSE_CONNECTION = "arrow-flight-reuse-connection://?"
 #: Marks a segment ticket's handle (a statement ticket's starts with the envelope version, 2).
 SEGMENT_PREFIX = b"S"
 #: Marks a PollFlightInfo retry descriptor's command (not an Any: only this server reads it).
@@ -75,6 +77,7 @@ class SpoolSettings:
     ttl: float
     max_jobs: int
     timeout: float  # the query time limit (0: none)
+    presign: bool = False  # on S3, each endpoint also names a pre-signed HTTPS URL of its segment
 
 
 class Spooler:
@@ -261,7 +264,15 @@ class Spooler:
             claims = {**identity.claims(), "job": job_id, "seg": seg["name"], "id": job_id}
             blob = SEGMENT_PREFIX + self.sealer.seal("segment", claims, ttl)
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=blob))
-            endpoints.append(framing.endpoint(ticket, int(expires)))
+            url = (
+                self.area.presign(identity.project, job_id, seg["name"], int(ttl))
+                if self.settings.presign
+                else None
+            )
+            # The ticket first (this connection), then the bytes over HTTPS for clients that
+            # fetch them themselves; a Flight client never needs the second location.
+            where = [REUSE_CONNECTION, url] if url else []
+            endpoints.append(framing.endpoint(ticket, int(expires), where))
         ordered = bool(done.get("ordered", False))
         return fl.FlightInfo(schema_of(done), descriptor, endpoints, int(done["rows"]), -1, ordered)
 

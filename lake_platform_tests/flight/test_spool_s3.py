@@ -5,6 +5,8 @@ reclaim deletes an expired job's objects and keeps a live one's."""
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,11 +34,26 @@ def test_spooled_segments_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) 
         catalog.create_namespace("p.w.ns")
         catalog.create_table("p.w.ns.big", t_rows(3000).to_reader())
         with serving(
-            settings, catalog, spool_min_rows=1000, spool_segment_bytes=16 << 10, batch_size=512
+            settings,
+            catalog,
+            spool_min_rows=1000,
+            spool_segment_bytes=16 << 10,
+            batch_size=512,
+            spool_presign=True,
         ) as server:
             client, options = login(f"grpc://127.0.0.1:{server.port}")
             info = plan(client, options, "SELECT id, s FROM w.ns.big")
             assert len(info.endpoints) > 1
+            # Each endpoint: this connection first, then the segment's bytes over pre-signed HTTP(S).
+            for endpoint in info.endpoints:
+                reuse, signed = (loc.uri.decode() for loc in endpoint.locations)
+                assert reuse == "arrow-flight-reuse-connection://?" and "X-Amz-Signature=" in signed
+                with urllib.request.urlopen(signed, timeout=10) as response:
+                    fetched = pa.ipc.open_stream(response.read()).read_all()
+                assert fetched.equals(client.do_get(endpoint.ticket, options).read_all())
+            unsigned = info.endpoints[0].locations[1].uri.decode().split("?", 1)[0]
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(unsigned, timeout=10)  # the bucket is not public
             area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
             [job] = [e for e in area.jobs() if e.project == "p"]
             assert job.expires_at is not None and job.expires_at > time.time()
@@ -46,6 +63,8 @@ def test_spooled_segments_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) 
             body = proto.CancelFlightInfoRequest(info=info.serialize()).SerializeToString()
             list(client.do_action(fl.Action("CancelFlightInfo", body), options))
             assert [e for e in area.jobs() if e.job == job.job] == []
+            with pytest.raises(urllib.error.HTTPError):  # the signed URL finds nothing either
+                urllib.request.urlopen(info.endpoints[0].locations[1].uri.decode(), timeout=10)
             with pytest.raises(pa.ArrowKeyError, match="gone"):
                 client.do_get(info.endpoints[0].ticket, options).read_all()
             # reclaim: a job past its expiry goes, one still live (expiring later) stays
