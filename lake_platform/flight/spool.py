@@ -34,7 +34,7 @@ from lake_platform.errors import InvalidInput, LakeError, ResultNotFound, Thrott
 from lake_platform.flight import framing, proto
 from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
 from lake_platform.query.batches import split_batch
-from lake_platform.query.errors import QueryCancelled
+from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.planner import PlannedQuery
 
 log = logging.getLogger(__name__)
@@ -183,8 +183,15 @@ class Spooler:
                     job.rows += batch.num_rows
                     if written >= self.settings.segment_bytes:
                         close_segment()
+            # The engine's stream ends quietly when ``cancelled()`` says so: a stop or the time
+            # limit must fail the job, never leave a truncated result marked done.
             if job.stop.is_set():
                 raise QueryCancelled("the query was cancelled")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise QueryTimeout(
+                    f"spooling the result ran longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS="
+                    f"{self.settings.timeout:g} and was stopped"
+                )
             close_segment()
             if not segments:  # an empty result is one empty segment (the schema)
                 name = "seg-00000.arrows"
@@ -214,9 +221,9 @@ class Spooler:
         """Until the job is done; raises its error (or a timeout, and stops it)."""
         if not job.done.wait(timeout):
             self.cancel_job(job.identity.project, job.id)
-            from lake_platform.errors import ServiceUnavailable
-
-            raise ServiceUnavailable("spooling the result took too long; use PollFlightInfo for long queries")
+            raise QueryTimeout(
+                "spooling the result ran longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS and was stopped"
+            )
         if job.state != "done":
             raise job.error or QueryCancelled("spooling the result failed")
 

@@ -326,3 +326,13 @@ def test_another_replica_serves_the_segments(lake: Any) -> None:
         client_b = fl.connect(f"grpc://127.0.0.1:{b.port}")
         got = pa.concat_tables(client_b.do_get(e.ticket, options_a).read_all() for e in info.endpoints)
         assert got.column("id").to_pylist() == BIG_IDS
+
+
+def test_a_spool_past_the_time_limit_fails_and_leaves_nothing(lake: Any) -> None:
+    with serving(*lake, query_timeout_seconds=1, **SPOOL) as server, SlowUdf(server, 0.4):
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        asking = fl.FlightCallOptions(headers=[*options.headers, (b"x-lake-spool", b"true")])
+        before = set((results_root(lake) / "p").glob("*"))
+        with pytest.raises(fl.FlightTimedOutError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS"):
+            plan(client, asking, "SELECT slow(id) AS id FROM w.ns.multi")
+        assert set((results_root(lake) / "p").glob("*")) == before  # no truncated result left
