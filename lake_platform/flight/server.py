@@ -159,7 +159,12 @@ class FlightSqlServer:
         self.engine = QueryEngine(settings, self.settings.query_limits(settings))
         self.parts = PartTables(self.engine)
         self.fragment_sizes = FragmentSizes(self.engine.dataset)
-        self.spooler = self._spooler(settings) if self.settings.spool else None
+        try:
+            self.spooler = self._spooler(settings) if self.settings.spool else None
+        except LakeError:  # a results root that cannot be written: stop with nothing left open
+            if self._owned_catalog is not None:
+                self._owned_catalog.close()
+            raise
         self.endpoints = Endpoints(
             self.tickets,
             self.fragment_sizes,
@@ -306,30 +311,16 @@ class FlightSqlServer:
             if self.spooler is None:
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             job_id, is_ordered = self.spooler.open_poll(descriptor.command, identity)
-            return self._poll(job_id, identity, descriptor, is_ordered)
+            return self.spooler.poll(job_id, identity, descriptor, is_ordered)
         name, payload = self._command(descriptor)
         if name in _STATEMENTS and self.spooler is not None:
             sql, params = self._statement(identity, name, payload, descriptor.command)
             planned = self.engine.plan(sql, self._view(identity), params)
             if self.spooler.wanted(planned, _asks_spool(call)):
                 job = self.spooler.start(identity, planned, ordered(planned))
-                return self._poll(job.id, identity, self.spooler.poll_descriptor(job), job.ordered)
+                return self.spooler.poll(job.id, identity, self.spooler.poll_descriptor(job), job.ordered)
         info = self.get_flight_info(call, descriptor)
         return poll_info(info, None, 1.0, None)
-
-    def _poll(self, job_id: str, identity: Identity, retry: fl.FlightDescriptor, is_ordered: bool) -> bytes:
-        assert self.spooler is not None
-        job = self.spooler.local(job_id)
-        if job is not None and job.done.is_set() and job.state != "done":
-            raise job.error or QueryCancelled("spooling the result failed")
-        done = self.spooler.area.done(identity.project, job_id)
-        if done is not None:
-            return poll_info(self.spooler.flight_info(job_id, identity, retry), None, 1.0, None)
-        record = self.spooler.area.job(identity.project, job_id)
-        from lake_platform.engine.results import schema_of
-
-        pending = fl.FlightInfo(schema_of(record), retry, [], -1, -1, is_ordered)
-        return poll_info(pending, retry, self.spooler.progress(job_id), float(record["expires_at"]))
 
     def _spooler(self, settings: LakeSettings) -> Spooler:
         area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
@@ -377,7 +368,9 @@ class FlightSqlServer:
             table = self.metadata.table(identity, name, payload)
             return table.schema, iter(table.to_batches())
         handle = proto.statement_handle(ticket.ticket)
-        if handle.startswith(SEGMENT_PREFIX) and self.spooler is not None:
+        if handle.startswith(SEGMENT_PREFIX):
+            if self.spooler is None:
+                raise Unsupported("this server does not serve spooled results (LAKE_FLIGHT_SPOOL=false)")
             self._refuse_if_draining()
             return self.spooler.read_segment(*self.spooler.open_segment(handle, identity))
         ticket = self.tickets.open_statement(handle, identity)

@@ -335,6 +335,19 @@ class Spooler:
         check_owner(claims, caller, "poll descriptor")
         return claims["job"], bool(claims["ord"])
 
+    def poll(self, job_id: str, identity: Identity, retry: fl.FlightDescriptor, is_ordered: bool) -> bytes:
+        """PollFlightInfo's answer for a job: the complete FlightInfo once its segments are
+        ready, else the schema, progress, expiry and ``retry`` (from any replica: what is not
+        known here is read from the results area)."""
+        job = self.local(job_id)
+        if job is not None and job.done.is_set() and job.state != "done":
+            raise job.error or QueryCancelled("spooling the result failed")
+        if self.area.done(identity.project, job_id) is not None:
+            return poll_info(self.flight_info(job_id, identity, retry), None, 1.0, None)
+        record = self.area.job(identity.project, job_id)
+        pending = fl.FlightInfo(schema_of(record), retry, [], -1, -1, is_ordered)
+        return poll_info(pending, retry, self.progress(job_id), float(record["expires_at"]))
+
     def progress(self, job_id: str) -> float | None:
         with self._lock:
             job = self._jobs.get(job_id)

@@ -336,3 +336,13 @@ def test_a_spool_past_the_time_limit_fails_and_leaves_nothing(lake: Any) -> None
         with pytest.raises(fl.FlightTimedOutError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS"):
             plan(client, asking, "SELECT slow(id) AS id FROM w.ns.multi")
         assert set((results_root(lake) / "p").glob("*")) == before  # no truncated result left
+
+
+def test_a_server_without_spooling_refuses_segment_tickets(lake: Any, alice: Any) -> None:
+    client, options = alice
+    info = plan(client, options, "SELECT id FROM w.ns.big")
+    assert is_segment(info.endpoints[0])
+    with serving(*lake, spool=False) as plain:
+        other, other_options = login(f"grpc://127.0.0.1:{plain.port}")
+        with pytest.raises(pa.ArrowNotImplementedError, match="does not serve spooled results"):
+            other.do_get(info.endpoints[0].ticket, other_options).read_all()
