@@ -25,6 +25,13 @@ The snapshot cache (issue 14; ``--cache-only`` runs just this part): a second ta
 against DataFusion in this process over the same rows in memory (the same partitions; goal
 <= 1.15x); the same queries cold, on a table with ``cache=off``, against a server with the cache
 and the session pool off (the request path as before issue 14: cold queries no slower).
+
+The main part runs our endpoint with one endpoint per result (max_endpoints=1), as before splitting.
+
+``--endpoints [--parts 4] [--spool-rows N]``: SELECT * through ADBC with one endpoint, with N
+endpoints from one replica and with N endpoints across two replicas (advertised locations),
+against the bare server; then a spooled result of N rows against the same result streamed
+(server peak RSS, time to first byte, total).
 """
 
 from __future__ import annotations
@@ -74,7 +81,8 @@ def build(home: Path, rows: int) -> int:
 # == servers (each runs in its own process) ====================================================
 
 
-def serve_ours(home: str) -> None:
+def serve_ours(home: str, *options: str) -> None:
+    """Our endpoint; ``options``: ``name=value`` Flight settings (max_endpoints=1 ...)."""
     from lake_platform.flight.auth import StaticAuthenticator
     from lake_platform.flight.server import FlightSqlServer
     from lake_platform.flight.settings import flight_settings
@@ -83,7 +91,9 @@ def serve_ours(home: str) -> None:
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
-    server = FlightSqlServer(settings, flight_settings(port=0), authenticator=auth).start()
+    values: dict[str, Any] = {"port": 0}
+    values.update(o.split("=", 1) for o in options)
+    server = FlightSqlServer(settings, flight_settings(**values), authenticator=auth).start()
     print(server.port, flush=True)
     server.wait()
 
@@ -384,8 +394,8 @@ def serve_bare(home: str) -> None:
     server.serve()
 
 
-def start(mode: str, home: Path) -> tuple[subprocess.Popen[bytes], int]:
-    proc = subprocess.Popen([sys.executable, __file__, mode, str(home)], stdout=subprocess.PIPE)
+def start(mode: str, home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen([sys.executable, __file__, mode, str(home), *options], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 
@@ -417,6 +427,15 @@ def main() -> None:
     parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
     parser.add_argument("--cache-only", action="store_true", help="only the snapshot-cache part")
     parser.add_argument("--cache-runs", type=int, default=7)
+    parser.add_argument(
+        "--endpoints",
+        action="store_true",
+        help="only the multi-endpoint part: one endpoint vs N from one replica vs N across two, vs bare",
+    )
+    parser.add_argument("--parts", type=int, default=4, help="endpoints per result in --endpoints")
+    parser.add_argument(
+        "--spool-rows", type=int, default=0, help="with --endpoints: also spool a result of this many rows"
+    )
     args = parser.parse_args()
 
     import adbc_driver_flightsql.dbapi as fsql
@@ -446,12 +465,20 @@ def main() -> None:
         f"ticket: seal {overhead['seal_us']:.1f} us, open (+ validate) {overhead['open_us']:.1f} us, "
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
-    ours, ours_port = start("--serve-ours", home)
+    if args.endpoints:
+        try:
+            endpoints_part(home, nbytes, args)
+        finally:
+            import shutil
+
+            shutil.rmtree(home.parent, ignore_errors=True)
+        return
+    ours, ours_port = start("--serve-ours", home, "max_endpoints=1")
     variants = [
         start("--serve-unpinned", home),
         start("--serve-static", home),
         start("--serve-fresh", home),
-        start("--serve-ours", home),  # A/A control: a second server identical to ours
+        start("--serve-ours", home, "max_endpoints=1"),  # A/A control: a second server identical to ours
     ]
     try:
         clients = []
@@ -554,9 +581,174 @@ def main() -> None:
             proc.wait(10)
 
 
+def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
+    """SELECT * through ADBC: one endpoint, N endpoints from one replica, N endpoints across two
+    replicas (locations), and the bare server through pyarrow; then (``--spool-rows``) a spooled
+    result against the same result streamed."""
+    import secrets
+
+    import adbc_driver_flightsql.dbapi as fsql
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from lake_platform_tests.servers import free_ports
+
+    keys = f"keys=k1:{secrets.token_hex(32)}"
+    split = [f"max_endpoints={args.parts}", f"endpoint_target_rows={max(1, args.rows // args.parts)}"]
+    port_a, port_b = free_ports(2)
+    uri_a, uri_b = f"grpc://127.0.0.1:{port_a}", f"grpc://127.0.0.1:{port_b}"
+    procs = [
+        start("--serve-ours", home, "max_endpoints=1"),
+        start("--serve-ours", home, *split),
+        start("--serve-ours", home, *split, keys, f"port={port_a}", f"advertise={uri_a}", f"peers={uri_b}"),
+        start("--serve-ours", home, *split, keys, f"port={port_b}", f"advertise={uri_b}", f"peers={uri_a}"),
+        start("--serve-bare", home),
+    ]
+    try:
+        single, one_replica, replica_a, _, bare = (port for _, port in procs)
+
+        def adbc(port: int) -> Callable[[], int]:
+            conn = fsql.connect(
+                f"grpc://127.0.0.1:{port}",
+                db_kwargs={"username": USER, "password": PASSWORD},
+                autocommit=True,
+            )
+
+            def run() -> int:
+                with conn.cursor() as cur:
+                    cur.execute(SCAN)
+                    return sum(b.num_rows for b in cur.fetch_record_batch())
+
+            return run
+
+        clients = []
+        for port in (single, one_replica):
+            client = fl.connect(f"grpc://127.0.0.1:{port}")
+            clients.append(
+                (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
+            )
+        unsplit, splitting = info_latency(clients, args.pin_runs)
+        print(
+            f"point query GetFlightInfo (median of {args.pin_runs}, round-robin): max_endpoints=1 "
+            f"{unsplit * 1000:.3f} ms, max_endpoints={args.parts} {splitting * 1000:.3f} ms "
+            f"({(splitting / unsplit - 1) * 100:+.1f}%)"
+        )
+        plain = fl.connect(f"grpc://127.0.0.1:{bare}")
+
+        def bare_raw() -> int:
+            return sum(c.data.num_rows for c in plain.do_get(fl.Ticket(SCAN.encode())))
+
+        import psutil
+
+        servers = {port: psutil.Process(proc.pid) for proc, port in procs}
+
+        def cpu(ports: tuple[int, ...]) -> tuple[float, float]:
+            """(servers' CPU seconds, this client's CPU seconds) so far."""
+            own = psutil.Process().cpu_times()
+            return (
+                sum(servers[p].cpu_times().user + servers[p].cpu_times().system for p in ports),
+                own.user + own.system,
+            )
+
+        rows = {}
+        _, _, _, replica_b, _ = (port for _, port in procs)
+        for label, fn, ports in (
+            ("bare/pyarrow, 1 stream", bare_raw, (bare,)),
+            ("ours/adbc, 1 endpoint", adbc(single), (single,)),
+            (f"ours/adbc, {args.parts} endpoints, 1 replica", adbc(one_replica), (one_replica,)),
+            (f"ours/adbc, {args.parts} endpoints, 2 replicas", adbc(replica_a), (replica_a, replica_b)),
+        ):
+            before = cpu(ports)
+            seconds, n = timed(fn, args.runs)
+            after = cpu(ports)
+            rows[label] = seconds
+            runs = args.runs + 1  # timed() warms up once
+            print(
+                f"{label:38s} {seconds * 1000:8.1f} ms  ({n:,} rows, {nbytes / seconds / 1e6:,.0f} MB/s); "
+                f"CPU per run: server {(after[0] - before[0]) / runs * 1000:6.0f} ms, "
+                f"client {(after[1] - before[1]) / runs * 1000:6.0f} ms"
+            )
+        base = rows["bare/pyarrow, 1 stream"]
+        one = rows["ours/adbc, 1 endpoint"]
+        print("ratios (throughput):")
+        print(f"  1 endpoint / bare                 {base / one:.2f} (goal >= 0.9)")
+        for label in list(rows)[2:]:
+            print(
+                f"  {label.removeprefix('ours/adbc, '):28s} / 1 endpoint "
+                f"{one / rows[label]:.2f} (goal >= 1.5)"
+            )
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+            proc.wait(10)
+    if args.spool_rows:
+        spool_part(args.spool_rows)
+
+
+def spool_part(rows: int) -> None:
+    """A spooled result of ``rows`` rows vs the same result streamed: server peak RSS, time to
+    first byte, total time (one replica)."""
+    from pathlib import Path as P
+
+    home = P(tempfile.mkdtemp(prefix="lake-bench-spool-")) / "home"
+    t = time.perf_counter()
+    nbytes = build(home, rows)
+    print(
+        f"spool table: {rows:,} rows, {nbytes / 1e9:.2f} GB in Arrow, built in {time.perf_counter() - t:.1f}s"
+    )
+    from lake_platform.flight import proto
+
+    for label, options in (
+        ("streamed", ["max_endpoints=1", "spool=false"]),
+        ("spooled", ["max_endpoints=1", "spool_min_rows=1"]),
+    ):
+        proc, port = start("--serve-ours", home, *options)
+        try:
+            client = fl.connect(f"grpc://127.0.0.1:{port}")
+            opts = fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)])
+            count = "SELECT count(*) FROM w.ns.trips"
+            client.get_flight_info(
+                fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=count))), opts
+            )
+            _reset_hwm(proc.pid)
+            descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=SCAN)))
+            t = time.perf_counter()
+            info = client.get_flight_info(descriptor, opts)
+            first = None
+            n = 0
+            for endpoint in info.endpoints:
+                for chunk in client.do_get(endpoint.ticket, opts):
+                    if first is None:
+                        first = time.perf_counter() - t
+                    n += chunk.data.num_rows
+            total = time.perf_counter() - t
+            peak = _vm_hwm(proc.pid)
+            print(
+                f"{label:9s} {len(info.endpoints):4d} endpoints: first byte {first or 0:6.2f} s, "
+                f"total {total:6.2f} s "
+                f"({n:,} rows, {nbytes / total / 1e6:,.0f} MB/s), server peak RSS {peak >> 20} MiB"
+            )
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    import shutil
+
+    shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def _vm_hwm(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_hwm(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--serve-ours":
-        serve_ours(sys.argv[2])
+        serve_ours(sys.argv[2], *sys.argv[3:])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-before":
         serve_before(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare":

@@ -21,6 +21,7 @@ from lake_platform.defs.maintenance import (
     version_cleanup_schedule,
 )
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
+from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.tables import table_partitions_sensor
 
 
@@ -39,6 +40,7 @@ def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions
             orphan_report,
             orphan_folder_report,
             table_indexes,
+            reclaimed_results,
         ],
         asset_checks=[*checks.ALL, indexes_current],
         sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
@@ -48,6 +50,7 @@ def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions
             orphan_folder_scan_schedule,
             trash_expiry_schedule,
             index_refresh_schedule,
+            results_reclaim_schedule,
         ],
         resources={**resources(), **(resource_overrides or {})},
         # One process per run, steps in it: each step process would re-import Lance (~5 s).

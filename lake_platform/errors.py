@@ -188,6 +188,10 @@ class StaleOperation(ConcurrentModification):
     """Maintenance planned against an older version lost to a newer commit (skipped-stale)."""
 
 
+class ResultNotFound(TransactionNotFound):
+    """A spooled query result (or one of its segments) is gone: expired, cancelled, reclaimed."""
+
+
 ERRORS_BY_CODE: dict[ErrorCode, type[LakeError]] = {
     cls.code: cls
     for cls in (

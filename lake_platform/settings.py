@@ -65,6 +65,16 @@ class LakeSettings(BaseSettings):
     #: cleanup keeps a version this long beyond the ticket lifetime after it was superseded.
     reader_max_stale_seconds: float = Field(120.0, ge=0)
 
+    # Spooled query results (Flight): where they are written and how long they are kept.
+    results_root: str = Field(
+        "",
+        description="Where heavy query results are spooled (folder or s3://bucket/prefix); "
+        "default <warehouse_root>/.results (a name no project folder can have).",
+    )
+    results_ttl_seconds: float = Field(
+        3600.0, gt=0, le=7 * 86400, description="How long a spooled result may be read; then it is reclaimed."
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = Field(
         "text",
@@ -93,6 +103,8 @@ class LakeSettings(BaseSettings):
             object.__setattr__(self, "registry_url", f"sqlite:///{(home / 'registry.db').as_posix()}")
         if not self.warehouse_root:
             object.__setattr__(self, "warehouse_root", (home / "warehouse").as_posix())
+        if not self.results_root:
+            object.__setattr__(self, "results_root", self.warehouse_root.rstrip("/") + "/.results")
         if not self.registry_url.startswith(("sqlite:///", "dynamodb://")):
             raise ValueError(
                 f"registry_url: unsupported scheme in {self.registry_url!r} "

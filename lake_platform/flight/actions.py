@@ -18,6 +18,7 @@ import pyarrow.flight as fl
 
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.flight import proto
+from lake_platform.flight.spool import POLL_PREFIX, SEGMENT_PREFIX
 from lake_platform.flight.tokens import Identity
 
 if TYPE_CHECKING:
@@ -99,15 +100,32 @@ def cancel(server: ActionHost, identity: Identity, info_bytes: bytes) -> int:
     except Exception:  # noqa: BLE001
         raise InvalidInput("malformed FlightInfo") from None
     cancelled = False
+    spooler = getattr(server, "spooler", None)
+    jobs: set[tuple[str, str]] = set()
+    descriptor = info.descriptor
+    if spooler is not None and descriptor is not None and descriptor.descriptor_type == fl.DescriptorType.CMD:
+        if descriptor.command.startswith(POLL_PREFIX):  # a spooling job PollFlightInfo reported
+            jobs.add((identity.project, spooler.open_poll(descriptor.command, identity)[0]))
     for endpoint in info.endpoints:
         name, _ = proto.unpack_command(endpoint.ticket.ticket)
         if name != "TicketStatementQuery":
             continue
+        handle = proto.statement_handle(endpoint.ticket.ticket)
+        if handle.startswith(SEGMENT_PREFIX) and spooler is not None:
+            try:
+                project, job, _ = spooler.open_segment(handle, identity)
+            except InvalidInput:
+                continue  # expired: reclaim removes it
+            jobs.add((project, job))
+            continue
         try:
-            ticket = server.tickets.open_statement(proto.statement_handle(endpoint.ticket.ticket), identity)
+            ticket = server.tickets.open_statement(handle, identity)
         except InvalidInput:
             continue  # expired (or beyond this server's limits): nothing to cancel
         server.streams.cancel(ticket.ticket_id, ticket.expires_at_ms / 1000)
+        cancelled = True
+    for project, job in jobs:  # stop the work and delete the segments
+        spooler.cancel_job(project, job)
         cancelled = True
     return proto.CANCEL_STATUS_CANCELLED if cancelled else proto.CANCEL_STATUS_NOT_CANCELLABLE
 

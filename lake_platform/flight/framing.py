@@ -6,7 +6,7 @@ never passes through protobuf objects); DoPut's messages are unwrapped back into
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -43,16 +43,21 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-def endpoint(ticket: bytes, expires: int) -> fl.FlightEndpoint:
+def endpoint(ticket: bytes, expires: int, locations: Sequence[str] = ()) -> fl.FlightEndpoint:
     """A FlightEndpoint for ``ticket`` that expires at ``expires`` (epoch seconds: the ticket's
-    expiry rounded down, so a client never thinks a ticket lives longer than it does).
+    expiry rounded down, so a client never thinks a ticket lives longer than it does), to be
+    redeemed at any of ``locations`` (URIs, in the order to try; none: this connection).
 
     Parsed from its wire form: pyarrow's constructor converts expiration_time through a
     compute cast on every call, the larger share of what pinning adds to GetFlightInfo."""
     inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
     stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
+    where = b""
+    for uri in locations:
+        loc = b"\x0a" + varint(len(uri.encode())) + uri.encode()  # Location{uri = 1}
+        where += b"\x12" + varint(len(loc)) + loc  # FlightEndpoint.location = 2
     return fl.FlightEndpoint.deserialize(
-        b"\x0a" + varint(len(inner)) + inner + b"\x1a" + varint(len(stamp)) + stamp
+        b"\x0a" + varint(len(inner)) + inner + where + b"\x1a" + varint(len(stamp)) + stamp
     )
 
 

@@ -27,13 +27,23 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from lake_platform import __version__
+from lake_platform.engine.results import ResultsArea
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
-from lake_platform.flight import framing, proto
+from lake_platform.flight import proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
+from lake_platform.flight.endpoints import Endpoints
 from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
 from lake_platform.flight.settings import FlightSettings, flight_settings
+from lake_platform.flight.spool import (
+    POLL_PREFIX,
+    SEGMENT_PREFIX,
+    SPOOL_HEADER,
+    Spooler,
+    SpoolSettings,
+    poll_info,
+)
 from lake_platform.flight.sqlinfo import standard_info
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
@@ -46,6 +56,7 @@ from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
+from lake_platform.query.split import FragmentSizes, PartTables, Sizing, ordered
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 
@@ -153,6 +164,24 @@ class FlightSqlServer:
         metrics.watch_engine(self.engine, self.engine.spill_dir, self.engine.limits.memory_limit_bytes)
         self.audit = open_trail(settings)
         self.metrics_server: metrics.Exposition | None = None
+        self.parts = PartTables(self.engine)
+        self.fragment_sizes = FragmentSizes(self.engine.dataset)
+        try:
+            self.spooler = self._spooler(settings) if self.settings.spool else None
+        except LakeError:  # a results root that cannot be written: stop with nothing left open
+            if self._owned_catalog is not None:
+                self._owned_catalog.close()
+            raise
+        self.endpoints = Endpoints(
+            self.tickets,
+            self.fragment_sizes,
+            Sizing(
+                self.settings.endpoint_target_rows,
+                self.settings.endpoint_target_bytes,
+                self.settings.max_endpoints,
+            ),
+            self.settings.replicas(),
+        )
         info = standard_info(
             max_statement_bytes=self.settings.max_sql_bytes, statement_timeout_ms=int(PREPARED_TTL * 1000)
         )
@@ -214,6 +243,8 @@ class FlightSqlServer:
         self._draining.set()
         self.transport.set_serving(False)
         self.streams.finish(grace)
+        if self.spooler is not None:
+            self.spooler.stop_all()
         self.transport.stop(grace=1.0)
         self.streams.close()
         self.engine.close()
@@ -287,13 +318,50 @@ class FlightSqlServer:
                     time.perf_counter() - started,
                 )
                 raise
-            handle, expires = self.tickets.seal_statement(identity, planned.sql, params, planned.refs)
-            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-            return fl.FlightInfo(planned.schema, descriptor, [framing.endpoint(ticket, int(expires))], -1, -1)
+            if self.spooler is not None and self.spooler.wanted(planned, _asks_spool(call)):
+                job = self.spooler.start(identity, planned, ordered(planned))
+                self.spooler.wait(job, self.settings.query_timeout_seconds or None)
+                return self.spooler.flight_info(job.id, identity, descriptor)
+            if _asks_spool(call):
+                raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
+            answer = self.endpoints.answer(identity, planned, params)
+            return fl.FlightInfo(planned.schema, descriptor, answer.endpoints, -1, -1, answer.ordered)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(descriptor.command, [])], -1, -1)
+
+    def poll_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> bytes:
+        """PollFlightInfo: a spooled result's progress until it is ready; anything else at once."""
+        identity = call.identity
+        if descriptor.descriptor_type == fl.DescriptorType.CMD and descriptor.command.startswith(POLL_PREFIX):
+            if self.spooler is None:
+                raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
+            job_id, is_ordered = self.spooler.open_poll(descriptor.command, identity)
+            return self.spooler.poll(job_id, identity, descriptor, is_ordered)
+        name, payload = self._command(descriptor)
+        if name in _STATEMENTS and self.spooler is not None:
+            sql, params = self._statement(identity, name, payload, descriptor.command)
+            planned = self.engine.plan(sql, self._view(identity), params)
+            if self.spooler.wanted(planned, _asks_spool(call)):
+                job = self.spooler.start(identity, planned, ordered(planned))
+                return self.spooler.poll(job.id, identity, self.spooler.poll_descriptor(job), job.ordered)
+        info = self.get_flight_info(call, descriptor)
+        return poll_info(info, None, 1.0, None)
+
+    def _spooler(self, settings: LakeSettings) -> Spooler:
+        area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
+        area.check_writable()
+        spool = SpoolSettings(
+            min_rows=self.settings.spool_min_rows,
+            min_bytes=self.settings.spool_min_bytes,
+            segment_bytes=self.settings.spool_segment_bytes,
+            ttl=settings.results_ttl_seconds,
+            max_jobs=self.settings.spool_max_jobs,
+            timeout=self.settings.query_timeout_seconds,
+            presign=self.settings.spool_presign,
+        )
+        return Spooler(area, self.sealer, spool, self.engine.stream, self.fragment_sizes)
 
     def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema:
         identity = call.identity
@@ -326,14 +394,24 @@ class FlightSqlServer:
         if name != "TicketStatementQuery":
             table = self.metadata.table(identity, name, payload)
             return table.schema, iter(table.to_batches())
-        ticket = self.tickets.open_statement(proto.statement_handle(ticket.ticket), identity)
+        handle = proto.statement_handle(ticket.ticket)
+        if handle.startswith(SEGMENT_PREFIX):
+            if self.spooler is None:
+                raise Unsupported("this server does not serve spooled results (LAKE_FLIGHT_SPOOL=false)")
+            self._refuse_if_draining()
+            return self.spooler.read_segment(*self.spooler.open_segment(handle, identity))
+        ticket = self.tickets.open_statement(handle, identity)
         query = QueryInfo.of("flight", identity, ticket.sql, ticket.params, ticket.snapshots)
         started = time.perf_counter()
         try:
             self._refuse_if_draining()
             self.streams.refuse_cancelled(ticket.ticket_id)
             planned = self.engine.plan_pinned(
-                ticket.sql, ticket.snapshots, ticket.params, is_dropped=self._is_dropped
+                ticket.sql,
+                ticket.snapshots,
+                ticket.params,
+                is_dropped=self._is_dropped,
+                open_table=None if ticket.part is None else self.parts.opener(ticket.part),
             )
         except Exception as exc:
             failed(query, self.audit, exc, time.perf_counter() - started)
@@ -401,6 +479,10 @@ class FlightSqlServer:
             "cache": self.engine.cache.stats(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
+
+
+def _asks_spool(call: Call) -> bool:
+    return (call.header(SPOOL_HEADER) or "").strip().lower() in ("1", "true", "yes")
 
 
 #: Kept for callers of the previous names.

@@ -24,6 +24,8 @@ ENV_PREFIX = "LAKE_FLIGHT_"
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 #: The key id the single ``secret_key`` setting seals under.
 DEFAULT_KEY_ID = "default"
+#: A replica's public URI.
+LOCATION = re.compile(r"^grpc(\+tls)?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
 #: A day: a larger query timeout is almost surely milliseconds written as seconds.
 MAX_QUERY_TIMEOUT = 86400.0
 
@@ -155,6 +157,51 @@ class FlightSettings(BaseSettings):
         description="Plannings of one table version before a cache=auto table is loaded into the cache "
         "(cache=hot: at the first; cache=off: never).",
     )
+    max_endpoints: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="Most endpoints (parallel streams) one query's result is split into; 1 = never split. "
+        "Each endpoint a client reads takes one of max_concurrent_queries' slots.",
+    )
+    endpoint_target_rows: int = Field(
+        1_000_000, ge=1, description="Rows of the table scanned per endpoint when a result is split."
+    )
+    endpoint_target_bytes: int = Field(
+        256 << 20, ge=1, description="Data bytes of the table scanned per endpoint when a result is split."
+    )
+    spool: bool = Field(
+        True,
+        description="Spool heavy results to LAKE_RESULTS_ROOT (checked writable at start); false: never, and "
+        "the x-lake-spool header is refused.",
+    )
+    spool_min_rows: int = Field(
+        0, ge=0, description="Spool a row-returning query whose tables hold at least this many rows; 0 = off."
+    )
+    spool_min_bytes: int = Field(
+        4 << 30,
+        ge=0,
+        description="Spool a row-returning query whose tables hold at least this many data bytes; 0 = off.",
+    )
+    spool_segment_bytes: int = Field(
+        64 << 20, ge=1 << 10, description="Arrow bytes per spooled segment (one endpoint each)."
+    )
+    spool_max_jobs: int = Field(4, ge=1, le=256, description="Results spooled at once by one replica.")
+    spool_presign: bool = Field(
+        False,
+        description="With an s3:// LAKE_RESULTS_ROOT: each segment's endpoint also names a pre-signed HTTPS "
+        "URL of its Arrow IPC stream (after the reuse-connection location), valid until the result expires.",
+    )
+    advertise: str = Field(
+        "",
+        description="This replica's public URI (grpc://host:port or grpc+tls://host:port), named in the "
+        "locations of split results' endpoints. Empty: endpoints carry no location (reuse the connection).",
+    )
+    peers: str = Field(
+        "",
+        description="Other replicas' public URIs, comma-separated: a split result's endpoints are spread "
+        "over advertise and these (every replica must share the sealing keys and read the same storage).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:
@@ -170,7 +217,26 @@ class FlightSettings(BaseSettings):
                 "or metadata calls and logins wait behind running queries"
             )
         self.sealing_keys()  # raises on a malformed LAKE_FLIGHT_KEYS
+        self.replicas()  # raises on a malformed LAKE_FLIGHT_ADVERTISE / LAKE_FLIGHT_PEERS
         return self
+
+    def replicas(self) -> list[str]:
+        """The URIs endpoints are spread over: advertise first, then the peers (no duplicates).
+        Empty: locations stay empty."""
+        uris: list[str] = []
+        for name, text in (("advertise", self.advertise), ("peers", self.peers)):
+            for uri in (u.strip() for u in text.split(",")):
+                if not uri:
+                    continue
+                if name == "advertise" and len(uris):
+                    raise ValueError("advertise: one URI (this replica's); list the others in peers")
+                if not LOCATION.fullmatch(uri):
+                    raise ValueError(f"{name}: {uri!r} is not grpc://host:port or grpc+tls://host:port")
+                if uri not in uris:
+                    uris.append(uri)
+        if uris and not self.advertise.strip():
+            raise ValueError("peers: set advertise (this replica's URI) too")
+        return uris
 
     @property
     def tls(self) -> bool:

@@ -12,7 +12,10 @@ A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``
                           v: version, m: manifest path, s: manifest size, t: e-tag, c: committed at}
                          and, for a time-travel read (``"t@v12"``, ``"t@tag:eod"``), a: the
                          selector as written (the written name is n@a; v is what it resolved to)
-    id                   a random ticket id (for CancelFlightInfo only; no server keeps tickets)
+    id                   a random ticket id (for CancelFlightInfo only; no server keeps tickets);
+                         the endpoints of one query share it, so one cancel stops them all
+    prt                  (optional) the part of one pinned table this endpoint reads:
+                         {n: a name in snp, r: [[first, last], ...] fragment ids} (query.part)
 
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
 (exactly these keys, exact types; snapshots in written-name order with no duplicate written
@@ -35,10 +38,12 @@ import pyarrow as pa
 
 from lake_platform.errors import InvalidInput, Unauthenticated
 from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
+from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
 
 _IDENTITY = ("sub", "knd", "prj", "rol")
 _STATEMENT_KEYS = frozenset({*_IDENTITY, "sql", "prm", "snp", "id"}) | ENVELOPE_CLAIMS
+_PART_KEYS = _STATEMENT_KEYS | {"prt"}
 _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
 
 
@@ -58,6 +63,7 @@ class StatementTicket:
     ticket_id: str
     issued_at_ms: int
     expires_at_ms: int
+    part: Part | None = None  # the fragments this endpoint reads (None: the whole snapshot)
 
 
 class Tickets:
@@ -74,19 +80,33 @@ class Tickets:
     # -- statement tickets ------------------------------------------------------------------
 
     def seal_statement(
-        self, identity: Identity, sql: str, params: pa.RecordBatch | None, snapshots: Sequence[TableRef]
+        self,
+        identity: Identity,
+        sql: str,
+        params: pa.RecordBatch | None,
+        snapshots: Sequence[TableRef],
+        *,
+        part: Part | None = None,
+        ticket_id: str | None = None,
     ) -> tuple[bytes, float]:
-        """The ticket's bytes (the handle inside TicketStatementQuery) and its expiry (seconds)."""
+        """The ticket's bytes (the handle inside TicketStatementQuery) and its expiry (seconds).
+
+        ``part``: the endpoint reads only these fragments of one pinned table; ``ticket_id``:
+        the query's id when it has several endpoints (default: a new one)."""
         ordered = sorted(snapshots, key=lambda r: r.written)
-        claims = {
+        claims: dict[str, Any] = {
             **identity.claims(),
             "sql": sql,
             "prm": params_to_text(params),
             "snp": [r.to_json() for r in ordered],
-            "id": secrets.token_hex(8),
+            "id": ticket_id or new_ticket_id(),
         }
         self._check_bounds(sql, claims["prm"], "ticket", True)
         self._check_snapshots(ordered, identity.project, True)
+        if part is not None:
+            if part.table not in {r.name for r in ordered}:
+                raise InvalidInput("a part must be of a table the query reads")
+            claims["prt"] = part.to_json()
         blob = self.sealer.seal("ticket", claims, self.lifetime)
         return blob, self.sealer.now() + self.lifetime
 
@@ -97,7 +117,8 @@ class Tickets:
             claims = self.sealer.open("ticket", blob, what="ticket")
         except Expired:
             raise InvalidInput("the ticket has expired; run the query again") from None
-        if set(claims) != _STATEMENT_KEYS:
+        keys = set(claims)
+        if keys != _STATEMENT_KEYS and keys != _PART_KEYS:
             raise Unauthenticated("invalid ticket")
         if caller is not None:
             check_owner(claims, caller, "ticket")
@@ -115,6 +136,14 @@ class Tickets:
         except ValueError:
             raise Unauthenticated("invalid ticket") from None
         self._check_snapshots(snapshots, claims["prj"], False)
+        part = None
+        if "prt" in claims:
+            try:
+                part = Part.from_json(claims["prt"])
+            except ValueError:
+                raise Unauthenticated("invalid ticket") from None
+            if part.table not in {r.name for r in snapshots}:
+                raise Unauthenticated("invalid ticket")
         return StatementTicket(
             identity=Identity.from_claims(claims),
             sql=claims["sql"],
@@ -123,6 +152,7 @@ class Tickets:
             ticket_id=claims["id"],
             issued_at_ms=claims["iat"],
             expires_at_ms=claims["exp"],
+            part=part,
         )
 
     def _check_snapshots(
@@ -215,6 +245,10 @@ class Tickets:
                         sealing,
                     )
                 )
+
+
+def new_ticket_id() -> str:
+    return secrets.token_hex(8)
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

@@ -46,7 +46,7 @@ _NONCE = 12
 _TAG = 16
 _MAX_KID = 32
 BEARER_PREFIX = "lkb1."
-PURPOSES = ("bearer", "ticket", "prepared")
+PURPOSES = ("bearer", "ticket", "prepared", "segment")
 #: Claims every envelope carries, set by the sealer.
 ENVELOPE_CLAIMS = frozenset({"v", "kid", "pur", "iat", "exp"})
 DEFAULT_MAX_BYTES = 2 << 20
@@ -277,9 +277,12 @@ def _aad(purpose: str, header: bytes) -> bytes:
 
 
 def _noun(purpose: str) -> str:
-    return {"bearer": "token", "ticket": "ticket", "prepared": "prepared statement handle"}.get(
-        purpose, purpose
-    )
+    return {
+        "bearer": "token",
+        "ticket": "ticket",
+        "prepared": "prepared statement handle",
+        "segment": "ticket",
+    }.get(purpose, purpose)
 
 
 def _version_error(version: int, what: str) -> UnsupportedEnvelope | None:

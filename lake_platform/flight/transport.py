@@ -75,6 +75,15 @@ class Call:
         except Exception:  # noqa: BLE001 - another grpcio: cancelled is still ended
             self._context.cancel()
 
+    def header(self, name: str) -> str | None:
+        """The value of a call header (the first one of that name), if the client sent it."""
+        if self._context is None:
+            return None
+        for key, value in self._context.invocation_metadata() or ():
+            if key == name:
+                return value if isinstance(value, str) else None
+        return None
+
     def on_done(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` when the RPC ends, however it ends."""
         if self._context is not None:
@@ -87,6 +96,8 @@ class FlightHandler(Protocol):
     def get_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> fl.FlightInfo: ...
 
     def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema: ...
+
+    def poll_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> bytes: ...
 
     def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]: ...
 
@@ -176,7 +187,7 @@ class FlightTransport:
                 "Handshake": grpc.stream_stream_rpc_method_handler(self._handshake),
                 "ListFlights": grpc.unary_stream_rpc_method_handler(self._unimplemented("ListFlights")),
                 "GetFlightInfo": grpc.unary_unary_rpc_method_handler(self._get_flight_info),
-                "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._unimplemented("PollFlightInfo")),
+                "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._poll_flight_info),
                 "GetSchema": grpc.unary_unary_rpc_method_handler(self._get_schema),
                 "DoGet": grpc.unary_stream_rpc_method_handler(self._do_get),
                 "DoPut": grpc.stream_stream_rpc_method_handler(self._do_put),
@@ -206,6 +217,16 @@ class FlightTransport:
             call = self._call(context)
             descriptor = parse_message(fl.FlightDescriptor, request)
             return self.handler.get_flight_info(call, descriptor).serialize()
+        except Exception as exc:  # noqa: BLE001
+            _abort(context, exc)
+
+    def _poll_flight_info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            call = self._call(context)
+            poll = getattr(self.handler, "poll_flight_info", None)
+            if poll is None:
+                raise Unsupported("PollFlightInfo is not part of this Flight SQL endpoint")
+            return poll(call, parse_message(fl.FlightDescriptor, request))
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
 

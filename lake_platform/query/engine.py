@@ -151,15 +151,18 @@ class QueryEngine:
         params: pa.RecordBatch | None = None,
         *,
         is_dropped: Callable[[str], bool] | None = None,
+        open_table: Callable[[TableRef, bool], Table] | None = None,
     ) -> PlannedQuery:
         """Plan against exactly ``refs`` (from a ticket): nothing else is visible, and the
         query must read exactly these snapshots.
 
         A snapshot that is gone fails with TableVersionNotFound, never falls forward: its
         incarnation is known dropped (``is_dropped``, from the process's cached catalog), or
-        its manifest is no longer on storage (cleaned up, purged)."""
+        its manifest is no longer on storage (cleaned up, purged).
+
+        ``open_table``: opens a ref in place of the cache (a part of a snapshot: ``split``)."""
         by_key = planner.pinned_keys(refs, is_dropped)
-        resolver = Resolver.over_refs(self._open_table, self.limits, by_key)
+        resolver = Resolver.over_refs(open_table or self._open_table, self.limits, by_key)
         return planner.plan_pinned_in(self.sessions.session, sql, resolver, self.limits, refs, by_key, params)
 
     # -- time limit ------------------------------------------------------------------------

@@ -35,14 +35,17 @@ def test_no_single_run_backfills_and_every_table_asset_shares_the_partitions() -
             assert node.partitions_def is not None and node.partitions_def.name == "lake_tables"
 
 
-#: Assets that work across tables (trash expiry, the warehouse-level folder scan), unpartitioned.
-WAREHOUSE_WIDE = {"expired_trash", "orphan_folder_report"}
+#: Assets that work across tables (trash expiry, the warehouse-level folder scan, the reclaim of
+#: spooled query results), unpartitioned.
+WAREHOUSE_WIDE = {"expired_trash", "orphan_folder_report", "reclaimed_results"}
 
 
 def test_the_warehouse_wide_assets_and_their_schedules_are_loaded() -> None:
     d = defs()
     assert {k.path[0] for k in d.resolve_asset_graph().get_all_asset_keys()} >= WAREHOUSE_WIDE
-    assert {"orphan_folder_scan_schedule", "trash_expiry_schedule"} <= {s.name for s in d.schedules or []}
+    assert {"orphan_folder_scan_schedule", "trash_expiry_schedule", "results_reclaim_schedule"} <= {
+        s.name for s in d.schedules or []
+    }
 
 
 def test_definitions_validate_in_a_subprocess(tmp_path: Path) -> None:

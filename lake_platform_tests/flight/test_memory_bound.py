@@ -114,6 +114,7 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
             str(home),
             f"memory_limit_bytes={POOL}",
             f"spill_dir={spill}",
+            "max_endpoints=1",  # one stream's bound (a split result runs one stream per endpoint)
         ],
         stdout=subprocess.PIPE,
     )

@@ -242,6 +242,9 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
             str(home),
             "memory_limit_bytes=67108864",
             "scan_io_buffer_bytes=16777216",
+            # One stream's bound: a split result runs up to LAKE_FLIGHT_MAX_ENDPOINTS streams at
+            # once, each bounded like this one (test_endpoints checks what splitting changes).
+            "max_endpoints=1",
         ],
         stdout=subprocess.PIPE,
     )

@@ -1,0 +1,210 @@
+"""The results area: where heavy query results are spooled, as Arrow IPC stream segments.
+
+Layout under the root (a folder or ``s3://bucket/prefix``)::
+
+    <project>/<job id>/job.json        written first: {"expires_at": epoch s, "created_at": ...}
+    <project>/<job id>/seg-00000.arrows ...   the result, in order, each a complete IPC stream
+    <project>/<job id>/done.json       written last: {"segments": [{"name", "rows", "bytes"}],
+                                        "schema": base64 IPC schema, "rows": total}
+
+``job.json`` comes first so a job is never without its expiry: reclaim deletes a job only once
+that has passed (a job without one is reclaimed by age, it crashed before writing anything).
+No Lance here: pyarrow's filesystems, the same ones ``storage`` uses for table locations.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lake_platform.engine.storage import _filesystem
+from lake_platform.errors import ResultNotFound, SettingsError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+JOB_FILE = "job.json"
+DONE_FILE = "done.json"
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """A job found in the area: its expiry (None: no job.json) and newest file time."""
+
+    project: str
+    job: str
+    expires_at: float | None
+    mtime: float | None
+
+
+class ResultsArea:
+    def __init__(self, root: str, storage_options: dict[str, str] | None = None) -> None:
+        self.root = root.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.fs, self.base = _filesystem(self.root, storage_options)
+        self.base = self.base.rstrip("/")
+        self._s3: Any = None
+
+    def presign(self, project: str, job: str, name: str, seconds: int) -> str | None:
+        """A pre-signed HTTPS GET of a segment on S3 (None on a local folder): the Arrow IPC
+        stream's bytes, with no server in the path."""
+        if not self.root.startswith("s3://"):
+            return None
+        if self._s3 is None:
+            import boto3
+            from botocore.config import Config
+
+            opts = self.storage_options
+            self._s3 = boto3.client(
+                "s3",
+                config=Config(signature_version="s3v4"),
+                endpoint_url=opts.get("aws_endpoint") or None,
+                region_name=opts.get("aws_region") or "us-east-1",
+                aws_access_key_id=opts.get("aws_access_key_id") or None,
+                aws_secret_access_key=opts.get("aws_secret_access_key") or None,
+            )
+        bucket, _, key = f"{self.job_dir(project, job)}/{name}".partition("/")
+        return str(
+            self._s3.generate_presigned_url(
+                "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=max(1, seconds)
+            )
+        )
+
+    def check_writable(self) -> None:
+        """SettingsError naming LAKE_RESULTS_ROOT unless a file can be written and removed there."""
+        probe = f"{self.base}/.probe-{secrets.token_hex(6)}"
+        try:
+            self.fs.create_dir(self.base, recursive=True)
+            with self.fs.open_output_stream(probe) as out:
+                out.write(b"ok")
+            self.fs.delete_file(probe)
+        except Exception as exc:  # noqa: BLE001 - OSError, PermissionError, S3 errors
+            raise SettingsError(
+                f"LAKE_RESULTS_ROOT: cannot write spooled results under {self.root} ({type(exc).__name__})"
+            ) from None
+
+    def job_dir(self, project: str, job: str) -> str:
+        return f"{self.base}/{project}/{job}"
+
+    def create_job(self, project: str, job: str, expires_at: float, schema: pa.Schema) -> None:
+        path = self.job_dir(project, job)
+        self.fs.create_dir(path, recursive=True)
+        body = {"expires_at": expires_at, "created_at": time.time(), "schema": _schema_text(schema)}
+        self._write_json(f"{path}/{JOB_FILE}", body)
+
+    def job(self, project: str, job: str) -> dict[str, Any]:
+        """The job's record (expiry, schema); ResultNotFound once it is gone."""
+        body = self._read_json(f"{self.job_dir(project, job)}/{JOB_FILE}")
+        if not isinstance(body, dict) or "expires_at" not in body:
+            raise ResultNotFound(
+                "the spooled result is gone (expired, cancelled or reclaimed); run the query again"
+            )
+        return body
+
+    def segment_sink(self, project: str, job: str, name: str) -> Any:
+        return self.fs.open_output_stream(f"{self.job_dir(project, job)}/{name}")
+
+    def finish_job(
+        self, project: str, job: str, schema: pa.Schema, segments: list[dict[str, Any]], *, ordered: bool
+    ) -> None:
+        body = {
+            "segments": segments,
+            "rows": sum(s["rows"] for s in segments),
+            "schema": _schema_text(schema),
+            "ordered": ordered,
+        }
+        self._write_json(f"{self.job_dir(project, job)}/{DONE_FILE}", body)
+
+    def done(self, project: str, job: str) -> dict[str, Any] | None:
+        """The finished job's record, or None while it runs; ResultNotFound once it is gone."""
+        path = self.job_dir(project, job)
+        body = self._read_json(f"{path}/{DONE_FILE}")
+        if body is not None:
+            return body
+        if self._read_json(f"{path}/{JOB_FILE}") is None:
+            raise ResultNotFound(
+                "the spooled result is gone (expired, cancelled or reclaimed); run the query again"
+            )
+        return None
+
+    def open_segment(self, project: str, job: str, name: str) -> pa.RecordBatchReader:
+        import pyarrow as pa
+
+        try:
+            stream = self.fs.open_input_stream(f"{self.job_dir(project, job)}/{name}")
+            return pa.ipc.open_stream(stream)
+        except FileNotFoundError:
+            raise ResultNotFound(
+                "this segment of the spooled result is gone (expired, cancelled or reclaimed); "
+                "run the query again"
+            ) from None
+
+    def remove_job(self, project: str, job: str) -> None:
+        try:
+            self.fs.delete_dir(self.job_dir(project, job))
+        except FileNotFoundError:
+            pass
+
+    def jobs(self) -> Iterator[JobEntry]:
+        """Every job in the area (the projects' folders, then their jobs')."""
+        import pyarrow.fs as pafs
+
+        try:
+            projects = self.fs.get_file_info(pafs.FileSelector(self.base, allow_not_found=True))
+        except FileNotFoundError:
+            return
+        for project in projects:
+            if project.type != pafs.FileType.Directory:
+                continue
+            for job in self.fs.get_file_info(pafs.FileSelector(project.path, allow_not_found=True)):
+                if job.type != pafs.FileType.Directory:
+                    continue
+                files = self.fs.get_file_info(pafs.FileSelector(job.path, allow_not_found=True))
+                times = [f.mtime.timestamp() for f in files if f.mtime is not None]
+                meta = self._read_json(f"{job.path}/{JOB_FILE}")
+                expires = meta.get("expires_at") if isinstance(meta, dict) else None
+                yield JobEntry(
+                    project.base_name,
+                    job.base_name,
+                    float(expires) if isinstance(expires, int | float) else None,
+                    max(times) if times else (job.mtime.timestamp() if job.mtime else None),
+                )
+
+    def _write_json(self, path: str, body: dict[str, Any]) -> None:
+        # Written aside and moved in: a reader never sees half a record (on S3 one PUT is atomic
+        # already; a local rename is).
+        if self.root.startswith("s3://"):
+            with self.fs.open_output_stream(path) as out:
+                out.write(json.dumps(body).encode())
+            return
+        aside = f"{path}.{secrets.token_hex(4)}.tmp"
+        with self.fs.open_output_stream(aside) as out:
+            out.write(json.dumps(body).encode())
+        self.fs.move(aside, path)
+
+    def _read_json(self, path: str) -> Any:
+        try:
+            with self.fs.open_input_stream(path) as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return {}
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def schema_of(done: dict[str, Any]) -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(done["schema"])))
+
+
+__all__ = ["DONE_FILE", "JOB_FILE", "JobEntry", "ResultsArea", "schema_of"]

@@ -1,0 +1,86 @@
+"""The endpoints of a statement's FlightInfo: one sealed ticket per part of the pinned snapshot,
+each named at the replicas that may serve it.
+
+A query ``query.split`` can split (a scan, filter or projection of one table, big enough) gets
+one endpoint per part: every ticket pins the same snapshots, carries the same claims and query
+id (one CancelFlightInfo stops them all), and adds the fragment ranges its part reads. ADBC
+reads the endpoints in parallel; any replica can serve any of them. Anything else gets one
+endpoint with no location (the client reuses its connection), exactly as before: a point query
+pays nothing for splitting but a look at the table's fragment count.
+
+Locations: with ``LAKE_FLIGHT_ADVERTISE`` (and ``LAKE_FLIGHT_PEERS``) set, endpoint ``i`` of a
+split result lists every replica, starting at a different one per endpoint (round robin from
+a random offset per query), so parts are read from several servers at once and a client that
+tries locations in order (ADBC does) falls over to the next replica.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from lake_platform.flight import framing, proto
+from lake_platform.flight.tickets import Tickets, new_ticket_id
+from lake_platform.flight.tokens import Identity
+from lake_platform.query.planner import PlannedQuery
+from lake_platform.query.snapshot import TableRef
+from lake_platform.query.split import Sizing, ordered, split
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What GetFlightInfo answers a statement with."""
+
+    endpoints: list[fl.FlightEndpoint]
+    ordered: bool
+
+
+class Endpoints:
+    """Builds a statement's endpoints (thread-safe: no state but settings)."""
+
+    def __init__(
+        self,
+        tickets: Tickets,
+        sizes: Callable[[TableRef], Any],
+        sizing: Sizing,
+        replicas: list[str],
+    ) -> None:
+        """``sizes``: a ref's fragment sizes (``split.FragmentSizes``); ``replicas``: the URIs
+        to spread split results over (empty: no locations)."""
+        self._tickets = tickets
+        self._sizes = sizes
+        self.sizing = sizing
+        self.replicas = replicas
+
+    def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
+        parts = split(planned, self._sizes, self.sizing)
+        if parts is None:
+            handle, expires = self._tickets.seal_statement(identity, planned.sql, params, planned.refs)
+            return Answer([_endpoint(handle, expires, ())], ordered(planned))
+        query_id = new_ticket_id()
+        offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
+        endpoints = []
+        for i, part in enumerate(parts):
+            handle, expires = self._tickets.seal_statement(
+                identity, planned.sql, params, planned.refs, part=part, ticket_id=query_id
+            )
+            endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
+        return Answer(endpoints, False)
+
+    def locations(self, start: int) -> list[str]:
+        """Every replica, starting at ``start`` (modulo their count)."""
+        n = len(self.replicas)
+        return [self.replicas[(start + k) % n] for k in range(n)]
+
+
+def _endpoint(handle: bytes, expires: float, locations: Any) -> fl.FlightEndpoint:
+    ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
+    return framing.endpoint(ticket, int(expires), locations)
+
+
+__all__ = ["Answer", "Endpoints"]

@@ -1,0 +1,278 @@
+"""Splitting a planned query into disjoint parts of its snapshot, and planning one part.
+
+A query can be split when its result is a row-wise function of one table's rows: a scan,
+filter or projection of exactly one table (after DataFusion's optimizer, so a subquery that
+became a join is seen as one), with no aggregate, sort, limit, distinct, window, join or union.
+Such a query run over a subset of the table's fragments returns exactly the result rows that
+come from those fragments, so the results of parts that partition the fragments add up to the
+whole result, each row once.
+
+A part is a set of fragment ids of the *pinned* version (inclusive id ranges, sorted, disjoint):
+the version is immutable, so the same ranges select the same fragments on any replica at any
+later time. Parts are sized from the manifest alone (rows after deletions, data bytes).
+
+A query with an equality (or IN-list) conjunct on a column is treated as a point or key lookup
+and keeps one endpoint: its result is small, and one stream answers it with the latency of
+today's single endpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from datafusion.catalog import Table
+
+from lake_platform.engine import fragments as lance_fragments
+from lake_platform.engine import lance_engine as engine
+from lake_platform.query.part import MAX_RANGES, Part
+from lake_platform.query.planner import PlannedQuery
+from lake_platform.query.snapshot import TableRef
+
+#: Plan nodes that keep a result a row-wise function of its input rows.
+_ROW_WISE = frozenset({"Projection", "Filter", "SubqueryAlias", "TableScan"})
+#: Plan nodes above a sort that keep its order.
+_ORDER_KEEPING = frozenset({"Projection", "SubqueryAlias", "Limit", "Filter"})
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the plan allows: ``table`` is the one table a splittable query reads (else None);
+    ``ordered``: the result's order is part of the answer (a sort at the top)."""
+
+    table: TableRef | None
+    ordered: bool
+
+
+def ordered(planned: PlannedQuery) -> bool:
+    """Whether the result's order is part of the answer (a sort at the top of the plan; the
+    unoptimized plan, which costs nothing more to look at)."""
+    return _sorted_on_top(planned.df.logical_plan())
+
+
+def shape(planned: PlannedQuery) -> Shape:
+    """How ``planned`` may be answered (walks DataFusion's optimized logical plan)."""
+    root = planned.df.optimized_logical_plan()
+    is_sorted = _sorted_on_top(root)
+    if len(planned.refs) != 1 or is_sorted:
+        return Shape(None, is_sorted)
+    scans = 0
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        variant = node.to_variant()
+        kind = type(variant).__name__
+        if kind not in _ROW_WISE:
+            return Shape(None, False)
+        if kind == "TableScan":
+            scans += 1
+            if variant.fetch() is not None or any(_is_lookup(e) for e in variant.filters()):
+                return Shape(None, False)
+        elif kind == "Filter" and _is_lookup(variant.predicate()):
+            return Shape(None, False)
+        stack.extend(node.inputs())
+    return Shape(planned.refs[0] if scans == 1 else None, False)
+
+
+def _sorted_on_top(root: Any) -> bool:
+    node = root
+    while True:
+        kind = type(node.to_variant()).__name__
+        if kind == "Sort":
+            return True
+        inputs = node.inputs()
+        if kind not in _ORDER_KEEPING or len(inputs) != 1:
+            return False
+        node = inputs[0]
+
+
+def _is_lookup(expr: Any) -> bool:
+    """Whether a filter has a conjunct ``column = literal`` (or an OR / IN list of them)."""
+    variant = expr.to_variant()
+    kind = type(variant).__name__
+    if kind == "BinaryExpr":
+        op = variant.op()
+        if op == "AND":
+            return _is_lookup(variant.left()) or _is_lookup(variant.right())
+        if op == "OR":
+            return _all_equalities(variant.left()) and _all_equalities(variant.right())
+        return _all_equalities(expr)
+    if kind == "InList":
+        return not variant.negated()
+    return False
+
+
+def _all_equalities(expr: Any) -> bool:
+    variant = expr.to_variant()
+    kind = type(variant).__name__
+    if kind == "InList":
+        return not variant.negated()
+    if kind != "BinaryExpr":
+        return False
+    op = variant.op()
+    if op == "OR":
+        return _all_equalities(variant.left()) and _all_equalities(variant.right())
+    if op != "=":
+        return False
+    sides = {_kind(variant.left()), _kind(variant.right())}
+    return sides == {"Column", "Literal"}
+
+
+def _kind(expr: Any) -> str:
+    variant = expr.to_variant()
+    kind = type(variant).__name__
+    while kind in ("Cast", "TryCast"):
+        variant = variant.expr().to_variant()
+        kind = type(variant).__name__
+    return kind
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How big a part should be, and how many there may be."""
+
+    target_rows: int
+    target_bytes: int
+    max_parts: int
+
+
+def partition(table: str, sizes: Sequence[lance_fragments.FragmentSize], sizing: Sizing) -> list[Part] | None:
+    """Contiguous runs of fragments (manifest order) with about equal rows, one per part;
+    None when one part is enough. Every fragment is in exactly one part (empty ones too)."""
+    rows = sum(s.rows for s in sizes)
+    size = sum(s.bytes for s in sizes)
+    count = min(
+        sizing.max_parts,
+        len(sizes),
+        max(math.ceil(rows / sizing.target_rows), math.ceil(size / sizing.target_bytes)),
+    )
+    if count < 2:
+        return None
+    share = rows / count
+    groups: list[list[int]] = [[]]
+    done = 0
+    for i, frag in enumerate(sizes):
+        left = len(sizes) - i  # fragments still to place, this one included
+        room = count - len(groups)  # groups still to open after the current one
+        if groups[-1] and room and (done >= share * len(groups) or left <= room):
+            groups.append([])
+        groups[-1].append(frag.id)
+        done += frag.rows
+    return [Part.of(table, ids) for ids in groups if ids]
+
+
+def split(
+    planned: PlannedQuery, sizes: Callable[[TableRef], list[lance_fragments.FragmentSize]], sizing: Sizing
+) -> list[Part] | None:
+    """The parts ``planned`` is answered in, or None for one endpoint (not splittable, or
+    small). ``sizes``: a ref's fragments (:class:`FragmentSizes`)."""
+    if sizing.max_parts < 2 or len(planned.refs) != 1:
+        return None
+    ref = planned.refs[0]
+    frags = sizes(ref)
+    if len(frags) < 2 or (
+        sum(s.rows for s in frags) <= sizing.target_rows
+        and sum(s.bytes for s in frags) <= sizing.target_bytes
+    ):
+        return None  # small: no need to look at the plan
+    if _has_lookup(planned.df.logical_plan()):
+        return None  # a point query: decided without running the optimizer
+    if shape(planned).table is None:
+        return None
+    return partition(ref.name, frags, sizing)
+
+
+def _has_lookup(root: Any) -> bool:
+    """Whether a Filter of the (unoptimized) plan has a lookup conjunct."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        variant = node.to_variant()
+        if type(variant).__name__ == "Filter" and _is_lookup(variant.predicate()):
+            return True
+        stack.extend(node.inputs())
+    return False
+
+
+class FragmentSizes:
+    """Fragment sizes per exact snapshot, read once from its manifest (an LRU; versions are
+    immutable). Thread-safe."""
+
+    def __init__(self, dataset: Callable[[TableRef], Any], capacity: int = 256) -> None:
+        self._dataset = dataset
+        self._capacity = capacity
+        self._sizes: OrderedDict[Any, list[lance_fragments.FragmentSize]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, ref: TableRef) -> list[lance_fragments.FragmentSize]:
+        with self._lock:
+            hit = self._sizes.get(ref.key)
+            if hit is not None:
+                self._sizes.move_to_end(ref.key)
+                return hit
+        sizes = lance_fragments.fragment_sizes(self._dataset(ref))
+        with self._lock:
+            self._sizes[ref.key] = sizes
+            while len(self._sizes) > self._capacity:
+                self._sizes.popitem(last=False)
+        return sizes
+
+
+class PartTables:
+    """DataFusion tables over parts of pinned snapshots (an LRU: parts are immutable too)."""
+
+    def __init__(self, query_engine: Any, capacity: int = 64) -> None:
+        self._engine = query_engine
+        self._capacity = capacity
+        self._opened: OrderedDict[tuple[Any, Part], Table] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._opened)
+
+    def opener(self, part: Part) -> Callable[[TableRef, bool], Table]:
+        """An ``open_table`` for the planner: ``part``'s table restricted, any other as usual."""
+
+        def open_table(ref: TableRef, verify: bool) -> Table:
+            table = self._engine.table(ref, verify=verify)  # checks the snapshot exists
+            if ref.name != part.table:
+                return table
+            return self._part(ref, part)
+
+        return open_table
+
+    def _part(self, ref: TableRef, part: Part) -> Table:
+        key = (ref.key, part)
+        with self._lock:
+            hit = self._opened.get(key)
+            if hit is not None:
+                self._opened.move_to_end(key)
+                return hit
+        base = self._engine.dataset(ref)
+        keep = [f.id for f in lance_fragments.fragment_sizes(base) if part.contains(f.id)]
+        ds = lance_fragments.restricted(base, keep, self._engine.settings.storage_options(ref.location))
+        table = Table(engine.table_provider(ds))
+        with self._lock:
+            self._opened[key] = table
+            while len(self._opened) > self._capacity:
+                self._opened.popitem(last=False)
+        return table
+
+
+__all__ = [
+    "MAX_RANGES",
+    "FragmentSizes",
+    "Part",
+    "PartTables",
+    "Shape",
+    "Sizing",
+    "ordered",
+    "partition",
+    "shape",
+    "split",
+]
