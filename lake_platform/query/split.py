@@ -235,10 +235,13 @@ class PartTables:
         with self._lock:
             return len(self._opened)
 
-    def opener(self, part: Part) -> Callable[[TableRef, bool], Table]:
-        """An ``open_table`` for the planner: ``part``'s table restricted, any other as usual."""
+    def opener(self, part: Part) -> Callable[..., Table]:
+        """An ``open_table`` for the planner: ``part``'s table restricted, any other as usual.
 
-        def open_table(ref: TableRef, verify: bool) -> Table:
+        A part never reads the snapshot cache: its fragments are a slice of the snapshot, and
+        the cache holds whole snapshots (``cache_mode`` is taken and ignored)."""
+
+        def open_table(ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
             table = self._engine.table(ref, verify=verify)  # checks the snapshot exists
             if ref.name != part.table:
                 return table
