@@ -1,14 +1,12 @@
-"""The REST server's state and process: one catalog, Flight's token verification, uvicorn.
+"""The REST server's state: one catalog, its settings, and Flight's token verification.
 
-``RestService`` holds what every request needs (catalog, settings, the authenticator);
-``serve`` runs it under uvicorn until SIGINT/SIGTERM (uvicorn's graceful shutdown).
+``RestService`` holds what every request needs; ``rest.run`` serves it under uvicorn.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
@@ -74,33 +72,3 @@ def check_bind(settings: LakeSettings) -> None:
         raise SettingsError(
             f"LAKE_REST_HOST: binding {settings.rest_host!r} without TLS needs LAKE_REST_ALLOW_INSECURE=true"
         )
-
-
-def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
-    import uvicorn
-
-    options: dict[str, Any] = {
-        "host": settings.rest_host,
-        "port": settings.rest_port,
-        "log_level": "warning",
-        "access_log": False,
-        "lifespan": "on",
-    }
-    if settings.rest_tls_cert_file is not None:
-        options["ssl_certfile"] = str(settings.rest_tls_cert_file)
-        options["ssl_keyfile"] = str(settings.rest_tls_key_file)
-    options.update(overrides)
-    return uvicorn.Config(app, **options)
-
-
-def serve(settings: LakeSettings) -> None:
-    """Serve until Ctrl-C or SIGTERM."""
-    import uvicorn
-
-    from lake_platform.rest.app import build_app
-
-    service = RestService(settings)
-    try:
-        uvicorn.Server(uvicorn_config(settings, build_app(service))).run()
-    finally:
-        service.close()

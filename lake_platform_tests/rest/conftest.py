@@ -15,7 +15,8 @@ import requests
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.rest.app import build_app
-from lake_platform.rest.server import RestService, uvicorn_config
+from lake_platform.rest.run import uvicorn_config
+from lake_platform.rest.server import RestService
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.servers import free_port
 
