@@ -48,7 +48,9 @@ def test_the_docs_list_exactly_the_unsupported_operations() -> None:
 
 
 @pytest.mark.parametrize("operation", sorted(UNSUPPORTED))
-def test_an_unsupported_operation_answers_the_spec_unsupported_error(rest_lake: RestLake, operation: str) -> None:
+def test_an_unsupported_operation_answers_the_spec_unsupported_error(
+    rest_lake: RestLake, operation: str
+) -> None:
     op = next(o for o in spec.operations() if o.operation_id == operation)
     path = op.path.replace("{id}", "p$w$ns$t").replace("{index_name}", "idx")
     if op.method == "GET":
