@@ -108,6 +108,13 @@ CASES: list[tuple[str, dict[str, Any], int, int, str]] = [
     ("/v1/table/p$w$ns$u$/declare", {"json": {}}, 400, 13, "invalid id segment"),
     ("/v1/table/p$w$ns$t/version/describe", {"json": {"version": "one"}}, 400, 13, "positive integer"),
     ("/v1/table/p$w$ns$t/version/create", {"json": {"version": 2}}, 400, 13, "manifest_path"),
+    (
+        "/v1/table/p$w$ns$t/version/create",
+        {"json": {"version": 2, "manifest_path": "etc/passwd"}},
+        400,
+        13,
+        "not a manifest in this table",
+    ),
     ("/v1/table/p$w$ns$t/delete", {"json": {}}, 400, 13, "predicate"),
     (
         "/v1/table/p$w$ns$t/insert?mode=merge",

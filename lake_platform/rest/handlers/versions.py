@@ -48,7 +48,25 @@ def create_table_version(request: RestRequest) -> Any:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
     if not isinstance(path, str) or not path:
         raise InvalidInput("manifest_path is required")
+    tname = request.table_name()
+    if request.principal.can(tname.project, "write"):
+        record = request.service.catalog.ctx.table(tname, declared=True)[0]
+        check_manifest_path(record.location, path)
     return to_json(lake_namespace(request).create_table_version(_body(request)))
+
+
+def check_manifest_path(location: str, path: str) -> None:
+    """A remote client names the manifest it staged; it must be a file directly in this table's
+    ``_versions/`` (an object-store path, as Lance reports it), never another table's or any
+    other object, which the catalog would then publish as this table's version."""
+    if location.startswith("s3://"):
+        base = location.removeprefix("s3://").partition("/")[2]
+    else:
+        base = location.removeprefix("file://").lstrip("/")
+    prefix = base.rstrip("/") + "/_versions/"
+    name = path.lstrip("/")[len(prefix) :] if path.lstrip("/").startswith(prefix) else ""
+    if not name or "/" in name or ".." in name or not name.split(".manifest", 1)[0].isdigit():
+        raise InvalidInput(f"manifest_path {path!r} is not a manifest in this table's _versions/ folder")
 
 
 HANDLERS = {
