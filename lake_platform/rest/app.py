@@ -129,8 +129,9 @@ def make_endpoint(
             for param in query:
                 if param != "delimiter" and param in request.query_params and param not in body:
                     body[param] = _query_value(param, request.query_params[param])
-            if "index_name" in request.path_params:
-                body["index_name"] = request.path_params["index_name"]
+            for param, value in request.path_params.items():
+                if param != "id":  # index_name, and the control routes' own parameters
+                    body[param] = value
             ident = ids.merge_ids(path_id, body, delimiter)
             call = RestRequest(
                 service=service,

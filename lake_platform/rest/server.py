@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
+from typing import Any
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
@@ -50,6 +52,18 @@ class RestService:
             throttle=Throttle(self.flight.auth_max_failures, self.flight.auth_lockout_seconds),
             snapshot=self.snapshots.current,
         )
+
+        self._engine: Any = None
+        self._engine_lock = threading.Lock()
+
+    def query_engine(self) -> Any:
+        """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
+        with self._engine_lock:
+            if self._engine is None:
+                from lake_platform.query.engine import QueryEngine
+
+                self._engine = QueryEngine(self.settings, self.flight.query_limits(self.settings))
+            return self._engine
 
     def start(self) -> None:
         self.snapshots.start()

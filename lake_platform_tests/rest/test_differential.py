@@ -102,7 +102,7 @@ def test_same_calls_same_answers_as_the_reference_server(rest_lake: RestLake, or
     ours = run(rest_lake.url, rest_lake.tokens["admin"])
     theirs = run(oracle, "unused")
     differences = []
-    for (step, status, code, answer, kind), (_, r_status, r_code, r_answer, r_kind) in zip(
+    for (step, status, code, answer, _kind), (_, r_status, r_code, r_answer, _r_kind) in zip(
         ours, theirs, strict=True
     ):
         if step in ALLOWED:

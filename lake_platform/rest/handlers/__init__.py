@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lake_platform.errors import Unsupported
-from lake_platform.rest.handlers import data, namespaces, tables, versions
+from lake_platform.rest.handlers import data, namespaces, query, tables, versions
 from lake_platform.rest.request import RestRequest
 
 Handler = Callable[[RestRequest], Any]
@@ -21,6 +21,7 @@ HANDLERS: dict[str, Handler] = {
     **tables.HANDLERS,
     **versions.HANDLERS,
     **data.HANDLERS,
+    **query.HANDLERS,
 }
 
 #: operationId -> why the catalog does not back it (the answer's detail).
@@ -51,7 +52,6 @@ UNSUPPORTED: dict[str, str] = {
     "DeleteTableBranch": "branches are not registered by the catalog",
     "CreateMaterializedView": "materialized views are not supported",
     "RefreshMaterializedView": "materialized views are not supported",
-    "QueryTable": "not served yet: use Flight SQL",
     "DescribeTransaction": "commits are atomic registry transactions; none stays open to describe",
     "AlterTransaction": "commits are atomic registry transactions; none stays open to alter",
 }

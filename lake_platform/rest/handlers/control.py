@@ -12,6 +12,7 @@ namespaces, in the catalog), the trash (a dropped object's deadline) and undrop.
 | ``GET /v1/trash`` / ``GET /v1/trash/{id}`` | dropped objects (under ``id``) and their purge deadlines |
 | ``POST /v1/table/{id}/undrop`` | restore a dropped table (body ``{"as": [...]}`` optional) |
 | ``POST /v1/namespace/{id}/undrop`` | restore a dropped namespace and what a cascade took with it |
+| ``GET /v1/results/{handle}/{n}`` | segment ``n`` of a spooled QueryTable result (Arrow IPC file) |
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import ProjectRecord, WarehouseRecord, decode
+from lake_platform.rest.handlers import query
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 
@@ -151,4 +153,5 @@ ROUTES: list[tuple[str, str, str, Any, tuple[str, ...]]] = [
     ("DescribeTrash", "GET", "/v1/trash/{id}", list_trash, ()),
     ("UndropTable", "POST", "/v1/table/{id}/undrop", undrop_table, ()),
     ("UndropNamespace", "POST", "/v1/namespace/{id}/undrop", undrop_namespace, ()),
+    ("FetchResult", "GET", "/v1/results/{handle}/{segment}", query.result_segment, ()),
 ]
