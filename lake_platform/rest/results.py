@@ -69,6 +69,15 @@ class Collector:
     segments: int = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
+        if self.max_bytes and batch.nbytes > self.max_bytes and batch.num_rows > 1:
+            # Bound every segment, whatever size of batch the scan produced (slices share buffers).
+            step = max(1, batch.num_rows * self.max_bytes // batch.nbytes)
+            for start in range(0, batch.num_rows, step):
+                self._add(batch.slice(start, step))
+            return
+        self._add(batch)
+
+    def _add(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
         self.nbytes += batch.nbytes
         if self.handle is None:

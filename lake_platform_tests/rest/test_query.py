@@ -18,7 +18,7 @@ ARROW_FILE = "application/vnd.apache.arrow.file"
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[RestLake]:
-    for lake in start_rest_lake(tmp_path, rest_inline_max_rows=1000, rest_inline_max_bytes=1 << 20):
+    for lake in start_rest_lake(tmp_path, rest_inline_max_rows=1000, rest_inline_max_bytes=16 << 10):
         ns = rest_namespace(lake.url, lake.tokens["writer"])
         table_id = ["p", "w", "ns", "t"]
         lance.write_dataset(rows(list(range(5000))), namespace_client=ns, table_id=table_id, mode="create")
