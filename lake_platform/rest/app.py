@@ -2,8 +2,10 @@
 control-plane routes (projects, warehouses, trash, undrop).
 
 Every request runs the same steps in the same order, the check order of every catalog door:
-identity (the token) → shape (body size, content type, JSON/Arrow parsing, ids, path/body id
-agreement) → the handler, where the catalog checks parent → permission → conflict → write.
+identity (the token) → shape (content type, JSON/Arrow parsing, ids, path/body id agreement) →
+the handler, where the catalog checks parent → permission → conflict → write. Only the body's
+size comes first (413 before any other check): the server reads no more than the limit from
+anyone.
 Any failure at any step is a problem body (``problems.py``); nothing is written before the
 handler's catalog call, so a refused request changes nothing.
 """
@@ -109,44 +111,49 @@ def make_endpoint(
 
     async def endpoint(request: Request) -> Response:
         try:
-            principal = await run_in_threadpool(service.authenticate, request.headers)
+            # The body is read (up to the limit) before anything else: the one step that must be
+            # async. Everything after runs in one worker thread, in the door's order.
             raw = await read_body(request, service.settings.rest_max_body_bytes)
-            delimiter = service.delimiter(request.query_params)
-            path_id = (
-                ids.parse_path_id(request.path_params["id"], delimiter)
-                if "id" in request.path_params
-                else None
+            result = await run_in_threadpool(
+                handle,
+                request.headers,
+                request.query_params,
+                request.path_params,
+                raw,
             )
-            if arrow:
-                media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-                if raw and media != spec.ARROW_STREAM:
-                    raise InvalidInput(
-                        f"this operation takes {spec.ARROW_STREAM}, not {media or 'no type'!r}"
-                    )
-                body: dict[str, Any] = {}
-            else:
-                body = parse_json(raw, request.headers.get("content-type", ""))
-            for param in query:
-                if param != "delimiter" and param in request.query_params and param not in body:
-                    body[param] = _query_value(param, request.query_params[param])
-            for param, value in request.path_params.items():
-                if param != "id":  # index_name, and the control routes' own parameters
-                    body[param] = value
-            ident = ids.merge_ids(path_id, body, delimiter)
-            call = RestRequest(
-                service=service,
-                operation=name,
-                principal=principal,
-                id=ident,
-                body=body,
-                query=dict(request.query_params),
-                raw=raw if arrow else b"",
-                headers=dict(request.headers),
-            )
-            result = await run_in_threadpool(handler, call)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
             return problem(exc, request.url.path)
         return respond(result)
+
+    def handle(headers: Any, query_params: Any, path_params: dict[str, Any], raw: bytes) -> Any:
+        principal = service.authenticate(headers)
+        delimiter = service.delimiter(query_params)
+        path_id = ids.parse_path_id(path_params["id"], delimiter) if "id" in path_params else None
+        if arrow:
+            media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if raw and media != spec.ARROW_STREAM:
+                raise InvalidInput(f"this operation takes {spec.ARROW_STREAM}, not {media or 'no type'!r}")
+            body: dict[str, Any] = {}
+        else:
+            body = parse_json(raw, headers.get("content-type", ""))
+        for param in query:
+            if param != "delimiter" and param in query_params and param not in body:
+                body[param] = _query_value(param, query_params[param])
+        for param, value in path_params.items():
+            if param != "id":  # index_name, and the control routes' own parameters
+                body[param] = value
+        ident = ids.merge_ids(path_id, body, delimiter)
+        call = RestRequest(
+            service=service,
+            operation=name,
+            principal=principal,
+            id=ident,
+            body=body,
+            query=dict(query_params),
+            raw=raw if arrow else b"",
+            headers=dict(headers),
+        )
+        return handler(call)
 
     return endpoint
 
