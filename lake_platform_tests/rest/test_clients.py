@@ -143,3 +143,28 @@ def test_generated_client_tables_versions_and_tags(rest_lake: RestLake) -> None:
     assert first.tables == ["a1", "b2"] and first.page_token == "b2"
     rest = TableApi(client).list_tables("p$w$ns", limit=2, page_token=first.page_token)
     assert rest.tables == ["events"] and rest.page_token is None
+
+
+def test_update_schema_metadata_merges_and_null_deletes(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    path = "/v1/table/p$w$ns$events/schema_metadata/update"
+    first = rest_lake.post(path, {"metadata": {"owner": "etl", "pii": "no"}})
+    assert first.status_code == 200, first.text
+    assert first.json()["metadata"] == {"owner": "etl", "pii": "no"}
+    second = rest_lake.post(path, {"metadata": {"pii": None, "tier": "gold"}})
+    assert second.json()["metadata"] == {"owner": "etl", "tier": "gold"}
+    ds = lance.dataset(namespace_client=ns, table_id=T)
+    assert ds.version == 3 and ds.schema.metadata == {b"owner": b"etl", b"tier": b"gold"}
+    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    assert snap.version == 3 and snap.schema.metadata == {b"owner": b"etl", b"tier": b"gold"}
+    history = rest_lake.catalog.history("p.w.ns.events")
+    assert [(e.operation, e.actor, e.to_version) for e in history][-2:] == [
+        ("schema-metadata", "etl", 2),
+        ("schema-metadata", "etl", 3),
+    ]
+    bad = rest_lake.post(path, {"metadata": {"x": 1}})
+    assert (bad.status_code, bad.json()["code"]) == (400, 13)
+    reader = rest_lake.post(path, {"metadata": {"x": "y"}}, who="reader")
+    assert (reader.status_code, reader.json()["code"]) == (403, 15)
+    assert rest_lake.catalog.open_table("p.w.ns.events").version == 3

@@ -29,7 +29,6 @@ UNSUPPORTED: dict[str, str] = {
     "RegisterTable": "table locations are assigned by the catalog (unique per incarnation)",
     "RestoreTable": "restore is not a catalog operation yet; read an old version or tag it",
     "RenameTable": "tables are not renamed in place; drop (to the trash) and undrop --as",
-    "UpdateTableSchemaMetadata": "schema metadata is not written through the catalog yet",
     "UpdateFieldMetadata": "field metadata is not written through the catalog yet",
     "AlterTableAlterColumns": "schema evolution is not a catalog operation yet",
     "AlterTableDropColumns": "schema evolution is not a catalog operation yet",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lake_platform.errors import InvalidInput
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
 from lake_platform.rest.request import RestRequest
 
@@ -83,6 +84,22 @@ def get_table_stats(request: RestRequest) -> Any:
     }
 
 
+def update_schema_metadata(request: RestRequest) -> Any:
+    """Merges keys; a null value deletes its key (the spec's text says "replace", but backends
+    merge, and a strict string map could not carry a delete)."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    values = request.body.get("metadata")
+    if not isinstance(values, dict):
+        raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
+    result, merged = request.service.catalog.update_schema_metadata(
+        str(tname), values, principal=request.principal
+    )
+    return {"metadata": merged, "transaction_id": result.commit_id}
+
+
 def _tag_call(name: str) -> Any:
     def call(request: RestRequest) -> Any:
         scoped(request, table=True)
@@ -101,6 +118,7 @@ HANDLERS = {
     "DropTable": drop_table,
     "DeregisterTable": deregister_table,
     "GetTableStats": get_table_stats,
+    "UpdateTableSchemaMetadata": update_schema_metadata,
     "ListTableTags": _tag_call("list_table_tags"),
     "GetTableTagVersion": _tag_call("get_table_tag_version"),
     "CreateTableTag": _tag_call("create_table_tag"),
