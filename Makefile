@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) bench/flight.py
 	$(PY) bench/orphans.py
 	$(PY) bench/cli.py
+	$(PY) bench/rest.py
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)
