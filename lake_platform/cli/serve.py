@@ -61,10 +61,13 @@ def serve_rest(state: State, host: str | None, port: int | None) -> None:
     """Serve the Lance Namespace REST API over the catalog until Ctrl-C or SIGTERM. Clients
     (pylance's RestNamespace, Spark's and DuckDB's lance connectors) authenticate with
     'Authorization: Bearer <token>' or 'x-api-key'; see docs/rest.md."""
-    from lake_platform.rest.run import serve
+    from lake_platform.rest.run import listen, serve
+    from lake_platform.rest.server import check_bind
 
     overrides = {k: v for k, v in {"rest_host": host, "rest_port": port}.items() if v is not None}
-    settings = state.settings.model_copy(update=overrides)  # the bind is checked by the server
+    settings = state.settings.model_copy(update=overrides)
+    check_bind(settings)
+    listen(settings.rest_host, settings.rest_port).close()  # a busy port fails here, cleanly
     scheme = "https" if settings.rest_tls_cert_file else "http"
     click.echo(f"Lance REST server on {scheme}://{settings.rest_host}:{settings.rest_port}", err=True)
     serve(settings)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
+from lake_platform.errors import ServiceUnavailable
 from lake_platform.settings import LakeSettings
 
 
@@ -24,15 +26,30 @@ def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
     return uvicorn.Config(app, **options)
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts: a busy port is a typed error."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise ServiceUnavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
 def serve(settings: LakeSettings) -> None:
     """Serve until Ctrl-C or SIGTERM."""
     import uvicorn
 
     from lake_platform.rest.app import build_app
-    from lake_platform.rest.server import RestService
+    from lake_platform.rest.server import RestService, check_bind
 
+    check_bind(settings)
+    sock = listen(settings.rest_host, settings.rest_port)
     service = RestService(settings)
     try:
-        uvicorn.Server(uvicorn_config(settings, build_app(service))).run()
+        uvicorn.Server(uvicorn_config(settings, build_app(service))).run(sockets=[sock])
     finally:
         service.close()
+        sock.close()
