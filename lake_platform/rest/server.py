@@ -42,7 +42,8 @@ class RestService:
         self.snapshots = SnapshotCache.for_store(
             self.catalog.store,
             ttl=self.flight.snapshot_ttl_seconds,
-            max_stale=min(self.flight.snapshot_max_stale_seconds, settings.reader_max_stale_seconds or 1e9),
+            # As Flight: never beyond the staleness version cleanup allows for.
+            max_stale=min(self.flight.snapshot_max_stale_seconds, settings.reader_max_stale_seconds),
         )
         self.auth = AuthService(
             self.catalog,
