@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from lake_platform.catalog.principals import Principal
 from lake_platform.errors import InvalidInput, RequestTooLarge, Unsupported
 from lake_platform.rest import ids, spec
 from lake_platform.rest.handlers import control, handler_for
@@ -30,6 +31,8 @@ from lake_platform.rest.problems import problem
 from lake_platform.rest.request import Reply, RestRequest
 from lake_platform.rest.server import RestService
 
+#: Who the server acted as, on every successful answer.
+PRINCIPAL_HEADER = "x-lake-principal"
 _BOOLS = {"true": True, "false": False, "1": True, "0": False}
 #: Query parameters the spec types as integers or booleans (everything else stays a string).
 _INTS = {"limit", "version", "timeout"}
@@ -114,7 +117,7 @@ def make_endpoint(
             # The body is read (up to the limit) before anything else: the one step that must be
             # async. Everything after runs in one worker thread, in the door's order.
             raw = await read_body(request, service.settings.rest_max_body_bytes)
-            result = await run_in_threadpool(
+            principal, result = await run_in_threadpool(
                 handle,
                 request.headers,
                 request.query_params,
@@ -123,9 +126,14 @@ def make_endpoint(
             )
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
             return problem(exc, request.url.path)
-        return respond(result)
+        response = respond(result)
+        # Lance clients turn response headers into the answer's context ("header.x-lake-principal").
+        response.headers[PRINCIPAL_HEADER] = principal.name
+        return response
 
-    def handle(headers: Any, query_params: Any, path_params: dict[str, Any], raw: bytes) -> Any:
+    def handle(
+        headers: Any, query_params: Any, path_params: dict[str, Any], raw: bytes
+    ) -> tuple[Principal, Any]:
         principal = service.authenticate(headers)
         delimiter = service.delimiter(query_params)
         path_id = ids.parse_path_id(path_params["id"], delimiter) if "id" in path_params else None
@@ -153,7 +161,7 @@ def make_endpoint(
             raw=raw if arrow else b"",
             headers=dict(headers),
         )
-        return handler(call)
+        return principal, handler(call)
 
     return endpoint
 

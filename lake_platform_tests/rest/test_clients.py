@@ -13,6 +13,7 @@ from lance_namespace_urllib3_client.exceptions import ApiException
 from lance_namespace_urllib3_client.models import (
     CreateTableTagRequest,
     DeleteTableTagRequest,
+    DescribeNamespaceRequest,
     DescribeTableRequest,
     DescribeTableVersionRequest,
     DropTableRequest,
@@ -168,3 +169,11 @@ def test_update_schema_metadata_merges_and_null_deletes(rest_lake: RestLake) -> 
     reader = rest_lake.post(path, {"metadata": {"x": "y"}}, who="reader")
     assert (reader.status_code, reader.json()["code"]) == (403, 15)
     assert rest_lake.catalog.open_table("p.w.ns.events").version == 3
+
+
+def test_context_headers_travel_both_ways(rest_lake: RestLake) -> None:
+    """The client's ``header.*`` properties become request headers (that is how the token
+    travels), and our response headers come back as ``header.*`` entries of the answer's context."""
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["reader"])
+    answer = ns.describe_namespace(DescribeNamespaceRequest(id=["p", "w", "ns"]))
+    assert answer.context is not None and answer.context["header.x-lake-principal"] == "viewer"
