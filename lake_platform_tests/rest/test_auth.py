@@ -62,6 +62,13 @@ def fill(path: str, t: str = "p$w$ns$t", n: str = "p$w$ns") -> str:
     return path.replace("{t}", t).replace("{n}", n)
 
 
+def fresh_snapshot(lake: RestLake) -> None:
+    """A snapshot whose load began after now: a first refresh may join a load already in flight
+    (begun earlier); a second one starts after it."""
+    lake.service.snapshots.refresh()
+    lake.service.snapshots.refresh()
+
+
 def expect_401(resp: requests.Response) -> None:
     assert resp.status_code == 401, resp.text
     assert resp.headers["content-type"] == "application/problem+json"
@@ -99,13 +106,13 @@ def test_every_route_group_refuses_bad_credentials(
 def test_login_tokens_from_a_flight_handshake_work_and_x_api_key_too(lake: RestLake) -> None:
     lake.catalog.add_user("alice", project="p", role="reader", password="correct horse")
     _identity, bearer = lake.service.auth.login("alice", "correct horse")  # what Flight's Handshake issues
-    lake.service.snapshots.refresh()  # the user is in the snapshot the revocation check reads
+    fresh_snapshot(lake)  # the user is in the snapshot the revocation check reads
     assert call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, {"Authorization": f"Bearer {bearer}"}).ok
     resp = call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, {"x-api-key": lake.tokens["reader"]})
     assert resp.ok and resp.json()["version"] == 1
     # Removing the user revokes its login token once the snapshot has refreshed.
     lake.catalog.remove_user("alice")
-    lake.service.snapshots.refresh()
+    fresh_snapshot(lake)
     expect_401(call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, {"Authorization": f"Bearer {bearer}"}))
 
 
@@ -114,7 +121,7 @@ def test_a_service_token_revoked_after_use_stops_working_after_a_snapshot_refres
     headers = {"Authorization": f"Bearer {token}"}
     assert call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, headers).ok
     lake.catalog.revoke_token(record.token_id)
-    lake.service.snapshots.refresh()
+    fresh_snapshot(lake)
     expect_401(call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, headers))
 
 
