@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from lake_platform.engine import storage
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 
 RESULTS_DIR = "_results"
@@ -28,17 +29,8 @@ _HANDLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}\.[0-9a-f]{3
 
 
 def filesystem(root: str, storage_options: dict[str, str]) -> tuple[pafs.FileSystem, str]:
-    if root.startswith("s3://"):
-        endpoint = storage_options.get("aws_endpoint", "")
-        fs = pafs.S3FileSystem(
-            access_key=storage_options.get("aws_access_key_id") or None,
-            secret_key=storage_options.get("aws_secret_access_key") or None,
-            region=storage_options.get("aws_region") or "us-east-1",
-            endpoint_override=endpoint.split("://", 1)[-1] or None,
-            scheme="http" if endpoint.startswith("http://") else "https",
-        )
-        return fs, root.removeprefix("s3://").rstrip("/")
-    return pafs.LocalFileSystem(), root.removeprefix("file://").rstrip("/")
+    fs, path = storage.filesystem(root, storage_options)
+    return fs, path.rstrip("/")
 
 
 @dataclass
