@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) bench/metrics.py
 	$(PY) bench/indexes.py
 	$(PY) bench/evolution.py
+	$(PY) bench/rest.py
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)

@@ -233,3 +233,9 @@ def error_for_code(code: int, message: str) -> LakeError:
 
 class Protected(InvalidTableState):
     """Deletion protection refused a drop; ``force`` overrides it (and nothing else)."""
+
+
+class RequestTooLarge(InvalidInput):
+    """A request body above the server's limit (HTTP 413; the wire code stays InvalidInput)."""
+
+    http_status = 413

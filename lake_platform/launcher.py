@@ -1,5 +1,6 @@
-"""Bring the platform up on the embedded default: Dagster webserver + daemon, the Flight SQL
-endpoint, the demo lake (with a demo reader), and sample files in the inbox for the sensor.
+"""Bring the platform up on the embedded default: Dagster webserver + daemon, Flight SQL, the
+Lance Namespace REST server, the demo lake (with a demo reader), and sample files in the inbox
+for the sensor.
 
 ``run_platform(settings)`` blocks until Ctrl-C and then stops everything it started;
 ``start_platform(settings)`` returns a handle (tests use it) whose ``stop()`` does the same.
@@ -62,6 +63,7 @@ class Platform:
     demo_table: str
     seeded: list[str]
     flight_address: str = ""
+    rest_address: str = ""
     demo_user: tuple[str, str] = ("", "")
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
@@ -157,6 +159,7 @@ def start_platform(
     log_dir: Path | None = None,
     ready_timeout: float = 180.0,
     flight_port: int | None = None,
+    rest_port: int | None = None,
 ) -> Platform:
     lake_home = Path(settings.home).expanduser().resolve()
     lake_home.mkdir(parents=True, exist_ok=True)
@@ -193,6 +196,7 @@ def start_platform(
         table,
         dropped,
         flight_address=f"{flight.host}:{flight.port}",
+        rest_address=f"{settings.rest_host}:{rest_port if rest_port is not None else settings.rest_port}",
         demo_user=_demo_user(settings) if seed else ("", ""),
     )
     commands = {
@@ -217,6 +221,16 @@ def start_platform(
             flight.host,
             "--port",
             str(flight.port),
+        ],
+        "rest": [
+            sys.executable,
+            "-m",
+            "lake_platform.cli",
+            "serve-rest",
+            "--host",
+            settings.rest_host,
+            "--port",
+            platform.rest_address.rpartition(":")[2],
         ],
     }
     try:
@@ -257,7 +271,7 @@ def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
 
 def _wait_ready(platform: Platform, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    ui_up = flight_up = False
+    ui_up = flight_up = rest_up = False
     while time.monotonic() < deadline:
         if not platform.alive():
             raise RuntimeError(
@@ -276,12 +290,20 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
                     flight_up = True
             except OSError:
                 pass
-        if ui_up and flight_up:
+        if not rest_up:
+            host, _, port = platform.rest_address.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=2):
+                    rest_up = True
+            except OSError:
+                pass
+        if ui_up and flight_up and rest_up:
             return
         time.sleep(0.5)
     raise TimeoutError(
         f"the platform did not answer (Dagster UI {platform.ui_url}: {ui_up}, "
-        f"Flight SQL {platform.flight_address}: {flight_up}) within {timeout:.0f}s"
+        f"Flight SQL {platform.flight_address}: {flight_up}, "
+        f"REST {platform.rest_address}: {rest_up}) within {timeout:.0f}s"
     )
 
 
@@ -294,6 +316,7 @@ def run_platform(
     ui_host: str = DEFAULT_UI_HOST,
     ui_port: int | None = None,
     flight_port: int | None = None,
+    rest_port: int | None = None,
 ) -> int:
     """Start everything, print where it is, block until Ctrl-C, stop everything. Returns an exit code."""
     port = ui_port if ui_port is not None else settings.ui_port
@@ -302,10 +325,11 @@ def run_platform(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"lake home      {Path(settings.home).expanduser().resolve()}")
-    print("starting Dagster (webserver + daemon) and the Flight SQL endpoint ...", flush=True)
-    platform = start_platform(settings, ui_host, port, flight_port=flight_port)
+    print("starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...")
+    platform = start_platform(settings, ui_host, port, flight_port=flight_port, rest_port=rest_port)
     print(f"Dagster UI     {platform.ui_url}")
     print(f"Flight SQL     grpc://{platform.flight_address}")
+    print(f"Lance REST     http://{platform.rest_address} (Lance Namespace spec; see docs/rest.md)")
     print(f"inbox          {platform.inbox}")
     print(f"demo table     {platform.demo_table}")
     if platform.seeded:

@@ -75,6 +75,37 @@ class LakeSettings(BaseSettings):
         3600.0, gt=0, le=7 * 86400, description="How long a spooled result may be read; then it is reclaimed."
     )
 
+    # The Lance Namespace REST server (`lake serve-rest`, also started by `lake up`).
+    rest_host: str = Field(
+        "127.0.0.1",
+        description="REST server bind address; a non-loopback bind needs TLS or rest_allow_insecure.",
+    )
+    rest_port: int = Field(2333, ge=0, le=65535, description="REST server port (Lance's default, 2333).")
+    rest_tls_cert_file: Path | None = Field(
+        None, description="PEM certificate chain; with the key enables TLS."
+    )
+    rest_tls_key_file: Path | None = Field(None, description="PEM private key for rest_tls_cert_file.")
+    rest_allow_insecure: bool = Field(
+        False, description="Allow a plaintext REST bind on a non-loopback address."
+    )
+    rest_max_body_bytes: int = Field(
+        64 << 20,
+        ge=1024,
+        description="Largest request body (JSON or Arrow); larger ones are refused with 413.",
+    )
+    rest_id_delimiter: str = Field(
+        "$",
+        min_length=1,
+        max_length=8,
+        description="Joins id segments in REST paths (?delimiter= overrides).",
+    )
+    rest_inline_max_rows: int = Field(
+        100_000, ge=0, description="QueryTable answers inline up to this many rows; beyond, a result handle."
+    )
+    rest_inline_max_bytes: int = Field(
+        32 << 20, ge=0, description="QueryTable answers inline up to this many Arrow bytes; beyond, a handle."
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = Field(
         "text",
@@ -110,6 +141,12 @@ class LakeSettings(BaseSettings):
                 f"registry_url: unsupported scheme in {self.registry_url!r} "
                 "(expected sqlite:///PATH or dynamodb://TABLE)"
             )
+        if (self.rest_tls_cert_file is None) != (self.rest_tls_key_file is None):
+            raise ValueError(
+                "rest_tls_cert_file: set both rest_tls_cert_file and rest_tls_key_file, or neither"
+            )
+        if any(c.isalnum() or c == "_" or c.isspace() or c == "/" for c in self.rest_id_delimiter):
+            raise ValueError("rest_id_delimiter: must not contain letters, digits, '_', '/' or spaces")
         if self.lease_safety_margin_seconds >= self.lease_ttl_seconds:
             raise ValueError("lease_safety_margin_seconds: must be below lease_ttl_seconds")
         # Lease I/O must give up before the margin is used up, or a slow write could land late.

@@ -120,7 +120,9 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
     settings = load_settings(home=tmp_path / "home")
-    platform = start_platform(settings, "127.0.0.1", free_port(), flight_port=free_port())
+    platform = start_platform(
+        settings, "127.0.0.1", free_port(), flight_port=free_port(), rest_port=free_port()
+    )
     try:
         assert len(platform.seeded) == 3 and platform.demo_table == TABLE_NAME
         assert (tmp_path / "home" / "dagster" / "dagster.yaml").read_text() == (
@@ -155,6 +157,18 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
                     return cur.fetch_arrow_table().column("n").to_pylist() == [SEEDED_ROWS]
 
         wait_for("the Flight SQL endpoint to serve the ingested rows", served_by_flight, 60, platform)
+
+        # The Lance REST server it started answers with a service token of the demo project.
+        import requests
+
+        with Catalog(settings) as catalog:
+            token = catalog.create_token("launcher_test", project="demo", role="reader")[1]
+        listed = requests.get(
+            f"http://{platform.rest_address}/v1/namespace/demo$main$sales/table/list",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert listed.status_code == 200 and listed.json()["tables"] == ["orders"], listed.text
 
         def finished() -> list[dict[str, Any]] | None:
             runs = gql(platform, RUNS, {"value": TABLE_NAME})["runsOrError"]["results"]

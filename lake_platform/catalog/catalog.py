@@ -279,6 +279,11 @@ class Catalog:
             name, predicate, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
         )
 
+    def update_schema_metadata(
+        self, name: str, values: dict[str, str | None], *, principal: Principal | None = None
+    ) -> tuple[CommitResult, dict[str, str]]:
+        return self._tables.update_schema_metadata(name, values, principal=principal)
+
     def describe_table(
         self, name: str, *, with_stats: bool = True, principal: Principal | None = None
     ) -> TableInfo:

@@ -373,6 +373,57 @@ class Tables:
                 self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
         return self.result(pending, str(tname))
 
+    def update_schema_metadata(
+        self,
+        name: str,
+        values: dict[str, str | None],
+        *,
+        actor: str | None = None,
+        principal: Principal | None = None,
+    ) -> tuple[CommitResult, dict[str, str]]:
+        """Merge keys into the table's schema metadata; a None value deletes its key. One commit."""
+        who = self.ctx.who(principal)
+        tname = TableName.parse(name)
+        if not isinstance(values, dict) or not values:
+            raise InvalidInput("schema metadata updates must be a non-empty map of keys to strings or null")
+        for key, value in values.items():
+            if not isinstance(key, str) or not key or (value is not None and not isinstance(value, str)):
+                raise InvalidInput(f"schema metadata {key!r}: keys are strings, values strings or null")
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"change the schema metadata of {tname}")
+        record, _ = self.ctx.table(tname)
+        pending = PendingCommit(
+            commit_id=check_commit_id(None),
+            operation="schema-metadata",
+            actor=self.ctx.actor(actor, who),
+            detail={"set": sorted(k for k, v in values.items() if v is not None),
+                    "removed": sorted(k for k, v in values.items() if v is None)},
+        )  # fmt: skip
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            self.manifests.settle(tname, record, pending)
+            ns = self.bind(tname, record, revision, pending, lease)
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=record.current_version,
+                storage_options=self.ctx.storage(record.location),
+            )
+            from lake_platform.catalog.arrow_io import schema_to_ipc
+
+            schema = engine.schema_of(ds)
+            merged = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+            merged.update({k: v for k, v in values.items() if v is not None})
+            for key in [k for k, v in values.items() if v is None]:
+                merged.pop(key, None)
+            pending.schema_ipc = schema_to_ipc(schema.with_metadata(merged))
+            try:
+                merged = engine.update_schema_metadata(ds, values)
+            except Exception as exc:  # noqa: BLE001
+                self.resolve_failure(pending, ns, exc)
+            self.manifests.finalize(record, pending)
+        return self.result(pending, str(tname)), merged
+
     def declare_table(
         self, name: str, *, principal: Principal | None = None, actor: str | None = None
     ) -> TableRecord:

@@ -1,4 +1,5 @@
-"""Running the platform: ``lake up``, ``lake serve-flight``, and ``lake registry init``."""
+"""Running the platform: ``lake up``, ``lake serve-flight``, ``lake serve-rest``, ``lake registry
+init``."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ from lake_platform.cli.app import State, handles_errors, pass_state
 @click.option(
     "--flight-port", type=click.IntRange(1, 65535), help="Flight SQL port (default LAKE_FLIGHT_PORT, 50051)."
 )
+@click.option(
+    "--rest-port", type=click.IntRange(1, 65535), help="Lance REST port (default LAKE_REST_PORT, 2333)."
+)
 @pass_state
 @handles_errors
-def up(state: State, port: int | None, flight_port: int | None) -> None:
+def up(state: State, port: int | None, flight_port: int | None, rest_port: int | None) -> None:
     """Bring the platform up on the embedded default: the demo lake, the Dagster webserver and
-    daemon (UI on 127.0.0.1), the Flight SQL endpoint, and sample files in the inbox. Ctrl-C
-    stops everything it started."""
+    daemon (UI on 127.0.0.1), the Flight SQL endpoint, the Lance Namespace REST server, and
+    sample files in the inbox. Ctrl-C stops everything it started."""
     from lake_platform.launcher import run_platform
 
     raise SystemExit(
-        run_platform(state.settings, ui_port=port or state.settings.ui_port, flight_port=flight_port)
+        run_platform(
+            state.settings,
+            ui_port=port or state.settings.ui_port,
+            flight_port=flight_port,
+            rest_port=rest_port,
+        )
     )
 
 
@@ -41,6 +50,27 @@ def serve_flight(state: State, host: str | None, port: int | None) -> None:
         f"Flight SQL endpoint on grpc{'+tls' if flight.tls else ''}://{flight.host}:{flight.port}", err=True
     )
     serve(state.settings, flight)
+
+
+@click.command("serve-rest")
+@click.option("--host", help="Bind address (default LAKE_REST_HOST, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (default LAKE_REST_PORT, 2333).")
+@pass_state
+@handles_errors
+def serve_rest(state: State, host: str | None, port: int | None) -> None:
+    """Serve the Lance Namespace REST API over the catalog until Ctrl-C or SIGTERM. Clients
+    (pylance's RestNamespace, Spark's and DuckDB's lance connectors) authenticate with
+    'Authorization: Bearer <token>' or 'x-api-key'; see docs/rest.md."""
+    from lake_platform.rest.run import listen, serve
+    from lake_platform.rest.server import check_bind
+
+    overrides = {k: v for k, v in {"rest_host": host, "rest_port": port}.items() if v is not None}
+    settings = state.settings.model_copy(update=overrides)
+    check_bind(settings)
+    listen(settings.rest_host, settings.rest_port).close()  # a busy port fails here, cleanly
+    scheme = "https" if settings.rest_tls_cert_file else "http"
+    click.echo(f"Lance REST server on {scheme}://{settings.rest_host}:{settings.rest_port}", err=True)
+    serve(settings)
 
 
 @click.group()
@@ -95,4 +125,4 @@ def registry_migrate(state: State) -> None:
     )
 
 
-COMMANDS: tuple[click.Command, ...] = (up, serve_flight, registry)
+COMMANDS: tuple[click.Command, ...] = (up, serve_flight, serve_rest, registry)

@@ -246,6 +246,11 @@ def delete_rows(ds: lance.LanceDataset, predicate: str) -> None:
     ds.delete(predicate)
 
 
+def update_schema_metadata(ds: lance.LanceDataset, values: dict[str, str | None]) -> dict[str, str]:
+    """Merge ``values`` into the schema metadata (a None value removes its key); commits a version."""
+    return dict(ds.update_schema_metadata(values) or {})
+
+
 def tagged_versions(ds: lance.LanceDataset) -> dict[str, int]:
     return {name: int(info["version"]) for name, info in ds.tags.list().items()}
 

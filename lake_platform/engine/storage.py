@@ -38,6 +38,11 @@ def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[
     return pafs.LocalFileSystem(), location.removeprefix("file://")
 
 
+def filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem for a location and the location's path on it (no scheme)."""
+    return _filesystem(location, storage_options)
+
+
 def _object_path(location: str, manifest_path: str) -> str:
     """Lance reports manifest paths as object-store paths (no scheme, no leading slash)."""
     if location.startswith("s3://"):

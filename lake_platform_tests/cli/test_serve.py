@@ -55,3 +55,19 @@ def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch:
     assert result.exit_code == 1
     assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_serve_rest_on_a_busy_port_or_a_public_address_fails_cleanly(
+    lake: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = lake.invoke(cli, ["serve-rest", "--port", str(busy.getsockname()[1])])
+    assert result.exit_code == 1, result.output
+    assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
+    result = lake.invoke(cli, ["serve-rest", "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "LAKE_REST_ALLOW_INSECURE" in result.output
+    assert "Traceback" not in result.output

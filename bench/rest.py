@@ -1,0 +1,210 @@
+"""Lance REST server benchmark: commits/s and DescribeTable latency through `lake serve-rest`,
+against the reference server shipped in pylance (``lance.namespace.RestAdapter("dir")``).
+
+- (a) 100-row appends with pylance's RestNamespace as ``namespace_client=``: one client, the
+  two servers taking turns in chunks of 10 appends (same load), then 4 client processes at once
+  per server; plus the same appends through the in-process catalog namespace (``LakeNamespace``)
+  to print the latency REST adds per commit.
+- (b) DescribeTable latency (p50/p99) with 8 client processes, each a keep-alive session.
+
+Our server runs as its own process (``python -m lake_platform.cli serve-rest``); the reference
+runs in a process of its own too. Prints figures only; asserts nothing.
+
+    python bench/rest.py [--appends 60] [--proc-appends 15] [--describes 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+
+import _common as common
+import lance
+import pyarrow as pa
+import requests
+from lance.namespace import RestNamespace
+
+from lake_platform.catalog.pylance_namespace import LakeNamespace
+
+T = ["p", "w", "ns", "t"]
+
+
+def batch(i: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()), "v": [f"r{i}"] * 100})
+
+
+def wait_port(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            requests.get(url + "/v1/namespace/$/list", timeout=1)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+def oracle_process(root: str, port: int, stop: mp.synchronize.Event) -> None:
+    from lance.namespace import RestAdapter
+
+    adapter = RestAdapter("dir", {"root": root}, host="127.0.0.1", port=port)
+    adapter.start()
+    stop.wait()
+    adapter.stop()
+
+
+def appender(url: str, token: str, table_id: list[str], first: int, count: int, start, out) -> None:  # type: ignore[no-untyped-def]
+    ns = RestNamespace(uri=url, **{"header.Authorization": f"Bearer {token}"})
+    out.put("ready")
+    start.wait()
+    t0 = time.time()
+    for i in range(first, first + count):
+        lance.write_dataset(batch(i), namespace_client=ns, table_id=table_id, mode="append")
+    out.put((t0, time.time()))
+
+
+def describer(url: str, token: str, path: str, count: int, start, out) -> None:  # type: ignore[no-untyped-def]
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+    session.post(url + path, json={}, timeout=30).raise_for_status()  # warm the connection
+    out.put("ready")
+    start.wait()
+    lat = []
+    t0 = time.time()
+    for _ in range(count):
+        t1 = time.perf_counter()
+        session.post(url + path, json={}, timeout=30).raise_for_status()
+        lat.append(time.perf_counter() - t1)
+    out.put((t0, time.time(), lat))
+
+
+def in_processes(target, args_of, n: int) -> tuple[float, list]:  # type: ignore[no-untyped-def]
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args_of(w), start, out)) for w in range(n)]
+    for p in procs:
+        p.start()
+    for _ in procs:  # every interpreter has imported lance and connected: start together
+        assert out.get(timeout=600) == "ready"
+    start.set()
+    results = [out.get(timeout=900) for _ in procs]
+    for p in procs:
+        p.join()
+    # wall time from the first start to the last end, measured by the workers themselves
+    wall = max(r[1] for r in results) - min(r[0] for r in results)
+    return wall, results
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--appends", type=int, default=60, help="single-client appends per side")
+    ap.add_argument("--proc-appends", type=int, default=15, help="appends per process (4 processes)")
+    ap.add_argument("--describes", type=int, default=150, help="DescribeTable calls per client (8 clients)")
+    args = ap.parse_args()
+    print(common.machine_line())
+    print(common.load_line())
+    with common.scratch_dir("bench-rest-") as tmp:
+        home = tmp / "home"
+        catalog = common.open_catalog(home)
+        catalog.create_project("p")
+        catalog.create_warehouse("p.w")
+        catalog.create_namespace("p.w.ns")
+        token = catalog.create_token("bench", project="p", role="writer")[1]
+        ours_port, ref_port = common._free_port(), common._free_port()
+        env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(ours_port)}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        ctx = mp.get_context("spawn")
+        stop = ctx.Event()
+        ref_dir = tmp / "dir"
+        ref_dir.mkdir()
+        ref = ctx.Process(target=oracle_process, args=(str(ref_dir), ref_port, stop))
+        ref.start()
+        ours, theirs = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{ref_port}"
+        try:
+            wait_port(ours)
+            wait_port(theirs)
+            for ident in ("p", "p$w", "p$w$ns"):
+                requests.post(f"{theirs}/v1/namespace/{ident}/create", json={}, timeout=30).raise_for_status()
+            run(args, catalog, ours, theirs, token)
+        finally:
+            server.terminate()
+            server.wait(30)
+            stop.set()
+            ref.join(30)
+            catalog.close()
+
+
+def run(args: argparse.Namespace, catalog, ours: str, theirs: str, token: str) -> None:  # type: ignore[no-untyped-def]
+    clients = {
+        "lake REST": RestNamespace(uri=ours, **{"header.Authorization": f"Bearer {token}"}),
+        "RestAdapter(dir)": RestNamespace(uri=theirs),
+        "in-process LakeNamespace": LakeNamespace(catalog),
+    }
+    tables = {"lake REST": T, "RestAdapter(dir)": T, "in-process LakeNamespace": ["p", "w", "ns", "local"]}
+    for name, ns in clients.items():
+        lance.write_dataset(batch(0), namespace_client=ns, table_id=tables[name], mode="create")
+    spent = dict.fromkeys(clients, 0.0)
+    done = 0
+    while done < args.appends:
+        chunk = min(10, args.appends - done)
+        for name, ns in clients.items():
+            t0 = time.perf_counter()
+            for i in range(done, done + chunk):
+                lance.write_dataset(batch(i + 1), namespace_client=ns, table_id=tables[name], mode="append")
+            spent[name] += time.perf_counter() - t0
+        done += chunk
+    print(f"\n(a) {args.appends} appends of 100 rows, one client, servers taking turns in chunks of 10")
+    for name in clients:
+        rate, ms = args.appends / spent[name], 1000 * spent[name] / args.appends
+        print(f"  {name:26s} {rate:7.1f} commits/s  {ms:7.1f} ms/commit")
+    ratio = spent["RestAdapter(dir)"] / spent["lake REST"]
+    added = (spent["lake REST"] - spent["in-process LakeNamespace"]) / args.appends
+    print(f"  lake REST vs RestAdapter(dir): {ratio:.2f}x the reference's commit rate")
+    print(f"  latency REST adds per commit over the in-process catalog: {1000 * added:.1f} ms")
+
+    n = args.proc_appends
+    print(f"\n(a') 4 client processes x {n} appends at once")
+    rates = {}
+    for name, url, tok, table in (
+        ("lake REST", ours, token, T),
+        ("RestAdapter(dir)", theirs, "", T),
+    ):
+        wall, _ = in_processes(appender, lambda w, u=url, k=tok, t=table: (u, k, t, 1000 + w * n, n), 4)
+        rates[name] = 4 * n / wall
+        print(f"  {name:26s} {rates[name]:7.1f} commits/s ({4 * n} commits in {wall:.1f}s)")
+    print(f"  lake REST vs RestAdapter(dir): {rates['lake REST'] / rates['RestAdapter(dir)']:.2f}x")
+    snap = catalog.open_table("p.w.ns.t")
+    expected = 100 * (1 + args.appends + 4 * n)
+    print(f"  registry check: version {snap.version}, rows {snap.count_rows()} (expected {expected})")
+
+    k = args.describes
+    print(f"\n(b) DescribeTable, 8 client processes x {k} calls (keep-alive)")
+    for name, url, tok in (("lake REST", ours, token), ("RestAdapter(dir)", theirs, "x")):
+        wall, lats = in_processes(
+            describer, lambda w, u=url, t=tok: (u, t, "/v1/table/p$w$ns$t/describe", k), 8
+        )
+        flat = [x for r in lats for x in r[2]]
+        print(
+            f"  {name:26s} p50 {1000 * pct(flat, 0.5):6.1f} ms  p99 {1000 * pct(flat, 0.99):6.1f} ms  "
+            f"{len(flat) / wall:7.0f} calls/s"
+        )
+    print()
+    print(common.load_line())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""The Starlette application: one route per operation of the vendored spec, plus the
+control-plane routes (projects, warehouses, trash, undrop).
+
+Every request runs the same steps in the same order, the check order of every catalog door:
+identity (the token) → shape (content type, JSON/Arrow parsing, ids, path/body id agreement) →
+the handler, where the catalog checks parent → permission → conflict → write. Only the body's
+size comes first (413 before any other check): the server reads no more than the limit from
+anyone.
+Any failure at any step is a problem body (``problems.py``); nothing is written before the
+handler's catalog call, so a refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from lake_platform.catalog.principals import Principal
+from lake_platform.errors import InvalidInput, RequestTooLarge, Unsupported
+from lake_platform.rest import ids, spec
+from lake_platform.rest.handlers import control, handler_for
+from lake_platform.rest.problems import problem
+from lake_platform.rest.request import Reply, RestRequest
+from lake_platform.rest.server import RestService
+
+#: Who the server acted as, on every successful answer.
+PRINCIPAL_HEADER = "x-lake-principal"
+_BOOLS = {"true": True, "false": False, "1": True, "0": False}
+#: Query parameters the spec types as integers or booleans (everything else stays a string).
+_INTS = {"limit", "version", "timeout"}
+_BOOL_PARAMS = {
+    "include_declared",
+    "descending",
+    "with_table_uri",
+    "load_detailed_metadata",
+    "check_declared",
+    "when_matched_update_all",
+    "when_not_matched_insert_all",
+    "when_not_matched_by_source_delete",
+    "use_index",
+}
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(
+            f"the body is {declared} bytes; the limit is {limit} (LAKE_REST_MAX_BODY_BYTES)"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"the body exceeds the limit of {limit} bytes (LAKE_REST_MAX_BODY_BYTES)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _query_value(name: str, value: str) -> Any:
+    if name in _INTS:
+        try:
+            return int(value)
+        except ValueError:
+            raise InvalidInput(f"query parameter {name} must be an integer, got {value!r}") from None
+    if name in _BOOL_PARAMS:
+        if value.lower() not in _BOOLS:
+            raise InvalidInput(f"query parameter {name} must be true or false, got {value!r}")
+        return _BOOLS[value.lower()]
+    return value
+
+
+def parse_json(raw: bytes, content_type: str) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media and media != "application/json":
+        raise InvalidInput(f"this operation takes application/json, not {media!r}")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the body must be a JSON object")
+    return body
+
+
+def operation_endpoint(service: RestService, op: spec.Operation) -> Callable[[Request], Any]:
+    return make_endpoint(
+        service,
+        handler_for(op.operation_id),
+        name=op.operation_id,
+        arrow=op.request_type == spec.ARROW_STREAM,
+        query=op.query,
+    )
+
+
+def make_endpoint(
+    service: RestService,
+    handler: Callable[[RestRequest], Any],
+    *,
+    name: str,
+    arrow: bool = False,
+    query: tuple[str, ...] = (),
+) -> Callable[[Request], Any]:
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            # The body is read (up to the limit) before anything else: the one step that must be
+            # async. Everything after runs in one worker thread, in the door's order.
+            raw = await read_body(request, service.settings.rest_max_body_bytes)
+            principal, result = await run_in_threadpool(
+                handle,
+                request.headers,
+                request.query_params,
+                request.path_params,
+                raw,
+            )
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
+            return problem(exc, request.url.path)
+        response = respond(result)
+        # Lance clients turn response headers into the answer's context ("header.x-lake-principal").
+        response.headers[PRINCIPAL_HEADER] = principal.name
+        return response
+
+    def handle(
+        headers: Any, query_params: Any, path_params: dict[str, Any], raw: bytes
+    ) -> tuple[Principal, Any]:
+        principal = service.authenticate(headers)
+        delimiter = service.delimiter(query_params)
+        path_id = ids.parse_path_id(path_params["id"], delimiter) if "id" in path_params else None
+        if arrow:
+            media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if raw and media != spec.ARROW_STREAM:
+                raise InvalidInput(f"this operation takes {spec.ARROW_STREAM}, not {media or 'no type'!r}")
+            body: dict[str, Any] = {}
+        else:
+            body = parse_json(raw, headers.get("content-type", ""))
+        for param in query:
+            if param != "delimiter" and param in query_params and param not in body:
+                body[param] = _query_value(param, query_params[param])
+        for param, value in path_params.items():
+            if param != "id":  # index_name, and the control routes' own parameters
+                body[param] = value
+        ident = ids.merge_ids(path_id, body, delimiter)
+        call = RestRequest(
+            service=service,
+            operation=name,
+            principal=principal,
+            id=ident,
+            body=body,
+            query=dict(query_params),
+            raw=raw if arrow else b"",
+            headers=dict(headers),
+        )
+        return principal, handler(call)
+
+    return endpoint
+
+
+def respond(result: Any) -> Response:
+    if isinstance(result, Response):
+        return result
+    if isinstance(result, Reply):
+        return Response(result.content, status_code=result.status, media_type=result.media_type)
+    if result is None:
+        return Response(b"", status_code=200)
+    return Response(json.dumps(result), media_type="application/json")
+
+
+def routes(service: RestService) -> list[Route]:
+    found = [
+        Route(op.path, operation_endpoint(service, op), methods=[op.method], name=op.operation_id)
+        for op in spec.operations()
+    ]
+    extra = [
+        Route(path, make_endpoint(service, fn, name=name, query=params), methods=[method], name=name)
+        for name, method, path, fn, params in control.ROUTES
+    ]
+    return extra + found
+
+
+def build_app(service: RestService) -> Starlette:
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        if status in (404, 405):
+            error: Exception = Unsupported(
+                f"unknown operation: {request.method} {request.url.path} is not a route of this server"
+            )
+        else:
+            error = InvalidInput(str(getattr(exc, "detail", "bad request")))
+        return problem(error, request.url.path)
+
+    async def lifespan(_app: Starlette) -> Any:
+        await run_in_threadpool(service.start)
+        yield
+        await run_in_threadpool(service.close)
+
+    from contextlib import asynccontextmanager
+
+    return Starlette(
+        routes=routes(service),
+        exception_handlers={HTTPException: http_error},
+        lifespan=asynccontextmanager(lifespan),
+    )

@@ -1,0 +1,67 @@
+"""Which handler answers each spec operation, and which operations answer Unsupported.
+
+``HANDLERS`` and ``UNSUPPORTED`` together cover every ``operationId`` of the vendored spec
+exactly once (``lake_platform_tests/rest/test_spec.py``); ``UNSUPPORTED`` is also the table in
+``docs/rest.md`` (the same test compares them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lake_platform.errors import Unsupported
+from lake_platform.rest.handlers import data, namespaces, query, tables, versions
+from lake_platform.rest.request import RestRequest
+
+Handler = Callable[[RestRequest], Any]
+
+HANDLERS: dict[str, Handler] = {
+    **namespaces.HANDLERS,
+    **tables.HANDLERS,
+    **versions.HANDLERS,
+    **data.HANDLERS,
+    **query.HANDLERS,
+}
+
+#: operationId -> why the catalog does not back it (the answer's detail).
+UNSUPPORTED: dict[str, str] = {
+    "RegisterTable": "table locations are assigned by the catalog (unique per incarnation)",
+    "RestoreTable": "restore is not a catalog operation yet; read an old version or tag it",
+    "RenameTable": "tables are not renamed in place; drop (to the trash) and undrop --as",
+    "UpdateFieldMetadata": "field metadata is not written through the catalog yet",
+    "AlterTableAlterColumns": "schema evolution is not a catalog operation yet",
+    "AlterTableDropColumns": "schema evolution is not a catalog operation yet",
+    "AlterTableAddColumns": "schema evolution is not a catalog operation yet",
+    "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
+    "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
+    "BatchCommitTables": "multi-table commits are not atomic in the registry yet",
+    "BatchDeleteTableVersions": "versions leave the registry only by the retention policy (lake cleanup)",
+    "MergeInsertIntoTable": "upserts run through Dagster ingest, not over REST yet",
+    "UpdateTable": "row updates are not a catalog operation yet",
+    "ExplainTableQueryPlan": "use Flight SQL for plans",
+    "AnalyzeTableQueryPlan": "use Flight SQL for plans",
+    "CreateTableIndex": "indexes are not managed by the catalog yet",
+    "CreateTableScalarIndex": "indexes are not managed by the catalog yet",
+    "ListTableIndices": "indexes are not managed by the catalog yet",
+    "DescribeTableIndexStats": "indexes are not managed by the catalog yet",
+    "DropTableIndex": "indexes are not managed by the catalog yet",
+    "ListTableBranches": "branches are not registered by the catalog",
+    "CreateTableBranch": "branches are not registered by the catalog",
+    "DeleteTableBranch": "branches are not registered by the catalog",
+    "CreateMaterializedView": "materialized views are not supported",
+    "RefreshMaterializedView": "materialized views are not supported",
+    "DescribeTransaction": "commits are atomic registry transactions; none stays open to describe",
+    "AlterTransaction": "commits are atomic registry transactions; none stays open to alter",
+}
+
+
+def handler_for(operation: str) -> Handler:
+    if operation in HANDLERS:
+        return HANDLERS[operation]
+    reason = UNSUPPORTED.get(operation, "not implemented")
+
+    def unsupported(_request: RestRequest) -> Any:
+        raise Unsupported(f"{operation} is not supported by this catalog: {reason}")
+
+    return unsupported

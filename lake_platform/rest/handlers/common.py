@@ -1,0 +1,49 @@
+"""Helpers shared by the handlers: the catalog-backed namespace for the caller, tenant scoping,
+paging and turning the client package's models into JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.catalog.pylance_namespace import LakeNamespace
+from lake_platform.errors import InvalidInput, NamespaceNotFound, TableNotFound
+from lake_platform.rest.request import RestRequest
+
+
+def lake_namespace(request: RestRequest) -> LakeNamespace:
+    return LakeNamespace(request.service.catalog, request.principal)
+
+
+def scoped(request: RestRequest, *, table: bool) -> None:
+    """Tenant scoping as on Flight: another project's objects look exactly like missing ones."""
+    ident = request.ids
+    project = request.principal.project
+    if ident and project != "*" and ident[0] != project:
+        what = ".".join(ident)
+        if table:
+            raise TableNotFound(f"table {what} does not exist")
+        raise NamespaceNotFound(f"namespace {what} does not exist")
+
+
+def to_json(model: Any) -> Any:
+    if model is None:
+        return None
+    if hasattr(model, "to_dict"):
+        return model.to_dict()
+    return model
+
+
+def page(names: list[str], body: dict[str, Any]) -> tuple[list[str], str | None]:
+    """Sorted names after ``page_token`` (the last name of the previous page), ``limit`` of them."""
+    names = sorted(names)
+    token = body.get("page_token")
+    if token:
+        names = [n for n in names if n > str(token)]
+    limit = body.get("limit")
+    if limit is None:
+        return names, None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+    if len(names) > limit:
+        return names[:limit], names[limit - 1]
+    return names, None

@@ -1,0 +1,157 @@
+"""Control-plane routes beside the spec's: projects and warehouses (their own objects, not
+namespaces, in the catalog), the trash (a dropped object's deadline) and undrop.
+
+| route | what |
+| --- | --- |
+| ``GET /v1/projects`` | projects the caller can see (its own) |
+| ``GET /v1/projects/{id}`` | one project |
+| ``GET /v1/warehouses`` | warehouses of the caller's project |
+| ``POST /v1/warehouses/{id}/create`` | create ``[project, warehouse]`` (body ``{"root": ...}`` optional) |
+| ``GET /v1/warehouses/{id}`` | one warehouse (its storage root) |
+| ``POST /v1/warehouses/{id}/drop`` | drop an empty warehouse |
+| ``GET /v1/trash`` / ``GET /v1/trash/{id}`` | dropped objects (under ``id``) and their purge deadlines |
+| ``POST /v1/table/{id}/undrop`` | restore a dropped table (body ``{"as": [...]}`` optional) |
+| ``POST /v1/namespace/{id}/undrop`` | restore a dropped namespace and what a cascade took with it |
+| ``GET /v1/results/{handle}/{n}`` | segment ``n`` of a spooled QueryTable result (Arrow IPC file) |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.errors import InvalidInput, NamespaceNotFound
+from lake_platform.naming import ProjectName, TableName, WarehouseName
+from lake_platform.registry import keys
+from lake_platform.registry.records import ProjectRecord, WarehouseRecord, decode
+from lake_platform.rest.handlers import query
+from lake_platform.rest.handlers.common import page, scoped
+from lake_platform.rest.request import RestRequest
+
+
+def list_projects(request: RestRequest) -> Any:
+    store, who = request.service.catalog.store, request.principal
+    names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
+    found, token = page([n for n in names if who.can(n, "read")], request.body)
+    return {"projects": found, "page_token": token}
+
+
+def describe_project(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    ident = request.ids
+    if len(ident) != 1:
+        raise InvalidInput("a project id has exactly one segment")
+    item = request.service.catalog.store.get(keys.project(ProjectName.parse(ident[0])))
+    if item is None:
+        raise NamespaceNotFound(f"project {ident[0]} does not exist")
+    record = decode(ProjectRecord, item.value)
+    return {"id": ident, "name": record.name, "protected": bool(getattr(record, "protected", False))}
+
+
+def list_warehouses(request: RestRequest) -> Any:
+    who = request.principal
+    store = request.service.catalog.store
+    projects = (
+        [who.project]
+        if who.project != "*"
+        else [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
+    )
+    names = [
+        decode(WarehouseRecord, i.value).name for p in projects for i in store.scan_prefix(keys.warehouses(p))
+    ]
+    delimiter = request.service.delimiter(request.query)
+    found, token = page([delimiter.join(n.split(".")) for n in names], request.body)
+    return {"warehouses": found, "page_token": token}
+
+
+def _warehouse(request: RestRequest) -> WarehouseName:
+    scoped(request, table=False)
+    if len(request.ids) != 2:
+        raise InvalidInput("a warehouse id has exactly two segments (project, warehouse)")
+    return WarehouseName.parse(".".join(request.ids))
+
+
+def describe_warehouse(request: RestRequest) -> Any:
+    wname = _warehouse(request)
+    if not request.principal.can(wname.project, "read"):
+        raise NamespaceNotFound(f"warehouse {wname} does not exist")
+    record = request.service.catalog.warehouse(wname)
+    return {"id": request.ids, "name": record.name, "root": record.root}
+
+
+def create_warehouse(request: RestRequest) -> Any:
+    wname = _warehouse(request)
+    root = request.body.get("root")
+    if root is not None and not isinstance(root, str):
+        raise InvalidInput("root must be a string (a folder or s3://bucket/prefix)")
+    record = request.service.catalog.create_warehouse(str(wname), root=root, principal=request.principal)
+    return {"id": request.ids, "name": record.name, "root": record.root}
+
+
+def drop_warehouse(request: RestRequest) -> Any:
+    wname = _warehouse(request)
+    request.service.catalog.drop_warehouse(str(wname), principal=request.principal)
+    return {"id": request.ids}
+
+
+def list_trash(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    prefix = ".".join(request.ids)
+    records = request.service.catalog.list_trash(prefix, principal=request.principal)
+    delimiter = request.service.delimiter(request.query)
+    return {
+        "dropped": [
+            {
+                "kind": r.kind,
+                "id": r.target.split("."),
+                "name": delimiter.join(r.target.split(".")),
+                "incarnation": r.table.incarnation if r.table is not None else None,
+                "dropped_at_ms": r.dropped_at_ms,
+                "expires_at_ms": r.expires_at_ms,
+                "dropped_by": r.dropped_by,
+                "state": r.state,
+            }
+            for r in records
+        ]
+    }
+
+
+def undrop_table(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    as_id = request.body.get("as")
+    as_name = None
+    if as_id is not None:
+        if not isinstance(as_id, list):
+            raise InvalidInput("'as' must be a table id (a list of names)")
+        as_name = str(TableName.from_parts(as_id))
+        if as_id[0] != tname.project:
+            raise InvalidInput("a table is undropped within its own project")
+    incarnation = request.body.get("incarnation")
+    if incarnation is not None and not isinstance(incarnation, str):
+        raise InvalidInput("incarnation must be a string")
+    result = request.service.catalog.undrop_table(
+        str(tname), as_name=as_name, incarnation=incarnation, principal=request.principal
+    )
+    return result.to_dict()
+
+
+def undrop_namespace(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    nname = request.namespace_name()
+    return request.service.catalog.undrop_namespace(str(nname), principal=request.principal).to_dict()
+
+
+#: (name, method, path, handler, query parameters)
+ROUTES: list[tuple[str, str, str, Any, tuple[str, ...]]] = [
+    ("ListProjects", "GET", "/v1/projects", list_projects, ("page_token", "limit")),
+    ("DescribeProject", "GET", "/v1/projects/{id}", describe_project, ()),
+    ("ListWarehouses", "GET", "/v1/warehouses", list_warehouses, ("page_token", "limit")),
+    ("DescribeWarehouse", "GET", "/v1/warehouses/{id}", describe_warehouse, ()),
+    ("CreateWarehouse", "POST", "/v1/warehouses/{id}/create", create_warehouse, ()),
+    ("DropWarehouse", "POST", "/v1/warehouses/{id}/drop", drop_warehouse, ()),
+    ("ListTrash", "GET", "/v1/trash", list_trash, ()),
+    ("DescribeTrash", "GET", "/v1/trash/{id}", list_trash, ()),
+    ("UndropTable", "POST", "/v1/table/{id}/undrop", undrop_table, ()),
+    ("UndropNamespace", "POST", "/v1/namespace/{id}/undrop", undrop_namespace, ()),
+    ("FetchResult", "GET", "/v1/results/{handle}/{segment}", query.result_segment, ()),
+]

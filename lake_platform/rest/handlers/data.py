@@ -1,0 +1,101 @@
+"""Data operations with Arrow bodies: create, insert (append/overwrite), delete, count. Each is
+one catalog write (``Catalog.create_table``/``append``/``overwrite``/``delete_rows``), so it
+commits through the registry like a CLI write, under the caller's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.errors import InvalidInput, TableAlreadyExists
+from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.request import Reply, RestRequest
+
+
+def arrow_reader(request: RestRequest) -> pa.RecordBatchReader:
+    """The body as an Arrow IPC stream; a body that does not parse is InvalidInput, before any write."""
+    if not request.raw:
+        raise InvalidInput("the body must be an Arrow IPC stream (application/vnd.apache.arrow.stream)")
+    try:
+        table = pa.ipc.open_stream(pa.BufferReader(request.raw)).read_all()
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        raise InvalidInput(f"the body is not a valid Arrow IPC stream: {exc}") from None
+    # Buffered: the body is already in memory (bounded by LAKE_REST_MAX_BODY_BYTES) and a
+    # reader that fails halfway through a write would leave data files behind.
+    return table.to_reader()
+
+
+def create_table(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    mode = str(request.body.get("mode") or "create").lower()
+    if mode not in ("create", "exist_ok", "overwrite"):
+        raise InvalidInput(f"mode must be create, exist_ok or overwrite, got {mode!r}")
+    reader = arrow_reader(request)
+    catalog, who = request.service.catalog, request.principal
+    try:
+        result = catalog.create_table(str(tname), reader, principal=who)
+    except TableAlreadyExists:
+        if mode == "create":
+            raise
+        if mode == "overwrite":
+            result = catalog.overwrite(str(tname), arrow_reader(request), principal=who)
+        else:
+            result = None
+    record = catalog.ctx.table(tname)[0]
+    return {
+        "location": record.location,
+        "version": record.current_version if result is None else result.to_version,
+        "storage_options": catalog.settings.storage_options(record.location) or None,
+        "transaction_id": None if result is None else result.commit_id,
+    }
+
+
+def insert_into_table(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    mode = str(request.body.get("mode") or "append").lower()
+    if mode not in ("append", "overwrite"):
+        raise InvalidInput(f"mode must be append or overwrite, got {mode!r}")
+    reader = arrow_reader(request)
+    catalog = request.service.catalog
+    write = catalog.append if mode == "append" else catalog.overwrite
+    result = write(str(tname), reader, principal=request.principal)
+    return {
+        "transaction_id": result.commit_id,
+        "num_inserted_rows": result.rows_added,
+        "version": result.to_version,
+    }
+
+
+def delete_from_table(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    predicate = request.body.get("predicate")
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise InvalidInput("predicate is required (a SQL filter of the rows to delete)")
+    result = request.service.catalog.delete_rows(str(tname), predicate, principal=request.principal)
+    return {"transaction_id": result.commit_id, "version": result.to_version}
+
+
+def count_table_rows(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    version = request.body.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+        raise InvalidInput(f"version must be a positive integer, got {version!r}")
+    if request.body.get("predicate"):
+        raise InvalidInput("count_rows with a predicate is not supported: use QueryTable or Flight SQL")
+    snap = request.service.catalog.open_table(str(tname), version, principal=request.principal)
+    return Reply(str(snap.count_rows()), "text/plain")
+
+
+HANDLERS = {
+    "CreateTable": create_table,
+    "InsertIntoTable": insert_into_table,
+    "DeleteFromTable": delete_from_table,
+    "CountTableRows": count_table_rows,
+}

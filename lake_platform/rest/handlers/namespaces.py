@@ -1,0 +1,53 @@
+"""Namespace operations, over the catalog's Lance Namespace (projects, warehouses and namespaces
+are all namespaces on the wire: ``[p]``, ``[p, w]``, ``[p, w, ns, ...]``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.errors import PermissionDenied
+from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
+from lake_platform.rest.request import RestRequest
+
+
+def _body(request: RestRequest) -> dict[str, Any]:
+    return {**request.body, "id": request.ids}
+
+
+def list_namespaces(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    answer = lake_namespace(request).list_namespaces(_body(request))
+    names, token = page(list(answer.namespaces), request.body)
+    return {"namespaces": names, "page_token": token}
+
+
+def describe_namespace(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    return to_json(lake_namespace(request).describe_namespace(_body(request)))
+
+
+def create_namespace(request: RestRequest) -> Any:
+    if len(request.ids) == 1 and request.principal.project != "*":
+        raise PermissionDenied("projects are created by an operator (POST /v1/projects as the local admin)")
+    scoped(request, table=False)
+    return to_json(lake_namespace(request).create_namespace(_body(request)))
+
+
+def drop_namespace(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    return to_json(lake_namespace(request).drop_namespace(_body(request)))
+
+
+def namespace_exists(request: RestRequest) -> Any:
+    scoped(request, table=False)
+    lake_namespace(request).namespace_exists(_body(request))
+    return None
+
+
+HANDLERS = {
+    "ListNamespaces": list_namespaces,
+    "DescribeNamespace": describe_namespace,
+    "CreateNamespace": create_namespace,
+    "DropNamespace": drop_namespace,
+    "NamespaceExists": namespace_exists,
+}

@@ -1,0 +1,130 @@
+"""QueryTable: a plain scan (columns, filter, limit/offset) of the table's registered version,
+run as read-only SQL through the same query engine, catalog snapshot and limits as Flight SQL
+(``LAKE_FLIGHT_*`` limits: memory pool, timeout, result size). Vector and full-text search are
+not served. Small results answer inline as an Arrow IPC file; large ones are spooled
+(``rest/results.py``) and answered with a handle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.errors import InvalidInput, NamespaceNotFound, TableNotFound, Unsupported
+from lake_platform.naming import WarehouseName
+from lake_platform.rest import results
+from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.request import Reply, RestRequest
+
+ARROW_FILE = "application/vnd.apache.arrow.file"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _int(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def build_sql(request: RestRequest) -> str:
+    tname = request.table_name()
+    body = request.body
+    vector = body.get("vector")
+    values = vector.get("single_vector") or vector.get("multi_vector") if isinstance(vector, dict) else vector
+    if values or body.get("full_text_query"):
+        raise Unsupported(
+            "vector and full-text search are not served; send a plain scan (filter, columns, k)"
+        )
+    if body.get("version") is not None:
+        raise Unsupported("QueryTable reads the current version; query an exact version over Flight SQL")
+    if body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    columns = body.get("columns")
+    if isinstance(columns, dict):
+        if columns.get("column_aliases"):
+            raise Unsupported("column aliases are not served; name the columns")
+        columns = columns.get("column_names")
+    if columns is not None and (
+        not isinstance(columns, list) or not all(isinstance(c, str) and c for c in columns)
+    ):
+        raise InvalidInput("columns must be a list of column names")
+    select = ", ".join(_quote(c) for c in columns) if columns else "*"
+    table = ".".join(_quote(p) for p in [tname.warehouse, ".".join(tname.namespace), tname.table])
+    sql = f"SELECT {select} FROM {table}"
+    where = body.get("filter")
+    if where is not None:
+        if not isinstance(where, str) or not where.strip():
+            raise InvalidInput("filter must be a SQL boolean expression")
+        sql += f" WHERE ({where})"
+    k, offset = _int(body, "k"), _int(body, "offset")
+    if k:
+        sql += f" LIMIT {k}"
+    if offset:
+        sql += f" OFFSET {offset}"
+    return sql
+
+
+def query_table(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    sql = build_sql(request)
+    service = request.service
+    view = service.snapshots.current().project(tname.project)
+    if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
+        raise TableNotFound(f"table {tname} does not exist")
+    engine = service.query_engine()
+    planned = engine.plan(sql, view)
+    warehouse = service.catalog.warehouse(WarehouseName.parse(f"{tname.project}.{tname.warehouse}"))
+    settings = service.settings
+    fs, root = results.filesystem(warehouse.root, settings.storage_options(warehouse.root))
+    collector = results.Collector(
+        schema=planned.schema,
+        max_rows=settings.rest_inline_max_rows,
+        max_bytes=settings.rest_inline_max_bytes,
+        fs=fs,
+        folder=f"{root}/{results.RESULTS_DIR}/{tname.project}",
+        project=tname.project,
+        warehouse=tname.warehouse,
+    )
+    try:
+        for batch in engine.stream(planned):
+            collector.add(batch)
+        answer = collector.finish()
+    except BaseException:
+        collector.abort()
+        raise
+    if isinstance(answer, bytes):
+        return Reply(answer, ARROW_FILE)
+    return {
+        "result_handle": answer.handle,
+        "rows": answer.rows,
+        "segments": [f"/v1/results/{answer.handle}/{n}" for n in range(answer.segments)],
+        "media_type": ARROW_FILE,
+    }
+
+
+def result_segment(request: RestRequest) -> Any:
+    """GET /v1/results/{handle}/{n}: one spooled segment, streamed from storage."""
+    handle = str(request.body.get("handle", ""))
+    project, warehouse = results.parse_handle(handle, request.principal.project)
+    segment = str(request.body.get("segment", ""))
+    if not segment.isdigit() or len(segment) > 5:
+        raise InvalidInput("segment must be a number")
+    record = request.service.catalog.warehouse(WarehouseName.parse(f"{project}.{warehouse}"))
+    settings = request.service.settings
+    fs, root = results.filesystem(record.root, settings.storage_options(record.root))
+    path = f"{root}/{results.RESULTS_DIR}/{project}/{handle}/{int(segment):05d}.arrow"
+    import pyarrow.fs as pafs
+
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        raise NamespaceNotFound("no such result")
+    from starlette.responses import StreamingResponse
+
+    return StreamingResponse(results.read_segment(fs, path), media_type=ARROW_FILE)
+
+
+HANDLERS = {"QueryTable": query_table}

@@ -1,0 +1,76 @@
+"""Managed versioning over REST: a Lance client's commit is ``CreateTableVersion``, which runs
+the catalog's registry transaction (lease fencing, compare-and-swap on the version, commit log
+and commit-id marker), exactly as an in-process pylance commit does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.errors import InvalidInput
+from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
+from lake_platform.rest.request import RestRequest
+
+
+def _body(request: RestRequest) -> dict[str, Any]:
+    return {**request.body, "id": request.ids}
+
+
+def _no_branch(request: RestRequest) -> None:
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+
+
+def list_table_versions(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    request.table_name()
+    _no_branch(request)
+    answer = to_json(lake_namespace(request).list_table_versions(_body(request)))
+    answer.setdefault("versions", [])
+    return answer
+
+
+def describe_table_version(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    request.table_name()
+    _no_branch(request)
+    version = request.body.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InvalidInput(f"version must be a positive integer, got {version!r}")
+    return to_json(lake_namespace(request).describe_table_version(_body(request)))
+
+
+def create_table_version(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    request.table_name()
+    _no_branch(request)
+    version, path = request.body.get("version"), request.body.get("manifest_path")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InvalidInput(f"version must be a positive integer, got {version!r}")
+    if not isinstance(path, str) or not path:
+        raise InvalidInput("manifest_path is required")
+    tname = request.table_name()
+    if request.principal.can(tname.project, "write"):
+        record = request.service.catalog.ctx.table(tname, declared=True)[0]
+        check_manifest_path(record.location, path)
+    return to_json(lake_namespace(request).create_table_version(_body(request)))
+
+
+def check_manifest_path(location: str, path: str) -> None:
+    """A remote client names the manifest it staged; it must be a file directly in this table's
+    ``_versions/`` (an object-store path, as Lance reports it), never another table's or any
+    other object, which the catalog would then publish as this table's version."""
+    if location.startswith("s3://"):
+        base = location.removeprefix("s3://").partition("/")[2]
+    else:
+        base = location.removeprefix("file://").lstrip("/")
+    prefix = base.rstrip("/") + "/_versions/"
+    name = path.lstrip("/")[len(prefix) :] if path.lstrip("/").startswith(prefix) else ""
+    if not name or "/" in name or ".." in name or not name.split(".manifest", 1)[0].isdigit():
+        raise InvalidInput(f"manifest_path {path!r} is not a manifest in this table's _versions/ folder")
+
+
+HANDLERS = {
+    "ListTableVersions": list_table_versions,
+    "DescribeTableVersion": describe_table_version,
+    "CreateTableVersion": create_table_version,
+}

@@ -1,0 +1,50 @@
+"""Identifiers on the wire: ``{id}`` in a path is the id's segments joined by a delimiter
+(``$`` by default, ``LAKE_REST_ID_DELIMITER``; a request may override it with ``?delimiter=``).
+The root namespace is the delimiter alone (``/v1/namespace/$/list``).
+
+The hierarchy maps onto ids in one way: segment 1 is the project, segment 2 the warehouse, then
+the namespace path, and for a table the table name last (``demo$main$raw$events`` is the table
+``demo.main.raw.events``). Every segment follows the platform's naming rule; a segment holding
+the delimiter (possible only in a JSON body) is refused, since it could not travel in a path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.errors import InvalidInput
+from lake_platform.naming import check_segment
+
+
+def parse_path_id(raw: str, delimiter: str) -> list[str]:
+    if not delimiter:
+        raise InvalidInput("the id delimiter must not be empty")
+    if raw == delimiter or raw == "":
+        return []
+    parts = raw.split(delimiter)
+    for part in parts:
+        check_segment(part, "id segment")
+    return parts
+
+
+def check_body_id(value: Any, delimiter: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise InvalidInput(f"invalid id {value!r}: expected a list of names")
+    for part in value:
+        if delimiter in part:
+            raise InvalidInput(f"id segment {part!r} contains the delimiter {delimiter!r}")
+        check_segment(part, "id segment")
+    return list(value)
+
+
+def merge_ids(path_id: list[str] | None, body: dict[str, Any], delimiter: str) -> list[str] | None:
+    """The request's id: the path's, unless the body names another (then 400)."""
+    if "id" not in body or body["id"] is None:
+        return path_id
+    body_id = check_body_id(body["id"], delimiter)
+    if path_id is not None and body_id != path_id:
+        raise InvalidInput(
+            f"the id in the path ({delimiter.join(path_id) or delimiter}) differs from the id in the body "
+            f"({delimiter.join(body_id) or delimiter})"
+        )
+    return body_id

@@ -1,0 +1,55 @@
+"""Serve the REST app under uvicorn until SIGINT/SIGTERM (uvicorn's graceful shutdown)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from lake_platform.errors import ServiceUnavailable
+from lake_platform.settings import LakeSettings
+
+
+def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
+    import uvicorn
+
+    options: dict[str, Any] = {
+        "host": settings.rest_host,
+        "port": settings.rest_port,
+        "log_level": "warning",
+        "access_log": False,
+        "lifespan": "on",
+    }
+    if settings.rest_tls_cert_file is not None:
+        options["ssl_certfile"] = str(settings.rest_tls_cert_file)
+        options["ssl_keyfile"] = str(settings.rest_tls_key_file)
+    options.update(overrides)
+    return uvicorn.Config(app, **options)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts: a busy port is a typed error."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise ServiceUnavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def serve(settings: LakeSettings) -> None:
+    """Serve until Ctrl-C or SIGTERM."""
+    import uvicorn
+
+    from lake_platform.rest.app import build_app
+    from lake_platform.rest.server import RestService, check_bind
+
+    check_bind(settings)
+    sock = listen(settings.rest_host, settings.rest_port)
+    service = RestService(settings)
+    try:
+        uvicorn.Server(uvicorn_config(settings, build_app(service))).run(sockets=[sock])
+    finally:
+        service.close()
+        sock.close()

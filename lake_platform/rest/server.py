@@ -1,0 +1,89 @@
+"""The REST server's state: one catalog, its settings, and Flight's token verification.
+
+``RestService`` holds what every request needs; ``rest.run`` serves it under uvicorn.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.principals import Principal
+from lake_platform.errors import SettingsError
+from lake_platform.flight.auth import AuthService, Throttle
+from lake_platform.flight.keyfile import endpoint_keys
+from lake_platform.flight.settings import FlightSettings, flight_settings, is_loopback
+from lake_platform.flight.tokens import Sealer
+from lake_platform.query.snapshot import SnapshotCache
+from lake_platform.rest import auth
+from lake_platform.settings import LakeSettings
+
+log = logging.getLogger(__name__)
+
+
+class RestService:
+    def __init__(
+        self,
+        settings: LakeSettings,
+        *,
+        catalog: Catalog | None = None,
+        flight: FlightSettings | None = None,
+    ) -> None:
+        check_bind(settings)
+        self.settings = settings
+        self.flight = flight or flight_settings(settings)
+        self._owned = catalog is None
+        self.catalog = catalog if catalog is not None else Catalog(settings, heartbeat=False)
+        # The same key ring as Flight SQL: a login token from a Flight Handshake works here too.
+        self.sealer = Sealer(endpoint_keys(self.flight.sealing_keys(), settings))
+        self.snapshots = SnapshotCache.for_store(
+            self.catalog.store,
+            ttl=self.flight.snapshot_ttl_seconds,
+            # As Flight: never beyond the staleness version cleanup allows for.
+            max_stale=min(self.flight.snapshot_max_stale_seconds, settings.reader_max_stale_seconds),
+        )
+        self.auth = AuthService(
+            self.catalog,
+            self.sealer,
+            token_ttl=self.flight.token_ttl_seconds,
+            service_token_cache=self.flight.service_token_cache_seconds,
+            throttle=Throttle(self.flight.auth_max_failures, self.flight.auth_lockout_seconds),
+            snapshot=self.snapshots.current,
+        )
+
+        self._engine: Any = None
+        self._engine_lock = threading.Lock()
+
+    def query_engine(self) -> Any:
+        """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
+        with self._engine_lock:
+            if self._engine is None:
+                from lake_platform.query.engine import QueryEngine
+
+                self._engine = QueryEngine(self.settings, self.flight.query_limits(self.settings))
+            return self._engine
+
+    def start(self) -> None:
+        self.snapshots.start()
+
+    def close(self) -> None:
+        self.snapshots.stop()
+        if self._owned:
+            self.catalog.close()
+
+    def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        return auth.authenticate(self.auth, headers)
+
+    def delimiter(self, query: Mapping[str, str]) -> str:
+        return query.get("delimiter") or self.settings.rest_id_delimiter
+
+
+def check_bind(settings: LakeSettings) -> None:
+    tls = settings.rest_tls_cert_file is not None
+    if not tls and not settings.rest_allow_insecure and not is_loopback(settings.rest_host):
+        raise SettingsError(
+            f"LAKE_REST_HOST: binding {settings.rest_host!r} without TLS needs LAKE_REST_ALLOW_INSECURE=true"
+        )

@@ -1,0 +1,179 @@
+"""The stock clients, unmodified, against our server: pylance's Rust RestNamespace (as
+``namespace_client=``) and the generated Python client of lance-namespace."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import lance
+import lance_namespace.errors as ns_errors
+import pytest
+from lance_namespace_urllib3_client import NamespaceApi, TableApi, TagApi
+from lance_namespace_urllib3_client.exceptions import ApiException
+from lance_namespace_urllib3_client.models import (
+    CreateTableTagRequest,
+    DeleteTableTagRequest,
+    DescribeNamespaceRequest,
+    DescribeTableRequest,
+    DescribeTableVersionRequest,
+    DropTableRequest,
+    GetTableTagVersionRequest,
+    ListTablesRequest,
+    TableExistsRequest,
+)
+
+from lake_platform_tests.rest.clients import api_client, append_many, rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake
+
+T = ["p", "w", "ns", "events"]
+
+
+def ids_of(ds: lance.LanceDataset) -> list[int]:
+    return sorted(ds.to_table(columns=["id"]).column("id").to_pylist())
+
+
+def test_pylance_lifecycle_through_rest(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    assert lance.write_dataset(rows([1, 2]), namespace_client=ns, table_id=T, mode="create").version == 1
+    assert lance.write_dataset(rows([3]), namespace_client=ns, table_id=T, mode="append").version == 2
+    assert lance.write_dataset(rows([7]), namespace_client=ns, table_id=T, mode="overwrite").version == 3
+    # The registry is the authority and agrees with the engine.
+    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    assert snap.version == 3 and sorted(snap.to_reader().read_all().column("id").to_pylist()) == [7]
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [7]
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=2)) == [1, 2, 3]
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=1)) == [1, 2]
+    # Every write is a registry commit under the caller's name (lake table history / lake log).
+    history = rest_lake.catalog.history("p.w.ns.events")
+    assert [(e.operation, e.actor, e.to_version) for e in history] == [
+        ("declare", "etl", None),
+        ("commit", "etl", 1),
+        ("commit", "etl", 2),
+        ("commit", "etl", 3),
+    ]
+    assert {e.actor for e in rest_lake.catalog.log("p.w.ns.events")} == {"etl"}
+
+    # list, describe
+    assert ns.list_tables(ListTablesRequest(id=["p", "w", "ns"])).tables == ["events"]
+    described = ns.describe_table(DescribeTableRequest(id=T))
+    assert described.managed_versioning is True and described.version == 3
+    assert described.location == snap.record.location
+
+    # drop goes to the trash; the table is gone for clients; undrop brings it back
+    with pytest.raises(ns_errors.PermissionDeniedError):  # dropping needs the admin role
+        ns.drop_table(DropTableRequest(id=T))
+    admin = rest_namespace(rest_lake.url, rest_lake.tokens["admin"])
+    admin.drop_table(DropTableRequest(id=T))
+    with pytest.raises(Exception, match="(?i)not.?found|does not exist"):
+        lance.dataset(namespace_client=ns, table_id=T)
+    trash = rest_lake.get("/v1/trash/p$w$ns$events", who="reader").json()["dropped"]
+    assert [d["id"] for d in trash] == [T] and trash[0]["expires_at_ms"] > trash[0]["dropped_at_ms"]
+    resp = rest_lake.post("/v1/table/p$w$ns$events/undrop", {}, who="admin")
+    assert resp.status_code == 200, resp.text
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [7]
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=1)) == [1, 2]
+
+
+@pytest.mark.slow
+def test_two_client_processes_append_at_once_and_no_commit_is_lost(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([0]), namespace_client=ns, table_id=T, mode="create")
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    count = 6
+    workers = [
+        ctx.Process(target=append_many, args=(rest_lake.url, rest_lake.tokens["writer"], T, w, count, start))
+        for w in (1, 2)
+    ]
+    for p in workers:
+        p.start()
+    start.set()
+    for p in workers:
+        p.join(600)
+        assert p.exitcode == 0
+    expected = [0] + [w * 1000 + i for w in (1, 2) for i in range(count)]
+    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    assert snap.version == 1 + 2 * count  # every append is its own registered version, no gap
+    assert sorted(snap.to_reader().read_all().column("id").to_pylist()) == sorted(expected)
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == sorted(expected)
+    versions = [e.to_version for e in rest_lake.catalog.history("p.w.ns.events") if e.to_version]
+    assert versions == list(range(1, 2 + 2 * count))
+
+
+def test_generated_client_tables_versions_and_tags(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    lance.write_dataset(rows([2]), namespace_client=ns, table_id=T, mode="append")
+    for api_key in (False, True):  # Authorization: Bearer, then x-api-key
+        client = api_client(rest_lake.url, rest_lake.tokens["writer"], api_key=api_key)
+        namespaces = NamespaceApi(client).list_namespaces("p$w")
+        assert namespaces.namespaces == ["ns"]
+        tables = TableApi(client)
+        assert tables.list_tables("p$w$ns").tables == ["events"]
+        d = tables.describe_table("p$w$ns$events", DescribeTableRequest())
+        assert (d.version, d.managed_versioning, d.table, d.namespace) == (
+            2,
+            True,
+            "events",
+            ["p", "w", "ns"],
+        )
+        tables.table_exists("p$w$ns$events", TableExistsRequest())
+        with pytest.raises(ApiException) as missing:
+            tables.table_exists("p$w$ns$nope", TableExistsRequest())
+        assert missing.value.status == 404
+        listed = tables.list_table_versions("p$w$ns$events")
+        assert [v.version for v in listed.versions] == [1, 2]
+        one = tables.describe_table_version("p$w$ns$events", DescribeTableVersionRequest(version=1))
+        assert one.version.version == 1
+    client = api_client(rest_lake.url, rest_lake.tokens["writer"])
+    tags = TagApi(client)
+    tags.create_table_tag("p$w$ns$events", CreateTableTagRequest(tag="first", version=1))
+    assert tags.get_table_tag_version("p$w$ns$events", GetTableTagVersionRequest(tag="first")).version == 1
+    assert set(tags.list_table_tags("p$w$ns$events").tags) == {"first"}
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version="first")) == [1]
+    with pytest.raises(ApiException) as dup:
+        tags.create_table_tag("p$w$ns$events", CreateTableTagRequest(tag="first", version=2))
+    assert dup.value.status == 409 and '"code": 9' in dup.value.body
+    tags.delete_table_tag("p$w$ns$events", DeleteTableTagRequest(tag="first"))
+    assert tags.list_table_tags("p$w$ns$events").tags == {}
+    assert [e.operation for e in rest_lake.catalog.history("p.w.ns.events")][-2:] == ["tag", "untag"]
+    # listing tables with a page size pages with the last name as the token
+    for name in ("a1", "b2"):
+        lance.write_dataset(rows([1]), namespace_client=ns, table_id=["p", "w", "ns", name], mode="create")
+    first = TableApi(client).list_tables("p$w$ns", limit=2)
+    assert first.tables == ["a1", "b2"] and first.page_token == "b2"
+    rest = TableApi(client).list_tables("p$w$ns", limit=2, page_token=first.page_token)
+    assert rest.tables == ["events"] and rest.page_token is None
+
+
+def test_update_schema_metadata_merges_and_null_deletes(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    path = "/v1/table/p$w$ns$events/schema_metadata/update"
+    first = rest_lake.post(path, {"metadata": {"owner": "etl", "pii": "no"}})
+    assert first.status_code == 200, first.text
+    assert first.json()["metadata"] == {"owner": "etl", "pii": "no"}
+    second = rest_lake.post(path, {"metadata": {"pii": None, "tier": "gold"}})
+    assert second.json()["metadata"] == {"owner": "etl", "tier": "gold"}
+    ds = lance.dataset(namespace_client=ns, table_id=T)
+    assert ds.version == 3 and ds.schema.metadata == {b"owner": b"etl", b"tier": b"gold"}
+    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    assert snap.version == 3 and snap.schema.metadata == {b"owner": b"etl", b"tier": b"gold"}
+    history = rest_lake.catalog.history("p.w.ns.events")
+    assert [(e.operation, e.actor, e.to_version) for e in history][-2:] == [
+        ("schema-metadata", "etl", 2),
+        ("schema-metadata", "etl", 3),
+    ]
+    bad = rest_lake.post(path, {"metadata": {"x": 1}})
+    assert (bad.status_code, bad.json()["code"]) == (400, 13)
+    reader = rest_lake.post(path, {"metadata": {"x": "y"}}, who="reader")
+    assert (reader.status_code, reader.json()["code"]) == (403, 15)
+    assert rest_lake.catalog.open_table("p.w.ns.events").version == 3
+
+
+def test_context_headers_travel_both_ways(rest_lake: RestLake) -> None:
+    """The client's ``header.*`` properties become request headers (that is how the token
+    travels), and our response headers come back as ``header.*`` entries of the answer's context."""
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["reader"])
+    answer = ns.describe_namespace(DescribeNamespaceRequest(id=["p", "w", "ns"]))
+    assert answer.context is not None and answer.context["header.x-lake-principal"] == "viewer"

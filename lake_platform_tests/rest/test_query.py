@@ -1,0 +1,75 @@
+"""QueryTable: a plain scan through the Flight query engine; inline below the threshold, a
+spooled result with a handle above it (segments fetched by streaming, each an Arrow IPC file)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
+
+ARROW_FILE = "application/vnd.apache.arrow.file"
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Iterator[RestLake]:
+    for lake in start_rest_lake(tmp_path, rest_inline_max_rows=1000, rest_inline_max_bytes=16 << 10):
+        ns = rest_namespace(lake.url, lake.tokens["writer"])
+        table_id = ["p", "w", "ns", "t"]
+        lance.write_dataset(rows(list(range(5000))), namespace_client=ns, table_id=table_id, mode="create")
+        lake.service.snapshots.refresh()  # queries read the catalog snapshot, never the registry
+        lake.service.snapshots.refresh()  # (the first may join a load begun before the create)
+        yield lake
+
+
+def read_file(data: bytes) -> pa.Table:
+    return pa.ipc.open_file(pa.BufferReader(data)).read_all()
+
+
+def test_a_small_result_answers_inline_as_an_arrow_file(lake: RestLake) -> None:
+    resp = lake.post(
+        "/v1/table/p$w$ns$t/query",
+        {"vector": {}, "k": 10, "filter": "id >= 100", "columns": {"column_names": ["id"]}},
+        who="reader",
+    )
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"] == ARROW_FILE
+    table = read_file(resp.content)
+    assert table.schema.names == ["id"] and sorted(table.column("id").to_pylist())[0] >= 100
+    assert table.num_rows == 10
+
+
+def test_a_large_result_is_spooled_and_fetched_by_handle(lake: RestLake) -> None:
+    resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+    assert resp.status_code == 200, resp.text
+    answer = resp.json()
+    assert answer["rows"] == 5000 and answer["segments"]
+    spooled = Path(lake.settings.warehouse_root) / "p" / "w" / "_results" / "p" / answer["result_handle"]
+    assert len(list(spooled.iterdir())) == len(answer["segments"]) > 1  # off the heap, in segments
+    ids: list[int] = []
+    for url in answer["segments"]:
+        seg = lake.get(url, who="reader")
+        assert seg.status_code == 200 and seg.headers["content-type"] == ARROW_FILE
+        ids += read_file(seg.content).column("id").to_pylist()
+    assert sorted(ids) == list(range(5000))
+    # another project's principal cannot fetch it: it looks missing
+    other = lake.get(answer["segments"][0], who="other")
+    assert (other.status_code, other.json()["code"]) == (404, 1)
+    bad = lake.get("/v1/results/..%2F..%2Fetc/0", who="reader")
+    assert bad.status_code in (400, 406) and bad.json()["code"] in (0, 13)
+
+
+def test_query_refusals(lake: RestLake) -> None:
+    vector = lake.post("/v1/table/p$w$ns$t/query", {"vector": {"single_vector": [1.0]}, "k": 1})
+    assert (vector.status_code, vector.json()["code"]) == (406, 0)
+    bad_sql = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1, "filter": "id >>> 3"})
+    assert bad_sql.status_code == 400 and bad_sql.json()["code"] == 13
+    missing = lake.post("/v1/table/p$w$ns$nope/query", {"vector": {}, "k": 1})
+    assert (missing.status_code, missing.json()["code"]) == (404, 4)
+    other = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1}, who="other")
+    assert (other.status_code, other.json()["code"]) == (404, 4)
