@@ -2,6 +2,8 @@
 the orphan scan (scheduled per table), trash expiry (scheduled, lake-wide)."""
 
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 
 import dagster as dg
@@ -10,6 +12,7 @@ from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.ingest import ingested
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, LakeResource
+from lake_platform.maintenance.compaction import CompactionPlan
 
 #: Tables the compaction sensor sweeps per tick (besides those an ingest just touched), so
 #: tables written outside Dagster (CLI, other writers) get compacted too.
@@ -31,25 +34,48 @@ def _table_result(table: str, status: str, commit_id: str | None, **figures: obj
     return dg.MaterializeResult(metadata=metadata)
 
 
-@dg.asset(
-    partitions_def=tables,
-    deps=[ingested],
-    group_name="lake",
-    kinds={"lance"},
+@dg.op(
+    out={"plan": dg.Out(CompactionPlan), "tasks": dg.DynamicOut(CompactionPlan)},
+    ins={"after": dg.In(dg.Nothing)},
     retry_policy=RETRY,
-    description="Small fragments merged (Lance distributed compaction, tasks across processes) when the "
-    "table's policy allows it and its fragment count reached the threshold.",
+    description="Decide (policy, fragment count) and plan against the registered version; one "
+    "dynamic output per task.",
 )
-def compacted(
-    context: dg.AssetExecutionContext, config: CompactConfig, lake: LakeResource
-) -> dg.MaterializeResult:
-    from lake_platform.maintenance.compaction import compact_table
+def compaction_plan(
+    context: dg.OpExecutionContext, config: CompactConfig, lake: LakeResource
+) -> Iterator[dg.Output[CompactionPlan] | dg.DynamicOutput[CompactionPlan]]:
+    from lake_platform.maintenance import compaction
 
-    table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
-        outcome = compact_table(catalog, table, force=config.force, actor=ACTOR, run_id=context.run.run_id)
-    return _table_result(
-        table,
+        planned = compaction.plan(catalog, context.partition_key, force=config.force)
+    context.log.info(f"{planned.table}: {planned.status} ({planned.reason}), {len(planned.tasks)} tasks")
+    yield dg.Output(planned, "plan")
+    for i, task in enumerate(planned.tasks):
+        yield dg.DynamicOutput(replace(planned, tasks=(task,)), mapping_key=f"task_{i}", output_name="tasks")
+
+
+@dg.op(retry_policy=RETRY, description="Rewrite one task's fragments at the planned version (no commit).")
+def compaction_task(context: dg.OpExecutionContext, task: CompactionPlan, lake: LakeResource) -> str:
+    from lake_platform.maintenance import compaction
+
+    with lake_errors(), lake.catalog() as catalog:
+        return compaction.run_task(catalog, task, task.tasks[0])
+
+
+@dg.op(
+    retry_policy=RETRY,
+    description="Commit every task's result as one compaction, under the table's lease (a retry "
+    "replays under the plan's commit id).",
+)
+def compaction_commit(
+    context: dg.OpExecutionContext, plan: CompactionPlan, results: list[str], lake: LakeResource
+) -> dg.Output[None]:
+    from lake_platform.maintenance import compaction
+
+    with lake_errors(), lake.catalog() as catalog:
+        outcome = compaction.commit(catalog, plan, results, actor=ACTOR, run_id=context.run.run_id)
+    result = _table_result(
+        outcome.table,
         outcome.status,
         outcome.commit_id,
         version=outcome.version,
@@ -58,8 +84,22 @@ def compacted(
         fragments_after=outcome.fragments_after or 0,
         threshold=outcome.threshold or 0,
         tasks=outcome.tasks,
-        workers=outcome.workers,
     )
+    return dg.Output(None, metadata=result.metadata)
+
+
+@dg.graph_asset(
+    partitions_def=tables,
+    ins={"ingested": dg.AssetIn(key=ingested.key, dagster_type=dg.Nothing)},
+    group_name="lake",
+    kinds={"lance"},
+    description="Small fragments merged when the table's policy allows it and its fragment count reached "
+    "the threshold: Lance's distributed compaction with one run step per task (the run's executor "
+    "places them), then one commit under the table's lease.",
+)
+def compacted(ingested: None) -> None:
+    plan, tasks = compaction_plan(ingested)
+    return compaction_commit(plan, tasks.map(compaction_task).collect())
 
 
 @dg.asset(

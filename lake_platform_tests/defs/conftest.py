@@ -32,7 +32,6 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
     home = tmp_path / "home"
     monkeypatch.setenv("LAKE_HOME", str(home))
     monkeypatch.setenv("LAKE_INBOX", str(tmp_path / "inbox"))
-    monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
     catalog = make_lake(home)
     catalog.create_table(TABLE, rows(0, 10).to_reader())
     lake_res = LakeResource(home=str(home))
