@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(PY) bench/flight.py
 	$(PY) bench/orphans.py
 	$(PY) bench/cli.py
+	$(PY) bench/compaction.py --rows 200000 --target 2000000
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)
