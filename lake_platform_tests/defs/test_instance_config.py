@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from lake_platform.dagster_instance import instance_config
-from lake_platform.definitions import defs
+from lake_platform.definitions import build, defs
 from lake_platform.errors import SettingsError
 from lake_platform.launcher import prepare_dagster_home
 from lake_platform.settings import DagsterSettings, LakeSettings, dagster_settings
@@ -104,3 +104,30 @@ def test_a_bad_postgres_url_is_a_settings_error_naming_the_variable(monkeypatch:
     with pytest.raises(SettingsError, match="LAKE_DAGSTER_POSTGRES_URL") as err:
         dagster_settings()
     assert "secret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "executor,name",
+    [("in_process", "in_process"), ("multiprocess", "multiprocess"), ("k8s_job", "k8s"), ("ecs", "ecs")],
+)
+def test_the_executor_setting_picks_where_steps_run(
+    executor: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKE_DAGSTER_EXECUTOR", executor)
+    monkeypatch.setenv("LAKE_DAGSTER_STEP_IO", "s3://bucket/steps")
+    d = build()
+    dg.Definitions.validate_loadable(d)
+    job = d.resolve_implicit_global_asset_job_def()
+    assert job.executor_def.name == name
+    # Step outputs go to S3 whenever steps may run on other machines.
+    assert type(d.resources["io_manager"]).__name__ == "S3PickleIOManager"
+
+
+def test_steps_on_other_machines_need_step_io(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_DAGSTER_EXECUTOR", "k8s_job")
+    monkeypatch.delenv("LAKE_DAGSTER_STEP_IO", raising=False)
+    with pytest.raises(SettingsError, match="LAKE_DAGSTER_STEP_IO"):
+        dagster_settings()
+    monkeypatch.setenv("LAKE_DAGSTER_EXECUTOR", "threads")
+    with pytest.raises(SettingsError, match="LAKE_DAGSTER_EXECUTOR"):
+        dagster_settings()
