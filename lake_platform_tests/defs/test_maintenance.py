@@ -255,3 +255,16 @@ def test_compaction_follows_ingest_materializations(
     assert second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.open_table(TABLE).version}"
     third = sensor_tick(compaction_sensor, instance, lake, second.cursor)  # the event was consumed
     assert not third.run_requests
+
+
+def test_a_forced_compaction_ignores_the_threshold(instance, lake: Lake) -> None:
+    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 10})
+    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.append(TABLE, rows(200, 5).to_reader())
+    force = {"ops": {"compacted": {"ops": {"compaction_plan": {"config": {"force": True}}}}}}
+    result = dg.materialize(
+        [compacted], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=force
+    )
+    m = meta(result, "compacted")
+    assert m["status"] == "committed" and m["fragments_before"] == 3 and m["fragments_after"] == 1
+    assert lake.catalog.open_table(TABLE).count_rows() == 20
