@@ -244,7 +244,7 @@ def classify_chunk(catalog: Catalog, live: Live, chunk: str, min_age: timedelta,
 
     storage = catalog.settings.storage_options(live.location)
     if chunk == ROOT_CHUNK:
-        listing = [e for e in engine.list_files(live.location, storage) if "/" not in e.path]
+        listing = list(engine.list_files(live.location, storage, recursive=False))
     else:
         listing = list(engine.list_files(live.location, storage, under=chunk))
     return _classify_listing(listing, live, min_age, now)
