@@ -81,6 +81,17 @@ def test_rest_catalog_serves_on_2333() -> None:
     rest = container(find("Deployment", "lake-rest"))
     assert rest["args"][0] == "serve-rest" and "2333" in rest["args"]
     assert find("Service", "lake-rest")["spec"]["ports"][0]["port"] == 2333
+    # A non-loopback bind needs TLS or the explicit plaintext opt-in (lake serve-rest refuses otherwise).
+    env = {e["name"]: e.get("value") for e in rest["env"]}
+    assert env.get("LAKE_REST_ALLOW_INSECURE") == "true" or "LAKE_REST_TLS_CERT_FILE" in env
+
+
+@pytest.mark.parametrize("name", ["lake-flight", "lake-rest"])
+def test_metrics_are_served_on_the_declared_port(name: str) -> None:
+    spec = container(find("Deployment", name))
+    env = {e["name"]: e.get("value") for e in spec["env"]}
+    port = next(p["containerPort"] for p in spec["ports"] if p["name"] == "metrics")
+    assert env["LAKE_METRICS_PORT"] == str(port) and env["LAKE_METRICS_HOST"] == "0.0.0.0"
 
 
 def test_the_shared_settings_are_valid_platform_settings() -> None:
