@@ -9,7 +9,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 
-.PHONY: setup run test lint bench lock clean chromium
+.PHONY: setup run test lint bench lock clean chromium postgres
 
 setup: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml requirements.lock
 run: $(STAMP)
 	$(VENV)/bin/lake up
 
-test: $(STAMP) chromium lint
+test: $(STAMP) chromium postgres lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # ruff's rules and line length are in pyproject.toml; the formatter keeps the tree in one style.
@@ -37,6 +37,12 @@ lint: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
+# The Dagster tests also run on a throwaway PostgreSQL cluster (lake_platform_tests/postgres.py
+# starts it with Debian's initdb/pg_ctl, kept under /usr/lib/postgresql/<major>/bin); install
+# the package when missing (CI runs as root).
+postgres:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql)
+
 bench: $(STAMP)
 	$(PY) bench/ingest.py
 	$(PY) bench/commits.py
@@ -47,6 +53,7 @@ bench: $(STAMP)
 	$(PY) bench/indexes.py
 	$(PY) bench/evolution.py
 	$(PY) bench/rest.py
+	$(PY) bench/compaction.py --rows 200000 --target 2000000
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).
 lock: $(STAMP)

@@ -3,6 +3,8 @@ per-concern modules under ``lake_platform/defs/``. Loading it touches no storage
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from lake_platform.defs import checks
@@ -23,6 +25,7 @@ from lake_platform.defs.maintenance import (
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.tables import table_partitions_sensor
+from lake_platform.settings import DagsterSettings, dagster_settings, load_settings
 
 
 def resources() -> dict[str, object]:
@@ -30,7 +33,44 @@ def resources() -> dict[str, object]:
     return {"lake": lake, "inbox": InboxResource(lake=lake), "flight": FlightEndpointResource()}
 
 
-def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions:
+def executor(settings: DagsterSettings) -> dg.ExecutorDefinition:
+    """The executor every run uses, from ``LAKE_DAGSTER_EXECUTOR``. In-process by default: each
+    step process would re-import Lance (~5 s), which only pays off for big fan-outs."""
+    limit = settings.max_concurrent_steps or (os.cpu_count() or 1)
+    if settings.executor == "multiprocess":
+        return dg.multiprocess_executor.configured({"max_concurrent": limit})
+    if settings.executor == "k8s_job":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor.configured({"max_concurrent": limit})
+    if settings.executor == "ecs":
+        from dagster_aws.ecs import ecs_executor
+
+        return ecs_executor.configured({"max_concurrent": limit})
+    return dg.in_process_executor
+
+
+def step_io(settings: DagsterSettings) -> dict[str, object]:
+    """Where step outputs (plans, task results: small) go: S3 when steps run on other machines."""
+    if not settings.step_io:
+        return {}
+    from dagster_aws.s3 import S3PickleIOManager, S3Resource
+
+    bucket, _, prefix = settings.step_io.removeprefix("s3://").partition("/")
+    lake = load_settings()
+    s3 = S3Resource(
+        endpoint_url=lake.s3_endpoint or None,
+        region_name=lake.s3_region or None,
+        aws_access_key_id=lake.s3_access_key_id or None,
+        aws_secret_access_key=lake.s3_secret_access_key or None,
+    )
+    return {"io_manager": S3PickleIOManager(s3_resource=s3, s3_bucket=bucket, s3_prefix=prefix or "dagster")}
+
+
+def build(
+    resource_overrides: dict[str, object] | None = None, settings: DagsterSettings | None = None
+) -> dg.Definitions:
+    settings = settings or dagster_settings()
     return dg.Definitions(
         assets=[
             ingested,
@@ -52,9 +92,8 @@ def build(resource_overrides: dict[str, object] | None = None) -> dg.Definitions
             index_refresh_schedule,
             results_reclaim_schedule,
         ],
-        resources={**resources(), **(resource_overrides or {})},
-        # One process per run, steps in it: each step process would re-import Lance (~5 s).
-        executor=dg.in_process_executor,
+        resources={**resources(), **step_io(settings), **(resource_overrides or {})},
+        executor=executor(settings),
     )
 
 

@@ -4,15 +4,15 @@ for the sensor.
 
 ``run_platform(settings)`` blocks until Ctrl-C and then stops everything it started;
 ``start_platform(settings)`` returns a handle (tests use it) whose ``stop()`` does the same.
-Dagster keeps its state in ``DAGSTER_HOME = <LAKE_HOME>/dagster`` (``dagster.yaml`` copied there
-from the repository, or generated when the package runs outside it).
+Dagster keeps its state in ``DAGSTER_HOME = <LAKE_HOME>/dagster`` (``dagster.yaml`` written there
+by ``lake_platform.dagster_instance``: the repository's, plus Postgres storage when
+``LAKE_DAGSTER_POSTGRES_URL`` is set).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,25 +28,6 @@ from lake_platform.settings import LakeSettings
 DEFAULT_UI_HOST = "127.0.0.1"
 DEFAULT_UI_PORT = 3000
 
-_REPO_DAGSTER_YAML = Path(__file__).resolve().parent.parent / "dagster.yaml"
-_FALLBACK_DAGSTER_YAML = """\
-telemetry:
-  enabled: false
-run_coordinator:
-  module: dagster._core.run_coordinator
-  class: QueuedRunCoordinator
-concurrency:
-  runs:
-    max_concurrent_runs: 4
-    tag_concurrency_limits:
-      - key: "dagster/partition"
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
-sensors:
-  use_threads: true
-  num_workers: 4
-"""
 _WORKSPACE_YAML = """\
 load_from:
   - python_module:
@@ -97,11 +78,10 @@ class Platform:
 def prepare_dagster_home(settings: LakeSettings) -> Path:
     home = Path(settings.home).expanduser().resolve() / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    target = home / "dagster.yaml"
-    if _REPO_DAGSTER_YAML.is_file():
-        shutil.copyfile(_REPO_DAGSTER_YAML, target)
-    else:
-        target.write_text(_FALLBACK_DAGSTER_YAML)
+    from lake_platform.dagster_instance import instance_yaml
+    from lake_platform.settings import dagster_settings
+
+    (home / "dagster.yaml").write_text(instance_yaml(dagster_settings()))
     (home / "workspace.yaml").write_text(_WORKSPACE_YAML)
     _init_dagster_storage(home)
     return home

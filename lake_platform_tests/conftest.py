@@ -13,6 +13,7 @@ import pytest
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
+from lake_platform_tests.postgres import Postgres, start_postgres
 from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
 from lake_platform_tests.servers import start_moto_server
 
@@ -49,6 +50,17 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield endpoint
         finally:
             stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One throwaway PostgreSQL cluster for the session (see ``lake_platform_tests.postgres``);
+    tests take a fresh database each with ``postgres.new_database()``."""
+    pg = start_postgres()
+    try:
+        yield pg
+    finally:
+        pg.stop()
 
 
 @pytest.fixture(scope="session")

@@ -118,7 +118,6 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
     browser = chromium()
     for name in ("LAKE_INBOX", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT", "DAGSTER_HOME"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
     settings = load_settings(home=tmp_path / "home")
     platform = start_platform(
         settings, "127.0.0.1", free_port(), flight_port=free_port(), rest_port=free_port()

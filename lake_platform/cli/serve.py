@@ -125,4 +125,41 @@ def registry_migrate(state: State) -> None:
     )
 
 
-COMMANDS: tuple[click.Command, ...] = (up, serve_flight, serve_rest, registry)
+#: Dagster's own programs, reachable through ``lake`` so one image (entry point ``lake``) also
+#: runs the code server, the daemon, the webserver, and the run and step workers that Dagster's
+#: launchers and executors start with ``dagster api ...`` as the container's arguments.
+DAGSTER_PROGRAMS = ("dagster", "dagster-daemon", "dagster-webserver")
+
+
+def _passthrough(program: str) -> click.Command:
+    @click.command(
+        program,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+        add_help_option=False,
+    )
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def run(args: tuple[str, ...]) -> None:
+        import os
+        import shutil
+        import sys
+        from pathlib import Path
+
+        here = Path(sys.executable).parent / program  # the same environment as lake itself
+        path = str(here) if here.exists() else shutil.which(program)
+        if path is None:
+            raise click.ClickException(f"{program} is not installed next to lake")
+        os.execv(path, [program, *args])
+
+    run.help = (
+        f"Run `{program} ARGS...` from lake's own environment (for containers whose entry point is lake)."
+    )
+    return run
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    up,
+    serve_flight,
+    serve_rest,
+    registry,
+    *(_passthrough(p) for p in DAGSTER_PROGRAMS),
+)

@@ -2,7 +2,10 @@
 the orphan scan (scheduled per table), trash expiry (scheduled, lake-wide)."""
 
 import json
-from datetime import datetime
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 import dagster as dg
 
@@ -10,6 +13,8 @@ from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.ingest import ingested
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, LakeResource
+from lake_platform.maintenance.compaction import CompactionPlan
+from lake_platform.maintenance.orphans import Chunk, Live
 
 #: Tables the compaction sensor sweeps per tick (besides those an ingest just touched), so
 #: tables written outside Dagster (CLI, other writers) get compacted too.
@@ -31,25 +36,48 @@ def _table_result(table: str, status: str, commit_id: str | None, **figures: obj
     return dg.MaterializeResult(metadata=metadata)
 
 
-@dg.asset(
-    partitions_def=tables,
-    deps=[ingested],
-    group_name="lake",
-    kinds={"lance"},
+@dg.op(
+    out={"plan": dg.Out(CompactionPlan), "tasks": dg.DynamicOut(CompactionPlan)},
+    ins={"after": dg.In(dg.Nothing)},
     retry_policy=RETRY,
-    description="Small fragments merged (Lance distributed compaction, tasks across processes) when the "
-    "table's policy allows it and its fragment count reached the threshold.",
+    description="Decide (policy, fragment count) and plan against the registered version; one "
+    "dynamic output per task.",
 )
-def compacted(
-    context: dg.AssetExecutionContext, config: CompactConfig, lake: LakeResource
-) -> dg.MaterializeResult:
-    from lake_platform.maintenance.compaction import compact_table
+def compaction_plan(
+    context: dg.OpExecutionContext, config: CompactConfig, lake: LakeResource
+) -> Iterator[dg.Output[CompactionPlan] | dg.DynamicOutput[CompactionPlan]]:
+    from lake_platform.maintenance import compaction
 
-    table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
-        outcome = compact_table(catalog, table, force=config.force, actor=ACTOR, run_id=context.run.run_id)
-    return _table_result(
-        table,
+        planned = compaction.plan(catalog, context.partition_key, force=config.force)
+    context.log.info(f"{planned.table}: {planned.status} ({planned.reason}), {len(planned.tasks)} tasks")
+    yield dg.Output(planned, "plan")
+    for i, task in enumerate(planned.tasks):
+        yield dg.DynamicOutput(replace(planned, tasks=(task,)), mapping_key=f"task_{i}", output_name="tasks")
+
+
+@dg.op(retry_policy=RETRY, description="Rewrite one task's fragments at the planned version (no commit).")
+def compaction_task(context: dg.OpExecutionContext, task: CompactionPlan, lake: LakeResource) -> str:
+    from lake_platform.maintenance import compaction
+
+    with lake_errors(), lake.catalog() as catalog:
+        return compaction.run_task(catalog, task, task.tasks[0])
+
+
+@dg.op(
+    retry_policy=RETRY,
+    description="Commit every task's result as one compaction, under the table's lease (a retry "
+    "replays under the plan's commit id).",
+)
+def compaction_commit(
+    context: dg.OpExecutionContext, plan: CompactionPlan, results: list[str], lake: LakeResource
+) -> dg.Output[None]:
+    from lake_platform.maintenance import compaction
+
+    with lake_errors(), lake.catalog() as catalog:
+        outcome = compaction.commit(catalog, plan, results, actor=ACTOR, run_id=context.run.run_id)
+    result = _table_result(
+        outcome.table,
         outcome.status,
         outcome.commit_id,
         version=outcome.version,
@@ -58,8 +86,22 @@ def compacted(
         fragments_after=outcome.fragments_after or 0,
         threshold=outcome.threshold or 0,
         tasks=outcome.tasks,
-        workers=outcome.workers,
     )
+    return dg.Output(None, metadata=result.metadata)
+
+
+@dg.graph_asset(
+    partitions_def=tables,
+    ins={"ingested": dg.AssetIn(key=ingested.key, dagster_type=dg.Nothing)},
+    group_name="lake",
+    kinds={"lance"},
+    description="Small fragments merged when the table's policy allows it and its fragment count reached "
+    "the threshold: Lance's distributed compaction with one run step per task (the run's executor "
+    "places them), then one commit under the table's lease.",
+)
+def compacted(ingested: None) -> None:
+    plan, tasks = compaction_plan(ingested)
+    return compaction_commit(plan, tasks.map(compaction_task).collect())
 
 
 @dg.asset(
@@ -119,29 +161,85 @@ def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     )
 
 
-@dg.asset(
-    partitions_def=tables,
-    deps=[cleaned_versions],
-    group_name="lake",
-    kinds={"lance"},
+@dataclass(frozen=True)
+class OrphanScanPlan:
+    """What the chunk steps of one orphan scan share: the live set, the age gate, the clock."""
+
+    live: Live
+    min_age: timedelta
+    now: float
+
+
+@dg.op(
+    out={"plan": dg.Out(OrphanScanPlan), "chunks": dg.DynamicOut(str)},
+    ins={"after": dg.In(dg.Nothing)},
     retry_policy=RETRY,
-    description="Files under the table's location that nothing live references (report only; deletes "
-    "nothing). The report is committed to the registry.",
+    description="Read what the registry, the manifests and the branches keep alive; one dynamic output "
+    "per chunk of the table's listing (a top-level folder).",
 )
-def orphan_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def orphan_scan_plan(
+    context: dg.OpExecutionContext, lake: LakeResource
+) -> Iterator[dg.Output[OrphanScanPlan] | dg.DynamicOutput[str]]:
     from lake_platform.maintenance import orphans
 
-    table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
-        report = orphans.scan(catalog, table)
+        gate = orphans.age_gate(catalog, context.partition_key)
+        live = orphans.live_set(catalog, context.partition_key)
+        parts = orphans.chunks(catalog, live)
+    # The clock is read after the live set: files that appear later are younger than the gate.
+    yield dg.Output(OrphanScanPlan(live, gate, time.time()), "plan")
+    context.log.info(f"{live.table}: {len(parts)} chunks: {', '.join(parts)}")
+    for i, chunk in enumerate(parts):
+        yield dg.DynamicOutput(chunk, mapping_key=f"chunk_{i}", output_name="chunks")
+
+
+@dg.op(retry_policy=RETRY, description="List one chunk of the table's files and classify them.")
+def orphan_scan_chunk(
+    context: dg.OpExecutionContext, plan: OrphanScanPlan, chunk: str, lake: LakeResource
+) -> Chunk:
+    from lake_platform.maintenance import orphans
+
+    with lake_errors(), lake.catalog() as catalog:
+        return orphans.classify_chunk(catalog, plan.live, chunk, plan.min_age, plan.now)
+
+
+@dg.op(retry_policy=RETRY, description="Merge the chunks into one report and commit it to the registry.")
+def orphan_scan_report(
+    context: dg.OpExecutionContext, plan: OrphanScanPlan, parts: list[Chunk], lake: LakeResource
+) -> dg.Output[None]:
+    from lake_platform.maintenance import orphans
+
+    report = orphans.merge(plan.live, parts, plan.min_age, plan.now).report
+    with lake_errors(), lake.catalog() as catalog:
         key = orphans.commit_report(catalog, report, actor=ACTOR, run_id=context.run.run_id)
     metadata = orphans.as_metadata(report)
     metadata["paths"] = dg.MetadataValue.json(metadata["paths"])
     metadata["tagged_versions"] = dg.MetadataValue.json(metadata["tagged_versions"])
     metadata["branches"] = dg.MetadataValue.json(metadata["branches"])
-    return dg.MaterializeResult(
-        metadata={"table": table, "report_key": key, "truncated": report.truncated, **metadata}
+    return dg.Output(
+        None,
+        metadata={
+            "table": report.table,
+            "report_key": key,
+            "truncated": report.truncated,
+            "chunks": len(parts),
+            **metadata,
+        },
     )
+
+
+@dg.graph_asset(
+    partitions_def=tables,
+    ins={"cleaned_versions": dg.AssetIn(key=cleaned_versions.key, dagster_type=dg.Nothing)},
+    group_name="lake",
+    kinds={"lance"},
+    description="Files under the table's location that nothing live references (report only; deletes "
+    "nothing), listed and classified in chunks (one step per top-level folder, placed by the run's "
+    "executor). The report is committed to the registry.",
+)
+def orphan_report(cleaned_versions: None) -> None:
+    plan, parts = orphan_scan_plan(cleaned_versions)
+    return orphan_scan_report(plan, parts.map(lambda chunk: orphan_scan_chunk(plan, chunk)).collect())
 
 
 @dg.asset(

@@ -72,16 +72,17 @@ def remove_files(
 
 
 def list_files(
-    location: str, storage_options: dict[str, str] | None = None, *, under: str = ""
+    location: str, storage_options: dict[str, str] | None = None, *, under: str = "", recursive: bool = True
 ) -> Iterator[FileEntry]:
-    """Every file under a table location (or only under its folder ``under``), paths relative
-    to the location, with size and mtime."""
+    """Every file under a table location (or only under its folder ``under``; with
+    ``recursive=False`` only the files directly in it), paths relative to the location, with
+    size and mtime."""
     import pyarrow.fs as pafs
 
     fs, root = _filesystem(location, storage_options)
     folder = f"{root.rstrip('/')}/{under.strip('/')}" if under else root
     try:
-        infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+        infos = fs.get_file_info(pafs.FileSelector(folder, recursive=recursive, allow_not_found=True))
     except FileNotFoundError:
         return
     prefix = root.rstrip("/") + "/"

@@ -1,32 +1,40 @@
-"""Policy-driven compaction with Lance's distributed plan → tasks → commit, tasks fanned out
-across processes on this machine.
+"""Policy-driven compaction with Lance's distributed plan → tasks → commit, in three pieces a
+scheduler can place apart.
 
-The plan is made against the registered version; each task is shipped as JSON to a worker
-process that opens the table *at the planned version* through the registry and rewrites its
-fragments (no commit); the results come back as JSON and the catalog commits them under the
-table's lease. A plan overtaken by a conflicting commit ends as ``skipped-stale``.
+``plan`` decides (policy, fragment count) and plans against the registered version; each of
+its tasks is a JSON string that ``run_task`` executes anywhere with a catalog (it opens the
+table *at the planned version* through the registry and rewrites that task's fragments, no
+commit); ``commit`` lands all results as one compaction under the table's lease. The plan
+carries its commit id, so a repeated ``commit`` (a retried step, a re-executed run) replays
+instead of compacting twice. A plan overtaken by a conflicting commit ends as
+``skipped-stale``. Dagster makes each task a step of the run (``defs/maintenance.py``), so its
+executor places them: in the run's process, in subprocesses, or one pod per step.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.errors import InvalidInput
+
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
-    from lake_platform.catalog.results import PlannedCompaction
-    from lake_platform.settings import LakeSettings
 
 
-def compaction_workers() -> int:
-    """``LAKE_COMPACTION_WORKERS`` (default: the CPU count, at most 4); 1 runs tasks in-process."""
-    raw = os.environ.get("LAKE_COMPACTION_WORKERS", "")
-    if raw.strip():
-        return max(1, int(raw))
-    return max(1, min(4, os.cpu_count() or 1))
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What ``plan`` decided; plain data (it travels between processes and machines)."""
+
+    table: str
+    status: str  # planned | nothing-to-do
+    reason: str
+    fragments_before: int
+    threshold: int
+    read_version: int
+    incarnation: str = ""
+    tasks: tuple[str, ...] = ()
+    commit_id: str = ""
 
 
 @dataclass
@@ -39,7 +47,6 @@ class CompactionOutcome:
     fragments_after: int | None = None
     threshold: int | None = None
     tasks: int = 0
-    workers: int = 0
     commit_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -68,77 +75,97 @@ def due(catalog: Catalog, name: str) -> tuple[bool, str, int, int]:
     )
 
 
-def compact_table(
+def plan(catalog: Catalog, name: str, *, force: bool = False) -> CompactionPlan:
+    """Plan a compaction of ``name`` if its policy says it is due (or ``force``)."""
+    from lake_platform.registry.records import new_id
+
+    policy = catalog.effective_policy(name).policy
+    is_due, why, fragments, threshold = due(catalog, name)
+    if not is_due and not force:
+        current = catalog.open_table(name).version
+        return CompactionPlan(name, "nothing-to-do", why, fragments, threshold, current)
+    planned = catalog.plan_compaction(name, target_rows_per_fragment=policy.target_rows_per_fragment)
+    if not planned.tasks:
+        return CompactionPlan(
+            name, "nothing-to-do", "no fragments to merge", fragments, threshold, planned.read_version
+        )
+    return CompactionPlan(
+        planned.table,
+        "planned",
+        why,
+        fragments,
+        threshold,
+        planned.read_version,
+        planned.incarnation,
+        planned.tasks,
+        new_id(),
+    )
+
+
+def run_task(catalog: Catalog, planned: CompactionPlan, task: str) -> str:
+    """Rewrite one task's fragments (no commit); returns Lance's RewriteResult as JSON."""
+    from lake_platform.catalog.results import PlannedCompaction
+
+    if planned.status != "planned" or task not in planned.tasks:
+        raise InvalidInput(f"task is not part of the compaction plan of {planned.table}")
+    one = PlannedCompaction(planned.table, planned.incarnation, planned.read_version, (task,))
+    return catalog.execute_compaction(one)[0]
+
+
+def commit(
     catalog: Catalog,
-    name: str,
+    planned: CompactionPlan,
+    results: list[str],
     *,
-    force: bool = False,
-    workers: int | None = None,
     actor: str | None = None,
     run_id: str | None = None,
 ) -> CompactionOutcome:
-    policy = catalog.effective_policy(name).policy
-    is_due, why, fragments, threshold = due(catalog, name)
-    current = catalog.open_table(name).version
-    if not is_due and not force:
-        return CompactionOutcome(name, "nothing-to-do", current, why, fragments, fragments, threshold)
-    planned = catalog.plan_compaction(name, target_rows_per_fragment=policy.target_rows_per_fragment)
-    if not planned.tasks:
+    """Land every task's result as one compaction, under the table's lease (replays when the
+    plan's commit id already landed)."""
+    from lake_platform.catalog.results import PlannedCompaction
+
+    if planned.status != "planned":
         return CompactionOutcome(
-            name,
+            planned.table,
             "nothing-to-do",
             planned.read_version,
-            "no fragments to merge",
-            fragments,
-            fragments,
-            threshold,
+            planned.reason,
+            planned.fragments_before,
+            planned.fragments_before,
+            planned.threshold,
         )
-    workers = compaction_workers() if workers is None else max(1, workers)
-    results = execute(catalog, planned, workers)
-    result = catalog.commit_compaction(planned, results, actor=actor, run_id=run_id)
-    after = catalog.describe_table(name).fragments
+    if len(results) != len(planned.tasks):
+        raise InvalidInput(
+            f"compaction of {planned.table}: {len(results)} task results for {len(planned.tasks)} tasks"
+        )
+    whole = PlannedCompaction(planned.table, planned.incarnation, planned.read_version, planned.tasks)
+    result = catalog.commit_compaction(
+        whole, results, actor=actor, run_id=run_id, commit_id=planned.commit_id
+    )
+    after = catalog.describe_table(planned.table).fragments
     return CompactionOutcome(
-        name,
+        planned.table,
         result.status,
         result.version,
-        why,
-        fragments,
+        planned.reason,
+        planned.fragments_before,
         after,
-        threshold,
+        planned.threshold,
         len(planned.tasks),
-        min(workers, len(planned.tasks)),
         result.commit_id,
         dict(result.detail),
     )
 
 
-def execute(catalog: Catalog, planned: PlannedCompaction, workers: int) -> list[str]:
-    """Run the plan's tasks: in-process for one worker or one task, else in a process pool."""
-    if workers <= 1 or len(planned.tasks) <= 1:
-        return catalog.execute_compaction(planned)
-    settings = _settings_payload(catalog.settings)
-    # spawn: forking a process that already runs Lance's thread pools is unsafe.
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(planned.tasks)), mp_context=ctx) as pool:
-        futures = [
-            pool.submit(run_task, settings, planned.table, planned.incarnation, planned.read_version, task)
-            for task in planned.tasks
-        ]
-        return [f.result() for f in futures]
-
-
-def _settings_payload(settings: LakeSettings) -> dict[str, Any]:
-    return settings.model_dump(mode="json")
-
-
-def run_task(settings: dict[str, Any], table: str, incarnation: str, read_version: int, task: str) -> str:
-    """Worker entry point (top level, so it pickles): rewrite one task's fragments, no commit."""
-    from lake_platform.catalog.catalog import Catalog
-    from lake_platform.catalog.results import PlannedCompaction
-    from lake_platform.settings import LakeSettings
-
-    catalog = Catalog(LakeSettings(_env_file=None, **settings), heartbeat=False)  # type: ignore[call-arg]
-    try:
-        return catalog.execute_compaction(PlannedCompaction(table, incarnation, read_version, (task,)))[0]
-    finally:
-        catalog.close()
+def compact_table(
+    catalog: Catalog,
+    name: str,
+    *,
+    force: bool = False,
+    actor: str | None = None,
+    run_id: str | None = None,
+) -> CompactionOutcome:
+    """Plan, run every task here, commit: the whole compaction in this process."""
+    planned = plan(catalog, name, force=force)
+    results = [run_task(catalog, planned, task) for task in planned.tasks]
+    return commit(catalog, planned, results, actor=actor, run_id=run_id)

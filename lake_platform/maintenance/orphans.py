@@ -130,7 +130,42 @@ def _canonical(version: int) -> str:
     return engine.canonical_manifest_path("_versions/", version)
 
 
-def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = None) -> _Scan:
+@dataclass
+class Live:
+    """Everything a scan keeps: what the registry, the manifests and the branches reference.
+    Plain data, so the listing can be split into chunks classified in other processes."""
+
+    table: str
+    incarnation: str
+    location: str
+    current_version: int
+    live_versions: int
+    tagged_versions: list[int]
+    branches: list[str]
+    refs: Any  # engine.references.References
+    live_manifests: set[str]
+    started: float = 0.0
+
+    @property
+    def live_data(self) -> set[str]:
+        return {p for p in self.refs.files if p.endswith(".lance")}
+
+
+@dataclass
+class Chunk:
+    """One part of a scan's listing, classified: counts and every orphan candidate."""
+
+    files: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"live": 0, "young": 0, "unknown": 0})
+    candidates: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+#: The chunk that lists the files directly at the table location (not in a folder).
+ROOT_CHUNK = "."
+
+
+def live_set(catalog: Catalog, name: str) -> Live:
+    """Step 1 of a scan: the registry first, then the manifests, then the branches."""
     from lake_platform.engine import lance_engine as engine
     from lake_platform.engine import references as refs_mod
 
@@ -167,12 +202,10 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
             raise
         refs.update(refs_mod.snapshot_files(snapshot.dataset))
 
-    # 3. Storage, listed last.
-    listing = list(engine.list_files(location, storage))
     branches = sorted(
         f.path.removeprefix("_refs/branches/").removesuffix(".json")
-        for f in listing
-        if f.path.startswith("_refs/branches/") and f.path.endswith(".json")
+        for f in engine.list_files(location, storage, under="_refs/branches")
+        if f.path.endswith(".json")
     )
     for branch in branches:
         try:
@@ -182,34 +215,80 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
             raise Internal(
                 f"cannot read branch {branch!r} of {name}: {str(exc).splitlines()[0][:300]}"
             ) from exc
+    return Live(
+        str(record.name),
+        record.incarnation,
+        location,
+        record.current_version,
+        len(live),
+        sorted(tagged_main),
+        branches,
+        refs,
+        live_manifests,
+        started,
+    )
 
-    live_data = {p for p in refs.files if p.endswith(".lance")}
-    now = time.time() if now is None else now
+
+def chunks(catalog: Catalog, live: Live) -> list[str]:
+    """How to split the listing: one chunk per top-level folder of the table (``data``,
+    ``_versions``, ``tree``, ...), plus the files at its root."""
+    from lake_platform.engine import lance_engine as engine
+
+    storage = catalog.settings.storage_options(live.location)
+    return [ROOT_CHUNK, *sorted(n for n, _ in engine.list_folders(live.location, storage))]
+
+
+def classify_chunk(catalog: Catalog, live: Live, chunk: str, min_age: timedelta, now: float) -> Chunk:
+    """Step 2 (any process, any chunk): list one folder of the table and classify its files."""
+    from lake_platform.engine import lance_engine as engine
+
+    storage = catalog.settings.storage_options(live.location)
+    if chunk == ROOT_CHUNK:
+        listing = list(engine.list_files(live.location, storage, recursive=False))
+    else:
+        listing = list(engine.list_files(live.location, storage, under=chunk))
+    return _classify_listing(listing, live, min_age, now)
+
+
+def _classify_listing(listing: list[Any], live: Live, min_age: timedelta, now: float) -> Chunk:
+    found = Chunk(files=len(listing))
+    live_data = live.live_data
     min_age_s = min_age.total_seconds()
-    candidates: dict[str, tuple[int, float]] = {}
-    counts = {"live": 0, "young": 0, "unknown": 0}
     for entry in listing:
-        kind = _classify(entry.path, refs, live_manifests, live_data)
+        kind = _classify(entry.path, live.refs, live.live_manifests, live_data)
         if kind != "candidate":
-            counts[kind] += 1
+            found.counts[kind] += 1
             continue
         mtime = entry.mtime.timestamp() if entry.mtime is not None else now
         if now - mtime < min_age_s:
-            counts["young"] += 1
+            found.counts["young"] += 1
             continue
-        candidates[entry.path] = (entry.size, mtime)
+        found.candidates[entry.path] = (entry.size, mtime)
+    return found
+
+
+def merge(live: Live, parts: list[Chunk], min_age: timedelta, now: float) -> _Scan:
+    """Step 3: one report from every chunk."""
+    candidates: dict[str, tuple[int, float]] = {}
+    counts = {"live": 0, "young": 0, "unknown": 0}
+    files = 0
+    for part in parts:
+        files += part.files
+        candidates.update(part.candidates)
+        for kind, n in part.counts.items():
+            counts[kind] += n
     orphans = sorted(candidates.items())
     report = OrphanReport(
-        table=str(record.name),
-        incarnation=record.incarnation,
-        location=location,
+        table=live.table,
+        incarnation=live.incarnation,
+        location=live.location,
         at_ms=int(now * 1000),
-        current_version=record.current_version,
-        min_age_seconds=min_age_s,
-        live_versions=len(live),
-        tagged_versions=sorted(tagged_main),
-        branches=branches,
-        files_scanned=len(listing),
+        current_version=live.current_version,
+        min_age_seconds=min_age.total_seconds(),
+        live_versions=live.live_versions,
+        tagged_versions=live.tagged_versions,
+        branches=live.branches,
+        files_scanned=files,
         files_live=counts["live"],
         files_young=counts["young"],
         files_unknown=counts["unknown"],
@@ -219,9 +298,29 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
             OrphanFile(path=p, bytes=s, age_seconds=round(now - m, 1)) for p, (s, m) in orphans[:MAX_LISTED]
         ],
         truncated=len(orphans) > MAX_LISTED,
-        scan_seconds=round(time.monotonic() - started, 3),
+        scan_seconds=round(time.monotonic() - live.started, 3) if live.started else 0.0,
     )
     return _Scan(report, candidates)
+
+
+def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = None) -> _Scan:
+    """The whole scan in this process: the live set, then the listing (read last, so a commit
+    that lands meanwhile can only add files younger than the age gate), then the report."""
+    from lake_platform.engine import lance_engine as engine
+
+    live = live_set(catalog, name)
+    listing = list(engine.list_files(live.location, catalog.settings.storage_options(live.location)))
+    now = time.time() if now is None else now
+    return merge(live, [_classify_listing(listing, live, min_age, now)], min_age, now)
+
+
+def age_gate(catalog: Catalog, name: str, min_age: timedelta | None = None) -> timedelta:
+    """The age gate a scan of ``name`` uses: ``min_age``, else the policy's; at least 1h."""
+    if min_age is None:
+        min_age = catalog.effective_policy(name).policy.orphan_min_age
+    if min_age < MIN_ORPHAN_AGE:
+        raise InvalidInput(f"orphan age gate must be at least {MIN_ORPHAN_AGE}")
+    return min_age
 
 
 def _classify(rel: str, refs: Any, live_manifests: set[str], live_data: set[str]) -> str:
@@ -254,11 +353,7 @@ def scan(
 
     ``min_age`` defaults to the table's effective policy ``orphan_min_age`` and never goes below 1h.
     """
-    if min_age is None:
-        min_age = catalog.effective_policy(name).policy.orphan_min_age
-    if min_age < MIN_ORPHAN_AGE:
-        raise InvalidInput(f"orphan age gate must be at least {MIN_ORPHAN_AGE}")
-    return _scan(catalog, name, min_age, now).report
+    return _scan(catalog, name, age_gate(catalog, name, min_age), now).report
 
 
 def commit_report(

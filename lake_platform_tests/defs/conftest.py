@@ -1,5 +1,5 @@
 """A lake with one table ``p.w.ns.t`` and a local inbox; Dagster resources pointing at both;
-a real ``instance_for_test()`` with the table partition registered."""
+a real ``instance_for_test()`` (SQLite or Postgres storage) with the table partition registered."""
 
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
     home = tmp_path / "home"
     monkeypatch.setenv("LAKE_HOME", str(home))
     monkeypatch.setenv("LAKE_INBOX", str(tmp_path / "inbox"))
-    monkeypatch.setenv("LAKE_COMPACTION_WORKERS", "1")
     catalog = make_lake(home)
     catalog.create_table(TABLE, rows(0, 10).to_reader())
     lake_res = LakeResource(home=str(home))
@@ -43,8 +42,17 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
         catalog.close()
 
 
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as inst:
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
+    """A real Dagster instance on each storage the platform supports: SQLite (the embedded
+    default) and Postgres (a fresh database on the session's throwaway cluster)."""
+    with dg.instance_for_test(overrides=storage_overrides(request)) as inst:
         inst.add_dynamic_partitions(TABLES, [TABLE])
         yield inst
+
+
+def storage_overrides(request: pytest.FixtureRequest) -> dict[str, object]:
+    if request.param == "sqlite":
+        return {}
+    postgres = request.getfixturevalue("postgres")
+    return {"storage": {"postgres": {"postgres_url": postgres.new_database()}}}

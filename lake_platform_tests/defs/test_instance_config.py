@@ -9,9 +9,15 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
-from lake_platform.definitions import defs
+from lake_platform.dagster_instance import instance_config
+from lake_platform.definitions import build, defs
+from lake_platform.errors import SettingsError
+from lake_platform.launcher import prepare_dagster_home
+from lake_platform.settings import DagsterSettings, LakeSettings, dagster_settings
+from lake_platform_tests.postgres import Postgres
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,3 +73,64 @@ def test_definitions_validate_in_a_subprocess(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Validation successful" in proc.stdout + proc.stderr
     assert not (tmp_path / "lake").exists()  # loading the definitions touched no lake storage
+
+
+def test_postgres_url_gives_postgres_storage_and_stays_out_of_the_file(
+    tmp_path: Path, postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trust authentication ignores the password; it is there to show it never reaches the file.
+    url = postgres.new_database().replace("postgres@", "postgres:s3cret-pw@")
+    monkeypatch.setenv("LAKE_DAGSTER_POSTGRES_URL", url)
+    home = prepare_dagster_home(LakeSettings(home=tmp_path / "lake", _env_file=None))  # type: ignore[call-arg]
+    text = (home / "dagster.yaml").read_text()
+    assert "s3cret-pw" not in text and "LAKE_DAGSTER_POSTGRES_URL" in text
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+        limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+        assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
+    assert not list(home.glob("**/*.db"))  # nothing went to SQLite
+
+
+def test_without_the_url_the_instance_stays_on_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LAKE_DAGSTER_POSTGRES_URL", raising=False)
+    assert instance_config(DagsterSettings(_env_file=None)) == yaml.safe_load(  # type: ignore[call-arg]
+        (REPO / "dagster.yaml").read_text()
+    )
+
+
+def test_a_bad_postgres_url_is_a_settings_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_DAGSTER_POSTGRES_URL", "mysql://u:secret@h/db")
+    with pytest.raises(SettingsError, match="LAKE_DAGSTER_POSTGRES_URL") as err:
+        dagster_settings()
+    assert "secret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "executor,name",
+    [("in_process", "in_process"), ("multiprocess", "multiprocess"), ("k8s_job", "k8s"), ("ecs", "ecs")],
+)
+def test_the_executor_setting_picks_where_steps_run(
+    executor: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKE_DAGSTER_EXECUTOR", executor)
+    monkeypatch.setenv("LAKE_DAGSTER_STEP_IO", "s3://bucket/steps")
+    d = build()
+    dg.Definitions.validate_loadable(d)
+    job = d.resolve_implicit_global_asset_job_def()
+    assert job.executor_def.name == name
+    # Step outputs go to S3 whenever steps may run on other machines.
+    assert type(d.resources["io_manager"]).__name__ == "S3PickleIOManager"
+
+
+def test_steps_on_other_machines_need_step_io(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_DAGSTER_EXECUTOR", "k8s_job")
+    monkeypatch.delenv("LAKE_DAGSTER_STEP_IO", raising=False)
+    with pytest.raises(SettingsError, match="LAKE_DAGSTER_STEP_IO"):
+        dagster_settings()
+    monkeypatch.setenv("LAKE_DAGSTER_EXECUTOR", "threads")
+    with pytest.raises(SettingsError, match="LAKE_DAGSTER_EXECUTOR"):
+        dagster_settings()

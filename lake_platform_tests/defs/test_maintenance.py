@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -22,6 +24,7 @@ from lake_platform.defs.maintenance import (
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.errors import LakeError
+from lake_platform.maintenance import orphans
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
@@ -170,6 +173,50 @@ def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
     )
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     assert any(e.operation == "orphan-scan" for e in lake.catalog.history(TABLE))
+    # The listing was split: one step per top-level folder of the table, plus its root files.
+    location = lake.catalog.open_table(TABLE).record.location.removeprefix("file://")
+    folders = sorted(p.name for p in Path(location).iterdir() if p.is_dir())
+    done = {
+        e.step_key
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.STEP_SUCCESS and "orphan_scan_chunk" in (e.step_key or "")
+    }
+    assert len(done) == len(folders) + 1 == m["chunks"] and len(folders) >= 3
+    # The same figures as a scan in one process.
+    whole = orphans.scan(lake.catalog, TABLE)
+    assert (m["files_scanned"], m["files_live"], m["files_unknown"]) == (
+        whole.files_scanned,
+        whole.files_live,
+        whole.files_unknown,
+    )
+
+
+def test_a_chunked_scan_finds_the_orphans_a_whole_scan_finds(lake: Lake) -> None:
+    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    location = Path(lake.catalog.open_table(TABLE).record.location.removeprefix("file://"))
+    old = time.time() - 7 * 24 * 3600
+    for rel in ("data/stray.lance", "_versions/leftover.bin", "_transactions/x.txn", "stray-at-root.txt"):
+        (location / rel).write_bytes(b"x" * 10)
+        os.utime(location / rel, (old, old))
+    gate = orphans.age_gate(lake.catalog, TABLE)
+    live = orphans.live_set(lake.catalog, TABLE)
+    now = time.time()
+    parts = [
+        orphans.classify_chunk(lake.catalog, live, c, gate, now) for c in orphans.chunks(lake.catalog, live)
+    ]
+    chunked = orphans.merge(live, parts, gate, now).report
+    whole = orphans.scan(lake.catalog, TABLE, now=now)
+    assert (
+        [o.path for o in chunked.orphans]
+        == [o.path for o in whole.orphans]
+        == [
+            "_transactions/x.txn",
+            "_versions/leftover.bin",
+            "data/stray.lance",
+        ]
+    )
+    assert chunked.files_unknown == whole.files_unknown == 1  # the root file: counted, never reported
+    assert chunked.files_scanned == whole.files_scanned
 
 
 def test_schedules_fan_out_over_table_partitions(instance) -> None:
@@ -208,3 +255,16 @@ def test_compaction_follows_ingest_materializations(
     assert second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.open_table(TABLE).version}"
     third = sensor_tick(compaction_sensor, instance, lake, second.cursor)  # the event was consumed
     assert not third.run_requests
+
+
+def test_a_forced_compaction_ignores_the_threshold(instance, lake: Lake) -> None:
+    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 10})
+    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.append(TABLE, rows(200, 5).to_reader())
+    force = {"ops": {"compacted": {"ops": {"compaction_plan": {"config": {"force": True}}}}}}
+    result = dg.materialize(
+        [compacted], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=force
+    )
+    m = meta(result, "compacted")
+    assert m["status"] == "committed" and m["fragments_before"] == 3 and m["fragments_after"] == 1
+    assert lake.catalog.open_table(TABLE).count_rows() == 20

@@ -1,34 +1,84 @@
-"""Compaction tasks fanned out over worker processes (spawned, each opening the table at the
-planned version through the registry), then committed by the catalog."""
+"""Compaction in three pieces: a plan, tasks that each run with their own catalog (as a step on
+another machine would), and one commit that replays when repeated."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import InvalidInput
+from lake_platform.maintenance import compaction
 from lake_platform.maintenance.compaction import compact_table, due
 from lake_platform_tests.maintenance.helpers import make_lake, rows
 
 TABLE = "p.w.ns.frag"
 
 
-def test_tasks_run_in_worker_processes_and_commit_once(tmp_path: Path) -> None:
-    catalog = make_lake(tmp_path / "home")
+def fragmented(home: Path) -> Catalog:
+    catalog = make_lake(home)
+    catalog.create_table(TABLE, rows(0, 10).to_reader())
+    for i in range(1, 6):
+        catalog.append(TABLE, rows(10 * i, 10).to_reader())
+    catalog.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
+    return catalog
+
+
+def test_tasks_run_on_their_own_catalogs_and_commit_once(tmp_path: Path) -> None:
+    catalog = fragmented(tmp_path / "home")
     try:
-        catalog.create_table(TABLE, rows(0, 10).to_reader())
-        for i in range(1, 6):
-            catalog.append(TABLE, rows(10 * i, 10).to_reader())
-        catalog.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
         assert due(catalog, TABLE)[0]
         before = catalog.open_table(TABLE)
-        outcome = compact_table(catalog, TABLE, workers=2, actor="test")
+        planned = compaction.plan(catalog, TABLE)
+        assert planned.status == "planned" and len(planned.tasks) >= 2 and planned.commit_id
+        results = []
+        for task in planned.tasks:
+            worker = Catalog(catalog.settings, heartbeat=False)  # what a step elsewhere opens
+            try:
+                results.append(compaction.run_task(worker, planned, task))
+            finally:
+                worker.close()
+        assert catalog.open_table(TABLE).version == before.version  # tasks commit nothing
+        outcome = compaction.commit(catalog, planned, results, actor="test")
         assert outcome.status == "committed", outcome
-        assert outcome.tasks >= 2 and outcome.workers == 2
+        assert outcome.tasks == len(planned.tasks)
         assert outcome.fragments_before == 6 and outcome.fragments_after == 3
         after = catalog.open_table(TABLE)
         assert after.count_rows() == 60 and after.version == outcome.version > before.version
         assert sorted(after.to_reader().read_all().column("id").to_pylist()) == list(range(60))
-        assert [e.operation for e in catalog.history(TABLE)][-2:] == ["compact", "compact#1"]
+        # The same commit again (a retried step) replays: still exactly one compaction.
+        again = compaction.commit(catalog, planned, results, actor="test")
+        assert again.status == "committed" and again.version == outcome.version
+        assert again.commit_id == outcome.commit_id
+        assert [e.operation for e in catalog.history(TABLE)].count("compact") == 1
         assert not due(catalog, TABLE)[0]
-        assert compact_table(catalog, TABLE, workers=2).status == "nothing-to-do"
+        assert compact_table(catalog, TABLE).status == "nothing-to-do"
+    finally:
+        catalog.close()
+
+
+def test_a_plan_with_missing_results_or_foreign_tasks_changes_nothing(tmp_path: Path) -> None:
+    catalog = fragmented(tmp_path / "home")
+    try:
+        planned = compaction.plan(catalog, TABLE)
+        version = catalog.open_table(TABLE).version
+        first = compaction.run_task(catalog, planned, planned.tasks[0])
+        with pytest.raises(InvalidInput, match="task results for"):
+            compaction.commit(catalog, planned, [first])
+        with pytest.raises(InvalidInput, match="not part of the compaction plan"):
+            compaction.run_task(catalog, planned, '{"not": "a task"}')
+        assert catalog.open_table(TABLE).version == version
+        assert "compact" not in [e.operation for e in catalog.history(TABLE)]
+    finally:
+        catalog.close()
+
+
+def test_compact_table_runs_everything_here(tmp_path: Path) -> None:
+    catalog = fragmented(tmp_path / "home")
+    try:
+        outcome = compact_table(catalog, TABLE, actor="test")
+        assert outcome.status == "committed" and outcome.fragments_after == 3
+        assert compact_table(catalog, TABLE).status == "nothing-to-do"
     finally:
         catalog.close()

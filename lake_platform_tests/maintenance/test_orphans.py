@@ -187,6 +187,22 @@ def test_scan_on_s3_classifies_every_real_file_as_live(s3, tmp_path: Path) -> No
         s3.client().put_object(Bucket=s3.bucket, Key=key, Body=b"x")
         again = orphans.scan(catalog, name, min_age=timedelta(hours=1))
         assert again.files_young == 1 and again.orphan_count == 0
+        # Chunked (as the Dagster steps do it): one listing per top-level folder, same figures.
+        live = orphans.live_set(catalog, name)
+        parts = orphans.chunks(catalog, live)
+        assert {"data", "_versions", "_transactions"} <= set(parts)
+        now = time.time()
+        chunked = orphans.merge(
+            live,
+            [orphans.classify_chunk(catalog, live, c, timedelta(hours=1), now) for c in parts],
+            timedelta(hours=1),
+            now,
+        ).report
+        assert (chunked.files_scanned, chunked.files_live, chunked.files_young) == (
+            again.files_scanned,
+            again.files_live,
+            again.files_young,
+        )
     finally:
         catalog.close()
         if s3.external:

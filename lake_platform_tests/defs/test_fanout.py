@@ -1,0 +1,160 @@
+"""Compaction fans out through Dagster: one step per Lance compaction task, placed by the run's
+executor (here the multiprocess one: one process per step), and one commit step. Killing a
+task's process fails the run with nothing committed; re-executing it commits exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from lake_platform import definitions
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.defs.maintenance import compacted
+from lake_platform.defs.resources import LakeResource
+from lake_platform.settings import DagsterSettings
+from lake_platform_tests.defs.conftest import TABLE, Lake
+from lake_platform_tests.maintenance.helpers import rows
+
+TASK_STEP = "compacted.compaction_task"
+KILL_MARKER = "LAKE_TEST_KILL_MARKER"
+
+
+class KillingLake(LakeResource):
+    """The lake, except that one compaction task (the first to start, across all processes)
+    kills its own process with SIGKILL, as a node failure or the OOM killer would: once, or on
+    every attempt while the file ``<marker>.armed`` exists."""
+
+    marker: str
+
+    @contextmanager
+    def catalog(self) -> Iterator[Catalog]:
+        with super().catalog() as catalog:
+            execute = catalog.execute_compaction
+
+            def dying(planned):  # type: ignore[no-untyped-def]
+                task = planned.tasks[0]
+                try:
+                    with open(self.marker, "x") as claim:
+                        claim.write(task)
+                except FileExistsError:
+                    with open(self.marker) as claim:
+                        if claim.read() != task or not os.path.exists(self.marker + ".armed"):
+                            return execute(planned)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            catalog.execute_compaction = dying  # type: ignore[method-assign]
+            yield catalog
+
+
+def multiprocess_defs() -> dg.Definitions:
+    """Rebuilt in every step process (it must be importable): the platform's definitions on the
+    multiprocess executor, the lake from LAKE_HOME, a killer when the test asks for one."""
+    overrides: dict[str, object] = {}
+    if os.environ.get(KILL_MARKER):
+        overrides["lake"] = KillingLake(marker=os.environ[KILL_MARKER])
+    return definitions.build(overrides, DagsterSettings(executor="multiprocess", max_concurrent_steps=3))
+
+
+def multiprocess_job() -> dg.JobDefinition:
+    job = dg.define_asset_job("compact_job", selection=dg.AssetSelection.assets(compacted).without_checks())
+    return dg.Definitions.merge(multiprocess_defs(), dg.Definitions(jobs=[job])).resolve_job_def(
+        "compact_job"
+    )
+
+
+def fragment(lake: Lake) -> None:
+    for i in range(1, 4):  # 4 fragments of 10 rows: two tasks of two fragments each
+        lake.catalog.append(TABLE, rows(100 * i, 10).to_reader())
+    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
+
+
+def steps(instance: dg.DagsterInstance, run_id: str, event: dg.DagsterEventType) -> dict[str, int]:
+    """step key → pid of the process that reported ``event`` for it."""
+    return {
+        r.event_log_entry.step_key: r.event_log_entry.dagster_event.pid
+        for r in instance.get_records_for_run(run_id, of_type=event).records
+        if r.event_log_entry.step_key
+    }
+
+
+def run(instance: dg.DagsterInstance, **kwargs: object) -> dg.ExecuteJobResult:
+    return dg.execute_job(
+        dg.reconstructable(multiprocess_job),
+        instance,
+        tags={"dagster/partition": TABLE},
+        raise_on_error=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.slow
+def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
+    instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fragment(lake)
+    monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))  # one task's process dies once
+    tasks = len(lake.catalog.plan_compaction(TABLE, target_rows_per_fragment=20).tasks)
+    assert tasks >= 2
+    before = lake.catalog.open_table(TABLE).version
+    with run(instance) as result:
+        assert result.success
+        run_id = result.run_id
+        materialized = result.asset_materializations_for_node("compacted")
+    done = steps(instance, run_id, dg.DagsterEventType.STEP_SUCCESS)
+    task_steps = {k: pid for k, pid in done.items() if k.startswith(TASK_STEP)}
+    assert sorted(task_steps) == [f"{TASK_STEP}[task_{i}]" for i in range(tasks)]
+    assert {"compacted.compaction_plan", "compacted.compaction_commit"} <= set(done)
+    assert len(set(task_steps.values())) == tasks  # one process per step
+    assert os.getpid() not in task_steps.values()
+    retried = steps(instance, run_id, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    assert len(retried) == 1 and next(iter(retried)).startswith(TASK_STEP)  # its RetryPolicy
+    m = {k: v.value for k, v in materialized[0].metadata.items()}
+    assert m["status"] == "committed" and m["tasks"] == tasks and m["fragments_after"] == 2
+    assert lake.catalog.open_table(TABLE).version > before
+    assert lake.catalog.open_table(TABLE).count_rows() == 40
+    assert [e.operation for e in lake.catalog.history(TABLE)].count("compact") == 1
+
+
+@pytest.mark.slow
+def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commits_once(
+    instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fragment(lake)
+    before = lake.catalog.open_table(TABLE)
+    monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))
+    (tmp_path / "killed.armed").touch()  # the task dies on every attempt: retries run out
+    with run(instance) as failed:
+        assert not failed.success
+        failed_id = failed.run_id
+    assert (tmp_path / "killed").exists()
+    assert instance.get_run_by_id(failed_id).status == dg.DagsterRunStatus.FAILURE
+    failures = steps(instance, failed_id, dg.DagsterEventType.STEP_FAILURE)
+    assert [k for k in failures if k.startswith(TASK_STEP)], failures
+    assert "compacted.compaction_commit" not in steps(instance, failed_id, dg.DagsterEventType.STEP_START)
+    # Nothing half-committed: same version, same rows, no compaction in the commit log.
+    after_failure = lake.catalog.open_table(TABLE)
+    assert after_failure.version == before.version and after_failure.count_rows() == 40
+    assert "compact" not in [e.operation for e in lake.catalog.history(TABLE)]
+
+    (tmp_path / "killed.armed").unlink()
+    options = dg.ReexecutionOptions.from_failure(failed_id, instance)
+    with run(instance, reexecution_options=options) as retried:
+        assert retried.success
+        retry_id = retried.run_id
+    rerun = steps(instance, retry_id, dg.DagsterEventType.STEP_SUCCESS)
+    assert "compacted.compaction_plan" not in rerun  # the plan (and its commit id) is reused
+    assert "compacted.compaction_commit" in rerun
+    operations = [e.operation for e in lake.catalog.history(TABLE)]
+    assert operations.count("compact") == 1
+    table = lake.catalog.open_table(TABLE)
+    assert table.count_rows() == 40 and table.version > before.version
+    assert sorted(table.to_reader().read_all().column("id").to_pylist()) == sorted(
+        before.to_reader().read_all().column("id").to_pylist()
+    )
+    assert lake.catalog.describe_table(TABLE).fragments == 2
