@@ -1,4 +1,4 @@
-"""The Starlette application: one route per operation of the vendored spec, plus the
+"""The Starlette application: one route per operation of the spec, plus the
 control-plane routes (projects, warehouses, trash, undrop).
 
 Every request runs the same steps in the same order, the check order of every catalog door:

@@ -1,20 +1,25 @@
-"""The vendored Lance Namespace spec (``spec.yaml``, lance-namespace v0.11.1, the same 54
-operations as the pinned 0.13.0 client): the routes are built from it, so an operation the spec
-has can never be missing from the server (``lake_platform_tests/rest/test_spec.py``)."""
+"""The Lance Namespace operations this server routes, read from the pinned generated client.
+
+``lance-namespace-urllib3-client`` (pinned with ``lance-namespace``) is generated from the Lance
+Namespace spec: each operation is one ``_<name>_serialize`` method naming its HTTP method,
+path, query parameters and body content type. Reading them from the installed package (its
+source, never by importing or calling it) gives the spec's 54 operations without a copy of the
+spec in this repository, and moves with the pin: an operation a newer client adds (or drops)
+fails ``lake_platform_tests/rest/test_spec.py`` until it is routed (or looked at). The error
+codes come from the same pin's ``lance_namespace.errors.ErrorCode``."""
 
 from __future__ import annotations
 
+import ast
 import functools
-import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
-
-import yaml
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 ARROW_FILE = "application/vnd.apache.arrow.file"
 JSON = "application/json"
+
+CLIENT_API = "lance_namespace_urllib3_client.api"
 
 
 @dataclass(frozen=True)
@@ -26,45 +31,54 @@ class Operation:
     query: tuple[str, ...]  # query-string parameters the spec names
 
 
-@functools.cache
-def spec() -> dict[str, Any]:
-    text = resources.files("lake_platform.rest").joinpath("spec.yaml").read_text(encoding="utf-8")
-    loaded: dict[str, Any] = yaml.safe_load(text)
-    return loaded
+def _camel(snake: str) -> str:
+    return "".join(word.capitalize() for word in snake.split("_"))
+
+
+def _operation(name: str, serialize: ast.FunctionDef) -> Operation:
+    method = path = None
+    query: list[str] = []
+    content: list[str] = []
+    for node in ast.walk(serialize):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr == "param_serialize":
+            kwargs = {kw.arg: kw.value for kw in node.keywords}
+            method = ast.literal_eval(kwargs["method"])
+            path = ast.literal_eval(kwargs["resource_path"])
+        elif node.func.attr == "append" and getattr(node.func.value, "id", "") == "_query_params":
+            query.append(ast.literal_eval(node.args[0].elts[0]))  # type: ignore[attr-defined]
+        elif node.func.attr == "select_header_content_type":
+            content = list(ast.literal_eval(node.args[0]))
+    if method is None or path is None:
+        raise RuntimeError(f"{CLIENT_API}: _{name}_serialize names no method and path")
+    return Operation(_camel(name), method, path, content[0] if content else None, tuple(query))
 
 
 @functools.cache
 def operations() -> tuple[Operation, ...]:
-    doc = spec()
-    params = doc.get("components", {}).get("parameters", {})
-    found: list[Operation] = []
-    for path, item in doc["paths"].items():
-        shared = item.get("parameters", [])
-        for method, op in item.items():
-            if method not in ("get", "post", "put", "delete", "patch"):
-                continue
-            query = []
-            for p in [*shared, *op.get("parameters", [])]:
-                resolved = params.get(p["$ref"].rsplit("/", 1)[-1], {}) if "$ref" in p else p
-                if resolved.get("in") == "query":
-                    query.append(resolved["name"])
-            content = op.get("requestBody", {}).get("content", {})
-            found.append(
-                Operation(
-                    operation_id=op["operationId"],
-                    method=method.upper(),
-                    path=path,
-                    request_type=next(iter(content), None),
-                    query=tuple(query),
-                )
-            )
-    return tuple(found)
+    """Every operation once (the client repeats some under several tag modules), in path order."""
+    found: dict[str, Operation] = {}
+    for module in sorted(resources.files(CLIENT_API).iterdir(), key=lambda p: p.name):
+        if not module.name.endswith("_api.py"):
+            continue
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for fn in cls.body:
+                if (
+                    isinstance(fn, ast.FunctionDef)
+                    and fn.name.startswith("_")
+                    and fn.name.endswith("_serialize")
+                ):
+                    op = _operation(fn.name[1 : -len("_serialize")], fn)
+                    if found.setdefault(op.operation_id, op) != op:
+                        raise RuntimeError(f"{CLIENT_API}: {op.operation_id} is defined two different ways")
+    return tuple(sorted(found.values(), key=lambda o: (o.path, o.method)))
 
 
 def error_codes() -> dict[int, str]:
-    """The spec's ErrorResponse ``code`` enum, as {code: name} from its description."""
-    schema = spec()["components"]["schemas"]["ErrorResponse"]["properties"]["code"]
-    codes: dict[int, str] = {}
-    for match in re.finditer(r"^\s*(\d+) - (\w+):", str(schema.get("description", "")), re.MULTILINE):
-        codes[int(match.group(1))] = match.group(2)
-    return codes
+    """The spec's ErrorResponse ``code`` enum, as {code: name} in the spec's spelling
+    (``Unsupported``, ``TableNotFound``, ...)."""
+    from lance_namespace.errors import ErrorCode
+
+    return {int(code): _camel(code.name.lower()) for code in ErrorCode}

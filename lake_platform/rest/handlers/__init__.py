@@ -1,6 +1,6 @@
 """Which handler answers each spec operation, and which operations answer Unsupported.
 
-``HANDLERS`` and ``UNSUPPORTED`` together cover every ``operationId`` of the vendored spec
+``HANDLERS`` and ``UNSUPPORTED`` together cover every ``operationId`` of the spec (``rest/spec.py``)
 exactly once (``lake_platform_tests/rest/test_spec.py``); ``UNSUPPORTED`` is also the table in
 ``docs/rest.md`` (the same test compares them).
 """
