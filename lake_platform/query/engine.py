@@ -27,6 +27,7 @@ from datafusion.catalog import Table
 
 from lake_platform.errors import Throttling
 from lake_platform.query import planner
+from lake_platform.query.access import IndexedColumns, prefer_index
 from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery, Resolver
@@ -68,6 +69,9 @@ class QueryEngine:
         # Contexts are reused across requests, each bound to one request's catalogs at a time
         # (``sessions``); the factory is looked up late so a test may swap it.
         self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
+        # Key lookups on indexed columns of cached snapshots read Lance's index (``access``).
+        self._indexed = IndexedColumns(self.dataset, self.limits.dataset_cache_size or 1)
+        self.index_lookups = 0  # plannings moved from the cache to a scalar index
         self.cache = DataCache(
             self.limits.cache_bytes,
             admit_after=self.limits.cache_admit_after,
@@ -108,16 +112,41 @@ class QueryEngine:
     def _open_table(self, ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
         """The snapshot's in-memory table when the snapshot cache holds it, else Lance's provider
         (and, when planned from the catalog, the use counts toward admitting it)."""
-        dataset, _, table = self._providers.entry(ref, verify)
-        if not self.cache.enabled:
+        return self._opener()(ref, verify, cache_mode)
+
+    def _opener(
+        self, served: list[TableRef] | None = None, bypass: frozenset[Any] = frozenset()
+    ) -> Callable[[TableRef, bool, str | None], Table]:
+        """An ``open_table`` for one planning: records in ``served`` the refs it answered from
+        the snapshot cache; opens the refs whose key is in ``bypass`` from Lance, uncounted."""
+
+        def open_table(ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
+            dataset, _, table = self._providers.entry(ref, verify)
+            if not self.cache.enabled or ref.key in bypass:
+                return table
+            schema = table.schema
+            cached = self.cache.get(ref, schema)
+            if cached is not None:
+                if served is not None:
+                    served.append(ref)
+                return cached
+            if cache_mode is not None and not bypass:
+                self.cache.consider(ref, dataset, schema, cache_mode)
             return table
-        schema = table.schema
-        cached = self.cache.get(ref, schema)
-        if cached is not None:
-            return cached
-        if cache_mode is not None:
-            self.cache.consider(ref, dataset, schema, cache_mode)
-        return table
+
+        return open_table
+
+    def _planned(self, plan: Callable[[Callable[..., Table]], PlannedQuery]) -> PlannedQuery:
+        """``plan(open_table)``, planned again on Lance's providers when a key lookup in it can
+        use a scalar index of a snapshot the cache served (``access``): the same snapshot, the
+        same rows, read through the index rather than by scanning the cached batches."""
+        served: list[TableRef] = []
+        planned = plan(self._opener(served))
+        bypass = prefer_index(planned.df.logical_plan(), served, self._indexed)
+        if not bypass:
+            return planned
+        self.index_lookups += 1
+        return plan(self._opener(None, bypass))
 
     # -- planning ------------------------------------------------------------------------
 
@@ -131,18 +160,21 @@ class QueryEngine:
         """Plan against the snapshot's current versions, capturing each table it reads.
 
         ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
-        resolver = Resolver.over_view(self._open_table, self.limits, view)
         namespaces = set(view.namespaces)
-        return planner.plan_in(
-            self.sessions.session,
-            sql,
-            list(view.warehouses),
-            resolver,
-            self.limits,
-            params,
-            prepare,
-            lambda wh, ns: (wh, ns) in namespaces,
-        )
+
+        def plan(open_table: Callable[..., Table]) -> PlannedQuery:
+            return planner.plan_in(
+                self.sessions.session,
+                sql,
+                list(view.warehouses),
+                Resolver.over_view(open_table, self.limits, view),
+                self.limits,
+                params,
+                prepare,
+                lambda wh, ns: (wh, ns) in namespaces,
+            )
+
+        return self._planned(plan)
 
     def plan_pinned(
         self,
@@ -162,8 +194,16 @@ class QueryEngine:
 
         ``open_table``: opens a ref in place of the cache (a part of a snapshot: ``split``)."""
         by_key = planner.pinned_keys(refs, is_dropped)
-        resolver = Resolver.over_refs(open_table or self._open_table, self.limits, by_key)
-        return planner.plan_pinned_in(self.sessions.session, sql, resolver, self.limits, refs, by_key, params)
+
+        def plan(opener: Callable[..., Table]) -> PlannedQuery:
+            resolver = Resolver.over_refs(opener, self.limits, by_key)
+            return planner.plan_pinned_in(
+                self.sessions.session, sql, resolver, self.limits, refs, by_key, params
+            )
+
+        if open_table is not None:  # a part: never from the cache
+            return plan(open_table)
+        return self._planned(plan)
 
     # -- time limit ------------------------------------------------------------------------
 
