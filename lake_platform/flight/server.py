@@ -325,6 +325,8 @@ class FlightSqlServer:
             if _asks_spool(call):
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
+            if len(answer.endpoints) == 1:  # its DoGet plans the whole query again: keep the plan
+                self.engine.remember(identity, planned, params)
             return fl.FlightInfo(planned.schema, descriptor, answer.endpoints, -1, -1, answer.ordered)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
@@ -412,6 +414,7 @@ class FlightSqlServer:
                 ticket.params,
                 is_dropped=self._is_dropped,
                 open_table=None if ticket.part is None else self.parts.opener(ticket.part),
+                scope=identity,
             )
         except Exception as exc:
             failed(query, self.audit, exc, time.perf_counter() - started)

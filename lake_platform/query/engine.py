@@ -17,7 +17,7 @@ manifests, and :class:`PinnedNamespace` answers Lance from them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from lake_platform.query.access import IndexedColumns, prefer_index
 from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery, Resolver
+from lake_platform.query.plans import PlanCache, plan_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
@@ -72,6 +73,7 @@ class QueryEngine:
         # Key lookups on indexed columns of cached snapshots read Lance's index (``access``).
         self._indexed = IndexedColumns(self.dataset, self.limits.dataset_cache_size or 1)
         self.index_lookups = 0  # plannings moved from the cache to a scalar index
+        self.plans = PlanCache(self.limits.plan_cache_size)
         self.cache = DataCache(
             self.limits.cache_bytes,
             admit_after=self.limits.cache_admit_after,
@@ -143,10 +145,12 @@ class QueryEngine:
         served: list[TableRef] = []
         planned = plan(self._opener(served))
         bypass = prefer_index(planned.df.logical_plan(), served, self._indexed)
-        if not bypass:
-            return planned
-        self.index_lookups += 1
-        return plan(self._opener(None, bypass))
+        if bypass:
+            self.index_lookups += 1
+            served = []
+            planned = plan(self._opener(served, bypass))
+        planned.cached = bool(served)
+        return planned
 
     # -- planning ------------------------------------------------------------------------
 
@@ -184,6 +188,7 @@ class QueryEngine:
         *,
         is_dropped: Callable[[str], bool] | None = None,
         open_table: Callable[[TableRef, bool], Table] | None = None,
+        scope: Hashable | None = None,
     ) -> PlannedQuery:
         """Plan against exactly ``refs`` (from a ticket): nothing else is visible, and the
         query must read exactly these snapshots.
@@ -192,8 +197,17 @@ class QueryEngine:
         incarnation is known dropped (``is_dropped``, from the process's cached catalog), or
         its manifest is no longer on storage (cleaned up, purged).
 
-        ``open_table``: opens a ref in place of the cache (a part of a snapshot: ``split``)."""
+        ``open_table``: opens a ref in place of the cache (a part of a snapshot: ``split``).
+        ``scope``: who asks (the principal); with it, a plan :meth:`remember` kept for exactly
+        this scope, SQL, parameters and refs is reused (``plans``)."""
         by_key = planner.pinned_keys(refs, is_dropped)
+        if scope is not None and open_table is None:
+            kept = self.plans.get(plan_key(scope, sql, params, refs))
+            if kept is not None:
+                # What planning checks of each pinned snapshot: it still exists.
+                for ref in refs:
+                    self._providers.entry(ref, True)
+                return kept
 
         def plan(opener: Callable[..., Table]) -> PlannedQuery:
             resolver = Resolver.over_refs(opener, self.limits, by_key)
@@ -204,6 +218,12 @@ class QueryEngine:
         if open_table is not None:  # a part: never from the cache
             return plan(open_table)
         return self._planned(plan)
+
+    def remember(self, scope: Hashable, planned: PlannedQuery, params: pa.RecordBatch | None) -> None:
+        """Keep ``planned`` (planned for ``scope`` with ``params``) for :meth:`plan_pinned` of
+        the same scope, SQL, parameters and refs. Plans over cached snapshots are not kept."""
+        if not planned.cached:
+            self.plans.put(plan_key(scope, planned.sql, params, planned.refs), planned)
 
     # -- time limit ------------------------------------------------------------------------
 
@@ -232,6 +252,7 @@ class QueryEngine:
         """Stop the snapshot cache's loader and drop its entries."""
         self.cache.close()
         self.cache.clear()
+        self.plans.clear()
 
 
 __all__ = ["QueryEngine"]

@@ -75,6 +75,7 @@ class PlannedQuery:
     refs: tuple[TableRef, ...]  # the captured table versions, in written-name order
     parameters: int
     lookups: int = 0  # catalog lookups planning made (one per distinct table name)
+    cached: bool = False  # it reads a snapshot from the snapshot cache (in-memory batches)
 
 
 def deadline(limits: QueryLimits) -> float | None:
