@@ -303,7 +303,7 @@ class FlightSqlServer:
             sql, params = self._statement(identity, name, payload, descriptor.command)
             started = time.perf_counter()
             try:
-                planned = self.engine.plan(sql, self._view(identity), params)
+                planned = self.engine.plan(sql, self._view(identity), params, scope=identity)
                 if len(planned.refs) > self.settings.max_ticket_tables:
                     raise InvalidInput(
                         f"the query reads {len(planned.refs)} tables, above this server's "

@@ -31,7 +31,7 @@ from lake_platform.query.access import IndexedColumns, prefer_index
 from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery, Resolver
-from lake_platform.query.plans import PlanCache, plan_key
+from lake_platform.query.plans import PlanCache, plan_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
@@ -159,11 +159,36 @@ class QueryEngine:
         return SessionContext(self._config, self.runtime)
 
     def plan(
-        self, sql: str, view: ProjectView, params: pa.RecordBatch | None = None, *, prepare: bool = False
+        self,
+        sql: str,
+        view: ProjectView,
+        params: pa.RecordBatch | None = None,
+        *,
+        prepare: bool = False,
+        scope: Hashable | None = None,
     ) -> PlannedQuery:
         """Plan against the snapshot's current versions, capturing each table it reads.
 
-        ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
+        ``prepare``: parameters may stay unbound (a prepared statement's first planning).
+        ``scope``: who asks (the principal); with it, a parameterless statement planned for
+        the same scope over this very ``view`` is planned once (``plans``)."""
+        key = view_key(scope, sql, view) if scope is not None and params is None else None
+        if key is not None:
+            kept = self.plans.get(key, view)
+            if kept is not None:
+                # What planning checks: an older version read by time travel still exists.
+                for ref in kept.refs:
+                    if ref.at is not None:
+                        self._providers.entry(ref, True)
+                return kept
+        planned = self._plan_view(sql, view, params, prepare)
+        if key is not None and planned.parameters == 0 and not planned.cached:
+            self.plans.put(key, planned, view)
+        return planned
+
+    def _plan_view(
+        self, sql: str, view: ProjectView, params: pa.RecordBatch | None, prepare: bool
+    ) -> PlannedQuery:
         namespaces = set(view.namespaces)
 
         def plan(open_table: Callable[..., Table]) -> PlannedQuery:

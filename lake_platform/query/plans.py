@@ -10,6 +10,12 @@ and exact ``(engine, location, incarnation, version)``). A different tenant, use
 or version is a different key; an append makes a new version, so a new GetFlightInfo plans
 afresh and its ticket pins the new version.
 
+The same holds one step earlier: ADBC's ``execute`` sends CreatePreparedStatement (which plans,
+for the result's schema) and then GetFlightInfo of the prepared statement, both over the same
+catalog snapshot. A parameterless statement's plan over one snapshot's project view is kept
+under (principal, SQL, that very view object) and GetFlightInfo reuses it; a refreshed
+snapshot (say, after an append) has new views, so it plans afresh.
+
 Reusing a plan skips planning only: DoGet still checks that every pinned snapshot exists
 (``QueryEngine.plan_pinned``), exactly as when it plans. Plans that read the snapshot cache are
 not kept (they would keep evicted batches alive past the cache's budget).
@@ -20,11 +26,19 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
+
+
+def view_key(scope: Hashable, sql: str, view: Any) -> tuple[Hashable, ...]:
+    """What determines a plan of parameterless ``sql`` over one catalog snapshot's project view
+    (a view is never changed; a new snapshot makes new views): CreatePreparedStatement's plan
+    is GetFlightInfo's. Kept with the view as the anchor."""
+    return ("view", scope, sql, id(view))
 
 
 def plan_key(
@@ -42,26 +56,29 @@ class PlanCache:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._plans: OrderedDict[tuple[Hashable, ...], PlannedQuery] = OrderedDict()
+        self._plans: OrderedDict[tuple[Hashable, ...], tuple[Any, PlannedQuery]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
 
-    def put(self, key: tuple[Hashable, ...], planned: PlannedQuery) -> None:
+    def put(self, key: tuple[Hashable, ...], planned: PlannedQuery, anchor: Any = None) -> None:
+        """Keep ``planned`` under ``key``; ``anchor``: an object :meth:`get` must be given
+        again, the very same one (kept alive here, so its ``id`` in a key stays its own)."""
         if self.capacity <= 0:
             return
         with self._lock:
-            self._plans[key] = planned
+            self._plans[key] = (anchor, planned)
             self._plans.move_to_end(key)
             while len(self._plans) > self.capacity:
                 self._plans.popitem(last=False)
 
-    def get(self, key: tuple[Hashable, ...]) -> PlannedQuery | None:
+    def get(self, key: tuple[Hashable, ...], anchor: Any = None) -> PlannedQuery | None:
         with self._lock:
-            planned = self._plans.get(key)
-            if planned is not None:
-                self._plans.move_to_end(key)
-                self.hits += 1
-            return planned
+            kept = self._plans.get(key)
+            if kept is None or kept[0] is not anchor:
+                return None
+            self._plans.move_to_end(key)
+            self.hits += 1
+            return kept[1]
 
     def clear(self) -> None:
         with self._lock:
@@ -72,4 +89,4 @@ class PlanCache:
             return len(self._plans)
 
 
-__all__ = ["PlanCache", "plan_key"]
+__all__ = ["PlanCache", "plan_key", "view_key"]
