@@ -4,7 +4,8 @@ Stateless by construction: prepared-statement handles and statement tickets are 
 envelopes (see ``tokens`` and ``tickets``) carrying the principal, the SQL, bound parameters
 and, for tickets, the exact table snapshots planned against. Any replica sharing the keys can
 serve any call; DoGet re-plans against the pinned snapshots only (never the registry's current
-pointer, no registry read at all), fails when one is gone, and streams DataFusion's output
+pointer, no registry read at all; the replica that planned the statement reuses its plan,
+``query.plans``), fails when one is gone, and streams DataFusion's output
 straight into the Flight writer (admission and cancellation: ``streams``).
 
 Discovery and SQL see one tenant: the caller's project. catalog = warehouse, db_schema =
