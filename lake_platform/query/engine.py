@@ -30,6 +30,7 @@ from lake_platform.query import planner
 from lake_platform.query.access import IndexedColumns, prefer_index
 from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
+from lake_platform.query.lookup import Lookup, lookup_of, stream_lookup
 from lake_platform.query.planner import PlannedQuery, Resolver
 from lake_platform.query.plans import PlanCache, plan_key, view_key
 from lake_platform.query.providers import Providers
@@ -240,8 +241,10 @@ class QueryEngine:
                 self.sessions.session, sql, resolver, self.limits, refs, by_key, params
             )
 
-        if open_table is not None:  # a part: never from the cache
-            return plan(open_table)
+        if open_table is not None:  # a part: never from the cache, never a whole-table lookup
+            planned = plan(open_table)
+            planned.derived["part"] = True
+            return planned
         return self._planned(plan)
 
     def remember(self, scope: Hashable, planned: PlannedQuery, params: pa.RecordBatch | None) -> None:
@@ -267,11 +270,28 @@ class QueryEngine:
     ) -> Iterator[pa.RecordBatch]:
         """Batches of the result (see :func:`lake_platform.query.stream.stream`). A query refused
         for memory makes the snapshot cache give memory back."""
+        lookup = self._lookup(planned)
         try:
-            yield from stream(planned, self.limits, cancelled)
+            if lookup is not None:
+                yield from stream_lookup(self.dataset(lookup.ref), lookup, planned, self.limits, cancelled)
+            else:
+                yield from stream(planned, self.limits, cancelled)
         except Throttling:
             self.cache.pressure()
             raise
+
+    def _lookup(self, planned: PlannedQuery) -> Lookup | None:
+        """``planned`` as a key lookup on an indexed column Lance answers directly (``lookup``),
+        worked out once per plan; None: DataFusion executes it."""
+        if "lookup" not in planned.derived:
+            found = None
+            if len(planned.refs) == 1 and not planned.cached and not planned.derived.get("part"):
+                ref = planned.refs[0]
+                found = lookup_of(planned, self.dataset(ref).schema)
+                if found is not None and not found.keys & self._indexed(ref):
+                    found = None
+            planned.derived["lookup"] = found
+        return planned.derived["lookup"]
 
     def close(self) -> None:
         """Stop the snapshot cache's loader and drop its entries."""
