@@ -118,10 +118,15 @@ class QueryEngine:
         return self._opener()(ref, verify, cache_mode)
 
     def _opener(
-        self, served: list[TableRef] | None = None, bypass: frozenset[Any] = frozenset()
+        self,
+        served: list[TableRef] | None = None,
+        bypass: frozenset[Any] = frozenset(),
+        misses: list[tuple[TableRef, Any, pa.Schema, str]] | None = None,
     ) -> Callable[[TableRef, bool, str | None], Table]:
         """An ``open_table`` for one planning: records in ``served`` the refs it answered from
-        the snapshot cache; opens the refs whose key is in ``bypass`` from Lance, uncounted."""
+        the snapshot cache; opens the refs whose key is in ``bypass`` from Lance, uncounted;
+        with ``misses``, a miss is recorded there to be counted once the plan is known, rather
+        than counted at once."""
 
         def open_table(ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
             dataset, _, table = self._providers.entry(ref, verify)
@@ -134,7 +139,10 @@ class QueryEngine:
                     served.append(ref)
                 return cached
             if cache_mode is not None and not bypass:
-                self.cache.consider(ref, dataset, schema, cache_mode)
+                if misses is not None:
+                    misses.append((ref, dataset, schema, cache_mode))
+                else:
+                    self.cache.consider(ref, dataset, schema, cache_mode)
             return table
 
         return open_table
@@ -144,13 +152,21 @@ class QueryEngine:
         use a scalar index of a snapshot the cache served (``access``): the same snapshot, the
         same rows, read through the index rather than by scanning the cached batches."""
         served: list[TableRef] = []
-        planned = plan(self._opener(served))
+        misses: list[tuple[TableRef, Any, pa.Schema, str]] = []
+        planned = plan(self._opener(served, misses=misses))
         bypass = prefer_index(planned.df.logical_plan(), served, self._indexed)
         if bypass:
             self.index_lookups += 1
             served = []
             planned = plan(self._opener(served, bypass))
         planned.cached = bool(served)
+        if misses:
+            # An index lookup never reads the cache, so it does not count toward loading the
+            # snapshot into it (a table queried only by key would be loaded for nothing).
+            lookups = prefer_index(planned.df.logical_plan(), [m[0] for m in misses], self._indexed)
+            for ref, dataset, schema, mode in misses:
+                if ref.key not in lookups:
+                    self.cache.consider(ref, dataset, schema, mode)
         return planned
 
     # -- planning ------------------------------------------------------------------------

@@ -143,3 +143,25 @@ def test_lookup_columns(where: str, expected: list[set[str]]) -> None:
     assert sorted(map(sorted, lookup_columns(_plan(f"SELECT * FROM t WHERE {where}")))) == sorted(
         map(sorted, expected)
     )
+
+
+def test_index_lookups_do_not_count_toward_caching_a_snapshot(
+    lake: tuple[Any, Catalog], keyed: Catalog
+) -> None:
+    catalog = lake[1]
+    catalog.create_table("p.w.ns.looked", t_rows(500).to_reader())  # cache=auto (the default)
+    catalog.create_index("p.w.ns.looked", "id", "btree")
+    engine = QueryEngine(
+        lake[0], QueryLimits(memory_limit_bytes=64 << 20, cache_bytes=64 << 20, cache_admit_after=2)
+    )
+    try:
+        for i in range(5):
+            run(engine, catalog, f"SELECT s FROM w.ns.looked WHERE id = {i}")
+        assert engine.cache.wait_idle()
+        assert engine.cache.stats()["entries"] == 0 and engine.cache.stats()["loads"] == 0
+        for _ in range(2):  # an aggregate reads the whole table: it counts
+            run(engine, catalog, "SELECT sum(x) FROM w.ns.looked")
+        assert engine.cache.wait_idle()
+        assert engine.cache.stats()["loads"] == 1
+    finally:
+        engine.close()
