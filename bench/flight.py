@@ -250,8 +250,9 @@ def cache_bench(home: Path, rows: int, runs: int) -> None:
 def serve_variant(home: str, variant: str) -> None:
     """Our server with GetFlightInfo of a statement changed, for the pinning overhead:
 
-    - ``unpinned``: the same planning through the request-local catalog, but the ticket is the
-      bare SQL (no snapshots, no sealing, no expiry): what pinning itself costs;
+    - ``unpinned``: the same planning through the request-local catalog (a plan kept for the
+      principal over the same snapshot is reused, as ours does), but the ticket is the bare SQL
+      (no snapshots, no sealing, no expiry): what pinning itself costs;
     - ``static``: planning against a static (Rust, in-memory) catalog holding the current
       table provider, in one context reused by every request, with the same SQL checks, and the
       bare SQL as the ticket: what pinning and the request-local catalog cost together;
@@ -283,7 +284,9 @@ def serve_variant(home: str, variant: str) -> None:
             if variant == "fresh":
                 return super().get_flight_info(call, descriptor)
             if variant == "unpinned":
-                schema = self.engine.plan(sql, self._view(identity)).schema
+                # The same planning as ours, including the reuse of a plan kept for this principal
+                # over this snapshot (``query.plans``): only the ticket differs.
+                schema = self.engine.plan(sql, self._view(identity), scope=identity).schema
                 return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
             if self.catalog is None:
                 ref = self._view(identity).table("w", "ns", "trips").ref

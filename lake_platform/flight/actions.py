@@ -51,7 +51,7 @@ def create_prepared(server: ActionHost, identity: Identity, body: bytes) -> list
     req = proto.parse(proto.ActionCreatePreparedStatementRequest, payload)
     if req.HasField("transaction_id"):
         raise Unsupported(NO_TRANSACTIONS)
-    planned = server.engine.plan(req.query, server._view(identity), None, prepare=True)
+    planned = server.engine.plan(req.query, server._view(identity), None, prepare=True, scope=identity)
     handle = server.tickets.seal_prepared(identity, req.query, None)
     params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
     result = proto.ActionCreatePreparedStatementResult(

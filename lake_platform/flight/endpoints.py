@@ -58,10 +58,16 @@ class Endpoints:
         self.replicas = replicas
 
     def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
-        parts = split(planned, self._sizes, self.sizing)
+        # Worked out once per plan: a plan kept for reuse (``query.plans``) answers the same.
+        key = ("parts", self.sizing)
+        if key not in planned.derived:
+            planned.derived[key] = split(planned, self._sizes, self.sizing)
+        parts = planned.derived[key]
         if parts is None:
             handle, expires = self._tickets.seal_statement(identity, planned.sql, params, planned.refs)
-            return Answer([_endpoint(handle, expires, ())], ordered(planned))
+            if "ordered" not in planned.derived:
+                planned.derived["ordered"] = ordered(planned)
+            return Answer([_endpoint(handle, expires, ())], planned.derived["ordered"])
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []

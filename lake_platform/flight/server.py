@@ -4,7 +4,8 @@ Stateless by construction: prepared-statement handles and statement tickets are 
 envelopes (see ``tokens`` and ``tickets``) carrying the principal, the SQL, bound parameters
 and, for tickets, the exact table snapshots planned against. Any replica sharing the keys can
 serve any call; DoGet re-plans against the pinned snapshots only (never the registry's current
-pointer, no registry read at all), fails when one is gone, and streams DataFusion's output
+pointer, no registry read at all; the replica that planned the statement reuses its plan,
+``query.plans``), fails when one is gone, and streams DataFusion's output
 straight into the Flight writer (admission and cancellation: ``streams``).
 
 Discovery and SQL see one tenant: the caller's project. catalog = warehouse, db_schema =
@@ -303,7 +304,7 @@ class FlightSqlServer:
             sql, params = self._statement(identity, name, payload, descriptor.command)
             started = time.perf_counter()
             try:
-                planned = self.engine.plan(sql, self._view(identity), params)
+                planned = self.engine.plan(sql, self._view(identity), params, scope=identity)
                 if len(planned.refs) > self.settings.max_ticket_tables:
                     raise InvalidInput(
                         f"the query reads {len(planned.refs)} tables, above this server's "
@@ -325,6 +326,8 @@ class FlightSqlServer:
             if _asks_spool(call):
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
+            if len(answer.endpoints) == 1:  # its DoGet plans the whole query again: keep the plan
+                self.engine.remember(identity, planned, params)
             return fl.FlightInfo(planned.schema, descriptor, answer.endpoints, -1, -1, answer.ordered)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
@@ -412,6 +415,7 @@ class FlightSqlServer:
                 ticket.params,
                 is_dropped=self._is_dropped,
                 open_table=None if ticket.part is None else self.parts.opener(ticket.part),
+                scope=identity,
             )
         except Exception as exc:
             failed(query, self.audit, exc, time.perf_counter() - started)

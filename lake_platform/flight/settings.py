@@ -157,6 +157,14 @@ class FlightSettings(BaseSettings):
         description="Plannings of one table version before a cache=auto table is loaded into the cache "
         "(cache=hot: at the first; cache=off: never).",
     )
+    plan_cache_size: int = Field(
+        256,
+        ge=0,
+        le=1_000_000,
+        description="Statements planned by GetFlightInfo kept for this replica's DoGet of their ticket, "
+        "which then skips planning again (same principal, SQL, parameters and pinned versions; "
+        "0: DoGet always plans).",
+    )
     max_endpoints: int = Field(
         4,
         ge=1,

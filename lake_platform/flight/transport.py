@@ -47,6 +47,9 @@ SERVICE = "arrow.flight.protocol.FlightService"
 #: Encoded messages a result stream prepares ahead of gRPC's send (each at most
 #: LAKE_FLIGHT_MAX_MESSAGE_BYTES; typically one Lance batch of 8192 rows).
 READ_AHEAD = 2
+#: Messages a result stream sends before it starts reading ahead on a thread of its own: the
+#: schema and two batches, so a point query's whole stream (schema, batch, end) needs none.
+SYNC_MESSAGES = 3
 
 
 @dataclass(frozen=True)
@@ -250,7 +253,9 @@ class FlightTransport:
         self, context: grpc.ServicerContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
     ) -> Iterator[bytes]:
         try:
-            yield from read_ahead(encode_stream(schema, batches), READ_AHEAD, also_close=batches)
+            yield from read_ahead(
+                encode_stream(schema, batches), READ_AHEAD, also_close=batches, first=SYNC_MESSAGES
+            )
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
 
@@ -323,7 +328,7 @@ class _Failure:
 _END = object()
 
 
-def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None) -> Iterator[Any]:
+def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None, first: int = 0) -> Iterator[Any]:
     """``items``, produced on a thread of their own up to ``depth`` ahead of the consumer.
 
     A result stream is a chain of DataFusion (its own threads), Python glue and encoding, then
@@ -331,7 +336,37 @@ def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None) -> I
     to leave; here producing the next batch overlaps sending this one. An error in the producer
     is raised to the consumer in order; when the consumer stops early (the client went away), the
     producer stops at its next item and closes ``items`` and ``also_close`` on its own thread (a
-    generator must be closed where it runs: that is where a query releases its slot)."""
+    generator must be closed where it runs: that is where a query releases its slot).
+
+    ``first``: that many items are produced on the consumer's thread before the producer thread
+    starts, so a small result (a point query: the schema, one batch, the end) never pays for a
+    thread and its hand-offs; a larger one overlaps from then on (it loses the overlap of its
+    first items only)."""
+    for _ in range(first):
+        try:
+            item = next(items)
+        except StopIteration:
+            _close(items, also_close)
+            return
+        except BaseException:
+            _close(items, also_close)
+            raise
+        try:
+            yield item
+        except BaseException:  # the consumer stopped (GeneratorExit): close where it ran
+            _close(items, also_close)
+            raise
+    yield from _threaded(items, depth, also_close)
+
+
+def _close(*its: Any) -> None:
+    for it in its:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
+def _threaded(items: Iterator[Any], depth: int, also_close: Any) -> Iterator[Any]:
     buffer: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
@@ -353,10 +388,7 @@ def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None) -> I
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             put(_Failure(exc))
         finally:
-            for it in (items, also_close):
-                close = getattr(it, "close", None)
-                if close is not None:
-                    close()
+            _close(items, also_close)
 
     producer = threading.Thread(target=produce, name="lake-flight-read-ahead", daemon=True)
     producer.start()

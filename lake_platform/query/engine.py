@@ -17,7 +17,7 @@ manifests, and :class:`PinnedNamespace` answers Lance from them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,12 @@ from datafusion.catalog import Table
 
 from lake_platform.errors import Throttling
 from lake_platform.query import planner
+from lake_platform.query.access import IndexedColumns, prefer_index
 from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
+from lake_platform.query.lookup import Lookup, lookup_of, stream_lookup
 from lake_platform.query.planner import PlannedQuery, Resolver
+from lake_platform.query.plans import PlanCache, plan_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
@@ -68,6 +71,10 @@ class QueryEngine:
         # Contexts are reused across requests, each bound to one request's catalogs at a time
         # (``sessions``); the factory is looked up late so a test may swap it.
         self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
+        # Key lookups on indexed columns of cached snapshots read Lance's index (``access``).
+        self._indexed = IndexedColumns(self.dataset, self.limits.dataset_cache_size or 1)
+        self.index_lookups = 0  # plannings moved from the cache to a scalar index
+        self.plans = PlanCache(self.limits.plan_cache_size)
         self.cache = DataCache(
             self.limits.cache_bytes,
             admit_after=self.limits.cache_admit_after,
@@ -108,16 +115,59 @@ class QueryEngine:
     def _open_table(self, ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
         """The snapshot's in-memory table when the snapshot cache holds it, else Lance's provider
         (and, when planned from the catalog, the use counts toward admitting it)."""
-        dataset, _, table = self._providers.entry(ref, verify)
-        if not self.cache.enabled:
+        return self._opener()(ref, verify, cache_mode)
+
+    def _opener(
+        self,
+        served: list[TableRef] | None = None,
+        bypass: frozenset[Any] = frozenset(),
+        misses: list[tuple[TableRef, Any, pa.Schema, str]] | None = None,
+    ) -> Callable[[TableRef, bool, str | None], Table]:
+        """An ``open_table`` for one planning: records in ``served`` the refs it answered from
+        the snapshot cache; opens the refs whose key is in ``bypass`` from Lance, uncounted;
+        with ``misses``, a miss is recorded there to be counted once the plan is known, rather
+        than counted at once."""
+
+        def open_table(ref: TableRef, verify: bool, cache_mode: str | None = None) -> Table:
+            dataset, _, table = self._providers.entry(ref, verify)
+            if not self.cache.enabled or ref.key in bypass:
+                return table
+            schema = table.schema
+            cached = self.cache.get(ref, schema)
+            if cached is not None:
+                if served is not None:
+                    served.append(ref)
+                return cached
+            if cache_mode is not None and not bypass:
+                if misses is not None:
+                    misses.append((ref, dataset, schema, cache_mode))
+                else:
+                    self.cache.consider(ref, dataset, schema, cache_mode)
             return table
-        schema = table.schema
-        cached = self.cache.get(ref, schema)
-        if cached is not None:
-            return cached
-        if cache_mode is not None:
-            self.cache.consider(ref, dataset, schema, cache_mode)
-        return table
+
+        return open_table
+
+    def _planned(self, plan: Callable[[Callable[..., Table]], PlannedQuery]) -> PlannedQuery:
+        """``plan(open_table)``, planned again on Lance's providers when a key lookup in it can
+        use a scalar index of a snapshot the cache served (``access``): the same snapshot, the
+        same rows, read through the index rather than by scanning the cached batches."""
+        served: list[TableRef] = []
+        misses: list[tuple[TableRef, Any, pa.Schema, str]] = []
+        planned = plan(self._opener(served, misses=misses))
+        bypass = prefer_index(planned.df.logical_plan(), served, self._indexed)
+        if bypass:
+            self.index_lookups += 1
+            served = []
+            planned = plan(self._opener(served, bypass))
+        planned.cached = bool(served)
+        if misses:
+            # An index lookup never reads the cache, so it does not count toward loading the
+            # snapshot into it (a table queried only by key would be loaded for nothing).
+            lookups = prefer_index(planned.df.logical_plan(), [m[0] for m in misses], self._indexed)
+            for ref, dataset, schema, mode in misses:
+                if ref.key not in lookups:
+                    self.cache.consider(ref, dataset, schema, mode)
+        return planned
 
     # -- planning ------------------------------------------------------------------------
 
@@ -126,23 +176,51 @@ class QueryEngine:
         return SessionContext(self._config, self.runtime)
 
     def plan(
-        self, sql: str, view: ProjectView, params: pa.RecordBatch | None = None, *, prepare: bool = False
+        self,
+        sql: str,
+        view: ProjectView,
+        params: pa.RecordBatch | None = None,
+        *,
+        prepare: bool = False,
+        scope: Hashable | None = None,
     ) -> PlannedQuery:
         """Plan against the snapshot's current versions, capturing each table it reads.
 
-        ``prepare``: parameters may stay unbound (a prepared statement's first planning)."""
-        resolver = Resolver.over_view(self._open_table, self.limits, view)
+        ``prepare``: parameters may stay unbound (a prepared statement's first planning).
+        ``scope``: who asks (the principal); with it, a parameterless statement planned for
+        the same scope over this very ``view`` is planned once (``plans``)."""
+        key = view_key(scope, sql, view) if scope is not None and params is None else None
+        if key is not None:
+            kept = self.plans.get(key, view)
+            if kept is not None:
+                # What planning checks: an older version read by time travel still exists.
+                for ref in kept.refs:
+                    if ref.at is not None:
+                        self._providers.entry(ref, True)
+                return kept
+        planned = self._plan_view(sql, view, params, prepare)
+        if key is not None and planned.parameters == 0 and not planned.cached:
+            self.plans.put(key, planned, view)
+        return planned
+
+    def _plan_view(
+        self, sql: str, view: ProjectView, params: pa.RecordBatch | None, prepare: bool
+    ) -> PlannedQuery:
         namespaces = set(view.namespaces)
-        return planner.plan_in(
-            self.sessions.session,
-            sql,
-            list(view.warehouses),
-            resolver,
-            self.limits,
-            params,
-            prepare,
-            lambda wh, ns: (wh, ns) in namespaces,
-        )
+
+        def plan(open_table: Callable[..., Table]) -> PlannedQuery:
+            return planner.plan_in(
+                self.sessions.session,
+                sql,
+                list(view.warehouses),
+                Resolver.over_view(open_table, self.limits, view),
+                self.limits,
+                params,
+                prepare,
+                lambda wh, ns: (wh, ns) in namespaces,
+            )
+
+        return self._planned(plan)
 
     def plan_pinned(
         self,
@@ -152,6 +230,7 @@ class QueryEngine:
         *,
         is_dropped: Callable[[str], bool] | None = None,
         open_table: Callable[[TableRef, bool], Table] | None = None,
+        scope: Hashable | None = None,
     ) -> PlannedQuery:
         """Plan against exactly ``refs`` (from a ticket): nothing else is visible, and the
         query must read exactly these snapshots.
@@ -160,10 +239,35 @@ class QueryEngine:
         incarnation is known dropped (``is_dropped``, from the process's cached catalog), or
         its manifest is no longer on storage (cleaned up, purged).
 
-        ``open_table``: opens a ref in place of the cache (a part of a snapshot: ``split``)."""
+        ``open_table``: opens a ref in place of the cache (a part of a snapshot: ``split``).
+        ``scope``: who asks (the principal); with it, a plan :meth:`remember` kept for exactly
+        this scope, SQL, parameters and refs is reused (``plans``)."""
         by_key = planner.pinned_keys(refs, is_dropped)
-        resolver = Resolver.over_refs(open_table or self._open_table, self.limits, by_key)
-        return planner.plan_pinned_in(self.sessions.session, sql, resolver, self.limits, refs, by_key, params)
+        if scope is not None and open_table is None:
+            kept = self.plans.get(plan_key(scope, sql, params, refs))
+            if kept is not None:
+                # What planning checks of each pinned snapshot: it still exists.
+                for ref in refs:
+                    self._providers.entry(ref, True)
+                return kept
+
+        def plan(opener: Callable[..., Table]) -> PlannedQuery:
+            resolver = Resolver.over_refs(opener, self.limits, by_key)
+            return planner.plan_pinned_in(
+                self.sessions.session, sql, resolver, self.limits, refs, by_key, params
+            )
+
+        if open_table is not None:  # a part: never from the cache, never a whole-table lookup
+            planned = plan(open_table)
+            planned.derived["part"] = True
+            return planned
+        return self._planned(plan)
+
+    def remember(self, scope: Hashable, planned: PlannedQuery, params: pa.RecordBatch | None) -> None:
+        """Keep ``planned`` (planned for ``scope`` with ``params``) for :meth:`plan_pinned` of
+        the same scope, SQL, parameters and refs. Plans over cached snapshots are not kept."""
+        if not planned.cached:
+            self.plans.put(plan_key(scope, planned.sql, params, planned.refs), planned)
 
     # -- time limit ------------------------------------------------------------------------
 
@@ -182,16 +286,34 @@ class QueryEngine:
     ) -> Iterator[pa.RecordBatch]:
         """Batches of the result (see :func:`lake_platform.query.stream.stream`). A query refused
         for memory makes the snapshot cache give memory back."""
+        lookup = self._lookup(planned)
         try:
-            yield from stream(planned, self.limits, cancelled)
+            if lookup is not None:
+                yield from stream_lookup(self.dataset(lookup.ref), lookup, planned, self.limits, cancelled)
+            else:
+                yield from stream(planned, self.limits, cancelled)
         except Throttling:
             self.cache.pressure()
             raise
+
+    def _lookup(self, planned: PlannedQuery) -> Lookup | None:
+        """``planned`` as a key lookup on an indexed column Lance answers directly (``lookup``),
+        worked out once per plan; None: DataFusion executes it."""
+        if "lookup" not in planned.derived:
+            found = None
+            if len(planned.refs) == 1 and not planned.cached and not planned.derived.get("part"):
+                ref = planned.refs[0]
+                found = lookup_of(planned, self.dataset(ref).schema)
+                if found is not None and not found.keys & self._indexed(ref):
+                    found = None
+            planned.derived["lookup"] = found
+        return planned.derived["lookup"]
 
     def close(self) -> None:
         """Stop the snapshot cache's loader and drop its entries."""
         self.cache.close()
         self.cache.clear()
+        self.plans.clear()
 
 
 __all__ = ["QueryEngine"]

@@ -35,6 +35,7 @@ class QueryLimits:
     session_pool_size: int = 16  # idle DataFusion contexts kept for reuse (0: a new one per request)
     cache_bytes: int = 0  # the snapshot cache's budget (decoded Arrow bytes held; 0: no cache)
     cache_admit_after: int = 3  # plannings of one snapshot before a cache=auto table is loaded
+    plan_cache_size: int = 256  # GetFlightInfo plans kept for the same replica's DoGet (0: none)
     #: field name -> the name error messages give the limit (the setting that configures it)
     labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -75,6 +75,10 @@ class PlannedQuery:
     refs: tuple[TableRef, ...]  # the captured table versions, in written-name order
     parameters: int
     lookups: int = 0  # catalog lookups planning made (one per distinct table name)
+    cached: bool = False  # it reads a snapshot from the snapshot cache (in-memory batches)
+    #: facts derived from the plan by its users (how it is split into endpoints, ...): a kept
+    #: plan (``plans``) is the same immutable plan, so they are worked out once
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def deadline(limits: QueryLimits) -> float | None:

@@ -92,18 +92,24 @@ def _sorted_on_top(root: Any) -> bool:
 
 def _is_lookup(expr: Any) -> bool:
     """Whether a filter has a conjunct ``column = literal`` (or an OR / IN list of them)."""
+    return bool(lookup_exprs(expr))
+
+
+def lookup_exprs(expr: Any) -> list[Any]:
+    """A filter's lookup conjuncts: each ``column = literal``, an OR of them, or an IN list."""
     variant = expr.to_variant()
     kind = type(variant).__name__
     if kind == "BinaryExpr":
         op = variant.op()
         if op == "AND":
-            return _is_lookup(variant.left()) or _is_lookup(variant.right())
+            return lookup_exprs(variant.left()) + lookup_exprs(variant.right())
         if op == "OR":
-            return _all_equalities(variant.left()) and _all_equalities(variant.right())
-        return _all_equalities(expr)
+            both = _all_equalities(variant.left()) and _all_equalities(variant.right())
+            return [expr] if both else []
+        return [expr] if _all_equalities(expr) else []
     if kind == "InList":
-        return not variant.negated()
-    return False
+        return [] if variant.negated() else [expr]
+    return []
 
 
 def _all_equalities(expr: Any) -> bool:
@@ -274,6 +280,7 @@ __all__ = [
     "PartTables",
     "Shape",
     "Sizing",
+    "lookup_exprs",
     "ordered",
     "partition",
     "shape",

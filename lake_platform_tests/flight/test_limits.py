@@ -67,10 +67,11 @@ def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
         session_pool_size=5,
         cache_bytes=1 << 20,
         cache_admit_after=2,
+        plan_cache_size=7,
     )
     limits = flight.query_limits(settings)
     shared = [f.name for f in dataclasses.fields(QueryLimits) if f.name in FlightSettings.model_fields]
-    assert len(shared) == 13  # every limit but the labels comes from a setting of the same name
+    assert len(shared) == 14  # every limit but the labels comes from a setting of the same name
     for name in shared:
         assert getattr(limits, name) == getattr(flight, name), name
         assert limits.label(name) == f"LAKE_FLIGHT_{name.upper()}"

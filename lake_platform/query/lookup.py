@@ -1,0 +1,167 @@
+"""Key lookups on an indexed column, read straight from Lance's scanner.
+
+``SELECT a, b FROM t WHERE id = 4242`` over one Lance snapshot, with ``id`` indexed, is answered
+by Lance from the index in about a millisecond; through DataFusion over Lance's table provider
+the same read costs ~3-4 ms more (optimizing the plan again, physical planning across the FFI
+boundary, and the stream hand-offs between the two runtimes; ``bench/indexes.py``). DataFusion
+still plans every query (its schema, the captured snapshots, the read-only checks); only the
+execution of this one shape goes to Lance's scanner:
+
+- the plan is a projection of plain columns over a filter over a scan of exactly one snapshot,
+  read from Lance (not the snapshot cache, not a part), with no scan filters or limit of its own;
+- the filter is an ``AND`` of ``column = literal``, each literal of exactly its column's type
+  (signed or unsigned integers, or a string without quotes or backslashes), so Lance's filter
+  text means exactly what DataFusion would evaluate: no coercion, no NULL literal;
+- at least one of those columns has a scalar index in the snapshot (a lookup Lance answers
+  from the index, never a long scan the time limit could not interrupt).
+
+Anything else, or any doubt, runs through DataFusion as before. The rows are the same: the
+same snapshot, the same predicate, conformed to the planned schema (tests compare the two).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.query.batches import conformer, split_batch
+from lake_platform.query.errors import execution_error, timed_out, too_large
+from lake_platform.query.limits import QueryLimits
+from lake_platform.query.planner import PlannedQuery
+from lake_platform.query.snapshot import TableRef
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INTS = {
+    "Int8": pa.int8(),
+    "Int16": pa.int16(),
+    "Int32": pa.int32(),
+    "Int64": pa.int64(),
+    "UInt8": pa.uint8(),
+    "UInt16": pa.uint16(),
+    "UInt32": pa.uint32(),
+    "UInt64": pa.uint64(),
+}
+
+
+@dataclass(frozen=True)
+class Lookup:
+    ref: TableRef
+    columns: tuple[str, ...]
+    filter: str  # Lance's SQL filter text
+    keys: frozenset[str]  # the columns compared
+
+
+def lookup_of(planned: PlannedQuery, schema: pa.Schema) -> Lookup | None:
+    """The lookup ``planned`` is, given its one table's ``schema``; None for any other plan."""
+    if len(planned.refs) != 1 or planned.cached:
+        return None
+    root = planned.df.logical_plan()
+    proj = root.to_variant()
+    if type(proj).__name__ != "Projection" or len(root.inputs()) != 1:
+        return None
+    columns = []
+    for expr in proj.projections():
+        v = expr.to_variant()
+        if type(v).__name__ != "Column":
+            return None
+        columns.append(v.name())
+    (filt,) = root.inputs()
+    fv = filt.to_variant()
+    if type(fv).__name__ != "Filter" or len(filt.inputs()) != 1:
+        return None
+    (scan,) = filt.inputs()
+    sv = scan.to_variant()
+    if type(sv).__name__ != "TableScan" or sv.filters() or sv.fetch() is not None:
+        return None
+    terms: list[str] = []
+    keys: set[str] = set()
+    if not _conjuncts(fv.predicate(), schema, terms, keys):
+        return None
+    if [f.name for f in planned.schema] != columns or any(c not in schema.names for c in columns):
+        return None
+    return Lookup(planned.refs[0], tuple(columns), " AND ".join(terms), frozenset(keys))
+
+
+def _conjuncts(expr: Any, schema: pa.Schema, terms: list[str], keys: set[str]) -> bool:
+    v = expr.to_variant()
+    if type(v).__name__ != "BinaryExpr":
+        return False
+    if v.op() == "AND":
+        return _conjuncts(v.left(), schema, terms, keys) and _conjuncts(v.right(), schema, terms, keys)
+    if v.op() != "=":
+        return False
+    sides = [v.left().to_variant(), v.right().to_variant()]
+    kinds = [type(s).__name__ for s in sides]
+    if sorted(kinds) != ["Column", "Literal"]:
+        return False
+    col, lit = (sides[0], sides[1]) if kinds[0] == "Column" else (sides[1], sides[0])
+    name = col.name()
+    if not _NAME.match(name) or name not in schema.names:
+        return False
+    kind = schema.field(name).type
+    dtype = lit.data_type()
+    if dtype in _INTS and kind == _INTS[dtype]:
+        value = lit.value_i64() if dtype.startswith("Int") else lit.value_u64()
+        if value is None:
+            return False
+        terms.append(f"{name} = {int(value)}")
+    elif dtype == "Utf8" and kind in (pa.string(), pa.large_string()):
+        text = lit.value_string()
+        if text is None or "'" in text or "\\" in text:
+            return False
+        terms.append(f"{name} = '{text}'")
+    else:
+        return False
+    keys.add(name)
+    return True
+
+
+def stream_lookup(
+    dataset: Any,
+    lookup: Lookup,
+    planned: PlannedQuery,
+    limits: QueryLimits,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Iterator[pa.RecordBatch]:
+    """The lookup's rows from Lance's scanner, conformed to ``planned.schema``, with the same
+    result-size limit, time limit and cancellation as a DataFusion stream."""
+    timeout = limits.query_timeout_seconds
+    deadline = time.monotonic() + timeout if timeout else None
+    try:
+        reader = dataset.scanner(
+            columns=list(lookup.columns), filter=lookup.filter, batch_size=limits.batch_size
+        ).to_reader()
+    except Exception as exc:  # noqa: BLE001
+        raise execution_error(exc, limits, planned.refs) from None
+    conform = None
+    sent = 0
+    while True:
+        failure = None
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001
+            failure = execution_error(exc, limits, planned.refs)
+        if failure is not None:
+            raise failure
+        if deadline is not None and time.monotonic() >= deadline:
+            raise timed_out(limits)
+        if cancelled():
+            return
+        if not batch.num_rows:
+            continue
+        conform = conform or conformer(batch.schema, planned.schema)
+        batch = conform(batch)
+        sent += batch.nbytes
+        if limits.max_result_bytes and sent > limits.max_result_bytes:
+            raise too_large(limits)
+        yield from split_batch(batch, limits.max_message_bytes)
+
+
+__all__ = ["Lookup", "lookup_of", "stream_lookup"]
