@@ -25,8 +25,10 @@ from starlette.routing import Route
 
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import InvalidInput, RequestTooLarge, Unsupported
+from lake_platform.observability import context
 from lake_platform.rest import ids, spec
 from lake_platform.rest.handlers import control, handler_for
+from lake_platform.rest.observe import observed_app
 from lake_platform.rest.problems import problem
 from lake_platform.rest.request import Reply, RestRequest
 from lake_platform.rest.server import RestService
@@ -135,6 +137,7 @@ def make_endpoint(
         headers: Any, query_params: Any, path_params: dict[str, Any], raw: bytes
     ) -> tuple[Principal, Any]:
         principal = service.authenticate(headers)
+        context.identify(principal.name, principal.project)
         delimiter = service.delimiter(query_params)
         path_id = ids.parse_path_id(path_params["id"], delimiter) if "id" in path_params else None
         if arrow:
@@ -188,7 +191,9 @@ def routes(service: RestService) -> list[Route]:
     return extra + found
 
 
-def build_app(service: RestService) -> Starlette:
+def build_app(service: RestService) -> Any:
+    """The Starlette app, observed (``rest/observe.py``: metrics, request context, access log)."""
+
     async def http_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
         if status in (404, 405):
@@ -206,8 +211,10 @@ def build_app(service: RestService) -> Starlette:
 
     from contextlib import asynccontextmanager
 
-    return Starlette(
-        routes=routes(service),
-        exception_handlers={HTTPException: http_error},
-        lifespan=asynccontextmanager(lifespan),
+    return observed_app(
+        Starlette(
+            routes=routes(service),
+            exception_handlers={HTTPException: http_error},
+            lifespan=asynccontextmanager(lifespan),
+        )
     )

@@ -49,6 +49,7 @@ def serve(settings: LakeSettings) -> None:
     sock = listen(settings.rest_host, settings.rest_port)
     service = RestService(settings)
     try:
+        service.start_metrics()  # before uvicorn: a busy metrics port is a typed error, not a log line
         uvicorn.Server(uvicorn_config(settings, build_app(service))).run(sockets=[sock])
     finally:
         service.close()

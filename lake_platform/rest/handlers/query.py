@@ -10,11 +10,13 @@ import time
 from typing import Any
 
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
+from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.rest import results
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
 ARROW_FILE = "application/vnd.apache.arrow.file"
+SURFACE = "rest"
 
 
 def _quote(name: str) -> str:
@@ -69,15 +71,23 @@ def build_sql(request: RestRequest) -> str:
 
 
 def query_table(request: RestRequest) -> Any:
-    scoped(request, table=True)
     tname = request.table_name()
-    sql = build_sql(request)
+    sql = build_sql(request)  # a malformed request is not a query (not audited)
     service = request.service
-    view = service.snapshots.current().project(tname.project)
-    if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
-        raise TableNotFound(f"table {tname} does not exist")
+    principal = request.principal
+    started = time.perf_counter()
     engine = service.query_engine()
-    planned = engine.plan(sql, view)
+    try:
+        scoped(request, table=True)
+        view = service.snapshots.current().project(tname.project)
+        if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
+            raise TableNotFound(f"table {tname} does not exist")
+        planned = engine.plan(sql, view)
+    except Exception as exc:
+        # Refused at planning (another tenant's or a missing table, a bad filter): audited as
+        # Flight audits a refused GetFlightInfo.
+        failed(QueryInfo.of(SURFACE, principal, sql), service.audit, exc, time.perf_counter() - started)
+        raise
     settings = service.settings
     collector = results.Collector(
         schema=planned.schema,
@@ -87,12 +97,19 @@ def query_table(request: RestRequest) -> Any:
         project=tname.project,
         ttl=settings.results_ttl_seconds,
     )
+    info = QueryInfo.of(SURFACE, principal, sql, None, planned.refs)
+    # One audit line when the stream ends, however it ends (the pins, rows, bytes, status).
+    stream = observed(engine.stream(planned), info, service.audit)
     try:
-        for batch in engine.stream(planned):
+        for batch in stream:
             collector.add(batch)
         answer = collector.finish()
-    except BaseException:
+    except BaseException as exc:
         collector.abort()
+        try:  # a failure of the spool (not of the stream) is the query's status too, not CANCELLED
+            stream.throw(exc)
+        except BaseException:  # noqa: BLE001, S110 - the same error, re-raised below
+            pass
         raise
     if isinstance(answer, bytes):
         return Reply(answer, ARROW_FILE)
