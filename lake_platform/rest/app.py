@@ -95,6 +95,23 @@ def parse_json(raw: bytes, content_type: str) -> dict[str, Any]:
     return body
 
 
+#: Pure registry reads (no storage I/O, no lease, no write): on a SQLite registry (a local file,
+#: WAL mode, so a read never waits for a writer) they run on the event loop, saving the two thread
+#: wake-ups of a worker-thread hop, which dominate their latency on a busy host. On DynamoDB every
+#: read is a network round trip, so they hop like everything else.
+INLINE_OPERATIONS = frozenset(
+    {"DescribeTable", "TableExists", "ListNamespaces", "DescribeNamespace", "NamespaceExists", "ListTables"}
+)
+#: A Lance client's commit is DescribeTable, ListTableVersions, CreateTableVersion: their routes are
+#: matched first (the router tries routes in order).
+HOT_OPERATIONS = ("DescribeTable", "ListTableVersions", "CreateTableVersion", "DescribeTableVersion")
+
+
+def inline_reads(service: RestService) -> bool:
+    catalog = getattr(service, "catalog", None)
+    return str(getattr(getattr(catalog, "store", None), "url", "")).startswith("sqlite:")
+
+
 def operation_endpoint(service: RestService, op: spec.Operation) -> Callable[[Request], Any]:
     return make_endpoint(
         service,
@@ -102,6 +119,7 @@ def operation_endpoint(service: RestService, op: spec.Operation) -> Callable[[Re
         name=op.operation_id,
         arrow=op.request_type == spec.ARROW_STREAM,
         query=op.query,
+        inline=op.operation_id in INLINE_OPERATIONS and inline_reads(service),
     )
 
 
@@ -112,20 +130,20 @@ def make_endpoint(
     name: str,
     arrow: bool = False,
     query: tuple[str, ...] = (),
+    inline: bool = False,
 ) -> Callable[[Request], Any]:
 
     async def endpoint(request: Request) -> Response:
         try:
             # The body is read (up to the limit) before anything else: the one step that must be
-            # async. Everything after runs in one worker thread, in the door's order.
+            # async. Everything after runs in one worker thread (or, for a pure registry read on
+            # SQLite, right here), in the door's order.
             raw = await read_body(request, service.settings.rest_max_body_bytes)
-            principal, result = await run_in_threadpool(
-                handle,
-                request.headers,
-                request.query_params,
-                request.path_params,
-                raw,
-            )
+            args = (request.headers, request.query_params, request.path_params, raw)
+            if inline:
+                principal, result = handle(*args)
+            else:
+                principal, result = await run_in_threadpool(handle, *args)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
             return problem(exc, request.url.path)
         response = respond(result)
@@ -180,15 +198,18 @@ def respond(result: Any) -> Response:
 
 
 def routes(service: RestService) -> list[Route]:
+    hot = {name: n for n, name in enumerate(HOT_OPERATIONS)}
+    ordered = sorted(spec.operations(), key=lambda op: hot.get(op.operation_id, len(hot)))
     found = [
         Route(op.path, operation_endpoint(service, op), methods=[op.method], name=op.operation_id)
-        for op in spec.operations()
+        for op in ordered
     ]
     extra = [
         Route(path, make_endpoint(service, fn, name=name, query=params), methods=[method], name=name)
         for name, method, path, fn, params in control.ROUTES
     ]
-    return extra + found
+    # The commit path's routes first, then the control routes (as before), then the rest.
+    return found[: len(HOT_OPERATIONS)] + extra + found[len(HOT_OPERATIONS) :]
 
 
 def build_app(service: RestService) -> Any:
