@@ -95,12 +95,23 @@ def parse_json(raw: bytes, content_type: str) -> dict[str, Any]:
     return body
 
 
-#: Pure registry reads (no storage I/O, no lease, no write): on a SQLite registry (a local file,
-#: WAL mode, so a read never waits for a writer) they run on the event loop, saving the two thread
-#: wake-ups of a worker-thread hop, which dominate their latency on a busy host. On DynamoDB every
-#: read is a network round trip, so they hop like everything else.
+#: Registry reads (no lease, no storage I/O but in a recovery case): on a SQLite registry (a local
+#: file in WAL mode, so a read never waits for a writer) they run on the event loop, saving the two
+#: thread wake-ups of a worker-thread hop, which dominate their latency on a busy host. The
+#: version reads finish a version left at its staging manifest by a writer killed between its
+#: transaction and the link (a rare, bounded write; normally the commit links it). On DynamoDB
+#: every read is a network round trip, so they hop like everything else.
 INLINE_OPERATIONS = frozenset(
-    {"DescribeTable", "TableExists", "ListNamespaces", "DescribeNamespace", "NamespaceExists", "ListTables"}
+    {
+        "DescribeTable",
+        "TableExists",
+        "ListNamespaces",
+        "DescribeNamespace",
+        "NamespaceExists",
+        "ListTables",
+        "ListTableVersions",
+        "DescribeTableVersion",
+    }
 )
 #: A Lance client's commit is DescribeTable, ListTableVersions, CreateTableVersion: their routes are
 #: matched first (the router tries routes in order).

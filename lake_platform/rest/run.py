@@ -18,6 +18,8 @@ def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
         "log_level": "warning",
         "access_log": False,
         "lifespan": "on",
+        # Nothing reads the client address: no X-Forwarded-* middleware on every request.
+        "proxy_headers": False,
     }
     if settings.rest_tls_cert_file is not None:
         options["ssl_certfile"] = str(settings.rest_tls_cert_file)

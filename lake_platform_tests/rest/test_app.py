@@ -30,10 +30,15 @@ def test_pure_reads_run_inline_on_sqlite_only(rest_lake: RestLake, monkeypatch: 
     assert describe.status_code == 404  # no such table: the same answer inline
     versions = rest_lake.post("/v1/table/p$w$ns$t/version/list", {}, headers={"x-op": "versions"})
     assert versions.status_code == 404
+    commit = rest_lake.post(
+        "/v1/table/p$w$ns$t/version/create", {"version": 1, "manifest_path": "x"}, headers={"x-op": "commit"}
+    )
+    assert commit.status_code in (400, 404)
     other = rest_lake.post("/v1/table/q$w$ns$t/describe", {}, headers={"x-op": "other"})
     assert (other.status_code, other.json()["code"]) == (404, 4)  # tenancy holds inline too
-    assert seen["describe"] == seen["other"] == "rest-server"  # the server's own (event loop) thread
-    assert seen["versions"] != "rest-server"  # may finalize a manifest: a worker thread
+    # the server's own (event loop) thread
+    assert seen["describe"] == seen["versions"] == seen["other"] == "rest-server"
+    assert seen["commit"] != "rest-server"  # takes the lease (may wait): a worker thread
 
 
 def test_a_dynamodb_registry_never_runs_handlers_inline() -> None:
