@@ -67,6 +67,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def header_map(scope: Any) -> dict[str, str]:
+    """The request's headers as a dict, built once (Starlette's ``Headers`` scans its list on
+    every lookup; a request looks up a dozen). ASGI names are lowercase already; the first of a
+    repeated header wins, as with ``Headers.get``."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(scope["headers"])}
+
+
 def _query_value(name: str, value: str) -> Any:
     if name in _INTS:
         try:
@@ -150,7 +157,7 @@ def make_endpoint(
             # async. Everything after runs in one worker thread (or, for a pure registry read on
             # SQLite, right here), in the door's order.
             raw = await read_body(request, service.settings.rest_max_body_bytes)
-            args = (request.headers, request.query_params, request.path_params, raw)
+            args = (header_map(request.scope), request.query_params, request.path_params, raw)
             if inline:
                 principal, result = handle(*args)
             else:
@@ -191,7 +198,7 @@ def make_endpoint(
             body=body,
             query=dict(query_params),
             raw=raw if arrow else b"",
-            headers=dict(headers),
+            headers=headers,
         )
         return principal, handler(call)
 
