@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
 
 DEFAULT_UI_HOST = "127.0.0.1"
@@ -45,6 +46,8 @@ class Platform:
     seeded: list[str]
     flight_address: str = ""
     rest_address: str = ""
+    #: /metrics of the Flight and the REST process ("" when LAKE_METRICS_PORT is unset).
+    metrics_urls: tuple[str, ...] = ()
     demo_user: tuple[str, str] = ("", "")
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
@@ -179,6 +182,15 @@ def start_platform(
         rest_address=f"{settings.rest_host}:{rest_port if rest_port is not None else settings.rest_port}",
         demo_user=_demo_user(settings) if seed else ("", ""),
     )
+    child_env = {name: env for name in ("webserver", "daemon", "flight", "rest")}
+    rest_metrics = rest_metrics_port(settings)
+    if rest_metrics is not None:
+        # Flight and REST are separate processes here: one port each (in one process they share one).
+        child_env["rest"] = {**env, "LAKE_METRICS_PORT": str(rest_metrics)}
+        if settings.metrics_port:
+            platform.metrics_urls = tuple(
+                f"http://{settings.metrics_host}:{p}/metrics" for p in (settings.metrics_port, rest_metrics)
+            )
     commands = {
         "webserver": [
             sys.executable,
@@ -219,7 +231,12 @@ def start_platform(
             platform.logs.append(log)
             platform.processes.append(
                 subprocess.Popen(
-                    cmd, cwd=lake_home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    cmd,
+                    cwd=lake_home,
+                    env=child_env[name],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
             )
         _wait_ready(platform, ready_timeout)
@@ -227,6 +244,20 @@ def start_platform(
         platform.stop()
         raise
     return platform
+
+
+def rest_metrics_port(settings: LakeSettings) -> int | None:
+    """The REST process's metrics port under ``lake up``: LAKE_METRICS_PORT + 1 (0 stays 0: any
+    free port); None when metrics are off."""
+    port = settings.metrics_port
+    if port is None or port == 0:
+        return port
+    if port >= 65535:
+        raise SettingsError(
+            "LAKE_METRICS_PORT: lake up serves Flight's metrics there and REST's on the next port; "
+            f"{port} has no next port"
+        )
+    return port + 1
 
 
 def _demo_user(settings: LakeSettings) -> tuple[str, str]:
@@ -310,6 +341,8 @@ def run_platform(
     print(f"Dagster UI     {platform.ui_url}")
     print(f"Flight SQL     grpc://{platform.flight_address}")
     print(f"Lance REST     http://{platform.rest_address} (Lance Namespace spec; see docs/rest.md)")
+    for label, metrics_url in zip(("Flight", "REST"), platform.metrics_urls, strict=False):
+        print(f"metrics        {metrics_url} ({label})")
     print(f"inbox          {platform.inbox}")
     print(f"demo table     {platform.demo_table}")
     if platform.seeded:

@@ -211,3 +211,17 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
     finally:
         platform.stop()
     assert not platform.alive()
+
+
+def test_lake_up_gives_rest_its_own_metrics_port(tmp_path: Path) -> None:
+    """Flight and REST run as two processes under `lake up`: one metrics port each (in one
+    process they would share one); a port with no next one is refused up front."""
+    from lake_platform.errors import SettingsError
+    from lake_platform.launcher import rest_metrics_port
+    from lake_platform.settings import load_settings
+
+    assert rest_metrics_port(load_settings(home=tmp_path)) is None
+    assert rest_metrics_port(load_settings(home=tmp_path, metrics_port=0)) == 0
+    assert rest_metrics_port(load_settings(home=tmp_path, metrics_port=9464)) == 9465
+    with pytest.raises(SettingsError, match="LAKE_METRICS_PORT"):
+        rest_metrics_port(load_settings(home=tmp_path, metrics_port=65535))

@@ -13,6 +13,7 @@ containers; a table id is a namespace id plus the table name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import lance_namespace.errors as ns_errors
@@ -228,7 +229,9 @@ class LakeNamespace(LanceNamespace):
             record = self._record(tname, declared=True)
             if record.current_version:
                 self._finalize(tname, record, record.current_version)
-            return self._bound_to(tname, record).list_table_versions(request)
+            # The record was read just now (finishing touches only the version record): Lance's
+            # "latest version?" needs no second read of it.
+            return self._bound_to(tname, record, fresh=True).list_table_versions(request)
 
         return self._call(listing)
 
@@ -241,11 +244,19 @@ class LakeNamespace(LanceNamespace):
 
         return self._call(describe)
 
-    def create_table_version(self, request: Any) -> CreateTableVersionResponse:
+    def create_table_version(
+        self, request: Any, check: Callable[[TableRecord], None] | None = None
+    ) -> CreateTableVersionResponse:
+        """``check``: called with the table's record before anything is written (the REST server
+        checks the client's manifest path against its location; the incarnation, and so the
+        location, is re-checked under the lease)."""
+
         def create() -> CreateTableVersionResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"write to {tname}")
             record, revision = self.catalog.ctx.table(tname, declared=True)
+            if check is not None:  # before the lease: a refused request writes nothing, not even it
+                check(record)
             pending = PendingCommit(
                 commit_id=new_id(),
                 operation="commit",
@@ -388,13 +399,14 @@ class LakeNamespace(LanceNamespace):
         tname = self._table_name(request)
         return self._bound_to(tname, self._record(tname, declared=True))
 
-    def _bound_to(self, tname: TableName, record: TableRecord) -> BoundTableNamespace:
+    def _bound_to(self, tname: TableName, record: TableRecord, *, fresh: bool = False) -> BoundTableNamespace:
         return BoundTableNamespace(
             self.catalog.store,
             tname,
             record,
             0,
             storage_options=self.catalog.settings.storage_options(record.location),
+            fresh=fresh,
         )
 
 

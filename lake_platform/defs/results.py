@@ -1,4 +1,5 @@
-"""Spooled query results (Flight SQL): the asset that reclaims expired ones, and its schedule."""
+"""Spooled query results (Flight SQL and REST QueryTable share one results area): the asset that
+reclaims expired ones, and its schedule."""
 
 import time
 

@@ -1,36 +1,52 @@
 """Buffered results for QueryTable. The spec answers an Arrow IPC *file*, which cannot stream
 (its footer comes last), so a large result must not be built in memory: below the inline
 threshold (``LAKE_REST_INLINE_MAX_ROWS`` / ``_BYTES``) the batches are kept and answered
-inline; once the result passes it, what was kept and everything after is written to the
-warehouse's results area (``<warehouse root>/_results/<project>/<handle>/<n>.arrow``) as Arrow
-IPC file segments, each at most the inline size, through a streaming writer; the answer is a
-handle and the segment URLs (``GET /v1/results/{handle}/{n}``), each served by streaming the
-file. Memory stays bounded by the inline threshold plus one batch.
+inline; once the result passes it, what was kept and everything after is written as a job of
+the lake's one results area (``LAKE_RESULTS_ROOT``, shared with Flight SQL's spool:
+``engine/results.py``) as Arrow IPC file segments, each at most the inline size, through a
+streaming writer; the answer is a handle and the segment URLs (``GET /v1/results/{handle}/{n}``),
+each served by streaming the file. Memory stays bounded by the inline threshold plus one batch.
 
-Results are not expired by the server yet: remove ``_results/`` older than your retention.
+The job has Flight's layout and metadata: ``job.json`` (its expiry, ``LAKE_RESULTS_TTL_SECONDS``
+from the spool's start) is written before any segment, ``done.json`` last, so the
+``reclaimed_results`` asset reclaims REST results exactly as it reclaims Flight's. Segments are
+named ``seg-NNNNN.arrow`` (IPC files; Flight's ``.arrows`` are IPC streams).
+
+The handle is ``<project>.<job id>``: 128 random bits, fetchable only by principals of its
+project (any other caller sees it missing) and only until its expiry.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
-from lake_platform.engine import storage
-from lake_platform.errors import InvalidInput, NamespaceNotFound
+from lake_platform.engine.results import ResultsArea
+from lake_platform.errors import InvalidInput, NamespaceNotFound, ResultNotFound
+from lake_platform.settings import LakeSettings
 
-RESULTS_DIR = "_results"
-_HANDLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}\.[0-9a-f]{32}$")
+_HANDLE = re.compile(r"^(?P<project>[a-z_][a-z0-9_]{0,62})\.(?P<job>[0-9a-f]{32})$")
+_AREAS: dict[tuple[str, tuple[tuple[str, str], ...]], ResultsArea] = {}
 
 
-def filesystem(root: str, storage_options: dict[str, str]) -> tuple[pafs.FileSystem, str]:
-    fs, path = storage.filesystem(root, storage_options)
-    return fs, path.rstrip("/")
+def area(settings: LakeSettings) -> ResultsArea:
+    """The results area of these settings (one per root and options: its filesystem is reused)."""
+    options = settings.storage_options(settings.results_root)
+    key = (settings.results_root, tuple(sorted(options.items())))
+    found = _AREAS.get(key)
+    if found is None:
+        found = _AREAS.setdefault(key, ResultsArea(settings.results_root, options))
+    return found
+
+
+def segment_name(n: int) -> str:
+    return f"seg-{n:05d}.arrow"
 
 
 @dataclass
@@ -38,27 +54,28 @@ class Spooled:
     handle: str
     segments: int
     rows: int
+    expires_at: float
 
 
 @dataclass
 class Collector:
-    """Keeps batches until a threshold, then spools everything to segment files."""
+    """Keeps batches until a threshold, then spools everything to segment files of a job."""
 
     schema: pa.Schema
     max_rows: int
     max_bytes: int
-    fs: pafs.FileSystem
-    folder: str  # <root>/_results/<project>
+    area: ResultsArea
     project: str
-    warehouse: str
+    ttl: float
     kept: list[pa.RecordBatch] = field(default_factory=list)
     rows: int = 0
     nbytes: int = 0
-    handle: str | None = None
+    job: str | None = None
+    expires_at: float = 0.0
     _writer: Any = None
     _sink: Any = None
     _segment_bytes: int = 0
-    segments: int = 0
+    _segments: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self.max_bytes and batch.nbytes > self.max_bytes and batch.num_rows > 1:
@@ -72,7 +89,7 @@ class Collector:
     def _add(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
         self.nbytes += batch.nbytes
-        if self.handle is None:
+        if self.job is None:
             self.kept.append(batch)
             if self.rows > self.max_rows or self.nbytes > self.max_bytes:
                 self._spool()
@@ -80,22 +97,27 @@ class Collector:
         self._write(batch)
 
     def _spool(self) -> None:
-        self.handle = f"{self.project}.{self.warehouse}.{secrets.token_hex(16)}"
-        self.fs.create_dir(f"{self.folder}/{self.handle}", recursive=True)
+        self.job = secrets.token_hex(16)
+        self.expires_at = time.time() + self.ttl
+        # job.json first: the job is never without its expiry, so reclaim can always judge it.
+        self.area.create_job(self.project, self.job, self.expires_at, self.schema)
         kept, self.kept = self.kept, []
         for batch in kept:
             self._write(batch)
 
     def _write(self, batch: pa.RecordBatch) -> None:
+        assert self.job is not None
         if self._writer is None or self._segment_bytes >= max(self.max_bytes, 1):
             self._close_segment()
-            path = f"{self.folder}/{self.handle}/{self.segments:05d}.arrow"
-            self._sink = self.fs.open_output_stream(path)
+            name = segment_name(len(self._segments))
+            self._sink = self.area.segment_sink(self.project, self.job, name)
             self._writer = pa.ipc.new_file(self._sink, self.schema)
-            self.segments += 1
+            self._segments.append({"name": name, "rows": 0, "bytes": 0})
             self._segment_bytes = 0
         self._writer.write_batch(batch)
         self._segment_bytes += batch.nbytes
+        self._segments[-1]["rows"] += batch.num_rows
+        self._segments[-1]["bytes"] += batch.nbytes
 
     def _close_segment(self) -> None:
         if self._writer is not None:
@@ -104,38 +126,64 @@ class Collector:
             self._writer = self._sink = None
 
     def finish(self) -> bytes | Spooled:
-        if self.handle is None:
+        if self.job is None:
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, self.schema) as writer:
                 for batch in self.kept:
                     writer.write_batch(batch)
             return sink.getvalue().to_pybytes()
         self._close_segment()
-        return Spooled(self.handle, self.segments, self.rows)
+        self.area.finish_job(self.project, self.job, self.schema, self._segments, ordered=False)
+        return Spooled(f"{self.project}.{self.job}", len(self._segments), self.rows, self.expires_at)
 
     def abort(self) -> None:
-        self._close_segment()
-        if self.handle is not None:
-            try:
-                self.fs.delete_dir(f"{self.folder}/{self.handle}")
-            except OSError:
-                pass
+        try:
+            self._close_segment()
+        except Exception:  # noqa: BLE001, S110 - the files are deleted next
+            pass
+        if self.job is not None:
+            self.area.remove_job(self.project, self.job)
 
 
 def parse_handle(handle: str, project: str) -> tuple[str, str]:
-    """(project, warehouse) of a handle the caller may fetch; anything else looks missing."""
-    if not _HANDLE.fullmatch(handle or ""):
+    """(project, job) of a handle the caller may fetch; another project's looks missing."""
+    match = _HANDLE.fullmatch(handle or "")
+    if match is None:
         raise InvalidInput("malformed result handle")
-    owner, warehouse, _ = handle.split(".")
-    if project not in ("*", owner):
+    if project not in ("*", match["project"]):
         raise NamespaceNotFound("no such result")
-    return owner, warehouse
+    return match["project"], match["job"]
 
 
-def read_segment(fs: pafs.FileSystem, path: str, chunk: int = 1 << 20) -> Iterator[bytes]:
-    with fs.open_input_stream(path) as stream:
-        while True:
-            data = stream.read(chunk)
-            if not data:
-                return
-            yield data
+def segment_path(results: ResultsArea, project: str, job: str, n: int, now: float) -> str:
+    """The path of segment ``n`` of a finished, unexpired job; ResultNotFound otherwise."""
+    done = results.done(project, job)
+    if done is None:
+        raise ResultNotFound("no such result")
+    expires = float(results.job(project, job)["expires_at"])
+    if expires <= now:
+        raise ResultNotFound("the spooled result has expired; run the query again")
+    segments = done.get("segments", [])
+    if not 0 <= n < len(segments):
+        raise ResultNotFound(f"the result has {len(segments)} segments; there is no segment {n}")
+    return f"{results.job_dir(project, job)}/{segments[n]['name']}"
+
+
+def read_segment(results: ResultsArea, path: str, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The segment's bytes; opened now, so a segment reclaimed since is a 404, not a cut body."""
+    try:
+        stream = results.fs.open_input_stream(path)
+    except FileNotFoundError:
+        raise ResultNotFound(
+            "the spooled result is gone (expired or reclaimed); run the query again"
+        ) from None
+
+    def chunks() -> Iterator[bytes]:
+        with stream:
+            while True:
+                data = stream.read(chunk)
+                if not data:
+                    return
+                yield data
+
+    return chunks()

@@ -18,6 +18,8 @@ def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
         "log_level": "warning",
         "access_log": False,
         "lifespan": "on",
+        # Nothing reads the client address: no X-Forwarded-* middleware on every request.
+        "proxy_headers": False,
     }
     if settings.rest_tls_cert_file is not None:
         options["ssl_certfile"] = str(settings.rest_tls_cert_file)
@@ -49,6 +51,7 @@ def serve(settings: LakeSettings) -> None:
     sock = listen(settings.rest_host, settings.rest_port)
     service = RestService(settings)
     try:
+        service.start_metrics()  # before uvicorn: a busy metrics port is a typed error, not a log line
         uvicorn.Server(uvicorn_config(settings, build_app(service))).run(sockets=[sock])
     finally:
         service.close()

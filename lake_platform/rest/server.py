@@ -17,6 +17,8 @@ from lake_platform.flight.auth import AuthService, Throttle
 from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.settings import FlightSettings, flight_settings, is_loopback
 from lake_platform.flight.tokens import Sealer
+from lake_platform.observability import metrics
+from lake_platform.observability.audit import open_trail
 from lake_platform.query.snapshot import SnapshotCache
 from lake_platform.rest import auth
 from lake_platform.settings import LakeSettings
@@ -56,6 +58,9 @@ class RestService:
 
         self._engine: Any = None
         self._engine_lock = threading.Lock()
+        # The query audit trail (LAKE_AUDIT_LOG): one line per QueryTable, as Flight writes per DoGet.
+        self.audit = open_trail(settings)
+        self.metrics_server: metrics.Exposition | None = None
 
     def query_engine(self) -> Any:
         """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
@@ -63,14 +68,32 @@ class RestService:
             if self._engine is None:
                 from lake_platform.query.engine import QueryEngine
 
-                self._engine = QueryEngine(self.settings, self.flight.query_limits(self.settings))
+                engine = QueryEngine(self.settings, self.flight.query_limits(self.settings))
+                metrics.watch_engine(engine, engine.spill_dir, engine.limits.memory_limit_bytes)
+                self._engine = engine
             return self._engine
 
     def start(self) -> None:
+        """Start the snapshot refresher, and ``/metrics`` when LAKE_METRICS_PORT is set (shared
+        with a Flight endpoint in the same process: one port, one registry)."""
+        self.start_metrics()
+        metrics.watch_snapshots(self.snapshots)
         self.snapshots.start()
+
+    def start_metrics(self) -> None:
+        """Serve ``/metrics`` if LAKE_METRICS_PORT is set (idempotent); a busy port is
+        ServiceUnavailable naming the settings."""
+        if self.metrics_server is None:
+            self.metrics_server = metrics.start_metrics_server(
+                self.settings.metrics_host, self.settings.metrics_port
+            )
 
     def close(self) -> None:
         self.snapshots.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+            self.metrics_server = None
+        self.audit.close()
         if self._owned:
             self.catalog.close()
 

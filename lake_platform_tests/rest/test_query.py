@@ -49,8 +49,10 @@ def test_a_large_result_is_spooled_and_fetched_by_handle(lake: RestLake) -> None
     assert resp.status_code == 200, resp.text
     answer = resp.json()
     assert answer["rows"] == 5000 and answer["segments"]
-    spooled = Path(lake.settings.warehouse_root) / "p" / "w" / "_results" / "p" / answer["result_handle"]
-    assert len(list(spooled.iterdir())) == len(answer["segments"]) > 1  # off the heap, in segments
+    job = answer["result_handle"].split(".")[1]
+    spooled = Path(lake.settings.results_root) / "p" / job  # the lake's one results area
+    assert len(list(spooled.glob("seg-*.arrow"))) == len(answer["segments"]) > 1  # off the heap
+    assert {"job.json", "done.json"} <= {f.name for f in spooled.iterdir()}
     ids: list[int] = []
     for url in answer["segments"]:
         seg = lake.get(url, who="reader")

@@ -36,12 +36,12 @@ def test_rest_client_commits_and_reads_on_s3(s3_lake: RestLake, s3: S3Endpoint, 
     assert snap.record.location.startswith(f"s3://{s3.bucket}/{s3_prefix}/")
     assert snap.version == 2 and snap.count_rows() == 3
     assert lance.dataset(namespace_client=ns, table_id=T, version=1).count_rows() == 2
-    # QueryTable beyond the inline threshold spools its segments under the warehouse on S3.
+    # QueryTable beyond the inline threshold spools its segments to the results area on S3.
     s3_lake.service.snapshots.refresh()
     s3_lake.service.snapshots.refresh()  # the first may join a load begun before the writes
     answer = s3_lake.post("/v1/table/p$w$ns$events/query", {"vector": {}, "k": 0}, who="reader").json()
     assert answer["rows"] == 3
-    assert any("/_results/p/" in key for key in s3.keys_under(s3_prefix))
+    assert any("/.results/p/" in key for key in s3.keys_under(s3_prefix))
     ids = []
     for url in answer["segments"]:
         seg = s3_lake.get(url, who="reader")

@@ -2,19 +2,21 @@
 run as read-only SQL through the same query engine, catalog snapshot and limits as Flight SQL
 (``LAKE_FLIGHT_*`` limits: memory pool, timeout, result size). Vector and full-text search are
 not served. Small results answer inline as an Arrow IPC file; large ones are spooled
-(``rest/results.py``) and answered with a handle."""
+(``rest/results.py``, into the lake's results area) and answered with a handle."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from lake_platform.errors import InvalidInput, NamespaceNotFound, TableNotFound, Unsupported
-from lake_platform.naming import WarehouseName
+from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
+from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.rest import results
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
 ARROW_FILE = "application/vnd.apache.arrow.file"
+SURFACE = "rest"
 
 
 def _quote(name: str) -> str:
@@ -69,33 +71,45 @@ def build_sql(request: RestRequest) -> str:
 
 
 def query_table(request: RestRequest) -> Any:
-    scoped(request, table=True)
     tname = request.table_name()
-    sql = build_sql(request)
+    sql = build_sql(request)  # a malformed request is not a query (not audited)
     service = request.service
-    view = service.snapshots.current().project(tname.project)
-    if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
-        raise TableNotFound(f"table {tname} does not exist")
+    principal = request.principal
+    started = time.perf_counter()
     engine = service.query_engine()
-    planned = engine.plan(sql, view)
-    warehouse = service.catalog.warehouse(WarehouseName.parse(f"{tname.project}.{tname.warehouse}"))
+    try:
+        scoped(request, table=True)
+        view = service.snapshots.current().project(tname.project)
+        if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
+            raise TableNotFound(f"table {tname} does not exist")
+        planned = engine.plan(sql, view)
+    except Exception as exc:
+        # Refused at planning (another tenant's or a missing table, a bad filter): audited as
+        # Flight audits a refused GetFlightInfo.
+        failed(QueryInfo.of(SURFACE, principal, sql), service.audit, exc, time.perf_counter() - started)
+        raise
     settings = service.settings
-    fs, root = results.filesystem(warehouse.root, settings.storage_options(warehouse.root))
     collector = results.Collector(
         schema=planned.schema,
         max_rows=settings.rest_inline_max_rows,
         max_bytes=settings.rest_inline_max_bytes,
-        fs=fs,
-        folder=f"{root}/{results.RESULTS_DIR}/{tname.project}",
+        area=results.area(settings),
         project=tname.project,
-        warehouse=tname.warehouse,
+        ttl=settings.results_ttl_seconds,
     )
+    info = QueryInfo.of(SURFACE, principal, sql, None, planned.refs)
+    # One audit line when the stream ends, however it ends (the pins, rows, bytes, status).
+    stream = observed(engine.stream(planned), info, service.audit)
     try:
-        for batch in engine.stream(planned):
+        for batch in stream:
             collector.add(batch)
         answer = collector.finish()
-    except BaseException:
+    except BaseException as exc:
         collector.abort()
+        try:  # a failure of the spool (not of the stream) is the query's status too, not CANCELLED
+            stream.throw(exc)
+        except BaseException:  # noqa: BLE001, S110 - the same error, re-raised below
+            pass
         raise
     if isinstance(answer, bytes):
         return Reply(answer, ARROW_FILE)
@@ -104,27 +118,22 @@ def query_table(request: RestRequest) -> Any:
         "rows": answer.rows,
         "segments": [f"/v1/results/{answer.handle}/{n}" for n in range(answer.segments)],
         "media_type": ARROW_FILE,
+        "expires_at": int(answer.expires_at),
     }
 
 
 def result_segment(request: RestRequest) -> Any:
-    """GET /v1/results/{handle}/{n}: one spooled segment, streamed from storage."""
+    """GET /v1/results/{handle}/{n}: one spooled segment, streamed from the results area."""
     handle = str(request.body.get("handle", ""))
-    project, warehouse = results.parse_handle(handle, request.principal.project)
+    project, job = results.parse_handle(handle, request.principal.project)
     segment = str(request.body.get("segment", ""))
     if not segment.isdigit() or len(segment) > 5:
         raise InvalidInput("segment must be a number")
-    record = request.service.catalog.warehouse(WarehouseName.parse(f"{project}.{warehouse}"))
-    settings = request.service.settings
-    fs, root = results.filesystem(record.root, settings.storage_options(record.root))
-    path = f"{root}/{results.RESULTS_DIR}/{project}/{handle}/{int(segment):05d}.arrow"
-    import pyarrow.fs as pafs
-
-    if fs.get_file_info(path).type != pafs.FileType.File:
-        raise NamespaceNotFound("no such result")
+    area = results.area(request.service.settings)
+    path = results.segment_path(area, project, job, int(segment), time.time())
     from starlette.responses import StreamingResponse
 
-    return StreamingResponse(results.read_segment(fs, path), media_type=ARROW_FILE)
+    return StreamingResponse(results.read_segment(area, path), media_type=ARROW_FILE)
 
 
 HANDLERS = {"QueryTable": query_table}

@@ -48,11 +48,13 @@ def create_table_version(request: RestRequest) -> Any:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
     if not isinstance(path, str) or not path:
         raise InvalidInput("manifest_path is required")
-    tname = request.table_name()
-    if request.principal.can(tname.project, "write"):
-        record = request.service.catalog.ctx.table(tname, declared=True)[0]
-        check_manifest_path(record.location, path)
-    return to_json(lake_namespace(request).create_table_version(_body(request)))
+    # Checked against the record the commit reads first (no extra registry read), before the
+    # lease; a caller without write permission is refused by the catalog before that.
+    return to_json(
+        lake_namespace(request).create_table_version(
+            _body(request), check=lambda record: check_manifest_path(record.location, path)
+        )
+    )
 
 
 def check_manifest_path(location: str, path: str) -> None:

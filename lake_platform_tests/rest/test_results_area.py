@@ -1,0 +1,137 @@
+"""REST's spooled QueryTable results live in the lake's one results area (LAKE_RESULTS_ROOT), with
+Flight's layout and expiry: they expire, the ``reclaimed_results`` asset reclaims them (a live
+one is kept), and the warehouse-level orphan folder scan never reports nor reclaims them."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import dagster as dg
+import lance
+import pyarrow as pa
+import pytest
+
+from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.results import reclaimed_results
+from lake_platform.maintenance.orphan_folders import reclaim_folders, scan_folders
+from lake_platform.maintenance.results import GRACE_SECONDS
+from lake_platform.naming import WarehouseName
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
+
+TTL = 120.0
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Iterator[RestLake]:
+    for lake in start_rest_lake(
+        tmp_path, rest_inline_max_rows=10, rest_inline_max_bytes=1 << 20, results_ttl_seconds=TTL
+    ):
+        ns = rest_namespace(lake.url, lake.tokens["writer"])
+        lance.write_dataset(rows(list(range(100))), namespace_client=ns, table_id=["p", "w", "ns", "t"])
+        lake.service.snapshots.refresh()
+        lake.service.snapshots.refresh()  # the first may join a load begun before the create
+        yield lake
+
+
+def spool(lake: RestLake) -> dict:
+    resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+    assert resp.status_code == 200, resp.text
+    answer = resp.json()
+    assert answer["rows"] == 100
+    return answer
+
+
+def job_dir(lake: RestLake, answer: dict) -> Path:
+    project, job = answer["result_handle"].split(".")
+    return Path(lake.settings.results_root) / project / job
+
+
+def age(folder: Path, expires_at: float) -> None:
+    """What the clock passing the expiry looks like to the area: the job.json's expiry moved back."""
+    meta = json.loads((folder / "job.json").read_text())
+    meta["expires_at"] = expires_at
+    (folder / "job.json").write_text(json.dumps(meta))
+
+
+def materialize(lake: RestLake) -> dict:
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [reclaimed_results],
+            instance=instance,
+            resources={"lake": LakeResource(home=str(lake.settings.home))},
+        )
+        assert result.success
+        found = result.asset_materializations_for_node("reclaimed_results")[0].metadata
+        return {k: v.value for k, v in found.items()}
+
+
+def test_a_rest_result_carries_the_results_ttl_and_flights_layout(lake: RestLake) -> None:
+    before = time.time()
+    answer = spool(lake)
+    folder = job_dir(lake, answer)
+    meta = json.loads((folder / "job.json").read_text())
+    assert before + TTL - 1 <= meta["expires_at"] <= time.time() + TTL
+    assert answer["expires_at"] == int(meta["expires_at"])
+    done = json.loads((folder / "done.json").read_text())
+    assert done["rows"] == 100 and [s["name"] for s in done["segments"]] == [
+        f"seg-{n:05d}.arrow" for n in range(len(answer["segments"]))
+    ]
+    # nothing under the warehouse any more (the old <warehouse root>/_results)
+    assert not list(Path(lake.settings.warehouse_root).glob("p/w/_results"))
+
+
+def test_an_expired_rest_result_is_refused_then_reclaimed_and_a_live_one_kept(lake: RestLake) -> None:
+    old, live = spool(lake), spool(lake)
+    old_dir, live_dir = job_dir(lake, old), job_dir(lake, live)
+    age(old_dir, time.time() - GRACE_SECONDS - 1)
+    gone = lake.get(old["segments"][0], who="reader")
+    assert (gone.status_code, gone.json()["title"]) == (404, "TransactionNotFound")
+    assert "expired" in gone.json()["detail"]
+    m = materialize(lake)
+    assert (m["deleted"], m["kept"]) == (1, 1) and m["root"] == lake.settings.results_root
+    assert not old_dir.exists() and live_dir.exists()
+    ids: list[int] = []
+    for url in live["segments"]:
+        seg = lake.get(url, who="reader")
+        assert seg.status_code == 200
+        ids += pa.ipc.open_file(pa.BufferReader(seg.content)).read_all().column("id").to_pylist()
+    assert sorted(ids) == list(range(100))
+    # a reclaimed handle is a typed 404 (ResultNotFound, the spec's code 12), not a 500
+    again = lake.get(old["segments"][0], who="reader")
+    assert (again.status_code, again.json()["title"]) == (404, "TransactionNotFound")
+    beyond = lake.get(f"/v1/results/{live['result_handle']}/{len(live['segments'])}", who="reader")
+    assert (beyond.status_code, beyond.json()["title"]) == (404, "TransactionNotFound")
+
+
+def test_the_orphan_folder_scan_never_sees_results_areas(lake: RestLake) -> None:
+    catalog = lake.catalog
+    answer = spool(lake)
+    # Results under the lake's root (.results, the default) and a warehouse rooted there too, plus
+    # an old-style <warehouse root>/_results job left by an earlier server, all old enough.
+    catalog.create_warehouse("p.top", root=lake.settings.warehouse_root)
+    w_root = Path(catalog.warehouse(WarehouseName.parse("p.w")).root)
+    legacy = w_root / "_results" / "p" / f"p.w.{'a' * 32}"
+    legacy.mkdir(parents=True)
+    (legacy / "00000.arrow").write_bytes(b"old result")
+    # and one real orphan table folder, so the scan is shown to look
+    orphan = w_root / "ns" / "ghost-0123456789abcdef.lance"
+    orphan.mkdir(parents=True)
+    (orphan / "data.lance").write_bytes(b"x")
+    folders = [job_dir(lake, answer), legacy, orphan]
+    old = time.time() - 30 * 86400
+    for folder in folders:
+        for f in [*folder.iterdir(), folder]:
+            os.utime(f, (old, old))
+    report = scan_folders(catalog, "p.w", min_age=timedelta(hours=1))
+    assert [o.path for o in report.orphans] == ["ns/ghost-0123456789abcdef.lance"]
+    assert scan_folders(catalog, "p.top", min_age=timedelta(hours=1)).orphan_count == 1  # p/w/ns/...
+    reclaim_folders(catalog, "p.top", timedelta(hours=1))
+    reclaim_folders(catalog, "p.w", timedelta(hours=1))
+    assert not orphan.exists()
+    assert all(folder.exists() and list(folder.iterdir()) for folder in folders[:2])
