@@ -36,6 +36,20 @@ def route_of(scope: Scope) -> str:
     return f"{scope.get('method', '')} {'/'.join(parts)}"
 
 
+class StatusRecorder:
+    """Wraps an ASGI ``send``, remembering the response's status: 500 until the app answers, so
+    an app that raises before answering counts as an error."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.status = 500
+
+    async def __call__(self, message: Message) -> None:
+        if message.get("type") == "http.response.start":
+            self.status = int(message["status"])
+        await self.send(message)
+
+
 class MetricsMiddleware:
     def __init__(self, app: App, *, surface: str = "rest", route: Callable[[Scope], str] = route_of) -> None:
         self.app = app
@@ -47,15 +61,8 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500  # an app that raises before answering
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message.get("type") == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        recorder = StatusRecorder(send)
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive, recorder)
         finally:
-            observe_request(self.surface, self.route(scope), status, time.perf_counter() - started)
+            observe_request(self.surface, self.route(scope), recorder.status, time.perf_counter() - started)

@@ -1,8 +1,8 @@
-"""The REST app, observed: every HTTP request is counted by operation and status with its latency
-(``observability.asgi.MetricsMiddleware``, surface ``rest``), runs inside a request context (the
-request id, then the principal once authenticated, for log and audit lines) and ends with one
-access-log line on ``lake.request``. QueryTable's audit line is written by its handler
-(``observability.query.observed``).
+"""The REST app, observed: every HTTP request runs inside a request context (the request id, then
+the principal once authenticated, for log and audit lines) and ends with its metrics (counted by
+operation and status with its latency, surface ``rest``, as ``observability.asgi`` counts them)
+and one access-log line on ``lake.request``, from one measurement of its status and duration.
+QueryTable's audit line is written by its handler (``observability.query.observed``).
 
 The ``method`` label is the spec's operation id (``DescribeTable``, ``QueryTable``; the control
 routes' own names): a path that matched no route is ``unmatched``, so neither ids nor a caller's
@@ -12,11 +12,11 @@ made-up paths ever become label values. Headers are never logged (a bearer token
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from lake_platform.observability import context
-from lake_platform.observability.asgi import App, MetricsMiddleware, Receive, Scope, Send
+from lake_platform.observability.asgi import App, Receive, Scope, Send, StatusRecorder
 from lake_platform.observability.logs import log_request
+from lake_platform.observability.metrics import observe_request
 
 SURFACE = "rest"
 UNMATCHED = "unmatched"
@@ -28,7 +28,7 @@ def operation_of(scope: Scope) -> str:
 
 
 class RequestContext:
-    """The request's context and its access-log line (inside the metrics middleware)."""
+    """The request's context, then its metrics and access-log line."""
 
     def __init__(self, app: App) -> None:
         self.app = app
@@ -39,21 +39,16 @@ class RequestContext:
             return
         started = time.perf_counter()
         info, token = context.begin(SURFACE, UNMATCHED)
-        status = 500
-
-        async def send_status(message: Any) -> None:
-            nonlocal status
-            if message.get("type") == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        recorder = StatusRecorder(send)
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive, recorder)
         finally:
             context.end(token)
+            seconds = time.perf_counter() - started
             info.method = operation_of(scope)
-            log_request(info, str(status), time.perf_counter() - started)
+            observe_request(SURFACE, info.method, recorder.status, seconds)
+            log_request(info, str(recorder.status), seconds)
 
 
 def observed_app(app: App) -> App:
-    return MetricsMiddleware(RequestContext(app), surface=SURFACE, route=operation_of)
+    return RequestContext(app)
