@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -392,16 +392,7 @@ def _tags(versions: Mapping[int, VersionRecord]) -> dict[str, int]:
 
 
 def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
-    return CachedTable(
-        name=cached.name,
-        record=cached.record,
-        ref=cached.ref,
-        schema_ipc=cached.schema_ipc,
-        schema=cached.schema,
-        versions=versions,
-        tags=_tags(versions),
-        cache=mode,
-    )
+    return replace(cached, versions=versions, tags=_tags(versions), cache=mode)
 
 
 def _cache_table(record: TableRecord, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
