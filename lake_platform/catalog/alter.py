@@ -218,14 +218,7 @@ class Alter:
                 schema_ipc=schema_to_ipc(schema),
                 detail=detail,
             )
-            self.tables.manifests.settle(tname, record, pending)
-            ns = self.tables.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=record.current_version,
-                storage_options=self.ctx.storage(record.location),
-            )
+            ns, ds = self.tables.open_bound(tname, record, revision, pending, lease)
             lease.check()
             try:
                 self.ctx.at(f"{operation}:before-write")

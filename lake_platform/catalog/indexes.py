@@ -21,7 +21,6 @@ from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import MaintenanceResult
 from lake_platform.catalog.tables import Tables
 from lake_platform.engine import indexes as engine_indexes
-from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.indexes import IndexInfo
 from lake_platform.errors import (
     InvalidInput,
@@ -206,14 +205,7 @@ class Indexes:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            self.tables.manifests.settle(tname, record, pending)
-            ns = self.tables.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=record.current_version,
-                storage_options=self.ctx.storage(record.location),
-            )
+            ns, ds = self.tables.open_bound(tname, record, revision, pending, lease)
             lease.check()
             try:
                 self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure

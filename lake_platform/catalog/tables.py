@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import (
     CatalogContext,
@@ -350,14 +350,7 @@ class Tables:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            self.manifests.settle(tname, record, pending)
-            ns = self.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=record.current_version,
-                storage_options=self.ctx.storage(record.location),
-            )
+            ns, ds = self.open_bound(tname, record, revision, pending, lease)
             before = int(ds.count_rows())
             try:
                 self.ctx.at("delete:before-write")  # inside: an injected failure is an engine failure
@@ -401,14 +394,7 @@ class Tables:
         )  # fmt: skip
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            self.manifests.settle(tname, record, pending)
-            ns = self.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=record.current_version,
-                storage_options=self.ctx.storage(record.location),
-            )
+            ns, ds = self.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 
             schema = engine.schema_of(ds)
@@ -453,6 +439,22 @@ class Tables:
                 raise TableAlreadyExists(f"table {tname} already exists") from None
             raise NamespaceNotFound(f"namespace {tname.namespace_name} was dropped concurrently") from None
         return record
+
+    def open_bound(
+        self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
+    ) -> tuple[BoundTableNamespace, Any]:
+        """Under the held lease: settle the table, bind its namespace to ``pending``, and open the
+        registered version through it, so whatever Lance commits on that dataset commits through
+        the registry (deletes, index builds, schema changes)."""
+        self.manifests.settle(tname, record, pending)
+        ns = self.bind(tname, record, revision, pending, lease)
+        ds = engine.open_version(
+            namespace=ns,
+            table_id=tname.parts,
+            version=record.current_version,
+            storage_options=self.ctx.storage(record.location),
+        )
+        return ns, ds
 
     def bind(
         self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
