@@ -38,8 +38,8 @@ from lake_platform.registry.records import (
     TableRecord,
     WarehouseRecord,
     decode,
+    log_ms,
     new_id,
-    now_ms,
 )
 from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
 from lake_platform.settings import LakeSettings
@@ -174,7 +174,7 @@ class CatalogContext:
         """The commit-log entry (and marker) as ops: for commits that land inside another
         transaction (Lance's, through the namespace) or that ``commit`` lands."""
         commit_id = entry.commit_id or new_id()
-        at = entry.at_ms if entry.at_ms is not None else now_ms()
+        at = entry.at_ms if entry.at_ms is not None else log_ms()
         log_key = keys.log_entry(entry.target, at, commit_id)
         record = CommitLogEntry(
             commit_id=commit_id,

@@ -59,8 +59,8 @@ from lake_platform.registry.records import (
     TableRecord,
     VersionRecord,
     decode,
+    log_ms,
     new_id,
-    now_ms,
 )
 from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
 
@@ -203,7 +203,7 @@ class BoundTableNamespace(LanceNamespace):
             else:
                 self._require_next(version)
             step = len(pending.landed) + len(held)
-            at = now_ms()
+            at = log_ms()
             log_key = keys.log_entry(str(self.name), at, pending.commit_id, step)
             ver = VersionRecord(
                 incarnation=self.record.incarnation,

@@ -8,6 +8,7 @@ reader); ``record_version`` says which shape wrote the record.
 from __future__ import annotations
 
 import base64
+import threading
 import time
 import uuid
 from typing import Any, Literal, TypeVar
@@ -19,6 +20,21 @@ from lake_platform.errors import Internal
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+_log_lock = threading.Lock()
+_last_log_ms = 0
+
+
+def log_ms() -> int:
+    """The time of a commit-log entry: the wall clock, but strictly after the last entry this
+    process stamped. Log keys sort by it (then by the random commit id), so two commits of one
+    object in the same millisecond (a drop and its purge, say) keep their order in its history.
+    Entries of different processes within one millisecond can still tie."""
+    global _last_log_ms
+    with _log_lock:
+        _last_log_ms = max(now_ms(), _last_log_ms + 1)
+        return _last_log_ms
 
 
 def new_id() -> str:
