@@ -56,6 +56,15 @@ class Endpoints:
         self._sizes = sizes
         self.sizing = sizing
         self.replicas = replicas
+        #: Whether unsplit results name locations too (the data plane: ``use_data_plane``).
+        self.every_result = False
+
+    def use_data_plane(self, uris: list[str]) -> None:
+        """Name the data planes ``uris`` (this replica's first) on every statement endpoint:
+        split results spread over them, an unsplit one names this replica's first (where its
+        plan is kept)."""
+        self.replicas = uris
+        self.every_result = True
 
     def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
         # Worked out once per plan: a plan kept for reuse (``query.plans``) answers the same.
@@ -67,7 +76,8 @@ class Endpoints:
             handle, expires = self._tickets.seal_statement(identity, planned.sql, params, planned.refs)
             if "ordered" not in planned.derived:
                 planned.derived["ordered"] = ordered(planned)
-            return Answer([_endpoint(handle, expires, ())], planned.derived["ordered"])
+            where = self.locations(0) if self.every_result and self.replicas else ()
+            return Answer([_endpoint(handle, expires, where)], planned.derived["ordered"])
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []

@@ -33,6 +33,7 @@ from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Un
 from lake_platform.flight import proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.auth import Authenticator, AuthService, Throttle
+from lake_platform.flight.dataplane import DataPlane
 from lake_platform.flight.endpoints import Endpoints
 from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
@@ -221,6 +222,23 @@ class FlightSqlServer:
             raise
         self.port = self.transport.port
         self.location = f"{scheme}://{self.settings.host}:{self.port}"
+        self.data_plane = self._data_plane(tls)
+
+    def _data_plane(self, tls: tuple[bytes, bytes] | None) -> DataPlane | None:
+        """The data plane (``dataplane``), bound, when LAKE_FLIGHT_DATA_LISTEN is set; statement
+        endpoints then name it."""
+        if not self.settings.data_listen.strip():
+            return None
+        host, port = self.settings.data_address()
+        try:
+            plane = DataPlane(self, self.auth, host=host, port=port, tls=tls)
+        except LakeError:
+            self.transport.stop(None)
+            if self._owned_catalog is not None:
+                self._owned_catalog.close()
+            raise
+        self.endpoints.use_data_plane(self.settings.data_replicas(plane.port))
+        return plane
 
     # == lifecycle ==============================================================================
 
@@ -234,6 +252,9 @@ class FlightSqlServer:
         self.transport.start()
         self.snapshots.start()
         self.transport.set_serving(True)
+        if self.data_plane is not None:
+            self.data_plane.start()
+            log.info("Flight SQL data plane listening on %s", self.endpoints.replicas[0])
         log.info("Flight SQL endpoint listening on %s", self.location)
         return self
 
@@ -244,6 +265,8 @@ class FlightSqlServer:
         self._draining.set()
         self.transport.set_serving(False)
         self.streams.finish(grace)
+        if self.data_plane is not None:
+            self.data_plane.stop(1.0)
         if self.spooler is not None:
             self.spooler.stop_all()
         self.transport.stop(grace=1.0)

@@ -211,6 +211,26 @@ class FlightSettings(BaseSettings):
         "over advertise and these (every replica must share the sealing keys and read the same storage).",
     )
 
+    data_listen: str = Field(
+        "",
+        description="host:port of the data plane: a second, C++ (pyarrow.flight) server in the same process "
+        "that serves only DoGet of sealed statement tickets, without the GIL per byte. Endpoints of "
+        "statement results then name it (LAKE_FLIGHT_DATA_ADVERTISE). Empty: off (every RPC on one port). "
+        "Port 0 picks a free one; a non-loopback host needs TLS or allow_insecure, as host does.",
+    )
+    data_advertise: str = Field(
+        "",
+        description="The data plane's public URI (grpc://host:port or grpc+tls://host:port), named in "
+        "endpoint locations. Empty: derived from data_listen and the bound port (then data_listen's host "
+        "must not be a wildcard address).",
+    )
+    data_peers: str = Field(
+        "",
+        description="The other replicas' data-plane URIs, comma-separated: with the data plane on, "
+        "endpoints of split results are spread over data_advertise and these (instead of advertise and "
+        "peers). Required when peers is set and the data plane is on.",
+    )
+
     @model_validator(mode="after")
     def _check(self) -> FlightSettings:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
@@ -226,7 +246,64 @@ class FlightSettings(BaseSettings):
             )
         self.sealing_keys()  # raises on a malformed LAKE_FLIGHT_KEYS
         self.replicas()  # raises on a malformed LAKE_FLIGHT_ADVERTISE / LAKE_FLIGHT_PEERS
+        self._check_data_plane()
         return self
+
+    def _check_data_plane(self) -> None:
+        if not self.data_listen.strip():
+            for name in ("data_advertise", "data_peers"):
+                if getattr(self, name).strip():
+                    raise ValueError(f"{name}: set data_listen too (the data plane is off)")
+            return
+        host, port = self.data_address()
+        if not self.tls and not self.allow_insecure and not is_loopback(host):
+            raise ValueError(
+                f"data_listen: binding {host!r} without TLS needs LAKE_FLIGHT_ALLOW_INSECURE=true"
+            )
+        if not self.data_advertise.strip() and host.strip("[]") in ("0.0.0.0", "::", ""):
+            raise ValueError(
+                "data_advertise: data_listen binds a wildcard address; set the URI clients reach it at"
+            )
+        uris = _uris("data_advertise", self.data_advertise) + _uris("data_peers", self.data_peers)
+        if len(_uris("data_advertise", self.data_advertise)) > 1:
+            raise ValueError(
+                "data_advertise: one URI (this replica's data plane); list the others in data_peers"
+            )
+        if self.peers.strip() and not self.data_peers.strip():
+            raise ValueError(
+                "data_peers: with peers and the data plane on, list the peers' data-plane URIs too "
+                "(endpoints name data planes only)"
+            )
+        scheme = "grpc+tls://" if self.tls else "grpc://"
+        for uri in uris:
+            if not uri.startswith(scheme):
+                raise ValueError(f"data_advertise: {uri!r} must use {scheme} (this server's TLS setting)")
+        if port == self.port and port != 0:
+            raise ValueError(f"data_listen: port {port} is the Flight SQL port (LAKE_FLIGHT_PORT)")
+
+    def data_address(self) -> tuple[str, int]:
+        """(host, port) of ``data_listen``; ValueError when it is not host:port."""
+        text = self.data_listen.strip()
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"data_listen: {text!r} is not host:port (e.g. 127.0.0.1:50052)")
+        if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+            raise ValueError(f"data_listen: {text!r}: write an IPv6 host in brackets, [::1]:50052")
+        if not re.fullmatch(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+", host):
+            raise ValueError(f"data_listen: {host!r} is not a host name or address")
+        return host, int(port)
+
+    def data_replicas(self, bound_port: int) -> list[str]:
+        """The data-plane URIs endpoints name: this replica's (advertised, or derived from the
+        bound port) first, then the peers' (no duplicates)."""
+        host, _ = self.data_address()
+        scheme = "grpc+tls" if self.tls else "grpc"
+        own = _uris("data_advertise", self.data_advertise) or [f"{scheme}://{host}:{bound_port}"]
+        uris: list[str] = []
+        for uri in own + _uris("data_peers", self.data_peers):
+            if uri not in uris:
+                uris.append(uri)
+        return uris
 
     def replicas(self) -> list[str]:
         """The URIs endpoints are spread over: advertise first, then the peers (no duplicates).
@@ -297,6 +374,14 @@ class FlightSettings(BaseSettings):
         if self.cache_bytes is None:
             values["cache_bytes"] = default_cache_bytes(self.memory_limit_bytes)
         return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
+
+
+def _uris(name: str, text: str) -> list[str]:
+    uris = [u.strip() for u in text.split(",") if u.strip()]
+    for uri in uris:
+        if not LOCATION.fullmatch(uri):
+            raise ValueError(f"{name}: {uri!r} is not grpc://host:port or grpc+tls://host:port")
+    return uris
 
 
 def default_cache_bytes(memory_limit_bytes: int) -> int:

@@ -1,0 +1,344 @@
+"""The data plane (LAKE_FLIGHT_DATA_LISTEN): DoGet of statement tickets on a C++ Flight server.
+
+Statement endpoints name the data plane; what it serves is exactly what the grpcio port serves
+for the same tickets (row for row, single and split results, pyarrow and ADBC clients), with
+the same checks (identity, tenant, seal, expiry, admission) answered with typed statuses; with
+it off, everything is as before. The table ``p.w.ns.big`` has 8 fragments of 500 rows (deleted
+rows in one); the server splits above 1000 rows into at most 4 endpoints.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import ServiceUnavailable, SettingsError
+from lake_platform.flight import proto
+from lake_platform.flight.dataplane import SURFACE
+from lake_platform.flight.settings import flight_settings
+from lake_platform.observability.metrics import REQUESTS
+from lake_platform.settings import LakeSettings
+from lake_platform_tests.flight.conftest import (
+    PASSWORDS,
+    SVC_TOKEN,
+    build_catalog,
+    fetch,
+    login,
+    plan,
+    serving,
+    t_rows,
+    wait_until,
+)
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
+from lake_platform_tests.servers import free_ports
+
+SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4}
+DATA = {"data_listen": "127.0.0.1:0"}
+KEYS = f"k1:{secrets.token_hex(32)}"
+BIG = "SELECT * FROM w.ns.big"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
+    settings, catalog = build_catalog(tmp_path_factory.mktemp("dataplane") / "home")
+    catalog.create_table("p.w.ns.big", t_rows(500).to_reader())
+    for k in range(1, 8):
+        catalog.append("p.w.ns.big", t_rows(500, start=500 * k).to_reader())
+    catalog.delete_rows("p.w.ns.big", "id % 7 = 0 AND id < 1000")
+    try:
+        yield settings, catalog
+    finally:
+        catalog.close()
+
+
+@pytest.fixture(scope="module")
+def server(lake: tuple[LakeSettings, Catalog]) -> Iterator[Any]:
+    with serving(*lake, **SPLIT, **DATA) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def alice(server: Any) -> tuple[fl.FlightClient, fl.FlightCallOptions]:
+    return login(f"grpc://127.0.0.1:{server.port}")
+
+
+def data_uri(server: Any) -> str:
+    assert server.data_plane is not None
+    return f"grpc://127.0.0.1:{server.data_plane.port}"
+
+
+def rows(table: pa.Table) -> Counter[tuple[Any, ...]]:
+    return Counter(zip(*(c.to_pylist() for c in table.columns), strict=True))
+
+
+def at_locations(info: fl.FlightInfo, options: fl.FlightCallOptions) -> pa.Table:
+    """Every endpoint fetched where its first location says, by a new pyarrow client."""
+    parts = []
+    for endpoint in info.endpoints:
+        where = fl.connect(endpoint.locations[0].uri.decode())
+        parts.append(where.do_get(endpoint.ticket, options).read_all())
+    return pa.concat_tables(parts)
+
+
+def on_the_endpoint(client: fl.FlightClient, options: fl.FlightCallOptions, info: fl.FlightInfo) -> pa.Table:
+    """The same tickets redeemed on the grpcio port (the path without the data plane)."""
+    return pa.concat_tables([client.do_get(e.ticket, options).read_all() for e in info.endpoints])
+
+
+def served(code: str = "OK") -> float:
+    return REQUESTS.labels(SURFACE, "DoGet", code)._value.get()
+
+
+# == what it serves =============================================================================
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [BIG, "SELECT id, x * 2 AS y FROM w.ns.big WHERE x > 100", "SELECT s FROM w.ns.big WHERE id % 3 = 1"],
+)
+def test_split_results_through_the_data_plane_equal_the_grpcio_path(
+    alice: Any, server: Any, sql: str
+) -> None:
+    client, options = alice
+    info = plan(client, options, sql)
+    assert len(info.endpoints) == 4
+    assert all([loc.uri.decode() for loc in e.locations] == [data_uri(server)] for e in info.endpoints)
+    before = served()
+    got = at_locations(info, options)
+    assert served() == before + 4
+    assert got.schema == info.schema
+    assert rows(got) == rows(on_the_endpoint(client, options, info))
+    ordered = plan(client, options, f"SELECT * FROM ({sql}) ORDER BY 1")
+    assert rows(got) == rows(at_locations(ordered, options))
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM w.ns.big WHERE id = 4",
+        "SELECT count(*) AS n, sum(x) AS sx FROM w.ns.big",
+        "SELECT id FROM w.ns.big ORDER BY id DESC",
+        "SELECT * FROM w.ns.t",
+    ],
+)
+def test_single_endpoint_results_name_the_data_plane_too(alice: Any, server: Any, sql: str) -> None:
+    client, options = alice
+    info = plan(client, options, sql)
+    assert len(info.endpoints) == 1
+    assert [loc.uri.decode() for loc in info.endpoints[0].locations] == [data_uri(server)]
+    got = at_locations(info, options)
+    assert got.equals(on_the_endpoint(client, options, info))  # order too (ORDER BY)
+
+
+def test_deleted_rows_stay_deleted(alice: Any) -> None:
+    client, options = alice
+    ids = at_locations(plan(client, options, "SELECT id FROM w.ns.big"), options).column("id").to_pylist()
+    assert sorted(ids) == [i for i in range(4000) if not (i % 7 == 0 and i < 1000)]
+
+
+def test_catalog_commands_stay_on_the_endpoint(alice: Any) -> None:
+    client, options = alice
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetCatalogs()))
+    info = client.get_flight_info(descriptor, options)
+    assert info.endpoints[0].locations == []
+
+
+def test_adbc_follows_the_locations_with_its_bearer(server: Any, alice: Any) -> None:
+    import adbc_driver_flightsql.dbapi as fsql
+
+    client, options = alice
+    uri = f"grpc://127.0.0.1:{server.port}"
+    kwargs = {"username": "alice", "password": PASSWORDS["alice"]}
+    for sql, parts in ((BIG, 4), ("SELECT * FROM w.ns.big WHERE id < 100 ORDER BY id", 1)):
+        expected = on_the_endpoint(client, options, plan(client, options, sql))
+        before = served()
+        with fsql.connect(uri, db_kwargs=kwargs, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(sql)
+            got = cur.fetch_arrow_table()
+        assert rows(got) == rows(expected)
+        assert served() == before + parts  # every part came from the data plane
+    # a static service token (no Handshake) is honoured there too
+    before = served()
+    bearer = {"adbc.flight.sql.authorization_header": f"Bearer {SVC_TOKEN}"}
+    with fsql.connect(uri, db_kwargs=bearer, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(BIG)
+        assert cur.fetch_arrow_table().num_rows == 4000 - 143
+    assert served() == before + 4
+
+
+# == refusals ===================================================================================
+
+
+def test_another_identity_cannot_use_a_ticket(server: Any, alice: Any) -> None:
+    client, options = alice
+    info = plan(client, options, BIG)
+    _, bob_options = login(f"grpc://127.0.0.1:{server.port}", "bob")
+    data = fl.connect(data_uri(server))
+    before = served("PERMISSION_DENIED")
+    with pytest.raises(fl.FlightUnauthorizedError, match="ticket"):
+        data.do_get(info.endpoints[0].ticket, bob_options).read_all()
+    assert served("PERMISSION_DENIED") == before + 1
+
+
+def test_no_or_a_bad_bearer_is_unauthenticated(server: Any, alice: Any) -> None:
+    client, options = alice
+    ticket = plan(client, options, BIG).endpoints[0].ticket
+    data = fl.connect(data_uri(server))
+    with pytest.raises(fl.FlightUnauthenticatedError):
+        data.do_get(ticket).read_all()
+    forged = fl.FlightCallOptions(headers=[(b"authorization", b"Bearer lp1.nope")])
+    with pytest.raises(fl.FlightUnauthenticatedError, match="invalid credentials"):
+        data.do_get(ticket, forged).read_all()
+
+
+def test_forged_tickets_are_refused(server: Any, alice: Any) -> None:
+    client, options = alice
+    raw = bytearray(plan(client, options, BIG).endpoints[0].ticket.ticket)
+    raw[-5] ^= 0x01
+    data = fl.connect(data_uri(server))
+    with pytest.raises(fl.FlightUnauthenticatedError, match="invalid ticket"):
+        data.do_get(fl.Ticket(bytes(raw)), options).read_all()
+    # not a statement ticket at all (a catalog command): typed, no traceback
+    with pytest.raises(fl.FlightServerError, match=r"INVALID_ARGUMENT: .*statement tickets only") as err:
+        data.do_get(fl.Ticket(proto.pack(proto.CommandGetCatalogs())), options).read_all()
+    assert "Traceback" not in str(err.value)
+
+
+def test_other_calls_are_refused(server: Any, alice: Any) -> None:
+    _, options = alice
+    data = fl.connect(data_uri(server))
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=BIG)))
+    with pytest.raises(fl.FlightServerError, match="UNIMPLEMENTED: this is the data plane") as err:
+        data.get_flight_info(descriptor, options)
+    assert "Traceback" not in str(err.value)
+
+
+def test_an_expired_ticket_is_refused(lake: tuple[LakeSettings, Catalog]) -> None:
+    now = [time.time()]
+    with serving(*lake, clock=lambda: now[0], **DATA) as server:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        info = plan(client, options, "SELECT * FROM w.ns.t")
+        now[0] += server.ticket_ttl + 5
+        _, fresh = login(f"grpc://127.0.0.1:{server.port}")  # the caller is fine, the ticket is not
+        with pytest.raises(fl.FlightServerError, match=r"INVALID_ARGUMENT: the ticket has expired") as err:
+            at_locations(info, fresh)
+        assert "Traceback" not in str(err.value)
+
+
+def test_admission_limit_answers_unavailable_naming_the_limit(lake: tuple[LakeSettings, Catalog]) -> None:
+    with serving(*lake, max_concurrent_queries=1, admission_wait_seconds=0.2, **DATA) as server:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        data = fl.connect(data_uri(server))
+        with SlowUdf(server, delay=0.15):
+            first = data.do_get(plan(client, options, SLOW_SQL).endpoints[0].ticket, options)
+            first.read_chunk()
+            second = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
+            with pytest.raises(
+                fl.FlightUnavailableError,
+                match="RESOURCE_EXHAUSTED: too many queries.*LAKE_FLIGHT_MAX_CONCURRENT_QUERIES=1",
+            ):
+                at_locations(second, options)
+            for _ in first:
+                pass
+        assert wait_until(lambda: streams_of(server) == 0)
+        assert at_locations(second, options).to_pylist() == [{"n": 1000}]
+
+
+def test_time_limit_ends_a_data_plane_stream(lake: tuple[LakeSettings, Catalog]) -> None:
+    with serving(*lake, query_timeout_seconds=0.5, **DATA) as server:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        info = plan(client, options, "SELECT value FROM generate_series(1, 60000000) ORDER BY value DESC")
+        started = time.monotonic()
+        with pytest.raises(fl.FlightTimedOutError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=0.5"):
+            at_locations(info, options)
+        assert time.monotonic() - started < 2.5
+        assert wait_until(lambda: streams_of(server) == 0)
+
+
+# == two replicas, off, settings ================================================================
+
+
+def test_split_results_spread_over_the_replicas_data_planes(lake: tuple[LakeSettings, Catalog]) -> None:
+    import adbc_driver_flightsql.dbapi as fsql
+
+    port_a, port_b, data_a, data_b = free_ports(4)
+    uri_a, uri_b = f"grpc://127.0.0.1:{port_a}", f"grpc://127.0.0.1:{port_b}"
+    duri_a, duri_b = f"grpc://127.0.0.1:{data_a}", f"grpc://127.0.0.1:{data_b}"
+    common = {**SPLIT, "keys": KEYS}
+    with (
+        serving(
+            *lake, port=port_a, advertise=uri_a, peers=uri_b, data_listen=f"127.0.0.1:{data_a}",
+            data_peers=duri_b, **common,
+        ) as a,
+        serving(
+            *lake, port=port_b, advertise=uri_b, peers=uri_a, data_listen=f"127.0.0.1:{data_b}",
+            data_peers=duri_a, **common,
+        ) as b,
+    ):  # fmt: skip
+        client, options = login(uri_a)
+        info = plan(client, options, BIG)
+        assert all(len(e.locations) == 2 for e in info.endpoints)
+        firsts = Counter(e.locations[0].uri.decode() for e in info.endpoints)
+        assert firsts == Counter({duri_a: 2, duri_b: 2})
+        got = at_locations(info, options)
+        assert len(a.parts) == 2 and len(b.parts) == 2  # each replica's data plane served its two
+        expected = on_the_endpoint(client, options, info)
+        assert rows(got) == rows(expected)
+        kwargs = {"username": "alice", "password": PASSWORDS["alice"]}
+        before = served()
+        with fsql.connect(uri_a, db_kwargs=kwargs, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(BIG)
+            assert rows(cur.fetch_arrow_table()) == rows(expected)
+        assert served() == before + 4  # every part from a data plane
+
+
+def test_off_by_default_endpoints_carry_no_location(lake: tuple[LakeSettings, Catalog]) -> None:
+    with serving(*lake, **SPLIT) as server:
+        assert server.data_plane is None
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        for sql in (BIG, "SELECT * FROM w.ns.big WHERE id = 4"):
+            info = plan(client, options, sql)
+            assert all(e.locations == [] for e in info.endpoints)
+            fetch(client, options, info)
+
+
+def test_a_busy_port_is_a_typed_error_at_start(lake: tuple[LakeSettings, Catalog]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ServiceUnavailable, match="LAKE_FLIGHT_DATA_LISTEN"):
+            with serving(*lake, data_listen=f"127.0.0.1:{port}"):
+                pass
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"data_listen": "localhost"}, "LAKE_FLIGHT_DATA_LISTEN: 'localhost' is not host:port"),
+        ({"data_listen": "::1:5000"}, "IPv6 host in brackets"),
+        ({"data_listen": "bad host:5000"}, "not a host name"),
+        ({"data_listen": "10.0.0.1:5000"}, "without TLS needs LAKE_FLIGHT_ALLOW_INSECURE"),
+        ({"data_listen": "0.0.0.0:5000", "allow_insecure": True}, "LAKE_FLIGHT_DATA_ADVERTISE: data_listen"),
+        ({"data_listen": "127.0.0.1:0", "data_advertise": "http://x:1"}, "is not grpc://host:port"),
+        ({"data_listen": "127.0.0.1:0", "data_advertise": "grpc+tls://x:1"}, "must use grpc://"),
+        ({"data_advertise": "grpc://x:1"}, "set data_listen too"),
+        (
+            {"data_listen": "127.0.0.1:0", "advertise": "grpc://a:1", "peers": "grpc://b:1"},
+            "LAKE_FLIGHT_DATA_PEERS: with peers",
+        ),
+        ({"data_listen": "127.0.0.1:50051", "port": 50051}, "is the Flight SQL port"),
+    ],
+)
+def test_bad_settings_are_typed_errors(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        flight_settings(**settings)
