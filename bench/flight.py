@@ -28,10 +28,12 @@ and the session pool off (the request path as before issue 14: cold queries no s
 
 The main part runs our endpoint with one endpoint per result (max_endpoints=1), as before splitting.
 
-``--endpoints [--parts 4] [--spool-rows N]``: SELECT * through ADBC with one endpoint, with N
-endpoints from one replica and with N endpoints across two replicas (advertised locations),
-against the bare server; then a spooled result of N rows against the same result streamed
-(server peak RSS, time to first byte, total).
+``--endpoints [--parts 4] [--partitions P] [--spool-rows N]``: SELECT * through ADBC with one
+endpoint, with N endpoints from one replica and with N endpoints across two replicas (advertised
+locations), each on the grpcio port and through the data plane (LAKE_FLIGHT_DATA_LISTEN), against
+the bare server; ``--partitions``: also the data plane's single stream with that
+target_partitions; then a spooled result of N rows against the same result streamed (server peak
+RSS, time to first byte, total).
 """
 
 from __future__ import annotations
@@ -437,6 +439,12 @@ def main() -> None:
     )
     parser.add_argument("--parts", type=int, default=4, help="endpoints per result in --endpoints")
     parser.add_argument(
+        "--partitions",
+        type=int,
+        default=0,
+        help="with --endpoints: also the data plane's single endpoint with this target_partitions",
+    )
+    parser.add_argument(
         "--spool-rows", type=int, default=0, help="with --endpoints: also spool a result of this many rows"
     )
     args = parser.parse_args()
@@ -597,17 +605,54 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
 
     keys = f"keys=k1:{secrets.token_hex(32)}"
     split = [f"max_endpoints={args.parts}", f"endpoint_target_rows={max(1, args.rows // args.parts)}"]
-    port_a, port_b = free_ports(2)
+    port_a, port_b, port_c, port_d, data_c, data_d = free_ports(6)
     uri_a, uri_b = f"grpc://127.0.0.1:{port_a}", f"grpc://127.0.0.1:{port_b}"
-    procs = [
-        start("--serve-ours", home, "max_endpoints=1"),
-        start("--serve-ours", home, *split),
-        start("--serve-ours", home, *split, keys, f"port={port_a}", f"advertise={uri_a}", f"peers={uri_b}"),
-        start("--serve-ours", home, *split, keys, f"port={port_b}", f"advertise={uri_b}", f"peers={uri_a}"),
-        start("--serve-bare", home),
-    ]
+    uri_c, uri_d = f"grpc://127.0.0.1:{port_c}", f"grpc://127.0.0.1:{port_d}"
+    data = "data_listen=127.0.0.1:0"
+    duri_c, duri_d = f"grpc://127.0.0.1:{data_c}", f"grpc://127.0.0.1:{data_d}"
+    # (label, server options of each replica; the client connects to the first)
+    variants: list[tuple[str, list[list[str]]]] = [
+        ("ours/adbc, 1 endpoint", [["max_endpoints=1"]]),
+        (f"ours/adbc, {args.parts} endpoints, 1 replica", [split]),
+        (
+            f"ours/adbc, {args.parts} endpoints, 2 replicas",
+            [
+                [*split, keys, f"port={port_a}", f"advertise={uri_a}", f"peers={uri_b}"],
+                [*split, keys, f"port={port_b}", f"advertise={uri_b}", f"peers={uri_a}"],
+            ],
+        ),
+        ("data plane/adbc, 1 endpoint", [["max_endpoints=1", data]]),
+        (f"data plane/adbc, {args.parts} endpoints, 1 replica", [[*split, data]]),
+        (
+            f"data plane/adbc, {args.parts} endpoints, 2 replicas",
+            [
+                [*split, keys, f"port={port_c}", f"advertise={uri_c}", f"peers={uri_d}",
+                 f"data_listen=127.0.0.1:{data_c}", f"data_peers={duri_d}"],
+                [*split, keys, f"port={port_d}", f"advertise={uri_d}", f"peers={uri_c}",
+                 f"data_listen=127.0.0.1:{data_d}", f"data_peers={duri_c}"],
+            ],
+        ),
+    ]  # fmt: skip
+    if args.partitions:
+        variants.append(
+            (
+                f"data plane/adbc, 1 endpoint, target_partitions={args.partitions}",
+                [["max_endpoints=1", data, f"target_partitions={args.partitions}"]],
+            )
+        )
+    bare_proc = start("--serve-bare", home)
+    procs = [bare_proc]
+    started: list[tuple[str, tuple[int, ...]]] = []
     try:
-        single, one_replica, replica_a, _, bare = (port for _, port in procs)
+        for label, replicas in variants:
+            ports = []
+            for options in replicas:
+                proc = start("--serve-ours", home, *options)
+                procs.append(proc)
+                ports.append(proc[1])
+            started.append((label, tuple(ports)))
+        bare = bare_proc[1]
+        single, one_replica = started[0][1][0], started[1][1][0]
 
         def adbc(port: int) -> Callable[[], int]:
             conn = fsql.connect(
@@ -653,32 +698,31 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
             )
 
         rows = {}
-        _, _, _, replica_b, _ = (port for _, port in procs)
-        for label, fn, ports in (
-            ("bare/pyarrow, 1 stream", bare_raw, (bare,)),
-            ("ours/adbc, 1 endpoint", adbc(single), (single,)),
-            (f"ours/adbc, {args.parts} endpoints, 1 replica", adbc(one_replica), (one_replica,)),
-            (f"ours/adbc, {args.parts} endpoints, 2 replicas", adbc(replica_a), (replica_a, replica_b)),
-        ):
+        measured = [("bare/pyarrow, 1 stream", bare_raw, (bare,))]
+        measured += [(label, adbc(ports[0]), ports) for label, ports in started]
+        for label, fn, ports in measured:
             before = cpu(ports)
             seconds, n = timed(fn, args.runs)
             after = cpu(ports)
             rows[label] = seconds
             runs = args.runs + 1  # timed() warms up once
             print(
-                f"{label:38s} {seconds * 1000:8.1f} ms  ({n:,} rows, {nbytes / seconds / 1e6:,.0f} MB/s); "
+                f"{label:52s} {seconds * 1000:8.1f} ms  ({n:,} rows, {nbytes / seconds / 1e6:,.0f} MB/s); "
                 f"CPU per run: server {(after[0] - before[0]) / runs * 1000:6.0f} ms, "
                 f"client {(after[1] - before[1]) / runs * 1000:6.0f} ms"
             )
         base = rows["bare/pyarrow, 1 stream"]
-        one = rows["ours/adbc, 1 endpoint"]
         print("ratios (throughput):")
-        print(f"  1 endpoint / bare                 {base / one:.2f} (goal >= 0.9)")
-        for label in list(rows)[2:]:
-            print(
-                f"  {label.removeprefix('ours/adbc, '):28s} / 1 endpoint "
-                f"{one / rows[label]:.2f} (goal >= 1.5)"
-            )
+        for plane in ("ours/adbc", "data plane/adbc"):
+            one = rows[f"{plane}, 1 endpoint"]
+            print(f"  {plane}, 1 endpoint / bare{'':28s} {base / one:.2f} (goal >= 0.9)")
+            for label in rows:
+                if label.startswith(plane) and label != f"{plane}, 1 endpoint":
+                    tail = label.removeprefix(f"{plane}, ")
+                    print(
+                        f"  {plane}, {tail:40s} / 1 endpoint {one / rows[label]:.2f} (goal >= 1.5), "
+                        f"/ bare {base / rows[label]:.2f}"
+                    )
     finally:
         for proc, _ in procs:
             proc.terminate()

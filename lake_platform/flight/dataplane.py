@@ -93,6 +93,10 @@ class DataCall:
     """What ``FlightSqlServer.do_get`` and ``Streams`` see of a data-plane DoGet (the grpcio
     ``transport.Call``'s interface)."""
 
+    #: Batches go out as DataFusion makes them: C++ frames each one for little, and merging
+    #: them would copy every byte under the GIL (``query.stream``).
+    coalesce = False
+
     def __init__(self, identity: Any, context: fl.ServerCallContext, headers: dict[str, list[str]]) -> None:
         self.identity = identity
         self._context = context

@@ -98,6 +98,8 @@ class FlightSqlServer:
         # Lance reads this when a scan starts; it bounds how far a scan reads ahead of the client
         # (an operator's explicit environment wins).
         os.environ.setdefault("LANCE_DEFAULT_IO_BUFFER_SIZE", str(self.settings.scan_io_buffer_bytes))
+        if self.settings.scan_batch_rows:  # read by Lance at every scan (bench/flight.py --endpoints)
+            os.environ.setdefault("LANCE_DEFAULT_BATCH_SIZE", str(self.settings.scan_batch_rows))
         if catalog is None and (store is None or authenticator is None):
             from lake_platform.catalog.catalog import Catalog
 

@@ -78,8 +78,11 @@ class Streams:
         def cancelled() -> bool:
             return stop.is_set() or expired.is_set() or call.is_cancelled()
 
+        # A writer that frames each batch in Python (grpcio) gains from fewer, larger messages;
+        # the C++ data plane's calls say they do not (``DataCall.coalesce``).
+        coalesce = getattr(call, "coalesce", True)
         try:
-            yield from self._engine.stream(planned, cancelled)
+            yield from self._engine.stream(planned, cancelled, coalesce=coalesce)
             if expired.is_set():
                 raise timed_out(self._engine.limits)
             if stop.is_set():

@@ -282,16 +282,16 @@ class QueryEngine:
     # -- execution -----------------------------------------------------------------------
 
     def stream(
-        self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False
+        self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False, *, coalesce: bool = True
     ) -> Iterator[pa.RecordBatch]:
-        """Batches of the result (see :func:`lake_platform.query.stream.stream`). A query refused
-        for memory makes the snapshot cache give memory back."""
+        """Batches of the result (see :func:`lake_platform.query.stream.stream`, also for
+        ``coalesce``). A query refused for memory makes the snapshot cache give memory back."""
         lookup = self._lookup(planned)
         try:
             if lookup is not None:
                 yield from stream_lookup(self.dataset(lookup.ref), lookup, planned, self.limits, cancelled)
             else:
-                yield from stream(planned, self.limits, cancelled)
+                yield from stream(planned, self.limits, cancelled, coalesce=coalesce)
         except Throttling:
             self.cache.pressure()
             raise

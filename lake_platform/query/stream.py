@@ -31,7 +31,11 @@ COALESCE_BYTES = 1 << 20
 
 
 def stream(
-    planned: PlannedQuery, limits: QueryLimits, cancelled: Callable[[], bool] = lambda: False
+    planned: PlannedQuery,
+    limits: QueryLimits,
+    cancelled: Callable[[], bool] = lambda: False,
+    *,
+    coalesce: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the result, each conforming to ``planned.schema`` and small enough for
     one IPC message.
@@ -43,7 +47,11 @@ def stream(
     come fast they are taken synchronously (the async hand-off costs ~0.15 ms a batch, a
     third of a fast scan's time). Raises QueryTimeout past ``query_timeout_seconds`` and
     ResultTooLarge past ``max_result_bytes``; returns quietly when ``cancelled()`` (the
-    caller reports that)."""
+    caller reports that).
+
+    ``coalesce=False``: batches go out as DataFusion makes them. For a writer whose per-batch
+    cost is small (the C++ data plane), merging only adds a copy of every byte: measured on a
+    5M-row scan of a cached table, 430 ms of CPU merged against 50 ms unmerged."""
     timeout = limits.query_timeout_seconds
     deadline = time.monotonic() + timeout if timeout else None
     loop: asyncio.AbstractEventLoop | None = None
@@ -64,7 +72,7 @@ def stream(
         # comes fast, so a slow producer still streams batch by batch.
         held: list[pa.RecordBatch] = []
         held_bytes = 0
-        target = min(limits.max_message_bytes // 2, COALESCE_BYTES)
+        target = min(limits.max_message_bytes // 2, COALESCE_BYTES) if coalesce else 0
         while True:
             started = time.monotonic()
             failure: LakeError | None = None
