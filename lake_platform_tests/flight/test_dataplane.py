@@ -139,6 +139,19 @@ def test_single_endpoint_results_name_the_data_plane_too(alice: Any, server: Any
     assert got.equals(on_the_endpoint(client, options, info))  # order too (ORDER BY)
 
 
+def test_batches_go_out_as_the_scan_makes_them(alice: Any) -> None:
+    """Unmerged: one batch per 500-row fragment read (the grpcio port merges fast batches into
+    one message; here that would only copy every byte)."""
+    client, options = alice
+    info = plan(client, options, "SELECT id FROM w.ns.big WHERE id >= 1000")
+    assert len(info.endpoints) > 1
+    chunks = []
+    for endpoint in info.endpoints:
+        reader = fl.connect(endpoint.locations[0].uri.decode()).do_get(endpoint.ticket, options)
+        chunks += [chunk.data.num_rows for chunk in reader]
+    assert chunks == [500] * 6  # the six fragments without deleted rows
+
+
 def test_deleted_rows_stay_deleted(alice: Any) -> None:
     client, options = alice
     ids = at_locations(plan(client, options, "SELECT id FROM w.ns.big"), options).column("id").to_pylist()
