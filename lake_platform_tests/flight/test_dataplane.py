@@ -9,6 +9,7 @@ rows in one); the server splits above 1000 rows into at most 4 endpoints.
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import time
@@ -150,6 +151,22 @@ def test_batches_go_out_as_the_scan_makes_them(alice: Any) -> None:
         reader = fl.connect(endpoint.locations[0].uri.decode()).do_get(endpoint.ticket, options)
         chunks += [chunk.data.num_rows for chunk in reader]
     assert chunks == [500] * 6  # the six fragments without deleted rows
+
+
+def test_scans_come_in_batches_of_scan_batch_rows(lake: tuple[LakeSettings, Catalog], alice: Any) -> None:
+    """LAKE_FLIGHT_SCAN_BATCH_ROWS (32768) becomes Lance's scan batch size (fewer, larger
+    messages); an operator's own LANCE_DEFAULT_BATCH_SIZE would win."""
+    _, catalog = lake
+    catalog.create_table("p.w.ns.long", t_rows(40_000).to_reader())
+    client, options = alice
+    assert wait_until(lambda: plan(client, options, "SELECT id FROM w.ns.long"))  # the snapshot's refresh
+    info = plan(client, options, "SELECT id FROM w.ns.long")
+    chunks = []
+    for endpoint in info.endpoints:
+        reader = fl.connect(endpoint.locations[0].uri.decode()).do_get(endpoint.ticket, options)
+        chunks += [chunk.data.num_rows for chunk in reader]
+    assert os.environ["LANCE_DEFAULT_BATCH_SIZE"] == "32768"
+    assert sum(chunks) == 40_000 and max(chunks) > 8192
 
 
 def test_deleted_rows_stay_deleted(alice: Any) -> None:
