@@ -697,9 +697,31 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
                 own.user + own.system,
             )
 
+        def pyarrow_at_locations(port: int) -> Callable[[], int]:
+            """Our server read by the bare server's client: GetFlightInfo, then each endpoint's
+            DoGet where its location says (isolates the server from ADBC's client)."""
+            from lake_platform.flight import proto
+
+            client = fl.connect(f"grpc://127.0.0.1:{port}")
+            options = fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)])
+            descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=SCAN)))
+            readers: dict[str, fl.FlightClient] = {}
+
+            def run() -> int:
+                n = 0
+                for endpoint in client.get_flight_info(descriptor, options).endpoints:
+                    uri = endpoint.locations[0].uri.decode() if endpoint.locations else ""
+                    where = readers.setdefault(uri, fl.connect(uri)) if uri else client
+                    n += sum(c.data.num_rows for c in where.do_get(endpoint.ticket, options))
+                return n
+
+            return run
+
         rows = {}
         measured = [("bare/pyarrow, 1 stream", bare_raw, (bare,))]
         measured += [(label, adbc(ports[0]), ports) for label, ports in started]
+        data_single = dict(started)["data plane/adbc, 1 endpoint"]
+        measured.append(("data plane/pyarrow, 1 endpoint", pyarrow_at_locations(data_single[0]), data_single))
         for label, fn, ports in measured:
             before = cpu(ports)
             seconds, n = timed(fn, args.runs)
@@ -713,11 +735,15 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
             )
         base = rows["bare/pyarrow, 1 stream"]
         print("ratios (throughput):")
+        print(
+            f"  data plane/pyarrow, 1 endpoint / bare (same client){'':9s} "
+            f"{base / rows['data plane/pyarrow, 1 endpoint']:.2f}"
+        )
         for plane in ("ours/adbc", "data plane/adbc"):
             one = rows[f"{plane}, 1 endpoint"]
             print(f"  {plane}, 1 endpoint / bare{'':28s} {base / one:.2f} (goal >= 0.9)")
             for label in rows:
-                if label.startswith(plane) and label != f"{plane}, 1 endpoint":
+                if label.startswith(f"{plane}, ") and label != f"{plane}, 1 endpoint":
                     tail = label.removeprefix(f"{plane}, ")
                     print(
                         f"  {plane}, {tail:40s} / 1 endpoint {one / rows[label]:.2f} (goal >= 1.5), "
