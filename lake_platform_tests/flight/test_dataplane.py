@@ -15,6 +15,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +40,7 @@ from lake_platform_tests.flight.conftest import (
     t_rows,
     wait_until,
 )
-from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, self_signed, streams_of
 from lake_platform_tests.servers import free_ports
 
 SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4}
@@ -173,6 +174,17 @@ def test_deleted_rows_stay_deleted(alice: Any) -> None:
     client, options = alice
     ids = at_locations(plan(client, options, "SELECT id FROM w.ns.big"), options).column("id").to_pylist()
     assert sorted(ids) == [i for i in range(4000) if not (i % 7 == 0 and i < 1000)]
+
+
+def test_spooled_segments_can_be_read_from_the_data_plane(server: Any, alice: Any) -> None:
+    """Segment endpoints keep their own locations (the endpoint); their tickets work here too."""
+    client, options = alice
+    asking = fl.FlightCallOptions(headers=[*options.headers, (b"x-lake-spool", b"true")])
+    info = plan(client, asking, "SELECT * FROM w.ns.t")
+    data = fl.connect(data_uri(server))
+    got = pa.concat_tables([data.do_get(e.ticket, options).read_all() for e in info.endpoints])
+    assert rows(got) == rows(on_the_endpoint(client, options, info))
+    assert got.num_rows == 1000
 
 
 def test_catalog_commands_stay_on_the_endpoint(alice: Any) -> None:
@@ -329,6 +341,20 @@ def test_split_results_spread_over_the_replicas_data_planes(lake: tuple[LakeSett
             cur.execute(BIG)
             assert rows(cur.fetch_arrow_table()) == rows(expected)
         assert served() == before + 4  # every part from a data plane
+
+
+def test_tls_serves_the_same_certificate(lake: tuple[LakeSettings, Catalog], tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    tls = {"tls_cert_file": cert, "tls_key_file": key, "host": "localhost"}
+    with serving(*lake, data_listen="localhost:0", **tls) as server:
+        assert server.data_plane is not None
+        client = fl.connect(f"grpc+tls://localhost:{server.port}", tls_root_certs=cert.read_bytes())
+        options = fl.FlightCallOptions(headers=[client.authenticate_basic_token("alice", PASSWORDS["alice"])])
+        info = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
+        where = info.endpoints[0].locations[0].uri.decode()
+        assert where == f"grpc+tls://localhost:{server.data_plane.port}"
+        data = fl.connect(where, tls_root_certs=cert.read_bytes())
+        assert data.do_get(info.endpoints[0].ticket, options).read_all().to_pylist() == [{"n": 1000}]
 
 
 def test_off_by_default_endpoints_carry_no_location(lake: tuple[LakeSettings, Catalog]) -> None:

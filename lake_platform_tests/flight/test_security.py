@@ -29,6 +29,7 @@ from lake_platform_tests.flight.conftest import (
     start_server,
     wait_until,
 )
+from lake_platform_tests.flight.helpers import self_signed
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
 
@@ -430,38 +431,6 @@ def test_login_header_round_trip(running: Running) -> None:
     started = time.monotonic()
     info = client.get_flight_info(query("SELECT 42 AS answer"), fl.FlightCallOptions(headers=[(key, value)]))
     assert info.schema.names == ["answer"] and time.monotonic() - started < 5
-
-
-def self_signed(tmp: Path) -> tuple[Path, Path]:
-    import datetime as dt
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_file, key_file
 
 
 def test_tls(lake: Any, tmp_path: Path) -> None:
