@@ -37,6 +37,7 @@ from lake_platform_tests.flight.conftest import (
     login,
     plan,
     serving,
+    start_server,
     t_rows,
     wait_until,
 )
@@ -304,6 +305,23 @@ def test_time_limit_ends_a_data_plane_stream(lake: tuple[LakeSettings, Catalog])
             at_locations(info, options)
         assert time.monotonic() - started < 2.5
         assert wait_until(lambda: streams_of(server) == 0)
+
+
+def test_stop_does_not_wait_forever_for_a_client_that_stopped_reading(
+    lake: tuple[LakeSettings, Catalog],
+) -> None:
+    """A stream blocked in its send (the client reads no more) does not hold the server's stop."""
+    server = start_server(*lake, **DATA)
+    client, options = login(f"grpc://127.0.0.1:{server.port}")
+    info = plan(client, options, "SELECT value FROM generate_series(1, 20000000)")
+    data = fl.connect(data_uri(server))
+    reader = data.do_get(info.endpoints[0].ticket, options)
+    reader.read_chunk()  # then never again: the server fills gRPC's window and blocks in its send
+    assert wait_until(lambda: streams_of(server) == 1)
+    started = time.monotonic()
+    server.stop(grace=0)
+    assert time.monotonic() - started < 10
+    data.close()
 
 
 # == two replicas, off, settings ================================================================
