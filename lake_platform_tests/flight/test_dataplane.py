@@ -296,6 +296,27 @@ def test_admission_limit_answers_unavailable_naming_the_limit(lake: tuple[LakeSe
         assert at_locations(second, options).to_pylist() == [{"n": 1000}]
 
 
+def test_cancel_flight_info_stops_a_data_plane_stream(lake: tuple[LakeSettings, Catalog]) -> None:
+    with serving(*lake, **DATA) as server:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        data = fl.connect(data_uri(server))
+        with SlowUdf(server, delay=0.3) as slow:
+            info = plan(client, options, SLOW_SQL)
+            reader = data.do_get(info.endpoints[0].ticket, options)
+            reader.read_chunk()
+            body = proto.CancelFlightInfoRequest(info=info.serialize()).SerializeToString()
+            [result] = list(client.do_action(fl.Action("CancelFlightInfo", body), options))
+            status = proto.parse(proto.CancelFlightInfoResult, result.body.to_pybytes()).status
+            assert status == proto.CANCEL_STATUS_CANCELLED
+            with pytest.raises(fl.FlightCancelledError, match="cancelled"):
+                for _ in reader:
+                    pass
+            assert len(slow.calls) < 5
+            with pytest.raises(fl.FlightCancelledError):
+                data.do_get(info.endpoints[0].ticket, options).read_all()
+        assert wait_until(lambda: streams_of(server) == 0)
+
+
 def test_time_limit_ends_a_data_plane_stream(lake: tuple[LakeSettings, Catalog]) -> None:
     with serving(*lake, query_timeout_seconds=0.5, **DATA) as server:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
