@@ -45,6 +45,7 @@ from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
+from lake_platform.flight.tokens import Identity
 from lake_platform.flight.transport import FlightHandler
 from lake_platform.observability import context as request_context
 from lake_platform.observability.logs import log_request
@@ -97,7 +98,9 @@ class DataCall:
     #: them would copy every byte under the GIL (``query.stream``).
     coalesce = False
 
-    def __init__(self, identity: Any, context: fl.ServerCallContext, headers: dict[str, list[str]]) -> None:
+    def __init__(
+        self, identity: Identity, context: fl.ServerCallContext, headers: dict[str, list[str]]
+    ) -> None:
         self.identity = identity
         self._context = context
         self._headers = headers
@@ -129,7 +132,7 @@ class DataCall:
 
 
 class _Caller(fl.ServerMiddleware):
-    def __init__(self, identity: Any, headers: dict[str, list[str]]) -> None:
+    def __init__(self, identity: Identity, headers: dict[str, list[str]]) -> None:
         self.identity = identity
         self.headers = headers
 
@@ -205,14 +208,14 @@ class DataPlane:
         self._serving.set()
 
     def stop(self, grace: float) -> None:
-        """Refuse new calls, then shut the server down; a stream still blocked in its send after
-        ``grace`` seconds is left to the process exit (pyarrow would wait for it forever)."""
+        """Refuse new calls, then shut the server down (pyarrow's shutdown ends the calls still
+        running); waits at most ``grace`` seconds for it, so a stop never hangs on a call."""
         self._serving.clear()
         done = threading.Thread(target=self._server.shutdown, name="lake-flight-data-stop", daemon=True)
         done.start()
         done.join(grace)
         if done.is_alive():
-            log.warning("the data plane still has a stream blocked in its send after %gs; leaving it", grace)
+            log.warning("the data plane's shutdown has not finished after %gs; leaving it to the exit", grace)
 
     # == DoGet ==================================================================================
 
