@@ -188,6 +188,26 @@ def test_spooled_segments_can_be_read_from_the_data_plane(server: Any, alice: An
     assert got.num_rows == 1000
 
 
+def test_tickets_stay_pinned_across_appends_and_deletes(lake: tuple[LakeSettings, Catalog]) -> None:
+    settings, _ = lake
+    catalog = Catalog(settings)
+    try:
+        catalog.create_table("p.w.ns.moving", t_rows(600).to_reader())
+        for k in range(1, 4):
+            catalog.append("p.w.ns.moving", t_rows(600, start=600 * k).to_reader())
+        with serving(settings, catalog, **SPLIT, **DATA) as server:
+            client, options = login(f"grpc://127.0.0.1:{server.port}")
+            split = plan(client, options, "SELECT id FROM w.ns.moving")
+            whole = plan(client, options, "SELECT count(*) AS n FROM w.ns.moving")
+            assert len(split.endpoints) == 3
+            catalog.append("p.w.ns.moving", t_rows(600, start=2400).to_reader())
+            catalog.delete_rows("p.w.ns.moving", "id < 1200")
+            assert sorted(at_locations(split, options).column("id").to_pylist()) == list(range(2400))
+            assert at_locations(whole, options).to_pylist() == [{"n": 2400}]
+    finally:
+        catalog.close()
+
+
 def test_catalog_commands_stay_on_the_endpoint(alice: Any) -> None:
     client, options = alice
     descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetCatalogs()))
