@@ -46,7 +46,7 @@ from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.tokens import Identity
-from lake_platform.flight.transport import FlightHandler
+from lake_platform.flight.transport import FlightHandler, read_ahead
 from lake_platform.observability import context as request_context
 from lake_platform.observability.logs import log_request
 from lake_platform.observability.metrics import observe_request
@@ -56,6 +56,11 @@ log = logging.getLogger(__name__)
 #: The metrics and access-log surface of DoGet served here.
 SURFACE = "flight-data"
 _MIDDLEWARE = "lake-auth"
+#: Batches produced ahead of the C++ writer, on a thread of their own, while it sends the one
+#: before (0: the writer's thread produces each batch when it wants it). Measured with a
+#: pyarrow client on a 5M-row scan: 0.36-0.55 s against 0.50-0.80 s without, paired runs under
+#: load; ADBC's client, the slower reader, gains less.
+READ_AHEAD = 2
 
 #: gRPC status -> the pyarrow exception answering it (the C++ server's own statuses).
 _NATIVE: dict[str, type[fl.FlightError]] = {
@@ -245,7 +250,10 @@ class DataPlane:
             raise failure from None
         finally:
             request_context.end(token)
-        return fl.GeneratorStream(schema, _watch(batches, call, info, started))
+        stream = _watch(batches, call, info, started)
+        if READ_AHEAD:
+            stream = read_ahead(stream, READ_AHEAD, first=1)
+        return fl.GeneratorStream(schema, stream)
 
 
 def _watch(
