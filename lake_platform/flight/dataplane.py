@@ -5,11 +5,12 @@ serves ``grpc.health.v1``, but each DoGet message is framed in Python and handed
 the GIL, so one process streams at most one core's worth of results whatever the number of
 streams. With ``LAKE_FLIGHT_DATA_LISTEN`` set, a pyarrow.flight (C++) server in the same
 process, on its own port, serves DoGet of statement and part tickets (and spooled-segment
-tickets): Python hands it one record batch at a time (``GeneratorStream``); IPC encoding and
-the gRPC send run in C++ without the GIL, so streams run in parallel and a single stream
-costs about what a bare pyarrow server costs. Every other RPC, the health service and exact
-status codes stay on the grpcio port; statement FlightInfos name this server's URI in their
-endpoints' locations (``endpoints``), so clients (ADBC, JDBC, pyarrow) connect to it for DoGet.
+tickets): Python hands it one record batch at a time (``GeneratorStream``, produced a few
+ahead on a thread of its own); IPC encoding and the gRPC send run in C++ without the GIL, so
+streams run in parallel and a single stream costs about what a bare pyarrow server costs.
+Every other RPC, the health service and exact status codes stay on the grpcio port;
+statement FlightInfos name this server's URI in their endpoints' locations (``endpoints``),
+so clients (ADBC, JDBC, pyarrow) connect to it for DoGet.
 
 A DoGet here runs the same checks as on the grpcio port, through the same code
 (``FlightSqlServer.do_get``): the Bearer authenticated as on every grpcio call (a middleware
