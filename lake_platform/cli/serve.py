@@ -37,18 +37,25 @@ def up(state: State, port: int | None, flight_port: int | None, rest_port: int |
 @click.command("serve-flight")
 @click.option("--host", help="Bind address (default LAKE_FLIGHT_HOST, 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), help="Port (default LAKE_FLIGHT_PORT, 50051).")
+@click.option(
+    "--data-listen",
+    help="host:port of the data plane, a C++ server for query results in the same process "
+    "(default LAKE_FLIGHT_DATA_LISTEN; empty: off). See docs/flight-sql.md.",
+)
 @pass_state
 @handles_errors
-def serve_flight(state: State, host: str | None, port: int | None) -> None:
+def serve_flight(state: State, host: str | None, port: int | None, data_listen: str | None) -> None:
     """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful)."""
     from lake_platform.flight.server import serve
     from lake_platform.flight.settings import flight_settings
 
-    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    given = {"host": host, "port": port, "data_listen": data_listen}
+    overrides = {k: v for k, v in given.items() if v is not None}
     flight = flight_settings(state.settings, **overrides)
-    click.echo(
-        f"Flight SQL endpoint on grpc{'+tls' if flight.tls else ''}://{flight.host}:{flight.port}", err=True
-    )
+    scheme = f"grpc{'+tls' if flight.tls else ''}"
+    click.echo(f"Flight SQL endpoint on {scheme}://{flight.host}:{flight.port}", err=True)
+    if flight.data_listen.strip():
+        click.echo(f"Flight SQL data plane on {scheme}://{flight.data_listen.strip()}", err=True)
     serve(state.settings, flight)
 
 

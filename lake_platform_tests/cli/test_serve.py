@@ -57,6 +57,22 @@ def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch:
     assert "Traceback" not in result.output
 
 
+def test_serve_flight_with_a_bad_or_busy_data_plane_fails_cleanly(lake: CliRunner) -> None:
+    import socket
+
+    result = lake.invoke(cli, ["serve-flight", "--port", "0", "--data-listen", "nohost"])
+    assert result.exit_code == 2, result.output
+    assert "LAKE_FLIGHT_DATA_LISTEN: 'nohost' is not host:port" in result.output
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        where = f"127.0.0.1:{busy.getsockname()[1]}"
+        result = lake.invoke(cli, ["serve-flight", "--port", "0", "--data-listen", where])
+    assert result.exit_code == 1, result.output
+    assert "SERVICE_UNAVAILABLE" in result.output and "cannot start the data plane" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_serve_rest_on_a_busy_port_or_a_public_address_fails_cleanly(
     lake: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
