@@ -11,7 +11,9 @@ pays nothing for splitting but a look at the table's fragment count.
 Locations: with ``LAKE_FLIGHT_ADVERTISE`` (and ``LAKE_FLIGHT_PEERS``) set, endpoint ``i`` of a
 split result lists every replica, starting at a different one per endpoint (round robin from
 a random offset per query), so parts are read from several servers at once and a client that
-tries locations in order (ADBC does) falls over to the next replica.
+tries locations in order (ADBC does) falls over to the next replica. With the data plane on
+(``dataplane``; ``use_data_plane``) the locations are the replicas' data planes instead, and an
+unsplit result names them too, this replica's first.
 """
 
 from __future__ import annotations
