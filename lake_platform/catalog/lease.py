@@ -18,6 +18,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -118,9 +119,23 @@ class WriteGate:
         self._held: dict[int, tuple[Lease, float]] = {}
         self._beat_thread: threading.Thread | None = None
         self._beat_stop = threading.Event()
+        # Writers of one process queue here for a table instead of polling the registry with
+        # backoff sleeps (a REST server commits for many clients from one process: the sleeps,
+        # not the work, set the pace); the registry lease still arbitrates between processes.
+        self._queues: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
+        self._queues_lock = threading.Lock()
 
-    def acquire(self, incarnation: str, holder: str | None = None) -> Lease:
+    def _queue(self, incarnation: str) -> threading.Lock:
+        with self._queues_lock:
+            queue = self._queues.get(incarnation)
+            if queue is None:
+                queue = self._queues[incarnation] = threading.Lock()
+            return queue
+
+    def acquire(self, incarnation: str, holder: str | None = None, *, wait: float | None = None) -> Lease:
+        """Take the lease, waiting up to ``wait`` seconds (default: the gate's) for a live holder."""
         holder = holder or new_id()
+        wait = self.wait if wait is None else wait
         started = time.monotonic()
         delay = 0.002
         while True:
@@ -128,15 +143,18 @@ class WriteGate:
             if lease is not None:
                 observe_lease_wait("acquired", time.monotonic() - started)
                 return lease
-            if time.monotonic() - started >= self.wait:
+            if time.monotonic() - started >= wait:
                 observe_lease_wait("gave_up", time.monotonic() - started)
-                raise LeaseUnavailable(
-                    f"table incarnation {incarnation} is being written by another writer; "
-                    f"gave up after {self.wait:.0f}s"
-                )
+                raise self._unavailable(incarnation)
             # Back off with jitter so waiting writers do not stampede the registry.
             time.sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.1)
+
+    def _unavailable(self, incarnation: str) -> LeaseUnavailable:
+        return LeaseUnavailable(
+            f"table incarnation {incarnation} is being written by another writer; "
+            f"gave up after {self.wait:.0f}s"
+        )
 
     def _try_acquire(self, incarnation: str, holder: str) -> Lease | None:
         key = keys.lease(incarnation)
@@ -203,16 +221,26 @@ class WriteGate:
 
     @contextmanager
     def hold(self, incarnation: str, holder: str | None = None) -> Iterator[Lease]:
-        """Acquire, keep renewed in the background while the body runs, release."""
-        lease = self.acquire(incarnation, holder)
-        if self.heartbeat:
-            self._beat_register(lease)
+        """Acquire, keep renewed in the background while the body runs, release. Holders in
+        this process (this gate) take turns on a local lock first, so only one of them at a
+        time talks to the registry about this table."""
+        queue = self._queue(incarnation)
+        started = time.monotonic()
+        if not queue.acquire(timeout=self.wait):
+            observe_lease_wait("gave_up", time.monotonic() - started)
+            raise self._unavailable(incarnation)
         try:
-            yield lease
-        finally:
+            lease = self.acquire(incarnation, holder, wait=max(0.0, self.wait - (time.monotonic() - started)))
             if self.heartbeat:
-                self._beat_unregister(lease)
-            self.release(lease)
+                self._beat_register(lease)
+            try:
+                yield lease
+            finally:
+                if self.heartbeat:
+                    self._beat_unregister(lease)
+                self.release(lease)
+        finally:
+            queue.release()
 
     # One heartbeat thread per gate renews every lease it holds: starting a thread per write
     # cost more than the write's registry work under load.

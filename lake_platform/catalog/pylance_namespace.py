@@ -262,6 +262,9 @@ class LakeNamespace(LanceNamespace):
                 operation="commit",
                 actor=self.catalog._actor(None, self.principal),
                 detail={"client": "pylance"},
+                # The schema rides in the version's own transaction: read from the staged
+                # manifest now, before the lease (None: read it back after the commit).
+                schema_ipc=self._staged_schema(record, request),
             )
             with self.catalog.gate.hold(record.incarnation) as lease:
                 record, revision = self.catalog.ctx.table(
@@ -283,10 +286,27 @@ class LakeNamespace(LanceNamespace):
                     if bound.failure is not None:
                         raise bound.failure from None
                     raise
-                self._record_schema(tname, bound, int(_field(request, "version")))
+                if pending.schema_ipc is None:
+                    self._record_schema(tname, bound, int(_field(request, "version")))
             return response
 
         return self._call(create)
+
+    def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:
+        """pylance declares without a schema and may change it with any commit: the schema of
+        the staged manifest as IPC bytes, or None when the file cannot be read as a manifest
+        (then the commit, if it lands, reads it back from the committed version)."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        try:
+            schema = engine.manifest_schema(
+                record.location,
+                str(_field(request, "manifest_path")),
+                self.catalog.settings.storage_options(record.location),
+            )
+        except (OSError, ValueError, RuntimeError):
+            return None  # a missing or foreign file is refused by the commit itself
+        return schema_to_ipc(schema)
 
     def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
         """pylance declares without a schema: take it from the version just committed."""

@@ -258,3 +258,34 @@ def quarantine_files(
             continue  # someone else moved it already
         moved.append(target)
     return moved
+
+
+#: The tail of every Lance manifest file: u64 position of the manifest message, u16 major and
+#: u16 minor format version, then this magic.
+_MAGIC = b"LANC"
+
+
+def read_manifest_message(
+    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
+) -> bytes:
+    """The serialized manifest (the protobuf message Lance itself hands around as
+    ``serialized_manifest``) from a manifest file, staging or final, without opening the
+    dataset: one read of the file, no listing and no write. ValueError if the file is not a
+    manifest Lance wrote."""
+    path = _object_path(location, manifest_path)
+    if location.startswith("s3://"):
+        fs, _ = _filesystem(location, storage_options)
+        with fs.open_input_file(path) as f:
+            raw = f.read()
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+    if len(raw) < 16 or raw[-4:] != _MAGIC:
+        raise ValueError(f"{manifest_path} is not a Lance manifest (no footer)")
+    pos = int.from_bytes(raw[-16:-8], "little")
+    if pos + 4 > len(raw) - 16:
+        raise ValueError(f"{manifest_path}: manifest position {pos} is outside the file")
+    length = int.from_bytes(raw[pos : pos + 4], "little")
+    if pos + 4 + length > len(raw) - 16:
+        raise ValueError(f"{manifest_path}: manifest length {length} runs past the footer")
+    return raw[pos + 4 : pos + 4 + length]
