@@ -99,6 +99,9 @@ class BoundTableNamespace(LanceNamespace):
         # "latest version?" question needs no second read. After that, always re-read.
         self._fresh = fresh
         self._lock = threading.Lock()
+        # Versions registered at their canonical path whose file could not be put there: their
+        # staging manifest is the only copy and must stay until they are finished.
+        self._unpublished: set[int] = set()
         self._id = f"lake:{store.url}:{record.incarnation}:{new_id()}"
 
     def namespace_id(self) -> str:
@@ -195,6 +198,17 @@ class BoundTableNamespace(LanceNamespace):
         staging = str(_field(request, "manifest_path"))
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
+        # Register the version at its canonical path in the commit itself (the file is put there
+        # right after, see _publish): one registry write instead of commit + re-point. Only
+        # when that path is free; a manifest squatting there (written around the registry)
+        # keeps the old form, staging path first, which readers check against the squatter.
+        canonical = (
+            engine.canonical_manifest_path(staging, version) if engine.is_staging_manifest(staging) else None
+        )
+        if canonical is not None and engine.manifest_exists(
+            self.record.location, canonical, self.storage_options
+        ):
+            canonical = None
         with self._lock, self.lease.fenced() as lease_check:
             held = self._held()
             if held:
@@ -208,7 +222,8 @@ class BoundTableNamespace(LanceNamespace):
             ver = VersionRecord(
                 incarnation=self.record.incarnation,
                 version=version,
-                manifest_path=staging,
+                manifest_path=staging if canonical is None or len(held) < len(pending.hold) else canonical,
+                staged_from=None if canonical is None or len(held) < len(pending.hold) else staging,
                 manifest_size=_field(request, "manifest_size"),
                 e_tag=_field(request, "e_tag"),
                 naming_scheme=_field(request, "naming_scheme"),
@@ -315,7 +330,8 @@ class BoundTableNamespace(LanceNamespace):
                 pending.from_version = self.record.current_version
             ver = published[0]
             pending.versions[version] = published
-            pending.staged[version] = staging
+            if engine.is_staging_manifest(ver.manifest_path) or ver.version not in self._unpublished:
+                pending.staged[version] = staging  # removed once the version is finished
             self.record = new_record
             self.record_revision = results[1].revision
             pending.marker_revision = results[3].revision
@@ -324,10 +340,13 @@ class BoundTableNamespace(LanceNamespace):
 
     def _publish(self, ver: VersionRecord, revision: int) -> tuple[VersionRecord, int]:
         """Right after the registry accepted a staging manifest: put it at its canonical path
-        and point the record there, so that nobody ever opens a staging manifest (Lance
-        "finishes the commit" on open, writing to storage each time). Only after the commit:
-        a writer whose commit is refused (a lost lease) must leave no canonical manifest.
-        A failure leaves the version valid at its staging path; the next writer finishes it."""
+        (and, for a version registered at its staging path, point the record there), so that
+        nobody ever opens a staging manifest (Lance "finishes the commit" on open, writing to
+        storage each time). Only after the commit: a writer whose commit is refused (a lost
+        lease) must leave no canonical manifest. A failure leaves the version committed but
+        unpublished; the next writer (settle) or ``finish_versions`` publishes it."""
+        if ver.staged_from is not None and not engine.is_staging_manifest(ver.manifest_path):
+            return self._publish_registered(ver, revision)
         if not engine.is_staging_manifest(ver.manifest_path):
             return ver, revision  # resolved after an unknown outcome: already published
         try:
@@ -344,6 +363,42 @@ class BoundTableNamespace(LanceNamespace):
                 self._fault("finalize-swapped")
             return done, item.revision
         except Exception:  # noqa: BLE001 - the commit stands either way
+            log.warning(
+                "could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True
+            )
+            return ver, revision
+
+    def _publish_registered(self, ver: VersionRecord, revision: int) -> tuple[VersionRecord, int]:
+        """Publish a version the commit registered at its canonical path: copy (locally: hard
+        link) the staging manifest there. No registry write."""
+        assert ver.staged_from is not None
+        try:
+            engine.finalize_manifest(self.record.location, ver.version, ver.staged_from, self.storage_options)
+            if self._fault is not None:
+                self._fault("finalize-copied")
+            return ver, revision
+        except engine.ManifestConflict:
+            # A manifest written around the registry took the path after our check: register
+            # the staging path after all (the old form; readers compare it with the squatter,
+            # and the next writer quarantines the squatter and publishes).
+            log.warning(
+                "%s version %s: a manifest written around the registry took its canonical path; "
+                "the version stays at its staging manifest",
+                self.name,
+                ver.version,
+            )
+            back = ver.model_copy(update={"manifest_path": ver.staged_from, "staged_from": None})
+            try:
+                item = self.store.compare_and_swap(
+                    keys.version(self.record.incarnation, ver.version), revision, back.encode()
+                )
+            except Exception:  # noqa: BLE001 - left for settle / finish_versions
+                self._unpublished.add(ver.version)
+                log.warning("could not re-point %s version %s", self.name, ver.version, exc_info=True)
+                return ver, revision
+            return back, item.revision
+        except Exception:  # noqa: BLE001 - the commit stands either way
+            self._unpublished.add(ver.version)
             log.warning(
                 "could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True
             )

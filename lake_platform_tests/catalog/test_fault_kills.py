@@ -67,14 +67,14 @@ def _kills(op: str, *steps: str | tuple[str, int]) -> list[tuple[str, str, int]]
 
 
 #: A write's steps in order: staged (data and staging manifest written, nothing registered),
-#: registered (the registry commit landed, the manifest not yet published), the publish's copy
-#: and record swap, then the catalog's tidy-up.
+#: registered (one registry transaction landed the version at its canonical path; the file is
+#: not there yet), the publish's copy (no registry write follows it: there is no re-point step
+#: any more), then the catalog's tidy-up.
 _WRITE = [
     ":before-write",
     ":staged",
     ":registered",
     ":finalize-copied",
-    ":finalize-swapped",
     ":after-commit",
     ":after-write",
     ":before-finalize",
@@ -90,12 +90,10 @@ KILLS: list[tuple[str, str, int]] = [
         ":staged",
         ":registered",
         ":finalize-copied",
-        ":finalize-swapped",
         ":after-commit",
         (":staged", 2),
         (":registered", 2),
         (":finalize-copied", 2),
-        (":finalize-swapped", 2),
         (":after-commit", 2),
         ":before-finalize",
         ":after-finalize",
@@ -158,9 +156,7 @@ def recover_unpublished(c: Catalog, root: Path) -> None:
     """The dead writer's version is registered but unpublished: an open refuses it and writes
     nothing; the maintenance step publishes it, after which every invariant holds."""
     unpublished = [
-        name
-        for name, record in registered(c).items()
-        if engine.is_staging_manifest(_version(c, record, record.current_version).manifest_path)
+        name for name, record in registered(c).items() if _unpublished(c, record, record.current_version)
     ]
     assert unpublished, "the kill left no unpublished version"
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
@@ -172,6 +168,20 @@ def recover_unpublished(c: Catalog, root: Path) -> None:
     )
     for name in unpublished:
         assert c.finish_versions(name)
+
+
+def _unpublished(c: Catalog, record: TableRecord, version: int) -> bool:
+    """Registered at its staging path (the old form, or a squatter took the canonical one), or
+    registered at its canonical path with the file not there yet (its writer stopped between
+    the commit and the publish; the staging manifest it came from is still there)."""
+    ver = _version(c, record, version)
+    if engine.is_staging_manifest(ver.manifest_path):
+        return True
+    storage = c.settings.storage_options(record.location)
+    if ver.staged_from is None or engine.manifest_exists(record.location, ver.manifest_path, storage):
+        return False
+    assert engine.manifest_exists(record.location, ver.staged_from, storage), "both copies are gone"
+    return True
 
 
 def _version(c: Catalog, record: TableRecord, version: int) -> VersionRecord:

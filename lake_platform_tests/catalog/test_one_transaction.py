@@ -1,0 +1,165 @@
+"""A commit is one registry transaction: the version lands at its canonical manifest path with
+the table's move, the commit-log entry and the commit marker, fenced by the lease; the staging
+manifest is put at that path right after, with no second registry write (the old re-point).
+
+A writer stopped between the two leaves a registered version whose canonical file is not there
+yet: reads refuse it with a typed error and write nothing; the next writer (or
+``finish_versions``) publishes it from the staging manifest the record names; nothing is lost.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.storage import _object_path
+from lake_platform.errors import InvalidTableState
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform_tests.catalog import faults
+from lake_platform_tests.catalog.conftest import Lake, ids_of, lake_settings, rows
+
+T = "p.w.ns.t"
+COMMIT = "one-transaction-0001"
+
+
+def version_record(c: Catalog, version: int) -> VersionRecord:
+    record = decode(TableRecord, c.store.get(keys.table(TableName.parse(T))).value)  # type: ignore[union-attr]
+    item = c.store.get(keys.version(record.incarnation, version))
+    assert item is not None
+    return decode(VersionRecord, item.value, item.key)
+
+
+def test_an_append_writes_the_registry_once_besides_the_lease(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    writes: list[list[str]] = []
+    store = lake.catalog.store
+    real = type(store).transact
+
+    def counting(self: Any, ops: Any) -> Any:
+        writes.append([op.key for op in ops])
+        return real(self, ops)
+
+    type(store).transact = counting  # type: ignore[method-assign]
+    try:
+        lake.catalog.append(T, rows([2]))
+    finally:
+        type(store).transact = real  # type: ignore[method-assign]
+    record = lake.catalog.open_table(T).record
+    lease_key = keys.lease(record.incarnation)
+    assert len(writes) == 3, writes  # lease acquire, the commit, lease release
+    assert writes[0] == [lease_key] and writes[2] == [lease_key]
+    commit = set(writes[1])
+    assert {keys.version(record.incarnation, 2), keys.table(TableName.parse(T)), lease_key} <= commit
+    ver = version_record(lake.catalog, 2)
+    storage = lake.settings.storage_options(record.location)
+    assert not engine.is_staging_manifest(ver.manifest_path)  # registered canonical, no re-point
+    assert ver.staged_from is not None and engine.is_staging_manifest(ver.staged_from)
+    assert engine.manifest_exists(record.location, ver.manifest_path, storage)
+    assert not engine.manifest_exists(record.location, ver.staged_from, storage)  # tidied up
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+
+
+def test_a_squatter_on_the_canonical_path_keeps_the_version_at_its_staging_manifest(lake: Lake) -> None:
+    """A manifest written around the registry at the path the next version will use: the commit
+    registers its staging manifest (the old form) instead, never the squatter's bytes, and the
+    next writer quarantines the squatter."""
+    lake.catalog.create_table(T, rows([1]))
+    record = lake.catalog.open_table(T).record
+    storage = lake.settings.storage_options(record.location)
+    squat = engine.canonical_manifest_path(version_record(lake.catalog, 1).manifest_path, 2)
+    bogus = version_record(lake.catalog, 1).manifest_path  # a real manifest, of another version
+
+    def squat_after_staging(point: str) -> None:
+        if point == "append:staged":
+            fs, _ = engine._filesystem(record.location, storage)
+            fs.copy_file(
+                _object_path(record.location, bogus),
+                _object_path(record.location, squat),
+            )
+
+    writer = lake.new_catalog(hook=squat_after_staging)
+    try:
+        result = writer.append(T, rows([2]))
+    finally:
+        writer.close()
+    assert result.to_version == 2
+    ver = version_record(lake.catalog, 2)
+    assert ver.manifest_path != squat and ver.staged_from is None
+    assert lake.catalog.append(T, rows([3])).to_version == 3  # settle moves the squatter aside
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
+
+
+def op_append_two(catalog: Catalog, commit_id: str) -> object:
+    """The killed writer's operation (module level: the forkserver child imports it by name)."""
+    return catalog.append(T, rows([2]), commit_id=commit_id)
+
+
+@pytest.fixture
+def killable(tmp_path: Path) -> Any:
+    settings = lake_settings(tmp_path / "home")
+    with Catalog(settings) as c:
+        c.create_project("p")
+        c.create_warehouse("p.w", root=str(tmp_path / "wh"))
+        c.create_namespace("p.w.ns")
+        c.create_table(T, rows([1]))
+    return settings, tmp_path / "wh"
+
+
+def files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.slow
+def test_a_writer_killed_between_its_commit_and_the_publish_loses_nothing(killable: Any) -> None:
+    settings, root = killable
+    code, _ = faults.kill_writer(settings, op_append_two, "append:registered", 1, COMMIT)
+    assert code == -signal.SIGKILL
+    with Catalog(settings) as c:
+        record = c.open_table(T, 1).record
+        assert record.current_version == 2  # the commit landed
+        ver = version_record(c, 2)
+        storage = settings.storage_options(record.location)
+        assert not engine.manifest_exists(record.location, ver.manifest_path, storage)
+        assert ver.staged_from is not None and engine.manifest_exists(
+            record.location, ver.staged_from, storage
+        )
+        before = files(root)
+        with pytest.raises(InvalidTableState, match="not finalized"):
+            c.open_table(T)
+        assert files(root) == before  # a refused read writes nothing
+        assert ids_of(c.open_table(T, 1)) == [1]
+        # The retry finds its commit id landed (invariant 5) and reports it, writing nothing.
+        again = op_append_two(c, COMMIT)
+        assert again.replayed and again.to_version == 2  # type: ignore[attr-defined]
+        # The next writer publishes the stopped one's version before building on it.
+        assert c.append(T, rows([3])).to_version == 3
+        assert ids_of(c.open_table(T)) == [1, 2, 3]
+        assert ids_of(c.open_table(T, 2)) == [1, 2]
+        assert engine.manifest_exists(record.location, ver.manifest_path, storage)
+        faults.check_registry_matches_engine(c)
+
+
+@pytest.mark.slow
+def test_finish_versions_publishes_what_a_killed_writer_registered(killable: Any) -> None:
+    settings, root = killable
+    code, _ = faults.kill_writer(settings, op_append_two, "append:registered", 1, COMMIT)
+    assert code == -signal.SIGKILL
+    with Catalog(settings) as c:
+        assert c.finish_versions(T) == [2]
+        assert c.finish_versions(T) == []  # idempotent
+        assert ids_of(c.open_table(T)) == [1, 2]
+        ver = version_record(c, 2)
+        record = c.open_table(T).record
+        assert ver.staged_from is not None
+        assert not engine.manifest_exists(
+            record.location, ver.staged_from, settings.storage_options(record.location)
+        )
+        faults.check_registry_matches_engine(c)
