@@ -34,7 +34,7 @@ from lake_platform.errors import (
 from lake_platform.observability.hooks import observe_lease_wait
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Check, MetaStore
+from lake_platform.registry.store import ABSENT, Check, MetaStore, Put
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ class Lease:
         self._revision = revision
         self._deadline = deadline  # local monotonic seconds
         self._lost = False
+        self._released = False
         self._lock = threading.Lock()
         # Held across a fenced commit and across a renewal, so a heartbeat never changes the
         # lease revision between the moment a commit reads it and the moment it lands.
@@ -91,6 +92,25 @@ class Lease:
     def mark_lost(self) -> None:
         with self._lock:
             self._lost = True
+
+    def release_op(self) -> Put:
+        """The fencing condition *and* the release in one op, for a commit that is the last
+        registry write under this lease: a conditional put of the released record at the held
+        revision. Use inside ``fenced()``; call ``released_by_commit()`` once it landed."""
+        record = _record(self.incarnation, self.holder, self.token, 0).model_copy(update={"released": True})
+        return Put(self.key, record.encode(), self.revision)
+
+    def released_by_commit(self) -> None:
+        """The commit that carried ``release_op()`` landed: the lease is free, nothing more may
+        be written under it, and the gate has nothing left to release."""
+        with self._lock:
+            self._lost = True
+            self._released = True
+
+    @property
+    def released(self) -> bool:
+        with self._lock:
+            return self._released
 
     def _renewed(self, revision: int, deadline: float) -> None:
         with self._lock:
@@ -209,6 +229,8 @@ class WriteGate:
         lease._renewed(written.revision, begun + self.ttl)
 
     def release(self, lease: Lease) -> None:
+        if lease.released:
+            return  # released by its last commit, in the same transaction
         record = _record(lease.incarnation, lease.holder, lease.token, 0)
         record = record.model_copy(update={"released": True})
         with lease._io:

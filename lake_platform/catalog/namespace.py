@@ -285,12 +285,13 @@ class BoundTableNamespace(LanceNamespace):
                     marker = marker.model_copy(
                         update={"from_version": decode(CommitMarker, first.value).from_version}
                     )
+            releases = pending.release_lease
             ops: list[Op] = [
                 Put(keys.version(self.record.incarnation, version), ver.encode(), ABSENT),
                 Put(keys.table(self.name), new_record.encode(), self.record_revision),
                 Put(log_key, entry.encode(), ABSENT),
                 Put(keys.commit_marker(pending.commit_id), marker.encode(), pending.marker_revision),
-                lease_check,
+                self.lease.release_op() if releases else lease_check,
             ]
             for h_ver, h_key, h_entry in pending.held:
                 ops += [
@@ -303,6 +304,8 @@ class BoundTableNamespace(LanceNamespace):
             try:
                 results = self.store.transact(ops)
                 assert results[0] is not None
+                if releases:
+                    self.lease.released_by_commit()
                 if self._fault is not None:
                     self._fault("registered")  # the version is committed; its manifest is not published yet
                 published = self._publish(ver, results[0].revision)
@@ -314,6 +317,8 @@ class BoundTableNamespace(LanceNamespace):
             except ServiceUnavailable:
                 # Unknown outcome: look for our own version record before anyone retries.
                 results = self._resolve_unknown(version, pending.commit_id)
+                if releases:
+                    self.lease.released_by_commit()  # it landed, so did the release with it
             assert results[0] is not None and results[1] is not None and results[3] is not None
             if published is None:
                 landed = decode(VersionRecord, results[0].value, results[0].key)

@@ -265,7 +265,12 @@ class LakeNamespace(LanceNamespace):
                 # The schema rides in the version's own transaction: read from the staged
                 # manifest now, before the lease (None: read it back after the commit).
                 schema_ipc=self._staged_schema(record, request),
+                # The request's one registry commit also releases the lease, unless the schema
+                # must be read back afterwards (under the lease).
+                release_lease=True,
             )
+            if pending.schema_ipc is None:
+                pending.release_lease = False
             with self.catalog.gate.hold(record.incarnation) as lease:
                 record, revision = self.catalog.ctx.table(
                     tname, incarnation=record.incarnation, declared=True

@@ -21,7 +21,7 @@ from lake_platform.engine.storage import _object_path
 from lake_platform.errors import InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.records import LeaseRecord, TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import Lake, ids_of, lake_settings, rows
 
@@ -36,7 +36,7 @@ def version_record(c: Catalog, version: int) -> VersionRecord:
     return decode(VersionRecord, item.value, item.key)
 
 
-def test_an_append_writes_the_registry_once_besides_the_lease(lake: Lake) -> None:
+def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
     lake.catalog.create_table(T, rows([1]))
     writes: list[list[str]] = []
     store = lake.catalog.store
@@ -53,10 +53,12 @@ def test_an_append_writes_the_registry_once_besides_the_lease(lake: Lake) -> Non
         type(store).transact = real  # type: ignore[method-assign]
     record = lake.catalog.open_table(T).record
     lease_key = keys.lease(record.incarnation)
-    assert len(writes) == 3, writes  # lease acquire, the commit, lease release
-    assert writes[0] == [lease_key] and writes[2] == [lease_key]
+    assert len(writes) == 2, writes  # lease acquire, then the commit, which also releases it
+    assert writes[0] == [lease_key]
     commit = set(writes[1])
     assert {keys.version(record.incarnation, 2), keys.table(TableName.parse(T)), lease_key} <= commit
+    lease = decode(LeaseRecord, store.get(lease_key).value)  # type: ignore[union-attr]
+    assert lease.released and lease.token == 2  # free for the next writer, token kept
     ver = version_record(lake.catalog, 2)
     storage = lake.settings.storage_options(record.location)
     assert not engine.is_staging_manifest(ver.manifest_path)  # registered canonical, no re-point
@@ -163,3 +165,35 @@ def test_finish_versions_publishes_what_a_killed_writer_registered(killable: Any
             record.location, ver.staged_from, settings.storage_options(record.location)
         )
         faults.check_registry_matches_engine(c)
+
+
+def test_a_commit_that_releases_still_fences_a_writer_whose_lease_was_taken(lake: Lake) -> None:
+    """The release rides in the commit as a put conditional on the held revision: a writer whose
+    lease someone else took has its whole commit refused, and the new holder's lease record is
+    left as it was (never marked released by the stale writer)."""
+    from lake_platform.errors import LeaseExpired
+
+    lake.catalog.create_table(T, rows([1]))
+    incarnation = lake.catalog.open_table(T).record.incarnation
+    store = lake.catalog.store
+    taken: dict[str, Any] = {}
+
+    def take_over(point: str) -> None:
+        if point == "append:staged":
+            item = store.get(keys.lease(incarnation))
+            assert item is not None
+            held = decode(LeaseRecord, item.value)
+            other = held.model_copy(update={"holder": "someone-else", "token": held.token + 1})
+            taken["item"] = store.compare_and_swap(item.key, item.revision, other.encode())
+
+    stale = lake.new_catalog(hook=take_over)
+    try:
+        with pytest.raises(LeaseExpired):
+            stale.append(T, rows([2]))
+    finally:
+        stale.close()
+    after = store.get(keys.lease(incarnation))
+    assert after == taken["item"]  # untouched: not released by the stale writer
+    assert not decode(LeaseRecord, after.value).released  # type: ignore[union-attr]
+    assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
+    assert ids_of(lake.catalog.open_table(T)) == [1]
