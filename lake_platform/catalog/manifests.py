@@ -76,9 +76,19 @@ class Manifests:
         if ver.staged_from is not None and not engine.is_staging_manifest(ver.manifest_path):
             if present is None:
                 present = engine.manifest_exists(record.location, ver.manifest_path, storage)
-            if present or not engine.manifest_exists(record.location, ver.staged_from, storage):
-                return False  # published; or both copies gone (deleted outside: a typed error later)
-            engine.finalize_manifest(record.location, ver.version, ver.staged_from, storage)
+            if present:
+                return False
+            # Its writer (or another helper) may be publishing it right now: it links, then
+            # removes the staging manifest. Losing that race is fine; only both copies gone is
+            # not, and that is the caller's typed "missing" error.
+            try:
+                if not engine.manifest_exists(record.location, ver.staged_from, storage):
+                    return False
+                engine.finalize_manifest(record.location, ver.version, ver.staged_from, storage)
+            except (engine.ManifestConflict, OSError):
+                if engine.manifest_exists(record.location, ver.manifest_path, storage):
+                    return False  # published meanwhile
+                raise
             if step is not None:
                 self.ctx.at(f"{step}:finalize-copied")
             engine.remove_files(record.location, [ver.staged_from], storage)
@@ -163,11 +173,14 @@ class Manifests:
         # canonical path), without another stat.
         rogue, has_current = engine.manifests_above(record.location, record.current_version, storage)
         version = record.current_version
+        current: VersionRecord | None = None
         while version > 0:
             item = self.ctx.store.get(keys.version(record.incarnation, version))
             if item is None:
                 break
             ver = decode(VersionRecord, item.value, item.key)
+            if version == record.current_version:
+                current = ver
             present = has_current if version == record.current_version else None
             if not self.finish_version(record, ver, item.revision, leased=True, present=present):
                 if pending is not None and version == record.current_version:
@@ -182,7 +195,14 @@ class Manifests:
             if pending is not None:
                 pending.detail["quarantined_manifests"] = rogue
         if record.current_version > 0 and not has_current:
-            raise self.missing_manifest(tname, record.current_version)
+            # Published after the listing (by its writer, which commits and releases the lease
+            # in one transaction and links right after)? Only this rare path pays the stat.
+            if (
+                current is None
+                or current.staged_from is None
+                or not engine.manifest_exists(record.location, current.manifest_path, storage)
+            ):
+                raise self.missing_manifest(tname, record.current_version)
         return rogue
 
     def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:

@@ -82,6 +82,7 @@ class BoundTableNamespace(LanceNamespace):
         storage_options: dict[str, str] | None = None,
         fault: Callable[[str], None] | None = None,
         fresh: bool = False,
+        base: VersionRecord | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -98,6 +99,8 @@ class BoundTableNamespace(LanceNamespace):
         # The catalog read the record under the lease just before the write: Lance's first
         # "latest version?" question needs no second read. After that, always re-read.
         self._fresh = fresh
+        # With ``fresh``: the current version's record, when the caller read it too.
+        self._base = base
         self._lock = threading.Lock()
         # Versions registered at their canonical path whose file could not be put there: their
         # staging manifest is the only copy and must stay until they are finished.
@@ -156,7 +159,7 @@ class BoundTableNamespace(LanceNamespace):
             if self._fresh:
                 self._fresh = False
                 # The writer's settle read the current version's record under the lease.
-                base = self.pending.base if self.pending is not None else None
+                base = self.pending.base if self.pending is not None else self._base
             else:
                 self._refresh_record()
             current = self.record.current_version
@@ -378,7 +381,17 @@ class BoundTableNamespace(LanceNamespace):
         link) the staging manifest there. No registry write."""
         assert ver.staged_from is not None
         try:
-            engine.finalize_manifest(self.record.location, ver.version, ver.staged_from, self.storage_options)
+            try:
+                engine.finalize_manifest(
+                    self.record.location, ver.version, ver.staged_from, self.storage_options
+                )
+            except (engine.ManifestConflict, OSError):
+                # The lease went with the commit: a next writer or a reader may have published
+                # it already (and removed the staging manifest).
+                if not engine.manifest_exists(self.record.location, ver.manifest_path, self.storage_options):
+                    raise
+                if engine.manifest_exists(self.record.location, ver.staged_from, self.storage_options):
+                    raise  # both there and different: a squatter
             if self._fault is not None:
                 self._fault("finalize-copied")
             return ver, revision

@@ -53,10 +53,16 @@ from lake_platform.registry.records import (
     WarehouseRecord,
     decode,
     new_id,
+    now_ms,
 )
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
+
+#: How long after its commit a version registered at its canonical path may still be waiting
+#: for its file (its writer links it right after the transaction; a stopped writer's version is
+#: finished by the next writer or ``finish_versions``).
+_PUBLISHING_MS = 60_000
 
 
 class LakeNamespace(LanceNamespace):
@@ -227,11 +233,10 @@ class LakeNamespace(LanceNamespace):
         def listing() -> ListTableVersionsResponse:
             tname = self._table_name(request)
             record = self._record(tname, declared=True)
-            if record.current_version:
-                self._finalize(tname, record, record.current_version)
+            base = self._finalize(tname, record, record.current_version) if record.current_version else None
             # The record was read just now (finishing touches only the version record): Lance's
-            # "latest version?" needs no second read of it.
-            return self._bound_to(tname, record, fresh=True).list_table_versions(request)
+            # "latest version?" needs no second read of it, nor of the version record.
+            return self._bound_to(tname, record, fresh=True, base=base).list_table_versions(request)
 
         return self._call(listing)
 
@@ -336,19 +341,25 @@ class LakeNamespace(LanceNamespace):
             updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
             self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
 
-    def _finalize(self, tname: TableName, record: TableRecord, version: int) -> None:
+    def _finalize(self, tname: TableName, record: TableRecord, version: int) -> VersionRecord | None:
         """Versions committed by pylance stay at their staging manifest until first read; finish
-        Lance's protocol once so later opens never write (see docs/architecture.md)."""
+        Lance's protocol once so later opens never write (see docs/architecture.md). Returns the
+        version's record when it was already final (None when it had to be finished)."""
         item = self.catalog.store.get(keys.version(record.incarnation, version))
         if item is None:
-            return
+            return None
         ver = decode(VersionRecord, item.value, item.key)
         if not engine.is_staging_manifest(ver.manifest_path):
-            return
+            if ver.staged_from is not None and now_ms() - ver.committed_at_ms < _PUBLISHING_MS:
+                # Registered at its canonical path moments ago: its writer may not have linked
+                # the file yet (or was stopped). A client about to build on it must find it.
+                self.catalog._manifests.finish_version(record, ver, item.revision)
+            return ver
         pending = PendingCommit(
             commit_id=ver.commit_id, operation="commit", actor=self.principal.name, landed=[(version, "")]
         )
         self.catalog._manifests.finalize(record, pending)
+        return None
 
     # -- tags ------------------------------------------------------------------------------
 
@@ -424,7 +435,9 @@ class LakeNamespace(LanceNamespace):
         tname = self._table_name(request)
         return self._bound_to(tname, self._record(tname, declared=True))
 
-    def _bound_to(self, tname: TableName, record: TableRecord, *, fresh: bool = False) -> BoundTableNamespace:
+    def _bound_to(
+        self, tname: TableName, record: TableRecord, *, fresh: bool = False, base: VersionRecord | None = None
+    ) -> BoundTableNamespace:
         return BoundTableNamespace(
             self.catalog.store,
             tname,
@@ -432,6 +445,7 @@ class LakeNamespace(LanceNamespace):
             0,
             storage_options=self.catalog.settings.storage_options(record.location),
             fresh=fresh,
+            base=base,
         )
 
 

@@ -491,9 +491,8 @@ def test_lease_of_a_killed_writer_is_taken_in_real_time(kill_lake: KillLake) -> 
     """The same takeover with the real clock: a writer waiting for the lease gets it within
     TTL + margin of the kill (not only a contender whose clock is moved ahead)."""
     kill_lake.reset().close()
-    code, killed_at = faults.kill_writer(
-        kill_lake.settings, faults.op_append, "append:after-commit", 1, COMMIT_ID
-    )
+    # Killed with its data staged, before its commit (which would also release the lease).
+    code, killed_at = faults.kill_writer(kill_lake.settings, faults.op_append, "append:staged", 1, COMMIT_ID)
     assert code == -signal.SIGKILL
     with Catalog(kill_lake.settings) as c:
         incarnation = c.open_table(T).record.incarnation

@@ -197,3 +197,34 @@ def test_a_commit_that_releases_still_fences_a_writer_whose_lease_was_taken(lake
     assert not decode(LeaseRecord, after.value).released  # type: ignore[union-attr]
     assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
     assert ids_of(lake.catalog.open_table(T)) == [1]
+
+
+@pytest.mark.slow
+def test_a_client_listing_versions_right_after_an_unlinked_commit_finds_the_file(killable: Any) -> None:
+    """A REST client (another process) asks for the latest version between a commit and its
+    link: ListTableVersions publishes a just-registered version whose file is not there yet, so
+    the client can build on it (the lease went with the commit; readers through the catalog
+    refuse it typed instead, and never write)."""
+    import lance
+
+    from lake_platform.catalog.pylance_namespace import LakeNamespace
+
+    settings, root = killable
+    code, _ = faults.kill_writer(settings, op_append_two, "append:registered", 1, COMMIT)
+    assert code == -signal.SIGKILL
+    with Catalog(settings) as c:
+        ver = version_record(c, 2)
+        record = c.open_table(T, 1).record
+        storage = settings.storage_options(record.location)
+        assert not engine.manifest_exists(record.location, ver.manifest_path, storage)
+        ns = LakeNamespace(c)
+        listed = ns.list_table_versions({"id": T.split("."), "descending": True, "limit": 1})
+        assert [v.version for v in listed.versions] == [2]
+        assert listed.versions[0].manifest_path == ver.manifest_path
+        assert engine.manifest_exists(record.location, ver.manifest_path, storage)
+        ds = lance.write_dataset(
+            rows([3]).read_all(), namespace_client=ns, table_id=T.split("."), mode="append"
+        )
+        assert ds.version == 3
+        assert ids_of(c.open_table(T)) == [1, 2, 3]
+        faults.check_registry_matches_engine(c)
