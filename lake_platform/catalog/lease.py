@@ -39,6 +39,11 @@ from lake_platform.registry.store import ABSENT, Check, MetaStore, Put
 log = logging.getLogger(__name__)
 
 
+class LeaseRaced(ConcurrentModification):
+    """A commit under an unacquired (free) lease was refused because someone acquired the lease
+    meanwhile: nothing landed; the caller retries under an acquired lease."""
+
+
 class Lease:
     """A held lease. ``check()`` before each write; ``condition()`` goes into each commit."""
 
@@ -53,6 +58,9 @@ class Lease:
         self._deadline = deadline  # local monotonic seconds
         self._lost = False
         self._released = False
+        #: Not acquired: the lease was free and the one commit made under it is conditional on
+        #: the free record's revision (``WriteGate.hold_for_commit``).
+        self.optimistic = False
         self._lock = threading.Lock()
         # Held across a fenced commit and across a renewal, so a heartbeat never changes the
         # lease revision between the moment a commit reads it and the moment it lands.
@@ -260,6 +268,47 @@ class WriteGate:
             finally:
                 if self.heartbeat:
                     self._beat_unregister(lease)
+                self.release(lease)
+        finally:
+            queue.release()
+
+    @contextmanager
+    def hold_for_commit(self, incarnation: str) -> Iterator[Lease]:
+        """For an operation that is exactly one registry commit carrying ``release_op()`` (a
+        REST client's CreateTableVersion: the client wrote its data already): when the lease is
+        free (released), do not acquire it at all. The commit is conditional on the free
+        record's revision, which every acquisition changes, so it lands only if nobody took the
+        lease meanwhile (then it fails as a conflict and nothing lands), and it leaves the
+        record released. One registry read instead of an acquire and a release. A live, expired
+        or missing lease takes the ordinary path (acquire, which also fences an expired
+        holder with a new token)."""
+        queue = self._queue(incarnation)
+        started = time.monotonic()
+        if not queue.acquire(timeout=self.wait):
+            observe_lease_wait("gave_up", time.monotonic() - started)
+            raise self._unavailable(incarnation)
+        try:
+            item = self.store.get(keys.lease(incarnation))
+            current = decode(LeaseRecord, item.value, item.key) if item is not None else None
+            if item is not None and current is not None and current.released:
+                lease = Lease(
+                    self,
+                    incarnation,
+                    new_id(),
+                    current.token,
+                    item.revision,
+                    self.clock.monotonic() + self.ttl,
+                )
+                lease.optimistic = True
+                try:
+                    yield lease
+                finally:
+                    lease.mark_lost()  # one commit only
+                return
+            lease = self.acquire(incarnation, wait=max(0.0, self.wait - (time.monotonic() - started)))
+            try:
+                yield lease
+            finally:
                 self.release(lease)
         finally:
             queue.release()

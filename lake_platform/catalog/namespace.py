@@ -36,7 +36,7 @@ from lance_namespace_urllib3_client.models import (
     TableVersion,
 )
 
-from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.pending import PendingCommit as PendingCommit
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -449,7 +449,9 @@ class BoundTableNamespace(LanceNamespace):
         )
 
     def _lease_is_current(self) -> bool:
-        if self.lease is None:
+        if self.lease is None or self.lease.optimistic:
+            # An unacquired lease guards one commit, not storage: never quarantine under it
+            # (another writer may acquire, commit and publish at any moment).
             return False
         item = self.store.get(self.lease.key)
         return item is not None and item.revision == self.lease.revision
@@ -489,6 +491,11 @@ class BoundTableNamespace(LanceNamespace):
         if exc.key == lease_key:
             if self.lease is not None:
                 self.lease.mark_lost()
+            if self.lease is not None and self.lease.optimistic:
+                return LeaseRaced(
+                    f"another writer took the lease on {self.name} meanwhile; version {version} "
+                    "was not committed, retry"
+                )
             return LeaseExpired(
                 f"write lease on {self.name} was taken over; commit of version {version} refused"
             )

@@ -39,6 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
+from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
@@ -276,31 +277,50 @@ class LakeNamespace(LanceNamespace):
             )
             if pending.schema_ipc is None:
                 pending.release_lease = False
-            with self.catalog.gate.hold(record.incarnation) as lease:
-                record, revision = self.catalog.ctx.table(
-                    tname, incarnation=record.incarnation, declared=True
-                )
-                storage = self.catalog.settings.storage_options(record.location)
-                bound = BoundTableNamespace(
-                    self.catalog.store,
-                    tname,
-                    record,
-                    revision,
-                    pending=pending,
-                    lease=lease,
-                    storage_options=storage,
-                )
+            gate = self.catalog.gate
+            # One commit that releases the lease: a free lease need not be acquired first; if
+            # someone took it meanwhile (nothing landed), once more under an acquired lease.
+            if pending.release_lease:
                 try:
-                    response = bound.create_table_version(request)
-                except Exception:
-                    if bound.failure is not None:
-                        raise bound.failure from None
-                    raise
-                if pending.schema_ipc is None:
-                    self._record_schema(tname, bound, int(_field(request, "version")))
-            return response
+                    return self._commit_version(
+                        tname, record.incarnation, pending, request, gate.hold_for_commit
+                    )
+                except LeaseRaced:
+                    pass
+            return self._commit_version(tname, record.incarnation, pending, request, gate.hold)
 
         return self._call(create)
+
+    def _commit_version(
+        self,
+        tname: TableName,
+        incarnation: str,
+        pending: PendingCommit,
+        request: Any,
+        holding: Callable[[str], Any],
+    ) -> CreateTableVersionResponse:
+        """One attempt at the commit, under ``holding`` (the gate's hold or hold_for_commit)."""
+        with holding(incarnation) as lease:
+            record, revision = self.catalog.ctx.table(tname, incarnation=incarnation, declared=True)
+            storage = self.catalog.settings.storage_options(record.location)
+            bound = BoundTableNamespace(
+                self.catalog.store,
+                tname,
+                record,
+                revision,
+                pending=pending,
+                lease=lease,
+                storage_options=storage,
+            )
+            try:
+                response = bound.create_table_version(request)
+            except Exception:
+                if bound.failure is not None:
+                    raise bound.failure from None
+                raise
+            if pending.schema_ipc is None:
+                self._record_schema(tname, bound, int(_field(request, "version")))
+        return response
 
     def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:
         """pylance declares without a schema and may change it with any commit: the schema of

@@ -228,3 +228,91 @@ def test_a_client_listing_versions_right_after_an_unlinked_commit_finds_the_file
         assert ds.version == 3
         assert ids_of(c.open_table(T)) == [1, 2, 3]
         faults.check_registry_matches_engine(c)
+
+
+def _pylance_append(lake: Lake, ids: list[int]) -> Any:
+    import lance
+
+    from lake_platform.catalog.pylance_namespace import LakeNamespace
+
+    return lance.write_dataset(
+        rows(ids).read_all(),
+        namespace_client=LakeNamespace(lake.catalog),
+        table_id=T.split("."),
+        mode="append",
+        storage_options=lake.settings.storage_options(lake.root) or None,
+    )
+
+
+def test_a_rest_commit_on_a_free_lease_is_one_registry_write(lake: Lake) -> None:
+    """A REST client's CreateTableVersion is one commit with the client's data already written:
+    on a free (released) lease it is not acquired at all; the commit is conditional on the free
+    record's revision and leaves it released."""
+    lake.catalog.create_table(T, rows([1]))
+    incarnation = lake.catalog.open_table(T).record.incarnation
+    store = lake.catalog.store
+    before = store.get(keys.lease(incarnation))
+    assert before is not None and decode(LeaseRecord, before.value).released
+    writes: list[list[str]] = []
+    real = type(store).transact
+
+    def counting(self: Any, ops: Any) -> Any:
+        writes.append([op.key for op in ops])
+        return real(self, ops)
+
+    type(store).transact = counting  # type: ignore[method-assign]
+    try:
+        assert _pylance_append(lake, [2]).version == 2
+    finally:
+        type(store).transact = real  # type: ignore[method-assign]
+    assert len(writes) == 1 and keys.lease(incarnation) in writes[0], writes
+    after = store.get(keys.lease(incarnation))
+    assert after is not None and after.revision == before.revision + 1
+    assert decode(LeaseRecord, after.value).released
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+
+
+def test_a_rest_commit_racing_an_acquirer_is_refused_then_retried(lake: Lake) -> None:
+    """Someone acquires the lease between the REST commit's read of it and its transaction: the
+    commit is refused (nothing lands, the acquirer's record is untouched) and made once more
+    under an acquired lease, which lands once the other holder lets go."""
+    from contextlib import contextmanager
+
+    from lake_platform.catalog.lease import WriteGate
+
+    lake.catalog.create_table(T, rows([1]))
+    store = lake.catalog.store
+    gate = lake.catalog.gate
+    real = gate.hold_for_commit
+    seen: list[tuple[int, bool]] = []
+
+    @contextmanager
+    def racing(inc: str) -> Any:
+        with real(inc) as lease:
+            if seen:
+                yield lease
+                return
+            assert lease.optimistic
+            other_gate = WriteGate(store, ttl=30.0, margin=5.0, wait=0.0, heartbeat=False)
+            other = other_gate.acquire(inc, "someone-else")
+            try:
+                yield lease
+            finally:
+                item = store.get(keys.lease(inc))
+                assert item is not None
+                seen.append(
+                    (
+                        lake.catalog.describe_table(T, with_stats=False).current_version,
+                        decode(LeaseRecord, item.value).holder == "someone-else",
+                    )
+                )
+                other_gate.release(other)
+
+    gate.hold_for_commit = racing  # type: ignore[method-assign]
+    try:
+        assert _pylance_append(lake, [2]).version == 2
+    finally:
+        gate.hold_for_commit = real  # type: ignore[method-assign]
+    assert seen == [(1, True)]  # the raced attempt landed nothing and left the acquirer's lease
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert [e.to_version for e in lake.catalog.history(T)] == [1, 2]
