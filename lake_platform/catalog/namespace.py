@@ -435,6 +435,11 @@ class BoundTableNamespace(LanceNamespace):
             raise ConcurrentModification(f"version {version} of {self.name} is already committed")
         on_disk = engine.canonical_manifests(self.record.location, self.storage_options)
         rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
+        if rogue and self.lease is not None and self.lease.optimistic:
+            # Moving them aside needs an acquired lease: nothing landed, the caller retries under one.
+            raise LeaseRaced(
+                f"manifests written around the registry sit above version {current} of {self.name}"
+            )
         moved: list[str] = []
         if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
             moved = engine.quarantine_files(
