@@ -18,6 +18,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -33,9 +34,14 @@ from lake_platform.errors import (
 from lake_platform.observability.hooks import observe_lease_wait
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Check, MetaStore
+from lake_platform.registry.store import ABSENT, Check, MetaStore, Put
 
 log = logging.getLogger(__name__)
+
+
+class LeaseRaced(ConcurrentModification):
+    """A commit under an unacquired (free) lease was refused because someone acquired the lease
+    meanwhile: nothing landed; the caller retries under an acquired lease."""
 
 
 class Lease:
@@ -51,6 +57,10 @@ class Lease:
         self._revision = revision
         self._deadline = deadline  # local monotonic seconds
         self._lost = False
+        self._released = False
+        #: Not acquired: the lease was free and the one commit made under it is conditional on
+        #: the free record's revision (``WriteGate.hold_for_commit``).
+        self.optimistic = False
         self._lock = threading.Lock()
         # Held across a fenced commit and across a renewal, so a heartbeat never changes the
         # lease revision between the moment a commit reads it and the moment it lands.
@@ -91,6 +101,25 @@ class Lease:
         with self._lock:
             self._lost = True
 
+    def release_op(self) -> Put:
+        """The fencing condition *and* the release in one op, for a commit that is the last
+        registry write under this lease: a conditional put of the released record at the held
+        revision. Use inside ``fenced()``; call ``released_by_commit()`` once it landed."""
+        record = _record(self.incarnation, self.holder, self.token, 0).model_copy(update={"released": True})
+        return Put(self.key, record.encode(), self.revision)
+
+    def released_by_commit(self) -> None:
+        """The commit that carried ``release_op()`` landed: the lease is free, nothing more may
+        be written under it, and the gate has nothing left to release."""
+        with self._lock:
+            self._lost = True
+            self._released = True
+
+    @property
+    def released(self) -> bool:
+        with self._lock:
+            return self._released
+
     def _renewed(self, revision: int, deadline: float) -> None:
         with self._lock:
             self._revision = revision
@@ -118,9 +147,23 @@ class WriteGate:
         self._held: dict[int, tuple[Lease, float]] = {}
         self._beat_thread: threading.Thread | None = None
         self._beat_stop = threading.Event()
+        # Writers of one process queue here for a table instead of polling the registry with
+        # backoff sleeps (a REST server commits for many clients from one process: the sleeps,
+        # not the work, set the pace); the registry lease still arbitrates between processes.
+        self._queues: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
+        self._queues_lock = threading.Lock()
 
-    def acquire(self, incarnation: str, holder: str | None = None) -> Lease:
+    def _queue(self, incarnation: str) -> threading.Lock:
+        with self._queues_lock:
+            queue = self._queues.get(incarnation)
+            if queue is None:
+                queue = self._queues[incarnation] = threading.Lock()
+            return queue
+
+    def acquire(self, incarnation: str, holder: str | None = None, *, wait: float | None = None) -> Lease:
+        """Take the lease, waiting up to ``wait`` seconds (default: the gate's) for a live holder."""
         holder = holder or new_id()
+        wait = self.wait if wait is None else wait
         started = time.monotonic()
         delay = 0.002
         while True:
@@ -128,15 +171,18 @@ class WriteGate:
             if lease is not None:
                 observe_lease_wait("acquired", time.monotonic() - started)
                 return lease
-            if time.monotonic() - started >= self.wait:
+            if time.monotonic() - started >= wait:
                 observe_lease_wait("gave_up", time.monotonic() - started)
-                raise LeaseUnavailable(
-                    f"table incarnation {incarnation} is being written by another writer; "
-                    f"gave up after {self.wait:.0f}s"
-                )
+                raise self._unavailable(incarnation)
             # Back off with jitter so waiting writers do not stampede the registry.
             time.sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.1)
+
+    def _unavailable(self, incarnation: str) -> LeaseUnavailable:
+        return LeaseUnavailable(
+            f"table incarnation {incarnation} is being written by another writer; "
+            f"gave up after {self.wait:.0f}s"
+        )
 
     def _try_acquire(self, incarnation: str, holder: str) -> Lease | None:
         key = keys.lease(incarnation)
@@ -191,6 +237,8 @@ class WriteGate:
         lease._renewed(written.revision, begun + self.ttl)
 
     def release(self, lease: Lease) -> None:
+        if lease.released:
+            return  # released by its last commit, in the same transaction
         record = _record(lease.incarnation, lease.holder, lease.token, 0)
         record = record.model_copy(update={"released": True})
         with lease._io:
@@ -203,16 +251,67 @@ class WriteGate:
 
     @contextmanager
     def hold(self, incarnation: str, holder: str | None = None) -> Iterator[Lease]:
-        """Acquire, keep renewed in the background while the body runs, release."""
-        lease = self.acquire(incarnation, holder)
-        if self.heartbeat:
-            self._beat_register(lease)
+        """Acquire, keep renewed in the background while the body runs, release. Holders in
+        this process (this gate) take turns on a local lock first, so only one of them at a
+        time talks to the registry about this table."""
+        queue = self._queue(incarnation)
+        started = time.monotonic()
+        if not queue.acquire(timeout=self.wait):
+            observe_lease_wait("gave_up", time.monotonic() - started)
+            raise self._unavailable(incarnation)
         try:
-            yield lease
-        finally:
+            lease = self.acquire(incarnation, holder, wait=max(0.0, self.wait - (time.monotonic() - started)))
             if self.heartbeat:
-                self._beat_unregister(lease)
-            self.release(lease)
+                self._beat_register(lease)
+            try:
+                yield lease
+            finally:
+                if self.heartbeat:
+                    self._beat_unregister(lease)
+                self.release(lease)
+        finally:
+            queue.release()
+
+    @contextmanager
+    def hold_for_commit(self, incarnation: str) -> Iterator[Lease]:
+        """For an operation that is exactly one registry commit carrying ``release_op()`` (a
+        REST client's CreateTableVersion: the client wrote its data already): when the lease is
+        free (released), do not acquire it at all. The commit is conditional on the free
+        record's revision, which every acquisition changes, so it lands only if nobody took the
+        lease meanwhile (then it fails as a conflict and nothing lands), and it leaves the
+        record released. One registry read instead of an acquire and a release. A live, expired
+        or missing lease takes the ordinary path (acquire, which also fences an expired
+        holder with a new token)."""
+        queue = self._queue(incarnation)
+        started = time.monotonic()
+        if not queue.acquire(timeout=self.wait):
+            observe_lease_wait("gave_up", time.monotonic() - started)
+            raise self._unavailable(incarnation)
+        try:
+            item = self.store.get(keys.lease(incarnation))
+            current = decode(LeaseRecord, item.value, item.key) if item is not None else None
+            if item is not None and current is not None and current.released:
+                lease = Lease(
+                    self,
+                    incarnation,
+                    new_id(),
+                    current.token,
+                    item.revision,
+                    self.clock.monotonic() + self.ttl,
+                )
+                lease.optimistic = True
+                try:
+                    yield lease
+                finally:
+                    lease.mark_lost()  # one commit only
+                return
+            lease = self.acquire(incarnation, wait=max(0.0, self.wait - (time.monotonic() - started)))
+            try:
+                yield lease
+            finally:
+                self.release(lease)
+        finally:
+            queue.release()
 
     # One heartbeat thread per gate renews every lease it holds: starting a thread per write
     # cost more than the write's registry work under load.

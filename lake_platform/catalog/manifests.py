@@ -60,16 +60,41 @@ class Manifests:
         *,
         leased: bool = False,
         step: str | None = None,
+        present: bool | None = None,
     ) -> bool:
         """Canonical manifest in place, registry pointed at it, staging object removed; False if
         there was nothing to do (or a concurrent helper did it).
 
         Safe without the write lease: the registry already chose this staging manifest, so every
         helper copies the same bytes, and the record moves only by compare-and-swap. A different
-        manifest squatting on the canonical path is moved to quarantine, under the lease only."""
+        manifest squatting on the canonical path is moved to quarantine, under the lease only.
+
+        A version registered at its canonical path (``staged_from`` set) whose writer stopped
+        before putting the file there is published from its staging manifest, with no registry
+        write. ``present``: whether its canonical file is known to exist (saves a stat)."""
+        storage = self.ctx.storage(record.location)
+        if ver.staged_from is not None and not engine.is_staging_manifest(ver.manifest_path):
+            if present is None:
+                present = engine.manifest_exists(record.location, ver.manifest_path, storage)
+            if present:
+                return False
+            # Its writer (or another helper) may be publishing it right now: it links, then
+            # removes the staging manifest. Losing that race is fine; only both copies gone is
+            # not, and that is the caller's typed "missing" error.
+            try:
+                if not engine.manifest_exists(record.location, ver.staged_from, storage):
+                    return False
+                engine.finalize_manifest(record.location, ver.version, ver.staged_from, storage)
+            except (engine.ManifestConflict, OSError):
+                if engine.manifest_exists(record.location, ver.manifest_path, storage):
+                    return False  # published meanwhile
+                raise
+            if step is not None:
+                self.ctx.at(f"{step}:finalize-copied")
+            engine.remove_files(record.location, [ver.staged_from], storage)
+            return True
         if not engine.is_staging_manifest(ver.manifest_path):
             return False
-        storage = self.ctx.storage(record.location)
         try:
             final = engine.finalize_manifest(record.location, ver.version, ver.manifest_path, storage)
         except engine.ManifestConflict:
@@ -116,9 +141,15 @@ class Manifests:
 
     def _finish_all(self, record: TableRecord, *, leased: bool) -> list[int]:
         finished = []
+        on_disk: dict[int, list[str]] | None = None  # one listing, not a stat per version
         for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
             ver = decode(VersionRecord, item.value, item.key)
-            if self.finish_version(record, ver, item.revision, leased=leased):
+            present = None
+            if ver.staged_from is not None:
+                if on_disk is None:
+                    on_disk = engine.canonical_manifests(record.location, self.ctx.storage(record.location))
+                present = ver.version in on_disk
+            if self.finish_version(record, ver, item.revision, leased=leased, present=present):
                 finished.append(ver.version)
         return finished
 
@@ -133,28 +164,45 @@ class Manifests:
            every commit on the newest manifest it finds on storage, registered or not.
         3. Refuse, with a typed error, to build on a registered version whose manifest is gone.
 
-        Costs one registry read and one listing of ``_versions/`` per write. Returns the
+        Costs one registry read and one listing of ``_versions/`` per write (a stray manifest
+        far above the registered version, with a gap below it, must be seen too). Returns the
         quarantined manifests (also noted in the pending commit's log entry)."""
+        storage = self.ctx.storage(record.location)
+        # Looked at first: whether the current version's canonical manifest is there also says
+        # whether a writer stopped before publishing it (a version registered at its
+        # canonical path), without another stat.
+        rogue, has_current = engine.manifests_above(record.location, record.current_version, storage)
         version = record.current_version
+        current: VersionRecord | None = None
         while version > 0:
             item = self.ctx.store.get(keys.version(record.incarnation, version))
             if item is None:
                 break
             ver = decode(VersionRecord, item.value, item.key)
-            if not self.finish_version(record, ver, item.revision, leased=True):
+            if version == record.current_version:
+                current = ver
+            present = has_current if version == record.current_version else None
+            if not self.finish_version(record, ver, item.revision, leased=True, present=present):
                 if pending is not None and version == record.current_version:
                     pending.base = ver  # already final: what the namespace will answer Lance
                 break
+            if version == record.current_version:
+                has_current = True
             version -= 1
-        storage = self.ctx.storage(record.location)
-        rogue, has_current = engine.manifests_above(record.location, record.current_version, storage)
         if rogue:
             log.warning("%s: manifests written around the registry moved to quarantine: %s", tname, rogue)
             engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
             if pending is not None:
                 pending.detail["quarantined_manifests"] = rogue
         if record.current_version > 0 and not has_current:
-            raise self.missing_manifest(tname, record.current_version)
+            # Published after the listing (by its writer, which commits and releases the lease
+            # in one transaction and links right after)? Only this rare path pays the stat.
+            if (
+                current is None
+                or current.staged_from is None
+                or not engine.manifest_exists(record.location, current.manifest_path, storage)
+            ):
+                raise self.missing_manifest(tname, record.current_version)
         return rogue
 
     def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:

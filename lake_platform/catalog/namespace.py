@@ -36,7 +36,7 @@ from lance_namespace_urllib3_client.models import (
     TableVersion,
 )
 
-from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.pending import PendingCommit as PendingCommit
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -82,6 +82,7 @@ class BoundTableNamespace(LanceNamespace):
         storage_options: dict[str, str] | None = None,
         fault: Callable[[str], None] | None = None,
         fresh: bool = False,
+        base: VersionRecord | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -98,7 +99,12 @@ class BoundTableNamespace(LanceNamespace):
         # The catalog read the record under the lease just before the write: Lance's first
         # "latest version?" question needs no second read. After that, always re-read.
         self._fresh = fresh
+        # With ``fresh``: the current version's record, when the caller read it too.
+        self._base = base
         self._lock = threading.Lock()
+        # Versions registered at their canonical path whose file could not be put there: their
+        # staging manifest is the only copy and must stay until they are finished.
+        self._unpublished: set[int] = set()
         self._id = f"lake:{store.url}:{record.incarnation}:{new_id()}"
 
     def namespace_id(self) -> str:
@@ -153,7 +159,7 @@ class BoundTableNamespace(LanceNamespace):
             if self._fresh:
                 self._fresh = False
                 # The writer's settle read the current version's record under the lease.
-                base = self.pending.base if self.pending is not None else None
+                base = self.pending.base if self.pending is not None else self._base
             else:
                 self._refresh_record()
             current = self.record.current_version
@@ -195,6 +201,17 @@ class BoundTableNamespace(LanceNamespace):
         staging = str(_field(request, "manifest_path"))
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
+        # Register the version at its canonical path in the commit itself (the file is put there
+        # right after, see _publish): one registry write instead of commit + re-point. Only
+        # when that path is free; a manifest squatting there (written around the registry)
+        # keeps the old form, staging path first, which readers check against the squatter.
+        canonical = (
+            engine.canonical_manifest_path(staging, version) if engine.is_staging_manifest(staging) else None
+        )
+        if canonical is not None and engine.manifest_exists(
+            self.record.location, canonical, self.storage_options
+        ):
+            canonical = None
         with self._lock, self.lease.fenced() as lease_check:
             held = self._held()
             if held:
@@ -208,7 +225,8 @@ class BoundTableNamespace(LanceNamespace):
             ver = VersionRecord(
                 incarnation=self.record.incarnation,
                 version=version,
-                manifest_path=staging,
+                manifest_path=staging if canonical is None or len(held) < len(pending.hold) else canonical,
+                staged_from=None if canonical is None or len(held) < len(pending.hold) else staging,
                 manifest_size=_field(request, "manifest_size"),
                 e_tag=_field(request, "e_tag"),
                 naming_scheme=_field(request, "naming_scheme"),
@@ -270,12 +288,13 @@ class BoundTableNamespace(LanceNamespace):
                     marker = marker.model_copy(
                         update={"from_version": decode(CommitMarker, first.value).from_version}
                     )
+            releases = pending.release_lease
             ops: list[Op] = [
                 Put(keys.version(self.record.incarnation, version), ver.encode(), ABSENT),
                 Put(keys.table(self.name), new_record.encode(), self.record_revision),
                 Put(log_key, entry.encode(), ABSENT),
                 Put(keys.commit_marker(pending.commit_id), marker.encode(), pending.marker_revision),
-                lease_check,
+                self.lease.release_op() if releases else lease_check,
             ]
             for h_ver, h_key, h_entry in pending.held:
                 ops += [
@@ -288,6 +307,8 @@ class BoundTableNamespace(LanceNamespace):
             try:
                 results = self.store.transact(ops)
                 assert results[0] is not None
+                if releases:
+                    self.lease.released_by_commit()
                 if self._fault is not None:
                     self._fault("registered")  # the version is committed; its manifest is not published yet
                 published = self._publish(ver, results[0].revision)
@@ -299,6 +320,8 @@ class BoundTableNamespace(LanceNamespace):
             except ServiceUnavailable:
                 # Unknown outcome: look for our own version record before anyone retries.
                 results = self._resolve_unknown(version, pending.commit_id)
+                if releases:
+                    self.lease.released_by_commit()  # it landed, so did the release with it
             assert results[0] is not None and results[1] is not None and results[3] is not None
             if published is None:
                 landed = decode(VersionRecord, results[0].value, results[0].key)
@@ -315,7 +338,8 @@ class BoundTableNamespace(LanceNamespace):
                 pending.from_version = self.record.current_version
             ver = published[0]
             pending.versions[version] = published
-            pending.staged[version] = staging
+            if engine.is_staging_manifest(ver.manifest_path) or ver.version not in self._unpublished:
+                pending.staged[version] = staging  # removed once the version is finished
             self.record = new_record
             self.record_revision = results[1].revision
             pending.marker_revision = results[3].revision
@@ -324,10 +348,13 @@ class BoundTableNamespace(LanceNamespace):
 
     def _publish(self, ver: VersionRecord, revision: int) -> tuple[VersionRecord, int]:
         """Right after the registry accepted a staging manifest: put it at its canonical path
-        and point the record there, so that nobody ever opens a staging manifest (Lance
-        "finishes the commit" on open, writing to storage each time). Only after the commit:
-        a writer whose commit is refused (a lost lease) must leave no canonical manifest.
-        A failure leaves the version valid at its staging path; the next writer finishes it."""
+        (and, for a version registered at its staging path, point the record there), so that
+        nobody ever opens a staging manifest (Lance "finishes the commit" on open, writing to
+        storage each time). Only after the commit: a writer whose commit is refused (a lost
+        lease) must leave no canonical manifest. A failure leaves the version committed but
+        unpublished; the next writer (settle) or ``finish_versions`` publishes it."""
+        if ver.staged_from is not None and not engine.is_staging_manifest(ver.manifest_path):
+            return self._publish_registered(ver, revision)
         if not engine.is_staging_manifest(ver.manifest_path):
             return ver, revision  # resolved after an unknown outcome: already published
         try:
@@ -349,6 +376,52 @@ class BoundTableNamespace(LanceNamespace):
             )
             return ver, revision
 
+    def _publish_registered(self, ver: VersionRecord, revision: int) -> tuple[VersionRecord, int]:
+        """Publish a version the commit registered at its canonical path: copy (locally: hard
+        link) the staging manifest there. No registry write."""
+        assert ver.staged_from is not None
+        try:
+            try:
+                engine.finalize_manifest(
+                    self.record.location, ver.version, ver.staged_from, self.storage_options
+                )
+            except (engine.ManifestConflict, OSError):
+                # The lease went with the commit: a next writer or a reader may have published
+                # it already (and removed the staging manifest).
+                if not engine.manifest_exists(self.record.location, ver.manifest_path, self.storage_options):
+                    raise
+                if engine.manifest_exists(self.record.location, ver.staged_from, self.storage_options):
+                    raise  # both there and different: a squatter
+            if self._fault is not None:
+                self._fault("finalize-copied")
+            return ver, revision
+        except engine.ManifestConflict:
+            # A manifest written around the registry took the path after our check: register
+            # the staging path after all (the old form; readers compare it with the squatter,
+            # and the next writer quarantines the squatter and publishes).
+            log.warning(
+                "%s version %s: a manifest written around the registry took its canonical path; "
+                "the version stays at its staging manifest",
+                self.name,
+                ver.version,
+            )
+            back = ver.model_copy(update={"manifest_path": ver.staged_from, "staged_from": None})
+            try:
+                item = self.store.compare_and_swap(
+                    keys.version(self.record.incarnation, ver.version), revision, back.encode()
+                )
+            except Exception:  # noqa: BLE001 - left for settle / finish_versions
+                self._unpublished.add(ver.version)
+                log.warning("could not re-point %s version %s", self.name, ver.version, exc_info=True)
+                return ver, revision
+            return back, item.revision
+        except Exception:  # noqa: BLE001 - the commit stands either way
+            self._unpublished.add(ver.version)
+            log.warning(
+                "could not publish the manifest of %s version %s", self.name, ver.version, exc_info=True
+            )
+            return ver, revision
+
     def _require_next(self, version: int) -> None:
         """Accept version N only on top of the registered N-1 (Lance builds on whatever it
         found newest on storage, registered or not)."""
@@ -362,6 +435,11 @@ class BoundTableNamespace(LanceNamespace):
             raise ConcurrentModification(f"version {version} of {self.name} is already committed")
         on_disk = engine.canonical_manifests(self.record.location, self.storage_options)
         rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
+        if rogue and self.lease is not None and self.lease.optimistic:
+            # Moving them aside needs an acquired lease: nothing landed, the caller retries under one.
+            raise LeaseRaced(
+                f"manifests written around the registry sit above version {current} of {self.name}"
+            )
         moved: list[str] = []
         if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
             moved = engine.quarantine_files(
@@ -376,7 +454,9 @@ class BoundTableNamespace(LanceNamespace):
         )
 
     def _lease_is_current(self) -> bool:
-        if self.lease is None:
+        if self.lease is None or self.lease.optimistic:
+            # An unacquired lease guards one commit, not storage: never quarantine under it
+            # (another writer may acquire, commit and publish at any moment).
             return False
         item = self.store.get(self.lease.key)
         return item is not None and item.revision == self.lease.revision
@@ -416,6 +496,11 @@ class BoundTableNamespace(LanceNamespace):
         if exc.key == lease_key:
             if self.lease is not None:
                 self.lease.mark_lost()
+            if self.lease is not None and self.lease.optimistic:
+                return LeaseRaced(
+                    f"another writer took the lease on {self.name} meanwhile; version {version} "
+                    "was not committed, retry"
+                )
             return LeaseExpired(
                 f"write lease on {self.name} was taken over; commit of version {version} refused"
             )

@@ -46,5 +46,9 @@ class PendingCommit:
     #: transaction with the version after them, so nobody ever sees the schema step alone.
     #: The commit-log operation of each held step ("add-columns", "widen-columns").
     hold: list[str] = field(default_factory=list)
+    #: The operation makes exactly one registry commit under its lease (an append, an
+    #: overwrite, a REST client's commit): that commit also releases the lease, in the same
+    #: transaction, instead of a separate write after it.
+    release_lease: bool = False
     #: The held versions so far: (version record, its log key, its log entry), in order.
     held: list[tuple[VersionRecord, str, CommitLogEntry]] = field(default_factory=list)

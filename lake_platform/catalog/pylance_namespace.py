@@ -39,6 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
+from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
@@ -53,10 +54,16 @@ from lake_platform.registry.records import (
     WarehouseRecord,
     decode,
     new_id,
+    now_ms,
 )
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
+
+#: How long after its commit a version registered at its canonical path may still be waiting
+#: for its file (its writer links it right after the transaction; a stopped writer's version is
+#: finished by the next writer or ``finish_versions``).
+_PUBLISHING_MS = 60_000
 
 
 class LakeNamespace(LanceNamespace):
@@ -227,11 +234,10 @@ class LakeNamespace(LanceNamespace):
         def listing() -> ListTableVersionsResponse:
             tname = self._table_name(request)
             record = self._record(tname, declared=True)
-            if record.current_version:
-                self._finalize(tname, record, record.current_version)
+            base = self._finalize(tname, record, record.current_version) if record.current_version else None
             # The record was read just now (finishing touches only the version record): Lance's
-            # "latest version?" needs no second read of it.
-            return self._bound_to(tname, record, fresh=True).list_table_versions(request)
+            # "latest version?" needs no second read of it, nor of the version record.
+            return self._bound_to(tname, record, fresh=True, base=base).list_table_versions(request)
 
         return self._call(listing)
 
@@ -262,31 +268,75 @@ class LakeNamespace(LanceNamespace):
                 operation="commit",
                 actor=self.catalog._actor(None, self.principal),
                 detail={"client": "pylance"},
+                # The schema rides in the version's own transaction: read from the staged
+                # manifest now, before the lease (None: read it back after the commit).
+                schema_ipc=self._staged_schema(record, request),
+                # The request's one registry commit also releases the lease, unless the schema
+                # must be read back afterwards (under the lease).
+                release_lease=True,
             )
-            with self.catalog.gate.hold(record.incarnation) as lease:
-                record, revision = self.catalog.ctx.table(
-                    tname, incarnation=record.incarnation, declared=True
-                )
-                storage = self.catalog.settings.storage_options(record.location)
-                bound = BoundTableNamespace(
-                    self.catalog.store,
-                    tname,
-                    record,
-                    revision,
-                    pending=pending,
-                    lease=lease,
-                    storage_options=storage,
-                )
+            if pending.schema_ipc is None:
+                pending.release_lease = False
+            gate = self.catalog.gate
+            # One commit that releases the lease: a free lease need not be acquired first; if
+            # someone took it meanwhile (nothing landed), once more under an acquired lease.
+            if pending.release_lease:
                 try:
-                    response = bound.create_table_version(request)
-                except Exception:
-                    if bound.failure is not None:
-                        raise bound.failure from None
-                    raise
-                self._record_schema(tname, bound, int(_field(request, "version")))
-            return response
+                    return self._commit_version(
+                        tname, record.incarnation, pending, request, gate.hold_for_commit
+                    )
+                except LeaseRaced:
+                    pass
+            return self._commit_version(tname, record.incarnation, pending, request, gate.hold)
 
         return self._call(create)
+
+    def _commit_version(
+        self,
+        tname: TableName,
+        incarnation: str,
+        pending: PendingCommit,
+        request: Any,
+        holding: Callable[[str], Any],
+    ) -> CreateTableVersionResponse:
+        """One attempt at the commit, under ``holding`` (the gate's hold or hold_for_commit)."""
+        with holding(incarnation) as lease:
+            record, revision = self.catalog.ctx.table(tname, incarnation=incarnation, declared=True)
+            storage = self.catalog.settings.storage_options(record.location)
+            bound = BoundTableNamespace(
+                self.catalog.store,
+                tname,
+                record,
+                revision,
+                pending=pending,
+                lease=lease,
+                storage_options=storage,
+            )
+            try:
+                response = bound.create_table_version(request)
+            except Exception:
+                if bound.failure is not None:
+                    raise bound.failure from None
+                raise
+            if pending.schema_ipc is None:
+                self._record_schema(tname, bound, int(_field(request, "version")))
+        return response
+
+    def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:
+        """pylance declares without a schema and may change it with any commit: the schema of
+        the staged manifest as IPC bytes, or None when the file cannot be read as a manifest
+        (then the commit, if it lands, reads it back from the committed version)."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        try:
+            schema = engine.manifest_schema(
+                record.location,
+                str(_field(request, "manifest_path")),
+                self.catalog.settings.storage_options(record.location),
+            )
+        except (OSError, ValueError, RuntimeError):
+            return None  # a missing or foreign file is refused by the commit itself
+        return schema_to_ipc(schema)
 
     def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
         """pylance declares without a schema: take it from the version just committed."""
@@ -311,19 +361,25 @@ class LakeNamespace(LanceNamespace):
             updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
             self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
 
-    def _finalize(self, tname: TableName, record: TableRecord, version: int) -> None:
+    def _finalize(self, tname: TableName, record: TableRecord, version: int) -> VersionRecord | None:
         """Versions committed by pylance stay at their staging manifest until first read; finish
-        Lance's protocol once so later opens never write (see docs/architecture.md)."""
+        Lance's protocol once so later opens never write (see docs/architecture.md). Returns the
+        version's record when it was already final (None when it had to be finished)."""
         item = self.catalog.store.get(keys.version(record.incarnation, version))
         if item is None:
-            return
+            return None
         ver = decode(VersionRecord, item.value, item.key)
         if not engine.is_staging_manifest(ver.manifest_path):
-            return
+            if ver.staged_from is not None and now_ms() - ver.committed_at_ms < _PUBLISHING_MS:
+                # Registered at its canonical path moments ago: its writer may not have linked
+                # the file yet (or was stopped). A client about to build on it must find it.
+                self.catalog._manifests.finish_version(record, ver, item.revision)
+            return ver
         pending = PendingCommit(
             commit_id=ver.commit_id, operation="commit", actor=self.principal.name, landed=[(version, "")]
         )
         self.catalog._manifests.finalize(record, pending)
+        return None
 
     # -- tags ------------------------------------------------------------------------------
 
@@ -399,7 +455,9 @@ class LakeNamespace(LanceNamespace):
         tname = self._table_name(request)
         return self._bound_to(tname, self._record(tname, declared=True))
 
-    def _bound_to(self, tname: TableName, record: TableRecord, *, fresh: bool = False) -> BoundTableNamespace:
+    def _bound_to(
+        self, tname: TableName, record: TableRecord, *, fresh: bool = False, base: VersionRecord | None = None
+    ) -> BoundTableNamespace:
         return BoundTableNamespace(
             self.catalog.store,
             tname,
@@ -407,6 +465,7 @@ class LakeNamespace(LanceNamespace):
             0,
             storage_options=self.catalog.settings.storage_options(record.location),
             fresh=fresh,
+            base=base,
         )
 
 

@@ -208,6 +208,8 @@ class Tables:
             detail=dict(detail or {}),
             extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
             hold=change.steps if change else [],
+            # One registry commit (held schema steps land with it): it releases the lease too.
+            release_lease=True,
         )
         planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:

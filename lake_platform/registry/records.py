@@ -121,6 +121,11 @@ class VersionRecord(Record):
     naming_scheme: str | None = None
     committed_at_ms: int = Field(default_factory=now_ms)
     commit_id: str = ""
+    #: The staging manifest a commit registered at its canonical path in the same transaction
+    #: (``manifest_path`` is then canonical before the file is there; the writer publishes it
+    #: right after). Set only by such commits; a writer stopped in between leaves the canonical
+    #: file missing, and the next writer or ``finish_versions`` publishes it from here.
+    staged_from: str | None = None
     #: Tags on this version. Written under the table's lease, so cleanup (which deletes a
     #: version record only while it is untagged) and readers need no engine call to see them.
     tags: list[str] = Field(default_factory=list)

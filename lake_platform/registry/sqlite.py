@@ -1,7 +1,12 @@
-"""SQLite MetaStore: the embedded default. WAL, a busy timeout, one connection per thread.
+"""SQLite MetaStore: the embedded default. WAL, a busy timeout, a small pool of connections.
 
 Atomicity across processes comes from SQLite's own locking: every write batch runs in a
 ``BEGIN IMMEDIATE`` transaction, so conditions are evaluated and writes applied under one lock.
+
+Connections are pooled, not kept per thread: Lance calls the catalog's namespace back from
+short-lived threads of its own, and a connection per thread meant opening one (connect and three
+PRAGMAs, ~0.1 ms) on every commit and keeping it, with its file descriptors, until close.
+A connection is used by one caller at a time, from whatever thread holds it.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from lake_platform.errors import ConditionFailed, ServiceUnavailable
@@ -22,6 +28,8 @@ CREATE TABLE IF NOT EXISTS kv (
 ) WITHOUT ROWID
 """
 _PAGE = 500
+#: Idle connections kept for reuse; more are opened under bursts and closed when returned.
+_POOL = 8
 
 
 class SqliteMetaStore(MetaStore):
@@ -32,40 +40,57 @@ class SqliteMetaStore(MetaStore):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.url = f"sqlite:///{self.path.as_posix()}"
         self._timeout = busy_timeout_seconds
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         with self._tx() as conn:
             conn.execute(_SCHEMA)
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                # check_same_thread=False only so close() can reach every thread's connection; each
-                # connection is still used by the one thread that opened it.
-                conn = sqlite3.connect(
-                    self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-                )
-                conn.execute("PRAGMA journal_mode=WAL")
-                # NORMAL is durable against process crashes in WAL mode; only an OS crash can
-                # lose the last commits, never corrupt the database.
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
-            except sqlite3.Error as exc:
-                raise ServiceUnavailable(f"registry database cannot be opened: {exc}") from exc
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
+    def _open(self) -> sqlite3.Connection:
+        try:
+            # check_same_thread=False: a pooled connection moves between threads, one user at a time.
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL is durable against process crashes in WAL mode; only an OS crash can
+            # lose the last commits, never corrupt the database.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise ServiceUnavailable(f"registry database cannot be opened: {exc}") from exc
         return conn
 
-    def _tx(self) -> _Tx:
-        return _Tx(self._conn())
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                keep = len(self._idle) < _POOL and not conn.in_transaction
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    def connections(self) -> int:
+        """Idle pooled connections (for tests: the pool stays bounded)."""
+        with self._lock:
+            return len(self._idle)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._conn() as conn, _Tx(conn) as tx:
+            yield tx
 
     def get(self, key: str) -> Item | None:
         check_key(key)
         try:
-            row = self._conn().execute("SELECT value, revision FROM kv WHERE key = ?", (key,)).fetchone()
+            with self._conn() as conn:
+                row = conn.execute("SELECT value, revision FROM kv WHERE key = ?", (key,)).fetchone()
         except sqlite3.OperationalError as exc:
             raise ServiceUnavailable(f"registry read failed: {exc}") from exc
         return Item(key, bytes(row[0]), row[1]) if row else None
@@ -120,15 +145,12 @@ class SqliteMetaStore(MetaStore):
             lower = cursor if cursor is not None else prefix
             op = ">" if cursor is not None else ">="
             try:
-                rows = (
-                    self._conn()
-                    .execute(
+                with self._conn() as conn:  # per page: an unfinished scan holds no connection
+                    rows = conn.execute(
                         f"SELECT key, value, revision FROM kv WHERE CAST(key AS BLOB) {op} CAST(? AS BLOB) "
                         "AND substr(key, 1, ?) = ? ORDER BY CAST(key AS BLOB) LIMIT ?",
                         (lower, len(prefix), prefix, page),
-                    )
-                    .fetchall()
-                )
+                    ).fetchall()
             except sqlite3.OperationalError as exc:
                 raise ServiceUnavailable(f"registry scan failed: {exc}") from exc
             for key, value, revision in rows:
@@ -140,11 +162,11 @@ class SqliteMetaStore(MetaStore):
                 remaining -= len(rows)
 
     def close(self) -> None:
-        with self._all_lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        # The store stays usable (later calls open connections again), as before pooling.
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 class _Tx:

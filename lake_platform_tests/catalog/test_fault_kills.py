@@ -67,14 +67,14 @@ def _kills(op: str, *steps: str | tuple[str, int]) -> list[tuple[str, str, int]]
 
 
 #: A write's steps in order: staged (data and staging manifest written, nothing registered),
-#: registered (the registry commit landed, the manifest not yet published), the publish's copy
-#: and record swap, then the catalog's tidy-up.
+#: registered (one registry transaction landed the version at its canonical path; the file is
+#: not there yet), the publish's copy (no registry write follows it: there is no re-point step
+#: any more), then the catalog's tidy-up.
 _WRITE = [
     ":before-write",
     ":staged",
     ":registered",
     ":finalize-copied",
-    ":finalize-swapped",
     ":after-commit",
     ":after-write",
     ":before-finalize",
@@ -90,12 +90,10 @@ KILLS: list[tuple[str, str, int]] = [
         ":staged",
         ":registered",
         ":finalize-copied",
-        ":finalize-swapped",
         ":after-commit",
         (":staged", 2),
         (":registered", 2),
         (":finalize-copied", 2),
-        (":finalize-swapped", 2),
         (":after-commit", 2),
         ":before-finalize",
         ":after-finalize",
@@ -139,9 +137,11 @@ LEAKS = {("op_create", "create:staged")}
 def _holds_lease(point: str) -> bool:
     """Whether a writer stopped at ``point`` holds its table's lease (undrops and trash expiry
     take none; a drop, and a cascade for each table it detaches, takes it after resolving the
-    name and lets go after its commit)."""
+    name and lets go after its commit; an append releases it in its commit's own transaction)."""
     if point.startswith("drop-namespace:"):
         return point == "drop-namespace:before-commit"
+    if point.startswith("append:") and point not in ("append:before-write", "append:staged"):
+        return False  # an append's one registry commit also released its lease
     return not point.startswith(("undrop-namespace:", "expire:")) and point not in (
         "drop:resolved",
         "drop:after-commit",
@@ -158,9 +158,7 @@ def recover_unpublished(c: Catalog, root: Path) -> None:
     """The dead writer's version is registered but unpublished: an open refuses it and writes
     nothing; the maintenance step publishes it, after which every invariant holds."""
     unpublished = [
-        name
-        for name, record in registered(c).items()
-        if engine.is_staging_manifest(_version(c, record, record.current_version).manifest_path)
+        name for name, record in registered(c).items() if _unpublished(c, record, record.current_version)
     ]
     assert unpublished, "the kill left no unpublished version"
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
@@ -172,6 +170,20 @@ def recover_unpublished(c: Catalog, root: Path) -> None:
     )
     for name in unpublished:
         assert c.finish_versions(name)
+
+
+def _unpublished(c: Catalog, record: TableRecord, version: int) -> bool:
+    """Registered at its staging path (the old form, or a squatter took the canonical one), or
+    registered at its canonical path with the file not there yet (its writer stopped between
+    the commit and the publish; the staging manifest it came from is still there)."""
+    ver = _version(c, record, version)
+    if engine.is_staging_manifest(ver.manifest_path):
+        return True
+    storage = c.settings.storage_options(record.location)
+    if ver.staged_from is None or engine.manifest_exists(record.location, ver.manifest_path, storage):
+        return False
+    assert engine.manifest_exists(record.location, ver.staged_from, storage), "both copies are gone"
+    return True
 
 
 def _version(c: Catalog, record: TableRecord, version: int) -> VersionRecord:
@@ -479,9 +491,8 @@ def test_lease_of_a_killed_writer_is_taken_in_real_time(kill_lake: KillLake) -> 
     """The same takeover with the real clock: a writer waiting for the lease gets it within
     TTL + margin of the kill (not only a contender whose clock is moved ahead)."""
     kill_lake.reset().close()
-    code, killed_at = faults.kill_writer(
-        kill_lake.settings, faults.op_append, "append:after-commit", 1, COMMIT_ID
-    )
+    # Killed with its data staged, before its commit (which would also release the lease).
+    code, killed_at = faults.kill_writer(kill_lake.settings, faults.op_append, "append:staged", 1, COMMIT_ID)
     assert code == -signal.SIGKILL
     with Catalog(kill_lake.settings) as c:
         incarnation = c.open_table(T).record.incarnation

@@ -206,3 +206,79 @@ def test_a_writer_killed_mid_write_frees_its_table_at_once(
         assert ids_of(catalog.open_table(T)) == [1, 2]
     finally:
         catalog.close()
+
+
+def test_holders_in_one_process_queue_locally_instead_of_polling_the_registry(
+    store: SqliteMetaStore,
+) -> None:
+    """A REST server commits for many clients from one process: a second holder of the same
+    table waits on the gate's local queue (woken when the first releases), not in a loop of
+    registry reads and backoff sleeps. Between processes the registry lease still decides."""
+    import threading
+
+    g = gate(store, ManualClock(), wait=30.0)
+    tries: list[str] = []
+    touched = threading.Event()
+    real_try = g._try_acquire
+
+    def counting_try(incarnation: str, holder: str) -> Lease | None:
+        tries.append(holder)
+        if holder == "second":
+            touched.set()
+        return real_try(incarnation, holder)
+
+    g._try_acquire = counting_try  # type: ignore[method-assign]
+    first_in = threading.Event()
+    release_first = threading.Event()
+    tokens: dict[str, int] = {}
+
+    def first() -> None:
+        with g.hold(INC, "first") as lease:
+            tokens["first"] = lease.token
+            first_in.set()
+            release_first.wait(30)
+
+    def second() -> None:
+        with g.hold(INC, "second") as lease:
+            tokens["second"] = lease.token
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_in.wait(30)
+    b = threading.Thread(target=second)
+    b.start()
+    # While the first holds, the second must not touch the registry at all (bounded wait: the
+    # old code's first poll comes at once).
+    assert not touched.wait(0.5)
+    release_first.set()
+    a.join(30)
+    b.join(30)
+    assert tries == ["first", "second"]  # one registry acquire each, no failed polls
+    assert tokens == {"first": 1, "second": 2}
+    assert stored(store).released
+
+
+def test_a_queued_holder_gives_up_after_the_gates_wait(store: SqliteMetaStore) -> None:
+    import threading
+
+    g = gate(store, ManualClock(), wait=0.2)
+    inside = threading.Event()
+    done = threading.Event()
+
+    def holder() -> None:
+        with g.hold(INC, "first"):
+            inside.set()
+            done.wait(30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert inside.wait(30)
+    try:
+        with pytest.raises(LeaseUnavailable):
+            with g.hold(INC, "second"):
+                pass
+    finally:
+        done.set()
+        t.join(30)
+    with g.hold(INC, "third") as lease:  # the queue is free again
+        assert lease.token == 2

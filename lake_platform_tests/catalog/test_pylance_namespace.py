@@ -182,3 +182,37 @@ def test_a_pylance_index_build_is_a_registered_commit(lake: Lake) -> None:
         ("id_idx", "BTREE", 100)
     ]
     assert [(e.operation, e.to_version) for e in lake.catalog.history("p.w.ns.events")][-1] == ("commit", 2)
+
+
+def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> None:
+    """pylance declares without a schema and may change it with any commit: the commit reads
+    the schema from the staged manifest and registers it with the version, in one transaction
+    (no second write of the table record, no moment where the version and schema disagree)."""
+    import pyarrow as pa
+
+    from lake_platform.naming import TableName
+    from lake_platform.registry import keys
+
+    ns = LakeNamespace(lake.catalog)
+    opts = storage_options_of(lake)
+    lance.write_dataset(
+        events([1, 2]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
+    )
+    key = keys.table(TableName.parse("p.w.ns.events"))
+    before = lake.catalog.store.get(key)
+    assert before is not None
+    wider = pa.table({"id": pa.array([7], pa.int64()), "v": ["x"], "w": pa.array([1.5], pa.float64())})
+    lance.write_dataset(wider, namespace_client=ns, table_id=EVENTS, mode="overwrite", storage_options=opts)
+    after = lake.catalog.store.get(key)
+    assert after is not None and after.revision == before.revision + 1  # one write of the record
+    snap = lake.catalog.open_table("p.w.ns.events")
+    assert snap.version == 2 and snap.schema.names == ["id", "v", "w"]
+    assert lake.catalog.table_schema("p.w.ns.events").names == ["id", "v", "w"]
+    lance.write_dataset(
+        events([3]).append_column("w", pa.array([2.5])),
+        namespace_client=ns,
+        table_id=EVENTS,
+        mode="append",
+        storage_options=opts,
+    )
+    assert lake.catalog.open_table("p.w.ns.events").schema.names == ["id", "v", "w"]

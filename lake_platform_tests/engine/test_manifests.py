@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,25 @@ def test_manifests_above_agrees_with_a_full_parse(location: str, current: int) -
 
 def test_a_missing_versions_folder_has_nothing(tmp_path: Path) -> None:
     assert manifests_above(str(tmp_path / "nope"), 3) == ([], False)
+
+
+def test_manifest_schema_reads_a_staged_or_final_manifest_without_opening(tmp_path: Path) -> None:
+    import lance
+    import pyarrow as pa
+
+    from lake_platform.engine import lance_engine as engine
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"a": [1]}), uri)
+    ds = lance.write_dataset(pa.table({"a": [2]}), uri, mode="append")
+    ds.add_columns({"b": "a * 2"})
+    names = sorted(os.listdir(tmp_path / "t.lance" / "_versions"))
+    newest = f"{uri.lstrip('/')}/_versions/{names[0]}"  # V2 names sort newest first
+    assert engine.manifest_schema(uri, newest).names == ["a", "b"]
+    staged = newest.replace(".manifest", ".manifest-0e5c3a1f")
+    shutil.copy("/" + newest, "/" + staged)  # a staging manifest is the same bytes
+    assert engine.manifest_schema(uri, staged) == lance.dataset(uri).schema
+    bogus = tmp_path / "t.lance" / "_versions" / "1.manifest-x"
+    bogus.write_bytes(b"not a manifest at all")
+    with pytest.raises(ValueError):
+        engine.manifest_schema(uri, f"{uri.lstrip('/')}/_versions/1.manifest-x")
