@@ -172,7 +172,7 @@ class Target:
         close = proto.pack(proto.ActionClosePreparedStatementRequest(prepared_statement_handle=handle))
         list(self.raw.do_action(fl.Action("ClosePreparedStatement", close), self.options))
         marks.append(time.perf_counter())
-        for step, a, b in zip(STEPS, marks, marks[1:], strict=True):
+        for step, a, b in zip(STEPS, marks[:-1], marks[1:], strict=True):
             self.times[step].append(b - a)
         self.times["steps"].append(marks[-1] - marks[0])
         assert rows == 1, rows
