@@ -14,7 +14,11 @@ in their own processes on loopback, and measures from this process:
   GetFlightInfo of the point query pinned (ours) vs unpinned (the same planning, the bare SQL as
   the ticket; goal: within 5%) vs a static catalog (no request-local catalog either) vs ours
   with a new DataFusion context per request (no session pool) vs a second identical server
-  (A/A: the noise), each server in its own process, called round-robin over the wire.
+  (A/A: the noise), each server in its own process, called over the wire in blocks
+  (``--pin-block`` calls per server, the servers in a new random order per block). The ratios
+  are medians of per-block ratios (with their interquartile range), so load swings between
+  blocks cancel out, and each server's CPU time per call (``/proc``) is printed next to its
+  wall time: the A/A line says how far two identical servers differ in this run.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
 cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
@@ -371,6 +375,68 @@ def info_latency(clients: list[tuple[fl.FlightClient, fl.FlightCallOptions]], ru
     return [statistics.median(t) for t in times]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (``/proc/<pid>/stat``)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pin_overhead(
+    servers: dict[str, tuple[subprocess.Popen[bytes], int]], runs: int, block: int
+) -> dict[str, dict[str, Any]]:
+    """GetFlightInfo of the point query on each server, interleaved in blocks of ``block`` calls
+    (each block visits the servers in a new random order, so they share the same load), with the
+    server's CPU time per call. Per server: median wall ms, CPU ms per call, and the per-block
+    medians (for ratios taken within a block: a paired figure that load swings cannot skew)."""
+    import random
+
+    from lake_platform.flight import proto
+
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=POINT)))
+    clients = {}
+    for name, (proc, port) in servers.items():
+        client = fl.connect(f"grpc://127.0.0.1:{port}")
+        options = fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)])
+        for _ in range(20):
+            client.get_flight_info(descriptor, options)  # warm-up: plans kept, sessions pooled
+        clients[name] = (proc, client, options)
+    out: dict[str, dict[str, Any]] = {n: {"times": [], "blocks": [], "cpu": 0.0} for n in servers}
+    rng = random.Random(7)
+    for _ in range(max(1, runs // block)):
+        order = list(clients)
+        rng.shuffle(order)
+        for name in order:
+            proc, client, options = clients[name]
+            times = []
+            cpu = cpu_seconds(proc.pid)
+            for _ in range(block):
+                t = time.perf_counter()
+                client.get_flight_info(descriptor, options)
+                times.append(time.perf_counter() - t)
+            out[name]["cpu"] += cpu_seconds(proc.pid) - cpu
+            out[name]["times"] += times
+            out[name]["blocks"].append(statistics.median(times))
+    for figures in out.values():
+        figures["median_ms"] = statistics.median(figures["times"]) * 1000
+        figures["cpu_ms"] = figures["cpu"] / len(figures["times"]) * 1000
+    return out
+
+
+def paired(out: dict[str, dict[str, Any]], a: str, b: str) -> str:
+    """``a`` relative to ``b``: the median of the per-block ratios (with its interquartile
+    range), and the ratio of CPU time per call."""
+    ratios = sorted(x / y for x, y in zip(out[a]["blocks"], out[b]["blocks"], strict=True))
+    q = len(ratios) // 4
+    return (
+        f"wall {(statistics.median(ratios) - 1) * 100:+.1f}% (IQR {(ratios[q] - 1) * 100:+.1f}% .. "
+        f"{(ratios[-q - 1] - 1) * 100:+.1f}%, {len(ratios)} blocks), "
+        f"CPU {(out[a]['cpu_ms'] / out[b]['cpu_ms'] - 1) * 100:+.1f}%"
+    )
+
+
 class BareServer(fl.FlightServerBase):
     """What a minimal server does: the ticket is the SQL; DataFusion's stream goes out as is."""
 
@@ -425,7 +491,10 @@ def main() -> None:
     parser.add_argument("--point-runs", type=int, default=50)
     parser.add_argument("--ticket-runs", type=int, default=2000)
     parser.add_argument(
-        "--pin-runs", type=int, default=300, help="GetFlightInfo calls per server (pinned/unpinned)"
+        "--pin-runs", type=int, default=3000, help="GetFlightInfo calls per server (pinned/unpinned)"
+    )
+    parser.add_argument(
+        "--pin-block", type=int, default=50, help="calls per server per block (pinning overhead)"
     )
     parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
     parser.add_argument("--cache-only", action="store_true", help="only the snapshot-cache part")
@@ -477,32 +546,36 @@ def main() -> None:
             shutil.rmtree(home.parent, ignore_errors=True)
         return
     ours, ours_port = start("--serve-ours", home, "max_endpoints=1")
-    variants = [
-        start("--serve-unpinned", home),
-        start("--serve-static", home),
-        start("--serve-fresh", home),
-        start("--serve-ours", home, "max_endpoints=1"),  # A/A control: a second server identical to ours
-    ]
+    variants = {
+        "unpinned": start("--serve-unpinned", home),
+        "static": start("--serve-static", home),
+        "fresh": start("--serve-fresh", home),
+        "twin": start("--serve-ours", home, "max_endpoints=1"),  # A/A: a second server identical to ours
+    }
     try:
-        clients = []
-        for port in (ours_port, *(p for _, p in variants)):
-            client = fl.connect(f"grpc://127.0.0.1:{port}")
-            clients.append(
-                (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
-            )
-        pinned, unpinned, static, fresh, twin = info_latency(clients, args.pin_runs)
+        out = pin_overhead({"pinned": (ours, ours_port), **variants}, args.pin_runs, args.pin_block)
         print(
-            f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned "
-            f"{pinned * 1000:.3f} ms; "
-            f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
-            f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
-            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%; a new context per "
-            f"request {fresh * 1000:.3f} ms -> session reuse saves {(fresh - pinned) * 1000:.3f} ms; A/A "
-            f"(an identical second server) {twin * 1000:.3f} ms -> {(twin / pinned - 1) * 100:+.1f}% "
-            "(the noise)"
+            f"point query GetFlightInfo ({len(out['pinned']['times'])} calls per server, in blocks of "
+            f"{args.pin_block}, servers in random order per block): median ms (server CPU ms per call)"
         )
+        for name, label in (
+            ("pinned", "ours (pinned ticket)"),
+            ("unpinned", "unpinned: same planning, bare-SQL ticket"),
+            ("static", "static catalog, bare-SQL ticket"),
+            ("fresh", "ours with a new DataFusion context per request"),
+            ("twin", "A/A: a second server identical to ours"),
+        ):
+            print(f"  {label:48s} {out[name]['median_ms']:.3f} ({out[name]['cpu_ms']:.3f})")
+        print(f"  pinning overhead (pinned / unpinned):   {paired(out, 'pinned', 'unpinned')}  (goal < 5%)")
+        print(f"  A/A control (twin / pinned; the noise): {paired(out, 'twin', 'pinned')}")
+        print(f"  request-local catalog + pinning (pinned / static): {paired(out, 'pinned', 'static')}")
+        print(
+            f"  session reuse saves {out['fresh']['median_ms'] - out['pinned']['median_ms']:.3f} ms "
+            f"(CPU {out['fresh']['cpu_ms'] - out['pinned']['cpu_ms']:.3f} ms) per call"
+        )
+        print(c.load_line())
     finally:
-        for proc, _ in variants:
+        for proc, _ in variants.values():
             proc.terminate()
             proc.wait(10)
     if args.tickets_only:
