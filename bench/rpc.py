@@ -9,8 +9,6 @@ starts, each in its own process on loopback:
 - ``before``: the same endpoint from another checkout (``--before``, e.g. the main branch), for a
   paired before/after on the same table and the same load;
 - ``twin``: a second endpoint identical to ``ours`` (A/A: what two identical servers differ by);
-- ``stub``: a Flight SQL server on ``pyarrow.flight`` answering ADBC's four calls with canned
-  replies (the real table's row, read once): ADBC and gRPC with a server that does no work;
 - ``arrow``: a bare ``pyarrow.flight`` server (C++ gRPC; the GIL only for the handler) and
   ``grpcio``: a bare grpcio server, both answering ``ListActions`` with the same messages as ours:
   the floor of one trivial RPC on this machine.
@@ -102,46 +100,6 @@ def serve_bare(kind: str) -> None:
     server.wait_for_termination()
 
 
-def serve_stub(home: str) -> None:
-    """A Flight SQL server on pyarrow.flight (C++ gRPC) that answers ADBC's four calls with
-    canned replies: one row of the real table, read once at start. What ADBC and gRPC cost
-    when the server does no work at all."""
-    import pyarrow as pa
-    import pyarrow.flight as fl
-
-    from lake_platform.catalog.catalog import Catalog
-    from lake_platform.flight import proto
-    from lake_platform.settings import load_settings
-
-    with Catalog(load_settings(home=Path(home))) as catalog:
-        row = catalog.open_table(TABLE).dataset.to_table(filter="id = 1")
-    created = proto.pack(
-        proto.ActionCreatePreparedStatementResult(
-            prepared_statement_handle=b"h",
-            dataset_schema=row.schema.serialize().to_pybytes(),
-            parameter_schema=pa.schema([]).serialize().to_pybytes(),
-        )
-    )
-    ticket = proto.pack(proto.TicketStatementQuery(statement_handle=b"t"))
-
-    class Stub(fl.FlightServerBase):
-        def do_action(self, context: Any, action: fl.Action) -> list[bytes]:
-            return [created] if action.type == "CreatePreparedStatement" else []
-
-        def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-            return fl.FlightInfo(row.schema, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
-
-        def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
-            return fl.RecordBatchStream(row)
-
-        def list_actions(self, context: Any) -> list[tuple[str, str]]:
-            return []
-
-    server = Stub("grpc://127.0.0.1:0")
-    print(server.port, flush=True)
-    server.serve()
-
-
 def start(args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE)
     assert proc.stdout is not None
@@ -171,11 +129,8 @@ class Target:
 
         self.name, self.proc, self.port, self.sql = name, proc, port, sql
         self.raw = fl.connect(f"grpc://127.0.0.1:{port}")
-        headers = []
-        if sql:  # the bare servers take no credentials
-            header = self.raw.authenticate_basic_token(USER, PASSWORD)
-            if header[0]:  # the stub answers the Handshake with no token
-                headers.append(header)
+        login = sql  # the bare servers take no credentials
+        headers = [self.raw.authenticate_basic_token(USER, PASSWORD)] if login else []
         self.options = fl.FlightCallOptions(headers=headers)
         self.times: dict[str, list[float]] = {k: [] for k in ("adbc", *STEPS, "steps", "list")}
         self.cpu = self.list_cpu = self.steps_cpu = 0.0
@@ -185,7 +140,7 @@ class Target:
 
             self.conn = fsql.connect(
                 f"grpc://127.0.0.1:{port}",
-                db_kwargs={"username": USER, "password": PASSWORD},
+                db_kwargs={"username": USER, "password": PASSWORD} if login else {},
                 autocommit=True,
             )
 
@@ -318,13 +273,6 @@ def report(targets: list[Target]) -> None:
             f"ours / before: ADBC {ours.median_ms('adbc') / before.median_ms('adbc'):.3f}, "
             f"4 RPCs {ours.median_ms('steps') / before.median_ms('steps'):.3f}"
         )
-    if "stub" in by:
-        stub = by["stub"]
-        print(
-            f"a server doing no work (stub): ADBC {stub.median_ms('adbc'):.3f} ms, the 4 RPCs from a raw "
-            f"pyarrow client {stub.median_ms('steps'):.3f} ms -> ADBC's own client-side cost "
-            f"~{stub.median_ms('adbc') - stub.median_ms('steps'):.3f} ms"
-        )
     if "ours" in by and "grpcio" in by:
         ours = by["ours"]
         floor = by["grpcio"].median_ms("list")
@@ -351,14 +299,10 @@ def main() -> None:
         help="also measure our endpoint with these Flight settings (e.g. w8:worker_threads=8)",
     )
     parser.add_argument("--serve-bare", choices=("arrow", "grpcio"), help=argparse.SUPPRESS)
-    parser.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.serve_bare:
         serve_bare(args.serve_bare)
-        return
-    if args.serve_stub:
-        serve_stub(str(args.serve_stub))
         return
 
     print(c.machine_line())
@@ -377,14 +321,15 @@ def main() -> None:
     if args.before:
         procs.append(("before", lambda: endpoint(args.before.resolve(), home), True))
     procs += [
-        ("stub", lambda: start([__file__, "--serve-stub", str(home)]), True),
         ("grpcio", lambda: start([__file__, "--serve-bare", "grpcio"]), False),
         ("arrow", lambda: start([__file__, "--serve-bare", "arrow"]), False),
     ]
     targets: list[Target] = []
+    started: list[subprocess.Popen[bytes]] = []
     try:
         for name, launch, sql in procs:
             proc, port = launch()
+            started.append(proc)
             targets.append(Target(name, proc, port, sql))
         measure(targets, args.rows, args.runs, args.per_round)
         report(targets)
@@ -392,8 +337,9 @@ def main() -> None:
         for t in targets:
             if t.sql:
                 t.conn.close()
-            t.proc.terminate()
-            t.proc.wait(10)
+        for proc in started:
+            proc.terminate()
+            proc.wait(10)
     print(c.load_line())
 
 
