@@ -20,7 +20,7 @@ Reusing a plan skips planning only: DoGet still checks that every pinned snapsho
 (``QueryEngine.plan_pinned``), exactly as when it plans. Plans that read the snapshot cache are
 kept too (a hot table's query is planned once, not three times), and dropped as soon as the
 cache evicts anything (:meth:`PlanCache.drop_cached`), so they never keep evicted batches alive
-past the cache's budget. A plan is reused only while the cache has loaded nothing since it was
+past the cache's budget. A plan is reused only while the cache has loaded and evicted nothing since it was
 planned (``QueryEngine._fresh``): one planned on Lance before its snapshot was loaded must not
 keep the query off the cached batches.
 """
