@@ -14,7 +14,11 @@ in their own processes on loopback, and measures from this process:
   GetFlightInfo of the point query pinned (ours) vs unpinned (the same planning, the bare SQL as
   the ticket; goal: within 5%) vs a static catalog (no request-local catalog either) vs ours
   with a new DataFusion context per request (no session pool) vs a second identical server
-  (A/A: the noise), each server in its own process, called round-robin over the wire.
+  (A/A: the noise), each server in its own process, called over the wire in blocks
+  (``--pin-block`` calls per server, the servers in a new random order per block). The ratios
+  are medians of per-block ratios (with their interquartile range), so load swings between
+  blocks cancel out, and each server's CPU time per call (``/proc``) is printed next to its
+  wall time: the A/A line says how far two identical servers differ in this run.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
 cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
@@ -24,7 +28,10 @@ The snapshot cache (issue 14; ``--cache-only`` runs just this part): a second ta
 ``GROUP BY k`` and the point query ``WHERE id = 4242`` on our server once the snapshot is cached,
 against DataFusion in this process over the same rows in memory (the same partitions; goal
 <= 1.15x); the same queries cold, on a table with ``cache=off``, against a server with the cache
-and the session pool off (the request path as before issue 14: cold queries no slower).
+and the session pool off (the request path as before issue 14: cold queries no slower). All
+variants run interleaved (``--cache-runs`` rounds, each in a new random order), with the CPU
+time per query of the server (ADBC) or of this process (DataFusion); ``--before DIR`` also
+measures the endpoint of another checkout (e.g. the main branch) on the hot table.
 
 The main part runs our endpoint with one endpoint per result (max_endpoints=1), as before splitting.
 
@@ -154,35 +161,30 @@ def serve_before(home: str) -> None:
     server.wait()
 
 
-def in_process_memory(home: Path, runs: int, partitions: int) -> dict[str, float]:
-    """DataFusion in this process over the hot table's rows in memory, split like the cache splits
-    them; and over Lance's provider (in-process, cold) for reference."""
+def memory_context(home: Path, partitions: int) -> Any:
+    """DataFusion in this process over the hot table's rows in memory, split like the cache
+    splits them (round-robin into ``partitions``)."""
     from datafusion import SessionContext
 
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.settings import load_settings
 
-    catalog = Catalog(load_settings(home=home))
-    snap = catalog.open_table("p.w.ns.hot")
-    parts: list[list[pa.RecordBatch]] = [[] for _ in range(partitions)]
-    for i, batch in enumerate(snap.to_reader()):
-        parts[i % partitions].append(batch)
+    with Catalog(load_settings(home=home)) as catalog:
+        snap = catalog.open_table("p.w.ns.hot")
+        parts: list[list[pa.RecordBatch]] = [[] for _ in range(partitions)]
+        for i, batch in enumerate(snap.to_reader()):
+            parts[i % partitions].append(batch)
     memory = SessionContext()
     memory.register_record_batches("hot", [p for p in parts if p])
-    lance_ctx = SessionContext()
-    lance_ctx.register_table("hot", snap.table_provider())
-    out = {}
-    for label, ctx in (("memory", memory), ("lance", lance_ctx)):
-        for what, sql in (("agg", HOT_AGG), ("point", HOT_POINT)):
-            query = sql.format(t="hot").replace("w.ns.hot", "hot")
-            out[f"{label}_{what}"] = timed(lambda q=query, c=ctx: c.sql(q).to_arrow_table().num_rows, runs)[0]
-    catalog.close()
-    return out
+    return memory
 
 
-def cache_bench(home: Path, rows: int, runs: int) -> None:
+def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) -> None:
+    """Interleaved: each round runs every variant once, in a new random order, so they share the
+    same load; medians over ``runs`` rounds, and the median of the per-round ratios."""
     import json
     import os
+    import random
 
     import adbc_driver_flightsql.dbapi as fsql
 
@@ -192,61 +194,103 @@ def cache_bench(home: Path, rows: int, runs: int) -> None:
         f"hot/cold tables: {rows:,} rows each (id int64, k int32, x float64, s string), "
         f"built in {time.perf_counter() - t:.1f}s"
     )
-    ours, ours_port = start("--serve-ours", home)
-    before, before_port = start("--serve-before", home)
+    servers = {"ours": start("--serve-ours", home), "before": start("--serve-before", home)}
+    if before is not None:  # the same server from another checkout (e.g. the main branch)
+        proc = subprocess.Popen(
+            [sys.executable, str(before / "bench" / "flight.py"), "--serve-ours", str(home)],
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        servers["main"] = (proc, int(proc.stdout.readline()))
     try:
-        raw = fl.connect(f"grpc://127.0.0.1:{ours_port}")
-        opts = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
-
-        def health() -> dict[str, Any]:
-            [result] = list(raw.do_action(fl.Action("health", b""), opts))
-            return json.loads(result.body.to_pybytes())
-
         conns = {
-            port: fsql.connect(
+            name: fsql.connect(
                 f"grpc://127.0.0.1:{port}",
                 db_kwargs={"username": USER, "password": PASSWORD},
                 autocommit=True,
             )
-            for port in (ours_port, before_port)
+            for name, (_, port) in servers.items()
         }
 
-        def adbc(port: int, sql: str) -> Callable[[], int]:
+        def health(port: int) -> dict[str, Any]:
+            raw = fl.connect(f"grpc://127.0.0.1:{port}")
+            opts = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
+            [result] = list(raw.do_action(fl.Action("health", b""), opts))
+            return json.loads(result.body.to_pybytes())
+
+        def adbc(name: str, sql: str) -> Callable[[], int]:
             def run() -> int:
-                with conns[port].cursor() as cur:
+                with conns[name].cursor() as cur:
                     cur.execute(sql)
                     return cur.fetch_arrow_table().num_rows
 
             return run
 
-        adbc(ours_port, HOT_AGG.format(t="hot"))()  # a miss: the load starts in the background
+        hot_servers = [n for n in servers if n != "before"]
+        for name in hot_servers:
+            adbc(name, HOT_AGG.format(t="hot"))()  # a miss: the load starts in the background
         loaded = time.perf_counter()
-        while health()["cache"]["entries"] < 1:
+        while any(health(servers[n][1])["cache"]["entries"] < 1 for n in hot_servers):
             if time.perf_counter() - loaded > 300:
-                raise SystemExit(f"the hot table was not cached: {health()['cache']}")
+                raise SystemExit("the hot table was not cached")
             time.sleep(0.05)
-        print(f"cache: {health()['cache']}")
-        figures = in_process_memory(home, runs, os.cpu_count() or 1)
-        results = {}
-        for what, sql in (("agg", HOT_AGG), ("point", HOT_POINT)):
-            results[f"hot_{what}"] = timed(adbc(ours_port, sql.format(t="hot")), runs)[0]
-            results[f"cold_{what}"] = timed(adbc(ours_port, sql.format(t="cold")), runs)[0]
-            results[f"before_{what}"] = timed(adbc(before_port, sql.format(t="cold")), runs)[0]
-        for what, label in (("agg", "GROUP BY k"), ("point", "WHERE id = 4242")):
-            hot, memory = results[f"hot_{what}"], figures[f"memory_{what}"]
-            cold, was = results[f"cold_{what}"], results[f"before_{what}"]
+        memory = memory_context(home, os.cpu_count() or 1)
+
+        def local(sql: str) -> Callable[[], int]:
+            query = sql.format(t="hot").replace("w.ns.hot", "hot")
+            return lambda: memory.sql(query).to_arrow_table().num_rows
+
+        rng = random.Random(14)
+        for label, sql in (("GROUP BY k", HOT_AGG), ("WHERE id = 4242", HOT_POINT)):
+            variants: dict[str, Callable[[], int]] = {"memory": local(sql)}
+            for name in hot_servers:
+                variants[f"{name}_hot"] = adbc(name, sql.format(t="hot"))
+            variants["ours_cold"] = adbc("ours", sql.format(t="cold"))
+            variants["before_cold"] = adbc("before", sql.format(t="cold"))
+            times: dict[str, list[float]] = {k: [] for k in variants}
+            cpu = {k: 0.0 for k in variants}
+            for fn in variants.values():
+                fn()  # warm-up
+            for _ in range(runs):
+                order = list(variants)
+                rng.shuffle(order)
+                for k in order:
+                    pid = servers[k.split("_")[0]][0].pid if k != "memory" else None
+                    c0 = cpu_seconds(pid) if pid else time.process_time()
+                    t0 = time.perf_counter()
+                    variants[k]()
+                    times[k].append(time.perf_counter() - t0)
+                    cpu[k] += (cpu_seconds(pid) if pid else time.process_time()) - c0
+
+            def ratio(
+                a: str, b: str, times: dict[str, list[float]] = times, cpu: dict[str, float] = cpu
+            ) -> str:
+                per_round = statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+                return f"{per_round:.3f}x (CPU {cpu[a] / cpu[b]:.3f}x)"
+
+            med = {k: statistics.median(v) * 1000 for k, v in times.items()}
             print(
-                f"{label:16s} hot (cached, ADBC) {hot * 1000:7.1f} ms vs DataFusion in process over memory "
-                f"{memory * 1000:7.1f} ms -> {hot / memory:.2f}x (goal <= 1.15x); cold (ADBC) "
-                f"{cold * 1000:7.1f} ms vs before {was * 1000:7.1f} ms -> {cold / was:.2f}x; DataFusion in "
-                f"process over Lance {figures[f'lance_{what}'] * 1000:7.1f} ms"
+                f"{label}: median ms over {runs} interleaved rounds (CPU ms per query: this process "
+                "for DataFusion, the server for ADBC)"
+            )
+            for k in variants:
+                print(f"  {k:12s} {med[k]:8.1f} ({cpu[k] / runs * 1000:7.1f})")
+            print(
+                "  hot via ADBC / DataFusion in process over memory: "
+                f"{ratio('ours_hot', 'memory')} (goal <= 1.15x)"
+            )
+            if "main_hot" in times:
+                print(f"  hot via ADBC, this checkout / {before}: {ratio('ours_hot', 'main_hot')}")
+            print(
+                f"  cold via ADBC / before (cache and session pool off): {ratio('ours_cold', 'before_cold')}"
             )
         for conn in conns.values():
             conn.close()
     finally:
-        for proc in (ours, before):
+        for proc, _ in servers.values():
             proc.terminate()
             proc.wait(10)
+    print(c.load_line())
 
 
 def serve_variant(home: str, variant: str) -> None:
@@ -373,6 +417,68 @@ def info_latency(clients: list[tuple[fl.FlightClient, fl.FlightCallOptions]], ru
     return [statistics.median(t) for t in times]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (``/proc/<pid>/stat``)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pin_overhead(
+    servers: dict[str, tuple[subprocess.Popen[bytes], int]], runs: int, block: int
+) -> dict[str, dict[str, Any]]:
+    """GetFlightInfo of the point query on each server, interleaved in blocks of ``block`` calls
+    (each block visits the servers in a new random order, so they share the same load), with the
+    server's CPU time per call. Per server: median wall ms, CPU ms per call, and the per-block
+    medians (for ratios taken within a block: a paired figure that load swings cannot skew)."""
+    import random
+
+    from lake_platform.flight import proto
+
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementQuery(query=POINT)))
+    clients = {}
+    for name, (proc, port) in servers.items():
+        client = fl.connect(f"grpc://127.0.0.1:{port}")
+        options = fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)])
+        for _ in range(20):
+            client.get_flight_info(descriptor, options)  # warm-up: plans kept, sessions pooled
+        clients[name] = (proc, client, options)
+    out: dict[str, dict[str, Any]] = {n: {"times": [], "blocks": [], "cpu": 0.0} for n in servers}
+    rng = random.Random(7)
+    for _ in range(max(1, runs // block)):
+        order = list(clients)
+        rng.shuffle(order)
+        for name in order:
+            proc, client, options = clients[name]
+            times = []
+            cpu = cpu_seconds(proc.pid)
+            for _ in range(block):
+                t = time.perf_counter()
+                client.get_flight_info(descriptor, options)
+                times.append(time.perf_counter() - t)
+            out[name]["cpu"] += cpu_seconds(proc.pid) - cpu
+            out[name]["times"] += times
+            out[name]["blocks"].append(statistics.median(times))
+    for figures in out.values():
+        figures["median_ms"] = statistics.median(figures["times"]) * 1000
+        figures["cpu_ms"] = figures["cpu"] / len(figures["times"]) * 1000
+    return out
+
+
+def paired(out: dict[str, dict[str, Any]], a: str, b: str) -> str:
+    """``a`` relative to ``b``: the median of the per-block ratios (with its interquartile
+    range), and the ratio of CPU time per call."""
+    ratios = sorted(x / y for x, y in zip(out[a]["blocks"], out[b]["blocks"], strict=True))
+    q = len(ratios) // 4
+    return (
+        f"wall {(statistics.median(ratios) - 1) * 100:+.1f}% (IQR {(ratios[q] - 1) * 100:+.1f}% .. "
+        f"{(ratios[-q - 1] - 1) * 100:+.1f}%, {len(ratios)} blocks), "
+        f"CPU {(out[a]['cpu_ms'] / out[b]['cpu_ms'] - 1) * 100:+.1f}%"
+    )
+
+
 class BareServer(fl.FlightServerBase):
     """What a minimal server does: the ticket is the SQL; DataFusion's stream goes out as is."""
 
@@ -427,11 +533,17 @@ def main() -> None:
     parser.add_argument("--point-runs", type=int, default=50)
     parser.add_argument("--ticket-runs", type=int, default=2000)
     parser.add_argument(
-        "--pin-runs", type=int, default=300, help="GetFlightInfo calls per server (pinned/unpinned)"
+        "--pin-runs", type=int, default=3000, help="GetFlightInfo calls per server (pinned/unpinned)"
+    )
+    parser.add_argument(
+        "--pin-block", type=int, default=50, help="calls per server per block (pinning overhead)"
     )
     parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
     parser.add_argument("--cache-only", action="store_true", help="only the snapshot-cache part")
-    parser.add_argument("--cache-runs", type=int, default=7)
+    parser.add_argument("--cache-runs", type=int, default=20, help="interleaved rounds (cache part)")
+    parser.add_argument(
+        "--before", type=Path, help="cache part: also measure this checkout's endpoint (e.g. /work/main)"
+    )
     parser.add_argument(
         "--endpoints",
         action="store_true",
@@ -464,7 +576,7 @@ def main() -> None:
         catalog.create_warehouse("p.w")
         catalog.create_namespace("p.w.ns")
         catalog.close()
-        cache_bench(home, args.rows, args.cache_runs)
+        cache_bench(home, args.rows, args.cache_runs, args.before)
         return
     t = time.perf_counter()
     nbytes = build(home, args.rows)
@@ -485,39 +597,43 @@ def main() -> None:
             shutil.rmtree(home.parent, ignore_errors=True)
         return
     ours, ours_port = start("--serve-ours", home, "max_endpoints=1")
-    variants = [
-        start("--serve-unpinned", home),
-        start("--serve-static", home),
-        start("--serve-fresh", home),
-        start("--serve-ours", home, "max_endpoints=1"),  # A/A control: a second server identical to ours
-    ]
+    variants = {
+        "unpinned": start("--serve-unpinned", home),
+        "static": start("--serve-static", home),
+        "fresh": start("--serve-fresh", home),
+        "twin": start("--serve-ours", home, "max_endpoints=1"),  # A/A: a second server identical to ours
+    }
     try:
-        clients = []
-        for port in (ours_port, *(p for _, p in variants)):
-            client = fl.connect(f"grpc://127.0.0.1:{port}")
-            clients.append(
-                (client, fl.FlightCallOptions(headers=[client.authenticate_basic_token(USER, PASSWORD)]))
-            )
-        pinned, unpinned, static, fresh, twin = info_latency(clients, args.pin_runs)
+        out = pin_overhead({"pinned": (ours, ours_port), **variants}, args.pin_runs, args.pin_block)
         print(
-            f"point query GetFlightInfo (median of {args.pin_runs} each, round-robin): pinned "
-            f"{pinned * 1000:.3f} ms; "
-            f"unpinned (same planning, bare-SQL ticket) {unpinned * 1000:.3f} ms -> pinning "
-            f"{(pinned / unpinned - 1) * 100:+.1f}% (goal < 5%); static catalog {static * 1000:.3f} ms -> "
-            f"request-local catalog + pinning {(pinned / static - 1) * 100:+.1f}%; a new context per "
-            f"request {fresh * 1000:.3f} ms -> session reuse saves {(fresh - pinned) * 1000:.3f} ms; A/A "
-            f"(an identical second server) {twin * 1000:.3f} ms -> {(twin / pinned - 1) * 100:+.1f}% "
-            "(the noise)"
+            f"point query GetFlightInfo ({len(out['pinned']['times'])} calls per server, in blocks of "
+            f"{args.pin_block}, servers in random order per block): median ms (server CPU ms per call)"
         )
+        for name, label in (
+            ("pinned", "ours (pinned ticket)"),
+            ("unpinned", "unpinned: same planning, bare-SQL ticket"),
+            ("static", "static catalog, bare-SQL ticket"),
+            ("fresh", "ours with a new DataFusion context per request"),
+            ("twin", "A/A: a second server identical to ours"),
+        ):
+            print(f"  {label:48s} {out[name]['median_ms']:.3f} ({out[name]['cpu_ms']:.3f})")
+        print(f"  pinning overhead (pinned / unpinned):   {paired(out, 'pinned', 'unpinned')}  (goal < 5%)")
+        print(f"  A/A control (twin / pinned; the noise): {paired(out, 'twin', 'pinned')}")
+        print(f"  request-local catalog + pinning (pinned / static): {paired(out, 'pinned', 'static')}")
+        print(
+            f"  session reuse saves {out['fresh']['median_ms'] - out['pinned']['median_ms']:.3f} ms "
+            f"(CPU {out['fresh']['cpu_ms'] - out['pinned']['cpu_ms']:.3f} ms) per call"
+        )
+        print(c.load_line())
     finally:
-        for proc, _ in variants:
+        for proc, _ in variants.values():
             proc.terminate()
             proc.wait(10)
     if args.tickets_only:
         ours.terminate()
         ours.wait(10)
         return
-    cache_bench(home, args.rows, args.cache_runs)
+    cache_bench(home, args.rows, args.cache_runs, args.before)
     bare, bare_port = start("--serve-bare", home)
     try:
         conn = fsql.connect(

@@ -5,8 +5,10 @@ The transport calls :func:`authenticate_call` with the headers of every call:
 - Handshake with ``authorization: Basic`` checks the password (through the catalog's
   principals) and answers with ``authorization: Bearer <sealed token>``;
 - Handshake with a Bearer (JDBC's ``token=``) validates it and echoes it back;
-- every other call needs a Bearer: one of our sealed tokens (no I/O: decrypt and check expiry),
-  or a service token, checked against the registry and then trusted for a short while;
+- every other call needs a Bearer: one of our sealed tokens (no I/O: decrypt and check expiry;
+  a token opened once is remembered by its exact text, so a client's later calls skip the
+  decryption but not the expiry or revocation checks), or a service token, checked against the
+  registry and then trusted for a short while;
 - with the catalog's own principals, every call also checks the caller against the process's
   catalog snapshot (no I/O): a removed user, changed role or revoked token is refused once a
   snapshot refresh that began after the change is in place (``SNAPSHOT_TTL_SECONDS``).
@@ -32,6 +34,10 @@ from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
 from lake_platform.query.snapshot import CatalogSnapshot
 
 log = logging.getLogger(__name__)
+
+#: Opened Bearer tokens remembered (by their exact text): a client sends the same one on every
+#: call, and opening it (AES-GCM, JSON, canonical form) is most of what authenticating costs.
+BEARER_CACHE_SIZE = 4096
 
 
 class PrincipalLike(Protocol):
@@ -104,6 +110,8 @@ class AuthService:
         self.throttle = throttle
         self._clock = clock
         self._service: dict[bytes, tuple[Identity, float, float]] = {}
+        # token -> (identity, issued at (wall s), expires at (sealer ms)): only tokens that opened.
+        self._bearers: dict[str, tuple[Identity, float, int]] = {}
         self._lock = threading.Lock()
 
     def login(self, username: str, password: str) -> tuple[Identity, str]:
@@ -122,7 +130,7 @@ class AuthService:
 
     def verify_bearer(self, token: str) -> Identity:
         if token.startswith(BEARER_PREFIX):
-            identity, issued_wall = self.sealer.open_bearer_issued(token)
+            identity, issued_wall = self._open_bearer(token)
             snap = self._newer_snapshot(lambda s: s.started_at_wall > issued_wall)
             if snap is not None and identity.kind == "user":
                 assert snap.principals is not None
@@ -131,6 +139,23 @@ class AuthService:
                 )
             return identity
         return self._service_token(token)
+
+    def _open_bearer(self, token: str) -> tuple[Identity, float]:
+        """The identity and issue time of one of our tokens: opened once, then remembered (by
+        its exact text, so any altered byte opens afresh and fails) until it expires. Expiry
+        is checked on every call against the sealer's clock, as opening would."""
+        hit = self._bearers.get(token)
+        if hit is None:
+            hit = self.sealer.open_bearer_times(token)
+            with self._lock:
+                if len(self._bearers) >= BEARER_CACHE_SIZE:
+                    # Evict the oldest (insertion order): a client reuses its newest token.
+                    self._bearers.pop(next(iter(self._bearers)), None)
+                self._bearers[token] = hit
+        identity, issued_wall, expires_ms = hit
+        if expires_ms < self.sealer.now_ms():  # kept: refused from memory until evicted
+            raise Expired("the token has expired")
+        return identity, issued_wall
 
     def _newer_snapshot(self, began_after: Callable[[CatalogSnapshot], bool]) -> CatalogSnapshot | None:
         """The snapshot, if its load began after the credential was verified against the

@@ -251,6 +251,12 @@ class Sealer:
 
     def open_bearer_issued(self, token: str) -> tuple[Identity, float]:
         """The identity and when the token was issued (wall-clock seconds, the sealer's clock)."""
+        identity, issued, _ = self.open_bearer_times(token)
+        return identity, issued
+
+    def open_bearer_times(self, token: str) -> tuple[Identity, float, int]:
+        """The identity, when the token was issued (wall-clock seconds) and when it expires
+        (milliseconds, compare with :meth:`now_ms`)."""
         if not token.startswith(BEARER_PREFIX) or len(token) > 4 * self.max_bytes:
             raise Unauthenticated("invalid token")
         text = token[len(BEARER_PREFIX) :]
@@ -267,7 +273,7 @@ class Sealer:
         except InvalidInput:
             raise Unauthenticated("invalid token") from None
         try:
-            return Identity.from_claims(claims), claims["iat"] / 1000.0
+            return Identity.from_claims(claims), claims["iat"] / 1000.0, claims["exp"]
         except KeyError:
             raise Unauthenticated("invalid token") from None
 

@@ -79,10 +79,19 @@ class DataCache:
         self.used_bytes = 0
         self.peak_bytes = 0
         self.hits = self.misses = self.loads = self.evictions = 0
+        #: Called (with the cache's lock held) after entries were evicted: whoever keeps
+        #: references to entries' tables (kept plans) must drop them, or the batches outlive
+        #: the budget.
+        self.on_evict: Callable[[], None] = lambda: None
 
     @property
     def enabled(self) -> bool:
         return self.budget_bytes > 0
+
+    @property
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever an entry is loaded or evicted (what a kept plan was planned against)."""
+        return self.loads, self.evictions
 
     @staticmethod
     def key(ref: TableRef, schema: pa.Schema) -> Key:
@@ -176,10 +185,14 @@ class DataCache:
 
     def _evict_to(self, limit: int) -> None:
         """Evict least recently used entries until at most ``limit`` bytes are held (lock held)."""
+        evicted = False
         while self._entries and self.used_bytes > max(0, limit):
             _, entry = self._entries.popitem(last=False)
             self.used_bytes -= entry.nbytes
             self.evictions += 1
+            evicted = True
+        if evicted:
+            self.on_evict()
 
     def pressure(self) -> None:
         """Query memory ran out: give back half of what is held, admit nothing for a while."""

@@ -39,6 +39,9 @@ from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
 from lake_platform.settings import LakeSettings
 
+#: ``PlannedQuery.derived`` key: the snapshot cache's generation when the query was planned.
+_CACHE_GENERATION = "cache_generation"
+
 
 class QueryEngine:
     """Plans and streams read-only SQL. Thread-safe; one per process."""
@@ -80,6 +83,7 @@ class QueryEngine:
             admit_after=self.limits.cache_admit_after,
             partitions=self.limits.target_partitions or os.cpu_count() or 1,
         )
+        self.cache.on_evict = self.plans.drop_cached  # kept plans must not hold evicted batches
 
     # -- opening table versions ------------------------------------------------------------
 
@@ -153,6 +157,7 @@ class QueryEngine:
         same rows, read through the index rather than by scanning the cached batches."""
         served: list[TableRef] = []
         misses: list[tuple[TableRef, Any, pa.Schema, str]] = []
+        generation = self.cache.generation  # read first: a load or eviction meanwhile makes it stale
         planned = plan(self._opener(served, misses=misses))
         bypass = prefer_index(planned.df.logical_plan(), served, self._indexed)
         if bypass:
@@ -160,6 +165,7 @@ class QueryEngine:
             served = []
             planned = plan(self._opener(served, bypass))
         planned.cached = bool(served)
+        planned.derived[_CACHE_GENERATION] = generation
         if misses:
             # An index lookup never reads the cache, so it does not count toward loading the
             # snapshot into it (a table queried only by key would be loaded for nothing).
@@ -191,7 +197,7 @@ class QueryEngine:
         the same scope over this very ``view`` is planned once (``plans``)."""
         key = view_key(scope, sql, view) if scope is not None and params is None else None
         if key is not None:
-            kept = self.plans.get(key, view)
+            kept = self._fresh(self.plans.get(key, view))
             if kept is not None:
                 # What planning checks: an older version read by time travel still exists.
                 for ref in kept.refs:
@@ -199,8 +205,8 @@ class QueryEngine:
                         self._providers.entry(ref, True)
                 return kept
         planned = self._plan_view(sql, view, params, prepare)
-        if key is not None and planned.parameters == 0 and not planned.cached:
-            self.plans.put(key, planned, view)
+        if key is not None and planned.parameters == 0:
+            self._keep(key, planned, view)
         return planned
 
     def _plan_view(
@@ -244,7 +250,7 @@ class QueryEngine:
         this scope, SQL, parameters and refs is reused (``plans``)."""
         by_key = planner.pinned_keys(refs, is_dropped)
         if scope is not None and open_table is None:
-            kept = self.plans.get(plan_key(scope, sql, params, refs))
+            kept = self._fresh(self.plans.get(plan_key(scope, sql, params, refs)))
             if kept is not None:
                 # What planning checks of each pinned snapshot: it still exists.
                 for ref in refs:
@@ -263,11 +269,28 @@ class QueryEngine:
             return planned
         return self._planned(plan)
 
+    def _fresh(self, kept: PlannedQuery | None) -> PlannedQuery | None:
+        """``kept``, unless the snapshot cache loaded or evicted an entry since it was planned: a
+        plan made on Lance's provider before its snapshot was loaded would keep the query off
+        the cached batches for as long as it is kept (a repeated query would never use the
+        cache), and one over an evicted entry must not hold its batches. Planning again is
+        right then, and rare (once per load or eviction)."""
+        if kept is None or kept.derived.get(_CACHE_GENERATION) != self.cache.generation:
+            return None
+        return kept
+
+    def _keep(self, key: tuple[Hashable, ...], planned: PlannedQuery, anchor: Any = None) -> None:
+        """Keep ``planned`` unless the cache changed since it was planned. Checked after the
+        put: an eviction either came first (seen here: dropped again) or comes later (its
+        ``drop_cached`` drops it), so a kept plan never holds an evicted entry's batches."""
+        self.plans.put(key, planned, anchor)
+        if self._fresh(planned) is None:
+            self.plans.drop(key, planned)
+
     def remember(self, scope: Hashable, planned: PlannedQuery, params: pa.RecordBatch | None) -> None:
         """Keep ``planned`` (planned for ``scope`` with ``params``) for :meth:`plan_pinned` of
-        the same scope, SQL, parameters and refs. Plans over cached snapshots are not kept."""
-        if not planned.cached:
-            self.plans.put(plan_key(scope, planned.sql, params, planned.refs), planned)
+        the same scope, SQL, parameters and refs."""
+        self._keep(plan_key(scope, planned.sql, params, planned.refs), planned)
 
     # -- time limit ------------------------------------------------------------------------
 

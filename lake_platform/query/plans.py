@@ -18,7 +18,11 @@ snapshot (say, after an append) has new views, so it plans afresh.
 
 Reusing a plan skips planning only: DoGet still checks that every pinned snapshot exists
 (``QueryEngine.plan_pinned``), exactly as when it plans. Plans that read the snapshot cache are
-not kept (they would keep evicted batches alive past the cache's budget).
+kept too (a hot table's query is planned once, not three times), and dropped as soon as the
+cache evicts anything (:meth:`PlanCache.drop_cached`), so they never keep evicted batches alive
+past the cache's budget. A plan is reused only while the cache has loaded and evicted nothing since it was
+planned (``QueryEngine._fresh``): one planned on Lance before its snapshot was loaded must not
+keep the query off the cached batches.
 """
 
 from __future__ import annotations
@@ -79,6 +83,19 @@ class PlanCache:
             self._plans.move_to_end(key)
             self.hits += 1
             return kept[1]
+
+    def drop(self, key: tuple[Hashable, ...], planned: PlannedQuery) -> None:
+        """Forget ``key`` if it still keeps ``planned``."""
+        with self._lock:
+            kept = self._plans.get(key)
+            if kept is not None and kept[1] is planned:
+                del self._plans[key]
+
+    def drop_cached(self) -> None:
+        """Forget every plan that reads the snapshot cache's batches (after an eviction)."""
+        with self._lock:
+            for key in [k for k, (_, planned) in self._plans.items() if planned.cached]:
+                del self._plans[key]
 
     def clear(self) -> None:
         with self._lock:

@@ -157,3 +157,64 @@ def test_memory_pressure_gives_memory_back(hot: Catalog, cached: QueryEngine) ->
     assert cached.cache.used_bytes <= held // 2
     rows(cached, "SELECT count(*) FROM w.ns.hot", catalog=hot)
     assert cached.cache.wait_idle() and cached.cache.stats()["entries"] == 0  # nothing admitted meanwhile
+
+
+# -- kept plans (query.plans) and the cache ---------------------------------------------------
+
+KEPT = "SELECT id % 10 AS k, count(*) AS n FROM w.ns.hot GROUP BY id % 10 ORDER BY k"
+
+
+def test_a_plan_kept_before_the_load_is_not_reused_after_it(
+    lake: tuple[Any, Catalog], hot: Catalog, cached: QueryEngine
+) -> None:
+    """The first query of a hot table is planned on Lance (a miss starts the load) and kept;
+    once the snapshot is loaded, the same query by the same principal runs on the cached
+    batches rather than on the kept Lance plan, for as long as that plan would be kept."""
+    view = load_snapshot(hot.store).project("p")
+    first = cached.plan(KEPT, view, scope="alice")
+    assert not first.cached
+    assert cached.cache.wait_idle() and cached.cache.stats()["entries"] == 1
+    again = cached.plan(KEPT, view, scope="alice")
+    assert again is not first and again.cached
+    pinned = cached.plan_pinned(first.sql, first.refs, scope="alice")  # DoGet of the first ticket
+    assert pinned.cached
+    assert pa.Table.from_batches(list(cached.stream(pinned)), pinned.schema).equals(
+        pa.Table.from_batches(list(cached.stream(first)), first.schema)
+    )
+
+
+def test_a_plan_over_cached_batches_is_planned_once(
+    lake: tuple[Any, Catalog], hot: Catalog, cached: QueryEngine
+) -> None:
+    warm(cached, hot)
+    view = load_snapshot(hot.store).project("p")
+    planned = cached.plan(KEPT, view, scope="alice")
+    assert planned.cached
+    cached.remember("alice", planned, None)  # GetFlightInfo keeps it for DoGet
+    hits = cached.cache.hits
+    assert cached.plan(KEPT, view, scope="alice") is planned  # GetFlightInfo of the prepared statement
+    assert cached.plan_pinned(planned.sql, planned.refs, scope="alice") is planned  # DoGet
+    assert cached.cache.hits == hits  # nothing planned again
+    # Never across principals: another scope plans its own.
+    other = cached.plan(KEPT, view, scope="bob")
+    assert other is not planned and other.cached
+    assert cached.plan_pinned(planned.sql, planned.refs, scope="bob") is not planned
+
+
+@pytest.mark.parametrize("evict", ["clear", "pressure"])
+def test_an_eviction_drops_the_plans_that_hold_cached_batches(
+    lake: tuple[Any, Catalog], hot: Catalog, cached: QueryEngine, evict: str
+) -> None:
+    """A kept plan references the entry's in-memory table: kept past an eviction, it would hold
+    the batches beyond the cache's budget."""
+    warm(cached, hot)
+    view = load_snapshot(hot.store).project("p")
+    planned = cached.plan(KEPT, view, scope="alice")
+    cached.remember("alice", planned, None)
+    lance = cached.plan("SELECT count(*) AS n FROM w.ns.t", view, scope="alice")  # not cached
+    assert planned.cached and not lance.cached and len(cached.plans) == 3
+    getattr(cached.cache, evict)()
+    assert cached.cache.stats()["entries"] == 0
+    assert len(cached.plans) == 1  # only the plan on Lance's provider is still kept
+    again = cached.plan(KEPT, view, scope="alice")
+    assert again is not planned and not again.cached  # the entry is gone: planned on Lance
