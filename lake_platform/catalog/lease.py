@@ -19,7 +19,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from lake_platform.catalog.clock import Clock, SystemClock
@@ -254,13 +254,8 @@ class WriteGate:
         """Acquire, keep renewed in the background while the body runs, release. Holders in
         this process (this gate) take turns on a local lock first, so only one of them at a
         time talks to the registry about this table."""
-        queue = self._queue(incarnation)
-        started = time.monotonic()
-        if not queue.acquire(timeout=self.wait):
-            observe_lease_wait("gave_up", time.monotonic() - started)
-            raise self._unavailable(incarnation)
-        try:
-            lease = self.acquire(incarnation, holder, wait=max(0.0, self.wait - (time.monotonic() - started)))
+        with self._local_turn(incarnation) as left:
+            lease = self.acquire(incarnation, holder, wait=left())
             if self.heartbeat:
                 self._beat_register(lease)
             try:
@@ -269,6 +264,18 @@ class WriteGate:
                 if self.heartbeat:
                     self._beat_unregister(lease)
                 self.release(lease)
+
+    @contextmanager
+    def _local_turn(self, incarnation: str) -> Iterator[Callable[[], float]]:
+        """This process's turn on ``incarnation`` (its holders queue on a local lock, so one at
+        a time talks to the registry); yields what is left of the wait budget, in seconds."""
+        queue = self._queue(incarnation)
+        started = time.monotonic()
+        if not queue.acquire(timeout=self.wait):
+            observe_lease_wait("gave_up", time.monotonic() - started)
+            raise self._unavailable(incarnation)
+        try:
+            yield lambda: max(0.0, self.wait - (time.monotonic() - started))
         finally:
             queue.release()
 
@@ -282,12 +289,7 @@ class WriteGate:
         record released. One registry read instead of an acquire and a release. A live, expired
         or missing lease takes the ordinary path (acquire, which also fences an expired
         holder with a new token)."""
-        queue = self._queue(incarnation)
-        started = time.monotonic()
-        if not queue.acquire(timeout=self.wait):
-            observe_lease_wait("gave_up", time.monotonic() - started)
-            raise self._unavailable(incarnation)
-        try:
+        with self._local_turn(incarnation) as left:
             item = self.store.get(keys.lease(incarnation))
             current = decode(LeaseRecord, item.value, item.key) if item is not None else None
             if item is not None and current is not None and current.released:
@@ -305,13 +307,11 @@ class WriteGate:
                 finally:
                     lease.mark_lost()  # one commit only
                 return
-            lease = self.acquire(incarnation, wait=max(0.0, self.wait - (time.monotonic() - started)))
+            lease = self.acquire(incarnation, wait=left())
             try:
                 yield lease
             finally:
                 self.release(lease)
-        finally:
-            queue.release()
 
     # One heartbeat thread per gate renews every lease it holds: starting a thread per write
     # cost more than the write's registry work under load.

@@ -51,6 +51,17 @@ def t_rows(n: int, start: int = 0) -> pa.Table:
     )
 
 
+def build_split_catalog(home: Path, **overrides: Any) -> tuple[LakeSettings, Catalog]:
+    """``build_catalog`` plus ``p.w.ns.big``: 8 fragments of 500 rows, deleted rows in the
+    first two (the table the multi-endpoint tests split)."""
+    settings, catalog = build_catalog(home, **overrides)
+    catalog.create_table("p.w.ns.big", t_rows(500).to_reader())
+    for k in range(1, 8):
+        catalog.append("p.w.ns.big", t_rows(500, start=500 * k).to_reader())
+    catalog.delete_rows("p.w.ns.big", "id % 7 = 0 AND id < 1000")
+    return settings, catalog
+
+
 def build_catalog(home: Path, **overrides: Any) -> tuple[LakeSettings, Catalog]:
     settings = load_settings(home=home, **overrides)
     catalog = Catalog(settings)

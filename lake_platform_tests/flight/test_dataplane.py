@@ -32,7 +32,7 @@ from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import (
     PASSWORDS,
     SVC_TOKEN,
-    build_catalog,
+    build_split_catalog,
     fetch,
     login,
     plan,
@@ -52,11 +52,7 @@ BIG = "SELECT * FROM w.ns.big"
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("dataplane") / "home")
-    catalog.create_table("p.w.ns.big", t_rows(500).to_reader())
-    for k in range(1, 8):
-        catalog.append("p.w.ns.big", t_rows(500, start=500 * k).to_reader())
-    catalog.delete_rows("p.w.ns.big", "id % 7 = 0 AND id < 1000")
+    settings, catalog = build_split_catalog(tmp_path_factory.mktemp("dataplane") / "home")
     try:
         yield settings, catalog
     finally:

@@ -26,7 +26,7 @@ from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import (
     ALICE,
     BOB,
-    build_catalog,
+    build_split_catalog,
     login,
     plan,
     serving,
@@ -40,11 +40,7 @@ KEYS = f"k1:{secrets.token_hex(32)}"
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("endpoints") / "home")
-    catalog.create_table("p.w.ns.big", t_rows(500).to_reader())
-    for k in range(1, 8):
-        catalog.append("p.w.ns.big", t_rows(500, start=500 * k).to_reader())
-    catalog.delete_rows("p.w.ns.big", "id % 7 = 0 AND id < 1000")
+    settings, catalog = build_split_catalog(tmp_path_factory.mktemp("endpoints") / "home")
     try:
         yield settings, catalog
     finally:
