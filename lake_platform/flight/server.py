@@ -275,6 +275,7 @@ class FlightSqlServer:
         self.streams.close()
         self.engine.close()
         self.snapshots.stop()
+        metrics.unwatch_snapshots(self.snapshots)
         if self.metrics_server is not None:
             self.metrics_server.stop()
         self.audit.close()

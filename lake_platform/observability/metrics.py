@@ -196,6 +196,12 @@ class _Watched(Collector):
         with self._lock:
             self._snapshots.add(cache)
 
+    def unwatch_snapshots(self, cache: SnapshotSource) -> None:
+        """Stop reporting ``cache`` (its server stopped). Not left to the weak reference: a
+        stopped server something still refers to would report an ever older snapshot."""
+        with self._lock:
+            self._snapshots.discard(cache)
+
     def watch_engine(self, engine: Any, spill_dir: Path, pool_bytes: int) -> None:
         """Report ``engine``'s pool size and spill folder while it lives."""
         with self._lock:
@@ -265,6 +271,10 @@ REGISTRY.register(WATCHED)
 
 def watch_snapshots(cache: SnapshotSource) -> None:
     WATCHED.watch_snapshots(cache)
+
+
+def unwatch_snapshots(cache: SnapshotSource) -> None:
+    WATCHED.unwatch_snapshots(cache)
 
 
 def watch_engine(engine: Any, spill_dir: Path, pool_bytes: int) -> None:

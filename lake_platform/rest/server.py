@@ -90,6 +90,7 @@ class RestService:
 
     def close(self) -> None:
         self.snapshots.stop()
+        metrics.unwatch_snapshots(self.snapshots)
         if self.metrics_server is not None:
             self.metrics_server.stop()
             self.metrics_server = None

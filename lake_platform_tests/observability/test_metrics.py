@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.observability.asgi import MetricsMiddleware
-from lake_platform.observability.metrics import observe_request, start_metrics_server
+from lake_platform.observability.metrics import WATCHED, observe_request, start_metrics_server
 from lake_platform.registry.store import Put
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.flight.conftest import login, plan, query, start_server, wait_until
@@ -64,6 +64,17 @@ def small_lake(tmp_path: Path) -> Iterator[tuple[LakeSettings, Catalog]]:
 def test_metrics_are_off_unless_a_port_is_set(tmp_path: Path) -> None:
     assert load_settings(home=tmp_path).metrics_port is None
     assert start_metrics_server("127.0.0.1", None) is None
+
+
+def test_a_stopped_server_no_longer_reports_its_snapshot(small_lake: tuple[LakeSettings, Catalog]) -> None:
+    # Held after stop (as a test fixture or a supervisor would): its ever older snapshot must not
+    # become the process's lake_snapshot_age_seconds, the oldest of the snapshots reported.
+    settings, catalog = small_lake
+    server = start_server(settings, catalog)
+    cache = server.snapshots
+    assert cache in set(WATCHED._snapshots)
+    server.stop()
+    assert cache not in set(WATCHED._snapshots)
 
 
 def test_known_queries_read_exactly_in_the_counters(small_lake: tuple[LakeSettings, Catalog]) -> None:
