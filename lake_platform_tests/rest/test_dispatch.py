@@ -149,3 +149,37 @@ def test_the_hot_routes_must_be_the_routers_first(rest_lake: RestLake) -> None:
     with pytest.raises(ValueError, match="POST"):
         undrop = [r for r in table if r.name == "ListProjects"]
         HotRoutes(None, undrop, ("ListProjects",))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"delimiter=%24&limit=1&descending=true",
+        b"limit=1&limit=2",
+        b"a=&b",
+        b"delimiter=.&x=%2F%20y+z",
+        b"%ff=%fe",
+    ],
+)
+def test_query_parameters_read_as_starlette_reads_them(raw: bytes) -> None:
+    from starlette.requests import Request
+
+    scope = {**scope_of("POST", "/v1/table/x/describe"), "query_string": raw}
+    expected = dict(Request(scope).query_params)
+    assert dict(rest_app.query_map(scope)) == expected
+    assert dict(rest_app.query_map(scope)) == expected  # the cached answer too
+
+
+def test_a_cached_query_cannot_be_changed_by_a_request_and_the_cache_is_bounded() -> None:
+    scope = {**scope_of("POST", "/v1/table/x/describe"), "query_string": b"delimiter=."}
+    params = rest_app.query_map(scope)
+    with pytest.raises(TypeError):
+        params["delimiter"] = "$"  # type: ignore[index]
+    assert rest_app.query_map(scope)["delimiter"] == "."
+    for n in range(3 * rest_app._QUERY_CACHE_SIZE):
+        rest_app.query_map({**scope, "query_string": b"limit=%d" % n})
+    assert len(rest_app._QUERIES) <= rest_app._QUERY_CACHE_SIZE
+    long = b"page_token=" + b"x" * rest_app._QUERY_CACHE_MAX_BYTES
+    assert rest_app.query_map({**scope, "query_string": long})["page_token"].startswith("x")
+    assert long not in rest_app._QUERIES
