@@ -5,7 +5,9 @@
   process's CPU time per commit (``/proc/<pid>/stat``, user + system), which the load of other
   processes on the host does not inflate the way it does wall times;
 - (b) DescribeTable and ListTableVersions exactly as pylance sends them, from one keep-alive
-  ``http.client`` connection: median round trip, and server CPU per request.
+  ``http.client`` connection: median round trip, and server CPU per request;
+- (c) the same two requests and an unknown path given to the ASGI app in this process (no socket,
+  no uvicorn): what our own code costs per request, the figure least moved by other load.
 
 Run ``PYTHONPATH=<checkout> python bench/rest_requests.py`` to measure another checkout (the
 server inherits ``PYTHONPATH``); ``--rounds`` alternates nothing, run the script twice per side
@@ -17,12 +19,15 @@ for pairs. Prints figures only.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import _common as common
 import lance
@@ -84,6 +89,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(30)
+        in_process(args, home, token)
     print(common.load_line())
 
 
@@ -124,6 +130,68 @@ def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
             f"  {name:18s} round trip median {1e6 * statistics.median(lat):5.0f} us   server CPU "
             f"{1e6 * cpu / args.requests:5.0f} us per request"
         )
+
+
+def in_process(args: argparse.Namespace, home: Path, token: str) -> None:
+    from lake_platform.rest.app import build_app
+    from lake_platform.rest.server import RestService
+    from lake_platform.settings import load_settings
+
+    service = RestService(load_settings(home=home))
+    app = build_app(service)
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"content-type", b"application/json"),
+        (b"authorization", f"Bearer {token}".encode()),
+    ]
+
+    async def call(path: str, body: bytes) -> int:
+        route, _, query = path.partition("?")
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": route,
+            "raw_path": route.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+            "server": ("127.0.0.1", 2333),
+            "client": ("127.0.0.1", 40000),
+        }
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return int(sent[0]["status"])
+
+    async def measure() -> None:
+        print(f"\n(c) the ASGI app in process (no socket), {args.requests} calls each")
+        for name, (path, body) in (
+            ("DescribeTable", DESCRIBE),
+            ("ListTableVersions", LIST),
+            ("unknown operation", ("/v1/table/p$w$ns$t/nosuch", b"{}")),
+        ):
+            status = await call(path, body)
+            lat = []
+            for _ in range(args.requests):
+                t = time.perf_counter()
+                await call(path, body)
+                lat.append(time.perf_counter() - t)
+            print(f"  {name:18s} median {1e6 * statistics.median(lat):5.0f} us  (status {status})")
+
+    service.start()
+    try:
+        asyncio.run(measure())
+    finally:
+        service.close()
 
 
 if __name__ == "__main__":
