@@ -10,8 +10,8 @@
   no uvicorn): what our own code costs per request, the figure least moved by other load.
 
 Run ``PYTHONPATH=<checkout> python bench/rest_requests.py`` to measure another checkout (the
-server inherits ``PYTHONPATH``); ``--rounds`` alternates nothing, run the script twice per side
-for pairs. Prints figures only.
+server inherits ``PYTHONPATH``); for paired figures run it per side, back to back. Prints
+figures only (~1 min).
 
     python bench/rest_requests.py [--appends 200] [--requests 2000]
 """
