@@ -53,6 +53,7 @@ bench: $(STAMP)
 	$(PY) bench/indexes.py
 	$(PY) bench/evolution.py
 	$(PY) bench/rest.py
+	$(PY) bench/rest_requests.py
 	$(PY) bench/compaction.py --rows 200000 --target 2000000
 
 # Re-resolve the lock after changing pyproject.toml (needs the network; commit the result).

@@ -13,20 +13,25 @@ handler's catalog call, so a refused request changes nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import InvalidInput, RequestTooLarge, Unsupported
 from lake_platform.observability import context
+from lake_platform.observability.asgi import Receive, Scope, Send
 from lake_platform.rest import ids, spec
+from lake_platform.rest.dispatch import HotRoutes
 from lake_platform.rest.handlers import control, handler_for
 from lake_platform.rest.observe import observed_app
 from lake_platform.rest.problems import problem
@@ -51,20 +56,29 @@ _BOOL_PARAMS = {
 }
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+async def read_body(headers: Mapping[str, str], receive: Receive, limit: int) -> bytes:
+    """The request body, refused (413) past ``limit`` before or while reading it; a client gone
+    mid-body is Starlette's ``ClientDisconnect``, as ``Request.stream`` raises it."""
+    declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestTooLarge(
             f"the body is {declared} bytes; the limit is {limit} (LAKE_REST_MAX_BODY_BYTES)"
         )
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        if message["type"] != "http.request":
+            continue
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise RequestTooLarge(f"the body exceeds the limit of {limit} bytes (LAKE_REST_MAX_BODY_BYTES)")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def header_map(scope: Any) -> dict[str, str]:
@@ -72,6 +86,32 @@ def header_map(scope: Any) -> dict[str, str]:
     every lookup; a request looks up a dozen). ASGI names are lowercase already; the first of a
     repeated header wins, as with ``Headers.get``."""
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(scope["headers"])}
+
+
+#: Parsed query strings by their exact bytes: a Lance client sends the same few on every call
+#: (``delimiter=%24&limit=1&descending=true``). Read-only views, so no request changes another's.
+_QUERIES: dict[bytes, Mapping[str, str]] = {}
+_QUERY_CACHE_SIZE = 256
+_QUERY_CACHE_MAX_BYTES = 512
+
+
+def query_map(scope: Any) -> Mapping[str, str]:
+    """The query parameters as Starlette's ``request.query_params`` reads them (blank values
+    kept; the last of a repeated name wins)."""
+    raw: bytes = scope.get("query_string", b"")
+    found = _QUERIES.get(raw)
+    if found is None:
+        found = MappingProxyType(dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True)))
+        if len(raw) <= _QUERY_CACHE_MAX_BYTES:
+            if len(_QUERIES) >= _QUERY_CACHE_SIZE:
+                _QUERIES.clear()
+            _QUERIES[raw] = found
+    return found
+
+
+def request_path(scope: Any) -> str:
+    """The problem body's ``instance``: the path as Starlette's ``request.url.path`` gives it."""
+    return URL(scope=scope).path
 
 
 def _query_value(name: str, value: str) -> Any:
@@ -121,7 +161,8 @@ INLINE_OPERATIONS = frozenset(
     }
 )
 #: A Lance client's commit is DescribeTable, ListTableVersions, CreateTableVersion: their routes are
-#: matched first (the router tries routes in order).
+#: matched first (the router tries routes in order), and ``dispatch.HotRoutes`` finds them without
+#: the router at all.
 HOT_OPERATIONS = ("DescribeTable", "ListTableVersions", "CreateTableVersion", "DescribeTableVersion")
 
 
@@ -130,8 +171,8 @@ def inline_reads(service: RestService) -> bool:
     return str(getattr(getattr(catalog, "store", None), "url", "")).startswith("sqlite:")
 
 
-def operation_endpoint(service: RestService, op: spec.Operation) -> Callable[[Request], Any]:
-    return make_endpoint(
+def operation_endpoint(service: RestService, op: spec.Operation) -> Endpoint:
+    return Endpoint(
         service,
         handler_for(op.operation_id),
         name=op.operation_id,
@@ -141,49 +182,61 @@ def operation_endpoint(service: RestService, op: spec.Operation) -> Callable[[Re
     )
 
 
-def make_endpoint(
-    service: RestService,
-    handler: Callable[[RestRequest], Any],
-    *,
-    name: str,
-    arrow: bool = False,
-    query: tuple[str, ...] = (),
-    inline: bool = False,
-) -> Callable[[Request], Any]:
+class Endpoint:
+    """One operation as a plain ASGI app (Starlette calls a non-function endpoint as ASGI, with
+    no ``Request`` object and no exception wrapper: this catches everything itself), so that
+    ``HotRoutes`` can call the very same object without Starlette's router."""
 
-    async def endpoint(request: Request) -> Response:
+    def __init__(
+        self,
+        service: RestService,
+        handler: Callable[[RestRequest], Any],
+        *,
+        name: str,
+        arrow: bool = False,
+        query: tuple[str, ...] = (),
+        inline: bool = False,
+    ) -> None:
+        self.service = service
+        self.handler = handler
+        self.name = name
+        self.arrow = arrow
+        self.query = query
+        self.inline = inline
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
+            headers = header_map(scope)
             # The body is read (up to the limit) before anything else: the one step that must be
             # async. Everything after runs in one worker thread (or, for a pure registry read on
             # SQLite, right here), in the door's order.
-            raw = await read_body(request, service.settings.rest_max_body_bytes)
-            args = (header_map(request.scope), request.query_params, request.path_params, raw)
-            if inline:
-                principal, result = handle(*args)
+            raw = await read_body(headers, receive, self.service.settings.rest_max_body_bytes)
+            args = (headers, query_map(scope), scope.get("path_params", {}), raw)
+            if self.inline:
+                principal, result = self.handle(*args)
             else:
-                principal, result = await run_in_threadpool(handle, *args)
+                principal, result = await run_in_threadpool(self.handle, *args)
+            response = respond(result, principal.name)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
-            return problem(exc, request.url.path)
-        response = respond(result)
-        # Lance clients turn response headers into the answer's context ("header.x-lake-principal").
-        response.headers[PRINCIPAL_HEADER] = principal.name
-        return response
+            response = problem(exc, request_path(scope))
+        await response(scope, receive, send)
 
     def handle(
-        headers: Any, query_params: Any, path_params: dict[str, Any], raw: bytes
+        self, headers: Mapping[str, str], query_params: Mapping[str, str], path_params: Any, raw: bytes
     ) -> tuple[Principal, Any]:
+        service = self.service
         principal = service.authenticate(headers)
         context.identify(principal.name, principal.project)
         delimiter = service.delimiter(query_params)
         path_id = ids.parse_path_id(path_params["id"], delimiter) if "id" in path_params else None
-        if arrow:
+        if self.arrow:
             media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if raw and media != spec.ARROW_STREAM:
                 raise InvalidInput(f"this operation takes {spec.ARROW_STREAM}, not {media or 'no type'!r}")
             body: dict[str, Any] = {}
         else:
             body = parse_json(raw, headers.get("content-type", ""))
-        for param in query:
+        for param in self.query:
             if param != "delimiter" and param in query_params and param not in body:
                 body[param] = _query_value(param, query_params[param])
         for param, value in path_params.items():
@@ -192,27 +245,34 @@ def make_endpoint(
         ident = ids.merge_ids(path_id, body, delimiter)
         call = RestRequest(
             service=service,
-            operation=name,
+            operation=self.name,
             principal=principal,
             id=ident,
             body=body,
             query=dict(query_params),
-            raw=raw if arrow else b"",
+            raw=raw if self.arrow else b"",
             headers=headers,
         )
-        return principal, handler(call)
-
-    return endpoint
+        return principal, self.handler(call)
 
 
-def respond(result: Any) -> Response:
+def respond(result: Any, principal: str) -> Response:
+    """The answer, naming who the server acted as: Lance clients turn response headers into the
+    answer's context (``header.x-lake-principal``)."""
     if isinstance(result, Response):
+        result.headers[PRINCIPAL_HEADER] = principal
         return result
+    named = {PRINCIPAL_HEADER: principal}
     if isinstance(result, Reply):
-        return Response(result.content, status_code=result.status, media_type=result.media_type)
+        return Response(
+            result.content, status_code=result.status, media_type=result.media_type, headers=named
+        )
     if result is None:
-        return Response(b"", status_code=200)
-    return Response(json.dumps(result), media_type="application/json")
+        return Response(b"", status_code=200, headers=named)
+    return Response(json.dumps(result, separators=_COMPACT), media_type="application/json", headers=named)
+
+
+_COMPACT = (",", ":")
 
 
 def routes(service: RestService) -> list[Route]:
@@ -223,7 +283,7 @@ def routes(service: RestService) -> list[Route]:
         for op in ordered
     ]
     extra = [
-        Route(path, make_endpoint(service, fn, name=name, query=params), methods=[method], name=name)
+        Route(path, Endpoint(service, fn, name=name, query=params), methods=[method], name=name)
         for name, method, path, fn, params in control.ROUTES
     ]
     # The commit path's routes first, then the control routes (as before), then the rest.
@@ -250,10 +310,10 @@ def build_app(service: RestService) -> Any:
 
     from contextlib import asynccontextmanager
 
-    return observed_app(
-        Starlette(
-            routes=routes(service),
-            exception_handlers={HTTPException: http_error},
-            lifespan=asynccontextmanager(lifespan),
-        )
+    table = routes(service)
+    app = Starlette(
+        routes=table,
+        exception_handlers={HTTPException: http_error},
+        lifespan=asynccontextmanager(lifespan),
     )
+    return observed_app(HotRoutes(app, table, HOT_OPERATIONS))
