@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,6 +26,11 @@ from lake_platform.settings import LakeSettings
 
 log = logging.getLogger(__name__)
 
+#: How long after its commit a version's manifest may still be on its way to its canonical path
+#: (the writer links it right after the registry commit); a read waits that long for it.
+PUBLISH_GRACE_SECONDS = 1.0
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.002, 0.1
+
 
 class Providers:
     """Opened snapshots: (dataset, provider, DataFusion Table) per exact snapshot. Thread-safe."""
@@ -35,6 +41,8 @@ class Providers:
         self._opened: OrderedDict[tuple[str, str, str, int], tuple[Any, Any, Table]] = OrderedDict()
         self._lock = threading.Lock()
         self.opens = 0
+        #: How a read waits between checks for a manifest being published (tests replace it).
+        self.pause: Callable[[float], None] = time.sleep
 
     def entry(self, ref: TableRef, verify: bool) -> tuple[Any, Any, Table]:
         """``ref``'s (dataset, provider, Table), opened now unless cached.
@@ -76,6 +84,20 @@ class Providers:
         # Never open a staging manifest: Lance would "finish the commit" by writing to storage,
         # on every open. The canonical manifest is the same version, content-identical.
         candidate = canonical_manifest(ref) if ref.staging else ref
+        opened = self._open_at(candidate, ref, storage)
+        if opened is None and self._await_publish(candidate, ref, storage):
+            opened = self._open_at(candidate, ref, storage)
+        if opened is not None:
+            return opened
+        if ref.staging and _manifest_exists(ref, storage):
+            raise InvalidTableState(
+                f"version {ref.version} of {ref.sql_name} is committed but not finalized; "
+                "the next write to the table finishes it"
+            )
+        raise gone(ref)
+
+    def _open_at(self, candidate: TableRef, ref: TableRef, storage: dict[str, str]) -> Any | None:
+        """The dataset at ``candidate``'s manifest; None if that manifest is not there."""
         try:
             return engine.open_version(
                 namespace=PinnedNamespace(candidate, storage),
@@ -89,12 +111,30 @@ class Providers:
                 raise ServiceUnavailable(
                     f"cannot open {ref.sql_name} version {ref.version} right now"
                 ) from None
-        if ref.staging and _manifest_exists(ref, storage):
-            raise InvalidTableState(
-                f"version {ref.version} of {ref.sql_name} is committed but not finalized; "
-                "the next write to the table finishes it"
-            )
-        raise gone(ref)
+        return None
+
+    def _await_publish(self, candidate: TableRef, ref: TableRef, storage: dict[str, str]) -> bool:
+        """Whether ``candidate``'s manifest appeared while waiting for its writer to publish it.
+
+        A writer puts the manifest at its canonical path right after the registry commit (a hard
+        link locally, a copy on S3), so a read planned in between finds the version registered
+        and its file not there yet. For a version committed less than
+        ``PUBLISH_GRACE_SECONDS`` ago, wait for the file (checks at growing intervals) rather
+        than fail a query over a commit in progress; past that, the version is gone or its
+        writer stopped, and the caller says which. Only on this error path: a successful open
+        waits for nothing."""
+        if ref.committed_at_ms is None:
+            return False
+        deadline = (
+            time.monotonic() + PUBLISH_GRACE_SECONDS - max(0.0, time.time() - ref.committed_at_ms / 1000)
+        )
+        pause = _FIRST_PAUSE
+        while time.monotonic() < deadline:
+            self.pause(min(pause, max(0.0, deadline - time.monotonic())))
+            if engine.manifest_exists(candidate.location, candidate.manifest_path, storage):
+                return True
+            pause = min(pause * 2, _LONGEST_PAUSE)
+        return False
 
     def _check_exists(self, ref: TableRef) -> None:
         storage = self.settings.storage_options(ref.location)
