@@ -105,8 +105,7 @@ class Lease:
         """The fencing condition *and* the release in one op, for a commit that is the last
         registry write under this lease: a conditional put of the released record at the held
         revision. Use inside ``fenced()``; call ``released_by_commit()`` once it landed."""
-        record = _record(self.incarnation, self.holder, self.token, 0).model_copy(update={"released": True})
-        return Put(self.key, record.encode(), self.revision)
+        return Put(self.key, _released(self.incarnation, self.holder, self.token), self.revision)
 
     def released_by_commit(self) -> None:
         """The commit that carried ``release_op()`` landed: the lease is free, nothing more may
@@ -239,11 +238,11 @@ class WriteGate:
     def release(self, lease: Lease) -> None:
         if lease.released:
             return  # released by its last commit, in the same transaction
-        record = _record(lease.incarnation, lease.holder, lease.token, 0)
-        record = record.model_copy(update={"released": True})
         with lease._io:
             try:
-                self.store.compare_and_swap(lease.key, lease.revision, record.encode())
+                self.store.compare_and_swap(
+                    lease.key, lease.revision, _released(lease.incarnation, lease.holder, lease.token)
+                )
             except (ConcurrentModification, ServiceUnavailable):
                 # Taken over already, or the registry is away: the deadline frees it either way.
                 pass
@@ -367,15 +366,23 @@ class WriteGate:
                         self._held[key] = (lease, self.clock.monotonic())
 
 
-def _record(incarnation: str, holder: str, token: int, deadline_ms: int) -> LeaseRecord:
+def _record(
+    incarnation: str, holder: str, token: int, deadline_ms: int, *, released: bool = False
+) -> LeaseRecord:
     me = this_process()
     return LeaseRecord(
         incarnation=incarnation,
         holder=holder,
         token=token,
         deadline_ms=deadline_ms,
+        released=released,
         host=me.host if me else None,
         host_id=me.host_id if me else None,
         pid=me.pid if me else None,
         pid_started=me.started if me else None,
     )
+
+
+def _released(incarnation: str, holder: str, token: int) -> bytes:
+    """The encoded released record of a lease (what a release or a releasing commit writes)."""
+    return _record(incarnation, holder, token, 0, released=True).encode()

@@ -311,9 +311,13 @@ class Tables:
         only), or, when the table's ``schema_evolution`` policy allows, with added or widened
         columns; TableSchemaValidationError before any write otherwise. The policy is read only
         when the inputs do not fit as they are."""
-        from lake_platform.catalog.evolution import plan_batch
+        from lake_platform.catalog.evolution import SchemaChange, plan_batch
         from lake_platform.catalog.policies import Policies
 
+        if schemas and all(s.equals(table) for s in schemas):
+            # The common small append: the input is the table's schema (names, types,
+            # nullability), so the plan is "as it is" (what plan_batch returns for it).
+            return SchemaChange(table)
         try:
             return plan_batch(table, list(schemas), "strict", str(tname), labels)
         except TableSchemaValidationError:

@@ -209,13 +209,17 @@ def manifests_above(
     Cheaper than :func:`canonical_manifests` on a long history: a V2 name's 20-digit stem is
     ``u64::MAX - N``, so a stem above ``version``'s stem is an older version and is skipped by
     one string comparison, without parsing."""
-    names = _version_names(location, storage_options)
     threshold = f"{(1 << 64) - 1 - version:020d}"
+    # An older version (V2), final or staging, or a name that is no canonical manifest at all
+    # (a 20-character stem that is not all digits; or a V1 staging manifest, whose first
+    # ".manifest" comes earlier): skipped in one pass over a long history.
+    names = [
+        n
+        for n in _version_names(location, storage_options)
+        if not (n[20:29] == ".manifest" and n[:20] > threshold)
+    ]
     above, has = [], False
     for name in names:
-        stem = name[:20]
-        if len(name) >= 29 and name[20:29] == ".manifest" and stem > threshold and stem.isdigit():
-            continue  # an older version (V2), final or staging
         found = _manifest_version(name)
         if found is None:
             continue
@@ -231,7 +235,7 @@ def _version_names(location: str, storage_options: dict[str, str] | None) -> lis
 
     if not location.startswith("s3://"):
         try:
-            return [e.name for e in os.scandir(f"{location.removeprefix('file://')}/_versions")]
+            return os.listdir(f"{location.removeprefix('file://')}/_versions")
         except FileNotFoundError:
             return []
     fs, root = _filesystem(location, storage_options)

@@ -176,6 +176,28 @@ def test_columns_may_come_in_any_order(seeded: Lake) -> None:
     assert rows_of(seeded)["name"] == ["a", "b", "c"]
 
 
+def test_an_input_of_the_tables_own_schema_plans_as_the_full_plan_does(seeded: Lake) -> None:
+    """An input whose schema is the table's skips the planner (the small-append fast path):
+    it must plan exactly what the planner does, also once the table's schema has changed."""
+    from lake_platform.catalog.evolution import plan_batch
+
+    def both(schema: pa.Schema) -> None:
+        tname = TableName.parse(T)
+        fast = seeded.catalog._tables.plan_schema(tname, current_schema(seeded), [schema])
+        full = plan_batch(current_schema(seeded), [schema], "strict", T)
+        assert fast.target.equals(full.target, check_metadata=True)
+        assert (bool(fast), fast.added, fast.widened) == (bool(full), full.added, full.widened)
+
+    both(current_schema(seeded))
+    both(current_schema(seeded).with_metadata({b"from": b"a file"}))
+    policy(seeded, "add_columns")
+    seeded.catalog.append(T, base(extra=pa.array([9.0])))
+    both(current_schema(seeded))  # the evolved schema, not the one planned against before
+    # An input of the old schema is planned in full (it lacks the new column): refused.
+    with pytest.raises(TableSchemaValidationError, match="missing column"):
+        seeded.catalog.append(T, base())
+
+
 # -- strict ------------------------------------------------------------------------------------
 
 

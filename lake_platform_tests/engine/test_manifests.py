@@ -21,13 +21,18 @@ def location(tmp_path: Path) -> str:
         "7.manifest",  # V1 naming
         f"{_final_manifest_name(4)}#1",  # Lance's temporary copy
         "latest_version_hint.json",
+        # Names the fast skip of older V2 versions must not misread:
+        "1844674407370955161a.manifest",  # a 20-character stem, not all digits: no manifest
+        "5.manifest-abcdefghi.manifest",  # a V1 staging manifest with ".manifest" at 20
+        "50.manifest",  # V1, above most of the V2 versions, sorts among their stems
+        "99999999999999999999.manifest",  # a 20-digit stem above u64::MAX: no version
     ]
     for name in names:
         (versions / name).touch()
     return str(tmp_path)
 
 
-@pytest.mark.parametrize("current", [0, 1, 3, 6, 7, 9, 11, 12, 100, 101])
+@pytest.mark.parametrize("current", [0, 1, 3, 6, 7, 9, 11, 12, 49, 50, 100, 101])
 def test_manifests_above_agrees_with_a_full_parse(location: str, current: int) -> None:
     full = canonical_manifests(location)
     above, has_current = manifests_above(location, current)
