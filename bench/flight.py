@@ -18,7 +18,9 @@ in their own processes on loopback, and measures from this process:
   (``--pin-block`` calls per server, the servers in a new random order per block). The ratios
   are medians of per-block ratios (with their interquartile range), so load swings between
   blocks cancel out, and each server's CPU time per call (``/proc``) is printed next to its
-  wall time: the A/A line says how far two identical servers differ in this run.
+  wall time: the A/A line says how far two identical servers differ in this run. Then the
+  whole point query (GetFlightInfo + DoGet through a pyarrow client) pinned vs unpinned vs the
+  twin, the same way: what pinning adds to a query, not only to its GetFlightInfo.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
 cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
@@ -320,6 +322,22 @@ def serve_variant(home: str, variant: str) -> None:
     class Variant(FlightSqlServer):
         catalog: Any = None
 
+        def do_get(self, call: Any, ticket: fl.Ticket) -> Any:
+            """``unpinned``: DoGet of the bare-SQL ticket as ours serves a sealed one (kept plan,
+            admission, audit), but planned against the current snapshot: no ticket to open,
+            no pins."""
+            if variant != "unpinned":
+                return super().do_get(call, ticket)
+            from lake_platform.observability.query import QueryInfo, observed
+
+            identity = call.identity
+            sql = proto.statement_handle(ticket.ticket).decode()
+            planned = self.engine.plan(sql, self._view(identity), scope=identity)
+            query = QueryInfo.of("flight", identity, sql, None, planned.refs)
+            return planned.schema, observed(
+                self.streams.stream(call, planned, "unpinned"), query, self.audit, call.is_cancelled
+            )
+
         def get_flight_info(self, call: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
             identity = call.identity
             name, payload = self._command(descriptor)
@@ -427,7 +445,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def pin_overhead(
-    servers: dict[str, tuple[subprocess.Popen[bytes], int]], runs: int, block: int
+    servers: dict[str, tuple[subprocess.Popen[bytes], int]], runs: int, block: int, *, fetch: bool = False
 ) -> dict[str, dict[str, Any]]:
     """GetFlightInfo of the point query on each server, interleaved in blocks of ``block`` calls
     (each block visits the servers in a new random order, so they share the same load), with the
@@ -456,7 +474,9 @@ def pin_overhead(
             cpu = cpu_seconds(proc.pid)
             for _ in range(block):
                 t = time.perf_counter()
-                client.get_flight_info(descriptor, options)
+                info = client.get_flight_info(descriptor, options)
+                if fetch:  # the whole query: its DoGet too
+                    client.do_get(info.endpoints[0].ticket, options).read_all()
                 times.append(time.perf_counter() - t)
             out[name]["cpu"] += cpu_seconds(proc.pid) - cpu
             out[name]["times"] += times
@@ -619,6 +639,25 @@ def main() -> None:
             print(f"  {label:48s} {out[name]['median_ms']:.3f} ({out[name]['cpu_ms']:.3f})")
         print(f"  pinning overhead (pinned / unpinned):   {paired(out, 'pinned', 'unpinned')}  (goal < 5%)")
         print(f"  A/A control (twin / pinned; the noise): {paired(out, 'twin', 'pinned')}")
+        whole = pin_overhead(
+            {
+                k: v
+                for k, v in {"pinned": (ours, ours_port), **variants}.items()
+                if k in ("pinned", "unpinned", "twin")
+            },
+            args.pin_runs // 2,
+            args.pin_block,
+            fetch=True,
+        )
+        print(
+            f"  the whole point query (GetFlightInfo + DoGet, pyarrow client): pinned "
+            f"{whole['pinned']['median_ms']:.3f} ms, unpinned {whole['unpinned']['median_ms']:.3f} ms"
+        )
+        print(
+            "  pinning overhead per query (pinned / unpinned): "
+            f"{paired(whole, 'pinned', 'unpinned')}  (goal < 5%)"
+        )
+        print(f"  A/A control per query (twin / pinned):          {paired(whole, 'twin', 'pinned')}")
         print(f"  request-local catalog + pinning (pinned / static): {paired(out, 'pinned', 'static')}")
         print(
             f"  session reuse saves {out['fresh']['median_ms'] - out['pinned']['median_ms']:.3f} ms "
