@@ -10,6 +10,8 @@ yet: reads refuse it with a typed error and write nothing; the next writer (or
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +38,11 @@ def version_record(c: Catalog, version: int) -> VersionRecord:
     return decode(VersionRecord, item.value, item.key)
 
 
-def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
+@contextmanager
+def recorded_writes(store: Any) -> Iterator[list[list[str]]]:
+    """The keys of every registry transaction ``store``'s backend makes while the body runs,
+    one list per transaction (from any thread: Lance calls the namespace back from its own)."""
     writes: list[list[str]] = []
-    store = lake.catalog.store
     real = type(store).transact
 
     def counting(self: Any, ops: Any) -> Any:
@@ -48,9 +51,16 @@ def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
 
     type(store).transact = counting  # type: ignore[method-assign]
     try:
-        lake.catalog.append(T, rows([2]))
+        yield writes
     finally:
         type(store).transact = real  # type: ignore[method-assign]
+
+
+def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    store = lake.catalog.store
+    with recorded_writes(store) as writes:
+        lake.catalog.append(T, rows([2]))
     record = lake.catalog.open_table(T).record
     lease_key = keys.lease(record.incarnation)
     assert len(writes) == 2, writes  # lease acquire, then the commit, which also releases it
@@ -253,18 +263,8 @@ def test_a_rest_commit_on_a_free_lease_is_one_registry_write(lake: Lake) -> None
     store = lake.catalog.store
     before = store.get(keys.lease(incarnation))
     assert before is not None and decode(LeaseRecord, before.value).released
-    writes: list[list[str]] = []
-    real = type(store).transact
-
-    def counting(self: Any, ops: Any) -> Any:
-        writes.append([op.key for op in ops])
-        return real(self, ops)
-
-    type(store).transact = counting  # type: ignore[method-assign]
-    try:
+    with recorded_writes(store) as writes:
         assert _pylance_append(lake, [2]).version == 2
-    finally:
-        type(store).transact = real  # type: ignore[method-assign]
     assert len(writes) == 1 and keys.lease(incarnation) in writes[0], writes
     after = store.get(keys.lease(incarnation))
     assert after is not None and after.revision == before.revision + 1
