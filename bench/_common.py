@@ -192,10 +192,45 @@ def machine_line() -> str:
     )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its threads so far (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load_line() -> str:
     """Other work on the machine skews every figure: print the load average with them."""
     one, five, _ = os.getloadavg()
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
+# -- the REST benches ---------------------------------------------------------------------------
+
+
+def rest_lake(home: Path):  # -> tuple[Catalog, str]
+    """A catalog at ``home`` with project ``p``, warehouse ``p.w``, namespace ``p.w.ns``, and a
+    writer token for ``p`` (what the REST benches' clients use)."""
+    catalog = open_catalog(home)
+    catalog.create_project("p")
+    catalog.create_warehouse("p.w")
+    catalog.create_namespace("p.w.ns")
+    return catalog, catalog.create_token("bench", project="p", role="writer")[1]
+
+
+def wait_rest(url: str, timeout: float = 60) -> None:
+    """Until a Lance REST server at ``url`` answers HTTP (any status: unauthenticated is up)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with opener.open(url + "/v1/namespace/$/list", timeout=1):
+                return
+        except urllib.error.HTTPError:
+            return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    raise TimeoutError(url)
 
 
 # -- moto (DynamoDB emulator) for --backend dynamodb ----------------------------------------------

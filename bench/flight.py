@@ -258,11 +258,11 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
                 rng.shuffle(order)
                 for k in order:
                     pid = servers[k.split("_")[0]][0].pid if k != "memory" else None
-                    c0 = cpu_seconds(pid) if pid else time.process_time()
+                    c0 = c.cpu_seconds(pid) if pid else time.process_time()
                     t0 = time.perf_counter()
                     variants[k]()
                     times[k].append(time.perf_counter() - t0)
-                    cpu[k] += (cpu_seconds(pid) if pid else time.process_time()) - c0
+                    cpu[k] += (c.cpu_seconds(pid) if pid else time.process_time()) - c0
 
             def ratio(
                 a: str, b: str, times: dict[str, list[float]] = times, cpu: dict[str, float] = cpu
@@ -435,15 +435,6 @@ def info_latency(clients: list[tuple[fl.FlightClient, fl.FlightCallOptions]], ru
     return [statistics.median(t) for t in times]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (``/proc/<pid>/stat``)."""
-    import os
-
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def pin_overhead(
     servers: dict[str, tuple[subprocess.Popen[bytes], int]], runs: int, block: int, *, fetch: bool = False
 ) -> dict[str, dict[str, Any]]:
@@ -471,14 +462,14 @@ def pin_overhead(
         for name in order:
             proc, client, options = clients[name]
             times = []
-            cpu = cpu_seconds(proc.pid)
+            cpu = c.cpu_seconds(proc.pid)
             for _ in range(block):
                 t = time.perf_counter()
                 info = client.get_flight_info(descriptor, options)
                 if fetch:  # the whole query: its DoGet too
                     client.do_get(info.endpoints[0].ticket, options).read_all()
                 times.append(time.perf_counter() - t)
-            out[name]["cpu"] += cpu_seconds(proc.pid) - cpu
+            out[name]["cpu"] += c.cpu_seconds(proc.pid) - cpu
             out[name]["times"] += times
             out[name]["blocks"].append(statistics.median(times))
     for figures in out.values():

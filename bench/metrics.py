@@ -103,14 +103,6 @@ def point_query(
     return client.do_get(info.endpoints[0].ticket, options).read_all().num_rows
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its threads so far (/proc/PID/stat)."""
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def scrape(port: int) -> int:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
@@ -181,7 +173,7 @@ def main() -> None:
             modes = list(clients)
             times: dict[str, list[float]] = {m: [] for m in modes}
             scraped = 0
-            cpu0 = {m: _cpu_seconds(procs[m][0].pid) for m in modes}
+            cpu0 = {m: c.cpu_seconds(procs[m][0].pid) for m in modes}
             for n in range(args.runs):
                 for k in range(len(modes)):
                     mode = modes[(n + k) % len(modes)]
@@ -191,7 +183,7 @@ def main() -> None:
                     times[mode].append(time.perf_counter() - t)
                 if n % 50 == 0:
                     scraped = scrape(procs["observed"][2])  # as Prometheus would, now and then
-            cpu = {m: (_cpu_seconds(procs[m][0].pid) - cpu0[m]) / args.runs for m in modes}
+            cpu = {m: (c.cpu_seconds(procs[m][0].pid) - cpu0[m]) / args.runs for m in modes}
             med = {m: statistics.median(v) for m, v in times.items()}
             print(f"({c.load_line()})")
             print(f"point query (GetFlightInfo + DoGet, 1 row of {args.rows:,}), median of {args.runs} each:")

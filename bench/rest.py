@@ -37,17 +37,6 @@ def batch(i: int) -> pa.Table:
     return pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()), "v": [f"r{i}"] * 100})
 
 
-def wait_port(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            requests.get(url + "/v1/namespace/$/list", timeout=1)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise TimeoutError(url)
-
-
 def oracle_process(root: str, port: int, stop: mp.synchronize.Event) -> None:
     from lance.namespace import RestAdapter
 
@@ -114,11 +103,7 @@ def main() -> None:
     print(common.load_line())
     with common.scratch_dir("bench-rest-") as tmp:
         home = tmp / "home"
-        catalog = common.open_catalog(home)
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w")
-        catalog.create_namespace("p.w.ns")
-        token = catalog.create_token("bench", project="p", role="writer")[1]
+        catalog, token = common.rest_lake(home)
         ours_port, ref_port = common._free_port(), common._free_port()
         env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(ours_port)}
         server = subprocess.Popen(
@@ -135,8 +120,8 @@ def main() -> None:
         ref.start()
         ours, theirs = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{ref_port}"
         try:
-            wait_port(ours)
-            wait_port(theirs)
+            common.wait_rest(ours)
+            common.wait_rest(theirs)
             for ident in ("p", "p$w", "p$w$ns"):
                 requests.post(f"{theirs}/v1/namespace/{ident}/create", json={}, timeout=30).raise_for_status()
             run(args, catalog, ours, theirs, token)

@@ -42,24 +42,6 @@ DESCRIBE = (
 LIST = ("/v1/table/p$w$ns$t/version/list?delimiter=%24&limit=1&descending=true", b"")
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_up(port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/v1/namespace/$/list")
-            conn.getresponse().read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(port)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--appends", type=int, default=200)
@@ -69,11 +51,7 @@ def main() -> None:
     print(common.load_line())
     with common.scratch_dir("bench-rest-requests-") as tmp:
         home = tmp / "home"
-        catalog = common.open_catalog(home)
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w")
-        catalog.create_namespace("p.w.ns")
-        token = catalog.create_token("bench", project="p", role="writer")[1]
+        catalog, token = common.rest_lake(home)
         catalog.close()
         port = common._free_port()
         env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port)}
@@ -84,7 +62,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
-            wait_up(port)
+            common.wait_rest(f"http://127.0.0.1:{port}")
             run(args, server.pid, port, token)
         finally:
             server.terminate()
@@ -99,10 +77,10 @@ def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
     lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="create")
     for _ in range(10):  # warm up
         lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="append")
-    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    cpu0, t0 = common.cpu_seconds(pid), time.perf_counter()
     for _ in range(args.appends):
         lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="append")
-    wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    wall, cpu = time.perf_counter() - t0, common.cpu_seconds(pid) - cpu0
     print(f"\n(a) {args.appends} appends of 100 rows through pylance's RestNamespace")
     print(
         f"  wall per commit {1000 * wall / args.appends:6.2f} ms   server CPU per commit "
@@ -117,14 +95,14 @@ def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
             conn.request("POST", path, body, headers)
             conn.getresponse().read()
         lat = []
-        cpu0 = cpu_seconds(pid)
+        cpu0 = common.cpu_seconds(pid)
         for _ in range(args.requests):
             t = time.perf_counter()
             conn.request("POST", path, body, headers)
             response = conn.getresponse()
             response.read()
             lat.append(time.perf_counter() - t)
-        cpu = cpu_seconds(pid) - cpu0
+        cpu = common.cpu_seconds(pid) - cpu0
         assert response.status == 200, response.status
         print(
             f"  {name:18s} round trip median {1e6 * statistics.median(lat):5.0f} us   server CPU "

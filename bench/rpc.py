@@ -30,7 +30,6 @@ in the same run (interleaved) should be compared.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import subprocess
@@ -110,12 +109,6 @@ def endpoint(root: Path, home: Path, *options: str) -> tuple[subprocess.Popen[by
     """The endpoint of the checkout at ``root`` (its bench/flight.py puts ``root`` first on
     sys.path); ``options``: ``name=value`` Flight settings."""
     return start([str(root / "bench" / "flight.py"), "--serve-ours", str(home), *options])
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # == clients ===================================================================================
@@ -202,22 +195,22 @@ def measure(targets: list[Target], rows: int, runs: int, per_round: int) -> None
         rng.shuffle(order)
         for t in order:
             ids = [rng.randrange(rows) for _ in range(per_round)]
-            cpu = cpu_seconds(t.proc.pid)
+            cpu = c.cpu_seconds(t.proc.pid)
             for i in ids:
                 t.adbc(i)
-            t.cpu += cpu_seconds(t.proc.pid) - cpu
+            t.cpu += c.cpu_seconds(t.proc.pid) - cpu
             t.adbc_calls += len(ids)
-            cpu = cpu_seconds(t.proc.pid)
+            cpu = c.cpu_seconds(t.proc.pid)
             for _ in ids:  # other ids: a plan kept from the ADBC query must not serve these
                 t.steps(rng.randrange(rows))
-            t.steps_cpu += cpu_seconds(t.proc.pid) - cpu
+            t.steps_cpu += c.cpu_seconds(t.proc.pid) - cpu
         order = list(targets)
         rng.shuffle(order)
         for t in order:
-            cpu = cpu_seconds(t.proc.pid)
+            cpu = c.cpu_seconds(t.proc.pid)
             for _ in range(per_round):
                 t.list_actions()
-            t.list_cpu += cpu_seconds(t.proc.pid) - cpu
+            t.list_cpu += c.cpu_seconds(t.proc.pid) - cpu
             t.list_calls += per_round
 
 
