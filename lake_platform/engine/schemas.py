@@ -1,0 +1,103 @@
+"""The Arrow schema of a manifest, remembered by the manifest bytes that define it.
+
+A commit through the REST server records the schema of the client's staged manifest in the
+same registry transaction as its version. Turning a manifest into an Arrow schema means opening
+it as a dataset, which decodes every fragment: ~0.06 ms for a new table, ~0.6 ms at 1,000
+fragments, on every commit. Yet almost every commit leaves the schema as it was.
+
+A Lance schema is exactly two parts of the manifest message (``table.proto``): ``fields`` (1,
+every field with its id, type, encoding and metadata) and ``schema_metadata`` (5). Parsing only
+those (protobuf's C parser skips the fragments) costs ~0.02 ms at 1,000 fragments; the schema
+the dataset gave for the same two parts is reused. Nothing is ever stale: equal parts *are* the
+same schema, whatever else the manifest says. Different bytes for the same schema (map order)
+only cost an open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: Schemas remembered per process: a few per table that changes shape, so a small bound suffices.
+CAPACITY = 256
+
+
+@cache
+def _schema_part_class() -> Any:
+    """``Manifest`` reduced to its schema fields, each entry kept as raw bytes (a sub-message and
+    a map entry are both length-delimited, so they parse as ``bytes`` unchanged). Built on first
+    use: commands that never read a manifest do not import protobuf."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    bytes_type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+    repeated = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="lake_platform/manifest_schema.proto", package="lake_platform.engine", syntax="proto3"
+    )
+    msg = fdp.message_type.add(name="ManifestSchemaPart")
+    msg.field.add(name="fields", number=1, type=bytes_type, label=repeated)
+    msg.field.add(name="schema_metadata", number=5, type=bytes_type, label=repeated)
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(fdp.SerializeToString())
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(fdp.package + "." + msg.name))
+
+
+def schema_key(message: bytes) -> bytes:
+    """A digest of the parts of a serialized manifest that make its schema. ValueError if the
+    bytes are not a protobuf message."""
+    from google.protobuf.message import DecodeError
+
+    part = _schema_part_class()()
+    try:
+        part.ParseFromString(message)
+    except DecodeError as exc:
+        raise ValueError(f"not a Lance manifest message: {exc}") from None
+    digest = hashlib.blake2b(digest_size=20)
+    for group in (part.fields, part.schema_metadata):
+        for entry in group:
+            digest.update(len(entry).to_bytes(8, "little"))
+            digest.update(entry)
+        digest.update(b"\xff" * 8)  # no length is this: the groups cannot run into each other
+    return digest.digest()
+
+
+class SchemaMemo:
+    """Schemas by ``schema_key``, least recently used first out; safe across threads (the REST
+    server commits from worker threads)."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self.capacity = capacity
+        self._schemas: OrderedDict[bytes, pa.Schema] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def schema(self, message: bytes, decode: Callable[[bytes], pa.Schema]) -> pa.Schema:
+        """The schema of ``message``: remembered, or ``decode(message)`` (then remembered)."""
+        key = schema_key(message)
+        with self._lock:
+            found = self._schemas.get(key)
+            if found is not None:
+                self._schemas.move_to_end(key)
+                self.hits += 1
+                return found
+            self.misses += 1
+        schema = decode(message)  # outside the lock: two first decodes of one schema are harmless
+        with self._lock:
+            self._schemas[key] = schema
+            self._schemas.move_to_end(key)
+            while len(self._schemas) > self.capacity:
+                self._schemas.popitem(last=False)
+        return schema
+
+    def clear(self) -> None:
+        with self._lock:
+            self._schemas.clear()
+            self.hits = self.misses = 0
