@@ -320,6 +320,10 @@ class LakeNamespace(LanceNamespace):
                 raise
             if pending.schema_ipc is None:
                 self._record_schema(tname, bound, int(_field(request, "version")))
+        # The version is published at its canonical path: remove the client's staging manifest,
+        # as a CLI commit does (safe without the lease; a failure only leaves the file for the
+        # next writer or finish_versions).
+        self.catalog._manifests.finalize(bound.record, pending)
         return response
 
     def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:

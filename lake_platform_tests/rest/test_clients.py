@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 
 import lance
 import lance_namespace.errors as ns_errors
@@ -22,6 +23,7 @@ from lance_namespace_urllib3_client.models import (
     TableExistsRequest,
 )
 
+from lake_platform.engine.manifests import _final_manifest_name
 from lake_platform_tests.rest.clients import api_client, append_many, rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 
@@ -177,3 +179,18 @@ def test_context_headers_travel_both_ways(rest_lake: RestLake) -> None:
     ns = rest_namespace(rest_lake.url, rest_lake.tokens["reader"])
     answer = ns.describe_namespace(DescribeNamespaceRequest(id=["p", "w", "ns"]))
     assert answer.context is not None and answer.context["header.x-lake-principal"] == "viewer"
+
+
+def test_a_commit_through_rest_leaves_no_staging_manifest_behind(rest_lake: RestLake) -> None:
+    """The client writes a staging manifest; once the version is published at its canonical
+    path, the staging copy is removed, as after a CLI append (it used to stay for good: two
+    files per version in ``_versions/``)."""
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    for n in range(3):
+        lance.write_dataset(rows([n + 2]), namespace_client=ns, table_id=T, mode="append")
+    location = rest_lake.catalog.open_table("p.w.ns.events").record.location
+    names = sorted(n for n in os.listdir(os.path.join(location, "_versions")) if ".manifest" in n)
+    assert names == [_final_manifest_name(v) for v in (4, 3, 2, 1)]
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [1, 2, 3, 4]
+    assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=2)) == [1, 2]
