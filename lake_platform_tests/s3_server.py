@@ -51,7 +51,7 @@ import psutil
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lake_platform_tests.servers import free_ports
+from lake_platform_tests.servers import die_with_parent, free_ports
 
 #: Keys and prefixes the tests write under, in any bucket.
 TEST_PREFIX = "lake-test"
@@ -260,6 +260,7 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
                 stdin=subprocess.DEVNULL,
                 cwd=tmp_dir,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         stop = _stopper(proc, ports)
         endpoint = f"http://127.0.0.1:{ports['s3.port']}"

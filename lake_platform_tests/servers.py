@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +15,16 @@ from pathlib import Path
 
 _READY_TRIES = 150
 _READY_INTERVAL = 0.1
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for a test server: the kernel sends it SIGTERM when the test process dies
+    (a killed or crashed pytest, which runs no fixture teardown), so no server outlives its run.
+    Kept across ``exec``; Linux only, like the servers themselves."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 def free_port() -> int:
@@ -133,7 +145,11 @@ def start_moto_server(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
     for _ in range(3):
         port = free_port()
         proc = subprocess.Popen(
-            _moto_command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            _moto_command(port),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
         endpoint = f"http://127.0.0.1:{port}"
         if _wait_ready(endpoint, proc):
