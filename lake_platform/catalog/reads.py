@@ -7,7 +7,8 @@ through this service, so the read path has no dependency on the write path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,8 @@ class Reads:
     def __init__(self, ctx: CatalogContext, manifests: Manifests) -> None:
         self.ctx = ctx
         self.manifests = manifests
+        #: How an open waits between checks for a manifest being published (tests replace it).
+        self.pause: Callable[[float], None] = time.sleep
 
     def open_table(
         self, name: str, version: int | None = None, *, principal: Principal | None = None
@@ -70,23 +73,48 @@ class Reads:
         # Imported here: lance_namespace is heavy, and registry-only commands never open a table.
         from lake_platform.catalog.namespace import BoundTableNamespace
 
-        ns = BoundTableNamespace(
-            self.ctx.store, tname, record, ABSENT, storage_options=self.ctx.storage(record.location)
-        )
+        storage = self.ctx.storage(record.location)
+        ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=storage)
         try:
             ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=version,
-                storage_options=self.ctx.storage(record.location),
+                namespace=ns, table_id=tname.parts, version=version, storage_options=storage
             )
         except Exception as exc:  # noqa: BLE001
             if ns.failure is not None:
                 raise ns.failure from None
-            if "not found" in str(exc).lower():
+            if "not found" not in str(exc).lower():
+                raise Internal(f"cannot open {tname} at version {version}: {first_line(exc)}") from None
+            ver = self._being_published(record, version, storage)
+            if ver is None:
                 raise self._unreadable(tname, record, version) from None
-            raise Internal(f"cannot open {tname} at version {version}: {first_line(exc)}") from None
+            ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=storage)
+            try:  # its writer has just published it: the open finds it now
+                ds = engine.open_version(
+                    namespace=ns, table_id=tname.parts, version=version, storage_options=storage
+                )
+            except Exception as again:  # noqa: BLE001
+                if ns.failure is not None:
+                    raise ns.failure from None
+                raise Internal(f"cannot open {tname} at version {version}: {first_line(again)}") from None
         return TableSnapshot(tname, record, version, ds)
+
+    def _being_published(
+        self, record: TableRecord, version: int, storage: dict[str, str]
+    ) -> VersionRecord | None:
+        """The version's record if its manifest appeared while waiting for its writer to link it
+        (a version registered at its canonical path moments ago: the writer links the file right
+        after the registry commit); None otherwise, at once for an older version."""
+        item = self.ctx.store.get(keys.version(record.incarnation, version))
+        if item is None:
+            return None
+        ver = decode(VersionRecord, item.value, item.key)
+        if ver.staged_from is None or engine.is_staging_manifest(ver.manifest_path):
+            return None
+        if engine.await_published(
+            record.location, ver.manifest_path, ver.committed_at_ms, storage, pause=self.pause
+        ):
+            return ver
+        return None
 
     def _unreadable(self, tname: TableName, record: TableRecord, version: int) -> Exception:
         """Why a registered version's manifest is not there: its writer stopped between the

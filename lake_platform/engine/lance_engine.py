@@ -28,9 +28,11 @@ if TYPE_CHECKING:
 
 # Callers reach every engine operation as ``lance_engine.<name>``; the storage and manifest
 # helpers live in their own modules and are re-exported here.
+from lake_platform.engine.manifests import PUBLISH_GRACE_SECONDS as PUBLISH_GRACE_SECONDS
 from lake_platform.engine.manifests import QUARANTINE_DIR as QUARANTINE_DIR
 from lake_platform.engine.manifests import ManifestConflict as ManifestConflict
 from lake_platform.engine.manifests import ManifestFile as ManifestFile
+from lake_platform.engine.manifests import await_published as await_published
 from lake_platform.engine.manifests import canonical_manifest_path as canonical_manifest_path
 from lake_platform.engine.manifests import canonical_manifests as canonical_manifests
 from lake_platform.engine.manifests import finalize_manifest as finalize_manifest

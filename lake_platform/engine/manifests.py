@@ -8,7 +8,8 @@ import datetime as dt
 import filecmp
 import os
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -161,6 +162,41 @@ def manifest_exists(location: str, manifest_path: str, storage_options: dict[str
 #: Where manifests written around the registry are moved (never deleted): outside Lance's own
 #: folders, so Lance never builds on them and the orphan scan never reclaims them.
 QUARANTINE_DIR = "_quarantine"
+
+
+#: How long a read waits for the manifest of a version committed moments ago: a writer puts it at
+#: its canonical path right after the registry commit (a hard link locally, a copy on S3).
+PUBLISH_GRACE_SECONDS = 1.0
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.002, 0.1
+
+
+def await_published(
+    location: str,
+    manifest_path: str,
+    committed_at_ms: int | None,
+    storage_options: dict[str, str] | None = None,
+    *,
+    pause: Callable[[float], None] = time.sleep,
+    grace: float | None = None,
+) -> bool:
+    """Whether the manifest at ``manifest_path`` appeared while waiting for its writer to
+    publish it. A read that finds a version registered and its file not there yet may be
+    between the writer's registry commit and its link: for a version committed less than
+    ``grace`` (default ``PUBLISH_GRACE_SECONDS``) ago, check at growing intervals (2 ms,
+    doubling to 100 ms) until the grace is over. False at once for an older version (gone, or
+    its writer stopped) and for an unknown commit time. Only for a read's error path: a read
+    that finds its file waits for nothing."""
+    if committed_at_ms is None:
+        return False
+    grace = PUBLISH_GRACE_SECONDS if grace is None else grace
+    deadline = time.monotonic() + grace - max(0.0, time.time() - committed_at_ms / 1000)
+    wait = _FIRST_PAUSE
+    while time.monotonic() < deadline:
+        pause(min(wait, max(0.0, deadline - time.monotonic())))
+        if manifest_exists(location, manifest_path, storage_options):
+            return True
+        wait = min(wait * 2, _LONGEST_PAUSE)
+    return False
 
 
 def is_staging_manifest(manifest_path: str) -> bool:

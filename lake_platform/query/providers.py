@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 
 #: How long after its commit a version's manifest may still be on its way to its canonical path
 #: (the writer links it right after the registry commit); a read waits that long for it.
-PUBLISH_GRACE_SECONDS = 1.0
-_FIRST_PAUSE, _LONGEST_PAUSE = 0.002, 0.1
+PUBLISH_GRACE_SECONDS = engine.PUBLISH_GRACE_SECONDS
 
 
 class Providers:
@@ -114,27 +113,17 @@ class Providers:
         return None
 
     def _await_publish(self, candidate: TableRef, ref: TableRef, storage: dict[str, str]) -> bool:
-        """Whether ``candidate``'s manifest appeared while waiting for its writer to publish it.
-
-        A writer puts the manifest at its canonical path right after the registry commit (a hard
-        link locally, a copy on S3), so a read planned in between finds the version registered
-        and its file not there yet. For a version committed less than
-        ``PUBLISH_GRACE_SECONDS`` ago, wait for the file (checks at growing intervals) rather
-        than fail a query over a commit in progress; past that, the version is gone or its
-        writer stopped, and the caller says which. Only on this error path: a successful open
-        waits for nothing."""
-        if ref.committed_at_ms is None:
-            return False
-        deadline = (
-            time.monotonic() + PUBLISH_GRACE_SECONDS - max(0.0, time.time() - ref.committed_at_ms / 1000)
+        """Whether ``candidate``'s manifest appeared while waiting for its writer to publish it
+        (``engine.await_published``: only for a version committed moments ago). Only on this
+        error path: a successful open waits for nothing."""
+        return engine.await_published(
+            candidate.location,
+            candidate.manifest_path,
+            ref.committed_at_ms,
+            storage,
+            pause=self.pause,
+            grace=PUBLISH_GRACE_SECONDS,
         )
-        pause = _FIRST_PAUSE
-        while time.monotonic() < deadline:
-            self.pause(min(pause, max(0.0, deadline - time.monotonic())))
-            if engine.manifest_exists(candidate.location, candidate.manifest_path, storage):
-                return True
-            pause = min(pause * 2, _LONGEST_PAUSE)
-        return False
 
     def _check_exists(self, ref: TableRef) -> None:
         storage = self.settings.storage_options(ref.location)

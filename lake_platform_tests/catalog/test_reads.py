@@ -1,0 +1,86 @@
+"""Opening a version while its writer is still publishing the manifest. A writer registers the
+version at its canonical path and links the file there right after the registry commit, so an
+open in between finds the version registered and its file not there yet: it waits for the file
+(a version committed within ``PUBLISH_GRACE_SECONDS``), as a query does; an older missing
+version is refused at once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import InvalidTableState
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform_tests.catalog.conftest import ids_of, lake_settings, rows
+
+T = "p.w.ns.t"
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Catalog:
+    c = Catalog(lake_settings(tmp_path / "home"))
+    c.create_project("p")
+    c.create_warehouse("p.w", root=str(tmp_path / "wh"))
+    c.create_namespace("p.w.ns")
+    c.create_table(T, rows([1]))
+    c.append(T, rows([2]))
+    return c
+
+
+def version_item(c: Catalog, version: int) -> tuple[VersionRecord, int]:
+    record = decode(TableRecord, c.store.get(keys.table(TableName.parse(T))).value)  # type: ignore[union-attr]
+    item = c.store.get(keys.version(record.incarnation, version))
+    assert item is not None
+    return decode(VersionRecord, item.value, item.key), item.revision
+
+
+def manifest_file(c: Catalog, version: int) -> Path:
+    ver, _ = version_item(c, version)
+    assert ver.staged_from is not None  # registered at its canonical path by its commit
+    return Path("/" + ver.manifest_path.lstrip("/"))
+
+
+def test_an_open_waits_for_the_manifest_of_a_version_being_published(catalog: Catalog) -> None:
+    path = manifest_file(catalog, 2)
+    aside = path.with_name(path.name + ".publishing")
+    waits: list[float] = []
+
+    def publish_during_the_wait(seconds: float) -> None:
+        waits.append(seconds)
+        os.rename(aside, path)  # the writer's link lands while the open waits
+
+    fresh = Catalog(catalog.settings)  # no dataset cached from the writes
+    os.rename(path, aside)
+    try:
+        fresh._reads.pause = publish_during_the_wait
+        assert ids_of(fresh.open_table(T)) == [1, 2]
+    finally:
+        if aside.exists():
+            os.rename(aside, path)
+        fresh.close()
+    assert len(waits) == 1 and waits[0] <= 0.01  # the first check comes after a few milliseconds
+
+
+def test_an_old_version_without_its_manifest_is_refused_at_once(catalog: Catalog) -> None:
+    ver, revision = version_item(catalog, 2)
+    old = ver.model_copy(update={"committed_at_ms": ver.committed_at_ms - 60_000})
+    catalog.store.compare_and_swap(keys.version(ver.incarnation, 2), revision, old.encode())
+    path = manifest_file(catalog, 2)
+    aside = path.with_name(path.name + ".gone")
+    waits: list[float] = []
+    fresh = Catalog(catalog.settings)
+    os.rename(path, aside)
+    try:
+        fresh._reads.pause = waits.append
+        with pytest.raises(InvalidTableState, match="manifest is missing"):
+            fresh.open_table(T)
+    finally:
+        os.rename(aside, path)
+        fresh.close()
+    assert waits == []
+    assert ids_of(catalog.open_table(T)) == [1, 2]  # nothing else changed
