@@ -4,10 +4,14 @@
 
 Builds a Lance table through the catalog (``_common``'s generated rows: id int64, ts, category,
 value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id = <n>`` (a
-different id each run, so no result is cached anywhere):
+different id each run but where said, so no result is cached anywhere):
 
 - through ADBC against our Flight SQL endpoint (its own process on loopback): the whole round
-  trip an analyst sees (prepare, GetFlightInfo, DoGet, close);
+  trip an analyst sees, three ways: a new cursor per query (ADBC prepares, GetFlightInfo, DoGet,
+  closes: four RPCs); one cursor with the query prepared once and the id bound per run
+  (``WHERE id = ?``: DoPut of the parameters, GetFlightInfo, DoGet); one cursor re-running the
+  issue's own query ``WHERE id = 4242`` (ADBC keeps it prepared: GetFlightInfo, DoGet; the server
+  reuses its kept plan of that SQL on that snapshot and scans every time: no result is reused);
 - in process through the query engine (plan + stream, DataFusion over the Lance provider);
 - in Lance alone (``dataset.to_table(filter=...)``);
 - the bytes Lance read for one point query (its IO statistics);
@@ -38,6 +42,8 @@ import _common as c  # bench/ is first on sys.path when a script runs
 USER, PASSWORD = "bench", "bench-password"
 TABLE = "p.w.ns.trips"
 POINT = "SELECT * FROM w.ns.trips WHERE id = {}"
+#: The issue's own point query: ``WHERE id = 4242``.
+ISSUE_ID = 4242
 FLIGHT = Path(__file__).resolve().parent / "flight.py"
 
 
@@ -51,6 +57,9 @@ def build(home: Path, rows: int) -> int:
     catalog.create_namespace("p.w.ns")
     tally = c.Tally()
     catalog.create_table(TABLE, c.make_reader(rows, 500_000, seed=0, tally=tally))
+    # The index path, not the snapshot cache: a table queried again and again would otherwise be
+    # admitted (``cache=auto``) and scanned in memory.
+    catalog.set_policy(TABLE, {"cache": "off"})
     catalog.close()
     return tally.nbytes
 
@@ -119,6 +128,22 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
                 return sum(b.num_rows for b in cur.fetch_record_batch())
 
         out["adbc"] = median_ms(adbc, ids)
+        bound = conn.cursor()
+
+        def adbc_bound(i: int) -> int:
+            bound.execute(POINT.format("?"), (i,))
+            return sum(b.num_rows for b in bound.fetch_record_batch())
+
+        out["adbc_bound"] = median_ms(adbc_bound, ids)
+        rerun = conn.cursor()
+
+        def adbc_rerun(_: int) -> int:
+            rerun.execute(POINT.format(ISSUE_ID))
+            return sum(b.num_rows for b in rerun.fetch_record_batch())
+
+        out["adbc_rerun"] = median_ms(adbc_rerun, ids)
+        bound.close()
+        rerun.close()
         conn.close()
     finally:
         proc.terminate()
@@ -164,7 +189,9 @@ def main() -> None:
     print(f"point query, median (p90) of {args.runs} distinct ids, ms:")
     print(f"  {'':34} {'no index':>18} {'btree on id':>18}")
     for key, name in (
-        ("adbc", "ADBC -> our endpoint (end to end)"),
+        ("adbc", "ADBC, a new cursor per query"),
+        ("adbc_bound", "ADBC, one cursor, id = ? bound"),
+        ("adbc_rerun", "ADBC, one cursor, id = 4242 re-run"),
         ("datafusion", "in process (query engine)"),
         ("lance", "Lance alone (to_table filter)"),
     ):
@@ -176,11 +203,14 @@ def main() -> None:
             f"  {name:34} {before[key] / 1e6:9.2f} MB -> {after[key] / 1e3:9.1f} kB "
             f"({after[key] / stats.data_bytes * 100:.3f}% of the table's {stats.data_bytes / 1e6:.0f} MB)"
         )
-    goal = after["adbc"][0]
-    print(
-        f"goal: ADBC point query on an indexed column <= 5 ms median: {goal:.2f} ms -> "
-        f"{'MEETS' if goal <= 5 else 'MISSES'}"
-    )
+    print("goal: ADBC point query on an indexed column <= 5 ms median:")
+    for key, how in (
+        ("adbc", "a new cursor per query"),
+        ("adbc_bound", "a prepared query, id bound per run"),
+        ("adbc_rerun", "the issue's query re-run on one cursor"),
+    ):
+        goal = after[key][0]
+        print(f"  {how:40} {goal:6.2f} ms -> {'MEETS' if goal <= 5 else 'MISSES'}")
     print(c.load_line())
 
 
