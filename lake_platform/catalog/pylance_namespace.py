@@ -13,6 +13,8 @@ containers; a table id is a namespace id plus the table name.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +66,24 @@ if TYPE_CHECKING:
 #: for its file (its writer links it right after the transaction; a stopped writer's version is
 #: finished by the next writer or ``finish_versions``).
 _PUBLISHING_MS = 60_000
+#: The newest versions this process committed and published itself, by (location, version): a
+#: ``ListTableVersions`` right after need not check that their file is there (a stat locally, a
+#: HEAD request on S3, on every REST commit otherwise).
+_PUBLISHED_HERE: OrderedDict[tuple[str, int], None] = OrderedDict()
+_PUBLISHED_HERE_SIZE = 1024
+_published_lock = threading.Lock()
+
+
+def _remember_published(location: str, version: int) -> None:
+    with _published_lock:
+        _PUBLISHED_HERE[(location, version)] = None
+        while len(_PUBLISHED_HERE) > _PUBLISHED_HERE_SIZE:
+            _PUBLISHED_HERE.popitem(last=False)
+
+
+def _published_here(location: str, version: int) -> bool:
+    with _published_lock:
+        return (location, version) in _PUBLISHED_HERE
 
 
 class LakeNamespace(LanceNamespace):
@@ -324,6 +344,9 @@ class LakeNamespace(LanceNamespace):
         # as a CLI commit does (safe without the lease; a failure only leaves the file for the
         # next writer or finish_versions).
         self.catalog._manifests.finalize(bound.record, pending)
+        for version, _ in pending.landed:
+            if version not in bound._unpublished:
+                _remember_published(bound.record.location, version)
         return response
 
     def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:
@@ -374,7 +397,11 @@ class LakeNamespace(LanceNamespace):
             return None
         ver = decode(VersionRecord, item.value, item.key)
         if not engine.is_staging_manifest(ver.manifest_path):
-            if ver.staged_from is not None and now_ms() - ver.committed_at_ms < _PUBLISHING_MS:
+            if (
+                ver.staged_from is not None
+                and now_ms() - ver.committed_at_ms < _PUBLISHING_MS
+                and not _published_here(record.location, version)
+            ):
                 # Registered at its canonical path moments ago: its writer may not have linked
                 # the file yet (or was stopped). A client about to build on it must find it.
                 self.catalog._manifests.finish_version(record, ver, item.revision)

@@ -216,3 +216,38 @@ def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> No
         storage_options=opts,
     )
     assert lake.catalog.open_table("p.w.ns.events").schema.names == ["id", "v", "w"]
+
+
+def test_listing_versions_after_its_own_commit_checks_no_file(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's next commit starts with ListTableVersions: for a version this process has just
+    committed and published it needs no stat of the manifest (a HEAD request on S3); a version
+    another process committed moments ago is still checked (and published if its writer was
+    stopped before the link)."""
+    from lance_namespace_urllib3_client.models import ListTableVersionsRequest
+
+    from lake_platform.catalog import pylance_namespace
+
+    ns = LakeNamespace(lake.catalog)
+    opts = storage_options_of(lake)
+    lance.write_dataset(
+        events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
+    )
+    lance.write_dataset(
+        events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
+    )
+    checks: list[str] = []
+    real = engine.manifest_exists
+
+    def counted(location: str, manifest_path: str, storage_options: object = None) -> bool:
+        checks.append(manifest_path)
+        return real(location, manifest_path, storage_options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "manifest_exists", counted)
+    request = ListTableVersionsRequest(id=EVENTS, descending=True, limit=1)
+    assert [v.version for v in ns.list_table_versions(request).versions] == [2]
+    assert checks == []
+    monkeypatch.setattr(pylance_namespace, "_PUBLISHED_HERE", type(pylance_namespace._PUBLISHED_HERE)())
+    assert [v.version for v in ns.list_table_versions(request).versions] == [2]  # as another replica
+    assert len(checks) == 1
