@@ -102,6 +102,16 @@ class LakeSettings(BaseSettings):
     rest_inline_max_bytes: int = Field(
         32 << 20, ge=0, description="QueryTable answers inline up to this many Arrow bytes; beyond, a handle."
     )
+    rest_storage_credentials: Literal["server", "none", "file"] = Field(
+        "server",
+        description="What DescribeTable/DeclareTable hand clients for S3: server (the server's own "
+        "keys), none (no keys: clients bring their own), or file (per project, a read-only pair for "
+        "readers and a read-write pair for writers, from rest_credentials_file).",
+    )
+    rest_credentials_file: Path | None = Field(
+        None,
+        description="JSON file of the S3 key pairs handed out per project (rest_storage_credentials=file).",
+    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = Field(
@@ -142,6 +152,8 @@ class LakeSettings(BaseSettings):
             raise ValueError(
                 "rest_tls_cert_file: set both rest_tls_cert_file and rest_tls_key_file, or neither"
             )
+        if (self.rest_storage_credentials == "file") != (self.rest_credentials_file is not None):
+            raise ValueError("rest_credentials_file: set it exactly when rest_storage_credentials is 'file'")
         if any(c.isalnum() or c == "_" or c.isspace() or c == "/" for c in self.rest_id_delimiter):
             raise ValueError("rest_id_delimiter: must not contain letters, digits, '_', '/' or spaces")
         if self.lease_safety_margin_seconds >= self.lease_ttl_seconds:

@@ -84,6 +84,9 @@ class S3Endpoint:
     secret_access_key: str
     external: bool = False
     stop: Callable[[], None] = field(default=lambda: None, repr=False)
+    #: A second identity that may only read and list (empty on an external endpoint).
+    read_access_key_id: str = ""
+    read_secret_access_key: str = ""
 
     def lake_settings(self) -> dict[str, Any]:
         """``LakeSettings`` overrides for a warehouse on this endpoint."""
@@ -231,6 +234,7 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
     (tmp_dir / "data").mkdir(exist_ok=True)
     (tmp_dir / "logs").mkdir(exist_ok=True)
     key_id, secret = f"LAKETEST{secrets.token_hex(6).upper()}", secrets.token_urlsafe(30)
+    read_id, read_secret = f"LAKEREAD{secrets.token_hex(6).upper()}", secrets.token_urlsafe(30)
     (tmp_dir / "s3.json").write_text(
         json.dumps(
             {
@@ -239,7 +243,12 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
                         "name": "lake_test",
                         "credentials": [{"accessKey": key_id, "secretKey": secret}],
                         "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-                    }
+                    },
+                    {
+                        "name": "lake_test_reader",
+                        "credentials": [{"accessKey": read_id, "secretKey": read_secret}],
+                        "actions": ["Read", "List"],
+                    },
                 ],
             }
         )
@@ -264,7 +273,16 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
             )
         stop = _stopper(proc, ports)
         endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-        s3 = S3Endpoint(endpoint, bucket, "us-east-1", key_id, secret, stop=stop)
+        s3 = S3Endpoint(
+            endpoint,
+            bucket,
+            "us-east-1",
+            key_id,
+            secret,
+            stop=stop,
+            read_access_key_id=read_id,
+            read_secret_access_key=read_secret,
+        )
         try:
             problem = _wait_ready(s3, proc)
             if problem is None:

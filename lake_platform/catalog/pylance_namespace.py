@@ -87,9 +87,24 @@ def _published_here(location: str, version: int) -> bool:
 
 
 class LakeNamespace(LanceNamespace):
-    def __init__(self, catalog: Catalog, principal: Principal | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        principal: Principal | None = None,
+        *,
+        vend: Callable[[str, str], dict[str, str] | None] | None = None,
+    ) -> None:
+        """``vend(project, location)``: the storage options DescribeTable and DeclareTable hand
+        the client (the REST server's choice, ``rest/credentials.py``); by default the
+        catalog's own, as a process that has them anyway needs."""
         self.catalog = catalog
         self.principal = principal or catalog.principal
+        self._vend = vend
+
+    def _vended(self, tname: TableName, location: str) -> dict[str, str] | None:
+        if self._vend is not None:
+            return self._vend(tname.project, location)
+        return self.catalog.settings.storage_options(location) or None
 
     def namespace_id(self) -> str:
         return f"LakeNamespace {{ registry: {self.catalog.store.url!r}, principal: {self.principal.name!r} }}"
@@ -206,7 +221,7 @@ class LakeNamespace(LanceNamespace):
                 table_uri=record.location,
                 managed_versioning=True,
                 version=int(version) if version else (record.current_version or None),
-                storage_options=self.catalog.settings.storage_options(record.location) or None,
+                storage_options=self._vended(tname, record.location),
                 is_only_declared=record.current_version == 0,
             )
 
@@ -224,7 +239,7 @@ class LakeNamespace(LanceNamespace):
             return DeclareTableResponse(
                 location=record.location,
                 managed_versioning=True,
-                storage_options=self.catalog.settings.storage_options(record.location) or None,
+                storage_options=self._vended(tname, record.location),
             )
 
         return self._call(declare)

@@ -21,6 +21,7 @@ from lake_platform.observability import metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.query.snapshot import SnapshotCache
 from lake_platform.rest import auth
+from lake_platform.rest.credentials import StorageCredentials
 from lake_platform.settings import LakeSettings
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class RestService:
         self.settings = settings
         self.flight = flight or flight_settings(settings)
         self._owned = catalog is None
+        # Read (and checked) before anything else starts: a bad credentials file stops the start.
+        self.credentials = StorageCredentials(settings)
         self.catalog = catalog if catalog is not None else Catalog(settings, heartbeat=False)
         # The same key ring as Flight SQL: a login token from a Flight Handshake works here too.
         self.sealer = Sealer(endpoint_keys(self.flight.sealing_keys(), settings))

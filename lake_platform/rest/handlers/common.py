@@ -11,7 +11,13 @@ from lake_platform.rest.request import RestRequest
 
 
 def lake_namespace(request: RestRequest) -> LakeNamespace:
-    return LakeNamespace(request.service.catalog, request.principal)
+    principal = request.principal
+    credentials = request.service.credentials
+    return LakeNamespace(
+        request.service.catalog,
+        principal,
+        vend=lambda project, location: credentials.options_for(principal, project, location),
+    )
 
 
 def scoped(request: RestRequest, *, table: bool) -> None:
