@@ -206,6 +206,17 @@ class ProjectView:
 _EMPTY = ProjectView("")
 
 
+def _same_view(before: ProjectView, now: ProjectView) -> bool:
+    """Whether ``now`` holds exactly what ``before`` holds: the same names and, table by table,
+    the very same ``CachedTable`` (a load reuses the previous one when its record, versions and
+    cache mode are unchanged, so identity is the cheap and exact test)."""
+    if before.warehouses != now.warehouses or before.namespaces != now.namespaces:
+        return False
+    if before.tables.keys() != now.tables.keys():
+        return False
+    return all(before.tables[key] is cached for key, cached in now.tables.items())
+
+
 @dataclass(frozen=True)
 class Principals:
     """Who may still call, as the registry said when the snapshot's load began: users by name
@@ -295,12 +306,17 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         )
     projects = {}
     for project in set(warehouses) | set(namespaces) | set(tables):
-        projects[project] = ProjectView(
+        view = ProjectView(
             project=project,
             warehouses=tuple(sorted(warehouses.get(project, []))),
             namespaces=tuple(sorted(namespaces.get(project, []))),
             tables=tables.get(project, {}),
         )
+        before = previous.projects.get(project) if previous is not None else None
+        # An unchanged project keeps its view object: plans kept per view (``plans``) then
+        # outlive a refresh that changed nothing there, instead of being planned again after
+        # every refresh interval.
+        projects[project] = before if before is not None and _same_view(before, view) else view
     done = time.monotonic()
     live = {c.record.incarnation for view in projects.values() for c in view.tables.values()}
     return CatalogSnapshot(
