@@ -45,7 +45,13 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import InvalidInput, LakeError, NamespaceNotFound, TableNotFound
+from lake_platform.errors import (
+    InvalidInput,
+    LakeError,
+    NamespaceNotFound,
+    Protected,
+    TableNotFound,
+)
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -298,14 +304,17 @@ class LakeNamespace(LanceNamespace):
             record, revision = self.catalog.ctx.table(tname, declared=True)
             if check is not None:  # before the lease: a refused request writes nothing, not even it
                 check(record)
+            # The schema rides in the version's own transaction: read from the staged manifest
+            # now, before the lease (None: read it back after the commit).
+            staged_ipc = self._staged_schema(record, request)
+            if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
+                self._govern_schema_change(tname, record, staged_ipc, request)
             pending = PendingCommit(
                 commit_id=new_id(),
                 operation="commit",
                 actor=self.catalog._actor(None, self.principal),
                 detail={"client": "pylance"},
-                # The schema rides in the version's own transaction: read from the staged
-                # manifest now, before the lease (None: read it back after the commit).
-                schema_ipc=self._staged_schema(record, request),
+                schema_ipc=staged_ipc,
                 # The request's one registry commit also releases the lease, unless the schema
                 # must be read back afterwards (under the lease).
                 release_lease=True,
@@ -363,6 +372,42 @@ class LakeNamespace(LanceNamespace):
             if version not in bound._unpublished:
                 _remember_published(bound.record.location, version)
         return response
+
+    def _govern_schema_change(
+        self, tname: TableName, record: TableRecord, staged_ipc: bytes, request: Any
+    ) -> None:
+        """A Lance client's commit that changes the schema is held to what the same change
+        needs from the CLI (``catalog/alter.py``): adding columns (or changing metadata) takes
+        write, like ``add_column``; replacing the table (Lance's overwrite) takes write, like
+        ``overwrite``; dropping, renaming or retyping a column (Lance's project, or anything
+        else that does it) takes admin, like ``drop_column``/``rename_column``, and dropping one
+        is refused on a protected table. Before the lease: a refused commit writes nothing."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+        from lake_platform.engine.transactions import staged_operation
+
+        before, after = schema_from_ipc(record.schema_ipc), schema_from_ipc(staged_ipc)
+        removed = [n for n in before.names if n not in after.names]
+        retyped = [
+            n for n in before.names if n in after.names and before.field(n).type != after.field(n).type
+        ]
+        if not removed and not retyped:
+            return
+        manifest_path = str(_field(request, "manifest_path"))
+        try:
+            operation = staged_operation(
+                record.location, manifest_path, self.catalog.settings.storage_options(record.location)
+            )
+        except (OSError, ValueError):
+            operation = None  # unknown: held to the strictest rule below
+        if operation == "overwrite":
+            return
+        # By name a rename is a column gone and one new; fewer columns than before is a drop.
+        dropped = len(after.names) < len(before.names)
+        what = "drop" if dropped else "rename" if removed else "change the type of"
+        columns = ", ".join(removed or retyped)
+        self.principal.require(tname.project, "admin", f"{what} column(s) {columns} of {tname}")
+        if dropped and record.protected:
+            raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
 
     def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:
         """pylance declares without a schema and may change it with any commit: the schema of

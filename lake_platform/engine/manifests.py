@@ -320,14 +320,24 @@ def read_manifest_message(
     ``serialized_manifest``) from a manifest file, staging or final, without opening the
     dataset: one read of the file, no listing and no write. ValueError if the file is not a
     manifest Lance wrote."""
+    return split_manifest_file(read_manifest_file(location, manifest_path, storage_options), manifest_path)
+
+
+def read_manifest_file(
+    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
+) -> bytes:
+    """The whole manifest file's bytes (a manifest and, possibly, its transaction)."""
     path = _object_path(location, manifest_path)
     if location.startswith("s3://"):
         fs, _ = _filesystem(location, storage_options)
         with fs.open_input_file(path) as f:
-            raw = f.read()
-    else:
-        with open(path, "rb") as f:
-            raw = f.read()
+            return bytes(f.read())
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def split_manifest_file(raw: bytes, manifest_path: str) -> bytes:
+    """The manifest message inside a manifest file's bytes; ValueError if they are not one."""
     if len(raw) < 16 or raw[-4:] != _MAGIC:
         raise ValueError(f"{manifest_path} is not a Lance manifest (no footer)")
     pos = int.from_bytes(raw[-16:-8], "little")

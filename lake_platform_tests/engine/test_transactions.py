@@ -1,0 +1,64 @@
+"""The operation a manifest commits, read from the transaction Lance wrote with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+
+from lake_platform.engine.manifests import _final_manifest_name
+from lake_platform.engine.transactions import operation_of, staged_operation
+from lake_platform_tests.s3_server import S3Endpoint
+
+
+def operations(uri: str, storage: dict[str, str] | None = None) -> list[str | None]:
+    root = uri.removeprefix("s3://").split("/", 1)[1] if uri.startswith("s3://") else uri.lstrip("/")
+    latest = lance.dataset(uri, storage_options=storage).version
+    return [
+        staged_operation(uri, f"{root}/_versions/{_final_manifest_name(v)}", storage)
+        for v in range(1, latest + 1)
+    ]
+
+
+def every_kind(uri: str, storage: dict[str, str] | None = None) -> None:
+    opts = {"storage_options": storage} if storage else {}
+    ds = lance.write_dataset(pa.table({"a": [1], "b": [2]}), uri, **opts)
+    ds = lance.write_dataset(pa.table({"a": [3], "b": [4]}), uri, mode="append", **opts)
+    ds.add_columns({"c": "a * 2"})
+    lance.dataset(uri, **opts).drop_columns(["b"])
+    lance.dataset(uri, **opts).alter_columns({"path": "c", "name": "cc"})
+    lance.dataset(uri, **opts).delete("a = 1")
+    lance.write_dataset(pa.table({"z": [1]}), uri, mode="overwrite", **opts)
+
+
+KINDS = ["overwrite", "append", "merge", "project", "project", "delete", "overwrite"]
+
+
+def test_every_kind_of_commit_is_told_apart(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    every_kind(uri)
+    assert operations(uri) == KINDS
+
+
+def test_on_s3(s3: S3Endpoint, s3_prefix: str) -> None:
+    from lake_platform.settings import load_settings
+
+    uri = f"s3://{s3.bucket}/{s3_prefix}/t.lance"
+    storage = load_settings(**s3.lake_settings()).storage_options(uri)
+    every_kind(uri, storage)
+    assert operations(uri, storage) == KINDS
+
+
+def test_what_is_not_a_transaction_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a Lance protobuf message"):
+        operation_of(b"\xff\xff\xff")
+    assert operation_of(b"") is None  # a transaction naming no operation known here
+    bogus = tmp_path / "t.lance" / "_versions"
+    bogus.mkdir(parents=True)
+    (bogus / "1.manifest").write_bytes(b"not a manifest")
+    with pytest.raises(ValueError, match="not a Lance manifest"):
+        staged_operation(
+            str(tmp_path / "t.lance"), f"{str(tmp_path).lstrip('/')}/t.lance/_versions/1.manifest"
+        )
