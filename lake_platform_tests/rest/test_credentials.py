@@ -62,32 +62,39 @@ def vended(lake: RestLake, who: str) -> dict[str, str]:
     return resp.json().get("storage_options") or {}
 
 
-def test_file_mode_hands_readers_a_read_only_pair_and_writers_theirs(
+@pytest.fixture
+def file_lake(
     tmp_path: Path, s3: S3Endpoint, s3_prefix: str, reader_keys: tuple[str, str]
-) -> None:
+) -> Iterator[RestLake]:
+    """A REST server handing out the key pairs of a credentials file (project p only)."""
     path = keys_file(tmp_path / "keys.json", s3, reader_keys)
     with s3_rest_lake(
         tmp_path, s3, s3_prefix, rest_storage_credentials="file", rest_credentials_file=path
     ) as lake:
-        writer = rest_namespace(lake.url, lake.tokens["writer"])
-        # The writer commits through the registry with the write pair DeclareTable handed it.
-        assert (
-            lance.write_dataset(rows([1, 2]), namespace_client=writer, table_id=T, mode="create").version == 1
-        )
-        assert lance.write_dataset(rows([3]), namespace_client=writer, table_id=T, mode="append").version == 2
-        assert vended(lake, "writer")["aws_access_key_id"] == s3.access_key_id
-        for_reader = vended(lake, "reader")
-        assert for_reader["aws_access_key_id"] == reader_keys[0]
-        assert for_reader["aws_secret_access_key"] == reader_keys[1]
-        assert for_reader["aws_endpoint"] == s3.endpoint  # the rest of the options as the server's
-        # The reader reads through its pair...
-        reader = rest_namespace(lake.url, lake.tokens["reader"])
-        assert lance.dataset(namespace_client=reader, table_id=T).count_rows() == 3
-        # ...and cannot write around the registry with it.
-        location = lake.catalog.open_table("p.w.ns.events").record.location
-        with pytest.raises(OSError, match="(?i)denied|forbidden|403"):
-            lance.write_dataset(rows([9]), location, mode="append", storage_options=for_reader)
-        assert lake.catalog.open_table("p.w.ns.events").count_rows() == 3
+        yield lake
+
+
+def test_file_mode_hands_readers_a_read_only_pair_and_writers_theirs(
+    file_lake: RestLake, s3: S3Endpoint, reader_keys: tuple[str, str]
+) -> None:
+    lake = file_lake
+    writer = rest_namespace(lake.url, lake.tokens["writer"])
+    # The writer commits through the registry with the write pair DeclareTable handed it.
+    assert lance.write_dataset(rows([1, 2]), namespace_client=writer, table_id=T, mode="create").version == 1
+    assert lance.write_dataset(rows([3]), namespace_client=writer, table_id=T, mode="append").version == 2
+    assert vended(lake, "writer")["aws_access_key_id"] == s3.access_key_id
+    for_reader = vended(lake, "reader")
+    assert for_reader["aws_access_key_id"] == reader_keys[0]
+    assert for_reader["aws_secret_access_key"] == reader_keys[1]
+    assert for_reader["aws_endpoint"] == s3.endpoint  # the rest of the options as the server's
+    # The reader reads through its pair...
+    reader = rest_namespace(lake.url, lake.tokens["reader"])
+    assert lance.dataset(namespace_client=reader, table_id=T).count_rows() == 3
+    # ...and cannot write around the registry with it.
+    location = lake.catalog.open_table("p.w.ns.events").record.location
+    with pytest.raises(OSError, match="(?i)denied|forbidden|403"):
+        lance.write_dataset(rows([9]), location, mode="append", storage_options=for_reader)
+    assert lake.catalog.open_table("p.w.ns.events").count_rows() == 3
 
 
 def test_none_mode_hands_out_no_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
@@ -105,17 +112,11 @@ def test_server_mode_hands_out_the_servers_keys(tmp_path: Path, s3: S3Endpoint, 
         assert vended(lake, "reader")["aws_secret_access_key"] == s3.secret_access_key
 
 
-def test_a_project_missing_from_the_file_gets_no_keys(
-    tmp_path: Path, s3: S3Endpoint, s3_prefix: str, reader_keys: tuple[str, str]
-) -> None:
-    path = keys_file(tmp_path / "keys.json", s3, reader_keys)
-    with s3_rest_lake(
-        tmp_path, s3, s3_prefix, rest_storage_credentials="file", rest_credentials_file=path
-    ) as lake:
-        lake.catalog.create_table("q.w.ns.events", rows([1]))
-        resp = lake.post("/v1/table/q$w$ns$events/describe", {"id": ["q", "w", "ns", "events"]}, who="other")
-        assert resp.status_code == 200, resp.text
-        assert not SECRET_KEYS & (resp.json().get("storage_options") or {}).keys()
+def test_a_project_missing_from_the_file_gets_no_keys(file_lake: RestLake) -> None:
+    file_lake.catalog.create_table("q.w.ns.events", rows([1]))
+    resp = file_lake.post("/v1/table/q$w$ns$events/describe", {"id": ["q", "w", "ns", "events"]}, who="other")
+    assert resp.status_code == 200, resp.text
+    assert not SECRET_KEYS & (resp.json().get("storage_options") or {}).keys()
 
 
 @pytest.mark.parametrize(
