@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from lake_platform.flight import framing, proto
-from lake_platform.flight.tickets import Tickets, new_ticket_id
+from lake_platform.flight import framing
+from lake_platform.flight.tickets import StatementClaims, Tickets, new_ticket_id
 from lake_platform.flight.tokens import Identity
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
@@ -74,8 +74,9 @@ class Endpoints:
         if key not in planned.derived:
             planned.derived[key] = split(planned, self._sizes, self.sizing)
         parts = planned.derived[key]
+        claims = self._claims(identity, planned, params, parts)
         if parts is None:
-            handle, expires = self._tickets.seal_statement(identity, planned.sql, params, planned.refs)
+            handle, expires = self._tickets.seal_claims(claims[0])
             if "ordered" not in planned.derived:
                 planned.derived["ordered"] = ordered(planned)
             where = self.locations(0) if self.every_result and self.replicas else ()
@@ -83,12 +84,40 @@ class Endpoints:
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []
-        for i, part in enumerate(parts):
-            handle, expires = self._tickets.seal_statement(
-                identity, planned.sql, params, planned.refs, part=part, ticket_id=query_id
-            )
+        for i, part in enumerate(claims):
+            handle, expires = self._tickets.seal_claims(part, query_id)
             endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
         return Answer(endpoints, False)
+
+    def _claims(
+        self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None, parts: Any
+    ) -> tuple[StatementClaims, ...]:
+        """The checked, encoded claims of the statement's tickets (one per part), kept with the
+        plan for the next call of the same principal: a kept plan (``query.plans``) is answered
+        again and again, and its SQL and pinned snapshots never change (a new version is a new
+        plan). Kept only for exactly this principal, these ``tickets`` and these refs, and never
+        with bound parameters (a plan with them is not kept either)."""
+        key = ("tickets", self.sizing)
+        kept = planned.derived.get(key)
+        if (
+            kept is not None
+            and params is None
+            and kept[0] is self._tickets
+            and kept[1] == identity
+            and kept[2] is planned.refs
+            and kept[3] == planned.sql
+        ):
+            return kept[4]
+        if parts is None:
+            claims = (self._tickets.statement_claims(identity, planned.sql, params, planned.refs),)
+        else:
+            claims = tuple(
+                self._tickets.statement_claims(identity, planned.sql, params, planned.refs, part=part)
+                for part in parts
+            )
+        if params is None:
+            planned.derived[key] = (self._tickets, identity, planned.refs, planned.sql, claims)
+        return claims
 
     def locations(self, start: int) -> list[str]:
         """Every replica, starting at ``start`` (modulo their count)."""
@@ -97,8 +126,7 @@ class Endpoints:
 
 
 def _endpoint(handle: bytes, expires: float, locations: Any) -> fl.FlightEndpoint:
-    ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-    return framing.endpoint(ticket, int(expires), locations)
+    return framing.endpoint(framing.statement_ticket(handle), int(expires), locations)
 
 
 __all__ = ["Answer", "Endpoints"]
