@@ -38,8 +38,12 @@ from lake_platform.query.split import Sizing, ordered, split
 class Answer:
     """What GetFlightInfo answers a statement with."""
 
-    endpoints: list[fl.FlightEndpoint]
+    endpoints: list[bytes]  # FlightEndpoints, in wire form (``framing.endpoint_bytes``)
     ordered: bool
+    schema: bytes  # the result's schema as an IPC message
+
+    def info(self, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        return framing.flight_info(self.schema, descriptor.serialize(), self.endpoints, self.ordered)
 
 
 class Endpoints:
@@ -74,20 +78,24 @@ class Endpoints:
         if key not in planned.derived:
             planned.derived[key] = split(planned, self._sizes, self.sizing)
         parts = planned.derived[key]
+        if "schema" not in planned.derived:
+            planned.derived["schema"] = planned.schema.serialize().to_pybytes()
         claims = self._claims(identity, planned, params, parts)
         if parts is None:
             handle, expires = self._tickets.seal_claims(claims[0])
             if "ordered" not in planned.derived:
                 planned.derived["ordered"] = ordered(planned)
             where = self.locations(0) if self.every_result and self.replicas else ()
-            return Answer([_endpoint(handle, expires, where)], planned.derived["ordered"])
+            return Answer(
+                [_endpoint(handle, expires, where)], planned.derived["ordered"], planned.derived["schema"]
+            )
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []
         for i, part in enumerate(claims):
             handle, expires = self._tickets.seal_claims(part, query_id)
             endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
-        return Answer(endpoints, False)
+        return Answer(endpoints, False, planned.derived["schema"])
 
     def _claims(
         self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None, parts: Any
@@ -125,8 +133,8 @@ class Endpoints:
         return [self.replicas[(start + k) % n] for k in range(n)]
 
 
-def _endpoint(handle: bytes, expires: float, locations: Any) -> fl.FlightEndpoint:
-    return framing.endpoint(framing.statement_ticket(handle), int(expires), locations)
+def _endpoint(handle: bytes, expires: float, locations: Any) -> bytes:
+    return framing.endpoint_bytes(framing.statement_ticket(handle), int(expires), locations)
 
 
 __all__ = ["Answer", "Endpoints"]

@@ -106,6 +106,13 @@ class Spooler:
     def wanted(self, planned: PlannedQuery, asked: bool) -> bool:
         if asked:
             return True
+        # Worked out once per plan (its snapshots never change): a kept plan asks every call.
+        key = ("spool", self.settings)
+        if key not in planned.derived:
+            planned.derived[key] = self._wanted(planned)
+        return planned.derived[key]
+
+    def _wanted(self, planned: PlannedQuery) -> bool:
         s = self.settings
         if not (s.min_rows or s.min_bytes) or not planned.refs:
             return False

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import secrets
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -286,7 +286,7 @@ class Tickets:
 
 
 def new_ticket_id() -> str:
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()  # what secrets.token_hex(8) returns, two calls shorter
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

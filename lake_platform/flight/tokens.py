@@ -115,6 +115,7 @@ class Encoded:
     purpose: str
     kid: str  # the key id they were encoded for (``kid`` is one of them)
     heads: tuple[str, ...]  # the claims each envelope adds (besides exp, iat), in key order
+    keys: tuple[bytes, ...]  # how each of ``heads`` starts in the encoding (``"id":``)
     tail: bytes  # the canonical encoding of the kept claims, without its opening brace
 
 
@@ -209,7 +210,8 @@ class Sealer:
         order = ["exp", "iat", *heads]
         if order != sorted(order) or len(set(order)) != len(order) or order[-1] >= min(kept):
             raise ValueError("the claims added per envelope must sort before every kept claim")
-        return Encoded(purpose, self.sealing_kid, tuple(heads), canonical(kept)[1:])
+        keys = tuple(b'"%s":' % h.encode() for h in heads)
+        return Encoded(purpose, self.sealing_kid, tuple(heads), keys, canonical(kept)[1:])
 
     def seal_encoded(self, encoded: Encoded, heads: Sequence[str], ttl: float) -> tuple[bytes, int]:
         """Seal ``encoded``'s claims for ``ttl`` seconds with the string claims ``heads`` (the
@@ -217,13 +219,13 @@ class Sealer:
         seals for the same claims. Also returns ``exp`` (milliseconds)."""
         if encoded.kid != self.sealing_kid or len(heads) != len(encoded.heads):
             raise ValueError("claims encoded for another key or with other per-envelope claims")
-        now = self.now_ms()
+        now = round(self._clock() * 1000)
         exp = now + round(ttl * 1000)
         parts = [b'{"exp":%d,"iat":%d,' % (exp, now)]
-        for key, value in zip(encoded.heads, heads, strict=True):
+        for key, value in zip(encoded.keys, heads, strict=True):
             if not isinstance(value, str):
-                raise ValueError(f"the per-envelope claim {key!r} must be a string")
-            parts.append(f'"{key}":{encode_basestring(value)},'.encode())
+                raise ValueError("per-envelope claims are strings")
+            parts += (key, encode_basestring(value).encode(), b",")
         parts.append(encoded.tail)
         return self._seal_body(encoded.purpose, b"".join(parts)), exp
 

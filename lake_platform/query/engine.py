@@ -296,11 +296,14 @@ class QueryEngine:
             self._keep(plan_key(scope, planned.sql, params, planned.refs), planned)
             return
         # A kept plan is remembered on every GetFlightInfo that reuses it: its key (the same
-        # scope, SQL and refs every time) is worked out once.
+        # scope, SQL and refs every time) is worked out once, and a plan still kept under it
+        # stays as it is (DoGet's reuse is what keeps it recent).
         kept = planned.derived.get(_PINNED_KEY)
         if kept is None or kept[0] != scope:
             kept = (scope, plan_key(scope, planned.sql, None, planned.refs))
             planned.derived[_PINNED_KEY] = kept
+        elif self.plans.holds(kept[1], planned):
+            return
         self._keep(kept[1], planned)
 
     # -- time limit ------------------------------------------------------------------------
