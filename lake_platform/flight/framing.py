@@ -5,6 +5,7 @@ never passes through protobuf objects); DoPut's messages are unwrapped back into
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -98,6 +99,35 @@ def statement_ticket(handle: bytes) -> bytes:
         return _TICKET_URL_FIELD
     value = b"\x0a" + varint(len(handle)) + handle  # TicketStatementQuery{statement_handle = 1}
     return _TICKET_URL_FIELD + b"\x12" + varint(len(value)) + value  # Any{value = 2}
+
+
+def statement_endpoint(handle: bytes, expires: int, locations: Sequence[str] = ()) -> bytes:
+    """``endpoint_bytes(statement_ticket(handle), expires, locations)``: every byte before the
+    handle depends on its length only (a kept plan's tickets all have the same), and the
+    expiry changes once a second, so both are looked up rather than encoded each time."""
+    if not handle or locations:
+        return endpoint_bytes(statement_ticket(handle), expires, locations)
+    return _handle_prefix(len(handle)) + handle + _expiry(expires)
+
+
+@functools.lru_cache(maxsize=256)
+def _handle_prefix(size: int) -> bytes:
+    """FlightEndpoint{ticket = 1: Ticket{ticket = 1: Any{type_url, value: TicketStatementQuery{
+    statement_handle = 1: (size bytes)}}}} up to the handle."""
+    value = 1 + len(varint(size)) + size
+    ticket = len(_TICKET_URL_FIELD) + 1 + len(varint(value)) + value
+    inner = 1 + len(varint(ticket)) + ticket
+    return (
+        b"\x0a" + varint(inner) + b"\x0a" + varint(ticket)
+        + _TICKET_URL_FIELD + b"\x12" + varint(value) + b"\x0a" + varint(size)
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def _expiry(expires: int) -> bytes:
+    """FlightEndpoint.expiration_time = 3: Timestamp{seconds = 1}."""
+    stamp = b"\x08" + varint(expires)
+    return b"\x1a" + varint(len(stamp)) + stamp
 
 
 def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:

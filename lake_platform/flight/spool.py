@@ -107,10 +107,10 @@ class Spooler:
         if asked:
             return True
         # Worked out once per plan (its snapshots never change): a kept plan asks every call.
-        key = ("spool", self.settings)
-        if key not in planned.derived:
-            planned.derived[key] = self._wanted(planned)
-        return planned.derived[key]
+        kept = planned.derived.get("spool")
+        if kept is None or kept[0] is not self.settings:
+            kept = planned.derived["spool"] = (self.settings, self._wanted(planned))
+        return kept[1]
 
     def _wanted(self, planned: PlannedQuery) -> bool:
         s = self.settings
