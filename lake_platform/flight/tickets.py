@@ -145,7 +145,8 @@ class Tickets:
     def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float]:
         """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), and its expiry
         (seconds): the bytes :meth:`seal_statement` seals for the same claims and id."""
-        blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or new_ticket_id(),), self.lifetime)
+        # No ticket id given: the sealer draws a new one with the nonce (one call for both).
+        blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
         return blob, exp / 1000
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
