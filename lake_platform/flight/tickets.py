@@ -39,7 +39,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -73,8 +73,7 @@ class StatementTicket:
     part: Part | None = None  # the fragments this endpoint reads (None: the whole snapshot)
 
 
-@dataclass(frozen=True)
-class StatementClaims:
+class StatementClaims(NamedTuple):
     """What every ticket of one statement (or of one part of it) carries, checked and encoded
     (:meth:`Tickets.statement_claims`); :meth:`Tickets.seal_claims` seals tickets of it."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, NamedTuple
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -111,8 +112,7 @@ def canonical(claims: dict[str, Any]) -> bytes:
     return _CANONICAL.encode(claims).encode("utf-8")
 
 
-@dataclass(frozen=True)
-class Encoded:
+class Encoded(NamedTuple):
     """Claims encoded once for many envelopes (:meth:`Sealer.encode`)."""
 
     purpose: str
@@ -120,6 +120,18 @@ class Encoded:
     heads: tuple[str, ...]  # the claims each envelope adds (besides exp, iat), in key order
     keys: tuple[bytes, ...]  # how each of ``heads`` starts in the encoding (``"id":``)
     tail: bytes  # the canonical encoding of the kept claims, without its opening brace
+
+
+@functools.lru_cache(maxsize=16)
+def _head_keys(heads: tuple[str, ...]) -> tuple[bytes, ...]:
+    """How each per-envelope claim starts in the encoding (``"id":``), once the names are
+    checked: lowercase letters, unique, in key order after ``exp`` and ``iat``."""
+    order = ["exp", "iat", *heads]
+    if not all(_HEAD.fullmatch(h) for h in heads):
+        raise ValueError("per-envelope claims are named in lowercase letters")
+    if order != sorted(set(order)):
+        raise ValueError("the claims added per envelope must sort after iat, in order, once")
+    return tuple(b'"%s":' % h.encode() for h in heads)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -204,17 +216,15 @@ class Sealer:
 
         Every claim of ``heads`` must sort after ``iat`` and before every kept claim, so the
         encoding is the kept claims' canonical one with the changing ones spliced in front."""
-        clash = (ENVELOPE_CLAIMS | set(heads)) & set(claims)
+        heads = tuple(heads)
+        keys = _head_keys(heads)
+        clash = (ENVELOPE_CLAIMS | set(heads)) & claims.keys()
         if clash:
             raise ValueError(f"claims may not set {sorted(clash)}")
-        if not all(_HEAD.fullmatch(h) for h in heads):
-            raise ValueError("per-envelope claims are named in lowercase letters")
         kept = {**claims, "v": ENVELOPE_VERSION, "kid": self.sealing_kid, "pur": purpose}
-        order = ["exp", "iat", *heads]
-        if order != sorted(order) or len(set(order)) != len(order) or order[-1] >= min(kept):
+        if (heads[-1] if heads else "iat") >= min(kept):
             raise ValueError("the claims added per envelope must sort before every kept claim")
-        keys = tuple(b'"%s":' % h.encode() for h in heads)
-        return Encoded(purpose, self.sealing_kid, tuple(heads), keys, canonical(kept)[1:])
+        return Encoded(purpose, self.sealing_kid, heads, keys, canonical(kept)[1:])
 
     def seal_encoded(self, encoded: Encoded, heads: Sequence[str | None], ttl: float) -> tuple[bytes, int]:
         """Seal ``encoded``'s claims for ``ttl`` seconds with the string claims ``heads`` (the
