@@ -21,25 +21,49 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from lake_platform.flight import framing, proto
-from lake_platform.flight.tickets import Tickets, new_ticket_id
+from lake_platform.flight import framing
+from lake_platform.flight.tickets import StatementClaims, Tickets, new_ticket_id
 from lake_platform.flight.tokens import Identity
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 from lake_platform.query.split import Sizing, ordered, split
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """What GetFlightInfo answers a statement with."""
 
-    endpoints: list[fl.FlightEndpoint]
+    endpoints: list[bytes]  # FlightEndpoints, in wire form (``framing.endpoint_bytes``)
     ordered: bool
+    schema: bytes  # the result's schema as an IPC message
+
+    def info(self, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        return framing.flight_info(self.schema, descriptor.serialize(), self.endpoints, self.ordered)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """What every answer of one plan to one principal shares, worked out on its first call and
+    kept with the plan (``PlannedQuery.derived``): a kept plan (``query.plans``) is answered
+    again and again, and its SQL and pinned snapshots never change (a new version is a new
+    plan). Reused only for exactly the principal, ``tickets``, sizing and refs it was made
+    for, and never made with bound parameters (a plan with them is not kept either)."""
+
+    tickets: Tickets
+    sizing: Sizing
+    identity: Identity
+    refs: tuple[TableRef, ...]
+    claims: tuple[StatementClaims, ...]  # one per part
+    split: bool
+    ordered: bool
+    schema: bytes
+
+
+_KEPT = "endpoints"
 
 
 class Endpoints:
@@ -69,26 +93,56 @@ class Endpoints:
         self.every_result = True
 
     def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
-        # Worked out once per plan: a plan kept for reuse (``query.plans``) answers the same.
+        kept = planned.derived.get(_KEPT)
+        if (
+            kept is None
+            or params is not None
+            or kept.refs is not planned.refs
+            or kept.sizing is not self.sizing
+            or kept.tickets is not self._tickets
+            or (kept.identity is not identity and kept.identity != identity)
+        ):
+            kept = self._kept(identity, planned, params)
+        if not kept.split:
+            handle, expires = self._tickets.seal_claims(kept.claims[0])
+            where = self.locations(0) if self.every_result and self.replicas else ()
+            return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema)
+        query_id = new_ticket_id()
+        offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
+        endpoints = []
+        for i, part in enumerate(kept.claims):
+            handle, expires = self._tickets.seal_claims(part, query_id)
+            endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
+        return Answer(endpoints, False, kept.schema)
+
+    def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
+        """Split the plan, check and encode its tickets' claims (InvalidInput if they break a
+        rule), and keep all that with the plan unless it has bound parameters."""
+        # Worked out once per plan and sizing, whoever asks.
         key = ("parts", self.sizing)
         if key not in planned.derived:
             planned.derived[key] = split(planned, self._sizes, self.sizing)
         parts = planned.derived[key]
+        sql, refs = planned.sql, planned.refs
         if parts is None:
-            handle, expires = self._tickets.seal_statement(identity, planned.sql, params, planned.refs)
-            if "ordered" not in planned.derived:
-                planned.derived["ordered"] = ordered(planned)
-            where = self.locations(0) if self.every_result and self.replicas else ()
-            return Answer([_endpoint(handle, expires, where)], planned.derived["ordered"])
-        query_id = new_ticket_id()
-        offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
-        endpoints = []
-        for i, part in enumerate(parts):
-            handle, expires = self._tickets.seal_statement(
-                identity, planned.sql, params, planned.refs, part=part, ticket_id=query_id
+            claims = (self._tickets.statement_claims(identity, sql, params, refs),)
+        else:
+            claims = tuple(
+                self._tickets.statement_claims(identity, sql, params, refs, part=part) for part in parts
             )
-            endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
-        return Answer(endpoints, False)
+        kept = _Kept(
+            tickets=self._tickets,
+            sizing=self.sizing,
+            identity=identity,
+            refs=refs,
+            claims=claims,
+            split=parts is not None,
+            ordered=parts is None and ordered(planned),
+            schema=planned.schema.serialize().to_pybytes(),
+        )
+        if params is None:
+            planned.derived[_KEPT] = kept
+        return kept
 
     def locations(self, start: int) -> list[str]:
         """Every replica, starting at ``start`` (modulo their count)."""
@@ -96,9 +150,8 @@ class Endpoints:
         return [self.replicas[(start + k) % n] for k in range(n)]
 
 
-def _endpoint(handle: bytes, expires: float, locations: Any) -> fl.FlightEndpoint:
-    ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-    return framing.endpoint(ticket, int(expires), locations)
+def _endpoint(handle: bytes, expires: float, locations: Any) -> bytes:
+    return framing.statement_endpoint(handle, int(expires), locations)
 
 
 __all__ = ["Answer", "Endpoints"]

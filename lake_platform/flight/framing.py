@@ -5,6 +5,7 @@ never passes through protobuf objects); DoPut's messages are unwrapped back into
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ _HEADER_KEY = b"\x12"
 _BODY_KEY = b"\xc2\x3e"
 _IPC_CONTINUATION = b"\xff\xff\xff\xff"
 _IPC_EOS = _IPC_CONTINUATION + b"\x00\x00\x00\x00"
+_BYTES = [bytes((n,)) for n in range(0x80)]
 
 
 def parse_message(cls: Any, data: bytes) -> Any:
@@ -35,6 +37,10 @@ def parse_message(cls: Any, data: bytes) -> Any:
 
 def varint(n: int) -> bytes:
     """Protobuf's base-128 varint of a non-negative int."""
+    if n < 0x80:
+        return _BYTES[n]
+    if n < 0x4000:  # a ticket's length: two bytes
+        return bytes((n & 0x7F | 0x80, n >> 7))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -50,15 +56,78 @@ def endpoint(ticket: bytes, expires: int, locations: Sequence[str] = ()) -> fl.F
 
     Parsed from its wire form: pyarrow's constructor converts expiration_time through a
     compute cast on every call, the larger share of what pinning adds to GetFlightInfo."""
+    return fl.FlightEndpoint.deserialize(endpoint_bytes(ticket, expires, locations))
+
+
+def endpoint_bytes(ticket: bytes, expires: int, locations: Sequence[str] = ()) -> bytes:
+    """The wire form of :func:`endpoint`'s FlightEndpoint (for :func:`flight_info`)."""
     inner = b"\x0a" + varint(len(ticket)) + ticket  # Ticket{ticket = 1}
     stamp = b"\x08" + varint(expires)  # google.protobuf.Timestamp{seconds = 1}
     where = b""
     for uri in locations:
         loc = b"\x0a" + varint(len(uri.encode())) + uri.encode()  # Location{uri = 1}
         where += b"\x12" + varint(len(loc)) + loc  # FlightEndpoint.location = 2
-    return fl.FlightEndpoint.deserialize(
-        b"\x0a" + varint(len(inner)) + inner + where + b"\x1a" + varint(len(stamp)) + stamp
-    )
+    return b"\x0a" + varint(len(inner)) + inner + where + b"\x1a" + varint(len(stamp)) + stamp
+
+
+#: FlightInfo's total_records = 4 and total_bytes = 5, both -1 (unknown; int64 as a varint).
+_UNKNOWN_TOTALS = b"\x20" + varint((1 << 64) - 1) + b"\x28" + varint((1 << 64) - 1)
+
+
+def flight_info(schema: bytes, descriptor: bytes, endpoints: Sequence[bytes], ordered: bool) -> fl.FlightInfo:
+    """``FlightInfo(schema, descriptor, endpoints, -1, -1, ordered)`` from wire forms: the
+    schema's IPC message (``pa.Schema.serialize``, worked out once per plan), the descriptor's
+    and the endpoints' (:func:`endpoint_bytes`). One parse instead of building each part."""
+    parts = [b"\x0a", varint(len(schema)), schema, b"\x12", varint(len(descriptor)), descriptor]
+    for wire in endpoints:
+        parts += [b"\x1a", varint(len(wire)), wire]
+    parts.append(_UNKNOWN_TOTALS)
+    if ordered:
+        parts.append(b"\x30\x01")
+    return fl.FlightInfo.deserialize(b"".join(parts))
+
+
+#: An Any's type_url (field 1) of a TicketStatementQuery, as protobuf serializes it.
+_TICKET_URL = f"{proto.TYPE_URL_PREFIX}{proto.SQL_PACKAGE}.TicketStatementQuery".encode()
+_TICKET_URL_FIELD = b"\x0a" + varint(len(_TICKET_URL)) + _TICKET_URL
+
+
+def statement_ticket(handle: bytes) -> bytes:
+    """``proto.pack(TicketStatementQuery(statement_handle=handle))``, byte for byte (DoGet
+    refuses any other encoding), without building two protobuf messages per ticket."""
+    if not handle:  # protobuf leaves empty fields out
+        return _TICKET_URL_FIELD
+    value = b"\x0a" + varint(len(handle)) + handle  # TicketStatementQuery{statement_handle = 1}
+    return _TICKET_URL_FIELD + b"\x12" + varint(len(value)) + value  # Any{value = 2}
+
+
+def statement_endpoint(handle: bytes, expires: int, locations: Sequence[str] = ()) -> bytes:
+    """``endpoint_bytes(statement_ticket(handle), expires, locations)``: every byte before the
+    handle depends on its length only (a kept plan's tickets all have the same), and the
+    expiry changes once a second, so both are looked up rather than encoded each time."""
+    if not handle or locations:
+        return endpoint_bytes(statement_ticket(handle), expires, locations)
+    return _handle_prefix(len(handle)) + handle + _expiry(expires)
+
+
+@functools.lru_cache(maxsize=256)
+def _handle_prefix(size: int) -> bytes:
+    """FlightEndpoint{ticket = 1: Ticket{ticket = 1: Any{type_url, value: TicketStatementQuery{
+    statement_handle = 1: (size bytes)}}}} up to the handle."""
+    value = 1 + len(varint(size)) + size
+    ticket = len(_TICKET_URL_FIELD) + 1 + len(varint(value)) + value
+    inner = 1 + len(varint(ticket)) + ticket
+    return (
+        b"\x0a" + varint(inner) + b"\x0a" + varint(ticket)
+        + _TICKET_URL_FIELD + b"\x12" + varint(value) + b"\x0a" + varint(size)
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def _expiry(expires: int) -> bytes:
+    """FlightEndpoint.expiration_time = 3: Timestamp{seconds = 1}."""
+    stamp = b"\x08" + varint(expires)
+    return b"\x1a" + varint(len(stamp)) + stamp
 
 
 def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:

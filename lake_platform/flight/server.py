@@ -345,16 +345,17 @@ class FlightSqlServer:
                     time.perf_counter() - started,
                 )
                 raise
-            if self.spooler is not None and self.spooler.wanted(planned, _asks_spool(call)):
+            asked = _asks_spool(call)
+            if self.spooler is not None and self.spooler.wanted(planned, asked):
                 job = self.spooler.start(identity, planned, ordered(planned))
                 self.spooler.wait(job, self.settings.query_timeout_seconds or None)
                 return self.spooler.flight_info(job.id, identity, descriptor)
-            if _asks_spool(call):
+            if asked:
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
             if len(answer.endpoints) == 1:  # its DoGet plans the whole query again: keep the plan
                 self.engine.remember(identity, planned, params)
-            return fl.FlightInfo(planned.schema, descriptor, answer.endpoints, -1, -1, answer.ordered)
+            return answer.info(descriptor)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet

@@ -106,6 +106,13 @@ class Spooler:
     def wanted(self, planned: PlannedQuery, asked: bool) -> bool:
         if asked:
             return True
+        # Worked out once per plan (its snapshots never change): a kept plan asks every call.
+        kept = planned.derived.get("spool")
+        if kept is None or kept[0] is not self.settings:
+            kept = planned.derived["spool"] = (self.settings, self._wanted(planned))
+        return kept[1]
+
+    def _wanted(self, planned: PlannedQuery) -> bool:
         s = self.settings
         if not (s.min_rows or s.min_bytes) or not planned.refs:
             return False

@@ -17,6 +17,13 @@ A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``
     prt                  (optional) the part of one pinned table this endpoint reads:
                          {n: a name in snp, r: [[first, last], ...] fragment ids} (query.part)
 
+Sealing a statement's tickets is split in two: :meth:`Tickets.statement_claims` checks the
+claims that are the same for every ticket of a plan (identity, SQL, parameters, pins, part) and
+encodes them once; :meth:`Tickets.seal_claims` seals them with what each ticket adds (its id,
+``iat``, ``exp``). The server keeps the first with a kept plan (``endpoints``), so a repeated
+statement's GetFlightInfo pays one short encoding and one AES-GCM seal per ticket. The sealed
+bytes are exactly those a one-step seal writes: the format did not change.
+
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
 (exactly these keys, exact types; snapshots in written-name order with no duplicate written
 name, and no incarnation twice among the current-version pins) and bounded (SQL bytes, snapshot
@@ -28,16 +35,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import secrets
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from lake_platform.errors import InvalidInput, Unauthenticated
-from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
+from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Encoded, Expired, Identity, Sealer, check_owner
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
 
@@ -64,6 +71,17 @@ class StatementTicket:
     issued_at_ms: int
     expires_at_ms: int
     part: Part | None = None  # the fragments this endpoint reads (None: the whole snapshot)
+
+
+class StatementClaims(NamedTuple):
+    """What every ticket of one statement (or of one part of it) carries, checked and encoded
+    (:meth:`Tickets.statement_claims`); :meth:`Tickets.seal_claims` seals tickets of it."""
+
+    identity: Identity
+    sql: str
+    snapshots: tuple[TableRef, ...]  # in written-name order
+    part: Part | None
+    encoded: Encoded
 
 
 class Tickets:
@@ -93,13 +111,26 @@ class Tickets:
 
         ``part``: the endpoint reads only these fragments of one pinned table; ``ticket_id``:
         the query's id when it has several endpoints (default: a new one)."""
-        ordered = sorted(snapshots, key=lambda r: r.written)
+        claims = self.statement_claims(identity, sql, params, snapshots, part=part)
+        return self.seal_claims(claims, ticket_id)
+
+    def statement_claims(
+        self,
+        identity: Identity,
+        sql: str,
+        params: pa.RecordBatch | None,
+        snapshots: Sequence[TableRef],
+        *,
+        part: Part | None = None,
+    ) -> StatementClaims:
+        """Check and encode the claims every ticket of this statement (or part) carries:
+        InvalidInput if they break a rule (see the module's docstring)."""
+        ordered = tuple(sorted(snapshots, key=lambda r: r.written))
         claims: dict[str, Any] = {
             **identity.claims(),
             "sql": sql,
             "prm": params_to_text(params),
             "snp": [r.to_json() for r in ordered],
-            "id": ticket_id or new_ticket_id(),
         }
         self._check_bounds(sql, claims["prm"], "ticket", True)
         self._check_snapshots(ordered, identity.project, True)
@@ -107,8 +138,15 @@ class Tickets:
             if part.table not in {r.name for r in ordered}:
                 raise InvalidInput("a part must be of a table the query reads")
             claims["prt"] = part.to_json()
-        blob = self.sealer.seal("ticket", claims, self.lifetime)
-        return blob, self.sealer.now() + self.lifetime
+        encoded = self.sealer.encode("ticket", claims, heads=("id",))
+        return StatementClaims(identity, sql, ordered, part, encoded)
+
+    def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float]:
+        """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), and its expiry
+        (seconds): the bytes :meth:`seal_statement` seals for the same claims and id."""
+        # No ticket id given: the sealer draws a new one with the nonce (one call for both).
+        blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
+        return blob, exp / 1000
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
         """Open, validate and bound a ticket; ``caller`` must be exactly its identity (None:
@@ -248,7 +286,7 @@ class Tickets:
 
 
 def new_ticket_id() -> str:
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()  # what secrets.token_hex(8) returns, two calls shorter
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

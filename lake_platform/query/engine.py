@@ -41,6 +41,8 @@ from lake_platform.settings import LakeSettings
 
 #: ``PlannedQuery.derived`` key: the snapshot cache's generation when the query was planned.
 _CACHE_GENERATION = "cache_generation"
+#: ``PlannedQuery.derived`` key: (scope, the plan's key for :meth:`QueryEngine.plan_pinned`).
+_PINNED_KEY = "pinned_key"
 
 
 class QueryEngine:
@@ -290,7 +292,19 @@ class QueryEngine:
     def remember(self, scope: Hashable, planned: PlannedQuery, params: pa.RecordBatch | None) -> None:
         """Keep ``planned`` (planned for ``scope`` with ``params``) for :meth:`plan_pinned` of
         the same scope, SQL, parameters and refs."""
-        self._keep(plan_key(scope, planned.sql, params, planned.refs), planned)
+        if params is not None:
+            self._keep(plan_key(scope, planned.sql, params, planned.refs), planned)
+            return
+        # A kept plan is remembered on every GetFlightInfo that reuses it: its key (the same
+        # scope, SQL and refs every time) is worked out once, and a plan still kept under it
+        # stays as it is (DoGet's reuse is what keeps it recent).
+        kept = planned.derived.get(_PINNED_KEY)
+        if kept is None or kept[0] != scope:
+            kept = (scope, plan_key(scope, planned.sql, None, planned.refs))
+            planned.derived[_PINNED_KEY] = kept
+        elif self.plans.holds(kept[1], planned):
+            return
+        self._keep(kept[1], planned)
 
     # -- time limit ------------------------------------------------------------------------
 

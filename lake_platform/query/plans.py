@@ -84,6 +84,12 @@ class PlanCache:
             self.hits += 1
             return kept[1]
 
+    def holds(self, key: tuple[Hashable, ...], planned: PlannedQuery) -> bool:
+        """Whether ``planned`` is kept under ``key`` (without touching its place in the LRU)."""
+        with self._lock:
+            kept = self._plans.get(key)
+        return kept is not None and kept[1] is planned
+
     def drop(self, key: tuple[Hashable, ...], planned: PlannedQuery) -> None:
         """Forget ``key`` if it still keeps ``planned``."""
         with self._lock:

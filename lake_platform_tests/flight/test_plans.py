@@ -9,11 +9,25 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.flight as fl
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import InvalidInput, PermissionDenied
+from lake_platform.flight import proto
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import Running, fetch, login, plan, serving, t_rows, wait_until
+from lake_platform_tests.flight.conftest import (
+    ALICE,
+    BOB,
+    SERVICE,
+    Running,
+    fetch,
+    login,
+    plan,
+    serving,
+    t_rows,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +124,73 @@ def test_a_kept_plan_still_fails_when_its_table_was_dropped(running: Running) ->
     with pytest.raises(Exception, match="no longer available|dropped|not found"):
         fetch(client, options, info)
     client.close()
+
+
+# == the kept plan's ticket claims (pinning overhead, issue 14) ===================================
+
+
+def opened(running: Running, info: Any, identity: Any = ALICE) -> Any:
+    name, payload = proto.unpack_any(info.endpoints[0].ticket.ticket)
+    handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
+    return running.server.tickets.open_statement(handle, identity)
+
+
+def test_kept_ticket_claims_never_pin_a_stale_version(running: Running, monkeypatch: Any) -> None:
+    """Repeated GetFlightInfo of one statement encodes its claims once; after an append the
+    next GetFlightInfo pins the new version (new plan, new claims), never the old one."""
+    running.catalog.create_table("p.w.ns.pins", t_rows(3).to_reader())
+    running.catalog.set_policy("p.w.ns.pins", {"cache": "off"})
+    assert wait_until(lambda: running.server.snapshots.current().project("p").table("w", "ns", "pins"))
+    encoded = []
+    real = running.server.tickets.statement_claims
+    monkeypatch.setattr(
+        running.server.tickets, "statement_claims", lambda *a, **k: encoded.append(a) or real(*a, **k)
+    )
+    sql = "SELECT count(*) AS n FROM w.ns.pins"
+    client, options = login(running.uri)
+    try:
+        first, second = plan(client, options, sql), plan(client, options, sql)
+        assert len(encoded) == 1  # the second call reused the kept plan and its claims
+        a, b = opened(running, first), opened(running, second)
+        version = version_of(running, "pins")
+        assert [r.version for r in a.snapshots] == [r.version for r in b.snapshots] == [version]
+        assert a.ticket_id != b.ticket_id and b.issued_at_ms >= a.issued_at_ms
+        running.catalog.append("p.w.ns.pins", t_rows(2, start=3).to_reader())
+        assert wait_until(lambda: version_of(running, "pins") == version + 1)
+        third = plan(client, options, sql)
+        assert len(encoded) == 2
+        assert [r.version for r in opened(running, third).snapshots] == [version + 1]
+        assert fetch(client, options, third).to_pylist() == [{"n": 5}]
+        assert fetch(client, options, first).to_pylist() == [{"n": 3}]  # still its own pin
+    finally:
+        client.close()
+
+
+def test_kept_ticket_claims_never_carry_another_principal(running: Running) -> None:
+    """Claims kept with a plan for one principal are never sealed for another, even when the
+    very same plan object is answered for both (another user of the project, another tenant)."""
+    server = running.server
+    sql = "SELECT count(*) AS n FROM w.ns.t"
+    planned = server.engine.plan(sql, server._view(ALICE), scope=ALICE)
+    for _ in range(2):
+        server.endpoints.answer(ALICE, planned, None)  # the claims are kept now
+    info = server.endpoints.answer(SERVICE, planned, None).info(fl.FlightDescriptor.for_command(b""))
+    ticket = opened(running, info, SERVICE)
+    assert ticket.identity == SERVICE
+    with pytest.raises(PermissionDenied):
+        opened(running, info, ALICE)
+    again = server.endpoints.answer(ALICE, planned, None).info(fl.FlightDescriptor.for_command(b""))
+    assert opened(running, again).identity == ALICE
+    with pytest.raises(InvalidInput, match="invalid table snapshots"):  # p's pins, q's principal
+        server.endpoints.answer(BOB, planned, None)
+
+
+def test_claims_with_bound_parameters_are_never_kept(running: Running) -> None:
+    server = running.server
+    sql = "SELECT id FROM w.ns.t WHERE id = ?"
+    planned = server.engine.plan(sql, server._view(ALICE), pa.record_batch({"a": [5]}), scope=ALICE)
+    descriptor = fl.FlightDescriptor.for_command(b"")
+    for value in (5, 7):
+        params = pa.record_batch({"a": [value]})
+        info = server.endpoints.answer(ALICE, planned, params).info(descriptor)
+        assert opened(running, info).params.equals(params)

@@ -1,0 +1,198 @@
+"""A kept plan's tickets (issue 14, pinning overhead): the claims that do not change between
+calls are checked and encoded once (``Tickets.statement_claims``) and each ticket splices in
+only its id and times (``Sealer.seal_encoded``). The sealed plaintext must be byte for byte
+what one-step sealing writes, so the opener (unchanged) cannot tell them apart; the hand-made
+protobuf around a ticket must be what protobuf and pyarrow write.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lake_platform.errors import InvalidInput, PermissionDenied
+from lake_platform.flight import framing, proto
+from lake_platform.flight.tickets import TicketLimits, Tickets, params_to_text
+from lake_platform.flight.tokens import Identity, Sealer
+from lake_platform.query.part import Part
+from lake_platform.query.snapshot import TableRef
+
+KEY = secrets.token_bytes(32)
+ALICE = Identity("alice", "user", "p", "reader")
+NOW = TableRef("p.w.ns.t", "lance", "/x/t-1.lance", "inc1", 3, "_versions/3.manifest", 10, "e1", 5)
+V1 = TableRef("p.w.ns.t", "lance", "/x/t-1.lance", "inc1", 1, "_versions/1.manifest", at="v1")
+OTHER = TableRef("p.w.ns.u", "lance", "/x/u-1.lance", "inc2", 7, "_versions/7.manifest")
+
+
+class Clock:
+    """A settable clock, so the slow and the fast path seal at the same millisecond."""
+
+    def __init__(self) -> None:
+        self.t = 1_764_556_800.123
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def tickets(clock: Clock | None = None, **limits: Any) -> Tickets:
+    sealer = Sealer([("k0", secrets.token_bytes(32)), ("k1", KEY)], clock=clock or Clock())
+    return Tickets(sealer, TicketLimits(**limits), lifetime=600, prepared_lifetime=600)
+
+
+def plaintext(t: Tickets, blob: bytes) -> bytes:
+    """Decrypt a ticket with the sealing key (the test's own AES-GCM, not the opener)."""
+    kid = t.sealer.sealing_kid
+    header = blob[: 2 + len(kid)]
+    nonce = blob[len(header) : len(header) + 12]
+    aad = b"lake-flight/ticket\0" + header
+    return t.sealer._keys[kid]["ticket"].decrypt(nonce, blob[len(header) + 12 :], aad)
+
+
+def one_step(
+    t: Tickets, identity: Identity, sql: str, params: Any, refs: Any, ticket_id: str, **part: Any
+) -> bytes:
+    """What sealing wrote before claims were kept: one dict, canonical JSON, one seal."""
+    claims = {
+        **identity.claims(),
+        "sql": sql,
+        "prm": params_to_text(params),
+        "snp": [r.to_json() for r in sorted(refs, key=lambda r: r.written)],
+        "id": ticket_id,
+    }
+    if part:
+        claims["prt"] = part["part"].to_json()
+    return t.sealer.seal("ticket", claims, t.lifetime)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sql=st.text(min_size=1, max_size=200), ticket_id=st.text(min_size=1, max_size=64))
+def test_kept_claims_seal_the_bytes_one_step_sealing_seals(sql: str, ticket_id: str) -> None:
+    """Any SQL (quotes, backslashes, control characters, non-ASCII) and any ticket id: the
+    spliced plaintext equals the canonical encoding of the same claims, and opens the same."""
+    clock = Clock()
+    t = tickets(clock)
+    claims = t.statement_claims(ALICE, sql, None, (NOW, V1))
+    fast, expires = t.seal_claims(claims, ticket_id)
+    slow = one_step(t, ALICE, sql, None, (NOW, V1), ticket_id)
+    assert plaintext(t, fast) == plaintext(t, slow)
+    assert fast[:4] == slow[:4] and fast[4:16] != slow[4:16]  # same header, its own nonce
+    opened = t.open_statement(fast, ALICE)
+    assert opened == t.open_statement(slow, ALICE)
+    assert opened.ticket_id == ticket_id and opened.sql == sql and opened.snapshots == (NOW, V1)
+    assert expires == opened.expires_at_ms / 1000 == round(clock.t * 1000) / 1000 + 600
+
+
+def test_parameters_and_parts_are_kept_too() -> None:
+    t = tickets()
+    params = pa.record_batch({"x": pa.array([1, 2], pa.int64()), "s": pa.array(['"é\\', None])})
+    part = Part("p.w.ns.u", ((0, 3), (7, 7)))
+    claims = t.statement_claims(ALICE, "SELECT ?", params, (OTHER, NOW), part=part)
+    fast, _ = t.seal_claims(claims, "q1")
+    slow = one_step(t, ALICE, "SELECT ?", params, (OTHER, NOW), "q1", part=part)
+    assert plaintext(t, fast) == plaintext(t, slow)
+    opened = t.open_statement(fast, ALICE)
+    assert opened.part == part and opened.params is not None and opened.params.equals(params)
+
+
+def test_each_ticket_gets_a_new_id_and_times() -> None:
+    clock = Clock()
+    t = tickets(clock)
+    claims = t.statement_claims(ALICE, "SELECT 1", None, (NOW,))
+    first = t.open_statement(t.seal_claims(claims)[0], ALICE)
+    clock.t += 2.5
+    second = t.open_statement(t.seal_claims(claims)[0], ALICE)
+    assert first.ticket_id != second.ticket_id
+    assert all(len(x.ticket_id) == 16 and int(x.ticket_id, 16) >= 0 for x in (first, second))
+    assert second.issued_at_ms - first.issued_at_ms == 2500
+    assert second.expires_at_ms == second.issued_at_ms + 600_000
+
+
+def test_kept_claims_are_checked_once_as_sealing_checked_them() -> None:
+    """The checks one-step sealing made (bounds, canonical pins, the part's table) refuse the
+    claims before any is kept."""
+    t = tickets(max_tables=1, max_sql_bytes=16)
+    with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_TABLES"):
+        t.statement_claims(ALICE, "SELECT 1", None, (NOW, OTHER))
+    with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_SQL_BYTES"):
+        t.statement_claims(ALICE, "SELECT 1 + 1 + 1 + 1", None, (NOW,))
+    with pytest.raises(InvalidInput, match="a part must be of a table the query reads"):
+        t.statement_claims(ALICE, "SELECT 1", None, (NOW,), part=Part("p.w.ns.u", ((0, 0),)))
+    with pytest.raises(InvalidInput, match="invalid table snapshots"):  # another project's table
+        t.statement_claims(Identity("bob", "user", "q", "reader"), "SELECT 1", None, (NOW,))
+
+
+def test_kept_claims_carry_their_own_identity_only() -> None:
+    t = tickets()
+    blob, _ = t.seal_claims(t.statement_claims(ALICE, "SELECT 1", None, (NOW,)))
+    with pytest.raises(PermissionDenied):
+        t.open_statement(blob, Identity("alice", "user", "p", "admin"))
+
+
+def test_the_sealer_refuses_what_it_could_not_splice() -> None:
+    sealer = Sealer([("k1", KEY)])
+    with pytest.raises(ValueError, match="sort before"):  # "a" sorts before "id"
+        sealer.encode("ticket", {"a": 1}, heads=("id",))
+    with pytest.raises(ValueError, match="may not set"):
+        sealer.encode("ticket", {"sql": "x", "id": "y"}, heads=("id",))
+    with pytest.raises(ValueError, match="may not set"):
+        sealer.encode("ticket", {"sql": "x", "exp": 1}, heads=("id",))
+    with pytest.raises(ValueError, match="lowercase"):
+        sealer.encode("ticket", {"sql": "x"}, heads=('i"d',))
+    encoded = sealer.encode("ticket", {"sql": "x"}, heads=("id",))
+    with pytest.raises(ValueError):
+        sealer.seal_encoded(encoded, ("a", "b"), 60)  # not one value per head
+    with pytest.raises(ValueError):
+        sealer.seal_encoded(encoded, (7,), 60)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="another key"):
+        Sealer([("k2", KEY)]).seal_encoded(encoded, ("a",), 60)
+    blob, _ = sealer.seal_encoded(encoded, (None,), 60)
+    claims = sealer.open("ticket", blob)
+    assert claims["sql"] == "x" and len(claims["id"]) == 16
+    assert json.loads(json.dumps(claims)) == claims
+
+
+def test_oversized_kept_claims_are_refused_when_sealed() -> None:
+    sealer = Sealer([("k1", KEY)], max_bytes=512)
+    t = Tickets(sealer, TicketLimits(), lifetime=60, prepared_lifetime=60)
+    claims = t.statement_claims(ALICE, "SELECT '" + "x" * 600 + "'", None, (NOW,))
+    with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_BYTES"):
+        t.seal_claims(claims)
+
+
+# == the protobuf around a ticket, by hand ===========================================================
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 640, 16_383, 16_384, 300_000])
+def test_statement_tickets_and_endpoints_are_what_protobuf_writes(size: int) -> None:
+    handle = bytes(i % 251 for i in range(size))
+    packed = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
+    assert framing.statement_ticket(handle) == packed
+    for where in ((), ("grpc://a:1", "grpc+tls://b:2")):
+        for expires in (0, 1, 1_764_556_800):
+            made = framing.statement_endpoint(handle, expires, where)
+            assert made == framing.endpoint_bytes(packed, expires, where)
+            endpoint = fl.FlightEndpoint.deserialize(made)
+            assert endpoint.ticket.ticket == packed
+            assert [loc.uri.decode() for loc in endpoint.locations] == list(where)
+
+
+def test_flight_info_from_wire_forms_is_what_pyarrow_builds() -> None:
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())], metadata={b"k": b"v"})
+    descriptor = fl.FlightDescriptor.for_command(b"SELECT 1")
+    endpoints = [framing.statement_endpoint(b"h" * n, 1_764_556_800, ()) for n in (10, 700)]
+    for ordered in (False, True):
+        built = fl.FlightInfo(
+            schema, descriptor, [fl.FlightEndpoint.deserialize(e) for e in endpoints], -1, -1, ordered
+        )
+        made = framing.flight_info(
+            schema.serialize().to_pybytes(), descriptor.serialize(), endpoints, ordered
+        )
+        assert made.serialize() == built.serialize()
+        assert made.schema == schema and made.total_records == -1 and made.ordered is ordered
