@@ -50,6 +50,8 @@ RSS, time to first byte, total).
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import statistics
 import subprocess
 import sys
@@ -614,6 +616,7 @@ def main() -> None:
 
     warnings.simplefilter("ignore")
     home = Path(tempfile.mkdtemp(prefix="lake-bench-flight-")) / "home"
+    atexit.register(shutil.rmtree, home.parent, True)  # ~150 MB a run: never left behind
     if args.cache_only:
         from lake_platform.catalog.catalog import Catalog
         from lake_platform.settings import load_settings
@@ -640,8 +643,6 @@ def main() -> None:
         try:
             endpoints_part(home, nbytes, args)
         finally:
-            import shutil
-
             shutil.rmtree(home.parent, ignore_errors=True)
         return
     ours, ours_port = start("--serve-ours", home, "max_endpoints=1")
@@ -946,6 +947,7 @@ def spool_part(rows: int) -> None:
     from pathlib import Path as P
 
     home = P(tempfile.mkdtemp(prefix="lake-bench-spool-")) / "home"
+    atexit.register(shutil.rmtree, home.parent, True)
     t = time.perf_counter()
     nbytes = build(home, rows)
     print(
@@ -986,7 +988,6 @@ def spool_part(rows: int) -> None:
         finally:
             proc.terminate()
             proc.wait(10)
-    import shutil
 
     shutil.rmtree(home.parent, ignore_errors=True)
 

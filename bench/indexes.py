@@ -24,7 +24,9 @@ the index build time and size. Medians; the machine is shared, so figures are a 
 from __future__ import annotations
 
 import argparse
+import atexit
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -166,6 +168,7 @@ def main() -> None:
 
     print(c.machine_line())
     home = Path(tempfile.mkdtemp(prefix="lake-bench-indexes-")) / "home"
+    atexit.register(shutil.rmtree, home.parent, True)  # the table is hundreds of MB: never left behind
     t = time.perf_counter()
     nbytes = build(home, args.rows)
     with Catalog(load_settings(home=home)) as catalog:

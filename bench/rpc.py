@@ -30,7 +30,9 @@ in the same run (interleaved) should be compared.
 from __future__ import annotations
 
 import argparse
+import atexit
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -299,7 +301,10 @@ def main() -> None:
         return
 
     print(c.machine_line())
-    home = args.home or Path(tempfile.mkdtemp(prefix="lake-bench-rpc-")) / "home"
+    home = args.home
+    if home is None:  # a home of our own is removed at exit; a given one is the caller's
+        home = Path(tempfile.mkdtemp(prefix="lake-bench-rpc-")) / "home"
+        atexit.register(shutil.rmtree, home.parent, True)
     if not home.exists():
         t = time.perf_counter()
         build(home, args.rows)
