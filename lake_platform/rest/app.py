@@ -208,14 +208,14 @@ class Endpoint:
         try:
             headers = header_map(scope)
             # The body is read (up to the limit) before anything else: the one step that must be
-            # async. Everything after runs in one worker thread (or, for a pure registry read on
-            # SQLite, right here), in the door's order.
+            # async. Everything after runs in one worker thread (``rest/workers.py``; or, for a
+            # pure registry read on SQLite, right here), in the door's order.
             raw = await read_body(headers, receive, self.service.settings.rest_max_body_bytes)
             args = (headers, query_map(scope), scope.get("path_params", {}), raw)
             if self.inline:
                 principal, result = self.handle(*args)
             else:
-                principal, result = await run_in_threadpool(self.handle, *args)
+                principal, result = await self.service.workers.run(self.handle, *args)
             response = respond(result, principal.name)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
             response = problem(exc, request_path(scope))
