@@ -11,6 +11,7 @@ message (no locals, no request metadata).
 from __future__ import annotations
 
 import json
+import linecache
 import logging
 import sys
 import time
@@ -64,6 +65,15 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _: Any) -> None:
         pass
 
+    def flush(self) -> None:
+        # Every record ends with the terminator, so a line-buffered stderr (Python's default) or
+        # a write-through one (PYTHONUNBUFFERED) has passed the whole line on at the write: the
+        # handler's own flush (its lock, then the stream's) would do nothing more.
+        stream = sys.stderr
+        if getattr(stream, "line_buffering", False) or getattr(stream, "write_through", False):
+            return
+        super().flush()
+
 
 def configure_logging(
     level: str = "INFO", fmt: str = "text", stream: Any = None, *, force: bool = False
@@ -89,22 +99,48 @@ def configure_logging(
 
 
 def log_request(info: context.RequestInfo, status: str, seconds: float) -> None:
-    """The access-log line of one finished request (INFO on ``lake.request``)."""
-    if not REQUEST_LOG.isEnabledFor(logging.INFO):
+    """The access-log line of one finished request (INFO on ``lake.request``).
+
+    One per request, so it skips what ``Logger.info`` would work out again each time: the caller
+    (``findCaller`` walks the stack to find this function, the same answer every time, which is
+    bound here once) and ``Logger._log``'s steps around ``makeRecord``. The record is the one
+    ``Logger.info`` makes (same factory, fields and caller) and goes through ``Logger.handle``
+    (``lake.request``'s filters, then every handler up the tree), as it would."""
+    logger = REQUEST_LOG
+    if not logger.isEnabledFor(logging.INFO):
         return
-    REQUEST_LOG.info(
+    if logger.disabled:
+        return
+    ms = seconds * 1000
+    record = logger.makeRecord(
+        logger.name,
+        logging.INFO,
+        _HERE,
+        _LINE,
         "%s %s %s %.1f ms",
-        info.surface,
-        info.method,
-        status,
-        seconds * 1000,
-        extra={
+        (info.surface, info.method, status, ms),
+        None,
+        "log_request",
+        {
             "request_id": info.request_id,
             "surface": info.surface,
             "method": info.method,
             "principal": info.principal,
             "project": info.project,
             "status": status,
-            "duration_ms": round(seconds * 1000, 3),
+            "duration_ms": round(ms, 3),
         },
     )
+    logger.handle(record)
+
+
+def _line_of(code: Any, text: str) -> int:
+    for _, _, line in code.co_lines():
+        if line is not None and text in linecache.getline(code.co_filename, line):
+            return int(line)
+    return int(code.co_firstlineno)
+
+
+#: The caller ``findCaller`` would name for the record: this file, ``makeRecord``'s line.
+_HERE = log_request.__code__.co_filename
+_LINE = _line_of(log_request.__code__, "logger.makeRecord(")
