@@ -7,13 +7,19 @@
 - (b) DescribeTable and ListTableVersions exactly as pylance sends them, from one keep-alive
   ``http.client`` connection: median round trip, and server CPU per request;
 - (c) the same two requests and an unknown path given to the ASGI app in this process (no socket,
-  no uvicorn): what our own code costs per request, the figure least moved by other load.
+  no uvicorn), with the access log on as the server writes it (INFO, text, to ``/dev/null``):
+  what our own code costs per request, the figure least moved by other load (median wall time
+  and mean CPU time per call).
 
 Run ``PYTHONPATH=<checkout> python bench/rest_requests.py`` to measure another checkout (the
-server inherits ``PYTHONPATH``); for paired figures run it per side, back to back. Prints
-figures only (~1 min).
+server inherits ``PYTHONPATH``). ``--against <checkout>`` runs instead two servers at once, this
+checkout's (``after``) and that one's (``base``), and alternates batches between them (the order
+flipped every round) so that other load weighs on both sides alike: server CPU per request and
+per commit for each, and their ratio (the figure to quote for a change smaller than the noise
+between two separate runs). Prints figures only (~1 min; ``--against`` ~2 min).
 
     python bench/rest_requests.py [--appends 200] [--requests 2000]
+    python bench/rest_requests.py --against /work/main [--rounds 10]
 """
 
 from __future__ import annotations
@@ -46,21 +52,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--appends", type=int, default=200)
     ap.add_argument("--requests", type=int, default=2000, help="per read operation")
+    ap.add_argument("--against", type=Path, help="a base checkout to pair with this one, interleaved")
+    ap.add_argument("--rounds", type=int, default=10, help="--against: batches per side and operation")
     args = ap.parse_args()
     print(common.machine_line())
     print(common.load_line())
+    if args.against is not None:
+        paired(args)
+        print(common.load_line())
+        return
     with common.scratch_dir("bench-rest-requests-") as tmp:
         home = tmp / "home"
-        catalog, token = common.rest_lake(home)
-        catalog.close()
-        port = common._free_port()
-        env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port)}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        server, port, token = serve(home)
         try:
             common.wait_rest(f"http://127.0.0.1:{port}")
             run(args, server.pid, port, token)
@@ -69,6 +72,80 @@ def main() -> None:
             server.wait(30)
         in_process(args, home, token)
     print(common.load_line())
+
+
+def serve(home: Path, pythonpath: str | None = None) -> tuple[subprocess.Popen[bytes], int, str]:
+    """A ``lake serve-rest`` process over a fresh lake at ``home`` (its own checkout's code when
+    ``pythonpath`` is given): the process, its port and a writer token."""
+    catalog, token = common.rest_lake(home)
+    catalog.close()
+    port = common._free_port()
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port)}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return server, port, token
+
+
+def paired(args: argparse.Namespace) -> None:
+    """``--against``: both servers at once, batches alternated (see the module docstring)."""
+    checkout = str(Path(__file__).resolve().parent.parent)
+    rows = pa.table({"id": pa.array(range(100), pa.int64())})
+    with common.scratch_dir("bench-rest-requests-") as tmp:
+        sides: dict[str, Any] = {}
+        try:
+            for side, path in (("base", str(args.against.resolve())), ("after", checkout)):
+                sides[side] = serve(tmp / side, path)
+            clients: dict[str, Any] = {}
+            for side, (_, port, token) in sides.items():
+                common.wait_rest(f"http://127.0.0.1:{port}")
+                ns = RestNamespace(
+                    uri=f"http://127.0.0.1:{port}", **{"header.Authorization": f"Bearer {token}"}
+                )
+                lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="create")
+                for _ in range(10):  # warm up
+                    lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="append")
+                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+                clients[side] = (ns, http.client.HTTPConnection("127.0.0.1", port), headers)
+            batch = max(1, args.requests // 2)
+            commits = max(1, args.appends // 5)
+            print(
+                f"\n(paired) base {args.against} vs after {checkout}: {args.rounds} rounds of {batch} "
+                f"requests / {commits} appends per side, alternated; server CPU per call"
+            )
+            for name, request in (("DescribeTable", DESCRIBE), ("ListTableVersions", LIST), ("commit", None)):
+                cpu = {side: 0.0 for side in sides}
+                for round_ in range(args.rounds + 1):  # round 0 warms both up, uncounted
+                    for side in ("base", "after") if round_ % 2 else ("after", "base"):
+                        ns, conn, headers = clients[side]
+                        before = common.cpu_seconds(sides[side][0].pid)
+                        if request is None:
+                            for _ in range(commits):
+                                lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="append")
+                        else:
+                            for _ in range(batch):
+                                conn.request("POST", request[0], request[1], headers)
+                                response = conn.getresponse()
+                                response.read()
+                            assert response.status == 200, response.status
+                        if round_:
+                            cpu[side] += common.cpu_seconds(sides[side][0].pid) - before
+                calls = args.rounds * (commits if request is None else batch)
+                scale, unit = (1e3, "ms") if request is None else (1e6, "us")
+                base, after = (scale * cpu[side] / calls for side in ("base", "after"))
+                print(
+                    f"  {name:18s} base {base:7.1f} {unit}   after {after:7.1f} {unit}   "
+                    f"after/base {cpu['after'] / cpu['base']:.3f}"
+                )
+        finally:
+            for server, _, _ in sides.values():
+                server.terminate()
+                server.wait(30)
 
 
 def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
@@ -111,10 +188,14 @@ def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
 
 
 def in_process(args: argparse.Namespace, home: Path, token: str) -> None:
+    from lake_platform.observability.logs import configure_logging
     from lake_platform.rest.app import build_app
     from lake_platform.rest.server import RestService
     from lake_platform.settings import load_settings
 
+    # The access log as `lake serve-rest` writes it by default (INFO, text), to /dev/null.
+    devnull = open(os.devnull, "w")
+    configure_logging("INFO", "text", stream=devnull, force=True)
     service = RestService(load_settings(home=home))
     app = build_app(service)
     headers = [
@@ -159,17 +240,23 @@ def in_process(args: argparse.Namespace, home: Path, token: str) -> None:
         ):
             status = await call(path, body)
             lat = []
+            cpu = time.process_time()
             for _ in range(args.requests):
                 t = time.perf_counter()
                 await call(path, body)
                 lat.append(time.perf_counter() - t)
-            print(f"  {name:18s} median {1e6 * statistics.median(lat):5.0f} us  (status {status})")
+            cpu = time.process_time() - cpu
+            print(
+                f"  {name:18s} median {1e6 * statistics.median(lat):5.0f} us   mean CPU "
+                f"{1e6 * cpu / args.requests:5.0f} us  (status {status})"
+            )
 
     service.start()
     try:
         asyncio.run(measure())
     finally:
         service.close()
+        devnull.close()
 
 
 if __name__ == "__main__":

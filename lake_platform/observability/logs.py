@@ -11,6 +11,7 @@ message (no locals, no request metadata).
 from __future__ import annotations
 
 import json
+import linecache
 import logging
 import sys
 import time
@@ -64,6 +65,15 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _: Any) -> None:
         pass
 
+    def flush(self) -> None:
+        # Every record ends with the terminator, so a line-buffered stderr (Python's default) or
+        # a write-through one (PYTHONUNBUFFERED) has passed the whole line on at the write: the
+        # handler's own flush (its lock, then the stream's) would do nothing more.
+        stream = sys.stderr
+        if getattr(stream, "line_buffering", False) or getattr(stream, "write_through", False):
+            return
+        super().flush()
+
 
 def configure_logging(
     level: str = "INFO", fmt: str = "text", stream: Any = None, *, force: bool = False
@@ -83,28 +93,122 @@ def configure_logging(
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
     root.addHandler(handler)
     root.setLevel(level)
 
 
 def log_request(info: context.RequestInfo, status: str, seconds: float) -> None:
-    """The access-log line of one finished request (INFO on ``lake.request``)."""
-    if not REQUEST_LOG.isEnabledFor(logging.INFO):
+    """The access-log line of one finished request (INFO on ``lake.request``).
+
+    One per request, so it skips what ``Logger.info`` would work out again each time: the caller
+    (``findCaller`` walks the stack to find this function, the same answer every time, which is
+    bound here once) and ``Logger._log``'s steps around ``makeRecord``. The record is the one
+    ``Logger.info`` makes (same factory, fields and caller) and goes through ``Logger.handle``
+    (``lake.request``'s filters, then every handler up the tree), as it would.
+
+    When nothing but :func:`configure_logging`'s text handler can see the record (see
+    :func:`plain_text_handler`), the line that handler would write is written straight to its
+    stream, under its lock, with its flush: the same bytes without building the record."""
+    logger = REQUEST_LOG
+    if not logger.isEnabledFor(logging.INFO) or logger.disabled:
         return
-    REQUEST_LOG.info(
-        "%s %s %s %.1f ms",
-        info.surface,
-        info.method,
-        status,
-        seconds * 1000,
-        extra={
+    ms = seconds * 1000
+    handler = plain_text_handler()
+    if handler is not None:
+        line = (
+            f"{logging.getLevelName(logging.INFO)} {logger.name}: "
+            f"{_ACCESS % (info.surface, info.method, status, ms)}{handler.terminator}"
+        )
+        handler.acquire()
+        try:
+            try:
+                handler.stream.write(line)
+                handler.flush()
+            except RecursionError:
+                raise
+            except Exception:  # noqa: BLE001 - as StreamHandler.emit: the handler reports it
+                handler.handleError(_access_record(info, status, ms))
+        finally:
+            handler.release()
+        return
+    logger.handle(_access_record(info, status, ms))
+
+
+_ACCESS = "%s %s %s %.1f ms"
+TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+_LAKE_LOG = logging.getLogger("lake")
+
+
+class TextFormatter(logging.Formatter):
+    """``LAKE_LOG_FORMAT=text``: level, logger, message."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+
+def plain_text_handler() -> logging.StreamHandler | None:  # type: ignore[type-arg]
+    """The handler an access line goes to when it is the only thing that could see the record:
+    :func:`configure_logging`'s text handler (its own class, formatter and no filter, at INFO or
+    below) as the root's only handler, no filter on ``lake.request``, no handler on it or on
+    ``lake``, both propagating, and the standard record factory. Anything else: None (the line
+    then goes through ``Logger.handle`` as any record does)."""
+    handlers = logging.root.handlers
+    if len(handlers) != 1:
+        return None
+    handler = handlers[0]
+    if (
+        type(handler) not in _PLAIN_HANDLERS
+        or type(handler.formatter) is not TextFormatter
+        or handler.filters
+        or handler.level > logging.INFO
+        or not getattr(handler, "_lake", False)
+    ):
+        return None
+    request, lake = REQUEST_LOG, _LAKE_LOG
+    if request.filters or request.handlers or not request.propagate or request.parent is not lake:
+        return None
+    if lake.handlers or not lake.propagate or lake.parent is not logging.root:
+        return None
+    if logging.getLogRecordFactory() is not logging.LogRecord:
+        return None
+    return handler  # type: ignore[return-value]
+
+
+def _access_record(info: context.RequestInfo, status: str, ms: float) -> logging.LogRecord:
+    return REQUEST_LOG.makeRecord(
+        REQUEST_LOG.name,
+        logging.INFO,
+        _HERE,
+        _LINE,
+        _ACCESS,
+        (info.surface, info.method, status, ms),
+        None,
+        "log_request",
+        {
             "request_id": info.request_id,
             "surface": info.surface,
             "method": info.method,
             "principal": info.principal,
             "project": info.project,
             "status": status,
-            "duration_ms": round(seconds * 1000, 3),
+            "duration_ms": round(ms, 3),
         },
     )
+
+
+def _line_of(code: Any, text: str) -> int:
+    for _, _, line in code.co_lines():
+        if line is not None and text in linecache.getline(code.co_filename, line):
+            return int(line)
+    return int(code.co_firstlineno)
+
+
+#: The caller ``findCaller`` would name for the record (``Logger.info`` called in log_request):
+#: this file, the line of the fallback's ``logger.handle``.
+_HERE = log_request.__code__.co_filename
+_LINE = _line_of(log_request.__code__, "logger.handle(")
+
+
+#: Handler classes whose ``emit`` is StreamHandler's (format, write, flush), as the fast path does.
+_PLAIN_HANDLERS = (_Stderr, logging.StreamHandler)

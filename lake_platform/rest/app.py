@@ -208,14 +208,14 @@ class Endpoint:
         try:
             headers = header_map(scope)
             # The body is read (up to the limit) before anything else: the one step that must be
-            # async. Everything after runs in one worker thread (or, for a pure registry read on
-            # SQLite, right here), in the door's order.
+            # async. Everything after runs in one worker thread (``rest/workers.py``; or, for a
+            # pure registry read on SQLite, right here), in the door's order.
             raw = await read_body(headers, receive, self.service.settings.rest_max_body_bytes)
             args = (headers, query_map(scope), scope.get("path_params", {}), raw)
             if self.inline:
                 principal, result = self.handle(*args)
             else:
-                principal, result = await run_in_threadpool(self.handle, *args)
+                principal, result = await self.service.workers.run(self.handle, *args)
             response = respond(result, principal.name)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
             response = problem(exc, request_path(scope))
@@ -256,20 +256,49 @@ class Endpoint:
         return principal, self.handler(call)
 
 
-def respond(result: Any, principal: str) -> Response:
+def respond(result: Any, principal: str) -> Response | Answer:
     """The answer, naming who the server acted as: Lance clients turn response headers into the
     answer's context (``header.x-lake-principal``)."""
     if isinstance(result, Response):
         result.headers[PRINCIPAL_HEADER] = principal
         return result
-    named = {PRINCIPAL_HEADER: principal}
     if isinstance(result, Reply):
-        return Response(
-            result.content, status_code=result.status, media_type=result.media_type, headers=named
-        )
+        return Answer(result.status, result.content, result.media_type, principal)
     if result is None:
-        return Response(b"", status_code=200, headers=named)
-    return Response(json.dumps(result, separators=_COMPACT), media_type="application/json", headers=named)
+        return Answer(200, b"", None, principal)
+    return Answer(200, json.dumps(result, separators=_COMPACT), JSON, principal)
+
+
+JSON = "application/json"
+_PRINCIPAL_KEY = PRINCIPAL_HEADER.encode("latin-1")
+
+
+class Answer:
+    """A whole answer in one body, sent exactly as Starlette's ``Response(content, status_code,
+    headers={x-lake-principal: ...}, media_type=...)`` sends it (the same two ASGI messages, the
+    same header list in the same order: the principal, then ``content-length`` but for a status
+    without a body, then ``content-type`` with ``charset=utf-8`` added to a ``text/`` type),
+    without building a ``Response`` and its header machinery on every request.
+    ``test_app.py`` holds the two side by side."""
+
+    __slots__ = ("status_code", "body", "raw_headers")
+
+    def __init__(self, status: int, content: bytes | str, media_type: str | None, principal: str) -> None:
+        body = content if isinstance(content, bytes) else content.encode("utf-8")
+        headers = [(_PRINCIPAL_KEY, principal.encode("latin-1"))]
+        if not (status < 200 or status in (204, 304)):
+            headers.append((b"content-length", str(len(body)).encode("latin-1")))
+        if media_type is not None:
+            if media_type.startswith("text/") and "charset=" not in media_type.lower():
+                media_type += "; charset=utf-8"
+            headers.append((b"content-type", media_type.encode("latin-1")))
+        self.status_code = status
+        self.body = body
+        self.raw_headers = headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 _COMPACT = (",", ":")

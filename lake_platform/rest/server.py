@@ -22,6 +22,7 @@ from lake_platform.observability.audit import open_trail
 from lake_platform.query.snapshot import SnapshotCache
 from lake_platform.rest import auth
 from lake_platform.rest.credentials import StorageCredentials
+from lake_platform.rest.workers import Workers
 from lake_platform.settings import LakeSettings
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class RestService:
         # The query audit trail (LAKE_AUDIT_LOG): one line per QueryTable, as Flight writes per DoGet.
         self.audit = open_trail(settings)
         self.metrics_server: metrics.Exposition | None = None
+        #: The threads handlers run on (every operation but the inline registry reads).
+        self.workers = Workers()
 
     def query_engine(self) -> Any:
         """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
@@ -92,6 +95,7 @@ class RestService:
             )
 
     def close(self) -> None:
+        self.workers.close()
         self.snapshots.stop()
         metrics.unwatch_snapshots(self.snapshots)
         if self.metrics_server is not None:
