@@ -21,6 +21,7 @@ from lake_platform.dagster_instance import instance_config
 from lake_platform.defs.partitions import TABLES
 from lake_platform.settings import DagsterSettings
 from lake_platform_tests.postgres import Postgres
+from lake_platform_tests.servers import die_with_parent
 
 BIN = Path(sys.executable).parent
 T1, T2 = "p.w.ns.t1", "p.w.ns.t2"
@@ -66,6 +67,7 @@ def daemon(env: dict[str, str], home: Path) -> Iterator[subprocess.Popen[bytes]]
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=die_with_parent,
     )
     try:
         yield proc

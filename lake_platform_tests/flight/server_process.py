@@ -12,9 +12,11 @@ from pathlib import Path
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
 from lake_platform_tests.flight.conftest import start_server
+from lake_platform_tests.servers import die_with_parent
 
 
 def main() -> None:
+    die_with_parent()  # a killed test run leaves no server behind
     # An in-process server of an earlier test sets this in the test runner's environment, which
     # this process inherits; LAKE_FLIGHT_SCAN_IO_BUFFER_BYTES must decide here.
     os.environ.pop("LANCE_DEFAULT_IO_BUFFER_SIZE", None)

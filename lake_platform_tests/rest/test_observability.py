@@ -24,7 +24,7 @@ from lake_platform_tests.flight.conftest import wait_until
 from lake_platform_tests.observability.test_metrics import delta, scrape
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
-from lake_platform_tests.servers import free_port
+from lake_platform_tests.servers import die_with_parent, free_port
 
 REST = {"surface": "rest"}
 
@@ -190,6 +190,7 @@ def test_serve_rest_serves_metrics_when_the_port_is_set(tmp_path: Path) -> None:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent,
     )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
