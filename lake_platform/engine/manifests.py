@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files
+from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files, read_object
 
 if TYPE_CHECKING:
     pass
@@ -320,20 +320,7 @@ def read_manifest_message(
     ``serialized_manifest``) from a manifest file, staging or final, without opening the
     dataset: one read of the file, no listing and no write. ValueError if the file is not a
     manifest Lance wrote."""
-    return split_manifest_file(read_manifest_file(location, manifest_path, storage_options), manifest_path)
-
-
-def read_manifest_file(
-    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
-) -> bytes:
-    """The whole manifest file's bytes (a manifest and, possibly, its transaction)."""
-    path = _object_path(location, manifest_path)
-    if location.startswith("s3://"):
-        fs, _ = _filesystem(location, storage_options)
-        with fs.open_input_file(path) as f:
-            return bytes(f.read())
-    with open(path, "rb") as f:
-        return f.read()
+    return split_manifest_file(read_object(location, manifest_path, storage_options), manifest_path)
 
 
 def split_manifest_file(raw: bytes, manifest_path: str) -> bytes:

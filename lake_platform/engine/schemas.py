@@ -22,6 +22,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.engine.protobuf import message_class, parse
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -31,34 +33,15 @@ CAPACITY = 256
 
 @cache
 def _schema_part_class() -> Any:
-    """``Manifest`` reduced to its schema fields, each entry kept as raw bytes (a sub-message and
-    a map entry are both length-delimited, so they parse as ``bytes`` unchanged). Built on first
-    use: commands that never read a manifest do not import protobuf."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    bytes_type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
-    repeated = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="lake_platform/manifest_schema.proto", package="lake_platform.engine", syntax="proto3"
-    )
-    msg = fdp.message_type.add(name="ManifestSchemaPart")
-    msg.field.add(name="fields", number=1, type=bytes_type, label=repeated)
-    msg.field.add(name="schema_metadata", number=5, type=bytes_type, label=repeated)
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(fdp.SerializeToString())
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(fdp.package + "." + msg.name))
+    """``Manifest`` reduced to its schema fields. Built on first use: commands that never read a
+    manifest do not import protobuf."""
+    return message_class("ManifestSchemaPart", {1: ("fields", "bytes"), 5: ("schema_metadata", "bytes")})
 
 
 def schema_key(message: bytes) -> bytes:
     """A digest of the parts of a serialized manifest that make its schema. ValueError if the
     bytes are not a protobuf message."""
-    from google.protobuf.message import DecodeError
-
-    part = _schema_part_class()()
-    try:
-        part.ParseFromString(message)
-    except DecodeError as exc:
-        raise ValueError(f"not a Lance manifest message: {exc}") from None
+    part = parse(_schema_part_class(), message, "not a Lance manifest message")
     digest = hashlib.blake2b(digest_size=20)
     for group in (part.fields, part.schema_metadata):
         for entry in group:

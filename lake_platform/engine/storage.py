@@ -51,6 +51,18 @@ def _object_path(location: str, manifest_path: str) -> str:
     return "/" + manifest_path.lstrip("/")
 
 
+def read_object(location: str, object_path: str, storage_options: dict[str, str] | None = None) -> bytes:
+    """The whole object at ``object_path`` (an object-store path as Lance reports it, under the
+    table at ``location``): one read, no listing. FileNotFoundError if it is not there."""
+    path = _object_path(location, object_path)
+    if location.startswith("s3://"):
+        fs, _ = _filesystem(location, storage_options)
+        with fs.open_input_file(path) as f:
+            return bytes(f.read())
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def remove_files(
     location: str, manifest_paths: Sequence[str], storage_options: dict[str, str] | None = None
 ) -> int:

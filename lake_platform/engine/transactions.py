@@ -13,8 +13,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from lake_platform.engine.manifests import read_manifest_file, split_manifest_file
-from lake_platform.engine.storage import _filesystem, _object_path
+from lake_platform.engine.manifests import split_manifest_file
+from lake_platform.engine.protobuf import message_class, parse
+from lake_platform.engine.storage import read_object
 
 #: ``Transaction.operation``'s field numbers (transaction.proto), by the names used here.
 OPERATIONS = {
@@ -38,51 +39,17 @@ OPERATIONS = {
 }
 
 
-def _message_class(name: str, fields: dict[int, tuple[str, int]]) -> Any:
-    """A message of only ``fields`` (number -> (name, type)), every one repeated: a sub-message
-    parses as ``bytes`` unchanged, and a oneof member set once is one entry."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name=f"lake_platform/{name}.proto", package="lake_platform.engine", syntax="proto3"
-    )
-    msg = fdp.message_type.add(name=name)
-    for number, (field_name, kind) in fields.items():
-        msg.field.add(
-            name=field_name,
-            number=number,
-            type=kind,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-        )
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(fdp.SerializeToString())
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{fdp.package}.{name}"))
-
-
 @cache
 def _classes() -> tuple[Any, Any]:
-    from google.protobuf import descriptor_pb2
-
-    kinds = descriptor_pb2.FieldDescriptorProto
-    where = _message_class(
-        "ManifestTransaction",
-        {12: ("transaction_file", kinds.TYPE_STRING), 21: ("transaction_section", kinds.TYPE_UINT64)},
+    where = message_class(
+        "ManifestTransaction", {12: ("transaction_file", "string"), 21: ("transaction_section", "uint64")}
     )
-    operation = _message_class(
-        "TransactionOperation", {n: (name, kinds.TYPE_BYTES) for n, name in OPERATIONS.items()}
-    )
+    operation = message_class("TransactionOperation", {n: (name, "bytes") for n, name in OPERATIONS.items()})
     return where, operation
 
 
 def _parse(cls: Any, raw: bytes, what: str) -> Any:
-    from google.protobuf.message import DecodeError
-
-    message = cls()
-    try:
-        message.ParseFromString(raw)
-    except DecodeError as exc:
-        raise ValueError(f"{what} is not a Lance protobuf message: {exc}") from None
-    return message
+    return parse(cls, raw, f"{what} is not a Lance protobuf message")
 
 
 def operation_of(raw: bytes) -> str | None:
@@ -101,7 +68,7 @@ def staged_operation(
     ``overwrite``, ``project`` (drop or rename columns), ``merge`` (add columns), ... None when
     the manifest records no transaction (Lance may be told not to write one). ValueError if the
     manifest or its transaction cannot be read as Lance's."""
-    raw = read_manifest_file(location, manifest_path, storage_options)
+    raw = read_object(location, manifest_path, storage_options)
     message = split_manifest_file(raw, manifest_path)
     where = _parse(_classes()[0], message, manifest_path)
     if len(where.transaction_section):
@@ -114,14 +81,10 @@ def staged_operation(
         name = where.transaction_file[-1]
         if "/" in name or name.startswith("."):
             raise ValueError(f"{manifest_path}: transaction file name {name!r} is not a plain name")
-        path = _object_path(location, f"{_root_path(location)}/_transactions/{name}")
         try:
-            if location.startswith("s3://"):
-                fs, _ = _filesystem(location, storage_options)
-                with fs.open_input_file(path) as f:
-                    return operation_of(bytes(f.read()))
-            with open(path, "rb") as f:
-                return operation_of(f.read())
+            return operation_of(
+                read_object(location, f"{_root_path(location)}/_transactions/{name}", storage_options)
+            )
         except FileNotFoundError:
             raise ValueError(f"{manifest_path}: its transaction file {name} is missing") from None
     return None
