@@ -70,51 +70,44 @@ class Reads:
         return self.snapshot(tname, record, version or record.current_version)
 
     def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        storage = self.ctx.storage(record.location)
+        ds = self._open(tname, record, version, storage)
+        if ds is None and self._being_published(record, version, storage):
+            ds = self._open(tname, record, version, storage)  # its writer has just linked it
+        if ds is None:
+            raise self._unreadable(tname, record, version)
+        return TableSnapshot(tname, record, version, ds)
+
+    def _open(self, tname: TableName, record: TableRecord, version: int, storage: dict[str, str]) -> Any:
+        """The dataset at exactly ``version``, or None when its manifest is not found."""
         # Imported here: lance_namespace is heavy, and registry-only commands never open a table.
         from lake_platform.catalog.namespace import BoundTableNamespace
 
-        storage = self.ctx.storage(record.location)
         ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=storage)
         try:
-            ds = engine.open_version(
+            return engine.open_version(
                 namespace=ns, table_id=tname.parts, version=version, storage_options=storage
             )
         except Exception as exc:  # noqa: BLE001
             if ns.failure is not None:
                 raise ns.failure from None
-            if "not found" not in str(exc).lower():
-                raise Internal(f"cannot open {tname} at version {version}: {first_line(exc)}") from None
-            ver = self._being_published(record, version, storage)
-            if ver is None:
-                raise self._unreadable(tname, record, version) from None
-            ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=storage)
-            try:  # its writer has just published it: the open finds it now
-                ds = engine.open_version(
-                    namespace=ns, table_id=tname.parts, version=version, storage_options=storage
-                )
-            except Exception as again:  # noqa: BLE001
-                if ns.failure is not None:
-                    raise ns.failure from None
-                raise Internal(f"cannot open {tname} at version {version}: {first_line(again)}") from None
-        return TableSnapshot(tname, record, version, ds)
+            if "not found" in str(exc).lower():
+                return None
+            raise Internal(f"cannot open {tname} at version {version}: {first_line(exc)}") from None
 
-    def _being_published(
-        self, record: TableRecord, version: int, storage: dict[str, str]
-    ) -> VersionRecord | None:
-        """The version's record if its manifest appeared while waiting for its writer to link it
-        (a version registered at its canonical path moments ago: the writer links the file right
-        after the registry commit); None otherwise, at once for an older version."""
+    def _being_published(self, record: TableRecord, version: int, storage: dict[str, str]) -> bool:
+        """Whether the version's manifest appeared while waiting for its writer to link it (a
+        version registered at its canonical path moments ago: the writer links the file right
+        after the registry commit); False at once for an older version."""
         item = self.ctx.store.get(keys.version(record.incarnation, version))
         if item is None:
-            return None
+            return False
         ver = decode(VersionRecord, item.value, item.key)
         if ver.staged_from is None or engine.is_staging_manifest(ver.manifest_path):
-            return None
-        if engine.await_published(
+            return False
+        return engine.await_published(
             record.location, ver.manifest_path, ver.committed_at_ms, storage, pause=self.pause
-        ):
-            return ver
-        return None
+        )
 
     def _unreadable(self, tname: TableName, record: TableRecord, version: int) -> Exception:
         """Why a registered version's manifest is not there: its writer stopped between the
