@@ -68,11 +68,11 @@ def load_credentials_file(path: Path) -> CredentialsFile:
         raise SettingsError(f"{where}: cannot read it: {exc.strerror or exc}") from None
     try:
         loaded = CredentialsFile.model_validate(json.loads(raw))
-    except ValueError as exc:
-        if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            at = ".".join(str(p) for p in first["loc"])
-            raise SettingsError(f"{where}: {at}: {first['msg']}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"])
+        raise SettingsError(f"{where}: {at}: {first['msg']}") from None
+    except ValueError as exc:  # json.JSONDecodeError, and text that is not UTF-8
         raise SettingsError(f"{where}: not JSON: {exc}") from None
     for project in loaded.projects:
         try:
