@@ -15,7 +15,7 @@ principals in the registry; ``test_principals`` runs the server with the catalog
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,13 +158,26 @@ def serving(settings: LakeSettings, catalog: Catalog, **kwargs: Any) -> Iterator
         server.stop(grace=0)
 
 
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
-    settings, catalog = build_catalog(tmp_path_factory.mktemp("flight") / "home")
+#: Flight settings that split results of ``build_split_catalog``'s tables into endpoints.
+SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4}
+
+
+def built_lake(
+    tmp_path_factory: pytest.TempPathFactory,
+    build: Callable[[Path], tuple[LakeSettings, Catalog]],
+    name: str,
+) -> Iterator[tuple[LakeSettings, Catalog]]:
+    """A module's lake fixture: ``build`` on a fresh home, closed after the module."""
+    settings, catalog = build(tmp_path_factory.mktemp(name) / "home")
     try:
         yield settings, catalog
     finally:
         catalog.close()
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
+    yield from built_lake(tmp_path_factory, build_catalog, "flight")
 
 
 @pytest.fixture(scope="module")

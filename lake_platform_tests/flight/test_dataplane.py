@@ -31,8 +31,10 @@ from lake_platform.observability.metrics import REQUESTS
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import (
     PASSWORDS,
+    SPLIT,
     SVC_TOKEN,
     build_split_catalog,
+    built_lake,
     fetch,
     login,
     plan,
@@ -44,7 +46,6 @@ from lake_platform_tests.flight.conftest import (
 from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, self_signed, streams_of
 from lake_platform_tests.servers import free_ports
 
-SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4}
 DATA = {"data_listen": "127.0.0.1:0"}
 KEYS = f"k1:{secrets.token_hex(32)}"
 BIG = "SELECT * FROM w.ns.big"
@@ -52,11 +53,7 @@ BIG = "SELECT * FROM w.ns.big"
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
-    settings, catalog = build_split_catalog(tmp_path_factory.mktemp("dataplane") / "home")
-    try:
-        yield settings, catalog
-    finally:
-        catalog.close()
+    yield from built_lake(tmp_path_factory, build_split_catalog, "dataplane")
 
 
 @pytest.fixture(scope="module")

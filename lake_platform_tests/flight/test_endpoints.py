@@ -26,7 +26,9 @@ from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import (
     ALICE,
     BOB,
+    SPLIT,
     build_split_catalog,
+    built_lake,
     login,
     plan,
     serving,
@@ -34,17 +36,12 @@ from lake_platform_tests.flight.conftest import (
 )
 from lake_platform_tests.servers import free_ports
 
-SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4}
 KEYS = f"k1:{secrets.token_hex(32)}"
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
-    settings, catalog = build_split_catalog(tmp_path_factory.mktemp("endpoints") / "home")
-    try:
-        yield settings, catalog
-    finally:
-        catalog.close()
+    yield from built_lake(tmp_path_factory, build_split_catalog, "endpoints")
 
 
 @pytest.fixture(scope="module")
