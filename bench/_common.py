@@ -218,6 +218,20 @@ def rest_lake(home: Path):  # -> tuple[Catalog, str]
     return catalog, catalog.create_token("bench", project="p", role="writer")[1]
 
 
+def serve_rest(home: Path, port: int, pythonpath: str | None = None) -> subprocess.Popen[bytes]:
+    """A ``lake serve-rest`` process over the lake at ``home`` on ``port`` (another checkout's code
+    when ``pythonpath`` is given); ``wait_rest`` until it answers."""
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port)}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    return subprocess.Popen(
+        [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def wait_rest(url: str, timeout: float = 60) -> None:
     """Until a Lance REST server at ``url`` answers HTTP (any status: unauthenticated is up)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

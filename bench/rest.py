@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import statistics
-import subprocess
-import sys
 import time
 
 import _common as common
@@ -109,13 +106,7 @@ def main() -> None:
         home = tmp / "home"
         catalog, token = common.rest_lake(home)
         ours_port, ref_port = common._free_port(), common._free_port()
-        env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(ours_port)}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        server = common.serve_rest(home, ours_port)
         ctx = mp.get_context("spawn")
         stop = ctx.Event()
         ref_dir = tmp / "dir"

@@ -30,7 +30,6 @@ import http.client
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -80,16 +79,7 @@ def serve(home: Path, pythonpath: str | None = None) -> tuple[subprocess.Popen[b
     catalog, token = common.rest_lake(home)
     catalog.close()
     port = common._free_port()
-    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port)}
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath
-    server = subprocess.Popen(
-        [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return server, port, token
+    return common.serve_rest(home, port, pythonpath), port, token
 
 
 def paired(args: argparse.Namespace) -> None:
