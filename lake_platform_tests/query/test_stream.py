@@ -3,8 +3,6 @@ cancellation can stop a batch that takes long) unless the batch is known to come
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 
 from lake_platform.query.limits import QueryLimits
