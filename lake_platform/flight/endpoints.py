@@ -40,6 +40,7 @@ class Answer(NamedTuple):
     endpoints: list[bytes]  # FlightEndpoints, in wire form (``framing.endpoint_bytes``)
     ordered: bool
     schema: bytes  # the result's schema as an IPC message
+    ticket_id: str | None = None  # the one endpoint's ticket id (None: a split result)
 
     def info(self, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
         return framing.flight_info(self.schema, descriptor.serialize(), self.endpoints, self.ordered)
@@ -104,9 +105,10 @@ class Endpoints:
         ):
             kept = self._kept(identity, planned, params)
         if not kept.split:
-            handle, expires = self._tickets.seal_claims(kept.claims[0])
+            ticket_id = new_ticket_id()
+            handle, expires = self._tickets.seal_claims(kept.claims[0], ticket_id)
             where = self.locations(0) if self.every_result and self.replicas else ()
-            return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema)
+            return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema, ticket_id)
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []

@@ -353,8 +353,12 @@ class FlightSqlServer:
             if asked:
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
-            if len(answer.endpoints) == 1:  # its DoGet plans the whole query again: keep the plan
+            if answer.ticket_id is not None:  # its DoGet plans the whole query again: keep the plan
                 self.engine.remember(identity, planned, params)
+                if params is None:  # kept: the DoGet will find this very plan (``Streams``)
+                    # The data plane's calls take batches unmerged (``DataCall.coalesce``).
+                    coalesce = not (self.endpoints.every_result and self.endpoints.replicas)
+                    self.streams.start_early(identity, planned, answer.ticket_id, coalesce=coalesce)
             return answer.info(descriptor)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
@@ -448,7 +452,10 @@ class FlightSqlServer:
             failed(query, self.audit, exc, time.perf_counter() - started)
             raise
         return planned.schema, observed(
-            self.streams.stream(call, planned, ticket.ticket_id), query, self.audit, call.is_cancelled
+            self.streams.stream(call, planned, ticket.ticket_id, identity),
+            query,
+            self.audit,
+            call.is_cancelled,
         )
 
     # == DoPut ==================================================================================
@@ -507,6 +514,7 @@ class FlightSqlServer:
             "version": __version__,
             "snapshot": status,
             "running_queries": self.streams.running(),
+            "early_starts": self.streams.early_stats(),
             "cache": self.engine.cache.stats(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }

@@ -94,6 +94,15 @@ class FlightSettings(BaseSettings):
         "RESOURCE_EXHAUSTED. Must exceed max_concurrent_queries: metadata calls need threads too.",
     )
     admission_wait_seconds: float = Field(30.0, ge=0, description="How long a query waits for a stream slot.")
+    early_start_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="GetFlightInfo of a single-endpoint statement starts its query at once on a free "
+        "slot (at most half of max_concurrent_queries), so the result is being computed while the "
+        "client asks for it; a start no DoGet on this replica claims within this many seconds is "
+        "stopped and its slot freed. 0: off (queries start at DoGet).",
+    )
     query_timeout_seconds: float = Field(
         DEFAULT_QUERY_TIMEOUT,
         ge=0,
