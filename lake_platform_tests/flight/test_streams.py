@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lake_platform.errors import InvalidInput, Throttling
+from lake_platform.errors import InvalidInput, SettingsError, Throttling
 from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
 from lake_platform.flight.tokens import Identity
@@ -242,3 +242,9 @@ def _try(fn: Callable[[], Any]) -> Any:
         return fn()
     except Exception as exc:  # noqa: BLE001
         return exc
+
+
+@pytest.mark.parametrize("bad", [-1, 61, "soon", "nan"])
+def test_a_bad_window_is_refused_naming_the_variable(bad: Any) -> None:
+    with pytest.raises(SettingsError, match="LAKE_FLIGHT_EARLY_START_SECONDS"):
+        flight_settings(early_start_seconds=bad)
