@@ -34,6 +34,7 @@ from lake_platform.query.errors import execution_error, timed_out, too_large
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
+from lake_platform.query.stream import FIRST_BATCH
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INTS = {
@@ -131,7 +132,8 @@ def stream_lookup(
     """The lookup's rows from Lance's scanner, conformed to ``planned.schema``, with the same
     result-size limit, time limit and cancellation as a DataFusion stream."""
     timeout = limits.query_timeout_seconds
-    deadline = time.monotonic() + timeout if timeout else None
+    started = time.monotonic()
+    deadline = started + timeout if timeout else None
     try:
         reader = dataset.scanner(
             columns=list(lookup.columns), filter=lookup.filter, batch_size=limits.batch_size
@@ -140,16 +142,22 @@ def stream_lookup(
         raise execution_error(exc, limits, planned.refs) from None
     conform = None
     sent = 0
+    first = True
     while True:
         failure = None
         try:
             batch = reader.read_next_batch()
         except StopIteration:
-            return
+            batch = None
         except Exception as exc:  # noqa: BLE001
             failure = execution_error(exc, limits, planned.refs)
         if failure is not None:
             raise failure
+        if first:  # what a kept plan's next run may expect (``stream.FIRST_BATCH``)
+            planned.derived[FIRST_BATCH] = time.monotonic() - started
+            first = False
+        if batch is None:
+            return
         if deadline is not None and time.monotonic() >= deadline:
             raise timed_out(limits)
         if cancelled():

@@ -16,6 +16,7 @@ from lake_platform.errors import LakeError
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import load_snapshot
+from lake_platform.query.stream import FIRST_BATCH
 from lake_platform.query.stream import stream as datafusion_stream
 from lake_platform.settings import load_settings
 
@@ -126,3 +127,15 @@ def test_the_result_size_limit_holds(lake: tuple[Any, Catalog]) -> None:
     with pytest.raises(LakeError, match="larger than"):
         list(engine.stream(planned))
     assert planned.derived["lookup"] is not None
+
+
+@pytest.mark.parametrize("sql", [DIRECT[0], DIRECT[2]], ids=["a row", "no row"])
+def test_a_lookup_remembers_how_long_its_first_batch_took(lake: tuple[Any, Catalog], sql: str) -> None:
+    """What lets a kept lookup start at GetFlightInfo (``flight.streams``), as a DataFusion
+    plan's stream records it."""
+    engine = QueryEngine(lake[0], QueryLimits())
+    planned = engine.plan(sql, load_snapshot(lake[1].store).project("p"))
+    assert FIRST_BATCH not in planned.derived
+    list(engine.stream(planned))
+    assert planned.derived["lookup"] is not None
+    assert 0 < planned.derived[FIRST_BATCH] < 60
