@@ -403,7 +403,7 @@ def serve_variant(home: str, variant: str) -> None:
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
-    server = Variant(settings, flight_settings(port=0), authenticator=auth)
+    server = Variant(settings, flight_settings(port=0, early_start_seconds=0), authenticator=auth)
     if variant == "fresh":
         server.engine.sessions.capacity = 0  # every request makes (and drops) its own context
     server.start()
@@ -645,12 +645,15 @@ def main() -> None:
         finally:
             shutil.rmtree(home.parent, ignore_errors=True)
         return
-    ours, ours_port = start("--serve-ours", home, "max_endpoints=1")
+    # Early starts off on every server of this part: it measures pinning, and the unpinned
+    # variant's GetFlightInfo does not start queries.
+    ours, ours_port = start("--serve-ours", home, "max_endpoints=1", "early_start_seconds=0")
     variants = {
         "unpinned": start("--serve-unpinned", home),
         "static": start("--serve-static", home),
         "fresh": start("--serve-fresh", home),
-        "twin": start("--serve-ours", home, "max_endpoints=1"),  # A/A: a second server identical to ours
+        # A/A: a second server identical to ours
+        "twin": start("--serve-ours", home, "max_endpoints=1", "early_start_seconds=0"),
     }
     try:
         out = pin_overhead({"pinned": (ours, ours_port), **variants}, args.pin_runs, args.pin_block)
