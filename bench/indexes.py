@@ -1,6 +1,6 @@
 """Point queries on an indexed column: through ADBC (end to end), in process, and Lance alone.
 
-    python bench/indexes.py [--rows 5000000] [--runs 50]
+    python bench/indexes.py [--rows 5000000] [--runs 50] [--before CHECKOUT [--paired-runs 150]]
 
 Builds a Lance table through the catalog (``_common``'s generated rows: id int64, ts, category,
 value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id = <n>`` (a
@@ -19,12 +19,19 @@ different id each run but where said, so no result is cached anywhere):
 first without an index, then after ``catalog.create_index(..., "id", "btree")`` (a registry
 commit; the endpoint is restarted so it plans against the new version at once). Also reports
 the index build time and size. Medians; the machine is shared, so figures are a floor.
+
+``--before CHECKOUT``: then also our endpoint next to the same endpoint from another checkout
+(e.g. the previous release), both on the indexed table, the three ADBC ways interleaved (each
+round visits both servers in a new random order, so they share the load): medians and the
+median of the per-round ratios, the figure to quote for a change smaller than the run-to-run
+noise.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import os
 import random
 import shutil
 import statistics
@@ -66,9 +73,16 @@ def build(home: Path, rows: int) -> int:
     return tally.nbytes
 
 
-def start_endpoint(home: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Our Flight SQL endpoint in its own process (bench/flight.py's server entry point)."""
-    proc = subprocess.Popen([sys.executable, str(FLIGHT), "--serve-ours", str(home)], stdout=subprocess.PIPE)
+def start_endpoint(home: Path, checkout: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """Our Flight SQL endpoint in its own process (bench/flight.py's server entry point), from
+    ``checkout`` when given (its code, through ``PYTHONPATH``)."""
+    flight, env = FLIGHT, None
+    if checkout is not None:
+        flight = checkout.resolve() / "bench" / "flight.py"
+        env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+    proc = subprocess.Popen(
+        [sys.executable, str(flight), "--serve-ours", str(home)], stdout=subprocess.PIPE, env=env
+    )
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 
@@ -153,12 +167,82 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
     return out
 
 
+def paired(home: Path, rows: int, runs: int, before: Path) -> None:
+    """``--before``: the three ADBC ways on this checkout's endpoint and ``before``'s, interleaved."""
+    import adbc_driver_flightsql.dbapi as fsql
+
+    servers = {"ours": start_endpoint(home), "before": start_endpoint(home, before)}
+    try:
+        conns = {
+            name: fsql.connect(
+                f"grpc://127.0.0.1:{port}",
+                db_kwargs={"username": USER, "password": PASSWORD},
+                autocommit=True,
+            )
+            for name, (_, port) in servers.items()
+        }
+        cursors = {name: (conn.cursor(), conn.cursor()) for name, conn in conns.items()}
+
+        def way(name: str, kind: str) -> Callable[[int], int]:
+            conn, (bound, rerun) = conns[name], cursors[name]
+
+            def new_cursor(i: int) -> int:
+                with conn.cursor() as cur:
+                    cur.execute(POINT.format(i))
+                    return sum(b.num_rows for b in cur.fetch_record_batch())
+
+            def bound_id(i: int) -> int:
+                bound.execute(POINT.format("?"), (i,))
+                return sum(b.num_rows for b in bound.fetch_record_batch())
+
+            def issue_query(_: int) -> int:
+                rerun.execute(POINT.format(ISSUE_ID))
+                return sum(b.num_rows for b in rerun.fetch_record_batch())
+
+            return {"adbc": new_cursor, "adbc_bound": bound_id, "adbc_rerun": issue_query}[kind]
+
+        rng = random.Random("paired")
+        print(f"paired with {before} (btree on id; {runs} interleaved rounds): median ms, ours / before")
+        for kind, name in (
+            ("adbc", "a new cursor per query"),
+            ("adbc_bound", "one cursor, id = ? bound"),
+            ("adbc_rerun", "one cursor, id = 4242 re-run"),
+        ):
+            fns = {side: way(side, kind) for side in servers}
+            times: dict[str, list[float]] = {side: [] for side in servers}
+            for fn in fns.values():
+                for _ in range(5):  # warm-up: the plans kept, early starts known
+                    fn(ISSUE_ID)
+            for _ in range(runs):
+                i = rng.randrange(rows)
+                for side in rng.sample(list(fns), len(fns)):
+                    t = time.perf_counter()
+                    assert fns[side](i) == 1
+                    times[side].append(time.perf_counter() - t)
+            ratio = statistics.median(a / b for a, b in zip(times["ours"], times["before"], strict=True))
+            print(
+                f"  {name:34} {statistics.median(times['ours']) * 1000:7.2f} "
+                f"{statistics.median(times['before']) * 1000:7.2f}   per-round ratio {ratio:.3f}"
+            )
+        for bound, rerun in cursors.values():
+            bound.close()
+            rerun.close()
+        for conn in conns.values():
+            conn.close()
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--before", type=Path, help="also pair our endpoint with this checkout's")
+    parser.add_argument("--paired-runs", type=int, default=150, help="--before: interleaved rounds")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
@@ -214,6 +298,8 @@ def main() -> None:
     ):
         goal = after[key][0]
         print(f"  {how:40} {goal:6.2f} ms -> {'MEETS' if goal <= 5 else 'MISSES'}")
+    if args.before is not None:
+        paired(home, args.rows, args.paired_runs, args.before)
     print(c.load_line())
 
 
