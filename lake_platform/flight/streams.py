@@ -342,7 +342,9 @@ class Streams:
         for early in waiting:
             self._drop_early(early)
         if self._early_pool is not None:
-            self._early_pool.shutdown(wait=True, cancel_futures=True)
+            # Not cancel_futures: a start that never ran would never be ready, and a DoGet that
+            # claimed it would wait for it; run, each sees its stop and ends at once.
+            self._early_pool.shutdown(wait=True)
         if self._early_window is not None:
             self._early_window.close()
         if self.time_limit is not None:
