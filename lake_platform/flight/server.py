@@ -355,10 +355,10 @@ class FlightSqlServer:
             answer = self.endpoints.answer(identity, planned, params)
             if answer.ticket_id is not None:  # its DoGet plans the whole query again: keep the plan
                 self.engine.remember(identity, planned, params)
-                if params is None:  # kept: the DoGet will find this very plan (``Streams``)
-                    # The data plane's calls take batches unmerged (``DataCall.coalesce``).
-                    coalesce = not (self.endpoints.every_result and self.endpoints.replicas)
-                    self.streams.start_early(identity, planned, answer.ticket_id, coalesce=coalesce)
+                # Kept (with its parameters, if any): the DoGet finds this very plan (``Streams``).
+                # The data plane's calls take batches unmerged (``DataCall.coalesce``).
+                coalesce = not (self.endpoints.every_result and self.endpoints.replicas)
+                self.streams.start_early(identity, planned, answer.ticket_id, coalesce=coalesce)
             return answer.info(descriptor)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:

@@ -7,9 +7,10 @@ the watchdog fires at the query timeout (even while the stream is stalled in gRP
 
 Early starts: GetFlightInfo of a single-endpoint statement (its plan kept for the DoGet) may
 start the query at once (``start_early``) when the plan's last run was quick to its first batch
-(``EARLY_FIRST_BATCH``), on a free slot and never on more than half of them, so DataFusion
-is computing while the FlightInfo travels back and the client asks for the ticket: the round
-trip between the two calls (~0.9 ms through ADBC) overlaps the query instead of preceding it.
+(``EARLY_FIRST_BATCH``) or, not run yet, it is a key lookup on a scalar index, on a free slot
+and never on more than half of them, so DataFusion or Lance is computing while the FlightInfo
+travels back and the client asks for the ticket: the round trip between the two calls (~0.9 ms
+through ADBC) overlaps the query instead of preceding it.
 The DoGet of exactly that ticket, by the same principal, for the same kept plan, on this
 replica, takes the started stream over (``stream``); anything else runs as before. A start
 nobody claims within ``LAKE_FLIGHT_EARLY_START_SECONDS`` is stopped and frees its slot; a
@@ -177,14 +178,11 @@ class Streams:
         self, identity: Hashable, planned: PlannedQuery, ticket_id: str, *, coalesce: bool
     ) -> None:
         """Start ``planned`` for the DoGet of ``ticket_id`` now, if early starts are on, the
-        plan's last run had its first batch within ``EARLY_FIRST_BATCH``, and a slot is free
-        without waiting (fewer than half of them early starts). Never blocks, never fails:
-        without a start the DoGet runs the query as before."""
-        if (
-            self._early_window is None
-            or self._early_pool is None
-            or planned.derived.get(FIRST_BATCH, EARLY_FIRST_BATCH) >= EARLY_FIRST_BATCH
-        ):
+        plan is quick (its last run had its first batch within ``EARLY_FIRST_BATCH``, or, not
+        run yet, it is a key lookup on a scalar index), and a slot is free without waiting
+        (fewer than half of them early starts). Never blocks, never fails: without a start the
+        DoGet runs the query as before."""
+        if self._early_window is None or self._early_pool is None or not self._quick(planned):
             return
         with self._lock:
             if (
@@ -204,6 +202,17 @@ class Streams:
         except RuntimeError:  # the pool is shut down: the server is closing
             early.ready.set()
             self._drop_early(early)
+
+    def _quick(self, planned: PlannedQuery) -> bool:
+        """Known quick to its first batch: its last run was, or (never run) it is a key lookup
+        Lance answers from a scalar index."""
+        first = planned.derived.get(FIRST_BATCH)
+        if first is not None:
+            return first < EARLY_FIRST_BATCH
+        try:
+            return self._engine.is_key_lookup(planned)
+        except Exception:  # noqa: BLE001 - only a guess: the DoGet reports any real failure
+            return False
 
     def _run_early(self, early: _Early) -> None:
         """The start's first batch (on a pool thread); then the stream waits for its DoGet."""

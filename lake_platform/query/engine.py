@@ -333,6 +333,11 @@ class QueryEngine:
             self.cache.pressure()
             raise
 
+    def is_key_lookup(self, planned: PlannedQuery) -> bool:
+        """Whether Lance answers ``planned`` from a scalar index (``lookup``): quick by nature,
+        before any run of it has been timed."""
+        return self._lookup(planned) is not None
+
     def _lookup(self, planned: PlannedQuery) -> Lookup | None:
         """``planned`` as a key lookup on an indexed column Lance answers directly (``lookup``),
         worked out once per plan; None: DataFusion executes it."""

@@ -96,3 +96,33 @@ def test_a_ticket_never_fetched_frees_its_slot(early_lake: tuple[LakeSettings, C
         # The ticket is still good: its DoGet runs the query itself.
         assert fetch(client, options, info).column("id").to_pylist() == [0, 1, 2, 3, 4]
         assert server.health()["early_starts"]["claimed"] == 0
+
+
+def test_a_new_cursor_and_a_bound_key_lookup_start_early(
+    running: Running, early_lake: tuple[LakeSettings, Catalog]
+) -> None:
+    """Key lookups on a scalar index are quick by nature: they start early on their first
+    run, a new cursor per query (a new SQL text each time) or a parameter bound per run."""
+    settings, catalog = early_lake
+    if "p.w.ns.keyed" not in {t.name for t in catalog.list_tables("p.w.ns")}:
+        catalog.create_table("p.w.ns.keyed", t_rows(200).to_reader())
+        catalog.set_policy("p.w.ns.keyed", {"cache": "off"})
+        catalog.create_index("p.w.ns.keyed", "id", "btree")
+    assert wait_until(lambda: _indexed_version_seen(running))
+    before = stats(running)
+    with running.adbc() as conn:
+        for i in (3, 7, 11):
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT id FROM w.ns.keyed WHERE id = {i}")
+                assert cur.fetch_arrow_table().column("id").to_pylist() == [i]
+        with conn.cursor() as cur:
+            for i in (5, 9):
+                cur.execute("SELECT id FROM w.ns.keyed WHERE id = ?", (i,))
+                assert cur.fetch_arrow_table().column("id").to_pylist() == [i]
+    after = stats(running)
+    assert after["claimed"] - before["claimed"] == 5
+
+
+def _indexed_version_seen(running: Running) -> bool:
+    table = running.server.snapshots.current().project("p").table("w", "ns", "keyed")
+    return table.ref.version >= 2  # the index build is a commit of its own

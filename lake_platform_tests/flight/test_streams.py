@@ -38,12 +38,16 @@ class _Engine:
 
     def __init__(self, batches: int = 3, error: Exception | None = None) -> None:
         self.limits = QueryLimits()
+        self.lookups: set[int] = set()  # id() of the plans that are key lookups
         self.batches = batches
         self.error = error
         self.started: list[str] = []  # the thread each stream started on
         self.closed = 0
         self.hold = threading.Event()  # set: the first batch waits for it (until cancelled)
         self.hold.set()
+
+    def is_key_lookup(self, planned: PlannedQuery) -> bool:
+        return id(planned) in self.lookups
 
     def stream(
         self, planned: PlannedQuery, cancelled: Callable[[], bool], *, coalesce: bool = True
@@ -248,3 +252,15 @@ def _try(fn: Callable[[], Any]) -> Any:
 def test_a_bad_window_is_refused_naming_the_variable(bad: Any) -> None:
     with pytest.raises(SettingsError, match="LAKE_FLIGHT_EARLY_START_SECONDS"):
         flight_settings(early_start_seconds=bad)
+
+
+def test_a_key_lookup_starts_early_before_any_run_of_it_was_timed(engine: _Engine) -> None:
+    streams = _streams(engine)
+    lookup, slow_lookup = _planned(None), _planned(1.0)
+    engine.lookups |= {id(lookup), id(slow_lookup)}
+    streams.start_early(ALICE, lookup, "t1", coalesce=True)
+    streams.start_early(ALICE, slow_lookup, "t2", coalesce=True)  # timed: its history decides
+    assert streams.early_stats()["started"] == 1
+    assert _values(streams.stream(_Call(), lookup, "t1", ALICE)) == [0, 1, 2]
+    assert streams.early_stats()["claimed"] == 1
+    streams.close()
