@@ -353,13 +353,15 @@ class FlightSqlServer:
             if asked:
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
+            info = answer.info(descriptor)
             if answer.ticket_id is not None:  # its DoGet plans the whole query again: keep the plan
                 self.engine.remember(identity, planned, params)
                 # Kept (with its parameters, if any): the DoGet finds this very plan (``Streams``).
+                # Started last, once the answer is built: its thread competes for the GIL.
                 # The data plane's calls take batches unmerged (``DataCall.coalesce``).
                 coalesce = not (self.endpoints.every_result and self.endpoints.replicas)
                 self.streams.start_early(identity, planned, answer.ticket_id, coalesce=coalesce)
-            return answer.info(descriptor)
+            return info
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
             self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
