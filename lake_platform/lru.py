@@ -19,13 +19,13 @@ V = TypeVar("V")
 
 
 class BoundedLRU(Generic[K, V]):
-    """At most ``capacity`` entries, least recently used first out (0 keeps nothing).
+    """At most ``capacity`` entries, least recently used first out (0, or less, keeps nothing).
 
     ``hits`` and ``misses`` count :meth:`get` and :meth:`get_or_make` answers, under the lock
     (exact across threads)."""
 
     def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
+        self._capacity = max(0, capacity)
         self._entries: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0

@@ -45,6 +45,9 @@ def test_capacity_zero_keeps_nothing() -> None:
     assert lru.get_or_make("b", lambda: made.append("b") or 2) == 2
     assert made == ["b", "b"] and len(lru) == 0 and lru.get("a") is None
     assert (lru.hits, lru.misses) == (0, 3)
+    below: BoundedLRU[str, int] = BoundedLRU(-1)
+    below.put("a", 1)
+    assert len(below) == 0 and below.capacity == 0
 
 
 def test_get_or_make_makes_once_per_miss_and_counts() -> None:
