@@ -13,8 +13,6 @@ containers; a table id is a namespace id plus the table name.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +50,7 @@ from lake_platform.errors import (
     Protected,
     TableNotFound,
 )
+from lake_platform.lru import BoundedLRU
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -75,21 +74,16 @@ _PUBLISHING_MS = 60_000
 #: The newest versions this process committed and published itself, by (location, version): a
 #: ``ListTableVersions`` right after need not check that their file is there (a stat locally, a
 #: HEAD request on S3, on every REST commit otherwise).
-_PUBLISHED_HERE: OrderedDict[tuple[str, int], None] = OrderedDict()
-_PUBLISHED_HERE_SIZE = 1024
-_published_lock = threading.Lock()
+#: Oldest remembered first out: a look-up (``peek``) does not make a version recent.
+_PUBLISHED_HERE: BoundedLRU[tuple[str, int], bool] = BoundedLRU(1024)
 
 
 def _remember_published(location: str, version: int) -> None:
-    with _published_lock:
-        _PUBLISHED_HERE[(location, version)] = None
-        while len(_PUBLISHED_HERE) > _PUBLISHED_HERE_SIZE:
-            _PUBLISHED_HERE.popitem(last=False)
+    _PUBLISHED_HERE.put((location, version), True)
 
 
 def _published_here(location: str, version: int) -> bool:
-    with _published_lock:
-        return (location, version) in _PUBLISHED_HERE
+    return _PUBLISHED_HERE.peek((location, version)) is not None
 
 
 class LakeNamespace(LanceNamespace):

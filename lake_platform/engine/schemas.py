@@ -16,13 +16,12 @@ only cost an open.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.protobuf import message_class, parse
+from lake_platform.lru import BoundedLRU
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,30 +56,22 @@ class SchemaMemo:
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         self.capacity = capacity
-        self._schemas: OrderedDict[bytes, pa.Schema] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self._schemas: BoundedLRU[bytes, pa.Schema] = BoundedLRU(capacity)
+
+    @property
+    def hits(self) -> int:
+        return self._schemas.hits
+
+    @property
+    def misses(self) -> int:
+        return self._schemas.misses
 
     def schema(self, message: bytes, decode: Callable[[bytes], pa.Schema]) -> pa.Schema:
-        """The schema of ``message``: remembered, or ``decode(message)`` (then remembered)."""
-        key = schema_key(message)
-        with self._lock:
-            found = self._schemas.get(key)
-            if found is not None:
-                self._schemas.move_to_end(key)
-                self.hits += 1
-                return found
-            self.misses += 1
-        schema = decode(message)  # outside the lock: two first decodes of one schema are harmless
-        with self._lock:
-            self._schemas[key] = schema
-            self._schemas.move_to_end(key)
-            while len(self._schemas) > self.capacity:
-                self._schemas.popitem(last=False)
-        return schema
+        """The schema of ``message``: remembered, or ``decode(message)`` (then remembered).
+        Decoded outside the lock: two first decodes of one schema are harmless."""
+        return self._schemas.get_or_make(schema_key(message), lambda: decode(message))
 
     def clear(self) -> None:
-        with self._lock:
-            self._schemas.clear()
-            self.hits = self.misses = 0
+        """Forget every schema and the counts (a fresh memo: a decode still running lands in
+        the old one)."""
+        self._schemas = BoundedLRU(self.capacity)

@@ -11,11 +11,10 @@ filter of its (unoptimized) plan has a ``column = literal`` or ``column IN (...)
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.snapshot import TableRef
 from lake_platform.query.split import lookup_exprs
 
@@ -63,26 +62,17 @@ class IndexedColumns:
 
     def __init__(self, dataset: Callable[[TableRef], Any], capacity: int = 256) -> None:
         self._dataset = dataset
-        self._capacity = capacity
-        self._columns: OrderedDict[Any, frozenset[str]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._columns: BoundedLRU[Any, frozenset[str]] = BoundedLRU(capacity)
 
     def __call__(self, ref: TableRef) -> frozenset[str]:
-        with self._lock:
-            hit = self._columns.get(ref.key)
-            if hit is not None:
-                self._columns.move_to_end(ref.key)
-                return hit
-        columns = frozenset(
+        return self._columns.get_or_make(ref.key, lambda: self._indexed(ref))
+
+    def _indexed(self, ref: TableRef) -> frozenset[str]:
+        return frozenset(
             fields[0]
             for desc in self._dataset(ref).describe_indices()
             if not desc.name.startswith("__") and len(fields := list(desc.field_names or [])) == 1
         )
-        with self._lock:
-            self._columns[ref.key] = columns
-            while len(self._columns) > self._capacity:
-                self._columns.popitem(last=False)
-        return columns
 
 
 def prefer_index(

@@ -27,13 +27,12 @@ keep the query off the cached batches.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 
@@ -60,56 +59,39 @@ class PlanCache:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._plans: OrderedDict[tuple[Hashable, ...], tuple[Any, PlannedQuery]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
+        self._plans: BoundedLRU[tuple[Hashable, ...], tuple[Any, PlannedQuery]] = BoundedLRU(capacity)
+
+    @property
+    def hits(self) -> int:
+        return self._plans.hits
 
     def put(self, key: tuple[Hashable, ...], planned: PlannedQuery, anchor: Any = None) -> None:
         """Keep ``planned`` under ``key``; ``anchor``: an object :meth:`get` must be given
         again, the very same one (kept alive here, so its ``id`` in a key stays its own)."""
-        if self.capacity <= 0:
-            return
-        with self._lock:
-            self._plans[key] = (anchor, planned)
-            self._plans.move_to_end(key)
-            while len(self._plans) > self.capacity:
-                self._plans.popitem(last=False)
+        self._plans.put(key, (anchor, planned))
 
     def get(self, key: tuple[Hashable, ...], anchor: Any = None) -> PlannedQuery | None:
-        with self._lock:
-            kept = self._plans.get(key)
-            if kept is None or kept[0] is not anchor:
-                return None
-            self._plans.move_to_end(key)
-            self.hits += 1
-            return kept[1]
+        kept = self._plans.get(key, only_if=lambda kept: kept[0] is anchor)
+        return None if kept is None else kept[1]
 
     def holds(self, key: tuple[Hashable, ...], planned: PlannedQuery) -> bool:
         """Whether ``planned`` is kept under ``key`` (without touching its place in the LRU)."""
-        with self._lock:
-            kept = self._plans.get(key)
+        kept = self._plans.peek(key)
         return kept is not None and kept[1] is planned
 
     def drop(self, key: tuple[Hashable, ...], planned: PlannedQuery) -> None:
         """Forget ``key`` if it still keeps ``planned``."""
-        with self._lock:
-            kept = self._plans.get(key)
-            if kept is not None and kept[1] is planned:
-                del self._plans[key]
+        self._plans.remove(key, only_if=lambda kept: kept[1] is planned)
 
     def drop_cached(self) -> None:
         """Forget every plan that reads the snapshot cache's batches (after an eviction)."""
-        with self._lock:
-            for key in [k for k, (_, planned) in self._plans.items() if planned.cached]:
-                del self._plans[key]
+        self._plans.remove_where(lambda kept: kept[1].cached)
 
     def clear(self) -> None:
-        with self._lock:
-            self._plans.clear()
+        self._plans.clear()
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._plans)
+        return len(self._plans)
 
 
 __all__ = ["PlanCache", "plan_key", "view_key"]

@@ -8,9 +8,7 @@ carries the manifest, and :class:`PinnedNamespace` answers Lance from it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -19,6 +17,7 @@ from datafusion.catalog import Table
 
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidTableState, ServiceUnavailable, Unsupported
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.errors import gone, is_missing
 from lake_platform.query.namespace import PinnedNamespace
 from lake_platform.query.snapshot import TableRef
@@ -37,8 +36,7 @@ class Providers:
     def __init__(self, settings: LakeSettings, capacity: int) -> None:
         self.settings = settings
         self.capacity = capacity  # 0: nothing is kept
-        self._opened: OrderedDict[tuple[str, str, str, int], tuple[Any, Any, Table]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._opened: BoundedLRU[tuple[str, str, str, int], tuple[Any, Any, Table]] = BoundedLRU(capacity)
         self.opens = 0
         #: How a read waits between checks for a manifest being published (tests replace it).
         self.pause: Callable[[float], None] = time.sleep
@@ -49,11 +47,7 @@ class Providers:
         ``verify``: when the entry comes from the cache, first check that the snapshot still
         exists (its manifest is still on storage), so a cleaned-up version fails here as it
         would on a replica that never opened it."""
-        key = ref.key
-        with self._lock:
-            hit = self._opened.get(key)
-            if hit is not None:
-                self._opened.move_to_end(key)
+        hit = self._opened.get(ref.key)
         if hit is not None:
             if verify:
                 self._check_exists(ref)
@@ -67,16 +61,11 @@ class Providers:
         provider = engine.table_provider(dataset)
         entry = (dataset, provider, Table(provider))
         self.opens += 1
-        if self.capacity > 0:
-            with self._lock:
-                self._opened[key] = entry
-                while len(self._opened) > self.capacity:
-                    self._opened.popitem(last=False)
+        self._opened.put(ref.key, entry)
         return entry
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._opened)
+        return len(self._opened)
 
     def _open_lance(self, ref: TableRef) -> Any:
         storage = self.settings.storage_options(ref.location)
@@ -135,8 +124,7 @@ class Providers:
             log.warning("cannot check %s version %s: %s", ref.name, ref.version, exc)
             raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
         if not exists:
-            with self._lock:
-                self._opened.pop(ref.key, None)
+            self._opened.remove(ref.key)
             raise gone(ref)
 
 

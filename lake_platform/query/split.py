@@ -19,8 +19,6 @@ today's single endpoint.
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +27,7 @@ from datafusion.catalog import Table
 
 from lake_platform.engine import fragments as lance_fragments
 from lake_platform.engine import lance_engine as engine
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.part import MAX_RANGES, Part
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
@@ -210,22 +209,10 @@ class FragmentSizes:
 
     def __init__(self, dataset: Callable[[TableRef], Any], capacity: int = 256) -> None:
         self._dataset = dataset
-        self._capacity = capacity
-        self._sizes: OrderedDict[Any, list[lance_fragments.FragmentSize]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._sizes: BoundedLRU[Any, list[lance_fragments.FragmentSize]] = BoundedLRU(capacity)
 
     def __call__(self, ref: TableRef) -> list[lance_fragments.FragmentSize]:
-        with self._lock:
-            hit = self._sizes.get(ref.key)
-            if hit is not None:
-                self._sizes.move_to_end(ref.key)
-                return hit
-        sizes = lance_fragments.fragment_sizes(self._dataset(ref))
-        with self._lock:
-            self._sizes[ref.key] = sizes
-            while len(self._sizes) > self._capacity:
-                self._sizes.popitem(last=False)
-        return sizes
+        return self._sizes.get_or_make(ref.key, lambda: lance_fragments.fragment_sizes(self._dataset(ref)))
 
 
 class PartTables:
@@ -233,13 +220,10 @@ class PartTables:
 
     def __init__(self, query_engine: Any, capacity: int = 64) -> None:
         self._engine = query_engine
-        self._capacity = capacity
-        self._opened: OrderedDict[tuple[Any, Part], Table] = OrderedDict()
-        self._lock = threading.Lock()
+        self._opened: BoundedLRU[tuple[Any, Part], Table] = BoundedLRU(capacity)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._opened)
+        return len(self._opened)
 
     def opener(self, part: Part) -> Callable[..., Table]:
         """An ``open_table`` for the planner: ``part``'s table restricted, any other as usual.
@@ -256,21 +240,13 @@ class PartTables:
         return open_table
 
     def _part(self, ref: TableRef, part: Part) -> Table:
-        key = (ref.key, part)
-        with self._lock:
-            hit = self._opened.get(key)
-            if hit is not None:
-                self._opened.move_to_end(key)
-                return hit
+        return self._opened.get_or_make((ref.key, part), lambda: self._open_part(ref, part))
+
+    def _open_part(self, ref: TableRef, part: Part) -> Table:
         base = self._engine.dataset(ref)
         keep = [f.id for f in lance_fragments.fragment_sizes(base) if part.contains(f.id)]
         ds = lance_fragments.restricted(base, keep, self._engine.settings.storage_options(ref.location))
-        table = Table(engine.table_provider(ds))
-        with self._lock:
-            self._opened[key] = table
-            while len(self._opened) > self._capacity:
-                self._opened.popitem(last=False)
-        return table
+        return Table(engine.table_provider(ds))
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableNotFound
+from lake_platform.lru import BoundedLRU
 from lake_platform_tests.catalog.conftest import EVENTS, Lake, events, ids_of, storage_options_of
 
 
@@ -248,6 +249,8 @@ def test_listing_versions_after_its_own_commit_checks_no_file(
     request = ListTableVersionsRequest(id=EVENTS, descending=True, limit=1)
     assert [v.version for v in ns.list_table_versions(request).versions] == [2]
     assert checks == []
-    monkeypatch.setattr(pylance_namespace, "_PUBLISHED_HERE", type(pylance_namespace._PUBLISHED_HERE)())
+    monkeypatch.setattr(
+        pylance_namespace, "_PUBLISHED_HERE", BoundedLRU(pylance_namespace._PUBLISHED_HERE.capacity)
+    )
     assert [v.version for v in ns.list_table_versions(request).versions] == [2]  # as another replica
     assert len(checks) == 1
