@@ -269,6 +269,8 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
             for name in hot_servers:
                 variants[f"{name}_hot"] = adbc(name, sql.format(t="hot"))
             variants["ours_hot_rerun"] = adbc_rerun("ours", sql.format(t="hot"))
+            if "main" in servers:
+                variants["main_hot_rerun"] = adbc_rerun("main", sql.format(t="hot"))
             variants["ours_cold"] = adbc("ours", sql.format(t="cold"))
             variants["before_cold"] = adbc("before", sql.format(t="cold"))
             times: dict[str, list[float]] = {k: [] for k in variants}
@@ -305,7 +307,10 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
                 f"{ratio('ours_hot_rerun', 'memory')}"
             )
             if "main_hot" in times:
-                print(f"  hot via ADBC, this checkout / {before}: {ratio('ours_hot', 'main_hot')}")
+                print(
+                    f"  hot via ADBC, this checkout / {before}: {ratio('ours_hot', 'main_hot')}; "
+                    f"one cursor re-running it: {ratio('ours_hot_rerun', 'main_hot_rerun')}"
+                )
             print(
                 f"  cold via ADBC / before (cache and session pool off): {ratio('ours_cold', 'before_cold')}"
             )
