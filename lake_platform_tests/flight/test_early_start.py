@@ -35,7 +35,8 @@ def early_lake(lake: tuple[LakeSettings, Catalog]) -> tuple[LakeSettings, Catalo
 
 @pytest.fixture(scope="module", params=[{}, {"data_listen": "127.0.0.1:0"}], ids=["one port", "data plane"])
 def running(request: pytest.FixtureRequest, early_lake: tuple[LakeSettings, Catalog]) -> Iterator[Running]:
-    with serving(*early_lake, snapshot_ttl_seconds=0.1, **request.param) as server:
+    # A long window: a loaded test machine must not drop a start before its DoGet comes.
+    with serving(*early_lake, snapshot_ttl_seconds=0.1, early_start_seconds=30, **request.param) as server:
         yield Running(server, *early_lake)
 
 
