@@ -17,10 +17,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -206,6 +207,23 @@ def load_line() -> str:
 
 
 # -- the REST benches ---------------------------------------------------------------------------
+
+
+def adbc_connect(port: int, user: str = "bench", password: str = "bench-password") -> Any:
+    """An ADBC Flight SQL connection (autocommit, user and password) to a bench's server on
+    loopback; the default login is the one the Flight benches' servers accept."""
+    import adbc_driver_flightsql.dbapi as fsql
+
+    return fsql.connect(
+        f"grpc://127.0.0.1:{port}", db_kwargs={"username": user, "password": password}, autocommit=True
+    )
+
+
+def terminate(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10) -> None:
+    """Stop a bench's server processes and wait for each."""
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout)
 
 
 def rest_lake(home: Path):  # -> tuple[Catalog, str]

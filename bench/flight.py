@@ -192,8 +192,6 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
     import os
     import random
 
-    import adbc_driver_flightsql.dbapi as fsql
-
     t = time.perf_counter()
     build_hot(home, rows)
     print(
@@ -209,14 +207,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
         assert proc.stdout is not None
         servers["main"] = (proc, int(proc.stdout.readline()))
     try:
-        conns = {
-            name: fsql.connect(
-                f"grpc://127.0.0.1:{port}",
-                db_kwargs={"username": USER, "password": PASSWORD},
-                autocommit=True,
-            )
-            for name, (_, port) in servers.items()
-        }
+        conns = {name: c.adbc_connect(port, USER, PASSWORD) for name, (_, port) in servers.items()}
 
         def health(port: int) -> dict[str, Any]:
             raw = fl.connect(f"grpc://127.0.0.1:{port}")
@@ -319,9 +310,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
         for conn in conns.values():
             conn.close()
     finally:
-        for proc, _ in servers.values():
-            proc.terminate()
-            proc.wait(10)
+        c.terminate(proc for proc, _ in servers.values())
     print(c.load_line())
 
 
@@ -615,8 +604,6 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    import adbc_driver_flightsql.dbapi as fsql
-
     from lake_platform.flight import proto
 
     warnings.simplefilter("ignore")
@@ -712,11 +699,7 @@ def main() -> None:
     cache_bench(home, args.rows, args.cache_runs, args.before)
     bare, bare_port = start("--serve-bare", home)
     try:
-        conn = fsql.connect(
-            f"grpc://127.0.0.1:{ours_port}",
-            db_kwargs={"username": USER, "password": PASSWORD},
-            autocommit=True,
-        )
+        conn = c.adbc_connect(ours_port, USER, PASSWORD)
         raw = fl.connect(f"grpc://127.0.0.1:{ours_port}")
         opts = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
         plain = fl.connect(f"grpc://127.0.0.1:{bare_port}")
@@ -790,8 +773,6 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
     result against the same result streamed."""
     import secrets
 
-    import adbc_driver_flightsql.dbapi as fsql
-
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from lake_platform_tests.servers import free_ports
 
@@ -847,11 +828,7 @@ def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
         single, one_replica = started[0][1][0], started[1][1][0]
 
         def adbc(port: int) -> Callable[[], int]:
-            conn = fsql.connect(
-                f"grpc://127.0.0.1:{port}",
-                db_kwargs={"username": USER, "password": PASSWORD},
-                autocommit=True,
-            )
+            conn = c.adbc_connect(port, USER, PASSWORD)
 
             def run() -> int:
                 with conn.cursor() as cur:

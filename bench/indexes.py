@@ -100,7 +100,6 @@ def median_ms(fn: Callable[[int], int], ids: list[int]) -> tuple[float, float]:
 
 
 def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
-    import adbc_driver_flightsql.dbapi as fsql
     import pyarrow as pa
 
     from lake_platform.catalog.catalog import Catalog
@@ -134,9 +133,7 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
         out["datafusion_bytes"] = scan_io(dataset)[0]
     proc, port = start_endpoint(home)
     try:
-        conn = fsql.connect(
-            f"grpc://127.0.0.1:{port}", db_kwargs={"username": USER, "password": PASSWORD}, autocommit=True
-        )
+        conn = c.adbc_connect(port, USER, PASSWORD)
 
         def adbc(i: int) -> int:
             with conn.cursor() as cur:
@@ -169,18 +166,9 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
 
 def paired(home: Path, rows: int, runs: int, before: Path) -> None:
     """``--before``: the three ADBC ways on this checkout's endpoint and ``before``'s, interleaved."""
-    import adbc_driver_flightsql.dbapi as fsql
-
     servers = {"ours": start_endpoint(home), "before": start_endpoint(home, before)}
     try:
-        conns = {
-            name: fsql.connect(
-                f"grpc://127.0.0.1:{port}",
-                db_kwargs={"username": USER, "password": PASSWORD},
-                autocommit=True,
-            )
-            for name, (_, port) in servers.items()
-        }
+        conns = {name: c.adbc_connect(port, USER, PASSWORD) for name, (_, port) in servers.items()}
         cursors = {name: (conn.cursor(), conn.cursor()) for name, conn in conns.items()}
 
         def way(name: str, kind: str) -> Callable[[int], int]:
@@ -230,9 +218,7 @@ def paired(home: Path, rows: int, runs: int, before: Path) -> None:
         for conn in conns.values():
             conn.close()
     finally:
-        for proc, _ in servers.values():
-            proc.terminate()
-            proc.wait(10)
+        c.terminate(proc for proc, _ in servers.values())
 
 
 def main() -> None:
