@@ -43,6 +43,7 @@ class _Engine:
         self.error = error
         self.started: list[str] = []  # the thread each stream started on
         self.closed = 0
+        self._count = threading.Lock()  # streams close on many threads at once
         self.hold = threading.Event()  # set: the first batch waits for it (until cancelled)
         self.hold.set()
 
@@ -64,7 +65,8 @@ class _Engine:
             if self.error is not None:
                 raise self.error
         finally:
-            self.closed += 1
+            with self._count:
+                self.closed += 1
 
 
 class _Call:
@@ -263,4 +265,48 @@ def test_a_key_lookup_starts_early_before_any_run_of_it_was_timed(engine: _Engin
     assert streams.early_stats()["started"] == 1
     assert _values(streams.stream(_Call(), lookup, "t1", ALICE)) == [0, 1, 2]
     assert streams.early_stats()["claimed"] == 1
+    streams.close()
+
+
+def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _Engine) -> None:
+    """Every path at once from 8 threads: claimed, cancelled, never fetched (expired), fetched by
+    someone else, closed after one batch. Afterwards nothing runs and every slot is free."""
+    streams = _streams(engine, early_start_seconds=0.3, max_concurrent_queries=8, admission_wait_seconds=30)
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            for n in range(40):
+                tid, planned = f"w{w}-{n}", _planned()
+                streams.start_early(ALICE, planned, tid, coalesce=True)
+                kind = (w + n) % 5
+                if kind == 0:
+                    assert _values(streams.stream(_Call(), planned, tid, ALICE)) == [0, 1, 2]
+                elif kind == 1:
+                    streams.cancel(tid, expires_at=60.0)
+                elif kind == 2:
+                    pass  # never fetched: its window runs out
+                elif kind == 3:
+                    assert _values(streams.stream(_Call(), planned, tid, BOB)) == [0, 1, 2]
+                else:
+                    batches = streams.stream(_Call(), planned, tid, ALICE)
+                    next(batches)
+                    batches.close()  # the client went away after one batch
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert wait_until(lambda: streams.running() == 0 and streams.early_stats()["waiting"] == 0)
+    assert engine.closed == len(engine.started)  # every stream started was closed
+    # Every slot is free again: 8 DoGets run at once.
+    held = [streams.stream(_Call(), _planned(), f"x{n}", ALICE) for n in range(8)]
+    for batches in held:
+        next(batches)
+    for batches in held:
+        batches.close()
     streams.close()
