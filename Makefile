@@ -38,7 +38,7 @@ chromium:
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 # The Dagster tests also run on a throwaway PostgreSQL cluster (lake_platform_tests/postgres.py
-# starts it with Debian's initdb/pg_ctl, kept under /usr/lib/postgresql/<major>/bin); install
+# starts it with Debian's initdb/postgres, kept under /usr/lib/postgresql/<major>/bin); install
 # the package when missing (CI runs as root).
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql)

@@ -1,36 +1,46 @@
-"""A throwaway PostgreSQL cluster on a free loopback port: ``initdb`` + ``pg_ctl`` from Debian's
-``postgresql`` package (``make postgres`` installs it), run as an unprivileged user (Postgres
-refuses to run as root, and CI runs as root), its data in a folder that user owns. Stopped by
-``pg_ctl stop`` and removed afterwards."""
+"""A throwaway PostgreSQL cluster on a free loopback port: ``initdb`` and ``postgres`` from
+Debian's ``postgresql`` package (``make postgres`` installs it), run as an unprivileged user
+(Postgres refuses to run as root, and CI runs as root), its data in a folder that user owns.
+
+The postmaster runs as a child of the test process, not daemonized by ``pg_ctl``, so that it
+dies with a killed test run (``die_with_parent``: an immediate shutdown) instead of holding
+its port and folder for good. Stopped with a fast shutdown and removed afterwards."""
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from lake_platform_tests.servers import free_port
+from lake_platform_tests.servers import die_with_parent, free_port
 
 #: Who runs the cluster when the tests run as root.
 UNPRIVILEGED = "nobody"
 
 
 def binaries() -> Path | None:
-    """The folder holding initdb and pg_ctl: Debian keeps them out of PATH, under
+    """The folder holding initdb and postgres: Debian keeps them out of PATH, under
     /usr/lib/postgresql/<major>/bin (the newest major wins); PATH is tried first."""
     found = shutil.which("initdb")
-    if found and shutil.which("pg_ctl"):
+    if found and (Path(os.path.realpath(found)).parent / "postgres").exists():
         return Path(os.path.realpath(found)).parent
     majors = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]), reverse=True
     )
     return Path(majors[0]).parent if majors else None
+
+
+#: How long the postmaster may take to accept connections, and to stop.
+START_SECONDS = 60.0
 
 
 @dataclass
@@ -39,6 +49,7 @@ class Postgres:
     root: Path
     bin: Path
     user: str
+    process: subprocess.Popen[bytes] | None = None  # the postmaster
 
     @property
     def admin_url(self) -> str:
@@ -59,7 +70,13 @@ class Postgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
-        _run(self, [str(self.bin / "pg_ctl"), "stop", "-D", str(self.root / "data"), "-m", "fast", "-w"])
+        if self.process is not None:
+            self.process.send_signal(signal.SIGINT)  # fast shutdown: sessions end, data is flushed
+            try:
+                self.process.wait(START_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -93,27 +110,59 @@ def start_postgres() -> Postgres:
     )
     for _ in range(5):  # a port taken between choosing and binding: choose again
         pg.port = free_port()
-        options = f"-c listen_addresses=127.0.0.1 -p {pg.port} -k {root} -c fsync=off -c max_connections=200"
-        try:
-            _run(
-                pg,
-                [
-                    str(folder / "pg_ctl"),
-                    "start",
-                    "-D",
-                    str(root / "data"),
-                    "-l",
-                    str(root / "log"),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    "60",
-                ],
-            )
+        if _start(pg):
             return pg
-        except RuntimeError:
-            if "could not bind" not in (root / "log").read_text(errors="replace"):
-                shutil.rmtree(root, ignore_errors=True)
-                raise
+    shutil.rmtree(root, ignore_errors=True)
     raise RuntimeError("postgres found no free port")
+
+
+def _start(pg: Postgres) -> bool:
+    """Start the postmaster on ``pg.port`` and wait until it accepts connections; False if the
+    port was taken meanwhile (RuntimeError on any other failure)."""
+    log = pg.root / "log"
+    argv = [
+        str(pg.bin / "postgres"),
+        "-D",
+        str(pg.root / "data"),
+        "-p",
+        str(pg.port),
+        "-k",
+        str(pg.root),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "fsync=off",
+        "-c",
+        "max_connections=200",
+    ]
+    with log.open("ab") as out:
+        pg.process = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=pg.root,
+            user=pg.user if os.geteuid() == 0 else None,
+            preexec_fn=functools.partial(die_with_parent, signal.SIGQUIT),
+        )
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if pg.process.poll() is not None:
+            pg.process = None
+            text = log.read_text(errors="replace")
+            if "could not bind" in text:
+                return False
+            raise RuntimeError(f"postgres exited at start: {text[-2000:]}")
+        if _ready(pg.root / "data" / "postmaster.pid"):
+            return True
+        time.sleep(0.05)  # what pg_ctl -w does: poll the postmaster's status line
+    pg.stop()
+    raise RuntimeError(f"postgres did not accept connections within {START_SECONDS:g}s")
+
+
+def _ready(pid_file: Path) -> bool:
+    """Whether the postmaster's status line (postmaster.pid, line 8) says it accepts connections."""
+    try:
+        lines = pid_file.read_text().splitlines()
+    except OSError:
+        return False
+    return len(lines) >= 8 and lines[7].strip() == "ready"

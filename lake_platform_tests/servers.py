@@ -18,12 +18,13 @@ _READY_INTERVAL = 0.1
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """``preexec_fn`` for a test server: the kernel sends it SIGTERM when the test process dies
-    (a killed or crashed pytest, which runs no fixture teardown), so no server outlives its run.
-    Kept across ``exec``; Linux only, like the servers themselves."""
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """``preexec_fn`` for a test server: the kernel sends it ``sig`` (SIGTERM) when the test
+    process dies (a killed or crashed pytest, which runs no fixture teardown), so no server
+    outlives its run. Kept across ``exec`` (and set after ``Popen(user=...)`` switches the user,
+    which would clear it); Linux only, like the servers themselves."""
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
