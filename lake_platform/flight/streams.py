@@ -33,6 +33,7 @@ from lake_platform.errors import Throttling
 from lake_platform.flight.settings import FlightSettings
 from lake_platform.flight.transport import Call
 from lake_platform.flight.watchdog import Watchdog
+from lake_platform.observability.metrics import observe_early_start
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, timed_out
 from lake_platform.query.planner import PlannedQuery
@@ -249,6 +250,7 @@ class Streams:
         if mismatch is not None:
             self._drop_early(mismatch)
             return None
+        observe_early_start("claimed")
         if early.expiry is not None:
             self._early_window.disarm(early.expiry)
         return early
@@ -273,6 +275,7 @@ class Streams:
                 return
             early.dropped = True
             early.stop.set()
+            observe_early_start("dropped")
             if self._early.get(early.ticket_id) is early:
                 del self._early[early.ticket_id]
             if not early.ready.is_set():

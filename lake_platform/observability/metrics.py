@@ -73,6 +73,13 @@ ADMISSION_REJECTIONS = Counter(
     ["surface"],
     registry=REGISTRY,
 )
+EARLY_STARTS = Counter(
+    "lake_early_starts",
+    "Queries started at GetFlightInfo, by outcome: claimed (taken over by their DoGet) or dropped "
+    "(stopped unclaimed: the window passed, the ticket was cancelled, another replica or plan served it).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 REGISTRY_OPS = Counter(
     "lake_registry_operations",
     "Registry (MetaStore) calls, by backend, operation and outcome (ok or the error's class).",
@@ -137,6 +144,10 @@ def observe_query(surface: str, status: str, rows: int, nbytes: int) -> None:
         QUERY_ROWS.labels(surface).inc(rows)
     if nbytes:
         QUERY_BYTES.labels(surface).inc(nbytes)
+
+
+def observe_early_start(outcome: str) -> None:
+    EARLY_STARTS.labels(outcome).inc()
 
 
 def observe_admission_rejected(surface: str) -> None:

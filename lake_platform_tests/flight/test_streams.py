@@ -18,6 +18,7 @@ from lake_platform.errors import InvalidInput, SettingsError, Throttling
 from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
 from lake_platform.flight.tokens import Identity
+from lake_platform.observability.metrics import REGISTRY
 from lake_platform.query.errors import QueryCancelled
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
@@ -106,7 +107,12 @@ def engine() -> _Engine:
     return _Engine()
 
 
+def _early_metric(outcome: str) -> float:
+    return REGISTRY.get_sample_value("lake_early_starts_total", {"outcome": outcome}) or 0.0
+
+
 def test_the_tickets_doget_takes_over_the_started_query(engine: _Engine) -> None:
+    claimed = _early_metric("claimed")
     streams = _streams(engine)
     planned = _planned()
     streams.start_early(ALICE, planned, "t1", coalesce=True)
@@ -117,6 +123,7 @@ def test_the_tickets_doget_takes_over_the_started_query(engine: _Engine) -> None
     assert len(engine.started) == 1  # the DoGet ran no query of its own
     assert streams.early_stats() == {"started": 1, "claimed": 1, "waiting": 0}
     assert streams.running() == 0 and engine.closed == 1
+    assert _early_metric("claimed") == claimed + 1
     streams.close()
 
 
@@ -141,11 +148,13 @@ def test_a_doget_that_would_run_something_else_stops_the_start_and_runs_its_own(
 
 
 def test_an_unclaimed_start_is_stopped_after_its_window_and_frees_its_slot(engine: _Engine) -> None:
+    dropped = _early_metric("dropped")
     streams = _streams(engine, early_start_seconds=0.2, max_concurrent_queries=2)
     streams.start_early(ALICE, _planned(), "t1", coalesce=True)
     assert streams.running() == 1
     assert wait_until(lambda: streams.running() == 0)
     assert engine.closed == 1 and streams.early_stats()["waiting"] == 0
+    assert _early_metric("dropped") == dropped + 1
     # Both slots are free again: two DoGets run at once.
     first, second = (
         streams.stream(_Call(), _planned(), "a", ALICE),
