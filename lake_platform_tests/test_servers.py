@@ -17,25 +17,6 @@ print(child.pid, flush=True)
 sys.stdin.read()  # until killed
 """
 
-
-def test_a_server_started_with_die_with_parent_stops_when_its_parent_is_killed() -> None:
-    parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert parent.stdout is not None
-    child = int(parent.stdout.readline())
-    watch = os.pidfd_open(child)  # readable once the child has exited
-    try:
-        assert select.select([watch], [], [], 0)[0] == []  # alive while its parent is
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=30)
-        assert select.select([watch], [], [], 30)[0] == [watch], "the child outlived its killed parent"
-    finally:
-        os.close(watch)
-        if parent.stdin is not None:
-            parent.stdin.close()
-
-
 POSTGRES_PARENT = """
 import sys
 from lake_platform_tests.postgres import start_postgres
@@ -45,22 +26,34 @@ sys.stdin.read()  # until killed
 """
 
 
-def test_the_postgres_cluster_stops_when_the_test_process_is_killed() -> None:
-    """The cluster's postmaster is a child of the test process (not daemonized by pg_ctl), so a
-    killed run does not leave it holding its port, its folder and its shared memory."""
+def killed_parent(code: str, within: float) -> list[str]:
+    """Run ``code`` (which prints its server's pid, then anything else, on one line) as a parent
+    process, kill it with SIGKILL, and assert the server exits within ``within`` seconds.
+    Returns the rest of the printed line."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", POSTGRES_PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert parent.stdout is not None
-    pid, root = parent.stdout.readline().split()
-    watch = os.pidfd_open(int(pid))
+    pid, *rest = parent.stdout.readline().split()
+    watch = os.pidfd_open(int(pid))  # readable once the server has exited
     try:
-        assert select.select([watch], [], [], 0)[0] == []
+        assert select.select([watch], [], [], 0)[0] == []  # alive while its parent is
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)
-        assert select.select([watch], [], [], 60)[0] == [watch], "postgres outlived its killed test process"
+        assert select.select([watch], [], [], within)[0] == [watch], "the server outlived its killed parent"
     finally:
         os.close(watch)
         if parent.stdin is not None:
             parent.stdin.close()
-        shutil.rmtree(root, ignore_errors=True)  # no fixture teardown ran: remove what it left
+    return rest
+
+
+def test_a_server_started_with_die_with_parent_stops_when_its_parent_is_killed() -> None:
+    killed_parent(PARENT, within=30)
+
+
+def test_the_postgres_cluster_stops_when_the_test_process_is_killed() -> None:
+    """The cluster's postmaster is a child of the test process (not daemonized by pg_ctl), so a
+    killed run does not leave it holding its port, its folder and its shared memory."""
+    [root] = killed_parent(POSTGRES_PARENT, within=60)
+    shutil.rmtree(root, ignore_errors=True)  # no fixture teardown ran: remove what it left
