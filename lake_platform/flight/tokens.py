@@ -250,19 +250,13 @@ class Sealer:
             else:
                 raise ValueError("per-envelope claims are strings")
         parts.append(encoded.tail)
-        header, aad = self._header[encoded.purpose]
-        nonce = rand[:_NONCE]
-        blob = header + nonce + self._sealing[encoded.purpose].encrypt(nonce, b"".join(parts), aad)
-        if len(blob) > self.max_bytes:
-            raise InvalidInput(
-                f"the {_noun(encoded.purpose)} would be {len(blob)} bytes, above "
-                f"LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}; shorten the query or its parameters"
-            )
-        return blob, exp
+        return self._seal_body(encoded.purpose, b"".join(parts), rand[:_NONCE]), exp
 
-    def _seal_body(self, purpose: str, body: bytes) -> bytes:
+    def _seal_body(self, purpose: str, body: bytes, nonce: bytes | None = None) -> bytes:
+        """``body`` sealed for ``purpose`` under a fresh nonce (``nonce``: one the caller drew,
+        with other random bytes, from the same call to the OS's random source)."""
         header, aad = self._header[purpose]
-        nonce = os.urandom(_NONCE)
+        nonce = nonce or os.urandom(_NONCE)
         blob = header + nonce + self._sealing[purpose].encrypt(nonce, body, aad)
         if len(blob) > self.max_bytes:
             raise InvalidInput(
