@@ -93,6 +93,12 @@ class Endpoints:
         self.replicas = uris
         self.every_result = True
 
+    @property
+    def unsplit_located(self) -> bool:
+        """Whether an unsplit result's endpoint names locations (the data planes): its DoGet
+        then comes over the data plane, not the connection that planned it."""
+        return self.every_result and bool(self.replicas)
+
     def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
         kept = planned.derived.get(_KEPT)
         if (
@@ -107,7 +113,7 @@ class Endpoints:
         if not kept.split:
             ticket_id = new_ticket_id()
             handle, expires = self._tickets.seal_claims(kept.claims[0], ticket_id)
-            where = self.locations(0) if self.every_result and self.replicas else ()
+            where = self.locations(0) if self.unsplit_located else ()
             return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema, ticket_id)
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0

@@ -359,7 +359,7 @@ class FlightSqlServer:
                 # Kept (with its parameters, if any): the DoGet finds this very plan (``Streams``).
                 # Started last, once the answer is built: its thread competes for the GIL.
                 # The data plane's calls take batches unmerged (``DataCall.coalesce``).
-                coalesce = not (self.endpoints.every_result and self.endpoints.replicas)
+                coalesce = not self.endpoints.unsplit_located
                 self.streams.start_early(identity, planned, answer.ticket_id, coalesce=coalesce)
             return info
         schema = self.metadata.schema(name, payload)

@@ -41,6 +41,14 @@ from lake_platform.query.stream import FIRST_BATCH
 
 #: Cancelled ticket ids remembered (replica-local, advisory; the oldest are forgotten first).
 MAX_CANCELLED = 10_000
+
+
+def _running_key(ticket_id: str) -> str:
+    """A stream's key in ``Streams._running``: its ticket id (what a cancel names), made unique
+    per stream (a ticket may be read more than once)."""
+    return f"{ticket_id}/{secrets.token_hex(4)}"
+
+
 #: How often a DoGet waiting for an early start's first batch looks at its call (seconds).
 _CLAIM_POLL = 0.1
 #: Only a kept plan whose last run had its first batch within this many seconds starts early.
@@ -143,7 +151,7 @@ class Streams:
                     f"{self._settings.admission_wait_seconds:g}; retry shortly"
                 )
             stop, expired = threading.Event(), threading.Event()
-            key = f"{ticket_id}/{secrets.token_hex(4)}"
+            key = _running_key(ticket_id)
             with self._lock:
                 self._running[key] = stop
                 if self._aborting.is_set():
@@ -193,7 +201,7 @@ class Streams:
                 or not self._slots.acquire(blocking=False)
             ):
                 return
-            early = _Early(ticket_id, identity, planned, coalesce, f"{ticket_id}/{secrets.token_hex(4)}")
+            early = _Early(ticket_id, identity, planned, coalesce, _running_key(ticket_id))
             self._early[ticket_id] = early
             self._running[early.key] = early.stop
             self.early_started += 1
@@ -282,6 +290,13 @@ class Streams:
                 return  # its thread releases it when the first batch (or the stop) comes
         self._release_early(early)
 
+    def _drop_waiting(self) -> None:
+        """Stop every start not claimed yet."""
+        with self._lock:
+            waiting = list(self._early.values())
+        for early in waiting:
+            self._drop_early(early)
+
     def _release_early(self, early: _Early) -> None:
         if self._early_window is not None and early.expiry is not None:
             self._early_window.disarm(early.expiry)
@@ -335,10 +350,7 @@ class Streams:
         """Let running streams finish for ``grace`` seconds, then stop them (and any that
         starts later). Early starts nobody claimed yet are stopped at once: a draining server
         refuses the DoGets that would claim them."""
-        with self._lock:
-            waiting = list(self._early.values())
-        for early in waiting:
-            self._drop_early(early)
+        self._drop_waiting()
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and self.running():
             time.sleep(0.05)
@@ -349,10 +361,7 @@ class Streams:
 
     def close(self) -> None:
         self._aborting.set()
-        with self._lock:
-            waiting = list(self._early.values())
-        for early in waiting:
-            self._drop_early(early)
+        self._drop_waiting()
         if self._early_pool is not None:
             # Not cancel_futures: a start that never ran would never be ready, and a DoGet that
             # claimed it would wait for it; run, each sees its stop and ends at once.
