@@ -133,62 +133,50 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
         out["datafusion_bytes"] = scan_io(dataset)[0]
     proc, port = start_endpoint(home)
     try:
-        conn = c.adbc_connect(port, USER, PASSWORD)
-
-        def adbc(i: int) -> int:
-            with conn.cursor() as cur:
-                cur.execute(POINT.format(i))
-                return sum(b.num_rows for b in cur.fetch_record_batch())
-
-        out["adbc"] = median_ms(adbc, ids)
-        bound = conn.cursor()
-
-        def adbc_bound(i: int) -> int:
-            bound.execute(POINT.format("?"), (i,))
-            return sum(b.num_rows for b in bound.fetch_record_batch())
-
-        out["adbc_bound"] = median_ms(adbc_bound, ids)
-        rerun = conn.cursor()
-
-        def adbc_rerun(_: int) -> int:
-            rerun.execute(POINT.format(ISSUE_ID))
-            return sum(b.num_rows for b in rerun.fetch_record_batch())
-
-        out["adbc_rerun"] = median_ms(adbc_rerun, ids)
-        bound.close()
-        rerun.close()
-        conn.close()
+        ways = AdbcWays(port)
+        for key in ("adbc", "adbc_bound", "adbc_rerun"):
+            out[key] = median_ms(getattr(ways, key), ids)
+        ways.close()
     finally:
         proc.terminate()
         proc.wait(10)
     return out
 
 
+class AdbcWays:
+    """The point query through ADBC, the three ways the module's docstring names: a new cursor
+    per query (``adbc``), one cursor with the id bound per run (``adbc_bound``), one cursor
+    re-running the issue's own query (``adbc_rerun``). Each returns the rows it got."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = c.adbc_connect(port, USER, PASSWORD)
+        self._bound = self.conn.cursor()
+        self._rerun = self.conn.cursor()
+
+    def adbc(self, i: int) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(POINT.format(i))
+            return sum(b.num_rows for b in cur.fetch_record_batch())
+
+    def adbc_bound(self, i: int) -> int:
+        self._bound.execute(POINT.format("?"), (i,))
+        return sum(b.num_rows for b in self._bound.fetch_record_batch())
+
+    def adbc_rerun(self, _: int) -> int:
+        self._rerun.execute(POINT.format(ISSUE_ID))
+        return sum(b.num_rows for b in self._rerun.fetch_record_batch())
+
+    def close(self) -> None:
+        self._bound.close()
+        self._rerun.close()
+        self.conn.close()
+
+
 def paired(home: Path, rows: int, runs: int, before: Path) -> None:
     """``--before``: the three ADBC ways on this checkout's endpoint and ``before``'s, interleaved."""
     servers = {"ours": start_endpoint(home), "before": start_endpoint(home, before)}
     try:
-        conns = {name: c.adbc_connect(port, USER, PASSWORD) for name, (_, port) in servers.items()}
-        cursors = {name: (conn.cursor(), conn.cursor()) for name, conn in conns.items()}
-
-        def way(name: str, kind: str) -> Callable[[int], int]:
-            conn, (bound, rerun) = conns[name], cursors[name]
-
-            def new_cursor(i: int) -> int:
-                with conn.cursor() as cur:
-                    cur.execute(POINT.format(i))
-                    return sum(b.num_rows for b in cur.fetch_record_batch())
-
-            def bound_id(i: int) -> int:
-                bound.execute(POINT.format("?"), (i,))
-                return sum(b.num_rows for b in bound.fetch_record_batch())
-
-            def issue_query(_: int) -> int:
-                rerun.execute(POINT.format(ISSUE_ID))
-                return sum(b.num_rows for b in rerun.fetch_record_batch())
-
-            return {"adbc": new_cursor, "adbc_bound": bound_id, "adbc_rerun": issue_query}[kind]
-
+        ways = {name: AdbcWays(port) for name, (_, port) in servers.items()}
         rng = random.Random("paired")
         print(f"paired with {before} (btree on id; {runs} interleaved rounds): median ms, ours / before")
         for kind, name in (
@@ -196,7 +184,7 @@ def paired(home: Path, rows: int, runs: int, before: Path) -> None:
             ("adbc_bound", "one cursor, id = ? bound"),
             ("adbc_rerun", "one cursor, id = 4242 re-run"),
         ):
-            fns = {side: way(side, kind) for side in servers}
+            fns = {side: getattr(ways[side], kind) for side in servers}
             times: dict[str, list[float]] = {side: [] for side in servers}
             for fn in fns.values():
                 for _ in range(5):  # warm-up: the plans kept, early starts known
@@ -212,11 +200,8 @@ def paired(home: Path, rows: int, runs: int, before: Path) -> None:
                 f"  {name:34} {statistics.median(times['ours']) * 1000:7.2f} "
                 f"{statistics.median(times['before']) * 1000:7.2f}   per-round ratio {ratio:.3f}"
             )
-        for bound, rerun in cursors.values():
-            bound.close()
-            rerun.close()
-        for conn in conns.values():
-            conn.close()
+        for side in ways.values():
+            side.close()
     finally:
         c.terminate(proc for proc, _ in servers.values())
 
