@@ -317,10 +317,10 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
 def serve_variant(home: str, variant: str) -> None:
     """Our server with GetFlightInfo of a statement changed, for the pinning overhead:
 
-    - ``unpinned``: the same planning through the request-local catalog (a plan kept for the
-      principal over the same snapshot is reused, as ours does), but the ticket is the bare SQL
-      (no snapshots, no sealing, no expiry), its FlightInfo built the way ours builds it (from
-      the plan's schema bytes): what pinning itself costs;
+    - ``unpinned``: ours exactly (the same handler, planning, checks and FlightInfo building),
+      but the ticket is the bare SQL: no snapshots, no sealing, no expiry, so nothing to keep
+      for the DoGet and no early start to consider (``Answer.ticket_id`` None). The one step
+      replaced is ``Endpoints.answer``: what pinning itself costs;
     - ``static``: planning against a static (Rust, in-memory) catalog holding the current
       table provider, in one context reused by every request, with the same SQL checks, and the
       bare SQL as the ticket: what pinning and the request-local catalog cost together;
@@ -331,6 +331,7 @@ def serve_variant(home: str, variant: str) -> None:
 
     from lake_platform.flight import framing, proto
     from lake_platform.flight.auth import StaticAuthenticator
+    from lake_platform.flight.endpoints import Answer, Endpoints
     from lake_platform.flight.server import FlightSqlServer
     from lake_platform.flight.settings import flight_settings
     from lake_platform.flight.tokens import Identity
@@ -365,20 +366,8 @@ def serve_variant(home: str, variant: str) -> None:
                 return super().get_flight_info(call, descriptor)
             sql = proto.parse(proto.CommandStatementQuery, payload).query
             ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
-            if variant == "fresh":
+            if variant in ("fresh", "unpinned"):
                 return super().get_flight_info(call, descriptor)
-            if variant == "unpinned":
-                # The same planning as ours, including the reuse of a plan kept for this principal
-                # over this snapshot (``query.plans``), and the same FlightInfo building (from
-                # the plan's schema bytes, kept with it): only the ticket differs.
-                planned = self.engine.plan(sql, self._view(identity), scope=identity)
-                if "bench_schema" not in planned.derived:
-                    planned.derived["bench_schema"] = planned.schema.serialize().to_pybytes()
-                inner = b"\x0a" + framing.varint(len(ticket)) + ticket  # Ticket{ticket = 1}
-                endpoint = b"\x0a" + framing.varint(len(inner)) + inner  # no expiry: nothing expires
-                return framing.flight_info(
-                    planned.derived["bench_schema"], descriptor.serialize(), [endpoint], False
-                )
             if self.catalog is None:
                 ref = self._view(identity).table("w", "ns", "trips").ref
                 tables = Schema.memory_schema()
@@ -395,9 +384,25 @@ def serve_variant(home: str, variant: str) -> None:
                 advertised_schema(df.schema()), descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1
             )
 
+    class BareTickets(Endpoints):
+        """``unpinned``: the bare SQL as the one endpoint's ticket, nothing sealed or kept."""
+
+        def answer(self, identity: Identity, planned: Any, params: Any) -> Answer:
+            # Worked out once per plan, as ours keeps its schema bytes and encoded claims.
+            if "bench_answer" not in planned.derived:
+                ticket = proto.pack(proto.TicketStatementQuery(statement_handle=planned.sql.encode()))
+                inner = b"\x0a" + framing.varint(len(ticket)) + ticket  # Ticket{ticket = 1}
+                endpoint = b"\x0a" + framing.varint(len(inner)) + inner  # no expiry: nothing expires
+                planned.derived["bench_answer"] = Answer(
+                    [endpoint], False, planned.schema.serialize().to_pybytes()
+                )
+            return planned.derived["bench_answer"]
+
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
     server = Variant(settings, flight_settings(port=0, early_start_seconds=0), authenticator=auth)
+    if variant == "unpinned":
+        server.endpoints.__class__ = BareTickets  # the server's own, built as ours; only answer() changes
     if variant == "fresh":
         server.engine.sessions.capacity = 0  # every request makes (and drops) its own context
     server.start()
