@@ -35,7 +35,10 @@ variants run interleaved (``--cache-runs`` rounds, each in a new random order), 
 time per query of the server (ADBC) or of this process (DataFusion); ``--before DIR`` also
 measures the endpoint of another checkout (e.g. the main branch) on the hot table. ADBC runs each
 query with a new cursor (prepare, execute, close: four RPCs) and, as ``ours_hot_rerun``, with one
-cursor re-running it (ADBC keeps the statement prepared: GetFlightInfo + DoGet per run).
+cursor re-running it (ADBC keeps the statement prepared: GetFlightInfo + DoGet per run). Where a
+re-run's time goes: DataFusion in process with the query planned once (``memory_planned``), and
+pyarrow's C++ client on our server making the same two RPCs (``ours_pyarrow``) or re-fetching one
+ticket (``ours_pyarrow_doget``): what is left above those is ADBC's own client.
 
 The main part runs our endpoint with one endpoint per result (max_endpoints=1), as before splitting.
 
@@ -254,12 +257,40 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
             query = sql.format(t="hot").replace("w.ns.hot", "hot")
             return lambda: memory.sql(query).to_arrow_table().num_rows
 
+        def planned_once(sql: str) -> Callable[[], int]:
+            """DataFusion in process, planned once and collected each time (ours keeps plans)."""
+            df = memory.sql(sql.format(t="hot").replace("w.ns.hot", "hot"))
+            return lambda: df.to_arrow_table().num_rows
+
+        from lake_platform.flight import proto
+
+        raw = fl.connect(f"grpc://127.0.0.1:{servers['ours'][1]}")
+        raw_options = fl.FlightCallOptions(headers=[raw.authenticate_basic_token(USER, PASSWORD)])
+
+        def pyarrow_client(sql: str, *, refetch: bool) -> Callable[[], int]:
+            """pyarrow's C++ Flight client on our server: GetFlightInfo + DoGet, the two RPCs an
+            ADBC re-run makes, without ADBC's client; ``refetch``: DoGet of one ticket alone."""
+            command = proto.pack(proto.CommandStatementQuery(query=sql.format(t="hot")))
+            descriptor = fl.FlightDescriptor.for_command(command)
+            ticket = raw.get_flight_info(descriptor, raw_options).endpoints[0].ticket
+
+            def run() -> int:
+                got = ticket if refetch else raw.get_flight_info(descriptor, raw_options).endpoints[0].ticket
+                return raw.do_get(got, raw_options).read_all().num_rows
+
+            return run
+
         rng = random.Random(14)
         for label, sql in (("GROUP BY k", HOT_AGG), ("WHERE id = 4242", HOT_POINT)):
-            variants: dict[str, Callable[[], int]] = {"memory": local(sql)}
+            variants: dict[str, Callable[[], int]] = {
+                "memory": local(sql),
+                "memory_planned": planned_once(sql),
+            }
             for name in hot_servers:
                 variants[f"{name}_hot"] = adbc(name, sql.format(t="hot"))
             variants["ours_hot_rerun"] = adbc_rerun("ours", sql.format(t="hot"))
+            variants["ours_pyarrow"] = pyarrow_client(sql, refetch=False)
+            variants["ours_pyarrow_doget"] = pyarrow_client(sql, refetch=True)
             if "main" in servers:
                 variants["main_hot_rerun"] = adbc_rerun("main", sql.format(t="hot"))
             variants["ours_cold"] = adbc("ours", sql.format(t="cold"))
@@ -272,7 +303,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
                 order = list(variants)
                 rng.shuffle(order)
                 for k in order:
-                    pid = servers[k.split("_")[0]][0].pid if k != "memory" else None
+                    pid = servers[k.split("_")[0]][0].pid if not k.startswith("memory") else None
                     c0 = c.cpu_seconds(pid) if pid else time.process_time()
                     t0 = time.perf_counter()
                     variants[k]()
@@ -297,6 +328,12 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
                 f"{ratio('ours_hot', 'memory')} (goal <= 1.15x); one cursor re-running it: "
                 f"{ratio('ours_hot_rerun', 'memory')}"
             )
+            print(
+                "  where the re-run's time goes, each / DataFusion in process: "
+                f"planned once {ratio('memory_planned', 'memory')}; "
+                f"pyarrow's client, GetFlightInfo + DoGet {ratio('ours_pyarrow', 'memory')}; "
+                f"DoGet alone {ratio('ours_pyarrow_doget', 'memory')}"
+            )
             if "main_hot" in times:
                 print(
                     f"  hot via ADBC, this checkout / {before}: {ratio('ours_hot', 'main_hot')}; "
@@ -309,6 +346,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
             cur.close()
         for conn in conns.values():
             conn.close()
+        raw.close()
     finally:
         c.terminate(proc for proc, _ in servers.values())
     print(c.load_line())
