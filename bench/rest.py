@@ -11,14 +11,14 @@ asks three (DescribeTable, ListTableVersions, CreateTableVersion) and the server
 exchange, so the two ratios separate what the protocol costs from what the server costs.
 
 - (a) 100-row appends with pylance's RestNamespace as ``namespace_client=``: one client, the
-  two servers taking turns in chunks of 10 appends (same load), then 4 client processes at once
+  three servers taking turns in chunks of 10 appends (same load), then 4 client processes at once
   per server (``--proc-runs`` runs each, the servers taking turns; the median of the runs'
   ratios, since a few conflict retries move a single short run a lot); plus the same appends
   through the in-process catalog namespace (``LakeNamespace``) to print the latency REST adds
   per commit.
 - (b) DescribeTable latency (p50/p99) with 8 client processes, each a keep-alive session.
 
-Our server runs as its own process (``python -m lake_platform.cli serve-rest``); the reference
+Our server runs as its own process (``python -m lake_platform.cli serve-rest``); each reference
 runs in a process of its own too. Prints figures only; asserts nothing.
 
     python bench/rest.py [--appends 200] [--proc-appends 50] [--proc-runs 5] [--describes 150]
