@@ -402,10 +402,10 @@ def serve_variant(home: str, variant: str) -> None:
             name, payload = self._command(descriptor)
             if name != "CommandStatementQuery":
                 return super().get_flight_info(call, descriptor)
-            sql = proto.parse(proto.CommandStatementQuery, payload).query
-            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
             if variant in ("fresh", "unpinned"):
                 return super().get_flight_info(call, descriptor)
+            sql = proto.parse(proto.CommandStatementQuery, payload).query
+            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=sql.encode()))
             if self.catalog is None:
                 ref = self._view(identity).table("w", "ns", "trips").ref
                 tables = Schema.memory_schema()
