@@ -267,6 +267,7 @@ class BoundTableNamespace(LanceNamespace):
                 to_version=version,
                 rows_added=rows,
                 bytes_added=nbytes,
+                files_added=pending.files_added if first else 0,
                 rows_removed=pending.rows_removed if first else 0,
                 detail=dict(pending.detail),
             )

@@ -25,6 +25,9 @@ class PendingCommit:
     detail: dict[str, object] = field(default_factory=dict)
     #: Called at commit time for (rows_added, bytes_added): the stream is drained by then.
     stream_totals: Callable[[], tuple[int, int]] | None = None
+    #: Data files the commit adds, when known before it lands (a Lance client's commit, from
+    #: its transaction); the catalog's own operations count theirs afterwards or not at all.
+    files_added: int = 0
     rows_removed: int = 0
     #: More conditions for the first version's transaction (a create checks that its parent
     #: namespace is still there and not being dropped).

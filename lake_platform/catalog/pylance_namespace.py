@@ -43,6 +43,7 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import (
     InvalidInput,
     LakeError,
@@ -298,17 +299,22 @@ class LakeNamespace(LanceNamespace):
             record, revision = self.catalog.ctx.table(tname, declared=True)
             if check is not None:  # before the lease: a refused request writes nothing, not even it
                 check(record)
-            # The schema rides in the version's own transaction: read from the staged manifest
-            # now, before the lease (None: read it back after the commit).
-            staged_ipc = self._staged_schema(record, request)
+            # The schema and what the commit adds ride in the version's own transaction: read
+            # from the staged manifest now, before the lease (schema None: read it back after
+            # the commit).
+            raw = self._staged_file(record, request)
+            staged_ipc = self._staged_schema(record, request, raw)
+            change = self._staged_change(record, request, raw)
             if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
-                self._govern_schema_change(tname, record, staged_ipc, request)
+                self._govern_schema_change(tname, record, staged_ipc, change.operation)
             pending = PendingCommit(
                 commit_id=new_id(),
-                operation="commit",
+                operation=_log_operation(change.operation, record.current_version),
                 actor=self.catalog._actor(None, self.principal),
                 detail={"client": "pylance"},
                 schema_ipc=staged_ipc,
+                stream_totals=lambda: (change.rows_added, change.bytes_added),
+                files_added=change.files_added,
                 # The request's one registry commit also releases the lease, unless the schema
                 # must be read back afterwards (under the lease).
                 release_lease=True,
@@ -368,16 +374,17 @@ class LakeNamespace(LanceNamespace):
         return response
 
     def _govern_schema_change(
-        self, tname: TableName, record: TableRecord, staged_ipc: bytes, request: Any
+        self, tname: TableName, record: TableRecord, staged_ipc: bytes, operation: str | None
     ) -> None:
         """A Lance client's commit that changes the schema is held to what the same change
         needs from the CLI (``catalog/alter.py``): adding columns (or changing metadata) takes
         write, like ``add_column``; replacing the table (Lance's overwrite) takes write, like
         ``overwrite``; dropping, renaming or retyping a column (Lance's project, or anything
         else that does it) takes admin, like ``drop_column``/``rename_column``, and dropping one
-        is refused on a protected table. Before the lease: a refused commit writes nothing."""
+        is refused on a protected table. ``operation``: the staged transaction's (None when
+        unknown: held to the strictest rule). Before the lease: a refused commit writes
+        nothing."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
-        from lake_platform.engine.transactions import staged_operation
 
         before, after = schema_from_ipc(record.schema_ipc), schema_from_ipc(staged_ipc)
         removed = [n for n in before.names if n not in after.names]
@@ -386,13 +393,6 @@ class LakeNamespace(LanceNamespace):
         ]
         if not removed and not retyped:
             return
-        manifest_path = str(_field(request, "manifest_path"))
-        try:
-            operation = staged_operation(
-                record.location, manifest_path, self.catalog.settings.storage_options(record.location)
-            )
-        except (OSError, ValueError):
-            operation = None  # unknown: held to the strictest rule below
         if operation == "overwrite":
             return
         # By name a rename is a column gone and one new; fewer columns than before is a drop.
@@ -403,21 +403,55 @@ class LakeNamespace(LanceNamespace):
         if dropped and record.protected:
             raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
 
-    def _staged_schema(self, record: TableRecord, request: Any) -> bytes | None:
+    def _staged_file(self, record: TableRecord, request: Any) -> bytes | None:
+        """The staged manifest file's bytes, read once for its schema and its transaction; None
+        when it cannot be read (a missing file is refused by the commit itself)."""
+        from lake_platform.engine.storage import read_object
+
+        try:
+            return read_object(
+                record.location,
+                str(_field(request, "manifest_path")),
+                self.catalog.settings.storage_options(record.location),
+            )
+        except (OSError, ValueError):
+            return None
+
+    def _staged_schema(self, record: TableRecord, request: Any, raw: bytes | None) -> bytes | None:
         """pylance declares without a schema and may change it with any commit: the schema of
-        the staged manifest as IPC bytes, or None when the file cannot be read as a manifest
-        (then the commit, if it lands, reads it back from the committed version)."""
+        the staged manifest (``raw``, its file's bytes) as IPC bytes, or None when the file
+        cannot be read as a manifest (then the commit, if it lands, reads it back from the
+        committed version)."""
         from lake_platform.catalog.arrow_io import schema_to_ipc
 
+        if raw is None:
+            return None
         try:
             schema = engine.manifest_schema(
                 record.location,
                 str(_field(request, "manifest_path")),
                 self.catalog.settings.storage_options(record.location),
+                raw=raw,
             )
         except (OSError, ValueError, RuntimeError):
-            return None  # a missing or foreign file is refused by the commit itself
+            return None  # a foreign file is refused by the commit itself
         return schema_to_ipc(schema)
+
+    def _staged_change(self, record: TableRecord, request: Any, raw: bytes | None) -> StagedChange:
+        """What the staged manifest (``raw``, its file's bytes) commits, from the transaction
+        Lance wrote with it: for the commit log and the schema rules. Unknown (operation None)
+        when it cannot be read: the commit itself decides whether the manifest is acceptable."""
+        if raw is None:
+            return StagedChange(None)
+        try:
+            return staged_change(
+                record.location,
+                str(_field(request, "manifest_path")),
+                self.catalog.settings.storage_options(record.location),
+                raw=raw,
+            )
+        except (OSError, ValueError):
+            return StagedChange(None)
 
     def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
         """pylance declares without a schema: take it from the version just committed."""
@@ -552,6 +586,18 @@ class LakeNamespace(LanceNamespace):
             fresh=fresh,
             base=base,
         )
+
+
+def _log_operation(lance_operation: str | None, current_version: int) -> str:
+    """The commit-log operation of a Lance client's commit: Lance's own name, hyphenated as the
+    catalog's are (``append``, ``overwrite``, ``delete``, ``create-index``, ...); the first data
+    of a declared table (Lance's overwrite onto version 0) is a ``create``, as from the CLI;
+    ``commit`` when the transaction could not be read."""
+    if lance_operation is None:
+        return "commit"
+    if lance_operation == "overwrite" and current_version == 0:
+        return "create"
+    return lance_operation.replace("_", "-")
 
 
 def _ids(request: Any) -> list[str]:

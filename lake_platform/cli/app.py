@@ -71,10 +71,12 @@ def timestamp(ms: int) -> str:
 
 
 def text_table(names: list[str], rows: list[dict[str, Any]]) -> str:
-    """Rows as a left-aligned text table under a header of NAMES."""
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in names}
+    """Rows as a left-aligned text table under a header of NAMES; a missing or None cell is
+    blank (``--json`` keeps the nulls)."""
+    cells = [{c: "" if r.get(c) is None else str(r[c]) for c in names} for r in rows]
+    widths = {c: max([len(c), *(len(r[c]) for r in cells)]) for c in names}
     lines = ["  ".join(c.ljust(widths[c]) for c in names)]
-    lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in names) for r in rows]
+    lines += ["  ".join(r[c].ljust(widths[c]) for c in names) for r in cells]
     return "\n".join(line.rstrip() for line in lines)
 
 

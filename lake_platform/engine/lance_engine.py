@@ -45,6 +45,7 @@ from lake_platform.engine.manifests import quarantine_files as quarantine_files
 from lake_platform.engine.manifests import quarantined_files as quarantined_files
 from lake_platform.engine.manifests import read_manifest_message as read_manifest_message
 from lake_platform.engine.manifests import repair_manifests as repair_manifests
+from lake_platform.engine.manifests import split_manifest_file
 from lake_platform.engine.manifests import versions_on_disk as versions_on_disk
 from lake_platform.engine.schemas import SchemaMemo
 from lake_platform.engine.storage import FileEntry as FileEntry
@@ -314,15 +315,22 @@ def schema_of(ds: lance.LanceDataset) -> pa.Schema:
 
 
 def manifest_schema(
-    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
+    location: str,
+    manifest_path: str,
+    storage_options: dict[str, str] | None = None,
+    *,
+    raw: bytes | None = None,
 ) -> pa.Schema:
     """The Arrow schema a manifest file (staging or final) describes, read from the file alone:
     no namespace call, no listing, and, unlike opening a staging manifest through the
     namespace, nothing written. A commit can so record its schema in the same registry
-    transaction as its version: one read of the file, and a dataset opened from the message only
-    for a schema this process has not seen (``schemas.py``). ValueError if the file is not a
-    Lance manifest."""
-    message = read_manifest_message(location, manifest_path, storage_options)
+    transaction as its version: one read of the file (none when the caller passes its bytes as
+    ``raw``), and a dataset opened from the message only for a schema this process has not seen
+    (``schemas.py``). ValueError if the file is not a Lance manifest."""
+    if raw is None:
+        message = read_manifest_message(location, manifest_path, storage_options)
+    else:
+        message = split_manifest_file(raw, manifest_path)
 
     def decode(message: bytes) -> pa.Schema:
         ds = _lance().LanceDataset(

@@ -1,15 +1,20 @@
-"""What kind of Lance operation a staged manifest commits, read from its transaction.
+"""What a staged manifest commits, read from its transaction.
 
 A Lance client that commits through the catalog (``CreateTableVersion``) hands over only a staged
-manifest; which operation made it (an append, an overwrite, a column drop, ...) is recorded in
-the transaction Lance wrote beside it (``table.proto``: ``Manifest.transaction_file`` (12), a
-file under ``_transactions/``, or ``transaction_section`` (21), inline in the manifest file;
-``transaction.proto``: the ``operation`` oneof, fields 100-116). The catalog reads it only when
-a commit changes the table's schema, to govern the change as the matching CLI operation is.
+manifest; which operation made it (an append, an overwrite, a column drop, ...) and the fragments
+it wrote are recorded in the transaction Lance wrote beside it (``table.proto``:
+``Manifest.transaction_file`` (12), a file under ``_transactions/``, or ``transaction_section``
+(21), inline in the manifest file; ``transaction.proto``: the ``operation`` oneof, fields
+100-116; ``Append`` and ``Overwrite`` carry their new ``DataFragment``s as field 1, each with its
+``files`` (2, ``DataFile.file_size_bytes`` 6) and ``physical_rows`` (4)). The catalog reads it
+for every such commit: the commit log then says what the client did (its operation and the
+rows, files and bytes it added), and a commit that changes the schema is governed as the
+matching CLI operation is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -39,36 +44,72 @@ OPERATIONS = {
 }
 
 
+#: The operations whose message lists the fragments they add as field 1 (``fragments``).
+_ADDING = ("append", "overwrite")
+
+
+@dataclass(frozen=True)
+class StagedChange:
+    """What one transaction commits. The counts are those of the fragments an append or an
+    overwrite adds (0 for other operations, whose transactions name no new data this way)."""
+
+    operation: str | None  # None: no transaction recorded, or none naming an operation known here
+    rows_added: int = 0
+    files_added: int = 0
+    bytes_added: int = 0
+
+
 @cache
-def _classes() -> tuple[Any, Any]:
+def _classes() -> tuple[Any, Any, Any, Any, Any]:
     where = message_class(
         "ManifestTransaction", {12: ("transaction_file", "string"), 21: ("transaction_section", "uint64")}
     )
     operation = message_class("TransactionOperation", {n: (name, "bytes") for n, name in OPERATIONS.items()})
-    return where, operation
+    adding = message_class("AddingOperation", {1: ("fragments", "bytes")})
+    fragment = message_class("DataFragmentPart", {2: ("files", "bytes"), 4: ("physical_rows", "uint64")})
+    data_file = message_class("DataFilePart", {6: ("file_size_bytes", "uint64")})
+    return where, operation, adding, fragment, data_file
 
 
 def _parse(cls: Any, raw: bytes, what: str) -> Any:
     return parse(cls, raw, f"{what} is not a Lance protobuf message")
 
 
-def operation_of(raw: bytes) -> str | None:
-    """The operation of a serialized ``Transaction``, or None if it names none known here."""
-    found = _parse(_classes()[1], raw, "the transaction")
+def change_of(raw: bytes) -> StagedChange:
+    """What a serialized ``Transaction`` commits. ValueError if it is not one."""
+    _, operation, adding, fragment, data_file = _classes()
+    found = _parse(operation, raw, "the transaction")
     for name in OPERATIONS.values():
-        if len(getattr(found, name)):
-            return name
-    return None
+        body = getattr(found, name)
+        if not len(body):
+            continue
+        if name not in _ADDING:
+            return StagedChange(name)
+        rows = files = nbytes = 0
+        for frag_raw in _parse(adding, body[-1], f"the {name} operation").fragments:
+            frag = _parse(fragment, frag_raw, "a fragment")
+            rows += sum(frag.physical_rows)
+            for file_raw in frag.files:
+                files += 1
+                nbytes += sum(_parse(data_file, file_raw, "a data file").file_size_bytes)
+        return StagedChange(name, rows, files, nbytes)
+    return StagedChange(None)
 
 
-def staged_operation(
-    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
-) -> str | None:
-    """The operation that wrote the manifest at ``manifest_path`` (staging or final): ``append``,
-    ``overwrite``, ``project`` (drop or rename columns), ``merge`` (add columns), ... None when
-    the manifest records no transaction (Lance may be told not to write one). ValueError if the
-    manifest or its transaction cannot be read as Lance's."""
-    raw = read_object(location, manifest_path, storage_options)
+def staged_change(
+    location: str,
+    manifest_path: str,
+    storage_options: dict[str, str] | None = None,
+    *,
+    raw: bytes | None = None,
+) -> StagedChange:
+    """What the manifest at ``manifest_path`` (staging or final) commits: its operation
+    (``append``, ``overwrite``, ``project`` (drop or rename columns), ``merge`` (add columns),
+    ...) and what it adds. ``raw``: the manifest file's bytes, when the caller has read them.
+    The operation is None when the manifest records no transaction (Lance may be told not to
+    write one). ValueError if the manifest or its transaction cannot be read as Lance's."""
+    if raw is None:
+        raw = read_object(location, manifest_path, storage_options)
     message = split_manifest_file(raw, manifest_path)
     where = _parse(_classes()[0], message, manifest_path)
     if len(where.transaction_section):
@@ -76,18 +117,18 @@ def staged_operation(
         if pos + 4 > len(raw):
             raise ValueError(f"{manifest_path}: transaction position {pos} is outside the file")
         length = int.from_bytes(raw[pos : pos + 4], "little")
-        return operation_of(raw[pos + 4 : pos + 4 + length])
+        return change_of(raw[pos + 4 : pos + 4 + length])
     if len(where.transaction_file) and where.transaction_file[-1]:
         name = where.transaction_file[-1]
         if "/" in name or name.startswith("."):
             raise ValueError(f"{manifest_path}: transaction file name {name!r} is not a plain name")
         try:
-            return operation_of(
+            return change_of(
                 read_object(location, f"{_root_path(location)}/_transactions/{name}", storage_options)
             )
         except FileNotFoundError:
             raise ValueError(f"{manifest_path}: its transaction file {name} is missing") from None
-    return None
+    return StagedChange(None)
 
 
 def _root_path(location: str) -> str:

@@ -51,7 +51,13 @@ def test_pylance_creates_appends_and_reads_registered_versions(lake: Lake) -> No
         == 2
     )
     history = lake.catalog.history("p.w.ns.events")
-    assert [(e.operation, e.to_version) for e in history] == [("declare", None), ("commit", 1), ("commit", 2)]
+    # Each commit is logged as what the client did, with the rows and files it added.
+    assert [(e.operation, e.to_version, e.rows_added, e.files_added) for e in history] == [
+        ("declare", None, 0, 0),
+        ("create", 1, 2, 1),
+        ("append", 2, 1, 1),
+    ]
+    assert all(e.bytes_added > 0 for e in history[1:])
     # Reads never write: no stray manifest copies appear however often we open.
     before = sorted(f.path for f in engine.list_files(snap.record.location, storage_options_of(lake)))
     for _ in range(3):
@@ -182,7 +188,8 @@ def test_a_pylance_index_build_is_a_registered_commit(lake: Lake) -> None:
     assert [(i.name, i.kind, i.rows_indexed) for i in lake.catalog.list_indexes("p.w.ns.events")] == [
         ("id_idx", "BTREE", 100)
     ]
-    assert [(e.operation, e.to_version) for e in lake.catalog.history("p.w.ns.events")][-1] == ("commit", 2)
+    last = lake.catalog.history("p.w.ns.events")[-1]
+    assert (last.operation, last.to_version) == ("create-index", 2)
 
 
 def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> None:

@@ -143,3 +143,12 @@ def test_parse_duration() -> None:
     for bad in ("", "7", "d", "-1h", "1.5h", "1y"):
         with pytest.raises(InvalidInput):
             parse_duration(bad)
+
+
+def test_text_tables_leave_unknown_cells_blank() -> None:
+    from lake_platform.cli.app import text_table
+
+    # A declare has no versions yet: blank, not "None" (--json keeps the nulls).
+    out = text_table(["operation", "from", "to"], [{"operation": "declare", "from": None, "to": None}])
+    assert out.splitlines() == ["operation  from  to", "declare"]
+    assert text_table(["a", "bb"], []) == "a  bb"  # no rows: the header alone

@@ -47,12 +47,15 @@ def test_pylance_lifecycle_through_rest(rest_lake: RestLake) -> None:
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=1)) == [1, 2]
     # Every write is a registry commit under the caller's name (lake table history / lake log).
     history = rest_lake.catalog.history("p.w.ns.events")
-    assert [(e.operation, e.actor, e.to_version) for e in history] == [
-        ("declare", "etl", None),
-        ("commit", "etl", 1),
-        ("commit", "etl", 2),
-        ("commit", "etl", 3),
+    # ... logged as what the client did (Lance's operation) with the rows and files it added.
+    assert [(e.operation, e.actor, e.to_version, e.rows_added, e.files_added) for e in history] == [
+        ("declare", "etl", None, 0, 0),
+        ("create", "etl", 1, 2, 1),
+        ("append", "etl", 2, 1, 1),
+        ("overwrite", "etl", 3, 1, 1),
     ]
+    snap_files = [f for frag in snap.dataset.get_fragments() for f in frag.metadata.files]
+    assert history[-1].bytes_added == sum(f.file_size_bytes for f in snap_files)
     assert {e.actor for e in rest_lake.catalog.log("p.w.ns.events")} == {"etl"}
 
     # list, describe

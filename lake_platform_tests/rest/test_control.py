@@ -76,4 +76,4 @@ def test_check_order_identity_shape_parent_permission_conflict(lake: RestLake) -
     assert code(lake.post("/v1/table/p$w$ns$t/declare", {}, who="reader")) == (403, 15)
     # conflict before write: a writer re-declaring an existing table
     assert code(lake.post("/v1/table/p$w$ns$t/declare", {})) == (409, 5)
-    assert [e.operation for e in lake.catalog.history("p.w.ns.t")] == ["declare", "commit"]
+    assert [e.operation for e in lake.catalog.history("p.w.ns.t")] == ["declare", "create"]
