@@ -53,6 +53,12 @@ def test_on_s3(s3: S3Endpoint, s3_prefix: str) -> None:
     storage = load_settings(**s3.lake_settings()).storage_options(uri)
     every_kind(uri, storage)
     assert operations(uri, storage) == KINDS
+    # The append's figures, read over S3, are its fragment's.
+    root = uri.removeprefix("s3://").split("/", 1)[1]
+    change = staged_change(uri, f"{root}/_versions/{_final_manifest_name(2)}", storage)
+    [frag] = lance.dataset(uri, version=2, storage_options=storage).get_fragments()[1:]
+    sizes = [f.file_size_bytes for f in frag.metadata.files]
+    assert (change.rows_added, change.files_added, change.bytes_added) == (1, len(sizes), sum(sizes))
 
 
 def test_an_append_and_an_overwrite_say_what_they_add(tmp_path: Path) -> None:
