@@ -302,9 +302,7 @@ class LakeNamespace(LanceNamespace):
             # The schema and what the commit adds ride in the version's own transaction: read
             # from the staged manifest now, before the lease (schema None: read it back after
             # the commit).
-            raw = self._staged_file(record, request)
-            staged_ipc = self._staged_schema(record, request, raw)
-            change = self._staged_change(record, request, raw)
+            staged_ipc, change = self._staged(record, request)
             if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
                 self._govern_schema_change(tname, record, staged_ipc, change.operation)
             pending = PendingCommit(
@@ -403,55 +401,31 @@ class LakeNamespace(LanceNamespace):
         if dropped and record.protected:
             raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
 
-    def _staged_file(self, record: TableRecord, request: Any) -> bytes | None:
-        """The staged manifest file's bytes, read once for its schema and its transaction; None
-        when it cannot be read (a missing file is refused by the commit itself)."""
+    def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
+        """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
+        file. pylance declares without a schema and may change it with any commit; the change
+        (Lance's transaction) feeds the commit log and the schema rules. A part that cannot be
+        read is unknown (schema None: the commit, if it lands, reads it back from the committed
+        version; operation None): the commit itself refuses a missing or foreign file."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
         from lake_platform.engine.storage import read_object
 
+        path = str(_field(request, "manifest_path"))
+        storage = self.catalog.settings.storage_options(record.location)
         try:
-            return read_object(
-                record.location,
-                str(_field(request, "manifest_path")),
-                self.catalog.settings.storage_options(record.location),
-            )
+            raw = read_object(record.location, path, storage)
         except (OSError, ValueError):
-            return None
-
-    def _staged_schema(self, record: TableRecord, request: Any, raw: bytes | None) -> bytes | None:
-        """pylance declares without a schema and may change it with any commit: the schema of
-        the staged manifest (``raw``, its file's bytes) as IPC bytes, or None when the file
-        cannot be read as a manifest (then the commit, if it lands, reads it back from the
-        committed version)."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-
-        if raw is None:
-            return None
+            return None, StagedChange(None)
         try:
-            schema = engine.manifest_schema(
-                record.location,
-                str(_field(request, "manifest_path")),
-                self.catalog.settings.storage_options(record.location),
-                raw=raw,
-            )
+            schema = engine.manifest_schema(record.location, path, storage, raw=raw)
         except (OSError, ValueError, RuntimeError):
-            return None  # a foreign file is refused by the commit itself
-        return schema_to_ipc(schema)
-
-    def _staged_change(self, record: TableRecord, request: Any, raw: bytes | None) -> StagedChange:
-        """What the staged manifest (``raw``, its file's bytes) commits, from the transaction
-        Lance wrote with it: for the commit log and the schema rules. Unknown (operation None)
-        when it cannot be read: the commit itself decides whether the manifest is acceptable."""
-        if raw is None:
-            return StagedChange(None)
+            schema = None
+        staged_ipc = None if schema is None else schema_to_ipc(schema)
         try:
-            return staged_change(
-                record.location,
-                str(_field(request, "manifest_path")),
-                self.catalog.settings.storage_options(record.location),
-                raw=raw,
-            )
+            change = staged_change(record.location, path, storage, raw=raw)
         except (OSError, ValueError):
-            return StagedChange(None)
+            change = StagedChange(None)
+        return staged_ipc, change
 
     def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
         """pylance declares without a schema: take it from the version just committed."""
