@@ -3,7 +3,8 @@
 Nothing is collected. A batch that may take long is awaited asynchronously in short slices so
 the time limit and cancellation can stop the query even while DataFusion produces nothing;
 batches that come fast are taken synchronously and merged into fewer, larger messages. A kept
-plan whose last run had its first batch fast takes that one synchronously too.
+plan whose last run had its first batch within the poll interval takes that one synchronously
+too.
 """
 
 from __future__ import annotations
@@ -27,9 +28,14 @@ _POLL = 0.1
 _FAST = 0.02
 #: ``PlannedQuery.derived`` key: seconds the plan's last run took to its first batch. A kept
 #: plan reads the same immutable snapshots each run, so its first batch takes about as long
-#: again: when that was fast, it is taken synchronously too (the async hand-off costs
-#: ~0.5 ms a query, a tenth of a hot query's time).
+#: again: when that was within ``_POLL``, it is taken synchronously too. A cancellation then
+#: waits about as long as the async path's poll would make it wait, and the query saves the
+#: async hand-off (measured 0.5-0.7 ms of wall and 1.3 ms of CPU a query, on a 2-core VM:
+#: a tenth of a hot aggregate's time).
 FIRST_BATCH = "first_batch_seconds"
+#: A synchronous first batch must leave this many times its expected time before the deadline,
+#: so a kept plan that slows down still meets the time limit on the async path.
+_DEADLINE_MARGIN = 10
 #: Fast batches are merged up to this size (or half of max_message_bytes, if smaller). Measured
 #: on a 5M-row scan (bench/flight.py): 1 MiB gave 0.94 of a bare server's throughput where
 #: unmerged 8192-row batches gave 0.87 and 4 MiB 0.77 (bigger copies leave the CPU caches).
@@ -51,7 +57,9 @@ def stream(
     of ``_POLL`` seconds, so the query timeout and ``cancelled()`` stop the query even then:
     cancelling the pending step drops DataFusion's stream, which stops its work. While batches
     come fast they are taken synchronously (the async hand-off costs ~0.15 ms a batch, a
-    third of a fast scan's time). Raises QueryTimeout past ``query_timeout_seconds`` and
+    third of a fast scan's time). A kept plan whose last run had its first batch within
+    ``_POLL`` runs synchronously until a batch takes that long: a cancellation waits no longer
+    than the poll would make it. Raises QueryTimeout past ``query_timeout_seconds`` and
     ResultTooLarge past ``max_result_bytes``; returns quietly when ``cancelled()`` (the
     caller reports that).
 
@@ -72,8 +80,17 @@ def stream(
         conform_for: pa.Schema | None = None
         sent = 0
         # Await the next batch asynchronously, unless this plan's last run had its first
-        # batch fast (a cancellation waits no longer than the async path's _POLL then).
-        patient = planned.derived.get(FIRST_BATCH, _FAST) >= _FAST
+        # batch within _POLL (a cancellation waits no longer than the async path's poll then).
+        # A known-quick plan stays synchronous while no batch takes _POLL or longer: an
+        # aggregate's first batch is slow and the rest follow at once, and each async wait
+        # costs the hand-off again.
+        expected = planned.derived.get(FIRST_BATCH)
+        quick = (
+            expected is not None
+            and expected < _POLL
+            and (deadline is None or deadline - time.monotonic() >= _DEADLINE_MARGIN * expected)
+        )
+        patient = not quick
         first = True
         # Fast batches are merged up to COALESCE_BYTES: every batch costs the same fixed work
         # here, in the transport and in the client, and Lance scans in 8192-row batches
@@ -116,7 +133,9 @@ def stream(
                 # whose traceback would keep the stream (and its pool reservation) alive.
                 raise failure
             took = time.monotonic() - started
-            patient = took >= _FAST
+            slow = took >= _FAST  # a slow producer streams batch by batch, unmerged
+            quick = quick and took < _POLL
+            patient = slow and not quick
             if first:
                 planned.derived[FIRST_BATCH] = took
                 first = False
@@ -133,7 +152,7 @@ def stream(
                 raise timed_out(limits)
             if cancelled():
                 return
-            if held and (batch is None or patient or held_bytes >= target):
+            if held and (batch is None or slow or held_bytes >= target):
                 merged = held[0] if len(held) == 1 else pa.concat_batches(held, memory_pool=transient_pool())
                 held, held_bytes = [], 0
                 yield from split_batch(merged, limits.max_message_bytes)
