@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from lake_platform.flight import transport
 from lake_platform.flight.transport import read_ahead
 
 
@@ -63,3 +64,13 @@ def test_a_consumer_that_stops_early_closes_the_source_where_it_ran() -> None:
     assert next(stream) == 0 and next(stream) == 1
     stream.close()
     assert src.closed_on == threading.get_ident()  # still in the consumer's phase
+
+
+def test_larger_results_one_after_another_read_ahead_on_one_reused_thread() -> None:
+    first, second = Source(10), Source(10)
+    assert list(read_ahead(first.run(), 2, first=3)) == list(range(10))
+    assert transport._PRODUCERS.wait_idle(1, 10.0)  # the first producer is done with its stream
+    workers = {t.ident for t in threading.enumerate() if t.name == "lake-flight-read-ahead"}
+    assert set(first.threads[3:]) <= workers
+    assert list(read_ahead(second.run(), 2, first=3)) == list(range(10))
+    assert len(set(second.threads[3:])) == 1 and set(second.threads[3:]) <= workers  # no new thread
