@@ -30,8 +30,8 @@ _FAST = 0.02
 #: plan reads the same immutable snapshots each run, so its first batch takes about as long
 #: again: when that was within ``_POLL``, it is taken synchronously too. A cancellation then
 #: waits about as long as the async path's poll would make it wait, and the query saves the
-#: async hand-off (measured 0.5-0.7 ms of wall and 1.3 ms of CPU a query, on a 2-core VM:
-#: a tenth of a hot aggregate's time).
+#: async hand-off (measured in process on a 2-core VM: 0.5-0.7 ms of wall and 1.3 ms of CPU
+#: a query).
 FIRST_BATCH = "first_batch_seconds"
 #: A synchronous first batch must leave this many times its expected time before the deadline,
 #: so a kept plan that slows down still meets the time limit on the async path.
