@@ -3,8 +3,8 @@
 Nothing is collected. A batch that may take long is awaited asynchronously in short slices so
 the time limit and cancellation can stop the query even while DataFusion produces nothing;
 batches that come fast are taken synchronously and merged into fewer, larger messages. A kept
-plan whose last run had its first batch within the poll interval takes that one synchronously
-too.
+plan whose last run had its first batch within the poll interval runs synchronously
+throughout, until a batch takes that long.
 """
 
 from __future__ import annotations
