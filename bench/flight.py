@@ -209,8 +209,12 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
         )
         assert proc.stdout is not None
         servers["main"] = (proc, int(proc.stdout.readline()))
+    servers["bare"] = start("--serve-bare-sql", home)
     try:
-        conns = {name: c.adbc_connect(port, USER, PASSWORD) for name, (_, port) in servers.items()}
+        conns = {n: c.adbc_connect(port, USER, PASSWORD) for n, (_, port) in servers.items() if n != "bare"}
+        import adbc_driver_flightsql.dbapi as fsql
+
+        conns["bare"] = fsql.connect(f"grpc://127.0.0.1:{servers['bare'][1]}", autocommit=True)
 
         def health(port: int) -> dict[str, Any]:
             raw = fl.connect(f"grpc://127.0.0.1:{port}")
@@ -243,7 +247,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
 
         cursors: list[Any] = []
 
-        hot_servers = [n for n in servers if n != "before"]
+        hot_servers = [n for n in servers if n not in ("before", "bare")]
         for name in hot_servers:
             adbc(name, HOT_AGG.format(t="hot"))()  # a miss: the load starts in the background
         loaded = time.perf_counter()
@@ -291,6 +295,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
             variants["ours_hot_rerun"] = adbc_rerun("ours", sql.format(t="hot"))
             variants["ours_pyarrow"] = pyarrow_client(sql, refetch=False)
             variants["ours_pyarrow_doget"] = pyarrow_client(sql, refetch=True)
+            variants["bare_rerun"] = adbc_rerun("bare", sql.format(t="hot"))
             if "main" in servers:
                 variants["main_hot_rerun"] = adbc_rerun("main", sql.format(t="hot"))
             variants["ours_cold"] = adbc("ours", sql.format(t="cold"))
@@ -333,6 +338,11 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
                 f"planned once {ratio('memory_planned', 'memory')}; "
                 f"pyarrow's client, GetFlightInfo + DoGet {ratio('ours_pyarrow', 'memory')}; "
                 f"DoGet alone {ratio('ours_pyarrow_doget', 'memory')}"
+            )
+            print(
+                "  the floor, a bare Flight SQL server (DataFusion over the same rows in memory) "
+                f"re-run through ADBC / DataFusion in process: {ratio('bare_rerun', 'memory')}; "
+                f"ours / that bare server, both re-run: {ratio('ours_hot_rerun', 'bare_rerun')}"
             )
             if "main_hot" in times:
                 print(
@@ -583,6 +593,64 @@ class BareServer(fl.FlightServerBase):
         ctx.register_table("trips", self.snapshot.table_provider())
         sql = ticket.ticket.decode().replace("w.ns.trips", "trips")
         return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(ctx.sql(sql)))
+
+
+class BareSqlServer(fl.FlightServerBase):
+    """The least a Flight SQL server through ADBC can do (cache part): DataFusion over the hot
+    table's rows in memory (``memory_context``), no authentication, no pins, no checks. It answers
+    only what an ADBC re-run needs: GetSqlInfo (at connect), CreatePreparedStatement (plans once,
+    as ours keeps plans), GetFlightInfo (the handle is the ticket) and DoGet (DataFusion's stream
+    as is)."""
+
+    def __init__(self, home: str) -> None:
+        import os
+
+        from lake_platform.flight import proto, sqlinfo
+
+        super().__init__("grpc://127.0.0.1:0")
+        self.proto = proto
+        self.sqlinfo = sqlinfo
+        self.info = sqlinfo.standard_info(max_statement_bytes=1 << 20, statement_timeout_ms=60_000)
+        self.memory = memory_context(Path(home), os.cpu_count() or 1)
+        self.plans: dict[bytes, Any] = {}
+
+    def do_action(self, context: Any, action: fl.Action) -> Any:
+        proto = self.proto
+        name, payload = proto.unpack_any(action.body.to_pybytes())
+        if name == "ActionCreatePreparedStatementRequest":
+            sql = proto.parse(proto.ActionCreatePreparedStatementRequest, payload).query
+            df = self.memory.sql(sql.replace("w.ns.hot", "hot"))
+            handle = str(len(self.plans)).encode()
+            self.plans[handle] = df
+            schema = df.schema().serialize().to_pybytes()
+            result = proto.ActionCreatePreparedStatementResult(
+                prepared_statement_handle=handle, dataset_schema=schema
+            )
+            yield fl.Result(proto.pack(result))
+
+    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        proto = self.proto
+        name, payload = proto.unpack_any(descriptor.command)
+        if name == "CommandGetSqlInfo":
+            from lake_platform.flight import schemas
+
+            ticket = b"info:" + payload
+            return fl.FlightInfo(schemas.SQL_INFO, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+        handle = proto.parse(proto.CommandPreparedStatementQuery, payload).prepared_statement_handle
+        schema = self.plans[handle].schema()
+        return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(handle, [])], -1, -1)
+
+    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
+        if ticket.ticket.startswith(b"info:"):
+            info = self.proto.parse(self.proto.CommandGetSqlInfo, ticket.ticket[5:])
+            return fl.RecordBatchStream(self.sqlinfo.sql_info_table(self.info, list(info.info)))
+        return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(self.plans[ticket.ticket]))
+
+
+def serve_bare_sql(home: str) -> None:
+    server = BareSqlServer(home)
+    print(server.port, flush=True)
+    server.serve()
 
 
 def serve_bare(home: str) -> None:
@@ -1036,6 +1104,8 @@ if __name__ == "__main__":
         serve_ours(sys.argv[2], *sys.argv[3:])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-before":
         serve_before(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare-sql":
+        serve_bare_sql(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-bare":
         serve_bare(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] in ("--serve-unpinned", "--serve-static", "--serve-fresh"):
