@@ -38,7 +38,10 @@ query with a new cursor (prepare, execute, close: four RPCs) and, as ``ours_hot_
 cursor re-running it (ADBC keeps the statement prepared: GetFlightInfo + DoGet per run). Where a
 re-run's time goes: DataFusion in process with the query planned once (``memory_planned``), and
 pyarrow's C++ client on our server making the same two RPCs (``ours_pyarrow``) or re-fetching one
-ticket (``ours_pyarrow_doget``): what is left above those is ADBC's own client.
+ticket (``ours_pyarrow_doget``): what is left above those is ADBC's own client. The floor for
+any server (``bare_rerun``): the same re-run through ADBC on a bare pyarrow.flight Flight SQL
+server doing nothing but DataFusion over the same rows in memory (no authentication, pins or
+checks).
 
 The main part runs our endpoint with one endpoint per result (max_endpoints=1), as before splitting.
 
