@@ -209,14 +209,14 @@ def load_line() -> str:
 # -- the REST benches ---------------------------------------------------------------------------
 
 
-def adbc_connect(port: int, user: str = "bench", password: str = "bench-password") -> Any:
+def adbc_connect(port: int, user: str | None = "bench", password: str = "bench-password") -> Any:
     """An ADBC Flight SQL connection (autocommit, user and password) to a bench's server on
-    loopback; the default login is the one the Flight benches' servers accept."""
+    loopback; the default login is the one the Flight benches' servers accept. ``user`` None:
+    no login (a bare server without authentication)."""
     import adbc_driver_flightsql.dbapi as fsql
 
-    return fsql.connect(
-        f"grpc://127.0.0.1:{port}", db_kwargs={"username": user, "password": password}, autocommit=True
-    )
+    login = {"username": user, "password": password} if user is not None else None
+    return fsql.connect(f"grpc://127.0.0.1:{port}", db_kwargs=login, autocommit=True)
 
 
 def terminate(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10) -> None:

@@ -215,9 +215,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
     servers["bare"] = start("--serve-bare-sql", home)
     try:
         conns = {n: c.adbc_connect(port, USER, PASSWORD) for n, (_, port) in servers.items() if n != "bare"}
-        import adbc_driver_flightsql.dbapi as fsql
-
-        conns["bare"] = fsql.connect(f"grpc://127.0.0.1:{servers['bare'][1]}", autocommit=True)
+        conns["bare"] = c.adbc_connect(servers["bare"][1], None)  # it has no authentication
 
         def health(port: int) -> dict[str, Any]:
             raw = fl.connect(f"grpc://127.0.0.1:{port}")
@@ -608,17 +606,16 @@ class BareSqlServer(fl.FlightServerBase):
     def __init__(self, home: str) -> None:
         import os
 
-        from lake_platform.flight import proto, sqlinfo
+        from lake_platform.flight import sqlinfo
 
         super().__init__("grpc://127.0.0.1:0")
-        self.proto = proto
-        self.sqlinfo = sqlinfo
         self.info = sqlinfo.standard_info(max_statement_bytes=1 << 20, statement_timeout_ms=60_000)
         self.memory = memory_context(Path(home), os.cpu_count() or 1)
         self.plans: dict[bytes, Any] = {}
 
     def do_action(self, context: Any, action: fl.Action) -> Any:
-        proto = self.proto
+        from lake_platform.flight import proto
+
         name, payload = proto.unpack_any(action.body.to_pybytes())
         if name == "ActionCreatePreparedStatementRequest":
             sql = proto.parse(proto.ActionCreatePreparedStatementRequest, payload).query
@@ -632,11 +629,10 @@ class BareSqlServer(fl.FlightServerBase):
             yield fl.Result(proto.pack(result))
 
     def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-        proto = self.proto
+        from lake_platform.flight import proto, schemas
+
         name, payload = proto.unpack_any(descriptor.command)
         if name == "CommandGetSqlInfo":
-            from lake_platform.flight import schemas
-
             ticket = b"info:" + payload
             return fl.FlightInfo(schemas.SQL_INFO, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
         handle = proto.parse(proto.CommandPreparedStatementQuery, payload).prepared_statement_handle
@@ -644,9 +640,11 @@ class BareSqlServer(fl.FlightServerBase):
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(handle, [])], -1, -1)
 
     def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
+        from lake_platform.flight import proto, sqlinfo
+
         if ticket.ticket.startswith(b"info:"):
-            info = self.proto.parse(self.proto.CommandGetSqlInfo, ticket.ticket[5:])
-            return fl.RecordBatchStream(self.sqlinfo.sql_info_table(self.info, list(info.info)))
+            info = proto.parse(proto.CommandGetSqlInfo, ticket.ticket[5:])
+            return fl.RecordBatchStream(sqlinfo.sql_info_table(self.info, list(info.info)))
         return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(self.plans[ticket.ticket]))
 
 
