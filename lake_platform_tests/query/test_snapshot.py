@@ -88,6 +88,22 @@ def test_no_snapshot_yet_is_unavailable(lake: tuple[Any, Catalog]) -> None:
         server.stop(grace=0)
 
 
+class EnteredLock:
+    """A lock that counts how often it was entered (``times``, a semaphore to wait on)."""
+
+    def __init__(self) -> None:
+        self._inner = threading.Lock()
+        self.times = threading.Semaphore(0)
+
+    def __enter__(self) -> EnteredLock:
+        self._inner.acquire()
+        self.times.release()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.release()
+
+
 def test_refreshes_are_coalesced_and_replace_atomically() -> None:
     loads = []
     gate = threading.Event()
@@ -98,10 +114,15 @@ def test_refreshes_are_coalesced_and_replace_atomically() -> None:
         return CatalogSnapshot(loaded_at=time.monotonic(), loaded_at_wall=time.time(), projects={})
 
     cache = SnapshotCache(loader, ttl=60, max_stale=120)
+    entered = EnteredLock()
+    cache._lock = entered  # type: ignore[assignment]  # to see every caller decide, leader or not
     threads = [threading.Thread(target=cache.refresh) for _ in range(10)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    # Each call takes the lock once to decide (the leader again only after its load, which
+    # waits for the gate): ten entries, and all ten have joined the one load.
+    for _ in threads:
+        assert entered.times.acquire(timeout=10)
     gate.set()
     for t in threads:
         t.join()
