@@ -20,6 +20,12 @@
     ``--partition-appends`` appends each): distinct partition keys per record kind, read back from
     the table with a Scan, next to what the item layout of older releases would have used.
 
+(e) ``--settle-history N``: the listing of ``_versions/`` every write's settle makes, with N
+    versions kept (empty manifests: only names are listed), on a local folder and on S3 (a
+    SeaweedFS started here on loopback): the catalog's ``manifests_above`` against the bare
+    listing of the same folder (``os.listdir``; pyarrow's ``S3FileSystem``, what the settle used
+    before), with the S3 requests each made.
+
     python bench/commits.py                         # SQLite registry (the embedded default)
     python bench/commits.py --backend dynamodb      # DynamoDB API on a local moto server (started here)
     python bench/commits.py --backend dynamodb --endpoint http://127.0.0.1:5000   # an already-running one
@@ -106,6 +112,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="(d) DynamoDB partitions: tables committed to (0 to skip; default 8)",
     )
     p.add_argument("--partition-appends", type=int, default=3, help="(d) appends per table (default 3)")
+    p.add_argument(
+        "--settle-history",
+        type=int,
+        default=0,
+        help="(e) versions kept in _versions/ for the settle listing figures (0 to skip; default 0)",
+    )
     p.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
     return p.parse_args(argv)
 
@@ -808,6 +820,77 @@ def count_partitions(args: argparse.Namespace, session: dict[str, str], tmp: Pat
     return now
 
 
+# == (e) the settle's listing on a long history ==================================================
+
+
+def settle_listing(versions: int, tmp: Path, rounds: int = 15) -> None:
+    """``manifests_above`` against the bare listing of the same ``_versions/``, local and S3."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.fs as pafs
+
+    from lake_platform.engine.manifests import _final_manifest_name, manifests_above
+    from lake_platform.engine.storage import filesystem, s3_client
+    from lake_platform.settings import load_settings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' SeaweedFS helper
+    from lake_platform_tests.s3_server import s3_for_tests
+
+    names = [_final_manifest_name(v) for v in range(1, versions + 1)]
+    local = tmp / "settle.lance"
+    (local / "_versions").mkdir(parents=True)
+    for name in names:
+        (local / "_versions" / name).touch()
+    s3 = s3_for_tests(tmp / "weed")
+    try:
+        prefix = s3.new_prefix()
+        client = s3.client()
+
+        def put(name: str) -> None:
+            client.put_object(Bucket=s3.bucket, Key=f"{prefix}/t.lance/_versions/{name}", Body=b"")
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(put, names))
+        remote = f"s3://{s3.bucket}/{prefix}/t.lance"
+        options = load_settings(**s3.lake_settings()).storage_options(remote)
+        fs, root = filesystem(remote, options)
+        requests: list[int] = []
+        ours = s3_client(options)
+        ours.meta.events.register("after-call.s3.ListObjectsV2", lambda **_: requests.append(1))
+
+        def bare_s3() -> object:
+            return fs.get_file_info(pafs.FileSelector(f"{root}/_versions"))
+
+        sides = {
+            "local: manifests_above": lambda: manifests_above(str(local), versions),
+            "local: os.listdir (bare)": lambda: os.listdir(local / "_versions"),
+            "S3: manifests_above": lambda: manifests_above(remote, versions, options),
+            "S3: pyarrow listing (bare; the settle before)": bare_s3,
+        }
+        assert manifests_above(remote, versions, options) == ([], True)
+        times: dict[str, list[float]] = {k: [] for k in sides}
+        for _ in range(rounds):  # interleaved: every side sees the same load
+            for label, run in sides.items():
+                sw = c.Stopwatch()
+                run()
+                times[label].append(sw.stop()[0])
+        requests.clear()
+        manifests_above(remote, versions, options)
+        made = len(requests)
+        med = {k: 1000 * c.median(v) for k, v in times.items()}
+        print(f"  {versions:,} versions kept; median ms of {rounds} interleaved rounds:")
+        for label, ms in med.items():
+            print(f"    {label:<48}{ms:>9.2f} ms")
+        local_ratio = med["local: manifests_above"] / med["local: os.listdir (bare)"]
+        s3_ratio = med["S3: manifests_above"] / med["S3: pyarrow listing (bare; the settle before)"]
+        print(
+            f"  local: ours / bare listing {local_ratio:.2f}x; S3: ours / the full listing {s3_ratio:.3f}x, "
+            f"{made} list request(s) against {-(-versions // 1000)} for the full listing"
+        )
+    finally:
+        s3.stop()
+
+
 # == main ========================================================================================
 
 
@@ -841,6 +924,9 @@ def main(argv: list[str] | None = None) -> int:
                     "timers around each step):"
                 )
                 profile_appends(args, session)
+        if args.settle_history > 0:
+            print(f"\n(e) the settle's listing of _versions/ with {args.settle_history:,} versions kept:")
+            settle_listing(args.settle_history, tmp)
         if args.backend == "dynamodb" and args.partition_tables > 0:
             print(f"\n(d) partitions written by commits on {args.partition_tables} tables:")
             count_partitions(args, session, tmp)

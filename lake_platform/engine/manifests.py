@@ -11,7 +11,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files, read_object
 
@@ -244,16 +244,13 @@ def manifests_above(
 
     Cheaper than :func:`canonical_manifests` on a long history: a V2 name's 20-digit stem is
     ``u64::MAX - N``, so a stem above ``version``'s stem is an older version and is skipped by
-    one string comparison, without parsing."""
+    one string comparison, without parsing; on S3 the older versions are not even listed (one
+    or two requests, however long the history)."""
     threshold = f"{(1 << 64) - 1 - version:020d}"
-    # An older version (V2), final or staging, or a name that is no canonical manifest at all
-    # (a 20-character stem that is not all digits; or a V1 staging manifest, whose first
-    # ".manifest" comes earlier): skipped in one pass over a long history.
-    names = [
-        n
-        for n in _version_names(location, storage_options)
-        if not (n[20:29] == ".manifest" and n[:20] > threshold)
-    ]
+    if location.startswith("s3://") and not _s3_directory_bucket(location):
+        names = _s3_names_not_older(location, threshold, storage_options)
+    else:
+        names = [n for n in _version_names(location, storage_options) if not _older(n, threshold)]
     above, has = [], False
     for name in names:
         found = _manifest_version(name)
@@ -264,6 +261,73 @@ def manifests_above(
         elif found == version:
             has = True
     return sorted(above), has
+
+
+def _older(name: str, threshold: str) -> bool:
+    """Whether ``name`` is a V2 manifest (final or staging) of a version older than the one
+    whose stem is ``threshold``, or a 20-character stem above it that is no version at all (not
+    all digits, or above u64::MAX). A V1 staging manifest, whose first ".manifest" comes
+    earlier, is not skipped: it is parsed like any other name."""
+    return name[20:29] == ".manifest" and name[:20] > threshold
+
+
+#: Every V2 name of a real version (1 and up) sorts before this stem, u64::MAX's.
+_V2_END = f"{(1 << 64) - 1:020d}"
+#: Keys in the first S3 listing request: the versions above the registered one (normally none)
+#: and the registered one come first, and a page costs by its keys (botocore parses ~1,000 in
+#: ~0.1 s). Later pages: S3's maximum.
+_S3_FIRST = 64
+_S3_PAGE = 1000
+
+
+def _s3_directory_bucket(location: str) -> bool:
+    """An S3 Express directory bucket (``<name>--<zone>--x-s3``) lists keys in no particular
+    order and takes no ``StartAfter``: it gets the full listing."""
+    return location.removeprefix("s3://").partition("/")[0].endswith("--x-s3")
+
+
+def _s3_names_not_older(location: str, threshold: str, storage_options: dict[str, str] | None) -> list[str]:
+    """The names in ``_versions/`` on S3 except older V2 versions' manifests, without listing
+    those: S3 lists keys in lexicographic order, and V2 stems (``u64::MAX - N``) put the newest
+    version first. So once a page reaches the first older version, the listing jumps past the
+    V2 block (``StartAfter`` u64::MAX's stem) to the names after it (V1 names from "2" up,
+    anything else), instead of paging through the whole history: at most two requests while
+    fewer than a page of names sit above the registered version, where a full listing takes one
+    per 1,000 versions kept. V1 names that sort before the block ("1...") come on the first
+    page, before it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from lake_platform.engine.storage import s3_client
+
+    bucket, _, root = location.removeprefix("s3://").partition("/")
+    prefix = f"{root.strip('/')}/_versions/" if root.strip("/") else "_versions/"
+    client = s3_client(storage_options)
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": _S3_FIRST}
+    names: list[str] = []
+    try:
+        while True:
+            page = client.list_objects_v2(**request)
+            reached_older = False
+            last = ""
+            for obj in page.get("Contents", ()):
+                name = obj["Key"][len(prefix) :]
+                last = name
+                if "/" in name:
+                    continue  # not a file of _versions/ itself
+                if _older(name, threshold):
+                    reached_older = True
+                    continue
+                names.append(name)
+            if not page.get("IsTruncated"):
+                return names
+            request = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": _S3_PAGE}
+            if reached_older and last < _V2_END:
+                request["StartAfter"] = prefix + _V2_END
+            else:
+                request["ContinuationToken"] = page["NextContinuationToken"]
+    except (BotoCoreError, ClientError) as exc:
+        # As pyarrow's filesystem reports storage trouble (the callers' retry rules read it).
+        raise OSError(f"listing s3://{bucket}/{prefix}: {exc}") from exc
 
 
 def _version_names(location: str, storage_options: dict[str, str] | None) -> list[str]:

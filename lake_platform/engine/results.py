@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.engine.storage import _filesystem
+from lake_platform.engine.storage import _filesystem, s3_client
 from lake_platform.errors import ResultNotFound, SettingsError
 
 if TYPE_CHECKING:
@@ -48,29 +48,15 @@ class ResultsArea:
         self.storage_options = dict(storage_options or {})
         self.fs, self.base = _filesystem(self.root, storage_options)
         self.base = self.base.rstrip("/")
-        self._s3: Any = None
 
     def presign(self, project: str, job: str, name: str, seconds: int) -> str | None:
         """A pre-signed HTTPS GET of a segment on S3 (None on a local folder): the Arrow IPC
         stream's bytes, with no server in the path."""
         if not self.root.startswith("s3://"):
             return None
-        if self._s3 is None:
-            import boto3
-            from botocore.config import Config
-
-            opts = self.storage_options
-            self._s3 = boto3.client(
-                "s3",
-                config=Config(signature_version="s3v4"),
-                endpoint_url=opts.get("aws_endpoint") or None,
-                region_name=opts.get("aws_region") or "us-east-1",
-                aws_access_key_id=opts.get("aws_access_key_id") or None,
-                aws_secret_access_key=opts.get("aws_secret_access_key") or None,
-            )
         bucket, _, key = f"{self.job_dir(project, job)}/{name}".partition("/")
         return str(
-            self._s3.generate_presigned_url(
+            s3_client(self.storage_options).generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=max(1, seconds)
             )
         )

@@ -7,7 +7,9 @@ import datetime as dt
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from lake_platform.lru import BoundedLRU
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -36,6 +38,41 @@ def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[
         )
         return fs, location.removeprefix("s3://")
     return pafs.LocalFileSystem(), location.removeprefix("file://")
+
+
+#: boto3 clients by their options: making one costs tens of milliseconds (it loads the service
+#: model), and a client is safe to share between threads. Few distinct option sets exist in a
+#: process (one per storage root's settings), so a handful of entries is plenty.
+_S3_CLIENTS: BoundedLRU[tuple[tuple[str, str], ...], Any] = BoundedLRU(8)
+
+
+def s3_client(storage_options: dict[str, str] | None) -> Any:
+    """A boto3 S3 client for these storage options (those of ``LakeSettings.storage_options``),
+    made once per process for each distinct set. For what pyarrow's filesystem cannot do: a
+    listing from a given key, or stopped after its first page; pre-signed URLs. Its responses
+    carry timestamps (``LastModified``) as the text S3 sent, unparsed."""
+    opts = storage_options or {}
+
+    def make() -> Any:
+        import boto3
+        import botocore.session
+        from botocore.config import Config
+
+        # A session of its own: making clients from boto3's shared default session is not
+        # thread-safe. Timestamps stay text: botocore parses each with dateutil (~0.3 ms a key
+        # of a listing), and none of our calls reads them.
+        core = botocore.session.get_session()
+        core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
+        return boto3.session.Session(botocore_session=core).client(
+            "s3",
+            config=Config(signature_version="s3v4", retries={"mode": "standard"}),
+            endpoint_url=opts.get("aws_endpoint") or None,
+            region_name=opts.get("aws_region") or "us-east-1",
+            aws_access_key_id=opts.get("aws_access_key_id") or None,
+            aws_secret_access_key=opts.get("aws_secret_access_key") or None,
+        )
+
+    return _S3_CLIENTS.get_or_make(tuple(sorted(opts.items())), make)
 
 
 def filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:

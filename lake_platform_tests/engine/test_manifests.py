@@ -1,20 +1,24 @@
-"""Manifest listing: the settle's fast filter agrees with a full parse of ``_versions/``."""
+"""Manifest listing: the settle's fast filter agrees with a full parse of ``_versions/``, on a
+folder and on S3, where it does not list the history."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from lake_platform.engine import manifests
 from lake_platform.engine.manifests import _final_manifest_name, canonical_manifests, manifests_above
+from lake_platform.engine.storage import s3_client
+from lake_platform.settings import load_settings
+from lake_platform_tests.s3_server import S3Endpoint
 
 
-@pytest.fixture
-def location(tmp_path: Path) -> str:
-    versions = tmp_path / "_versions"
-    versions.mkdir()
+#: Names in the ``location`` fixture's ``_versions/``.
+def fixture_names() -> list[str]:
     names = [_final_manifest_name(v) for v in (1, 2, 3, 5, 9, 10, 11, 100)]
     names += [
         f"{_final_manifest_name(12)}-3f2a",  # a staging manifest: not canonical
@@ -27,21 +31,111 @@ def location(tmp_path: Path) -> str:
         "50.manifest",  # V1, above most of the V2 versions, sorts among their stems
         "99999999999999999999.manifest",  # a 20-digit stem above u64::MAX: no version
     ]
+    return names
+
+
+@pytest.fixture(params=["local", "s3"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, str] | None]]:
+    """A table location holding ``fixture_names()`` in ``_versions/``, and its storage options."""
+    if request.param == "local":
+        versions = tmp_path / "_versions"
+        versions.mkdir()
+        for name in fixture_names():
+            (versions / name).touch()
+        yield str(tmp_path), None
+        return
+    s3: S3Endpoint = request.getfixturevalue("s3")
+    prefix = request.getfixturevalue("s3_prefix")
+    yield put_versions(s3, prefix, fixture_names()), s3_options(s3)
+
+
+def s3_options(s3: S3Endpoint) -> dict[str, str]:
+    return load_settings(**s3.lake_settings()).storage_options("s3://")
+
+
+def put_versions(s3: S3Endpoint, prefix: str, names: list[str]) -> str:
+    client = s3.client()
     for name in names:
-        (versions / name).touch()
-    return str(tmp_path)
+        client.put_object(Bucket=s3.bucket, Key=f"{prefix}/t.lance/_versions/{name}", Body=b"")
+    client.put_object(Bucket=s3.bucket, Key=f"{prefix}/t.lance/_versions/nested/x.manifest", Body=b"")
+    return f"s3://{s3.bucket}/{prefix}/t.lance"
 
 
+@pytest.mark.parametrize("page", [1000, 3])
 @pytest.mark.parametrize("current", [0, 1, 3, 6, 7, 9, 11, 12, 49, 50, 100, 101])
-def test_manifests_above_agrees_with_a_full_parse(location: str, current: int) -> None:
-    full = canonical_manifests(location)
-    above, has_current = manifests_above(location, current)
+def test_manifests_above_agrees_with_a_full_parse(
+    location: tuple[str, dict[str, str] | None], current: int, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On S3 also with pages of 3 keys: the jump past the older versions and the pages after
+    it lose no name."""
+    monkeypatch.setattr(manifests, "_S3_FIRST", page)
+    monkeypatch.setattr(manifests, "_S3_PAGE", page)
+    where, options = location
+    full = canonical_manifests(where, options)
+    above, has_current = manifests_above(where, current, options)
     assert above == sorted(p for v, paths in full.items() if v > current for p in paths)
     assert has_current == (current in full)
 
 
-def test_a_missing_versions_folder_has_nothing(tmp_path: Path) -> None:
+def test_on_s3_a_long_history_is_not_listed_by_a_writer(
+    s3: S3Endpoint, s3_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """400 versions kept, listed 10 keys a page: the settle's listing asks for the page with
+    the newest versions and the names after the V2 block, never the 40 pages of history."""
+    current = 400
+    names = [_final_manifest_name(v) for v in range(1, current + 3)]  # two written around the registry
+    names += ["7.manifest", "1.manifest", f"{_final_manifest_name(current + 1)}-3f2a"]
+    location = put_versions(s3, s3_prefix, names)
+    options = s3_options(s3)
+    monkeypatch.setattr(manifests, "_S3_FIRST", 10)
+    monkeypatch.setattr(manifests, "_S3_PAGE", 10)
+    pages: list[int] = []
+    client = s3_client(options)
+
+    def count(parsed: dict[str, object], **_: object) -> None:
+        pages.append(len(parsed.get("Contents", [])))  # type: ignore[arg-type]
+
+    client.meta.events.register("after-call.s3.ListObjectsV2", count)
+    try:
+        above, has_current = manifests_above(location, current, options)
+    finally:
+        client.meta.events.unregister("after-call.s3.ListObjectsV2", count)
+    assert above == sorted(f"_versions/{_final_manifest_name(v)}" for v in (current + 1, current + 2))
+    assert has_current
+    assert len(pages) == 2, pages  # the newest page, then the names after the V2 block
+    assert canonical_manifests(location, options).keys() == set(range(1, current + 3)) | {7, 1}
+
+
+def test_an_s3_express_directory_bucket_is_listed_whole(s3: S3Endpoint) -> None:
+    """Directory buckets list in no order (and take no ``StartAfter``): the jump past the older
+    versions would lose names, so they get pyarrow's full listing. (SeaweedFS has no directory
+    buckets: listing one that does not exist is refused, in pyarrow's words.)"""
+    options = s3_options(s3)
+    listed: list[str] = []
+    client = s3_client(options)
+
+    def count(**_: object) -> None:
+        listed.append("boto3")
+
+    client.meta.events.register("before-call.s3.ListObjectsV2", count)
+    try:
+        with pytest.raises(OSError, match="When listing objects under key 'p/t.lance/_versions/'"):
+            manifests_above("s3://lake--use1-az4--x-s3/p/t.lance", 3, options)
+        assert manifests_above(f"s3://{s3.bucket}/p/t.lance", 3, options) == ([], False)
+    finally:
+        client.meta.events.unregister("before-call.s3.ListObjectsV2", count)
+    assert listed == ["boto3"]  # the general-purpose bucket's listing only
+
+
+def test_a_missing_versions_folder_has_nothing(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
     assert manifests_above(str(tmp_path / "nope"), 3) == ([], False)
+    assert manifests_above(f"s3://{s3.bucket}/{s3_prefix}/nope.lance", 3, s3_options(s3)) == ([], False)
+
+
+def test_an_s3_listing_failure_is_an_os_error_naming_the_folder(s3: S3Endpoint, s3_prefix: str) -> None:
+    options = {**s3_options(s3), "aws_secret_access_key": "wrong"}
+    with pytest.raises(OSError, match=f"listing s3://{s3.bucket}/{s3_prefix}/t.lance/_versions/"):
+        manifests_above(f"s3://{s3.bucket}/{s3_prefix}/t.lance", 3, options)
 
 
 def test_manifest_schema_reads_a_staged_or_final_manifest_without_opening(tmp_path: Path) -> None:
