@@ -876,7 +876,7 @@ def settle_listing(versions: int, tmp: Path, rounds: int = 15) -> None:
                 times[label].append(sw.stop()[0])
         requests.clear()
         manifests_above(remote, versions, options)
-        made = len(requests)
+        made = f"{len(requests)} list request(s)" if requests else "pyarrow's one list request (one page)"
         med = {k: 1000 * c.median(v) for k, v in times.items()}
         print(f"  {versions:,} versions kept; median ms of {rounds} interleaved rounds:")
         for label, ms in med.items():
@@ -885,7 +885,7 @@ def settle_listing(versions: int, tmp: Path, rounds: int = 15) -> None:
         s3_ratio = med["S3: manifests_above"] / med["S3: pyarrow listing (bare; the settle before)"]
         print(
             f"  local: ours / bare listing {local_ratio:.2f}x; S3: ours / the full listing {s3_ratio:.3f}x, "
-            f"{made} list request(s) against {-(-versions // 1000)} for the full listing"
+            f"{made} against {-(-versions // 1000)} for the full listing"
         )
     finally:
         s3.stop()

@@ -106,6 +106,36 @@ def test_on_s3_a_long_history_is_not_listed_by_a_writer(
     assert canonical_manifests(location, options).keys() == set(range(1, current + 3)) | {7, 1}
 
 
+def test_a_short_history_on_s3_is_listed_by_pyarrow_until_it_grows(
+    s3: S3Endpoint, s3_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One page of names: botocore's request costs more than pyarrow's, so once a listing was
+    whole, the next one is pyarrow's; once that one finds more than a first page, botocore's
+    listing (which skips the history) takes over again. The same names either way."""
+    monkeypatch.setattr(manifests, "_S3_FIRST", 5)
+    location = put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in (1, 2, 3)])
+    options = s3_options(s3)
+    requests: list[int] = []
+    client = s3_client(options)
+
+    def count(**_: object) -> None:
+        requests.append(1)
+
+    def listed(current: int) -> tuple[tuple[list[str], bool], int]:
+        requests.clear()
+        return manifests_above(location, current, options), len(requests)
+
+    client.meta.events.register("before-call.s3.ListObjectsV2", count)
+    try:
+        assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 1)  # botocore: whole
+        assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 0)  # pyarrow
+        put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in range(4, 10)])
+        assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 0)  # pyarrow: grown
+        assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 2)  # skips the history
+    finally:
+        client.meta.events.unregister("before-call.s3.ListObjectsV2", count)
+
+
 def test_an_s3_express_directory_bucket_is_listed_whole(s3: S3Endpoint) -> None:
     """Directory buckets list in no order (and take no ``StartAfter``): the jump past the older
     versions would lose names, so they get pyarrow's full listing. (SeaweedFS has no directory
