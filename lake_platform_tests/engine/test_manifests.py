@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,22 @@ def s3_options(s3: S3Endpoint) -> dict[str, str]:
     return load_settings(**s3.lake_settings()).storage_options("s3://")
 
 
+@contextmanager
+def list_requests(options: dict[str, str]) -> Iterator[list[int]]:
+    """The ListObjectsV2 requests the shared client makes inside the block (one entry each)."""
+    made: list[int] = []
+    client = s3_client(options)
+
+    def count(**_: object) -> None:
+        made.append(1)
+
+    client.meta.events.register("before-call.s3.ListObjectsV2", count)
+    try:
+        yield made
+    finally:
+        client.meta.events.unregister("before-call.s3.ListObjectsV2", count)
+
+
 def put_versions(s3: S3Endpoint, prefix: str, names: list[str]) -> str:
     client = s3.client()
     for name in names:
@@ -89,20 +106,11 @@ def test_on_s3_a_long_history_is_not_listed_by_a_writer(
     options = s3_options(s3)
     monkeypatch.setattr(manifests, "_S3_FIRST", 10)
     monkeypatch.setattr(manifests, "_S3_PAGE", 10)
-    pages: list[int] = []
-    client = s3_client(options)
-
-    def count(parsed: dict[str, object], **_: object) -> None:
-        pages.append(len(parsed.get("Contents", [])))  # type: ignore[arg-type]
-
-    client.meta.events.register("after-call.s3.ListObjectsV2", count)
-    try:
+    with list_requests(options) as made:
         above, has_current = manifests_above(location, current, options)
-    finally:
-        client.meta.events.unregister("after-call.s3.ListObjectsV2", count)
     assert above == sorted(f"_versions/{_final_manifest_name(v)}" for v in (current + 1, current + 2))
     assert has_current
-    assert len(pages) == 2, pages  # the newest page, then the names after the V2 block
+    assert len(made) == 2  # the newest page, then the names after the V2 block
     assert canonical_manifests(location, options).keys() == set(range(1, current + 3)) | {7, 1}
 
 
@@ -115,25 +123,16 @@ def test_a_short_history_on_s3_is_listed_by_pyarrow_until_it_grows(
     monkeypatch.setattr(manifests, "_S3_FIRST", 5)
     location = put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in (1, 2, 3)])
     options = s3_options(s3)
-    requests: list[int] = []
-    client = s3_client(options)
-
-    def count(**_: object) -> None:
-        requests.append(1)
 
     def listed(current: int) -> tuple[tuple[list[str], bool], int]:
-        requests.clear()
-        return manifests_above(location, current, options), len(requests)
+        with list_requests(options) as made:
+            return manifests_above(location, current, options), len(made)
 
-    client.meta.events.register("before-call.s3.ListObjectsV2", count)
-    try:
-        assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 1)  # botocore: whole
-        assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 0)  # pyarrow
-        put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in range(4, 10)])
-        assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 0)  # pyarrow: grown
-        assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 2)  # skips the history
-    finally:
-        client.meta.events.unregister("before-call.s3.ListObjectsV2", count)
+    assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 1)  # botocore: whole
+    assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 0)  # pyarrow
+    put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in range(4, 10)])
+    assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 0)  # pyarrow: grown
+    assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 2)  # skips the history
 
 
 def test_an_s3_express_directory_bucket_is_listed_whole(s3: S3Endpoint) -> None:
@@ -141,20 +140,12 @@ def test_an_s3_express_directory_bucket_is_listed_whole(s3: S3Endpoint) -> None:
     versions would lose names, so they get pyarrow's full listing. (SeaweedFS has no directory
     buckets: listing one that does not exist is refused, in pyarrow's words.)"""
     options = s3_options(s3)
-    listed: list[str] = []
-    client = s3_client(options)
-
-    def count(**_: object) -> None:
-        listed.append("boto3")
-
-    client.meta.events.register("before-call.s3.ListObjectsV2", count)
-    try:
+    with list_requests(options) as made:
         with pytest.raises(OSError, match="When listing objects under key 'p/t.lance/_versions/'"):
             manifests_above("s3://lake--use1-az4--x-s3/p/t.lance", 3, options)
+        assert made == []
         assert manifests_above(f"s3://{s3.bucket}/p/t.lance", 3, options) == ([], False)
-    finally:
-        client.meta.events.unregister("before-call.s3.ListObjectsV2", count)
-    assert listed == ["boto3"]  # the general-purpose bucket's listing only
+        assert made == [1]  # a general-purpose bucket's listing goes through the client
 
 
 def test_a_missing_versions_folder_has_nothing(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
