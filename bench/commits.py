@@ -924,12 +924,12 @@ def main(argv: list[str] | None = None) -> int:
                     "timers around each step):"
                 )
                 profile_appends(args, session)
-        if args.settle_history > 0:
-            print(f"\n(e) the settle's listing of _versions/ with {args.settle_history:,} versions kept:")
-            settle_listing(args.settle_history, tmp)
         if args.backend == "dynamodb" and args.partition_tables > 0:
             print(f"\n(d) partitions written by commits on {args.partition_tables} tables:")
             count_partitions(args, session, tmp)
+        if args.settle_history > 0:
+            print(f"\n(e) the settle's listing of _versions/ with {args.settle_history:,} versions kept:")
+            settle_listing(args.settle_history, tmp)
     if note:
         print("\n" + note)
     return 0
