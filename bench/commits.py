@@ -663,6 +663,10 @@ class Timers:
         self._undo.clear()
 
 
+#: The MetaStore calls counted per append (each one registry request).
+REGISTRY_CALLS = ("get", "get_many", "transact", "scan_prefix")
+
+
 def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     import lake_platform.catalog.catalog as cat_mod
     import lake_platform.catalog.tables as tables_mod
@@ -687,13 +691,14 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     # Steps the library does not have (any more) are skipped; "*" marks steps that call the registry.
     steps: list[tuple[Any, str, str, int]] = [
         (CatalogContext, "replayed", "replay check: commit-marker get *", 1),
-        (CatalogContext, "require_parent", "parent namespace check (get) *", 1),
-        (CatalogContext, "table", "table record get + decode (x2) *", 1),
+        (CatalogContext, "require_parent", "parent namespace check", 1),
+        (CatalogContext, "table", "table record checks (x2)", 1),
+        (store_cls, "get_many", "registry reads: parent + table, table + version *", 1),
         (tables_mod, "schema_from_ipc", "schema decode + conform", 1),
         (tables_mod, "conform_schema", "schema decode + conform", 1),
         (tables_mod.Tables, "plan_schema", "schema decode + conform", 1),
-        (WriteGate, "acquire", "lease acquire (get + CAS) *", 1),
-        (Manifests, "settle", "settle: listing of _versions/ + version get *", 1),
+        (WriteGate, "acquire", "lease acquire (CAS) *", 1),
+        (Manifests, "settle", "settle: listing of _versions/", 1),
         (threading.Thread, "start", "heartbeat thread start + join", 1),
         (threading.Thread, "join", "heartbeat thread start + join", 1),
         (eng_mod, "write", "lance.write_dataset via namespace *", 1),
@@ -712,7 +717,7 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     for owner, attr, label, _ in steps:
         if hasattr(owner, attr):
             t.wrap(owner, attr, label, when=is_beat if owner is threading.Thread else None)
-    for meth in ("get", "transact", "scan_prefix"):
+    for meth in REGISTRY_CALLS:
         t.wrap(store_cls, meth, f"registry {meth}")
     try:
         with c.scratch_dir("bench-commits-prof-") as d:
@@ -750,7 +755,7 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
             line("Lance's own work (write_dataset minus callbacks)", 2, ms=own)
     line("other (parsing, reader wrapping, ids, context managers)", 1, ms=total - named)
     print("  registry calls per append, all threads (already inside the * steps above):")
-    for meth in ("get", "transact", "scan_prefix"):
+    for meth in REGISTRY_CALLS:
         label = f"registry {meth}"
         if t.calls.get(label):
             print(

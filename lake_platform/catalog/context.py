@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 from lake_platform.catalog.clock import Clock
 from lake_platform.catalog.lease import Lease, WriteGate
@@ -45,6 +46,16 @@ from lake_platform.registry.store import ABSENT, Item, MetaStore, Op, Put
 from lake_platform.settings import LakeSettings
 
 log = logging.getLogger(__name__)
+
+
+class _Unread(Enum):
+    UNREAD = "unread"
+
+
+#: "Not read yet": the default of the checks below that also take an item read ahead.
+UNREAD: Final = _Unread.UNREAD
+#: A registry item read ahead with ``store.get_many`` (None: the key is absent), or UNREAD.
+Prefetched = Item | None | _Unread
 
 #: Hook points tests use to pause or break an operation at an exact step.
 Hook = Callable[[str], None]
@@ -113,9 +124,17 @@ class CatalogContext:
     # -- reads and guards -------------------------------------------------------------------
 
     def table(
-        self, tname: TableName, *, incarnation: str | None = None, declared: bool = False
+        self,
+        tname: TableName,
+        *,
+        incarnation: str | None = None,
+        declared: bool = False,
+        item: Prefetched = UNREAD,
     ) -> tuple[TableRecord, int]:
-        item = self.store.get(keys.table(tname))
+        """The table's record and its revision. ``item``: the record's registry item if the
+        caller read it already (with ``store.get_many``), else it is read here."""
+        if item is UNREAD:
+            item = self.store.get(keys.table(tname))
         if item is None:
             raise TableNotFound(f"table {tname} does not exist")
         record = decode(TableRecord, item.value, item.key)
@@ -131,12 +150,19 @@ class CatalogContext:
             raise NamespaceNotFound(f"warehouse {name} does not exist")
         return decode(WarehouseRecord, item.value, item.key)
 
-    def require_parent(self, name: NamespaceName | TableName) -> Item:
-        """The parent container must exist and be active; returns its registry item."""
+    @staticmethod
+    def parent_key(name: NamespaceName | TableName) -> str:
+        """The registry key of ``name``'s parent container (what ``require_parent`` reads)."""
         parent: Any = name.namespace_name if isinstance(name, TableName) else name.parent
-        key = keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
+        return keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
+
+    def require_parent(self, name: NamespaceName | TableName, item: Prefetched = UNREAD) -> Item:
+        """The parent container must exist and be active; returns its registry item. ``item``:
+        as ``table``'s."""
+        parent: Any = name.namespace_name if isinstance(name, TableName) else name.parent
         kind = "warehouse" if isinstance(parent, WarehouseName) else "namespace"
-        item = self.store.get(key)
+        if item is UNREAD:
+            item = self.store.get(self.parent_key(name))
         if item is None:
             raise NamespaceNotFound(f"{kind} {parent} does not exist")
         record = decode(WarehouseRecord if kind == "warehouse" else NamespaceRecord, item.value, item.key)

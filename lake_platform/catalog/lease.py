@@ -31,12 +31,16 @@ from lake_platform.errors import (
     LeaseUnavailable,
     ServiceUnavailable,
 )
+from lake_platform.lru import BoundedLRU
 from lake_platform.observability.hooks import observe_lease_wait
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, MetaStore, Put
 
 log = logging.getLogger(__name__)
+
+#: Tables whose last released lease record a gate remembers (two ints each).
+_LEFT_RELEASED = 4096
 
 
 class LeaseRaced(ConcurrentModification):
@@ -107,12 +111,15 @@ class Lease:
         revision. Use inside ``fenced()``; call ``released_by_commit()`` once it landed."""
         return Put(self.key, _released(self.incarnation, self.holder, self.token), self.revision)
 
-    def released_by_commit(self) -> None:
+    def released_by_commit(self, revision: int | None = None) -> None:
         """The commit that carried ``release_op()`` landed: the lease is free, nothing more may
-        be written under it, and the gate has nothing left to release."""
+        be written under it, and the gate has nothing left to release. ``revision``: the released
+        record's, when the commit's result says it (the gate's next acquire starts from it)."""
         with self._lock:
             self._lost = True
             self._released = True
+        if revision is not None:
+            self.gate._left_released(self.incarnation, self.token, revision)
 
     @property
     def released(self) -> bool:
@@ -151,6 +158,10 @@ class WriteGate:
         # not the work, set the pace); the registry lease still arbitrates between processes.
         self._queues: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._queues_lock = threading.Lock()
+        # (token, revision) of the released lease records this gate wrote last, by incarnation:
+        # a writer that appends again and again to one table acquires with one compare-and-swap
+        # from there instead of a read and a compare-and-swap (see _try_acquire).
+        self._left: BoundedLRU[str, tuple[int, int]] = BoundedLRU(_LEFT_RELEASED)
 
     def _queue(self, incarnation: str) -> threading.Lock:
         with self._queues_lock:
@@ -183,8 +194,17 @@ class WriteGate:
             f"gave up after {self.wait:.0f}s"
         )
 
+    def _left_released(self, incarnation: str, token: int, revision: int) -> None:
+        self._left.put(incarnation, (token, revision))
+
     def _try_acquire(self, incarnation: str, holder: str) -> Lease | None:
         key = keys.lease(incarnation)
+        left = self._left.get(incarnation)
+        if left is not None:
+            self._left.remove(incarnation)
+            lease = self._acquire_from(incarnation, holder, *left)
+            if lease is not None:
+                return lease
         begun = self.clock.monotonic()
         now_ms = self.clock.wall_ms()
         item = self.store.get(key)
@@ -219,6 +239,23 @@ class WriteGate:
         # The local deadline counts from before the request: time spent in I/O is already spent.
         return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
 
+    def _acquire_from(self, incarnation: str, holder: str, token: int, revision: int) -> Lease | None:
+        """Acquire from the released record this gate left at ``revision``, without reading it.
+
+        The compare-and-swap is the whole check: a lease record's revision grows with every
+        write (acquire, renew, release), so if it is still ``revision`` nobody has taken the
+        lease since this gate released it, and ``token`` is still the newest. The record goes
+        away (``forget``) only once its incarnation's data is gone, and nothing acquires a gone
+        incarnation's lease, so the revision cannot come round again. If anyone wrote it
+        meanwhile the swap fails and the caller reads the record as usual; None then."""
+        begun = self.clock.monotonic()
+        record = _record(incarnation, holder, token + 1, self.clock.wall_ms() + int(self.ttl * 1000))
+        try:
+            written = self.store.compare_and_swap(keys.lease(incarnation), revision, record.encode())
+        except ConcurrentModification:
+            return None
+        return Lease(self, incarnation, holder, token + 1, written.revision, begun + self.ttl)
+
     def renew(self, lease: Lease) -> None:
         with lease._io:
             self._renew(lease)
@@ -240,12 +277,14 @@ class WriteGate:
             return  # released by its last commit, in the same transaction
         with lease._io:
             try:
-                self.store.compare_and_swap(
+                written = self.store.compare_and_swap(
                     lease.key, lease.revision, _released(lease.incarnation, lease.holder, lease.token)
                 )
             except (ConcurrentModification, ServiceUnavailable):
                 # Taken over already, or the registry is away: the deadline frees it either way.
                 pass
+            else:
+                self._left_released(lease.incarnation, lease.token, written.revision)
             lease.mark_lost()
 
     @contextmanager

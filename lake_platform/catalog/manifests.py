@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from lake_platform.catalog.context import CatalogContext
+from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
@@ -154,7 +154,12 @@ class Manifests:
         return finished
 
     def settle(
-        self, tname: TableName, record: TableRecord, pending: PendingCommit | None = None
+        self,
+        tname: TableName,
+        record: TableRecord,
+        pending: PendingCommit | None = None,
+        *,
+        current_item: Prefetched = UNREAD,
     ) -> list[str]:
         """Under the write lease, before a write: make storage agree with the registry.
 
@@ -165,7 +170,8 @@ class Manifests:
         3. Refuse, with a typed error, to build on a registered version whose manifest is gone.
 
         Costs one registry read and one listing of ``_versions/`` per write (a stray manifest
-        far above the registered version, with a gap below it, must be seen too). Returns the
+        far above the registered version, with a gap below it, must be seen too); ``current_item``,
+        the current version's record read along with the table's, saves the read. Returns the
         quarantined manifests (also noted in the pending commit's log entry)."""
         storage = self.ctx.storage(record.location)
         # Looked at first: whether the current version's canonical manifest is there also says
@@ -175,7 +181,10 @@ class Manifests:
         version = record.current_version
         current: VersionRecord | None = None
         while version > 0:
-            item = self.ctx.store.get(keys.version(record.incarnation, version))
+            if version == record.current_version and current_item is not UNREAD:
+                item = current_item
+            else:
+                item = self.ctx.store.get(keys.version(record.incarnation, version))
             if item is None:
                 break
             ver = decode(VersionRecord, item.value, item.key)

@@ -309,7 +309,8 @@ class BoundTableNamespace(LanceNamespace):
                 results = self.store.transact(ops)
                 assert results[0] is not None
                 if releases:
-                    self.lease.released_by_commit()
+                    released = results[4]
+                    self.lease.released_by_commit(released.revision if released is not None else None)
                 if self._fault is not None:
                     self._fault("registered")  # the version is committed; its manifest is not published yet
                 published = self._publish(ver, results[0].revision)

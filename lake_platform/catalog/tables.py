@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import (
+    UNREAD,
     CatalogContext,
     Log,
     check_commit_id,
@@ -179,13 +180,15 @@ class Tables:
         data = as_reader(data)
         given = commit_id is not None
         commit_id = check_commit_id(commit_id)
-        self.ctx.require_parent(tname)
+        # The parent and the table in one registry request, checked in the usual order.
+        parent_item, table_item = self.ctx.store.get_many([self.ctx.parent_key(tname), keys.table(tname)])
+        self.ctx.require_parent(tname, parent_item)
         who.require(tname.project, "write", f"write to {tname}")
         # Only a caller's own commit id can have landed before; a fresh one cannot (one get less).
         replay = self.ctx.replayed(commit_id) if given else None
         if replay is not None:
             return replay
-        record, _ = self.ctx.table(tname)
+        record, _ = self.ctx.table(tname, item=table_item)
         counter = StreamCounter()
         change: SchemaChange | None = None
         if mode == "append":
@@ -213,13 +216,21 @@ class Tables:
         )
         planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            # Re-read under the lease, with the record of the version it is expected to name
+            # (the settle needs it): one registry request; the settle reads it again only if
+            # the table moved on meanwhile.
+            expected = record.current_version
+            table_item, version_item = self.ctx.store.get_many(
+                [keys.table(tname), keys.version(record.incarnation, expected)]
+            )
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation, item=table_item)
             if mode == "append" and record.schema_ipc_b64 != planned_on:
                 raise ConcurrentModification(
                     f"the schema of {tname} changed while this append was being prepared; "
                     "nothing was written, retry"
                 )
-            self.manifests.settle(tname, record, pending)
+            ahead = version_item if record.current_version == expected else UNREAD
+            self.manifests.settle(tname, record, pending, current_item=ahead)
             if mode == "overwrite":
                 pending.rows_removed = self.reads.snapshot(tname, record, record.current_version).count_rows()
             self._write(tname, record, revision, pending, stream, mode, lease, counter=counter, change=change)

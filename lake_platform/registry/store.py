@@ -77,7 +77,8 @@ class MetaStore(ABC):
         # Every backend's I/O is counted and timed (observability.metrics) without each backend
         # repeating it: its own get/transact/scan_prefix are wrapped once, at class creation.
         super().__init_subclass__(**kwargs)
-        for name, wrap in (("get", _timed_call), ("transact", _timed_call), ("scan_prefix", _timed_scan)):
+        timed = (("get", _timed_call), ("get_many", _timed_call), ("transact", _timed_call), ("scan_prefix", _timed_scan))
+        for name, wrap in timed:
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "_lake_timed", False):
                 setattr(cls, name, wrap(name, method))
@@ -85,6 +86,15 @@ class MetaStore(ABC):
     @abstractmethod
     def get(self, key: str) -> Item | None:
         """Strongly consistent read of one key."""
+
+    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
+        """Strongly consistent reads of distinct ``keys``, in their order (None: absent).
+
+        Backends answer in one request, as one snapshot: the callers that read a record and
+        what it points to together (a write's table and its parent, or its current version)
+        pay one round trip instead of two. This fallback reads one key at a time."""
+        check_keys(keys)
+        return [self.get(key) for key in keys]
 
     @abstractmethod
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
@@ -138,6 +148,22 @@ def check_ops(ops: Sequence[Op]) -> None:
     keys = [op.key for op in ops]
     if len(set(keys)) != len(keys):
         raise InvalidInput("transact keys must be distinct within one batch")
+    for key in keys:
+        check_key(key)
+
+
+#: The most keys one ``get_many`` may read (DynamoDB's TransactGetItems limit).
+MAX_GET_KEYS = 100
+
+
+def check_keys(keys: Sequence[str]) -> None:
+    """Validate a ``get_many`` the same way on every backend."""
+    from lake_platform.errors import InvalidInput
+
+    if isinstance(keys, str) or len(keys) > MAX_GET_KEYS:
+        raise InvalidInput(f"get_many takes a sequence of at most {MAX_GET_KEYS} keys")
+    if len(set(keys)) != len(keys):
+        raise InvalidInput("get_many keys must be distinct")
     for key in keys:
         check_key(key)
 

@@ -282,3 +282,63 @@ def test_a_queued_holder_gives_up_after_the_gates_wait(store: SqliteMetaStore) -
         t.join(30)
     with g.hold(INC, "third") as lease:  # the queue is free again
         assert lease.token == 2
+
+
+class CountingGets:
+    """Counts the store's reads of one key while installed on it."""
+
+    def __init__(self, store: SqliteMetaStore, key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = store.get
+
+        def get(k: str) -> object:
+            self.count += k == key
+            return real(k)
+
+        monkeypatch.setattr(store, "get", get)
+
+
+def test_a_gate_takes_back_its_released_lease_without_reading_it(
+    store: SqliteMetaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process appending again and again to one table: the next acquire swaps from the
+    released record the gate left, token + 1, with no read of the lease record."""
+    g = gate(store, ManualClock())
+    with g.hold(INC, "first") as lease:
+        assert lease.token == 1
+    reads = CountingGets(store, keys.lease(INC), monkeypatch)
+    with g.hold(INC, "second") as lease:
+        assert lease.token == 2
+        assert reads.count == 0
+        held = stored(store)
+        assert (held.holder, held.token, held.released) == ("second", 2, False)
+    assert stored(store).released
+
+
+def test_a_lease_taken_by_another_process_meanwhile_is_read_and_waited_for(store: SqliteMetaStore) -> None:
+    """The gate's memory of the released record is only a guess: another process (another
+    gate on the same registry) that took the lease since makes the swap fail, and the live
+    holder is read and respected, not overwritten."""
+    clock = ManualClock()
+    ours, theirs = gate(store, clock), gate(store, clock)
+    with ours.hold(INC, "ours"):
+        pass
+    with theirs.hold(INC, "theirs") as held:
+        with pytest.raises(LeaseUnavailable):
+            ours.acquire(INC, "ours-again", wait=0.0)
+        record = stored(store)
+        assert (record.holder, record.token, record.released) == ("theirs", 2, False)
+        held.check()
+    with ours.hold(INC, "ours-again") as lease:  # released again: the ordinary path takes it
+        assert lease.token == 3
+
+
+def test_a_released_record_removed_since_is_not_recreated_from_memory(store: SqliteMetaStore) -> None:
+    """``forget`` removes a gone incarnation's released record: the remembered revision no
+    longer matches anything, so the swap fails and nothing is written from the guess."""
+    g = gate(store, ManualClock())
+    with g.hold(INC, "first"):
+        pass
+    assert g.forget(INC)
+    assert g._acquire_from(INC, "late", 1, 2) is None
+    assert store.get(keys.lease(INC)) is None
