@@ -108,6 +108,15 @@ try:
 except (ImportError, AttributeError):
     pass
 
+try:
+    # moto 5.2.5 still caps TransactGetItems at its old limit of 25 items; DynamoDB takes 100
+    # (since 2022), as MetaStore.get_many relies on.
+    import moto.dynamodb.responses as responses
+
+    responses.TRANSACTION_MAX_ITEMS = max(responses.TRANSACTION_MAX_ITEMS, 100)
+except (ImportError, AttributeError):
+    pass
+
 app = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 

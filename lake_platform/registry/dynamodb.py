@@ -1,5 +1,7 @@
 """DynamoDB MetaStore: conditional expressions, TransactWriteItems, consistent reads.
 
+``get_many`` is one TransactGetItems: a snapshot of up to 100 items in one round trip.
+
 The item layout (``p`` partition, ``k`` key, ``v`` value, ``r`` revision, ``w`` writer id) is
 described in ``dynamodb_items``; which partition holds a key in ``dynamodb_layout``.
 
@@ -34,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
 from lake_platform.errors import (
     ConditionFailed,
+    Internal,
     InvalidInput,
     LakeError,
     ServiceUnavailable,
@@ -79,6 +82,7 @@ from lake_platform.registry.store import (
     Op,
     Put,
     check_key,
+    check_keys,
     check_ops,
 )
 from lake_platform.settings import LakeSettings
@@ -270,6 +274,20 @@ class DynamoMetaStore(MetaStore):
         check_key(key)
         raw = self._get_raw(key)
         return item_of(raw) if raw else None
+
+    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
+        check_keys(keys)
+        if not keys:
+            return []
+        while True:
+            layout = self.layout()
+            part = partitioner(layout)
+            # TransactGetItems (at most 100 items, as check_keys allows): one request, one
+            # serializable snapshot of every item, answered in request order.
+            gets = [{"Get": {"TableName": self.table, "Key": key_of(key, part)}} for key in keys]
+            resp = self._read(functools.partial(self._client.transact_get_items, TransactItems=gets))
+            if self._confirmed(layout):
+                return _items_of(resp, keys)
 
     def _get_raw(self, key: str) -> Raw | None:
         while True:
@@ -518,6 +536,14 @@ class DynamoMetaStore(MetaStore):
                 revision = int(raw["r"]["N"]) if raw else ABSENT + 1
                 results.append(Item(op.key, op.value, revision))
         return results
+
+
+def _items_of(resp: dict[str, Any], keys: Sequence[str]) -> list[Item | None]:
+    """TransactGetItems' responses, one per requested key: ``{"Item": ...}``, or ``{}`` when absent."""
+    responses = resp.get("Responses", [])
+    if len(responses) != len(keys):
+        raise Internal(f"registry answered {len(responses)} items for {len(keys)} keys")
+    return [item_of(r["Item"]) if r.get("Item") else None for r in responses]
 
 
 def _layout_guard(table: str) -> dict[str, Any]:

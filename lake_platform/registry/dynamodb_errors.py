@@ -103,6 +103,11 @@ def translate(exc: Exception, ops: Sequence[Op], table: str) -> LakeError:
                     return ConditionFailed(condition_message(ops[i], found), key=ops[i].key)
             if "ConditionalCheckFailed" in codes:
                 return ConditionFailed(f"registry condition failed: {message}")
+            if "TransactionConflict" in codes and not ops:
+                # A read (reads pass no ops): TransactGetItems is cancelled when a write to one of
+                # its items is in flight. Nothing was decided; the read is retried like any
+                # transient trouble (and reported as such when retries run out).
+                return ServiceUnavailable(f"registry read conflicted with a write in flight: {message}")
             if "TransactionConflict" in codes:
                 return ConcurrentModification(f"registry transaction conflict: {message}")
             if _THROTTLE_CODES.intersection(codes):

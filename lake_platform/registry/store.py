@@ -77,7 +77,12 @@ class MetaStore(ABC):
         # Every backend's I/O is counted and timed (observability.metrics) without each backend
         # repeating it: its own get/transact/scan_prefix are wrapped once, at class creation.
         super().__init_subclass__(**kwargs)
-        timed = (("get", _timed_call), ("get_many", _timed_call), ("transact", _timed_call), ("scan_prefix", _timed_scan))
+        timed = (
+            ("get", _timed_call),
+            ("get_many", _timed_call),
+            ("transact", _timed_call),
+            ("scan_prefix", _timed_scan),
+        )
         for name, wrap in timed:
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "_lake_timed", False):

@@ -7,7 +7,15 @@ import threading
 import pytest
 
 from lake_platform.errors import ConcurrentModification, ConditionFailed, InvalidInput
-from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Check, Delete, MetaStore, Put
+from lake_platform.registry.store import (
+    ABSENT,
+    MAX_GET_KEYS,
+    MAX_TRANSACT_OPS,
+    Check,
+    Delete,
+    MetaStore,
+    Put,
+)
 
 
 def test_get_missing_is_none(metastore: MetaStore) -> None:
@@ -136,6 +144,65 @@ def test_invalid_keys(metastore: MetaStore) -> None:
         metastore.get("")
     with pytest.raises(InvalidInput):
         metastore.put_if_absent("x" * 2000, b"v")
+
+
+def test_get_many_answers_in_key_order(metastore: MetaStore) -> None:
+    metastore.put_if_absent("g/a", b"a1")
+    metastore.put_if_absent("g/b", b"b1")
+    metastore.compare_and_swap("g/b", 1, b"b2")
+    # Keys of kinds a backend may keep in different partitions, and absent ones in between.
+    metastore.put_if_absent("tbl/p/wh/ns/t", b"table")
+    metastore.put_if_absent("ver/inc/00000000000000000001", b"version")
+    keys = ["g/b", "g/missing", "ver/inc/00000000000000000001", "g/a", "tbl/p/wh/ns/t", "nothing/here"]
+    got = metastore.get_many(keys)
+    assert [(i.key, i.value, i.revision) if i else None for i in got] == [
+        ("g/b", b"b2", 2),
+        None,
+        ("ver/inc/00000000000000000001", b"version", 1),
+        ("g/a", b"a1", 1),
+        ("tbl/p/wh/ns/t", b"table", 1),
+        None,
+    ]
+    assert got == [metastore.get(key) for key in keys]
+    assert metastore.get_many(["g/missing"]) == [None]
+
+
+def test_get_many_sees_the_latest_writes(metastore: MetaStore) -> None:
+    metastore.put_if_absent("g/a", b"1")
+    metastore.put_if_absent("g/b", b"1")
+    assert [i.revision for i in metastore.get_many(["g/a", "g/b"]) if i] == [1, 1]
+    metastore.transact([Put("g/a", b"2", 1), Delete("g/b", 1), Put("g/c", b"new", ABSENT)])
+    got = metastore.get_many(["g/a", "g/b", "g/c"])
+    assert [(i.value, i.revision) if i else None for i in got] == [(b"2", 2), None, (b"new", 1)]
+
+
+def test_get_many_of_nothing_is_empty(metastore: MetaStore) -> None:
+    assert metastore.get_many([]) == []
+    assert metastore.get_many(()) == []
+
+
+def test_get_many_rejects_bad_key_lists(metastore: MetaStore) -> None:
+    metastore.put_if_absent("g/a", b"a")
+    too_many = [f"g/{i}" for i in range(MAX_GET_KEYS + 1)]
+    for bad in (["g/a", "g/a"], "g/a", ["g/a", ""], ["g/a", "x" * 2000], [None], too_many):
+        with pytest.raises(InvalidInput):
+            metastore.get_many(bad)  # type: ignore[arg-type]
+
+
+def test_get_many_takes_the_most_keys_allowed(metastore: MetaStore) -> None:
+    keys = [f"g/{i:03d}" for i in range(MAX_GET_KEYS)]
+    metastore.transact([Put(keys[0], b"first", ABSENT), Put(keys[-1], b"last", ABSENT)])
+    got = metastore.get_many(keys)
+    assert len(got) == MAX_GET_KEYS and got[1:-1] == [None] * (MAX_GET_KEYS - 2)
+    assert got[0] is not None and got[0].value == b"first"
+    assert got[-1] is not None and got[-1].value == b"last"
+
+
+def test_get_many_values_are_binary_safe(metastore: MetaStore) -> None:
+    blobs = {"g/bin": bytes(range(256)) * 8, "g/empty": b"", "g/nul": b"\x00\x00"}
+    metastore.transact([Put(key, blob, ABSENT) for key, blob in blobs.items()])
+    got = metastore.get_many(list(blobs))
+    assert [i.value for i in got if i] == list(blobs.values())
 
 
 def test_scan_prefix_is_ordered_and_bounded(metastore: MetaStore) -> None:

@@ -19,10 +19,18 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import ClientError, ReadTimeoutError
 
-from lake_platform.errors import ConditionFailed, ServiceUnavailable, SettingsError, Throttling
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    ServiceUnavailable,
+    SettingsError,
+    Throttling,
+)
 from lake_platform.registry.dynamodb import DynamoMetaStore, init_table, parse_url
+from lake_platform.registry.dynamodb_errors import translate
 from lake_platform.registry.dynamodb_layout import CURRENT
 from lake_platform.registry.factory import open_metastore
 from lake_platform.registry.sqlite import SqliteMetaStore
@@ -54,8 +62,10 @@ class _Body:
         yield self.body
 
 
-def _response(request: AWSPreparedRequest, status: int, error_type: str) -> AWSResponse:
-    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{error_type}", "message": "injected"})
+def _response(request: AWSPreparedRequest, status: int, error_type: str, **fields: Any) -> AWSResponse:
+    body = json.dumps(
+        {"__type": f"com.amazonaws.dynamodb.v20120810#{error_type}", "message": "injected", **fields}
+    )
     headers = {"Content-Type": "application/x-amz-json-1.0"}
     return AWSResponse(request.url, status, headers, _Body(body.encode()))
 
@@ -335,6 +345,94 @@ def test_failed_batch_names_the_failing_key(store: DynamoMetaStore) -> None:
         store.transact([Put("t/b", b"b", ABSENT), Put("t/a", b"a2", 7)])
     assert err.value.key == "t/a" and "found 1" in str(err.value)
     assert store.get("t/b") is None
+
+
+# -- get_many: one TransactGetItems ---------------------------------------------------------------
+
+
+def _count_calls(store: DynamoMetaStore) -> list[str]:
+    calls: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    store._client.meta.events.register("before-call.dynamodb", count)
+    return calls
+
+
+def test_get_many_is_one_request(store: DynamoMetaStore) -> None:
+    store.transact([Put("tbl/p/wh/ns/t", b"t", ABSENT), Put("ver/inc/00000000000000000001", b"v", ABSENT)])
+    calls = _count_calls(store)
+    got = store.get_many(["ver/inc/00000000000000000001", "tbl/p/wh/ns/none", "tbl/p/wh/ns/t"])
+    assert calls == ["TransactGetItems"]  # layout 2 is final: no confirming read either
+    assert [i.key if i else None for i in got] == ["ver/inc/00000000000000000001", None, "tbl/p/wh/ns/t"]
+    calls.clear()
+    assert store.get_many([]) == []
+    for bad in (["k/a", "k/a"], "k/a", [""]):
+        with pytest.raises(InvalidInput):
+            store.get_many(bad)  # type: ignore[arg-type]
+    assert calls == []
+
+
+def _conflict(request: AWSPreparedRequest, items: int) -> AWSResponse:
+    # What DynamoDB answers when a write to one of the items is in flight.
+    reasons = [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}]
+    reasons += [{"Code": "None"}] * (items - 1)
+    codes = ", ".join(r["Code"] for r in reasons)
+    message = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+    return _response(
+        request, 400, "TransactionCanceledException", message=message, CancellationReasons=reasons
+    )
+
+
+def test_get_many_retries_a_conflict_with_a_write_in_flight(
+    store: DynamoMetaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.transact([Put("k/a", b"a", ABSENT), Put("k/b", b"b", ABSENT)])
+    monkeypatch.setattr(time, "sleep", lambda _: None)
+    sends: list[str] = []
+
+    def conflict_twice(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        sends.append(request.headers["X-Amz-Target"].decode())
+        return _conflict(request, 2) if len(sends) <= 2 else None
+
+    store._client.meta.events.register("before-send.dynamodb.TransactGetItems", conflict_twice)
+    got = store.get_many(["k/a", "k/b"])
+    assert [i.value for i in got if i] == [b"a", b"b"]
+    assert sends == ["DynamoDB_20120810.TransactGetItems"] * 3
+
+
+def test_get_many_reports_lasting_conflicts_as_unavailable(
+    store: DynamoMetaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time, "sleep", lambda _: None)
+    sends: list[int] = []
+
+    def conflict(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+        sends.append(1)
+        return _conflict(request, 2)
+
+    store._client.meta.events.register("before-send.dynamodb.TransactGetItems", conflict)
+    with pytest.raises(ServiceUnavailable, match="conflicted with a write in flight") as err:
+        store.get_many(["k/a", "k/b"])
+    assert err.value.retryable
+    assert len(sends) == 3  # our attempts; botocore does not retry a cancelled transaction
+
+
+def test_a_transaction_conflict_is_transient_for_reads_only() -> None:
+    error = ClientError(
+        {
+            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled [TransactionConflict]"},
+            "CancellationReasons": [{"Code": "TransactionConflict"}],
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        "TransactGetItems",
+    )
+    read = translate(error, (), "t")
+    assert isinstance(read, ServiceUnavailable) and read.retryable
+    # A write that lost a conflict stays a ConcurrentModification, as before.
+    write = translate(error, [Put("k/a", b"x", ABSENT)], "t")
+    assert type(write) is ConcurrentModification
 
 
 def test_prefix_without_slash_matches_sqlite(store: DynamoMetaStore, tmp_path: Path) -> None:

@@ -177,11 +177,25 @@ def test_interrupted_migration_freezes_writes_and_resumes(opener: Any) -> None:
     assert _everything(opener()) == before
 
 
-def test_stale_layout1_clients_follow_the_switch(opener: Any) -> None:
-    store, stale_reader, stale_writer = opener(), opener(), opener()
+def test_layout1_get_many_reads_layout1_items(opener: Any) -> None:
+    store = opener()
     make_layout1(store)
     _populate(store)
-    for client in (stale_reader, stale_writer):
+    keys = ["tbl/p/wh/ns/t1", "prj/p", f"ver/inc002/{3:020d}", "tbl/p/wh/ns/none"]
+    calls: list[str] = []
+    store._client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    got = store.get_many(keys)
+    # One snapshot request, then the read is confirmed against the layout item, as get does.
+    assert calls == ["TransactGetItems", "GetItem"]
+    assert got == [store.get(key) for key in keys]
+    assert [i.key if i else None for i in got] == [*keys[:3], None]
+
+
+def test_stale_layout1_clients_follow_the_switch(opener: Any) -> None:
+    store, stale_reader, stale_writer, stale_many = opener(), opener(), opener(), opener()
+    make_layout1(store)
+    _populate(store)
+    for client in (stale_reader, stale_writer, stale_many):
         assert client.layout(refresh=True) == LEGACY
     key = "tbl/p/wh/ns/t2"
     rev = store.get(key).revision  # type: ignore[union-attr]
@@ -195,6 +209,11 @@ def test_stale_layout1_clients_follow_the_switch(opener: Any) -> None:
     got = stale_reader.get(key)
     assert got is not None and (got.value, got.revision) == (b"after the switch", rev + 1)
     assert stale_reader.layout() == CURRENT
+    # get_many too: its layout-1 answer (the originals are gone) is discarded and re-read in layout 2.
+    many = stale_many.get_many([key, "prj/p"])
+    assert many[0] is not None and (many[0].value, many[0].revision) == (b"after the switch", rev + 1)
+    assert many[1] is not None and many[1].value == b"project"
+    assert stale_many.layout() == CURRENT
     item = stale_writer.compare_and_swap(key, rev + 1, b"stale writer")
     assert item.revision == rev + 2
     assert (partition_of(key), key) in _raw(store) and (partition_v1(key), key) not in _raw(store)
