@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lake_platform.errors import InvalidInput
 from lake_platform.observability.hooks import observe_registry
 
 ABSENT = 0
@@ -144,8 +145,6 @@ class MetaStore(ABC):
 
 def check_ops(ops: Sequence[Op]) -> None:
     """Validate a batch the same way on every backend."""
-    from lake_platform.errors import InvalidInput
-
     if not ops:
         raise InvalidInput("transact needs at least one operation")
     if len(ops) > MAX_TRANSACT_OPS:
@@ -163,8 +162,6 @@ MAX_GET_KEYS = 100
 
 def check_keys(keys: Sequence[str]) -> None:
     """Validate a ``get_many`` the same way on every backend."""
-    from lake_platform.errors import InvalidInput
-
     if isinstance(keys, str) or len(keys) > MAX_GET_KEYS:
         raise InvalidInput(f"get_many takes a sequence of at most {MAX_GET_KEYS} keys")
     if len(set(keys)) != len(keys):
@@ -174,8 +171,6 @@ def check_keys(keys: Sequence[str]) -> None:
 
 
 def check_key(key: str) -> None:
-    from lake_platform.errors import InvalidInput
-
     if not isinstance(key, str) or not key or len(key.encode()) > MAX_KEY_BYTES:
         raise InvalidInput(f"invalid registry key {key!r}")
 
