@@ -279,24 +279,29 @@ class DynamoMetaStore(MetaStore):
         check_keys(keys)
         if not keys:
             return []
-        while True:
-            layout = self.layout()
-            part = partitioner(layout)
+
+        def transact_get(part: Callable[[str], str]) -> Any:
             # TransactGetItems (at most 100 items, as check_keys allows): one request, one
             # serializable snapshot of every item, answered in request order.
             gets = [{"Get": {"TableName": self.table, "Key": key_of(key, part)}} for key in keys]
-            resp = self._read(functools.partial(self._client.transact_get_items, TransactItems=gets))
-            if self._confirmed(layout):
-                return _items_of(resp, keys)
+            return self._client.transact_get_items(TransactItems=gets)
+
+        return _items_of(self._read_in_layout(transact_get), keys)
 
     def _get_raw(self, key: str) -> Raw | None:
+        def get_item(part: Callable[[str], str]) -> Any:
+            return self._client.get_item(TableName=self.table, Key=key_of(key, part), ConsistentRead=True)
+
+        return self._read_in_layout(get_item).get("Item")
+
+    def _read_in_layout(self, request: Callable[[Callable[[str], str]], T]) -> T:
+        """``request`` (given the current layout's partitioner) through ``_read``, made again
+        should a migration have switched the layout meanwhile."""
         while True:
             layout = self.layout()
-            key_attrs = key_of(key, partitioner(layout))
-            params = {"TableName": self.table, "Key": key_attrs, "ConsistentRead": True}
-            resp = self._read(functools.partial(self._client.get_item, **params))
+            resp = self._read(functools.partial(request, partitioner(layout)))
             if self._confirmed(layout):
-                return resp.get("Item")
+                return resp
 
     def scan_prefix(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
