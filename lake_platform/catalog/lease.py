@@ -221,12 +221,8 @@ class WriteGate:
             token, expected = 1, ABSENT
         else:
             token, expected = current.token + 1, item.revision
-        record = _record(incarnation, holder, token, now_ms + int(self.ttl * 1000))
-        try:
-            written = self.store.compare_and_swap(key, expected, record.encode())
-        except ConcurrentModification:
-            return None
-        if live and current is not None:
+        lease = self._swap_in(incarnation, holder, token, expected, begun, now_ms)
+        if lease is not None and live and current is not None:
             log.warning(
                 "took over the write lease on %s from holder %s (pid %s on %s), whose process is "
                 "gone; token %d",
@@ -236,8 +232,7 @@ class WriteGate:
                 current.host,
                 token,
             )
-        # The local deadline counts from before the request: time spent in I/O is already spent.
-        return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
+        return lease
 
     def _acquire_from(self, incarnation: str, holder: str, token: int, revision: int) -> Lease | None:
         """Acquire from the released record this gate left at ``revision``, without reading it.
@@ -248,13 +243,22 @@ class WriteGate:
         away (``forget``) only once its incarnation's data is gone, and nothing acquires a gone
         incarnation's lease, so the revision cannot come round again. If anyone wrote it
         meanwhile the swap fails and the caller reads the record as usual; None then."""
-        begun = self.clock.monotonic()
-        record = _record(incarnation, holder, token + 1, self.clock.wall_ms() + int(self.ttl * 1000))
+        return self._swap_in(
+            incarnation, holder, token + 1, revision, self.clock.monotonic(), self.clock.wall_ms()
+        )
+
+    def _swap_in(
+        self, incarnation: str, holder: str, token: int, expected: int, begun: float, now_ms: int
+    ) -> Lease | None:
+        """Write the held record with ``token`` if the lease record is at ``expected``; None if
+        it is not. ``begun``/``now_ms``: the clocks read before the acquire's first request."""
+        record = _record(incarnation, holder, token, now_ms + int(self.ttl * 1000))
         try:
-            written = self.store.compare_and_swap(keys.lease(incarnation), revision, record.encode())
+            written = self.store.compare_and_swap(keys.lease(incarnation), expected, record.encode())
         except ConcurrentModification:
             return None
-        return Lease(self, incarnation, holder, token + 1, written.revision, begun + self.ttl)
+        # The local deadline counts from before the request: time spent in I/O is already spent.
+        return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
 
     def renew(self, lease: Lease) -> None:
         with lease._io:
