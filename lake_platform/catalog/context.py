@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Final
+from typing import Final
 
 from lake_platform.catalog.clock import Clock
 from lake_platform.catalog.lease import Lease, WriteGate
@@ -153,13 +153,13 @@ class CatalogContext:
     @staticmethod
     def parent_key(name: NamespaceName | TableName) -> str:
         """The registry key of ``name``'s parent container (what ``require_parent`` reads)."""
-        parent: Any = name.namespace_name if isinstance(name, TableName) else name.parent
+        parent = _parent_of(name)
         return keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
 
     def require_parent(self, name: NamespaceName | TableName, item: Prefetched = UNREAD) -> Item:
         """The parent container must exist and be active; returns its registry item. ``item``:
         as ``table``'s."""
-        parent: Any = name.namespace_name if isinstance(name, TableName) else name.parent
+        parent = _parent_of(name)
         kind = "warehouse" if isinstance(parent, WarehouseName) else "namespace"
         if item is UNREAD:
             item = self.store.get(self.parent_key(name))
@@ -353,3 +353,7 @@ def input_error(exc: BaseException) -> LakeError:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+def _parent_of(name: NamespaceName | TableName) -> NamespaceName | WarehouseName:
+    return name.namespace_name if isinstance(name, TableName) else name.parent
