@@ -36,6 +36,41 @@ def as_reader(data: object) -> pa.RecordBatchReader:
     )
 
 
+def read_small(
+    reader: pa.RecordBatchReader, max_bytes: int, max_batches: int
+) -> tuple[list[pa.RecordBatch] | None, pa.RecordBatchReader]:
+    """The whole stream as batches if it ends within ``max_batches`` batches and ``max_bytes``
+    (what a small append can write twice), else None; and a reader of the same stream either
+    way (what was read ahead, then the rest; an error of the input is raised by it, where the
+    write path expects input errors). Reads ahead at most one batch past either limit."""
+    batches: list[pa.RecordBatch] = []
+    size = 0
+    error: BaseException | None = None
+    ended = False
+    try:
+        while len(batches) <= max_batches and size <= max_bytes:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                ended = True
+                break
+            batches.append(batch)
+            size += batch.nbytes
+    except Exception as exc:  # noqa: BLE001 - raised again by the returned reader
+        error = exc
+    if ended and len(batches) <= max_batches and size <= max_bytes:
+        return batches, pa.RecordBatchReader.from_batches(reader.schema, batches)
+
+    def rest() -> Iterator[pa.RecordBatch]:
+        yield from batches
+        if error is not None:
+            raise error
+        if not ended:
+            yield from reader
+
+    return None, pa.RecordBatchReader.from_batches(reader.schema, rest())
+
+
 class StreamCounter:
     """Counts rows and bytes as batches flow past; never holds more than one batch."""
 

@@ -335,15 +335,7 @@ class WriteGate:
             item = self.store.get(keys.lease(incarnation))
             current = decode(LeaseRecord, item.value, item.key) if item is not None else None
             if item is not None and current is not None and current.released:
-                lease = Lease(
-                    self,
-                    incarnation,
-                    new_id(),
-                    current.token,
-                    item.revision,
-                    self.clock.monotonic() + self.ttl,
-                )
-                lease.optimistic = True
+                lease = self._unacquired(incarnation, current.token, item.revision)
                 try:
                     yield lease
                 finally:
@@ -354,6 +346,36 @@ class WriteGate:
                 yield lease
             finally:
                 self.release(lease)
+
+    @contextmanager
+    def hold_unacquired(self, incarnation: str, token: int, revision: int) -> Iterator[Lease | None]:
+        """For one small append whose rows are in memory (it can be written again): the lease
+        on ``incarnation``, read released at ``revision`` with ``token``, as an unacquired
+        lease, with no registry request; None if this gate knows the record moved on since (it
+        released it at another revision: take the ordinary path, after this block). This
+        process's turn on the table is held until the block ends.
+
+        As with :meth:`hold_for_commit`, the one commit made under it is conditional on that
+        revision, which every acquisition changes, so it lands only if nobody took the lease
+        since; otherwise nothing lands and the namespace says LeaseRaced. Nothing on storage is
+        changed under it but the write's own new files (namespace.py, ``_refuse_unacquired``)."""
+        with self._local_turn(incarnation):
+            left = self._left.get(incarnation)
+            if left is not None and left != (token, revision):
+                yield None
+                return
+            self._left.remove(incarnation)  # its commit remembers the next one
+            lease = self._unacquired(incarnation, token, revision)
+            try:
+                yield lease
+            finally:
+                lease.mark_lost()  # one commit only
+
+    def _unacquired(self, incarnation: str, token: int, revision: int) -> Lease:
+        """A lease not acquired: the released record at ``revision`` with ``token``."""
+        lease = Lease(self, incarnation, new_id(), token, revision, self.clock.monotonic() + self.ttl)
+        lease.optimistic = True
+        return lease
 
     # One heartbeat thread per gate renews every lease it holds: starting a thread per write
     # cost more than the write's registry work under load.

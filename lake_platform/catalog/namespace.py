@@ -83,6 +83,7 @@ class BoundTableNamespace(LanceNamespace):
         fault: Callable[[str], None] | None = None,
         fresh: bool = False,
         base: VersionRecord | None = None,
+        tidy_refused: bool = False,
     ) -> None:
         self.store = store
         self.name = name
@@ -95,6 +96,11 @@ class BoundTableNamespace(LanceNamespace):
         # A failed commit outranks the lookups Lance makes afterwards.
         self._commit_failure: LakeError | None = None
         self._read_failure: LakeError | None = None
+        # Under an unacquired lease: what refused the write for want of an acquired one.
+        self._raced: LeaseRaced | None = None
+        # The staging manifests Lance wrote for this namespace alone (the catalog's own write,
+        # which writes again if refused; a REST client's commit retries the same manifest).
+        self._tidy_refused = tidy_refused
         self._fault = fault
         # The catalog read the record under the lease just before the write: Lance's first
         # "latest version?" question needs no second read. After that, always re-read.
@@ -112,7 +118,7 @@ class BoundTableNamespace(LanceNamespace):
 
     @property
     def failure(self) -> LakeError | None:
-        return self._commit_failure or self._read_failure
+        return self._raced or self._commit_failure or self._read_failure
 
     # -- table discovery -------------------------------------------------------------------
 
@@ -166,6 +172,14 @@ class BoundTableNamespace(LanceNamespace):
             if current == 0:
                 return ListTableVersionsResponse(versions=[])
             rec = base if base is not None and base.version == current else self._version(current)
+            if (
+                self.lease is not None
+                and self.lease.optimistic
+                and not engine.is_staging_manifest(rec.manifest_path)
+                and not engine.manifest_exists(self.record.location, rec.manifest_path, self.storage_options)
+            ):
+                # No settle ran (it needs the lease): its one check a stat can make, here.
+                self._refuse_unacquired(f"the manifest of version {current} of {self.name} is missing")
             return ListTableVersionsResponse(versions=[self._answer(rec)])
         items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
         records = [decode(VersionRecord, i.value, i.key) for i in items] + held
@@ -186,12 +200,30 @@ class BoundTableNamespace(LanceNamespace):
     def create_table_version(self, request: Any) -> CreateTableVersionResponse:
         self._check_id(request)
         try:
+            if self._raced is not None:
+                raise self._raced  # Lance retries a conflict: nothing more lands under this lease
             response = self._create_version(request)
             self._commit_failure = None  # an earlier conflict was retried by Lance and resolved
             return response
+        except LeaseRaced as exc:
+            self._commit_failure = exc
+            self._remove_refused(str(_field(request, "manifest_path")))
+            raise ns_errors.from_error_code(int(exc.code), exc.message) from None
         except LakeError as exc:
             self._commit_failure = exc
             raise ns_errors.from_error_code(int(exc.code), exc.message) from None
+
+    def _remove_refused(self, staging: str) -> None:
+        """The staging manifest of a commit refused under an unacquired lease: certainly not
+        registered (the refusal came before the transaction, or as its definite condition
+        failure), and named for this write alone, so removed like any finalized one. Its data
+        files are left to the orphan scan, as for any refused write."""
+        if not self._tidy_refused or not engine.is_staging_manifest(staging):
+            return
+        try:
+            engine.remove_files(self.record.location, [staging], self.storage_options)
+        except Exception:  # noqa: BLE001 - only tidying: the orphan scan finds it otherwise
+            log.warning("could not remove the refused staging manifest %s", staging, exc_info=True)
 
     def _create_version(self, request: Any) -> CreateTableVersionResponse:
         pending = self.pending
@@ -211,6 +243,7 @@ class BoundTableNamespace(LanceNamespace):
         if canonical is not None and engine.manifest_exists(
             self.record.location, canonical, self.storage_options
         ):
+            self._refuse_unacquired(f"a manifest written around the registry sits at {canonical}")
             canonical = None
         with self._lock, self.lease.fenced() as lease_check:
             held = self._held()
@@ -437,9 +470,8 @@ class BoundTableNamespace(LanceNamespace):
             raise ConcurrentModification(f"version {version} of {self.name} is already committed")
         on_disk = engine.canonical_manifests(self.record.location, self.storage_options)
         rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
-        if rogue and self.lease is not None and self.lease.optimistic:
-            # Moving them aside needs an acquired lease: nothing landed, the caller retries under one.
-            raise LeaseRaced(
+        if rogue:
+            self._refuse_unacquired(
                 f"manifests written around the registry sit above version {current} of {self.name}"
             )
         moved: list[str] = []
@@ -454,6 +486,22 @@ class BoundTableNamespace(LanceNamespace):
             f"nothing was committed{'; they were moved to ' + engine.QUARANTINE_DIR + '/' if moved else ''}. "
             "Retry the write."
         )
+
+    def _refuse_unacquired(self, why: str) -> None:
+        """LeaseRaced under an unacquired lease: what ``why`` says needs storage changed or a
+        typed refusal, both the work of a writer holding the lease; nothing landed, so the
+        caller retries under an acquired one (whose settle sees the same and acts on it)."""
+        if self.lease is not None and self.lease.optimistic:
+            raise self._raced_by(LeaseRaced(f"{why}; nothing was committed"))
+
+    def _raced_by(self, exc: LeaseRaced) -> LeaseRaced:
+        """Note the first LeaseRaced: it is the write's outcome, whatever Lance's retries meet
+        after it, and nothing more is committed under the lease."""
+        if self.lease is not None:
+            self.lease.mark_lost()
+        if self._raced is None:
+            self._raced = exc
+        return exc
 
     def _lease_is_current(self) -> bool:
         if self.lease is None or self.lease.optimistic:
@@ -479,6 +527,8 @@ class BoundTableNamespace(LanceNamespace):
                 f"version {rec.version} of {self.name} is committed but not finalized (its writer stopped "
                 "before publishing the manifest); the next write or `repair` finishes it"
             )
+        # Lance would finish it, writing to storage: only a writer holding the lease may.
+        self._refuse_unacquired(f"version {rec.version} of {self.name} is not finalized")
         return _table_version(rec)  # a writer under the lease: Lance may finish it
 
     def _resolve_unknown(self, version: int, commit_id: str) -> list[Item | None]:
@@ -499,9 +549,11 @@ class BoundTableNamespace(LanceNamespace):
             if self.lease is not None:
                 self.lease.mark_lost()
             if self.lease is not None and self.lease.optimistic:
-                return LeaseRaced(
-                    f"another writer took the lease on {self.name} meanwhile; version {version} "
-                    "was not committed, retry"
+                return self._raced_by(
+                    LeaseRaced(
+                        f"another writer took the lease on {self.name} meanwhile; version {version} "
+                        "was not committed, retry"
+                    )
                 )
             return LeaseExpired(
                 f"write lease on {self.name} was taken over; commit of version {version} refused"

@@ -9,7 +9,7 @@ lands in the same registry transaction as the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import (
@@ -21,7 +21,7 @@ from lake_platform.catalog.context import (
     input_error,
     transient_storage_error,
 )
-from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
@@ -38,10 +38,18 @@ from lake_platform.errors import (
     TableAlreadyExists,
     TableSchemaValidationError,
 )
+from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitMarker, TableRecord, new_id
-from lake_platform.registry.store import ABSENT, Check, Put
+from lake_platform.registry.records import (
+    CommitMarker,
+    LeaseRecord,
+    TableRecord,
+    VersionRecord,
+    decode,
+    new_id,
+)
+from lake_platform.registry.store import ABSENT, Check, Item, Put
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,12 +60,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: An append of at most this many bytes in at most this many batches may be written under an
+#: unacquired lease (``_append_unacquired``): it is read ahead and kept in memory, and written
+#: a second time if the unacquired lease is refused.
+SMALL_APPEND_BYTES = 8 << 20
+SMALL_APPEND_BATCHES = 16
+#: Tables whose last landed version a catalog remembers (a name and two values each).
+_WRITTEN_TABLES = 4096
+
 
 class Tables:
     def __init__(self, ctx: CatalogContext, manifests: Manifests, reads: Reads) -> None:
         self.ctx = ctx
         self.manifests = manifests
         self.reads = reads
+        #: (incarnation, version) of the last version this process landed, by table name.
+        self._written: BoundedLRU[str, tuple[str, int]] = BoundedLRU(_WRITTEN_TABLES)
 
     # Writes count rows and read Lance's transactions through snapshots, and ``Versions`` opens
     # its snapshots through this service: both go to the read path.
@@ -117,7 +135,7 @@ class Tables:
             if self.ctx.store.get(keys.commit_marker(commit_id)) is None:
                 engine.remove_table(location, self.ctx.storage(location))
             raise
-        return self.result(pending, str(tname))
+        return self._landed(tname, record, pending)
 
     def append(
         self,
@@ -171,6 +189,7 @@ class Tables:
         from lake_platform.catalog.arrow_io import (
             StreamCounter,
             as_reader,
+            read_small,
             schema_from_ipc,
             schema_to_ipc,
         )
@@ -180,40 +199,60 @@ class Tables:
         data = as_reader(data)
         given = commit_id is not None
         commit_id = check_commit_id(commit_id)
-        # The parent and the table in one registry request, checked in the usual order.
-        parent_item, table_item = self.ctx.store.get_many([self.ctx.parent_key(tname), keys.table(tname)])
+        # The parent and the table in one registry request, checked in the usual order; with
+        # them, when this process wrote the table last, its lease and current version records
+        # (what an append under an unacquired lease needs, below).
+        last = self._written.get(str(tname)) if mode == "append" else None
+        wanted = [self.ctx.parent_key(tname), keys.table(tname)]
+        if last is not None:
+            wanted += [keys.lease(last[0]), keys.version(*last)]
+        parent_item, table_item, *ahead_items = self.ctx.store.get_many(wanted)
         self.ctx.require_parent(tname, parent_item)
         who.require(tname.project, "write", f"write to {tname}")
         # Only a caller's own commit id can have landed before; a fresh one cannot (one get less).
         replay = self.ctx.replayed(commit_id) if given else None
         if replay is not None:
             return replay
-        record, _ = self.ctx.table(tname, item=table_item)
-        counter = StreamCounter()
+        record, table_revision = self.ctx.table(tname, item=table_item)
         change: SchemaChange | None = None
+        target: pa.Schema | None = None
         if mode == "append":
             change = self.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
-            stream = counter.wrap(data, change.target)
+            target = change.target
             schema_ipc = schema_to_ipc(change.target) if change else None
             if change:
                 detail = {**(detail or {}), **change.describe()}
         else:
             _check_schema(data.schema, str(tname))
-            stream = counter.wrap(data)
             schema_ipc = schema_to_ipc(data.schema)
-        pending = PendingCommit(
-            commit_id=commit_id,
-            operation=mode,
-            actor=self.ctx.actor(actor, who),
-            run_id=run_id,
-            schema_ipc=schema_ipc,
-            stream_totals=counter.totals,
-            detail=dict(detail or {}),
-            extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
-            hold=change.steps if change else [],
-            # One registry commit (held schema steps land with it): it releases the lease too.
-            release_lease=True,
-        )
+
+        def pending_commit(counter: StreamCounter) -> PendingCommit:
+            return PendingCommit(
+                commit_id=commit_id,
+                operation=mode,
+                actor=self.ctx.actor(actor, who),
+                run_id=run_id,
+                schema_ipc=schema_ipc,
+                stream_totals=counter.totals,
+                detail=dict(detail or {}),
+                extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
+                hold=change.steps if change else [],
+                # One registry commit (held schema steps land with it): it releases the lease too.
+                release_lease=True,
+            )
+
+        if last is not None and not change and last[0] == record.incarnation:
+            rows, data = read_small(data, SMALL_APPEND_BYTES, SMALL_APPEND_BATCHES)
+            if rows is not None:
+                done = self._append_unacquired(
+                    tname, record, table_revision, ahead_items, data.schema, target, rows, pending_commit
+                )
+                if done is not None:
+                    return done
+                # Not tried, or refused: ``data`` (unread) carries the same rows to the lease.
+        counter = StreamCounter()
+        stream = counter.wrap(data, target)
+        pending = pending_commit(counter)
         planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
             # Re-read under the lease, with the record of the version it is expected to name
@@ -234,7 +273,55 @@ class Tables:
             if mode == "overwrite":
                 pending.rows_removed = self.reads.snapshot(tname, record, record.current_version).count_rows()
             self._write(tname, record, revision, pending, stream, mode, lease, counter=counter, change=change)
-        return self.result(pending, str(tname))
+        return self._landed(tname, record, pending)
+
+    def _append_unacquired(
+        self,
+        tname: TableName,
+        record: TableRecord,
+        revision: int,
+        ahead_items: list[Item | None],
+        schema: pa.Schema,
+        target: pa.Schema | None,
+        rows: list[pa.RecordBatch],
+        pending_commit: Callable[[StreamCounter], PendingCommit],
+    ) -> CommitResult | None:
+        """A small append (``rows``, in memory) on a table this process wrote last, under an
+        unacquired lease: no acquire, no re-read under it, no settle (architecture.md, "Small
+        appends without acquiring the lease"). None when it cannot be tried (the lease is held,
+        or moved on since the read) or was refused for want of an acquired lease (LeaseRaced:
+        nothing landed); the caller then writes ``rows`` again the ordinary way."""
+        import pyarrow as pa
+
+        from lake_platform.catalog.arrow_io import StreamCounter
+
+        lease_item, version_item = ahead_items
+        held = decode(LeaseRecord, lease_item.value, lease_item.key) if lease_item is not None else None
+        if held is None or not held.released or version_item is None:
+            return None
+        base = decode(VersionRecord, version_item.value, version_item.key)
+        if base.version != record.current_version:
+            return None  # the table moved on since this process wrote it
+        with self.ctx.gate.hold_unacquired(record.incarnation, held.token, lease_item.revision) as lease:
+            if lease is None:
+                return None
+            counter = StreamCounter()
+            pending = pending_commit(counter)
+            pending.base = base
+            stream = counter.wrap(pa.RecordBatchReader.from_batches(schema, rows), target)
+            try:
+                self._write(tname, record, revision, pending, stream, "append", lease, counter=counter)
+            except LeaseRaced as exc:
+                log.info("%s: %s; writing the append again under the lease", tname, exc.message)
+                return None
+        return self._landed(tname, record, pending)
+
+    def _landed(self, tname: TableName, record: TableRecord, pending: PendingCommit) -> CommitResult:
+        """The result of a write that landed; remembered, so this process's next append can
+        read the lease and version records along with the table's."""
+        result = self.result(pending, str(tname))
+        self._written.put(str(tname), (record.incarnation, result.to_version))
+        return result
 
     def _write(
         self,
@@ -489,6 +576,7 @@ class Tables:
             storage_options=self.ctx.storage(record.location),
             fault=self.ctx.hook and (lambda p: self.ctx.at(f"{pending.operation}:{p}")),
             fresh=revision != ABSENT,
+            tidy_refused=True,
         )
 
     def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:

@@ -57,17 +57,22 @@ def recorded_writes(store: Any) -> Iterator[list[list[str]]]:
 
 
 def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
+    """A writer that did not write the table last (here: another process's catalog) acquires
+    the lease first."""
     lake.catalog.create_table(T, rows([1]))
-    store = lake.catalog.store
-    with recorded_writes(store) as writes:
-        lake.catalog.append(T, rows([2]))
+    other = lake.new_catalog()
+    try:
+        with recorded_writes(other.store) as writes:
+            other.append(T, rows([2]))
+    finally:
+        other.close()
     record = lake.catalog.open_table(T).record
     lease_key = keys.lease(record.incarnation)
     assert len(writes) == 2, writes  # lease acquire, then the commit, which also releases it
     assert writes[0] == [lease_key]
     commit = set(writes[1])
     assert {keys.version(record.incarnation, 2), keys.table(TableName.parse(T)), lease_key} <= commit
-    lease = decode(LeaseRecord, store.get(lease_key).value)  # type: ignore[union-attr]
+    lease = decode(LeaseRecord, lake.catalog.store.get(lease_key).value)  # type: ignore[union-attr]
     assert lease.released and lease.token == 2  # free for the next writer, token kept
     ver = version_record(lake.catalog, 2)
     storage = lake.settings.storage_options(record.location)
@@ -75,6 +80,33 @@ def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
     assert ver.staged_from is not None and engine.is_staging_manifest(ver.staged_from)
     assert engine.manifest_exists(record.location, ver.manifest_path, storage)
     assert not engine.manifest_exists(record.location, ver.staged_from, storage)  # tidied up
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+
+
+def test_the_last_writer_appends_small_rows_in_one_registry_write(lake: Lake) -> None:
+    """The writer that landed the table's current version appends a small batch without
+    acquiring the lease: its one commit is conditional on the released lease record (and
+    releases it again, token kept), so it lands only if nobody took the lease since."""
+    lake.catalog.create_table(T, rows([1]))
+    store = lake.catalog.store
+    record = lake.catalog.open_table(T).record
+    lease_key = keys.lease(record.incarnation)
+    before = store.get(lease_key)
+    assert before is not None and decode(LeaseRecord, before.value).released
+    with recorded_writes(store) as writes:
+        result = lake.catalog.append(T, rows([2]))
+    assert result.to_version == 2
+    assert len(writes) == 1, writes  # the commit alone
+    assert {keys.version(record.incarnation, 2), keys.table(TableName.parse(T)), lease_key} <= set(writes[0])
+    after = store.get(lease_key)
+    assert after is not None and after.revision != before.revision  # the condition moved on
+    lease = decode(LeaseRecord, after.value)
+    assert lease.released and lease.token == decode(LeaseRecord, before.value).token
+    ver = version_record(lake.catalog, 2)
+    storage = lake.settings.storage_options(record.location)
+    assert not engine.is_staging_manifest(ver.manifest_path)
+    assert engine.manifest_exists(record.location, ver.manifest_path, storage)
+    assert not engine.manifest_exists(record.location, ver.staged_from or "", storage)
     assert ids_of(lake.catalog.open_table(T)) == [1, 2]
 
 

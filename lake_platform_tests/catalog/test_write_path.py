@@ -382,11 +382,20 @@ def test_transient_storage_failures_are_retryable(lake: Lake) -> None:
     assert ids_of(lake.catalog.open_table(T)) == [1]
 
 
-def test_an_append_reads_the_registry_in_two_requests(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each registry request is a round trip on DynamoDB. An append to a table this process
-    appended to before reads the parent and the table together, then (under the lease) the
-    table and its current version together; the lease is taken from the released record the
-    last append left, with no read. The old path made five reads."""
+@pytest.mark.parametrize("small", [True, False], ids=["small", "streamed"])
+def test_an_append_reads_the_registry_in_one_or_two_requests(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, small: bool
+) -> None:
+    """Each registry request is a round trip on DynamoDB. A small append to a table whose
+    current version this process landed reads the parent, the table, its lease and its
+    current version in one request (and takes no lease: test_small_appends.py). Any other
+    append reads the parent and the table together, then (under the lease) the table and its
+    current version together; the lease is taken from the released record the last append
+    left, with no read. The old path made five reads."""
+    from lake_platform.catalog import tables
+
+    if not small:
+        monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 0)
     lake.catalog.create_table(T, rows([1]))
     lake.catalog.append(T, rows([2]))  # leaves the released lease record this gate knows
     store = lake.catalog.store
@@ -412,9 +421,15 @@ def test_an_append_reads_the_registry_in_two_requests(lake: Lake, monkeypatch: p
     reads.clear()
     lake.catalog.append(T, rows([3]))
     name = TableName.parse(T)
-    assert reads == [
-        ("get_many", [keys.namespace(name.namespace_name), keys.table(name)]),
-        ("get_many", [keys.table(name), keys.version(record.incarnation, 2)]),
-    ]
+    first = [keys.namespace(name.namespace_name), keys.table(name)]
+    last = [keys.lease(record.incarnation), keys.version(record.incarnation, 2)]
+    assert reads == (
+        [("get_many", first + last)]
+        if small
+        else [
+            ("get_many", first + last),
+            ("get_many", [keys.table(name), keys.version(record.incarnation, 2)]),
+        ]
+    )
     assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
     assert registry_version(lake.catalog) == 3

@@ -1,0 +1,227 @@
+"""Small appends by the table's last writer, under an unacquired lease (architecture.md, "Small
+appends without acquiring the lease"): one registry read and one commit, and whenever that is
+not enough (another writer took the lease, storage needs settling, a manifest is missing) the
+rows are written again under an acquired lease, exactly once in the table."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lake_platform.catalog import tables
+from lake_platform.catalog.arrow_io import read_small
+from lake_platform.engine import lance_engine as engine
+from lake_platform.engine import manifests as engine_manifests
+from lake_platform.errors import InvalidTableState
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+
+T = "p.w.ns.t"
+AGAIN = "writing the append again under the lease"
+
+
+def lease_acquires(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The lease keys ``store`` compare-and-swaps on their own (an acquire), from any thread."""
+    seen: list[str] = []
+    real = type(store).compare_and_swap
+
+    def counting(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
+        if key.startswith("lse/"):
+            seen.append(key)
+        return real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(type(store), "compare_and_swap", counting)
+    return seen
+
+
+def table_record(lake: Lake) -> TableRecord:
+    item = lake.catalog.store.get(keys.table(TableName.parse(T)))
+    assert item is not None
+    return decode(TableRecord, item.value, item.key)
+
+
+def current_record(lake: Lake, version: int) -> VersionRecord:
+    record = table_record(lake)
+    item = lake.catalog.store.get(keys.version(record.incarnation, version))
+    assert item is not None
+    return decode(VersionRecord, item.value, item.key)
+
+
+def test_a_small_append_raced_by_another_writer_lands_once_under_the_lease(
+    lake: Lake, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process appends (taking and releasing the lease) while this writer's unacquired
+    append is staged: that commit is refused, nothing of it lands, and its rows are written
+    again under the lease: in the table once, after the other writer's."""
+    lake.catalog.create_table(T, rows([1]))
+    other = lake.new_catalog()
+    raced: list[int] = []
+    armed: list[bool] = []
+
+    def race(point: str) -> None:
+        if point == "append:staged" and armed and not raced:
+            raced.append(other.append(T, rows([3])).to_version or 0)
+
+    writer = lake.new_catalog(hook=race)
+    try:
+        writer.append(T, rows([2]))  # the last writer now
+        armed.append(True)
+        with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
+            result = writer.append(T, rows([4], "mine"))
+    finally:
+        writer.close()
+        other.close()
+    assert raced == [3]
+    assert AGAIN in caplog.text
+    assert result.to_version == 4 and result.rows_added == 1
+    assert sorted(ids_of(lake.catalog.open_table(T))) == [1, 2, 3, 4]
+    mine = [e for e in lake.catalog.history(T) if e.commit_id == result.commit_id]
+    assert [(e.to_version, e.rows_added) for e in mine] == [(4, 1)]
+
+
+def test_the_writer_that_landed_last_does_not_acquire_the_lease(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    acquires = lease_acquires(lake.catalog.store, monkeypatch)
+    for i in range(2, 5):
+        lake.catalog.append(T, rows([i]))
+    assert acquires == []
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3, 4]
+
+
+def test_an_append_above_the_small_size_takes_the_lease(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows that are not kept in memory to be written twice (a stream above the small-append
+    size) go under an acquired lease, as do the first append of a writer that did not land
+    the current version."""
+    lake.catalog.create_table(T, rows([1]))
+    acquires = lease_acquires(lake.catalog.store, monkeypatch)
+    monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 0)
+    lake.catalog.append(T, rows([2]))
+    assert len(acquires) == 1
+    monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 8 << 20)
+    other = lake.new_catalog()
+    try:
+        acquires.clear()
+        other.append(T, rows([3]))  # it did not land version 2
+        assert acquires
+        acquires.clear()
+        lake.catalog.append(T, rows([4]))  # nor did this one land version 3
+        assert acquires
+    finally:
+        other.close()
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3, 4]
+
+
+def test_an_unpublished_version_is_finished_under_the_lease_first(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The last writer's own version was registered but its manifest could not be published:
+    the next small append must not let Lance finish it (a write to storage) without the lease;
+    it is refused, and the append under the lease settles (publishes) and then writes."""
+    lake.catalog.create_table(T, rows([1]))
+    real = engine.finalize_manifest
+    failed: list[int] = []
+
+    def failing(location: str, version: int, *args: Any, **kwargs: Any) -> Any:
+        failed.append(version)
+        raise OSError("storage unavailable (test)")
+
+    monkeypatch.setattr(engine, "finalize_manifest", failing)
+    lake.catalog.append(T, rows([2]))  # lands; its publish and its finalize both fail
+    monkeypatch.setattr(engine, "finalize_manifest", real)
+    assert failed and set(failed) == {2}
+    record = table_record(lake)
+    storage = lake.settings.storage_options(record.location)
+    ver = current_record(lake, 2)
+    canonical = engine.canonical_manifest_path(ver.staged_from or ver.manifest_path, 2)
+    assert not engine.manifest_exists(record.location, canonical, storage)  # unpublished
+    with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
+        assert lake.catalog.append(T, rows([3])).to_version == 3
+    assert AGAIN in caplog.text
+    assert current_record(lake, 2).manifest_path == canonical
+    assert engine.manifest_exists(record.location, canonical, storage)
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+
+
+def test_a_missing_manifest_is_the_typed_refusal_and_changes_nothing(lake: Lake) -> None:
+    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.append(T, rows([2]))
+    record = lake.catalog.open_table(T).record
+    storage = lake.settings.storage_options(record.location)
+    ver = current_record(lake, 2)
+    fs, _ = engine._filesystem(record.location, storage)
+    fs.delete_file(engine_manifests._object_path(record.location, ver.manifest_path))
+    before = lake.catalog.store.get(keys.table(TableName.parse(T)))
+    with pytest.raises(InvalidTableState, match="manifest is missing"):
+        lake.catalog.append(T, rows([3]))
+    assert lake.catalog.store.get(keys.table(TableName.parse(T))) == before
+
+
+def test_a_squatter_above_the_table_is_quarantined_under_the_lease(
+    lake: Lake, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A manifest written around the registry at the next version's path: the unacquired
+    append is refused before its commit; the append under the lease moves the squatter aside
+    and lands at the canonical path."""
+    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.append(T, rows([2]))
+    record = lake.catalog.open_table(T).record
+    storage = lake.settings.storage_options(record.location)
+    current = current_record(lake, 2).manifest_path
+    squat = engine.canonical_manifest_path(current, 3)
+    fs, _ = engine._filesystem(record.location, storage)
+    fs.copy_file(
+        engine_manifests._object_path(record.location, current),
+        engine_manifests._object_path(record.location, squat),
+    )
+    with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
+        assert lake.catalog.append(T, rows([3])).to_version == 3
+    assert AGAIN in caplog.text
+    landed = current_record(lake, 3)
+    assert landed.manifest_path == squat and landed.staged_from is not None
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
+
+
+# == read_small ================================================================================
+
+
+def _batch(ids: list[int]) -> pa.RecordBatch:
+    return pa.record_batch({"id": pa.array(ids, pa.int64())})
+
+
+def test_read_small_keeps_a_stream_that_ends_within_its_limits() -> None:
+    batches = [_batch([1, 2]), _batch([3])]
+    kept, reader = read_small(pa.RecordBatchReader.from_batches(batches[0].schema, batches), 1 << 20, 2)
+    assert kept is not None and [b.to_pylist() for b in kept] == [b.to_pylist() for b in batches]
+    assert reader.read_all().column("id").to_pylist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("max_bytes", "max_batches"), [(1 << 20, 2), (8, 16)])
+def test_read_small_passes_a_longer_stream_on_whole(max_bytes: int, max_batches: int) -> None:
+    """Above either limit: nothing kept, and the reader gives every row, in order, from the
+    batches read ahead and then the rest."""
+    batches = [_batch([i]) for i in range(5)]
+    kept, reader = read_small(
+        pa.RecordBatchReader.from_batches(batches[0].schema, batches), max_bytes, max_batches
+    )
+    assert kept is None
+    assert reader.read_all().column("id").to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_read_small_leaves_an_input_error_to_the_reader() -> None:
+    def broken() -> Any:
+        yield _batch([1])
+        raise ValueError("bad input (test)")
+
+    kept, reader = read_small(pa.RecordBatchReader.from_batches(_batch([0]).schema, broken()), 1 << 20, 16)
+    assert kept is None
+    assert reader.read_next_batch().to_pylist() == [{"id": 1}]
+    with pytest.raises(ValueError, match="bad input"):
+        reader.read_next_batch()
