@@ -87,6 +87,12 @@ class Lease:
                     f"write lease on incarnation {self.incarnation} was lost (token {self.token})"
                 )
             remaining = self._deadline - self.gate.margin - self.gate.clock.monotonic()
+        if remaining <= 0 and self.optimistic:
+            # Nobody holds an unacquired lease: its deadline only bounds the one commit's wait.
+            raise LeaseRaced(
+                f"the commit on incarnation {self.incarnation} did not start within the lease TTL; "
+                "nothing was committed"
+            )
         if remaining <= 0:
             raise LeaseExpired(
                 f"write lease on incarnation {self.incarnation} expired (token {self.token}); "

@@ -13,6 +13,7 @@ import pytest
 
 from lake_platform.catalog import tables
 from lake_platform.catalog.arrow_io import read_small
+from lake_platform.catalog.clock import ManualClock
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine import manifests as engine_manifests
 from lake_platform.errors import InvalidTableState
@@ -93,6 +94,32 @@ def test_the_writer_that_landed_last_does_not_acquire_the_lease(
         lake.catalog.append(T, rows([i]))
     assert acquires == []
     assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3, 4]
+
+
+def test_an_unacquired_lease_past_its_ttl_writes_the_rows_again_under_the_lease(
+    lake: Lake, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A small append that took longer than the lease TTL to reach its commit: no one held the
+    lease, so it is not a lost lease (LeaseExpired) but a refusal, and the rows are written
+    again, under an acquired lease (whose deadline counts from its own acquire)."""
+    clock = ManualClock()
+    slow: list[bool] = []
+
+    def stall(point: str) -> None:
+        if point == "append:staged" and slow and len(slow) == 1:
+            slow.append(True)
+            clock.advance(lake.settings.lease_ttl_seconds)
+
+    writer = lake.new_catalog(clock=clock, heartbeat=False, hook=stall)
+    try:
+        writer.create_table(T, rows([1]))
+        slow.append(True)
+        with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
+            assert writer.append(T, rows([2])).to_version == 2
+    finally:
+        writer.close()
+    assert len(slow) == 2 and AGAIN in caplog.text
+    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
 
 
 def test_an_append_above_the_small_size_takes_the_lease(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
