@@ -146,12 +146,18 @@ def test_admission_rejections_are_counted(small_lake: tuple[LakeSettings, Catalo
 
 def test_registry_io_and_lease_waits_are_counted(small_lake: tuple[LakeSettings, Catalog]) -> None:
     settings, catalog = small_lake
-    with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
-        before = scrape(metrics.port)
-        catalog.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
-        catalog.store.transact([Put("zz/a", b"x")])
-        list(catalog.store.scan_prefix("zz/"))
-        after = scrape(metrics.port)
+    # A writer that did not land the table's current version: it reads twice and acquires the
+    # lease (the last writer's small append takes neither step: catalog/test_small_appends.py).
+    writer = Catalog(settings)
+    try:
+        with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
+            before = scrape(metrics.port)
+            writer.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
+            catalog.store.transact([Put("zz/a", b"x")])
+            list(catalog.store.scan_prefix("zz/"))
+            after = scrape(metrics.port)
+    finally:
+        writer.close()
     sqlite = {"backend": "sqlite"}
     assert delta(before, after, "lake_registry_operations_total", op="transact", outcome="ok", **sqlite) >= 2
     assert (
