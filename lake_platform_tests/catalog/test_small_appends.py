@@ -252,3 +252,30 @@ def test_read_small_leaves_an_input_error_to_the_reader() -> None:
     assert reader.read_next_batch().to_pylist() == [{"id": 1}]
     with pytest.raises(ValueError, match="bad input"):
         reader.read_next_batch()
+
+
+def test_threads_of_one_process_appending_small_rows_lose_nothing(lake: Lake) -> None:
+    """Four threads share one catalog (one gate, one memory of the last landed version): their
+    small appends, unacquired or under the lease, land once each, in consecutive versions."""
+    import threading
+
+    lake.catalog.create_table(T, rows([-1]))
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(15):
+                lake.catalog.append(T, rows([w * 1000 + i], f"w{w}"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    snap = lake.catalog.open_table(T)
+    assert snap.version == 61
+    assert ids_of(snap) == sorted([-1] + [w * 1000 + i for w in range(4) for i in range(15)])
+    assert sorted(e.to_version for e in lake.catalog.history(T)) == list(range(1, 62))
