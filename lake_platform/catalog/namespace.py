@@ -173,8 +173,7 @@ class BoundTableNamespace(LanceNamespace):
                 return ListTableVersionsResponse(versions=[])
             rec = base if base is not None and base.version == current else self._version(current)
             if (
-                self.lease is not None
-                and self.lease.optimistic
+                self._unacquired
                 and not engine.is_staging_manifest(rec.manifest_path)
                 and not engine.manifest_exists(self.record.location, rec.manifest_path, self.storage_options)
             ):
@@ -487,11 +486,16 @@ class BoundTableNamespace(LanceNamespace):
             "Retry the write."
         )
 
+    @property
+    def _unacquired(self) -> bool:
+        """Writing under an unacquired lease (``WriteGate.hold_for_commit``, ``hold_unacquired``)."""
+        return self.lease is not None and self.lease.optimistic
+
     def _refuse_unacquired(self, why: str) -> None:
         """LeaseRaced under an unacquired lease: what ``why`` says needs storage changed or a
         typed refusal, both the work of a writer holding the lease; nothing landed, so the
         caller retries under an acquired one (whose settle sees the same and acts on it)."""
-        if self.lease is not None and self.lease.optimistic:
+        if self._unacquired:
             raise self._raced_by(LeaseRaced(f"{why}; nothing was committed"))
 
     def _raced_by(self, exc: LeaseRaced) -> LeaseRaced:
@@ -548,7 +552,7 @@ class BoundTableNamespace(LanceNamespace):
         if exc.key == lease_key:
             if self.lease is not None:
                 self.lease.mark_lost()
-            if self.lease is not None and self.lease.optimistic:
+            if self._unacquired:
                 return self._raced_by(
                     LeaseRaced(
                         f"another writer took the lease on {self.name} meanwhile; version {version} "

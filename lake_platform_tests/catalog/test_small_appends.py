@@ -257,24 +257,16 @@ def test_read_small_leaves_an_input_error_to_the_reader() -> None:
 def test_threads_of_one_process_appending_small_rows_lose_nothing(lake: Lake) -> None:
     """Four threads share one catalog (one gate, one memory of the last landed version): their
     small appends, unacquired or under the lease, land once each, in consecutive versions."""
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     lake.catalog.create_table(T, rows([-1]))
-    errors: list[BaseException] = []
 
     def writer(w: int) -> None:
-        try:
-            for i in range(15):
-                lake.catalog.append(T, rows([w * 1000 + i], f"w{w}"))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for i in range(15):
+            lake.catalog.append(T, rows([w * 1000 + i], f"w{w}"))
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(writer, range(4)))  # re-raises a writer's error here
     snap = lake.catalog.open_table(T)
     assert snap.version == 61
     assert ids_of(snap) == sorted([-1] + [w * 1000 + i for w in range(4) for i in range(15)])
