@@ -354,7 +354,8 @@ class FlightSqlServer:
                 raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
             answer = self.endpoints.answer(identity, planned, params)
             info = answer.info(descriptor)
-            if answer.ticket_id is not None:  # its DoGet plans the whole query again: keep the plan
+            # Its DoGet plans the whole query again: keep the plan, unless it reads the clock.
+            if answer.ticket_id is not None and planned.deterministic:
                 self.engine.remember(identity, planned, params)
                 # Kept (with its parameters, if any): the DoGet finds this very plan (``Streams``).
                 # Started last, once the answer is built: its thread competes for the GIL.

@@ -207,7 +207,7 @@ class QueryEngine:
                         self._providers.entry(ref, True)
                 return kept
         planned = self._plan_view(sql, view, params, prepare)
-        if key is not None and planned.parameters == 0:
+        if key is not None and planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
         return planned
 
@@ -291,7 +291,10 @@ class QueryEngine:
 
     def remember(self, scope: Hashable, planned: PlannedQuery, params: pa.RecordBatch | None) -> None:
         """Keep ``planned`` (planned for ``scope`` with ``params``) for :meth:`plan_pinned` of
-        the same scope, SQL, parameters and refs."""
+        the same scope, SQL, parameters and refs. A plan that reads the clock is not kept: its
+        DoGet plans again, and reads the clock then (``volatility``)."""
+        if not planned.deterministic:
+            return
         if params is not None:
             self._keep(plan_key(scope, planned.sql, params, planned.refs), planned)
             return

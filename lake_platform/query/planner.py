@@ -34,6 +34,7 @@ from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
+from lake_platform.query.volatility import is_deterministic
 
 #: Plan roots a reader may execute (checked after DataFusion's own SQLOptions).
 ALLOWED_ROOTS = frozenset(
@@ -76,6 +77,9 @@ class PlannedQuery:
     parameters: int
     lookups: int = 0  # catalog lookups planning made (one per distinct table name)
     cached: bool = False  # it reads a snapshot from the snapshot cache (in-memory batches)
+    #: it calls no clock or random function (``volatility``): only such a plan is kept for a
+    #: later request, and only its result may be reused
+    deterministic: bool = True
     #: facts derived from the plan by its users (how it is split into endpoints, ...): a kept
     #: plan (``plans``) is the same immutable plan, so they are worked out once
     derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -285,7 +289,15 @@ def plan_in(
         raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
     schema = advertised_schema(df.schema())
     refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.written))
-    return PlannedQuery(sql=sql, df=df, schema=schema, refs=refs, parameters=count, lookups=resolver.lookups)
+    return PlannedQuery(
+        sql=sql,
+        df=df,
+        schema=schema,
+        refs=refs,
+        parameters=count,
+        lookups=resolver.lookups,
+        deterministic=is_deterministic(sql),
+    )
 
 
 def plan_pinned_in(

@@ -5,6 +5,7 @@ while a ticket pinned to the old version still reads it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -194,3 +195,44 @@ def test_claims_with_bound_parameters_are_never_kept(running: Running) -> None:
         params = pa.record_batch({"a": [value]})
         info = server.endpoints.answer(ALICE, planned, params).info(descriptor)
         assert opened(running, info).params.equals(params)
+
+
+# == plans whose result depends on when they run ==================================================
+
+
+def clock_read(conn: Any, sql: str) -> int:
+    """Column ``t`` of ``sql``'s one row, in nanoseconds since the epoch."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetch_arrow_table().column("t").cast(pa.timestamp("ns")).cast(pa.int64())[0].as_py()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT now() AS t",
+        "SELECT max(id) AS top, CAST(current_timestamp AS TIMESTAMP) AS t FROM w.ns.grows",
+    ],
+)
+def test_a_rerun_of_a_query_that_reads_the_clock_reads_it_again(running: Running, sql: str) -> None:
+    """DataFusion fixes now() when a plan is made: a kept plan would give every re-run the
+    first run's time (a dashboard's `WHERE ts > now() - INTERVAL '1 hour'` would never move)."""
+    conn = running.adbc()
+    try:
+        first = clock_read(conn, sql)
+        while time.time_ns() <= first:  # the clock moves on (no guess at how long that takes)
+            pass
+        assert clock_read(conn, sql) > first
+    finally:
+        conn.close()
+
+
+def test_a_plan_that_reads_the_clock_is_never_kept(running: Running) -> None:
+    server = running.server
+    kept = len(server.engine.plans)
+    planned = server.engine.plan("SELECT now() AS t", server._view(ALICE), scope=ALICE)
+    assert not planned.deterministic
+    server.engine.remember(ALICE, planned, None)
+    assert len(server.engine.plans) == kept
+    again = server.engine.plan("SELECT now() AS t", server._view(ALICE), scope=ALICE)
+    assert again is not planned
