@@ -519,6 +519,7 @@ class FlightSqlServer:
             "running_queries": self.streams.running(),
             "early_starts": self.streams.early_stats(),
             "cache": self.engine.cache.stats(),
+            "result_cache": self.engine.results.stats(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
 

@@ -183,6 +183,19 @@ class FlightSettings(BaseSettings):
         "which then skips planning again (same principal, SQL, parameters and pinned versions; "
         "0: DoGet always plans).",
     )
+    result_cache_bytes: int = Field(
+        64 << 20,
+        ge=0,
+        description="The result cache's budget: bytes of whole results kept per replica, so a re-run of "
+        "a deterministic query by the same principal over the same table versions streams them without "
+        "running the query (0 turns it off).",
+    )
+    result_cache_entry_bytes: int = Field(
+        4 << 20,
+        ge=1,
+        description="The largest result the result cache keeps (bytes of its batches' buffers); a larger "
+        "one streams as always and is not kept.",
+    )
     max_endpoints: int = Field(
         4,
         ge=1,

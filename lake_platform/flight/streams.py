@@ -165,7 +165,7 @@ class Streams:
 
         try:
             if early is None:
-                yield from self._engine.stream(planned, cancelled, coalesce=coalesce)
+                yield from self._engine.stream(planned, cancelled, coalesce=coalesce, scope=identity)
             else:
                 yield from self._continue(early)
             if expired.is_set():
@@ -225,7 +225,9 @@ class Streams:
 
     def _run_early(self, early: _Early) -> None:
         """The start's first batch (on a pool thread); then the stream waits for its DoGet."""
-        batches = self._engine.stream(early.planned, early.cancelled, coalesce=early.coalesce)
+        batches = self._engine.stream(
+            early.planned, early.cancelled, coalesce=early.coalesce, scope=early.identity
+        )
         try:
             early.first = next(batches)
         except StopIteration:

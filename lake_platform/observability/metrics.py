@@ -227,6 +227,7 @@ class _Watched(Collector):
             for key in [k for k, (ref, _, _) in self._engines.items() if ref() is None]:
                 del self._engines[key]
             engines = [(spill, pool) for _, spill, pool in self._engines.values()]
+            live = [e for e in (ref() for ref, _, _ in self._engines.values()) if e is not None]
         statuses = [c.status() for c in caches]
         ages = [s["age_seconds"] for s in statuses if s.get("age_seconds") is not None]
         age = GaugeMetricFamily(
@@ -260,6 +261,37 @@ class _Watched(Collector):
             spill.add_metric([], sum(_folder_bytes(folder) for folder in {folder for folder, _ in engines}))
         yield pool
         yield spill
+        yield from _cache_families(live)
+
+
+#: The two query caches' figures: (metric, help, type, stats field).
+_CACHE_FIGURES = (
+    ("lake_query_cache_bytes", "Bytes the cache holds now.", "gauge", "used_bytes"),
+    ("lake_query_cache_budget_bytes", "The cache's budget.", "gauge", "budget_bytes"),
+    ("lake_query_cache_entries", "Entries the cache holds now.", "gauge", "entries"),
+    ("lake_query_cache_hits", "Lookups the cache answered.", "counter", "hits"),
+    ("lake_query_cache_misses", "Lookups the cache could not answer.", "counter", "misses"),
+    ("lake_query_cache_evictions", "Entries evicted to stay within the budget.", "counter", "evictions"),
+)
+
+
+def _cache_families(engines: list[Any]) -> Iterator[Any]:
+    """The snapshot cache's and the result cache's figures, summed over live engines, labelled
+    ``cache="snapshot"`` / ``cache="result"``."""
+    stats = {
+        "snapshot": [e.cache.stats() for e in engines],
+        "result": [e.results.stats() for e in engines],
+    }
+    for name, text, kind, field in _CACHE_FIGURES:
+        family: Any = (
+            GaugeMetricFamily(name, text, labels=["cache"])
+            if kind == "gauge"
+            else CounterMetricFamily(name, text, labels=["cache"])
+        )
+        for cache, figures in stats.items():
+            if figures:
+                family.add_metric([cache], sum(f[field] for f in figures))
+        yield family
 
 
 def _folder_bytes(root: Path) -> int:

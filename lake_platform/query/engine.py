@@ -34,6 +34,7 @@ from lake_platform.query.lookup import Lookup, lookup_of, stream_lookup
 from lake_platform.query.planner import PlannedQuery, Resolver
 from lake_platform.query.plans import PlanCache, plan_key, view_key
 from lake_platform.query.providers import Providers
+from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
@@ -43,6 +44,10 @@ from lake_platform.settings import LakeSettings
 _CACHE_GENERATION = "cache_generation"
 #: ``PlannedQuery.derived`` key: (scope, the plan's key for :meth:`QueryEngine.plan_pinned`).
 _PINNED_KEY = "pinned_key"
+#: ``PlannedQuery.derived`` key: the parameters bound when it was planned (absent: none).
+_PARAMS = "params"
+#: ``PlannedQuery.derived`` key: (scope, its result's key in the result cache).
+_RESULT_KEY = "result_key"
 
 
 class QueryEngine:
@@ -86,6 +91,7 @@ class QueryEngine:
             partitions=self.limits.target_partitions or os.cpu_count() or 1,
         )
         self.cache.on_evict = self.plans.drop_cached  # kept plans must not hold evicted batches
+        self.results = ResultCache(self.limits.result_cache_bytes, self.limits.result_cache_entry_bytes)
 
     # -- opening table versions ------------------------------------------------------------
 
@@ -207,6 +213,8 @@ class QueryEngine:
                         self._providers.entry(ref, True)
                 return kept
         planned = self._plan_view(sql, view, params, prepare)
+        if params is not None:
+            planned.derived[_PARAMS] = params
         if key is not None and planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
         return planned
@@ -269,7 +277,10 @@ class QueryEngine:
             planned = plan(open_table)
             planned.derived["part"] = True
             return planned
-        return self._planned(plan)
+        planned = self._planned(plan)
+        if params is not None:
+            planned.derived[_PARAMS] = params
+        return planned
 
     def _fresh(self, kept: PlannedQuery | None) -> PlannedQuery | None:
         """``kept``, unless the snapshot cache loaded or evicted an entry since it was planned: a
@@ -322,10 +333,32 @@ class QueryEngine:
     # -- execution -----------------------------------------------------------------------
 
     def stream(
-        self, planned: PlannedQuery, cancelled: Callable[[], bool] = lambda: False, *, coalesce: bool = True
+        self,
+        planned: PlannedQuery,
+        cancelled: Callable[[], bool] = lambda: False,
+        *,
+        coalesce: bool = True,
+        scope: Hashable | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of the result (see :func:`lake_platform.query.stream.stream`, also for
-        ``coalesce``). A query refused for memory makes the snapshot cache give memory back."""
+        ``coalesce``). A query refused for memory makes both caches give memory back.
+
+        ``scope``: who asks (the principal); with it, the result of a deterministic query is
+        kept in the result cache, and a run with the same scope, SQL, parameters and pinned
+        snapshots streams the kept batches instead of running the query (``result_cache``)."""
+        key = self._result_key(planned, scope)
+        if key is None:
+            yield from self._run(planned, cancelled, coalesce)
+            return
+        kept = self.results.get(key)
+        if kept is not None:
+            yield from kept
+            return
+        yield from self.results.record(key, self._run(planned, cancelled, coalesce), cancelled)
+
+    def _run(
+        self, planned: PlannedQuery, cancelled: Callable[[], bool], coalesce: bool
+    ) -> Iterator[pa.RecordBatch]:
         lookup = self._lookup(planned)
         try:
             if lookup is not None:
@@ -334,7 +367,26 @@ class QueryEngine:
                 yield from stream(planned, self.limits, cancelled, coalesce=coalesce)
         except Throttling:
             self.cache.pressure()
+            self.results.pressure()
             raise
+
+    def _result_key(self, planned: PlannedQuery, scope: Hashable | None) -> tuple[Hashable, ...] | None:
+        """``planned``'s key in the result cache for ``scope`` (worked out once per plan and
+        scope), or None when its result is not to be kept: no scope, the cache off, a query
+        that reads the clock or draws random values, or a part of a split result."""
+        if (
+            scope is None
+            or not self.results.enabled
+            or not planned.deterministic
+            or planned.derived.get("part")
+        ):
+            return None
+        kept = planned.derived.get(_RESULT_KEY)
+        if kept is None or kept[0] != scope:
+            key = plan_key(scope, planned.sql, planned.derived.get(_PARAMS), planned.refs)
+            kept = (scope, key)
+            planned.derived[_RESULT_KEY] = kept
+        return kept[1]
 
     def is_key_lookup(self, planned: PlannedQuery) -> bool:
         """Whether Lance answers ``planned`` from a scalar index (``lookup``): quick by nature,
@@ -358,6 +410,7 @@ class QueryEngine:
         """Stop the snapshot cache's loader and drop its entries."""
         self.cache.close()
         self.cache.clear()
+        self.results.clear()
         self.plans.clear()
 
 

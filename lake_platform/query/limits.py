@@ -36,6 +36,8 @@ class QueryLimits:
     cache_bytes: int = 0  # the snapshot cache's budget (decoded Arrow bytes held; 0: no cache)
     cache_admit_after: int = 3  # plannings of one snapshot before a cache=auto table is loaded
     plan_cache_size: int = 256  # GetFlightInfo plans kept for the same replica's DoGet (0: none)
+    result_cache_bytes: int = 0  # the result cache's budget (buffers of kept results; 0: none)
+    result_cache_entry_bytes: int = 4 << 20  # the largest result the result cache keeps
     #: field name -> the name error messages give the limit (the setting that configures it)
     labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 

@@ -87,6 +87,7 @@ def test_known_queries_read_exactly_in_the_counters(small_lake: tuple[LakeSettin
         before = scrape(port)
         for k in (3, 5, 7):
             assert query(client, options, f"SELECT id FROM w.ns.t WHERE id < {k}").num_rows == k
+        assert query(client, options, "SELECT id FROM w.ns.t WHERE id < 7").num_rows == 7  # kept
         with pytest.raises(KeyError, match="not found"):  # pyarrow's NOT_FOUND
             plan(client, options, "SELECT * FROM w.ns.missing")
         with pytest.raises(pa.ArrowInvalid):  # pyarrow's INVALID_ARGUMENT
@@ -96,18 +97,24 @@ def test_known_queries_read_exactly_in_the_counters(small_lake: tuple[LakeSettin
         server.stop(grace=0)
 
     flight = {"surface": "flight"}
-    assert delta(before, after, "lake_requests_total", method="GetFlightInfo", code="OK", **flight) == 3
-    assert delta(before, after, "lake_requests_total", method="DoGet", code="OK", **flight) == 3
+    assert delta(before, after, "lake_requests_total", method="GetFlightInfo", code="OK", **flight) == 4
+    assert delta(before, after, "lake_requests_total", method="DoGet", code="OK", **flight) == 4
     # The failures, with their gRPC codes, in both the request and the error counters.
     for method, code in (("GetFlightInfo", "NOT_FOUND"), ("DoGet", "INVALID_ARGUMENT")):
         assert delta(before, after, "lake_requests_total", method=method, code=code, **flight) == 1
         assert delta(before, after, "lake_request_errors_total", method=method, code=code, **flight) == 1
     assert delta(before, after, "lake_request_errors_total", method="DoGet", code="OK", **flight) == 0
-    assert delta(before, after, "lake_request_duration_seconds_count", method="GetFlightInfo", **flight) == 4
-    assert delta(before, after, "lake_request_duration_seconds_count", method="DoGet", **flight) == 4
-    assert delta(before, after, "lake_queries_total", status="OK", **flight) == 3
-    assert delta(before, after, "lake_query_rows_total", **flight) == 3 + 5 + 7
-    assert delta(before, after, "lake_query_bytes_total", **flight) >= (3 + 5 + 7) * 8  # int64 ids
+    assert delta(before, after, "lake_request_duration_seconds_count", method="GetFlightInfo", **flight) == 5
+    assert delta(before, after, "lake_request_duration_seconds_count", method="DoGet", **flight) == 5
+    assert delta(before, after, "lake_queries_total", status="OK", **flight) == 4
+    assert delta(before, after, "lake_query_rows_total", **flight) == 3 + 5 + 7 + 7
+    assert delta(before, after, "lake_query_bytes_total", **flight) >= (3 + 5 + 7 + 7) * 8  # int64 ids
+    # The caches, read at scrape time: the repeated query was answered from the result cache.
+    assert delta(before, after, "lake_query_cache_hits_total", cache="result") == 1
+    assert delta(before, after, "lake_query_cache_misses_total", cache="result") == 3
+    assert value(after, "lake_query_cache_entries", cache="result") >= 3
+    assert value(after, "lake_query_cache_budget_bytes", cache="result") >= 64 << 20
+    assert ("lake_query_cache_bytes", frozenset({("cache", "snapshot")})) in after
     assert value(after, "lake_queries_in_flight", **flight) == 0
     # Read at scrape time: the snapshot cache, the engine's pool and spill folder, the process.
     assert 0 <= value(after, "lake_snapshot_age_seconds") < 60
