@@ -38,6 +38,7 @@ from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
+from lake_platform.query.volatility import nondeterministic_functions
 from lake_platform.settings import LakeSettings
 
 #: ``PlannedQuery.derived`` key: the snapshot cache's generation when the query was planned.
@@ -92,6 +93,7 @@ class QueryEngine:
         )
         self.cache.on_evict = self.plans.drop_cached  # kept plans must not hold evicted batches
         self.results = ResultCache(self.limits.result_cache_bytes, self.limits.result_cache_entry_bytes)
+        nondeterministic_functions()  # asked of DataFusion once, at start, not by a first query
 
     # -- opening table versions ------------------------------------------------------------
 

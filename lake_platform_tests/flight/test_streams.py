@@ -8,7 +8,7 @@ stream; the real path (a server, ADBC) is in ``test_early_start``."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -52,7 +52,12 @@ class _Engine:
         return id(planned) in self.lookups
 
     def stream(
-        self, planned: PlannedQuery, cancelled: Callable[[], bool], *, coalesce: bool = True
+        self,
+        planned: PlannedQuery,
+        cancelled: Callable[[], bool],
+        *,
+        coalesce: bool = True,
+        scope: Hashable | None = None,
     ) -> Iterator[pa.RecordBatch]:
         self.started.append(threading.current_thread().name)
         try:
