@@ -183,12 +183,12 @@ class FlightSettings(BaseSettings):
         "which then skips planning again (same principal, SQL, parameters and pinned versions; "
         "0: DoGet always plans).",
     )
-    result_cache_bytes: int = Field(
-        64 << 20,
+    result_cache_bytes: int | None = Field(
+        None,
         ge=0,
         description="The result cache's budget: bytes of whole results kept per replica, so a re-run of "
         "a deterministic query by the same principal over the same table versions streams them without "
-        "running the query (0 turns it off).",
+        "running the query (default: 1/16 of MEMORY_LIMIT_BYTES, at most 64 MiB; 0 turns it off).",
     )
     result_cache_entry_bytes: int = Field(
         4 << 20,
@@ -404,6 +404,8 @@ class FlightSettings(BaseSettings):
         values["spill_dir"] = self.spill_path(lake)
         if self.cache_bytes is None:
             values["cache_bytes"] = default_cache_bytes(self.memory_limit_bytes)
+        if self.result_cache_bytes is None:
+            values["result_cache_bytes"] = min(DEFAULT_RESULT_CACHE_BYTES, self.memory_limit_bytes // 16)
         return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
 
 
@@ -413,6 +415,11 @@ def _uris(name: str, text: str) -> list[str]:
         if not LOCATION.fullmatch(uri):
             raise ValueError(f"{name}: {uri!r} is not grpc://host:port or grpc+tls://host:port")
     return uris
+
+
+#: The result cache's largest default budget: results are small (at most
+#: ``result_cache_entry_bytes`` each), so this keeps hundreds of them.
+DEFAULT_RESULT_CACHE_BYTES = 64 << 20
 
 
 def default_cache_bytes(memory_limit_bytes: int) -> int:

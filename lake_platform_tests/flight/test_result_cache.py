@@ -102,3 +102,13 @@ def test_bad_settings_are_refused_with_the_variable_named(monkeypatch: pytest.Mo
     monkeypatch.setenv("LAKE_FLIGHT_RESULT_CACHE_ENTRY_BYTES", "lots")
     with pytest.raises(SettingsError, match="LAKE_FLIGHT_RESULT_CACHE_ENTRY_BYTES"):
         flight_settings()
+
+
+def test_the_default_budget_is_a_sixteenth_of_the_pool_at_most_64_mib(
+    lake: tuple[LakeSettings, Catalog],
+) -> None:
+    settings, _ = lake
+    small = flight_settings(port=0, memory_limit_bytes=256 << 20).query_limits(settings)
+    large = flight_settings(port=0, memory_limit_bytes=8 << 30).query_limits(settings)
+    assert small.result_cache_bytes == 16 << 20 and large.result_cache_bytes == 64 << 20
+    assert flight_settings(port=0, result_cache_bytes=0).query_limits(settings).result_cache_bytes == 0
