@@ -201,7 +201,13 @@ class _Watched(Collector):
     def __init__(self) -> None:
         self._snapshots: weakref.WeakSet[Any] = weakref.WeakSet()
         self._engines: dict[int, tuple[weakref.ref[Any], Path, int]] = {}
-        self._lock = threading.Lock()
+        # Reentrant: a gone engine's finalizer (``_retire``) may run on the very thread that
+        # holds it, when a scrape's allocations set off the garbage collector.
+        self._lock = threading.RLock()
+        #: (metric, cache) -> what engines that are gone had counted, and what was last reported:
+        #: a counter summed over the live engines alone would drop when one goes away.
+        self._retired: dict[tuple[str, str], float] = {}
+        self._reported: dict[tuple[str, str], float] = {}
 
     def watch_snapshots(self, cache: SnapshotSource) -> None:
         with self._lock:
@@ -217,6 +223,43 @@ class _Watched(Collector):
         """Report ``engine``'s pool size and spill folder while it lives."""
         with self._lock:
             self._engines[id(engine)] = (weakref.ref(engine), spill_dir, pool_bytes)
+        weakref.finalize(engine, self._retire, _caches(engine))
+
+    def _retire(self, caches: dict[str, Any]) -> None:
+        """Keep the counts of a gone engine's caches in the totals."""
+        with self._lock:
+            for cache, stats in ((name, c.stats()) for name, c in caches.items()):
+                for metric, _, kind, key in _CACHE_FIGURES:
+                    if kind == "counter":
+                        self._retired[metric, cache] = self._retired.get((metric, cache), 0) + stats[key]
+
+    def _cache_families(self, engines: list[Any]) -> Iterator[Any]:
+        """The snapshot cache's and the result cache's figures over the engines, labelled
+        ``cache="snapshot"`` / ``cache="result"``. Gauges sum the live engines; counters add
+        what gone engines counted and never go down."""
+        stats: dict[str, list[dict[str, Any]]] = {"snapshot": [], "result": []}
+        for engine in engines:
+            for name, cache in _caches(engine).items():
+                stats[name].append(cache.stats())
+        for metric, text, kind, key in _CACHE_FIGURES:
+            family: Any = (
+                GaugeMetricFamily(metric, text, labels=["cache"])
+                if kind == "gauge"
+                else CounterMetricFamily(metric, text, labels=["cache"])
+            )
+            for cache, figures in stats.items():
+                total = float(sum(f[key] for f in figures))
+                if kind == "counter":
+                    with self._lock:
+                        total = max(
+                            total + self._retired.get((metric, cache), 0),
+                            self._reported.get((metric, cache), 0),
+                        )
+                        self._reported[metric, cache] = total
+                elif not figures:
+                    continue
+                family.add_metric([cache], total)
+            yield family
 
     def describe(self) -> list[Any]:
         return []  # dynamic: nothing to check at registration
@@ -261,7 +304,7 @@ class _Watched(Collector):
             spill.add_metric([], sum(_folder_bytes(folder) for folder in {folder for folder, _ in engines}))
         yield pool
         yield spill
-        yield from _cache_families(live)
+        yield from self._cache_families(live)
 
 
 #: The two query caches' figures: (metric, help, type, stats field).
@@ -275,23 +318,8 @@ _CACHE_FIGURES = (
 )
 
 
-def _cache_families(engines: list[Any]) -> Iterator[Any]:
-    """The snapshot cache's and the result cache's figures, summed over live engines, labelled
-    ``cache="snapshot"`` / ``cache="result"``."""
-    stats = {
-        "snapshot": [e.cache.stats() for e in engines],
-        "result": [e.results.stats() for e in engines],
-    }
-    for name, text, kind, field in _CACHE_FIGURES:
-        family: Any = (
-            GaugeMetricFamily(name, text, labels=["cache"])
-            if kind == "gauge"
-            else CounterMetricFamily(name, text, labels=["cache"])
-        )
-        for cache, figures in stats.items():
-            if figures:
-                family.add_metric([cache], sum(f[field] for f in figures))
-        yield family
+def _caches(engine: Any) -> dict[str, Any]:
+    return {"snapshot": engine.cache, "result": engine.results}
 
 
 def _folder_bytes(root: Path) -> int:

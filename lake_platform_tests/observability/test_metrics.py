@@ -233,3 +233,49 @@ def test_one_metrics_port_is_shared_by_the_surfaces_of_a_process() -> None:
     rest.stop()
     with start_metrics_server("127.0.0.1", port) as again:  # type: ignore[union-attr]
         assert again.port == port  # really released
+
+
+def cache_counts(cache: str) -> dict[str, float]:
+    """The cache counters as the collector reports them now (no HTTP: the collector itself)."""
+    out = {}
+    for family in WATCHED.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("cache") == cache:
+                out[sample.name] = sample.value
+    return out
+
+
+def test_cache_counters_never_go_down_when_an_engine_goes_away(
+    small_lake: tuple[LakeSettings, Catalog],
+) -> None:
+    """A stopped server's engine is let go: its counts stay in the totals (a counter summed over
+    the live engines alone dropped, and Prometheus reads a drop as a restart)."""
+    import gc
+
+    from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.limits import QueryLimits
+    from lake_platform.query.snapshot import load_snapshot
+    from lake_platform_tests.flight.conftest import ALICE
+
+    settings, catalog = small_lake
+    engine = QueryEngine(settings, QueryLimits(result_cache_bytes=1 << 20))
+    WATCHED.watch_engine(engine, engine.spill_dir, 1)
+    before = cache_counts("result")
+    view = load_snapshot(catalog.store).project("p")
+    for _ in range(3):
+        planned = engine.plan("SELECT count(*) AS n FROM w.ns.t", view, scope=ALICE)
+        list(engine.stream(planned, scope=ALICE))
+    during = cache_counts("result")
+    assert during["lake_query_cache_hits_total"] == before.get("lake_query_cache_hits_total", 0) + 2
+    del engine, planned
+    gc.collect()
+    after = cache_counts("result")
+    assert all(after[name] >= value for name, value in during.items())
+    assert after["lake_query_cache_hits_total"] == during["lake_query_cache_hits_total"]
+    # A new engine's hits add to the gone one's, rather than hiding below them.
+    engine = QueryEngine(settings, QueryLimits(result_cache_bytes=1 << 20))
+    WATCHED.watch_engine(engine, engine.spill_dir, 1)
+    for _ in range(2):
+        planned = engine.plan("SELECT count(*) AS n FROM w.ns.t", view, scope=ALICE)
+        list(engine.stream(planned, scope=ALICE))
+    assert cache_counts("result")["lake_query_cache_hits_total"] == during["lake_query_cache_hits_total"] + 1
