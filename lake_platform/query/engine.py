@@ -45,8 +45,6 @@ from lake_platform.settings import LakeSettings
 _CACHE_GENERATION = "cache_generation"
 #: ``PlannedQuery.derived`` key: (scope, the plan's key for :meth:`QueryEngine.plan_pinned`).
 _PINNED_KEY = "pinned_key"
-#: ``PlannedQuery.derived`` key: the parameters bound when it was planned (absent: none).
-_PARAMS = "params"
 #: ``PlannedQuery.derived`` key: (scope, its result's key in the result cache).
 _RESULT_KEY = "result_key"
 
@@ -215,8 +213,6 @@ class QueryEngine:
                         self._providers.entry(ref, True)
                 return kept
         planned = self._plan_view(sql, view, params, prepare)
-        if params is not None:
-            planned.derived[_PARAMS] = params
         if key is not None and planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
         return planned
@@ -279,10 +275,7 @@ class QueryEngine:
             planned = plan(open_table)
             planned.derived["part"] = True
             return planned
-        planned = self._planned(plan)
-        if params is not None:
-            planned.derived[_PARAMS] = params
-        return planned
+        return self._planned(plan)
 
     def _fresh(self, kept: PlannedQuery | None) -> PlannedQuery | None:
         """``kept``, unless the snapshot cache loaded or evicted an entry since it was planned: a
@@ -385,7 +378,7 @@ class QueryEngine:
             return None
         kept = planned.derived.get(_RESULT_KEY)
         if kept is None or kept[0] != scope:
-            key = plan_key(scope, planned.sql, planned.derived.get(_PARAMS), planned.refs)
+            key = plan_key(scope, planned.sql, planned.params, planned.refs)
             kept = (scope, key)
             planned.derived[_RESULT_KEY] = kept
         return kept[1]

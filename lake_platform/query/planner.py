@@ -80,6 +80,8 @@ class PlannedQuery:
     #: it calls no clock or random function (``volatility``): only such a plan is kept for a
     #: later request, and only its result may be reused
     deterministic: bool = True
+    #: the parameters bound when it was planned (None: none), part of its result's key
+    params: pa.RecordBatch | None = field(default=None, compare=False, repr=False)
     #: facts derived from the plan by its users (how it is split into endpoints, ...): a kept
     #: plan (``plans``) is the same immutable plan, so they are worked out once
     derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -297,6 +299,7 @@ def plan_in(
         parameters=count,
         lookups=resolver.lookups,
         deterministic=is_deterministic(sql),
+        params=params,
     )
 
 
