@@ -6,6 +6,7 @@ Prints the port on the first line of stdout, then serves until terminated.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +27,17 @@ def main() -> None:
     server = start_server(settings, catalog, **options)
     print(server.port, flush=True)
     server.wait()
+
+
+def spawn(home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
+    """This module in a process of its own, serving ``home`` with the Flight settings
+    ``options`` (``name=value``): the process, and the port once it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home), *options],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
 
 
 if __name__ == "__main__":

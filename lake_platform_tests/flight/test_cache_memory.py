@@ -7,8 +7,6 @@ budget."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, wait_until
+from lake_platform_tests.flight.server_process import spawn
 from lake_platform_tests.flight.test_memory_bound import reset_hwm, vm_hwm
 
 pytestmark = pytest.mark.slow
@@ -42,21 +41,11 @@ def wide_rows(seed: int) -> pa.RecordBatchReader:
 def serve_and_query(home: Path, budget: int) -> tuple[int, dict[str, int]]:
     """Query the four tables twice each through a server with this cache budget (each load
     evicting what no longer fits); its peak RSS growth over the run and its cache statistics."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lake_platform_tests.flight.server_process",
-            str(home),
-            f"cache_bytes={budget}",
-            "memory_limit_bytes=268435456",
-            "snapshot_ttl_seconds=0.1",
-        ],
-        stdout=subprocess.PIPE,
+    proc, port = spawn(
+        home, f"cache_bytes={budget}", "memory_limit_bytes=268435456", "snapshot_ttl_seconds=0.1"
     )
     try:
-        assert proc.stdout is not None
-        client, options = login(f"grpc://127.0.0.1:{int(proc.stdout.readline())}")
+        client, options = login(f"grpc://127.0.0.1:{port}")
 
         def cache() -> dict[str, int]:
             [result] = list(client.do_action(fl.Action("health", b""), options))

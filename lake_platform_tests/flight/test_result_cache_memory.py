@@ -7,14 +7,13 @@ the budget."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.flight as fl
 import pytest
 
 from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan
+from lake_platform_tests.flight.server_process import spawn
 from lake_platform_tests.flight.test_cache_memory import ROWS, wide_rows
 from lake_platform_tests.flight.test_memory_bound import reset_hwm, vm_hwm
 
@@ -29,22 +28,15 @@ QUERIES = RANGES * VARIANTS
 def serve_and_query(home: Path, budget: int) -> tuple[int, int, dict[str, int]]:
     """Run every query twice through a server with this result cache budget: its peak RSS
     growth, the result bytes streamed, and its result cache's statistics."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lake_platform_tests.flight.server_process",
-            str(home),
-            "cache_bytes=0",  # the snapshot cache off: only results are kept
-            f"result_cache_bytes={budget}",
-            "result_cache_entry_bytes=4194304",
-            "memory_limit_bytes=268435456",
-        ],
-        stdout=subprocess.PIPE,
+    proc, port = spawn(
+        home,
+        "cache_bytes=0",  # the snapshot cache off: only results are kept
+        f"result_cache_bytes={budget}",
+        "result_cache_entry_bytes=4194304",
+        "memory_limit_bytes=268435456",
     )
     try:
-        assert proc.stdout is not None
-        client, options = login(f"grpc://127.0.0.1:{int(proc.stdout.readline())}")
+        client, options = login(f"grpc://127.0.0.1:{port}")
         assert fetch(client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.t")).num_rows == 1
         reset_hwm(proc.pid)
         before = vm_hwm(proc.pid)
