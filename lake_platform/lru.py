@@ -1,5 +1,7 @@
-"""A thread-safe bounded LRU map: the one shape behind the package's small per-process memos
-(opened snapshots, kept plans, fragment sizes, schemas by manifest, ...).
+"""Thread-safe bounded LRU maps. :class:`BoundedLRU` (bounded by count) is the one shape behind
+the package's small per-process memos (opened snapshots, kept plans, fragment sizes, schemas by
+manifest, ...); :class:`SizedLRU` (bounded by the bytes its entries hold) behind the query
+layer's two memory-budgeted caches (the snapshot cache and the result cache).
 
 Values are never None (None answers "not here"). :meth:`BoundedLRU.get_or_make` computes a
 missing value outside the lock, so slow work (opening a Lance dataset, decoding a manifest)
@@ -93,4 +95,93 @@ class BoundedLRU(Generic[K, V]):
             return len(self._entries)
 
 
-__all__ = ["BoundedLRU"]
+class SizedLRU(Generic[K, V]):
+    """Entries that each hold ``nbytes``, together at most ``budget_bytes``, least recently used
+    first out.
+
+    ``hits`` and ``misses`` count :meth:`get` answers, ``puts`` the entries kept, ``evictions``
+    those pushed out to make room or given back; all under the lock, exact across threads."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = max(0, budget_bytes)
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.used_bytes = 0
+        self.hits = self.misses = self.puts = self.evictions = 0
+
+    def get(self, key: K) -> V | None:
+        """The value under ``key``, now the most recent (a hit); None (a miss) if there is none."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[0]
+
+    def put(self, key: K, value: V, nbytes: int) -> int:
+        """Keep ``value`` (holding ``nbytes``) under ``key`` as the most recent, replacing what
+        was there, after evicting least recently used entries until it fits; returns how many
+        were evicted. An entry larger than the whole budget is refused (ValueError): whoever
+        sizes entries refuses those before building them."""
+        if not 0 <= nbytes <= self.budget_bytes:
+            raise ValueError(f"an entry of {nbytes} bytes does not fit a budget of {self.budget_bytes}")
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.used_bytes -= old[1]
+            evicted = self._evict_to(self.budget_bytes - nbytes)
+            self._entries[key] = (value, nbytes)
+            self.used_bytes += nbytes
+            self.puts += 1
+            return evicted
+
+    def evict_to(self, limit: int) -> int:
+        """Evict least recently used entries until at most ``limit`` bytes are held; returns how
+        many were evicted."""
+        with self._lock:
+            return self._evict_to(limit)
+
+    def halve(self) -> int:
+        """Give back half of what is held (least recently used first); returns how many entries
+        were evicted."""
+        with self._lock:
+            return self._evict_to(self.used_bytes // 2)
+
+    def counts(self) -> dict[str, int]:
+        """``used_bytes``, ``entries`` and the counters, read together."""
+        with self._lock:
+            return {
+                "used_bytes": self.used_bytes,
+                "entries": len(self._entries),
+                "hits": self.hits,
+                "misses": self.misses,
+                "puts": self.puts,
+                "evictions": self.evictions,
+            }
+
+    def _evict_to(self, limit: int) -> int:
+        evicted = 0
+        while self._entries and self.used_bytes > max(0, limit):
+            _, (_, nbytes) = self._entries.popitem(last=False)
+            self.used_bytes -= nbytes
+            evicted += 1
+        self.evictions += evicted
+        return evicted
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def keys(self) -> list[K]:
+        """The keys held, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+__all__ = ["BoundedLRU", "SizedLRU"]

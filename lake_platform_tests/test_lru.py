@@ -1,12 +1,15 @@
-"""The bounded LRU map behind the package's per-process memos: recency, eviction order, capacity
-0, counts, and slow work kept outside its lock."""
+"""The bounded LRU maps: by count (the package's per-process memos: recency, eviction order,
+capacity 0, counts, and slow work kept outside its lock) and by bytes (the query layer's
+memory-budgeted caches: the budget, eviction order, replacement, halving, counts)."""
 
 from __future__ import annotations
 
 import sys
 import threading
 
-from lake_platform.lru import BoundedLRU
+import pytest
+
+from lake_platform.lru import BoundedLRU, SizedLRU
 
 
 def test_get_refreshes_recency_so_the_least_recently_used_goes_first() -> None:
@@ -145,3 +148,70 @@ def test_concurrent_puts_keep_the_bound_and_count_every_answer() -> None:
         sys.setswitchinterval(interval)
     assert over == [] and len(lru) == capacity
     assert lru.hits + lru.misses == threads * each  # every answer counted, none lost
+
+
+def test_sized_entries_stay_within_the_budget_least_recently_used_out_first() -> None:
+    lru: SizedLRU[str, str] = SizedLRU(100)
+    assert lru.put("a", "A", 40) == 0
+    assert lru.put("b", "B", 40) == 0
+    assert lru.get("a") == "A"  # "b" is now the oldest
+
+    assert lru.put("c", "C", 40) == 1  # 120 > 100: "b" goes, not "a"
+
+    assert ("a" in lru, "b" in lru, "c" in lru) == (True, False, True)
+    assert lru.used_bytes == 80 and len(lru) == 2
+    assert lru.counts() == {"used_bytes": 80, "entries": 2, "hits": 1, "misses": 0, "puts": 3, "evictions": 1}
+
+
+def test_a_large_entry_evicts_as_many_as_it_needs() -> None:
+    lru: SizedLRU[int, int] = SizedLRU(100)
+    for key in range(5):
+        lru.put(key, key, 20)
+
+    assert lru.put(9, 9, 70) == 4  # room for 70 needs all but one 20-byte entry gone
+
+    assert lru.keys() == [4, 9]
+    assert lru.used_bytes == 90
+
+
+def test_putting_a_kept_key_again_replaces_its_bytes_and_makes_it_recent() -> None:
+    lru: SizedLRU[str, int] = SizedLRU(100)
+    lru.put("a", 1, 50)
+    lru.put("b", 2, 30)
+
+    lru.put("a", 3, 60)  # 60 + 30 fits once the old 50 are gone: nothing evicted
+    assert (lru.get("a"), lru.used_bytes, lru.evictions) == (3, 90, 0)
+    lru.put("c", 4, 20)  # "b" is the oldest now
+    assert ("b" in lru, lru.used_bytes) == (False, 80)
+
+
+def test_an_entry_larger_than_the_budget_is_refused_and_nothing_changes() -> None:
+    lru: SizedLRU[str, int] = SizedLRU(100)
+    lru.put("a", 1, 60)
+
+    with pytest.raises(ValueError, match="101 bytes does not fit a budget of 100"):
+        lru.put("b", 2, 101)
+    with pytest.raises(ValueError):
+        lru.put("b", 2, -1)
+
+    assert (lru.get("a"), "b" in lru, lru.used_bytes, lru.evictions) == (1, False, 60, 0)
+
+
+def test_halve_and_evict_to_give_back_the_least_recently_used_first() -> None:
+    lru: SizedLRU[int, int] = SizedLRU(100)
+    for key in range(4):
+        lru.put(key, key, 25)
+
+    assert lru.halve() == 2  # 100 held: down to 50
+    assert lru.keys() == [2, 3]
+    assert lru.evict_to(0) == 2
+    assert (len(lru), lru.used_bytes, lru.evictions) == (0, 0, 4)
+    assert lru.get(3) is None and lru.misses == 1
+
+
+def test_a_zero_budget_keeps_only_empty_entries() -> None:
+    lru: SizedLRU[str, int] = SizedLRU(0)
+    with pytest.raises(ValueError):
+        lru.put("a", 1, 1)
+    lru.put("empty", 0, 0)
+    assert lru.get("empty") == 0 and lru.used_bytes == 0

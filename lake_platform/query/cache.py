@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from datafusion import SessionContext
 from datafusion.catalog import Table
 
 from lake_platform.engine import lance_engine as engine
+from lake_platform.lru import SizedLRU
 from lake_platform.query.snapshot import TableRef
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class DataCache:
         self.partitions = max(1, partitions)
         self.pressure_seconds = pressure_seconds
         self._clock = clock
-        self._entries: OrderedDict[Key, Entry] = OrderedDict()
+        self._held: SizedLRU[Key, Entry] = SizedLRU(budget_bytes)
         self._uses: dict[Key, int] = {}
         self._loading: set[Key] = set()
         self._too_large: set[Key] = set()
@@ -76,9 +76,7 @@ class DataCache:
         self._settled = threading.Condition(self._lock)  # notified when a load ends
         self._loader: ThreadPoolExecutor | None = None
         self._calm_after = 0.0
-        self.used_bytes = 0
         self.peak_bytes = 0
-        self.hits = self.misses = self.loads = self.evictions = 0
         #: Called (with the cache's lock held) after entries were evicted: whoever keeps
         #: references to entries' tables (kept plans) must drop them, or the batches outlive
         #: the budget.
@@ -93,6 +91,30 @@ class DataCache:
         """Changes whenever an entry is loaded or evicted (what a kept plan was planned against)."""
         return self.loads, self.evictions
 
+    @property
+    def used_bytes(self) -> int:
+        return self._held.used_bytes
+
+    @property
+    def hits(self) -> int:
+        return self._held.hits
+
+    @property
+    def misses(self) -> int:
+        return self._held.misses
+
+    @property
+    def loads(self) -> int:
+        return self._held.puts
+
+    @property
+    def evictions(self) -> int:
+        return self._held.evictions
+
+    def keys(self) -> list[Key]:
+        """The snapshots held (their keys), least recently used first."""
+        return self._held.keys()
+
     @staticmethod
     def key(ref: TableRef, schema: pa.Schema) -> Key:
         return (ref.location, ref.incarnation, ref.version, tuple(schema.names))
@@ -103,15 +125,8 @@ class DataCache:
         """The in-memory table of exactly ``ref``'s snapshot, if cached (no I/O)."""
         if not self.enabled:
             return None
-        key = self.key(ref, schema)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry.table
+        entry = self._held.get(self.key(ref, schema))
+        return None if entry is None else entry.table
 
     def consider(self, ref: TableRef, dataset: Any, schema: pa.Schema, mode: str) -> None:
         """A query planned on ``ref``'s snapshot from Lance (a miss): count the use, and start
@@ -120,7 +135,7 @@ class DataCache:
             return
         key = self.key(ref, schema)
         with self._lock:
-            if key in self._entries or key in self._loading or key in self._too_large:
+            if key in self._held or key in self._loading or key in self._too_large:
                 return
             uses = self._uses[key] = self._uses.get(key, 0) + 1
             if mode != "hot" and uses < self.admit_after:
@@ -150,11 +165,9 @@ class DataCache:
             self._uses.pop(key, None)
             if self._clock() < self._calm_after:
                 return
-            self._evict_to(self.budget_bytes - entry.nbytes)
-            self._entries[key] = entry
-            self.used_bytes += entry.nbytes
+            if self._held.put(key, entry, entry.nbytes):
+                self.on_evict()
             self.peak_bytes = max(self.peak_bytes, self.used_bytes)
-            self.loads += 1
 
     def _read(self, dataset: Any, schema: pa.Schema) -> Entry | None:
         """The snapshot's rows as ``partitions`` partitions carrying exactly ``schema`` (the
@@ -174,8 +187,7 @@ class DataCache:
             if nbytes > self.budget_bytes:
                 return None
             with self._lock:  # what is held plus what is loading stays within the budget
-                if self.used_bytes + nbytes > self.budget_bytes:
-                    self._evict_to(self.budget_bytes - nbytes)
+                self._evict_to(self.budget_bytes - nbytes)
             parts[i % self.partitions].append(batch)
         if not rows:
             return None
@@ -185,20 +197,15 @@ class DataCache:
 
     def _evict_to(self, limit: int) -> None:
         """Evict least recently used entries until at most ``limit`` bytes are held (lock held)."""
-        evicted = False
-        while self._entries and self.used_bytes > max(0, limit):
-            _, entry = self._entries.popitem(last=False)
-            self.used_bytes -= entry.nbytes
-            self.evictions += 1
-            evicted = True
-        if evicted:
+        if self._held.evict_to(limit):
             self.on_evict()
 
     def pressure(self) -> None:
         """Query memory ran out: give back half of what is held, admit nothing for a while."""
         with self._lock:
             self._calm_after = self._clock() + self.pressure_seconds
-            self._evict_to(self.used_bytes // 2)
+            if self._held.halve():
+                self.on_evict()
 
     def clear(self) -> None:
         with self._lock:
@@ -213,15 +220,16 @@ class DataCache:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
+            counts = self._held.counts()
             return {
                 "budget_bytes": self.budget_bytes,
-                "used_bytes": self.used_bytes,
+                "used_bytes": counts["used_bytes"],
                 "peak_bytes": self.peak_bytes,
-                "entries": len(self._entries),
-                "hits": self.hits,
-                "misses": self.misses,
-                "loads": self.loads,
-                "evictions": self.evictions,
+                "entries": counts["entries"],
+                "hits": counts["hits"],
+                "misses": counts["misses"],
+                "loads": counts["puts"],
+                "evictions": counts["evictions"],
                 "loading": len(self._loading),
             }
 

@@ -24,12 +24,12 @@ half of what it holds, as the snapshot cache does.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import pyarrow as pa
+
+from lake_platform.lru import SizedLRU
 
 Key = tuple[Hashable, ...]
 
@@ -45,25 +45,35 @@ class ResultCache:
     def __init__(self, budget_bytes: int, max_entry_bytes: int) -> None:
         self.budget_bytes = budget_bytes
         self.max_entry_bytes = min(max_entry_bytes, budget_bytes)
-        self._entries: OrderedDict[Key, tuple[tuple[pa.RecordBatch, ...], int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.used_bytes = 0
-        self.hits = self.misses = self.stored = self.evictions = 0
+        self._kept: SizedLRU[Key, tuple[pa.RecordBatch, ...]] = SizedLRU(budget_bytes)
 
     @property
     def enabled(self) -> bool:
         return self.budget_bytes > 0 and self.max_entry_bytes > 0
 
+    @property
+    def used_bytes(self) -> int:
+        return self._kept.used_bytes
+
+    @property
+    def hits(self) -> int:
+        return self._kept.hits
+
+    @property
+    def misses(self) -> int:
+        return self._kept.misses
+
+    @property
+    def stored(self) -> int:
+        return self._kept.puts
+
+    @property
+    def evictions(self) -> int:
+        return self._kept.evictions
+
     def get(self, key: Key) -> tuple[pa.RecordBatch, ...] | None:
         """The kept result of ``key`` (no I/O), or None."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry[0]
+        return self._kept.get(key)
 
     def record(
         self, key: Key, batches: Iterator[pa.RecordBatch], stopped: Callable[[], bool]
@@ -82,50 +92,30 @@ class ResultCache:
                     held.append(batch)
             yield batch
         if held is not None and not stopped():
-            self._put(key, tuple(held), size)
-
-    def _put(self, key: Key, batches: tuple[pa.RecordBatch, ...], size: int) -> None:
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self.used_bytes -= old[1]
-            self._evict_to(self.budget_bytes - size)
-            self._entries[key] = (batches, size)
-            self.used_bytes += size
-            self.stored += 1
-
-    def _evict_to(self, limit: int) -> None:
-        """Evict least recently used entries until at most ``limit`` bytes are held (lock held)."""
-        while self._entries and self.used_bytes > max(0, limit):
-            _, (_, size) = self._entries.popitem(last=False)
-            self.used_bytes -= size
-            self.evictions += 1
+            self._kept.put(key, tuple(held), size)
 
     def pressure(self) -> None:
         """Query memory ran out: give back half of what is held."""
-        with self._lock:
-            self._evict_to(self.used_bytes // 2)
+        self._kept.halve()
 
     def clear(self) -> None:
-        with self._lock:
-            self._evict_to(0)
+        self._kept.evict_to(0)
 
     def stats(self) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "budget_bytes": self.budget_bytes,
-                "max_entry_bytes": self.max_entry_bytes,
-                "used_bytes": self.used_bytes,
-                "entries": len(self._entries),
-                "hits": self.hits,
-                "misses": self.misses,
-                "stored": self.stored,
-                "evictions": self.evictions,
-            }
+        counts = self._kept.counts()
+        return {
+            "budget_bytes": self.budget_bytes,
+            "max_entry_bytes": self.max_entry_bytes,
+            "used_bytes": counts["used_bytes"],
+            "entries": counts["entries"],
+            "hits": counts["hits"],
+            "misses": counts["misses"],
+            "stored": counts["puts"],
+            "evictions": counts["evictions"],
+        }
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
+        return len(self._kept)
 
 
 __all__ = ["ResultCache", "buffer_bytes"]

@@ -132,7 +132,7 @@ def test_two_tenants_never_share_an_entry(hot: Catalog, cached: QueryEngine) -> 
     # snapshots its own catalog resolves.
     snap = load_snapshot(hot.store)
     refs = {snap.project(p).table("w", "ns", "hot").ref for p in ("p", "q")}
-    assert {k[1] for k in cached.cache._entries} == {r.incarnation for r in refs if r is not None}
+    assert {k[1] for k in cached.cache.keys()} == {r.incarnation for r in refs if r is not None}
 
 
 def test_admission_follows_the_policy(lake: tuple[Any, Catalog], hot: Catalog) -> None:
