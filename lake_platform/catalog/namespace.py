@@ -580,6 +580,15 @@ class BoundTableNamespace(LanceNamespace):
             item = self.store.get(keys.table(self.name))
             if item is None or decode(TableRecord, item.value).incarnation != self.record.incarnation:
                 return TableNotFound(f"table {self.name} was dropped or replaced while being written")
+            if self._unacquired and exc.key is not None:
+                # The record was read before the lease, not under it: nothing landed, and the
+                # write made again under an acquired lease reads what changed.
+                return self._raced_by(
+                    LeaseRaced(
+                        f"the record of {self.name} changed since it was read; version {version} "
+                        "was not committed, retry"
+                    )
+                )
         return ConcurrentModification(f"version {version} of {self.name} was committed concurrently")
 
     # -- helpers ---------------------------------------------------------------------------

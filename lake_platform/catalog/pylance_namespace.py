@@ -290,8 +290,11 @@ class LakeNamespace(LanceNamespace):
         self, request: Any, check: Callable[[TableRecord], None] | None = None
     ) -> CreateTableVersionResponse:
         """``check``: called with the table's record before anything is written (the REST server
-        checks the client's manifest path against its location; the incarnation, and so the
-        location, is re-checked under the lease)."""
+        checks the client's manifest path against its location). The commit is conditional on
+        that record's revision, so the incarnation, and so the location, cannot change under it:
+        under an acquired lease the record is read again, under a free one (one commit that
+        releases it) a changed record fails the commit and it is made again under an acquired
+        lease."""
 
         def create() -> CreateTableVersionResponse:
             tname = self._table_name(request)
@@ -325,7 +328,7 @@ class LakeNamespace(LanceNamespace):
             if pending.release_lease:
                 try:
                     return self._commit_version(
-                        tname, record.incarnation, pending, request, gate.hold_for_commit
+                        tname, record.incarnation, pending, request, gate.hold_for_commit, (record, revision)
                     )
                 except LeaseRaced:
                     pass
@@ -340,10 +343,17 @@ class LakeNamespace(LanceNamespace):
         pending: PendingCommit,
         request: Any,
         holding: Callable[[str], Any],
+        read: tuple[TableRecord, int] | None = None,
     ) -> CreateTableVersionResponse:
-        """One attempt at the commit, under ``holding`` (the gate's hold or hold_for_commit)."""
+        """One attempt at the commit, under ``holding`` (the gate's hold or hold_for_commit).
+        ``read``: the table's record and revision as read before; used as they are when the
+        lease is not acquired (its one commit is conditional on that revision; a change since
+        fails it as LeaseRaced, with nothing landed), read again under an acquired lease."""
         with holding(incarnation) as lease:
-            record, revision = self.catalog.ctx.table(tname, incarnation=incarnation, declared=True)
+            if read is not None and lease.optimistic:
+                record, revision = read  # a registry round trip fewer per commit
+            else:
+                record, revision = self.catalog.ctx.table(tname, incarnation=incarnation, declared=True)
             storage = self.catalog.settings.storage_options(record.location)
             bound = BoundTableNamespace(
                 self.catalog.store,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import lance  # the test plays a pylance user; the package itself imports lance only in engine/
 import lance_namespace.errors as ns_errors
 import pytest
@@ -19,6 +21,8 @@ from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableNotFound
 from lake_platform.lru import BoundedLRU
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
 from lake_platform_tests.catalog.conftest import EVENTS, Lake, events, ids_of, storage_options_of
 
 
@@ -261,3 +265,92 @@ def test_listing_versions_after_its_own_commit_checks_no_file(
     )
     assert [v.version for v in ns.list_table_versions(request).versions] == [2]  # as another replica
     assert len(checks) == 1
+
+
+def _registry_reads_during_commits(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The registry keys read inside LakeNamespace.create_table_version, in order."""
+    store = lake.catalog.store
+    reads: list[str] = []
+    inside = [False]
+    real_get, real_get_many = store.get, store.get_many
+    real_create = LakeNamespace.create_table_version
+
+    def get(key: str) -> Any:
+        if inside[0]:
+            reads.append(key)
+        return real_get(key)
+
+    def get_many(keys_: list[str]) -> Any:
+        if inside[0]:
+            reads.extend(keys_)
+        return real_get_many(keys_)
+
+    def create(self: LakeNamespace, request: Any, check: Any = None) -> Any:
+        inside[0] = True
+        try:
+            return real_create(self, request, check)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(store, "get", get)
+    monkeypatch.setattr(store, "get_many", get_many)
+    monkeypatch.setattr(LakeNamespace, "create_table_version", create)
+    return reads
+
+
+def test_a_commit_under_a_free_lease_reads_the_table_once(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's CreateTableVersion when nobody holds the lease: the table's record and the
+    lease, two registry reads (round trips on DynamoDB); the record is not read again, since the
+    one commit is conditional on the revision read."""
+    ns = LakeNamespace(lake.catalog)
+    opts = storage_options_of(lake)
+    lance.write_dataset(
+        events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
+    )
+    record = lake.catalog.open_table("p.w.ns.events").record
+    reads = _registry_reads_during_commits(lake, monkeypatch)
+
+    lance.write_dataset(
+        events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
+    )
+
+    assert reads == [keys.table(TableName.parse("p.w.ns.events")), keys.lease(record.incarnation)]
+    assert ids_of(lake.catalog.open_table("p.w.ns.events")) == [1, 2]
+
+
+def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lease(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's record changes between the commit's first read and its transaction (here:
+    deletion protection turned on): the commit under the free lease fails with nothing landed,
+    and is made again under an acquired lease, which reads the record again. The append lands
+    once, and the change made meanwhile stays."""
+    ns = LakeNamespace(lake.catalog)
+    opts = storage_options_of(lake)
+    lance.write_dataset(
+        events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
+    )
+    real_staged = LakeNamespace._staged
+    changed: list[int] = []
+
+    def staged(self: LakeNamespace, record: Any, request: Any) -> Any:
+        if not changed:
+            lake.catalog.set_protected("p.w.ns.events")
+            changed.append(record.current_version)
+        return real_staged(self, record, request)
+
+    monkeypatch.setattr(LakeNamespace, "_staged", staged)
+    reads = _registry_reads_during_commits(lake, monkeypatch)
+
+    lance.write_dataset(
+        events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
+    )
+
+    snap = lake.catalog.open_table("p.w.ns.events")
+    assert changed == [1]
+    assert ids_of(snap) == [1, 2] and snap.version == 2
+    assert snap.record.protected  # the retry committed over the changed record, not the one read first
+    assert reads.count(keys.table(TableName.parse("p.w.ns.events"))) >= 2  # read again under the lease
+    assert [e.operation for e in lake.catalog.history("p.w.ns.events")][-1:] == ["append"]
