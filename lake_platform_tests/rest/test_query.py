@@ -75,3 +75,43 @@ def test_query_refusals(lake: RestLake) -> None:
     assert (missing.status_code, missing.json()["code"]) == (404, 4)
     other = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1}, who="other")
     assert (other.status_code, other.json()["code"]) == (404, 4)
+
+
+def test_a_repeated_query_is_answered_from_the_result_cache_per_principal(lake: RestLake) -> None:
+    """The same scan by the same principal over the same version runs once; the next version is
+    a new key (its rows, not the kept ones); another principal never gets the first's entry."""
+    body = {"vector": {}, "k": 10, "filter": "id < 5", "columns": {"column_names": ["id"]}}
+    results = lake.service.query_engine().results
+    first = lake.post("/v1/table/p$w$ns$t/query", body, who="reader")
+    assert first.status_code == 200, first.text
+    before = results.stats()
+
+    again = lake.post("/v1/table/p$w$ns$t/query", body, who="reader")
+
+    assert again.status_code == 200 and again.content == first.content
+    after = results.stats()
+    assert (after["hits"], after["stored"]) == (before["hits"] + 1, before["stored"])
+
+    other = lake.post("/v1/table/p$w$ns$t/query", body, who="writer")  # same project, another principal
+    assert other.status_code == 200 and read_file(other.content).equals(read_file(first.content))
+    assert results.stats()["hits"] == after["hits"]  # ran for the writer, and kept for the writer
+    assert results.stats()["stored"] == after["stored"] + 1
+
+    ns = rest_namespace(lake.url, lake.tokens["writer"])
+    lance.write_dataset(rows([-1]), namespace_client=ns, table_id=["p", "w", "ns", "t"], mode="append")
+    lake.service.snapshots.refresh()
+    lake.service.snapshots.refresh()
+    newer = lake.post("/v1/table/p$w$ns$t/query", body, who="reader")
+
+    assert newer.status_code == 200
+    assert sorted(read_file(newer.content).column("id").to_pylist()) == [-1, 0, 1, 2, 3, 4]
+    assert results.stats()["hits"] == after["hits"]  # the new version was not served from the old entry
+
+
+def test_a_query_that_draws_random_values_is_not_kept(lake: RestLake) -> None:
+    body = {"vector": {}, "k": 5, "filter": "random() >= 0", "columns": {"column_names": ["id"]}}
+    results = lake.service.query_engine().results
+    for _ in range(2):
+        assert lake.post("/v1/table/p$w$ns$t/query", body, who="reader").status_code == 200
+
+    assert (results.stats()["hits"], results.stats()["stored"]) == (0, 0)

@@ -1,8 +1,9 @@
 """QueryTable: a plain scan (columns, filter, limit/offset) of the table's registered version,
 run as read-only SQL through the same query engine, catalog snapshot and limits as Flight SQL
-(``LAKE_FLIGHT_*`` limits: memory pool, timeout, result size). Vector and full-text search are
-not served. Small results answer inline as an Arrow IPC file; large ones are spooled
-(``rest/results.py``, into the lake's results area) and answered with a handle."""
+(``LAKE_FLIGHT_*`` limits: memory pool, timeout, result size; the plan and result caches,
+scoped to the principal). Vector and full-text search are not served. Small results answer
+inline as an Arrow IPC file; large ones are spooled (``rest/results.py``, into the lake's
+results area) and answered with a handle."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def query_table(request: RestRequest) -> Any:
         view = service.snapshots.current().project(tname.project)
         if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
             raise TableNotFound(f"table {tname} does not exist")
-        planned = engine.plan(sql, view)
+        planned = engine.plan(sql, view, scope=principal)
     except Exception as exc:
         # Refused at planning (another tenant's or a missing table, a bad filter): audited as
         # Flight audits a refused GetFlightInfo.
@@ -98,8 +99,10 @@ def query_table(request: RestRequest) -> Any:
         ttl=settings.results_ttl_seconds,
     )
     info = QueryInfo.of(SURFACE, principal, sql, None, planned.refs)
-    # One audit line when the stream ends, however it ends (the pins, rows, bytes, status).
-    stream = observed(engine.stream(planned), info, service.audit)
+    # One audit line when the stream ends, however it ends (the pins, rows, bytes, status). The
+    # principal is the scope: a repeated scan over the same version by the same principal is
+    # planned once and, when small and deterministic, answered from the result cache.
+    stream = observed(engine.stream(planned, scope=principal), info, service.audit)
     try:
         for batch in stream:
             collector.add(batch)
