@@ -89,27 +89,7 @@ class DataCache:
     @property
     def generation(self) -> tuple[int, int]:
         """Changes whenever an entry is loaded or evicted (what a kept plan was planned against)."""
-        return self.loads, self.evictions
-
-    @property
-    def used_bytes(self) -> int:
-        return self._held.used_bytes
-
-    @property
-    def hits(self) -> int:
-        return self._held.hits
-
-    @property
-    def misses(self) -> int:
-        return self._held.misses
-
-    @property
-    def loads(self) -> int:
-        return self._held.puts
-
-    @property
-    def evictions(self) -> int:
-        return self._held.evictions
+        return self._held.puts, self._held.evictions
 
     def keys(self) -> list[Key]:
         """The snapshots held (their keys), least recently used first."""
@@ -167,7 +147,7 @@ class DataCache:
                 return
             if self._held.put(key, entry, entry.nbytes):
                 self.on_evict()
-            self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+            self.peak_bytes = max(self.peak_bytes, self._held.used_bytes)
 
     def _read(self, dataset: Any, schema: pa.Schema) -> Entry | None:
         """The snapshot's rows as ``partitions`` partitions carrying exactly ``schema`` (the

@@ -51,26 +51,6 @@ class ResultCache:
     def enabled(self) -> bool:
         return self.budget_bytes > 0 and self.max_entry_bytes > 0
 
-    @property
-    def used_bytes(self) -> int:
-        return self._kept.used_bytes
-
-    @property
-    def hits(self) -> int:
-        return self._kept.hits
-
-    @property
-    def misses(self) -> int:
-        return self._kept.misses
-
-    @property
-    def stored(self) -> int:
-        return self._kept.puts
-
-    @property
-    def evictions(self) -> int:
-        return self._kept.evictions
-
     def get(self, key: Key) -> tuple[pa.RecordBatch, ...] | None:
         """The kept result of ``key`` (no I/O), or None."""
         return self._kept.get(key)

@@ -52,11 +52,11 @@ def test_hot_table_over_adbc(lake: tuple[LakeSettings, Catalog]) -> None:
             assert server.engine.cache.wait_idle() and server.engine.cache.stats()["entries"] == 1
             got = fetch(client, options, info)  # DoGet re-plans on the cached snapshot
             assert got.schema == info.schema and got.equals(expected[SQL[0]])
-            hits = server.engine.cache.hits
+            hits = server.engine.cache.stats()["hits"]
             for sql in SQL:
                 assert _adbc(conn, sql).equals(expected[sql]), sql
             # Each planned once, on the cached snapshot: GetFlightInfo and DoGet reuse that plan.
-            assert server.engine.cache.hits >= hits + len(SQL)
+            assert server.engine.cache.stats()["hits"] >= hits + len(SQL)
             assert server.health()["cache"]["entries"] == 1
 
             catalog.append("p.w.ns.warm", t_rows(10, start=5000).to_reader())

@@ -35,7 +35,7 @@ def test_a_whole_result_is_kept_and_served_as_it_was_streamed() -> None:
     kept = cache.get(("k",))
     assert kept is not None and list(kept) == source
     assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 1 and cache.stats()["stored"] == 1
-    assert cache.used_bytes == sum(buffer_bytes(b) for b in source)
+    assert cache.stats()["used_bytes"] == sum(buffer_bytes(b) for b in source)
 
 
 def test_a_stream_that_was_stopped_is_not_kept() -> None:
@@ -68,7 +68,7 @@ def test_a_result_above_the_entry_limit_streams_whole_and_is_not_kept() -> None:
     source = batches(10)
     cache = ResultCache(1 << 20, buffer_bytes(source[0]) * 3)
     assert drain(cache.record(("k",), iter(source), lambda: False)) == source
-    assert cache.get(("k",)) is None and cache.used_bytes == 0
+    assert cache.get(("k",)) is None and cache.stats()["used_bytes"] == 0
 
 
 def test_a_slice_counts_the_whole_buffer_it_keeps_alive() -> None:
@@ -87,7 +87,7 @@ def test_entries_stay_within_the_budget_least_recently_used_first() -> None:
         drain(cache.record((key,), iter(batches(1)), lambda: False))
     assert cache.get(("a",)) is not None  # a is now the most recently used
     drain(cache.record(("d",), iter(batches(1)), lambda: False))
-    assert cache.used_bytes <= cache.budget_bytes
+    assert cache.stats()["used_bytes"] <= cache.budget_bytes
     assert cache.get(("b",)) is None and cache.get(("a",)) is not None and cache.get(("d",)) is not None
     assert cache.stats()["evictions"] == 1
 
@@ -98,7 +98,8 @@ def test_memory_pressure_gives_back_half() -> None:
     for key in "abcd":
         drain(cache.record((key,), iter(batches(1)), lambda: False))
     cache.pressure()
-    assert cache.used_bytes == one * 2 and cache.get(("c",)) is not None and cache.get(("a",)) is None
+    assert cache.stats()["used_bytes"] == one * 2
+    assert cache.get(("c",)) is not None and cache.get(("a",)) is None
 
 
 def test_a_budget_of_zero_turns_it_off() -> None:
@@ -198,4 +199,4 @@ def test_a_result_above_the_entry_limit_always_runs(lake: Any, monkeypatch: pyte
     counted = Counted(lake, monkeypatch, result_cache_entry_bytes=1024)
     sql = "SELECT * FROM w.ns.t ORDER BY id"
     assert counted.run(sql).num_rows == counted.run(sql).num_rows == 1000
-    assert counted.runs == 2 and counted.engine.results.used_bytes == 0
+    assert counted.runs == 2 and counted.engine.results.stats()["used_bytes"] == 0
