@@ -10,6 +10,10 @@
   no uvicorn), with the access log on as the server writes it (INFO, text, to ``/dev/null``):
   what our own code costs per request, the figure least moved by other load (median wall time
   and mean CPU time per call).
+- (d) QueryTable over the same connection: a small scan repeated by one principal (planned once
+  and answered from the result cache) against the same scan with ``AND random() >= 0`` in its
+  filter (never kept: planned and run every time): median round trip and server CPU per request
+  (printed after (b), on its connection).
 
 Run ``PYTHONPATH=<checkout> python bench/rest_requests.py`` to measure another checkout (the
 server inherits ``PYTHONPATH``). ``--against <checkout>`` runs instead two servers at once, this
@@ -18,7 +22,7 @@ flipped every round) so that other load weighs on both sides alike: server CPU p
 per commit for each, and their ratio (the figure to quote for a change smaller than the noise
 between two separate runs). Prints figures only (~1 min; ``--against`` ~2 min).
 
-    python bench/rest_requests.py [--appends 200] [--requests 2000]
+    python bench/rest_requests.py [--appends 200] [--requests 2000] [--queries 300]
     python bench/rest_requests.py --against /work/main [--rounds 10]
 """
 
@@ -45,12 +49,16 @@ DESCRIBE = (
     b'{"id":["p","w","ns","t"],"with_table_uri":false,"check_declared":false}',
 )
 LIST = ("/v1/table/p$w$ns$t/version/list?delimiter=%24&limit=1&descending=true", b"")
+QUERY = "/v1/table/p$w$ns$t/query?delimiter=%24"
+KEPT = (QUERY, b'{"vector":{},"k":10,"filter":"id < 5","columns":{"column_names":["id"]}}')
+RUN = (QUERY, b'{"vector":{},"k":10,"filter":"id < 5 AND random() >= 0","columns":{"column_names":["id"]}}')
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--appends", type=int, default=200)
     ap.add_argument("--requests", type=int, default=2000, help="per read operation")
+    ap.add_argument("--queries", type=int, default=300, help="(d): QueryTable requests per variant")
     ap.add_argument("--against", type=Path, help="a base checkout to pair with this one, interleaved")
     ap.add_argument("--rounds", type=int, default=10, help="--against: batches per side and operation")
     args = ap.parse_args()
@@ -157,13 +165,17 @@ def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
     print(f"\n(b) {args.requests} requests each, one keep-alive connection, as pylance sends them")
     conn = http.client.HTTPConnection("127.0.0.1", port)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    for name, (path, body) in (("DescribeTable", DESCRIBE), ("ListTableVersions", LIST)):
+    variants = [("DescribeTable", DESCRIBE, args.requests), ("ListTableVersions", LIST, args.requests)]
+    variants += [("QueryTable, kept", KEPT, args.queries), ("QueryTable, run", RUN, args.queries)]
+    for name, (path, body), count in variants:
+        if name == "QueryTable, kept":
+            print(f"\n(d) QueryTable, {count} requests each: the same small scan, kept vs run each time")
         for _ in range(50):
             conn.request("POST", path, body, headers)
             conn.getresponse().read()
         lat = []
         cpu0 = common.cpu_seconds(pid)
-        for _ in range(args.requests):
+        for _ in range(count):
             t = time.perf_counter()
             conn.request("POST", path, body, headers)
             response = conn.getresponse()
