@@ -37,7 +37,12 @@ def spawn(home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
-    return proc, int(proc.stdout.readline())
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the server process did not start (it printed {line!r})")
+    return proc, int(line)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ dominated by writing the table and the sort, on 2 shared cores.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
 from lake_platform_tests.flight.conftest import fetch, login, plan
+from lake_platform_tests.flight.server_process import spawn
 
 pytestmark = pytest.mark.slow
 
@@ -106,22 +105,14 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
     built = time.monotonic()
 
     spill = tmp_path / "spill"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lake_platform_tests.flight.server_process",
-            str(home),
-            f"memory_limit_bytes={POOL}",
-            f"spill_dir={spill}",
-            "max_endpoints=1",  # one stream's bound (a split result runs one stream per endpoint)
-        ],
-        stdout=subprocess.PIPE,
+    proc, port = spawn(
+        home,
+        f"memory_limit_bytes={POOL}",
+        f"spill_dir={spill}",
+        "max_endpoints=1",  # one stream's bound (a split result runs one stream per endpoint)
     )
     timings: dict[str, float] = {"build": built - started}
     try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
         client, options = login(f"grpc://127.0.0.1:{port}")
         assert fetch(
             client, options, plan(client, options, "SELECT count(*) AS n FROM w.ns.big")

@@ -5,8 +5,6 @@ back from the segments."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +14,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
 from lake_platform_tests.flight.conftest import login, plan
+from lake_platform_tests.flight.server_process import spawn
 from lake_platform_tests.flight.test_memory_bound import SCAN_LIMIT, big_batches, reset_hwm, vm_hwm
 
 pytestmark = pytest.mark.slow
@@ -41,20 +40,8 @@ def test_spooling_a_large_result_keeps_server_memory_bounded(tmp_path: Path) -> 
     schema = next(big_batches(10)).schema
     catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, counted()))
     catalog.close()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lake_platform_tests.flight.server_process",
-            str(home),
-            f"memory_limit_bytes={128 << 20}",
-            f"spool_min_rows={ROWS}",
-        ],
-        stdout=subprocess.PIPE,
-    )
+    proc, port = spawn(home, f"memory_limit_bytes={128 << 20}", f"spool_min_rows={ROWS}")
     try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
         client, options = login(f"grpc://127.0.0.1:{port}")
         plan(client, options, "SELECT count(*) FROM w.ns.big")  # warm up
         base = vm_hwm(proc.pid)

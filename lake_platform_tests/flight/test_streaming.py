@@ -23,6 +23,7 @@ from lake_platform_tests.flight.conftest import (
     wait_until,
 )
 from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
+from lake_platform_tests.flight.server_process import spawn
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
 
@@ -222,9 +223,6 @@ def big_rows(total: int, batch: int = 100_000) -> Iterator[pa.RecordBatch]:
 def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None:
     """6M rows (~190 MiB) through ADBC, twice; the server process (measured alone) grows by far
     less, and a repeated scan adds less again (the first one also fills bounded caches)."""
-    import subprocess
-    import sys
-
     import adbc_driver_flightsql.dbapi as fsql
     import psutil
 
@@ -234,24 +232,16 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
     schema = next(big_rows(10)).schema
     catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
     catalog.close()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lake_platform_tests.flight.server_process",
-            str(home),
-            "memory_limit_bytes=67108864",
-            "scan_io_buffer_bytes=16777216",
-            # One stream's bound: a split result runs up to LAKE_FLIGHT_MAX_ENDPOINTS streams at
-            # once, each bounded like this one (test_endpoints checks what splitting changes).
-            "max_endpoints=1",
-        ],
-        stdout=subprocess.PIPE,
+    proc, port = spawn(
+        home,
+        "memory_limit_bytes=67108864",
+        "scan_io_buffer_bytes=16777216",
+        # One stream's bound: a split result runs up to LAKE_FLIGHT_MAX_ENDPOINTS streams at
+        # once, each bounded like this one (test_endpoints checks what splitting changes).
+        "max_endpoints=1",
     )
     done = threading.Event()
     try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
         server = psutil.Process(proc.pid)
 
         def anon() -> int:
