@@ -127,10 +127,8 @@ def paired(args: argparse.Namespace) -> None:
                                 lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="append")
                         else:
                             for _ in range(batch):
-                                conn.request("POST", request[0], request[1], headers)
-                                response = conn.getresponse()
-                                response.read()
-                            assert response.status == 200, response.status
+                                status = _post(conn, request[0], request[1], headers)
+                            assert status == 200, status
                         if round_:
                             cpu[side] += common.cpu_seconds(sides[side][0].pid) - before
                 calls = args.rounds * (commits if request is None else batch)
