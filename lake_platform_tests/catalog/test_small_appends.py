@@ -85,6 +85,39 @@ def test_a_small_append_raced_by_another_writer_lands_once_under_the_lease(
     assert [(e.to_version, e.rows_added) for e in mine] == [(4, 1)]
 
 
+def test_a_small_append_over_a_record_changed_meanwhile_lands_once_under_the_lease(
+    lake: Lake, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The table's record changes (deletion protection turned on, which leaves the lease alone)
+    while this writer's unacquired append is staged: the commit, conditional on the record it
+    read, is refused with nothing landed, and the rows are written again under the lease, over
+    the changed record."""
+    lake.catalog.create_table(T, rows([1]))
+    other = lake.new_catalog()
+    changed: list[bool] = []
+    armed: list[bool] = []
+
+    def change(point: str) -> None:
+        if point == "append:staged" and armed and not changed:
+            other.set_protected(T)
+            changed.append(True)
+
+    writer = lake.new_catalog(hook=change)
+    try:
+        writer.append(T, rows([2]))  # the last writer now
+        armed.append(True)
+        with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
+            result = writer.append(T, rows([3], "mine"))
+    finally:
+        writer.close()
+        other.close()
+    assert changed == [True]
+    assert AGAIN in caplog.text
+    assert result.to_version == 3 and result.rows_added == 1
+    assert sorted(ids_of(lake.catalog.open_table(T))) == [1, 2, 3]
+    assert table_record(lake).protected
+
+
 def test_the_writer_that_landed_last_does_not_acquire_the_lease(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
