@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 SPOOL_HEADER = "x-lake-spool"
 #: The location that means "redeem the ticket on this connection" (Flight.proto).
 REUSE_CONNECTION = "arrow-flight-reuse-connection://?"
-#: Marks a segment ticket's handle (a statement ticket's starts with the envelope version, 2).
+#: Marks a segment ticket's handle (a statement ticket's starts with the envelope version, 3).
 SEGMENT_PREFIX = b"S"
 #: Marks a PollFlightInfo retry descriptor's command (not an Any: only this server reads it).
 POLL_PREFIX = b"lake-poll:"

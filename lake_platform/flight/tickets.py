@@ -19,10 +19,11 @@ A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``
 
 Sealing a statement's tickets is split in two: :meth:`Tickets.statement_claims` checks the
 claims that are the same for every ticket of a plan (identity, SQL, parameters, pins, part) and
-encodes them once; :meth:`Tickets.seal_claims` seals them with what each ticket adds (its id,
-``iat``, ``exp``). The server keeps the first with a kept plan (``endpoints``), so a repeated
-statement's GetFlightInfo pays one short encoding and one AES-GCM seal per ticket. The sealed
-bytes are exactly those a one-step seal writes: the format did not change.
+seals them once (``Sealer.encode``: the envelope's encrypted part); :meth:`Tickets.seal_claims`
+makes a ticket of them with what each ticket adds (its id, ``iat``, ``exp``: the envelope's
+head). The server keeps the first with a kept plan (``endpoints``), so a repeated statement's
+GetFlightInfo pays one short format and one keyed BLAKE2b per ticket (``tokens``, envelope
+version 3). Opening merges both parts into one claims object, as a one-step seal's.
 
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
 (exactly these keys, exact types; snapshots in written-name order with no duplicate written
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -44,7 +44,15 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from lake_platform.errors import InvalidInput, Unauthenticated
-from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Encoded, Expired, Identity, Sealer, check_owner
+from lake_platform.flight.tokens import (
+    ENVELOPE_CLAIMS,
+    Encoded,
+    Expired,
+    Identity,
+    Sealer,
+    check_owner,
+    new_id,
+)
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
 
@@ -144,7 +152,6 @@ class Tickets:
     def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float]:
         """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), and its expiry
         (seconds): the bytes :meth:`seal_statement` seals for the same claims and id."""
-        # No ticket id given: the sealer draws a new one with the nonce (one call for both).
         blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
         return blob, exp / 1000
 
@@ -286,7 +293,8 @@ class Tickets:
 
 
 def new_ticket_id() -> str:
-    return os.urandom(8).hex()  # what secrets.token_hex(8) returns, two calls shorter
+    """A new ticket id (``tokens.new_id``: unique, drawn without a system call)."""
+    return new_id()
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

@@ -1,38 +1,50 @@
 """Sealed, versioned envelopes: bearer tokens, statement tickets and prepared-statement handles.
 
-Wire format (envelope version 2)::
+Wire format (envelope version 3)::
 
-    version (1 byte, = 2) | key-id length (1 byte, 1..32) | key id (ASCII) | nonce (12 bytes)
-    | AES-256-GCM(canonical JSON claims) (ciphertext + 16-byte tag)
+    version (1 byte, = 3) | key-id length (1 byte, 1..32) | key id (ASCII)
+    | sealed length (4 bytes, big-endian) | sealed: nonce (12 bytes)
+      + AES-256-GCM(canonical JSON of the kept claims) (ciphertext + 16-byte tag)
+    | head: canonical JSON of the per-envelope claims (``exp``, ``iat``, and a ticket's ``id``)
+    | MAC: BLAKE2b-128, keyed with the purpose's MAC subkey, of every byte before it
 
-The associated data is ``"lake-flight/" + purpose + "\\0" + header`` (header = version, key-id
-length and key id), so the version and key id travel in the clear but cannot be altered, and an
-envelope of one purpose ("bearer", "ticket", "prepared") can never be replayed as another. Each
-configured key has a subkey per purpose (HMAC-SHA256 of the key with the purpose and version).
+An envelope's claims are the kept claims and the head's, which never share a key. The kept
+claims (identity, SQL, snapshots: what must stay confidential) are encrypted; the head holds
+only what a client may see (times and a ticket id) and what changes with every envelope. The
+MAC binds the head to the sealed part and both to the version and key id: nothing can be
+altered, moved between envelopes or between purposes. The associated data of the AES-GCM
+seal is ``"lake-flight/" + purpose + "\\0" + header`` (header = version, key-id length and key
+id). Each configured key has two subkeys per purpose (HMAC-SHA256 of the key with the purpose
+and version): one for AES-GCM, one for the MAC.
+
+Why two parts (version 2 sealed the whole claims object with AES-GCM on every envelope): a kept
+plan's tickets all carry the same claims, so they are sealed once (:meth:`Sealer.encode`), and
+each ticket (:meth:`Sealer.seal_encoded`, on every GetFlightInfo) only writes its head and one
+keyed BLAKE2b over it, continued from the state kept after the sealed part: no AES-GCM setup
+and no system call per ticket, which is most of what pinning added to a point query's
+GetFlightInfo (docs/benchmarks.md, "fifteenth round").
 
 Keys rotate: the newest key seals, every configured key opens; an envelope sealed under a key
 id this server does not have is refused as such ("unknown key id"). The claims always carry
-``v`` (the envelope version again), ``kid``, ``pur``, ``iat`` and ``exp`` (integer milliseconds
-since the epoch) and must be exactly their canonical encoding (sorted keys, no spaces, no
-duplicate keys): anything else is refused even if it decrypts. An envelope of another version
-(the previous release's version 1, or a newer one) is refused with a message saying so.
-Envelopes larger than ``max_bytes`` are refused before any cryptography.
+``v`` (the envelope version again), ``kid``, ``pur`` (kept), ``iat`` and ``exp`` (head; integer
+milliseconds since the epoch), and each part must be exactly its canonical encoding (sorted
+keys, no spaces, no duplicate keys): anything else is refused even if it authenticates. An
+envelope of another version (the earlier releases' versions 1 and 2, or a newer one) is refused
+with a message saying so. Envelopes larger than ``max_bytes`` are refused before any
+cryptography.
 
-Sealing many envelopes of the same claims (a kept plan's tickets): :meth:`Sealer.encode`
-encodes the claims that do not change once (with ``v``, ``kid`` and ``pur``), and
-:meth:`Sealer.seal_encoded` writes only what changes per envelope (``exp``, ``iat`` and a few
-named claims that sort before every kept one) in front of them: the same canonical bytes
-:meth:`Sealer.seal` writes, so the opener cannot tell them apart and nothing in the format
-changed.
+Ticket ids (:func:`new_id`) are unique, not secret: a random 64-bit start per process (drawn
+again in a forked child) plus a counter. An id is only ever taken from an opened envelope, so
+knowing one gives nothing (CancelFlightInfo and early starts go by the sealed ticket).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import re
@@ -48,15 +60,17 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
 from lake_platform.flight.settings import KEY_ID
 
-ENVELOPE_VERSION = 2
+ENVELOPE_VERSION = 3
 #: Versions earlier releases sealed; refused with "no longer accepted" rather than "invalid".
-LEGACY_VERSIONS = frozenset({1})
+LEGACY_VERSIONS = frozenset({1, 2})
 #: Version bytes we would call "newer" (beyond: garbage).
 _NEWEST_PLAUSIBLE = 15
 _NONCE = 12
-#: Random bytes of an id :meth:`Sealer.seal_encoded` makes (a ticket's, as ``new_ticket_id``).
-_ID_BYTES = 8
 _TAG = 16
+_MAC = 16
+#: Bytes of the sealed part's length.
+_LENGTH = 4
+_ID_MASK = (1 << 64) - 1
 _MAX_KID = 32
 BEARER_PREFIX = "lkb1."
 PURPOSES = ("bearer", "ticket", "prepared", "segment")
@@ -113,25 +127,52 @@ def canonical(claims: dict[str, Any]) -> bytes:
 
 
 class Encoded(NamedTuple):
-    """Claims encoded once for many envelopes (:meth:`Sealer.encode`)."""
+    """Claims sealed once for many envelopes (:meth:`Sealer.encode`)."""
 
     purpose: str
-    kid: str  # the key id they were encoded for (``kid`` is one of them)
+    kid: str  # the key id they were sealed under (``kid`` is one of them)
     heads: tuple[str, ...]  # the claims each envelope adds (besides exp, iat), in key order
-    keys: tuple[bytes, ...]  # how each of ``heads`` starts in the encoding (``"id":``)
-    tail: bytes  # the canonical encoding of the kept claims, without its opening brace
+    keys: tuple[bytes, ...]  # how each of ``heads`` starts in the head (``,"id":``)
+    prefix: bytes  # the envelope up to its head: header, sealed length, sealed part
+    mac: Any  # the MAC's state (``hashlib.blake2b``) after ``prefix``: copied per envelope
+
+
+class _Ids:
+    """Unique ids without a system call per id: a random 64-bit start per process and a
+    counter (``next`` on ``itertools.count`` is atomic under the GIL)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.start = int.from_bytes(os.urandom(8), "big")
+        self.count = itertools.count()
+
+    def next(self) -> int:
+        return (self.start + next(self.count)) & _ID_MASK
+
+
+_IDS = _Ids()
+# A forked child would otherwise hand out its parent's next ids again.
+os.register_at_fork(after_in_child=_IDS.reset)
+
+
+def new_id() -> str:
+    """A new ticket id: 16 hex digits, unique in this process, and across processes but for a
+    2^-64-scale chance (see the module's docstring)."""
+    return "%016x" % _IDS.next()
 
 
 @functools.lru_cache(maxsize=16)
 def _head_keys(heads: tuple[str, ...]) -> tuple[bytes, ...]:
-    """How each per-envelope claim starts in the encoding (``"id":``), once the names are
+    """How each per-envelope claim starts in the head (``,"id":``), once the names are
     checked: lowercase letters, unique, in key order after ``exp`` and ``iat``."""
     order = ["exp", "iat", *heads]
     if not all(_HEAD.fullmatch(h) for h in heads):
         raise ValueError("per-envelope claims are named in lowercase letters")
     if order != sorted(set(order)):
         raise ValueError("the claims added per envelope must sort after iat, in order, once")
-    return tuple(b'"%s":' % h.encode() for h in heads)
+    return tuple(b',"%s":' % h.encode() for h in heads)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -163,6 +204,7 @@ class Sealer:
         if not keys:
             keys = [(f"eph-{secrets.token_hex(4)}", secrets.token_bytes(32))]
         self._keys: dict[str, dict[str, AESGCM]] = {}
+        self._macs: dict[str, dict[str, bytes]] = {}
         for kid, key in keys:
             if not KEY_ID.fullmatch(kid) or len(kid) > _MAX_KID:
                 raise ValueError(f"invalid key id {kid!r}")
@@ -170,12 +212,8 @@ class Sealer:
                 raise ValueError(f"the key {kid!r} must be at least 32 bytes")
             if kid in self._keys:
                 raise ValueError(f"key id {kid!r} appears twice")
-            self._keys[kid] = {
-                p: AESGCM(
-                    hmac.new(key, f"lake-flight/{p}/v{ENVELOPE_VERSION}".encode(), hashlib.sha256).digest()
-                )
-                for p in PURPOSES
-            }
+            self._keys[kid] = {p: AESGCM(_subkey(key, f"{p}/v{ENVELOPE_VERSION}")) for p in PURPOSES}
+            self._macs[kid] = {p: _subkey(key, f"{p}/mac/v{ENVELOPE_VERSION}") for p in PURPOSES}
         self.sealing_kid = keys[-1][0]
         self.key_ids = tuple(self._keys)
         # What every envelope sealed here starts with, per purpose: worked out once.
@@ -183,6 +221,7 @@ class Sealer:
         header = bytes([ENVELOPE_VERSION, len(kid)]) + kid
         self._header = {p: (header, _aad(p, header)) for p in PURPOSES}
         self._sealing = self._keys[self.sealing_kid]
+        self._sealing_macs = self._macs[self.sealing_kid]
         self.max_bytes = max_bytes
         self._clock = clock
 
@@ -195,75 +234,86 @@ class Sealer:
     # -- seal ----------------------------------------------------------------------------
 
     def seal(self, purpose: str, claims: dict[str, Any], ttl: float) -> bytes:
-        """Seal ``claims`` (plus the envelope claims) for ``ttl`` seconds."""
+        """Seal ``claims`` (plus the envelope claims) for ``ttl`` seconds: all of them kept
+        (encrypted) but ``exp`` and ``iat``."""
         clash = ENVELOPE_CLAIMS & set(claims)
         if clash:
             raise ValueError(f"claims may not set {sorted(clash)}")
         now = self.now_ms()
-        body = {
-            **claims,
-            "v": ENVELOPE_VERSION,
-            "kid": self.sealing_kid,
-            "pur": purpose,
-            "iat": now,
-            "exp": now + round(ttl * 1000),
-        }
-        return self._seal_body(purpose, canonical(body))
+        kept = {**claims, "v": ENVELOPE_VERSION, "kid": self.sealing_kid, "pur": purpose}
+        times = {"exp": now + round(ttl * 1000), "iat": now}
+        return self._seal_body(purpose, canonical(kept), canonical(times))
 
     def encode(self, purpose: str, claims: dict[str, Any], heads: Sequence[str] = ()) -> Encoded:
-        """``claims`` (plus ``v``, ``kid`` and ``pur``) encoded once, for :meth:`seal_encoded`
-        to seal with ``exp``, ``iat`` and the string claims ``heads`` added per envelope.
-
-        Every claim of ``heads`` must sort after ``iat`` and before every kept claim, so the
-        encoding is the kept claims' canonical one with the changing ones spliced in front."""
+        """``claims`` (plus ``v``, ``kid`` and ``pur``) sealed once, for :meth:`seal_encoded`
+        to make envelopes of, each with ``exp``, ``iat`` and the string claims ``heads`` in
+        its head. Names in ``heads`` are lowercase letters that sort after ``iat``."""
         heads = tuple(heads)
         keys = _head_keys(heads)
         clash = (ENVELOPE_CLAIMS | set(heads)) & claims.keys()
         if clash:
             raise ValueError(f"claims may not set {sorted(clash)}")
         kept = {**claims, "v": ENVELOPE_VERSION, "kid": self.sealing_kid, "pur": purpose}
-        if (heads[-1] if heads else "iat") >= min(kept):
-            raise ValueError("the claims added per envelope must sort before every kept claim")
-        return Encoded(purpose, self.sealing_kid, heads, keys, canonical(kept)[1:])
+        prefix = self._prefix(purpose, canonical(kept))
+        mac = hashlib.blake2b(prefix, key=self._sealing_macs[purpose], digest_size=_MAC)
+        return Encoded(purpose, self.sealing_kid, heads, keys, prefix, mac)
 
     def seal_encoded(self, encoded: Encoded, heads: Sequence[str | None], ttl: float) -> tuple[bytes, int]:
-        """Seal ``encoded``'s claims for ``ttl`` seconds with the string claims ``heads`` (the
-        values of ``encoded.heads``, in that order; None: a new random id, 16 hex digits)
-        added: byte for byte what :meth:`seal` seals for the same claims. Also returns ``exp``
-        (milliseconds).
+        """An envelope of ``encoded``'s claims for ``ttl`` seconds, with the string claims
+        ``heads`` (the values of ``encoded.heads``, in that order; None: a new id,
+        :func:`new_id`) in its head. Also returns ``exp`` (milliseconds).
 
-        The hot path of a kept plan's GetFlightInfo: one draw from the OS's random source
-        gives the nonce and any new id, and nothing but the changing claims is encoded."""
+        The hot path of a kept plan's GetFlightInfo: one short format and one keyed BLAKE2b
+        over the head, continued from the state kept after the sealed part."""
         if encoded.kid != self.sealing_kid or len(heads) != len(encoded.heads):
             raise ValueError("claims encoded for another key or with other per-envelope claims")
         now = round(self._clock() * 1000)
         exp = now + round(ttl * 1000)
-        rand = os.urandom(_NONCE + _ID_BYTES * heads.count(None))
-        parts = [b'{"exp":%d,"iat":%d,' % (exp, now)]
-        at = _NONCE
-        for key, value in zip(encoded.keys, heads, strict=True):
+        if len(heads) == 1:  # a ticket's id: the hot path, one format
+            value = heads[0]
             if value is None:
-                parts += (key, b'"', binascii.hexlify(rand[at : at + _ID_BYTES]), b'",')
-                at += _ID_BYTES
+                text = b'"%016x"' % _IDS.next()
             elif isinstance(value, str):
-                parts += (key, encode_basestring(value).encode(), b",")
+                text = encode_basestring(value).encode()
             else:
                 raise ValueError("per-envelope claims are strings")
-        parts.append(encoded.tail)
-        return self._seal_body(encoded.purpose, b"".join(parts), rand[:_NONCE]), exp
+            head = b'{"exp":%d,"iat":%d%s%s}' % (exp, now, encoded.keys[0], text)
+        else:
+            parts = [b'{"exp":%d,"iat":%d' % (exp, now)]
+            for key, value in zip(encoded.keys, heads, strict=True):
+                if value is None:
+                    value = new_id()
+                elif not isinstance(value, str):
+                    raise ValueError("per-envelope claims are strings")
+                parts += (key, encode_basestring(value).encode())
+            parts.append(b"}")
+            head = b"".join(parts)
+        self._check_size(encoded.purpose, len(encoded.prefix) + len(head) + _MAC)
+        mac = encoded.mac.copy()
+        mac.update(head)
+        return b"".join((encoded.prefix, head, mac.digest())), exp
 
-    def _seal_body(self, purpose: str, body: bytes, nonce: bytes | None = None) -> bytes:
-        """``body`` sealed for ``purpose`` under a fresh nonce (``nonce``: one the caller drew,
-        with other random bytes, from the same call to the OS's random source)."""
+    def _prefix(self, purpose: str, body: bytes) -> bytes:
+        """An envelope up to its head: the header, and ``body`` (the kept claims' encoding)
+        sealed under a fresh nonce, with its length."""
         header, aad = self._header[purpose]
-        nonce = nonce or os.urandom(_NONCE)
-        blob = header + nonce + self._sealing[purpose].encrypt(nonce, body, aad)
-        if len(blob) > self.max_bytes:
+        nonce = os.urandom(_NONCE)
+        sealed = nonce + self._sealing[purpose].encrypt(nonce, body, aad)
+        return header + len(sealed).to_bytes(_LENGTH, "big") + sealed
+
+    def _seal_body(self, purpose: str, body: bytes, head: bytes) -> bytes:
+        """The envelope of the kept claims' encoding ``body`` and the head ``head``."""
+        prefix = self._prefix(purpose, body)
+        self._check_size(purpose, len(prefix) + len(head) + _MAC)
+        mac = hashlib.blake2b(prefix + head, key=self._sealing_macs[purpose], digest_size=_MAC)
+        return prefix + head + mac.digest()
+
+    def _check_size(self, purpose: str, size: int) -> None:
+        if size > self.max_bytes:
             raise InvalidInput(
-                f"the {_noun(purpose)} would be {len(blob)} bytes, above "
+                f"the {_noun(purpose)} would be {size} bytes, above "
                 f"LAKE_FLIGHT_MAX_TICKET_BYTES={self.max_bytes}; shorten the query or its parameters"
             )
-        return blob
 
     # -- open ----------------------------------------------------------------------------
 
@@ -302,21 +352,39 @@ class Sealer:
                 f"the {what} was sealed with unknown key id {kid!r} (a retired key, or another "
                 "deployment's); get a new one"
             )
-        header = blob[: 2 + kid_len]
-        nonce = blob[2 + kid_len : 2 + kid_len + _NONCE]
+        at = 2 + kid_len
+        sealed_len = int.from_bytes(blob[at : at + _LENGTH], "big")
+        head_at = at + _LENGTH + sealed_len
+        if sealed_len < _NONCE + _TAG or len(blob) < head_at + 2 + _MAC:
+            raise invalid
+        mac = hashlib.blake2b(blob[:-_MAC], key=self._macs[kid][purpose], digest_size=_MAC).digest()
+        if not hmac.compare_digest(mac, blob[-_MAC:]):
+            raise invalid
+        header = blob[:at]
+        nonce = blob[at + _LENGTH : at + _LENGTH + _NONCE]
         try:
-            body = keys[purpose].decrypt(nonce, blob[2 + kid_len + _NONCE :], _aad(purpose, header))
+            body = keys[purpose].decrypt(nonce, blob[at + _LENGTH + _NONCE : head_at], _aad(purpose, header))
+            head = blob[head_at:-_MAC]
             claims = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates)
+            times = json.loads(head.decode("utf-8"), object_pairs_hook=_no_duplicates)
         except Exception:  # noqa: BLE001 - InvalidTag, bad UTF-8 or JSON, duplicate keys: one answer
             raise invalid from None
         if (
             not isinstance(claims, dict)
+            or not isinstance(times, dict)
             or canonical(claims) != body
-            or claims.get("v") != ENVELOPE_VERSION
+            or canonical(times) != head
+            or claims.keys() & times.keys()
+            or any(not isinstance(v, str) for k, v in times.items() if k not in ("exp", "iat"))
+        ):
+            raise invalid
+        claims.update(times)
+        if (
+            claims.get("v") != ENVELOPE_VERSION
             or claims.get("kid") != kid
             or claims.get("pur") != purpose
-            or not _is_int(claims.get("iat"))
-            or not _is_int(claims.get("exp"))
+            or not _is_int(times.get("iat"))
+            or not _is_int(times.get("exp"))
         ):
             raise invalid
         if claims["exp"] < self.now_ms():
@@ -359,6 +427,10 @@ class Sealer:
             return Identity.from_claims(claims), claims["iat"] / 1000.0, claims["exp"]
         except KeyError:
             raise Unauthenticated("invalid token") from None
+
+
+def _subkey(key: bytes, label: str) -> bytes:
+    return hmac.new(key, f"lake-flight/{label}".encode(), hashlib.sha256).digest()
 
 
 def _aad(purpose: str, header: bytes) -> bytes:

@@ -284,10 +284,10 @@ def test_malformed_commands_and_tickets(running: Running) -> None:
         with pytest.raises((pa.ArrowInvalid, fl.FlightUnauthenticatedError)) as err:
             client.do_get(fl.Ticket(ticket), options).read_all()
         no_leak(str(err.value))
-    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x02" + b"\x00" * 60))
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x03" + b"\x00" * 60))
     with pytest.raises(fl.FlightUnauthenticatedError, match="invalid ticket"):
         client.do_get(fl.Ticket(forged), options).read_all()
-    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x02\x02k1" + b"\x00" * 60))
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x03\x02k1" + b"\x00" * 60))
     with pytest.raises(fl.FlightUnauthenticatedError, match="unknown key id 'k1'"):
         client.do_get(fl.Ticket(forged), options).read_all()
 

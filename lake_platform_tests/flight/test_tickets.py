@@ -13,6 +13,7 @@ import hmac
 import json
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,7 @@ from lake_platform.flight.tokens import (
     Sealer,
     UnknownKey,
     UnsupportedEnvelope,
+    new_id,
 )
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server
@@ -83,12 +85,15 @@ def uri(server: Any) -> str:
 def test_envelope_round_trip_and_header() -> None:
     sealer = Sealer([("k1", bytes.fromhex(K1))])
     blob = sealer.seal("ticket", {"sql": "SELECT 1"}, 60)
-    assert blob[0] == ENVELOPE_VERSION == 2
+    assert blob[0] == ENVELOPE_VERSION == 3
     assert blob[1] == 2 and blob[2:4] == b"k1"  # key id in the clear, bound as associated data
+    sealed = int.from_bytes(blob[4:8], "big")
     claims = sealer.open("ticket", blob)
-    assert claims["sql"] == "SELECT 1" and claims["v"] == 2 and claims["kid"] == "k1"
+    assert claims["sql"] == "SELECT 1" and claims["v"] == 3 and claims["kid"] == "k1"
     assert claims["exp"] - claims["iat"] == 60_000  # milliseconds
-    assert b"SELECT" not in blob
+    assert b"SELECT" not in blob  # the kept claims are encrypted ...
+    # ... the head (times only) is not, and a 16-byte MAC closes the envelope.
+    assert blob[8 + sealed : -16] == b'{"exp":%d,"iat":%d}' % (claims["exp"], claims["iat"])
     with pytest.raises(Unauthenticated):
         sealer.open("prepared", blob)  # purpose-bound
 
@@ -114,34 +119,92 @@ def test_legacy_and_newer_envelope_versions_are_refused_clearly() -> None:
     with pytest.raises(UnsupportedEnvelope, match="version 1") as err:
         sealer.open("ticket", legacy_v1_envelope(secret, "ticket", {"sql": "SELECT 1"}))
     assert isinstance(err.value, InvalidInput)
+    with pytest.raises(UnsupportedEnvelope, match="version 2.*no longer reads"):
+        sealer.open("ticket", v2_envelope(secret, "default", "ticket", {"sql": "SELECT 1"}))
     newer = bytearray(sealer.seal("ticket", {"sql": "SELECT 1"}, 60))
-    newer[0] = 3
-    with pytest.raises(UnsupportedEnvelope, match="version 3.*newer"):
+    newer[0] = 4
+    with pytest.raises(UnsupportedEnvelope, match="version 4.*newer"):
         sealer.open("ticket", bytes(newer))
 
 
 def test_claims_are_canonical_after_opening() -> None:
-    """A sealed body that is not exactly the canonical encoding (duplicate keys, spacing, key
-    order, floats for times) is refused even though it decrypts: only this code seals."""
+    """A sealed part or a head that is not exactly its canonical encoding (duplicate keys,
+    spacing, key order, floats for times), or the two naming one claim, is refused even though
+    it authenticates: only this code seals."""
     sealer = Sealer([("k1", bytes.fromhex(K1))])
     now = int(sealer.now() * 1000)
-    good = {"v": 2, "kid": "k1", "pur": "ticket", "iat": now, "exp": now + 60_000, "sql": "SELECT 1"}
-    assert sealer.open("ticket", sealer._seal_body("ticket", canonical(good)))["sql"] == "SELECT 1"
+    good = {"v": 3, "kid": "k1", "pur": "ticket", "sql": "SELECT 1"}
+    times = {"exp": now + 60_000, "iat": now}
+
+    def opened(body: bytes, head: bytes) -> dict[str, Any]:
+        return sealer.open("ticket", sealer._seal_body("ticket", body, head))
+
+    assert opened(canonical(good), canonical(times))["sql"] == "SELECT 1"
+    assert opened(canonical(good), canonical({**times, "id": "q1"}))["id"] == "q1"
     bad_bodies = [
         canonical(good)[:-1] + b',"sql":"SELECT 2"}',  # duplicate key: the last would win
         json.dumps(good).encode(),  # not canonical spacing
         json.dumps(good, separators=(",", ":")).encode(),  # keys not sorted
-        canonical({**good, "exp": now + 60_000.5}),
-        canonical({**good, "v": 1}),  # the version inside must match the header
+        canonical({**good, "v": 2}),  # the version inside must match the header
         canonical({**good, "kid": "k2"}),  # and so must the key id
         canonical({**good, "pur": "prepared"}),
-        canonical({k: v for k, v in good.items() if k != "iat"}),
+        canonical({**good, "iat": now}),  # a time in the sealed part too
         b"[1, 2]",
         b"\xff\xfe",
     ]
     for body in bad_bodies:
         with pytest.raises(Unauthenticated):
-            sealer.open("ticket", sealer._seal_body("ticket", body))
+            opened(body, canonical(times))
+    bad_heads = [
+        canonical(times)[:-1] + b',"iat":1}',  # duplicate key
+        json.dumps(times).encode(),  # not canonical spacing
+        canonical({**times, "exp": now + 60_000.5}),
+        canonical({"exp": now + 60_000}),  # no iat
+        canonical({**times, "sql": "SELECT 2"}),  # a kept claim again: which one wins?
+        canonical({**times, "id": 7}),  # per-envelope claims are strings
+        b"[1, 2]",
+        b"\xff\xfe",
+    ]
+    for head in bad_heads:
+        with pytest.raises(Unauthenticated):
+            opened(canonical(good), head)
+
+
+def test_a_head_belongs_to_its_envelope_and_purpose() -> None:
+    """The head is in the clear, but the MAC binds it: a later expiry written in, or one
+    envelope's head on another's sealed part, or an envelope of one purpose opened as another,
+    is refused."""
+    sealer = Sealer([("k1", bytes.fromhex(K1))])
+    mine = sealer.seal("ticket", {"sql": "SELECT 1"}, 60)
+    theirs = sealer.seal("ticket", {"sql": "SELECT 2"}, 3600)
+    head_at = 8 + int.from_bytes(mine[4:8], "big")
+    claims = sealer.open("ticket", mine)
+    later = mine.replace(b'"exp":%d' % claims["exp"], b'"exp":%d' % (claims["exp"] + 10**9))
+    assert later != mine
+    swapped = mine[:head_at] + theirs[8 + int.from_bytes(theirs[4:8], "big") :]
+    for forged in (later, swapped):
+        with pytest.raises(Unauthenticated, match="invalid ticket"):
+            sealer.open("ticket", forged)
+    with pytest.raises(Unauthenticated):
+        sealer.open("segment", mine)
+
+
+def test_ids_are_unique_and_a_forked_child_draws_its_own() -> None:
+    """Ticket ids come from a counter over a random start: unique in a process, and a forked
+    child (a worker of a pre-forking server) does not hand out its parent's next ids."""
+    ids = [new_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids) and all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, to the parent
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    parents = {new_id() for _ in range(10_000)}
+    assert len(child) == 16 and child not in parents
 
 
 def test_oversized_envelopes_are_refused_before_decrypting() -> None:
@@ -149,7 +212,7 @@ def test_oversized_envelopes_are_refused_before_decrypting() -> None:
     with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_BYTES"):
         sealer.seal("ticket", {"sql": "x" * 5000}, 60)
     with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_BYTES"):
-        sealer.open("ticket", bytes([2, 2]) + b"k1" + b"\0" * 5000)
+        sealer.open("ticket", bytes([ENVELOPE_VERSION, 2]) + b"k1" + b"\0" * 5000)
 
 
 @settings(max_examples=300, deadline=None)
@@ -182,6 +245,17 @@ _PROPERTY_BLOB = _PROPERTY_SEALER.seal("ticket", {"sql": "SELECT * FROM w.ns.t",
 
 def canonical(claims: dict[str, Any]) -> bytes:
     return json.dumps(claims, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def v2_envelope(secret: bytes, kid: str, purpose: str, claims: dict[str, Any]) -> bytes:
+    """What the release before this one sealed: version byte 2, the key id, and the whole
+    claims object (times too) under AES-GCM."""
+    key = AESGCM(hmac.new(secret, f"lake-flight/{purpose}/v2".encode(), hashlib.sha256).digest())
+    header = bytes([2, len(kid)]) + kid.encode()
+    nonce = os.urandom(12)
+    now = int(time.time() * 1000)
+    body = canonical({**claims, "v": 2, "kid": kid, "pur": purpose, "iat": now, "exp": now + 60_000})
+    return header + nonce + key.encrypt(nonce, body, b"lake-flight/" + purpose.encode() + b"\0" + header)
 
 
 def legacy_v1_envelope(secret: bytes, purpose: str, claims: dict[str, Any]) -> bytes:
@@ -252,6 +326,13 @@ def test_legacy_and_newer_envelopes_are_refused_through_the_endpoint(servers: di
     with pytest.raises(pa.ArrowInvalid, match="envelope version 1") as err:
         client.do_get(ticket_with(old), options).read_all()
     assert "blue/green" in str(err.value) or "plan the query again" in str(err.value)
+    # The release before this one sealed whole claims under AES-GCM (version 2).
+    claims = {"sub": "alice", "knd": "user", "prj": "p", "rol": "reader", "sql": "SELECT 1"}
+    v2 = v2_envelope(
+        bytes.fromhex(LEGACY_SECRET), "default", "ticket", {**claims, "prm": None, "snp": [], "id": "x"}
+    )
+    with pytest.raises(pa.ArrowInvalid, match="envelope version 2.*plan the query again"):
+        client.do_get(ticket_with(v2), options).read_all()
     newer = bytearray(handle_of(plan(client, options, "SELECT 1 AS one")))
     newer[0] = ENVELOPE_VERSION + 1
     with pytest.raises(pa.ArrowInvalid, match=f"envelope version {ENVELOPE_VERSION + 1}"):
