@@ -175,15 +175,6 @@ def _head_keys(heads: tuple[str, ...]) -> tuple[bytes, ...]:
     return tuple(b',"%s":' % h.encode() for h in heads)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError("duplicate key")
-        out[key] = value
-    return out
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -362,18 +353,20 @@ class Sealer:
             raise invalid
         header = blob[:at]
         nonce = blob[at + _LENGTH : at + _LENGTH + _NONCE]
+        head = blob[head_at:-_MAC]
         try:
             body = keys[purpose].decrypt(nonce, blob[at + _LENGTH + _NONCE : head_at], _aad(purpose, header))
-            head = blob[head_at:-_MAC]
-            claims = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates)
-            times = json.loads(head.decode("utf-8"), object_pairs_hook=_no_duplicates)
-        except Exception:  # noqa: BLE001 - InvalidTag, bad UTF-8 or JSON, duplicate keys: one answer
+            claims = json.loads(body.decode("utf-8"))
+            times = json.loads(head.decode("utf-8"))
+            # Each part must be exactly its canonical encoding: that also refuses duplicate
+            # keys (the re-encoding has one of them), NaN and other spellings of a value.
+            canonical_parts = canonical(claims) == body and canonical(times) == head
+        except Exception:  # noqa: BLE001 - InvalidTag, bad UTF-8 or JSON, NaN: one answer
             raise invalid from None
         if (
-            not isinstance(claims, dict)
+            not canonical_parts
+            or not isinstance(claims, dict)
             or not isinstance(times, dict)
-            or canonical(claims) != body
-            or canonical(times) != head
             or claims.keys() & times.keys()
             or any(not isinstance(v, str) for k, v in times.items() if k not in ("exp", "iat"))
         ):
