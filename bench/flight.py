@@ -20,7 +20,10 @@ in their own processes on loopback, and measures from this process:
   blocks cancel out, and each server's CPU time per call (``/proc``) is printed next to its
   wall time: the A/A line says how far two identical servers differ in this run. Then the
   whole point query (GetFlightInfo + DoGet through a pyarrow client) pinned vs unpinned vs the
-  twin, the same way: what pinning adds to a query, not only to its GetFlightInfo.
+  twin, the same way: what pinning adds to a query, not only to its GetFlightInfo. The twin
+  also times its own ``Endpoints.answer`` (pinning's work inside GetFlightInfo: the ticket's id,
+  head, MAC and endpoint) over the wire and prints the median: over the wire that code runs cold,
+  several times slower than in a loop, and the figure is steadier than the wall-time ratio.
 
 Ratios are ours / bare (goal >= 0.9 on scan and aggregate). Client and servers share the machine's
 cores, so absolute figures are a floor. ``--tickets-only`` skips the throughput part.
@@ -59,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import os
 import shutil
 import statistics
 import subprocess
@@ -120,9 +124,38 @@ def serve_ours(home: str, *options: str) -> None:
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
     values: dict[str, Any] = {"port": 0, "result_cache_bytes": 0}
     values.update(o.split("=", 1) for o in options)
-    server = FlightSqlServer(settings, flight_settings(**values), authenticator=auth).start()
+    timed = values.pop("time_answer", None) is not None
+    server = FlightSqlServer(settings, flight_settings(**values), authenticator=auth)
+    if timed:
+        time_answers(server)
+    server.start()
     print(server.port, flush=True)
     server.wait()
+
+
+def time_answers(server: Any) -> None:
+    """Time every ``Endpoints.answer`` of ``server`` (what pinning does inside GetFlightInfo:
+    the ticket's id, head, MAC and endpoint) with ``perf_counter_ns``; on SIGTERM print the
+    median in microseconds and the count (``answer_us MEDIAN COUNT``) and exit. The timer's
+    own cost is two clock reads and a list append (~0.2 us)."""
+    import signal
+
+    answer, spent = server.endpoints.answer, []
+    clock = time.perf_counter_ns
+
+    def timed(*args: Any) -> Any:
+        started = clock()
+        out = answer(*args)
+        spent.append(clock() - started)
+        return out
+
+    def report(*_: Any) -> None:
+        median = statistics.median(spent) / 1000 if spent else float("nan")
+        print(f"answer_us {median:.2f} {len(spent)}", flush=True)
+        os._exit(0)
+
+    server.endpoints.answer = timed
+    signal.signal(signal.SIGTERM, report)
 
 
 HOT_AGG = "SELECT k, count(*) AS n, sum(x) AS total FROM w.ns.{t} GROUP BY k"
@@ -772,8 +805,8 @@ def main() -> None:
         "unpinned": start("--serve-unpinned", home),
         "static": start("--serve-static", home),
         "fresh": start("--serve-fresh", home),
-        # A/A: a second server identical to ours
-        "twin": start("--serve-ours", home, "max_endpoints=1", "early_start_seconds=0"),
+        # A/A: a second server identical to ours, but for a timer around Endpoints.answer
+        "twin": start("--serve-ours", home, "max_endpoints=1", "early_start_seconds=0", "time_answer=1"),
     }
     try:
         out = pin_overhead({"pinned": (ours, ours_port), **variants}, args.pin_runs, args.pin_block)
@@ -814,6 +847,14 @@ def main() -> None:
         print(
             f"  session reuse saves {out['fresh']['median_ms'] - out['pinned']['median_ms']:.3f} ms "
             f"(CPU {out['fresh']['cpu_ms'] - out['pinned']['cpu_ms']:.3f} ms) per call"
+        )
+        twin = variants["twin"][0]
+        twin.terminate()
+        assert twin.stdout is not None
+        report = twin.stdout.read().decode().split()
+        print(
+            f"  pinning's own work inside the server (Endpoints.answer, twin, median of {report[2]} "
+            f"calls over the wire): {float(report[1]):.1f} us"
         )
         print(c.load_line())
     finally:
