@@ -22,7 +22,7 @@ claims that are the same for every ticket of a plan (identity, SQL, parameters, 
 seals them once (``Sealer.encode``: the envelope's encrypted part); :meth:`Tickets.seal_claims`
 makes a ticket of them with what each ticket adds (its id, ``iat``, ``exp``: the envelope's
 head). The server keeps the first with a kept plan (``endpoints``), so a repeated statement's
-GetFlightInfo pays one short format and one keyed BLAKE2b per ticket (``tokens``, envelope
+GetFlightInfo pays its head (a few bytes) and one keyed BLAKE2b per ticket (``tokens``, envelope
 version 3). Opening merges both parts into one claims object, as a one-step seal's.
 
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
@@ -51,7 +51,6 @@ from lake_platform.flight.tokens import (
     Identity,
     Sealer,
     check_owner,
-    new_id,
 )
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
@@ -290,11 +289,6 @@ class Tickets:
                         sealing,
                     )
                 )
-
-
-def new_ticket_id() -> str:
-    """A new ticket id (``tokens.new_id``: unique, drawn without a system call)."""
-    return new_id()
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

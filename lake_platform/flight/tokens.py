@@ -33,7 +33,7 @@ envelope of another version (the earlier releases' versions 1 and 2, or a newer 
 with a message saying so. Envelopes larger than ``max_bytes`` are refused before any
 cryptography.
 
-Ticket ids (:func:`new_id`) are unique, not secret: a random 64-bit start per process (drawn
+Ticket ids (:func:`new_ticket_id`) are unique, not secret: a random 64-bit start per process (drawn
 again in a forked child) plus a counter. An id is only ever taken from an opened envelope, so
 knowing one gives nothing (CancelFlightInfo and early starts go by the sealed ticket).
 """
@@ -157,7 +157,7 @@ _IDS = _Ids()
 os.register_at_fork(after_in_child=_IDS.reset)
 
 
-def new_id() -> str:
+def new_ticket_id() -> str:
     """A new ticket id: 16 hex digits, unique in this process, and across processes but for a
     2^-64-scale chance (see the module's docstring)."""
     return "%016x" % _IDS.next()
@@ -252,33 +252,23 @@ class Sealer:
     def seal_encoded(self, encoded: Encoded, heads: Sequence[str | None], ttl: float) -> tuple[bytes, int]:
         """An envelope of ``encoded``'s claims for ``ttl`` seconds, with the string claims
         ``heads`` (the values of ``encoded.heads``, in that order; None: a new id,
-        :func:`new_id`) in its head. Also returns ``exp`` (milliseconds).
+        :func:`new_ticket_id`) in its head. Also returns ``exp`` (milliseconds).
 
-        The hot path of a kept plan's GetFlightInfo: one short format and one keyed BLAKE2b
+        The hot path of a kept plan's GetFlightInfo: the head (a few bytes) and one keyed BLAKE2b
         over the head, continued from the state kept after the sealed part."""
         if encoded.kid != self.sealing_kid or len(heads) != len(encoded.heads):
             raise ValueError("claims encoded for another key or with other per-envelope claims")
         now = round(self._clock() * 1000)
         exp = now + round(ttl * 1000)
-        if len(heads) == 1:  # a ticket's id: the hot path, one format
-            value = heads[0]
+        parts = [b'{"exp":%d,"iat":%d' % (exp, now)]
+        for key, value in zip(encoded.keys, heads, strict=True):
             if value is None:
-                text = b'"%016x"' % _IDS.next()
-            elif isinstance(value, str):
-                text = encode_basestring(value).encode()
-            else:
+                value = new_ticket_id()
+            elif not isinstance(value, str):
                 raise ValueError("per-envelope claims are strings")
-            head = b'{"exp":%d,"iat":%d%s%s}' % (exp, now, encoded.keys[0], text)
-        else:
-            parts = [b'{"exp":%d,"iat":%d' % (exp, now)]
-            for key, value in zip(encoded.keys, heads, strict=True):
-                if value is None:
-                    value = new_id()
-                elif not isinstance(value, str):
-                    raise ValueError("per-envelope claims are strings")
-                parts += (key, encode_basestring(value).encode())
-            parts.append(b"}")
-            head = b"".join(parts)
+            parts += (key, encode_basestring(value).encode())
+        parts.append(b"}")
+        head = b"".join(parts)
         self._check_size(encoded.purpose, len(encoded.prefix) + len(head) + _MAC)
         mac = encoded.mac.copy()
         mac.update(head)

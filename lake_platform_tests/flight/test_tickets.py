@@ -34,7 +34,7 @@ from lake_platform.flight.tokens import (
     Sealer,
     UnknownKey,
     UnsupportedEnvelope,
-    new_id,
+    new_ticket_id,
 )
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server
@@ -192,18 +192,18 @@ def test_a_head_belongs_to_its_envelope_and_purpose() -> None:
 def test_ids_are_unique_and_a_forked_child_draws_its_own() -> None:
     """Ticket ids come from a counter over a random start: unique in a process, and a forked
     child (a worker of a pre-forking server) does not hand out its parent's next ids."""
-    ids = [new_id() for _ in range(10_000)]
+    ids = [new_ticket_id() for _ in range(10_000)]
     assert len(set(ids)) == len(ids) and all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its next id, to the parent
-        os.write(write, new_id().encode())
+        os.write(write, new_ticket_id().encode())
         os._exit(0)
     os.close(write)
     child = os.read(read, 64).decode()
     os.close(read)
     os.waitpid(pid, 0)
-    parents = {new_id() for _ in range(10_000)}
+    parents = {new_ticket_id() for _ in range(10_000)}
     assert len(child) == 16 and child not in parents
 
 
