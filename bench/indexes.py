@@ -1,6 +1,7 @@
 """Point queries on an indexed column: through ADBC (end to end), in process, and Lance alone.
 
-    python bench/indexes.py [--rows 5000000] [--runs 50] [--before CHECKOUT [--paired-runs 150]]
+    python bench/indexes.py [--rows 5000000] [--runs 50] [--before CHECKOUT] [--variant NAME:SETTING=VALUE]
+                            [--paired-runs 150]
 
 Builds a Lance table through the catalog (``_common``'s generated rows: id int64, ts, category,
 value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id = <n>`` (a
@@ -25,6 +26,10 @@ the index build time and size. Medians; the machine is shared, so figures are a 
 round visits both servers in a new random order, so they share the load): medians and the
 median of the per-round ratios, the figure to quote for a change smaller than the run-to-run
 noise.
+
+``--variant NAME:SETTING=VALUE[,...]`` (repeatable): our endpoint with these Flight settings
+(``lake_platform.flight.settings``' field names) paired the same way, e.g.
+``dp:data_listen=127.0.0.1:0`` (the data plane serving the DoGet).
 """
 
 from __future__ import annotations
@@ -73,15 +78,18 @@ def build(home: Path, rows: int) -> int:
     return tally.nbytes
 
 
-def start_endpoint(home: Path, checkout: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+def start_endpoint(
+    home: Path, checkout: Path | None = None, options: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], int]:
     """Our Flight SQL endpoint in its own process (bench/flight.py's server entry point), from
-    ``checkout`` when given (its code, through ``PYTHONPATH``)."""
+    ``checkout`` when given (its code, through ``PYTHONPATH``); ``options``: ``name=value``
+    Flight settings."""
     flight, env = FLIGHT, None
     if checkout is not None:
         flight = checkout.resolve() / "bench" / "flight.py"
         env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
     proc = subprocess.Popen(
-        [sys.executable, str(flight), "--serve-ours", str(home)], stdout=subprocess.PIPE, env=env
+        [sys.executable, str(flight), "--serve-ours", str(home), *options], stdout=subprocess.PIPE, env=env
     )
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
@@ -172,13 +180,28 @@ class AdbcWays:
         self.conn.close()
 
 
-def paired(home: Path, rows: int, runs: int, before: Path) -> None:
-    """``--before``: the three ADBC ways on this checkout's endpoint and ``before``'s, interleaved."""
-    servers = {"ours": start_endpoint(home), "before": start_endpoint(home, before)}
+def paired(home: Path, rows: int, runs: int, before: Path | None, variants: list[str]) -> None:
+    """``--before`` / ``--variant``: the three ADBC ways on this checkout's endpoint and on each
+    other side, interleaved (every round visits every side in a new random order)."""
+    sides: dict[str, tuple[Path | None, tuple[str, ...]]] = {"ours": (None, ())}
+    if before is not None:
+        sides["before"] = (before, ())
+    for spec in variants:  # an empty option list is a second, identical endpoint (A/A)
+        name, _, opts = spec.partition(":")
+        sides[name] = (None, tuple(o for o in opts.split(",") if o))
+    servers: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
     try:
+        for name, (checkout, options) in sides.items():
+            servers[name] = start_endpoint(home, checkout, options)
         ways = {name: AdbcWays(port) for name, (_, port) in servers.items()}
         rng = random.Random("paired")
-        print(f"paired with {before} (btree on id; {runs} interleaved rounds): median ms, ours / before")
+        others = [side for side in servers if side != "ours"]
+        print(f"paired (btree on id; {runs} interleaved rounds): median ms, and ours / each other side")
+        print(
+            f"  {'':34} {'ours':>8}"
+            + "".join(f" {side:>8}" for side in others)
+            + "".join(f" {'/' + side:>10}" for side in others)
+        )
         for kind, name in (
             ("adbc", "a new cursor per query"),
             ("adbc_bound", "one cursor, id = ? bound"),
@@ -195,10 +218,14 @@ def paired(home: Path, rows: int, runs: int, before: Path) -> None:
                     t = time.perf_counter()
                     assert fns[side](i) == 1
                     times[side].append(time.perf_counter() - t)
-            ratio = statistics.median(a / b for a, b in zip(times["ours"], times["before"], strict=True))
+            ratios = [
+                statistics.median(a / b for a, b in zip(times["ours"], times[side], strict=True))
+                for side in others
+            ]
             print(
-                f"  {name:34} {statistics.median(times['ours']) * 1000:7.2f} "
-                f"{statistics.median(times['before']) * 1000:7.2f}   per-round ratio {ratio:.3f}"
+                f"  {name:34}"
+                + "".join(f" {statistics.median(times[side]) * 1000:8.2f}" for side in servers)
+                + "".join(f" {ratio:10.3f}" for ratio in ratios)
             )
         for side in ways.values():
             side.close()
@@ -213,7 +240,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--before", type=Path, help="also pair our endpoint with this checkout's")
-    parser.add_argument("--paired-runs", type=int, default=150, help="--before: interleaved rounds")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:SETTING=VALUE[,...]",
+        help="also pair our endpoint with itself under these Flight settings "
+        "(e.g. dp:data_listen=127.0.0.1:0; 'twin:' an identical one)",
+    )
+    parser.add_argument("--paired-runs", type=int, default=150, help="--before/--variant: interleaved rounds")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
@@ -269,8 +304,8 @@ def main() -> None:
     ):
         goal = after[key][0]
         print(f"  {how:40} {goal:6.2f} ms -> {'MEETS' if goal <= 5 else 'MISSES'}")
-    if args.before is not None:
-        paired(home, args.rows, args.paired_runs, args.before)
+    if args.before is not None or args.variant:
+        paired(home, args.rows, args.paired_runs, args.before, args.variant)
     print(c.load_line())
 
 

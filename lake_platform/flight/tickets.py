@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -59,6 +60,14 @@ _IDENTITY = ("sub", "knd", "prj", "rol")
 _STATEMENT_KEYS = frozenset({*_IDENTITY, "sql", "prm", "snp", "id"}) | ENVELOPE_CLAIMS
 _PART_KEYS = _STATEMENT_KEYS | {"prt"}
 _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
+
+#: Opened prepared-statement handles remembered by their exact bytes: a client running a
+#: prepared query again sends the same handle with every GetFlightInfo, and opening it
+#: (AES-GCM, JSON, the canonical checks) is most of what the handle costs a call. Only handles
+#: up to PREPARED_CACHE_MAX_BYTES are kept (a long SQL text or bound parameters are opened
+#: each time), so the cache holds at most ~4 MiB of handles.
+PREPARED_CACHE_SIZE = 1024
+PREPARED_CACHE_MAX_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,9 @@ class Tickets:
         self.limits = limits
         self.lifetime = lifetime
         self.prepared_lifetime = prepared_lifetime
+        # handle bytes -> (claims, sql, params); inserts and evictions under the lock
+        self._prepared: dict[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = {}
+        self._lock = threading.Lock()
 
     # -- statement tickets ------------------------------------------------------------------
 
@@ -244,16 +256,36 @@ class Tickets:
         return self.sealer.seal("prepared", claims, self.prepared_lifetime)
 
     def open_prepared(self, blob: bytes, caller: Identity) -> tuple[str, pa.RecordBatch | None]:
+        """The SQL and bound parameters of a handle sealed for ``caller``. A handle opened
+        before is remembered by its exact bytes (any altered byte opens afresh and fails);
+        its expiry and owner are checked on every call, as opening would."""
+        hit = self._prepared.get(blob) if type(blob) is bytes else None
+        if hit is None:
+            return self._open_prepared(blob, caller)
+        claims, sql, params = hit
+        if claims["exp"] < self.sealer.now_ms():
+            raise InvalidInput(_PREPARED_EXPIRED)
+        check_owner(claims, caller, "prepared statement")
+        return sql, params
+
+    def _open_prepared(self, blob: bytes, caller: Identity) -> tuple[str, pa.RecordBatch | None]:
         what = "prepared statement handle"
         try:
             claims = self.sealer.open("prepared", blob, what=what)
         except Expired:
-            raise InvalidInput("the prepared statement has expired; prepare it again") from None
+            raise InvalidInput(_PREPARED_EXPIRED) from None
         if set(claims) != _PREPARED_KEYS:
             raise Unauthenticated(f"invalid {what}")
         check_owner(claims, caller, "prepared statement")
         self._check_common(claims, "prepared statement", False)
-        return claims["sql"], params_from_text(claims["prm"], self.limits.max_param_bytes)
+        sql, params = claims["sql"], params_from_text(claims["prm"], self.limits.max_param_bytes)
+        if type(blob) is bytes and len(blob) <= PREPARED_CACHE_MAX_BYTES:
+            with self._lock:
+                if len(self._prepared) >= PREPARED_CACHE_SIZE:
+                    # Evict the oldest (insertion order): a client re-runs what it prepared last.
+                    self._prepared.pop(next(iter(self._prepared)), None)
+                self._prepared[blob] = (claims, sql, params)
+        return sql, params
 
     # -- shared ---------------------------------------------------------------------------
 
@@ -289,6 +321,9 @@ class Tickets:
                         sealing,
                     )
                 )
+
+
+_PREPARED_EXPIRED = "the prepared statement has expired; prepare it again"
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

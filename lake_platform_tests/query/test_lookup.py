@@ -139,3 +139,34 @@ def test_a_lookup_remembers_how_long_its_first_batch_took(lake: tuple[Any, Catal
     list(engine.stream(planned))
     assert planned.derived["lookup"] is not None
     assert 0 < planned.derived[FIRST_BATCH] < 60
+
+
+def test_a_kept_lookup_reuses_its_scanner(lake: tuple[Any, Catalog], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan run again (a cursor re-running its query) reads through the scanner its first run
+    made; runs of one plan at once, and another plan, each get their rows."""
+    import lance
+
+    built: list[str] = []
+    real = lance.LanceDataset.scanner
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("filter"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "scanner", counting)
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    planned = engine.plan("SELECT id, s FROM w.ns.keys WHERE id = 4242", view)
+    runs = [pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist() for _ in range(3)]
+    assert runs == [[{"id": 4242, "s": "name-4242"}]] * 3
+    assert built == ["id = 4242"]
+    # Two runs of the same plan interleaved: each reader reads the whole result.
+    first, second = engine.stream(planned), engine.stream(planned)
+    a, b = next(first), next(second)
+    assert a.to_pylist() == b.to_pylist() == [{"id": 4242, "s": "name-4242"}]
+    assert list(first) == list(second) == []
+    other = engine.plan("SELECT id, s FROM w.ns.keys WHERE id = 77", view)
+    assert pa.Table.from_batches(list(engine.stream(other)), other.schema).to_pylist() == [
+        {"id": 77, "s": "name-77"}
+    ]
+    assert built == ["id = 4242", "id = 77"]
