@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from lake_platform.errors import InvalidInput, Unauthenticated
+from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
 from lake_platform.flight.tokens import (
     ENVELOPE_CLAIMS,
     Encoded,
@@ -68,6 +68,12 @@ _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
 #: each time), so the cache holds at most ~4 MiB of handles.
 PREPARED_CACHE_SIZE = 1024
 PREPARED_CACHE_MAX_BYTES = 4096
+#: Tickets this replica sealed for a kept plan, remembered (by their exact bytes) until their
+#: DoGet takes them: the DoGet that follows a GetFlightInfo mostly comes to the replica that
+#: answered it, and then needs no opening (AES-GCM, JSON, the canonical checks, parsing the
+#: pins) of what this process wrote a moment ago. The oldest go first; a ticket taken or
+#: evicted is opened as any other.
+ISSUED_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,8 @@ class Tickets:
         self.prepared_lifetime = prepared_lifetime
         # handle bytes -> (claims, sql, params); inserts and evictions under the lock
         self._prepared: dict[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = {}
+        # ticket bytes -> (claims, ticket id, exp ms), for tickets without bound parameters
+        self._issued: dict[bytes, tuple[StatementClaims, str, int]] = {}
         self._lock = threading.Lock()
 
     # -- statement tickets ------------------------------------------------------------------
@@ -160,19 +168,33 @@ class Tickets:
         encoded = self.sealer.encode("ticket", claims, heads=("id",))
         return StatementClaims(identity, sql, ordered, part, encoded)
 
-    def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float]:
+    def seal_claims(
+        self, claims: StatementClaims, ticket_id: str | None = None, *, remember: bool = False
+    ) -> tuple[bytes, float]:
         """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), and its expiry
-        (seconds): the bytes :meth:`seal_statement` seals for the same claims and id."""
+        (seconds): the bytes :meth:`seal_statement` seals for the same claims and id.
+
+        ``remember`` (``ticket_id`` given, claims without bound parameters): keep what the
+        ticket opens to until :meth:`open_statement` takes it (``ISSUED_CACHE_SIZE``)."""
         blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
+        if remember and ticket_id:
+            with self._lock:
+                if len(self._issued) >= ISSUED_CACHE_SIZE:
+                    self._issued.pop(next(iter(self._issued)), None)
+                self._issued[blob] = (claims, ticket_id, exp)
         return blob, exp / 1000
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
         """Open, validate and bound a ticket; ``caller`` must be exactly its identity (None:
-        skip that check, for tools)."""
+        skip that check, for tools). A ticket this replica sealed with ``remember`` is taken
+        from memory, with its expiry and owner checked as opening would."""
+        issued = self._issued.pop(blob, None) if type(blob) is bytes else None
+        if issued is not None:
+            return self._issued_ticket(*issued, caller)
         try:
             claims = self.sealer.open("ticket", blob, what="ticket")
         except Expired:
-            raise InvalidInput("the ticket has expired; run the query again") from None
+            raise InvalidInput(_TICKET_EXPIRED) from None
         keys = set(claims)
         if keys != _STATEMENT_KEYS and keys != _PART_KEYS:
             raise Unauthenticated("invalid ticket")
@@ -209,6 +231,25 @@ class Tickets:
             issued_at_ms=claims["iat"],
             expires_at_ms=claims["exp"],
             part=part,
+        )
+
+    def _issued_ticket(
+        self, claims: StatementClaims, ticket_id: str, exp: int, caller: Identity | None
+    ) -> StatementTicket:
+        """What opening a ticket sealed here with ``remember`` gives (the same checks first)."""
+        if exp < self.sealer.now_ms():
+            raise InvalidInput(_TICKET_EXPIRED)
+        if caller is not None and caller != claims.identity:
+            raise PermissionDenied("this ticket was issued to another principal")
+        return StatementTicket(
+            identity=claims.identity,
+            sql=claims.sql,
+            params=None,
+            snapshots=claims.snapshots,
+            ticket_id=ticket_id,
+            issued_at_ms=exp - round(self.lifetime * 1000),
+            expires_at_ms=exp,
+            part=claims.part,
         )
 
     def _check_snapshots(
@@ -324,6 +365,7 @@ class Tickets:
 
 
 _PREPARED_EXPIRED = "the prepared statement has expired; prepare it again"
+_TICKET_EXPIRED = "the ticket has expired; run the query again"
 
 
 def _limit(subject: str, amount: str, setting: str, limit: int, sealing: bool) -> str:

@@ -183,6 +183,37 @@ def test_the_watchdog_runs_what_is_due_in_order_and_nothing_disarmed() -> None:
         dog.close()
 
 
+def test_arming_an_idle_watchdog_does_not_wake_its_thread() -> None:
+    """Every stream arms and disarms the time limit: on an idle replica that must not wake the
+    watchdog's thread each time (a thread switch and a hand-off of the interpreter lock per
+    stream; its thread sleeps one delay at a time instead), and what is armed after the dog
+    has gone idle still runs when due."""
+
+    class Counting(threading.Condition):
+        notified = 0
+
+        def notify(self, n: int = 1) -> None:
+            Counting.notified += 1
+            super().notify(n)
+
+    dog = Watchdog(30)
+    dog._wake = Counting()
+    try:
+        for _ in range(100):
+            dog.disarm(dog.arm(lambda: None))  # each the first arm of an idle dog
+        assert Counting.notified == 0 and dog.pending() == 0
+    finally:
+        dog.close()
+    quick = Watchdog(0.05)
+    ran = [threading.Event() for _ in range(3)]
+    try:
+        for event in ran:  # each armed once the dog ran the one before and went idle
+            quick.arm(event.set)
+            assert event.wait(10)
+    finally:
+        quick.close()
+
+
 @pytest.fixture
 def instant(lake: tuple[LakeSettings, Any]) -> Iterator[tuple[Any, Any]]:
     """Two replicas sharing a key: one plans normally, one allows (almost) no time at all."""

@@ -248,3 +248,52 @@ def test_an_opened_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch
     long = t.seal_prepared(ALICE, "SELECT '" + "x" * tickets_module.PREPARED_CACHE_MAX_BYTES + "'", None)
     t.open_prepared(long, ALICE)
     assert set(t._prepared) == set(others)
+
+
+def test_a_ticket_sealed_here_is_taken_from_memory_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept plan's ticket remembered at sealing opens, once, to exactly what opening its bytes
+    gives (on another replica: a Tickets with the same key), with expiry and owner checked; then
+    it is opened as any other ticket."""
+    from lake_platform.flight import tickets as tickets_module
+
+    clock = Clock()
+    t = tickets(clock)
+    elsewhere = Tickets(
+        Sealer([("k1", KEY)], clock=clock), TicketLimits(), lifetime=600, prepared_lifetime=600
+    )
+    opens: list[bytes] = []
+    real_open = t.sealer.open
+
+    def counting(purpose: str, blob: bytes, **kwargs: Any) -> dict[str, Any]:
+        opens.append(blob)
+        return real_open(purpose, blob, **kwargs)
+
+    monkeypatch.setattr(t.sealer, "open", counting)
+    part = Part("p.w.ns.t", ((0, 3),))
+    for claims in (
+        t.statement_claims(ALICE, "SELECT * FROM w.ns.t", None, (NOW, OTHER)),
+        t.statement_claims(ALICE, "SELECT 1 FROM w.ns.t", None, (NOW,), part=part),
+    ):
+        opens.clear()
+        blob, expires = t.seal_claims(claims, "abc123", remember=True)
+        remembered = t.open_statement(blob, ALICE)
+        assert opens == [] and remembered == elsewhere.open_statement(blob, ALICE)
+        assert remembered.expires_at_ms / 1000 == expires and remembered.ticket_id == "abc123"
+        assert t.open_statement(blob, None) == remembered and opens == [blob]  # taken: opened now
+
+    claims = t.statement_claims(ALICE, "SELECT 2", None, (NOW,))
+    other = t.seal_claims(claims, "id2", remember=True)[0]
+    with pytest.raises(PermissionDenied):
+        t.open_statement(other, Identity("bob", "user", "p", "reader"))
+    expired = t.seal_claims(claims, "id3", remember=True)[0]
+    clock.t += 601
+    with pytest.raises(InvalidInput, match="the ticket has expired"):
+        t.open_statement(expired, ALICE)
+    clock.t -= 601
+    t.seal_claims(claims, "id4")  # not asked to remember
+    assert len(t._issued) == 0
+
+    monkeypatch.setattr(tickets_module, "ISSUED_CACHE_SIZE", 2)
+    blobs = [t.seal_claims(claims, f"n{i}", remember=True)[0] for i in range(3)]
+    assert list(t._issued) == blobs[1:]  # the oldest went first
+    assert t.open_statement(blobs[0], ALICE).ticket_id == "n0"  # opened from its bytes
