@@ -292,9 +292,16 @@ class Tickets:
     # -- prepared-statement handles ------------------------------------------------------
 
     def seal_prepared(self, identity: Identity, sql: str, params: pa.RecordBatch | None) -> bytes:
-        claims = {**identity.claims(), "sql": sql, "prm": params_to_text(params)}
+        """A handle of ``sql`` and ``params`` for ``identity``, remembered as opened (the
+        GetFlightInfo and the close that follow usually come to this replica)."""
+        text = params_to_text(params)
+        claims = {**identity.claims(), "sql": sql, "prm": text}
         self._check_common(claims, "prepared statement", True)
-        return self.sealer.seal("prepared", claims, self.prepared_lifetime)
+        blob, opened = self.sealer.seal_opened("prepared", claims, self.prepared_lifetime)
+        if text is not None:  # what any replica opening the handle reads
+            params = params_from_text(text, self.limits.max_param_bytes)
+        self._remember_prepared(blob, opened, sql, params)
+        return blob
 
     def open_prepared(self, blob: bytes, caller: Identity) -> tuple[str, pa.RecordBatch | None]:
         """The SQL and bound parameters of a handle sealed for ``caller``. A handle opened
@@ -320,13 +327,18 @@ class Tickets:
         check_owner(claims, caller, "prepared statement")
         self._check_common(claims, "prepared statement", False)
         sql, params = claims["sql"], params_from_text(claims["prm"], self.limits.max_param_bytes)
+        self._remember_prepared(blob, claims, sql, params)
+        return sql, params
+
+    def _remember_prepared(
+        self, blob: bytes, claims: dict[str, Any], sql: str, params: pa.RecordBatch | None
+    ) -> None:
         if type(blob) is bytes and len(blob) <= PREPARED_CACHE_MAX_BYTES:
             with self._lock:
                 if len(self._prepared) >= PREPARED_CACHE_SIZE:
                     # Evict the oldest (insertion order): a client re-runs what it prepared last.
                     self._prepared.pop(next(iter(self._prepared)), None)
                 self._prepared[blob] = (claims, sql, params)
-        return sql, params
 
     # -- shared ---------------------------------------------------------------------------
 

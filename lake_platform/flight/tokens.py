@@ -227,13 +227,18 @@ class Sealer:
     def seal(self, purpose: str, claims: dict[str, Any], ttl: float) -> bytes:
         """Seal ``claims`` (plus the envelope claims) for ``ttl`` seconds: all of them kept
         (encrypted) but ``exp`` and ``iat``."""
+        return self.seal_opened(purpose, claims, ttl)[0]
+
+    def seal_opened(self, purpose: str, claims: dict[str, Any], ttl: float) -> tuple[bytes, dict[str, Any]]:
+        """:meth:`seal`, and the claims :meth:`open` gives for the envelope (a new dict)."""
         clash = ENVELOPE_CLAIMS & set(claims)
         if clash:
             raise ValueError(f"claims may not set {sorted(clash)}")
         now = self.now_ms()
         kept = {**claims, "v": ENVELOPE_VERSION, "kid": self.sealing_kid, "pur": purpose}
         times = {"exp": now + round(ttl * 1000), "iat": now}
-        return self._seal_body(purpose, canonical(kept), canonical(times))
+        blob = self._seal_body(purpose, canonical(kept), canonical(times))
+        return blob, {**kept, **times}
 
     def encode(self, purpose: str, claims: dict[str, Any], heads: Sequence[str] = ()) -> Encoded:
         """``claims`` (plus ``v``, ``kid`` and ``pur``) sealed once, for :meth:`seal_encoded`

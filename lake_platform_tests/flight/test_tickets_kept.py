@@ -205,49 +205,60 @@ def test_flight_info_from_wire_forms_is_what_pyarrow_builds() -> None:
         assert made.schema == schema and made.total_records == -1 and made.ordered is ordered
 
 
-def test_an_opened_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A prepared query run again sends the same handle: it is opened once, then read from
-    memory by its exact bytes, with its expiry and owner checked on every call; an altered
-    byte opens afresh (and fails), and the cache stays within its bounds."""
+def test_a_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prepared query run again sends the same handle: the replica that sealed it remembers
+    it from sealing, another opens it once; either then reads it from memory by its exact
+    bytes, with its expiry and owner checked on every call. Remembered or opened, it gives the
+    same; an altered byte opens afresh (and fails), and the cache stays within its bounds."""
     from lake_platform.errors import Unauthenticated
     from lake_platform.flight import tickets as tickets_module
 
     clock = Clock()
-    t = tickets(clock)
+    here = tickets(clock)
+    elsewhere = Tickets(
+        Sealer([("k1", KEY)], clock=clock), TicketLimits(), lifetime=600, prepared_lifetime=600
+    )
     params = pa.record_batch({"k": pa.array([7], pa.int64())})
-    handle = t.seal_prepared(ALICE, "SELECT * FROM w.ns.t WHERE k = ?", params)
+    sql = "SELECT * FROM w.ns.t WHERE k = ?"
+    handle = here.seal_prepared(ALICE, sql, params)
     opens: list[bytes] = []
-    real_open = t.sealer.open
 
-    def counting(purpose: str, blob: bytes, **kwargs: Any) -> dict[str, Any]:
-        opens.append(blob)
-        return real_open(purpose, blob, **kwargs)
+    def counting(t: Tickets) -> None:
+        real_open = t.sealer.open
 
-    monkeypatch.setattr(t.sealer, "open", counting)
-    for _ in range(3):
-        sql, bound = t.open_prepared(handle, ALICE)
-        assert sql == "SELECT * FROM w.ns.t WHERE k = ?" and bound is not None and bound.equals(params)
-    assert opens == [handle]
+        def counted(purpose: str, blob: bytes, **kwargs: Any) -> dict[str, Any]:
+            opens.append(blob)
+            return real_open(purpose, blob, **kwargs)
+
+        monkeypatch.setattr(t.sealer, "open", counted)
+
+    counting(here)
+    counting(elsewhere)
+    for t, opened in ((here, []), (elsewhere, [handle])):
+        opens.clear()
+        for _ in range(3):
+            got_sql, bound = t.open_prepared(handle, ALICE)
+            assert got_sql == sql and bound is not None and bound.equals(params)
+        assert opens == opened
+    assert here._prepared[handle][0] == elsewhere._prepared[handle][0]  # the claims, as opened
     with pytest.raises(PermissionDenied):
-        t.open_prepared(handle, Identity("bob", "user", "p", "reader"))
+        here.open_prepared(handle, Identity("bob", "user", "p", "reader"))
     altered = bytearray(handle)
     altered[-1] ^= 1
     with pytest.raises(Unauthenticated):
-        t.open_prepared(bytes(altered), ALICE)
+        here.open_prepared(bytes(altered), ALICE)
     clock.t += 601
     with pytest.raises(InvalidInput, match="expired"):
-        t.open_prepared(handle, ALICE)
+        here.open_prepared(handle, ALICE)
     clock.t -= 601
 
     # Bounded: the oldest handle goes first; a handle above the size bound is never kept.
     monkeypatch.setattr(tickets_module, "PREPARED_CACHE_SIZE", 2)
-    others = [t.seal_prepared(ALICE, f"SELECT {i}", None) for i in range(2)]
-    for other in others:
-        t.open_prepared(other, ALICE)
-    assert set(t._prepared) == set(others)
-    long = t.seal_prepared(ALICE, "SELECT '" + "x" * tickets_module.PREPARED_CACHE_MAX_BYTES + "'", None)
-    t.open_prepared(long, ALICE)
-    assert set(t._prepared) == set(others)
+    others = [here.seal_prepared(ALICE, f"SELECT {i}", None) for i in range(2)]
+    assert set(here._prepared) == set(others)
+    long = here.seal_prepared(ALICE, "SELECT '" + "x" * tickets_module.PREPARED_CACHE_MAX_BYTES + "'", None)
+    here.open_prepared(long, ALICE)
+    assert set(here._prepared) == set(others)
 
 
 def test_a_ticket_sealed_here_is_taken_from_memory_once(monkeypatch: pytest.MonkeyPatch) -> None:
