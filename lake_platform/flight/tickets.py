@@ -61,11 +61,12 @@ _STATEMENT_KEYS = frozenset({*_IDENTITY, "sql", "prm", "snp", "id"}) | ENVELOPE_
 _PART_KEYS = _STATEMENT_KEYS | {"prt"}
 _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
 
-#: Opened prepared-statement handles remembered by their exact bytes: a client running a
-#: prepared query again sends the same handle with every GetFlightInfo, and opening it
-#: (AES-GCM, JSON, the canonical checks) is most of what the handle costs a call. Only handles
-#: up to PREPARED_CACHE_MAX_BYTES are kept (a long SQL text or bound parameters are opened
-#: each time), so the cache holds at most ~4 MiB of handles.
+#: Prepared-statement handles sealed or opened here, remembered by their exact bytes: a client
+#: sends the handle it was given with the GetFlightInfo and the close that follow, and again
+#: with every run of a prepared query, and opening it (AES-GCM, JSON, the canonical checks) is
+#: most of what the handle costs a call. Only handles up to PREPARED_CACHE_MAX_BYTES are kept
+#: (a long SQL text or large bound parameters are opened each time), so the cache holds at
+#: most ~4 MiB of handles.
 PREPARED_CACHE_SIZE = 1024
 PREPARED_CACHE_MAX_BYTES = 4096
 #: Tickets this replica sealed for a kept plan, remembered (by their exact bytes) until their

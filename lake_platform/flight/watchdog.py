@@ -6,11 +6,13 @@ and disarming are a dict insert and delete. One delay for every item means deadl
 the order they were armed, so the items wait in insertion order and the thread sleeps until the
 oldest is due.
 
-Arming never wakes the thread: with nothing armed it sleeps for one delay at a time, and an
+Arming does not wake the thread: with nothing armed it sleeps for one delay at a time, and an
 item armed now falls due no earlier than that sleep (or the sleep for an older item) ends, so
 the thread always wakes in time to run it. Waking it on every arm, as each query's first arm
 on an idle replica did, cost a thread switch and a hand-off of the interpreter lock per
-stream, twice per point query (the time limit and the early start).
+stream, twice per point query (the time limit and the early start). A delay below
+``SLEEP_IN_STEPS_FROM`` (a time limit of milliseconds, in tests) would make those sleeps a
+spin, so such a watchdog sleeps until an arm wakes it, as before.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
+#: The shortest delay for which an idle watchdog sleeps one delay at a time (seconds).
+SLEEP_IN_STEPS_FROM = 0.05
+
 
 class Watchdog:
     """``arm(callback)`` runs ``callback`` ``delay`` seconds later unless ``disarm``-ed first."""
 
     def __init__(self, delay: float, name: str = "lake-watchdog") -> None:
         self.delay = delay
+        self._step = delay if delay >= SLEEP_IN_STEPS_FROM else None  # an idle sleep (None: until woken)
         self._name = name
         self._due: dict[int, tuple[float, Callable[[], None]]] = {}  # insertion order = deadline order
         self._keys = itertools.count()
@@ -44,6 +50,8 @@ class Watchdog:
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
+            elif self._step is None and len(self._due) == 1:
+                self._wake.notify()
             return key
 
     def disarm(self, key: int) -> None:
@@ -67,7 +75,7 @@ class Watchdog:
             while not self._closed:
                 if not self._due:
                     # Ends no later than anything armed meanwhile falls due (see the docstring).
-                    self._wake.wait(self.delay)
+                    self._wake.wait(self._step)
                     continue
                 key = next(iter(self._due))
                 due, callback = self._due[key]

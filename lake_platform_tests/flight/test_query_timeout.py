@@ -204,14 +204,20 @@ def test_arming_an_idle_watchdog_does_not_wake_its_thread() -> None:
         assert Counting.notified == 0 and dog.pending() == 0
     finally:
         dog.close()
-    quick = Watchdog(0.05)
-    ran = [threading.Event() for _ in range(3)]
-    try:
-        for event in ran:  # each armed once the dog ran the one before and went idle
-            quick.arm(event.set)
-            assert event.wait(10)
-    finally:
-        quick.close()
+    # What is armed once the dog ran the one before and went idle still runs; a delay too
+    # short to sleep in steps of (it would spin) is woken by its arms instead.
+    for delay, woken in ((0.05, False), (0.001, True)):
+        quick = Watchdog(delay)
+        quick._wake = Counting()
+        Counting.notified = 0
+        ran = [threading.Event() for _ in range(3)]
+        try:
+            for event in ran:
+                quick.arm(event.set)
+                assert event.wait(10)
+            assert (Counting.notified > 0) is woken
+        finally:
+            quick.close()
 
 
 @pytest.fixture
