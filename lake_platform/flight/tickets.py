@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -53,6 +52,7 @@ from lake_platform.flight.tokens import (
     Sealer,
     check_owner,
 )
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
 
@@ -61,12 +61,12 @@ _STATEMENT_KEYS = frozenset({*_IDENTITY, "sql", "prm", "snp", "id"}) | ENVELOPE_
 _PART_KEYS = _STATEMENT_KEYS | {"prt"}
 _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
 
-#: Prepared-statement handles sealed or opened here, remembered by their exact bytes: a client
-#: sends the handle it was given with the GetFlightInfo and the close that follow, and again
-#: with every run of a prepared query, and opening it (AES-GCM, JSON, the canonical checks) is
-#: most of what the handle costs a call. Only handles up to PREPARED_CACHE_MAX_BYTES are kept
-#: (a long SQL text or large bound parameters are opened each time), so the cache holds at
-#: most ~4 MiB of handles.
+#: Prepared-statement handles sealed or opened here, remembered by their exact bytes (least
+#: recently used out first): a client sends the handle it was given with the GetFlightInfo and
+#: the close that follow, and again with every run of a prepared query, and opening it
+#: (AES-GCM, JSON, the canonical checks) is most of what the handle costs a call. Only handles
+#: up to PREPARED_CACHE_MAX_BYTES are kept (a long SQL text or large bound parameters are
+#: opened each time), so the cache holds at most ~4 MiB of handles.
 PREPARED_CACHE_SIZE = 1024
 PREPARED_CACHE_MAX_BYTES = 4096
 #: Tickets this replica sealed for a kept plan, remembered (by their exact bytes) until their
@@ -117,11 +117,13 @@ class Tickets:
         self.limits = limits
         self.lifetime = lifetime
         self.prepared_lifetime = prepared_lifetime
-        # handle bytes -> (claims, sql, params); inserts and evictions under the lock
-        self._prepared: dict[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = {}
-        # ticket bytes -> (claims, ticket id, exp ms), for tickets without bound parameters
-        self._issued: dict[bytes, tuple[StatementClaims, str, int]] = {}
-        self._lock = threading.Lock()
+        # handle bytes -> (claims, sql, params)
+        self._prepared: BoundedLRU[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = BoundedLRU(
+            PREPARED_CACHE_SIZE
+        )
+        # ticket bytes -> (claims, ticket id, exp ms), for tickets without bound parameters;
+        # never read but by taking, so the least recently used is the oldest
+        self._issued: BoundedLRU[bytes, tuple[StatementClaims, str, int]] = BoundedLRU(ISSUED_CACHE_SIZE)
 
     # -- statement tickets ------------------------------------------------------------------
 
@@ -179,17 +181,14 @@ class Tickets:
         ticket opens to until :meth:`open_statement` takes it (``ISSUED_CACHE_SIZE``)."""
         blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
         if remember and ticket_id:
-            with self._lock:
-                if len(self._issued) >= ISSUED_CACHE_SIZE:
-                    self._issued.pop(next(iter(self._issued)), None)
-                self._issued[blob] = (claims, ticket_id, exp)
+            self._issued.put(blob, (claims, ticket_id, exp))
         return blob, exp / 1000
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
         """Open, validate and bound a ticket; ``caller`` must be exactly its identity (None:
         skip that check, for tools). A ticket this replica sealed with ``remember`` is taken
         from memory, with its expiry and owner checked as opening would."""
-        issued = self._issued.pop(blob, None) if type(blob) is bytes else None
+        issued = self._issued.take(blob) if type(blob) is bytes else None
         if issued is not None:
             return self._issued_ticket(*issued, caller)
         try:
@@ -335,11 +334,7 @@ class Tickets:
         self, blob: bytes, claims: dict[str, Any], sql: str, params: pa.RecordBatch | None
     ) -> None:
         if type(blob) is bytes and len(blob) <= PREPARED_CACHE_MAX_BYTES:
-            with self._lock:
-                if len(self._prepared) >= PREPARED_CACHE_SIZE:
-                    # Evict the oldest (insertion order): a client re-runs what it prepared last.
-                    self._prepared.pop(next(iter(self._prepared)), None)
-                self._prepared[blob] = (claims, sql, params)
+            self._prepared.put(blob, (claims, sql, params))
 
     # -- shared ---------------------------------------------------------------------------
 

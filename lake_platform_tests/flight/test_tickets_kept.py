@@ -205,6 +205,24 @@ def test_flight_info_from_wire_forms_is_what_pyarrow_builds() -> None:
         assert made.schema == schema and made.total_records == -1 and made.ordered is ordered
 
 
+def elsewhere_with(clock: Clock) -> Tickets:
+    """Another replica: the same sealing key, nothing remembered."""
+    return Tickets(Sealer([("k1", KEY)], clock=clock), TicketLimits(), lifetime=600, prepared_lifetime=600)
+
+
+def counting_opens(monkeypatch: pytest.MonkeyPatch, *replicas: Tickets) -> list[bytes]:
+    """The envelopes the replicas' sealers open from now on, in order."""
+    opens: list[bytes] = []
+    for t in replicas:
+
+        def counted(purpose: str, blob: bytes, real: Any = t.sealer.open, **kwargs: Any) -> dict[str, Any]:
+            opens.append(blob)
+            return real(purpose, blob, **kwargs)
+
+        monkeypatch.setattr(t.sealer, "open", counted)
+    return opens
+
+
 def test_a_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
     """A prepared query run again sends the same handle: the replica that sealed it remembers
     it from sealing, another opens it once; either then reads it from memory by its exact
@@ -214,33 +232,19 @@ def test_a_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch) -> Non
     from lake_platform.flight import tickets as tickets_module
 
     clock = Clock()
-    here = tickets(clock)
-    elsewhere = Tickets(
-        Sealer([("k1", KEY)], clock=clock), TicketLimits(), lifetime=600, prepared_lifetime=600
-    )
+    here, elsewhere = tickets(clock), elsewhere_with(clock)
     params = pa.record_batch({"k": pa.array([7], pa.int64())})
     sql = "SELECT * FROM w.ns.t WHERE k = ?"
     handle = here.seal_prepared(ALICE, sql, params)
-    opens: list[bytes] = []
-
-    def counting(t: Tickets) -> None:
-        real_open = t.sealer.open
-
-        def counted(purpose: str, blob: bytes, **kwargs: Any) -> dict[str, Any]:
-            opens.append(blob)
-            return real_open(purpose, blob, **kwargs)
-
-        monkeypatch.setattr(t.sealer, "open", counted)
-
-    counting(here)
-    counting(elsewhere)
+    opens = counting_opens(monkeypatch, here, elsewhere)
     for t, opened in ((here, []), (elsewhere, [handle])):
         opens.clear()
         for _ in range(3):
             got_sql, bound = t.open_prepared(handle, ALICE)
             assert got_sql == sql and bound is not None and bound.equals(params)
         assert opens == opened
-    assert here._prepared[handle][0] == elsewhere._prepared[handle][0]  # the claims, as opened
+    mine, theirs = here._prepared.peek(handle), elsewhere._prepared.peek(handle)
+    assert mine is not None and theirs is not None and mine[0] == theirs[0]  # the claims, as opened
     with pytest.raises(PermissionDenied):
         here.open_prepared(handle, Identity("bob", "user", "p", "reader"))
     altered = bytearray(handle)
@@ -252,13 +256,17 @@ def test_a_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch) -> Non
         here.open_prepared(handle, ALICE)
     clock.t -= 601
 
-    # Bounded: the oldest handle goes first; a handle above the size bound is never kept.
+    # Bounded: the least recently used handle goes first; one above the size bound is never kept.
     monkeypatch.setattr(tickets_module, "PREPARED_CACHE_SIZE", 2)
-    others = [here.seal_prepared(ALICE, f"SELECT {i}", None) for i in range(2)]
-    assert set(here._prepared) == set(others)
-    long = here.seal_prepared(ALICE, "SELECT '" + "x" * tickets_module.PREPARED_CACHE_MAX_BYTES + "'", None)
-    here.open_prepared(long, ALICE)
-    assert set(here._prepared) == set(others)
+    small = tickets(clock)
+    first, second = (small.seal_prepared(ALICE, f"SELECT {i}", None) for i in range(2))
+    small.open_prepared(first, ALICE)  # now the more recent of the two
+    third = small.seal_prepared(ALICE, "SELECT 3", None)
+    assert len(small._prepared) == 2 and small._prepared.peek(second) is None
+    assert small._prepared.peek(first) is not None and small._prepared.peek(third) is not None
+    long = small.seal_prepared(ALICE, "SELECT '" + "x" * tickets_module.PREPARED_CACHE_MAX_BYTES + "'", None)
+    small.open_prepared(long, ALICE)
+    assert len(small._prepared) == 2 and small._prepared.peek(long) is None
 
 
 def test_a_ticket_sealed_here_is_taken_from_memory_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,18 +276,8 @@ def test_a_ticket_sealed_here_is_taken_from_memory_once(monkeypatch: pytest.Monk
     from lake_platform.flight import tickets as tickets_module
 
     clock = Clock()
-    t = tickets(clock)
-    elsewhere = Tickets(
-        Sealer([("k1", KEY)], clock=clock), TicketLimits(), lifetime=600, prepared_lifetime=600
-    )
-    opens: list[bytes] = []
-    real_open = t.sealer.open
-
-    def counting(purpose: str, blob: bytes, **kwargs: Any) -> dict[str, Any]:
-        opens.append(blob)
-        return real_open(purpose, blob, **kwargs)
-
-    monkeypatch.setattr(t.sealer, "open", counting)
+    t, elsewhere = tickets(clock), elsewhere_with(clock)
+    opens = counting_opens(monkeypatch, t)
     part = Part("p.w.ns.t", ((0, 3),))
     for claims in (
         t.statement_claims(ALICE, "SELECT * FROM w.ns.t", None, (NOW, OTHER)),
@@ -305,6 +303,7 @@ def test_a_ticket_sealed_here_is_taken_from_memory_once(monkeypatch: pytest.Monk
     assert len(t._issued) == 0
 
     monkeypatch.setattr(tickets_module, "ISSUED_CACHE_SIZE", 2)
-    blobs = [t.seal_claims(claims, f"n{i}", remember=True)[0] for i in range(3)]
-    assert list(t._issued) == blobs[1:]  # the oldest went first
-    assert t.open_statement(blobs[0], ALICE).ticket_id == "n0"  # opened from its bytes
+    small = tickets(clock)
+    blobs = [small.seal_claims(claims, f"n{i}", remember=True)[0] for i in range(3)]
+    assert len(small._issued) == 2 and small._issued.peek(blobs[0]) is None  # the oldest went first
+    assert small.open_statement(blobs[0], ALICE).ticket_id == "n0"  # opened from its bytes
