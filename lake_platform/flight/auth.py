@@ -31,6 +31,7 @@ from typing import Protocol
 from lake_platform.catalog.principals import split_token
 from lake_platform.errors import LakeError, ServiceUnavailable, Throttling, Unauthenticated
 from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.snapshot import CatalogSnapshot
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class AuthService:
         self._clock = clock
         self._service: dict[bytes, tuple[Identity, float, float]] = {}
         # token -> (identity, issued at (wall s), expires at (sealer ms)): only tokens that opened.
-        self._bearers: dict[str, tuple[Identity, float, int]] = {}
+        self._bearers: BoundedLRU[str, tuple[Identity, float, int]] = BoundedLRU(BEARER_CACHE_SIZE)
         self._lock = threading.Lock()
 
     def login(self, username: str, password: str) -> tuple[Identity, str]:
@@ -144,14 +145,7 @@ class AuthService:
         """The identity and issue time of one of our tokens: opened once, then remembered (by
         its exact text, so any altered byte opens afresh and fails) until it expires. Expiry
         is checked on every call against the sealer's clock, as opening would."""
-        hit = self._bearers.get(token)
-        if hit is None:
-            hit = self.sealer.open_bearer_times(token)
-            with self._lock:
-                if len(self._bearers) >= BEARER_CACHE_SIZE:
-                    # Evict the oldest (insertion order): a client reuses its newest token.
-                    self._bearers.pop(next(iter(self._bearers)), None)
-                self._bearers[token] = hit
+        hit = self._bearers.get_or_make(token, lambda: self.sealer.open_bearer_times(token))
         identity, issued_wall, expires_ms = hit
         if expires_ms < self.sealer.now_ms():  # kept: refused from memory until evicted
             raise Expired("the token has expired")
