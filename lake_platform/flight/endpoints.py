@@ -111,9 +111,8 @@ class Endpoints:
         ):
             kept = self._kept(identity, planned, params)
         if not kept.split:
-            ticket_id = new_ticket_id()
-            handle, expires = self._tickets.seal_claims(kept.claims[0], ticket_id, remember=params is None)
-            where = self.locations(0) if self.unsplit_located else ()
+            handle, expires, ticket_id = self._tickets.seal_new(kept.claims[0])
+            where = self.locations(0) if self.every_result and self.replicas else ()
             return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema, ticket_id)
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0

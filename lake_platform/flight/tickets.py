@@ -69,12 +69,14 @@ _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
 #: opened each time), so the cache holds at most ~4 MiB of handles.
 PREPARED_CACHE_SIZE = 1024
 PREPARED_CACHE_MAX_BYTES = 4096
-#: Tickets this replica sealed for a kept plan, remembered (by their exact bytes) until their
-#: DoGet takes them: the DoGet that follows a GetFlightInfo mostly comes to the replica that
-#: answered it, and then needs no opening (AES-GCM, JSON, the canonical checks, parsing the
-#: pins) of what this process wrote a moment ago. The oldest go first; a ticket taken or
-#: evicted is opened as any other.
-ISSUED_CACHE_SIZE = 1024
+#: The sealed parts of statement tickets without bound parameters (``Sealer.sealed_part``: the
+#: header and the encrypted claims, the same bytes in every ticket of one kept plan), remembered
+#: by their exact bytes with the claims they hold, when this replica encodes them or opens a
+#: ticket of them: a DoGet of such a ticket checks its MAC and reads its head (``exp``, ``iat``,
+#: ``id``) and needs no AES-GCM, JSON of the claims or parsing of the pins. The least recently
+#: used go first; a ticket whose sealed part is not here is opened as any other.
+SEALED_CACHE_SIZE = 1024
+_HEADS = frozenset({"id"})
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,15 @@ class StatementClaims(NamedTuple):
     encoded: Encoded
 
 
+class _Known(NamedTuple):
+    """What a remembered sealed part of a ticket holds (no bound parameters)."""
+
+    identity: Identity
+    sql: str
+    snapshots: tuple[TableRef, ...]
+    part: Part | None
+
+
 class Tickets:
     """Seals and opens statement tickets and prepared-statement handles."""
 
@@ -121,9 +132,8 @@ class Tickets:
         self._prepared: BoundedLRU[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = BoundedLRU(
             PREPARED_CACHE_SIZE
         )
-        # ticket bytes -> (claims, ticket id, exp ms), for tickets without bound parameters;
-        # never read but by taking, so the least recently used is the oldest
-        self._issued: BoundedLRU[bytes, tuple[StatementClaims, str, int]] = BoundedLRU(ISSUED_CACHE_SIZE)
+        # a ticket's sealed part -> (identity, sql, snapshots, part), no bound parameters
+        self._sealed: BoundedLRU[bytes, _Known] = BoundedLRU(SEALED_CACHE_SIZE)
 
     # -- statement tickets ------------------------------------------------------------------
 
@@ -169,28 +179,30 @@ class Tickets:
                 raise InvalidInput("a part must be of a table the query reads")
             claims["prt"] = part.to_json()
         encoded = self.sealer.encode("ticket", claims, heads=("id",))
+        if params is None:
+            self._sealed.put(encoded.prefix, _Known(identity, sql, ordered, part))
         return StatementClaims(identity, sql, ordered, part, encoded)
 
-    def seal_claims(
-        self, claims: StatementClaims, ticket_id: str | None = None, *, remember: bool = False
-    ) -> tuple[bytes, float]:
+    def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float]:
         """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), and its expiry
-        (seconds): the bytes :meth:`seal_statement` seals for the same claims and id.
-
-        ``remember`` (``ticket_id`` given, claims without bound parameters): keep what the
-        ticket opens to until :meth:`open_statement` takes it (``ISSUED_CACHE_SIZE``)."""
+        (seconds): the bytes :meth:`seal_statement` seals for the same claims and id."""
         blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
-        if remember and ticket_id:
-            self._issued.put(blob, (claims, ticket_id, exp))
         return blob, exp / 1000
+
+    def seal_new(self, claims: StatementClaims) -> tuple[bytes, float, str]:
+        """:meth:`seal_claims` with a new id, and the id: a kept plan's GetFlightInfo."""
+        blob, exp, ticket_id = self.sealer.seal_new_id(claims.encoded, self.lifetime)
+        return blob, exp / 1000, ticket_id
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
         """Open, validate and bound a ticket; ``caller`` must be exactly its identity (None:
-        skip that check, for tools). A ticket this replica sealed with ``remember`` is taken
-        from memory, with its expiry and owner checked as opening would."""
-        issued = self._issued.take(blob) if type(blob) is bytes else None
-        if issued is not None:
-            return self._issued_ticket(*issued, caller)
+        skip that check, for tools). A ticket whose sealed part is remembered here
+        (``SEALED_CACHE_SIZE``) has its MAC, head, expiry and owner checked, and its claims
+        taken from memory."""
+        sealed = self.sealer.sealed_part(blob) if type(blob) is bytes else None
+        known = self._sealed.get(sealed) if sealed is not None else None
+        if known is not None:
+            return self._known_ticket(known, blob, len(sealed), caller)  # type: ignore[arg-type]
         try:
             claims = self.sealer.open("ticket", blob, what="ticket")
         except Expired:
@@ -222,8 +234,11 @@ class Tickets:
                 raise Unauthenticated("invalid ticket") from None
             if part.table not in {r.name for r in snapshots}:
                 raise Unauthenticated("invalid ticket")
+        identity = Identity.from_claims(claims)
+        if claims["prm"] is None and sealed is not None:
+            self._sealed.put(sealed, _Known(identity, claims["sql"], snapshots, part))
         return StatementTicket(
-            identity=Identity.from_claims(claims),
+            identity=identity,
             sql=claims["sql"],
             params=params_from_text(claims["prm"], self.limits.max_param_bytes),
             snapshots=snapshots,
@@ -233,23 +248,27 @@ class Tickets:
             part=part,
         )
 
-    def _issued_ticket(
-        self, claims: StatementClaims, ticket_id: str, exp: int, caller: Identity | None
+    def _known_ticket(
+        self, known: _Known, blob: bytes, sealed: int, caller: Identity | None
     ) -> StatementTicket:
-        """What opening a ticket sealed here with ``remember`` gives (the same checks first)."""
-        if exp < self.sealer.now_ms():
-            raise InvalidInput(_TICKET_EXPIRED)
-        if caller is not None and caller != claims.identity:
+        """What opening ``blob``, whose sealed part holds ``known``, gives (the same checks)."""
+        try:
+            head = self.sealer.open_head("ticket", blob, sealed, _HEADS)
+        except Expired:
+            raise InvalidInput(_TICKET_EXPIRED) from None
+        if not 1 <= len(head["id"]) <= 64:
+            raise Unauthenticated("invalid ticket")
+        if caller is not None and caller != known.identity:
             raise PermissionDenied("this ticket was issued to another principal")
         return StatementTicket(
-            identity=claims.identity,
-            sql=claims.sql,
+            identity=known.identity,
+            sql=known.sql,
             params=None,
-            snapshots=claims.snapshots,
-            ticket_id=ticket_id,
-            issued_at_ms=exp - round(self.lifetime * 1000),
-            expires_at_ms=exp,
-            part=claims.part,
+            snapshots=known.snapshots,
+            ticket_id=head["id"],
+            issued_at_ms=head["iat"],
+            expires_at_ms=head["exp"],
+            part=known.part,
         )
 
     def _check_snapshots(

@@ -171,6 +171,8 @@ def test_oversized_kept_claims_are_refused_when_sealed() -> None:
     claims = t.statement_claims(ALICE, "SELECT '" + "x" * 600 + "'", None, (NOW,))
     with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_BYTES"):
         t.seal_claims(claims)
+    with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_BYTES"):
+        t.seal_new(claims)
 
 
 # == the protobuf around a ticket, by hand ===========================================================
@@ -269,41 +271,73 @@ def test_a_prepared_handle_is_remembered(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(small._prepared) == 2 and small._prepared.peek(long) is None
 
 
-def test_a_ticket_sealed_here_is_taken_from_memory_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A kept plan's ticket remembered at sealing opens, once, to exactly what opening its bytes
-    gives (on another replica: a Tickets with the same key), with expiry and owner checked; then
-    it is opened as any other ticket."""
+def test_a_tickets_sealed_part_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ticket of a kept plan carries the same sealed part (the claims, encrypted once).
+    A replica that encoded it, or opened a ticket of it, opens the plan's next tickets from
+    memory: the MAC, head, expiry and owner checked, and exactly what opening the bytes gives
+    (on another replica: a Tickets with the same key)."""
+    from lake_platform.errors import Unauthenticated
     from lake_platform.flight import tickets as tickets_module
 
     clock = Clock()
     t, elsewhere = tickets(clock), elsewhere_with(clock)
-    opens = counting_opens(monkeypatch, t)
+    opens = counting_opens(monkeypatch, t, elsewhere)
     part = Part("p.w.ns.t", ((0, 3),))
     for claims in (
         t.statement_claims(ALICE, "SELECT * FROM w.ns.t", None, (NOW, OTHER)),
         t.statement_claims(ALICE, "SELECT 1 FROM w.ns.t", None, (NOW,), part=part),
     ):
         opens.clear()
-        blob, expires = t.seal_claims(claims, "abc123", remember=True)
+        blob, expires, ticket_id = t.seal_new(claims)
         remembered = t.open_statement(blob, ALICE)
-        assert opens == [] and remembered == elsewhere.open_statement(blob, ALICE)
-        assert remembered.expires_at_ms / 1000 == expires and remembered.ticket_id == "abc123"
-        assert t.open_statement(blob, None) == remembered and opens == [blob]  # taken: opened now
+        assert opens == [] and remembered == elsewhere.open_statement(blob, ALICE) and opens == [blob]
+        assert remembered.expires_at_ms / 1000 == expires and remembered.ticket_id == ticket_id
+        assert t.open_statement(blob, None) == remembered  # a retried DoGet: from memory again
+        clock.t += 1
+        later, _, later_id = t.seal_new(claims)
+        assert elsewhere.open_statement(later, ALICE) == t.open_statement(later, ALICE)
+        assert opens == [blob] and later_id != ticket_id  # the other replica remembered it too
+        clock.t -= 1
 
     claims = t.statement_claims(ALICE, "SELECT 2", None, (NOW,))
-    other = t.seal_claims(claims, "id2", remember=True)[0]
+    blob = t.seal_new(claims)[0]
     with pytest.raises(PermissionDenied):
-        t.open_statement(other, Identity("bob", "user", "p", "reader"))
-    expired = t.seal_claims(claims, "id3", remember=True)[0]
+        t.open_statement(blob, Identity("bob", "user", "p", "reader"))
+    digit = blob.index(b'"id":"', len(t.sealer.sealed_part(blob) or b"")) + 6
+    for altered in (
+        blob[:digit] + (b"g" if blob[digit : digit + 1] != b"g" else b"h") + blob[digit + 1 :],  # the id
+        blob[:-1] + bytes([blob[-1] ^ 1]),  # the MAC
+    ):
+        with pytest.raises(Unauthenticated, match="invalid ticket"):
+            t.open_statement(altered, ALICE)
     clock.t += 601
     with pytest.raises(InvalidInput, match="the ticket has expired"):
-        t.open_statement(expired, ALICE)
+        t.open_statement(blob, ALICE)
     clock.t -= 601
-    t.seal_claims(claims, "id4")  # not asked to remember
-    assert len(t._issued) == 0
+    opens.clear()
+    params = pa.record_batch({"x": pa.array([1], pa.int64())})
+    bound = t.seal_claims(t.statement_claims(ALICE, "SELECT ?", params, (NOW,)))[0]
+    assert t.open_statement(bound, ALICE).params is not None and opens == [bound]  # not remembered
+    assert t.open_statement(bound, ALICE).params is not None and opens == [bound, bound]
 
-    monkeypatch.setattr(tickets_module, "ISSUED_CACHE_SIZE", 2)
+    monkeypatch.setattr(tickets_module, "SEALED_CACHE_SIZE", 2)
     small = tickets(clock)
-    blobs = [small.seal_claims(claims, f"n{i}", remember=True)[0] for i in range(3)]
-    assert len(small._issued) == 2 and small._issued.peek(blobs[0]) is None  # the oldest went first
-    assert small.open_statement(blobs[0], ALICE).ticket_id == "n0"  # opened from its bytes
+    plans = [small.statement_claims(ALICE, f"SELECT {i}", None, (NOW,)) for i in range(3)]
+    assert len(small._sealed) == 2 and small._sealed.peek(plans[0].encoded.prefix) is None
+    small_opens = counting_opens(monkeypatch, small)
+    evicted = small.seal_new(plans[0])[0]
+    assert small.open_statement(evicted, ALICE).sql == "SELECT 0" and small_opens == [evicted]
+    assert small._sealed.peek(plans[0].encoded.prefix) is not None  # remembered again at opening
+
+
+def test_seal_new_writes_what_seal_encoded_writes() -> None:
+    """The one-step hot path and the general splicing agree byte for byte."""
+    clock = Clock()
+    t = tickets(clock)
+    claims = t.statement_claims(ALICE, 'SELECT "é" FROM w.ns.t', None, (NOW, V1))
+    blob, expires, ticket_id = t.seal_new(claims)
+    assert (blob, expires) == t.seal_claims(claims, ticket_id)
+    with pytest.raises(ValueError, match="another key"):
+        Sealer([("k2", KEY)], clock=clock).seal_new_id(claims.encoded, 60)
+    with pytest.raises(ValueError, match="other per-envelope claims"):
+        t.sealer.seal_new_id(t.sealer.encode("ticket", {"sql": "x"}, heads=("id", "run")), 60)
