@@ -107,7 +107,7 @@ def statement_endpoint(handle: bytes, expires: int, locations: Sequence[str] = (
     expiry changes once a second, so both are looked up rather than encoded each time."""
     if not handle or locations:
         return endpoint_bytes(statement_ticket(handle), expires, locations)
-    return _handle_prefix(len(handle)) + handle + _expiry(expires)
+    return b"".join((_handle_prefix(len(handle)), handle, _expiry(expires)))
 
 
 @functools.lru_cache(maxsize=256)

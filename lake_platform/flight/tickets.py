@@ -23,7 +23,9 @@ seals them once (``Sealer.encode``: the envelope's encrypted part); :meth:`Ticke
 makes a ticket of them with what each ticket adds (its id, ``iat``, ``exp``: the envelope's
 head). The server keeps the first with a kept plan (``endpoints``), so a repeated statement's
 GetFlightInfo pays its head (a few bytes) and one keyed BLAKE2b per ticket (``tokens``, envelope
-version 3). Opening merges both parts into one claims object, as a one-step seal's.
+version 3). Opening merges both parts into one claims object, as a one-step seal's; a ticket
+whose sealed part this replica sealed or opened before (``SEALED_CACHE_SIZE``) has only its MAC
+and head checked.
 
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
 (exactly these keys, exact types; snapshots in written-name order with no duplicate written
@@ -127,6 +129,7 @@ class Tickets:
         self.sealer = sealer
         self.limits = limits
         self.lifetime = lifetime
+        self._lifetime_ms = round(lifetime * 1000)
         self.prepared_lifetime = prepared_lifetime
         # handle bytes -> (claims, sql, params)
         self._prepared: BoundedLRU[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = BoundedLRU(
@@ -191,7 +194,7 @@ class Tickets:
 
     def seal_new(self, claims: StatementClaims) -> tuple[bytes, float, str]:
         """:meth:`seal_claims` with a new id, and the id: a kept plan's GetFlightInfo."""
-        blob, exp, ticket_id = self.sealer.seal_new_id(claims.encoded, self.lifetime)
+        blob, exp, ticket_id = self.sealer.seal_new_id(claims.encoded, self._lifetime_ms)
         return blob, exp / 1000, ticket_id
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:

@@ -19,10 +19,12 @@ and version): one for AES-GCM, one for the MAC.
 
 Why two parts (version 2 sealed the whole claims object with AES-GCM on every envelope): a kept
 plan's tickets all carry the same claims, so they are sealed once (:meth:`Sealer.encode`), and
-each ticket (:meth:`Sealer.seal_encoded`, on every GetFlightInfo) only writes its head and one
-keyed BLAKE2b over it, continued from the state kept after the sealed part: no AES-GCM setup
-and no system call per ticket, which is most of what pinning added to a point query's
-GetFlightInfo (docs/benchmarks.md, "fifteenth round").
+each ticket (:meth:`Sealer.seal_encoded`; on every GetFlightInfo of a kept plan its one-step
+form :meth:`Sealer.seal_new_id`) only writes its head and one keyed BLAKE2b over it, continued
+from the state kept after the sealed part: no AES-GCM setup and no system call per ticket,
+which is most of what pinning added to a point query's GetFlightInfo (docs/benchmarks.md,
+"fifteenth round"). The sealed part is also what an opener may remember
+(:meth:`Sealer.sealed_part`, :meth:`Sealer.open_head`): every envelope of one encoding shares it.
 
 Keys rotate: the newest key seals, every configured key opens; an envelope sealed under a key
 id this server does not have is refused as such ("unknown key id"). The claims always carry
@@ -71,6 +73,7 @@ _MAC = 16
 #: Bytes of the sealed part's length.
 _LENGTH = 4
 _ID_MASK = (1 << 64) - 1
+_ID_HEADS = ("id",)
 _MAX_KID = 32
 BEARER_PREFIX = "lkb1."
 PURPOSES = ("bearer", "ticket", "prepared", "segment")
@@ -279,22 +282,26 @@ class Sealer:
         mac.update(head)
         return b"".join((encoded.prefix, head, mac.digest())), exp
 
-    def seal_new_id(self, encoded: Encoded, ttl: float) -> tuple[bytes, int, str]:
-        """:meth:`seal_encoded` of ``encoded`` (its one per-envelope claim ``id``) with a new
-        id, and ``exp`` (milliseconds) and the id: the same bytes, in one formatting of the
-        head. It is all a kept plan's GetFlightInfo does to pin its snapshots, so it is
-        written as one step; its output is tested against :meth:`seal_encoded`'s."""
-        if encoded.kid != self.sealing_kid or encoded.heads != ("id",):
+    def seal_new_id(self, encoded: Encoded, ttl_ms: int) -> tuple[bytes, int, str]:
+        """:meth:`seal_encoded` of ``encoded`` (its one per-envelope claim ``id``) with a new id
+        (:func:`new_ticket_id`) for ``ttl_ms`` milliseconds, and ``exp`` (milliseconds) and the
+        id: the same bytes (tested against :meth:`seal_encoded`'s).
+
+        It is all a kept plan's GetFlightInfo does to pin its snapshots, and it runs cold there
+        (every step ~10x its time in a warm loop), so it takes as few steps as it can: the head,
+        id included, in one formatting, and the size checked on the result."""
+        if encoded.kid != self.sealing_kid or encoded.heads != _ID_HEADS:
             raise ValueError("claims encoded for another key or with other per-envelope claims")
         now = round(self._clock() * 1000)
-        exp = now + round(ttl * 1000)
-        ticket_id = "%016x" % _IDS.next()
-        head = ('{"exp":%d,"iat":%d,"id":"%s"}' % (exp, now, ticket_id)).encode()
-        if len(encoded.prefix) + len(head) + _MAC > self.max_bytes:
-            self._check_size(encoded.purpose, len(encoded.prefix) + len(head) + _MAC)
+        exp = now + ttl_ms
+        # new_ticket_id(), inlined: the id is formatted with the head
+        head = b'{"exp":%d,"iat":%d,"id":"%016x"}' % (exp, now, (_IDS.start + next(_IDS.count)) & _ID_MASK)
         mac = encoded.mac.copy()
         mac.update(head)
-        return b"".join((encoded.prefix, head, mac.digest())), exp, ticket_id
+        blob = b"".join((encoded.prefix, head, mac.digest()))
+        if len(blob) > self.max_bytes:
+            self._check_size(encoded.purpose, len(blob))
+        return blob, exp, head[-18:-2].decode()
 
     def sealed_part(self, blob: bytes) -> bytes | None:
         """The envelope ``blob`` up to its head (the header and the sealed claims: the same

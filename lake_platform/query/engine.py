@@ -308,7 +308,7 @@ class QueryEngine:
         # scope, SQL and refs every time) is worked out once, and a plan still kept under it
         # stays as it is (DoGet's reuse is what keeps it recent).
         kept = planned.derived.get(_PINNED_KEY)
-        if kept is None or kept[0] != scope:
+        if kept is None or (kept[0] is not scope and kept[0] != scope):
             kept = (scope, plan_key(scope, planned.sql, None, planned.refs))
             planned.derived[_PINNED_KEY] = kept
         elif self.plans.holds(kept[1], planned):
@@ -377,7 +377,7 @@ class QueryEngine:
         ):
             return None
         kept = planned.derived.get(_RESULT_KEY)
-        if kept is None or kept[0] != scope:
+        if kept is None or (kept[0] is not scope and kept[0] != scope):
             key = plan_key(scope, planned.sql, planned.params, planned.refs)
             kept = (scope, key)
             planned.derived[_RESULT_KEY] = kept
