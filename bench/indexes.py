@@ -1,18 +1,20 @@
 """Point queries on an indexed column: through ADBC (end to end), in process, and Lance alone.
 
     python bench/indexes.py [--rows 5000000] [--runs 50] [--before CHECKOUT] [--variant NAME:SETTING=VALUE]
-                            [--paired-runs 150]
+                            [--floor] [--paired-runs 150]
 
 Builds a Lance table through the catalog (``_common``'s generated rows: id int64, ts, category,
 value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id = <n>`` (a
 different id each run but where said, so no result is cached anywhere):
 
 - through ADBC against our Flight SQL endpoint (its own process on loopback): the whole round
-  trip an analyst sees, three ways: a new cursor per query (ADBC prepares, GetFlightInfo, DoGet,
-  closes: four RPCs); one cursor with the query prepared once and the id bound per run
-  (``WHERE id = ?``: DoPut of the parameters, GetFlightInfo, DoGet); one cursor re-running the
-  issue's own query ``WHERE id = 4242`` (ADBC keeps it prepared: GetFlightInfo, DoGet; the server
-  reuses its kept plan of that SQL on that snapshot and scans every time: no result is reused);
+  trip an analyst sees, four ways: a new cursor per query (ADBC prepares, GetFlightInfo, DoGet,
+  closes: four RPCs); a new cursor per run of the issue's own query ``WHERE id = 4242`` (the
+  same four RPCs over the server's kept plan); one cursor with the query prepared once and the
+  id bound per run (``WHERE id = ?``: DoPut of the parameters, GetFlightInfo, DoGet); one
+  cursor re-running the issue's own query ``WHERE id = 4242`` (ADBC keeps it prepared:
+  GetFlightInfo, DoGet; the server reuses its kept plan of that SQL on that snapshot and scans
+  every time: no result is reused);
 - in process through the query engine (plan + stream, DataFusion over the Lance provider);
 - in Lance alone (``dataset.to_table(filter=...)``);
 - the bytes Lance read for one point query (its IO statistics);
@@ -22,7 +24,7 @@ commit; the endpoint is restarted so it plans against the new version at once). 
 the index build time and size. Medians; the machine is shared, so figures are a floor.
 
 ``--before CHECKOUT``: then also our endpoint next to the same endpoint from another checkout
-(e.g. the previous release), both on the indexed table, the three ADBC ways interleaved (each
+(e.g. the previous release), both on the indexed table, the four ADBC ways interleaved (each
 round visits both servers in a new random order, so they share the load): medians and the
 median of the per-round ratios, the figure to quote for a change smaller than the run-to-run
 noise.
@@ -30,6 +32,11 @@ noise.
 ``--variant NAME:SETTING=VALUE[,...]`` (repeatable): our endpoint with these Flight settings
 (``lake_platform.flight.settings``' field names) paired the same way, e.g.
 ``dp:data_listen=127.0.0.1:0`` (the data plane serving the DoGet).
+
+``--floor``: also pair the floor, a Flight SQL server that does no work (``FloorServer``:
+pyarrow.flight's C++ transport, no authentication, every statement answered with the one row
+precomputed at start): what ADBC and the transport alone take on this machine for each of the
+four ways, so ``ours - floor`` is what our endpoint adds (the query included).
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -108,8 +118,6 @@ def median_ms(fn: Callable[[int], int], ids: list[int]) -> tuple[float, float]:
 
 
 def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
-    import pyarrow as pa
-
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.engine.indexes import scan_io
     from lake_platform.query.engine import QueryEngine
@@ -142,7 +150,7 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
     proc, port = start_endpoint(home)
     try:
         ways = AdbcWays(port)
-        for key in ("adbc", "adbc_bound", "adbc_rerun"):
+        for key in ("adbc", "adbc_issue", "adbc_bound", "adbc_rerun"):
             out[key] = median_ms(getattr(ways, key), ids)
         ways.close()
     finally:
@@ -152,12 +160,15 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
 
 
 class AdbcWays:
-    """The point query through ADBC, the three ways the module's docstring names: a new cursor
+    """The point query through ADBC, the four ways the module's docstring names: a new cursor
     per query (``adbc``), one cursor with the id bound per run (``adbc_bound``), one cursor
-    re-running the issue's own query (``adbc_rerun``). Each returns the rows it got."""
+    re-running the issue's own query (``adbc_rerun``); and a new cursor per run of the issue's
+    own query (``adbc_issue``: four RPCs, but the server's kept plan). Each returns the rows it
+    got.
+    ``login``: False for a server without authentication (the floor)."""
 
-    def __init__(self, port: int) -> None:
-        self.conn = c.adbc_connect(port, USER, PASSWORD)
+    def __init__(self, port: int, login: bool = True) -> None:
+        self.conn = c.adbc_connect(port, USER if login else None, PASSWORD)
         self._bound = self.conn.cursor()
         self._rerun = self.conn.cursor()
 
@@ -170,6 +181,11 @@ class AdbcWays:
         self._bound.execute(POINT.format("?"), (i,))
         return sum(b.num_rows for b in self._bound.fetch_record_batch())
 
+    def adbc_issue(self, _: int) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(POINT.format(ISSUE_ID))
+            return sum(b.num_rows for b in cur.fetch_record_batch())
+
     def adbc_rerun(self, _: int) -> int:
         self._rerun.execute(POINT.format(ISSUE_ID))
         return sum(b.num_rows for b in self._rerun.fetch_record_batch())
@@ -180,9 +196,85 @@ class AdbcWays:
         self.conn.close()
 
 
-def paired(home: Path, rows: int, runs: int, before: Path | None, variants: list[str]) -> None:
-    """``--before`` / ``--variant``: the three ADBC ways on this checkout's endpoint and on each
-    other side, interleaved (every round visits every side in a new random order)."""
+class FloorServer(fl.FlightServerBase):
+    """A Flight SQL server that does no work: the least any server costs ADBC's four ways.
+
+    It answers what they call (GetSqlInfo at connect; CreatePreparedStatement, with a parameter
+    schema for a ``?``; a DoPut of parameters; GetFlightInfo; DoGet; ClosePreparedStatement)
+    with the one row ``row`` for every statement, without authentication, parsing or planning."""
+
+    def __init__(self, row: pa.Table) -> None:
+        from lake_platform.flight import sqlinfo
+
+        super().__init__("grpc://127.0.0.1:0")
+        self.row = row
+        self.schema = row.schema.serialize().to_pybytes()
+        self.info = sqlinfo.standard_info(max_statement_bytes=1 << 20, statement_timeout_ms=60_000)
+
+    def do_action(self, context: Any, action: fl.Action) -> Any:
+        from lake_platform.flight import proto
+
+        name, payload = proto.unpack_any(action.body.to_pybytes())
+        if name == "ActionCreatePreparedStatementRequest":
+            sql = proto.parse(proto.ActionCreatePreparedStatementRequest, payload).query
+            params = pa.schema([pa.field(str(i), pa.null()) for i in range(sql.count("?"))])
+            result = proto.ActionCreatePreparedStatementResult(
+                prepared_statement_handle=sql.encode(),
+                dataset_schema=self.schema,
+                parameter_schema=params.serialize().to_pybytes(),
+            )
+            yield fl.Result(proto.pack(result))
+
+    def do_put(self, context: Any, descriptor: fl.FlightDescriptor, reader: Any, writer: Any) -> None:
+        from lake_platform.flight import proto
+
+        reader.read_all()
+        handle = proto.prepared_handle(descriptor.command)
+        result = proto.DoPutPreparedStatementResult(prepared_statement_handle=handle)
+        writer.write(pa.py_buffer(result.SerializeToString()))
+
+    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        from lake_platform.flight import proto, schemas
+
+        name, payload = proto.unpack_any(descriptor.command)
+        if name == "CommandGetSqlInfo":
+            ticket = b"info:" + payload
+            return fl.FlightInfo(schemas.SQL_INFO, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+        return fl.FlightInfo(self.row.schema, descriptor, [fl.FlightEndpoint(b"row", [])], -1, -1)
+
+    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
+        from lake_platform.flight import proto, sqlinfo
+
+        if ticket.ticket.startswith(b"info:"):
+            info = proto.parse(proto.CommandGetSqlInfo, ticket.ticket[5:])
+            return fl.RecordBatchStream(sqlinfo.sql_info_table(self.info, list(info.info)))
+        return fl.RecordBatchStream(self.row)
+
+
+def serve_floor(home: str) -> None:
+    """The floor (``FloorServer``) in this process, answering with the issue's row."""
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
+    with Catalog(load_settings(home=Path(home))) as catalog:
+        row = catalog.open_table(TABLE).dataset.to_table(filter=f"id = {ISSUE_ID}")
+    server = FloorServer(row)
+    print(server.port, flush=True)
+    server.serve()
+
+
+def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-floor", str(home)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def paired(
+    home: Path, rows: int, runs: int, before: Path | None, variants: list[str], floor: bool = False
+) -> None:
+    """``--before`` / ``--variant`` / ``--floor``: the four ADBC ways on this checkout's
+    endpoint and on each other side, interleaved (every round visits every side in a new random
+    order)."""
     sides: dict[str, tuple[Path | None, tuple[str, ...]]] = {"ours": (None, ())}
     if before is not None:
         sides["before"] = (before, ())
@@ -193,7 +285,9 @@ def paired(home: Path, rows: int, runs: int, before: Path | None, variants: list
     try:
         for name, (checkout, options) in sides.items():
             servers[name] = start_endpoint(home, checkout, options)
-        ways = {name: AdbcWays(port) for name, (_, port) in servers.items()}
+        if floor:
+            servers["floor"] = start_floor(home)
+        ways = {name: AdbcWays(port, login=name != "floor") for name, (_, port) in servers.items()}
         rng = random.Random("paired")
         others = [side for side in servers if side != "ours"]
         print(f"paired (btree on id; {runs} interleaved rounds): median ms, and ours / each other side")
@@ -204,6 +298,7 @@ def paired(home: Path, rows: int, runs: int, before: Path | None, variants: list
         )
         for kind, name in (
             ("adbc", "a new cursor per query"),
+            ("adbc_issue", "a new cursor, id = 4242 each time"),
             ("adbc_bound", "one cursor, id = ? bound"),
             ("adbc_rerun", "one cursor, id = 4242 re-run"),
         ):
@@ -227,6 +322,9 @@ def paired(home: Path, rows: int, runs: int, before: Path | None, variants: list
                 + "".join(f" {statistics.median(times[side]) * 1000:8.2f}" for side in servers)
                 + "".join(f" {ratio:10.3f}" for ratio in ratios)
             )
+            if floor:
+                added = statistics.median(a - b for a, b in zip(times["ours"], times["floor"], strict=True))
+                print(f"  {'':34} ours - floor (median per round): {added * 1000:.2f} ms")
         for side in ways.values():
             side.close()
     finally:
@@ -248,7 +346,12 @@ def main() -> None:
         help="also pair our endpoint with itself under these Flight settings "
         "(e.g. dp:data_listen=127.0.0.1:0; 'twin:' an identical one)",
     )
-    parser.add_argument("--paired-runs", type=int, default=150, help="--before/--variant: interleaved rounds")
+    parser.add_argument(
+        "--floor", action="store_true", help="also pair a Flight SQL server that does no work (FloorServer)"
+    )
+    parser.add_argument(
+        "--paired-runs", type=int, default=150, help="--before/--variant/--floor: interleaved rounds"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
@@ -283,6 +386,7 @@ def main() -> None:
     print(f"  {'':34} {'no index':>18} {'btree on id':>18}")
     for key, name in (
         ("adbc", "ADBC, a new cursor per query"),
+        ("adbc_issue", "ADBC, a new cursor, id = 4242"),
         ("adbc_bound", "ADBC, one cursor, id = ? bound"),
         ("adbc_rerun", "ADBC, one cursor, id = 4242 re-run"),
         ("datafusion", "in process (query engine)"),
@@ -299,15 +403,19 @@ def main() -> None:
     print("goal: ADBC point query on an indexed column <= 5 ms median:")
     for key, how in (
         ("adbc", "a new cursor per query"),
+        ("adbc_issue", "the issue's query, a new cursor each time"),
         ("adbc_bound", "a prepared query, id bound per run"),
         ("adbc_rerun", "the issue's query re-run on one cursor"),
     ):
         goal = after[key][0]
         print(f"  {how:40} {goal:6.2f} ms -> {'MEETS' if goal <= 5 else 'MISSES'}")
-    if args.before is not None or args.variant:
-        paired(home, args.rows, args.paired_runs, args.before, args.variant)
+    if args.before is not None or args.variant or args.floor:
+        paired(home, args.rows, args.paired_runs, args.before, args.variant, args.floor)
     print(c.load_line())
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve-floor":
+        serve_floor(sys.argv[2])
+    else:
+        main()
