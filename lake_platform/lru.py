@@ -72,17 +72,6 @@ class BoundedLRU(Generic[K, V]):
         self.put(key, value)
         return value
 
-    def take(self, key: K) -> V | None:
-        """Remove and return the value under ``key`` (a hit); None (a miss) if there is none.
-        Of threads taking one key at once, exactly one gets it."""
-        with self._lock:
-            value = self._entries.pop(key, None)
-            if value is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            return value
-
     def remove(self, key: K, only_if: Callable[[V], bool] | None = None) -> None:
         """Forget ``key`` (if ``only_if`` is given: only while its value passes it)."""
         with self._lock:

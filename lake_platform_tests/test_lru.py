@@ -41,14 +41,6 @@ def test_peek_neither_refreshes_nor_counts() -> None:
     assert lru.peek("a") is None and (lru.hits, lru.misses) == (0, 0)
 
 
-def test_take_removes_and_counts() -> None:
-    lru: BoundedLRU[str, int] = BoundedLRU(2)
-    lru.put("a", 1)
-    lru.put("b", 2)
-    assert lru.take("a") == 1 and lru.take("a") is None and lru.take("z") is None
-    assert len(lru) == 1 and lru.peek("b") == 2 and (lru.hits, lru.misses) == (1, 2)
-
-
 def test_capacity_zero_keeps_nothing() -> None:
     lru: BoundedLRU[str, int] = BoundedLRU(0)
     lru.put("a", 1)
