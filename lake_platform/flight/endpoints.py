@@ -112,9 +112,8 @@ class Endpoints:
             kept = self._kept(identity, planned, params)
         if not kept.split:
             handle, expires, ticket_id = self._tickets.seal_new(kept.claims[0])
-            where = self.locations(0) if self.every_result and self.replicas else ()
-            endpoint = framing.statement_endpoint(handle, int(expires), where)
-            return Answer([endpoint], kept.ordered, kept.schema, ticket_id)
+            where = self.locations(0) if self.unsplit_located else ()
+            return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema, ticket_id)
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []

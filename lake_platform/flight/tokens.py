@@ -321,28 +321,12 @@ class Sealer:
         also decrypt and parse the kept claims again)."""
         what = _noun(purpose)
         keys = self._macs.get(blob[2 : 2 + blob[1]].decode("ascii", "replace"))
-        if keys is None:
+        if keys is None or not _mac_matches(blob, keys[purpose]):
             raise Unauthenticated(f"invalid {what}")
-        mac = hashlib.blake2b(blob[:-_MAC], key=keys[purpose], digest_size=_MAC).digest()
-        if not hmac.compare_digest(mac, blob[-_MAC:]):
+        times = _head_claims(blob[sealed:-_MAC])
+        if times is None or times.keys() != heads | {"exp", "iat"}:
             raise Unauthenticated(f"invalid {what}")
-        head = blob[sealed:-_MAC]
-        try:
-            times = json.loads(head.decode("utf-8"))
-            exact = canonical(times) == head
-        except Exception:  # noqa: BLE001 - bad UTF-8 or JSON, NaN: one answer
-            raise Unauthenticated(f"invalid {what}") from None
-        if (
-            not exact
-            or not isinstance(times, dict)
-            or times.keys() != heads | {"exp", "iat"}
-            or not _is_int(times["exp"])
-            or not _is_int(times["iat"])
-            or any(not isinstance(times[k], str) for k in heads)
-        ):
-            raise Unauthenticated(f"invalid {what}")
-        if times["exp"] < self.now_ms():
-            raise Expired(f"the {what} has expired")
+        self._check_unexpired(times["exp"], what)
         return times
 
     def _prefix(self, purpose: str, body: bytes) -> bytes:
@@ -409,41 +393,35 @@ class Sealer:
         head_at = at + _LENGTH + sealed_len
         if sealed_len < _NONCE + _TAG or len(blob) < head_at + 2 + _MAC:
             raise invalid
-        mac = hashlib.blake2b(blob[:-_MAC], key=self._macs[kid][purpose], digest_size=_MAC).digest()
-        if not hmac.compare_digest(mac, blob[-_MAC:]):
+        if not _mac_matches(blob, self._macs[kid][purpose]):
             raise invalid
         header = blob[:at]
         nonce = blob[at + _LENGTH : at + _LENGTH + _NONCE]
-        head = blob[head_at:-_MAC]
         try:
             body = keys[purpose].decrypt(nonce, blob[at + _LENGTH + _NONCE : head_at], _aad(purpose, header))
             claims = json.loads(body.decode("utf-8"))
-            times = json.loads(head.decode("utf-8"))
             # Each part must be exactly its canonical encoding: that also refuses duplicate
             # keys (the re-encoding has one of them), NaN and other spellings of a value.
-            canonical_parts = canonical(claims) == body and canonical(times) == head
+            canonical_body = canonical(claims) == body
         except Exception:  # noqa: BLE001 - InvalidTag, bad UTF-8 or JSON, NaN: one answer
             raise invalid from None
+        times = _head_claims(blob[head_at:-_MAC])
         if (
-            not canonical_parts
+            not canonical_body
             or not isinstance(claims, dict)
-            or not isinstance(times, dict)
+            or times is None
             or claims.keys() & times.keys()
-            or any(not isinstance(v, str) for k, v in times.items() if k not in ("exp", "iat"))
         ):
             raise invalid
         claims.update(times)
-        if (
-            claims.get("v") != ENVELOPE_VERSION
-            or claims.get("kid") != kid
-            or claims.get("pur") != purpose
-            or not _is_int(times.get("iat"))
-            or not _is_int(times.get("exp"))
-        ):
+        if claims.get("v") != ENVELOPE_VERSION or claims.get("kid") != kid or claims.get("pur") != purpose:
             raise invalid
-        if claims["exp"] < self.now_ms():
-            raise Expired(f"the {what} has expired")
+        self._check_unexpired(claims["exp"], what)
         return claims
+
+    def _check_unexpired(self, exp: int, what: str) -> None:
+        if exp < self.now_ms():
+            raise Expired(f"the {what} has expired")
 
     # -- bearer tokens -----------------------------------------------------------------
 
@@ -481,6 +459,31 @@ class Sealer:
             return Identity.from_claims(claims), claims["iat"] / 1000.0, claims["exp"]
         except KeyError:
             raise Unauthenticated("invalid token") from None
+
+
+def _mac_matches(blob: bytes, key: bytes) -> bool:
+    """Whether the envelope ``blob`` ends with the MAC, under ``key``, of every byte before it."""
+    mac = hashlib.blake2b(blob[:-_MAC], key=key, digest_size=_MAC).digest()
+    return hmac.compare_digest(mac, blob[-_MAC:])
+
+
+def _head_claims(head: bytes) -> dict[str, Any] | None:
+    """An envelope's head as its claims, or None unless it is exactly the canonical encoding
+    of an object with integer ``exp`` and ``iat`` and string values for every other claim."""
+    try:
+        times = json.loads(head.decode("utf-8"))
+        exact = canonical(times) == head
+    except Exception:  # noqa: BLE001 - bad UTF-8 or JSON, NaN: one answer
+        return None
+    if (
+        not exact
+        or not isinstance(times, dict)
+        or not _is_int(times.get("exp"))
+        or not _is_int(times.get("iat"))
+        or any(not isinstance(v, str) for k, v in times.items() if k not in ("exp", "iat"))
+    ):
+        return None
+    return times
 
 
 def _subkey(key: bytes, label: str) -> bytes:
