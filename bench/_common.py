@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.flight as fl
 
 # The engine sets Lance's log filter before lance is first imported; import it first so bare-Lance
 # runs in these scripts log exactly like the catalog's.
@@ -207,6 +208,41 @@ def load_line() -> str:
 
 
 # -- the REST benches ---------------------------------------------------------------------------
+
+
+class SqlInfoServer(fl.FlightServerBase):
+    """A bench's bare Flight SQL server on loopback, without authentication: it answers
+    GetSqlInfo (which ADBC asks at connect); ``statement_info`` and ``statement_stream`` (and a
+    subclass's ``do_action``) answer the statements."""
+
+    def __init__(self) -> None:
+        from lake_platform.flight import sqlinfo
+
+        super().__init__("grpc://127.0.0.1:0")
+        self.info = sqlinfo.standard_info(max_statement_bytes=1 << 20, statement_timeout_ms=60_000)
+
+    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        from lake_platform.flight import proto, schemas
+
+        name, payload = proto.unpack_any(descriptor.command)
+        if name == "CommandGetSqlInfo":
+            ticket = b"info:" + payload
+            return fl.FlightInfo(schemas.SQL_INFO, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+        return self.statement_info(name, payload, descriptor)
+
+    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
+        from lake_platform.flight import proto, sqlinfo
+
+        if ticket.ticket.startswith(b"info:"):
+            info = proto.parse(proto.CommandGetSqlInfo, ticket.ticket[5:])
+            return fl.RecordBatchStream(sqlinfo.sql_info_table(self.info, list(info.info)))
+        return self.statement_stream(ticket.ticket)
+
+    def statement_info(self, name: str, payload: bytes, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        raise NotImplementedError
+
+    def statement_stream(self, ticket: bytes) -> fl.RecordBatchStream:
+        raise NotImplementedError
 
 
 def adbc_connect(port: int, user: str | None = "bench", password: str = "bench-password") -> Any:

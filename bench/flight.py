@@ -651,7 +651,7 @@ class BareServer(fl.FlightServerBase):
         return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(ctx.sql(sql)))
 
 
-class BareSqlServer(fl.FlightServerBase):
+class BareSqlServer(c.SqlInfoServer):
     """The least a Flight SQL server through ADBC can do (cache part): DataFusion over the hot
     table's rows in memory (``memory_context``), no authentication, no pins, no checks. It answers
     only what an ADBC re-run needs: GetSqlInfo (at connect), CreatePreparedStatement (plans once,
@@ -661,10 +661,7 @@ class BareSqlServer(fl.FlightServerBase):
     def __init__(self, home: str) -> None:
         import os
 
-        from lake_platform.flight import sqlinfo
-
-        super().__init__("grpc://127.0.0.1:0")
-        self.info = sqlinfo.standard_info(max_statement_bytes=1 << 20, statement_timeout_ms=60_000)
+        super().__init__()
         self.memory = memory_context(Path(home), os.cpu_count() or 1)
         self.plans: dict[bytes, Any] = {}
 
@@ -683,24 +680,15 @@ class BareSqlServer(fl.FlightServerBase):
             )
             yield fl.Result(proto.pack(result))
 
-    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-        from lake_platform.flight import proto, schemas
+    def statement_info(self, name: str, payload: bytes, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        from lake_platform.flight import proto
 
-        name, payload = proto.unpack_any(descriptor.command)
-        if name == "CommandGetSqlInfo":
-            ticket = b"info:" + payload
-            return fl.FlightInfo(schemas.SQL_INFO, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
         handle = proto.parse(proto.CommandPreparedStatementQuery, payload).prepared_statement_handle
         schema = self.plans[handle].schema()
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(handle, [])], -1, -1)
 
-    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
-        from lake_platform.flight import proto, sqlinfo
-
-        if ticket.ticket.startswith(b"info:"):
-            info = proto.parse(proto.CommandGetSqlInfo, ticket.ticket[5:])
-            return fl.RecordBatchStream(sqlinfo.sql_info_table(self.info, list(info.info)))
-        return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(self.plans[ticket.ticket]))
+    def statement_stream(self, ticket: bytes) -> fl.RecordBatchStream:
+        return fl.RecordBatchStream(pa.RecordBatchReader.from_stream(self.plans[ticket]))
 
 
 def serve_bare_sql(home: str) -> None:

@@ -196,7 +196,7 @@ class AdbcWays:
         self.conn.close()
 
 
-class FloorServer(fl.FlightServerBase):
+class FloorServer(c.SqlInfoServer):
     """A Flight SQL server that does no work: the least any server costs ADBC's four ways.
 
     It answers what they call (GetSqlInfo at connect; CreatePreparedStatement, with a parameter
@@ -204,12 +204,9 @@ class FloorServer(fl.FlightServerBase):
     with the one row ``row`` for every statement, without authentication, parsing or planning."""
 
     def __init__(self, row: pa.Table) -> None:
-        from lake_platform.flight import sqlinfo
-
-        super().__init__("grpc://127.0.0.1:0")
+        super().__init__()
         self.row = row
         self.schema = row.schema.serialize().to_pybytes()
-        self.info = sqlinfo.standard_info(max_statement_bytes=1 << 20, statement_timeout_ms=60_000)
 
     def do_action(self, context: Any, action: fl.Action) -> Any:
         from lake_platform.flight import proto
@@ -233,21 +230,10 @@ class FloorServer(fl.FlightServerBase):
         result = proto.DoPutPreparedStatementResult(prepared_statement_handle=handle)
         writer.write(pa.py_buffer(result.SerializeToString()))
 
-    def get_flight_info(self, context: Any, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-        from lake_platform.flight import proto, schemas
-
-        name, payload = proto.unpack_any(descriptor.command)
-        if name == "CommandGetSqlInfo":
-            ticket = b"info:" + payload
-            return fl.FlightInfo(schemas.SQL_INFO, descriptor, [fl.FlightEndpoint(ticket, [])], -1, -1)
+    def statement_info(self, name: str, payload: bytes, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
         return fl.FlightInfo(self.row.schema, descriptor, [fl.FlightEndpoint(b"row", [])], -1, -1)
 
-    def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
-        from lake_platform.flight import proto, sqlinfo
-
-        if ticket.ticket.startswith(b"info:"):
-            info = proto.parse(proto.CommandGetSqlInfo, ticket.ticket[5:])
-            return fl.RecordBatchStream(sqlinfo.sql_info_table(self.info, list(info.info)))
+    def statement_stream(self, ticket: bytes) -> fl.RecordBatchStream:
         return fl.RecordBatchStream(self.row)
 
 
