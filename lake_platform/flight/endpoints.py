@@ -125,11 +125,11 @@ class Endpoints:
     def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
         """Split the plan, check and encode its tickets' claims (InvalidInput if they break a
         rule), and keep all that with the plan unless it has bound parameters."""
-        # Worked out once per plan and sizing, whoever asks.
+        # Worked out once per plan's structure and sizing, whoever asks.
         key = ("parts", self.sizing)
-        if key not in planned.derived:
-            planned.derived[key] = split(planned, self._sizes, self.sizing)
-        parts = planned.derived[key]
+        if key not in planned.structure:
+            planned.structure[key] = split(planned, self._sizes, self.sizing)
+        parts = planned.structure[key]
         sql, refs = planned.sql, planned.refs
         if parts is None:
             claims = (self._tickets.statement_claims(identity, sql, params, refs),)

@@ -106,10 +106,11 @@ class Spooler:
     def wanted(self, planned: PlannedQuery, asked: bool) -> bool:
         if asked:
             return True
-        # Worked out once per plan (its snapshots never change): a kept plan asks every call.
-        kept = planned.derived.get("spool")
+        # Worked out once per plan's structure (its snapshots never change): a kept plan asks
+        # every call.
+        kept = planned.structure.get("spool")
         if kept is None or kept[0] is not self.settings:
-            kept = planned.derived["spool"] = (self.settings, self._wanted(planned))
+            kept = planned.structure["spool"] = (self.settings, self._wanted(planned))
         return kept[1]
 
     def _wanted(self, planned: PlannedQuery) -> bool:

@@ -32,9 +32,10 @@ from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import Lookup, lookup_of, stream_lookup
 from lake_platform.query.planner import PlannedQuery, Resolver
-from lake_platform.query.plans import PlanCache, plan_key, view_key
+from lake_platform.query.plans import PlanCache, plan_key, shape_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
+from lake_platform.query.shapes import shape_of
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
@@ -47,6 +48,21 @@ _CACHE_GENERATION = "cache_generation"
 _PINNED_KEY = "pinned_key"
 #: ``PlannedQuery.derived`` key: (scope, its result's key in the result cache).
 _RESULT_KEY = "result_key"
+
+
+class _PlannedOnUse:
+    """A shaped plan's DataFusion frame (``QueryEngine._shaped``), planned from its own text the
+    first time anything asks for it: a lookup's way never does, and any other use gets the
+    real frame of exactly that text over the same view (the same snapshots)."""
+
+    def __init__(self, plan: Callable[[], Any]) -> None:
+        self._plan = plan
+        self._df: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._df is None:
+            self._df = self._plan()
+        return getattr(self._df, name)
 
 
 class QueryEngine:
@@ -83,6 +99,8 @@ class QueryEngine:
         # Key lookups on indexed columns of cached snapshots read Lance's index (``access``).
         self._indexed = IndexedColumns(self.dataset, self.limits.dataset_cache_size or 1)
         self.index_lookups = 0  # plannings moved from the cache to a scalar index
+        self.shaped = 0  # key lookups answered from a kept plan of the same shape (``shapes``)
+        self._shapes = False  # whether any shape was ever kept (else no text is scanned)
         self.plans = PlanCache(self.limits.plan_cache_size)
         self.cache = DataCache(
             self.limits.cache_bytes,
@@ -204,18 +222,69 @@ class QueryEngine:
         ``scope``: who asks (the principal); with it, a parameterless statement planned for
         the same scope over this very ``view`` is planned once (``plans``)."""
         key = view_key(scope, sql, view) if scope is not None and params is None else None
-        if key is not None:
-            kept = self._fresh(self.plans.get(key, view))
+        if key is None:
+            return self._plan_view(sql, view, params, prepare)
+        kept = self._fresh(self.plans.get(key, view))
+        if kept is None:
+            kept = self._shaped(scope, sql, view)
             if kept is not None:
-                # What planning checks: an older version read by time travel still exists.
-                for ref in kept.refs:
-                    if ref.at is not None:
-                        self._providers.entry(ref, True)
-                return kept
+                self._keep(key, kept, view)
+        if kept is not None:
+            # What planning checks: an older version read by time travel still exists.
+            for ref in kept.refs:
+                if ref.at is not None:
+                    self._providers.entry(ref, True)
+            return kept
         planned = self._plan_view(sql, view, params, prepare)
-        if key is not None and planned.parameters == 0 and planned.deterministic:
+        if planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
+            self._keep_shape(scope, planned, view)
         return planned
+
+    def _shaped(self, scope: Hashable, sql: str, view: ProjectView) -> PlannedQuery | None:
+        """``sql`` answered from a kept key lookup of the same shape (``shapes``) over this very
+        ``view``, with its own literals: the same snapshot, columns and schema, read through
+        Lance's index with this text's values; None when there is none, or a value does not
+        fit (the text is then planned). Its DataFusion frame is planned only if something
+        asks for it (nothing on a lookup's way: ``structure`` is shared with the kept plan)."""
+        if not self._shapes:
+            return None
+        shape = shape_of(sql)
+        if shape is None:
+            return None
+        template = self._fresh(self.plans.get(shape_key(scope, shape.text, view), view))
+        if template is None:
+            return None
+        lookup = template.derived["lookup"].rebound(shape.slots)
+        if lookup is None:
+            return None
+        planned = PlannedQuery(
+            sql,
+            _PlannedOnUse(lambda: self._plan_view(sql, view, None, False).df),
+            template.schema,
+            template.refs,
+            0,
+            template.lookups,
+            structure=template.structure,
+        )
+        planned.derived[_CACHE_GENERATION] = template.derived[_CACHE_GENERATION]
+        planned.derived["lookup"] = lookup
+        self.shaped += 1
+        return planned
+
+    def _keep_shape(self, scope: Hashable, planned: PlannedQuery, view: ProjectView) -> None:
+        """Keep ``planned`` for texts of its shape when it is a key lookup whose literals are
+        exactly the slots its text's shape takes out (``Lookup.matches``)."""
+        if len(planned.refs) != 1 or planned.cached:
+            return
+        shape = shape_of(planned.sql)
+        if shape is None:
+            return
+        lookup = self._lookup(planned)
+        if lookup is None or not lookup.matches(shape.slots):
+            return
+        self._keep(shape_key(scope, shape.text, view), planned, view)
+        self._shapes = True
 
     def _plan_view(
         self, sql: str, view: ProjectView, params: pa.RecordBatch | None, prepare: bool

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -49,12 +49,71 @@ _INTS = {
 }
 
 
+#: The largest value an integer literal in SQL text is an Int64 for (DataFusion types a larger
+#: one otherwise, and the comparison is then no lookup).
+_INT64_MAX = 2**63 - 1
+
+
+class Term(NamedTuple):
+    """One conjunct ``column = value``: an integer compared to an Int64 column, or a string to a
+    string column."""
+
+    column: str
+    value: int | str
+
+    def text(self) -> str:
+        """The conjunct in Lance's filter syntax."""
+        if isinstance(self.value, int):
+            return f"{self.column} = {self.value}"
+        return f"{self.column} = '{self.value}'"
+
+
 @dataclass(frozen=True)
 class Lookup:
     ref: TableRef
     columns: tuple[str, ...]
-    filter: str  # Lance's SQL filter text
+    terms: tuple[Term, ...]  # in the order the predicate has them
     keys: frozenset[str]  # the columns compared
+
+    @property
+    def filter(self) -> str:
+        """Lance's SQL filter text."""
+        return " AND ".join(term.text() for term in self.terms)
+
+    def matches(self, slots: Sequence[tuple[str, int | str]]) -> bool:
+        """Whether ``slots`` (``shapes.Slot``: a column and a literal taken out of the SQL text, in
+        text order) are exactly this lookup's terms, one for one, in order, each literal of its
+        term's kind: then each term's value is the text's literal and nothing else."""
+        return len(slots) == len(self.terms) and all(
+            column == term.column
+            and type(value) is type(term.value)
+            and value == term.value
+            and _plain(value)
+            for (column, value), term in zip(slots, self.terms, strict=True)
+        )
+
+    def rebound(self, slots: Sequence[tuple[str, int | str]]) -> Lookup | None:
+        """This lookup with each term's value taken from ``slots`` (a text of the same shape as
+        the one it was planned from, see :meth:`matches`); None when a value would not be what
+        DataFusion plans as a lookup: an integer beyond Int64, or a string Lance's filter text
+        could not say."""
+        if len(slots) != len(self.terms):
+            return None
+        terms = []
+        for (column, value), term in zip(slots, self.terms, strict=True):
+            if column != term.column or type(value) is not type(term.value) or not _plain(value):
+                return None
+            terms.append(Term(column, value))
+        return Lookup(self.ref, self.columns, tuple(terms), self.keys)
+
+
+def _plain(value: int | str) -> bool:
+    """Whether a literal of the SQL text is planned as exactly this value: an integer within
+    Int64 (so its column is an Int64 one, the literal's type being the column's), or a string
+    Lance's filter text says as it is."""
+    if isinstance(value, int):
+        return 0 <= value <= _INT64_MAX
+    return "'" not in value and "\\" not in value
 
 
 def lookup_of(planned: PlannedQuery, schema: pa.Schema) -> Lookup | None:
@@ -79,21 +138,20 @@ def lookup_of(planned: PlannedQuery, schema: pa.Schema) -> Lookup | None:
     sv = scan.to_variant()
     if type(sv).__name__ != "TableScan" or sv.filters() or sv.fetch() is not None:
         return None
-    terms: list[str] = []
-    keys: set[str] = set()
-    if not _conjuncts(fv.predicate(), schema, terms, keys):
+    terms: list[Term] = []
+    if not _conjuncts(fv.predicate(), schema, terms):
         return None
     if [f.name for f in planned.schema] != columns or any(c not in schema.names for c in columns):
         return None
-    return Lookup(planned.refs[0], tuple(columns), " AND ".join(terms), frozenset(keys))
+    return Lookup(planned.refs[0], tuple(columns), tuple(terms), frozenset(t.column for t in terms))
 
 
-def _conjuncts(expr: Any, schema: pa.Schema, terms: list[str], keys: set[str]) -> bool:
+def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
     v = expr.to_variant()
     if type(v).__name__ != "BinaryExpr":
         return False
     if v.op() == "AND":
-        return _conjuncts(v.left(), schema, terms, keys) and _conjuncts(v.right(), schema, terms, keys)
+        return _conjuncts(v.left(), schema, terms) and _conjuncts(v.right(), schema, terms)
     if v.op() != "=":
         return False
     sides = [v.left().to_variant(), v.right().to_variant()]
@@ -110,15 +168,14 @@ def _conjuncts(expr: Any, schema: pa.Schema, terms: list[str], keys: set[str]) -
         value = lit.value_i64() if dtype.startswith("Int") else lit.value_u64()
         if value is None:
             return False
-        terms.append(f"{name} = {int(value)}")
+        terms.append(Term(name, int(value)))
     elif dtype == "Utf8" and kind in (pa.string(), pa.large_string()):
         text = lit.value_string()
         if text is None or "'" in text or "\\" in text:
             return False
-        terms.append(f"{name} = '{text}'")
+        terms.append(Term(name, text))
     else:
         return False
-    keys.add(name)
     return True
 
 
@@ -190,4 +247,4 @@ def _scanner(dataset: Any, lookup: Lookup, planned: PlannedQuery, batch_size: in
     return scanner
 
 
-__all__ = ["Lookup", "lookup_of", "stream_lookup"]
+__all__ = ["Lookup", "Term", "lookup_of", "stream_lookup"]

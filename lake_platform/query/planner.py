@@ -82,9 +82,13 @@ class PlannedQuery:
     deterministic: bool = True
     #: the parameters bound when it was planned (None: none), part of its result's key
     params: pa.RecordBatch | None = field(default=None, compare=False, repr=False)
-    #: facts derived from the plan by its users (how it is split into endpoints, ...): a kept
+    #: facts derived from the plan by its users (its tickets' claims, its lookup, ...): a kept
     #: plan (``plans``) is the same immutable plan, so they are worked out once
     derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: facts that depend only on the plan's structure and snapshots, never on its literals (how
+    #: it is split into endpoints, whether its order is part of the answer, whether it is
+    #: spooled): shared, the very same dict, by every plan of a key lookup's shape (``shapes``)
+    structure: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def deadline(limits: QueryLimits) -> float | None:

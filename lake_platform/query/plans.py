@@ -44,6 +44,12 @@ def view_key(scope: Hashable, sql: str, view: Any) -> tuple[Hashable, ...]:
     return ("view", scope, sql, id(view))
 
 
+def shape_key(scope: Hashable, shape: str, view: Any) -> tuple[Hashable, ...]:
+    """What determines a key lookup's plan over one view, but for the literals its text's
+    shape takes out (``shapes``): kept with the view as the anchor, as under :func:`view_key`."""
+    return ("shape", scope, shape, id(view))
+
+
 def plan_key(
     scope: Hashable, sql: str, params: pa.RecordBatch | None, refs: Sequence[TableRef]
 ) -> tuple[Hashable, ...]:
@@ -94,4 +100,4 @@ class PlanCache:
         return len(self._plans)
 
 
-__all__ = ["PlanCache", "plan_key", "view_key"]
+__all__ = ["PlanCache", "plan_key", "shape_key", "view_key"]

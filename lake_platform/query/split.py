@@ -49,8 +49,11 @@ class Shape:
 
 def ordered(planned: PlannedQuery) -> bool:
     """Whether the result's order is part of the answer (a sort at the top of the plan; the
-    unoptimized plan, which costs nothing more to look at)."""
-    return _sorted_on_top(planned.df.logical_plan())
+    unoptimized plan, which costs nothing more to look at). Worked out once per structure."""
+    found = planned.structure.get("ordered")
+    if found is None:
+        found = planned.structure["ordered"] = _sorted_on_top(planned.df.logical_plan())
+    return found
 
 
 def shape(planned: PlannedQuery) -> Shape:
