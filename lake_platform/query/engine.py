@@ -35,8 +35,8 @@ from lake_platform.query.planner import PlannedQuery, Resolver
 from lake_platform.query.plans import PlanCache, plan_key, shape_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
-from lake_platform.query.shapes import shape_of
 from lake_platform.query.sessions import Sessions
+from lake_platform.query.shapes import shape_of
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
 from lake_platform.query.volatility import nondeterministic_functions

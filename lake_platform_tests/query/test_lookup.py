@@ -170,3 +170,142 @@ def test_a_kept_lookup_reuses_its_scanner(lake: tuple[Any, Catalog], monkeypatch
         {"id": 77, "s": "name-77"}
     ]
     assert built == ["id = 4242", "id = 77"]
+
+
+# -- texts of one shape (``shapes``): planned once, answered with their own literals ----------
+
+
+def rows(engine: QueryEngine, planned: Any) -> list[dict[str, Any]]:
+    return pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist()
+
+
+@pytest.fixture
+def plannings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL texts DataFusion planned (``planner.plan_in``), in order."""
+    from lake_platform.query import planner
+
+    seen: list[str] = []
+    real = planner.plan_in
+
+    def counting(session: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(sql)
+        return real(session, sql, *args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan_in", counting)
+    return seen
+
+
+SHAPES = [
+    ("SELECT * FROM w.ns.keys WHERE id = {}", [4242, 7, 99999999, 0]),
+    ("SELECT s, id FROM w.ns.keys WHERE {} = id", [77, 78]),
+    ("SELECT id, x FROM w.ns.keys WHERE s = '{}'", ["name-12345", "name-1", "nobody", ""]),
+    ("SELECT id FROM w.ns.keys WHERE id = {} AND s = 'name-131'", [130, 131]),
+]
+
+
+@pytest.mark.parametrize(("template", "values"), SHAPES)
+def test_a_lookup_of_a_kept_shape_is_answered_without_planning(
+    lake: tuple[Any, Catalog], plannings: list[str], template: str, values: list[Any]
+) -> None:
+    """The first text is planned; every other of its shape is not, and still gives exactly the
+    rows DataFusion gives for that text (planned on use, below)."""
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    texts = [template.format(v) for v in values]
+    for i, sql in enumerate(texts):
+        planned = engine.plan(sql, view, scope="alice")
+        ours = pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist()
+        assert planned.sql == sql and planned.derived["lookup"] is not None
+        assert plannings == texts[:1]  # streaming the lookup never asked for DataFusion's frame
+        assert engine.shaped == i
+        theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
+        assert ours == theirs.to_pylist()
+        plannings[1:] = []  # DataFusion's frame, planned on use for the comparison
+
+
+def test_texts_of_a_shape_with_two_slots_bind_both(lake: tuple[Any, Catalog], plannings: list[str]) -> None:
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    sql = "SELECT id, s FROM w.ns.keys WHERE id = {} AND s = '{}'"
+    first = engine.plan(sql.format(5, "name-5"), view, scope="alice")
+    assert pa.Table.from_batches(list(engine.stream(first))).to_pylist() == [{"id": 5, "s": "name-5"}]
+    for key, name, rows in [(6, "name-6", [{"id": 6, "s": "name-6"}]), (6, "name-7", [])]:
+        planned = engine.plan(sql.format(key, name), view, scope="alice")
+        assert planned.derived["lookup"].filter == f"id = {key} AND s = '{name}'"
+        assert pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist() == rows
+    assert engine.shaped == 2 and len(plannings) == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # an Int32 column: the literal is cast, the plan no lookup, so no shape is kept
+        ("SELECT id FROM w.ns.keys WHERE k = 3", "SELECT id FROM w.ns.keys WHERE k = 4"),
+        # x has no index: no lookup
+        (
+            "SELECT id FROM w.ns.keys WHERE id = 5 AND x = 1",
+            "SELECT id FROM w.ns.keys WHERE id = 6 AND x = 1",
+        ),
+        # beyond Int64: DataFusion types the literal otherwise
+        ("SELECT id FROM w.ns.keys WHERE id = 5", "SELECT id FROM w.ns.keys WHERE id = 9223372036854775808"),
+        # an escaped quote: the second text has no shape
+        ("SELECT id FROM w.ns.keys WHERE s = 'a'", "SELECT id FROM w.ns.keys WHERE s = 'it''s'"),
+        # a string where the first had a number: the kinds differ
+        ("SELECT id FROM w.ns.keys WHERE id = 5", "SELECT id FROM w.ns.keys WHERE id = '6'"),
+    ],
+)
+def test_other_texts_are_planned(
+    lake: tuple[Any, Catalog], plannings: list[str], first: str, second: str
+) -> None:
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    engine.plan(first, view, scope="alice")
+    planned = engine.plan(second, view, scope="alice")
+    assert engine.shaped == 0 and plannings == [first, second]
+    ours = pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist()
+    theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
+    assert ours == theirs.to_pylist()
+
+
+def test_a_shape_is_kept_per_principal_and_catalog_view(
+    lake: tuple[Any, Catalog], plannings: list[str]
+) -> None:
+    settings, catalog = lake
+    catalog.create_table("p.w.ns.shaped", data(0, 1000))
+    catalog.create_index("p.w.ns.shaped", "id", "btree")
+    engine = QueryEngine(settings, QueryLimits())
+    sql = "SELECT id, s FROM w.ns.shaped WHERE id = {}"
+    view = load_snapshot(catalog.store).project("p")
+    engine.plan(sql.format(1), view, scope="alice")
+    engine.plan(sql.format(2), view, scope="etl")  # another principal: planned
+    assert engine.shaped == 0
+    engine.plan(sql.format(3), view, scope="etl")
+    assert engine.shaped == 1
+    catalog.append("p.w.ns.shaped", data(1000, 1100))
+    newer = load_snapshot(catalog.store).project("p")
+    planned = engine.plan(sql.format(1050), newer, scope="alice")  # a new view: planned
+    assert engine.shaped == 1 and len(plannings) == 3
+    assert pa.Table.from_batches(list(engine.stream(planned))).to_pylist() == [{"id": 1050, "s": "name-1050"}]
+    assert planned.refs[0].version == newer.table("w", "ns", "shaped").ref.version
+    # The older view still answers from its own shape, over its own version.
+    planned = engine.plan(sql.format(1051), view, scope="alice")
+    assert engine.shaped == 2 and rows(engine, planned) == []
+
+
+def test_a_shaped_time_travel_read_stays_on_its_version(
+    lake: tuple[Any, Catalog], plannings: list[str]
+) -> None:
+    settings, catalog = lake
+    catalog.create_table("p.w.ns.travel", data(0, 1000))
+    catalog.create_index("p.w.ns.travel", "id", "btree")
+    version = load_snapshot(catalog.store).project("p").table("w", "ns", "travel").ref.version
+    catalog.delete_rows("p.w.ns.travel", "id < 10")
+    engine = QueryEngine(settings, QueryLimits())
+    view = load_snapshot(catalog.store).project("p")
+    sql = 'SELECT id FROM w.ns."travel@v' + str(version) + '" WHERE id = {}'
+    engine.plan(sql.format(1), view, scope="alice")
+    planned = engine.plan(sql.format(2), view, scope="alice")
+    assert engine.shaped == 1 and planned.refs[0].version == version
+    assert pa.Table.from_batches(list(engine.stream(planned))).to_pylist() == [{"id": 2}]
+    current = engine.plan("SELECT id FROM w.ns.travel WHERE id = 3", view, scope="alice")
+    assert engine.shaped == 1 and rows(engine, current) == []
