@@ -36,6 +36,9 @@ def running(lake: tuple[LakeSettings, Catalog]) -> Iterator[Running]:
     settings, catalog = lake
     catalog.create_table("p.w.ns.grows", t_rows(10).to_reader())
     catalog.set_policy("p.w.ns.grows", {"cache": "off"})  # plans over cached batches are not kept
+    for project, rows in (("p", t_rows(50)), ("q", t_rows(50, start=1000))):
+        catalog.create_table(f"{project}.w.ns.keyed", rows.to_reader())
+        catalog.create_index(f"{project}.w.ns.keyed", "id", "btree")
     with serving(settings, catalog, snapshot_ttl_seconds=0.1) as server:
         yield Running(server, settings, catalog)
 
@@ -236,3 +239,42 @@ def test_a_plan_that_reads_the_clock_is_never_kept(running: Running) -> None:
     assert len(server.engine.plans) == kept
     again = server.engine.plan("SELECT now() AS t", server._view(ALICE), scope=ALICE)
     assert again is not planned
+
+
+def test_key_lookups_of_one_shape_are_planned_once_per_principal(running: Running) -> None:
+    """An analyst's tool sending one point query per key, a new cursor each: the first text is
+    planned, the next ones of its shape are answered from its plan (``query.shapes``) with their
+    own ids; another tenant's lookups of the same text are planned over its own table."""
+    engine = running.server.engine
+    sql = "SELECT id, s FROM w.ns.keyed WHERE id = {}"
+    alice, bob = running.adbc("alice"), running.adbc("bob")
+    try:
+        shaped = engine.shaped
+        for i in (3, 4, 5):
+            assert adbc_rows(alice, sql.format(i)) == [{"id": i, "s": f"row-{i}"}]
+        assert engine.shaped == shaped + 2
+        assert adbc_rows(bob, sql.format(4)) == []  # bob's table has ids 1000-1049
+        assert adbc_rows(bob, sql.format(1004)) == [{"id": 1004, "s": "row-1004"}]
+        assert engine.shaped == shaped + 3
+        assert adbc_rows(alice, sql.format(1004)) == []
+        assert engine.shaped == shaped + 4
+    finally:
+        alice.close()
+        bob.close()
+
+
+def test_a_shaped_lookups_ticket_is_served_where_its_plan_is_not_kept(running: Running) -> None:
+    """Its ticket carries its own SQL: a replica without the plan (here: the plans forgotten)
+    plans that text, and reads the same row from the pinned version."""
+    engine = running.server.engine
+    client, options = login(running.uri)
+    try:
+        sql = "SELECT id, s FROM w.ns.keyed WHERE id = {}"
+        fetch(client, options, plan(client, options, sql.format(10)))
+        shaped = engine.shaped
+        info = plan(client, options, sql.format(11))
+        assert engine.shaped == shaped + 1
+        engine.plans.clear()
+        assert fetch(client, options, info).to_pylist() == [{"id": 11, "s": "row-11"}]
+    finally:
+        client.close()
