@@ -36,7 +36,7 @@ from lake_platform.query.plans import PlanCache, plan_key, shape_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
-from lake_platform.query.shapes import shape_of
+from lake_platform.query.shapes import Shape, shape_of
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
 from lake_platform.query.volatility import nondeterministic_functions
@@ -220,13 +220,17 @@ class QueryEngine:
 
         ``prepare``: parameters may stay unbound (a prepared statement's first planning).
         ``scope``: who asks (the principal); with it, a parameterless statement planned for
-        the same scope over this very ``view`` is planned once (``plans``)."""
+        the same scope over this very ``view`` is planned once (``plans``), and a key lookup
+        that differs from a kept one only in the literals it compares is not planned at all
+        (``shapes``, :meth:`_shaped`)."""
         key = view_key(scope, sql, view) if scope is not None and params is None else None
         if key is None:
             return self._plan_view(sql, view, params, prepare)
         kept = self._fresh(self.plans.get(key, view))
+        shape = None
         if kept is None:
-            kept = self._shaped(scope, sql, view)
+            shape = shape_of(sql)
+            kept = self._shaped(scope, sql, shape, view)
             if kept is not None:
                 self._keep(key, kept, view)
         if kept is not None:
@@ -238,19 +242,19 @@ class QueryEngine:
         planned = self._plan_view(sql, view, params, prepare)
         if planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
-            self._keep_shape(scope, planned, view)
+            if shape is not None:
+                self._keep_shape(scope, planned, shape, view)
         return planned
 
-    def _shaped(self, scope: Hashable, sql: str, view: ProjectView) -> PlannedQuery | None:
+    def _shaped(
+        self, scope: Hashable, sql: str, shape: Shape | None, view: ProjectView
+    ) -> PlannedQuery | None:
         """``sql`` answered from a kept key lookup of the same shape (``shapes``) over this very
         ``view``, with its own literals: the same snapshot, columns and schema, read through
         Lance's index with this text's values; None when there is none, or a value does not
         fit (the text is then planned). Its DataFusion frame is planned only if something
         asks for it (nothing on a lookup's way: ``structure`` is shared with the kept plan)."""
-        if not self._shapes:
-            return None
-        shape = shape_of(sql)
-        if shape is None:
+        if shape is None or not self._shapes:
             return None
         template = self._fresh(self.plans.get(shape_key(scope, shape.text, view), view))
         if template is None:
@@ -272,13 +276,10 @@ class QueryEngine:
         self.shaped += 1
         return planned
 
-    def _keep_shape(self, scope: Hashable, planned: PlannedQuery, view: ProjectView) -> None:
-        """Keep ``planned`` for texts of its shape when it is a key lookup whose literals are
-        exactly the slots its text's shape takes out (``Lookup.matches``)."""
+    def _keep_shape(self, scope: Hashable, planned: PlannedQuery, shape: Shape, view: ProjectView) -> None:
+        """Keep ``planned`` for texts of its text's ``shape`` when it is a key lookup whose
+        literals are exactly the slots the shape takes out (``Lookup.matches``)."""
         if len(planned.refs) != 1 or planned.cached:
-            return
-        shape = shape_of(planned.sql)
-        if shape is None:
             return
         lookup = self._lookup(planned)
         if lookup is None or not lookup.matches(shape.slots):
