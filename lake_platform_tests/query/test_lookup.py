@@ -179,6 +179,14 @@ def rows(engine: QueryEngine, planned: Any) -> list[dict[str, Any]]:
     return pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist()
 
 
+def indexed_table(lake: tuple[Any, Catalog], name: str) -> tuple[QueryEngine, Catalog]:
+    """A new table ``p.w.ns.<name>`` of 1,000 rows with a BTREE on ``id``, and a new engine."""
+    settings, catalog = lake
+    catalog.create_table(f"p.w.ns.{name}", data(0, 1000))
+    catalog.create_index(f"p.w.ns.{name}", "id", "btree")
+    return QueryEngine(settings, QueryLimits()), catalog
+
+
 @pytest.fixture
 def plannings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The SQL texts DataFusion planned (``planner.plan_in``), in order."""
@@ -270,10 +278,7 @@ def test_other_texts_are_planned(
 def test_a_shape_is_kept_per_principal_and_catalog_view(
     lake: tuple[Any, Catalog], plannings: list[str]
 ) -> None:
-    settings, catalog = lake
-    catalog.create_table("p.w.ns.shaped", data(0, 1000))
-    catalog.create_index("p.w.ns.shaped", "id", "btree")
-    engine = QueryEngine(settings, QueryLimits())
+    engine, catalog = indexed_table(lake, "shaped")
     sql = "SELECT id, s FROM w.ns.shaped WHERE id = {}"
     view = load_snapshot(catalog.store).project("p")
     engine.plan(sql.format(1), view, scope="alice")
@@ -295,12 +300,9 @@ def test_a_shape_is_kept_per_principal_and_catalog_view(
 def test_a_shaped_time_travel_read_stays_on_its_version(
     lake: tuple[Any, Catalog], plannings: list[str]
 ) -> None:
-    settings, catalog = lake
-    catalog.create_table("p.w.ns.travel", data(0, 1000))
-    catalog.create_index("p.w.ns.travel", "id", "btree")
+    engine, catalog = indexed_table(lake, "travel")
     version = load_snapshot(catalog.store).project("p").table("w", "ns", "travel").ref.version
     catalog.delete_rows("p.w.ns.travel", "id < 10")
-    engine = QueryEngine(settings, QueryLimits())
     view = load_snapshot(catalog.store).project("p")
     sql = 'SELECT id FROM w.ns."travel@v' + str(version) + '" WHERE id = {}'
     engine.plan(sql.format(1), view, scope="alice")
