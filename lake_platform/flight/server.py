@@ -520,6 +520,11 @@ class FlightSqlServer:
             "early_starts": self.streams.early_stats(),
             "cache": self.engine.cache.stats(),
             "result_cache": self.engine.results.stats(),
+            "plans": {
+                "kept": len(self.engine.plans),
+                "hits": self.engine.plans.hits,
+                "shaped": self.engine.shaped,
+            },
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
 

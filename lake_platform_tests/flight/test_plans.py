@@ -258,6 +258,7 @@ def test_key_lookups_of_one_shape_are_planned_once_per_principal(running: Runnin
         assert engine.shaped == shaped + 3
         assert adbc_rows(alice, sql.format(1004)) == []
         assert engine.shaped == shaped + 4
+        assert running.server.health()["plans"]["shaped"] == engine.shaped
     finally:
         alice.close()
         bob.close()
