@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,18 @@ from lake_platform_tests.servers import start_moto_server
 #: Every MetaStore backend the contract suite runs against ("dynamodb-layout1": a DynamoDB table
 #: in the item layout of older releases, before `lake registry migrate`).
 METASTORE_BACKENDS = ["sqlite", "dynamodb", "dynamodb-layout1"]
+
+
+@pytest.fixture(autouse=True)
+def _sigterm_as_found() -> Iterator[None]:
+    """SIGTERM's disposition as each test found it. Running a Dagster job in process maps
+    SIGTERM to SIGINT's handler and leaves it so; under a runner that starts the job in the
+    background SIGINT is ignored, and every server a later test starts would inherit an ignored
+    SIGTERM and outlive its fixture's ``terminate()``."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    if before is not None and signal.getsignal(signal.SIGTERM) != before:
+        signal.signal(signal.SIGTERM, before)
 
 
 @pytest.fixture(scope="session")

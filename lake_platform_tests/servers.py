@@ -22,7 +22,15 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """``preexec_fn`` for a test server: the kernel sends it ``sig`` (SIGTERM) when the test
     process dies (a killed or crashed pytest, which runs no fixture teardown), so no server
     outlives its run. Kept across ``exec`` (and set after ``Popen(user=...)`` switches the user,
-    which would clear it); Linux only, like the servers themselves."""
+    which would clear it); Linux only, like the servers themselves.
+
+    ``sig`` is set back to its default action first: an ignored signal is inherited across
+    ``exec``, and the test process may ignore SIGTERM by the time it starts a server (Dagster
+    maps SIGTERM to SIGINT's handler when it runs a job in process, and SIGINT is ignored in a
+    job a CI runner starts in the background). Such a server would ignore both this signal and
+    its fixture's ``terminate()``."""
+    if signal.getsignal(sig) == signal.SIG_IGN:
+        signal.signal(sig, signal.SIG_DFL)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")

@@ -17,6 +17,10 @@ print(child.pid, flush=True)
 sys.stdin.read()  # until killed
 """
 
+#: The test process as Dagster can leave it: SIGTERM mapped to SIGINT's handler, which is
+#: SIG_IGN when a CI runner starts the job in the background.
+IGNORING_PARENT = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + PARENT
+
 POSTGRES_PARENT = """
 import sys
 from lake_platform_tests.postgres import start_postgres
@@ -50,6 +54,10 @@ def killed_parent(code: str, within: float) -> list[str]:
 
 def test_a_server_started_with_die_with_parent_stops_when_its_parent_is_killed() -> None:
     killed_parent(PARENT, within=30)
+
+
+def test_a_server_stops_with_its_parent_though_the_parent_ignores_sigterm() -> None:
+    killed_parent(IGNORING_PARENT, within=30)
 
 
 def test_the_postgres_cluster_stops_when_the_test_process_is_killed() -> None:
