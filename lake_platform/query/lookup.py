@@ -55,8 +55,8 @@ _INT64_MAX = 2**63 - 1
 
 
 class Term(NamedTuple):
-    """One conjunct ``column = value``: an integer compared to an Int64 column, or a string to a
-    string column."""
+    """One conjunct ``column = value``: an integer compared to a column of the literal's integer
+    type (Int64 for a literal of SQL text), or a string to a string column."""
 
     column: str
     value: int | str
