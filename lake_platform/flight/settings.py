@@ -180,8 +180,9 @@ class FlightSettings(BaseSettings):
         ge=0,
         le=1_000_000,
         description="Statements planned by GetFlightInfo kept for this replica's DoGet of their ticket, "
-        "which then skips planning again (same principal, SQL, parameters and pinned versions; "
-        "0: DoGet always plans).",
+        "which then skips planning again (same principal, SQL, parameters and pinned versions), "
+        "and key lookups kept by shape, so a lookup differing only in its compared literals is not "
+        "planned (0: every call plans).",
     )
     result_cache_bytes: int | None = Field(
         None,
