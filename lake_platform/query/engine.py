@@ -26,6 +26,7 @@ from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
 from datafusion.catalog import Table
 
 from lake_platform.errors import Throttling
+from lake_platform.lru import BoundedLRU
 from lake_platform.query import planner
 from lake_platform.query.access import IndexedColumns, prefer_index
 from lake_platform.query.cache import DataCache
@@ -36,7 +37,7 @@ from lake_platform.query.plans import PlanCache, plan_key, shape_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
-from lake_platform.query.shapes import Shape, shape_of
+from lake_platform.query.shapes import TextShape, prekey, shape_of
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.stream import stream
 from lake_platform.query.volatility import nondeterministic_functions
@@ -100,8 +101,11 @@ class QueryEngine:
         self._indexed = IndexedColumns(self.dataset, self.limits.dataset_cache_size or 1)
         self.index_lookups = 0  # plannings moved from the cache to a scalar index
         self.shaped = 0  # key lookups answered from a kept plan of the same shape (``shapes``)
-        self._shapes = False  # whether any shape was ever kept (else no text is scanned)
         self.plans = PlanCache(self.limits.plan_cache_size)
+        # The prekeys of the shapes kept (``shapes.prekey``): only a text with one of them is
+        # scanned for its shape. One may outlive its shape in ``plans``: the text is then
+        # scanned and planned as before.
+        self._prekeys: BoundedLRU[str, bool] = BoundedLRU(self.limits.plan_cache_size)
         self.cache = DataCache(
             self.limits.cache_bytes,
             admit_after=self.limits.cache_admit_after,
@@ -228,8 +232,8 @@ class QueryEngine:
             return self._plan_view(sql, view, params, prepare)
         kept = self._fresh(self.plans.get(key, view))
         shape = None
-        if kept is None:
-            shape = shape_of(sql)
+        if kept is None and len(self._prekeys) and self._prekeys.peek(prekey(sql)):
+            shape = shape_of(sql)  # a text that may be of a kept shape: scanned
             kept = self._shaped(scope, sql, shape, view)
             if kept is not None:
                 self._keep(key, kept, view)
@@ -242,19 +246,18 @@ class QueryEngine:
         planned = self._plan_view(sql, view, params, prepare)
         if planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
-            if shape is not None:
-                self._keep_shape(scope, planned, shape, view)
+            self._keep_shape(scope, planned, shape, view)
         return planned
 
     def _shaped(
-        self, scope: Hashable, sql: str, shape: Shape | None, view: ProjectView
+        self, scope: Hashable, sql: str, shape: TextShape | None, view: ProjectView
     ) -> PlannedQuery | None:
         """``sql`` answered from a kept key lookup of the same shape (``shapes``) over this very
         ``view``, with its own literals: the same snapshot, columns and schema, read through
         Lance's index with this text's values; None when there is none, or a value does not
         fit (the text is then planned). Its DataFusion frame is planned only if something
         asks for it (nothing on a lookup's way: ``structure`` is shared with the kept plan)."""
-        if shape is None or not self._shapes:
+        if shape is None:
             return None
         template = self._fresh(self.plans.get(shape_key(scope, shape.text, view), view))
         if template is None:
@@ -276,16 +279,20 @@ class QueryEngine:
         self.shaped += 1
         return planned
 
-    def _keep_shape(self, scope: Hashable, planned: PlannedQuery, shape: Shape, view: ProjectView) -> None:
-        """Keep ``planned`` for texts of its text's ``shape`` when it is a key lookup whose
-        literals are exactly the slots the shape takes out (``Lookup.matches``)."""
-        if len(planned.refs) != 1 or planned.cached:
-            return
+    def _keep_shape(
+        self, scope: Hashable, planned: PlannedQuery, shape: TextShape | None, view: ProjectView
+    ) -> None:
+        """Keep ``planned`` for texts of its text's shape (``shape``, if already scanned) when
+        it is a key lookup whose literals are exactly the slots the shape takes out
+        (``Lookup.matches``). Only a key lookup's text is scanned."""
         lookup = self._lookup(planned)
-        if lookup is None or not lookup.matches(shape.slots):
+        if lookup is None:
+            return
+        shape = shape or shape_of(planned.sql)
+        if shape is None or not lookup.matches(shape.slots):
             return
         self._keep(shape_key(scope, shape.text, view), planned, view)
-        self._shapes = True
+        self._prekeys.put(prekey(planned.sql), True)
 
     def _plan_view(
         self, sql: str, view: ProjectView, params: pa.RecordBatch | None, prepare: bool

@@ -84,13 +84,7 @@ class Lookup:
         """Whether ``slots`` (``shapes.Slot``: a column and a literal taken out of the SQL text, in
         text order) are exactly this lookup's terms, one for one, in order, each literal of its
         term's kind: then each term's value is the text's literal and nothing else."""
-        return len(slots) == len(self.terms) and all(
-            column == term.column
-            and type(value) is type(term.value)
-            and value == term.value
-            and _plain(value)
-            for (column, value), term in zip(slots, self.terms, strict=True)
-        )
+        return self.rebound(slots) == self
 
     def rebound(self, slots: Sequence[tuple[str, int | str]]) -> Lookup | None:
         """This lookup with each term's value taken from ``slots`` (a text of the same shape as

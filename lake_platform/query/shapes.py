@@ -19,7 +19,10 @@ backslash, an unterminated quote or anything the scanner is unsure of has no sha
 planned as before.
 
 This module only reads the text; whether a shape may be answered without planning is decided
-by the engine, against the lookup the first text's plan turned out to be (``lookup``).
+by the engine, against the lookup the first text's plan turned out to be (``lookup``). Scanning
+a text costs ~0.3 µs a character in Python (2.5 ms for an 8.5 kB one), so the engine first
+compares :func:`prekey`, one C-level regex pass (0.2 ms for the same text), with the kept
+shapes' and scans only a text that may be one of them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ _BEFORE = frozenset({"where", "and", "("})
 _AFTER = frozenset({"and", ")", ";", ""})
 #: Stands in the shape's text for a slot's literal (a NUL: never part of a valid statement).
 SLOT = "\0"
+#: Every quoted string and digit run (what a slot can be, and more).
+_LITERALS = re.compile(r"'(?:[^']|'')*'|\d+")
 
 
 class Slot(NamedTuple):
@@ -59,7 +64,7 @@ class Slot(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Shape:
+class TextShape:
     text: str  # the SQL, each slot's literal replaced by ``SLOT``
     slots: tuple[Slot, ...]
 
@@ -71,7 +76,14 @@ class _Token(NamedTuple):
     end: int
 
 
-def shape_of(sql: str) -> Shape | None:
+def prekey(sql: str) -> str:
+    """``sql`` with every quoted string and digit run replaced: texts of one shape have the same
+    prekey (they differ only in slots, each a whole string or digit run), so a text whose
+    prekey no kept shape has is of none of them."""
+    return _LITERALS.sub(SLOT, sql)
+
+
+def shape_of(sql: str) -> TextShape | None:
     """``sql``'s shape, or None when it has no slot or the scanner is unsure of it."""
     tokens = _tokens(sql)
     if tokens is None:
@@ -91,7 +103,7 @@ def shape_of(sql: str) -> Shape | None:
         parts.append(SLOT)
         at = tokens[i].end
     parts.append(sql[at:])
-    return Shape("".join(parts), tuple(slot for _, slot in slots))
+    return TextShape("".join(parts), tuple(slot for _, slot in slots))
 
 
 def _tokens(sql: str) -> list[_Token] | None:
@@ -175,4 +187,4 @@ def _column_after(tokens: list[_Token], first: int) -> tuple[str | None, int]:
     return _name(tokens[last]), last
 
 
-__all__ = ["SLOT", "Shape", "Slot", "shape_of"]
+__all__ = ["SLOT", "Slot", "TextShape", "prekey", "shape_of"]

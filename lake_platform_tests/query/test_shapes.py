@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lake_platform.query.shapes import SLOT, Slot, shape_of
+from lake_platform.query.shapes import SLOT, Slot, prekey, shape_of
 
 Q = "SELECT id, s FROM w.ns.keys WHERE "
 
@@ -40,9 +40,11 @@ def test_literals_compared_to_a_column_are_taken_out(
     assert shape.slots == tuple(Slot(*s) for s in slots)
 
 
-def test_texts_that_differ_only_in_slots_share_a_shape() -> None:
-    a, b = shape_of(Q + "id = 1 AND s = 'x'"), shape_of(Q + "id = 99 AND s = 'yy'")
+def test_texts_that_differ_only_in_slots_share_a_shape_and_a_prekey() -> None:
+    first, second = Q + "id = 1 AND s = 'x'", Q + "id = 99 AND s = 'yy'"
+    a, b = shape_of(first), shape_of(second)
     assert a is not None and b is not None and a.text == b.text and a.slots != b.slots
+    assert prekey(first) == prekey(second)
     c = shape_of(Q + "id = 1 AND s = 'x' ")
     assert c is not None and c.text != a.text  # any other difference is another shape
 
