@@ -20,11 +20,13 @@ from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.spool import POLL_PREFIX, SEGMENT_PREFIX
 from lake_platform.flight.tokens import Identity
+from lake_platform.flight.transport import Call
 
 if TYPE_CHECKING:
     from lake_platform.flight.streams import Streams
     from lake_platform.flight.tickets import Tickets
     from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.planner import PlannedQuery
     from lake_platform.query.snapshot import ProjectView
 
 
@@ -38,19 +40,22 @@ class ActionHost(Protocol):
 
     def _view(self, identity: Identity) -> ProjectView: ...
 
+    def start_prepared(self, call: Call, planned: PlannedQuery) -> None: ...
+
     def health(self) -> dict[str, Any]: ...
 
 
 NO_TRANSACTIONS = "transactions are not supported by this read-only server"
 
 
-def create_prepared(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
+def create_prepared(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     name, payload = proto.unpack_command(body)
     if name != "ActionCreatePreparedStatementRequest":
         raise InvalidInput("CreatePreparedStatement takes an ActionCreatePreparedStatementRequest")
     req = proto.parse(proto.ActionCreatePreparedStatementRequest, payload)
     if req.HasField("transaction_id"):
         raise Unsupported(NO_TRANSACTIONS)
+    identity = call.identity
     planned = server.engine.plan(req.query, server._view(identity), None, prepare=True, scope=identity)
     handle = server.tickets.seal_prepared(identity, req.query, None)
     params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
@@ -60,37 +65,38 @@ def create_prepared(server: ActionHost, identity: Identity, body: bytes) -> list
         parameter_schema=params.serialize().to_pybytes(),
         is_update=False,
     )
+    server.start_prepared(call, planned)
     return [proto.pack(result)]
 
 
-def close_prepared(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
+def close_prepared(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     handle = proto.unpack_sealed(
         body, proto.ActionClosePreparedStatementRequest, "prepared_statement_handle", proto.PREPARED
     )
     try:
-        server.tickets.open_prepared(handle, identity)
+        server.tickets.open_prepared(handle, call.identity)
     except InvalidInput:
         pass  # closing an expired handle is fine
     return []
 
 
-def cancel_flight_info(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
-    status = cancel(server, identity, proto.parse(proto.CancelFlightInfoRequest, body).info)
+def cancel_flight_info(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
+    status = cancel(server, call.identity, proto.parse(proto.CancelFlightInfoRequest, body).info)
     return [proto.CancelFlightInfoResult(status=status).SerializeToString()]
 
 
-def cancel_query(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
+def cancel_query(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     status = cancel(
-        server, identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info
+        server, call.identity, proto.parse(proto.ActionCancelQueryRequest, proto.unpack_command(body)[1]).info
     )
     return [proto.pack(proto.ActionCancelQueryResult(result=status))]
 
 
-def close_session(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
+def close_session(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     return [proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString()]
 
 
-def health(server: ActionHost, identity: Identity, body: bytes) -> list[bytes]:
+def health(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     return [json.dumps(server.health()).encode()]
 
 
@@ -133,7 +139,7 @@ def cancel(server: ActionHost, identity: Identity, info_bytes: bytes) -> int:
 @dataclass(frozen=True)
 class Action:
     description: str  # what ListActions says
-    run: Callable[[ActionHost, Identity, bytes], list[bytes]]  # (server, caller, body) -> results
+    run: Callable[[ActionHost, Call, bytes], list[bytes]]  # (server, the call, body) -> results
 
 
 #: DoAction's table, in ListActions' order.

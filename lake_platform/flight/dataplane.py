@@ -126,8 +126,9 @@ class DataCall:
         values = self._headers.get(name)
         return values[0] if values and isinstance(values[0], str) else None
 
-    def on_done(self, callback: Callable[[], None]) -> None:
+    def on_done(self, callback: Callable[[], None]) -> bool:
         self._done.append(callback)
+        return True
 
     def finished(self) -> None:
         for callback in self._done:

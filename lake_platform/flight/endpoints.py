@@ -122,14 +122,22 @@ class Endpoints:
             endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
         return Answer(endpoints, False, kept.schema)
 
-    def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
-        """Split the plan, check and encode its tickets' claims (InvalidInput if they break a
-        rule), and keep all that with the plan unless it has bound parameters."""
-        # Worked out once per plan's structure and sizing, whoever asks.
+    def unsplit(self, planned: PlannedQuery) -> bool:
+        """Whether ``planned`` is answered with one endpoint (one ticket)."""
+        return self._parts(planned) is None
+
+    def _parts(self, planned: PlannedQuery) -> Any:
+        """``split``'s parts of ``planned`` (None: unsplit), worked out once per plan's
+        structure and sizing, whoever asks."""
         key = ("parts", self.sizing)
         if key not in planned.structure:
             planned.structure[key] = split(planned, self._sizes, self.sizing)
-        parts = planned.structure[key]
+        return planned.structure[key]
+
+    def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
+        """Split the plan, check and encode its tickets' claims (InvalidInput if they break a
+        rule), and keep all that with the plan unless it has bound parameters."""
+        parts = self._parts(planned)
         sql, refs = planned.sql, planned.refs
         if parts is None:
             claims = (self._tickets.statement_claims(identity, sql, params, refs),)

@@ -57,6 +57,7 @@ from lake_platform.observability.grpc_metrics import ObservingInterceptor
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
+from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.query.split import FragmentSizes, PartTables, Sizing, ordered
 from lake_platform.registry.store import MetaStore
@@ -323,6 +324,21 @@ class FlightSqlServer:
 
     # == GetFlightInfo / GetSchema ==============================================================
 
+    def start_prepared(self, call: Call, planned: PlannedQuery) -> None:
+        """Start a new prepared statement's query once ``call`` (its CreatePreparedStatement)
+        has answered, when its GetFlightInfo would start it early: no parameters to bind, a
+        kept plan (deterministic), one endpoint, not spooled (``Streams.start_prepared``)."""
+        if (
+            planned.parameters
+            or not planned.deterministic
+            or (self.spooler is not None and self.spooler.wanted(planned, False))
+            or not self.endpoints.unsplit(planned)
+        ):
+            return
+        self.streams.start_prepared(
+            call.identity, planned, coalesce=not self.endpoints.unsplit_located, after=call.on_done
+        )
+
     def get_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
         identity = call.identity
         name, payload = self._command(descriptor)
@@ -358,10 +374,11 @@ class FlightSqlServer:
             if answer.ticket_id is not None and planned.deterministic:
                 self.engine.remember(identity, planned, params)
                 # Kept (with its parameters, if any): the DoGet finds this very plan (``Streams``).
-                # Started last, once the answer is built: its thread competes for the GIL.
                 # The data plane's calls take batches unmerged (``DataCall.coalesce``).
                 coalesce = not self.endpoints.unsplit_located
-                self.streams.start_early(identity, planned, answer.ticket_id, coalesce=coalesce)
+                self.streams.start_early(
+                    identity, planned, answer.ticket_id, coalesce=coalesce, after=call.on_done
+                )
             return info
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
@@ -504,7 +521,7 @@ class FlightSqlServer:
         body = action.body.to_pybytes() if action.body is not None else b""
         handler = ACTIONS.get(action.type)
         if handler is not None:
-            return handler.run(self, call.identity, body)
+            return handler.run(self, call, body)
         raise Unsupported(REFUSED_ACTIONS.get(action.type, f"unknown action {action.type!r}"))
 
     def health(self) -> dict[str, Any]:

@@ -88,10 +88,11 @@ class Call:
                 return value if isinstance(value, str) else None
         return None
 
-    def on_done(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` when the RPC ends, however it ends."""
-        if self._context is not None:
-            self._context.add_callback(callback)
+    def on_done(self, callback: Callable[[], None]) -> bool:
+        """Run ``callback`` when the RPC ends, however it ends: once its status is sent, on
+        gRPC's own thread (so it must be quick). False: it will not be run (no RPC, or the RPC
+        has ended already)."""
+        return self._context is not None and bool(self._context.add_callback(callback))
 
 
 class FlightHandler(Protocol):

@@ -1,6 +1,7 @@
-"""Early starts end to end: a repeated quick query starts at GetFlightInfo and its DoGet (ADBC,
-pyarrow, the data plane) takes the running query over, with the same rows as without, pinned to
-the snapshot GetFlightInfo planned on even when a commit lands in between."""
+"""Early starts end to end: a repeated quick query starts at GetFlightInfo (a new prepared
+statement: at CreatePreparedStatement) and its DoGet (ADBC, pyarrow, the data plane) takes the
+running query over, with the same rows as without, pinned to the snapshot GetFlightInfo planned
+on even when a commit lands in between."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.flight import streams
+from lake_platform.flight import proto, streams
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import Running, fetch, login, plan, serving, t_rows, wait_until
 
@@ -52,6 +53,26 @@ def fetch_where_named(info: fl.FlightInfo, options: fl.FlightCallOptions) -> pa.
 
 def stats(running: Running) -> dict[str, int]:
     return running.server.health()["early_starts"]
+
+
+def fetch_answer(client: fl.FlightClient, options: fl.FlightCallOptions, info: fl.FlightInfo) -> pa.Table:
+    """The ticket's rows, where its endpoint says (this connection, or the data plane)."""
+    if info.endpoints[0].locations:
+        return fetch_where_named(info, options)
+    return fetch(client, options, info)
+
+
+def prepare(client: fl.FlightClient, options: fl.FlightCallOptions, sql: str) -> bytes:
+    """CreatePreparedStatement: the statement's handle."""
+    request = proto.pack(proto.ActionCreatePreparedStatementRequest(query=sql))
+    [result] = client.do_action(fl.Action("CreatePreparedStatement", request), options)
+    _, payload = proto.unpack_any(result.body.to_pybytes())
+    return proto.parse(proto.ActionCreatePreparedStatementResult, payload).prepared_statement_handle
+
+
+def plan_prepared(client: fl.FlightClient, options: fl.FlightCallOptions, handle: bytes) -> fl.FlightInfo:
+    command = proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)
+    return client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(command)), options)
 
 
 def test_adbc_rerunning_a_query_gets_it_started_early_with_the_same_rows(running: Running) -> None:
@@ -125,5 +146,39 @@ def test_a_new_cursor_and_a_bound_key_lookup_start_early(
 
 
 def _indexed_version_seen(running: Running) -> bool:
-    table = running.server.snapshots.current().project("p").table("w", "ns", "keyed")
-    return table.ref.version >= 2  # the index build is a commit of its own
+    return _version_seen(running, "keyed") >= 2  # the index build is a commit of its own
+
+
+def test_a_new_prepared_statement_starts_at_create_and_its_doget_takes_it_over(running: Running) -> None:
+    client, options = login(running.uri)
+    fetch_answer(client, options, plan(client, options, SQL))  # kept, and known quick
+    before = stats(running)
+    handle = prepare(client, options, SQL)
+    assert stats(running)["started"] == before["started"] + 1  # before any GetFlightInfo
+    info = plan_prepared(client, options, handle)
+    assert stats(running)["started"] == before["started"] + 1  # the GetFlightInfo started nothing
+    rows = fetch_answer(client, options, info)
+    assert rows.column("id").to_pylist() == [0, 1, 2, 3, 4]
+    after = stats(running)
+    assert after["claimed"] == before["claimed"] + 1 and after["started"] == before["started"] + 1
+
+
+def test_a_start_at_create_is_not_served_when_a_newer_version_is_planned(running: Running) -> None:
+    """A commit published between CreatePreparedStatement and GetFlightInfo: the GetFlightInfo
+    plans the new version, and its ticket reads it, never the start made on the older one."""
+    client, options = login(running.uri)
+    sql = "SELECT count(*) AS n FROM w.ns.early WHERE id >= 0"
+    fetch_answer(client, options, plan(client, options, sql))  # kept, and known quick
+    before = stats(running)
+    handle = prepare(client, options, sql)
+    assert stats(running)["started"] == before["started"] + 1
+    n = running.catalog.open_table("p.w.ns.early").count_rows()
+    version = running.catalog.append("p.w.ns.early", t_rows(3, start=200).to_reader()).to_version
+    assert version is not None and wait_until(lambda: _version_seen(running, "early") >= version)
+    info = plan_prepared(client, options, handle)
+    assert fetch_answer(client, options, info).to_pylist() == [{"n": n + 3}]
+    assert stats(running)["claimed"] == before["claimed"]  # the start on the older one is not it
+
+
+def _version_seen(running: Running, table: str) -> int:
+    return running.server.snapshots.current().project("p").table("w", "ns", table).ref.version

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lake_platform.errors import InvalidInput, SettingsError, Throttling
+from lake_platform.errors import InvalidInput, ServiceUnavailable, SettingsError, Throttling
 from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
 from lake_platform.flight.tokens import Identity
@@ -283,8 +283,9 @@ def test_a_key_lookup_starts_early_before_any_run_of_it_was_timed(engine: _Engin
 
 
 def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _Engine) -> None:
-    """Every path at once from 8 threads: claimed, cancelled, never fetched (expired), fetched by
-    someone else, closed after one batch. Afterwards nothing runs and every slot is free."""
+    """Every path at once from 8 threads, some started at CreatePreparedStatement: claimed,
+    cancelled, never fetched (expired), fetched by someone else, closed after one batch, a
+    prepared start never given a ticket. Afterwards nothing runs and every slot is free."""
     streams = _streams(engine, early_start_seconds=0.3, max_concurrent_queries=8, admission_wait_seconds=30)
     errors: list[BaseException] = []
 
@@ -292,6 +293,10 @@ def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _E
         try:
             for n in range(40):
                 tid, planned = f"w{w}-{n}", _planned()
+                if n % 3 == 0:
+                    streams.start_prepared(ALICE, planned, coalesce=True)  # its ticket comes next
+                elif n % 3 == 1:
+                    streams.start_prepared(ALICE, _planned(), coalesce=True)  # never given a ticket
                 streams.start_early(ALICE, planned, tid, coalesce=True)
                 kind = (w + n) % 5
                 if kind == 0:
@@ -324,3 +329,148 @@ def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _E
     for batches in held:
         batches.close()
     streams.close()
+
+
+# -- starts at CreatePreparedStatement ------------------------------------------------------
+
+
+def test_a_start_at_prepare_is_given_its_ticket_and_taken_over_by_its_doget(engine: _Engine) -> None:
+    streams = _streams(engine)
+    planned = _planned()
+    streams.start_prepared(ALICE, planned, coalesce=True)
+    assert wait_until(lambda: engine.started)  # before any GetFlightInfo
+    assert streams.early_stats() == {"started": 1, "claimed": 0, "waiting": 1}
+    streams.start_early(ALICE, planned, "t1", coalesce=True)  # its GetFlightInfo names the ticket
+    assert streams.early_stats() == {"started": 1, "claimed": 0, "waiting": 1}
+    assert _values(streams.stream(_Call(), planned, "t1", ALICE)) == [0, 1, 2]
+    assert len(engine.started) == 1  # neither GetFlightInfo nor DoGet ran a query of its own
+    assert streams.early_stats() == {"started": 1, "claimed": 1, "waiting": 0}
+    assert streams.running() == 0 and engine.closed == 1
+    streams.close()
+
+
+@pytest.mark.parametrize("other", ["principal", "plan", "coalescing"])
+def test_a_start_at_prepare_is_given_only_the_ticket_of_its_own_plan_and_principal(
+    engine: _Engine, other: str
+) -> None:
+    """Another principal, another plan (a newer version published in between: planned again),
+    or a stream framed otherwise gets a start of its own; the prepared start is never claimed
+    by it and is stopped by its window, freeing its slot."""
+    streams = _streams(engine, early_start_seconds=0.2)
+    prepared, planned = _planned(), _planned()
+    streams.start_prepared(ALICE, prepared, coalesce=True)
+    identity = BOB if other == "principal" else ALICE
+    if other != "plan":
+        planned = prepared
+    coalesce = other != "coalescing"
+    streams.start_early(identity, planned, "t1", coalesce=coalesce)
+    assert streams.early_stats()["started"] == 2
+    call = _Call()
+    call.coalesce = coalesce  # type: ignore[attr-defined]  # as a data plane call says
+    assert _values(streams.stream(call, planned, "t1", identity)) == [0, 1, 2]
+    assert streams.early_stats()["claimed"] == 1
+    assert wait_until(lambda: streams.running() == 0 and streams.early_stats()["waiting"] == 0)
+    assert engine.closed == 2
+    streams.close()
+
+
+def test_cancelling_the_ticket_stops_the_start_it_was_given(engine: _Engine) -> None:
+    engine.hold.clear()  # the query stays at its first batch until stopped
+    streams = _streams(engine)
+    planned = _planned()
+    streams.start_prepared(ALICE, planned, coalesce=True)
+    streams.start_early(ALICE, planned, "t1", coalesce=True)
+    streams.cancel("t1", expires_at=60.0)
+    assert wait_until(lambda: engine.closed == 1 and streams.running() == 0)
+    assert streams.early_stats()["waiting"] == 0
+    with pytest.raises(QueryCancelled):
+        streams.refuse_cancelled("t1")
+    streams.close()
+
+
+def test_starts_at_prepare_share_the_half_of_the_slots_and_one_per_plan(engine: _Engine) -> None:
+    streams = _streams(engine, max_concurrent_queries=4)
+    first = _planned()
+    streams.start_prepared(ALICE, first, coalesce=True)
+    streams.start_prepared(ALICE, first, coalesce=True)  # already started for this plan
+    assert streams.early_stats()["started"] == 1
+    streams.start_prepared(BOB, first, coalesce=True)
+    streams.start_prepared(ALICE, _planned(), coalesce=True)  # half the slots are taken
+    streams.start_early(ALICE, _planned(), "t1", coalesce=True)
+    assert streams.early_stats()["started"] == 2 and streams.running() == 2
+    streams.close()
+    assert streams.running() == 0
+
+
+def test_only_a_plan_known_to_be_quick_starts_at_prepare(engine: _Engine) -> None:
+    streams = _streams(engine)
+    streams.start_prepared(ALICE, _planned(None), coalesce=True)
+    streams.start_prepared(ALICE, _planned(1.0), coalesce=True)
+    assert streams.early_stats()["started"] == 0 and not engine.started
+    streams.close()
+
+
+def test_draining_and_closing_stop_starts_at_prepare(engine: _Engine) -> None:
+    engine.hold.clear()
+    streams = _streams(engine)
+    streams.start_prepared(ALICE, _planned(), coalesce=True)
+    streams.finish(grace=30)  # returns at once: only the unclaimed start was running
+    assert streams.running() == 0 and streams.early_stats()["waiting"] == 0
+    streams.start_prepared(ALICE, _planned(), coalesce=True)  # the server is stopping
+    assert streams.early_stats()["started"] == 1
+    streams.close()
+    assert engine.closed == 1
+
+
+def _deferred(pending: list[Callable[[], None]]) -> Callable[[Callable[[], None]], bool]:
+    """An RPC's ``on_done`` that has not ended yet: keeps the callback for the test to run."""
+
+    def after(begin: Callable[[], None]) -> bool:
+        pending.append(begin)
+        return True
+
+    return after
+
+
+def test_a_start_is_found_at_once_and_begins_once_its_rpc_has_answered(engine: _Engine) -> None:
+    streams = _streams(engine)
+    planned, pending = _planned(), []
+    streams.start_early(ALICE, planned, "t1", coalesce=True, after=_deferred(pending))
+    assert streams.early_stats()["waiting"] == 1 and not engine.started
+    got: list[list[int]] = []
+    reader = threading.Thread(
+        target=lambda: got.append(_values(streams.stream(_Call(), planned, "t1", ALICE)))
+    )
+    reader.start()
+    assert wait_until(lambda: streams.early_stats()["claimed"] == 1)  # its DoGet came first
+    assert not engine.started
+    pending.pop()()  # the GetFlightInfo's answer is sent
+    reader.join(10)
+    assert got == [[0, 1, 2]] and len(engine.started) == 1
+    assert streams.running() == 0
+    streams.close()
+
+
+def test_a_start_whose_rpc_has_already_ended_begins_at_once(engine: _Engine) -> None:
+    streams = _streams(engine)
+    streams.start_prepared(ALICE, _planned(), coalesce=True, after=lambda begin: False)
+    assert wait_until(lambda: engine.started)
+    streams.close()
+
+
+def test_a_start_due_after_the_server_closed_frees_its_slot_or_tells_its_doget(engine: _Engine) -> None:
+    streams = _streams(engine)
+    waiting, claimed, pending = _planned(), _planned(), []
+    streams.start_prepared(ALICE, waiting, coalesce=True, after=_deferred(pending))
+    streams.start_early(ALICE, claimed, "t1", coalesce=True, after=_deferred(pending))
+    doget = streams.stream(_Call(), claimed, "t1", ALICE)
+    errors: list[BaseException] = []
+    reader = threading.Thread(target=lambda: errors.append(_try(lambda: list(doget))))
+    reader.start()
+    assert wait_until(lambda: streams.early_stats()["claimed"] == 1)
+    streams.close()
+    for begin in pending:
+        begin()  # the answers were sent after the server closed
+    reader.join(10)
+    assert isinstance(errors[0], ServiceUnavailable)
+    assert streams.running() == 0 and not engine.started
