@@ -98,10 +98,11 @@ class FlightSettings(BaseSettings):
         1.0,
         ge=0,
         le=60,
-        description="GetFlightInfo of a single-endpoint statement starts its query at once on a free "
-        "slot (at most half of max_concurrent_queries), so the result is being computed while the "
-        "client asks for it; a start no DoGet on this replica claims within this many seconds is "
-        "stopped and its slot freed. 0: off (queries start at DoGet).",
+        description="GetFlightInfo of a quick single-endpoint statement starts its query on a free "
+        "slot (at most half of max_concurrent_queries) once it has answered, so the result is being "
+        "computed while the client asks for it (a new parameterless prepared statement: already at "
+        "CreatePreparedStatement); a start no DoGet on this replica claims within this many seconds "
+        "is stopped and its slot freed. 0: off (queries start at DoGet).",
     )
     query_timeout_seconds: float = Field(
         DEFAULT_QUERY_TIMEOUT,
