@@ -230,37 +230,39 @@ class _Watched(Collector):
         """Keep the counts of a gone engine's caches in the totals."""
         with self._lock:
             for cache, stats in ((name, c.stats()) for name, c in caches.items()):
-                for metric, _, kind, key in _CACHE_FIGURES:
+                for metric, _, kind, key in _figures(cache):
                     if kind == "counter":
                         self._retired[metric, cache] = self._retired.get((metric, cache), 0) + stats[key]
 
     def _cache_families(self, engines: list[Any]) -> Iterator[Any]:
         """The snapshot cache's and the result cache's figures over the engines, labelled
-        ``cache="snapshot"`` / ``cache="result"``. Gauges sum the live engines; counters add
-        what gone engines counted and never go down."""
-        stats: dict[str, list[dict[str, Any]]] = {"snapshot": [], "result": []}
+        ``cache="snapshot"`` / ``cache="result"``, and the plan cache's (no label). Gauges sum
+        the live engines; counters add what gone engines counted and never go down."""
+        stats: dict[str, list[dict[str, Any]]] = {name: [] for name in _CACHES}
         for engine in engines:
             for name, cache in _caches(engine).items():
                 stats[name].append(cache.stats())
-        for metric, text, kind, key in _CACHE_FIGURES:
-            family: Any = (
-                GaugeMetricFamily(metric, text, labels=["cache"])
-                if kind == "gauge"
-                else CounterMetricFamily(metric, text, labels=["cache"])
-            )
-            for cache, figures in stats.items():
-                total = float(sum(f[key] for f in figures))
-                if kind == "counter":
-                    with self._lock:
-                        total = max(
-                            total + self._retired.get((metric, cache), 0),
-                            self._reported.get((metric, cache), 0),
-                        )
-                        self._reported[metric, cache] = total
-                elif not figures:
-                    continue
-                family.add_metric([cache], total)
-            yield family
+        for group, figures, label in _CACHE_GROUPS:
+            for metric, text, kind, key in figures:
+                labels = [label] if label else []
+                family: Any = (
+                    GaugeMetricFamily(metric, text, labels=labels)
+                    if kind == "gauge"
+                    else CounterMetricFamily(metric, text, labels=labels)
+                )
+                for cache in group:
+                    total = float(sum(f[key] for f in stats[cache]))
+                    if kind == "counter":
+                        with self._lock:
+                            total = max(
+                                total + self._retired.get((metric, cache), 0),
+                                self._reported.get((metric, cache), 0),
+                            )
+                            self._reported[metric, cache] = total
+                    elif not stats[cache]:
+                        continue
+                    family.add_metric([cache] if label else [], total)
+                yield family
 
     def describe(self) -> list[Any]:
         return []  # dynamic: nothing to check at registration
@@ -319,8 +321,41 @@ _CACHE_FIGURES = (
 )
 
 
+#: The plan cache's figures (``query.plans``), by the same rules.
+_PLAN_FIGURES = (
+    (
+        "lake_query_plans_kept",
+        "Plans kept for reuse now (LAKE_FLIGHT_PLAN_CACHE_SIZE): per principal, SQL and snapshot.",
+        "gauge",
+        "entries",
+    ),
+    (
+        "lake_query_plan_hits",
+        "Plan lookups that found a kept plan (of the same text, or a key lookup of the same shape).",
+        "counter",
+        "hits",
+    ),
+    (
+        "lake_query_plans_shaped",
+        "Key lookups answered from a kept plan of the same shape with their own values, unplanned.",
+        "counter",
+        "shaped",
+    ),
+)
+#: The caches of an engine; the metric families over them: (caches, figures, label name).
+_CACHES = ("snapshot", "result", "plan")
+_CACHE_GROUPS: tuple[tuple[tuple[str, ...], tuple[tuple[str, str, str, str], ...], str | None], ...] = (
+    (("snapshot", "result"), _CACHE_FIGURES, "cache"),
+    (("plan",), _PLAN_FIGURES, None),
+)
+
+
+def _figures(cache: str) -> tuple[tuple[str, str, str, str], ...]:
+    return _PLAN_FIGURES if cache == "plan" else _CACHE_FIGURES
+
+
 def _caches(engine: Any) -> dict[str, Any]:
-    return {"snapshot": engine.cache, "result": engine.results}
+    return {"snapshot": engine.cache, "result": engine.results, "plan": engine.plans}
 
 
 def _folder_bytes(root: Path) -> int:

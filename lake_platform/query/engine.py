@@ -100,7 +100,6 @@ class QueryEngine:
         # Key lookups on indexed columns of cached snapshots read Lance's index (``access``).
         self._indexed = IndexedColumns(self.dataset, self.limits.dataset_cache_size or 1)
         self.index_lookups = 0  # plannings moved from the cache to a scalar index
-        self.shaped = 0  # key lookups answered from a kept plan of the same shape (``shapes``)
         self.plans = PlanCache(self.limits.plan_cache_size)
         # The prekeys of the shapes kept (``shapes.prekey``): only a text with one of them is
         # scanned for its shape. One may outlive its shape in ``plans``: the text is then
@@ -276,7 +275,7 @@ class QueryEngine:
         )
         planned.derived[_CACHE_GENERATION] = template.derived[_CACHE_GENERATION]
         planned.derived["lookup"] = lookup
-        self.shaped += 1
+        self.plans.count_shaped()
         return planned
 
     def _keep_shape(
@@ -477,6 +476,11 @@ class QueryEngine:
                     found = None
             planned.derived["lookup"] = found
         return planned.derived["lookup"]
+
+    @property
+    def shaped(self) -> int:
+        """Key lookups answered from a kept plan of the same shape (``shapes``), unplanned."""
+        return self.plans.shaped
 
     def close(self) -> None:
         """Stop the snapshot cache's loader and drop its entries."""

@@ -27,6 +27,7 @@ keep the query off the cached batches.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -66,10 +67,25 @@ class PlanCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._plans: BoundedLRU[tuple[Hashable, ...], tuple[Any, PlannedQuery]] = BoundedLRU(capacity)
+        self._lock = threading.Lock()
+        self._shaped = 0
 
     @property
     def hits(self) -> int:
         return self._plans.hits
+
+    @property
+    def shaped(self) -> int:
+        """Key lookups answered from a kept plan of the same shape (``shapes``), unplanned."""
+        return self._shaped
+
+    def count_shaped(self) -> None:
+        with self._lock:
+            self._shaped += 1
+
+    def stats(self) -> dict[str, int]:
+        """What ``/metrics`` reports of it: plans kept now, lookups that found one, shaped answers."""
+        return {"entries": len(self._plans), "hits": self._plans.hits, "shaped": self._shaped}
 
     def put(self, key: tuple[Hashable, ...], planned: PlannedQuery, anchor: Any = None) -> None:
         """Keep ``planned`` under ``key``; ``anchor``: an object :meth:`get` must be given

@@ -115,6 +115,10 @@ def test_known_queries_read_exactly_in_the_counters(small_lake: tuple[LakeSettin
     assert value(after, "lake_query_cache_entries", cache="result") >= 3
     assert value(after, "lake_query_cache_budget_bytes", cache="result") >= (256 << 20) // 16
     assert ("lake_query_cache_bytes", frozenset({("cache", "snapshot")})) in after
+    # Kept plans: the repeated GetFlightInfo, and every DoGet (the plan its GetFlightInfo kept).
+    assert delta(before, after, "lake_query_plan_hits_total") == 1 + 4
+    assert value(after, "lake_query_plans_kept") >= 3
+    assert delta(before, after, "lake_query_plans_shaped_total") == 0  # no key lookup here
     assert value(after, "lake_queries_in_flight", **flight) == 0
     # Read at scrape time: the snapshot cache, the engine's pool and spill folder, the process.
     assert 0 <= value(after, "lake_snapshot_age_seconds") < 60
@@ -235,14 +239,44 @@ def test_one_metrics_port_is_shared_by_the_surfaces_of_a_process() -> None:
         assert again.port == port  # really released
 
 
-def cache_counts(cache: str) -> dict[str, float]:
-    """The cache counters as the collector reports them now (no HTTP: the collector itself)."""
+def cache_counts(cache: str | None) -> dict[str, float]:
+    """The cache counters as the collector reports them now (no HTTP: the collector itself);
+    ``cache`` None: the plan cache's (no label)."""
     out = {}
     for family in WATCHED.collect():
         for sample in family.samples:
             if sample.name.endswith("_total") and sample.labels.get("cache") == cache:
                 out[sample.name] = sample.value
-    return out
+    return {k: v for k, v in out.items() if cache is not None or k.startswith("lake_query_plan")}
+
+
+def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
+    small_lake: tuple[LakeSettings, Catalog],
+) -> None:
+    import gc
+
+    from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.limits import QueryLimits
+    from lake_platform.query.snapshot import load_snapshot
+    from lake_platform_tests.flight.conftest import ALICE
+
+    settings, catalog = small_lake
+    catalog.create_index("p.w.ns.t", "id", "btree")
+    engine = QueryEngine(settings, QueryLimits())
+    WATCHED.watch_engine(engine, engine.spill_dir, 1)
+    before = cache_counts(None)
+    view = load_snapshot(catalog.store).project("p")
+    for k in (3, 5, 7, 7):  # a key lookup per key: one planned, two of its shape, one kept text
+        engine.plan(f"SELECT id FROM w.ns.t WHERE id = {k}", view, scope=ALICE)
+    during = cache_counts(None)
+    assert during["lake_query_plans_shaped_total"] == before.get("lake_query_plans_shaped_total", 0) + 2
+    # Found: the shape for 5 and for 7, then the text of 7 itself.
+    assert during["lake_query_plan_hits_total"] == before.get("lake_query_plan_hits_total", 0) + 3
+    kept = [s.value for f in WATCHED.collect() for s in f.samples if s.name == "lake_query_plans_kept"]
+    assert kept and kept[0] >= 4  # three texts and one shape, at least (other live engines add)
+    del engine
+    gc.collect()
+    assert cache_counts(None) == during  # a gone engine's counts stay in the totals
 
 
 def test_cache_counters_never_go_down_when_an_engine_goes_away(
