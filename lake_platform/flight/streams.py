@@ -6,11 +6,12 @@ At most ``max_concurrent_queries`` streams run at once; a stream waits up to
 the watchdog fires at the query timeout (even while the stream is stalled in gRPC's send).
 
 Early starts: GetFlightInfo of a single-endpoint statement (its plan kept for the DoGet) may
-start the query at once (``start_early``) when the plan's last run was quick to its first batch
-(``EARLY_FIRST_BATCH``) or, not run yet, it is a key lookup on a scalar index, on a free slot
-and never on more than half of them, so DataFusion or Lance is computing while the FlightInfo
-travels back and the client asks for the ticket: the round trip between the two calls (~0.9 ms
-through ADBC) overlaps the query instead of preceding it.
+start the query as soon as it has answered (``start_early``) when the plan's last run was quick
+to its first batch (``EARLY_FIRST_BATCH``) or, not run yet, it is a key lookup on a scalar
+index, on a free slot and never on more than half of them, so DataFusion or Lance is computing
+while the client asks for the ticket: the round trip between the two calls (~0.9 ms through
+ADBC) overlaps the query instead of preceding it. Begun before the answer is sent, its thread
+would take the GIL from the thread sending it (``Call.on_done``).
 The DoGet of exactly that ticket, by the same principal, for the same kept plan, on this
 replica, takes the started stream over (``stream``); anything else runs as before. A start
 nobody claims within ``LAKE_FLIGHT_EARLY_START_SECONDS`` is stopped and frees its slot; a
@@ -241,11 +242,6 @@ class Streams:
         """Start ``planned`` at CreatePreparedStatement, before it has a ticket: the next
         :meth:`start_early` of this very plan for ``identity`` gives it its ticket. On the same
         terms as :meth:`start_early`; one such start per principal and plan at a time."""
-        if self._early_window is None:
-            return
-        with self._lock:
-            if (identity, id(planned)) in self._prepared:
-                return
         self._start(identity, planned, None, coalesce, after)
 
     def _start(
