@@ -526,6 +526,7 @@ class FlightSqlServer:
 
     def health(self) -> dict[str, Any]:
         status = self.snapshots.status()
+        plans = self.engine.plans.stats()
         state, error = self._state()
         if error is not None:
             status["error"] = error
@@ -537,11 +538,7 @@ class FlightSqlServer:
             "early_starts": self.streams.early_stats(),
             "cache": self.engine.cache.stats(),
             "result_cache": self.engine.results.stats(),
-            "plans": {
-                "kept": len(self.engine.plans),
-                "hits": self.engine.plans.hits,
-                "shaped": self.engine.shaped,
-            },
+            "plans": {"kept": plans["entries"], "hits": plans["hits"], "shaped": plans["shaped"]},
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
 

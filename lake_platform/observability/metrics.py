@@ -230,7 +230,7 @@ class _Watched(Collector):
         """Keep the counts of a gone engine's caches in the totals."""
         with self._lock:
             for cache, stats in ((name, c.stats()) for name, c in caches.items()):
-                for metric, _, kind, key in _figures(cache):
+                for metric, _, kind, key in _FIGURES[cache]:
                     if kind == "counter":
                         self._retired[metric, cache] = self._retired.get((metric, cache), 0) + stats[key]
 
@@ -238,7 +238,7 @@ class _Watched(Collector):
         """The snapshot cache's and the result cache's figures over the engines, labelled
         ``cache="snapshot"`` / ``cache="result"``, and the plan cache's (no label). Gauges sum
         the live engines; counters add what gone engines counted and never go down."""
-        stats: dict[str, list[dict[str, Any]]] = {name: [] for name in _CACHES}
+        stats: dict[str, list[dict[str, Any]]] = {name: [] for name in _FIGURES}
         for engine in engines:
             for name, cache in _caches(engine).items():
                 stats[name].append(cache.stats())
@@ -343,15 +343,12 @@ _PLAN_FIGURES = (
     ),
 )
 #: The caches of an engine; the metric families over them: (caches, figures, label name).
-_CACHES = ("snapshot", "result", "plan")
 _CACHE_GROUPS: tuple[tuple[tuple[str, ...], tuple[tuple[str, str, str, str], ...], str | None], ...] = (
     (("snapshot", "result"), _CACHE_FIGURES, "cache"),
     (("plan",), _PLAN_FIGURES, None),
 )
-
-
-def _figures(cache: str) -> tuple[tuple[str, str, str, str], ...]:
-    return _PLAN_FIGURES if cache == "plan" else _CACHE_FIGURES
+#: Each cache's figures.
+_FIGURES = {cache: figures for group, figures, _ in _CACHE_GROUPS for cache in group}
 
 
 def _caches(engine: Any) -> dict[str, Any]:

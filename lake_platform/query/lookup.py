@@ -165,7 +165,7 @@ def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
         terms.append(Term(name, int(value)))
     elif dtype == "Utf8" and kind in (pa.string(), pa.large_string()):
         text = lit.value_string()
-        if text is None or "'" in text or "\\" in text:
+        if text is None or not _plain(text):
             return False
         terms.append(Term(name, text))
     else:
