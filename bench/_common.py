@@ -30,6 +30,7 @@ import pyarrow.flight as fl
 # The engine sets Lance's log filter before lance is first imported; import it first so bare-Lance
 # runs in these scripts log exactly like the catalog's.
 import lake_platform.engine.lance_engine  # noqa: F401
+from lake_platform.processes import die_with_parent
 
 MB = 1_000_000  # figures are decimal megabytes (MB/s), as storage vendors and Lance report them
 
@@ -255,6 +256,12 @@ def adbc_connect(port: int, user: str | None = "bench", password: str = "bench-p
     return fsql.connect(f"grpc://127.0.0.1:{port}", db_kwargs=login, autocommit=True)
 
 
+def spawn(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen`` for a bench's server: the kernel stops it if the bench is killed or
+    crashes before its ``terminate``."""
+    return subprocess.Popen(cmd, preexec_fn=die_with_parent, **kwargs)
+
+
 def terminate(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10) -> None:
     """Stop a bench's server processes and wait for each."""
     for proc in procs:
@@ -278,7 +285,7 @@ def serve_rest(home: Path, port: int, pythonpath: str | None = None) -> subproce
     env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port)}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    return subprocess.Popen(
+    return spawn(
         [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -332,7 +339,7 @@ def moto_server(log_dir: Path) -> Iterator[str]:
         str(port),
     ]
     log = (log_dir / "moto.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -249,7 +249,7 @@ def cache_bench(home: Path, rows: int, runs: int, before: Path | None = None) ->
         "before": start("--serve-before", home),
     }
     if before is not None:  # the same server from another checkout (e.g. the main branch)
-        proc = subprocess.Popen(
+        proc = c.spawn(
             [sys.executable, str(before / "bench" / "flight.py"), "--serve-ours", str(home)],
             stdout=subprocess.PIPE,
         )
@@ -704,7 +704,7 @@ def serve_bare(home: str) -> None:
 
 
 def start(mode: str, home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
-    proc = subprocess.Popen([sys.executable, __file__, mode, str(home), *options], stdout=subprocess.PIPE)
+    proc = c.spawn([sys.executable, __file__, mode, str(home), *options], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 

@@ -98,7 +98,7 @@ def start_endpoint(
     if checkout is not None:
         flight = checkout.resolve() / "bench" / "flight.py"
         env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
-    proc = subprocess.Popen(
+    proc = c.spawn(
         [sys.executable, str(flight), "--serve-ours", str(home), *options], stdout=subprocess.PIPE, env=env
     )
     assert proc.stdout is not None
@@ -250,7 +250,7 @@ def serve_floor(home: str) -> None:
 
 
 def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], int]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-floor", str(home)], stdout=subprocess.PIPE)
+    proc = c.spawn([sys.executable, __file__, "--serve-floor", str(home)], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 

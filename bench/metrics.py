@@ -90,7 +90,7 @@ def serve(home: str, mode: str) -> None:
 
 
 def start(mode: str, home: Path) -> tuple[subprocess.Popen[bytes], int, int]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", mode, str(home)], stdout=subprocess.PIPE)
+    proc = c.spawn([sys.executable, __file__, "--serve", mode, str(home)], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     port, metrics = proc.stdout.readline().split()
     return proc, int(port), int(metrics)

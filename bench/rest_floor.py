@@ -112,7 +112,7 @@ def measure(tmp: Path, home: Path, token: str, calls: int, requests: int) -> tup
         "BENCH_PATH": DESCRIBE[0],
         "BENCH_BODY": DESCRIBE[1].decode(),
     }
-    server = subprocess.Popen(
+    server = common.spawn(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(tmp), "floorapp:app", "--port", str(port)]
         + ["--log-level", "warning", "--no-access-log", "--http", "httptools", "--loop", "uvloop"],
         env=env,

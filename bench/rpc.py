@@ -102,7 +102,7 @@ def serve_bare(kind: str) -> None:
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE)
+    proc = c.spawn([sys.executable, *args], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 

@@ -4,6 +4,8 @@ for the sensor.
 
 ``run_platform(settings)`` blocks until Ctrl-C and then stops everything it started;
 ``start_platform(settings)`` returns a handle (tests use it) whose ``stop()`` does the same.
+A killed launcher (SIGKILL, the OOM killer) stops nothing itself: each server it started is
+sent SIGTERM by the kernel when it dies (``die_with_parent``) and shuts down as on Ctrl-C.
 Dagster keeps its state in ``DAGSTER_HOME = <LAKE_HOME>/dagster`` (``dagster.yaml`` written there
 by ``lake_platform.dagster_instance``: the repository's, plus Postgres storage when
 ``LAKE_DAGSTER_POSTGRES_URL`` is set).
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from lake_platform.errors import SettingsError
+from lake_platform.processes import die_with_parent
 from lake_platform.settings import LakeSettings
 
 DEFAULT_UI_HOST = "127.0.0.1"
@@ -237,6 +240,9 @@ def start_platform(
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    # A killed `lake up` runs no stop(): its servers stop themselves instead of
+                    # holding their ports and the lake.
+                    preexec_fn=die_with_parent,
                 )
             )
         _wait_ready(platform, ready_timeout)

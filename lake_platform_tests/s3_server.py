@@ -51,7 +51,8 @@ import psutil
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lake_platform_tests.servers import die_with_parent, free_ports
+from lake_platform.processes import die_with_parent
+from lake_platform_tests.servers import free_ports
 
 #: Keys and prefixes the tests write under, in any bucket.
 TEST_PREFIX = "lake-test"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
+import os
+import select
 import signal
 import socket
 import subprocess
@@ -13,27 +15,10 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from lake_platform.processes import die_with_parent
+
 _READY_TRIES = 150
 _READY_INTERVAL = 0.1
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """``preexec_fn`` for a test server: the kernel sends it ``sig`` (SIGTERM) when the test
-    process dies (a killed or crashed pytest, which runs no fixture teardown), so no server
-    outlives its run. Kept across ``exec`` (and set after ``Popen(user=...)`` switches the user,
-    which would clear it); Linux only, like the servers themselves.
-
-    ``sig`` is set back to its default action first: an ignored signal is inherited across
-    ``exec``, and the test process may ignore SIGTERM by the time it starts a server (Dagster
-    maps SIGTERM to SIGINT's handler when it runs a job in process, and SIGINT is ignored in a
-    job a CI runner starts in the background). Such a server would ignore both this signal and
-    its fixture's ``terminate()``."""
-    if signal.getsignal(sig) == signal.SIG_IGN:
-        signal.signal(sig, signal.SIG_DFL)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 def free_port() -> int:
@@ -196,3 +181,40 @@ def _wait_ready(endpoint: str, proc: subprocess.Popen[bytes]) -> bool:
         except (urllib.error.URLError, OSError):
             time.sleep(_READY_INTERVAL)
     return False
+
+
+def killed_parent(
+    code: str, within: float, *, servers: int = 1, env: dict[str, str] | None = None
+) -> list[str]:
+    """Run ``code`` as a parent process: it prints, on one line, the pids of the ``servers``
+    processes it started, then anything else. Kill the parent with SIGKILL (it runs no cleanup)
+    and assert each of those processes exits within ``within`` seconds. Returns the rest of
+    the printed line."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert parent.stdout is not None
+    printed = parent.stdout.readline().split()
+    assert len(printed) >= servers, f"the parent printed {printed!r}, not {servers} pids"
+    pids, rest = [int(pid) for pid in printed[:servers]], printed[servers:]
+    watches = [os.pidfd_open(pid) for pid in pids]  # each readable once its process has exited
+    try:
+        assert select.select(watches, [], [], 0)[0] == []  # alive while their parent is
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + within
+        waiting = list(watches)
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            for done in select.select(waiting, [], [], left)[0]:
+                waiting.remove(done)
+        assert not waiting, f"{len(waiting)} of {servers} servers outlived their killed parent"
+    finally:
+        for watch in watches:
+            os.close(watch)
+        if parent.stdin is not None:
+            parent.stdin.close()
+        for pid in pids:  # a failed run leaves nothing behind: the servers, and their groups
+            for kill in (os.kill, os.killpg):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(pid, signal.SIGKILL)
+    return rest

@@ -20,7 +20,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.demo import TABLE_NAME
 from lake_platform.launcher import Platform, start_platform
 from lake_platform.settings import load_settings
-from lake_platform_tests.servers import free_port
+from lake_platform_tests.servers import free_port, killed_parent
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -225,3 +225,29 @@ def test_lake_up_gives_rest_its_own_metrics_port(tmp_path: Path) -> None:
     assert rest_metrics_port(load_settings(home=tmp_path, metrics_port=9464)) == 9465
     with pytest.raises(SettingsError, match="LAKE_METRICS_PORT"):
         rest_metrics_port(load_settings(home=tmp_path, metrics_port=65535))
+
+
+#: `lake up` as a parent that is then killed: prints its four servers' pids.
+KILLED_LAUNCHER = """
+import sys
+from lake_platform.launcher import start_platform
+from lake_platform.settings import load_settings
+from lake_platform_tests.servers import free_port
+
+platform = start_platform(
+    load_settings(home=sys.argv[1]), "127.0.0.1", free_port(), seed=False,
+    flight_port=free_port(), rest_port=free_port(),
+)
+print(*(proc.pid for proc in platform.processes), flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_launcher_takes_its_servers_with_it(tmp_path: Path) -> None:
+    """SIGKILL runs no stop(): the Dagster webserver and daemon, Flight SQL and REST each get
+    SIGTERM from the kernel and exit, rather than holding their ports and the lake."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKE_") and k != "DAGSTER_HOME"}
+    code = KILLED_LAUNCHER.replace("sys.argv[1]", repr(str(tmp_path / "home")))
+    killed_parent(code, within=60, servers=4, env=env)

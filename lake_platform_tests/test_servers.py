@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import select
 import shutil
-import signal
-import subprocess
-import sys
+
+from lake_platform_tests.servers import killed_parent
 
 PARENT = """
 import subprocess, sys
-from lake_platform_tests.servers import die_with_parent
+from lake_platform.processes import die_with_parent
 child = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent)
 print(child.pid, flush=True)
 sys.stdin.read()  # until killed
@@ -28,28 +25,6 @@ pg = start_postgres()
 print(pg.process.pid, pg.root, flush=True)
 sys.stdin.read()  # until killed
 """
-
-
-def killed_parent(code: str, within: float) -> list[str]:
-    """Run ``code`` (which prints its server's pid, then anything else, on one line) as a parent
-    process, kill it with SIGKILL, and assert the server exits within ``within`` seconds.
-    Returns the rest of the printed line."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert parent.stdout is not None
-    pid, *rest = parent.stdout.readline().split()
-    watch = os.pidfd_open(int(pid))  # readable once the server has exited
-    try:
-        assert select.select([watch], [], [], 0)[0] == []  # alive while its parent is
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=30)
-        assert select.select([watch], [], [], within)[0] == [watch], "the server outlived its killed parent"
-    finally:
-        os.close(watch)
-        if parent.stdin is not None:
-            parent.stdin.close()
-    return rest
 
 
 def test_a_server_started_with_die_with_parent_stops_when_its_parent_is_killed() -> None:

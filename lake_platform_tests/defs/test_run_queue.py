@@ -19,9 +19,9 @@ import yaml
 
 from lake_platform.dagster_instance import instance_config
 from lake_platform.defs.partitions import TABLES
+from lake_platform.processes import die_with_parent
 from lake_platform.settings import DagsterSettings
 from lake_platform_tests.postgres import Postgres
-from lake_platform_tests.servers import die_with_parent
 
 BIN = Path(sys.executable).parent
 T1, T2 = "p.w.ns.t1", "p.w.ns.t2"

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.processes import die_with_parent
 from lake_platform.settings import load_settings
 from lake_platform_tests.flight.conftest import start_server
-from lake_platform_tests.servers import die_with_parent
 
 
 def main() -> None:
