@@ -1,22 +1,11 @@
-"""Test servers do not outlive a test process that is killed (no fixture teardown runs then)."""
+"""Test servers do not outlive a test process that is killed (no fixture teardown runs then);
+``die_with_parent`` itself: test_processes.py."""
 
 from __future__ import annotations
 
 import shutil
 
 from lake_platform_tests.servers import killed_parent
-
-PARENT = """
-import subprocess, sys
-from lake_platform.processes import die_with_parent
-child = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent)
-print(child.pid, flush=True)
-sys.stdin.read()  # until killed
-"""
-
-#: The test process as Dagster can leave it: SIGTERM mapped to SIGINT's handler, which is
-#: SIG_IGN when a CI runner starts the job in the background.
-IGNORING_PARENT = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + PARENT
 
 POSTGRES_PARENT = """
 import sys
@@ -25,14 +14,6 @@ pg = start_postgres()
 print(pg.process.pid, pg.root, flush=True)
 sys.stdin.read()  # until killed
 """
-
-
-def test_a_server_started_with_die_with_parent_stops_when_its_parent_is_killed() -> None:
-    killed_parent(PARENT, within=30)
-
-
-def test_a_server_stops_with_its_parent_though_the_parent_ignores_sigterm() -> None:
-    killed_parent(IGNORING_PARENT, within=30)
 
 
 def test_the_postgres_cluster_stops_when_the_test_process_is_killed() -> None:
