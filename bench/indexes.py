@@ -1,7 +1,7 @@
 """Point queries on an indexed column: through ADBC (end to end), in process, and Lance alone.
 
     python bench/indexes.py [--rows 5000000] [--runs 50] [--before CHECKOUT] [--variant NAME:SETTING=VALUE]
-                            [--floor] [--paired-runs 150]
+                            [--floor] [--paired-runs 150] [--idle-ms 0]
 
 Builds a Lance table through the catalog (``_common``'s generated rows: id int64, ts, category,
 value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id = <n>`` (a
@@ -36,7 +36,14 @@ noise.
 ``--floor``: also pair the floor, a Flight SQL server that does no work (``FloorServer``:
 pyarrow.flight's C++ transport, no authentication, every statement answered with the one row
 precomputed at start): what ADBC and the transport alone take on this machine for each of the
-four ways, so ``ours - floor`` is what our endpoint adds (the query included).
+four ways, so ``ours - floor`` is what our endpoint adds (the query included). It also pairs
+Lance alone (``to_table(filter=...)`` in this process) and prints ``floor + Lance alone`` per
+round: what a server that added nothing but the lookup, overlapping none of it, would take.
+
+``--idle-ms N``: in the paired rounds, an idle pause of N ms before each measured query (on
+every side), as an analyst's queries come after think time rather than back to back. Waking
+idle threads is not free on a VM: Lance's own lookup takes about twice as long after 10 ms
+idle as back to back, and a server whose query crosses more threads pays that more often.
 """
 
 from __future__ import annotations
@@ -256,11 +263,21 @@ def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def paired(
-    home: Path, rows: int, runs: int, before: Path | None, variants: list[str], floor: bool = False
+    home: Path,
+    rows: int,
+    runs: int,
+    before: Path | None,
+    variants: list[str],
+    floor: bool = False,
+    idle: float = 0.0,
 ) -> None:
     """``--before`` / ``--variant`` / ``--floor``: the four ADBC ways on this checkout's
     endpoint and on each other side, interleaved (every round visits every side in a new random
-    order)."""
+    order); with ``floor``, Lance alone in this process as one more side. ``idle``: seconds of
+    idle before each measured query."""
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
     sides: dict[str, tuple[Path | None, tuple[str, ...]]] = {"ours": (None, ())}
     if before is not None:
         sides["before"] = (before, ())
@@ -274,12 +291,18 @@ def paired(
         if floor:
             servers["floor"] = start_floor(home)
         ways = {name: AdbcWays(port, login=name != "floor") for name, (_, port) in servers.items()}
+        dataset = None
+        if floor:
+            with Catalog(load_settings(home=home)) as catalog:
+                dataset = catalog.open_table(TABLE).dataset
         rng = random.Random("paired")
         others = [side for side in servers if side != "ours"]
-        print(f"paired (btree on id; {runs} interleaved rounds): median ms, and ours / each other side")
+        idled = f", {idle * 1000:g} ms idle before each query" if idle else ""
+        print(f"paired (btree on id; {runs} interleaved rounds{idled}): median ms; ours / each other side")
         print(
             f"  {'':34} {'ours':>8}"
             + "".join(f" {side:>8}" for side in others)
+            + (f" {'lance':>8}" if dataset is not None else "")
             + "".join(f" {'/' + side:>10}" for side in others)
         )
         for kind, name in (
@@ -289,13 +312,17 @@ def paired(
             ("adbc_rerun", "one cursor, id = 4242 re-run"),
         ):
             fns = {side: getattr(ways[side], kind) for side in servers}
-            times: dict[str, list[float]] = {side: [] for side in servers}
+            if dataset is not None:
+                fns["lance"] = lambda i, ds=dataset: ds.to_table(filter=f"id = {i}").num_rows
+            times: dict[str, list[float]] = {side: [] for side in fns}
             for fn in fns.values():
                 for _ in range(5):  # warm-up: the plans kept, early starts known
                     fn(ISSUE_ID)
             for _ in range(runs):
                 i = rng.randrange(rows)
                 for side in rng.sample(list(fns), len(fns)):
+                    if idle:
+                        time.sleep(idle)  # think time, not synchronization: nothing is awaited
                     t = time.perf_counter()
                     assert fns[side](i) == 1
                     times[side].append(time.perf_counter() - t)
@@ -305,12 +332,16 @@ def paired(
             ]
             print(
                 f"  {name:34}"
-                + "".join(f" {statistics.median(times[side]) * 1000:8.2f}" for side in servers)
+                + "".join(f" {statistics.median(times[side]) * 1000:8.2f}" for side in fns)
                 + "".join(f" {ratio:10.3f}" for ratio in ratios)
             )
             if floor:
                 added = statistics.median(a - b for a, b in zip(times["ours"], times["floor"], strict=True))
-                print(f"  {'':34} ours - floor (median per round): {added * 1000:.2f} ms")
+                bound = statistics.median(a + b for a, b in zip(times["floor"], times["lance"], strict=True))
+                print(
+                    f"  {'':34} ours - floor (median per round): {added * 1000:.2f} ms; "
+                    f"floor + Lance alone: {bound * 1000:.2f} ms"
+                )
         for side in ways.values():
             side.close()
     finally:
@@ -337,6 +368,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--paired-runs", type=int, default=150, help="--before/--variant/--floor: interleaved rounds"
+    )
+    parser.add_argument(
+        "--idle-ms",
+        type=float,
+        default=0.0,
+        help="--before/--variant/--floor: idle milliseconds before each measured query",
     )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
@@ -396,7 +433,7 @@ def main() -> None:
         goal = after[key][0]
         print(f"  {how:40} {goal:6.2f} ms -> {'MEETS' if goal <= 5 else 'MISSES'}")
     if args.before is not None or args.variant or args.floor:
-        paired(home, args.rows, args.paired_runs, args.before, args.variant, args.floor)
+        paired(home, args.rows, args.paired_runs, args.before, args.variant, args.floor, args.idle_ms / 1000)
     print(c.load_line())
 
 
