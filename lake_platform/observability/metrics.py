@@ -337,7 +337,8 @@ _PLAN_FIGURES = (
     ),
     (
         "lake_query_plans_shaped",
-        "Key lookups answered from a kept plan of the same shape with their own values, unplanned.",
+        "Key lookups answered from a kept plan of the same shape, or of the same prepared statement "
+        "with new bound values, with their own values, unplanned.",
         "counter",
         "shaped",
     ),

@@ -33,7 +33,7 @@ from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import Lookup, lookup_of, stream_lookup
 from lake_platform.query.planner import PlannedQuery, Resolver
-from lake_platform.query.plans import PlanCache, plan_key, shape_key, view_key
+from lake_platform.query.plans import PlanCache, bound_key, plan_key, shape_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
@@ -49,6 +49,9 @@ _CACHE_GENERATION = "cache_generation"
 _PINNED_KEY = "pinned_key"
 #: ``PlannedQuery.derived`` key: (scope, its result's key in the result cache).
 _RESULT_KEY = "result_key"
+#: ``PlannedQuery.derived`` key of a key lookup planned with bound parameters: which parameter
+#: each of its terms takes its value from (``Lookup.parameters_of``).
+_PARAMETERS = "lookup_parameters"
 
 
 class _PlannedOnUse:
@@ -224,11 +227,14 @@ class QueryEngine:
         ``prepare``: parameters may stay unbound (a prepared statement's first planning).
         ``scope``: who asks (the principal); with it, a parameterless statement planned for
         the same scope over this very ``view`` is planned once (``plans``), and a key lookup
-        that differs from a kept one only in the literals it compares is not planned at all
-        (``shapes``, :meth:`_shaped`)."""
-        key = view_key(scope, sql, view) if scope is not None and params is None else None
-        if key is None:
+        that differs from a kept one only in the literals it compares (``shapes``,
+        :meth:`_shaped`) or in the values bound to its parameters (:meth:`_plan_bound`) is
+        not planned at all."""
+        if scope is None:
             return self._plan_view(sql, view, params, prepare)
+        if params is not None:
+            return self._plan_bound(scope, sql, view, params, prepare)
+        key = view_key(scope, sql, view)
         kept = self._fresh(self.plans.get(key, view))
         shape = None
         if kept is None and len(self._prekeys) and self._prekeys.peek(prekey(sql)):
@@ -237,15 +243,74 @@ class QueryEngine:
             if kept is not None:
                 self._keep(key, kept, view)
         if kept is not None:
-            # What planning checks: an older version read by time travel still exists.
-            for ref in kept.refs:
-                if ref.at is not None:
-                    self._providers.entry(ref, True)
-            return kept
+            return self._checked(kept)
         planned = self._plan_view(sql, view, params, prepare)
         if planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
             self._keep_shape(scope, planned, shape, view)
+        return planned
+
+    def _checked(self, kept: PlannedQuery) -> PlannedQuery:
+        """``kept``, after what planning checks: an older version read by time travel still
+        exists."""
+        for ref in kept.refs:
+            if ref.at is not None:
+                self._providers.entry(ref, True)
+        return kept
+
+    def _plan_bound(
+        self, scope: Hashable, sql: str, view: ProjectView, params: pa.RecordBatch, prepare: bool
+    ) -> PlannedQuery:
+        """``sql`` with ``params`` bound (a prepared statement executed again with new values:
+        DoPut, GetFlightInfo, DoGet). A key lookup whose every term compares a column to a
+        parameter is kept for this scope, text, parameter types and ``view`` (``bound_key``),
+        and a binding of other values is answered from it with those values, as a text of a
+        kept shape is (:meth:`_shaped`): DataFusion does not plan it. Anything else is planned."""
+        key = bound_key(scope, sql, params, view)
+        values = [column[0].as_py() for column in params.columns] if params.num_rows == 1 else None
+        template = self._fresh(self.plans.get(key, view)) if values is not None else None
+        if template is not None:
+            rebound = template.derived["lookup"].with_parameters(values, template.derived[_PARAMETERS])
+            if rebound is not None:
+                return self._checked(
+                    self._from_template(
+                        template, sql, rebound, lambda: self._plan_view(sql, view, params, False).df, params
+                    )
+                )
+        planned = self._plan_view(sql, view, params, prepare)
+        if values is not None and planned.deterministic:
+            lookup = self._lookup(planned)
+            order = None if lookup is None else lookup.parameters_of(values)
+            if order is not None:
+                planned.derived[_PARAMETERS] = order
+                self._keep(key, planned, view)
+        return planned
+
+    def _from_template(
+        self,
+        template: PlannedQuery,
+        sql: str,
+        lookup: Lookup,
+        plan: Callable[[], Any],
+        params: pa.RecordBatch | None = None,
+    ) -> PlannedQuery:
+        """A plan of ``sql`` (bound to ``params``) that is ``template``'s key lookup with other
+        values (``lookup``): the same snapshots, columns and schema. Its DataFusion frame is
+        planned (``plan``) only if something asks for it (nothing on a lookup's way:
+        ``structure`` is shared with the template)."""
+        planned = PlannedQuery(
+            sql,
+            _PlannedOnUse(plan),
+            template.schema,
+            template.refs,
+            template.parameters,
+            template.lookups,
+            params=params,
+            structure=template.structure,
+        )
+        planned.derived[_CACHE_GENERATION] = template.derived[_CACHE_GENERATION]
+        planned.derived["lookup"] = lookup
+        self.plans.count_shaped()
         return planned
 
     def _shaped(
@@ -264,19 +329,7 @@ class QueryEngine:
         lookup = template.derived["lookup"].rebound(shape.slots)
         if lookup is None:
             return None
-        planned = PlannedQuery(
-            sql,
-            _PlannedOnUse(lambda: self._plan_view(sql, view, None, False).df),
-            template.schema,
-            template.refs,
-            0,
-            template.lookups,
-            structure=template.structure,
-        )
-        planned.derived[_CACHE_GENERATION] = template.derived[_CACHE_GENERATION]
-        planned.derived["lookup"] = lookup
-        self.plans.count_shaped()
-        return planned
+        return self._from_template(template, sql, lookup, lambda: self._plan_view(sql, view, None, False).df)
 
     def _keep_shape(
         self, scope: Hashable, planned: PlannedQuery, shape: TextShape | None, view: ProjectView

@@ -100,6 +100,27 @@ class Lookup:
             terms.append(Term(column, value))
         return Lookup(self.ref, self.columns, tuple(terms), self.keys)
 
+    def with_parameters(self, values: Sequence[Any], order: Sequence[int]) -> Lookup | None:
+        """This lookup with each term's value the parameter ``order`` names for it (from
+        :meth:`parameters_of`), given a binding of the same types; None as for :meth:`rebound`."""
+        return self.rebound([(term.column, values[i]) for term, i in zip(self.terms, order, strict=True)])
+
+    def parameters_of(self, values: Sequence[Any]) -> tuple[int, ...] | None:
+        """Which of ``values`` (the bound parameters this lookup was planned with, in order)
+        each term takes its value from, when that is beyond doubt: every term's value is
+        exactly one parameter's, of the same kind, and each parameter is one term's. None
+        otherwise (a literal in the text, two equal values, a parameter used elsewhere): such
+        a lookup is not bound again (:meth:`rebound`) with other values."""
+        if len(values) != len(self.terms):
+            return None
+        order = []
+        for term in self.terms:
+            found = [i for i, v in enumerate(values) if type(v) is type(term.value) and v == term.value]
+            if len(found) != 1 or found[0] in order:
+                return None
+            order.append(found[0])
+        return tuple(order)
+
 
 def _plain(value: int | str) -> bool:
     """Whether a literal of the SQL text is planned as exactly this value: an integer within

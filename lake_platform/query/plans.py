@@ -51,6 +51,13 @@ def shape_key(scope: Hashable, shape: str, view: Any) -> tuple[Hashable, ...]:
     return ("shape", scope, shape, id(view))
 
 
+def bound_key(scope: Hashable, sql: str, params: pa.RecordBatch, view: Any) -> tuple[Hashable, ...]:
+    """What determines a key lookup's plan with parameters bound, but for their values: the
+    text (its placeholders), the parameters' types, and one view, kept with the view as the
+    anchor, as under :func:`view_key` (``QueryEngine._plan_bound``)."""
+    return ("bound", scope, sql, tuple(field.type for field in params.schema), id(view))
+
+
 def plan_key(
     scope: Hashable, sql: str, params: pa.RecordBatch | None, refs: Sequence[TableRef]
 ) -> tuple[Hashable, ...]:

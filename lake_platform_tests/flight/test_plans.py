@@ -264,6 +264,28 @@ def test_key_lookups_of_one_shape_are_planned_once_per_principal(running: Runnin
         bob.close()
 
 
+def test_a_prepared_key_lookup_run_with_new_values_is_planned_once_per_principal(running: Running) -> None:
+    """A service running one prepared statement with a new id each time (DoPut, GetFlightInfo,
+    DoGet on one cursor): the first binding is planned, the next are answered from its plan
+    with their own values; another tenant's binding is planned over its own table."""
+    engine = running.server.engine
+    sql = "SELECT id, s FROM w.ns.keyed WHERE id = ?"
+    alice, bob = running.adbc("alice"), running.adbc("bob")
+    try:
+        shaped = engine.shaped
+        with alice.cursor() as cur:
+            for i in (3, 4, 5, 1004):
+                cur.execute(sql, (i,))
+                assert cur.fetch_arrow_table().to_pylist() == ([{"id": i, "s": f"row-{i}"}] if i < 50 else [])
+        assert engine.shaped == shaped + 3
+        assert adbc_rows(bob, sql, (4,)) == []  # bob's table has ids 1000-1049
+        assert adbc_rows(bob, sql, (1004,)) == [{"id": 1004, "s": "row-1004"}]
+        assert engine.shaped == shaped + 4
+    finally:
+        alice.close()
+        bob.close()
+
+
 def test_a_shaped_lookups_ticket_is_served_where_its_plan_is_not_kept(running: Running) -> None:
     """Its ticket carries its own SQL: a replica without the plan (here: the plans forgotten)
     plans that text, and reads the same row from the pinned version."""

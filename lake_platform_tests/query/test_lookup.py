@@ -339,3 +339,117 @@ def test_a_shaped_time_travel_read_stays_on_its_version(
     assert pa.Table.from_batches(list(engine.stream(planned))).to_pylist() == [{"id": 2}]
     current = engine.plan("SELECT id FROM w.ns.travel WHERE id = 3", view, scope="alice")
     assert engine.shaped == 1 and rows(engine, current) == []
+
+
+# -- a prepared lookup executed with new values: planned once, answered with those values --------
+
+
+def bound(*values: Any) -> pa.RecordBatch:
+    """One row of parameters, as ADBC binds them (positional; the names do not matter)."""
+    return pa.record_batch([pa.array([v]) for v in values], names=[str(i) for i in range(len(values))])
+
+
+BOUND = [
+    ("SELECT * FROM w.ns.keys WHERE id = ?", [(4242,), (7,), (99999999,), (0,)]),
+    ("SELECT s, id FROM w.ns.keys WHERE ? = id", [(77,), (78,)]),
+    ("SELECT id, x FROM w.ns.keys WHERE s = ?", [("name-12345",), ("name-1",), ("nobody",), ("",)]),
+    ("SELECT id, s FROM w.ns.keys WHERE id = ? AND s = ?", [(5, "name-5"), (6, "name-6"), (6, "name-7")]),
+    # the parameters in another order than the columns are compared in the table
+    ("SELECT id, s FROM w.ns.keys WHERE s = ? AND id = ?", [("name-5", 5), ("name-8", 8), ("name-9", 8)]),
+    ("SELECT id FROM w.ns.keys WHERE id = $2 AND s = $1", [("name-5", 5), ("name-8", 8)]),
+]
+
+
+@pytest.mark.parametrize(("sql", "bindings"), BOUND)
+def test_a_lookup_bound_to_new_values_is_answered_without_planning(
+    lake: tuple[Any, Catalog], plannings: list[str], sql: str, bindings: list[tuple[Any, ...]]
+) -> None:
+    """The first binding is planned; every other is not, and still gives exactly the rows
+    DataFusion gives for those values (planned on use, below)."""
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    for i, values in enumerate(bindings):
+        params = bound(*values)
+        planned = engine.plan(sql, view, params, scope="alice")
+        ours = rows(engine, planned)
+        assert planned.derived["lookup"] is not None and planned.params is params
+        assert plannings == [sql]  # streaming the lookup never asked for DataFusion's frame
+        assert engine.shaped == i
+        theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
+        assert ours == theirs.to_pylist()
+        plannings[1:] = []  # DataFusion's frame, planned on use for the comparison
+
+
+@pytest.mark.parametrize(
+    ("sql", "first", "second"),
+    [
+        # a literal beside the parameter: its term takes no parameter, so nothing is kept
+        ("SELECT id FROM w.ns.keys WHERE id = ? AND s = 'name-131'", (130,), (131,)),
+        # two equal values first: which term takes which is in doubt, so nothing is kept
+        ("SELECT id FROM w.ns.keys WHERE id = ? AND id = ?", (5, 5), (6, 6)),
+        # a parameter compared to an Int32 column is cast: no lookup
+        ("SELECT id FROM w.ns.keys WHERE k = ?", (3,), (4,)),
+        # no index on x: no lookup
+        ("SELECT id FROM w.ns.keys WHERE id = ? AND x = ?", (5, 1.25), (6, 1.5)),
+        # the parameter inside an expression: no lookup (5 % 1000 is 5, but 5005 % 1000 is not 5005)
+        ("SELECT id FROM w.ns.keys WHERE id = ? % 1000", (5,), (5005,)),
+    ],
+)
+def test_other_bindings_are_planned(
+    lake: tuple[Any, Catalog], plannings: list[str], sql: str, first: tuple[Any, ...], second: tuple[Any, ...]
+) -> None:
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    engine.plan(sql, view, bound(*first), scope="alice")
+    planned = engine.plan(sql, view, bound(*second), scope="alice")
+    assert engine.shaped == 0 and plannings == [sql, sql]
+    ours = rows(engine, planned)
+    theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
+    assert ours == theirs.to_pylist()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        bound(None),  # NULL: never equal, no lookup
+        bound(-5),  # what Lance's filter text would say otherwise than DataFusion: planned
+        bound("5"),  # a string for the Int64 column: other types, another key
+        pa.record_batch([pa.array([6, 7])], names=["0"]),  # two rows: refused by planning
+    ],
+)
+def test_a_binding_the_kept_lookup_cannot_take_is_planned(
+    lake: tuple[Any, Catalog], plannings: list[str], params: pa.RecordBatch
+) -> None:
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    sql = "SELECT id, s FROM w.ns.keys WHERE id = ?"
+    engine.plan(sql, view, bound(5), scope="alice")
+    try:
+        planned = engine.plan(sql, view, params, scope="alice")
+    except LakeError as exc:  # what planning says of it, as before
+        assert params.num_rows == 2 and "exactly one row" in str(exc)
+    else:
+        theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
+        assert rows(engine, planned) == theirs.to_pylist()
+    assert engine.shaped == 0 and plannings == [sql, sql]
+
+
+def test_a_bound_lookup_is_kept_per_principal_and_catalog_view(
+    lake: tuple[Any, Catalog], plannings: list[str]
+) -> None:
+    engine, catalog = indexed_table(lake, "boundkeys")
+    sql = "SELECT id, s FROM w.ns.boundkeys WHERE id = ?"
+    view = load_snapshot(catalog.store).project("p")
+    engine.plan(sql, view, bound(1), scope="alice")
+    engine.plan(sql, view, bound(2), scope="etl")  # another principal: planned
+    assert engine.shaped == 0
+    engine.plan(sql, view, bound(3), scope="etl")
+    assert engine.shaped == 1
+    catalog.append("p.w.ns.boundkeys", data(1000, 1100))
+    newer = load_snapshot(catalog.store).project("p")
+    planned = engine.plan(sql, newer, bound(1050), scope="alice")  # a new view: planned
+    assert engine.shaped == 1 and len(plannings) == 3
+    assert rows(engine, planned) == [{"id": 1050, "s": "name-1050"}]
+    # The older view still answers from its own plan, over its own version.
+    planned = engine.plan(sql, view, bound(1051), scope="alice")
+    assert engine.shaped == 2 and rows(engine, planned) == []
