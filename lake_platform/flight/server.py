@@ -325,11 +325,12 @@ class FlightSqlServer:
     # == GetFlightInfo / GetSchema ==============================================================
 
     def start_prepared(self, call: Call, planned: PlannedQuery) -> None:
-        """Start a new prepared statement's query once ``call`` (its CreatePreparedStatement)
-        has answered, when its GetFlightInfo would start it early: no parameters to bind, a
-        kept plan (deterministic), one endpoint, not spooled (``Streams.start_prepared``)."""
+        """Start a prepared statement's query once ``call`` (its CreatePreparedStatement, or
+        the DoPut that bound its parameters) has answered, when its GetFlightInfo would start it
+        early: no parameter left unbound, a kept plan (deterministic), one endpoint, not
+        spooled (``Streams.start_prepared``)."""
         if (
-            planned.parameters
+            (planned.parameters and planned.params is None)
             or not planned.deterministic
             or (self.spooler is not None and self.spooler.wanted(planned, False))
             or not self.endpoints.unsplit(planned)
@@ -509,7 +510,22 @@ class FlightSqlServer:
                 raise InvalidInput(f"bind exactly one row of parameters (got {table.num_rows})")
             params = table.combine_chunks().to_batches()[0]
         handle = self.tickets.seal_prepared(identity, sql, params)
+        if params is not None:
+            self._start_bound(call, sql, params)
         return proto.DoPutPreparedStatementResult(prepared_statement_handle=handle).SerializeToString()
+
+    def _start_bound(self, call: Call, sql: str, params: pa.RecordBatch) -> None:
+        """Start a prepared key lookup's query with the values just bound, once the DoPut has
+        answered, when a plan of it is kept (``QueryEngine.kept_binding``: nothing is planned
+        here): its GetFlightInfo gets that very plan and gives the start its ticket, as a start
+        at CreatePreparedStatement's. Never fails the DoPut: its GetFlightInfo reports what is
+        wrong."""
+        try:
+            planned = self.engine.kept_binding(sql, self._view(call.identity), params, scope=call.identity)
+            if planned is not None:
+                self.start_prepared(call, planned)
+        except Exception:  # noqa: BLE001 - only a head start; the statement's own calls decide
+            log.debug("no start at DoPut", exc_info=True)
 
     # == actions ================================================================================
 

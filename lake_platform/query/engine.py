@@ -52,6 +52,16 @@ _RESULT_KEY = "result_key"
 #: ``PlannedQuery.derived`` key of a key lookup planned with bound parameters: which parameter
 #: each of its terms takes its value from (``Lookup.parameters_of``).
 _PARAMETERS = "lookup_parameters"
+#: ``PlannedQuery.derived`` key of such a lookup: the plans of the values bound last, by value.
+_BINDINGS = "lookup_bindings"
+#: How many bindings' plans a kept prepared lookup keeps: a few clients of one principal running
+#: the same statement at once, each binding between its DoPut and its GetFlightInfo.
+_BINDINGS_KEPT = 16
+
+
+def _values(params: pa.RecordBatch) -> list[Any]:
+    """The values of a one-row parameter batch, in parameter order."""
+    return [column[0].as_py() for column in params.columns]
 
 
 class _PlannedOnUse:
@@ -266,25 +276,45 @@ class QueryEngine:
         parameter is kept for this scope, text, parameter types and ``view`` (``bound_key``),
         and a binding of other values is answered from it with those values, as a text of a
         kept shape is (:meth:`_shaped`): DataFusion does not plan it. Anything else is planned."""
-        key = bound_key(scope, sql, params, view)
-        values = [column[0].as_py() for column in params.columns] if params.num_rows == 1 else None
-        template = self._fresh(self.plans.get(key, view)) if values is not None else None
-        if template is not None:
-            rebound = template.derived["lookup"].with_parameters(values, template.derived[_PARAMETERS])
-            if rebound is not None:
-                return self._checked(
-                    self._from_template(
-                        template, sql, rebound, lambda: self._plan_view(sql, view, params, False).df, params
-                    )
-                )
+        kept = self.kept_binding(sql, view, params, scope=scope)
+        if kept is not None:
+            return kept
         planned = self._plan_view(sql, view, params, prepare)
-        if values is not None and planned.deterministic:
+        if params.num_rows == 1 and planned.deterministic:
             lookup = self._lookup(planned)
-            order = None if lookup is None else lookup.parameters_of(values)
+            order = None if lookup is None else lookup.parameters_of(_values(params))
             if order is not None:
                 planned.derived[_PARAMETERS] = order
-                self._keep(key, planned, view)
+                planned.derived[_BINDINGS] = BoundedLRU[tuple[Any, ...], PlannedQuery](_BINDINGS_KEPT)
+                self._keep(bound_key(scope, sql, params, view), planned, view)
         return planned
+
+    def kept_binding(
+        self, sql: str, view: ProjectView, params: pa.RecordBatch, *, scope: Hashable
+    ) -> PlannedQuery | None:
+        """``sql`` with ``params`` bound, answered from a kept prepared key lookup
+        (:meth:`_plan_bound`) with these values; None when there is none, or it cannot take
+        them: nothing is planned here. The plan of the last few values bound is kept with it,
+        so binding the same values again (DoPut, then its GetFlightInfo) gets the very same
+        plan (counted once in ``shaped``, when it is made)."""
+        if params.num_rows != 1:
+            return None
+        template = self._fresh(self.plans.get(bound_key(scope, sql, params, view), view))
+        if template is None:
+            return None
+        values = _values(params)
+        bindings: BoundedLRU[tuple[Any, ...], PlannedQuery] = template.derived[_BINDINGS]
+        known = tuple((type(v), v) for v in values)  # True and 1 are equal, and hash alike
+        planned = bindings.get(known)
+        if planned is None:
+            lookup = template.derived["lookup"].with_parameters(values, template.derived[_PARAMETERS])
+            if lookup is None:
+                return None
+            planned = self._from_template(
+                template, sql, lookup, lambda: self._plan_view(sql, view, params, False).df, params
+            )
+            bindings.put(known, planned)
+        return self._checked(planned)
 
     def _from_template(
         self,

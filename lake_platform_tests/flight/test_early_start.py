@@ -125,12 +125,7 @@ def test_a_new_cursor_and_a_bound_key_lookup_start_early(
 ) -> None:
     """Key lookups on a scalar index are quick by nature: they start early on their first
     run, a new cursor per query (a new SQL text each time) or a parameter bound per run."""
-    settings, catalog = early_lake
-    if "p.w.ns.keyed" not in {t.name for t in catalog.list_tables("p.w.ns")}:
-        catalog.create_table("p.w.ns.keyed", t_rows(200).to_reader())
-        catalog.set_policy("p.w.ns.keyed", {"cache": "off"})
-        catalog.create_index("p.w.ns.keyed", "id", "btree")
-    assert wait_until(lambda: _indexed_version_seen(running))
+    keyed(running, early_lake)
     before = stats(running)
     with running.adbc() as conn:
         for i in (3, 7, 11):
@@ -145,8 +140,46 @@ def test_a_new_cursor_and_a_bound_key_lookup_start_early(
     assert after["claimed"] - before["claimed"] == 5
 
 
-def _indexed_version_seen(running: Running) -> bool:
-    return _version_seen(running, "keyed") >= 2  # the index build is a commit of its own
+def keyed(running: Running, early_lake: tuple[LakeSettings, Catalog]) -> None:
+    """``p.w.ns.keyed``: 200 rows with a BTREE on ``id``, seen by the server."""
+    _, catalog = early_lake
+    if "p.w.ns.keyed" not in {t.name for t in catalog.list_tables("p.w.ns")}:
+        catalog.create_table("p.w.ns.keyed", t_rows(200).to_reader())
+        catalog.set_policy("p.w.ns.keyed", {"cache": "off"})
+        catalog.create_index("p.w.ns.keyed", "id", "btree")
+    assert wait_until(lambda: _version_seen(running, "keyed") >= 2)  # the index build: a commit
+
+
+def bind(client: fl.FlightClient, options: fl.FlightCallOptions, handle: bytes, value: int) -> bytes:
+    """DoPut of one Int64 parameter: the handle that carries it."""
+    command = proto.CommandPreparedStatementQuery(prepared_statement_handle=handle)
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(command))
+    writer, reader = client.do_put(descriptor, pa.schema([("0", pa.int64())]), options)
+    writer.write_batch(pa.record_batch({"0": pa.array([value], pa.int64())}))
+    writer.done_writing()
+    metadata = reader.read()
+    writer.close()
+    return proto.parse(proto.DoPutPreparedStatementResult, metadata.to_pybytes()).prepared_statement_handle
+
+
+def test_a_bound_key_lookup_starts_at_doput_and_its_doget_takes_it_over(
+    running: Running, early_lake: tuple[LakeSettings, Catalog]
+) -> None:
+    """A prepared key lookup executed with a new value: once a binding of it was planned, the
+    next starts as its DoPut answers, and its GetFlightInfo gives that start its ticket."""
+    keyed(running, early_lake)
+    client, options = login(running.uri)
+    handle = prepare(client, options, "SELECT id FROM w.ns.keyed WHERE id = ?")
+    fetch_answer(client, options, plan_prepared(client, options, bind(client, options, handle, 5)))
+    for value in (6, 7, 7):
+        before = stats(running)
+        bound = bind(client, options, handle, value)
+        assert stats(running)["started"] == before["started"] + 1  # before any GetFlightInfo
+        info = plan_prepared(client, options, bound)
+        assert stats(running)["started"] == before["started"] + 1  # the GetFlightInfo started nothing
+        assert fetch_answer(client, options, info).column("id").to_pylist() == [value]
+        after = stats(running)
+        assert after["claimed"] == before["claimed"] + 1 and after["waiting"] == 0
 
 
 def test_a_new_prepared_statement_starts_at_create_and_its_doget_takes_it_over(running: Running) -> None:

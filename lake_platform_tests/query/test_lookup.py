@@ -453,3 +453,21 @@ def test_a_bound_lookup_is_kept_per_principal_and_catalog_view(
     # The older view still answers from its own plan, over its own version.
     planned = engine.plan(sql, view, bound(1051), scope="alice")
     assert engine.shaped == 2 and rows(engine, planned) == []
+
+
+def test_a_binding_of_the_same_values_gets_the_same_plan(
+    lake: tuple[Any, Catalog], plannings: list[str]
+) -> None:
+    """What a start at DoPut needs (``kept_binding``): nothing planned there, and the
+    GetFlightInfo after it gets the very plan the DoPut started."""
+    engine = QueryEngine(lake[0], QueryLimits())
+    view = load_snapshot(lake[1].store).project("p")
+    sql = "SELECT id, s FROM w.ns.keys WHERE id = ?"
+    assert engine.kept_binding(sql, view, bound(5), scope="alice") is None and plannings == []
+    engine.plan(sql, view, bound(5), scope="alice")
+    first = engine.kept_binding(sql, view, bound(6), scope="alice")
+    assert first is not None and engine.plan(sql, view, bound(6), scope="alice") is first
+    assert engine.plan(sql, view, bound(7), scope="alice") is not first
+    assert engine.kept_binding(sql, view, bound(-1), scope="alice") is None
+    assert engine.kept_binding(sql, view, bound(6), scope="bob") is None
+    assert rows(engine, first) == [{"id": 6, "s": "name-6"}] and plannings == [sql]
