@@ -101,7 +101,8 @@ class FlightSettings(BaseSettings):
         description="GetFlightInfo of a quick single-endpoint statement starts its query on a free "
         "slot (at most half of max_concurrent_queries) once it has answered, so the result is being "
         "computed while the client asks for it (a new parameterless prepared statement: already at "
-        "CreatePreparedStatement); a start no DoGet on this replica claims within this many seconds "
+        "CreatePreparedStatement; a kept prepared key lookup: at the DoPut of new values); a start "
+        "no DoGet on this replica claims within this many seconds "
         "is stopped and its slot freed. 0: off (queries start at DoGet).",
     )
     query_timeout_seconds: float = Field(

@@ -75,7 +75,7 @@ ADMISSION_REJECTIONS = Counter(
 )
 EARLY_STARTS = Counter(
     "lake_early_starts",
-    "Queries started at GetFlightInfo or CreatePreparedStatement, by outcome: claimed (taken over by "
+    "Queries started at GetFlightInfo, CreatePreparedStatement or DoPut, by outcome: claimed (taken over by "
     "their DoGet) or dropped "
     "(stopped unclaimed: the window passed, the ticket was cancelled, another replica or plan served it).",
     ["outcome"],
