@@ -303,25 +303,34 @@ def test_only_a_text_that_may_be_of_a_kept_shape_is_scanned(
     assert scanned == [lookup.format(5), lookup.format(6)] and engine.shaped == 1
 
 
-def test_a_shape_is_kept_per_principal_and_catalog_view(
-    lake: tuple[Any, Catalog], plannings: list[str]
+def plan_id(engine: QueryEngine, view: Any, table: str, way: str, key: int, scope: str) -> Any:
+    """The key lookup of ``key`` in ``p.w.ns.<table>``: a text with its literal (``shape``), or
+    one prepared text with the key bound (``bound``)."""
+    if way == "shape":
+        return engine.plan(f"SELECT id, s FROM w.ns.{table} WHERE id = {key}", view, scope=scope)
+    return engine.plan(f"SELECT id, s FROM w.ns.{table} WHERE id = ?", view, bound(key), scope=scope)
+
+
+@pytest.mark.parametrize("way", ["shape", "bound"])
+def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(
+    lake: tuple[Any, Catalog], plannings: list[str], way: str
 ) -> None:
-    engine, catalog = indexed_table(lake, "shaped")
-    sql = "SELECT id, s FROM w.ns.shaped WHERE id = {}"
+    table = f"{way}keys"
+    engine, catalog = indexed_table(lake, table)
     view = load_snapshot(catalog.store).project("p")
-    engine.plan(sql.format(1), view, scope="alice")
-    engine.plan(sql.format(2), view, scope="etl")  # another principal: planned
+    plan_id(engine, view, table, way, 1, "alice")
+    plan_id(engine, view, table, way, 2, "etl")  # another principal: planned
     assert engine.shaped == 0
-    engine.plan(sql.format(3), view, scope="etl")
+    plan_id(engine, view, table, way, 3, "etl")
     assert engine.shaped == 1
-    catalog.append("p.w.ns.shaped", data(1000, 1100))
+    catalog.append(f"p.w.ns.{table}", data(1000, 1100))
     newer = load_snapshot(catalog.store).project("p")
-    planned = engine.plan(sql.format(1050), newer, scope="alice")  # a new view: planned
+    planned = plan_id(engine, newer, table, way, 1050, "alice")  # a new view: planned
     assert engine.shaped == 1 and len(plannings) == 3
-    assert pa.Table.from_batches(list(engine.stream(planned))).to_pylist() == [{"id": 1050, "s": "name-1050"}]
-    assert planned.refs[0].version == newer.table("w", "ns", "shaped").ref.version
-    # The older view still answers from its own shape, over its own version.
-    planned = engine.plan(sql.format(1051), view, scope="alice")
+    assert rows(engine, planned) == [{"id": 1050, "s": "name-1050"}]
+    assert planned.refs[0].version == newer.table("w", "ns", table).ref.version
+    # The older view still answers from its own kept plan, over its own version.
+    planned = plan_id(engine, view, table, way, 1051, "alice")
     assert engine.shaped == 2 and rows(engine, planned) == []
 
 
@@ -432,27 +441,6 @@ def test_a_binding_the_kept_lookup_cannot_take_is_planned(
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert rows(engine, planned) == theirs.to_pylist()
     assert engine.shaped == 0 and plannings == [sql, sql]
-
-
-def test_a_bound_lookup_is_kept_per_principal_and_catalog_view(
-    lake: tuple[Any, Catalog], plannings: list[str]
-) -> None:
-    engine, catalog = indexed_table(lake, "boundkeys")
-    sql = "SELECT id, s FROM w.ns.boundkeys WHERE id = ?"
-    view = load_snapshot(catalog.store).project("p")
-    engine.plan(sql, view, bound(1), scope="alice")
-    engine.plan(sql, view, bound(2), scope="etl")  # another principal: planned
-    assert engine.shaped == 0
-    engine.plan(sql, view, bound(3), scope="etl")
-    assert engine.shaped == 1
-    catalog.append("p.w.ns.boundkeys", data(1000, 1100))
-    newer = load_snapshot(catalog.store).project("p")
-    planned = engine.plan(sql, newer, bound(1050), scope="alice")  # a new view: planned
-    assert engine.shaped == 1 and len(plannings) == 3
-    assert rows(engine, planned) == [{"id": 1050, "s": "name-1050"}]
-    # The older view still answers from its own plan, over its own version.
-    planned = engine.plan(sql, view, bound(1051), scope="alice")
-    assert engine.shaped == 2 and rows(engine, planned) == []
 
 
 def test_a_binding_of_the_same_values_gets_the_same_plan(
