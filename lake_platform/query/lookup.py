@@ -109,8 +109,9 @@ class Lookup:
         """Which of ``values`` (the bound parameters this lookup was planned with, in order)
         each term takes its value from, when that is beyond doubt: every term's value is
         exactly one parameter's, of the same kind, and each parameter is one term's. None
-        otherwise (a literal in the text, two equal values, a parameter used elsewhere): such
-        a lookup is not bound again (:meth:`rebound`) with other values."""
+        otherwise (a term compares a literal of the text, or two parameters have equal values):
+        such a lookup is not bound again (:meth:`with_parameters`) with other values. (A
+        parameter anywhere else, say inside an expression, makes the plan no lookup at all.)"""
         if len(values) != len(self.terms):
             return None
         order = []
