@@ -12,6 +12,9 @@ import ctypes
 import signal
 
 _PR_SET_PDEATHSIG = 1
+#: libc, loaded in the parent: ``preexec_fn`` runs between fork and exec, where loading a
+#: library could wait forever on a loader lock another thread of the parent held at the fork.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
@@ -29,6 +32,5 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     parent's ``terminate()``."""
     if signal.getsignal(sig) == signal.SIG_IGN:
         signal.signal(sig, signal.SIG_DFL)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+    if _LIBC.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
