@@ -8,10 +8,12 @@ value, payload), then measures a point query ``SELECT * FROM w.ns.trips WHERE id
 different id each run but where said, so no result is cached anywhere):
 
 - through ADBC against our Flight SQL endpoint (its own process on loopback): the whole round
-  trip an analyst sees, four ways: a new cursor per query (ADBC prepares, GetFlightInfo, DoGet,
+  trip an analyst sees, five ways: a new cursor per query (ADBC prepares, GetFlightInfo, DoGet,
   closes: four RPCs); a new cursor per run of the issue's own query ``WHERE id = 4242`` (the
   same four RPCs over the server's kept plan); one cursor with the query prepared once and the
-  id bound per run (``WHERE id = ?``: DoPut of the parameters, GetFlightInfo, DoGet); one
+  id bound per run (``WHERE id = ?``: DoPut of the parameters, GetFlightInfo, DoGet); a new
+  cursor per query with the id bound (``WHERE id = ?`` prepared, bound, run and closed every
+  time: five RPCs, what a JDBC ``PreparedStatement`` per query does); one
   cursor re-running the issue's own query ``WHERE id = 4242`` (ADBC keeps it prepared:
   GetFlightInfo, DoGet; the server reuses its kept plan of that SQL on that snapshot and scans
   every time: no result is reused);
@@ -24,7 +26,7 @@ commit; the endpoint is restarted so it plans against the new version at once). 
 the index build time and size. Medians; the machine is shared, so figures are a floor.
 
 ``--before CHECKOUT``: then also our endpoint next to the same endpoint from another checkout
-(e.g. the previous release), both on the indexed table, the four ADBC ways interleaved (each
+(e.g. the previous release), both on the indexed table, the five ADBC ways interleaved (each
 round visits both servers in a new random order, so they share the load): medians and the
 median of the per-round ratios, the figure to quote for a change smaller than the run-to-run
 noise.
@@ -36,7 +38,7 @@ noise.
 ``--floor``: also pair the floor, a Flight SQL server that does no work (``FloorServer``:
 pyarrow.flight's C++ transport, no authentication, every statement answered with the one row
 precomputed at start): what ADBC and the transport alone take on this machine for each of the
-four ways, so ``ours - floor`` is what our endpoint adds (the query included). It also pairs
+five ways, so ``ours - floor`` is what our endpoint adds (the query included). It also pairs
 Lance alone (``to_table(filter=...)`` in this process) and prints ``floor + Lance alone`` per
 round: what a server that added nothing but the lookup, overlapping none of it, would take.
 
@@ -157,7 +159,7 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
     proc, port = start_endpoint(home)
     try:
         ways = AdbcWays(port)
-        for key in ("adbc", "adbc_issue", "adbc_bound", "adbc_rerun"):
+        for key in ("adbc", "adbc_issue", "adbc_bound", "adbc_new_bound", "adbc_rerun"):
             out[key] = median_ms(getattr(ways, key), ids)
         ways.close()
     finally:
@@ -167,8 +169,9 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
 
 
 class AdbcWays:
-    """The point query through ADBC, the four ways the module's docstring names: a new cursor
-    per query (``adbc``), one cursor with the id bound per run (``adbc_bound``), one cursor
+    """The point query through ADBC, the five ways the module's docstring names: a new cursor
+    per query (``adbc``), one cursor with the id bound per run (``adbc_bound``), a new cursor
+    with the id bound per query (``adbc_new_bound``), one cursor
     re-running the issue's own query (``adbc_rerun``); and a new cursor per run of the issue's
     own query (``adbc_issue``: four RPCs, but the server's kept plan). Each returns the rows it
     got.
@@ -188,6 +191,11 @@ class AdbcWays:
         self._bound.execute(POINT.format("?"), (i,))
         return sum(b.num_rows for b in self._bound.fetch_record_batch())
 
+    def adbc_new_bound(self, i: int) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(POINT.format("?"), (i,))
+            return sum(b.num_rows for b in cur.fetch_record_batch())
+
     def adbc_issue(self, _: int) -> int:
         with self.conn.cursor() as cur:
             cur.execute(POINT.format(ISSUE_ID))
@@ -204,7 +212,7 @@ class AdbcWays:
 
 
 class FloorServer(c.SqlInfoServer):
-    """A Flight SQL server that does no work: the least any server costs ADBC's four ways.
+    """A Flight SQL server that does no work: the least any server costs ADBC's five ways.
 
     It answers what they call (GetSqlInfo at connect; CreatePreparedStatement, with a parameter
     schema for a ``?``; a DoPut of parameters; GetFlightInfo; DoGet; ClosePreparedStatement)
@@ -271,7 +279,7 @@ def paired(
     floor: bool = False,
     idle: float = 0.0,
 ) -> None:
-    """``--before`` / ``--variant`` / ``--floor``: the four ADBC ways on this checkout's
+    """``--before`` / ``--variant`` / ``--floor``: the five ADBC ways on this checkout's
     endpoint and on each other side, interleaved (every round visits every side in a new random
     order); with ``floor``, Lance alone in this process as one more side. ``idle``: seconds of
     idle before each measured query."""
@@ -309,6 +317,7 @@ def paired(
             ("adbc", "a new cursor per query"),
             ("adbc_issue", "a new cursor, id = 4242 each time"),
             ("adbc_bound", "one cursor, id = ? bound"),
+            ("adbc_new_bound", "a new cursor, id = ? bound"),
             ("adbc_rerun", "one cursor, id = 4242 re-run"),
         ):
             fns = {side: getattr(ways[side], kind) for side in servers}
@@ -411,6 +420,7 @@ def main() -> None:
         ("adbc", "ADBC, a new cursor per query"),
         ("adbc_issue", "ADBC, a new cursor, id = 4242"),
         ("adbc_bound", "ADBC, one cursor, id = ? bound"),
+        ("adbc_new_bound", "ADBC, a new cursor, id = ? bound"),
         ("adbc_rerun", "ADBC, one cursor, id = 4242 re-run"),
         ("datafusion", "in process (query engine)"),
         ("lance", "Lance alone (to_table filter)"),
@@ -428,6 +438,7 @@ def main() -> None:
         ("adbc", "a new cursor per query"),
         ("adbc_issue", "the issue's query, a new cursor each time"),
         ("adbc_bound", "a prepared query, id bound per run"),
+        ("adbc_new_bound", "a new cursor per query, id bound"),
         ("adbc_rerun", "the issue's query re-run on one cursor"),
     ):
         goal = after[key][0]

@@ -33,7 +33,7 @@ from lake_platform.query.cache import DataCache
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import Lookup, lookup_of, stream_lookup
 from lake_platform.query.planner import PlannedQuery, Resolver
-from lake_platform.query.plans import PlanCache, bound_key, plan_key, shape_key, view_key
+from lake_platform.query.plans import PlanCache, bound_key, plan_key, shape_key, unbound_key, view_key
 from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
@@ -236,7 +236,8 @@ class QueryEngine:
 
         ``prepare``: parameters may stay unbound (a prepared statement's first planning).
         ``scope``: who asks (the principal); with it, a parameterless statement planned for
-        the same scope over this very ``view`` is planned once (``plans``), and a key lookup
+        the same scope over this very ``view`` is planned once (``plans``), so is a prepared
+        statement's with its placeholders unbound (``prepare``), and a key lookup
         that differs from a kept one only in the literals it compares (``shapes``,
         :meth:`_shaped`) or in the values bound to its parameters (:meth:`_plan_bound`) is
         not planned at all."""
@@ -246,6 +247,10 @@ class QueryEngine:
             return self._plan_bound(scope, sql, view, params, prepare)
         key = view_key(scope, sql, view)
         kept = self._fresh(self.plans.get(key, view))
+        if kept is None and prepare:
+            # A statement with placeholders prepared again (a JDBC statement or an ADBC cursor
+            # per execution): its unbound plan, for the schemas CreatePreparedStatement returns.
+            kept = self._fresh(self.plans.get(unbound_key(scope, sql, view), view))
         shape = None
         if kept is None and len(self._prekeys) and self._prekeys.peek(prekey(sql)):
             shape = shape_of(sql)  # a text that may be of a kept shape: scanned
@@ -258,6 +263,8 @@ class QueryEngine:
         if planned.parameters == 0 and planned.deterministic:
             self._keep(key, planned, view)
             self._keep_shape(scope, planned, shape, view)
+        elif prepare and planned.deterministic:
+            self._keep(unbound_key(scope, sql, view), planned, view)
         return planned
 
     def _checked(self, kept: PlannedQuery) -> PlannedQuery:
@@ -562,7 +569,8 @@ class QueryEngine:
 
     @property
     def shaped(self) -> int:
-        """Key lookups answered from a kept plan of the same shape (``shapes``), unplanned."""
+        """Key lookups answered from a kept plan of the same shape (``shapes``) or prepared
+        statement with new bound values (:meth:`_plan_bound`), unplanned."""
         return self.plans.shaped
 
     def close(self) -> None:

@@ -51,6 +51,13 @@ def shape_key(scope: Hashable, shape: str, view: Any) -> tuple[Hashable, ...]:
     return ("shape", scope, shape, id(view))
 
 
+def unbound_key(scope: Hashable, sql: str, view: Any) -> tuple[Hashable, ...]:
+    """What determines a prepared statement's plan over one view while its placeholders are
+    unbound (CreatePreparedStatement: its schemas): kept apart from :func:`view_key`'s, so a
+    GetFlightInfo that binds no values is still refused as when it plans."""
+    return ("unbound", scope, sql, id(view))
+
+
 def bound_key(scope: Hashable, sql: str, params: pa.RecordBatch, view: Any) -> tuple[Hashable, ...]:
     """What determines a key lookup's plan with parameters bound, but for their values: the
     text (its placeholders), the parameters' types, and one view, kept with the view as the

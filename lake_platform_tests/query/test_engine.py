@@ -64,5 +64,32 @@ def test_prepared_planning_leaves_parameters_unbound(lake: tuple[Any, Catalog]) 
         engine.plan("SELECT id FROM w.ns.t WHERE id = ? OR s = ?", view)
 
 
+def test_a_prepared_statement_with_placeholders_is_planned_once_unbound(
+    lake: tuple[Any, Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new prepared statement per execution (JDBC, a new ADBC cursor): its unbound plan is
+    kept for the same principal and view, and never answers a call that binds nothing."""
+    from lake_platform.query import planner
+
+    plannings: list[str] = []
+    real = planner.plan_in
+
+    def counting(session: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        plannings.append(sql)
+        return real(session, sql, *args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan_in", counting)
+    settings, _ = lake
+    engine = QueryEngine(settings)
+    view = load_snapshot(_store(lake)).project("p")
+    sql = "SELECT id FROM w.ns.t WHERE id = ? OR s = ?"
+    first = engine.plan(sql, view, prepare=True, scope="alice")
+    assert engine.plan(sql, view, prepare=True, scope="alice") is first and len(plannings) == 1
+    assert engine.plan(sql, view, prepare=True, scope="bob") is not first  # another principal
+    with pytest.raises(InvalidInput, match="2 parameter"):  # planned, and refused as before
+        engine.plan(sql, view, scope="alice")
+    assert len(plannings) == 3
+
+
 def _store(lake: tuple[Any, Catalog]) -> Any:
     return lake[1].store
