@@ -65,20 +65,10 @@ def test_prepared_planning_leaves_parameters_unbound(lake: tuple[Any, Catalog]) 
 
 
 def test_a_prepared_statement_with_placeholders_is_planned_once_unbound(
-    lake: tuple[Any, Catalog], monkeypatch: pytest.MonkeyPatch
+    lake: tuple[Any, Catalog], plannings: list[str]
 ) -> None:
     """A new prepared statement per execution (JDBC, a new ADBC cursor): its unbound plan is
     kept for the same principal and view, and never answers a call that binds nothing."""
-    from lake_platform.query import planner
-
-    plannings: list[str] = []
-    real = planner.plan_in
-
-    def counting(session: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
-        plannings.append(sql)
-        return real(session, sql, *args, **kwargs)
-
-    monkeypatch.setattr(planner, "plan_in", counting)
     settings, _ = lake
     engine = QueryEngine(settings)
     view = load_snapshot(_store(lake)).project("p")

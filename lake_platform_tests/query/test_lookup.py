@@ -187,22 +187,6 @@ def indexed_table(lake: tuple[Any, Catalog], name: str) -> tuple[QueryEngine, Ca
     return QueryEngine(settings, QueryLimits()), catalog
 
 
-@pytest.fixture
-def plannings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The SQL texts DataFusion planned (``planner.plan_in``), in order."""
-    from lake_platform.query import planner
-
-    seen: list[str] = []
-    real = planner.plan_in
-
-    def counting(session: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append(sql)
-        return real(session, sql, *args, **kwargs)
-
-    monkeypatch.setattr(planner, "plan_in", counting)
-    return seen
-
-
 SHAPES = [
     ("SELECT * FROM w.ns.keys WHERE id = {}", [4242, 7, 99999999, 0]),
     ("SELECT s, id FROM w.ns.keys WHERE {} = id", [77, 78]),
