@@ -53,6 +53,11 @@ from lake_platform.query.stream import FIRST_BATCH
 MAX_CANCELLED = 10_000
 
 
+def _same_params(a: pa.RecordBatch | None, b: pa.RecordBatch | None) -> bool:
+    """Whether two statements' bound values are the same (both none, or equal batches)."""
+    return a is b or (a is not None and b is not None and a.equals(b))
+
+
 def _running_key(ticket_id: str) -> str:
     """A stream's key in ``Streams._running``: its ticket id (what a cancel names), made unique
     per stream (a ticket may be read more than once)."""
@@ -208,8 +213,9 @@ class Streams:
         is quick (its last run had its first batch within ``EARLY_FIRST_BATCH``, or, not run
         yet, it is a key lookup on a scalar index), and a slot is free without waiting (fewer
         than half of them early starts). A start of this very plan for this principal at
-        CreatePreparedStatement (``start_prepared``) is given the ticket instead. Never
-        blocks, never fails: without a start the DoGet runs the query as before.
+        CreatePreparedStatement (``start_prepared``) is given the ticket instead, and one of
+        the same statement on an older plan is stopped (``_replanned``). Never blocks, never
+        fails: without a start the DoGet runs the query as before.
 
         ``after``: the calling RPC's ``Call.on_done``. The start is registered at once (its
         DoGet finds it), and its query begins once the RPC has sent its answer: begun
@@ -219,6 +225,8 @@ class Streams:
             return
         with self._lock:
             prepared = self._prepared.pop((identity, id(planned)), None)
+            if prepared is None:
+                prepared = self._replanned(identity, planned)
             if prepared is not None and prepared.planned is planned and prepared.coalesce == coalesce:
                 if ticket_id not in self._early:
                     # Named by its ticket now: a cancel of the ticket stops it, its DoGet claims it.
@@ -230,6 +238,21 @@ class Streams:
         if prepared is not None:
             self._drop_early(prepared)  # not what this ticket runs: stop it, start afresh
         self._start(identity, planned, ticket_id, coalesce, after)
+
+    def _replanned(self, identity: Hashable, planned: PlannedQuery) -> _Early | None:
+        """A start at CreatePreparedStatement or DoPut of the statement ``planned`` plans (the
+        same principal, SQL and bound values) on another plan: one no GetFlightInfo here can
+        name any more, since the replica's catalog only moves forward (a newer version, or the
+        snapshot cache changed, made the plan anew). Dropped at once rather than at the end of
+        its window. The caller holds the lock; a few starts at most wait here."""
+        for early in self._prepared.values():
+            if (
+                early.identity == identity
+                and early.planned.sql == planned.sql
+                and _same_params(early.planned.params, planned.params)
+            ):
+                return early
+        return None
 
     def start_prepared(
         self,

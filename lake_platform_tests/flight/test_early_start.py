@@ -212,6 +212,9 @@ def test_a_start_at_create_is_not_served_when_a_newer_version_is_planned(running
     version = running.catalog.append("p.w.ns.early", t_rows(3, start=200).to_reader()).to_version
     assert version is not None and wait_until(lambda: _version_seen(running, "early") >= version)
     info = plan_prepared(client, options, handle)
+    # The start on the older version is stopped as the GetFlightInfo plans the new one, not at
+    # the end of its window (the new plan, never run and no key lookup, starts nothing).
+    assert stats(running)["waiting"] == 0
     assert fetch_answer(client, options, info).to_pylist() == [{"n": n + 3}]
     assert stats(running)["claimed"] == before["claimed"]  # the start on the older one is not it
 

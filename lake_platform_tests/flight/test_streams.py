@@ -86,8 +86,10 @@ class _Call:
         self.cancelled = True
 
 
-def _planned(first_batch: float | None = 0.001) -> PlannedQuery:
-    planned = PlannedQuery(sql="SELECT v", df=None, schema=SCHEMA, refs=(), parameters=0)
+def _planned(
+    first_batch: float | None = 0.001, sql: str = "SELECT v", params: pa.RecordBatch | None = None
+) -> PlannedQuery:
+    planned = PlannedQuery(sql=sql, df=None, schema=SCHEMA, refs=(), parameters=0, params=params)
     if first_batch is not None:
         planned.derived[FIRST_BATCH] = first_batch
     return planned
@@ -374,6 +376,28 @@ def test_a_start_at_prepare_is_given_only_the_ticket_of_its_own_plan_and_princip
     streams.close()
 
 
+def test_a_start_at_prepare_whose_statement_is_planned_anew_is_stopped_at_once(engine: _Engine) -> None:
+    """Its GetFlightInfo planned the same statement again (a newer version came in between):
+    nothing here can name the older plan any more, so its start is stopped there and then and
+    frees its slot, not at the end of its window. Other statements' starts stay, and so does
+    a start of the same text with other values bound."""
+    engine.hold.clear()  # each start stays at its first batch until stopped
+    streams = _streams(engine, max_concurrent_queries=8)
+    dropped = _early_metric("dropped")
+    older = _planned()
+    streams.start_prepared(ALICE, older, coalesce=True)
+    streams.start_prepared(ALICE, _planned(sql="SELECT w"), coalesce=True)  # another statement
+    six, seven = pa.record_batch({"0": [6]}), pa.record_batch({"0": [7]})
+    streams.start_prepared(ALICE, _planned(sql="SELECT ?", params=six), coalesce=True)
+    streams.start_early(ALICE, _planned(sql="SELECT ?", params=seven), "t0", coalesce=True)
+    assert streams.early_stats() == {"started": 4, "claimed": 0, "waiting": 4}
+    streams.start_early(ALICE, _planned(), "t1", coalesce=True)  # "SELECT v", planned anew
+    assert streams.early_stats() == {"started": 5, "claimed": 0, "waiting": 4}
+    assert _early_metric("dropped") == dropped + 1
+    assert wait_until(lambda: engine.closed == 1 and streams.running() == 4)
+    streams.close()
+
+
 def test_cancelling_the_ticket_stops_the_start_it_was_given(engine: _Engine) -> None:
     engine.hold.clear()  # the query stays at its first batch until stopped
     streams = _streams(engine)
@@ -395,8 +419,8 @@ def test_starts_at_prepare_share_the_half_of_the_slots_and_one_per_plan(engine: 
     streams.start_prepared(ALICE, first, coalesce=True)  # already started for this plan
     assert streams.early_stats()["started"] == 1
     streams.start_prepared(BOB, first, coalesce=True)
-    streams.start_prepared(ALICE, _planned(), coalesce=True)  # half the slots are taken
-    streams.start_early(ALICE, _planned(), "t1", coalesce=True)
+    streams.start_prepared(ALICE, _planned(sql="SELECT w"), coalesce=True)  # half the slots are taken
+    streams.start_early(ALICE, _planned(sql="SELECT x"), "t1", coalesce=True)
     assert streams.early_stats()["started"] == 2 and streams.running() == 2
     streams.close()
     assert streams.running() == 0
