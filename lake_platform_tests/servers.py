@@ -209,12 +209,14 @@ def killed_parent(
                 waiting.remove(done)
         assert not waiting, f"{len(waiting)} of {servers} servers outlived their killed parent"
     finally:
-        for watch in watches:
+        for pid, watch in zip(pids, watches, strict=True):
+            # A failed check leaves nothing behind: a server still running (so its pid is still
+            # its own, never a reused one) is killed with its process group.
+            if not select.select([watch], [], [], 0)[0]:
+                for kill in (os.killpg, os.kill):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        kill(pid, signal.SIGKILL)
             os.close(watch)
         if parent.stdin is not None:
             parent.stdin.close()
-        for pid in pids:  # a failed run leaves nothing behind: the servers, and their groups
-            for kill in (os.kill, os.killpg):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(pid, signal.SIGKILL)
     return rest

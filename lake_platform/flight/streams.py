@@ -18,14 +18,15 @@ nobody claims within ``LAKE_FLIGHT_EARLY_START_SECONDS`` is stopped and frees it
 cancelled ticket stops it at once. The result is the same stream either way: same plan, same
 pinned snapshots, same batches.
 
-A parameterless prepared statement starts still earlier, at CreatePreparedStatement
-(``start_prepared``): ADBC runs every query on a new cursor as CreatePreparedStatement,
-GetFlightInfo, DoGet, so the query also overlaps the round trip to GetFlightInfo. Such a start
-has no ticket yet. It waits under (principal, plan) until the GetFlightInfo that plans exactly
-that kept plan for that principal names its ticket (``start_early``), and from then on it is an
-early start like any other. Planned again (a newer version was published in between, or the
-GetFlightInfo reached another replica), nobody claims it and its window stops it. It counts
-toward the same half of the slots.
+A parameterless prepared statement starts still earlier, at CreatePreparedStatement, and a
+kept prepared key lookup at the DoPut of new values (``start_prepared``): ADBC runs every query
+on a new cursor as CreatePreparedStatement, GetFlightInfo, DoGet, so the query also overlaps
+the round trip to GetFlightInfo. Such a start has no ticket yet. It waits under (principal,
+plan) until the GetFlightInfo that plans exactly that kept plan for that principal names its
+ticket (``start_early``), and from then on it is an early start like any other. When that
+GetFlightInfo plans the statement again (a newer version was published in between), it stops
+the start at once (``_replanned``); when it reaches another replica, nobody claims the start
+and its window stops it. It counts toward the same half of the slots.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class _Early:
     Owned by the starting thread until ``ready``; after that by whoever claims or drops it
     (under ``Streams._lock``), so its stream is closed and its slot released exactly once."""
 
-    ticket_id: str | None  # None: started at CreatePreparedStatement, no ticket named yet
+    ticket_id: str | None  # None: started at CreatePreparedStatement or DoPut, no ticket yet
     identity: Hashable
     planned: PlannedQuery
     coalesce: bool
@@ -120,7 +121,8 @@ class Streams:
         self._lock = threading.Lock()
         self._aborting = threading.Event()
         self._early: dict[str, _Early] = {}  # ticket id -> its early start, until claimed
-        # (principal, id(plan)) -> a start at CreatePreparedStatement, until its ticket is named
+        # (principal, id(plan)) -> a start at CreatePreparedStatement or DoPut, until its ticket
+        # is named
         self._prepared: dict[tuple[Hashable, int], _Early] = {}
         self._early_max = max(1, settings.max_concurrent_queries // 2)
         self._early_window = (
@@ -262,7 +264,7 @@ class Streams:
         coalesce: bool,
         after: Callable[[Callable[[], None]], bool] | None = None,
     ) -> None:
-        """Start ``planned`` at CreatePreparedStatement, before it has a ticket: the next
+        """Start ``planned`` at CreatePreparedStatement or DoPut, before it has a ticket: the next
         :meth:`start_early` of this very plan for ``identity`` gives it its ticket. On the same
         terms as :meth:`start_early`; one such start per principal and plan at a time."""
         self._start(identity, planned, None, coalesce, after)

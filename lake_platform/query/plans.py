@@ -14,7 +14,10 @@ The same holds one step earlier: ADBC's ``execute`` sends CreatePreparedStatemen
 for the result's schema) and then GetFlightInfo of the prepared statement, both over the same
 catalog snapshot. A parameterless statement's plan over one snapshot's project view is kept
 under (principal, SQL, that very view object) and GetFlightInfo reuses it; a refreshed
-snapshot (say, after an append) has new views, so it plans afresh.
+snapshot (say, after an append) has new views, so it plans afresh. Over the same view, a key
+lookup is also kept for texts of its shape (:func:`shape_key`) and, prepared with parameters,
+for bindings of the same types (:func:`bound_key`); a statement's plan with its placeholders
+unbound serves CreatePreparedStatement only (:func:`unbound_key`).
 
 Reusing a plan skips planning only: DoGet still checks that every pinned snapshot exists
 (``QueryEngine.plan_pinned``), exactly as when it plans. Plans that read the snapshot cache are
@@ -90,7 +93,8 @@ class PlanCache:
 
     @property
     def shaped(self) -> int:
-        """Key lookups answered from a kept plan of the same shape (``shapes``), unplanned."""
+        """Key lookups answered from a kept plan of the same shape (``shapes``) or prepared
+        statement with new bound values, unplanned."""
         return self._shaped
 
     def count_shaped(self) -> None:
