@@ -1154,6 +1154,9 @@ def _reset_hwm(pid: int) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--serve-ours":
+        from lake_platform.flight.grpc_env import prefer_polling_listener
+
+        prefer_polling_listener()  # as `lake serve-flight` does, before grpc is imported
         serve_ours(sys.argv[2], *sys.argv[3:])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-before":
         serve_before(sys.argv[2])

@@ -45,7 +45,13 @@ def up(state: State, port: int | None, flight_port: int | None, rest_port: int |
 @pass_state
 @handles_errors
 def serve_flight(state: State, host: str | None, port: int | None, data_listen: str | None) -> None:
-    """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful)."""
+    """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful).
+
+    Sets GRPC_EXPERIMENTS=-event_engine_listener unless the environment sets GRPC_EXPERIMENTS
+    (see docs/flight-sql.md, "gRPC's listener")."""
+    from lake_platform.flight.grpc_env import prefer_polling_listener
+
+    prefer_polling_listener()  # before grpc is imported: gRPC reads it once
     from lake_platform.flight.server import serve
     from lake_platform.flight.settings import flight_settings
 

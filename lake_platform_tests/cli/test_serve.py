@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from lake_platform.cli import cli
+from lake_platform.processes import die_with_parent
 from lake_platform_tests.cli.conftest import run
+from lake_platform_tests.servers import free_port
 
 
 def test_demo_seed_is_idempotent(tmp_path: Path) -> None:
@@ -87,3 +92,57 @@ def test_serve_rest_on_a_busy_port_or_a_public_address_fails_cleanly(
     result = lake.invoke(cli, ["serve-rest", "--host", "0.0.0.0"])
     assert result.exit_code == 2 and "LAKE_REST_ALLOW_INSECURE" in result.output
     assert "Traceback" not in result.output
+
+
+def _event_engine_ticks(pid: int) -> int:
+    """CPU clock ticks (user + system) of the process's gRPC EventEngine threads."""
+    ticks = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        if stat[stat.index("(") + 1 : stat.rindex(")")] == "event_engine":
+            fields = stat[stat.rindex(")") + 2 :].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def _listener_ticks(tmp_path: Path, experiments: str | None, calls: int) -> int:
+    """EventEngine's CPU ticks in a `lake serve-flight` process over ``calls`` health checks;
+    ``experiments``: GRPC_EXPERIMENTS in its environment (None: unset, as deployed)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    if experiments is not None:
+        env["GRPC_EXPERIMENTS"] = experiments
+    env["LAKE_HOME"] = str(tmp_path / "home")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--port", str(port)],
+        env=env,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=120)
+            check = health_pb2_grpc.HealthStub(channel).Check
+            check(health_pb2.HealthCheckRequest())
+            before = _event_engine_ticks(proc.pid)
+            for _ in range(calls):
+                check(health_pb2.HealthCheckRequest())
+            return _event_engine_ticks(proc.pid) - before
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_serve_flight_serves_connections_on_grpcs_polling_listener(tmp_path: Path) -> None:
+    """`lake serve-flight` turns EventEngine's listener off (docs/flight-sql.md, "gRPC's
+    listener"), so no EventEngine thread reads its calls; an operator's GRPC_EXPERIMENTS, here
+    empty (gRPC's defaults), wins, and then those threads do read them: the measure can tell."""
+    calls = 5000
+    assert _listener_ticks(tmp_path / "ours", None, calls) < 3
+    assert _listener_ticks(tmp_path / "defaults", "", calls) >= 10
