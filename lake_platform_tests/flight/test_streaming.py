@@ -232,10 +232,11 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
     schema = next(big_rows(10)).schema
     catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
     catalog.close()
+    pool, read_ahead = 64 << 20, 16 << 20
     proc, port = spawn(
         home,
-        "memory_limit_bytes=67108864",
-        "scan_io_buffer_bytes=16777216",
+        f"memory_limit_bytes={pool}",
+        f"scan_io_buffer_bytes={read_ahead}",
         # One stream's bound: a split result runs up to LAKE_FLIGHT_MAX_ENDPOINTS streams at
         # once, each bounded like this one (test_endpoints checks what splitting changes).
         "max_endpoints=1",
@@ -287,7 +288,12 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
             again, _, second = scan()
         assert rows == again == total and streamed > 180 << 20
         assert first < 128 << 20, f"server grew {first >> 20} MiB while streaming {streamed >> 20} MiB"
-        assert second < 64 << 20, f"server grew {second >> 20} MiB on a repeated {streamed >> 20} MiB scan"
+        # The documented bound (docs/flight-sql.md, "Memory"): the pool plus Lance's read-ahead,
+        # well under the result's 190 MiB. Measured 29-56 MiB alone, 64.9 MiB once under a full
+        # suite's load: a bound tighter than the documented one only measured that load.
+        assert second < pool + read_ahead, (
+            f"server grew {second >> 20} MiB on a repeated {streamed >> 20} MiB scan"
+        )
     finally:
         done.set()
         proc.terminate()
