@@ -42,6 +42,7 @@ class Scripted:
     def __init__(self) -> None:
         self.fail: BaseException | None = None
         self.table = DICTS
+        self.results = [b"one", b"two"]
         self.calls: list[Call] = []
 
     def _maybe_fail(self, call: Call) -> None:
@@ -67,7 +68,7 @@ class Scripted:
 
     def do_action(self, call: Call, action: fl.Action) -> list[bytes]:
         self._maybe_fail(call)
-        return [b"one", b"two"]
+        return list(self.results)
 
     def list_actions(self) -> list[tuple[str, str]]:
         return [("health", "report health")]
@@ -112,6 +113,7 @@ def client(
     transport, handler = served
     handler.fail = None
     handler.table = DICTS
+    handler.results = [b"one", b"two"]
     c = fl.connect(f"grpc://127.0.0.1:{transport.port}")
     yield c, fl.FlightCallOptions(headers=[c.authenticate_basic_token("alice", "pw")])
     c.close()
@@ -244,6 +246,41 @@ def test_do_put_and_actions_round_trip(client: Any) -> None:
     writer.close()
     assert [r.body.to_pybytes() for r in c.do_action(fl.Action("anything", b""), options)] == [b"one", b"two"]
     assert [(a.type, a.description) for a in c.list_actions(options)] == [("health", "report health")]
+
+
+def test_replies_known_in_full_go_out_with_the_status(
+    client: Any, served: tuple[FlightTransport, Scripted], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DoAction, DoPut and ListActions send their last reply in one batch with the status
+    (``ReplySender``): only the replies before it wait for grpcio's send of a message of its own.
+    The client sees the same replies and an OK status. DoGet's messages each still do."""
+    import grpc._server as grpc_server
+
+    _, handler = served
+    waited: list[bytes] = []
+    send = grpc_server._send_response
+
+    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
+        waited.append(message)
+        return send(rpc_event, state, message)
+
+    monkeypatch.setattr(grpc_server, "_send_response", counted)
+    c, options = client
+    for results, waits in (([b"one", b"two", b"three"], 2), ([b"one"], 0), ([], 0)):
+        handler.results = results
+        waited.clear()
+        assert [r.body.to_pybytes() for r in c.do_action(fl.Action("x", b""), options)] == results
+        assert len(waited) == waits
+    waited.clear()
+    writer, reader = c.do_put(fl.FlightDescriptor.for_command(b"bind"), DICTS.schema, options)
+    writer.write_table(DICTS)
+    writer.done_writing()
+    assert reader.read().to_pybytes() == b"5"
+    writer.close()
+    assert [(a.type, a.description) for a in c.list_actions(options)] == [("health", "report health")]
+    assert waited == []
+    assert c.do_get(fl.Ticket(b"t"), options).read_all().equals(DICTS)
+    assert len(waited) >= 4  # the schema and three batches (and the dictionaries), one by one
 
 
 def test_every_call_needs_credentials(served: tuple[FlightTransport, Scripted]) -> None:
