@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.flight.grpc_env import prefer_polling_listener
 from lake_platform.processes import die_with_parent
 from lake_platform.settings import load_settings
 from lake_platform_tests.flight.conftest import start_server
@@ -32,9 +33,12 @@ def main() -> None:
 def spawn(home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
     """This module in a process of its own, serving ``home`` with the Flight settings
     ``options`` (``name=value``): the process, and the port once it listens."""
+    env = dict(os.environ)
+    prefer_polling_listener(env, imported=())  # as `lake serve-flight` runs
     proc = subprocess.Popen(
         [sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home), *options],
         stdout=subprocess.PIPE,
+        env=env,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
