@@ -326,8 +326,8 @@ class ReplySender:
     grpcio calls a behavior with ``experimental_non_blocking`` as ``(request, context, send)``
     and leaves the sending, and the status, to it (it ignores what the behavior returns):
     ``send(message)`` is its blocking send with flow control, ``send(None)`` ends the call with
-    its status. An error raised by ``produce``
-    reaches grpcio as from any behavior (an ``_abort`` has set the status)."""
+    its status. An error raised by ``produce`` reaches grpcio as from any behavior (an ``_abort``
+    has set the status)."""
 
     experimental_non_blocking = True
 
