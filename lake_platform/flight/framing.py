@@ -15,6 +15,7 @@ import pyarrow.flight as fl
 
 from lake_platform.errors import InvalidInput
 from lake_platform.flight import proto
+from lake_platform.flight.last import Last
 from lake_platform.query.batches import transient_pool
 
 # FlightData field keys (field number << 3 | wire type 2): descriptor 1, data_header 2,
@@ -138,15 +139,25 @@ def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None
     return b"".join(parts)
 
 
-def encode_stream(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
-    """``FlightData`` messages for an IPC stream: the schema, then one message per batch."""
+def encode_stream(
+    schema: pa.Schema, batches: Iterable[pa.RecordBatch | Last[pa.RecordBatch]]
+) -> Iterator[bytes | Last[bytes]]:
+    """``FlightData`` messages for an IPC stream: the schema, then one message per batch; a
+    ``Last`` batch's message as ``Last`` (with dictionaries, where a batch may need several
+    messages, the mark is dropped)."""
     if _has_dictionary(schema):
-        yield from _encode_with_writer(schema, batches)
+        yield from _encode_with_writer(schema, (_unmarked(b) for b in batches))
         return
     yield flight_data(pa.ipc.read_message(schema.serialize()).metadata)
     for batch in batches:
-        message = pa.ipc.read_message(batch.serialize(memory_pool=transient_pool()))
-        yield flight_data(message.metadata, message.body)
+        plain = _unmarked(batch)
+        message = pa.ipc.read_message(plain.serialize(memory_pool=transient_pool()))
+        data = flight_data(message.metadata, message.body)
+        yield Last(data) if isinstance(batch, Last) else data
+
+
+def _unmarked(batch: pa.RecordBatch | Last[pa.RecordBatch]) -> pa.RecordBatch:
+    return batch.item if isinstance(batch, Last) else batch
 
 
 def _has_dictionary(schema: pa.Schema) -> bool:

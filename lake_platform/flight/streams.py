@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lake_platform.errors import ServiceUnavailable, Throttling
+from lake_platform.flight.last import Last
 from lake_platform.flight.settings import FlightSettings
 from lake_platform.flight.transport import Call
 from lake_platform.flight.watchdog import Watchdog
@@ -92,6 +93,11 @@ class _Early:
     call: Call | None = None  # the DoGet that claimed it
     batches: Iterator[pa.RecordBatch] | None = None
     first: pa.RecordBatch | None = None  # None: the stream ended (or stopped) before any batch
+    # What looking one batch past a small first one found (``Streams._look_past``): the stream
+    # ended there (``complete``), or its second batch, or the error that came instead.
+    complete: bool = False
+    second: pa.RecordBatch | None = None
+    late_error: BaseException | None = None
     error: BaseException | None = None
     claimed: bool = False
     dropped: bool = False
@@ -154,7 +160,8 @@ class Streams:
     ) -> Iterator[pa.RecordBatch]:
         """The query's batches, once admitted; the slot is held until the stream ends. The
         ticket's early start (``start_early``) is taken over when ``identity`` and ``planned``
-        are the ones it started for."""
+        are the ones it started for; its one small batch comes as ``last.Last`` when it is the
+        whole result and the call takes that mark (the grpcio port's)."""
         # Everything that must be undone happens inside the generator: a generator that is never
         # started (the client went away first) holds no slot, and claims no early start.
         # A writer that frames each batch in Python (grpcio) gains from fewer, larger messages;
@@ -334,7 +341,24 @@ class Streams:
             pass
         except BaseException as exc:  # noqa: BLE001 - reported by the DoGet, as if it had run it
             early.error = exc.with_traceback(None)  # its frames would keep the stream alive
+        else:
+            self._look_past(early, batches)
         self._ended(early, batches)
+
+    def _look_past(self, early: _Early, batches: Iterator[pa.RecordBatch]) -> None:
+        """Ask for one more batch after a first one smaller than a full batch (a point query's
+        result is one), so the DoGet can know that first batch is the whole result and send it
+        with the status (``last.Last``). Still before the DoGet comes, in the time the early
+        start gains; a full first batch is not looked past (more are likely, each costs)."""
+        assert early.first is not None
+        if early.first.num_rows >= self._engine.limits.batch_size:
+            return
+        try:
+            early.second = next(batches)
+        except StopIteration:
+            early.complete = not early.cancelled()  # stopped is not complete
+        except BaseException as exc:  # noqa: BLE001 - raised by the DoGet after the first batch
+            early.late_error = exc.with_traceback(None)
 
     def _ended(self, early: _Early, batches: Iterator[pa.RecordBatch] | None) -> bool:
         """The start's first batch (or error) is in: it is ready. Released here if it was
@@ -373,16 +397,25 @@ class Streams:
         return early
 
     def _continue(self, early: _Early) -> Iterator[pa.RecordBatch]:
-        """The claimed start's batches: its first one (waited for), then the rest of its stream."""
+        """The claimed start's batches: its first one (waited for), then the rest of its stream;
+        the first as ``Last`` when it is the whole result and the call takes that mark."""
         while not early.ready.wait(_CLAIM_POLL):
             if early.cancelled():
                 early.stop.set()  # the start sees it within the engine's own poll and ends
         if early.error is not None:
             raise early.error
-        if early.first is not None:
-            yield early.first
-            assert early.batches is not None
-            yield from early.batches
+        if early.first is None:
+            return
+        if early.complete and getattr(early.call, "takes_last", False):
+            yield Last(early.first)  # type: ignore[misc] - marked for the grpcio port's sender
+            return
+        yield early.first
+        if early.second is not None:
+            yield early.second
+        if early.late_error is not None:
+            raise early.late_error
+        assert early.batches is not None
+        yield from early.batches  # nothing more when complete
 
     def _drop_early(self, early: _Early) -> None:
         """Stop an unclaimed start (its window passed, its ticket was cancelled, another plan

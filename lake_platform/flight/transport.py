@@ -37,6 +37,7 @@ from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, parse_message
+from lake_platform.flight.last import Last
 from lake_platform.flight.tokens import Identity
 from lake_platform.observability import context as request_context
 from lake_platform.threads import DaemonPool
@@ -59,6 +60,9 @@ class Call:
 
     identity: Identity
     _context: Any = None
+
+    #: A result stream's ``last.Last`` item is sent with the status (``StreamSender``).
+    takes_last = True
 
     def is_cancelled(self) -> bool:
         """The client cancelled, its deadline passed, or the connection dropped."""
@@ -195,7 +199,7 @@ class FlightTransport:
                 "GetFlightInfo": grpc.unary_unary_rpc_method_handler(self._get_flight_info),
                 "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._poll_flight_info),
                 "GetSchema": grpc.unary_unary_rpc_method_handler(self._get_schema),
-                "DoGet": grpc.unary_stream_rpc_method_handler(self._do_get),
+                "DoGet": grpc.unary_stream_rpc_method_handler(StreamSender(self._do_get)),
                 "DoPut": grpc.stream_stream_rpc_method_handler(ReplySender(self._do_put)),
                 "DoExchange": grpc.stream_stream_rpc_method_handler(self._unimplemented("DoExchange")),
                 "DoAction": grpc.unary_stream_rpc_method_handler(ReplySender(self._do_action)),
@@ -244,7 +248,7 @@ class FlightTransport:
         except Exception as exc:  # noqa: BLE001
             _abort(context, exc)
 
-    def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+    def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes | Last[bytes]]:
         try:
             call = self._call(context)
             schema, batches = self.handler.do_get(call, parse_message(fl.Ticket, request))
@@ -254,7 +258,7 @@ class FlightTransport:
 
     def _stream(
         self, context: grpc.ServicerContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
-    ) -> Iterator[bytes]:
+    ) -> Iterator[bytes | Last[bytes]]:
         try:
             yield from read_ahead(
                 encode_stream(schema, batches), READ_AHEAD, also_close=batches, first=SYNC_MESSAGES
@@ -344,15 +348,67 @@ class ReplySender:
             send(reply)
             if not context.is_active():
                 return False
-        event, state = getattr(context, "_rpc_event", None), getattr(context, "_state", None)
-        if _STATUS_WITH_MESSAGE is None or event is None or state is None:
-            send(replies[-1])
-            if not context.is_active():
-                return False
+        return _send_with_status(context, send, replies[-1])
+
+
+class StreamSender:
+    """DoGet's behavior: sends the result stream's messages as grpcio's own path does, each
+    waited for, except a message marked ``last.Last``: that one goes out in one batch with the
+    status, without waiting (see ``ReplySender`` for why that wait costs).
+
+    Only a producer that knows its last batch without asking for the next one marks it (an early
+    start that looked one batch ahead: ``Streams._look_past``). Before sending it, the sender
+    still asks for the next item, which ends the stream at once: every layer finishes (the time
+    limit's and cancellation's checks, the slot's release, the query audit) while the client
+    still waits, as on grpcio's path. If that raises, the marked message goes out on its own and
+    the error's status after it, as before; if it yields another item after all, the sender
+    carries on as grpcio's path would."""
+
+    experimental_non_blocking = True
+
+    def __init__(self, produce: Callable[[Any, grpc.ServicerContext], Iterator[bytes | Last[bytes]]]) -> None:
+        self.produce = produce
+
+    def __call__(self, request: Any, context: grpc.ServicerContext, send: Callable[[Any], None]) -> bool:
+        """False: the client went away (or the call was ended) before the status was sent."""
+        replies = self.produce(request, context)
+        try:
+            pending = next(replies, _END)
+            while pending is not _END:
+                if isinstance(pending, Last):
+                    message = pending.item
+                    try:
+                        pending = next(replies, _END)
+                    except BaseException:
+                        send(message)
+                        raise
+                    if pending is _END:
+                        return _send_with_status(context, send, message)
+                else:
+                    message, pending = pending, None
+                send(message)
+                if not context.is_active():
+                    return False
+                if pending is None:
+                    pending = next(replies, _END)
             send(None)
             return True
-        _STATUS_WITH_MESSAGE(event, state, replies[-1])
+        finally:
+            _close(replies)  # where it ran: a query releases its slot here
+
+
+def _send_with_status(context: grpc.ServicerContext, send: Callable[[Any], None], message: bytes) -> bool:
+    """Send ``message`` and the call's status in one batch (grpcio's unary way), or, in a grpcio
+    without the means, one after the other. False: the client went away in between."""
+    event, state = getattr(context, "_rpc_event", None), getattr(context, "_state", None)
+    if _STATUS_WITH_MESSAGE is None or event is None or state is None:
+        send(message)
+        if not context.is_active():
+            return False
+        send(None)
         return True
+    _STATUS_WITH_MESSAGE(event, state, message)
+    return True
 
 
 class _Health(health.HealthServicer):

@@ -6,6 +6,7 @@ on even when a commit lands in between."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -196,6 +197,34 @@ def test_a_new_prepared_statement_starts_at_create_and_its_doget_takes_it_over(r
     assert rows.column("id").to_pylist() == [0, 1, 2, 3, 4]
     after = stats(running)
     assert after["claimed"] == before["claimed"] + 1 and after["started"] == before["started"] + 1
+
+
+def test_a_small_started_result_goes_out_with_the_status(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start looked past its one small batch before the DoGet came, so on the grpcio port
+    the DoGet sends that batch with the status: grpcio waits for the schema's send only. The
+    data plane gets it as a plain batch. The same rows either way."""
+    import grpc._server as grpc_server
+
+    settled(running, "early")
+    client, options = login(running.uri)
+    fetch_answer(client, options, plan(client, options, SQL))  # kept, and known quick
+    handle = prepare(client, options, SQL)
+    info = plan_prepared(client, options, handle)
+    waited: list[bytes] = []
+    send = grpc_server._send_response
+
+    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
+        waited.append(message)
+        return send(rpc_event, state, message)
+
+    monkeypatch.setattr(grpc_server, "_send_response", counted)
+    claimed = stats(running)["claimed"]
+    rows = fetch_answer(client, options, info)
+    assert rows.column("id").to_pylist() == [0, 1, 2, 3, 4]
+    assert stats(running)["claimed"] == claimed + 1
+    assert len(waited) == (0 if info.endpoints[0].locations else 1)  # the data plane is C++
 
 
 def test_a_start_at_create_is_not_served_when_a_newer_version_is_planned(running: Running) -> None:

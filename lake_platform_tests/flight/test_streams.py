@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.errors import InvalidInput, ServiceUnavailable, SettingsError, Throttling
+from lake_platform.flight.last import Last
 from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
 from lake_platform.flight.tokens import Identity
@@ -76,8 +77,9 @@ class _Engine:
 
 
 class _Call:
-    def __init__(self) -> None:
+    def __init__(self, takes_last: bool = False) -> None:
         self.cancelled = False
+        self.takes_last = takes_last
 
     def is_cancelled(self) -> bool:
         return self.cancelled
@@ -498,3 +500,52 @@ def test_a_start_due_after_the_server_closed_frees_its_slot_or_tells_its_doget(e
     reader.join(10)
     assert isinstance(errors[0], ServiceUnavailable)
     assert streams.running() == 0 and not engine.started
+
+
+@pytest.mark.parametrize("takes_last", [True, False], ids=["grpcio port", "data plane"])
+def test_a_start_whose_first_batch_is_the_whole_result_marks_it_last(takes_last: bool) -> None:
+    """A first batch smaller than a full one is looked past before the DoGet comes: when the
+    stream ends there, a call that takes the mark gets that batch as ``Last`` (and the stream
+    ends with it, its slot freed), another the plain batch."""
+    engine = _Engine(batches=1)
+    streams = _streams(engine)
+    planned = _planned()
+    streams.start_early(ALICE, planned, "t1", coalesce=True)
+    assert wait_until(lambda: engine.closed == 1)  # looked past: the engine's stream has ended
+    got = list(streams.stream(_Call(takes_last=takes_last), planned, "t1", ALICE))
+    assert len(got) == 1 and isinstance(got[0], Last) is takes_last
+    assert _values(b.item if isinstance(b, Last) else b for b in got) == [0]
+    assert streams.running() == 0
+    streams.close()
+
+
+def test_a_start_with_more_batches_or_a_full_first_one_is_not_marked(engine: _Engine) -> None:
+    """Looking past finds a second batch (kept and streamed in order), or a full first batch is
+    not looked past at all: no ``Last``, every batch once."""
+    streams = _streams(engine)
+    planned = _planned()
+    streams.start_early(ALICE, planned, "t1", coalesce=True)
+    got = list(streams.stream(_Call(takes_last=True), planned, "t1", ALICE))
+    assert not any(isinstance(b, Last) for b in got) and _values(iter(got)) == [0, 1, 2]
+    engine.limits = QueryLimits(batch_size=1)  # a one-row batch is a full one
+    engine.batches = 1
+    again = _planned(sql="SELECT v AS w")
+    streams.start_early(ALICE, again, "t2", coalesce=True)
+    got = list(streams.stream(_Call(takes_last=True), again, "t2", ALICE))
+    assert [type(b) for b in got] == [pa.RecordBatch] and _values(iter(got)) == [0]
+    streams.close()
+
+
+def test_an_error_after_the_first_batch_comes_after_it_and_is_not_marked() -> None:
+    """Looking past met the query's error: the DoGet gets the first batch, then the error."""
+    engine = _Engine(batches=1, error=InvalidInput("bad row"))
+    streams = _streams(engine)
+    planned = _planned()
+    streams.start_early(ALICE, planned, "t1", coalesce=True)
+    batches = streams.stream(_Call(takes_last=True), planned, "t1", ALICE)
+    first = next(batches)
+    assert not isinstance(first, Last) and _values(iter([first])) == [0]
+    with pytest.raises(InvalidInput, match="bad row"):
+        next(batches)
+    assert streams.running() == 0
+    streams.close()

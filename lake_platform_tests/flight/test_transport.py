@@ -20,6 +20,7 @@ from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, StaticAuthenticator, Throttle
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, flight_data
+from lake_platform.flight.last import Last
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
 
@@ -281,6 +282,72 @@ def test_replies_known_in_full_go_out_with_the_status(
     assert waited == []
     assert c.do_get(fl.Ticket(b"t"), options).read_all().equals(DICTS)
     assert len(waited) >= 4  # the schema and three batches (and the dictionaries), one by one
+
+
+PLAIN = pa.table({"n": pa.array([1, 2, 3, 4, 5], pa.int64())})
+
+
+@pytest.mark.parametrize("after_last", ["ends", "fails", "goes on"])
+def test_a_stream_marked_last_sends_that_batch_with_the_status(
+    client: Any, served: tuple[FlightTransport, Scripted], monkeypatch: pytest.MonkeyPatch, after_last: str
+) -> None:
+    """A DoGet stream whose producer marks its last batch (``Last``): that batch is not waited
+    for, only the ones before it are. The stream is still asked for its next item first, so its
+    code after the last batch (the audit, the slot's release) has run when the client has the
+    status; an error there still follows the batch with its own code; an item after all still
+    goes out."""
+    import grpc._server as grpc_server
+
+    _, handler = served
+    waited: list[bytes] = []
+    send = grpc_server._send_response
+
+    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
+        waited.append(message)
+        return send(rpc_event, state, message)
+
+    monkeypatch.setattr(grpc_server, "_send_response", counted)
+    finished: list[str] = []
+
+    def batches() -> Iterator[Any]:
+        first, second, third = PLAIN.to_batches(max_chunksize=2)
+        yield first
+        yield Last(second)
+        if after_last == "fails":
+            raise errors.InvalidTableState("stopped after its last batch")
+        if after_last == "goes on":
+            yield third
+        finished.append("after the last batch")
+
+    def do_get(call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[Any]]:
+        return PLAIN.schema, batches()
+
+    monkeypatch.setattr(handler, "do_get", do_get)
+    transport, _ = served
+    with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
+        stream = channel.unary_stream(f"/{SERVICE}/DoGet")(
+            fl.Ticket(b"t").serialize(), metadata=bearer(transport)
+        )
+        received: list[bytes] = []
+        if after_last == "fails":
+            with pytest.raises(grpc.RpcError) as err:
+                received.extend(stream)
+            assert len(received) == 3  # the schema, the first batch and the marked one
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "stopped after its last batch" in err.value.details()
+            assert len(waited) == 3  # the marked batch went out on its own, before the error
+            return
+        received.extend(stream)
+    assert finished == ["after the last batch"]  # before the client had the status
+    if after_last == "ends":
+        assert len(received) == 3
+        assert len(waited) == 2  # the schema and the first batch; the marked one with the status
+    else:
+        assert len(received) == 4 and len(waited) == 4
+    c, options = client
+    assert c.do_get(fl.Ticket(b"t"), options).read_all().column("n").to_pylist() == (
+        [1, 2, 3, 4] if after_last == "ends" else [1, 2, 3, 4, 5]
+    )
 
 
 def test_every_call_needs_credentials(served: tuple[FlightTransport, Scripted]) -> None:
