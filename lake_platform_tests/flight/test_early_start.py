@@ -6,6 +6,7 @@ on even when a commit lands in between."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.flight import proto, streams
+from lake_platform.observability.audit import audit_target, read_records
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import Running, fetch, login, plan, serving, t_rows, wait_until
 
@@ -209,8 +211,9 @@ def test_a_small_started_result_goes_out_with_the_status(
 
     settled(running, "early")
     client, options = login(running.uri)
-    fetch_answer(client, options, plan(client, options, SQL))  # kept, and known quick
-    handle = prepare(client, options, SQL)
+    sql = f"{SQL} -- sent with the status"
+    fetch_answer(client, options, plan(client, options, sql))  # kept, and known quick
+    handle = prepare(client, options, sql)
     info = plan_prepared(client, options, handle)
     waited: list[bytes] = []
     send = grpc_server._send_response
@@ -225,6 +228,9 @@ def test_a_small_started_result_goes_out_with_the_status(
     assert rows.column("id").to_pylist() == [0, 1, 2, 3, 4]
     assert stats(running)["claimed"] == claimed + 1
     assert len(waited) == (0 if info.endpoints[0].locations else 1)  # the data plane is C++
+    # The stream ended before the status went out: audited as a whole, successful query.
+    *_, record = [r for r in read_records(Path(audit_target(running.settings))) if r["sql"] == sql]
+    assert (record["status"], record["rows"]) == ("OK", 5)
 
 
 def test_a_start_at_create_is_not_served_when_a_newer_version_is_planned(running: Running) -> None:
