@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -18,6 +17,7 @@ from lake_platform.flight import proto, streams
 from lake_platform.observability.audit import audit_target, read_records
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import Running, fetch, login, plan, serving, t_rows, wait_until
+from lake_platform_tests.flight.helpers import waited_sends
 
 SQL = "SELECT id FROM w.ns.early WHERE id < 5 ORDER BY id"
 
@@ -207,22 +207,13 @@ def test_a_small_started_result_goes_out_with_the_status(
     """The start looked past its one small batch before the DoGet came, so on the grpcio port
     the DoGet sends that batch with the status: grpcio waits for the schema's send only. The
     data plane gets it as a plain batch. The same rows either way."""
-    import grpc._server as grpc_server
-
     settled(running, "early")
     client, options = login(running.uri)
     sql = f"{SQL} -- sent with the status"
     fetch_answer(client, options, plan(client, options, sql))  # kept, and known quick
     handle = prepare(client, options, sql)
     info = plan_prepared(client, options, handle)
-    waited: list[bytes] = []
-    send = grpc_server._send_response
-
-    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
-        waited.append(message)
-        return send(rpc_event, state, message)
-
-    monkeypatch.setattr(grpc_server, "_send_response", counted)
+    waited = waited_sends(monkeypatch)
     claimed = stats(running)["claimed"]
     rows = fetch_answer(client, options, info)
     assert rows.column("id").to_pylist() == [0, 1, 2, 3, 4]

@@ -23,6 +23,7 @@ from lake_platform.flight.framing import decode_put, encode_stream, flight_data
 from lake_platform.flight.last import Last
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
+from lake_platform_tests.flight.helpers import waited_sends
 
 ALICE = Identity("alice", "user", "p", "reader")
 DICTS = pa.table(
@@ -255,17 +256,8 @@ def test_replies_known_in_full_go_out_with_the_status(
     """DoAction, DoPut and ListActions send their last reply in one batch with the status
     (``ReplySender``): only the replies before it wait for grpcio's send of a message of its own.
     The client sees the same replies and an OK status. DoGet's messages each still do."""
-    import grpc._server as grpc_server
-
     _, handler = served
-    waited: list[bytes] = []
-    send = grpc_server._send_response
-
-    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
-        waited.append(message)
-        return send(rpc_event, state, message)
-
-    monkeypatch.setattr(grpc_server, "_send_response", counted)
+    waited = waited_sends(monkeypatch)
     c, options = client
     for results, waits in (([b"one", b"two", b"three"], 2), ([b"one"], 0), ([], 0)):
         handler.results = results
@@ -296,17 +288,8 @@ def test_a_stream_marked_last_sends_that_batch_with_the_status(
     code after the last batch (the audit, the slot's release) has run when the client has the
     status; an error there still follows the batch with its own code; an item after all still
     goes out."""
-    import grpc._server as grpc_server
-
     _, handler = served
-    waited: list[bytes] = []
-    send = grpc_server._send_response
-
-    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
-        waited.append(message)
-        return send(rpc_event, state, message)
-
-    monkeypatch.setattr(grpc_server, "_send_response", counted)
+    waited = waited_sends(monkeypatch)
     finished: list[str] = []
 
     def batches() -> Iterator[Any]:
