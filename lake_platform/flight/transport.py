@@ -307,62 +307,30 @@ class FlightTransport:
 #: grpcio's own "send this message and the status in one batch", what it does for a unary
 #: reply; None in a grpcio without it, where the last reply goes out as the others do.
 try:
-    from grpc._server import _status as _STATUS_WITH_MESSAGE  # see ReplySender
+    from grpc._server import _status as _STATUS_WITH_MESSAGE  # see StreamSender
 except ImportError:  # pragma: no cover - another grpcio
     _STATUS_WITH_MESSAGE = None
 
 
-class ReplySender:
-    """A streaming RPC's behavior for replies known in full when the handler returns (DoAction,
-    DoPut, ListActions, Handshake): it sends them itself, the last one with the status.
+class StreamSender:
+    """DoGet's behavior (and ``ReplySender``'s): sends the stream's messages as grpcio's own
+    path does, each waited for, except a message marked ``last.Last``: that one goes out in one
+    batch with the status, without waiting (``ReplySender`` says why that wait costs).
 
-    grpcio sends each streamed message in a batch of its own and waits for its completion, which
-    the thread polling the completion queue reports: two thread hand-offs per message, measured
-    at 0.16 ms median a message here (docs/benchmarks.md, "twenty-first round"). The last one
-    needs no wait: grpcio's unary path sends a message and the status in one batch (``_status``),
-    and on the wire a stream's last message followed by its status is the same either way. So a
-    CreatePreparedStatement's or a DoPut's one reply no longer waits.
-
-    DoGet keeps grpcio's own path: which batch is its last is known only once the next one has
-    been asked for, and holding a batch back until then would delay rows a client could
-    already have (a stream whose next batch is slow to come).
+    A DoGet stream cannot hold every batch back until it knows the next one: rows a client could
+    already have would wait behind a slow batch. So only a producer that knows its last batch
+    without asking for the next one marks it (an early start that looked one batch ahead:
+    ``Streams._look_past``). Before sending it, the sender still asks for the next item, which
+    ends the stream at once: every layer finishes (the time limit's and cancellation's checks,
+    the slot's release, the query audit) while the client still waits, as on grpcio's path. If
+    that raises, the marked message goes out on its own and the error's status after it, as
+    before; if it yields another item after all, the sender carries on as grpcio's path would.
 
     grpcio calls a behavior with ``experimental_non_blocking`` as ``(request, context, send)``
     and leaves the sending, and the status, to it (it ignores what the behavior returns):
     ``send(message)`` is its blocking send with flow control, ``send(None)`` ends the call with
     its status. An error raised by ``produce`` reaches grpcio as from any behavior (an ``_abort``
     has set the status)."""
-
-    experimental_non_blocking = True
-
-    def __init__(self, produce: Callable[[Any, grpc.ServicerContext], Sequence[bytes]]) -> None:
-        self.produce = produce
-
-    def __call__(self, request: Any, context: grpc.ServicerContext, send: Callable[[Any], None]) -> bool:
-        """False: the client went away (or the call was ended) before the status was sent."""
-        replies = self.produce(request, context)
-        if not replies:
-            send(None)
-            return True
-        for reply in replies[:-1]:
-            send(reply)
-            if not context.is_active():
-                return False
-        return _send_with_status(context, send, replies[-1])
-
-
-class StreamSender:
-    """DoGet's behavior: sends the result stream's messages as grpcio's own path does, each
-    waited for, except a message marked ``last.Last``: that one goes out in one batch with the
-    status, without waiting (see ``ReplySender`` for why that wait costs).
-
-    Only a producer that knows its last batch without asking for the next one marks it (an early
-    start that looked one batch ahead: ``Streams._look_past``). Before sending it, the sender
-    still asks for the next item, which ends the stream at once: every layer finishes (the time
-    limit's and cancellation's checks, the slot's release, the query audit) while the client
-    still waits, as on grpcio's path. If that raises, the marked message goes out on its own and
-    the error's status after it, as before; if it yields another item after all, the sender
-    carries on as grpcio's path would."""
 
     experimental_non_blocking = True
 
@@ -395,6 +363,28 @@ class StreamSender:
             return True
         finally:
             _close(replies)  # where it ran: a query releases its slot here
+
+
+class ReplySender(StreamSender):
+    """A streaming RPC's behavior for replies known in full when the handler returns (DoAction,
+    DoPut, ListActions, Handshake): ``StreamSender`` over them with the last one marked, so it
+    goes out in one batch with the status.
+
+    grpcio sends each streamed message in a batch of its own and waits for its completion, which
+    the thread polling the completion queue reports: two thread hand-offs per message, measured
+    at 0.16 ms median a message here (docs/benchmarks.md, "twenty-first round"). The last one
+    needs no wait: grpcio's unary path sends a message and the status in one batch (``_status``),
+    and on the wire a stream's last message followed by its status is the same either way. So a
+    CreatePreparedStatement's or a DoPut's one reply does not wait."""
+
+    def __init__(self, produce: Callable[[Any, grpc.ServicerContext], Sequence[bytes]]) -> None:
+        super().__init__(lambda request, context: _last_marked(produce(request, context)))
+
+
+def _last_marked(replies: Sequence[bytes]) -> Iterator[bytes | Last[bytes]]:
+    yield from replies[:-1]
+    if replies:
+        yield Last(replies[-1])
 
 
 def _send_with_status(context: grpc.ServicerContext, send: Callable[[Any], None], message: bytes) -> bool:

@@ -95,7 +95,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):
 
 
 class _ObservedSending:
-    """An observed behavior that sends its own replies (``transport.ReplySender``): the RPC is
+    """An observed behavior that sends its own replies (``transport.StreamSender``): the RPC is
     done when it returns, its last reply and status on their way, or False when the client went
     away first (a status sent, then the client closing its end, is still OK)."""
 
