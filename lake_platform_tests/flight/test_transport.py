@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from lake_platform import errors
 from lake_platform.errors import LakeError
 from lake_platform.flight import proto
+from lake_platform.flight import transport as transport_module
 from lake_platform.flight.auth import AuthService, StaticAuthenticator, Throttle
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, flight_data
@@ -331,6 +332,60 @@ def test_a_stream_marked_last_sends_that_batch_with_the_status(
     assert c.do_get(fl.Ticket(b"t"), options).read_all().column("n").to_pylist() == (
         [1, 2, 3, 4] if after_last == "ends" else [1, 2, 3, 4, 5]
     )
+
+
+def test_the_pinned_grpcio_sends_a_reply_and_the_status_in_one_batch() -> None:
+    """The private grpcio function the one-batch send relies on is there, with the arguments it
+    is called with. A grpcio without it, or with other arguments, gets the plain sends (below)."""
+    import grpc._server as grpc_server
+
+    assert transport_module._STATUS_WITH_MESSAGE is grpc_server._status
+
+
+@pytest.mark.parametrize("grpcio_has", ["no _status", "another _status"])
+def test_a_grpcio_without_the_one_batch_send_is_not_called_wrongly(
+    monkeypatch: pytest.MonkeyPatch, grpcio_has: str
+) -> None:
+    import grpc._server as grpc_server
+
+    if grpcio_has == "no _status":
+        monkeypatch.delattr(grpc_server, "_status")
+    else:
+        monkeypatch.setattr(grpc_server, "_status", lambda state, rpc_event, message, code: None)
+    assert transport_module._status_with_message() is None
+
+
+def test_without_the_one_batch_send_every_reply_still_arrives(
+    client: Any, served: tuple[FlightTransport, Scripted], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback: each last reply and marked batch is sent as the others, then the status.
+    Replies, batches and errors are as with the one-batch send; only the waits come back."""
+    transport, handler = served
+    monkeypatch.setattr(transport_module, "_STATUS_WITH_MESSAGE", None)
+    waited = waited_sends(monkeypatch)
+    c, options = client
+    for results in ([b"one", b"two", b"three"], [b"one"], []):
+        handler.results = results
+        waited.clear()
+        assert [r.body.to_pybytes() for r in c.do_action(fl.Action("x", b""), options)] == results
+        assert len(waited) == len(results)
+    writer, reader = c.do_put(fl.FlightDescriptor.for_command(b"bind"), DICTS.schema, options)
+    writer.write_table(DICTS)
+    writer.done_writing()
+    assert reader.read().to_pybytes() == b"5"
+    writer.close()
+
+    def do_get(call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[Any]]:
+        first, second, _ = PLAIN.to_batches(max_chunksize=2)
+        return PLAIN.schema, iter([first, Last(second)])
+
+    monkeypatch.setattr(handler, "do_get", do_get)
+    waited.clear()
+    assert c.do_get(fl.Ticket(b"t"), options).read_all().column("n").to_pylist() == [1, 2, 3, 4]
+    assert len(waited) == 3  # the schema and both batches, the marked one too
+    handler.fail = errors.InvalidTableState("refused")
+    with pytest.raises(pa.ArrowInvalid, match="precondition failed.*refused"):  # its own code
+        list(c.do_action(fl.Action("x", b""), options))
 
 
 def test_every_call_needs_credentials(served: tuple[FlightTransport, Scripted]) -> None:
