@@ -33,20 +33,32 @@ def main() -> None:
 def spawn(home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
     """This module in a process of its own, serving ``home`` with the Flight settings
     ``options`` (``name=value``): the process, and the port once it listens."""
+    proc = launch(home, *options)
+    return proc, port_of(proc)
+
+
+def launch(home: Path, *options: str) -> subprocess.Popen[bytes]:
+    """Start the process :func:`spawn` starts, without waiting for it to listen (several
+    servers then start at once); :func:`port_of` waits."""
     env = dict(os.environ)
     prefer_polling_listener(env, imported=())  # as `lake serve-flight` runs
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home), *options],
         stdout=subprocess.PIPE,
         env=env,
     )
+
+
+def port_of(proc: subprocess.Popen[bytes]) -> int:
+    """The port of a server :func:`launch` started, once it listens; a server that fails to
+    start is killed and this raises."""
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.strip().isdigit():
         proc.kill()
         proc.wait()
         raise RuntimeError(f"the server process did not start (it printed {line!r})")
-    return proc, int(line)
+    return int(line)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ drop and recreate, retention), without asking the registry for anything.
 from __future__ import annotations
 
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +19,7 @@ from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, wait_until
 from lake_platform_tests.flight.helpers import tagged_rows
+from lake_platform_tests.flight.server_process import launch, port_of
 
 pytestmark = pytest.mark.slow
 
@@ -30,16 +29,10 @@ KEYS = f"k1:{secrets.token_hex(32)},k2:{secrets.token_hex(32)}"
 class Replica:
     def __init__(self, home: Path, **options: Any) -> None:
         args = [f"{k}={v}" for k, v in {"keys": KEYS, "snapshot_ttl_seconds": 0.1, **options}.items()]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home), *args],
-            stdout=subprocess.PIPE,
-        )
+        self.proc = launch(home, *args)
 
     def ready(self) -> Replica:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert line, "the replica did not start"
-        self.port = int(line)
+        self.port = port_of(self.proc)
         self.uri = f"grpc://127.0.0.1:{self.port}"
         self.client, self.options = login(self.uri)
         return self
