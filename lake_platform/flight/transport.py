@@ -362,8 +362,8 @@ class StreamSender:
                     except BaseException:
                         send(message)
                         raise
-                    if pending is _END:
-                        return _send_with_status(context, send, message)
+                    if pending is _END and _sent_with_status(context, message):
+                        return True
                 else:
                     message, pending = pending, None
                 send(message)
@@ -399,16 +399,12 @@ def _last_marked(replies: Sequence[bytes]) -> Iterator[bytes | Last[bytes]]:
         yield Last(replies[-1])
 
 
-def _send_with_status(context: grpc.ServicerContext, send: Callable[[Any], None], message: bytes) -> bool:
-    """Send ``message`` and the call's status in one batch (grpcio's unary way), or, in a grpcio
-    without the means, one after the other. False: the client went away in between."""
+def _sent_with_status(context: grpc.ServicerContext, message: bytes) -> bool:
+    """Send ``message`` and the call's status in one batch (grpcio's unary way). False: this
+    grpcio has no means to, and nothing was sent (the message then goes out as any other)."""
     event, state = getattr(context, "_rpc_event", None), getattr(context, "_state", None)
     if _STATUS_WITH_MESSAGE is None or event is None or state is None:
-        send(message)
-        if not context.is_active():
-            return False
-        send(None)
-        return True
+        return False
     _STATUS_WITH_MESSAGE(event, state, message)
     return True
 
