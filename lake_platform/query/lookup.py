@@ -10,8 +10,9 @@ execution of this one shape goes to Lance's scanner:
 - the plan is a projection of plain columns over a filter over a scan of exactly one snapshot,
   read from Lance (not the snapshot cache, not a part), with no scan filters or limit of its own;
 - the filter is an ``AND`` of ``column = literal``, each literal of exactly its column's type
-  (signed or unsigned integers, or a string without quotes or backslashes), so Lance's filter
-  text means exactly what DataFusion would evaluate: no coercion, no NULL literal;
+  (signed or unsigned integers but Int64's least value, or a string without quotes or
+  backslashes), so Lance's filter text means exactly what DataFusion would evaluate: no
+  coercion, no NULL literal;
 - at least one of those columns has a scalar index in the snapshot (a lookup Lance answers
   from the index, never a long scan the time limit could not interrupt).
 
@@ -52,6 +53,7 @@ _INTS = {
 #: The largest value an integer literal in SQL text is an Int64 for (DataFusion types a larger
 #: one otherwise, and the comparison is then no lookup).
 _INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
 
 
 class Term(NamedTuple):
@@ -124,11 +126,22 @@ class Lookup:
 
 
 def _plain(value: int | str) -> bool:
-    """Whether a literal of the SQL text is planned as exactly this value: an integer within
-    Int64 (so its column is an Int64 one, the literal's type being the column's), or a string
-    Lance's filter text says as it is."""
+    """Whether a value taken from a text of a kept shape (its digits) or a binding of a kept
+    prepared lookup is planned as exactly this value and Lance's filter text says it: an
+    integer within Int64 (a text's digits beyond it are typed otherwise by DataFusion; a bound
+    one is of its parameter's type, and one beyond Int64 is simply planned), or a string as
+    :func:`_sayable` has it."""
     if isinstance(value, int):
-        return 0 <= value <= _INT64_MAX
+        return _sayable(value) and value <= _INT64_MAX
+    return _sayable(value)
+
+
+def _sayable(value: int | str) -> bool:
+    """Whether Lance's filter text says ``value`` as it is: any integer of the integer types but
+    Int64's least (``-9223372036854775808`` is minus a number beyond Int64 to Lance's parser, a
+    Float64 it will not compare to an Int64 column); a string without quotes or backslashes."""
+    if isinstance(value, int):
+        return value != _INT64_MIN
     return "'" not in value and "\\" not in value
 
 
@@ -182,12 +195,12 @@ def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
     dtype = lit.data_type()
     if dtype in _INTS and kind == _INTS[dtype]:
         value = lit.value_i64() if dtype.startswith("Int") else lit.value_u64()
-        if value is None:
+        if value is None or not _sayable(int(value)):
             return False
         terms.append(Term(name, int(value)))
     elif dtype == "Utf8" and kind in (pa.string(), pa.large_string()):
         text = lit.value_string()
-        if text is None or not _plain(text):
+        if text is None or not _sayable(text):
             return False
         terms.append(Term(name, text))
     else:
