@@ -64,10 +64,11 @@ class Term(NamedTuple):
     value: int | str
 
     def text(self) -> str:
-        """The conjunct in Lance's filter syntax."""
+        """The conjunct in Lance's filter syntax. The column is quoted: unquoted, Lance reads a
+        column named ``null`` as NULL (no rows), and ``true`` or ``interval`` as errors."""
         if isinstance(self.value, int):
-            return f"{self.column} = {self.value}"
-        return f"{self.column} = '{self.value}'"
+            return f"`{self.column}` = {self.value}"
+        return f"`{self.column}` = '{self.value}'"
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,20 @@ def test_other_queries_stay_with_datafusion(lake: tuple[Any, Catalog], sql: str)
     assert not direct and ours == theirs
 
 
+@pytest.mark.parametrize("column", ["null", "true", "interval", "Id"])
+def test_a_column_named_as_a_word_of_lances_filter_text(lake: tuple[Any, Catalog], column: str) -> None:
+    """Lance's filter text reads ``null = 2`` as NULL = 2 (no rows), ``true = 2`` and
+    ``interval = 2`` as errors: the lookup names its column quoted."""
+    settings, catalog = lake
+    table = f"p.w.ns.word_{column.lower()}"
+    catalog.create_table(table, pa.table({column: pa.array(range(100), pa.int64())}).to_reader())
+    catalog.create_index(table, column, "btree")
+    engine = QueryEngine(settings, QueryLimits())
+    sql = f'SELECT "{column}" FROM w.ns.word_{column.lower()} WHERE "{column}" = 2'
+    ours, theirs, direct = both(engine, catalog, sql)
+    assert direct and ours == theirs == [{column: 2}]
+
+
 def test_appended_deleted_and_pinned_rows(lake: tuple[Any, Catalog]) -> None:
     settings, catalog = lake
     catalog.create_table("p.w.ns.moves", data(0, 1000))
@@ -163,7 +177,7 @@ def test_a_kept_lookup_reuses_its_scanner(lake: tuple[Any, Catalog], monkeypatch
     planned = engine.plan("SELECT id, s FROM w.ns.keys WHERE id = 4242", view)
     runs = [pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist() for _ in range(3)]
     assert runs == [[{"id": 4242, "s": "name-4242"}]] * 3
-    assert built == ["id = 4242"]
+    assert built == ["`id` = 4242"]
     # Two runs of the same plan interleaved: each reader reads the whole result.
     first, second = engine.stream(planned), engine.stream(planned)
     a, b = next(first), next(second)
@@ -173,7 +187,7 @@ def test_a_kept_lookup_reuses_its_scanner(lake: tuple[Any, Catalog], monkeypatch
     assert pa.Table.from_batches(list(engine.stream(other)), other.schema).to_pylist() == [
         {"id": 77, "s": "name-77"}
     ]
-    assert built == ["id = 4242", "id = 77"]
+    assert built == ["`id` = 4242", "`id` = 77"]
 
 
 # -- texts of one shape (``shapes``): planned once, answered with their own literals ----------
@@ -227,7 +241,7 @@ def test_texts_of_a_shape_with_two_slots_bind_both(lake: tuple[Any, Catalog], pl
     assert pa.Table.from_batches(list(engine.stream(first))).to_pylist() == [{"id": 5, "s": "name-5"}]
     for key, name, rows in [(6, "name-6", [{"id": 6, "s": "name-6"}]), (6, "name-7", [])]:
         planned = engine.plan(sql.format(key, name), view, scope="alice")
-        assert planned.derived["lookup"].filter == f"id = {key} AND s = '{name}'"
+        assert planned.derived["lookup"].filter == f"`id` = {key} AND `s` = '{name}'"
         assert pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist() == rows
     assert engine.shaped == 2 and len(plannings) == 1
 
