@@ -12,7 +12,7 @@ service only does what it is asked.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.pending import PendingCommit
@@ -29,6 +29,9 @@ from lake_platform.errors import (
     TableIndexNotFound,
 )
 from lake_platform.naming import TableName
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class Indexes:
@@ -62,7 +65,9 @@ class Indexes:
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         tname, who = self._writer(name, principal, f"index {name}")
-        self._require_column(tname, column)
+        unsuitable = engine_indexes.unsuitable(kind, self._require_column(tname, column))
+        if unsuitable is not None:
+            raise InvalidInput(f"cannot index {tname} column {column!r}: {unsuitable}")
         index = engine_indexes.index_name(column)
 
         def build(ds: Any) -> None:
@@ -163,15 +168,20 @@ class Indexes:
         who.require(tname.project, "write", doing)
         return tname, who
 
-    def _require_column(self, tname: TableName, column: str) -> None:
+    def _require_column(self, tname: TableName, column: str) -> pa.DataType:
+        """The type of ``tname``'s ``column``; TableColumnNotFound when it has none."""
+        import pyarrow as pa
+
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
         if not isinstance(column, str) or not column:
             raise InvalidInput("name the column to index")
         record, _ = self.ctx.table(tname)
-        names = schema_from_ipc(record.schema_ipc).names if record.schema_ipc else []
-        if column not in names:
-            raise TableColumnNotFound(f"{tname} has no column {column!r} (columns: {', '.join(names)})")
+        schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
+        if column not in schema.names:
+            names = ", ".join(schema.names)
+            raise TableColumnNotFound(f"{tname} has no column {column!r} (columns: {names})")
+        return schema.field(column).type
 
     def _commit(
         self,

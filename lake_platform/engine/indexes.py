@@ -15,6 +15,7 @@ from lake_platform.engine.lance_engine import _lance
 
 if TYPE_CHECKING:
     import lance
+    import pyarrow as pa
 
 #: The scalar index kinds the platform builds, as pylance 14.0.2's ``create_scalar_index`` names
 #: them, and the type name its ``list_indices`` reports for each. RTREE (geometry) and
@@ -40,6 +41,88 @@ def normalize_kind(kind: object) -> str:
     if text not in KINDS:
         raise ValueError(f"unknown index kind {kind!r}: use one of {', '.join(k.lower() for k in KINDS)}")
     return text
+
+
+def _strings(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _binary(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
+def _ordered(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_fixed_size_binary(t)
+        or _strings(t)
+        or _binary(t)
+    )
+
+
+def _hashed(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return (
+        pa.types.is_integer(t)
+        or (pa.types.is_floating(t) and not pa.types.is_float16(t))
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_timestamp(t)
+        or _strings(t)
+        or _binary(t)
+    )
+
+
+def _texts(t: pa.DataType) -> bool:
+    return _strings(t) or (_lists(t) and _strings(t.value_type))
+
+
+def _lists(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _labels(t: pa.DataType) -> bool:
+    return _lists(t) and _ordered(t.value_type)
+
+
+#: Which column types pylance 14.0.2 builds each kind on (what ``create_scalar_index`` refuses
+#: otherwise, with an error of no particular type or a bare panic's text), and how to say it.
+#: ``lake_platform_tests/engine/test_indexes.py`` checks the table against the pinned Lance, type by type.
+_COLUMNS: dict[str, tuple[Any, str]] = {
+    "BTREE": (_ordered, "numbers, booleans, strings, binary, decimals, dates or times"),
+    "BITMAP": (_ordered, "numbers, booleans, strings, binary, decimals, dates or times"),
+    "ZONEMAP": (lambda t: True, "any column"),
+    "BLOOMFILTER": (_hashed, "integers, float32 or float64, strings, binary, dates, times or timestamps"),
+    "INVERTED": (_texts, "strings or lists of strings"),
+    "NGRAM": (_strings, "strings"),
+    "LABEL_LIST": (_labels, "lists of numbers, booleans, strings, binary, decimals, dates or times"),
+}
+
+
+def unsuitable(kind: str, column_type: pa.DataType) -> str | None:
+    """Why ``kind`` (one of KINDS) cannot index a column of ``column_type``, or None when it can.
+    An extension type's storage is Lance's to judge (its JSON type takes an inverted index)."""
+    import pyarrow as pa
+
+    if isinstance(column_type, pa.ExtensionType):
+        return None
+    fits, what = _COLUMNS[kind]
+    if fits(column_type):
+        return None
+    return f"{kind.lower()} indexes take {what}, not {column_type}"
 
 
 def index_name(column: str) -> str:

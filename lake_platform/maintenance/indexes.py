@@ -4,8 +4,9 @@ The effective policy's ``indexes`` (column → kind) says which indexes a table 
 each, the index named ``<column>_idx`` is built when missing or of another kind (a rebuild), and
 every index of the table (policy-named or made ad hoc with ``lake index create``) that lags the
 data, i.e. has fragments committed after its last build, is refreshed in one commit. Columns the
-table does not have are reported, not errors: a policy set on a namespace names columns of some
-of its tables. Indexes the policy does not name are never dropped here (``lake index drop``).
+table does not have, or whose type the kind cannot index, are reported, not errors: a policy set
+on a namespace names columns of some of its tables. Indexes the policy does not name are never
+dropped here (``lake index drop``).
 
 Each build and the refresh is a catalog commit under the table's lease (``catalog/indexes``).
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.engine.indexes import index_name
+from lake_platform.engine.indexes import index_name, unsuitable
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -57,13 +58,17 @@ class IndexOutcome:
 def plan(catalog: Catalog, name: str) -> IndexPlan:
     """What index maintenance would do to ``name`` now (reads only)."""
     effective = catalog.effective_policy(name)
-    columns = {c["name"] for c in catalog.describe_table(name, with_stats=False).schema}
+    schema = catalog.table_schema(name)
     existing = catalog.list_indexes(name)
     by_name = {i.name: i for i in existing}
     result = IndexPlan(name, indexes=existing, source=effective.source)
     for column, kind in effective.policy.indexes.items():
-        if column not in columns:
+        if column not in schema.names:
             result.skipped[column] = "no such column"
+            continue
+        unsuitable_kind = unsuitable(kind, schema.field(column).type)
+        if unsuitable_kind is not None:
+            result.skipped[column] = unsuitable_kind
             continue
         have = by_name.get(index_name(column))
         if have is None or have.kind != kind:

@@ -114,6 +114,13 @@ def test_bad_index_requests_are_typed_and_change_nothing(table: Lake) -> None:
         catalog.create_index(T, "id", "hash")
     with pytest.raises(TableColumnNotFound, match="no column 'nope'"):
         catalog.create_index(T, "nope", "btree")
+    # a kind Lance does not build on the column's type: said before any work, not INTERNAL
+    with pytest.raises(
+        InvalidInput, match="column 'k': inverted indexes take strings or lists of strings, not int32"
+    ):
+        catalog.create_index(T, "k", "inverted")
+    with pytest.raises(InvalidInput, match="ngram indexes take strings, not int64"):
+        catalog.create_index(T, "id", "ngram", replace=True)
     with pytest.raises(TableIndexAlreadyExists, match="id_idx"):
         catalog.create_index(T, "id", "bitmap")
     with pytest.raises(TableIndexNotFound):

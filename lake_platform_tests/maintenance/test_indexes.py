@@ -63,3 +63,21 @@ def test_a_bad_indexes_value_is_refused_and_changes_nothing(catalog: Catalog, va
     with pytest.raises(InvalidInput, match="indexes"):
         catalog.set_policy(T, {"indexes": value})
     assert catalog.effective_policy(T).source is None
+
+
+def test_columns_the_kind_cannot_index_or_the_table_lacks_are_skipped_with_the_reason(
+    catalog: Catalog,
+) -> None:
+    """A namespace's policy names columns of some of its tables, of some types: the rest is
+    built, and the check reports why a column was left (no asset run fails on it)."""
+    catalog.set_policy("p.w.ns", {"indexes": "id:inverted,name:ngram,gone:btree"})
+    todo = plan(catalog, T)
+    assert todo.build == [("name", "NGRAM")]
+    assert todo.skipped == {
+        "id": "inverted indexes take strings or lists of strings, not int64",
+        "gone": "no such column",
+    }
+    done = build_indexes(catalog, T)
+    assert (done.status, done.built, done.skipped) == ("committed", ["name_idx"], todo.skipped)
+    assert kinds(catalog) == {"name_idx": "NGRAM"}
+    assert lag_report(catalog, T)["skipped"] == todo.skipped
