@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.lance_engine import _lance
+from lake_platform.engine.panics import engine_call
 
 if TYPE_CHECKING:
     import lance
@@ -150,6 +151,7 @@ class IndexInfo:
         return {**asdict(self), "lagging": self.lagging}
 
 
+@engine_call
 def list_indexes(ds: lance.LanceDataset) -> list[IndexInfo]:
     """The user-visible scalar indexes of this version (Lance's system indexes are skipped)."""
     found = []
@@ -174,20 +176,24 @@ def list_indexes(ds: lance.LanceDataset) -> list[IndexInfo]:
     return sorted(found, key=lambda i: i.name)
 
 
+@engine_call
 def create_index(ds: lance.LanceDataset, column: str, kind: str, name: str) -> None:
     """Build (or rebuild, replacing one of the same name) an index over every fragment."""
     ds.create_scalar_index(column, kind, name=name, replace=True)
 
 
+@engine_call
 def refresh_indexes(ds: lance.LanceDataset, names: Sequence[str]) -> None:
     """Fold rows appended since the last build into ``names`` (no retraining: a delta merge)."""
     ds.optimize.optimize_indices(index_names=list(names))
 
 
+@engine_call
 def drop_index(ds: lance.LanceDataset, name: str) -> None:
     ds.drop_index(name)
 
 
+@engine_call
 def scan_io(ds: lance.LanceDataset) -> tuple[int, int]:
     """(bytes read, read requests) by this dataset handle since the last call: for measuring
     how much of a table a query touched."""

@@ -47,6 +47,8 @@ from lake_platform.engine.manifests import read_manifest_message as read_manifes
 from lake_platform.engine.manifests import repair_manifests as repair_manifests
 from lake_platform.engine.manifests import split_manifest_file
 from lake_platform.engine.manifests import versions_on_disk as versions_on_disk
+from lake_platform.engine.panics import EnginePanic as EnginePanic
+from lake_platform.engine.panics import engine_call
 from lake_platform.engine.schemas import SchemaMemo
 from lake_platform.engine.storage import FileEntry as FileEntry
 from lake_platform.engine.storage import _filesystem as _filesystem
@@ -102,6 +104,7 @@ class CompactionPlan:
     tasks: tuple[str, ...]  # CompactionTask JSON, shippable to other processes
 
 
+@engine_call
 def write(
     reader: pa.RecordBatchReader,
     *,
@@ -124,6 +127,7 @@ def write(
     return int(ds.version)
 
 
+@engine_call
 def open_version(
     *,
     namespace: LanceNamespace,
@@ -141,6 +145,7 @@ def open_version(
     )
 
 
+@engine_call
 def version_stats(ds: lance.LanceDataset) -> VersionStats:
     rows = files = size = 0
     frags = ds.get_fragments()
@@ -153,6 +158,7 @@ def version_stats(ds: lance.LanceDataset) -> VersionStats:
     return VersionStats(int(ds.version), rows, len(frags), files, size)
 
 
+@engine_call
 def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
     """Files and bytes a committed version added and removed, read from its transaction."""
     try:
@@ -196,6 +202,7 @@ def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
     )
 
 
+@engine_call
 def plan_compaction(ds: lance.LanceDataset, *, target_rows_per_fragment: int) -> CompactionPlan:
     _lance()
     from lance.optimize import Compaction, CompactionOptions
@@ -204,6 +211,7 @@ def plan_compaction(ds: lance.LanceDataset, *, target_rows_per_fragment: int) ->
     return CompactionPlan(int(plan.read_version), tuple(t.json() for t in plan.tasks))
 
 
+@engine_call
 def execute_compaction_task(ds: lance.LanceDataset, task_json: str) -> str:
     """Rewrite one task's fragments (no commit); returns the RewriteResult as JSON."""
     _lance()
@@ -212,6 +220,7 @@ def execute_compaction_task(ds: lance.LanceDataset, task_json: str) -> str:
     return CompactionTask.from_json(task_json).execute(ds).json()
 
 
+@engine_call
 def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[int, int, int]:
     """Commit rewritten fragments; returns (new version, fragments removed, fragments added).
 
@@ -233,6 +242,7 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
     return int(ds.latest_version), int(metrics.fragments_removed), int(metrics.fragments_added)
 
 
+@engine_call
 def is_rewrite(ds: lance.LanceDataset, version: int) -> bool:
     """Whether ``version`` was committed by a compaction's Rewrite (not its ReserveFragments)."""
     try:
@@ -250,19 +260,23 @@ class StaleCompaction(Exception):
     """Lance refused to rebase a compaction onto newer commits."""
 
 
+@engine_call
 def delete_rows(ds: lance.LanceDataset, predicate: str) -> None:
     ds.delete(predicate)
 
 
+@engine_call
 def update_schema_metadata(ds: lance.LanceDataset, values: dict[str, str | None]) -> dict[str, str]:
     """Merge ``values`` into the schema metadata (a None value removes its key); commits a version."""
     return dict(ds.update_schema_metadata(values) or {})
 
 
+@engine_call
 def tagged_versions(ds: lance.LanceDataset) -> dict[str, int]:
     return {name: int(info["version"]) for name, info in ds.tags.list().items()}
 
 
+@engine_call
 def tag_details(ds: lance.LanceDataset) -> dict[str, tuple[int, int]]:
     """Tag name → (version, manifest size)."""
     return {
@@ -271,18 +285,22 @@ def tag_details(ds: lance.LanceDataset) -> dict[str, tuple[int, int]]:
     }
 
 
+@engine_call
 def create_tag(ds: lance.LanceDataset, tag: str, version: int) -> None:
     ds.tags.create(tag, version)
 
 
+@engine_call
 def update_tag(ds: lance.LanceDataset, tag: str, version: int) -> None:
     ds.tags.update(tag, version)
 
 
+@engine_call
 def delete_tag(ds: lance.LanceDataset, tag: str) -> None:
     ds.tags.delete(tag)
 
 
+@engine_call
 def evolve_schema(
     ds: lance.LanceDataset,
     *,
@@ -300,20 +318,24 @@ def evolve_schema(
         ds.add_columns(pa.schema(list(added)))
 
 
+@engine_call
 def drop_columns(ds: lance.LanceDataset, names: Sequence[str]) -> None:
     """Drop columns from the schema (metadata only: the data stays in the files until a
     compaction rewrites them, and older versions still show it)."""
     ds.drop_columns(list(names))
 
 
+@engine_call
 def rename_column(ds: lance.LanceDataset, old: str, new: str) -> None:
     ds.alter_columns({"path": old, "name": new})
 
 
+@engine_call
 def schema_of(ds: lance.LanceDataset) -> pa.Schema:
     return ds.schema
 
 
+@engine_call
 def manifest_schema(
     location: str,
     manifest_path: str,
@@ -345,6 +367,7 @@ def manifest_schema(
     return MANIFEST_SCHEMAS.schema(message, decode)
 
 
+@engine_call
 def cleanup_versions(ds: lance.LanceDataset, versions: Sequence[int]) -> dict[str, int]:
     """Remove exactly ``versions`` (never the current one, never a tagged one) and the files
     only they reference. The caller has already taken them out of the registry."""
@@ -360,6 +383,7 @@ def cleanup_versions(ds: lance.LanceDataset, versions: Sequence[int]) -> dict[st
     }
 
 
+@engine_call
 def remove_table(location: str, storage_options: dict[str, str] | None = None) -> None:
     """Destroy a table's storage. Callers deregister first (invariant 4)."""
     if location.startswith("s3://"):
@@ -381,10 +405,12 @@ def remove_table(location: str, storage_options: dict[str, str] | None = None) -
     shutil.rmtree(location.removeprefix("file://"), ignore_errors=True)
 
 
+@engine_call
 def table_provider(ds: lance.LanceDataset) -> Any:
     """A DataFusion table provider bound to exactly this dataset's version."""
     return _lance().FFILanceTableProvider(ds)
 
 
+@engine_call
 def scanner(ds: lance.LanceDataset, **kwargs: Any) -> Any:
     return ds.scanner(**kwargs)

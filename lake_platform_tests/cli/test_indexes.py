@@ -71,6 +71,7 @@ def test_create_list_describe_refresh_drop(table: CliRunner, tmp_path: Path) -> 
         (["create", T, "id"], ErrorCode.TABLE_INDEX_ALREADY_EXISTS),
         (["create", "p.w.ns.missing", "id"], ErrorCode.TABLE_NOT_FOUND),
         (["create", "p.w.ns.Bad", "id"], ErrorCode.INVALID_INPUT),
+        (["create", T, "name", "--kind", "label_list"], ErrorCode.INVALID_INPUT),  # not a list
         (["drop", T, "name"], ErrorCode.TABLE_INDEX_NOT_FOUND),
         (["refresh", T, "name_idx"], ErrorCode.TABLE_INDEX_NOT_FOUND),
         (["list", "p.w.ns.missing"], ErrorCode.TABLE_NOT_FOUND),

@@ -212,3 +212,13 @@ def test_repair_publishes_a_version_a_killed_writer_left_unpublished(lake: CliRu
     assert run(lake, "table", "repair", T) == {"table": T, "finalized": [2], "quarantined": []}
     assert run(lake, "table", "describe", T, "--stats")["current_version"] == 2
     assert run(lake, "table", "repair", T) == {"table": T, "finalized": [], "quarantined": []}  # idempotent
+
+
+def test_a_file_lance_panics_on_is_a_typed_error_not_a_traceback(lake: CliRunner, tmp_path: Path) -> None:
+    """pylance 14.0.2 panics writing a fixed-size list of strings (``engine/panics.py``)."""
+    path = tmp_path / "fsl.parquet"
+    pq.write_table(pa.table({"w": pa.array([["a"], ["b"]], pa.list_(pa.string(), 1))}), path)
+    result = lake.invoke(cli, ["table", "create", T, "--from", str(path)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert result.output.startswith("error [18 INTERNAL]: create failed: Lance panicked: ")
+    assert run(lake, "table", "list") == []
