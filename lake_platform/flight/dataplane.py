@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from lake_platform.engine.panics import is_panic
 from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
@@ -244,7 +245,9 @@ class DataPlane:
                 )
             call = DataCall(caller.identity, context, caller.headers)
             schema, batches = self.handler.do_get(call, ticket)
-        except Exception as exc:  # noqa: BLE001 - answered with its status
+        except BaseException as exc:  # noqa: BLE001 - answered with its status, a Lance panic too
+            if not isinstance(exc, Exception) and not is_panic(exc):
+                raise
             code, failure = _answer(exc)
             _finish(info, code, started)
             if call is not None:
@@ -269,7 +272,9 @@ def _watch(
     except GeneratorExit:
         code = "CANCELLED"  # the client went away (pyarrow closes the generator)
         raise
-    except Exception as exc:  # noqa: BLE001 - answered with its status
+    except BaseException as exc:  # noqa: BLE001 - answered with its status, a Lance panic too
+        if not isinstance(exc, Exception) and not is_panic(exc):
+            raise
         code, failure = _answer(exc)
         raise failure from None
     finally:

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from lake_platform.engine.panics import is_panic
 from lake_platform.errors import ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
@@ -216,7 +217,7 @@ class FlightTransport:
     def _handshake(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Sequence[bytes]:
         try:
             identity, token = authenticate_call(self.auth, context.invocation_metadata(), handshake=True)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
         request_context.identify(identity.name, identity.project)
         # The Bearer travels in the response headers; the Handshake payload carries nothing.
@@ -228,7 +229,7 @@ class FlightTransport:
             call = self._call(context)
             descriptor = parse_message(fl.FlightDescriptor, request)
             return self.handler.get_flight_info(call, descriptor).serialize()
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
 
     def _poll_flight_info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -238,7 +239,7 @@ class FlightTransport:
             if poll is None:
                 raise Unsupported("PollFlightInfo is not part of this Flight SQL endpoint")
             return poll(call, parse_message(fl.FlightDescriptor, request))
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
 
     def _get_schema(self, request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -246,14 +247,14 @@ class FlightTransport:
             call = self._call(context)
             descriptor = parse_message(fl.FlightDescriptor, request)
             return fl.SchemaResult(self.handler.get_schema(call, descriptor)).serialize()
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
 
     def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes | Last[bytes]]:
         try:
             call = self._call(context)
             schema, batches = self.handler.do_get(call, parse_message(fl.Ticket, request))
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
         return self._stream(context, schema, batches)
 
@@ -264,7 +265,7 @@ class FlightTransport:
             yield from read_ahead(
                 encode_stream(schema, batches), READ_AHEAD, also_close=batches, first=SYNC_MESSAGES
             )
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
 
     def _do_put(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Sequence[bytes]:
@@ -272,7 +273,7 @@ class FlightTransport:
             call = self._call(context)
             descriptor, batches = decode_put(requests, self.max_put_bytes)
             metadata = self.handler.do_put(call, descriptor, batches)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
         return (proto.PutResult(app_metadata=metadata).SerializeToString(),)
 
@@ -280,14 +281,14 @@ class FlightTransport:
         try:
             call = self._call(context)
             results = self.handler.do_action(call, parse_message(fl.Action, request))
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
         return [fl.Result(pa.py_buffer(body)).serialize() for body in results]
 
     def _list_actions(self, request: bytes, context: grpc.ServicerContext) -> Sequence[bytes]:
         try:
             self._call(context)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
         return [
             proto.ActionType(type=kind, description=text).SerializeToString()
@@ -299,7 +300,7 @@ class FlightTransport:
             try:
                 self._call(context)
                 raise Unsupported(f"{method} is not part of this Flight SQL endpoint")
-            except Exception as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
                 _abort(context, exc)
 
         return handler
@@ -524,6 +525,12 @@ def _threaded(items: Iterator[Any], depth: int, also_close: Any) -> Iterator[Any
 
 
 def _abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
+    """End the call with ``exc``'s status. A Lance panic (pyo3's PanicException, a BaseException)
+    is answered as any bug is, INTERNAL: grpcio's worker handles only ``Exception``, and a call a
+    BaseException leaves is never ended (the client waits for ever). Any other BaseException
+    (GeneratorExit, an interrupt) goes on as it came."""
+    if not isinstance(exc, Exception) and not is_panic(exc):
+        raise exc
     code, message = status_of(exc)
     context.abort(code, message)
     raise AssertionError("grpc's abort returned")  # it raises; this keeps the type honest

@@ -25,11 +25,13 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable, SettingsError
 from lake_platform.flight import proto
-from lake_platform.flight.dataplane import SURFACE
+from lake_platform.flight.dataplane import SURFACE, DataCall, _watch
 from lake_platform.flight.settings import flight_settings
+from lake_platform.observability import context as request_context
 from lake_platform.observability.metrics import REQUESTS
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import (
+    ALICE,
     PASSWORDS,
     SPLIT,
     SVC_TOKEN,
@@ -43,7 +45,7 @@ from lake_platform_tests.flight.conftest import (
     t_rows,
     wait_until,
 )
-from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, self_signed, streams_of
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, lance_panic, self_signed, streams_of
 from lake_platform_tests.servers import free_ports
 
 DATA = {"data_listen": "127.0.0.1:0"}
@@ -450,3 +452,24 @@ def test_a_busy_port_is_a_typed_error_at_start(lake: tuple[LakeSettings, Catalog
 def test_bad_settings_are_typed_errors(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         flight_settings(**settings)
+
+
+def test_a_lance_panic_mid_stream_answers_internal(tmp_path: Path) -> None:
+    """A panic is a BaseException: it left ``_watch`` as it was, unanswered by a status of
+    ours and counted as served OK."""
+    panic = lance_panic(tmp_path)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield pa.record_batch({"n": [1]})
+        raise panic
+
+    before = served("INTERNAL")
+    info, token = request_context.begin(SURFACE, "DoGet")
+    try:
+        stream = _watch(batches(), DataCall(ALICE, None, {}), info, time.perf_counter())  # type: ignore[arg-type]
+        assert next(stream).num_rows == 1
+        with pytest.raises(fl.FlightInternalError, match=r"internal error; see the server log"):
+            next(stream)
+    finally:
+        request_context.end(token)
+    assert served("INTERNAL") == before + 1

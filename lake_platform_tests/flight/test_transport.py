@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,7 +25,7 @@ from lake_platform.flight.framing import decode_put, encode_stream, flight_data
 from lake_platform.flight.last import Last
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
-from lake_platform_tests.flight.helpers import waited_sends
+from lake_platform_tests.flight.helpers import lance_panic, waited_sends
 
 ALICE = Identity("alice", "user", "p", "reader")
 DICTS = pa.table(
@@ -185,6 +186,42 @@ def test_errors_raised_while_streaming_keep_their_code(served: tuple[FlightTrans
         assert "stopped midway [InvalidTableState, code 19]" == err.value.details()
     finally:
         handler.do_get = original  # type: ignore[method-assign]
+
+
+def test_a_lance_panic_answers_internal_and_ends_the_call(
+    served: tuple[FlightTransport, Scripted], tmp_path: Path
+) -> None:
+    """A panic is a BaseException, which grpcio's worker does not handle: the call was never
+    ended and the client waited for ever (the timeouts below bound the test, not the server)."""
+    transport, handler = served
+    panic = lance_panic(tmp_path)
+
+    def panicking() -> Iterator[pa.RecordBatch]:
+        yield DICTS.to_batches()[0]
+        raise panic
+
+    original = handler.do_get
+    handler.do_get = lambda call, ticket: (DICTS.schema, panicking())  # type: ignore[method-assign]
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
+            stream = channel.unary_stream(f"/{SERVICE}/DoGet")(
+                fl.Ticket(b"t").serialize(), metadata=bearer(transport), timeout=60
+            )
+            received: list[bytes] = []
+            with pytest.raises(grpc.RpcError) as err:
+                received.extend(stream)
+            assert len(received) >= 2 and err.value.code() == grpc.StatusCode.INTERNAL
+            handler.fail = panic
+            info = channel.unary_unary(f"/{SERVICE}/GetFlightInfo")
+            with pytest.raises(grpc.RpcError) as err:
+                info(
+                    fl.FlightDescriptor.for_command(b"x").serialize(), metadata=bearer(transport), timeout=60
+                )
+            assert err.value.code() == grpc.StatusCode.INTERNAL
+            assert err.value.details() == "internal error; see the server log [Internal, code 18]"
+    finally:
+        handler.do_get = original  # type: ignore[method-assign]
+        handler.fail = None
 
 
 def test_dictionary_columns_stream_intact(client: Any) -> None:
