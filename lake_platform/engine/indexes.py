@@ -74,15 +74,14 @@ def _ordered(t: pa.DataType) -> bool:
 def _hashed(t: pa.DataType) -> bool:
     import pyarrow as pa
 
-    return (
-        pa.types.is_integer(t)
-        or (pa.types.is_floating(t) and not pa.types.is_float16(t))
-        or pa.types.is_date(t)
-        or pa.types.is_time(t)
-        or pa.types.is_timestamp(t)
-        or _strings(t)
-        or _binary(t)
+    refused = (
+        pa.types.is_boolean(t)
+        or pa.types.is_float16(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_duration(t)
+        or pa.types.is_fixed_size_binary(t)
     )
+    return _ordered(t) and not refused
 
 
 def _texts(t: pa.DataType) -> bool:

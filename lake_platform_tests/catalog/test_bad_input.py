@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -194,31 +195,36 @@ def test_create_with_bad_schema_leaves_nothing(lake: Lake) -> None:
     assert state(lake) == before
 
 
-def test_failed_create_removes_its_unique_location(lake: Lake, tmp_path: Path) -> None:
+def broken_csv(tmp_path: Path) -> pa.RecordBatchReader:
+    """A CSV whose last line has too many fields: found after 100,000 rows were written."""
     broken = tmp_path / "b.csv"
     broken.write_text("id,tag\n" + "".join(f"{i},x\n" for i in range(100_000)) + "1,2,3,4\n")
-    before = state(lake)
-    with pytest.raises(InvalidInput):
-        lake.catalog.create_table(T, sources.open_many([sources.describe(broken)]))
-    registry, files = state(lake)
-    assert [r for r in registry if not r[0].startswith("lse/")] == [
-        r for r in before[0] if not r[0].startswith("lse/")
-    ]
-    assert files == before[1]
-    with pytest.raises(TableNotFound):
-        lake.catalog.open_table(T)
+    return sources.open_many([sources.describe(broken)])
 
 
-def test_a_write_lance_panics_on_is_an_error_and_leaves_nothing(lake: Lake) -> None:
-    """pylance 14.0.2 panics writing a fixed-size list of strings. The panic (pyo3's
+def lance_panics(tmp_path: Path) -> pa.RecordBatchReader:
+    """pylance 14.0.2 panics writing a fixed-size list of strings. A panic (pyo3's
     PanicException, a BaseException) passed every ``except Exception``: a traceback, and the
-    new table's folder left behind. Now it is an engine failure like any other: a typed error,
-    the failed create tidied. (When a Lance upgrade stops panicking here, this test fails:
-    find another panic, or keep ``test_panics``'s alone.)"""
-    before = state(lake)
+    new table's folder left behind. Now it is an engine failure like any other (when a Lance
+    upgrade stops panicking here, find another panic; ``engine/test_panics`` has the same)."""
     words = pa.array([["a"], ["b"]], pa.list_(pa.string(), 1))
-    with pytest.raises(Internal, match="create failed: Lance panicked: "):
-        lake.catalog.create_table(T, pa.table({"id": [1, 2], "w": words}).to_reader())
+    return pa.table({"id": [1, 2], "w": words}).to_reader()
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "message"),
+    [
+        (broken_csv, InvalidInput, ""),
+        (lance_panics, Internal, "create failed: Lance panicked: "),
+    ],
+    ids=["bad input midway", "a Lance panic"],
+)
+def test_failed_create_removes_its_unique_location(
+    lake: Lake, tmp_path: Path, data: Any, error: type[Exception], message: str
+) -> None:
+    before = state(lake)
+    with pytest.raises(error, match=message):
+        lake.catalog.create_table(T, data(tmp_path))
     registry, files = state(lake)
     assert [r for r in registry if not r[0].startswith("lse/")] == [
         r for r in before[0] if not r[0].startswith("lse/")
