@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from lake_platform import __version__
+from lake_platform.engine.panics import is_panic
 from lake_platform.errors import ErrorCode, Internal, LakeError
 from lake_platform.observability.logs import configure_logging
 
@@ -106,6 +107,11 @@ def handles_errors(fn: F) -> F:
                     f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details"
                 )
             )
+        except BaseException as exc:  # a Lance panic read outside the engine (``lake sql``'s rows)
+            if not is_panic(exc):
+                raise
+            log.debug("Lance panicked", exc_info=True)
+            fail(Internal(f"Lance panicked: {exc}"))
 
     return wrapper  # type: ignore[return-value]
 

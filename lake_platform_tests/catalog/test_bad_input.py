@@ -23,6 +23,7 @@ from lake_platform.errors import (
     TableVersionNotFound,
 )
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
+from lake_platform_tests.engine.helpers import PANICS
 
 T = "p.w.ns.t"
 
@@ -203,12 +204,10 @@ def broken_csv(tmp_path: Path) -> pa.RecordBatchReader:
 
 
 def lance_panics(tmp_path: Path) -> pa.RecordBatchReader:
-    """pylance 14.0.2 panics writing a fixed-size list of strings. A panic (pyo3's
-    PanicException, a BaseException) passed every ``except Exception``: a traceback, and the
-    new table's folder left behind. Now it is an engine failure like any other (when a Lance
-    upgrade stops panicking here, find another panic; ``engine/test_panics`` has the same)."""
-    words = pa.array([["a"], ["b"]], pa.list_(pa.string(), 1))
-    return pa.table({"id": [1, 2], "w": words}).to_reader()
+    """Data Lance panics on. A panic (pyo3's PanicException, a BaseException) passed every
+    ``except Exception``: a traceback, and the new table's folder left behind. Now it is an
+    engine failure like any other."""
+    return PANICS.add_column(0, "id", pa.array([1, 2], pa.int64())).to_reader()
 
 
 @pytest.mark.parametrize(

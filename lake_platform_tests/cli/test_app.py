@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from lake_platform.cli import cli, parse_duration
+from lake_platform.cli.app import handles_errors
 from lake_platform.errors import InvalidInput
+from lake_platform_tests.engine.helpers import lance_panic
 
 COMMAND_TREE = [
     "audit queries",
@@ -152,3 +154,18 @@ def test_text_tables_leave_unknown_cells_blank() -> None:
     out = text_table(["operation", "from", "to"], [{"operation": "declare", "from": None, "to": None}])
     assert out.splitlines() == ["operation  from  to", "declare"]
     assert text_table(["a", "bb"], []) == "a  bb"  # no rows: the header alone
+
+
+def test_a_lance_panic_is_a_typed_error_not_a_traceback(tmp_path: Path) -> None:
+    """A panic raised outside the engine's calls (rows read by ``lake sql`` in process) is a
+    BaseException every ``except Exception`` lets through."""
+    panic = lance_panic(tmp_path)
+
+    @click.command()
+    @handles_errors
+    def panics() -> None:
+        raise panic
+
+    result = CliRunner().invoke(panics, [])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.startswith("error [18 INTERNAL]: Lance panicked: ")

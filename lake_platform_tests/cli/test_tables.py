@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from lake_platform.cli import cli
 from lake_platform.errors import InvalidInput, TableSchemaValidationError
 from lake_platform_tests.cli.conftest import T, run, write_parquet
+from lake_platform_tests.engine.helpers import PANICS
 
 
 def test_create_ingest_list_describe_history(lake: CliRunner, tmp_path: Path) -> None:
@@ -217,7 +218,7 @@ def test_repair_publishes_a_version_a_killed_writer_left_unpublished(lake: CliRu
 def test_a_file_lance_panics_on_is_a_typed_error_not_a_traceback(lake: CliRunner, tmp_path: Path) -> None:
     """pylance 14.0.2 panics writing a fixed-size list of strings (``engine/panics.py``)."""
     path = tmp_path / "fsl.parquet"
-    pq.write_table(pa.table({"w": pa.array([["a"], ["b"]], pa.list_(pa.string(), 1))}), path)
+    pq.write_table(PANICS, path)
     result = lake.invoke(cli, ["table", "create", T, "--from", str(path)])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert result.output.startswith("error [18 INTERNAL]: create failed: Lance panicked: ")

@@ -6,13 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import lance
-import pyarrow as pa
 import pytest
 
 from lake_platform.engine.panics import EnginePanic, engine_call, is_panic
-
-#: pylance 14.0.2 panics writing a fixed-size list of strings.
-PANICS = pa.table({"w": pa.array([["a"], ["b"]], pa.list_(pa.string(), 1))})
+from lake_platform_tests.engine.helpers import PANICS
 
 
 def test_a_lance_panic_becomes_an_engine_panic(tmp_path: Path) -> None:

@@ -9,12 +9,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-import lance
 import pyarrow as pa
 import pytest
 from datafusion import udf
 
-from lake_platform.engine.panics import is_panic
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight.server import FlightSqlServer
 from lake_platform.registry.store import Item, MetaStore, Op
@@ -157,14 +155,3 @@ def waited_sends(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
 
     monkeypatch.setattr(grpc_server, "_send_response", counted)
     return waited
-
-
-def lance_panic(folder: Path) -> BaseException:
-    """A real Lance panic (pyo3's PanicException): pylance 14.0.2 panics writing a fixed-size
-    list of strings."""
-    try:
-        lance.write_dataset(pa.table({"w": pa.array([["a"]], pa.list_(pa.string(), 1))}), folder / "panics")
-    except BaseException as exc:  # noqa: BLE001 - pyo3's PanicException is one
-        assert is_panic(exc)
-        return exc
-    raise AssertionError("pylance no longer panics here: find another panic")

@@ -30,6 +30,7 @@ from lake_platform.flight.settings import flight_settings
 from lake_platform.observability import context as request_context
 from lake_platform.observability.metrics import REQUESTS
 from lake_platform.settings import LakeSettings
+from lake_platform_tests.engine.helpers import lance_panic
 from lake_platform_tests.flight.conftest import (
     ALICE,
     PASSWORDS,
@@ -45,7 +46,7 @@ from lake_platform_tests.flight.conftest import (
     t_rows,
     wait_until,
 )
-from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, lance_panic, self_signed, streams_of
+from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, self_signed, streams_of
 from lake_platform_tests.servers import free_ports
 
 DATA = {"data_listen": "127.0.0.1:0"}

@@ -25,7 +25,8 @@ from lake_platform.flight.framing import decode_put, encode_stream, flight_data
 from lake_platform.flight.last import Last
 from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
-from lake_platform_tests.flight.helpers import lance_panic, waited_sends
+from lake_platform_tests.engine.helpers import lance_panic
+from lake_platform_tests.flight.helpers import waited_sends
 
 ALICE = Identity("alice", "user", "p", "reader")
 DICTS = pa.table(
