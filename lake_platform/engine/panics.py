@@ -30,6 +30,13 @@ def is_panic(exc: BaseException) -> bool:
     return type(exc).__name__ == "PanicException" and not isinstance(exc, Exception)
 
 
+def is_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error to answer (an ``Exception``, or a Lance panic), not something
+    to let pass on (``GeneratorExit``, an interrupt): what a handler catching ``BaseException``
+    asks so as not to miss a panic."""
+    return isinstance(exc, Exception) or is_panic(exc)
+
+
 def engine_call(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` with a Lance panic raised as :class:`EnginePanic`; every other error as it is."""
 
@@ -45,4 +52,4 @@ def engine_call(fn: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
-__all__ = ["EnginePanic", "engine_call", "is_panic"]
+__all__ = ["EnginePanic", "engine_call", "is_error", "is_panic"]

@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from lake_platform.engine.panics import is_panic
+from lake_platform.engine.panics import is_error
 from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
@@ -246,7 +246,7 @@ class DataPlane:
             call = DataCall(caller.identity, context, caller.headers)
             schema, batches = self.handler.do_get(call, ticket)
         except BaseException as exc:  # noqa: BLE001 - answered with its status, a Lance panic too
-            if not isinstance(exc, Exception) and not is_panic(exc):
+            if not is_error(exc):
                 raise
             code, failure = _answer(exc)
             _finish(info, code, started)
@@ -273,7 +273,7 @@ def _watch(
         code = "CANCELLED"  # the client went away (pyarrow closes the generator)
         raise
     except BaseException as exc:  # noqa: BLE001 - answered with its status, a Lance panic too
-        if not isinstance(exc, Exception) and not is_panic(exc):
+        if not is_error(exc):
             raise
         code, failure = _answer(exc)
         raise failure from None

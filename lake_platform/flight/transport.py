@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from lake_platform.engine.panics import is_panic
+from lake_platform.engine.panics import is_error
 from lake_platform.errors import ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.auth import AuthService, authenticate_call
@@ -529,7 +529,7 @@ def _abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
     is answered as any bug is, INTERNAL: grpcio's worker handles only ``Exception``, and a call a
     BaseException leaves is never ended (the client waits for ever). Any other BaseException
     (GeneratorExit, an interrupt) goes on as it came."""
-    if not isinstance(exc, Exception) and not is_panic(exc):
+    if not is_error(exc):
         raise exc
     code, message = status_of(exc)
     context.abort(code, message)
