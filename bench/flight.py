@@ -114,11 +114,11 @@ def serve_ours(home: str, *options: str) -> None:
     The result cache is off unless an option turns it on: the benches measure running queries,
     and a re-run answered from a kept result runs nothing (it is measured on its own, as the
     ``result`` server of ``--cache-only``)."""
-    from lake_platform.flight.auth import StaticAuthenticator
+    from lake_platform.auth.service import StaticAuthenticator
+    from lake_platform.auth.tokens import Identity
     from lake_platform.flight.server import FlightSqlServer
-    from lake_platform.flight.settings import flight_settings
-    from lake_platform.flight.tokens import Identity
     from lake_platform.settings import load_settings
+    from lake_platform.settings.flight import flight_settings
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
@@ -198,11 +198,11 @@ def build_hot(home: Path, rows: int) -> None:
 
 def serve_before(home: str) -> None:
     """Our server with the snapshot cache and the session pool off: the request path before issue 14."""
-    from lake_platform.flight.auth import StaticAuthenticator
+    from lake_platform.auth.service import StaticAuthenticator
+    from lake_platform.auth.tokens import Identity
     from lake_platform.flight.server import FlightSqlServer
-    from lake_platform.flight.settings import flight_settings
-    from lake_platform.flight.tokens import Identity
     from lake_platform.settings import load_settings
+    from lake_platform.settings.flight import flight_settings
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
@@ -427,16 +427,16 @@ def serve_variant(home: str, variant: str) -> None:
     """
     from datafusion.catalog import Catalog, Schema
 
+    from lake_platform.auth.service import StaticAuthenticator
+    from lake_platform.auth.tokens import Identity
     from lake_platform.flight import framing, proto
-    from lake_platform.flight.auth import StaticAuthenticator
     from lake_platform.flight.endpoints import Answer, Endpoints
     from lake_platform.flight.server import FlightSqlServer
-    from lake_platform.flight.settings import flight_settings
-    from lake_platform.flight.tokens import Identity
     from lake_platform.query.batches import advertised_schema
     from lake_platform.query.planner import READ_ONLY
     from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
     from lake_platform.settings import load_settings
+    from lake_platform.settings.flight import flight_settings
 
     class Variant(FlightSqlServer):
         catalog: Any = None
@@ -514,8 +514,8 @@ def ticket_overhead(home: Path, runs: int) -> dict[str, float]:
     remembers its sealed part (``Tickets.open_statement``: MAC and head only)."""
     import secrets
 
+    from lake_platform.auth.tokens import Identity, Sealer
     from lake_platform.flight.tickets import TicketLimits, Tickets
-    from lake_platform.flight.tokens import Identity, Sealer
     from lake_platform.query.snapshot import load_snapshot
     from lake_platform.registry.factory import open_metastore
     from lake_platform.settings import load_settings

@@ -32,7 +32,7 @@ median of the per-round ratios, the figure to quote for a change smaller than th
 noise.
 
 ``--variant NAME:SETTING=VALUE[,...]`` (repeatable): our endpoint with these Flight settings
-(``lake_platform.flight.settings``' field names) paired the same way, e.g.
+(``lake_platform.settings.flight``' field names) paired the same way, e.g.
 ``dp:data_listen=127.0.0.1:0`` (the data plane serving the DoGet).
 
 ``--floor``: also pair the floor, a Flight SQL server that does no work (``FloorServer``:

@@ -49,11 +49,11 @@ def serve(home: str, mode: str) -> None:
     import logging
 
     import lake_platform.flight.server as server_mod
-    from lake_platform.flight.auth import StaticAuthenticator
-    from lake_platform.flight.settings import flight_settings
-    from lake_platform.flight.tokens import Identity
+    from lake_platform.auth.service import StaticAuthenticator
+    from lake_platform.auth.tokens import Identity
     from lake_platform.observability.logs import configure_logging
     from lake_platform.settings import load_settings
+    from lake_platform.settings.flight import flight_settings
 
     # A mode is a set of features: i (interceptor: RPC counters, latency, request log), s (the
     # result stream observed: rows, bytes, in flight), a (audit trail), l (JSON request log),

@@ -172,7 +172,7 @@ def start_platform(
     logs = Path(log_dir) if log_dir else dagster_home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     url = f"http://{ui_host}:{ui_port}"
-    from lake_platform.flight.settings import flight_settings
+    from lake_platform.settings.flight import flight_settings
 
     flight = flight_settings(settings, **({"port": flight_port} if flight_port is not None else {}))
     platform = Platform(

@@ -71,3 +71,31 @@ def test_only_the_engine_imports_lance() -> None:
         if any(dep == "lance" or dep.startswith("lance.") for dep in _imports(path))
     }
     assert importers and all(name.startswith("lake_platform.engine") for name in importers), importers
+
+
+def _importers_of(prefix: str, among: str) -> set[str]:
+    return {
+        f"{name} -> {dep}"
+        for name, deps in _graph().items()
+        if name.startswith(among)
+        for dep in deps
+        if dep == prefix.rstrip(".") or dep.startswith(prefix)
+    }
+
+
+def test_the_two_serving_surfaces_never_import_each_other() -> None:
+    # Shared credentials live in auth/ and shared settings in settings/: an arrow sideways
+    # between the entry layers would make one surface's change break the other.
+    assert _importers_of("lake_platform.flight.", "lake_platform.rest") == set()
+    assert _importers_of("lake_platform.rest.", "lake_platform.flight") == set()
+
+
+def test_the_settings_import_no_layer_above_them() -> None:
+    allowed = ("lake_platform.settings", "lake_platform.errors")
+    assert {
+        f"{name} -> {dep}"
+        for name, deps in _graph().items()
+        if name.startswith("lake_platform.settings")
+        for dep in deps
+        if not dep.startswith(allowed)
+    } == set()

@@ -1,7 +1,7 @@
 """Users and service tokens: who may do what, stored in the registry; authentication.
 
 Repeated failures are throttled by the one entry point that takes credentials from the network
-(``flight.auth.Throttle``, configured by ``LAKE_FLIGHT_AUTH_MAX_FAILURES``); a second throttle
+(``auth.service.Throttle``, configured by ``LAKE_FLIGHT_AUTH_MAX_FAILURES``); a second throttle
 here would sit in series with it and cap every setting at its own limit."""
 
 from __future__ import annotations

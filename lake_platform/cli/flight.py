@@ -18,7 +18,7 @@ def flight() -> None:
 def rotate_key(state: State) -> None:
     """Append a new sealing key to <home>/flight-keys. Endpoints seal with it once restarted;
     the older keys still open what they sealed until retired."""
-    from lake_platform.flight.keyfile import key_file_path, read_keys, rotate
+    from lake_platform.auth.keyfile import key_file_path, read_keys, rotate
 
     path = key_file_path(state.settings.home)
     kid = rotate(path)
@@ -39,7 +39,7 @@ def rotate_key(state: State) -> None:
 def retire_keys(state: State, keep: int) -> None:
     """Drop all but the newest KEEP keys from <home>/flight-keys: tokens, tickets and prepared
     handles sealed with a dropped key are refused ("unknown key id") after the next restart."""
-    from lake_platform.flight.keyfile import key_file_path, retire
+    from lake_platform.auth.keyfile import key_file_path, retire
 
     path = key_file_path(state.settings.home)
     dropped = retire(path, keep)

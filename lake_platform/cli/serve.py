@@ -53,7 +53,7 @@ def serve_flight(state: State, host: str | None, port: int | None, data_listen: 
 
     prefer_polling_listener()  # before grpc is imported: gRPC reads it once
     from lake_platform.flight.server import serve
-    from lake_platform.flight.settings import flight_settings
+    from lake_platform.settings.flight import flight_settings
 
     given = {"host": host, "port": port, "data_listen": data_listen}
     overrides = {k: v for k, v in given.items() if v is not None}

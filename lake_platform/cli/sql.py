@@ -177,10 +177,11 @@ def sql(
     an older version or a tag is named in the query: w.ns."t@v12", w.ns."t@tag:eod".
     """
     fmt = output_format(output) if output is not None else None
-    from lake_platform.flight.settings import flight_settings
     from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.limits import limits_from
+    from lake_platform.settings.flight import flight_settings
 
-    limits = flight_settings(state.settings).query_limits(state.settings)
+    limits = limits_from(flight_settings(state.settings), state.settings)
     # One query per process: a snapshot cache could only load a hot table for nothing (and the
     # exit would wait for that load).
     engine = QueryEngine(state.settings, dataclasses.replace(limits, cache_bytes=0, session_pool_size=0))

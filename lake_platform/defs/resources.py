@@ -77,7 +77,7 @@ class FlightEndpointResource(dg.ConfigurableResource):
     timeout_seconds: float = 5.0
 
     def address(self) -> str:
-        from lake_platform.flight.settings import flight_settings
+        from lake_platform.settings.flight import flight_settings
 
         configured = flight_settings()
         host = self.host or configured.host

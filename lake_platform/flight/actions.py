@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.spool import POLL_PREFIX, SEGMENT_PREFIX
-from lake_platform.flight.tokens import Identity
 from lake_platform.flight.transport import Call
 
 if TYPE_CHECKING:

@@ -42,12 +42,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from lake_platform.auth.service import AuthService, authenticate_call
+from lake_platform.auth.tokens import Identity
 from lake_platform.engine.panics import is_error
 from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
-from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
-from lake_platform.flight.tokens import Identity
 from lake_platform.flight.transport import FlightHandler, read_ahead
 from lake_platform.observability import context as request_context
 from lake_platform.observability.logs import log_request

@@ -26,9 +26,9 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from lake_platform.auth.tokens import Identity, new_ticket_id
 from lake_platform.flight import framing
 from lake_platform.flight.tickets import StatementClaims, Tickets
-from lake_platform.flight.tokens import Identity, new_ticket_id
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 from lake_platform.query.split import Sizing, ordered, split

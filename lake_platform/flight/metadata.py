@@ -14,10 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, InvalidTableState, Unsupported
 from lake_platform.flight import proto, schemas
 from lake_platform.flight.sqlinfo import sql_info_table
-from lake_platform.flight.tokens import Identity
 from lake_platform.query.snapshot import ProjectView
 
 TABLE_TYPES = ("TABLE",)

@@ -28,16 +28,16 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from lake_platform import __version__
+from lake_platform.auth.keyfile import endpoint_keys
+from lake_platform.auth.service import Authenticator, AuthService, Throttle
+from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.engine.results import ResultsArea
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
-from lake_platform.flight.auth import Authenticator, AuthService, Throttle
 from lake_platform.flight.dataplane import DataPlane
 from lake_platform.flight.endpoints import Endpoints
-from lake_platform.flight.keyfile import endpoint_keys
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
-from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.flight.spool import (
     POLL_PREFIX,
     SEGMENT_PREFIX,
@@ -49,7 +49,6 @@ from lake_platform.flight.spool import (
 from lake_platform.flight.sqlinfo import standard_info
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
-from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.observability import metrics
 from lake_platform.observability.audit import open_trail
@@ -57,11 +56,13 @@ from lake_platform.observability.grpc_metrics import ObservingInterceptor
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
+from lake_platform.query.limits import limits_from
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import ProjectView, SnapshotCache
 from lake_platform.query.split import FragmentSizes, PartTables, Sizing, ordered
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import FlightSettings, flight_settings
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class FlightSqlServer:
             if catalog is not None and self.authenticator is catalog
             else None,
         )
-        self.engine = QueryEngine(settings, self.settings.query_limits(settings))
+        self.engine = QueryEngine(settings, limits_from(self.settings, settings))
         metrics.watch_engine(self.engine, self.engine.spill_dir, self.engine.limits.memory_limit_bytes)
         self.audit = open_trail(settings)
         self.metrics_server: metrics.Exposition | None = None

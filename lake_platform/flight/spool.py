@@ -29,10 +29,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
 from lake_platform.engine.results import ResultsArea, schema_of
 from lake_platform.errors import InvalidInput, LakeError, ResultNotFound, Throttling, Unauthenticated
 from lake_platform.flight import framing, proto
-from lake_platform.flight.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
 from lake_platform.query.batches import split_batch
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.planner import PlannedQuery

@@ -42,7 +42,6 @@ import pyarrow as pa
 
 from lake_platform.errors import ServiceUnavailable, Throttling
 from lake_platform.flight.last import Last
-from lake_platform.flight.settings import FlightSettings
 from lake_platform.flight.transport import Call
 from lake_platform.flight.watchdog import Watchdog
 from lake_platform.observability.metrics import observe_early_start
@@ -50,6 +49,7 @@ from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, timed_out
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.stream import FIRST_BATCH
+from lake_platform.settings.flight import FlightSettings
 
 #: Cancelled ticket ids remembered (replica-local, advisory; the oldest are forgotten first).
 MAX_CANCELLED = 10_000

@@ -45,8 +45,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
-from lake_platform.flight.tokens import (
+from lake_platform.auth.tokens import (
     ENVELOPE_CLAIMS,
     Encoded,
     Expired,
@@ -54,6 +53,7 @@ from lake_platform.flight.tokens import (
     Sealer,
     check_owner,
 )
+from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
 from lake_platform.lru import BoundedLRU
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef

@@ -33,14 +33,14 @@ import pyarrow as pa
 import pyarrow.flight as fl
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from lake_platform.auth.service import AuthService, authenticate_call
+from lake_platform.auth.tokens import Identity
 from lake_platform.engine.panics import is_error
 from lake_platform.errors import ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
-from lake_platform.flight.auth import AuthService, authenticate_call
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, parse_message
 from lake_platform.flight.last import Last
-from lake_platform.flight.tokens import Identity
 from lake_platform.observability import context as request_context
 from lake_platform.threads import DaemonPool
 

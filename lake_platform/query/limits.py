@@ -8,16 +8,20 @@ Without a label a limit is named by its field.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-#: Wall-clock limit of planning, and of streaming, one query (seconds). Without one, a query that
-#: never ends (a cross join, generate_series to 1e12) holds an admission slot as long as its
-#: client stays connected, and max_concurrent_queries of them lock everyone else out. Five minutes
-#: is far beyond an interactive query and what a BI tool waits by default (ADBC and JDBC set no
-#: deadline), yet bounds a lock-out to minutes; longer exports set a larger value.
-DEFAULT_QUERY_TIMEOUT = 300.0
+from lake_platform.settings.flight import (
+    DEFAULT_QUERY_TIMEOUT,
+    DEFAULT_RESULT_CACHE_BYTES,
+    ENV_PREFIX,
+    FlightSettings,
+    default_cache_bytes,
+)
+from lake_platform.settings.lake import LakeSettings
 
 
 @dataclass(frozen=True)
@@ -51,4 +55,17 @@ class QueryLimits:
         return f"{self.label(name)}={value:g}" if isinstance(value, float) else f"{self.label(name)}={value}"
 
 
-__all__ = ["DEFAULT_QUERY_TIMEOUT", "QueryLimits"]
+def limits_from(flight: FlightSettings, lake: LakeSettings) -> QueryLimits:
+    """The query engine's limits that ``flight`` sets, each labelled with the setting that sets it
+    (error messages name ``LAKE_FLIGHT_MAX_RESULT_BYTES``, not a field of the query layer)."""
+    names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(flight).model_fields]
+    values: dict[str, Any] = {name: getattr(flight, name) for name in names}
+    values["spill_dir"] = flight.spill_path(lake)
+    if flight.cache_bytes is None:
+        values["cache_bytes"] = default_cache_bytes(flight.memory_limit_bytes)
+    if flight.result_cache_bytes is None:
+        values["result_cache_bytes"] = min(DEFAULT_RESULT_CACHE_BYTES, flight.memory_limit_bytes // 16)
+    return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
+
+
+__all__ = ["DEFAULT_QUERY_TIMEOUT", "QueryLimits", "limits_from"]

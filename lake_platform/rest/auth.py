@@ -1,7 +1,7 @@
 """Who is calling: ``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (the spec's two
 forms), with the same tokens Flight SQL accepts: service tokens (``lkt_…``, checked against the
 registry, then trusted briefly) and login tokens (``lkb1.…``, sealed by a Flight Handshake under
-the shared sealing keys). Verification is Flight's own :class:`~lake_platform.flight.auth.AuthService`,
+the shared sealing keys). Verification is Flight's own :class:`~lake_platform.auth.service.AuthService`,
 so expiry, revocation (through the catalog snapshot) and the failure throttle are the same.
 
 Every failure is Unauthenticated with one message whatever was wrong.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lake_platform.auth.service import AuthService
+from lake_platform.auth.tokens import Expired
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import LakeError, ServiceUnavailable, Unauthenticated
-from lake_platform.flight.auth import AuthService
-from lake_platform.flight.tokens import Expired
 
 
 def credential(headers: Mapping[str, str]) -> str:

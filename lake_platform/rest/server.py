@@ -10,20 +10,21 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from lake_platform.auth.keyfile import endpoint_keys
+from lake_platform.auth.service import AuthService, Throttle
+from lake_platform.auth.tokens import Sealer
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import SettingsError
-from lake_platform.flight.auth import AuthService, Throttle
-from lake_platform.flight.keyfile import endpoint_keys
-from lake_platform.flight.settings import FlightSettings, flight_settings, is_loopback
-from lake_platform.flight.tokens import Sealer
 from lake_platform.observability import metrics
 from lake_platform.observability.audit import open_trail
+from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot import SnapshotCache
 from lake_platform.rest import auth
 from lake_platform.rest.credentials import StorageCredentials
 from lake_platform.rest.workers import Workers
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import FlightSettings, flight_settings, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class RestService:
             if self._engine is None:
                 from lake_platform.query.engine import QueryEngine
 
-                engine = QueryEngine(self.settings, self.flight.query_limits(self.settings))
+                engine = QueryEngine(self.settings, limits_from(self.flight, self.settings))
                 metrics.watch_engine(engine, engine.spill_dir, engine.limits.memory_limit_bytes)
                 self._engine = engine
             return self._engine

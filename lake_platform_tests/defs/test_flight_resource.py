@@ -14,8 +14,8 @@ from lake_platform.definitions import defs
 from lake_platform.defs.checks import flight_endpoint_healthy
 from lake_platform.defs.resources import FlightEndpointResource
 from lake_platform.flight.server import FlightSqlServer
-from lake_platform.flight.settings import flight_settings
 from lake_platform.settings import load_settings
+from lake_platform.settings.flight import flight_settings
 
 
 @pytest.fixture

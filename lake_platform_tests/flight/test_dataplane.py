@@ -26,10 +26,10 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable, SettingsError
 from lake_platform.flight import proto
 from lake_platform.flight.dataplane import SURFACE, DataCall, _watch
-from lake_platform.flight.settings import flight_settings
 from lake_platform.observability import context as request_context
 from lake_platform.observability.metrics import REQUESTS
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.engine.helpers import lance_panic
 from lake_platform_tests.flight.conftest import (
     ALICE,

@@ -265,7 +265,7 @@ def test_malformed_part_claims_are_refused(server: Any) -> None:
 
 def test_replica_settings_are_checked() -> None:
     from lake_platform.errors import LakeError
-    from lake_platform.flight.settings import flight_settings
+    from lake_platform.settings.flight import flight_settings
 
     ok = flight_settings(advertise="grpc://a:1", peers="grpc+tls://b.example:443, grpc://a:1,grpc://[::1]:5")
     assert ok.replicas() == ["grpc://a:1", "grpc+tls://b.example:443", "grpc://[::1]:5"]

@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
-from lake_platform.flight.settings import FlightSettings, flight_settings
 from lake_platform.query.errors import timed_out, too_large
-from lake_platform.query.limits import QueryLimits
+from lake_platform.query.limits import QueryLimits, limits_from
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import FlightSettings, flight_settings
 from lake_platform_tests.flight.conftest import fetch, login, plan, raw_status, serving, wait_until
 from lake_platform_tests.flight.helpers import SLOW_SQL, SlowUdf, streams_of
 
@@ -71,7 +71,7 @@ def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
         result_cache_bytes=3 << 20,
         result_cache_entry_bytes=1 << 20,
     )
-    limits = flight.query_limits(settings)
+    limits = limits_from(flight, settings)
     shared = [f.name for f in dataclasses.fields(QueryLimits) if f.name in FlightSettings.model_fields]
     assert len(shared) == 16  # every limit but the labels comes from a setting of the same name
     for name in shared:
@@ -81,7 +81,7 @@ def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
         "the result is larger than LAKE_FLIGHT_MAX_RESULT_BYTES=20000;"
     )
     assert "longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=2.5 and" in timed_out(limits).message
-    assert flight_settings(port=0).query_limits(settings).spill_dir == settings.home / "spill"
+    assert limits_from(flight_settings(port=0), settings).spill_dir == settings.home / "spill"
 
 
 def test_query_timeout_interrupts_even_a_blocking_sort(timed: Any) -> None:
@@ -155,8 +155,8 @@ def test_the_cache_budget_defaults_to_a_modest_share(lake: tuple[LakeSettings, A
 
     settings, _ = lake
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    small = flight_settings(port=0, memory_limit_bytes=256 << 20).query_limits(settings)
+    small = limits_from(flight_settings(port=0, memory_limit_bytes=256 << 20), settings)
     assert small.cache_bytes == min(ram // 16, 128 << 20)  # at most half the query pool
-    large = flight_settings(port=0, memory_limit_bytes=1 << 40).query_limits(settings)
+    large = limits_from(flight_settings(port=0, memory_limit_bytes=1 << 40), settings)
     assert large.cache_bytes == ram // 16
-    assert flight_settings(port=0, cache_bytes=0).query_limits(settings).cache_bytes == 0
+    assert limits_from(flight_settings(port=0, cache_bytes=0), settings).cache_bytes == 0

@@ -11,7 +11,7 @@ import pytest
 
 from lake_platform.flight import proto
 from lake_platform.flight.server import FlightSqlServer
-from lake_platform.flight.settings import flight_settings
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import build_catalog
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
@@ -79,9 +79,9 @@ def test_service_token_as_bearer_and_revocation(real: dict[str, Any]) -> None:
 
 
 def test_local_admin_cannot_use_flight(real: dict[str, Any]) -> None:
+    from lake_platform.auth.service import _identity
     from lake_platform.catalog.principals import LOCAL_ADMIN
     from lake_platform.errors import Unauthenticated
-    from lake_platform.flight.auth import _identity
 
     with pytest.raises(Unauthenticated):
         _identity(LOCAL_ADMIN)

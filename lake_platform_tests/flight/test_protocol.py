@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lake_platform.auth.tokens import Expired, Identity, Sealer
 from lake_platform.errors import InvalidInput, Unauthenticated
 from lake_platform.flight import proto, schemas
 from lake_platform.flight.metadata import like as _like
-from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.sqlinfo import sql_info_table, standard_info
-from lake_platform.flight.tokens import Expired, Identity, Sealer
 from lake_platform.query.batches import advertised_schema, conformer, split_batch
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
+from lake_platform.settings.flight import flight_settings
 
 # CommandGetTables{db_schema_filter_pattern:"main", table_name_filter_pattern:"trips", include_schema:true}
 # as ADBC sends it (Any-wrapped).

@@ -22,10 +22,10 @@ import pytest
 
 from lake_platform.errors import SettingsError
 from lake_platform.flight import proto
-from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.watchdog import Watchdog
 from lake_platform.query.limits import QueryLimits
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import fetch, login, plan, serving, start_server, wait_until
 from lake_platform_tests.flight.helpers import SlowUdf, streams_of
 

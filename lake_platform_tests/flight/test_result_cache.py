@@ -13,8 +13,9 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import SettingsError
 from lake_platform.flight.server import FlightSqlServer
-from lake_platform.flight.settings import flight_settings
+from lake_platform.query.limits import limits_from
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import SVC_TOKEN, Running, serving, t_rows, wait_until
 
 GROUP = "SELECT id % 7 AS k, count(*) AS n, sum(x) AS total FROM w.ns.t GROUP BY id % 7 ORDER BY k"
@@ -108,7 +109,7 @@ def test_the_default_budget_is_a_sixteenth_of_the_pool_at_most_64_mib(
     lake: tuple[LakeSettings, Catalog],
 ) -> None:
     settings, _ = lake
-    small = flight_settings(port=0, memory_limit_bytes=256 << 20).query_limits(settings)
-    large = flight_settings(port=0, memory_limit_bytes=8 << 30).query_limits(settings)
+    small = limits_from(flight_settings(port=0, memory_limit_bytes=256 << 20), settings)
+    large = limits_from(flight_settings(port=0, memory_limit_bytes=8 << 30), settings)
     assert small.result_cache_bytes == 16 << 20 and large.result_cache_bytes == 64 << 20
-    assert flight_settings(port=0, result_cache_bytes=0).query_limits(settings).result_cache_bytes == 0
+    assert limits_from(flight_settings(port=0, result_cache_bytes=0), settings).result_cache_bytes == 0

@@ -12,7 +12,7 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.flight.server import FlightSqlServer
-from lake_platform.flight.settings import flight_settings
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import build_catalog, plan, wait_until
 
 SQL = "SELECT count(*) AS n FROM w.ns.t"

@@ -11,10 +11,10 @@ import pyarrow.flight as fl
 import pytest
 from google.protobuf import any_pb2
 
+from lake_platform.auth.service import StaticAuthenticator
+from lake_platform.auth.tokens import Identity
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight import proto
-from lake_platform.flight.auth import StaticAuthenticator
-from lake_platform.flight.tokens import Identity
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform.registry import keys

@@ -14,16 +14,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, ServiceUnavailable, SettingsError, Throttling
 from lake_platform.flight.last import Last
-from lake_platform.flight.settings import flight_settings
 from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
-from lake_platform.flight.tokens import Identity
 from lake_platform.observability.metrics import REGISTRY
 from lake_platform.query.errors import QueryCancelled
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.stream import FIRST_BATCH
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import wait_until
 
 ALICE = Identity("alice", "user", "p", "reader")

@@ -24,10 +24,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lake_platform.errors import InvalidInput, Unauthenticated
-from lake_platform.flight import proto
-from lake_platform.flight.settings import flight_settings
-from lake_platform.flight.tokens import (
+from lake_platform.auth.tokens import (
     ENVELOPE_VERSION,
     Expired,
     Identity,
@@ -36,7 +33,10 @@ from lake_platform.flight.tokens import (
     UnsupportedEnvelope,
     new_ticket_id,
 )
+from lake_platform.errors import InvalidInput, Unauthenticated
+from lake_platform.flight import proto
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server
 
 K1, K2, K9 = (secrets.token_hex(32) for _ in range(3))

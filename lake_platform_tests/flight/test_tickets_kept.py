@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.errors import InvalidInput, PermissionDenied
 from lake_platform.flight import framing, proto
 from lake_platform.flight.tickets import TicketLimits, Tickets, params_to_text
-from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
 

@@ -16,14 +16,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from lake_platform import errors
+from lake_platform.auth.service import AuthService, StaticAuthenticator, Throttle
+from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.errors import LakeError
 from lake_platform.flight import proto
 from lake_platform.flight import transport as transport_module
-from lake_platform.flight.auth import AuthService, StaticAuthenticator, Throttle
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, flight_data
 from lake_platform.flight.last import Last
-from lake_platform.flight.tokens import Identity, Sealer
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
 from lake_platform_tests.engine.helpers import lance_panic
 from lake_platform_tests.flight.helpers import waited_sends

@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow.flight as fl
 import pytest
 
+from lake_platform.auth.service import StaticAuthenticator
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.flight.auth import StaticAuthenticator
 from lake_platform.observability.audit import audit_target
 from lake_platform.observability.logs import configure_logging
 from lake_platform.settings import LakeSettings, load_settings

@@ -10,8 +10,8 @@ import lance
 import pytest
 import requests
 
-from lake_platform.flight.keyfile import endpoint_keys
-from lake_platform.flight.tokens import Identity, Sealer
+from lake_platform.auth.keyfile import endpoint_keys
+from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 

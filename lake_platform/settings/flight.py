@@ -1,12 +1,10 @@
-"""Settings of the Flight SQL endpoint and its query layer (``LAKE_FLIGHT_*``).
-
-Kept here until they are folded into :class:`~lake_platform.settings.LakeSettings`: every field
-keeps its name there (``LakeSettings.flight_<name>``), and :func:`flight_settings` reads either.
+"""Settings of the serving endpoints (``LAKE_FLIGHT_*``): the Flight SQL server, and what the REST
+server shares with it (sealing keys, logins, the snapshot refresh, the query engine's limits,
+which ``query.limits.limits_from`` reads from here).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import os
 import re
@@ -16,8 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from lake_platform.query.limits import DEFAULT_QUERY_TIMEOUT, QueryLimits
-from lake_platform.settings import LakeSettings, settings_error
+from lake_platform.settings.lake import LakeSettings, settings_error
 
 ENV_PREFIX = "LAKE_FLIGHT_"
 #: A key id: short, printable, and safe to show in an error message.
@@ -26,6 +23,12 @@ KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 DEFAULT_KEY_ID = "default"
 #: A replica's public URI.
 LOCATION = re.compile(r"^grpc(\+tls)?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
+#: Wall-clock limit of planning, and of streaming, one query (seconds). Without one, a query that
+#: never ends (a cross join, generate_series to 1e12) holds an admission slot as long as its
+#: client stays connected, and max_concurrent_queries of them lock everyone else out. Five minutes
+#: is far beyond an interactive query and what a BI tool waits by default (ADBC and JDBC set no
+#: deadline), yet bounds a lock-out to minutes; longer exports set a larger value.
+DEFAULT_QUERY_TIMEOUT = 300.0
 #: A day: a larger query timeout is almost surely milliseconds written as seconds.
 MAX_QUERY_TIMEOUT = 86400.0
 
@@ -398,18 +401,6 @@ class FlightSettings(BaseSettings):
 
     def spill_path(self, lake: LakeSettings) -> Path:
         return (self.spill_dir or lake.home / "spill").expanduser()
-
-    def query_limits(self, lake: LakeSettings) -> QueryLimits:
-        """The query engine's limits, each labelled with the setting that sets it (error messages
-        name ``LAKE_FLIGHT_MAX_RESULT_BYTES``, not a field of the query layer)."""
-        names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(self).model_fields]
-        values: dict[str, Any] = {name: getattr(self, name) for name in names}
-        values["spill_dir"] = self.spill_path(lake)
-        if self.cache_bytes is None:
-            values["cache_bytes"] = default_cache_bytes(self.memory_limit_bytes)
-        if self.result_cache_bytes is None:
-            values["result_cache_bytes"] = min(DEFAULT_RESULT_CACHE_BYTES, self.memory_limit_bytes // 16)
-        return QueryLimits(**values, labels={name: f"{ENV_PREFIX}{name.upper()}" for name in names})
 
 
 def _uris(name: str, text: str) -> list[str]:

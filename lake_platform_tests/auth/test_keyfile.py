@@ -13,12 +13,12 @@ import pyarrow.flight as fl
 import pytest
 from click.testing import CliRunner
 
+from lake_platform.auth import keyfile
+from lake_platform.auth.keyfile import key_file_path, load_or_create, read_keys
+from lake_platform.auth.tokens import UnknownKey
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.cli import cli
 from lake_platform.errors import SettingsError
-from lake_platform.flight import keyfile
-from lake_platform.flight.keyfile import key_file_path, load_or_create, read_keys
-from lake_platform.flight.tokens import UnknownKey
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import build_catalog, fetch, login, plan, serving
 

@@ -60,7 +60,7 @@ from typing import Any, NamedTuple
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
-from lake_platform.flight.settings import KEY_ID
+from lake_platform.settings.flight import KEY_ID
 
 ENVELOPE_VERSION = 3
 #: Versions earlier releases sealed; refused with "no longer accepted" rather than "invalid".

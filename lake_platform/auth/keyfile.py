@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from lake_platform.errors import SettingsError
-from lake_platform.flight.settings import KEY_ID
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.flight import KEY_ID
 
 FILE_NAME = "flight-keys"
 MODE = 0o600

@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from lake_platform.auth.tokens import BEARER_PREFIX, Expired, Identity, Sealer
 from lake_platform.catalog.principals import split_token
 from lake_platform.errors import LakeError, ServiceUnavailable, Throttling, Unauthenticated
-from lake_platform.flight.tokens import BEARER_PREFIX, Expired, Identity, Sealer
 from lake_platform.lru import BoundedLRU
 from lake_platform.query.snapshot import CatalogSnapshot
 

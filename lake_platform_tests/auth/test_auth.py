@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from lake_platform.auth import service as auth_module
+from lake_platform.auth.service import AuthService, StaticAuthenticator, Throttle, authenticate_call
+from lake_platform.auth.tokens import Expired, Identity, Sealer
 from lake_platform.errors import Unauthenticated
-from lake_platform.flight import auth as auth_module
-from lake_platform.flight.auth import AuthService, StaticAuthenticator, Throttle, authenticate_call
-from lake_platform.flight.tokens import Expired, Identity, Sealer
 
 ALICE = Identity("alice", "user", "p", "reader")
 BOB = Identity("bob", "user", "q", "writer")
