@@ -21,11 +21,13 @@ from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.containers import Containers
 from lake_platform.catalog.context import CatalogContext, Hook, Log
 from lake_platform.catalog.indexes import Indexes
-from lake_platform.catalog.lease import Lease, WriteGate
+from lake_platform.catalog.inventory import Inventory
+from lake_platform.catalog.lease import WriteGate
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.policies import EffectivePolicy, Policies, PolicyRecord
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal, TokenRecord, UserRecord
 from lake_platform.catalog.reads import Reads, TableSnapshot
+from lake_platform.catalog.reports import Reports
 from lake_platform.catalog.results import CommitResult, MaintenanceResult, PlannedCompaction, TableInfo
 from lake_platform.catalog.tables import Tables
 from lake_platform.catalog.tags import Tags
@@ -42,7 +44,7 @@ from lake_platform.registry.records import (
     TrashRecord,
     WarehouseRecord,
 )
-from lake_platform.registry.store import MetaStore, Op
+from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 
 if TYPE_CHECKING:
@@ -93,6 +95,8 @@ class Catalog:
         self._cascade = NamespaceDrops(self.ctx, self._policies, self._trash)
         self._access = Access(self.ctx)
         self._alter = Alter(self.ctx, self._tables)
+        self.inventory = Inventory(self.ctx)
+        self.reports = Reports(self.ctx)
 
     def close(self) -> None:
         self.gate.close()
@@ -116,11 +120,6 @@ class Catalog:
         self, tname: TableName, *, incarnation: str | None = None, declared: bool = False
     ) -> tuple[TableRecord, int]:
         return self.ctx.table(tname, incarnation=incarnation, declared=declared)
-
-    def record_event(self, entry: Log, *, ops: Sequence[Op] = (), lease: Lease | None = None) -> str:
-        """Land the commit-log entry of work done outside a table commit (orphan scans and
-        reclaims), with ``ops`` (e.g. its report record), fenced by ``lease`` when given."""
-        return self.ctx.record(entry, ops=ops, lease=lease)
 
     # -- containers --------------------------------------------------------------------------------
 

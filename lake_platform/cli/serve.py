@@ -45,13 +45,7 @@ def up(state: State, port: int | None, flight_port: int | None, rest_port: int |
 @pass_state
 @handles_errors
 def serve_flight(state: State, host: str | None, port: int | None, data_listen: str | None) -> None:
-    """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful).
-
-    Sets GRPC_EXPERIMENTS=-event_engine_listener unless the environment sets GRPC_EXPERIMENTS
-    (see docs/flight-sql.md, "gRPC's listener")."""
-    from lake_platform.flight.grpc_env import prefer_polling_listener
-
-    prefer_polling_listener()  # before grpc is imported: gRPC reads it once
+    """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful)."""
     from lake_platform.flight.server import serve
     from lake_platform.settings.flight import flight_settings
 
@@ -97,15 +91,10 @@ def registry() -> None:
 def registry_init(state: State) -> None:
     """Create the registry's storage: the DynamoDB table with its key schema (idempotent);
     SQLite creates its file on first use."""
+    from lake_platform.catalog.registry_admin import init_registry
+
     url = state.settings.registry_url
-    if url.startswith("dynamodb://"):
-        from lake_platform.registry.dynamodb import init_table
-
-        init_table(url, state.settings)
-    else:
-        from lake_platform.registry.factory import open_metastore
-
-        open_metastore(state.settings).close()
+    init_registry(state.settings)
     state.emit({"registry": url, "ready": True}, lambda d: f"registry ready: {d['registry']}")
 
 
@@ -116,18 +105,16 @@ def registry_migrate(state: State) -> None:
     """Move a DynamoDB registry to the current item layout (load spread per table); idempotent
     and resumable: run it again after an interruption. Writes fail (retryable) while it copies;
     reads go on. See docs/operations.md. SQLite registries have nothing to migrate."""
+    from lake_platform.catalog.registry_admin import layouts_migrate, migrate_registry
+
     url = state.settings.registry_url
-    if not url.startswith("dynamodb://"):
+    if not layouts_migrate(state.settings):
         state.emit(
             {"registry": url, "migrated": False, "reason": "only DynamoDB registries have layouts"},
             lambda d: f"nothing to migrate: {d['reason']}",
         )
         return
-    from lake_platform.registry.dynamodb import DynamoMetaStore
-    from lake_platform.registry.dynamodb_migrate import migrate
-
-    with DynamoMetaStore.from_url(url, state.settings) as store:
-        report = migrate(store, on_step=lambda step: click.echo(step, err=True))
+    report = migrate_registry(state.settings, on_step=lambda step: click.echo(step, err=True))
     data = {"registry": url, "migrated": True, **vars(report)}
     state.emit(
         data,

@@ -31,8 +31,8 @@ from lake_platform.errors import InvalidInput
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lake_platform.catalog.catalog import Catalog
     from lake_platform.query.snapshot import ProjectView
-    from lake_platform.registry.store import MetaStore
 
 #: Output file extensions and the format each one writes.
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".arrow": "arrow", ".ipc": "arrow", ".feather": "arrow"}
@@ -48,29 +48,25 @@ def output_format(path: Path) -> str:
     return fmt
 
 
-def resolve_project(store: MetaStore, as_user: str | None, project: str | None) -> str:
+def resolve_project(catalog: Catalog, as_user: str | None, project: str | None) -> str:
     """The project the query sees: ``--as`` user's own, or the admin's ``--project`` (optional when
     the registry holds exactly one project)."""
-    from lake_platform.catalog.principals import UserRecord
     from lake_platform.naming import ProjectName, check_segment
-    from lake_platform.registry import keys
-    from lake_platform.registry.records import ProjectRecord, decode
 
     if as_user is not None:
         check_segment(as_user, "user name")
-        item = store.get(keys.user(as_user))
-        if item is None:
+        user = catalog.inventory.user(as_user)
+        if user is None:
             raise InvalidInput(f"--as {as_user}: no such user")
-        user = decode(UserRecord, item.value, item.key)
         if project is not None and project != user.project:
             raise InvalidInput(f"--as {as_user}: the user belongs to project {user.project}, not {project}")
         return user.project
     if project is not None:
         name = ProjectName.parse(project)
-        if store.get(keys.project(name)) is None:
+        if catalog.inventory.project(name) is None:
             raise InvalidInput(f"--project {project}: no such project")
         return name.project
-    projects = sorted(decode(ProjectRecord, i.value, i.key).name for i in store.scan_prefix(keys.projects()))
+    projects = sorted(catalog.inventory.projects())
     if len(projects) != 1:
         listed = ", ".join(projects) if projects else "none"
         raise InvalidInput(f"name the project to query with --project or --as (projects: {listed})")
@@ -80,14 +76,11 @@ def resolve_project(store: MetaStore, as_user: str | None, project: str | None) 
 @contextmanager
 def query_view(state: State, as_user: str | None, project: str | None) -> Iterator[ProjectView]:
     from lake_platform.query.snapshot import load_snapshot
-    from lake_platform.registry.factory import open_metastore
 
-    store = open_metastore(state.settings)
-    try:
-        name = resolve_project(store, as_user, project)
-        yield load_snapshot(store).project(name)
-    finally:
-        store.close()
+    with state.catalog() as catalog:
+        name = resolve_project(catalog, as_user, project)
+        # The query layer reads its snapshot from the registry itself (invariant 7).
+        yield load_snapshot(catalog.store).project(name)
 
 
 def write_file(batches: Iterator[pa.RecordBatch], schema: pa.Schema, path: Path, fmt: str) -> int:

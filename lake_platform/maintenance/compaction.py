@@ -77,7 +77,7 @@ def due(catalog: Catalog, name: str) -> tuple[bool, str, int, int]:
 
 def plan(catalog: Catalog, name: str, *, force: bool = False) -> CompactionPlan:
     """Plan a compaction of ``name`` if its policy says it is due (or ``force``)."""
-    from lake_platform.registry.records import new_id
+    from lake_platform.catalog.provenance import new_commit_id
 
     policy = catalog.effective_policy(name).policy
     is_due, why, fragments, threshold = due(catalog, name)
@@ -98,7 +98,7 @@ def plan(catalog: Catalog, name: str, *, force: bool = False) -> CompactionPlan:
         planned.read_version,
         planned.incarnation,
         planned.tasks,
-        new_id(),
+        new_commit_id(),
     )
 
 

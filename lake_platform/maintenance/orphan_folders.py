@@ -35,15 +35,7 @@ from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import InvalidInput, LeaseUnavailable
 from lake_platform.maintenance.reclaim_result import ReclaimOutcome
 from lake_platform.naming import WarehouseName, check_segment
-from lake_platform.registry import keys
-from lake_platform.registry.records import (
-    LeaseRecord,
-    Record,
-    TableRecord,
-    TrashRecord,
-    decode,
-)
-from lake_platform.registry.store import ABSENT, Put
+from lake_platform.registry.records import Record
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -91,50 +83,10 @@ class FolderReport(Record):
 
 
 @dataclass
-class _Known:
-    locations: set[str] = field(default_factory=set)
-    incarnations: set[str] = field(default_factory=set)
-
-    def names(self, location: str, incarnation: str) -> bool:
-        return location in self.locations or incarnation in self.incarnations
-
-
-@dataclass
 class _FolderScan:
     report: FolderReport
     #: Every unknown folder older than the gate (not capped): location → its entry.
     candidates: dict[str, OrphanFolder] = field(default_factory=dict)
-
-
-def _norm(location: str) -> str:
-    return location.rstrip("/")
-
-
-def _known(catalog: Catalog) -> _Known:
-    """Every location and incarnation the registry names, in any warehouse: warehouse roots may
-    overlap (nothing forbids two warehouses one root), so another warehouse's table is not ours
-    to judge. Read before storage is listed, so a table that commits in between can only be
-    younger than the gate (and is re-checked before any delete)."""
-    known = _Known()
-    for item in catalog.store.scan_prefix(keys.tables_under()):
-        record = decode(TableRecord, item.value, item.key)
-        known.locations.add(_norm(record.location))
-        known.incarnations.add(record.incarnation)
-    for item in catalog.store.scan_prefix(keys.trash_prefix()):
-        trash = decode(TrashRecord, item.value, item.key)
-        if trash.table is not None:
-            known.locations.add(_norm(trash.table.location))
-            known.incarnations.add(trash.table.incarnation)
-    return known
-
-
-def _being_written(catalog: Catalog, incarnation: str) -> bool:
-    """A create in flight holds its new incarnation's lease until it commits or fails."""
-    item = catalog.store.get(keys.lease(incarnation))
-    if item is None:
-        return False
-    lease = decode(LeaseRecord, item.value, item.key)
-    return not lease.released and lease.deadline_ms > catalog.clock.wall_ms()
 
 
 def _table_folders(root: str, storage: dict[str, str]) -> tuple[list[tuple[str, str, float | None]], int]:
@@ -211,7 +163,10 @@ def _scan(
 ) -> _FolderScan:
     started = time.monotonic()
     now = catalog.clock.wall_ms() / 1000 if now is None else now
-    known = _known(catalog)
+    # Read before storage is listed, so a table that commits in between can only be younger
+    # than the gate (and is re-checked before any delete). Every warehouse's: roots may overlap
+    # (nothing forbids two warehouses one root), so another warehouse's table is not ours to judge.
+    known = catalog.inventory.known_storage()
     storage = catalog.settings.storage_options(root)
     folders, listed = _table_folders(root, storage)
     gate = min_age.total_seconds()
@@ -229,7 +184,7 @@ def _scan(
         # An empty folder (a local create that failed early) is as old as the folder itself.
         newest = newest if newest is not None else folder_mtime
         age = now - newest if newest is not None else 0.0
-        if age < gate or _being_written(catalog, incarnation):
+        if age < gate or catalog.inventory.lease_held(incarnation):
             young += 1
             continue
         candidates[location] = OrphanFolder(
@@ -270,7 +225,7 @@ def scan_folders(
 ) -> FolderReport:
     """Report the table folders of ``warehouse`` that neither registry nor trash names (deletes
     nothing). ``min_age`` defaults to the warehouse's effective ``orphan_min_age``, at least 1h."""
-    who = catalog._who(principal)
+    who = catalog.ctx.who(principal)
     wname, root = _warehouse(catalog, warehouse, who, "scan for")
     return _scan(catalog, wname, root, _gate(catalog, str(wname), min_age), now).report
 
@@ -279,7 +234,6 @@ def commit_folder_report(
     catalog: Catalog, report: FolderReport, *, actor: str | None = None, run_id: str | None = None
 ) -> str:
     """Store the report plus a commit-log entry on the warehouse, in one transaction."""
-    key = keys.report(REPORT_KIND, report.warehouse, report.at_ms)
     entry = Log(
         report.warehouse,
         "orphan-folder-scan",
@@ -288,15 +242,13 @@ def commit_folder_report(
         at_ms=report.at_ms,
         marker=False,
         detail={
-            "report": key,
             "orphans": report.orphan_count,
             "orphan_bytes": report.orphan_bytes,
             "table_folders": report.table_folders,
             "folders_listed": report.folders_listed,
         },
     )
-    catalog.record_event(entry, ops=[Put(key, report.encode(), ABSENT)])
-    return key
+    return catalog.reports.commit_report(REPORT_KIND, report.warehouse, report.at_ms, report, entry)
 
 
 @dataclass
@@ -318,7 +270,7 @@ def reclaim_folders(
     each re-verified under its incarnation's write lease; ends in one commit-log entry."""
     from lake_platform.engine import lance_engine as engine
 
-    who = catalog._who(principal)
+    who = catalog.ctx.who(principal)
     wname, root = _warehouse(catalog, warehouse, who, "reclaim")
     if not isinstance(older_than, timedelta) or older_than < MIN_ORPHAN_AGE:
         raise InvalidInput(f"--older-than must be at least {MIN_ORPHAN_AGE} (got {older_than})")
@@ -332,7 +284,7 @@ def reclaim_folders(
         folder = found.candidates[location]
         try:
             with catalog.gate.hold(folder.incarnation) as lease:
-                if _known(catalog).names(location, folder.incarnation):
+                if catalog.inventory.known_storage().names(location, folder.incarnation):
                     result.kept.append({"path": folder.path, "reason": "registered or in the trash now"})
                     continue
                 files, size, newest = _contents(location, storage)
@@ -357,7 +309,7 @@ def reclaim_folders(
     entry = Log(
         str(wname),
         "orphan-folder-reclaim",
-        catalog._actor(actor, who),
+        catalog.ctx.actor(actor, who),
         run_id=run_id,
         marker=False,
         files_removed=sum(d["files"] for d in result.deleted),
@@ -369,23 +321,17 @@ def reclaim_folders(
             "kept": result.kept[:50],
         },
     )
-    result.commit_id = catalog.record_event(entry)
+    result.commit_id = catalog.reports.record_event(entry)
     return result
 
 
 def warehouses(catalog: Catalog) -> list[str]:
     """Every registered warehouse (``project.warehouse``), in key order."""
-    from lake_platform.registry.records import WarehouseRecord
-
-    return [
-        decode(WarehouseRecord, i.value, i.key).name for i in catalog.store.scan_prefix(keys.warehouses())
-    ]
+    return catalog.inventory.warehouses()
 
 
 def latest_folder_report(catalog: Catalog, warehouse: str) -> FolderReport | None:
-    prefix = keys.report(REPORT_KIND, str(WarehouseName.parse(warehouse)), 0)[: -len(f"{0:015d}")]
-    items = list(catalog.store.scan_prefix(prefix))
-    return decode(FolderReport, items[-1].value, items[-1].key) if items else None
+    return catalog.reports.latest_report(REPORT_KIND, str(WarehouseName.parse(warehouse)), FolderReport)
 
 
 def as_metadata(report: FolderReport, listed: int = 50) -> dict[str, Any]:

@@ -36,9 +36,7 @@ from lake_platform.catalog.context import Log
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import Internal, InvalidInput, LakeError
 from lake_platform.maintenance.reclaim_result import ReclaimOutcome
-from lake_platform.registry import keys
-from lake_platform.registry.records import Record, VersionRecord, decode
-from lake_platform.registry.store import ABSENT, Delete, Op, Put
+from lake_platform.registry.records import Record
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -51,6 +49,7 @@ LANCE_DIRS = frozenset({"data", "_versions", "_transactions", "_deletions", "_in
 MAX_LISTED = 500
 #: Reports kept per table; older ones are deleted when a new one lands.
 KEEP_REPORTS = 20
+REPORT_KIND = "orphans"
 
 
 class OrphanFile(BaseModel):
@@ -62,7 +61,7 @@ class OrphanFile(BaseModel):
 class OrphanReport(Record):
     """One scan of one table incarnation, committed as ``rpt/orphans/<table>/<at_ms>``."""
 
-    kind: str = "orphans"
+    kind: str = REPORT_KIND
     table: str
     incarnation: str
     location: str
@@ -92,10 +91,6 @@ class _Scan:
     report: OrphanReport
     #: Every orphan (not capped): path → (bytes, mtime seconds).
     candidates: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-
-def _report_prefix(table: str) -> str:
-    return keys.reports("orphans", table)
 
 
 def _split(rel: str) -> tuple[str, str]:
@@ -178,10 +173,7 @@ def live_set(catalog: Catalog, name: str) -> Live:
     storage = catalog.settings.storage_options(location)
 
     # 1. The registry: live versions and their manifests (staging paths included).
-    versions = [
-        decode(VersionRecord, i.value, i.key)
-        for i in catalog.store.scan_prefix(keys.versions(record.incarnation))
-    ]
+    versions = catalog.inventory.versions(record.incarnation)
     live = {v.version for v in versions}
     live_manifests = {rel for v in versions if (rel := _manifest_rel(location, v.manifest_path))}
     live_manifests |= {_canonical(v) for v in live}
@@ -197,7 +189,7 @@ def live_set(catalog: Catalog, name: str) -> Live:
         try:
             snapshot = catalog.open_table(name, version)
         except LakeError:
-            if catalog.store.get(keys.version(record.incarnation, version)) is None:
+            if not catalog.inventory.version_registered(record.incarnation, version):
                 continue  # cleaned up since step 1: its files are on their way out
             raise
         refs.update(refs_mod.snapshot_files(snapshot.dataset))
@@ -361,7 +353,6 @@ def commit_report(
 ) -> str:
     """Store the report as a versioned record plus a commit-log entry, in one transaction;
     prune reports beyond the newest ``KEEP_REPORTS``. Returns the report key."""
-    key = keys.report("orphans", report.table, report.at_ms)
     entry = Log(
         report.table,
         "orphan-scan",
@@ -373,23 +364,18 @@ def commit_report(
         to_version=report.current_version,
         marker=False,
         detail={
-            "report": key,
             "orphans": report.orphan_count,
             "orphan_bytes": report.orphan_bytes,
             "files_scanned": report.files_scanned,
         },
     )
-    old = list(catalog.store.scan_prefix(_report_prefix(report.table)))
-    ops: list[Op] = [Put(key, report.encode(), ABSENT)]
-    excess = max(0, len(old) + 1 - KEEP_REPORTS)
-    ops += [Delete(i.key, i.revision) for i in old[: min(excess, 90)]]
-    catalog.record_event(entry, ops=ops)
-    return key
+    return catalog.reports.commit_report(
+        REPORT_KIND, report.table, report.at_ms, report, entry, keep=KEEP_REPORTS
+    )
 
 
 def latest_report(catalog: Catalog, name: str) -> OrphanReport | None:
-    items = list(catalog.store.scan_prefix(_report_prefix(name)))
-    return decode(OrphanReport, items[-1].value, items[-1].key) if items else None
+    return catalog.reports.latest_report(REPORT_KIND, name, OrphanReport)
 
 
 @dataclass
@@ -428,8 +414,7 @@ def reclaim(
         storage = catalog.settings.storage_options(location)
         for rel, (size, mtime) in sorted(found.candidates.items())[:limit]:
             lease.check()
-            current = catalog.store.get(keys.table(tname))
-            if current is None or decode(type(record), current.value).incarnation != record.incarnation:
+            if catalog.inventory.incarnation(tname) != record.incarnation:
                 result.kept.append({"path": rel, "reason": "table was dropped or replaced"})
                 break
             now = time.time()
@@ -461,7 +446,7 @@ def reclaim(
                 "kept": result.kept[:50],
             },
         )
-        result.commit_id = catalog.record_event(entry, lease=lease)
+        result.commit_id = catalog.reports.record_event(entry, lease=lease)
     return result
 
 

@@ -21,16 +21,14 @@ from typing import Any
 
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
-from lake_platform.registry import keys
-from lake_platform.registry.records import ProjectRecord, WarehouseRecord, decode
 from lake_platform.rest.handlers import query
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 
 
 def list_projects(request: RestRequest) -> Any:
-    store, who = request.service.catalog.store, request.principal
-    names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
+    who = request.principal
+    names = request.service.catalog.inventory.projects()
     found, token = page([n for n in names if who.can(n, "read")], request.body)
     return {"projects": found, "page_token": token}
 
@@ -40,24 +38,17 @@ def describe_project(request: RestRequest) -> Any:
     ident = request.ids
     if len(ident) != 1:
         raise InvalidInput("a project id has exactly one segment")
-    item = request.service.catalog.store.get(keys.project(ProjectName.parse(ident[0])))
-    if item is None:
+    record = request.service.catalog.inventory.project(ProjectName.parse(ident[0]))
+    if record is None:
         raise NamespaceNotFound(f"project {ident[0]} does not exist")
-    record = decode(ProjectRecord, item.value)
     return {"id": ident, "name": record.name, "protected": bool(getattr(record, "protected", False))}
 
 
 def list_warehouses(request: RestRequest) -> Any:
     who = request.principal
-    store = request.service.catalog.store
-    projects = (
-        [who.project]
-        if who.project != "*"
-        else [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
-    )
-    names = [
-        decode(WarehouseRecord, i.value).name for p in projects for i in store.scan_prefix(keys.warehouses(p))
-    ]
+    inventory = request.service.catalog.inventory
+    projects = [who.project] if who.project != "*" else inventory.projects()
+    names = [n for p in projects for n in inventory.warehouses(p)]
     delimiter = request.service.delimiter(request.query)
     found, token = page([delimiter.join(n.split(".")) for n in names], request.body)
     return {"warehouses": found, "page_token": token}
