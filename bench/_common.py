@@ -30,7 +30,7 @@ import pyarrow.flight as fl
 # The engine sets Lance's log filter before lance is first imported; import it first so bare-Lance
 # runs in these scripts log exactly like the catalog's.
 import lake_platform.engine.lance_engine  # noqa: F401
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 
 MB = 1_000_000  # figures are decimal megabytes (MB/s), as storage vendors and Lance report them
 

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.servers import free_port
 
 #: Who runs the cluster when the tests run as root.

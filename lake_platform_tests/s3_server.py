@@ -51,7 +51,7 @@ import psutil
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.servers import free_ports
 
 #: Keys and prefixes the tests write under, in any bucket.

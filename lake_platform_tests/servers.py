@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 
 _READY_TRIES = 150
 _READY_INTERVAL = 0.1

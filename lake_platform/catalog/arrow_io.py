@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from lake_platform.conform import conform_batch
+from lake_platform.catalog.conform import conform_batch
 from lake_platform.errors import InvalidInput
 
 

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lake_platform.conform import int_bits as _int_bits
-from lake_platform.conform import widens as widens
+from lake_platform.catalog.conform import int_bits as _int_bits
+from lake_platform.catalog.conform import widens as widens
 from lake_platform.errors import TableSchemaValidationError
 
 if TYPE_CHECKING:

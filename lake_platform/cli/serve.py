@@ -22,7 +22,7 @@ def up(state: State, port: int | None, flight_port: int | None, rest_port: int |
     """Bring the platform up on the embedded default: the demo lake, the Dagster webserver and
     daemon (UI on 127.0.0.1), the Flight SQL endpoint, the Lance Namespace REST server, and
     sample files in the inbox. Ctrl-C stops everything it started."""
-    from lake_platform.launcher import run_platform
+    from lake_platform.up.launcher import run_platform
 
     raise SystemExit(
         run_platform(

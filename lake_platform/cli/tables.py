@@ -48,7 +48,7 @@ def table() -> None:
 @handles_errors
 def table_create(state: State, name: str, source: str) -> None:
     """Create a table from a file."""
-    from lake_platform import sources
+    from lake_platform.maintenance import sources
     from lake_platform.naming import TableName
 
     TableName.parse(name)
@@ -69,7 +69,7 @@ def table_create(state: State, name: str, source: str) -> None:
 @handles_errors
 def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | None) -> None:
     """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed."""
-    from lake_platform import sources
+    from lake_platform.maintenance import sources
     from lake_platform.naming import TableName
 
     TableName.parse(name)

@@ -41,8 +41,8 @@ from lake_platform.flight import proto
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, parse_message
 from lake_platform.flight.last import Last
+from lake_platform.flight.threads import DaemonPool
 from lake_platform.observability import context as request_context
-from lake_platform.threads import DaemonPool
 
 log = logging.getLogger(__name__)
 

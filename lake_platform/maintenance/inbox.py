@@ -171,7 +171,7 @@ class LocalInbox(Inbox):
 
     @contextmanager
     def local_copy(self, file: InboxFile) -> Iterator[Path]:
-        from lake_platform.sources import confined
+        from lake_platform.maintenance.sources import confined
 
         # The folder is taken as written under the resolved root, so a table folder that is itself
         # a link elsewhere confines nothing and its files are refused too.

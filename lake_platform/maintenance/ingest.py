@@ -101,8 +101,8 @@ def ingest_batch(
     run_id: str | None = None,
     fault: Fault | None = None,
 ) -> IngestOutcome:
-    from lake_platform import sources
     from lake_platform.catalog.arrow_io import schema_from_ipc
+    from lake_platform.maintenance import sources
 
     if not files:
         raise InvalidInput("an ingest batch needs at least one file")

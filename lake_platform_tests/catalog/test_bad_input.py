@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lake_platform import sources
 from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.errors import (
     Internal,
@@ -22,6 +21,7 @@ from lake_platform.errors import (
     TableSchemaValidationError,
     TableVersionNotFound,
 )
+from lake_platform.maintenance import sources
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 from lake_platform_tests.engine.helpers import PANICS
 

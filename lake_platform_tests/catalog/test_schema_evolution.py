@@ -15,16 +15,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lake_platform import sources
 from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.catalog.conform import widens
 from lake_platform.catalog.evolution import plan, table_widens
-from lake_platform.conform import widens
 from lake_platform.errors import (
     InvalidInput,
     InvalidTableState,
     TableColumnNotFound,
     TableSchemaValidationError,
 )
+from lake_platform.maintenance import sources
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from lake_platform.cli import cli
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.cli.conftest import run
 from lake_platform_tests.servers import free_port
 
@@ -19,8 +19,8 @@ from lake_platform_tests.servers import free_port
 def test_demo_seed_is_idempotent(tmp_path: Path) -> None:
     """What `lake up` seeds before it starts the processes (the launcher test runs `up` whole)."""
     from lake_platform.catalog.catalog import Catalog
-    from lake_platform.demo import ensure_demo_user, seed_demo
     from lake_platform.settings import load_settings
+    from lake_platform.up.demo import ensure_demo_user, seed_demo
 
     with Catalog(load_settings(home=tmp_path / "home")) as catalog:
         first, second = seed_demo(catalog), seed_demo(catalog)

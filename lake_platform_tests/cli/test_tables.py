@@ -80,7 +80,7 @@ def _no_secret(result: object, caplog: pytest.LogCaptureFixture) -> None:
 def test_ingest_refuses_a_link_that_leaves_its_folder_and_quotes_nothing(
     lake: CliRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from lake_platform import sources
+    from lake_platform.maintenance import sources
 
     caplog.set_level("DEBUG")
     run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
@@ -132,7 +132,7 @@ def test_ingest_reads_a_link_that_stays_in_its_folder(lake: CliRunner, tmp_path:
 def test_parse_errors_name_the_file_and_a_position_never_its_content(
     lake: CliRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, content: str, code: int
 ) -> None:
-    from lake_platform import sources
+    from lake_platform.maintenance import sources
 
     caplog.set_level("DEBUG")
     run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
@@ -153,7 +153,7 @@ def test_parse_errors_name_the_file_and_a_position_never_its_content(
 
 
 def test_a_bad_csv_line_is_located(tmp_path: Path) -> None:
-    from lake_platform import sources
+    from lake_platform.maintenance import sources
 
     bad = tmp_path / "bad.csv"
     bad.write_text("id,name\n1,a\n2,b\n3,c,extra\n")
@@ -167,7 +167,7 @@ def test_a_bad_csv_line_is_located(tmp_path: Path) -> None:
 def test_a_value_that_breaks_type_inference_midway_is_not_quoted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lake_platform import sources
+    from lake_platform.maintenance import sources
 
     monkeypatch.setattr(sources, "BLOCK_SIZE", 16)  # the bad value lands in a later block
     bad = tmp_path / "late.csv"

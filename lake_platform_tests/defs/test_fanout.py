@@ -13,8 +13,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from lake_platform import definitions
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.defs import definitions
 from lake_platform.defs.maintenance import compacted
 from lake_platform.defs.resources import LakeResource
 from lake_platform.settings import DagsterSettings

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.definitions import defs
 from lake_platform.defs.checks import flight_endpoint_healthy
+from lake_platform.defs.definitions import defs
 from lake_platform.defs.resources import FlightEndpointResource
 from lake_platform.flight.server import FlightSqlServer
 from lake_platform.settings import load_settings

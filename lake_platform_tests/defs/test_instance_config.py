@@ -12,11 +12,11 @@ import dagster as dg
 import pytest
 import yaml
 
-from lake_platform.dagster_instance import instance_config
-from lake_platform.definitions import build, defs
+from lake_platform.defs.definitions import build, defs
+from lake_platform.defs.instance import instance_config
 from lake_platform.errors import SettingsError
-from lake_platform.launcher import prepare_dagster_home
 from lake_platform.settings import DagsterSettings, LakeSettings, dagster_settings
+from lake_platform.up.launcher import prepare_dagster_home
 from lake_platform_tests.postgres import Postgres
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from lake_platform.definitions import build
+from lake_platform.defs.definitions import build
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.engine.results import ResultsArea
 from lake_platform.maintenance.results import GRACE_SECONDS, reclaim_expired

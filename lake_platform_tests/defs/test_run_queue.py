@@ -17,10 +17,10 @@ import dagster as dg
 import pytest
 import yaml
 
-from lake_platform.dagster_instance import instance_config
+from lake_platform.defs.instance import instance_config
 from lake_platform.defs.partitions import TABLES
-from lake_platform.processes import die_with_parent
 from lake_platform.settings import DagsterSettings
+from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.postgres import Postgres
 
 BIN = Path(sys.executable).parent

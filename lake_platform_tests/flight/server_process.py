@@ -12,8 +12,8 @@ from pathlib import Path
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.flight.grpc_env import prefer_polling_listener
-from lake_platform.processes import die_with_parent
 from lake_platform.settings import load_settings
+from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.flight.conftest import start_server
 
 

@@ -108,7 +108,7 @@ def test_the_shared_settings_are_valid_platform_settings() -> None:
 def test_helm_values_launch_runs_on_k8s_from_our_image_with_the_per_table_limit() -> None:
     values = yaml.safe_load(HELM_VALUES.read_text())
     deployment = values["dagster-user-deployments"]["deployments"][0]
-    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "lake_platform.definitions"]
+    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "lake_platform.defs.definitions"]
     assert {"name": "lake-config"} in deployment["envConfigMaps"]
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     assert values["postgresql"]["enabled"] is False and values["postgresql"]["postgresqlHost"]

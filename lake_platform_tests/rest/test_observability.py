@@ -20,7 +20,7 @@ import requests
 
 from lake_platform.observability.audit import audit_target, read_records
 from lake_platform.observability.logs import configure_logging
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.flight.conftest import wait_until
 from lake_platform_tests.observability.test_metrics import delta, scrape
 from lake_platform_tests.rest.clients import rest_namespace, rows

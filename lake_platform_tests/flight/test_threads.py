@@ -8,7 +8,7 @@ import contextvars
 import threading
 from collections.abc import Callable
 
-from lake_platform.threads import DaemonPool
+from lake_platform.flight.threads import DaemonPool
 
 WAIT = 10.0  # seconds: a bound on waiting for a thread, never reached when things work
 

@@ -26,7 +26,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from lake_platform.conform import check_input, conform_batch
+from lake_platform.catalog.conform import check_input, conform_batch
 from lake_platform.errors import InvalidInput, TableSchemaValidationError
 
 FORMATS = {

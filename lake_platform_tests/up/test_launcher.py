@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.demo import TABLE_NAME
-from lake_platform.launcher import Platform, start_platform
 from lake_platform.settings import load_settings
+from lake_platform.up.demo import TABLE_NAME
+from lake_platform.up.launcher import Platform, start_platform
 from lake_platform_tests.servers import free_port, killed_parent
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_FLAGS = [
     "--headless",
@@ -217,8 +217,8 @@ def test_lake_up_gives_rest_its_own_metrics_port(tmp_path: Path) -> None:
     """Flight and REST run as two processes under `lake up`: one metrics port each (in one
     process they would share one); a port with no next one is refused up front."""
     from lake_platform.errors import SettingsError
-    from lake_platform.launcher import rest_metrics_port
     from lake_platform.settings import load_settings
+    from lake_platform.up.launcher import rest_metrics_port
 
     assert rest_metrics_port(load_settings(home=tmp_path)) is None
     assert rest_metrics_port(load_settings(home=tmp_path, metrics_port=0)) == 0
@@ -230,7 +230,7 @@ def test_lake_up_gives_rest_its_own_metrics_port(tmp_path: Path) -> None:
 #: `lake up` as a parent that is then killed: prints its four servers' pids.
 KILLED_LAUNCHER = """
 import sys
-from lake_platform.launcher import start_platform
+from lake_platform.up.launcher import start_platform
 from lake_platform.settings import load_settings
 from lake_platform_tests.servers import free_port
 

@@ -7,7 +7,7 @@ from lake_platform_tests.servers import killed_parent
 
 PARENT = """
 import subprocess, sys
-from lake_platform.processes import die_with_parent
+from lake_platform.up.processes import die_with_parent
 child = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent)
 print(child.pid, flush=True)
 sys.stdin.read()  # until killed

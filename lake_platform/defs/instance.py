@@ -12,7 +12,7 @@ from typing import Any
 
 from lake_platform.settings import DAGSTER_ENV_PREFIX, DagsterSettings
 
-REPO_DAGSTER_YAML = Path(__file__).resolve().parent.parent / "dagster.yaml"
+REPO_DAGSTER_YAML = Path(__file__).resolve().parents[2] / "dagster.yaml"
 #: The same settings as the repository's dagster.yaml, for an installed package (no checkout).
 FALLBACK_DAGSTER_YAML = """\
 telemetry:

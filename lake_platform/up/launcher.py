@@ -7,7 +7,7 @@ for the sensor.
 A killed launcher (SIGKILL, the OOM killer) stops nothing itself: each server it started is
 sent SIGTERM by the kernel when it dies (``die_with_parent``) and shuts down as on Ctrl-C.
 Dagster keeps its state in ``DAGSTER_HOME = <LAKE_HOME>/dagster`` (``dagster.yaml`` written there
-by ``lake_platform.dagster_instance``: the repository's, plus Postgres storage when
+by ``lake_platform.defs.instance``: the repository's, plus Postgres storage when
 ``LAKE_DAGSTER_POSTGRES_URL`` is set).
 """
 
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import IO
 
 from lake_platform.errors import SettingsError
-from lake_platform.processes import die_with_parent
 from lake_platform.settings import LakeSettings
+from lake_platform.up.processes import die_with_parent
 
 DEFAULT_UI_HOST = "127.0.0.1"
 DEFAULT_UI_PORT = 3000
@@ -35,7 +35,7 @@ DEFAULT_UI_PORT = 3000
 _WORKSPACE_YAML = """\
 load_from:
   - python_module:
-      module_name: lake_platform.definitions
+      module_name: lake_platform.defs.definitions
       location_name: lake_platform
 """
 
@@ -84,7 +84,7 @@ class Platform:
 def prepare_dagster_home(settings: LakeSettings) -> Path:
     home = Path(settings.home).expanduser().resolve() / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    from lake_platform.dagster_instance import instance_yaml
+    from lake_platform.defs.instance import instance_yaml
     from lake_platform.settings import dagster_settings
 
     (home / "dagster.yaml").write_text(instance_yaml(dagster_settings()))
@@ -108,9 +108,9 @@ def seed_demo_inbox(settings: LakeSettings) -> tuple[str, str, list[str]]:
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
-    from lake_platform import demo
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.maintenance.inbox import inbox_location, open_inbox, table_folder
+    from lake_platform.up import demo
 
     with Catalog(settings) as catalog:
         summary = demo.seed_demo(catalog)
@@ -267,8 +267,8 @@ def rest_metrics_port(settings: LakeSettings) -> int | None:
 
 
 def _demo_user(settings: LakeSettings) -> tuple[str, str]:
-    from lake_platform import demo
     from lake_platform.catalog.catalog import Catalog
+    from lake_platform.up import demo
 
     with Catalog(settings) as catalog:
         return demo.ensure_demo_user(catalog, Path(settings.home).expanduser().resolve())
