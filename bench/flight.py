@@ -96,11 +96,11 @@ def build(home: Path, rows: int) -> int:
     from lake_platform.settings import load_settings
 
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
     tally = c.Tally()
-    catalog.create_table("p.w.ns.trips", c.make_reader(rows, 500_000, seed=0, tally=tally))
+    catalog.tables.create_table("p.w.ns.trips", c.make_reader(rows, 500_000, seed=0, tally=tally))
     catalog.close()
     return tally.nbytes
 
@@ -189,10 +189,10 @@ def build_hot(home: Path, rows: int) -> None:
     from lake_platform.settings import load_settings
 
     catalog = Catalog(load_settings(home=home))
-    catalog.create_table("p.w.ns.hot", hot_rows(rows))
-    catalog.set_policy("p.w.ns.hot", {"cache": "hot"})
-    catalog.create_table("p.w.ns.cold", hot_rows(rows))
-    catalog.set_policy("p.w.ns.cold", {"cache": "off"})
+    catalog.tables.create_table("p.w.ns.hot", hot_rows(rows))
+    catalog.policies.set_policy("p.w.ns.hot", {"cache": "hot"})
+    catalog.tables.create_table("p.w.ns.cold", hot_rows(rows))
+    catalog.policies.set_policy("p.w.ns.cold", {"cache": "off"})
     catalog.close()
 
 
@@ -221,7 +221,7 @@ def memory_context(home: Path, partitions: int) -> Any:
     from lake_platform.settings import load_settings
 
     with Catalog(load_settings(home=home)) as catalog:
-        snap = catalog.open_table("p.w.ns.hot")
+        snap = catalog.reads.open_table("p.w.ns.hot")
         parts: list[list[pa.RecordBatch]] = [[] for _ in range(partitions)]
         for i, batch in enumerate(snap.to_reader()):
             parts[i % partitions].append(batch)
@@ -429,7 +429,7 @@ def serve_variant(home: str, variant: str) -> None:
 
     from lake_platform.auth.service import StaticAuthenticator
     from lake_platform.auth.tokens import Identity
-    from lake_platform.flight import framing, proto
+    from lake_platform.flight import proto
     from lake_platform.flight.endpoints import Answer, Endpoints
     from lake_platform.flight.server import FlightSqlServer
     from lake_platform.query.batches import advertised_schema
@@ -489,11 +489,8 @@ def serve_variant(home: str, variant: str) -> None:
             # Worked out once per plan, as ours keeps its schema bytes and encoded claims.
             if "bench_answer" not in planned.derived:
                 ticket = proto.pack(proto.TicketStatementQuery(statement_handle=planned.sql.encode()))
-                inner = b"\x0a" + framing.varint(len(ticket)) + ticket  # Ticket{ticket = 1}
-                endpoint = b"\x0a" + framing.varint(len(inner)) + inner  # no expiry: nothing expires
-                planned.derived["bench_answer"] = Answer(
-                    [endpoint], False, planned.schema.serialize().to_pybytes()
-                )
+                endpoint = fl.FlightEndpoint(ticket, [])  # no expiry: nothing expires
+                planned.derived["bench_answer"] = Answer([endpoint], False, planned.schema)
             return planned.derived["bench_answer"]
 
     settings = load_settings(home=Path(home))
@@ -509,9 +506,8 @@ def serve_variant(home: str, variant: str) -> None:
 
 
 def ticket_overhead(home: Path, runs: int) -> dict[str, float]:
-    """Seal and open one statement ticket (the point query, one snapshot), in process: opened
-    from its bytes (as a replica that never saw its sealed part does) and by a replica that
-    remembers its sealed part (``Tickets.open_statement``: MAC and head only)."""
+    """Seal and open one statement ticket (the point query, one snapshot), in process: sealed
+    from scratch and from a kept plan's checked claims, and opened by another replica."""
     import secrets
 
     from lake_platform.auth.tokens import Identity, Sealer
@@ -530,29 +526,23 @@ def ticket_overhead(home: Path, runs: int) -> dict[str, float]:
     )
     who = Identity(USER, "user", "p", "reader")
     claims = tickets.statement_claims(who, POINT, None, (ref,))  # what a kept plan keeps
-    seal, kept, open_, known, size = [], [], [], [], 0
+    seal, kept, open_, size = [], [], [], 0
     for _ in range(runs):
         t = time.perf_counter()
         blob, _ = tickets.seal_statement(who, POINT, None, (ref,))
         t1 = time.perf_counter()
-        tickets.seal_new(claims)
+        tickets.seal_claims(claims)
         t2 = time.perf_counter()
-        elsewhere._sealed.clear()  # noqa: SLF001 - a replica that never saw the sealed part
-        t3 = time.perf_counter()
         elsewhere.open_statement(blob, who)
-        t4 = time.perf_counter()
-        tickets.open_statement(blob, who)
-        t5 = time.perf_counter()
+        t3 = time.perf_counter()
         seal.append(t1 - t)
         kept.append(t2 - t1)
-        open_.append(t4 - t3)
-        known.append(t5 - t4)
+        open_.append(t3 - t2)
         size = len(blob)
     return {
         "seal_us": statistics.median(seal) * 1e6,
         "kept_us": statistics.median(kept) * 1e6,
         "open_us": statistics.median(open_) * 1e6,
-        "known_us": statistics.median(known) * 1e6,
         "bytes": size,
     }
 
@@ -640,7 +630,7 @@ class BareServer(fl.FlightServerBase):
         from lake_platform.settings import load_settings
 
         self.catalog = Catalog(load_settings(home=Path(home)))
-        self.snapshot = self.catalog.open_table("p.w.ns.trips")
+        self.snapshot = self.catalog.reads.open_table("p.w.ns.trips")
 
     def do_get(self, context: Any, ticket: fl.Ticket) -> fl.RecordBatchStream:
         from datafusion import SessionContext
@@ -738,9 +728,16 @@ def main() -> None:
     )
     parser.add_argument("--tickets-only", action="store_true", help="only the ticket-overhead part")
     parser.add_argument("--cache-only", action="store_true", help="only the snapshot-cache part")
+    parser.add_argument(
+        "--scan-only",
+        action="store_true",
+        help="only the bulk scan and aggregate, interleaved (pyarrow client)",
+    )
     parser.add_argument("--cache-runs", type=int, default=20, help="interleaved rounds (cache part)")
     parser.add_argument(
-        "--before", type=Path, help="cache part: also measure this checkout's endpoint (e.g. /work/main)"
+        "--before",
+        type=Path,
+        help="cache and scan parts: also measure this checkout's endpoint (e.g. /work/main)",
     )
     parser.add_argument(
         "--endpoints",
@@ -769,9 +766,9 @@ def main() -> None:
         from lake_platform.settings import load_settings
 
         catalog = Catalog(load_settings(home=home))
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w")
-        catalog.create_namespace("p.w.ns")
+        catalog.containers.create_project("p")
+        catalog.containers.create_warehouse("p.w")
+        catalog.containers.create_namespace("p.w.ns")
         catalog.close()
         cache_bench(home, args.rows, args.cache_runs, args.before)
         return
@@ -783,10 +780,12 @@ def main() -> None:
     overhead = ticket_overhead(home, args.ticket_runs)
     print(
         f"ticket: seal {overhead['seal_us']:.1f} us (a kept plan's claims: {overhead['kept_us']:.1f} us), "
-        f"open (+ validate) {overhead['open_us']:.1f} us (its sealed part remembered: "
-        f"{overhead['known_us']:.1f} us), "
+        f"open (+ validate) {overhead['open_us']:.1f} us, "
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
+    if args.scan_only:
+        scan_part(home, nbytes, args.runs, args.before)
+        return
     if args.endpoints:
         try:
             endpoints_part(home, nbytes, args)
@@ -929,6 +928,74 @@ def main() -> None:
         for proc in (ours, bare):
             proc.terminate()
             proc.wait(10)
+
+
+def scan_part(home: Path, nbytes: int, runs: int, before: Path | None) -> None:
+    """SELECT * and the aggregate through pyarrow's client (GetFlightInfo + DoGet), each round
+    every server once in a new random order: ours, ``before``'s (another checkout's endpoint,
+    e.g. the main branch) and the bare server. Medians, and medians of per-round ratios."""
+    import random
+
+    from lake_platform.flight import proto
+
+    servers = {"ours": start("--serve-ours", home, "max_endpoints=1")}
+    if before is not None:
+        proc = c.spawn(
+            [
+                sys.executable,
+                str(before / "bench" / "flight.py"),
+                "--serve-ours",
+                str(home),
+                "max_endpoints=1",
+            ],
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        servers["before"] = (proc, int(proc.stdout.readline()))
+    servers["bare"] = start("--serve-bare", home)
+    try:
+        clients: dict[str, Any] = {}
+        for name, (_, port) in servers.items():
+            client = fl.connect(f"grpc://127.0.0.1:{port}")
+            auth = [] if name == "bare" else [client.authenticate_basic_token(USER, PASSWORD)]
+            clients[name] = (client, fl.FlightCallOptions(headers=auth))
+
+        def run(name: str, sql: str) -> int:
+            client, options = clients[name]
+            if name == "bare":
+                return sum(chunk.data.num_rows for chunk in client.do_get(fl.Ticket(sql.encode())))
+            command = proto.pack(proto.CommandStatementQuery(query=sql))
+            info = client.get_flight_info(fl.FlightDescriptor.for_command(command), options)
+            return sum(chunk.data.num_rows for chunk in client.do_get(info.endpoints[0].ticket, options))
+
+        for label, sql in (("scan", SCAN), ("aggregate", AGG)):
+            times: dict[str, list[float]] = {name: [] for name in servers}
+            cpu = dict.fromkeys(servers, 0.0)
+            for name in servers:
+                run(name, sql)  # warm-up
+            for _ in range(runs):
+                for name in random.sample(list(servers), len(servers)):
+                    c0 = c.cpu_seconds(servers[name][0].pid)
+                    t0 = time.perf_counter()
+                    run(name, sql)
+                    times[name].append(time.perf_counter() - t0)
+                    cpu[name] += c.cpu_seconds(servers[name][0].pid) - c0
+            print(f"{label}: median ms over {runs} interleaved rounds (server CPU ms per query)")
+            for name in servers:
+                extra = (
+                    f", {nbytes / statistics.median(times[name]) / 1e6:,.0f} MB/s" if label == "scan" else ""
+                )
+                print(
+                    f"  {name:7s} {statistics.median(times[name]) * 1000:8.1f} "
+                    f"({cpu[name] / runs * 1000:7.1f}){extra}"
+                )
+            for a, b in (("ours", "before"), ("ours", "bare")):
+                if b in times:
+                    ratio = statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+                    print(f"  {a} / {b}: {ratio:.3f}x time (CPU {cpu[a] / cpu[b]:.3f}x)")
+        print(c.load_line())
+    finally:
+        c.terminate(proc for proc, _ in servers.values())
 
 
 def endpoints_part(home: Path, nbytes: int, args: argparse.Namespace) -> None:
@@ -1154,9 +1221,6 @@ def _reset_hwm(pid: int) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--serve-ours":
-        from lake_platform.flight.grpc_env import prefer_polling_listener
-
-        prefer_polling_listener()  # as `lake serve-flight` does, before grpc is imported
         serve_ours(sys.argv[2], *sys.argv[3:])
     elif len(sys.argv) > 2 and sys.argv[1] == "--serve-before":
         serve_before(sys.argv[2])

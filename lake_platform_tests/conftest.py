@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
-import grpc  # noqa: F401 - initialized as found: see below
 import pytest
 
 from lake_platform.registry.sqlite import SqliteMetaStore
@@ -18,10 +17,6 @@ from lake_platform.settings import LakeSettings
 from lake_platform_tests.postgres import Postgres, start_postgres
 from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
 from lake_platform_tests.servers import start_moto_server
-
-# `lake serve-flight` run in process (click's runner) sets GRPC_EXPERIMENTS when grpc is not yet
-# imported; with grpc imported first it leaves the test process's environment, and so every
-# server process a later test starts, as it found it.
 
 #: Every MetaStore backend the contract suite runs against ("dynamodb-layout1": a DynamoDB table
 #: in the item layout of older releases, before `lake registry migrate`).

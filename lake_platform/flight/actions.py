@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from lake_platform.flight.streams import Streams
     from lake_platform.flight.tickets import Tickets
     from lake_platform.query.engine import QueryEngine
-    from lake_platform.query.planner import PlannedQuery
     from lake_platform.query.snapshot import ProjectView
 
 
@@ -39,8 +38,6 @@ class ActionHost(Protocol):
     streams: Streams
 
     def _view(self, identity: Identity) -> ProjectView: ...
-
-    def start_prepared(self, call: Call, planned: PlannedQuery) -> None: ...
 
     def health(self) -> dict[str, Any]: ...
 
@@ -65,7 +62,6 @@ def create_prepared(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
         parameter_schema=params.serialize().to_pybytes(),
         is_update=False,
     )
-    server.start_prepared(call, planned)
     return [proto.pack(result)]
 
 

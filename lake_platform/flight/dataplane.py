@@ -48,7 +48,8 @@ from lake_platform.engine.panics import is_error
 from lake_platform.errors import InvalidInput, ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.errors import status_of
-from lake_platform.flight.transport import FlightHandler, read_ahead
+from lake_platform.flight.read_ahead import read_ahead
+from lake_platform.flight.transport import FlightHandler
 from lake_platform.observability import context as request_context
 from lake_platform.observability.logs import log_request
 from lake_platform.observability.metrics import observe_request

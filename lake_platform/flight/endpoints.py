@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from lake_platform.auth.tokens import Identity, new_ticket_id
-from lake_platform.flight import framing
+from lake_platform.flight import framing, proto
 from lake_platform.flight.tickets import StatementClaims, Tickets
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
@@ -37,13 +37,13 @@ from lake_platform.query.split import Sizing, ordered, split
 class Answer(NamedTuple):
     """What GetFlightInfo answers a statement with."""
 
-    endpoints: list[bytes]  # FlightEndpoints, in wire form (``framing.endpoint_bytes``)
+    endpoints: list[fl.FlightEndpoint]
     ordered: bool
-    schema: bytes  # the result's schema as an IPC message
+    schema: pa.Schema
     ticket_id: str | None = None  # the one endpoint's ticket id (None: a split result)
 
     def info(self, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-        return framing.flight_info(self.schema, descriptor.serialize(), self.endpoints, self.ordered)
+        return fl.FlightInfo(self.schema, descriptor, self.endpoints, -1, -1, self.ordered)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class _Kept:
     claims: tuple[StatementClaims, ...]  # one per part
     split: bool
     ordered: bool
-    schema: bytes
+    schema: pa.Schema
 
 
 _KEPT = "endpoints"
@@ -153,7 +153,7 @@ class Endpoints:
             claims=claims,
             split=parts is not None,
             ordered=parts is None and ordered(planned),
-            schema=planned.schema.serialize().to_pybytes(),
+            schema=planned.schema,
         )
         if params is None:
             planned.derived[_KEPT] = kept
@@ -165,8 +165,9 @@ class Endpoints:
         return [self.replicas[(start + k) % n] for k in range(n)]
 
 
-def _endpoint(handle: bytes, expires: float, locations: Any) -> bytes:
-    return framing.statement_endpoint(handle, int(expires), locations)
+def _endpoint(handle: bytes, expires: float, locations: Any) -> fl.FlightEndpoint:
+    ticket = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
+    return framing.endpoint(ticket, int(expires), locations)
 
 
 __all__ = ["Answer", "Endpoints"]

@@ -14,7 +14,7 @@ SQL_PACKAGE = "arrow.flight.protocol.sql"
 FLIGHT_PACKAGE = "arrow.flight.protocol"
 TYPE_URL_PREFIX = "type.googleapis.com/"
 
-_STRING, _BYTES, _BOOL, _INT32, _UINT32, _ENUM_AS_INT32 = 9, 12, 8, 5, 13, 5
+_STRING, _BYTES, _BOOL, _INT32, _UINT32, _ENUM_AS_INT32, _DOUBLE = 9, 12, 8, 5, 13, 5, 1
 _OPTIONAL, _REPEATED = 1, 3
 
 # name -> [(field name, number, type, repeated, proto3 optional)]
@@ -100,6 +100,13 @@ _FLIGHT_MESSAGES: dict[str, list[tuple[str, int, int, bool, bool]]] = {
         ("data_body", 1000, _BYTES, False, False),
     ],
     "PutResult": [("app_metadata", 1, _BYTES, False, False)],
+    # PollFlightInfo's answer: a FlightInfo, a FlightDescriptor and a google.protobuf.Timestamp.
+    "PollInfo": [
+        ("info", 1, _BYTES, False, True),
+        ("flight_descriptor", 2, _BYTES, False, True),
+        ("progress", 3, _DOUBLE, False, True),
+        ("expiration_time", 4, _BYTES, False, True),
+    ],
     "ActionType": [("type", 1, _STRING, False, False), ("description", 2, _STRING, False, False)],
 }
 
@@ -161,6 +168,7 @@ CloseSessionRequest = _cls(f"{FLIGHT_PACKAGE}.CloseSessionRequest")
 CloseSessionResult = _cls(f"{FLIGHT_PACKAGE}.CloseSessionResult")
 FlightData = _cls(f"{FLIGHT_PACKAGE}.FlightData")
 PutResult = _cls(f"{FLIGHT_PACKAGE}.PutResult")
+PollInfo = _cls(f"{FLIGHT_PACKAGE}.PollInfo")
 ActionType = _cls(f"{FLIGHT_PACKAGE}.ActionType")
 
 #: Commands of the write path and of features this read-only server does not offer.

@@ -33,33 +33,26 @@ from lake_platform.auth.service import Authenticator, AuthService, Throttle
 from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.engine.results import ResultsArea
 from lake_platform.errors import InvalidInput, LakeError, ServiceUnavailable, Unsupported
-from lake_platform.flight import proto
-from lake_platform.flight.actions import ACTIONS, NO_TRANSACTIONS, REFUSED_ACTIONS
+from lake_platform.flight import proto, statements
+from lake_platform.flight.actions import ACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.dataplane import DataPlane
 from lake_platform.flight.endpoints import Endpoints
-from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata, unsupported
-from lake_platform.flight.spool import (
-    POLL_PREFIX,
-    SEGMENT_PREFIX,
-    SPOOL_HEADER,
-    Spooler,
-    SpoolSettings,
-    poll_info,
-)
+from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata
+from lake_platform.flight.spool import Spooler, SpoolSettings
 from lake_platform.flight.sqlinfo import standard_info
+from lake_platform.flight.statements import STATEMENTS
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.observability import metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.observability.grpc_metrics import ObservingInterceptor
-from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.limits import limits_from
-from lake_platform.query.planner import PlannedQuery
-from lake_platform.query.snapshot import ProjectView, SnapshotCache
-from lake_platform.query.split import FragmentSizes, PartTables, Sizing, ordered
+from lake_platform.query.snapshot import ProjectView
+from lake_platform.query.snapshot_cache import SnapshotCache
+from lake_platform.query.split import FragmentSizes, PartTables, Sizing
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.flight import FlightSettings, flight_settings
@@ -69,7 +62,6 @@ log = logging.getLogger(__name__)
 #: Prepared handles only hold SQL and parameters (the caller is authenticated on every call),
 #: so they live long; tickets pin table versions and live the ticket lifetime.
 PREPARED_TTL = 7 * 86400.0
-_STATEMENTS = ("CommandStatementQuery", "CommandPreparedStatementQuery")
 
 
 class FlightSqlServer:
@@ -325,85 +317,17 @@ class FlightSqlServer:
 
     # == GetFlightInfo / GetSchema ==============================================================
 
-    def start_prepared(self, call: Call, planned: PlannedQuery) -> None:
-        """Start a prepared statement's query once ``call`` (its CreatePreparedStatement, or
-        the DoPut that bound its parameters) has answered, when its GetFlightInfo would start it
-        early: no parameter left unbound, a kept plan (deterministic), one endpoint, not
-        spooled (``Streams.start_prepared``)."""
-        if (
-            (planned.parameters and planned.params is None)
-            or not planned.deterministic
-            or (self.spooler is not None and self.spooler.wanted(planned, False))
-            or not self.endpoints.unsplit(planned)
-        ):
-            return
-        self.streams.start_prepared(
-            call.identity, planned, coalesce=not self.endpoints.unsplit_located, after=call.on_done
-        )
-
     def get_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
-        identity = call.identity
         name, payload = self._command(descriptor)
-        if name in _STATEMENTS:
-            sql, params = self._statement(identity, name, payload, descriptor.command)
-            started = time.perf_counter()
-            try:
-                planned = self.engine.plan(sql, self._view(identity), params, scope=identity)
-                if len(planned.refs) > self.settings.max_ticket_tables:
-                    raise InvalidInput(
-                        f"the query reads {len(planned.refs)} tables, above this server's "
-                        f"LAKE_FLIGHT_MAX_TICKET_TABLES={self.settings.max_ticket_tables}"
-                    )
-            except Exception as exc:
-                # Audited too: a query refused at planning (say, naming another tenant's table).
-                failed(
-                    QueryInfo.of("flight", identity, sql, params),
-                    self.audit,
-                    exc,
-                    time.perf_counter() - started,
-                )
-                raise
-            asked = _asks_spool(call)
-            if self.spooler is not None and self.spooler.wanted(planned, asked):
-                job = self.spooler.start(identity, planned, ordered(planned))
-                self.spooler.wait(job, self.settings.query_timeout_seconds or None)
-                return self.spooler.flight_info(job.id, identity, descriptor)
-            if asked:
-                raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
-            answer = self.endpoints.answer(identity, planned, params)
-            info = answer.info(descriptor)
-            # Its DoGet plans the whole query again: keep the plan, unless it reads the clock.
-            if answer.ticket_id is not None and planned.deterministic:
-                self.engine.remember(identity, planned, params)
-                # Kept (with its parameters, if any): the DoGet finds this very plan (``Streams``).
-                # The data plane's calls take batches unmerged (``DataCall.coalesce``).
-                coalesce = not self.endpoints.unsplit_located
-                self.streams.start_early(
-                    identity, planned, answer.ticket_id, coalesce=coalesce, after=call.on_done
-                )
-            return info
+        if name in STATEMENTS:
+            return statements.flight_info(self, call, descriptor, name, payload)
         schema = self.metadata.schema(name, payload)
         if name in CATALOG_COMMANDS:
-            self._view(identity)  # fail now (UNAVAILABLE) rather than at DoGet
+            self._view(call.identity)  # fail now (UNAVAILABLE) rather than at DoGet
         return fl.FlightInfo(schema, descriptor, [fl.FlightEndpoint(descriptor.command, [])], -1, -1)
 
     def poll_flight_info(self, call: Call, descriptor: fl.FlightDescriptor) -> bytes:
-        """PollFlightInfo: a spooled result's progress until it is ready; anything else at once."""
-        identity = call.identity
-        if descriptor.descriptor_type == fl.DescriptorType.CMD and descriptor.command.startswith(POLL_PREFIX):
-            if self.spooler is None:
-                raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
-            job_id, is_ordered = self.spooler.open_poll(descriptor.command, identity)
-            return self.spooler.poll(job_id, identity, descriptor, is_ordered)
-        name, payload = self._command(descriptor)
-        if name in _STATEMENTS and self.spooler is not None:
-            sql, params = self._statement(identity, name, payload, descriptor.command)
-            planned = self.engine.plan(sql, self._view(identity), params)
-            if self.spooler.wanted(planned, _asks_spool(call)):
-                job = self.spooler.start(identity, planned, ordered(planned))
-                return self.spooler.poll(job.id, identity, self.spooler.poll_descriptor(job), job.ordered)
-        info = self.get_flight_info(call, descriptor)
-        return poll_info(info, None, 1.0, None)
+        return statements.poll(self, call, descriptor)
 
     def _spooler(self, settings: LakeSettings) -> Spooler:
         area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
@@ -422,20 +346,10 @@ class FlightSqlServer:
     def get_schema(self, call: Call, descriptor: fl.FlightDescriptor) -> pa.Schema:
         identity = call.identity
         name, payload = self._command(descriptor)
-        if name in _STATEMENTS:
-            sql, params = self._statement(identity, name, payload, descriptor.command)
+        if name in STATEMENTS:
+            sql, params = statements.statement(self, identity, name, payload, descriptor.command)
             return self.engine.plan(sql, self._view(identity), params).schema
         return self.metadata.schema(name, payload)
-
-    def _statement(
-        self, identity: Identity, name: str, payload: bytes, command: bytes
-    ) -> tuple[str, pa.RecordBatch | None]:
-        if name == "CommandStatementQuery":
-            cmd = proto.parse(proto.CommandStatementQuery, payload)
-            if cmd.HasField("transaction_id"):
-                raise Unsupported(NO_TRANSACTIONS)
-            return cmd.query, None
-        return self.tickets.open_prepared(proto.prepared_handle(command), identity)
 
     def _is_dropped(self, incarnation: str) -> bool:
         """Whether this replica's cached catalog knows the incarnation was dropped (no I/O)."""
@@ -445,88 +359,15 @@ class FlightSqlServer:
     # == DoGet ==================================================================================
 
     def do_get(self, call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        identity = call.identity
         name, payload = proto.unpack_command(ticket.ticket)
-        if name != "TicketStatementQuery":
-            table = self.metadata.table(identity, name, payload)
-            return table.schema, iter(table.to_batches())
-        handle = proto.statement_handle(ticket.ticket)
-        if handle.startswith(SEGMENT_PREFIX):
-            if self.spooler is None:
-                raise Unsupported("this server does not serve spooled results (LAKE_FLIGHT_SPOOL=false)")
-            self._refuse_if_draining()
-            return self.spooler.read_segment(*self.spooler.open_segment(handle, identity))
-        ticket = self.tickets.open_statement(handle, identity)
-        query = QueryInfo.of("flight", identity, ticket.sql, ticket.params, ticket.snapshots)
-        started = time.perf_counter()
-        try:
-            self._refuse_if_draining()
-            self.streams.refuse_cancelled(ticket.ticket_id)
-            planned = self.engine.plan_pinned(
-                ticket.sql,
-                ticket.snapshots,
-                ticket.params,
-                is_dropped=self._is_dropped,
-                open_table=None if ticket.part is None else self.parts.opener(ticket.part),
-                scope=identity,
-            )
-        except Exception as exc:
-            failed(query, self.audit, exc, time.perf_counter() - started)
-            raise
-        return planned.schema, observed(
-            self.streams.stream(call, planned, ticket.ticket_id, identity),
-            query,
-            self.audit,
-            call.is_cancelled,
-        )
-
-    # == DoPut ==================================================================================
+        if name == "TicketStatementQuery":
+            return statements.stream(self, call, ticket)
+        table = self.metadata.table(call.identity, name, payload)
+        return table.schema, iter(table.to_batches())
 
     def do_put(self, call: Call, descriptor: fl.FlightDescriptor, batches: Iterator[pa.RecordBatch]) -> bytes:
-        """Bind parameters to a prepared statement; the reply (PutResult.app_metadata) is the
-        updated handle, which carries them (no server state)."""
-        identity = call.identity
         name, _ = self._command(descriptor)
-        if name != "CommandPreparedStatementQuery":
-            if name in proto.UNSUPPORTED_COMMANDS:
-                raise unsupported(name)
-            raise InvalidInput(f"DoPut does not take {name}")
-        sql, _ = self.tickets.open_prepared(proto.prepared_handle(descriptor.command), identity)
-        rows: list[pa.RecordBatch] = []
-        size = 0
-        limit = self.settings.max_param_bytes
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            size += batch.nbytes
-            if size > limit:
-                raise InvalidInput(
-                    f"the bound parameters are larger than LAKE_FLIGHT_MAX_PARAM_BYTES={limit}"
-                )
-            rows.append(batch)
-        params = None
-        if rows:
-            table = pa.Table.from_batches(rows)
-            if table.num_rows != 1:
-                raise InvalidInput(f"bind exactly one row of parameters (got {table.num_rows})")
-            params = table.combine_chunks().to_batches()[0]
-        handle = self.tickets.seal_prepared(identity, sql, params)
-        if params is not None:
-            self._start_bound(call, sql, params)
-        return proto.DoPutPreparedStatementResult(prepared_statement_handle=handle).SerializeToString()
-
-    def _start_bound(self, call: Call, sql: str, params: pa.RecordBatch) -> None:
-        """Start a prepared key lookup's query with the values just bound, once the DoPut has
-        answered, when a plan of it is kept (``QueryEngine.kept_binding``: nothing is planned
-        here): its GetFlightInfo gets that very plan and gives the start its ticket, as a start
-        at CreatePreparedStatement's. Never fails the DoPut: its GetFlightInfo reports what is
-        wrong."""
-        try:
-            planned = self.engine.kept_binding(sql, self._view(call.identity), params, scope=call.identity)
-            if planned is not None:
-                self.start_prepared(call, planned)
-        except Exception:  # noqa: BLE001 - only a head start; the statement's own calls decide
-            log.debug("no start at DoPut", exc_info=True)
+        return statements.bind(self, call, descriptor, name, batches)
 
     # == actions ================================================================================
 
@@ -558,10 +399,6 @@ class FlightSqlServer:
             "plans": {"kept": plans["entries"], "hits": plans["hits"], "shaped": plans["shaped"]},
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
-
-
-def _asks_spool(call: Call) -> bool:
-    return (call.header(SPOOL_HEADER) or "").strip().lower() in ("1", "true", "yes")
 
 
 #: Kept for callers of the previous names.

@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as fl
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
 from lake_platform.engine.results import ResultsArea, schema_of
@@ -42,14 +43,13 @@ log = logging.getLogger(__name__)
 SPOOL_HEADER = "x-lake-spool"
 #: The location that means "redeem the ticket on this connection" (Flight.proto).
 REUSE_CONNECTION = "arrow-flight-reuse-connection://?"
-#: Marks a segment ticket's handle (a statement ticket's starts with the envelope version, 3).
+#: Marks a segment ticket's handle (a statement ticket's is a JWE: it starts with "eyJ").
 SEGMENT_PREFIX = b"S"
 #: Marks a PollFlightInfo retry descriptor's command (not an Any: only this server reads it).
 POLL_PREFIX = b"lake-poll:"
 _IDENTITY = ("sub", "knd", "prj", "rol")
 _SEGMENT_KEYS = frozenset({*_IDENTITY, "job", "seg", "id"}) | ENVELOPE_CLAIMS
 _POLL_KEYS = frozenset({*_IDENTITY, "job", "ord"}) | ENVELOPE_CLAIMS
-_NO_PLAN = frozenset({"Aggregate", "Distinct", "Limit"})
 _JOB = "lake-results-job-"
 _KEEP_FINISHED = 300.0  # seconds a finished job's state stays in memory
 
@@ -104,23 +104,17 @@ class Spooler:
     # -- deciding ----------------------------------------------------------------------------
 
     def wanted(self, planned: PlannedQuery, asked: bool) -> bool:
+        """Whether ``planned``'s result is spooled: the caller asks, or it returns rows of its
+        tables (``PlanFacts.table_rows``) and they are as big as the settings say."""
         if asked:
             return True
-        # Worked out once per plan's structure (its snapshots never change): a kept plan asks
-        # every call.
-        kept = planned.structure.get("spool")
-        if kept is None or kept[0] is not self.settings:
-            kept = planned.structure["spool"] = (self.settings, self._wanted(planned))
-        return kept[1]
-
-    def _wanted(self, planned: PlannedQuery) -> bool:
         s = self.settings
         if not (s.min_rows or s.min_bytes) or not planned.refs:
             return False
         rows, size = self._scanned(planned)
         if not ((s.min_rows and rows >= s.min_rows) or (s.min_bytes and size >= s.min_bytes)):
             return False
-        return not _has_any(planned.df.optimized_logical_plan(), _NO_PLAN)
+        return planned.facts.table_rows
 
     def _scanned(self, planned: PlannedQuery) -> tuple[int, int]:
         rows = size = 0
@@ -371,30 +365,16 @@ class Spooler:
 def poll_info(
     info: fl.FlightInfo, descriptor: fl.FlightDescriptor | None, progress: float | None, expires: float | None
 ) -> bytes:
-    """A serialized ``PollInfo{info = 1, flight_descriptor = 2, progress = 3, expiration_time = 4}``."""
-    import struct
-
-    body = info.serialize()
-    out = b"\x0a" + framing.varint(len(body)) + body
+    """A serialized ``PollInfo``: ``info``, and while the result is not ready, the descriptor to
+    poll again with, the progress and the expiry."""
+    poll = proto.PollInfo(info=info.serialize())
     if descriptor is not None:
-        d = descriptor.serialize()
-        out += b"\x12" + framing.varint(len(d)) + d
+        poll.flight_descriptor = descriptor.serialize()
     if progress is not None:
-        out += b"\x19" + struct.pack("<d", progress)
+        poll.progress = progress
     if expires is not None:
-        stamp = b"\x08" + framing.varint(int(expires))
-        out += b"\x22" + framing.varint(len(stamp)) + stamp
-    return out
-
-
-def _has_any(root: Any, kinds: frozenset[str]) -> bool:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if type(node.to_variant()).__name__ in kinds:
-            return True
-        stack.extend(node.inputs())
-    return False
+        poll.expiration_time = Timestamp(seconds=int(expires)).SerializeToString()
+    return poll.SerializeToString()  # type: ignore[no-any-return]
 
 
 def _safe_name(name: str) -> bool:

@@ -17,16 +17,6 @@ replica, takes the started stream over (``stream``); anything else runs as befor
 nobody claims within ``LAKE_FLIGHT_EARLY_START_SECONDS`` is stopped and frees its slot; a
 cancelled ticket stops it at once. The result is the same stream either way: same plan, same
 pinned snapshots, same batches.
-
-A parameterless prepared statement starts still earlier, at CreatePreparedStatement, and a
-kept prepared key lookup at the DoPut of new values (``start_prepared``): ADBC runs every query
-on a new cursor as CreatePreparedStatement, GetFlightInfo, DoGet, so the query also overlaps
-the round trip to GetFlightInfo. Such a start has no ticket yet. It waits under (principal,
-plan) until the GetFlightInfo that plans exactly that kept plan for that principal names its
-ticket (``start_early``), and from then on it is an early start like any other. When that
-GetFlightInfo plans the statement again (a newer version was published in between), it stops
-the start at once (``_replanned``); when it reaches another replica, nobody claims the start
-and its window stops it. It counts toward the same half of the slots.
 """
 
 from __future__ import annotations
@@ -41,23 +31,16 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lake_platform.errors import ServiceUnavailable, Throttling
-from lake_platform.flight.last import Last
 from lake_platform.flight.transport import Call
 from lake_platform.flight.watchdog import Watchdog
 from lake_platform.observability.metrics import observe_early_start
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, timed_out
 from lake_platform.query.planner import PlannedQuery
-from lake_platform.query.stream import FIRST_BATCH
 from lake_platform.settings.flight import FlightSettings
 
 #: Cancelled ticket ids remembered (replica-local, advisory; the oldest are forgotten first).
 MAX_CANCELLED = 10_000
-
-
-def _same_params(a: pa.RecordBatch | None, b: pa.RecordBatch | None) -> bool:
-    """Whether two statements' bound values are the same (both none, or equal batches)."""
-    return a is b or (a is not None and b is not None and a.equals(b))
 
 
 def _running_key(ticket_id: str) -> str:
@@ -82,7 +65,7 @@ class _Early:
     Owned by the starting thread until ``ready``; after that by whoever claims or drops it
     (under ``Streams._lock``), so its stream is closed and its slot released exactly once."""
 
-    ticket_id: str | None  # None: started at CreatePreparedStatement or DoPut, no ticket yet
+    ticket_id: str
     identity: Hashable
     planned: PlannedQuery
     coalesce: bool
@@ -93,11 +76,6 @@ class _Early:
     call: Call | None = None  # the DoGet that claimed it
     batches: Iterator[pa.RecordBatch] | None = None
     first: pa.RecordBatch | None = None  # None: the stream ended (or stopped) before any batch
-    # What looking one batch past a small first one found (``Streams._look_past``): the stream
-    # ended there (``complete``), or its second batch, or the error that came instead.
-    complete: bool = False
-    second: pa.RecordBatch | None = None
-    late_error: BaseException | None = None
     error: BaseException | None = None
     claimed: bool = False
     dropped: bool = False
@@ -127,9 +105,6 @@ class Streams:
         self._lock = threading.Lock()
         self._aborting = threading.Event()
         self._early: dict[str, _Early] = {}  # ticket id -> its early start, until claimed
-        # (principal, id(plan)) -> a start at CreatePreparedStatement or DoPut, until its ticket
-        # is named
-        self._prepared: dict[tuple[Hashable, int], _Early] = {}
         self._early_max = max(1, settings.max_concurrent_queries // 2)
         self._early_window = (
             Watchdog(settings.early_start_seconds, name="lake-flight-early-start")
@@ -160,8 +135,7 @@ class Streams:
     ) -> Iterator[pa.RecordBatch]:
         """The query's batches, once admitted; the slot is held until the stream ends. The
         ticket's early start (``start_early``) is taken over when ``identity`` and ``planned``
-        are the ones it started for; its one small batch comes as ``last.Last`` when it is the
-        whole result and the call takes that mark (the grpcio port's)."""
+        are the ones it started for."""
         # Everything that must be undone happens inside the generator: a generator that is never
         # started (the client went away first) holds no slot, and claims no early start.
         # A writer that frames each batch in Python (grpcio) gains from fewer, larger messages;
@@ -221,87 +195,25 @@ class Streams:
         """Start ``planned`` for the DoGet of ``ticket_id``, if early starts are on, the plan
         is quick (its last run had its first batch within ``EARLY_FIRST_BATCH``, or, not run
         yet, it is a key lookup on a scalar index), and a slot is free without waiting (fewer
-        than half of them early starts). A start of this very plan for this principal at
-        CreatePreparedStatement (``start_prepared``) is given the ticket instead, and one of
-        the same statement on an older plan is stopped (``_replanned``). Never blocks, never
-        fails: without a start the DoGet runs the query as before.
+        than half of them early starts). Never blocks, never fails: without a start the DoGet
+        runs the query as before.
 
         ``after``: the calling RPC's ``Call.on_done``. The start is registered at once (its
         DoGet finds it), and its query begins once the RPC has sent its answer: begun
         earlier, its thread takes the GIL from the thread sending the answer the client
-        waits for (measured: CreatePreparedStatement 0.5 ms slower)."""
-        if self._early_window is None:
-            return
-        with self._lock:
-            prepared = self._prepared.pop((identity, id(planned)), None)
-            if prepared is None:
-                prepared = self._replanned(identity, planned)
-            if prepared is not None and prepared.planned is planned and prepared.coalesce == coalesce:
-                if ticket_id not in self._early:
-                    # Named by its ticket now: a cancel of the ticket stops it, its DoGet claims it.
-                    key = _running_key(ticket_id)
-                    self._running[key] = self._running.pop(prepared.key)
-                    prepared.ticket_id, prepared.key = ticket_id, key
-                    self._early[ticket_id] = prepared
-                    return
-        if prepared is not None:
-            self._drop_early(prepared)  # not what this ticket runs: stop it, start afresh
-        self._start(identity, planned, ticket_id, coalesce, after)
-
-    def _replanned(self, identity: Hashable, planned: PlannedQuery) -> _Early | None:
-        """A start at CreatePreparedStatement or DoPut of the statement ``planned`` plans (the
-        same principal, SQL and bound values) on another plan: one no GetFlightInfo here can
-        name any more, since the replica's catalog only moves forward (a newer version, or the
-        snapshot cache changed, made the plan anew). Dropped at once rather than at the end of
-        its window. The caller holds the lock; a few starts at most wait here."""
-        for early in self._prepared.values():
-            if (
-                early.identity == identity
-                and early.planned.sql == planned.sql
-                and _same_params(early.planned.params, planned.params)
-            ):
-                return early
-        return None
-
-    def start_prepared(
-        self,
-        identity: Hashable,
-        planned: PlannedQuery,
-        *,
-        coalesce: bool,
-        after: Callable[[Callable[[], None]], bool] | None = None,
-    ) -> None:
-        """Start ``planned`` at CreatePreparedStatement or DoPut, before it has a ticket: the next
-        :meth:`start_early` of this very plan for ``identity`` gives it its ticket. On the same
-        terms as :meth:`start_early`; one such start per principal and plan at a time."""
-        self._start(identity, planned, None, coalesce, after)
-
-    def _start(
-        self,
-        identity: Hashable,
-        planned: PlannedQuery,
-        ticket_id: str | None,
-        coalesce: bool,
-        after: Callable[[Callable[[], None]], bool] | None,
-    ) -> None:
+        waits for."""
         if self._early_window is None or self._early_pool is None or not self._quick(planned):
             return
         with self._lock:
-            waiting = (
-                (identity, id(planned)) in self._prepared if ticket_id is None else ticket_id in self._early
-            )
             if (
                 self._aborting.is_set()
-                or len(self._early) + len(self._prepared) >= self._early_max
-                or waiting
+                or len(self._early) >= self._early_max
+                or ticket_id in self._early
                 or not self._slots.acquire(blocking=False)
             ):
                 return
-            early = _Early(ticket_id, identity, planned, coalesce, _running_key(ticket_id or ""))
-            if ticket_id is None:
-                self._prepared[(identity, id(planned))] = early
-            else:
-                self._early[ticket_id] = early
+            early = _Early(ticket_id, identity, planned, coalesce, _running_key(ticket_id))
+            self._early[ticket_id] = early
             self._running[early.key] = early.stop
             self.early_started += 1
         early.expiry = self._early_window.arm(lambda: self._drop_early(early))
@@ -322,13 +234,10 @@ class Streams:
     def _quick(self, planned: PlannedQuery) -> bool:
         """Known quick to its first batch: its last run was, or (never run) it is a key lookup
         Lance answers from a scalar index."""
-        first = planned.derived.get(FIRST_BATCH)
+        first = self._engine.first_batch_seconds(planned)
         if first is not None:
             return first < EARLY_FIRST_BATCH
-        try:
-            return self._engine.is_key_lookup(planned)
-        except Exception:  # noqa: BLE001 - only a guess: the DoGet reports any real failure
-            return False
+        return planned.lookup is not None
 
     def _run_early(self, early: _Early) -> None:
         """The start's first batch (on a pool thread); then the stream waits for its DoGet."""
@@ -341,24 +250,7 @@ class Streams:
             pass
         except BaseException as exc:  # noqa: BLE001 - reported by the DoGet, as if it had run it
             early.error = exc.with_traceback(None)  # its frames would keep the stream alive
-        else:
-            self._look_past(early, batches)
         self._ended(early, batches)
-
-    def _look_past(self, early: _Early, batches: Iterator[pa.RecordBatch]) -> None:
-        """Ask for one more batch after a first one smaller than a full batch (a point query's
-        result is one), so the DoGet can know that first batch is the whole result and send it
-        with the status (``last.Last``). Still before the DoGet comes, in the time the early
-        start gains; a full first batch is not looked past (more are likely, each costs)."""
-        assert early.first is not None
-        if early.first.num_rows >= self._engine.limits.batch_size:
-            return
-        try:
-            early.second = next(batches)
-        except StopIteration:
-            early.complete = not early.cancelled()  # stopped is not complete
-        except BaseException as exc:  # noqa: BLE001 - raised by the DoGet after the first batch
-            early.late_error = exc.with_traceback(None)
 
     def _ended(self, early: _Early, batches: Iterator[pa.RecordBatch] | None) -> bool:
         """The start's first batch (or error) is in: it is ready. Released here if it was
@@ -397,8 +289,7 @@ class Streams:
         return early
 
     def _continue(self, early: _Early) -> Iterator[pa.RecordBatch]:
-        """The claimed start's batches: its first one (waited for), then the rest of its stream;
-        the first as ``Last`` when it is the whole result and the call takes that mark."""
+        """The claimed start's batches: its first one (waited for), then the rest of its stream."""
         while not early.ready.wait(_CLAIM_POLL):
             if early.cancelled():
                 early.stop.set()  # the start sees it within the engine's own poll and ends
@@ -406,16 +297,9 @@ class Streams:
             raise early.error
         if early.first is None:
             return
-        if early.complete and getattr(early.call, "takes_last", False):
-            yield Last(early.first)  # type: ignore[misc] - marked for the grpcio port's sender
-            return
         yield early.first
-        if early.second is not None:
-            yield early.second
-        if early.late_error is not None:
-            raise early.late_error
         assert early.batches is not None
-        yield from early.batches  # nothing more when complete
+        yield from early.batches
 
     def _drop_early(self, early: _Early) -> None:
         """Stop an unclaimed start (its window passed, its ticket was cancelled, another plan
@@ -426,10 +310,8 @@ class Streams:
             early.dropped = True
             early.stop.set()
             observe_early_start("dropped")
-            if early.ticket_id is not None and self._early.get(early.ticket_id) is early:
+            if self._early.get(early.ticket_id) is early:
                 del self._early[early.ticket_id]
-            if self._prepared.get((early.identity, id(early.planned))) is early:
-                del self._prepared[(early.identity, id(early.planned))]
             if not early.ready.is_set():
                 return  # its thread releases it when the first batch (or the stop) comes
         self._release_early(early)
@@ -437,7 +319,7 @@ class Streams:
     def _drop_waiting(self) -> None:
         """Stop every start not claimed yet."""
         with self._lock:
-            waiting = [*self._early.values(), *self._prepared.values()]
+            waiting = list(self._early.values())
         for early in waiting:
             self._drop_early(early)
 
@@ -453,7 +335,7 @@ class Streams:
     def early_stats(self) -> dict[str, int]:
         """Early starts begun, taken over by their DoGet, and waiting for it now."""
         with self._lock:
-            waiting = len(self._early) + len(self._prepared)
+            waiting = len(self._early)
             return {"started": self.early_started, "claimed": self.early_claimed, "waiting": waiting}
 
     def _arm_time_limit(self, call: Call, expired: threading.Event) -> int | None:

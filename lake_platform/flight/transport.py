@@ -8,9 +8,10 @@ reach a client, and nothing else can listen on its port. Serving ``arrow.flight.
 ``grpc.health.v1.Health`` service that load balancers and Kubernetes probe.
 
 Messages stay in their wire form: requests are parsed with pyarrow's own ``deserialize``
-(FlightDescriptor, Ticket, Action), replies built with its ``serialize``, and the data plane
-(``FlightData``) is framed by hand around the IPC message pyarrow serializes (``framing``), so a
-record batch is copied into the reply once and never passes through protobuf objects.
+(FlightDescriptor, Ticket, Action), replies built with its ``serialize``; a result's record
+batches become ``FlightData`` messages in ``framing``. Only grpcio's public API is used, save
+one piece it lacks, kept in ``grpc_status``: ending a call from another thread with an exact
+status (the time limit's DEADLINE_EXCEEDED).
 
 This module knows nothing of SQL: it authenticates each call (:func:`authenticate_call`), hands
 the decoded request and a :class:`Call` to the :class:`FlightHandler`, and turns replies and
@@ -19,11 +20,8 @@ errors into gRPC.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import queue
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
@@ -40,8 +38,8 @@ from lake_platform.errors import ServiceUnavailable, Unsupported
 from lake_platform.flight import proto
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, parse_message
-from lake_platform.flight.last import Last
-from lake_platform.flight.threads import DaemonPool
+from lake_platform.flight.grpc_status import end_with_status
+from lake_platform.flight.read_ahead import read_ahead
 from lake_platform.observability import context as request_context
 
 log = logging.getLogger(__name__)
@@ -63,9 +61,6 @@ class Call:
     identity: Identity
     _context: Any = None
 
-    #: A result stream's ``last.Last`` item is sent with the status (``StreamSender``).
-    takes_last = True
-
     def is_cancelled(self) -> bool:
         """The client cancelled, its deadline passed, or the connection dropped."""
         return self._context is not None and not self._context.is_active()
@@ -75,15 +70,11 @@ class Call:
 
         For limits the server keeps on its own clock: a result stream must end even while the
         handler's thread is blocked in gRPC's send to a client that stopped reading, where no
-        exception can reach it. grpcio's public ``cancel()`` would answer CANCELLED; the call
-        below it sends the status given (and the client sees it, not a reset stream)."""
+        exception can reach it (``grpc_status``: the client sees the status given)."""
         if self._context is None:
             return
         code, message = status_of(exc)
-        try:
-            self._context._rpc_event.call.cancel(code.value[0], message)  # noqa: SLF001 - see above
-        except Exception:  # noqa: BLE001 - another grpcio: cancelled is still ended
-            self._context.cancel()
+        end_with_status(self._context, code, message)
 
     def header(self, name: str) -> str | None:
         """The value of a call header (the first one of that name), if the client sent it."""
@@ -191,21 +182,20 @@ class FlightTransport:
     # == dispatch ===============================================================================
 
     def _flight_handlers(self) -> grpc.GenericRpcHandler:
-        # No (de)serializers: handlers see and return the raw message bytes. Replies known in
-        # full go out through ``ReplySender`` (the last one with the status).
+        # No (de)serializers: handlers see and return the raw message bytes.
         return grpc.method_handlers_generic_handler(
             SERVICE,
             {
-                "Handshake": grpc.stream_stream_rpc_method_handler(ReplySender(self._handshake)),
+                "Handshake": grpc.stream_stream_rpc_method_handler(self._handshake),
                 "ListFlights": grpc.unary_stream_rpc_method_handler(self._unimplemented("ListFlights")),
                 "GetFlightInfo": grpc.unary_unary_rpc_method_handler(self._get_flight_info),
                 "PollFlightInfo": grpc.unary_unary_rpc_method_handler(self._poll_flight_info),
                 "GetSchema": grpc.unary_unary_rpc_method_handler(self._get_schema),
-                "DoGet": grpc.unary_stream_rpc_method_handler(StreamSender(self._do_get)),
-                "DoPut": grpc.stream_stream_rpc_method_handler(ReplySender(self._do_put)),
+                "DoGet": grpc.unary_stream_rpc_method_handler(self._do_get),
+                "DoPut": grpc.stream_stream_rpc_method_handler(self._do_put),
                 "DoExchange": grpc.stream_stream_rpc_method_handler(self._unimplemented("DoExchange")),
-                "DoAction": grpc.unary_stream_rpc_method_handler(ReplySender(self._do_action)),
-                "ListActions": grpc.unary_stream_rpc_method_handler(ReplySender(self._list_actions)),
+                "DoAction": grpc.unary_stream_rpc_method_handler(self._do_action),
+                "ListActions": grpc.unary_stream_rpc_method_handler(self._list_actions),
             },
         )
 
@@ -214,7 +204,7 @@ class FlightTransport:
         request_context.identify(identity.name, identity.project)
         return Call(identity, context)
 
-    def _handshake(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Sequence[bytes]:
+    def _handshake(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             identity, token = authenticate_call(self.auth, context.invocation_metadata(), handshake=True)
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
@@ -222,7 +212,7 @@ class FlightTransport:
         request_context.identify(identity.name, identity.project)
         # The Bearer travels in the response headers; the Handshake payload carries nothing.
         context.send_initial_metadata((("authorization", f"Bearer {token}"),))
-        return ()
+        return iter(())
 
     def _get_flight_info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
@@ -250,7 +240,7 @@ class FlightTransport:
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
 
-    def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes | Last[bytes]]:
+    def _do_get(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             call = self._call(context)
             schema, batches = self.handler.do_get(call, parse_message(fl.Ticket, request))
@@ -260,7 +250,7 @@ class FlightTransport:
 
     def _stream(
         self, context: grpc.ServicerContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
-    ) -> Iterator[bytes | Last[bytes]]:
+    ) -> Iterator[bytes]:
         try:
             yield from read_ahead(
                 encode_stream(schema, batches), READ_AHEAD, also_close=batches, first=SYNC_MESSAGES
@@ -268,32 +258,34 @@ class FlightTransport:
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
 
-    def _do_put(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Sequence[bytes]:
+    def _do_put(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             call = self._call(context)
             descriptor, batches = decode_put(requests, self.max_put_bytes)
             metadata = self.handler.do_put(call, descriptor, batches)
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
-        return (proto.PutResult(app_metadata=metadata).SerializeToString(),)
+        return iter((proto.PutResult(app_metadata=metadata).SerializeToString(),))
 
-    def _do_action(self, request: bytes, context: grpc.ServicerContext) -> Sequence[bytes]:
+    def _do_action(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             call = self._call(context)
             results = self.handler.do_action(call, parse_message(fl.Action, request))
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
-        return [fl.Result(pa.py_buffer(body)).serialize() for body in results]
+        return iter([fl.Result(pa.py_buffer(body)).serialize() for body in results])
 
-    def _list_actions(self, request: bytes, context: grpc.ServicerContext) -> Sequence[bytes]:
+    def _list_actions(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             self._call(context)
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
-        return [
-            proto.ActionType(type=kind, description=text).SerializeToString()
-            for kind, text in self.handler.list_actions()
-        ]
+        return iter(
+            [
+                proto.ActionType(type=kind, description=text).SerializeToString()
+                for kind, text in self.handler.list_actions()
+            ]
+        )
 
     def _unimplemented(self, method: str) -> Callable[..., Any]:
         def handler(request: Any, context: grpc.ServicerContext) -> Any:
@@ -306,117 +298,13 @@ class FlightTransport:
         return handler
 
 
-def _status_with_message() -> Callable[[Any, Any, bytes], None] | None:
-    """grpcio's own "send this message and the status in one batch", what it does for a unary
-    reply (see ``StreamSender``): ``_status(rpc_event, state, serialized_response)``. None in a
-    grpcio without it, or where it takes other arguments: the last reply then goes out as the
-    others do, and ``test_transport``'s counts of waited sends show the saving lost."""
-    try:
-        from grpc._server import _status  # noqa: PLC2701 - private: checked below
-    except ImportError:
-        return None
-    try:
-        names = list(inspect.signature(_status).parameters)
-    except (TypeError, ValueError):
-        return None
-    return _status if names == ["rpc_event", "state", "serialized_response"] else None
-
-
-_STATUS_WITH_MESSAGE = _status_with_message()
-
-
-class StreamSender:
-    """DoGet's behavior (and ``ReplySender``'s): sends the stream's messages as grpcio's own
-    path does, each waited for, except a message marked ``last.Last``: that one goes out in one
-    batch with the status, without waiting (``ReplySender`` says why that wait costs).
-
-    A DoGet stream cannot hold every batch back until it knows the next one: rows a client could
-    already have would wait behind a slow batch. So only a producer that knows its last batch
-    without asking for the next one marks it (an early start that looked one batch ahead:
-    ``Streams._look_past``). Before sending it, the sender still asks for the next item, which
-    ends the stream at once: every layer finishes (the time limit's and cancellation's checks,
-    the slot's release, the query audit) while the client still waits, as on grpcio's path. If
-    that raises, the marked message goes out on its own and the error's status after it, as
-    before; if it yields another item after all, the sender carries on as grpcio's path would.
-
-    grpcio calls a behavior with ``experimental_non_blocking`` as ``(request, context, send)``
-    and leaves the sending, and the status, to it (it ignores what the behavior returns):
-    ``send(message)`` is its blocking send with flow control, ``send(None)`` ends the call with
-    its status. An error raised by ``produce`` reaches grpcio as from any behavior (an ``_abort``
-    has set the status)."""
-
-    experimental_non_blocking = True
-
-    def __init__(self, produce: Callable[[Any, grpc.ServicerContext], Iterator[bytes | Last[bytes]]]) -> None:
-        self.produce = produce
-
-    def __call__(self, request: Any, context: grpc.ServicerContext, send: Callable[[Any], None]) -> bool:
-        """False: the client went away (or the call was ended) before the status was sent."""
-        replies = self.produce(request, context)
-        try:
-            pending = next(replies, _END)
-            while pending is not _END:
-                if isinstance(pending, Last):
-                    message = pending.item
-                    try:
-                        pending = next(replies, _END)
-                    except BaseException:
-                        send(message)
-                        raise
-                    if pending is _END and _sent_with_status(context, message):
-                        return True
-                else:
-                    message, pending = pending, None
-                send(message)
-                if not context.is_active():
-                    return False
-                if pending is None:
-                    pending = next(replies, _END)
-            send(None)
-            return True
-        finally:
-            _close(replies)  # where it ran: a query releases its slot here
-
-
-class ReplySender(StreamSender):
-    """A streaming RPC's behavior for replies known in full when the handler returns (DoAction,
-    DoPut, ListActions, Handshake): ``StreamSender`` over them with the last one marked, so it
-    goes out in one batch with the status.
-
-    grpcio sends each streamed message in a batch of its own and waits for its completion, which
-    the thread polling the completion queue reports: two thread hand-offs per message, measured
-    at 0.16 ms median a message here (docs/benchmarks.md, "twenty-first round"). The last one
-    needs no wait: grpcio's unary path sends a message and the status in one batch (``_status``),
-    and on the wire a stream's last message followed by its status is the same either way. So a
-    CreatePreparedStatement's or a DoPut's one reply does not wait."""
-
-    def __init__(self, produce: Callable[[Any, grpc.ServicerContext], Sequence[bytes]]) -> None:
-        super().__init__(lambda request, context: _last_marked(produce(request, context)))
-
-
-def _last_marked(replies: Sequence[bytes]) -> Iterator[bytes | Last[bytes]]:
-    yield from replies[:-1]
-    if replies:
-        yield Last(replies[-1])
-
-
-def _sent_with_status(context: grpc.ServicerContext, message: bytes) -> bool:
-    """Send ``message`` and the call's status in one batch (grpcio's unary way). False: this
-    grpcio has no means to, and nothing was sent (the message then goes out as any other)."""
-    event, state = getattr(context, "_rpc_event", None), getattr(context, "_state", None)
-    if _STATUS_WITH_MESSAGE is None or event is None or state is None:
-        return False
-    _STATUS_WITH_MESSAGE(event, state, message)
-    return True
-
-
 class _Health(health.HealthServicer):
     """``grpc.health.v1.Health`` for the whole server ("") and the Flight service: SERVING while
     the server takes calls and ``ready()`` holds (the catalog snapshot is loaded and fresh
     enough), so a probe's answer matches what a query would get."""
 
     def __init__(self, ready: Callable[[], bool]) -> None:
-        super().__init__(experimental_non_blocking=True)
+        super().__init__()
         self.ready = ready
         self.serving = False
 
@@ -429,99 +317,6 @@ class _Health(health.HealthServicer):
                 else health_pb2.HealthCheckResponse.NOT_SERVING
             )
         return super().Check(request, context)
-
-
-class _Failure:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-_END = object()
-
-
-def read_ahead(items: Iterator[Any], depth: int, *, also_close: Any = None, first: int = 0) -> Iterator[Any]:
-    """``items``, produced on a thread of their own up to ``depth`` ahead of the consumer.
-
-    A result stream is a chain of DataFusion (its own threads), Python glue and encoding, then
-    gRPC's send and the client's read. Run in one thread, each batch waits for the previous one
-    to leave; here producing the next batch overlaps sending this one. An error in the producer
-    is raised to the consumer in order; when the consumer stops early (the client went away), the
-    producer stops at its next item and closes ``items`` and ``also_close`` on its own thread (a
-    generator must be closed where it runs: that is where a query releases its slot).
-
-    ``first``: that many items are produced on the consumer's thread before the producer
-    takes over (on a thread reused across streams), so a small result (a point query: the
-    schema, one batch, the end) never pays for the hand-offs; a larger one overlaps from then
-    on (it loses the overlap of its first items only)."""
-    for _ in range(first):
-        try:
-            item = next(items)
-        except StopIteration:
-            _close(items, also_close)
-            return
-        except BaseException:
-            _close(items, also_close)
-            raise
-        try:
-            yield item
-        except BaseException:  # the consumer stopped (GeneratorExit): close where it ran
-            _close(items, also_close)
-            raise
-    yield from _threaded(items, depth, also_close)
-
-
-def _close(*its: Any) -> None:
-    for it in its:
-        close = getattr(it, "close", None)
-        if close is not None:
-            close()
-
-
-#: Read-ahead producers run on reused threads: a thread started per stream cost ~1 ms of a
-#: 30 ms aggregate's DoGet (its start, and its stack unmapped when it ended).
-_PRODUCERS = DaemonPool("lake-flight-read-ahead")
-
-
-def _threaded(items: Iterator[Any], depth: int, also_close: Any) -> Iterator[Any]:
-    buffer: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                buffer.put(item, timeout=0.5)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(item):
-                    return
-            put(_END)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            put(_Failure(exc))
-        finally:
-            _close(items, also_close)
-
-    _PRODUCERS.submit(produce)
-    try:
-        while True:
-            item = buffer.get()
-            if item is _END:
-                return
-            if isinstance(item, _Failure):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
-        while True:  # unblock a producer waiting for room
-            try:
-                buffer.get_nowait()
-            except queue.Empty:
-                break
 
 
 def _abort(context: grpc.ServicerContext, exc: BaseException) -> NoReturn:

@@ -27,15 +27,21 @@ class ObservingInterceptor(grpc.ServerInterceptor):
         if handler is None or not details.method.startswith(_FLIGHT):
             return handler
         method = details.method[len(_FLIGHT) :]
+        # Rebuilt with grpcio's public constructors, keeping the handler's (de)serializers.
+        codec = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
         if handler.unary_unary is not None:
-            return handler._replace(unary_unary=self._unary(handler.unary_unary, method))
-        for kind in ("unary_stream", "stream_stream"):
-            behavior = getattr(handler, kind)
-            if behavior is None:
-                continue
-            if getattr(behavior, "experimental_non_blocking", False):
-                return handler._replace(**{kind: self._sending(behavior, method)})
-            return handler._replace(**{kind: self._streaming(behavior, method)})
+            return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary, method), **codec)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(handler.unary_stream, method), **codec
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._streaming(handler.stream_stream, method), **codec
+            )
         return handler  # stream_unary: Flight has none
 
     def _finish(self, info: context.RequestInfo, code: str, started: float) -> None:
@@ -74,9 +80,6 @@ class ObservingInterceptor(grpc.ServerInterceptor):
 
         return wrapped
 
-    def _sending(self, behavior: Callable[..., bool | None], method: str) -> _ObservedSending:
-        return _ObservedSending(self, behavior, method)
-
     def _watch(
         self, replies: Iterator[Any], ctx: Any, info: context.RequestInfo, started: float
     ) -> Iterator[Any]:
@@ -92,35 +95,6 @@ class ObservingInterceptor(grpc.ServerInterceptor):
             raise
         finally:
             self._finish(info, code, started)
-
-
-class _ObservedSending:
-    """An observed behavior that sends its own replies (``transport.StreamSender``): the RPC is
-    done when it returns, its last reply and status on their way, or False when the client went
-    away first (a status sent, then the client closing its end, is still OK)."""
-
-    experimental_non_blocking = True
-
-    def __init__(
-        self, interceptor: ObservingInterceptor, behavior: Callable[..., bool | None], method: str
-    ) -> None:
-        self.interceptor, self.behavior, self.method = interceptor, behavior, method
-
-    def __call__(self, request: Any, ctx: grpc.ServicerContext, send: Callable[[Any], None]) -> bool | None:
-        started = time.perf_counter()
-        info, token = context.begin(self.interceptor.surface, self.method)
-        code = "OK"
-        try:
-            finished = self.behavior(request, ctx, send)
-            if finished is False:  # gone before the status was sent
-                code = _code(ctx, "CANCELLED")
-            return finished
-        except BaseException:
-            code = _code(ctx, "UNKNOWN")
-            raise
-        finally:
-            context.end(token)
-            self.interceptor._finish(info, code, started)  # noqa: SLF001 - its own helper
 
 
 def _code(ctx: Any, default: str) -> str:

@@ -55,10 +55,10 @@ def build_split_catalog(home: Path, **overrides: Any) -> tuple[LakeSettings, Cat
     """``build_catalog`` plus ``p.w.ns.big``: 8 fragments of 500 rows, deleted rows in the
     first two (the table the multi-endpoint tests split)."""
     settings, catalog = build_catalog(home, **overrides)
-    catalog.create_table("p.w.ns.big", t_rows(500).to_reader())
+    catalog.tables.create_table("p.w.ns.big", t_rows(500).to_reader())
     for k in range(1, 8):
-        catalog.append("p.w.ns.big", t_rows(500, start=500 * k).to_reader())
-    catalog.delete_rows("p.w.ns.big", "id % 7 = 0 AND id < 1000")
+        catalog.tables.append("p.w.ns.big", t_rows(500, start=500 * k).to_reader())
+    catalog.tables.delete_rows("p.w.ns.big", "id % 7 = 0 AND id < 1000")
     return settings, catalog
 
 
@@ -66,17 +66,17 @@ def build_catalog(home: Path, **overrides: Any) -> tuple[LakeSettings, Catalog]:
     settings = load_settings(home=home, **overrides)
     catalog = Catalog(settings)
     for project in ("p", "q"):
-        catalog.create_project(project)
-        catalog.create_warehouse(f"{project}.w")
-        catalog.create_namespace(f"{project}.w.ns")
-    catalog.create_namespace("p.w.ns.sub")
-    catalog.create_table("p.w.ns.t", t_rows(1000).to_reader())
-    catalog.create_table("p.w.ns.sub.u", pa.table({"id": pa.array([1, 2, 3], pa.int64())}).to_reader())
-    catalog.create_table("p.w.ns.multi", t_rows(100).to_reader())
+        catalog.containers.create_project(project)
+        catalog.containers.create_warehouse(f"{project}.w")
+        catalog.containers.create_namespace(f"{project}.w.ns")
+    catalog.containers.create_namespace("p.w.ns.sub")
+    catalog.tables.create_table("p.w.ns.t", t_rows(1000).to_reader())
+    catalog.tables.create_table("p.w.ns.sub.u", pa.table({"id": pa.array([1, 2, 3], pa.int64())}).to_reader())
+    catalog.tables.create_table("p.w.ns.multi", t_rows(100).to_reader())
     for k in range(1, 5):
-        catalog.append("p.w.ns.multi", t_rows(100, start=100 * k).to_reader())
-    catalog.create_table("q.w.ns.t", pa.table({"id": pa.array([-1, -2], pa.int64())}).to_reader())
-    catalog.create_table("q.w.ns.secret", pa.table({"code": pa.array(["bob-only"])}).to_reader())
+        catalog.tables.append("p.w.ns.multi", t_rows(100, start=100 * k).to_reader())
+    catalog.tables.create_table("q.w.ns.t", pa.table({"id": pa.array([-1, -2], pa.int64())}).to_reader())
+    catalog.tables.create_table("q.w.ns.secret", pa.table({"code": pa.array(["bob-only"])}).to_reader())
     return settings, catalog
 
 
@@ -244,7 +244,7 @@ def raw_status(server: Any, ticket: fl.Ticket) -> tuple[str, str]:
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     call = channel.unary_stream("/arrow.flight.protocol.FlightService/DoGet")
     headers = [(key.decode().lower(), value.decode())]
-    message = b"\x0a" + _varint(len(ticket.ticket)) + ticket.ticket
+    message = b"\x0a" + varint(len(ticket.ticket)) + ticket.ticket
     try:
         for _ in call(message, metadata=headers):
             pass
@@ -255,7 +255,8 @@ def raw_status(server: Any, ticket: fl.Ticket) -> tuple[str, str]:
     return "OK", ""
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint: for tests that write a message's bytes themselves."""
     out = bytearray()
     while True:
         byte = n & 0x7F

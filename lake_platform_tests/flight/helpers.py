@@ -1,6 +1,6 @@
 """Helpers shared by the Flight and query test modules (none of which imports another): a slow
 UDF to watch a producer with, the server's running-stream count, a registry that counts its
-reads and can fail like a backend outage, and grpcio's waited sends counted."""
+reads and can fail like a backend outage."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Self
 
 import pyarrow as pa
-import pytest
 from datafusion import udf
 
 from lake_platform.errors import ServiceUnavailable
@@ -138,20 +137,3 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
         )
     )
     return cert_file, key_file
-
-
-def waited_sends(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The messages an in-process grpcio server sends from now on each in a batch of its own,
-    waiting for the send to complete (grpcio's ``_send_response``); a message sent with the
-    status is not among them."""
-    import grpc._server as grpc_server
-
-    waited: list[bytes] = []
-    send = grpc_server._send_response
-
-    def counted(rpc_event: Any, state: Any, message: bytes) -> bool:
-        waited.append(message)
-        return send(rpc_event, state, message)
-
-    monkeypatch.setattr(grpc_server, "_send_response", counted)
-    return waited

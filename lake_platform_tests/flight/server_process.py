@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.flight.grpc_env import prefer_polling_listener
 from lake_platform.settings import load_settings
 from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.flight.conftest import start_server
@@ -40,12 +39,9 @@ def spawn(home: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
 def launch(home: Path, *options: str) -> subprocess.Popen[bytes]:
     """Start the process :func:`spawn` starts, without waiting for it to listen (several
     servers then start at once); :func:`port_of` waits."""
-    env = dict(os.environ)
-    prefer_polling_listener(env, imported=())  # as `lake serve-flight` runs
     return subprocess.Popen(
         [sys.executable, "-m", "lake_platform_tests.flight.server_process", str(home), *options],
         stdout=subprocess.PIPE,
-        env=env,
     )
 
 

@@ -1,4 +1,4 @@
-"""``transport.read_ahead``: the first messages of a result go out from the consumer's thread (a
+"""``read_ahead``: the first messages of a result go out from the consumer's thread (a
 point query's whole stream needs no thread), the rest are read ahead on a thread; items, errors
 and closing keep their order and their thread either way."""
 
@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lake_platform.flight import transport
-from lake_platform.flight.transport import read_ahead
+from lake_platform.flight.read_ahead import PRODUCERS, read_ahead
 
 
 class Source:
@@ -69,7 +68,7 @@ def test_a_consumer_that_stops_early_closes_the_source_where_it_ran() -> None:
 def test_larger_results_one_after_another_read_ahead_on_one_reused_thread() -> None:
     first, second = Source(10), Source(10)
     assert list(read_ahead(first.run(), 2, first=3)) == list(range(10))
-    assert transport._PRODUCERS.wait_idle(1, 10.0)  # the first producer is done with its stream
+    assert PRODUCERS.wait_idle(1, 10.0)  # the first producer is done with its stream
     workers = {t.ident for t in threading.enumerate() if t.name == "lake-flight-read-ahead"}
     assert set(first.threads[3:]) <= workers
     assert list(read_ahead(second.run(), 2, first=3)) == list(range(10))

@@ -8,6 +8,7 @@ stream; the real path (a server, ADBC) is in ``test_early_start``."""
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
@@ -16,13 +17,12 @@ import pytest
 
 from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, ServiceUnavailable, SettingsError, Throttling
-from lake_platform.flight.last import Last
 from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
 from lake_platform.observability.metrics import REGISTRY
 from lake_platform.query.errors import QueryCancelled
+from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
-from lake_platform.query.stream import FIRST_BATCH
 from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import wait_until
 
@@ -40,7 +40,6 @@ class _Engine:
 
     def __init__(self, batches: int = 3, error: Exception | None = None) -> None:
         self.limits = QueryLimits()
-        self.lookups: set[int] = set()  # id() of the plans that are key lookups
         self.batches = batches
         self.error = error
         self.started: list[str] = []  # the thread each stream started on
@@ -49,8 +48,8 @@ class _Engine:
         self.hold = threading.Event()  # set: the first batch waits for it (until cancelled)
         self.hold.set()
 
-    def is_key_lookup(self, planned: PlannedQuery) -> bool:
-        return id(planned) in self.lookups
+    def first_batch_seconds(self, planned: PlannedQuery) -> float | None:
+        return _FIRST_BATCH.get(planned)
 
     def stream(
         self,
@@ -77,9 +76,8 @@ class _Engine:
 
 
 class _Call:
-    def __init__(self, takes_last: bool = False) -> None:
+    def __init__(self) -> None:
         self.cancelled = False
-        self.takes_last = takes_last
 
     def is_cancelled(self) -> bool:
         return self.cancelled
@@ -88,12 +86,24 @@ class _Call:
         self.cancelled = True
 
 
-def _planned(
-    first_batch: float | None = 0.001, sql: str = "SELECT v", params: pa.RecordBatch | None = None
-) -> PlannedQuery:
-    planned = PlannedQuery(sql=sql, df=None, schema=SCHEMA, refs=(), parameters=0, params=params)
+#: What each plan's last run took to its first batch, as the engine would remember it.
+_FIRST_BATCH: weakref.WeakKeyDictionary[PlannedQuery, float] = weakref.WeakKeyDictionary()
+#: Stands for the scalar-index lookup of a plan Lance answers (``PlannedQuery.lookup``).
+_KEY_LOOKUP: Any = object()
+
+
+def _planned(first_batch: float | None = 0.001, sql: str = "SELECT v", lookup: bool = False) -> PlannedQuery:
+    planned = PlannedQuery(
+        sql=sql,
+        df=None,
+        schema=SCHEMA,
+        refs=(),
+        parameters=0,
+        facts=PlanFacts(None),
+        lookup=_KEY_LOOKUP if lookup else None,
+    )
     if first_batch is not None:
-        planned.derived[FIRST_BATCH] = first_batch
+        _FIRST_BATCH[planned] = first_batch
     return planned
 
 
@@ -258,6 +268,8 @@ def test_draining_stops_unclaimed_starts_at_once(engine: _Engine) -> None:
     assert wait_until(lambda: engine.started)
     streams.finish(grace=30)  # returns at once: nothing but the unclaimed start was running
     assert streams.running() == 0 and engine.closed == 1
+    streams.start_early(ALICE, _planned(), "t2", coalesce=True)  # the server is stopping
+    assert streams.early_stats()["started"] == 1
     streams.close()
 
 
@@ -276,8 +288,7 @@ def test_a_bad_window_is_refused_naming_the_variable(bad: Any) -> None:
 
 def test_a_key_lookup_starts_early_before_any_run_of_it_was_timed(engine: _Engine) -> None:
     streams = _streams(engine)
-    lookup, slow_lookup = _planned(None), _planned(1.0)
-    engine.lookups |= {id(lookup), id(slow_lookup)}
+    lookup, slow_lookup = _planned(None, lookup=True), _planned(1.0, lookup=True)
     streams.start_early(ALICE, lookup, "t1", coalesce=True)
     streams.start_early(ALICE, slow_lookup, "t2", coalesce=True)  # timed: its history decides
     assert streams.early_stats()["started"] == 1
@@ -287,9 +298,8 @@ def test_a_key_lookup_starts_early_before_any_run_of_it_was_timed(engine: _Engin
 
 
 def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _Engine) -> None:
-    """Every path at once from 8 threads, some started at CreatePreparedStatement: claimed,
-    cancelled, never fetched (expired), fetched by someone else, closed after one batch, a
-    prepared start never given a ticket. Afterwards nothing runs and every slot is free."""
+    """Every path at once from 8 threads: claimed, cancelled, never fetched (expired), fetched
+    by someone else, closed after one batch. Afterwards nothing runs and every slot is free."""
     streams = _streams(engine, early_start_seconds=0.3, max_concurrent_queries=8, admission_wait_seconds=30)
     errors: list[BaseException] = []
 
@@ -297,10 +307,6 @@ def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _E
         try:
             for n in range(40):
                 tid, planned = f"w{w}-{n}", _planned()
-                if n % 3 == 0:
-                    streams.start_prepared(ALICE, planned, coalesce=True)  # its ticket comes next
-                elif n % 3 == 1:
-                    streams.start_prepared(ALICE, _planned(), coalesce=True)  # never given a ticket
                 streams.start_early(ALICE, planned, tid, coalesce=True)
                 kind = (w + n) % 5
                 if kind == 0:
@@ -335,119 +341,6 @@ def test_many_starts_claims_cancels_and_expiries_at_once_leak_no_slot(engine: _E
     streams.close()
 
 
-# -- starts at CreatePreparedStatement ------------------------------------------------------
-
-
-def test_a_start_at_prepare_is_given_its_ticket_and_taken_over_by_its_doget(engine: _Engine) -> None:
-    streams = _streams(engine)
-    planned = _planned()
-    streams.start_prepared(ALICE, planned, coalesce=True)
-    assert wait_until(lambda: engine.started)  # before any GetFlightInfo
-    assert streams.early_stats() == {"started": 1, "claimed": 0, "waiting": 1}
-    streams.start_early(ALICE, planned, "t1", coalesce=True)  # its GetFlightInfo names the ticket
-    assert streams.early_stats() == {"started": 1, "claimed": 0, "waiting": 1}
-    assert _values(streams.stream(_Call(), planned, "t1", ALICE)) == [0, 1, 2]
-    assert len(engine.started) == 1  # neither GetFlightInfo nor DoGet ran a query of its own
-    assert streams.early_stats() == {"started": 1, "claimed": 1, "waiting": 0}
-    assert streams.running() == 0 and engine.closed == 1
-    streams.close()
-
-
-@pytest.mark.parametrize("other", ["principal", "plan", "coalescing"])
-def test_a_start_at_prepare_is_given_only_the_ticket_of_its_own_plan_and_principal(
-    engine: _Engine, other: str
-) -> None:
-    """Another principal, another plan (a newer version published in between: planned again),
-    or a stream framed otherwise gets a start of its own; the prepared start is never claimed
-    by it and is stopped by its window, freeing its slot."""
-    streams = _streams(engine, early_start_seconds=0.2)
-    prepared, planned = _planned(), _planned()
-    streams.start_prepared(ALICE, prepared, coalesce=True)
-    identity = BOB if other == "principal" else ALICE
-    if other != "plan":
-        planned = prepared
-    coalesce = other != "coalescing"
-    streams.start_early(identity, planned, "t1", coalesce=coalesce)
-    assert streams.early_stats()["started"] == 2
-    call = _Call()
-    call.coalesce = coalesce  # type: ignore[attr-defined]  # as a data plane call says
-    assert _values(streams.stream(call, planned, "t1", identity)) == [0, 1, 2]
-    assert streams.early_stats()["claimed"] == 1
-    assert wait_until(lambda: streams.running() == 0 and streams.early_stats()["waiting"] == 0)
-    assert engine.closed == 2
-    streams.close()
-
-
-def test_a_start_at_prepare_whose_statement_is_planned_anew_is_stopped_at_once(engine: _Engine) -> None:
-    """Its GetFlightInfo planned the same statement again (a newer version came in between):
-    nothing here can name the older plan any more, so its start is stopped there and then and
-    frees its slot, not at the end of its window. Other statements' starts stay, and so does
-    a start of the same text with other values bound."""
-    engine.hold.clear()  # each start stays at its first batch until stopped
-    streams = _streams(engine, max_concurrent_queries=8)
-    dropped = _early_metric("dropped")
-    older = _planned()
-    streams.start_prepared(ALICE, older, coalesce=True)
-    streams.start_prepared(ALICE, _planned(sql="SELECT w"), coalesce=True)  # another statement
-    six, seven = pa.record_batch({"0": [6]}), pa.record_batch({"0": [7]})
-    streams.start_prepared(ALICE, _planned(sql="SELECT ?", params=six), coalesce=True)
-    streams.start_early(ALICE, _planned(sql="SELECT ?", params=seven), "t0", coalesce=True)
-    assert streams.early_stats() == {"started": 4, "claimed": 0, "waiting": 4}
-    streams.start_early(ALICE, _planned(), "t1", coalesce=True)  # "SELECT v", planned anew
-    assert streams.early_stats() == {"started": 5, "claimed": 0, "waiting": 4}
-    assert _early_metric("dropped") == dropped + 1
-    assert wait_until(lambda: engine.closed == 1 and streams.running() == 4)
-    streams.close()
-
-
-def test_cancelling_the_ticket_stops_the_start_it_was_given(engine: _Engine) -> None:
-    engine.hold.clear()  # the query stays at its first batch until stopped
-    streams = _streams(engine)
-    planned = _planned()
-    streams.start_prepared(ALICE, planned, coalesce=True)
-    streams.start_early(ALICE, planned, "t1", coalesce=True)
-    streams.cancel("t1", expires_at=60.0)
-    assert wait_until(lambda: engine.closed == 1 and streams.running() == 0)
-    assert streams.early_stats()["waiting"] == 0
-    with pytest.raises(QueryCancelled):
-        streams.refuse_cancelled("t1")
-    streams.close()
-
-
-def test_starts_at_prepare_share_the_half_of_the_slots_and_one_per_plan(engine: _Engine) -> None:
-    streams = _streams(engine, max_concurrent_queries=4)
-    first = _planned()
-    streams.start_prepared(ALICE, first, coalesce=True)
-    streams.start_prepared(ALICE, first, coalesce=True)  # already started for this plan
-    assert streams.early_stats()["started"] == 1
-    streams.start_prepared(BOB, first, coalesce=True)
-    streams.start_prepared(ALICE, _planned(sql="SELECT w"), coalesce=True)  # half the slots are taken
-    streams.start_early(ALICE, _planned(sql="SELECT x"), "t1", coalesce=True)
-    assert streams.early_stats()["started"] == 2 and streams.running() == 2
-    streams.close()
-    assert streams.running() == 0
-
-
-def test_only_a_plan_known_to_be_quick_starts_at_prepare(engine: _Engine) -> None:
-    streams = _streams(engine)
-    streams.start_prepared(ALICE, _planned(None), coalesce=True)
-    streams.start_prepared(ALICE, _planned(1.0), coalesce=True)
-    assert streams.early_stats()["started"] == 0 and not engine.started
-    streams.close()
-
-
-def test_draining_and_closing_stop_starts_at_prepare(engine: _Engine) -> None:
-    engine.hold.clear()
-    streams = _streams(engine)
-    streams.start_prepared(ALICE, _planned(), coalesce=True)
-    streams.finish(grace=30)  # returns at once: only the unclaimed start was running
-    assert streams.running() == 0 and streams.early_stats()["waiting"] == 0
-    streams.start_prepared(ALICE, _planned(), coalesce=True)  # the server is stopping
-    assert streams.early_stats()["started"] == 1
-    streams.close()
-    assert engine.closed == 1
-
-
 def _deferred(pending: list[Callable[[], None]]) -> Callable[[Callable[[], None]], bool]:
     """An RPC's ``on_done`` that has not ended yet: keeps the callback for the test to run."""
 
@@ -479,7 +372,7 @@ def test_a_start_is_found_at_once_and_begins_once_its_rpc_has_answered(engine: _
 
 def test_a_start_whose_rpc_has_already_ended_begins_at_once(engine: _Engine) -> None:
     streams = _streams(engine)
-    streams.start_prepared(ALICE, _planned(), coalesce=True, after=lambda begin: False)
+    streams.start_early(ALICE, _planned(), "t1", coalesce=True, after=lambda begin: False)
     assert wait_until(lambda: engine.started)
     streams.close()
 
@@ -487,7 +380,7 @@ def test_a_start_whose_rpc_has_already_ended_begins_at_once(engine: _Engine) -> 
 def test_a_start_due_after_the_server_closed_frees_its_slot_or_tells_its_doget(engine: _Engine) -> None:
     streams = _streams(engine)
     waiting, claimed, pending = _planned(), _planned(), []
-    streams.start_prepared(ALICE, waiting, coalesce=True, after=_deferred(pending))
+    streams.start_early(ALICE, waiting, "t0", coalesce=True, after=_deferred(pending))
     streams.start_early(ALICE, claimed, "t1", coalesce=True, after=_deferred(pending))
     doget = streams.stream(_Call(), claimed, "t1", ALICE)
     errors: list[BaseException] = []
@@ -500,52 +393,3 @@ def test_a_start_due_after_the_server_closed_frees_its_slot_or_tells_its_doget(e
     reader.join(10)
     assert isinstance(errors[0], ServiceUnavailable)
     assert streams.running() == 0 and not engine.started
-
-
-@pytest.mark.parametrize("takes_last", [True, False], ids=["grpcio port", "data plane"])
-def test_a_start_whose_first_batch_is_the_whole_result_marks_it_last(takes_last: bool) -> None:
-    """A first batch smaller than a full one is looked past before the DoGet comes: when the
-    stream ends there, a call that takes the mark gets that batch as ``Last`` (and the stream
-    ends with it, its slot freed), another the plain batch."""
-    engine = _Engine(batches=1)
-    streams = _streams(engine)
-    planned = _planned()
-    streams.start_early(ALICE, planned, "t1", coalesce=True)
-    assert wait_until(lambda: engine.closed == 1)  # looked past: the engine's stream has ended
-    got = list(streams.stream(_Call(takes_last=takes_last), planned, "t1", ALICE))
-    assert len(got) == 1 and isinstance(got[0], Last) is takes_last
-    assert _values(b.item if isinstance(b, Last) else b for b in got) == [0]
-    assert streams.running() == 0
-    streams.close()
-
-
-def test_a_start_with_more_batches_or_a_full_first_one_is_not_marked(engine: _Engine) -> None:
-    """Looking past finds a second batch (kept and streamed in order), or a full first batch is
-    not looked past at all: no ``Last``, every batch once."""
-    streams = _streams(engine)
-    planned = _planned()
-    streams.start_early(ALICE, planned, "t1", coalesce=True)
-    got = list(streams.stream(_Call(takes_last=True), planned, "t1", ALICE))
-    assert not any(isinstance(b, Last) for b in got) and _values(iter(got)) == [0, 1, 2]
-    engine.limits = QueryLimits(batch_size=1)  # a one-row batch is a full one
-    engine.batches = 1
-    again = _planned(sql="SELECT v AS w")
-    streams.start_early(ALICE, again, "t2", coalesce=True)
-    got = list(streams.stream(_Call(takes_last=True), again, "t2", ALICE))
-    assert [type(b) for b in got] == [pa.RecordBatch] and _values(iter(got)) == [0]
-    streams.close()
-
-
-def test_an_error_after_the_first_batch_comes_after_it_and_is_not_marked() -> None:
-    """Looking past met the query's error: the DoGet gets the first batch, then the error."""
-    engine = _Engine(batches=1, error=InvalidInput("bad row"))
-    streams = _streams(engine)
-    planned = _planned()
-    streams.start_early(ALICE, planned, "t1", coalesce=True)
-    batches = streams.stream(_Call(takes_last=True), planned, "t1", ALICE)
-    first = next(batches)
-    assert not isinstance(first, Last) and _values(iter([first])) == [0]
-    with pytest.raises(InvalidInput, match="bad row"):
-        next(batches)
-    assert streams.running() == 0
-    streams.close()

@@ -19,7 +19,7 @@ import pytest
 
 from lake_platform.errors import Unauthenticated
 from lake_platform.flight import proto
-from lake_platform_tests.flight.conftest import Running, fetch, login, plan
+from lake_platform_tests.flight.conftest import Running, fetch, login, plan, varint
 
 #: The tails the issue reports as served.
 ISSUE_TAILS = (bytes.fromhex("1801"), bytes.fromhex("2200"))
@@ -109,7 +109,7 @@ def test_a_repeated_field_is_refused_even_when_it_repeats_the_same_value(conn: A
     client, options = conn
     wrapper = proto.any_pb2.Any()
     wrapper.ParseFromString(ticket)
-    value_again = b"\x12" + proto_varint(len(wrapper.value)) + wrapper.value
+    value_again = b"\x12" + varint(len(wrapper.value)) + wrapper.value
     with pytest.raises(fl.FlightUnauthenticatedError, match="invalid ticket"):
         client.do_get(fl.Ticket(ticket + value_again), options).read_all()
 
@@ -170,9 +170,3 @@ def test_strict_decoding_on_its_own() -> None:
     ):
         with pytest.raises(Unauthenticated, match="^invalid ticket$"):
             proto.unpack_sealed(bad, proto.TicketStatementQuery, "statement_handle", "ticket")
-
-
-def proto_varint(n: int) -> bytes:
-    from lake_platform.flight.framing import varint
-
-    return varint(n)

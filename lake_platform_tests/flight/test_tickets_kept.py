@@ -12,14 +12,12 @@ import secrets
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.flight as fl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.errors import InvalidInput, PermissionDenied
-from lake_platform.flight import framing, proto
 from lake_platform.flight.tickets import TicketLimits, Tickets, params_to_text
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
@@ -173,38 +171,6 @@ def test_oversized_kept_claims_are_refused_when_sealed() -> None:
         t.seal_claims(claims)
     with pytest.raises(InvalidInput, match="LAKE_FLIGHT_MAX_TICKET_BYTES"):
         t.seal_new(claims)
-
-
-# == the protobuf around a ticket, by hand ===========================================================
-
-
-@pytest.mark.parametrize("size", [0, 1, 127, 128, 640, 16_383, 16_384, 300_000])
-def test_statement_tickets_and_endpoints_are_what_protobuf_writes(size: int) -> None:
-    handle = bytes(i % 251 for i in range(size))
-    packed = proto.pack(proto.TicketStatementQuery(statement_handle=handle))
-    assert framing.statement_ticket(handle) == packed
-    for where in ((), ("grpc://a:1", "grpc+tls://b:2")):
-        for expires in (0, 1, 1_764_556_800):
-            made = framing.statement_endpoint(handle, expires, where)
-            assert made == framing.endpoint_bytes(packed, expires, where)
-            endpoint = fl.FlightEndpoint.deserialize(made)
-            assert endpoint.ticket.ticket == packed
-            assert [loc.uri.decode() for loc in endpoint.locations] == list(where)
-
-
-def test_flight_info_from_wire_forms_is_what_pyarrow_builds() -> None:
-    schema = pa.schema([("id", pa.int64()), ("s", pa.string())], metadata={b"k": b"v"})
-    descriptor = fl.FlightDescriptor.for_command(b"SELECT 1")
-    endpoints = [framing.statement_endpoint(b"h" * n, 1_764_556_800, ()) for n in (10, 700)]
-    for ordered in (False, True):
-        built = fl.FlightInfo(
-            schema, descriptor, [fl.FlightEndpoint.deserialize(e) for e in endpoints], -1, -1, ordered
-        )
-        made = framing.flight_info(
-            schema.serialize().to_pybytes(), descriptor.serialize(), endpoints, ordered
-        )
-        assert made.serialize() == built.serialize()
-        assert made.schema == schema and made.total_records == -1 and made.ordered is ordered
 
 
 def elsewhere_with(clock: Clock) -> Tickets:

@@ -20,13 +20,10 @@ from lake_platform.auth.service import AuthService, StaticAuthenticator, Throttl
 from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.errors import LakeError
 from lake_platform.flight import proto
-from lake_platform.flight import transport as transport_module
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, flight_data
-from lake_platform.flight.last import Last
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
 from lake_platform_tests.engine.helpers import lance_panic
-from lake_platform_tests.flight.helpers import waited_sends
 
 ALICE = Identity("alice", "user", "p", "reader")
 DICTS = pa.table(
@@ -287,134 +284,6 @@ def test_do_put_and_actions_round_trip(client: Any) -> None:
     writer.close()
     assert [r.body.to_pybytes() for r in c.do_action(fl.Action("anything", b""), options)] == [b"one", b"two"]
     assert [(a.type, a.description) for a in c.list_actions(options)] == [("health", "report health")]
-
-
-#: How the last reply goes out: grpcio's one-batch send, or (a grpcio without it, or with it
-#: taking other arguments) each message on its own, then the status.
-SENDS = ["one batch", "plain"]
-
-
-def plain_sends_if(sends: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if sends == "plain":
-        monkeypatch.setattr(transport_module, "_STATUS_WITH_MESSAGE", None)
-
-
-@pytest.mark.parametrize("sends", SENDS)
-def test_replies_known_in_full_go_out_with_the_status(
-    client: Any, served: tuple[FlightTransport, Scripted], monkeypatch: pytest.MonkeyPatch, sends: str
-) -> None:
-    """DoAction, DoPut and ListActions send their last reply in one batch with the status
-    (``ReplySender``): only the replies before it wait for grpcio's send of a message of its own.
-    The client sees the same replies and an OK status. DoGet's messages each still do. Without
-    the one-batch send, each reply is waited for and the client sees the same."""
-    _, handler = served
-    plain_sends_if(sends, monkeypatch)
-    waited = waited_sends(monkeypatch)
-    c, options = client
-    for results, waits in (([b"one", b"two", b"three"], 2), ([b"one"], 0), ([], 0)):
-        handler.results = results
-        waited.clear()
-        assert [r.body.to_pybytes() for r in c.do_action(fl.Action("x", b""), options)] == results
-        assert len(waited) == (waits if sends == "one batch" else len(results))
-    waited.clear()
-    writer, reader = c.do_put(fl.FlightDescriptor.for_command(b"bind"), DICTS.schema, options)
-    writer.write_table(DICTS)
-    writer.done_writing()
-    assert reader.read().to_pybytes() == b"5"
-    writer.close()
-    assert [(a.type, a.description) for a in c.list_actions(options)] == [("health", "report health")]
-    assert len(waited) == (0 if sends == "one batch" else 2)  # DoPut's and ListActions' one reply
-    waited.clear()
-    assert c.do_get(fl.Ticket(b"t"), options).read_all().equals(DICTS)
-    assert len(waited) >= 4  # the schema and three batches (and the dictionaries), one by one
-    handler.fail = errors.InvalidTableState("refused")
-    with pytest.raises(pa.ArrowInvalid, match="precondition failed.*refused"):  # its own code
-        list(c.do_action(fl.Action("x", b""), options))
-
-
-PLAIN = pa.table({"n": pa.array([1, 2, 3, 4, 5], pa.int64())})
-
-
-@pytest.mark.parametrize("sends", SENDS)
-@pytest.mark.parametrize("after_last", ["ends", "fails", "goes on"])
-def test_a_stream_marked_last_sends_that_batch_with_the_status(
-    client: Any,
-    served: tuple[FlightTransport, Scripted],
-    monkeypatch: pytest.MonkeyPatch,
-    after_last: str,
-    sends: str,
-) -> None:
-    """A DoGet stream whose producer marks its last batch (``Last``): that batch is not waited
-    for, only the ones before it are. The stream is still asked for its next item first, so its
-    code after the last batch (the audit, the slot's release) has run when the client has the
-    status; an error there still follows the batch with its own code; an item after all still
-    goes out. Without the one-batch send the marked batch is waited for, and all else holds."""
-    _, handler = served
-    plain_sends_if(sends, monkeypatch)
-    waited = waited_sends(monkeypatch)
-    finished: list[str] = []
-
-    def batches() -> Iterator[Any]:
-        first, second, third = PLAIN.to_batches(max_chunksize=2)
-        yield first
-        yield Last(second)
-        if after_last == "fails":
-            raise errors.InvalidTableState("stopped after its last batch")
-        if after_last == "goes on":
-            yield third
-        finished.append("after the last batch")
-
-    def do_get(call: Call, ticket: fl.Ticket) -> tuple[pa.Schema, Iterator[Any]]:
-        return PLAIN.schema, batches()
-
-    monkeypatch.setattr(handler, "do_get", do_get)
-    transport, _ = served
-    with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
-        stream = channel.unary_stream(f"/{SERVICE}/DoGet")(
-            fl.Ticket(b"t").serialize(), metadata=bearer(transport)
-        )
-        received: list[bytes] = []
-        if after_last == "fails":
-            with pytest.raises(grpc.RpcError) as err:
-                received.extend(stream)
-            assert len(received) == 3  # the schema, the first batch and the marked one
-            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert "stopped after its last batch" in err.value.details()
-            assert len(waited) == 3  # the marked batch went out on its own, before the error
-            return
-        received.extend(stream)
-    assert finished == ["after the last batch"]  # before the client had the status
-    if after_last == "ends":
-        assert len(received) == 3
-        # The schema and the first batch; the marked one with the status (or waited for too).
-        assert len(waited) == (2 if sends == "one batch" else 3)
-    else:
-        assert len(received) == 4 and len(waited) == 4
-    c, options = client
-    assert c.do_get(fl.Ticket(b"t"), options).read_all().column("n").to_pylist() == (
-        [1, 2, 3, 4] if after_last == "ends" else [1, 2, 3, 4, 5]
-    )
-
-
-def test_the_pinned_grpcio_sends_a_reply_and_the_status_in_one_batch() -> None:
-    """The private grpcio function the one-batch send relies on is there, with the arguments it
-    is called with. A grpcio without it, or with other arguments, gets the plain sends (``SENDS``)."""
-    import grpc._server as grpc_server
-
-    assert transport_module._STATUS_WITH_MESSAGE is grpc_server._status
-
-
-@pytest.mark.parametrize("grpcio_has", ["no _status", "another _status"])
-def test_a_grpcio_without_the_one_batch_send_is_not_called_wrongly(
-    monkeypatch: pytest.MonkeyPatch, grpcio_has: str
-) -> None:
-    import grpc._server as grpc_server
-
-    if grpcio_has == "no _status":
-        monkeypatch.delattr(grpc_server, "_status")
-    else:
-        monkeypatch.setattr(grpc_server, "_status", lambda state, rpc_event, message, code: None)
-    assert transport_module._status_with_message() is None
 
 
 def test_every_call_needs_credentials(served: tuple[FlightTransport, Scripted]) -> None:
