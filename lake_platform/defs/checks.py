@@ -10,7 +10,6 @@ attention (too many fragments, orphan files, an unreachable Flight endpoint).
 """
 
 import time
-import warnings
 from typing import Any
 
 import dagster as dg
@@ -18,14 +17,11 @@ import pyarrow as pa
 
 from lake_platform.defs.ingest import ingested
 from lake_platform.defs.maintenance import compacted, orphan_report
-from lake_platform.defs.partitions import tables
+from lake_platform.defs.partitions import allow_per_table_checks, tables
 from lake_platform.defs.resources import FlightEndpointResource, LakeResource
 from lake_platform.errors import LakeError
 
-# Partitioned asset checks are marked "preview" in 1.13; they are what shows a check per table.
-warnings.filterwarnings(
-    "ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator"
-)
+allow_per_table_checks()
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 

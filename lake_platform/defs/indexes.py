@@ -1,7 +1,6 @@
 """Scalar indexes per table: the asset that builds and refreshes them under the table's policy,
 the check that reports indexes lagging the data, and the schedule that keeps them current."""
 
-import warnings
 from datetime import datetime
 from typing import Any
 
@@ -9,13 +8,10 @@ import dagster as dg
 
 from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.ingest import ingested
-from lake_platform.defs.partitions import tables
+from lake_platform.defs.partitions import allow_per_table_checks, tables
 from lake_platform.defs.resources import ACTOR, LakeResource
 
-# Partitioned asset checks are "preview" in 1.13; they are what shows a check per table.
-warnings.filterwarnings(
-    "ignore", category=dg.PreviewWarning, module="dagster._core.definitions.decorators.asset_check_decorator"
-)
+allow_per_table_checks()
 
 WARN = dg.AssetCheckSeverity.WARN
 

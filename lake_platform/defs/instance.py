@@ -18,7 +18,7 @@ FALLBACK_DAGSTER_YAML = """\
 telemetry:
   enabled: false
 run_coordinator:
-  module: dagster._core.run_coordinator
+  module: dagster
   class: QueuedRunCoordinator
 concurrency:
   runs:

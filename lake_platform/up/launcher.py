@@ -206,7 +206,8 @@ def start_platform(
             "-w",
             workspace,
         ],
-        "daemon": [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace],
+        # `lake dagster-daemon`: Dagster's own console script from this environment.
+        "daemon": [sys.executable, "-m", "lake_platform.cli", "dagster-daemon", "run", "-w", workspace],
         "flight": [
             sys.executable,
             "-m",
