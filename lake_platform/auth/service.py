@@ -5,10 +5,9 @@ The transport calls :func:`authenticate_call` with the headers of every call:
 - Handshake with ``authorization: Basic`` checks the password (through the catalog's
   principals) and answers with ``authorization: Bearer <sealed token>``;
 - Handshake with a Bearer (JDBC's ``token=``) validates it and echoes it back;
-- every other call needs a Bearer: one of our sealed tokens (no I/O: decrypt and check expiry;
-  a token opened once is remembered by its exact text, so a client's later calls skip the
-  decryption but not the expiry or revocation checks), or a service token, checked against the
-  registry and then trusted for a short while;
+- every other call needs a Bearer: one of our sealed tokens (no I/O: opened, its expiry
+  checked, on every call), or a service token, checked against the registry and then trusted
+  for a short while;
 - with the catalog's own principals, every call also checks the caller against the process's
   catalog snapshot (no I/O): a removed user, changed role or revoked token is refused once a
   snapshot refresh that began after the change is in place (``SNAPSHOT_TTL_SECONDS``).
@@ -28,17 +27,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from lake_platform.auth.tokens import BEARER_PREFIX, Expired, Identity, Sealer
+from lake_platform.auth.tokens import BEARER_PREFIX, LEGACY_BEARER_PREFIX, Expired, Identity, Sealer
 from lake_platform.catalog.principals import split_token
 from lake_platform.errors import LakeError, ServiceUnavailable, Throttling, Unauthenticated
-from lake_platform.lru import BoundedLRU
 from lake_platform.query.snapshot import CatalogSnapshot
 
 log = logging.getLogger(__name__)
-
-#: Opened Bearer tokens remembered (by their exact text): a client sends the same one on every
-#: call, and opening it (AES-GCM, JSON, canonical form) is most of what authenticating costs.
-BEARER_CACHE_SIZE = 4096
 
 
 class PrincipalLike(Protocol):
@@ -111,8 +105,6 @@ class AuthService:
         self.throttle = throttle
         self._clock = clock
         self._service: dict[bytes, tuple[Identity, float, float]] = {}
-        # token -> (identity, issued at (wall s), expires at (sealer ms)): only tokens that opened.
-        self._bearers: BoundedLRU[str, tuple[Identity, float, int]] = BoundedLRU(BEARER_CACHE_SIZE)
         self._lock = threading.Lock()
 
     def login(self, username: str, password: str) -> tuple[Identity, str]:
@@ -130,8 +122,8 @@ class AuthService:
         return identity, self.sealer.bearer(identity, self.token_ttl)
 
     def verify_bearer(self, token: str) -> Identity:
-        if token.startswith(BEARER_PREFIX):
-            identity, issued_wall = self._open_bearer(token)
+        if token.startswith((BEARER_PREFIX, LEGACY_BEARER_PREFIX)):
+            identity, issued_wall = self.sealer.open_bearer_issued(token)
             snap = self._newer_snapshot(lambda s: s.started_at_wall > issued_wall)
             if snap is not None and identity.kind == "user":
                 assert snap.principals is not None
@@ -140,16 +132,6 @@ class AuthService:
                 )
             return identity
         return self._service_token(token)
-
-    def _open_bearer(self, token: str) -> tuple[Identity, float]:
-        """The identity and issue time of one of our tokens: opened once, then remembered (by
-        its exact text, so any altered byte opens afresh and fails) until it expires. Expiry
-        is checked on every call against the sealer's clock, as opening would."""
-        hit = self._bearers.get_or_make(token, lambda: self.sealer.open_bearer_times(token))
-        identity, issued_wall, expires_ms = hit
-        if expires_ms < self.sealer.now_ms():  # kept: refused from memory until evicted
-            raise Expired("the token has expired")
-        return identity, issued_wall
 
     def _newer_snapshot(self, began_after: Callable[[CatalogSnapshot], bool]) -> CatalogSnapshot | None:
         """The snapshot, if its load began after the credential was verified against the

@@ -26,9 +26,9 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from lake_platform.auth.tokens import Identity, new_ticket_id
+from lake_platform.auth.tokens import Identity
 from lake_platform.flight import framing, proto
-from lake_platform.flight.tickets import StatementClaims, Tickets
+from lake_platform.flight.tickets import StatementClaims, Tickets, new_ticket_id
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 from lake_platform.query.split import Sizing, ordered, split
@@ -111,14 +111,14 @@ class Endpoints:
         ):
             kept = self._kept(identity, planned, params)
         if not kept.split:
-            handle, expires, ticket_id = self._tickets.seal_new(kept.claims[0])
+            handle, expires, ticket_id = self._tickets.seal_claims(kept.claims[0])
             where = self.locations(0) if self.unsplit_located else ()
             return Answer([_endpoint(handle, expires, where)], kept.ordered, kept.schema, ticket_id)
         query_id = new_ticket_id()
         offset = secrets.randbelow(len(self.replicas)) if self.replicas else 0
         endpoints = []
         for i, part in enumerate(kept.claims):
-            handle, expires = self._tickets.seal_claims(part, query_id)
+            handle, expires, _ = self._tickets.seal_claims(part, query_id)
             endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
         return Answer(endpoints, False, kept.schema)
 
@@ -135,7 +135,7 @@ class Endpoints:
         return planned.structure[key]
 
     def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
-        """Split the plan, check and encode its tickets' claims (InvalidInput if they break a
+        """Split the plan, check its tickets' claims (InvalidInput if they break a
         rule), and keep all that with the plan unless it has bound parameters."""
         parts = self._parts(planned)
         sql, refs = planned.sql, planned.refs

@@ -1,8 +1,8 @@
 """Statement tickets and prepared-statement handles: what their sealed claims hold, and the
 checks they pass before sealing and again after opening.
 
-A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``, ``kid``,
-``pur``, ``iat``, ``exp``)::
+A statement ticket's claims (inside the sealed token of ``tokens``, which adds ``iat`` and
+``exp``)::
 
     sub, knd, prj, rol   the identity it was issued to (DoGet requires the caller to be exactly it)
     sql                  the query text as planned
@@ -17,20 +17,13 @@ A statement ticket's claims (inside the envelope of ``tokens``, which adds ``v``
     prt                  (optional) the part of one pinned table this endpoint reads:
                          {n: a name in snp, r: [[first, last], ...] fragment ids} (query.part)
 
-Sealing a statement's tickets is split in two: :meth:`Tickets.statement_claims` checks the
-claims that are the same for every ticket of a plan (identity, SQL, parameters, pins, part) and
-seals them once (``Sealer.encode``: the envelope's encrypted part); :meth:`Tickets.seal_claims`
-makes a ticket of them with what each ticket adds (its id, ``iat``, ``exp``: the envelope's
-head). The server keeps the first with a kept plan (``endpoints``), so a repeated statement's
-GetFlightInfo pays its head (a few bytes) and one keyed BLAKE2b per ticket (``tokens``, envelope
-version 3). Opening merges both parts into one claims object, as a one-step seal's; a ticket
-whose sealed part this replica sealed or opened before (``SEALED_CACHE_SIZE``) has only its MAC
-and head checked.
+A kept plan checks the claims its tickets share once (:meth:`Tickets.statement_claims`);
+each ticket (:meth:`Tickets.seal_claims`) is then sealed whole with its id and times.
 
 A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
 (exactly these keys, exact types; snapshots in written-name order with no duplicate written
 name, and no incarnation twice among the current-version pins) and bounded (SQL bytes, snapshot
-count, parameter bytes; the envelope size is bounded by the sealer). A claim set that breaks a
+count, parameter bytes; the token's size is bounded by the sealer). A claim set that breaks a
 rule is refused after opening too, e.g. one sealed by a replica configured with larger limits.
 """
 
@@ -38,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -45,16 +39,8 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from lake_platform.auth.tokens import (
-    ENVELOPE_CLAIMS,
-    Encoded,
-    Expired,
-    Identity,
-    Sealer,
-    check_owner,
-)
-from lake_platform.errors import InvalidInput, PermissionDenied, Unauthenticated
-from lake_platform.lru import BoundedLRU
+from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
+from lake_platform.errors import InvalidInput, Unauthenticated
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
 
@@ -63,22 +49,11 @@ _STATEMENT_KEYS = frozenset({*_IDENTITY, "sql", "prm", "snp", "id"}) | ENVELOPE_
 _PART_KEYS = _STATEMENT_KEYS | {"prt"}
 _PREPARED_KEYS = frozenset({*_IDENTITY, "sql", "prm"}) | ENVELOPE_CLAIMS
 
-#: Prepared-statement handles sealed or opened here, remembered by their exact bytes (least
-#: recently used out first): a client sends the handle it was given with the GetFlightInfo and
-#: the close that follow, and again with every run of a prepared query, and opening it
-#: (AES-GCM, JSON, the canonical checks) is most of what the handle costs a call. Only handles
-#: up to PREPARED_CACHE_MAX_BYTES are kept (a long SQL text or large bound parameters are
-#: opened each time), so the cache holds at most ~4 MiB of handles.
-PREPARED_CACHE_SIZE = 1024
-PREPARED_CACHE_MAX_BYTES = 4096
-#: The sealed parts of statement tickets without bound parameters (``Sealer.sealed_part``: the
-#: header and the encrypted claims, the same bytes in every ticket of one kept plan), remembered
-#: by their exact bytes with the claims they hold, when this replica encodes them or opens a
-#: ticket of them: a DoGet of such a ticket checks its MAC and reads its head (``exp``, ``iat``,
-#: ``id``) and needs no AES-GCM, JSON of the claims or parsing of the pins. The least recently
-#: used go first; a ticket whose sealed part is not here is opened as any other.
-SEALED_CACHE_SIZE = 1024
-_HEADS = frozenset({"id"})
+
+def new_ticket_id() -> str:
+    """A new ticket (query) id: 16 random URL-safe characters. Unique, not secret: an id is
+    only ever taken from an opened ticket (CancelFlightInfo and early starts go by the ticket)."""
+    return secrets.token_urlsafe(12)
 
 
 @dataclass(frozen=True)
@@ -101,23 +76,10 @@ class StatementTicket:
 
 
 class StatementClaims(NamedTuple):
-    """What every ticket of one statement (or of one part of it) carries, checked and encoded
+    """What every ticket of one statement (or of one part of it) carries, checked
     (:meth:`Tickets.statement_claims`); :meth:`Tickets.seal_claims` seals tickets of it."""
 
-    identity: Identity
-    sql: str
-    snapshots: tuple[TableRef, ...]  # in written-name order
-    part: Part | None
-    encoded: Encoded
-
-
-class _Known(NamedTuple):
-    """What a remembered sealed part of a ticket holds (no bound parameters)."""
-
-    identity: Identity
-    sql: str
-    snapshots: tuple[TableRef, ...]
-    part: Part | None
+    claims: dict[str, Any]  # a ticket's claims but its id (and the times the sealer adds)
 
 
 class Tickets:
@@ -129,14 +91,7 @@ class Tickets:
         self.sealer = sealer
         self.limits = limits
         self.lifetime = lifetime
-        self._lifetime_ms = round(lifetime * 1000)
         self.prepared_lifetime = prepared_lifetime
-        # handle bytes -> (claims, sql, params)
-        self._prepared: BoundedLRU[bytes, tuple[dict[str, Any], str, pa.RecordBatch | None]] = BoundedLRU(
-            PREPARED_CACHE_SIZE
-        )
-        # a ticket's sealed part -> (identity, sql, snapshots, part), no bound parameters
-        self._sealed: BoundedLRU[bytes, _Known] = BoundedLRU(SEALED_CACHE_SIZE)
 
     # -- statement tickets ------------------------------------------------------------------
 
@@ -155,7 +110,8 @@ class Tickets:
         ``part``: the endpoint reads only these fragments of one pinned table; ``ticket_id``:
         the query's id when it has several endpoints (default: a new one)."""
         claims = self.statement_claims(identity, sql, params, snapshots, part=part)
-        return self.seal_claims(claims, ticket_id)
+        blob, expires, _ = self.seal_claims(claims, ticket_id)
+        return blob, expires
 
     def statement_claims(
         self,
@@ -166,8 +122,8 @@ class Tickets:
         *,
         part: Part | None = None,
     ) -> StatementClaims:
-        """Check and encode the claims every ticket of this statement (or part) carries:
-        InvalidInput if they break a rule (see the module's docstring)."""
+        """Check the claims every ticket of this statement (or part) carries: InvalidInput if
+        they break a rule (see the module's docstring)."""
         ordered = tuple(sorted(snapshots, key=lambda r: r.written))
         claims: dict[str, Any] = {
             **identity.claims(),
@@ -181,31 +137,18 @@ class Tickets:
             if part.table not in {r.name for r in ordered}:
                 raise InvalidInput("a part must be of a table the query reads")
             claims["prt"] = part.to_json()
-        encoded = self.sealer.encode("ticket", claims, heads=("id",))
-        if params is None:
-            self._sealed.put(encoded.prefix, _Known(identity, sql, ordered, part))
-        return StatementClaims(identity, sql, ordered, part, encoded)
+        return StatementClaims(claims)
 
-    def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float]:
-        """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), and its expiry
-        (seconds): the bytes :meth:`seal_statement` seals for the same claims and id."""
-        blob, exp = self.sealer.seal_encoded(claims.encoded, (ticket_id or None,), self.lifetime)
-        return blob, exp / 1000
-
-    def seal_new(self, claims: StatementClaims) -> tuple[bytes, float, str]:
-        """:meth:`seal_claims` with a new id, and the id: a kept plan's GetFlightInfo."""
-        blob, exp, ticket_id = self.sealer.seal_new_id(claims.encoded, self._lifetime_ms)
+    def seal_claims(self, claims: StatementClaims, ticket_id: str | None = None) -> tuple[bytes, float, str]:
+        """A ticket of ``claims`` with id ``ticket_id`` (default: a new one), its expiry
+        (seconds) and its id."""
+        ticket_id = ticket_id or new_ticket_id()
+        blob, exp = self.sealer.seal_until("ticket", {**claims.claims, "id": ticket_id}, self.lifetime)
         return blob, exp / 1000, ticket_id
 
     def open_statement(self, blob: bytes, caller: Identity | None) -> StatementTicket:
         """Open, validate and bound a ticket; ``caller`` must be exactly its identity (None:
-        skip that check, for tools). A ticket whose sealed part is remembered here
-        (``SEALED_CACHE_SIZE``) has its MAC, head, expiry and owner checked, and its claims
-        taken from memory."""
-        sealed = self.sealer.sealed_part(blob) if type(blob) is bytes else None
-        known = self._sealed.get(sealed) if sealed is not None else None
-        if known is not None:
-            return self._known_ticket(known, blob, len(sealed), caller)  # type: ignore[arg-type]
+        skip that check, for tools)."""
         try:
             claims = self.sealer.open("ticket", blob, what="ticket")
         except Expired:
@@ -237,11 +180,8 @@ class Tickets:
                 raise Unauthenticated("invalid ticket") from None
             if part.table not in {r.name for r in snapshots}:
                 raise Unauthenticated("invalid ticket")
-        identity = Identity.from_claims(claims)
-        if claims["prm"] is None and sealed is not None:
-            self._sealed.put(sealed, _Known(identity, claims["sql"], snapshots, part))
         return StatementTicket(
-            identity=identity,
+            identity=Identity.from_claims(claims),
             sql=claims["sql"],
             params=params_from_text(claims["prm"], self.limits.max_param_bytes),
             snapshots=snapshots,
@@ -249,29 +189,6 @@ class Tickets:
             issued_at_ms=claims["iat"],
             expires_at_ms=claims["exp"],
             part=part,
-        )
-
-    def _known_ticket(
-        self, known: _Known, blob: bytes, sealed: int, caller: Identity | None
-    ) -> StatementTicket:
-        """What opening ``blob``, whose sealed part holds ``known``, gives (the same checks)."""
-        try:
-            head = self.sealer.open_head("ticket", blob, sealed, _HEADS)
-        except Expired:
-            raise InvalidInput(_TICKET_EXPIRED) from None
-        if not 1 <= len(head["id"]) <= 64:
-            raise Unauthenticated("invalid ticket")
-        if caller is not None and caller != known.identity:
-            raise PermissionDenied("this ticket was issued to another principal")
-        return StatementTicket(
-            identity=known.identity,
-            sql=known.sql,
-            params=None,
-            snapshots=known.snapshots,
-            ticket_id=head["id"],
-            issued_at_ms=head["iat"],
-            expires_at_ms=head["exp"],
-            part=known.part,
         )
 
     def _check_snapshots(
@@ -314,31 +231,13 @@ class Tickets:
     # -- prepared-statement handles ------------------------------------------------------
 
     def seal_prepared(self, identity: Identity, sql: str, params: pa.RecordBatch | None) -> bytes:
-        """A handle of ``sql`` and ``params`` for ``identity``, remembered as opened (the
-        GetFlightInfo and the close that follow usually come to this replica)."""
-        text = params_to_text(params)
-        claims = {**identity.claims(), "sql": sql, "prm": text}
+        """A handle of ``sql`` and ``params`` for ``identity``."""
+        claims = {**identity.claims(), "sql": sql, "prm": params_to_text(params)}
         self._check_common(claims, "prepared statement", True)
-        blob, opened = self.sealer.seal_opened("prepared", claims, self.prepared_lifetime)
-        if text is not None:  # what any replica opening the handle reads
-            params = params_from_text(text, self.limits.max_param_bytes)
-        self._remember_prepared(blob, opened, sql, params)
-        return blob
+        return self.sealer.seal("prepared", claims, self.prepared_lifetime)
 
     def open_prepared(self, blob: bytes, caller: Identity) -> tuple[str, pa.RecordBatch | None]:
-        """The SQL and bound parameters of a handle sealed for ``caller``. A handle opened
-        before is remembered by its exact bytes (any altered byte opens afresh and fails);
-        its expiry and owner are checked on every call, as opening would."""
-        hit = self._prepared.get(blob) if type(blob) is bytes else None
-        if hit is None:
-            return self._open_prepared(blob, caller)
-        claims, sql, params = hit
-        if claims["exp"] < self.sealer.now_ms():
-            raise InvalidInput(_PREPARED_EXPIRED)
-        check_owner(claims, caller, "prepared statement")
-        return sql, params
-
-    def _open_prepared(self, blob: bytes, caller: Identity) -> tuple[str, pa.RecordBatch | None]:
+        """The SQL and bound parameters of a handle sealed for ``caller``."""
         what = "prepared statement handle"
         try:
             claims = self.sealer.open("prepared", blob, what=what)
@@ -348,15 +247,7 @@ class Tickets:
             raise Unauthenticated(f"invalid {what}")
         check_owner(claims, caller, "prepared statement")
         self._check_common(claims, "prepared statement", False)
-        sql, params = claims["sql"], params_from_text(claims["prm"], self.limits.max_param_bytes)
-        self._remember_prepared(blob, claims, sql, params)
-        return sql, params
-
-    def _remember_prepared(
-        self, blob: bytes, claims: dict[str, Any], sql: str, params: pa.RecordBatch | None
-    ) -> None:
-        if type(blob) is bytes and len(blob) <= PREPARED_CACHE_MAX_BYTES:
-            self._prepared.put(blob, (claims, sql, params))
+        return claims["sql"], params_from_text(claims["prm"], self.limits.max_param_bytes)
 
     # -- shared ---------------------------------------------------------------------------
 

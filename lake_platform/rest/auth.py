@@ -1,6 +1,6 @@
 """Who is calling: ``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (the spec's two
 forms), with the same tokens Flight SQL accepts: service tokens (``lkt_…``, checked against the
-registry, then trusted briefly) and login tokens (``lkb1.…``, sealed by a Flight Handshake under
+registry, then trusted briefly) and login tokens (``lkb2.…``, sealed by a Flight Handshake under
 the shared sealing keys). Verification is Flight's own :class:`~lake_platform.auth.service.AuthService`,
 so expiry, revocation (through the catalog snapshot) and the failure throttle are the same.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def test_every_call_needs_a_valid_bearer(running: Running) -> None:
         client.get_flight_info(query("SELECT 1"))
     with pytest.raises(fl.FlightUnauthenticatedError):
         list(client.do_action(fl.Action("health", b"")))
-    for bad in [b"Bearer lkb1.AAAA", b"Bearer nonsense", b"Bearer ", b"Basic " + b"x"]:
+    for bad in [b"Bearer lkb2.AAAA", b"Bearer lkb1.AAAA", b"Bearer nonsense", b"Bearer ", b"Basic " + b"x"]:
         options = fl.FlightCallOptions(headers=[(b"authorization", bad)])
         with pytest.raises(fl.FlightUnauthenticatedError) as err:
             client.get_flight_info(query("SELECT 1"), options)
@@ -284,10 +285,11 @@ def test_malformed_commands_and_tickets(running: Running) -> None:
         with pytest.raises((pa.ArrowInvalid, fl.FlightUnauthenticatedError)) as err:
             client.do_get(fl.Ticket(ticket), options).read_all()
         no_leak(str(err.value))
-    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x03" + b"\x00" * 60))
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"eyJ" + b"\x00" * 60))
     with pytest.raises(fl.FlightUnauthenticatedError, match="invalid ticket"):
         client.do_get(fl.Ticket(forged), options).read_all()
-    forged = proto.pack(proto.TicketStatementQuery(statement_handle=b"\x03\x02k1" + b"\x00" * 60))
+    header = base64.urlsafe_b64encode(b'{"alg":"dir","enc":"A256GCM","kid":"k1"}').rstrip(b"=")
+    forged = proto.pack(proto.TicketStatementQuery(statement_handle=header + b"..AAAAAAAAAAAAAAAA.AAAA.AAAA"))
     with pytest.raises(fl.FlightUnauthenticatedError, match="unknown key id 'k1'"):
         client.do_get(fl.Ticket(forged), options).read_all()
 
@@ -426,7 +428,7 @@ def test_login_header_round_trip(running: Running) -> None:
     """A raw Handshake with Basic answers with a Bearer that works for later calls."""
     client = fl.connect(running.uri)
     key, value = client.authenticate_basic_token("alice", PASSWORDS["alice"])
-    assert key == b"authorization" and value.startswith(b"Bearer lkb1.")
+    assert key == b"authorization" and value.startswith(b"Bearer lkb2.eyJ")
     assert basic("a", "b").startswith(b"Basic ")
     started = time.monotonic()
     info = client.get_flight_info(query("SELECT 42 AS answer"), fl.FlightCallOptions(headers=[(key, value)]))
