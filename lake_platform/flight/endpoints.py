@@ -19,6 +19,8 @@ unsplit result names them too, this replica's first.
 from __future__ import annotations
 
 import secrets
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -49,7 +51,7 @@ class Answer(NamedTuple):
 @dataclass(frozen=True)
 class _Kept:
     """What every answer of one plan to one principal shares, worked out on its first call and
-    kept with the plan (``PlannedQuery.derived``): a kept plan (``query.plans``) is answered
+    kept for the plan (``Endpoints``, while the plan lives): a kept plan (``query.plans``) is answered
     again and again, and its SQL and pinned snapshots never change (a new version is a new
     plan). Reused only for exactly the principal, ``tickets``, sizing and refs it was made
     for, and never made with bound parameters (a plan with them is not kept either)."""
@@ -64,11 +66,9 @@ class _Kept:
     schema: pa.Schema
 
 
-_KEPT = "endpoints"
-
-
 class Endpoints:
-    """Builds a statement's endpoints (thread-safe: no state but settings)."""
+    """Builds a statement's endpoints (thread-safe: settings, and what each plan's answers
+    share)."""
 
     def __init__(
         self,
@@ -85,6 +85,9 @@ class Endpoints:
         self.replicas = replicas
         #: Whether unsplit results name locations too (the data plane: ``use_data_plane``).
         self.every_result = False
+        #: What each plan's answers share, forgotten with the plan (a kept plan lives on).
+        self._kept_for: weakref.WeakKeyDictionary[PlannedQuery, _Kept] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
 
     def use_data_plane(self, uris: list[str]) -> None:
         """Name the data planes ``uris`` (this replica's first) on every statement endpoint:
@@ -100,7 +103,8 @@ class Endpoints:
         return self.every_result and bool(self.replicas)
 
     def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
-        kept = planned.derived.get(_KEPT)
+        with self._lock:
+            kept = self._kept_for.get(planned)
         if (
             kept is None
             or params is not None
@@ -127,12 +131,8 @@ class Endpoints:
         return self._parts(planned) is None
 
     def _parts(self, planned: PlannedQuery) -> Any:
-        """``split``'s parts of ``planned`` (None: unsplit), worked out once per plan's
-        structure and sizing, whoever asks."""
-        key = ("parts", self.sizing)
-        if key not in planned.structure:
-            planned.structure[key] = split(planned, self._sizes, self.sizing)
-        return planned.structure[key]
+        """``split``'s parts of ``planned`` (None: unsplit)."""
+        return split(planned, self._sizes, self.sizing)
 
     def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
         """Split the plan, check its tickets' claims (InvalidInput if they break a
@@ -156,7 +156,8 @@ class Endpoints:
             schema=planned.schema,
         )
         if params is None:
-            planned.derived[_KEPT] = kept
+            with self._lock:
+                self._kept_for[planned] = kept
         return kept
 
     def locations(self, start: int) -> list[str]:

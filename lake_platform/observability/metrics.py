@@ -331,14 +331,15 @@ _PLAN_FIGURES = (
     ),
     (
         "lake_query_plan_hits",
-        "Plan lookups that found a kept plan (of the same text, or a key lookup of the same shape).",
+        "Plan lookups that found a kept plan (of the same text, or a prepared key lookup of the same "
+        "parameter types).",
         "counter",
         "hits",
     ),
     (
         "lake_query_plans_shaped",
-        "Key lookups answered from a kept plan of the same shape, or of the same prepared statement "
-        "with new bound values, with their own values, unplanned.",
+        "Prepared key lookups bound to new values answered from the kept plan of an earlier binding, "
+        "with their own values, unplanned.",
         "counter",
         "shaped",
     ),

@@ -57,7 +57,7 @@ class QueryLimits:
 
 def limits_from(flight: FlightSettings, lake: LakeSettings) -> QueryLimits:
     """The query engine's limits that ``flight`` sets, each labelled with the setting that sets it
-    (error messages name ``LAKE_FLIGHT_MAX_RESULT_BYTES``, not a field of the query layer)."""
+    (error messages name the environment variable, not a field of the query layer)."""
     names = [f.name for f in dataclasses.fields(QueryLimits) if f.name in type(flight).model_fields]
     values: dict[str, Any] = {name: getattr(flight, name) for name in names}
     values["spill_dir"] = flight.spill_path(lake)

@@ -30,12 +30,12 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from lake_platform.lru import BoundedLRU
 from lake_platform.query.batches import conformer, split_batch
 from lake_platform.query.errors import execution_error, timed_out, too_large
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
-from lake_platform.query.stream import FIRST_BATCH
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INTS = {
@@ -83,37 +83,25 @@ class Lookup:
         """Lance's SQL filter text."""
         return " AND ".join(term.text() for term in self.terms)
 
-    def matches(self, slots: Sequence[tuple[str, int | str]]) -> bool:
-        """Whether ``slots`` (``shapes.Slot``: a column and a literal taken out of the SQL text, in
-        text order) are exactly this lookup's terms, one for one, in order, each literal of its
-        term's kind: then each term's value is the text's literal and nothing else."""
-        return self.rebound(slots) == self
-
-    def rebound(self, slots: Sequence[tuple[str, int | str]]) -> Lookup | None:
-        """This lookup with each term's value taken from ``slots`` (a text of the same shape as
-        the one it was planned from, see :meth:`matches`); None when a value would not be what
-        DataFusion plans as a lookup: an integer beyond Int64, or a string Lance's filter text
-        could not say."""
-        if len(slots) != len(self.terms):
-            return None
-        terms = []
-        for (column, value), term in zip(slots, self.terms, strict=True):
-            if column != term.column or type(value) is not type(term.value) or not _plain(value):
-                return None
-            terms.append(Term(column, value))
-        return Lookup(self.ref, self.columns, tuple(terms), self.keys)
-
     def with_parameters(self, values: Sequence[Any], order: Sequence[int]) -> Lookup | None:
         """This lookup with each term's value the parameter ``order`` names for it (from
-        :meth:`parameters_of`), given a binding of the same types; None as for :meth:`rebound`."""
-        return self.rebound([(term.column, values[i]) for term, i in zip(self.terms, order, strict=True)])
+        :meth:`parameters_of`), given a binding of the same types; None when a value would not
+        be what DataFusion plans as a lookup: an integer beyond Int64, or one (or a string)
+        Lance's filter text could not say."""
+        terms = []
+        for term, i in zip(self.terms, order, strict=True):
+            value = values[i]
+            if type(value) is not type(term.value) or not _plain(value):
+                return None
+            terms.append(Term(term.column, value))
+        return Lookup(self.ref, self.columns, tuple(terms), self.keys)
 
     def parameters_of(self, values: Sequence[Any]) -> tuple[int, ...] | None:
         """Which of ``values`` (the bound parameters this lookup was planned with, in order)
         each term takes its value from, when that is beyond doubt: every term's value is
         exactly one parameter's, of the same kind, and each parameter is one term's. None
         otherwise (a term compares a literal of the text, or two parameters have equal values):
-        such a lookup is not bound again (:meth:`with_parameters`) with other values. (A
+        such a lookup is not bound again (:meth:`with_parameters`) to other values. (A
         parameter anywhere else, say inside an expression, makes the plan no lookup at all.)"""
         if len(values) != len(self.terms):
             return None
@@ -127,11 +115,9 @@ class Lookup:
 
 
 def _plain(value: int | str) -> bool:
-    """Whether a value taken from a text of a kept shape (its digits) or a binding of a kept
-    prepared lookup is planned as exactly this value and Lance's filter text says it: an
-    integer within Int64 (a text's digits beyond it are typed otherwise by DataFusion; a bound
-    one is of its parameter's type, and one beyond Int64 is simply planned), or a string as
-    :func:`_sayable` has it."""
+    """Whether a value bound to a kept prepared lookup is planned as exactly this value and
+    Lance's filter text says it: an integer within Int64 (one beyond it is planned), or a
+    string as :func:`_sayable` has it."""
     if isinstance(value, int):
         return _sayable(value) and value <= _INT64_MAX
     return _sayable(value)
@@ -210,39 +196,32 @@ def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
 
 
 def stream_lookup(
-    dataset: Any,
-    lookup: Lookup,
+    scanner: Callable[[], Any],
     planned: PlannedQuery,
     limits: QueryLimits,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Iterator[pa.RecordBatch]:
-    """The lookup's rows from Lance's scanner, conformed to ``planned.schema``, with the same
-    result-size limit, time limit and cancellation as a DataFusion stream."""
+    """The rows of ``planned``'s lookup read by Lance's ``scanner()`` (:class:`Scanners`),
+    conformed to ``planned.schema``, with the same result-size limit, time limit and
+    cancellation as a DataFusion stream."""
     timeout = limits.query_timeout_seconds
-    started = time.monotonic()
-    deadline = started + timeout if timeout else None
+    deadline = time.monotonic() + timeout if timeout else None
     try:
-        reader = _scanner(dataset, lookup, planned, limits.batch_size).to_reader()
+        reader = scanner().to_reader()
     except Exception as exc:  # noqa: BLE001
         raise execution_error(exc, limits, planned.refs) from None
     conform = None
     sent = 0
-    first = True
     while True:
         failure = None
         try:
             batch = reader.read_next_batch()
         except StopIteration:
-            batch = None
+            return
         except Exception as exc:  # noqa: BLE001
             failure = execution_error(exc, limits, planned.refs)
         if failure is not None:
             raise failure
-        if first:  # what a kept plan's next run may expect (``stream.FIRST_BATCH``)
-            planned.derived[FIRST_BATCH] = time.monotonic() - started
-            first = False
-        if batch is None:
-            return
         if deadline is not None and time.monotonic() >= deadline:
             raise timed_out(limits)
         if cancelled():
@@ -257,24 +236,26 @@ def stream_lookup(
         yield from split_batch(batch, limits.max_message_bytes)
 
 
-#: ``planned.derived`` key of a kept plan's Lance scanner: (dataset, batch size, scanner).
-_SCANNER = "lookup_scanner"
-
-
-def _scanner(dataset: Any, lookup: Lookup, planned: PlannedQuery, batch_size: int) -> Any:
-    """Lance's scanner of ``lookup`` over ``dataset``, made once per plan and dataset.
+class Scanners:
+    """Lance's scanner of each lookup over its opened dataset, made once (an LRU). Thread-safe.
 
     A kept plan is run again and again (an ADBC cursor re-running its query) over the same
     pinned snapshot, and a scanner reads the snapshot afresh on every ``to_reader()``. Its
     later reads cost less than its first (0.57-0.65 against 0.79 ms for a point lookup on 5M
     rows, in process: docs/benchmarks.md, sixteenth round). Readers of one scanner may run at
     once. A snapshot opened again (another dataset object) gets a scanner of its own."""
-    kept = planned.derived.get(_SCANNER)
-    if kept is not None and kept[0] is dataset and kept[1] == batch_size:
-        return kept[2]
-    scanner = dataset.scanner(columns=list(lookup.columns), filter=lookup.filter, batch_size=batch_size)
-    planned.derived[_SCANNER] = (dataset, batch_size, scanner)
-    return scanner
+
+    def __init__(self, capacity: int) -> None:
+        self._scanners: BoundedLRU[tuple[Lookup, int], tuple[Any, Any]] = BoundedLRU(capacity)
+
+    def scanner(self, dataset: Any, lookup: Lookup, batch_size: int) -> Any:
+        key = (lookup, batch_size)
+        kept = self._scanners.get(key, only_if=lambda kept: kept[0] is dataset)
+        if kept is not None:
+            return kept[1]
+        scanner = dataset.scanner(columns=list(lookup.columns), filter=lookup.filter, batch_size=batch_size)
+        self._scanners.put(key, (dataset, scanner))
+        return scanner
 
 
-__all__ = ["Lookup", "Term", "lookup_of", "stream_lookup"]
+__all__ = ["Lookup", "Scanners", "Term", "lookup_of", "stream_lookup"]

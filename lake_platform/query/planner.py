@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datafusion import SessionContext, SQLOptions
@@ -31,10 +31,14 @@ from lake_platform.errors import (
 from lake_platform.query import timetravel
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.errors import planning_error, timed_out
+from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 from lake_platform.query.volatility import is_deterministic
+
+if TYPE_CHECKING:
+    from lake_platform.query.lookup import Lookup
 
 #: Plan roots a reader may execute (checked after DataFusion's own SQLOptions).
 ALLOWED_ROOTS = frozenset(
@@ -68,27 +72,32 @@ _PLANNING = "planning the query"
 OpenTable = Callable[[TableRef, bool, str | None], Table]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class PlannedQuery:
+    """One statement planned against exact snapshots. Immutable, and equal only to itself: a
+    layer that works something out per plan keeps it in a memo of its own, keyed by the plan
+    (weakly, so the memo never outlives it)."""
+
     sql: str
     df: Any  # datafusion.DataFrame
     schema: pa.Schema  # what FlightInfo advertises and the stream carries, exactly
     refs: tuple[TableRef, ...]  # the captured table versions, in written-name order
     parameters: int
+    facts: PlanFacts  # what its structure says (order, point query, row-wise, table rows)
     lookups: int = 0  # catalog lookups planning made (one per distinct table name)
     cached: bool = False  # it reads a snapshot from the snapshot cache (in-memory batches)
     #: it calls no clock or random function (``volatility``): only such a plan is kept for a
     #: later request, and only its result may be reused
     deterministic: bool = True
     #: the parameters bound when it was planned (None: none), part of its result's key
-    params: pa.RecordBatch | None = field(default=None, compare=False, repr=False)
-    #: facts derived from the plan by its users (its tickets' claims, its lookup, ...): a kept
-    #: plan (``plans``) is the same immutable plan, so they are worked out once
-    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    #: facts that depend only on the plan's structure and snapshots, never on its literals (how
-    #: it is split into endpoints, whether its order is part of the answer, whether it is
-    #: spooled): shared, the very same dict, by every plan of a key lookup's shape (``shapes``)
-    structure: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    params: pa.RecordBatch | None = field(default=None, repr=False)
+    #: the snapshot cache's generation when it was planned: a kept plan is reused only while
+    #: the cache has loaded and evicted nothing since (``QueryEngine``)
+    cache_generation: tuple[int, int] = (0, 0)
+    #: it reads one part of a split result (``split``): never a lookup, never a kept result
+    part: bool = False
+    #: how Lance's scanner answers it from a scalar index (``lookup``); None: DataFusion runs it
+    lookup: Lookup | None = None
 
 
 def deadline(limits: QueryLimits) -> float | None:
@@ -301,6 +310,7 @@ def plan_in(
         schema=schema,
         refs=refs,
         parameters=count,
+        facts=PlanFacts(df),
         lookups=resolver.lookups,
         deterministic=is_deterministic(sql),
         params=params,

@@ -3,7 +3,7 @@
 A deterministic query (``volatility``) over pinned snapshots gives the same rows every time it
 runs, because the snapshots never change. So its result, once streamed to its end, is kept under
 what determines it: the principal, the SQL, the bound parameters' bytes and every pinned
-snapshot (``plans.plan_key``). A run with the same key streams the kept batches and runs nothing.
+snapshot (``plans.pinned_key``). A run with the same key streams the kept batches and runs nothing.
 An append makes a new version: the next GetFlightInfo pins it, which is a new key. Nothing is
 ever invalidated, and a ticket pinned to the old version still gets the old rows.
 

@@ -32,111 +32,10 @@ from lake_platform.query.part import MAX_RANGES, Part
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 
-#: Plan nodes that keep a result a row-wise function of its input rows.
-_ROW_WISE = frozenset({"Projection", "Filter", "SubqueryAlias", "TableScan"})
-#: Plan nodes above a sort that keep its order.
-_ORDER_KEEPING = frozenset({"Projection", "SubqueryAlias", "Limit", "Filter"})
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the plan allows: ``table`` is the one table a splittable query reads (else None);
-    ``ordered``: the result's order is part of the answer (a sort at the top)."""
-
-    table: TableRef | None
-    ordered: bool
-
 
 def ordered(planned: PlannedQuery) -> bool:
-    """Whether the result's order is part of the answer (a sort at the top of the plan; the
-    unoptimized plan, which costs nothing more to look at). Worked out once per structure."""
-    found = planned.structure.get("ordered")
-    if found is None:
-        found = planned.structure["ordered"] = _sorted_on_top(planned.df.logical_plan())
-    return found
-
-
-def shape(planned: PlannedQuery) -> Shape:
-    """How ``planned`` may be answered (walks DataFusion's optimized logical plan)."""
-    root = planned.df.optimized_logical_plan()
-    is_sorted = _sorted_on_top(root)
-    if len(planned.refs) != 1 or is_sorted:
-        return Shape(None, is_sorted)
-    scans = 0
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        variant = node.to_variant()
-        kind = type(variant).__name__
-        if kind not in _ROW_WISE:
-            return Shape(None, False)
-        if kind == "TableScan":
-            scans += 1
-            if variant.fetch() is not None or any(_is_lookup(e) for e in variant.filters()):
-                return Shape(None, False)
-        elif kind == "Filter" and _is_lookup(variant.predicate()):
-            return Shape(None, False)
-        stack.extend(node.inputs())
-    return Shape(planned.refs[0] if scans == 1 else None, False)
-
-
-def _sorted_on_top(root: Any) -> bool:
-    node = root
-    while True:
-        kind = type(node.to_variant()).__name__
-        if kind == "Sort":
-            return True
-        inputs = node.inputs()
-        if kind not in _ORDER_KEEPING or len(inputs) != 1:
-            return False
-        node = inputs[0]
-
-
-def _is_lookup(expr: Any) -> bool:
-    """Whether a filter has a conjunct ``column = literal`` (or an OR / IN list of them)."""
-    return bool(lookup_exprs(expr))
-
-
-def lookup_exprs(expr: Any) -> list[Any]:
-    """A filter's lookup conjuncts: each ``column = literal``, an OR of them, or an IN list."""
-    variant = expr.to_variant()
-    kind = type(variant).__name__
-    if kind == "BinaryExpr":
-        op = variant.op()
-        if op == "AND":
-            return lookup_exprs(variant.left()) + lookup_exprs(variant.right())
-        if op == "OR":
-            both = _all_equalities(variant.left()) and _all_equalities(variant.right())
-            return [expr] if both else []
-        return [expr] if _all_equalities(expr) else []
-    if kind == "InList":
-        return [] if variant.negated() else [expr]
-    return []
-
-
-def _all_equalities(expr: Any) -> bool:
-    variant = expr.to_variant()
-    kind = type(variant).__name__
-    if kind == "InList":
-        return not variant.negated()
-    if kind != "BinaryExpr":
-        return False
-    op = variant.op()
-    if op == "OR":
-        return _all_equalities(variant.left()) and _all_equalities(variant.right())
-    if op != "=":
-        return False
-    sides = {_kind(variant.left()), _kind(variant.right())}
-    return sides == {"Column", "Literal"}
-
-
-def _kind(expr: Any) -> str:
-    variant = expr.to_variant()
-    kind = type(variant).__name__
-    while kind in ("Cast", "TryCast"):
-        variant = variant.expr().to_variant()
-        kind = type(variant).__name__
-    return kind
+    """Whether the result's order is part of the answer (a sort at the top of the plan)."""
+    return planned.facts.ordered
 
 
 @dataclass(frozen=True)
@@ -187,23 +86,9 @@ def split(
         and sum(s.bytes for s in frags) <= sizing.target_bytes
     ):
         return None  # small: no need to look at the plan
-    if _has_lookup(planned.df.logical_plan()):
-        return None  # a point query: decided without running the optimizer
-    if shape(planned).table is None:
-        return None
+    if planned.facts.point or not planned.facts.row_wise:
+        return None  # a point query (decided without running the optimizer), or not row-wise
     return partition(ref.name, frags, sizing)
-
-
-def _has_lookup(root: Any) -> bool:
-    """Whether a Filter of the (unoptimized) plan has a lookup conjunct."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        variant = node.to_variant()
-        if type(variant).__name__ == "Filter" and _is_lookup(variant.predicate()):
-            return True
-        stack.extend(node.inputs())
-    return False
 
 
 class FragmentSizes:
@@ -257,11 +142,8 @@ __all__ = [
     "FragmentSizes",
     "Part",
     "PartTables",
-    "Shape",
     "Sizing",
-    "lookup_exprs",
     "ordered",
     "partition",
-    "shape",
     "split",
 ]

@@ -10,7 +10,9 @@ throughout, until a batch takes that long.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,13 +28,6 @@ from lake_platform.query.planner import PlannedQuery
 _POLL = 0.1
 #: A batch that came faster than this (seconds) means the next one is awaited synchronously.
 _FAST = 0.02
-#: ``PlannedQuery.derived`` key: seconds the plan's last run took to its first batch. A kept
-#: plan reads the same immutable snapshots each run, so its first batch takes about as long
-#: again: when that was within ``_POLL``, it is taken synchronously too. A cancellation then
-#: waits about as long as the async path's poll would make it wait, and the query saves the
-#: async hand-off (measured in process on a 2-core VM: 0.5-0.7 ms of wall and 1.3 ms of CPU
-#: a query).
-FIRST_BATCH = "first_batch_seconds"
 #: A synchronous first batch must leave this many times its expected time before the deadline,
 #: so a kept plan that slows down still meets the time limit on the async path.
 _DEADLINE_MARGIN = 10
@@ -42,12 +37,35 @@ _DEADLINE_MARGIN = 10
 COALESCE_BYTES = 1 << 20
 
 
+class FirstBatches:
+    """Seconds each plan's last run took to its first batch, for as long as the plan lives.
+
+    A kept plan reads the same immutable snapshots each run, so its first batch takes about as
+    long again: when that was within ``_POLL``, :func:`stream` takes it synchronously too. A
+    cancellation then waits about as long as the async path's poll would make it wait, and the
+    query saves the async hand-off (measured in process on a 2-core VM: 0.5-0.7 ms of wall and
+    1.3 ms of CPU a query). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._seconds: weakref.WeakKeyDictionary[PlannedQuery, float] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, planned: PlannedQuery) -> float | None:
+        with self._lock:
+            return self._seconds.get(planned)
+
+    def put(self, planned: PlannedQuery, seconds: float) -> None:
+        with self._lock:
+            self._seconds[planned] = seconds
+
+
 def stream(
     planned: PlannedQuery,
     limits: QueryLimits,
     cancelled: Callable[[], bool] = lambda: False,
     *,
     coalesce: bool = True,
+    first_batches: FirstBatches | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the result, each conforming to ``planned.schema`` and small enough for
     one IPC message.
@@ -59,9 +77,10 @@ def stream(
     come fast they are taken synchronously (the async hand-off costs ~0.15 ms a batch, a
     third of a fast scan's time). A kept plan whose last run had its first batch within
     ``_POLL`` runs synchronously until a batch takes that long: a cancellation waits no longer
-    than the poll would make it. Raises QueryTimeout past ``query_timeout_seconds`` and
-    ResultTooLarge past ``max_result_bytes``; returns quietly when ``cancelled()`` (the
-    caller reports that).
+    than the poll would make it (``first_batches``: what the plan's runs took, see
+    :class:`FirstBatches`; None: nothing known or kept). Raises QueryTimeout past
+    ``query_timeout_seconds`` and ResultTooLarge past ``max_result_bytes``; returns quietly
+    when ``cancelled()`` (the caller reports that).
 
     ``coalesce=False``: batches go out as DataFusion makes them. For a writer whose per-batch
     cost is small (the C++ data plane), merging only adds a copy of every byte: measured on a
@@ -84,7 +103,7 @@ def stream(
         # A known-quick plan stays synchronous while no batch takes _POLL or longer: an
         # aggregate's first batch is slow and the rest follow at once, and each async wait
         # costs the hand-off again.
-        expected = planned.derived.get(FIRST_BATCH)
+        expected = first_batches.get(planned) if first_batches is not None else None
         quick = (
             expected is not None
             and expected < _POLL
@@ -137,7 +156,8 @@ def stream(
             quick = quick and took < _POLL
             patient = slow and not quick
             if first:
-                planned.derived[FIRST_BATCH] = took
+                if first_batches is not None:
+                    first_batches.put(planned, took)
                 first = False
             if batch is not None and batch.num_rows:
                 if conform is None or not batch.schema.equals(conform_for, check_metadata=True):
@@ -178,4 +198,4 @@ async def _next_batch(source: Any) -> pa.RecordBatch | None:
     return batch.to_pyarrow()
 
 
-__all__ = ["COALESCE_BYTES", "FIRST_BATCH", "stream"]
+__all__ = ["COALESCE_BYTES", "FirstBatches", "stream"]

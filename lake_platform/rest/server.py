@@ -19,7 +19,7 @@ from lake_platform.errors import SettingsError
 from lake_platform.observability import metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.query.limits import limits_from
-from lake_platform.query.snapshot import SnapshotCache
+from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.rest import auth
 from lake_platform.rest.credentials import StorageCredentials
 from lake_platform.rest.workers import Workers

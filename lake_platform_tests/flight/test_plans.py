@@ -241,29 +241,6 @@ def test_a_plan_that_reads_the_clock_is_never_kept(running: Running) -> None:
     assert again is not planned
 
 
-def test_key_lookups_of_one_shape_are_planned_once_per_principal(running: Running) -> None:
-    """An analyst's tool sending one point query per key, a new cursor each: the first text is
-    planned, the next ones of its shape are answered from its plan (``query.shapes``) with their
-    own ids; another tenant's lookups of the same text are planned over its own table."""
-    engine = running.server.engine
-    sql = "SELECT id, s FROM w.ns.keyed WHERE id = {}"
-    alice, bob = running.adbc("alice"), running.adbc("bob")
-    try:
-        shaped = engine.shaped
-        for i in (3, 4, 5):
-            assert adbc_rows(alice, sql.format(i)) == [{"id": i, "s": f"row-{i}"}]
-        assert engine.shaped == shaped + 2
-        assert adbc_rows(bob, sql.format(4)) == []  # bob's table has ids 1000-1049
-        assert adbc_rows(bob, sql.format(1004)) == [{"id": 1004, "s": "row-1004"}]
-        assert engine.shaped == shaped + 3
-        assert adbc_rows(alice, sql.format(1004)) == []
-        assert engine.shaped == shaped + 4
-        assert running.server.health()["plans"]["shaped"] == engine.shaped
-    finally:
-        alice.close()
-        bob.close()
-
-
 def test_a_prepared_key_lookup_run_with_new_values_is_planned_once_per_principal(running: Running) -> None:
     """A service running one prepared statement with a new id each time (DoPut, GetFlightInfo,
     DoGet on one cursor): the first binding is planned, the next are answered from its plan
@@ -272,31 +249,34 @@ def test_a_prepared_key_lookup_run_with_new_values_is_planned_once_per_principal
     sql = "SELECT id, s FROM w.ns.keyed WHERE id = ?"
     alice, bob = running.adbc("alice"), running.adbc("bob")
     try:
-        shaped = engine.shaped
+        rebound = engine.rebound
         with alice.cursor() as cur:
             for i in (3, 4, 5, 1004):
                 cur.execute(sql, (i,))
                 assert cur.fetch_arrow_table().to_pylist() == ([{"id": i, "s": f"row-{i}"}] if i < 50 else [])
-        assert engine.shaped == shaped + 3
+        assert engine.rebound == rebound + 3
         assert adbc_rows(bob, sql, (4,)) == []  # bob's table has ids 1000-1049
         assert adbc_rows(bob, sql, (1004,)) == [{"id": 1004, "s": "row-1004"}]
-        assert engine.shaped == shaped + 4
+        assert engine.rebound == rebound + 4
+        assert running.server.health()["plans"]["shaped"] == engine.rebound
     finally:
         alice.close()
         bob.close()
 
 
-def test_a_shaped_lookups_ticket_is_served_where_its_plan_is_not_kept(running: Running) -> None:
-    """Its ticket carries its own SQL: a replica without the plan (here: the plans forgotten)
-    plans that text, and reads the same row from the pinned version."""
-    engine = running.server.engine
+def test_a_rebound_lookups_ticket_is_served_where_its_plan_is_not_kept(running: Running) -> None:
+    """Its ticket carries its own SQL and parameters: a replica without the plan (here: the
+    plans forgotten) plans that binding, and reads the same row from the pinned version."""
+    server, engine = running.server, running.server.engine
+    sql = "SELECT id, s FROM w.ns.keyed WHERE id = ?"
     client, options = login(running.uri)
     try:
-        sql = "SELECT id, s FROM w.ns.keyed WHERE id = {}"
-        fetch(client, options, plan(client, options, sql.format(10)))
-        shaped = engine.shaped
-        info = plan(client, options, sql.format(11))
-        assert engine.shaped == shaped + 1
+        server.engine.plan(sql, server._view(ALICE), pa.record_batch({"a": [10]}), scope=ALICE)
+        rebound = engine.rebound
+        params = pa.record_batch({"a": [11]})
+        planned = engine.plan(sql, server._view(ALICE), params, scope=ALICE)
+        assert engine.rebound == rebound + 1
+        info = server.endpoints.answer(ALICE, planned, params).info(fl.FlightDescriptor.for_command(b""))
         engine.plans.clear()
         assert fetch(client, options, info).to_pylist() == [{"id": 11, "s": "row-11"}]
     finally:

@@ -392,7 +392,8 @@ def test_grpc_health_service_on_the_endpoint_port(tmp_path: Path) -> None:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from lake_platform.query.snapshot import CatalogSnapshot, SnapshotCache
+    from lake_platform.query.snapshot import CatalogSnapshot
+    from lake_platform.query.snapshot_cache import SnapshotCache
 
     settings, catalog = build_catalog(tmp_path / "home")
     failing = {"on": True}

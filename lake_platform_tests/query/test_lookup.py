@@ -16,7 +16,6 @@ from lake_platform.errors import LakeError
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import load_snapshot
-from lake_platform.query.stream import FIRST_BATCH
 from lake_platform.query.stream import stream as datafusion_stream
 from lake_platform.settings import load_settings
 
@@ -61,7 +60,7 @@ def both(
     theirs = pa.Table.from_batches(
         list(datafusion_stream(planned, engine.limits)), planned.schema
     ).to_pylist()
-    return ours, theirs, planned.derived["lookup"] is not None
+    return ours, theirs, planned.lookup is not None
 
 
 DIRECT = [
@@ -135,7 +134,7 @@ def test_appended_deleted_and_pinned_rows(lake: tuple[Any, Catalog]) -> None:
     # The version planned before the delete still has the row.
     pinned = engine.plan_pinned(old.sql, old.refs)
     rows = pa.Table.from_batches(list(engine.stream(pinned)), pinned.schema).to_pylist()
-    assert pinned.derived["lookup"] is not None and rows == [{"id": 700, "s": "name-700"}]
+    assert pinned.lookup is not None and rows == [{"id": 700, "s": "name-700"}]
 
 
 def test_the_result_size_limit_holds(lake: tuple[Any, Catalog]) -> None:
@@ -144,19 +143,7 @@ def test_the_result_size_limit_holds(lake: tuple[Any, Catalog]) -> None:
     planned = engine.plan("SELECT * FROM w.ns.keys WHERE id = 42", load_snapshot(catalog.store).project("p"))
     with pytest.raises(LakeError, match="larger than"):
         list(engine.stream(planned))
-    assert planned.derived["lookup"] is not None
-
-
-@pytest.mark.parametrize("sql", [DIRECT[0], DIRECT[2]], ids=["a row", "no row"])
-def test_a_lookup_remembers_how_long_its_first_batch_took(lake: tuple[Any, Catalog], sql: str) -> None:
-    """What lets a kept lookup start at GetFlightInfo (``flight.streams``), as a DataFusion
-    plan's stream records it."""
-    engine = QueryEngine(lake[0], QueryLimits())
-    planned = engine.plan(sql, load_snapshot(lake[1].store).project("p"))
-    assert FIRST_BATCH not in planned.derived
-    list(engine.stream(planned))
-    assert planned.derived["lookup"] is not None
-    assert 0 < planned.derived[FIRST_BATCH] < 60
+    assert planned.lookup is not None
 
 
 def test_a_kept_lookup_reuses_its_scanner(lake: tuple[Any, Catalog], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,7 +177,7 @@ def test_a_kept_lookup_reuses_its_scanner(lake: tuple[Any, Catalog], monkeypatch
     assert built == ["`id` = 4242", "`id` = 77"]
 
 
-# -- texts of one shape (``shapes``): planned once, answered with their own literals ----------
+# -- a prepared lookup executed with new values: planned once, answered with those values --------
 
 
 def rows(engine: QueryEngine, planned: Any) -> list[dict[str, Any]]:
@@ -205,159 +192,52 @@ def indexed_table(lake: tuple[Any, Catalog], name: str) -> tuple[QueryEngine, Ca
     return QueryEngine(settings, QueryLimits()), catalog
 
 
-SHAPES = [
-    ("SELECT * FROM w.ns.keys WHERE id = {}", [4242, 7, 99999999, 0]),
-    ("SELECT s, id FROM w.ns.keys WHERE {} = id", [77, 78]),
-    ("SELECT id, x FROM w.ns.keys WHERE s = '{}'", ["name-12345", "name-1", "nobody", ""]),
-    ("SELECT id FROM w.ns.keys WHERE id = {} AND s = 'name-131'", [130, 131]),
-]
+def bound(*values: Any) -> pa.RecordBatch:
+    """One row of parameters, as ADBC binds them (positional; the names do not matter)."""
+    return pa.record_batch([pa.array([v]) for v in values], names=[str(i) for i in range(len(values))])
 
 
-@pytest.mark.parametrize(("template", "values"), SHAPES)
-def test_a_lookup_of_a_kept_shape_is_answered_without_planning(
-    lake: tuple[Any, Catalog], plannings: list[str], template: str, values: list[Any]
-) -> None:
-    """The first text is planned; every other of its shape is not, and still gives exactly the
-    rows DataFusion gives for that text (planned on use, below)."""
-    engine = QueryEngine(lake[0], QueryLimits())
-    view = load_snapshot(lake[1].store).project("p")
-    texts = [template.format(v) for v in values]
-    for i, sql in enumerate(texts):
-        planned = engine.plan(sql, view, scope="alice")
-        ours = pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist()
-        assert planned.sql == sql and planned.derived["lookup"] is not None
-        assert plannings == texts[:1]  # streaming the lookup never asked for DataFusion's frame
-        assert engine.shaped == i
-        theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
-        assert ours == theirs.to_pylist()
-        plannings[1:] = []  # DataFusion's frame, planned on use for the comparison
-
-
-def test_texts_of_a_shape_with_two_slots_bind_both(lake: tuple[Any, Catalog], plannings: list[str]) -> None:
-    engine = QueryEngine(lake[0], QueryLimits())
-    view = load_snapshot(lake[1].store).project("p")
-    sql = "SELECT id, s FROM w.ns.keys WHERE id = {} AND s = '{}'"
-    first = engine.plan(sql.format(5, "name-5"), view, scope="alice")
-    assert pa.Table.from_batches(list(engine.stream(first))).to_pylist() == [{"id": 5, "s": "name-5"}]
-    for key, name, rows in [(6, "name-6", [{"id": 6, "s": "name-6"}]), (6, "name-7", [])]:
-        planned = engine.plan(sql.format(key, name), view, scope="alice")
-        assert planned.derived["lookup"].filter == f"`id` = {key} AND `s` = '{name}'"
-        assert pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist() == rows
-    assert engine.shaped == 2 and len(plannings) == 1
-
-
-@pytest.mark.parametrize(
-    ("first", "second"),
-    [
-        # an Int32 column: the literal is cast, the plan no lookup, so no shape is kept
-        ("SELECT id FROM w.ns.keys WHERE k = 3", "SELECT id FROM w.ns.keys WHERE k = 4"),
-        # x has no index: no lookup
-        (
-            "SELECT id FROM w.ns.keys WHERE id = 5 AND x = 1",
-            "SELECT id FROM w.ns.keys WHERE id = 6 AND x = 1",
-        ),
-        # beyond Int64: DataFusion types the literal otherwise
-        ("SELECT id FROM w.ns.keys WHERE id = 5", "SELECT id FROM w.ns.keys WHERE id = 9223372036854775808"),
-        # an escaped quote: the second text has no shape
-        ("SELECT id FROM w.ns.keys WHERE s = 'a'", "SELECT id FROM w.ns.keys WHERE s = 'it''s'"),
-        # a string where the first had a number: the kinds differ
-        ("SELECT id FROM w.ns.keys WHERE id = 5", "SELECT id FROM w.ns.keys WHERE id = '6'"),
-    ],
-)
-def test_other_texts_are_planned(
-    lake: tuple[Any, Catalog], plannings: list[str], first: str, second: str
-) -> None:
-    engine = QueryEngine(lake[0], QueryLimits())
-    view = load_snapshot(lake[1].store).project("p")
-    engine.plan(first, view, scope="alice")
-    planned = engine.plan(second, view, scope="alice")
-    assert engine.shaped == 0 and plannings == [first, second]
-    ours = pa.Table.from_batches(list(engine.stream(planned)), planned.schema).to_pylist()
-    theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
-    assert ours == theirs.to_pylist()
-
-
-def test_only_a_text_that_may_be_of_a_kept_shape_is_scanned(
-    lake: tuple[Any, Catalog], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Scanning a text for its shape costs ~0.3 µs a character: a text whose prekey no kept
-    shape has (an analytical query, say) is planned without it, and so is one that is no key
-    lookup."""
-    from lake_platform.query import engine as engine_module
-
-    scanned: list[str] = []
-    real = engine_module.shape_of
-
-    def counting(sql: str) -> Any:
-        scanned.append(sql)
-        return real(sql)
-
-    monkeypatch.setattr(engine_module, "shape_of", counting)
-    engine = QueryEngine(lake[0], QueryLimits())
-    view = load_snapshot(lake[1].store).project("p")
-    other = "SELECT k, count(*) AS n FROM w.ns.keys WHERE x = 2 GROUP BY k"
-    engine.plan(other, view, scope="alice")  # no key lookup: not scanned
-    lookup = "SELECT id FROM w.ns.keys WHERE id = {}"
-    engine.plan(lookup.format(5), view, scope="alice")
-    assert scanned == [lookup.format(5)]
-    engine.plan(other.replace("2", "3"), view, scope="alice")
-    engine.plan(lookup.format(6), view, scope="alice")
-    assert scanned == [lookup.format(5), lookup.format(6)] and engine.shaped == 1
-
-
-def plan_id(engine: QueryEngine, view: Any, table: str, way: str, key: int, scope: str) -> Any:
-    """The key lookup of ``key`` in ``p.w.ns.<table>``: a text with its literal (``shape``), or
-    one prepared text with the key bound (``bound``)."""
-    if way == "shape":
-        return engine.plan(f"SELECT id, s FROM w.ns.{table} WHERE id = {key}", view, scope=scope)
+def plan_id(engine: QueryEngine, view: Any, table: str, key: int, scope: str) -> Any:
+    """The key lookup of ``key`` in ``p.w.ns.<table>``: one prepared text with the key bound."""
     return engine.plan(f"SELECT id, s FROM w.ns.{table} WHERE id = ?", view, bound(key), scope=scope)
 
 
-@pytest.mark.parametrize("way", ["shape", "bound"])
 def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(
-    lake: tuple[Any, Catalog], plannings: list[str], way: str
+    lake: tuple[Any, Catalog], plannings: list[str]
 ) -> None:
-    table = f"{way}keys"
+    table = "boundkeys"
     engine, catalog = indexed_table(lake, table)
     view = load_snapshot(catalog.store).project("p")
-    plan_id(engine, view, table, way, 1, "alice")
-    plan_id(engine, view, table, way, 2, "etl")  # another principal: planned
-    assert engine.shaped == 0
-    plan_id(engine, view, table, way, 3, "etl")
-    assert engine.shaped == 1
+    plan_id(engine, view, table, 1, "alice")
+    plan_id(engine, view, table, 2, "etl")  # another principal: planned
+    assert engine.rebound == 0
+    plan_id(engine, view, table, 3, "etl")
+    assert engine.rebound == 1
     catalog.append(f"p.w.ns.{table}", data(1000, 1100))
     newer = load_snapshot(catalog.store).project("p")
-    planned = plan_id(engine, newer, table, way, 1050, "alice")  # a new view: planned
-    assert engine.shaped == 1 and len(plannings) == 3
+    planned = plan_id(engine, newer, table, 1050, "alice")  # a new view: planned
+    assert engine.rebound == 1 and len(plannings) == 3
     assert rows(engine, planned) == [{"id": 1050, "s": "name-1050"}]
     assert planned.refs[0].version == newer.table("w", "ns", table).ref.version
     # The older view still answers from its own kept plan, over its own version.
-    planned = plan_id(engine, view, table, way, 1051, "alice")
-    assert engine.shaped == 2 and rows(engine, planned) == []
+    planned = plan_id(engine, view, table, 1051, "alice")
+    assert engine.rebound == 2 and rows(engine, planned) == []
 
 
-def test_a_shaped_time_travel_read_stays_on_its_version(
+def test_a_bound_time_travel_read_stays_on_its_version(
     lake: tuple[Any, Catalog], plannings: list[str]
 ) -> None:
     engine, catalog = indexed_table(lake, "travel")
     version = load_snapshot(catalog.store).project("p").table("w", "ns", "travel").ref.version
     catalog.delete_rows("p.w.ns.travel", "id < 10")
     view = load_snapshot(catalog.store).project("p")
-    sql = 'SELECT id FROM w.ns."travel@v' + str(version) + '" WHERE id = {}'
-    engine.plan(sql.format(1), view, scope="alice")
-    planned = engine.plan(sql.format(2), view, scope="alice")
-    assert engine.shaped == 1 and planned.refs[0].version == version
+    sql = 'SELECT id FROM w.ns."travel@v' + str(version) + '" WHERE id = ?'
+    engine.plan(sql, view, bound(1), scope="alice")
+    planned = engine.plan(sql, view, bound(2), scope="alice")
+    assert engine.rebound == 1 and planned.refs[0].version == version
     assert pa.Table.from_batches(list(engine.stream(planned))).to_pylist() == [{"id": 2}]
-    current = engine.plan("SELECT id FROM w.ns.travel WHERE id = 3", view, scope="alice")
-    assert engine.shaped == 1 and rows(engine, current) == []
-
-
-# -- a prepared lookup executed with new values: planned once, answered with those values --------
-
-
-def bound(*values: Any) -> pa.RecordBatch:
-    """One row of parameters, as ADBC binds them (positional; the names do not matter)."""
-    return pa.record_batch([pa.array([v]) for v in values], names=[str(i) for i in range(len(values))])
+    current = engine.plan("SELECT id FROM w.ns.travel WHERE id = ?", view, bound(3), scope="alice")
+    assert engine.rebound == 1 and rows(engine, current) == []
 
 
 BOUND = [
@@ -376,17 +256,20 @@ BOUND = [
 def test_a_lookup_bound_to_new_values_is_answered_without_planning(
     lake: tuple[Any, Catalog], plannings: list[str], sql: str, bindings: list[tuple[Any, ...]]
 ) -> None:
-    """The first binding is planned; every other is not, and still gives exactly the rows
-    DataFusion gives for those values (planned on use, below)."""
+    """The first binding is planned; every other is not (nor to answer what its structure
+    says), and still gives exactly the rows DataFusion gives for those values (planned on use,
+    below)."""
     engine = QueryEngine(lake[0], QueryLimits())
     view = load_snapshot(lake[1].store).project("p")
     for i, values in enumerate(bindings):
         params = bound(*values)
         planned = engine.plan(sql, view, params, scope="alice")
         ours = rows(engine, planned)
-        assert planned.derived["lookup"] is not None and planned.params is params
-        assert plannings == [sql]  # streaming the lookup never asked for DataFusion's frame
-        assert engine.shaped == i
+        assert planned.lookup is not None and planned.params is params
+        # What splitting, ordering and spooling ask is its kept plan's structure: no planning.
+        assert planned.facts.point and not planned.facts.ordered and planned.facts.table_rows
+        assert plannings == [sql]  # nor did streaming the lookup ask for DataFusion's frame
+        assert engine.rebound == i
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert ours == theirs.to_pylist()
         plannings[1:] = []  # DataFusion's frame, planned on use for the comparison
@@ -414,7 +297,7 @@ def test_other_bindings_are_planned(
     view = load_snapshot(lake[1].store).project("p")
     engine.plan(sql, view, bound(*first), scope="alice")
     planned = engine.plan(sql, view, bound(*second), scope="alice")
-    assert engine.shaped == 0 and plannings == [sql, sql]
+    assert engine.rebound == 0 and plannings == [sql, sql]
     ours = rows(engine, planned)
     theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
     assert ours == theirs.to_pylist()
@@ -443,7 +326,7 @@ def test_a_binding_the_kept_lookup_cannot_take_is_planned(
     else:
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert rows(engine, planned) == theirs.to_pylist()
-    assert engine.shaped == 0 and plannings == [sql, sql]
+    assert engine.rebound == 0 and plannings == [sql, sql]
 
 
 def test_a_binding_of_the_same_values_gets_the_same_plan(

@@ -18,7 +18,8 @@ from lake_platform.errors import InvalidInput, TableNotFound, TableVersionNotFou
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.providers import canonical_manifest
-from lake_platform.query.snapshot import SnapshotCache, load_snapshot
+from lake_platform.query.snapshot import load_snapshot
+from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform_tests.flight.conftest import build_catalog, wait_until
 
 T, MULTI, U = "p.w.ns.t", "p.w.ns.multi", "p.w.ns.sub.u"

@@ -7,9 +7,10 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.query import stream as stream_module
+from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
-from lake_platform.query.stream import FIRST_BATCH, stream
+from lake_platform.query.stream import FirstBatches, stream
 
 SCHEMA = pa.schema([("v", pa.int64())])
 
@@ -80,11 +81,18 @@ class _Frame:
 
 def _planned(calls: list[str], parts: int = 1, first_takes: float = 0.0) -> PlannedQuery:
     frame = _Frame(calls, parts, first_takes)
-    return PlannedQuery(sql="SELECT v", df=frame, schema=SCHEMA, refs=(), parameters=0)
+    return PlannedQuery(
+        sql="SELECT v", df=frame, schema=SCHEMA, refs=(), parameters=0, facts=PlanFacts(frame)
+    )
+
+
+#: What the runs of the tests' plans took to their first batch (each test plans its own).
+TIMES = FirstBatches()
 
 
 def _run(planned: PlannedQuery, limits: QueryLimits | None = None) -> list[int]:
-    return [v for b in stream(planned, limits or QueryLimits()) for v in b.column(0).to_pylist()]
+    batches = stream(planned, limits or QueryLimits(), first_batches=TIMES)
+    return [v for b in batches for v in b.column(0).to_pylist()]
 
 
 def test_a_new_plan_awaits_its_first_batch_asynchronously_and_remembers_how_long_it_took() -> None:
@@ -92,13 +100,13 @@ def test_a_new_plan_awaits_its_first_batch_asynchronously_and_remembers_how_long
     planned = _planned(calls)
     assert _run(planned) == [1, 2, 3]
     assert calls[0] == "async"  # nothing known about this plan yet: stoppable while it waits
-    assert 0 <= planned.derived[FIRST_BATCH] < 1
+    assert 0 <= TIMES.get(planned) < 1
 
 
 def test_a_kept_plan_whose_first_batch_came_fast_takes_it_synchronously() -> None:
     calls: list[str] = []
     planned = _planned(calls)
-    planned.derived[FIRST_BATCH] = 0.001  # its last run
+    TIMES.put(planned, 0.001)  # its last run
     assert _run(planned) == [1, 2, 3]
     assert calls == ["sync", "sync"]  # the batch, then the end: no event loop at all
 
@@ -106,7 +114,7 @@ def test_a_kept_plan_whose_first_batch_came_fast_takes_it_synchronously() -> Non
 def test_a_kept_plan_whose_first_batch_came_within_the_poll_interval_takes_it_synchronously() -> None:
     calls: list[str] = []
     planned = _planned(calls)
-    planned.derived[FIRST_BATCH] = 0.05  # an aggregate over a hot table: a cancel waits no longer
+    TIMES.put(planned, 0.05)  # an aggregate over a hot table: a cancel waits no longer
     assert _run(planned) == [1, 2, 3]
     assert calls == ["sync", "sync"]
 
@@ -115,16 +123,16 @@ def test_a_kept_plan_known_quick_takes_every_batch_synchronously() -> None:
     calls: list[str] = []
     # An aggregate: its first batch takes 50 ms again, its other partitions follow at once.
     planned = _planned(calls, parts=3, first_takes=0.05)
-    planned.derived[FIRST_BATCH] = 0.05
+    TIMES.put(planned, 0.05)
     assert _run(planned) == [1, 2, 3, 4, 5]
     assert calls == ["sync"] * 4
-    assert planned.derived[FIRST_BATCH] == pytest.approx(0.05)
+    assert TIMES.get(planned) == pytest.approx(0.05)
 
 
 def test_a_known_quick_plan_that_slows_down_goes_back_to_waiting_asynchronously() -> None:
     calls: list[str] = []
     planned = _planned(calls, parts=3, first_takes=0.5)  # the table grew, say
-    planned.derived[FIRST_BATCH] = 0.05
+    TIMES.put(planned, 0.05)
     assert _run(planned) == [1, 2, 3, 4, 5]
     assert calls == ["sync", "async", "sync", "sync"]  # stoppable after a slow batch, then fast again
 
@@ -139,7 +147,7 @@ def test_a_new_plan_with_a_slow_first_batch_waits_for_the_next_one_asynchronousl
 def test_a_kept_plan_too_close_to_its_time_limit_waits_asynchronously() -> None:
     calls: list[str] = []
     planned = _planned(calls)
-    planned.derived[FIRST_BATCH] = 0.05  # ten times that is past a 0.4 s limit
+    TIMES.put(planned, 0.05)  # ten times that is past a 0.4 s limit
     assert _run(planned, QueryLimits(query_timeout_seconds=0.4)) == [1, 2, 3]
     assert calls[0] == "async"
 
@@ -147,6 +155,6 @@ def test_a_kept_plan_too_close_to_its_time_limit_waits_asynchronously() -> None:
 def test_a_kept_plan_whose_first_batch_was_slow_keeps_waiting_asynchronously() -> None:
     calls: list[str] = []
     planned = _planned(calls)
-    planned.derived[FIRST_BATCH] = 5.0
+    TIMES.put(planned, 5.0)
     assert _run(planned) == [1, 2, 3]
     assert calls[0] == "async"

@@ -1,0 +1,170 @@
+"""The cache shield (invariant 7): the request path reads no registry, refreshes are coalesced,
+the last good snapshot survives backend failures, and a backend error is never "not found"."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import ServiceUnavailable
+from lake_platform.flight import proto
+from lake_platform.query.snapshot import CatalogSnapshot
+from lake_platform.query.snapshot_cache import SnapshotCache
+from lake_platform_tests.flight.conftest import build_catalog, login, query, start_server
+from lake_platform_tests.flight.helpers import CountingStore
+
+
+def test_hundred_queries_inside_the_ttl_read_no_registry(lake: tuple[Any, Catalog]) -> None:
+    settings, catalog = lake
+    store = CountingStore(catalog.store)
+    server = start_server(settings, catalog, store=store, snapshot_ttl_seconds=600)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        assert store.reads > 0  # the initial load
+        before = store.reads
+        for i in range(100):
+            table = query(client, options, f"SELECT id, s FROM w.ns.t WHERE id = {i}")
+            assert table.column("id").to_pylist() == [i]
+        tables = fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables(include_schema=True)))
+        for _ in range(10):
+            client.do_get(client.get_flight_info(tables, options).endpoints[0].ticket, options).read_all()
+        assert store.reads == before, f"{store.reads - before} registry reads on the request path"
+    finally:
+        server.stop(grace=0)
+
+
+def test_backend_error_is_unavailable_never_not_found(lake: tuple[Any, Catalog]) -> None:
+    settings, catalog = lake
+    store = CountingStore(catalog.store)
+    server = start_server(
+        settings, catalog, store=store, snapshot_ttl_seconds=0.1, snapshot_max_stale_seconds=1.0
+    )
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
+        store.failing = True
+        time.sleep(0.4)  # refreshes fail; the last good snapshot still serves
+        assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
+        assert server.snapshots.failures > 0
+        time.sleep(1.0)  # now the snapshot is older than max_stale
+        for text in ("SELECT count(*) FROM w.ns.t", "SELECT * FROM w.ns.missing"):
+            with pytest.raises(fl.FlightUnavailableError, match="could not be refreshed"):
+                query(client, options, text)
+        with pytest.raises(fl.FlightUnavailableError):
+            client.get_flight_info(
+                fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables())), options
+            )
+        store.failing = False
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
+                break
+            except fl.FlightUnavailableError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the server did not recover after the backend came back")
+    finally:
+        server.stop(grace=0)
+
+
+def test_no_snapshot_yet_is_unavailable(lake: tuple[Any, Catalog]) -> None:
+    settings, catalog = lake
+    store = CountingStore(catalog.store)
+    store.failing = True
+    server = start_server(settings, catalog, store=store)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        with pytest.raises(fl.FlightUnavailableError, match="not loaded yet"):
+            query(client, options, "SELECT * FROM w.ns.t")
+    finally:
+        server.stop(grace=0)
+
+
+class EnteredLock:
+    """A lock that counts how often it was entered (``times``, a semaphore to wait on)."""
+
+    def __init__(self) -> None:
+        self._inner = threading.Lock()
+        self.times = threading.Semaphore(0)
+
+    def __enter__(self) -> EnteredLock:
+        self._inner.acquire()
+        self.times.release()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.release()
+
+
+def test_refreshes_are_coalesced_and_replace_atomically() -> None:
+    loads = []
+    gate = threading.Event()
+
+    def loader(previous: CatalogSnapshot | None) -> CatalogSnapshot:
+        loads.append(previous)
+        gate.wait(2)
+        return CatalogSnapshot(loaded_at=time.monotonic(), loaded_at_wall=time.time(), projects={})
+
+    cache = SnapshotCache(loader, ttl=60, max_stale=120)
+    entered = EnteredLock()
+    cache._lock = entered  # type: ignore[assignment]  # to see every caller decide, leader or not
+    threads = [threading.Thread(target=cache.refresh) for _ in range(10)]
+    for t in threads:
+        t.start()
+    # Each call takes the lock once to decide (the leader again only after its load, which
+    # waits for the gate): ten entries, and all ten have joined the one load.
+    for _ in threads:
+        assert entered.times.acquire(timeout=10)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(loads) == 1
+    first = cache.current()
+    cache.refresh()
+    assert len(loads) == 2 and loads[1] is first and cache.current() is not first
+
+
+def test_failed_refresh_keeps_the_last_good_snapshot() -> None:
+    calls = {"n": 0}
+
+    def loader(previous: CatalogSnapshot | None) -> CatalogSnapshot:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ServiceUnavailable("down")
+        return CatalogSnapshot(loaded_at=time.monotonic(), loaded_at_wall=time.time(), projects={})
+
+    cache = SnapshotCache(loader, ttl=60, max_stale=120)
+    cache.refresh()
+    good = cache.current()
+    assert cache.refresh() is good
+    assert cache.current() is good
+    assert cache.status()["last_error"] == "down" and cache.failures == 1
+
+
+def test_new_table_appears_after_one_ttl(tmp_path: Path) -> None:
+    settings, catalog = build_catalog(tmp_path / "home")
+    server = start_server(settings, catalog, snapshot_ttl_seconds=0.2)
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        with pytest.raises(pa.ArrowKeyError):
+            query(client, options, "SELECT * FROM w.ns.fresh")
+        catalog.create_table("p.w.ns.fresh", pa.table({"a": [1, 2]}).to_reader())
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                assert query(client, options, "SELECT sum(a) AS s FROM w.ns.fresh").to_pylist() == [{"s": 3}]
+                break
+            except pa.ArrowKeyError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        server.stop(grace=0)
+        catalog.close()
