@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lake_platform.registry.records import new_id
-
 if TYPE_CHECKING:
     from lake_platform.catalog.principals import Principal
 
@@ -35,4 +33,8 @@ UNSTATED = Provenance()
 
 def new_commit_id() -> str:
     """A fresh commit id, as the catalog draws one for a write given none."""
+    # Imported here: the CLI's command modules import Provenance, and the records load pydantic,
+    # which `lake --help` never needs.
+    from lake_platform.registry.records import new_id
+
     return new_id()

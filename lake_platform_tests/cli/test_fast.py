@@ -87,6 +87,13 @@ def test_registry_only_commands_import_neither_lance_nor_datafusion(lake: CliRun
     assert {"lance", "lance_namespace"} <= set(loaded)
 
 
+def test_help_loads_neither_pydantic_nor_arrow(tmp_path: Path) -> None:
+    # `lake --help` is the yardstick of the CLI's start-up (bench/cli.py): importing the command
+    # modules loads no settings, records or Arrow; a command loads what it uses.
+    assert _heavy_modules_after(tmp_path / "home", [["--help"]], [*HEAVY, "pyarrow", "pydantic"]) == []
+    assert "pydantic" in _heavy_modules_after(tmp_path / "home", [["table", "list"]], ["pydantic"])
+
+
 def _output(lake: CliRunner, args: list[str]) -> str:
     result = lake.invoke(cli, args)
     assert result.exit_code == 0, result.output
