@@ -22,18 +22,12 @@ server) and worked the lookup out again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
-from lake_platform.lru import BoundedLRU
 from lake_platform.query.planner import PlannedQuery
-
-#: How many bindings' plans a kept lookup keeps: a few clients of one principal running the
-#: same statement at once, each binding between its DoPut and its GetFlightInfo, get the very
-#: plan their binding was answered with.
-BINDINGS_KEPT = 16
 
 
 def values_of(params: pa.RecordBatch) -> list[Any]:
@@ -56,18 +50,12 @@ class _PlannedOnUse:
         return getattr(self._df, name)
 
 
-def _bindings() -> BoundedLRU[tuple[Any, ...], PlannedQuery]:
-    return BoundedLRU(BINDINGS_KEPT)
-
-
 @dataclass(frozen=True, eq=False)
 class BoundLookup:
     """A binding's key lookup plan kept for other values of the same types."""
 
     template: PlannedQuery
     order: tuple[int, ...]  # which parameter each of the lookup's terms takes its value from
-    #: the plans of the values bound last, by (type, value) of each: True and 1 are equal
-    bindings: BoundedLRU[tuple[Any, ...], PlannedQuery] = field(default_factory=_bindings)
 
     @classmethod
     def of(cls, planned: PlannedQuery, params: pa.RecordBatch) -> BoundLookup | None:
@@ -78,28 +66,17 @@ class BoundLookup:
         order = planned.lookup.parameters_of(values_of(params))
         return None if order is None else cls(planned, order)
 
-    def bind(
-        self, params: pa.RecordBatch, plan_frame: Callable[[], Any], made: Callable[[], None]
-    ) -> PlannedQuery | None:
+    def bind(self, params: pa.RecordBatch, plan_frame: Callable[[], Any]) -> PlannedQuery | None:
         """The plan of the kept text with ``params`` bound (a binding of the kept types); None
-        when the lookup cannot take these values (then the binding is planned). The plan of
-        one of the last values bound is the very one made for them; a new one is ``made()``.
+        when the lookup cannot take these values (then the binding is planned).
         ``plan_frame``: plans the binding's DataFusion frame, if anything asks for it."""
         if params.num_rows != 1:
             return None
-        values = values_of(params)
-        known = tuple((type(v), v) for v in values)
-        planned = self.bindings.get(known)
-        if planned is not None:
-            return planned
         assert self.template.lookup is not None  # kept only as a lookup (``of``)
-        lookup = self.template.lookup.with_parameters(values, self.order)
+        lookup = self.template.lookup.with_parameters(values_of(params), self.order)
         if lookup is None:
             return None
-        planned = replace(self.template, df=_PlannedOnUse(plan_frame), params=params, lookup=lookup)
-        self.bindings.put(known, planned)
-        made()
-        return planned
+        return replace(self.template, df=_PlannedOnUse(plan_frame), params=params, lookup=lookup)
 
 
-__all__ = ["BINDINGS_KEPT", "BoundLookup", "values_of"]
+__all__ = ["BoundLookup", "values_of"]

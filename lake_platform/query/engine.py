@@ -174,29 +174,19 @@ class QueryEngine:
         """``sql`` with ``params`` bound: answered from a kept prepared key lookup of this scope,
         text, parameter types and ``view`` (``bound``), else planned (and kept as one, if it is
         such a lookup)."""
-        kept = self.kept_binding(sql, view, params, scope=scope)
+        kept = self.plans.get_bound(bound_key(scope, sql, params, view), view)
+        # A lookup never reads the snapshot cache's batches, so a kept one stays right whatever
+        # the cache loads or evicts.
         if kept is not None:
-            return kept
+            planned = kept.bind(params, lambda: self._plan_view(sql, view, params, False).df)
+            if planned is not None:
+                self.plans.count_rebound()
+                return self._checked(planned)
         planned = self._plan_view(sql, view, params, prepare)
         bound = BoundLookup.of(planned, params)
         if bound is not None:
             self.plans.put_bound(bound_key(scope, sql, params, view), bound, view)
         return planned
-
-    def kept_binding(
-        self, sql: str, view: ProjectView, params: pa.RecordBatch, *, scope: Hashable
-    ) -> PlannedQuery | None:
-        """``sql`` with ``params`` bound, answered from a kept prepared key lookup with these
-        values; None when there is none, or it cannot take them: nothing is planned here. A
-        lookup never reads the snapshot cache's batches, so a kept one stays right whatever
-        the cache loads or evicts."""
-        kept = self.plans.get_bound(bound_key(scope, sql, params, view), view)
-        if kept is None:
-            return None
-        planned = kept.bind(
-            params, lambda: self._plan_view(sql, view, params, False).df, self.plans.count_rebound
-        )
-        return None if planned is None else self._checked(planned)
 
     def _plan_view(
         self, sql: str, view: ProjectView, params: pa.RecordBatch | None, prepare: bool

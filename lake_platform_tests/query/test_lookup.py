@@ -327,21 +327,3 @@ def test_a_binding_the_kept_lookup_cannot_take_is_planned(
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert rows(engine, planned) == theirs.to_pylist()
     assert engine.rebound == 0 and plannings == [sql, sql]
-
-
-def test_a_binding_of_the_same_values_gets_the_same_plan(
-    lake: tuple[Any, Catalog], plannings: list[str]
-) -> None:
-    """What a start at DoPut needs (``kept_binding``): nothing planned there, and the
-    GetFlightInfo after it gets the very plan the DoPut started."""
-    engine = QueryEngine(lake[0], QueryLimits())
-    view = load_snapshot(lake[1].store).project("p")
-    sql = "SELECT id, s FROM w.ns.keys WHERE id = ?"
-    assert engine.kept_binding(sql, view, bound(5), scope="alice") is None and plannings == []
-    engine.plan(sql, view, bound(5), scope="alice")
-    first = engine.kept_binding(sql, view, bound(6), scope="alice")
-    assert first is not None and engine.plan(sql, view, bound(6), scope="alice") is first
-    assert engine.plan(sql, view, bound(7), scope="alice") is not first
-    assert engine.kept_binding(sql, view, bound(-(2**63)), scope="alice") is None  # Lance cannot say it
-    assert engine.kept_binding(sql, view, bound(6), scope="bob") is None
-    assert rows(engine, first) == [{"id": 6, "s": "name-6"}] and plannings == [sql]
