@@ -70,6 +70,7 @@ import sys
 import tempfile
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -485,13 +486,16 @@ def serve_variant(home: str, variant: str) -> None:
     class BareTickets(Endpoints):
         """``unpinned``: the bare SQL as the one endpoint's ticket, nothing sealed or kept."""
 
+        #: Each plan's answer, worked out once, as ours keeps its claims per plan.
+        answers: weakref.WeakKeyDictionary[Any, Answer] = weakref.WeakKeyDictionary()
+
         def answer(self, identity: Identity, planned: Any, params: Any) -> Answer:
-            # Worked out once per plan, as ours keeps its schema bytes and encoded claims.
-            if "bench_answer" not in planned.derived:
+            kept = self.answers.get(planned)
+            if kept is None:
                 ticket = proto.pack(proto.TicketStatementQuery(statement_handle=planned.sql.encode()))
                 endpoint = fl.FlightEndpoint(ticket, [])  # no expiry: nothing expires
-                planned.derived["bench_answer"] = Answer([endpoint], False, planned.schema)
-            return planned.derived["bench_answer"]
+                kept = self.answers[planned] = Answer([endpoint], False, planned.schema)
+            return kept
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
