@@ -4,8 +4,9 @@
 by Lance from the index in about a millisecond; through DataFusion over Lance's table provider
 the same read costs ~3-4 ms more (optimizing the plan again, physical planning across the FFI
 boundary, and the stream hand-offs between the two runtimes; ``bench/indexes.py``). DataFusion
-still plans every query (its schema, the captured snapshots, the read-only checks); only the
-execution of this one shape goes to Lance's scanner:
+still plans every query (its schema, the captured snapshots, the read-only checks; a prepared
+lookup's later bindings share its first binding's plan: ``bound``); only the execution of this
+one shape goes to Lance's scanner:
 
 - the plan is a projection of plain columns over a filter over a scan of exactly one snapshot,
   read from Lance (not the snapshot cache, not a part), with no scan filters or limit of its own;
