@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 
-# The browser check of the Dagster UI (lake_platform_tests/test_launcher.py) drives Debian's
+# The browser check of the Dagster UI (lake_platform_tests/up/test_launcher.py) drives Debian's
 # chromium headless; install it when missing (CI runs as root).
 chromium:
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
