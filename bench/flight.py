@@ -50,6 +50,11 @@ queries), except ``result``: ours as deployed, whose re-runs are answered from t
 
 The main part runs our endpoint with one endpoint per result (max_endpoints=1), as before splitting.
 
+``--scan-only [--before DIR]``: only SELECT * and the aggregate through pyarrow's client, each
+round our endpoint, ``DIR``'s (another checkout, e.g. the main branch) and the bare server once
+in a new random order: medians, and medians of the per-round ratios (what a change to the
+result path, such as how FlightData is written, costs a bulk scan).
+
 ``--endpoints [--parts 4] [--partitions P] [--spool-rows N]``: SELECT * through ADBC with one
 endpoint, with N endpoints from one replica and with N endpoints across two replicas (advertised
 locations), each on the grpcio port and through the data plane (LAKE_FLIGHT_DATA_LISTEN), against
@@ -781,15 +786,15 @@ def main() -> None:
     print(
         f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, built in {time.perf_counter() - t:.1f}s"
     )
+    if args.scan_only:
+        scan_part(home, nbytes, args.runs, args.before)
+        return
     overhead = ticket_overhead(home, args.ticket_runs)
     print(
         f"ticket: seal {overhead['seal_us']:.1f} us (a kept plan's claims: {overhead['kept_us']:.1f} us), "
         f"open (+ validate) {overhead['open_us']:.1f} us, "
         f"{overhead['bytes']:.0f} bytes (point query, one snapshot; median of {args.ticket_runs})"
     )
-    if args.scan_only:
-        scan_part(home, nbytes, args.runs, args.before)
-        return
     if args.endpoints:
         try:
             endpoints_part(home, nbytes, args)

@@ -1,10 +1,11 @@
-"""Read-ahead of a result stream: the next messages produced on another thread while the
+"""Read-ahead of a result stream: the next batches produced on another thread while the
 current one is sent.
 
-A result stream is a chain of DataFusion (its own threads), Python glue and encoding, then
-gRPC's send and the client's read. Run in one thread, each batch waits for the previous one
-to leave; here producing the next batch overlaps sending this one. Both serving paths use it:
-the grpcio port (``transport``) and the data plane (``dataplane``).
+A result stream is a chain of DataFusion (its own threads), Python glue, then the send and the
+client's read. Run in one thread, each batch waits for the previous one to leave; here
+producing the next batch overlaps sending this one. The data plane (``dataplane``) uses it
+(its figures are there). The grpcio port does not: reading ahead there gained no wall time on a
+bulk scan and cost 17 % more server CPU (``transport``).
 """
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ class FlightSqlServer:
 
     # == request helpers ========================================================================
 
-    def _state(self) -> tuple[str, str | None]:
+    def _readiness(self) -> tuple[str, str | None]:
         """ "ok", "draining" or "unavailable" (no fresh catalog snapshot), and why if unavailable."""
         try:
             self.snapshots.current()
@@ -300,7 +300,7 @@ class FlightSqlServer:
         return ("draining" if self._draining.is_set() else "ok"), None
 
     def _ready(self) -> bool:
-        return self._state()[0] == "ok"
+        return self._readiness()[0] == "ok"
 
     def _refuse_if_draining(self) -> None:
         if self._draining.is_set():
@@ -385,7 +385,7 @@ class FlightSqlServer:
     def health(self) -> dict[str, Any]:
         status = self.snapshots.status()
         plans = self.engine.plans.stats()
-        state, error = self._state()
+        state, error = self._readiness()
         if error is not None:
             status["error"] = error
         return {

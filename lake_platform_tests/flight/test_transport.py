@@ -257,6 +257,13 @@ def test_encode_then_decode_is_lossless() -> None:
     assert pa.Table.from_batches(list(batches), DICTS.schema).equals(DICTS)
 
 
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 16_383, 16_384, 1 << 20, (1 << 21) + 3])
+def test_flight_data_framed_by_hand_is_what_protobuf_writes(size: int) -> None:
+    header, body = bytes(i % 251 for i in range(size % 1000 + 8)), bytes(i % 253 for i in range(size))
+    wrote = proto.FlightData(data_header=header, data_body=body).SerializeToString()
+    assert flight_data(header, body) == flight_data(pa.py_buffer(header), pa.py_buffer(body)) == wrote
+
+
 def test_decode_put_refuses_bad_streams() -> None:
     descriptor = fl.FlightDescriptor.for_command(b"cmd").serialize()
     with pytest.raises(errors.InvalidInput, match="FlightDescriptor"):
