@@ -8,7 +8,9 @@ bytecode cache) of:
 - ``lake --help``: the yardstick; every other command is also given as a multiple of it;
 - ``lake table list`` and ``lake table describe T`` (registry only: no Lance import), which
   should stay within ``TARGET`` times ``lake --help``;
-- ``lake table describe T --stats`` (opens the table in Lance, for comparison).
+- ``lake table describe T --stats`` (opens the table in Lance, for comparison);
+- the floor of every registry command: what ``lake --help`` loads, plus reading the settings
+  (pydantic-settings) and the registry's records (pydantic), no command run.
 
 The commands take turns (one run of each, N times over), so a machine busy with something else
 slows them alike and the ratios stay comparable within one run.
@@ -35,6 +37,11 @@ YARDSTICK = "lake --help"
 #: The registry-only commands' budget, in multiples of ``lake --help`` (issue 48).
 TARGET = 3.0
 BUDGETED = ("lake table list", "lake table describe T")
+FLOOR = (
+    "import lake_platform.cli, lake_platform.registry.records\n"
+    "from lake_platform.settings import load_settings\n"
+    "load_settings()"
+)
 
 
 def _wall(cmd: list[str], env: dict[str, str]) -> float:
@@ -76,6 +83,7 @@ def main() -> None:
             "lake table list": [*LAKE, "table", "list"],
             "lake table describe T": [*LAKE, "table", "describe", T],
             "lake table describe T --stats": [*LAKE, "table", "describe", T, "--stats"],
+            "floor: cli + settings + records": [sys.executable, "-c", FLOOR],
         }
         for label, cmd in list(cases.items()):
             try:
