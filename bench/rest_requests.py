@@ -185,7 +185,7 @@ def run(args: argparse.Namespace, pid: int, port: int, token: str) -> None:
         assert statuses == {200}, statuses
         print(
             f"  {name:18s} round trip median {1e6 * statistics.median(lat):5.0f} us   server CPU "
-            f"{1e6 * cpu / args.requests:5.0f} us per request"
+            f"{1e6 * cpu / count:5.0f} us per request"
         )
 
 

@@ -28,7 +28,8 @@ def operation_of(scope: Scope) -> str:
 
 
 class RequestContext:
-    """The request's context, then its metrics and access-log line."""
+    """The request's context, then its metrics and access-log line: the app's outermost middleware
+    of its own (``Starlette(middleware=[Middleware(RequestContext)])``)."""
 
     def __init__(self, app: App) -> None:
         self.app = app
@@ -48,7 +49,3 @@ class RequestContext:
             info.method = operation_of(scope)
             observe_request(SURFACE, info.method, recorder.status, seconds)
             log_request(info, str(recorder.status), seconds)
-
-
-def observed_app(app: App) -> App:
-    return RequestContext(app)

@@ -12,11 +12,7 @@ from lake_platform.settings import LakeSettings
 def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
     import uvicorn
 
-    from lake_platform.rest.transport import CoalescingHttpTools
-
     options: dict[str, Any] = {
-        # httptools (what uvicorn's "auto" picks), writing a response's head and body at once.
-        "http": CoalescingHttpTools,
         "host": settings.rest_host,
         "port": settings.rest_port,
         "log_level": "warning",

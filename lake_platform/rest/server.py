@@ -22,7 +22,6 @@ from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.rest import auth
 from lake_platform.rest.credentials import StorageCredentials
-from lake_platform.rest.workers import Workers
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.flight import FlightSettings, flight_settings, is_loopback
 
@@ -66,8 +65,6 @@ class RestService:
         # The query audit trail (LAKE_AUDIT_LOG): one line per QueryTable, as Flight writes per DoGet.
         self.audit = open_trail(settings)
         self.metrics_server: metrics.Exposition | None = None
-        #: The threads handlers run on (every operation but the inline registry reads).
-        self.workers = Workers()
 
     def query_engine(self) -> Any:
         """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
@@ -96,7 +93,6 @@ class RestService:
             )
 
     def close(self) -> None:
-        self.workers.close()
         self.snapshots.stop()
         metrics.unwatch_snapshots(self.snapshots)
         if self.metrics_server is not None:

@@ -1,6 +1,6 @@
-"""The app's dispatch: the commit path's routes are matched first, and pure registry reads run on
-the event loop only over a SQLite registry (never over DynamoDB, where a read is a network call);
-and an answer goes out exactly as Starlette's ``Response`` would send it."""
+"""The app's request pipeline: handlers run on Starlette's thread pool, off the event loop, in the
+request's context (a blocking handler never holds up another request), and answers name the
+principal they were given for."""
 
 from __future__ import annotations
 
@@ -10,116 +10,119 @@ import threading
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 from starlette.responses import Response
+from starlette.routing import Route
 
+from lake_platform.observability import context
 from lake_platform.rest import app as rest_app
-from lake_platform.rest.request import Reply
-from lake_platform.rest.workers import THREAD_PREFIX
+from lake_platform.rest.request import Reply, RestRequest
 from lake_platform_tests.rest.conftest import RestLake
 
 
-def test_the_commit_path_routes_come_first(rest_lake: RestLake) -> None:
-    names = [route.name for route in rest_app.routes(rest_lake.service)]
-    assert names[:4] == list(rest_app.HOT_OPERATIONS)
-    assert len(names) == len(set(names))  # every route once
+def scope_of(path: str, token: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"lake"), (b"authorization", f"Bearer {token}".encode())],
+        "server": ("127.0.0.1", 2333),
+        "client": ("127.0.0.1", 40000),
+    }
 
 
-def test_pure_reads_run_inline_on_sqlite_only(rest_lake: RestLake, monkeypatch: Any) -> None:
-    assert rest_app.inline_reads(rest_lake.service)
-    seen: dict[str, str] = {}
-    real = rest_lake.service.authenticate
-
-    def spy(headers: Any) -> Any:
-        seen[headers.get("x-op", "")] = threading.current_thread().name
-        return real(headers)
-
-    monkeypatch.setattr(rest_lake.service, "authenticate", spy)
-    describe = rest_lake.post("/v1/table/p$w$ns$t/describe", {}, headers={"x-op": "describe"})
-    assert describe.status_code == 404  # no such table: the same answer inline
-    versions = rest_lake.post("/v1/table/p$w$ns$t/version/list", {}, headers={"x-op": "versions"})
-    assert versions.status_code == 404
-    commit = rest_lake.post(
-        "/v1/table/p$w$ns$t/version/create", {"version": 1, "manifest_path": "x"}, headers={"x-op": "commit"}
-    )
-    assert commit.status_code in (400, 404)
-    other = rest_lake.post("/v1/table/q$w$ns$t/describe", {}, headers={"x-op": "other"})
-    assert (other.status_code, other.json()["code"]) == (404, 4)  # tenancy holds inline too
-    # the server's own (event loop) thread
-    assert seen["describe"] == seen["versions"] == seen["other"] == "rest-server"
-    assert seen["commit"] != "rest-server"  # takes the lease (may wait): a worker thread
-    assert seen["commit"].startswith(THREAD_PREFIX)  # of the service's own pool (rest/workers.py)
-
-
-def test_a_dynamodb_registry_never_runs_handlers_inline() -> None:
-    class Store:
-        url = "dynamodb://lake"
-
-    class Catalog:
-        store = Store()
-
-    class Service:
-        catalog = Catalog()
-
-    assert not rest_app.inline_reads(Service())  # type: ignore[arg-type]
-
-
-def sent(response: Any) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
+async def call(app: Any, scope: dict[str, Any]) -> tuple[int, bytes]:
+    sent: list[Any] = []
 
     async def receive() -> Any:
-        return {"type": "http.disconnect"}
+        return {"type": "http.request", "body": b"", "more_body": False}
 
     async def send(message: Any) -> None:
-        messages.append(message)
+        sent.append(message)
 
-    asyncio.run(response({"type": "http"}, receive, send))
-    return messages
+    await app(scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
 
-def starlette_answer(result: Any, principal: str) -> Response:
-    """What respond() built before rest_app.Answer: a Starlette Response."""
-    named = {rest_app.PRINCIPAL_HEADER: principal}
-    if isinstance(result, Reply):
-        return Response(
-            result.content, status_code=result.status, media_type=result.media_type, headers=named
-        )
-    if result is None:
-        return Response(b"", status_code=200, headers=named)
-    return Response(json.dumps(result, separators=(",", ":")), media_type="application/json", headers=named)
+def test_a_blocking_handler_runs_off_the_loop_and_never_holds_up_another_request(rest_lake: RestLake) -> None:
+    """``waits`` blocks its thread until ``frees`` has run: on the event loop, ``frees`` could
+    never start and ``waits`` would time out (False)."""
+    freed = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def waits(request: RestRequest) -> Any:
+        info = context.current()
+        seen["thread"] = threading.current_thread()
+        seen["request"] = (info.request_id, info.principal) if info else None
+        return {"freed": freed.wait(30)}
+
+    def frees(request: RestRequest) -> Any:
+        freed.set()
+        return {}
+
+    service = rest_lake.service
+    app = Starlette(
+        routes=[
+            Route("/waits", rest_app.Endpoint(service, waits, name="Waits").answer, methods=["POST"]),
+            Route("/frees", rest_app.Endpoint(service, frees, name="Frees").answer, methods=["POST"]),
+        ]
+    )
+    token = rest_lake.tokens["writer"]
+
+    async def both() -> tuple[Any, Any, threading.Thread, str]:
+        info, ctx = context.begin("rest", "test")
+        try:
+            answers = await asyncio.gather(
+                call(app, scope_of("/waits", token)), call(app, scope_of("/frees", token))
+            )
+        finally:
+            context.end(ctx)
+        return answers[0], answers[1], threading.current_thread(), info.request_id
+
+    (status, body), (other, _), loop_thread, request_id = asyncio.run(both())
+    assert (status, json.loads(body), other) == (200, {"freed": True}, 200)
+    assert seen["thread"] is not loop_thread
+    # the request context reached the thread, with the principal the pipeline identified
+    assert seen["request"] == (request_id, "etl")
 
 
 @pytest.mark.parametrize(
-    "result",
+    ("result", "status", "media", "body"),
     [
-        {"version": 3, "location": "s3://b/p/t", "properties": {"ünïcode": "✓"}},
-        [1, 2],
-        None,
-        Reply(b"\x00\x01arrow", "application/vnd.apache.arrow.stream"),
-        Reply("plain", "text/plain"),
-        Reply("csv", "text/csv; Charset=latin-1"),
-        Reply(b"", "application/json", status=204),
-        Reply(b"x", "application/json", status=304),
-        Reply("{}", "application/json", status=201),
+        (
+            {"version": 3, "properties": {"ü": "✓"}},
+            200,
+            "application/json",
+            b'{"version":3,"properties":{"\\u00fc":"\\u2713"}}',
+        ),
+        (None, 200, None, b""),
+        (
+            Reply(b"\x00arrow", "application/vnd.apache.arrow.file"),
+            200,
+            "application/vnd.apache.arrow.file",
+            b"\x00arrow",
+        ),
+        (Reply("7", "text/plain"), 200, "text/plain; charset=utf-8", b"7"),
+        (Reply("{}", "application/json", status=201), 201, "application/json", b"{}"),
     ],
     ids=repr,
 )
-@pytest.mark.parametrize("principal", ["etl", "zoë"])
-def test_answers_go_out_exactly_as_starlettes_response(result: Any, principal: str) -> None:
-    ours = rest_app.respond(result, principal)
-    assert isinstance(ours, rest_app.Answer)
-    assert sent(ours) == sent(starlette_answer(result, principal))
-
-
-def test_a_principal_not_latin1_fails_as_with_starlette() -> None:
-    with pytest.raises(UnicodeEncodeError):
-        starlette_answer({}, "名前")
-    with pytest.raises(UnicodeEncodeError):
-        rest_app.respond({}, "名前")
+def test_answers_are_compact_and_name_the_principal(
+    result: Any, status: int, media: str | None, body: bytes
+) -> None:
+    answer = rest_app.respond(result, "etl")
+    assert (answer.status_code, answer.body) == (status, body)
+    assert answer.headers.get("content-type") == media
+    assert answer.headers[rest_app.PRINCIPAL_HEADER] == "etl"
 
 
 def test_a_starlette_response_result_is_named_and_sent_as_it_is() -> None:
     result = Response(b"ok", status_code=202, media_type="text/plain")
     assert rest_app.respond(result, "etl") is result
-    start, body = sent(result)
-    assert (start["status"], body["body"]) == (202, b"ok")
-    assert (b"x-lake-principal", b"etl") in start["headers"]
+    assert result.headers[rest_app.PRINCIPAL_HEADER] == "etl"
