@@ -117,9 +117,9 @@ def open_catalog(home: Path, *, registry_url: str | None = None, **catalog_kw: o
         overrides["registry_url"] = registry_url
     settings = load_settings(**overrides)
     catalog = Catalog(settings, **catalog_kw)
-    catalog.create_project(PROJECT)
-    catalog.create_warehouse(WAREHOUSE)
-    catalog.create_namespace(NAMESPACE)
+    catalog.containers.create_project(PROJECT)
+    catalog.containers.create_warehouse(WAREHOUSE)
+    catalog.containers.create_namespace(NAMESPACE)
     return catalog
 
 
@@ -273,10 +273,10 @@ def rest_lake(home: Path):  # -> tuple[Catalog, str]
     """A catalog at ``home`` with project ``p``, warehouse ``p.w``, namespace ``p.w.ns``, and a
     writer token for ``p`` (what the REST benches' clients use)."""
     catalog = open_catalog(home)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    return catalog, catalog.create_token("bench", project="p", role="writer")[1]
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    return catalog, catalog.access.create_token("bench", project="p", role="writer")[1]
 
 
 def serve_rest(home: Path, port: int, pythonpath: str | None = None) -> subprocess.Popen[bytes]:

@@ -371,16 +371,16 @@ def catalog_appends(
     """
     catalog = c.open_catalog(tmp / "home", registry_url=registry_url(spec), **catalog_kw)
     try:
-        catalog.create_table(TABLE, pa.RecordBatchReader.from_batches(c.SCHEMA, [batches[0]]))
+        catalog.tables.create_table(TABLE, pa.RecordBatchReader.from_batches(c.SCHEMA, [batches[0]]))
         if around:
             around[0]()
         sw = c.Stopwatch()
         for b in batches[1:]:
-            catalog.append(TABLE, pa.RecordBatchReader.from_batches(c.SCHEMA, [b]))
+            catalog.tables.append(TABLE, pa.RecordBatchReader.from_batches(c.SCHEMA, [b]))
         elapsed = sw.stop()
         if around:
             around[1]()
-        snap = catalog.open_table(TABLE)
+        snap = catalog.reads.open_table(TABLE)
         assert snap.version == len(batches), snap.version
         assert snap.count_rows() == sum(b.num_rows for b in batches)
     finally:
@@ -500,7 +500,7 @@ class MemnsSide:
 
 
 class CatalogSide:
-    """The full catalog path: ``Catalog.append(name, reader)``."""
+    """The full catalog path: ``catalog.tables.append(name, reader)``."""
 
     label = "catalog appends (Catalog.append)"
     heartbeat = True
@@ -508,13 +508,13 @@ class CatalogSide:
     def __init__(self, session: dict[str, str], tmp: Path, first: pa.RecordBatch) -> None:
         spec = new_spec(session, tmp, "app")
         self.catalog = c.open_catalog(tmp / "home", registry_url=registry_url(spec), heartbeat=self.heartbeat)
-        self.catalog.create_table(TABLE, _reader(first))
+        self.catalog.tables.create_table(TABLE, _reader(first))
 
     def append(self, batch: pa.RecordBatch) -> None:
-        self.catalog.append(TABLE, _reader(batch))
+        self.catalog.tables.append(TABLE, _reader(batch))
 
     def finish(self, versions: int, rows: int) -> None:
-        snap = self.catalog.open_table(TABLE)
+        snap = self.catalog.reads.open_table(TABLE)
         assert snap.version == versions and snap.count_rows() == rows
         self.catalog.close()
 
@@ -527,7 +527,7 @@ class LeasedSide(CatalogSide):
     label = "reference: catalog, under the lease"
 
     def append(self, batch: pa.RecordBatch) -> None:
-        self.catalog._tables._written.clear()  # noqa: SLF001 - the bench picks the path
+        self.catalog.tables._written.clear()  # noqa: SLF001 - the bench picks the path
         super().append(batch)
 
 
@@ -808,9 +808,9 @@ def count_partitions(args: argparse.Namespace, session: dict[str, str], tmp: Pat
     try:
         for t in range(n):
             name = f"{c.NAMESPACE}.t{t:03d}"
-            catalog.create_table(name, _reader(batches[0]))
+            catalog.tables.create_table(name, _reader(batches[0]))
             for b in batches[1:]:
-                catalog.append(name, _reader(b))
+                catalog.tables.append(name, _reader(b))
     finally:
         catalog.close()
     store = open_store(spec)

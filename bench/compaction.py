@@ -41,13 +41,13 @@ def batch(start: int, rows: int) -> pa.Table:
 
 def fragmented_lake(home: Path, fragments: int, rows: int, target: int) -> Catalog:
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("bench")
-    catalog.create_warehouse("bench.w")
-    catalog.create_namespace("bench.w.ns")
-    catalog.create_table(TABLE, batch(0, rows).to_reader())
+    catalog.containers.create_project("bench")
+    catalog.containers.create_warehouse("bench.w")
+    catalog.containers.create_namespace("bench.w.ns")
+    catalog.tables.create_table(TABLE, batch(0, rows).to_reader())
     for i in range(1, fragments):
-        catalog.append(TABLE, batch(i * rows, rows).to_reader())
-    catalog.set_policy(TABLE, {"compact_min_fragments": 2, "target_rows_per_fragment": target})
+        catalog.tables.append(TABLE, batch(i * rows, rows).to_reader())
+    catalog.policies.set_policy(TABLE, {"compact_min_fragments": 2, "target_rows_per_fragment": target})
     return catalog
 
 

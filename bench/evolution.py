@@ -55,15 +55,15 @@ def catalog_case(base: pa.Table, new: pa.Table, mode: str) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         catalog = Catalog(load_settings(home=Path(tmp) / "home"))
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w", root=str(Path(tmp) / "wh"))
-        catalog.create_namespace("p.w.ns")
-        catalog.create_table(TABLE, base.to_reader())
-        catalog.set_policy(TABLE, {"schema_evolution": mode})
+        catalog.containers.create_project("p")
+        catalog.containers.create_warehouse("p.w", root=str(Path(tmp) / "wh"))
+        catalog.containers.create_namespace("p.w.ns")
+        catalog.tables.create_table(TABLE, base.to_reader())
+        catalog.policies.set_policy(TABLE, {"schema_evolution": mode})
         t = time.perf_counter()
-        catalog.append(TABLE, new.to_reader())
+        catalog.tables.append(TABLE, new.to_reader())
         took = time.perf_counter() - t
-        assert catalog.open_table(TABLE).count_rows() == base.num_rows + new.num_rows
+        assert catalog.reads.open_table(TABLE).count_rows() == base.num_rows + new.num_rows
         catalog.close()
         return took
 

@@ -21,7 +21,7 @@ different id each run but where said, so no result is cached anywhere):
 - in Lance alone (``dataset.to_table(filter=...)``);
 - the bytes Lance read for one point query (its IO statistics);
 
-first without an index, then after ``catalog.create_index(..., "id", "btree")`` (a registry
+first without an index, then after ``catalog.indexes.create_index(..., "id", "btree")`` (a registry
 commit; the endpoint is restarted so it plans against the new version at once). Also reports
 the index build time and size. Medians; the machine is shared, so figures are a floor.
 
@@ -85,14 +85,14 @@ def build(home: Path, rows: int) -> int:
     from lake_platform.settings import load_settings
 
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
     tally = c.Tally()
-    catalog.create_table(TABLE, c.make_reader(rows, 500_000, seed=0, tally=tally))
+    catalog.tables.create_table(TABLE, c.make_reader(rows, 500_000, seed=0, tally=tally))
     # The index path, not the snapshot cache: a table queried again and again would otherwise be
     # admitted (``cache=auto``) and scanned in memory.
-    catalog.set_policy(TABLE, {"cache": "off"})
+    catalog.policies.set_policy(TABLE, {"cache": "off"})
     catalog.close()
     return tally.nbytes
 
@@ -138,7 +138,7 @@ def measure(home: Path, rows: int, runs: int, label: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     settings = load_settings(home=home)
     with Catalog(settings) as catalog:
-        ds = catalog.open_table(TABLE).dataset
+        ds = catalog.reads.open_table(TABLE).dataset
         out["lance"] = median_ms(lambda i: ds.to_table(filter=f"id = {i}").num_rows, ids)
         scan_io(ds)
         ds.to_table(filter=f"id = {ids[0]}")
@@ -258,7 +258,7 @@ def serve_floor(home: str) -> None:
     from lake_platform.settings import load_settings
 
     with Catalog(load_settings(home=Path(home))) as catalog:
-        row = catalog.open_table(TABLE).dataset.to_table(filter=f"id = {ISSUE_ID}")
+        row = catalog.reads.open_table(TABLE).dataset.to_table(filter=f"id = {ISSUE_ID}")
     server = FloorServer(row)
     print(server.port, flush=True)
     server.serve()
@@ -302,7 +302,7 @@ def paired(
         dataset = None
         if floor:
             with Catalog(load_settings(home=home)) as catalog:
-                dataset = catalog.open_table(TABLE).dataset
+                dataset = catalog.reads.open_table(TABLE).dataset
         rng = random.Random("paired")
         others = [side for side in servers if side != "ours"]
         idled = f", {idle * 1000:g} ms idle before each query" if idle else ""
@@ -397,7 +397,7 @@ def main() -> None:
     t = time.perf_counter()
     nbytes = build(home, args.rows)
     with Catalog(load_settings(home=home)) as catalog:
-        stats = version_stats(catalog.open_table(TABLE).dataset)
+        stats = version_stats(catalog.reads.open_table(TABLE).dataset)
     print(
         f"table: {args.rows:,} rows, {nbytes / 1e6:,.0f} MB in Arrow, {stats.data_bytes / 1e6:,.0f} MB "
         f"on disk, {stats.fragments} fragments; built in {time.perf_counter() - t:.1f}s"
@@ -405,10 +405,10 @@ def main() -> None:
     before = measure(home, args.rows, args.runs, "before")
     with Catalog(load_settings(home=home)) as catalog:
         t = time.perf_counter()
-        result = catalog.create_index(TABLE, "id", "btree")
+        result = catalog.indexes.create_index(TABLE, "id", "btree")
         built = time.perf_counter() - t
-        (info,) = catalog.list_indexes(TABLE)
-        size = sum(d.total_size_bytes for d in catalog.open_table(TABLE).dataset.describe_indices())
+        (info,) = catalog.indexes.list_indexes(TABLE)
+        size = sum(d.total_size_bytes for d in catalog.reads.open_table(TABLE).dataset.describe_indices())
     print(
         f"index: btree on id built in {built:.2f}s as registry version {result.version} "
         f"({info.rows_indexed:,} rows, {size / 1e6:.1f} MB)"

@@ -3,7 +3,7 @@
 Streams a deterministic, generator-backed ``pa.RecordBatchReader`` (id int64, ts timestamp,
 category string from 8 values, value float64, payload 10-15 letters) into
 
-  (a) the catalog: ``Catalog.create_table(name, reader)``, then ``Catalog.append(name, reader)``
+  (a) the catalog: ``catalog.tables.create_table(name, reader)``, then ``catalog.tables.append(name, reader)``
       of the same number of rows onto that table;
   (b) bare Lance: ``lance.write_dataset(reader, uri, mode="create")``, then ``mode="append"``
       of the same rows onto it;
@@ -99,18 +99,20 @@ def run_catalog(args: argparse.Namespace, tmp: Path, append: bool) -> dict[str, 
     try:
         tally = c.Tally()
         sw = c.Stopwatch()
-        result = catalog.create_table(TABLE, c.make_reader(args.rows, args.batch_rows, args.seed, tally))
+        result = catalog.tables.create_table(
+            TABLE, c.make_reader(args.rows, args.batch_rows, args.seed, tally)
+        )
         out["create_s"], out["create_cpu"] = sw.stop()
         out["rows"], out["nbytes"] = tally.rows, tally.nbytes
         assert result.rows_added == args.rows, result
         if append:
             sw = c.Stopwatch()
-            result = catalog.append(
+            result = catalog.tables.append(
                 TABLE, c.make_reader(args.rows, args.batch_rows, args.seed + 1, start_id=args.rows)
             )
             out["append_s"], out["append_cpu"] = sw.stop()
             assert result.rows_added == args.rows, result
-            assert catalog.open_table(TABLE).count_rows() == 2 * args.rows
+            assert catalog.reads.open_table(TABLE).count_rows() == 2 * args.rows
     finally:
         catalog.close()
     return out
@@ -127,7 +129,7 @@ def rss_child(args: argparse.Namespace) -> None:
             catalog = c.open_catalog(tmp / "home")
             baseline = c.vm_hwm_bytes()
             t0 = time.perf_counter()
-            catalog.create_table(TABLE, c.make_reader(args.rows, args.batch_rows, args.seed))
+            catalog.tables.create_table(TABLE, c.make_reader(args.rows, args.batch_rows, args.seed))
             elapsed = time.perf_counter() - t0
             catalog.close()
         else:

@@ -38,10 +38,10 @@ def build(home: Path, rows: int) -> None:
     from lake_platform.settings import load_settings
 
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    catalog.create_table("p.w.ns.trips", c.make_reader(rows, 250_000, seed=0))
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table("p.w.ns.trips", c.make_reader(rows, 250_000, seed=0))
     catalog.close()
 
 

@@ -53,20 +53,20 @@ def batch(start: int) -> pa.Table:
 
 def build(catalog: Catalog, versions: int) -> None:
     for create, name in (
-        (catalog.create_project, "bench"),
-        (catalog.create_warehouse, "bench.w"),
-        (catalog.create_namespace, "bench.w.ns"),
+        (catalog.containers.create_project, "bench"),
+        (catalog.containers.create_warehouse, "bench.w"),
+        (catalog.containers.create_namespace, "bench.w.ns"),
     ):
         try:
             create(name)
         except NamespaceAlreadyExists:
             pass
-    if not any(t.name == TABLE for t in catalog.list_tables("bench.w.ns")):
-        catalog.create_table(TABLE, batch(0).to_reader())
-    current = catalog.open_table(TABLE).version
+    if not any(t.name == TABLE for t in catalog.reads.list_tables("bench.w.ns")):
+        catalog.tables.create_table(TABLE, batch(0).to_reader())
+    current = catalog.reads.open_table(TABLE).version
     started = time.monotonic()
     for v in range(current, versions):
-        catalog.append(TABLE, batch(v * ROWS_PER_APPEND).to_reader())
+        catalog.tables.append(TABLE, batch(v * ROWS_PER_APPEND).to_reader())
         if v % 250 == 0:
             print(f"  built version {v + 1}/{versions} ({time.monotonic() - started:.0f}s)", file=sys.stderr)
 
@@ -114,7 +114,7 @@ def main() -> None:
     with Catalog(settings) as catalog:
         print(f"building/reusing {TABLE} with {args.versions} versions under {args.home}", file=sys.stderr)
         build(catalog, args.versions)
-        record = catalog.open_table(TABLE).record
+        record = catalog.reads.open_table(TABLE).record
         root = Path(record.location)
         age_everything(root)
         planted = plant(root)

@@ -220,7 +220,7 @@ def run(args: argparse.Namespace, catalog, urls: dict[str, str], token: str) -> 
             f"ratios ({', '.join(f'{r:.2f}' for r in per_run)})"
         )
     print("  (a few conflict retries move one run a lot)")
-    snap = catalog.open_table("p.w.ns.t")
+    snap = catalog.reads.open_table("p.w.ns.t")
     expected = 100 * (1 + args.appends + 4 * n * runs)
     print(f"  registry check: version {snap.version}, rows {snap.count_rows()} (expected {expected})")
 

@@ -91,7 +91,7 @@ def main() -> None:
         home = tmp / "home"
         catalog, token = common.rest_lake(home)
         rows = pa.record_batch([pa.array(range(100), pa.int64())], names=["id"])
-        catalog.create_table("p.w.ns.t", pa.RecordBatchReader.from_batches(rows.schema, [rows]))
+        catalog.tables.create_table("p.w.ns.t", pa.RecordBatchReader.from_batches(rows.schema, [rows]))
         catalog.close()
         (tmp / "floorapp.py").write_text(APP)
         print(f"\nserver CPU per request, {args.requests} requests over one keep-alive connection")

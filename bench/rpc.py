@@ -221,11 +221,11 @@ def build(home: Path, rows: int) -> None:
     from lake_platform.settings import load_settings
 
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    catalog.create_table(TABLE, c.make_reader(rows, 500_000, seed=0, tally=c.Tally()))
-    catalog.create_index(TABLE, "id", "btree")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table(TABLE, c.make_reader(rows, 500_000, seed=0, tally=c.Tally()))
+    catalog.indexes.create_index(TABLE, "id", "btree")
     catalog.close()
 
 

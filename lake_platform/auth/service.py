@@ -43,7 +43,7 @@ class PrincipalLike(Protocol):
 
 
 class Authenticator(Protocol):
-    """What the server needs from the catalog's principals (``Catalog`` implements it)."""
+    """What the server needs from the catalog's principals (``Catalog.access`` implements it)."""
 
     def authenticate_password(self, username: str, password: str) -> PrincipalLike: ...
 

@@ -19,6 +19,7 @@ from lake_platform.catalog.principals import (
     split_token,
     verify_secret,
 )
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.errors import ConditionFailed, InvalidInput, NamespaceNotFound, Unauthenticated
 from lake_platform.naming import ProjectName, check_segment
 from lake_platform.registry import keys
@@ -31,9 +32,9 @@ class Access:
         self.ctx = ctx
 
     def add_user(
-        self, name: str, *, project: str, role: str, password: str, principal: Principal | None = None
+        self, name: str, *, project: str, role: str, password: str, by: Provenance = UNSTATED
     ) -> UserRecord:
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         check_segment(name, "user name")
         pname = ProjectName.parse(project)
         role_ = check_role(role)
@@ -68,8 +69,8 @@ class Access:
             raise NamespaceNotFound(f"project {pname} was dropped concurrently") from None
         return record
 
-    def remove_user(self, name: str, *, principal: Principal | None = None) -> None:
-        who = self.ctx.who(principal)
+    def remove_user(self, name: str, *, by: Provenance = UNSTATED) -> None:
+        who = self.ctx.who(by.principal)
         check_segment(name, "user name")
         item = self.ctx.store.get(keys.user(name))
         if item is None:
@@ -81,10 +82,8 @@ class Access:
             log=Log(record.project, "user remove", self.ctx.actor(None, who), detail={"user": name}),
         )
 
-    def list_users(
-        self, project: str | None = None, *, principal: Principal | None = None
-    ) -> list[UserRecord]:
-        who = self.ctx.who(principal)
+    def list_users(self, project: str | None = None, *, by: Provenance = UNSTATED) -> list[UserRecord]:
+        who = self.ctx.who(by.principal)
         users = [decode(UserRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.users())]
         if project is not None:
             ProjectName.parse(project)
@@ -92,10 +91,10 @@ class Access:
         return [u for u in users if who.can(u.project, "admin")]
 
     def create_token(
-        self, name: str, *, project: str, role: str, principal: Principal | None = None
+        self, name: str, *, project: str, role: str, by: Provenance = UNSTATED
     ) -> tuple[TokenRecord, str]:
         """Return the record and the token string (shown once; only its hash is stored)."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         check_segment(name, "token name")
         pname = ProjectName.parse(project)
         role_ = check_role(role)
@@ -126,8 +125,8 @@ class Access:
         )
         return record, token
 
-    def revoke_token(self, token_id: str, *, principal: Principal | None = None) -> TokenRecord:
-        who = self.ctx.who(principal)
+    def revoke_token(self, token_id: str, *, by: Provenance = UNSTATED) -> TokenRecord:
+        who = self.ctx.who(by.principal)
         if not isinstance(token_id, str) or len(token_id) != 16 or not token_id.isalnum():
             raise InvalidInput(f"invalid token id {token_id!r}")
         item = self.ctx.store.get(keys.token(token_id))
@@ -147,8 +146,8 @@ class Access:
         )
         return revoked
 
-    def list_tokens(self, *, principal: Principal | None = None) -> list[TokenRecord]:
-        who = self.ctx.who(principal)
+    def list_tokens(self, *, by: Provenance = UNSTATED) -> list[TokenRecord]:
+        who = self.ctx.who(by.principal)
         tokens = [decode(TokenRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.tokens())]
         return [t for t in tokens if who.can(t.project, "admin")]
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from lake_platform.catalog.context import CatalogContext
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action, Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -107,8 +108,7 @@ class Alter:
         column: str,
         type_name: str,
         *,
-        principal: Principal | None = None,
-        actor: str | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         import pyarrow as pa
 
@@ -126,13 +126,11 @@ class Alter:
             {"column": column, "type": str(field.type)},
             change,
             lambda ds: engine.evolve_schema(ds, added=[field]),
-            principal,
-            actor,
+            by.principal,
+            by.actor,
         )
 
-    def drop_column(
-        self, name: str, column: str, *, principal: Principal | None = None, actor: str | None = None
-    ) -> CommitResult:
+    def drop_column(self, name: str, column: str, *, by: Provenance = UNSTATED) -> CommitResult:
         check_column_name(column)
 
         def change(schema: pa.Schema) -> pa.Schema:
@@ -147,8 +145,8 @@ class Alter:
             {"column": column},
             change,
             lambda ds: engine.drop_columns(ds, [column]),
-            principal,
-            actor,
+            by.principal,
+            by.actor,
             destructive=True,
             role="admin",
         )
@@ -159,8 +157,7 @@ class Alter:
         old: str,
         new: str,
         *,
-        principal: Principal | None = None,
-        actor: str | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         check_column_name(old)
         check_column_name(new, "new column name")
@@ -178,8 +175,8 @@ class Alter:
             {"column": old, "new_name": new},
             change,
             lambda ds: engine.rename_column(ds, old, new),
-            principal,
-            actor,
+            by.principal,
+            by.actor,
             role="admin",
         )
 

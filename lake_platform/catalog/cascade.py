@@ -13,6 +13,7 @@ from lake_platform.catalog.containers import _names
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.trash import Trash
 from lake_platform.errors import (
@@ -48,9 +49,9 @@ class NamespaceDrops:
         cascade: bool = False,
         force: bool = False,
         purge: bool = False,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
         self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"drop namespace {nname}")
@@ -276,7 +277,7 @@ class NamespaceDrops:
             )
         if purge:
             self.trash.expire_trash(
-                now_ms=expires_at, principal=who, only=[*ns_trash.table_trash_keys, *missing]
+                now_ms=expires_at, by=Provenance(principal=who), only=[*ns_trash.table_trash_keys, *missing]
             )
 
     def _unmark(self, marked: list[tuple[NamespaceRecord, Item]]) -> None:

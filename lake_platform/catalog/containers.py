@@ -12,6 +12,7 @@ from typing import Any
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal, TokenRecord, UserRecord
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.trash import Trash
 from lake_platform.errors import (
@@ -53,19 +54,17 @@ class Containers:
 
     # -- creates ---------------------------------------------------------------------------------
 
-    def create_project(
-        self, name: str, *, actor: str | None = None, principal: Principal | None = None
-    ) -> ProjectRecord:
-        who = self.ctx.who(principal)
+    def create_project(self, name: str, *, by: Provenance = UNSTATED) -> ProjectRecord:
+        who = self.ctx.who(by.principal)
         pname = ProjectName.parse(name)
         who.require(pname.project, "admin", f"create project {pname}")
-        record = ProjectRecord(name=str(pname), created_by=self.ctx.actor(actor, who))
+        record = ProjectRecord(name=str(pname), created_by=self.ctx.actor(by.actor, who))
         self._create(
             keys.project(pname),
             record,
             str(pname),
             "create project",
-            self.ctx.actor(actor, who),
+            self.ctx.actor(by.actor, who),
             exists=NamespaceAlreadyExists(f"project {pname} already exists"),
         )
         return record
@@ -75,44 +74,41 @@ class Containers:
         name: str,
         *,
         root: str | None = None,
-        actor: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> WarehouseRecord:
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         wname = WarehouseName.parse(name)
         root = self._storage_root(root, wname)
         project = self.ctx.store.get(keys.project(wname.parent))
         if project is None or decode(ProjectRecord, project.value).state != "active":
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"create warehouse {wname}")
-        record = WarehouseRecord(name=str(wname), root=root, created_by=self.ctx.actor(actor, who))
+        record = WarehouseRecord(name=str(wname), root=root, created_by=self.ctx.actor(by.actor, who))
         self._create(
             keys.warehouse(wname),
             record,
             str(wname),
             "create warehouse",
-            self.ctx.actor(actor, who),
+            self.ctx.actor(by.actor, who),
             exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
             parent=keys.project(wname.parent),
         )
         return record
 
-    def create_namespace(
-        self, name: str, *, actor: str | None = None, principal: Principal | None = None
-    ) -> NamespaceRecord:
-        who = self.ctx.who(principal)
+    def create_namespace(self, name: str, *, by: Provenance = UNSTATED) -> NamespaceRecord:
+        who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
         parent = nname.parent
         parent_key = keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
         self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"create namespace {nname}")
-        record = NamespaceRecord(name=str(nname), created_by=self.ctx.actor(actor, who))
+        record = NamespaceRecord(name=str(nname), created_by=self.ctx.actor(by.actor, who))
         self._create(
             keys.namespace(nname),
             record,
             str(nname),
             "create namespace",
-            self.ctx.actor(actor, who),
+            self.ctx.actor(by.actor, who),
             exists=NamespaceAlreadyExists(f"namespace {nname} already exists"),
             parent=parent_key,
         )
@@ -163,10 +159,10 @@ class Containers:
         protected: bool = True,
         *,
         kind: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> None:
         """Turn deletion protection on or off for a table, namespace or warehouse."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         kind_, key = self.ctx.scope(name, kind)
         if kind_ == "project":
             raise InvalidInput("projects cannot be protected (they are never cascaded)")
@@ -197,11 +193,9 @@ class Containers:
 
     # -- warehouses and projects --------------------------------------------------------------
 
-    def drop_warehouse(
-        self, name: str, *, force: bool = False, principal: Principal | None = None
-    ) -> CommitResult:
+    def drop_warehouse(self, name: str, *, force: bool = False, by: Provenance = UNSTATED) -> CommitResult:
         """Drop an empty warehouse (no namespaces and nothing of it in the trash)."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         wname = WarehouseName.parse(name)
         if self.ctx.store.get(keys.project(wname.parent)) is None:
             raise NamespaceNotFound(f"project {wname.project} does not exist")
@@ -232,9 +226,9 @@ class Containers:
         ]
         return spaces + trashed
 
-    def drop_project(self, name: str, *, principal: Principal | None = None) -> CommitResult:
+    def drop_project(self, name: str, *, by: Provenance = UNSTATED) -> CommitResult:
         """Drop an empty project. There is no cascade for projects."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         pname = ProjectName.parse(name)
         who.require(pname.project, "admin", f"drop project {pname}")
         item = self.ctx.store.get(keys.project(pname))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import MaintenanceResult
 from lake_platform.catalog.tables import Tables
@@ -40,9 +41,9 @@ class Indexes:
         self.tables = tables
         self.reads = reads
 
-    def list_indexes(self, name: str, *, principal: Principal | None = None) -> list[IndexInfo]:
+    def list_indexes(self, name: str, *, by: Provenance = UNSTATED) -> list[IndexInfo]:
         """The indexes of the current version, with how many rows each does not cover yet."""
-        snap = self.reads.open_table(name, principal=principal)
+        snap = self.reads.open_table(name, by=by)
         return engine_indexes.list_indexes(snap.dataset)
 
     def create_index(
@@ -52,10 +53,7 @@ class Indexes:
         kind: str = "BTREE",
         *,
         replace: bool = False,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Build the index of ``column`` (named ``<column>_idx``) over every row of the current
         version. An index of that name already there is refused unless ``replace`` (a rebuild,
@@ -64,7 +62,7 @@ class Indexes:
             kind = engine_indexes.normalize_kind(kind)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
-        tname, who = self._writer(name, principal, f"index {name}")
+        tname, who = self._writer(name, by.principal, f"index {name}")
         unsuitable = engine_indexes.unsuitable(kind, self._require_column(tname, column))
         if unsuitable is not None:
             raise InvalidInput(f"cannot index {tname} column {column!r}: {unsuitable}")
@@ -84,9 +82,9 @@ class Indexes:
             "index create",
             {"index": index, "column": column, "kind": kind},
             build,
-            actor=actor,
-            run_id=run_id,
-            commit_id=commit_id,
+            actor=by.actor,
+            run_id=by.run_id,
+            commit_id=by.commit_id,
         )
 
     def refresh_indexes(
@@ -94,15 +92,12 @@ class Indexes:
         name: str,
         names: Sequence[str] | None = None,
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Fold rows committed since the last build into the lagging indexes among ``names``
         (default: every index). Nothing lags: ``nothing-to-do``, no commit."""
-        tname, who = self._writer(name, principal, f"index {name}")
-        current = {i.name: i for i in self.list_indexes(str(tname), principal=who)}
+        tname, who = self._writer(name, by.principal, f"index {name}")
+        current = {i.name: i for i in self.list_indexes(str(tname), by=Provenance(principal=who))}
         wanted = list(current) if names is None else list(dict.fromkeys(names))
         unknown = [n for n in wanted if n not in current]
         if unknown:
@@ -117,9 +112,9 @@ class Indexes:
             "index refresh",
             {"indexes": lagging},
             lambda ds: engine_indexes.refresh_indexes(ds, lagging),
-            actor=actor,
-            run_id=run_id,
-            commit_id=commit_id,
+            actor=by.actor,
+            run_id=by.run_id,
+            commit_id=by.commit_id,
         )
 
     def drop_index(
@@ -127,14 +122,11 @@ class Indexes:
         name: str,
         column: str,
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Drop the index of ``column`` (or the index named ``column``). Older versions keep
         theirs: a drop changes only the versions after it."""
-        tname, who = self._writer(name, principal, f"index {name}")
+        tname, who = self._writer(name, by.principal, f"index {name}")
         if not isinstance(column, str) or not column:
             raise InvalidInput("name the column (or index) whose index to drop")
 
@@ -154,9 +146,9 @@ class Indexes:
             "index drop",
             {"column": column},
             drop,
-            actor=actor,
-            run_id=run_id,
-            commit_id=commit_id,
+            actor=by.actor,
+            run_id=by.run_id,
+            commit_id=by.commit_id,
         )
 
     # -- internals ---------------------------------------------------------------------------

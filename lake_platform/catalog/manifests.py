@@ -11,7 +11,7 @@ from typing import Any
 
 from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
-from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.naming import TableName
@@ -128,12 +128,12 @@ class Manifests:
         engine.remove_files(record.location, [ver.manifest_path], storage)
         return True
 
-    def finish_versions(self, name: str, *, principal: Principal | None = None) -> list[int]:
+    def finish_versions(self, name: str, *, by: Provenance = UNSTATED) -> list[int]:
         """A maintenance step: finish every registered version whose writer stopped between
         its registry commit and publishing its manifest (or that older code left at its staging
         path). Readers never do this (an open never writes); the next writer does it for the
         newest versions. Idempotent; returns the versions it finished."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
         record, _ = self.ctx.table(tname)
@@ -220,10 +220,10 @@ class Manifests:
             "storage (deleted outside the catalog); nothing was changed"
         )
 
-    def repair_table(self, name: str, *, principal: Principal | None = None) -> dict[str, list[Any]]:
+    def repair_table(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, list[Any]]:
         """A maintenance step: finish every version whose writer stopped before finalizing it,
         and quarantine manifests written around the registry. Idempotent; changes no data."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
         record, _ = self.ctx.table(tname)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from lake_platform.catalog.context import CatalogContext, Log
-from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.engine.indexes import normalize_kind
 from lake_platform.errors import (
     ConcurrentModification,
@@ -215,11 +215,10 @@ class Policies:
         scope: str,
         values: dict[str, Any],
         *,
-        principal: Principal | None = None,
-        actor: str | None = None,
+        by: Provenance = UNSTATED,
     ) -> PolicyRecord:
         """Merge ``values`` into the policy record at ``scope`` (created with defaults if absent)."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         owner = self._policy_owner(scope)
         who.require(scope.split(".")[0], "admin", f"set policies on {scope}")
         if not values:
@@ -227,7 +226,7 @@ class Policies:
         item = self.ctx.store.get(keys.policy(scope))
         current = decode(PolicyRecord, item.value, item.key).policy if item else Policy()
         merged = build_policy({**current.model_dump(exclude={"record_version"}), **values})
-        name = self.ctx.actor(actor, who)
+        name = self.ctx.actor(by.actor, who)
         record = PolicyRecord(scope=scope, policy=merged, set_by=name)
         self._commit_policy(
             scope,
@@ -241,12 +240,11 @@ class Policies:
         scope: str,
         fields: Sequence[str],
         *,
-        principal: Principal | None = None,
-        actor: str | None = None,
+        by: Provenance = UNSTATED,
     ) -> PolicyRecord:
         """Reset ``fields`` (``lake policy set`` keys) of the record at ``scope`` to the platform
         defaults. The record stays and still wins whole; ``delete_policy`` removes it."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         names = policy_fields(fields)
         owner = self._policy_owner(scope)
         who.require(scope.split(".")[0], "admin", f"unset policies on {scope}")
@@ -254,7 +252,7 @@ class Policies:
         current = decode(PolicyRecord, item.value, item.key).policy
         defaults = Policy()
         reset = current.model_copy(update={KEYS[n]: getattr(defaults, KEYS[n]) for n in names})
-        name = self.ctx.actor(actor, who)
+        name = self.ctx.actor(by.actor, who)
         record = PolicyRecord(scope=scope, policy=reset, set_by=name)
         self._commit_policy(
             scope,
@@ -263,13 +261,11 @@ class Policies:
         )
         return record
 
-    def delete_policy(
-        self, scope: str, *, principal: Principal | None = None, actor: str | None = None
-    ) -> None:
+    def delete_policy(self, scope: str, *, by: Provenance = UNSTATED) -> None:
         """Remove the record at ``scope``: the next less specific record (or the defaults) applies.
 
         The object need not exist any more, so records left behind by older releases can be removed."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         _scope_shape(scope)
         who.require(scope.split(".")[0], "admin", f"delete policies on {scope}")
         owner = self._policy_owner(scope, missing_ok=True)
@@ -277,7 +273,7 @@ class Policies:
         self._commit_policy(
             scope,
             [Delete(item.key, item.revision), *owner],
-            Log(scope, "policy delete", self.ctx.actor(actor, who)),
+            Log(scope, "policy delete", self.ctx.actor(by.actor, who)),
         )
 
     def effective_policy(self, scope: str) -> EffectivePolicy:

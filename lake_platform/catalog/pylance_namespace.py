@@ -42,6 +42,7 @@ from lance_namespace_urllib3_client.models import (
 from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import (
@@ -100,6 +101,8 @@ class LakeNamespace(LanceNamespace):
         catalog's own, as a process that has them anyway needs."""
         self.catalog = catalog
         self.principal = principal or catalog.principal
+        #: Every catalog call is made as the namespace's principal.
+        self.by = Provenance(principal=self.principal)
         self._vend = vend
 
     def _vended(self, tname: TableName, location: str) -> dict[str, str] | None:
@@ -151,11 +154,11 @@ class LakeNamespace(LanceNamespace):
         def create() -> CreateNamespaceResponse:
             text = ".".join(ident)
             if len(ident) == 1:
-                self.catalog.create_project(text, principal=self.principal)
+                self.catalog.containers.create_project(text, by=self.by)
             elif len(ident) == 2:
-                self.catalog.create_warehouse(text, principal=self.principal)
+                self.catalog.containers.create_warehouse(text, by=self.by)
             else:
-                self.catalog.create_namespace(text, principal=self.principal)
+                self.catalog.containers.create_namespace(text, by=self.by)
             return CreateNamespaceResponse(properties={})
 
         return self._call(create)
@@ -169,11 +172,11 @@ class LakeNamespace(LanceNamespace):
             if len(ident) == 1:
                 if cascade:
                     raise InvalidInput("a project has no cascade drop")
-                self.catalog.drop_project(text, principal=self.principal)
+                self.catalog.containers.drop_project(text, by=self.by)
             elif len(ident) == 2:
-                self.catalog.drop_warehouse(text, principal=self.principal)
+                self.catalog.containers.drop_warehouse(text, by=self.by)
             else:
-                self.catalog.drop_namespace(text, cascade=cascade, principal=self.principal)
+                self.catalog.cascade.drop_namespace(text, cascade=cascade, by=self.by)
             return DropNamespaceResponse(properties={})
 
         return self._call(drop)
@@ -236,7 +239,7 @@ class LakeNamespace(LanceNamespace):
             tname = self._table_name(request)
             if _field(request, "location"):
                 raise InvalidInput("locations are assigned by the catalog (unique per incarnation)")
-            record = self.catalog.declare_table(str(tname), principal=self.principal)
+            record = self.catalog.tables.declare_table(str(tname), by=self.by)
             return DeclareTableResponse(
                 location=record.location,
                 managed_versioning=True,
@@ -249,7 +252,7 @@ class LakeNamespace(LanceNamespace):
         def drop() -> DropTableResponse:
             tname = self._table_name(request)
             record = self._record(tname)
-            self.catalog.drop_table(str(tname), principal=self.principal)
+            self.catalog.trash.drop_table(str(tname), by=self.by)
             return DropTableResponse(id=tname.parts, location=record.location)
 
         return self._call(drop)
@@ -259,7 +262,7 @@ class LakeNamespace(LanceNamespace):
         def deregister() -> DeregisterTableResponse:
             tname = self._table_name(request)
             record = self._record(tname)
-            self.catalog.drop_table(str(tname), principal=self.principal)
+            self.catalog.trash.drop_table(str(tname), by=self.by)
             return DeregisterTableResponse(id=tname.parts, location=record.location)
 
         return self._call(deregister)
@@ -311,7 +314,7 @@ class LakeNamespace(LanceNamespace):
             pending = PendingCommit(
                 commit_id=new_id(),
                 operation=_log_operation(change.operation, record.current_version),
-                actor=self.catalog._actor(None, self.principal),
+                actor=self.catalog.ctx.actor(None, self.principal),
                 detail={"client": "pylance"},
                 schema_ipc=staged_ipc,
                 stream_totals=lambda: (change.rows_added, change.bytes_added),
@@ -375,7 +378,7 @@ class LakeNamespace(LanceNamespace):
         # The version is published at its canonical path: remove the client's staging manifest,
         # as a CLI commit does (safe without the lease; a failure only leaves the file for the
         # next writer or finish_versions).
-        self.catalog._manifests.finalize(bound.record, pending)
+        self.catalog.manifests.finalize(bound.record, pending)
         for version, _ in pending.landed:
             if version not in bound._unpublished:
                 _remember_published(bound.record.location, version)
@@ -476,19 +479,19 @@ class LakeNamespace(LanceNamespace):
             ):
                 # Registered at its canonical path moments ago: its writer may not have linked
                 # the file yet (or was stopped). A client about to build on it must find it.
-                self.catalog._manifests.finish_version(record, ver, item.revision)
+                self.catalog.manifests.finish_version(record, ver, item.revision)
             return ver
         pending = PendingCommit(
             commit_id=ver.commit_id, operation="commit", actor=self.principal.name, landed=[(version, "")]
         )
-        self.catalog._manifests.finalize(record, pending)
+        self.catalog.manifests.finalize(record, pending)
         return None
 
     # -- tags ------------------------------------------------------------------------------
 
     def list_table_tags(self, request: Any) -> ListTableTagsResponse:
         def tags() -> ListTableTagsResponse:
-            snap = self.catalog.open_table(str(self._table_name(request)), principal=self.principal)
+            snap = self.catalog.reads.open_table(str(self._table_name(request)), by=self.by)
             found = engine.tag_details(snap.dataset)
             return ListTableTagsResponse(
                 tags={t: TagContents(version=v, manifest_size=size) for t, (v, size) in found.items()}
@@ -498,7 +501,7 @@ class LakeNamespace(LanceNamespace):
 
     def get_table_tag_version(self, request: Any) -> GetTableTagVersionResponse:
         def get() -> GetTableTagVersionResponse:
-            snap = self.catalog.open_table(str(self._table_name(request)), principal=self.principal)
+            snap = self.catalog.reads.open_table(str(self._table_name(request)), by=self.by)
             found = engine.tagged_versions(snap.dataset)
             tag = _field(request, "tag")
             if tag not in found:
@@ -513,8 +516,11 @@ class LakeNamespace(LanceNamespace):
         def create() -> CreateTableTagResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"tag {tname}")
-            self.catalog.create_tag(
-                str(tname), str(_field(request, "tag")), _field(request, "version"), principal=self.principal
+            self.catalog.tags.create_tag(
+                str(tname),
+                str(_field(request, "tag")),
+                _field(request, "version"),
+                by=self.by,
             )
             return CreateTableTagResponse()
 
@@ -524,7 +530,7 @@ class LakeNamespace(LanceNamespace):
         def delete() -> DeleteTableTagResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"untag {tname}")
-            self.catalog.delete_tag(str(tname), str(_field(request, "tag")), principal=self.principal)
+            self.catalog.tags.delete_tag(str(tname), str(_field(request, "tag")), by=self.by)
             return DeleteTableTagResponse()
 
         return self._call(delete)
@@ -533,11 +539,11 @@ class LakeNamespace(LanceNamespace):
         def update() -> UpdateTableTagResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"tag {tname}")
-            self.catalog.create_tag(
+            self.catalog.tags.create_tag(
                 str(tname),
                 str(_field(request, "tag")),
                 _field(request, "version"),
-                principal=self.principal,
+                by=self.by,
                 replace=True,
             )
             return UpdateTableTagResponse()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import CatalogContext, first_line
 from lake_platform.catalog.manifests import Manifests
-from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import PlannedCompaction, TableInfo
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import Internal, InvalidInput, TableNotFound
@@ -58,10 +58,10 @@ class Reads:
         self.pause: Callable[[float], None] = time.sleep
 
     def open_table(
-        self, name: str, version: int | None = None, *, principal: Principal | None = None
+        self, name: str, version: int | None = None, *, by: Provenance = UNSTATED
     ) -> TableSnapshot:
         """Open exactly the registered version (current by default); never "latest on disk"."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
@@ -135,14 +135,12 @@ class Reads:
         record, _ = self.ctx.table(tname, incarnation=planned.incarnation)
         return self.snapshot(tname, record, planned.read_version)
 
-    def describe_table(
-        self, name: str, *, with_stats: bool = True, principal: Principal | None = None
-    ) -> TableInfo:
+    def describe_table(self, name: str, *, with_stats: bool = True, by: Provenance = UNSTATED) -> TableInfo:
         import pyarrow as pa
 
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
@@ -170,10 +168,10 @@ class Reads:
             indexes=indexes,
         )
 
-    def list_tables(self, prefix: str = "", *, principal: Principal | None = None) -> Iterator[TableRecord]:
+    def list_tables(self, prefix: str = "", *, by: Provenance = UNSTATED) -> Iterator[TableRecord]:
         """Registered tables whose dotted name starts with ``prefix`` (whole segments), among
         those the principal may read."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         parts = prefix.split(".") if prefix else []
         for part in parts:
             check_segment(part, "name prefix")
@@ -184,10 +182,10 @@ class Reads:
                     yield record
 
     def history(
-        self, target: str, *, limit: int | None = None, principal: Principal | None = None
+        self, target: str, *, limit: int | None = None, by: Provenance = UNSTATED
     ) -> list[CommitLogEntry]:
         """The commit log of one object (table, namespace, warehouse or project), oldest first."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         for part in target.split(".") if isinstance(target, str) else [target]:
             check_segment(part, "name")
         if not who.can(target.split(".")[0], "read"):
@@ -197,14 +195,12 @@ class Reads:
             for i in self.ctx.store.scan_prefix(keys.log_prefix(target), limit=limit)
         ]
 
-    def readable_versions(
-        self, name: str, *, principal: Principal | None = None
-    ) -> tuple[str, dict[int, list[str]]]:
+    def readable_versions(self, name: str, *, by: Provenance = UNSTATED) -> tuple[str, dict[int, list[str]]]:
         """The table's incarnation and its versions a query can still read (``"t@v<N>"``) with
         their tags: those the registry still records. Version cleanup takes a version out of the
         registry before deleting its files, so a listed version may be a moment from gone, never
         the other way round. Registry only (no engine call)."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
@@ -216,10 +212,10 @@ class Reads:
         return record.incarnation, found
 
     def log(
-        self, prefix: str = "", *, limit: int | None = None, principal: Principal | None = None
+        self, prefix: str = "", *, limit: int | None = None, by: Provenance = UNSTATED
     ) -> list[CommitLogEntry]:
         """Every commit-log entry of objects under a dotted prefix (all of them without one)."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         if prefix:
             for part in prefix.split("."):
                 check_segment(part, "name prefix")

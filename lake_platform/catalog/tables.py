@@ -24,7 +24,7 @@ from lake_platform.catalog.context import (
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.pending import PendingCommit
-from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
@@ -84,10 +84,7 @@ class Tables:
         name: str,
         data: pa.RecordBatchReader,
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import (
             StreamCounter,
@@ -95,10 +92,10 @@ class Tables:
             schema_to_ipc,
         )
 
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         data = as_reader(data)
-        commit_id = check_commit_id(commit_id)
+        commit_id = check_commit_id(by.commit_id)
         ns_item = self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
         replay = self.ctx.replayed(commit_id)
@@ -116,14 +113,14 @@ class Tables:
             location=location,
             current_version=0,
             schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)),
-            created_by=self.ctx.actor(actor, who),
+            created_by=self.ctx.actor(by.actor, who),
         )
         counter = StreamCounter()
         pending = PendingCommit(
             commit_id=commit_id,
             operation="create",
-            actor=self.ctx.actor(actor, who),
-            run_id=run_id,
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
             schema_ipc=schema_to_ipc(data.schema),
             stream_totals=counter.totals,
             extra_ops=[Check(ns_item.key, ns_item.revision)],
@@ -142,12 +139,9 @@ class Tables:
         name: str,
         data: pa.RecordBatchReader,
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
         detail: dict[str, object] | None = None,
-        principal: Principal | None = None,
         markers: Sequence[CommitMarker] = (),
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
         (e.g. the identities of ingested files); ``markers`` land in the same registry transaction
@@ -157,33 +151,25 @@ class Tables:
         are taken when the table's ``schema_evolution`` policy allows (``evolution``), in the
         same registry transaction as the rows; anything else is TableSchemaValidationError
         before a byte is written."""
-        return self._write_existing(
-            name, data, "append", actor, run_id, commit_id, detail, principal, markers
-        )
+        return self._write_existing(name, data, "append", by, detail, markers)
 
     def overwrite(
         self,
         name: str,
         data: pa.RecordBatchReader,
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
         detail: dict[str, object] | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
-        return self._write_existing(name, data, "overwrite", actor, run_id, commit_id, detail, principal, ())
+        return self._write_existing(name, data, "overwrite", by, detail, ())
 
     def _write_existing(
         self,
         name: str,
         data: pa.RecordBatchReader,
         mode: str,
-        actor: str | None,
-        run_id: str | None,
-        commit_id: str | None,
+        by: Provenance,
         detail: dict[str, object] | None,
-        principal: Principal | None,
         markers: Sequence[CommitMarker],
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import (
@@ -194,11 +180,11 @@ class Tables:
             schema_to_ipc,
         )
 
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         data = as_reader(data)
-        given = commit_id is not None
-        commit_id = check_commit_id(commit_id)
+        given = by.commit_id is not None
+        commit_id = check_commit_id(by.commit_id)
         # The parent and the table in one registry request, checked in the usual order; with
         # them, when this process wrote the table last, its lease and current version records
         # (what an append under an unacquired lease needs, below).
@@ -230,8 +216,8 @@ class Tables:
             return PendingCommit(
                 commit_id=commit_id,
                 operation=mode,
-                actor=self.ctx.actor(actor, who),
-                run_id=run_id,
+                actor=self.ctx.actor(by.actor, who),
+                run_id=by.run_id,
                 schema_ipc=schema_ipc,
                 stream_totals=counter.totals,
                 detail=dict(detail or {}),
@@ -369,10 +355,11 @@ class Tables:
         self.manifests.finalize(record, pending)
         self.enrich(tname, record, pending)
 
-    def table_schema(self, name: str, *, principal: Principal | None = None) -> pa.Schema:
+    def table_schema(self, name: str, *, by: Provenance = UNSTATED) -> pa.Schema:
+        """The table's registered Arrow schema (from the registry; no engine call)."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
         who.require(tname.project, "read", f"read {tname}")
@@ -385,13 +372,13 @@ class Tables:
         schemas: Sequence[pa.Schema],
         *,
         labels: Sequence[str] | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> SchemaChange:
         """``plan_schema`` against the table's registered schema: what an ingest of inputs with
         ``schemas`` will do, checked before any file is read (the append checks it again)."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"write to {tname}")
@@ -429,18 +416,15 @@ class Tables:
         name: str,
         predicate: str,
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInput("a delete needs a non-empty predicate")
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"delete from {tname}")
-        commit_id = check_commit_id(commit_id)
+        commit_id = check_commit_id(by.commit_id)
         replay = self.ctx.replayed(commit_id)
         if replay is not None:
             return replay
@@ -448,8 +432,8 @@ class Tables:
         pending = PendingCommit(
             commit_id=commit_id,
             operation="delete",
-            actor=self.ctx.actor(actor, who),
-            run_id=run_id,
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
             detail={"predicate": predicate},
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
@@ -475,11 +459,10 @@ class Tables:
         name: str,
         values: dict[str, str | None],
         *,
-        actor: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> tuple[CommitResult, dict[str, str]]:
         """Merge keys into the table's schema metadata; a None value deletes its key. One commit."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         if not isinstance(values, dict) or not values:
             raise InvalidInput("schema metadata updates must be a non-empty map of keys to strings or null")
@@ -492,7 +475,7 @@ class Tables:
         pending = PendingCommit(
             commit_id=check_commit_id(None),
             operation="schema-metadata",
-            actor=self.ctx.actor(actor, who),
+            actor=self.ctx.actor(by.actor, who),
             detail={"set": sorted(k for k, v in values.items() if v is not None),
                     "removed": sorted(k for k, v in values.items() if v is None)},
         )  # fmt: skip
@@ -514,12 +497,10 @@ class Tables:
             self.manifests.finalize(record, pending)
         return self.result(pending, str(tname)), merged
 
-    def declare_table(
-        self, name: str, *, principal: Principal | None = None, actor: str | None = None
-    ) -> TableRecord:
+    def declare_table(self, name: str, *, by: Provenance = UNSTATED) -> TableRecord:
         """Reserve a name and a unique location with no version yet (the Lance Namespace
         ``declare_table``): the first commit through the namespace makes it a table."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         ns_item = self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
@@ -531,12 +512,12 @@ class Tables:
             incarnation=incarnation,
             location=_table_location(self.ctx.warehouse(tname.warehouse_name).root, tname, incarnation),
             current_version=0,
-            created_by=self.ctx.actor(actor, who),
+            created_by=self.ctx.actor(by.actor, who),
         )
         try:
             self.ctx.commit(
                 [Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision)],
-                log=Log(str(tname), "declare", self.ctx.actor(actor, who), incarnation=incarnation),
+                log=Log(str(tname), "declare", self.ctx.actor(by.actor, who), incarnation=incarnation),
             )
         except ConditionFailed as exc:
             if exc.key == keys.table(tname):

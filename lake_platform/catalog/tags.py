@@ -10,6 +10,7 @@ from collections.abc import Callable
 from lake_platform.catalog.context import CatalogContext, Log, first_line
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -33,10 +34,10 @@ class Tags:
         self.ctx = ctx
         self.reads = reads
 
-    def list_tags(self, name: str, *, principal: Principal | None = None) -> dict[str, int]:
+    def list_tags(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, int]:
         """Tag name -> version, from the registry's version records alone: the registry is the
         authority (Lance's copy follows it), so listing never opens the dataset."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
@@ -52,8 +53,8 @@ class Tags:
         tag: str,
         version: int | None = None,
         *,
-        principal: Principal | None = None,
         replace: bool = False,
+        by: Provenance = UNSTATED,
     ) -> int:
         """Tag a registered version (current by default). Tagged versions are never cleaned up.
 
@@ -61,7 +62,7 @@ class Tags:
         the tag in one registry transact fenced by the lease and conditional on that record, so
         cleanup (which chooses and deletes under the same lease) can never delete it unseen.
         Lance's own tag follows the registry. ``replace`` moves an existing tag."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
@@ -105,10 +106,10 @@ class Tags:
                 _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
         return target
 
-    def delete_tag(self, name: str, tag: str, *, principal: Principal | None = None) -> None:
+    def delete_tag(self, name: str, tag: str, *, by: Provenance = UNSTATED) -> None:
         """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
         left only in Lance still protects its version, and a retry removes it."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         who.require(tname.project, "write", f"untag {tname}")

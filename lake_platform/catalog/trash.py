@@ -13,6 +13,7 @@ import logging
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.versions import Versions
 from lake_platform.errors import (
@@ -45,8 +46,7 @@ class Trash:
         purge: bool = False,
         force: bool = False,
         incarnation: str | None = None,
-        principal: Principal | None = None,
-        actor: str | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Deregister a table (compare-and-delete on its incarnation, under its lease).
 
@@ -56,7 +56,7 @@ class Trash:
         already claimed for purging: the registry always names the folder until it is gone, so
         a drop killed after its commit leaves work for the next ``expire_trash``, never a leak.
         """
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
         who.require(tname.project, "admin", f"drop table {tname}")
@@ -68,7 +68,7 @@ class Trash:
         grace = self.policies.effective_policy(str(tname)).policy.trash_grace
         destroy = purge or grace.total_seconds() == 0
         self.ctx.at("drop:resolved")
-        actor_name = self.ctx.actor(actor, who)
+        actor_name = self.ctx.actor(by.actor, who)
         dropped_at = self.ctx.clock.wall_ms()
         expires = dropped_at if destroy else dropped_at + int(grace.total_seconds() * 1000)
         detached = self.detach_table(
@@ -86,8 +86,7 @@ class Trash:
         if destroy:
             self.expire_trash(
                 now_ms=dropped_at,
-                principal=who,
-                actor=actor_name,
+                by=Provenance(principal=who, actor=actor_name),
                 only=[keys.trash(str(tname), dropped_at, current.incarnation)],
             )
         return CommitResult(commit_id, str(tname), "drop", current.current_version, None)
@@ -160,8 +159,8 @@ class Trash:
                     ) from None
         return current, commit_id
 
-    def list_trash(self, prefix: str = "", *, principal: Principal | None = None) -> list[TrashRecord]:
-        who = self.ctx.who(principal)
+    def list_trash(self, prefix: str = "", *, by: Provenance = UNSTATED) -> list[TrashRecord]:
+        who = self.ctx.who(by.principal)
         if prefix:
             for part in prefix.split("."):
                 from lake_platform.naming import check_segment
@@ -183,10 +182,10 @@ class Trash:
         *,
         as_name: str | None = None,
         incarnation: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Re-register a dropped table from its trash record (the newest, unless ``incarnation``)."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         target = TableName.parse(as_name) if as_name is not None else tname
         if (target.project, target.warehouse) != (tname.project, tname.warehouse):
@@ -247,10 +246,10 @@ class Trash:
             ) from None
         return CommitResult(commit_id, str(target), "undrop", None, restored.current_version)
 
-    def undrop_namespace(self, name: str, *, principal: Principal | None = None) -> CommitResult:
+    def undrop_namespace(self, name: str, *, by: Provenance = UNSTATED) -> CommitResult:
         """Rebuild a cascade-dropped namespace subtree, shallowest first. Resumable: run it again
         after an interruption and it finishes the job; pieces already restored are skipped."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
         self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"undrop namespace {nname}")
@@ -311,13 +310,11 @@ class Trash:
         self,
         now_ms: int | None = None,
         *,
-        principal: Principal | None = None,
-        actor: str | None = None,
-        run_id: str | None = None,
         only: list[str] | None = None,
+        by: Provenance = UNSTATED,
     ) -> list[CommitResult]:
         """Purge the data of every trash record whose deadline has passed; one commit each."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
         purged: list[CommitResult] = []
         items = (
@@ -332,9 +329,9 @@ class Trash:
             if record.expires_at_ms > now or not who.can(record.target.split(".")[0], "admin"):
                 continue
             if record.kind == "namespace":
-                self._expire_namespace_record(item, record, who, actor)
+                self._expire_namespace_record(item, record, who, by.actor)
                 continue
-            result = self._purge_trash(item, record, who, actor, run_id)
+            result = self._purge_trash(item, record, who, by.actor, by.run_id)
             if result is not None:
                 purged.append(result)
         return purged

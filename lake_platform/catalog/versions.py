@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
 from lake_platform.catalog.pending import PendingCommit
-from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
 from lake_platform.catalog.tables import Tables
@@ -39,12 +39,12 @@ class Versions:
     # == compaction and cleanup ==========================================================================
 
     def plan_compaction(
-        self, name: str, *, target_rows_per_fragment: int = 1_048_576, principal: Principal | None = None
+        self, name: str, *, target_rows_per_fragment: int = 1_048_576, by: Provenance = UNSTATED
     ) -> PlannedCompaction:
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"compact {tname}")
-        snap = self.reads.open_table(str(tname), principal=who)
+        snap = self.reads.open_table(str(tname), by=Provenance(principal=who))
         plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
         return PlannedCompaction(str(tname), snap.record.incarnation, plan.read_version, plan.tasks)
 
@@ -59,22 +59,19 @@ class Versions:
         planned: PlannedCompaction,
         results: Sequence[str],
         *,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(planned.table)
         who.require(tname.project, "write", f"compact {tname}")
-        commit_id = check_commit_id(commit_id)
+        commit_id = check_commit_id(by.commit_id)
         if not results:
             return MaintenanceResult(str(tname), "compact", "nothing-to-do", planned.read_version)
         pending = PendingCommit(
             commit_id=commit_id,
             operation="compact",
-            actor=self.ctx.actor(actor, who),
-            run_id=run_id,
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
             detail={"planned_at_version": planned.read_version, "tasks": len(results)},
         )
         with self.ctx.gate.hold(planned.incarnation) as lease:
@@ -120,20 +117,13 @@ class Versions:
         name: str,
         *,
         target_rows_per_fragment: int = 1_048_576,
-        actor: str | None = None,
-        run_id: str | None = None,
-        commit_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
-        planned = self.plan_compaction(
-            name, target_rows_per_fragment=target_rows_per_fragment, principal=principal
-        )
+        planned = self.plan_compaction(name, target_rows_per_fragment=target_rows_per_fragment, by=by)
         if not planned.tasks:
             return MaintenanceResult(planned.table, "compact", "nothing-to-do", planned.read_version)
         results = self.execute_compaction(planned)
-        return self.commit_compaction(
-            planned, results, actor=actor, run_id=run_id, commit_id=commit_id, principal=principal
-        )
+        return self.commit_compaction(planned, results, by=by)
 
     def _resume_compaction(
         self, tname: TableName, record: TableRecord, pending: PendingCommit
@@ -203,14 +193,12 @@ class Versions:
         *,
         retention: timedelta,
         retain_versions: int = 1,
-        actor: str | None = None,
-        run_id: str | None = None,
-        principal: Principal | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Remove old versions: out of the registry first, then Lance's files with the same cut,
         then their staging manifests. Never the current version, a tagged version, one of the
         newest ``retain_versions``, or one younger than the ticket lifetime."""
-        who = self.ctx.who(principal)
+        who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         if retain_versions < 1:
             raise InvalidInput("retain_versions must be at least 1")
@@ -268,9 +256,9 @@ class Versions:
                     entry = Log(
                         str(tname),
                         "cleanup",
-                        self.ctx.actor(actor, who),
+                        self.ctx.actor(by.actor, who),
                         commit_id=commit_id,
-                        run_id=run_id,
+                        run_id=by.run_id,
                         incarnation=record.incarnation,
                         from_version=record.current_version,
                         to_version=record.current_version,

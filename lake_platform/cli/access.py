@@ -28,7 +28,7 @@ def user_add(state: State, name: str, project: str, role: str, password_stdin: b
     generated = not password_stdin
     password = secrets.token_urlsafe(18) if generated else sys.stdin.readline().rstrip("\r\n")
     with state.catalog() as catalog:
-        record = catalog.add_user(name, project=project, role=role, password=password)
+        record = catalog.access.add_user(name, project=project, role=role, password=password)
     data = {"name": record.name, "project": record.project, "role": record.role}
     if generated:
         data["password"] = password
@@ -50,7 +50,7 @@ def user_list(state: State, project: str | None) -> None:
     with state.catalog() as catalog:
         users = [
             {"name": u.name, "project": u.project, "role": u.role, "created": timestamp(u.created_at_ms)}
-            for u in catalog.list_users(project)
+            for u in catalog.access.list_users(project)
         ]
     state.emit(users, lambda us: text_table(["name", "project", "role", "created"], us) if us else "no users")
 
@@ -62,7 +62,7 @@ def user_list(state: State, project: str | None) -> None:
 def user_remove(state: State, name: str) -> None:
     """Remove a user."""
     with state.catalog() as catalog:
-        catalog.remove_user(name)
+        catalog.access.remove_user(name)
     state.emit({"removed": name}, lambda d: f"removed user {d['removed']}")
 
 
@@ -80,7 +80,7 @@ def token() -> None:
 def token_create(state: State, name: str, project: str, role: str) -> None:
     """Create a token; it is printed once and only its hash is kept."""
     with state.catalog() as catalog:
-        record, secret = catalog.create_token(name, project=project, role=role)
+        record, secret = catalog.access.create_token(name, project=project, role=role)
     state.emit(
         {"token_id": record.token_id, "name": name, "project": project, "role": role, "token": secret},
         lambda d: f"created token {d['name']} (id {d['token_id']})\ntoken (shown once): {d['token']}",
@@ -94,7 +94,7 @@ def token_create(state: State, name: str, project: str, role: str) -> None:
 def token_revoke(state: State, token_id: str) -> None:
     """Revoke a token by its id."""
     with state.catalog() as catalog:
-        record = catalog.revoke_token(token_id)
+        record = catalog.access.revoke_token(token_id)
     state.emit({"token_id": record.token_id, "revoked": True}, lambda d: f"revoked token {d['token_id']}")
 
 
@@ -112,7 +112,7 @@ def token_list(state: State) -> None:
                 "role": t.role,
                 "revoked": t.revoked,
             }
-            for t in catalog.list_tokens()
+            for t in catalog.access.list_tokens()
         ]
     cols = ["token_id", "name", "project", "role", "revoked"]
     state.emit(tokens, lambda ts: text_table(cols, ts) if ts else "no tokens")

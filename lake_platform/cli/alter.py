@@ -43,7 +43,7 @@ def add_column(state: State, column: str, type_name: str) -> None:
     large_string, binary, large_binary, date32, date64, timestamp[s|ms|us|ns], timestamp[us, tz=UTC].
     """
     with state.catalog() as catalog:
-        result = catalog.add_column(_table(), column, type_name)
+        result = catalog.alter.add_column(_table(), column, type_name)
     _emit(state, {**result.to_dict(), "column": column, "type": type_name}, f"added column {column}")
 
 
@@ -54,7 +54,7 @@ def add_column(state: State, column: str, type_name: str) -> None:
 def drop_column(state: State, column: str) -> None:
     """Drop column NAME (older versions keep it; refused on a protected table)."""
     with state.catalog() as catalog:
-        result = catalog.drop_column(_table(), column)
+        result = catalog.alter.drop_column(_table(), column)
     _emit(state, {**result.to_dict(), "column": column}, f"dropped column {column}")
 
 
@@ -66,7 +66,7 @@ def drop_column(state: State, column: str) -> None:
 def rename_column(state: State, old: str, new: str) -> None:
     """Rename column OLD to NEW."""
     with state.catalog() as catalog:
-        result = catalog.rename_column(_table(), old, new)
+        result = catalog.alter.rename_column(_table(), old, new)
     _emit(state, {**result.to_dict(), "column": old, "new_name": new}, f"renamed column {old} to {new}")
 
 

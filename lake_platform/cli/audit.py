@@ -16,7 +16,7 @@ from lake_platform.cli.app import State, handles_errors, pass_state, text_table,
 def log_command(state: State, prefix: str, limit: int | None) -> None:
     """Every commit (data and governance) under PREFIX: who, what, when."""
     with state.catalog() as catalog:
-        entries = [e.model_dump() for e in catalog.log(prefix, limit=limit)]
+        entries = [e.model_dump() for e in catalog.reads.log(prefix, limit=limit)]
     cols = ["when", "target", "operation", "actor", "to", "commit_id"]
     state.emit(
         entries,

@@ -20,7 +20,7 @@ def project() -> None:
 def project_create(state: State, name: str) -> None:
     """Create project NAME."""
     with state.catalog() as catalog:
-        record = catalog.create_project(name)
+        record = catalog.containers.create_project(name)
     state.emit(record.model_dump(), lambda r: f"created project {r['name']}")
 
 
@@ -31,7 +31,7 @@ def project_create(state: State, name: str) -> None:
 def project_drop(state: State, name: str) -> None:
     """Drop an empty project (there is no cascade for projects)."""
     with state.catalog() as catalog:
-        result = catalog.drop_project(name)
+        result = catalog.containers.drop_project(name)
     state.emit(result.to_dict(), lambda r: f"dropped project {r['table']}")
 
 
@@ -48,7 +48,7 @@ def warehouse() -> None:
 def warehouse_create(state: State, name: str, root: str | None) -> None:
     """Create warehouse P.W."""
     with state.catalog() as catalog:
-        record = catalog.create_warehouse(name, root=root)
+        record = catalog.containers.create_warehouse(name, root=root)
     state.emit(record.model_dump(), lambda r: f"created warehouse {r['name']} at {r['root']}")
 
 
@@ -60,7 +60,7 @@ def warehouse_create(state: State, name: str, root: str | None) -> None:
 def warehouse_drop(state: State, name: str, force: bool) -> None:
     """Drop an empty warehouse."""
     with state.catalog() as catalog:
-        result = catalog.drop_warehouse(name, force=force)
+        result = catalog.containers.drop_warehouse(name, force=force)
     state.emit(result.to_dict(), lambda r: f"dropped warehouse {r['table']}")
 
 
@@ -76,7 +76,7 @@ def namespace() -> None:
 def namespace_create(state: State, name: str) -> None:
     """Create a namespace."""
     with state.catalog() as catalog:
-        record = catalog.create_namespace(name)
+        record = catalog.containers.create_namespace(name)
     state.emit(record.model_dump(), lambda r: f"created namespace {r['name']}")
 
 
@@ -92,7 +92,7 @@ def namespace_drop(state: State, name: str, cascade: bool, force: bool, purge: b
     if purge and not cascade:
         raise InvalidInput("--purge only applies with --cascade")
     with state.catalog() as catalog:
-        result = catalog.drop_namespace(name, cascade=cascade, force=force, purge=purge)
+        result = catalog.cascade.drop_namespace(name, cascade=cascade, force=force, purge=purge)
     state.emit(result.to_dict(), lambda r: f"dropped namespace {r['table']}")
 
 
@@ -103,7 +103,7 @@ def namespace_drop(state: State, name: str, cascade: bool, force: bool, purge: b
 def namespace_undrop(state: State, name: str) -> None:
     """Rebuild a cascade-dropped namespace and its tables (safe to rerun after an interruption)."""
     with state.catalog() as catalog:
-        result = catalog.undrop_namespace(name)
+        result = catalog.trash.undrop_namespace(name)
     state.emit(result.to_dict(), lambda r: f"restored namespace {r['table']}")
 
 
@@ -118,7 +118,7 @@ def add_protect_command(group: click.Group, kind: str, metavar: str) -> None:
     def protect(state: State, name: str, off: bool) -> None:
         """Turn deletion protection on (or --off)."""
         with state.catalog() as catalog:
-            catalog.set_protected(name, not off, kind=kind)
+            catalog.containers.set_protected(name, not off, kind=kind)
         state.emit(
             {"name": name, "protected": not off},
             lambda d: f"{kind} {d['name']} is {'protected' if d['protected'] else 'no longer protected'}",

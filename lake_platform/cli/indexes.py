@@ -42,7 +42,7 @@ def _committed(r: dict[str, Any], what: str) -> str:
 def index_create(state: State, name: str, column: str, kind: str, replace: bool) -> None:
     """Build an index named COLUMN_idx over every row of the current version (one commit)."""
     with state.catalog() as catalog:
-        result = catalog.create_index(name, column, kind, replace=replace).to_dict()
+        result = catalog.indexes.create_index(name, column, kind, replace=replace).to_dict()
     state.emit(result, lambda r: _committed(r, f"indexed {column} ({kind.lower()}) of"))
 
 
@@ -53,7 +53,7 @@ def index_create(state: State, name: str, column: str, kind: str, replace: bool)
 def index_list(state: State, name: str) -> None:
     """A table's indexes and how many rows each does not cover yet (opens the table)."""
     with state.catalog() as catalog:
-        rows = [i.to_dict() for i in catalog.list_indexes(name)]
+        rows = [i.to_dict() for i in catalog.indexes.list_indexes(name)]
     cols = ["name", "column", "kind", "rows_indexed", "rows_unindexed", "built_at_version"]
     state.emit(rows, lambda rs: text_table(cols, rs) if rs else f"no indexes on {name}")
 
@@ -66,7 +66,7 @@ def index_list(state: State, name: str) -> None:
 def index_refresh(state: State, name: str, index_names: tuple[str, ...]) -> None:
     """Fold rows committed since the last build into the table's lagging indexes (one commit)."""
     with state.catalog() as catalog:
-        result = catalog.refresh_indexes(name, list(index_names) or None).to_dict()
+        result = catalog.indexes.refresh_indexes(name, list(index_names) or None).to_dict()
     state.emit(result, lambda r: _committed(r, "refreshed the indexes of"))
 
 
@@ -78,7 +78,7 @@ def index_refresh(state: State, name: str, index_names: tuple[str, ...]) -> None
 def index_drop(state: State, name: str, column: str) -> None:
     """Drop the index of COLUMN (one commit; older versions keep theirs)."""
     with state.catalog() as catalog:
-        result = catalog.drop_index(name, column).to_dict()
+        result = catalog.indexes.drop_index(name, column).to_dict()
     state.emit(result, lambda r: _committed(r, f"dropped the index of {column} from"))
 
 

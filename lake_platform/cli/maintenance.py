@@ -15,7 +15,7 @@ from lake_platform.cli.app import State, handles_errors, parse_duration, pass_st
 def compact(state: State, name: str, target_rows_per_fragment: int) -> None:
     """Compact a table's small fragments (a registry commit; skipped if a newer commit conflicts)."""
     with state.catalog() as catalog:
-        result = catalog.compact(name, target_rows_per_fragment=target_rows_per_fragment)
+        result = catalog.versions.compact(name, target_rows_per_fragment=target_rows_per_fragment)
     state.emit(result.to_dict(), lambda r: f"compact {r['table']}: {r['status']} (version {r['version']})")
 
 
@@ -34,7 +34,9 @@ def compact(state: State, name: str, target_rows_per_fragment: int) -> None:
 def cleanup(state: State, name: str, older_than: str, retain_versions: int) -> None:
     """Remove old, untagged versions and the files only they reference."""
     with state.catalog() as catalog:
-        result = catalog.cleanup(name, retention=parse_duration(older_than), retain_versions=retain_versions)
+        result = catalog.versions.cleanup(
+            name, retention=parse_duration(older_than), retain_versions=retain_versions
+        )
     state.emit(
         result.to_dict(),
         lambda r: (
@@ -157,7 +159,7 @@ def trash() -> None:
 def trash_list(state: State, prefix: str) -> None:
     """List trash records with their deadlines."""
     with state.catalog() as catalog:
-        records = catalog.list_trash(prefix)
+        records = catalog.trash.list_trash(prefix)
     rows = [
         {
             "kind": r.kind,
@@ -180,7 +182,7 @@ def trash_list(state: State, prefix: str) -> None:
 def trash_expire(state: State) -> None:
     """Purge the data of trash records past their deadline (Dagster runs this on a schedule)."""
     with state.catalog() as catalog:
-        results = [r.to_dict() for r in catalog.expire_trash()]
+        results = [r.to_dict() for r in catalog.trash.expire_trash()]
     state.emit(results, lambda rs: "\n".join(f"purged {r['table']}" for r in rs) if rs else "nothing expired")
 
 

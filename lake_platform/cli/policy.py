@@ -29,7 +29,7 @@ def policy_set(state: State, scope: str, assignments: tuple[str, ...]) -> None:
     from lake_platform.catalog.policies import parse_assignments
 
     with state.catalog() as catalog:
-        record = catalog.set_policy(scope, parse_assignments(list(assignments)))
+        record = catalog.policies.set_policy(scope, parse_assignments(list(assignments)))
     state.emit(record.model_dump(), lambda r: f"policy set at {r['scope']}")
 
 
@@ -45,7 +45,7 @@ def policy_unset(state: State, scope: str, fields: tuple[str, ...]) -> None:
     use `lake policy delete SCOPE`. Keys as for `lake policy set`.
     """
     with state.catalog() as catalog:
-        record = catalog.unset_policy(scope, list(fields))
+        record = catalog.policies.unset_policy(scope, list(fields))
     state.emit(
         record.model_dump(), lambda r: f"policy at {r['scope']}: reset {', '.join(fields)} to the defaults"
     )
@@ -61,7 +61,7 @@ def policy_delete(state: State, scope: str) -> None:
     Works on a record whose object no longer exists (left by older releases).
     """
     with state.catalog() as catalog:
-        catalog.delete_policy(scope)
+        catalog.policies.delete_policy(scope)
     state.emit({"deleted": scope}, lambda d: f"deleted the policy record at {d['deleted']}")
 
 
@@ -73,7 +73,7 @@ def policy_delete(state: State, scope: str) -> None:
 def policy_show(state: State, scope: str, effective: bool) -> None:
     """Show the policy at SCOPE (or, with --effective, the one that applies and where it came from)."""
     with state.catalog() as catalog:
-        resolved = catalog.effective_policy(scope)
+        resolved = catalog.policies.effective_policy(scope)
     data = resolved.to_dict()
     if not effective and resolved.source != scope:
         data = {"source": f"(no policy record at {scope}; use --effective)"}

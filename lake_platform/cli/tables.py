@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.cli.alter import alter
 from lake_platform.cli.app import State, handles_errors, pass_state, plain, text_table, timestamp
 from lake_platform.cli.hierarchy import add_protect_command
@@ -54,7 +55,7 @@ def table_create(state: State, name: str, source: str) -> None:
     TableName.parse(name)
     src = sources.describe(source)
     with state.catalog() as catalog, _progress(state, [src]) as on_batch:
-        result = catalog.create_table(name, sources.open_many([src], on_batch=on_batch))
+        result = catalog.tables.create_table(name, sources.open_many([src], on_batch=on_batch))
     state.emit(
         result.to_dict(),
         lambda r: f"created {r['table']} at version {r['to_version']} ({r['rows_added']} rows)",
@@ -76,11 +77,13 @@ def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | Non
     srcs = [sources.describe(f) for f in files]
     with state.catalog() as catalog:
         with _progress(state, srcs) as on_batch:
-            readers = sources.open_all(srcs, catalog.table_schema(name))
+            readers = sources.open_all(srcs, catalog.tables.table_schema(name))
             # The table's schema_evolution policy decides whether the files may add or widen columns.
-            change = catalog.plan_input(name, [r.schema for r in readers], labels=[s.label for s in srcs])
+            change = catalog.tables.plan_input(
+                name, [r.schema for r in readers], labels=[s.label for s in srcs]
+            )
             reader = sources.chain(srcs, readers, change.target, change.optional, on_batch)
-            result = catalog.append(name, reader, commit_id=commit_id)
+            result = catalog.tables.append(name, reader, by=Provenance(commit_id=commit_id))
     state.emit(
         result.to_dict(),
         lambda r: (
@@ -100,8 +103,8 @@ def table_list(state: State, prefix: str, stats: bool) -> None:
     """List tables (optionally under a dotted PREFIX) with their version, from the registry."""
     with state.catalog() as catalog:
         rows = []
-        for record in catalog.list_tables(prefix):
-            count = catalog.describe_table(record.name).rows if stats else None
+        for record in catalog.reads.list_tables(prefix):
+            count = catalog.reads.describe_table(record.name).rows if stats else None
             rows.append({"name": record.name, "version": record.current_version, "rows": count})
     names = ["name", "version", "rows"] if stats else ["name", "version"]
     state.emit(rows, lambda rs: text_table(names, rs) if rs else "no tables")
@@ -121,7 +124,7 @@ def table_describe(state: State, name: str, stats: bool) -> None:
     """Location, incarnation, current version and schema, from the registry; --stats adds rows
     and indexes."""
     with state.catalog() as catalog:
-        info = catalog.describe_table(name, with_stats=stats).to_dict()
+        info = catalog.reads.describe_table(name, with_stats=stats).to_dict()
 
     def human(d: dict[str, Any]) -> str:
         shown = ["name", "location", "incarnation", "current_version"]
@@ -159,9 +162,9 @@ def table_history(state: State, name: str, limit: int | None) -> None:
     from lake_platform.errors import TableNotFound
 
     with state.catalog() as catalog:
-        entries = [e.model_dump() for e in catalog.history(name, limit=limit)]
+        entries = [e.model_dump() for e in catalog.reads.history(name, limit=limit)]
         try:
-            incarnation, readable = catalog.readable_versions(name)
+            incarnation, readable = catalog.reads.readable_versions(name)
         except TableNotFound:  # dropped: its commit log remains, nothing is readable
             incarnation, readable = "", {}
     for e in entries:
@@ -218,8 +221,8 @@ def table_history(state: State, name: str, limit: int | None) -> None:
 def table_drop(state: State, name: str, purge: bool, force: bool, incarnation: str | None) -> None:
     """Drop a table: into the trash for the policy's grace period, or destroyed with --purge."""
     with state.catalog() as catalog:
-        result = catalog.drop_table(name, purge=purge, force=force, incarnation=incarnation)
-        trash = [] if purge else [t for t in catalog.list_trash(name) if t.target == name]
+        result = catalog.trash.drop_table(name, purge=purge, force=force, incarnation=incarnation)
+        trash = [] if purge else [t for t in catalog.trash.list_trash(name) if t.target == name]
     data = result.to_dict()
     data["expires_at_ms"] = trash[-1].expires_at_ms if trash else None
     state.emit(
@@ -244,7 +247,7 @@ def table_drop(state: State, name: str, purge: bool, force: bool, incarnation: s
 def table_undrop(state: State, name: str, as_name: str | None, incarnation: str | None) -> None:
     """Restore a dropped table from the trash."""
     with state.catalog() as catalog:
-        result = catalog.undrop_table(name, as_name=as_name, incarnation=incarnation)
+        result = catalog.trash.undrop_table(name, as_name=as_name, incarnation=incarnation)
     state.emit(result.to_dict(), lambda r: f"restored {r['table']} at version {r['to_version']}")
 
 
@@ -256,7 +259,7 @@ def table_repair(state: State, name: str) -> None:
     """Publish versions a stopped writer committed but did not finalize, and move manifests
     written around the registry to _quarantine/. Idempotent; changes no data."""
     with state.catalog() as catalog:
-        result = {"table": name, **catalog.repair_table(name)}
+        result = {"table": name, **catalog.manifests.repair_table(name)}
     state.emit(
         result,
         lambda r: (

@@ -29,7 +29,7 @@ def tag() -> None:
 def tag_create(state: State, name: str, tag_name: str, version: int | None, replace: bool) -> None:
     """Tag a version of a table (a commit-log entry; fails if TAG exists, unless --replace)."""
     with state.catalog() as catalog:
-        tagged = catalog.create_tag(name, tag_name, version, replace=replace)
+        tagged = catalog.tags.create_tag(name, tag_name, version, replace=replace)
     state.emit(
         {"table": name, "tag": tag_name, "version": tagged},
         lambda r: f"tagged {r['table']} version {r['version']} as {r['tag']}",
@@ -43,7 +43,7 @@ def tag_create(state: State, name: str, tag_name: str, version: int | None, repl
 def tag_list(state: State, name: str) -> None:
     """List a table's tags and the version each names."""
     with state.catalog() as catalog:
-        tags = catalog.list_tags(name)
+        tags = catalog.tags.list_tags(name)
     rows = [{"tag": t, "version": v} for t, v in tags.items()]
     state.emit(rows, lambda rs: text_table(["tag", "version"], rs) if rs else f"no tags on {name}")
 
@@ -56,7 +56,7 @@ def tag_list(state: State, name: str) -> None:
 def tag_delete(state: State, name: str, tag_name: str) -> None:
     """Delete a tag (a commit-log entry); its version becomes eligible for cleanup again."""
     with state.catalog() as catalog:
-        catalog.delete_tag(name, tag_name)
+        catalog.tags.delete_tag(name, tag_name)
     state.emit(
         {"table": name, "tag": tag_name, "deleted": True}, lambda r: f"deleted tag {r['tag']} of {r['table']}"
     )

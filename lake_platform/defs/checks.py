@@ -52,7 +52,7 @@ def registry_version_is_real(
 
     table = _table(context)
     with lake.catalog() as catalog:
-        info = catalog.describe_table(table, with_stats=False)
+        info = catalog.reads.describe_table(table, with_stats=False)
         on_disk = versions_on_disk(info.location, catalog.settings.storage_options(info.location))
         registered, newest = info.current_version, max(on_disk, default=0)
         figures = {"registered_version": registered, "newest_on_disk": newest}
@@ -70,7 +70,7 @@ def registry_version_is_real(
                 **figures,
             )
         try:
-            snap = catalog.open_table(table)
+            snap = catalog.reads.open_table(table)
             opened, rows = int(snap.dataset.version), snap.count_rows()
         except LakeError as exc:
             return _result(
@@ -139,9 +139,9 @@ def schema_matches_engine(context: dg.AssetCheckExecutionContext, lake: LakeReso
 
     table = _table(context)
     with lake.catalog() as catalog:
-        info = catalog.describe_table(table, with_stats=False)
+        info = catalog.reads.describe_table(table, with_stats=False)
         try:
-            snap = catalog.open_table(table)
+            snap = catalog.reads.open_table(table)
         except LakeError as exc:
             return _result(
                 False,
@@ -203,12 +203,12 @@ def no_versions_beyond_registry(
 
     table = _table(context)
     with lake.catalog() as catalog:
-        location = catalog.describe_table(table, with_stats=False).location
+        location = catalog.reads.describe_table(table, with_stats=False).location
         storage = catalog.settings.storage_options(location)
         manifests = manifests_on_disk(location, storage)
         quarantined = [e.path for e in quarantined_files(location, storage)]
         # Read the registry after listing, so a commit that landed meanwhile is not reported.
-        info = catalog.describe_table(table, with_stats=False)
+        info = catalog.reads.describe_table(table, with_stats=False)
         # A staging manifest older than a lease can only belong to a writer that is gone: its
         # lease expired, so it can no longer register the version.
         window = catalog.settings.lease_ttl_seconds + catalog.settings.lease_safety_margin_seconds
@@ -287,8 +287,8 @@ def fragments_under_threshold(
 ) -> dg.AssetCheckResult:
     table = _table(context)
     with lake.catalog() as catalog:
-        policy = catalog.effective_policy(table)
-        fragments = catalog.describe_table(table).fragments or 0
+        policy = catalog.policies.effective_policy(table)
+        fragments = catalog.reads.describe_table(table).fragments or 0
     threshold, enabled = policy.policy.compact_min_fragments, policy.policy.compact_enabled
     source = policy.source or "(platform defaults)"
     figures = {

@@ -31,7 +31,7 @@ def table_indexes(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
         outcome = build_indexes(catalog, table, actor=ACTOR, run_id=context.run.run_id)
-        indexes = [i.to_dict() for i in catalog.list_indexes(table)]
+        indexes = [i.to_dict() for i in catalog.indexes.list_indexes(table)]
     metadata: dict[str, Any] = {
         "table": table,
         "status": "nothing to do" if outcome.status == "nothing-to-do" else outcome.status,
@@ -109,7 +109,7 @@ def index_refresh_schedule(
     with lake.catalog() as catalog:  # registry reads only: the policy decides, no table is opened
         for table in context.instance.get_dynamic_partitions(tables.name):
             try:
-                wanted = catalog.effective_policy(table).policy.indexes
+                wanted = catalog.policies.effective_policy(table).policy.indexes
             except LakeError:
                 continue
             if wanted:

@@ -51,7 +51,7 @@ def ingested(
         outcome = ingest_batch(
             catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id, fault=FAULT
         )
-        info = catalog.describe_table(table)
+        info = catalog.reads.describe_table(table)
     context.log.info("ingest of %s: %s, version %s", table, outcome.status, outcome.version)
     return dg.MaterializeResult(
         metadata={
@@ -85,7 +85,7 @@ def inbox_sensor(
     state = json.loads(context.cursor) if context.cursor else {}
     cursors: dict[str, str | None] = state.get("tables", {})
     with lake.catalog() as catalog:
-        names = sorted(r.name for r in catalog.list_tables())
+        names = sorted(r.name for r in catalog.reads.list_tables())
     box = inbox.open()
     # Round-robin: start after the table served last, so a busy table cannot starve the others.
     last = state.get("last", "")

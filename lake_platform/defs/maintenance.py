@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import dagster as dg
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.ingest import ingested
 from lake_platform.defs.partitions import tables
@@ -116,13 +117,12 @@ def compacted(ingested: None) -> None:
 def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
-        policy = catalog.effective_policy(table).policy
-        result = catalog.cleanup(
+        policy = catalog.policies.effective_policy(table).policy
+        result = catalog.versions.cleanup(
             table,
             retention=policy.retention,
             retain_versions=policy.retain_versions,
-            actor=ACTOR,
-            run_id=context.run.run_id,
+            by=Provenance(actor=ACTOR, run_id=context.run.run_id),
         )
         ticket = catalog.settings.ticket_lifetime_seconds
     removed = list(result.detail.get("versions_removed", []))
@@ -150,7 +150,7 @@ def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> d
 )
 def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     with lake_errors(), lake.catalog() as catalog:
-        purged = catalog.expire_trash(actor=ACTOR, run_id=context.run.run_id)
+        purged = catalog.trash.expire_trash(by=Provenance(actor=ACTOR, run_id=context.run.run_id))
     return dg.MaterializeResult(
         metadata={
             "purged": len(purged),
@@ -313,7 +313,7 @@ def compaction_sensor(
         for table in touched + sweep:
             try:
                 is_due, why, _, _ = due(catalog, table)
-                version = catalog.open_table(table).version
+                version = catalog.reads.open_table(table).version
             except TableNotFound:
                 continue
             reasons.append(f"{table}: {why}")

@@ -16,7 +16,7 @@ def table_partitions_sensor(context: dg.SensorEvaluationContext, lake: LakeResou
     # One registry prefix scan of table records per tick (no storage I/O): O(tables), a few ms
     # per thousand tables on either backend.
     with lake.catalog() as catalog:
-        registered = {r.name for r in catalog.list_tables()}
+        registered = {r.name for r in catalog.reads.list_tables()}
     known = set(context.instance.get_dynamic_partitions(tables.name))
     add, remove = sorted(registered - known), sorted(known - registered)
     requests = []

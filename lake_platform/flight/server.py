@@ -102,7 +102,7 @@ class FlightSqlServer:
         else:
             self._owned_catalog = None
         self.store = store if store is not None else catalog.store
-        self.authenticator = authenticator if authenticator is not None else catalog
+        self.authenticator = authenticator if authenticator is not None else catalog.access
         if not hasattr(self.authenticator, "authenticate_password"):
             raise Unsupported("this catalog cannot authenticate users yet: pass an authenticator")
         # Version cleanup keeps a superseded version for the ticket lifetime plus the readers'
@@ -155,7 +155,7 @@ class FlightSqlServer:
             throttle=Throttle(self.settings.auth_max_failures, self.settings.auth_lockout_seconds),
             # Only the catalog's principals are in the snapshot (an injected authenticator's are not).
             snapshot=self.snapshots.current
-            if catalog is not None and self.authenticator is catalog
+            if catalog is not None and self.authenticator is catalog.access
             else None,
         )
         self.engine = QueryEngine(settings, limits_from(self.settings, settings))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -56,8 +57,8 @@ class CompactionOutcome:
 
 def due(catalog: Catalog, name: str) -> tuple[bool, str, int, int]:
     """(compaction due?, why, fragments, threshold) under the table's effective policy."""
-    policy = catalog.effective_policy(name).policy
-    fragments = catalog.describe_table(name).fragments or 0
+    policy = catalog.policies.effective_policy(name).policy
+    fragments = catalog.reads.describe_table(name).fragments or 0
     if not policy.compact_enabled:
         return False, "compaction disabled by policy", fragments, policy.compact_min_fragments
     if fragments < policy.compact_min_fragments:
@@ -79,12 +80,12 @@ def plan(catalog: Catalog, name: str, *, force: bool = False) -> CompactionPlan:
     """Plan a compaction of ``name`` if its policy says it is due (or ``force``)."""
     from lake_platform.catalog.provenance import new_commit_id
 
-    policy = catalog.effective_policy(name).policy
+    policy = catalog.policies.effective_policy(name).policy
     is_due, why, fragments, threshold = due(catalog, name)
     if not is_due and not force:
-        current = catalog.open_table(name).version
+        current = catalog.reads.open_table(name).version
         return CompactionPlan(name, "nothing-to-do", why, fragments, threshold, current)
-    planned = catalog.plan_compaction(name, target_rows_per_fragment=policy.target_rows_per_fragment)
+    planned = catalog.versions.plan_compaction(name, target_rows_per_fragment=policy.target_rows_per_fragment)
     if not planned.tasks:
         return CompactionPlan(
             name, "nothing-to-do", "no fragments to merge", fragments, threshold, planned.read_version
@@ -109,7 +110,7 @@ def run_task(catalog: Catalog, planned: CompactionPlan, task: str) -> str:
     if planned.status != "planned" or task not in planned.tasks:
         raise InvalidInput(f"task is not part of the compaction plan of {planned.table}")
     one = PlannedCompaction(planned.table, planned.incarnation, planned.read_version, (task,))
-    return catalog.execute_compaction(one)[0]
+    return catalog.versions.execute_compaction(one)[0]
 
 
 def commit(
@@ -139,10 +140,10 @@ def commit(
             f"compaction of {planned.table}: {len(results)} task results for {len(planned.tasks)} tasks"
         )
     whole = PlannedCompaction(planned.table, planned.incarnation, planned.read_version, planned.tasks)
-    result = catalog.commit_compaction(
-        whole, results, actor=actor, run_id=run_id, commit_id=planned.commit_id
+    result = catalog.versions.commit_compaction(
+        whole, results, by=Provenance(actor=actor, run_id=run_id, commit_id=planned.commit_id)
     )
-    after = catalog.describe_table(planned.table).fragments
+    after = catalog.reads.describe_table(planned.table).fragments
     return CompactionOutcome(
         planned.table,
         result.status,

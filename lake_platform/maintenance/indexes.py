@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine.indexes import index_name, unsuitable
 
 if TYPE_CHECKING:
@@ -57,9 +58,9 @@ class IndexOutcome:
 
 def plan(catalog: Catalog, name: str) -> IndexPlan:
     """What index maintenance would do to ``name`` now (reads only)."""
-    effective = catalog.effective_policy(name)
-    schema = catalog.table_schema(name)
-    existing = catalog.list_indexes(name)
+    effective = catalog.policies.effective_policy(name)
+    schema = catalog.tables.table_schema(name)
+    existing = catalog.indexes.list_indexes(name)
     by_name = {i.name: i for i in existing}
     result = IndexPlan(name, indexes=existing, source=effective.source)
     for column, kind in effective.policy.indexes.items():
@@ -84,15 +85,19 @@ def build_indexes(
     """Bring ``name``'s indexes up to its policy and its data: one commit per build or rebuild,
     then one refresh commit for whatever else lags."""
     todo = plan(catalog, name)
-    version = catalog.open_table(name).version
+    version = catalog.reads.open_table(name).version
     outcome = IndexOutcome(name, "nothing-to-do", version, skipped=todo.skipped, policy_source=todo.source)
     for column, kind in todo.build:
-        result = catalog.create_index(name, column, kind, replace=True, actor=actor, run_id=run_id)
+        result = catalog.indexes.create_index(
+            name, column, kind, replace=True, by=Provenance(actor=actor, run_id=run_id)
+        )
         outcome.built.append(index_name(column))
         outcome.version = result.version
         outcome.commit_ids.append(result.commit_id or "")
     if todo.refresh:
-        result = catalog.refresh_indexes(name, todo.refresh, actor=actor, run_id=run_id)
+        result = catalog.indexes.refresh_indexes(
+            name, todo.refresh, by=Provenance(actor=actor, run_id=run_id)
+        )
         if result.status == "committed":
             outcome.refreshed = list(todo.refresh)
             outcome.version = result.version

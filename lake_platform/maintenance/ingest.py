@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, LakeError, TableSchemaValidationError
 from lake_platform.maintenance.inbox import Inbox, InboxFile
 from lake_platform.registry.records import CommitMarker
@@ -87,7 +88,7 @@ def _file_markers(table: str, files: list[InboxFile], commit_id: str, incarnatio
 def _ingested_at(catalog: Catalog, marker: CommitMarker) -> int | None:
     if marker.to_version is not None or marker.part_of is None:
         return marker.to_version
-    batch = catalog.commit_landed(marker.part_of)
+    batch = catalog.ctx.commit_landed(marker.part_of)
     return batch.to_version if batch is not None else None
 
 
@@ -111,7 +112,7 @@ def ingest_batch(
             raise InvalidInput(f"{f.key} is not in the inbox folder of {table}")
     commit_id = batch_commit_id(table, files)
     outcome = IngestOutcome(table, commit_id, "nothing-to-do")
-    marker = catalog.commit_landed(commit_id)
+    marker = catalog.ctx.commit_landed(commit_id)
     if marker is not None:
         outcome.status, outcome.from_version, outcome.version = (
             "replayed",
@@ -131,14 +132,14 @@ def ingest_batch(
             outcome.skipped.append(
                 {"key": f.key, "reason": "changed since it was listed; it will be listed again"}
             )
-        elif (earlier := catalog.commit_landed(file_marker_id(table, f))) is not None:
+        elif (earlier := catalog.ctx.commit_landed(file_marker_id(table, f))) is not None:
             outcome.skipped.append(
                 {"key": f.key, "reason": f"already ingested (version {_ingested_at(catalog, earlier)})"}
             )
         else:
             pending.append(f)
 
-    record = catalog.open_table(table).record
+    record = catalog.reads.open_table(table).record
     types = schema_from_ipc(record.schema_ipc)  # how text formats read the table's columns
     with ExitStack() as stack:
         paths: dict[str, Path] = {}
@@ -163,7 +164,7 @@ def ingest_batch(
             accepted: list[tuple[InboxFile, sources.Source, pa.RecordBatchReader]] = []
             for f, src, reader in opened:
                 try:
-                    catalog.plan_input(
+                    catalog.tables.plan_input(
                         table,
                         [r.schema for _, _, r in accepted] + [reader.schema],
                         labels=[s.label for _, s, _ in accepted] + [src.label],
@@ -174,7 +175,7 @@ def ingest_batch(
                     pending.remove(f)
             if not accepted:
                 return outcome
-            change = catalog.plan_input(table, [r.schema for _, _, r in accepted])
+            change = catalog.tables.plan_input(table, [r.schema for _, _, r in accepted])
             target = change.target
             readers: list[tuple[InboxFile, pa.RecordBatchReader]] = []
             for f, src, reader in accepted:
@@ -188,12 +189,10 @@ def ingest_batch(
             state: dict[str, Any] = {}
             stream = pa.RecordBatchReader.from_batches(target, _chain(readers, state))
             try:
-                result = catalog.append(
+                result = catalog.tables.append(
                     table,
                     stream,
-                    actor=actor,
-                    run_id=run_id,
-                    commit_id=commit_id,
+                    by=Provenance(actor=actor, run_id=run_id, commit_id=commit_id),
                     detail={
                         "inbox": inbox.location,
                         "files": [f.identity() for f, _ in readers],
@@ -203,7 +202,7 @@ def ingest_batch(
                 )
             except (InvalidInput, TableSchemaValidationError) as exc:
                 bad = state.get("failed")
-                if bad is None or catalog.commit_landed(commit_id) is not None:
+                if bad is None or catalog.ctx.commit_landed(commit_id) is not None:
                     raise
                 _quarantine(inbox, bad, exc, outcome)
                 pending.remove(bad)

@@ -147,12 +147,12 @@ def _warehouse(catalog: Catalog, warehouse: str, who: Principal, verb: str) -> t
         raise InvalidInput(f"invalid warehouse name {warehouse!r}")
     wname = WarehouseName.parse(warehouse)
     who.require(wname.project, "admin", f"{verb} orphan table folders in {wname}")
-    return wname, catalog.warehouse(wname).root.rstrip("/")
+    return wname, catalog.ctx.warehouse(wname).root.rstrip("/")
 
 
 def _gate(catalog: Catalog, warehouse: str, min_age: timedelta | None) -> timedelta:
     if min_age is None:
-        min_age = catalog.effective_policy(warehouse).policy.orphan_min_age
+        min_age = catalog.policies.effective_policy(warehouse).policy.orphan_min_age
     if not isinstance(min_age, timedelta) or min_age < MIN_ORPHAN_AGE:
         raise InvalidInput(f"orphan age gate must be at least {MIN_ORPHAN_AGE} (got {min_age})")
     return min_age

@@ -166,8 +166,8 @@ def live_set(catalog: Catalog, name: str) -> Live:
 
     started = time.monotonic()
     # A version still at its staging manifest cannot be read without writing: finish it first.
-    catalog.finish_versions(name)
-    snap = catalog.open_table(name)
+    catalog.manifests.finish_versions(name)
+    snap = catalog.reads.open_table(name)
     record = snap.record
     location = record.location
     storage = catalog.settings.storage_options(location)
@@ -187,7 +187,7 @@ def live_set(catalog: Catalog, name: str) -> Live:
     for version in sorted(live - refs.versions_seen):
         # Registered, but its manifest is only at its staging path: read it through the registry.
         try:
-            snapshot = catalog.open_table(name, version)
+            snapshot = catalog.reads.open_table(name, version)
         except LakeError:
             if not catalog.inventory.version_registered(record.incarnation, version):
                 continue  # cleaned up since step 1: its files are on their way out
@@ -309,7 +309,7 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
 def age_gate(catalog: Catalog, name: str, min_age: timedelta | None = None) -> timedelta:
     """The age gate a scan of ``name`` uses: ``min_age``, else the policy's; at least 1h."""
     if min_age is None:
-        min_age = catalog.effective_policy(name).policy.orphan_min_age
+        min_age = catalog.policies.effective_policy(name).policy.orphan_min_age
     if min_age < MIN_ORPHAN_AGE:
         raise InvalidInput(f"orphan age gate must be at least {MIN_ORPHAN_AGE}")
     return min_age
@@ -405,8 +405,8 @@ def reclaim(
     if not isinstance(older_than, timedelta) or older_than < MIN_ORPHAN_AGE:
         raise InvalidInput(f"--older-than must be at least {MIN_ORPHAN_AGE} (got {older_than})")
     tname = TableName.parse(name)
-    catalog.finish_versions(str(tname))
-    record = catalog.open_table(str(tname)).record
+    catalog.manifests.finish_versions(str(tname))
+    record = catalog.reads.open_table(str(tname)).record
     result = ReclaimResult(older_than.total_seconds(), table=str(tname))
     with catalog.gate.hold(record.incarnation) as lease:
         found = _scan(catalog, str(tname), older_than)

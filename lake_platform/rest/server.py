@@ -52,7 +52,7 @@ class RestService:
             max_stale=min(self.flight.snapshot_max_stale_seconds, settings.reader_max_stale_seconds),
         )
         self.auth = AuthService(
-            self.catalog,
+            self.catalog.access,
             self.sealer,
             token_ttl=self.flight.token_ttl_seconds,
             service_token_cache=self.flight.service_token_cache_seconds,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import LakeError, NamespaceAlreadyExists
 
 PROJECT, WAREHOUSE, NAMESPACE, TABLE = "demo", "main", "sales", "orders"
@@ -41,19 +42,19 @@ def sample_orders(start: int = 0, count: int = 1000) -> pa.Table:
 def seed_demo(catalog: Catalog) -> DemoSummary:
     """Create the demo hierarchy and table if missing (idempotent)."""
     for create, name in (
-        (catalog.create_project, PROJECT),
-        (catalog.create_warehouse, f"{PROJECT}.{WAREHOUSE}"),
-        (catalog.create_namespace, f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}"),
+        (catalog.containers.create_project, PROJECT),
+        (catalog.containers.create_warehouse, f"{PROJECT}.{WAREHOUSE}"),
+        (catalog.containers.create_namespace, f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}"),
     ):
         try:
             create(name)
         except NamespaceAlreadyExists:
             pass
     created = False
-    if not any(t.name == TABLE_NAME for t in catalog.list_tables(f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}")):
-        catalog.create_table(TABLE_NAME, sample_orders().to_reader(), actor="demo-seed")
+    if not any(t.name == TABLE_NAME for t in catalog.reads.list_tables(f"{PROJECT}.{WAREHOUSE}.{NAMESPACE}")):
+        catalog.tables.create_table(TABLE_NAME, sample_orders().to_reader(), by=Provenance(actor="demo-seed"))
         created = True
-    info = catalog.describe_table(TABLE_NAME)
+    info = catalog.reads.describe_table(TABLE_NAME)
     return DemoSummary(TABLE_NAME, created, info.current_version, info.rows or 0)
 
 
@@ -70,16 +71,16 @@ def ensure_demo_user(catalog: Catalog, home: Path) -> tuple[str, str]:
     if secret_file.is_file():
         password = secret_file.read_text().strip()
         try:
-            catalog.authenticate_password(DEMO_USER, password)
+            catalog.access.authenticate_password(DEMO_USER, password)
             return DEMO_USER, password
         except LakeError:
             pass  # the registry was reset, or the user removed: make it again
     password = secrets.token_urlsafe(18)
     try:
-        catalog.remove_user(DEMO_USER)
+        catalog.access.remove_user(DEMO_USER)
     except LakeError:
         pass
-    catalog.add_user(DEMO_USER, project=PROJECT, role="reader", password=password)
+    catalog.access.add_user(DEMO_USER, project=PROJECT, role="reader", password=password)
     home.mkdir(parents=True, exist_ok=True)
     secret_file.write_text(password + "\n")
     secret_file.chmod(0o600)

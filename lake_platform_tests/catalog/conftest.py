@@ -67,9 +67,9 @@ def scale_out(
     settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **s3.lake_settings())
     init_table(dynamodb_url, settings)
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w", root=f"s3://{s3.bucket}/{s3_prefix}")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w", root=f"s3://{s3.bucket}/{s3_prefix}")
+    catalog.containers.create_namespace("p.w.ns")
     yield settings, catalog
     catalog.close()
     store = DynamoMetaStore.from_url(dynamodb_url, settings)
@@ -81,9 +81,9 @@ def scale_out(
 def lake(tmp_path: Path, storage: dict[str, Any]) -> Iterator[Lake]:
     settings = lake_settings(tmp_path / "home", **storage["settings"])
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    warehouse = catalog.create_warehouse("p.w", root=storage["root"])
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    warehouse = catalog.containers.create_warehouse("p.w", root=storage["root"])
+    catalog.containers.create_namespace("p.w.ns")
     try:
         yield Lake(settings, catalog, warehouse.root)
     finally:
@@ -102,7 +102,7 @@ def append_many(table: str, settings: LakeSettings, worker: int, count: int, sta
     catalog = Catalog(settings)
     start.wait()
     for i in range(count):
-        catalog.append(table, rows([worker * 1000 + i], tag=f"w{worker}"))
+        catalog.tables.append(table, rows([worker * 1000 + i], tag=f"w{worker}"))
     catalog.close()
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import SystemClock
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
@@ -212,7 +213,7 @@ def kill_writer(
 
 
 def registered(c: Catalog) -> dict[str, TableRecord]:
-    return {r.name: r for r in c.list_tables()}
+    return {r.name: r for r in c.reads.list_tables()}
 
 
 def check_registry_matches_engine(c: Catalog) -> dict[tuple[str, int], list[int]]:
@@ -231,10 +232,10 @@ def check_registry_matches_engine(c: Catalog) -> dict[tuple[str, int], list[int]
             assert engine.manifest_exists(record.location, v.manifest_path, storage), (
                 f"{name} v{v.version}: registered manifest {v.manifest_path} is missing"
             )
-            snap = c.open_table(name, v.version)
+            snap = c.reads.open_table(name, v.version)
             assert snap.dataset.version == v.version
             seen[(name, v.version)] = _ids_of(snap)
-        assert c.open_table(name).dataset.version == record.current_version
+        assert c.reads.open_table(name).dataset.version == record.current_version
     return seen
 
 
@@ -265,40 +266,40 @@ def _rows(ids: list[int]) -> Any:
 
 
 def op_append(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.append(T, _rows(NEW_ROWS), commit_id=commit_id)
+    return catalog.tables.append(T, _rows(NEW_ROWS), by=Provenance(commit_id=commit_id))
 
 
 def op_create(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.create_table(NEW, _rows(NEW_ROWS), commit_id=commit_id)
+    return catalog.tables.create_table(NEW, _rows(NEW_ROWS), by=Provenance(commit_id=commit_id))
 
 
 def op_delete(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.delete_rows(T, "id = 2", commit_id=commit_id)
+    return catalog.tables.delete_rows(T, "id = 2", by=Provenance(commit_id=commit_id))
 
 
 def op_compact(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.compact(T, commit_id=commit_id)
+    return catalog.versions.compact(T, by=Provenance(commit_id=commit_id))
 
 
 def op_cleanup(catalog: Catalog, commit_id: str) -> Any:
     from datetime import timedelta
 
-    return catalog.cleanup(T, retention=timedelta(0))
+    return catalog.versions.cleanup(T, retention=timedelta(0))
 
 
 def op_drop(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.drop_table(T, purge=True)
+    return catalog.trash.drop_table(T, purge=True)
 
 
 def op_drop_namespace(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.drop_namespace(CASCADE, cascade=True)
+    return catalog.cascade.drop_namespace(CASCADE, cascade=True)
 
 
 def op_undrop_namespace(catalog: Catalog, commit_id: str) -> Any:
-    return catalog.undrop_namespace(DROPPED)
+    return catalog.trash.undrop_namespace(DROPPED)
 
 
 def op_expire(catalog: Catalog, commit_id: str) -> Any:
     """Expire the dropped table ``GONE`` (only it: the cascade's records are another story)."""
     gone = [i.key for i in catalog.store.scan_prefix(keys.trash_prefix(GONE + "/"))]
-    return catalog.expire_trash(now_ms=FAR_FUTURE_MS, only=gone)
+    return catalog.trash.expire_trash(now_ms=FAR_FUTURE_MS, only=gone)

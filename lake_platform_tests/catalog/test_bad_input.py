@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import (
     Internal,
     InvalidInput,
@@ -30,7 +31,7 @@ T = "p.w.ns.t"
 
 @pytest.fixture
 def seeded(lake: Lake) -> Lake:
-    lake.catalog.create_table(T, rows([1, 2]))
+    lake.catalog.tables.create_table(T, rows([1, 2]))
     return lake
 
 
@@ -52,18 +53,18 @@ BAD_NAMES = [
 def test_invalid_identifiers_change_nothing(seeded: Lake, name: str) -> None:
     before = state(seeded)
     for call in (
-        lambda: seeded.catalog.create_table(name, rows([9])),
-        lambda: seeded.catalog.append(name, rows([9])),
-        lambda: seeded.catalog.overwrite(name, rows([9])),
-        lambda: seeded.catalog.drop_table(name, purge=True),
-        lambda: seeded.catalog.compact(name),
-        lambda: seeded.catalog.open_table(name),
+        lambda: seeded.catalog.tables.create_table(name, rows([9])),
+        lambda: seeded.catalog.tables.append(name, rows([9])),
+        lambda: seeded.catalog.tables.overwrite(name, rows([9])),
+        lambda: seeded.catalog.trash.drop_table(name, purge=True),
+        lambda: seeded.catalog.versions.compact(name),
+        lambda: seeded.catalog.reads.open_table(name),
     ):
         with pytest.raises(InvalidInput):
             call()
     for call in (
-        lambda: seeded.catalog.create_namespace(name),
-        lambda: seeded.catalog.create_warehouse(name),
+        lambda: seeded.catalog.containers.create_namespace(name),
+        lambda: seeded.catalog.containers.create_warehouse(name),
     ):
         with pytest.raises((InvalidInput, NamespaceAlreadyExists)):  # "p.w.ns" is a valid namespace name
             call()
@@ -74,46 +75,46 @@ def test_append_with_wrong_schema_changes_nothing(seeded: Lake) -> None:
     before = state(seeded)
     wrong = pa.table({"id": pa.array(["not", "ints"]), "tag": ["a", "b"]}).to_reader()
     with pytest.raises(TableSchemaValidationError):
-        seeded.catalog.append(T, wrong)
+        seeded.catalog.tables.append(T, wrong)
     extra = pa.table({"id": pa.array([1], pa.int64()), "tag": ["a"], "more": [1]}).to_reader()
     with pytest.raises(TableSchemaValidationError, match="unknown column"):
-        seeded.catalog.append(T, extra)
+        seeded.catalog.tables.append(T, extra)
     missing = pa.table({"id": pa.array([1], pa.int64())}).to_reader()
     with pytest.raises(TableSchemaValidationError, match="missing column"):
-        seeded.catalog.append(T, missing)
+        seeded.catalog.tables.append(T, missing)
     assert state(seeded) == before
-    assert ids_of(seeded.catalog.open_table(T)) == [1, 2]
+    assert ids_of(seeded.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_data_that_is_not_arrow_is_refused_and_a_table_is_streamed(seeded: Lake) -> None:
     before = state(seeded)
     for bad in ([{"id": 3}], {"id": [3]}, None, "id\n3\n"):
         with pytest.raises(InvalidInput, match="RecordBatchReader, Table or RecordBatch"):
-            seeded.catalog.append(T, bad)  # type: ignore[arg-type]
+            seeded.catalog.tables.append(T, bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput, match="RecordBatchReader, Table or RecordBatch"):
-            seeded.catalog.create_table("p.w.ns.other", bad)  # type: ignore[arg-type]
+            seeded.catalog.tables.create_table("p.w.ns.other", bad)  # type: ignore[arg-type]
     assert state(seeded) == before
     table = rows([3]).read_all()  # an in-memory Table, and a RecordBatch, are written as streams
-    seeded.catalog.append(T, table)  # type: ignore[arg-type]
-    seeded.catalog.create_table("p.w.ns.other", table.to_batches()[0])  # type: ignore[arg-type]
-    assert ids_of(seeded.catalog.open_table(T)) == [1, 2, 3]
-    assert ids_of(seeded.catalog.open_table("p.w.ns.other")) == [3]
+    seeded.catalog.tables.append(T, table)  # type: ignore[arg-type]
+    seeded.catalog.tables.create_table("p.w.ns.other", table.to_batches()[0])  # type: ignore[arg-type]
+    assert ids_of(seeded.catalog.reads.open_table(T)) == [1, 2, 3]
+    assert ids_of(seeded.catalog.reads.open_table("p.w.ns.other")) == [3]
 
 
 def test_widening_cast_is_accepted(seeded: Lake) -> None:
     narrow = pa.table({"id": pa.array([3], pa.int32()), "tag": ["c"]}).to_reader()
-    seeded.catalog.append(T, narrow)
-    assert ids_of(seeded.catalog.open_table(T)) == [1, 2, 3]
+    seeded.catalog.tables.append(T, narrow)
+    assert ids_of(seeded.catalog.reads.open_table(T)) == [1, 2, 3]
 
 
 def test_unreadable_files_change_nothing(seeded: Lake, tmp_path: Path) -> None:
     before = state(seeded)
-    record = seeded.catalog.open_table(T).record
+    record = seeded.catalog.reads.open_table(T).record
     schema = schema_from_ipc(record.schema_ipc)
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"this is not parquet at all")
     with pytest.raises(InvalidInput, match="garbage.parquet"):
-        seeded.catalog.append(T, sources.open_many([sources.describe(garbage)], schema))
+        seeded.catalog.tables.append(T, sources.open_many([sources.describe(garbage)], schema))
     with pytest.raises(InvalidInput, match="missing.csv"):
         sources.describe(tmp_path / "missing.csv")
     with pytest.raises(InvalidInput, match="unsupported file type"):
@@ -128,10 +129,11 @@ def test_file_broken_halfway_changes_nothing_visible(seeded: Lake, tmp_path: Pat
     broken.write_text(good_head + "not-a-number,bad\n")
     before_registry, _ = state(seeded)
     with pytest.raises(LakeError) as err:
-        seeded.catalog.append(
+        seeded.catalog.tables.append(
             T,
             sources.open_many(
-                [sources.describe(broken)], schema_from_ipc(seeded.catalog.open_table(T).record.schema_ipc)
+                [sources.describe(broken)],
+                schema_from_ipc(seeded.catalog.reads.open_table(T).record.schema_ipc),
             ),
         )
     assert isinstance(err.value, (InvalidInput, TableSchemaValidationError))
@@ -141,58 +143,58 @@ def test_file_broken_halfway_changes_nothing_visible(seeded: Lake, tmp_path: Pat
     assert [r for r in after_registry if not r[0].startswith("lse/")] == [
         r for r in before_registry if not r[0].startswith("lse/")
     ]
-    assert ids_of(seeded.catalog.open_table(T)) == [1, 2]
+    assert ids_of(seeded.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_missing_parents_change_nothing(lake: Lake) -> None:
     before = state(lake)
     with pytest.raises(NamespaceNotFound, match="p.w.nope"):
-        lake.catalog.create_table("p.w.nope.t", rows([1]))
+        lake.catalog.tables.create_table("p.w.nope.t", rows([1]))
     with pytest.raises(NamespaceNotFound, match="p.w.nope"):
-        lake.catalog.create_namespace("p.w.nope.sub")
+        lake.catalog.containers.create_namespace("p.w.nope.sub")
     with pytest.raises(NamespaceNotFound, match="p.x"):
-        lake.catalog.create_namespace("p.x.ns")
+        lake.catalog.containers.create_namespace("p.x.ns")
     with pytest.raises(NamespaceNotFound, match="q"):
-        lake.catalog.create_warehouse("q.w")
+        lake.catalog.containers.create_warehouse("q.w")
     with pytest.raises(TableNotFound):
-        lake.catalog.append(T, rows([1]))
+        lake.catalog.tables.append(T, rows([1]))
     with pytest.raises(TableNotFound):
-        lake.catalog.drop_table(T, purge=True)
+        lake.catalog.trash.drop_table(T, purge=True)
     assert state(lake) == before
 
 
 def test_duplicates_change_nothing(seeded: Lake) -> None:
     before = state(seeded)
     with pytest.raises(TableAlreadyExists):
-        seeded.catalog.create_table(T, rows([5]))
+        seeded.catalog.tables.create_table(T, rows([5]))
     with pytest.raises(NamespaceAlreadyExists):
-        seeded.catalog.create_namespace("p.w.ns")
+        seeded.catalog.containers.create_namespace("p.w.ns")
     with pytest.raises(NamespaceAlreadyExists):
-        seeded.catalog.create_project("p")
+        seeded.catalog.containers.create_project("p")
     assert state(seeded) == before
 
 
 def test_unknown_version_and_bad_arguments(seeded: Lake) -> None:
     with pytest.raises(TableVersionNotFound):
-        seeded.catalog.open_table(T, 99)
+        seeded.catalog.reads.open_table(T, 99)
     with pytest.raises(InvalidInput):
-        seeded.catalog.open_table(T, 0)
+        seeded.catalog.reads.open_table(T, 0)
     with pytest.raises(InvalidInput):
-        seeded.catalog.append(T, rows([1]), commit_id="bad id!")
+        seeded.catalog.tables.append(T, rows([1]), by=Provenance(commit_id="bad id!"))
     with pytest.raises(InvalidInput):
-        seeded.catalog.delete_rows(T, "  ")
+        seeded.catalog.tables.delete_rows(T, "  ")
     with pytest.raises(InvalidInput):
-        seeded.catalog.create_warehouse("p.w2", root="ftp://somewhere/x")
+        seeded.catalog.containers.create_warehouse("p.w2", root="ftp://somewhere/x")
 
 
 def test_create_with_bad_schema_leaves_nothing(lake: Lake) -> None:
     before = state(lake)
     dup = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"]).to_reader()
     with pytest.raises(TableSchemaValidationError):
-        lake.catalog.create_table(T, dup)
+        lake.catalog.tables.create_table(T, dup)
     empty = pa.schema([])
     with pytest.raises(TableSchemaValidationError):
-        lake.catalog.create_table(T, pa.RecordBatchReader.from_batches(empty, []))
+        lake.catalog.tables.create_table(T, pa.RecordBatchReader.from_batches(empty, []))
     assert state(lake) == before
 
 
@@ -223,20 +225,20 @@ def test_failed_create_removes_its_unique_location(
 ) -> None:
     before = state(lake)
     with pytest.raises(error, match=message):
-        lake.catalog.create_table(T, data(tmp_path))
+        lake.catalog.tables.create_table(T, data(tmp_path))
     registry, files = state(lake)
     assert [r for r in registry if not r[0].startswith("lse/")] == [
         r for r in before[0] if not r[0].startswith("lse/")
     ]
     assert files == before[1]
     with pytest.raises(TableNotFound):
-        lake.catalog.open_table(T)
-    lake.catalog.create_table(T, rows([1, 2]))  # the name is free
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+        lake.catalog.reads.open_table(T)
+    lake.catalog.tables.create_table(T, rows([1, 2]))  # the name is free
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_parquet_round_trip_through_sources(lake: Lake, tmp_path: Path) -> None:
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({"id": pa.array([5, 6], pa.int64()), "tag": ["a", "b"]}), path)
-    lake.catalog.create_table(T, sources.open_many([sources.describe(path)]))
-    assert ids_of(lake.catalog.open_table(T)) == [5, 6]
+    lake.catalog.tables.create_table(T, sources.open_many([sources.describe(path)]))
+    assert ids_of(lake.catalog.reads.open_table(T)) == [5, 6]

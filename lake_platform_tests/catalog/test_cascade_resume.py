@@ -39,11 +39,11 @@ class CrashAt:
 
 
 def _box(c: Catalog) -> None:
-    c.create_namespace(NS)
-    c.create_namespace(f"{NS}.sub")
-    c.set_policy(NS, {"retain_versions": 3})
-    c.create_table(A, rows([1]))
-    c.create_table(B, rows([2]))
+    c.containers.create_namespace(NS)
+    c.containers.create_namespace(f"{NS}.sub")
+    c.policies.set_policy(NS, {"retain_versions": 3})
+    c.tables.create_table(A, rows([1]))
+    c.tables.create_table(B, rows([2]))
 
 
 def namespace_records(c: Catalog, target: str) -> list[TrashRecord]:
@@ -58,7 +58,7 @@ def interrupted_drop(lake: Lake, point: str, nth: int) -> None:
     crashing = lake.new_catalog(hook=CrashAt(point, nth))
     try:
         with pytest.raises(Crash):
-            crashing.drop_namespace(NS, cascade=True)
+            crashing.cascade.drop_namespace(NS, cascade=True)
     finally:
         crashing.close()
 
@@ -80,10 +80,10 @@ def test_retried_cascade_continues_the_interrupted_one(lake: Lake, point: str, n
     interrupted_drop(lake, point, nth)
     before = [(i.key, i.revision) for i in c.store.scan_prefix("")]
     with pytest.raises((ConcurrentModification, NamespaceNotFound)):
-        c.undrop_namespace(NS)  # an undrop waits for the interrupted drop to be finished
+        c.trash.undrop_namespace(NS)  # an undrop waits for the interrupted drop to be finished
     assert [(i.key, i.revision) for i in c.store.scan_prefix("")] == before
 
-    result = c.drop_namespace(NS, cascade=True)
+    result = c.cascade.drop_namespace(NS, cascade=True)
 
     for space in (NS, f"{NS}.sub"):
         assert c.store.get(keys.namespace(NamespaceName.parse(space))) is None, space
@@ -100,35 +100,35 @@ def test_retried_cascade_continues_the_interrupted_one(lake: Lake, point: str, n
     assert {t.cascade_id for t in tables} == {record.cascade_id}
     assert {t.expires_at_ms for t in tables} == {record.expires_at_ms}
     for name in (A, B):
-        assert len([t for t in c.list_trash(name) if t.target == name and t.kind == "table"]) == 1, name
-    assert len([e for e in c.history(NS) if e.operation == "drop namespace cascade"]) == 1
+        assert len([t for t in c.trash.list_trash(name) if t.target == name and t.kind == "table"]) == 1, name
+    assert len([e for e in c.reads.history(NS) if e.operation == "drop namespace cascade"]) == 1
 
-    c.undrop_namespace(NS)  # one undrop undoes the one drop
+    c.trash.undrop_namespace(NS)  # one undrop undoes the one drop
 
-    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B))) == ([1], [2])
-    assert c.list_trash(NS) == []
-    assert c.effective_policy(A).policy.retain_versions == 3
+    assert (ids_of(c.reads.open_table(A)), ids_of(c.reads.open_table(B))) == ([1], [2])
+    assert c.trash.list_trash(NS) == []
+    assert c.policies.effective_policy(A).policy.retain_versions == 3
 
 
 def test_retry_does_not_continue_an_earlier_finished_cascade(lake: Lake) -> None:
     """An older cascade of the same name (finished, still in the trash) is not the one the
     retry continues: the retry files its own record and each undrop restores its own tables."""
     c = lake.catalog
-    c.create_namespace(NS)
-    c.create_table(f"{NS}.old", rows([9]))
-    c.drop_namespace(NS, cascade=True)
+    c.containers.create_namespace(NS)
+    c.tables.create_table(f"{NS}.old", rows([9]))
+    c.cascade.drop_namespace(NS, cascade=True)
     _box(c)
     interrupted_drop(lake, "drop-namespace:marked", 1)
 
-    c.drop_namespace(NS, cascade=True)
+    c.cascade.drop_namespace(NS, cascade=True)
 
     older, newer = namespace_records(c, NS)
     assert len(older.table_trash_keys) == 1 and len(newer.table_trash_keys) == 2
-    c.undrop_namespace(NS)
-    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B))) == ([1], [2])
-    assert c.list_trash(f"{NS}.old")  # still in the trash, under the older record
-    c.drop_namespace(NS, cascade=True)
-    c.undrop_namespace(NS)  # newest first again: a, b back; the older record is still there
+    c.trash.undrop_namespace(NS)
+    assert (ids_of(c.reads.open_table(A)), ids_of(c.reads.open_table(B))) == ([1], [2])
+    assert c.trash.list_trash(f"{NS}.old")  # still in the trash, under the older record
+    c.cascade.drop_namespace(NS, cascade=True)
+    c.trash.undrop_namespace(NS)  # newest first again: a, b back; the older record is still there
     assert len(namespace_records(c, NS)) == 1
 
 
@@ -138,18 +138,18 @@ def test_undrop_after_a_resumed_cascade_survives_its_own_interruption(lake: Lake
     c = lake.catalog
     _box(c)
     interrupted_drop(lake, "drop-namespace:table", 2)
-    c.drop_namespace(NS, cascade=True)
+    c.cascade.drop_namespace(NS, cascade=True)
     crashing = lake.new_catalog(hook=CrashAt("undrop-namespace:table", 1))
     try:
         with pytest.raises(Crash):
-            crashing.undrop_namespace(NS)
+            crashing.trash.undrop_namespace(NS)
     finally:
         crashing.close()
-    c.undrop_namespace(NS)
-    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B))) == ([1], [2])
-    assert c.list_trash(NS) == []
+    c.trash.undrop_namespace(NS)
+    assert (ids_of(c.reads.open_table(A)), ids_of(c.reads.open_table(B))) == ([1], [2])
+    assert c.trash.list_trash(NS) == []
     for name in (A, B):
-        assert len([e for e in c.history(name) if e.operation == "undrop"]) == 1, name
+        assert len([e for e in c.reads.history(name) if e.operation == "undrop"]) == 1, name
 
 
 def test_retry_does_not_continue_a_record_an_undrop_began_to_undo(lake: Lake) -> None:
@@ -159,31 +159,35 @@ def test_retry_does_not_continue_a_record_an_undrop_began_to_undo(lake: Lake) ->
     tables into the old record (they would inherit the old, earlier deadline)."""
     c = lake.catalog
     _box(c)
-    c.drop_namespace(NS, cascade=True)
+    c.cascade.drop_namespace(NS, cascade=True)
     [first] = namespace_records(c, NS)
     crashing = lake.new_catalog(hook=CrashAt("undrop-namespace:table", 1))  # root, sub and one table back
     try:
         with pytest.raises(Crash):
-            crashing.undrop_namespace(NS)
+            crashing.trash.undrop_namespace(NS)
     finally:
         crashing.close()
-    c.create_table(f"{NS}.c", rows([3]))
+    c.tables.create_table(f"{NS}.c", rows([3]))
     interrupted_drop(lake, "drop-namespace:marked", 1)
 
-    c.drop_namespace(NS, cascade=True)
+    c.cascade.drop_namespace(NS, cascade=True)
 
     older, newer = namespace_records(c, NS)
     assert older.cascade_id == first.cascade_id and older.table_trash_keys == first.table_trash_keys
     assert newer.cascade_id != first.cascade_id and newer.dropped_at_ms > first.dropped_at_ms
     assert sorted(k.split("/")[1] for k in newer.table_trash_keys) in ([A, f"{NS}.c"], [B, f"{NS}.c"])
-    c.undrop_namespace(NS)  # the newer drop's tables
-    c.undrop_namespace(NS)  # what the interrupted undrop had not brought back yet
-    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B)), ids_of(c.open_table(f"{NS}.c"))) == (
+    c.trash.undrop_namespace(NS)  # the newer drop's tables
+    c.trash.undrop_namespace(NS)  # what the interrupted undrop had not brought back yet
+    assert (
+        ids_of(c.reads.open_table(A)),
+        ids_of(c.reads.open_table(B)),
+        ids_of(c.reads.open_table(f"{NS}.c")),
+    ) == (
         [1],
         [2],
         [3],
     )
-    assert c.list_trash(NS) == []
+    assert c.trash.list_trash(NS) == []
 
 
 def _one_cascade(c: Catalog, cascade_id: str) -> None:
@@ -191,11 +195,11 @@ def _one_cascade(c: Catalog, cascade_id: str) -> None:
     [record] = namespace_records(c, NS)
     assert record.cascade_id == cascade_id
     for name in (A, B):
-        [trash] = [t for t in c.list_trash(name) if t.target == name and t.kind == "table"]
+        [trash] = [t for t in c.trash.list_trash(name) if t.target == name and t.kind == "table"]
         assert trash.cascade_id == cascade_id
-    c.undrop_namespace(NS)
-    assert (ids_of(c.open_table(A)), ids_of(c.open_table(B))) == ([1], [2])
-    assert c.list_trash(NS) == []
+    c.trash.undrop_namespace(NS)
+    assert (ids_of(c.reads.open_table(A)), ids_of(c.reads.open_table(B))) == ([1], [2])
+    assert c.trash.list_trash(NS) == []
 
 
 @pytest.mark.parametrize("first_at", ["drop-namespace:filed", "drop-namespace:table"])
@@ -209,9 +213,9 @@ def test_retry_while_the_first_attempt_still_runs(lake: Lake, first_at: str) -> 
     first = lake.new_catalog(hook=pause)
     retry = lake.new_catalog()
     try:
-        running = Background(lambda: first.drop_namespace(NS, cascade=True))
+        running = Background(lambda: first.cascade.drop_namespace(NS, cascade=True))
         assert pause.reached.wait(60)
-        again = retry.drop_namespace(NS, cascade=True)
+        again = retry.cascade.drop_namespace(NS, cascade=True)
         pause.release()
         assert running.result().commit_id == again.commit_id
     finally:
@@ -229,9 +233,9 @@ def test_two_runs_racing_to_file_file_once(lake: Lake) -> None:
     first_pause, retry_pause = Pause("drop-namespace:marked"), Pause("drop-namespace:filed")
     first, retry = lake.new_catalog(hook=first_pause), lake.new_catalog(hook=retry_pause)
     try:
-        running = Background(lambda: first.drop_namespace(NS, cascade=True))
+        running = Background(lambda: first.cascade.drop_namespace(NS, cascade=True))
         assert first_pause.reached.wait(60)
-        retrying = Background(lambda: retry.drop_namespace(NS, cascade=True))
+        retrying = Background(lambda: retry.cascade.drop_namespace(NS, cascade=True))
         assert retry_pause.reached.wait(60)  # the retry has filed its record
         first_pause.release()
         outcome = running.result()  # files nothing: moves both tables under the retry's record

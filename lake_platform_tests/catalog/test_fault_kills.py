@@ -164,12 +164,12 @@ def recover_unpublished(c: Catalog, root: Path) -> None:
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     for name in unpublished:
         with pytest.raises(InvalidTableState, match="not finalized"):
-            c.open_table(name)
+            c.reads.open_table(name)
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == before, (
         "a refused open wrote to storage"
     )
     for name in unpublished:
-        assert c.finish_versions(name)
+        assert c.manifests.finish_versions(name)
 
 
 def _unpublished(c: Catalog, record: TableRecord, version: int) -> bool:
@@ -234,24 +234,24 @@ def kill_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KillLake]:
     base = tmp_path_factory.mktemp("kills")
     settings = kill_settings(base / "home")
     with Catalog(settings) as c:
-        c.create_project("p")
-        c.create_warehouse("p.w")
-        c.create_namespace("p.w.ns")
-        c.create_table(T, rows([1, 2, 3]))
-        c.append(T, rows([4]))
-        c.append(T, rows([5]))
-        c.create_table(KEEP, rows([42]))
-        c.create_table(GONE, rows([7]))
-        c.drop_table(GONE)
-        c.create_namespace(CASCADE)
-        c.create_namespace(f"{CASCADE}.sub")
-        c.create_table(f"{CASCADE}.a", rows([10]))
-        c.create_table(f"{CASCADE}.sub.b", rows([20]))
-        c.create_namespace(DROPPED)
-        c.create_namespace(f"{DROPPED}.sub")
-        c.create_table(f"{DROPPED}.c", rows([30]))
-        c.create_table(f"{DROPPED}.sub.d", rows([40]))
-        c.drop_namespace(DROPPED, cascade=True)
+        c.containers.create_project("p")
+        c.containers.create_warehouse("p.w")
+        c.containers.create_namespace("p.w.ns")
+        c.tables.create_table(T, rows([1, 2, 3]))
+        c.tables.append(T, rows([4]))
+        c.tables.append(T, rows([5]))
+        c.tables.create_table(KEEP, rows([42]))
+        c.tables.create_table(GONE, rows([7]))
+        c.trash.drop_table(GONE)
+        c.containers.create_namespace(CASCADE)
+        c.containers.create_namespace(f"{CASCADE}.sub")
+        c.tables.create_table(f"{CASCADE}.a", rows([10]))
+        c.tables.create_table(f"{CASCADE}.sub.b", rows([20]))
+        c.containers.create_namespace(DROPPED)
+        c.containers.create_namespace(f"{DROPPED}.sub")
+        c.tables.create_table(f"{DROPPED}.c", rows([30]))
+        c.tables.create_table(f"{DROPPED}.sub.d", rows([40]))
+        c.cascade.drop_namespace(DROPPED, cascade=True)
     shutil.copytree(base / "home", base / "template")
     yield KillLake(settings, base / "home", base / "template")
 
@@ -302,7 +302,7 @@ def leaked_folders(c: Catalog, root: Path) -> list[str]:
     """Table folders that belong to no registered table and no trash record (found by walking
     the whole tree, independently of the scan under test)."""
     known = {r.incarnation for r in registered_all(c)}
-    known |= {t.table.incarnation for t in c.list_trash() if t.table is not None}
+    known |= {t.table.incarnation for t in c.trash.list_trash() if t.table is not None}
     folders = {p for p in root.rglob("*.lance") if p.is_dir()}
     return sorted(
         p.relative_to(root).as_posix()
@@ -334,18 +334,18 @@ def registered_all(c: Catalog) -> list[TableRecord]:
 
 
 def landed(c: Catalog) -> bool:
-    return c.commit_landed(COMMIT_ID) is not None
+    return c.ctx.commit_landed(COMMIT_ID) is not None
 
 
 def ids(c: Catalog, name: str) -> list[int] | None:
     try:
-        return ids_of(c.open_table(name))
+        return ids_of(c.reads.open_table(name))
     except TableNotFound:
         return None
 
 
 def one_entry(c: Catalog, target: str, operation: str) -> None:
-    entries = [e for e in c.history(target) if e.commit_id == COMMIT_ID and e.operation == operation]
+    entries = [e for e in c.reads.history(target) if e.commit_id == COMMIT_ID and e.operation == operation]
     assert len(entries) == 1, f"{operation} of {target} logged {len(entries)} times"
 
 
@@ -367,13 +367,13 @@ def after_kill(op: str, c: Catalog) -> None:
     elif op == "op_drop_namespace":
         for name, expected in ((f"{CASCADE}.a", [10]), (f"{CASCADE}.sub.b", [20])):
             if ids(c, name) is None:  # moved to the trash, whole
-                assert [t for t in c.list_trash(name) if t.target == name and t.table is not None], name
+                assert [t for t in c.trash.list_trash(name) if t.target == name and t.table is not None], name
             else:
                 assert ids(c, name) == expected
     elif op == "op_undrop_namespace":
         for name, expected in ((f"{DROPPED}.c", [30]), (f"{DROPPED}.sub.d", [40])):
             if ids(c, name) is None:  # not restored yet: still whole in the trash
-                assert [t for t in c.list_trash(name) if t.target == name and t.table is not None], name
+                assert [t for t in c.trash.list_trash(name) if t.target == name and t.table is not None], name
             else:
                 assert ids(c, name) == expected
     assert ids(c, KEEP) == [42]
@@ -397,12 +397,12 @@ def retry_and_check(op: str, c: Catalog) -> None:
     elif op == "op_compact":
         operation(c, COMMIT_ID)
         assert ids(c, T) == BASE
-        assert c.describe_table(T).fragments == 1
-        rewrites = [e for e in c.history(T) if e.commit_id == COMMIT_ID and e.operation == "compact#1"]
+        assert c.reads.describe_table(T).fragments == 1
+        rewrites = [e for e in c.reads.history(T) if e.commit_id == COMMIT_ID and e.operation == "compact#1"]
         assert len(rewrites) == 1, f"the compaction rewrite landed {len(rewrites)} times"
     elif op == "op_cleanup":
         operation(c, COMMIT_ID)
-        record = c.open_table(T).record
+        record = c.reads.open_table(T).record
         assert [
             decode(VersionRecord, i.value).version
             for i in c.store.scan_prefix(keys.versions(record.incarnation))
@@ -415,9 +415,12 @@ def retry_and_check(op: str, c: Catalog) -> None:
             pass  # the first attempt's drop had landed
         assert ids(c, T) is None
         # A purge killed after its commit left a due trash record: the scheduled expiry finishes it.
-        c.expire_trash()
-        assert not c.list_trash(T)
-        assert [e.operation for e in c.history(T) if e.operation in ("drop", "purge")] == ["drop", "purge"]
+        c.trash.expire_trash()
+        assert not c.trash.list_trash(T)
+        assert [e.operation for e in c.reads.history(T) if e.operation in ("drop", "purge")] == [
+            "drop",
+            "purge",
+        ]
     elif op == "op_drop_namespace":
         try:
             operation(c, COMMIT_ID)
@@ -426,22 +429,22 @@ def retry_and_check(op: str, c: Catalog) -> None:
         for space in (CASCADE, f"{CASCADE}.sub"):
             assert c.store.get(keys.namespace(_ns(space))) is None, f"{space} is still registered"
         for name in (f"{CASCADE}.a", f"{CASCADE}.sub.b"):
-            trashed = [t for t in c.list_trash(name) if t.target == name and t.kind == "table"]
+            trashed = [t for t in c.trash.list_trash(name) if t.target == name and t.kind == "table"]
             assert len(trashed) == 1, f"{name} is in the trash {len(trashed)} times"
-        filed = [t for t in c.list_trash(CASCADE) if t.target == CASCADE and t.kind == "namespace"]
+        filed = [t for t in c.trash.list_trash(CASCADE) if t.target == CASCADE and t.kind == "namespace"]
         assert len(filed) == 1, f"one cascade filed {len(filed)} namespace trash records"
-        c.undrop_namespace(CASCADE)
+        c.trash.undrop_namespace(CASCADE)
         assert (ids(c, f"{CASCADE}.a"), ids(c, f"{CASCADE}.sub.b")) == ([10], [20])
     elif op == "op_undrop_namespace":
         operation(c, COMMIT_ID)
         assert (ids(c, f"{DROPPED}.c"), ids(c, f"{DROPPED}.sub.d")) == ([30], [40])
-        assert not c.list_trash(DROPPED)
+        assert not c.trash.list_trash(DROPPED)
         for name in (f"{DROPPED}.c", f"{DROPPED}.sub.d"):
-            assert len([e for e in c.history(name) if e.operation == "undrop"]) == 1, name
+            assert len([e for e in c.reads.history(name) if e.operation == "undrop"]) == 1, name
     elif op == "op_expire":
         operation(c, COMMIT_ID)
-        assert not c.list_trash(GONE)
-        assert len([e for e in c.history(GONE) if e.operation == "purge"]) == 1
+        assert not c.trash.list_trash(GONE)
+        assert len([e for e in c.reads.history(GONE) if e.operation == "purge"]) == 1
     assert ids(c, KEEP) == [42]
 
 
@@ -495,7 +498,7 @@ def test_lease_of_a_killed_writer_is_taken_in_real_time(kill_lake: KillLake) -> 
     code, killed_at = faults.kill_writer(kill_lake.settings, faults.op_append, "append:staged", 1, COMMIT_ID)
     assert code == -signal.SIGKILL
     with Catalog(kill_lake.settings) as c:
-        incarnation = c.open_table(T).record.incarnation
+        incarnation = c.reads.open_table(T).record.incarnation
         held = decode(LeaseRecord, c.store.get(keys.lease(incarnation)).value)  # type: ignore[union-attr]
         assert not held.released  # the dead writer never let go
         lease = c.gate.acquire(incarnation)

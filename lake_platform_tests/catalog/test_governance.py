@@ -13,6 +13,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.policies import parse_assignments
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
@@ -41,58 +42,64 @@ def files(lake: Lake, location: str) -> list[Any]:
 
 def test_creates_go_top_down(lake: Lake) -> None:
     with pytest.raises(NamespaceNotFound, match="namespace p.w.a does not exist"):
-        lake.catalog.create_namespace("p.w.a.b")
-    lake.catalog.create_namespace("p.w.a")
-    lake.catalog.create_namespace("p.w.a.b")
+        lake.catalog.containers.create_namespace("p.w.a.b")
+    lake.catalog.containers.create_namespace("p.w.a")
+    lake.catalog.containers.create_namespace("p.w.a.b")
     with pytest.raises(NamespaceNotFound, match="warehouse p.v"):
-        lake.catalog.create_namespace("p.v.a")
+        lake.catalog.containers.create_namespace("p.v.a")
     with pytest.raises(NamespaceNotFound, match="p.w.a.c"):
-        lake.catalog.create_table("p.w.a.c.t", rows([1]))
-    lake.catalog.create_table("p.w.a.b.t", rows([1]))
+        lake.catalog.tables.create_table("p.w.a.c.t", rows([1]))
+    lake.catalog.tables.create_table("p.w.a.b.t", rows([1]))
 
 
 def test_deletes_go_bottom_up(lake: Lake) -> None:
-    lake.catalog.create_namespace("p.w.ns.sub")
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.containers.create_namespace("p.w.ns.sub")
+    lake.catalog.tables.create_table(T, rows([1]))
     with pytest.raises(NamespaceNotEmpty, match=r"p\.w\.ns\.sub.*p\.w\.ns\.t|p\.w\.ns\.t.*p\.w\.ns\.sub"):
-        lake.catalog.drop_namespace("p.w.ns")
+        lake.catalog.cascade.drop_namespace("p.w.ns")
     with pytest.raises(NamespaceNotEmpty, match="p.w.ns"):
-        lake.catalog.drop_warehouse("p.w")
+        lake.catalog.containers.drop_warehouse("p.w")
     with pytest.raises(NamespaceNotEmpty, match="p.w"):
-        lake.catalog.drop_project("p")
-    lake.catalog.drop_table(T, purge=True)
-    lake.catalog.drop_namespace("p.w.ns.sub")
-    lake.catalog.drop_namespace("p.w.ns")
-    lake.catalog.drop_warehouse("p.w")
-    lake.catalog.drop_project("p")
+        lake.catalog.containers.drop_project("p")
+    lake.catalog.trash.drop_table(T, purge=True)
+    lake.catalog.cascade.drop_namespace("p.w.ns.sub")
+    lake.catalog.cascade.drop_namespace("p.w.ns")
+    lake.catalog.containers.drop_warehouse("p.w")
+    lake.catalog.containers.drop_project("p")
     assert state(lake)[0] == [r for r in state(lake)[0] if r[0].startswith(("log/", "cid/", "lse/"))]
 
 
 def test_warehouse_with_trashed_tables_is_not_empty(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    lake.catalog.drop_table(T)
-    lake.catalog.drop_namespace("p.w.ns")
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.trash.drop_table(T)
+    lake.catalog.cascade.drop_namespace("p.w.ns")
     with pytest.raises(NamespaceNotEmpty, match="in trash"):
-        lake.catalog.drop_warehouse("p.w")
+        lake.catalog.containers.drop_warehouse("p.w")
 
 
 def test_project_with_users_is_not_empty(lake: Lake) -> None:
-    lake.catalog.create_project("q")
-    lake.catalog.add_user("u1", project="q", role="reader", password="long enough pw")
+    lake.catalog.containers.create_project("q")
+    lake.catalog.access.add_user("u1", project="q", role="reader", password="long enough pw")
     with pytest.raises(NamespaceNotEmpty, match="user u1"):
-        lake.catalog.drop_project("q")
+        lake.catalog.containers.drop_project("q")
 
 
 def _doors(lake: Lake) -> dict[str, Callable[..., Any]]:
     c = lake.catalog
     return {
-        "create_warehouse": lambda name, who: c.create_warehouse(name, principal=who),
-        "create_namespace": lambda name, who: c.create_namespace(name, principal=who),
-        "create_table": lambda name, who: c.create_table(name, rows([1]), principal=who),
-        "drop_table": lambda name, who: c.drop_table(name, principal=who),
-        "drop_namespace": lambda name, who: c.drop_namespace(name, principal=who),
-        "drop_warehouse": lambda name, who: c.drop_warehouse(name, principal=who),
-        "undrop_table": lambda name, who: c.undrop_table(name, principal=who),
+        "create_warehouse": lambda name, who: c.containers.create_warehouse(
+            name, by=Provenance(principal=who)
+        ),
+        "create_namespace": lambda name, who: c.containers.create_namespace(
+            name, by=Provenance(principal=who)
+        ),
+        "create_table": lambda name, who: c.tables.create_table(
+            name, rows([1]), by=Provenance(principal=who)
+        ),
+        "drop_table": lambda name, who: c.trash.drop_table(name, by=Provenance(principal=who)),
+        "drop_namespace": lambda name, who: c.cascade.drop_namespace(name, by=Provenance(principal=who)),
+        "drop_warehouse": lambda name, who: c.containers.drop_warehouse(name, by=Provenance(principal=who)),
+        "undrop_table": lambda name, who: c.trash.undrop_table(name, by=Provenance(principal=who)),
     }
 
 
@@ -153,7 +160,7 @@ STAGES: dict[str, list[tuple[str, Any, type[LakeError]]]] = {
 
 @pytest.mark.parametrize("door", sorted(STAGES))
 def test_every_door_checks_in_order_and_writes_nothing(lake: Lake, door: str) -> None:
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     before = state(lake)
     for name, who, error in STAGES[door]:
         with pytest.raises(error):
@@ -162,107 +169,114 @@ def test_every_door_checks_in_order_and_writes_nothing(lake: Lake, door: str) ->
 
 
 def test_protection_with_and_without_force(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    lake.catalog.set_protected(T)
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.containers.set_protected(T)
     with pytest.raises(Protected):
-        lake.catalog.drop_table(T)
+        lake.catalog.trash.drop_table(T)
     with pytest.raises(Protected, match=T):
-        lake.catalog.drop_namespace("p.w.ns", cascade=True)
-    lake.catalog.set_protected("p.w.ns", kind="namespace")
-    lake.catalog.set_protected("p.w.ns.t", False)
+        lake.catalog.cascade.drop_namespace("p.w.ns", cascade=True)
+    lake.catalog.containers.set_protected("p.w.ns", kind="namespace")
+    lake.catalog.containers.set_protected("p.w.ns.t", False)
     with pytest.raises(Protected, match="p.w.ns"):
-        lake.catalog.drop_namespace("p.w.ns", cascade=True)
-    lake.catalog.set_protected("p.w", kind="warehouse")
-    lake.catalog.set_protected(T)
+        lake.catalog.cascade.drop_namespace("p.w.ns", cascade=True)
+    lake.catalog.containers.set_protected("p.w", kind="warehouse")
+    lake.catalog.containers.set_protected(T)
     before = state(lake)
     # force without permission: the permission check runs first, the same with or without it
     admin_elsewhere = OTHER_ADMIN
     for door in (
-        lambda who, f: lake.catalog.drop_table(T, force=f, principal=who),
-        lambda who, f: lake.catalog.drop_namespace("p.w.ns", cascade=True, force=f, principal=who),
-        lambda who, f: lake.catalog.drop_warehouse("p.w", force=f, principal=who),
+        lambda who, f: lake.catalog.trash.drop_table(T, force=f, by=Provenance(principal=who)),
+        lambda who, f: lake.catalog.cascade.drop_namespace(
+            "p.w.ns", cascade=True, force=f, by=Provenance(principal=who)
+        ),
+        lambda who, f: lake.catalog.containers.drop_warehouse("p.w", force=f, by=Provenance(principal=who)),
     ):
         for who in (READER, WRITER, admin_elsewhere):
             for force in (False, True):
                 with pytest.raises(PermissionDenied):
                     door(who, force)
     assert state(lake) == before
-    lake.catalog.drop_table(T, force=True)
-    lake.catalog.drop_namespace("p.w.ns", force=True)
+    lake.catalog.trash.drop_table(T, force=True)
+    lake.catalog.cascade.drop_namespace("p.w.ns", force=True)
     with pytest.raises(NamespaceNotEmpty):  # force overrides protection and nothing else
-        lake.catalog.drop_warehouse("p.w", force=True)
-    assert {e.operation for e in lake.catalog.log("p")} >= {"protect", "unprotect", "drop", "drop namespace"}
+        lake.catalog.containers.drop_warehouse("p.w", force=True)
+    assert {e.operation for e in lake.catalog.reads.log("p")} >= {
+        "protect",
+        "unprotect",
+        "drop",
+        "drop namespace",
+    }
 
 
 def test_drop_recreate_undrop_refused_then_undrop_as(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1, 2]))
-    first = lake.catalog.open_table(T).record
-    lake.catalog.drop_table(T)
+    lake.catalog.tables.create_table(T, rows([1, 2]))
+    first = lake.catalog.reads.open_table(T).record
+    lake.catalog.trash.drop_table(T)
     with pytest.raises(TableNotFound):
-        lake.catalog.open_table(T)
+        lake.catalog.reads.open_table(T)
     assert files(lake, first.location)  # the data stays
-    lake.catalog.create_table(T, rows([9]))
-    second = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([9]))
+    second = lake.catalog.reads.open_table(T).record
     assert second.incarnation != first.incarnation and second.location != first.location
     with pytest.raises(TableAlreadyExists, match="--as"):
-        lake.catalog.undrop_table(T)
-    lake.catalog.undrop_table(T, as_name="p.w.ns.t_restored")
-    assert ids_of(lake.catalog.open_table("p.w.ns.t_restored")) == [1, 2]
-    assert ids_of(lake.catalog.open_table(T)) == [9]
-    lake.catalog.append("p.w.ns.t_restored", rows([3]))  # a restored table takes writes
-    assert ids_of(lake.catalog.open_table("p.w.ns.t_restored")) == [1, 2, 3]
-    assert lake.catalog.list_trash() == []
+        lake.catalog.trash.undrop_table(T)
+    lake.catalog.trash.undrop_table(T, as_name="p.w.ns.t_restored")
+    assert ids_of(lake.catalog.reads.open_table("p.w.ns.t_restored")) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [9]
+    lake.catalog.tables.append("p.w.ns.t_restored", rows([3]))  # a restored table takes writes
+    assert ids_of(lake.catalog.reads.open_table("p.w.ns.t_restored")) == [1, 2, 3]
+    assert lake.catalog.trash.list_trash() == []
 
 
 def test_undrop_picks_incarnation(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    first = lake.catalog.open_table(T).record.incarnation
-    lake.catalog.drop_table(T)
-    lake.catalog.create_table(T, rows([2]))
-    lake.catalog.drop_table(T)
-    trashed = lake.catalog.list_trash("p.w.ns.t")
+    lake.catalog.tables.create_table(T, rows([1]))
+    first = lake.catalog.reads.open_table(T).record.incarnation
+    lake.catalog.trash.drop_table(T)
+    lake.catalog.tables.create_table(T, rows([2]))
+    lake.catalog.trash.drop_table(T)
+    trashed = lake.catalog.trash.list_trash("p.w.ns.t")
     assert len(trashed) == 2
-    lake.catalog.undrop_table(T, incarnation=first)
-    assert ids_of(lake.catalog.open_table(T)) == [1]
+    lake.catalog.trash.undrop_table(T, incarnation=first)
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1]
     with pytest.raises(TableNotFound):
-        lake.catalog.undrop_table("p.w.ns.t", incarnation="0" * 32)
+        lake.catalog.trash.undrop_table("p.w.ns.t", incarnation="0" * 32)
 
 
 def test_zero_grace_destroys_at_once(lake: Lake) -> None:
-    lake.catalog.set_policy("p.w", parse_assignments(["trash_grace=0s"]))
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
-    lake.catalog.drop_table(T)
-    assert lake.catalog.list_trash() == [] and files(lake, location) == []
+    lake.catalog.policies.set_policy("p.w", parse_assignments(["trash_grace=0s"]))
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
+    lake.catalog.trash.drop_table(T)
+    assert lake.catalog.trash.list_trash() == [] and files(lake, location) == []
 
 
 def test_expire_trash_purges_only_expired(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
-    lake.catalog.drop_table(T)
-    record = lake.catalog.list_trash()[0]
-    assert lake.catalog.expire_trash(now_ms=record.expires_at_ms - 1) == []
-    purged = lake.catalog.expire_trash(now_ms=record.expires_at_ms)
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
+    lake.catalog.trash.drop_table(T)
+    record = lake.catalog.trash.list_trash()[0]
+    assert lake.catalog.trash.expire_trash(now_ms=record.expires_at_ms - 1) == []
+    purged = lake.catalog.trash.expire_trash(now_ms=record.expires_at_ms)
     assert [p.table for p in purged] == [T]
-    assert files(lake, location) == [] and lake.catalog.list_trash() == []
-    assert lake.catalog.history(T)[-1].operation == "purge"
+    assert files(lake, location) == [] and lake.catalog.trash.list_trash() == []
+    assert lake.catalog.reads.history(T)[-1].operation == "purge"
 
 
 def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> None:
     c = lake.catalog
-    c.create_namespace("p.w.ns.a")
-    c.create_namespace("p.w.ns.a.b")
+    c.containers.create_namespace("p.w.ns.a")
+    c.containers.create_namespace("p.w.ns.a.b")
     for name, ids in (
         ("p.w.ns.t1", [1]),
         ("p.w.ns.a.t2", [2]),
         ("p.w.ns.a.b.t3", [3]),
         ("p.w.ns.a.b.t4", [4]),
     ):
-        c.create_table(name, rows(ids))
+        c.tables.create_table(name, rows(ids))
     files_before = state(lake)[1]
-    c.drop_namespace("p.w.ns", cascade=True)
+    c.cascade.drop_namespace("p.w.ns", cascade=True)
     assert state(lake)[1] == files_before  # no destructive storage call
-    trash = c.list_trash("p.w.ns")
+    trash = c.trash.list_trash("p.w.ns")
     assert len({r.expires_at_ms for r in trash}) == 1  # one shared deadline
     assert sorted(r.target for r in trash if r.kind == "table") == [
         "p.w.ns.a.b.t3",
@@ -271,7 +285,7 @@ def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> N
         "p.w.ns.t1",
     ]
     with pytest.raises(NamespaceNotFound):
-        c.create_table("p.w.ns.a.t9", rows([9]))
+        c.tables.create_table("p.w.ns.a.t9", rows([9]))
 
     calls = {"n": 0}
 
@@ -283,20 +297,20 @@ def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> N
 
     flaky = lake.new_catalog(hook=crash_after_two_tables)
     with pytest.raises(RuntimeError):
-        flaky.undrop_namespace("p.w.ns")
-    restored = sorted(r.name for r in c.list_tables("p.w.ns"))
+        flaky.trash.undrop_namespace("p.w.ns")
+    restored = sorted(r.name for r in c.reads.list_tables("p.w.ns"))
     assert len(restored) == 2
-    c.undrop_namespace("p.w.ns")  # resume: idempotent
-    assert sorted(r.name for r in c.list_tables("p.w.ns")) == [
+    c.trash.undrop_namespace("p.w.ns")  # resume: idempotent
+    assert sorted(r.name for r in c.reads.list_tables("p.w.ns")) == [
         "p.w.ns.a.b.t3",
         "p.w.ns.a.b.t4",
         "p.w.ns.a.t2",
         "p.w.ns.t1",
     ]
-    assert ids_of(c.open_table("p.w.ns.a.b.t4")) == [4]
-    assert c.list_trash() == []
+    assert ids_of(c.reads.open_table("p.w.ns.a.b.t4")) == [4]
+    assert c.trash.list_trash() == []
     with pytest.raises(NamespaceNotFound):
-        c.undrop_namespace("p.w.ns")
+        c.trash.undrop_namespace("p.w.ns")
     flaky.close()
 
 
@@ -308,13 +322,13 @@ def _race_undrop_and_expiry(catalog: Catalog, name: str, deadline: int) -> dict[
     def undrop() -> None:
         barrier.wait()
         try:
-            results["undrop"] = catalog.undrop_table(name)
+            results["undrop"] = catalog.trash.undrop_table(name)
         except TableNotFound as exc:
             results["undrop"] = exc
 
     def expire() -> None:
         barrier.wait()
-        results["expire"] = catalog.expire_trash(now_ms=deadline, only=None)
+        results["expire"] = catalog.trash.expire_trash(now_ms=deadline, only=None)
 
     threads = [threading.Thread(target=undrop), threading.Thread(target=expire)]
     for t in threads:
@@ -328,52 +342,54 @@ def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
     outcomes = {"undrop": 0, "expire": 0}
     for i in range(12):
         name = f"p.w.ns.race{i}"
-        lake.catalog.create_table(name, rows([i]))
-        location = lake.catalog.open_table(name).record.location
-        lake.catalog.drop_table(name)
-        deadline = lake.catalog.list_trash(name)[0].expires_at_ms
+        lake.catalog.tables.create_table(name, rows([i]))
+        location = lake.catalog.reads.open_table(name).record.location
+        lake.catalog.trash.drop_table(name)
+        deadline = lake.catalog.trash.list_trash(name)[0].expires_at_ms
         results = _race_undrop_and_expiry(lake.catalog, name, deadline)
         undropped = not isinstance(results["undrop"], Exception)
         expired = any(r.table == name for r in results["expire"])
         assert undropped != expired, i  # exactly one
         if undropped:
             outcomes["undrop"] += 1
-            assert ids_of(lake.catalog.open_table(name)) == [i]  # whole: data intact
+            assert ids_of(lake.catalog.reads.open_table(name)) == [i]  # whole: data intact
             assert files(lake, location)
         else:
             outcomes["expire"] += 1
             assert files(lake, location) == []  # whole: nothing left behind
             with pytest.raises(TableNotFound):
-                lake.catalog.open_table(name)
-        assert lake.catalog.list_trash(name) == []
+                lake.catalog.reads.open_table(name)
+        assert lake.catalog.trash.list_trash(name) == []
     assert sum(outcomes.values()) == 12
 
 
 def test_policy_resolution_at_every_level_with_provenance(lake: Lake) -> None:
     c = lake.catalog
-    c.create_namespace("p.w.ns.sub")
-    c.create_table("p.w.ns.sub.t", rows([1]))
+    c.containers.create_namespace("p.w.ns.sub")
+    c.tables.create_table("p.w.ns.sub.t", rows([1]))
     scope = "p.w.ns.sub.t"
-    assert c.effective_policy(scope).source is None
-    assert c.effective_policy(scope).policy.retain_versions == 10  # platform default
-    c.set_policy("p", {"retain_versions": 3, "compact_min_fragments": 5})
-    assert c.effective_policy(scope).source == "p"
-    c.set_policy("p.w", {"retain_versions": 4})
-    eff = c.effective_policy(scope)
+    assert c.policies.effective_policy(scope).source is None
+    assert c.policies.effective_policy(scope).policy.retain_versions == 10  # platform default
+    c.policies.set_policy("p", {"retain_versions": 3, "compact_min_fragments": 5})
+    assert c.policies.effective_policy(scope).source == "p"
+    c.policies.set_policy("p.w", {"retain_versions": 4})
+    eff = c.policies.effective_policy(scope)
     # Winner takes all: the warehouse record supplies every field, including the default
     # compact_min_fragments rather than the project's 5.
     assert (eff.source, eff.policy.retain_versions, eff.policy.compact_min_fragments) == ("p.w", 4, 16)
-    c.set_policy("p.w.ns", {"retain_versions": 5})
-    assert c.effective_policy(scope).source == "p.w.ns"
-    c.set_policy("p.w.ns.sub", {"retain_versions": 6})
-    assert c.effective_policy(scope).source == "p.w.ns.sub"
-    c.set_policy(scope, parse_assignments(["retain_versions=7", "retention=2d", "orphan_min_age=2h"]))
-    eff = c.effective_policy(scope)
+    c.policies.set_policy("p.w.ns", {"retain_versions": 5})
+    assert c.policies.effective_policy(scope).source == "p.w.ns"
+    c.policies.set_policy("p.w.ns.sub", {"retain_versions": 6})
+    assert c.policies.effective_policy(scope).source == "p.w.ns.sub"
+    c.policies.set_policy(
+        scope, parse_assignments(["retain_versions=7", "retention=2d", "orphan_min_age=2h"])
+    )
+    eff = c.policies.effective_policy(scope)
     assert (eff.source, eff.policy.retain_versions, eff.policy.retention) == (scope, 7, timedelta(days=2))
     assert eff.to_dict()["source"] == scope
-    assert c.effective_policy("p.w.ns").source == "p.w.ns"
-    assert c.effective_policy("p").source == "p"
-    assert [e.operation for e in c.history(scope)][-1] == "policy set"
+    assert c.policies.effective_policy("p.w.ns").source == "p.w.ns"
+    assert c.policies.effective_policy("p").source == "p"
+    assert [e.operation for e in c.reads.history(scope)][-1] == "policy set"
 
 
 @pytest.mark.parametrize(
@@ -391,75 +407,75 @@ def test_policy_resolution_at_every_level_with_provenance(lake: Lake) -> None:
 def test_bad_policy_values_change_nothing(lake: Lake, bad: list[str]) -> None:
     before = state(lake)
     with pytest.raises(InvalidInput):
-        lake.catalog.set_policy("p.w", parse_assignments(bad))
+        lake.catalog.policies.set_policy("p.w", parse_assignments(bad))
     assert state(lake) == before
 
 
 def test_policy_on_missing_scope_and_without_permission(lake: Lake) -> None:
     before = state(lake)
     with pytest.raises(NamespaceNotFound):
-        lake.catalog.set_policy("p.w.nope", {"retain_versions": 2})
+        lake.catalog.policies.set_policy("p.w.nope", {"retain_versions": 2})
     with pytest.raises(PermissionDenied):
-        lake.catalog.set_policy("p.w", {"retain_versions": 2}, principal=WRITER)
+        lake.catalog.policies.set_policy("p.w", {"retain_versions": 2}, by=Provenance(principal=WRITER))
     assert state(lake) == before
 
 
 def test_users_tokens_and_authentication(lake: Lake) -> None:
     c = lake.catalog
-    c.add_user("ann", project="p", role="writer", password="correct horse battery")
+    c.access.add_user("ann", project="p", role="writer", password="correct horse battery")
     stored = c.store.get("usr/ann").value.decode()  # type: ignore[union-attr]
     assert "correct horse" not in stored and "scrypt$" in stored
-    who = c.authenticate_password("ann", "correct horse battery")
+    who = c.access.authenticate_password("ann", "correct horse battery")
     assert (who.name, who.project, who.role) == ("ann", "p", "writer")
     with pytest.raises(Unauthenticated):
-        c.authenticate_password("ann", "wrong password!")
+        c.access.authenticate_password("ann", "wrong password!")
     with pytest.raises(Unauthenticated):
-        c.authenticate_password("nobody", "whatever pass")
-    record, token = c.create_token("etl", project="p", role="reader")
+        c.access.authenticate_password("nobody", "whatever pass")
+    record, token = c.access.create_token("etl", project="p", role="reader")
     assert token not in c.store.get(f"tok/{record.token_id}").value.decode()  # type: ignore[union-attr]
-    assert c.authenticate_token(token).role == "reader"
-    c.revoke_token(record.token_id)
+    assert c.access.authenticate_token(token).role == "reader"
+    c.access.revoke_token(record.token_id)
     with pytest.raises(Unauthenticated):
-        c.authenticate_token(token)
+        c.access.authenticate_token(token)
     with pytest.raises(Unauthenticated):
-        c.authenticate_token("lkt_garbage")
-    c.create_table(T, rows([1]), principal=who)  # a writer writes
+        c.access.authenticate_token("lkt_garbage")
+    c.tables.create_table(T, rows([1]), by=Provenance(principal=who))  # a writer writes
     with pytest.raises(PermissionDenied):
-        c.drop_table(T, principal=who)  # but does not drop
-    ops = [e.operation for e in c.log("p")]
+        c.trash.drop_table(T, by=Provenance(principal=who))  # but does not drop
+    ops = [e.operation for e in c.reads.log("p")]
     assert {"user add", "token create", "token revoke"} <= set(ops)
-    c.remove_user("ann")
+    c.access.remove_user("ann")
     with pytest.raises(Unauthenticated):
-        c.authenticate_password("ann", "correct horse battery")
+        c.access.authenticate_password("ann", "correct horse battery")
 
 
 def test_the_catalog_leaves_throttling_to_the_entry_point(lake: Lake) -> None:
     """The failure throttle is the Flight layer's, configured there (flight/test_principals.py):
     a second one here would cap its setting. The catalog only answers right or wrong."""
-    lake.catalog.add_user("bob", project="p", role="reader", password="bob's password")
+    lake.catalog.access.add_user("bob", project="p", role="reader", password="bob's password")
     for _ in range(12):
         with pytest.raises(Unauthenticated):
-            lake.catalog.authenticate_password("bob", "wrong guess!!")
-    assert lake.catalog.authenticate_password("bob", "bob's password").name == "bob"
+            lake.catalog.access.authenticate_password("bob", "wrong guess!!")
+    assert lake.catalog.access.authenticate_password("bob", "bob's password").name == "bob"
 
 
 @pytest.mark.parametrize(
     "call",
     [
-        lambda c: c.add_user("Bad Name", project="p", role="reader", password="long enough"),
-        lambda c: c.add_user("ok", project="p", role="root", password="long enough"),
-        lambda c: c.add_user("ok", project="p", role="reader", password="short"),
-        lambda c: c.add_user("ok", project="nope", role="reader", password="long enough"),
-        lambda c: c.create_token("t", project="p", role="superuser"),
-        lambda c: c.revoke_token("../../etc"),
-        lambda c: c.remove_user("nobody"),
-        lambda c: c.set_protected("p", True),
-        lambda c: c.set_protected("p.w.ns.missing", True, kind="table"),
-        lambda c: c.undrop_table("p.w.ns.t", as_name="p.other.ns.t"),
-        lambda c: c.drop_namespace("p.w.missing", cascade=True),
-        lambda c: c.undrop_namespace("p.w.missing"),
-        lambda c: c.list_trash("Bad"),
-        lambda c: c.log("bad prefix"),
+        lambda c: c.access.add_user("Bad Name", project="p", role="reader", password="long enough"),
+        lambda c: c.access.add_user("ok", project="p", role="root", password="long enough"),
+        lambda c: c.access.add_user("ok", project="p", role="reader", password="short"),
+        lambda c: c.access.add_user("ok", project="nope", role="reader", password="long enough"),
+        lambda c: c.access.create_token("t", project="p", role="superuser"),
+        lambda c: c.access.revoke_token("../../etc"),
+        lambda c: c.access.remove_user("nobody"),
+        lambda c: c.containers.set_protected("p", True),
+        lambda c: c.containers.set_protected("p.w.ns.missing", True, kind="table"),
+        lambda c: c.trash.undrop_table("p.w.ns.t", as_name="p.other.ns.t"),
+        lambda c: c.cascade.drop_namespace("p.w.missing", cascade=True),
+        lambda c: c.trash.undrop_namespace("p.w.missing"),
+        lambda c: c.trash.list_trash("Bad"),
+        lambda c: c.reads.log("bad prefix"),
     ],
 )
 def test_bad_input_at_new_doors_changes_nothing(lake: Lake, call: Callable[[Catalog], Any]) -> None:
@@ -471,26 +487,26 @@ def test_bad_input_at_new_doors_changes_nothing(lake: Lake, call: Callable[[Cata
 
 def test_tenant_sees_only_own_project(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
+    c.tables.create_table(T, rows([1]))
     outsider = Principal("eve", "user", "q", "admin")
-    assert list(c.list_tables(principal=outsider)) == []
+    assert list(c.reads.list_tables(by=Provenance(principal=outsider))) == []
     with pytest.raises(TableNotFound):
-        c.open_table(T, principal=outsider)
+        c.reads.open_table(T, by=Provenance(principal=outsider))
     with pytest.raises(TableNotFound):
-        c.describe_table(T, principal=outsider)
-    assert c.log(principal=outsider) == []
+        c.reads.describe_table(T, by=Provenance(principal=outsider))
+    assert c.reads.log(by=Provenance(principal=outsider)) == []
 
 
 def test_every_governance_change_is_logged(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
-    c.set_protected(T)
-    c.set_protected(T, False)
-    c.set_policy("p.w.ns", {"retain_versions": 2})
-    c.drop_table(T)
-    c.undrop_table(T)
-    c.add_user("cy", project="p", role="reader", password="long enough pw")
-    ops = [(e.target, e.operation) for e in c.log("p")]
+    c.tables.create_table(T, rows([1]))
+    c.containers.set_protected(T)
+    c.containers.set_protected(T, False)
+    c.policies.set_policy("p.w.ns", {"retain_versions": 2})
+    c.trash.drop_table(T)
+    c.trash.undrop_table(T)
+    c.access.add_user("cy", project="p", role="reader", password="long enough pw")
+    ops = [(e.target, e.operation) for e in c.reads.log("p")]
     for expected in [
         ("p", "create project"),
         ("p.w", "create warehouse"),
@@ -504,38 +520,44 @@ def test_every_governance_change_is_logged(lake: Lake) -> None:
         ("p", "user add"),
     ]:
         assert expected in ops
-    assert all(e.actor for e in c.log("p"))
+    assert all(e.actor for e in c.reads.log("p"))
 
 
 def _every_kind_of_commit(c: Catalog, who: Principal | None, *, with_project: bool) -> None:
     """One of each commit kind a governance user can cause, all acting as ``who``."""
     if with_project:
-        c.create_project("q", principal=who)
-        c.drop_project("q", principal=who)
-    c.create_warehouse("p.w3", principal=who)
-    c.set_policy("p.w3", {"retain_versions": 2}, principal=who)
-    c.set_protected("p.w3", principal=who)
-    c.set_protected("p.w3", False, principal=who)
-    c.drop_warehouse("p.w3", principal=who)
-    c.create_namespace("p.w.gov", principal=who)
-    c.create_table("p.w.gov.t", rows([1]), principal=who)
-    c.set_protected("p.w.gov.t", principal=who)
-    c.set_protected("p.w.gov.t", False, principal=who)
-    c.set_policy("p.w.gov.t", parse_assignments(["trash_grace=1d", "retain_versions=3"]), principal=who)
-    c.unset_policy("p.w.gov.t", ["trash_grace"], principal=who)
-    c.delete_policy("p.w.gov.t", principal=who)
-    c.drop_table("p.w.gov.t", principal=who)
-    c.undrop_table("p.w.gov.t", principal=who)
-    c.drop_namespace("p.w.gov", cascade=True, principal=who)
-    c.undrop_namespace("p.w.gov", principal=who)
-    c.drop_namespace("p.w.gov", cascade=True, principal=who)
-    deadline = max(r.expires_at_ms for r in c.list_trash("p.w.gov", principal=who))
-    assert c.expire_trash(now_ms=deadline, principal=who)
-    c.expire_trash(now_ms=deadline, principal=who)  # the namespace record, once its tables are gone
-    c.add_user("cy", project="p", role="reader", password="long enough pw", principal=who)
-    c.remove_user("cy", principal=who)
-    record, _ = c.create_token("bot", project="p", role="reader", principal=who)
-    c.revoke_token(record.token_id, principal=who)
+        c.containers.create_project("q", by=Provenance(principal=who))
+        c.containers.drop_project("q", by=Provenance(principal=who))
+    c.containers.create_warehouse("p.w3", by=Provenance(principal=who))
+    c.policies.set_policy("p.w3", {"retain_versions": 2}, by=Provenance(principal=who))
+    c.containers.set_protected("p.w3", by=Provenance(principal=who))
+    c.containers.set_protected("p.w3", False, by=Provenance(principal=who))
+    c.containers.drop_warehouse("p.w3", by=Provenance(principal=who))
+    c.containers.create_namespace("p.w.gov", by=Provenance(principal=who))
+    c.tables.create_table("p.w.gov.t", rows([1]), by=Provenance(principal=who))
+    c.containers.set_protected("p.w.gov.t", by=Provenance(principal=who))
+    c.containers.set_protected("p.w.gov.t", False, by=Provenance(principal=who))
+    c.policies.set_policy(
+        "p.w.gov.t", parse_assignments(["trash_grace=1d", "retain_versions=3"]), by=Provenance(principal=who)
+    )
+    c.policies.unset_policy("p.w.gov.t", ["trash_grace"], by=Provenance(principal=who))
+    c.policies.delete_policy("p.w.gov.t", by=Provenance(principal=who))
+    c.trash.drop_table("p.w.gov.t", by=Provenance(principal=who))
+    c.trash.undrop_table("p.w.gov.t", by=Provenance(principal=who))
+    c.cascade.drop_namespace("p.w.gov", cascade=True, by=Provenance(principal=who))
+    c.trash.undrop_namespace("p.w.gov", by=Provenance(principal=who))
+    c.cascade.drop_namespace("p.w.gov", cascade=True, by=Provenance(principal=who))
+    deadline = max(r.expires_at_ms for r in c.trash.list_trash("p.w.gov", by=Provenance(principal=who)))
+    assert c.trash.expire_trash(now_ms=deadline, by=Provenance(principal=who))
+    c.trash.expire_trash(
+        now_ms=deadline, by=Provenance(principal=who)
+    )  # the namespace record, once its tables are gone
+    c.access.add_user(
+        "cy", project="p", role="reader", password="long enough pw", by=Provenance(principal=who)
+    )
+    c.access.remove_user("cy", by=Provenance(principal=who))
+    record, _ = c.access.create_token("bot", project="p", role="reader", by=Provenance(principal=who))
+    c.access.revoke_token(record.token_id, by=Provenance(principal=who))
 
 
 @pytest.mark.parametrize("identity", ["local principal with an actor setting", "signed-in user"])
@@ -545,13 +567,13 @@ def test_every_commit_names_the_acting_identity(lake: Lake, identity: str) -> No
     else:
         catalog = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
         who, expected = None, "alice"
-    before = {e.commit_id for e in lake.catalog.log()}
+    before = {e.commit_id for e in lake.catalog.reads.log()}
     try:
         _every_kind_of_commit(catalog, who, with_project=who is None)
     finally:
         if catalog is not lake.catalog:
             catalog.close()
-    new = [e for e in lake.catalog.log() if e.commit_id not in before]
+    new = [e for e in lake.catalog.reads.log() if e.commit_id not in before]
     operations = {e.operation for e in new}
     assert {
         "create warehouse",
@@ -577,7 +599,7 @@ def test_every_commit_names_the_acting_identity(lake: Lake, identity: str) -> No
         "token revoke",
     } <= operations
     assert {(e.operation, e.actor) for e in new if e.actor != expected} == set()
-    assert {r.dropped_by for r in lake.catalog.list_trash()} <= {expected}
+    assert {r.dropped_by for r in lake.catalog.trash.list_trash()} <= {expected}
 
 
 def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
@@ -606,4 +628,7 @@ def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
         mode="append",
         storage_options=storage_options_of(lake),
     )
-    assert [e.actor for e in lake.catalog.history(".".join(EVENTS)) if e.to_version] == ["alice", "olga"]
+    assert [e.actor for e in lake.catalog.reads.history(".".join(EVENTS)) if e.to_version] == [
+        "alice",
+        "olga",
+    ]

@@ -29,7 +29,7 @@ def assert_tables(c: Catalog, expected: dict[str, list[int]]) -> None:
     """Exactly these tables are registered, with these rows, and every registered version of
     each opens at that version."""
     check_registry_matches_engine(c)
-    assert {name: ids_of(c.open_table(name)) for name in registered(c)} == expected
+    assert {name: ids_of(c.reads.open_table(name)) for name in registered(c)} == expected
 
 
 def table_folders(lake: Lake) -> set[str]:
@@ -46,39 +46,39 @@ def paused(lake: Lake, point: str) -> tuple[Catalog, Pause]:
 
 def test_undrop_that_checked_the_name_loses_to_a_recreate(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1, 2]))
-    old = c.open_table(T).record.incarnation
-    c.drop_table(T)
+    c.tables.create_table(T, rows([1, 2]))
+    old = c.reads.open_table(T).record.incarnation
+    c.trash.drop_table(T)
     undropper, pause = paused(lake, "undrop:checked")
-    undrop = Background(lambda: undropper.undrop_table(T))
+    undrop = Background(lambda: undropper.trash.undrop_table(T))
     assert pause.reached.wait(30)  # the name was free when the undrop looked
-    c.create_table(T, rows([7, 8]))
+    c.tables.create_table(T, rows([7, 8]))
     pause.release()
     assert isinstance(undrop.error(), TableAlreadyExists)
     assert_tables(c, {T: [7, 8]})
     # The dropped incarnation is still whole in the trash and comes back under another name.
-    assert [t.table.incarnation for t in c.list_trash(T) if t.table] == [old]
-    c.undrop_table(T, as_name="p.w.ns.t_old")
+    assert [t.table.incarnation for t in c.trash.list_trash(T) if t.table] == [old]
+    c.trash.undrop_table(T, as_name="p.w.ns.t_old")
     assert_tables(c, {T: [7, 8], "p.w.ns.t_old": [1, 2]})
     undropper.close()
 
 
 def test_recreate_that_staged_its_data_loses_to_an_undrop(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1, 2]))
-    c.append(T, rows([3]))
-    old = c.open_table(T).record
-    c.drop_table(T)
+    c.tables.create_table(T, rows([1, 2]))
+    c.tables.append(T, rows([3]))
+    old = c.reads.open_table(T).record
+    c.trash.drop_table(T)
     creator, pause = paused(lake, "create:staged")
-    create = Background(lambda: creator.create_table(T, rows([7, 8])))
+    create = Background(lambda: creator.tables.create_table(T, rows([7, 8])))
     assert pause.reached.wait(30)  # the new incarnation's files are written, nothing registered
     assert len(table_folders(lake)) == 2
-    c.undrop_table(T)
+    c.trash.undrop_table(T)
     pause.release()
     assert isinstance(create.error(), TableAlreadyExists)
-    assert c.open_table(T).record.incarnation == old.incarnation
+    assert c.reads.open_table(T).record.incarnation == old.incarnation
     assert_tables(c, {T: [1, 2, 3]})
-    assert ids_of(c.open_table(T, 1)) == [1, 2]
+    assert ids_of(c.reads.open_table(T, 1)) == [1, 2]
     # The losing create removed its own, never-registered folder and nothing else.
     assert table_folders(lake) == {Path(old.location).name}
     creator.close()
@@ -86,20 +86,20 @@ def test_recreate_that_staged_its_data_loses_to_an_undrop(lake: Lake) -> None:
 
 def test_purging_drop_paused_after_deregistering_spares_the_replacement(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
+    c.tables.create_table(T, rows([1]))
     dropper, pause = paused(lake, "drop:after-commit")
-    drop = Background(lambda: dropper.drop_table(T, purge=True))
+    drop = Background(lambda: dropper.trash.drop_table(T, purge=True))
     assert pause.reached.wait(30)  # deregistered; the old data is not destroyed yet
-    c.create_table(T, rows([7, 8]))
-    c.append(T, rows([9]))
-    replacement = c.open_table(T).record
+    c.tables.create_table(T, rows([7, 8]))
+    c.tables.append(T, rows([9]))
+    replacement = c.reads.open_table(T).record
     pause.release()
     drop.result()
-    assert c.open_table(T).record.incarnation == replacement.incarnation
+    assert c.reads.open_table(T).record.incarnation == replacement.incarnation
     assert_tables(c, {T: [7, 8, 9]})
     assert table_folders(lake) == {Path(replacement.location).name}
     with pytest.raises(TableNotFound):
-        c.undrop_table(T)  # purged: nothing in the trash
+        c.trash.undrop_table(T)  # purged: nothing in the trash
     dropper.close()
 
 
@@ -107,23 +107,23 @@ def test_drop_waiting_at_its_commit_keeps_the_name_taken(lake: Lake) -> None:
     """A drop holds the table's lease from its re-read to its commit: the name is not free,
     and the undrop of an older incarnation cannot take it, until the drop lands."""
     c = lake.catalog
-    c.create_table(T, rows([1]))
-    c.drop_table(T)
-    c.create_table(T, rows([2]))
+    c.tables.create_table(T, rows([1]))
+    c.trash.drop_table(T)
+    c.tables.create_table(T, rows([2]))
     dropper, pause = paused(lake, "drop:before-commit")
-    drop = Background(lambda: dropper.drop_table(T))
+    drop = Background(lambda: dropper.trash.drop_table(T))
     assert pause.reached.wait(30)
     with pytest.raises(TableAlreadyExists):
-        c.create_table(T, rows([3]))
+        c.tables.create_table(T, rows([3]))
     with pytest.raises(TableAlreadyExists):
-        c.undrop_table(T)
+        c.trash.undrop_table(T)
     assert_tables(c, {T: [2]})
     pause.release()
     drop.result()
     assert_tables(c, {})
-    c.undrop_table(T)  # the newest drop comes back first
+    c.trash.undrop_table(T)  # the newest drop comes back first
     assert_tables(c, {T: [2]})
-    c.undrop_table(T, as_name="p.w.ns.first")
+    c.trash.undrop_table(T, as_name="p.w.ns.first")
     assert_tables(c, {T: [2], "p.w.ns.first": [1]})
     dropper.close()
 
@@ -133,46 +133,46 @@ def test_drop_waiting_at_its_commit_keeps_the_name_taken(lake: Lake) -> None:
 
 def test_expiry_that_found_the_record_loses_to_an_undrop(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1, 2]))
-    c.append(T, rows([3]))
-    c.drop_table(T)
+    c.tables.create_table(T, rows([1, 2]))
+    c.tables.append(T, rows([3]))
+    c.trash.drop_table(T)
     expirer, pause = paused(lake, "expire:found")
-    expiry = Background(lambda: expirer.expire_trash(now_ms=FAR_FUTURE_MS))
+    expiry = Background(lambda: expirer.trash.expire_trash(now_ms=FAR_FUTURE_MS))
     assert pause.reached.wait(30)  # it read the trash record; it has not claimed it
-    c.undrop_table(T)
+    c.trash.undrop_table(T)
     pause.release()
     assert expiry.result() == []  # its claim failed: nothing purged
     assert_tables(c, {T: [1, 2, 3]})
-    assert ids_of(c.open_table(T, 1)) == [1, 2]
+    assert ids_of(c.reads.open_table(T, 1)) == [1, 2]
     expirer.close()
 
 
 def test_undrop_refused_once_expiry_claimed_the_record(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
-    c.create_table("p.w.ns.keep", rows([42]))
-    c.drop_table(T)
+    c.tables.create_table(T, rows([1]))
+    c.tables.create_table("p.w.ns.keep", rows([42]))
+    c.trash.drop_table(T)
     expirer, pause = paused(lake, "expire:claimed")
-    expiry = Background(lambda: expirer.expire_trash(now_ms=FAR_FUTURE_MS))
+    expiry = Background(lambda: expirer.trash.expire_trash(now_ms=FAR_FUTURE_MS))
     assert pause.reached.wait(30)  # claimed ("purging"); the data still exists
     with pytest.raises(TableNotFound):
-        c.undrop_table(T)
+        c.trash.undrop_table(T)
     assert_tables(c, {"p.w.ns.keep": [42]})  # nothing registered points at the doomed data
     pause.release()
     assert [r.table for r in expiry.result()] == [T]
-    assert c.list_trash() == []
+    assert c.trash.list_trash() == []
     assert_tables(c, {"p.w.ns.keep": [42]})
     expirer.close()
 
 
 def test_undrop_that_picked_the_record_loses_to_an_expiry(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
-    c.drop_table(T)
+    c.tables.create_table(T, rows([1]))
+    c.trash.drop_table(T)
     undropper, pause = paused(lake, "undrop:checked")
-    undrop = Background(lambda: undropper.undrop_table(T))
+    undrop = Background(lambda: undropper.trash.undrop_table(T))
     assert pause.reached.wait(30)  # it holds the trash record as it read it
-    assert [r.table for r in c.expire_trash(now_ms=FAR_FUTURE_MS)] == [T]
+    assert [r.table for r in c.trash.expire_trash(now_ms=FAR_FUTURE_MS)] == [T]
     pause.release()
     assert isinstance(undrop.error(), TableNotFound)  # never a table whose data is gone
     assert_tables(c, {})
@@ -184,23 +184,23 @@ def test_undrop_that_picked_the_record_loses_to_an_expiry(lake: Lake) -> None:
 
 
 def _fragmented(c: Catalog) -> None:
-    c.create_table(T, rows([0]))
+    c.tables.create_table(T, rows([0]))
     for i in range(1, 4):
-        c.append(T, rows([i]))
+        c.tables.append(T, rows([i]))
 
 
 def test_compaction_planned_before_a_delete_never_resurrects_its_rows(lake: Lake) -> None:
     c = lake.catalog
     _fragmented(c)
     deleter, pause = paused(lake, "delete:staged")
-    delete = Background(lambda: deleter.delete_rows(T, "id = 2"))
+    delete = Background(lambda: deleter.tables.delete_rows(T, "id = 2"))
     assert pause.reached.wait(30)  # Lance staged the delete; the registry has not seen it
-    planned = c.plan_compaction(T)
-    results = c.execute_compaction(planned)
+    planned = c.versions.plan_compaction(T)
+    results = c.versions.execute_compaction(planned)
     pause.release()
     deleted = delete.result()
     assert planned.read_version < deleted.to_version
-    outcome = c.commit_compaction(planned, results)
+    outcome = c.versions.commit_compaction(planned, results)
     assert outcome.status in ("committed", "skipped-stale")
     assert_tables(c, {T: [0, 1, 3]})
     deleter.close()
@@ -212,16 +212,16 @@ def test_compaction_planned_on_an_unfinalized_delete(lake: Lake) -> None:
     c = lake.catalog
     _fragmented(c)
     deleter, pause = paused(lake, "delete:after-commit")
-    delete = Background(lambda: deleter.delete_rows(T, "id = 2"))
+    delete = Background(lambda: deleter.tables.delete_rows(T, "id = 2"))
     assert pause.reached.wait(30)
-    planned = c.plan_compaction(T)
-    results = c.execute_compaction(planned)
+    planned = c.versions.plan_compaction(T)
+    results = c.versions.execute_compaction(planned)
     pause.release()
     deleted = delete.result()
     assert planned.read_version == deleted.to_version
-    assert c.commit_compaction(planned, results).status == "committed"
+    assert c.versions.commit_compaction(planned, results).status == "committed"
     assert_tables(c, {T: [0, 1, 3]})
-    assert c.describe_table(T).fragments == 1
+    assert c.reads.describe_table(T).fragments == 1
     deleter.close()
 
 
@@ -229,16 +229,16 @@ def test_delete_queued_behind_a_compaction_commit_lands_on_top(lake: Lake) -> No
     c = lake.catalog
     _fragmented(c)
     compactor, pause = paused(lake, "compact:before-write")
-    compaction = Background(lambda: compactor.compact(T))
+    compaction = Background(lambda: compactor.versions.compact(T))
     assert pause.reached.wait(30)  # holds the table's lease until its commit is done
     other = lake.new_catalog()
-    delete = Background(lambda: other.delete_rows(T, "id = 2"))
+    delete = Background(lambda: other.tables.delete_rows(T, "id = 2"))
     pause.release()
     compacted = compaction.result()
     deleted = delete.result()
     assert compacted.status == "committed"
     assert deleted.to_version is not None and deleted.to_version > compacted.version
     assert_tables(c, {T: [0, 1, 3]})
-    assert ids_of(c.open_table(T, compacted.version)) == [0, 1, 2, 3]
+    assert ids_of(c.reads.open_table(T, compacted.version)) == [0, 1, 2, 3]
     compactor.close()
     other.close()

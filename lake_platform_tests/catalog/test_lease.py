@@ -151,7 +151,7 @@ _CHILD = textwrap.dedent("""
             sys.stdin.readline()  # until killed
 
     catalog = Catalog(load_settings(home=Path(sys.argv[1])), hook=hold)
-    catalog.append(sys.argv[2], pa.table({"id": pa.array([666], pa.int64()), "tag": ["ghost"]}).to_reader())
+    catalog.tables.append(sys.argv[2], pa.table({"id": pa.array([666], pa.int64()), "tag": ["ghost"]}).to_reader())
     print("wrote", flush=True)
 """)
 
@@ -165,11 +165,11 @@ def test_a_writer_killed_mid_write_frees_its_table_at_once(
     assert settings.lease_ttl_seconds == TTL
     catalog = Catalog(settings)
     try:
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w")
-        catalog.create_namespace("p.w.ns")
-        catalog.create_table(T, rows([1]))
-        incarnation = catalog.open_table(T).record.incarnation
+        catalog.containers.create_project("p")
+        catalog.containers.create_warehouse("p.w")
+        catalog.containers.create_namespace("p.w.ns")
+        catalog.tables.create_table(T, rows([1]))
+        incarnation = catalog.reads.open_table(T).record.incarnation
         child = subprocess.Popen(
             [sys.executable, "-c", _CHILD, str(home), T],
             stdin=subprocess.PIPE,
@@ -202,8 +202,8 @@ def test_a_writer_killed_mid_write_frees_its_table_at_once(
         with pytest.raises(ConditionFailed), ghost.fenced() as fence:
             catalog.store.transact([fence])
         catalog.gate.release(lease)
-        catalog.append(T, rows([2]))
-        assert ids_of(catalog.open_table(T)) == [1, 2]
+        catalog.tables.append(T, rows([2]))
+        assert ids_of(catalog.reads.open_table(T)) == [1, 2]
     finally:
         catalog.close()
 

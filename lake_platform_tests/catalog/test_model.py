@@ -132,10 +132,10 @@ class CatalogMachine(RuleBasedStateMachine):
         # Another writer on the same registry and storage, for steps that land inside a cascade.
         self.other = Catalog(self.env.settings, clock=self.clock, heartbeat=False)
         self.pending: tuple[str, Callable[[], None]] | None = None
-        self.catalog.create_project("p")
-        self.catalog.create_warehouse(WAREHOUSE, root=self.env.root)
+        self.catalog.containers.create_project("p")
+        self.catalog.containers.create_warehouse(WAREHOUSE, root=self.env.root)
         for ns in NAMESPACES:
-            self.catalog.create_namespace(ns)
+            self.catalog.containers.create_namespace(ns)
         self.model = CatalogModel(set(NAMESPACES))
         self.next_id = 0
         self.locations: set[str] = set()
@@ -226,9 +226,12 @@ class CatalogMachine(RuleBasedStateMachine):
 
     def _create(self, name: str, ids: tuple[int, ...], catalog: Catalog | None = None) -> None:
         catalog = catalog or self.catalog
-        if self._call(self.model.create_error(name), lambda: catalog.create_table(name, _rows(ids))) is None:
+        if (
+            self._call(self.model.create_error(name), lambda: catalog.tables.create_table(name, _rows(ids)))
+            is None
+        ):
             return
-        info = catalog.describe_table(name, with_stats=False)
+        info = catalog.reads.describe_table(name, with_stats=False)
         known = {i.id for i in self.model.tables.values()} | {t.inc.id for t in self.model.trash}
         known |= {i.id for i in self.model.purged}
         assert info.incarnation not in known, "a recreated table must get a new incarnation"
@@ -243,7 +246,7 @@ class CatalogMachine(RuleBasedStateMachine):
         self._append(name, self._fresh(count))
 
     def _append(self, name: str, ids: tuple[int, ...]) -> None:
-        if self._ok(self.model.append_error(name), lambda: self.catalog.append(name, _rows(ids))):
+        if self._ok(self.model.append_error(name), lambda: self.catalog.tables.append(name, _rows(ids))):
             self.model.append(name, ids)
 
     @rule(data=st.data(), purge=st.sampled_from([False, False, True]))
@@ -253,7 +256,7 @@ class CatalogMachine(RuleBasedStateMachine):
         self._drop(name, purge)
 
     def _drop(self, name: str, purge: bool) -> None:
-        if self._ok(self.model.drop_error(name), lambda: self.catalog.drop_table(name, purge=purge)):
+        if self._ok(self.model.drop_error(name), lambda: self.catalog.trash.drop_table(name, purge=purge)):
             self.model.drop(name, self.clock.wall_ms(), purge=purge)
 
     @rule(data=st.data(), as_name=st.none() | st.sampled_from(TABLES))
@@ -263,7 +266,8 @@ class CatalogMachine(RuleBasedStateMachine):
         self._step("undrop")
         into = as_name or name
         result = self._call(
-            self.model.undrop_error(name, into), lambda: self.catalog.undrop_table(name, as_name=as_name)
+            self.model.undrop_error(name, into),
+            lambda: self.catalog.trash.undrop_table(name, as_name=as_name),
         )
         if result is not None:
             self.model.undrop(name, into)
@@ -274,7 +278,8 @@ class CatalogMachine(RuleBasedStateMachine):
         name = self._live(data)
         self._step("protect")
         if self._ok(
-            self.model.protect_error(name), lambda: self.catalog.set_protected(name, on, kind="table")
+            self.model.protect_error(name),
+            lambda: self.catalog.containers.set_protected(name, on, kind="table"),
         ):
             self.model.protect(name, on)
 
@@ -288,11 +293,11 @@ class CatalogMachine(RuleBasedStateMachine):
         name = _pick(data, tagged_here, TABLES) if remove else self._live(data)
         self._step("tag")
         if remove:
-            if self._ok(self.model.untag_error(name, tag), lambda: self.catalog.delete_tag(name, tag)):
+            if self._ok(self.model.untag_error(name, tag), lambda: self.catalog.tags.delete_tag(name, tag)):
                 self.model.untag(name, tag)
             return
         tagged = self._call(
-            self.model.tag_error(name, tag, version), lambda: self.catalog.create_tag(name, tag, version)
+            self.model.tag_error(name, tag, version), lambda: self.catalog.tags.create_tag(name, tag, version)
         )
         if tagged is not None:
             assert tagged == (version or self.model.tables[name].current)
@@ -303,7 +308,9 @@ class CatalogMachine(RuleBasedStateMachine):
         name = self._live(data)
         self._step("compact")
         expected = self.model.maintain_error(name)
-        result = self._call(expected, lambda: self.catalog.compact(name, target_rows_per_fragment=1024))
+        result = self._call(
+            expected, lambda: self.catalog.versions.compact(name, target_rows_per_fragment=1024)
+        )
         if result is None:
             return
         before = self.model.tables[name].current
@@ -321,7 +328,7 @@ class CatalogMachine(RuleBasedStateMachine):
         self._step("cleanup")
         result = self._call(
             self.model.maintain_error(name),
-            lambda: self.catalog.cleanup(name, retention=timedelta(0), retain_versions=retain),
+            lambda: self.catalog.versions.cleanup(name, retention=timedelta(0), retain_versions=retain),
         )
         if result is None:
             return
@@ -347,16 +354,17 @@ class CatalogMachine(RuleBasedStateMachine):
             fired.append(op)
             refused = self.model.drop_error(name) if op == "drop" else None
             if op == "tag":
-                self._call(LeaseUnavailable, lambda: self.other.create_tag(name, TAGS[0], doomed[0]))
+                self._call(LeaseUnavailable, lambda: self.other.tags.create_tag(name, TAGS[0], doomed[0]))
             elif op == "append":
-                self._call(LeaseUnavailable, lambda: self.other.append(name, _rows(self._fresh(1))))
+                self._call(LeaseUnavailable, lambda: self.other.tables.append(name, _rows(self._fresh(1))))
             else:
-                self._call(refused or LeaseUnavailable, lambda: self.other.drop_table(name))
+                self._call(refused or LeaseUnavailable, lambda: self.other.trash.drop_table(name))
 
         self.pending = ("cleanup:chose-versions", interleave)
         try:
             result = self._call(
-                expected, lambda: self.catalog.cleanup(name, retention=timedelta(0), retain_versions=retain)
+                expected,
+                lambda: self.catalog.versions.cleanup(name, retention=timedelta(0), retain_versions=retain),
             )
         finally:
             self.pending = None
@@ -376,7 +384,7 @@ class CatalogMachine(RuleBasedStateMachine):
         self._step("set_policy")
         if self._ok(
             self.model.set_policy_error(scope),
-            lambda: self.catalog.set_policy(scope, {"trash_grace_seconds": hours * 3600}),
+            lambda: self.catalog.policies.set_policy(scope, {"trash_grace_seconds": hours * 3600}),
         ):
             self.model.set_policy(scope, hours * 3_600_000)
 
@@ -384,7 +392,9 @@ class CatalogMachine(RuleBasedStateMachine):
     def create_namespace(self, data: st.DataObject) -> None:
         ns = _pick(data, [n for n in NAMESPACES if n not in self.model.namespaces], NAMESPACES)
         self._step("create_namespace")
-        if self._ok(self.model.create_namespace_error(ns), lambda: self.catalog.create_namespace(ns)):
+        if self._ok(
+            self.model.create_namespace_error(ns), lambda: self.catalog.containers.create_namespace(ns)
+        ):
             self.model.create_namespace(ns)
 
     @rule(data=st.data(), cascade=st.booleans())
@@ -393,7 +403,7 @@ class CatalogMachine(RuleBasedStateMachine):
         self._step("drop_namespace")
         if self._ok(
             self.model.drop_namespace_error(ns, cascade=cascade),
-            lambda: self.catalog.drop_namespace(ns, cascade=cascade),
+            lambda: self.catalog.cascade.drop_namespace(ns, cascade=cascade),
         ):
             self.model.drop_namespace(ns, self.clock.wall_ms())
 
@@ -418,7 +428,7 @@ class CatalogMachine(RuleBasedStateMachine):
             self.model.dropping = ns if phase == "table" else None
             try:
                 self.clock.advance(tick)
-                if self._ok(self.model.drop_error(name), lambda: self.other.drop_table(name)):
+                if self._ok(self.model.drop_error(name), lambda: self.other.trash.drop_table(name)):
                     self.model.drop(name, self.clock.wall_ms(), purge=False)
                 if recreate:
                     self.clock.advance(tick)
@@ -429,7 +439,7 @@ class CatalogMachine(RuleBasedStateMachine):
 
         self.pending = (f"drop-namespace:{phase}", interleave)
         try:
-            result = self._call(expected, lambda: self.catalog.drop_namespace(ns, cascade=True))
+            result = self._call(expected, lambda: self.catalog.cascade.drop_namespace(ns, cascade=True))
         finally:
             self.pending = None
         if result is not None:
@@ -440,7 +450,7 @@ class CatalogMachine(RuleBasedStateMachine):
     def undrop_namespace(self, data: st.DataObject) -> None:
         ns = _pick(data, sorted({r.namespace for r in self.model.ns_trash}), NAMESPACES)
         self._step("undrop_namespace")
-        if self._ok(self.model.undrop_namespace_error(ns), lambda: self.catalog.undrop_namespace(ns)):
+        if self._ok(self.model.undrop_namespace_error(ns), lambda: self.catalog.trash.undrop_namespace(ns)):
             self.model.undrop_namespace(ns)
 
     @rule(hours=st.sampled_from([0, 1, 72, 170]))
@@ -448,7 +458,7 @@ class CatalogMachine(RuleBasedStateMachine):
         """Catalog time passes (170 h is past the default seven-day grace), then expiry runs."""
         self._step("expire")
         self.clock.advance(hours * 3600)
-        purged = self.catalog.expire_trash()
+        purged = self.catalog.trash.expire_trash()
         self.tally.outcomes[f"{self.op}: ok"] += 1
         gone = self.model.expire(self.clock.wall_ms())
         assert sorted(r.table for r in purged) == sorted(t.name for t in gone)
@@ -470,10 +480,12 @@ class CatalogMachine(RuleBasedStateMachine):
         }
         assert policies == model.policies, "policy records (scope → trash grace ms)"
 
-        registered = {r.name: (r.incarnation, r.current_version) for r in catalog.list_tables(WAREHOUSE)}
+        registered = {
+            r.name: (r.incarnation, r.current_version) for r in catalog.reads.list_tables(WAREHOUSE)
+        }
         assert registered == {n: (i.id, i.current) for n, i in model.tables.items()}
 
-        trash = catalog.list_trash(WAREHOUSE)
+        trash = catalog.trash.list_trash(WAREHOUSE)
         tables_trash = sorted(
             (
                 r.target,
@@ -507,17 +519,19 @@ class CatalogMachine(RuleBasedStateMachine):
             self._check_purged(inc)
 
     def _check_registered(self, name: str, inc: Incarnation) -> None:
-        snap = self.catalog.open_table(name)
+        snap = self.catalog.reads.open_table(name)
         assert (snap.version, _ids(snap)) == (inc.current, inc.rows), f"{name}: current version or rows"
         assert engine.tagged_versions(snap.dataset) == inc.tags, f"{name}: tags"
-        assert self.catalog.describe_table(name, with_stats=False).protected == inc.protected
+        assert self.catalog.reads.describe_table(name, with_stats=False).protected == inc.protected
         for version, rows in inc.history.items():
             if version != inc.current:
-                assert _ids(self.catalog.open_table(name, version)) == rows, f"{name}: rows at v{version}"
+                assert _ids(self.catalog.reads.open_table(name, version)) == rows, (
+                    f"{name}: rows at v{version}"
+                )
         for version in range(1, inc.current):
             if version not in inc.history:
                 with pytest.raises(TableVersionNotFound):
-                    self.catalog.open_table(name, version)
+                    self.catalog.reads.open_table(name, version)
         self._check_kept(inc)
 
     def _check_kept(self, inc: Incarnation) -> None:

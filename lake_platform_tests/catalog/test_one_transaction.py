@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.storage import _object_path
 from lake_platform.errors import InvalidTableState
@@ -59,14 +60,14 @@ def recorded_writes(store: Any) -> Iterator[list[list[str]]]:
 def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
     """A writer that did not write the table last (here: another process's catalog) acquires
     the lease first."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     other = lake.new_catalog()
     try:
         with recorded_writes(other.store) as writes:
-            other.append(T, rows([2]))
+            other.tables.append(T, rows([2]))
     finally:
         other.close()
-    record = lake.catalog.open_table(T).record
+    record = lake.catalog.reads.open_table(T).record
     lease_key = keys.lease(record.incarnation)
     assert len(writes) == 2, writes  # lease acquire, then the commit, which also releases it
     assert writes[0] == [lease_key]
@@ -80,21 +81,21 @@ def test_an_append_is_two_registry_writes_lease_and_commit(lake: Lake) -> None:
     assert ver.staged_from is not None and engine.is_staging_manifest(ver.staged_from)
     assert engine.manifest_exists(record.location, ver.manifest_path, storage)
     assert not engine.manifest_exists(record.location, ver.staged_from, storage)  # tidied up
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_the_last_writer_appends_small_rows_in_one_registry_write(lake: Lake) -> None:
     """The writer that landed the table's current version appends a small batch without
     acquiring the lease: its one commit is conditional on the released lease record (and
     releases it again, token kept), so it lands only if nobody took the lease since."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     store = lake.catalog.store
-    record = lake.catalog.open_table(T).record
+    record = lake.catalog.reads.open_table(T).record
     lease_key = keys.lease(record.incarnation)
     before = store.get(lease_key)
     assert before is not None and decode(LeaseRecord, before.value).released
     with recorded_writes(store) as writes:
-        result = lake.catalog.append(T, rows([2]))
+        result = lake.catalog.tables.append(T, rows([2]))
     assert result.to_version == 2
     assert len(writes) == 1, writes  # the commit alone
     assert {keys.version(record.incarnation, 2), keys.table(TableName.parse(T)), lease_key} <= set(writes[0])
@@ -107,15 +108,15 @@ def test_the_last_writer_appends_small_rows_in_one_registry_write(lake: Lake) ->
     assert not engine.is_staging_manifest(ver.manifest_path)
     assert engine.manifest_exists(record.location, ver.manifest_path, storage)
     assert not engine.manifest_exists(record.location, ver.staged_from or "", storage)
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_a_squatter_on_the_canonical_path_keeps_the_version_at_its_staging_manifest(lake: Lake) -> None:
     """A manifest written around the registry at the path the next version will use: the commit
     registers its staging manifest (the old form) instead, never the squatter's bytes, and the
     next writer quarantines the squatter."""
-    lake.catalog.create_table(T, rows([1]))
-    record = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([1]))
+    record = lake.catalog.reads.open_table(T).record
     storage = lake.settings.storage_options(record.location)
     squat = engine.canonical_manifest_path(version_record(lake.catalog, 1).manifest_path, 2)
     bogus = version_record(lake.catalog, 1).manifest_path  # a real manifest, of another version
@@ -130,30 +131,30 @@ def test_a_squatter_on_the_canonical_path_keeps_the_version_at_its_staging_manif
 
     writer = lake.new_catalog(hook=squat_after_staging)
     try:
-        result = writer.append(T, rows([2]))
+        result = writer.tables.append(T, rows([2]))
     finally:
         writer.close()
     assert result.to_version == 2
     ver = version_record(lake.catalog, 2)
     assert ver.manifest_path != squat and ver.staged_from is None
-    assert lake.catalog.append(T, rows([3])).to_version == 3  # settle moves the squatter aside
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
-    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
+    assert lake.catalog.tables.append(T, rows([3])).to_version == 3  # settle moves the squatter aside
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.reads.open_table(T, 2)) == [1, 2]
 
 
 def op_append_two(catalog: Catalog, commit_id: str) -> object:
     """The killed writer's operation (module level: the forkserver child imports it by name)."""
-    return catalog.append(T, rows([2]), commit_id=commit_id)
+    return catalog.tables.append(T, rows([2]), by=Provenance(commit_id=commit_id))
 
 
 @pytest.fixture
 def killable(tmp_path: Path) -> Any:
     settings = lake_settings(tmp_path / "home")
     with Catalog(settings) as c:
-        c.create_project("p")
-        c.create_warehouse("p.w", root=str(tmp_path / "wh"))
-        c.create_namespace("p.w.ns")
-        c.create_table(T, rows([1]))
+        c.containers.create_project("p")
+        c.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))
+        c.containers.create_namespace("p.w.ns")
+        c.tables.create_table(T, rows([1]))
     return settings, tmp_path / "wh"
 
 
@@ -167,7 +168,7 @@ def test_a_writer_killed_between_its_commit_and_the_publish_loses_nothing(killab
     code, _ = faults.kill_writer(settings, op_append_two, "append:registered", 1, COMMIT)
     assert code == -signal.SIGKILL
     with Catalog(settings) as c:
-        record = c.open_table(T, 1).record
+        record = c.reads.open_table(T, 1).record
         assert record.current_version == 2  # the commit landed
         ver = version_record(c, 2)
         storage = settings.storage_options(record.location)
@@ -177,16 +178,16 @@ def test_a_writer_killed_between_its_commit_and_the_publish_loses_nothing(killab
         )
         before = files(root)
         with pytest.raises(InvalidTableState, match="not finalized"):
-            c.open_table(T)
+            c.reads.open_table(T)
         assert files(root) == before  # a refused read writes nothing
-        assert ids_of(c.open_table(T, 1)) == [1]
+        assert ids_of(c.reads.open_table(T, 1)) == [1]
         # The retry finds its commit id landed (invariant 5) and reports it, writing nothing.
         again = op_append_two(c, COMMIT)
         assert again.replayed and again.to_version == 2  # type: ignore[attr-defined]
         # The next writer publishes the stopped one's version before building on it.
-        assert c.append(T, rows([3])).to_version == 3
-        assert ids_of(c.open_table(T)) == [1, 2, 3]
-        assert ids_of(c.open_table(T, 2)) == [1, 2]
+        assert c.tables.append(T, rows([3])).to_version == 3
+        assert ids_of(c.reads.open_table(T)) == [1, 2, 3]
+        assert ids_of(c.reads.open_table(T, 2)) == [1, 2]
         assert engine.manifest_exists(record.location, ver.manifest_path, storage)
         faults.check_registry_matches_engine(c)
 
@@ -197,11 +198,11 @@ def test_finish_versions_publishes_what_a_killed_writer_registered(killable: Any
     code, _ = faults.kill_writer(settings, op_append_two, "append:registered", 1, COMMIT)
     assert code == -signal.SIGKILL
     with Catalog(settings) as c:
-        assert c.finish_versions(T) == [2]
-        assert c.finish_versions(T) == []  # idempotent
-        assert ids_of(c.open_table(T)) == [1, 2]
+        assert c.manifests.finish_versions(T) == [2]
+        assert c.manifests.finish_versions(T) == []  # idempotent
+        assert ids_of(c.reads.open_table(T)) == [1, 2]
         ver = version_record(c, 2)
-        record = c.open_table(T).record
+        record = c.reads.open_table(T).record
         assert ver.staged_from is not None
         assert not engine.manifest_exists(
             record.location, ver.staged_from, settings.storage_options(record.location)
@@ -215,8 +216,8 @@ def test_a_commit_that_releases_still_fences_a_writer_whose_lease_was_taken(lake
     left as it was (never marked released by the stale writer)."""
     from lake_platform.errors import LeaseExpired
 
-    lake.catalog.create_table(T, rows([1]))
-    incarnation = lake.catalog.open_table(T).record.incarnation
+    lake.catalog.tables.create_table(T, rows([1]))
+    incarnation = lake.catalog.reads.open_table(T).record.incarnation
     store = lake.catalog.store
     taken: dict[str, Any] = {}
 
@@ -231,14 +232,14 @@ def test_a_commit_that_releases_still_fences_a_writer_whose_lease_was_taken(lake
     stale = lake.new_catalog(hook=take_over)
     try:
         with pytest.raises(LeaseExpired):
-            stale.append(T, rows([2]))
+            stale.tables.append(T, rows([2]))
     finally:
         stale.close()
     after = store.get(keys.lease(incarnation))
     assert after == taken["item"]  # untouched: not released by the stale writer
     assert not decode(LeaseRecord, after.value).released  # type: ignore[union-attr]
-    assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
-    assert ids_of(lake.catalog.open_table(T)) == [1]
+    assert lake.catalog.reads.describe_table(T, with_stats=False).current_version == 1
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1]
 
 
 @pytest.mark.slow
@@ -256,7 +257,7 @@ def test_a_client_listing_versions_right_after_an_unlinked_commit_finds_the_file
     assert code == -signal.SIGKILL
     with Catalog(settings) as c:
         ver = version_record(c, 2)
-        record = c.open_table(T, 1).record
+        record = c.reads.open_table(T, 1).record
         storage = settings.storage_options(record.location)
         assert not engine.manifest_exists(record.location, ver.manifest_path, storage)
         ns = LakeNamespace(c)
@@ -268,7 +269,7 @@ def test_a_client_listing_versions_right_after_an_unlinked_commit_finds_the_file
             rows([3]).read_all(), namespace_client=ns, table_id=T.split("."), mode="append"
         )
         assert ds.version == 3
-        assert ids_of(c.open_table(T)) == [1, 2, 3]
+        assert ids_of(c.reads.open_table(T)) == [1, 2, 3]
         faults.check_registry_matches_engine(c)
 
 
@@ -290,8 +291,8 @@ def test_a_rest_commit_on_a_free_lease_is_one_registry_write(lake: Lake) -> None
     """A REST client's CreateTableVersion is one commit with the client's data already written:
     on a free (released) lease it is not acquired at all; the commit is conditional on the free
     record's revision and leaves it released."""
-    lake.catalog.create_table(T, rows([1]))
-    incarnation = lake.catalog.open_table(T).record.incarnation
+    lake.catalog.tables.create_table(T, rows([1]))
+    incarnation = lake.catalog.reads.open_table(T).record.incarnation
     store = lake.catalog.store
     before = store.get(keys.lease(incarnation))
     assert before is not None and decode(LeaseRecord, before.value).released
@@ -301,7 +302,7 @@ def test_a_rest_commit_on_a_free_lease_is_one_registry_write(lake: Lake) -> None
     after = store.get(keys.lease(incarnation))
     assert after is not None and after.revision == before.revision + 1
     assert decode(LeaseRecord, after.value).released
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_a_rest_commit_racing_an_acquirer_is_refused_then_retried(lake: Lake) -> None:
@@ -312,7 +313,7 @@ def test_a_rest_commit_racing_an_acquirer_is_refused_then_retried(lake: Lake) ->
 
     from lake_platform.catalog.lease import WriteGate
 
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     store = lake.catalog.store
     gate = lake.catalog.gate
     real = gate.hold_for_commit
@@ -334,7 +335,7 @@ def test_a_rest_commit_racing_an_acquirer_is_refused_then_retried(lake: Lake) ->
                 assert item is not None
                 seen.append(
                     (
-                        lake.catalog.describe_table(T, with_stats=False).current_version,
+                        lake.catalog.reads.describe_table(T, with_stats=False).current_version,
                         decode(LeaseRecord, item.value).holder == "someone-else",
                     )
                 )
@@ -346,5 +347,5 @@ def test_a_rest_commit_racing_an_acquirer_is_refused_then_retried(lake: Lake) ->
     finally:
         gate.hold_for_commit = real  # type: ignore[method-assign]
     assert seen == [(1, True)]  # the raced attempt landed nothing and left the acquirer's lease
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
-    assert [e.to_version for e in lake.catalog.history(T)] == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
+    assert [e.to_version for e in lake.catalog.reads.history(T)] == [1, 2]

@@ -9,6 +9,7 @@ import pytest
 
 from lake_platform.catalog.policies import Policy, PolicyRecord, parse_assignments
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, NamespaceNotFound, PermissionDenied, PolicyNotFound
 from lake_platform.registry import keys
@@ -25,86 +26,92 @@ def files(lake: Lake, location: str) -> list[Any]:
 
 def test_a_dropped_tables_policy_does_not_govern_its_replacement(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
-    c.set_policy(T, parse_assignments(["trash_grace=0s"]))
-    c.drop_table(T)  # destroyed at once: that is what this incarnation's policy said
-    c.create_table(T, rows([2]))
-    assert c.effective_policy(T).source is None
-    location = c.open_table(T).record.location
-    c.drop_table(T)  # the default grace applies: the data must survive in the trash
-    assert files(lake, location) and [r.target for r in c.list_trash(T)] == [T]
-    c.undrop_table(T)
-    assert ids_of(c.open_table(T)) == [2]
+    c.tables.create_table(T, rows([1]))
+    c.policies.set_policy(T, parse_assignments(["trash_grace=0s"]))
+    c.trash.drop_table(T)  # destroyed at once: that is what this incarnation's policy said
+    c.tables.create_table(T, rows([2]))
+    assert c.policies.effective_policy(T).source is None
+    location = c.reads.open_table(T).record.location
+    c.trash.drop_table(T)  # the default grace applies: the data must survive in the trash
+    assert files(lake, location) and [r.target for r in c.trash.list_trash(T)] == [T]
+    c.trash.undrop_table(T)
+    assert ids_of(c.reads.open_table(T)) == [2]
 
 
 def test_undrop_brings_the_tables_policy_back_even_under_another_name(lake: Lake) -> None:
     c = lake.catalog
-    c.create_table(T, rows([1]))
-    c.set_policy(T, {"retain_versions": 3})
-    c.drop_table(T)
-    c.create_table(T, rows([2]))
-    c.set_policy(T, {"retain_versions": 4})
-    c.drop_table(T)
-    first, second = [r.table.incarnation for r in c.list_trash(T) if r.table]  # type: ignore[union-attr]
-    c.undrop_table(T, incarnation=first)
-    assert (c.effective_policy(T).source, c.effective_policy(T).policy.retain_versions) == (T, 3)
-    c.undrop_table(T, as_name="p.w.ns.t2", incarnation=second)
-    assert c.effective_policy("p.w.ns.t2").policy.retain_versions == 4
-    assert c.effective_policy(T).policy.retain_versions == 3
+    c.tables.create_table(T, rows([1]))
+    c.policies.set_policy(T, {"retain_versions": 3})
+    c.trash.drop_table(T)
+    c.tables.create_table(T, rows([2]))
+    c.policies.set_policy(T, {"retain_versions": 4})
+    c.trash.drop_table(T)
+    first, second = [r.table.incarnation for r in c.trash.list_trash(T) if r.table]  # type: ignore[union-attr]
+    c.trash.undrop_table(T, incarnation=first)
+    assert (c.policies.effective_policy(T).source, c.policies.effective_policy(T).policy.retain_versions) == (
+        T,
+        3,
+    )
+    c.trash.undrop_table(T, as_name="p.w.ns.t2", incarnation=second)
+    assert c.policies.effective_policy("p.w.ns.t2").policy.retain_versions == 4
+    assert c.policies.effective_policy(T).policy.retain_versions == 3
 
 
 def test_container_policies_die_with_the_container(lake: Lake) -> None:
     c = lake.catalog
-    c.create_warehouse("p.w2")
-    c.create_namespace("p.w2.ns")
+    c.containers.create_warehouse("p.w2")
+    c.containers.create_namespace("p.w2.ns")
     for scope in ("p.w2", "p.w2.ns"):
-        c.set_policy(scope, parse_assignments(["trash_grace=0s"]))
-    c.drop_namespace("p.w2.ns")
-    c.drop_warehouse("p.w2")
-    c.create_warehouse("p.w2")
-    c.create_namespace("p.w2.ns")
-    assert c.effective_policy("p.w2.ns").source is None
-    c.create_project("q")
-    c.set_policy("q", {"retain_versions": 2})
-    c.drop_project("q")
-    c.create_project("q")
-    assert c.effective_policy("q").source is None
+        c.policies.set_policy(scope, parse_assignments(["trash_grace=0s"]))
+    c.cascade.drop_namespace("p.w2.ns")
+    c.containers.drop_warehouse("p.w2")
+    c.containers.create_warehouse("p.w2")
+    c.containers.create_namespace("p.w2.ns")
+    assert c.policies.effective_policy("p.w2.ns").source is None
+    c.containers.create_project("q")
+    c.policies.set_policy("q", {"retain_versions": 2})
+    c.containers.drop_project("q")
+    c.containers.create_project("q")
+    assert c.policies.effective_policy("q").source is None
 
 
 def test_cascade_keeps_subtree_policies_for_undrop_only(lake: Lake) -> None:
     c = lake.catalog
-    c.create_namespace("p.w.ns.sub")
-    c.create_table("p.w.ns.sub.t", rows([1]))
-    c.set_policy("p.w.ns", {"retain_versions": 5})
-    c.set_policy("p.w.ns.sub", {"retain_versions": 6})
-    c.set_policy("p.w.ns.sub.t", {"retain_versions": 7})
-    c.drop_namespace("p.w.ns", cascade=True)
-    c.create_namespace("p.w.ns")
-    c.create_namespace("p.w.ns.sub")
-    assert c.effective_policy("p.w.ns.sub").source is None  # a new namespace inherits nothing
-    c.drop_namespace("p.w.ns.sub")
-    c.drop_namespace("p.w.ns")
-    c.undrop_namespace("p.w.ns")
+    c.containers.create_namespace("p.w.ns.sub")
+    c.tables.create_table("p.w.ns.sub.t", rows([1]))
+    c.policies.set_policy("p.w.ns", {"retain_versions": 5})
+    c.policies.set_policy("p.w.ns.sub", {"retain_versions": 6})
+    c.policies.set_policy("p.w.ns.sub.t", {"retain_versions": 7})
+    c.cascade.drop_namespace("p.w.ns", cascade=True)
+    c.containers.create_namespace("p.w.ns")
+    c.containers.create_namespace("p.w.ns.sub")
+    assert c.policies.effective_policy("p.w.ns.sub").source is None  # a new namespace inherits nothing
+    c.cascade.drop_namespace("p.w.ns.sub")
+    c.cascade.drop_namespace("p.w.ns")
+    c.trash.undrop_namespace("p.w.ns")
     assert [
-        c.effective_policy(s).policy.retain_versions for s in ("p.w.ns", "p.w.ns.sub", "p.w.ns.sub.t")
+        c.policies.effective_policy(s).policy.retain_versions
+        for s in ("p.w.ns", "p.w.ns.sub", "p.w.ns.sub.t")
     ] == [5, 6, 7]
 
 
 def test_unset_resets_fields_and_delete_removes_the_record(lake: Lake) -> None:
     c = lake.catalog
-    c.set_policy("p.w", {"retain_versions": 2})
-    c.set_policy("p.w.ns", parse_assignments(["retain_versions=3", "retention=1d", "trash_grace=1h"]))
-    record = c.unset_policy("p.w.ns", ["retention", "trash_grace"])
+    c.policies.set_policy("p.w", {"retain_versions": 2})
+    c.policies.set_policy(
+        "p.w.ns", parse_assignments(["retain_versions=3", "retention=1d", "trash_grace=1h"])
+    )
+    record = c.policies.unset_policy("p.w.ns", ["retention", "trash_grace"])
     assert (
         record.policy.retain_versions,
         record.policy.retention_seconds,
         record.policy.trash_grace_seconds,
     ) == (3, 7 * 86400, 7 * 86400)
-    assert c.effective_policy("p.w.ns").source == "p.w.ns"  # the record still wins, whole
-    c.delete_policy("p.w.ns")
-    eff = c.effective_policy("p.w.ns")
+    assert c.policies.effective_policy("p.w.ns").source == "p.w.ns"  # the record still wins, whole
+    c.policies.delete_policy("p.w.ns")
+    eff = c.policies.effective_policy("p.w.ns")
     assert (eff.source, eff.policy.retain_versions) == ("p.w", 2)
-    ops = [(e.operation, e.detail) for e in c.history("p.w.ns")]
+    ops = [(e.operation, e.detail) for e in c.reads.history("p.w.ns")]
     assert ("policy unset", {"fields": ["retention", "trash_grace"]}) in ops and ("policy delete", {}) in ops
 
 
@@ -113,28 +120,31 @@ def test_delete_removes_a_record_whose_object_is_gone(lake: Lake) -> None:
     c = lake.catalog
     stale = PolicyRecord(scope="p.w.ns.gone", policy=Policy(trash_grace_seconds=0))
     c.store.transact([Put(keys.policy("p.w.ns.gone"), stale.encode(), ABSENT)])
-    c.delete_policy("p.w.ns.gone")
+    c.policies.delete_policy("p.w.ns.gone")
     assert c.store.get(keys.policy("p.w.ns.gone")) is None
-    assert c.history("p.w.ns.gone")[-1].operation == "policy delete"
+    assert c.reads.history("p.w.ns.gone")[-1].operation == "policy delete"
     with pytest.raises(PolicyNotFound):
-        c.delete_policy("p.w.ns.gone")
+        c.policies.delete_policy("p.w.ns.gone")
 
 
 @pytest.mark.parametrize(
     "call, error",
     [
-        (lambda c: c.unset_policy("p.w", ["nope"]), InvalidInput),
-        (lambda c: c.unset_policy("p.w", []), InvalidInput),
-        (lambda c: c.unset_policy("p.w.ns", ["retention"]), PolicyNotFound),
-        (lambda c: c.delete_policy("p.w.ns"), PolicyNotFound),
-        (lambda c: c.delete_policy("P.w"), InvalidInput),
-        (lambda c: c.unset_policy("p.w.zz", ["retention"]), NamespaceNotFound),
-        (lambda c: c.unset_policy("p.w", ["retention"], principal=WRITER), PermissionDenied),
-        (lambda c: c.delete_policy("p.w", principal=WRITER), PermissionDenied),
+        (lambda c: c.policies.unset_policy("p.w", ["nope"]), InvalidInput),
+        (lambda c: c.policies.unset_policy("p.w", []), InvalidInput),
+        (lambda c: c.policies.unset_policy("p.w.ns", ["retention"]), PolicyNotFound),
+        (lambda c: c.policies.delete_policy("p.w.ns"), PolicyNotFound),
+        (lambda c: c.policies.delete_policy("P.w"), InvalidInput),
+        (lambda c: c.policies.unset_policy("p.w.zz", ["retention"]), NamespaceNotFound),
+        (
+            lambda c: c.policies.unset_policy("p.w", ["retention"], by=Provenance(principal=WRITER)),
+            PermissionDenied,
+        ),
+        (lambda c: c.policies.delete_policy("p.w", by=Provenance(principal=WRITER)), PermissionDenied),
     ],
 )
 def test_bad_unset_and_delete_change_nothing(lake: Lake, call: Any, error: type[Exception]) -> None:
-    lake.catalog.set_policy("p.w", {"retain_versions": 2})
+    lake.catalog.policies.set_policy("p.w", {"retain_versions": 2})
     before = state(lake), list(lake.catalog.store.scan_prefix("pol/"))
     with pytest.raises(error):
         call(lake.catalog)

@@ -43,7 +43,7 @@ def test_pylance_creates_appends_and_reads_registered_versions(lake: Lake) -> No
         mode="append",
         storage_options=storage_options_of(lake),
     )
-    snap = lake.catalog.open_table("p.w.ns.events")
+    snap = lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 2 and ids_of(snap) == [1, 2, 3]
     assert snap.schema.names == ["id", "v"] and snap.record.schema_ipc  # schema captured at first commit
     opened = lance.dataset(namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake))
@@ -54,7 +54,7 @@ def test_pylance_creates_appends_and_reads_registered_versions(lake: Lake) -> No
         ).count_rows()
         == 2
     )
-    history = lake.catalog.history("p.w.ns.events")
+    history = lake.catalog.reads.history("p.w.ns.events")
     # Each commit is logged as what the client did, with the rows and files it added.
     assert [(e.operation, e.to_version, e.rows_added, e.files_added) for e in history] == [
         ("declare", None, 0, 0),
@@ -80,7 +80,7 @@ def test_pylance_open_follows_registry_not_disk(lake: Lake) -> None:
         mode="create",
         storage_options=storage_options_of(lake),
     )
-    location = lake.catalog.open_table("p.w.ns.events").record.location
+    location = lake.catalog.reads.open_table("p.w.ns.events").record.location
     lance.write_dataset(
         events([99]), location, mode="append", storage_options=storage_options_of(lake)
     )  # rogue, bypassing
@@ -134,7 +134,7 @@ def test_pylance_obeys_permissions_and_tenancy(lake: Lake) -> None:
         )
     assert "may not" in str(err.value)
     with pytest.raises(TableNotFound):
-        lake.catalog.open_table("p.w.ns.events")
+        lake.catalog.reads.open_table("p.w.ns.events")
     owner = LakeNamespace(lake.catalog)
     lance.write_dataset(
         events([1]),
@@ -187,12 +187,12 @@ def test_a_pylance_index_build_is_a_registered_commit(lake: Lake) -> None:
     )
     ds = lance.dataset(namespace_client=ns, table_id=EVENTS, storage_options=storage_options_of(lake))
     ds.create_scalar_index("id", "BTREE")
-    snap = lake.catalog.open_table("p.w.ns.events")
+    snap = lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 2
-    assert [(i.name, i.kind, i.rows_indexed) for i in lake.catalog.list_indexes("p.w.ns.events")] == [
+    assert [(i.name, i.kind, i.rows_indexed) for i in lake.catalog.indexes.list_indexes("p.w.ns.events")] == [
         ("id_idx", "BTREE", 100)
     ]
-    last = lake.catalog.history("p.w.ns.events")[-1]
+    last = lake.catalog.reads.history("p.w.ns.events")[-1]
     assert (last.operation, last.to_version) == ("create-index", 2)
 
 
@@ -217,9 +217,9 @@ def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> No
     lance.write_dataset(wider, namespace_client=ns, table_id=EVENTS, mode="overwrite", storage_options=opts)
     after = lake.catalog.store.get(key)
     assert after is not None and after.revision == before.revision + 1  # one write of the record
-    snap = lake.catalog.open_table("p.w.ns.events")
+    snap = lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 2 and snap.schema.names == ["id", "v", "w"]
-    assert lake.catalog.table_schema("p.w.ns.events").names == ["id", "v", "w"]
+    assert lake.catalog.tables.table_schema("p.w.ns.events").names == ["id", "v", "w"]
     lance.write_dataset(
         events([3]).append_column("w", pa.array([2.5])),
         namespace_client=ns,
@@ -227,7 +227,7 @@ def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> No
         mode="append",
         storage_options=opts,
     )
-    assert lake.catalog.open_table("p.w.ns.events").schema.names == ["id", "v", "w"]
+    assert lake.catalog.reads.open_table("p.w.ns.events").schema.names == ["id", "v", "w"]
 
 
 def test_listing_versions_after_its_own_commit_checks_no_file(
@@ -309,7 +309,7 @@ def test_a_commit_under_a_free_lease_reads_the_table_once(
     lance.write_dataset(
         events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
     )
-    record = lake.catalog.open_table("p.w.ns.events").record
+    record = lake.catalog.reads.open_table("p.w.ns.events").record
     reads = _registry_reads_during_commits(lake, monkeypatch)
 
     lance.write_dataset(
@@ -317,7 +317,7 @@ def test_a_commit_under_a_free_lease_reads_the_table_once(
     )
 
     assert reads == [keys.table(TableName.parse("p.w.ns.events")), keys.lease(record.incarnation)]
-    assert ids_of(lake.catalog.open_table("p.w.ns.events")) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table("p.w.ns.events")) == [1, 2]
 
 
 def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lease(
@@ -337,7 +337,7 @@ def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lea
 
     def staged(self: LakeNamespace, record: Any, request: Any) -> Any:
         if not changed:
-            lake.catalog.set_protected("p.w.ns.events")
+            lake.catalog.containers.set_protected("p.w.ns.events")
             changed.append(record.current_version)
         return real_staged(self, record, request)
 
@@ -348,9 +348,9 @@ def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lea
         events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
     )
 
-    snap = lake.catalog.open_table("p.w.ns.events")
+    snap = lake.catalog.reads.open_table("p.w.ns.events")
     assert changed == [1]
     assert ids_of(snap) == [1, 2] and snap.version == 2
     assert snap.record.protected  # the retry committed over the changed record, not the one read first
     assert reads.count(keys.table(TableName.parse("p.w.ns.events"))) >= 2  # read again under the lease
-    assert [e.operation for e in lake.catalog.history("p.w.ns.events")][-1:] == ["append"]
+    assert [e.operation for e in lake.catalog.reads.history("p.w.ns.events")][-1:] == ["append"]

@@ -24,11 +24,11 @@ T = "p.w.ns.t"
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
     c = Catalog(lake_settings(tmp_path / "home"))
-    c.create_project("p")
-    c.create_warehouse("p.w", root=str(tmp_path / "wh"))
-    c.create_namespace("p.w.ns")
-    c.create_table(T, rows([1]))
-    c.append(T, rows([2]))
+    c.containers.create_project("p")
+    c.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))
+    c.containers.create_namespace("p.w.ns")
+    c.tables.create_table(T, rows([1]))
+    c.tables.append(T, rows([2]))
     return c
 
 
@@ -57,8 +57,8 @@ def test_an_open_waits_for_the_manifest_of_a_version_being_published(catalog: Ca
     fresh = Catalog(catalog.settings)  # no dataset cached from the writes
     os.rename(path, aside)
     try:
-        fresh._reads.pause = publish_during_the_wait
-        assert ids_of(fresh.open_table(T)) == [1, 2]
+        fresh.reads.pause = publish_during_the_wait
+        assert ids_of(fresh.reads.open_table(T)) == [1, 2]
     finally:
         if aside.exists():
             os.rename(aside, path)
@@ -76,11 +76,11 @@ def test_an_old_version_without_its_manifest_is_refused_at_once(catalog: Catalog
     fresh = Catalog(catalog.settings)
     os.rename(path, aside)
     try:
-        fresh._reads.pause = waits.append
+        fresh.reads.pause = waits.append
         with pytest.raises(InvalidTableState, match="manifest is missing"):
-            fresh.open_table(T)
+            fresh.reads.open_table(T)
     finally:
         os.rename(aside, path)
         fresh.close()
     assert waits == []
-    assert ids_of(catalog.open_table(T)) == [1, 2]  # nothing else changed
+    assert ids_of(catalog.reads.open_table(T)) == [1, 2]  # nothing else changed

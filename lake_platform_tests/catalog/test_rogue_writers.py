@@ -45,7 +45,7 @@ def rogue_append(lake: Lake, location: str, ids: list[int]) -> None:
 
 
 def version_record(catalog: Catalog, table: str, version: int) -> VersionRecord:
-    record = catalog.open_table(table, 1).record
+    record = catalog.reads.open_table(table, 1).record
     item = catalog.store.get(keys.version(record.incarnation, version))
     assert item is not None
     return decode(VersionRecord, item.value, item.key)
@@ -70,26 +70,26 @@ def v2_name(version: int) -> str:
 
 
 def test_a_rogue_append_is_not_folded_into_the_next_registered_commit(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
     rogue_append(lake, location, [99])
     assert engine.versions_on_disk(location, storage(lake, location)) == [1, 2]
 
-    result = lake.catalog.append(T, rows([2]))
+    result = lake.catalog.tables.append(T, rows([2]))
 
     # Built on the registered version 1, numbered right after it, without the rogue row.
     assert (result.from_version, result.to_version) == (1, 2)
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
-    assert [(e.from_version, e.to_version) for e in lake.catalog.history(T)] == [(0, 1), (1, 2)]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
+    assert [(e.from_version, e.to_version) for e in lake.catalog.reads.history(T)] == [(0, 1), (1, 2)]
     # The rogue manifest was moved aside, not deleted, and the commit log says so.
-    entry = lake.catalog.history(T)[-1]
+    entry = lake.catalog.reads.history(T)[-1]
     assert entry.detail["quarantined_manifests"] == [v2_name(2)]
     quarantined = [p for p in files(lake, location) if p.startswith("_quarantine/")]
     assert len(quarantined) == 1 and quarantined[0].endswith(v2_name(2))
     assert engine.versions_on_disk(location, storage(lake, location)) == [1, 2]
     # And the table goes on working.
-    assert lake.catalog.append(T, rows([3])).to_version == 3
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert lake.catalog.tables.append(T, rows([3])).to_version == 3
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("leased", [True, False], ids=["leased", "last-writer"])
@@ -100,8 +100,8 @@ def test_a_stray_manifest_far_ahead_and_in_v1_naming_is_never_built_on(lake: Lak
     writer, appending without acquiring the lease, lists nothing, but its commit is still
     built on the registered version (anything else is refused and written again under the
     lease), and the stray is moved aside by the next settle (here: ``repair``)."""
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
     rogue_append(lake, location, [99])
     copy_object(lake, location, v2_name(2), "_versions/7.manifest")
     delete_object(lake, location, v2_name(2))
@@ -109,25 +109,25 @@ def test_a_stray_manifest_far_ahead_and_in_v1_naming_is_never_built_on(lake: Lak
 
     writer = lake.new_catalog() if leased else lake.catalog
     try:
-        result = writer.append(T, rows([2]))
+        result = writer.tables.append(T, rows([2]))
     finally:
         if leased:
             writer.close()
 
     assert (result.from_version, result.to_version) == (1, 2)
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
     if not leased:
-        lake.catalog.repair_table(T)
+        lake.catalog.manifests.repair_table(T)
     assert sorted(v for v in engine.versions_on_disk(location, storage(lake, location))) == [1, 2]
-    assert ids_of(lake.catalog.open_table(T, 1)) == [1]
+    assert ids_of(lake.catalog.reads.open_table(T, 1)) == [1]
 
 
 def test_a_rogue_commit_racing_the_write_is_refused_and_the_table_stays_writable(lake: Lake) -> None:
     """A rogue version that appears after the writer checked storage (here: during the write)
     makes Lance build on it. The registry refuses that commit: nothing registered, a typed
     error naming the problem, the rogue manifest moved aside, and the next write succeeds."""
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
 
     def rogue_during_write(point: str) -> None:
         if point == "append:before-write":
@@ -136,27 +136,27 @@ def test_a_rogue_commit_racing_the_write_is_refused_and_the_table_stays_writable
     racing = lake.new_catalog(hook=rogue_during_write)
     try:
         with pytest.raises(InvalidTableState, match=r"not built on the registered version 1"):
-            racing.append(T, rows([2]))
+            racing.tables.append(T, rows([2]))
     finally:
         racing.close()
-    assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
-    assert [e.to_version for e in lake.catalog.history(T)] == [1]
-    assert ids_of(lake.catalog.open_table(T)) == [1]
+    assert lake.catalog.reads.describe_table(T, with_stats=False).current_version == 1
+    assert [e.to_version for e in lake.catalog.reads.history(T)] == [1]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1]
 
-    assert lake.catalog.append(T, rows([2])).to_version == 2
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert lake.catalog.tables.append(T, rows([2])).to_version == 2
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_overwrite_and_delete_never_build_on_a_rogue_version(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1, 2, 3]))
-    location = lake.catalog.open_table(T).record.location
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    location = lake.catalog.reads.open_table(T).record.location
     rogue_append(lake, location, [99])
-    deleted = lake.catalog.delete_rows(T, "id = 2")
-    assert deleted.to_version == 2 and ids_of(lake.catalog.open_table(T)) == [1, 3]
+    deleted = lake.catalog.tables.delete_rows(T, "id = 2")
+    assert deleted.to_version == 2 and ids_of(lake.catalog.reads.open_table(T)) == [1, 3]
     rogue_append(lake, location, [98])
-    overwritten = lake.catalog.overwrite(T, rows([7]))
-    assert overwritten.to_version == 3 and ids_of(lake.catalog.open_table(T)) == [7]
-    assert [e.rows_removed for e in lake.catalog.history(T) if e.operation == "overwrite"] == [2]
+    overwritten = lake.catalog.tables.overwrite(T, rows([7]))
+    assert overwritten.to_version == 3 and ids_of(lake.catalog.reads.open_table(T)) == [7]
+    assert [e.rows_removed for e in lake.catalog.reads.history(T) if e.operation == "overwrite"] == [2]
 
 
 def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lake: Lake) -> None:
@@ -164,8 +164,8 @@ def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lak
     no catalog-side settle runs first: the registry refuses the off-base commit (Lance reports
     it as an unknown outcome and does not retry), quarantines the rogue manifest, and the
     client's retry lands on top of the registered version."""
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
     rogue_append(lake, location, [99])
     client = LakeNamespace(lake.catalog)
     with pytest.raises(OSError, match="Commit result for version 3"):
@@ -176,7 +176,7 @@ def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lak
             mode="append",
             storage_options=storage(lake, location),
         )
-    assert lake.catalog.describe_table(T, with_stats=False).current_version == 1
+    assert lake.catalog.reads.describe_table(T, with_stats=False).current_version == 1
     lance.write_dataset(
         rows([2]),
         namespace_client=client,
@@ -184,27 +184,27 @@ def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lak
         mode="append",
         storage_options=storage(lake, location),
     )
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
-    assert [e.to_version for e in lake.catalog.history(T)] == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
+    assert [e.to_version for e in lake.catalog.reads.history(T)] == [1, 2]
 
 
 # == a version file deleted behind the registry's back ======================================
 
 
 def test_a_deleted_version_file_is_a_typed_error_not_a_fallback(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    lake.catalog.append(T, rows([2]))
-    record = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.tables.append(T, rows([2]))
+    record = lake.catalog.reads.open_table(T).record
     ver = version_record(lake.catalog, T, 2)
     delete_object(lake, record.location, ver.manifest_path.split(".lance/", 1)[1])
     before = files(lake, record.location)
 
     with pytest.raises(InvalidTableState, match=r"version 2 of p\.w\.ns\.t .*missing"):
-        lake.catalog.open_table(T)
+        lake.catalog.reads.open_table(T)
     with pytest.raises(InvalidTableState, match=r"version 2 of p\.w\.ns\.t .*missing"):
-        lake.catalog.append(T, rows([3]))
-    assert ids_of(lake.catalog.open_table(T, 1)) == [1]  # other versions still open
-    assert lake.catalog.describe_table(T, with_stats=False).current_version == 2
+        lake.catalog.tables.append(T, rows([3]))
+    assert ids_of(lake.catalog.reads.open_table(T, 1)) == [1]  # other versions still open
+    assert lake.catalog.reads.describe_table(T, with_stats=False).current_version == 2
     assert files(lake, record.location) == before  # the refused append wrote nothing
 
 
@@ -221,21 +221,21 @@ class _KillBeforeFinalize:
 
 
 def _interrupted_append(lake: Lake) -> str:
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     killed = lake.new_catalog(hook=_KillBeforeFinalize())
     try:
         with pytest.raises(KeyboardInterrupt):
-            killed.append(T, rows([2]))
+            killed.tables.append(T, rows([2]))
     finally:
         killed.close()
-    return lake.catalog.open_table(T, 1).record.location
+    return lake.catalog.reads.open_table(T, 1).record.location
 
 
 def _as_left_by_older_writers(lake: Lake, location: str, *, canonical: bool) -> None:
     """Put version 2 in the state a writer stopped before finalization left it in before
     manifests were published ahead of the registry commit: the record names the staging
     manifest; the canonical one exists only if some open has since "finished" the commit."""
-    record = lake.catalog.open_table(T, 1).record
+    record = lake.catalog.reads.open_table(T, 1).record
     key = keys.version(record.incarnation, 2)
     item = lake.catalog.store.get(key)
     assert item is not None
@@ -257,14 +257,14 @@ def test_a_writer_killed_after_its_registry_commit_leaves_a_version_that_opens_w
     assert ver.manifest_path.endswith(v2_name(2)[len("_versions") :])  # the registry never names staging
     before = files(lake, location)
     for _ in range(3):
-        assert ids_of(lake.catalog.open_table(T)) == [1, 2]
-        assert lake.catalog.describe_table(T).rows == 2
+        assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
+        assert lake.catalog.reads.describe_table(T).rows == 2
     query = QueryEngine(lake.settings, QueryLimits(dataset_cache_size=0))
     for _ in range(2):
         planned = query.plan("SELECT * FROM w.ns.t", load_snapshot(lake.catalog.store).project("p"))
         assert sum(b.num_rows for b in query.stream(planned)) == 2
     assert files(lake, location) == before
-    assert lake.catalog.append(T, rows([3])).to_version == 3
+    assert lake.catalog.tables.append(T, rows([3])).to_version == 3
 
 
 def test_opening_a_version_left_at_its_staging_manifest_never_writes(lake: Lake) -> None:
@@ -272,7 +272,7 @@ def test_opening_a_version_left_at_its_staging_manifest_never_writes(lake: Lake)
     _as_left_by_older_writers(lake, location, canonical=True)
     before = files(lake, location)
     for _ in range(3):
-        assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+        assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
     query = QueryEngine(lake.settings, QueryLimits(dataset_cache_size=0))
     for _ in range(2):
         planned = query.plan("SELECT * FROM w.ns.t", load_snapshot(lake.catalog.store).project("p"))
@@ -285,27 +285,27 @@ def test_the_next_writer_finishes_a_version_left_at_its_staging_manifest(lake: L
     _as_left_by_older_writers(lake, location, canonical=False)
     before = files(lake, location)
     with pytest.raises(InvalidTableState, match=r"version 2 of p\.w\.ns\.t .*not finalized"):
-        lake.catalog.open_table(T)  # a reader cannot open it without writing: it refuses
+        lake.catalog.reads.open_table(T)  # a reader cannot open it without writing: it refuses
     assert files(lake, location) == before
 
-    assert lake.catalog.append(T, rows([3])).to_version == 3
+    assert lake.catalog.tables.append(T, rows([3])).to_version == 3
     for version in (2, 3):
         assert version_record(lake.catalog, T, version).manifest_path.endswith(
             v2_name(version)[len("_versions") :]
         )
     assert not any(".manifest-" in p or "#" in p for p in manifests(lake, location))
-    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.reads.open_table(T, 2)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
 
 
 def test_repair_finishes_a_version_left_at_its_staging_manifest(lake: Lake) -> None:
     location = _interrupted_append(lake)
     _as_left_by_older_writers(lake, location, canonical=False)
-    assert lake.catalog.repair_table(T) == {"finalized": [2], "quarantined": []}
+    assert lake.catalog.manifests.repair_table(T) == {"finalized": [2], "quarantined": []}
     assert version_record(lake.catalog, T, 2).manifest_path.endswith(v2_name(2)[len("_versions") :])
     assert not any(".manifest-" in p for p in manifests(lake, location))
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
-    assert lake.catalog.repair_table(T) == {"finalized": [], "quarantined": []}  # idempotent
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
+    assert lake.catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": []}  # idempotent
 
 
 def test_a_stray_manifest_on_an_unfinalized_versions_canonical_path_is_never_opened(lake: Lake) -> None:
@@ -316,11 +316,11 @@ def test_a_stray_manifest_on_an_unfinalized_versions_canonical_path_is_never_ope
     _as_left_by_older_writers(lake, location, canonical=False)
     copy_object(lake, location, v2_name(1), v2_name(2))  # version 1's manifest posing as version 2
     with pytest.raises(InvalidTableState, match=r"version 2 of p\.w\.ns\.t .*not finalized"):
-        lake.catalog.open_table(T)
+        lake.catalog.reads.open_table(T)
     with pytest.raises(InvalidTableState, match=r"manifest written around the registry"):
-        lake.catalog.finish_versions(T)  # without the lease it moves nothing
+        lake.catalog.manifests.finish_versions(T)  # without the lease it moves nothing
 
-    assert lake.catalog.append(T, rows([3])).to_version == 3
-    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert lake.catalog.tables.append(T, rows([3])).to_version == 3
+    assert ids_of(lake.catalog.reads.open_table(T, 2)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
     assert any(p.startswith("_quarantine/") and p.endswith(v2_name(2)) for p in files(lake, location))

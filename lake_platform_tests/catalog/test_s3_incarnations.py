@@ -30,38 +30,38 @@ def tags_of(snapshot: Any) -> set[str]:
 
 def test_purge_then_recreate_never_sees_old_state(lake: Lake, storage: dict[str, Any]) -> None:
     s3: S3Endpoint = storage["s3"]
-    lake.catalog.create_table(T, rows([1, 2, 3], tag="old"))
-    lake.catalog.append(T, rows([4, 5], tag="old"))
-    old_snapshot = lake.catalog.open_table(T)
+    lake.catalog.tables.create_table(T, rows([1, 2, 3], tag="old"))
+    lake.catalog.tables.append(T, rows([4, 5], tag="old"))
+    old_snapshot = lake.catalog.reads.open_table(T)
     old = old_snapshot.record
     old_prefix = _key_prefix(s3, old.location)
     assert old.location.startswith(lake.root + "/")
     assert any(k.startswith(f"{old_prefix}/_versions/") for k in s3.keys_under(old_prefix))
 
-    lake.catalog.drop_table(T, purge=True)
+    lake.catalog.trash.drop_table(T, purge=True)
     assert s3.keys_under(old_prefix) == []  # every object of the old incarnation is gone
     assert list(lake.catalog.store.scan_prefix(keys.versions(old.incarnation))) == []
 
-    lake.catalog.create_table(T, rows([10, 11], tag="new"))
-    new = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([10, 11], tag="new"))
+    new = lake.catalog.reads.open_table(T).record
     new_prefix = _key_prefix(s3, new.location)
     assert new.incarnation != old.incarnation
     assert new.location != old.location
     assert not new_prefix.startswith(old_prefix + "/") and not old_prefix.startswith(new_prefix + "/")
 
     # Current and version 1 of the new incarnation: only new rows (the old one also had a v1).
-    current = lake.catalog.open_table(T)
+    current = lake.catalog.reads.open_table(T)
     assert (current.version, ids_of(current), tags_of(current)) == (1, [10, 11], {"new"})
-    first = lake.catalog.open_table(T, 1)
+    first = lake.catalog.reads.open_table(T, 1)
     assert (ids_of(first), tags_of(first)) == ([10, 11], {"new"})
     # The old incarnation's version 2 does not exist for the new one ...
     with pytest.raises(TableVersionNotFound):
-        lake.catalog.open_table(T, 2)
+        lake.catalog.reads.open_table(T, 2)
     # ... until the new incarnation commits its own.
-    lake.catalog.append(T, rows([12], tag="new"))
-    second = lake.catalog.open_table(T, 2)
+    lake.catalog.tables.append(T, rows([12], tag="new"))
+    second = lake.catalog.reads.open_table(T, 2)
     assert (ids_of(second), tags_of(second)) == ([10, 11, 12], {"new"})
-    assert ids_of(lake.catalog.open_table(T, 1)) == [10, 11]
+    assert ids_of(lake.catalog.reads.open_table(T, 1)) == [10, 11]
 
     # Nothing landed under the old prefix, and the warehouse holds the new incarnation only (no
     # leftovers of the old one, not even an empty "directory" marker).

@@ -18,6 +18,7 @@ import pytest
 from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.conform import widens
 from lake_platform.catalog.evolution import plan, table_widens
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import (
     InvalidInput,
     InvalidTableState,
@@ -39,7 +40,7 @@ def table(**columns: pa.Array) -> pa.RecordBatchReader:
 
 @pytest.fixture
 def seeded(lake: Lake) -> Lake:
-    lake.catalog.create_table(
+    lake.catalog.tables.create_table(
         T,
         table(
             id=pa.array([1, 2], pa.int32()),
@@ -51,15 +52,15 @@ def seeded(lake: Lake) -> Lake:
 
 
 def policy(lake: Lake, mode: str) -> None:
-    lake.catalog.set_policy(T, {"schema_evolution": mode})
+    lake.catalog.policies.set_policy(T, {"schema_evolution": mode})
 
 
 def current_schema(lake: Lake) -> pa.Schema:
-    return schema_from_ipc(lake.catalog.open_table(T).record.schema_ipc)
+    return schema_from_ipc(lake.catalog.reads.open_table(T).record.schema_ipc)
 
 
 def rows_of(lake: Lake) -> dict[str, list[object]]:
-    snap = lake.catalog.open_table(T)
+    snap = lake.catalog.reads.open_table(T)
     return snap.to_reader().read_all().sort_by("id").to_pydict()
 
 
@@ -120,7 +121,7 @@ def test_strings_are_never_parsed_into_numbers(seeded: Lake, mode: str) -> None:
         table(id=pa.array([3], pa.int32()), score=pa.array(["2.5"]), name=pa.array(["c"])),
     ):
         with pytest.raises(TableSchemaValidationError, match="never parsed"):
-            seeded.catalog.append(T, bad)
+            seeded.catalog.tables.append(T, bad)
     assert state(seeded) == before
 
 
@@ -136,7 +137,7 @@ def test_narrowing_is_refused_before_anything_is_written(seeded: Lake, mode: str
         name=pa.array(["x", "y"]),
     )
     with pytest.raises(TableSchemaValidationError, match="column id is int64, wider than the table's int32"):
-        seeded.catalog.append(T, wide)
+        seeded.catalog.tables.append(T, wide)
     assert state(seeded) == before
 
 
@@ -149,8 +150,8 @@ def test_a_parquet_file_with_string_ids_is_refused_by_lake_ingest_path(seeded: L
     readers = sources.open_all([src])
     before = state(seeded)
     with pytest.raises(TableSchemaValidationError, match="ids.parquet") as raised:
-        change = seeded.catalog.plan_input(T, [r.schema for r in readers], labels=[src.label])
-        seeded.catalog.append(T, sources.chain([src], readers, change.target, change.optional))
+        change = seeded.catalog.tables.plan_input(T, [r.schema for r in readers], labels=[src.label])
+        seeded.catalog.tables.append(T, sources.chain([src], readers, change.target, change.optional))
     assert "string" in str(raised.value)
     # And the lower layer alone refuses it too (no parsing cast anywhere).
     with pytest.raises(TableSchemaValidationError, match="never narrowed or parsed"):
@@ -159,18 +160,18 @@ def test_a_parquet_file_with_string_ids_is_refused_by_lake_ingest_path(seeded: L
 
 
 def test_narrower_inputs_are_widened_without_a_table_change(seeded: Lake) -> None:
-    before_version = seeded.catalog.open_table(T).record.current_version
-    seeded.catalog.append(
+    before_version = seeded.catalog.reads.open_table(T).record.current_version
+    seeded.catalog.tables.append(
         T, table(id=pa.array([3], pa.int8()), score=pa.array([2.5], pa.float16()), name=pa.array(["c"]))
     )
-    record = seeded.catalog.open_table(T).record
+    record = seeded.catalog.reads.open_table(T).record
     assert record.current_version == before_version + 1
     assert current_schema(seeded).field("id").type == pa.int32()
     assert rows_of(seeded)["id"] == [1, 2, 3]
 
 
 def test_columns_may_come_in_any_order(seeded: Lake) -> None:
-    seeded.catalog.append(
+    seeded.catalog.tables.append(
         T, table(name=pa.array(["c"]), id=pa.array([3], pa.int32()), score=pa.array([2.5], pa.float32()))
     )
     assert rows_of(seeded)["name"] == ["a", "b", "c"]
@@ -183,7 +184,7 @@ def test_an_input_of_the_tables_own_schema_plans_as_the_full_plan_does(seeded: L
 
     def both(schema: pa.Schema) -> None:
         tname = TableName.parse(T)
-        fast = seeded.catalog._tables.plan_schema(tname, current_schema(seeded), [schema])
+        fast = seeded.catalog.tables.plan_schema(tname, current_schema(seeded), [schema])
         full = plan_batch(current_schema(seeded), [schema], "strict", T)
         assert fast.target.equals(full.target, check_metadata=True)
         assert (bool(fast), fast.added, fast.widened) == (bool(full), full.added, full.widened)
@@ -191,28 +192,28 @@ def test_an_input_of_the_tables_own_schema_plans_as_the_full_plan_does(seeded: L
     both(current_schema(seeded))
     both(current_schema(seeded).with_metadata({b"from": b"a file"}))
     policy(seeded, "add_columns")
-    seeded.catalog.append(T, base(extra=pa.array([9.0])))
+    seeded.catalog.tables.append(T, base(extra=pa.array([9.0])))
     both(current_schema(seeded))  # the evolved schema, not the one planned against before
     # An input of the old schema is planned in full (it lacks the new column): refused.
     with pytest.raises(TableSchemaValidationError, match="missing column"):
-        seeded.catalog.append(T, base())
+        seeded.catalog.tables.append(T, base())
 
 
 # -- strict ------------------------------------------------------------------------------------
 
 
 def test_strict_is_the_default_and_refuses_a_new_column(seeded: Lake) -> None:
-    assert seeded.catalog.effective_policy(T).policy.schema_evolution == "strict"
+    assert seeded.catalog.policies.effective_policy(T).policy.schema_evolution == "strict"
     before = state(seeded)
     with pytest.raises(TableSchemaValidationError, match="1 unknown column.*policy is strict"):
-        seeded.catalog.append(T, base(extra=pa.array(["e"])))
+        seeded.catalog.tables.append(T, base(extra=pa.array(["e"])))
     assert state(seeded) == before
 
 
 def test_strict_refuses_a_wider_type(seeded: Lake) -> None:
     before = state(seeded)
     with pytest.raises(TableSchemaValidationError, match="does not allow widening"):
-        seeded.catalog.append(
+        seeded.catalog.tables.append(
             T, table(id=pa.array([3], pa.int64()), score=pa.array([2.5], pa.float32()), name=pa.array(["c"]))
         )
     assert state(seeded) == before
@@ -223,12 +224,12 @@ def test_strict_refuses_a_wider_type(seeded: Lake) -> None:
 
 def test_add_columns_adds_the_column_in_the_same_registry_commit(seeded: Lake) -> None:
     policy(seeded, "add_columns")
-    old = seeded.catalog.open_table(T).record
-    result = seeded.catalog.append(T, base(extra=pa.array([9.0])))
-    record = seeded.catalog.open_table(T).record
+    old = seeded.catalog.reads.open_table(T).record
+    result = seeded.catalog.tables.append(T, base(extra=pa.array([9.0])))
+    record = seeded.catalog.reads.open_table(T).record
     # Two Lance versions (the column, then the rows), registered by one transaction: one commit.
     assert (result.from_version, result.to_version) == (old.current_version, old.current_version + 2)
-    entries = [e for e in seeded.catalog.log(T) if e.commit_id == result.commit_id]
+    entries = [e for e in seeded.catalog.reads.log(T) if e.commit_id == result.commit_id]
     assert [e.operation for e in entries] == ["add-columns", "append"]
     assert len({e.at_ms for e in entries}) >= 1 and entries[-1].rows_added == 1
     assert entries[-1].detail["added_columns"] == {"extra": "double"}
@@ -249,7 +250,7 @@ def test_a_non_nullable_new_column_is_added_as_nullable(seeded: Lake) -> None:
         ]
     )
     data = pa.table([[3], [2.5], ["c"], [7]], schema=schema)
-    seeded.catalog.append(T, data.to_reader())
+    seeded.catalog.tables.append(T, data.to_reader())
     assert current_schema(seeded).field("extra").nullable
     assert rows_of(seeded)["extra"] == [None, None, 7]
 
@@ -258,7 +259,7 @@ def test_add_columns_still_refuses_widening_and_narrowing(seeded: Lake) -> None:
     policy(seeded, "add_columns")
     before = state(seeded)
     with pytest.raises(TableSchemaValidationError, match="does not allow widening"):
-        seeded.catalog.append(
+        seeded.catalog.tables.append(
             T, table(id=pa.array([3], pa.int64()), score=pa.array([2.5], pa.float32()), name=pa.array(["c"]))
         )
     assert state(seeded) == before
@@ -274,7 +275,7 @@ def test_a_rename_is_refused_as_a_missing_column_under_every_policy(seeded: Lake
             id=pa.array([3], pa.int32()), score=pa.array([2.5], pa.float32()), label=pa.array(["c"])
         )
         with pytest.raises(TableSchemaValidationError, match="missing column.*name"):
-            seeded.catalog.append(T, renamed)
+            seeded.catalog.tables.append(T, renamed)
         assert state(seeded) == before
 
 
@@ -282,7 +283,7 @@ def test_a_failure_after_the_schema_step_commits_nothing(seeded: Lake) -> None:
     """The column is a Lance commit the namespace holds back: when the append after it fails,
     the registry never heard of either, and the next write lands normally."""
     policy(seeded, "add_columns")
-    before_version = seeded.catalog.open_table(T).record.current_version
+    before_version = seeded.catalog.reads.open_table(T).record.current_version
     before_schema = current_schema(seeded)
 
     def fail(point: str) -> None:
@@ -291,13 +292,13 @@ def test_a_failure_after_the_schema_step_commits_nothing(seeded: Lake) -> None:
 
     broken = seeded.new_catalog(hook=fail)
     with pytest.raises(Exception):  # noqa: B017 - whatever the engine failure becomes
-        broken.append(T, base(extra=pa.array([9.0])))
+        broken.tables.append(T, base(extra=pa.array([9.0])))
     broken.close()
-    record = seeded.catalog.open_table(T).record
+    record = seeded.catalog.reads.open_table(T).record
     assert record.current_version == before_version
     assert current_schema(seeded) == before_schema
-    assert [e.operation for e in seeded.catalog.log(T)][-1] == "policy set"
-    result = seeded.catalog.append(T, base(4, extra=pa.array([1.0])))
+    assert [e.operation for e in seeded.catalog.reads.log(T)][-1] == "policy set"
+    result = seeded.catalog.tables.append(T, base(4, extra=pa.array([1.0])))
     assert result.from_version == before_version
     assert rows_of(seeded)["extra"] == [None, None, 1.0]
 
@@ -307,7 +308,7 @@ def test_a_failure_after_the_schema_step_commits_nothing(seeded: Lake) -> None:
 
 def test_widen_changes_the_column_type_with_the_rows(seeded: Lake) -> None:
     policy(seeded, "widen")
-    result = seeded.catalog.append(
+    result = seeded.catalog.tables.append(
         T,
         table(
             id=pa.array([2**40], pa.int64()),
@@ -323,32 +324,32 @@ def test_widen_changes_the_column_type_with_the_rows(seeded: Lake) -> None:
         pa.large_string(),
         pa.string(),
     ]
-    entries = [e.operation for e in seeded.catalog.log(T) if e.commit_id == result.commit_id]
+    entries = [e.operation for e in seeded.catalog.reads.log(T) if e.commit_id == result.commit_id]
     assert entries == ["widen-columns", "add-columns", "append"]
     data = rows_of(seeded)
     assert data["id"] == [1, 2, 2**40] and data["score"] == [0.5, 1.5, 2.5]
     assert data["extra"] == [None, None, "new"]
-    snap = seeded.catalog.open_table(T)
+    snap = seeded.catalog.reads.open_table(T)
     assert snap.dataset.schema.field("id").type == pa.int64()  # Lance agrees with the registry
 
 
 def test_widen_never_narrows_nor_changes_kind(seeded: Lake) -> None:
     policy(seeded, "widen")
-    seeded.catalog.append(
+    seeded.catalog.tables.append(
         T, table(id=pa.array([3], pa.int64()), score=pa.array([2.5], pa.float32()), name=pa.array(["c"]))
     )
     before = state(seeded)
     with pytest.raises(TableSchemaValidationError, match="no lossless conversion"):
-        seeded.catalog.append(
+        seeded.catalog.tables.append(
             T, table(id=pa.array([4], pa.int64()), score=pa.array([1], pa.int64()), name=pa.array(["d"]))
         )
     with pytest.raises(TableSchemaValidationError):
-        seeded.catalog.append(
+        seeded.catalog.tables.append(
             T, table(id=pa.array([4], pa.int64()), score=pa.array([1.0], pa.float32()), name=pa.array([1]))
         )
     assert state(seeded) == before
     # The int32 file into the now-int64 column is a plain lossless cast.
-    seeded.catalog.append(T, base(5))
+    seeded.catalog.tables.append(T, base(5))
     assert rows_of(seeded)["id"] == [1, 2, 3, 5]
 
 
@@ -374,9 +375,9 @@ def test_a_batch_of_files_may_add_different_columns(seeded: Lake, tmp_path: Path
     )
     srcs = [sources.describe(a), sources.describe(b)]
     readers = sources.open_all(srcs)
-    change = seeded.catalog.plan_input(T, [r.schema for r in readers])
+    change = seeded.catalog.tables.plan_input(T, [r.schema for r in readers])
     assert change.optional == {"x", "y"}
-    seeded.catalog.append(T, sources.chain(srcs, readers, change.target, change.optional))
+    seeded.catalog.tables.append(T, sources.chain(srcs, readers, change.target, change.optional))
     data = rows_of(seeded)
     assert data["x"] == [None, None, 1, None] and data["y"] == [None, None, None, "why"]
 
@@ -390,18 +391,18 @@ def test_plan_refuses_an_unknown_mode() -> None:
 def test_the_policy_value_is_validated(seeded: Lake) -> None:
     before = state(seeded)
     with pytest.raises(InvalidInput, match="schema_evolution.*'strict', 'add_columns' or 'widen'"):
-        seeded.catalog.set_policy(T, {"schema_evolution": "loose"})
+        seeded.catalog.policies.set_policy(T, {"schema_evolution": "loose"})
     assert state(seeded) == before
 
 
 def test_the_policy_resolves_like_the_others(seeded: Lake) -> None:
-    seeded.catalog.set_policy("p.w", {"schema_evolution": "add_columns"})
-    resolved = seeded.catalog.effective_policy(T)
+    seeded.catalog.policies.set_policy("p.w", {"schema_evolution": "add_columns"})
+    resolved = seeded.catalog.policies.effective_policy(T)
     assert (resolved.policy.schema_evolution, resolved.source) == ("add_columns", "p.w")
-    seeded.catalog.append(T, base(extra=pa.array([1.0])))  # the warehouse's record applies
-    seeded.catalog.set_policy(T, {"retain_versions": 5})  # a table record wins whole: strict again
+    seeded.catalog.tables.append(T, base(extra=pa.array([1.0])))  # the warehouse's record applies
+    seeded.catalog.policies.set_policy(T, {"retain_versions": 5})  # a table record wins whole: strict again
     with pytest.raises(TableSchemaValidationError, match="strict"):
-        seeded.catalog.append(
+        seeded.catalog.tables.append(
             T,
             table(
                 id=pa.array([4], pa.int32()),
@@ -417,14 +418,14 @@ def test_the_policy_resolves_like_the_others(seeded: Lake) -> None:
 
 
 def test_alter_add_drop_rename_are_registry_commits(seeded: Lake) -> None:
-    v = seeded.catalog.open_table(T).record.current_version
-    added = seeded.catalog.add_column(T, "note", "string", actor="ops")
-    renamed = seeded.catalog.rename_column(T, "note", "remark", actor="ops")
-    dropped = seeded.catalog.drop_column(T, "score", actor="ops")
+    v = seeded.catalog.reads.open_table(T).record.current_version
+    added = seeded.catalog.alter.add_column(T, "note", "string", by=Provenance(actor="ops"))
+    renamed = seeded.catalog.alter.rename_column(T, "note", "remark", by=Provenance(actor="ops"))
+    dropped = seeded.catalog.alter.drop_column(T, "score", by=Provenance(actor="ops"))
     assert [r.to_version for r in (added, renamed, dropped)] == [v + 1, v + 2, v + 3]
     assert current_schema(seeded).names == ["id", "name", "remark"]
-    assert seeded.catalog.open_table(T).dataset.schema.names == ["id", "name", "remark"]
-    log = [(e.operation, e.actor, e.detail) for e in seeded.catalog.log(T)][-3:]
+    assert seeded.catalog.reads.open_table(T).dataset.schema.names == ["id", "name", "remark"]
+    log = [(e.operation, e.actor, e.detail) for e in seeded.catalog.reads.log(T)][-3:]
     assert log == [
         ("add-column", "ops", {"column": "note", "type": "string"}),
         ("rename-column", "ops", {"column": "note", "new_name": "remark"}),
@@ -432,9 +433,9 @@ def test_alter_add_drop_rename_are_registry_commits(seeded: Lake) -> None:
     ]
     assert rows_of(seeded) == {"id": [1, 2], "name": ["a", "b"], "remark": [None, None]}
     # Time travel still sees the dropped column.
-    assert "score" in seeded.catalog.open_table(T, version=v).dataset.schema.names
+    assert "score" in seeded.catalog.reads.open_table(T, version=v).dataset.schema.names
     # And appends follow the new schema.
-    seeded.catalog.append(
+    seeded.catalog.tables.append(
         T, table(id=pa.array([3], pa.int32()), name=pa.array(["c"]), remark=pa.array(["r"]))
     )
     assert rows_of(seeded)["remark"] == [None, None, "r"]
@@ -443,15 +444,15 @@ def test_alter_add_drop_rename_are_registry_commits(seeded: Lake) -> None:
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda c: c.add_column(T, "name", "string"), TableSchemaValidationError, "already exists"),
-        (lambda c: c.add_column(T, "n2", "varchar"), InvalidInput, "unknown column type"),
-        (lambda c: c.add_column(T, "", "string"), InvalidInput, "invalid column name"),
-        (lambda c: c.add_column(T, "a.b", "string"), InvalidInput, "nested"),
-        (lambda c: c.drop_column(T, "nope"), TableColumnNotFound, "no column nope"),
-        (lambda c: c.rename_column(T, "nope", "x"), TableColumnNotFound, "no column nope"),
-        (lambda c: c.rename_column(T, "id", "name"), TableSchemaValidationError, "already exists"),
-        (lambda c: c.rename_column(T, "id", " x"), InvalidInput, "invalid new column name"),
-        (lambda c: c.add_column("p.w.ns.missing", "x", "string"), Exception, "missing"),
+        (lambda c: c.alter.add_column(T, "name", "string"), TableSchemaValidationError, "already exists"),
+        (lambda c: c.alter.add_column(T, "n2", "varchar"), InvalidInput, "unknown column type"),
+        (lambda c: c.alter.add_column(T, "", "string"), InvalidInput, "invalid column name"),
+        (lambda c: c.alter.add_column(T, "a.b", "string"), InvalidInput, "nested"),
+        (lambda c: c.alter.drop_column(T, "nope"), TableColumnNotFound, "no column nope"),
+        (lambda c: c.alter.rename_column(T, "nope", "x"), TableColumnNotFound, "no column nope"),
+        (lambda c: c.alter.rename_column(T, "id", "name"), TableSchemaValidationError, "already exists"),
+        (lambda c: c.alter.rename_column(T, "id", " x"), InvalidInput, "invalid new column name"),
+        (lambda c: c.alter.add_column("p.w.ns.missing", "x", "string"), Exception, "missing"),
     ],
 )
 def test_bad_alter_input_changes_nothing(seeded: Lake, call: object, error: type, match: str) -> None:
@@ -462,20 +463,20 @@ def test_bad_alter_input_changes_nothing(seeded: Lake, call: object, error: type
 
 
 def test_dropping_a_column_of_a_protected_table_is_refused(seeded: Lake) -> None:
-    seeded.catalog.set_protected(T)
+    seeded.catalog.containers.set_protected(T)
     before = state(seeded)
     with pytest.raises(InvalidTableState, match="protected"):
-        seeded.catalog.drop_column(T, "score")
+        seeded.catalog.alter.drop_column(T, "score")
     assert state(seeded) == before
-    seeded.catalog.add_column(T, "note", "int64")  # adding hides nothing: allowed
+    seeded.catalog.alter.add_column(T, "note", "int64")  # adding hides nothing: allowed
     assert "note" in current_schema(seeded).names
 
 
 def test_the_last_column_cannot_be_dropped(lake: Lake) -> None:
-    lake.catalog.create_table(T, table(id=pa.array([1])))
+    lake.catalog.tables.create_table(T, table(id=pa.array([1])))
     before = state(lake)
     with pytest.raises(TableSchemaValidationError, match="only column"):
-        lake.catalog.drop_column(T, "id")
+        lake.catalog.alter.drop_column(T, "id")
     assert state(lake) == before
 
 
@@ -487,7 +488,7 @@ def test_duplicate_input_columns_are_refused(seeded: Lake) -> None:
         names=["id", "score", "name", "name"],
     )
     with pytest.raises(TableSchemaValidationError, match="duplicate column names"):
-        seeded.catalog.append(T, dup.to_reader())
+        seeded.catalog.tables.append(T, dup.to_reader())
     assert state(seeded) == before
 
 
@@ -504,15 +505,15 @@ def test_an_alter_between_planning_and_the_lease_refuses_the_append(
 
     def plan_then_someone_alters(self: Tables, *args: object, **kwargs: object) -> object:
         change = planned(self, *args, **kwargs)  # type: ignore[arg-type]
-        other.rename_column(T, "name", "label")
+        other.alter.rename_column(T, "name", "label")
         return change
 
     monkeypatch.setattr(Tables, "plan_schema", plan_then_someone_alters)
-    version = seeded.catalog.open_table(T).record.current_version
+    version = seeded.catalog.reads.open_table(T).record.current_version
     with pytest.raises(ConcurrentModification, match="schema of p.w.ns.t changed"):
-        seeded.catalog.append(T, base())
+        seeded.catalog.tables.append(T, base())
     other.close()
-    record = seeded.catalog.open_table(T).record
+    record = seeded.catalog.reads.open_table(T).record
     assert record.current_version == version + 1  # the rename only
     assert current_schema(seeded).names == ["id", "score", "label"]
 
@@ -520,14 +521,14 @@ def test_an_alter_between_planning_and_the_lease_refuses_the_append(
 def test_evolution_and_alter_on_dynamodb_and_s3(scale_out: tuple[object, object]) -> None:
     """The held schema step rides in the DynamoDB transaction with the append's version."""
     _, catalog = scale_out
-    catalog.create_table(T, table(id=pa.array([1], pa.int32()), name=pa.array(["a"])))  # type: ignore[attr-defined]
-    catalog.set_policy(T, {"schema_evolution": "widen"})  # type: ignore[attr-defined]
-    result = catalog.append(  # type: ignore[attr-defined]
+    catalog.tables.create_table(T, table(id=pa.array([1], pa.int32()), name=pa.array(["a"])))  # type: ignore[attr-defined]
+    catalog.policies.set_policy(T, {"schema_evolution": "widen"})  # type: ignore[attr-defined]
+    result = catalog.tables.append(  # type: ignore[attr-defined]
         T, table(id=pa.array([2**40], pa.int64()), name=pa.array(["b"]), extra=pa.array([1.5]))
     )
     assert (result.from_version, result.to_version) == (1, 4)
-    catalog.rename_column(T, "extra", "score")  # type: ignore[attr-defined]
-    snap = catalog.open_table(T)  # type: ignore[attr-defined]
+    catalog.alter.rename_column(T, "extra", "score")  # type: ignore[attr-defined]
+    snap = catalog.reads.open_table(T)  # type: ignore[attr-defined]
     assert snap.record.current_version == 5
     assert snap.to_reader().read_all().sort_by("id").to_pylist() == [
         {"id": 1, "name": "a", "score": None},
@@ -542,7 +543,7 @@ KILL_COMMIT = "evolving-append-0001"
 
 def op_evolving_append(catalog: object, commit_id: str) -> object:
     """The killed writer's operation (module level: the forkserver child imports it by name)."""
-    return catalog.append(T, base(3, extra=pa.array([9.0])), commit_id=commit_id)  # type: ignore[attr-defined]
+    return catalog.tables.append(T, base(3, extra=pa.array([9.0])), by=Provenance(commit_id=commit_id))  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow
@@ -564,10 +565,10 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
 
     settings = lake_settings(tmp_path / "home")
     with Catalog(settings) as c:
-        c.create_project("p")
-        c.create_warehouse("p.w", root=str(tmp_path / "wh"))
-        c.create_namespace("p.w.ns")
-        c.create_table(
+        c.containers.create_project("p")
+        c.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))
+        c.containers.create_namespace("p.w.ns")
+        c.tables.create_table(
             T,
             table(
                 id=pa.array([1, 2], pa.int32()),
@@ -575,7 +576,7 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
                 name=pa.array(["a", "b"]),
             ),
         )
-        c.set_policy(T, {"schema_evolution": "add_columns"})
+        c.policies.set_policy(T, {"schema_evolution": "add_columns"})
     code, _ = faults.kill_writer(settings, op_evolving_append, point, nth, KILL_COMMIT)
     assert code == -signal.SIGKILL, f"the writer never reached {point} (#{nth}); exit code {code}"
     with Catalog(settings) as c:
@@ -585,14 +586,14 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
         landed = point not in ("append:staged", "append:after-evolve")
         assert current.current_version == (3 if landed else 1), "the schema step landed alone"
         assert ("extra" in schema_from_ipc(current.schema_ipc).names) is landed
-        c.repair_table(T)  # publishes what the dead writer registered; quarantines what it did not
+        c.manifests.repair_table(T)  # publishes what the dead writer registered; quarantines what it did not
         again = op_evolving_append(c, KILL_COMMIT)  # the retry: replayed, or the first landing
         assert again.replayed is landed  # type: ignore[attr-defined]
-        snap = c.open_table(T)
+        snap = c.reads.open_table(T)
         assert snap.record.current_version == 3
         assert snap.to_reader().read_all().sort_by("id").to_pydict()["extra"] == [None, None, 9.0]
         assert snap.dataset.schema.names == schema_from_ipc(snap.record.schema_ipc).names
-        assert [e.operation for e in c.history(T)][-2:] == ["add-columns", "append"]
+        assert [e.operation for e in c.reads.history(T)][-2:] == ["add-columns", "append"]
 
 
 # -- text formats read the table's columns with the table's types -----------------------------------
@@ -600,9 +601,9 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
 
 def _ingest(lake: Lake, *paths: Path) -> object:
     srcs = [sources.describe(p) for p in paths]
-    readers = sources.open_all(srcs, lake.catalog.table_schema(T))
-    change = lake.catalog.plan_input(T, [r.schema for r in readers], labels=[s.label for s in srcs])
-    return lake.catalog.append(T, sources.chain(srcs, readers, change.target, change.optional))
+    readers = sources.open_all(srcs, lake.catalog.tables.table_schema(T))
+    change = lake.catalog.tables.plan_input(T, [r.schema for r in readers], labels=[s.label for s in srcs])
+    return lake.catalog.tables.append(T, sources.chain(srcs, readers, change.target, change.optional))
 
 
 def test_csv_and_json_lines_are_read_with_the_table_types(seeded: Lake, tmp_path: Path) -> None:
@@ -638,11 +639,11 @@ def test_a_writer_may_add_a_column_but_not_drop_or_rename_one(seeded: Lake) -> N
     reader = Principal(name="ana", kind="user", project="p", role="reader")
     before = state(seeded)
     with pytest.raises(PermissionDenied):
-        seeded.catalog.add_column(T, "note", "string", principal=reader)
+        seeded.catalog.alter.add_column(T, "note", "string", by=Provenance(principal=reader))
     with pytest.raises(PermissionDenied):
-        seeded.catalog.drop_column(T, "score", principal=writer)
+        seeded.catalog.alter.drop_column(T, "score", by=Provenance(principal=writer))
     with pytest.raises(PermissionDenied):
-        seeded.catalog.rename_column(T, "score", "points", principal=writer)
+        seeded.catalog.alter.rename_column(T, "score", "points", by=Provenance(principal=writer))
     assert state(seeded) == before
-    seeded.catalog.add_column(T, "note", "string", principal=writer)
-    assert [e.actor for e in seeded.catalog.log(T)][-1] == "etl"
+    seeded.catalog.alter.add_column(T, "note", "string", by=Provenance(principal=writer))
+    assert [e.actor for e in seeded.catalog.reads.log(T)][-1] == "etl"

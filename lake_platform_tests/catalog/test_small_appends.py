@@ -59,29 +59,29 @@ def test_a_small_append_raced_by_another_writer_lands_once_under_the_lease(
     """Another process appends (taking and releasing the lease) while this writer's unacquired
     append is staged: that commit is refused, nothing of it lands, and its rows are written
     again under the lease: in the table once, after the other writer's."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     other = lake.new_catalog()
     raced: list[int] = []
     armed: list[bool] = []
 
     def race(point: str) -> None:
         if point == "append:staged" and armed and not raced:
-            raced.append(other.append(T, rows([3])).to_version or 0)
+            raced.append(other.tables.append(T, rows([3])).to_version or 0)
 
     writer = lake.new_catalog(hook=race)
     try:
-        writer.append(T, rows([2]))  # the last writer now
+        writer.tables.append(T, rows([2]))  # the last writer now
         armed.append(True)
         with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
-            result = writer.append(T, rows([4], "mine"))
+            result = writer.tables.append(T, rows([4], "mine"))
     finally:
         writer.close()
         other.close()
     assert raced == [3]
     assert AGAIN in caplog.text
     assert result.to_version == 4 and result.rows_added == 1
-    assert sorted(ids_of(lake.catalog.open_table(T))) == [1, 2, 3, 4]
-    mine = [e for e in lake.catalog.history(T) if e.commit_id == result.commit_id]
+    assert sorted(ids_of(lake.catalog.reads.open_table(T))) == [1, 2, 3, 4]
+    mine = [e for e in lake.catalog.reads.history(T) if e.commit_id == result.commit_id]
     assert [(e.to_version, e.rows_added) for e in mine] == [(4, 1)]
 
 
@@ -92,41 +92,41 @@ def test_a_small_append_over_a_record_changed_meanwhile_lands_once_under_the_lea
     while this writer's unacquired append is staged: the commit, conditional on the record it
     read, is refused with nothing landed, and the rows are written again under the lease, over
     the changed record."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     other = lake.new_catalog()
     changed: list[bool] = []
     armed: list[bool] = []
 
     def change(point: str) -> None:
         if point == "append:staged" and armed and not changed:
-            other.set_protected(T)
+            other.containers.set_protected(T)
             changed.append(True)
 
     writer = lake.new_catalog(hook=change)
     try:
-        writer.append(T, rows([2]))  # the last writer now
+        writer.tables.append(T, rows([2]))  # the last writer now
         armed.append(True)
         with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
-            result = writer.append(T, rows([3], "mine"))
+            result = writer.tables.append(T, rows([3], "mine"))
     finally:
         writer.close()
         other.close()
     assert changed == [True]
     assert AGAIN in caplog.text
     assert result.to_version == 3 and result.rows_added == 1
-    assert sorted(ids_of(lake.catalog.open_table(T))) == [1, 2, 3]
+    assert sorted(ids_of(lake.catalog.reads.open_table(T))) == [1, 2, 3]
     assert table_record(lake).protected
 
 
 def test_the_writer_that_landed_last_does_not_acquire_the_lease(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     acquires = lease_acquires(lake.catalog.store, monkeypatch)
     for i in range(2, 5):
-        lake.catalog.append(T, rows([i]))
+        lake.catalog.tables.append(T, rows([i]))
     assert acquires == []
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3, 4]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3, 4]
 
 
 def test_an_unacquired_lease_past_its_ttl_writes_the_rows_again_under_the_lease(
@@ -145,37 +145,37 @@ def test_an_unacquired_lease_past_its_ttl_writes_the_rows_again_under_the_lease(
 
     writer = lake.new_catalog(clock=clock, heartbeat=False, hook=stall)
     try:
-        writer.create_table(T, rows([1]))
+        writer.tables.create_table(T, rows([1]))
         slow.append(True)
         with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
-            assert writer.append(T, rows([2])).to_version == 2
+            assert writer.tables.append(T, rows([2])).to_version == 2
     finally:
         writer.close()
     assert len(slow) == 2 and AGAIN in caplog.text
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
 def test_an_append_above_the_small_size_takes_the_lease(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows that are not kept in memory to be written twice (a stream above the small-append
     size) go under an acquired lease, as do the first append of a writer that did not land
     the current version."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     acquires = lease_acquires(lake.catalog.store, monkeypatch)
     monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 0)
-    lake.catalog.append(T, rows([2]))
+    lake.catalog.tables.append(T, rows([2]))
     assert len(acquires) == 1
     monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 8 << 20)
     other = lake.new_catalog()
     try:
         acquires.clear()
-        other.append(T, rows([3]))  # it did not land version 2
+        other.tables.append(T, rows([3]))  # it did not land version 2
         assert acquires
         acquires.clear()
-        lake.catalog.append(T, rows([4]))  # nor did this one land version 3
+        lake.catalog.tables.append(T, rows([4]))  # nor did this one land version 3
         assert acquires
     finally:
         other.close()
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3, 4]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3, 4]
 
 
 def test_an_unpublished_version_is_finished_under_the_lease_first(
@@ -184,7 +184,7 @@ def test_an_unpublished_version_is_finished_under_the_lease_first(
     """The last writer's own version was registered but its manifest could not be published:
     the next small append must not let Lance finish it (a write to storage) without the lease;
     it is refused, and the append under the lease settles (publishes) and then writes."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     real = engine.finalize_manifest
     failed: list[int] = []
 
@@ -193,7 +193,7 @@ def test_an_unpublished_version_is_finished_under_the_lease_first(
         raise OSError("storage unavailable (test)")
 
     monkeypatch.setattr(engine, "finalize_manifest", failing)
-    lake.catalog.append(T, rows([2]))  # lands; its publish and its finalize both fail
+    lake.catalog.tables.append(T, rows([2]))  # lands; its publish and its finalize both fail
     monkeypatch.setattr(engine, "finalize_manifest", real)
     assert failed and set(failed) == {2}
     record = table_record(lake)
@@ -202,24 +202,24 @@ def test_an_unpublished_version_is_finished_under_the_lease_first(
     canonical = engine.canonical_manifest_path(ver.staged_from or ver.manifest_path, 2)
     assert not engine.manifest_exists(record.location, canonical, storage)  # unpublished
     with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
-        assert lake.catalog.append(T, rows([3])).to_version == 3
+        assert lake.catalog.tables.append(T, rows([3])).to_version == 3
     assert AGAIN in caplog.text
     assert current_record(lake, 2).manifest_path == canonical
     assert engine.manifest_exists(record.location, canonical, storage)
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
 
 
 def test_a_missing_manifest_is_the_typed_refusal_and_changes_nothing(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    lake.catalog.append(T, rows([2]))
-    record = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.tables.append(T, rows([2]))
+    record = lake.catalog.reads.open_table(T).record
     storage = lake.settings.storage_options(record.location)
     ver = current_record(lake, 2)
     fs, _ = engine._filesystem(record.location, storage)
     fs.delete_file(engine_manifests._object_path(record.location, ver.manifest_path))
     before = lake.catalog.store.get(keys.table(TableName.parse(T)))
     with pytest.raises(InvalidTableState, match="manifest is missing"):
-        lake.catalog.append(T, rows([3]))
+        lake.catalog.tables.append(T, rows([3]))
     assert lake.catalog.store.get(keys.table(TableName.parse(T))) == before
 
 
@@ -229,9 +229,9 @@ def test_a_squatter_above_the_table_is_quarantined_under_the_lease(
     """A manifest written around the registry at the next version's path: the unacquired
     append is refused before its commit; the append under the lease moves the squatter aside
     and lands at the canonical path."""
-    lake.catalog.create_table(T, rows([1]))
-    lake.catalog.append(T, rows([2]))
-    record = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.tables.append(T, rows([2]))
+    record = lake.catalog.reads.open_table(T).record
     storage = lake.settings.storage_options(record.location)
     current = current_record(lake, 2).manifest_path
     squat = engine.canonical_manifest_path(current, 3)
@@ -241,12 +241,12 @@ def test_a_squatter_above_the_table_is_quarantined_under_the_lease(
         engine_manifests._object_path(record.location, squat),
     )
     with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
-        assert lake.catalog.append(T, rows([3])).to_version == 3
+        assert lake.catalog.tables.append(T, rows([3])).to_version == 3
     assert AGAIN in caplog.text
     landed = current_record(lake, 3)
     assert landed.manifest_path == squat and landed.staged_from is not None
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
-    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.reads.open_table(T, 2)) == [1, 2]
 
 
 # == read_small ================================================================================
@@ -292,15 +292,15 @@ def test_threads_of_one_process_appending_small_rows_lose_nothing(lake: Lake) ->
     small appends, unacquired or under the lease, land once each, in consecutive versions."""
     from concurrent.futures import ThreadPoolExecutor
 
-    lake.catalog.create_table(T, rows([-1]))
+    lake.catalog.tables.create_table(T, rows([-1]))
 
     def writer(w: int) -> None:
         for i in range(15):
-            lake.catalog.append(T, rows([w * 1000 + i], f"w{w}"))
+            lake.catalog.tables.append(T, rows([w * 1000 + i], f"w{w}"))
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(writer, range(4)))  # re-raises a writer's error here
-    snap = lake.catalog.open_table(T)
+    snap = lake.catalog.reads.open_table(T)
     assert snap.version == 61
     assert ids_of(snap) == sorted([-1] + [w * 1000 + i for w in range(4) for i in range(15)])
-    assert sorted(e.to_version for e in lake.catalog.history(T)) == list(range(1, 62))
+    assert sorted(e.to_version for e in lake.catalog.reads.history(T)) == list(range(1, 62))

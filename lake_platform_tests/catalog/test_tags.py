@@ -44,14 +44,14 @@ def quick_cleanup(settings: LakeSettings, **more: Any) -> LakeSettings:
 @pytest.fixture
 def table(lake: Lake) -> Iterator[Lake]:
     """``T`` with versions 1..4."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     for i in (2, 3, 4):
-        lake.catalog.append(T, rows([i]))
+        lake.catalog.tables.append(T, rows([i]))
     yield lake
 
 
 def registered(catalog: Catalog, name: str = T) -> dict[int, VersionRecord]:
-    incarnation = catalog.open_table(name).record.incarnation
+    incarnation = catalog.reads.open_table(name).record.incarnation
     return {
         r.version: r
         for r in (
@@ -62,7 +62,7 @@ def registered(catalog: Catalog, name: str = T) -> dict[int, VersionRecord]:
 
 
 def engine_tags(catalog: Catalog, name: str = T) -> dict[str, int]:
-    return engine.tagged_versions(catalog.open_table(name).dataset)
+    return engine.tagged_versions(catalog.reads.open_table(name).dataset)
 
 
 def registry_tags(catalog: Catalog, name: str = T) -> dict[str, int]:
@@ -74,7 +74,7 @@ def assert_no_tag_points_at_a_deleted_version(catalog: Catalog) -> None:
     assert set(engine_tags(catalog).values()) <= live
     assert set(registry_tags(catalog).values()) <= live
     for tag, version in engine_tags(catalog).items():
-        assert catalog.open_table(T, version).count_rows() == version, tag  # v<n> holds rows 1..n
+        assert catalog.reads.open_table(T, version).count_rows() == version, tag  # v<n> holds rows 1..n
 
 
 class Pause:
@@ -118,22 +118,22 @@ def test_cleanup_then_tag_interleaving(table: Lake) -> None:
     cleaner = Catalog(settings, hook=pause)
     impatient = Catalog(settings.model_copy(update={"lease_wait_seconds": 0.0}))
     try:
-        cleanup = Background(cleaner.cleanup, T, retention=timedelta(0), retain_versions=1)
+        cleanup = Background(cleaner.versions.cleanup, T, retention=timedelta(0), retain_versions=1)
         assert pause.reached.wait(30)
         # Cleanup holds the lease and has chosen 1, 2 and 3: a tag on 2 must not land now.
         with pytest.raises(LeaseUnavailable):
-            impatient.create_tag(T, "keep", 2)
-        patient = Background(table.catalog.create_tag, T, "late", 2)
+            impatient.tags.create_tag(T, "keep", 2)
+        patient = Background(table.catalog.tags.create_tag, T, "late", 2)
         pause.release.set()
         done = cleanup.result()
         assert done.status == "committed" and done.detail["versions_removed"] == [1, 2, 3]
         late = patient.result()
         assert isinstance(late, TableVersionNotFound), late
         with pytest.raises(TableVersionNotFound):
-            impatient.create_tag(T, "keep", 2)
+            impatient.tags.create_tag(T, "keep", 2)
         assert engine_tags(table.catalog) == {} and registry_tags(table.catalog) == {}
         assert_no_tag_points_at_a_deleted_version(table.catalog)
-        assert [e.operation for e in table.catalog.history(T)].count("tag") == 0
+        assert [e.operation for e in table.catalog.reads.history(T)].count("tag") == 0
     finally:
         cleaner.close()
         impatient.close()
@@ -146,13 +146,13 @@ def test_tag_then_cleanup_keeps_the_version(table: Lake) -> None:
     tagger = Catalog(settings, hook=pause)
     impatient_cleaner = Catalog(settings.model_copy(update={"lease_wait_seconds": 0.0}))
     try:
-        tag = Background(tagger.create_tag, T, "keep", 2)
+        tag = Background(tagger.tags.create_tag, T, "keep", 2)
         assert pause.reached.wait(30)
         with pytest.raises(LeaseUnavailable):  # the tag holds the lease until it has committed
-            impatient_cleaner.cleanup(T, retention=timedelta(0))
+            impatient_cleaner.versions.cleanup(T, retention=timedelta(0))
         pause.release.set()
         assert tag.result() == 2
-        done = impatient_cleaner.cleanup(T, retention=timedelta(0))
+        done = impatient_cleaner.versions.cleanup(T, retention=timedelta(0))
         assert done.detail["versions_removed"] == [1, 3] and done.detail["tagged_kept"] == [2]
         assert engine_tags(table.catalog) == {"keep": 2} and registry_tags(table.catalog) == {"keep": 2}
         assert_no_tag_points_at_a_deleted_version(table.catalog)
@@ -172,15 +172,15 @@ def test_a_tagger_whose_lease_was_taken_over_cannot_commit(table: Lake) -> None:
     later.advance(table.settings.lease_ttl_seconds + 1)
     taker = Catalog(table.settings, clock=later, heartbeat=False)
     try:
-        tag = Background(tagger.create_tag, T, "gold", 1)
+        tag = Background(tagger.tags.create_tag, T, "gold", 1)
         assert pause.reached.wait(30)
-        incarnation = table.catalog.open_table(T).record.incarnation
+        incarnation = table.catalog.reads.open_table(T).record.incarnation
         taken = taker.gate.acquire(incarnation)  # past the deadline on everyone else's clock
         pause.release.set()
         refused = tag.result()
         assert isinstance(refused, LeaseExpired), refused
         assert engine_tags(table.catalog) == {} and registry_tags(table.catalog) == {}
-        assert "tag" not in [e.operation for e in table.catalog.history(T)]
+        assert "tag" not in [e.operation for e in table.catalog.reads.history(T)]
         taker.gate.release(taken)
     finally:
         tagger.close()
@@ -190,43 +190,43 @@ def test_a_tagger_whose_lease_was_taken_over_cannot_commit(table: Lake) -> None:
 def test_tag_of_a_cleaned_up_version_is_a_typed_error(table: Lake) -> None:
     cleaner = Catalog(quick_cleanup(table.settings))
     try:
-        cleaner.cleanup(T, retention=timedelta(0))
+        cleaner.versions.cleanup(T, retention=timedelta(0))
     finally:
         cleaner.close()
-    before = table.catalog.history(T)
+    before = table.catalog.reads.history(T)
     with pytest.raises(TableVersionNotFound, match="version 2"):
-        table.catalog.create_tag(T, "keep", 2)
-    assert table.catalog.history(T) == before and engine_tags(table.catalog) == {}
+        table.catalog.tags.create_tag(T, "keep", 2)
+    assert table.catalog.reads.history(T) == before and engine_tags(table.catalog) == {}
 
 
 def test_tags_are_recorded_in_the_registry(table: Lake) -> None:
     catalog = table.catalog
-    assert catalog.create_tag(T, "keep", 2) == 2
-    assert catalog.create_tag(T, "head") == 4
+    assert catalog.tags.create_tag(T, "keep", 2) == 2
+    assert catalog.tags.create_tag(T, "head") == 4
     assert registry_tags(catalog) == engine_tags(catalog) == {"keep": 2, "head": 4}
     with pytest.raises(TableTagAlreadyExists):
-        catalog.create_tag(T, "keep", 3)
-    assert catalog.create_tag(T, "keep", 3, replace=True) == 3  # moves in one registry commit
+        catalog.tags.create_tag(T, "keep", 3)
+    assert catalog.tags.create_tag(T, "keep", 3, replace=True) == 3  # moves in one registry commit
     assert registry_tags(catalog) == engine_tags(catalog) == {"keep": 3, "head": 4}
-    catalog.delete_tag(T, "keep")
+    catalog.tags.delete_tag(T, "keep")
     assert registry_tags(catalog) == engine_tags(catalog) == {"head": 4}
     with pytest.raises(TableTagNotFound):
-        catalog.delete_tag(T, "keep")
+        catalog.tags.delete_tag(T, "keep")
     with pytest.raises(TableTagNotFound):
-        catalog.create_tag(T, "nope", 2, replace=True)
-    assert [e.operation for e in catalog.history(T)][-4:] == ["tag", "tag", "tag", "untag"]
+        catalog.tags.create_tag(T, "nope", 2, replace=True)
+    assert [e.operation for e in catalog.reads.history(T)][-4:] == ["tag", "tag", "tag", "untag"]
 
 
 def test_delete_tag_waits_for_the_lease(table: Lake) -> None:
-    table.catalog.create_tag(T, "keep", 2)
+    table.catalog.tags.create_tag(T, "keep", 2)
     impatient = Catalog(table.settings.model_copy(update={"lease_wait_seconds": 0.0}))
     try:
-        incarnation = table.catalog.open_table(T).record.incarnation
+        incarnation = table.catalog.reads.open_table(T).record.incarnation
         with table.catalog.gate.hold(incarnation):
             with pytest.raises(LeaseUnavailable):
-                impatient.delete_tag(T, "keep")
+                impatient.tags.delete_tag(T, "keep")
         assert registry_tags(table.catalog) == engine_tags(table.catalog) == {"keep": 2}
-        impatient.delete_tag(T, "keep")
+        impatient.tags.delete_tag(T, "keep")
         assert registry_tags(table.catalog) == engine_tags(table.catalog) == {}
     finally:
         impatient.close()
@@ -236,19 +236,19 @@ def test_tags_made_before_the_registry_recorded_them_still_count(table: Lake) ->
     """Older releases kept tags only in Lance: cleanup still keeps their versions, and they can
     still be deleted and replaced."""
     catalog = table.catalog
-    engine.create_tag(catalog.open_table(T, 2).dataset, "legacy", 2)
+    engine.create_tag(catalog.reads.open_table(T, 2).dataset, "legacy", 2)
     assert registry_tags(catalog) == {} and engine_tags(catalog) == {"legacy": 2}
     cleaner = Catalog(quick_cleanup(table.settings))
     try:
-        done = cleaner.cleanup(T, retention=timedelta(0))
+        done = cleaner.versions.cleanup(T, retention=timedelta(0))
     finally:
         cleaner.close()
     assert done.detail["versions_removed"] == [1, 3] and done.detail["tagged_kept"] == [2]
     with pytest.raises(TableTagAlreadyExists):
-        catalog.create_tag(T, "legacy", 4)
-    catalog.create_tag(T, "legacy", 4, replace=True)
+        catalog.tags.create_tag(T, "legacy", 4)
+    catalog.tags.create_tag(T, "legacy", 4, replace=True)
     assert registry_tags(catalog) == engine_tags(catalog) == {"legacy": 4}
-    catalog.delete_tag(T, "legacy")
+    catalog.tags.delete_tag(T, "legacy")
     assert registry_tags(catalog) == engine_tags(catalog) == {}
 
 
@@ -263,7 +263,7 @@ def test_cleanup_never_deletes_a_version_record_that_carries_a_tag(table: Lake) 
     """The second line: should a tag ever reach a version record without the lease (a writer
     from outside the catalog), cleanup refuses to delete that record rather than orphan it."""
     catalog = table.catalog
-    incarnation = catalog.open_table(T).record.incarnation
+    incarnation = catalog.reads.open_table(T).record.incarnation
 
     def sneak_tag(point: str) -> None:
         if point == "cleanup:chose-versions":
@@ -276,11 +276,11 @@ def test_cleanup_never_deletes_a_version_record_that_carries_a_tag(table: Lake) 
     cleaner = Catalog(quick_cleanup(table.settings), hook=sneak_tag)
     try:
         with pytest.raises(ConcurrentModification, match="version 2 was tagged"):
-            cleaner.cleanup(T, retention=timedelta(0))
+            cleaner.versions.cleanup(T, retention=timedelta(0))
     finally:
         cleaner.close()
     assert sorted(registered(catalog)) == [1, 2, 3, 4]
-    assert [catalog.open_table(T, v).count_rows() for v in (1, 2, 3, 4)] == [1, 2, 3, 4]
+    assert [catalog.reads.open_table(T, v).count_rows() for v in (1, 2, 3, 4)] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(
@@ -297,10 +297,10 @@ def test_cleanup_never_deletes_a_version_record_that_carries_a_tag(table: Lake) 
 def test_bad_tag_requests_are_typed_and_change_nothing(
     table: Lake, tag: Any, version: Any, error: type[Exception]
 ) -> None:
-    before = table.catalog.history(T)
+    before = table.catalog.reads.history(T)
     with pytest.raises(error):
-        table.catalog.create_tag(T, tag, version)
-    assert table.catalog.history(T) == before
+        table.catalog.tags.create_tag(T, tag, version)
+    assert table.catalog.reads.history(T) == before
     assert registry_tags(table.catalog) == engine_tags(table.catalog) == {}
 
 
@@ -312,30 +312,30 @@ def test_a_tag_interrupted_before_lances_copy_is_finished_by_a_retry(table: Lake
     interrupted = Catalog(table.settings, hook=crash)
     try:
         with pytest.raises(ConnectionError):
-            interrupted.create_tag(T, "keep", 2)
+            interrupted.tags.create_tag(T, "keep", 2)
     finally:
         interrupted.close()
     # The registry committed it: cleanup already keeps version 2.
     assert registry_tags(table.catalog) == {"keep": 2} and engine_tags(table.catalog) == {}
-    assert table.catalog.create_tag(T, "keep", 2) == 2
+    assert table.catalog.tags.create_tag(T, "keep", 2) == 2
     assert registry_tags(table.catalog) == engine_tags(table.catalog) == {"keep": 2}
     with pytest.raises(TableTagAlreadyExists):
-        table.catalog.create_tag(T, "keep", 2)
+        table.catalog.tags.create_tag(T, "keep", 2)
 
 
 def test_list_tags_answers_from_the_registry_without_opening_the_dataset(
     table: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table.catalog.create_tag(T, "gold", 2)
-    table.catalog.create_tag(T, "alpha")
-    table.catalog.delete_tag(T, "alpha")
-    table.catalog.create_tag(T, "beta", 3)
+    table.catalog.tags.create_tag(T, "gold", 2)
+    table.catalog.tags.create_tag(T, "alpha")
+    table.catalog.tags.delete_tag(T, "alpha")
+    table.catalog.tags.create_tag(T, "beta", 3)
 
     def no_engine(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("list_tags opened the dataset")
 
     monkeypatch.setattr(engine, "open_version", no_engine)
     monkeypatch.setattr(engine, "tagged_versions", no_engine)
-    assert table.catalog.list_tags(T) == {"beta": 3, "gold": 2}
+    assert table.catalog.tags.list_tags(T) == {"beta": 3, "gold": 2}
     with pytest.raises(InvalidInput):
-        table.catalog.list_tags("Not A Table")
+        table.catalog.tags.list_tags("Not A Table")

@@ -11,6 +11,7 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -28,11 +29,11 @@ T = "p.w.ns.t"
 
 
 def registry_version(catalog: Catalog, name: str = T) -> int:
-    return catalog.describe_table(name, with_stats=False).current_version
+    return catalog.reads.describe_table(name, with_stats=False).current_version
 
 
 def appends_logged(catalog: Catalog, name: str = T) -> list[CommitLogEntry]:
-    return [e for e in catalog.history(name) if e.operation == "append"]
+    return [e for e in catalog.reads.history(name) if e.operation == "append"]
 
 
 def opts(lake: Lake, location: str) -> dict[str, str]:
@@ -41,19 +42,19 @@ def opts(lake: Lake, location: str) -> dict[str, str]:
 
 
 def test_snapshot_read_sees_only_its_version(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1, 2, 3]))
-    lake.catalog.append(T, rows([4, 5]))
-    assert ids_of(lake.catalog.open_table(T, 1)) == [1, 2, 3]
-    assert ids_of(lake.catalog.open_table(T, 2)) == [1, 2, 3, 4, 5]
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3, 4, 5]
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    lake.catalog.tables.append(T, rows([4, 5]))
+    assert ids_of(lake.catalog.reads.open_table(T, 1)) == [1, 2, 3]
+    assert ids_of(lake.catalog.reads.open_table(T, 2)) == [1, 2, 3, 4, 5]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3, 4, 5]
 
 
 def test_open_follows_the_registry_not_the_disk(lake: Lake) -> None:
     """A version on disk that the registry never accepted is invisible (invariant 1)."""
-    lake.catalog.create_table(T, rows([1]))
-    record = lake.catalog.open_table(T).record
+    lake.catalog.tables.create_table(T, rows([1]))
+    record = lake.catalog.reads.open_table(T).record
     # Simulate a rogue commit: a writer that bypasses the registry writes version 2 on disk.
-    snap = lake.catalog.open_table(T)
+    snap = lake.catalog.reads.open_table(T)
     import lance  # the test plays the rogue writer; the package never does this
 
     lance.write_dataset(
@@ -61,76 +62,76 @@ def test_open_follows_the_registry_not_the_disk(lake: Lake) -> None:
     )
     assert max(engine.versions_on_disk(record.location, opts(lake, record.location))) == 2
     assert registry_version(lake.catalog) == 1
-    assert ids_of(lake.catalog.open_table(T)) == [1]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1]
     assert snap.version == 1
 
 
 def test_every_commit_lands_in_registry_with_log_entry(lake: Lake) -> None:
-    created = lake.catalog.create_table(T, rows([1, 2]), actor="alice", run_id="run-1")
-    appended = lake.catalog.append(T, rows([3]))
+    created = lake.catalog.tables.create_table(T, rows([1, 2]), by=Provenance(actor="alice", run_id="run-1"))
+    appended = lake.catalog.tables.append(T, rows([3]))
     assert (created.from_version, created.to_version) == (0, 1)
     assert (appended.from_version, appended.to_version) == (1, 2)
-    log = lake.catalog.history(T)
+    log = lake.catalog.reads.history(T)
     assert [(e.operation, e.from_version, e.to_version) for e in log] == [("create", 0, 1), ("append", 1, 2)]
     assert log[0].actor == "alice" and log[0].run_id == "run-1" and log[0].rows_added == 2
     assert log[1].rows_added == 1 and log[1].commit_id == appended.commit_id
-    location = lake.catalog.open_table(T).record.location
+    location = lake.catalog.reads.open_table(T).record.location
     assert engine.versions_on_disk(location, opts(lake, location))[-1] == registry_version(lake.catalog) == 2
 
 
 def test_compaction_commits_through_the_catalog(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([0]))
+    lake.catalog.tables.create_table(T, rows([0]))
     for i in range(1, 6):
-        lake.catalog.append(T, rows([i]))
-    before = lake.catalog.describe_table(T)
-    result = lake.catalog.compact(T)
+        lake.catalog.tables.append(T, rows([i]))
+    before = lake.catalog.reads.describe_table(T)
+    result = lake.catalog.versions.compact(T)
     assert result.status == "committed"
-    after = lake.catalog.describe_table(T)
+    after = lake.catalog.reads.describe_table(T)
     assert after.current_version == result.version > before.current_version
     assert after.fragments == 1 and after.rows == 6
     assert engine.versions_on_disk(after.location, opts(lake, after.location))[-1] == after.current_version
-    assert lake.catalog.open_table(T).dataset.version == after.current_version
-    ops = [e.operation for e in lake.catalog.history(T)]
+    assert lake.catalog.reads.open_table(T).dataset.version == after.current_version
+    ops = [e.operation for e in lake.catalog.reads.history(T)]
     assert ops[-2:] == ["compact", "compact#1"]  # Lance commits ReserveFragments, then Rewrite
-    rewrite = lake.catalog.history(T)[-1]
+    rewrite = lake.catalog.reads.history(T)[-1]
     assert rewrite.files_removed == 6 and rewrite.files_added == 1
-    assert lake.catalog.compact(T).status == "nothing-to-do"
+    assert lake.catalog.versions.compact(T).status == "nothing-to-do"
 
 
 def test_stale_compaction_is_rebased_over_an_append(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([0]))
+    lake.catalog.tables.create_table(T, rows([0]))
     for i in range(1, 4):
-        lake.catalog.append(T, rows([i]))
-    planned = lake.catalog.plan_compaction(T)
-    results = lake.catalog.execute_compaction(planned)
-    lake.catalog.append(T, rows([100, 101]))  # lands after the plan
-    result = lake.catalog.commit_compaction(planned, results)
+        lake.catalog.tables.append(T, rows([i]))
+    planned = lake.catalog.versions.plan_compaction(T)
+    results = lake.catalog.versions.execute_compaction(planned)
+    lake.catalog.tables.append(T, rows([100, 101]))  # lands after the plan
+    result = lake.catalog.versions.commit_compaction(planned, results)
     assert result.status == "committed"
     assert result.version == registry_version(lake.catalog) > planned.read_version + 1
-    assert ids_of(lake.catalog.open_table(T)) == [0, 1, 2, 3, 100, 101]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [0, 1, 2, 3, 100, 101]
 
 
 def test_stale_compaction_conflicting_with_a_delete_is_skipped(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([0]))
+    lake.catalog.tables.create_table(T, rows([0]))
     for i in range(1, 4):
-        lake.catalog.append(T, rows([i]))
-    planned = lake.catalog.plan_compaction(T)
-    results = lake.catalog.execute_compaction(planned)
-    deleted = lake.catalog.delete_rows(T, "id = 2")  # touches the fragments being compacted
-    result = lake.catalog.commit_compaction(planned, results)
+        lake.catalog.tables.append(T, rows([i]))
+    planned = lake.catalog.versions.plan_compaction(T)
+    results = lake.catalog.versions.execute_compaction(planned)
+    deleted = lake.catalog.tables.delete_rows(T, "id = 2")  # touches the fragments being compacted
+    result = lake.catalog.versions.commit_compaction(planned, results)
     assert result.status == "skipped-stale"
     # Lance's ReserveFragments step may have landed (a version that changes no data); the
     # rewrite did not, so the delete's effect stands.
     assert registry_version(lake.catalog) == result.version >= deleted.to_version  # type: ignore[operator]
-    assert ids_of(lake.catalog.open_table(T)) == [0, 1, 3]
-    last = lake.catalog.history(T)[-1]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [0, 1, 3]
+    last = lake.catalog.reads.history(T)[-1]
     assert (
         last.operation == "compact" and last.detail["status"] == "skipped-stale" and last.to_version is None
     )
 
 
 def test_stale_drop_never_touches_the_replacement(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     paused, resume = threading.Event(), threading.Event()
 
     def hook(point: str) -> None:
@@ -143,42 +144,40 @@ def test_stale_drop_never_touches_the_replacement(lake: Lake) -> None:
 
     def stale_drop() -> None:
         try:
-            outcome.append(stale.drop_table(T, purge=True))
+            outcome.append(stale.trash.drop_table(T, purge=True))
         except BaseException as exc:  # noqa: BLE001
             outcome.append(exc)
 
     worker = threading.Thread(target=stale_drop)
     worker.start()
     assert paused.wait(30)
-    lake.catalog.drop_table(T, purge=True)
-    lake.catalog.create_table(T, rows([7, 8]))
-    replacement = lake.catalog.open_table(T).record
+    lake.catalog.trash.drop_table(T, purge=True)
+    lake.catalog.tables.create_table(T, rows([7, 8]))
+    replacement = lake.catalog.reads.open_table(T).record
     resume.set()
     worker.join(30)
     assert isinstance(outcome[0], TableNotFound)
-    assert ids_of(lake.catalog.open_table(T)) == [7, 8]
-    assert lake.catalog.open_table(T).record.incarnation == replacement.incarnation
+    assert ids_of(lake.catalog.reads.open_table(T)) == [7, 8]
+    assert lake.catalog.reads.open_table(T).record.incarnation == replacement.incarnation
     stale.close()
 
 
 def test_drop_removes_registration_before_data(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    location = lake.catalog.open_table(T).record.location
+    lake.catalog.tables.create_table(T, rows([1]))
+    location = lake.catalog.reads.open_table(T).record.location
     seen: dict[str, Any] = {}
 
     def hook(point: str) -> None:
         if point == "drop:after-commit":
-            seen["registered"] = lake.catalog.store.get(
-                keys.table(lake.catalog.open_table.__self__ and _tn())
-            )
+            seen["registered"] = lake.catalog.store.get(keys.table(_tn()))
             seen["files"] = list(engine.list_files(location, opts(lake, location)))
 
     dropper = lake.new_catalog(hook=hook)
-    dropper.drop_table(T, purge=True)
+    dropper.trash.drop_table(T, purge=True)
     assert seen["registered"] is None and seen["files"]  # deregistered while the data still existed
     assert list(engine.list_files(location, opts(lake, location))) == []
     with pytest.raises(TableNotFound):
-        lake.catalog.open_table(T)
+        lake.catalog.reads.open_table(T)
     dropper.close()
 
 
@@ -191,8 +190,8 @@ def _tn() -> Any:
 def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     clock = ManualClock()
     first = lake.new_catalog(clock=clock, heartbeat=False)
-    first.create_table(T, rows([1]))
-    incarnation = first.open_table(T).record.incarnation
+    first.tables.create_table(T, rows([1]))
+    incarnation = first.reads.open_table(T).record.incarnation
     lease = first.gate.acquire(incarnation)
     lease.check()
     clock.advance(lake.settings.lease_ttl_seconds - lake.settings.lease_safety_margin_seconds + 0.001)
@@ -207,7 +206,7 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     # own clock and tries to write anyway.
     from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
 
-    record, revision = first._table(_tn())
+    record, revision = first.ctx.table(_tn())
     pending = PendingCommit(commit_id="late-commit-0001", operation="append", actor="late")
     lease._renewed(lease.revision, clock.monotonic() + 100)  # a lying clock
     ns = BoundTableNamespace(
@@ -230,7 +229,7 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
             storage_options=opts(lake, record.location),
         )
     assert isinstance(ns.failure, LeaseExpired)
-    assert registry_version(lake.catalog) == 1 and ids_of(lake.catalog.open_table(T)) == [1]
+    assert registry_version(lake.catalog) == 1 and ids_of(lake.catalog.reads.open_table(T)) == [1]
     # The new holder commits fine.
     pending2 = PendingCommit(commit_id="new-commit-0001", operation="append", actor="second")
     ns2 = BoundTableNamespace(
@@ -249,7 +248,7 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
         mode="append",
         storage_options=opts(lake, record.location),
     )
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
     stored = decode(LeaseRecord, lake.catalog.store.get(keys.lease(incarnation)).value)  # type: ignore[union-attr]
     assert stored.token == taken.token and stored.holder == taken.holder
     first.close()
@@ -257,30 +256,30 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
 
 
 def test_writer_waits_for_a_held_lease(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
-    incarnation = lake.catalog.open_table(T).record.incarnation
+    lake.catalog.tables.create_table(T, rows([1]))
+    incarnation = lake.catalog.reads.open_table(T).record.incarnation
     impatient = Catalog(lake.settings.model_copy(update={"lease_wait_seconds": 0.0}))
     with lake.catalog.gate.hold(incarnation):
         from lake_platform.errors import LeaseUnavailable
 
         with pytest.raises(LeaseUnavailable):
-            impatient.append(T, rows([2]))
-    impatient.append(T, rows([2]))
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+            impatient.tables.append(T, rows([2]))
+    impatient.tables.append(T, rows([2]))
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
     impatient.close()
 
 
 @pytest.mark.slow
 def test_four_processes_appending_lose_no_commit(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([-1]))
+    lake.catalog.tables.create_table(T, rows([-1]))
     append_in_processes(T, lake.settings, 4, 50)
-    snap = lake.catalog.open_table(T)
+    snap = lake.catalog.reads.open_table(T)
     assert snap.version == registry_version(lake.catalog) == 201
     assert engine.versions_on_disk(snap.record.location, opts(lake, snap.record.location))[-1] == 201
     assert len(appends_logged(lake.catalog)) == 200
     expected = sorted([-1] + [w * 1000 + i for w in range(4) for i in range(50)])
     assert ids_of(snap) == expected
-    versions = [e.to_version for e in lake.catalog.history(T)]
+    versions = [e.to_version for e in lake.catalog.reads.history(T)]
     assert sorted(versions) == list(range(1, 202))  # no gaps, no duplicates
 
 
@@ -297,20 +296,20 @@ class _FailAfterCommit:
 
 
 def test_ambiguous_outcome_is_resolved_by_commit_id(lake: Lake) -> None:
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
     flaky = lake.new_catalog(hook=_FailAfterCommit())
-    first = flaky.append(T, rows([2]), commit_id="ingest-batch-0001")
+    first = flaky.tables.append(T, rows([2]), by=Provenance(commit_id="ingest-batch-0001"))
     assert first.to_version == 2 and not first.replayed
-    retry = flaky.append(T, rows([2]), commit_id="ingest-batch-0001")
+    retry = flaky.tables.append(T, rows([2]), by=Provenance(commit_id="ingest-batch-0001"))
     assert retry.replayed and retry.to_version == 2
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
     assert len(appends_logged(lake.catalog)) == 1
     flaky.close()
 
 
 def test_retry_with_same_commit_id_after_error_does_not_double_append(lake: Lake) -> None:
     """The caller saw an error; it retries with the same commit id; nothing is written twice."""
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
 
     class Broken:
         def __call__(self, point: str) -> None:
@@ -319,10 +318,10 @@ def test_retry_with_same_commit_id_after_error_does_not_double_append(lake: Lake
 
     flaky = lake.new_catalog(hook=Broken())
     with pytest.raises(ConnectionError):
-        flaky.append(T, rows([2]), commit_id="ingest-batch-0002")
-    retry = lake.catalog.append(T, rows([2]), commit_id="ingest-batch-0002")
+        flaky.tables.append(T, rows([2]), by=Provenance(commit_id="ingest-batch-0002"))
+    retry = lake.catalog.tables.append(T, rows([2]), by=Provenance(commit_id="ingest-batch-0002"))
     assert retry.replayed
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
     flaky.close()
 
 
@@ -332,7 +331,7 @@ def test_concurrent_modification_is_retryable_type() -> None:
 
 def test_store_is_shared_by_namespace_and_catalog(lake: Lake) -> None:
     assert isinstance(lake.catalog.store, MetaStore)
-    lake.catalog.create_table(T, pa.table({"id": pa.array([1], pa.int64()), "tag": ["a"]}).to_reader())
+    lake.catalog.tables.create_table(T, pa.table({"id": pa.array([1], pa.int64()), "tag": ["a"]}).to_reader())
     assert registry_version(lake.catalog) == 1
 
 
@@ -344,8 +343,8 @@ def test_heartbeat_keeps_a_long_write_alive(lake: Lake) -> None:
         update={"lease_ttl_seconds": 0.6, "lease_safety_margin_seconds": 0.2, "lease_io_timeout_seconds": 0.1}
     )
     catalog = Catalog(quick)
-    catalog.create_table(T, rows([1]))
-    incarnation = catalog.open_table(T).record.incarnation
+    catalog.tables.create_table(T, rows([1]))
+    incarnation = catalog.reads.open_table(T).record.incarnation
     with catalog.gate.hold(incarnation) as lease:
         first = lease.revision
         deadline = time.monotonic() + 20
@@ -360,7 +359,7 @@ def test_transient_storage_failures_are_retryable(lake: Lake) -> None:
     """A storage hiccup during the write (nothing committed) surfaces as a retryable error."""
     from lake_platform.errors import Throttling
 
-    lake.catalog.create_table(T, rows([1]))
+    lake.catalog.tables.create_table(T, rows([1]))
 
     class Hiccup:
         def __init__(self, message: str) -> None:
@@ -376,10 +375,10 @@ def test_transient_storage_failures_are_retryable(lake: Lake) -> None:
     ):
         flaky = lake.new_catalog(hook=Hiccup(message))
         with pytest.raises(expected) as err:
-            flaky.append(T, rows([2]))
+            flaky.tables.append(T, rows([2]))
         assert err.value.retryable
         flaky.close()
-    assert ids_of(lake.catalog.open_table(T)) == [1]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1]
 
 
 @pytest.mark.parametrize("small", [True, False], ids=["small", "streamed"])
@@ -396,8 +395,8 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
 
     if not small:
         monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 0)
-    lake.catalog.create_table(T, rows([1]))
-    lake.catalog.append(T, rows([2]))  # leaves the released lease record this gate knows
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.tables.append(T, rows([2]))  # leaves the released lease record this gate knows
     store = lake.catalog.store
     reads: list[tuple[str, list[str]]] = []
     real_get, real_get_many, real_scan = store.get, store.get_many, store.scan_prefix
@@ -417,9 +416,9 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
     monkeypatch.setattr(store, "get", get)
     monkeypatch.setattr(store, "get_many", get_many)
     monkeypatch.setattr(store, "scan_prefix", scan_prefix)
-    record = lake.catalog.open_table(T).record
+    record = lake.catalog.reads.open_table(T).record
     reads.clear()
-    lake.catalog.append(T, rows([3]))
+    lake.catalog.tables.append(T, rows([3]))
     name = TableName.parse(T)
     first = [keys.namespace(name.namespace_name), keys.table(name)]
     last = [keys.lease(record.incarnation), keys.version(record.incarnation, 2)]
@@ -431,5 +430,5 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
             ("get_many", [keys.table(name), keys.version(record.incarnation, 2)]),
         ]
     )
-    assert ids_of(lake.catalog.open_table(T)) == [1, 2, 3]
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
     assert registry_version(lake.catalog) == 3

@@ -39,7 +39,7 @@ def test_orphan_folders_are_reported_then_reclaimed_and_live_tables_kept(
 
     run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
     with Catalog(load_settings()) as catalog:
-        root = Path(catalog.warehouse(WarehouseName.parse("p.w")).root)
+        root = Path(catalog.ctx.warehouse(WarehouseName.parse("p.w")).root)
     leaked = root / "ns" / "gone-0123456789abcdef.lance"  # a create killed before its registry commit
     (leaked / "data").mkdir(parents=True)
     (leaked / "data" / "part.lance").write_bytes(b"x" * 10)

@@ -38,8 +38,8 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     settings, catalog = build_catalog(tmp_path_factory.mktemp("sql") / "home")
-    catalog.add_user("alice", project="p", role="reader", password="alice-password")
-    catalog.add_user("bob", project="q", role="reader", password="bob-password")
+    catalog.access.add_user("alice", project="p", role="reader", password="alice-password")
+    catalog.access.add_user("bob", project="q", role="reader", password="bob-password")
     server = start_server(settings, catalog)
     try:
         yield Running(server, settings, catalog)

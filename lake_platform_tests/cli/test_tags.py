@@ -26,7 +26,7 @@ def versions(lake: CliRunner, tmp_path: Path) -> CliRunner:
 
 def rows_at(version: int) -> int:
     with Catalog(load_settings()) as catalog:
-        return catalog.open_table(T, version).count_rows()
+        return catalog.reads.open_table(T, version).count_rows()
 
 
 def test_create_list_read_and_delete(versions: CliRunner) -> None:

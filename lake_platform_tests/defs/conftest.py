@@ -33,7 +33,7 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
     monkeypatch.setenv("LAKE_HOME", str(home))
     monkeypatch.setenv("LAKE_INBOX", str(tmp_path / "inbox"))
     catalog = make_lake(home)
-    catalog.create_table(TABLE, rows(0, 10).to_reader())
+    catalog.tables.create_table(TABLE, rows(0, 10).to_reader())
     lake_res = LakeResource(home=str(home))
     inbox_res = InboxResource(lake=lake_res, location=str(tmp_path / "inbox"))
     try:

@@ -57,7 +57,7 @@ def values(evaluation: dg.AssetCheckEvaluation) -> dict[str, object]:
 
 
 def location(lake: Lake) -> Path:
-    return Path(lake.catalog.open_table(TABLE).record.location)
+    return Path(lake.catalog.reads.open_table(TABLE).record.location)
 
 
 def rewrite_record(lake: Lake, **changes: object) -> None:
@@ -110,7 +110,7 @@ def test_a_registered_version_missing_from_disk_fails(instance, lake: Lake) -> N
 
 
 def test_a_deleted_current_manifest_fails(instance, lake: Lake) -> None:
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
     manifest = location(lake) / "_versions" / v2_manifest_name(2)
     assert manifest.exists()
     manifest.rename(manifest.with_name("moved-away"))
@@ -135,7 +135,7 @@ def test_a_registry_schema_that_differs_from_the_engine_fails(instance, lake: La
 
 
 def test_a_version_written_around_the_registry_fails(instance, lake: Lake) -> None:
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())  # version 2, registered
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())  # version 2, registered
     lance.write_dataset(rows(500, 3), str(location(lake)), mode="append")  # a rogue writer: version 3
     lance.write_dataset(rows(600, 3), str(location(lake)), mode="append")  # and 4
     found = run_checks(instance, lake, *ERROR_CHECKS)
@@ -147,15 +147,17 @@ def test_a_version_written_around_the_registry_fails(instance, lake: Lake) -> No
     )
     assert values(beyond)["unregistered_versions"] == [3, 4]
     assert found["registry_version_is_real"].passed  # readers still get version 2 ...
-    assert lake.catalog.open_table(TABLE).count_rows() == 15  # ... and nothing of the rogue rows
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 15  # ... and nothing of the rogue rows
 
 
 def test_a_rogue_version_moved_to_quarantine_still_fails_until_an_operator_clears_it(
     instance, lake: Lake
 ) -> None:
     lance.write_dataset(rows(500, 3), str(location(lake)), mode="append")  # a rogue writer: version 2
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())  # registers 2 and moves the rogue manifest aside
-    assert lake.catalog.open_table(TABLE).count_rows() == 15  # the rogue rows never became visible
+    lake.catalog.tables.append(
+        TABLE, rows(100, 5).to_reader()
+    )  # registers 2 and moves the rogue manifest aside
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 15  # the rogue rows never became visible
 
     quarantined = run_checks(instance, lake, checks.no_versions_beyond_registry)[
         "no_versions_beyond_registry"
@@ -194,9 +196,9 @@ def test_a_crashed_writers_unregistered_manifest_fails_once_no_lease_can_cover_i
 
 
 def test_too_many_fragments_warn(instance, lake: Lake) -> None:
-    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 3})
+    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 3})
     for i in range(3):
-        lake.catalog.append(TABLE, rows(100 * (i + 1), 5).to_reader())
+        lake.catalog.tables.append(TABLE, rows(100 * (i + 1), 5).to_reader())
     fragments = run_checks(instance, lake, checks.fragments_under_threshold)["fragments_under_threshold"]
     assert not fragments.passed and fragments.severity == WARN
     assert "4 fragments, at or above the compaction threshold of 3" in fragments.description

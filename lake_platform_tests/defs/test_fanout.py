@@ -35,7 +35,7 @@ class KillingLake(LakeResource):
     @contextmanager
     def catalog(self) -> Iterator[Catalog]:
         with super().catalog() as catalog:
-            execute = catalog.execute_compaction
+            execute = catalog.versions.execute_compaction
 
             def dying(planned):  # type: ignore[no-untyped-def]
                 task = planned.tasks[0]
@@ -48,7 +48,7 @@ class KillingLake(LakeResource):
                             return execute(planned)
                 os.kill(os.getpid(), signal.SIGKILL)
 
-            catalog.execute_compaction = dying  # type: ignore[method-assign]
+            catalog.versions.execute_compaction = dying  # type: ignore[method-assign]
             yield catalog
 
 
@@ -70,8 +70,8 @@ def multiprocess_job() -> dg.JobDefinition:
 
 def fragment(lake: Lake) -> None:
     for i in range(1, 4):  # 4 fragments of 10 rows: two tasks of two fragments each
-        lake.catalog.append(TABLE, rows(100 * i, 10).to_reader())
-    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
+        lake.catalog.tables.append(TABLE, rows(100 * i, 10).to_reader())
+    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
 
 
 def steps(instance: dg.DagsterInstance, run_id: str, event: dg.DagsterEventType) -> dict[str, int]:
@@ -99,9 +99,9 @@ def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
 ) -> None:
     fragment(lake)
     monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))  # one task's process dies once
-    tasks = len(lake.catalog.plan_compaction(TABLE, target_rows_per_fragment=20).tasks)
+    tasks = len(lake.catalog.versions.plan_compaction(TABLE, target_rows_per_fragment=20).tasks)
     assert tasks >= 2
-    before = lake.catalog.open_table(TABLE).version
+    before = lake.catalog.reads.open_table(TABLE).version
     with run(instance) as result:
         assert result.success
         run_id = result.run_id
@@ -116,9 +116,9 @@ def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
     assert len(retried) == 1 and next(iter(retried)).startswith(TASK_STEP)  # its RetryPolicy
     m = {k: v.value for k, v in materialized[0].metadata.items()}
     assert m["status"] == "committed" and m["tasks"] == tasks and m["fragments_after"] == 2
-    assert lake.catalog.open_table(TABLE).version > before
-    assert lake.catalog.open_table(TABLE).count_rows() == 40
-    assert [e.operation for e in lake.catalog.history(TABLE)].count("compact") == 1
+    assert lake.catalog.reads.open_table(TABLE).version > before
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 40
+    assert [e.operation for e in lake.catalog.reads.history(TABLE)].count("compact") == 1
 
 
 @pytest.mark.slow
@@ -126,7 +126,7 @@ def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commit
     instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fragment(lake)
-    before = lake.catalog.open_table(TABLE)
+    before = lake.catalog.reads.open_table(TABLE)
     monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))
     (tmp_path / "killed.armed").touch()  # the task dies on every attempt: retries run out
     with run(instance) as failed:
@@ -138,9 +138,9 @@ def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commit
     assert [k for k in failures if k.startswith(TASK_STEP)], failures
     assert "compacted.compaction_commit" not in steps(instance, failed_id, dg.DagsterEventType.STEP_START)
     # Nothing half-committed: same version, same rows, no compaction in the commit log.
-    after_failure = lake.catalog.open_table(TABLE)
+    after_failure = lake.catalog.reads.open_table(TABLE)
     assert after_failure.version == before.version and after_failure.count_rows() == 40
-    assert "compact" not in [e.operation for e in lake.catalog.history(TABLE)]
+    assert "compact" not in [e.operation for e in lake.catalog.reads.history(TABLE)]
 
     (tmp_path / "killed.armed").unlink()
     options = dg.ReexecutionOptions.from_failure(failed_id, instance)
@@ -150,11 +150,11 @@ def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commit
     rerun = steps(instance, retry_id, dg.DagsterEventType.STEP_SUCCESS)
     assert "compacted.compaction_plan" not in rerun  # the plan (and its commit id) is reused
     assert "compacted.compaction_commit" in rerun
-    operations = [e.operation for e in lake.catalog.history(TABLE)]
+    operations = [e.operation for e in lake.catalog.reads.history(TABLE)]
     assert operations.count("compact") == 1
-    table = lake.catalog.open_table(TABLE)
+    table = lake.catalog.reads.open_table(TABLE)
     assert table.count_rows() == 40 and table.version > before.version
     assert sorted(table.to_reader().read_all().column("id").to_pylist()) == sorted(
         before.to_reader().read_all().column("id").to_pylist()
     )
-    assert lake.catalog.describe_table(TABLE).fragments == 2
+    assert lake.catalog.reads.describe_table(TABLE).fragments == 2

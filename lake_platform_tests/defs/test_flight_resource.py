@@ -22,11 +22,11 @@ from lake_platform.settings.flight import flight_settings
 def endpoint(tmp_path: Path):  # type: ignore[no-untyped-def]
     settings = load_settings(home=tmp_path / "home")
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    catalog.create_table("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
-    _, token = catalog.create_token("health", project="p", role="reader")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
+    _, token = catalog.access.create_token("health", project="p", role="reader")
     server = FlightSqlServer(
         settings, flight_settings(port=0), store=catalog.store, authenticator=catalog
     ).start()

@@ -32,7 +32,7 @@ def check(instance: dg.DagsterInstance, lake: Lake) -> dg.AssetCheckEvaluation:
 
 
 def test_the_asset_builds_what_the_policy_names_and_the_check_sees_lag(instance, lake: Lake) -> None:
-    lake.catalog.set_policy("p.w.ns", {"indexes": "id:btree,name:bitmap,region:zonemap"})
+    lake.catalog.policies.set_policy("p.w.ns", {"indexes": "id:btree,name:bitmap,region:zonemap"})
     before = check(instance, lake)
     assert not before.passed and before.severity == dg.AssetCheckSeverity.WARN
     assert "id has no btree index" in str(before.description)
@@ -41,12 +41,12 @@ def test_the_asset_builds_what_the_policy_names_and_the_check_sees_lag(instance,
     m = meta(first)
     assert m["status"] == "committed" and m["built"] == ["id_idx", "name_idx"]
     assert m["skipped"] == {"region": "no such column"} and m["policy_source"] == "p.w.ns"
-    builds = [e for e in lake.catalog.history(TABLE) if e.operation == "index create"]
+    builds = [e for e in lake.catalog.reads.history(TABLE) if e.operation == "index create"]
     assert [(e.actor, e.run_id) for e in builds] == [(ACTOR, first.run_id)] * 2
     assert check(instance, lake).passed
 
     # New rows are not in the indexes until the next refresh: the check says so.
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
     lagging = check(instance, lake)
     assert not lagging.passed
     assert lagging.metadata["lagging"].value == {
@@ -55,7 +55,7 @@ def test_the_asset_builds_what_the_policy_names_and_the_check_sees_lag(instance,
     }
     second = dg.materialize([table_indexes], partition_key=TABLE, instance=instance, resources=lake.resources)
     assert meta(second)["refreshed"] == ["id_idx", "name_idx"] and meta(second)["built"] == []
-    assert lake.catalog.history(TABLE)[-1].operation == "index refresh"
+    assert lake.catalog.reads.history(TABLE)[-1].operation == "index refresh"
     assert check(instance, lake).passed
 
     third = dg.materialize([table_indexes], partition_key=TABLE, instance=instance, resources=lake.resources)
@@ -63,14 +63,14 @@ def test_the_asset_builds_what_the_policy_names_and_the_check_sees_lag(instance,
 
 
 def test_the_schedule_asks_only_for_tables_whose_policy_names_indexes(instance, lake: Lake) -> None:
-    lake.catalog.create_table("p.w.ns.t2", rows(0, 3).to_reader())
+    lake.catalog.tables.create_table("p.w.ns.t2", rows(0, 3).to_reader())
     instance.add_dynamic_partitions(TABLES, ["p.w.ns.t2"])
     when = datetime(2026, 1, 4, 3, 40, tzinfo=UTC)
     with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=when, resources=lake.resources
     ) as ctx:
         assert isinstance(index_refresh_schedule(ctx), dg.SkipReason)
-    lake.catalog.set_policy("p.w.ns.t2", {"indexes": "id:btree"})
+    lake.catalog.policies.set_policy("p.w.ns.t2", {"indexes": "id:btree"})
     with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=when, resources=lake.resources
     ) as ctx:

@@ -62,7 +62,7 @@ def run(
 
 
 def test_sensor_requests_one_run_per_table_then_only_new_files(instance, lake: Lake) -> None:
-    lake.catalog.create_table("p.w.ns.other", rows(0, 1).to_reader())
+    lake.catalog.tables.create_table("p.w.ns.other", rows(0, 1).to_reader())
     lake.inbox.put("p/w/ns/t/a.parquet", parquet(rows(100, 5)))
     lake.inbox.put("p/w/ns/t/b.csv", b"id,name\n200,x\n201,y\n")
     lake.inbox.put("p/w/ns/t/.c.parquet.tmp", b"partial")  # still being written: ignored
@@ -117,13 +117,13 @@ def test_ingest_is_exactly_once_under_a_retried_and_a_rerequested_run(
     assert "STEP_UP_FOR_RETRY" in events
     meta = result.asset_materializations_for_node("ingested")[0].metadata
     assert meta["status"].value == "replayed" and meta["files"].value == 2
-    assert lake.catalog.open_table(TABLE).count_rows() == 17
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 17
     assert all(e.passed for e in result.get_asset_check_evaluations())
 
     again = run(instance, lake, request)  # the same batch requested again
     assert again.asset_materializations_for_node("ingested")[0].metadata["status"].value == "replayed"
-    assert lake.catalog.open_table(TABLE).count_rows() == 17
-    appends = [e for e in lake.catalog.history(TABLE) if e.operation == "append"]
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 17
+    appends = [e for e in lake.catalog.reads.history(TABLE) if e.operation == "append"]
     assert len(appends) == 1
     assert sorted(f["key"] for f in appends[0].detail["files"]) == ["p/w/ns/t/a.parquet", "p/w/ns/t/b.csv"]
     assert appends[0].run_id == result.run_id
@@ -154,7 +154,7 @@ def test_bad_files_are_quarantined_and_the_rest_lands(instance, lake: Lake) -> N
         moved = root / "_quarantine" / key
         assert moved.exists() and not (root / key).exists()
         assert key in Path(str(moved) + ".reason.txt").read_text()
-    assert lake.catalog.open_table(TABLE).count_rows() == 15
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 15
     # The quarantine is outside every table folder: the sensor never offers those files again.
     again = tick(instance, lake, None)
     assert [k for r in again.run_requests for k in keys_of(r)] == ["p/w/ns/t/good.parquet"]
@@ -163,7 +163,7 @@ def test_bad_files_are_quarantined_and_the_rest_lands(instance, lake: Lake) -> N
     assert (
         rerun["status"].value == "nothing-to-do" and "already ingested" in rerun["skipped"].value[0]["reason"]
     )
-    assert lake.catalog.open_table(TABLE).count_rows() == 15
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 15
 
 
 def test_unknown_partition_is_refused(instance, lake: Lake) -> None:
@@ -199,7 +199,7 @@ def test_inbox_links_that_leave_their_folder_are_quarantined_unread(
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "passwd").write_text(f"root:x:0:0:{secret}:/root:/bin/bash\n")
-    lake.catalog.create_table("p.w.ns.other", rows(0, 1).to_reader())
+    lake.catalog.tables.create_table("p.w.ns.other", rows(0, 1).to_reader())
     lake.inbox.put("p/w/ns/other/_kept.csv", f"id,name\n900,{secret}\n".encode())  # another table's file
     lake.inbox.put("p/w/ns/t/good.csv", b"id,name\n200,x\n")
     lake.inbox.put("p/w/ns/t/.staged.csv", b"id,name\n300,y\n")
@@ -225,7 +225,7 @@ def test_inbox_links_that_leave_their_folder_are_quarantined_unread(
         assert secret not in Path(str(moved) + ".reason.txt").read_text()
     assert all(secret not in str(event) for event in result.all_events)
     assert (outside / "passwd").read_text().startswith("root:")  # the target is never moved or touched
-    ids = sorted(lake.catalog.open_table(TABLE).to_reader().read_all().column("id").to_pylist())
+    ids = sorted(lake.catalog.reads.open_table(TABLE).to_reader().read_all().column("id").to_pylist())
     assert ids == [*range(10), 200, 300]
 
 
@@ -246,9 +246,9 @@ def test_the_sensor_applies_the_table_schema_policy(instance, lake: Lake) -> Non
     assert [q["key"] for q in meta["quarantined"].value] == ["p/w/ns/t/grown.parquet"]
     reason = _reason(lake, "p/w/ns/t/grown.parquet")
     assert "TableSchemaValidationError" in reason and "grown.parquet" in reason and "strict" in reason
-    version = lake.catalog.open_table(TABLE).record.current_version
+    version = lake.catalog.reads.open_table(TABLE).record.current_version
 
-    lake.catalog.set_policy("p.w.ns", {"schema_evolution": "add_columns"})
+    lake.catalog.policies.set_policy("p.w.ns", {"schema_evolution": "add_columns"})
     lake.inbox.put("p/w/ns/t/grown2.parquet", parquet(grown.set_column(0, "id", pa.array([300, 301]))))
     lake.inbox.put(
         "p/w/ns/t/text_ids.parquet",
@@ -265,9 +265,9 @@ def test_the_sensor_applies_the_table_schema_policy(instance, lake: Lake) -> Non
     assert meta["status"].value == "committed" and meta["rows"].value == 3
     assert [q["key"] for q in meta["quarantined"].value] == ["p/w/ns/t/text_ids.parquet"]
     assert "never parsed" in _reason(lake, "p/w/ns/t/text_ids.parquet")
-    snap = lake.catalog.open_table(TABLE)
+    snap = lake.catalog.reads.open_table(TABLE)
     assert snap.record.current_version == version + 2  # the column and the rows, one commit
     data = snap.to_reader().read_all().sort_by("id").to_pydict()
     assert data["extra"][-3:] == [1.5, 2.5, None] and data["extra"][0] is None
-    entries = [e.operation for e in lake.catalog.history(TABLE)][-2:]
+    entries = [e.operation for e in lake.catalog.reads.history(TABLE)][-2:]
     assert entries == ["add-columns", "append"]

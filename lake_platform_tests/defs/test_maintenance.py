@@ -44,7 +44,7 @@ def sensor_tick(
 
 def test_partitions_follow_the_registry(lake: Lake) -> None:
     with dg.instance_for_test() as instance:
-        lake.catalog.create_table("p.w.ns.t2", rows(0, 1).to_reader())
+        lake.catalog.tables.create_table("p.w.ns.t2", rows(0, 1).to_reader())
         result = sensor_tick(table_partitions_sensor, instance, lake)
         assert [r.partition_keys for r in result.dynamic_partitions_requests] == [[TABLE, "p.w.ns.t2"]]
         instance.add_dynamic_partitions(TABLES, [TABLE, "p.w.ns.t2"])
@@ -52,7 +52,7 @@ def test_partitions_follow_the_registry(lake: Lake) -> None:
             [orphan_report], partition_key="p.w.ns.t2", instance=instance, resources=lake.resources
         )
         assert sensor_tick(table_partitions_sensor, instance, lake).skip_reason is not None
-        lake.catalog.drop_table("p.w.ns.t2", purge=True)
+        lake.catalog.trash.drop_table("p.w.ns.t2", purge=True)
         result = sensor_tick(table_partitions_sensor, instance, lake)
         assert [(type(r).__name__, r.partition_keys) for r in result.dynamic_partitions_requests] == [
             ("DeleteDynamicPartitionsRequest", ["p.w.ns.t2"])
@@ -62,12 +62,12 @@ def test_partitions_follow_the_registry(lake: Lake) -> None:
 
 
 def test_compaction_is_triggered_by_the_fragment_count(instance, lake: Lake) -> None:
-    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 4})
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())
-    lake.catalog.append(TABLE, rows(200, 5).to_reader())  # 3 fragments: below the threshold
+    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 4})
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.tables.append(TABLE, rows(200, 5).to_reader())  # 3 fragments: below the threshold
     first = sensor_tick(compaction_sensor, instance, lake)
     assert not first.run_requests and "below the threshold of 4" in str(first.skip_reason)
-    lake.catalog.append(TABLE, rows(300, 5).to_reader())  # 4: due
+    lake.catalog.tables.append(TABLE, rows(300, 5).to_reader())  # 4: due
     second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
     assert [r.partition_key for r in second.run_requests] == [TABLE]
     request = second.run_requests[0]
@@ -80,9 +80,9 @@ def test_compaction_is_triggered_by_the_fragment_count(instance, lake: Lake) -> 
     )
     m = meta(result, "compacted")
     assert m["status"] == "committed" and m["fragments_before"] == 4 and m["fragments_after"] == 1
-    assert m["version"] == lake.catalog.open_table(TABLE).version
+    assert m["version"] == lake.catalog.reads.open_table(TABLE).version
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
-    assert lake.catalog.open_table(TABLE).count_rows() == 25
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 25
     third = sensor_tick(compaction_sensor, instance, lake, second.cursor)
     assert not third.run_requests
     # A manual run below the threshold reports "nothing to do".
@@ -91,8 +91,8 @@ def test_compaction_is_triggered_by_the_fragment_count(instance, lake: Lake) -> 
 
 
 def test_compaction_disabled_by_policy(instance, lake: Lake) -> None:
-    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 2, "compact_enabled": False})
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 2, "compact_enabled": False})
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
     result = sensor_tick(compaction_sensor, instance, lake)
     assert not result.run_requests and "disabled by policy" in str(result.skip_reason)
 
@@ -101,9 +101,9 @@ def test_cleanup_applies_retention_and_never_removes_a_tag(
     instance, lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for i in range(4):
-        lake.catalog.append(TABLE, rows(100 * (i + 1), 5).to_reader())  # versions 2..5
-    lake.catalog.create_tag(TABLE, "keep", 2)
-    lake.catalog.set_policy(TABLE, {"retain_versions": 1, "retention_seconds": 0})
+        lake.catalog.tables.append(TABLE, rows(100 * (i + 1), 5).to_reader())  # versions 2..5
+    lake.catalog.tags.create_tag(TABLE, "keep", 2)
+    lake.catalog.policies.set_policy(TABLE, {"retain_versions": 1, "retention_seconds": 0})
     # Inside the ticket lifetime (1h by default) nothing goes, whatever the policy says.
     first = dg.materialize(
         [cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources
@@ -116,16 +116,16 @@ def test_cleanup_applies_retention_and_never_removes_a_tag(
     )
     m = meta(second, "cleaned_versions")
     assert m["status"] == "committed" and m["removed"] == [1, 3, 4] and m["tagged_kept"] == [2]
-    assert lake.catalog.open_table(TABLE, 2).count_rows() == 15
-    assert lake.catalog.open_table(TABLE).count_rows() == 30
+    assert lake.catalog.reads.open_table(TABLE, 2).count_rows() == 15
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 30
 
 
 def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: Lake) -> None:
     catalog = lake.catalog
-    catalog.set_policy("p.w.ns", {"trash_grace_seconds": 1})
+    catalog.policies.set_policy("p.w.ns", {"trash_grace_seconds": 1})
     for name in ("p.w.ns.gone", "p.w.ns.raced"):
-        catalog.create_table(name, rows(0, 3).to_reader())
-        catalog.drop_table(name)
+        catalog.tables.create_table(name, rows(0, 3).to_reader())
+        catalog.trash.drop_table(name)
     time.sleep(1.2)
     outcome: dict[str, object] = {}
     start = threading.Barrier(2)
@@ -133,7 +133,7 @@ def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: La
     def undrop() -> None:
         start.wait()
         try:
-            outcome["undrop"] = catalog.undrop_table("p.w.ns.raced")
+            outcome["undrop"] = catalog.trash.undrop_table("p.w.ns.raced")
         except LakeError as exc:
             outcome["undrop"] = exc
 
@@ -147,13 +147,13 @@ def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: La
     assert "p.w.ns.gone" in purged
     if isinstance(outcome["undrop"], LakeError):  # expiry won: the data is gone for good
         assert "p.w.ns.raced" in purged
-        assert not any(t.name == "p.w.ns.raced" for t in catalog.list_tables())
+        assert not any(t.name == "p.w.ns.raced" for t in catalog.reads.list_tables())
     else:  # undrop won: the table is back and was not purged
         assert "p.w.ns.raced" not in purged
-        assert catalog.open_table("p.w.ns.raced").count_rows() == 3
+        assert catalog.reads.open_table("p.w.ns.raced").count_rows() == 3
     assert all(
         e.operation in ("drop", "purge", "undrop")
-        for e in catalog.history("p.w.ns.gone")
+        for e in catalog.reads.history("p.w.ns.gone")
         if e.operation not in ("create",)
     )
 
@@ -172,9 +172,9 @@ def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
         and str(m["report_key"]).startswith("rpt/orphans/p.w.ns.t/")
     )
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
-    assert any(e.operation == "orphan-scan" for e in lake.catalog.history(TABLE))
+    assert any(e.operation == "orphan-scan" for e in lake.catalog.reads.history(TABLE))
     # The listing was split: one step per top-level folder of the table, plus its root files.
-    location = lake.catalog.open_table(TABLE).record.location.removeprefix("file://")
+    location = lake.catalog.reads.open_table(TABLE).record.location.removeprefix("file://")
     folders = sorted(p.name for p in Path(location).iterdir() if p.is_dir())
     done = {
         e.step_key
@@ -192,8 +192,8 @@ def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
 
 
 def test_a_chunked_scan_finds_the_orphans_a_whole_scan_finds(lake: Lake) -> None:
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())
-    location = Path(lake.catalog.open_table(TABLE).record.location.removeprefix("file://"))
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
+    location = Path(lake.catalog.reads.open_table(TABLE).record.location.removeprefix("file://"))
     old = time.time() - 7 * 24 * 3600
     for rel in ("data/stray.lance", "_versions/leftover.bin", "_transactions/x.txn", "stray-at-root.txt"):
         (location / rel).write_bytes(b"x" * 10)
@@ -236,7 +236,7 @@ def test_compaction_follows_ingest_materializations(
     from lake_platform.defs.ingest import ingested
 
     monkeypatch.setattr(maintenance, "SWEEP_PER_TICK", 0)  # only what ingests touched
-    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 2})
+    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 2})
     first = sensor_tick(compaction_sensor, instance, lake)
     assert not first.run_requests
     landed = lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n500,x\n")
@@ -252,19 +252,21 @@ def test_compaction_follows_ingest_materializations(
     )
     second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
     assert [r.partition_key for r in second.run_requests] == [TABLE]
-    assert second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.open_table(TABLE).version}"
+    assert (
+        second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.reads.open_table(TABLE).version}"
+    )
     third = sensor_tick(compaction_sensor, instance, lake, second.cursor)  # the event was consumed
     assert not third.run_requests
 
 
 def test_a_forced_compaction_ignores_the_threshold(instance, lake: Lake) -> None:
-    lake.catalog.set_policy(TABLE, {"compact_min_fragments": 10})
-    lake.catalog.append(TABLE, rows(100, 5).to_reader())
-    lake.catalog.append(TABLE, rows(200, 5).to_reader())
+    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 10})
+    lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
+    lake.catalog.tables.append(TABLE, rows(200, 5).to_reader())
     force = {"ops": {"compacted": {"ops": {"compaction_plan": {"config": {"force": True}}}}}}
     result = dg.materialize(
         [compacted], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=force
     )
     m = meta(result, "compacted")
     assert m["status"] == "committed" and m["fragments_before"] == 3 and m["fragments_after"] == 1
-    assert lake.catalog.open_table(TABLE).count_rows() == 20
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 20

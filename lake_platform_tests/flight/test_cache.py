@@ -27,7 +27,7 @@ def _adbc(conn: Any, sql: str) -> pa.Table:
 
 def test_hot_table_over_adbc(lake: tuple[LakeSettings, Catalog]) -> None:
     settings, catalog = lake
-    catalog.create_table("p.w.ns.warm", t_rows(5000).to_reader())
+    catalog.tables.create_table("p.w.ns.warm", t_rows(5000).to_reader())
     with (
         serving(settings, catalog, cache_bytes=64 << 20) as server,
         serving(settings, catalog, cache_bytes=0) as plain,
@@ -43,7 +43,7 @@ def test_hot_table_over_adbc(lake: tuple[LakeSettings, Catalog]) -> None:
 
         with connect(server.port) as conn, connect(plain.port) as ref:
             expected = {sql: _adbc(ref, sql) for sql in SQL}
-            catalog.set_policy("p.w.ns.warm", {"cache": "hot"})
+            catalog.policies.set_policy("p.w.ns.warm", {"cache": "hot"})
             assert wait_until(
                 lambda: server.snapshots.current().project("p").table("w", "ns", "warm").cache == "hot"
             )
@@ -59,7 +59,7 @@ def test_hot_table_over_adbc(lake: tuple[LakeSettings, Catalog]) -> None:
             assert server.engine.cache.stats()["hits"] >= hits + len(SQL)
             assert server.health()["cache"]["entries"] == 1
 
-            catalog.append("p.w.ns.warm", t_rows(10, start=5000).to_reader())
+            catalog.tables.append("p.w.ns.warm", t_rows(10, start=5000).to_reader())
             assert wait_until(
                 lambda: _adbc(conn, "SELECT count(*) AS n FROM w.ns.warm").column("n")[0].as_py() == 5010
             )

@@ -78,8 +78,8 @@ def test_peak_rss_stays_within_the_budget(tmp_path: Path) -> None:
     settings, catalog = build_catalog(home)
     sizes = []
     for i in range(4):
-        catalog.create_table(f"p.w.ns.wide{i}", wide_rows(i))
-        catalog.set_policy(f"p.w.ns.wide{i}", {"cache": "hot"})
+        catalog.tables.create_table(f"p.w.ns.wide{i}", wide_rows(i))
+        catalog.policies.set_policy(f"p.w.ns.wide{i}", {"cache": "hot"})
         sizes.append(pa.Table.from_batches(list(wide_rows(i))).nbytes)
     catalog.close()
     total = sum(sizes)

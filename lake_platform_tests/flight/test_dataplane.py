@@ -155,7 +155,7 @@ def test_scans_come_in_batches_of_scan_batch_rows(lake: tuple[LakeSettings, Cata
     """LAKE_FLIGHT_SCAN_BATCH_ROWS (32768) becomes Lance's scan batch size (fewer, larger
     messages); an operator's own LANCE_DEFAULT_BATCH_SIZE would win."""
     _, catalog = lake
-    catalog.create_table("p.w.ns.long", t_rows(40_000).to_reader())
+    catalog.tables.create_table("p.w.ns.long", t_rows(40_000).to_reader())
     client, options = alice
     assert wait_until(lambda: plan(client, options, "SELECT id FROM w.ns.long"))  # the snapshot's refresh
     info = plan(client, options, "SELECT id FROM w.ns.long")
@@ -188,16 +188,16 @@ def test_tickets_stay_pinned_across_appends_and_deletes(lake: tuple[LakeSettings
     settings, _ = lake
     catalog = Catalog(settings)
     try:
-        catalog.create_table("p.w.ns.moving", t_rows(600).to_reader())
+        catalog.tables.create_table("p.w.ns.moving", t_rows(600).to_reader())
         for k in range(1, 4):
-            catalog.append("p.w.ns.moving", t_rows(600, start=600 * k).to_reader())
+            catalog.tables.append("p.w.ns.moving", t_rows(600, start=600 * k).to_reader())
         with serving(settings, catalog, **SPLIT, **DATA) as server:
             client, options = login(f"grpc://127.0.0.1:{server.port}")
             split = plan(client, options, "SELECT id FROM w.ns.moving")
             whole = plan(client, options, "SELECT count(*) AS n FROM w.ns.moving")
             assert len(split.endpoints) == 3
-            catalog.append("p.w.ns.moving", t_rows(600, start=2400).to_reader())
-            catalog.delete_rows("p.w.ns.moving", "id < 1200")
+            catalog.tables.append("p.w.ns.moving", t_rows(600, start=2400).to_reader())
+            catalog.tables.delete_rows("p.w.ns.moving", "id < 1200")
             assert sorted(at_locations(split, options).column("id").to_pylist()) == list(range(2400))
             assert at_locations(whole, options).to_pylist() == [{"n": 2400}]
     finally:

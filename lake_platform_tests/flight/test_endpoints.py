@@ -137,15 +137,15 @@ def test_parts_are_pinned_across_appends_and_deletes(
     settings, _ = lake
     catalog = Catalog(settings)
     try:
-        catalog.create_table("p.w.ns.moving", t_rows(600).to_reader())
+        catalog.tables.create_table("p.w.ns.moving", t_rows(600).to_reader())
         for k in range(1, 4):
-            catalog.append("p.w.ns.moving", t_rows(600, start=600 * k).to_reader())
+            catalog.tables.append("p.w.ns.moving", t_rows(600, start=600 * k).to_reader())
         with serving(settings, catalog, **SPLIT) as server:
             client, options = login(f"grpc://127.0.0.1:{server.port}")
             info = plan(client, options, "SELECT id FROM w.ns.moving")
             assert len(info.endpoints) == 3
-            catalog.append("p.w.ns.moving", t_rows(600, start=2400).to_reader())
-            catalog.delete_rows("p.w.ns.moving", "id < 1200")
+            catalog.tables.append("p.w.ns.moving", t_rows(600, start=2400).to_reader())
+            catalog.tables.delete_rows("p.w.ns.moving", "id < 1200")
             got = fetch_all(client, options, info)
             assert sorted(got.column("id").to_pylist()) == list(range(2400))
     finally:

@@ -22,13 +22,13 @@ def test_parts_on_s3_add_up_and_stay_pinned(s3: S3Endpoint, s3_prefix: str, tmp_
     settings = load_settings(home=tmp_path / "home", **s3.lake_settings())
     catalog = Catalog(settings)
     try:
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w", root=f"s3://{s3.bucket}/{s3_prefix}")
-        catalog.create_namespace("p.w.ns")
-        catalog.create_table("p.w.ns.big", t_rows(400).to_reader())
+        catalog.containers.create_project("p")
+        catalog.containers.create_warehouse("p.w", root=f"s3://{s3.bucket}/{s3_prefix}")
+        catalog.containers.create_namespace("p.w.ns")
+        catalog.tables.create_table("p.w.ns.big", t_rows(400).to_reader())
         for k in range(1, 6):
-            catalog.append("p.w.ns.big", t_rows(400, start=400 * k).to_reader())
-        catalog.delete_rows("p.w.ns.big", "id % 5 = 0")
+            catalog.tables.append("p.w.ns.big", t_rows(400, start=400 * k).to_reader())
+        catalog.tables.delete_rows("p.w.ns.big", "id % 5 = 0")
         with serving(
             settings, catalog, snapshot_ttl_seconds=0.1, endpoint_target_rows=500, max_endpoints=3
         ) as server:
@@ -40,8 +40,8 @@ def test_parts_on_s3_add_up_and_stay_pinned(s3: S3Endpoint, s3_prefix: str, tmp_
             info = plan(client, options, "SELECT id, s FROM w.ns.big")
             single = plan(client, options, "SELECT id, s FROM w.ns.big ORDER BY id")
             assert len(single.endpoints) == 1
-            catalog.append("p.w.ns.big", t_rows(400, start=2400).to_reader())
-            catalog.delete_rows("p.w.ns.big", "id < 1000")
+            catalog.tables.append("p.w.ns.big", t_rows(400, start=2400).to_reader())
+            catalog.tables.delete_rows("p.w.ns.big", "id < 1000")
             parts = [client.do_get(e.ticket, options).read_all() for e in info.endpoints]
             assert all(p.num_rows for p in parts)
             got = pa.concat_tables(parts)

@@ -87,9 +87,9 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
     started = time.monotonic()
     home = tmp_path / "home"
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
     arrow_bytes = 0
 
     def counted() -> Iterator[pa.RecordBatch]:
@@ -99,7 +99,7 @@ def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> 
             yield batch
 
     schema = next(big_batches(10)).schema
-    catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, counted()))
+    catalog.tables.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, counted()))
     catalog.close()
     assert arrow_bytes >= 1.2 * (1 << 30)
     built = time.monotonic()

@@ -51,19 +51,19 @@ def server(lake: tuple[LakeSettings, Catalog]) -> Iterator[Any]:
 
 def test_append_drift_returns_only_the_planned_rows(lake: tuple[LakeSettings, Catalog], server: Any) -> None:
     _, catalog = lake
-    catalog.create_table("p.w.ns.drift", tagged_rows(100, tag="planned"))
+    catalog.tables.create_table("p.w.ns.drift", tagged_rows(100, tag="planned"))
     assert wait_until(lambda: current_ref(server, "drift") is not None)
     client, options = login(f"grpc://127.0.0.1:{server.port}")
     star = plan(client, options, "SELECT id, tag FROM w.ns.drift")
     agg = plan(client, options, "SELECT count(*) AS n, max(id) AS top FROM w.ns.drift")
-    catalog.append("p.w.ns.drift", tagged_rows(50, start=1000, tag="appended"))
+    catalog.tables.append("p.w.ns.drift", tagged_rows(50, start=1000, tag="appended"))
     assert wait_until(lambda: current_ref(server, "drift").version == 2)
     got = fetch(client, options, star)
     assert got.num_rows == 100 and set(got.column("tag").to_pylist()) == {"planned"}
     assert sorted(got.column("id").to_pylist()) == list(range(100))
     assert fetch(client, options, agg).to_pylist() == [{"n": 100, "top": 99}]
     # The same ticket again, after the next append: still the planned version.
-    catalog.append("p.w.ns.drift", tagged_rows(5, start=2000, tag="appended"))
+    catalog.tables.append("p.w.ns.drift", tagged_rows(5, start=2000, tag="appended"))
     assert wait_until(lambda: current_ref(server, "drift").version == 3)
     assert fetch(client, options, agg).to_pylist() == [{"n": 100, "top": 99}]
     assert fetch(
@@ -77,13 +77,13 @@ def test_drop_and_recreate_fails_cleanly(
 ) -> None:
     _, catalog = lake
     name = f"dr_{int(purge)}"
-    catalog.create_table(f"p.w.ns.{name}", tagged_rows(10, tag="original"))
+    catalog.tables.create_table(f"p.w.ns.{name}", tagged_rows(10, tag="original"))
     assert wait_until(lambda: current_ref(server, name) is not None)
     old_incarnation = current_ref(server, name).incarnation
     client, options = login(f"grpc://127.0.0.1:{server.port}")
     info = plan(client, options, f"SELECT id, tag FROM w.ns.{name}")
-    catalog.drop_table(f"p.w.ns.{name}", purge=purge)
-    catalog.create_table(f"p.w.ns.{name}", tagged_rows(3, start=500, tag="replacement"))
+    catalog.trash.drop_table(f"p.w.ns.{name}", purge=purge)
+    catalog.tables.create_table(f"p.w.ns.{name}", tagged_rows(3, start=500, tag="replacement"))
     assert wait_until(lambda: current_ref(server, name).incarnation != old_incarnation)
     with pytest.raises(pa.ArrowKeyError) as err:  # NOT_FOUND
         fetch(client, options, info)
@@ -108,21 +108,21 @@ def test_cleanup_keeps_what_a_live_ticket_needs(tmp_path: Path) -> None:
     maintainer = Catalog(settings, clock=clock, heartbeat=False)
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1, clock=lambda: clock.wall_ms() / 1000)
     try:
-        catalog.create_table("p.w.ns.ret", tagged_rows(10, tag="v1"))
+        catalog.tables.create_table("p.w.ns.ret", tagged_rows(10, tag="v1"))
         assert wait_until(lambda: current_ref(server, "ret") is not None)
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         info = plan(client, options, "SELECT id, tag FROM w.ns.ret")
-        catalog.append("p.w.ns.ret", tagged_rows(5, start=10, tag="v2"))
+        catalog.tables.append("p.w.ns.ret", tagged_rows(5, start=10, tag="v2"))
         assert wait_until(lambda: current_ref(server, "ret").version == 2)
 
         clock.advance(lifetime - 5)  # inside the lifetime
-        result = maintainer.cleanup("p.w.ns.ret", retention=timedelta(0))
+        result = maintainer.versions.cleanup("p.w.ns.ret", retention=timedelta(0))
         assert result.status == "nothing-to-do"
         got = fetch(client, options, info)
         assert got.num_rows == 10 and set(got.column("tag").to_pylist()) == {"v1"}
 
         clock.advance(10)  # past it
-        result = maintainer.cleanup("p.w.ns.ret", retention=timedelta(0))
+        result = maintainer.versions.cleanup("p.w.ns.ret", retention=timedelta(0))
         assert result.status == "committed" and result.detail["versions_removed"] == [1]
         with pytest.raises(pa.ArrowInvalid, match="expired"):
             fetch(client, options, info)
@@ -145,13 +145,15 @@ def test_cleaned_up_version_fails_cleanly(tmp_path: Path) -> None:
         heartbeat=False,
     )
     try:
-        catalog.create_table("p.w.ns.gone", tagged_rows(10, tag="v1"))
+        catalog.tables.create_table("p.w.ns.gone", tagged_rows(10, tag="v1"))
         assert wait_until(lambda: current_ref(server, "gone") is not None)
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         info = plan(client, options, "SELECT id, tag FROM w.ns.gone")
-        catalog.append("p.w.ns.gone", tagged_rows(5, start=10, tag="v2"))
+        catalog.tables.append("p.w.ns.gone", tagged_rows(5, start=10, tag="v2"))
         clock.advance(10)
-        assert maintainer.cleanup("p.w.ns.gone", retention=timedelta(0)).detail["versions_removed"] == [1]
+        assert maintainer.versions.cleanup("p.w.ns.gone", retention=timedelta(0)).detail[
+            "versions_removed"
+        ] == [1]
         with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.gone is no longer available"):
             fetch(client, options, info)
     finally:
@@ -167,13 +169,13 @@ def test_a_version_pinned_just_before_it_is_superseded_survives_cleanup(tmp_path
     )
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.05)
     try:
-        catalog.create_table("p.w.ns.old", tagged_rows(10, tag="v1"))
+        catalog.tables.create_table("p.w.ns.old", tagged_rows(10, tag="v1"))
         assert wait_until(lambda: current_ref(server, "old") is not None)
         time.sleep(lifetime + 0.2)  # v1 is now older than the ticket lifetime, but still current
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         info = plan(client, options, "SELECT id, tag FROM w.ns.old")  # valid for `lifetime`
-        catalog.append("p.w.ns.old", tagged_rows(5, start=10, tag="v2"))
-        catalog.cleanup("p.w.ns.old", retention=timedelta(0))
+        catalog.tables.append("p.w.ns.old", tagged_rows(5, start=10, tag="v2"))
+        catalog.versions.cleanup("p.w.ns.old", retention=timedelta(0))
         got = fetch(client, options, info)  # the ticket is still inside its lifetime
         assert set(got.column("tag").to_pylist()) == {"v1"}
     finally:

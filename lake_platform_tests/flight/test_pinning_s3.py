@@ -24,9 +24,9 @@ def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -
     endpoint, prefix = s3, s3_prefix
     settings = load_settings(home=tmp_path / "home", **endpoint.lake_settings())
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w", root=f"s3://{endpoint.bucket}/{prefix}")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w", root=f"s3://{endpoint.bucket}/{prefix}")
+    catalog.containers.create_namespace("p.w.ns")
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.1)
     clock = ManualClock()
     maintainer = Catalog(
@@ -35,7 +35,7 @@ def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -
         heartbeat=False,
     )
     try:
-        catalog.create_table("p.w.ns.s", tagged_rows(10, tag="v1"))
+        catalog.tables.create_table("p.w.ns.s", tagged_rows(10, tag="v1"))
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         assert wait_until(
             lambda: (
@@ -45,16 +45,18 @@ def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -
             timeout=30,
         )
         info = plan(client, options, "SELECT id, tag FROM w.ns.s")
-        catalog.append("p.w.ns.s", tagged_rows(5, start=10, tag="v2"))
+        catalog.tables.append("p.w.ns.s", tagged_rows(5, start=10, tag="v2"))
         got = fetch(client, options, info)  # the cached provider, its manifest checked on S3
         assert got.num_rows == 10 and set(got.column("tag").to_pylist()) == {"v1"}
         clock.advance(10)
-        assert maintainer.cleanup("p.w.ns.s", retention=timedelta(0)).detail["versions_removed"] == [1]
+        assert maintainer.versions.cleanup("p.w.ns.s", retention=timedelta(0)).detail["versions_removed"] == [
+            1
+        ]
         with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.s is no longer available"):
             fetch(client, options, info)
         server.snapshots.refresh()  # the calls since the append can all fit in one TTL
         current = plan(client, options, "SELECT count(*) AS n FROM w.ns.s")
-        catalog.drop_table("p.w.ns.s", purge=True)
+        catalog.trash.drop_table("p.w.ns.s", purge=True)
         with pytest.raises(pa.ArrowKeyError, match=r"w\.ns\.s"):
             fetch(client, options, current)
     finally:

@@ -34,11 +34,11 @@ from lake_platform_tests.flight.conftest import (
 @pytest.fixture(scope="module")
 def running(lake: tuple[LakeSettings, Catalog]) -> Iterator[Running]:
     settings, catalog = lake
-    catalog.create_table("p.w.ns.grows", t_rows(10).to_reader())
-    catalog.set_policy("p.w.ns.grows", {"cache": "off"})  # plans over cached batches are not kept
+    catalog.tables.create_table("p.w.ns.grows", t_rows(10).to_reader())
+    catalog.policies.set_policy("p.w.ns.grows", {"cache": "off"})  # plans over cached batches are not kept
     for project, rows in (("p", t_rows(50)), ("q", t_rows(50, start=1000))):
-        catalog.create_table(f"{project}.w.ns.keyed", rows.to_reader())
-        catalog.create_index(f"{project}.w.ns.keyed", "id", "btree")
+        catalog.tables.create_table(f"{project}.w.ns.keyed", rows.to_reader())
+        catalog.indexes.create_index(f"{project}.w.ns.keyed", "id", "btree")
     with serving(settings, catalog, snapshot_ttl_seconds=0.1) as server:
         yield Running(server, settings, catalog)
 
@@ -65,7 +65,7 @@ def test_an_append_between_identical_queries_gives_the_new_rows(running: Running
         # prepare -> GetFlightInfo and GetFlightInfo -> DoGet each reused the plan
         assert plans.hits >= hits + 2
         old_ticket = plan(client, options, sql)
-        running.catalog.append("p.w.ns.grows", t_rows(5, start=10).to_reader())
+        running.catalog.tables.append("p.w.ns.grows", t_rows(5, start=10).to_reader())
         assert wait_until(lambda: version_of(running, "grows") == before + 1)
         assert adbc_rows(conn, sql) == [{"n": 15, "top": 14}]
         hits = plans.hits
@@ -115,13 +115,13 @@ def test_without_a_plan_cache_doget_plans_again(lake: tuple[LakeSettings, Catalo
 
 def test_a_kept_plan_still_fails_when_its_table_was_dropped(running: Running) -> None:
     catalog = running.catalog
-    catalog.create_table("p.w.ns.doomed", pa.table({"id": pa.array([1, 2], pa.int64())}).to_reader())
-    catalog.set_policy("p.w.ns.doomed", {"cache": "off"})
+    catalog.tables.create_table("p.w.ns.doomed", pa.table({"id": pa.array([1, 2], pa.int64())}).to_reader())
+    catalog.policies.set_policy("p.w.ns.doomed", {"cache": "off"})
     assert wait_until(lambda: version_of(running, "doomed") >= 1)
     client, options = login(running.uri)
     info = plan(client, options, "SELECT count(*) AS n FROM w.ns.doomed")
     assert len(running.server.engine.plans) > 0
-    catalog.drop_table("p.w.ns.doomed", purge=True)
+    catalog.trash.drop_table("p.w.ns.doomed", purge=True)
     assert wait_until(
         lambda: running.server.snapshots.current().project("p").table("w", "ns", "doomed") is None
     )
@@ -142,8 +142,8 @@ def opened(running: Running, info: Any, identity: Any = ALICE) -> Any:
 def test_kept_ticket_claims_never_pin_a_stale_version(running: Running, monkeypatch: Any) -> None:
     """Repeated GetFlightInfo of one statement encodes its claims once; after an append the
     next GetFlightInfo pins the new version (new plan, new claims), never the old one."""
-    running.catalog.create_table("p.w.ns.pins", t_rows(3).to_reader())
-    running.catalog.set_policy("p.w.ns.pins", {"cache": "off"})
+    running.catalog.tables.create_table("p.w.ns.pins", t_rows(3).to_reader())
+    running.catalog.policies.set_policy("p.w.ns.pins", {"cache": "off"})
     assert wait_until(lambda: running.server.snapshots.current().project("p").table("w", "ns", "pins"))
     encoded = []
     real = running.server.tickets.statement_claims
@@ -159,7 +159,7 @@ def test_kept_ticket_claims_never_pin_a_stale_version(running: Running, monkeypa
         version = version_of(running, "pins")
         assert [r.version for r in a.snapshots] == [r.version for r in b.snapshots] == [version]
         assert a.ticket_id != b.ticket_id and b.issued_at_ms >= a.issued_at_ms
-        running.catalog.append("p.w.ns.pins", t_rows(2, start=3).to_reader())
+        running.catalog.tables.append("p.w.ns.pins", t_rows(2, start=3).to_reader())
         assert wait_until(lambda: version_of(running, "pins") == version + 1)
         third = plan(client, options, sql)
         assert len(encoded) == 2

@@ -20,9 +20,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     settings, catalog = build_catalog(tmp_path_factory.mktemp("principals") / "home")
-    catalog.add_user("dana", project="p", role="reader", password="dana-password-1")
-    catalog.add_user("eve", project="q", role="reader", password="eve-password-1")
-    record, token = catalog.create_token("etl", project="p", role="reader")
+    catalog.access.add_user("dana", project="p", role="reader", password="dana-password-1")
+    catalog.access.add_user("eve", project="q", role="reader", password="eve-password-1")
+    record, token = catalog.access.create_token("etl", project="p", role="reader")
     server = FlightSqlServer(
         settings, flight_settings(port=0, snapshot_ttl_seconds=0.5), catalog=catalog
     ).start()
@@ -110,7 +110,7 @@ def test_the_configured_failure_limit_is_the_only_one(
     monkeypatch.setenv("LAKE_FLIGHT_AUTH_MAX_FAILURES", "8")
     monkeypatch.setenv("LAKE_FLIGHT_AUTH_LOCKOUT_SECONDS", "600")
     settings, catalog = build_catalog(tmp_path / "home")
-    catalog.add_user("fred", project="p", role="reader", password="fred-password-1")
+    catalog.access.add_user("fred", project="p", role="reader", password="fred-password-1")
     server = FlightSqlServer(settings, flight_settings(port=0), catalog=catalog).start()
     try:
         client = fl.connect(f"grpc://127.0.0.1:{server.port}")

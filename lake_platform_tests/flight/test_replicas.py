@@ -87,10 +87,10 @@ def test_append_drift_on_the_other_replica(
 ) -> None:
     _, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rdrift", tagged_rows(40, tag="planned"))
+    catalog.tables.create_table("p.w.ns.rdrift", tagged_rows(40, tag="planned"))
     assert wait_until(lambda: a.count("rdrift") == 40)
     info = a.plan("SELECT id, tag FROM w.ns.rdrift")
-    catalog.append("p.w.ns.rdrift", tagged_rows(7, start=100, tag="appended"))
+    catalog.tables.append("p.w.ns.rdrift", tagged_rows(7, start=100, tag="appended"))
     assert wait_until(lambda: b.count("rdrift") == 47)  # B has seen the append
     for replica in (b, a):
         got = replica.fetch(info)
@@ -102,11 +102,11 @@ def test_drop_and_recreate_on_the_other_replica(
 ) -> None:
     _, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rdrop", tagged_rows(10, tag="original"))
+    catalog.tables.create_table("p.w.ns.rdrop", tagged_rows(10, tag="original"))
     assert wait_until(lambda: a.count("rdrop") == 10)
     info = a.plan("SELECT id, tag FROM w.ns.rdrop")
-    catalog.drop_table("p.w.ns.rdrop")
-    catalog.create_table("p.w.ns.rdrop", tagged_rows(3, start=500, tag="replacement"))
+    catalog.trash.drop_table("p.w.ns.rdrop")
+    catalog.tables.create_table("p.w.ns.rdrop", tagged_rows(3, start=500, tag="replacement"))
     assert wait_until(lambda: b.count("rdrop") == 3 and a.count("rdrop") == 3)
     for replica in (b, a):
         with pytest.raises(pa.ArrowKeyError, match=r"w\.ns\.rdrop.*dropped"):
@@ -118,10 +118,10 @@ def test_retention_on_the_other_replica(
 ) -> None:
     settings, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rgone", tagged_rows(10, tag="v1"))
+    catalog.tables.create_table("p.w.ns.rgone", tagged_rows(10, tag="v1"))
     assert wait_until(lambda: a.count("rgone") == 10)
     info = a.plan("SELECT id, tag FROM w.ns.rgone")
-    catalog.append("p.w.ns.rgone", tagged_rows(5, start=10, tag="v2"))
+    catalog.tables.append("p.w.ns.rgone", tagged_rows(5, start=10, tag="v2"))
     clock = ManualClock()
     clock.advance(10)
     maintainer = Catalog(
@@ -130,7 +130,9 @@ def test_retention_on_the_other_replica(
         heartbeat=False,
     )
     try:
-        assert maintainer.cleanup("p.w.ns.rgone", retention=timedelta(0)).detail["versions_removed"] == [1]
+        assert maintainer.versions.cleanup("p.w.ns.rgone", retention=timedelta(0)).detail[
+            "versions_removed"
+        ] == [1]
     finally:
         maintainer.close()
     for replica in (b, a):
@@ -145,14 +147,14 @@ def test_time_travel_is_pinned_across_replicas(
     the table grew in between; an explicit version reads the same on both."""
     _, catalog, _ = lake
     a, b = replicas
-    catalog.create_table("p.w.ns.rtravel", tagged_rows(8, tag="v1"))
-    catalog.create_tag("p.w.ns.rtravel", "eod", 1)
-    catalog.append("p.w.ns.rtravel", tagged_rows(4, start=8, tag="v2"))
+    catalog.tables.create_table("p.w.ns.rtravel", tagged_rows(8, tag="v1"))
+    catalog.tags.create_tag("p.w.ns.rtravel", "eod", 1)
+    catalog.tables.append("p.w.ns.rtravel", tagged_rows(4, start=8, tag="v2"))
     sql = 'SELECT id, tag FROM w.ns."rtravel@tag:eod" ORDER BY id'
     assert wait_until(lambda: a.fetch(a.plan(sql)).num_rows == 8)
     info = a.plan(sql)
-    catalog.create_tag("p.w.ns.rtravel", "eod", 2, replace=True)
-    catalog.append("p.w.ns.rtravel", tagged_rows(3, start=12, tag="v3"))
+    catalog.tags.create_tag("p.w.ns.rtravel", "eod", 2, replace=True)
+    catalog.tables.append("p.w.ns.rtravel", tagged_rows(3, start=12, tag="v3"))
     assert wait_until(lambda: b.fetch(b.plan(sql)).num_rows == 12)  # B has seen the moved tag
     for replica in (b, a):
         got = replica.fetch(info)

@@ -83,12 +83,12 @@ def test_tenants_and_principals_never_share_a_kept_result(
 def test_an_append_gives_the_new_rows_at_once(servers: tuple[Running, Running]) -> None:
     cached, _ = servers
     catalog = cached.catalog
-    catalog.create_table("p.w.ns.grows", t_rows(10).to_reader())
+    catalog.tables.create_table("p.w.ns.grows", t_rows(10).to_reader())
     sql = "SELECT count(*) AS n, max(id) AS top FROM w.ns.grows"
     with cached.adbc() as conn:
         assert wait_until(lambda: cached.server.snapshots.current().project("p").table("w", "ns", "grows"))
         assert rows(conn, sql).to_pylist() == rows(conn, sql).to_pylist() == [{"n": 10, "top": 9}]
-        catalog.append("p.w.ns.grows", t_rows(5, start=10).to_reader())
+        catalog.tables.append("p.w.ns.grows", t_rows(5, start=10).to_reader())
         assert wait_until(lambda: rows(conn, sql).to_pylist() == [{"n": 15, "top": 14}])
         assert rows(conn, 'SELECT count(*) AS n, max(id) AS top FROM w.ns."grows@v1"').to_pylist() == [
             {"n": 10, "top": 9}

@@ -60,7 +60,7 @@ def serve_and_query(home: Path, budget: int) -> tuple[int, int, dict[str, int]]:
 def test_peak_rss_stays_within_the_result_cache_budget(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _, catalog = build_catalog(home)
-    catalog.create_table("p.w.ns.wide0", wide_rows(0))
+    catalog.tables.create_table("p.w.ns.wide0", wide_rows(0))
     catalog.close()
     grown, total, stats = serve_and_query(home, BUDGET)
     assert total > 12 * BUDGET

@@ -22,8 +22,8 @@ TTL = 0.3
 @pytest.fixture
 def real(tmp_path: Any) -> Iterator[dict[str, Any]]:
     settings, catalog = build_catalog(tmp_path / "home")
-    catalog.add_user("dana", project="p", role="reader", password="dana-password-1")
-    record, token = catalog.create_token("etl", project="p", role="reader")
+    catalog.access.add_user("dana", project="p", role="reader", password="dana-password-1")
+    record, token = catalog.access.create_token("etl", project="p", role="reader")
     server = FlightSqlServer(
         settings, flight_settings(port=0, snapshot_ttl_seconds=TTL, keys="k1:" + "ab" * 32), catalog=catalog
     ).start()
@@ -55,7 +55,7 @@ def test_a_removed_users_session_ends_at_the_next_snapshot_refresh(real: dict[st
     server: FlightSqlServer = real["server"]
     client, options = _login(server, "dana", "dana-password-1")
     assert not _refused(client, options)
-    real["catalog"].remove_user("dana")
+    real["catalog"].access.remove_user("dana")
     server.snapshots.refresh()  # the refresh the background thread makes within the TTL
     with pytest.raises(fl.FlightUnauthenticatedError, match="no longer exists or was revoked"):
         plan(client, options, SQL)
@@ -66,7 +66,7 @@ def test_the_bound_is_the_snapshot_ttl(real: dict[str, Any]) -> None:
     client, options = _login(server, "dana", "dana-password-1")
     assert not _refused(client, options)
     removed = time.monotonic()
-    real["catalog"].remove_user("dana")
+    real["catalog"].access.remove_user("dana")
     # Only the background refresh runs here; the poll is bounded well above the TTL.
     assert wait_until(lambda: _refused(client, options), timeout=TTL + 5.0)
     assert time.monotonic() - removed < TTL + 5.0
@@ -77,7 +77,7 @@ def test_a_revoked_service_token_ends_at_the_next_snapshot_refresh(real: dict[st
     client = fl.connect(_uri(server))
     options = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {real['token']}".encode())])
     assert not _refused(client, options)  # verified once, then cached (SERVICE_TOKEN_CACHE_SECONDS)
-    real["catalog"].revoke_token(real["token_id"])
+    real["catalog"].access.revoke_token(real["token_id"])
     server.snapshots.refresh()
     assert _refused(client, options)
 
@@ -85,10 +85,10 @@ def test_a_revoked_service_token_ends_at_the_next_snapshot_refresh(real: dict[st
 def test_a_user_added_after_the_last_refresh_is_not_refused(real: dict[str, Any]) -> None:
     server: FlightSqlServer = real["server"]
     server.snapshots.stop()  # the snapshot stays older than the user
-    real["catalog"].add_user("fred", project="p", role="reader", password="fred-password-1")
+    real["catalog"].access.add_user("fred", project="p", role="reader", password="fred-password-1")
     client, options = _login(server, "fred", "fred-password-1")
     assert not _refused(client, options)
-    token = real["catalog"].create_token("late", project="p", role="reader")[1]
+    token = real["catalog"].access.create_token("late", project="p", role="reader")[1]
     late = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {token}".encode())])
     assert not _refused(client, late) and not _refused(client, late)  # verified, then cached
 
@@ -96,8 +96,8 @@ def test_a_user_added_after_the_last_refresh_is_not_refused(real: dict[str, Any]
 def test_a_role_change_ends_the_old_session(real: dict[str, Any]) -> None:
     server: FlightSqlServer = real["server"]
     client, options = _login(server, "dana", "dana-password-1")
-    real["catalog"].remove_user("dana")
-    real["catalog"].add_user("dana", project="p", role="writer", password="dana-password-2")
+    real["catalog"].access.remove_user("dana")
+    real["catalog"].access.add_user("dana", project="p", role="writer", password="dana-password-2")
     server.snapshots.refresh()
     assert _refused(client, options)
     client2, options2 = _login(server, "dana", "dana-password-2")

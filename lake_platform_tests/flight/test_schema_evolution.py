@@ -23,10 +23,10 @@ def test_flight_sees_added_renamed_and_widened_columns_after_the_refresh(tmp_pat
             assert query(client, options, sql).schema.names == ["id", "s", "x"]
             before = plan(client, options, sql)  # pinned to the version before the changes
 
-            catalog.add_column(T, "note", "string")
-            catalog.rename_column(T, "s", "label")
-            catalog.set_policy(T, {"schema_evolution": "widen"})
-            catalog.append(
+            catalog.alter.add_column(T, "note", "string")
+            catalog.alter.rename_column(T, "s", "label")
+            catalog.policies.set_policy(T, {"schema_evolution": "widen"})
+            catalog.tables.append(
                 T,
                 pa.table(
                     {
@@ -66,7 +66,7 @@ def test_flight_sees_added_renamed_and_widened_columns_after_the_refresh(tmp_pat
                     schema = conn.adbc_get_table_schema("t", catalog_filter="w", db_schema_filter="ns")
                     assert schema.names == ["id", "label", "x", "note", "extra"]
 
-            catalog.drop_column(T, "note")
+            catalog.alter.drop_column(T, "note")
             server.snapshots.refresh()
             assert query(client, options, "SELECT * FROM w.ns.t LIMIT 1").schema.names == [
                 "id",

@@ -40,8 +40,8 @@ class Clock:
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LakeSettings, Catalog]]:
     home = tmp_path_factory.mktemp("spool") / "home"
     settings, catalog = build_catalog(home, results_ttl_seconds=600)
-    catalog.create_table("p.w.ns.big", t_rows(2000).to_reader())
-    catalog.append("p.w.ns.big", t_rows(2000, start=2000).to_reader())
+    catalog.tables.create_table("p.w.ns.big", t_rows(2000).to_reader())
+    catalog.tables.append("p.w.ns.big", t_rows(2000, start=2000).to_reader())
     try:
         yield settings, catalog
     finally:

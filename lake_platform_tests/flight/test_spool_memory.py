@@ -26,9 +26,9 @@ ROWS = 12_000_000  # ~600 MB of Arrow
 def test_spooling_a_large_result_keeps_server_memory_bounded(tmp_path: Path) -> None:
     home = tmp_path / "home"
     catalog = Catalog(load_settings(home=home))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
     arrow_bytes = 0
 
     def counted() -> object:
@@ -38,7 +38,7 @@ def test_spooling_a_large_result_keeps_server_memory_bounded(tmp_path: Path) -> 
             yield batch
 
     schema = next(big_batches(10)).schema
-    catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, counted()))
+    catalog.tables.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, counted()))
     catalog.close()
     proc, port = spawn(home, f"memory_limit_bytes={128 << 20}", f"spool_min_rows={ROWS}")
     try:

@@ -29,10 +29,10 @@ def test_spooled_segments_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) 
     settings = load_settings(home=tmp_path / "home", results_root=f"{root}/results", **s3.lake_settings())
     catalog = Catalog(settings)
     try:
-        catalog.create_project("p")
-        catalog.create_warehouse("p.w", root=f"{root}/wh")
-        catalog.create_namespace("p.w.ns")
-        catalog.create_table("p.w.ns.big", t_rows(3000).to_reader())
+        catalog.containers.create_project("p")
+        catalog.containers.create_warehouse("p.w", root=f"{root}/wh")
+        catalog.containers.create_namespace("p.w.ns")
+        catalog.tables.create_table("p.w.ns.big", t_rows(3000).to_reader())
         with serving(
             settings,
             catalog,

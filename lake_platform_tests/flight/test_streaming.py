@@ -101,7 +101,7 @@ def test_ticket_is_pinned_to_the_planned_version(tmp_path: Path) -> None:
     try:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         old = plan(client, options, "SELECT count(*) AS n FROM w.ns.t")
-        catalog.append(
+        catalog.tables.append(
             "p.w.ns.t", pa.table({"id": pa.array([5000], pa.int64()), "s": ["new"], "x": [0.0]}).to_reader()
         )
         assert wait_until(
@@ -230,7 +230,7 @@ def test_large_result_streams_with_bounded_server_memory(tmp_path: Path) -> None
     _, catalog = build_catalog(home)
     total = 6_000_000
     schema = next(big_rows(10)).schema
-    catalog.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
+    catalog.tables.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
     catalog.close()
     pool, read_ahead = 64 << 20, 16 << 20
     proc, port = spawn(

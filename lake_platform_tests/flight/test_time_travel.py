@@ -32,12 +32,12 @@ def history(running: Running) -> Iterator[Running]:
     """``p.w.ns.tt``: v1 10 rows tagged ``first`` ("v1"), v2 +5 ("v2"), v3 +3 ("v3"); tag ``eod`` on v2.
     ``q.w.ns.tt`` (bob's): one version of 2 rows."""
     catalog = running.catalog
-    catalog.create_table("p.w.ns.tt", tagged_rows(10, tag="v1"))
-    catalog.create_tag("p.w.ns.tt", "first", 1)
-    catalog.append("p.w.ns.tt", tagged_rows(5, start=10, tag="v2"))
-    catalog.create_tag("p.w.ns.tt", "eod", 2)
-    catalog.append("p.w.ns.tt", tagged_rows(3, start=15, tag="v3"))
-    catalog.create_table("q.w.ns.tt", tagged_rows(2, start=900, tag="bob"))
+    catalog.tables.create_table("p.w.ns.tt", tagged_rows(10, tag="v1"))
+    catalog.tags.create_tag("p.w.ns.tt", "first", 1)
+    catalog.tables.append("p.w.ns.tt", tagged_rows(5, start=10, tag="v2"))
+    catalog.tags.create_tag("p.w.ns.tt", "eod", 2)
+    catalog.tables.append("p.w.ns.tt", tagged_rows(3, start=15, tag="v3"))
+    catalog.tables.create_table("q.w.ns.tt", tagged_rows(2, start=900, tag="bob"))
     client, options = running.client()
     assert wait_until(
         lambda: fetch(client, options, plan(client, options, 'SELECT * FROM w.ns."tt@tag:eod"'))
@@ -74,13 +74,13 @@ def test_the_ticket_pins_what_was_resolved(history: Running) -> None:
     """A tag moved after planning does not move the ticket: it pins the version, not the tag."""
     client, options = history.client()
     catalog = history.catalog
-    catalog.create_table("p.w.ns.ttmove", tagged_rows(4, tag="v1"))
-    catalog.create_tag("p.w.ns.ttmove", "live", 1)
-    catalog.append("p.w.ns.ttmove", tagged_rows(6, start=4, tag="v2"))
+    catalog.tables.create_table("p.w.ns.ttmove", tagged_rows(4, tag="v1"))
+    catalog.tags.create_tag("p.w.ns.ttmove", "live", 1)
+    catalog.tables.append("p.w.ns.ttmove", tagged_rows(6, start=4, tag="v2"))
     sql = 'SELECT count(*) AS n FROM w.ns."ttmove@tag:live"'
     assert wait_until(lambda: fetch(client, options, plan(client, options, sql)).column("n")[0].as_py() == 4)
     info = plan(client, options, sql)
-    catalog.create_tag("p.w.ns.ttmove", "live", 2, replace=True)
+    catalog.tags.create_tag("p.w.ns.ttmove", "live", 2, replace=True)
     assert wait_until(lambda: fetch(client, options, plan(client, options, sql)).column("n")[0].as_py() == 10)
     assert fetch(client, options, info).column("n")[0].as_py() == 4
 
@@ -124,8 +124,8 @@ def test_a_cleaned_up_version_is_not_found(history: Running) -> None:
     settings: LakeSettings = history.settings
     catalog = history.catalog
     client, options = history.client()
-    catalog.create_table("p.w.ns.ttgone", tagged_rows(10, tag="v1"))
-    catalog.append("p.w.ns.ttgone", tagged_rows(5, start=10, tag="v2"))
+    catalog.tables.create_table("p.w.ns.ttgone", tagged_rows(10, tag="v1"))
+    catalog.tables.append("p.w.ns.ttgone", tagged_rows(5, start=10, tag="v2"))
     sql = 'SELECT count(*) AS n FROM w.ns."ttgone@v1"'
     assert wait_until(lambda: fetch(client, options, plan(client, options, sql)).column("n")[0].as_py() == 10)
     info = plan(client, options, sql)
@@ -137,7 +137,9 @@ def test_a_cleaned_up_version_is_not_found(history: Running) -> None:
         heartbeat=False,
     )
     try:
-        assert maintainer.cleanup("p.w.ns.ttgone", retention=timedelta(0)).detail["versions_removed"] == [1]
+        assert maintainer.versions.cleanup("p.w.ns.ttgone", retention=timedelta(0)).detail[
+            "versions_removed"
+        ] == [1]
     finally:
         maintainer.close()
     with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.ttgone is no longer available"):

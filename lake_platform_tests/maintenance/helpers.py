@@ -20,9 +20,9 @@ def make_settings(home: Path, **overrides: Any) -> LakeSettings:
 
 def make_lake(home: Path, **overrides: Any) -> Catalog:
     catalog = Catalog(make_settings(home, **overrides))
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
     return catalog
 
 

@@ -18,10 +18,10 @@ TABLE = "p.w.ns.frag"
 
 def fragmented(home: Path) -> Catalog:
     catalog = make_lake(home)
-    catalog.create_table(TABLE, rows(0, 10).to_reader())
+    catalog.tables.create_table(TABLE, rows(0, 10).to_reader())
     for i in range(1, 6):
-        catalog.append(TABLE, rows(10 * i, 10).to_reader())
-    catalog.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
+        catalog.tables.append(TABLE, rows(10 * i, 10).to_reader())
+    catalog.policies.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
     return catalog
 
 
@@ -29,7 +29,7 @@ def test_tasks_run_on_their_own_catalogs_and_commit_once(tmp_path: Path) -> None
     catalog = fragmented(tmp_path / "home")
     try:
         assert due(catalog, TABLE)[0]
-        before = catalog.open_table(TABLE)
+        before = catalog.reads.open_table(TABLE)
         planned = compaction.plan(catalog, TABLE)
         assert planned.status == "planned" and len(planned.tasks) >= 2 and planned.commit_id
         results = []
@@ -39,19 +39,19 @@ def test_tasks_run_on_their_own_catalogs_and_commit_once(tmp_path: Path) -> None
                 results.append(compaction.run_task(worker, planned, task))
             finally:
                 worker.close()
-        assert catalog.open_table(TABLE).version == before.version  # tasks commit nothing
+        assert catalog.reads.open_table(TABLE).version == before.version  # tasks commit nothing
         outcome = compaction.commit(catalog, planned, results, actor="test")
         assert outcome.status == "committed", outcome
         assert outcome.tasks == len(planned.tasks)
         assert outcome.fragments_before == 6 and outcome.fragments_after == 3
-        after = catalog.open_table(TABLE)
+        after = catalog.reads.open_table(TABLE)
         assert after.count_rows() == 60 and after.version == outcome.version > before.version
         assert sorted(after.to_reader().read_all().column("id").to_pylist()) == list(range(60))
         # The same commit again (a retried step) replays: still exactly one compaction.
         again = compaction.commit(catalog, planned, results, actor="test")
         assert again.status == "committed" and again.version == outcome.version
         assert again.commit_id == outcome.commit_id
-        assert [e.operation for e in catalog.history(TABLE)].count("compact") == 1
+        assert [e.operation for e in catalog.reads.history(TABLE)].count("compact") == 1
         assert not due(catalog, TABLE)[0]
         assert compact_table(catalog, TABLE).status == "nothing-to-do"
     finally:
@@ -62,14 +62,14 @@ def test_a_plan_with_missing_results_or_foreign_tasks_changes_nothing(tmp_path: 
     catalog = fragmented(tmp_path / "home")
     try:
         planned = compaction.plan(catalog, TABLE)
-        version = catalog.open_table(TABLE).version
+        version = catalog.reads.open_table(TABLE).version
         first = compaction.run_task(catalog, planned, planned.tasks[0])
         with pytest.raises(InvalidInput, match="task results for"):
             compaction.commit(catalog, planned, [first])
         with pytest.raises(InvalidInput, match="not part of the compaction plan"):
             compaction.run_task(catalog, planned, '{"not": "a task"}')
-        assert catalog.open_table(TABLE).version == version
-        assert "compact" not in [e.operation for e in catalog.history(TABLE)]
+        assert catalog.reads.open_table(TABLE).version == version
+        assert "compact" not in [e.operation for e in catalog.reads.history(TABLE)]
     finally:
         catalog.close()
 

@@ -24,7 +24,7 @@ class Stopped(Exception):
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
     lake = make_lake(tmp_path / "home")
-    lake.create_table(TABLE, rows(0, 3).to_reader())
+    lake.tables.create_table(TABLE, rows(0, 3).to_reader())
     yield lake
     lake.close()
 
@@ -51,12 +51,12 @@ def test_a_run_stopped_right_after_its_commit_leaves_every_file_marked(
     with pytest.raises(Stopped, match="after-commit"):
         ingest_batch(catalog, box, TABLE, listed, fault=stop)
 
-    assert catalog.open_table(TABLE).count_rows() == 6
-    markers = [catalog.commit_landed(file_marker_id(TABLE, f)) for f in listed]
+    assert catalog.reads.open_table(TABLE).count_rows() == 6
+    markers = [catalog.ctx.commit_landed(file_marker_id(TABLE, f)) for f in listed]
     assert all(m is not None and m.operation == "ingest-file" for m in markers)
 
     # Offered again in another batch (a reset sensor cursor): skipped, nothing appended twice.
     again = ingest_batch(catalog, box, TABLE, listed[:1])
     assert again.status == "nothing-to-do"
     assert again.skipped == [{"key": listed[0].key, "reason": "already ingested (version 2)"}]
-    assert catalog.open_table(TABLE).count_rows() == 6
+    assert catalog.reads.open_table(TABLE).count_rows() == 6

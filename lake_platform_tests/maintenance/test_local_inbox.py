@@ -22,7 +22,7 @@ SECRET = "TOPSECRET-4711"
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
     lake = make_lake(tmp_path / "home")
-    lake.create_table(TABLE, rows(0, 3).to_reader())
+    lake.tables.create_table(TABLE, rows(0, 3).to_reader())
     yield lake
     lake.close()
 
@@ -58,7 +58,7 @@ def test_a_table_folder_that_is_a_link_elsewhere_is_not_listed_read_or_moved(
     assert not any(
         p.is_file() and not p.name.endswith(".reason.txt") for p in (box.root / "_quarantine").rglob("*")
     )
-    assert catalog.open_table(TABLE).count_rows() == 3
+    assert catalog.reads.open_table(TABLE).count_rows() == 3
 
 
 def test_a_link_to_a_file_outside_is_moved_as_a_link(catalog: Catalog, tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def ghost(root: Path, source: str, rel_dir: str, table: str = "ghost") -> tuple[
 
 
 def snapshot(catalog: Catalog, names: list[str]) -> dict[str, list[int]]:
-    return {n: sorted(catalog.open_table(n).dataset.to_table().column("id").to_pylist()) for n in names}
+    return {n: sorted(catalog.reads.open_table(n).dataset.to_table().column("id").to_pylist()) for n in names}
 
 
 @pytest.fixture
@@ -42,15 +42,15 @@ def lake(tmp_path: Path):
     catalog = make_lake(
         tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0, lease_wait_seconds=0.0
     )
-    catalog.create_namespace("p.w.ns.sub")
-    catalog.create_table("p.w.ns.t", rows(0, 5).to_reader())
-    catalog.create_table("p.w.ns.sub.u", rows(10, 3).to_reader())
-    catalog.create_table("p.w.ns.gone", rows(20, 2).to_reader())
-    catalog.drop_table("p.w.ns.gone")  # grace drop: the trash names its folder
-    catalog.create_namespace("p.w.old")
-    catalog.create_table("p.w.old.c", rows(30, 2).to_reader())
-    catalog.drop_namespace("p.w.old", cascade=True)  # its folder is gone, its table's is in the trash
-    root = Path(catalog.warehouse(WarehouseName.parse("p.w")).root)
+    catalog.containers.create_namespace("p.w.ns.sub")
+    catalog.tables.create_table("p.w.ns.t", rows(0, 5).to_reader())
+    catalog.tables.create_table("p.w.ns.sub.u", rows(10, 3).to_reader())
+    catalog.tables.create_table("p.w.ns.gone", rows(20, 2).to_reader())
+    catalog.trash.drop_table("p.w.ns.gone")  # grace drop: the trash names its folder
+    catalog.containers.create_namespace("p.w.old")
+    catalog.tables.create_table("p.w.old.c", rows(30, 2).to_reader())
+    catalog.cascade.drop_namespace("p.w.old", cascade=True)  # its folder is gone, its table's is in the trash
+    root = Path(catalog.ctx.warehouse(WarehouseName.parse("p.w")).root)
     try:
         yield catalog, root
     finally:
@@ -59,7 +59,7 @@ def lake(tmp_path: Path):
 
 def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(lake) -> None:
     catalog, root = lake
-    source = catalog.open_table("p.w.ns.t").record.location
+    source = catalog.reads.open_table("p.w.ns.t").record.location
     old, old_inc = ghost(root, source, "ns")
     nested, _ = ghost(root, source, "ns/sub", "other")
     in_dropped_ns, _ = ghost(root, source, "old")  # a namespace no longer registered
@@ -96,10 +96,10 @@ def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(
     assert catalog.store.get(keys.lease(old_inc)) is None  # the leaked incarnation's lease went too
     assert snapshot(catalog, live) == before
     # The trashed tables' folders were known: both come back whole.
-    catalog.undrop_table("p.w.ns.gone")
-    catalog.undrop_namespace("p.w.old")
+    catalog.trash.undrop_table("p.w.ns.gone")
+    catalog.trash.undrop_namespace("p.w.old")
     assert snapshot(catalog, ["p.w.ns.gone", "p.w.old.c"]) == {"p.w.ns.gone": [20, 21], "p.w.old.c": [30, 31]}
-    entries = [e for e in catalog.history("p.w") if e.operation.startswith("orphan-folder")]
+    entries = [e for e in catalog.reads.history("p.w") if e.operation.startswith("orphan-folder")]
     assert [(e.operation, e.actor) for e in entries] == [
         ("orphan-folder-scan", "scanner"),
         ("orphan-folder-reclaim", "reclaimer"),
@@ -110,9 +110,9 @@ def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(
 
 def test_another_warehouse_on_the_same_root_is_never_reclaimed(lake) -> None:
     catalog, root = lake
-    catalog.create_warehouse("p.twin", root=str(root))  # nothing forbids sharing a root
-    catalog.create_namespace("p.twin.ns")
-    catalog.create_table("p.twin.ns.x", rows(50, 2).to_reader())
+    catalog.containers.create_warehouse("p.twin", root=str(root))  # nothing forbids sharing a root
+    catalog.containers.create_namespace("p.twin.ns")
+    catalog.tables.create_table("p.twin.ns.x", rows(50, 2).to_reader())
     age_tree(root, TWO_DAYS)
     for warehouse in ("p.w", "p.twin"):
         assert orphan_folders.scan_folders(catalog, warehouse, min_age=HOUR).orphan_count == 0, warehouse
@@ -125,7 +125,7 @@ def test_another_warehouse_on_the_same_root_is_never_reclaimed(lake) -> None:
 
 def test_a_folder_being_written_is_never_reported_nor_reclaimed(lake, tmp_path: Path) -> None:
     catalog, root = lake
-    rel, incarnation = ghost(root, catalog.open_table("p.w.ns.t").record.location, "ns")
+    rel, incarnation = ghost(root, catalog.reads.open_table("p.w.ns.t").record.location, "ns")
     age_tree(root, TWO_DAYS)
     writer = Catalog(catalog.settings)  # a create stalled for days, its lease still renewed
     lease = writer.gate.acquire(incarnation)
@@ -142,7 +142,7 @@ def test_a_folder_being_written_is_never_reported_nor_reclaimed(lake, tmp_path: 
 
 def test_reclaim_reverifies_each_folder_under_its_lease(lake, monkeypatch: pytest.MonkeyPatch) -> None:
     catalog, root = lake
-    source = catalog.open_table("p.w.ns.t").record.location
+    source = catalog.reads.open_table("p.w.ns.t").record.location
     touched, _ = ghost(root, source, "ns", "touched")
     taken, taken_inc = ghost(root, source, "ns", "taken")
     gone, _ = ghost(root, source, "ns", "gone_meanwhile")
@@ -180,10 +180,10 @@ def test_reclaim_reverifies_each_folder_under_its_lease(lake, monkeypatch: pytes
 
 def test_bad_input_is_refused_and_changes_nothing(lake) -> None:
     catalog, root = lake
-    rel, _ = ghost(root, catalog.open_table("p.w.ns.t").record.location, "ns")
+    rel, _ = ghost(root, catalog.reads.open_table("p.w.ns.t").record.location, "ns")
     age_tree(root, TWO_DAYS)
     before = files_under(root)
-    log_before = len(catalog.history("p.w"))
+    log_before = len(catalog.reads.history("p.w"))
     with pytest.raises(InvalidInput, match="at least"):
         orphan_folders.reclaim_folders(catalog, "p.w", timedelta(minutes=59))
     with pytest.raises(InvalidInput, match="at least"):
@@ -194,12 +194,12 @@ def test_bad_input_is_refused_and_changes_nothing(lake) -> None:
         orphan_folders.reclaim_folders(catalog, "p.w", HOUR, limit=0)
     with pytest.raises(NamespaceNotFound):
         orphan_folders.reclaim_folders(catalog, "p.nope", HOUR)
-    assert files_under(root) == before and len(catalog.history("p.w")) == log_before
+    assert files_under(root) == before and len(catalog.reads.history("p.w")) == log_before
 
 
 def test_policy_age_gate_is_the_default(lake) -> None:
     catalog, root = lake
-    rel, _ = ghost(root, catalog.open_table("p.w.ns.t").record.location, "ns")
+    rel, _ = ghost(root, catalog.reads.open_table("p.w.ns.t").record.location, "ns")
     age_tree(root, TWO_DAYS)
     report = orphan_folders.scan_folders(catalog, "p.w")  # the default gate: 7 days
     assert report.min_age_seconds == 7 * 86400 and report.orphan_count == 0 and report.folders_young == 1
@@ -209,15 +209,15 @@ def test_scan_and_reclaim_on_s3(s3, tmp_path: Path) -> None:
     prefix = s3.new_prefix()
     catalog = make_lake(tmp_path / "home", **s3.lake_settings())
     try:
-        catalog.create_warehouse("p.s3", root=f"s3://{s3.bucket}/{prefix}")
-        catalog.create_namespace("p.s3.ns")
-        catalog.create_namespace("p.s3.ns.sub")
-        catalog.create_table("p.s3.ns.t", rows(0, 4).to_reader())
-        catalog.create_table("p.s3.ns.sub.u", rows(10, 2).to_reader())
-        catalog.create_table("p.s3.ns.gone", rows(20, 2).to_reader())
-        catalog.drop_table("p.s3.ns.gone")
+        catalog.containers.create_warehouse("p.s3", root=f"s3://{s3.bucket}/{prefix}")
+        catalog.containers.create_namespace("p.s3.ns")
+        catalog.containers.create_namespace("p.s3.ns.sub")
+        catalog.tables.create_table("p.s3.ns.t", rows(0, 4).to_reader())
+        catalog.tables.create_table("p.s3.ns.sub.u", rows(10, 2).to_reader())
+        catalog.tables.create_table("p.s3.ns.gone", rows(20, 2).to_reader())
+        catalog.trash.drop_table("p.s3.ns.gone")
         client = s3.client()
-        source = catalog.open_table("p.s3.ns.t").record.location.removeprefix(f"s3://{s3.bucket}/")
+        source = catalog.reads.open_table("p.s3.ns.t").record.location.removeprefix(f"s3://{s3.bucket}/")
         leaks = [f"ns/ghost-{uuid.uuid4().hex}.lance", f"ns/sub/other-{uuid.uuid4().hex}.lance"]
         for leak in leaks:  # a real table's objects at a location nobody registered
             for key in s3.keys_under(source):
@@ -242,14 +242,14 @@ def test_scan_and_reclaim_on_s3(s3, tmp_path: Path) -> None:
             assert after.orphan_count == 0 and after.table_folders - after.folders_empty == 3
         finally:
             later.close()
-        assert sorted(catalog.open_table("p.s3.ns.t").dataset.to_table().column("id").to_pylist()) == [
+        assert sorted(catalog.reads.open_table("p.s3.ns.t").dataset.to_table().column("id").to_pylist()) == [
             0,
             1,
             2,
             3,
         ]
-        catalog.undrop_table("p.s3.ns.gone")
-        assert catalog.open_table("p.s3.ns.gone").dataset.count_rows() == 2
+        catalog.trash.undrop_table("p.s3.ns.gone")
+        assert catalog.reads.open_table("p.s3.ns.gone").dataset.count_rows() == 2
     finally:
         catalog.close()
         if s3.external:
@@ -264,9 +264,9 @@ def test_dagster_asset_reports_every_warehouse(lake) -> None:
     from lake_platform.defs.resources import LakeResource
 
     catalog, root = lake
-    catalog.create_warehouse("p.w2")
-    catalog.create_namespace("p.w2.ns")
-    rel, _ = ghost(root, catalog.open_table("p.w.ns.t").record.location, "ns")
+    catalog.containers.create_warehouse("p.w2")
+    catalog.containers.create_namespace("p.w2.ns")
+    rel, _ = ghost(root, catalog.reads.open_table("p.w.ns.t").record.location, "ns")
     age_tree(root, 8 * 86400)  # past the default 7-day gate
     before = files_under(root)
     with dg.instance_for_test() as instance:
@@ -285,4 +285,6 @@ def test_dagster_asset_reports_every_warehouse(lake) -> None:
     assert files_under(root) == before  # report only
     assert orphan_folders.latest_folder_report(catalog, "p.w").orphan_count == 1
     assert orphan_folders.latest_folder_report(catalog, "p.w2").orphan_count == 0
-    assert [e.actor for e in catalog.history("p.w") if e.operation == "orphan-folder-scan"] == ["dagster"]
+    assert [e.actor for e in catalog.reads.history("p.w") if e.operation == "orphan-folder-scan"] == [
+        "dagster"
+    ]

@@ -53,15 +53,15 @@ def plant(root: Path, rel: str, data: bytes = b"x" * 100, age: float = TWO_DAYS)
 @pytest.fixture
 def lake_table(tmp_path: Path):
     catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
-    catalog.create_table(TABLE, blobs(0, 3).to_reader())
+    catalog.tables.create_table(TABLE, blobs(0, 3).to_reader())
     for i in range(1, 5):
-        catalog.append(TABLE, blobs(100 * i, 3).to_reader())
-    catalog.delete_rows(TABLE, "id = 101")  # deletion file
-    catalog.create_tag(TABLE, "gold", 2)
+        catalog.tables.append(TABLE, blobs(100 * i, 3).to_reader())
+    catalog.tables.delete_rows(TABLE, "id = 101")  # deletion file
+    catalog.tags.create_tag(TABLE, "gold", 2)
     # Old versions leave the registry (tag kept); the current one stays.
-    cleaned = catalog.cleanup(TABLE, retention=timedelta(0), retain_versions=1)
+    cleaned = catalog.versions.cleanup(TABLE, retention=timedelta(0), retain_versions=1)
     assert cleaned.status == "committed" and 2 not in cleaned.detail["versions_removed"]
-    record = catalog.open_table(TABLE).record
+    record = catalog.reads.open_table(TABLE).record
     root = Path(record.location)
     # A branch with its own data (and blob sidecar) and an index, written with plain Lance.
     lance.dataset(str(root), version=record.current_version).create_branch("dev", record.current_version)
@@ -69,8 +69,8 @@ def lake_table(tmp_path: Path):
     branch.insert(blobs(900, 2))
     lance.dataset(str(root / "tree" / "dev")).create_scalar_index("id", "BTREE")
     # One more append whose registered manifest is then left at a staging path only.
-    catalog.append(TABLE, blobs(500, 3).to_reader())
-    current = catalog.open_table(TABLE).record.current_version
+    catalog.tables.append(TABLE, blobs(500, 3).to_reader())
+    current = catalog.reads.open_table(TABLE).record.current_version
     key = keys.version(record.incarnation, current)
     item = catalog.store.get(key)
     ver = decode(VersionRecord, item.value)
@@ -122,7 +122,7 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     assert report.branches == ["dev"] and report.tagged_versions == [2]
     # Opening the staging-only version lets Lance write its canonical manifest: live as well.
     live_now = files_under(root) - planted - {young, "NOTES.txt"}
-    assert live_now - real <= {canonical(catalog.open_table(TABLE).version)}
+    assert live_now - real <= {canonical(catalog.reads.open_table(TABLE).version)}
     assert report.files_live == len(live_now)
     assert young not in found
 
@@ -130,7 +130,7 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     assert key.startswith("rpt/orphans/p.w.ns.blobs/")
     latest = orphans.latest_report(catalog, TABLE)
     assert latest is not None and latest.orphan_count == len(planted)
-    assert any(e.operation == "orphan-scan" for e in catalog.history(TABLE))
+    assert any(e.operation == "orphan-scan" for e in catalog.reads.history(TABLE))
 
     # Reclaim deletes exactly the orphans, and every live snapshot still reads.
     with pytest.raises(InvalidInput):
@@ -145,13 +145,13 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     live_now -= deleted
     assert (root / young).exists() and (root / "NOTES.txt").exists()
     assert files_under(root) == live_now | {young, "NOTES.txt"}
-    assert catalog.open_table(TABLE).count_rows() == 17
-    assert catalog.open_table(TABLE, 2).count_rows() == 6
+    assert catalog.reads.open_table(TABLE).count_rows() == 17
+    assert catalog.reads.open_table(TABLE, 2).count_rows() == 6
     assert lance.dataset(str(root / "tree" / "dev")).to_table().num_rows == 16
     assert lance.dataset(str(root / "tree" / "dev")).take_blobs("b", indices=[0])
     again = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
     assert all(re.fullmatch(r"_versions/\d{20}\.manifest#\d+", o.path) for o in again.orphans)
-    assert any(e.operation == "orphan-reclaim" for e in catalog.history(TABLE))
+    assert any(e.operation == "orphan-reclaim" for e in catalog.reads.history(TABLE))
 
 
 def test_scan_ignores_files_younger_than_the_policy(lake_table) -> None:
@@ -170,19 +170,19 @@ def test_scan_on_s3_classifies_every_real_file_as_live(s3, tmp_path: Path) -> No
     prefix = s3.new_prefix()
     catalog = make_lake(tmp_path / "home", **s3.lake_settings())
     try:
-        catalog.create_warehouse("p.s3", root=f"s3://{s3.bucket}/{prefix}")
-        catalog.create_namespace("p.s3.ns")
+        catalog.containers.create_warehouse("p.s3", root=f"s3://{s3.bucket}/{prefix}")
+        catalog.containers.create_namespace("p.s3.ns")
         name = "p.s3.ns.blobs"
-        catalog.create_table(name, blobs(0, 3).to_reader())
-        catalog.append(name, blobs(10, 3).to_reader())
-        catalog.delete_rows(name, "id = 1")
-        catalog.create_tag(name, "gold", 1)
+        catalog.tables.create_table(name, blobs(0, 3).to_reader())
+        catalog.tables.append(name, blobs(10, 3).to_reader())
+        catalog.tables.delete_rows(name, "id = 1")
+        catalog.tags.create_tag(name, "gold", 1)
         report = orphans.scan(catalog, name, min_age=timedelta(hours=1))
         # S3 sets LastModified itself, so nothing here can be old: every real file must be live
         # (a misclassified one would show up as "young").
         assert report.files_scanned > 5 and report.files_live == report.files_scanned
         assert report.orphan_count == 0 and report.files_young == 0
-        location = catalog.open_table(name).record.location
+        location = catalog.reads.open_table(name).record.location
         key = location.removeprefix(f"s3://{s3.bucket}/") + "/data/stray.lance"
         s3.client().put_object(Bucket=s3.bucket, Key=key, Body=b"x")
         again = orphans.scan(catalog, name, min_age=timedelta(hours=1))
@@ -243,7 +243,7 @@ def test_scan_and_reclaim_commits_name_the_acting_identity(tmp_path: Path, ident
     from lake_platform_tests.maintenance.helpers import make_settings, rows
 
     admin = make_lake(tmp_path / "home")
-    admin.create_table("p.w.ns.t", rows(0, 3).to_reader())
+    admin.tables.create_table("p.w.ns.t", rows(0, 3).to_reader())
     if identity == "LAKE_ACTOR":
         acting, expected = Catalog(make_settings(tmp_path / "home", actor="alice")), "alice"
     else:
@@ -252,7 +252,7 @@ def test_scan_and_reclaim_commits_name_the_acting_identity(tmp_path: Path, ident
     with acting:
         orphans.commit_report(acting, orphans.scan(acting, "p.w.ns.t"))
         orphans.reclaim(acting, "p.w.ns.t", timedelta(hours=1))
-    entries = [e for e in admin.history("p.w.ns.t") if e.operation.startswith("orphan-")]
+    entries = [e for e in admin.reads.history("p.w.ns.t") if e.operation.startswith("orphan-")]
     assert {(e.operation, e.actor) for e in entries} == {
         ("orphan-scan", expected),
         ("orphan-reclaim", expected),

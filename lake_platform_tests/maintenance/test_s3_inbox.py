@@ -31,7 +31,7 @@ def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(
     prefix = s3.new_prefix()
     catalog = make_lake(tmp_path / "home", **s3.lake_settings())
     try:
-        catalog.create_table(TABLE, rows(0, 10).to_reader())
+        catalog.tables.create_table(TABLE, rows(0, 10).to_reader())
         box = open_inbox(f"s3://{s3.bucket}/{prefix}", catalog.settings)
         assert isinstance(box, S3Inbox)
         box.put("p/w/ns/t/2026-01-01T00-00-a.parquet", parquet(100, 5))
@@ -55,9 +55,9 @@ def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(
         assert f"{prefix}/_quarantine/p/w/ns/t/2026-01-01T00-01-b.parquet" in keys
         assert f"{prefix}/_quarantine/p/w/ns/t/2026-01-01T00-01-b.parquet.reason.txt" in keys
         assert f"{prefix}/p/w/ns/t/2026-01-01T00-01-b.parquet" not in keys
-        assert catalog.open_table(TABLE).count_rows() == 15
+        assert catalog.reads.open_table(TABLE).count_rows() == 15
         assert ingest_batch(catalog, box, TABLE, files + more).status == "replayed"
-        assert catalog.open_table(TABLE).count_rows() == 15
+        assert catalog.reads.open_table(TABLE).count_rows() == 15
     finally:
         catalog.close()
         if s3.external:

@@ -28,7 +28,7 @@ def lake(tmp_path: Path) -> Iterator[tuple[LakeSettings, Catalog]]:
 
 
 def _pin(catalog: Catalog, name: str) -> dict[str, object]:
-    (record,) = [r for r in catalog.list_tables(".".join(name.split(".")[:2])) if r.name == name]
+    (record,) = [r for r in catalog.reads.list_tables(".".join(name.split(".")[:2])) if r.name == name]
     return {"table": name, "incarnation": record.incarnation, "version": record.current_version}
 
 
@@ -131,7 +131,7 @@ def test_ticket_pins_match_registry(lake: tuple[LakeSettings, Catalog]) -> None:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         before = _pin(catalog, "p.w.ns.sub.u")
         info = plan(client, options, "SELECT id FROM w.ns.sub.u -- pinned")
-        catalog.append("p.w.ns.sub.u", pa.table({"id": pa.array([4], pa.int64())}).to_reader())
+        catalog.tables.append("p.w.ns.sub.u", pa.table({"id": pa.array([4], pa.int64())}).to_reader())
         assert client.do_get(info.endpoints[0].ticket, options).read_all().num_rows == 3
     finally:
         server.stop(grace=0)

@@ -51,10 +51,10 @@ def delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
 def small_lake(tmp_path: Path) -> Iterator[tuple[LakeSettings, Catalog]]:
     settings = load_settings(home=tmp_path / "home", metrics_port=0)
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    catalog.create_table("p.w.ns.t", pa.table({"id": pa.array(range(100), pa.int64())}).to_reader())
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table("p.w.ns.t", pa.table({"id": pa.array(range(100), pa.int64())}).to_reader())
     try:
         yield settings, catalog
     finally:
@@ -163,7 +163,7 @@ def test_registry_io_and_lease_waits_are_counted(small_lake: tuple[LakeSettings,
     try:
         with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
             before = scrape(metrics.port)
-            writer.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
+            writer.tables.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
             catalog.store.transact([Put("zz/a", b"x")])
             list(catalog.store.scan_prefix("zz/"))
             after = scrape(metrics.port)
@@ -261,7 +261,7 @@ def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
     from lake_platform_tests.flight.conftest import ALICE
 
     settings, catalog = small_lake
-    catalog.create_index("p.w.ns.t", "id", "btree")
+    catalog.indexes.create_index("p.w.ns.t", "id", "btree")
     engine = QueryEngine(settings, QueryLimits())
     WATCHED.watch_engine(engine, engine.spill_dir, 1)
     before = cache_counts(None)

@@ -26,9 +26,9 @@ POINT = "SELECT id, s FROM w.ns.keyed WHERE id = {}"
 def keyed(lake: tuple[Any, Catalog]) -> Catalog:
     catalog = lake[1]
     for project, start in (("p", 0), ("q", 10_000)):
-        catalog.create_table(f"{project}.w.ns.keyed", t_rows(3000, start=start).to_reader())
-        catalog.set_policy(f"{project}.w.ns.keyed", {"cache": "hot"})
-    catalog.create_index("p.w.ns.keyed", "id", "btree")
+        catalog.tables.create_table(f"{project}.w.ns.keyed", t_rows(3000, start=start).to_reader())
+        catalog.policies.set_policy(f"{project}.w.ns.keyed", {"cache": "hot"})
+    catalog.indexes.create_index("p.w.ns.keyed", "id", "btree")
     return catalog
 
 
@@ -99,15 +99,15 @@ def test_a_new_version_is_found_and_a_pinned_one_still_reads_its_rows(
     lake: tuple[Any, Catalog], engine: QueryEngine
 ) -> None:
     catalog = lake[1]
-    catalog.create_table("p.w.ns.grows", t_rows(100).to_reader())
-    catalog.set_policy("p.w.ns.grows", {"cache": "hot"})
-    catalog.create_index("p.w.ns.grows", "id", "btree")
+    catalog.tables.create_table("p.w.ns.grows", t_rows(100).to_reader())
+    catalog.policies.set_policy("p.w.ns.grows", {"cache": "hot"})
+    catalog.indexes.create_index("p.w.ns.grows", "id", "btree")
     sql = "SELECT id, s FROM w.ns.grows WHERE id = 150"
     run(engine, catalog, "SELECT count(*) FROM w.ns.grows")
     assert engine.cache.wait_idle()
     rows, v1 = run(engine, catalog, sql)
     assert rows.num_rows == 0
-    catalog.append("p.w.ns.grows", t_rows(100, start=100).to_reader())  # not in the index yet
+    catalog.tables.append("p.w.ns.grows", t_rows(100, start=100).to_reader())  # not in the index yet
     rows, v2 = run(engine, catalog, sql)
     assert rows.to_pylist() == [{"id": 150, "s": "row-150"}]
     assert v2.refs[0].version > v1.refs[0].version
@@ -149,8 +149,8 @@ def test_index_lookups_do_not_count_toward_caching_a_snapshot(
     lake: tuple[Any, Catalog], keyed: Catalog
 ) -> None:
     catalog = lake[1]
-    catalog.create_table("p.w.ns.looked", t_rows(500).to_reader())  # cache=auto (the default)
-    catalog.create_index("p.w.ns.looked", "id", "btree")
+    catalog.tables.create_table("p.w.ns.looked", t_rows(500).to_reader())  # cache=auto (the default)
+    catalog.indexes.create_index("p.w.ns.looked", "id", "btree")
     engine = QueryEngine(
         lake[0], QueryLimits(memory_limit_bytes=64 << 20, cache_bytes=64 << 20, cache_admit_after=2)
     )

@@ -29,10 +29,10 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def hot(lake: tuple[Any, Catalog]) -> Catalog:
     catalog = lake[1]
-    catalog.create_table("p.w.ns.hot", t_rows(3000).to_reader())
-    catalog.set_policy("p.w.ns.hot", {"cache": "hot"})
-    catalog.create_table("q.w.ns.hot", pa.table({"id": pa.array([-5], pa.int64())}).to_reader())
-    catalog.set_policy("q.w.ns.hot", {"cache": "hot"})
+    catalog.tables.create_table("p.w.ns.hot", t_rows(3000).to_reader())
+    catalog.policies.set_policy("p.w.ns.hot", {"cache": "hot"})
+    catalog.tables.create_table("q.w.ns.hot", pa.table({"id": pa.array([-5], pa.int64())}).to_reader())
+    catalog.policies.set_policy("q.w.ns.hot", {"cache": "hot"})
     return catalog
 
 
@@ -81,11 +81,11 @@ def test_cached_rows_equal_lances(lake: tuple[Any, Catalog], hot: Catalog, cache
 def test_a_new_version_is_never_served_from_an_older_entry(
     lake: tuple[Any, Catalog], hot: Catalog, cached: QueryEngine
 ) -> None:
-    hot.create_table("p.w.ns.grows", t_rows(10).to_reader())
-    hot.set_policy("p.w.ns.grows", {"cache": "hot"})
+    hot.tables.create_table("p.w.ns.grows", t_rows(10).to_reader())
+    hot.policies.set_policy("p.w.ns.grows", {"cache": "hot"})
     warm(cached, hot, "SELECT count(*) FROM w.ns.grows")
     assert rows(cached, "SELECT count(*) AS n FROM w.ns.grows", catalog=hot).column("n")[0].as_py() == 10
-    hot.append("p.w.ns.grows", t_rows(5, start=10).to_reader())
+    hot.tables.append("p.w.ns.grows", t_rows(5, start=10).to_reader())
     # 15, not the cached 10: the entry of version 1 is not the new version's. (Counting hits here
     # would race the new version's own background load, which planning this query starts.)
     assert rows(cached, "SELECT count(*) AS n FROM w.ns.grows", catalog=hot).column("n")[0].as_py() == 15
@@ -101,8 +101,8 @@ def test_a_new_version_is_never_served_from_an_older_entry(
 def test_the_budget_holds(lake: tuple[Any, Catalog], hot: Catalog) -> None:
     size = pa.Table.from_batches([b for b in t_rows(3000).to_batches()]).nbytes
     for name in ("b1", "b2", "b3"):
-        hot.create_table(f"p.w.ns.{name}", t_rows(3000).to_reader())
-        hot.set_policy(f"p.w.ns.{name}", {"cache": "hot"})
+        hot.tables.create_table(f"p.w.ns.{name}", t_rows(3000).to_reader())
+        hot.policies.set_policy(f"p.w.ns.{name}", {"cache": "hot"})
     engine = engine_with(lake, cache_bytes=int(size * 2.5))
     try:
         for name in ("b1", "b2", "b3", "b1"):
@@ -137,9 +137,9 @@ def test_two_tenants_never_share_an_entry(hot: Catalog, cached: QueryEngine) -> 
 
 
 def test_admission_follows_the_policy(lake: tuple[Any, Catalog], hot: Catalog) -> None:
-    hot.create_table("p.w.ns.auto", t_rows(100).to_reader())
-    hot.create_table("p.w.ns.never", t_rows(100).to_reader())
-    hot.set_policy("p.w.ns.never", {"cache": "off"})
+    hot.tables.create_table("p.w.ns.auto", t_rows(100).to_reader())
+    hot.tables.create_table("p.w.ns.never", t_rows(100).to_reader())
+    hot.policies.set_policy("p.w.ns.never", {"cache": "off"})
     engine = engine_with(lake, cache_bytes=64 << 20, cache_admit_after=3)
     try:
         for n in range(1, 5):

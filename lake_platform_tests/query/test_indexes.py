@@ -38,11 +38,11 @@ def data(start: int, stop: int) -> pa.RecordBatchReader:
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
     settings = load_settings(home=tmp_path_factory.mktemp("indexes") / "home")
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    catalog.create_table(T, data(0, ROWS // 2))
-    catalog.append(T, data(ROWS // 2, ROWS))
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table(T, data(0, ROWS // 2))
+    catalog.tables.append(T, data(ROWS // 2, ROWS))
     try:
         yield settings, catalog
     finally:
@@ -85,7 +85,7 @@ def test_a_point_query_uses_the_index_and_reads_a_fraction_of_the_table(lake: tu
     unindexed_bytes, _ = scan_io(engine.dataset(ref))
     assert rows == [{"id": 4242, "k": 4242 % 97, "s": "name-00004242"}]
 
-    catalog.create_index(T, "id", "btree")
+    catalog.indexes.create_index(T, "id", "btree")
     plan = explain(engine, catalog, POINT)
     assert "ScalarIndexExec" in plan  # answered from the index, not a scan
     rows, ref = query(engine, catalog, POINT)
@@ -93,7 +93,7 @@ def test_a_point_query_uses_the_index_and_reads_a_fraction_of_the_table(lake: tu
     scan_io(dataset)  # opening and planning read metadata: count only the query
     rows, _ = query(engine, catalog, POINT)
     indexed_bytes, _ = scan_io(dataset)
-    table_bytes = version_stats(catalog.open_table(T).dataset).data_bytes
+    table_bytes = version_stats(catalog.reads.open_table(T).dataset).data_bytes
     assert rows == [{"id": 4242, "k": 4242 % 97, "s": "name-00004242"}]
     assert 0 < indexed_bytes < table_bytes * 0.05, (indexed_bytes, table_bytes)
     assert indexed_bytes * 10 < unindexed_bytes, (indexed_bytes, unindexed_bytes)
@@ -102,20 +102,20 @@ def test_a_point_query_uses_the_index_and_reads_a_fraction_of_the_table(lake: tu
 def test_indexed_and_unindexed_answers_are_identical(lake: tuple[Any, Catalog], tmp_path: Path) -> None:
     settings, catalog = lake
     engine = QueryEngine(settings, QueryLimits())
-    if not catalog.list_indexes(T):
-        catalog.create_index(T, "id", "btree")
-    catalog.create_index(T, "s", "bitmap", replace=True)
-    indexed_version = catalog.open_table(T).version
-    catalog.append(T, data(ROWS, ROWS + 5000))  # an unindexed tail
-    catalog.delete_rows(T, "id % 7 = 0")
+    if not catalog.indexes.list_indexes(T):
+        catalog.indexes.create_index(T, "id", "btree")
+    catalog.indexes.create_index(T, "s", "bitmap", replace=True)
+    indexed_version = catalog.reads.open_table(T).version
+    catalog.tables.append(T, data(ROWS, ROWS + 5000))  # an unindexed tail
+    catalog.tables.delete_rows(T, "id % 7 = 0")
     got = {}
     for predicate in PREDICATES:
         rows, _ = query(engine, catalog, f"SELECT id, k, s FROM w.ns.big WHERE {predicate} ORDER BY id")
         got[predicate] = rows
-    ds = catalog.open_table(T).dataset
+    ds = catalog.reads.open_table(T).dataset
     for predicate in PREDICATES:
         plain = ds.to_table(filter=predicate, use_scalar_index=False, columns=["id", "k", "s"])
         assert got[predicate] == sorted(plain.to_pylist(), key=lambda r: r["id"]), predicate
     assert got["id = 4242"] == []  # deleted (4242 = 7 * 606)
     assert [r["id"] for r in got["id IN (0, 13, 399999, 1000000)"]] == [13, 399999]
-    assert catalog.open_table(T).version > indexed_version
+    assert catalog.reads.open_table(T).version > indexed_version

@@ -38,13 +38,13 @@ def data(start: int, stop: int) -> pa.RecordBatchReader:
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Catalog]]:
     settings = load_settings(home=tmp_path_factory.mktemp("lookup") / "home")
     catalog = Catalog(settings)
-    catalog.create_project("p")
-    catalog.create_warehouse("p.w")
-    catalog.create_namespace("p.w.ns")
-    catalog.create_table(T, data(0, 20_000))
-    catalog.create_index(T, "id", "btree")
-    catalog.create_index(T, "s", "btree")
-    catalog.create_index(T, "k", "bitmap")
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table(T, data(0, 20_000))
+    catalog.indexes.create_index(T, "id", "btree")
+    catalog.indexes.create_index(T, "s", "btree")
+    catalog.indexes.create_index(T, "k", "bitmap")
     try:
         yield settings, catalog
     finally:
@@ -110,8 +110,8 @@ def test_a_column_named_as_a_word_of_lances_filter_text(lake: tuple[Any, Catalog
     ``interval = 2`` as errors: the lookup names its column quoted."""
     settings, catalog = lake
     table = f"p.w.ns.word_{column.lower()}"
-    catalog.create_table(table, pa.table({column: pa.array(range(100), pa.int64())}).to_reader())
-    catalog.create_index(table, column, "btree")
+    catalog.tables.create_table(table, pa.table({column: pa.array(range(100), pa.int64())}).to_reader())
+    catalog.indexes.create_index(table, column, "btree")
     engine = QueryEngine(settings, QueryLimits())
     sql = f'SELECT "{column}" FROM w.ns.word_{column.lower()} WHERE "{column}" = 2'
     ours, theirs, direct = both(engine, catalog, sql)
@@ -120,13 +120,13 @@ def test_a_column_named_as_a_word_of_lances_filter_text(lake: tuple[Any, Catalog
 
 def test_appended_deleted_and_pinned_rows(lake: tuple[Any, Catalog]) -> None:
     settings, catalog = lake
-    catalog.create_table("p.w.ns.moves", data(0, 1000))
-    catalog.create_index("p.w.ns.moves", "id", "btree")
+    catalog.tables.create_table("p.w.ns.moves", data(0, 1000))
+    catalog.indexes.create_index("p.w.ns.moves", "id", "btree")
     engine = QueryEngine(settings, QueryLimits())
     sql = "SELECT id, s FROM w.ns.moves WHERE id = {}"
     old = engine.plan(sql.format(700), load_snapshot(catalog.store).project("p"))
-    catalog.append("p.w.ns.moves", data(1000, 1500))  # not in the index
-    catalog.delete_rows("p.w.ns.moves", "id = 700")
+    catalog.tables.append("p.w.ns.moves", data(1000, 1500))  # not in the index
+    catalog.tables.delete_rows("p.w.ns.moves", "id = 700")
     ours, theirs, direct = both(engine, catalog, sql.format(1200))
     assert direct and ours == theirs == [{"id": 1200, "s": "name-1200"}]
     ours, theirs, direct = both(engine, catalog, sql.format(700))
@@ -187,8 +187,8 @@ def rows(engine: QueryEngine, planned: Any) -> list[dict[str, Any]]:
 def indexed_table(lake: tuple[Any, Catalog], name: str) -> tuple[QueryEngine, Catalog]:
     """A new table ``p.w.ns.<name>`` of 1,000 rows with a BTREE on ``id``, and a new engine."""
     settings, catalog = lake
-    catalog.create_table(f"p.w.ns.{name}", data(0, 1000))
-    catalog.create_index(f"p.w.ns.{name}", "id", "btree")
+    catalog.tables.create_table(f"p.w.ns.{name}", data(0, 1000))
+    catalog.indexes.create_index(f"p.w.ns.{name}", "id", "btree")
     return QueryEngine(settings, QueryLimits()), catalog
 
 
@@ -213,7 +213,7 @@ def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(
     assert engine.rebound == 0
     plan_id(engine, view, table, 3, "etl")
     assert engine.rebound == 1
-    catalog.append(f"p.w.ns.{table}", data(1000, 1100))
+    catalog.tables.append(f"p.w.ns.{table}", data(1000, 1100))
     newer = load_snapshot(catalog.store).project("p")
     planned = plan_id(engine, newer, table, 1050, "alice")  # a new view: planned
     assert engine.rebound == 1 and len(plannings) == 3
@@ -229,7 +229,7 @@ def test_a_bound_time_travel_read_stays_on_its_version(
 ) -> None:
     engine, catalog = indexed_table(lake, "travel")
     version = load_snapshot(catalog.store).project("p").table("w", "ns", "travel").ref.version
-    catalog.delete_rows("p.w.ns.travel", "id < 10")
+    catalog.tables.delete_rows("p.w.ns.travel", "id < 10")
     view = load_snapshot(catalog.store).project("p")
     sql = 'SELECT id FROM w.ns."travel@v' + str(version) + '" WHERE id = ?'
     engine.plan(sql, view, bound(1), scope="alice")

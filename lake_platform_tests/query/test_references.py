@@ -181,13 +181,13 @@ def test_snapshot_rereads_a_staging_version_and_tracks_dropped_incarnations(tmp_
         second = load_snapshot(catalog.store, first)
         assert second.project("p").table("w", "ns", "t").ref.manifest_path == cached.ref.manifest_path
         incarnation = cached.ref.incarnation
-        catalog.drop_table(T)
-        catalog.create_table(T, pa.table({"id": pa.array([1], pa.int64())}).to_reader())
+        catalog.trash.drop_table(T)
+        catalog.tables.create_table(T, pa.table({"id": pa.array([1], pa.int64())}).to_reader())
         cache.refresh()
         snap = cache.latest()
         assert snap is not None and snap.is_dropped(incarnation)
         assert not snap.is_dropped(snap.project("p").table("w", "ns", "t").ref.incarnation)
-        catalog.undrop_table(T, as_name="p.w.ns.t_restored")
+        catalog.trash.undrop_table(T, as_name="p.w.ns.t_restored")
         assert not load_snapshot(catalog.store).is_dropped(incarnation)
     finally:
         catalog.close()

@@ -153,11 +153,11 @@ def test_a_new_version_runs_again_and_an_old_pin_keeps_its_rows(
     lake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counted = Counted(lake, monkeypatch)
-    counted.catalog.create_table("p.w.ns.rc", t_rows(10).to_reader())
+    counted.catalog.tables.create_table("p.w.ns.rc", t_rows(10).to_reader())
     sql = "SELECT count(*) AS n, max(id) AS top FROM w.ns.rc"
     old = counted.engine.plan(sql, counted.view(), scope=ALICE)
     assert counted.run(sql).to_pylist() == [{"n": 10, "top": 9}]
-    counted.catalog.append("p.w.ns.rc", t_rows(5, start=10).to_reader())
+    counted.catalog.tables.append("p.w.ns.rc", t_rows(5, start=10).to_reader())
     assert counted.run(sql).to_pylist() == [{"n": 15, "top": 14}]
     assert counted.runs == 2
     pinned = counted.engine.plan_pinned(sql, old.refs, scope=ALICE)  # a ticket of the old version

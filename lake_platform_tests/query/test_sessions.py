@@ -21,9 +21,9 @@ from lake_platform.query.snapshot import load_snapshot
 def engine(lake: tuple[Any, Catalog]) -> Iterator[QueryEngine]:
     settings, catalog = lake
     # p gets a warehouse q does not have: a leaked catalog would be reachable by name.
-    catalog.create_warehouse("p.pw")
-    catalog.create_namespace("p.pw.ns")
-    catalog.create_table("p.pw.ns.only_p", pa.table({"v": pa.array([7, 8], pa.int64())}).to_reader())
+    catalog.containers.create_warehouse("p.pw")
+    catalog.containers.create_namespace("p.pw.ns")
+    catalog.tables.create_table("p.pw.ns.only_p", pa.table({"v": pa.array([7, 8], pa.int64())}).to_reader())
     yield QueryEngine(settings, QueryLimits(session_pool_size=1, memory_limit_bytes=64 << 20))
 
 

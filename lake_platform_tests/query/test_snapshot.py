@@ -35,12 +35,12 @@ def test_a_refresh_keeps_the_view_of_a_project_it_did_not_change(tmp_path: Path)
         second = load_snapshot(catalog.store, first)
         assert second.project("p") is first.project("p")
         assert second.project("q") is first.project("q")
-        catalog.append("q.w.ns.t", pa.table({"id": pa.array([-3], pa.int64())}).to_reader())
+        catalog.tables.append("q.w.ns.t", pa.table({"id": pa.array([-3], pa.int64())}).to_reader())
         third = load_snapshot(catalog.store, second)
         assert third.project("p") is second.project("p")
         assert third.project("q") is not second.project("q")
         assert third.project("q").table("w", "ns", "t").ref.version == 2  # type: ignore[union-attr]
-        catalog.create_namespace("p.w.other")  # a name, not a table: still a change
+        catalog.containers.create_namespace("p.w.other")  # a name, not a table: still a change
         assert load_snapshot(catalog.store, third).project("p") is not third.project("p")
     finally:
         catalog.close()

@@ -156,7 +156,7 @@ def test_new_table_appears_after_one_ttl(tmp_path: Path) -> None:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         with pytest.raises(pa.ArrowKeyError):
             query(client, options, "SELECT * FROM w.ns.fresh")
-        catalog.create_table("p.w.ns.fresh", pa.table({"a": [1, 2]}).to_reader())
+        catalog.tables.create_table("p.w.ns.fresh", pa.table({"a": [1, 2]}).to_reader())
         deadline = time.monotonic() + 5
         while True:
             try:

@@ -73,14 +73,14 @@ def start_rest_lake(tmp_path: Path, **overrides: Any) -> Iterator[RestLake]:
     settings = rest_settings(tmp_path / "home", **overrides)
     catalog = Catalog(settings)
     for project in ("p", "q"):
-        catalog.create_project(project)
-        catalog.create_warehouse(f"{project}.w")
-        catalog.create_namespace(f"{project}.w.ns")
+        catalog.containers.create_project(project)
+        catalog.containers.create_warehouse(f"{project}.w")
+        catalog.containers.create_namespace(f"{project}.w.ns")
     tokens = {
-        "writer": catalog.create_token("etl", project="p", role="writer")[1],
-        "reader": catalog.create_token("viewer", project="p", role="reader")[1],
-        "admin": catalog.create_token("boss", project="p", role="admin")[1],
-        "other": catalog.create_token("qwriter", project="q", role="writer")[1],
+        "writer": catalog.access.create_token("etl", project="p", role="writer")[1],
+        "reader": catalog.access.create_token("viewer", project="p", role="reader")[1],
+        "admin": catalog.access.create_token("boss", project="p", role="admin")[1],
+        "other": catalog.access.create_token("qwriter", project="q", role="writer")[1],
     }
     service = RestService(settings, catalog=catalog)
     server = ServerThread(settings, build_app(service))

@@ -88,8 +88,8 @@ def test_every_route_group_refuses_bad_credentials(
     url = fill(path)
     ok = call(lake, method, url, body, lake.headers("reader"))
     assert ok.status_code == 200, ok.text  # the route works with a valid token...
-    revoked_id = lake.catalog.create_token("gone", project="p", role="reader")
-    lake.catalog.revoke_token(revoked_id[0].token_id)
+    revoked_id = lake.catalog.access.create_token("gone", project="p", role="reader")
+    lake.catalog.access.revoke_token(revoked_id[0].token_id)
     for headers in (
         {},
         {"Authorization": "Basic dXNlcjpwYXNz"},
@@ -104,23 +104,23 @@ def test_every_route_group_refuses_bad_credentials(
 
 
 def test_login_tokens_from_a_flight_handshake_work_and_x_api_key_too(lake: RestLake) -> None:
-    lake.catalog.add_user("alice", project="p", role="reader", password="correct horse")
+    lake.catalog.access.add_user("alice", project="p", role="reader", password="correct horse")
     _identity, bearer = lake.service.auth.login("alice", "correct horse")  # what Flight's Handshake issues
     fresh_snapshot(lake)  # the user is in the snapshot the revocation check reads
     assert call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, {"Authorization": f"Bearer {bearer}"}).ok
     resp = call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, {"x-api-key": lake.tokens["reader"]})
     assert resp.ok and resp.json()["version"] == 1
     # Removing the user revokes its login token once the snapshot has refreshed.
-    lake.catalog.remove_user("alice")
+    lake.catalog.access.remove_user("alice")
     fresh_snapshot(lake)
     expect_401(call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, {"Authorization": f"Bearer {bearer}"}))
 
 
 def test_a_service_token_revoked_after_use_stops_working_after_a_snapshot_refresh(lake: RestLake) -> None:
-    record, token = lake.catalog.create_token("short", project="p", role="reader")
+    record, token = lake.catalog.access.create_token("short", project="p", role="reader")
     headers = {"Authorization": f"Bearer {token}"}
     assert call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, headers).ok
-    lake.catalog.revoke_token(record.token_id)
+    lake.catalog.access.revoke_token(record.token_id)
     fresh_snapshot(lake)
     expect_401(call(lake, "POST", "/v1/table/p$w$ns$t/describe", {}, headers))
 

@@ -192,4 +192,4 @@ def test_a_valid_arrow_insert_and_create_commit(small_lake: RestLake) -> None:
     assert resp.status_code == 200 and resp.json()["version"] == 3, resp.text
     assert small_lake.post("/v1/table/p$w$ns$t/count_rows", {"version": 2}).text == "3"
     assert small_lake.post("/v1/table/p$w$ns$t/count_rows", {}).text == "2"
-    assert [e.actor for e in small_lake.catalog.history("p.w.ns.u")][-1] == "etl"
+    assert [e.actor for e in small_lake.catalog.reads.history("p.w.ns.u")][-1] == "etl"

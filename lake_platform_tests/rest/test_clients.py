@@ -40,13 +40,13 @@ def test_pylance_lifecycle_through_rest(rest_lake: RestLake) -> None:
     assert lance.write_dataset(rows([3]), namespace_client=ns, table_id=T, mode="append").version == 2
     assert lance.write_dataset(rows([7]), namespace_client=ns, table_id=T, mode="overwrite").version == 3
     # The registry is the authority and agrees with the engine.
-    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    snap = rest_lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 3 and sorted(snap.to_reader().read_all().column("id").to_pylist()) == [7]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [7]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=2)) == [1, 2, 3]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=1)) == [1, 2]
     # Every write is a registry commit under the caller's name (lake table history / lake log).
-    history = rest_lake.catalog.history("p.w.ns.events")
+    history = rest_lake.catalog.reads.history("p.w.ns.events")
     # ... logged as what the client did (Lance's operation) with the rows and files it added.
     assert [(e.operation, e.actor, e.to_version, e.rows_added, e.files_added) for e in history] == [
         ("declare", "etl", None, 0, 0),
@@ -56,7 +56,7 @@ def test_pylance_lifecycle_through_rest(rest_lake: RestLake) -> None:
     ]
     snap_files = [f for frag in snap.dataset.get_fragments() for f in frag.metadata.files]
     assert history[-1].bytes_added == sum(f.file_size_bytes for f in snap_files)
-    assert {e.actor for e in rest_lake.catalog.log("p.w.ns.events")} == {"etl"}
+    assert {e.actor for e in rest_lake.catalog.reads.log("p.w.ns.events")} == {"etl"}
 
     # list, describe
     assert ns.list_tables(ListTablesRequest(id=["p", "w", "ns"])).tables == ["events"]
@@ -97,11 +97,11 @@ def test_two_client_processes_append_at_once_and_no_commit_is_lost(rest_lake: Re
         p.join(600)
         assert p.exitcode == 0
     expected = [0] + [w * 1000 + i for w in (1, 2) for i in range(count)]
-    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    snap = rest_lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 1 + 2 * count  # every append is its own registered version, no gap
     assert sorted(snap.to_reader().read_all().column("id").to_pylist()) == sorted(expected)
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == sorted(expected)
-    versions = [e.to_version for e in rest_lake.catalog.history("p.w.ns.events") if e.to_version]
+    versions = [e.to_version for e in rest_lake.catalog.reads.history("p.w.ns.events") if e.to_version]
     assert versions == list(range(1, 2 + 2 * count))
 
 
@@ -141,7 +141,7 @@ def test_generated_client_tables_versions_and_tags(rest_lake: RestLake) -> None:
     assert dup.value.status == 409 and '"code": 9' in dup.value.body
     tags.delete_table_tag("p$w$ns$events", DeleteTableTagRequest(tag="first"))
     assert tags.list_table_tags("p$w$ns$events").tags == {}
-    assert [e.operation for e in rest_lake.catalog.history("p.w.ns.events")][-2:] == ["tag", "untag"]
+    assert [e.operation for e in rest_lake.catalog.reads.history("p.w.ns.events")][-2:] == ["tag", "untag"]
     # listing tables with a page size pages with the last name as the token
     for name in ("a1", "b2"):
         lance.write_dataset(rows([1]), namespace_client=ns, table_id=["p", "w", "ns", name], mode="create")
@@ -162,9 +162,9 @@ def test_update_schema_metadata_merges_and_null_deletes(rest_lake: RestLake) -> 
     assert second.json()["metadata"] == {"owner": "etl", "tier": "gold"}
     ds = lance.dataset(namespace_client=ns, table_id=T)
     assert ds.version == 3 and ds.schema.metadata == {b"owner": b"etl", b"tier": b"gold"}
-    snap = rest_lake.catalog.open_table("p.w.ns.events")
+    snap = rest_lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 3 and snap.schema.metadata == {b"owner": b"etl", b"tier": b"gold"}
-    history = rest_lake.catalog.history("p.w.ns.events")
+    history = rest_lake.catalog.reads.history("p.w.ns.events")
     assert [(e.operation, e.actor, e.to_version) for e in history][-2:] == [
         ("schema-metadata", "etl", 2),
         ("schema-metadata", "etl", 3),
@@ -173,7 +173,7 @@ def test_update_schema_metadata_merges_and_null_deletes(rest_lake: RestLake) -> 
     assert (bad.status_code, bad.json()["code"]) == (400, 13)
     reader = rest_lake.post(path, {"metadata": {"x": "y"}}, who="reader")
     assert (reader.status_code, reader.json()["code"]) == (403, 15)
-    assert rest_lake.catalog.open_table("p.w.ns.events").version == 3
+    assert rest_lake.catalog.reads.open_table("p.w.ns.events").version == 3
 
 
 def test_context_headers_travel_both_ways(rest_lake: RestLake) -> None:
@@ -192,7 +192,7 @@ def test_a_commit_through_rest_leaves_no_staging_manifest_behind(rest_lake: Rest
     lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
     for n in range(3):
         lance.write_dataset(rows([n + 2]), namespace_client=ns, table_id=T, mode="append")
-    location = rest_lake.catalog.open_table("p.w.ns.events").record.location
+    location = rest_lake.catalog.reads.open_table("p.w.ns.events").record.location
     names = sorted(n for n in os.listdir(os.path.join(location, "_versions")) if ".manifest" in n)
     assert names == [_final_manifest_name(v) for v in (4, 3, 2, 1)]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [1, 2, 3, 4]

@@ -54,7 +54,7 @@ def test_namespace_drop_cascade_goes_to_the_trash_and_undrops(lake: RestLake) ->
 
 
 def test_protection_holds_at_the_rest_door(lake: RestLake) -> None:
-    lake.catalog.set_protected("p.w.ns.t", True)
+    lake.catalog.containers.set_protected("p.w.ns.t", True)
     assert code(lake.post("/v1/table/p$w$ns$t/drop", None, who="admin")) == (409, 19)
     assert lake.post("/v1/table/p$w$ns$t/exists", {}).status_code == 200
 
@@ -76,4 +76,4 @@ def test_check_order_identity_shape_parent_permission_conflict(lake: RestLake) -
     assert code(lake.post("/v1/table/p$w$ns$t/declare", {}, who="reader")) == (403, 15)
     # conflict before write: a writer re-declaring an existing table
     assert code(lake.post("/v1/table/p$w$ns$t/declare", {})) == (409, 5)
-    assert [e.operation for e in lake.catalog.history("p.w.ns.t")] == ["declare", "create"]
+    assert [e.operation for e in lake.catalog.reads.history("p.w.ns.t")] == ["declare", "create"]

@@ -91,15 +91,15 @@ def test_file_mode_hands_readers_a_read_only_pair_and_writers_theirs(
     reader = rest_namespace(lake.url, lake.tokens["reader"])
     assert lance.dataset(namespace_client=reader, table_id=T).count_rows() == 3
     # ...and cannot write around the registry with it.
-    location = lake.catalog.open_table("p.w.ns.events").record.location
+    location = lake.catalog.reads.open_table("p.w.ns.events").record.location
     with pytest.raises(OSError, match="(?i)denied|forbidden|403"):
         lance.write_dataset(rows([9]), location, mode="append", storage_options=for_reader)
-    assert lake.catalog.open_table("p.w.ns.events").count_rows() == 3
+    assert lake.catalog.reads.open_table("p.w.ns.events").count_rows() == 3
 
 
 def test_none_mode_hands_out_no_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
     with s3_rest_lake(tmp_path, s3, s3_prefix, rest_storage_credentials="none") as lake:
-        lake.catalog.create_table("p.w.ns.events", rows([1]))
+        lake.catalog.tables.create_table("p.w.ns.events", rows([1]))
         for who in ("writer", "reader", "admin"):
             options = vended(lake, who)
             assert not SECRET_KEYS & options.keys()
@@ -108,12 +108,12 @@ def test_none_mode_hands_out_no_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: 
 
 def test_server_mode_hands_out_the_servers_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
     with s3_rest_lake(tmp_path, s3, s3_prefix) as lake:
-        lake.catalog.create_table("p.w.ns.events", rows([1]))
+        lake.catalog.tables.create_table("p.w.ns.events", rows([1]))
         assert vended(lake, "reader")["aws_secret_access_key"] == s3.secret_access_key
 
 
 def test_a_project_missing_from_the_file_gets_no_keys(file_lake: RestLake) -> None:
-    file_lake.catalog.create_table("q.w.ns.events", rows([1]))
+    file_lake.catalog.tables.create_table("q.w.ns.events", rows([1]))
     resp = file_lake.post("/v1/table/q$w$ns$events/describe", {"id": ["q", "w", "ns", "events"]}, who="other")
     assert resp.status_code == 200, resp.text
     assert not SECRET_KEYS & (resp.json().get("storage_options") or {}).keys()

@@ -109,7 +109,7 @@ def test_every_rest_query_writes_one_audit_line_with_its_pins(lake: RestLake) ->
         lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1, "filter": "nope >"}).status_code == 400
     )
     assert lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1}, who="other").status_code == 404
-    record = lake.catalog.open_table("p.w.ns.t").record
+    record = lake.catalog.reads.open_table("p.w.ns.t").record
     pins = [{"table": "p.w.ns.t", "incarnation": record.incarnation, "version": record.current_version}]
     lines = [r for r in read_records(path) if r["surface"] == "rest"]
     assert [(r["principal"], r["project"], r["status"], r["rows"]) for r in lines] == [

@@ -114,8 +114,8 @@ def test_the_orphan_folder_scan_never_sees_results_areas(lake: RestLake) -> None
     answer = spool(lake)
     # Results under the lake's root (.results, the default) and a warehouse rooted there too, plus
     # an old-style <warehouse root>/_results job left by an earlier server, all old enough.
-    catalog.create_warehouse("p.top", root=lake.settings.warehouse_root)
-    w_root = Path(catalog.warehouse(WarehouseName.parse("p.w")).root)
+    catalog.containers.create_warehouse("p.top", root=lake.settings.warehouse_root)
+    w_root = Path(catalog.ctx.warehouse(WarehouseName.parse("p.w")).root)
     legacy = w_root / "_results" / "p" / f"p.w.{'a' * 32}"
     legacy.mkdir(parents=True)
     (legacy / "00000.arrow").write_bytes(b"old result")

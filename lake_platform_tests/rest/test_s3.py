@@ -32,7 +32,7 @@ def test_rest_client_commits_and_reads_on_s3(s3_lake: RestLake, s3: S3Endpoint, 
     # No storage_options from the client: DescribeTable/DeclareTable vend the server's.
     assert lance.write_dataset(rows([1, 2]), namespace_client=ns, table_id=T, mode="create").version == 1
     assert lance.write_dataset(rows([3]), namespace_client=ns, table_id=T, mode="append").version == 2
-    snap = s3_lake.catalog.open_table("p.w.ns.events")
+    snap = s3_lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.record.location.startswith(f"s3://{s3.bucket}/{s3_prefix}/")
     assert snap.version == 2 and snap.count_rows() == 3
     assert lance.dataset(namespace_client=ns, table_id=T, version=1).count_rows() == 2

@@ -25,7 +25,7 @@ def opened(lake: RestLake, who: str) -> lance.LanceDataset:
 
 
 def state(lake: RestLake) -> tuple[int, list[str]]:
-    snap = lake.catalog.open_table(NAME)
+    snap = lake.catalog.reads.open_table(NAME)
     return snap.version, snap.schema.names
 
 
@@ -39,7 +39,7 @@ def table(rest_lake: RestLake) -> RestLake:
 def refused(lake: RestLake, caplog: pytest.LogCaptureFixture, change: Any, status: int) -> None:
     """``change`` fails: our server refused its CreateTableVersion with ``status`` (the client
     itself reports any refused commit as "result unknown"), and nothing was committed."""
-    before, logged = state(lake), len(lake.catalog.history(NAME))
+    before, logged = state(lake), len(lake.catalog.reads.history(NAME))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="lake.request"), pytest.raises(Exception, match="(?i)commit"):
         change()
@@ -47,7 +47,7 @@ def refused(lake: RestLake, caplog: pytest.LogCaptureFixture, change: Any, statu
     assert ["CreateTableVersion", str(status)] in answers
     assert ["CreateTableVersion", "200"] not in answers
     assert state(lake) == before  # nothing committed
-    assert len(lake.catalog.history(NAME)) == logged
+    assert len(lake.catalog.reads.history(NAME)) == logged
 
 
 def test_a_writer_may_add_a_column_but_not_drop_or_rename_one(
@@ -67,8 +67,10 @@ def test_an_admin_may_drop_and_rename_columns(table: RestLake) -> None:
     assert state(table) == (3, ["id", "tag", "double", "thrice"])
     opened(table, "admin").drop_columns(["thrice"])
     assert state(table) == (4, ["id", "tag", "double"])
-    assert [e.actor for e in table.catalog.history(NAME)][-2:] == ["boss", "boss"]
-    assert sorted(table.catalog.open_table(NAME).to_reader().read_all().column("double").to_pylist()) == [
+    assert [e.actor for e in table.catalog.reads.history(NAME)][-2:] == ["boss", "boss"]
+    assert sorted(
+        table.catalog.reads.open_table(NAME).to_reader().read_all().column("double").to_pylist()
+    ) == [
         2,
         4,
     ]
@@ -78,7 +80,7 @@ def test_dropping_a_column_of_a_protected_table_is_refused_even_to_an_admin(
     table: RestLake, caplog: pytest.LogCaptureFixture
 ) -> None:
     opened(table, "writer").add_columns({"twice": "id * 2"})
-    table.catalog.set_protected(NAME)
+    table.catalog.containers.set_protected(NAME)
     refused(table, caplog, lambda: opened(table, "admin").drop_columns(["twice"]), 409)
     opened(table, "admin").alter_columns({"path": "twice", "name": "double"})  # a rename drops nothing
     assert state(table)[1] == ["id", "tag", "double"]

@@ -135,11 +135,11 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
         # 2. The inbox sensor ingests the seeded files (first tick at start-up, then every 30 s).
         def ingested() -> bool:
             with Catalog(settings) as catalog:
-                return catalog.open_table(TABLE_NAME).count_rows() == SEEDED_ROWS
+                return catalog.reads.open_table(TABLE_NAME).count_rows() == SEEDED_ROWS
 
         wait_for("the seeded files to be ingested", ingested, 300, platform)
         with Catalog(settings) as catalog:
-            commit = next(e for e in catalog.history(TABLE_NAME) if e.operation == "append")
+            commit = next(e for e in catalog.reads.history(TABLE_NAME) if e.operation == "append")
 
         # The Flight SQL endpoint it started answers the demo reader with the ingested rows.
         import adbc_driver_flightsql.dbapi as flight_sql
@@ -161,7 +161,7 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
         import requests
 
         with Catalog(settings) as catalog:
-            token = catalog.create_token("launcher_test", project="demo", role="reader")[1]
+            token = catalog.access.create_token("launcher_test", project="demo", role="reader")[1]
         listed = requests.get(
             f"http://{platform.rest_address}/v1/namespace/demo$main$sales/table/list",
             headers={"Authorization": f"Bearer {token}"},

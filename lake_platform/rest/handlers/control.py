@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
 from lake_platform.rest.handlers import query
@@ -65,7 +66,7 @@ def describe_warehouse(request: RestRequest) -> Any:
     wname = _warehouse(request)
     if not request.principal.can(wname.project, "read"):
         raise NamespaceNotFound(f"warehouse {wname} does not exist")
-    record = request.service.catalog.warehouse(wname)
+    record = request.service.catalog.ctx.warehouse(wname)
     return {"id": request.ids, "name": record.name, "root": record.root}
 
 
@@ -74,20 +75,22 @@ def create_warehouse(request: RestRequest) -> Any:
     root = request.body.get("root")
     if root is not None and not isinstance(root, str):
         raise InvalidInput("root must be a string (a folder or s3://bucket/prefix)")
-    record = request.service.catalog.create_warehouse(str(wname), root=root, principal=request.principal)
+    record = request.service.catalog.containers.create_warehouse(
+        str(wname), root=root, by=Provenance(principal=request.principal)
+    )
     return {"id": request.ids, "name": record.name, "root": record.root}
 
 
 def drop_warehouse(request: RestRequest) -> Any:
     wname = _warehouse(request)
-    request.service.catalog.drop_warehouse(str(wname), principal=request.principal)
+    request.service.catalog.containers.drop_warehouse(str(wname), by=Provenance(principal=request.principal))
     return {"id": request.ids}
 
 
 def list_trash(request: RestRequest) -> Any:
     scoped(request, table=False)
     prefix = ".".join(request.ids)
-    records = request.service.catalog.list_trash(prefix, principal=request.principal)
+    records = request.service.catalog.trash.list_trash(prefix, by=Provenance(principal=request.principal))
     delimiter = request.service.delimiter(request.query)
     return {
         "dropped": [
@@ -120,8 +123,8 @@ def undrop_table(request: RestRequest) -> Any:
     incarnation = request.body.get("incarnation")
     if incarnation is not None and not isinstance(incarnation, str):
         raise InvalidInput("incarnation must be a string")
-    result = request.service.catalog.undrop_table(
-        str(tname), as_name=as_name, incarnation=incarnation, principal=request.principal
+    result = request.service.catalog.trash.undrop_table(
+        str(tname), as_name=as_name, incarnation=incarnation, by=Provenance(principal=request.principal)
     )
     return result.to_dict()
 
@@ -129,7 +132,9 @@ def undrop_table(request: RestRequest) -> Any:
 def undrop_namespace(request: RestRequest) -> Any:
     scoped(request, table=False)
     nname = request.namespace_name()
-    return request.service.catalog.undrop_namespace(str(nname), principal=request.principal).to_dict()
+    return request.service.catalog.trash.undrop_namespace(
+        str(nname), by=Provenance(principal=request.principal)
+    ).to_dict()
 
 
 #: (name, method, path, handler, query parameters)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TableAlreadyExists
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
@@ -35,12 +36,12 @@ def create_table(request: RestRequest) -> Any:
     reader = arrow_reader(request)
     catalog, who = request.service.catalog, request.principal
     try:
-        result = catalog.create_table(str(tname), reader, principal=who)
+        result = catalog.tables.create_table(str(tname), reader, by=Provenance(principal=who))
     except TableAlreadyExists:
         if mode == "create":
             raise
         if mode == "overwrite":
-            result = catalog.overwrite(str(tname), arrow_reader(request), principal=who)
+            result = catalog.tables.overwrite(str(tname), arrow_reader(request), by=Provenance(principal=who))
         else:
             result = None
     record = catalog.ctx.table(tname)[0]
@@ -62,8 +63,8 @@ def insert_into_table(request: RestRequest) -> Any:
         raise InvalidInput(f"mode must be append or overwrite, got {mode!r}")
     reader = arrow_reader(request)
     catalog = request.service.catalog
-    write = catalog.append if mode == "append" else catalog.overwrite
-    result = write(str(tname), reader, principal=request.principal)
+    write = catalog.tables.append if mode == "append" else catalog.tables.overwrite
+    result = write(str(tname), reader, by=Provenance(principal=request.principal))
     return {
         "transaction_id": result.commit_id,
         "num_inserted_rows": result.rows_added,
@@ -77,7 +78,9 @@ def delete_from_table(request: RestRequest) -> Any:
     predicate = request.body.get("predicate")
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidInput("predicate is required (a SQL filter of the rows to delete)")
-    result = request.service.catalog.delete_rows(str(tname), predicate, principal=request.principal)
+    result = request.service.catalog.tables.delete_rows(
+        str(tname), predicate, by=Provenance(principal=request.principal)
+    )
     return {"transaction_id": result.commit_id, "version": result.to_version}
 
 
@@ -89,7 +92,9 @@ def count_table_rows(request: RestRequest) -> Any:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
     if request.body.get("predicate"):
         raise InvalidInput("count_rows with a predicate is not supported: use QueryTable or Flight SQL")
-    snap = request.service.catalog.open_table(str(tname), version, principal=request.principal)
+    snap = request.service.catalog.reads.open_table(
+        str(tname), version, by=Provenance(principal=request.principal)
+    )
     return Reply(str(snap.count_rows()), "text/plain")
 
 

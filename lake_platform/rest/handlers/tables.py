@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
 from lake_platform.rest.request import RestRequest
@@ -25,7 +26,7 @@ def list_tables(request: RestRequest) -> Any:
 def list_all_tables(request: RestRequest) -> Any:
     delimiter = request.service.delimiter(request.query)
     declared = bool(request.body.get("include_declared"))
-    records = request.service.catalog.list_tables(principal=request.principal)
+    records = request.service.catalog.reads.list_tables(by=Provenance(principal=request.principal))
     names = [delimiter.join(r.name.split(".")) for r in records if r.current_version > 0 or declared]
     found, token = page(names, request.body)
     return {"tables": found, "page_token": token}
@@ -67,8 +68,8 @@ def deregister_table(request: RestRequest) -> Any:
 
 def get_table_stats(request: RestRequest) -> Any:
     scoped(request, table=True)
-    info = request.service.catalog.describe_table(
-        str(request.table_name()), with_stats=True, principal=request.principal
+    info = request.service.catalog.reads.describe_table(
+        str(request.table_name()), with_stats=True, by=Provenance(principal=request.principal)
     )
     fragments = info.fragments or 0
     rows = info.rows or 0
@@ -94,8 +95,8 @@ def update_schema_metadata(request: RestRequest) -> Any:
     values = request.body.get("metadata")
     if not isinstance(values, dict):
         raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
-    result, merged = request.service.catalog.update_schema_metadata(
-        str(tname), values, principal=request.principal
+    result, merged = request.service.catalog.tables.update_schema_metadata(
+        str(tname), values, by=Provenance(principal=request.principal)
     )
     return {"metadata": merged, "transaction_id": result.commit_id}
 
