@@ -1,6 +1,7 @@
-"""AuthService's Bearer checks: every call opens its token, so a token expires on time, an
-altered one is refused, and an earlier release's token is refused with a message saying so.
-(Revocation through the catalog snapshot: test_revocation.py.)"""
+"""AuthService's Bearer checks: every call opens its token (the sealer's memory of the exact
+bytes skips only the decryption), so a token expires on time, an altered one is refused, and an
+earlier release's token is refused with a message saying so. (Revocation through the catalog
+snapshot: test_revocation.py.)"""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from joserfc import jwe
 from joserfc.jwk import OctKey
 
 from lake_platform.auth.tokens import (
+    REMEMBERED_MAX_BYTES,
     Expired,
     Identity,
     Sealer,
@@ -199,6 +200,43 @@ def test_oversized_tokens_are_refused_before_decrypting() -> None:
     # Above joserfc's own 64 KiB bound, within ours: bound parameters may be that large.
     roomy = Sealer([("k1", bytes.fromhex(K1))])
     assert roomy.open("ticket", roomy.seal("ticket", {"prm": "x" * 200_000}, 60))["prm"] == "x" * 200_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_remembered_token_opens_as_any_replica_opens_it() -> None:
+    """A sealer remembers what it sealed or opened, by purpose and exact bytes: such a token
+    skips the decryption (a hit), opens to what another replica decrypts, still expires on
+    time, and opens for its own purpose only; an altered byte or a token above the size bound
+    is opened in full."""
+    clock = Clock()
+    keys = [("k1", bytes.fromhex(K1))]
+    here, elsewhere = Sealer(keys, clock=clock), Sealer(keys, clock=clock)
+    blob = here.seal("ticket", {"sql": "SELECT 1", "snp": [{"n": "p.w.ns.t", "v": 3}], "prt": None}, 60)
+    hits = here._remembered.hits
+    remembered = here.open("ticket", blob)
+    assert here._remembered.hits == hits + 1 and remembered == elsewhere.open("ticket", blob)
+    remembered["sql"] = "SELECT 2"  # a caller's copy, not the memory
+    assert here.open("ticket", blob)["sql"] == elsewhere.open("ticket", blob)["sql"] == "SELECT 1"
+    assert elsewhere.open("ticket", blob) == here.open("ticket", blob)  # remembered there too now
+    for other in ("prepared", "bearer"):
+        with pytest.raises(Unauthenticated):
+            here.open(other, blob)
+    altered = blob[:-3] + (b"A" if blob[-3:-2] != b"A" else b"B") + blob[-2:]
+    with pytest.raises(Unauthenticated, match="invalid ticket"):
+        here.open("ticket", altered)
+    big = here.seal("ticket", {"sql": "x" * REMEMBERED_MAX_BYTES}, 60)
+    assert here._remembered.peek(("ticket", big)) is None and here.open("ticket", big)["sql"] == "x" * 4096
+    clock.t += 60.001
+    for sealer in (here, elsewhere):
+        with pytest.raises(Expired):
+            sealer.open("ticket", blob)
 
 
 @settings(max_examples=300, deadline=None)
