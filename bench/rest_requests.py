@@ -20,7 +20,8 @@ server inherits ``PYTHONPATH``). ``--against <checkout>`` runs instead two serve
 checkout's (``after``) and that one's (``base``), and alternates batches between them (the order
 flipped every round) so that other load weighs on both sides alike: server CPU per request and
 per commit for each, and their ratio (the figure to quote for a change smaller than the noise
-between two separate runs). Prints figures only (~1 min; ``--against`` ~2 min).
+between two separate runs), and each side's median round trip per request or commit (what a
+client waits). Prints figures only (~1 min; ``--against`` ~2 min).
 
     python bench/rest_requests.py [--appends 200] [--requests 2000] [--queries 300]
     python bench/rest_requests.py --against /work/main [--rounds 10]
@@ -118,25 +119,34 @@ def paired(args: argparse.Namespace) -> None:
             )
             for name, request in (("DescribeTable", DESCRIBE), ("ListTableVersions", LIST), ("commit", None)):
                 cpu = {side: 0.0 for side in sides}
+                waits: dict[str, list[float]] = {side: [] for side in sides}
                 for round_ in range(args.rounds + 1):  # round 0 warms both up, uncounted
                     for side in ("base", "after") if round_ % 2 else ("after", "base"):
                         ns, conn, headers = clients[side]
                         before = common.cpu_seconds(sides[side][0].pid)
-                        if request is None:
-                            for _ in range(commits):
+                        lat = []
+                        for _ in range(commits if request is None else batch):
+                            t = time.perf_counter()
+                            if request is None:
                                 lance.write_dataset(rows, namespace_client=ns, table_id=T, mode="append")
-                        else:
-                            for _ in range(batch):
+                            else:
                                 status = _post(conn, request[0], request[1], headers)
-                            assert status == 200, status
+                                assert status == 200, status
+                            lat.append(time.perf_counter() - t)
                         if round_:
                             cpu[side] += common.cpu_seconds(sides[side][0].pid) - before
+                            waits[side] += lat
                 calls = args.rounds * (commits if request is None else batch)
                 scale, unit = (1e3, "ms") if request is None else (1e6, "us")
                 base, after = (scale * cpu[side] / calls for side in ("base", "after"))
                 print(
                     f"  {name:18s} base {base:7.1f} {unit}   after {after:7.1f} {unit}   "
                     f"after/base {cpu['after'] / cpu['base']:.3f}"
+                )
+                base, after = (scale * statistics.median(waits[side]) for side in ("base", "after"))
+                print(
+                    f"  {'':18s} round trip median: base {base:7.1f} {unit}   after {after:7.1f} {unit}   "
+                    f"after/base {after / base:.3f}"
                 )
         finally:
             for server, _, _ in sides.values():
