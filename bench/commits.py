@@ -685,7 +685,7 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     import lake_platform.catalog.tables as tables_mod
     import lake_platform.engine.lance_engine as eng_mod
     from lake_platform.catalog.context import CatalogContext
-    from lake_platform.catalog.lease import WriteGate
+    from lake_platform.catalog.gate import WriteGate
     from lake_platform.catalog.manifests import Manifests
     from lake_platform.catalog.namespace import BoundTableNamespace
 

@@ -41,7 +41,7 @@ from lake_platform.registry.records import new_id
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from lake_platform.catalog.tables import Tables
+    from lake_platform.catalog.engine_commits import EngineCommits
 
 #: The type names ``add-column`` accepts (Arrow's own spelling, and a few common aliases).
 TYPE_NAMES = (
@@ -98,9 +98,9 @@ def check_column_name(name: str, what: str = "column name") -> str:
 class Alter:
     """``lake table alter``: one registry commit per change, under the table's lease."""
 
-    def __init__(self, ctx: CatalogContext, tables: Tables) -> None:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits) -> None:
         self.ctx = ctx
-        self.tables = tables
+        self.commits = commits
 
     def add_column(
         self,
@@ -215,15 +215,15 @@ class Alter:
                 schema_ipc=schema_to_ipc(schema),
                 detail=detail,
             )
-            ns, ds = self.tables.open_bound(tname, record, revision, pending, lease)
+            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             lease.check()
             try:
                 self.ctx.at(f"{operation}:before-write")
                 apply(ds)
             except Exception as exc:  # noqa: BLE001 - resolved by commit id, never guessed
-                self.tables.resolve_failure(pending, ns, exc)
-            self.tables.manifests.finalize(record, pending)
-        return self.tables.result(pending, str(tname))
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(record, pending)
+        return self.commits.result(pending, str(tname))
 
 
 def _require(schema: pa.Schema, column: str) -> None:

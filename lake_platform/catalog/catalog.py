@@ -2,7 +2,8 @@
 
 ``Catalog`` builds the services over one shared ``CatalogContext`` (``ctx``) and exposes them;
 each service does one job: ``containers`` (projects, warehouses, namespaces), ``cascade``
-(namespace drops), ``tables`` (the write path), ``reads`` (the read path), ``manifests``
+(namespace drops), ``tables`` (the write path), ``schemas`` (a table's schema and what
+inputs do to it), ``reads`` (the read path), ``manifests``
 (finalize and repair), ``versions`` (compaction, cleanup, purge), ``indexes``, ``tags``,
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
@@ -18,15 +19,17 @@ from lake_platform.catalog.cascade import NamespaceDrops
 from lake_platform.catalog.clock import Clock, SystemClock
 from lake_platform.catalog.containers import Containers
 from lake_platform.catalog.context import CatalogContext, Hook, Log
+from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.gate import WriteGate
 from lake_platform.catalog.indexes import Indexes
 from lake_platform.catalog.inventory import Inventory
-from lake_platform.catalog.lease import WriteGate
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.reports import Reports
+from lake_platform.catalog.schemas import Schemas
 from lake_platform.catalog.tables import Tables
 from lake_platform.catalog.tags import Tags
 from lake_platform.catalog.trash import Trash
@@ -70,15 +73,17 @@ class Catalog:
         self.policies = Policies(self.ctx)
         self.manifests = Manifests(self.ctx)
         self.reads = Reads(self.ctx, self.manifests)
-        self.tables = Tables(self.ctx, self.manifests, self.reads)
-        self.versions = Versions(self.ctx, self.tables, self.reads)
-        self.indexes = Indexes(self.ctx, self.tables, self.reads)
+        commits = EngineCommits(self.ctx, self.manifests, self.reads)
+        self.schemas = Schemas(self.ctx, commits)
+        self.tables = Tables(self.ctx, commits, self.schemas)
+        self.versions = Versions(self.ctx, commits, self.reads)
+        self.indexes = Indexes(self.ctx, commits, self.reads)
         self.tags = Tags(self.ctx, self.reads)
         self.trash = Trash(self.ctx, self.policies, self.versions)
         self.containers = Containers(self.ctx, self.policies, self.trash)
         self.cascade = NamespaceDrops(self.ctx, self.policies, self.trash)
         self.access = Access(self.ctx)
-        self.alter = Alter(self.ctx, self.tables)
+        self.alter = Alter(self.ctx, commits)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
 

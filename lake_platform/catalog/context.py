@@ -16,7 +16,8 @@ from enum import Enum
 from typing import Final
 
 from lake_platform.catalog.clock import Clock
-from lake_platform.catalog.lease import Lease, WriteGate
+from lake_platform.catalog.gate import WriteGate
+from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import (

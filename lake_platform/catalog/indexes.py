@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
+from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import MaintenanceResult
-from lake_platform.catalog.tables import Tables
 from lake_platform.engine import indexes as engine_indexes
 from lake_platform.engine.indexes import IndexInfo
 from lake_platform.errors import (
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
 
 class Indexes:
-    def __init__(self, ctx: CatalogContext, tables: Tables, reads: Reads) -> None:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits, reads: Reads) -> None:
         self.ctx = ctx
-        self.tables = tables
+        self.commits = commits
         self.reads = reads
 
     def list_indexes(self, name: str, *, by: Provenance = UNSTATED) -> list[IndexInfo]:
@@ -207,7 +207,7 @@ class Indexes:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            ns, ds = self.tables.open_bound(tname, record, revision, pending, lease)
+            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             lease.check()
             try:
                 self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure
@@ -217,8 +217,8 @@ class Indexes:
             except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
                 if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, KeyError)):
                     raise InvalidInput(f"cannot {operation} on {tname}: {first_line(exc)}") from None
-                self.tables.resolve_failure(pending, ns, exc)
-            self.tables.manifests.finalize(record, pending)
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(record, pending)
         if not pending.landed:
             return MaintenanceResult(str(tname), operation, "nothing-to-do", record.current_version)
         return MaintenanceResult(

@@ -39,20 +39,17 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
-from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.pylance_commits import VersionCommits, published_here, request_ids
 from lake_platform.engine import lance_engine as engine
-from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import (
     InvalidInput,
     LakeError,
     NamespaceNotFound,
-    Protected,
     TableNotFound,
 )
-from lake_platform.lru import BoundedLRU
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -62,30 +59,17 @@ from lake_platform.registry.records import (
     VersionRecord,
     WarehouseRecord,
     decode,
-    new_id,
     now_ms,
 )
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
 
+
 #: How long after its commit a version registered at its canonical path may still be waiting
 #: for its file (its writer links it right after the transaction; a stopped writer's version is
 #: finished by the next writer or ``finish_versions``).
 _PUBLISHING_MS = 60_000
-#: The newest versions this process committed and published itself, by (location, version): a
-#: ``ListTableVersions`` right after need not check that their file is there (a stat locally, a
-#: HEAD request on S3, on every REST commit otherwise).
-#: Oldest remembered first out: a look-up (``peek``) does not make a version recent.
-_PUBLISHED_HERE: BoundedLRU[tuple[str, int], bool] = BoundedLRU(1024)
-
-
-def _remember_published(location: str, version: int) -> None:
-    _PUBLISHED_HERE.put((location, version), True)
-
-
-def _published_here(location: str, version: int) -> bool:
-    return _PUBLISHED_HERE.peek((location, version)) is not None
 
 
 class LakeNamespace(LanceNamespace):
@@ -103,6 +87,7 @@ class LakeNamespace(LanceNamespace):
         self.principal = principal or catalog.principal
         #: Every catalog call is made as the namespace's principal.
         self.by = Provenance(principal=self.principal)
+        self._commits = VersionCommits(catalog, self.principal)
         self._vend = vend
 
     def _vended(self, tname: TableName, location: str) -> dict[str, str] | None:
@@ -123,7 +108,7 @@ class LakeNamespace(LanceNamespace):
     # -- containers ------------------------------------------------------------------------
 
     def list_namespaces(self, request: Any) -> ListNamespacesResponse:
-        return self._call(self._list_namespaces, _ids(request))
+        return self._call(self._list_namespaces, request_ids(request))
 
     def _list_namespaces(self, ident: list[str]) -> ListNamespacesResponse:
         store, who = self.catalog.store, self.principal
@@ -143,13 +128,13 @@ class LakeNamespace(LanceNamespace):
         return ListNamespacesResponse(namespaces=sorted(c.split(".")[-1] for c in children))
 
     def describe_namespace(self, request: Any) -> DescribeNamespaceResponse:
-        return self._call(lambda: DescribeNamespaceResponse(properties=self._container(_ids(request))))
+        return self._call(lambda: DescribeNamespaceResponse(properties=self._container(request_ids(request))))
 
     def namespace_exists(self, request: Any) -> None:
-        self._call(self._container, _ids(request))
+        self._call(self._container, request_ids(request))
 
     def create_namespace(self, request: Any) -> CreateNamespaceResponse:
-        ident = _ids(request)
+        ident = request_ids(request)
 
         def create() -> CreateNamespaceResponse:
             text = ".".join(ident)
@@ -164,7 +149,7 @@ class LakeNamespace(LanceNamespace):
         return self._call(create)
 
     def drop_namespace(self, request: Any) -> DropNamespaceResponse:
-        ident = _ids(request)
+        ident = request_ids(request)
         cascade = str(_field(request, "behavior") or "Restrict").lower() == "cascade"
 
         def drop() -> DropNamespaceResponse:
@@ -199,7 +184,7 @@ class LakeNamespace(LanceNamespace):
 
     def list_tables(self, request: Any) -> ListTablesResponse:
         def listing() -> ListTablesResponse:
-            ident = _ids(request)
+            ident = request_ids(request)
             if len(ident) < 3:
                 raise InvalidInput("tables live in namespaces: give project, warehouse and namespace")
             self._container(ident)
@@ -292,176 +277,8 @@ class LakeNamespace(LanceNamespace):
     def create_table_version(
         self, request: Any, check: Callable[[TableRecord], None] | None = None
     ) -> CreateTableVersionResponse:
-        """``check``: called with the table's record before anything is written (the REST server
-        checks the client's manifest path against its location). The commit is conditional on
-        that record's revision, so the incarnation, and so the location, cannot change under it:
-        under an acquired lease the record is read again, under a free one (one commit that
-        releases it) a changed record fails the commit and it is made again under an acquired
-        lease."""
-
-        def create() -> CreateTableVersionResponse:
-            tname = self._table_name(request)
-            self.principal.require(tname.project, "write", f"write to {tname}")
-            record, revision = self.catalog.ctx.table(tname, declared=True)
-            if check is not None:  # before the lease: a refused request writes nothing, not even it
-                check(record)
-            # The schema and what the commit adds ride in the version's own transaction: read
-            # from the staged manifest now, before the lease (schema None: read it back after
-            # the commit).
-            staged_ipc, change = self._staged(record, request)
-            if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
-                self._govern_schema_change(tname, record, staged_ipc, change.operation)
-            pending = PendingCommit(
-                commit_id=new_id(),
-                operation=_log_operation(change.operation, record.current_version),
-                actor=self.catalog.ctx.actor(None, self.principal),
-                detail={"client": "pylance"},
-                schema_ipc=staged_ipc,
-                stream_totals=lambda: (change.rows_added, change.bytes_added),
-                files_added=change.files_added,
-                # The request's one registry commit also releases the lease, unless the schema
-                # must be read back afterwards (under the lease).
-                release_lease=True,
-            )
-            if pending.schema_ipc is None:
-                pending.release_lease = False
-            gate = self.catalog.gate
-            # One commit that releases the lease: a free lease need not be acquired first; if
-            # someone took it meanwhile (nothing landed), once more under an acquired lease.
-            if pending.release_lease:
-                try:
-                    return self._commit_version(
-                        tname, record.incarnation, pending, request, gate.hold_for_commit, (record, revision)
-                    )
-                except LeaseRaced:
-                    pass
-            return self._commit_version(tname, record.incarnation, pending, request, gate.hold)
-
-        return self._call(create)
-
-    def _commit_version(
-        self,
-        tname: TableName,
-        incarnation: str,
-        pending: PendingCommit,
-        request: Any,
-        holding: Callable[[str], Any],
-        read: tuple[TableRecord, int] | None = None,
-    ) -> CreateTableVersionResponse:
-        """One attempt at the commit, under ``holding`` (the gate's hold or hold_for_commit).
-        ``read``: the table's record and revision as read before; used as they are when the
-        lease is not acquired (its one commit is conditional on that revision; a change since
-        fails it as LeaseRaced, with nothing landed), read again under an acquired lease."""
-        with holding(incarnation) as lease:
-            if read is not None and lease.optimistic:
-                record, revision = read  # a registry round trip fewer per commit
-            else:
-                record, revision = self.catalog.ctx.table(tname, incarnation=incarnation, declared=True)
-            storage = self.catalog.settings.storage_options(record.location)
-            bound = BoundTableNamespace(
-                self.catalog.store,
-                tname,
-                record,
-                revision,
-                pending=pending,
-                lease=lease,
-                storage_options=storage,
-            )
-            try:
-                response = bound.create_table_version(request)
-            except Exception:
-                if bound.failure is not None:
-                    raise bound.failure from None
-                raise
-            if pending.schema_ipc is None:
-                self._record_schema(tname, bound, int(_field(request, "version")))
-        # The version is published at its canonical path: remove the client's staging manifest,
-        # as a CLI commit does (safe without the lease; a failure only leaves the file for the
-        # next writer or finish_versions).
-        self.catalog.manifests.finalize(bound.record, pending)
-        for version, _ in pending.landed:
-            if version not in bound._unpublished:
-                _remember_published(bound.record.location, version)
-        return response
-
-    def _govern_schema_change(
-        self, tname: TableName, record: TableRecord, staged_ipc: bytes, operation: str | None
-    ) -> None:
-        """A Lance client's commit that changes the schema is held to what the same change
-        needs from the CLI (``catalog/alter.py``): adding columns (or changing metadata) takes
-        write, like ``add_column``; replacing the table (Lance's overwrite) takes write, like
-        ``overwrite``; dropping, renaming or retyping a column (Lance's project, or anything
-        else that does it) takes admin, like ``drop_column``/``rename_column``, and dropping one
-        is refused on a protected table. ``operation``: the staged transaction's (None when
-        unknown: held to the strictest rule). Before the lease: a refused commit writes
-        nothing."""
-        from lake_platform.catalog.arrow_io import schema_from_ipc
-
-        before, after = schema_from_ipc(record.schema_ipc), schema_from_ipc(staged_ipc)
-        removed = [n for n in before.names if n not in after.names]
-        retyped = [
-            n for n in before.names if n in after.names and before.field(n).type != after.field(n).type
-        ]
-        if not removed and not retyped:
-            return
-        if operation == "overwrite":
-            return
-        # By name a rename is a column gone and one new; fewer columns than before is a drop.
-        dropped = len(after.names) < len(before.names)
-        what = "drop" if dropped else "rename" if removed else "change the type of"
-        columns = ", ".join(removed or retyped)
-        self.principal.require(tname.project, "admin", f"{what} column(s) {columns} of {tname}")
-        if dropped and record.protected:
-            raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
-
-    def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
-        """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
-        file. pylance declares without a schema and may change it with any commit; the change
-        (Lance's transaction) feeds the commit log and the schema rules. A part that cannot be
-        read is unknown (schema None: the commit, if it lands, reads it back from the committed
-        version; operation None): the commit itself refuses a missing or foreign file."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-        from lake_platform.engine.storage import read_object
-
-        path = str(_field(request, "manifest_path"))
-        storage = self.catalog.settings.storage_options(record.location)
-        try:
-            raw = read_object(record.location, path, storage)
-        except (OSError, ValueError):
-            return None, StagedChange(None)
-        try:
-            schema = engine.manifest_schema(record.location, path, storage, raw=raw)
-        except (OSError, ValueError, RuntimeError):
-            schema = None
-        staged_ipc = None if schema is None else schema_to_ipc(schema)
-        try:
-            change = staged_change(record.location, path, storage, raw=raw)
-        except (OSError, ValueError):
-            change = StagedChange(None)
-        return staged_ipc, change
-
-    def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
-        """pylance declares without a schema: take it from the version just committed."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-
-        record = bound.record
-        reader = BoundTableNamespace(
-            self.catalog.store,
-            tname,
-            record,
-            bound.record_revision,
-            storage_options=self.catalog.settings.storage_options(record.location),
-        )
-        ds = engine.open_version(
-            namespace=reader,
-            table_id=tname.parts,
-            version=version,
-            storage_options=self.catalog.settings.storage_options(record.location),
-        )
-        ipc = schema_to_ipc(engine.schema_of(ds))
-        if ipc != record.schema_ipc:
-            updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
-            self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
+        """See ``VersionCommits.create``."""
+        return self._call(lambda: self._commits.create(request, check))
 
     def _finalize(self, tname: TableName, record: TableRecord, version: int) -> VersionRecord | None:
         """Versions committed by pylance stay at their staging manifest until first read; finish
@@ -475,7 +292,7 @@ class LakeNamespace(LanceNamespace):
             if (
                 ver.staged_from is not None
                 and now_ms() - ver.committed_at_ms < _PUBLISHING_MS
-                and not _published_here(record.location, version)
+                and not published_here(record.location, version)
             ):
                 # Registered at its canonical path moments ago: its writer may not have linked
                 # the file yet (or was stopped). A client about to build on it must find it.
@@ -553,7 +370,7 @@ class LakeNamespace(LanceNamespace):
     # -- helpers ---------------------------------------------------------------------------
 
     def _table_name(self, request: Any) -> TableName:
-        return TableName.from_parts(_ids(request))
+        return TableName.from_parts(request_ids(request))
 
     def _record(self, tname: TableName, declared: bool = False) -> TableRecord:
         if not self.principal.can(tname.project, "read"):
@@ -576,24 +393,3 @@ class LakeNamespace(LanceNamespace):
             fresh=fresh,
             base=base,
         )
-
-
-def _log_operation(lance_operation: str | None, current_version: int) -> str:
-    """The commit-log operation of a Lance client's commit: Lance's own name, hyphenated as the
-    catalog's are (``append``, ``overwrite``, ``delete``, ``create-index``, ...); the first data
-    of a declared table (Lance's overwrite onto version 0) is a ``create``, as from the CLI;
-    ``commit`` when the transaction could not be read."""
-    if lance_operation is None:
-        return "commit"
-    if lance_operation == "overwrite" and current_version == 0:
-        return "create"
-    return lance_operation.replace("_", "-")
-
-
-def _ids(request: Any) -> list[str]:
-    ident = _field(request, "id")
-    if ident is None:
-        return []
-    if not isinstance(ident, (list, tuple)) or not all(isinstance(p, str) for p in ident):
-        raise ns_errors.InvalidInputError(f"invalid id {ident!r}: expected a list of names")
-    return list(ident)

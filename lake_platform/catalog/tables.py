@@ -1,5 +1,6 @@
-"""Tables: the write path (create, append, overwrite, delete, declare) and how a failed engine
-call is resolved (invariant 5: did our commit id land?). The read path is ``reads``.
+"""Tables: the write path (create, append, overwrite, delete, declare). The read path is
+``reads``; binding a namespace, resolving a failed engine call and results are
+``engine_commits``'.
 
 Each write takes the table's lease, binds a namespace to the table incarnation and the pending
 commit, and lets Lance commit *through* the registry (see ``namespace``): the commit-log entry
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lake_platform.catalog.context import (
     UNREAD,
@@ -19,19 +20,17 @@ from lake_platform.catalog.context import (
     check_commit_id,
     first_line,
     input_error,
-    transient_storage_error,
 )
+from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease, LeaseRaced
-from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
-from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.schemas import Schemas
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
-    Internal,
     InvalidInput,
     LakeError,
     NamespaceNotFound,
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
 
     from lake_platform.catalog.arrow_io import StreamCounter
     from lake_platform.catalog.evolution import SchemaChange
-    from lake_platform.catalog.namespace import BoundTableNamespace
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +68,12 @@ _WRITTEN_TABLES = 4096
 
 
 class Tables:
-    def __init__(self, ctx: CatalogContext, manifests: Manifests, reads: Reads) -> None:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits, schemas: Schemas) -> None:
         self.ctx = ctx
-        self.manifests = manifests
-        self.reads = reads
+        self.commits = commits
+        self.manifests = commits.manifests
+        self.reads = commits.reads
+        self.schemas = schemas
         #: (incarnation, version) of the last version this process landed, by table name.
         self._written: BoundedLRU[str, tuple[str, int]] = BoundedLRU(_WRITTEN_TABLES)
 
@@ -203,7 +203,7 @@ class Tables:
         change: SchemaChange | None = None
         target: pa.Schema | None = None
         if mode == "append":
-            change = self.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
+            change = self.schemas.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
             target = change.target
             schema_ipc = schema_to_ipc(change.target) if change else None
             if change:
@@ -305,7 +305,7 @@ class Tables:
     def _landed(self, tname: TableName, record: TableRecord, pending: PendingCommit) -> CommitResult:
         """The result of a write that landed; remembered, so this process's next append can
         read the lease and version records along with the table's."""
-        result = self.result(pending, str(tname))
+        result = self.commits.result(pending, str(tname))
         self._written.put(str(tname), (record.incarnation, result.to_version))
         return result
 
@@ -325,7 +325,7 @@ class Tables:
         if lease is None:
             with self.ctx.gate.hold(record.incarnation) as held:
                 return self._write(tname, record, revision, pending, stream, mode, held, counter=counter)
-        ns = self.bind(tname, record, revision, pending, lease)
+        ns = self.commits.bind(tname, record, revision, pending, lease)
         lease.check()
         try:
             self.ctx.at(f"{mode}:before-write")  # inside: an injected failure is an engine failure
@@ -350,66 +350,10 @@ class Tables:
         except Exception as exc:  # noqa: BLE001 - every failure is resolved below, never guessed
             if counter.error is not None and not pending.landed:
                 raise input_error(counter.error) from None
-            self.resolve_failure(pending, ns, exc)
+            self.commits.resolve_failure(pending, ns, exc)
         self.ctx.at(f"{mode}:after-write")
         self.manifests.finalize(record, pending)
-        self.enrich(tname, record, pending)
-
-    def table_schema(self, name: str, *, by: Provenance = UNSTATED) -> pa.Schema:
-        """The table's registered Arrow schema (from the registry; no engine call)."""
-        from lake_platform.catalog.arrow_io import schema_from_ipc
-
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
-        who.require(tname.project, "read", f"read {tname}")
-        record, _ = self.ctx.table(tname)
-        return schema_from_ipc(record.schema_ipc)
-
-    def plan_input(
-        self,
-        name: str,
-        schemas: Sequence[pa.Schema],
-        *,
-        labels: Sequence[str] | None = None,
-        by: Provenance = UNSTATED,
-    ) -> SchemaChange:
-        """``plan_schema`` against the table's registered schema: what an ingest of inputs with
-        ``schemas`` will do, checked before any file is read (the append checks it again)."""
-        from lake_platform.catalog.arrow_io import schema_from_ipc
-
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
-        who.require(tname.project, "write", f"write to {tname}")
-        record, _ = self.ctx.table(tname)
-        return self.plan_schema(tname, schema_from_ipc(record.schema_ipc), schemas, labels)
-
-    def plan_schema(
-        self,
-        tname: TableName,
-        table: pa.Schema,
-        schemas: Sequence[pa.Schema],
-        labels: Sequence[str] | None = None,
-    ) -> SchemaChange:
-        """How inputs of ``schemas`` go into the table in one commit: as they are (lossless casts
-        only), or, when the table's ``schema_evolution`` policy allows, with added or widened
-        columns; TableSchemaValidationError before any write otherwise. The policy is read only
-        when the inputs do not fit as they are."""
-        from lake_platform.catalog.evolution import SchemaChange, plan_batch
-        from lake_platform.catalog.policies import Policies
-
-        if schemas and all(s.equals(table) for s in schemas):
-            # The common small append: the input is the table's schema (names, types,
-            # nullability), so the plan is "as it is" (what plan_batch returns for it).
-            return SchemaChange(table)
-        try:
-            return plan_batch(table, list(schemas), "strict", str(tname), labels)
-        except TableSchemaValidationError:
-            mode = Policies(self.ctx).effective_policy(str(tname)).policy.schema_evolution
-            if mode == "strict":
-                raise
-        return plan_batch(table, list(schemas), mode, str(tname), labels)
+        self.commits.enrich(tname, record, pending)
 
     def delete_rows(
         self,
@@ -438,7 +382,7 @@ class Tables:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            ns, ds = self.open_bound(tname, record, revision, pending, lease)
+            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             before = int(ds.count_rows())
             try:
                 self.ctx.at("delete:before-write")  # inside: an injected failure is an engine failure
@@ -447,55 +391,12 @@ class Tables:
                 if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
                     if "conflict" not in str(exc).lower():
                         raise InvalidInput(f"cannot delete from {tname}: {first_line(exc)}") from None
-                self.resolve_failure(pending, ns, exc)
+                self.commits.resolve_failure(pending, ns, exc)
             self.manifests.finalize(record, pending)
             if pending.landed:
                 after = self.reads.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
                 self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
-        return self.result(pending, str(tname))
-
-    def update_schema_metadata(
-        self,
-        name: str,
-        values: dict[str, str | None],
-        *,
-        by: Provenance = UNSTATED,
-    ) -> tuple[CommitResult, dict[str, str]]:
-        """Merge keys into the table's schema metadata; a None value deletes its key. One commit."""
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        if not isinstance(values, dict) or not values:
-            raise InvalidInput("schema metadata updates must be a non-empty map of keys to strings or null")
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or (value is not None and not isinstance(value, str)):
-                raise InvalidInput(f"schema metadata {key!r}: keys are strings, values strings or null")
-        self.ctx.require_parent(tname)
-        who.require(tname.project, "write", f"change the schema metadata of {tname}")
-        record, _ = self.ctx.table(tname)
-        pending = PendingCommit(
-            commit_id=check_commit_id(None),
-            operation="schema-metadata",
-            actor=self.ctx.actor(by.actor, who),
-            detail={"set": sorted(k for k, v in values.items() if v is not None),
-                    "removed": sorted(k for k, v in values.items() if v is None)},
-        )  # fmt: skip
-        with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            ns, ds = self.open_bound(tname, record, revision, pending, lease)
-            from lake_platform.catalog.arrow_io import schema_to_ipc
-
-            schema = engine.schema_of(ds)
-            merged = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-            merged.update({k: v for k, v in values.items() if v is not None})
-            for key in [k for k, v in values.items() if v is None]:
-                merged.pop(key, None)
-            pending.schema_ipc = schema_to_ipc(schema.with_metadata(merged))
-            try:
-                merged = engine.update_schema_metadata(ds, values)
-            except Exception as exc:  # noqa: BLE001
-                self.resolve_failure(pending, ns, exc)
-            self.manifests.finalize(record, pending)
-        return self.result(pending, str(tname)), merged
+        return self.commits.result(pending, str(tname))
 
     def declare_table(self, name: str, *, by: Provenance = UNSTATED) -> TableRecord:
         """Reserve a name and a unique location with no version yet (the Lance Namespace
@@ -524,121 +425,6 @@ class Tables:
                 raise TableAlreadyExists(f"table {tname} already exists") from None
             raise NamespaceNotFound(f"namespace {tname.namespace_name} was dropped concurrently") from None
         return record
-
-    def open_bound(
-        self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
-    ) -> tuple[BoundTableNamespace, Any]:
-        """Under the held lease: settle the table, bind its namespace to ``pending``, and open the
-        registered version through it, so whatever Lance commits on that dataset commits through
-        the registry (deletes, index builds, schema changes)."""
-        self.manifests.settle(tname, record, pending)
-        ns = self.bind(tname, record, revision, pending, lease)
-        ds = engine.open_version(
-            namespace=ns,
-            table_id=tname.parts,
-            version=record.current_version,
-            storage_options=self.ctx.storage(record.location),
-        )
-        return ns, ds
-
-    def bind(
-        self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
-    ) -> BoundTableNamespace:
-        # Imported here: lance_namespace is heavy, and registry-only commands never bind a table.
-        from lake_platform.catalog.namespace import BoundTableNamespace
-
-        return BoundTableNamespace(
-            self.ctx.store,
-            tname,
-            record,
-            revision,
-            pending=pending,
-            lease=lease,
-            storage_options=self.ctx.storage(record.location),
-            fault=self.ctx.hook and (lambda p: self.ctx.at(f"{pending.operation}:{p}")),
-            fresh=revision != ABSENT,
-            tidy_refused=True,
-        )
-
-    def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:
-        """After a failed engine call: did our commit land anyway? (invariant 5)"""
-        import pyarrow as pa
-
-        marker = None
-        try:
-            marker = self.ctx.commit_landed(pending.commit_id)
-        except LakeError:
-            pass
-        if marker is not None:
-            if not pending.landed and marker.to_version is not None:
-                pending.landed.append((marker.to_version, marker.log_key))
-            log.warning(
-                "commit %s landed although the engine reported: %s", pending.commit_id, first_line(exc)
-            )
-            return
-        if ns.failure is not None:
-            raise ns.failure from None
-        if isinstance(exc, LakeError):
-            raise exc
-        if isinstance(exc, (pa.ArrowInvalid, pa.ArrowTypeError)):
-            raise TableSchemaValidationError(f"data does not fit the table: {first_line(exc)}") from None
-        if isinstance(exc, (OSError, ValueError)) and "schema" in str(exc).lower():
-            raise TableSchemaValidationError(f"data does not fit the table: {first_line(exc)}") from None
-        transient = transient_storage_error(exc)
-        if transient is not None:
-            raise transient from exc
-        raise Internal(f"{pending.operation} failed: {first_line(exc)}") from exc
-
-    def result(self, pending: PendingCommit, table: str) -> CommitResult:
-        if not pending.landed:
-            raise Internal(f"{pending.operation} of {table} committed no version")
-        from_version = pending.from_version
-        if from_version is None:  # landed but resolved after an ambiguous failure
-            marker = self.ctx.commit_landed(pending.commit_id)
-            from_version = marker.from_version if marker else None
-        rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
-        return CommitResult(
-            pending.commit_id,
-            table,
-            pending.operation,
-            from_version,
-            pending.landed[-1][0],
-            rows_added=rows,
-            bytes_added=nbytes,
-        )
-
-    def enrich(
-        self,
-        tname: TableName,
-        record: TableRecord,
-        pending: PendingCommit,
-        extra: dict[str, object] | None = None,
-    ) -> None:
-        """Add file counts to the commit-log entries once Lance's transaction can be read.
-
-        The entry itself landed atomically with the version; this only completes its figures,
-        and a failure here never fails the commit.
-        """
-        if not pending.landed or pending.operation == "append":
-            return
-        try:
-            last_version, _ = pending.landed[-1]
-            snap = self.reads.snapshot(
-                tname, record.model_copy(update={"current_version": last_version}), last_version
-            )
-            for version, log_key in pending.landed:
-                change = engine.change_stats(snap.dataset, version)
-                patch: dict[str, object] = {
-                    "files_added": change.files_added,
-                    "files_removed": change.files_removed,
-                    "bytes_added": change.bytes_added,
-                    "bytes_removed": change.bytes_removed,
-                }
-                if extra:
-                    patch["detail"] = {**pending.detail, **extra}
-                self.ctx.patch_log(log_key, patch)
-        except LakeError:
-            log.warning("could not complete commit-log figures for %s", tname, exc_info=True)
 
 
 def _table_location(root: str, tname: TableName, incarnation: str) -> str:

@@ -11,11 +11,11 @@ from datetime import timedelta
 from itertools import pairwise
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
+from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
-from lake_platform.catalog.tables import Tables
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -31,9 +31,9 @@ log = logging.getLogger(__name__)
 
 
 class Versions:
-    def __init__(self, ctx: CatalogContext, tables: Tables, reads: Reads) -> None:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits, reads: Reads) -> None:
         self.ctx = ctx
-        self.tables = tables
+        self.commits = commits
         self.reads = reads
 
     # == compaction and cleanup ==========================================================================
@@ -76,11 +76,11 @@ class Versions:
         )
         with self.ctx.gate.hold(planned.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=planned.incarnation)
-            self.tables.manifests.settle(tname, record, pending)
+            self.commits.manifests.settle(tname, record, pending)
             replay = self._resume_compaction(tname, record, pending)
             if replay is not None:
                 return replay
-            ns = self.tables.bind(tname, record, revision, pending, lease)
+            ns = self.commits.bind(tname, record, revision, pending, lease)
             ds = engine.open_version(
                 namespace=ns,
                 table_id=tname.parts,
@@ -91,13 +91,13 @@ class Versions:
                 self.ctx.at("compact:before-write")  # inside: an injected failure is an engine failure
                 _, removed, added = engine.commit_compaction(ds, results)
             except engine.StaleCompaction as exc:
-                self.tables.manifests.finalize(record, pending)
+                self.commits.manifests.finalize(record, pending)
                 return self._skipped_stale(tname, record, pending, exc)
             except Exception as exc:  # noqa: BLE001
-                self.tables.resolve_failure(pending, ns, exc)
+                self.commits.resolve_failure(pending, ns, exc)
                 removed = added = 0
-            self.tables.manifests.finalize(record, pending)
-            self.tables.enrich(
+            self.commits.manifests.finalize(record, pending)
+            self.commits.enrich(
                 tname, record, pending, {"fragments_removed": removed, "fragments_added": added}
             )
         return MaintenanceResult(

@@ -77,9 +77,9 @@ def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | Non
     srcs = [sources.describe(f) for f in files]
     with state.catalog() as catalog:
         with _progress(state, srcs) as on_batch:
-            readers = sources.open_all(srcs, catalog.tables.table_schema(name))
+            readers = sources.open_all(srcs, catalog.schemas.table_schema(name))
             # The table's schema_evolution policy decides whether the files may add or widen columns.
-            change = catalog.tables.plan_input(
+            change = catalog.schemas.plan_input(
                 name, [r.schema for r in readers], labels=[s.label for s in srcs]
             )
             reader = sources.chain(srcs, readers, change.target, change.optional, on_batch)

@@ -59,7 +59,7 @@ class IndexOutcome:
 def plan(catalog: Catalog, name: str) -> IndexPlan:
     """What index maintenance would do to ``name`` now (reads only)."""
     effective = catalog.policies.effective_policy(name)
-    schema = catalog.tables.table_schema(name)
+    schema = catalog.schemas.table_schema(name)
     existing = catalog.indexes.list_indexes(name)
     by_name = {i.name: i for i in existing}
     result = IndexPlan(name, indexes=existing, source=effective.source)

@@ -164,7 +164,7 @@ def ingest_batch(
             accepted: list[tuple[InboxFile, sources.Source, pa.RecordBatchReader]] = []
             for f, src, reader in opened:
                 try:
-                    catalog.tables.plan_input(
+                    catalog.schemas.plan_input(
                         table,
                         [r.schema for _, _, r in accepted] + [reader.schema],
                         labels=[s.label for _, s, _ in accepted] + [src.label],
@@ -175,7 +175,7 @@ def ingest_batch(
                     pending.remove(f)
             if not accepted:
                 return outcome
-            change = catalog.tables.plan_input(table, [r.schema for _, _, r in accepted])
+            change = catalog.schemas.plan_input(table, [r.schema for _, _, r in accepted])
             target = change.target
             readers: list[tuple[InboxFile, pa.RecordBatchReader]] = []
             for f, src, reader in accepted:

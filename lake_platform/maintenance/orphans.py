@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 from lake_platform.catalog.context import Log
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import Internal, InvalidInput, LakeError
+from lake_platform.maintenance.orphan_files import Chunk, Live, canonical, classify_listing, manifest_rel
 from lake_platform.maintenance.reclaim_result import ReclaimOutcome
 from lake_platform.registry.records import Record
 
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LANCE_DIRS = frozenset({"data", "_versions", "_transactions", "_deletions", "_indices"})
 #: At most this many orphans are listed in one report record (totals always cover all of them);
 #: keeps a record far below DynamoDB's 400 KB item limit.
 MAX_LISTED = 500
@@ -93,68 +93,6 @@ class _Scan:
     candidates: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
-def _split(rel: str) -> tuple[str, str]:
-    """``tree/<branch>/data/x`` → (``tree/<branch>/``, ``data/x``); main files have prefix ``""``."""
-    parts = rel.split("/")
-    if parts[0] != "tree":
-        return "", rel
-    for i in range(2, len(parts)):
-        if parts[i] in LANCE_DIRS or parts[i] == "_refs":
-            return "/".join(parts[:i]) + "/", "/".join(parts[i:])
-    return "/".join(parts[:-1]) + "/", parts[-1]
-
-
-def _manifest_rel(location: str, manifest_path: str) -> str | None:
-    """The registry's manifest path (an object-store path) relative to the table location."""
-    if location.startswith("s3://"):
-        root = location.removeprefix("s3://").split("/", 1)[-1]
-    else:
-        root = location.removeprefix("file://")
-    root = root.strip("/")
-    path = manifest_path.lstrip("/")
-    if path.startswith(root + "/"):
-        return path[len(root) + 1 :]
-    if "/_versions/" in "/" + path:
-        return "_versions/" + ("/" + path).split("/_versions/", 1)[1]
-    return None
-
-
-def _canonical(version: int) -> str:
-    from lake_platform.engine import lance_engine as engine
-
-    return engine.canonical_manifest_path("_versions/", version)
-
-
-@dataclass
-class Live:
-    """Everything a scan keeps: what the registry, the manifests and the branches reference.
-    Plain data, so the listing can be split into chunks classified in other processes."""
-
-    table: str
-    incarnation: str
-    location: str
-    current_version: int
-    live_versions: int
-    tagged_versions: list[int]
-    branches: list[str]
-    refs: Any  # engine.references.References
-    live_manifests: set[str]
-    started: float = 0.0
-
-    @property
-    def live_data(self) -> set[str]:
-        return {p for p in self.refs.files if p.endswith(".lance")}
-
-
-@dataclass
-class Chunk:
-    """One part of a scan's listing, classified: counts and every orphan candidate."""
-
-    files: int = 0
-    counts: dict[str, int] = field(default_factory=lambda: {"live": 0, "young": 0, "unknown": 0})
-    candidates: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-
 #: The chunk that lists the files directly at the table location (not in a folder).
 ROOT_CHUNK = "."
 
@@ -175,15 +113,15 @@ def live_set(catalog: Catalog, name: str) -> Live:
     # 1. The registry: live versions and their manifests (staging paths included).
     versions = catalog.inventory.versions(record.incarnation)
     live = {v.version for v in versions}
-    live_manifests = {rel for v in versions if (rel := _manifest_rel(location, v.manifest_path))}
-    live_manifests |= {_canonical(v) for v in live}
+    live_manifests = {rel for v in versions if (rel := manifest_rel(location, v.manifest_path))}
+    live_manifests |= {canonical(v) for v in live}
 
     # 2. Tags pin versions (main or branch); branches keep all their versions.
     tag_map = refs_mod.tags(snap.dataset)
     tagged_main = {v for branch, v in tag_map.values() if branch in (None, "main")}
     live_main = live | tagged_main
     refs = refs_mod.tracked(snap.dataset, location, live_main, manifests=False)
-    refs.files |= {_canonical(v) for v in tagged_main}
+    refs.files |= {canonical(v) for v in tagged_main}
     for version in sorted(live - refs.versions_seen):
         # Registered, but its manifest is only at its staging path: read it through the registry.
         try:
@@ -239,24 +177,7 @@ def classify_chunk(catalog: Catalog, live: Live, chunk: str, min_age: timedelta,
         listing = list(engine.list_files(live.location, storage, recursive=False))
     else:
         listing = list(engine.list_files(live.location, storage, under=chunk))
-    return _classify_listing(listing, live, min_age, now)
-
-
-def _classify_listing(listing: list[Any], live: Live, min_age: timedelta, now: float) -> Chunk:
-    found = Chunk(files=len(listing))
-    live_data = live.live_data
-    min_age_s = min_age.total_seconds()
-    for entry in listing:
-        kind = _classify(entry.path, live.refs, live.live_manifests, live_data)
-        if kind != "candidate":
-            found.counts[kind] += 1
-            continue
-        mtime = entry.mtime.timestamp() if entry.mtime is not None else now
-        if now - mtime < min_age_s:
-            found.counts["young"] += 1
-            continue
-        found.candidates[entry.path] = (entry.size, mtime)
-    return found
+    return classify_listing(listing, live, min_age, now)
 
 
 def merge(live: Live, parts: list[Chunk], min_age: timedelta, now: float) -> _Scan:
@@ -303,7 +224,7 @@ def _scan(catalog: Catalog, name: str, min_age: timedelta, now: float | None = N
     live = live_set(catalog, name)
     listing = list(engine.list_files(live.location, catalog.settings.storage_options(live.location)))
     now = time.time() if now is None else now
-    return merge(live, [_classify_listing(listing, live, min_age, now)], min_age, now)
+    return merge(live, [classify_listing(listing, live, min_age, now)], min_age, now)
 
 
 def age_gate(catalog: Catalog, name: str, min_age: timedelta | None = None) -> timedelta:
@@ -313,29 +234,6 @@ def age_gate(catalog: Catalog, name: str, min_age: timedelta | None = None) -> t
     if min_age < MIN_ORPHAN_AGE:
         raise InvalidInput(f"orphan age gate must be at least {MIN_ORPHAN_AGE}")
     return min_age
-
-
-def _classify(rel: str, refs: Any, live_manifests: set[str], live_data: set[str]) -> str:
-    prefix, inner = _split(rel)
-    top = inner.split("/", 1)[0]
-    if top == "_refs" or inner == "_versions/latest_version_hint.json":
-        return "live"
-    if top not in LANCE_DIRS or "/" not in inner:
-        return "unknown"
-    if rel in refs.files or (not prefix and rel in live_manifests):
-        return "live"
-    if top == "_indices":
-        uuid = inner.split("/", 2)[1]
-        return "live" if f"{prefix}_indices/{uuid}" in refs.index_dirs else "candidate"
-    if top == "_transactions" and refs.txn_uuids:
-        stem = inner.rsplit("/", 1)[-1].removesuffix(".txn")
-        if any(stem.endswith("-" + u) for u in refs.txn_uuids):
-            return "live"
-    if top == "data":
-        parts = inner.split("/")
-        if len(parts) == 3 and parts[2].endswith(".blob"):
-            return "live" if f"{prefix}data/{parts[1]}.lance" in live_data else "candidate"
-    return "candidate"
 
 
 def scan(

@@ -20,8 +20,9 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.clock import ManualClock
+from lake_platform.catalog.gate import WriteGate
 from lake_platform.catalog.holder import provably_gone, this_process
-from lake_platform.catalog.lease import Lease, WriteGate
+from lake_platform.catalog.lease import Lease
 from lake_platform.errors import ConditionFailed, LeaseUnavailable
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode
@@ -151,7 +152,8 @@ _CHILD = textwrap.dedent("""
             sys.stdin.readline()  # until killed
 
     catalog = Catalog(load_settings(home=Path(sys.argv[1])), hook=hold)
-    catalog.tables.append(sys.argv[2], pa.table({"id": pa.array([666], pa.int64()), "tag": ["ghost"]}).to_reader())
+    rows = pa.table({"id": pa.array([666], pa.int64()), "tag": ["ghost"]})
+    catalog.tables.append(sys.argv[2], rows.to_reader())
     print("wrote", flush=True)
 """)
 

@@ -311,7 +311,7 @@ def test_a_rest_commit_racing_an_acquirer_is_refused_then_retried(lake: Lake) ->
     under an acquired lease, which lands once the other holder lets go."""
     from contextlib import contextmanager
 
-    from lake_platform.catalog.lease import WriteGate
+    from lake_platform.catalog.gate import WriteGate
 
     lake.catalog.tables.create_table(T, rows([1]))
     store = lake.catalog.store

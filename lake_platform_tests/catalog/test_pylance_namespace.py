@@ -17,6 +17,7 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.pylance_commits import VersionCommits
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableNotFound
@@ -219,7 +220,7 @@ def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> No
     assert after is not None and after.revision == before.revision + 1  # one write of the record
     snap = lake.catalog.reads.open_table("p.w.ns.events")
     assert snap.version == 2 and snap.schema.names == ["id", "v", "w"]
-    assert lake.catalog.tables.table_schema("p.w.ns.events").names == ["id", "v", "w"]
+    assert lake.catalog.schemas.table_schema("p.w.ns.events").names == ["id", "v", "w"]
     lance.write_dataset(
         events([3]).append_column("w", pa.array([2.5])),
         namespace_client=ns,
@@ -239,7 +240,7 @@ def test_listing_versions_after_its_own_commit_checks_no_file(
     stopped before the link)."""
     from lance_namespace_urllib3_client.models import ListTableVersionsRequest
 
-    from lake_platform.catalog import pylance_namespace
+    from lake_platform.catalog import pylance_commits
 
     ns = LakeNamespace(lake.catalog)
     opts = storage_options_of(lake)
@@ -261,7 +262,7 @@ def test_listing_versions_after_its_own_commit_checks_no_file(
     assert [v.version for v in ns.list_table_versions(request).versions] == [2]
     assert checks == []
     monkeypatch.setattr(
-        pylance_namespace, "_PUBLISHED_HERE", BoundedLRU(pylance_namespace._PUBLISHED_HERE.capacity)
+        pylance_commits, "_PUBLISHED_HERE", BoundedLRU(pylance_commits._PUBLISHED_HERE.capacity)
     )
     assert [v.version for v in ns.list_table_versions(request).versions] == [2]  # as another replica
     assert len(checks) == 1
@@ -332,16 +333,16 @@ def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lea
     lance.write_dataset(
         events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
     )
-    real_staged = LakeNamespace._staged
+    real_staged = VersionCommits._staged
     changed: list[int] = []
 
-    def staged(self: LakeNamespace, record: Any, request: Any) -> Any:
+    def staged(self: VersionCommits, record: Any, request: Any) -> Any:
         if not changed:
             lake.catalog.containers.set_protected("p.w.ns.events")
             changed.append(record.current_version)
         return real_staged(self, record, request)
 
-    monkeypatch.setattr(LakeNamespace, "_staged", staged)
+    monkeypatch.setattr(VersionCommits, "_staged", staged)
     reads = _registry_reads_during_commits(lake, monkeypatch)
 
     lance.write_dataset(

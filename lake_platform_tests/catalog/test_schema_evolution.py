@@ -150,7 +150,7 @@ def test_a_parquet_file_with_string_ids_is_refused_by_lake_ingest_path(seeded: L
     readers = sources.open_all([src])
     before = state(seeded)
     with pytest.raises(TableSchemaValidationError, match="ids.parquet") as raised:
-        change = seeded.catalog.tables.plan_input(T, [r.schema for r in readers], labels=[src.label])
+        change = seeded.catalog.schemas.plan_input(T, [r.schema for r in readers], labels=[src.label])
         seeded.catalog.tables.append(T, sources.chain([src], readers, change.target, change.optional))
     assert "string" in str(raised.value)
     # And the lower layer alone refuses it too (no parsing cast anywhere).
@@ -184,7 +184,7 @@ def test_an_input_of_the_tables_own_schema_plans_as_the_full_plan_does(seeded: L
 
     def both(schema: pa.Schema) -> None:
         tname = TableName.parse(T)
-        fast = seeded.catalog.tables.plan_schema(tname, current_schema(seeded), [schema])
+        fast = seeded.catalog.schemas.plan_schema(tname, current_schema(seeded), [schema])
         full = plan_batch(current_schema(seeded), [schema], "strict", T)
         assert fast.target.equals(full.target, check_metadata=True)
         assert (bool(fast), fast.added, fast.widened) == (bool(full), full.added, full.widened)
@@ -375,7 +375,7 @@ def test_a_batch_of_files_may_add_different_columns(seeded: Lake, tmp_path: Path
     )
     srcs = [sources.describe(a), sources.describe(b)]
     readers = sources.open_all(srcs)
-    change = seeded.catalog.tables.plan_input(T, [r.schema for r in readers])
+    change = seeded.catalog.schemas.plan_input(T, [r.schema for r in readers])
     assert change.optional == {"x", "y"}
     seeded.catalog.tables.append(T, sources.chain(srcs, readers, change.target, change.optional))
     data = rows_of(seeded)
@@ -497,18 +497,18 @@ def test_an_alter_between_planning_and_the_lease_refuses_the_append(
 ) -> None:
     """The append was planned on the schema it read first; a column renamed by another writer
     before the append holds the lease makes it ConcurrentModification, with nothing written."""
-    from lake_platform.catalog.tables import Tables
+    from lake_platform.catalog.schemas import Schemas
     from lake_platform.errors import ConcurrentModification
 
     other = seeded.new_catalog()
-    planned = Tables.plan_schema
+    planned = Schemas.plan_schema
 
-    def plan_then_someone_alters(self: Tables, *args: object, **kwargs: object) -> object:
+    def plan_then_someone_alters(self: Schemas, *args: object, **kwargs: object) -> object:
         change = planned(self, *args, **kwargs)  # type: ignore[arg-type]
         other.alter.rename_column(T, "name", "label")
         return change
 
-    monkeypatch.setattr(Tables, "plan_schema", plan_then_someone_alters)
+    monkeypatch.setattr(Schemas, "plan_schema", plan_then_someone_alters)
     version = seeded.catalog.reads.open_table(T).record.current_version
     with pytest.raises(ConcurrentModification, match="schema of p.w.ns.t changed"):
         seeded.catalog.tables.append(T, base())
@@ -601,8 +601,8 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
 
 def _ingest(lake: Lake, *paths: Path) -> object:
     srcs = [sources.describe(p) for p in paths]
-    readers = sources.open_all(srcs, lake.catalog.tables.table_schema(T))
-    change = lake.catalog.tables.plan_input(T, [r.schema for r in readers], labels=[s.label for s in srcs])
+    readers = sources.open_all(srcs, lake.catalog.schemas.table_schema(T))
+    change = lake.catalog.schemas.plan_input(T, [r.schema for r in readers], labels=[s.label for s in srcs])
     return lake.catalog.tables.append(T, sources.chain(srcs, readers, change.target, change.optional))
 
 

@@ -95,7 +95,7 @@ def update_schema_metadata(request: RestRequest) -> Any:
     values = request.body.get("metadata")
     if not isinstance(values, dict):
         raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
-    result, merged = request.service.catalog.tables.update_schema_metadata(
+    result, merged = request.service.catalog.schemas.update_schema_metadata(
         str(tname), values, by=Provenance(principal=request.principal)
     )
     return {"metadata": merged, "transaction_id": result.commit_id}

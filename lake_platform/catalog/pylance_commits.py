@@ -1,0 +1,251 @@
+"""pylance's commits through the catalog (``LakeNamespace.create_table_version``): the staged
+manifest's schema and change read before the lease, the schema rules a Lance client's commit is
+held to, one registry commit through a ``BoundTableNamespace`` (under a free lease when it can,
+else an acquired one), the schema read back when the manifest did not say it, and the versions
+this process published remembered so a listing right after need not check their files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import lance_namespace.errors as ns_errors
+from lance_namespace_urllib3_client.models import (
+    CreateTableVersionResponse,
+)
+
+from lake_platform.catalog.lease import LeaseRaced
+from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
+from lake_platform.catalog.principals import Principal
+from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.transactions import StagedChange, staged_change
+from lake_platform.errors import (
+    Protected,
+)
+from lake_platform.lru import BoundedLRU
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    TableRecord,
+    new_id,
+)
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+
+#: The newest versions this process committed and published itself, by (location, version): a
+#: ``ListTableVersions`` right after need not check that their file is there (a stat locally, a
+#: HEAD request on S3, on every REST commit otherwise).
+#: Oldest remembered first out: a look-up (``peek``) does not make a version recent.
+_PUBLISHED_HERE: BoundedLRU[tuple[str, int], bool] = BoundedLRU(1024)
+
+
+def remember_published(location: str, version: int) -> None:
+    _PUBLISHED_HERE.put((location, version), True)
+
+
+def published_here(location: str, version: int) -> bool:
+    return _PUBLISHED_HERE.peek((location, version)) is not None
+
+
+class VersionCommits:
+    """The commits of one ``LakeNamespace`` (its catalog and principal)."""
+
+    def __init__(self, catalog: Catalog, principal: Principal) -> None:
+        self.catalog = catalog
+        self.principal = principal
+
+    def create(
+        self, request: Any, check: Callable[[TableRecord], None] | None = None
+    ) -> CreateTableVersionResponse:
+        """``check``: called with the table's record before anything is written (the REST server
+        checks the client's manifest path against its location). The commit is conditional on
+        that record's revision, so the incarnation, and so the location, cannot change under it:
+        under an acquired lease the record is read again, under a free one (one commit that
+        releases it) a changed record fails the commit and it is made again under an acquired
+        lease."""
+        tname = table_name(request)
+        self.principal.require(tname.project, "write", f"write to {tname}")
+        record, revision = self.catalog.ctx.table(tname, declared=True)
+        if check is not None:  # before the lease: a refused request writes nothing, not even it
+            check(record)
+        # The schema and what the commit adds ride in the version's own transaction: read
+        # from the staged manifest now, before the lease (schema None: read it back after
+        # the commit).
+        staged_ipc, change = self._staged(record, request)
+        if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
+            self._govern_schema_change(tname, record, staged_ipc, change.operation)
+        pending = PendingCommit(
+            commit_id=new_id(),
+            operation=_log_operation(change.operation, record.current_version),
+            actor=self.catalog.ctx.actor(None, self.principal),
+            detail={"client": "pylance"},
+            schema_ipc=staged_ipc,
+            stream_totals=lambda: (change.rows_added, change.bytes_added),
+            files_added=change.files_added,
+            # The request's one registry commit also releases the lease, unless the schema
+            # must be read back afterwards (under the lease).
+            release_lease=True,
+        )
+        if pending.schema_ipc is None:
+            pending.release_lease = False
+        gate = self.catalog.gate
+        # One commit that releases the lease: a free lease need not be acquired first; if
+        # someone took it meanwhile (nothing landed), once more under an acquired lease.
+        if pending.release_lease:
+            try:
+                return self._commit_version(
+                    tname, record.incarnation, pending, request, gate.hold_for_commit, (record, revision)
+                )
+            except LeaseRaced:
+                pass
+        return self._commit_version(tname, record.incarnation, pending, request, gate.hold)
+
+    def _commit_version(
+        self,
+        tname: TableName,
+        incarnation: str,
+        pending: PendingCommit,
+        request: Any,
+        holding: Callable[[str], Any],
+        read: tuple[TableRecord, int] | None = None,
+    ) -> CreateTableVersionResponse:
+        """One attempt at the commit, under ``holding`` (the gate's hold or hold_for_commit).
+        ``read``: the table's record and revision as read before; used as they are when the
+        lease is not acquired (its one commit is conditional on that revision; a change since
+        fails it as LeaseRaced, with nothing landed), read again under an acquired lease."""
+        with holding(incarnation) as lease:
+            if read is not None and lease.optimistic:
+                record, revision = read  # a registry round trip fewer per commit
+            else:
+                record, revision = self.catalog.ctx.table(tname, incarnation=incarnation, declared=True)
+            storage = self.catalog.settings.storage_options(record.location)
+            bound = BoundTableNamespace(
+                self.catalog.store,
+                tname,
+                record,
+                revision,
+                pending=pending,
+                lease=lease,
+                storage_options=storage,
+            )
+            try:
+                response = bound.create_table_version(request)
+            except Exception:
+                if bound.failure is not None:
+                    raise bound.failure from None
+                raise
+            if pending.schema_ipc is None:
+                self._record_schema(tname, bound, int(_field(request, "version")))
+        # The version is published at its canonical path: remove the client's staging manifest,
+        # as a CLI commit does (safe without the lease; a failure only leaves the file for the
+        # next writer or finish_versions).
+        self.catalog.manifests.finalize(bound.record, pending)
+        for version, _ in pending.landed:
+            if version not in bound._unpublished:
+                remember_published(bound.record.location, version)
+        return response
+
+    def _govern_schema_change(
+        self, tname: TableName, record: TableRecord, staged_ipc: bytes, operation: str | None
+    ) -> None:
+        """A Lance client's commit that changes the schema is held to what the same change
+        needs from the CLI (``catalog/alter.py``): adding columns (or changing metadata) takes
+        write, like ``add_column``; replacing the table (Lance's overwrite) takes write, like
+        ``overwrite``; dropping, renaming or retyping a column (Lance's project, or anything
+        else that does it) takes admin, like ``drop_column``/``rename_column``, and dropping one
+        is refused on a protected table. ``operation``: the staged transaction's (None when
+        unknown: held to the strictest rule). Before the lease: a refused commit writes
+        nothing."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        before, after = schema_from_ipc(record.schema_ipc), schema_from_ipc(staged_ipc)
+        removed = [n for n in before.names if n not in after.names]
+        retyped = [
+            n for n in before.names if n in after.names and before.field(n).type != after.field(n).type
+        ]
+        if not removed and not retyped:
+            return
+        if operation == "overwrite":
+            return
+        # By name a rename is a column gone and one new; fewer columns than before is a drop.
+        dropped = len(after.names) < len(before.names)
+        what = "drop" if dropped else "rename" if removed else "change the type of"
+        columns = ", ".join(removed or retyped)
+        self.principal.require(tname.project, "admin", f"{what} column(s) {columns} of {tname}")
+        if dropped and record.protected:
+            raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
+
+    def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
+        """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
+        file. pylance declares without a schema and may change it with any commit; the change
+        (Lance's transaction) feeds the commit log and the schema rules. A part that cannot be
+        read is unknown (schema None: the commit, if it lands, reads it back from the committed
+        version; operation None): the commit itself refuses a missing or foreign file."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+        from lake_platform.engine.storage import read_object
+
+        path = str(_field(request, "manifest_path"))
+        storage = self.catalog.settings.storage_options(record.location)
+        try:
+            raw = read_object(record.location, path, storage)
+        except (OSError, ValueError):
+            return None, StagedChange(None)
+        try:
+            schema = engine.manifest_schema(record.location, path, storage, raw=raw)
+        except (OSError, ValueError, RuntimeError):
+            schema = None
+        staged_ipc = None if schema is None else schema_to_ipc(schema)
+        try:
+            change = staged_change(record.location, path, storage, raw=raw)
+        except (OSError, ValueError):
+            change = StagedChange(None)
+        return staged_ipc, change
+
+    def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
+        """pylance declares without a schema: take it from the version just committed."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        record = bound.record
+        reader = BoundTableNamespace(
+            self.catalog.store,
+            tname,
+            record,
+            bound.record_revision,
+            storage_options=self.catalog.settings.storage_options(record.location),
+        )
+        ds = engine.open_version(
+            namespace=reader,
+            table_id=tname.parts,
+            version=version,
+            storage_options=self.catalog.settings.storage_options(record.location),
+        )
+        ipc = schema_to_ipc(engine.schema_of(ds))
+        if ipc != record.schema_ipc:
+            updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
+            self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
+
+
+def _log_operation(lance_operation: str | None, current_version: int) -> str:
+    """The commit-log operation of a Lance client's commit: Lance's own name, hyphenated as the
+    catalog's are (``append``, ``overwrite``, ``delete``, ``create-index``, ...); the first data
+    of a declared table (Lance's overwrite onto version 0) is a ``create``, as from the CLI;
+    ``commit`` when the transaction could not be read."""
+    if lance_operation is None:
+        return "commit"
+    if lance_operation == "overwrite" and current_version == 0:
+        return "create"
+    return lance_operation.replace("_", "-")
+
+
+def request_ids(request: Any) -> list[str]:
+    ident = _field(request, "id")
+    if ident is None:
+        return []
+    if not isinstance(ident, (list, tuple)) or not all(isinstance(p, str) for p in ident):
+        raise ns_errors.InvalidInputError(f"invalid id {ident!r}: expected a list of names")
+    return list(ident)
+
+
+def table_name(request: Any) -> TableName:
+    return TableName.from_parts(request_ids(request))

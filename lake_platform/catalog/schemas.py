@@ -1,0 +1,133 @@
+"""Schemas: a table's registered schema, what appending inputs of other schemas does to it
+under its ``schema_evolution`` policy (checked before any byte is written), and changes to its
+schema metadata (one commit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lake_platform.catalog.context import (
+    CatalogContext,
+    check_commit_id,
+)
+from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.results import CommitResult
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    InvalidInput,
+    TableSchemaValidationError,
+)
+from lake_platform.naming import TableName
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.evolution import SchemaChange
+
+
+class Schemas:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits) -> None:
+        self.ctx = ctx
+        self.commits = commits
+
+    def table_schema(self, name: str, *, by: Provenance = UNSTATED) -> pa.Schema:
+        """The table's registered Arrow schema (from the registry; no engine call)."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "read", f"read {tname}")
+        record, _ = self.ctx.table(tname)
+        return schema_from_ipc(record.schema_ipc)
+
+    def plan_input(
+        self,
+        name: str,
+        schemas: Sequence[pa.Schema],
+        *,
+        labels: Sequence[str] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> SchemaChange:
+        """``plan_schema`` against the table's registered schema: what an ingest of inputs with
+        ``schemas`` will do, checked before any file is read (the append checks it again)."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"write to {tname}")
+        record, _ = self.ctx.table(tname)
+        return self.plan_schema(tname, schema_from_ipc(record.schema_ipc), schemas, labels)
+
+    def plan_schema(
+        self,
+        tname: TableName,
+        table: pa.Schema,
+        schemas: Sequence[pa.Schema],
+        labels: Sequence[str] | None = None,
+    ) -> SchemaChange:
+        """How inputs of ``schemas`` go into the table in one commit: as they are (lossless casts
+        only), or, when the table's ``schema_evolution`` policy allows, with added or widened
+        columns; TableSchemaValidationError before any write otherwise. The policy is read only
+        when the inputs do not fit as they are."""
+        from lake_platform.catalog.evolution import SchemaChange, plan_batch
+        from lake_platform.catalog.policies import Policies
+
+        if schemas and all(s.equals(table) for s in schemas):
+            # The common small append: the input is the table's schema (names, types,
+            # nullability), so the plan is "as it is" (what plan_batch returns for it).
+            return SchemaChange(table)
+        try:
+            return plan_batch(table, list(schemas), "strict", str(tname), labels)
+        except TableSchemaValidationError:
+            mode = Policies(self.ctx).effective_policy(str(tname)).policy.schema_evolution
+            if mode == "strict":
+                raise
+        return plan_batch(table, list(schemas), mode, str(tname), labels)
+
+    def update_schema_metadata(
+        self,
+        name: str,
+        values: dict[str, str | None],
+        *,
+        by: Provenance = UNSTATED,
+    ) -> tuple[CommitResult, dict[str, str]]:
+        """Merge keys into the table's schema metadata; a None value deletes its key. One commit."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        if not isinstance(values, dict) or not values:
+            raise InvalidInput("schema metadata updates must be a non-empty map of keys to strings or null")
+        for key, value in values.items():
+            if not isinstance(key, str) or not key or (value is not None and not isinstance(value, str)):
+                raise InvalidInput(f"schema metadata {key!r}: keys are strings, values strings or null")
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"change the schema metadata of {tname}")
+        record, _ = self.ctx.table(tname)
+        pending = PendingCommit(
+            commit_id=check_commit_id(None),
+            operation="schema-metadata",
+            actor=self.ctx.actor(by.actor, who),
+            detail={"set": sorted(k for k, v in values.items() if v is not None),
+                    "removed": sorted(k for k, v in values.items() if v is None)},
+        )  # fmt: skip
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
+            from lake_platform.catalog.arrow_io import schema_to_ipc
+
+            schema = engine.schema_of(ds)
+            merged = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+            merged.update({k: v for k, v in values.items() if v is not None})
+            for key in [k for k, v in values.items() if v is None]:
+                merged.pop(key, None)
+            pending.schema_ipc = schema_to_ipc(schema.with_metadata(merged))
+            try:
+                merged = engine.update_schema_metadata(ds, values)
+            except Exception as exc:  # noqa: BLE001
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(record, pending)
+        return self.commits.result(pending, str(tname)), merged
