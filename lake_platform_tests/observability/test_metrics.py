@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.observability.asgi import MetricsMiddleware
-from lake_platform.observability.metrics import WATCHED, observe_request, start_metrics_server
+from lake_platform.observability.exposition import start_metrics_server
+from lake_platform.observability.metrics import WATCHED, observe_request
 from lake_platform.registry.store import Put
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.flight.conftest import login, plan, query, start_server, wait_until
