@@ -44,7 +44,7 @@ from lake_platform.flight.statements import STATEMENTS
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.transport import Call, FlightTransport
-from lake_platform.observability import metrics
+from lake_platform.observability import exposition, metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.observability.grpc_metrics import ObservingInterceptor
 from lake_platform.query.engine import QueryEngine
@@ -161,7 +161,7 @@ class FlightSqlServer:
         self.engine = QueryEngine(settings, limits_from(self.settings, settings))
         metrics.watch_engine(self.engine, self.engine.spill_dir, self.engine.limits.memory_limit_bytes)
         self.audit = open_trail(settings)
-        self.metrics_server: metrics.Exposition | None = None
+        self.metrics_server: exposition.Exposition | None = None
         self.parts = PartTables(self.engine)
         self.fragment_sizes = FragmentSizes(self.engine.dataset)
         try:
@@ -241,7 +241,7 @@ class FlightSqlServer:
     def start(self) -> FlightSqlServer:
         """Start serving and the catalog snapshot's refresh. Until the first snapshot is loaded,
         calls that need it answer UNAVAILABLE (and the gRPC health service says NOT_SERVING)."""
-        self.metrics_server = metrics.start_metrics_server(
+        self.metrics_server = exposition.start_metrics_server(
             self.lake_settings.metrics_host, self.lake_settings.metrics_port
         )
         metrics.watch_snapshots(self.snapshots)

@@ -16,7 +16,7 @@ from lake_platform.auth.tokens import Sealer
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import SettingsError
-from lake_platform.observability import metrics
+from lake_platform.observability import exposition, metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot_cache import SnapshotCache
@@ -64,7 +64,7 @@ class RestService:
         self._engine_lock = threading.Lock()
         # The query audit trail (LAKE_AUDIT_LOG): one line per QueryTable, as Flight writes per DoGet.
         self.audit = open_trail(settings)
-        self.metrics_server: metrics.Exposition | None = None
+        self.metrics_server: exposition.Exposition | None = None
 
     def query_engine(self) -> Any:
         """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
@@ -88,7 +88,7 @@ class RestService:
         """Serve ``/metrics`` if LAKE_METRICS_PORT is set (idempotent); a busy port is
         ServiceUnavailable naming the settings."""
         if self.metrics_server is None:
-            self.metrics_server = metrics.start_metrics_server(
+            self.metrics_server = exposition.start_metrics_server(
                 self.settings.metrics_host, self.settings.metrics_port
             )
 
