@@ -138,10 +138,10 @@ class AccessPaths:
     def _lookup(self, planned: PlannedQuery) -> Lookup | None:
         """``planned`` (read from Lance) as a key lookup on an indexed column Lance answers
         directly; None: DataFusion executes it."""
-        if len(planned.refs) != 1:
+        if len(planned.refs) != 1 or planned.cached:
             return None
         ref = planned.refs[0]
-        found = lookup_of(planned, self._providers.entry(ref, False)[0].schema)
+        found = lookup_of(planned.df, ref, planned.schema, self._providers.entry(ref, False)[0].schema)
         return found if found is not None and found.keys & self.indexed(ref) else None
 
     def _opener(

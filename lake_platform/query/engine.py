@@ -333,7 +333,7 @@ class QueryEngine:
         def scanner() -> Any:
             return self._scanners.scanner(self.dataset(lookup.ref), lookup, self.limits.batch_size)
 
-        return stream_lookup(scanner, planned, self.limits, cancelled)
+        return stream_lookup(scanner, planned.schema, planned.refs, self.limits, cancelled)
 
     def first_batch_seconds(self, planned: PlannedQuery) -> float | None:
         """Seconds ``planned``'s last run through DataFusion took to its first batch (None: not

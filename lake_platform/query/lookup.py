@@ -35,7 +35,6 @@ from lake_platform.lru import BoundedLRU
 from lake_platform.query.batches import conformer, split_batch
 from lake_platform.query.errors import execution_error, timed_out, too_large
 from lake_platform.query.limits import QueryLimits
-from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -133,11 +132,10 @@ def _sayable(value: int | str) -> bool:
     return "'" not in value and "\\" not in value
 
 
-def lookup_of(planned: PlannedQuery, schema: pa.Schema) -> Lookup | None:
-    """The lookup ``planned`` is, given its one table's ``schema``; None for any other plan."""
-    if len(planned.refs) != 1 or planned.cached:
-        return None
-    root = planned.df.logical_plan()
+def lookup_of(df: Any, ref: TableRef, result: pa.Schema, schema: pa.Schema) -> Lookup | None:
+    """The lookup DataFusion's ``df`` (answering ``result``, reading only ``ref``) is, given the
+    table's ``schema``; None for any other plan."""
+    root = df.logical_plan()
     proj = root.to_variant()
     if type(proj).__name__ != "Projection" or len(root.inputs()) != 1:
         return None
@@ -158,9 +156,9 @@ def lookup_of(planned: PlannedQuery, schema: pa.Schema) -> Lookup | None:
     terms: list[Term] = []
     if not _conjuncts(fv.predicate(), schema, terms):
         return None
-    if [f.name for f in planned.schema] != columns or any(c not in schema.names for c in columns):
+    if [f.name for f in result] != columns or any(c not in schema.names for c in columns):
         return None
-    return Lookup(planned.refs[0], tuple(columns), tuple(terms), frozenset(t.column for t in terms))
+    return Lookup(ref, tuple(columns), tuple(terms), frozenset(t.column for t in terms))
 
 
 def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
@@ -198,19 +196,20 @@ def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
 
 def stream_lookup(
     scanner: Callable[[], Any],
-    planned: PlannedQuery,
+    schema: pa.Schema,
+    refs: Sequence[TableRef],
     limits: QueryLimits,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of ``planned``'s lookup read by Lance's ``scanner()`` (:class:`Scanners`),
-    conformed to ``planned.schema``, with the same result-size limit, time limit and
+    """The rows of a lookup (of ``refs``) read by Lance's ``scanner()`` (:class:`Scanners`),
+    conformed to ``schema``, with the same result-size limit, time limit and
     cancellation as a DataFusion stream."""
     timeout = limits.query_timeout_seconds
     deadline = time.monotonic() + timeout if timeout else None
     try:
         reader = scanner().to_reader()
     except Exception as exc:  # noqa: BLE001
-        raise execution_error(exc, limits, planned.refs) from None
+        raise execution_error(exc, limits, refs) from None
     conform = None
     sent = 0
     while True:
@@ -220,7 +219,7 @@ def stream_lookup(
         except StopIteration:
             return
         except Exception as exc:  # noqa: BLE001
-            failure = execution_error(exc, limits, planned.refs)
+            failure = execution_error(exc, limits, refs)
         if failure is not None:
             raise failure
         if deadline is not None and time.monotonic() >= deadline:
@@ -229,7 +228,7 @@ def stream_lookup(
             return
         if not batch.num_rows:
             continue
-        conform = conform or conformer(batch.schema, planned.schema)
+        conform = conform or conformer(batch.schema, schema)
         batch = conform(batch)
         sent += batch.nbytes
         if limits.max_result_bytes and sent > limits.max_result_bytes:
