@@ -28,7 +28,7 @@ def endpoint(tmp_path: Path):  # type: ignore[no-untyped-def]
     catalog.tables.create_table("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
     _, token = catalog.access.create_token("health", project="p", role="reader")
     server = FlightSqlServer(
-        settings, flight_settings(port=0), store=catalog.store, authenticator=catalog
+        settings, flight_settings(port=0), store=catalog.store, authenticator=catalog.access
     ).start()
     yield server, token
     server.stop(1.0)
