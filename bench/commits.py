@@ -681,7 +681,6 @@ REGISTRY_CALLS = ("get", "get_many", "transact", "scan_prefix")
 
 
 def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
-    import lake_platform.catalog.catalog as cat_mod
     import lake_platform.catalog.tables as tables_mod
     import lake_platform.engine.lance_engine as eng_mod
     from lake_platform.catalog.context import CatalogContext
@@ -700,7 +699,7 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
     def is_beat(th: Any, *a: Any, **k: Any) -> bool:
         return th.name == "lease-heartbeat"
 
-    # (owner, attribute, label, indent): the direct steps of Catalog.append, in the order they run.
+    # (owner, attribute, label, indent): the direct steps of Tables.append, in the order they run.
     # Steps the library does not have (any more) are skipped; "*" marks steps that call the registry.
     steps: list[tuple[Any, str, str, int]] = [
         (CatalogContext, "replayed", "replay check: commit-marker get *", 1),
@@ -708,7 +707,6 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
         (CatalogContext, "table", "table record checks (x2)", 1),
         (store_cls, "get_many", "registry reads: parent + table + lease + version *", 1),
         (tables_mod, "schema_from_ipc", "schema decode + conform", 1),
-        (tables_mod, "conform_schema", "schema decode + conform", 1),
         (tables_mod.Tables, "plan_schema", "schema decode + conform", 1),
         (WriteGate, "acquire", "lease acquire (CAS) *", 1),
         (Manifests, "settle", "settle: listing of _versions/", 1),
@@ -726,7 +724,7 @@ def profile_appends(args: argparse.Namespace, session: dict[str, str]) -> None:
         (tables_mod.Tables, "result", "result: commit-marker get *", 1),
     ]
     t = Timers()
-    t.wrap(cat_mod.Catalog, "append", "Catalog.append (total)")
+    t.wrap(tables_mod.Tables, "append", "Tables.append (total)")
     for owner, attr, label, _ in steps:
         if hasattr(owner, attr):
             t.wrap(owner, attr, label, when=is_beat if owner is threading.Thread else None)

@@ -184,10 +184,6 @@ class PolicyNotFound(NamespaceNotFound):
     """No policy record is attached at the named scope."""
 
 
-class StaleOperation(ConcurrentModification):
-    """Maintenance planned against an older version lost to a newer commit (skipped-stale)."""
-
-
 class ResultNotFound(TransactionNotFound):
     """A spooled query result (or one of its segments) is gone: expired, cancelled, reclaimed."""
 

@@ -101,14 +101,3 @@ class StreamCounter:
                 raise
 
         return pa.RecordBatchReader.from_batches(schema, batches())
-
-
-def conform_schema(incoming: pa.Schema, table: pa.Schema, table_name: str) -> pa.Schema | None:
-    """Return None if ``incoming`` already matches, the table schema if lossless casts make it
-    match (no table change: the ``strict`` policy), or raise TableSchemaValidationError saying
-    what differs (narrowing and parsing are refused, up front)."""
-    from lake_platform.catalog.evolution import plan
-
-    if incoming.remove_metadata().equals(table.remove_metadata()):
-        return None
-    return plan(table, incoming, "strict", table_name).target

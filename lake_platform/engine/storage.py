@@ -75,11 +75,6 @@ def s3_client(storage_options: dict[str, str] | None) -> Any:
     return _S3_CLIENTS.get_or_make(tuple(sorted(opts.items())), make)
 
 
-def filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem for a location and the location's path on it (no scheme)."""
-    return _filesystem(location, storage_options)
-
-
 def _object_path(location: str, manifest_path: str) -> str:
     """Lance reports manifest paths as object-store paths (no scheme, no leading slash)."""
     if location.startswith("s3://"):

@@ -40,7 +40,6 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._inflight: threading.Event | None = None
         self._last_error: LakeError | None = None
-        self._last_error_at: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.loads = 0
@@ -111,7 +110,6 @@ class SnapshotCache:
             self.failures += 1
             self._failures_in_row += 1
             self._last_error = exc if isinstance(exc, LakeError) else ServiceUnavailable(type(exc).__name__)
-            self._last_error_at = self._clock()
             log.warning("catalog snapshot refresh failed; keeping the last good one: %s", exc)
         finally:
             with self._lock:
@@ -144,10 +142,6 @@ class SnapshotCache:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
-
-    def set_snapshot(self, snap: CatalogSnapshot) -> None:
-        """For tests and tools: install a snapshot directly."""
-        self._snapshot = snap
 
 
 __all__ = ["SnapshotCache"]
