@@ -120,11 +120,11 @@ def serve_ours(home: str, *options: str) -> None:
     The result cache is off unless an option turns it on: the benches measure running queries,
     and a re-run answered from a kept result runs nothing (it is measured on its own, as the
     ``result`` server of ``--cache-only``)."""
-    from lake_platform.auth.service import StaticAuthenticator
     from lake_platform.auth.tokens import Identity
     from lake_platform.flight.server import FlightSqlServer
     from lake_platform.settings import load_settings
     from lake_platform.settings.flight import flight_settings
+    from lake_platform_tests.doubles import StaticAuthenticator
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
@@ -204,11 +204,11 @@ def build_hot(home: Path, rows: int) -> None:
 
 def serve_before(home: str) -> None:
     """Our server with the snapshot cache and the session pool off: the request path before issue 14."""
-    from lake_platform.auth.service import StaticAuthenticator
     from lake_platform.auth.tokens import Identity
     from lake_platform.flight.server import FlightSqlServer
     from lake_platform.settings import load_settings
     from lake_platform.settings.flight import flight_settings
+    from lake_platform_tests.doubles import StaticAuthenticator
 
     settings = load_settings(home=Path(home))
     auth = StaticAuthenticator(users={USER: (PASSWORD, Identity(USER, "user", "p", "reader"))})
@@ -433,7 +433,6 @@ def serve_variant(home: str, variant: str) -> None:
     """
     from datafusion.catalog import Catalog, Schema
 
-    from lake_platform.auth.service import StaticAuthenticator
     from lake_platform.auth.tokens import Identity
     from lake_platform.flight import proto
     from lake_platform.flight.endpoints import Answer, Endpoints
@@ -443,6 +442,7 @@ def serve_variant(home: str, variant: str) -> None:
     from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
     from lake_platform.settings import load_settings
     from lake_platform.settings.flight import flight_settings
+    from lake_platform_tests.doubles import StaticAuthenticator
 
     class Variant(FlightSqlServer):
         catalog: Any = None

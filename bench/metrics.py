@@ -26,6 +26,8 @@ from pathlib import Path
 import pyarrow.flight as fl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The repository's root too: the test doubles (lake_platform_tests.doubles) stand in for the catalog.
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import _common as c
 
@@ -49,11 +51,11 @@ def serve(home: str, mode: str) -> None:
     import logging
 
     import lake_platform.flight.server as server_mod
-    from lake_platform.auth.service import StaticAuthenticator
     from lake_platform.auth.tokens import Identity
     from lake_platform.observability.logs import configure_logging
     from lake_platform.settings import load_settings
     from lake_platform.settings.flight import flight_settings
+    from lake_platform_tests.doubles import StaticAuthenticator
 
     # A mode is a set of features: i (interceptor: RPC counters, latency, request log), s (the
     # result stream observed: rows, bytes, in flight), a (audit trail), l (JSON request log),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import logging
 import threading
 import time
@@ -265,31 +264,3 @@ def _basic(credential: str) -> tuple[str, str]:
     if not sep or not username or len(username) > 256 or len(password) > 1024:
         raise Unauthenticated("malformed Basic credentials")
     return username, password
-
-
-class StaticAuthenticator:
-    """Users and service tokens held in memory (tests, demos). Constant-time comparisons."""
-
-    def __init__(
-        self, users: dict[str, tuple[str, Identity]] | None = None, tokens: dict[str, Identity] | None = None
-    ) -> None:
-        self._users = {
-            name: (hashlib.sha256(pw.encode()).digest(), ident) for name, (pw, ident) in (users or {}).items()
-        }
-        self._tokens = {hashlib.sha256(t.encode()).digest(): ident for t, ident in (tokens or {}).items()}
-        self.calls = 0
-
-    def authenticate_password(self, username: str, password: str) -> Identity:
-        self.calls += 1
-        digest = hashlib.sha256(password.encode()).digest()
-        stored, identity = self._users.get(username, (b"\0" * 32, None))
-        if not hmac.compare_digest(stored, digest) or identity is None:
-            raise Unauthenticated("invalid credentials")
-        return identity
-
-    def authenticate_token(self, token: str) -> Identity:
-        self.calls += 1
-        identity = self._tokens.get(hashlib.sha256(token.encode()).digest())
-        if identity is None:
-            raise Unauthenticated("invalid credentials")
-        return identity

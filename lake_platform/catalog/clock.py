@@ -20,21 +20,3 @@ class SystemClock:
 
     def wall_ms(self) -> int:
         return int(time.time() * 1000)
-
-
-class ManualClock:
-    """A clock tests move by hand."""
-
-    def __init__(self, start_monotonic: float = 1000.0, start_wall_ms: int | None = None) -> None:
-        self._mono = start_monotonic
-        self._wall = start_wall_ms if start_wall_ms is not None else int(time.time() * 1000)
-
-    def monotonic(self) -> float:
-        return self._mono
-
-    def wall_ms(self) -> int:
-        return self._wall
-
-    def advance(self, seconds: float) -> None:
-        self._mono += seconds
-        self._wall += int(seconds * 1000)

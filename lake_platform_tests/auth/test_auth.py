@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from lake_platform.auth.service import AuthService, StaticAuthenticator, Throttle, authenticate_call
+from lake_platform.auth.service import AuthService, Throttle, authenticate_call
 from lake_platform.auth.tokens import Expired, Identity, Sealer
 from lake_platform.errors import Unauthenticated
+from lake_platform_tests.doubles import StaticAuthenticator
 
 ALICE = Identity("alice", "user", "p", "reader")
 BOB = Identity("bob", "user", "q", "writer")

@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import indexes as engine_indexes
 from lake_platform.engine import lance_engine as engine
@@ -26,6 +25,7 @@ from lake_platform.errors import (
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.catalog.conftest import Lake
 from lake_platform_tests.catalog.faults import Background, Pause
+from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.catalog.gate import WriteGate
 from lake_platform.catalog.holder import provably_gone, this_process
 from lake_platform.catalog.lease import Lease
@@ -30,6 +29,7 @@ from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT
 from lake_platform.settings import load_settings
 from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
 INC = "inc0001"

@@ -44,7 +44,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.catalog.policies import PolicyRecord
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import LakeError, LeaseUnavailable, TableVersionNotFound
@@ -60,6 +59,7 @@ from lake_platform_tests.catalog.catalog_model import (
     namespace_of,
 )
 from lake_platform_tests.conftest import dynamodb_test_url
+from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.s3_server import S3Endpoint
 
 WAREHOUSE = "p.w"

@@ -13,7 +13,6 @@ import pytest
 
 from lake_platform.catalog import tables
 from lake_platform.catalog.arrow_io import read_small
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine import manifests as engine_manifests
 from lake_platform.errors import InvalidTableState
@@ -21,6 +20,7 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
 AGAIN = "writing the append again under the lease"

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -30,6 +29,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import VersionRecord, decode
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.catalog.conftest import Lake, rows
+from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
 

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -24,6 +23,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, LeaseRecord, decode
 from lake_platform.registry.store import MetaStore
 from lake_platform_tests.catalog.conftest import Lake, append_in_processes, ids_of, rows
+from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
 

@@ -191,7 +191,8 @@ def die(point):
     if point == "append:registered":  # the registry commit landed; the manifest is not published
         os.kill(os.getpid(), signal.SIGKILL)
 
-Catalog(load_settings(), hook=die).tables.append(sys.argv[1], pa.table({"id": [2], "name": ["n2"]}).to_reader())
+rows = pa.table({"id": [2], "name": ["n2"]}).to_reader()
+Catalog(load_settings(), hook=die).tables.append(sys.argv[1], rows)
 """
 
 

@@ -26,12 +26,12 @@ import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
-from lake_platform.auth.service import StaticAuthenticator
 from lake_platform.auth.tokens import Identity
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.flight.server import FlightSqlServer
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform.settings.flight import flight_settings
+from lake_platform_tests.doubles import StaticAuthenticator
 
 PASSWORDS = {"alice": "alice-password", "bob": "bob-password"}
 SVC_TOKEN = "svc-token-for-project-p-0123456789"

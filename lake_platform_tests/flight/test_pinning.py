@@ -23,8 +23,8 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import LakeSettings
+from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.flight.conftest import (
     build_catalog,
     fetch,

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import load_settings
+from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.flight.conftest import fetch, login, plan, start_server, wait_until
 from lake_platform_tests.flight.helpers import tagged_rows
 from lake_platform_tests.s3_server import S3Endpoint

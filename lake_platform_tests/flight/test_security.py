@@ -12,7 +12,6 @@ import pyarrow.flight as fl
 import pytest
 from google.protobuf import any_pb2
 
-from lake_platform.auth.service import StaticAuthenticator
 from lake_platform.auth.tokens import Identity
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight import proto
@@ -20,6 +19,7 @@ from lake_platform.naming import TableName
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode
+from lake_platform_tests.doubles import StaticAuthenticator
 from lake_platform_tests.flight.conftest import (
     ALICE,
     PASSWORDS,

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.catalog.clock import ManualClock
 from lake_platform.settings import LakeSettings
+from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.flight.conftest import Running, fetch, plan, wait_until
 from lake_platform_tests.flight.helpers import tagged_rows
 

@@ -16,13 +16,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from lake_platform import errors
-from lake_platform.auth.service import AuthService, StaticAuthenticator, Throttle
+from lake_platform.auth.service import AuthService, Throttle
 from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform.errors import LakeError
 from lake_platform.flight import proto
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, flight_data
 from lake_platform.flight.transport import SERVICE, Call, FlightTransport
+from lake_platform_tests.doubles import StaticAuthenticator
 from lake_platform_tests.engine.helpers import lance_panic
 
 ALICE = Identity("alice", "user", "p", "reader")

@@ -14,11 +14,11 @@ from pathlib import Path
 import pyarrow.flight as fl
 import pytest
 
-from lake_platform.auth.service import StaticAuthenticator
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.observability.audit import audit_target
 from lake_platform.observability.logs import configure_logging
 from lake_platform.settings import LakeSettings, load_settings
+from lake_platform_tests.doubles import StaticAuthenticator
 from lake_platform_tests.flight.conftest import ALICE, SERVICE, build_catalog, plan, query, start_server
 
 PASSWORD = "Pl4nted-Passw0rd-7f3a91"
