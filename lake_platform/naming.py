@@ -103,9 +103,6 @@ class NamespaceName:
             return self.warehouse_name
         return NamespaceName(self.project, self.warehouse, self.path[:-1])
 
-    def child(self, segment: str) -> NamespaceName:
-        return NamespaceName(self.project, self.warehouse, (*self.path, check_segment(segment)))
-
     def table(self, segment: str) -> TableName:
         return TableName(self.project, self.warehouse, self.path, check_segment(segment, "table name"))
 

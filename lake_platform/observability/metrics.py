@@ -15,9 +15,8 @@ Names and labels are listed in docs/operations.md.
 from __future__ import annotations
 
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -384,9 +383,3 @@ def unwatch_snapshots(cache: SnapshotSource) -> None:
 
 def watch_engine(engine: Any, spill_dir: Path, pool_bytes: int) -> None:
     WATCHED.watch_engine(engine, spill_dir, pool_bytes)
-
-
-def timer() -> Callable[[], float]:
-    """Seconds since this call, when the returned function is called."""
-    started = time.perf_counter()
-    return lambda: time.perf_counter() - started
