@@ -25,7 +25,7 @@ What the C++ server cannot do, and what it does instead:
   PERMISSION_DENIED, UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, INTERNAL, UNKNOWN); any other
   Python exception would send its traceback to the client. :func:`flight_error` maps every
   status to the nearest of those (``_NEAREST``); the message keeps the exact status name and
-  the platform's error name and code, e.g. ``NOT_FOUND: ... [TableVersionNotFound, code 12]``;
+  the platform's error name and code, e.g. ``NOT_FOUND: ... [TableVersionNotFound, code 11]``;
 - a stream cannot be ended from outside while it is blocked in the send to a client that stopped
   reading: the time limit ends it at its next batch, and shutdown gives up waiting for such a
   stream after its grace period (the process exit then drops it).

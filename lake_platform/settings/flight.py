@@ -103,10 +103,8 @@ class FlightSettings(BaseSettings):
         le=60,
         description="GetFlightInfo of a quick single-endpoint statement starts its query on a free "
         "slot (at most half of max_concurrent_queries) once it has answered, so the result is being "
-        "computed while the client asks for it (a new parameterless prepared statement: already at "
-        "CreatePreparedStatement; a kept prepared key lookup: at the DoPut of new values); a start "
-        "no DoGet on this replica claims within this many seconds "
-        "is stopped and its slot freed. 0: off (queries start at DoGet).",
+        "computed while the client asks for it; a start no DoGet on this replica claims within "
+        "this many seconds is stopped and its slot freed. 0: off (queries start at DoGet).",
     )
     query_timeout_seconds: float = Field(
         DEFAULT_QUERY_TIMEOUT,
@@ -186,8 +184,7 @@ class FlightSettings(BaseSettings):
         le=1_000_000,
         description="Statements planned by GetFlightInfo kept for this replica's DoGet of their ticket, "
         "which then skips planning again (same principal, SQL, parameters and pinned versions), "
-        "and key lookups kept by shape, so a lookup differing only in its compared literals is not "
-        "planned (0: every call plans).",
+        "and prepared key lookups, re-bound to new values without planning (0: every call plans).",
     )
     result_cache_bytes: int | None = Field(
         None,
