@@ -260,7 +260,7 @@ class WriteGate:
         As with :meth:`hold_for_commit`, the one commit made under it is conditional on that
         revision, which every acquisition changes, so it lands only if nobody took the lease
         since; otherwise nothing lands and the namespace says LeaseRaced. Nothing on storage is
-        changed under it but the write's own new files (namespace.py, ``_refuse_unacquired``)."""
+        changed under it but the write's own new files (commit_conflicts.py, ``refuse_unacquired``)."""
         with self._local_turn(incarnation):
             left = self._left.get(incarnation)
             if left is not None and left != (token, revision):

@@ -15,7 +15,8 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.catalog.lease import LeaseRaced
-from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
+from lake_platform.catalog.namespace import BoundTableNamespace, _field
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
@@ -142,7 +143,7 @@ class VersionCommits:
         # next writer or finish_versions).
         self.catalog.manifests.finalize(bound.record, pending)
         for version, _ in pending.landed:
-            if version not in bound._unpublished:
+            if version not in bound.publisher.unpublished:
                 remember_published(bound.record.location, version)
         return response
 

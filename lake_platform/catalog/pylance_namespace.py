@@ -39,7 +39,8 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
-from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit, _field
+from lake_platform.catalog.namespace import BoundTableNamespace, _field
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits, published_here, request_ids

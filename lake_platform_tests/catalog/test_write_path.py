@@ -204,7 +204,8 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     assert taken.token == lease.token + 1
     # The first holder's late commit is refused by the registry condition, even if it ignores its
     # own clock and tries to write anyway.
-    from lake_platform.catalog.namespace import BoundTableNamespace, PendingCommit
+    from lake_platform.catalog.namespace import BoundTableNamespace
+    from lake_platform.catalog.pending import PendingCommit
 
     record, revision = first.ctx.table(_tn())
     pending = PendingCommit(commit_id="late-commit-0001", operation="append", actor="late")

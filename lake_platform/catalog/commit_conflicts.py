@@ -1,0 +1,203 @@
+"""Why a version commit through the bound namespace did not land, as the typed error its writer
+gets (``BoundTableNamespace.create_table_version``).
+
+A failed registry condition is explained by its key (the lease: taken over; the table record:
+dropped, replaced or changed; a marker the commit carries: landed concurrently); an unknown
+outcome is resolved by looking for the commit's own version record (invariant 5); a commit
+built on anything but the registered version (manifests written around the registry) is
+refused, and under an acquired lease those manifests are moved to quarantine so the next write
+lands where it should.
+
+Under an unacquired lease (``WriteGate.hold_for_commit``, ``hold_unacquired``) whatever needs
+storage changed, or a typed refusal, is LeaseRaced instead: nothing landed, and the caller
+writes again under an acquired lease, whose settle sees the same and acts on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import NoReturn
+
+from lake_platform.catalog.lease import Lease, LeaseRaced
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    Internal,
+    InvalidTableState,
+    LakeError,
+    LeaseExpired,
+    NamespaceNotFound,
+    ServiceUnavailable,
+    TableAlreadyExists,
+    TableNotFound,
+)
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode, new_id
+from lake_platform.registry.store import ABSENT, Item, MetaStore, Put
+
+log = logging.getLogger(__name__)
+
+
+class CommitConflicts:
+    """The refusals of one bound namespace's commits, and the first LeaseRaced among them."""
+
+    def __init__(
+        self,
+        store: MetaStore,
+        name: TableName,
+        incarnation: str,
+        location: str,
+        storage_options: dict[str, str] | None,
+        *,
+        pending: PendingCommit | None,
+        lease: Lease | None,
+        tidy_refused: bool,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.incarnation = incarnation
+        self.location = location
+        self.pending = pending
+        self.lease = lease
+        self.storage_options = storage_options
+        # The staging manifests Lance wrote for this namespace alone (the catalog's own write,
+        # which writes again if refused; a REST client's commit retries the same manifest).
+        self._tidy_refused = tidy_refused
+        #: Under an unacquired lease: what refused the write for want of an acquired one.
+        self.raced: LeaseRaced | None = None
+
+    @property
+    def unacquired(self) -> bool:
+        """Writing under an unacquired lease (``WriteGate.hold_for_commit``, ``hold_unacquired``)."""
+        return self.lease is not None and self.lease.optimistic
+
+    def refuse_unacquired(self, why: str) -> None:
+        """LeaseRaced under an unacquired lease: what ``why`` says needs storage changed or a
+        typed refusal, both the work of a writer holding the lease; nothing landed, so the
+        caller retries under an acquired one (whose settle sees the same and acts on it)."""
+        if self.unacquired:
+            raise self._raced_by(LeaseRaced(f"{why}; nothing was committed"))
+
+    def _raced_by(self, exc: LeaseRaced) -> LeaseRaced:
+        """Note the first LeaseRaced: it is the write's outcome, whatever Lance's retries meet
+        after it, and nothing more is committed under the lease."""
+        if self.lease is not None:
+            self.lease.mark_lost()
+        if self.raced is None:
+            self.raced = exc
+        return exc
+
+    def _lease_is_current(self) -> bool:
+        if self.lease is None or self.lease.optimistic:
+            # An unacquired lease guards one commit, not storage: never quarantine under it
+            # (another writer may acquire, commit and publish at any moment).
+            return False
+        item = self.store.get(self.lease.key)
+        return item is not None and item.revision == self.lease.revision
+
+    def remove_refused(self, staging: str) -> None:
+        """The staging manifest of a commit refused under an unacquired lease: certainly not
+        registered (the refusal came before the transaction, or as its definite condition
+        failure), and named for this write alone, so removed like any finalized one. Its data
+        files are left to the orphan scan, as for any refused write."""
+        if not self._tidy_refused or not engine.is_staging_manifest(staging):
+            return
+        try:
+            engine.remove_files(self.location, [staging], self.storage_options)
+        except Exception:  # noqa: BLE001 - only tidying: the orphan scan finds it otherwise
+            log.warning("could not remove the refused staging manifest %s", staging, exc_info=True)
+
+    def require_next(self, version: int, current: int, refreshed: Callable[[], int]) -> None:
+        """Accept version N only on top of the registered N-1 (Lance builds on whatever it
+        found newest on storage, registered or not). ``current``: the registered version as
+        last read; ``refreshed`` reads it again."""
+        if version == current + 1:
+            return
+        current = refreshed()  # Lance may be retrying after a conflict: compare with the latest
+        if version == current + 1:
+            return
+        if version <= current:
+            raise ConcurrentModification(f"version {version} of {self.name} is already committed")
+        self._refuse_built_around(version, current)
+
+    def _refuse_built_around(self, version: int, current: int) -> NoReturn:
+        """Refuse ``version``, above ``current`` + 1: Lance built it on manifests it found on
+        storage above the registered version."""
+        on_disk = engine.canonical_manifests(self.location, self.storage_options)
+        rogue = sorted(p for v, paths in on_disk.items() if v > current for p in paths)
+        if rogue:
+            self.refuse_unacquired(
+                f"manifests written around the registry sit above version {current} of {self.name}"
+            )
+        moved: list[str] = []
+        if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
+            moved = engine.quarantine_files(self.location, rogue, f"refused-{new_id()}", self.storage_options)
+        raise InvalidTableState(
+            f"commit of version {version} of {self.name} refused: it was not built on the registered version "
+            f"{current} but on manifests written around the registry "
+            f"({', '.join(rogue) or 'since removed'}); "
+            f"nothing was committed{'; they were moved to ' + engine.QUARANTINE_DIR + '/' if moved else ''}. "
+            "Retry the write."
+        )
+
+    def resolve_unknown(self, version: int, commit_id: str) -> list[Item | None]:
+        """After an unknown outcome: the transaction's results if this commit's version record
+        landed, else ServiceUnavailable."""
+        item = self.store.get(keys.version(self.incarnation, version))
+        if item is None or decode(VersionRecord, item.value).commit_id != commit_id:
+            raise ServiceUnavailable(
+                f"registry unavailable while committing version {version} of {self.name}"
+            )
+        table = self.store.get(keys.table(self.name))
+        marker = self.store.get(keys.commit_marker(commit_id))
+        if table is None or marker is None:
+            raise Internal(f"commit {commit_id} landed partially")  # transact is atomic: cannot happen
+        return [item, table, None, marker, None]
+
+    def explain(self, exc: ConditionFailed, version: int, record_revision: int) -> LakeError:
+        """The typed error for the commit of ``version`` whose transaction failed ``exc``;
+        ``record_revision``: the table record's revision the commit was conditional on."""
+        lease_key = self.lease.key if self.lease else None
+        if exc.key == lease_key:
+            if self.lease is not None:
+                self.lease.mark_lost()
+            if self.unacquired:
+                return self._raced_by(
+                    LeaseRaced(
+                        f"another writer took the lease on {self.name} meanwhile; version {version} "
+                        "was not committed, retry"
+                    )
+                )
+            return LeaseExpired(
+                f"write lease on {self.name} was taken over; commit of version {version} refused"
+            )
+        if exc.key == keys.table(self.name) and record_revision == ABSENT:
+            return TableAlreadyExists(f"table {self.name} already exists")
+        if self.pending is not None and exc.key in {
+            op.key for op in self.pending.extra_ops if isinstance(op, Put)
+        }:
+            return ConcurrentModification(
+                f"part of this commit to {self.name} (a marker it carries) landed "
+                f"concurrently; version {version} was not committed"
+            )
+        if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops}:
+            return NamespaceNotFound(f"namespace {self.name.namespace_name} was dropped during the create")
+        if exc.key == keys.table(self.name) or exc.key is None:
+            # Find out whether our incarnation is still the registered one.
+            item = self.store.get(keys.table(self.name))
+            if item is None or decode(TableRecord, item.value).incarnation != self.incarnation:
+                return TableNotFound(f"table {self.name} was dropped or replaced while being written")
+            if self.unacquired and exc.key is not None:
+                # The record was read before the lease, not under it: nothing landed, and the
+                # write made again under an acquired lease reads what changed.
+                return self._raced_by(
+                    LeaseRaced(
+                        f"the record of {self.name} changed since it was read; version {version} "
+                        "was not committed, retry"
+                    )
+                )
+        return ConcurrentModification(f"version {version} of {self.name} was committed concurrently")
