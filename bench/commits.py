@@ -162,9 +162,11 @@ def new_spec(session: dict[str, str], tmp: Path, label: str) -> dict[str, str]:
         "endpoint": session["endpoint"],
         "table": f"bench-{label}-{uuid.uuid4().hex[:8]}",
     }
+    from lake_platform.registry.dynamodb_admin import create_table
+
     store = open_store(spec)
     try:
-        store.create_table()
+        create_table(store)
     finally:
         store.close()
     return spec

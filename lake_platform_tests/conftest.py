@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import uuid
@@ -46,7 +47,7 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     external = os.environ.get("LAKE_TEST_DYNAMODB_URL")
     if external:
-        from lake_platform.registry.dynamodb import parse_url
+        from lake_platform.registry.dynamodb_items import parse_url
 
         yield parse_url(external).endpoint_url or ""
         return
@@ -109,7 +110,7 @@ def dynamodb_test_url(endpoint: str) -> str:
     external = os.environ.get("LAKE_TEST_DYNAMODB_URL")
     prefix, region = "lake-test", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
     if external:
-        from lake_platform.registry.dynamodb import parse_url
+        from lake_platform.registry.dynamodb_items import parse_url
 
         parsed = parse_url(external)
         prefix, region = parsed.table, parsed.region or region
@@ -125,7 +126,8 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
     if request.param == "sqlite":
         store: MetaStore = SqliteMetaStore(tmp_path / "registry.db")
     elif request.param in ("dynamodb", "dynamodb-layout1"):
-        from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+        from lake_platform.registry.dynamodb import DynamoMetaStore
+        from lake_platform.registry.dynamodb_admin import delete_table, init_table
 
         url = request.getfixturevalue("dynamodb_url")
         settings = LakeSettings(  # type: ignore[call-arg]
@@ -135,7 +137,7 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
         dynamo = DynamoMetaStore.from_url(url, settings)
         if request.param == "dynamodb-layout1":
             make_layout1(dynamo)
-        store, cleanup = dynamo, dynamo.delete_table
+        store, cleanup = dynamo, functools.partial(delete_table, dynamo)
     else:  # pragma: no cover - each backend adds its branch
         raise AssertionError(request.param)
     try:

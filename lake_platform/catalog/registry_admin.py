@@ -18,7 +18,7 @@ def init_registry(settings: LakeSettings) -> None:
     SQLite registry's file is created by opening it."""
     url = settings.registry_url
     if url.startswith("dynamodb://"):
-        from lake_platform.registry.dynamodb import init_table
+        from lake_platform.registry.dynamodb_admin import init_table
 
         init_table(url, settings)
     else:

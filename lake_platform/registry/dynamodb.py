@@ -17,15 +17,14 @@ every retry of that call (and sent as TransactWriteItems' ClientRequestToken). A
 when a retry fails its condition, reading ``w`` tells whether this very call already landed, so a
 retried request never commits twice, with or without server-side token support.
 
-Request building lives in ``dynamodb_items``, error translation in ``dynamodb_errors``.
+Request building lives in ``dynamodb_items``, error translation in ``dynamodb_errors``, retries
+in ``dynamodb_retry``, ``scan_prefix``'s pages in ``dynamodb_paging``, a write's request and
+read-back in ``dynamodb_writes``, creating and deleting the table in ``dynamodb_admin``.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
-import random
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -43,6 +42,7 @@ from lake_platform.errors import (
     SettingsError,
     Throttling,
 )
+from lake_platform.registry import dynamodb_writes
 from lake_platform.registry.dynamodb_errors import (
     botocore_retried,
     condition_message,
@@ -50,65 +50,30 @@ from lake_platform.registry.dynamodb_errors import (
     own_items,
     translate,
 )
-from lake_platform.registry.dynamodb_items import (
-    KEY_SCHEMA,
-    DynamoUrl,
-    Raw,
-    conditional_put,
-    delete_request,
-    item_of,
-    key_of,
-    parse_url,
-    transact_item,
-    unconditional_put,
-)
-from lake_platform.registry.dynamodb_layout import (
-    CURRENT,
-    FROZEN,
-    LAYOUT_KEY,
-    LEGACY,
-    partition_of,
-    partition_v1,
-    partitioner,
-    scan_partitions,
-)
+from lake_platform.registry.dynamodb_items import Raw, item_of, key_of, parse_url
+from lake_platform.registry.dynamodb_layout import CURRENT, FROZEN, LAYOUT_KEY, LEGACY, partitioner
+from lake_platform.registry.dynamodb_paging import key_ordered_pages
+from lake_platform.registry.dynamodb_retry import ATTEMPTS, retried_read, sleep_backoff
 from lake_platform.registry.store import (
     ABSENT,
     MAX_TRANSACT_OPS,
     Check,
-    Delete,
     Item,
     MetaStore,
     Op,
-    Put,
     check_key,
     check_keys,
     check_ops,
 )
 from lake_platform.settings import LakeSettings
 
-__all__ = ["DynamoMetaStore", "DynamoUrl", "init_table", "parse_url", "partition_of"]
-
 T = TypeVar("T")
-
-_PAGE = 500
-#: Our own attempts per call, on top of botocore's (max_attempts=2): bounded so a call's total time
-#: stays a small multiple of the I/O timeout.
-_ATTEMPTS = 3
-_BACKOFF_BASE = 0.05
-_BACKOFF_CAP = 1.0
-
-
-def init_table(url: str, settings: LakeSettings) -> None:
-    """Create the registry table named by ``url`` (``lake registry init``); idempotent."""
-    store = DynamoMetaStore.from_url(url, settings)
-    try:
-        store.create_table()
-    finally:
-        store.close()
 
 
 class DynamoMetaStore(MetaStore):
+    """The registry on one DynamoDB table: its client, its item layout, reads confirmed against
+    the layout, and writes under the retry rule for unknown outcomes."""
+
     backend = "dynamodb"
 
     def __init__(
@@ -152,62 +117,14 @@ class DynamoMetaStore(MetaStore):
             url=url,
         )
 
-    # -- table lifecycle -------------------------------------------------------------------------
-
-    def create_table(self) -> None:
-        """Create the table (PAY_PER_REQUEST) and wait until ACTIVE; an existing table is fine if
-        its key schema is ours."""
-        created = False
-        try:
-            self._client.create_table(
-                TableName=self.table,
-                AttributeDefinitions=[
-                    {"AttributeName": "p", "AttributeType": "S"},
-                    {"AttributeName": "k", "AttributeType": "S"},
-                ],
-                KeySchema=KEY_SCHEMA,
-                BillingMode="PAY_PER_REQUEST",
-            )
-            created = True
-        except ClientError as exc:
-            if error_code(exc) != "ResourceInUseException":
-                raise translate(exc, (), self.table) from exc
-        except BotoCoreError as exc:
-            raise translate(exc, (), self.table) from exc
-        try:
-            self._client.get_waiter("table_exists").wait(
-                TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
-            )
-            desc = self._client.describe_table(TableName=self.table)["Table"]
-        except (ClientError, BotoCoreError) as exc:
-            raise ServiceUnavailable(f"registry table {self.table!r} did not become ready: {exc}") from exc
-        types = {a["AttributeName"]: a["AttributeType"] for a in desc.get("AttributeDefinitions", [])}
-        if desc.get("KeySchema") != KEY_SCHEMA or types.get("p") != "S" or types.get("k") != "S":
-            raise SettingsError(
-                f"LAKE_REGISTRY_URL: table {self.table!r} exists with key schema "
-                f"{desc.get('KeySchema')}; the registry needs hash key p (S) and range key k (S). "
-                "Use another table name."
-            )
-        if created or (self.layout(refresh=True) == LEGACY and self._empty()):
-            # A new (or still empty, say made by CloudFormation) table starts in the current
-            # layout. A table holding data keeps what it has (no layout item: layout 1, until
-            # `lake registry migrate`).
-            try:
-                self.write_layout(CURRENT, expect=None)
-            except ConditionFailed:
-                pass  # another init got there first
-
-    def _empty(self) -> bool:
-        resp = self._read(lambda: self._client.scan(TableName=self.table, Limit=1, ConsistentRead=True))
-        return not resp.get("Items") and "LastEvaluatedKey" not in resp
-
     # -- layout ----------------------------------------------------------------------------------
 
     def layout(self, *, refresh: bool = False) -> str:
         """The table's item layout: LEGACY, FROZEN (a migration is copying) or CURRENT."""
         if self._layout is None or (refresh and self._layout != CURRENT):
-            resp = self._read(
-                lambda: self._client.get_item(TableName=self.table, Key=LAYOUT_KEY, ConsistentRead=True)
+            resp = retried_read(
+                lambda: self._client.get_item(TableName=self.table, Key=LAYOUT_KEY, ConsistentRead=True),
+                self.table,
             )
             self._layout = str(resp["Item"]["s"]["S"]) if "Item" in resp else LEGACY
         return self._layout
@@ -252,19 +169,6 @@ class DynamoMetaStore(MetaStore):
             )
         return layout
 
-    def delete_table(self) -> None:
-        """Drop the table (tests, teardown). Missing is fine."""
-        try:
-            self._client.delete_table(TableName=self.table)
-            self._client.get_waiter("table_not_exists").wait(
-                TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise translate(exc, (), self.table) from exc
-        except BotoCoreError as exc:
-            raise translate(exc, (), self.table) from exc
-
     def close(self) -> None:
         self._client.close()
 
@@ -295,11 +199,11 @@ class DynamoMetaStore(MetaStore):
         return self._read_in_layout(get_item).get("Item")
 
     def _read_in_layout(self, request: Callable[[Callable[[str], str]], T]) -> T:
-        """``request`` (given the current layout's partitioner) through ``_read``, made again
+        """``request`` (given the current layout's partitioner), retried, and made again
         should a migration have switched the layout meanwhile."""
         while True:
             layout = self.layout()
-            resp = self._read(functools.partial(request, partitioner(layout)))
+            resp = retried_read(functools.partial(request, partitioner(layout)), self.table)
             if self._confirmed(layout):
                 return resp
 
@@ -311,7 +215,7 @@ class DynamoMetaStore(MetaStore):
         after, remaining = start_after, limit
         while True:
             layout = self.layout()
-            for page in self._pages(prefix, after, remaining, layout):
+            for page in key_ordered_pages(self._client, self.table, prefix, after, remaining, layout):
                 if not self._confirmed(layout):
                     break  # migrated meanwhile: go on after the last key yielded, in layout 2
                 for item in page:
@@ -323,97 +227,6 @@ class DynamoMetaStore(MetaStore):
                             return
             else:
                 return
-
-    def _pages(self, prefix: str, start_after: str | None, limit: int | None, layout: str) -> Iterator[Any]:
-        """Items in key order, in pages (each fetched before it is yielded, so the caller can
-        confirm the layout it was read in)."""
-        if "/" not in prefix:
-            yield self._scan_all(prefix, start_after, limit, layout)
-            return
-        if start_after is not None and start_after >= prefix and not start_after.startswith(prefix):
-            return  # start_after sorts after every key with this prefix
-        if start_after is not None and start_after < prefix:
-            start_after = None
-        partitions = [partition_v1(prefix)] if layout != CURRENT else scan_partitions(prefix)
-        if partitions is None:
-            yield self._scan_all(prefix, start_after, limit, layout)
-        elif len(partitions) == 1:
-            yield from self._query_pages(partitions[0], prefix, start_after, limit)
-        else:
-            # Layout 2 only (never re-checked): merge the buckets lazily in key order.
-            streams = [self._query_items(p, prefix, start_after, limit) for p in partitions]
-            yield heapq.merge(*streams, key=lambda item: item.key)
-
-    def _query_items(self, partition: str, prefix: str, start_after: str | None, limit: int | None):
-        for page in self._query_pages(partition, prefix, start_after, limit):
-            yield from page
-
-    def _query_pages(
-        self, partition: str, prefix: str, start_after: str | None, limit: int | None
-    ) -> Iterator[list[Item]]:
-        # ExclusiveStartKey need not exist; it only has to satisfy the key condition.
-        start: Raw | None = None if start_after is None else {"p": {"S": partition}, "k": {"S": start_after}}
-        remaining = limit
-        while True:
-            params: dict[str, Any] = {
-                "TableName": self.table,
-                "KeyConditionExpression": "p = :p AND begins_with(k, :prefix)",
-                "ExpressionAttributeValues": {":p": {"S": partition}, ":prefix": {"S": prefix}},
-                "ConsistentRead": True,
-                "Limit": _PAGE if remaining is None else min(_PAGE, remaining),
-            }
-            if start is not None:
-                params["ExclusiveStartKey"] = start
-            resp = self._read(functools.partial(self._client.query, **params))
-            page = [item_of(raw) for raw in resp.get("Items", [])]
-            if page:
-                yield page
-            if remaining is not None:
-                remaining -= len(page)
-                if remaining <= 0:
-                    return
-            start = resp.get("LastEvaluatedKey")
-            if start is None:
-                return
-
-    def _scan_all(self, prefix: str, start_after: str | None, limit: int | None, layout: str) -> list[Item]:
-        # A prefix without "/" (or a layout-2 prefix leaving an incarnation open) spans
-        # partitions; no registry code path scans that way, so a full consistent Scan sorted
-        # here is acceptable as the slow, correct fallback. Items not at their home partition in
-        # ``layout`` (a migration's copies, the layout item) are not registry keys.
-        part = partitioner(layout)
-        params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
-        if prefix:
-            params["FilterExpression"] = "begins_with(k, :prefix)"
-            params["ExpressionAttributeValues"] = {":prefix": {"S": prefix}}
-        found: list[Item] = []
-        while True:
-            resp = self._read(lambda: self._client.scan(**params))
-            found.extend(
-                item_of(raw) for raw in resp.get("Items", []) if raw["p"]["S"] == part(raw["k"]["S"])
-            )
-            if "LastEvaluatedKey" not in resp:
-                break
-            params["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
-        found.sort(key=lambda item: item.key.encode())
-        if start_after is not None:
-            found = [item for item in found if item.key.encode() > start_after.encode()]
-        return found[:limit]
-
-    def _read(self, call: Callable[[], T]) -> T:
-        """Reads are idempotent: retry throttling and transient trouble, with full jitter."""
-        error: LakeError | None = None
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                _sleep_backoff(attempt)
-            try:
-                return call()
-            except (ClientError, BotoCoreError) as exc:
-                error = translate(exc, (), self.table)
-                if not isinstance(error, (Throttling, ServiceUnavailable)):
-                    raise error from exc
-        assert error is not None
-        raise error
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -440,11 +253,13 @@ class DynamoMetaStore(MetaStore):
         landed is a no-op that reports success (the retry rule)."""
         maybe_landed = False
         error: LakeError | None = None
-        for attempt in range(_ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             if attempt:
-                _sleep_backoff(attempt)
+                sleep_backoff(attempt)
             try:
-                known = self._write_once(ops, write_id)
+                known = dynamodb_writes.write_once(
+                    self._client, self.table, ops, write_id, self._writable_layout()
+                )
             except (ClientError, BotoCoreError) as exc:
                 # botocore may have re-sent the request after a lost response.
                 maybe_landed |= botocore_retried(exc)
@@ -454,9 +269,9 @@ class DynamoMetaStore(MetaStore):
                         continue  # the layout guard failed: frozen (raises next round) or migrated
                     mine = own_items(exc, ops, write_id)
                     if mine is not None:
-                        return self._results(ops, write_id, mine)
-                    if maybe_landed and self._landed(ops, write_id):
-                        return self._results(ops, write_id, {})
+                        return dynamodb_writes.results(self._get_raw, ops, mine)
+                    if maybe_landed and dynamodb_writes.landed(self._get_raw, ops, write_id):
+                        return dynamodb_writes.results(self._get_raw, ops, {})
                     raise error from exc
                 if isinstance(error, Throttling):
                     continue  # a throttled request was rejected, not applied
@@ -465,82 +280,18 @@ class DynamoMetaStore(MetaStore):
                     # the first request makes the retry fail its condition, never apply twice).
                     maybe_landed = True
                     try:
-                        landed = self._landed(ops, write_id)
+                        landed = dynamodb_writes.landed(self._get_raw, ops, write_id)
                     except LakeError:
                         raise ServiceUnavailable(
                             f"registry write outcome unknown ({error}); re-read failed too"
                         ) from exc
                     if landed:
-                        return self._results(ops, write_id, {})
+                        return dynamodb_writes.results(self._get_raw, ops, {})
                     continue
                 raise error from exc
-            return self._results(ops, write_id, known)
+            return dynamodb_writes.results(self._get_raw, ops, known)
         assert error is not None
         raise error
-
-    def _write_once(self, ops: Sequence[Op], write_id: str) -> dict[str, Item]:
-        """One request; returns the items it learned (unconditional single puts)."""
-        layout = self._writable_layout()
-        if layout != CURRENT:
-            part = partitioner(layout)
-            self._client.transact_write_items(
-                TransactItems=[transact_item(self.table, op, write_id, part) for op in ops]
-                + [_layout_guard(self.table)],
-                # Not the layout-2 token: a retry after the migration sends other items.
-                ClientRequestToken=str(uuid.uuid5(uuid.NAMESPACE_OID, f"{write_id}/{layout}")),
-            )
-            return {}
-        if len(ops) == 1 and not isinstance(ops[0], Check):
-            # Single ops: a conditional single-item call is cheaper than a transaction.
-            op = ops[0]
-            if isinstance(op, Put) and op.expected is None:
-                resp = self._client.update_item(
-                    **unconditional_put(self.table, op, write_id), ReturnValues="ALL_NEW"
-                )
-                return {op.key: item_of(resp["Attributes"])}
-            if isinstance(op, Put):
-                self._client.put_item(**conditional_put(self.table, op, write_id))
-            else:
-                assert isinstance(op, Delete)
-                self._client.delete_item(**delete_request(self.table, op))
-            return {}
-        self._client.transact_write_items(
-            TransactItems=[transact_item(self.table, op, write_id) for op in ops],
-            # Same token on every retry of this call: DynamoDB applies it at most once (10 min).
-            ClientRequestToken=write_id,
-        )
-        return {}
-
-    def _landed(self, ops: Sequence[Op], write_id: str) -> bool:
-        """Consistent re-read: did the call ``write_id`` apply? Batches are atomic, so one Put
-        carrying our id proves all of it landed."""
-        puts = [op for op in ops if isinstance(op, Put)]
-        for op in puts:
-            raw = self._get_raw(op.key)
-            if raw is not None and raw.get("w", {}).get("S") == write_id:
-                return True
-        if puts:
-            return False
-        # Deletes leave no id behind: all targets gone is the best available evidence.
-        deletes = [op for op in ops if isinstance(op, Delete)]
-        return bool(deletes) and all(self._get_raw(op.key) is None for op in deletes)
-
-    def _results(self, ops: Sequence[Op], write_id: str, known: dict[str, Item]) -> list[Item | None]:
-        results: list[Item | None] = []
-        for op in ops:
-            if not isinstance(op, Put):
-                results.append(None)
-            elif op.expected is not None:
-                results.append(Item(op.key, op.value, op.expected + 1))
-            elif op.key in known:
-                results.append(known[op.key])
-            else:
-                # TransactWriteItems returns nothing, so read the revision back. Should a later
-                # writer have replaced the item already, its (higher) revision is all we can know.
-                raw = self._get_raw(op.key)
-                revision = int(raw["r"]["N"]) if raw else ABSENT + 1
-                results.append(Item(op.key, op.value, revision))
-        return results
 
 
 def _items_of(resp: dict[str, Any], keys: Sequence[str]) -> list[Item | None]:
@@ -549,20 +300,3 @@ def _items_of(resp: dict[str, Any], keys: Sequence[str]) -> list[Item | None]:
     if len(responses) != len(keys):
         raise Internal(f"registry answered {len(responses)} items for {len(keys)} keys")
     return [item_of(r["Item"]) if r.get("Item") else None for r in responses]
-
-
-def _layout_guard(table: str) -> dict[str, Any]:
-    """Fails a layout-1 write once a migration has frozen the table."""
-    return {
-        "ConditionCheck": {
-            "TableName": table,
-            "Key": LAYOUT_KEY,
-            "ConditionExpression": "attribute_not_exists(k) OR s = :legacy",
-            "ExpressionAttributeValues": {":legacy": {"S": LEGACY}},
-        }
-    }
-
-
-def _sleep_backoff(attempt: int) -> None:
-    # Full jitter: spreads contending clients instead of re-colliding in lockstep.
-    time.sleep(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)))

@@ -18,7 +18,8 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import lance_engine as engine
-from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.s3_server import S3Endpoint
 
@@ -73,7 +74,7 @@ def scale_out(
     yield settings, catalog
     catalog.close()
     store = DynamoMetaStore.from_url(dynamodb_url, settings)
-    store.delete_table()
+    delete_table(store)
     store.close()
 
 

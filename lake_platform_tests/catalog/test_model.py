@@ -617,7 +617,8 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
     record_property: Callable[[str, object], None],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+    from lake_platform.registry.dynamodb import DynamoMetaStore
+    from lake_platform.registry.dynamodb_admin import delete_table, init_table
 
     def open_env() -> Env:
         url = dynamodb_test_url(moto_endpoint)
@@ -630,7 +631,7 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
         def close() -> None:
             store = DynamoMetaStore.from_url(url, settings_)
             try:
-                store.delete_table()
+                delete_table(store)
             finally:
                 store.close()
             if s3.external:  # a throwaway SeaweedFS needs no cleanup; a real bucket does

@@ -29,8 +29,10 @@ from lake_platform.errors import (
     SettingsError,
     Throttling,
 )
-from lake_platform.registry.dynamodb import DynamoMetaStore, init_table, parse_url
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.dynamodb_errors import translate
+from lake_platform.registry.dynamodb_items import parse_url
 from lake_platform.registry.dynamodb_layout import CURRENT
 from lake_platform.registry.factory import open_metastore
 from lake_platform.registry.sqlite import SqliteMetaStore
@@ -50,7 +52,7 @@ def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
     try:
         yield dynamo
     finally:
-        dynamo.delete_table()
+        delete_table(dynamo)
         dynamo.close()
 
 
@@ -130,7 +132,7 @@ def test_init_table_is_idempotent(dynamodb_url: str, tmp_path: Path) -> None:
             init_table(dynamodb_url, settings)
             assert dynamo.get("k/a").value == b"kept"  # type: ignore[union-attr]
         finally:
-            dynamo.delete_table()
+            delete_table(dynamo)
 
 
 def test_init_table_refuses_a_foreign_key_schema(dynamodb_url: str, tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from lake_platform.errors import ConditionFailed, ServiceUnavailable
-from lake_platform.registry.dynamodb import DynamoMetaStore, init_table
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.dynamodb_layout import (
     CURRENT,
     FROZEN,
@@ -46,7 +47,7 @@ def opener(dynamodb_url: str, tmp_path: Path) -> Iterator[Any]:
         return opened[-1]
 
     yield open_store
-    opened[0].delete_table() if opened else None
+    delete_table(opened[0]) if opened else None
     for store in opened:
         store.close()
 
@@ -293,7 +294,7 @@ def test_cli_registry_migrate(dynamodb_url: str, tmp_path: Path, monkeypatch: py
             again = runner.invoke(cli, ["--json", "registry", "migrate"])
             assert json.loads(again.stdout)["copied"] == 0
         finally:
-            store.delete_table()
+            delete_table(store)
     monkeypatch.setenv("LAKE_REGISTRY_URL", f"sqlite:///{tmp_path / 'r.db'}")
     result = runner.invoke(cli, ["registry", "migrate"])
     assert result.exit_code == 0 and "nothing to migrate" in result.output
