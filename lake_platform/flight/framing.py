@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -47,7 +48,10 @@ def endpoint(ticket: bytes, expires: int, locations: Sequence[str] = ()) -> fl.F
     """A FlightEndpoint for ``ticket`` that expires at ``expires`` (epoch seconds: the ticket's
     expiry rounded down, so a client never thinks a ticket lives longer than it does), to be
     redeemed at any of ``locations`` (URIs, in the order to try; none: this connection)."""
-    return fl.FlightEndpoint(ticket, list(locations), expiration_time=pa.scalar(expires, _EXPIRY))
+    # From a datetime: pyarrow makes a timestamp scalar of an int through a compute cast, which
+    # took ~0.07 ms of a GetFlightInfo in a running server (2.5 us from a datetime).
+    when = datetime.fromtimestamp(expires, tz=timezone.utc)
+    return fl.FlightEndpoint(ticket, list(locations), expiration_time=pa.scalar(when, _EXPIRY))
 
 
 def flight_data(header: pa.Buffer | bytes, body: pa.Buffer | bytes | None = None) -> bytes:
