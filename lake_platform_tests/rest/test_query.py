@@ -115,3 +115,42 @@ def test_a_query_that_draws_random_values_is_not_kept(lake: RestLake) -> None:
         assert lake.post("/v1/table/p$w$ns$t/query", body, who="reader").status_code == 200
 
     assert (results.stats()["hits"], results.stats()["stored"]) == (0, 0)
+
+
+INJECTION = "1=1) UNION SELECT * FROM w.ns.big --"
+
+
+def test_a_filter_is_one_expression_and_never_reads_another_table(lake: RestLake) -> None:
+    """The filter is parsed, not spliced into SQL: text that would close it and add a UNION of
+    another table of the tenant (which also dropped ``k``) is refused, and nothing is read."""
+    ns = rest_namespace(lake.url, lake.tokens["writer"])
+    big = list(range(10_000, 12_000))
+    lance.write_dataset(rows(big), namespace_client=ns, table_id=["p", "w", "ns", "big"], mode="create")
+    lake.service.snapshots.refresh()
+    lake.service.snapshots.refresh()
+
+    for hostile in (
+        INJECTION,
+        "id >= 0) OR (1=1",
+        "id IN (SELECT id FROM w.ns.big)",
+        "EXISTS (SELECT 1 FROM w.ns.big)",
+        "id = 1; SELECT * FROM w.ns.big",
+        "count(id) > 0",
+        "row_number() OVER () > 1",
+    ):
+        resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 10, "filter": hostile}, who="reader")
+        assert (resp.status_code, resp.json()["code"]) == (400, 13), (hostile, resp.text)
+        assert "filter" in resp.json()["detail"], resp.json()["detail"]
+
+
+def test_the_row_limit_holds_whatever_the_filter(lake: RestLake) -> None:
+    """``k`` is applied to the plan, not appended to text a comment in the filter could swallow."""
+    for text in ("id >= 0 --", "id >= 0 OR id < 0"):
+        resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 7, "filter": text}, who="reader")
+        assert resp.status_code == 200, (text, resp.text)
+        assert read_file(resp.content).num_rows == 7
+
+    offset = lake.post(
+        "/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0, "offset": 4990, "filter": "id >= 0"}, who="reader"
+    )
+    assert offset.status_code == 200 and read_file(offset.content).num_rows == 10

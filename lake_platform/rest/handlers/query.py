@@ -1,18 +1,23 @@
 """QueryTable: a plain scan (columns, filter, limit/offset) of the table's registered version,
-run as read-only SQL through the same query engine, catalog snapshot and limits as Flight SQL
-(``LAKE_FLIGHT_*`` limits: memory pool, timeout, result size; the plan and result caches,
-scoped to the principal). Vector and full-text search are not served. Small results answer
+through the same query engine, catalog snapshot and limits as Flight SQL (``LAKE_FLIGHT_*``
+limits: memory pool, timeout, result size; the plan and result caches,
+scoped to the principal); the filter is parsed as one expression over the table's columns and
+applied with DataFusion's DataFrame API (``scan.py``), never spliced into SQL. Vector and
+full-text search are not served. Small results answer
 inline as an Arrow IPC file; large ones are spooled (``rest/results.py``, into the lake's
 results area) and answered with a handle."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
+from lake_platform.naming import TableName
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.rest import results
+from lake_platform.rest.handlers import scan
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
@@ -20,20 +25,27 @@ ARROW_FILE = "application/vnd.apache.arrow.file"
 SURFACE = "rest"
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _int(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value > scan.MAX_ROWS:
+        raise InvalidInput(f"{name} must be an integer from 0 to {scan.MAX_ROWS}, got {value!r}")
     return value
 
 
-def build_sql(request: RestRequest) -> str:
+@dataclass(frozen=True)
+class ScanRequest:
+    """What QueryTable asked for, checked for shape; the filter is parsed when planned."""
+
+    table: TableName
+    columns: list[str] | None
+    filter: str | None
+    k: int | None
+    offset: int | None
+
+
+def scan_request(request: RestRequest) -> ScanRequest:
     tname = request.table_name()
     body = request.body
     vector = body.get("vector")
@@ -55,25 +67,16 @@ def build_sql(request: RestRequest) -> str:
         not isinstance(columns, list) or not all(isinstance(c, str) and c for c in columns)
     ):
         raise InvalidInput("columns must be a list of column names")
-    select = ", ".join(_quote(c) for c in columns) if columns else "*"
-    table = ".".join(_quote(p) for p in [tname.warehouse, ".".join(tname.namespace), tname.table])
-    sql = f"SELECT {select} FROM {table}"
     where = body.get("filter")
-    if where is not None:
-        if not isinstance(where, str) or not where.strip():
-            raise InvalidInput("filter must be a SQL boolean expression")
-        sql += f" WHERE ({where})"
-    k, offset = _int(body, "k"), _int(body, "offset")
-    if k:
-        sql += f" LIMIT {k}"
-    if offset:
-        sql += f" OFFSET {offset}"
-    return sql
+    if where is not None and (not isinstance(where, str) or not where.strip()):
+        raise InvalidInput("filter must be a SQL boolean expression")
+    return ScanRequest(tname, columns or None, where, _int(body, "k"), _int(body, "offset"))
 
 
 def query_table(request: RestRequest) -> Any:
-    tname = request.table_name()
-    sql = build_sql(request)  # a malformed request is not a query (not audited)
+    asked = scan_request(request)  # a malformed request is not a query (not audited)
+    tname = asked.table
+    sql = scan.table_sql(tname.warehouse, ".".join(tname.namespace), tname.table)
     service = request.service
     principal = request.principal
     started = time.perf_counter()
@@ -83,11 +86,19 @@ def query_table(request: RestRequest) -> Any:
         view = service.snapshots.current().project(tname.project)
         if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
             raise TableNotFound(f"table {tname} does not exist")
-        planned = engine.plan(sql, view, scope=principal)
+        planned = scan.scan(
+            engine.plan(sql, view, scope=principal),
+            filter_text=asked.filter,
+            columns=asked.columns,
+            k=asked.k,
+            offset=asked.offset,
+            max_filter_bytes=engine.limits.max_sql_bytes,
+        )
     except Exception as exc:
         # Refused at planning (another tenant's or a missing table, a bad filter): audited as
         # Flight audits a refused GetFlightInfo.
-        failed(QueryInfo.of(SURFACE, principal, sql), service.audit, exc, time.perf_counter() - started)
+        asked_sql = sql if asked.filter is None else f"{sql} WHERE {asked.filter}"  # audited text only
+        failed(QueryInfo.of(SURFACE, principal, asked_sql), service.audit, exc, time.perf_counter() - started)
         raise
     settings = service.settings
     collector = results.Collector(
@@ -98,7 +109,7 @@ def query_table(request: RestRequest) -> Any:
         project=tname.project,
         ttl=settings.results_ttl_seconds,
     )
-    info = QueryInfo.of(SURFACE, principal, sql, None, planned.refs)
+    info = QueryInfo.of(SURFACE, principal, planned.sql, None, planned.refs)
     # One audit line when the stream ends, however it ends (the pins, rows, bytes, status). The
     # principal is the scope: a repeated scan over the same version by the same principal is
     # planned once and, when small and deterministic, answered from the result cache.

@@ -1,0 +1,164 @@
+"""QueryTable's scan, built with DataFusion's DataFrame API over the one table it names: the
+``filter`` is parsed by DataFusion as one SQL expression over that table's columns, never
+spliced into SQL text, so it can neither read another table nor drop the row limit ``k``.
+
+The table itself is planned by the query engine (``SELECT * FROM <table>``: the catalog
+snapshot, tenant scoping, plan cache and limits of Flight SQL); the filter, the columns and the
+limit are then applied to that plan's frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from datafusion import Expr, col
+from datafusion.common import RexType
+
+from lake_platform.errors import InvalidInput
+from lake_platform.query.batches import advertised_schema
+from lake_platform.query.facts import PlanFacts
+from lake_platform.query.planner import PlannedQuery
+from lake_platform.query.volatility import is_deterministic
+
+#: Expression kinds a filter may not contain: each needs more than one row of this table (an
+#: aggregate, a window), another query (a subquery), or a value bound elsewhere (a placeholder).
+REFUSED_KINDS = {
+    "AggregateFunction": "an aggregate function",
+    "WindowFunction": "a window function",
+    "ScalarSubquery": "a subquery",
+    "InSubquery": "a subquery",
+    "Exists": "a subquery",
+    "SetComparison": "a subquery",
+    "OuterReferenceColumn": "a reference to an outer query",
+    "Placeholder": "a parameter placeholder",
+    "Wildcard": "a wildcard",
+    "GroupingSet": "a grouping set",
+    "Unnest": "unnest",
+}
+#: Nodes a filter may have, at most: a bound on the work a single request can ask the walk for.
+MAX_FILTER_NODES = 10_000
+#: The largest ``k`` or ``offset``: Lance adds the two as a signed 64-bit count, so each stays
+#: under half of that. Also the count of an offset without ``k`` (``DataFrame.limit`` needs one).
+MAX_ROWS = (1 << 62) - 1
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_sql(warehouse: str, namespace: str, table: str) -> str:
+    """The whole table, as the engine plans it: identifiers quoted, nothing else in the text."""
+    return f"SELECT * FROM {_quote(warehouse)}.{_quote(namespace)}.{_quote(table)}"
+
+
+def _nodes(expr: Expr) -> Iterator[Expr]:
+    """Every node of ``expr``, depth first, without recursion (a deep filter is not a deep stack)."""
+    stack = [expr]
+    seen = 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_FILTER_NODES:
+            raise InvalidInput(f"the filter has more than {MAX_FILTER_NODES} terms")
+        yield node
+        if node.rex_type() == RexType.Call:
+            try:
+                stack.extend(node.rex_call_operands())
+            except Exception as exc:  # noqa: BLE001 - DataFusion cannot take this kind apart
+                raise InvalidInput(f"the filter may not contain {node.variant_name()}: {exc}") from None
+
+
+def check_filter(expr: Expr) -> None:
+    """``expr`` is made only of this table's columns, literals, operators and scalar functions."""
+    for node in _nodes(expr):
+        kind = node.variant_name()
+        if kind in REFUSED_KINDS:
+            raise InvalidInput(f"the filter may not contain {REFUSED_KINDS[kind]} ({node.canonical_name()})")
+        if node.rex_type() not in (RexType.Call, RexType.Reference, RexType.Literal):
+            # An alias, a subquery or anything newer DataFusion adds: not a plain expression.
+            raise InvalidInput(f"the filter may not contain {kind} ({node.canonical_name()})")
+
+
+def _datafusion_error(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.removeprefix("DataFusion error:").strip() or type(exc).__name__
+
+
+def parse_filter(df: Any, text: str, max_bytes: int) -> Expr:
+    """``text`` as one SQL boolean expression over ``df``'s columns; anything else (a second
+    statement, trailing tokens, a subquery, another table, an aggregate) is InvalidInput."""
+    if not text.strip():
+        raise InvalidInput("filter must be a SQL boolean expression")
+    if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise InvalidInput(f"the filter is longer than {max_bytes} bytes")
+    if "\x00" in text:
+        raise InvalidInput("the filter contains a NUL character")
+    try:
+        expr = df.parse_sql_expr(text)
+    except RecursionError:
+        raise InvalidInput("the filter is nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - DataFusion reports every parse problem this way
+        raise InvalidInput(
+            f"the filter is not one SQL expression over the table's columns: {_datafusion_error(exc)}"
+        ) from None
+    check_filter(expr)
+    return expr
+
+
+def _scans(plan: Any) -> int:
+    count, stack = 0, [plan]
+    while stack:
+        node = stack.pop()
+        count += type(node.to_variant()).__name__ == "TableScan"
+        stack.extend(node.inputs())
+    return count
+
+
+def scan(
+    whole: PlannedQuery,
+    *,
+    filter_text: str | None,
+    columns: list[str] | None,
+    k: int | None,
+    offset: int | None,
+    max_filter_bytes: int,
+) -> PlannedQuery:
+    """``whole`` (the engine's plan of the whole table) filtered, projected and limited.
+
+    ``k``: at most this many rows (None or 0: all); ``offset``: rows skipped first. The result
+    is a plan the engine streams like any other: its ``sql`` is the canonical description the
+    audit trail and the result cache key use (DataFusion's rendering of the parsed filter)."""
+    df = whole.df
+    description = "SELECT " + (", ".join(_quote(c) for c in columns) if columns else "*")
+    description += whole.sql.removeprefix("SELECT *")
+    deterministic = whole.deterministic
+    try:
+        if filter_text is not None:
+            expr = parse_filter(df, filter_text, max_filter_bytes)
+            df = df.filter(expr)
+            description += f" WHERE {expr.canonical_name()}"
+            deterministic = deterministic and is_deterministic(filter_text)
+        if columns:
+            df = df.select(*(col(_quote(c)) for c in columns))  # quoted: the exact name
+        if k or offset:
+            df = df.limit(k or MAX_ROWS, offset or 0)
+            description += f" LIMIT {k or 'ALL'} OFFSET {offset or 0}"
+        schema = advertised_schema(df.schema())
+        plan = df.optimized_logical_plan()
+    except InvalidInput:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a non-boolean filter, an unknown column
+        raise InvalidInput(f"the query cannot be planned: {_datafusion_error(exc)}") from None
+    if _scans(plan) != 1:  # what the parsed filter guarantees, checked on the plan itself
+        raise InvalidInput("the filter may read only the queried table")
+    return dataclasses.replace(
+        whole,
+        sql=description,
+        df=df,
+        schema=schema,
+        facts=PlanFacts(df),
+        deterministic=deterministic,
+        lookup=None,
+    )
