@@ -41,6 +41,7 @@ from lake_platform.catalog.commit_conflicts import CommitConflicts
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifest_publisher import ManifestPublisher
 from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -85,6 +86,7 @@ class BoundTableNamespace(LanceNamespace):
         fresh: bool = False,
         base: VersionRecord | None = None,
         tidy_refused: bool = False,
+        checked_manifest: str | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -104,6 +106,8 @@ class BoundTableNamespace(LanceNamespace):
         # With ``fresh``: the current version's record, when the caller read it too.
         self._base = base
         self._lock = threading.Lock()
+        # The staged manifest the caller already checked (``table_files``) from its own read.
+        self._checked_manifest = checked_manifest
         where = (store, name, record.incarnation, record.location, self.storage_options)
         self.conflicts = CommitConflicts(*where, pending=pending, lease=lease, tidy_refused=tidy_refused)
         self.publisher = ManifestPublisher(*where, fault=fault)
@@ -218,6 +222,9 @@ class BoundTableNamespace(LanceNamespace):
         staging = str(_field(request, "manifest_path"))
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
+        if staging != self._checked_manifest:
+            # Before anything is registered: the version's files must all lie in this table.
+            check_manifest(self.record.location, staging, self.storage_options)
         # Register the version at its canonical path in the commit itself (the file is put there
         # right after, see ManifestPublisher): one registry write instead of commit + re-point. Only
         # when that path is free; a manifest squatting there (written around the registry)

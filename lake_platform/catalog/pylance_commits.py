@@ -18,11 +18,10 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, _field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
-from lake_platform.errors import (
-    Protected,
-)
+from lake_platform.errors import InvalidInput, Protected
 from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -129,6 +128,7 @@ class VersionCommits:
                 pending=pending,
                 lease=lease,
                 storage_options=storage,
+                checked_manifest=str(_field(request, "manifest_path")),  # by ``_staged``
             )
             try:
                 response = bound.create_table_version(request)
@@ -179,10 +179,11 @@ class VersionCommits:
 
     def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
         """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
-        file. pylance declares without a schema and may change it with any commit; the change
-        (Lance's transaction) feeds the commit log and the schema rules. A part that cannot be
-        read is unknown (schema None: the commit, if it lands, reads it back from the committed
-        version; operation None): the commit itself refuses a missing or foreign file."""
+        file, which is also checked to reference only files inside the table (``table_files``:
+        InvalidInput otherwise, and for a missing file). pylance declares without a schema and
+        may change it with any commit; the change (Lance's transaction) feeds the commit log and
+        the schema rules. A part that cannot be read is unknown (schema None: the commit, if it
+        lands, reads it back from the committed version; operation None)."""
         from lake_platform.catalog.arrow_io import schema_to_ipc
         from lake_platform.engine.storage import read_object
 
@@ -190,8 +191,9 @@ class VersionCommits:
         storage = self.catalog.settings.storage_options(record.location)
         try:
             raw = read_object(record.location, path, storage)
-        except (OSError, ValueError):
-            return None, StagedChange(None)
+        except FileNotFoundError:
+            raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
+        check_manifest(record.location, path, storage, raw=raw)
         try:
             schema = engine.manifest_schema(record.location, path, storage, raw=raw)
         except (OSError, ValueError, RuntimeError):

@@ -1,0 +1,76 @@
+"""A table's files stay inside the table: the check every commit passes before it is registered.
+
+A staged manifest names its files itself, and a Lance client writes it (over REST, a remote
+client; in process, pylance). Registered as it is, a manifest pointing into another table's
+folder (a shallow clone of it, or its manifest copied) would let this table's readers read that
+table's rows, whatever the catalog's permissions say. So a version is registered only if every
+data file, deletion file, index and row-id file its manifest references lies under the table's
+own location: no extra base paths (Lance's ``base_paths``: shallow clones, multi-base tables,
+``initial_bases``/``target_bases``), no reference by ``base_id``, no path that is absolute,
+carries a scheme or climbs out with ``..``. Refused as InvalidInput, before the lease, with
+nothing registered; the staged manifest is left where it is (the orphan scan reports it).
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from lake_platform.engine.manifest_paths import ManifestPaths, manifest_paths
+from lake_platform.engine.storage import read_object
+from lake_platform.errors import InvalidInput
+
+
+def check_manifest(
+    location: str,
+    manifest_path: str,
+    storage_options: dict[str, str] | None = None,
+    *,
+    raw: bytes | None = None,
+) -> None:
+    """Refuse (InvalidInput) the staged manifest at ``manifest_path`` unless everything it
+    references lies inside the table at ``location``. ``raw``: its bytes, when the caller has
+    read them. A manifest that is missing or cannot be parsed is refused too: nothing unchecked
+    is registered (storage trouble reading it is raised as the OSError it is)."""
+    try:
+        if raw is None:
+            raw = read_object(location, manifest_path, storage_options)
+        paths = manifest_paths(raw, manifest_path)
+    except FileNotFoundError:
+        raise InvalidInput(f"manifest {manifest_path.rpartition('/')[2]} does not exist") from None
+    except ValueError:
+        raise InvalidInput(f"{manifest_path.rpartition('/')[2]} is not a Lance manifest") from None
+    require_inside(paths, manifest_path)
+
+
+def require_inside(paths: ManifestPaths, manifest_path: str) -> None:
+    """Refuse (InvalidInput, naming the first offending reference as the manifest writes it) a
+    manifest whose references leave the table."""
+    # The manifest by its file name, a base path by its id: a location (perhaps another
+    # tenant's) is never echoed to the client.
+    where = f"manifest {manifest_path.rpartition('/')[2]}"
+    for base_id, _ in paths.base_paths:
+        raise InvalidInput(
+            f"{where} adds base path {base_id}: a table's files must lie inside its own location "
+            "(no shallow clones, no extra base paths)"
+        )
+    for what, base_id in paths.based:
+        raise InvalidInput(f"{where}: {what} refers to base path {base_id}, outside this table's location")
+    for path in paths.data_files:
+        if not _inside(posixpath.join("data", path), "data/"):
+            raise InvalidInput(f"{where}: data file {path!r} lies outside this table's data/ folder")
+    for path in paths.external_files:
+        if not _inside(path, ""):
+            raise InvalidInput(f"{where}: file {path!r} lies outside this table's location")
+
+
+def _inside(path: str, under: str) -> bool:
+    """Whether ``path``, relative to the table's root, stays under ``under`` there: no scheme,
+    no absolute path, no ``..`` (object stores and Lance resolve paths differently, so a path
+    that needs resolving at all is refused), no backslash or percent-escape another resolver
+    might read as a separator."""
+    if not path or path.startswith("/") or any(c in path for c in ":\\%"):
+        return False
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    return posixpath.normpath(path).startswith(under) or not under
