@@ -235,3 +235,10 @@ class RequestTooLarge(InvalidInput):
     """A request body above the server's limit (HTTP 413; the wire code stays InvalidInput)."""
 
     http_status = 413
+
+
+class RequestTimeout(InvalidInput):
+    """A request body not received within the server's time limit (HTTP 408; the wire code stays
+    InvalidInput)."""
+
+    http_status = 408

@@ -3,9 +3,11 @@ control-plane routes (projects, warehouses, trash, undrop).
 
 Every request runs the same steps in the same order, the check order of every catalog door:
 identity (the token) → shape (content type, JSON/Arrow parsing, ids, path/body id agreement) →
-the handler, where the catalog checks parent → permission → conflict → write. Only the body's
-size comes first (413 before any other check): the server reads no more than the limit from
-anyone.
+the handler, where the catalog checks parent → permission → conflict → write. Only a declared
+body size over the limit comes first (413 before any other check); the body itself is read
+after the token is checked, within the size and time limits (``body.py``): an unidentified
+client gets its 401 without the server reading, let alone keeping, its body, and a refused
+request whose body was not read ends its connection.
 Any failure at any step is a problem body (``problems.py``); nothing is written before the
 handler's catalog call, so a refused request changes nothing.
 
@@ -25,14 +27,15 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from lake_platform.catalog.principals import Principal
-from lake_platform.errors import InvalidInput, RequestTooLarge, Unsupported
+from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.observability import context
 from lake_platform.rest import ids, spec
+from lake_platform.rest.body import check_declared_length, parse_json, query_value, read_body
 from lake_platform.rest.handlers import control, handler_for
 from lake_platform.rest.observe import RequestContext
 from lake_platform.rest.problems import problem
@@ -42,7 +45,6 @@ from lake_platform.rest.server import RestService
 #: Who the server acted as, on every successful answer.
 PRINCIPAL_HEADER = "x-lake-principal"
 JSON = "application/json"
-_BOOLS = {"true": True, "false": False, "1": True, "0": False}
 #: Query parameters the spec types as integers or booleans (everything else stays a string).
 _INTS = {"limit", "version", "timeout"}
 _BOOL_PARAMS = {
@@ -56,50 +58,6 @@ _BOOL_PARAMS = {
     "when_not_matched_by_source_delete",
     "use_index",
 }
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (413) past ``limit`` before or while reading it; a client gone
-    mid-body is Starlette's ``ClientDisconnect``, raised by ``Request.stream``."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RequestTooLarge(
-            f"the body is {declared} bytes; the limit is {limit} (LAKE_REST_MAX_BODY_BYTES)"
-        )
-    body = bytearray()
-    async for chunk in request.stream():
-        if len(body) + len(chunk) > limit:
-            raise RequestTooLarge(f"the body exceeds the limit of {limit} bytes (LAKE_REST_MAX_BODY_BYTES)")
-        body += chunk
-    return bytes(body)
-
-
-def _query_value(name: str, value: str) -> Any:
-    if name in _INTS:
-        try:
-            return int(value)
-        except ValueError:
-            raise InvalidInput(f"query parameter {name} must be an integer, got {value!r}") from None
-    if name in _BOOL_PARAMS:
-        if value.lower() not in _BOOLS:
-            raise InvalidInput(f"query parameter {name} must be true or false, got {value!r}")
-        return _BOOLS[value.lower()]
-    return value
-
-
-def parse_json(raw: bytes, content_type: str) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    media = content_type.split(";", 1)[0].strip().lower()
-    if media and media != JSON:
-        raise InvalidInput(f"this operation takes application/json, not {media!r}")
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"the body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("the body must be a JSON object")
-    return body
 
 
 class Endpoint:
@@ -122,26 +80,49 @@ class Endpoint:
         self.query = query
 
     async def answer(self, request: Request) -> Response:
+        settings = self.service.settings
+        has_body = bool(request.headers.get("content-length", "0").strip("0")) or (
+            "transfer-encoding" in request.headers
+        )
+        read = not has_body
         try:
-            # The body is read (up to the limit) on the event loop, before anything else; the
-            # rest blocks (token checks, the catalog), so it runs on a worker thread.
-            raw = await read_body(request, self.service.settings.rest_max_body_bytes)
+            principal: Principal | None = None
+            raw = b""
+            if has_body:
+                # A declared size over the limit is refused first, then the caller is identified
+                # (token checks block: a worker thread), and only then is the body read, on the
+                # event loop, within the size and time limits: nobody unidentified costs memory.
+                check_declared_length(request, settings.rest_max_body_bytes)
+                principal = await run_in_threadpool(self.service.authenticate, request.headers)
+                raw = await read_body(
+                    request, settings.rest_max_body_bytes, settings.rest_body_timeout_seconds
+                )
+                read = True
             principal, result = await run_in_threadpool(
-                self.handle, request.headers, request.query_params, request.path_params, raw
+                self.handle, principal, request.headers, request.query_params, request.path_params, raw
             )
             return respond(result, principal.name)
+        except ClientDisconnect:
+            return problem(InvalidInput("the client went away before its body arrived"), request.url.path)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a problem body
-            return problem(exc, request.url.path)
+            answer = problem(exc, request.url.path)
+            if not read:  # the rest of the body is not read: the connection ends with the answer
+                answer.headers["connection"] = "close"
+            return answer
 
     def handle(
         self,
+        principal: Principal | None,
         headers: Mapping[str, str],
         query_params: Mapping[str, str],
         path_params: Mapping[str, Any],
         raw: bytes,
     ) -> tuple[Principal, Any]:
+        """The request after its body is read: ``principal`` is None when the request had no
+        body (identified here, on the same worker thread as the handler)."""
         service = self.service
-        principal = service.authenticate(headers)
+        if principal is None:
+            principal = service.authenticate(headers)
         context.identify(principal.name, principal.project)
         delimiter = service.delimiter(query_params)
         path_id = ids.parse_path_id(path_params["id"], delimiter) if "id" in path_params else None
@@ -151,10 +132,10 @@ class Endpoint:
                 raise InvalidInput(f"this operation takes {spec.ARROW_STREAM}, not {media or 'no type'!r}")
             body: dict[str, Any] = {}
         else:
-            body = parse_json(raw, headers.get("content-type", ""))
+            body = parse_json(raw, headers.get("content-type", ""), service.settings.rest_max_json_depth)
         for param in self.query:
             if param != "delimiter" and param in query_params and param not in body:
-                body[param] = _query_value(param, query_params[param])
+                body[param] = query_value(param, query_params[param], _INTS, _BOOL_PARAMS)
         for param, value in path_params.items():
             if param != "id":  # index_name, and the control routes' own parameters
                 body[param] = value

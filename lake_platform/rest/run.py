@@ -20,6 +20,11 @@ def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
         "lifespan": "on",
         # Nothing reads the client address: no X-Forwarded-* middleware on every request.
         "proxy_headers": False,
+        # Beyond this many open connections (or running requests) uvicorn answers 503 itself.
+        # uvicorn has no timeout for a request's headers: a connection that never finishes them
+        # holds one of these slots until the client goes; docs/rest.md puts a proxy in front.
+        "limit_concurrency": settings.rest_max_connections,
+        "timeout_keep_alive": settings.rest_keep_alive_seconds,
     }
     if settings.rest_tls_cert_file is not None:
         options["ssl_certfile"] = str(settings.rest_tls_cert_file)

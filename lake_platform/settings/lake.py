@@ -90,6 +90,32 @@ class LakeSettings(BaseSettings):
         ge=1024,
         description="Largest request body (JSON or Arrow); larger ones are refused with 413.",
     )
+    rest_body_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="Longest time to receive a request's whole body; a slower one is refused with 408 "
+        "and its connection closed.",
+    )
+    rest_max_connections: int = Field(
+        1000,
+        ge=2,
+        le=1_000_000,
+        description="Open connections (and running requests) the REST server accepts; a request beyond "
+        "is answered 503 (uvicorn's limit_concurrency).",
+    )
+    rest_keep_alive_seconds: int = Field(
+        5,
+        ge=1,
+        le=3600,
+        description="How long an idle keep-alive connection stays open after its last answer.",
+    )
+    rest_max_json_depth: int = Field(
+        64,
+        ge=4,
+        le=512,
+        description="Deepest nesting of arrays and objects a JSON request body may have; deeper is 400.",
+    )
     rest_id_delimiter: str = Field(
         "$",
         min_length=1,

@@ -119,7 +119,9 @@ def test_every_rest_query_writes_one_audit_line_with_its_pins(lake: RestLake) ->
         ("qwriter", "q", "NOT_FOUND", 0),
     ]
     assert lines[0]["tables"] == lines[1]["tables"] == pins
-    assert "WHERE (id < 3)" in lines[0]["sql"] and lines[0]["request_id"]
+    # What ran: the filter as DataFusion parsed it, and the row limit
+    assert lines[0]["sql"].endswith("WHERE w.ns.t.id < Int64(3) LIMIT 5 OFFSET 0") and lines[0]["request_id"]
+    assert lines[2]["sql"].endswith("WHERE nope >")  # a refused filter: the text as sent
     assert len({r["request_id"] for r in lines}) == 4
     assert read_records(path, project="q").__next__()["principal"] == "qwriter"
 
