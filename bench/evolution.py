@@ -54,7 +54,7 @@ def catalog_case(base: pa.Table, new: pa.Table, mode: str) -> float:
     from lake_platform.settings import load_settings
 
     with tempfile.TemporaryDirectory() as tmp:
-        catalog = Catalog(load_settings(home=Path(tmp) / "home"))
+        catalog = Catalog(load_settings(home=Path(tmp) / "home", warehouse_roots=str(Path(tmp) / "wh")))
         catalog.containers.create_project("p")
         catalog.containers.create_warehouse("p.w", root=str(Path(tmp) / "wh"))
         catalog.containers.create_namespace("p.w.ns")

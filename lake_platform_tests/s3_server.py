@@ -99,6 +99,11 @@ class S3Endpoint:
             "s3_allow_http": self.endpoint.startswith("http://"),
         }
 
+    def warehouse_roots(self, home: Path) -> str:
+        """``LAKE_WAREHOUSE_ROOTS`` for a lake at ``home`` with warehouses on this bucket as well:
+        the home's default local root and the bucket (each test takes its own prefix of it)."""
+        return f"{(home / 'warehouse').absolute().as_posix()},s3://{self.bucket}"
+
     def client(self, *, timeout: float = 10.0, attempts: int = 3) -> Any:
         return boto3.client(
             "s3",

@@ -1,14 +1,15 @@
 """Containers: projects, warehouses and namespaces. Creates go top-down, each conditional on
 its parent's revision; empty warehouses and projects drop bottom-up (mark ``dropping``, re-list
 under the mark, remove); deletion protection. The namespace drop and its cascade are in
-``cascade``. Every door checks identity → shape → parent → permission → conflict → write.
+``cascade``. Every door checks identity → shape → parent → permission → conflict → write; a
+warehouse's root also passes the allowed-roots rule (``roots``) before anything is written.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from lake_platform.catalog import roots
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal, TokenRecord, UserRecord
@@ -78,12 +79,19 @@ class Containers:
     ) -> WarehouseRecord:
         who = self.ctx.who(by.principal)
         wname = WarehouseName.parse(name)
-        root = self._storage_root(root, wname)
+        if not root:
+            root = f"{self.ctx.settings.warehouse_root.rstrip('/')}/{wname.project}/{wname.warehouse}"
+        canonical = roots.canonical(root)
         project = self.ctx.store.get(keys.project(wname.parent))
         if project is None or decode(ProjectRecord, project.value).state != "active":
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"create warehouse {wname}")
-        record = WarehouseRecord(name=str(wname), root=root, created_by=self.ctx.actor(by.actor, who))
+        # After the permission check: the refusal may reveal that some other warehouse is there.
+        others = [roots.canonical(w.root) for w in self._warehouse_records() if w.name != str(wname)]
+        roots.require_allowed(canonical, self.ctx.settings, others)
+        record = WarehouseRecord(
+            name=str(wname), root=str(canonical), created_by=self.ctx.actor(by.actor, who)
+        )
         self._create(
             keys.warehouse(wname),
             record,
@@ -139,17 +147,27 @@ class Containers:
                 raise exists from None
             raise NamespaceNotFound(f"parent of {target} was dropped concurrently") from None
 
-    def _storage_root(self, root: str | None, wname: WarehouseName) -> str:
-        if root is None or root == "":
-            base = self.ctx.settings.warehouse_root
-            root = f"{base.rstrip('/')}/{wname.project}/{wname.warehouse}"
-        if root.startswith("s3://"):
-            if len(root) <= len("s3://") or "//" in root[5:] or ".." in root.split("/"):
-                raise InvalidInput(f"invalid storage root {root!r}")
-            return root.rstrip("/")
-        if "://" in root and not root.startswith("file://"):
-            raise InvalidInput(f"unsupported storage root {root!r}: use a local folder or s3://bucket/prefix")
-        return Path(root.removeprefix("file://")).expanduser().resolve().as_posix()
+    def _warehouse_records(self) -> list[WarehouseRecord]:
+        return [
+            decode(WarehouseRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.warehouses())
+        ]
+
+    def root_violations(self) -> dict[str, str]:
+        """Every registered warehouse whose root breaks the allowed-roots rule under the
+        current settings (made before the rule, or under wider LAKE_WAREHOUSE_ROOTS), with
+        the rule it breaks. Reads only."""
+        records = self._warehouse_records()
+        found: dict[str, str] = {}
+        for record in records:
+            try:
+                root = roots.canonical(record.root)
+                others = [roots.canonical(r.root) for r in records if r.name != record.name]
+                problem = roots.violation(root, self.ctx.settings, others)
+            except InvalidInput as exc:
+                problem = str(exc)
+            if problem is not None:
+                found[record.name] = f"root {record.root}: {problem}"
+        return found
 
     # -- protection ----------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""Asset checks: the registry and the engine agree, compaction keeps up, no orphans.
+"""Asset checks: the registry and the engine agree, compaction keeps up, no orphans, warehouse
+roots where the rule allows them.
 
 Each check reports; none repairs. A failing check says what is wrong in words an operator can
 act on (``description``) and carries the figures behind it (``metadata``).
 
 Severity: ERROR where readers are affected or a writer went around the registry (the
 registered version does not open, the registered schema is not the table's, versions exist on
-disk that the registry never committed). WARN where the table is still correct but needs
+disk that the registry never committed, a warehouse rooted where the allowed-roots rule
+refuses one: a tenant boundary). WARN where the table is still correct but needs
 attention (too many fragments, orphan files, an unreachable Flight endpoint).
 """
 
@@ -16,7 +18,7 @@ import dagster as dg
 import pyarrow as pa
 
 from lake_platform.defs.ingest import ingested
-from lake_platform.defs.maintenance import compacted, orphan_report
+from lake_platform.defs.maintenance import compacted, orphan_folder_report, orphan_report
 from lake_platform.defs.partitions import allow_per_table_checks, tables
 from lake_platform.defs.resources import FlightEndpointResource, LakeResource
 from lake_platform.errors import LakeError
@@ -385,6 +387,32 @@ def flight_endpoint_healthy(
     return _result(True, WARN, f"the Flight SQL endpoint at {address} answers.", **figures)
 
 
+@dg.asset_check(
+    asset=orphan_folder_report,
+    description="Every registered warehouse's root obeys the allowed-roots rule (inside "
+    "LAKE_WAREHOUSE_ROOTS, overlapping no other warehouse, the results area, the inbox or LAKE_HOME).",
+)
+def warehouse_roots_allowed(lake: LakeResource) -> dg.AssetCheckResult:
+    with lake.catalog() as catalog:
+        found = catalog.containers.root_violations()
+        count = len(catalog.inventory.warehouses())
+    if not found:
+        return _result(
+            True, ERROR, f"all {count} warehouse root(s) obey the allowed-roots rule.", warehouses=count
+        )
+    listed = "; ".join(f"{name}: {why}" for name, why in sorted(found.items()))
+    return _result(
+        False,
+        ERROR,
+        f"{len(found)} warehouse(s) registered where the allowed-roots rule refuses new ones: {listed}. "
+        "Their tables may share storage with another tenant or the platform's own files; move their "
+        "tables to a warehouse under an allowed root, or widen LAKE_WAREHOUSE_ROOTS if the root is "
+        "meant to be allowed.",
+        warehouses=count,
+        violations=dg.MetadataValue.json(found),
+    )
+
+
 ALL = [
     registry_version_is_real,
     schema_matches_engine,
@@ -392,4 +420,5 @@ ALL = [
     fragments_under_threshold,
     last_orphan_report_empty,
     flight_endpoint_healthy,
+    warehouse_roots_allowed,
 ]

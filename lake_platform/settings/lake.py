@@ -32,6 +32,11 @@ class LakeSettings(BaseSettings):
     warehouse_root: str = Field(
         "", description="Default storage root for new warehouses; default <home>/warehouse."
     )
+    warehouse_roots: str = Field(
+        "",
+        description="Comma-separated folders (absolute) and s3://bucket[/prefix] roots under which "
+        "warehouses may live; default warehouse_root alone.",
+    )
     actor: str = Field("local-admin", min_length=1, max_length=200, description="Who the CLI acts as.")
 
     # Per-table write lease (invariant 3).
@@ -169,6 +174,10 @@ class LakeSettings(BaseSettings):
             object.__setattr__(self, "warehouse_root", (home / "warehouse").as_posix())
         if not self.results_root:
             object.__setattr__(self, "results_root", self.warehouse_root.rstrip("/") + "/.results")
+        if self.warehouse_roots.strip():
+            _check_warehouse_roots(self.warehouse_roots)
+        else:
+            object.__setattr__(self, "warehouse_roots", self.warehouse_root)
         if not self.registry_url.startswith(("sqlite:///", "dynamodb://")):
             raise ValueError(
                 f"registry_url: unsupported scheme in {self.registry_url!r} "
@@ -205,6 +214,16 @@ class LakeSettings(BaseSettings):
         if self.s3_allow_http:
             opts["allow_http"] = "true"
         return opts
+
+
+def _check_warehouse_roots(value: str) -> None:
+    for root in (r.strip() for r in value.split(",")):
+        body = root.removeprefix("s3://")
+        absolute = body.split("/", 1)[0] != "" if root.startswith("s3://") else root.startswith("/")
+        if not absolute or ".." in body.split("/"):
+            raise ValueError(
+                f"warehouse_roots: {root!r} is not an absolute folder or s3://bucket[/prefix] (without '..')"
+            )
 
 
 def load_settings(**overrides: Any) -> LakeSettings:

@@ -54,7 +54,12 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str
     elif request.param == "s3":
         s3: S3Endpoint = request.getfixturevalue("s3")  # the session's server, started on first use only
         prefix = request.getfixturevalue("s3_prefix")
-        yield {"root": f"s3://{s3.bucket}/{prefix}", "settings": s3.lake_settings(), "s3": s3}
+        roots = s3.warehouse_roots(tmp_path / "home")  # the home the lake fixture opens
+        yield {
+            "root": f"s3://{s3.bucket}/{prefix}",
+            "settings": {**s3.lake_settings(), "warehouse_roots": roots},
+            "s3": s3,
+        }
     else:  # pragma: no cover - each store adds its branch
         raise AssertionError(request.param)
 
@@ -65,7 +70,12 @@ def scale_out(
 ) -> Iterator[tuple[LakeSettings, Catalog]]:
     """The scale-out pair: a DynamoDB registry (moto on loopback) and an S3 warehouse, with
     project ``p``, warehouse ``p.w`` and namespace ``p.w.ns``."""
-    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url, **s3.lake_settings())
+    settings = load_settings(
+        home=tmp_path / "home",
+        registry_url=dynamodb_url,
+        warehouse_roots=s3.warehouse_roots(tmp_path / "home"),
+        **s3.lake_settings(),
+    )
     init_table(dynamodb_url, settings)
     catalog = Catalog(settings)
     catalog.containers.create_project("p")

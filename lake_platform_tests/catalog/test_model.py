@@ -622,8 +622,13 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
 
     def open_env() -> Env:
         url = dynamodb_test_url(moto_endpoint)
+        home = Path(tempfile.mkdtemp(dir=tmp_path))
         settings_ = load_settings(
-            home=Path(tempfile.mkdtemp(dir=tmp_path)), registry_url=url, **s3.lake_settings(), **TEST_SETTINGS
+            home=home,
+            registry_url=url,
+            warehouse_roots=s3.warehouse_roots(home),
+            **s3.lake_settings(),
+            **TEST_SETTINGS,
         )
         init_table(url, settings_)
         prefix = s3.new_prefix()

@@ -149,7 +149,7 @@ def op_append_two(catalog: Catalog, commit_id: str) -> object:
 
 @pytest.fixture
 def killable(tmp_path: Path) -> Any:
-    settings = lake_settings(tmp_path / "home")
+    settings = lake_settings(tmp_path / "home", warehouse_roots=str(tmp_path / "wh"))
     with Catalog(settings) as c:
         c.containers.create_project("p")
         c.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))

@@ -23,7 +23,7 @@ T = "p.w.ns.t"
 
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
-    c = Catalog(lake_settings(tmp_path / "home"))
+    c = Catalog(lake_settings(tmp_path / "home", warehouse_roots=str(tmp_path / "wh")))
     c.containers.create_project("p")
     c.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))
     c.containers.create_namespace("p.w.ns")

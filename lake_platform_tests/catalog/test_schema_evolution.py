@@ -563,7 +563,7 @@ def test_a_writer_killed_mid_evolution_leaves_all_or_nothing(tmp_path: Path, poi
     from lake_platform_tests.catalog import faults
     from lake_platform_tests.catalog.conftest import lake_settings
 
-    settings = lake_settings(tmp_path / "home")
+    settings = lake_settings(tmp_path / "home", warehouse_roots=str(tmp_path / "wh"))
     with Catalog(settings) as c:
         c.containers.create_project("p")
         c.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))

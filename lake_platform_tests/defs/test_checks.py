@@ -18,13 +18,15 @@ import lance
 import pyarrow as pa
 
 from lake_platform.catalog.arrow_io import schema_to_ipc
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs import checks
 from lake_platform.defs.ingest import ingested
-from lake_platform.defs.maintenance import compacted, orphan_report
+from lake_platform.defs.maintenance import compacted, orphan_folder_report, orphan_report
 from lake_platform.defs.resources import FlightEndpointResource
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode
+from lake_platform.settings import load_settings
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import age_tree, rows
 
@@ -221,3 +223,33 @@ def test_an_unreachable_flight_endpoint_warns(instance, lake: Lake) -> None:
     health = run_checks(instance, lake, checks.flight_endpoint_healthy)["flight_endpoint_healthy"]
     assert not health.passed and health.severity == WARN
     assert "grpc://127.0.0.1:1" in health.description and "unreachable" in health.description
+
+
+def test_a_warehouse_registered_outside_the_allowed_roots_fails(instance, lake: Lake, tmp_path: Path) -> None:
+    def roots_check() -> dg.AssetCheckEvaluation:
+        job = dg.define_asset_job("roots", selection=dg.AssetSelection.checks(checks.warehouse_roots_allowed))
+        defs = dg.Definitions(
+            assets=[orphan_folder_report],
+            asset_checks=[checks.warehouse_roots_allowed],
+            jobs=[job],
+            resources=lake.resources,
+        )
+        result = defs.resolve_job_def("roots").execute_in_process(instance=instance, raise_on_error=False)
+        assert result.success
+        [evaluation] = result.get_asset_check_evaluations()
+        return evaluation
+
+    healthy = roots_check()
+    assert healthy.passed and "all 1 warehouse root(s) obey" in healthy.description
+    # Registered while LAKE_WAREHOUSE_ROOTS was wider; the check runs under today's narrower one.
+    old = tmp_path / "old-disk" / "w"
+    wide = f"{lake.home / 'warehouse'},{old.parent}"
+    with Catalog(load_settings(home=lake.home, warehouse_roots=wide)) as widened:
+        widened.containers.create_warehouse("p.legacy", root=str(old))
+    found = roots_check()
+    assert not found.passed and found.severity == ERROR
+    assert (
+        f"p.legacy: root {old}" in found.description
+        and "outside the allowed warehouse roots" in found.description
+    )
+    assert values(found)["warehouses"] == 2

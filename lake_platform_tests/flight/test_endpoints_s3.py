@@ -19,7 +19,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_parts_on_s3_add_up_and_stay_pinned(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -> None:
-    settings = load_settings(home=tmp_path / "home", **s3.lake_settings())
+    settings = load_settings(
+        home=tmp_path / "home", warehouse_roots=f"s3://{s3.bucket}/{s3_prefix}", **s3.lake_settings()
+    )
     catalog = Catalog(settings)
     try:
         catalog.containers.create_project("p")

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow
 
 def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -> None:
     endpoint, prefix = s3, s3_prefix
-    settings = load_settings(home=tmp_path / "home", **endpoint.lake_settings())
+    settings = load_settings(
+        home=tmp_path / "home", warehouse_roots=f"s3://{endpoint.bucket}/{prefix}", **endpoint.lake_settings()
+    )
     catalog = Catalog(settings)
     catalog.containers.create_project("p")
     catalog.containers.create_warehouse("p.w", root=f"s3://{endpoint.bucket}/{prefix}")

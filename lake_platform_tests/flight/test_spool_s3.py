@@ -26,7 +26,12 @@ pytestmark = pytest.mark.slow
 
 def test_spooled_segments_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -> None:
     root = f"s3://{s3.bucket}/{s3_prefix}"
-    settings = load_settings(home=tmp_path / "home", results_root=f"{root}/results", **s3.lake_settings())
+    settings = load_settings(
+        home=tmp_path / "home",
+        results_root=f"{root}/results",
+        warehouse_roots=f"{root}/wh",
+        **s3.lake_settings(),
+    )
     catalog = Catalog(settings)
     try:
         catalog.containers.create_project("p")

@@ -17,6 +17,7 @@ from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.maintenance import orphan_folders
 from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
+from lake_platform.registry.records import WarehouseRecord
 from lake_platform_tests.catalog.faults import ShiftedClock
 from lake_platform_tests.maintenance.helpers import age_tree, files_under, make_lake, rows
 
@@ -110,7 +111,9 @@ def test_scan_reports_only_unknown_old_folders_and_reclaim_removes_exactly_them(
 
 def test_another_warehouse_on_the_same_root_is_never_reclaimed(lake) -> None:
     catalog, root = lake
-    catalog.containers.create_warehouse("p.twin", root=str(root))  # nothing forbids sharing a root
+    # Sharing a root is refused now, but a registration made before the rule may still share one.
+    twin = WarehouseRecord(name="p.twin", root=str(root), created_by="before-the-roots-rule")
+    catalog.store.put_if_absent(keys.warehouse(WarehouseName.parse("p.twin")), twin.encode())
     catalog.containers.create_namespace("p.twin.ns")
     catalog.tables.create_table("p.twin.ns.x", rows(50, 2).to_reader())
     age_tree(root, TWO_DAYS)
@@ -207,7 +210,8 @@ def test_policy_age_gate_is_the_default(lake) -> None:
 
 def test_scan_and_reclaim_on_s3(s3, tmp_path: Path) -> None:
     prefix = s3.new_prefix()
-    catalog = make_lake(tmp_path / "home", **s3.lake_settings())
+    home = tmp_path / "home"
+    catalog = make_lake(home, warehouse_roots=s3.warehouse_roots(home), **s3.lake_settings())
     try:
         catalog.containers.create_warehouse("p.s3", root=f"s3://{s3.bucket}/{prefix}")
         catalog.containers.create_namespace("p.s3.ns")

@@ -168,7 +168,8 @@ def test_scan_ignores_files_younger_than_the_policy(lake_table) -> None:
 
 def test_scan_on_s3_classifies_every_real_file_as_live(s3, tmp_path: Path) -> None:
     prefix = s3.new_prefix()
-    catalog = make_lake(tmp_path / "home", **s3.lake_settings())
+    home = tmp_path / "home"
+    catalog = make_lake(home, warehouse_roots=s3.warehouse_roots(home), **s3.lake_settings())
     try:
         catalog.containers.create_warehouse("p.s3", root=f"s3://{s3.bucket}/{prefix}")
         catalog.containers.create_namespace("p.s3.ns")

@@ -21,6 +21,8 @@ from lake_platform.defs.results import reclaimed_results
 from lake_platform.maintenance.orphan_folders import reclaim_folders, scan_folders
 from lake_platform.maintenance.results import GRACE_SECONDS
 from lake_platform.naming import WarehouseName
+from lake_platform.registry import keys
+from lake_platform.registry.records import WarehouseRecord
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
@@ -114,7 +116,10 @@ def test_the_orphan_folder_scan_never_sees_results_areas(lake: RestLake) -> None
     answer = spool(lake)
     # Results under the lake's root (.results, the default) and a warehouse rooted there too, plus
     # an old-style <warehouse root>/_results job left by an earlier server, all old enough.
-    catalog.containers.create_warehouse("p.top", root=lake.settings.warehouse_root)
+    # (a warehouse can no longer be created around the results area; one registered before the
+    # allowed-roots rule can still be there)
+    top = WarehouseRecord(name="p.top", root=lake.settings.warehouse_root, created_by="before-the-roots-rule")
+    catalog.store.put_if_absent(keys.warehouse(WarehouseName.parse("p.top")), top.encode())
     w_root = Path(catalog.ctx.warehouse(WarehouseName.parse("p.w")).root)
     legacy = w_root / "_results" / "p" / f"p.w.{'a' * 32}"
     legacy.mkdir(parents=True)

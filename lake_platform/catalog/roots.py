@@ -1,0 +1,126 @@
+"""Where a warehouse may live: the allowed-roots rule.
+
+A warehouse root is canonicalised (a local folder with its symlinks resolved, or
+``s3://bucket/prefix`` with its segments checked; a ``..`` segment is refused, never
+normalised away), then must lie inside one of ``LAKE_WAREHOUSE_ROOTS`` (scheme and bucket
+compared exactly, paths segment by segment) and must neither contain nor sit inside another
+warehouse's root, the results area, the inbox, or the platform's own files. ``LAKE_HOME`` holds
+those files, so a root inside it is allowed only under an allowed root that is itself a
+subfolder of the home (the default ``<home>/warehouse``).
+
+The rule is the same for every door (CLI, REST, Python, the demo) because ``create_warehouse``
+applies it before it writes anything; ``Containers.root_violations`` reports registrations
+made before the rule (or under wider settings) that break it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lake_platform.errors import InvalidInput
+from lake_platform.settings import LakeSettings
+
+S3 = "s3://"
+FILE = "file://"
+
+
+@dataclass(frozen=True)
+class Root:
+    """A canonical storage root: ``scheme`` "file" or "s3", the bucket ("" for a folder), and
+    the path's segments."""
+
+    scheme: str
+    bucket: str
+    parts: tuple[str, ...]
+
+    def within(self, other: Root) -> bool:
+        """Whether this root is ``other`` or lies under it."""
+        return (
+            self.scheme == other.scheme
+            and self.bucket == other.bucket
+            and self.parts[: len(other.parts)] == other.parts
+        )
+
+    def overlaps(self, other: Root) -> bool:
+        return self.within(other) or other.within(self)
+
+    def __str__(self) -> str:
+        if self.scheme == "s3":
+            return S3 + "/".join((self.bucket, *self.parts))
+        return "/" + "/".join(self.parts)
+
+
+def canonical(root: str) -> Root:
+    """The canonical form of a warehouse root; InvalidInput for what is not a folder or
+    ``s3://bucket[/prefix]``, and for any ``..`` segment."""
+    if root.startswith(S3):
+        bucket, _, prefix = root[len(S3) :].rstrip("/").partition("/")
+        parts = tuple(prefix.split("/")) if prefix else ()
+        if not bucket or any(p in ("", ".", "..") for p in parts):
+            raise InvalidInput(f"invalid storage root {root!r}: expected s3://bucket/prefix without '..'")
+        return Root("s3", bucket, parts)
+    if "://" in root and not root.startswith(FILE):
+        raise InvalidInput(f"unsupported storage root {root!r}: use a local folder or s3://bucket/prefix")
+    path = Path(root.removeprefix(FILE)).expanduser()
+    if ".." in path.parts:
+        raise InvalidInput(f"storage root {root!r} refused: '..' is not allowed in a warehouse root")
+    # resolve() follows every symlink, so a link pointing out of an allowed root is seen as
+    # where it points.
+    return Root("file", "", path.resolve().parts[1:])
+
+
+def allowed(settings: LakeSettings) -> list[Root]:
+    """``LAKE_WAREHOUSE_ROOTS`` canonicalised (default: ``LAKE_WAREHOUSE_ROOT`` alone)."""
+    return [canonical(r.strip()) for r in settings.warehouse_roots.split(",") if r.strip()]
+
+
+def _reserved(settings: LakeSettings) -> list[tuple[Root, str]]:
+    """The platform's own areas no warehouse may overlap, each with how to name it."""
+    home = Path(settings.home).expanduser()
+    # The inbox default mirrors maintenance.inbox.inbox_location (catalog sits below it).
+    areas = [
+        (settings.results_root, "the results area"),
+        (settings.inbox or (home / "inbox").as_posix(), "the inbox"),
+    ]
+    if settings.registry_url.startswith("sqlite:///"):
+        areas.append((settings.registry_url.removeprefix("sqlite:///"), "the registry"))
+    if settings.audit_log not in ("", "-", "off"):
+        areas.append((settings.audit_log, "the audit log"))
+    return [(canonical(area), what) for area, what in areas]
+
+
+def violation(root: Root, settings: LakeSettings, others: Iterable[Root]) -> str | None:
+    """The rule ``root`` breaks (None: it may be a warehouse root). ``others``: the roots of
+    every other registered warehouse."""
+    permitted = allowed(settings)
+    inside = [a for a in permitted if root.within(a)]
+    if not inside:
+        listed = ", ".join(str(a) for a in permitted)
+        return f"it is outside the allowed warehouse roots (LAKE_WAREHOUSE_ROOTS: {listed})"
+    home = canonical(Path(settings.home).expanduser().as_posix())
+    if home.within(root):
+        return f"it contains LAKE_HOME ({home}), which holds the registry and the platform's own files"
+    if root.within(home) and not any(a.within(home) and a != home for a in inside):
+        return f"it is inside LAKE_HOME ({home}), which holds the registry and the platform's own files"
+    for area, what in _reserved(settings):
+        if root.overlaps(area):
+            return f"it {_relation(root, area)} {what} ({area})"
+    for other in others:
+        if root.overlaps(other):
+            return f"it {_relation(root, other)} another warehouse's root"
+    return None
+
+
+def _relation(root: Root, other: Root) -> str:
+    if root == other:
+        return "is"
+    return "contains" if other.within(root) else "is inside"
+
+
+def require_allowed(root: Root, settings: LakeSettings, others: Iterable[Root]) -> None:
+    """Raise InvalidInput naming ``root`` and the rule it breaks."""
+    problem = violation(root, settings, others)
+    if problem is not None:
+        raise InvalidInput(f"warehouse root {root} refused: {problem}")

@@ -1,0 +1,61 @@
+"""``lake warehouse create``: a root the allowed-roots rule refuses is a typed error (code 13)
+naming the root and the rule, and nothing is registered or created."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.cli import cli
+from lake_platform.settings import load_settings
+from lake_platform_tests.cli.conftest import run
+
+
+@pytest.mark.parametrize(
+    ("root", "rule"),
+    [
+        ("{tmp}/elsewhere/w", "outside the allowed warehouse roots"),
+        ("{tmp}/home/warehouse/p/../../../elsewhere", "'..' is not allowed"),
+        ("{tmp}/home/warehouse/link/w", "outside the allowed warehouse roots"),
+        ("{tmp}/home/warehouse/p/w/inner", "is inside another warehouse's root"),
+        ("{tmp}/home/warehouse/p", "contains another warehouse's root"),
+        ("{tmp}/home/warehouse/.results/w", "is inside the results area"),
+    ],
+)
+def test_a_refused_root_is_an_error_and_writes_nothing(
+    lake: CliRunner, tmp_path: Path, root: str, rule: str
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "home" / "warehouse").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "home" / "warehouse" / "link")
+    root = root.format(tmp=tmp_path)
+    existed = os.path.lexists(root)
+    result = lake.invoke(cli, ["--json", "warehouse", "create", "p.x", "--root", root])
+    assert result.exit_code != 0
+    error = json.loads(result.output)["error"]
+    assert error["code"] == 13 and rule in error["message"] and "warehouse root" in error["message"]
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    assert os.path.lexists(root) == existed
+    with Catalog(load_settings()) as catalog:
+        assert catalog.inventory.warehouses("p") == ["p.w"]
+
+
+def test_lake_home_and_the_inbox_are_refused(
+    lake: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKE_WAREHOUSE_ROOTS", str(tmp_path))
+    monkeypatch.setenv("LAKE_INBOX", str(tmp_path / "inbox"))
+    for root, rule in (
+        (tmp_path / "home" / "w", "is inside LAKE_HOME"),
+        (tmp_path / "inbox" / "w", "is inside the inbox"),
+    ):
+        result = lake.invoke(cli, ["--json", "warehouse", "create", "p.x", "--root", str(root)])
+        assert json.loads(result.output)["error"]["code"] == 13 and rule in result.output
+        assert not root.exists()
+    created = run(lake, "warehouse", "create", "p.x", "--root", str(tmp_path / "disk2" / "w"))
+    assert created["root"] == (tmp_path / "disk2" / "w").resolve().as_posix()  # type: ignore[index]
