@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 
 import lance_namespace.errors as ns_errors
@@ -55,3 +56,14 @@ def test_client_package_errors_and_unknown_exceptions_map_through_the_same_table
     assert resp.status_code == 500 and body["code"] == int(Internal.code) and "/secret" not in body["detail"]
     resp = problem(RequestTooLarge("too big"))
     assert resp.status_code == 413 and json.loads(resp.body)["code"] == 13
+
+
+def test_a_full_disk_is_503_with_retry_after_never_500() -> None:
+    for exc in (
+        OSError(errno.ENOSPC, "No space left on device"),
+        OSError("IO error: No space left on device"),
+    ):
+        resp = problem(exc, "/v1/table/p$w$ns$t/query")
+        assert (resp.status_code, json.loads(resp.body)["code"]) == (503, 17)
+        assert resp.headers["retry-after"] == "1"
+        assert "/" not in json.loads(resp.body)["detail"]  # no path of the server's disk
