@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lake_platform.errors import SettingsError
+from lake_platform.settings import load_settings
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 from lake_platform_tests.rest.test_body import connect, head, read_answer
 
@@ -33,3 +35,18 @@ def test_a_connection_beyond_the_limit_is_answered_503(lake: RestLake) -> None:
             extra.sendall(listing)
             status, headers, _ = read_answer(extra)
             assert status == 503, headers
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("rest_max_connections", 1),
+        ("rest_body_timeout_seconds", 0),
+        ("rest_keep_alive_seconds", 0),
+        ("rest_max_json_depth", 1),
+    ],
+)
+def test_a_limit_out_of_range_is_a_settings_error_naming_it(tmp_path: Path, name: str, value: int) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(home=tmp_path, **{name: value})
+    assert name.upper() in str(refused.value).upper()
