@@ -21,6 +21,7 @@ import stat
 import time
 from pathlib import Path
 
+from lake_platform import owner_only
 from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.flight import KEY_ID
@@ -113,7 +114,7 @@ def load_or_create(path: Path) -> list[tuple[str, bytes]]:
         return read_keys(path)
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    owner_only.make_dir(path.parent)
     temp = _write_temp(path, _format([new_key()]))
     try:
         os.link(temp, path)  # fails if another endpoint created it first: then read theirs

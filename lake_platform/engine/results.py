@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lake_platform import owner_only
 from lake_platform.engine.storage import _filesystem, s3_client
 from lake_platform.errors import ResultNotFound, SettingsError
 
@@ -65,8 +66,8 @@ class ResultsArea:
         """SettingsError naming LAKE_RESULTS_ROOT unless a file can be written and removed there."""
         probe = f"{self.base}/.probe-{secrets.token_hex(6)}"
         try:
-            self.fs.create_dir(self.base, recursive=True)
-            with self.fs.open_output_stream(probe) as out:
+            self._make_dir(self.base)
+            with self._output(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
         except Exception as exc:  # noqa: BLE001 - OSError, PermissionError, S3 errors
@@ -79,7 +80,7 @@ class ResultsArea:
 
     def create_job(self, project: str, job: str, expires_at: float, schema: pa.Schema) -> None:
         path = self.job_dir(project, job)
-        self.fs.create_dir(path, recursive=True)
+        self._make_dir(path)
         body = {"expires_at": expires_at, "created_at": time.time(), "schema": _schema_text(schema)}
         self._write_json(f"{path}/{JOB_FILE}", body)
 
@@ -93,7 +94,7 @@ class ResultsArea:
         return body
 
     def segment_sink(self, project: str, job: str, name: str) -> Any:
-        return self.fs.open_output_stream(f"{self.job_dir(project, job)}/{name}")
+        return self._output(f"{self.job_dir(project, job)}/{name}")
 
     def finish_job(
         self, project: str, job: str, schema: pa.Schema, segments: list[dict[str, Any]], *, ordered: bool
@@ -161,6 +162,20 @@ class ResultsArea:
                     max(times) if times else (job.mtime.timestamp() if job.mtime else None),
                 )
 
+    # Results are a tenant's data: on a local folder every folder is 0700 and every file 0600
+    # whatever the umask (pyarrow's LocalFileSystem would follow it). A file created 0600 keeps
+    # that mode when pyarrow then opens it by name.
+    def _make_dir(self, path: str) -> None:
+        if self.root.startswith("s3://"):
+            self.fs.create_dir(path, recursive=True)
+        else:
+            owner_only.make_dir(path)
+
+    def _output(self, path: str) -> Any:
+        if not self.root.startswith("s3://"):
+            owner_only.touch(path)
+        return self.fs.open_output_stream(path)
+
     def _write_json(self, path: str, body: dict[str, Any]) -> None:
         # Written aside and moved in: a reader never sees half a record (on S3 one PUT is atomic
         # already; a local rename is).
@@ -169,7 +184,7 @@ class ResultsArea:
                 out.write(json.dumps(body).encode())
             return
         aside = f"{path}.{secrets.token_hex(4)}.tmp"
-        with self.fs.open_output_stream(aside) as out:
+        with self._output(aside) as out:
             out.write(json.dumps(body).encode())
         self.fs.move(aside, path)
 

@@ -15,6 +15,7 @@ message), ``duration_ms``. Never a ticket, a token or a password.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from lake_platform import owner_only
 from lake_platform.errors import InvalidInput
 
 
@@ -33,8 +35,8 @@ class AuditTrail:
         self._file: TextIO | None = None
         if target not in ("-", "off"):
             path = Path(target)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+            fd = owner_only.open_file(path, os.O_WRONLY | os.O_APPEND)
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
 
     @property
     def enabled(self) -> bool:

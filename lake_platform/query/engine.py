@@ -27,6 +27,7 @@ import pyarrow as pa
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
 from datafusion.catalog import Table
 
+from lake_platform import owner_only
 from lake_platform.errors import Throttling
 from lake_platform.query import planner
 from lake_platform.query.access import AccessPaths
@@ -54,7 +55,8 @@ class QueryEngine:
         self._providers = Providers(settings, self.limits.dataset_cache_size)
         spill = self.limits.spill_dir or settings.home / "spill"
         self._spill_dir = Path(spill).expanduser()
-        self._spill_dir.mkdir(parents=True, exist_ok=True)
+        own = self._spill_dir.absolute() == (settings.home / "spill").expanduser().absolute()
+        owner_only.make_dir(self._spill_dir, narrow=own)
         # One builder for every context: they share its memory pool (an Arc inside the builder),
         # so the pool bounds the process, not each query. Each context's disk manager spills
         # into the same folder.

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lake_platform import owner_only
 from lake_platform.errors import ConditionFailed, Internal, ServiceUnavailable
 from lake_platform.registry.store import (
     ABSENT,
@@ -65,7 +66,8 @@ class SqliteMetaStore(MetaStore):
 
     def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 2.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 before SQLite opens it: its WAL and shared-memory files take its mode.
+        owner_only.touch(self.path)
         self.url = f"sqlite:///{self.path.as_posix()}"
         self._timeout = busy_timeout_seconds
         self._idle: list[sqlite3.Connection] = []
