@@ -55,4 +55,4 @@ def open_file(path: str | Path, flags: int) -> int:
 def touch(path: str | Path) -> None:
     """Create ``path`` empty and 0600 unless it exists, so a writer that then opens it by name
     (SQLite, pyarrow) keeps that mode."""
-    os.close(open_file(path, os.O_WRONLY))
+    os.close(open_file(path, os.O_RDONLY))
