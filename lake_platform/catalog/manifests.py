@@ -7,12 +7,15 @@ the ``finish_versions`` / ``repair_table`` maintenance steps built from the same
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.manifests import names_not_older
+from lake_platform.engine.staging import canonical_versions, manifest_mtime, staging_manifests
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -167,7 +170,8 @@ class Manifests:
            finalization (walking back while the record still names a staging manifest).
         2. Move canonical manifests above the registered version to quarantine: Lance builds
            every commit on the newest manifest it finds on storage, registered or not.
-        3. Refuse, with a typed error, to build on a registered version whose manifest is gone.
+        3. Remove staging manifests a killed commit left (``remove_dead_staging``).
+        4. Refuse, with a typed error, to build on a registered version whose manifest is gone.
 
         Costs one registry read and one listing of ``_versions/`` per write (a stray manifest
         far above the registered version, with a gap below it, must be seen too); ``current_item``,
@@ -177,7 +181,10 @@ class Manifests:
         # Looked at first: whether the current version's canonical manifest is there also says
         # whether a writer stopped before publishing it (a version registered at its
         # canonical path), without another stat.
-        rogue, has_current = engine.manifests_above(record.location, record.current_version, storage)
+        names = names_not_older(record.location, record.current_version, storage)
+        rogue, has_current = engine.manifests_above(
+            record.location, record.current_version, storage, names=names
+        )
         version = record.current_version
         current: VersionRecord | None = None
         while version > 0:
@@ -203,6 +210,7 @@ class Manifests:
             engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
             if pending is not None:
                 pending.detail["quarantined_manifests"] = rogue
+        self.remove_dead_staging(record, staging_manifests(record.location, names), canonical_versions(names))
         if record.current_version > 0 and not has_current:
             # Published after the listing (by its writer, which commits and releases the lease
             # in one transaction and links right after)? Only this rare path pays the stat.
@@ -214,6 +222,44 @@ class Manifests:
                 raise self.missing_manifest(tname, record.current_version)
         return rogue
 
+    def remove_dead_staging(
+        self, record: TableRecord, staging: list[tuple[int, str]], published: set[int]
+    ) -> list[str]:
+        """Under the write lease: remove the staging manifests (version, path) known never to be
+        registered, and return them. ``published``: versions whose canonical manifest is there.
+
+        - At or below the registered version, a staging manifest is dead unless the version's
+          record names it: the registry refuses every commit not built on the registered
+          version, so nothing can register it any more. One the record names as ``staged_from``
+          is a copy once the canonical manifest is published (until then it is the only copy,
+          which ``finish_version`` publishes).
+        - Above it, no commit has registered it yet. Under the lease no catalog writer is
+          mid-commit (a writer stages only while holding it), but a Lance client stages before
+          it asks for the lease (``CreateTableVersion``): such a manifest is dead only once it
+          is older than a lease's lifetime, which a live commit never takes to arrive.
+        """
+        storage = self.ctx.storage(record.location)
+        dead = []
+        for version, path in staging:
+            name = path.rpartition("/")[2]
+            if version > record.current_version:
+                written = manifest_mtime(record.location, path, storage)
+                if written is not None and time.time() - written > self.ctx.settings.lease_ttl_seconds:
+                    dead.append(path)
+                continue
+            item = self.ctx.store.get(keys.version(record.incarnation, version))
+            if item is not None:
+                ver = decode(VersionRecord, item.value, item.key)
+                if ver.manifest_path.rpartition("/")[2] == name:
+                    continue  # registered at its staging path: finish_version publishes it
+                if (ver.staged_from or "").rpartition("/")[2] == name and version not in published:
+                    continue  # the only copy of a registered version: finish_version publishes it
+            dead.append(path)
+        if dead:
+            log.info("%s: staging manifests of commits that never registered removed: %s", record.name, dead)
+            engine.remove_files(record.location, dead, storage)
+        return dead
+
     def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
         return InvalidTableState(
             f"version {version} of {tname} is registered but its manifest is missing from "
@@ -222,7 +268,8 @@ class Manifests:
 
     def repair_table(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, list[Any]]:
         """A maintenance step: finish every version whose writer stopped before finalizing it,
-        and quarantine manifests written around the registry. Idempotent; changes no data."""
+        quarantine manifests written around the registry, and remove the staging manifests of
+        commits that never registered (``remove_dead_staging``). Idempotent; changes no data."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
@@ -234,4 +281,9 @@ class Manifests:
                 quarantined = self.settle(tname, record)
             except InvalidTableState:
                 quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
+            # The whole history, not only the newest versions a writer's settle looks at.
+            names = names_not_older(record.location, 0, self.ctx.storage(record.location))
+            self.remove_dead_staging(
+                record, staging_manifests(record.location, names), canonical_versions(names)
+            )
         return {"finalized": finalized, "quarantined": quarantined}

@@ -11,13 +11,10 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files, read_object
 from lake_platform.lru import BoundedLRU
-
-if TYPE_CHECKING:
-    pass
 
 
 def _final_manifest_name(version: int) -> str:
@@ -237,8 +234,29 @@ def canonical_manifests(location: str, storage_options: dict[str, str] | None = 
     return found
 
 
+def names_not_older(location: str, version: int, storage_options: dict[str, str] | None = None) -> list[str]:
+    """The names in ``_versions/`` of manifests (final or staging) of ``version`` and above,
+    from one listing, and perhaps some older ones: what :func:`manifests_above` and
+    :func:`staging_manifests` read."""
+    threshold = f"{(1 << 64) - 1 - version:020d}"
+    s3 = location.startswith("s3://") and not _s3_directory_bucket(location)
+    if s3 and not _S3_SHORT.get(location):
+        names, whole = _s3_names_not_older(location, threshold, storage_options)
+        if whole:
+            _S3_SHORT.put(location, True)
+        return names
+    every = _version_names(location, storage_options)
+    if s3 and len(every) > _S3_FIRST:
+        _S3_SHORT.remove(location)  # grown: the listing that skips the history, next time
+    return [n for n in every if not _older(n, threshold)]
+
+
 def manifests_above(
-    location: str, version: int, storage_options: dict[str, str] | None = None
+    location: str,
+    version: int,
+    storage_options: dict[str, str] | None = None,
+    *,
+    names: Sequence[str] | None = None,
 ) -> tuple[list[str], bool]:
     """(canonical manifests of versions above ``version``, sorted; whether ``version`` has a
     canonical manifest): what a writer's settle needs, from one listing of ``_versions/``.
@@ -246,18 +264,10 @@ def manifests_above(
     Cheaper than :func:`canonical_manifests` on a long history: a V2 name's 20-digit stem is
     ``u64::MAX - N``, so a stem above ``version``'s stem is an older version and is skipped by
     one string comparison, without parsing; on S3 the older versions are not even listed (one
-    or two requests, however long the history)."""
-    threshold = f"{(1 << 64) - 1 - version:020d}"
-    s3 = location.startswith("s3://") and not _s3_directory_bucket(location)
-    if s3 and not _S3_SHORT.get(location):
-        names, whole = _s3_names_not_older(location, threshold, storage_options)
-        if whole:
-            _S3_SHORT.put(location, True)
-    else:
-        every = _version_names(location, storage_options)
-        if s3 and len(every) > _S3_FIRST:
-            _S3_SHORT.remove(location)  # grown: the listing that skips the history, next time
-        names = [n for n in every if not _older(n, threshold)]
+    or two requests, however long the history). ``names``: that listing
+    (:func:`names_not_older`), when the caller has made it."""
+    if names is None:
+        names = names_not_older(location, version, storage_options)
     above, has = [], False
     for name in names:
         found = _manifest_version(name)
