@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.rest import results
-from lake_platform.rest.handlers import scan
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
