@@ -236,7 +236,8 @@ class Manifests:
         - Above it, no commit has registered it yet. Under the lease no catalog writer is
           mid-commit (a writer stages only while holding it), but a Lance client stages before
           it asks for the lease (``CreateTableVersion``): such a manifest is dead only once it
-          is older than a lease's lifetime, which a live commit never takes to arrive.
+          is older than a lease's lifetime and safety margin, which a live commit never takes to
+          arrive.
         """
         storage = self.ctx.storage(record.location)
         dead = []
@@ -244,7 +245,7 @@ class Manifests:
             name = path.rpartition("/")[2]
             if version > record.current_version:
                 written = manifest_mtime(record.location, path, storage)
-                if written is not None and time.time() - written > self.ctx.settings.lease_ttl_seconds:
+                if written is not None and time.time() - written > self._commit_window():
                     dead.append(path)
                 continue
             item = self.ctx.store.get(keys.version(record.incarnation, version))
@@ -259,6 +260,12 @@ class Manifests:
             log.info("%s: staging manifests of commits that never registered removed: %s", record.name, dead)
             engine.remove_files(record.location, dead, storage)
         return dead
+
+    def _commit_window(self) -> float:
+        """How long a staged commit may still register (as the ``no_versions_beyond_registry``
+        check counts it): a lease's lifetime and its safety margin."""
+        settings = self.ctx.settings
+        return settings.lease_ttl_seconds + settings.lease_safety_margin_seconds
 
     def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
         return InvalidTableState(

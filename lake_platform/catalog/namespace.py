@@ -15,6 +15,9 @@ land). Right after the registry accepts a staging manifest, the namespace publis
 canonical path (``manifest_publisher``), so no reader ever has to finish a commit (which, in
 Lance, means writing to storage).
 
+Before anything is registered, the staged manifest is checked to reference only files inside
+the table (``table_files``): no shallow clone of another table, no extra base path.
+
 Lance calls back from its own threads, where context variables are not set, so each write gets
 its own namespace instance bound to one table incarnation and one pending commit.
 """

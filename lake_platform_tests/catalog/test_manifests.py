@@ -97,7 +97,8 @@ def test_a_staging_manifest_no_commit_registered_is_removed_once_no_live_commit_
         assert _staging(catalog) == [name]
         location = catalog.reads.open_table(T).record.location
         path = os.path.join(location, "_versions", name)
-        old = time.time() - 2 * catalog.settings.lease_ttl_seconds  # written a lease's lifetime ago
+        window = catalog.settings.lease_ttl_seconds + catalog.settings.lease_safety_margin_seconds
+        old = time.time() - 2 * window  # written before any live commit could still register it
         os.utime(path, (old, old))
         catalog.manifests.repair_table(T)
         assert _staging(catalog) == []
