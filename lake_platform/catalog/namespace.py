@@ -312,10 +312,10 @@ class BoundTableNamespace(LanceNamespace):
             if pending.marker_revision != ABSENT:
                 # A later step of this commit, or the continuation of an interrupted one: the
                 # commit still starts where its first step did.
-                first = self.store.get(keys.commit_marker(pending.commit_id))
-                if first is not None:
+                marker_item = self.store.get(keys.commit_marker(pending.commit_id))
+                if marker_item is not None:
                     marker = marker.model_copy(
-                        update={"from_version": decode(CommitMarker, first.value).from_version}
+                        update={"from_version": decode(CommitMarker, marker_item.value).from_version}
                     )
             releases = pending.release_lease
             ops: list[Op] = [
