@@ -56,3 +56,10 @@ def touch(path: str | Path) -> None:
     """Create ``path`` empty and 0600 unless it exists, so a writer that then opens it by name
     (SQLite, pyarrow) keeps that mode."""
     os.close(open_file(path, os.O_RDONLY))
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole, the file 0600 from its creation (never readable by
+    others, not even between a write and a chmod)."""
+    with os.fdopen(open_file(path, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
+        f.write(text)

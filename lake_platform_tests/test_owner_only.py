@@ -99,3 +99,41 @@ def test_folders_that_already_exist_keep_their_mode(tmp_path: Path) -> None:
         == stat.S_IMODE((shared / "a" / "b").stat().st_mode)
         == 0o700
     )
+
+
+UP = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    os.umask(0o022)
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+    from lake_platform.up.demo import ensure_demo_user, seed_demo
+    from lake_platform.up.launcher import prepare_dagster_home
+
+    home = Path(sys.argv[1])
+    settings = load_settings(home=home)
+    prepare_dagster_home(settings)
+    with Catalog(settings) as catalog:
+        seed_demo(catalog)
+        ensure_demo_user(catalog, home)
+    """
+)
+
+
+def test_what_lake_up_writes_is_owner_only_under_a_permissive_umask(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    subprocess.run([sys.executable, "-c", UP, str(home)], check=True, timeout=300)
+    # Dagster writes its own storage at the umask's mode: its folder keeps others out.
+    dagster = home / "dagster"
+    assert (dagster / "dagster.yaml").is_file() and any(dagster.iterdir())
+    assert stat.S_IMODE(dagster.stat().st_mode) == owner_only.DIR_MODE
+    for name in ("dagster/dagster.yaml", "dagster/workspace.yaml", "demo-user.txt"):
+        assert stat.S_IMODE((home / name).stat().st_mode) == owner_only.FILE_MODE, name
+    # Lance writes table files at the umask's mode too: the warehouse's root keeps others out.
+    warehouse = home / "warehouse" / "demo" / "main"
+    assert any(warehouse.rglob("*.lance"))
+    assert stat.S_IMODE(warehouse.stat().st_mode) == owner_only.DIR_MODE
+    assert {
+        path for path in modes(home) if not path.startswith(("home/dagster/", "home/warehouse/demo/main/"))
+    } == set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lake_platform import owner_only
 from lake_platform.catalog import roots
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
@@ -101,6 +102,11 @@ class Containers:
             exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
             parent=keys.project(wname.parent),
         )
+        if "://" not in record.root:
+            # Lance writes a table's files at the umask's mode; a 0700 root keeps them (and the
+            # folders made for the root) from other users of the machine. An existing folder is
+            # the operator's and keeps its mode.
+            owner_only.make_dir(record.root)
         return record
 
     def create_namespace(self, name: str, *, by: Provenance = UNSTATED) -> NamespaceRecord:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lake_platform import owner_only
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import LakeError, NamespaceAlreadyExists
@@ -81,7 +82,5 @@ def ensure_demo_user(catalog: Catalog, home: Path) -> tuple[str, str]:
     except LakeError:
         pass
     catalog.access.add_user(DEMO_USER, project=PROJECT, role="reader", password=password)
-    home.mkdir(parents=True, exist_ok=True)
-    secret_file.write_text(password + "\n")
-    secret_file.chmod(0o600)
+    owner_only.write_text(secret_file, password + "\n")
     return DEMO_USER, password

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from lake_platform import owner_only
 from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
 from lake_platform.up.processes import die_with_parent
@@ -82,13 +83,14 @@ class Platform:
 
 
 def prepare_dagster_home(settings: LakeSettings) -> Path:
-    home = Path(settings.home).expanduser().resolve() / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
+    # Dagster's own storage and the runs' logs are written at the umask's mode: a 0700 folder
+    # keeps them (run configs, step output) from other users of the machine.
+    home = owner_only.make_dir(Path(settings.home).expanduser().resolve() / "dagster", narrow=True)
     from lake_platform.defs.instance import instance_yaml
     from lake_platform.settings import dagster_settings
 
-    (home / "dagster.yaml").write_text(instance_yaml(dagster_settings()))
-    (home / "workspace.yaml").write_text(_WORKSPACE_YAML)
+    owner_only.write_text(home / "dagster.yaml", instance_yaml(dagster_settings()))
+    owner_only.write_text(home / "workspace.yaml", _WORKSPACE_YAML)
     _init_dagster_storage(home)
     return home
 
@@ -147,8 +149,7 @@ def start_platform(
     flight_port: int | None = None,
     rest_port: int | None = None,
 ) -> Platform:
-    lake_home = Path(settings.home).expanduser().resolve()
-    lake_home.mkdir(parents=True, exist_ok=True)
+    lake_home = owner_only.make_dir(Path(settings.home).expanduser().resolve())
     dagster_home = prepare_dagster_home(settings)
     from lake_platform.maintenance.inbox import inbox_location
 
@@ -170,7 +171,7 @@ def start_platform(
     }
     workspace = str(dagster_home / "workspace.yaml")
     logs = Path(log_dir) if log_dir else dagster_home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    owner_only.make_dir(logs)
     url = f"http://{ui_host}:{ui_port}"
     from lake_platform.settings.flight import flight_settings
 

@@ -31,7 +31,7 @@ def test_a_refused_root_is_an_error_and_writes_nothing(
     lake: CliRunner, tmp_path: Path, root: str, rule: str
 ) -> None:
     (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "home" / "warehouse").mkdir()
+    (tmp_path / "home" / "warehouse").mkdir(exist_ok=True)  # p.w's root made it
     os.symlink(tmp_path / "elsewhere", tmp_path / "home" / "warehouse" / "link")
     root = root.format(tmp=tmp_path)
     existed = os.path.lexists(root)
