@@ -14,8 +14,8 @@ from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.engine import lance_engine as engine
-from lake_platform.engine.manifests import names_not_older
-from lake_platform.engine.staging import canonical_versions, manifest_mtime, staging_manifests
+from lake_platform.engine.manifests import manifest_mtime, names_not_older
+from lake_platform.engine.staging import canonical_versions, staging_manifests
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.registry import keys

@@ -134,16 +134,37 @@ def manifest_size(
     location: str, manifest_path: str, storage_options: dict[str, str] | None = None
 ) -> int | None:
     """The size of a manifest (as the registry names it), or None when it is not on storage."""
+    stat = _manifest_stat(location, manifest_path, storage_options)
+    return stat[0] if stat is not None else None
+
+
+def manifest_mtime(
+    location: str, manifest_path: str, storage_options: dict[str, str] | None = None
+) -> float | None:
+    """When a manifest (an object-store path) was written, in epoch seconds; None when it is
+    not on storage."""
+    stat = _manifest_stat(location, manifest_path, storage_options)
+    return stat[1] if stat is not None else None
+
+
+def _manifest_stat(
+    location: str, manifest_path: str, storage_options: dict[str, str] | None
+) -> tuple[int, float] | None:
+    """(size, modification time in epoch seconds) of a manifest: a stat locally, a HEAD on S3;
+    None when it is not on storage."""
     import pyarrow.fs as pafs
 
     if not location.startswith("s3://"):
         try:
-            return os.path.getsize(_object_path(location, manifest_path))
+            found = os.stat(_object_path(location, manifest_path))
         except FileNotFoundError:
             return None
+        return found.st_size, found.st_mtime
     fs, _ = _filesystem(location, storage_options)
     info = fs.get_file_info(_object_path(location, manifest_path))
-    return int(info.size or 0) if info.type == pafs.FileType.File else None
+    if info.type != pafs.FileType.File:
+        return None
+    return int(info.size or 0), info.mtime.timestamp() if info.mtime is not None else 0.0
 
 
 def manifest_exists(location: str, manifest_path: str, storage_options: dict[str, str] | None = None) -> bool:

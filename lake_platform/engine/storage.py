@@ -83,6 +83,14 @@ def _object_path(location: str, manifest_path: str) -> str:
     return "/" + manifest_path.lstrip("/")
 
 
+def table_object_root(location: str) -> str:
+    """A table's root as an object-store path (no scheme, no bucket, no slashes around it), as
+    Lance reports the paths of a table's manifests and transaction files."""
+    if location.startswith("s3://"):
+        return location.removeprefix("s3://").split("/", 1)[1].rstrip("/")
+    return location.removeprefix("file://").strip("/")
+
+
 def read_object(location: str, object_path: str, storage_options: dict[str, str] | None = None) -> bytes:
     """The whole object at ``object_path`` (an object-store path as Lance reports it, under the
     table at ``location``): one read, no listing. FileNotFoundError if it is not there."""

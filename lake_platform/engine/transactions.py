@@ -20,7 +20,7 @@ from typing import Any
 
 from lake_platform.engine.manifests import split_manifest_file
 from lake_platform.engine.protobuf import message_class, parse
-from lake_platform.engine.storage import read_object
+from lake_platform.engine.storage import read_object, table_object_root
 
 #: ``Transaction.operation``'s field numbers (transaction.proto), by the names used here.
 OPERATIONS = {
@@ -124,15 +124,8 @@ def staged_change(
             raise ValueError(f"{manifest_path}: transaction file name {name!r} is not a plain name")
         try:
             return change_of(
-                read_object(location, f"{_root_path(location)}/_transactions/{name}", storage_options)
+                read_object(location, f"{table_object_root(location)}/_transactions/{name}", storage_options)
             )
         except FileNotFoundError:
             raise ValueError(f"{manifest_path}: its transaction file {name} is missing") from None
     return StagedChange(None)
-
-
-def _root_path(location: str) -> str:
-    """The table's root as an object-store path (no scheme), as Lance reports manifest paths."""
-    if location.startswith("s3://"):
-        return location.removeprefix("s3://").split("/", 1)[1].rstrip("/")
-    return location.lstrip("/").rstrip("/")
