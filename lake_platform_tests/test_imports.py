@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from lake_platform_tests.import_names import imported_names
+
 PACKAGE = Path(__file__).resolve().parents[1] / "lake_platform"
 
 
@@ -18,14 +20,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return names
+    return imported_names(ast.parse(path.read_text()))
 
 
 def _graph() -> dict[str, set[str]]:

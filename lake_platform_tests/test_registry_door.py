@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from lake_platform_tests.import_names import imported_names
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lake_platform"
 #: What only the catalog and the registry itself know: the key layout and the backends.
@@ -22,24 +24,13 @@ REGISTRY_INSIDES = (
 READS_THE_REGISTRY_ITSELF = "lake_platform/query/snapshot"
 
 
-def _imported(tree: ast.AST) -> set[str]:
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return names
-
-
 def _registry_importers() -> set[str]:
     found = set()
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith(("lake_platform/catalog/", "lake_platform/registry/")):
             continue
-        imported = _imported(ast.parse(path.read_text()))
+        imported = imported_names(ast.parse(path.read_text()))
         if any(name.startswith(REGISTRY_INSIDES) for name in imported):
             found.add(rel)
     return found
@@ -85,5 +76,5 @@ def test_nothing_outside_the_catalog_reads_a_private_member_of_a_catalog() -> No
 def test_the_checks_find_what_they_look_for() -> None:
     source = "from lake_platform.registry import keys\nx = self.catalog._tables\ny = cat._who(None)\n"
     tree = ast.parse(source)
-    assert "lake_platform.registry.keys" in _imported(tree)
+    assert "lake_platform.registry.keys" in imported_names(tree)
     assert _private_reads(tree) == ["catalog._tables (line 2)", "cat._who (line 3)"]
