@@ -78,11 +78,9 @@ def allowed(settings: LakeSettings) -> list[Root]:
 
 def _reserved(settings: LakeSettings) -> list[tuple[Root, str]]:
     """The platform's own areas no warehouse may overlap, each with how to name it."""
-    home = Path(settings.home).expanduser()
-    # The inbox default mirrors maintenance.inbox.inbox_location (catalog sits below it).
     areas = [
         (settings.results_root, "the results area"),
-        (settings.inbox or (home / "inbox").as_posix(), "the inbox"),
+        (settings.inbox_location(), "the inbox"),
     ]
     if settings.registry_url.startswith("sqlite:///"):
         areas.append((settings.registry_url.removeprefix("sqlite:///"), "the registry"))

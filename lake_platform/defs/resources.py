@@ -55,10 +55,10 @@ class InboxResource(dg.ConfigurableResource):
     location: str = ""
 
     def open(self) -> Inbox:
-        from lake_platform.maintenance.inbox import inbox_location, open_inbox
+        from lake_platform.maintenance.inbox import open_inbox
 
         settings = self.lake.settings()
-        return open_inbox(self.location or inbox_location(settings), settings)
+        return open_inbox(self.location or settings.inbox_location(), settings)
 
 
 class FlightEndpointResource(dg.ConfigurableResource):

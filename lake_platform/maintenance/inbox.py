@@ -46,14 +46,6 @@ QUARANTINE = "_quarantine"
 SETTLE_SECONDS = 1.0
 
 
-def inbox_location(settings: LakeSettings) -> str:
-    """The inbox: ``LAKE_INBOX`` (``LakeSettings.inbox``), else ``<home>/inbox``."""
-    configured = settings.inbox
-    if configured:
-        return configured
-    return (Path(settings.home).expanduser().resolve() / "inbox").as_posix()
-
-
 @dataclass(frozen=True)
 class InboxFile:
     """One landed file. ``key`` is relative to the inbox root, '/'-separated."""

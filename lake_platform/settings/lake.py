@@ -198,6 +198,10 @@ class LakeSettings(BaseSettings):
             raise ValueError("lease_io_timeout_seconds: must be below lease_safety_margin_seconds")
         return self
 
+    def inbox_location(self) -> str:
+        """The inbox: ``inbox`` (``LAKE_INBOX``), else ``<home>/inbox``."""
+        return self.inbox or (Path(self.home).expanduser().resolve() / "inbox").as_posix()
+
     def storage_options(self, root: str) -> dict[str, str]:
         """Lance/object_store options for a storage root (empty for local folders)."""
         if not root.startswith("s3://"):

@@ -111,12 +111,12 @@ def seed_demo_inbox(settings: LakeSettings) -> tuple[str, str, list[str]]:
     import pyarrow.parquet as pq
 
     from lake_platform.catalog.catalog import Catalog
-    from lake_platform.maintenance.inbox import inbox_location, open_inbox, table_folder
+    from lake_platform.maintenance.inbox import open_inbox, table_folder
     from lake_platform.up import demo
 
     with Catalog(settings) as catalog:
         summary = demo.seed_demo(catalog)
-    location = inbox_location(settings)
+    location = settings.inbox_location()
     box = open_inbox(location, settings)
     folder = table_folder(demo.TABLE_NAME)
     samples = {
@@ -151,9 +151,7 @@ def start_platform(
 ) -> Platform:
     lake_home = owner_only.make_dir(Path(settings.home).expanduser().resolve())
     dagster_home = prepare_dagster_home(settings)
-    from lake_platform.maintenance.inbox import inbox_location
-
-    table, inbox, dropped = seed_demo_inbox(settings) if seed else ("", inbox_location(settings), [])
+    table, inbox, dropped = seed_demo_inbox(settings) if seed else ("", settings.inbox_location(), [])
     if "://" not in inbox:
         inbox = Path(inbox).expanduser().resolve().as_posix()
     # The processes read LakeSettings from the environment: hand them exactly these settings.
