@@ -14,6 +14,9 @@ package pinned in ``requirements.lock``, so ``make test`` needs nothing started 
   ``-s3.config`` file); anonymous requests are refused;
 - after start it creates the bucket and checks that a second ``PUT`` with
   ``If-None-Match: *`` gets 412: Lance commits with conditional put and is unsafe without it;
+- with ``sts=True`` it also serves STS on the S3 port (an ``-s3.iam.config`` file): the
+  identity may assume :data:`STS_ROLE_ARN` (every S3 action on every bucket) with an inline
+  session policy, which SeaweedFS enforces (the scoped storage credentials' tests);
 - it is stopped by process id: SIGTERM to its process group, wait, SIGKILL on timeout
   (a clean stop takes about 2.3 s; weed mini sometimes hangs in shutdown after a minute or
   more of uptime, so SIGKILL follows after 5 s: the data is throwaway).
@@ -33,6 +36,7 @@ what it wrote afterwards. The conditional-put check runs there too (on a key und
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -56,6 +60,8 @@ from lake_platform_tests.servers import free_ports
 
 #: Keys and prefixes the tests write under, in any bucket.
 TEST_PREFIX = "lake-test"
+#: The role a SeaweedFS started with ``sts=True`` lets its identity assume.
+STS_ROLE_ARN = "arn:aws:iam::000000000000:role/LakeTableAccess"
 
 _READY_SECONDS = 30.0
 _STOP_SECONDS = 5.0  # a clean stop takes ~2.3 s; weed sometimes hangs in shutdown, then SIGKILL
@@ -88,6 +94,10 @@ class S3Endpoint:
     #: A second identity that may only read and list (empty on an external endpoint).
     read_access_key_id: str = ""
     read_secret_access_key: str = ""
+    #: With ``sts=True``: the role to assume, and the key SeaweedFS signs session tokens with
+    #: (a test can make a session token whose expiry has passed without waiting for one).
+    sts_role_arn: str = ""
+    sts_signing_key: bytes = b""
 
     def lake_settings(self) -> dict[str, Any]:
         """``LakeSettings`` overrides for a warehouse on this endpoint."""
@@ -209,7 +219,7 @@ def weed_binary() -> str:
     return found
 
 
-def _weed_command(base: Path, ports: dict[str, int]) -> list[str]:
+def _weed_command(base: Path, ports: dict[str, int], *, iam: bool = False) -> list[str]:
     return [
         weed_binary(),
         # global flags: logs in our directory, no stray *.toml from ~/.seaweedfs or /etc
@@ -228,11 +238,52 @@ def _weed_command(base: Path, ports: dict[str, int]) -> list[str]:
         f"-s3.config={base / 's3.json'}",
         f"-s3.localSocket={base / 's3.sock'}",
         f"-filer.localSocket={base / 'filer.sock'}",
+        *([f"-s3.iam.config={base / 's3.json'}"] if iam else []),
     ]
 
 
-def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
-    """Start ``weed mini`` on free loopback ports, create ``bucket``; return the endpoint.
+def _sts_config(identity: str, signing_key: bytes) -> dict[str, Any]:
+    """STS, a default-deny policy engine and one role ``identity`` may assume (every S3 action)."""
+    return {
+        "sts": {
+            "tokenDuration": "1h",
+            "maxSessionLength": "12h",
+            "issuer": "seaweedfs-sts",
+            "signingKey": base64.b64encode(signing_key).decode(),
+        },
+        "policy": {"defaultEffect": "Deny", "storeType": "memory"},
+        "policies": [
+            {
+                "name": "LakeTables",
+                "document": {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": ["s3:*"], "Resource": ["*"]}],
+                },
+            }
+        ],
+        "roles": [
+            {
+                "roleName": STS_ROLE_ARN.rsplit("/", 1)[1],
+                "roleArn": STS_ROLE_ARN,
+                "attachedPolicies": ["LakeTables"],
+                "trustPolicy": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"AWS": f"arn:aws:iam::000000000000:user/{identity}"},
+                            "Action": ["sts:AssumeRole"],
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+
+
+def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake", sts: bool = False) -> S3Endpoint:
+    """Start ``weed mini`` on free loopback ports, create ``bucket``; return the endpoint
+    (with ``sts``, serving STS as well: see the module's docstring).
 
     The server's output goes to ``tmp_dir/weed.out`` and its logs to ``tmp_dir/logs``.
     """
@@ -241,9 +292,11 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
     (tmp_dir / "logs").mkdir(exist_ok=True)
     key_id, secret = f"LAKETEST{secrets.token_hex(6).upper()}", secrets.token_urlsafe(30)
     read_id, read_secret = f"LAKEREAD{secrets.token_hex(6).upper()}", secrets.token_urlsafe(30)
+    signing_key = secrets.token_bytes(32) if sts else b""
     (tmp_dir / "s3.json").write_text(
         json.dumps(
             {
+                **(_sts_config("lake_test", signing_key) if sts else {}),
                 "identities": [
                     {
                         "name": "lake_test",
@@ -269,7 +322,7 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
         ports = dict(zip(_WEED_PORTS, free_ports(len(_WEED_PORTS), pair_offset=_GRPC_OFFSET), strict=True))
         with out_path.open("ab") as out:
             proc = subprocess.Popen(
-                _weed_command(tmp_dir, ports),
+                _weed_command(tmp_dir, ports, iam=sts),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -288,6 +341,8 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake") -> S3Endpoint:
             stop=stop,
             read_access_key_id=read_id,
             read_secret_access_key=read_secret,
+            sts_role_arn=STS_ROLE_ARN if sts else "",
+            sts_signing_key=signing_key,
         )
         try:
             problem = _wait_ready(s3, proc)

@@ -69,3 +69,39 @@ def test_s3_storage_options() -> None:
         "aws_secret_access_key": "s",
         "allow_http": "true",
     }
+
+
+def test_the_rest_server_vends_no_storage_keys_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("LAKE_REST_STORAGE_CREDENTIALS", raising=False)
+    assert load_settings(home=tmp_path).rest_storage_credentials == "none"
+
+
+ROLE = "arn:aws:iam::123456789012:role/lake-tables"
+SCOPED = {"rest_storage_credentials": "scoped", "rest_sts_role_arn": ROLE}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"rest_storage_credentials": "scoped"}, "LAKE_REST_STS_ROLE_ARN: set it exactly when"),
+        ({"rest_sts_role_arn": ROLE}, "LAKE_REST_STS_ROLE_ARN: set it exactly when"),
+        ({"rest_sts_endpoint": "https://sts.example"}, "LAKE_REST_STS_ENDPOINT: only used when"),
+        (
+            {**SCOPED, "rest_sts_duration_seconds": 899},
+            "LAKE_REST_STS_DURATION_SECONDS",
+        ),
+        (
+            {**SCOPED, "rest_sts_duration_seconds": 43201},
+            "LAKE_REST_STS_DURATION_SECONDS",
+        ),
+        ({"rest_storage_credentials": "everyone"}, "LAKE_REST_STORAGE_CREDENTIALS"),
+    ],
+)
+def test_scoped_credential_settings_are_checked(
+    tmp_path: Path, overrides: dict[str, object], named: str
+) -> None:
+    with pytest.raises(SettingsError, match=named):
+        load_settings(home=tmp_path, **overrides)
+    assert load_settings(home=tmp_path, **SCOPED).rest_sts_duration_seconds == 900  # 15 minutes

@@ -4,10 +4,14 @@ A Lance client reads and writes a table's files itself, so ``DescribeTable``/``D
 answer the storage options it needs. What they carry is the operator's choice
 (``LAKE_REST_STORAGE_CREDENTIALS``):
 
-- ``server`` (the default): the server's own keys, as the in-process namespace uses them. Every
-  principal of a project, readers included, receives them.
-- ``none``: no keys (endpoint, region and the like stay): each client brings its own, e.g. an
-  IAM role per team.
+- ``none`` (the default): no keys (endpoint, region and the like stay): each client brings its
+  own, e.g. an IAM role per team.
+- ``scoped``: per table, short-lived STS keys that reach only that table's prefix: read-only for
+  a principal that may only read, and for a writer everything but the published manifests, so
+  only the registry's commit path publishes versions (``credentials_scoped.py``).
+- ``server``: the server's own keys, as the in-process namespace uses them. Every principal of
+  a project, readers included, receives them, and with them every table's files: the server
+  logs a WARNING when it starts in this mode.
 - ``file``: per project, from ``LAKE_REST_CREDENTIALS_FILE``::
 
       {"projects": {"sales": {"read":  {"access_key_id": "…", "secret_access_key": "…"},
@@ -26,6 +30,7 @@ when the server starts; a bad file stops the start with a ``SettingsError`` nami
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,7 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import SettingsError
 from lake_platform.naming import check_segment
+from lake_platform.rest.credentials_scoped import ScopedCredentials
 from lake_platform.settings import LakeSettings
+
+log = logging.getLogger(__name__)
 
 #: Storage-option keys that are secrets (object_store's names for the S3 key pair and session).
 SECRET_KEYS = frozenset({"aws_access_key_id", "aws_secret_access_key", "aws_session_token"})
@@ -89,15 +97,28 @@ class StorageCredentials:
         self.settings = settings
         self.mode = settings.rest_storage_credentials
         self.keys: CredentialsFile | None = None
+        self.scoped: ScopedCredentials | None = None
         if self.mode == "file":
             assert settings.rest_credentials_file is not None  # the settings check it
             self.keys = load_credentials_file(settings.rest_credentials_file)
+        elif self.mode == "scoped":
+            self.scoped = ScopedCredentials(settings)
+        elif self.mode == "server":
+            log.warning(
+                "LAKE_REST_STORAGE_CREDENTIALS=server: every principal receives the server's own S3 "
+                "keys with a table's location, so readers can write any table's files and writers "
+                "can publish manifests the registry never committed; prefer scoped or none"
+            )
 
     def options_for(self, principal: Principal, project: str, location: str) -> dict[str, str] | None:
         options = self.settings.storage_options(location)
         if self.mode == "server" or not location.startswith("s3://"):
             return options or None
         keyless = {k: v for k, v in options.items() if k not in SECRET_KEYS}
+        if self.scoped is not None and principal.can(project, "read"):
+            write = principal.can(project, "write")
+            keyless.update(self.scoped.keys_for(principal, location, write=write))
+            return keyless
         pair = self._pair(principal, project)
         if pair is not None:
             keyless["aws_access_key_id"] = pair.access_key_id

@@ -133,15 +133,32 @@ class LakeSettings(BaseSettings):
     rest_inline_max_bytes: int = Field(
         32 << 20, ge=0, description="QueryTable answers inline up to this many Arrow bytes; beyond, a handle."
     )
-    rest_storage_credentials: Literal["server", "none", "file"] = Field(
-        "server",
-        description="What DescribeTable/DeclareTable hand clients for S3: server (the server's own "
-        "keys), none (no keys: clients bring their own), or file (per project, a read-only pair for "
-        "readers and a read-write pair for writers, from rest_credentials_file).",
+    rest_storage_credentials: Literal["none", "scoped", "server", "file"] = Field(
+        "none",
+        description="What DescribeTable/DeclareTable hand clients for S3: none (no keys: clients bring "
+        "their own), scoped (per table, short-lived STS keys assumed from rest_sts_role_arn: read-only "
+        "for readers, no manifest writes for writers), server (the server's own keys, to every "
+        "principal: a warning at start), or file (per project, from rest_credentials_file).",
     )
     rest_credentials_file: Path | None = Field(
         None,
         description="JSON file of the S3 key pairs handed out per project (rest_storage_credentials=file).",
+    )
+    rest_sts_role_arn: str = Field(
+        "",
+        description="The IAM role scoped credentials are assumed from (rest_storage_credentials=scoped); "
+        "its own policy must allow at least what a writer gets.",
+    )
+    rest_sts_endpoint: str = Field(
+        "",
+        description="STS endpoint for scoped credentials; default s3_endpoint when that is set and not "
+        "an amazonaws.com host (SeaweedFS, MinIO, Ceph serve STS there), else AWS's regional STS.",
+    )
+    rest_sts_duration_seconds: int = Field(
+        900,
+        ge=900,
+        le=43200,
+        description="Lifetime of scoped credentials (AssumeRole's range; at most the role's maximum).",
     )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -189,6 +206,10 @@ class LakeSettings(BaseSettings):
             )
         if (self.rest_storage_credentials == "file") != (self.rest_credentials_file is not None):
             raise ValueError("rest_credentials_file: set it exactly when rest_storage_credentials is 'file'")
+        if (self.rest_storage_credentials == "scoped") != bool(self.rest_sts_role_arn):
+            raise ValueError("rest_sts_role_arn: set it exactly when rest_storage_credentials is 'scoped'")
+        if self.rest_sts_endpoint and self.rest_storage_credentials != "scoped":
+            raise ValueError("rest_sts_endpoint: only used when rest_storage_credentials is 'scoped'")
         if any(c.isalnum() or c == "_" or c.isspace() or c == "/" for c in self.rest_id_delimiter):
             raise ValueError("rest_id_delimiter: must not contain letters, digits, '_', '/' or spaces")
         if self.lease_safety_margin_seconds >= self.lease_ttl_seconds:

@@ -4,6 +4,7 @@ SeaweedFS with two identities: one that may write, one that may only read and li
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,8 +98,8 @@ def test_file_mode_hands_readers_a_read_only_pair_and_writers_theirs(
     assert lake.catalog.reads.open_table("p.w.ns.events").count_rows() == 3
 
 
-def test_none_mode_hands_out_no_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
-    with s3_rest_lake(tmp_path, s3, s3_prefix, rest_storage_credentials="none") as lake:
+def test_by_default_no_keys_are_handed_out(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
+    with s3_rest_lake(tmp_path, s3, s3_prefix) as lake:  # LAKE_REST_STORAGE_CREDENTIALS=none
         lake.catalog.tables.create_table("p.w.ns.events", rows([1]))
         for who in ("writer", "reader", "admin"):
             options = vended(lake, who)
@@ -106,10 +107,15 @@ def test_none_mode_hands_out_no_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: 
             assert options["aws_endpoint"] == s3.endpoint
 
 
-def test_server_mode_hands_out_the_servers_keys(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> None:
-    with s3_rest_lake(tmp_path, s3, s3_prefix) as lake:
-        lake.catalog.tables.create_table("p.w.ns.events", rows([1]))
-        assert vended(lake, "reader")["aws_secret_access_key"] == s3.secret_access_key
+def test_server_mode_hands_out_the_servers_keys_and_warns_at_start(
+    tmp_path: Path, s3: S3Endpoint, s3_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "lake_platform.rest.credentials"):
+        with s3_rest_lake(tmp_path, s3, s3_prefix, rest_storage_credentials="server") as lake:
+            warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+            assert any("LAKE_REST_STORAGE_CREDENTIALS=server" in r.getMessage() for r in warned)
+            lake.catalog.tables.create_table("p.w.ns.events", rows([1]))
+            assert vended(lake, "reader")["aws_secret_access_key"] == s3.secret_access_key
 
 
 def test_a_project_missing_from_the_file_gets_no_keys(file_lake: RestLake) -> None:

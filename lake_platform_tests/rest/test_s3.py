@@ -23,6 +23,7 @@ def s3_lake(tmp_path: Path, s3: S3Endpoint, s3_prefix: str) -> Iterator[RestLake
         tmp_path,
         warehouse_root=f"s3://{s3.bucket}/{s3_prefix}",
         rest_inline_max_rows=1,
+        rest_storage_credentials="server",  # the keys the client writes with (default: none)
         **s3.lake_settings(),
     )
 
