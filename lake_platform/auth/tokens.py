@@ -43,7 +43,7 @@ BEARER_PREFIX = "lkb2."
 LEGACY_BEARER_PREFIX = "lkb1."
 #: The first byte of the earlier releases' envelopes: their version.
 LEGACY_VERSIONS = frozenset({1, 2, 3})
-PURPOSES = ("bearer", "ticket", "prepared", "segment")
+PURPOSES = ("bearer", "ticket", "prepared", "segment", "session")
 #: Claims every token carries, set by the sealer.
 ENVELOPE_CLAIMS = frozenset({"iat", "exp"})
 DEFAULT_MAX_BYTES = 2 << 20

@@ -1,9 +1,9 @@
 """DoAction: the Flight SQL actions this read-only server answers (prepared statements,
-cancellation, sessions, health) and the ones it refuses, with why.
+cancellation, session options, health) and the ones it refuses, with why.
 
 Each handler takes the server, the authenticated caller and the action body, and returns the
-results' bodies. Prepared-statement handles are sealed envelopes (no server state), so closing
-one only checks it.
+results' bodies. Prepared-statement handles and sessions are sealed envelopes (no server state):
+closing a handle only checks it, and a session lives in the client's cookie (``session``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pyarrow.flight as fl
 
 from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, Unsupported
-from lake_platform.flight import proto
+from lake_platform.flight import proto, session
 from lake_platform.flight.spool import POLL_PREFIX, SEGMENT_PREFIX
 from lake_platform.flight.transport import Call
+from lake_platform.query.defaults import with_defaults
 
 if TYPE_CHECKING:
     from lake_platform.flight.streams import Streams
@@ -36,6 +37,7 @@ class ActionHost(Protocol):
     engine: QueryEngine
     tickets: Tickets
     streams: Streams
+    sessions: session.Sessions
 
     def _view(self, identity: Identity) -> ProjectView: ...
 
@@ -53,8 +55,10 @@ def create_prepared(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     if req.HasField("transaction_id"):
         raise Unsupported(NO_TRANSACTIONS)
     identity = call.identity
-    planned = server.engine.plan(req.query, server._view(identity), None, prepare=True, scope=identity)
-    handle = server.tickets.seal_prepared(identity, req.query, None)
+    # The handle keeps the session's defaults in force now (``query.defaults``).
+    sql = with_defaults(req.query, server.sessions.defaults(call))
+    planned = server.engine.plan(sql, server._view(identity), None, prepare=True, scope=identity)
+    handle = server.tickets.seal_prepared(identity, sql, None)
     params = pa.schema([pa.field(str(i), pa.null()) for i in range(planned.parameters)])
     result = proto.ActionCreatePreparedStatementResult(
         prepared_statement_handle=handle,
@@ -88,7 +92,26 @@ def cancel_query(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
     return [proto.pack(proto.ActionCancelQueryResult(result=status))]
 
 
+def set_session_options(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
+    """Set the default catalog and schema: a new session cookie when anything changed; errors
+    by option name (INVALID_NAME: not ``catalog`` or ``schema``; INVALID_VALUE: not a warehouse
+    of the caller's project, or not a namespace of the default catalog)."""
+    options = session.parse_request(body)
+    current = server.sessions.defaults(call)
+    updated, errors = session.apply_options(current, options, server._view(call.identity))
+    if updated != current:
+        call.send_header("set-cookie", server.sessions.set_cookie(call.identity, updated))
+    return [session.errors_result(errors)]
+
+
+def get_session_options(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
+    return [session.options_result(server.sessions.defaults(call))]
+
+
 def close_session(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
+    """End the session: the client drops its cookie (nothing is kept on any replica)."""
+    if session.cookie(call.header("cookie")) is not None:
+        call.send_header("set-cookie", session.closed_cookie())
     return [proto.CloseSessionResult(status=proto.CLOSE_SESSION_CLOSED).SerializeToString()]
 
 
@@ -148,7 +171,12 @@ ACTIONS: dict[str, Action] = {
     ),
     "CancelFlightInfo": Action("Cancel the query of a FlightInfo", cancel_flight_info),
     "CancelQuery": Action("Cancel the query of a FlightInfo (deprecated form)", cancel_query),
-    "CloseSession": Action("End the session (no server state)", close_session),
+    "SetSessionOptions": Action(
+        "Set the session's default catalog (warehouse) and schema (namespace); kept in a sealed cookie",
+        set_session_options,
+    ),
+    "GetSessionOptions": Action("The session's default catalog and schema", get_session_options),
+    "CloseSession": Action("End the session (the client drops its cookie)", close_session),
     "health": Action("Report the server's health and the catalog snapshot's age (JSON)", health),
 }
 #: Flight SQL actions this server refuses, and why (not listed by ListActions).

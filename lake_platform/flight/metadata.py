@@ -3,7 +3,8 @@ GetSqlInfo, and the key and type-info commands (answered empty).
 
 Each command has a fixed result schema (what GetFlightInfo and GetSchema advertise) and a small
 table DoGet returns. The catalog commands read the caller's project in the cached catalog
-snapshot: catalog = warehouse, db_schema = namespace path joined by ".", table = table.
+snapshot: catalog = warehouse, db_schema = namespace path joined by ".", table = table. A
+table's schema (GetTables with ``include_schema``) carries Flight SQL's column metadata.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, InvalidTableState, Unsupported
 from lake_platform.flight import proto, schemas
 from lake_platform.flight.sqlinfo import sql_info_table
+from lake_platform.query.columns import Origin, table_schema
 from lake_platform.query.snapshot import ProjectView
 
 TABLE_TYPES = ("TABLE",)
@@ -123,9 +125,18 @@ def _tables(view: ProjectView, cmd: Any) -> pa.Table:
                     f"table {wh}.{ns}.{table} has no recorded schema; "
                     "ask an operator to repair its registration"
                 )
-            row["table_schema"] = cached.schema_ipc
+            row["table_schema"] = typed_table_schema(cached.schema_ipc, Origin(wh, ns, table))
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def typed_table_schema(schema_ipc: bytes, origin: Origin) -> bytes:
+    """A table's recorded schema as GetTables(include_schema) answers it: each column with its
+    Flight SQL column metadata (SQL type name, precision, scale, the table's names), which
+    ADBC's ``adbc_get_objects`` reports as ``xdbc_type_name`` and SQLAlchemy reflects."""
+    schema = pa.ipc.read_schema(pa.py_buffer(schema_ipc))
+    plain = pa.schema([f.remove_metadata() for f in schema])
+    return bytes(table_schema(plain, origin).serialize().to_pybytes())
 
 
 def like(pattern: str | None) -> Callable[[str], bool]:
@@ -145,4 +156,4 @@ def like(pattern: str | None) -> Callable[[str], bool]:
     return lambda s: rx.fullmatch(s) is not None
 
 
-__all__ = ["CATALOG_COMMANDS", "TABLE_TYPES", "Metadata", "like", "unsupported"]
+__all__ = ["CATALOG_COMMANDS", "TABLE_TYPES", "Metadata", "like", "typed_table_schema", "unsupported"]

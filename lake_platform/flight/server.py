@@ -38,6 +38,7 @@ from lake_platform.flight.actions import ACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.dataplane import DataPlane
 from lake_platform.flight.endpoints import Endpoints
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata
+from lake_platform.flight.session import Sessions
 from lake_platform.flight.spool import Spooler, SpoolSettings
 from lake_platform.flight.sqlinfo import standard_info
 from lake_platform.flight.statements import STATEMENTS
@@ -147,6 +148,7 @@ class FlightSqlServer:
             lifetime=self.ticket_ttl,
             prepared_lifetime=PREPARED_TTL,
         )
+        self.sessions = Sessions(self.sealer, PREPARED_TTL)
         self.auth = AuthService(
             self.authenticator,
             self.sealer,
@@ -347,7 +349,7 @@ class FlightSqlServer:
         identity = call.identity
         name, payload = self._command(descriptor)
         if name in STATEMENTS:
-            sql, params = statements.statement(self, identity, name, payload, descriptor.command)
+            sql, params = statements.statement(self, call, name, payload, descriptor.command)
             return self.engine.plan(sql, self._view(identity), params).schema
         return self.metadata.schema(name, payload)
 

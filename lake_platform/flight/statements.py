@@ -25,10 +25,12 @@ from lake_platform.flight.metadata import unsupported
 from lake_platform.flight.spool import POLL_PREFIX, SEGMENT_PREFIX, SPOOL_HEADER, poll_info
 from lake_platform.flight.transport import Call
 from lake_platform.observability.query import QueryInfo, failed, observed
+from lake_platform.query.defaults import with_defaults
 from lake_platform.query.split import ordered
 
 if TYPE_CHECKING:
     from lake_platform.flight.endpoints import Endpoints
+    from lake_platform.flight.session import Sessions
     from lake_platform.flight.spool import Spooler
     from lake_platform.flight.streams import Streams
     from lake_platform.flight.tickets import Tickets
@@ -53,6 +55,7 @@ class StatementHost(Protocol):
     spooler: Spooler | None
     parts: PartTables
     audit: AuditTrail
+    sessions: Sessions
 
     def _view(self, identity: Identity) -> ProjectView: ...
 
@@ -64,15 +67,17 @@ class StatementHost(Protocol):
 
 
 def statement(
-    server: StatementHost, identity: Identity, name: str, payload: bytes, command: bytes
+    server: StatementHost, call: Call, name: str, payload: bytes, command: bytes
 ) -> tuple[str, pa.RecordBatch | None]:
-    """The SQL and bound parameters of a statement command (a prepared one's handle opened)."""
+    """The SQL and bound parameters of a statement command (a prepared one's handle opened).
+    A statement's SQL carries the caller's session defaults (``session``); a prepared one's
+    has the defaults it was prepared with."""
     if name == "CommandStatementQuery":
         cmd = proto.parse(proto.CommandStatementQuery, payload)
         if cmd.HasField("transaction_id"):
             raise Unsupported(NO_TRANSACTIONS)
-        return cmd.query, None
-    return server.tickets.open_prepared(proto.prepared_handle(command), identity)
+        return with_defaults(cmd.query, server.sessions.defaults(call)), None
+    return server.tickets.open_prepared(proto.prepared_handle(command), call.identity)
 
 
 def flight_info(
@@ -80,7 +85,7 @@ def flight_info(
 ) -> fl.FlightInfo:
     """GetFlightInfo of a statement: its endpoints (sealed tickets), or a spooled result's."""
     identity = call.identity
-    sql, params = statement(server, identity, name, payload, descriptor.command)
+    sql, params = statement(server, call, name, payload, descriptor.command)
     started = time.perf_counter()
     try:
         planned = server.engine.plan(sql, server._view(identity), params, scope=identity)
@@ -127,7 +132,7 @@ def poll(server: StatementHost, call: Call, descriptor: fl.FlightDescriptor) -> 
     if descriptor.descriptor_type == fl.DescriptorType.CMD and spooler is not None:
         name, payload = proto.unpack_command(descriptor.command)
         if name in STATEMENTS:
-            sql, params = statement(server, identity, name, payload, descriptor.command)
+            sql, params = statement(server, call, name, payload, descriptor.command)
             planned = server.engine.plan(sql, server._view(identity), params)
             if spooler.wanted(planned, asks_spool(call)):
                 job = spooler.start(identity, planned, ordered(planned))

@@ -77,6 +77,12 @@ class Call:
                 return value if isinstance(value, str) else None
         return None
 
+    def send_header(self, name: str, value: str) -> None:
+        """Send a response header (gRPC initial metadata), before the call's first message:
+        once per call (a session's ``set-cookie``)."""
+        if self._context is not None:
+            self._context.send_initial_metadata(((name, value),))
+
     def on_done(self, callback: Callable[[], None]) -> bool:
         """Run ``callback`` when the RPC ends, however it ends: once its status is sent, on
         gRPC's own thread (so it must be quick). False: it will not be run (no RPC, or the RPC

@@ -28,7 +28,7 @@ from lake_platform.errors import (
     TableNotFound,
     TableVersionNotFound,
 )
-from lake_platform.query import timetravel
+from lake_platform.query import columns, defaults, timetravel
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.facts import PlanFacts
@@ -280,8 +280,13 @@ def plan_in(
     check_query(sql, limits.max_sql_bytes)
     text, count = rewrite_placeholders(qualify_nested(sql, is_namespace))
     values = None if prepare and params is None else bind_values(params, count)
+    # A session's default catalog and schema ride in the text (``defaults``).
+    named = defaults.defaults_of(sql)
     try:
-        with session({wh: _Catalog(resolver, wh) for wh in warehouses}) as ctx:
+        with (
+            session({wh: _Catalog(resolver, wh) for wh in warehouses}) as ctx,
+            defaults.applied(ctx, named),
+        ):
             df = (
                 ctx.sql_with_options(text, READ_ONLY, param_values=values)
                 if values
@@ -295,14 +300,17 @@ def plan_in(
     except Exception as exc:  # noqa: BLE001 - DataFusion reports every planning problem this way
         if resolver.failure is not None:
             raise resolver.failure from None
-        raise planning_error(exc, limits) from None
+        raise defaults.not_found(planning_error(exc, limits), named) from None
     if resolver.failure is not None:
         raise resolver.failure
     # Planning that overran answers DEADLINE_EXCEEDED rather than a ticket or a schema.
     check_deadline(limits, resolver.deadline, _PLANNING)
     if root not in ALLOWED_ROOTS:
         raise InvalidInput(f"only read-only queries are allowed (this statement plans to {root})")
-    schema = advertised_schema(df.schema())
+    # Typed for SQL clients: Flight SQL's column metadata, with each column's table (``columns``).
+    schema = columns.typed_schema(
+        advertised_schema(df.schema()), columns.origins(df, named.catalog, named.schema)
+    )
     refs = tuple(sorted(resolver.captured.values(), key=lambda r: r.written))
     return PlannedQuery(
         sql=sql,
