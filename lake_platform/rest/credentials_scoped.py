@@ -14,7 +14,8 @@ policy to that table's prefix.
 What the keys may do is the intersection of the role's own policy and the session policy, so
 the role must allow at least what a writer gets on the warehouses' buckets. The keys expire
 after ``LAKE_REST_STS_DURATION_SECONDS`` (default 900, AssumeRole's minimum); the answer carries
-the expiry as ``expires_at_millis``, which Lance reads to refresh them through DescribeTable.
+the expiry as ``expires_at_millis`` and ``refresh_offset_millis`` (60 s), which Lance reads to
+ask DescribeTable for new keys a minute before the expiry.
 
 Keys are cached per (principal, table location, access) until less than a fifth of their
 lifetime, or 60 s, remains: one client's repeated DescribeTable calls cost one STS call per
@@ -138,7 +139,7 @@ class ScopedCredentials:
 
     def keys_for(self, principal: Principal, location: str, *, write: bool) -> dict[str, str]:
         """The storage options with the principal's keys for the table at ``location``: key id,
-        secret, session token and ``expires_at_millis``."""
+        secret, session token, ``expires_at_millis`` and ``refresh_offset_millis``."""
         key = (principal, location, write)
         with self._lock:
             slot = self._slots.get(key)
@@ -173,5 +174,8 @@ class ScopedCredentials:
             "aws_secret_access_key": creds["SecretAccessKey"],
             "aws_session_token": creds["SessionToken"],
             "expires_at_millis": str(int(expires * 1000)),
+            # Lance asks DescribeTable again this long before the expiry; the cache has renewed
+            # the keys by then (it renews at least REFRESH_SECONDS before).
+            "refresh_offset_millis": str(int(REFRESH_SECONDS * 1000)),
         }
         return options, refresh_at

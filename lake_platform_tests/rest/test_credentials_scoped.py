@@ -110,6 +110,7 @@ def test_lance_clients_work_within_their_scope(scoped_lake: RestLake, sts_s3: S3
     assert options["aws_access_key_id"] != sts_s3.access_key_id and options["aws_session_token"]
     # The spec's expiry key, 15 minutes (the default) from when the keys were made.
     assert before + 890_000 <= int(options["expires_at_millis"]) <= time.time() * 1000 + 900_000
+    assert options["refresh_offset_millis"] == "60000"  # Lance renews a minute before that
 
 
 def test_the_store_refuses_what_a_scope_does_not_allow(scoped_lake: RestLake, sts_s3: S3Endpoint) -> None:
