@@ -164,7 +164,10 @@ class ScopedCredentials:
             )
         except (BotoCoreError, ClientError) as exc:
             log.error("scoped storage credentials: AssumeRole of %s failed: %s", self.role_arn, exc)
-            raise ServiceUnavailable(f"scoped storage credentials are unavailable: {exc}") from None
+            # STS's reason names the server's identity and role: for the operator's log only.
+            raise ServiceUnavailable(
+                "scoped storage credentials are unavailable (STS failed; the server's log says why)"
+            ) from None
         creds = answer["Credentials"]
         expires = creds["Expiration"].timestamp()
         lifetime = max(expires - asked, 0.0)
