@@ -14,6 +14,7 @@ from lake_platform.cli import (
     indexes,
     maintenance,
     policy,
+    results,
     serve,
     sql,
     tables,
@@ -21,7 +22,20 @@ from lake_platform.cli import (
 )
 from lake_platform.cli.app import cli, main, parse_duration
 
-for _module in (hierarchy, tables, maintenance, policy, access, audit, serve, sql, tags, indexes, flight):
+for _module in (
+    hierarchy,
+    tables,
+    maintenance,
+    policy,
+    access,
+    audit,
+    serve,
+    sql,
+    tags,
+    indexes,
+    flight,
+    results,
+):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -1,5 +1,6 @@
 """Spooled query results (Flight SQL and REST QueryTable share one results area): the asset that
-reclaims expired ones, and its schedule."""
+reclaims expired ones, and its schedule. The servers sweep on their own too and ``lake results
+expire`` does it by hand; all three call ``maintenance.results.reclaim_expired``."""
 
 import time
 
@@ -20,7 +21,7 @@ def reclaimed_results(context: dg.AssetExecutionContext, lake: LakeResource) -> 
 
     with lake_errors():
         settings = lake.settings()
-        area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
+        area = ResultsArea.of(settings)
         outcome = reclaim_expired(area, time.time(), lifetime=settings.results_ttl_seconds)
     context.log.info("reclaimed %d spooled results, kept %d", len(outcome.deleted), outcome.kept)
     return dg.MaterializeResult(

@@ -10,11 +10,18 @@ Layout under the root (a folder or ``s3://bucket/prefix``)::
 ``job.json`` comes first so a job is never without its expiry: reclaim deletes a job only once
 that has passed (a job without one is reclaimed by age, it crashed before writing anything).
 No Lance here: pyarrow's filesystems, the same ones ``storage`` uses for table locations.
+
+Writing can run out of room (a full disk or quota; on S3, a server out of storage): the writer
+deletes its job and answers :class:`ResultsAreaFull`, and every file it opened is closed first,
+even when closing the IPC writer fails too, since a deleted file that is still open keeps its
+space until the process ends. ``max_result_bytes`` (``LAKE_RESULTS_MAX_BYTES``) caps one
+result's bytes; the writers stop a result past it.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import secrets
 import time
@@ -24,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from lake_platform import owner_only
 from lake_platform.engine.storage import _filesystem, s3_client
-from lake_platform.errors import ResultNotFound, SettingsError
+from lake_platform.errors import ResultNotFound, ServiceUnavailable, SettingsError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from lake_platform.settings import LakeSettings
 
 JOB_FILE = "job.json"
 DONE_FILE = "done.json"
@@ -43,12 +52,64 @@ class JobEntry:
     mtime: float | None
 
 
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# pyarrow and S3 servers report a full store in text only: the OS's words, MinIO's code, HTTP 507.
+_FULL_TEXTS = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "XMinioStorageFull",
+    "Insufficient Storage",
+    "HTTP status 507",
+)
+
+
+class ResultsAreaFull(ServiceUnavailable):
+    """The results area has no room for a result (a full disk or quota). The query was fine and
+    succeeds once space is back, so HTTP 503 with Retry-After; over gRPC RESOURCE_EXHAUSTED,
+    the code gRPC defines for "the entire file system is out of space" (UNAVAILABLE would tell
+    clients the service is down, and some retry that at once)."""
+
+    grpc_status = "RESOURCE_EXHAUSTED"
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether a write failed because the store is full (ENOSPC, EDQUOT, or their text)."""
+    if not isinstance(exc, OSError):
+        return False
+    return exc.errno in _FULL_ERRNOS or any(text in str(exc) for text in _FULL_TEXTS)
+
+
+def full_error(exc: BaseException) -> BaseException:
+    """``exc`` as the error a writer answers: ResultsAreaFull for a full store, else itself."""
+    if out_of_space(exc):
+        return ResultsAreaFull("the results area is out of space; retry later or narrow the query")
+    return exc
+
+
 class ResultsArea:
-    def __init__(self, root: str, storage_options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: str, storage_options: dict[str, str] | None = None, *, max_result_bytes: int = 0
+    ) -> None:
         self.root = root.rstrip("/")
         self.storage_options = dict(storage_options or {})
+        self.max_result_bytes = max_result_bytes  # 0: no cap
         self.fs, self.base = _filesystem(self.root, storage_options)
         self.base = self.base.rstrip("/")
+
+    @classmethod
+    def of(cls, settings: LakeSettings) -> ResultsArea:
+        """The area ``LAKE_RESULTS_ROOT`` names, with its storage options and result cap."""
+        root = settings.results_root
+        return cls(root, settings.storage_options(root), max_result_bytes=settings.results_max_bytes)
+
+    def over_cap(self, written: int) -> str | None:
+        """Why a result of ``written`` bytes must stop (None: it is within the cap)."""
+        if not self.max_result_bytes or written <= self.max_result_bytes:
+            return None
+        return (
+            f"the result is larger than LAKE_RESULTS_MAX_BYTES={self.max_result_bytes}; "
+            "narrow the query or add a LIMIT"
+        )
 
     def presign(self, project: str, job: str, name: str, seconds: int) -> str | None:
         """A pre-signed HTTPS GET of a segment on S3 (None on a local folder): the Arrow IPC
@@ -79,10 +140,16 @@ class ResultsArea:
         return f"{self.base}/{project}/{job}"
 
     def create_job(self, project: str, job: str, expires_at: float, schema: pa.Schema) -> None:
+        """The job's folder and ``job.json``; on a full store nothing is left and this raises
+        ResultsAreaFull."""
         path = self.job_dir(project, job)
-        self._make_dir(path)
         body = {"expires_at": expires_at, "created_at": time.time(), "schema": _schema_text(schema)}
-        self._write_json(f"{path}/{JOB_FILE}", body)
+        try:
+            self._make_dir(path)
+            self._write_json(f"{path}/{JOB_FILE}", body)
+        except OSError as exc:
+            self.remove_job(project, job)
+            raise full_error(exc) from exc
 
     def job(self, project: str, job: str) -> dict[str, Any]:
         """The job's record (expiry, schema); ResultNotFound once it is gone."""
@@ -198,6 +265,51 @@ class ResultsArea:
             return {}
 
 
+class SegmentWriter:
+    """One segment being written: an Arrow IPC writer (stream or file format) over a file of
+    the area. ``close`` and ``discard`` always close the file itself, even when the IPC
+    writer's own close fails (on a full disk, writing the end of the stream fails)."""
+
+    def __init__(
+        self, area: ResultsArea, project: str, job: str, name: str, schema: pa.Schema, *, ipc_file: bool
+    ) -> None:
+        import pyarrow as pa
+
+        self.name = name
+        self._sink = area.segment_sink(project, job, name)
+        try:
+            self._writer = (pa.ipc.new_file if ipc_file else pa.ipc.new_stream)(self._sink, schema)
+        except BaseException:
+            self._sink.close()
+            raise
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+
+    def tell(self) -> int:
+        """Bytes written to the file so far."""
+        return int(self._sink.tell())
+
+    def close(self) -> int:
+        """Finish the segment; its size in bytes."""
+        try:
+            self._writer.close()
+            return self.tell()
+        finally:
+            self._sink.close()
+
+    def discard(self) -> None:
+        """Close everything without raising: the job's files are deleted next."""
+        try:
+            self._writer.close()
+        except Exception:  # noqa: BLE001, S110 - a full disk fails here; the file is closed below
+            pass
+        try:
+            self._sink.close()
+        except Exception:  # noqa: BLE001, S110 - nothing more can be released
+            pass
+
+
 def _schema_text(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode()
 
@@ -208,4 +320,14 @@ def schema_of(done: dict[str, Any]) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(done["schema"])))
 
 
-__all__ = ["DONE_FILE", "JOB_FILE", "JobEntry", "ResultsArea", "schema_of"]
+__all__ = [
+    "DONE_FILE",
+    "JOB_FILE",
+    "JobEntry",
+    "ResultsArea",
+    "ResultsAreaFull",
+    "SegmentWriter",
+    "full_error",
+    "out_of_space",
+    "schema_of",
+]

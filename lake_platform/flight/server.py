@@ -45,6 +45,7 @@ from lake_platform.flight.statements import STATEMENTS
 from lake_platform.flight.streams import Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.transport import Call, FlightTransport
+from lake_platform.maintenance.results import ResultsSweeper
 from lake_platform.observability import exposition, metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.observability.grpc_metrics import ObservingInterceptor
@@ -172,6 +173,12 @@ class FlightSqlServer:
             if self._owned_catalog is not None:
                 self._owned_catalog.close()
             raise
+        # Expired results are deleted here too, not only by `lake results expire` or Dagster.
+        self.results_sweeper = (
+            ResultsSweeper(self.spooler.area, settings.results_sweep_seconds, settings.results_ttl_seconds)
+            if self.spooler is not None
+            else None
+        )
         self.endpoints = Endpoints(
             self.tickets,
             self.fragment_sizes,
@@ -249,6 +256,8 @@ class FlightSqlServer:
         metrics.watch_snapshots(self.snapshots)
         self.transport.start()
         self.snapshots.start()
+        if self.results_sweeper is not None:
+            self.results_sweeper.start()
         self.transport.set_serving(True)
         if self.data_plane is not None:
             self.data_plane.start()
@@ -267,6 +276,8 @@ class FlightSqlServer:
             self.data_plane.stop(1.0)
         if self.spooler is not None:
             self.spooler.stop_all()
+        if self.results_sweeper is not None:
+            self.results_sweeper.stop()
         self.transport.stop(grace=1.0)
         self.streams.close()
         self.engine.close()
@@ -332,7 +343,7 @@ class FlightSqlServer:
         return statements.poll(self, call, descriptor)
 
     def _spooler(self, settings: LakeSettings) -> Spooler:
-        area = ResultsArea(settings.results_root, settings.storage_options(settings.results_root))
+        area = ResultsArea.of(settings)
         area.check_writable()
         spool = SpoolSettings(
             min_rows=self.settings.spool_min_rows,

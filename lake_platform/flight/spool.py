@@ -12,8 +12,13 @@ segments of about ``LAKE_FLIGHT_SPOOL_SEGMENT_BYTES``, in result order. GetFligh
 for it and answers one endpoint per segment (``ordered`` when the query sorts);
 PollFlightInfo answers at once, with progress and a retry descriptor while the job runs.
 Segment tickets are sealed (purpose "segment") with the caller's identity and the job's expiry
-(``LAKE_RESULTS_TTL_SECONDS``); after that the ``reclaimed_results`` asset deletes the job.
+(``LAKE_RESULTS_TTL_SECONDS``); after that the server's own sweep (``LAKE_RESULTS_SWEEP_SECONDS``),
+``lake results expire`` or the ``reclaimed_results`` asset deletes the job.
 CancelFlightInfo stops the job and deletes its segments.
+
+A job that fails closes its files and deletes its job: a full results area is RESOURCE_EXHAUSTED
+(``ResultsAreaFull``), a result past ``LAKE_RESULTS_MAX_BYTES`` INVALID_ARGUMENT
+(``ResultTooLarge``); the next job finds the space back.
 """
 
 from __future__ import annotations
@@ -31,11 +36,11 @@ import pyarrow.flight as fl
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
-from lake_platform.engine.results import ResultsArea, schema_of
+from lake_platform.engine.results import ResultsArea, SegmentWriter, full_error, schema_of
 from lake_platform.errors import InvalidInput, LakeError, ResultNotFound, Throttling, Unauthenticated
 from lake_platform.flight import framing, proto
 from lake_platform.query.batches import split_batch
-from lake_platform.query.errors import QueryCancelled, QueryTimeout
+from lake_platform.query.errors import QueryCancelled, QueryTimeout, ResultTooLarge
 from lake_platform.query.planner import PlannedQuery
 
 log = logging.getLogger(__name__)
@@ -154,37 +159,33 @@ class Spooler:
         project = job.identity.project
         deadline = time.monotonic() + self.settings.timeout if self.settings.timeout else None
         segments: list[dict[str, Any]] = []
-        writer: Any = None
-        sink: Any = None
-        name = ""
+        segment: SegmentWriter | None = None
+        written = 0  # bytes of the closed segments
 
         def cancelled() -> bool:
             return job.stop.is_set() or (deadline is not None and time.monotonic() >= deadline)
 
-        def close_segment() -> None:
-            nonlocal writer, sink
-            if writer is not None:
-                writer.close()
-                sink.close()
-                segments[-1]["bytes"] = _size(self.area, project, job.id, name)
-                writer = sink = None
+        def open_segment() -> SegmentWriter:
+            name = f"seg-{len(segments):05d}.arrows"
+            segments.append({"name": name, "rows": 0, "bytes": 0})
+            return SegmentWriter(self.area, project, job.id, name, planned.schema, ipc_file=False)
 
         try:
-            written = 0
             for whole in self._stream(planned, cancelled):
                 for batch in split_batch(whole, self.settings.segment_bytes):
-                    if writer is None:
-                        name = f"seg-{len(segments):05d}.arrows"
-                        sink = self.area.segment_sink(project, job.id, name)
-                        writer = pa.ipc.new_stream(sink, planned.schema)
-                        segments.append({"name": name, "rows": 0, "bytes": 0})
-                        written = 0
-                    writer.write_batch(batch)
+                    if segment is None:
+                        segment = open_segment()
+                    segment.write(batch)
                     segments[-1]["rows"] += batch.num_rows
-                    written += batch.nbytes
                     job.rows += batch.num_rows
-                    if written >= self.settings.segment_bytes:
-                        close_segment()
+                    size = segment.tell()
+                    too_large = self.area.over_cap(written + size)
+                    if too_large:
+                        raise ResultTooLarge(too_large)
+                    if size >= self.settings.segment_bytes:
+                        segment, closing = None, segment
+                        segments[-1]["bytes"] = closing.close()
+                        written += segments[-1]["bytes"]
             # The engine's stream ends quietly when ``cancelled()`` says so: a stop or the time
             # limit must fail the job, never leave a truncated result marked done.
             if job.stop.is_set():
@@ -194,25 +195,21 @@ class Spooler:
                     f"spooling the result ran longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS="
                     f"{self.settings.timeout:g} and was stopped"
                 )
-            close_segment()
-            if not segments:  # an empty result is one empty segment (the schema)
-                name = "seg-00000.arrows"
-                with self.area.segment_sink(project, job.id, name) as out:
-                    pa.ipc.new_stream(out, planned.schema).close()
-                segments.append({"name": name, "rows": 0, "bytes": 0})
+            if segment is None and not segments:  # an empty result is one empty segment (the schema)
+                segment = open_segment()
+            if segment is not None:
+                segment, closing = None, segment
+                segments[-1]["bytes"] = closing.close()
             self.area.finish_job(project, job.id, planned.schema, segments, ordered=job.ordered)
             job.state = "done"
         except BaseException as exc:  # noqa: BLE001 - every failure ends the job and its files
             job.state = "cancelled" if job.stop.is_set() else "failed"
-            job.error = exc if isinstance(exc, LakeError) else None
-            if not isinstance(exc, LakeError):
+            error = full_error(exc)
+            job.error = error if isinstance(error, LakeError) else None
+            if not isinstance(error, LakeError):
                 log.warning("spooling job %s failed: %s", job.id, exc)
-            try:
-                if writer is not None:
-                    writer.close()
-                    sink.close()
-            except Exception:  # noqa: BLE001, S110 - the files are deleted next
-                pass
+            if segment is not None:  # closed before the delete: an open file keeps its space
+                segment.discard()
             self.area.remove_job(project, job.id)
         finally:
             self._slots.release()
@@ -379,13 +376,6 @@ def poll_info(
 
 def _safe_name(name: str) -> bool:
     return 0 < len(name) <= 64 and all(c.isalnum() or c in "-._" for c in name) and not name.startswith(".")
-
-
-def _size(area: ResultsArea, project: str, job: str, name: str) -> int:
-    try:
-        return int(area.fs.get_file_info(f"{area.job_dir(project, job)}/{name}").size or 0)
-    except Exception:  # noqa: BLE001
-        return 0
 
 
 __all__ = ["POLL_PREFIX", "SEGMENT_PREFIX", "SPOOL_HEADER", "Job", "SpoolSettings", "Spooler", "poll_info"]

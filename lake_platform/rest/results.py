@@ -14,6 +14,10 @@ named ``seg-NNNNN.arrow`` (IPC files; Flight's ``.arrows`` are IPC streams).
 
 The handle is ``<project>.<job id>``: 128 random bits, fetchable only by principals of its
 project (any other caller sees it missing) and only until its expiry.
+
+A spool that fails (a full disk: ``ResultsAreaFull``, 503 with Retry-After; a result past
+``LAKE_RESULTS_MAX_BYTES``: ``ResultTooLarge``, 400) closes its files and deletes its job before
+it raises, so the space is back for the next query.
 """
 
 from __future__ import annotations
@@ -27,21 +31,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from lake_platform.engine.results import ResultsArea
+from lake_platform.engine.results import ResultsArea, SegmentWriter, full_error
 from lake_platform.errors import InvalidInput, NamespaceNotFound, ResultNotFound
+from lake_platform.query.errors import ResultTooLarge
 from lake_platform.settings import LakeSettings
 
 _HANDLE = re.compile(r"^(?P<project>[a-z_][a-z0-9_]{0,62})\.(?P<job>[0-9a-f]{32})$")
-_AREAS: dict[tuple[str, tuple[tuple[str, str], ...]], ResultsArea] = {}
+_AREAS: dict[tuple[str, tuple[tuple[str, str], ...], int], ResultsArea] = {}
 
 
 def area(settings: LakeSettings) -> ResultsArea:
-    """The results area of these settings (one per root and options: its filesystem is reused)."""
+    """The results area of these settings (one per root, options and cap: its filesystem is reused)."""
     options = settings.storage_options(settings.results_root)
-    key = (settings.results_root, tuple(sorted(options.items())))
+    key = (settings.results_root, tuple(sorted(options.items())), settings.results_max_bytes)
     found = _AREAS.get(key)
     if found is None:
-        found = _AREAS.setdefault(key, ResultsArea(settings.results_root, options))
+        found = _AREAS.setdefault(key, ResultsArea.of(settings))
     return found
 
 
@@ -72,19 +77,24 @@ class Collector:
     nbytes: int = 0
     job: str | None = None
     expires_at: float = 0.0
-    _writer: Any = None
-    _sink: Any = None
-    _segment_bytes: int = 0
+    _segment: SegmentWriter | None = None
+    _written: int = 0  # bytes of the closed segments
     _segments: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, batch: pa.RecordBatch) -> None:
-        if self.max_bytes and batch.nbytes > self.max_bytes and batch.num_rows > 1:
-            # Bound every segment, whatever size of batch the scan produced (slices share buffers).
-            step = max(1, batch.num_rows * self.max_bytes // batch.nbytes)
-            for start in range(0, batch.num_rows, step):
-                self._add(batch.slice(start, step))
-            return
-        self._add(batch)
+        try:
+            if self.max_bytes and batch.nbytes > self.max_bytes and batch.num_rows > 1:
+                # Bound every segment, whatever size of batch the scan produced (slices share buffers).
+                step = max(1, batch.num_rows * self.max_bytes // batch.nbytes)
+                for start in range(0, batch.num_rows, step):
+                    self._add(batch.slice(start, step))
+                return
+            self._add(batch)
+        except BaseException as exc:
+            self.abort()
+            if full_error(exc) is exc:
+                raise
+            raise full_error(exc) from exc
 
     def _add(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
@@ -107,23 +117,23 @@ class Collector:
 
     def _write(self, batch: pa.RecordBatch) -> None:
         assert self.job is not None
-        if self._writer is None or self._segment_bytes >= max(self.max_bytes, 1):
+        if self._segment is not None and self._segment.tell() >= max(self.max_bytes, 1):
             self._close_segment()
+        if self._segment is None:
             name = segment_name(len(self._segments))
-            self._sink = self.area.segment_sink(self.project, self.job, name)
-            self._writer = pa.ipc.new_file(self._sink, self.schema)
+            self._segment = SegmentWriter(self.area, self.project, self.job, name, self.schema, ipc_file=True)
             self._segments.append({"name": name, "rows": 0, "bytes": 0})
-            self._segment_bytes = 0
-        self._writer.write_batch(batch)
-        self._segment_bytes += batch.nbytes
+        self._segment.write(batch)
         self._segments[-1]["rows"] += batch.num_rows
         self._segments[-1]["bytes"] += batch.nbytes
+        too_large = self.area.over_cap(self._written + self._segment.tell())
+        if too_large:
+            raise ResultTooLarge(too_large)
 
     def _close_segment(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
-            self._writer = self._sink = None
+        if self._segment is not None:
+            segment, self._segment = self._segment, None
+            self._written += segment.close()
 
     def finish(self) -> bytes | Spooled:
         if self.job is None:
@@ -132,15 +142,21 @@ class Collector:
                 for batch in self.kept:
                     writer.write_batch(batch)
             return sink.getvalue().to_pybytes()
-        self._close_segment()
-        self.area.finish_job(self.project, self.job, self.schema, self._segments, ordered=False)
+        try:
+            self._close_segment()
+            self.area.finish_job(self.project, self.job, self.schema, self._segments, ordered=False)
+        except BaseException as exc:
+            self.abort()
+            if full_error(exc) is exc:
+                raise
+            raise full_error(exc) from exc
         return Spooled(f"{self.project}.{self.job}", len(self._segments), self.rows, self.expires_at)
 
     def abort(self) -> None:
-        try:
-            self._close_segment()
-        except Exception:  # noqa: BLE001, S110 - the files are deleted next
-            pass
+        """Close every file and delete the job (idempotent: a failed add or finish did already)."""
+        if self._segment is not None:
+            segment, self._segment = self._segment, None
+            segment.discard()
         if self.job is not None:
             self.area.remove_job(self.project, self.job)
 

@@ -16,11 +16,12 @@ from lake_platform.auth.tokens import Sealer
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
 from lake_platform.errors import SettingsError
+from lake_platform.maintenance.results import ResultsSweeper
 from lake_platform.observability import exposition, metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot_cache import SnapshotCache
-from lake_platform.rest import auth
+from lake_platform.rest import auth, results
 from lake_platform.rest.credentials import StorageCredentials
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.flight import FlightSettings, flight_settings, is_loopback
@@ -65,6 +66,10 @@ class RestService:
         # The query audit trail (LAKE_AUDIT_LOG): one line per QueryTable, as Flight writes per DoGet.
         self.audit = open_trail(settings)
         self.metrics_server: exposition.Exposition | None = None
+        # QueryTable's spooled results expire here too, not only by `lake results expire` or Dagster.
+        self.results_sweeper = ResultsSweeper(
+            results.area(settings), settings.results_sweep_seconds, settings.results_ttl_seconds
+        )
 
     def query_engine(self) -> Any:
         """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
@@ -78,11 +83,13 @@ class RestService:
             return self._engine
 
     def start(self) -> None:
-        """Start the snapshot refresher, and ``/metrics`` when LAKE_METRICS_PORT is set (shared
-        with a Flight endpoint in the same process: one port, one registry)."""
+        """Start the snapshot refresher, the sweep of expired results, and ``/metrics`` when
+        LAKE_METRICS_PORT is set (shared with a Flight endpoint in the same process: one port,
+        one registry)."""
         self.start_metrics()
         metrics.watch_snapshots(self.snapshots)
         self.snapshots.start()
+        self.results_sweeper.start()
 
     def start_metrics(self) -> None:
         """Serve ``/metrics`` if LAKE_METRICS_PORT is set (idempotent); a busy port is
@@ -93,6 +100,7 @@ class RestService:
             )
 
     def close(self) -> None:
+        self.results_sweeper.stop()
         self.snapshots.stop()
         metrics.unwatch_snapshots(self.snapshots)
         if self.metrics_server is not None:

@@ -67,14 +67,28 @@ class LakeSettings(BaseSettings):
     #: cleanup keeps a version this long beyond the ticket lifetime after it was superseded.
     reader_max_stale_seconds: float = Field(120.0, ge=0)
 
-    # Spooled query results (Flight): where they are written and how long they are kept.
+    # Spooled query results (Flight SQL and REST QueryTable): where, how big, how long kept.
     results_root: str = Field(
         "",
-        description="Where heavy query results are spooled (folder or s3://bucket/prefix); "
-        "default <warehouse_root>/.results (a name no project folder can have).",
+        description="Where heavy query results are spooled (folder or s3://bucket/prefix); default "
+        "<home>/results, outside every warehouse (an s3:// warehouse root s3://b/p: s3://b/p-results, "
+        "beside it, so replicas share it).",
     )
     results_ttl_seconds: float = Field(
         3600.0, gt=0, le=7 * 86400, description="How long a spooled result may be read; then it is reclaimed."
+    )
+    results_max_bytes: int = Field(
+        10 << 30,
+        ge=0,
+        description="Largest spooled result in bytes; one growing past it stops with ResultTooLarge and "
+        "is deleted (0: no cap).",
+    )
+    results_sweep_seconds: float = Field(
+        300.0,
+        ge=0,
+        le=86400,
+        description="How often each Flight SQL and REST server deletes expired spooled results itself "
+        "(0: never; `lake results expire` and the Dagster asset still do).",
     )
 
     # The Lance Namespace REST server (`lake serve-rest`, also started by `lake up`).
@@ -190,7 +204,7 @@ class LakeSettings(BaseSettings):
         if not self.warehouse_root:
             object.__setattr__(self, "warehouse_root", (home / "warehouse").as_posix())
         if not self.results_root:
-            object.__setattr__(self, "results_root", self.warehouse_root.rstrip("/") + "/.results")
+            object.__setattr__(self, "results_root", _default_results_root(home, self.warehouse_root))
         if self.warehouse_roots.strip():
             _check_warehouse_roots(self.warehouse_roots)
         else:
@@ -239,6 +253,15 @@ class LakeSettings(BaseSettings):
         if self.s3_allow_http:
             opts["allow_http"] = "true"
         return opts
+
+
+def _default_results_root(home: Path, warehouse_root: str) -> str:
+    """Outside every warehouse: a reader's results must not fill the data's disk. An s3://
+    warehouse root with a prefix gets its sibling prefix, so replicas keep sharing the area."""
+    bucket, _, prefix = warehouse_root.removeprefix("s3://").rstrip("/").partition("/")
+    if warehouse_root.startswith("s3://") and prefix:
+        return f"s3://{bucket}/{prefix}-results"
+    return (home / "results").as_posix()
 
 
 def _check_warehouse_roots(value: str) -> None:

@@ -98,11 +98,22 @@ def test_a_root_inside_containing_or_equal_to_another_warehouse_is_refused(
     refused(catalog, str(w / "ns"), "is inside another warehouse's root")
 
 
-def test_the_results_area_and_the_inbox_are_refused(catalog: Catalog, tmp_path: Path) -> None:
-    refused(catalog, str(tmp_path / "lakes" / ".results" / "w"), "is inside the results area")
-    refused(catalog, str(tmp_path / "lakes" / "inbox" / "w"), "is inside the inbox")
-    # the allowed root itself holds the results area and the inbox
-    refused(catalog, str(tmp_path / "lakes"), "contains the results area")
+def test_the_results_area_and_the_inbox_are_refused(tmp_path: Path) -> None:
+    # a results area set inside the allowed root (the default, <home>/results, is outside it)
+    with open_catalog(tmp_path, results_root=str(tmp_path / "lakes" / "results")) as catalog:
+        refused(catalog, str(tmp_path / "lakes" / "results" / "w"), "is inside the results area")
+        refused(catalog, str(tmp_path / "lakes" / "inbox" / "w"), "is inside the inbox")
+        # the allowed root itself holds the results area and the inbox
+        refused(catalog, str(tmp_path / "lakes"), "contains the results area")
+
+
+def test_the_default_results_area_is_outside_every_warehouse(tmp_path: Path) -> None:
+    with open_catalog(tmp_path, warehouse_roots=f"{tmp_path / 'lakes'},{tmp_path}") as catalog:
+        results = roots.canonical(catalog.settings.results_root)
+        assert results == roots.canonical(str(tmp_path / "home" / "results"))
+        assert not results.overlaps(roots.canonical(str(tmp_path / "lakes")))
+        # under an allowed root that spans the home, the home's rule keeps warehouses out of it
+        refused(catalog, str(tmp_path / "home" / "results" / "w"), "is inside LAKE_HOME")
 
 
 def test_lake_home_is_refused_even_under_a_wider_allowed_root(tmp_path: Path) -> None:

@@ -140,3 +140,28 @@ def test_the_orphan_folder_scan_never_sees_results_areas(lake: RestLake) -> None
     reclaim_folders(catalog, "p.w", timedelta(hours=1))
     assert not orphan.exists()
     assert all(folder.exists() and list(folder.iterdir()) for folder in folders[:2])
+
+
+def test_a_full_results_disk_is_503_and_the_next_query_works_without_a_restart(tmp_path: Path) -> None:
+    """On a real 8 MiB tmpfs: a result larger than the disk is 503 with Retry-After, its job
+    deleted and no file of it left open (so the space is back), and a result that fits is
+    then served, every time, with the same server."""
+    from lake_platform_tests.engine.small_disk import run_on_tmpfs
+
+    seen = run_on_tmpfs(
+        tmp_path / "results",
+        "8m",
+        "lake_platform_tests.rest.full_disk_probe",
+        str(tmp_path),
+        str(tmp_path / "results"),
+    )
+    full, fits, full_again, fits_again = seen["steps"]
+    for step in (full, full_again):
+        assert step["open_deleted"] == [] and step["jobs_left"] == [], step
+        assert step["free"] > 0.95  # the failed job's space came back
+        assert (step["status"], step["retry_after"]) == (503, "1"), step
+        assert step["content_type"] == "application/problem+json"
+        assert step["problem"]["code"] == 17 and step["problem"]["title"] == "ServiceUnavailable"
+        assert "results area is out of space" in step["problem"]["detail"]
+    for step in (fits, fits_again):
+        assert step["status"] == 200 and step["rows"] == 10_000, step

@@ -42,7 +42,10 @@ def test_rest_client_commits_and_reads_on_s3(s3_lake: RestLake, s3: S3Endpoint, 
     s3_lake.service.snapshots.refresh()  # the first may join a load begun before the writes
     answer = s3_lake.post("/v1/table/p$w$ns$events/query", {"vector": {}, "k": 0}, who="reader").json()
     assert answer["rows"] == 3
-    assert any("/.results/p/" in key for key in s3.keys_under(s3_prefix))
+    # the default area beside the warehouse root, not inside it
+    assert s3_lake.settings.results_root == f"s3://{s3.bucket}/{s3_prefix}-results"
+    assert any("/p/" in key for key in s3.keys_under(f"{s3_prefix}-results"))
+    assert not any("results" in key for key in s3.keys_under(s3_prefix))
     ids = []
     for url in answer["segments"]:
         seg = s3_lake.get(url, who="reader")

@@ -15,10 +15,12 @@ from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[RestLake]:
-    # Allowed: the home's default root and a second disk (so LAKE_HOME and the inbox are reachable
-    # only through the rule, not because they are outside every allowed root).
+    # Allowed: the home's default root and a second disk (so LAKE_HOME, the inbox and the results
+    # area are reachable only through the rule, not because they are outside every allowed root).
     roots = f"{tmp_path / 'home' / 'warehouse'},{tmp_path}"
-    yield from start_rest_lake(tmp_path, warehouse_roots=roots, inbox=str(tmp_path / "inbox"))
+    yield from start_rest_lake(
+        tmp_path, warehouse_roots=roots, inbox=str(tmp_path / "inbox"), results_root=str(tmp_path / "results")
+    )
 
 
 @pytest.mark.parametrize(
@@ -31,7 +33,7 @@ def lake(tmp_path: Path) -> Iterator[RestLake]:
         ("{tmp}/home/warehouse/q", "contains another warehouse's root"),
         ("{tmp}/home/w", "is inside LAKE_HOME"),
         ("{tmp}/inbox/w", "is inside the inbox"),
-        ("{tmp}/home/warehouse/.results/w", "is inside the results area"),
+        ("{tmp}/results/w", "is inside the results area"),
     ],
 )
 def test_a_refused_root_is_400_and_writes_nothing(
