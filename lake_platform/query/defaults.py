@@ -94,6 +94,16 @@ def _set(ctx: Any, catalog: str, schema: str) -> None:
     ctx.sql(f"SET datafusion.catalog.default_schema = '{schema}'")
 
 
+def implicit(error: str, named: NameDefaults, warehouses: list[str]) -> NameDefaults:
+    """The default catalog a statement without defaults gets after DataFusion failed to find a
+    name it completed with its own (``datafusion.ns.t``): the project's warehouse when it has
+    exactly one, so ``ns.t`` reads as ``w.ns.t`` in tools that qualify names only by schema.
+    The planner plans the text again with that directive, so tickets carry it (none: no retry)."""
+    if named or len(warehouses) != 1 or f"'{NEUTRAL_CATALOG}." not in error:
+        return NameDefaults()
+    return NameDefaults(catalog=warehouses[0])
+
+
 def not_found(exc: LakeError, defaults: NameDefaults) -> LakeError:
     """A missing-table error about a name DataFusion completed with its neutral defaults,
     reworded to name the table as the user wrote it (never ``datafusion.raw.orders``)."""

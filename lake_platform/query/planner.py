@@ -300,6 +300,10 @@ def plan_in(
     except Exception as exc:  # noqa: BLE001 - DataFusion reports every planning problem this way
         if resolver.failure is not None:
             raise resolver.failure from None
+        implicit = defaults.implicit(str(exc), named, warehouses)
+        if implicit:  # a shorter name in a one-warehouse project: plan it there, saying so
+            text_with = defaults.with_defaults(sql, implicit)
+            return plan_in(session, text_with, warehouses, resolver, limits, params, prepare, is_namespace)
         raise defaults.not_found(planning_error(exc, limits), named) from None
     if resolver.failure is not None:
         raise resolver.failure

@@ -1,0 +1,266 @@
+"""A SQLAlchemy 2 dialect for the lake's Flight SQL endpoint, over ADBC's Flight SQL driver.
+
+URL: ``lake+flightsql://USER:PASSWORD@HOST:PORT/WAREHOUSE`` (or ``?token=SERVICE_TOKEN`` instead
+of a password; ``?schema=NS`` for a default namespace; ``?tls=true`` for ``grpc+tls``). The
+warehouse is the session's default catalog, so SQLAlchemy's ``schema.table`` names (what
+``Table(..., schema=...)`` and the inspector use) resolve as ``warehouse.schema.table``;
+SQLAlchemy's schemas are the warehouse's namespaces (nested ones joined by ".").
+
+Reflection reads the endpoint's catalog commands through ADBC (``adbc_get_objects``,
+``adbc_get_table_schema``): namespaces, tables (there are no views), and columns typed from
+each table's Arrow schema; tables have no primary keys, foreign keys, indexes or constraints.
+``create_engine`` finds the dialect through the ``sqlalchemy.dialects`` entry point
+``lake.flightsql`` (pyproject.toml). The endpoint is read-only: nothing here writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.types as pt
+from sqlalchemy import types as sqltypes
+from sqlalchemy.engine import default
+from sqlalchemy.engine.url import URL
+from sqlalchemy.sql import compiler
+
+DEFAULT_PORT = 50051
+#: ADBC Flight SQL options this dialect sets.
+AUTHORIZATION = "adbc.flight.sql.authorization_header"
+#: The session (default catalog and schema) lives in a cookie the driver must send back.
+COOKIES = "adbc.flight.sql.rpc.with_cookie_middleware"
+
+
+def sqlalchemy_type(t: pa.DataType) -> sqltypes.TypeEngine[Any]:
+    """The SQLAlchemy type of an Arrow column type (NullType for types SQL has no name for)."""
+    if pt.is_dictionary(t):
+        return sqlalchemy_type(t.value_type)
+    if pt.is_boolean(t):
+        return sqltypes.Boolean()
+    if pt.is_int8(t) or pt.is_int16(t) or pt.is_uint8(t):
+        return sqltypes.SmallInteger()
+    if pt.is_int32(t) or pt.is_uint16(t):
+        return sqltypes.Integer()
+    if pt.is_integer(t):
+        return sqltypes.BigInteger()
+    if pt.is_float16(t) or pt.is_float32(t):
+        return sqltypes.REAL()
+    if pt.is_float64(t):
+        return sqltypes.DOUBLE()
+    if pt.is_decimal(t):
+        return sqltypes.Numeric(precision=t.precision, scale=t.scale)
+    if pt.is_string(t) or pt.is_large_string(t) or pt.is_string_view(t):
+        return sqltypes.String()
+    if pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t) or pt.is_fixed_size_binary(t):
+        return sqltypes.LargeBinary()
+    if pt.is_date(t):
+        return sqltypes.Date()
+    if pt.is_timestamp(t):
+        return sqltypes.DateTime(timezone=t.tz is not None)
+    if pt.is_time(t):
+        return sqltypes.Time()
+    if pt.is_duration(t):
+        return sqltypes.Interval()
+    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
+        item = sqlalchemy_type(t.value_type)
+        return sqltypes.NullType() if isinstance(item, sqltypes.NullType) else sqltypes.ARRAY(item)
+    return sqltypes.NullType()
+
+
+class LakeCompiler(compiler.SQLCompiler):
+    """ANSI SQL as DataFusion reads it; LIMIT and OFFSET are written as numbers, since DataFusion
+    takes no placeholder there."""
+
+    def limit_clause(self, select: Any, **kw: Any) -> str:
+        text = ""
+        if select._limit_clause is not None:
+            text += "\n LIMIT " + self.process(select._limit_clause, literal_binds=True, **kw)
+        if select._offset_clause is not None:
+            text += "\n OFFSET " + self.process(select._offset_clause, literal_binds=True, **kw)
+        return text
+
+
+class LakeIdentifierPreparer(compiler.IdentifierPreparer):
+    """Double quotes; lake names are lower case, so only names that need it are quoted."""
+
+
+class LakeDialect(default.DefaultDialect):
+    """``lake+flightsql://``: the lake's read-only Flight SQL endpoint through ADBC."""
+
+    name = "lake"
+    driver = "flightsql"
+    supports_statement_cache = True
+    statement_compiler = LakeCompiler
+    preparer = LakeIdentifierPreparer
+    default_paramstyle = "qmark"
+    supports_native_boolean = True
+    supports_native_decimal = True
+    supports_alter = False
+    supports_sequences = False
+    supports_sane_rowcount = False
+    supports_sane_multi_rowcount = False
+    postfetch_lastrowid = False
+    implicit_returning = False
+    supports_multivalues_insert = False
+    supports_is_distinct_from = True
+    requires_name_normalize = False
+
+    @classmethod
+    def import_dbapi(cls) -> Any:
+        import adbc_driver_flightsql.dbapi as dbapi
+
+        return dbapi
+
+    def create_connect_args(self, url: URL) -> tuple[list[Any], dict[str, Any]]:
+        query = {k: v if isinstance(v, str) else v[-1] for k, v in url.query.items()}
+        tls = query.get("tls", "false").lower() in ("1", "true", "yes")
+        uri = f"{'grpc+tls' if tls else 'grpc'}://{url.host or '127.0.0.1'}:{url.port or DEFAULT_PORT}"
+        db_kwargs = {COOKIES: "true"}
+        if "token" in query:
+            db_kwargs[AUTHORIZATION] = f"Bearer {query['token']}"
+        elif url.username:
+            db_kwargs["username"] = url.username
+            db_kwargs["password"] = url.password or ""
+        return [uri], {"db_kwargs": db_kwargs, "autocommit": True}
+
+    def on_connect_url(self, url: URL) -> Any:
+        """Set each new connection's session defaults: the URL's warehouse and ``schema``."""
+        warehouse = url.database or None
+        schema = url.query.get("schema")
+        schema = schema if isinstance(schema, str) or schema is None else schema[-1]
+
+        def connect(dbapi_connection: Any) -> None:
+            if warehouse:
+                dbapi_connection.adbc_current_catalog = warehouse
+            if schema:
+                dbapi_connection.adbc_current_db_schema = schema
+
+        return connect
+
+    # -- a read-only, autocommit endpoint ---------------------------------------------------
+
+    def do_rollback(self, dbapi_connection: Any) -> None:
+        """Nothing to roll back (there are no transactions)."""
+
+    def do_commit(self, dbapi_connection: Any) -> None:
+        """Nothing to commit (there are no transactions)."""
+
+    def get_isolation_level(self, dbapi_connection: Any) -> Any:
+        return "AUTOCOMMIT"
+
+    def get_default_isolation_level(self, dbapi_conn: Any) -> Any:
+        return "AUTOCOMMIT"
+
+    def _get_server_version_info(self, connection: Any) -> tuple[int, ...]:
+        info = _adbc(connection).adbc_get_info()
+        version = str(info.get("vendor_version", "0"))
+        return tuple(int(p) for p in version.split(".") if p.isdigit()) or (0,)
+
+    def _get_default_schema_name(self, connection: Any) -> str | None:
+        try:
+            return str(_adbc(connection).adbc_current_db_schema) or None
+        except Exception:  # noqa: BLE001 - no default schema set: the driver reports "not found"
+            return None
+
+    def do_ping(self, dbapi_connection: Any) -> bool:
+        with dbapi_connection.cursor() as cur:
+            cur.execute("SELECT 1")
+            cur.fetchall()
+        return True
+
+    # -- reflection ---------------------------------------------------------------------------
+
+    def _warehouse(self, connection: Any) -> str:
+        return str(_adbc(connection).adbc_current_catalog)
+
+    def _objects(self, connection: Any, depth: str, schema: str | None = None) -> list[dict[str, Any]]:
+        """The default catalog's namespaces (with their tables, at depth ``tables``)."""
+        catalog = self._warehouse(connection)
+        reader = _adbc(connection).adbc_get_objects(depth=depth, catalog_filter=catalog)
+        rows = reader.read_all().to_pylist()
+        namespaces = [
+            ns for row in rows if row["catalog_name"] == catalog for ns in row["catalog_db_schemas"]
+        ]
+        return [ns for ns in namespaces if schema is None or ns["db_schema_name"] == schema]
+
+    def get_schema_names(self, connection: Any, **kw: Any) -> list[str]:
+        return sorted(ns["db_schema_name"] for ns in self._objects(connection, "db_schemas"))
+
+    def get_table_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
+        schema = schema or self.default_schema_name
+        if schema is None:
+            return []
+        return sorted(
+            t["table_name"]
+            for ns in self._objects(connection, "tables", schema)
+            for t in ns["db_schema_tables"]
+        )
+
+    def get_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
+        return []
+
+    def has_table(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> bool:
+        return table_name in self.get_table_names(connection, schema)
+
+    def get_columns(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> list[dict[str, Any]]:
+        schema = schema or self.default_schema_name
+        try:
+            arrow = _adbc(connection).adbc_get_table_schema(
+                table_name, catalog_filter=self._warehouse(connection), db_schema_filter=schema
+            )
+        except Exception as exc:
+            from sqlalchemy.exc import NoSuchTableError
+
+            raise NoSuchTableError(f"{schema}.{table_name}" if schema else table_name) from exc
+        return [
+            {
+                "name": f.name,
+                "type": sqlalchemy_type(f.type),
+                "nullable": f.nullable,
+                "default": None,
+                "autoincrement": False,
+            }
+            for f in arrow
+        ]
+
+    def get_pk_constraint(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        return {"constrained_columns": [], "name": None}
+
+    def get_foreign_keys(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> list[Any]:
+        return []
+
+    def get_indexes(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> list[Any]:
+        return []
+
+    def get_unique_constraints(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> list[Any]:
+        return []
+
+    def get_check_constraints(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> list[Any]:
+        return []
+
+    def get_table_comment(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        return {"text": None}
+
+
+def _adbc(connection: Any) -> Any:
+    """The ADBC DB-API connection under a SQLAlchemy ``Connection``."""
+    return connection.connection.dbapi_connection
+
+
+dialect = LakeDialect
+
+__all__ = ["LakeDialect", "dialect", "sqlalchemy_type"]

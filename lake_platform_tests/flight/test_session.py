@@ -1,0 +1,130 @@
+"""Session options through stock clients: a default catalog (warehouse) and schema (namespace)
+kept in a sealed cookie, so one-, two- and three-part names resolve as a SQL user expects, on
+any replica."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform.flight import proto, session
+from lake_platform_tests.flight.conftest import Running, login, serving
+
+COOKIES = {"adbc.flight.sql.rpc.with_cookie_middleware": "true"}
+
+
+def _rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+def test_adbc_current_catalog_and_schema_make_short_names_work(running: Running) -> None:
+    with running.adbc(**COOKIES) as conn:
+        with pytest.raises(Exception, match=r"table t not found: .*default schema") as info:
+            _rows(conn, "SELECT count(*) FROM t")
+        assert "datafusion" not in str(info.value)
+        conn.adbc_current_catalog = "w"
+        assert conn.adbc_current_catalog == "w"
+        assert _rows(conn, "SELECT count(*) FROM ns.t") == [(1000,)]
+        conn.adbc_current_db_schema = "ns"
+        assert conn.adbc_current_db_schema == "ns"
+        assert _rows(conn, "SELECT count(*) FROM t") == [(1000,)]
+        assert _rows(conn, "SELECT count(*) FROM w.ns.t") == [(1000,)]
+        assert _rows(conn, 'SELECT count(*) FROM "ns.sub".u') == [(3,)]
+        conn.adbc_current_db_schema = "ns.sub"
+        assert _rows(conn, "SELECT count(*) FROM u") == [(3,)]
+        with pytest.raises(Exception, match=r"table w\.ns\.sub\.nope not found|w.\"?ns.sub\"?.nope"):
+            _rows(conn, "SELECT * FROM nope")
+
+
+def test_bad_options_are_refused_by_name_and_change_nothing(running: Running) -> None:
+    with running.adbc(**COOKIES) as conn:
+        conn.adbc_current_catalog = "w"
+        with pytest.raises(Exception, match="'catalog' \\(invalid value\\)"):
+            conn.adbc_current_catalog = "no_such_warehouse"
+        with pytest.raises(Exception, match="'schema' \\(invalid value\\)"):
+            conn.adbc_current_db_schema = "secret_ns"
+        with pytest.raises(Exception, match="'colour' \\(invalid name\\)"):
+            conn.adbc_connection.set_options(**{"adbc.flight.sql.session.option.colour": "blue"})
+        assert conn.adbc_current_catalog == "w"
+
+
+class _Cookies(fl.ClientMiddlewareFactory):
+    """Keeps the last ``set-cookie`` a server sent (pyarrow's public middleware API)."""
+
+    def __init__(self) -> None:
+        self.set_cookie: str | None = None
+
+    def start_call(self, info: Any) -> fl.ClientMiddleware:
+        factory = self
+
+        class _Middleware(fl.ClientMiddleware):
+            def received_headers(self, headers: dict[str, list[str]]) -> None:
+                for value in headers.get("set-cookie", []):
+                    factory.set_cookie = value
+
+        return _Middleware()
+
+
+def _set_options(uri: str, **options: str) -> str:
+    cookies = _Cookies()
+    client = fl.connect(uri, middleware=[cookies])
+    call = fl.FlightCallOptions(headers=[client.authenticate_basic_token("alice", "alice-password")])
+    request = session.SetSessionOptionsRequest()
+    for name, value in options.items():
+        request.session_options[name].string_value = value
+    results = list(client.do_action(fl.Action("SetSessionOptions", request.SerializeToString()), call))
+    errors = session.SetSessionOptionsResult()
+    errors.ParseFromString(results[0].body.to_pybytes())
+    assert not errors.errors and cookies.set_cookie is not None
+    return cookies.set_cookie.split(";")[0]
+
+
+def test_the_session_is_read_by_any_replica_and_ends_when_closed(running: Running) -> None:
+    cookie = _set_options(running.uri, catalog="w", schema="ns")
+    assert cookie.startswith(session.COOKIE + "=")
+    with serving(running.settings, running.catalog) as other:  # a replica sharing the keys
+        client, options = login(f"grpc://127.0.0.1:{other.port}")
+        headers = fl.FlightCallOptions(headers=[*options.headers, (b"cookie", cookie.encode())])
+        descriptor = fl.FlightDescriptor.for_command(
+            proto.pack(proto.CommandStatementQuery(query="SELECT id FROM t"))
+        )
+        info = client.get_flight_info(descriptor, headers)
+        # The ticket carries the defaults: the DoGet needs no cookie, on this replica or the first.
+        assert client.do_get(info.endpoints[0].ticket, options).read_all().num_rows == 1000
+        first, first_options = login(running.uri)
+        assert first.do_get(info.endpoints[0].ticket, first_options).read_all().num_rows == 1000
+        got = list(client.do_action(fl.Action("GetSessionOptions", b""), headers))
+        result = session.GetSessionOptionsResult()
+        result.ParseFromString(got[0].body.to_pybytes())
+        assert {k: v.string_value for k, v in result.session_options.items()} == {
+            "catalog": "w",
+            "schema": "ns",
+        }
+        closed = list(client.do_action(fl.Action("CloseSession", b""), headers))
+        assert (
+            proto.CloseSessionResult.FromString(closed[0].body.to_pybytes()).status
+            == proto.CLOSE_SESSION_CLOSED
+        )
+
+
+def test_another_principals_session_cookie_is_refused(running: Running) -> None:
+    cookie = _set_options(running.uri, catalog="w")
+    client, options = login(running.uri, "bob")
+    headers = fl.FlightCallOptions(headers=[*options.headers, (b"cookie", cookie.encode())])
+    with pytest.raises(fl.FlightUnauthorizedError, match="issued to another principal"):
+        list(client.do_action(fl.Action("GetSessionOptions", b""), headers))
+
+
+def test_a_prepared_statement_keeps_the_defaults_it_was_prepared_with(running: Running) -> None:
+    with running.adbc(**COOKIES) as conn:
+        conn.adbc_current_catalog = "w"
+        conn.adbc_current_db_schema = "ns"
+        with conn.cursor() as cur:
+            cur.adbc_prepare("SELECT count(*) FROM t WHERE id < ?")
+            conn.adbc_current_db_schema = "ns.sub"  # later changes do not move a prepared statement
+            cur.execute("SELECT count(*) FROM t WHERE id < ?", (10,))
+            assert cur.fetchall() == [(10,)]
