@@ -111,13 +111,40 @@ def test_an_expired_rest_result_is_refused_then_reclaimed_and_a_live_one_kept(la
     assert (beyond.status_code, beyond.json()["title"]) == (404, "TransactionNotFound")
 
 
+def test_a_result_past_the_cap_is_400_and_deleted_and_a_smaller_one_served(tmp_path: Path) -> None:
+    for capped in start_rest_lake(
+        tmp_path, rest_inline_max_rows=10, rest_inline_max_bytes=1 << 20, results_max_bytes=20_000
+    ):
+        ns = rest_namespace(capped.url, capped.tokens["writer"])
+        lance.write_dataset(rows(list(range(5000))), namespace_client=ns, table_id=["p", "w", "ns", "t"])
+        capped.service.snapshots.refresh()
+        capped.service.snapshots.refresh()
+        resp = capped.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+        assert (resp.status_code, resp.json()["code"]) == (400, 13), resp.text
+        assert "LAKE_RESULTS_MAX_BYTES=20000" in resp.json()["detail"]
+        assert list(Path(capped.settings.results_root).glob("p/*")) == []  # its job deleted
+        within = capped.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 500}, who="reader")
+        assert within.status_code == 200 and within.json()["rows"] == 500
+
+
+def test_the_server_deletes_expired_results_itself(lake: RestLake) -> None:
+    old, live = spool(lake), spool(lake)
+    old_dir, live_dir = job_dir(lake, old), job_dir(lake, live)
+    age(old_dir, time.time() - GRACE_SECONDS - 1)
+    sweeper = lake.service.results_sweeper  # started with the server, every LAKE_RESULTS_SWEEP_SECONDS
+    assert sweeper.interval == lake.settings.results_sweep_seconds
+    outcome = sweeper.tick()
+    assert outcome is not None and [d["job"] for d in outcome.deleted] == [old_dir.name]
+    assert not old_dir.exists() and live_dir.exists()
+
+
 def test_the_orphan_folder_scan_never_sees_results_areas(lake: RestLake) -> None:
     catalog = lake.catalog
     answer = spool(lake)
-    # Results under the lake's root (.results, the default) and a warehouse rooted there too, plus
-    # an old-style <warehouse root>/_results job left by an earlier server, all old enough.
-    # (a warehouse can no longer be created around the results area; one registered before the
-    # allowed-roots rule can still be there)
+    # A warehouse rooted at the lake's root, plus an old-style <warehouse root>/_results job left
+    # by an earlier server, all old enough. (a warehouse can no longer be created around the results
+    # area, which is outside the warehouse root by default; one registered before the allowed-roots
+    # rule can still be there)
     top = WarehouseRecord(name="p.top", root=lake.settings.warehouse_root, created_by="before-the-roots-rule")
     catalog.store.put_if_absent(keys.warehouse(WarehouseName.parse("p.top")), top.encode())
     w_root = Path(catalog.ctx.warehouse(WarehouseName.parse("p.w")).root)
