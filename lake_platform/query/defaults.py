@@ -101,6 +101,8 @@ def implicit(error: str, named: NameDefaults, warehouses: list[str]) -> NameDefa
     The planner plans the text again with that directive, so tickets carry it (none: no retry)."""
     if named or len(warehouses) != 1 or f"'{NEUTRAL_CATALOG}." not in error:
         return NameDefaults()
+    if f"'{NEUTRAL_CATALOG}.information_schema." in error:  # DataFusion's own: stays refused
+        return NameDefaults()
     return NameDefaults(catalog=warehouses[0])
 
 

@@ -324,6 +324,8 @@ def test_list_actions_names_exactly_the_actions_do_action_serves(running: Runnin
         "ClosePreparedStatement",
         "CancelFlightInfo",
         "CancelQuery",
+        "SetSessionOptions",
+        "GetSessionOptions",
         "CloseSession",
         "health",
     ]

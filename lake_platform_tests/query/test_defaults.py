@@ -49,3 +49,5 @@ def test_a_one_warehouse_project_is_the_implicit_catalog() -> None:
     assert not defaults.implicit(error, NameDefaults(), ["w", "v"])
     assert not defaults.implicit(error, NameDefaults("w"), ["w"])
     assert not defaults.implicit("Error during planning: table 'w.ns.t' not found", NameDefaults(), ["w"])
+    system = "Error during planning: table 'datafusion.information_schema.tables' not found"
+    assert not defaults.implicit(system, NameDefaults(), ["w"])
