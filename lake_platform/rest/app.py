@@ -71,12 +71,16 @@ class Endpoint:
         *,
         name: str,
         arrow: bool = False,
+        bodyless: bool = False,
         query: tuple[str, ...] = (),
     ) -> None:
         self.service = service
         self.handler = handler
         self.name = name
         self.arrow = arrow
+        #: The spec gives the operation no body: whatever type a client labels one with is not
+        #: checked (``body.parse_json``).
+        self.bodyless = bodyless
         self.query = query
 
     async def answer(self, request: Request) -> Response:
@@ -132,7 +136,12 @@ class Endpoint:
                 raise InvalidInput(f"this operation takes {spec.ARROW_STREAM}, not {media or 'no type'!r}")
             body: dict[str, Any] = {}
         else:
-            body = parse_json(raw, headers.get("content-type", ""), service.settings.rest_max_json_depth)
+            body = parse_json(
+                raw,
+                headers.get("content-type", ""),
+                service.settings.rest_max_json_depth,
+                bodyless=self.bodyless,
+            )
         for param in self.query:
             if param != "delimiter" and param in query_params and param not in body:
                 body[param] = query_value(param, query_params[param], _INTS, _BOOL_PARAMS)
@@ -179,6 +188,7 @@ def routes(service: RestService) -> list[Route]:
                 handler_for(op.operation_id),
                 name=op.operation_id,
                 arrow=op.request_type == spec.ARROW_STREAM,
+                bodyless=op.request_type is None,
                 query=op.query,
             ).answer,
             methods=[op.method],

@@ -4,7 +4,8 @@ The body is read only after the caller is identified (``app.Endpoint``), within
 LAKE_REST_MAX_BODY_BYTES (a declared length over it is 413 before a byte is read; a streamed one
 is cut off at it) and LAKE_REST_BODY_TIMEOUT_SECONDS (408). JSON is refused (400) when nested
 deeper than LAKE_REST_MAX_JSON_DEPTH or when it carries an integer outside the signed 64-bit
-range or a non-finite number: no handler, registry or Lance call ever sees one.
+range or a non-finite number: no handler, registry or Lance call ever sees one. An empty body
+and the JSON ``null`` read as no body (``{}``), as stock Lance clients send them.
 """
 
 from __future__ import annotations
@@ -77,11 +78,16 @@ def _depth(value: Any, limit: int) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def parse_json(raw: bytes, content_type: str, max_depth: int) -> dict[str, Any]:
+def parse_json(raw: bytes, content_type: str, max_depth: int, *, bodyless: bool = False) -> dict[str, Any]:
+    """The body as a JSON object; an empty body and ``null`` are no body (``{}``), as stock
+    clients send them (lancedb 0.40 and pylance 13 post ``null`` to ListTableVersions).
+    ``bodyless``: an operation the spec gives no body (ListTableVersions, ListTableTags, ...):
+    its content type is not checked, as the reference server ignores such a body; a JSON
+    object there is still read (its members are the operation's parameters)."""
     if not raw.strip():
         return {}
     media = content_type.split(";", 1)[0].strip().lower()
-    if media and media != JSON:
+    if media and media != JSON and not bodyless:
         raise InvalidInput(f"this operation takes application/json, not {media!r}")
     try:
         body = json.loads(raw, parse_int=_int64, parse_constant=_finite)
@@ -91,6 +97,8 @@ def parse_json(raw: bytes, content_type: str, max_depth: int) -> dict[str, Any]:
         ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+    if body is None:
+        return {}
     if not isinstance(body, dict):
         raise InvalidInput("the body must be a JSON object")
     _depth(body, max_depth)

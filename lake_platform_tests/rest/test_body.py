@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lake_platform_tests.rest.clients import rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
 BODY_TIMEOUT = 1.0
@@ -178,3 +179,44 @@ def test_an_out_of_range_integer_query_parameter_is_400(lake: RestLake) -> None:
         sock.sendall(head("GET", "/v1/namespace/p$w/list?limit=18446744073709551616", lake.headers("reader")))
         status, _, body = read_answer(sock)
     assert (status, json.loads(body)["code"]) == (400, 13), body
+
+
+def test_a_null_body_is_no_body_as_lancedb_sends_it(lake: RestLake) -> None:
+    """lancedb 0.40 (and pylance 13) open a table with ``POST …/version/list?limit=1&descending=true``
+    and the JSON body ``null`` (captured from the client); the reference server answers it."""
+    lake.catalog.tables.create_table("p.w.ns.t", rows([1, 2]).to_reader())
+    lake.catalog.tables.append("p.w.ns.t", rows([3]).to_reader())
+    status, answer = post_json(lake, "/v1/table/p$w$ns$t/version/list?limit=1&descending=true", b"null")
+    assert status == 200, answer
+    assert [v["version"] for v in answer["versions"]] == [2]
+    for path in (
+        "/v1/table/p$w$ns$t/tags/list",
+        "/v1/table/p$w$ns$t/describe",
+        "/v1/namespace/p$w$ns/exists",
+    ):
+        for raw in (b"null", b"", b"{}"):
+            assert post_status(lake, path, raw) == 200, (path, raw)
+
+
+def test_a_bodyless_operation_reads_no_content_type(lake: RestLake) -> None:
+    """The spec gives ListTableVersions no body: whatever type a client labels its ``null`` with,
+    the operation answers (the reference ignores such a body)."""
+    lake.catalog.tables.create_table("p.w.ns.t", rows([1]).to_reader())
+    with connect(lake) as sock:
+        raw = b"null"
+        headers = {**lake.headers("reader"), "Content-Type": "text/plain", "Content-Length": str(len(raw))}
+        sock.sendall(head("POST", "/v1/table/p$w$ns$t/version/list", headers) + raw)
+        status, _, body = read_answer(sock)
+    assert status == 200, body
+    assert [v["version"] for v in json.loads(body)["versions"]] == [1]
+
+
+def post_status(lake: RestLake, path: str, raw: bytes) -> int:
+    """The status of a POST of ``raw`` (labelled JSON unless empty)."""
+    headers = {**lake.headers("reader"), "Content-Length": str(len(raw))}
+    if raw:
+        headers["Content-Type"] = "application/json"
+    with connect(lake) as sock:
+        sock.sendall(head("POST", path, headers) + raw)
+        status, _, _ = read_answer(sock)
+    return status
