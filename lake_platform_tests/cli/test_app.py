@@ -48,6 +48,7 @@ COMMAND_TREE = [
     "project drop",
     "registry init",
     "registry migrate",
+    "results expire",
     "serve-flight",
     "serve-rest",
     "sql",
