@@ -9,17 +9,24 @@ The result is streamed batch by batch: to a file (``--output``: Parquet, CSV or 
 extension), as JSON rows (``--json``), or as a table for people (at most ``--head`` rows shown,
 all of them counted). Time travel is written in the query, as over Flight: ``w.ns."t@v12"`` or
 ``w.ns."t@tag:eod"`` (a flag could not say which of the query's tables it meant).
+
+Every batch is taken on the main thread (``blocking``): no thread of DataFusion's runtime calls
+into Python, so none can be caught inside the interpreter as it finalises at exit (which ended
+a successful query with ``Fatal Python error: PyGILState_Release`` and exit code 134). The time
+limit within a batch is a SIGALRM timer (:func:`time_limit`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.catalog import Catalog
+    from lake_platform.query.limits import QueryLimits
     from lake_platform.query.snapshot import ProjectView
 
 #: Output file extensions and the format each one writes.
@@ -73,7 +81,7 @@ def resolve_project(catalog: Catalog, as_user: str | None, project: str | None) 
     return projects[0]
 
 
-@contextmanager
+@contextlib.contextmanager
 def query_view(state: State, as_user: str | None, project: str | None) -> Iterator[ProjectView]:
     from lake_platform.query.snapshot import load_snapshot
 
@@ -81,6 +89,32 @@ def query_view(state: State, as_user: str | None, project: str | None) -> Iterat
         name = resolve_project(catalog, as_user, project)
         # The query layer reads its snapshot from the registry itself (invariant 7).
         yield load_snapshot(catalog.store).project(name)
+
+
+@contextlib.contextmanager
+def time_limit(limits: QueryLimits) -> Iterator[None]:
+    """QueryTimeout once ``query_timeout_seconds`` have passed, even while DataFusion computes
+    one long batch: a blocking stream checks its deadline only between batches, and DataFusion
+    runs Python's signal handlers about once a second while it computes, so this SIGALRM timer
+    stops the query as the endpoint's poll would (a second late at most). Only the main thread
+    receives signals; elsewhere the stream's own checks are the limit."""
+    from lake_platform.query.errors import timed_out
+
+    seconds = limits.query_timeout_seconds
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise timed_out(limits)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def write_file(batches: Iterator[pa.RecordBatch], schema: pa.Schema, path: Path, fmt: str) -> int:
@@ -179,23 +213,24 @@ def sql(
     # exit would wait for that load).
     engine = QueryEngine(state.settings, dataclasses.replace(limits, cache_bytes=0, session_pool_size=0))
     started = time.monotonic()
-    with query_view(state, as_user, project) as view:
+    with contextlib.closing(engine), query_view(state, as_user, project) as view:
         planned = engine.plan(query, view)
-        batches = engine.stream(planned)
-        if output is not None and fmt is not None:
-            rows = write_file(batches, planned.schema, output, fmt)
-            seconds = time.monotonic() - started
-            state.emit(
-                {"rows": rows, "output": str(output), "seconds": round(seconds, 3)},
-                lambda d: f"{d['rows']} rows written to {d['output']} in {d['seconds']:.2f}s",
-            )
-        elif as_json or state.as_json:
-            write_json(batches, click.echo)
-        else:
-            rows, shown = print_table(batches, planned.schema, head)
-            seconds = time.monotonic() - started
-            more = f" ({shown} shown)" if shown < rows else ""
-            click.echo(f"{rows} row{'' if rows == 1 else 's'}{more} in {seconds:.2f}s")
+        batches = engine.stream(planned, blocking=True)
+        with time_limit(engine.limits):
+            if output is not None and fmt is not None:
+                rows = write_file(batches, planned.schema, output, fmt)
+                seconds = time.monotonic() - started
+                state.emit(
+                    {"rows": rows, "output": str(output), "seconds": round(seconds, 3)},
+                    lambda d: f"{d['rows']} rows written to {d['output']} in {d['seconds']:.2f}s",
+                )
+            elif as_json or state.as_json:
+                write_json(batches, click.echo)
+            else:
+                rows, shown = print_table(batches, planned.schema, head)
+                seconds = time.monotonic() - started
+                more = f" ({shown} shown)" if shown < rows else ""
+                click.echo(f"{rows} row{'' if rows == 1 else 's'}{more} in {seconds:.2f}s")
 
 
 COMMANDS: tuple[click.Command, ...] = (sql,)

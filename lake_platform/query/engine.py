@@ -296,33 +296,40 @@ class QueryEngine:
         *,
         coalesce: bool = True,
         scope: Hashable | None = None,
+        blocking: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of the result (see :func:`lake_platform.query.stream.stream`, also for
-        ``coalesce``). A query refused for memory makes both caches give memory back.
+        ``coalesce`` and ``blocking``). A query refused for memory makes both caches give
+        memory back.
 
         ``scope``: who asks (the principal); with it, the result of a deterministic query is
         kept in the result cache, and a run with the same scope, SQL, parameters and pinned
         snapshots streams the kept batches instead of running the query (``result_cache``).
         A part of a split result is never kept."""
         if scope is None or not self.results.enabled or not planned.deterministic or planned.part:
-            yield from self._run(planned, cancelled, coalesce)
+            yield from self._run(planned, cancelled, coalesce, blocking)
             return
         key = pinned_key(scope, planned.sql, planned.params, planned.refs)
         kept = self.results.get(key)
         if kept is not None:
             yield from kept
             return
-        yield from self.results.record(key, self._run(planned, cancelled, coalesce), cancelled)
+        yield from self.results.record(key, self._run(planned, cancelled, coalesce, blocking), cancelled)
 
     def _run(
-        self, planned: PlannedQuery, cancelled: Callable[[], bool], coalesce: bool
+        self, planned: PlannedQuery, cancelled: Callable[[], bool], coalesce: bool, blocking: bool = False
     ) -> Iterator[pa.RecordBatch]:
         try:
             if planned.lookup is not None:
                 yield from self._run_lookup(planned, planned.lookup, cancelled)
             else:
                 yield from stream(
-                    planned, self.limits, cancelled, coalesce=coalesce, first_batches=self._first_batches
+                    planned,
+                    self.limits,
+                    cancelled,
+                    coalesce=coalesce,
+                    first_batches=self._first_batches,
+                    blocking=blocking,
                 )
         except Throttling:
             self.cache.pressure()

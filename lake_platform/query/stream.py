@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -66,6 +67,7 @@ def stream(
     *,
     coalesce: bool = True,
     first_batches: FirstBatches | None = None,
+    blocking: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the result, each conforming to ``planned.schema`` and small enough for
     one IPC message.
@@ -84,7 +86,15 @@ def stream(
 
     ``coalesce=False``: batches go out as DataFusion makes them. For a writer whose per-batch
     cost is small (the C++ data plane), merging only adds a copy of every byte: measured on a
-    5M-row scan of a cached table, 430 ms of CPU merged against 50 ms unmerged."""
+    5M-row scan of a cached table, 430 ms of CPU merged against 50 ms unmerged.
+
+    ``blocking=True``: every batch is taken synchronously, on this thread. An asynchronous
+    batch is handed over by a thread of DataFusion's runtime that is still inside Python when
+    this thread resumes, so a process exiting right after its query races that thread for the
+    interpreter (``Fatal Python error: PyGILState_Release``, exit 134): a one-query process
+    (``lake sql``) streams this way. The time limit is then checked between batches; within a
+    batch, only a signal handler of the caller's can stop it (DataFusion checks for signals
+    about once a second while it computes)."""
     timeout = limits.query_timeout_seconds
     deadline = time.monotonic() + timeout if timeout else None
     loop: asyncio.AbstractEventLoop | None = None
@@ -109,7 +119,7 @@ def stream(
             and expected < _POLL
             and (deadline is None or deadline - time.monotonic() >= _DEADLINE_MARGIN * expected)
         )
-        patient = not quick
+        patient = not quick and not blocking
         first = True
         # Fast batches are merged up to COALESCE_BYTES: every batch costs the same fixed work
         # here, in the transport and in the client, and Lance scans in 8192-row batches
@@ -154,7 +164,7 @@ def stream(
             took = time.monotonic() - started
             slow = took >= _FAST  # a slow producer streams batch by batch, unmerged
             quick = quick and took < _POLL
-            patient = slow and not quick
+            patient = slow and not quick and not blocking
             if first:
                 if first_batches is not None:
                     first_batches.put(planned, took)
@@ -184,9 +194,14 @@ def stream(
                 pending.cancel()
                 try:
                     loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
+                    # DataFusion's batch future learns of the cancel from a done-callback that
+                    # the loop runs on its next turn; closed before that, the future (and the
+                    # stream it holds) would keep computing on DataFusion's runtime.
+                    loop.run_until_complete(asyncio.sleep(0))
                 except Exception:  # noqa: BLE001, S110 - best effort: the stream is dropped below anyway
                     pass
             loop.close()
+        pending = None  # its coroutine's frame holds the stream
         del source
 
 
@@ -195,6 +210,13 @@ async def _next_batch(source: Any) -> pa.RecordBatch | None:
         batch = await source.__anext__()
     except StopAsyncIteration:
         return None
+    except asyncio.CancelledError as cancel:
+        # The cancellation's traceback holds the awaiting frames, whose locals hold the
+        # stream, in a cycle with the task: left so, DataFusion keeps computing until the
+        # garbage collector happens to run. Cleared, the stream goes when the caller drops it.
+        traceback.clear_frames(cancel.__traceback__)
+        del source
+        raise
     return batch.to_pyarrow()
 
 
