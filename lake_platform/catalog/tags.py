@@ -37,14 +37,18 @@ class Tags:
     def list_tags(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, int]:
         """Tag name -> version, from the registry's version records alone: the registry is the
         authority (Lance's copy follows it), so listing never opens the dataset."""
+        return {tag: ver.version for tag, ver in self.tagged_versions(name, by=by).items()}
+
+    def tagged_versions(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, VersionRecord]:
+        """Tag name -> the record of the version it names (registry only), sorted by tag."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
-        found: dict[str, int] = {}
+        found: dict[str, VersionRecord] = {}
         for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
             ver = decode(VersionRecord, item.value, item.key)
-            found.update(dict.fromkeys(ver.tags, ver.version))
+            found.update(dict.fromkeys(ver.tags, ver))
         return dict(sorted(found.items()))
 
     def create_tag(
@@ -61,7 +65,8 @@ class Tags:
         The tag is a commit like any other: under the table's lease, the version record gains
         the tag in one registry transact fenced by the lease and conditional on that record, so
         cleanup (which chooses and deletes under the same lease) can never delete it unseen.
-        Lance's own tag follows the registry. ``replace`` moves an existing tag."""
+        Lance's own tag follows the registry. ``replace`` moves an existing tag (and adopts one
+        only Lance's files held)."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
@@ -87,6 +92,11 @@ class Tags:
                     # An earlier call committed the tag but never wrote Lance's copy: finish it.
                     _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
                     return target
+                if not holders:  # written around the catalog (or by an older release)
+                    raise TableTagAlreadyExists(
+                        f"tag {tag} exists on {tname} only in Lance's files (written around the "
+                        f"catalog), at version {in_engine}; replacing it makes it a catalog tag"
+                    )
                 raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
             ops = _untag_ops(record, [(v, rev) for v, rev in holders if v.version != target], tag)
             if tag not in chosen.tags:

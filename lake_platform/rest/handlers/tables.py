@@ -1,13 +1,21 @@
 """Table metadata and tags, over the catalog's Lance Namespace. Drop and deregister go to the
-trash (recoverable until its deadline, ``GET /v1/trash/{id}``)."""
+trash (recoverable until its deadline, ``GET /v1/trash/{id}``). Every tag read and write goes
+through the registry's tags (``catalog/tags.py``), as ``lake tag`` does."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from lance_namespace_urllib3_client.models import TagContents
+
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import InvalidInput
+from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.fragments import fragment_sizes
+from lake_platform.engine.indexes import list_indexes
+from lake_platform.errors import InvalidInput, TableTagNotFound, TableVersionNotFound
+from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
+from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
 
@@ -17,7 +25,11 @@ def _body(request: RestRequest) -> dict[str, Any]:
 
 def list_tables(request: RestRequest) -> Any:
     scoped(request, table=False)
-    request.namespace_name()
+    if len(request.ids) < 3:
+        # The root, a project or a warehouse holds no tables directly: an empty list (as the
+        # reference answers for any namespace without tables), once the container is found.
+        lake_namespace(request).describe_namespace(_body(request))
+        return {"tables": [], "page_token": None}
     answer = lake_namespace(request).list_tables(_body(request))
     names, token = page(list(answer.tables), request.body)
     return {"tables": names, "page_token": token}
@@ -33,12 +45,56 @@ def list_all_tables(request: RestRequest) -> Any:
 
 
 def describe_table(request: RestRequest) -> Any:
+    """The table at its current version, or at the ``version`` or ``tag`` asked for (resolved in
+    the registry: TableVersionNotFound / TableTagNotFound when it holds no such one); with
+    ``load_detailed_metadata``, that version's schema (``json_schema.py``)."""
     scoped(request, table=True)
     tname = request.table_name()
-    answer = to_json(lake_namespace(request).describe_table(_body(request)))
+    version = resolve_version(request, tname)
+    answer = to_json(lake_namespace(request).describe_table({**_body(request), "version": version}))
     answer["table"] = tname.table
     answer["namespace"] = tname.parts[:-1]
+    if request.body.get("load_detailed_metadata") and answer.get("version"):
+        snap = request.service.catalog.reads.open_table(
+            str(tname), answer["version"], by=Provenance(principal=request.principal)
+        )
+        answer["schema"] = json_schema(snap.schema)
     return answer
+
+
+def resolve_version(request: RestRequest, tname: TableName) -> int | None:
+    """The registered version ``version`` and/or ``tag`` name (None: the current one)."""
+    version, tag = request.body.get("version"), request.body.get("tag")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
+        raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
+    if tag is not None and not isinstance(tag, str):
+        raise InvalidInput(f"tag must be a string, got {tag!r}")
+    if not version and not tag:
+        return None
+    if tag:
+        tagged = tagged_version(request, tname, tag)
+        if version and version != tagged:
+            raise InvalidInput(f"tag {tag} is version {tagged} of {tname}, not {version}")
+        return tagged
+    _, versions = request.service.catalog.reads.readable_versions(
+        str(tname), by=Provenance(principal=request.principal)
+    )
+    if version not in versions:
+        raise TableVersionNotFound(f"version {version} of {tname} does not exist (or was cleaned up)")
+    return version
+
+
+def tag_not_found(request: RestRequest, tname: TableName, tag: str) -> TableTagNotFound:
+    """The registry holds the tags; a tag only Lance's files hold (written around the catalog,
+    say with pylance's ``tags.create`` on the table's location, or by an older release) is a tag
+    of no surface, and asking for it says so (only on this error path is the dataset opened)."""
+    snap = request.service.catalog.reads.open_table(str(tname), by=Provenance(principal=request.principal))
+    if tag in engine.tagged_versions(snap.dataset):
+        return TableTagNotFound(
+            f"no tag {tag} on {tname}: a tag of that name exists only in Lance's files (written "
+            "around the catalog); UpdateTableTag (lake tag create --replace) makes it a catalog tag"
+        )
+    return TableTagNotFound(f"no tag {tag} on {tname}")
 
 
 def table_exists(request: RestRequest) -> Any:
@@ -67,22 +123,38 @@ def deregister_table(request: RestRequest) -> Any:
 
 
 def get_table_stats(request: RestRequest) -> Any:
+    """Counted from the current version: its live rows and data bytes, its indexes, and its
+    fragments' live row counts (a fragment is small below the table's compaction target,
+    ``target_rows_per_fragment``; percentiles by the reference's rule, ``_percentile``)."""
     scoped(request, table=True)
-    info = request.service.catalog.reads.describe_table(
-        str(request.table_name()), with_stats=True, by=Provenance(principal=request.principal)
-    )
-    fragments = info.fragments or 0
-    rows = info.rows or 0
+    tname = request.table_name()
+    catalog = request.service.catalog
+    snap = catalog.reads.open_table(str(tname), by=Provenance(principal=request.principal))
+    sizes = fragment_sizes(snap.dataset)
+    lengths = sorted(f.rows for f in sizes)
+    target = catalog.policies.effective_policy(str(tname)).policy.target_rows_per_fragment
+    rows = sum(lengths)
     return {
-        "total_bytes": info.data_bytes or 0,
+        "total_bytes": sum(f.bytes for f in sizes),
         "num_rows": rows,
-        "num_indices": 0,
+        "num_indices": len(list_indexes(snap.dataset)),
         "fragment_stats": {
-            "num_fragments": fragments,
-            "num_small_fragments": 0,
-            "lengths": {"min": 0, "max": 0, "mean": 0, "p25": 0, "p50": 0, "p75": 0, "p99": 0},
+            "num_fragments": len(lengths),
+            "num_small_fragments": sum(1 for n in lengths if n < target),
+            "lengths": {
+                "min": lengths[0] if lengths else 0,
+                "max": lengths[-1] if lengths else 0,
+                "mean": rows // len(lengths) if lengths else 0,
+                **{f"p{p}": _percentile(lengths, p) for p in (25, 50, 75, 99)},
+            },
         },
     }
+
+
+def _percentile(ordered: list[int], p: int) -> int:
+    """The ``p``th percentile of ascending ``ordered`` as the reference server computes it: the
+    value at index floor(p/100 * (n - 1))."""
+    return ordered[p * (len(ordered) - 1) // 100] if ordered else 0
 
 
 def update_schema_metadata(request: RestRequest) -> Any:
@@ -110,6 +182,40 @@ def _tag_call(name: str) -> Any:
     return call
 
 
+def list_table_tags(request: RestRequest) -> Any:
+    """The registry's tags (what ``lake tag list`` shows), never Lance's tag files: one truth."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    tags = request.service.catalog.tags.tagged_versions(
+        str(tname), by=Provenance(principal=request.principal)
+    )
+    found, token = page(list(tags), request.body)
+    return {
+        # The spec's TagContents, spelled as its model spells it (``manifestSize``).
+        "tags": {
+            t: TagContents(version=tags[t].version, manifest_size=tags[t].manifest_size or 0).to_dict()
+            for t in found
+        },
+        "page_token": token,
+    }
+
+
+def get_table_tag_version(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tag = request.body.get("tag")
+    if not isinstance(tag, str) or not tag:
+        raise InvalidInput("tag is required")
+    return {"version": tagged_version(request, request.table_name(), tag)}
+
+
+def tagged_version(request: RestRequest, tname: TableName, tag: str) -> int:
+    """The version the registry's tag ``tag`` names, or TableTagNotFound."""
+    tags = request.service.catalog.tags.list_tags(str(tname), by=Provenance(principal=request.principal))
+    if tag not in tags:
+        raise tag_not_found(request, tname, tag)
+    return tags[tag]
+
+
 HANDLERS = {
     "ListTables": list_tables,
     "ListAllTables": list_all_tables,
@@ -120,8 +226,8 @@ HANDLERS = {
     "DeregisterTable": deregister_table,
     "GetTableStats": get_table_stats,
     "UpdateTableSchemaMetadata": update_schema_metadata,
-    "ListTableTags": _tag_call("list_table_tags"),
-    "GetTableTagVersion": _tag_call("get_table_tag_version"),
+    "ListTableTags": list_table_tags,
+    "GetTableTagVersion": get_table_tag_version,
     "CreateTableTag": _tag_call("create_table_tag"),
     "DeleteTableTag": _tag_call("delete_table_tag"),
     "UpdateTableTag": _tag_call("update_table_tag"),
