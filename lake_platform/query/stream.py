@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -194,14 +193,9 @@ def stream(
                 pending.cancel()
                 try:
                     loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
-                    # DataFusion's batch future learns of the cancel from a done-callback that
-                    # the loop runs on its next turn; closed before that, the future (and the
-                    # stream it holds) would keep computing on DataFusion's runtime.
-                    loop.run_until_complete(asyncio.sleep(0))
                 except Exception:  # noqa: BLE001, S110 - best effort: the stream is dropped below anyway
                     pass
             loop.close()
-        pending = None  # its coroutine's frame holds the stream
         del source
 
 
@@ -210,13 +204,6 @@ async def _next_batch(source: Any) -> pa.RecordBatch | None:
         batch = await source.__anext__()
     except StopAsyncIteration:
         return None
-    except asyncio.CancelledError as cancel:
-        # The cancellation's traceback holds the awaiting frames, whose locals hold the
-        # stream, in a cycle with the task: left so, DataFusion keeps computing until the
-        # garbage collector happens to run. Cleared, the stream goes when the caller drops it.
-        traceback.clear_frames(cancel.__traceback__)
-        del source
-        raise
     return batch.to_pyarrow()
 
 
