@@ -295,7 +295,7 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
         cached = old.get((record.name, record.incarnation, record.current_version))
         if cached is None or cached.record != record or cached.ref is None or cached.ref.staging:
             # (A staging manifest path goes away once the catalog finalizes the version: re-read.)
-            cached = _cache_table(record, versions, mode)
+            cached = cache_table(record, versions, mode)
         elif cached.versions != versions or cached.cache != mode:
             cached = _with_versions(cached, versions, mode)
         tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = (
@@ -408,7 +408,9 @@ def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord], m
     return replace(cached, versions=versions, tags=_tags(versions), cache=mode)
 
 
-def _cache_table(record: TableRecord, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
+def cache_table(record: TableRecord, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
+    """A table of the snapshot: ``record`` at its current version, with every registered version
+    (``versions``) and the cache admission ``mode``."""
     name = TableName.parse(record.name)
     ver = versions.get(record.current_version)
     ref = _ref(record, ver) if ver is not None else None

@@ -117,6 +117,16 @@ class SnapshotCache:
             inflight.set()
         return self._snapshot
 
+    def advance(self, seen: CatalogSnapshot, newer: CatalogSnapshot) -> bool:
+        """Put ``newer`` in place of ``seen``: ``seen`` with a table brought up to the registry's
+        head by a reader (``snapshot_head``). False, and nothing changed, when a refresh has
+        replaced ``seen`` meanwhile (the reader's next request compares the head again)."""
+        with self._lock:
+            if self._snapshot is not seen:
+                return False
+            self._snapshot = newer
+            return True
+
     def start(self) -> None:
         """Load once now (a failure is retried in the background), then refresh every TTL."""
         if self._thread is not None:

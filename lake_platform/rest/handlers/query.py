@@ -17,6 +17,7 @@ import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.observability.query import QueryInfo, failed, observed
+from lake_platform.query.snapshot_head import latest_view
 from lake_platform.rest import results
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
@@ -83,7 +84,8 @@ def query_table(request: RestRequest) -> Any:
     engine = service.query_engine()
     try:
         scoped(request, table=True)
-        view = service.snapshots.current().project(tname.project)
+        # "Latest" is the registry's head now (one read), not the snapshot's: read-your-writes.
+        view = latest_view(service.snapshots, service.catalog.store, tname)
         if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
             raise TableNotFound(f"table {tname} does not exist")
         planned = scan.scan(

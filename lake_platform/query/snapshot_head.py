@@ -1,0 +1,77 @@
+"""Read-your-writes for a request that names one table at its latest version (REST QueryTable).
+
+The process's catalog snapshot (``snapshot_cache``) is refreshed every TTL, so on its own it can
+be up to that old: a ``lake ingest`` by another process was invisible to a REST query for up
+to 5 s. :func:`latest_view` makes one consistent read of the table's registry record (its
+head: one get, cheap on SQLite and DynamoDB) per request; when the snapshot already holds that
+record (the common case) the snapshot's view is answered as it is, so plans and results cached
+over it stay valid. When the registry has moved on (a commit, a new table, a drop) the table
+is brought up to the head (its version records: one prefix read) and the patched snapshot is
+put in the cache (``SnapshotCache.advance``), so the next request over that head pays only the
+one get again. Flight SQL's pinned tickets never come here: they carry their refs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lake_platform.naming import TableName
+from lake_platform.query.snapshot import CachedTable, CatalogSnapshot, ProjectView, cache_table
+from lake_platform.query.snapshot_cache import SnapshotCache
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.store import MetaStore
+
+
+def latest_view(cache: SnapshotCache, store: MetaStore, tname: TableName) -> ProjectView:
+    """The project view of ``tname``'s project in which ``tname`` is exactly what the registry
+    holds now (absent if it holds no committed version), every other table as the snapshot has it."""
+    snap = cache.current()
+    view = snap.project(tname.project)
+    where = (tname.warehouse, ".".join(tname.namespace), tname.table)
+    cached = view.table(*where)
+    item = store.get(keys.table(tname))
+    record = decode(TableRecord, item.value, item.key) if item is not None else None
+    if record is not None and record.current_version <= 0:
+        record = None  # declared, nothing committed: not visible to readers
+    if record is None and cached is None:
+        return view
+    if record is not None and cached is not None and cached.record == record and cached.ref is not None:
+        return view
+    fresh = None if record is None else _at_head(store, record, cached)
+    patched = _with_table(snap, tname.project, view, where, fresh)
+    cache.advance(snap, patched)
+    return patched.project(tname.project)
+
+
+def _at_head(store: MetaStore, record: TableRecord, cached: CachedTable | None) -> CachedTable:
+    versions = {}
+    for item in store.scan_prefix(keys.versions(record.incarnation)):
+        ver = decode(VersionRecord, item.value, item.key)
+        versions[ver.version] = ver
+    # The cache admission comes from the policies, which the next full refresh reads again.
+    return cache_table(record, versions, cached.cache if cached is not None else "auto")
+
+
+def _with_table(
+    snap: CatalogSnapshot,
+    project: str,
+    view: ProjectView,
+    where: tuple[str, str, str],
+    table: CachedTable | None,
+) -> CatalogSnapshot:
+    tables = dict(view.tables)
+    warehouses, namespaces = view.warehouses, view.namespaces
+    if table is None:
+        tables.pop(where, None)
+    else:
+        tables[where] = table
+        if where[0] not in warehouses:
+            warehouses = tuple(sorted({*warehouses, where[0]}))
+        if where[:2] not in namespaces:
+            namespaces = tuple(sorted({*namespaces, where[:2]}))
+    patched = replace(view, project=project, warehouses=warehouses, namespaces=namespaces, tables=tables)
+    return replace(snap, projects={**snap.projects, project: patched})
+
+
+__all__ = ["latest_view"]
