@@ -89,6 +89,9 @@ class QueryEngine:
         self.results = ResultCache(self.limits.result_cache_bytes, self.limits.result_cache_entry_bytes)
         self._scanners = Scanners(self.limits.plan_cache_size)
         self._first_batches = FirstBatches()
+        # Runs each plan in a DataFrame of its own (see ``stream``'s ``frame``); the context
+        # only makes DataFrames: the plans bring their tables and functions.
+        self._runner = self.context()
         nondeterministic_functions()  # asked of DataFusion once, at start, not by a first query
 
     # -- opening table versions ------------------------------------------------------------
@@ -330,6 +333,7 @@ class QueryEngine:
                     coalesce=coalesce,
                     first_batches=self._first_batches,
                     blocking=blocking,
+                    frame=self._runner.create_dataframe_from_logical_plan(planned.df.logical_plan()),
                 )
         except Throttling:
             self.cache.pressure()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -67,6 +68,7 @@ def stream(
     coalesce: bool = True,
     first_batches: FirstBatches | None = None,
     blocking: bool = False,
+    frame: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the result, each conforming to ``planned.schema`` and small enough for
     one IPC message.
@@ -93,7 +95,13 @@ def stream(
     interpreter (``Fatal Python error: PyGILState_Release``, exit 134): a one-query process
     (``lake sql``) streams this way. The time limit is then checked between batches; within a
     batch, only a signal handler of the caller's can stop it (DataFusion checks for signals
-    about once a second while it computes)."""
+    about once a second while it computes).
+
+    ``frame``: the DataFrame to run (default ``planned.df``). A DataFrame keeps the physical
+    plan of its last run, and with it the tasks of that run's repartitions (DataFusion issue
+    22016): a kept plan stopped by the time limit would compute on for as long as the plan is
+    kept. The engine passes a DataFrame of this run only (:meth:`QueryEngine.stream`).
+    """
     timeout = limits.query_timeout_seconds
     deadline = time.monotonic() + timeout if timeout else None
     loop: asyncio.AbstractEventLoop | None = None
@@ -101,7 +109,7 @@ def stream(
     source: Any = None
     try:
         try:
-            source = planned.df.execute_stream()
+            source = (planned.df if frame is None else frame).execute_stream()
         except Exception as exc:  # noqa: BLE001
             raise execution_error(exc, limits, planned.refs) from None
         conform = None
@@ -193,10 +201,15 @@ def stream(
                 pending.cancel()
                 try:
                     loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
+                    # DataFusion's batch future learns of the cancel from a done-callback that
+                    # the loop runs on its next turn; closed before that, the future (and the
+                    # stream it holds) would keep computing on DataFusion's runtime.
+                    loop.run_until_complete(asyncio.sleep(0))
                 except Exception:  # noqa: BLE001, S110 - best effort: the stream is dropped below anyway
                     pass
             loop.close()
-        del source
+        pending = None  # its coroutine's frame holds the stream
+        del source, frame
 
 
 async def _next_batch(source: Any) -> pa.RecordBatch | None:
@@ -204,6 +217,13 @@ async def _next_batch(source: Any) -> pa.RecordBatch | None:
         batch = await source.__anext__()
     except StopAsyncIteration:
         return None
+    except asyncio.CancelledError as cancel:
+        # The cancellation's traceback holds the awaiting frames, whose locals hold the
+        # stream, in a cycle with the task: left so, DataFusion keeps computing until the
+        # garbage collector happens to run. Cleared, the stream goes when the caller drops it.
+        traceback.clear_frames(cancel.__traceback__)
+        del source
+        raise
     return batch.to_pyarrow()
 
 

@@ -1,0 +1,104 @@
+"""A query stopped by its time limit or by its client stops computing (issue 44, row 2).
+
+The client got DEADLINE_EXCEEDED at the limit and the slot was freed, but the server kept a
+core busy for minutes: the cancelled wait for DataFusion's next batch kept the stream alive
+through a reference cycle (the cancellation's traceback, its frames, the task) until the
+garbage collector happened to run. Measured from outside, on a server in its own process:
+its CPU time from one second after the deadline.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow.flight as fl
+import pytest
+
+from lake_platform_tests.flight.conftest import build_catalog, login, plan, serving, wait_until
+from lake_platform_tests.flight.helpers import SlowUdf
+from lake_platform_tests.flight.server_process import spawn
+
+#: Work that takes hours and sends nothing until done: the limit ends it while it waits for
+#: its first batch. (A cross or nested-loop join is the exception: it multiplies rows without
+#: reading any, so DataFusion's tasks never reach a point where they can be stopped;
+#: docs/flight-sql.md, "The query time limit".)
+RUNAWAY = (
+    "SELECT count(*) AS n FROM generate_series(1, 100000000000)",
+    "SELECT value % 1000 AS k, count(*) AS n FROM generate_series(1, 100000000000) GROUP BY 1",
+    "SELECT max(value) AS m FROM "
+    "(SELECT value FROM generate_series(1, 100000000000) ORDER BY value DESC LIMIT 5)",
+)
+#: The issue's bound: computing stops within a second of the deadline.
+GRACE_SECONDS = 1.0
+#: CPU the idle server may use over the measured window (its own threads tick).
+IDLE_CPU_SECONDS = 0.25
+WINDOW_SECONDS = 2.0
+
+
+@pytest.fixture(scope="module")
+def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[psutil.Process, str]]:
+    home = tmp_path_factory.mktemp("runaway")
+    build_catalog(home)
+    proc, port = spawn(Path(home), "query_timeout_seconds=1")
+    try:
+        yield psutil.Process(proc.pid), f"grpc://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def cpu_seconds_over(process: psutil.Process, seconds: float) -> float:
+    """CPU time ``process`` uses over the next ``seconds`` (a measurement window)."""
+    return process.cpu_percent(interval=seconds) / 100 * seconds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sql", RUNAWAY, ids=["aggregate", "grouped", "top-n"])
+def test_a_query_past_its_time_limit_stops_computing_within_a_second(
+    server_process: tuple[psutil.Process, str], sql: str
+) -> None:
+    process, uri = server_process
+    client, options = login(uri)
+    with pytest.raises(fl.FlightTimedOutError, match="LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=1"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    cpu_seconds_over(process, GRACE_SECONDS)
+    used = cpu_seconds_over(process, WINDOW_SECONDS)
+    assert used <= IDLE_CPU_SECONDS, (
+        f"the server used {used:.2f} s of CPU in {WINDOW_SECONDS} s after the limit"
+    )
+
+
+@pytest.fixture
+def no_collector() -> Iterator[None]:
+    """The garbage collector off: what it would break by chance must be broken by the code."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def test_a_client_that_cancels_a_waiting_query_stops_its_work(tmp_path: Path, no_collector: Any) -> None:
+    """Counted, not timed: ``slow`` runs once per batch the aggregate reads, and once the
+    cancelled query's tasks have reached their next yield it runs no more."""
+    settings, catalog = build_catalog(tmp_path)
+    with serving(settings, catalog) as server, SlowUdf(server, delay=0) as batches:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+
+        def another_query() -> None:  # a whole run: a query still computing would call slow meanwhile
+            info = plan(client, options, "SELECT count(*) FROM w.ns.multi")
+            client.do_get(info.endpoints[0].ticket, options).read_all()
+
+        sql = "SELECT count(slow(value)) AS n FROM generate_series(1, 100000000000)"
+        reader = client.do_get(plan(client, options, sql).endpoints[0].ticket, options)
+        assert wait_until(lambda: len(batches.calls) > 10)
+        reader.cancel()
+        assert wait_until(lambda: server.health()["running_queries"] == 0)
+        another_query()
+        settled = len(batches.calls)
+        another_query()
+        assert len(batches.calls) == settled, "the cancelled query still computes"
