@@ -46,17 +46,21 @@ def up(state: State, port: int | None, flight_port: int | None, rest_port: int |
 @handles_errors
 def serve_flight(state: State, host: str | None, port: int | None, data_listen: str | None) -> None:
     """Serve the read-only Flight SQL endpoint until Ctrl-C or SIGTERM (graceful)."""
-    from lake_platform.flight.server import serve
+    from lake_platform.flight.server import FlightSqlServer, serve
     from lake_platform.settings.flight import flight_settings
 
     given = {"host": host, "port": port, "data_listen": data_listen}
     overrides = {k: v for k, v in given.items() if v is not None}
     flight = flight_settings(state.settings, **overrides)
-    scheme = f"grpc{'+tls' if flight.tls else ''}"
-    click.echo(f"Flight SQL endpoint on {scheme}://{flight.host}:{flight.port}", err=True)
-    if flight.data_listen.strip():
-        click.echo(f"Flight SQL data plane on {scheme}://{flight.data_listen.strip()}", err=True)
-    serve(state.settings, flight)
+
+    def listening(server: FlightSqlServer) -> None:
+        # Only now: a port that cannot be bound raised ServiceUnavailable before anything was
+        # printed, and the addresses carry the bound ports (--port 0 picks one).
+        click.echo(f"Flight SQL endpoint on {server.location}", err=True)
+        if server.data_plane is not None:
+            click.echo(f"Flight SQL data plane on {server.endpoints.replicas[0]}", err=True)
+
+    serve(state.settings, flight, listening=listening)
 
 
 @click.command("serve-rest")
@@ -68,16 +72,18 @@ def serve_rest(state: State, host: str | None, port: int | None) -> None:
     """Serve the Lance Namespace REST API over the catalog until Ctrl-C or SIGTERM. Clients
     (pylance's RestNamespace, Spark's and DuckDB's lance connectors) authenticate with
     'Authorization: Bearer <token>' or 'x-api-key'; see docs/rest.md."""
-    from lake_platform.rest.run import listen, serve
-    from lake_platform.rest.server import check_bind
+    from lake_platform.rest.run import serve
 
     overrides = {k: v for k, v in {"rest_host": host, "rest_port": port}.items() if v is not None}
     settings = state.settings.model_copy(update=overrides)
-    check_bind(settings)
-    listen(settings.rest_host, settings.rest_port).close()  # a busy port fails here, cleanly
     scheme = "https" if settings.rest_tls_cert_file else "http"
-    click.echo(f"Lance REST server on {scheme}://{settings.rest_host}:{settings.rest_port}", err=True)
-    serve(settings)
+
+    def listening(bound_host: str, bound_port: int) -> None:
+        # Only once uvicorn accepts connections: a refused address, a busy port or metrics port
+        # raised a typed error before anything was printed.
+        click.echo(f"Lance REST server on {scheme}://{bound_host}:{bound_port}", err=True)
+
+    serve(settings, listening)
 
 
 @click.group()

@@ -424,13 +424,17 @@ def serve(
     flight: FlightSettings | None = None,
     *,
     install_signals: bool = True,
+    listening: Callable[[FlightSqlServer], None] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Run the endpoint until SIGINT/SIGTERM (what ``lake serve-flight`` calls)."""
+    """Run the endpoint until SIGINT/SIGTERM (what ``lake serve-flight`` calls).
+    ``listening(server)`` is called once it serves (a port that cannot be bound raises before)."""
     from lake_platform.settings import load_settings
 
     settings = settings or load_settings()
     server = FlightSqlServer(settings, flight, **kwargs).start()
+    if listening is not None:
+        listening(server)
     if install_signals:
 
         def _stop(signum: int, _frame: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from lake_platform.errors import ServiceUnavailable
@@ -45,8 +46,10 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(settings: LakeSettings) -> None:
-    """Serve until Ctrl-C or SIGTERM."""
+def serve(settings: LakeSettings, listening: Callable[[str, int], None] | None = None) -> None:
+    """Serve until Ctrl-C or SIGTERM. ``listening(host, port)`` is called once uvicorn accepts
+    connections; a busy port, a busy metrics port or a failed start-up raises (or exits)
+    before it."""
     import uvicorn
 
     from lake_platform.rest.app import build_app
@@ -57,7 +60,15 @@ def serve(settings: LakeSettings) -> None:
     service = RestService(settings)
     try:
         service.start_metrics()  # before uvicorn: a busy metrics port is a typed error, not a log line
-        uvicorn.Server(uvicorn_config(settings, build_app(service))).run(sockets=[sock])
+        host, port = sock.getsockname()[:2]
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started and listening is not None:
+                    listening(host, port)
+
+        Server(uvicorn_config(settings, build_app(service))).run(sockets=[sock])
     finally:
         service.close()
         sock.close()

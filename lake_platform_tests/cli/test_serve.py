@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,6 @@ from click.testing import CliRunner
 from lake_platform.cli import cli
 from lake_platform.up.processes import die_with_parent
 from lake_platform_tests.cli.conftest import run
-from lake_platform_tests.servers import free_port
 
 
 def test_demo_seed_is_idempotent(tmp_path: Path) -> None:
@@ -50,8 +51,6 @@ def test_registry_init_creates_the_dynamodb_table(
 
 
 def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-    import socket
-
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -60,11 +59,10 @@ def test_serve_flight_on_a_busy_port_fails_cleanly(lake: CliRunner, monkeypatch:
     assert result.exit_code == 1
     assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
     assert "Traceback" not in result.output
+    assert "endpoint on" not in result.output  # nothing printed as if it had started
 
 
 def test_serve_flight_with_a_bad_or_busy_data_plane_fails_cleanly(lake: CliRunner) -> None:
-    import socket
-
     result = lake.invoke(cli, ["serve-flight", "--port", "0", "--data-listen", "nohost"])
     assert result.exit_code == 2, result.output
     assert "LAKE_FLIGHT_DATA_LISTEN: 'nohost' is not host:port" in result.output
@@ -76,22 +74,54 @@ def test_serve_flight_with_a_bad_or_busy_data_plane_fails_cleanly(lake: CliRunne
     assert result.exit_code == 1, result.output
     assert "SERVICE_UNAVAILABLE" in result.output and "cannot start the data plane" in result.output
     assert "Traceback" not in result.output
+    assert " on grpc://" not in result.output
 
 
 def test_serve_rest_on_a_busy_port_or_a_public_address_fails_cleanly(
     lake: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import socket
-
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         result = lake.invoke(cli, ["serve-rest", "--port", str(busy.getsockname()[1])])
     assert result.exit_code == 1, result.output
     assert "SERVICE_UNAVAILABLE" in result.output and "cannot listen on 127.0.0.1" in result.output
+    assert "Lance REST server on" not in result.output
     result = lake.invoke(cli, ["serve-rest", "--host", "0.0.0.0"])
     assert result.exit_code == 2 and "LAKE_REST_ALLOW_INSECURE" in result.output
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and "Lance REST server on" not in result.output
+
+
+def announced(proc: subprocess.Popen[str], pattern: str) -> re.Match[str]:
+    """The line of ``proc``'s stderr that matches ``pattern`` (earlier lines are skipped)."""
+    assert proc.stderr is not None
+    skipped = []
+    for line in proc.stderr:
+        match = re.fullmatch(pattern, line.rstrip("\n"))
+        if match:
+            return match
+        skipped.append(line)
+    raise AssertionError(f"exited ({proc.wait()}) without printing {pattern!r}: {''.join(skipped)[-3000:]}")
+
+
+def test_serve_rest_prints_its_address_once_it_listens(tmp_path: Path) -> None:
+    """With --port 0 the kernel picks the port: the printed address is the bound one, and it
+    accepts a connection the moment it is printed."""
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lake_platform.cli", "serve-rest", "--port", "0"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
+    try:
+        match = announced(proc, r"Lance REST server on http://127\.0\.0\.1:(\d+)")
+        with socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=10):
+            pass
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def test_serve_flight_serves_the_standard_health_service(tmp_path: Path) -> None:
@@ -101,14 +131,17 @@ def test_serve_flight_serves_the_standard_health_service(tmp_path: Path) -> None
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
-    port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--port", str(port)],
+        [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--port", "0"],
         env=env,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=die_with_parent,
     )
     try:
+        # Printed once it listens, with the port --port 0 bound: it accepts a connection now.
+        port = int(announced(proc, r"Flight SQL endpoint on grpc://127\.0\.0\.1:(\d+)").group(1))
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             grpc.channel_ready_future(channel).result(timeout=120)
             stub = health_pb2_grpc.HealthStub(channel)
