@@ -33,6 +33,7 @@ from lake_platform.query import planner
 from lake_platform.query.access import AccessPaths
 from lake_platform.query.bound import BoundLookup
 from lake_platform.query.cache import DataCache
+from lake_platform.query.capped import capped_functions
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import Lookup, Scanners, stream_lookup
 from lake_platform.query.planner import OpenTable, PlannedQuery, Resolver
@@ -75,6 +76,7 @@ class QueryEngine:
         if self.limits.target_partitions:
             config = config.with_target_partitions(self.limits.target_partitions)
         self._config = config
+        self._capped = capped_functions(self.limits.max_value_bytes)
         # Contexts are reused across requests, each bound to one request's catalogs at a time
         # (``sessions``); the factory is looked up late so a test may swap it.
         self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
@@ -134,7 +136,10 @@ class QueryEngine:
 
     def context(self) -> SessionContext:
         """A new context on the process's runtime (the pool's factory)."""
-        return SessionContext(self._config, self.runtime)
+        context = SessionContext(self._config, self.runtime)
+        for function in self._capped:
+            context.register_udf(function)
+        return context
 
     def plan(
         self,

@@ -20,6 +20,7 @@ from lake_platform.errors import (
     Throttling,
 )
 from lake_platform.naming import SEGMENT
+from lake_platform.query.capped import MARKER
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import TableRef
 
@@ -39,6 +40,10 @@ class QueryCancelled(LakeError):
 
 class ResultTooLarge(InvalidInput):
     """The result outgrew ``max_result_bytes`` (INVALID_ARGUMENT: retrying cannot help)."""
+
+
+class ValueTooLarge(InvalidInput):
+    """A function would build values past ``max_value_bytes`` (``query.capped``)."""
 
 
 def timed_out(limits: QueryLimits, doing: str = "the query") -> QueryTimeout:
@@ -116,6 +121,10 @@ def execution_error(
     if isinstance(exc, LakeError):
         return exc
     text = str(exc)
+    if MARKER in text:
+        built = text.split(MARKER, 1)[1].split("'", 1)[0].split('"', 1)[0].strip()
+        limit = limits.named("max_value_bytes") if limits is not None else "max_value_bytes"
+        return ValueTooLarge(f"{built}, more than {limit}: values this large are refused")
     if "Resources exhausted" in text:
         return _out_of_memory(exc, limits)
     if any(
@@ -147,6 +156,7 @@ __all__ = [
     "QueryCancelled",
     "QueryTimeout",
     "ResultTooLarge",
+    "ValueTooLarge",
     "clean_message",
     "execution_error",
     "gone",

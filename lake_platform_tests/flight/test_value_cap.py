@@ -1,0 +1,68 @@
+"""Memory outside the query pool (issue 44, row 3), measured from outside: one reader's
+``SELECT length(repeat('x', 2000000000))`` took the server from 0.85 GB to 8.5 GB against a
+1 GiB pool. Now the call is refused before it builds anything, and the server's peak resident
+memory stays within the pool plus 256 MiB."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pyarrow as pa
+import pytest
+
+from lake_platform_tests.flight.conftest import build_catalog, login, plan
+from lake_platform_tests.flight.server_process import spawn
+
+POOL = 1 << 30
+MARGIN = 256 << 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[psutil.Process, str]]:
+    home = tmp_path_factory.mktemp("value-cap")
+    build_catalog(home)
+    proc, port = spawn(Path(home), f"memory_limit_bytes={POOL}")
+    try:
+        yield psutil.Process(proc.pid), f"grpc://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def peak_rss(process: psutil.Process) -> int:
+    """The process's peak resident memory so far (Linux's VmHWM)."""
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/<pid>/status")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT length(repeat('x', 2000000000)) AS n",
+        "SELECT length(repeat(s, 100000000)) AS n FROM w.ns.t",  # 1000 rows: every value too
+        # each value 800 kB, a batch of them 6.5 GB (not constant: folded, it would be one value)
+        "SELECT sum(length(repeat('abcdefgh', 100000 + value % 2))) AS n FROM generate_series(1, 100000)",
+    ],
+    ids=["literal", "column", "per-batch"],
+)
+def test_repeat_past_the_cap_is_refused_within_the_memory_bound(
+    server: tuple[psutil.Process, str], sql: str
+) -> None:
+    process, uri = server
+    client, options = login(uri)
+    with pytest.raises(pa.ArrowInvalid, match=r"more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
+
+
+def test_repeat_within_the_cap_still_answers(server: tuple[psutil.Process, str]) -> None:
+    _, uri = server
+    client, options = login(uri)
+    table = client.do_get(
+        plan(client, options, "SELECT length(repeat('ab', 1000000)) AS n").endpoints[0].ticket, options
+    ).read_all()
+    assert table.column("n").to_pylist() == [2000000]
