@@ -133,11 +133,7 @@ class FlightSettings(BaseSettings):
         0, ge=0, description="Largest result one query may stream (Arrow bytes); 0 = no limit."
     )
     max_value_bytes: int = Field(
-        64 << 20,
-        ge=1 << 20,
-        le=1 << 30,
-        description="Largest value a function such as repeat may build for one batch (bytes); "
-        "a query that would build more is refused.",
+        64 << 20, ge=1 << 20, le=1 << 30, description="Most repeat() may build for one batch (bytes)."
     )
     max_message_bytes: int = Field(
         8 << 20,
