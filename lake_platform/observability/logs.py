@@ -78,7 +78,9 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
 def configure_logging(
     level: str = "INFO", fmt: str = "text", stream: Any = None, *, force: bool = False
 ) -> None:
-    """Install one handler on the root logger (replacing earlier ones from this function).
+    """Install one handler on the root logger (replacing earlier ones from this function):
+    ``level`` for this project's loggers (``PROJECT_LOGGERS``), WARNING and above for every
+    other library's unless ``level`` is DEBUG.
 
     Like ``logging.basicConfig``, this leaves logging alone when someone else configured it
     already (an embedding application, a test runner), unless ``force``."""
@@ -95,7 +97,17 @@ def configure_logging(
     else:
         handler.setFormatter(TextFormatter())
     root.addHandler(handler)
-    root.setLevel(level)
+    levelno = logging.getLevelNamesMapping()[level.upper()]
+    root.setLevel(levelno if levelno <= logging.DEBUG else max(levelno, logging.WARNING))
+    for name in PROJECT_LOGGERS:
+        logging.getLogger(name).setLevel(levelno)
+
+
+#: The loggers of this project: they log at the configured level. Every other library logs at
+#: WARNING and above unless DEBUG is asked for, so what a command prints is its own and not a
+#: dependency's INFO lines (``lake up`` opened with a page of Dagster's storage migrations
+#: through alembic).
+PROJECT_LOGGERS = ("lake", "lake_platform")
 
 
 def log_request(info: context.RequestInfo, status: str, seconds: float) -> None:

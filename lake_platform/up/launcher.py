@@ -5,7 +5,12 @@ for the sensor.
 ``run_platform(settings)`` blocks until Ctrl-C and then stops everything it started;
 ``start_platform(settings)`` returns a handle (tests use it) whose ``stop()`` does the same.
 A killed launcher (SIGKILL, the OOM killer) stops nothing itself: each server it started is
-sent SIGTERM by the kernel when it dies (``die_with_parent``) and shuts down as on Ctrl-C.
+sent SIGTERM by the kernel when it dies (``processes.bound_to_parent``) and shuts down as on
+Ctrl-C. Nothing here forks after Lance is loaded (the demo seed loads it): children start
+without a ``preexec_fn``, so ``subprocess`` execs them through vfork or posix_spawn.
+A port that is taken fails before anything starts (ServiceUnavailable naming it); a server that
+exits during start-up fails the start with the end of its log; the addresses are printed only
+once every server answers.
 Dagster keeps its state in ``DAGSTER_HOME = <LAKE_HOME>/dagster`` (``dagster.yaml`` written there
 by ``lake_platform.defs.instance``: the repository's, plus Postgres storage when
 ``LAKE_DAGSTER_POSTGRES_URL`` is set).
@@ -26,9 +31,10 @@ from pathlib import Path
 from typing import IO
 
 from lake_platform import owner_only
-from lake_platform.errors import SettingsError
+from lake_platform.errors import ServiceUnavailable, SettingsError
 from lake_platform.settings import LakeSettings
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.banner import started_text
+from lake_platform.up.processes import bound_to_parent
 
 DEFAULT_UI_HOST = "127.0.0.1"
 DEFAULT_UI_PORT = 3000
@@ -55,6 +61,8 @@ class Platform:
     demo_user: tuple[str, str] = ("", "")
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
+    #: Each process's name (webserver, daemon, flight, rest), in the order of ``processes``.
+    names: list[str] = field(default_factory=list)
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.processes)
@@ -149,6 +157,17 @@ def start_platform(
     flight_port: int | None = None,
     rest_port: int | None = None,
 ) -> Platform:
+    from lake_platform.settings.flight import flight_settings
+
+    flight = flight_settings(settings, **({"port": flight_port} if flight_port is not None else {}))
+    rest_port = rest_port if rest_port is not None else settings.rest_port
+    check_ports(
+        {
+            "the Dagster UI (--port, LAKE_UI_PORT)": (ui_host, ui_port),
+            "Flight SQL (--flight-port, LAKE_FLIGHT_PORT)": (flight.host, flight.port),
+            "the Lance REST server (--rest-port, LAKE_REST_PORT)": (settings.rest_host, rest_port),
+        }
+    )
     lake_home = owner_only.make_dir(Path(settings.home).expanduser().resolve())
     dagster_home = prepare_dagster_home(settings)
     table, inbox, dropped = seed_demo_inbox(settings) if seed else ("", settings.inbox_location(), [])
@@ -171,9 +190,6 @@ def start_platform(
     logs = Path(log_dir) if log_dir else dagster_home / "logs"
     owner_only.make_dir(logs)
     url = f"http://{ui_host}:{ui_port}"
-    from lake_platform.settings.flight import flight_settings
-
-    flight = flight_settings(settings, **({"port": flight_port} if flight_port is not None else {}))
     platform = Platform(
         url,
         dagster_home,
@@ -181,7 +197,7 @@ def start_platform(
         table,
         dropped,
         flight_address=f"{flight.host}:{flight.port}",
-        rest_address=f"{settings.rest_host}:{rest_port if rest_port is not None else settings.rest_port}",
+        rest_address=f"{settings.rest_host}:{rest_port}",
         demo_user=_demo_user(settings) if seed else ("", ""),
     )
     child_env = {name: env for name in ("webserver", "daemon", "flight", "rest")}
@@ -225,24 +241,24 @@ def start_platform(
             "--host",
             settings.rest_host,
             "--port",
-            platform.rest_address.rpartition(":")[2],
+            str(rest_port),
         ],
     }
     try:
         for name, cmd in commands.items():
             log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed by Platform.stop
             platform.logs.append(log)
+            platform.names.append(name)
             platform.processes.append(
                 subprocess.Popen(
-                    cmd,
+                    # A killed `lake up` runs no stop(): its servers stop themselves instead of
+                    # holding their ports and the lake.
+                    bound_to_parent(cmd),
                     cwd=lake_home,
                     env=child_env[name],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    # A killed `lake up` runs no stop(): its servers stop themselves instead of
-                    # holding their ports and the lake.
-                    preexec_fn=die_with_parent,
                 )
             )
         _wait_ready(platform, ready_timeout)
@@ -286,14 +302,43 @@ def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
     return out
 
 
+def check_ports(ports: dict[str, tuple[str, int]]) -> None:
+    """ServiceUnavailable naming the server when its port cannot be bound (another program holds
+    it): found before anything starts, rather than as a child that dies while a readiness
+    check connects to whatever holds the port."""
+    from lake_platform.rest.run import listen
+
+    for server, (host, port) in ports.items():
+        try:
+            listen(host, port).close()
+        except ServiceUnavailable as exc:
+            raise ServiceUnavailable(f"{exc} (for {server})") from None
+
+
+def _exited(platform: Platform) -> ServiceUnavailable | None:
+    """The error naming the first process that exited, with the end of its log; None while all
+    run."""
+    for name, proc, out in zip(platform.names, platform.processes, platform.logs, strict=True):
+        if proc.poll() is not None:
+            log = Path(out.name)
+            try:
+                lines = log.read_text(errors="replace").strip().splitlines()
+            except OSError:
+                lines = []
+            last = f": {lines[-1]}" if lines else ""
+            return ServiceUnavailable(
+                f"the {name} process exited during start-up (exit {proc.returncode}){last}; its log: {log}"
+            )
+    return None
+
+
 def _wait_ready(platform: Platform, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     ui_up = flight_up = rest_up = False
     while time.monotonic() < deadline:
-        if not platform.alive():
-            raise RuntimeError(
-                f"a platform process exited during start-up; see the logs in {platform.dagster_home / 'logs'}"
-            )
+        exited = _exited(platform)
+        if exited is not None:
+            raise exited
         if not ui_up:
             try:
                 with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:
@@ -317,7 +362,7 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
         if ui_up and flight_up and rest_up:
             return
         time.sleep(0.5)
-    raise TimeoutError(
+    raise ServiceUnavailable(
         f"the platform did not answer (Dagster UI {platform.ui_url}: {ui_up}, "
         f"Flight SQL {platform.flight_address}: {flight_up}, "
         f"REST {platform.rest_address}: {rest_up}) within {timeout:.0f}s"
@@ -344,43 +389,9 @@ def run_platform(
     print(f"lake home      {Path(settings.home).expanduser().resolve()}")
     print("starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...")
     platform = start_platform(settings, ui_host, port, flight_port=flight_port, rest_port=rest_port)
-    print(f"Dagster UI     {platform.ui_url}")
-    print(f"Flight SQL     grpc://{platform.flight_address}")
-    print(f"Lance REST     http://{platform.rest_address} (Lance Namespace spec; see docs/rest.md)")
-    for label, metrics_url in zip(("Flight", "REST"), platform.metrics_urls, strict=False):
-        print(f"metrics        {metrics_url} ({label})")
-    print(f"inbox          {platform.inbox}")
-    print(f"demo table     {platform.demo_table}")
-    if platform.seeded:
-        print(
-            f"seeded         {len(platform.seeded)} sample file(s); the inbox sensor ingests them "
-            "within a minute"
-        )
-    print()
-    print("Next steps:")
-    print(f"  open {platform.ui_url}/assets to see the lake assets and their runs")
-    print(
-        "  drop .parquet/.csv/.jsonl/.arrow files into "
-        f"{platform.inbox}/<project>/<warehouse>/<namespace>/<table>/"
-    )
-    print(f"  .venv/bin/lake table history {platform.demo_table}")
-    user, password = platform.demo_user
-    if user:
-        print()
-        print(f"Query it over Flight SQL (ADBC; user {user!r}, a reader in project 'demo'):")
-        print("  .venv/bin/python - <<'EOF'")
-        print("  import adbc_driver_flightsql.dbapi as flight_sql")
-        print(f"  conn = flight_sql.connect('grpc://{platform.flight_address}',")
-        print(f"                            db_kwargs={{'username': '{user}', 'password': '{password}'}})")
-        print("  cur = conn.cursor()")
-        print(
-            "  cur.execute('SELECT region, count(*) AS orders, sum(amount) AS total FROM "
-            "main.sales.orders GROUP BY region')"
-        )
-        print("  print(cur.fetch_arrow_table())")
-        print("  EOF")
-    print("  Ctrl-C stops everything started here.", flush=True)
     try:
+        # Inside the try: a Ctrl-C from the moment it started stops everything cleanly.
+        print(started_text(platform), flush=True)
         while platform.alive():
             time.sleep(1.0)
         print(

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from lake_platform.cli import cli
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.cli.conftest import run
 
 
@@ -109,11 +109,10 @@ def test_serve_rest_prints_its_address_once_it_listens(tmp_path: Path) -> None:
     accepts a connection the moment it is printed."""
     env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lake_platform.cli", "serve-rest", "--port", "0"],
+        bound_to_parent([sys.executable, "-m", "lake_platform.cli", "serve-rest", "--port", "0"]),
         env=env,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=die_with_parent,
     )
     try:
         match = announced(proc, r"Lance REST server on http://127\.0\.0\.1:(\d+)")
@@ -132,11 +131,10 @@ def test_serve_flight_serves_the_standard_health_service(tmp_path: Path) -> None
 
     env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lake_platform.cli", "serve-flight", "--port", "0"],
+        bound_to_parent([sys.executable, "-m", "lake_platform.cli", "serve-flight", "--port", "0"]),
         env=env,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=die_with_parent,
     )
     try:
         # Printed once it listens, with the port --port 0 bound: it accepts a connection now.

@@ -128,3 +128,37 @@ def test_bad_log_format_is_a_settings_error(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("LAKE_LOG_FORMAT", "xml")
     result = CliRunner().invoke(cli, ["project", "list"])
     assert result.exit_code != 0 and "LAKE_LOG_FORMAT" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("level", "shown"),
+    [
+        ("INFO", ["INFO lake.test: ours", "INFO lake_platform.up: ours", "WARNING alembic.runtime: theirs"]),
+        (
+            "DEBUG",
+            [
+                "INFO lake.test: ours",
+                "INFO lake_platform.up: ours",
+                "INFO alembic.runtime: theirs",
+                "WARNING alembic.runtime: theirs",
+            ],
+        ),
+        ("WARNING", ["WARNING alembic.runtime: theirs"]),
+    ],
+)
+def test_other_libraries_log_at_warning_unless_debug_is_asked_for(level: str, shown: list[str]) -> None:
+    """Our loggers log at the configured level; a library's INFO lines (Dagster's migrations
+    through alembic, a page of them at `lake up`) only at DEBUG."""
+    out = io.StringIO()
+    configure_logging(level, "text", stream=out, force=True)
+    try:
+        logging.getLogger("lake.test").info("ours")
+        logging.getLogger("lake_platform.up").info("ours")
+        logging.getLogger("alembic.runtime").info("theirs")
+        logging.getLogger("alembic.runtime").warning("theirs")
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if getattr(h, "_lake", False)]:
+            root.removeHandler(handler)
+        root.setLevel(logging.WARNING)
+    assert out.getvalue().splitlines() == shown

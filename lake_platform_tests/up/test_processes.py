@@ -1,14 +1,20 @@
-"""A child started with ``die_with_parent`` does not outlive a parent that is killed (which runs
-no cleanup)."""
+"""A child started through ``bound_to_parent`` (or with ``die_with_parent``) does not outlive a
+parent that is killed (which runs no cleanup), and starting one forks nothing in Python."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.servers import killed_parent
 
 PARENT = """
 import subprocess, sys
-from lake_platform.up.processes import die_with_parent
-child = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent)
+from lake_platform.up.processes import bound_to_parent
+child = subprocess.Popen(bound_to_parent(["sleep", "600"]))
 print(child.pid, flush=True)
 sys.stdin.read()  # until killed
 """
@@ -17,10 +23,55 @@ sys.stdin.read()  # until killed
 #: SIG_IGN when a CI runner starts the job in the background.
 IGNORING_PARENT = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + PARENT
 
+#: What test helpers still do: ``die_with_parent`` as a ``preexec_fn``.
+PREEXEC_PARENT = """
+import subprocess, sys
+from lake_platform.up.processes import die_with_parent
+child = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent)
+print(child.pid, flush=True)
+sys.stdin.read()  # until killed
+"""
 
-def test_a_child_started_with_die_with_parent_stops_when_its_parent_is_killed() -> None:
+
+def test_a_child_started_bound_to_its_parent_stops_when_the_parent_is_killed() -> None:
     killed_parent(PARENT, within=30)
 
 
 def test_a_child_stops_with_its_parent_though_the_parent_ignores_sigterm() -> None:
     killed_parent(IGNORING_PARENT, within=30)
+
+
+def test_die_with_parent_as_a_preexec_fn_still_works() -> None:
+    killed_parent(PREEXEC_PARENT, within=30)
+
+
+FORK_WATCH = """
+import os, subprocess, sys
+from lake_platform.up.processes import bound_to_parent, die_with_parent
+os.register_at_fork(before=lambda: print("forked", flush=True))
+subprocess.run(bound_to_parent(["true"]), check=True)
+print("bound_to_parent done", flush=True)
+subprocess.run(["true"], preexec_fn=die_with_parent, check=True)
+"""
+
+
+def test_starting_a_bound_child_runs_no_fork_handlers() -> None:
+    """Lance warns from a fork handler ("lance is not fork-safe"): a child started through
+    ``bound_to_parent`` runs none (no Python code between fork and exec), where a
+    ``preexec_fn`` makes Python fork and run them."""
+    out = subprocess.run([sys.executable, "-c", FORK_WATCH], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["bound_to_parent done", "forked"]
+
+
+def test_the_command_does_not_start_when_the_parent_is_already_gone(tmp_path: Path) -> None:
+    """A parent that died before the wrapper set the signal would send none: the wrapper then
+    finds another parent than the one it was given, and does not exec the command."""
+    marker = tmp_path / "started"
+    command = bound_to_parent(["touch", str(marker)])
+    not_the_parent = [*command[:3], str(os.getpid() + 1), *command[4:]]  # as if reparented
+    out = subprocess.run(not_the_parent, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "has exited" in out.stderr
+    assert not marker.exists()
+    subprocess.run(command, check=True, timeout=60)
+    assert marker.exists()

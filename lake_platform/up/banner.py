@@ -1,0 +1,51 @@
+"""What ``lake up`` prints once every server answers: where each one is, and what to do next."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lake_platform.up.launcher import Platform
+
+
+def started_text(platform: Platform) -> str:
+    """The addresses, the inbox and the demo table, then the next steps (with a Flight SQL
+    query as the demo reader, when the demo was seeded)."""
+    lines = [
+        f"Dagster UI     {platform.ui_url}",
+        f"Flight SQL     grpc://{platform.flight_address}",
+        f"Lance REST     http://{platform.rest_address} (Lance Namespace spec; see docs/rest.md)",
+    ]
+    for label, metrics_url in zip(("Flight", "REST"), platform.metrics_urls, strict=False):
+        lines.append(f"metrics        {metrics_url} ({label})")
+    lines += [f"inbox          {platform.inbox}", f"demo table     {platform.demo_table}"]
+    if platform.seeded:
+        lines.append(
+            f"seeded         {len(platform.seeded)} sample file(s); the inbox sensor ingests them "
+            "within a minute"
+        )
+    lines += [
+        "",
+        "Next steps:",
+        f"  open {platform.ui_url}/assets to see the lake assets and their runs",
+        "  drop .parquet/.csv/.jsonl/.arrow files into "
+        f"{platform.inbox}/<project>/<warehouse>/<namespace>/<table>/",
+        f"  .venv/bin/lake table history {platform.demo_table}",
+    ]
+    user, password = platform.demo_user
+    if user:
+        lines += [
+            "",
+            f"Query it over Flight SQL (ADBC; user {user!r}, a reader in project 'demo'):",
+            "  .venv/bin/python - <<'EOF'",
+            "  import adbc_driver_flightsql.dbapi as flight_sql",
+            f"  conn = flight_sql.connect('grpc://{platform.flight_address}',",
+            f"                            db_kwargs={{'username': '{user}', 'password': '{password}'}})",
+            "  cur = conn.cursor()",
+            "  cur.execute('SELECT region, count(*) AS orders, sum(amount) AS total FROM "
+            "main.sales.orders GROUP BY region')",
+            "  print(cur.fetch_arrow_table())",
+            "  EOF",
+        ]
+    lines.append("  Ctrl-C stops everything started here.")
+    return "\n".join(lines)
