@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from lake_platform.up.launcher import Platform
+from typing import Protocol
 
 
-def started_text(platform: Platform) -> str:
+class Started(Protocol):
+    """What the text names of a started platform (``launcher.Platform``)."""
+
+    ui_url: str
+    flight_address: str
+    rest_address: str
+    metrics_urls: tuple[str, ...]
+    inbox: str
+    demo_table: str
+    seeded: list[str]
+    demo_user: tuple[str, str]
+
+
+def started_text(platform: Started) -> str:
     """The addresses, the inbox and the demo table, then the next steps (with a Flight SQL
     query as the demo reader, when the demo was seeded)."""
     lines = [
