@@ -15,6 +15,10 @@ dropping and renaming need admin, like dropping a table: they change or hide wha
   a protected table (it hides data), and for the last column.
 - ``rename-column OLD NEW``: metadata only.
 
+Over REST (the Lance Namespace's AlterTable* operations) several columns change in one commit
+(``drop_columns``, ``rename_columns``), and ``add_computed_columns`` adds columns whose values
+are SQL expressions over each row (Lance writes their data; writer role, like an add).
+
 Only top-level columns are addressed: Lance reads a dot in a column path as nesting.
 """
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lake_platform.catalog.context import CatalogContext
+from lake_platform.catalog.context import CatalogContext, first_line
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action, Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -130,21 +134,81 @@ class Alter:
             by.actor,
         )
 
-    def drop_column(self, name: str, column: str, *, by: Provenance = UNSTATED) -> CommitResult:
-        check_column_name(column)
+    def add_computed_columns(
+        self,
+        name: str,
+        expressions: dict[str, str],
+        *,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
+        """Add columns whose values are SQL expressions over each row (the Lance Namespace's
+        AlterTableAddColumns): one commit; Lance writes the new columns' data. Each column's
+        type is what the expression yields over the current version."""
+        if not isinstance(expressions, dict) or not expressions:
+            raise InvalidInput("name at least one column to add, each with its SQL expression")
+        for column, expression in expressions.items():
+            check_column_name(column)
+            if not isinstance(expression, str) or not expression.strip():
+                raise InvalidInput(f"column {column}: the expression must be a non-empty SQL expression")
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"add columns to {tname}")
+        snap = self.commits.reads.open_table(name, by=Provenance(principal=who))
+        taken = [c for c in expressions if c in snap.schema.names]
+        if taken:
+            raise TableSchemaValidationError(f"column {taken[0]} already exists")
+        try:
+            fields = list(engine.expression_schema(snap.dataset, expressions))
+        except Exception as exc:  # noqa: BLE001 - Lance's planner refuses a bad expression
+            raise InvalidInput(f"cannot add columns to {name}: {first_line(exc)}") from None
 
         def change(schema: pa.Schema) -> pa.Schema:
-            _require(schema, column)
-            if len(schema) == 1:
-                raise TableSchemaValidationError(f"cannot drop {column}: it is the table's only column")
-            return schema.remove(schema.get_field_index(column))
+            for field in fields:
+                if field.name in schema.names:
+                    raise TableSchemaValidationError(f"column {field.name} already exists")
+                schema = schema.append(field)
+            return schema
+
+        return self._alter(
+            name,
+            "add-columns",
+            {"columns": {f.name: str(f.type) for f in fields}, "expressions": dict(expressions)},
+            change,
+            lambda ds: engine.add_computed_columns(ds, expressions),
+            by.principal,
+            by.actor,
+        )
+
+    def drop_column(self, name: str, column: str, *, by: Provenance = UNSTATED) -> CommitResult:
+        return self.drop_columns(name, [column], by=by)
+
+    def drop_columns(self, name: str, columns: list[str], *, by: Provenance = UNSTATED) -> CommitResult:
+        """Drop ``columns`` in one commit (all or none)."""
+        if not isinstance(columns, list) or not columns:
+            raise InvalidInput("name at least one column to drop")
+        for column in columns:
+            check_column_name(column)
+        if len(set(columns)) != len(columns):
+            raise InvalidInput("a column is named twice")
+
+        def change(schema: pa.Schema) -> pa.Schema:
+            for column in columns:
+                _require(schema, column)
+            if len(schema) == len(columns):
+                raise TableSchemaValidationError(
+                    f"cannot drop {', '.join(columns)}: that is the table's only column, or all of them"
+                )
+            for column in columns:
+                schema = schema.remove(schema.get_field_index(column))
+            return schema
 
         return self._alter(
             name,
             "drop-column",
-            {"column": column},
+            {"column": columns[0]} if len(columns) == 1 else {"columns": list(columns)},
             change,
-            lambda ds: engine.drop_columns(ds, [column]),
+            lambda ds: engine.drop_columns(ds, columns),
             by.principal,
             by.actor,
             destructive=True,
@@ -159,22 +223,45 @@ class Alter:
         *,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
-        check_column_name(old)
-        check_column_name(new, "new column name")
+        return self.rename_columns(name, {old: new}, by=by)
+
+    def rename_columns(
+        self, name: str, renames: dict[str, str], *, by: Provenance = UNSTATED
+    ) -> CommitResult:
+        """Rename columns (old -> new) in one commit (all or none)."""
+        if not isinstance(renames, dict) or not renames:
+            raise InvalidInput("name at least one column to rename")
+        for old, new in renames.items():
+            check_column_name(old)
+            check_column_name(new, "new column name")
+        if len(set(renames.values())) != len(renames):
+            raise InvalidInput("two columns cannot take the same new name")
 
         def change(schema: pa.Schema) -> pa.Schema:
-            _require(schema, old)
-            if new in schema.names:
-                raise TableSchemaValidationError(f"cannot rename {old} to {new}: column {new} already exists")
-            i = schema.get_field_index(old)
-            return schema.set(i, schema.field(i).with_name(new))
+            for old in renames:
+                _require(schema, old)
+            kept = set(schema.names) - set(renames)
+            for old, new in renames.items():
+                if new in kept:
+                    raise TableSchemaValidationError(
+                        f"cannot rename {old} to {new}: column {new} already exists"
+                    )
+            for old, new in renames.items():
+                i = schema.get_field_index(old)
+                schema = schema.set(i, schema.field(i).with_name(new))
+            return schema
 
+        detail: dict[str, object] = (
+            {"column": next(iter(renames)), "new_name": next(iter(renames.values()))}
+            if len(renames) == 1
+            else {"renames": dict(renames)}
+        )
         return self._alter(
             name,
             "rename-column",
-            {"column": old, "new_name": new},
+            detail,
             change,
-            lambda ds: engine.rename_column(ds, old, new),
+            lambda ds: engine.rename_columns(ds, renames),
             by.principal,
             by.actor,
             role="admin",

@@ -141,6 +141,10 @@ class IndexInfo:
     fragments_unindexed: int
     #: The table version the index was last built or refreshed at.
     built_at_version: int
+    #: Lance's id of the index (its first segment's) and its files' size, as the Lance
+    #: Namespace spec's IndexContent reports them.
+    uuid: str = ""
+    size_bytes: int = 0
 
     @property
     def lagging(self) -> bool:
@@ -171,6 +175,8 @@ def list_indexes(ds: lance.LanceDataset) -> list[IndexInfo]:
                 built_at_version=max(
                     (int(seg.dataset_version_at_last_update or 0) for seg in desc.segments), default=0
                 ),
+                uuid=str(desc.segments[0].uuid) if desc.segments else "",
+                size_bytes=int(desc.total_size_bytes or 0),
             )
         )
     return sorted(found, key=lambda i: i.name)

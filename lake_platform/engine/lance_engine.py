@@ -331,6 +331,26 @@ def rename_column(ds: lance.LanceDataset, old: str, new: str) -> None:
 
 
 @engine_call
+def rename_columns(ds: lance.LanceDataset, renames: dict[str, str]) -> None:
+    """Rename several columns in one commit."""
+    ds.alter_columns(*[{"path": old, "name": new} for old, new in renames.items()])
+
+
+@engine_call
+def expression_schema(ds: lance.LanceDataset, expressions: dict[str, str]) -> pa.Schema:
+    """The fields SQL ``expressions`` (name -> expression over the columns) yield, planned
+    without reading any row; a bad expression raises Lance's error."""
+    return ds.scanner(columns=dict(expressions), limit=0).projected_schema
+
+
+@engine_call
+def add_computed_columns(ds: lance.LanceDataset, expressions: dict[str, str]) -> None:
+    """Add columns computed from SQL expressions over each row (one commit; Lance writes the
+    new columns' data files)."""
+    ds.add_columns(dict(expressions))
+
+
+@engine_call
 def schema_of(ds: lance.LanceDataset) -> pa.Schema:
     return ds.schema
 

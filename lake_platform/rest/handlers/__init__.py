@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lake_platform.errors import Unsupported
-from lake_platform.rest.handlers import data, namespaces, query, tables, versions
+from lake_platform.rest.handlers import columns, data, indexes, namespaces, query, tables, versions
 from lake_platform.rest.request import RestRequest
 
 Handler = Callable[[RestRequest], Any]
@@ -22,6 +22,8 @@ HANDLERS: dict[str, Handler] = {
     **versions.HANDLERS,
     **data.HANDLERS,
     **query.HANDLERS,
+    **indexes.HANDLERS,
+    **columns.HANDLERS,
 }
 
 #: operationId -> why the catalog does not back it (the answer's detail).
@@ -30,9 +32,6 @@ UNSUPPORTED: dict[str, str] = {
     "RestoreTable": "restore is not a catalog operation yet; read an old version or tag it",
     "RenameTable": "tables are not renamed in place; drop (to the trash) and undrop --as",
     "UpdateFieldMetadata": "field metadata is not written through the catalog yet",
-    "AlterTableAlterColumns": "schema evolution is not a catalog operation yet",
-    "AlterTableDropColumns": "schema evolution is not a catalog operation yet",
-    "AlterTableAddColumns": "schema evolution is not a catalog operation yet",
     "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
     "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
     "BatchCommitTables": "multi-table commits are not atomic in the registry yet",
@@ -41,11 +40,6 @@ UNSUPPORTED: dict[str, str] = {
     "UpdateTable": "row updates are not a catalog operation yet",
     "ExplainTableQueryPlan": "use Flight SQL for plans",
     "AnalyzeTableQueryPlan": "use Flight SQL for plans",
-    "CreateTableIndex": "indexes are not managed by the catalog yet",
-    "CreateTableScalarIndex": "indexes are not managed by the catalog yet",
-    "ListTableIndices": "indexes are not managed by the catalog yet",
-    "DescribeTableIndexStats": "indexes are not managed by the catalog yet",
-    "DropTableIndex": "indexes are not managed by the catalog yet",
     "ListTableBranches": "branches are not registered by the catalog",
     "CreateTableBranch": "branches are not registered by the catalog",
     "DeleteTableBranch": "branches are not registered by the catalog",

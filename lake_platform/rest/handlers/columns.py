@@ -1,0 +1,103 @@
+"""Column changes over REST, through the catalog's schema-change commits (``catalog/alter.py``):
+each request is one registry commit under the table's lease, all of its columns or none, logged
+under the caller's name, with ``lake table alter``'s roles: adding takes write; renaming and
+dropping take admin, and dropping is refused on a protected table.
+
+- AlterTableAddColumns: each new column is a SQL expression over the row (Lance computes it);
+  virtual (UDF) columns are Unsupported.
+- AlterTableAlterColumns: renames; retyping, nullability and virtual columns are Unsupported
+  (not catalog schema changes).
+- AlterTableDropColumns: metadata only, as ``lake table alter drop-column``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidInput, Unsupported
+from lake_platform.naming import TableName
+from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.request import RestRequest
+
+
+def _table(request: RestRequest) -> TableName:
+    scoped(request, table=True)
+    tname = request.table_name()
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    return tname
+
+
+def _entries(request: RestRequest, member: str) -> list[dict[str, Any]]:
+    entries = request.body.get(member)
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise InvalidInput(f"{member} must be a non-empty list of objects")
+    return entries
+
+
+def add_columns(request: RestRequest) -> Any:
+    tname = _table(request)
+    expressions: dict[str, str] = {}
+    for entry in _entries(request, "new_columns"):
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("every new column needs a name")
+        if entry.get("virtual_column") is not None:
+            raise Unsupported("virtual (UDF) columns are not catalog schema changes")
+        expression = entry.get("expression")
+        if not isinstance(expression, str) or not expression.strip():
+            raise InvalidInput(f"new column {name}: expression is required (a SQL expression over the row)")
+        if name in expressions:
+            raise InvalidInput(f"column {name} is named twice")
+        expressions[name] = expression
+    result = request.service.catalog.alter.add_computed_columns(
+        str(tname), expressions, by=Provenance(principal=request.principal)
+    )
+    return {"version": result.to_version, "transaction_id": result.commit_id}
+
+
+def alter_columns(request: RestRequest) -> Any:
+    tname = _table(request)
+    renames: dict[str, str] = {}
+    for entry in _entries(request, "alterations"):
+        path = entry.get("path")
+        if not isinstance(path, str) or not path:
+            raise InvalidInput("every alteration needs the column's path")
+        for member, why in (
+            ("data_type", "retyping a column"),
+            ("nullable", "changing a column's nullability"),
+            ("virtual_column", "a virtual (UDF) column"),
+        ):
+            if entry.get(member) is not None:
+                raise Unsupported(f"{why} is not a catalog schema change; renames are")
+        rename = entry.get("rename")
+        if not isinstance(rename, str) or not rename:
+            raise InvalidInput(
+                f"alteration of {path}: rename is required (the only change the catalog makes)"
+            )
+        if path in renames:
+            raise InvalidInput(f"column {path} is altered twice")
+        renames[path] = rename
+    result = request.service.catalog.alter.rename_columns(
+        str(tname), renames, by=Provenance(principal=request.principal)
+    )
+    return {"version": result.to_version, "transaction_id": result.commit_id}
+
+
+def drop_columns(request: RestRequest) -> Any:
+    tname = _table(request)
+    columns = request.body.get("columns")
+    if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+        raise InvalidInput("columns must be a non-empty list of column names")
+    result = request.service.catalog.alter.drop_columns(
+        str(tname), columns, by=Provenance(principal=request.principal)
+    )
+    return {"version": result.to_version, "transaction_id": result.commit_id}
+
+
+HANDLERS = {
+    "AlterTableAddColumns": add_columns,
+    "AlterTableAlterColumns": alter_columns,
+    "AlterTableDropColumns": drop_columns,
+}

@@ -1,0 +1,135 @@
+"""Table indexes over REST, through the catalog's index commits (``catalog/indexes.py``): a
+build or a drop is one registry commit under the table's lease, logged ``index create`` /
+``index drop`` under the caller's name, exactly as ``lake index create``/``drop``. Listing and
+stats read the current version (or the ``version`` asked for) through the catalog's read path.
+
+The catalog builds the scalar kinds (``engine/indexes.KINDS``); a vector index kind is
+Unsupported (the catalog does not build vector indexes), an unknown kind InvalidInput. An index
+is named ``<column>_idx`` (Lance's own default): a ``name`` other than that is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.engine import indexes as engine_indexes
+from lake_platform.engine.indexes import IndexInfo
+from lake_platform.errors import InvalidInput, TableIndexNotFound, Unsupported
+from lake_platform.naming import TableName
+from lake_platform.rest.handlers.common import page, scoped
+from lake_platform.rest.request import RestRequest
+
+#: The spec's vector index types: the catalog builds none of them.
+VECTOR_KINDS = (
+    "IVF_FLAT",
+    "IVF_PQ",
+    "IVF_SQ",
+    "IVF_RQ",
+    "IVF_HNSW_FLAT",
+    "IVF_HNSW_PQ",
+    "IVF_HNSW_SQ",
+    "HNSW",
+)
+
+
+def _table(request: RestRequest) -> TableName:
+    scoped(request, table=True)
+    tname = request.table_name()
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    return tname
+
+
+def _string(request: RestRequest, member: str) -> str:
+    value = request.body.get(member)
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{member} is required (a non-empty string)")
+    return value
+
+
+def create_index(request: RestRequest) -> Any:
+    """CreateTableIndex and CreateTableScalarIndex: one ``index create`` commit."""
+    tname = _table(request)
+    column = _string(request, "column")
+    kind = _string(request, "index_type")
+    if kind.strip().upper() in VECTOR_KINDS:
+        raise Unsupported(f"{kind} indexes are not built by this catalog: it builds scalar indexes only")
+    name = request.body.get("name")
+    if name is not None and name != engine_indexes.index_name(column):
+        raise InvalidInput(
+            f"the catalog names the index of {column!r} {engine_indexes.index_name(column)!r}: "
+            "omit 'name' or use that one"
+        )
+    result = request.service.catalog.indexes.create_index(
+        str(tname), column, kind, by=Provenance(principal=request.principal)
+    )
+    return {"transaction_id": result.commit_id}
+
+
+def _indexes(request: RestRequest, tname: TableName) -> list[IndexInfo]:
+    version = request.body.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
+        raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
+    snap = request.service.catalog.reads.open_table(
+        str(tname), version or None, by=Provenance(principal=request.principal)
+    )
+    return engine_indexes.list_indexes(snap.dataset)
+
+
+def _lance_type(info: IndexInfo) -> str:
+    return engine_indexes.KINDS.get(info.kind, info.kind)
+
+
+def list_indices(request: RestRequest) -> Any:
+    tname = _table(request)
+    found = {i.name: i for i in _indexes(request, tname)}
+    names, token = page(list(found), request.body)
+    return {
+        "indexes": [
+            {
+                "index_name": n,
+                "index_uuid": found[n].uuid,
+                "columns": [found[n].column],
+                "status": "SUCCEEDED",  # the catalog registers an index once it is built
+                "index_type": _lance_type(found[n]),
+                "num_indexed_rows": found[n].rows_indexed,
+                "num_unindexed_rows": found[n].rows_unindexed,
+                "size_bytes": found[n].size_bytes,
+            }
+            for n in names
+        ],
+        "page_token": token,
+    }
+
+
+def describe_index_stats(request: RestRequest) -> Any:
+    tname = _table(request)
+    name = _string(request, "index_name")
+    found = {i.name: i for i in _indexes(request, tname)}
+    if name not in found:
+        raise TableIndexNotFound(f"{tname} has no index {name}")
+    info = found[name]
+    return {
+        "index_type": _lance_type(info),
+        "num_indexed_rows": info.rows_indexed,
+        "num_unindexed_rows": info.rows_unindexed,
+        "num_indices": 1,
+    }
+
+
+def drop_index(request: RestRequest) -> Any:
+    tname = _table(request)
+    name = _string(request, "index_name")
+    result = request.service.catalog.indexes.drop_index(
+        str(tname), name, by=Provenance(principal=request.principal)
+    )
+    return {"transaction_id": result.commit_id}
+
+
+HANDLERS = {
+    "CreateTableIndex": create_index,
+    "CreateTableScalarIndex": create_index,
+    "ListTableIndices": list_indices,
+    "DescribeTableIndexStats": describe_index_stats,
+    "DropTableIndex": drop_index,
+}
