@@ -6,8 +6,9 @@ each service does one job: ``containers`` (projects, warehouses, namespaces), ``
 inputs do to it), ``reads`` (the read path), ``manifests``
 (finalize and repair), ``versions`` (compaction, cleanup, purge), ``indexes``, ``tags``,
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
-``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
-events). Every change ends in a registry commit with a commit-log entry
+``restores`` (a table back to an older version), ``renames`` (a table's registration under
+a new name), ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance
+reports and events). Every change ends in a registry commit with a commit-log entry
 (``CatalogContext.commit``); every destructive step is conditional.
 """
 
@@ -28,7 +29,9 @@ from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
+from lake_platform.catalog.rename import Renames
 from lake_platform.catalog.reports import Reports
+from lake_platform.catalog.restore import Restores
 from lake_platform.catalog.schemas import Schemas
 from lake_platform.catalog.tables import Tables
 from lake_platform.catalog.tags import Tags
@@ -84,6 +87,8 @@ class Catalog:
         self.cascade = NamespaceDrops(self.ctx, self.policies, self.trash)
         self.access = Access(self.ctx)
         self.alter = Alter(self.ctx, commits)
+        self.restores = Restores(self.ctx, commits)
+        self.renames = Renames(self.ctx, self.policies)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
 

@@ -351,6 +351,13 @@ def add_computed_columns(ds: lance.LanceDataset, expressions: dict[str, str]) ->
 
 
 @engine_call
+def restore(ds: lance.LanceDataset) -> None:
+    """Make the checked-out (older) version the latest again: one new commit whose content is
+    that version's, through ``ds``'s namespace."""
+    ds.restore()
+
+
+@engine_call
 def schema_of(ds: lance.LanceDataset) -> pa.Schema:
     return ds.schema
 

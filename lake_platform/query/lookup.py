@@ -161,6 +161,19 @@ def lookup_of(df: Any, ref: TableRef, result: pa.Schema, schema: pa.Schema) -> L
     return Lookup(ref, tuple(columns), tuple(terms), frozenset(t.column for t in terms))
 
 
+def lookup_of_filter(
+    ref: TableRef, columns: Sequence[str], predicate: Any, schema: pa.Schema
+) -> Lookup | None:
+    """The lookup that reads ``columns`` of the rows of ``ref`` (whose table has ``schema``)
+    matching ``predicate``, a filter expression parsed on its own (REST's QueryTable: no plan
+    around it to read the shape from, see :func:`lookup_of`); None when the predicate is not an
+    ``AND`` of ``column = literal`` terms as :func:`lookup_of` takes them."""
+    terms: list[Term] = []
+    if not columns or any(c not in schema.names for c in columns) or not _conjuncts(predicate, schema, terms):
+        return None
+    return Lookup(ref, tuple(columns), tuple(terms), frozenset(t.column for t in terms))
+
+
 def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
     v = expr.to_variant()
     if type(v).__name__ != "BinaryExpr":
@@ -258,4 +271,4 @@ class Scanners:
         return scanner
 
 
-__all__ = ["Lookup", "Scanners", "Term", "lookup_of", "stream_lookup"]
+__all__ = ["Lookup", "Scanners", "Term", "lookup_of", "lookup_of_filter", "stream_lookup"]

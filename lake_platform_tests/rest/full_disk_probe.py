@@ -27,7 +27,9 @@ def table() -> pa.Table:
 
 
 def query(lake: RestLake, k: int, results: Path) -> dict[str, Any]:
-    resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": k}, who="reader")
+    resp = lake.post(
+        "/v1/table/p$w$ns$t/query", {"vector": {}, "k": k}, who="reader", headers={"x-lake-result": "handle"}
+    )
     seen: dict[str, Any] = {
         "status": resp.status_code,
         "content_type": resp.headers.get("content-type"),

@@ -1,15 +1,21 @@
-"""QueryTable: a plain scan through the Flight query engine; inline below the threshold, a
-spooled result with a handle above it (segments fetched by streaming, each an Arrow IPC file)."""
+"""QueryTable: a plain scan through the Flight query engine, answered as one Arrow IPC file
+whatever its size; the handle protocol (a spooled result, segments fetched by streaming) when
+the client asks for it; time travel by ``version``; a key filter reads the table's scalar index;
+the filter is parsed, never spliced, and the row limit holds."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import lance
 import pyarrow as pa
 import pytest
 
+from lake_platform.naming import TableName
+from lake_platform.query.snapshot_head import latest_view
+from lake_platform.rest.handlers import scan
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
@@ -44,8 +50,22 @@ def test_a_small_result_answers_inline_as_an_arrow_file(lake: RestLake) -> None:
     assert table.num_rows == 10
 
 
-def test_a_large_result_is_spooled_and_fetched_by_handle(lake: RestLake) -> None:
+def test_a_result_past_the_inline_limits_is_still_one_arrow_file(lake: RestLake) -> None:
     resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"] == ARROW_FILE
+    assert sorted(read_file(resp.content).column("id").to_pylist()) == list(range(5000))
+    assert not list(Path(lake.settings.results_root).glob("p/*"))  # nothing spooled
+
+
+@pytest.mark.parametrize("how", ["header", "parameter"])
+def test_the_handle_protocol_when_asked(lake: RestLake, how: str) -> None:
+    path, headers = "/v1/table/p$w$ns$t/query", {}
+    if how == "header":
+        headers = {"X-Lake-Result": "handle"}
+    else:
+        path += "?result=handle"
+    resp = lake.post(path, {"vector": {}, "k": 0}, who="reader", headers=headers)
     assert resp.status_code == 200, resp.text
     answer = resp.json()
     assert answer["rows"] == 5000 and answer["segments"]
@@ -64,6 +84,80 @@ def test_a_large_result_is_spooled_and_fetched_by_handle(lake: RestLake) -> None
     assert (other.status_code, other.json()["code"]) == (404, 1)
     bad = lake.get("/v1/results/..%2F..%2Fetc/0", who="reader")
     assert bad.status_code in (400, 406) and bad.json()["code"] in (0, 13)
+    # a small result asked for by handle is still inline
+    small = lake.post(path, {"vector": {}, "k": 3}, who="reader", headers=headers)
+    assert small.headers["content-type"] == ARROW_FILE and read_file(small.content).num_rows == 3
+
+
+def test_an_unknown_result_protocol_is_refused(lake: RestLake) -> None:
+    resp = lake.post("/v1/table/p$w$ns$t/query?result=segments", {"vector": {}, "k": 1}, who="reader")
+    assert (resp.status_code, resp.json()["code"]) == (400, 13)
+
+
+def test_time_travel_by_version(lake: RestLake) -> None:
+    ns = rest_namespace(lake.url, lake.tokens["writer"])
+    table_id = ["p", "w", "ns", "t"]
+    first = lance.dataset(namespace_client=ns, table_id=table_id).version
+    lance.write_dataset(rows([-1, -2]), namespace_client=ns, table_id=table_id, mode="append")
+    body = {"vector": {}, "k": 0, "filter": "id < 3", "columns": {"column_names": ["id"]}}
+
+    then = lake.post("/v1/table/p$w$ns$t/query", {**body, "version": first}, who="reader")
+    now = lake.post("/v1/table/p$w$ns$t/query", body, who="reader")
+    gone = lake.post("/v1/table/p$w$ns$t/query", {**body, "version": first + 50}, who="reader")
+    bad = lake.post("/v1/table/p$w$ns$t/query", {**body, "version": "latest"}, who="reader")
+
+    assert then.status_code == 200, then.text
+    assert sorted(read_file(then.content).column("id").to_pylist()) == [0, 1, 2]
+    assert sorted(read_file(now.content).column("id").to_pylist()) == [-2, -1, 0, 1, 2]
+    assert (gone.status_code, gone.json()["code"]) == (404, 11)
+    assert (bad.status_code, bad.json()["code"]) == (400, 13)
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> Iterator[RestLake]:
+    """A lake whose table ``k`` (3000 rows) the snapshot cache holds (``cache: hot``), with a
+    BTREE index on ``id``."""
+    for lake in start_rest_lake(tmp_path / "indexed"):
+        lake.catalog.tables.create_table("p.w.ns.k", rows(list(range(3000))).to_reader())
+        lake.catalog.policies.set_policy("p.w.ns.k", {"cache": "hot"})
+        lake.catalog.indexes.create_index("p.w.ns.k", "id", "btree")
+        lake.service.snapshots.refresh()  # the policy is read from the catalog snapshot
+        lake.service.snapshots.refresh()  # (the first may join a load begun before the policy)
+        yield lake
+
+
+def test_a_key_filter_reads_the_scalar_index_not_the_cached_batches(indexed: RestLake) -> None:
+    """On a table the snapshot cache holds, a key filter (``=``, ``IN``) on an indexed column is
+    planned on Lance's index (the engine counts each such planning); any other filter reads the
+    cached batches. The rows are the same either way."""
+    lake = indexed
+    engine = lake.service.query_engine()
+    warm = lake.post("/v1/table/p$w$ns$k/query", {"vector": {}, "k": 1}, who="reader")
+    assert warm.status_code == 200, warm.text
+    assert engine.cache.wait_idle() and engine.cache.stats()["entries"] == 1
+    before = engine.index_lookups
+
+    point = lake.post("/v1/table/p$w$ns$k/query", {"vector": {}, "filter": "id = 1234"}, who="reader")
+    some = lake.post("/v1/table/p$w$ns$k/query", {"vector": {}, "filter": "id IN (3, 2999, 5000)"})
+    other = lake.post("/v1/table/p$w$ns$k/query", {"vector": {}, "filter": "tag = 'y'"}, who="reader")
+
+    assert read_file(point.content).to_pylist() == [{"id": 1234, "tag": "x"}]
+    assert sorted(read_file(some.content).column("id").to_pylist()) == [3, 2999]
+    assert read_file(other.content).num_rows == 0
+    assert engine.index_lookups == before + 2  # the two key filters, not the third
+
+    # An AND of column = literal without k/offset is answered by Lance's scanner directly.
+    view = latest_view(lake.service.snapshots, lake.catalog.store, TableName.parse("p.w.ns.k"))
+    sql = scan.table_sql("w", "ns", "k")
+
+    def planned(**asked: Any) -> Any:
+        shape = {"filter_text": None, "columns": None, "k": None, "offset": None} | asked
+        return scan.plan_scan(engine, view, sql, **shape)
+
+    lookup = planned(filter_text="id = 1234", columns=["tag"]).lookup
+    assert lookup is not None and lookup.filter == "`id` = 1234" and lookup.columns == ("tag",)
+    assert planned(filter_text="id = 1234", k=1).lookup is None  # a limit: DataFusion, on the index
+    assert planned(filter_text="tag = 'x'").lookup is None  # no index on tag
 
 
 def test_query_refusals(lake: RestLake) -> None:

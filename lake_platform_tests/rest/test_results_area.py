@@ -1,6 +1,7 @@
-"""REST's spooled QueryTable results live in the lake's one results area (LAKE_RESULTS_ROOT), with
-Flight's layout and expiry: they expire, the ``reclaimed_results`` asset reclaims them (a live
-one is kept), and the warehouse-level orphan folder scan never reports nor reclaims them."""
+"""REST's spooled QueryTable results (the handle protocol, when a client asks for it) live in the
+lake's one results area (LAKE_RESULTS_ROOT), with Flight's layout and expiry: they expire, the
+``reclaimed_results`` asset reclaims them (a live one is kept), and the warehouse-level orphan
+folder scan never reports nor reclaims them."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
 TTL = 120.0
+HANDLE = {"x-lake-result": "handle"}  # the handle protocol, which only a client asking gets
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ def lake(tmp_path: Path) -> Iterator[RestLake]:
 
 
 def spool(lake: RestLake) -> dict:
-    resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+    resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader", headers=HANDLE)
     assert resp.status_code == 200, resp.text
     answer = resp.json()
     assert answer["rows"] == 100
@@ -119,11 +121,12 @@ def test_a_result_past_the_cap_is_400_and_deleted_and_a_smaller_one_served(tmp_p
         lance.write_dataset(rows(list(range(5000))), namespace_client=ns, table_id=["p", "w", "ns", "t"])
         capped.service.snapshots.refresh()
         capped.service.snapshots.refresh()
-        resp = capped.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+        resp = capped.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader", headers=HANDLE)
         assert (resp.status_code, resp.json()["code"]) == (400, 13), resp.text
         assert "LAKE_RESULTS_MAX_BYTES=20000" in resp.json()["detail"]
         assert list(Path(capped.settings.results_root).glob("p/*")) == []  # its job deleted
-        within = capped.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 500}, who="reader")
+        body = {"vector": {}, "k": 500}
+        within = capped.post("/v1/table/p$w$ns$t/query", body, who="reader", headers=HANDLE)
         assert within.status_code == 200 and within.json()["rows"] == 500
 
 

@@ -11,7 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 from lake_platform.errors import Unsupported
-from lake_platform.rest.handlers import columns, data, indexes, namespaces, query, tables, versions
+from lake_platform.rest.handlers import (
+    columns,
+    data,
+    history,
+    indexes,
+    namespaces,
+    query,
+    registration,
+    tables,
+    versions,
+)
 from lake_platform.rest.request import RestRequest
 
 Handler = Callable[[RestRequest], Any]
@@ -24,13 +34,13 @@ HANDLERS: dict[str, Handler] = {
     **query.HANDLERS,
     **indexes.HANDLERS,
     **columns.HANDLERS,
+    **registration.HANDLERS,
+    **history.HANDLERS,
 }
 
 #: operationId -> why the catalog does not back it (the answer's detail).
 UNSUPPORTED: dict[str, str] = {
     "RegisterTable": "table locations are assigned by the catalog (unique per incarnation)",
-    "RestoreTable": "restore is not a catalog operation yet; read an old version or tag it",
-    "RenameTable": "tables are not renamed in place; drop (to the trash) and undrop --as",
     "UpdateFieldMetadata": "field metadata is not written through the catalog yet",
     "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
     "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",

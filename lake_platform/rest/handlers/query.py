@@ -1,29 +1,40 @@
-"""QueryTable: a plain scan (columns, filter, limit/offset) of the table's registered version,
-through the same query engine, catalog snapshot and limits as Flight SQL (``LAKE_FLIGHT_*``
-limits: memory pool, timeout, result size; the plan and result caches,
-scoped to the principal); the filter is parsed as one expression over the table's columns and
-applied with DataFusion's DataFrame API (``scan.py``), never spliced into SQL. Vector and
-full-text search are not served. Small results answer
-inline as an Arrow IPC file; large ones are spooled (``rest/results.py``, into the lake's
-results area) and answered with a handle."""
+"""QueryTable: a plain scan (columns, filter, k/offset, version) of a table's registered
+version, through the same query engine, catalog snapshot and limits as Flight SQL
+(``LAKE_FLIGHT_*`` limits: memory pool, timeout, result size; the result cache, scoped to the
+principal); the filter is parsed as one expression over the table's columns and applied with
+DataFusion's DataFrame API (``scan.py``), never spliced into SQL. Vector and full-text search
+are not served.
+
+The answer is one Arrow IPC file of any size, streamed as the query runs (``rest/arrow_file.py``).
+A client that asks for the handle protocol (:data:`HANDLE_HEADER` or ``?result=handle``) gets
+the older answer instead: inline up to ``LAKE_REST_INLINE_MAX_*``, else the result spooled into
+the lake's results area (``rest/results.py``) and a JSON handle to its segments."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.snapshot_head import latest_view
-from lake_platform.rest import results
+from lake_platform.rest import arrow_file, results
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
-ARROW_FILE = "application/vnd.apache.arrow.file"
+ARROW_FILE = arrow_file.ARROW_FILE
 SURFACE = "rest"
+#: How a client asks for the handle protocol instead of the streamed Arrow file: this header, or
+#: the query parameter, with the value ``handle``.
+HANDLE_HEADER = "x-lake-result"
+HANDLE_PARAM = "result"
+HANDLE = "handle"
 
 
 def _int(body: dict[str, Any], name: str) -> int | None:
@@ -44,6 +55,7 @@ class ScanRequest:
     filter: str | None
     k: int | None
     offset: int | None
+    version: int | None = None  # None: the current registered version
 
 
 def scan_request(request: RestRequest) -> ScanRequest:
@@ -55,8 +67,9 @@ def scan_request(request: RestRequest) -> ScanRequest:
         raise Unsupported(
             "vector and full-text search are not served; send a plain scan (filter, columns, k)"
         )
-    if body.get("version") is not None:
-        raise Unsupported("QueryTable reads the current version; query an exact version over Flight SQL")
+    version = body.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
+        raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
     if body.get("branch"):
         raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
     columns = body.get("columns")
@@ -71,13 +84,23 @@ def scan_request(request: RestRequest) -> ScanRequest:
     where = body.get("filter")
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise InvalidInput("filter must be a SQL boolean expression")
-    return ScanRequest(tname, columns or None, where, _int(body, "k"), _int(body, "offset"))
+    return ScanRequest(tname, columns or None, where, _int(body, "k"), _int(body, "offset"), version)
+
+
+def wants_handle(request: RestRequest) -> bool:
+    """The client asked for the handle protocol (header or query parameter, case-insensitive)."""
+    asked = request.headers.get(HANDLE_HEADER) or request.query.get(HANDLE_PARAM) or ""
+    if asked and asked.lower() != HANDLE:
+        raise InvalidInput(f"{HANDLE_HEADER} / ?{HANDLE_PARAM}= takes only {HANDLE!r}, got {asked[:40]!r}")
+    return bool(asked)
 
 
 def query_table(request: RestRequest) -> Any:
     asked = scan_request(request)  # a malformed request is not a query (not audited)
+    handle = wants_handle(request)
     tname = asked.table
-    sql = scan.table_sql(tname.warehouse, ".".join(tname.namespace), tname.table)
+    namespace = ".".join(tname.namespace)
+    sql = scan.table_sql(tname.warehouse, namespace, tname.table, asked.version)
     service = request.service
     principal = request.principal
     started = time.perf_counter()
@@ -85,16 +108,18 @@ def query_table(request: RestRequest) -> Any:
     try:
         scoped(request, table=True)
         # "Latest" is the registry's head now (one read), not the snapshot's: read-your-writes.
+        # An older version is resolved in the same view (its registered versions).
         view = latest_view(service.snapshots, service.catalog.store, tname)
-        if view.table(tname.warehouse, ".".join(tname.namespace), tname.table) is None:
+        if view.table(tname.warehouse, namespace, tname.table) is None:
             raise TableNotFound(f"table {tname} does not exist")
-        planned = scan.scan(
-            engine.plan(sql, view, scope=principal),
+        planned = scan.plan_scan(
+            engine,
+            view,
+            sql,
             filter_text=asked.filter,
             columns=asked.columns,
             k=asked.k,
             offset=asked.offset,
-            max_filter_bytes=engine.limits.max_sql_bytes,
         )
     except Exception as exc:
         # Refused at planning (another tenant's or a missing table, a bad filter): audited as
@@ -102,20 +127,29 @@ def query_table(request: RestRequest) -> Any:
         asked_sql = sql if asked.filter is None else f"{sql} WHERE {asked.filter}"  # audited text only
         failed(QueryInfo.of(SURFACE, principal, asked_sql), service.audit, exc, time.perf_counter() - started)
         raise
-    settings = service.settings
-    collector = results.Collector(
-        schema=planned.schema,
-        max_rows=settings.rest_inline_max_rows,
-        max_bytes=settings.rest_inline_max_bytes,
-        area=results.area(settings),
-        project=tname.project,
-        ttl=settings.results_ttl_seconds,
-    )
     info = QueryInfo.of(SURFACE, principal, planned.sql, None, planned.refs)
     # One audit line when the stream ends, however it ends (the pins, rows, bytes, status). The
     # principal is the scope: a repeated scan over the same version by the same principal is
-    # planned once and, when small and deterministic, answered from the result cache.
+    # answered from the result cache when small and deterministic.
     stream = observed(engine.stream(planned, scope=principal), info, service.audit)
+    if not handle:
+        return arrow_file.answer(planned.schema, stream)
+    return _handle_answer(request, tname.project, planned.schema, stream)
+
+
+def _handle_answer(
+    request: RestRequest, project: str, schema: pa.Schema, stream: Iterator[pa.RecordBatch]
+) -> Any:
+    """The handle protocol: inline up to the inline limits, else spooled, with segment URLs."""
+    settings = request.service.settings
+    collector = results.Collector(
+        schema=schema,
+        max_rows=settings.rest_inline_max_rows,
+        max_bytes=settings.rest_inline_max_bytes,
+        area=results.area(settings),
+        project=project,
+        ttl=settings.results_ttl_seconds,
+    )
     try:
         for batch in stream:
             collector.add(batch)

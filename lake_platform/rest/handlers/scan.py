@@ -2,9 +2,14 @@
 ``filter`` is parsed by DataFusion as one SQL expression over that table's columns, never
 spliced into SQL text, so it can neither read another table nor drop the row limit ``k``.
 
-The table itself is planned by the query engine (``SELECT * FROM <table>``: the catalog
-snapshot, tenant scoping, plan cache and limits of Flight SQL); the filter, the columns and the
-limit are then applied to that plan's frame.
+The table itself is planned as the query engine plans SQL (``SELECT * FROM <table>``, or
+``<table>@v<n>`` for a ``version``: the catalog snapshot, tenant scoping and limits of Flight
+SQL); the filter, the columns and the limit are then applied to that plan's frame, inside the
+engine's choice of access path (``QueryEngine.access``), so that choice sees the filter: a key
+filter (``id = 5``, ``id IN (...)``) on a column with a scalar index reads Lance's index, never
+the snapshot cache's batches, and an ``AND`` of ``column = literal`` terms without ``k`` or
+``offset`` is answered by Lance's scanner directly (``query.lookup``), as Flight SQL answers
+the same lookup.
 """
 
 from __future__ import annotations
@@ -17,9 +22,14 @@ from datafusion import Expr, col
 from datafusion.common import RexType
 
 from lake_platform.errors import InvalidInput
+from lake_platform.query import planner
 from lake_platform.query.batches import advertised_schema
+from lake_platform.query.engine import QueryEngine
 from lake_platform.query.facts import PlanFacts
-from lake_platform.query.planner import PlannedQuery
+from lake_platform.query.lookup import lookup_of_filter
+from lake_platform.query.planner import OpenTable, PlannedQuery, Resolver
+from lake_platform.query.snapshot import ProjectView
+from lake_platform.query.timetravel import SEPARATOR
 from lake_platform.query.volatility import is_deterministic
 
 #: Expression kinds a filter may not contain: each needs more than one row of this table (an
@@ -48,9 +58,11 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def table_sql(warehouse: str, namespace: str, table: str) -> str:
-    """The whole table, as the engine plans it: identifiers quoted, nothing else in the text."""
-    return f"SELECT * FROM {_quote(warehouse)}.{_quote(namespace)}.{_quote(table)}"
+def table_sql(warehouse: str, namespace: str, table: str, version: int | None = None) -> str:
+    """The whole table (at ``version``: time travel), as the engine plans it: identifiers
+    quoted, nothing else in the text."""
+    name = table if version is None else f"{table}{SEPARATOR}v{version}"
+    return f"SELECT * FROM {_quote(warehouse)}.{_quote(namespace)}.{_quote(name)}"
 
 
 def _nodes(expr: Expr) -> Iterator[Expr]:
@@ -116,7 +128,55 @@ def _scans(plan: Any) -> int:
     return count
 
 
-def scan(
+def plan_scan(
+    engine: QueryEngine,
+    view: ProjectView,
+    sql: str,
+    *,
+    filter_text: str | None,
+    columns: list[str] | None,
+    k: int | None,
+    offset: int | None,
+) -> PlannedQuery:
+    """``sql`` (:func:`table_sql`) planned over ``view`` and :func:`shaped`, on the access path
+    the engine picks for the shaped plan; a plain key lookup on an indexed column is then
+    answered by Lance's scanner (the plan's ``lookup``). Not kept in the engine's plan cache:
+    each request parses its own filter."""
+    namespaces = set(view.namespaces)
+    parsed: list[Expr] = []
+
+    def plan(open_table: OpenTable) -> PlannedQuery:
+        whole = planner.plan_in(
+            engine.sessions.session,
+            sql,
+            list(view.warehouses),
+            Resolver.over_view(open_table, engine.limits, view),
+            engine.limits,
+            None,
+            False,
+            lambda wh, ns: (wh, ns) in namespaces,
+        )
+        return shaped(
+            whole,
+            filter_text=filter_text,
+            columns=columns,
+            k=k,
+            offset=offset,
+            max_filter_bytes=engine.limits.max_sql_bytes,
+            parsed=parsed,
+        )
+
+    planned = engine.access.plan(plan)
+    if planned.lookup is not None or planned.cached or not parsed or k or offset or len(planned.refs) != 1:
+        return planned
+    ref = planned.refs[0]
+    lookup = lookup_of_filter(ref, planned.schema.names, parsed[-1], engine.dataset(ref).schema)
+    if lookup is None or not lookup.keys & engine.access.indexed(ref):
+        return planned
+    return dataclasses.replace(planned, lookup=lookup)
+
+
+def shaped(
     whole: PlannedQuery,
     *,
     filter_text: str | None,
@@ -124,12 +184,14 @@ def scan(
     k: int | None,
     offset: int | None,
     max_filter_bytes: int,
+    parsed: list[Expr] | None = None,
 ) -> PlannedQuery:
     """``whole`` (the engine's plan of the whole table) filtered, projected and limited.
 
     ``k``: at most this many rows (None or 0: all); ``offset``: rows skipped first. The result
     is a plan the engine streams like any other: its ``sql`` is the canonical description the
-    audit trail and the result cache key use (DataFusion's rendering of the parsed filter)."""
+    audit trail and the result cache key use (DataFusion's rendering of the parsed filter).
+    ``parsed``: gets the parsed filter."""
     df = whole.df
     description = "SELECT " + (", ".join(_quote(c) for c in columns) if columns else "*")
     description += whole.sql.removeprefix("SELECT *")
@@ -137,6 +199,8 @@ def scan(
     try:
         if filter_text is not None:
             expr = parse_filter(df, filter_text, max_filter_bytes)
+            if parsed is not None:
+                parsed.append(expr)
             df = df.filter(expr)
             description += f" WHERE {expr.canonical_name()}"
             deterministic = deterministic and is_deterministic(filter_text)
