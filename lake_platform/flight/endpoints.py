@@ -1,12 +1,15 @@
 """The endpoints of a statement's FlightInfo: one sealed ticket per part of the pinned snapshot,
 each named at the replicas that may serve it.
 
-A query ``query.split`` can split (a scan, filter or projection of one table, big enough) gets
-one endpoint per part: every ticket pins the same snapshots, carries the same claims and query
-id (one CancelFlightInfo stops them all), and adds the fragment ranges its part reads. ADBC
-reads the endpoints in parallel; any replica can serve any of them. Anything else gets one
-endpoint with no location (the client reuses its connection), exactly as before: a point query
-pays nothing for splitting but a look at the table's fragment count.
+Only a call that asks for several endpoints (``many``: the call header ``x-lake-endpoints:
+many``, or the server setting ``LAKE_FLIGHT_ENDPOINTS=many``) has a result split: clients that
+read only the first endpoint (flightsql-dbapi, older JDBC drivers) would otherwise get part of
+the answer without an error. Then a query ``query.split`` can split (a scan, filter or
+projection of one table, big enough) gets one endpoint per part: every ticket pins the same
+snapshots, carries the same claims and query id (one CancelFlightInfo stops them all), and adds
+the fragments and row offsets its part reads. ADBC reads the endpoints in parallel; any replica
+can serve any of them. Anything else gets one endpoint with no location (the client reuses its
+connection): a point query pays nothing for splitting but a look at the table's size.
 
 Locations: with ``LAKE_FLIGHT_ADVERTISE`` (and ``LAKE_FLIGHT_PEERS``) set, endpoint ``i`` of a
 split result lists every replica, starting at a different one per endpoint (round robin from
@@ -64,6 +67,7 @@ class _Kept:
     split: bool
     ordered: bool
     schema: pa.Schema
+    many: bool  # made for a call that asked for several endpoints
 
 
 class Endpoints:
@@ -102,7 +106,11 @@ class Endpoints:
         then comes over the data plane, not the connection that planned it."""
         return self.every_result and bool(self.replicas)
 
-    def answer(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> Answer:
+    def answer(
+        self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None, many: bool = False
+    ) -> Answer:
+        """The endpoints of ``planned``: several only when ``many`` (the call asked) and the
+        query splits."""
         with self._lock:
             kept = self._kept_for.get(planned)
         if (
@@ -111,9 +119,10 @@ class Endpoints:
             or kept.refs is not planned.refs
             or kept.sizing is not self.sizing
             or kept.tickets is not self._tickets
+            or kept.many is not many
             or (kept.identity is not identity and kept.identity != identity)
         ):
-            kept = self._kept(identity, planned, params)
+            kept = self._kept(identity, planned, params, many)
         if not kept.split:
             handle, expires, ticket_id = self._tickets.seal_claims(kept.claims[0])
             where = self.locations(0) if self.unsplit_located else ()
@@ -126,18 +135,20 @@ class Endpoints:
             endpoints.append(_endpoint(handle, expires, self.locations(offset + i)))
         return Answer(endpoints, False, kept.schema)
 
-    def unsplit(self, planned: PlannedQuery) -> bool:
+    def unsplit(self, planned: PlannedQuery, many: bool = False) -> bool:
         """Whether ``planned`` is answered with one endpoint (one ticket)."""
-        return self._parts(planned) is None
+        return self._parts(planned, many) is None
 
-    def _parts(self, planned: PlannedQuery) -> Any:
-        """``split``'s parts of ``planned`` (None: unsplit)."""
-        return split(planned, self._sizes, self.sizing)
+    def _parts(self, planned: PlannedQuery, many: bool) -> Any:
+        """``split``'s parts of ``planned`` (None: unsplit, and always unless ``many``)."""
+        return split(planned, self._sizes, self.sizing) if many else None
 
-    def _kept(self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None) -> _Kept:
-        """Split the plan, check its tickets' claims (InvalidInput if they break a
+    def _kept(
+        self, identity: Identity, planned: PlannedQuery, params: pa.RecordBatch | None, many: bool
+    ) -> _Kept:
+        """Split the plan (if ``many``), check its tickets' claims (InvalidInput if they break a
         rule), and keep all that with the plan unless it has bound parameters."""
-        parts = self._parts(planned)
+        parts = self._parts(planned, many)
         sql, refs = planned.sql, planned.refs
         if parts is None:
             claims = (self._tickets.statement_claims(identity, sql, params, refs),)
@@ -154,6 +165,7 @@ class Endpoints:
             split=parts is not None,
             ordered=parts is None and ordered(planned),
             schema=planned.schema,
+            many=many,
         )
         if params is None:
             with self._lock:

@@ -2,15 +2,21 @@
 results area, then served (by any replica) from there, one endpoint per segment.
 
 When: the caller asks (the ``x-lake-spool: true`` call header; with ADBC the option
-``adbc.flight.sql.rpc.call_header.x-lake-spool``), or the query returns rows of its tables
-(no aggregate, distinct or limit) and they hold at least ``LAKE_FLIGHT_SPOOL_MIN_ROWS`` rows or
-``LAKE_FLIGHT_SPOOL_MIN_BYTES`` bytes (0: never by size).
+``adbc.flight.sql.rpc.call_header.x-lake-spool``), or the query's result is as big as its
+tables (``PlanFacts.table_rows``: no aggregate, distinct, limit, top-n or key lookup) and they
+hold at least ``LAKE_FLIGHT_SPOOL_MIN_ROWS`` rows or ``LAKE_FLIGHT_SPOOL_MIN_BYTES`` bytes (0:
+never by size).
 
 How: a job thread on the planning replica streams the planned query (pinned, with the query
 time limit and the process's memory pool, so memory stays bounded as when streaming) into
-segments of about ``LAKE_FLIGHT_SPOOL_SEGMENT_BYTES``, in result order. GetFlightInfo waits
-for it and answers one endpoint per segment (``ordered`` when the query sorts);
-PollFlightInfo answers at once, with progress and a retry descriptor while the job runs.
+segments in result order; the first is small (``FIRST_SEGMENT_BYTES``) and each next one twice
+as big, up to ``LAKE_FLIGHT_SPOOL_SEGMENT_BYTES``, so the first rows are readable at once.
+A call that asked for several endpoints (``x-lake-spool``, or ``x-lake-endpoints: many``)
+gets one endpoint per segment: GetFlightInfo waits for the job; PollFlightInfo answers at once
+with progress, the endpoints of the segments written so far and a retry descriptor. Any other
+call gets **one** endpoint at once (``whole_info``), whose DoGet streams every segment in
+order, each as soon as it is written: a client that reads only the first endpoint gets the
+whole answer, and its first batch does not wait for the spool to end.
 Segment tickets are sealed (purpose "segment") with the caller's identity and the job's expiry
 (``LAKE_RESULTS_TTL_SECONDS``); after that the server's own sweep (``LAKE_RESULTS_SWEEP_SECONDS``),
 ``lake results expire`` or the ``reclaimed_results`` asset deletes the job.
@@ -39,6 +45,7 @@ from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer
 from lake_platform.engine.results import ResultsArea, SegmentWriter, full_error, schema_of
 from lake_platform.errors import InvalidInput, LakeError, ResultNotFound, Throttling, Unauthenticated
 from lake_platform.flight import framing, proto
+from lake_platform.flight.spool_follow import written_segments
 from lake_platform.query.batches import split_batch
 from lake_platform.query.errors import QueryCancelled, QueryTimeout, ResultTooLarge
 from lake_platform.query.planner import PlannedQuery
@@ -57,6 +64,10 @@ _SEGMENT_KEYS = frozenset({*_IDENTITY, "job", "seg", "id"}) | ENVELOPE_CLAIMS
 _POLL_KEYS = frozenset({*_IDENTITY, "job", "ord"}) | ENVELOPE_CLAIMS
 _JOB = "lake-results-job-"
 _KEEP_FINISHED = 300.0  # seconds a finished job's state stays in memory
+#: The first segment's size; each next one doubles, up to the segment setting.
+FIRST_SEGMENT_BYTES = 1 << 20
+#: A segment ticket's ``seg`` meaning "every segment, in order" (segment names are seg-NNNNN.arrows).
+WHOLE = "all"
 
 
 @dataclass
@@ -72,6 +83,18 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
     finished_at: float = 0.0  # monotonic
+    closed: list[str] = field(default_factory=list)  # segments written whole, in order
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def closed_one(self, name: str) -> None:
+        with self.changed:
+            self.closed.append(name)
+            self.changed.notify_all()
+
+    def ended(self) -> None:
+        with self.changed:
+            self.done.set()
+            self.changed.notify_all()
 
 
 @dataclass(frozen=True)
@@ -109,8 +132,9 @@ class Spooler:
     # -- deciding ----------------------------------------------------------------------------
 
     def wanted(self, planned: PlannedQuery, asked: bool) -> bool:
-        """Whether ``planned``'s result is spooled: the caller asks, or it returns rows of its
-        tables (``PlanFacts.table_rows``) and they are as big as the settings say."""
+        """Whether ``planned``'s result is spooled: the caller asks, or its result is as big
+        as its tables (``PlanFacts.table_rows``: never a key lookup, limit, top-n or
+        aggregate) and they are as big as the settings say."""
         if asked:
             return True
         s = self.settings
@@ -172,7 +196,11 @@ class Spooler:
 
         try:
             for whole in self._stream(planned, cancelled):
-                for batch in split_batch(whole, self.settings.segment_bytes):
+                # The open segment's size (or the next one's): the first small, each next twice
+                # as big up to the setting, so the first rows are readable early (``WHOLE``).
+                index = len(segments) - (segment is not None)
+                limit = min(self.settings.segment_bytes, FIRST_SEGMENT_BYTES << min(index, 30))
+                for batch in split_batch(whole, limit):
                     if segment is None:
                         segment = open_segment()
                     segment.write(batch)
@@ -182,10 +210,11 @@ class Spooler:
                     too_large = self.area.over_cap(written + size)
                     if too_large:
                         raise ResultTooLarge(too_large)
-                    if size >= self.settings.segment_bytes:
+                    if size >= limit:
                         segment, closing = None, segment
                         segments[-1]["bytes"] = closing.close()
                         written += segments[-1]["bytes"]
+                        job.closed_one(segments[-1]["name"])
             # The engine's stream ends quietly when ``cancelled()`` says so: a stop or the time
             # limit must fail the job, never leave a truncated result marked done.
             if job.stop.is_set():
@@ -200,6 +229,7 @@ class Spooler:
             if segment is not None:
                 segment, closing = None, segment
                 segments[-1]["bytes"] = closing.close()
+                job.closed_one(segments[-1]["name"])
             self.area.finish_job(project, job.id, planned.schema, segments, ordered=job.ordered)
             job.state = "done"
         except BaseException as exc:  # noqa: BLE001 - every failure ends the job and its files
@@ -214,7 +244,7 @@ class Spooler:
         finally:
             self._slots.release()
             job.finished_at = time.monotonic()
-            job.done.set()
+            job.ended()
 
     def wait(self, job: Job, timeout: float | None) -> None:
         """Until the job is done; raises its error (or a timeout, and stops it)."""
@@ -264,23 +294,32 @@ class Spooler:
         if done is None:
             raise InvalidInput("the result is still being spooled")
         expires = float(self.area.job(identity.project, job_id)["expires_at"])
-        ttl = max(1.0, expires - self.sealer.now())
-        endpoints = []
-        for seg in done["segments"]:
-            claims = {**identity.claims(), "job": job_id, "seg": seg["name"], "id": job_id}
-            blob = SEGMENT_PREFIX + self.sealer.seal("segment", claims, ttl)
-            ticket = proto.pack(proto.TicketStatementQuery(statement_handle=blob))
-            url = (
-                self.area.presign(identity.project, job_id, seg["name"], int(ttl))
-                if self.settings.presign
-                else None
-            )
-            # The ticket first (this connection), then the bytes over HTTPS for clients that
-            # fetch them themselves; a Flight client never needs the second location.
-            where = [REUSE_CONNECTION, url] if url else []
-            endpoints.append(framing.endpoint(ticket, int(expires), where))
+        endpoints = [self._endpoint(identity, job_id, seg["name"], expires) for seg in done["segments"]]
         ordered = bool(done.get("ordered", False))
         return fl.FlightInfo(schema_of(done), descriptor, endpoints, int(done["rows"]), -1, ordered)
+
+    def whole_info(self, job: Job, planned: PlannedQuery, descriptor: fl.FlightDescriptor) -> fl.FlightInfo:
+        """A running job's FlightInfo for a client that may read only the first endpoint: one
+        endpoint, whose DoGet streams every segment in order as each is written."""
+        endpoint = self._endpoint(job.identity, job.id, WHOLE, job.expires_at, presign=False)
+        return fl.FlightInfo(planned.schema, descriptor, [endpoint], -1, -1, job.ordered)
+
+    def _endpoint(
+        self, identity: Identity, job_id: str, name: str, expires: float, presign: bool = True
+    ) -> fl.FlightEndpoint:
+        ttl = max(1.0, expires - self.sealer.now())
+        claims = {**identity.claims(), "job": job_id, "seg": name, "id": job_id}
+        blob = SEGMENT_PREFIX + self.sealer.seal("segment", claims, ttl)
+        ticket = proto.pack(proto.TicketStatementQuery(statement_handle=blob))
+        url = (
+            self.area.presign(identity.project, job_id, name, int(ttl))
+            if presign and self.settings.presign
+            else None
+        )
+        # The ticket first (this connection), then the bytes over HTTPS for clients that
+        # fetch them themselves; a Flight client never needs the second location.
+        where = [REUSE_CONNECTION, url] if url else []
+        return framing.endpoint(ticket, int(expires), where)
 
     def open_segment(self, handle: bytes, caller: Identity | None) -> tuple[str, str, str]:
         """(project, job, segment) of a segment ticket, checked: sealed, not expired, the caller's."""
@@ -295,6 +334,23 @@ class Spooler:
         if not _safe_name(claims["job"]) or not _safe_name(claims["seg"]):
             raise Unauthenticated("invalid ticket")
         return claims["prj"], claims["job"], claims["seg"]
+
+    def read(self, project: str, job: str, seg: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """DoGet of a segment ticket: that segment, or (``WHOLE``) every segment in order."""
+        if seg == WHOLE:
+            return schema_of(self.area.job(project, job)), self._whole(project, job)
+        return self.read_segment(project, job, seg)
+
+    def _whole(self, project: str, job_id: str) -> Iterator[pa.RecordBatch]:
+        """Every segment of a job in order, each once it is written (``spool_follow``)."""
+        job = self.local(job_id)
+        try:
+            for name in written_segments(self.area, project, job_id, job):
+                yield from self.read_segment(project, job_id, name)[1]
+        except ResultNotFound:  # a failed job deletes its segments: say why it failed
+            if job is not None and job.done.is_set() and job.state != "done":
+                raise job.error or QueryCancelled("spooling the result failed") from None
+            raise
 
     def read_segment(self, project: str, job: str, seg: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         reader = self.area.open_segment(project, job, seg)
@@ -344,8 +400,12 @@ class Spooler:
         if self.area.done(identity.project, job_id) is not None:
             return poll_info(self.flight_info(job_id, identity, retry), None, 1.0, None)
         record = self.area.job(identity.project, job_id)
-        pending = fl.FlightInfo(schema_of(record), retry, [], -1, -1, is_ordered)
-        return poll_info(pending, retry, self.progress(job_id), float(record["expires_at"]))
+        expires = float(record["expires_at"])
+        # The segments written so far can be read already (a later answer lists them again).
+        written = list(job.closed) if job is not None else []
+        endpoints = [self._endpoint(identity, job_id, name, expires) for name in written]
+        pending = fl.FlightInfo(schema_of(record), retry, endpoints, -1, -1, is_ordered)
+        return poll_info(pending, retry, self.progress(job_id), expires)
 
     def progress(self, job_id: str) -> float | None:
         with self._lock:
@@ -378,4 +438,14 @@ def _safe_name(name: str) -> bool:
     return 0 < len(name) <= 64 and all(c.isalnum() or c in "-._" for c in name) and not name.startswith(".")
 
 
-__all__ = ["POLL_PREFIX", "SEGMENT_PREFIX", "SPOOL_HEADER", "Job", "SpoolSettings", "Spooler", "poll_info"]
+__all__ = [
+    "FIRST_SEGMENT_BYTES",
+    "POLL_PREFIX",
+    "SEGMENT_PREFIX",
+    "SPOOL_HEADER",
+    "WHOLE",
+    "Job",
+    "SpoolSettings",
+    "Spooler",
+    "poll_info",
+]

@@ -6,6 +6,10 @@ from its RPC methods), the authenticated call and the request, so this module do
 the server that imports it. A statement's GetFlightInfo plans it, spools a heavy result or
 answers sealed tickets (``endpoints``), keeps the plan for its DoGet and may start the query
 early (``streams``); the DoGet plans against the ticket's pinned snapshots only and streams.
+
+Several endpoints only for a call that asks (``many``): the header ``x-lake-endpoints: many``
+(``one`` refuses them on a server set to ``LAKE_FLIGHT_ENDPOINTS=many``) or ``x-lake-spool``.
+Any other call gets one endpoint holding the whole answer, split or spooled as it may be.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
     from lake_platform.query.split import PartTables
     from lake_platform.settings.flight import FlightSettings
 
+#: The call header asking for one endpoint per result part or segment (``many``) or one (``one``).
+ENDPOINTS_HEADER = "x-lake-endpoints"
 #: The commands that run a statement (the rest are catalog commands: ``metadata``).
 STATEMENTS = ("CommandStatementQuery", "CommandPreparedStatementQuery")
 
@@ -102,13 +108,16 @@ def flight_info(
         raise
     spooler = server.spooler
     asked = asks_spool(call)
+    many = asked or asks_many(call, server.settings.endpoints)
     if spooler is not None and spooler.wanted(planned, asked):
         job = spooler.start(identity, planned, ordered(planned))
+        if not many:  # one endpoint, streaming the segments as they are written
+            return spooler.whole_info(job, planned, descriptor)
         spooler.wait(job, server.settings.query_timeout_seconds or None)
         return spooler.flight_info(job.id, identity, descriptor)
     if asked:
         raise Unsupported("this server does not spool results (LAKE_FLIGHT_SPOOL=false)")
-    answer = server.endpoints.answer(identity, planned, params)
+    answer = server.endpoints.answer(identity, planned, params, many)
     info = answer.info(descriptor)
     # Its DoGet plans the whole query again: keep the plan, unless it reads the clock.
     if answer.ticket_id is not None and planned.deterministic:
@@ -152,7 +161,7 @@ def stream(
         if spooler is None:
             raise Unsupported("this server does not serve spooled results (LAKE_FLIGHT_SPOOL=false)")
         server._refuse_if_draining()
-        return spooler.read_segment(*spooler.open_segment(handle, identity))
+        return spooler.read(*spooler.open_segment(handle, identity))
     opened = server.tickets.open_statement(handle, identity)
     query = QueryInfo.of("flight", identity, opened.sql, opened.params, opened.snapshots)
     started = time.perf_counter()
@@ -218,4 +227,23 @@ def asks_spool(call: Call) -> bool:
     return (call.header(SPOOL_HEADER) or "").strip().lower() in ("1", "true", "yes")
 
 
-__all__ = ["STATEMENTS", "StatementHost", "bind", "flight_info", "poll", "statement", "stream"]
+def asks_many(call: Call, default: str) -> bool:
+    """Whether the call takes several endpoints: its ``x-lake-endpoints`` header (``many`` or
+    ``one``), else the server's ``LAKE_FLIGHT_ENDPOINTS`` (``default``)."""
+    value = (call.header(ENDPOINTS_HEADER) or default).strip().lower()
+    if value not in ("one", "many"):
+        raise InvalidInput(f"{ENDPOINTS_HEADER} must be 'one' or 'many', not {value[:20]!r}")
+    return value == "many"
+
+
+__all__ = [
+    "ENDPOINTS_HEADER",
+    "STATEMENTS",
+    "StatementHost",
+    "asks_many",
+    "bind",
+    "flight_info",
+    "poll",
+    "statement",
+    "stream",
+]

@@ -22,6 +22,9 @@ _ROW_WISE = frozenset({"Projection", "Filter", "SubqueryAlias", "TableScan"})
 _ORDER_KEEPING = frozenset({"Projection", "SubqueryAlias", "Limit", "Filter"})
 #: Plan nodes whose output are not rows of the tables read (what is never spooled by size).
 _NOT_TABLE_ROWS = frozenset({"Aggregate", "Distinct", "Limit"})
+#: Plan nodes that may carry a row limit of their own once optimized (a top-n is a Sort with a
+#: fetch, and a pushed-down LIMIT a TableScan's).
+_FETCHING = {"Sort": "get_fetch_val", "TableScan": "fetch"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,8 +75,20 @@ class PlanFacts:
 
     @cached_property
     def table_rows(self) -> bool:
-        """The (optimized) result is rows of its tables: no aggregate, distinct or limit."""
-        return not _any_node(self.df.optimized_logical_plan(), lambda kind, _: kind in _NOT_TABLE_ROWS)
+        """The result may be as big as its tables (what is spooled by size): not a point or key
+        lookup (the unoptimized plan, as ``point``), and the optimized plan has no aggregate,
+        distinct or limit, and no top-n or scan with a row limit of its own (the optimizer
+        moves ``ORDER BY ... LIMIT n`` into the sort and a plain ``LIMIT`` into the scan)."""
+        if self.point:
+            return False
+        return not _any_node(self.df.optimized_logical_plan(), _returns_few_rows)
+
+
+def _returns_few_rows(kind: str, variant: Any) -> bool:
+    if kind in _NOT_TABLE_ROWS:
+        return True
+    fetch = _FETCHING.get(kind)
+    return fetch is not None and getattr(variant, fetch)() is not None
 
 
 def sorted_on_top(root: Any) -> bool:

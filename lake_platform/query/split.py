@@ -3,13 +3,17 @@
 A query can be split when its result is a row-wise function of one table's rows: a scan,
 filter or projection of exactly one table (after DataFusion's optimizer, so a subquery that
 became a join is seen as one), with no aggregate, sort, limit, distinct, window, join or union.
-Such a query run over a subset of the table's fragments returns exactly the result rows that
-come from those fragments, so the results of parts that partition the fragments add up to the
-whole result, each row once.
+Such a query run over a subset of the table's rows returns exactly the result rows that come
+from those rows, so the results of parts that partition the rows add up to the whole result,
+each row once.
 
-A part is a set of fragment ids of the *pinned* version (inclusive id ranges, sorted, disjoint):
-the version is immutable, so the same ranges select the same fragments on any replica at any
-later time. Parts are sized from the manifest alone (rows after deletions, data bytes).
+Parts are cut by rows, not by fragments: ``count = ceil(rows / target)`` (or by bytes, at most
+``max_parts``) parts of about equal live rows, whatever the fragment layout, so a one-fragment
+table splits as well as a fragmented one. A part is a run of fragments of the *pinned* version
+whose first and last fragment may be read in part (``Part.rows``: live-row offsets, cut where
+the neighbouring part starts; such a part is read through Lance's scanner, ``_cut``). Both
+are fixed by the immutable manifest, so a part selects the same rows on any replica at any
+later time. Parts are sized from the manifest alone (live rows, data bytes).
 
 A query with an equality (or IN-list) conjunct on a column is treated as a point or key lookup
 and keeps one endpoint: its result is small, and one stream answers it with the latency of
@@ -18,17 +22,21 @@ today's single endpoint.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.dataset as pa_dataset
 from datafusion.catalog import Table
 
 from lake_platform.engine import fragments as lance_fragments
 from lake_platform.engine import lance_engine as engine
 from lake_platform.lru import BoundedLRU
-from lake_platform.query.part import MAX_RANGES, Part
+from lake_platform.query.part import FRAGMENT_END, MAX_RANGES, Part
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot import TableRef
 
@@ -48,32 +56,54 @@ class Sizing:
 
 
 def partition(table: str, sizes: Sequence[lance_fragments.FragmentSize], sizing: Sizing) -> list[Part] | None:
-    """Contiguous runs of fragments (manifest order) with about equal rows, one per part;
-    None when one part is enough. Every fragment is in exactly one part (empty ones too)."""
+    """``ceil(rows / target)`` parts (or by bytes; at most ``max_parts``, at most one per live
+    row) of about equal live rows, in manifest order; None when one part is enough. Every
+    fragment is in exactly one part (empty ones too) unless parts cut it, and then the parts'
+    row offsets tile it."""
     rows = sum(s.rows for s in sizes)
     size = sum(s.bytes for s in sizes)
     count = min(
         sizing.max_parts,
-        len(sizes),
+        rows,
         max(math.ceil(rows / sizing.target_rows), math.ceil(size / sizing.target_bytes)),
     )
     if count < 2:
         return None
-    share = rows / count
-    groups: list[list[int]] = [[]]
-    done = 0
+    cuts = [(0, 0)] + [_position(sizes, round(k * rows / count)) for k in range(1, count)] + [(len(sizes), 0)]
+    return [_part(table, sizes, start, end) for start, end in itertools.pairwise(cuts)]
+
+
+def _position(sizes: Sequence[lance_fragments.FragmentSize], row: int) -> tuple[int, int]:
+    """(fragment index, live-row offset in it) of the ``row``-th live row (0 < row < total):
+    the first fragment that holds it, skipping empty ones."""
+    before = 0
     for i, frag in enumerate(sizes):
-        left = len(sizes) - i  # fragments still to place, this one included
-        room = count - len(groups)  # groups still to open after the current one
-        if groups[-1] and room and (done >= share * len(groups) or left <= room):
-            groups.append([])
-        groups[-1].append(frag.id)
-        done += frag.rows
-    return [Part.of(table, ids) for ids in groups if ids]
+        if row < before + frag.rows:
+            return i, row - before
+        before += frag.rows
+    return len(sizes), 0
+
+
+def _part(
+    table: str, sizes: Sequence[lance_fragments.FragmentSize], start: tuple[int, int], end: tuple[int, int]
+) -> Part:
+    """The part from ``start`` to ``end`` (fragment index, offset; end exclusive)."""
+    (first, lo), (last, hi) = start, end
+    if first == last:  # within one fragment
+        return Part.of(table, [sizes[first].id], ((sizes[first].id, lo, hi),))
+    ids = [s.id for s in sizes[first : last + 1 if hi else last]]
+    cut = []
+    if lo:
+        cut.append((sizes[first].id, lo, FRAGMENT_END))
+    if hi:
+        cut.append((sizes[last].id, 0, hi))
+    return Part.of(table, ids, tuple(cut))
 
 
 def split(
-    planned: PlannedQuery, sizes: Callable[[TableRef], list[lance_fragments.FragmentSize]], sizing: Sizing
+    planned: PlannedQuery,
+    sizes: Callable[[TableRef], list[lance_fragments.FragmentSize]],
+    sizing: Sizing,
 ) -> list[Part] | None:
     """The parts ``planned`` is answered in, or None for one endpoint (not splittable, or
     small). ``sizes``: a ref's fragments (:class:`FragmentSizes`)."""
@@ -81,7 +111,7 @@ def split(
         return None
     ref = planned.refs[0]
     frags = sizes(ref)
-    if len(frags) < 2 or (
+    if (
         sum(s.rows for s in frags) <= sizing.target_rows
         and sum(s.bytes for s in frags) <= sizing.target_bytes
     ):
@@ -109,9 +139,13 @@ class PartTables:
     def __init__(self, query_engine: Any, capacity: int = 64) -> None:
         self._engine = query_engine
         self._opened: BoundedLRU[tuple[Any, Part], Table] = BoundedLRU(capacity)
+        self._served = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._opened)
+        """Parts opened for a planning (each DoGet of a part ticket) so far."""
+        with self._lock:
+            return self._served
 
     def opener(self, part: Part) -> Callable[..., Table]:
         """An ``open_table`` for the planner: ``part``'s table restricted, any other as usual.
@@ -123,11 +157,15 @@ class PartTables:
             table = self._engine.table(ref, verify=verify)  # checks the snapshot exists
             if ref.name != part.table:
                 return table
+            with self._lock:
+                self._served += 1
             return self._part(ref, part)
 
         return open_table
 
     def _part(self, ref: TableRef, part: Part) -> Table:
+        if part.rows:  # a one-shot source: opened anew for each planning (each DoGet)
+            return _cut(self._engine.dataset(ref), part)
         return self._opened.get_or_make((ref.key, part), lambda: self._open_part(ref, part))
 
     def _open_part(self, ref: TableRef, part: Part) -> Table:
@@ -135,6 +173,36 @@ class PartTables:
         keep = [f.id for f in lance_fragments.fragment_sizes(base) if part.contains(f.id)]
         ds = lance_fragments.restricted(base, keep, self._engine.settings.storage_options(ref.location))
         return Table(engine.table_provider(ds))
+
+
+def _cut(ds: Any, part: Part) -> Table:
+    """A table over the part's rows of the pinned version ``ds``: its fragments in manifest
+    order, each scanned by Lance with the part's live-row offset and limit where it cuts one.
+
+    Lance's DataFusion provider takes no row range (and a filter on ``_rowaddr`` neither prunes
+    rows nor stays out of ``SELECT *``), while its scanner takes ``offset``/``limit`` per
+    fragment; DataFusion reads that stream as a pyarrow dataset (filters and projection applied
+    as exactly as on the provider, after Lance reads every column of the part's rows). The
+    stream is read once, so this table serves one planning and its one execution."""
+    cut = {fid: (first, end) for fid, first, end in part.rows}
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for frag in lance_fragments.fragment_sizes(ds):
+            if not part.contains(frag.id):
+                continue
+            first, end = cut.get(frag.id, (0, FRAGMENT_END))
+            limit = None if end == FRAGMENT_END else end - first
+            scan = engine.scanner(
+                ds,
+                fragments=[ds.get_fragment(frag.id)],
+                offset=first or None,
+                limit=limit,
+                scan_in_order=True,
+            )
+            yield from scan.to_reader()
+
+    reader = pa.RecordBatchReader.from_batches(ds.schema, batches())
+    return Table(pa_dataset.dataset(reader))
 
 
 __all__ = [

@@ -202,19 +202,15 @@ class FlightSettings(BaseSettings):
         description="The largest result the result cache keeps (bytes of its batches' buffers); a larger "
         "one streams as always and is not kept.",
     )
-    max_endpoints: int = Field(
-        4,
-        ge=1,
-        le=256,
-        description="Most endpoints (parallel streams) one query's result is split into; 1 = never split. "
-        "Each endpoint a client reads takes one of max_concurrent_queries' slots.",
+    max_endpoints: int = Field(4, ge=1, le=256, description="Most endpoints of a split result; 1: never.")
+    endpoints: Literal["one", "many"] = Field(
+        "one",
+        description="one: every result is one endpoint unless the call asks (x-lake-endpoints: many), so "
+        "clients reading only the first endpoint get the whole answer; many: split and spooled results "
+        "have several unless the call says x-lake-endpoints: one.",
     )
-    endpoint_target_rows: int = Field(
-        1_000_000, ge=1, description="Rows of the table scanned per endpoint when a result is split."
-    )
-    endpoint_target_bytes: int = Field(
-        256 << 20, ge=1, description="Data bytes of the table scanned per endpoint when a result is split."
-    )
+    endpoint_target_rows: int = Field(1_000_000, ge=1, description="Rows per endpoint of a split result.")
+    endpoint_target_bytes: int = Field(256 << 20, ge=1, description="Data bytes per split endpoint.")
     spool: bool = Field(
         True,
         description="Spool heavy results to LAKE_RESULTS_ROOT (checked writable at start); false: never, and "

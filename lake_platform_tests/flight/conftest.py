@@ -159,7 +159,7 @@ def serving(settings: LakeSettings, catalog: Catalog, **kwargs: Any) -> Iterator
 
 
 #: Flight settings that split results of ``build_split_catalog``'s tables into endpoints.
-SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4}
+SPLIT = {"endpoint_target_rows": 1000, "max_endpoints": 4, "endpoints": "many"}
 
 
 def built_lake(

@@ -1,6 +1,8 @@
 """Spooled heavy results: above the threshold (or when the caller asks) the result is written to
-the results area as Arrow IPC segments and served from there, one endpoint per segment; it
-expires, is cancelled (segments deleted), and refuses tickets that are not exactly its own."""
+the results area as Arrow IPC segments and served from there, one endpoint per segment (the
+server here answers several endpoints by default, ``endpoints="many"``; one endpoint for the
+whole spool: ``test_spool_whole.py``); it expires, is cancelled (segments deleted), and refuses
+tickets that are not exactly its own."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import ALICE, PASSWORDS, build_catalog, login, plan, serving, t_rows
 from lake_platform_tests.flight.helpers import SlowUdf
 
-SPOOL = {"spool_min_rows": 3000, "spool_segment_bytes": 16 << 10, "batch_size": 512}
+SPOOL = {"spool_min_rows": 3000, "spool_segment_bytes": 16 << 10, "batch_size": 512, "endpoints": "many"}
 BIG_IDS = list(range(4000))
 
 
@@ -103,9 +105,18 @@ def test_a_sorted_result_is_spooled_in_order(server: Any, alice: Any) -> None:
 
 def test_small_or_aggregated_results_are_not_spooled(server: Any, alice: Any) -> None:
     client, options = alice
-    for sql in ("SELECT count(*) FROM w.ns.big", "SELECT * FROM w.ns.t", "SELECT * FROM w.ns.big LIMIT 5"):
+    for sql in (
+        "SELECT count(*) FROM w.ns.big",
+        "SELECT s, sum(x) FROM w.ns.big GROUP BY s",
+        "SELECT * FROM w.ns.t",
+        "SELECT * FROM w.ns.big LIMIT 5",
+        "SELECT * FROM w.ns.big ORDER BY x DESC LIMIT 5",  # a top-n: the sort's own limit
+        "SELECT * FROM w.ns.big WHERE id = 3",  # a key lookup
+        "SELECT * FROM w.ns.big WHERE id IN (3, 4)",
+    ):
         info = plan(client, options, sql)
         assert not any(is_segment(e) for e in info.endpoints), sql
+    assert server.spooler.running() == 0
 
 
 def test_the_caller_may_ask_for_spooling(server: Any, alice: Any) -> None:
@@ -188,13 +199,17 @@ def test_poll_reports_progress_until_ready(server: Any, alice: Any) -> None:
     command = proto.pack(proto.CommandStatementQuery(query="SELECT slow(id) AS id FROM w.ns.multi"))
     descriptor = fl.FlightDescriptor.for_command(command)
     seen_pending = 0
+    listed: list[str] = []  # the segments each pending answer named: they only grow
     try:
         with SlowUdf(server, 0.3):
             answer = parse_poll(poll(descriptor.serialize(), metadata=[*header, ("x-lake-spool", "true")]))
             while answer["descriptor"] is not None:
                 seen_pending += 1
-                assert answer["info"].endpoints == [] and answer["expires"] is not None
+                assert answer["expires"] is not None
                 assert answer["progress"] is None or 0 <= answer["progress"] < 1
+                names = [segment_of(server, e) for e in answer["info"].endpoints]
+                assert names[: len(listed)] == listed
+                listed = names
                 answer = parse_poll(poll(answer["descriptor"].serialize(), metadata=header))
     finally:
         channel.close()
@@ -202,6 +217,7 @@ def test_poll_reports_progress_until_ready(server: Any, alice: Any) -> None:
     assert answer["progress"] == 1.0
     info = answer["info"]
     assert info.endpoints and all(is_segment(e) for e in info.endpoints)
+    assert [segment_of(server, e) for e in info.endpoints][: len(listed)] == listed
     assert sorted(read(client, options, info).column("id").to_pylist()) == list(range(500))
 
 
@@ -230,6 +246,10 @@ def test_a_results_root_that_cannot_be_written_stops_the_server(
         asking = fl.FlightCallOptions(headers=[*options.headers, (b"x-lake-spool", b"true")])
         with pytest.raises(pa.ArrowNotImplementedError, match="does not spool"):
             plan(client, asking, "SELECT * FROM w.ns.t")
+
+
+def segment_of(server: Any, endpoint: fl.FlightEndpoint) -> str:
+    return str(server.spooler.open_segment(proto.statement_handle(endpoint.ticket.ticket), None)[2])
 
 
 def _job_of(server: Any, info: fl.FlightInfo) -> str:

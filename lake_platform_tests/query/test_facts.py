@@ -28,12 +28,14 @@ def facts(engine: QueryEngine, lake: tuple[Any, Catalog], sql: str) -> PlanFacts
     [
         ("SELECT id, s FROM w.ns.t", False, False, True, True),
         ("SELECT id FROM w.ns.t WHERE x > 3", False, False, True, True),
-        ("SELECT id FROM w.ns.t WHERE id = 5", False, True, False, True),
-        ("SELECT id FROM w.ns.t WHERE id IN (5, 6)", False, True, False, True),
-        ("SELECT id FROM w.ns.t WHERE id = 5 OR id = 6", False, True, False, True),
+        ("SELECT id FROM w.ns.t WHERE id = 5", False, True, False, False),  # a key lookup: few rows
+        ("SELECT id FROM w.ns.t WHERE id IN (5, 6)", False, True, False, False),
+        ("SELECT id FROM w.ns.t WHERE id = 5 OR id = 6", False, True, False, False),
         ("SELECT id FROM w.ns.t ORDER BY id", True, False, False, True),
-        ("SELECT id FROM w.ns.t ORDER BY id LIMIT 5", True, False, False, True),  # a limit keeps the order
-        ("SELECT id FROM w.ns.t LIMIT 5", False, False, False, False),
+        ("SELECT id FROM w.ns.t ORDER BY id LIMIT 5", True, False, False, False),  # a top-n: the sort's fetch
+        ("SELECT id FROM w.ns.t LIMIT 5", False, False, False, False),  # the scan's fetch
+        ("SELECT id FROM (SELECT id FROM w.ns.t ORDER BY x DESC LIMIT 3) AS top", True, False, False, False),
+        ("SELECT s, x FROM w.ns.t ORDER BY x", True, False, False, True),  # a full sort: every row
         ("SELECT count(*) AS n FROM w.ns.t", False, False, False, False),
         ("SELECT DISTINCT s FROM w.ns.t", False, False, False, False),
         ("SELECT a.id FROM w.ns.t a JOIN w.ns.multi b ON a.id = b.id", False, False, False, True),
