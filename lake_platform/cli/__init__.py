@@ -9,6 +9,7 @@ from __future__ import annotations
 from lake_platform.cli import (
     access,
     audit,
+    conformance,
     flight,
     hierarchy,
     indexes,
@@ -35,6 +36,7 @@ for _module in (
     indexes,
     flight,
     results,
+    conformance,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -21,6 +21,7 @@ COMMAND_TREE = [
     "audit queries",
     "cleanup",
     "compact",
+    "conformance",
     "dagster",
     "dagster-daemon",
     "dagster-webserver",

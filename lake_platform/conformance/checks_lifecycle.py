@@ -1,0 +1,172 @@
+"""Whole-table operations: restore, branches, version deletion, rename, register, drop; and the
+operations the kit probes only with a refusal (transactions, multi-table commits, materialized
+views), since their success needs what a generic client cannot make over REST alone."""
+
+from __future__ import annotations
+
+from lake_platform.conformance.checks_namespaces import MISSING
+from lake_platform.conformance.checks_tables import create
+from lake_platform.conformance.registry import CheckFailed, Kit, check
+from lake_platform.conformance.verdicts import refused, succeeds
+
+
+@check("RestoreTable", "success")
+def restore(kit: Kit) -> None:
+    kit.need("appended", "InsertIntoTable")
+    succeeds(kit.client.call("RestoreTable", kit.table, {"version": 1}))
+    if succeeds(kit.client.call("CountTableRows", kit.table, {})) != 3:
+        raise CheckFailed("after restoring version 1 the table does not have its 3 rows")
+
+
+@check("RestoreTable", "TableVersionNotFound")
+def restore_missing_version(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    refused(kit.client.call("RestoreTable", kit.table, {"version": 999}), "TableVersionNotFound")
+
+
+@check("ListTableBranches", "success")
+def list_branches(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    succeeds(kit.client.call("ListTableBranches", kit.table))
+
+
+@check("ListTableBranches", "TableNotFound")
+def list_branches_of_missing_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    refused(kit.client.call("ListTableBranches", kit.child(MISSING)), "TableNotFound")
+
+
+@check("CreateTableBranch", "success")
+def create_branch(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    succeeds(kit.client.call("CreateTableBranch", kit.table, {"name": "kit_branch"}))
+    kit.state["branch"] = "kit_branch"
+
+
+@check("CreateTableBranch", "TableBranchAlreadyExists")
+def create_branch_twice(kit: Kit) -> None:
+    kit.need("branch", "CreateTableBranch")
+    answer = kit.client.call("CreateTableBranch", kit.table, {"name": "kit_branch"})
+    refused(answer, "TableBranchAlreadyExists")
+
+
+@check("DeleteTableBranch", "success")
+def delete_branch(kit: Kit) -> None:
+    branch = kit.need("branch", "CreateTableBranch")
+    succeeds(kit.client.call("DeleteTableBranch", kit.table, {"name": branch}))
+
+
+@check("DeleteTableBranch", "TableBranchNotFound")
+def delete_missing_branch(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    refused(kit.client.call("DeleteTableBranch", kit.table, {"name": MISSING}), "TableBranchNotFound")
+
+
+@check("BatchDeleteTableVersions", "success")
+def delete_versions(kit: Kit) -> None:
+    """Version 2: neither tagged (tag c1 was moved there, then... the kit deletes c1 first) nor
+    current (RestoreTable or later changes made newer ones)."""
+    kit.need("appended", "InsertIntoTable")
+    kit.client.call("DeleteTableTag", kit.table, {"tag": "c1"})
+    body = {"ranges": [{"start_version": 2, "end_version": 2}]}
+    succeeds(kit.client.call("BatchDeleteTableVersions", kit.table, body))
+    refused(kit.client.call("DescribeTableVersion", kit.table, {"version": 2}), "TableVersionNotFound")
+
+
+@check("BatchDeleteTableVersions", "TableNotFound")
+def delete_versions_of_missing_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    body = {"ranges": [{"start_version": 1, "end_version": 1}]}
+    refused(kit.client.call("BatchDeleteTableVersions", kit.child(MISSING), body), "TableNotFound")
+
+
+@check("RenameTable", "success")
+def rename(kit: Kit) -> None:
+    t2 = kit.need("t2", "ListTables:success")
+    succeeds(kit.client.call("RenameTable", t2, {"new_table_name": "t3"}))
+    kit.state["t2"] = kit.child("t3")
+    succeeds(kit.client.call("DescribeTable", kit.child("t3"), {}))
+
+
+@check("RenameTable", "TableAlreadyExists")
+def rename_onto_existing(kit: Kit) -> None:
+    t2 = kit.need("t2", "ListTables:success")
+    refused(kit.client.call("RenameTable", t2, {"new_table_name": "t"}), "TableAlreadyExists")
+
+
+@check("RenameTable", "TableNotFound")
+def rename_missing_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    refused(kit.client.call("RenameTable", kit.child(MISSING), {"new_table_name": "x"}), "TableNotFound")
+
+
+@check("RegisterTable", "success")
+def register(kit: Kit) -> None:
+    """A table of its own deregistered, then its location registered under another name."""
+    kit.need("namespace", "CreateNamespace")
+    create(kit, kit.child("to_register"), [1])
+    location = succeeds(kit.client.call("DescribeTable", kit.child("to_register"), {})).get("location")
+    if not location:
+        raise CheckFailed("DescribeTable gave no location to register")
+    succeeds(kit.client.call("DeregisterTable", kit.child("to_register"), {}))
+    succeeds(kit.client.call("RegisterTable", kit.child("registered"), {"location": location}))
+    succeeds(kit.client.call("DescribeTable", kit.child("registered"), {}))
+
+
+@check("RegisterTable", "TableAlreadyExists")
+def register_existing(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    location = succeeds(kit.client.call("DescribeTable", kit.table, {})).get("location") or "unknown"
+    refused(kit.client.call("RegisterTable", kit.table, {"location": location}), "TableAlreadyExists")
+
+
+@check("DropTable", "success")
+def drop_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    create(kit, kit.child("to_drop"), [1])
+    succeeds(kit.client.call("DropTable", kit.child("to_drop")))
+    refused(kit.client.call("DescribeTable", kit.child("to_drop"), {}), "TableNotFound")
+
+
+@check("DropTable", "TableNotFound")
+def drop_missing_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    refused(kit.client.call("DropTable", kit.child(MISSING)), "TableNotFound")
+
+
+@check("DescribeTransaction", "TransactionNotFound")
+def describe_missing_transaction(kit: Kit) -> None:
+    """A transaction id is the table's id and the transaction's."""
+    kit.need("table", "CreateTable")
+    refused(kit.client.call("DescribeTransaction", [*kit.table, MISSING], {}), "TransactionNotFound")
+
+
+@check("AlterTransaction", "TransactionNotFound")
+def alter_missing_transaction(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    body = {"actions": [{"set_status_action": {"status": "ABORTED"}}]}
+    refused(kit.client.call("AlterTransaction", [*kit.table, MISSING], body), "TransactionNotFound")
+
+
+@check("BatchCreateTableVersions", "TableNotFound")
+def batch_versions_of_missing_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    entry = {"id": kit.child(MISSING), "version": 1, "manifest_path": "_versions/1.manifest"}
+    refused(kit.client.call("BatchCreateTableVersions", None, {"entries": [entry]}), "TableNotFound")
+
+
+@check("BatchCommitTables", "InvalidInput")
+def batch_commit_nothing(kit: Kit) -> None:
+    refused(kit.client.call("BatchCommitTables", None, {}), "InvalidInput")
+
+
+@check("CreateMaterializedView", "InvalidInput")
+def materialized_view_without_definition(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    refused(kit.client.call("CreateMaterializedView", kit.child("mv"), {}), "InvalidInput")
+
+
+@check("RefreshMaterializedView", "TableNotFound")
+def refresh_missing_view(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    refused(kit.client.call("RefreshMaterializedView", kit.child(MISSING), {}), "TableNotFound")
