@@ -52,6 +52,14 @@ SEQUENCE: list[tuple[str, str, str, Any]] = [
     ("list tables of a warehouse", "GET", "/v1/namespace/p$w/table/list", None),
     ("list tables of a project", "GET", "/v1/namespace/p/table/list", None),
     ("count rows", "POST", f"/v1/table/{TP}/count_rows", {}),
+    ("count rows, predicate", "POST", f"/v1/table/{TP}/count_rows", {"predicate": "id > 1"}),
+    (
+        "explain",
+        "POST",
+        f"/v1/table/{TP}/explain_plan",
+        {"query": {"k": 10, "vector": {}, "filter": "id > 1"}},
+    ),
+    ("analyze", "POST", f"/v1/table/{TP}/analyze_plan", {"k": 10, "vector": {}, "filter": "id > 1"}),
     (
         "create scalar index",
         "POST",
@@ -107,6 +115,7 @@ SEQUENCE: list[tuple[str, str, str, Any]] = [
 #: step -> why our answer may differ from the reference's (docs/rest.md, "Differences").
 ALLOWED: dict[str, str] = {
     "count rows": "we answer text/plain (the spec's type); the reference labels the integer application/json",
+    "count rows, predicate": "as count rows",
     "rename table": "we rename (a registry transaction); the reference does not implement it (500/18)",
     "rename table back": "as above",
     "rename missing column": "we answer TableColumnNotFound 404/12; the reference answers Internal 500/18",
@@ -203,3 +212,6 @@ def test_same_calls_same_answers_as_the_reference_server(rest_lake: RestLake, or
     ours_index, their_index = answers["list indexes"]["indexes"][0], r_answers["list indexes"]["indexes"][0]
     shared = ("index_name", "columns", "status", "index_type", "num_indexed_rows", "num_unindexed_rows")
     assert {k: ours_index[k] for k in shared} == {k: their_index[k] for k in shared}
+    assert answers["count rows, predicate"] == r_answers["count rows, predicate"] == 1
+    assert isinstance(answers["explain"], str) and isinstance(r_answers["explain"], str)
+    assert "output_rows" in answers["analyze"] and "output_rows" in r_answers["analyze"]

@@ -17,6 +17,7 @@ from lake_platform.rest.handlers import (
     history,
     indexes,
     namespaces,
+    plans,
     query,
     registration,
     tables,
@@ -36,6 +37,7 @@ HANDLERS: dict[str, Handler] = {
     **columns.HANDLERS,
     **registration.HANDLERS,
     **history.HANDLERS,
+    **plans.HANDLERS,
 }
 
 #: operationId -> why the catalog does not back it (the answer's detail).
@@ -48,8 +50,6 @@ UNSUPPORTED: dict[str, str] = {
     "BatchDeleteTableVersions": "versions leave the registry only by the retention policy (lake cleanup)",
     "MergeInsertIntoTable": "upserts run through Dagster ingest, not over REST yet",
     "UpdateTable": "row updates are not a catalog operation yet",
-    "ExplainTableQueryPlan": "use Flight SQL for plans",
-    "AnalyzeTableQueryPlan": "use Flight SQL for plans",
     "ListTableBranches": "branches are not registered by the catalog",
     "CreateTableBranch": "branches are not registered by the catalog",
     "DeleteTableBranch": "branches are not registered by the catalog",

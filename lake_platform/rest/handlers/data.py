@@ -1,4 +1,5 @@
-"""Data operations with Arrow bodies: create, insert (append/overwrite), delete, count. Each is
+"""Data operations with Arrow bodies: create, insert (append/overwrite), delete, count (with a
+``predicate``: planned as QueryTable's filter, ``plans.py``). Each is
 one catalog write (``Catalog.create_table``/``append``/``overwrite``/``delete_rows``), so it
 commits through the registry like a CLI write, under the caller's name."""
 
@@ -10,6 +11,7 @@ import pyarrow as pa
 
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TableAlreadyExists
+from lake_platform.rest.handlers import plans
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
@@ -90,8 +92,14 @@ def count_table_rows(request: RestRequest) -> Any:
     version = request.body.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
-    if request.body.get("predicate"):
-        raise InvalidInput("count_rows with a predicate is not supported: use QueryTable or Flight SQL")
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    predicate = request.body.get("predicate")
+    if predicate is not None:
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidInput("predicate must be a SQL boolean expression over the table's columns")
+        # Planned as QueryTable's filter (parsed by DataFusion, never spliced into SQL).
+        return Reply(str(plans.count_matching(request, predicate, version)), "text/plain")
     snap = request.service.catalog.reads.open_table(
         str(tname), version, by=Provenance(principal=request.principal)
     )
