@@ -134,18 +134,24 @@ def drop_missing_table(kit: Kit) -> None:
     refused(kit.client.call("DropTable", kit.child(MISSING)), "TableNotFound")
 
 
+#: a well-formed transaction id nobody made (a UUID, as servers hand out)
+MISSING_TRANSACTION = "00000000-0000-4000-8000-000000000000"
+
+
 @check("DescribeTransaction", "TransactionNotFound")
 def describe_missing_transaction(kit: Kit) -> None:
     """A transaction id is the table's id and the transaction's."""
     kit.need("table", "CreateTable")
-    refused(kit.client.call("DescribeTransaction", [*kit.table, MISSING], {}), "TransactionNotFound")
+    ident = [*kit.table, MISSING_TRANSACTION]
+    refused(kit.client.call("DescribeTransaction", ident, {}), "TransactionNotFound")
 
 
 @check("AlterTransaction", "TransactionNotFound")
 def alter_missing_transaction(kit: Kit) -> None:
     kit.need("table", "CreateTable")
     body = {"actions": [{"set_status_action": {"status": "ABORTED"}}]}
-    refused(kit.client.call("AlterTransaction", [*kit.table, MISSING], body), "TransactionNotFound")
+    ident = [*kit.table, MISSING_TRANSACTION]
+    refused(kit.client.call("AlterTransaction", ident, body), "TransactionNotFound")
 
 
 @check("BatchCreateTableVersions", "TableNotFound")
