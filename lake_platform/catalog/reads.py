@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.catalog.context import CatalogContext, first_line
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import PlannedCompaction, TableInfo
@@ -210,6 +210,18 @@ class Reads:
             if ver.version <= record.current_version:
                 found[ver.version] = list(ver.tags)
         return record.incarnation, found
+
+    def commit(self, name: str, commit_id: str, *, by: Provenance = UNSTATED) -> CommitLogEntry | None:
+        """The commit-log entry of the commit ``commit_id`` made on table ``name`` (None when no
+        such commit landed on it): its marker, then the entry the marker names."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        marker = self.ctx.commit_landed(check_commit_id(commit_id))
+        if marker is None or marker.target != str(tname) or not marker.log_key:
+            return None
+        item = self.ctx.store.get(marker.log_key)
+        return decode(CommitLogEntry, item.value, item.key) if item is not None else None
 
     def log(
         self, prefix: str = "", *, limit: int | None = None, by: Provenance = UNSTATED

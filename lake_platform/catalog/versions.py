@@ -12,9 +12,11 @@ from itertools import pairwise
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
-from lake_platform.catalog.reads import Reads
+from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -214,19 +216,8 @@ class Versions:
                 for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
             ]
             snap = self.reads.snapshot(tname, record, record.current_version)
-            # Tags live in the version records; Lance's own list adds tags written before the
-            # registry recorded them. Both were read under the lease every tag commit needs.
-            tagged = {v.version for v in versions if v.tags}
-            tagged |= set(engine.tagged_versions(snap.dataset).values())
-            # A version can be pinned by a ticket for as long as it is current, and a reader's
-            # cached snapshot may still treat it as current a little after that: its age counts
-            # from when it was superseded (its successor's commit), not from its own commit.
-            window = max(retention, timedelta(seconds=self.ctx.settings.ticket_lifetime_seconds)) + timedelta(
-                seconds=self.ctx.settings.reader_max_stale_seconds
-            )
-            cut_ms = self.ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
+            tagged, young = self._kept_by_governance(versions, snap, retention)
             ordered = sorted(versions, key=lambda v: v.version)
-            superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
             newest = {v.version for v in ordered[-retain_versions:]}
             doomed = [
                 v
@@ -234,46 +225,130 @@ class Versions:
                 if v.version != record.current_version
                 and v.version not in newest
                 and v.version not in tagged
-                and superseded_at.get(v.version, cut_ms) < cut_ms
+                and v.version not in young
             ]
             if not doomed:
                 return MaintenanceResult(str(tname), "cleanup", "nothing-to-do", record.current_version)
             self.ctx.at("cleanup:chose-versions")
-            kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
-            # 1. Out of the registry, conditional on the lease and on the table not moving.
             detail: dict[str, object] = {
                 "versions_removed": [v.version for v in doomed],
                 "tagged_kept": sorted(tagged),
             }
-            for start in range(0, len(doomed), BATCH):
-                batch = doomed[start : start + BATCH]
-                ops: list[Op] = [
-                    Delete(keys.version(record.incarnation, v.version), _ver_rev(self.ctx.store, record, v))
-                    for v in batch
-                ]
-                with lease.fenced() as fence:
-                    ops.append(fence)
-                    entry = Log(
-                        str(tname),
-                        "cleanup",
-                        self.ctx.actor(by.actor, who),
-                        commit_id=commit_id,
-                        run_id=by.run_id,
-                        incarnation=record.incarnation,
-                        from_version=record.current_version,
-                        to_version=record.current_version,
-                        detail=detail,
-                    )
-                    self.ctx.commit(ops, log=entry if start == 0 else None)
-            self.ctx.at("cleanup:after-registry")
-            # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
-            storage = self.ctx.storage(record.location)
-            engine.repair_manifests(record.location, kept, storage)
-            stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
-            self.ctx.at("cleanup:after-engine")
-            # 3. The staging manifests Lance does not know about.
-            engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
-            self.ctx.at("cleanup:after-manifests")
+            return self._remove(
+                tname, record, snap, versions, doomed, lease, "cleanup", detail, by, who, commit_id
+            )
+
+    def delete_versions(
+        self, name: str, wanted: Sequence[int], *, by: Provenance = UNSTATED
+    ) -> MaintenanceResult:
+        """Remove the registered versions among ``wanted`` that governance lets go (the Lance
+        Namespace's BatchDeleteTableVersions): never the current version, a tagged one, or one
+        a reader may still have pinned (superseded less than the ticket lifetime plus the
+        readers' staleness ago); those are kept and named in the result's ``detail``. The same
+        steps as ``cleanup``, logged ``delete-versions``. Admin: it destroys history."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "admin", f"delete versions of {tname}")
+        asked = set(wanted)
+        record, _ = self.ctx.table(tname)
+        commit_id = new_id()
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, _revision = self.ctx.table(tname, incarnation=record.incarnation)
+            versions = [
+                decode(VersionRecord, i.value, i.key)
+                for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+            ]
+            snap = self.reads.snapshot(tname, record, record.current_version)
+            tagged, young = self._kept_by_governance(versions, snap, timedelta(0))
+            chosen = sorted((v for v in versions if v.version in asked), key=lambda v: v.version)
+            kept = {
+                "current": [v.version for v in chosen if v.version == record.current_version],
+                "tagged": [v.version for v in chosen if v.version in tagged],
+                "pinned": [
+                    v.version
+                    for v in chosen
+                    if v.version != record.current_version and v.version not in tagged and v.version in young
+                ],
+            }
+            held = {n for ns in kept.values() for n in ns}
+            doomed = [v for v in chosen if v.version not in held]
+            detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "kept": kept}
+            if not doomed:
+                return MaintenanceResult(
+                    str(tname), "delete-versions", "nothing-to-do", record.current_version, None, detail
+                )
+            return self._remove(
+                tname, record, snap, versions, doomed, lease, "delete-versions", detail, by, who, commit_id
+            )
+
+    def _kept_by_governance(
+        self, versions: list[VersionRecord], snap: TableSnapshot, retention: timedelta
+    ) -> tuple[set[int], set[int]]:
+        """(tagged, young): the versions a tag names, and those superseded less than
+        ``retention`` (at least the ticket lifetime) plus the readers' staleness ago."""
+        # Tags live in the version records; Lance's own list adds tags written before the
+        # registry recorded them. Both were read under the lease every tag commit needs.
+        tagged = {v.version for v in versions if v.tags}
+        tagged |= set(engine.tagged_versions(snap.dataset).values())
+        # A version can be pinned by a ticket for as long as it is current, and a reader's
+        # cached snapshot may still treat it as current a little after that: its age counts
+        # from when it was superseded (its successor's commit), not from its own commit.
+        window = max(retention, timedelta(seconds=self.ctx.settings.ticket_lifetime_seconds)) + timedelta(
+            seconds=self.ctx.settings.reader_max_stale_seconds
+        )
+        cut_ms = self.ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
+        ordered = sorted(versions, key=lambda v: v.version)
+        superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
+        return tagged, {v.version for v in ordered if superseded_at.get(v.version, cut_ms) >= cut_ms}
+
+    def _remove(
+        self,
+        tname: TableName,
+        record: TableRecord,
+        snap: TableSnapshot,
+        versions: list[VersionRecord],
+        doomed: list[VersionRecord],
+        lease: Lease,
+        operation: str,
+        detail: dict[str, object],
+        by: Provenance,
+        who: Principal,
+        commit_id: str | None = None,
+    ) -> MaintenanceResult:
+        """Under the lease: ``doomed`` out of the registry first, then Lance's files with the same
+        cut, then their staging manifests; the log entry gets the bytes and files removed."""
+        commit_id = commit_id or new_id()
+        kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
+        # 1. Out of the registry, conditional on the lease and on the table not moving.
+        for start in range(0, len(doomed), BATCH):
+            batch = doomed[start : start + BATCH]
+            ops: list[Op] = [
+                Delete(keys.version(record.incarnation, v.version), _ver_rev(self.ctx.store, record, v))
+                for v in batch
+            ]
+            with lease.fenced() as fence:
+                ops.append(fence)
+                entry = Log(
+                    str(tname),
+                    operation,
+                    self.ctx.actor(by.actor, who),
+                    commit_id=commit_id,
+                    run_id=by.run_id,
+                    incarnation=record.incarnation,
+                    from_version=record.current_version,
+                    to_version=record.current_version,
+                    detail=detail,
+                )
+                self.ctx.commit(ops, log=entry if start == 0 else None)
+        self.ctx.at(f"{operation}:after-registry")
+        # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
+        storage = self.ctx.storage(record.location)
+        engine.repair_manifests(record.location, kept, storage)
+        stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+        self.ctx.at(f"{operation}:after-engine")
+        # 3. The staging manifests Lance does not know about.
+        engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+        self.ctx.at(f"{operation}:after-manifests")
         detail.update(stats)
         marker = self.ctx.commit_landed(commit_id)
         log_key = marker.log_key if marker else None
@@ -287,7 +362,7 @@ class Versions:
                 },
             )
         return MaintenanceResult(
-            str(tname), "cleanup", "committed", record.current_version, commit_id, detail
+            str(tname), operation, "committed", record.current_version, commit_id, detail
         )
 
     # == storage =================================================================================

@@ -27,6 +27,19 @@ def parse_path_id(raw: str, delimiter: str) -> list[str]:
     return parts
 
 
+def parse_transaction_id(raw: str, delimiter: str) -> list[str]:
+    """A transaction's id: its table's id, then the commit id (letters, digits and dashes,
+    which need not follow the naming rule: a commit id may start with a digit)."""
+    if not delimiter:
+        raise InvalidInput("the id delimiter must not be empty")
+    *table, commit = raw.split(delimiter)
+    for part in table:
+        check_segment(part, "id segment")
+    if not 8 <= len(commit) <= 128 or not commit.replace("-", "").isalnum():
+        raise InvalidInput("a transaction id ends with a commit id (8-128 letters, digits or dashes)")
+    return [*table, commit]
+
+
 def check_body_id(value: Any, delimiter: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise InvalidInput(f"invalid id {value!r}: expected a list of names")
@@ -37,9 +50,14 @@ def check_body_id(value: Any, delimiter: str) -> list[str]:
     return list(value)
 
 
-def merge_ids(path_id: list[str] | None, body: dict[str, Any], delimiter: str) -> list[str] | None:
-    """The request's id: the path's, unless the body names another (then 400)."""
+def merge_ids(
+    path_id: list[str] | None, body: dict[str, Any], delimiter: str, *, transaction: bool = False
+) -> list[str] | None:
+    """The request's id: the path's, unless the body names another (then 400). A transaction's
+    body id is only compared with its path's (already checked)."""
     if "id" not in body or body["id"] is None:
+        return path_id
+    if transaction and body["id"] == path_id:
         return path_id
     body_id = check_body_id(body["id"], delimiter)
     if path_id is not None and body_id != path_id:

@@ -47,7 +47,6 @@ UNSUPPORTED: dict[str, str] = {
     "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
     "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
     "BatchCommitTables": "multi-table commits are not atomic in the registry yet",
-    "BatchDeleteTableVersions": "versions leave the registry only by the retention policy (lake cleanup)",
     "MergeInsertIntoTable": "upserts run through Dagster ingest, not over REST yet",
     "UpdateTable": "row updates are not a catalog operation yet",
     "ListTableBranches": "branches are not registered by the catalog",
@@ -55,7 +54,6 @@ UNSUPPORTED: dict[str, str] = {
     "DeleteTableBranch": "branches are not registered by the catalog",
     "CreateMaterializedView": "materialized views are not supported",
     "RefreshMaterializedView": "materialized views are not supported",
-    "DescribeTransaction": "commits are atomic registry transactions; none stays open to describe",
     "AlterTransaction": "commits are atomic registry transactions; none stays open to alter",
 }
 

@@ -1,12 +1,17 @@
 """A table's history over REST: RestoreTable commits a new version equal to an older one
-(``catalog/restore.py``: one registry commit under the lease, logged ``restore``)."""
+(``catalog/restore.py``: one registry commit under the lease, logged ``restore``);
+BatchDeleteTableVersions removes versions as a governed delete (``Versions.delete_versions``:
+never the current, a tagged or a possibly pinned version; admin); DescribeTransaction reads a
+commit's log entry by its commit id (every commit is atomic, so a transaction found is
+``Succeeded``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import InvalidInput, TransactionNotFound
+from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 
@@ -25,6 +30,72 @@ def restore_table(request: RestRequest) -> Any:
     return {"transaction_id": result.commit_id}
 
 
+def _range(entry: Any) -> tuple[int, int | None]:
+    """(first, end) of a spec VersionRange: start inclusive (0: the first), end exclusive
+    (-1: through the latest, None here)."""
+    if not isinstance(entry, dict):
+        raise InvalidInput("each range is {start_version, end_version}")
+    start, end = entry.get("start_version"), entry.get("end_version")
+    for value in (start, end):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidInput("start_version and end_version are integers")
+    if start < 0 or end < -1 or (end != -1 and end <= start):
+        raise InvalidInput(f"invalid version range {start}..{end}: start >= 0, end > start or -1")
+    return start, None if end == -1 else end
+
+
+def batch_delete_versions(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    ranges = request.body.get("ranges")
+    if not isinstance(ranges, list) or not ranges:
+        raise InvalidInput("ranges must be a non-empty list of version ranges")
+    bounds = [_range(r) for r in ranges]
+    by = Provenance(principal=request.principal)
+    catalog = request.service.catalog
+    _, registered = catalog.reads.readable_versions(str(tname), by=by)
+    wanted = [v for v in registered if any(v >= lo and (hi is None or v < hi) for lo, hi in bounds)]
+    result = catalog.versions.delete_versions(str(tname), wanted, by=by)
+    removed = result.detail.get("versions_removed", [])
+    return {
+        "deleted_count": len(removed) if result.status == "committed" else 0,
+        "transaction_id": result.commit_id,
+    }
+
+
+def describe_transaction(request: RestRequest) -> Any:
+    """The id is the table's id and then the commit id (as the reference server takes it)."""
+    *table, commit_id = request.ids
+    if len(table) < 4:
+        raise InvalidInput("a transaction id is the table's id followed by the commit id")
+    scoped(request, table=True)
+    tname = TableName.from_parts(table)
+    entry = request.service.catalog.reads.commit(
+        str(tname), commit_id, by=Provenance(principal=request.principal)
+    )
+    if entry is None:
+        raise TransactionNotFound(f"no commit {commit_id} on {tname}")
+    properties = {
+        "commit_id": entry.commit_id,
+        "table": entry.target,
+        "operation": entry.operation,
+        "actor": entry.actor,
+        "committed_at_ms": entry.at_ms,
+        "from_version": entry.from_version,
+        "version": entry.to_version,
+        "rows_added": entry.rows_added,
+        "rows_removed": entry.rows_removed,
+    }
+    return {
+        "status": "Succeeded",
+        "properties": {k: str(v) for k, v in properties.items() if v is not None},
+    }
+
+
 HANDLERS = {
     "RestoreTable": restore_table,
+    "BatchDeleteTableVersions": batch_delete_versions,
+    "DescribeTransaction": describe_transaction,
 }

@@ -3,15 +3,21 @@ older version's, one logged registry commit; refusals are the spec's errors, not
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import lance
 import lance_namespace.errors as ns_errors
 import pytest
-from lance_namespace_urllib3_client.models import RestoreTableRequest
+from lance_namespace_urllib3_client.models import (
+    DescribeTransactionRequest,
+    RestoreTableRequest,
+)
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
 T = ["p", "w", "ns", "events"]
 TP = "p$w$ns$events"
@@ -67,3 +73,85 @@ def test_refusals_change_nothing(events: RestLake) -> None:
         rest_namespace(events.url, events.tokens["writer"]).restore_table(
             RestoreTableRequest(id=T, version=42)
         )
+
+
+@pytest.fixture
+def short_pins(tmp_path: Path) -> Iterator[RestLake]:
+    """A lake whose tickets live 1 ms (no reader pins a superseded version for long)."""
+    yield from start_rest_lake(tmp_path, ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
+
+
+def five_versions(lake: RestLake) -> None:
+    ns = rest_namespace(lake.url, lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    for i in range(2, 6):
+        lance.write_dataset(rows([i]), namespace_client=ns, table_id=T, mode="append")
+    lake.catalog.tags.create_tag(NAME, "keep", 2)
+
+
+def registered(lake: RestLake) -> list[int]:
+    return sorted(lake.catalog.reads.readable_versions(NAME)[1])
+
+
+def test_batch_delete_never_removes_a_tagged_or_current_version(short_pins: RestLake) -> None:
+    five_versions(short_pins)
+    ns = rest_namespace(short_pins.url, short_pins.tokens["admin"])
+    # pylance 14.0.2 takes this one request as a dict
+    answer = ns.batch_delete_table_versions({"id": T, "ranges": [{"start_version": 0, "end_version": -1}]})
+    assert answer["deleted_count"] == 3 and registered(short_pins) == [2, 5]  # 2 is tagged, 5 current
+    entry = next(e for e in short_pins.catalog.reads.log(NAME) if e.commit_id == answer["transaction_id"])
+    assert entry.operation == "delete-versions" and entry.detail["kept"] == {
+        "current": [5],
+        "tagged": [2],
+        "pinned": [],
+    }
+    # the table still reads, and the kept versions too
+    assert short_pins.catalog.reads.open_table(NAME, 2).count_rows() == 2
+    assert lance.dataset(namespace_client=ns, table_id=T).count_rows() == 5
+
+
+def test_batch_delete_end_is_exclusive_and_refusals_change_nothing(short_pins: RestLake) -> None:
+    five_versions(short_pins)
+    path = f"/v1/table/{TP}/version/delete"
+    answer = short_pins.post(path, {"ranges": [{"start_version": 3, "end_version": 4}]}, who="admin").json()
+    assert answer["deleted_count"] == 1 and registered(short_pins) == [1, 2, 4, 5]
+    for body, who, expected in [
+        ({"ranges": [{"start_version": 1, "end_version": 2}]}, "writer", (403, 15)),
+        ({"ranges": [{"start_version": 4, "end_version": 2}]}, "admin", (400, 13)),
+        ({"ranges": []}, "admin", (400, 13)),
+        ({"ranges": [{"start_version": "1", "end_version": 2}]}, "admin", (400, 13)),
+        ({"ranges": [{"start_version": 1, "end_version": 2}]}, "other", (404, 4)),
+    ]:
+        assert problem(short_pins.post(path, body, who=who)) == expected, body
+    assert registered(short_pins) == [1, 2, 4, 5]
+
+
+def test_a_version_a_reader_may_have_pinned_is_kept(events: RestLake) -> None:
+    """With the default ticket lifetime (an hour), a version superseded a moment ago is pinned."""
+    resp = events.post(
+        f"/v1/table/{TP}/version/delete", {"ranges": [{"start_version": 1, "end_version": 3}]}, who="admin"
+    )
+    assert resp.json()["deleted_count"] == 0 and registered(events) == [1, 2, 3]
+
+
+def test_describe_transaction_by_commit_id(events: RestLake) -> None:
+    ns = rest_namespace(events.url, events.tokens["reader"])
+    restored = rest_namespace(events.url, events.tokens["writer"]).restore_table(
+        RestoreTableRequest(id=T, version=1)
+    )
+    answer = ns.describe_transaction(DescribeTransactionRequest(id=[*T, restored.transaction_id]))
+    assert answer.status == "Succeeded"
+    assert answer.properties["operation"] == "restore" and answer.properties["version"] == "4"
+    assert answer.properties["actor"] == "etl" and answer.properties["table"] == NAME
+    with pytest.raises(ns_errors.TransactionNotFoundError):
+        ns.describe_transaction(DescribeTransactionRequest(id=[*T, "0" * 32]))
+    # a commit of another table is not this table's; bad ids are 400; other tenants see nothing
+    other = f"/v1/transaction/p$w$ns$nope${restored.transaction_id}/describe"
+    assert problem(events.post(other, {}, who="reader"))[0] == 404
+    assert problem(events.post("/v1/transaction/p$w$ns$events$x/describe", {}, who="reader")) == (400, 13)
+    assert problem(events.post(f"/v1/transaction/{restored.transaction_id}/describe", {}, who="reader")) == (
+        400,
+        13,
+    )
+    path = f"/v1/transaction/{TP}${restored.transaction_id}/describe"
+    assert problem(events.post(path, {}, who="other")) == (404, 4)
