@@ -64,11 +64,11 @@ def delete_missing_branch(kit: Kit) -> None:
 
 @check("BatchDeleteTableVersions", "success")
 def delete_versions(kit: Kit) -> None:
-    """Version 2: neither tagged (tag c1 was moved there, then... the kit deletes c1 first) nor
-    current (RestoreTable or later changes made newer ones)."""
+    """Version 2, once neither tagged (tag c1, moved there, is deleted first) nor current (later
+    changes made newer versions): afterwards it is not found."""
     kit.need("appended", "InsertIntoTable")
     kit.client.call("DeleteTableTag", kit.table, {"tag": "c1"})
-    body = {"ranges": [{"start_version": 2, "end_version": 2}]}
+    body = {"ranges": [{"start_version": 2, "end_version": 3}]}  # the end is exclusive
     succeeds(kit.client.call("BatchDeleteTableVersions", kit.table, body))
     refused(kit.client.call("DescribeTableVersion", kit.table, {"version": 2}), "TableVersionNotFound")
 
@@ -76,7 +76,7 @@ def delete_versions(kit: Kit) -> None:
 @check("BatchDeleteTableVersions", "TableNotFound")
 def delete_versions_of_missing_table(kit: Kit) -> None:
     kit.need("namespace", "CreateNamespace")
-    body = {"ranges": [{"start_version": 1, "end_version": 1}]}
+    body = {"ranges": [{"start_version": 1, "end_version": 2}]}
     refused(kit.client.call("BatchDeleteTableVersions", kit.child(MISSING), body), "TableNotFound")
 
 

@@ -79,6 +79,13 @@ def describe_missing_version(kit: Kit) -> None:
     refused(kit.client.call("DescribeTable", kit.table, {"version": 999}), "TableVersionNotFound")
 
 
+@check("DescribeTable", "InvalidInput")
+def describe_with_malformed_json(kit: Kit) -> None:
+    kit.need("table", "CreateTable")
+    answer = kit.client.call("DescribeTable", kit.table, raw=b'{"version": ', content_type="application/json")
+    refused(answer, "InvalidInput")
+
+
 @check("DescribeTable", "delimiter")
 def describe_table_with_delimiter(kit: Kit) -> None:
     kit.need("table", "CreateTable")

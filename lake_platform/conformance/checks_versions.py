@@ -118,6 +118,12 @@ def list_tags_paged(kit: Kit) -> None:
         raise CheckFailed(f"pages of one held {names}, expected c1 and c2 once each")
 
 
+@check("ListTableTags", "TableNotFound")
+def list_tags_of_missing_table(kit: Kit) -> None:
+    kit.need("namespace", "CreateNamespace")
+    refused(kit.client.call("ListTableTags", kit.child(MISSING)), "TableNotFound")
+
+
 @check("UpdateTableTag", "success")
 def update_tag(kit: Kit) -> None:
     kit.need("tag", "CreateTableTag")
