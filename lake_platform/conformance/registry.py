@@ -1,8 +1,8 @@
-"""The check registry: each check is one aspect of one operation, run in registration order.
+"""The check registry: each check is one aspect of one operation.
 
 Checks build on each other's state (the table CreateTable made is the one DescribeTable reads),
-so order is the registration order: the modules that register them are imported in the order of
-the scenario (``run.CHECK_MODULES``). A check passes by returning; it says why not by raising
+so they run in the scenario's order: module by module as ``run.CHECK_MODULES`` lists them, and
+within a module in registration order. A check passes by returning; it says why not by raising
 one of the outcomes below."""
 
 from __future__ import annotations
