@@ -1,6 +1,6 @@
 """Schemas: a table's registered schema, what appending inputs of other schemas does to it
 under its ``schema_evolution`` policy (checked before any byte is written), and changes to its
-schema metadata (one commit)."""
+schema metadata and to its columns' field metadata (one commit each)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
+    TableColumnNotFound,
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
@@ -127,6 +128,65 @@ class Schemas:
             pending.schema_ipc = schema_to_ipc(schema.with_metadata(merged))
             try:
                 merged = engine.update_schema_metadata(ds, values)
+            except Exception as exc:  # noqa: BLE001
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(record, pending)
+        return self.commits.result(pending, str(tname)), merged
+
+    def update_field_metadata(
+        self,
+        name: str,
+        updates: dict[str, tuple[dict[str, str | None], bool]],
+        *,
+        by: Provenance = UNSTATED,
+    ) -> tuple[CommitResult, dict[str, dict[str, str]]]:
+        """Change top-level columns' field metadata: ``updates`` maps a column to (values,
+        replace); values merge into its metadata (a None value deletes its key) or, with
+        replace, become all of it. One commit for every column; returns each column's metadata."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        if not isinstance(updates, dict) or not updates:
+            raise InvalidInput("field metadata updates must name at least one column")
+        for column, (values, _replace) in updates.items():
+            if not isinstance(values, dict) or not all(
+                isinstance(k, str) and k and (v is None or isinstance(v, str)) for k, v in values.items()
+            ):
+                raise InvalidInput(f"metadata of {column!r}: keys are strings, values strings or null")
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"change the field metadata of {tname}")
+        record, _ = self.ctx.table(tname)
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        missing = [c for c in updates if c not in schema_from_ipc(record.schema_ipc).names]
+        if missing:  # refused before the lease; checked again under it
+            raise TableColumnNotFound(f"{tname} has no column {missing[0]!r}")
+        pending = PendingCommit(
+            commit_id=check_commit_id(None),
+            operation="field-metadata",
+            actor=self.ctx.actor(by.actor, who),
+            detail={"columns": sorted(updates)},
+        )
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
+            from lake_platform.catalog.arrow_io import schema_to_ipc
+
+            schema = engine.schema_of(ds)
+            merged: dict[str, dict[str, str]] = {}
+            for column, (values, replace) in updates.items():
+                if column not in schema.names:
+                    raise TableColumnNotFound(f"{tname} has no column {column!r}")
+                field = schema.field(column)
+                kept = {} if replace else {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
+                kept.update({k: v for k, v in values.items() if v is not None})
+                for key in [k for k, v in values.items() if v is None]:
+                    kept.pop(key, None)
+                merged[column] = kept
+                schema = schema.set(schema.get_field_index(column), field.with_metadata(kept))
+            pending.schema_ipc = schema_to_ipc(schema)
+            try:
+                # One Lance commit for all columns: each column's whole metadata, replaced.
+                engine.replace_field_metadata(ds, merged)
             except Exception as exc:  # noqa: BLE001
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(record, pending)

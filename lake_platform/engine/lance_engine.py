@@ -358,6 +358,12 @@ def restore(ds: lance.LanceDataset) -> None:
 
 
 @engine_call
+def replace_field_metadata(ds: lance.LanceDataset, metadata: dict[str, dict[str, str]]) -> None:
+    """Set columns' whole field metadata (column -> metadata), one commit."""
+    ds.update_field_metadata(dict(metadata), replace=True)
+
+
+@engine_call
 def schema_of(ds: lance.LanceDataset) -> pa.Schema:
     return ds.schema
 

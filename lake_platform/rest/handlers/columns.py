@@ -8,6 +8,8 @@ dropping take admin, and dropping is refused on a protected table.
 - AlterTableAlterColumns: renames; retyping, nullability and virtual columns are Unsupported
   (not catalog schema changes).
 - AlterTableDropColumns: metadata only, as ``lake table alter drop-column``.
+- UpdateFieldMetadata: columns' field metadata merged (a null value deletes its key) or, with
+  ``replace``, replaced; one commit for all columns (``Schemas.update_field_metadata``; write).
 """
 
 from __future__ import annotations
@@ -96,7 +98,30 @@ def drop_columns(request: RestRequest) -> Any:
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
+def update_field_metadata(request: RestRequest) -> Any:
+    tname = _table(request)
+    updates: dict[str, tuple[dict[str, str | None], bool]] = {}
+    for entry in _entries(request, "updates"):
+        path, values, replace = entry.get("path"), entry.get("metadata"), entry.get("replace")
+        if not isinstance(path, str) or not path:
+            raise InvalidInput("every update needs the column's path")
+        if "." in path:
+            raise InvalidInput(f"{path}: only top-level columns' metadata is changed")
+        if not isinstance(values, dict):
+            raise InvalidInput(f"{path}: metadata must be a map of keys to strings (or null to delete a key)")
+        if replace is not None and not isinstance(replace, bool):
+            raise InvalidInput(f"{path}: replace must be a boolean")
+        if path in updates:
+            raise InvalidInput(f"column {path} is updated twice")
+        updates[path] = (values, bool(replace))
+    result, fields = request.service.catalog.schemas.update_field_metadata(
+        str(tname), updates, by=Provenance(principal=request.principal)
+    )
+    return {"version": result.to_version, "fields": fields}
+
+
 HANDLERS = {
+    "UpdateFieldMetadata": update_field_metadata,
     "AlterTableAddColumns": add_columns,
     "AlterTableAlterColumns": alter_columns,
     "AlterTableDropColumns": drop_columns,

@@ -14,6 +14,7 @@ from lance_namespace_urllib3_client.models import (
     AlterTableAddColumnsRequest,
     AlterTableAlterColumnsRequest,
     AlterTableDropColumnsRequest,
+    UpdateFieldMetadataResponse,
 )
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
@@ -127,3 +128,34 @@ def test_a_protected_tables_column_is_not_dropped(events: RestLake) -> None:
     with pytest.raises(ns_errors.InvalidTableStateError):
         client(events, "admin").alter_table_drop_columns(AlterTableDropColumnsRequest(id=T, columns=["tag"]))
     assert state(events)[1] == ["id", "tag"]
+
+
+def test_update_field_metadata_merges_or_replaces_in_one_commit(events: RestLake) -> None:
+    events.catalog.schemas.update_field_metadata(NAME, {"id": ({"unit": "count", "old": "1"}, False)})
+    # pylance 14.0.2's RestNamespace does not send this operation: HTTP
+    resp = events.post(
+        f"/v1/table/{TP}/update_field_metadata",
+        {
+            "updates": [
+                {"path": "id", "metadata": {"owner": "ops", "old": None}},
+                {"path": "tag", "metadata": {"pii": "no"}, "replace": True},
+            ]
+        },
+    )
+    answer = UpdateFieldMetadataResponse.from_dict(resp.json())
+    assert answer.fields == {"id": {"unit": "count", "owner": "ops"}, "tag": {"pii": "no"}}
+    assert answer.version == state(events)[0] == 3
+    schema = events.catalog.reads.open_table(NAME).schema
+    assert schema.field("id").metadata == {b"unit": b"count", b"owner": b"ops"}
+    record = events.catalog.ctx.table(TableName.parse(NAME))[0]
+    assert schema_from_ipc(record.schema_ipc).field("tag").metadata == {b"pii": b"no"}
+    before = state(events)
+    path = f"/v1/table/{TP}/update_field_metadata"
+    for body, who, expected in [
+        ({"updates": [{"path": "nope", "metadata": {"a": "b"}}]}, "writer", (404, 12)),
+        ({"updates": [{"path": "id", "metadata": {"a": 1}}]}, "writer", (400, 13)),
+        ({"updates": [{"path": "id", "metadata": {"a": "b"}}]}, "reader", (403, 15)),
+        ({"updates": []}, "writer", (400, 13)),
+    ]:
+        assert problem(events.post(path, body, who=who)) == expected, body
+    assert state(events) == before
