@@ -17,23 +17,37 @@ exchange, so the two ratios separate what the protocol costs from what the serve
   through the in-process catalog namespace (``LakeNamespace``) to print the latency REST adds
   per commit.
 - (b) DescribeTable latency (p50/p99) with 8 client processes, each a keep-alive session.
+- (c) QueryTable of a whole table through pylance's ``RestNamespace.query_table`` (one Arrow IPC
+  file, ours streamed): each server's peak RSS (VmHWM, a fresh server per size) answering 1M and
+  10M rows, side by side (the bar: ours at 10M within 2x ours at 1M), then the throughput of
+  10M-row answers against ``RestAdapter("dir")`` over the same rows (the servers taking turns,
+  ``--query-runs`` each; the bar: at least 0.8x). Our server runs with the snapshot cache off
+  (``LAKE_FLIGHT_CACHE_BYTES=0``), as the reference has none: repeated runs would otherwise be
+  answered from memory.
 
 Our server runs as its own process (``python -m lake_platform.cli serve-rest``); each reference
 runs in a process of its own too. Prints figures only; asserts nothing.
 
     python bench/rest.py [--appends 200] [--proc-appends 50] [--proc-runs 5] [--describes 150]
+                         [--sections commits,query] [--query-rows 1000000,10000000] [--query-runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import _common as common
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 import requests
 from lance.namespace import RestNamespace
 
@@ -58,11 +72,13 @@ MANAGED = {
 DIR, DIR_MANAGED, OURS = "RestAdapter(dir)", "RestAdapter(dir, managed)", "lake REST"
 
 
-def oracle_process(root: str, port: int, props: dict[str, str], stop: mp.synchronize.Event) -> None:
+def oracle_process(root: str, port: int, props: dict[str, str], stop, ready=None) -> None:  # type: ignore[no-untyped-def]
     from lance.namespace import RestAdapter
 
     adapter = RestAdapter("dir", {"root": root, **props}, host="127.0.0.1", port=port)
     adapter.start()
+    if ready is not None:
+        ready.put(os.getpid())
     stop.wait()
     adapter.stop()
 
@@ -120,9 +136,21 @@ def main() -> None:
     ap.add_argument("--proc-appends", type=int, default=50, help="appends per process (4 processes)")
     ap.add_argument("--proc-runs", type=int, default=5, help="4-process runs per server, taking turns")
     ap.add_argument("--describes", type=int, default=150, help="DescribeTable calls per client (8 clients)")
+    ap.add_argument("--sections", default="commits,query", help="which to run: commits (a, a', b), query (c)")
+    ap.add_argument("--query-rows", default="1000000,10000000", help="QueryTable sizes, small then large")
+    ap.add_argument("--query-runs", type=int, default=3, help="10M-row answers per server, taking turns")
     args = ap.parse_args()
     print(common.machine_line())
     print(common.load_line())
+    sections = set(args.sections.split(","))
+    if "commits" in sections:
+        commits(args)
+    if "query" in sections:
+        query(args)
+    print(common.load_line())
+
+
+def commits(args: argparse.Namespace) -> None:
     with common.scratch_dir("bench-rest-") as tmp:
         home = tmp / "home"
         catalog, token = common.rest_lake(home)
@@ -236,7 +264,131 @@ def run(args: argparse.Namespace, catalog, urls: dict[str, str], token: str) -> 
             f"{len(flat) / wall:7.0f} calls/s"
         )
     print()
-    print(common.load_line())
+
+
+# -- (c) QueryTable: memory and throughput of whole-table answers ---------------------------------
+
+
+def numbers(rows: int) -> Iterator[pa.RecordBatch]:
+    """``id`` 0..rows-1 and ``v`` = id / 2: 16 bytes a row, sums known exactly."""
+    for start in range(0, rows, 1 << 20):
+        ids = pa.array(range(start, min(rows, start + (1 << 20))), pa.int64())
+        yield pa.record_batch({"id": ids, "v": pc.divide(pc.cast(ids, pa.float64()), 2.0)})
+
+
+def peak_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+def serve_ours(home: Path) -> tuple[object, str]:
+    port = common._free_port()
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port), "LAKE_FLIGHT_CACHE_BYTES": "0"}
+    proc = common.spawn(
+        [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    common.wait_rest(url)
+    return proc, url
+
+
+def serve_reference(root: Path) -> tuple[int, str, object, object]:
+    ctx = mp.get_context("spawn")
+    stop, ready = ctx.Event(), ctx.Queue()
+    port = common._free_port()
+    proc = ctx.Process(target=oracle_process, args=(str(root), port, {}, stop, ready))
+    proc.start()
+    pid = ready.get(timeout=120)
+    url = f"http://127.0.0.1:{port}"
+    common.wait_rest(url)
+    return pid, url, stop, proc
+
+
+def read_all(ns: RestNamespace, table: str) -> tuple[float, int, float]:
+    """(seconds, rows, sum of v) of one whole-table query_table."""
+    t0 = time.perf_counter()
+    data = ns.query_table({"id": ["p", "w", "ns", table], "vector": {}, "k": 0}).data
+    seconds = time.perf_counter() - t0
+    answer = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+    return seconds, answer.num_rows, pc.sum(answer.column("v")).as_py()
+
+
+def query(args: argparse.Namespace) -> None:
+    sizes = [int(n) for n in args.query_rows.split(",")]
+    tables = {n: f"t{n}" for n in sizes}
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+    with common.scratch_dir("bench-rest-query-") as tmp:
+        home, root = tmp / "home", tmp / "reference"
+        root.mkdir()
+        catalog, token = common.rest_lake(home)
+        ref_pid, ref_url, ref_stop, ref_proc = serve_reference(root)
+        for ident in ("p", "p$w", "p$w$ns"):
+            requests.post(f"{ref_url}/v1/namespace/{ident}/create", json={}, timeout=30).raise_for_status()
+        ref_ns = RestNamespace(uri=ref_url)
+        for n, name in tables.items():
+            catalog.tables.create_table(
+                f"p.w.ns.{name}", pa.RecordBatchReader.from_batches(schema, numbers(n))
+            )
+            reader = pa.RecordBatchReader.from_batches(schema, numbers(n))
+            lance.write_dataset(
+                reader, namespace_client=ref_ns, table_id=["p", "w", "ns", name], mode="create"
+            )
+        catalog.close()
+        ref_stop.set()
+        ref_proc.join(30)
+        print("\n(c) QueryTable of a whole table (id int64, v float64) through pylance's query_table")
+        print(f"  {'rows':>10s}  {'ours peak RSS':>14s}  {'reference peak RSS':>19s}")
+        peaks: dict[int, tuple[int, int]] = {}
+        for n, name in tables.items():
+            proc, url = serve_ours(home)  # a fresh server per size: its peak is this answer's
+            ns = RestNamespace(uri=url, **{"header.Authorization": f"Bearer {token}"})
+            _, rows, total = read_all(ns, name)
+            assert (rows, total) == (n, n * (n - 1) / 4), (rows, total)
+            ours = peak_rss(proc.pid)  # type: ignore[attr-defined]
+            common.terminate([proc])  # type: ignore[list-item]
+            pid, url, stop, ref = serve_reference(root)
+            _, rows, total = read_all(RestNamespace(uri=url), name)
+            assert (rows, total) == (n, n * (n - 1) / 4), (rows, total)
+            peaks[n] = (ours, peak_rss(pid))
+            stop.set()
+            ref.join(30)  # type: ignore[attr-defined]
+            print(f"  {n:>10,d}  {ours / 2**20:10.0f} MiB  {peaks[n][1] / 2**20:15.0f} MiB")
+        small, large = sizes[0], sizes[-1]
+        growth = peaks[large][0] / peaks[small][0]
+        print(f"  ours at {large:,d} / ours at {small:,d}: {growth:.2f}x (bar: <= 2x)")
+
+        big = tables[large]
+        proc, url = serve_ours(home)
+        pid, ref_url, stop, ref = serve_reference(root)
+        clients = {
+            OURS: RestNamespace(uri=url, **{"header.Authorization": f"Bearer {token}"}),
+            DIR: RestNamespace(uri=ref_url),
+        }
+        seconds: dict[str, list[float]] = {name: [] for name in clients}
+        for ns in clients.values():  # warm: the table opened, the connection made
+            ns.query_table({"id": ["p", "w", "ns", big], "vector": {}, "k": 10})
+        try:
+            for _ in range(args.query_runs):
+                for name, ns in clients.items():
+                    took, rows, _ = read_all(ns, big)
+                    assert rows == large
+                    seconds[name].append(took)
+        finally:
+            common.terminate([proc])  # type: ignore[list-item]
+            stop.set()
+            ref.join(30)  # type: ignore[attr-defined]
+        print(f"\n  {large:,d}-row answers, {args.query_runs} runs each, servers taking turns")
+        for name, runs in seconds.items():
+            shown = ", ".join(f"{s:.2f}" for s in runs)
+            median = statistics.median(runs)
+            print(f"  {name:26s} {median:6.2f} s median ({shown})  {large * 16 / median / 1e6:6.0f} MB/s")
+        ratio = statistics.median(seconds[DIR]) / statistics.median(seconds[OURS])
+        print(f"  lake REST vs {DIR}: {ratio:.2f}x the reference's throughput (bar: >= 0.8x)")
 
 
 if __name__ == "__main__":
