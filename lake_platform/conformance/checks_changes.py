@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from lake_platform.conformance.checks_namespaces import MISSING
 from lake_platform.conformance.checks_tables import ARROW_STREAM, SCAN, arrow_rows
-from lake_platform.conformance.registry import CheckFailed, Kit, check
+from lake_platform.conformance.registry import CheckFailed, Kit, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
 
 
 def _rows(kit: Kit) -> int:
-    return succeeds(kit.client.call("CountTableRows", kit.table, {}))
+    with prerequisite("rows counted (CountTableRows)"):
+        return succeeds(kit.client.call("CountTableRows", kit.table, {}))
 
 
 @check("DeleteFromTable", "success")

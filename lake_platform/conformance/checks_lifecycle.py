@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lake_platform.conformance.checks_namespaces import MISSING
 from lake_platform.conformance.checks_tables import create
-from lake_platform.conformance.registry import CheckFailed, Kit, check
+from lake_platform.conformance.registry import CheckFailed, Kit, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
 
 
@@ -14,7 +14,9 @@ from lake_platform.conformance.verdicts import refused, succeeds
 def restore(kit: Kit) -> None:
     kit.need("appended", "InsertIntoTable")
     succeeds(kit.client.call("RestoreTable", kit.table, {"version": 1}))
-    if succeeds(kit.client.call("CountTableRows", kit.table, {})) != 3:
+    with prerequisite("rows counted (CountTableRows)"):
+        rows = succeeds(kit.client.call("CountTableRows", kit.table, {}))
+    if rows != 3:
         raise CheckFailed("after restoring version 1 the table does not have its 3 rows")
 
 
@@ -104,11 +106,12 @@ def rename_missing_table(kit: Kit) -> None:
 def register(kit: Kit) -> None:
     """A table of its own deregistered, then its location registered under another name."""
     kit.need("namespace", "CreateNamespace")
-    create(kit, kit.child("to_register"), [1])
-    location = succeeds(kit.client.call("DescribeTable", kit.child("to_register"), {})).get("location")
-    if not location:
-        raise CheckFailed("DescribeTable gave no location to register")
-    succeeds(kit.client.call("DeregisterTable", kit.child("to_register"), {}))
+    with prerequisite("a deregistered table (CreateTable, DescribeTable, DeregisterTable)"):
+        create(kit, kit.child("to_register"), [1])
+        location = succeeds(kit.client.call("DescribeTable", kit.child("to_register"), {})).get("location")
+        if not location:
+            raise CheckFailed("DescribeTable gave no location to register")
+        succeeds(kit.client.call("DeregisterTable", kit.child("to_register"), {}))
     succeeds(kit.client.call("RegisterTable", kit.child("registered"), {"location": location}))
     succeeds(kit.client.call("DescribeTable", kit.child("registered"), {}))
 
@@ -116,14 +119,16 @@ def register(kit: Kit) -> None:
 @check("RegisterTable", "TableAlreadyExists")
 def register_existing(kit: Kit) -> None:
     kit.need("table", "CreateTable")
-    location = succeeds(kit.client.call("DescribeTable", kit.table, {})).get("location") or "unknown"
+    with prerequisite("the table's location (DescribeTable)"):
+        location = succeeds(kit.client.call("DescribeTable", kit.table, {})).get("location") or "unknown"
     refused(kit.client.call("RegisterTable", kit.table, {"location": location}), "TableAlreadyExists")
 
 
 @check("DropTable", "success")
 def drop_table(kit: Kit) -> None:
     kit.need("namespace", "CreateNamespace")
-    create(kit, kit.child("to_drop"), [1])
+    with prerequisite("a table of its own (CreateTable)"):
+        create(kit, kit.child("to_drop"), [1])
     succeeds(kit.client.call("DropTable", kit.child("to_drop")))
     refused(kit.client.call("DescribeTable", kit.child("to_drop"), {}), "TableNotFound")
 

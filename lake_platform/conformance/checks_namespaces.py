@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lake_platform.conformance.client import NamespaceClient
-from lake_platform.conformance.registry import CheckFailed, Kit, Skipped, check
+from lake_platform.conformance.registry import CheckFailed, Kit, Skipped, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
 
 MISSING = "conformance_missing"
@@ -70,8 +70,9 @@ def missing_namespace_exists(kit: Kit) -> None:
 @check("ListNamespaces", "success")
 def list_namespaces(kit: Kit) -> None:
     kit.need("namespace", "CreateNamespace")
-    for name in ("a", "b"):
-        succeeds(kit.client.call("CreateNamespace", kit.child(name), {}))
+    with prerequisite("child namespaces (CreateNamespace)"):
+        for name in ("a", "b"):
+            succeeds(kit.client.call("CreateNamespace", kit.child(name), {}))
     kit.state["children"] = ["a", "b"]
     names = succeeds(kit.client.call("ListNamespaces", kit.namespace))["namespaces"]
     if sorted(names) != ["a", "b"]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lake_platform.conformance.checks_namespaces import MISSING, pages
-from lake_platform.conformance.registry import CheckFailed, Kit, check
+from lake_platform.conformance.registry import CheckFailed, Kit, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -107,7 +107,8 @@ def missing_table_exists(kit: Kit) -> None:
 @check("ListTables", "success")
 def list_tables(kit: Kit) -> None:
     kit.need("table", "CreateTable")
-    create(kit, kit.child("t2"), [7])
+    with prerequisite("a second table (CreateTable)"):
+        create(kit, kit.child("t2"), [7])
     kit.state["t2"] = kit.child("t2")
     names = succeeds(kit.client.call("ListTables", kit.namespace))["tables"]
     if sorted(names) != ["t", "t2"]:
@@ -175,7 +176,8 @@ def declare_existing_table(kit: Kit) -> None:
 def drop_declared_table(kit: Kit) -> None:
     """A declared table (no data yet) is a table: it can be dropped like any other."""
     kit.need("namespace", "CreateNamespace")
-    succeeds(kit.client.call("DeclareTable", kit.child("declared_to_drop"), {}))
+    with prerequisite("a declared table (DeclareTable)"):
+        succeeds(kit.client.call("DeclareTable", kit.child("declared_to_drop"), {}))
     succeeds(kit.client.call("DropTable", kit.child("declared_to_drop")))
     refused(kit.client.call("TableExists", kit.child("declared_to_drop"), {}), "TableNotFound")
 
@@ -183,7 +185,8 @@ def drop_declared_table(kit: Kit) -> None:
 @check("DeregisterTable", "success")
 def deregister_table(kit: Kit) -> None:
     kit.need("namespace", "CreateNamespace")
-    create(kit, kit.child("to_deregister"), [1])
+    with prerequisite("a table of its own (CreateTable)"):
+        create(kit, kit.child("to_deregister"), [1])
     succeeds(kit.client.call("DeregisterTable", kit.child("to_deregister"), {}))
     refused(kit.client.call("DescribeTable", kit.child("to_deregister"), {}), "TableNotFound")
 

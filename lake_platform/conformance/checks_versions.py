@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lake_platform.conformance.checks_namespaces import MISSING, pages
-from lake_platform.conformance.registry import CheckFailed, Kit, check
+from lake_platform.conformance.registry import CheckFailed, Kit, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
 
 
@@ -103,7 +103,8 @@ def missing_tag_version(kit: Kit) -> None:
 @check("ListTableTags", "success")
 def list_tags(kit: Kit) -> None:
     kit.need("tag", "CreateTableTag")
-    succeeds(kit.client.call("CreateTableTag", kit.table, {"tag": "c2", "version": 2}))
+    with prerequisite("a second tag (CreateTableTag)"):
+        succeeds(kit.client.call("CreateTableTag", kit.table, {"tag": "c2", "version": 2}))
     kit.state["tag2"] = "c2"
     tags = succeeds(kit.client.call("ListTableTags", kit.table))["tags"]
     if sorted(tags) != ["c1", "c2"]:

@@ -8,7 +8,8 @@ one of the outcomes below."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,16 @@ class Kit:
         if key not in self.state:
             raise Skipped(f"needs {what}")
         return self.state[key]
+
+
+@contextmanager
+def prerequisite(what: str) -> Iterator[None]:
+    """Calls a check makes to set itself up: their failure or Unsupported skips the check (it is
+    reported where that operation is checked), rather than being charged to it."""
+    try:
+        yield
+    except (CheckFailed, NotSupported) as exc:
+        raise Skipped(f"needs {what}: {exc}") from exc
 
 
 CheckFn = Callable[[Kit], None]
