@@ -1,11 +1,12 @@
-"""Buffered results for QueryTable. The spec answers an Arrow IPC *file*, which cannot stream
-(its footer comes last), so a large result must not be built in memory: below the inline
-threshold (``LAKE_REST_INLINE_MAX_ROWS`` / ``_BYTES``) the batches are kept and answered
-inline; once the result passes it, what was kept and everything after is written as a job of
-the lake's one results area (``LAKE_RESULTS_ROOT``, shared with Flight SQL's spool:
-``engine/results.py``) as Arrow IPC file segments, each at most the inline size, through a
-streaming writer; the answer is a handle and the segment URLs (``GET /v1/results/{handle}/{n}``),
-each served by streaming the file. Memory stays bounded by the inline threshold plus one batch.
+"""QueryTable's handle protocol, for a client that asks for it (``X-Lake-Result: handle`` or
+``?result=handle``; everyone else gets the streamed Arrow file of ``rest/arrow_file.py``). Below
+the inline threshold (``LAKE_REST_INLINE_MAX_ROWS`` / ``_BYTES``) the batches are kept and
+answered inline as an Arrow IPC file; once the result passes it, what was kept and everything
+after is written as a job of the lake's one results area (``LAKE_RESULTS_ROOT``, shared with
+Flight SQL's spool: ``engine/results.py``) as Arrow IPC file segments, each at most the inline
+size, through a streaming writer; the answer is a handle and the segment URLs
+(``GET /v1/results/{handle}/{n}``), each served by streaming the file. Memory stays bounded by
+the inline threshold plus one batch.
 
 The job has Flight's layout and metadata: ``job.json`` (its expiry, ``LAKE_RESULTS_TTL_SECONDS``
 from the spool's start) is written before any segment, ``done.json`` last, so the
@@ -34,6 +35,7 @@ import pyarrow as pa
 from lake_platform.engine.results import ResultsArea, SegmentWriter, full_error
 from lake_platform.errors import InvalidInput, NamespaceNotFound, ResultNotFound
 from lake_platform.query.errors import ResultTooLarge
+from lake_platform.rest.arrow_file import whole_file
 from lake_platform.settings import LakeSettings
 
 _HANDLE = re.compile(r"^(?P<project>[a-z_][a-z0-9_]{0,62})\.(?P<job>[0-9a-f]{32})$")
@@ -137,11 +139,7 @@ class Collector:
 
     def finish(self) -> bytes | Spooled:
         if self.job is None:
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_file(sink, self.schema) as writer:
-                for batch in self.kept:
-                    writer.write_batch(batch)
-            return sink.getvalue().to_pybytes()
+            return whole_file(self.schema, self.kept)
         try:
             self._close_segment()
             self.area.finish_job(self.project, self.job, self.schema, self._segments, ordered=False)
