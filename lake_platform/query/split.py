@@ -69,19 +69,33 @@ def partition(table: str, sizes: Sequence[lance_fragments.FragmentSize], sizing:
     )
     if count < 2:
         return None
-    cuts = [(0, 0)] + [_position(sizes, round(k * rows / count)) for k in range(1, count)] + [(len(sizes), 0)]
+    share = rows / count
+    cuts, previous = [(0, 0)], 0
+    for k in range(1, count):
+        previous, cut = _cut_at(sizes, round(k * share), share, previous, rows)
+        cuts.append(cut)
+    cuts.append((len(sizes), 0))
     return [_part(table, sizes, start, end) for start, end in itertools.pairwise(cuts)]
 
 
-def _position(sizes: Sequence[lance_fragments.FragmentSize], row: int) -> tuple[int, int]:
-    """(fragment index, live-row offset in it) of the ``row``-th live row (0 < row < total):
-    the first fragment that holds it, skipping empty ones."""
+def _cut_at(
+    sizes: Sequence[lance_fragments.FragmentSize], row: int, share: float, previous: int, rows: int
+) -> tuple[int, tuple[int, int]]:
+    """(cut row, (fragment index, live-row offset)) of the cut nearest the ``row``-th live row
+    (0 < row < rows), after the cut at row ``previous``: at the nearer end of its fragment
+    when the fragment is no bigger than a part (whole fragments read through Lance's provider,
+    batch for batch), inside it otherwise or when the end would leave a part empty."""
     before = 0
     for i, frag in enumerate(sizes):
         if row < before + frag.rows:
-            return i, row - before
+            if row > before and frag.rows <= share:
+                end = before + frag.rows
+                nearer = before if row - before <= end - row else end
+                if previous < nearer < rows:
+                    return nearer, (i, 0) if nearer == before else (i + 1, 0)
+            return row, (i, row - before)
         before += frag.rows
-    return len(sizes), 0
+    return rows, (len(sizes), 0)
 
 
 def _part(

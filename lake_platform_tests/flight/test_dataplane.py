@@ -158,7 +158,8 @@ def test_scans_come_in_batches_of_scan_batch_rows(lake: tuple[LakeSettings, Cata
     catalog.tables.create_table("p.w.ns.long", t_rows(40_000).to_reader())
     client, options = alice
     assert wait_until(lambda: plan(client, options, "SELECT id FROM w.ns.long"))  # the snapshot's refresh
-    info = plan(client, options, "SELECT id FROM w.ns.long")
+    one = fl.FlightCallOptions(headers=[*options.headers, (b"x-lake-endpoints", b"one")])  # one whole scan
+    info = plan(client, one, "SELECT id FROM w.ns.long")
     chunks = []
     for endpoint in info.endpoints:
         reader = fl.connect(endpoint.locations[0].uri.decode()).do_get(endpoint.ticket, options)

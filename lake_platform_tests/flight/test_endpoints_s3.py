@@ -32,7 +32,12 @@ def test_parts_on_s3_add_up_and_stay_pinned(s3: S3Endpoint, s3_prefix: str, tmp_
             catalog.tables.append("p.w.ns.big", t_rows(400, start=400 * k).to_reader())
         catalog.tables.delete_rows("p.w.ns.big", "id % 5 = 0")
         with serving(
-            settings, catalog, snapshot_ttl_seconds=0.1, endpoint_target_rows=500, max_endpoints=3
+            settings,
+            catalog,
+            snapshot_ttl_seconds=0.1,
+            endpoint_target_rows=500,
+            max_endpoints=3,
+            endpoints="many",
         ) as server:
             client, options = login(f"grpc://127.0.0.1:{server.port}")
             expected_ids = [i for i in range(2400) if i % 5]

@@ -40,7 +40,7 @@ def test_spooling_a_large_result_keeps_server_memory_bounded(tmp_path: Path) -> 
     schema = next(big_batches(10)).schema
     catalog.tables.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, counted()))
     catalog.close()
-    proc, port = spawn(home, f"memory_limit_bytes={128 << 20}", f"spool_min_rows={ROWS}")
+    proc, port = spawn(home, f"memory_limit_bytes={128 << 20}", f"spool_min_rows={ROWS}", "endpoints=many")
     try:
         client, options = login(f"grpc://127.0.0.1:{port}")
         plan(client, options, "SELECT count(*) FROM w.ns.big")  # warm up

@@ -45,6 +45,7 @@ def test_spooled_segments_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) 
             spool_segment_bytes=16 << 10,
             batch_size=512,
             spool_presign=True,
+            endpoints="many",
         ) as server:
             client, options = login(f"grpc://127.0.0.1:{server.port}")
             info = plan(client, options, "SELECT id, s FROM w.ns.big")

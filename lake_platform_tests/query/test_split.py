@@ -93,6 +93,15 @@ def test_whole_fragments_need_no_row_ranges() -> None:
     assert all(p.rows == () for p in parts)
 
 
+def test_fragments_no_bigger_than_a_part_are_never_cut() -> None:
+    parts = partition("t", sizes(429, 428, 500, 500, 500, 500, 500, 500), Sizing(1000, 1 << 40, 4))
+    assert parts is not None and len(parts) == 4
+    assert all(p.rows == () for p in parts)
+    mixed = partition("t", sizes(100, 2000, 100), Sizing(550, 1 << 40, 8))
+    assert mixed is not None and len(mixed) == 4
+    assert [p.rows for p in mixed][0] == ((1, 0, 450),)  # the small first fragment stays whole
+
+
 def test_gaps_in_fragment_ids_make_ranges() -> None:
     part = Part.of("t", [1, 2, 3, 7, 9, 10])
     assert part.ranges == ((1, 3), (7, 7), (9, 10))
