@@ -71,8 +71,11 @@ def delete_versions(kit: Kit) -> None:
     kit.need("appended", "InsertIntoTable")
     kit.client.call("DeleteTableTag", kit.table, {"tag": "c1"})
     body = {"ranges": [{"start_version": 2, "end_version": 3}]}  # the end is exclusive
-    succeeds(kit.client.call("BatchDeleteTableVersions", kit.table, body))
-    refused(kit.client.call("DescribeTableVersion", kit.table, {"version": 2}), "TableVersionNotFound")
+    answer = succeeds(kit.client.call("BatchDeleteTableVersions", kit.table, body))
+    try:
+        refused(kit.client.call("DescribeTableVersion", kit.table, {"version": 2}), "TableVersionNotFound")
+    except CheckFailed as exc:
+        raise CheckFailed(f"version 2 is still there after the delete answered {answer}") from exc
 
 
 @check("BatchDeleteTableVersions", "TableNotFound")

@@ -84,6 +84,10 @@ def succeeds(answer: Answer) -> Any:
     _unsupported(answer)
     op = spec_operations()[answer.operation_id]
     if answer.status != op.success_status:
+        code = error_code(answer)
+        if code is not None:
+            got = f"{answer.status} {CODE_NAMES.get(code, code)} ({code}): {_message(answer)}"
+            raise CheckFailed(f"expected {op.success_status}, got {got}")
         raise CheckFailed(f"expected {op.success_status}, got {answer.describe()}")
     schema = op.success_schema
     if schema is None:

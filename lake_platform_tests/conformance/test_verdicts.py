@@ -29,6 +29,10 @@ def test_a_success_body_is_validated_against_the_response_schema() -> None:
         succeeds(answer("ListTables", 200, {"tables": []}, kind="text/plain"))
     with pytest.raises(CheckFailed, match="expected 200"):
         succeeds(answer("ListTables", 201, {"tables": []}))
+    with pytest.raises(
+        CheckFailed, match=r"expected 200, got 404 NamespaceNotFound \(1\): no such namespace$"
+    ):
+        succeeds(answer("ListTables", 404, {"error": "no such namespace", "code": 1}))
 
 
 def test_primitive_success_bodies() -> None:
