@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lance.namespace import RestAdapter
 
 from lake_platform.cli import cli
 from lake_platform.conformance.run import ordered_checks
+from lake_platform_tests.conformance.conftest import start_reference
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 from lake_platform_tests.servers import free_port
 
@@ -24,12 +24,7 @@ def ours(tmp_path: Path) -> Iterator[RestLake]:
 
 @pytest.fixture
 def reference(tmp_path: Path) -> Iterator[str]:
-    adapter = RestAdapter("dir", {"root": str(tmp_path / "dir")}, host="127.0.0.1", port=0)
-    adapter.start()
-    try:
-        yield f"http://127.0.0.1:{adapter.port}"
-    finally:
-        adapter.stop()
+    yield from start_reference(tmp_path)
 
 
 def test_json_against_ours_with_the_token_from_the_environment(ours: RestLake) -> None:

@@ -19,6 +19,11 @@ def ours(tmp_path: Path) -> Iterator[RestLake]:
 
 @pytest.fixture
 def reference(tmp_path: Path) -> Iterator[str]:
+    yield from start_reference(tmp_path)
+
+
+def start_reference(tmp_path: Path) -> Iterator[str]:
+    """pylance's reference server over a fresh directory, on a free loopback port: its URL."""
     adapter = RestAdapter("dir", {"root": str(tmp_path / "dir")}, host="127.0.0.1", port=0)
     adapter.start()
     try:
