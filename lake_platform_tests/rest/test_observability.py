@@ -70,7 +70,8 @@ def test_known_rest_calls_read_exactly_in_the_counters(lake: RestLake) -> None:
         requests.get(lake.url + "/v1/p$w$ns$t/nowhere", headers=lake.headers(), timeout=30).status_code == 406
     )
     inline = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 10}, who="reader")
-    spooled = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader")
+    handle = {"x-lake-result": "handle"}  # the spooled answer, which a client must ask for
+    spooled = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0}, who="reader", headers=handle)
     assert inline.status_code == spooled.status_code == 200 and spooled.json()["rows"] == 100
     after = scrape(port)
 

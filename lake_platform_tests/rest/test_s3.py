@@ -40,7 +40,10 @@ def test_rest_client_commits_and_reads_on_s3(s3_lake: RestLake, s3: S3Endpoint, 
     # QueryTable beyond the inline threshold spools its segments to the results area on S3.
     s3_lake.service.snapshots.refresh()
     s3_lake.service.snapshots.refresh()  # the first may join a load begun before the writes
-    answer = s3_lake.post("/v1/table/p$w$ns$events/query", {"vector": {}, "k": 0}, who="reader").json()
+    handle = {"x-lake-result": "handle"}  # the spooled answer, which a client must ask for
+    answer = s3_lake.post(
+        "/v1/table/p$w$ns$events/query", {"vector": {}, "k": 0}, who="reader", headers=handle
+    ).json()
     assert answer["rows"] == 3
     # the default area beside the warehouse root, not inside it
     assert s3_lake.settings.results_root == f"s3://{s3.bucket}/{s3_prefix}-results"
