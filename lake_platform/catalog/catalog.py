@@ -7,9 +7,10 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 (finalize and repair), ``versions`` (compaction, cleanup, purge), ``indexes``, ``tags``,
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
-a new name), ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance
-reports and events). Every change ends in a registry commit with a commit-log entry
-(``CatalogContext.commit``); every destructive step is conditional.
+a new name), ``rows`` (updates and merge-inserts of existing rows), ``inventory`` (what the
+registry names, for scans) and ``reports`` (maintenance reports and events). Every change
+ends in a registry commit with a commit-log entry (``CatalogContext.commit``); every
+destructive step is conditional.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.rename import Renames
 from lake_platform.catalog.reports import Reports
 from lake_platform.catalog.restore import Restores
+from lake_platform.catalog.row_changes import RowChanges
 from lake_platform.catalog.schemas import Schemas
 from lake_platform.catalog.tables import Tables
 from lake_platform.catalog.tags import Tags
@@ -89,6 +91,7 @@ class Catalog:
         self.alter = Alter(self.ctx, commits)
         self.restores = Restores(self.ctx, commits)
         self.renames = Renames(self.ctx, self.policies)
+        self.rows = RowChanges(self.ctx, commits)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
 

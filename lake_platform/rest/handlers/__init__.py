@@ -46,8 +46,6 @@ UNSUPPORTED: dict[str, str] = {
     "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
     "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
     "BatchCommitTables": "multi-table commits are not atomic in the registry yet",
-    "MergeInsertIntoTable": "upserts run through Dagster ingest, not over REST yet",
-    "UpdateTable": "row updates are not a catalog operation yet",
     "ListTableBranches": "branches are not registered by the catalog",
     "CreateTableBranch": "branches are not registered by the catalog",
     "DeleteTableBranch": "branches are not registered by the catalog",

@@ -1,7 +1,8 @@
-"""Data operations with Arrow bodies: create, insert (append/overwrite), delete, count (with a
-``predicate``: planned as QueryTable's filter, ``plans.py``). Each is
-one catalog write (``Catalog.create_table``/``append``/``overwrite``/``delete_rows``), so it
-commits through the registry like a CLI write, under the caller's name."""
+"""Data operations: create, insert (append/overwrite), merge-insert (Arrow bodies), update,
+delete, count (with a ``predicate``: planned as QueryTable's filter, ``plans.py``). Each write
+is one catalog write (``tables.create_table``/``append``/``overwrite``/``delete_rows``,
+``rows.update_rows``/``merge_insert``), so it commits through the registry like a CLI write,
+under the caller's name, all of it or nothing."""
 
 from __future__ import annotations
 
@@ -86,6 +87,71 @@ def delete_from_table(request: RestRequest) -> Any:
     return {"transaction_id": result.commit_id, "version": result.to_version}
 
 
+def update_table(request: RestRequest) -> Any:
+    """Columns set by SQL expressions on the rows a predicate selects: one commit
+    (``catalog.rows.update_rows``)."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    if request.body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    pairs = request.body.get("updates")
+    if (
+        not isinstance(pairs, list)
+        or not pairs
+        or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in pairs
+        )
+    ):
+        raise InvalidInput("updates must be a non-empty list of [column, SQL expression] pairs")
+    updates = dict(pairs)
+    if len(updates) != len(pairs):
+        raise InvalidInput("a column is updated twice")
+    predicate = request.body.get("predicate")
+    change = request.service.catalog.rows.update_rows(
+        str(tname), updates, predicate, by=Provenance(principal=request.principal)
+    )
+    return {
+        "transaction_id": change.commit_id,
+        "updated_rows": change.counts.get("updated_rows", 0),
+        "version": change.version,
+    }
+
+
+def _optional_text(request: RestRequest, member: str) -> str | None:
+    value = request.body.get(member)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidInput(f"{member} must be a SQL filter")
+    return value
+
+
+def merge_insert_into_table(request: RestRequest) -> Any:
+    """Upsert the Arrow body on the key columns ``on`` (comma-separated): one commit
+    (``catalog.rows.merge_insert``), all of it or nothing."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    body = request.body
+    if body.get("branch"):
+        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    on = body.get("on")
+    if isinstance(on, str):
+        on = on.split(",")
+    if not isinstance(on, list) or not all(isinstance(c, str) for c in on):
+        raise InvalidInput("on is required (the key column, or columns separated by commas)")
+    keys = [c.strip() for c in on if c.strip()]
+    change = request.service.catalog.rows.merge_insert(
+        str(tname),
+        arrow_reader(request),
+        keys,
+        update_matched=bool(body.get("when_matched_update_all")),
+        update_matched_if=_optional_text(request, "when_matched_update_all_filt"),
+        insert_unmatched=bool(body.get("when_not_matched_insert_all")),
+        delete_unmatched_by_source=bool(body.get("when_not_matched_by_source_delete")),
+        delete_unmatched_by_source_if=_optional_text(request, "when_not_matched_by_source_delete_filt"),
+        by=Provenance(principal=request.principal),
+    )
+    return {"transaction_id": change.commit_id, "version": change.version, **change.counts}
+
+
 def count_table_rows(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
@@ -111,4 +177,6 @@ HANDLERS = {
     "InsertIntoTable": insert_into_table,
     "DeleteFromTable": delete_from_table,
     "CountTableRows": count_table_rows,
+    "UpdateTable": update_table,
+    "MergeInsertIntoTable": merge_insert_into_table,
 }

@@ -1,0 +1,148 @@
+"""Changes to existing rows: update (set columns by SQL expressions where a predicate holds)
+and merge-insert (upsert a batch on key columns). Each is one Lance commit on the table's
+registered version, opened through the namespace bound to the pending commit, so it lands as
+one registry transaction under the table's lease with its commit-log entry (``update``,
+``merge``), exactly as ``Tables.delete_rows`` does for deletes: all of it or nothing. Lance commits a
+version even when no row matched; should it make none, the answer names the current version
+and no commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
+from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import InvalidInput
+from lake_platform.naming import TableName
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class RowChange:
+    table: str
+    version: int  # the version it made, or the current one when it changed nothing
+    commit_id: str | None  # None: nothing was committed
+    counts: dict[str, int]
+
+
+class RowChanges:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits) -> None:
+        self.ctx = ctx
+        self.commits = commits
+
+    def update_rows(
+        self,
+        name: str,
+        updates: dict[str, str],
+        predicate: str | None = None,
+        *,
+        by: Provenance = UNSTATED,
+    ) -> RowChange:
+        """Set each column of ``updates`` to its SQL expression on the rows ``predicate``
+        selects (every row without one)."""
+        if not isinstance(updates, dict) or not updates:
+            raise InvalidInput("an update sets at least one column")
+        for column, expression in updates.items():
+            if not isinstance(column, str) or not column or not isinstance(expression, str) or not expression:
+                raise InvalidInput("updates map column names to SQL expressions")
+        if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
+            raise InvalidInput("the predicate must be a SQL filter")
+
+        def change(ds: Any) -> dict[str, int]:
+            return {"updated_rows": engine.update_rows(ds, updates, predicate)}
+
+        detail = {"columns": sorted(updates), "predicate": predicate}
+        return self._change(name, "update", detail, change, by)
+
+    def merge_insert(
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        on: Sequence[str],
+        *,
+        update_matched: bool = False,
+        update_matched_if: str | None = None,
+        insert_unmatched: bool = False,
+        delete_unmatched_by_source: bool = False,
+        delete_unmatched_by_source_if: str | None = None,
+        by: Provenance = UNSTATED,
+    ) -> RowChange:
+        """Merge ``data`` on the key columns ``on``: matched rows updated (where
+        ``update_matched_if`` holds), unmatched ones inserted, target rows the data does not
+        match deleted (where ``delete_unmatched_by_source_if`` holds), as asked."""
+        if not on or not all(isinstance(c, str) and c for c in on):
+            raise InvalidInput("merge_insert needs the key columns (on)")
+        if not (update_matched or insert_unmatched or delete_unmatched_by_source):
+            raise InvalidInput("merge_insert must update, insert or delete something")
+        missing = [c for c in on if c not in data.schema.names]
+        if missing:
+            raise InvalidInput(f"the data has no key column {missing[0]!r}")
+
+        def change(ds: Any) -> dict[str, int]:
+            return engine.merge_insert(
+                ds,
+                data,
+                on,
+                update_matched=update_matched,
+                update_matched_if=update_matched_if,
+                insert_unmatched=insert_unmatched,
+                delete_unmatched_by_source=delete_unmatched_by_source,
+                delete_unmatched_by_source_if=delete_unmatched_by_source_if,
+            )
+
+        detail = {"on": list(on), "update": update_matched, "insert": insert_unmatched}
+        return self._change(name, "merge", detail, change, by)
+
+    def _change(
+        self,
+        name: str,
+        operation: str,
+        detail: dict[str, object],
+        change: Callable[[Any], dict[str, int]],
+        by: Provenance,
+    ) -> RowChange:
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"{operation} rows of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+        replay = self.ctx.replayed(commit_id)
+        if replay is not None:
+            return RowChange(str(tname), replay.to_version or 0, commit_id, {})
+        record, _ = self.ctx.table(tname)
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation=operation,
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
+            detail=detail,
+        )
+        counts: dict[str, int] = {}
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
+            try:
+                self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure
+                counts = change(ds)
+            except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
+                refused = (
+                    isinstance(exc, (ValueError, OSError, TypeError)) and "conflict" not in str(exc).lower()
+                )
+                if not pending.landed and ns.failure is None and refused:
+                    raise InvalidInput(f"cannot {operation} {tname}: {first_line(exc)}") from None
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(record, pending)
+        if not pending.landed:
+            return RowChange(str(tname), record.current_version, None, counts)
+        result = self.commits.result(pending, str(tname))
+        if counts:
+            self.ctx.patch_log(pending.landed[0][1], {"detail": {**detail, **counts}})
+        return RowChange(str(tname), result.to_version or 0, result.commit_id, counts)

@@ -1,0 +1,126 @@
+"""UpdateTable, MergeInsertIntoTable and DeleteFromTable through pylance's own RestNamespace:
+each one catalog commit (all of it or nothing) under the caller's name; refusals are the
+spec's errors and change nothing."""
+
+from __future__ import annotations
+
+import lance
+import lance_namespace.errors as ns_errors
+import pyarrow as pa
+import pytest
+from lance_namespace_urllib3_client.models import (
+    DeleteFromTableRequest,
+    MergeInsertIntoTableRequest,
+    UpdateTableRequest,
+)
+
+from lake_platform.naming import TableName
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake
+
+T = ["p", "w", "ns", "events"]
+TP = "p$w$ns$events"
+NAME = "p.w.ns.events"
+
+
+@pytest.fixture
+def events(rest_lake: RestLake) -> RestLake:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
+    return rest_lake
+
+
+def content(lake: RestLake) -> dict[int, str]:
+    table = lake.catalog.reads.open_table(NAME).dataset.to_table()
+    return dict(zip(table.column("id").to_pylist(), table.column("tag").to_pylist(), strict=True))
+
+
+def version(lake: RestLake) -> int:
+    return lake.catalog.ctx.table(TableName.parse(NAME))[0].current_version
+
+
+def logged(lake: RestLake, commit_id: str):  # noqa: ANN201 - a commit-log entry
+    return next(e for e in lake.catalog.reads.log(NAME) if e.commit_id == commit_id)
+
+
+def ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_update_sets_columns_where_the_predicate_holds(events: RestLake) -> None:
+    ns = rest_namespace(events.url, events.tokens["writer"])
+    answer = ns.update_table(UpdateTableRequest(id=T, predicate="id >= 2", updates=[["tag", "'big'"]]))
+    assert (answer.updated_rows, answer.version) == (2, 2)
+    assert content(events) == {1: "x", 2: "big", 3: "big"}
+    entry = logged(events, answer.transaction_id)
+    assert (entry.operation, entry.actor, entry.detail["updated_rows"]) == ("update", "etl", 2)
+    # nothing matched: no row changed (Lance still commits a version)
+    none = ns.update_table(UpdateTableRequest(id=T, predicate="id > 99", updates=[["tag", "'z'"]]))
+    assert none.updated_rows == 0 and none.version == version(events)
+    assert content(events) == {1: "x", 2: "big", 3: "big"}
+
+
+def test_merge_insert_upserts_on_the_key(events: RestLake) -> None:
+    ns = rest_namespace(events.url, events.tokens["writer"])
+    data = rows([2, 4], "new")
+    answer = ns.merge_insert_into_table(
+        MergeInsertIntoTableRequest(
+            id=T, on=["id"], when_matched_update_all=True, when_not_matched_insert_all=True
+        ),
+        ipc(data),
+    )
+    assert (answer.num_updated_rows, answer.num_inserted_rows, answer.version) == (1, 1, 2)
+    assert content(events) == {1: "x", 2: "new", 3: "x", 4: "new"}
+    assert logged(events, answer.transaction_id).operation == "merge"
+
+
+def test_delete_from_table(events: RestLake) -> None:
+    ns = rest_namespace(events.url, events.tokens["writer"])
+    answer = ns.delete_from_table(DeleteFromTableRequest(id=T, predicate="id = 1"))
+    assert answer.version == 2 and content(events) == {2: "x", 3: "x"}
+
+
+def problem(resp) -> tuple[int, int]:  # noqa: ANN001
+    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
+    return resp.status_code, resp.json()["code"]
+
+
+def test_refusals_change_nothing(events: RestLake) -> None:
+    before = (version(events), content(events))
+    update = f"/v1/table/{TP}/update"
+    for body, who, expected in [
+        ({"updates": [["tag", "'a'"]]}, "reader", (403, 15)),
+        ({"updates": [["nope", "'a'"]]}, "writer", (400, 13)),
+        ({"updates": [["tag", "nope + 1"]]}, "writer", (400, 13)),
+        ({"updates": [["tag"]]}, "writer", (400, 13)),
+        ({"updates": []}, "writer", (400, 13)),
+        ({"updates": [["tag", "'a'"]], "predicate": "nope > 1"}, "writer", (400, 13)),
+        ({"updates": [["tag", "'a'"]]}, "other", (404, 4)),
+    ]:
+        assert problem(events.post(update, body, who=who)) == expected, body
+    merge = f"/v1/table/{TP}/merge_insert"
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    good = ipc(rows([9]))
+    for params, data, who, expected in [
+        ({"on": "id", "when_not_matched_insert_all": "true"}, good, "reader", (403, 15)),
+        ({"when_not_matched_insert_all": "true"}, good, "writer", (400, 13)),
+        ({"on": "nope", "when_not_matched_insert_all": "true"}, good, "writer", (400, 13)),
+        ({"on": "id"}, good, "writer", (400, 13)),
+        ({"on": "id", "when_not_matched_insert_all": "true"}, b"not arrow", "writer", (400, 13)),
+        (
+            {"on": "id", "when_not_matched_insert_all": "true"},
+            ipc(pa.table({"id": pa.array([9], pa.int64()), "other": ["x"]})),
+            "writer",
+            (400, 13),
+        ),
+    ]:
+        resp = events.post(merge, None, who=who, params=params, data=data, headers=arrow)
+        assert problem(resp) == expected, (params, resp.text)
+    assert (version(events), content(events)) == before
+    with pytest.raises(ns_errors.PermissionDeniedError):
+        rest_namespace(events.url, events.tokens["reader"]).update_table(
+            UpdateTableRequest(id=T, updates=[["tag", "'a'"]])
+        )
