@@ -3,7 +3,7 @@ metadata, scalar indexes, and query plans."""
 
 from __future__ import annotations
 
-from lake_platform.conformance.checks_namespaces import MISSING
+from lake_platform.conformance.checks_namespaces import MISSING, pages
 from lake_platform.conformance.checks_tables import ARROW_STREAM, SCAN, arrow_rows
 from lake_platform.conformance.registry import CheckFailed, Kit, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
@@ -153,6 +153,7 @@ def create_scalar_index(kit: Kit) -> None:
     body = {"column": "id", "index_type": "BTREE", "name": "id_idx"}
     succeeds(kit.client.call("CreateTableScalarIndex", kit.table, body))
     kit.state["index"] = "id_idx"
+    kit.state["indexes"] = ["id_idx"]
 
 
 @check("CreateTableScalarIndex", "TableNotFound")
@@ -167,6 +168,7 @@ def create_index(kit: Kit) -> None:
     kit.need("table", "CreateTable")
     body = {"column": "name", "index_type": "BITMAP", "name": "name_idx"}
     succeeds(kit.client.call("CreateTableIndex", kit.table, body))
+    kit.state.setdefault("indexes", []).append("name_idx")
 
 
 @check("CreateTableIndex", "TableNotFound")
@@ -182,6 +184,18 @@ def list_indices(kit: Kit) -> None:
     found = [i["index_name"] for i in succeeds(kit.client.call("ListTableIndices", kit.table, {}))["indexes"]]
     if index not in found:
         raise CheckFailed(f"{index} is not listed: {found}")
+
+
+@check("ListTableIndices", "pagination")
+def list_indices_paged(kit: Kit) -> None:
+    """Paged in the JSON body (the spec gives ListTableIndices one), over the two indexes made."""
+    kit.need("index", "CreateTableScalarIndex")
+    found = sorted(
+        i["index_name"] for i in pages(kit, "ListTableIndices", kit.table, "indexes", in_body=True)
+    )
+    expected = sorted(kit.state["indexes"])  # id_idx, and name_idx if CreateTableIndex made it
+    if found != expected:
+        raise CheckFailed(f"pages of one held {found}, expected {expected} once each")
 
 
 @check("ListTableIndices", "TableNotFound")

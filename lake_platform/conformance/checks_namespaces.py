@@ -107,9 +107,11 @@ def drop_missing_namespace(kit: Kit) -> None:
     refused(kit.client.call("DropNamespace", kit.child(MISSING), {}), "NamespaceNotFound")
 
 
-def pages(kit: Kit, operation_id: str, ident: list[str], member: str) -> list[Any]:
+def pages(kit: Kit, operation_id: str, ident: list[str], member: str, *, in_body: bool = False) -> list[Any]:
     """Every item of a list operation read with ``limit=1``: each page holds at most one item and
-    says whether more follow; a token never repeats (at most 20 pages)."""
+    says whether more follow; a token never repeats (at most 20 pages). ``limit`` and
+    ``page_token`` go in the query string, or in the JSON body for an operation the spec gives
+    one (``ListTableIndices``)."""
     items: list[Any] = []
     token: str | None = None
     seen: set[str] = set()
@@ -117,7 +119,10 @@ def pages(kit: Kit, operation_id: str, ident: list[str], member: str) -> list[An
         query: dict[str, object] = {"limit": 1}
         if token:
             query["page_token"] = token
-        answer = kit.client.call(operation_id, ident, query=query)
+        if in_body:
+            answer = kit.client.call(operation_id, ident, query)
+        else:
+            answer = kit.client.call(operation_id, ident, query=query)
         page = succeeds(answer)
         got = page[member]
         if len(got) > 1:
