@@ -237,6 +237,13 @@ class RequestTooLarge(InvalidInput):
     http_status = 413
 
 
+class IdempotencyKeyReused(InvalidInput):
+    """An idempotency key already used for a different request (HTTP 422, the IETF
+    Idempotency-Key draft's answer to a payload mismatch; the wire code stays InvalidInput)."""
+
+    http_status = 422
+
+
 class RequestTimeout(InvalidInput):
     """A request body not received within the server's time limit (HTTP 408; the wire code stays
     InvalidInput)."""

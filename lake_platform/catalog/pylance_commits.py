@@ -6,6 +6,7 @@ this process published remembered so a listing right after need not check their 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -14,19 +15,23 @@ from lance_namespace_urllib3_client.models import (
     CreateTableVersionResponse,
 )
 
+from lake_platform.catalog.idempotency import PROPERTY, commit_id_for, key_in, reused, valid_key
 from lake_platform.catalog.lease import LeaseRaced
-from lake_platform.catalog.namespace import BoundTableNamespace, _field
+from lake_platform.catalog.namespace import BoundTableNamespace, _field, _table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
-from lake_platform.errors import InvalidInput, Protected
+from lake_platform.errors import InvalidInput, InvalidTableState, Protected
 from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
+    CommitLogEntry,
     TableRecord,
+    VersionRecord,
+    decode,
     new_id,
 )
 
@@ -56,30 +61,51 @@ class VersionCommits:
         self.principal = principal
 
     def create(
-        self, request: Any, check: Callable[[TableRecord], None] | None = None
+        self,
+        request: Any,
+        check: Callable[[TableRecord], None] | None = None,
+        idempotency_key: str | None = None,
     ) -> CreateTableVersionResponse:
         """``check``: called with the table's record before anything is written (the REST server
         checks the client's manifest path against its location). The commit is conditional on
         that record's revision, so the incarnation, and so the location, cannot change under it:
         under an acquired lease the record is read again, under a free one (one commit that
         releases it) a changed record fails the commit and it is made again under an acquired
-        lease."""
+        lease.
+
+        ``idempotency_key`` (the REST header), else the staged transaction's ``idempotency-key``
+        property: a commit that already landed under that key is answered as it was the first
+        time, and nothing is committed (``idempotency``)."""
         tname = table_name(request)
         self.principal.require(tname.project, "write", f"write to {tname}")
         record, revision = self.catalog.ctx.table(tname, declared=True)
         if check is not None:  # before the lease: a refused request writes nothing, not even it
             check(record)
+        key = None if idempotency_key is None else valid_key(idempotency_key)
+        if key is not None:
+            # Before the staged manifest is read: an exact resend's was published and removed.
+            replay = self._replay(tname, record, request, key, None)
+            if replay is not None:
+                return replay
         # The schema and what the commit adds ride in the version's own transaction: read
         # from the staged manifest now, before the lease (schema None: read it back after
         # the commit).
         staged_ipc, change = self._staged(record, request)
+        if key is None:
+            key = key_in(change.properties, PROPERTY)
+            replay = None if key is None else self._replay(tname, record, request, key, change)
+            if replay is not None:
+                return replay
         if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
             self._govern_schema_change(tname, record, staged_ipc, change.operation)
+        detail: dict[str, object] = {"client": "pylance"}
+        if key is not None:
+            detail |= {"idempotency_key": key, "request_digest": _digest(tname, change)}
         pending = PendingCommit(
-            commit_id=new_id(),
+            commit_id=new_id() if key is None else commit_id_for(self.principal, key, "version"),
             operation=_log_operation(change.operation, record.current_version),
             actor=self.catalog.ctx.actor(None, self.principal),
-            detail={"client": "pylance"},
+            detail=detail,
             schema_ipc=staged_ipc,
             stream_totals=lambda: (change.rows_added, change.bytes_added),
             files_added=change.files_added,
@@ -98,8 +124,54 @@ class VersionCommits:
                     tname, record.incarnation, pending, request, gate.hold_for_commit, (record, revision)
                 )
             except LeaseRaced:
-                pass
+                # Raced by a request with the same key, perhaps: then its outcome is the answer.
+                replay = None if key is None else self._replay(tname, record, request, key, change)
+                if replay is not None:
+                    return replay
         return self._commit_version(tname, record.incarnation, pending, request, gate.hold)
+
+    def _replay(
+        self, tname: TableName, record: TableRecord, request: Any, key: str, change: StagedChange | None
+    ) -> CreateTableVersionResponse | None:
+        """The first outcome of the commit made under ``key``, or None if none landed. The same
+        request resent names the manifest the first one committed; a client's retry stages a
+        new manifest (Lance writes one per attempt, numbered after what it sees), which must
+        make the same change (operation and rows) on the same table, else IdempotencyKeyReused.
+        The retry's staging manifest is removed: nothing will ever register it (its data files
+        are left to the orphan scan, as for any refused write)."""
+        ctx = self.catalog.ctx
+        marker = ctx.commit_landed(commit_id_for(self.principal, key, "version"))
+        if marker is None:
+            return None
+        path = str(_field(request, "manifest_path"))
+        if marker.target != str(tname):
+            raise reused(key, f"a commit to {marker.target}", f"a commit to {tname}")
+        item = None
+        if marker.to_version is not None and marker.incarnation is not None:
+            item = ctx.store.get(keys.version(marker.incarnation, marker.to_version))
+        if item is None:
+            raise InvalidTableState(
+                f"the commit made under idempotency key {key!r} landed as version {marker.to_version} "
+                f"of {tname}, which no longer exists (cleaned up or the table was replaced)"
+            )
+        ver = decode(VersionRecord, item.value, item.key)
+        first_staged = {p.rpartition("/")[2] for p in (ver.manifest_path, ver.staged_from) if p}
+        if path.rpartition("/")[2] not in first_staged:
+            if change is None:
+                change = self._staged(record, request)[1]
+            entry = ctx.store.get(marker.log_key)
+            digest = decode(CommitLogEntry, entry.value).detail.get("request_digest") if entry else None
+            if digest != _digest(tname, change):
+                raise reused(
+                    key,
+                    f"version {ver.version} of {tname}",
+                    f"{change.operation or 'commit'} of {change.rows_added} rows",
+                )
+            if engine.is_staging_manifest(path):
+                engine.remove_files(
+                    record.location, [path], self.catalog.settings.storage_options(record.location)
+                )
+        return CreateTableVersionResponse(version=_table_version(ver))
 
     def _commit_version(
         self,
@@ -239,6 +311,13 @@ def _log_operation(lance_operation: str | None, current_version: int) -> str:
     if lance_operation == "overwrite" and current_version == 0:
         return "create"
     return lance_operation.replace("_", "-")
+
+
+def _digest(tname: TableName, change: StagedChange) -> str:
+    """What a retry under the same key must commit again: the table, Lance's operation and
+    its rows (not the files: a retry writes new ones)."""
+    text = f"{tname}\0{change.operation}\0{change.rows_added}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def request_ids(request: Any) -> list[str]:

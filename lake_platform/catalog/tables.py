@@ -418,7 +418,13 @@ class Tables:
         try:
             self.ctx.commit(
                 [Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision)],
-                log=Log(str(tname), "declare", self.ctx.actor(by.actor, who), incarnation=incarnation),
+                log=Log(
+                    str(tname),
+                    "declare",
+                    self.ctx.actor(by.actor, who),
+                    commit_id=check_commit_id(by.commit_id),
+                    incarnation=incarnation,
+                ),
             )
         except ConditionFailed as exc:
             if exc.key == keys.table(tname):

@@ -5,16 +5,18 @@ manifest; which operation made it (an append, an overwrite, a column drop, ...) 
 it wrote are recorded in the transaction Lance wrote beside it (``table.proto``:
 ``Manifest.transaction_file`` (12), a file under ``_transactions/``, or ``transaction_section``
 (21), inline in the manifest file; ``transaction.proto``: the ``operation`` oneof, fields
-100-116; ``Append`` and ``Overwrite`` carry their new ``DataFragment``s as field 1, each with its
-``files`` (2, ``DataFile.file_size_bytes`` 6) and ``physical_rows`` (4)). The catalog reads it
-for every such commit: the commit log then says what the client did (its operation and the
-rows, files and bytes it added), and a commit that changes the schema is governed as the
-matching CLI operation is.
+100-116, and ``transaction_properties`` (4), a string map a writer may set with
+``write_dataset(transaction_properties=...)``; ``Append`` and ``Overwrite`` carry their new
+``DataFragment``s as field 1, each with its ``files`` (2, ``DataFile.file_size_bytes`` 6) and
+``physical_rows`` (4)). The catalog reads it for every such commit: the commit log then says
+what the client did (its operation and the rows, files and bytes it added), a commit that
+changes the schema is governed as the matching CLI operation is, and an idempotency key in its
+properties makes a retry return the first outcome.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -57,6 +59,9 @@ class StagedChange:
     rows_added: int = 0
     files_added: int = 0
     bytes_added: int = 0
+    #: The transaction's properties (``transaction_properties``; the commit message is
+    #: ``__lance_commit_message``): what a client says about its commit.
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 @cache
@@ -64,7 +69,10 @@ def _classes() -> tuple[Any, Any, Any, Any, Any]:
     where = message_class(
         "ManifestTransaction", {12: ("transaction_file", "string"), 21: ("transaction_section", "uint64")}
     )
-    operation = message_class("TransactionOperation", {n: (name, "bytes") for n, name in OPERATIONS.items()})
+    operation = message_class(
+        "TransactionOperation",
+        {4: ("transaction_properties", "bytes"), **{n: (name, "bytes") for n, name in OPERATIONS.items()}},
+    )
     adding = message_class("AddingOperation", {1: ("fragments", "bytes")})
     fragment = message_class("DataFragmentPart", {2: ("files", "bytes"), 4: ("physical_rows", "uint64")})
     data_file = message_class("DataFilePart", {6: ("file_size_bytes", "uint64")})
@@ -75,16 +83,30 @@ def _parse(cls: Any, raw: bytes, what: str) -> Any:
     return parse(cls, raw, f"{what} is not a Lance protobuf message")
 
 
+@cache
+def _property_class() -> Any:
+    return message_class("TransactionProperty", {1: ("key", "string"), 2: ("value", "string")})
+
+
+def _properties(entries: Any) -> dict[str, str]:
+    found = {}
+    for raw in entries:
+        entry = _parse(_property_class(), raw, "a transaction property")
+        found[entry.key[-1] if len(entry.key) else ""] = entry.value[-1] if len(entry.value) else ""
+    return found
+
+
 def change_of(raw: bytes) -> StagedChange:
     """What a serialized ``Transaction`` commits. ValueError if it is not one."""
     _, operation, adding, fragment, data_file = _classes()
     found = _parse(operation, raw, "the transaction")
+    properties = _properties(found.transaction_properties)
     for name in OPERATIONS.values():
         body = getattr(found, name)
         if not len(body):
             continue
         if name not in _ADDING:
-            return StagedChange(name)
+            return StagedChange(name, properties=properties)
         rows = files = nbytes = 0
         for frag_raw in _parse(adding, body[-1], f"the {name} operation").fragments:
             frag = _parse(fragment, frag_raw, "a fragment")
@@ -92,8 +114,8 @@ def change_of(raw: bytes) -> StagedChange:
             for file_raw in frag.files:
                 files += 1
                 nbytes += sum(_parse(data_file, file_raw, "a data file").file_size_bytes)
-        return StagedChange(name, rows, files, nbytes)
-    return StagedChange(None)
+        return StagedChange(name, rows, files, nbytes, properties)
+    return StagedChange(None, properties=properties)
 
 
 def staged_change(

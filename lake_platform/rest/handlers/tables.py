@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from lance_namespace_urllib3_client.models import TagContents
+from lance_namespace_urllib3_client.models import DeclareTableResponse, TagContents
 
+from lake_platform.catalog.idempotency import commit_id_for, reused
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.indexes import list_indexes
-from lake_platform.errors import InvalidInput, TableTagNotFound, TableVersionNotFound
+from lake_platform.errors import InvalidInput, TableAlreadyExists, TableTagNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
+from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
@@ -106,8 +108,36 @@ def table_exists(request: RestRequest) -> Any:
 
 def declare_table(request: RestRequest) -> Any:
     scoped(request, table=True)
-    request.table_name()
-    return to_json(lake_namespace(request).declare_table(_body(request)))
+    tname = request.table_name()
+    key = idempotency_key(request)
+    if key is None:
+        return to_json(lake_namespace(request).declare_table(_body(request)))
+    return declare_once(request, tname, key)
+
+
+def declare_once(request: RestRequest, tname: TableName, key: str) -> Any:
+    """DeclareTable under an idempotency key: the declare's commit id is the key's, so a retry
+    whose first attempt landed answers what the first answered (the same incarnation and
+    location) instead of TableAlreadyExists; the key used for another table is 422."""
+    if request.body.get("location"):
+        raise InvalidInput("locations are assigned by the catalog (unique per incarnation)")
+    catalog, who = request.service.catalog, request.principal
+    commit_id = commit_id_for(who, key, "declare")
+    marker = catalog.ctx.commit_landed(commit_id)
+    if marker is None:
+        record = catalog.tables.declare_table(str(tname), by=Provenance(principal=who, commit_id=commit_id))
+    else:
+        if marker.target != str(tname) or marker.operation != "declare":
+            raise reused(key, f"{marker.operation} of {marker.target}", f"declare of {tname}")
+        record = catalog.ctx.table(tname, declared=True)[0]
+        if record.incarnation != marker.incarnation:
+            raise TableAlreadyExists(
+                f"table {tname} was declared under idempotency key {key!r}, then dropped and made again"
+            )
+    storage = request.service.credentials.options_for(who, tname.project, record.location)
+    return to_json(
+        DeclareTableResponse(location=record.location, managed_versioning=True, storage_options=storage)
+    )
 
 
 def drop_table(request: RestRequest) -> Any:

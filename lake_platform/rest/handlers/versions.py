@@ -1,13 +1,17 @@
 """Managed versioning over REST: a Lance client's commit is ``CreateTableVersion``, which runs
 the catalog's registry transaction (lease fencing, compare-and-swap on the version, commit log
-and commit-id marker), exactly as an in-process pylance commit does."""
+and commit-id marker), exactly as an in-process pylance commit does. An ``Idempotency-Key``
+header (or the staged transaction's ``idempotency-key`` property) makes a retry answer the
+first outcome (``catalog/idempotency.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from lake_platform.catalog.pylance_commits import VersionCommits
 from lake_platform.errors import InvalidInput
 from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
+from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
 
 
@@ -49,12 +53,16 @@ def create_table_version(request: RestRequest) -> Any:
     if not isinstance(path, str) or not path:
         raise InvalidInput("manifest_path is required")
     # Checked against the record the commit reads first (no extra registry read), before the
-    # lease; a caller without write permission is refused by the catalog before that.
-    return to_json(
-        lake_namespace(request).create_table_version(
-            _body(request), check=lambda record: check_manifest_path(record.location, path)
-        )
+    # lease; a caller without write permission is refused by the catalog before that. Called
+    # directly, not through the namespace's spec errors, so a refusal keeps its own HTTP status
+    # (a reused idempotency key is 422, not 400).
+    commits = VersionCommits(request.service.catalog, request.principal)
+    response = commits.create(
+        _body(request),
+        check=lambda record: check_manifest_path(record.location, path),
+        idempotency_key=idempotency_key(request),
     )
+    return to_json(response)
 
 
 def check_manifest_path(location: str, path: str) -> None:
