@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import NoReturn
 
+from lake_platform.catalog.bypasses import report_bypass
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.engine import lance_engine as engine
@@ -136,6 +137,8 @@ class CommitConflicts:
         moved: list[str] = []
         if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
             moved = engine.quarantine_files(self.location, rogue, f"refused-{new_id()}", self.storage_options)
+            actor = self.pending.actor if self.pending is not None else "lake"
+            report_bypass(self.store, self.name, self.incarnation, current, moved, actor)
         raise InvalidTableState(
             f"commit of version {version} of {self.name} refused: it was not built on the registered version "
             f"{current} but on manifests written around the registry "

@@ -1,7 +1,8 @@
 """Storage agrees with the registry: finalize the versions a write landed (canonical manifest
 in place, registry repointed, staging object gone), settle a table before writing on it
-(finish what a stopped writer left, quarantine manifests written around the registry), and
-the ``finish_versions`` / ``repair_table`` maintenance steps built from the same parts.
+(finish what a stopped writer left, quarantine and report manifests written around the
+registry, ``bypasses``), and the ``finish_versions`` / ``repair_table`` / ``catch_bypasses``
+maintenance steps built from the same parts.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+from lake_platform.catalog.bypasses import bypassed_versions, report_bypass
 from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -206,10 +208,11 @@ class Manifests:
                 has_current = True
             version -= 1
         if rogue:
-            log.warning("%s: manifests written around the registry moved to quarantine: %s", tname, rogue)
-            engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
+            moved = engine.quarantine_files(record.location, rogue, f"unregistered-{new_id()}", storage)
             if pending is not None:
                 pending.detail["quarantined_manifests"] = rogue
+            actor = pending.actor if pending is not None else self.ctx.actor(None)
+            report_bypass(self.ctx.store, tname, record.incarnation, record.current_version, moved, actor)
         self.remove_dead_staging(record, staging_manifests(record.location, names), canonical_versions(names))
         if record.current_version > 0 and not has_current:
             # Published after the listing (by its writer, which commits and releases the lease
@@ -272,6 +275,27 @@ class Manifests:
             f"version {version} of {tname} is registered but its manifest is missing from "
             "storage (deleted outside the catalog); nothing was changed"
         )
+
+    def catch_bypasses(self, name: str, *, by: Provenance = UNSTATED) -> list[int]:
+        """The bypass sensor's step: the versions committed around the registry (canonical
+        manifests above the registered version), moved to quarantine and reported
+        (``bypasses``) under the table's lease; [] when there are none. Costs one registry read
+        and one listing of ``_versions/``' newest names; the lease only when something is
+        found (a manifest published meanwhile by a commit that landed is told apart under it)."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self.ctx.table(tname, declared=True)
+        storage = self.ctx.storage(record.location)
+        rogue, _ = engine.manifests_above(record.location, record.current_version, storage)
+        if not rogue:
+            return []
+        with self.ctx.gate.hold(record.incarnation):
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation, declared=True)
+            try:
+                return bypassed_versions(self.settle(tname, record))
+            except InvalidTableState:
+                return []  # a missing registered manifest: reads and checks report that
 
     def repair_table(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, list[Any]]:
         """A maintenance step: finish every version whose writer stopped before finalizing it,

@@ -200,10 +200,28 @@ def table_history(state: State, name: str, limit: int | None) -> None:
                     for e in es
                 ],
             )
+            + _bypass_notes(es)
             if es
             else "no history"
         ),
     )
+
+
+def _bypass_notes(entries: list[dict[str, Any]]) -> str:
+    """Below the table: what each ``bypass`` entry found, in words (its detail)."""
+    notes = []
+    for e in entries:
+        if e["operation"] != "bypass":
+            continue
+        versions = ", ".join(str(v) for v in e["detail"].get("versions", [])) or "?"
+        where = sorted({p.split("/_versions/")[0] for p in e["detail"].get("quarantined", [])})
+        notes.append(
+            f"\n{timestamp(e['at_ms'])}: version(s) {versions} were committed around the registry "
+            f"(not through the catalog): readers never saw them; their manifests were moved to "
+            f"{', '.join(where) or '_quarantine/'} and the data is kept (docs/governance.md, "
+            f"'Writers that bypass the registry')"
+        )
+    return "".join(notes)
 
 
 @table.command("drop")

@@ -201,7 +201,7 @@ def schema_matches_engine(context: dg.AssetCheckExecutionContext, lake: LakeReso
 def no_versions_beyond_registry(
     context: dg.AssetCheckExecutionContext, lake: LakeResource
 ) -> dg.AssetCheckResult:
-    from lake_platform.engine.lance_engine import manifests_on_disk, quarantined_files
+    from lake_platform.engine.lance_engine import manifest_version, manifests_on_disk, quarantined_files
 
     table = _table(context)
     with lake.catalog() as catalog:
@@ -235,18 +235,21 @@ def no_versions_beyond_registry(
         "in_flight_versions": in_flight,
     }
     if not around and quarantined:
-        # The write path already moved them aside (so nothing builds on them), but somebody
-        # wrote around the registry, and that stays an error until an operator has looked.
+        # Moved aside when found (so nothing builds on them), but somebody wrote around the
+        # registry, and that stays an error until an operator has looked.
+        moved = sorted({v for p in quarantined if (v := manifest_version(p)) is not None})
+        named = f"{_versions(moved)} of {table}" if moved else f"{len(quarantined)} file(s) of {table}"
         return _result(
             False,
             ERROR,
             (
-                f"{len(quarantined)} file(s) written around the registry were moved to _quarantine/ by a "
-                "later commit (see the commit log's quarantined_manifests). Readers never saw them. "
-                "Find the "
-                f"writer, then delete {location}/_quarantine to clear this check."
+                f"{named} {'was' if len(moved) == 1 else 'were'} committed around the registry (not "
+                "through the catalog) and moved to _quarantine/ when found (see `lake table history "
+                f"{table}`, operation bypass). Readers never saw them; the data is kept. Find the "
+                f"writer, recover or drop its data, then delete {location}/_quarantine to clear this check."
             ),
             **figures,
+            quarantined_versions=moved,
             quarantined_files=quarantined[:100],
         )
     if not around:

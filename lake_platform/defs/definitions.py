@@ -8,6 +8,7 @@ import os
 import dagster as dg
 
 from lake_platform.defs import checks
+from lake_platform.defs.bypasses import bypass_sensor
 from lake_platform.defs.indexes import index_refresh_schedule, indexes_current, table_indexes
 from lake_platform.defs.ingest import inbox_sensor, ingested
 from lake_platform.defs.maintenance import (
@@ -83,7 +84,7 @@ def build(
             reclaimed_results,
         ],
         asset_checks=[*checks.ALL, indexes_current],
-        sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor],
+        sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor, bypass_sensor],
         schedules=[
             version_cleanup_schedule,
             orphan_scan_schedule,

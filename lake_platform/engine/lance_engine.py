@@ -39,6 +39,7 @@ from lake_platform.engine.manifests import finalize_manifest as finalize_manifes
 from lake_platform.engine.manifests import is_staging_manifest as is_staging_manifest
 from lake_platform.engine.manifests import manifest_exists as manifest_exists
 from lake_platform.engine.manifests import manifest_size as manifest_size
+from lake_platform.engine.manifests import manifest_version as manifest_version
 from lake_platform.engine.manifests import manifests_above as manifests_above
 from lake_platform.engine.manifests import manifests_on_disk as manifests_on_disk
 from lake_platform.engine.manifests import quarantine_files as quarantine_files

@@ -244,6 +244,12 @@ def _manifest_version(name: str) -> int | None:
     return parsed[0] if parsed is not None and not parsed[1] else None
 
 
+def manifest_version(path: str) -> int | None:
+    """The version a canonical (final) manifest file stands for, by its path or name; None for
+    anything else (a staging manifest, another file)."""
+    return _manifest_version(path.rpartition("/")[2])
+
+
 def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
     """Version -> canonical manifest files (``_versions/<name>``) on storage: one listing of
     ``_versions/``, which is what Lance itself lists to find the newest version."""

@@ -9,11 +9,16 @@ from collections.abc import Callable
 
 _registry: Callable[[str, str, str, float], None] | None = None
 _lease: Callable[[str, float], None] | None = None
+_bypass: Callable[[str, int], None] | None = None
 
 
-def install(registry: Callable[[str, str, str, float], None], lease: Callable[[str, float], None]) -> None:
-    global _registry, _lease
-    _registry, _lease = registry, lease
+def install(
+    registry: Callable[[str, str, str, float], None],
+    lease: Callable[[str, float], None],
+    bypass: Callable[[str, int], None] | None = None,
+) -> None:
+    global _registry, _lease, _bypass
+    _registry, _lease, _bypass = registry, lease, bypass
 
 
 def observe_registry(backend: str, op: str, outcome: str, seconds: float) -> None:
@@ -26,3 +31,11 @@ def observe_lease_wait(outcome: str, seconds: float) -> None:
     record = _lease
     if record is not None:
         record(outcome, seconds)
+
+
+def observe_bypass(project: str, versions: int) -> None:
+    """``versions`` versions of a table in ``project`` were found written around the registry
+    (and moved to quarantine)."""
+    record = _bypass
+    if record is not None:
+        record(project, versions)

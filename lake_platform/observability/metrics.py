@@ -183,7 +183,21 @@ def observe_lease_wait(outcome: str, seconds: float) -> None:
     LEASE_WAIT.labels(outcome).observe(seconds)
 
 
-hooks.install(observe_registry, observe_lease_wait)
+BYPASSED_VERSIONS = Counter(
+    "lake_bypassed_versions",
+    "Table versions found committed around the registry (a manifest no registry commit made), moved "
+    "to quarantine and reported in the table's history, by project; counted by the process that found "
+    "them.",
+    ["project"],
+    registry=REGISTRY,
+)
+
+
+def observe_bypass(project: str, versions: int) -> None:
+    BYPASSED_VERSIONS.labels(project).inc(versions)
+
+
+hooks.install(observe_registry, observe_lease_wait, observe_bypass)
 
 
 # -- read at scrape time -------------------------------------------------------------------------

@@ -80,8 +80,14 @@ def test_a_rogue_append_is_not_folded_into_the_next_registered_commit(lake: Lake
     # Built on the registered version 1, numbered right after it, without the rogue row.
     assert (result.from_version, result.to_version) == (1, 2)
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
-    assert [(e.from_version, e.to_version) for e in lake.catalog.reads.history(T)] == [(0, 1), (1, 2)]
-    # The rogue manifest was moved aside, not deleted, and the commit log says so.
+    # The rogue manifest was moved aside, not deleted, and the commit log says so: a bypass
+    # entry naming the version, and the append that found it.
+    assert [(e.operation, e.from_version, e.to_version) for e in lake.catalog.reads.history(T)] == [
+        ("create", 0, 1),
+        ("bypass", 1, None),
+        ("append", 1, 2),
+    ]
+    assert lake.catalog.reads.history(T)[1].detail["versions"] == [2]
     entry = lake.catalog.reads.history(T)[-1]
     assert entry.detail["quarantined_manifests"] == [v2_name(2)]
     quarantined = [p for p in files(lake, location) if p.startswith("_quarantine/")]
@@ -140,7 +146,11 @@ def test_a_rogue_commit_racing_the_write_is_refused_and_the_table_stays_writable
     finally:
         racing.close()
     assert lake.catalog.reads.describe_table(T, with_stats=False).current_version == 1
-    assert [e.to_version for e in lake.catalog.reads.history(T)] == [1]
+    # Nothing registered; the rogue version moved aside is reported in the history.
+    assert [(e.operation, e.to_version) for e in lake.catalog.reads.history(T)] == [
+        ("create", 1),
+        ("bypass", None),
+    ]
     assert ids_of(lake.catalog.reads.open_table(T)) == [1]
 
     assert lake.catalog.tables.append(T, rows([2])).to_version == 2
@@ -185,7 +195,11 @@ def test_a_pylance_client_commit_over_a_rogue_manifest_is_refused_then_lands(lak
         storage_options=storage(lake, location),
     )
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
-    assert [e.to_version for e in lake.catalog.reads.history(T)] == [1, 2]
+    assert [(e.operation, e.to_version) for e in lake.catalog.reads.history(T)] == [
+        ("create", 1),
+        ("bypass", None),
+        ("append", 2),
+    ]
 
 
 # == a version file deleted behind the registry's back ======================================

@@ -224,3 +224,26 @@ def test_a_file_lance_panics_on_is_a_typed_error_not_a_traceback(lake: CliRunner
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert result.output.startswith("error [18 INTERNAL]: create failed: Lance panicked: ")
     assert run(lake, "table", "list") == []
+
+
+def test_history_tells_of_a_commit_made_around_the_registry(lake: CliRunner) -> None:
+    import lance  # plays the writer that bypasses the catalog
+
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.settings import load_settings
+
+    catalog = Catalog(load_settings())
+    try:
+        catalog.tables.create_table(T, pa.table({"id": pa.array([1, 2], pa.int64())}).to_reader())
+        location = catalog.reads.open_table(T).record.location
+        lance.write_dataset(pa.table({"id": pa.array([3], pa.int64())}), location, mode="append")  # version 2
+        assert catalog.manifests.catch_bypasses(T) == [2]
+    finally:
+        catalog.close()
+
+    text = lake.invoke(cli, ["table", "history", T])
+    assert text.exit_code == 0, text.output
+    assert "bypass" in text.output
+    assert "version(s) 2 were committed around the registry (not through the catalog)" in text.output
+    entries = run(lake, "table", "history", T)
+    assert [e["detail"]["versions"] for e in entries if e["operation"] == "bypass"] == [[2]]  # type: ignore[index]

@@ -165,7 +165,9 @@ def test_a_rogue_version_moved_to_quarantine_still_fails_until_an_operator_clear
         "no_versions_beyond_registry"
     ]
     assert not quarantined.passed and quarantined.severity == ERROR
-    assert "written around the registry were moved to _quarantine/" in quarantined.description
+    assert f"version 2 of {TABLE} was committed around the registry" in quarantined.description
+    assert "moved to _quarantine/" in quarantined.description
+    assert values(quarantined)["quarantined_versions"] == [2]
     assert [p.split("/")[-2:] for p in values(quarantined)["quarantined_files"]] == [  # type: ignore[union-attr]
         ["_versions", v2_manifest_name(2)]
     ]

@@ -314,3 +314,19 @@ def test_cache_counters_never_go_down_when_an_engine_goes_away(
         planned = engine.plan("SELECT count(*) AS n FROM w.ns.t", view, scope=ALICE)
         list(engine.stream(planned, scope=ALICE))
     assert cache_counts("result")["lake_query_cache_hits_total"] == during["lake_query_cache_hits_total"] + 1
+
+
+def test_versions_committed_around_the_registry_are_counted(small_lake: tuple[LakeSettings, Catalog]) -> None:
+    """A bypassing writer (a plain Lance append on the table's location) is found by the next
+    commit through the catalog, which moves it to quarantine: counted by project."""
+    import lance  # plays the writer that bypasses the catalog
+
+    _, catalog = small_lake
+    location = catalog.reads.open_table("p.w.ns.t").record.location
+    with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
+        before = scrape(metrics.port)
+        lance.write_dataset(pa.table({"id": pa.array([7], pa.int64())}), location, mode="append")
+        lance.write_dataset(pa.table({"id": pa.array([8], pa.int64())}), location, mode="append")
+        catalog.tables.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
+        after = scrape(metrics.port)
+    assert delta(before, after, "lake_bypassed_versions_total", project="p") == 2
