@@ -7,10 +7,10 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 (finalize and repair), ``versions`` (compaction, cleanup, purge), ``indexes``, ``tags``,
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
-a new name), ``rows`` (updates and merge-inserts of existing rows), ``inventory`` (what the
-registry names, for scans) and ``reports`` (maintenance reports and events). Every change
-ends in a registry commit with a commit-log entry (``CatalogContext.commit``); every
-destructive step is conditional.
+a new name), ``rows`` (updates and merge-inserts of existing rows), ``registrations``
+(adopting an existing Lance dataset), ``inventory`` (what the registry names, for scans) and
+``reports`` (maintenance reports and events). Every change ends in a registry commit with a
+commit-log entry (``CatalogContext.commit``); every destructive step is conditional.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
+from lake_platform.catalog.register import Registrations
 from lake_platform.catalog.rename import Renames
 from lake_platform.catalog.reports import Reports
 from lake_platform.catalog.restore import Restores
@@ -92,6 +93,7 @@ class Catalog:
         self.restores = Restores(self.ctx, commits)
         self.renames = Renames(self.ctx, self.policies)
         self.rows = RowChanges(self.ctx, commits)
+        self.registrations = Registrations(self.ctx)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
 

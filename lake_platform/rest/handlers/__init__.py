@@ -42,7 +42,6 @@ HANDLERS: dict[str, Handler] = {
 
 #: operationId -> why the catalog does not back it (the answer's detail).
 UNSUPPORTED: dict[str, str] = {
-    "RegisterTable": "table locations are assigned by the catalog (unique per incarnation)",
     "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
     "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
     "BatchCommitTables": "multi-table commits are not atomic in the registry yet",

@@ -1,12 +1,13 @@
 """A table's registration over REST: RenameTable moves it to another name (``catalog/rename.py``:
-one registry transaction; locations are per incarnation, so no data moves)."""
+one registry transaction; locations are per incarnation, so no data moves); RegisterTable adopts
+an existing Lance dataset under the warehouse-root rules (``catalog/register.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
@@ -30,6 +31,25 @@ def rename_table(request: RestRequest) -> Any:
     return {"transaction_id": result.commit_id}
 
 
+def register_table(request: RestRequest) -> Any:
+    scoped(request, table=True)
+    tname = request.table_name()
+    mode = str(request.body.get("mode") or "create").lower()
+    if mode == "overwrite":
+        raise Unsupported("register mode overwrite: drop the table (to the trash) first, then register")
+    if mode != "create":
+        raise InvalidInput(f"mode must be create or overwrite, got {mode!r}")
+    location = request.body.get("location")
+    if not isinstance(location, str) or not location:
+        raise InvalidInput("location is required")
+    result = request.service.catalog.registrations.register_table(
+        str(tname), location, by=Provenance(principal=request.principal)
+    )
+    record = request.service.catalog.ctx.table(tname)[0]
+    return {"transaction_id": result.commit_id, "location": record.location}
+
+
 HANDLERS = {
+    "RegisterTable": register_table,
     "RenameTable": rename_table,
 }
