@@ -42,7 +42,10 @@ HANDLERS: dict[str, Handler] = {
 
 #: operationId -> why the catalog does not back it (the answer's detail).
 UNSUPPORTED: dict[str, str] = {
-    "AlterTableBackfillColumns": "schema evolution is not a catalog operation yet",
+    "AlterTableBackfillColumns": (
+        "the catalog has no virtual (UDF) columns to backfill; "
+        "computed columns are added whole by AlterTableAddColumns"
+    ),
     "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
     "BatchCommitTables": "multi-table commits are not atomic in the registry yet",
     "ListTableBranches": "branches are not registered by the catalog",
