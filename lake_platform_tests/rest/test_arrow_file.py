@@ -1,7 +1,7 @@
 """QueryTable's answer as one Arrow IPC file streamed as it is written: pylance's own
 ``RestNamespace.query_table`` reads a million-row answer exactly (no handle); the body is chunked
-and ends with the file's footer; a client that goes away stops the query; a spawned server's
-peak memory grows by much less than the answer it streams."""
+and ends with the file's footer; a query stopped midway cuts it; a client that goes away stops the
+query; a spawned server's peak memory grows by much less than the answer it streams."""
 
 from __future__ import annotations
 
@@ -19,12 +19,15 @@ import requests
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.observability.audit import audit_target, read_records
+from lake_platform.rest.app import build_app
 from lake_platform.rest.arrow_file import BUFFERED_BYTES
+from lake_platform.rest.server import RestService
+from lake_platform.settings.flight import flight_settings
 from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.flight.conftest import wait_until
 from lake_platform_tests.flight.test_value_cap import peak_rss
 from lake_platform_tests.rest.clients import rest_namespace
-from lake_platform_tests.rest.conftest import RestLake, rest_settings, start_rest_lake
+from lake_platform_tests.rest.conftest import RestLake, ServerThread, rest_settings, start_rest_lake
 from lake_platform_tests.servers import free_port
 
 ROWS = 1_000_000
@@ -92,6 +95,36 @@ def test_a_client_that_goes_away_stops_the_query(big: RestLake) -> None:
     assert wait_until(lambda: ended(), timeout=60)
     (record,) = ended()
     assert record["status"] == "CANCELLED" and record["rows"] < ROWS, record
+
+
+def test_a_query_stopped_after_its_first_bytes_cuts_the_body(tmp_path: Path) -> None:
+    """Past LAKE_FLIGHT_MAX_RESULT_BYTES once streaming has begun, the answer cannot become a
+    problem body any more: the transfer is cut, so the client never sees a shorter valid file."""
+    settings = rest_settings(tmp_path / "home")
+    catalog = Catalog(settings)
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w")
+    catalog.containers.create_namespace("p.w.ns")
+    token = catalog.access.create_token("viewer", project="p", role="reader")[1]
+    catalog.tables.create_table("p.w.ns.big", numbers(ROWS))  # 16 MB
+    limit = BUFFERED_BYTES + (2 << 20)
+    service = RestService(settings, catalog=catalog, flight=flight_settings(settings, max_result_bytes=limit))
+    server = ServerThread(settings, build_app(service))
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{settings.rest_port}{QUERY}"
+        headers = {"Authorization": f"Bearer {token}"}
+        with requests.post(
+            url, json={"vector": {}, "k": 0}, headers=headers, stream=True, timeout=60
+        ) as resp:
+            assert resp.status_code == 200
+            with pytest.raises(requests.exceptions.ChunkedEncodingError):
+                b"".join(resp.iter_content(1 << 20))
+        within = requests.post(url, json={"vector": {}, "k": 1000}, headers=headers, timeout=60)
+        assert within.status_code == 200 and pa.ipc.open_file(within.content).read_all().num_rows == 1000
+    finally:
+        server.stop()
+        catalog.close()
 
 
 # -- memory, measured from outside ---------------------------------------------------------------
