@@ -7,9 +7,9 @@ The table itself is planned as the query engine plans SQL (``SELECT * FROM <tabl
 SQL); the filter, the columns and the limit are then applied to that plan's frame, inside the
 engine's choice of access path (``QueryEngine.access``), so that choice sees the filter: a key
 filter (``id = 5``, ``id IN (...)``) on a column with a scalar index reads Lance's index, never
-the snapshot cache's batches, and an ``AND`` of ``column = literal`` terms without ``k`` or
-``offset`` is answered by Lance's scanner directly (``query.lookup``), as Flight SQL answers
-the same lookup.
+the snapshot cache's batches, and an ``AND`` of ``column = literal`` terms, one of them on an
+indexed column, without ``k`` or ``offset`` is answered by Lance's scanner directly
+(``query.lookup``), as Flight SQL answers the same lookup.
 """
 
 from __future__ import annotations
