@@ -88,6 +88,7 @@ def file_chunks(
 
 
 def whole_file(schema: pa.Schema, batches: list[pa.RecordBatch]) -> bytes:
+    """``batches`` as one Arrow IPC file, in memory (an answer known to be small)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as writer:
         for batch in batches:
