@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
+import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TableAlreadyExists
-from lake_platform.rest.handlers import plans
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 

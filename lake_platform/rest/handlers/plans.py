@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound
 from lake_platform.query.planner import PlannedQuery
 from lake_platform.query.snapshot_head import latest_view
-from lake_platform.rest.handlers import scan
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.handlers.query import ScanRequest, scan_request
 from lake_platform.rest.request import RestRequest
