@@ -4,8 +4,7 @@ results area, then served (by any replica) from there, one endpoint per segment.
 When: the caller asks (the ``x-lake-spool: true`` call header; with ADBC the option
 ``adbc.flight.sql.rpc.call_header.x-lake-spool``), or the query's result is as big as its
 tables (``PlanFacts.table_rows``: no aggregate, distinct, limit, top-n or key lookup) and they
-hold at least ``LAKE_FLIGHT_SPOOL_MIN_ROWS`` rows or ``LAKE_FLIGHT_SPOOL_MIN_BYTES`` bytes (0:
-never by size).
+hold ``LAKE_FLIGHT_SPOOL_MIN_ROWS`` rows or ``LAKE_FLIGHT_SPOOL_MIN_BYTES`` bytes (0: off).
 
 How: a job thread on the planning replica streams the planned query (pinned, with the query
 time limit and the process's memory pool, so memory stays bounded as when streaming) into
@@ -348,7 +347,7 @@ class Spooler:
             for name in written_segments(self.area, project, job_id, job):
                 yield from self.read_segment(project, job_id, name)[1]
         except ResultNotFound:  # a failed job deletes its segments: say why it failed
-            if job is not None and job.done.is_set() and job.state != "done":
+            if job is not None and job.done.wait(5) and job.state != "done":  # its files go first
                 raise job.error or QueryCancelled("spooling the result failed") from None
             raise
 
