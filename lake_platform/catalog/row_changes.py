@@ -56,6 +56,11 @@ class RowChanges:
         if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
             raise InvalidInput("the predicate must be a SQL filter")
 
+        schema = self.commits.reads.open_table(name, by=by).schema  # refused before the lease
+        unknown = [c for c in updates if c not in schema.names]
+        if unknown:
+            raise InvalidInput(f"{name} has no column {unknown[0]!r} to update")
+
         def change(ds: Any) -> dict[str, int]:
             return {"updated_rows": engine.update_rows(ds, updates, predicate)}
 
