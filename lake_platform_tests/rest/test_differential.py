@@ -101,6 +101,13 @@ SEQUENCE: list[tuple[str, str, str, Any]] = [
     ("drop missing column", "POST", f"/v1/table/{TP}/drop_columns", {"columns": ["no"]}),
     ("restore", "POST", f"/v1/table/{TP}/restore", {"version": 1}),
     ("restore missing version", "POST", f"/v1/table/{TP}/restore", {"version": 99}),
+    ("update rows", "POST", f"/v1/table/{TP}/update", {"predicate": "id = 1", "updates": [["tag", "'z'"]]}),
+    (
+        "delete versions",
+        "POST",
+        f"/v1/table/{TP}/version/delete",
+        {"ranges": [{"start_version": 2, "end_version": 3}]},
+    ),
     ("rename table", "POST", f"/v1/table/{TP}/rename", {"new_table_name": "moved"}),
     ("rename table back", "POST", "/v1/table/p$w$ns$moved/rename", {"new_table_name": "events"}),
     ("drop non-empty namespace", "POST", "/v1/namespace/p$w$ns/drop", {}),
@@ -118,6 +125,7 @@ ALLOWED: dict[str, str] = {
     "count rows, predicate": "as count rows",
     "rename table": "we rename (a registry transaction); the reference does not implement it (500/18)",
     "rename table back": "as above",
+    "delete versions": "ours keeps a version a reader may have pinned (superseded within the ticket lifetime)",
     "rename missing column": "we answer TableColumnNotFound 404/12; the reference answers Internal 500/18",
     "drop missing column": "we answer TableColumnNotFound 404/12; the reference answers Internal 500/18",
     "restore missing version": "we answer TableVersionNotFound 404/11; the reference answers Internal 500/18",
@@ -215,3 +223,8 @@ def test_same_calls_same_answers_as_the_reference_server(rest_lake: RestLake, or
     assert answers["count rows, predicate"] == r_answers["count rows, predicate"] == 1
     assert isinstance(answers["explain"], str) and isinstance(r_answers["explain"], str)
     assert "output_rows" in answers["analyze"] and "output_rows" in r_answers["analyze"]
+    assert answers["update rows"]["updated_rows"] == r_answers["update rows"]["updated_rows"] == 1
+    assert (
+        answers["delete versions"]["deleted_count"] == 0
+        and r_answers["delete versions"]["deleted_count"] == 1
+    )
