@@ -344,7 +344,7 @@ class Spooler:
         """Every segment of a job in order, each once it is written (``spool_follow``)."""
         job = self.local(job_id)
         try:
-            for name in written_segments(self.area, project, job_id, job):
+            for name in written_segments(self.area, project, job_id, job, self.settings.timeout or None):
                 yield from self.read_segment(project, job_id, name)[1]
         except ResultNotFound:  # a failed job deletes its segments: say why it failed
             if job is not None and job.done.wait(5) and job.state != "done":  # its files go first

@@ -10,10 +10,11 @@ the end.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from lake_platform.query.errors import QueryCancelled
+from lake_platform.query.errors import QueryCancelled, QueryTimeout
 
 if TYPE_CHECKING:
     from lake_platform.engine.results import ResultsArea
@@ -23,12 +24,21 @@ if TYPE_CHECKING:
 REMOTE_POLL_SECONDS = 0.2
 
 
-def written_segments(area: ResultsArea, project: str, job_id: str, job: Job | None) -> Iterator[str]:
+def written_segments(
+    area: ResultsArea, project: str, job_id: str, job: Job | None, timeout: float | None
+) -> Iterator[str]:
     """The job's segment names in order, each once written; ``job``: this replica's running
-    job (None: another replica's, read from ``area`` once done). Raises the job's error if it
-    fails, after the segments written before it."""
+    job (None: another replica's, read from ``area`` once done, waiting at most ``timeout``
+    seconds, the query time limit the job runs under). Raises the job's error if it fails,
+    after the segments written before it."""
     if job is None:
+        deadline = None if timeout is None else time.monotonic() + timeout
         while (done := area.done(project, job_id)) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise QueryTimeout(
+                    "the spooled result was not finished within LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS "
+                    "(the replica spooling it may have stopped); run the query again"
+                )
             threading.Event().wait(REMOTE_POLL_SECONDS)
         yield from (seg["name"] for seg in done["segments"])
         return

@@ -143,3 +143,32 @@ def test_a_failed_spool_fails_its_reader(lake: Any, server: Any) -> None:
     assert job.state == "cancelled"
     with pytest.raises(Exception, match="cancelled|gone"):
         list(batches)
+
+
+def test_another_replica_streams_the_whole_result_once_it_is_done(lake: Any) -> None:
+    keys = "k1:" + "cd" * 32
+    with serving(*lake, keys=keys, **SPOOL) as a, serving(*lake, keys=keys, **SPOOL) as b:
+        client_a, options_a = login(f"grpc://127.0.0.1:{a.port}")
+        info = plan(client_a, options_a, "SELECT id FROM w.ns.big ORDER BY id")
+        assert len(info.endpoints) == 1 and is_segment(info.endpoints[0])
+        client_b = fl.connect(f"grpc://127.0.0.1:{b.port}")
+        got = client_b.do_get(info.endpoints[0].ticket, options_a).read_all()
+        assert got.column("id").to_pylist() == list(range(4000))
+
+
+def test_a_replica_waits_for_another_ones_spool_at_most_the_time_limit(lake: Any, server: Any) -> None:
+    from lake_platform.flight.spool_follow import written_segments
+    from lake_platform.query.errors import QueryTimeout
+
+    gate = Gate(server.engine)
+    settings = SpoolSettings(min_rows=0, min_bytes=0, segment_bytes=4 << 10, ttl=600, max_jobs=1, timeout=0)
+    spooler = Spooler(server.spooler.area, server.spooler.sealer, settings, gate, server.fragment_sizes)
+    planned = server.engine.plan("SELECT id, s FROM w.ns.big", load_snapshot(lake[1].store).project("p"))
+    job = spooler.start(ALICE, planned, ordered=False)
+    try:  # as another replica sees it: the job's folder, no done.json while it is held
+        with pytest.raises(QueryTimeout, match="not finished within"):
+            list(written_segments(spooler.area, "p", job.id, None, timeout=0.5))
+    finally:
+        gate.released.set()
+    assert job.done.wait(30) and job.state == "done"
+    assert list(written_segments(spooler.area, "p", job.id, None, timeout=0.5)) == job.closed
