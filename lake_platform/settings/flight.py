@@ -217,12 +217,14 @@ class FlightSettings(BaseSettings):
         "the x-lake-spool header is refused.",
     )
     spool_min_rows: int = Field(
-        0, ge=0, description="Spool a row-returning query whose tables hold at least this many rows; 0 = off."
+        0,
+        ge=0,
+        description="Spool a result as big as its tables (see spool.py) past this many table rows; 0: off.",
     )
     spool_min_bytes: int = Field(
         4 << 30,
         ge=0,
-        description="Spool a row-returning query whose tables hold at least this many data bytes; 0 = off.",
+        description="Spool a result as big as its tables past this many table data bytes; 0: off.",
     )
     spool_segment_bytes: int = Field(
         64 << 20, ge=1 << 10, description="Arrow bytes per spooled segment (one endpoint each)."
