@@ -125,7 +125,7 @@ ALLOWED: dict[str, str] = {
     "count rows, predicate": "as count rows",
     "rename table": "we rename (a registry transaction); the reference does not implement it (500/18)",
     "rename table back": "as above",
-    "delete versions": "ours keeps a version a reader may have pinned (superseded within the ticket lifetime)",
+    "delete versions": "ours keeps a version a reader may have pinned (superseded within a ticket lifetime)",
     "rename missing column": "we answer TableColumnNotFound 404/12; the reference answers Internal 500/18",
     "drop missing column": "we answer TableColumnNotFound 404/12; the reference answers Internal 500/18",
     "restore missing version": "we answer TableVersionNotFound 404/11; the reference answers Internal 500/18",
