@@ -156,3 +156,19 @@ def test_an_unknown_endpoints_header_is_refused(alice: Any) -> None:
     client, options = alice
     with pytest.raises(pa.ArrowInvalid, match="x-lake-endpoints must be 'one' or 'many'"):
         plan(client, asking(options, "all"), "SELECT id FROM w.ns.million")
+
+
+def test_cut_parts_skip_deleted_rows_exactly(lake: tuple[LakeSettings, Catalog]) -> None:
+    """Offsets count live rows: the parts cutting a fragment with deletions tile what is left."""
+    from lake_platform_tests.flight.conftest import t_rows
+
+    _, catalog = lake
+    catalog.tables.create_table("p.w.ns.holey", t_rows(10_000).to_reader())
+    catalog.tables.delete_rows("p.w.ns.holey", "id % 7 = 0 OR (id > 3000 AND id < 5000)")
+    live = [i for i in range(10_000) if i % 7 and not 3000 < i < 5000]
+    with serving(*lake, endpoint_target_rows=2000, max_endpoints=8) as server:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        info = plan(client, asking(options), "SELECT id, s FROM w.ns.holey")
+        assert len(info.endpoints) == -(-len(live) // 2000)
+        parts = [client.do_get(e.ticket, options).read_all().column("id").to_pylist() for e in info.endpoints]
+    assert all(parts) and sorted(i for p in parts for i in p) == live
