@@ -12,20 +12,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 
 if TYPE_CHECKING:
     from lake_platform.engine.results import ResultsArea
-    from lake_platform.flight.spool import Job
+
+
+class RunningJob(Protocol):
+    """What this module reads of a running spool job (``spool.Job``, which imports this)."""
+
+    changed: threading.Condition
+    closed: list[str]
+    done: threading.Event
+    state: str
+    error: BaseException | None
+
 
 #: How often a replica without the job looks for its end in the results area.
 REMOTE_POLL_SECONDS = 0.2
 
 
 def written_segments(
-    area: ResultsArea, project: str, job_id: str, job: Job | None, timeout: float | None
+    area: ResultsArea, project: str, job_id: str, job: RunningJob | None, timeout: float | None
 ) -> Iterator[str]:
     """The job's segment names in order, each once written; ``job``: this replica's running
     job (None: another replica's, read from ``area`` once done, waiting at most ``timeout``
@@ -57,4 +67,4 @@ def written_segments(
             return
 
 
-__all__ = ["REMOTE_POLL_SECONDS", "written_segments"]
+__all__ = ["REMOTE_POLL_SECONDS", "RunningJob", "written_segments"]

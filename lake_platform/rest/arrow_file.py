@@ -26,8 +26,6 @@ import pyarrow as pa
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from lake_platform.rest.request import Reply
-
 ARROW_FILE = "application/vnd.apache.arrow.file"
 #: A result that ends within this many Arrow bytes is answered whole, with its length: small
 #: answers cost no chunked framing and fail, if they fail, with a problem body.
@@ -121,18 +119,4 @@ class ArrowFileResponse(StreamingResponse):
                 await anyio.to_thread.run_sync(getattr(self._chunks, "close", lambda: None))
 
 
-def answer(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Reply | ArrowFileResponse:
-    """The result as one Arrow IPC file: whole when it ends within :data:`BUFFERED_BYTES`,
-    else streamed. Batches up to that size are taken here, on the request's thread, so a query
-    that fails early fails as an ordinary answer."""
-    head: list[pa.RecordBatch] = []
-    held = 0
-    for batch in batches:
-        head.append(batch)
-        held += batch.nbytes
-        if held >= BUFFERED_BYTES:
-            return ArrowFileResponse(file_chunks(schema, head, batches))
-    return Reply(whole_file(schema, head), ARROW_FILE)
-
-
-__all__ = ["ARROW_FILE", "BUFFERED_BYTES", "ArrowFileResponse", "answer", "file_chunks", "whole_file"]
+__all__ = ["ARROW_FILE", "BUFFERED_BYTES", "ArrowFileResponse", "file_chunks", "whole_file"]

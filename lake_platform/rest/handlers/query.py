@@ -133,7 +133,7 @@ def query_table(request: RestRequest) -> Any:
     # answered from the result cache when small and deterministic.
     stream = observed(engine.stream(planned, scope=principal), info, service.audit)
     if not handle:
-        return arrow_file.answer(planned.schema, stream)
+        return answer(planned.schema, stream)
     return _handle_answer(request, tname.project, planned.schema, stream)
 
 
@@ -184,6 +184,20 @@ def result_segment(request: RestRequest) -> Any:
     from starlette.responses import StreamingResponse
 
     return StreamingResponse(results.read_segment(area, path), media_type=ARROW_FILE)
+
+
+def answer(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Reply | arrow_file.ArrowFileResponse:
+    """The result as one Arrow IPC file: whole when it ends within :data:`arrow_file.BUFFERED_BYTES`,
+    else streamed. Batches up to that size are taken here, on the request's thread, so a query
+    that fails early fails as an ordinary answer."""
+    head: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        head.append(batch)
+        held += batch.nbytes
+        if held >= arrow_file.BUFFERED_BYTES:
+            return arrow_file.ArrowFileResponse(arrow_file.file_chunks(schema, head, batches))
+    return Reply(arrow_file.whole_file(schema, head), ARROW_FILE)
 
 
 HANDLERS = {"QueryTable": query_table}
