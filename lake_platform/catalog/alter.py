@@ -32,6 +32,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action, Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
@@ -159,7 +160,7 @@ class Alter:
         if taken:
             raise TableSchemaValidationError(f"column {taken[0]} already exists")
         try:
-            fields = list(engine.expression_schema(snap.dataset, expressions))
+            fields = list(changes.expression_schema(snap.dataset, expressions))
         except Exception as exc:  # noqa: BLE001 - Lance's planner refuses a bad expression
             raise InvalidInput(f"cannot add columns to {name}: {first_line(exc)}") from None
 
@@ -175,7 +176,7 @@ class Alter:
             "add-columns",
             {"columns": {f.name: str(f.type) for f in fields}, "expressions": dict(expressions)},
             change,
-            lambda ds: engine.add_computed_columns(ds, expressions),
+            lambda ds: changes.add_computed_columns(ds, expressions),
             by.principal,
             by.actor,
         )
@@ -261,7 +262,7 @@ class Alter:
             "rename-column",
             detail,
             change,
-            lambda ds: engine.rename_columns(ds, renames),
+            lambda ds: changes.rename_columns(ds, renames),
             by.principal,
             by.actor,
             role="admin",

@@ -17,6 +17,7 @@ from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, TableVersionNotFound
 from lake_platform.naming import TableName
@@ -64,7 +65,7 @@ class Restores:
             lease.check()
             try:
                 self.ctx.at("restore:before-write")  # inside: an injected failure is an engine failure
-                engine.restore(ds)
+                changes.restore(ds)
             except Exception as exc:  # noqa: BLE001 - resolved by commit id, never guessed
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(record, pending)

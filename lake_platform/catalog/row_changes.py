@@ -17,7 +17,7 @@ from lake_platform.catalog.context import CatalogContext, check_commit_id, first
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
-from lake_platform.engine import lance_engine as engine
+from lake_platform.engine import changes
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
 
@@ -62,7 +62,7 @@ class RowChanges:
             raise InvalidInput(f"{name} has no column {unknown[0]!r} to update")
 
         def change(ds: Any) -> dict[str, int]:
-            return {"updated_rows": engine.update_rows(ds, updates, predicate)}
+            return {"updated_rows": changes.update_rows(ds, updates, predicate)}
 
         detail = {"columns": sorted(updates), "predicate": predicate}
         return self._change(name, "update", detail, change, by)
@@ -92,7 +92,7 @@ class RowChanges:
             raise InvalidInput(f"the data has no key column {missing[0]!r}")
 
         def change(ds: Any) -> dict[str, int]:
-            return engine.merge_insert(
+            return changes.merge_insert(
                 ds,
                 data,
                 on,

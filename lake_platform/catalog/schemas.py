@@ -15,6 +15,7 @@ from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
@@ -186,7 +187,7 @@ class Schemas:
             pending.schema_ipc = schema_to_ipc(schema)
             try:
                 # One Lance commit for all columns: each column's whole metadata, replaced.
-                engine.replace_field_metadata(ds, merged)
+                changes.replace_field_metadata(ds, merged)
             except Exception as exc:  # noqa: BLE001
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(record, pending)

@@ -267,38 +267,6 @@ def delete_rows(ds: lance.LanceDataset, predicate: str) -> None:
 
 
 @engine_call
-def update_rows(ds: lance.LanceDataset, updates: dict[str, str], predicate: str | None) -> int:
-    """Set ``updates`` (column -> SQL expression) on the rows ``predicate`` selects (all without
-    one): one commit, or none when no row matches. Returns the rows updated."""
-    return int(ds.update(dict(updates), where=predicate)["num_rows_updated"])
-
-
-@engine_call
-def merge_insert(
-    ds: lance.LanceDataset,
-    data: pa.RecordBatchReader,
-    on: Sequence[str],
-    *,
-    update_matched: bool,
-    update_matched_if: str | None,
-    insert_unmatched: bool,
-    delete_unmatched_by_source: bool,
-    delete_unmatched_by_source_if: str | None,
-) -> dict[str, int]:
-    """Merge ``data`` into the table on the key columns ``on``: one commit. Returns the rows
-    inserted, updated and deleted."""
-    builder = ds.merge_insert(list(on))
-    if update_matched:
-        builder = builder.when_matched_update_all(update_matched_if)
-    if insert_unmatched:
-        builder = builder.when_not_matched_insert_all()
-    if delete_unmatched_by_source:
-        builder = builder.when_not_matched_by_source_delete(delete_unmatched_by_source_if)
-    stats = builder.execute(data)
-    return {k: int(stats.get(k, 0)) for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows")}
-
-
-@engine_call
 def update_schema_metadata(ds: lance.LanceDataset, values: dict[str, str | None]) -> dict[str, str]:
     """Merge ``values`` into the schema metadata (a None value removes its key); commits a version."""
     return dict(ds.update_schema_metadata(values) or {})
@@ -361,39 +329,6 @@ def drop_columns(ds: lance.LanceDataset, names: Sequence[str]) -> None:
 @engine_call
 def rename_column(ds: lance.LanceDataset, old: str, new: str) -> None:
     ds.alter_columns({"path": old, "name": new})
-
-
-@engine_call
-def rename_columns(ds: lance.LanceDataset, renames: dict[str, str]) -> None:
-    """Rename several columns in one commit."""
-    ds.alter_columns(*[{"path": old, "name": new} for old, new in renames.items()])
-
-
-@engine_call
-def expression_schema(ds: lance.LanceDataset, expressions: dict[str, str]) -> pa.Schema:
-    """The fields SQL ``expressions`` (name -> expression over the columns) yield, planned
-    without reading any row; a bad expression raises Lance's error."""
-    return ds.scanner(columns=dict(expressions), limit=0).projected_schema
-
-
-@engine_call
-def add_computed_columns(ds: lance.LanceDataset, expressions: dict[str, str]) -> None:
-    """Add columns computed from SQL expressions over each row (one commit; Lance writes the
-    new columns' data files)."""
-    ds.add_columns(dict(expressions))
-
-
-@engine_call
-def restore(ds: lance.LanceDataset) -> None:
-    """Make the checked-out (older) version the latest again: one new commit whose content is
-    that version's, through ``ds``'s namespace."""
-    ds.restore()
-
-
-@engine_call
-def replace_field_metadata(ds: lance.LanceDataset, metadata: dict[str, dict[str, str]]) -> None:
-    """Set columns' whole field metadata (column -> metadata), one commit."""
-    ds.update_field_metadata(dict(metadata), replace=True)
 
 
 @engine_call

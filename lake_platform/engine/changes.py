@@ -1,0 +1,81 @@
+"""Lance operations that change a table's rows or columns in one commit each: renames, columns
+computed from SQL expressions, field metadata, restoring an older version, updates and
+merge-inserts. Called on a dataset opened through the catalog's bound namespace, so each commit
+goes through the registry (managed versioning); none decides a version number itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lake_platform.engine.panics import engine_call
+
+if TYPE_CHECKING:
+    import lance
+    import pyarrow as pa
+
+
+@engine_call
+def rename_columns(ds: lance.LanceDataset, renames: dict[str, str]) -> None:
+    """Rename several columns in one commit."""
+    ds.alter_columns(*[{"path": old, "name": new} for old, new in renames.items()])
+
+
+@engine_call
+def expression_schema(ds: lance.LanceDataset, expressions: dict[str, str]) -> pa.Schema:
+    """The fields SQL ``expressions`` (name -> expression over the columns) yield, planned
+    without reading any row; a bad expression raises Lance's error."""
+    return ds.scanner(columns=dict(expressions), limit=0).projected_schema
+
+
+@engine_call
+def add_computed_columns(ds: lance.LanceDataset, expressions: dict[str, str]) -> None:
+    """Add columns computed from SQL expressions over each row (one commit; Lance writes the
+    new columns' data files)."""
+    ds.add_columns(dict(expressions))
+
+
+@engine_call
+def restore(ds: lance.LanceDataset) -> None:
+    """Make the checked-out (older) version the latest again: one new commit whose content is
+    that version's, through ``ds``'s namespace."""
+    ds.restore()
+
+
+@engine_call
+def replace_field_metadata(ds: lance.LanceDataset, metadata: dict[str, dict[str, str]]) -> None:
+    """Set columns' whole field metadata (column -> metadata), one commit."""
+    ds.update_field_metadata(dict(metadata), replace=True)
+
+
+@engine_call
+def update_rows(ds: lance.LanceDataset, updates: dict[str, str], predicate: str | None) -> int:
+    """Set ``updates`` (column -> SQL expression) on the rows ``predicate`` selects (all without
+    one): one commit, or none when no row matches. Returns the rows updated."""
+    return int(ds.update(dict(updates), where=predicate)["num_rows_updated"])
+
+
+@engine_call
+def merge_insert(
+    ds: lance.LanceDataset,
+    data: pa.RecordBatchReader,
+    on: Sequence[str],
+    *,
+    update_matched: bool,
+    update_matched_if: str | None,
+    insert_unmatched: bool,
+    delete_unmatched_by_source: bool,
+    delete_unmatched_by_source_if: str | None,
+) -> dict[str, int]:
+    """Merge ``data`` into the table on the key columns ``on``: one commit. Returns the rows
+    inserted, updated and deleted."""
+    builder = ds.merge_insert(list(on))
+    if update_matched:
+        builder = builder.when_matched_update_all(update_matched_if)
+    if insert_unmatched:
+        builder = builder.when_not_matched_insert_all()
+    if delete_unmatched_by_source:
+        builder = builder.when_not_matched_by_source_delete(delete_unmatched_by_source_if)
+    stats = builder.execute(data)
+    return {k: int(stats.get(k, 0)) for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows")}
