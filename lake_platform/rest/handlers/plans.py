@@ -9,8 +9,8 @@ DataFusion's optimized logical plan and physical plan as text (a JSON string, as
 answers its plan); ``verbose`` adds the logical plan before optimization. Analyze runs the plan
 to its end (the rows are counted, not sent) and answers the physical plan with each operator's
 metrics. A plan Lance's scanner answers from a scalar index (``planned.lookup``) says so on its
-first line. Counts and Analyze run within the engine's memory pool but outside its streams, so
-the query time limit of QueryTable and Flight SQL does not stop them.
+first line. Counts and Analyze run within the engine's memory pool and stop at its query time
+limit (checked between batches, as QueryTimeout), like QueryTable's stream.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from datafusion import lit
+
 import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound
-from lake_platform.query.planner import PlannedQuery
+from lake_platform.query.planner import PlannedQuery, check_deadline, deadline
 from lake_platform.query.snapshot_head import latest_view
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.handlers.query import ScanRequest, scan_request
@@ -74,7 +76,7 @@ def explain(request: RestRequest) -> Any:
 
 def analyze(request: RestRequest) -> Any:
     planned = plan_for(request, scan_request(request))
-    rows = sum(batch.to_pyarrow().num_rows for batch in planned.df.execute_stream())
+    rows = _drain(request, planned.df)
     lines = [_lookup_line(planned).rstrip("\n")] if planned.lookup is not None else []
     lines.append(f"AnalyzeExec: output_rows={rows}")
     stack = [(planned.df.execution_plan(), 1)]
@@ -90,7 +92,19 @@ def analyze(request: RestRequest) -> Any:
 def count_matching(request: RestRequest, predicate: str, version: int | None) -> int:
     """Rows of the table (at ``version``) for which ``predicate`` holds."""
     asked = ScanRequest(request.table_name(), None, predicate, None, None, version)
-    return int(plan_for(request, asked).df.count())
+    # One constant per matching row: only the predicate's columns are read.
+    return _drain(request, plan_for(request, asked).df.select(lit(1).alias("one")))
+
+
+def _drain(request: RestRequest, df: Any) -> int:
+    """Run ``df`` to its end, counting its rows, within the engine's query time limit."""
+    limits = request.service.query_engine().limits
+    until = deadline(limits)
+    rows = 0
+    for batch in df.execute_stream():
+        rows += batch.to_pyarrow().num_rows
+        check_deadline(limits, until, "the count")
+    return rows
 
 
 HANDLERS = {
