@@ -38,6 +38,7 @@ from lake_platform.catalog.row_changes import RowChanges
 from lake_platform.catalog.schemas import Schemas
 from lake_platform.catalog.tables import Tables
 from lake_platform.catalog.tags import Tags
+from lake_platform.catalog.transaction import Transaction
 from lake_platform.catalog.trash import Trash
 from lake_platform.catalog.versions import Versions
 from lake_platform.registry.factory import open_metastore
@@ -96,6 +97,11 @@ class Catalog:
         self.registrations = Registrations(self.ctx)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
+
+    def transaction(self, *, by: Provenance | None = None) -> Transaction:
+        """An atomic multi-table commit: ``with catalog.transaction() as tx: tx.append(...)``
+        (``transaction``): every table's new version becomes visible together, or none does."""
+        return Transaction(self.tables, by if by is not None else Provenance())
 
     def close(self) -> None:
         self.gate.close()

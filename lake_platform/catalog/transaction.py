@@ -1,0 +1,388 @@
+"""Atomic multi-table commits: several tables' new versions become visible together or not at all.
+
+``with catalog.transaction() as tx: tx.append(a, r1); tx.overwrite(b, r2)`` records the writes;
+leaving the block without an exception commits them:
+
+1. every table's lease is taken, in sorted name order (two transactions never deadlock);
+2. each table's data files and staging manifest are written through its bound namespace, which
+   *holds back* the version instead of registering it (``PendingCommit.hold``): nothing visible;
+3. ONE registry transaction registers every version, moves every table's head, appends every
+   log entry and commit marker and releases every lease (SQLite: one transaction; DynamoDB: one
+   TransactWriteItems). A failure before it leaves nothing visible; the staging files are
+   removed here when possible, else by the next writer's settle or the orphan scan;
+4. each manifest is published at its canonical path, as a single-table commit does; a crash
+   here leaves versions registered at their canonical path with ``staged_from`` set, which the
+   next reader or writer publishes (``manifests.finish_version``).
+
+A table costs ``OPS_PER_TABLE`` registry operations (plus two per schema step an evolving
+append takes), and a registry transaction carries at most ``MAX_TRANSACT_OPS``: hence
+``MAX_TABLES``. Each table's commit id is the transaction's with ``-t<i>`` appended (``i`` in
+sorted-name order), so a transaction given a commit id replays like a single commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lake_platform.catalog.context import check_commit_id, input_error
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.results import CommitResult
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    ServiceUnavailable,
+)
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitMarker, TableRecord, VersionRecord
+from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Op, Put
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.evolution import SchemaChange
+    from lake_platform.catalog.lease import Lease
+    from lake_platform.catalog.namespace import BoundTableNamespace
+    from lake_platform.catalog.tables import Tables
+
+log = logging.getLogger(__name__)
+
+#: Registry operations one table's version costs in the transaction: its version record, its
+#: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).
+OPS_PER_TABLE = 5
+#: The most tables one transaction may write (each schema step of an evolving append costs two
+#: more operations, checked before anything is written).
+MAX_TABLES = MAX_TRANSACT_OPS // OPS_PER_TABLE
+
+
+@dataclass
+class _Write:
+    """One table's part of a transaction, from its recording to its landing."""
+
+    name: TableName
+    mode: str
+    data: pa.RecordBatchReader
+    detail: dict[str, object]
+    commit_id: str = ""
+    record: TableRecord | None = None
+    change: SchemaChange | None = None
+    pending: PendingCommit | None = None
+    ns: BoundTableNamespace | None = None
+    lease: Lease | None = None
+    staged: list[str] = field(default_factory=list)
+
+
+class Transaction:
+    """The writes of one atomic multi-table commit (see the module docstring). Recording a write
+    reads nothing; ``commit`` (called on leaving the ``with`` block) does all the work."""
+
+    def __init__(self, tables: Tables, by: Provenance = UNSTATED) -> None:
+        self._tables = tables
+        self._ctx = tables.ctx
+        self._by = by
+        self.commit_id = check_commit_id(by.commit_id)
+        self._writes: dict[str, _Write] = {}
+        #: Set once committed: one result per table, in sorted name order.
+        self.results: list[CommitResult] = []
+
+    def append(
+        self, name: str, data: pa.RecordBatchReader, *, detail: dict[str, object] | None = None
+    ) -> None:
+        self._add(name, data, "append", detail)
+
+    def overwrite(
+        self, name: str, data: pa.RecordBatchReader, *, detail: dict[str, object] | None = None
+    ) -> None:
+        self._add(name, data, "overwrite", detail)
+
+    def _add(
+        self, name: str, data: pa.RecordBatchReader, mode: str, detail: dict[str, object] | None
+    ) -> None:
+        from lake_platform.catalog.arrow_io import as_reader
+
+        if self.results:
+            raise InvalidInput("this transaction is committed already")
+        tname = TableName.parse(name)
+        if str(tname) in self._writes:
+            raise InvalidInput(f"a transaction writes each table once; {tname} is in it already")
+        if len(self._writes) >= MAX_TABLES:
+            raise InvalidInput(f"a transaction writes at most {MAX_TABLES} tables")
+        self._writes[str(tname)] = _Write(tname, mode, as_reader(data), dict(detail or {}))
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.commit()
+
+    # -- the commit ---------------------------------------------------------------------------
+
+    def commit(self) -> list[CommitResult]:
+        if self.results:
+            return self.results
+        if not self._writes:
+            raise InvalidInput("a transaction needs at least one write")
+        writes = [self._writes[n] for n in sorted(self._writes)]
+        for i, w in enumerate(writes):
+            w.detail.setdefault("transaction", self.commit_id)
+            w.detail.setdefault("transaction_tables", len(writes))
+            w.commit_id = f"{self.commit_id}-t{i}"
+        replay = self._replayed(writes)
+        if replay is not None:
+            self.results = replay
+            return replay
+        who = self._ctx.who(self._by.principal)
+        for w in writes:
+            self._plan(w, who)
+        steps = sum(len(w.change.steps) if w.change else 0 for w in writes)
+        if OPS_PER_TABLE * len(writes) + 2 * steps > MAX_TRANSACT_OPS:
+            raise InvalidInput(
+                f"a transaction takes at most {MAX_TRANSACT_OPS} registry operations: {len(writes)} "
+                f"tables and {steps} schema steps need {OPS_PER_TABLE * len(writes) + 2 * steps}"
+            )
+        with contextlib.ExitStack() as leases:
+            for w in writes:  # sorted: two transactions take shared leases in the same order
+                assert w.record is not None
+                w.lease = leases.enter_context(self._ctx.gate.hold(w.record.incarnation))
+            try:
+                for w in writes:
+                    self._stage(w, who)
+                self._ctx.at("transaction:staged")
+                self._register(writes)
+            except BaseException:
+                self._discard_staged(writes)
+                raise
+        self._ctx.at("transaction:registered")
+        for w in writes:
+            self._publish(w)
+            self._ctx.at("transaction:published")
+        self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
+        return self.results
+
+    def _replayed(self, writes: list[_Write]) -> list[CommitResult] | None:
+        if self._by.commit_id is None:
+            return None
+        first = self._ctx.replayed(writes[0].commit_id)
+        if first is None:
+            return None
+        return [r for w in writes if (r := self._ctx.replayed(w.commit_id)) is not None]
+
+    def _plan(self, w: _Write, who: object) -> None:
+        """Identity, parent, permission and schema, before any lease is taken or byte written."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        parent_item, table_item = self._ctx.store.get_many([self._ctx.parent_key(w.name), keys.table(w.name)])
+        self._ctx.require_parent(w.name, parent_item)
+        who.require(w.name.project, "write", f"write to {w.name}")  # type: ignore[attr-defined]
+        w.record, _ = self._ctx.table(w.name, item=table_item)
+        if w.mode == "append":
+            current = schema_from_ipc(w.record.schema_ipc)
+            w.change = self._tables.schemas.plan_schema(w.name, current, [w.data.schema])
+            if w.change:
+                w.detail.update(w.change.describe())
+
+    def _stage(self, w: _Write, who: object) -> None:
+        """Under the lease: write the table's data files and staging manifest(s); the namespace
+        holds the versions back, so nothing is registered."""
+        from lake_platform.catalog.arrow_io import StreamCounter, schema_to_ipc
+        from lake_platform.catalog.tables import _check_schema
+
+        assert w.record is not None and w.lease is not None
+        planned_on = w.record.schema_ipc_b64
+        record, revision = self._ctx.table(w.name, incarnation=w.record.incarnation)
+        if w.mode == "append" and record.schema_ipc_b64 != planned_on:
+            raise ConcurrentModification(
+                f"the schema of {w.name} changed while this transaction was being prepared; "
+                "nothing was written, retry"
+            )
+        w.record = record
+        change = w.change
+        if w.mode == "overwrite":
+            _check_schema(w.data.schema, str(w.name))
+            schema_ipc: bytes | None = schema_to_ipc(w.data.schema)
+        else:
+            schema_ipc = schema_to_ipc(change.target) if change else None
+        counter = StreamCounter()
+        stream = counter.wrap(w.data, change.target if change else None)
+        pending = PendingCommit(
+            commit_id=w.commit_id,
+            operation=w.mode,
+            actor=self._ctx.actor(self._by.actor, who),  # type: ignore[arg-type]
+            run_id=self._by.run_id,
+            schema_ipc=schema_ipc,
+            stream_totals=counter.totals,
+            detail=w.detail,
+            # Every version this write makes is held back, the last one too: the transaction
+            # registers them all at once.
+            hold=[*(change.steps if change else []), w.mode],
+        )
+        w.pending = pending
+        self._tables.manifests.settle(w.name, record, pending)
+        if w.mode == "overwrite":
+            pending.rows_removed = self._tables.reads.snapshot(
+                w.name, record, record.current_version
+            ).count_rows()
+        ns = self._tables.commits.bind(w.name, record, revision, pending, w.lease)
+        w.ns = ns
+        w.lease.check()
+        storage = self._ctx.storage(record.location)
+        try:
+            self._ctx.at("transaction:before-write")
+            if change:
+                ds = engine.open_version(
+                    namespace=ns,
+                    table_id=w.name.parts,
+                    version=record.current_version,
+                    storage_options=storage,
+                )
+                engine.evolve_schema(ds, widened=change.widened, added=change.added)
+            engine.write(stream, namespace=ns, table_id=w.name.parts, mode=w.mode, storage_options=storage)
+        except Exception as exc:  # noqa: BLE001 - nothing can have landed: every version is held
+            w.staged = [h[0].manifest_path for h in pending.held]
+            if counter.error is not None:
+                raise input_error(counter.error) from None
+            if ns.failure is not None:
+                raise ns.failure from None
+            self._tables.commits.resolve_failure(pending, ns, exc)
+            raise
+        w.staged = [h[0].manifest_path for h in pending.held]
+        if len(pending.held) != len(pending.hold):
+            raise ConcurrentModification(f"the write to {w.name} staged no version; nothing was committed")
+        self._ctx.at("transaction:written")
+
+    def _register(self, writes: list[_Write]) -> None:
+        """The one registry transaction that makes every table's version visible."""
+        ops: list[Op] = []
+        finals: list[VersionRecord] = []
+        with contextlib.ExitStack() as fences:
+            for w in writes:
+                assert w.lease is not None
+                fences.enter_context(w.lease.fenced())
+            for w in writes:
+                final = self._table_ops(w, ops)
+                finals.append(final)
+            try:
+                results = self._ctx.store.transact(ops)
+            except ConditionFailed as exc:
+                raise ConcurrentModification(
+                    f"the transaction {self.commit_id} was refused ({exc.key} changed); nothing was committed"
+                ) from None
+            except ServiceUnavailable:
+                if self._ctx.commit_landed(writes[0].commit_id) is None:
+                    raise
+                results = [None] * len(ops)  # landed: revisions are read back when publishing
+        at = 0
+        for w, final in zip(writes, finals, strict=True):
+            assert w.pending is not None and w.lease is not None and w.ns is not None
+            pending, steps = w.pending, len(w.pending.held) - 1
+            version_item, table_item, marker_item, lease_item = (
+                results[at],
+                results[at + 1],
+                results[at + 3],
+                results[at + 4],
+            )
+            w.lease.released_by_commit(lease_item.revision if lease_item is not None else None)
+            pending.from_version = w.ns.record.current_version
+            pending.marker_revision = marker_item.revision if marker_item is not None else ABSENT
+            pending.versions[final.version] = (final, version_item.revision if version_item else 0)
+            held = [(h[0], h[1]) for h in pending.held[:-1]]
+            for i, (ver, log_key) in enumerate(held):
+                item = results[at + OPS_PER_TABLE + 2 * i]
+                pending.versions[ver.version] = (ver, item.revision if item is not None else 0)
+                pending.landed.append((ver.version, log_key))
+            pending.landed.append((final.version, pending.held[-1][1]))
+            w.record = w.ns.record.model_copy(update={"current_version": final.version})
+            if table_item is not None:
+                w.ns.record_revision = table_item.revision
+            at += OPS_PER_TABLE + 2 * steps
+
+    def _table_ops(self, w: _Write, ops: list[Op]) -> VersionRecord:
+        """Append one table's operations to ``ops``; returns its final version's record."""
+        assert w.pending is not None and w.ns is not None and w.lease is not None
+        pending, ns = w.pending, w.ns
+        record = ns.record
+        *steps, (last, log_key, entry) = pending.held
+        staging = last.manifest_path
+        canonical = engine.canonical_manifest_path(staging, last.version)
+        storage = self._ctx.storage(record.location)
+        final = last
+        if not engine.manifest_exists(record.location, canonical, storage):
+            # Registered at its canonical path, published right after (as a single commit does).
+            final = last.model_copy(update={"manifest_path": canonical, "staged_from": staging})
+        pending.staged[last.version] = staging
+        rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
+        entry = entry.model_copy(
+            update={
+                "operation": pending.operation,
+                "from_version": record.current_version,
+                "rows_added": rows,
+                "bytes_added": nbytes,
+                "rows_removed": pending.rows_removed,
+                "detail": dict(pending.detail),
+            }
+        )
+        updates: dict[str, object] = {"current_version": last.version}
+        if pending.schema_ipc is not None:
+            updates["schema_ipc_b64"] = TableRecord.encode_schema(pending.schema_ipc)
+        marker = CommitMarker(
+            commit_id=pending.commit_id,
+            target=str(w.name),
+            operation=pending.operation,
+            incarnation=record.incarnation,
+            from_version=record.current_version,
+            to_version=last.version,
+            log_key=log_key,
+            at_ms=entry.at_ms,
+        )
+        ops += [
+            Put(keys.version(record.incarnation, last.version), final.encode(), ABSENT),
+            Put(keys.table(w.name), record.model_copy(update=updates).encode(), ns.record_revision),
+            Put(log_key, entry.encode(), ABSENT),
+            Put(keys.commit_marker(pending.commit_id), marker.encode(), ABSENT),
+            w.lease.release_op(),
+        ]
+        for ver, step_key, step_entry in steps:
+            pending.staged[ver.version] = ver.manifest_path
+            ops += [
+                Put(keys.version(record.incarnation, ver.version), ver.encode(), ABSENT),
+                Put(step_key, step_entry.encode(), ABSENT),
+            ]
+        return final
+
+    def _publish(self, w: _Write) -> None:
+        """Put each landed manifest at its canonical path and remove the staging objects; a
+        failure leaves the versions committed, for the next reader or writer to publish."""
+        assert w.pending is not None and w.ns is not None and w.record is not None
+        pending = w.pending
+        for version, (ver, revision) in list(pending.versions.items()):
+            if revision == 0:
+                item = self._ctx.store.get(keys.version(w.record.incarnation, version))
+                if item is None:
+                    continue
+                revision = item.revision
+            pending.versions[version] = w.ns.publisher.publish(ver, revision)
+        pending.held.clear()
+        self._tables.manifests.finalize(w.record, pending)
+
+    def _discard_staged(self, writes: list[_Write]) -> None:
+        """Nothing was registered: remove the staging manifests written (their data files are
+        the orphan scan's, as after any refused commit)."""
+        for w in writes:
+            if not w.staged or w.record is None:
+                continue
+            if self._ctx.store.get(keys.commit_marker(w.pending.commit_id if w.pending else "-")) is not None:
+                return  # the commit landed after all (an unknown outcome resolved): keep everything
+            try:
+                engine.remove_files(w.record.location, w.staged, self._ctx.storage(w.record.location))
+            except Exception:  # noqa: BLE001 - settle or the orphan scan removes them later
+                log.warning("could not remove the staging manifests of %s", w.name, exc_info=True)
+
+
+__all__ = ["MAX_TABLES", "OPS_PER_TABLE", "Transaction"]
