@@ -63,33 +63,97 @@ def table_create(state: State, name: str, source: str) -> None:
 
 
 @click.command()
-@click.argument("name", metavar="P.W.NS.T")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("name", metavar="P.W.NS.T", required=False)
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    metavar="P.W.NS.T=FILE",
+    help="Instead of NAME FILES: append FILE to the table, repeated for several tables (and for "
+    "several files of one table); every table's rows become visible together in one atomic "
+    "commit, or none do (at most 20 tables).",
+)
 @click.option("--commit-id", help="Idempotency key: a retry with the same id never appends twice.")
 @pass_state
 @handles_errors
-def ingest(state: State, name: str, files: tuple[str, ...], commit_id: str | None) -> None:
-    """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed."""
-    from lake_platform.maintenance import sources
+def ingest(
+    state: State, name: str | None, files: tuple[str, ...], tables: tuple[str, ...], commit_id: str | None
+) -> None:
+    """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed;
+    or, with repeated --table NAME=FILE, to several tables in one atomic commit."""
+    from lake_platform.errors import InvalidInput
     from lake_platform.naming import TableName
 
+    if tables:
+        if name is not None or files:
+            raise InvalidInput("give either NAME FILES or --table NAME=FILE options, not both")
+        _ingest_tables(state, _files_by_table(tables), commit_id)
+        return
+    if name is None or not files:
+        raise InvalidInput("give a table NAME and its FILES, or --table NAME=FILE options")
     TableName.parse(name)
-    srcs = [sources.describe(f) for f in files]
-    with state.catalog() as catalog:
-        with _progress(state, srcs) as on_batch:
-            readers = sources.open_all(srcs, catalog.schemas.table_schema(name))
-            # The table's schema_evolution policy decides whether the files may add or widen columns.
-            change = catalog.schemas.plan_input(
-                name, [r.schema for r in readers], labels=[s.label for s in srcs]
-            )
-            reader = sources.chain(srcs, readers, change.target, change.optional, on_batch)
-            result = catalog.tables.append(name, reader, by=Provenance(commit_id=commit_id))
+    srcs = _sources(files)
+    with state.catalog() as catalog, _progress(state, srcs) as on_batch:
+        reader = _table_reader(catalog, name, srcs, on_batch)
+        result = catalog.tables.append(name, reader, by=Provenance(commit_id=commit_id))
     state.emit(
         result.to_dict(),
         lambda r: (
             f"ingested {len(srcs)} file(s) into {r['table']}: {r['rows_added']} rows, version "
             f"{r['from_version']} -> "
             f"{r['to_version']}" + (" (already committed earlier; nothing appended)" if r["replayed"] else "")
+        ),
+    )
+
+
+def _sources(files: tuple[str, ...] | list[str]) -> list[Any]:
+    from lake_platform.maintenance import sources
+
+    return [sources.describe(f) for f in files]
+
+
+def _table_reader(catalog: Any, name: str, srcs: list[Any], on_batch: Callable[[Any], None] | None) -> Any:
+    """The files of one table as one stream in its schema (its schema_evolution policy decides
+    whether the files may add or widen columns)."""
+    from lake_platform.maintenance import sources
+
+    readers = sources.open_all(srcs, catalog.schemas.table_schema(name))
+    change = catalog.schemas.plan_input(name, [r.schema for r in readers], labels=[s.label for s in srcs])
+    return sources.chain(srcs, readers, change.target, change.optional, on_batch)
+
+
+def _files_by_table(options: tuple[str, ...]) -> dict[str, list[str]]:
+    from lake_platform.errors import InvalidInput
+    from lake_platform.naming import TableName
+
+    by_table: dict[str, list[str]] = {}
+    for option in options:
+        name, sep, file = option.partition("=")
+        if not sep or not file:
+            raise InvalidInput(f"--table takes NAME=FILE, got {option!r}")
+        by_table.setdefault(str(TableName.parse(name)), []).append(file)
+    return by_table
+
+
+def _ingest_tables(state: State, by_table: dict[str, list[str]], commit_id: str | None) -> None:
+    """Every table's files in one atomic multi-table commit (``catalog.transaction``)."""
+    srcs = {name: _sources(files) for name, files in by_table.items()}
+    with state.catalog() as catalog, _progress(state, [s for ss in srcs.values() for s in ss]) as on_batch:
+        with catalog.transaction(by=Provenance(commit_id=commit_id)) as tx:
+            for name, table_srcs in srcs.items():
+                tx.append(name, _table_reader(catalog, name, table_srcs, on_batch))
+    results = [r.to_dict() for r in tx.results]
+    state.emit(
+        {"commit_id": tx.commit_id, "tables": results},
+        lambda out: (
+            "\n".join(
+                f"ingested {len(srcs[r['table']])} file(s) into {r['table']}: {r['rows_added']} rows, "
+                f"version {r['from_version']} -> {r['to_version']}"
+                + (" (already committed earlier)" if r["replayed"] else "")
+                for r in out["tables"]
+            )
+            + f"\nin one atomic commit ({len(results)} tables, transaction {out['commit_id']})"
         ),
     )
 
