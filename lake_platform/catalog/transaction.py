@@ -265,8 +265,10 @@ class Transaction:
             for w in writes:
                 assert w.lease is not None
                 fences.enter_context(w.lease.fenced())
+            # Each version names the others (readers complete a commit they see part of).
+            got = {str(w.name): w.pending.held[-1][0].version for w in writes if w.pending}
             for w in writes:
-                final = self._table_ops(w, ops)
+                final = self._table_ops(w, ops, {n: v for n, v in got.items() if n != str(w.name)})
                 finals.append(final)
             try:
                 results = self._ctx.store.transact(ops)
@@ -303,7 +305,7 @@ class Transaction:
                 w.ns.record_revision = table_item.revision
             at += OPS_PER_TABLE + 2 * steps
 
-    def _table_ops(self, w: _Write, ops: list[Op]) -> VersionRecord:
+    def _table_ops(self, w: _Write, ops: list[Op], siblings: dict[str, int]) -> VersionRecord:
         """Append one table's operations to ``ops``; returns its final version's record."""
         assert w.pending is not None and w.ns is not None and w.lease is not None
         pending, ns = w.pending, w.ns
@@ -312,10 +314,10 @@ class Transaction:
         staging = last.manifest_path
         canonical = engine.canonical_manifest_path(staging, last.version)
         storage = self._ctx.storage(record.location)
-        final = last
+        final = last.model_copy(update={"transaction": siblings})
         if not engine.manifest_exists(record.location, canonical, storage):
             # Registered at its canonical path, published right after (as a single commit does).
-            final = last.model_copy(update={"manifest_path": canonical, "staged_from": staging})
+            final = final.model_copy(update={"manifest_path": canonical, "staged_from": staging})
         pending.staged[last.version] = staging
         rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
         entry = entry.model_copy(

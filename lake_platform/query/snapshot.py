@@ -23,6 +23,7 @@ from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.principals import TokenRecord, UserRecord
 from lake_platform.errors import LakeError
 from lake_platform.naming import TableName
+from lake_platform.query.snapshot_transactions import complete_transactions
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
     NamespaceRecord,
@@ -286,8 +287,9 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
     decoded, by_incarnation = _load_versions(store, previous.version_items if previous else {})
     cache_modes = _load_cache_modes(store)
     tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
-    for item in store.scan_prefix(keys.tables_under()):
-        record = decode(TableRecord, item.value, item.key)
+    scanned = [decode(TableRecord, item.value, item.key) for item in store.scan_prefix(keys.tables_under())]
+    # The scan pages: a multi-table commit landing meanwhile is read whole, never in part.
+    for record in complete_transactions(store, scanned, by_incarnation):
         if record.current_version <= 0:
             continue  # declared, nothing committed: not visible to readers
         versions = by_incarnation.get(record.incarnation, {})

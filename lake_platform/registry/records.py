@@ -129,6 +129,10 @@ class VersionRecord(Record):
     #: Tags on this version. Written under the table's lease, so cleanup (which deletes a
     #: version record only while it is untagged) and readers need no engine call to see them.
     tags: list[str] = Field(default_factory=list)
+    #: Set on a version an atomic multi-table commit made (``catalog.transaction``): the other
+    #: tables it committed, by name, with the version each got. A reader holding this version
+    #: must hold those tables at those versions or later (``query.snapshot_transactions``).
+    transaction: dict[str, int] = Field(default_factory=dict)
 
 
 class CommitLogEntry(Record):

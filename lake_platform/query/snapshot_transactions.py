@@ -1,0 +1,73 @@
+"""A snapshot never holds part of an atomic multi-table commit.
+
+``load_snapshot`` reads the table records with a prefix scan, which pages (SQLite: one query per
+page; DynamoDB: a Query is not isolated from a TransactWriteItems), so a multi-table commit
+landing during the scan could be seen in some tables and not in others. Each version such a
+commit makes names the other tables and their versions (``VersionRecord.transaction``): a table
+seen at that version whose siblings were seen at older ones has them read again, in one
+consistent multi-get (``MetaStore.get_many``: one SQLite read transaction, one DynamoDB
+TransactGetItems), which sees the whole commit since it had landed already. A head version the
+earlier version scan missed (committed after it) is read the same way, so its siblings are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.store import MAX_GET_KEYS, MetaStore
+
+#: Rounds of re-reads at most: each one only follows commits that landed during the load.
+MAX_ROUNDS = 8
+
+
+def complete_transactions(
+    store: MetaStore, records: list[TableRecord], versions: dict[str, dict[int, VersionRecord]]
+) -> list[TableRecord]:
+    """``records`` with every table a visible multi-table commit wrote at least at the version it
+    got there; ``versions`` (by incarnation, then number) gains the head versions read."""
+    by_name = {r.name: r for r in records}
+    _read_missing_heads(store, list(by_name.values()), versions)
+    for _ in range(MAX_ROUNDS):
+        behind = sorted(_behind(by_name, versions))
+        if not behind:
+            break
+        fresh: list[TableRecord] = []
+        for items in _get_many(store, [keys.table(TableName.parse(n)) for n in behind]):
+            fresh += [decode(TableRecord, i.value, i.key) for i in items if i is not None]
+        for record in fresh:
+            by_name[record.name] = record
+        _read_missing_heads(store, fresh, versions)
+    return list(by_name.values())
+
+
+def _behind(by_name: dict[str, TableRecord], versions: dict[str, dict[int, VersionRecord]]) -> set[str]:
+    behind = set()
+    for record in by_name.values():
+        head = versions.get(record.incarnation, {}).get(record.current_version)
+        for name, version in head.transaction.items() if head is not None else ():
+            sibling = by_name.get(name)
+            if sibling is None or sibling.current_version < version:
+                behind.add(name)
+    return behind
+
+
+def _read_missing_heads(
+    store: MetaStore, records: Sequence[TableRecord], versions: dict[str, dict[int, VersionRecord]]
+) -> None:
+    missing = [
+        keys.version(r.incarnation, r.current_version)
+        for r in records
+        if r.current_version > 0 and r.current_version not in versions.get(r.incarnation, {})
+    ]
+    for items in _get_many(store, missing):
+        for item in items:
+            if item is not None:
+                ver = decode(VersionRecord, item.value, item.key)
+                versions.setdefault(ver.incarnation, {})[ver.version] = ver
+
+
+def _get_many(store: MetaStore, wanted: list[str]) -> list[list]:  # type: ignore[type-arg]
+    return [store.get_many(wanted[i : i + MAX_GET_KEYS]) for i in range(0, len(wanted), MAX_GET_KEYS)]

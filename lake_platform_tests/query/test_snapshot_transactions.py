@@ -1,0 +1,82 @@
+"""A catalog snapshot never holds part of an atomic multi-table commit, on both registry
+backends: the table scan may page around the commit, the snapshot reads the rest of it."""
+
+from __future__ import annotations
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.naming import TableName
+from lake_platform.query.snapshot import load_snapshot
+from lake_platform.query.snapshot_transactions import complete_transactions
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform_tests.catalog.conftest import rows
+from lake_platform_tests.catalog.test_transaction import catalog  # noqa: F401 - the fixture
+
+A, B, C = "p.w.ns.a", "p.w.ns.b", "p.w.ns.c"
+
+
+def tables(c: Catalog) -> dict[str, TableRecord]:
+    items = c.store.scan_prefix(keys.tables_under())
+    return {r.name: r for r in (decode(TableRecord, i.value, i.key) for i in items)}
+
+
+def versions(c: Catalog) -> dict[str, dict[int, VersionRecord]]:
+    out: dict[str, dict[int, VersionRecord]] = {}
+    for item in c.store.scan_prefix(keys.all_versions()):
+        ver = decode(VersionRecord, item.value, item.key)
+        out.setdefault(ver.incarnation, {})[ver.version] = ver
+    return out
+
+
+def create_tables(c: Catalog) -> None:
+    for i, name in enumerate((A, B, C)):
+        c.tables.create_table(name, rows([i]))
+
+
+def transact(c: Catalog) -> None:
+    with c.transaction() as tx:
+        tx.append(A, rows([10]))
+        tx.append(B, rows([11]))
+
+
+def test_each_version_of_the_commit_names_the_others(catalog: Catalog) -> None:  # noqa: F811
+    create_tables(catalog)
+    transact(catalog)
+    heads = tables(catalog)
+    item = catalog.store.get(keys.version(heads[A].incarnation, 2))
+    assert item is not None and decode(VersionRecord, item.value).transaction == {B: 2}
+
+
+def test_a_table_scanned_before_the_commit_is_read_again(catalog: Catalog) -> None:  # noqa: F811
+    create_tables(catalog)
+    before = tables(catalog)
+    transact(catalog)
+    after = tables(catalog)
+    # The scan saw a after the commit, b and c before it.
+    torn = [after[A], before[B], before[C]]
+    done = {r.name: r.current_version for r in complete_transactions(catalog.store, torn, versions(catalog))}
+    assert done == {A: 2, B: 2, C: 1}
+
+
+def test_a_head_committed_after_the_version_scan_is_read_with_its_siblings(catalog: Catalog) -> None:  # noqa: F811
+    create_tables(catalog)
+    before, old_versions = tables(catalog), versions(catalog)
+    transact(catalog)
+    torn = [before[A], tables(catalog)[B], before[C]]  # only b scanned after, and no version of it
+    done = {r.name: r for r in complete_transactions(catalog.store, torn, old_versions)}
+    assert {n: r.current_version for n, r in done.items()} == {A: 2, B: 2, C: 1}
+    assert 2 in old_versions[done[A].incarnation] and 2 in old_versions[done[B].incarnation]
+
+
+def test_a_snapshot_loaded_after_the_commit_holds_all_of_it(catalog: Catalog) -> None:  # noqa: F811
+    create_tables(catalog)
+    first = load_snapshot(catalog.store)
+    transact(catalog)
+    snap = load_snapshot(catalog.store, first)
+    view = snap.project("p")
+    got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
+    assert {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None} == {
+        A: 2,
+        B: 2,
+        C: 1,
+    }
