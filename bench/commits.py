@@ -121,6 +121,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0,
         help="(e) versions kept in _versions/ for the settle listing figures (0 to skip; default 0)",
     )
+    p.add_argument(
+        "--transactions",
+        type=int,
+        default=0,
+        metavar="TABLES",
+        help="(f) a TABLES-table atomic commit vs one single-table commit of the same rows "
+        "(bench/transactions.py; 0 to skip; default 0)",
+    )
     p.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
     return p.parse_args(argv)
 
@@ -948,6 +956,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.settle_history > 0:
             print(f"\n(e) the settle's listing of _versions/ with {args.settle_history:,} versions kept:")
             settle_listing(args.settle_history, tmp)
+        if args.transactions > 0:
+            from transactions import run_transactions
+
+            print(f"\n(f) a {args.transactions}-table atomic commit vs one single-table commit:")
+            run_transactions(registry_url(new_spec(session, tmp, "tx")), tmp, tables=args.transactions)
     if note:
         print("\n" + note)
     return 0

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lake_platform.catalog.context import check_commit_id, input_error
+from lake_platform.catalog.context import UNREAD, check_commit_id, input_error
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
@@ -41,7 +43,7 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitMarker, TableRecord, VersionRecord
-from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Op, Put
+from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, MAX_TRANSACT_OPS, Item, Op, Put
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,6 +61,8 @@ OPS_PER_TABLE = 5
 #: The most tables one transaction may write (each schema step of an evolving append costs two
 #: more operations, checked before anything is written).
 MAX_TABLES = MAX_TRANSACT_OPS // OPS_PER_TABLE
+#: Tables staged at once: each stage waits on storage and on Lance's own threads.
+STAGING_THREADS = 8
 
 
 @dataclass
@@ -139,8 +143,11 @@ class Transaction:
             self.results = replay
             return replay
         who = self._ctx.who(self._by.principal)
-        for w in writes:
-            self._plan(w, who)
+        # Every table and its parent in one registry request (not one per table).
+        for w, (parent_item, table_item) in zip(
+            writes, self._read_pairs(writes, self._plan_keys), strict=True
+        ):
+            self._plan(w, who, parent_item, table_item)
         steps = sum(len(w.change.steps) if w.change else 0 for w in writes)
         if OPS_PER_TABLE * len(writes) + 2 * steps > MAX_TRANSACT_OPS:
             raise InvalidInput(
@@ -152,8 +159,10 @@ class Transaction:
                 assert w.record is not None
                 w.lease = leases.enter_context(self._ctx.gate.hold(w.record.incarnation))
             try:
-                for w in writes:
-                    self._stage(w, who)
+                # Re-read under the leases: every table with its current version's record (the
+                # settle needs it), in one registry request.
+                heads = self._read_pairs(writes, self._head_keys)
+                self._stage_all(writes, who, heads)
                 self._ctx.at("transaction:staged")
                 self._register(writes)
             except BaseException:
@@ -166,6 +175,17 @@ class Transaction:
         self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
         return self.results
 
+    def _stage_all(self, writes: list[_Write], who: object, heads: list[list[Item | None]]) -> None:
+        """Stage every table, ``STAGING_THREADS`` at a time (Lance writes outside the GIL);
+        the first failure is raised once every table's write has stopped."""
+        if len(writes) == 1:
+            self._stage(writes[0], who, *heads[0])
+            return
+        with ThreadPoolExecutor(min(STAGING_THREADS, len(writes)), "lake-transaction") as pool:
+            futures = [pool.submit(self._stage, w, who, *h) for w, h in zip(writes, heads, strict=True)]
+        for future in futures:
+            future.result()
+
     def _replayed(self, writes: list[_Write]) -> list[CommitResult] | None:
         if self._by.commit_id is None:
             return None
@@ -174,11 +194,31 @@ class Transaction:
             return None
         return [r for w in writes if (r := self._ctx.replayed(w.commit_id)) is not None]
 
-    def _plan(self, w: _Write, who: object) -> None:
+    def _read_pairs(
+        self, writes: list[_Write], wanted: Callable[[_Write], list[str]]
+    ) -> list[list[Item | None]]:
+        """Two registry items per table (``wanted``), read in as few requests as ``get_many``
+        allows (a key several tables share, their namespace, is read once)."""
+        pairs = [wanted(w) for w in writes]
+        distinct = list(dict.fromkeys(k for pair in pairs for k in pair))
+        found: dict[str, Item | None] = {}
+        for at in range(0, len(distinct), MAX_GET_KEYS):
+            chunk = distinct[at : at + MAX_GET_KEYS]
+            found.update(zip(chunk, self._ctx.store.get_many(chunk), strict=True))
+        return [[found[k] for k in pair] for pair in pairs]
+
+    def _plan_keys(self, w: _Write) -> list[str]:
+        return [self._ctx.parent_key(w.name), keys.table(w.name)]
+
+    @staticmethod
+    def _head_keys(w: _Write) -> list[str]:
+        assert w.record is not None
+        return [keys.table(w.name), keys.version(w.record.incarnation, w.record.current_version)]
+
+    def _plan(self, w: _Write, who: object, parent_item: Item | None, table_item: Item | None) -> None:
         """Identity, parent, permission and schema, before any lease is taken or byte written."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        parent_item, table_item = self._ctx.store.get_many([self._ctx.parent_key(w.name), keys.table(w.name)])
         self._ctx.require_parent(w.name, parent_item)
         who.require(w.name.project, "write", f"write to {w.name}")  # type: ignore[attr-defined]
         w.record, _ = self._ctx.table(w.name, item=table_item)
@@ -188,7 +228,7 @@ class Transaction:
             if w.change:
                 w.detail.update(w.change.describe())
 
-    def _stage(self, w: _Write, who: object) -> None:
+    def _stage(self, w: _Write, who: object, table_item: Item | None, version_item: Item | None) -> None:
         """Under the lease: write the table's data files and staging manifest(s); the namespace
         holds the versions back, so nothing is registered."""
         from lake_platform.catalog.arrow_io import StreamCounter, schema_to_ipc
@@ -196,7 +236,8 @@ class Transaction:
 
         assert w.record is not None and w.lease is not None
         planned_on = w.record.schema_ipc_b64
-        record, revision = self._ctx.table(w.name, incarnation=w.record.incarnation)
+        expected = w.record.current_version
+        record, revision = self._ctx.table(w.name, incarnation=w.record.incarnation, item=table_item)
         if w.mode == "append" and record.schema_ipc_b64 != planned_on:
             raise ConcurrentModification(
                 f"the schema of {w.name} changed while this transaction was being prepared; "
@@ -224,7 +265,8 @@ class Transaction:
             hold=[*(change.steps if change else []), w.mode],
         )
         w.pending = pending
-        self._tables.manifests.settle(w.name, record, pending)
+        ahead = version_item if record.current_version == expected else UNREAD
+        self._tables.manifests.settle(w.name, record, pending, current_item=ahead)
         if w.mode == "overwrite":
             pending.rows_removed = self._tables.reads.snapshot(
                 w.name, record, record.current_version
