@@ -1,5 +1,5 @@
 """Kill a multi-table transaction's writer (SIGKILL, through ``faults.kill_writer``) at each named
-point of its commit, then check that no reader ever sees part of it:
+point of its commit, on SQLite and on DynamoDB (moto), then check that no reader ever sees part of it:
 
 1. the registry moved every table's head, or none (the one registry transaction);
 2. a reader sees every table's new rows, or every table's old rows; a version committed but not
@@ -21,6 +21,8 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidTableState
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import ids_of, rows
@@ -56,9 +58,14 @@ def expected_new(i: int) -> list[int]:
     return [NEW + i] if i == 2 else [i, NEW + i]
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Iterator[LakeSettings]:
-    settings = load_settings(home=tmp_path / "home")
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LakeSettings]:
+    if request.param == "sqlite":
+        settings = load_settings(home=tmp_path / "home")
+    else:
+        url = request.getfixturevalue("dynamodb_url")
+        settings = load_settings(home=tmp_path / "home", registry_url=url)
+        init_table(url, settings)
     with Catalog(settings) as c:
         c.containers.create_project("p")
         c.containers.create_warehouse("p.w")
@@ -66,6 +73,10 @@ def settings(tmp_path: Path) -> Iterator[LakeSettings]:
         for i, name in enumerate(sorted(TABLES)):
             c.tables.create_table(name, rows([i]))
     yield settings
+    if request.param == "dynamodb":
+        store = DynamoMetaStore.from_url(settings.registry_url, settings)
+        delete_table(store)
+        store.close()
 
 
 def seen(c: Catalog) -> list[list[int] | None]:
