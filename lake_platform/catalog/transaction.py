@@ -414,6 +414,7 @@ class Transaction:
             pending.versions[version] = w.ns.publisher.publish(ver, revision)
         pending.held.clear()
         self._tables.manifests.finalize(w.record, pending)
+        self._tables.commits.enrich(w.name, w.record, pending)  # an overwrite's file counts
 
     def _discard_staged(self, writes: list[_Write]) -> None:
         """Nothing was registered: remove the staging manifests written (their data files are

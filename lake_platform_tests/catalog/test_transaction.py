@@ -77,6 +77,8 @@ def test_ten_tables_land_together_in_one_registry_transaction(catalog: Catalog) 
         entry = catalog.reads.commit(name, tx.results[i].commit_id)
         assert entry is not None and entry.detail["transaction"] == tx.commit_id
         assert entry.rows_added == 1 and entry.rows_removed == (1 if i % 2 else 0)
+        if i % 2:  # an overwrite's entry has its file counts, as after a single overwrite
+            assert entry.files_added == 1 and entry.files_removed == 1
         # Every manifest is published and no staging manifest is left.
         assert not staged(catalog, name)
     # Every lease went with the commit: single writes go on at once.
