@@ -158,6 +158,7 @@ class Transaction:
             for w in writes:  # sorted: two transactions take shared leases in the same order
                 assert w.record is not None
                 w.lease = leases.enter_context(self._ctx.gate.hold(w.record.incarnation))
+                self._ctx.at(f"transaction:leased:{w.name}")
             try:
                 # Re-read under the leases: every table with its current version's record (the
                 # settle needs it), in one registry request.

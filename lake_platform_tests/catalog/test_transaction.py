@@ -20,6 +20,7 @@ from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.store import MAX_TRANSACT_OPS
 from lake_platform.settings import load_settings
 from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.catalog.faults import Recorder
 
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
@@ -182,3 +183,15 @@ def test_a_failure_after_staging_leaves_nothing_visible_and_no_staging_manifest(
     for i, name in enumerate(names):
         assert ids_of(catalog.reads.open_table(name)) == [i]
         assert not staged(catalog, name)
+
+
+def test_leases_are_taken_in_sorted_name_order_whatever_the_order_given(catalog: Catalog) -> None:
+    # Two transactions sharing tables then wait for each other's leases in the same order: one
+    # holding a lease the other needs never waits for one the other holds (no deadlock).
+    names = make_tables(catalog, 3)
+    recorder = Recorder()
+    with Catalog(catalog.settings, hook=recorder) as c, c.transaction() as tx:
+        for name in reversed(names):
+            tx.append(name, rows([9]))
+    leased = [p.removeprefix("transaction:leased:") for p in recorder.points if "leased" in p]
+    assert leased == sorted(names)
