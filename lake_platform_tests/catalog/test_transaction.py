@@ -14,7 +14,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.transaction import MAX_TABLES, OPS_PER_TABLE
 from lake_platform.engine.manifests import names_not_older
 from lake_platform.engine.staging import staging_manifests
-from lake_platform.errors import InvalidInput, TableSchemaValidationError
+from lake_platform.errors import InvalidInput, LakeError, TableSchemaValidationError
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.store import MAX_TRANSACT_OPS
@@ -195,3 +195,31 @@ def test_leases_are_taken_in_sorted_name_order_whatever_the_order_given(catalog:
             tx.append(name, rows([9]))
     leased = [p.removeprefix("transaction:leased:") for p in recorder.points if "leased" in p]
     assert leased == sorted(names)
+
+
+def test_a_table_failing_while_the_others_stage_leaves_nothing_visible(catalog: Catalog) -> None:
+    names = make_tables(catalog, 3)
+    arrivals: list[str] = []
+
+    def fail_second(point: str) -> None:
+        # Inside Lance's commit of one table, its data files written: an engine failure.
+        if point == "append:staged":
+            arrivals.append(point)
+            if len(arrivals) == 2:
+                raise OSError("injected: storage went away")
+
+    with Catalog(catalog.settings, hook=fail_second) as failing:
+        with pytest.raises(LakeError):
+            with failing.transaction() as tx:
+                for name in names:
+                    tx.append(name, rows([10]))
+    assert heads(catalog, names) == dict.fromkeys(names, 1)
+    for i, name in enumerate(names):
+        assert ids_of(catalog.reads.open_table(name)) == [i]
+    # The tables staged in full lose their staging manifests now; the one whose commit failed
+    # keeps its own, as a failed single commit does (debris for settle or the orphan scan).
+    assert sum(1 for name in names if staged(catalog, name)) == 1
+    with catalog.transaction() as tx:  # the leases were let go
+        for name in names:
+            tx.append(name, rows([10]))
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
