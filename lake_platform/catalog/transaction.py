@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from lake_platform.catalog.evolution import SchemaChange
     from lake_platform.catalog.lease import Lease
     from lake_platform.catalog.namespace import BoundTableNamespace
+    from lake_platform.catalog.principals import Principal
     from lake_platform.catalog.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ class Transaction:
         self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
         return self.results
 
-    def _stage_all(self, writes: list[_Write], who: object, heads: list[list[Item | None]]) -> None:
+    def _stage_all(self, writes: list[_Write], who: Principal, heads: list[list[Item | None]]) -> None:
         """Stage every table, ``STAGING_THREADS`` at a time (Lance writes outside the GIL);
         the first failure is raised once every table's write has stopped."""
         if len(writes) == 1:
@@ -216,12 +217,12 @@ class Transaction:
         assert w.record is not None
         return [keys.table(w.name), keys.version(w.record.incarnation, w.record.current_version)]
 
-    def _plan(self, w: _Write, who: object, parent_item: Item | None, table_item: Item | None) -> None:
+    def _plan(self, w: _Write, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Identity, parent, permission and schema, before any lease is taken or byte written."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
         self._ctx.require_parent(w.name, parent_item)
-        who.require(w.name.project, "write", f"write to {w.name}")  # type: ignore[attr-defined]
+        who.require(w.name.project, "write", f"write to {w.name}")
         w.record, _ = self._ctx.table(w.name, item=table_item)
         if w.mode == "append":
             current = schema_from_ipc(w.record.schema_ipc)
@@ -229,7 +230,7 @@ class Transaction:
             if w.change:
                 w.detail.update(w.change.describe())
 
-    def _stage(self, w: _Write, who: object, table_item: Item | None, version_item: Item | None) -> None:
+    def _stage(self, w: _Write, who: Principal, table_item: Item | None, version_item: Item | None) -> None:
         """Under the lease: write the table's data files and staging manifest(s); the namespace
         holds the versions back, so nothing is registered."""
         from lake_platform.catalog.arrow_io import StreamCounter, schema_to_ipc
@@ -256,7 +257,7 @@ class Transaction:
         pending = PendingCommit(
             commit_id=w.commit_id,
             operation=w.mode,
-            actor=self._ctx.actor(self._by.actor, who),  # type: ignore[arg-type]
+            actor=self._ctx.actor(self._by.actor, who),
             run_id=self._by.run_id,
             schema_ipc=schema_ipc,
             stream_totals=counter.totals,
