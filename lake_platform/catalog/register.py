@@ -21,7 +21,6 @@ name being free and the namespace still there.
 from __future__ import annotations
 
 from lake_platform.catalog import roots
-from lake_platform.catalog.arrow_io import schema_to_ipc
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
@@ -40,6 +39,9 @@ class Registrations:
         self.ctx = ctx
 
     def register_table(self, name: str, location: str, *, by: Provenance = UNSTATED) -> CommitResult:
+        # pyarrow loads on use: registry-only commands import catalog without it (cli/test_fast.py)
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         if not isinstance(location, str) or not location.strip():

@@ -11,7 +11,6 @@ can be restored.
 
 from __future__ import annotations
 
-from lake_platform.catalog.arrow_io import schema_to_ipc
 from lake_platform.catalog.context import CatalogContext, check_commit_id
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
@@ -29,6 +28,9 @@ class Restores:
         self.commits = commits
 
     def restore_table(self, name: str, version: int, *, by: Provenance = UNSTATED) -> CommitResult:
+        # pyarrow loads on use: registry-only commands import catalog without it (cli/test_fast.py)
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
