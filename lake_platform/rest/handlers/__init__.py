@@ -12,6 +12,7 @@ from typing import Any
 
 from lake_platform.errors import Unsupported
 from lake_platform.rest.handlers import (
+    batch,
     columns,
     data,
     history,
@@ -31,6 +32,7 @@ HANDLERS: dict[str, Handler] = {
     **namespaces.HANDLERS,
     **tables.HANDLERS,
     **versions.HANDLERS,
+    **batch.HANDLERS,
     **data.HANDLERS,
     **query.HANDLERS,
     **indexes.HANDLERS,
@@ -46,8 +48,6 @@ UNSUPPORTED: dict[str, str] = {
         "the catalog has no virtual (UDF) columns to backfill; "
         "computed columns are added whole by AlterTableAddColumns"
     ),
-    "BatchCreateTableVersions": "multi-table commits are not atomic in the registry yet",
-    "BatchCommitTables": "multi-table commits are not atomic in the registry yet",
     "ListTableBranches": "branches are not registered by the catalog",
     "CreateTableBranch": "branches are not registered by the catalog",
     "DeleteTableBranch": "branches are not registered by the catalog",

@@ -1,0 +1,146 @@
+"""Several tables' client-staged manifests committed atomically (REST ``BatchCreateTableVersions``
+and ``BatchCommitTables``): what ``CreateTableVersion`` does for one table (``pylance_commits``),
+made one multi-table ``Transaction`` (``transaction``).
+
+Each entry is a CreateTableVersion request: a manifest a Lance client wrote in the table's
+``_versions/`` and names by path and version. Before any lease, every table is checked (parent,
+write permission, the manifest's path and files, the schema rules); under every table's lease
+(sorted order), each manifest goes through the table's bound namespace, which holds its version
+back; then the transaction's one registry commit makes every version visible together, and each
+manifest is published at its canonical path. A version someone else committed meanwhile is a
+ConcurrentModification and nothing lands.
+
+An idempotency key becomes the transaction's commit id: a retry answers the first outcome's
+versions; the key reused for another set of tables is IdempotencyKeyReused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from lance_namespace_urllib3_client.models import TableVersion
+
+from lake_platform.catalog.idempotency import commit_id_for, reused, valid_key
+from lake_platform.catalog.namespace import _table_version
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.pylance_commits import VersionCommits, _log_operation, table_name
+from lake_platform.catalog.transaction import Transaction, _Write
+from lake_platform.errors import ConcurrentModification, InvalidTableState
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.store import Item
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.catalog.principals import Principal
+
+#: The mode of a write whose data a client staged itself.
+STAGED = "staged"
+
+
+class StagedVersions(Transaction):
+    """``add`` each table's CreateTableVersion request, then ``commit_versions``."""
+
+    def __init__(self, catalog: Catalog, principal: Principal, idempotency_key: str | None = None) -> None:
+        self.key = None if idempotency_key is None else valid_key(idempotency_key)
+        commit_id = None if self.key is None else commit_id_for(principal, self.key, "batch-versions")
+        super().__init__(catalog.tables, Provenance(principal=principal, commit_id=commit_id))
+        self._versions = VersionCommits(catalog, principal)
+        self._requests: dict[str, dict[str, Any]] = {}
+        self._checks: dict[str, Callable[[TableRecord], None]] = {}
+        self._order: list[str] = []
+
+    def add(self, request: dict[str, Any], check: Callable[[TableRecord], None] | None = None) -> None:
+        """Record one table's staged version (reads nothing); ``check``: called with the table's
+        record before anything is written (the REST server checks the manifest path)."""
+        import pyarrow as pa
+
+        tname = table_name(request)
+        self._add(str(tname), pa.table({}), STAGED, None)  # no data: it is in the manifest
+        self._requests[str(tname)] = request
+        if check is not None:
+            self._checks[str(tname)] = check
+        self._order.append(str(tname))
+
+    def commit_versions(self) -> list[TableVersion]:
+        """Commit every version atomically; their records in the order they were added."""
+        results = self.commit()
+        if all(r.replayed for r in results):
+            if sorted(r.table for r in results) != sorted(self._order):
+                raise reused(
+                    str(self.key),
+                    "a batch of " + ", ".join(sorted(r.table for r in results)),
+                    "a batch of " + ", ".join(sorted(self._order)),
+                )
+            return [self._landed(self._writes[n].commit_id) for n in self._order]
+        return [self._committed(self._writes[n]) for n in self._order]
+
+    def _committed(self, w: _Write) -> TableVersion:
+        assert w.pending is not None
+        version = w.pending.landed[-1][0]
+        return _table_version(w.pending.versions[version][0])
+
+    def _landed(self, commit_id: str) -> TableVersion:
+        marker = self._ctx.commit_landed(commit_id)
+        item = None
+        if marker is not None and marker.incarnation is not None and marker.to_version is not None:
+            item = self._ctx.store.get(keys.version(marker.incarnation, marker.to_version))
+        if item is None:
+            raise InvalidTableState(
+                f"the batch committed under idempotency key {self.key!r} made a version that no "
+                "longer exists (cleaned up or the table was replaced)"
+            )
+        return _table_version(decode(VersionRecord, item.value, item.key))
+
+    def _plan(self, w: _Write, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
+        """Parent, permission, the manifest and the schema rules, before any lease is taken."""
+        self._ctx.require_parent(w.name, parent_item)
+        who.require(w.name.project, "write", f"write to {w.name}")
+        record, _ = self._ctx.table(w.name, item=table_item, declared=True)
+        w.record = record
+        request = self._requests[str(w.name)]
+        check = self._checks.get(str(w.name))
+        if check is not None:
+            check(record)
+        staged_ipc, change = self._versions._staged(record, request)
+        if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
+            self._versions._govern_schema_change(w.name, record, staged_ipc, change.operation)
+        w.detail |= {"client": "pylance", "staged": (staged_ipc, change)}
+
+    def _stage(self, w: _Write, who: Principal, table_item: Item | None, version_item: Item | None) -> None:
+        """Under the lease: the client's manifest through the bound namespace, held back."""
+        assert w.record is not None and w.lease is not None
+        record, revision = self._ctx.table(
+            w.name, incarnation=w.record.incarnation, item=table_item, declared=True
+        )
+        w.record = record
+        staged_ipc, change = cast(tuple[bytes | None, Any], w.detail.pop("staged"))
+        operation = _log_operation(change.operation, record.current_version)
+        pending = PendingCommit(
+            commit_id=w.commit_id,
+            operation=operation,
+            actor=self._ctx.actor(None, who),
+            detail=w.detail,
+            schema_ipc=staged_ipc,
+            stream_totals=lambda: (change.rows_added, change.bytes_added),
+            files_added=change.files_added,
+            hold=[operation],
+        )
+        w.pending = pending
+        ns = self._tables.commits.bind(w.name, record, revision, pending, w.lease)
+        w.ns = ns
+        w.lease.check()
+        try:
+            ns.create_table_version(self._requests[str(w.name)])
+        except Exception:
+            if ns.failure is not None:
+                raise ns.failure from None
+            raise
+        if len(pending.held) != 1:
+            raise ConcurrentModification(f"the version of {w.name} was not staged; nothing was committed")
+        # Not w.staged: the client's manifest is theirs to retry with until it is registered.
+
+
+__all__ = ["StagedVersions"]

@@ -1,0 +1,166 @@
+"""BatchCreateTableVersions and BatchCommitTables over a real server: manifests pylance staged
+for several tables land together in one registry transaction, or none does. pylance 14.0.2's
+``RestNamespace`` does not send these operations (its methods raise Unsupported locally), so
+the batch goes over HTTP with the CreateTableVersion bodies pylance staged."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace import LanceNamespace
+from lance_namespace_urllib3_client.models import (
+    BatchCommitTablesResponse,
+    BatchCreateTableVersionsResponse,
+)
+
+from lake_platform.catalog.idempotency import HEADER
+from lake_platform.catalog.transaction import MAX_TABLES
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake
+
+BATCH_CREATE = "/v1/table/version/batch-create"
+BATCH_COMMIT = "/v1/table/batch-commit"
+TABLES = ("orders", "lines")
+
+
+class StagingOnly(LanceNamespace):
+    """A client's namespace that keeps its CreateTableVersion request instead of sending it."""
+
+    def __init__(self, inner: LanceNamespace) -> None:
+        self.inner = inner
+        self.staged: dict[str, Any] | None = None
+
+    def namespace_id(self) -> str:
+        return "staging-only"
+
+    def describe_table(self, request: Any) -> Any:
+        return self.inner.describe_table(request)
+
+    def list_table_versions(self, request: Any) -> Any:
+        return self.inner.list_table_versions(request)
+
+    def describe_table_version(self, request: Any) -> Any:
+        return self.inner.describe_table_version(request)
+
+    def create_table_version(self, request: Any) -> Any:
+        self.staged = dict(request) if isinstance(request, dict) else request.to_dict()
+        raise RuntimeError("kept, not sent")
+
+
+def tid(table: str) -> list[str]:
+    return ["p", "w", "ns", table]
+
+
+def stage(lake: RestLake, table: str, data: pa.Table) -> dict[str, Any]:
+    """The CreateTableVersion body of an append of ``data`` to ``table``, staged, not committed."""
+    ns = StagingOnly(rest_namespace(lake.url, lake.tokens["writer"]))
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the commit is kept on purpose (any message)
+        lance.write_dataset(data, namespace_client=ns, table_id=tid(table), mode="append")
+    assert ns.staged is not None
+    return {k: v for k, v in ns.staged.items() if v is not None and k not in ("identity", "context")}
+
+
+def ids_of(lake: RestLake, table: str) -> list[int]:
+    """The table's ids as a REST reader's QueryTable answers them."""
+    answer = lake.post(f"/v1/table/p$w$ns${table}/query", {"vector": {}, "k": 0}, who="reader")
+    assert answer.status_code == 200, answer.text
+    return sorted(pa.ipc.open_file(pa.BufferReader(answer.content)).read_all()["id"].to_pylist())
+
+
+def version(lake: RestLake, table: str) -> int:
+    return lake.catalog.reads.open_table(f"p.w.ns.{table}").version
+
+
+@pytest.fixture
+def lake(rest_lake: RestLake) -> RestLake:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    for table in TABLES:
+        lance.write_dataset(rows([1, 2]), namespace_client=ns, table_id=tid(table), mode="create")
+    return rest_lake
+
+
+def test_two_tables_staged_by_pylance_land_together(lake: RestLake) -> None:
+    entries = [stage(lake, "orders", rows([3])), stage(lake, "lines", rows([30, 31]))]
+    assert [ids_of(lake, t) for t in TABLES] == [[1, 2], [1, 2]]  # a reader before sees none
+
+    answer = lake.post(BATCH_CREATE, {"entries": entries})
+
+    assert answer.status_code == 200, answer.text
+    parsed = BatchCreateTableVersionsResponse.from_dict(answer.json())
+    assert [v.version for v in parsed.versions] == [2, 2]
+    assert parsed.transaction_id
+    assert [ids_of(lake, t) for t in TABLES] == [[1, 2, 3], [1, 2, 30, 31]]  # after: all of it
+    for table in TABLES:
+        last = lake.catalog.reads.history(f"p.w.ns.{table}")[-1]
+        assert (last.operation, last.detail["transaction"]) == ("append", parsed.transaction_id)
+        # Published at the canonical path; the client's staging manifest is gone.
+        location = lake.catalog.reads.open_table(f"p.w.ns.{table}").record.location
+        assert [p for p in os.listdir(f"{location}/_versions") if ".manifest-" in p] == []
+
+
+def test_batch_commit_tables_answers_one_result_per_operation(lake: RestLake) -> None:
+    ops = [{"create_table_version": stage(lake, t, rows([9]))} for t in TABLES]
+    answer = lake.post(BATCH_COMMIT, {"operations": ops})
+    assert answer.status_code == 200, answer.text
+    parsed = BatchCommitTablesResponse.from_dict(answer.json())
+    assert [r.create_table_version.version.version for r in parsed.results] == [2, 2]
+    assert [ids_of(lake, t) for t in TABLES] == [[1, 2, 9], [1, 2, 9]]
+
+
+def test_a_missing_table_is_404_and_commits_nothing(lake: RestLake) -> None:
+    entries = [stage(lake, "orders", rows([3])), {**stage(lake, "lines", rows([4])), "id": tid("nope")}]
+    answer = lake.post(BATCH_CREATE, {"entries": entries})
+    assert (answer.status_code, answer.json()["code"]) == (404, 4), answer.text
+    assert (version(lake, "orders"), ids_of(lake, "orders")) == (1, [1, 2])
+
+
+def test_a_conflict_on_one_table_is_409_and_commits_nothing(lake: RestLake) -> None:
+    entries = [stage(lake, "orders", rows([3])), stage(lake, "lines", rows([4]))]
+    ns = rest_namespace(lake.url, lake.tokens["writer"])
+    lance.write_dataset(rows([5]), namespace_client=ns, table_id=tid("lines"), mode="append")  # v2 taken
+    answer = lake.post(BATCH_CREATE, {"entries": entries})
+    assert answer.status_code == 409, answer.text
+    assert (version(lake, "orders"), ids_of(lake, "orders")) == (1, [1, 2])
+    assert ids_of(lake, "lines") == [1, 2, 5]
+
+
+def test_over_the_table_limit_is_400_naming_it(lake: RestLake) -> None:
+    entries = [
+        {"id": tid(f"t{i}"), "version": 2, "manifest_path": "x/_versions/2.manifest"}
+        for i in range(MAX_TABLES + 1)
+    ]
+    answer = lake.post(BATCH_CREATE, {"entries": entries})
+    assert answer.status_code == 400, answer.text
+    assert f"at most {MAX_TABLES} tables" in answer.json()["detail"]
+
+
+def test_a_reader_may_not_commit(lake: RestLake) -> None:
+    entries = [stage(lake, t, rows([3])) for t in TABLES]
+    assert lake.post(BATCH_CREATE, {"entries": entries}, who="reader").status_code == 403
+    assert [version(lake, t) for t in TABLES] == [1, 1]
+
+
+def test_another_kind_of_operation_is_unsupported_and_commits_nothing(lake: RestLake) -> None:
+    ops = [
+        {"create_table_version": stage(lake, "orders", rows([3]))},
+        {"deregister_table": {"id": tid("lines")}},
+    ]
+    answer = lake.post(BATCH_COMMIT, {"operations": ops})
+    assert answer.json()["code"] == 0, answer.text
+    assert version(lake, "orders") == 1
+
+
+def test_a_retry_under_the_idempotency_key_answers_the_first_outcome(lake: RestLake) -> None:
+    entries = [stage(lake, t, rows([3])) for t in TABLES]
+    first = lake.post(BATCH_CREATE, {"entries": entries}, headers={HEADER: "pair-1"})
+    assert first.status_code == 200, first.text
+    again = lake.post(BATCH_CREATE, {"entries": entries}, headers={HEADER: "pair-1"})
+    assert (again.status_code, again.json()) == (200, first.json())
+    assert [(version(lake, t), ids_of(lake, t)) for t in TABLES] == [(2, [1, 2, 3])] * 2
+    # The key reused for another set of tables: refused, nothing committed.
+    other = lake.post(BATCH_CREATE, {"entries": entries[:1]}, headers={HEADER: "pair-1"})
+    assert (other.status_code, other.json()["code"]) == (422, 13), other.text
