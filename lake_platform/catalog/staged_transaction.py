@@ -11,7 +11,9 @@ manifest is published at its canonical path. A version someone else committed me
 ConcurrentModification and nothing lands.
 
 An idempotency key becomes the transaction's commit id: a retry answers the first outcome's
-versions; the key reused for another set of tables is IdempotencyKeyReused.
+versions. As for CreateTableVersion, a retry that staged new manifests must make the same change
+on each table (operation and rows); the key reused for another request (other tables, other
+rows) is IdempotencyKeyReused.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from lake_platform.catalog.idempotency import commit_id_for, reused, valid_key
 from lake_platform.catalog.namespace import _table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.pylance_commits import VersionCommits, _log_operation, table_name
+from lake_platform.catalog.pylance_commits import VersionCommits, _digest, _log_operation, table_name
 from lake_platform.catalog.transaction import Transaction, _Write
+from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.records import CommitLogEntry, TableRecord, VersionRecord, decode
 from lake_platform.registry.store import Item
 
 if TYPE_CHECKING:
@@ -74,7 +77,7 @@ class StagedVersions(Transaction):
                     "a batch of " + ", ".join(sorted(r.table for r in results)),
                     "a batch of " + ", ".join(sorted(self._order)),
                 )
-            return [self._landed(self._writes[n].commit_id) for n in self._order]
+            return [self._landed(self._writes[n]) for n in self._order]
         return [self._committed(self._writes[n]) for n in self._order]
 
     def _committed(self, w: _Write) -> TableVersion:
@@ -82,17 +85,37 @@ class StagedVersions(Transaction):
         version = w.pending.landed[-1][0]
         return _table_version(w.pending.versions[version][0])
 
-    def _landed(self, commit_id: str) -> TableVersion:
-        marker = self._ctx.commit_landed(commit_id)
+    def _landed(self, w: _Write) -> TableVersion:
+        """The version the first request under the key landed for ``w``'s table. The same
+        request resent names the manifest it committed; a client's retry staged a new one,
+        which must make the same change (operation and rows), else IdempotencyKeyReused; its
+        staging manifest is removed (nothing will ever register it)."""
+        marker = self._ctx.commit_landed(w.commit_id)
         item = None
         if marker is not None and marker.incarnation is not None and marker.to_version is not None:
             item = self._ctx.store.get(keys.version(marker.incarnation, marker.to_version))
-        if item is None:
+        if marker is None or item is None:
             raise InvalidTableState(
-                f"the batch committed under idempotency key {self.key!r} made a version that no "
-                "longer exists (cleaned up or the table was replaced)"
+                f"the batch committed under idempotency key {self.key!r} made a version of {w.name} "
+                "that no longer exists (cleaned up or the table was replaced)"
             )
-        return _table_version(decode(VersionRecord, item.value, item.key))
+        ver = decode(VersionRecord, item.value, item.key)
+        path = str(self._requests[str(w.name)]["manifest_path"])
+        first_staged = {p.rpartition("/")[2] for p in (ver.manifest_path, ver.staged_from) if p}
+        if path.rpartition("/")[2] not in first_staged:
+            record, _ = self._ctx.table(w.name, declared=True)
+            change = self._versions._staged(record, self._requests[str(w.name)])[1]
+            entry = self._ctx.store.get(marker.log_key)
+            digest = decode(CommitLogEntry, entry.value).detail.get("request_digest") if entry else None
+            if digest != _digest(w.name, change):
+                raise reused(
+                    str(self.key),
+                    f"version {ver.version} of {w.name}",
+                    f"{change.operation or 'commit'} of {change.rows_added} rows",
+                )
+            if engine.is_staging_manifest(path):
+                engine.remove_files(record.location, [path], self._ctx.storage(record.location))
+        return _table_version(ver)
 
     def _plan(self, w: _Write, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Parent, permission, the manifest and the schema rules, before any lease is taken."""
@@ -108,6 +131,8 @@ class StagedVersions(Transaction):
         if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
             self._versions._govern_schema_change(w.name, record, staged_ipc, change.operation)
         w.detail |= {"client": "pylance", "staged": (staged_ipc, change)}
+        if self.key is not None:
+            w.detail |= {"idempotency_key": self.key, "request_digest": _digest(w.name, change)}
 
     def _stage(self, w: _Write, who: Principal, table_item: Item | None, version_item: Item | None) -> None:
         """Under the lease: the client's manifest through the bound namespace, held back."""

@@ -150,7 +150,7 @@ def test_another_kind_of_operation_is_unsupported_and_commits_nothing(lake: Rest
         {"deregister_table": {"id": tid("lines")}},
     ]
     answer = lake.post(BATCH_COMMIT, {"operations": ops})
-    assert answer.json()["code"] == 0, answer.text
+    assert (answer.status_code, answer.json()["code"]) == (406, 0), answer.text
     assert version(lake, "orders") == 1
 
 
@@ -164,3 +164,25 @@ def test_a_retry_under_the_idempotency_key_answers_the_first_outcome(lake: RestL
     # The key reused for another set of tables: refused, nothing committed.
     other = lake.post(BATCH_CREATE, {"entries": entries[:1]}, headers={HEADER: "pair-1"})
     assert (other.status_code, other.json()["code"]) == (422, 13), other.text
+
+
+def test_a_client_retry_that_staged_again_answers_the_first_outcome(lake: RestLake) -> None:
+    """A retry of the whole write (new manifests, the same rows) lands nothing, its staging
+    manifests are removed; other rows under the key are 422."""
+    first = lake.post(
+        BATCH_CREATE, {"entries": [stage(lake, t, rows([3])) for t in TABLES]}, headers={HEADER: "k"}
+    )
+    assert first.status_code == 200, first.text
+    retry = [stage(lake, t, rows([3])) for t in TABLES]
+    assert {e["manifest_path"] for e in retry}.isdisjoint(
+        v["manifest_path"] for v in first.json()["versions"]
+    )
+    again = lake.post(BATCH_CREATE, {"entries": retry}, headers={HEADER: "k"})
+    assert (again.status_code, again.json()) == (200, first.json())
+    assert [(version(lake, t), ids_of(lake, t)) for t in TABLES] == [(2, [1, 2, 3])] * 2
+    location = lake.catalog.reads.open_table("p.w.ns.orders").record.location
+    assert [p for p in os.listdir(f"{location}/_versions") if ".manifest-" in p] == []
+    other = [stage(lake, t, rows([4, 5])) for t in TABLES]
+    answer = lake.post(BATCH_CREATE, {"entries": other}, headers={HEADER: "k"})
+    assert (answer.status_code, answer.json()["code"]) == (422, 13), answer.text
+    assert [version(lake, t) for t in TABLES] == [2, 2]
