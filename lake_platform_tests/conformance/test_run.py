@@ -16,8 +16,6 @@ FAIL, UNSUPPORTED, SKIPPED = Outcome.FAIL, Outcome.UNSUPPORTED, Outcome.SKIPPED
 OURS: dict[str, Outcome] = {
     "DropTable:declared": FAIL,
     "ListTableVersions:pagination": FAIL,
-    "UpdateTableSchemaMetadata:success": FAIL,
-    "UpdateTableSchemaMetadata:TableNotFound": FAIL,
     "AlterTableBackfillColumns:TableNotFound": UNSUPPORTED,
     "ListTableBranches:success": UNSUPPORTED,
     "ListTableBranches:TableNotFound": UNSUPPORTED,

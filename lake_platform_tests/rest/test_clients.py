@@ -176,6 +176,22 @@ def test_update_schema_metadata_merges_and_null_deletes(rest_lake: RestLake) -> 
     assert rest_lake.catalog.reads.open_table("p.w.ns.events").version == 3
 
 
+def test_pylance_updates_schema_metadata_in_the_specs_bare_map(rest_lake: RestLake) -> None:
+    """pylance's RestNamespace sends and reads the spec's bare map: a wrapped-only server
+    answered it 400 "metadata must be a map" (found by ``lake conformance``)."""
+    from lance_namespace import UpdateTableSchemaMetadataRequest
+
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    answer = ns.update_table_schema_metadata(
+        UpdateTableSchemaMetadataRequest(id=T, metadata={"owner": "etl"})
+    )
+    assert answer.metadata == {"owner": "etl"}
+    bare = rest_lake.post("/v1/table/p$w$ns$events/schema_metadata/update", {"tier": "gold", "owner": None})
+    assert (bare.status_code, bare.json()) == (200, {"tier": "gold"})
+    assert lance.dataset(namespace_client=ns, table_id=T).schema.metadata == {b"tier": b"gold"}
+
+
 def test_context_headers_travel_both_ways(rest_lake: RestLake) -> None:
     """The client's ``header.*`` properties become request headers (that is how the token
     travels), and our response headers come back as ``header.*`` entries of the answer's context."""

@@ -189,18 +189,30 @@ def _percentile(ordered: list[int], p: int) -> int:
 
 def update_schema_metadata(request: RestRequest) -> Any:
     """Merges keys; a null value deletes its key (the spec's text says "replace", but backends
-    merge, and a strict string map could not carry a delete)."""
+    merge, and a strict string map could not carry a delete).
+
+    The body is the spec's bare map (``{"owner": "etl"}``, what pylance's ``RestNamespace``
+    sends), answered with the merged map; ``{"metadata": {...}}``, the namespace model's form,
+    is taken too and answered in that form with the commit id."""
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
+    body = request.body
+    wrapped = isinstance(body.get("metadata"), dict) and set(body) <= {"id", "metadata", "branch"}
+    if wrapped:
+        values, branch = body["metadata"], body.get("branch")
+    else:  # the id (checked against the path) and a branch given as a query parameter are not keys
+        values = {
+            k: v for k, v in body.items() if k != "id" and not (k == "branch" and "branch" in request.query)
+        }
+        branch = request.query.get("branch")
+    if branch:
         raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
-    values = request.body.get("metadata")
-    if not isinstance(values, dict):
+    if not all(isinstance(v, str | None) for v in values.values()):
         raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
     result, merged = request.service.catalog.schemas.update_schema_metadata(
         str(tname), values, by=Provenance(principal=request.principal)
     )
-    return {"metadata": merged, "transaction_id": result.commit_id}
+    return {"metadata": merged, "transaction_id": result.commit_id} if wrapped else merged
 
 
 def _tag_call(name: str) -> Any:
