@@ -237,7 +237,7 @@ class LakeNamespace(LanceNamespace):
     def drop_table(self, request: Any) -> DropTableResponse:
         def drop() -> DropTableResponse:
             tname = self._table_name(request)
-            record = self._record(tname)
+            record = self._record(tname, declared=True)
             self.catalog.trash.drop_table(str(tname), by=self.by)
             return DropTableResponse(id=tname.parts, location=record.location)
 
@@ -247,7 +247,7 @@ class LakeNamespace(LanceNamespace):
         # Deregistering keeps the data: exactly a recoverable drop into the trash.
         def deregister() -> DeregisterTableResponse:
             tname = self._table_name(request)
-            record = self._record(tname)
+            record = self._record(tname, declared=True)
             self.catalog.trash.drop_table(str(tname), by=self.by)
             return DeregisterTableResponse(id=tname.parts, location=record.location)
 

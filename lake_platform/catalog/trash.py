@@ -60,7 +60,8 @@ class Trash:
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
         who.require(tname.project, "admin", f"drop table {tname}")
-        record, _ = self.ctx.table(tname)
+        # A table declared but never written is dropped like any other (into the trash, undoable).
+        record, _ = self.ctx.table(tname, declared=True)
         if incarnation is not None and record.incarnation != incarnation:
             raise TableNotFound(f"table {tname} is not at incarnation {incarnation}")
         if record.protected and not force:
@@ -115,7 +116,7 @@ class Trash:
             # Re-read under the lease: only the holder of this incarnation's lease can remove it,
             # so if it is still there the revision we condition on cannot be reused (no ABA).
             try:
-                current, revision = self.ctx.table(tname, incarnation=incarnation, declared=skip_vanished)
+                current, revision = self.ctx.table(tname, incarnation=incarnation, declared=True)
             except TableNotFound:
                 if skip_vanished:
                     return None

@@ -228,6 +228,25 @@ def test_drop_recreate_undrop_refused_then_undrop_as(lake: Lake) -> None:
     assert lake.catalog.trash.list_trash() == []
 
 
+def test_a_declared_table_never_written_drops_undrops_and_purges(lake: Lake) -> None:
+    """A declared table (a name and location, no version) answered TableNotFound to drop, so
+    it could not be removed and kept its namespace from being dropped (lake conformance)."""
+    declared = lake.catalog.tables.declare_table(T)
+    lake.catalog.trash.drop_table(T)
+    assert list(lake.catalog.reads.list_tables("p.w.ns")) == []
+    assert [e.target for e in lake.catalog.trash.list_trash()] == [T]
+    lake.catalog.trash.undrop_table(T)
+    assert lake.catalog.trash.list_trash() == []
+    with pytest.raises(TableAlreadyExists):  # the declaration is back, with its location
+        lake.catalog.tables.declare_table(T)
+    lake.catalog.trash.drop_table(T)
+    assert [e.table.location for e in lake.catalog.trash.list_trash()] == [declared.location]
+    lake.catalog.trash.undrop_table(T)
+    lake.catalog.tables.declare_table("p.w.ns.other")
+    lake.catalog.trash.drop_table("p.w.ns.other", purge=True)
+    assert [e.target for e in lake.catalog.trash.list_trash()] == []
+
+
 def test_undrop_picks_incarnation(lake: Lake) -> None:
     lake.catalog.tables.create_table(T, rows([1]))
     first = lake.catalog.reads.open_table(T).record.incarnation
