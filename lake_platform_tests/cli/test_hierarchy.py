@@ -24,7 +24,6 @@ from lake_platform_tests.cli.conftest import run
         ("{tmp}/home/warehouse/link/w", "outside the allowed warehouse roots"),
         ("{tmp}/home/warehouse/p/w/inner", "is inside another warehouse's root"),
         ("{tmp}/home/warehouse/p", "contains another warehouse's root"),
-        ("{tmp}/home/warehouse/.results/w", "is inside the results area"),
     ],
 )
 def test_a_refused_root_is_an_error_and_writes_nothing(
@@ -50,9 +49,11 @@ def test_lake_home_and_the_inbox_are_refused(
 ) -> None:
     monkeypatch.setenv("LAKE_WAREHOUSE_ROOTS", str(tmp_path))
     monkeypatch.setenv("LAKE_INBOX", str(tmp_path / "inbox"))
+    monkeypatch.setenv("LAKE_RESULTS_ROOT", str(tmp_path / "results"))  # by default under LAKE_HOME
     for root, rule in (
         (tmp_path / "home" / "w", "is inside LAKE_HOME"),
         (tmp_path / "inbox" / "w", "is inside the inbox"),
+        (tmp_path / "results" / "w", "is inside the results area"),
     ):
         result = lake.invoke(cli, ["--json", "warehouse", "create", "p.x", "--root", str(root)])
         assert json.loads(result.output)["error"]["code"] == 13 and rule in result.output
