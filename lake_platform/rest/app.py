@@ -45,8 +45,8 @@ from lake_platform.rest.server import RestService
 #: Who the server acted as, on every successful answer.
 PRINCIPAL_HEADER = "x-lake-principal"
 JSON = "application/json"
-#: The operation whose id ends with a commit id rather than a name (``ids.parse_transaction_id``).
-TRANSACTION = "DescribeTransaction"
+#: The operations whose id ends with a commit id rather than a name (``ids.parse_transaction_id``).
+TRANSACTION = frozenset({"DescribeTransaction", "AlterTransaction"})
 #: Query parameters the spec types as integers or booleans (everything else stays a string).
 _INTS = {"limit", "version", "timeout"}
 _BOOL_PARAMS = {
@@ -131,7 +131,7 @@ class Endpoint:
             principal = service.authenticate(headers)
         context.identify(principal.name, principal.project)
         delimiter = service.delimiter(query_params)
-        parse = ids.parse_transaction_id if self.name == TRANSACTION else ids.parse_path_id
+        parse = ids.parse_transaction_id if self.name in TRANSACTION else ids.parse_path_id
         path_id = parse(path_params["id"], delimiter) if "id" in path_params else None
         if self.arrow:
             media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -151,7 +151,7 @@ class Endpoint:
         for param, value in path_params.items():
             if param != "id":  # index_name, and the control routes' own parameters
                 body[param] = value
-        ident = ids.merge_ids(path_id, body, delimiter, transaction=self.name == TRANSACTION)
+        ident = ids.merge_ids(path_id, body, delimiter, transaction=self.name in TRANSACTION)
         call = RestRequest(
             service=service,
             operation=self.name,

@@ -53,7 +53,6 @@ UNSUPPORTED: dict[str, str] = {
     "DeleteTableBranch": "branches are not registered by the catalog",
     "CreateMaterializedView": "materialized views are not supported",
     "RefreshMaterializedView": "materialized views are not supported",
-    "AlterTransaction": "commits are atomic registry transactions; none stays open to alter",
 }
 
 

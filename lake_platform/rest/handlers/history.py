@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import InvalidInput, TransactionNotFound
+from lake_platform.errors import InvalidInput, TransactionNotFound, Unsupported
 from lake_platform.naming import TableName
+from lake_platform.registry.records import CommitLogEntry
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 
@@ -65,8 +66,9 @@ def batch_delete_versions(request: RestRequest) -> Any:
     }
 
 
-def describe_transaction(request: RestRequest) -> Any:
-    """The id is the table's id and then the commit id (as the reference server takes it)."""
+def _commit_entry(request: RestRequest) -> CommitLogEntry:
+    """The commit a transaction id names: the table's id and then the commit id (as the
+    reference server takes it). TransactionNotFound when the table has no such commit."""
     *table, commit_id = request.ids
     if len(table) < 4:
         raise InvalidInput("a transaction id is the table's id followed by the commit id")
@@ -77,6 +79,22 @@ def describe_transaction(request: RestRequest) -> Any:
     )
     if entry is None:
         raise TransactionNotFound(f"no commit {commit_id} on {tname}")
+    return entry
+
+
+def alter_transaction(request: RestRequest) -> Any:
+    """Every commit here is one registry transaction, committed when it answers: there is no
+    open transaction to alter. An id naming no commit is TransactionNotFound, as
+    DescribeTransaction answers it; a committed one cannot change (Unsupported)."""
+    entry = _commit_entry(request)
+    raise Unsupported(
+        f"commit {entry.commit_id} on {entry.target} is committed; a committed transaction cannot be altered"
+    )
+
+
+def describe_transaction(request: RestRequest) -> Any:
+    """The id is the table's id and then the commit id (as the reference server takes it)."""
+    entry = _commit_entry(request)
     properties = {
         "commit_id": entry.commit_id,
         "table": entry.target,
@@ -98,4 +116,5 @@ HANDLERS = {
     "RestoreTable": restore_table,
     "BatchDeleteTableVersions": batch_delete_versions,
     "DescribeTransaction": describe_transaction,
+    "AlterTransaction": alter_transaction,
 }

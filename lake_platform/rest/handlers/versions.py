@@ -28,8 +28,31 @@ def list_table_versions(request: RestRequest) -> Any:
     scoped(request, table=True)
     request.table_name()
     _no_branch(request)
-    answer = to_json(lake_namespace(request).list_table_versions(_body(request)))
-    answer.setdefault("versions", [])
+    body = _body(request)
+    limit, token = body.pop("limit", None), body.pop("page_token", None)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+    if token is not None and (not isinstance(token, str) or not token.isdigit()):
+        raise InvalidInput(f"page_token {token!r} is not one this server handed out")
+    if limit == 1 and token is None and body.get("descending"):
+        # Lance's "which is the latest?" before each commit: one record read, not a scan. Its
+        # token may lead to an empty page when every older version was cleaned up.
+        answer = to_json(lake_namespace(request).list_table_versions({**body, "limit": 1}))
+        versions = answer.get("versions") or []
+        older = bool(versions) and versions[0]["version"] > 1
+        return {**answer, "versions": versions, "page_token": str(versions[0]["version"]) if older else None}
+    answer = to_json(lake_namespace(request).list_table_versions(body))
+    versions = answer.get("versions") or []
+    if token is not None:  # the last version of the previous page, in the order asked
+        after = int(token)
+        versions = [
+            v for v in versions if (v["version"] < after if body.get("descending") else v["version"] > after)
+        ]
+    answer["page_token"] = None
+    if limit is not None and len(versions) > limit:
+        versions = versions[:limit]
+        answer["page_token"] = str(versions[-1]["version"])
+    answer["versions"] = versions
     return answer
 
 

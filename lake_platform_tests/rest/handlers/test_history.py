@@ -155,3 +155,19 @@ def test_describe_transaction_by_commit_id(events: RestLake) -> None:
     )
     path = f"/v1/transaction/{TP}${restored.transaction_id}/describe"
     assert problem(events.post(path, {}, who="other")) == (404, 4)
+
+
+def test_alter_transaction_names_the_commit_like_describe_and_never_alters_it(events: RestLake) -> None:
+    """An unknown id (UUID-shaped, as clients make them) is 404 TransactionNotFound, as
+    DescribeTransaction answers; a committed one is Unsupported (406, code 0), changing nothing."""
+    restored = rest_namespace(events.url, events.tokens["writer"]).restore_table(
+        RestoreTableRequest(id=T, version=1)
+    )
+    body = {"actions": [{"set_status_action": {"status": "ABORTED"}}]}
+    missing = events.post(
+        f"/v1/transaction/{TP}$00000000-0000-4000-8000-000000000000/alter", body, who="writer"
+    )
+    assert problem(missing) == (404, 10)
+    known = events.post(f"/v1/transaction/{TP}${restored.transaction_id}/alter", body, who="writer")
+    assert problem(known) == (406, 0)
+    assert current(events)[0] == 4

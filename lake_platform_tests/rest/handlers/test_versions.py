@@ -233,3 +233,21 @@ def test_a_retry_after_the_server_was_killed_past_the_commit_applies_the_batch_o
             server.terminate()
             server.wait(timeout=30)
         catalog.close()
+
+
+def test_versions_page_by_the_last_version_answered(events: RestLake) -> None:
+    """limit=1 pages carry a page_token until the last, in either order; each version once."""
+    for _ in range(2):
+        events.catalog.alter.add_column("p.w.ns.events", f"c{_}", "int32")
+    for descending in (False, True):
+        seen, token = [], None
+        while True:
+            body = {"limit": 1, "descending": descending, **({"page_token": token} if token else {})}
+            answer = events.post(f"/v1/table/{TP}/version/list", body, who="reader").json()
+            seen += [v["version"] for v in answer["versions"]]
+            token = answer.get("page_token")
+            if not token:
+                break
+        assert seen == ([3, 2, 1] if descending else [1, 2, 3])
+    bad = events.post(f"/v1/table/{TP}/version/list", {"limit": 1, "page_token": "x"}, who="reader")
+    assert bad.status_code == 400
