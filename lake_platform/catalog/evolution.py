@@ -9,19 +9,23 @@ conversion between kinds (a string column is never parsed into numbers).
 
 What else a write may do to the table is the table's ``schema_evolution`` policy:
 
-- ``strict`` (default): nothing. A new column or a wider type is refused.
+- ``strict`` (default): nothing. A new column, a wider type or a missing column is refused.
 - ``add_columns``: columns the table lacks are added, nullable (the rows already there read
   as null), in the same registry commit as the rows that bring them. A column the file declares
   non-nullable is added as nullable too: existing rows have no value for it, and every value
-  the file brings fits a nullable column.
+  the file brings fits a nullable column. A nullable table column the input lacks is filled
+  with nulls for its rows (``filled``), as Lance itself appends a subset of the columns: an
+  older producer keeps working the day a newer one adds a field.
 - ``widen``: ``add_columns``, and a table column whose incoming type is a safe widening of the
   table's (``TABLE_WIDENINGS``: int8/16/32 → int64 and the other wider integers of the same
   signedness, float16/32 → float64, string → large_string, binary → large_binary) changes type,
   again in the same commit. Old rows are rewritten column-wise by Lance.
 
-Never: narrowing, parsing, dropping a column (a table column missing from the input is refused),
-renaming (a renamed column looks like one missing and one new column: refused, since the old
-one is missing). Explicit changes are ``lake table alter``.
+Never: narrowing, parsing, dropping a column (a write never changes the table's columns but to
+add or widen them), leaving out a non-nullable column (refused by name under every policy).
+Renaming is ``lake table alter``: a file that renamed a column looks like one missing and one
+new column, refused under ``strict``; under ``add_columns`` the new name is added and the old
+column is null for the file's rows when it is nullable (refused when it is not).
 """
 
 from __future__ import annotations
@@ -47,8 +51,11 @@ class SchemaChange:
     target: pa.Schema  # the schema the rows are written with (and the table's afterwards)
     added: tuple[pa.Field, ...] = ()
     widened: tuple[tuple[str, pa.DataType], ...] = ()
-    #: Columns the target has that a given input may lack (added by another file of the batch).
+    #: Columns the target has that a given input may lack (added by another file of the batch,
+    #: or filled).
     optional: frozenset[str] = field(default_factory=frozenset)
+    #: Nullable table columns an input lacks: its rows read null there (no schema change).
+    filled: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.added or self.widened)
@@ -59,10 +66,14 @@ class SchemaChange:
         return (["widen-columns"] if self.widened else []) + (["add-columns"] if self.added else [])
 
     def describe(self) -> dict[str, object]:
-        return {
+        """What the commit log records of the change (``filled_columns`` only when some are)."""
+        described: dict[str, object] = {
             "added_columns": {f.name: str(f.type) for f in self.added},
             "widened_columns": {name: str(t) for name, t in self.widened},
         }
+        if self.filled:
+            described["filled_columns"] = list(self.filled)
+        return described
 
 
 def table_widens(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -103,9 +114,20 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
     if len(set(incoming.names)) != len(incoming.names):
         raise TableSchemaValidationError(f"data for {table_name} has duplicate column names")
     problems: list[str] = []
-    missing = [n for n in table.names if n not in incoming.names]
-    if missing:
-        problems.append(f"missing column(s) {', '.join(missing)} (a write never drops a column)")
+    missing = [f for f in table if f.name not in incoming.names]
+    required = [f.name for f in missing if not f.nullable]
+    filled = tuple(f.name for f in missing if f.nullable and mode != "strict")
+    if required:
+        problems.append(
+            f"missing non-nullable column(s) {', '.join(required)} "
+            "(a write may leave out only nullable columns, which read null)"
+        )
+    if mode == "strict" and len(required) < len(missing):
+        problems.append(
+            f"missing column(s) {', '.join(f.name for f in missing if f.nullable)} "
+            "(the table's schema_evolution policy is strict; under add_columns or widen a "
+            "missing nullable column is filled with nulls)"
+        )
     fields: list[pa.Field] = []
     widened: list[tuple[str, pa.DataType]] = []
     for tf in table:
@@ -159,7 +181,7 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
             f"data does not match the schema of {table_name}: " + "; ".join(problems)
         )
     target = pa.schema(fields + added, metadata=table.metadata)
-    return SchemaChange(target, tuple(added), tuple(widened))
+    return SchemaChange(target, tuple(added), tuple(widened), frozenset(filled), filled)
 
 
 def plan_batch(
@@ -175,6 +197,7 @@ def plan_batch(
     change = SchemaChange(table)
     added: dict[str, pa.Field] = {}
     widened: dict[str, pa.DataType] = {}
+    filled: dict[str, None] = {}  # ordered: the table's column order, first seen first
     for i, schema in enumerate(schemas):
         current = change.target
         fill = [f for f in current if f.name in added and f.name not in schema.names]
@@ -188,6 +211,7 @@ def plan_batch(
             if labels is None:
                 raise
             raise TableSchemaValidationError(f"{labels[i]}: {exc.message}") from None
+        filled.update(dict.fromkeys(step.filled))
         for f in step.added:
             added[f.name] = f
         for name, t in step.widened:
@@ -200,5 +224,6 @@ def plan_batch(
         change.target,
         tuple(added.values()),
         tuple(widened.items()),
-        frozenset(added),
+        frozenset(added) | frozenset(filled),
+        tuple(filled),
     )

@@ -206,7 +206,7 @@ class Tables:
             change = self.schemas.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
             target = change.target
             schema_ipc = schema_to_ipc(change.target) if change else None
-            if change:
+            if change or change.filled:
                 detail = {**(detail or {}), **change.describe()}
         else:
             _check_schema(data.schema, str(tname))

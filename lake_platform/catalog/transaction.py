@@ -227,7 +227,7 @@ class Transaction:
         if w.mode == "append":
             current = schema_from_ipc(w.record.schema_ipc)
             w.change = self._tables.schemas.plan_schema(w.name, current, [w.data.schema])
-            if w.change:
+            if w.change or w.change.filled:
                 w.detail.update(w.change.describe())
 
     def _stage(self, w: _Write, who: Principal, table_item: Item | None, version_item: Item | None) -> None:
@@ -253,7 +253,8 @@ class Transaction:
         else:
             schema_ipc = schema_to_ipc(change.target) if change else None
         counter = StreamCounter()
-        stream = counter.wrap(w.data, change.target if change else None)
+        # Conformed whenever planned: a column filled with nulls is no schema change.
+        stream = counter.wrap(w.data, change.target if change is not None else None)
         pending = PendingCommit(
             commit_id=w.commit_id,
             operation=w.mode,

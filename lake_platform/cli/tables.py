@@ -95,8 +95,8 @@ def ingest(
     TableName.parse(name)
     srcs = _sources(files)
     with state.catalog() as catalog, _progress(state, srcs) as on_batch:
-        reader = _table_reader(catalog, name, srcs, on_batch)
-        result = catalog.tables.append(name, reader, by=Provenance(commit_id=commit_id))
+        reader, detail = _table_reader(catalog, name, srcs, on_batch)
+        result = catalog.tables.append(name, reader, by=Provenance(commit_id=commit_id), detail=detail)
     state.emit(
         result.to_dict(),
         lambda r: (
@@ -113,14 +113,18 @@ def _sources(files: tuple[str, ...] | list[str]) -> list[Any]:
     return [sources.describe(f) for f in files]
 
 
-def _table_reader(catalog: Any, name: str, srcs: list[Any], on_batch: Callable[[Any], None] | None) -> Any:
+def _table_reader(
+    catalog: Any, name: str, srcs: list[Any], on_batch: Callable[[Any], None] | None
+) -> tuple[Any, dict[str, object]]:
     """The files of one table as one stream in its schema (its schema_evolution policy decides
-    whether the files may add or widen columns)."""
+    whether the files may add or widen columns, or lack nullable ones, read as null), and the
+    commit-log detail of the columns filled (the stream is conformed: the append sees none)."""
     from lake_platform.maintenance import sources
 
     readers = sources.open_all(srcs, catalog.schemas.table_schema(name))
     change = catalog.schemas.plan_input(name, [r.schema for r in readers], labels=[s.label for s in srcs])
-    return sources.chain(srcs, readers, change.target, change.optional, on_batch)
+    detail: dict[str, object] = {"filled_columns": list(change.filled)} if change.filled else {}
+    return sources.chain(srcs, readers, change.target, change.optional, on_batch), detail
 
 
 def _files_by_table(options: tuple[str, ...]) -> dict[str, list[str]]:
@@ -142,7 +146,8 @@ def _ingest_tables(state: State, by_table: dict[str, list[str]], commit_id: str 
     with state.catalog() as catalog, _progress(state, [s for ss in srcs.values() for s in ss]) as on_batch:
         with catalog.transaction(by=Provenance(commit_id=commit_id)) as tx:
             for name, table_srcs in srcs.items():
-                tx.append(name, _table_reader(catalog, name, table_srcs, on_batch))
+                reader, detail = _table_reader(catalog, name, table_srcs, on_batch)
+                tx.append(name, reader, detail=detail)
     results = [r.to_dict() for r in tx.results]
     state.emit(
         {"commit_id": tx.commit_id, "tables": results},

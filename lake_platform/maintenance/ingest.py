@@ -197,6 +197,8 @@ def ingest_batch(
                         "inbox": inbox.location,
                         "files": [f.identity() for f, _ in readers],
                         "quarantined": [q["key"] for q in outcome.quarantined],
+                        # Conformed per file above, so the append sees no column missing.
+                        **({"filled_columns": list(change.filled)} if change.filled else {}),
                     },
                     markers=_file_markers(table, [f for f, _ in readers], commit_id, record.incarnation),
                 )

@@ -194,9 +194,9 @@ def test_an_input_of_the_tables_own_schema_plans_as_the_full_plan_does(seeded: L
     policy(seeded, "add_columns")
     seeded.catalog.tables.append(T, base(extra=pa.array([9.0])))
     both(current_schema(seeded))  # the evolved schema, not the one planned against before
-    # An input of the old schema is planned in full (it lacks the new column): refused.
-    with pytest.raises(TableSchemaValidationError, match="missing column"):
-        seeded.catalog.tables.append(T, base())
+    # An input of the old schema is planned in full (it lacks the new column): filled with nulls.
+    seeded.catalog.tables.append(T, base(4))
+    assert rows_of(seeded)["extra"] == [None, None, 9.0, None]
 
 
 # -- strict ------------------------------------------------------------------------------------
@@ -265,18 +265,21 @@ def test_add_columns_still_refuses_widening_and_narrowing(seeded: Lake) -> None:
     assert state(seeded) == before
 
 
-def test_a_rename_is_refused_as_a_missing_column_under_every_policy(seeded: Lake) -> None:
-    """A file that renamed ``name`` to ``label`` looks like a dropped and a new column: never
-    a silent drop, so it is refused; ``lake table alter rename-column`` is the explicit way."""
-    for mode in ("strict", "add_columns", "widen"):
-        policy(seeded, mode)
-        before = state(seeded)
-        renamed = table(
-            id=pa.array([3], pa.int32()), score=pa.array([2.5], pa.float32()), label=pa.array(["c"])
-        )
-        with pytest.raises(TableSchemaValidationError, match="missing column.*name"):
-            seeded.catalog.tables.append(T, renamed)
-        assert state(seeded) == before
+def test_a_rename_is_never_taken_for_one(seeded: Lake) -> None:
+    """A file that renamed ``name`` to ``label`` looks like a missing and a new column: refused
+    under ``strict``; under ``add_columns`` and ``widen`` ``label`` is added and the nullable
+    ``name`` reads null for the file's rows (filled, never dropped: the old rows keep theirs).
+    ``lake table alter rename-column`` is the explicit way; a renamed non-nullable column is
+    refused under every policy (test_evolution)."""
+    renamed = table(id=pa.array([3], pa.int32()), score=pa.array([2.5], pa.float32()), label=pa.array(["c"]))
+    before = state(seeded)
+    with pytest.raises(TableSchemaValidationError, match="missing column.*name"):
+        seeded.catalog.tables.append(T, renamed)
+    assert state(seeded) == before
+    policy(seeded, "add_columns")
+    seeded.catalog.tables.append(T, renamed)
+    data = rows_of(seeded)
+    assert data["name"] == ["a", "b", None] and data["label"] == [None, None, "c"]
 
 
 def test_a_failure_after_the_schema_step_commits_nothing(seeded: Lake) -> None:

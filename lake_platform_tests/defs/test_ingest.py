@@ -271,3 +271,25 @@ def test_the_sensor_applies_the_table_schema_policy(instance, lake: Lake) -> Non
     assert data["extra"][-3:] == [1.5, 2.5, None] and data["extra"][0] is None
     entries = [e.operation for e in lake.catalog.reads.history(TABLE)][-2:]
     assert entries == ["add-columns", "append"]
+
+
+def test_a_later_batch_without_an_added_column_lands_with_nulls(instance, lake: Lake) -> None:
+    """Issue 49: once add_columns added ``extra``, an older producer's file that lacks it, alone
+    in its batch, lands with ``extra`` null in one commit (it used to be quarantined as
+    "missing column(s) extra")."""
+    lake.catalog.policies.set_policy("p.w.ns", {"schema_evolution": "add_columns"})
+    lake.inbox.put(
+        "p/w/ns/t/grown.parquet", parquet(rows(100, 2).append_column("extra", pa.array([1.5, 2.5])))
+    )
+    run(instance, lake, tick(instance, lake, None).run_requests[0])
+    version = lake.catalog.reads.open_table(TABLE).record.current_version
+    lake.inbox.put("p/w/ns/t/old_shape.parquet", parquet(rows(200, 2)))
+    result = run(instance, lake, tick(instance, lake, None).run_requests[0])
+    meta = result.asset_materializations_for_node("ingested")[0].metadata
+    assert meta["status"].value == "committed" and meta["rows"].value == 2
+    assert meta["quarantined"].value == []
+    snap = lake.catalog.reads.open_table(TABLE)
+    assert snap.record.current_version == version + 1
+    data = snap.to_reader().read_all().sort_by("id").to_pydict()
+    assert data["extra"][-4:] == [1.5, 2.5, None, None] and data["extra"][0] is None
+    assert lake.catalog.reads.history(TABLE)[-1].detail["filled_columns"] == ["extra"]
