@@ -1,0 +1,123 @@
+"""Which registered table an asset is, and what a materialization or observation says about it.
+
+Shared by the IO manager (``io_manager``, ``io_reads``) and the table assets
+(``table_assets``): the asset key <-> table name mapping, the commit id a step's output is
+written under, the partition predicate, and Dagster's standard table metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from lake_platform.errors import InvalidInput
+from lake_platform.naming import TableName
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: Metadata keys the IO manager records on each materialization (and the observations carry):
+#: the input side pins its read to ``VERSION``.
+TABLE = "lake/table"
+VERSION = "lake/version"
+COMMIT_ID = "lake/commit_id"
+
+
+def table_for_key(key: dg.AssetKey, namespaces: Mapping[str, str]) -> str:
+    """The table an asset key names: the longest configured key prefix (``"sales"`` or
+    ``"sales/raw"``, path parts joined by ``/``) maps to a namespace (``"demo.main.sales"``) and the
+    rest of the key is the table; a key of four or more parts with no configured prefix is the
+    table's own name (project, warehouse, namespace(s), table)."""
+    path = list(key.path)
+    for size in range(len(path) - 1, 0, -1):
+        namespace = namespaces.get("/".join(path[:size]))
+        if namespace is not None:
+            return str(TableName.parse(".".join([namespace, *path[size:]])))
+    if len(path) >= 4:
+        return str(TableName.parse(".".join(path)))
+    raise InvalidInput(
+        f"asset {key.to_user_string()} names no table: map a prefix of its key to a namespace "
+        "(LakeIOManager namespaces) or give it the table's own name as its key (project, warehouse, "
+        "namespace, table)"
+    )
+
+
+def key_for_table(table: str, namespaces: Mapping[str, str]) -> dg.AssetKey:
+    """The asset key a table appears under: the inverse of :func:`table_for_key` (the longest
+    namespace mapped; else the table's four name parts)."""
+    name = TableName.parse(table)
+    best: tuple[str, str] | None = None
+    for prefix, namespace in namespaces.items():
+        if str(name).startswith(namespace + "."):
+            if best is None or len(namespace) > len(best[1]):
+                best = (prefix, namespace)
+    if best is None:
+        return dg.AssetKey(list(name.parts))
+    rest = str(name)[len(best[1]) + 1 :].split(".")
+    return dg.AssetKey([*best[0].split("/"), *rest])
+
+
+def step_commit_id(run_id: str, step_key: str, key: dg.AssetKey, partitions: Sequence[str]) -> str:
+    """The commit id of one step's output: the same run, step, asset and partitions give the
+    same id, so a retried step finds its first commit's marker and applies nothing twice."""
+    scope = "\0".join((run_id, step_key, key.to_user_string(), *sorted(partitions)))
+    return "dg-" + hashlib.sha256(scope.encode()).hexdigest()[:48]
+
+
+def literal(value: str, column_type: pa.DataType) -> str:
+    """A partition key as a SQL literal of the partition column's type (Lance's filter parser
+    does not cast a string to a date or a number by itself)."""
+    import pyarrow as pa
+
+    quoted = "'" + value.replace("'", "''") + "'"
+    if pa.types.is_string(column_type) or pa.types.is_large_string(column_type):
+        return quoted
+    if pa.types.is_date(column_type):
+        return f"date {quoted}"
+    if pa.types.is_timestamp(column_type):
+        return f"timestamp {quoted}"
+    if pa.types.is_integer(column_type):
+        return str(int(value))
+    raise InvalidInput(
+        f"a partition column is a string, date, timestamp or integer column, not {column_type}"
+    )
+
+
+def partition_predicate(column: str, keys: Sequence[str], schema: pa.Schema) -> str:
+    """``column IN (...)``: the rows of the partitions ``keys``."""
+    if column not in schema.names:
+        raise InvalidInput(f"the partition column {column!r} is not a column of the data")
+    column_type = schema.field(column).type
+    return f"{quote_name(column)} IN ({', '.join(literal(k, column_type) for k in keys)})"
+
+
+def quote_name(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def column_schema(schema: pa.Schema) -> dg.TableSchema:
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=f.name,
+                type=str(f.type),
+                constraints=dg.TableColumnConstraints(nullable=f.nullable),
+            )
+            for f in schema
+        ]
+    )
+
+
+def table_metadata(table: str, version: int, schema: pa.Schema, rows: int) -> dict[str, object]:
+    """What Dagster's catalog shows of a table version: its name, schema and row count (the
+    standard keys), and the version a downstream read pins to."""
+    return {
+        "dagster/table_name": table,
+        "dagster/column_schema": column_schema(schema),
+        "dagster/row_count": dg.MetadataValue.int(rows),
+        TABLE: table,
+        VERSION: dg.MetadataValue.int(version),
+    }

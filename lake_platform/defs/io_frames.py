@@ -1,0 +1,103 @@
+"""An asset's value as an Arrow stream, and a table read back as the type an input asks for:
+pyarrow Table or RecordBatchReader, pandas or polars DataFrame (polars LazyFrame too). The
+libraries are imported only when a value of theirs is met, so a project without polars or
+pandas never needs them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lake_platform.errors import InvalidInput
+
+
+def as_reader(value: object) -> pa.RecordBatchReader:
+    """``value`` as a stream of record batches; a reader passes through unread (streamed to the
+    table, never held whole)."""
+    if isinstance(value, pa.RecordBatchReader):
+        return value
+    if isinstance(value, pa.Table):
+        return value.to_reader()
+    if isinstance(value, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(value.schema, [value])
+    module = type(value).__module__.split(".")[0]
+    if module == "pandas":
+        return pa.Table.from_pandas(value, preserve_index=False).to_reader()
+    if module == "polars":
+        frame = value.collect() if hasattr(value, "collect") else value
+        return frame.to_arrow().to_reader()
+    raise InvalidInput(
+        f"the Lake IO manager writes a pyarrow Table or RecordBatchReader, a pandas or a polars "
+        f"DataFrame; the asset returned {type(value).__name__}"
+    )
+
+
+@dataclass
+class Tally:
+    """Rows and bytes of a stream, counted as it is read."""
+
+    rows: int = 0
+    bytes: int = 0
+
+
+def counted(
+    reader: pa.RecordBatchReader,
+    tally: Tally,
+    partition_column: str | None = None,
+    partitions: Sequence[str] = (),
+) -> pa.RecordBatchReader:
+    """``reader`` counted into ``tally``; with a partition column, a batch holding a row of
+    another partition than ``partitions`` fails the stream (InvalidInput) before its rows are
+    written: a partition's overwrite must not touch another partition's rows."""
+    import pyarrow.compute as pc
+
+    allowed = pa.array(list(partitions), pa.string()) if partition_column else None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            if allowed is not None and batch.num_rows:
+                values = pc.cast(batch.column(partition_column), pa.string())
+                stray = pc.invert(pc.fill_null(pc.is_in(values, value_set=allowed), False))
+                if pc.any(stray).as_py():
+                    bad = values.filter(stray)[0].as_py()
+                    raise InvalidInput(
+                        f"a row's {partition_column} is {bad!r}, outside the partitions written "
+                        f"({', '.join(partitions)})"
+                    )
+            tally.rows += batch.num_rows
+            tally.bytes += batch.nbytes
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def annotation_kind(typing_type: Any) -> str:
+    """What an input's type annotation asks for: ``reader``, ``pandas``, ``polars``,
+    ``polars-lazy`` or ``arrow`` (a pyarrow Table; also for no annotation)."""
+    if typing_type is pa.RecordBatchReader:
+        return "reader"
+    if isinstance(typing_type, type):
+        module = typing_type.__module__.split(".")[0]
+        if module == "pandas":
+            return "pandas"
+        if module == "polars":
+            return "polars-lazy" if typing_type.__name__ == "LazyFrame" else "polars"
+    return "arrow"
+
+
+def as_kind(reader: pa.RecordBatchReader, kind: str) -> object:
+    """A scan's stream as ``kind`` (see :func:`annotation_kind`)."""
+    if kind == "reader":
+        return reader
+    table = reader.read_all()
+    if kind == "pandas":
+        return table.to_pandas()
+    if kind in ("polars", "polars-lazy"):
+        import polars as pl
+
+        frame = pl.from_arrow(table)
+        return frame.lazy() if kind == "polars-lazy" else frame
+    return table

@@ -1,0 +1,193 @@
+"""LakeIOManager: a user's asset written as ONE governed commit of the table its key names, and
+read back at the version its materialization recorded.
+
+Writes (``handle_output``), by the asset's definition metadata, else the manager's config:
+
+- ``write_mode``: ``append`` (default), ``overwrite`` or ``merge`` (merge-insert on
+  ``key_columns``: matched rows updated, the others inserted);
+- a partitioned asset names its partition column in ``partition_expr`` and always replaces
+  exactly its partitions: one merge-insert that inserts the output and deletes the partitions'
+  other rows (on ``key_columns`` when given, else on every column), so readers see the
+  partition old or new, never half; a row of another partition fails the step unwritten;
+- the first write of a table creates it (same commit id).
+
+The commit id comes from the run, the step, the asset and its partitions
+(``asset_tables.step_commit_id``): a retried step finds its first commit's marker and writes
+nothing again. Each materialization records the table, its new version (what downstream inputs
+pin to), the rows and bytes written and Dagster's standard table metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import dagster as dg
+
+from lake_platform.defs.asset_tables import (
+    COMMIT_ID,
+    partition_predicate,
+    step_commit_id,
+    table_for_key,
+    table_metadata,
+)
+from lake_platform.defs.errors import lake_errors
+from lake_platform.defs.io_frames import Tally, annotation_kind, as_kind, as_reader, counted
+from lake_platform.defs.io_reads import plan_read, scan_options
+from lake_platform.defs.resources import ACTOR, LakeResource
+from lake_platform.errors import InvalidInput, TableAlreadyExists, TableNotFound
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.catalog.provenance import Provenance
+
+WriteMode = Literal["append", "overwrite", "merge"]
+_MODES = ("append", "overwrite", "merge")
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one output's commit did."""
+
+    operation: str
+    version: int
+    commit_id: str
+    replayed: bool
+
+
+class LakeIOManager(dg.ConfigurableIOManager):
+    """Assets as governed Lance tables (see the module docstring). ``namespaces`` maps an asset
+    key prefix (path parts joined by ``/``) to the namespace its tables live in, e.g.
+    ``{"sales": "demo.main.sales"}``: asset ``sales/orders_clean`` is table
+    ``demo.main.sales.orders_clean``. A key of four or more parts with no mapped prefix is the
+    table's own name."""
+
+    lake: LakeResource
+    namespaces: dict[str, str] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
+    write_mode: WriteMode = "append"
+
+    def handle_output(self, context: dg.OutputContext, obj: object) -> None:
+        if obj is None:
+            return
+        table = table_for_key(context.asset_key, self.namespaces)
+        meta = context.definition_metadata or {}
+        mode = str(meta.get("write_mode", self.write_mode))
+        if mode not in _MODES:
+            raise InvalidInput(f"write_mode is one of {', '.join(_MODES)}, not {mode!r}")
+        key_columns = [str(c) for c in meta.get("key_columns") or []]
+        partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
+        partition_column = str(meta["partition_expr"]) if partitions and meta.get("partition_expr") else None
+        if partitions and partition_column is None:
+            raise InvalidInput(
+                f"partitioned asset {context.asset_key.to_user_string()} names its partition column "
+                "in its metadata (partition_expr) to be written by the Lake IO manager"
+            )
+        from lake_platform.catalog.provenance import Provenance
+
+        by = Provenance(
+            actor=ACTOR,
+            run_id=context.run_id,
+            commit_id=step_commit_id(context.run_id, context.step_key, context.asset_key, partitions),
+        )
+        tally = Tally()
+        data = counted(as_reader(obj), tally, partition_column, partitions)
+        with lake_errors(), self.lake.catalog() as catalog:
+            written = write(catalog, table, data, mode, key_columns, partition_column, partitions, by)
+            snapshot = catalog.reads.open_table(table, written.version)
+            metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
+        if partition_column:
+            metadata["dagster/partition_row_count"] = dg.MetadataValue.int(tally.rows)
+        context.log.info(
+            "%s: %s at version %s%s",
+            table,
+            written.operation,
+            written.version,
+            " (replayed)" * written.replayed,
+        )
+        context.add_output_metadata(
+            {
+                **metadata,
+                COMMIT_ID: written.commit_id,
+                "lake/operation": written.operation,
+                "lake/replayed": written.replayed,
+                "lake/rows_written": dg.MetadataValue.int(tally.rows),
+                "lake/bytes_written": dg.MetadataValue.int(tally.bytes),
+            }
+        )
+
+    def load_input(self, context: dg.InputContext) -> object:
+        table = table_for_key(context.asset_key, self.namespaces)
+        plan = plan_read(context, table)
+        kind = annotation_kind(context.dagster_type.typing_type)
+        with lake_errors(), self.lake.catalog() as catalog:
+            snapshot = catalog.reads.open_table(table, plan.version)
+            reader = snapshot.to_reader(**scan_options(plan, snapshot.schema))
+            value = as_kind(reader, kind)
+        context.log.info("%s: read version %s", table, snapshot.version)
+        return value
+
+
+def write(
+    catalog: Catalog,
+    table: str,
+    data: pa.RecordBatchReader,
+    mode: str,
+    key_columns: Sequence[str],
+    partition_column: str | None,
+    partitions: Sequence[str],
+    by: Provenance,
+) -> Written:
+    """One commit of ``data`` to ``table`` (created by it when missing), or the answer of the
+    commit ``by.commit_id`` already made."""
+    assert by.commit_id is not None
+    landed = catalog.ctx.commit_landed(by.commit_id)
+    if landed is not None:
+        return Written(landed.operation, landed.to_version or 0, by.commit_id, replayed=True)
+    try:
+        return _write_existing(catalog, table, data, mode, key_columns, partition_column, partitions, by)
+    except TableNotFound:
+        pass
+    try:
+        result = catalog.tables.create_table(table, data, by=by)
+    except TableAlreadyExists:  # another step created it meanwhile: write to it after all
+        return _write_existing(catalog, table, data, mode, key_columns, partition_column, partitions, by)
+    return Written("create", result.to_version or 0, by.commit_id, result.replayed)
+
+
+def _write_existing(
+    catalog: Catalog,
+    table: str,
+    data: pa.RecordBatchReader,
+    mode: str,
+    key_columns: Sequence[str],
+    partition_column: str | None,
+    partitions: Sequence[str],
+    by: Provenance,
+) -> Written:
+    assert by.commit_id is not None
+    if partition_column:
+        predicate = partition_predicate(partition_column, partitions, data.schema)
+        change = catalog.rows.merge_insert(
+            table,
+            data,
+            list(key_columns) or list(data.schema.names),
+            update_matched=bool(key_columns),
+            insert_unmatched=True,
+            delete_unmatched_by_source=True,
+            delete_unmatched_by_source_if=predicate,
+            by=by,
+        )
+        return Written("replace-partitions", change.version, by.commit_id, replayed=False)
+    if mode == "merge":
+        if not key_columns:
+            raise InvalidInput(f"write_mode merge of {table} needs key_columns in the asset's metadata")
+        change = catalog.rows.merge_insert(
+            table, data, list(key_columns), update_matched=True, insert_unmatched=True, by=by
+        )
+        return Written("merge", change.version, by.commit_id, replayed=False)
+    write_rows = catalog.tables.overwrite if mode == "overwrite" else catalog.tables.append
+    result = write_rows(table, data, by=by)
+    return Written(mode, result.to_version or 0, by.commit_id, result.replayed)

@@ -1,0 +1,100 @@
+"""The input side of the Lake IO manager: which version of the upstream table an input reads
+(the one its upstream materialization recorded, never "latest"), and the scan with the input's
+columns and partitions pushed down to Lance.
+
+Versions are found through Dagster's public instance API (``fetch_materializations``,
+``fetch_observations``) from the input's context: a write that landed after the upstream's
+materialization was recorded (another run re-materializing it, a writer outside Dagster) is not
+seen until Dagster records it as the asset's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+from lake_platform.defs.asset_tables import VERSION, partition_predicate
+
+#: Materializations read per input beyond one per partition: enough to find this run's own
+#: record behind a few concurrent runs' newer ones.
+_EXTRA_RECORDS = 20
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    table: str
+    version: int | None  # None: nothing recorded, read the registered current version
+    columns: list[str] | None
+    partition_column: str | None
+    partitions: list[str]
+
+
+def plan_read(context: dg.InputContext, table: str) -> ReadPlan:
+    """What ``context``'s input reads of ``table``: the pinned version, the columns (input
+    metadata ``columns``) and the partitions (the upstream's ``partition_expr`` over the input's
+    upstream partition keys)."""
+    partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
+    upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else {}
+    partition_column = upstream_meta.get("partition_expr") if partitions else None
+    columns = (context.definition_metadata or {}).get("columns")
+    return ReadPlan(
+        table=table,
+        version=recorded_version(context.instance, context.asset_key, partitions, _run_id(context)),
+        columns=list(columns) if columns else None,
+        partition_column=str(partition_column) if partition_column else None,
+        partitions=partitions,
+    )
+
+
+def _run_id(context: dg.InputContext) -> str | None:
+    try:
+        return context.step_context.run_id
+    except Exception:  # noqa: BLE001 - a context built outside a run has none
+        return None
+
+
+def recorded_version(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: Sequence[str], run_id: str | None
+) -> int | None:
+    """The table version the asset's materializations recorded: for each partition (or the
+    whole asset) this run's own record if it made one, else the latest; the highest of those
+    (every partition's rows are in it). Without a materialization, the latest observation's
+    (a table observed by ``table_assets``); None when neither recorded one."""
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=list(partitions) or None),
+        limit=len(partitions) + _EXTRA_RECORDS,
+    ).records
+    chosen: dict[str | None, tuple[bool, int]] = {}
+    for rec in found:  # newest first
+        event = rec.asset_materialization
+        version = _version_of(event.metadata) if event is not None else None
+        if version is None:
+            continue
+        own = run_id is not None and rec.run_id == run_id
+        part = rec.partition_key
+        if part not in chosen or (own and not chosen[part][0]):
+            chosen[part] = (own, version)
+    if chosen:
+        return max(v for _, v in chosen.values())
+    observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
+    if observed and observed[0].asset_observation is not None:
+        return _version_of(observed[0].asset_observation.metadata)
+    return None
+
+
+def _version_of(metadata: dict[str, dg.MetadataValue]) -> int | None:
+    value = metadata.get(VERSION)
+    raw = value.value if isinstance(value, dg.MetadataValue) else value
+    return int(raw) if isinstance(raw, int) else None
+
+
+def scan_options(plan: ReadPlan, schema: object) -> dict[str, object]:
+    """Lance scanner arguments: the columns and the partition filter, read by Lance itself."""
+    options: dict[str, object] = {}
+    if plan.columns:
+        options["columns"] = plan.columns
+    if plan.partition_column and plan.partitions:
+        options["filter"] = partition_predicate(plan.partition_column, plan.partitions, schema)  # type: ignore[arg-type]
+    return options
