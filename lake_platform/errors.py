@@ -172,6 +172,12 @@ class LeaseExpired(ConcurrentModification):
     """The writer's lease ran out (or was taken over); its writes are fenced off."""
 
 
+class BranchDiverged(ConcurrentModification):
+    """A branch cannot be published by fast-forward: main moved since the branch was made."""
+
+    retryable = False
+
+
 class LeaseUnavailable(ConcurrentModification):
     """Another writer holds the table's lease and did not release it in time."""
 

@@ -57,8 +57,11 @@ class CommitConflicts:
         pending: PendingCommit | None,
         lease: Lease | None,
         tidy_refused: bool,
+        head_key: str | None = None,
     ) -> None:
         self.store = store
+        #: The record whose current version a commit moves: the table's, or a branch's.
+        self.head_key = head_key or keys.table(name)
         self.name = name
         self.incarnation = incarnation
         self.location = location
@@ -155,7 +158,7 @@ class CommitConflicts:
             raise ServiceUnavailable(
                 f"registry unavailable while committing version {version} of {self.name}"
             )
-        table = self.store.get(keys.table(self.name))
+        table = self.store.get(self.head_key)
         marker = self.store.get(keys.commit_marker(commit_id))
         if table is None or marker is None:
             raise Internal(f"commit {commit_id} landed partially")  # transact is atomic: cannot happen
@@ -178,7 +181,7 @@ class CommitConflicts:
             return LeaseExpired(
                 f"write lease on {self.name} was taken over; commit of version {version} refused"
             )
-        if exc.key == keys.table(self.name) and record_revision == ABSENT:
+        if exc.key == self.head_key and record_revision == ABSENT:
             return TableAlreadyExists(f"table {self.name} already exists")
         if self.pending is not None and exc.key in {
             op.key for op in self.pending.extra_ops if isinstance(op, Put)
@@ -189,9 +192,9 @@ class CommitConflicts:
             )
         if self.pending is not None and exc.key in {op.key for op in self.pending.extra_ops}:
             return NamespaceNotFound(f"namespace {self.name.namespace_name} was dropped during the create")
-        if exc.key == keys.table(self.name) or exc.key is None:
+        if exc.key == self.head_key or exc.key is None:
             # Find out whether our incarnation is still the registered one.
-            item = self.store.get(keys.table(self.name))
+            item = self.store.get(self.head_key)
             if item is None or decode(TableRecord, item.value).incarnation != self.incarnation:
                 return TableNotFound(f"table {self.name} was dropped or replaced while being written")
             if self.unacquired and exc.key is not None:

@@ -90,6 +90,7 @@ class BoundTableNamespace(LanceNamespace):
         base: VersionRecord | None = None,
         tidy_refused: bool = False,
         checked_manifest: str | None = None,
+        head_key: str | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -111,8 +112,11 @@ class BoundTableNamespace(LanceNamespace):
         self._lock = threading.Lock()
         # The staged manifest the caller already checked (``table_files``) from its own read.
         self._checked_manifest = checked_manifest
+        self.head_key = head_key or keys.table(name)  # or a branch's record (its own chain)
         where = (store, name, record.incarnation, record.location, self.storage_options)
-        self.conflicts = CommitConflicts(*where, pending=pending, lease=lease, tidy_refused=tidy_refused)
+        self.conflicts = CommitConflicts(
+            *where, pending=pending, lease=lease, tidy_refused=tidy_refused, head_key=self.head_key
+        )
         self.publisher = ManifestPublisher(*where, fault=fault)
         self._id = f"lake:{store.url}:{record.incarnation}:{new_id()}"
 
@@ -227,7 +231,7 @@ class BoundTableNamespace(LanceNamespace):
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
         if staging != self._checked_manifest:
             # Before anything is registered: the version's files must all lie in this table.
-            check_manifest(self.record.location, staging, self.storage_options)
+            check_manifest(self.record.location, staging, self.storage_options, folder=self.record.folder)
         # Register the version at its canonical path in the commit itself (the file is put there
         # right after, see ManifestPublisher): one registry write instead of commit + re-point. Only
         # when that path is free; a manifest squatting there (written around the registry)
@@ -260,6 +264,7 @@ class BoundTableNamespace(LanceNamespace):
                 naming_scheme=_field(request, "naming_scheme"),
                 committed_at_ms=at,
                 commit_id=pending.commit_id,
+                location=self.record.location if self.record.folder else None,
             )
             if len(held) < len(pending.hold):
                 # A schema step the rest of this commit builds on: registered with the last step.
@@ -320,7 +325,7 @@ class BoundTableNamespace(LanceNamespace):
             releases = pending.release_lease
             ops: list[Op] = [
                 Put(keys.version(self.record.incarnation, version), ver.encode(), ABSENT),
-                Put(keys.table(self.name), new_record.encode(), self.record_revision),
+                Put(self.head_key, new_record.encode(), self.record_revision),
                 Put(log_key, entry.encode(), ABSENT),
                 Put(keys.commit_marker(pending.commit_id), marker.encode(), pending.marker_revision),
                 self.lease.release_op() if releases else lease_check,
@@ -405,10 +410,10 @@ class BoundTableNamespace(LanceNamespace):
     def _refresh_record(self) -> None:
         if self.record_revision == ABSENT:
             return  # not registered yet: a create in progress
-        item = self.store.get(keys.table(self.name))
+        item = self.store.get(self.head_key)
         if item is None:
-            raise TableNotFound(f"table {self.name} no longer exists")
-        record = decode(TableRecord, item.value, item.key)
+            raise TableNotFound(f"table {self.name} (or its branch) no longer exists")
+        record = decode(type(self.record), item.value, item.key)
         if record.incarnation != self.record.incarnation:
             raise TableNotFound(f"table {self.name} was dropped and recreated")
         self.record, self.record_revision = record, item.revision

@@ -70,6 +70,8 @@ class Reads:
         return self.snapshot(tname, record, version or record.current_version)
 
     def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+        if record.folder is not None and version != record.current_version:
+            record = self._line_of(record, version)
         storage = self.ctx.storage(record.location)
         ds = self._open(tname, record, version, storage)
         if ds is None and self._being_published(record, version, storage):
@@ -77,6 +79,15 @@ class Reads:
         if ds is None:
             raise self._unreadable(tname, record, version)
         return TableSnapshot(tname, record, version, ds)
+
+    def _line_of(self, record: TableRecord, version: int) -> TableRecord:
+        """``record`` as read at ``version``: a line that moved (main after a branch was
+        published into it) has older versions in another dataset root than its current one."""
+        item = self.ctx.store.get(keys.version(record.incarnation, version))
+        if item is None:
+            return record  # not registered: the open says so
+        where = decode(VersionRecord, item.value, item.key).location or record.folder_uri
+        return record if where == record.location else record.model_copy(update={"location": where})
 
     def _open(self, tname: TableName, record: TableRecord, version: int, storage: dict[str, str]) -> Any:
         """The dataset at exactly ``version``, or None when its manifest is not found."""

@@ -9,6 +9,11 @@ own location: no extra base paths (Lance's ``base_paths``: shallow clones, multi
 ``initial_bases``/``target_bases``), no reference by ``base_id``, no path that is absolute,
 carries a scheme or climbs out with ``..``. Refused as InvalidInput, before the lease, with
 nothing registered; the staged manifest is left where it is (the orphan scan reports it).
+
+One exception: a branch's manifests (Lance's ``tree/<branch>`` datasets, and main's line after a
+branch was published into it) reference the files they share with their parent through base
+paths naming the table's own folder or another branch under it. With ``folder`` given, base
+paths that are that folder or lie under its ``tree/`` are inside the table.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ def check_manifest(
     storage_options: dict[str, str] | None = None,
     *,
     raw: bytes | None = None,
+    folder: str | None = None,
 ) -> None:
     """Refuse (InvalidInput) the staged manifest at ``manifest_path`` unless everything it
     references lies inside the table at ``location``. ``raw``: its bytes, when the caller has
     read them. A manifest that is missing or cannot be parsed is refused too: nothing unchecked
-    is registered (storage trouble reading it is raised as the OSError it is)."""
+    is registered (storage trouble reading it is raised as the OSError it is). ``folder``: the
+    table's folder, when ``location`` is a branch's dataset root inside it."""
     try:
         if raw is None:
             raw = read_object(location, manifest_path, storage_options)
@@ -39,21 +46,26 @@ def check_manifest(
         raise InvalidInput(f"manifest {manifest_path.rpartition('/')[2]} does not exist") from None
     except ValueError:
         raise InvalidInput(f"{manifest_path.rpartition('/')[2]} is not a Lance manifest") from None
-    require_inside(paths, manifest_path)
+    require_inside(paths, manifest_path, folder)
 
 
-def require_inside(paths: ManifestPaths, manifest_path: str) -> None:
+def require_inside(paths: ManifestPaths, manifest_path: str, folder: str | None = None) -> None:
     """Refuse (InvalidInput, naming the first offending reference as the manifest writes it) a
-    manifest whose references leave the table."""
+    manifest whose references leave the table (``folder``: base paths into it are allowed)."""
     # The manifest by its file name, a base path by its id: a location (perhaps another
     # tenant's) is never echoed to the client.
     where = f"manifest {manifest_path.rpartition('/')[2]}"
+    inside = {base_id for base_id, path in paths.base_paths if folder and _in_folder(path, folder)}
     for base_id, _ in paths.base_paths:
+        if base_id in inside:
+            continue
         raise InvalidInput(
             f"{where} adds base path {base_id}: a table's files must lie inside its own location "
             "(no shallow clones, no extra base paths)"
         )
     for what, base_id in paths.based:
+        if base_id in inside:
+            continue
         raise InvalidInput(f"{where}: {what} refers to base path {base_id}, outside this table's location")
     for path in paths.data_files:
         if not _inside(posixpath.join("data", path), "data/"):
@@ -74,3 +86,12 @@ def _inside(path: str, under: str) -> bool:
     if any(p in ("", ".", "..") for p in parts):
         return False
     return posixpath.normpath(path).startswith(under) or not under
+
+
+def _in_folder(base: str, folder: str) -> bool:
+    """Whether a base path is the table's folder or a branch dataset under its ``tree/``."""
+    base, folder = (u.removeprefix("file://").rstrip("/") for u in (base, folder))
+    if base == folder:
+        return True
+    rest = base.removeprefix(folder + "/tree/")
+    return rest != base and _inside(rest, "")

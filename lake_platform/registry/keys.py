@@ -32,6 +32,16 @@ def tables_in_namespace(name: NamespaceName) -> str:
     return f"tbl/{name.project}/{name.warehouse}/{'.'.join(name.path)}/"
 
 
+def branch(name: TableName, branch_name: str) -> str:
+    """A branch of a table: its own version chain (``ver/<chain>/``) and head."""
+    return f"brn/{name.project}/{name.warehouse}/{'.'.join(name.namespace)}/{name.table}/{branch_name}"
+
+
+def branches_of(name: TableName) -> str:
+    """Prefix of the branches of one table (``/``: ``t`` never matches ``t2``'s branches)."""
+    return f"brn/{name.project}/{name.warehouse}/{'.'.join(name.namespace)}/{name.table}/"
+
+
 def version(incarnation: str, number: int) -> str:
     return f"ver/{incarnation}/{number:020d}"
 
@@ -124,6 +134,11 @@ def policies() -> str:
 def all_versions() -> str:
     """Prefix of every table version record (all incarnations)."""
     return "ver/"
+
+
+def all_branches() -> str:
+    """Prefix of every branch record."""
+    return "brn/"
 
 
 def users() -> str:

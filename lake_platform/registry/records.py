@@ -100,6 +100,15 @@ class TableRecord(Record):
     created_at_ms: int = Field(default_factory=now_ms)
     created_by: str = ""
     protected: bool = False
+    #: The table's folder, when main's line lives in a sub-folder of it: a published branch's
+    #: dataset root (``<folder>/tree/<lance branch>``) is then ``location``. None: ``location``
+    #: is the folder. Drops, purges and orphan scans work on the folder.
+    folder: str | None = None
+
+    @property
+    def folder_uri(self) -> str:
+        """The table's whole folder: what a purge removes and an orphan scan lists."""
+        return self.folder or self.location
 
     @property
     def schema_ipc(self) -> bytes:
@@ -133,6 +142,32 @@ class VersionRecord(Record):
     #: tables it committed, by name, with the version each got. A reader holding this version
     #: must hold those tables at those versions or later (``query.snapshot_transactions``).
     transaction: dict[str, int] = Field(default_factory=dict)
+    #: The dataset root this version is read from when it is not the table's folder: a
+    #: branch's versions, and main's versions since a branch was published into it.
+    location: str | None = None
+
+
+class BranchRecord(TableRecord):
+    """A branch of a table: a version chain of its own (``incarnation`` is the chain id keying its
+    version records and write lease), read and written at ``location`` (Lance's branch dataset
+    ``<table folder>/tree/<lance_branch>``; ``folder`` is the table's). ``name`` is the table's."""
+
+    branch: str
+    #: The table incarnation the branch belongs to: a dropped and recreated table has none.
+    table_incarnation: str
+    #: Lance's name of the branch dataset (``<branch>-<short id>``: unique per creation, so a
+    #: branch deleted and made again never shares a folder with its predecessor).
+    lance_branch: str
+    #: Where it was made from: main or another branch's chain id, and that line's version.
+    parent_chain: str | None = None
+    parent_version: int
+    #: Main's version this branch's line descends from: publishing fast-forwards main only
+    #: while main is still at this version.
+    main_version: int
+    state: Literal["active", "trashed", "purging"] = "active"
+    dropped_at_ms: int | None = None
+    expires_at_ms: int | None = None
+    dropped_by: str | None = None
 
 
 class CommitLogEntry(Record):

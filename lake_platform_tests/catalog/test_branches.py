@@ -1,0 +1,218 @@
+"""Branches of a table (issue 46): create, write, read, publish, the diverged refusal, delete,
+undrop and purge, on real Lance datasets and a real registry (SQLite; DynamoDB via moto where
+the registry contract matters)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    BranchDiverged,
+    InvalidInput,
+    Protected,
+    TableBranchAlreadyExists,
+    TableBranchNotFound,
+    TableTagNotFound,
+    TableVersionNotFound,
+)
+from lake_platform.registry import keys
+from lake_platform.settings import LakeSettings
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+
+T = "p.w.ns.t"
+
+
+@pytest.fixture
+def table(lake: Lake) -> Iterator[Lake]:
+    """``T`` at version 2: ids 1, 2 then 3."""
+    lake.catalog.tables.create_table(T, rows([1, 2]))
+    lake.catalog.tables.append(T, rows([3]))
+    yield lake
+
+
+def files(lake: Lake) -> dict[str, int]:
+    return {f.path: f.size for f in engine.list_files(lake.root, lake.settings.storage_options(lake.root))}
+
+
+def log_ops(catalog: Catalog) -> list[tuple[str, object]]:
+    return [(e.operation, e.detail.get("branch")) for e in catalog.reads.history(T)]
+
+
+def test_creating_a_branch_copies_no_data_file_and_writes_at_most_a_manifest_and_a_ref(table: Lake) -> None:
+    before = files(table)
+    manifest = max(size for path, size in before.items() if path.endswith(".manifest"))
+    info = table.catalog.branches.create_branch(T, "dev")
+    new = {p: s for p, s in files(table).items() if p not in before}
+    assert (info.version, info.parent, info.main_version) == (2, "main", 2)
+    assert not [p for p in new if p.endswith(".lance")], "no data file is written"
+    branch_manifests = [s for p, s in new.items() if p.endswith(".manifest")]
+    assert len(branch_manifests) == 1
+    # The manifest (main's plus a base path), the ref, Lance's transaction record and hint:
+    # fixed-size extras of at most 1 KiB next to one manifest.
+    assert sum(new.values()) <= branch_manifests[0] + 1024
+    assert branch_manifests[0] <= manifest + 256
+    assert {p for p, _ in before.items()} <= set(files(table))  # nothing of main's was touched
+
+
+def test_branch_writes_never_move_main_and_each_line_reads_its_own_rows(table: Lake) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "dev")
+    result = cat.branch_writes.append(T, "dev", rows([10]))
+    assert (result.from_version, result.to_version) == (2, 3)
+    main = cat.reads.open_table(T)
+    assert (main.version, ids_of(main)) == (2, [1, 2, 3])
+    assert ids_of(cat.branches.open_branch(T, "dev")) == [1, 2, 3, 10]
+    assert ids_of(cat.branches.open_branch(T, "dev", 2)) == [1, 2, 3]
+    # main writes on; the branch does not see them
+    cat.tables.append(T, rows([4]))
+    assert ids_of(cat.branches.open_branch(T, "dev")) == [1, 2, 3, 10]
+    assert ids_of(cat.reads.open_table(T)) == [1, 2, 3, 4]
+    assert ("append", "dev") in log_ops(cat) and ("branch-create", "dev") in log_ops(cat)
+
+
+def test_publish_fast_forwards_main_in_one_logged_commit_and_main_writes_on(table: Lake) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "dev")
+    cat.branch_writes.append(T, "dev", rows([10]))
+    cat.branch_writes.append(T, "dev", rows([11]))
+    published = cat.branch_writes.publish_branch(T, "dev")
+    assert (published.from_version, published.to_version) == (2, 4)
+    assert ids_of(cat.reads.open_table(T)) == [1, 2, 3, 10, 11]
+    assert ids_of(cat.reads.open_table(T, 2)) == [1, 2, 3]  # main's older versions still read
+    assert ids_of(cat.reads.open_table(T, 3)) == [1, 2, 3, 10]  # the branch's versions are main's
+    entries = [e for e in cat.reads.history(T) if e.operation == "publish"]
+    assert len(entries) == 1 and entries[0].detail["versions"] == [3, 4]
+    # the next main write builds on the published head
+    after = cat.tables.append(T, rows([5]))
+    assert (after.from_version, after.to_version) == (4, 5)
+    assert ids_of(cat.reads.open_table(T)) == [1, 2, 3, 5, 10, 11]
+    # the branch was consumed: its name is free again
+    assert cat.branches.list_branches(T) == []
+    again = cat.branches.create_branch(T, "dev")
+    assert again.main_version == 5
+    cat.branch_writes.overwrite(T, "dev", rows([7]))
+    cat.branch_writes.publish_branch(T, "dev")
+    assert ids_of(cat.reads.open_table(T)) == [7]
+    assert ids_of(cat.reads.open_table(T, 5)) == [1, 2, 3, 5, 10, 11]
+
+
+def test_publish_after_main_moved_is_refused_saying_what_moved_and_changes_nothing(table: Lake) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "dev")
+    cat.branch_writes.append(T, "dev", rows([10]))
+    cat.tables.append(T, rows([4]))
+    before = list(cat.store.scan_prefix("tbl/")), list(cat.store.scan_prefix("brn/"))
+    with pytest.raises(BranchDiverged) as refused:
+        cat.branch_writes.publish_branch(T, "dev")
+    assert "version 2" in refused.value.message and "version 3" in refused.value.message
+    assert refused.value.http_status == 409 and refused.value.grpc_status == "ABORTED"
+    assert (list(cat.store.scan_prefix("tbl/")), list(cat.store.scan_prefix("brn/"))) == before
+    with pytest.raises(InvalidInput):
+        cat.branches.create_branch(T, "fresh")
+        cat.branch_writes.publish_branch(T, "fresh")  # nothing of its own
+
+
+def test_branches_are_made_from_a_version_a_tag_or_another_branch(table: Lake) -> None:
+    cat = table.catalog
+    cat.tags.create_tag(T, "first", 1)
+    assert cat.branches.create_branch(T, "old", from_version=1).version == 1
+    assert ids_of(cat.branches.open_branch(T, "old")) == [1, 2]
+    assert cat.branches.create_branch(T, "tagged", from_tag="first").parent_version == 1
+    cat.branch_writes.append(T, "old", rows([20]))
+    sub = cat.branches.create_branch(T, "sub", from_branch="old")
+    assert (sub.parent, sub.parent_version, sub.main_version) == ("old", 2, 1)
+    assert ids_of(cat.branches.open_branch(T, "sub")) == [1, 2, 20]
+    assert [b.branch for b in cat.branches.list_branches(T)] == ["old", "sub", "tagged"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"branch": "main"}, InvalidInput),
+        ({"branch": "Bad-Name"}, InvalidInput),
+        ({"branch": "x", "from_version": 9}, TableVersionNotFound),
+        ({"branch": "x", "from_version": 0}, InvalidInput),
+        ({"branch": "x", "from_tag": "nope"}, TableTagNotFound),
+        ({"branch": "x", "from_branch": "nope"}, TableBranchNotFound),
+        ({"branch": "x", "from_tag": "t", "from_version": 1}, InvalidInput),
+        ({"branch": "dev"}, TableBranchAlreadyExists),
+    ],
+)
+def test_bad_branch_requests_are_typed_errors_that_change_nothing(
+    table: Lake, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "dev")
+    before = files(table), [(i.key, i.value) for i in cat.store.scan_prefix("")]
+    with pytest.raises(error):
+        cat.branches.create_branch(T, **kwargs)
+    assert (files(table), [(i.key, i.value) for i in cat.store.scan_prefix("")]) == before
+
+
+def test_delete_goes_to_the_trash_undrop_restores_and_expiry_purges_its_files(table: Lake) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "dev")
+    cat.branch_writes.append(T, "dev", rows([10]))
+    main_files = set(files(table))
+    cat.branches.delete_branch(T, "dev")
+    with pytest.raises(TableBranchNotFound):
+        cat.branches.open_branch(T, "dev")
+    assert [b.state for b in cat.branches.list_branches(T, include_trashed=True)] == ["trashed"]
+    cat.branches.undrop_branch(T, "dev")
+    assert ids_of(cat.branches.open_branch(T, "dev")) == [1, 2, 3, 10]
+    cat.branches.delete_branch(T, "dev")
+    assert cat.branches.expire_branches(now_ms=cat.clock.wall_ms()) == []  # grace not over
+    purged = cat.branches.expire_branches(now_ms=cat.clock.wall_ms() + 8 * 86400 * 1000)
+    assert [r.operation for r in purged] == ["branch-purge"]
+    left = set(files(table))
+    assert not [p for p in left if "/tree/" in p or "/_refs/" in p]  # the branch's own files went
+    assert {p for p in main_files if "/tree/" not in p and "/_refs/" not in p} <= left
+    assert ids_of(cat.reads.open_table(T)) == [1, 2, 3]
+    assert list(cat.store.scan_prefix(keys.branches_of(_tname()))) == []
+
+
+def test_a_protected_tables_branches_are_deleted_only_with_force(table: Lake) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "dev")
+    cat.containers.set_protected(T, kind="table")
+    with pytest.raises(Protected):
+        cat.branches.delete_branch(T, "dev")
+    cat.branches.delete_branch(T, "dev", force=True)
+    assert cat.branches.list_branches(T) == []
+
+
+def test_a_branch_other_branches_build_on_keeps_its_files_until_they_are_gone(table: Lake) -> None:
+    cat = table.catalog
+    cat.branches.create_branch(T, "base")
+    cat.branch_writes.append(T, "base", rows([10]))
+    cat.branches.create_branch(T, "child", from_branch="base")
+    cat.branches.delete_branch(T, "base", purge=True)
+    assert ids_of(cat.branches.open_branch(T, "child")) == [1, 2, 3, 10]  # shared files kept
+    cat.branches.delete_branch(T, "child", purge=True)
+    purged = cat.branches.expire_branches(now_ms=cat.clock.wall_ms())
+    assert [r.operation for r in purged] == ["branch-purge"]
+    assert cat.branches.list_branches(T, include_trashed=True) == []
+
+
+def test_branches_on_dynamodb(tmp_path: Path, scale_out: tuple[LakeSettings, Catalog]) -> None:
+    _, cat = scale_out
+    cat.tables.create_table(T, rows([1]))
+    cat.branches.create_branch(T, "dev")
+    cat.branch_writes.append(T, "dev", rows([2]))
+    assert ids_of(cat.reads.open_table(T)) == [1]
+    cat.branch_writes.publish_branch(T, "dev")
+    assert ids_of(cat.reads.open_table(T)) == [1, 2]
+    cat.tables.append(T, rows([3]))
+    assert ids_of(cat.reads.open_table(T)) == [1, 2, 3]
+
+
+def _tname() -> Any:
+    from lake_platform.naming import TableName
+
+    return TableName.parse(T)
