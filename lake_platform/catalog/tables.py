@@ -84,6 +84,7 @@ class Tables:
         name: str,
         data: pa.RecordBatchReader,
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import (
@@ -124,6 +125,7 @@ class Tables:
             schema_ipc=schema_to_ipc(data.schema),
             stream_totals=counter.totals,
             extra_ops=[Check(ns_item.key, ns_item.revision)],
+            detail=dict(detail or {}),
         )
         try:
             self._write(tname, record, ABSENT, pending, counter.wrap(data), "create", counter=counter)
@@ -360,6 +362,7 @@ class Tables:
         name: str,
         predicate: str,
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
         who = self.ctx.who(by.principal)
@@ -378,7 +381,7 @@ class Tables:
             operation="delete",
             actor=self.ctx.actor(by.actor, who),
             run_id=by.run_id,
-            detail={"predicate": predicate},
+            detail={**(detail or {}), "predicate": predicate},
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)

@@ -12,8 +12,10 @@ import pyarrow as pa
 
 import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, TableAlreadyExists
 from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.idempotency import commit_once
 from lake_platform.rest.request import Reply, RestRequest
 
 
@@ -37,16 +39,20 @@ def create_table(request: RestRequest) -> Any:
     if mode not in ("create", "exist_ok", "overwrite"):
         raise InvalidInput(f"mode must be create, exist_ok or overwrite, got {mode!r}")
     reader = arrow_reader(request)
-    catalog, who = request.service.catalog, request.principal
-    try:
-        result = catalog.tables.create_table(str(tname), reader, by=Provenance(principal=who))
-    except TableAlreadyExists:
-        if mode == "create":
-            raise
-        if mode == "overwrite":
-            result = catalog.tables.overwrite(str(tname), arrow_reader(request), by=Provenance(principal=who))
-        else:
-            result = None
+    catalog = request.service.catalog
+
+    def commit(by: Provenance, detail: dict[str, object]) -> CommitResult | None:
+        try:
+            return catalog.tables.create_table(str(tname), reader, detail=detail, by=by)
+        except TableAlreadyExists:
+            if mode == "create":
+                raise
+            if mode == "overwrite":
+                return catalog.tables.overwrite(str(tname), arrow_reader(request), detail=detail, by=by)
+            return None
+
+    payload = mode.encode() + b"\0" + request.raw
+    result = commit_once(request, tname, "create", payload, commit, {"create", "overwrite"})
     record = catalog.ctx.table(tname)[0]
     return {
         "location": record.location,
@@ -67,7 +73,14 @@ def insert_into_table(request: RestRequest) -> Any:
     reader = arrow_reader(request)
     catalog = request.service.catalog
     write = catalog.tables.append if mode == "append" else catalog.tables.overwrite
-    result = write(str(tname), reader, by=Provenance(principal=request.principal))
+    result = commit_once(
+        request,
+        tname,
+        "insert",
+        mode.encode() + b"\0" + request.raw,
+        lambda by, detail: write(str(tname), reader, detail=detail, by=by),
+        {"append", "overwrite"},
+    )
     return {
         "transaction_id": result.commit_id,
         "num_inserted_rows": result.rows_added,
@@ -81,8 +94,15 @@ def delete_from_table(request: RestRequest) -> Any:
     predicate = request.body.get("predicate")
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidInput("predicate is required (a SQL filter of the rows to delete)")
-    result = request.service.catalog.tables.delete_rows(
-        str(tname), predicate, by=Provenance(principal=request.principal)
+    result = commit_once(
+        request,
+        tname,
+        "delete",
+        predicate.encode(),
+        lambda by, detail: request.service.catalog.tables.delete_rows(
+            str(tname), predicate, detail=detail, by=by
+        ),
+        {"delete"},
     )
     return {"transaction_id": result.commit_id, "version": result.to_version}
 
