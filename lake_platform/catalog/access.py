@@ -10,6 +10,7 @@ from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.principals import (
     LOCAL_ADMIN,
     Principal,
+    Role,
     TokenRecord,
     UserRecord,
     check_password,
@@ -20,7 +21,13 @@ from lake_platform.catalog.principals import (
     verify_secret,
 )
 from lake_platform.catalog.provenance import UNSTATED, Provenance
-from lake_platform.errors import ConditionFailed, InvalidInput, NamespaceNotFound, Unauthenticated
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    NamespaceNotFound,
+    Unauthenticated,
+)
 from lake_platform.naming import ProjectName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import decode
@@ -81,6 +88,37 @@ class Access:
             [Delete(item.key, item.revision)],
             log=Log(record.project, "user remove", self.ctx.actor(None, who), detail={"user": name}),
         )
+
+    def set_user_role(self, name: str, role: str, *, by: Provenance = UNSTATED) -> tuple[UserRecord, Role]:
+        """Change a user's role in place (project and password kept); returns the record and the
+        role it had. One logged commit; none when the role is the same. A Bearer the user was
+        issued under the old role is refused once a snapshot refresh begun after the change is
+        in place, like a removed user's (``auth.service``): a new login carries the new role.
+        Service tokens are principals of their own and keep theirs."""
+        who = self.ctx.who(by.principal)
+        check_segment(name, "user name")
+        role_ = check_role(role)
+        item = self.ctx.store.get(keys.user(name))
+        if item is None:
+            raise InvalidInput(f"no user named {name}")
+        record = decode(UserRecord, item.value, item.key)
+        who.require(record.project, "admin", f"change roles in {record.project}")
+        if record.role == role_:
+            return record, record.role
+        updated = record.model_copy(update={"role": role_})
+        try:
+            self.ctx.commit(
+                [Put(item.key, updated.encode(), item.revision)],
+                log=Log(
+                    record.project,
+                    "user set-role",
+                    self.ctx.actor(by.actor, who),
+                    detail={"user": name, "from": record.role, "to": role_},
+                ),
+            )
+        except ConditionFailed:
+            raise ConcurrentModification(f"user {name} changed meanwhile; the role was not changed") from None
+        return updated, record.role
 
     def list_users(self, project: str | None = None, *, by: Provenance = UNSTATED) -> list[UserRecord]:
         who = self.ctx.who(by.principal)

@@ -1,6 +1,6 @@
-"""Containers: projects, warehouses and namespaces. Creates go top-down, each conditional on
-its parent's revision; empty warehouses and projects drop bottom-up (mark ``dropping``, re-list
-under the mark, remove); deletion protection. The namespace drop and its cascade are in
+"""Containers: projects, warehouses and namespaces, and their listings. Creates go top-down,
+each conditional on its parent's revision; empty warehouses and projects drop bottom-up (mark
+``dropping``, re-list under the mark, remove); deletion protection. The namespace drop and its cascade are in
 ``cascade``. Every door checks identity → shape → parent → permission → conflict → write; a
 warehouse's root also passes the allowed-roots rule (``roots``) before anything is written.
 """
@@ -153,9 +153,10 @@ class Containers:
                 raise exists from None
             raise NamespaceNotFound(f"parent of {target} was dropped concurrently") from None
 
-    def _warehouse_records(self) -> list[WarehouseRecord]:
+    def _warehouse_records(self, project: str | None = None) -> list[WarehouseRecord]:
         return [
-            decode(WarehouseRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.warehouses())
+            decode(WarehouseRecord, i.value, i.key)
+            for i in self.ctx.store.scan_prefix(keys.warehouses(project))
         ]
 
     def root_violations(self) -> dict[str, str]:
@@ -174,6 +175,47 @@ class Containers:
             if problem is not None:
                 found[record.name] = f"root {record.root}: {problem}"
         return found
+
+    # -- listings ------------------------------------------------------------------------------
+
+    def list_projects(self, *, by: Provenance = UNSTATED) -> list[ProjectRecord]:
+        """The projects the principal may read, in name order (the local admin: every one)."""
+        who = self.ctx.who(by.principal)
+        records = (decode(ProjectRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.projects()))
+        return [r for r in records if who.can(r.name, "read")]
+
+    def list_warehouses(
+        self, project: str | None = None, *, by: Provenance = UNSTATED
+    ) -> list[WarehouseRecord]:
+        """The warehouses of ``project`` (every project the principal may read without one), in
+        name order. A project it may not read is as one that does not exist: NamespaceNotFound."""
+        who = self.ctx.who(by.principal)
+        if project is not None:
+            pname = ProjectName.parse(project)
+            if not who.can(pname.project, "read") or self.ctx.store.get(keys.project(pname)) is None:
+                raise NamespaceNotFound(f"project {pname} does not exist")
+        return [r for r in self._warehouse_records(project) if who.can(r.name.split(".")[0], "read")]
+
+    def list_namespaces(self, prefix: str = "", *, by: Provenance = UNSTATED) -> list[NamespaceRecord]:
+        """The namespaces under ``prefix`` (a project, warehouse or namespace; nested ones too,
+        not the prefix itself), or every one the principal may read without a prefix, in name
+        order. A prefix naming nothing it may read: NamespaceNotFound."""
+        who = self.ctx.who(by.principal)
+        parts = prefix.split(".") if prefix else []
+        if parts:
+            kind = {1: "project", 2: "warehouse"}.get(len(parts), "namespace")
+            project = ProjectName.parse(parts[0]).project
+            if not who.can(project, "read"):
+                raise NamespaceNotFound(f"{kind} {prefix} does not exist")
+            self.ctx.scope(prefix, kind)  # parses every segment; NamespaceNotFound when absent
+        head = keys.namespaces(*parts[:2]) + ".".join(parts[2:])
+        records = (decode(NamespaceRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(head))
+        return [
+            r
+            for r in records
+            if r.name.startswith(prefix + ".") or not prefix
+            if who.can(r.name.split(".")[0], "read")
+        ]
 
     # -- protection ----------------------------------------------------------------------------
 

@@ -1,14 +1,17 @@
 """Schemas: a table's registered schema, what appending inputs of other schemas does to it
-under its ``schema_evolution`` policy (checked before any byte is written), and changes to its
-schema metadata and to its columns' field metadata (one commit each)."""
+under its ``schema_evolution`` policy (checked before any byte is written), changes to its
+schema metadata and to its columns' field metadata (one commit each), and the backfill of a
+registration stored without a schema."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog.context import (
     CatalogContext,
+    Log,
     check_commit_id,
 )
 from lake_platform.catalog.engine_commits import EngineCommits
@@ -18,16 +21,39 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
     InvalidInput,
     TableColumnNotFound,
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import TableRecord
+from lake_platform.registry.store import Put
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.evolution import SchemaChange
+
+
+@dataclass(frozen=True)
+class SchemaRepair:
+    """What ``repair_schema`` did: the version the schema was read at, and its columns."""
+
+    table: str
+    version: int
+    repaired: bool
+    columns: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "version": self.version,
+            "repaired": self.repaired,
+            "columns": list(self.columns),
+        }
 
 
 class Schemas:
@@ -90,6 +116,46 @@ class Schemas:
             if mode == "strict":
                 raise
         return plan_batch(table, list(schemas), mode, str(tname), labels)
+
+    def repair_schema(self, name: str, *, by: Provenance = UNSTATED) -> SchemaRepair:
+        """Backfill the stored schema of a registration that has none (registered before
+        schemas were stored: describe shows no columns, GetTables(include_schema) and appends
+        refuse it) from the schema Lance recorded at the registered version. Under the table's
+        lease, one logged registry commit; nothing when a schema is stored. Changes no data."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"repair {tname}")
+        record, _ = self.ctx.table(tname)
+        if record.schema_ipc:
+            return SchemaRepair(str(tname), record.current_version, repaired=False)
+        with self.ctx.gate.hold(record.incarnation):
+            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            if record.schema_ipc:  # repaired meanwhile
+                return SchemaRepair(str(tname), record.current_version, repaired=False)
+            snapshot = self.commits.reads.snapshot(tname, record, record.current_version)
+            schema = engine.schema_of(snapshot.dataset)
+            updated = record.model_copy(
+                update={"schema_ipc_b64": TableRecord.encode_schema(schema_to_ipc(schema))}
+            )
+            try:
+                self.ctx.commit(
+                    [Put(keys.table(tname), updated.encode(), revision)],
+                    log=Log(
+                        str(tname),
+                        "repair schema",
+                        self.ctx.actor(by.actor, who),
+                        incarnation=record.incarnation,
+                        detail={"version": record.current_version, "columns": schema.names},
+                    ),
+                )
+            except ConditionFailed:
+                raise ConcurrentModification(
+                    f"{tname} changed while its schema was read; nothing was changed, retry"
+                ) from None
+        return SchemaRepair(str(tname), record.current_version, repaired=True, columns=tuple(schema.names))
 
     def update_schema_metadata(
         self,

@@ -1,0 +1,76 @@
+"""``set_user_role`` (issue 49's ``lake user set-role``): the role changes in place (project and
+password kept), logged; a login afterwards carries the new role; an unknown user or role, or a
+caller who is not the project's admin, is a typed error and nothing changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidInput, LakeError, PermissionDenied
+from lake_platform.registry import keys
+from lake_platform_tests.catalog.conftest import Lake, state
+
+PASSWORD = "dana-password-1"
+
+
+@pytest.fixture
+def storage() -> dict[str, Any]:
+    """Registry-only calls: the local warehouse is enough (no S3 run of the same)."""
+    return {"root": None, "settings": {}}
+
+
+@pytest.fixture
+def dana(lake: Lake) -> Lake:
+    lake.catalog.access.add_user("dana", project="p", role="reader", password=PASSWORD)
+    return lake
+
+
+def user_item(lake: Lake) -> tuple[bytes, int]:
+    item = lake.catalog.store.get(keys.user("dana"))
+    assert item is not None
+    return item.value, item.revision
+
+
+def test_the_role_changes_in_place_and_is_logged(dana: Lake) -> None:
+    c = dana.catalog
+    before = c.access.authenticate_password("dana", PASSWORD)
+    assert before.role == "reader"
+    record, previous = c.access.set_user_role("dana", "writer")
+    assert (record.role, record.project, previous) == ("writer", "p", "reader")
+    principal = c.access.authenticate_password("dana", PASSWORD)  # same password, new role
+    assert (principal.role, principal.project) == ("writer", "p")
+    assert principal.can("p", "write") and not before.can("p", "write")
+    entry = c.reads.log("p")[-1]
+    assert entry.operation == "user set-role"
+    assert entry.detail == {"user": "dana", "from": "reader", "to": "writer"}
+    assert [u.role for u in c.access.list_users("p")] == ["writer"]
+
+
+def test_the_same_role_is_no_change(dana: Lake) -> None:
+    before, log = user_item(dana), dana.catalog.reads.log("p")
+    record, previous = dana.catalog.access.set_user_role("dana", "reader")
+    assert record.role == previous == "reader"
+    assert user_item(dana) == before and dana.catalog.reads.log("p") == log
+
+
+@pytest.mark.parametrize(
+    ("name", "role", "by", "error"),
+    [
+        ("nobody", "writer", None, InvalidInput),
+        ("dana", "root", None, InvalidInput),
+        ("Dana!", "writer", None, InvalidInput),
+        ("dana", "admin", Principal("pat", "user", "p", "writer"), PermissionDenied),
+        ("dana", "admin", Principal("quinn", "user", "q", "admin"), PermissionDenied),
+    ],
+)
+def test_bad_input_is_a_typed_error_and_changes_nothing(
+    dana: Lake, name: str, role: str, by: Principal | None, error: type[LakeError]
+) -> None:
+    before, users = state(dana), user_item(dana)
+    with pytest.raises(error):
+        dana.catalog.access.set_user_role(name, role, by=Provenance(principal=by))
+    assert state(dana) == before and user_item(dana) == users
