@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lake_platform.auth.tokens import Identity
 from lake_platform.errors import InvalidInput, InvalidTableState, Unsupported
-from lake_platform.flight import proto, schemas
+from lake_platform.flight import proto, schemas, xdbc
 from lake_platform.flight.sqlinfo import sql_info_table
 from lake_platform.query.columns import Origin, table_schema
 from lake_platform.query.snapshot import ProjectView
@@ -43,7 +43,6 @@ _EMPTY = {
     "CommandGetExportedKeys": schemas.FOREIGN_KEYS,
     "CommandGetImportedKeys": schemas.FOREIGN_KEYS,
     "CommandGetCrossReference": schemas.FOREIGN_KEYS,
-    "CommandGetXdbcTypeInfo": schemas.XDBC_TYPE_INFO,
 }
 
 
@@ -81,6 +80,8 @@ class Metadata:
             return sql_info_table(self.sql_info, list(cmd.info))
         if name == "CommandGetTableTypes":
             return pa.Table.from_pylist([{"table_type": t} for t in TABLE_TYPES], schema=schemas.TABLE_TYPES)
+        if name == "CommandGetXdbcTypeInfo":
+            return xdbc.type_info(proto.opt(proto.parse(proto.CommandGetXdbcTypeInfo, payload), "data_type"))
         if name in _EMPTY:
             return _EMPTY[name].empty_table()
         view = self._view(identity)
