@@ -1,10 +1,12 @@
-"""The reader's cached catalog snapshot (invariant 7: the request path does no registry I/O).
+"""The reader's catalog snapshot (invariant 7: the request path does no registry I/O).
 
 One :class:`CatalogSnapshot` holds what readers need: every warehouse, namespace and table
-registration, each table's decoded Arrow schema and the registry records of its versions: the
-current one (so a query can open it without asking the registry) and every older one still
-registered, with their tags (so time travel, ``"t@v12"`` / ``"t@tag:eod"``, resolves without
-registry I/O too). :func:`load_snapshot` reads one from the registry; the process keeps the
+registration, each table's decoded Arrow schema and the registry record of its current version
+(so a query can open it without asking the registry). Older versions and tags (time travel,
+``"t@v12"`` / ``"t@tag:eod"``) are read per table, once, when a query first asks for one
+(:class:`VersionHistory`), never in bulk. :func:`load_snapshot` reads one from the registry: cold
+(the current heads, page by page: ``snapshot_load``) or, given the previous one, by change (the
+keys the registry's change feed names since then: ``snapshot_refresh``); the process keeps the
 current one in its ``snapshot_cache.SnapshotCache``.
 """
 
@@ -12,27 +14,19 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
-from lake_platform.catalog.principals import TokenRecord, UserRecord
 from lake_platform.errors import LakeError
 from lake_platform.naming import TableName
-from lake_platform.query.snapshot_transactions import complete_transactions
 from lake_platform.registry import keys
-from lake_platform.registry.records import (
-    NamespaceRecord,
-    TableRecord,
-    TrashRecord,
-    VersionRecord,
-    WarehouseRecord,
-    decode,
-)
+from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform.registry.store import MetaStore
 
 log = logging.getLogger(__name__)
@@ -45,7 +39,9 @@ _REF_KEYS = frozenset({"n", "e", "l", "i", "v", "m", "s", "t", "c"})
 _AT_REF_KEYS = _REF_KEYS | {"a"}
 _MAX_REF_TEXT = 4096
 #: How a query names an older version or a tag after the table name: ``"t@v12"``, ``"t@tag:eod"``.
-AT_SELECTOR = re.compile(r"v([1-9][0-9]{0,17})|tag:([a-z_][a-z0-9_]{0,62})")
+AT_SELECTOR = re.compile(
+    r"v([1-9][0-9]{0,17})|tag:([a-z_][a-z0-9_]{0,62})|branch:([a-z_][a-z0-9_]{0,62})(?:@v([1-9][0-9]{0,17}))?"
+)
 
 
 @dataclass(frozen=True)
@@ -148,6 +144,40 @@ class TableRef:
         )
 
 
+class VersionHistory:
+    """One table incarnation's registered versions (by number) and tags, read from the registry
+    the first time a query asks for a version other than the current one or for a tag (one
+    prefix read of that incarnation), then kept for as long as the snapshot keeps this table:
+    a refresh that sees the incarnation's version records change gives the table a new one."""
+
+    def __init__(
+        self, store: MetaStore | None, incarnation: str, known: Mapping[int, VersionRecord] | None = None
+    ) -> None:
+        self._store = store
+        self.incarnation = incarnation
+        self._versions: Mapping[int, VersionRecord] | None = known
+        self._tags: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    def versions(self) -> Mapping[int, VersionRecord]:
+        with self._lock:
+            if self._versions is None:
+                found: dict[int, VersionRecord] = {}
+                if self._store is not None:
+                    for item in self._store.scan_prefix(keys.versions(self.incarnation)):
+                        ver = decode(VersionRecord, item.value, item.key)
+                        found[ver.version] = ver
+                self._versions = found
+            return self._versions
+
+    def tags(self) -> Mapping[str, int]:
+        versions = self.versions()
+        with self._lock:
+            if self._tags is None:
+                self._tags = {tag: v.version for v in versions.values() for tag in v.tags}
+            return self._tags
+
+
 @dataclass(frozen=True)
 class CachedTable:
     name: TableName
@@ -155,21 +185,33 @@ class CachedTable:
     ref: TableRef | None  # None: the current version's record was missing at refresh time
     schema_ipc: bytes  # b"" when the registration carries no schema
     schema: pa.Schema | None
-    #: Every registered (not cleaned-up) version of this incarnation, for time travel.
-    versions: Mapping[int, VersionRecord] = field(default_factory=dict)
-    #: Tag name -> version, from the version records (the registry is the tags' authority).
-    tags: Mapping[str, int] = field(default_factory=dict)
+    #: Every registered (not cleaned-up) version of this incarnation, read on first use.
+    history: VersionHistory = field(default_factory=lambda: VersionHistory(None, ""), compare=False)
     #: The effective policy's ``cache`` field (``auto``, ``hot``, ``off``): the snapshot cache's
     #: admission for this table.
     cache: str = "auto"
 
+    @property
+    def versions(self) -> Mapping[int, VersionRecord]:
+        """Every registered version (registry I/O on the first call for this table)."""
+        return self.history.versions()
+
+    @property
+    def tags(self) -> Mapping[str, int]:
+        """Tag name -> version, from the version records (the registry is the tags' authority);
+        registry I/O on the first call for this table."""
+        return self.history.tags()
+
     def ref_at(self, version: int, at: str) -> TableRef | None:
         """A ref to registered ``version`` of this incarnation, written as ``at``; None if the
-        registry holds no such version (never committed, or cleaned up)."""
-        ver = self.versions.get(version)
-        if ver is None or version > self.record.current_version:
+        registry holds no such version (never committed, or cleaned up). The current version
+        needs no registry read; another one reads the table's history once."""
+        if version > self.record.current_version:
             return None
-        return _ref(self.record, ver, at)
+        if version == self.record.current_version and self.ref is not None:
+            return replace(self.ref, at=at)
+        ver = self.versions.get(version)
+        return None if ver is None else _ref(self.record, ver, at)
 
     @property
     def catalog(self) -> str:
@@ -178,6 +220,63 @@ class CachedTable:
     @property
     def db_schema(self) -> str:
         return ".".join(self.name.namespace)
+
+
+TableKey = tuple[str, str, str]
+
+
+class TableIndex(Mapping[TableKey, CachedTable]):
+    """A project's tables by (warehouse, namespace, table), kept per namespace so that a refresh
+    changing a few tables copies their namespaces' maps, not the whole project's."""
+
+    def __init__(self, tables: Mapping[TableKey, CachedTable] | None = None) -> None:
+        by_ns: dict[tuple[str, str], dict[str, CachedTable]] = {}
+        for (wh, ns, t), cached in (tables or {}).items():
+            by_ns.setdefault((wh, ns), {})[t] = cached
+        self._by_ns = by_ns
+        self._len = sum(len(m) for m in by_ns.values())
+
+    def __getitem__(self, key: TableKey) -> CachedTable:
+        return self._by_ns[key[:2]][key[2]]
+
+    def get(self, key: TableKey, default: Any = None) -> Any:
+        inner = self._by_ns.get(key[:2])
+        return default if inner is None else inner.get(key[2], default)
+
+    def __iter__(self) -> Iterator[TableKey]:
+        for (wh, ns), inner in self._by_ns.items():
+            for t in inner:
+                yield (wh, ns, t)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def in_namespace(self, warehouse: str, db_schema: str) -> Mapping[str, CachedTable]:
+        return self._by_ns.get((warehouse, db_schema), {})
+
+    def changed(self, puts: Mapping[TableKey, CachedTable | None]) -> TableIndex:
+        """A new index with ``puts`` applied (None: removed); this one is left as it is."""
+        out = TableIndex()
+        by_ns = dict(self._by_ns)
+        copied: set[tuple[str, str]] = set()
+        size = self._len
+        for (wh, ns, t), cached in puts.items():
+            where = (wh, ns)
+            if where not in copied:
+                by_ns[where] = dict(by_ns.get(where, {}))
+                copied.add(where)
+            inner = by_ns[where]
+            size -= t in inner
+            if cached is None:
+                inner.pop(t, None)
+            else:
+                inner[t] = cached
+                size += 1
+            if not inner:
+                del by_ns[where]
+                copied.discard(where)
+        out._by_ns, out._len = by_ns, size
+        return out
 
 
 @dataclass(frozen=True)
@@ -189,7 +288,11 @@ class ProjectView:
     #: (warehouse, namespace path joined by ".") in order
     namespaces: tuple[tuple[str, str], ...] = ()
     #: (warehouse, db_schema, table) -> CachedTable
-    tables: dict[tuple[str, str, str], CachedTable] = field(default_factory=dict)
+    tables: TableIndex = field(default_factory=TableIndex)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, TableIndex):
+            object.__setattr__(self, "tables", TableIndex(self.tables))
 
     def table(self, warehouse: str, db_schema: str, table: str) -> CachedTable | None:
         return self.tables.get((warehouse, db_schema, table))
@@ -198,21 +301,10 @@ class ProjectView:
         return [ns for wh, ns in self.namespaces if wh == warehouse]
 
     def tables_in(self, warehouse: str, db_schema: str) -> list[str]:
-        return sorted(t for (wh, ns, t) in self.tables if wh == warehouse and ns == db_schema)
+        return sorted(self.tables.in_namespace(warehouse, db_schema))
 
 
 _EMPTY = ProjectView("")
-
-
-def _same_view(before: ProjectView, now: ProjectView) -> bool:
-    """Whether ``now`` holds exactly what ``before`` holds: the same names and, table by table,
-    the very same ``CachedTable`` (a load reuses the previous one when its record, versions and
-    cache mode are unchanged, so identity is the cheap and exact test)."""
-    if before.warehouses != now.warehouses or before.namespaces != now.namespaces:
-        return False
-    if before.tables.keys() != now.tables.keys():
-        return False
-    return all(before.tables[key] is cached for key, cached in now.tables.items())
 
 
 @dataclass(frozen=True)
@@ -222,6 +314,26 @@ class Principals:
 
     users: dict[str, tuple[str, str]]
     tokens: dict[str, tuple[str, str, str]]
+
+
+@dataclass(frozen=True)
+class RefreshState:
+    """What a refresh by change needs beyond the views: where it stopped reading the change
+    feed, and the indexes that map a changed key to what it changes."""
+
+    #: shard -> the last change read; None: the registry had no change feed yet at the load.
+    feed: Mapping[int, int] | None
+    #: trash key -> the dropped table's incarnation ("" for a dropped container)
+    trash: Mapping[str, str]
+    #: policy scope -> its ``cache`` field
+    cache_modes: Mapping[str, str]
+    #: incarnation -> table name. Only ever added to (by the refresh that reads the table): an
+    #: entry whose table moved on is recognised by comparing incarnations, so older snapshots
+    #: sharing it stay correct.
+    incarnations: dict[str, str] = field(default_factory=dict)
+    #: Tables whose head was at a staging manifest path: read again by every refresh until the
+    #: catalog has moved the version to its canonical path.
+    staging: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -239,9 +351,8 @@ class CatalogSnapshot:
     started_at_wall: float = 0.0
     #: None: not loaded (snapshots built by hand); no one is refused on its account.
     principals: Principals | None = None
-    #: Every version record by registry key, with its revision (the next load decodes only
-    #: the changed ones).
-    version_items: Mapping[str, tuple[int, VersionRecord]] = field(default_factory=dict, repr=False)
+    #: None: built by hand; the next load is a cold one.
+    state: RefreshState | None = field(default=None, repr=False)
 
     def project(self, name: str) -> ProjectView:
         return self.projects.get(name, _EMPTY)
@@ -258,95 +369,21 @@ class CatalogSnapshot:
 
 
 def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> CatalogSnapshot:
-    """Read every registration from the registry: one scan per record kind. The version records
-    (every registered version of every table, for time travel and tags) are decoded again only
-    where their revision changed since ``previous``."""
-    started = time.monotonic()
-    started_wall = time.time()
-    principals = _load_principals(store)
-    warehouses: dict[str, list[str]] = {}
-    namespaces: dict[str, list[tuple[str, str]]] = {}
-    for item in store.scan_prefix(keys.warehouses()):
-        rec = decode(WarehouseRecord, item.value, item.key)
-        project, warehouse = rec.name.split(".", 1)
-        warehouses.setdefault(project, []).append(warehouse)
-    for item in store.scan_prefix(keys.namespaces()):
-        rec_ns = decode(NamespaceRecord, item.value, item.key)
-        parts = rec_ns.name.split(".")
-        namespaces.setdefault(parts[0], []).append((parts[1], ".".join(parts[2:])))
-    old: dict[tuple[str, str, int], CachedTable] = {}
-    if previous is not None:
-        for view in previous.projects.values():
-            for cached in view.tables.values():
-                old[(cached.record.name, cached.record.incarnation, cached.record.current_version)] = cached
-    dropped: set[str] = set()
-    for item in store.scan_prefix(keys.trash_prefix()):
-        trash = decode(TrashRecord, item.value, item.key)
-        if trash.kind == "table" and trash.table is not None:
-            dropped.add(trash.table.incarnation)
-    decoded, by_incarnation = _load_versions(store, previous.version_items if previous else {})
-    cache_modes = _load_cache_modes(store)
-    tables: dict[str, dict[tuple[str, str, str], CachedTable]] = {}
-    scanned = [decode(TableRecord, item.value, item.key) for item in store.scan_prefix(keys.tables_under())]
-    # The scan pages: a multi-table commit landing meanwhile is read whole, never in part.
-    for record in complete_transactions(store, scanned, by_incarnation):
-        if record.current_version <= 0:
-            continue  # declared, nothing committed: not visible to readers
-        versions = by_incarnation.get(record.incarnation, {})
-        mode = _cache_mode(cache_modes, record.name)
-        cached = old.get((record.name, record.incarnation, record.current_version))
-        if cached is None or cached.record != record or cached.ref is None or cached.ref.staging:
-            # (A staging manifest path goes away once the catalog finalizes the version: re-read.)
-            cached = cache_table(record, versions, mode)
-        elif cached.versions != versions or cached.cache != mode:
-            cached = _with_versions(cached, versions, mode)
-        tables.setdefault(cached.name.project, {})[(cached.catalog, cached.db_schema, cached.name.table)] = (
-            cached
-        )
-    projects = {}
-    for project in set(warehouses) | set(namespaces) | set(tables):
-        view = ProjectView(
-            project=project,
-            warehouses=tuple(sorted(warehouses.get(project, []))),
-            namespaces=tuple(sorted(namespaces.get(project, []))),
-            tables=tables.get(project, {}),
-        )
-        before = previous.projects.get(project) if previous is not None else None
-        # An unchanged project keeps its view object: plans kept per view (``plans``) then
-        # outlive a refresh that changed nothing there, instead of being planned again after
-        # every refresh interval.
-        projects[project] = before if before is not None and _same_view(before, view) else view
-    done = time.monotonic()
-    live = {c.record.incarnation for view in projects.values() for c in view.tables.values()}
-    return CatalogSnapshot(
-        loaded_at=done,
-        loaded_at_wall=time.time(),
-        projects=projects,
-        load_seconds=done - started,
-        dropped=frozenset(dropped - live),
-        started_at=started,
-        started_at_wall=started_wall,
-        principals=principals,
-        version_items=decoded,
-    )
+    """The catalog as the registry holds it now. Given ``previous`` (loaded from the same
+    registry), only what the change feed names since it is read again: one read per feed shard
+    when nothing changed; else a cold load of the current heads, page by page."""
+    from lake_platform.query import snapshot_load, snapshot_refresh
+    from lake_platform.registry.changes import FeedBehind
 
-
-def _load_cache_modes(store: MetaStore) -> dict[str, str]:
-    """Scope -> the ``cache`` field of the policy record there (one scan of the policies)."""
-    from lake_platform.catalog.policies import PolicyRecord
-
-    modes = {}
-    for item in store.scan_prefix(keys.policies()):
+    if previous is not None and previous.state is not None:
         try:
-            record = decode(PolicyRecord, item.value, item.key)
-        except LakeError:  # a record a newer release wrote: it cannot hide the tables
-            log.warning("unreadable policy record %s", item.key)
-            continue
-        modes[record.scope] = record.policy.cache
-    return modes
+            return snapshot_refresh.refresh(store, previous)
+        except FeedBehind as exc:
+            log.info("catalog snapshot: %s; loading the current heads", exc)
+    return snapshot_load.cold_load(store, previous)
 
 
-def _cache_mode(modes: Mapping[str, str], name: str) -> str:
+def cache_mode(modes: Mapping[str, str], name: str) -> str:
     """The most specific policy record on the table's path wins, whole (as ``Policies`` resolves)."""
     parts = name.split(".")
     for depth in range(len(parts), 0, -1):
@@ -356,42 +393,11 @@ def _cache_mode(modes: Mapping[str, str], name: str) -> str:
     return "auto"
 
 
-def _load_versions(
-    store: MetaStore, previous: Mapping[str, tuple[int, VersionRecord]]
-) -> tuple[dict[str, tuple[int, VersionRecord]], dict[str, dict[int, VersionRecord]]]:
-    """Every version record (one scan), by key with its revision, and by incarnation and number.
-    A record whose revision is unchanged since the previous load is not decoded again."""
-    decoded: dict[str, tuple[int, VersionRecord]] = {}
-    by_incarnation: dict[str, dict[int, VersionRecord]] = {}
-    for item in store.scan_prefix(keys.all_versions()):
-        hit = previous.get(item.key)
-        if hit is not None and hit[0] == item.revision:
-            ver = hit[1]
-        else:
-            ver = decode(VersionRecord, item.value, item.key)
-        decoded[item.key] = (item.revision, ver)
-        by_incarnation.setdefault(ver.incarnation, {})[ver.version] = ver
-    return decoded, by_incarnation
-
-
-def _load_principals(store: MetaStore) -> Principals:
-    users = {}
-    for item in store.scan_prefix(keys.users()):
-        user = decode(UserRecord, item.value, item.key)
-        users[user.name] = (user.project, str(user.role))
-    tokens = {}
-    for item in store.scan_prefix(keys.tokens()):
-        token = decode(TokenRecord, item.value, item.key)
-        if not token.revoked:
-            tokens[token.token_id] = (token.name, token.project, str(token.role))
-    return Principals(users=users, tokens=tokens)
-
-
 def _ref(record: TableRecord, ver: VersionRecord, at: str | None = None) -> TableRef:
     return TableRef(
         name=record.name,
         engine=record.engine,
-        location=record.location,
+        location=ver.location or record.folder_uri,  # a published branch's versions: its root
         incarnation=record.incarnation,
         version=ver.version,
         manifest_path=ver.manifest_path,
@@ -402,37 +408,40 @@ def _ref(record: TableRecord, ver: VersionRecord, at: str | None = None) -> Tabl
     )
 
 
-def _tags(versions: Mapping[int, VersionRecord]) -> dict[str, int]:
-    return {tag: v.version for v in versions.values() for tag in v.tags}
-
-
-def _with_versions(cached: CachedTable, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
-    return replace(cached, versions=versions, tags=_tags(versions), cache=mode)
-
-
-def cache_table(record: TableRecord, versions: Mapping[int, VersionRecord], mode: str) -> CachedTable:
-    """A table of the snapshot: ``record`` at its current version, with every registered version
-    (``versions``) and the cache admission ``mode``."""
+def cache_table(
+    record: TableRecord,
+    head: VersionRecord | None,
+    mode: str,
+    history: VersionHistory | None = None,
+    *,
+    schema: tuple[bytes, pa.Schema | None] | None = None,
+) -> CachedTable:
+    """A table of the snapshot: ``record`` at its current version (``head``: that version's
+    record), with the cache admission ``mode`` and its ``history`` (read on first use). A
+    ``schema`` already decoded for the same registration is reused."""
     name = TableName.parse(record.name)
-    ver = versions.get(record.current_version)
-    ref = _ref(record, ver) if ver is not None else None
-    if ver is None:
+    ref = _ref(record, head) if head is not None and head.version == record.current_version else None
+    if ref is None:
         log.warning("table %s: version %s has no registry record", record.name, record.current_version)
-    ipc = record.schema_ipc
-    schema = None
-    if ipc:
-        try:
-            schema = schema_from_ipc(ipc)
-        except Exception:  # noqa: BLE001 - a broken schema hides nothing else
-            log.warning("table %s: unreadable schema in its registration", record.name)
-            ipc = b""
+    if schema is None:
+        schema = _schema_of(record)
     return CachedTable(
         name=name,
         record=record,
         ref=ref,
-        schema_ipc=ipc,
-        schema=schema,
-        versions=versions,
-        tags=_tags(versions),
+        schema_ipc=schema[0],
+        schema=schema[1],
+        history=history if history is not None else VersionHistory(None, record.incarnation),
         cache=mode,
     )
+
+
+def _schema_of(record: TableRecord) -> tuple[bytes, pa.Schema | None]:
+    ipc = record.schema_ipc
+    if not ipc:
+        return b"", None
+    try:
+        return ipc, schema_from_ipc(ipc)
+    except Exception:  # noqa: BLE001 - a broken schema hides nothing else
+        log.warning("table %s: unreadable schema in its registration", record.name)
+        return b"", None

@@ -6,7 +6,7 @@ to 5 s. :func:`latest_view` makes one consistent read of the table's registry re
 head: one get, cheap on SQLite and DynamoDB) per request; when the snapshot already holds that
 record (the common case) the snapshot's view is answered as it is, so plans and results cached
 over it stay valid. When the registry has moved on (a commit, a new table, a drop) the table
-is brought up to the head (its version records: one prefix read) and the patched snapshot is
+is brought up to the head (its current version record: one more get) and the patched snapshot is
 put in the cache (``SnapshotCache.advance``), so the next request over that head pays only the
 one get again. Flight SQL's pinned tickets never come here: they carry their refs.
 """
@@ -16,7 +16,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lake_platform.naming import TableName
-from lake_platform.query.snapshot import CachedTable, CatalogSnapshot, ProjectView, cache_table
+from lake_platform.query.snapshot import (
+    CachedTable,
+    CatalogSnapshot,
+    ProjectView,
+    VersionHistory,
+    cache_table,
+)
 from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
@@ -45,12 +51,11 @@ def latest_view(cache: SnapshotCache, store: MetaStore, tname: TableName) -> Pro
 
 
 def _at_head(store: MetaStore, record: TableRecord, cached: CachedTable | None) -> CachedTable:
-    versions = {}
-    for item in store.scan_prefix(keys.versions(record.incarnation)):
-        ver = decode(VersionRecord, item.value, item.key)
-        versions[ver.version] = ver
-    # The cache admission comes from the policies, which the next full refresh reads again.
-    return cache_table(record, versions, cached.cache if cached is not None else "auto")
+    item = store.get(keys.version(record.incarnation, record.current_version))
+    head = decode(VersionRecord, item.value, item.key) if item is not None else None
+    # The cache admission comes from the policies, which the next refresh applies again.
+    mode = cached.cache if cached is not None else "auto"
+    return cache_table(record, head, mode, VersionHistory(store, record.incarnation))
 
 
 def _with_table(
@@ -60,12 +65,9 @@ def _with_table(
     where: tuple[str, str, str],
     table: CachedTable | None,
 ) -> CatalogSnapshot:
-    tables = dict(view.tables)
+    tables = view.tables.changed({where: table})
     warehouses, namespaces = view.warehouses, view.namespaces
-    if table is None:
-        tables.pop(where, None)
-    else:
-        tables[where] = table
+    if table is not None:
         if where[0] not in warehouses:
             warehouses = tuple(sorted({*warehouses, where[0]}))
         if where[:2] not in namespaces:

@@ -43,6 +43,7 @@ from lake_platform.errors import (
     Throttling,
 )
 from lake_platform.registry import dynamodb_writes
+from lake_platform.registry.changes import DEFAULT_SHARDS, ChangeWriter
 from lake_platform.registry.dynamodb_errors import (
     botocore_retried,
     condition_message,
@@ -56,7 +57,7 @@ from lake_platform.registry.dynamodb_paging import key_ordered_pages
 from lake_platform.registry.dynamodb_retry import ATTEMPTS, retried_read, sleep_backoff
 from lake_platform.registry.store import (
     ABSENT,
-    MAX_TRANSACT_OPS,
+    BATCH_OPS,
     Check,
     Item,
     MetaStore,
@@ -84,8 +85,10 @@ class DynamoMetaStore(MetaStore):
         endpoint_url: str | None = None,
         io_timeout_seconds: float = 2.0,
         url: str | None = None,
+        change_shards: int = DEFAULT_SHARDS,
     ) -> None:
         self.table = table
+        self.changes = ChangeWriter(self, change_shards)
         self.url = url or f"dynamodb://{table}"
         self._layout: str | None = None  # read on first use; CURRENT is never re-read
         config = Config(
@@ -235,10 +238,14 @@ class DynamoMetaStore(MetaStore):
         if len(ops) == 1 and isinstance(ops[0], Check):
             self._check_one(ops[0])
             return [None]
-        if len(ops) == MAX_TRANSACT_OPS and self._writable_layout() != CURRENT:
+        return self.changes.write(ops, self._apply)
+
+    def _apply(self, ops: Sequence[Op]) -> list[Item | None]:
+        """``ops`` with the change record the feed added: one TransactWriteItems."""
+        if len(ops) == BATCH_OPS and self._writable_layout() != CURRENT:
             raise InvalidInput(
-                f"a layout-1 registry takes at most {MAX_TRANSACT_OPS - 1} operations per batch "
-                "(one slot guards the layout); run `lake registry migrate`"
+                f"a layout-1 registry takes at most {BATCH_OPS - 1} operations per batch, the "
+                "change record included (one slot guards the layout); run `lake registry migrate`"
             )
         return self._transact(ops, str(uuid.uuid4()))
 

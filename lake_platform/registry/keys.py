@@ -152,3 +152,15 @@ def tokens() -> str:
 def reports(kind: str, target: str) -> str:
     """Prefix of the reports of one kind about one object, oldest first."""
     return f"rpt/{kind}/{target}/"
+
+
+# -- the change feed (registry/changes.py): per shard, a ring of change records ------------------
+
+
+def change_record(shard: int, slot: int) -> str:
+    return f"chg/r/{shard:04d}/{slot:06d}"
+
+
+def change_records(shard: int | None = None) -> str:
+    """Prefix of one shard's ring, or of every shard's."""
+    return "chg/r/" if shard is None else f"chg/r/{shard:04d}/"

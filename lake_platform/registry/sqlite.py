@@ -36,6 +36,7 @@ from pathlib import Path
 
 from lake_platform import owner_only
 from lake_platform.errors import ConditionFailed, Internal, ServiceUnavailable
+from lake_platform.registry.changes import DEFAULT_SHARDS, ChangeWriter
 from lake_platform.registry.store import (
     ABSENT,
     Check,
@@ -64,7 +65,9 @@ _POOL = 8
 class SqliteMetaStore(MetaStore):
     backend = "sqlite"
 
-    def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 2.0) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_seconds: float = 2.0, change_shards: int = DEFAULT_SHARDS
+    ) -> None:
         self.path = Path(path)
         # Created 0600 before SQLite opens it: its WAL and shared-memory files take its mode.
         owner_only.touch(self.path)
@@ -72,6 +75,7 @@ class SqliteMetaStore(MetaStore):
         self._timeout = busy_timeout_seconds
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self.changes = ChangeWriter(self, change_shards)
         with self._tx() as conn:
             conn.execute(_SCHEMA)
 
@@ -145,6 +149,9 @@ class SqliteMetaStore(MetaStore):
 
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
         check_ops(ops)
+        return self.changes.write(ops, self._apply)
+
+    def _apply(self, ops: Sequence[Op]) -> list[Item | None]:
         plan = _Plan.of(ops)
         try:
             if len(ops) == 1:

@@ -19,8 +19,11 @@ from lake_platform.errors import InvalidInput
 from lake_platform.observability.hooks import observe_registry
 
 ABSENT = 0
-#: The most operations one ``transact`` may carry (DynamoDB's TransactWriteItems limit).
-MAX_TRANSACT_OPS = 100
+#: The most operations a backend applies atomically (DynamoDB's TransactWriteItems limit).
+BATCH_OPS = 100
+#: The most operations one ``transact`` may carry: one slot of a batch is the change record the
+#: store adds when the batch writes a catalog record (``registry.changes``).
+MAX_TRANSACT_OPS = BATCH_OPS - 1
 MAX_KEY_BYTES = 1024
 
 
@@ -107,7 +110,9 @@ class MetaStore(ABC):
         """Apply every op atomically if every condition holds, else none of them.
 
         Returns, per op, the item as written (Put), or None (Delete, Check). Keys must be
-        distinct within one batch, and a batch holds at most MAX_TRANSACT_OPS ops.
+        distinct within one batch, and a batch holds at most MAX_TRANSACT_OPS ops. A batch that
+        writes a catalog record (``registry.changes.WATCHED``) also records the change in the
+        registry's change feed, in the same atomic write.
         """
 
     @abstractmethod

@@ -177,7 +177,16 @@ def test_snapshot_rereads_a_staging_version_and_tracks_dropped_incarnations(tmp_
                 cached.ref, manifest_path=cached.ref.manifest_path.rpartition("/")[0] + "/1.manifest-0123"
             ),
         )
-        first.project("p").tables[("w", "ns", "t")] = stale
+        view = first.project("p")
+        assert first.state is not None
+        first = dataclasses.replace(
+            first,
+            projects={
+                **first.projects,
+                "p": dataclasses.replace(view, tables=view.tables.changed({("w", "ns", "t"): stale})),
+            },
+            state=dataclasses.replace(first.state, staging=frozenset({"p.w.ns.t"})),
+        )
         second = load_snapshot(catalog.store, first)
         assert second.project("p").table("w", "ns", "t").ref.manifest_path == cached.ref.manifest_path
         incarnation = cached.ref.incarnation

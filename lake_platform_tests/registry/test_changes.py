@@ -1,0 +1,178 @@
+"""The change feed's contract, on every backend (the ``metastore`` fixture): a batch writing a
+catalog record announces exactly its keys in the same write; a failed batch announces nothing;
+concurrent writers lose no number and skip none; a reader learns that nothing changed in one
+read per shard, and one left behind by more than the ring is told so."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from lake_platform.errors import ConditionFailed
+from lake_platform.registry import keys
+from lake_platform.registry.changes import (
+    RING,
+    ChangeWriter,
+    FeedBehind,
+    changes_since,
+    feed_heads,
+    read_shards,
+    shard_head,
+)
+from lake_platform.registry.store import MAX_TRANSACT_OPS, Check, Delete, Item, MetaStore, Op, Put
+
+
+class Reads(MetaStore):
+    """Counts the reads made through it (a replica's view of the registry)."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner, self.url, self.count = inner, inner.url, 0
+
+    def get(self, key: str) -> Item | None:
+        self.count += 1
+        return self.inner.get(key)
+
+    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
+        self.count += 1
+        return self.inner.get_many(keys)
+
+    def scan_prefix(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        self.count += 1
+        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
+
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        return self.inner.transact(ops)
+
+
+def shards(store: MetaStore, n: int) -> None:
+    """Give the registry ``n`` feed shards (before its first change)."""
+    store.put_if_absent("chg/meta", json.dumps({"shards": n}).encode())
+
+
+def announced(store: MetaStore, since: dict[int, int]) -> list[tuple[str, ...]]:
+    changes, _ = changes_since(store, since)
+    return [c.keys for c in changes]
+
+
+def test_a_batch_announces_its_catalog_keys_once(metastore: MetaStore) -> None:
+    shards(metastore, 1)
+    metastore.transact(
+        [
+            Put("tbl/p/w/ns/t", b"t"),
+            Put("ver/i/00000000000000000001", b"v"),
+            Put("lse/i", b"lease"),  # not a catalog record: not announced
+            Check("usr/nobody", 0),  # checked, not written: not announced
+        ]
+    )
+    metastore.put_if_absent("log/p.w.ns.t/1", b"entry")  # no catalog key: no change at all
+    assert announced(metastore, {0: 0}) == [("tbl/p/w/ns/t", "ver/i/00000000000000000001")]
+    metastore.compare_and_delete("tbl/p/w/ns/t", 1)
+    changes, after = changes_since(metastore, {0: 1})
+    assert [c.keys for c in changes] == [("tbl/p/w/ns/t",)] and after == {0: 2}
+
+
+def test_a_failed_batch_announces_nothing(metastore: MetaStore) -> None:
+    shards(metastore, 1)
+    metastore.put_if_absent("tbl/p/w/ns/t", b"t")
+    with pytest.raises(ConditionFailed) as failed:
+        metastore.transact([Put("tbl/p/w/ns/t", b"again", 0), Put("whs/p/w", b"w")])
+    assert failed.value.key == "tbl/p/w/ns/t"  # the caller's condition, not the feed's
+    assert metastore.get("whs/p/w") is None
+    assert announced(metastore, {0: 0}) == [("tbl/p/w/ns/t",)]  # no phantom
+
+
+def test_the_first_writer_chooses_the_shard_count(metastore: MetaStore) -> None:
+    assert read_shards(metastore) is None  # an old registry: no feed yet
+    metastore.put_if_absent("pol/p", b"x")
+    assert read_shards(metastore) == 16
+    assert ChangeWriter(metastore, 4).shards() == 16  # later writers follow the registry
+
+
+def test_nothing_changed_is_one_read_per_shard(metastore: MetaStore) -> None:
+    shards(metastore, 4)
+    for i in range(12):
+        metastore.put_if_absent(f"tbl/p/w/ns/t{i}", b"t")
+    heads = feed_heads(metastore, 4)
+    assert sum(heads.values()) == 12
+    reads = Reads(metastore)
+    changes, after = changes_since(reads, heads)
+    assert changes == [] and after == heads and reads.count == 4
+
+
+def test_a_writer_with_a_stale_head_takes_the_next_number(metastore: MetaStore) -> None:
+    """Two writers (processes) of one shard: each learns from the condition that the other
+    took a number, and neither announcement is lost or doubled."""
+    shards(metastore, 1)
+    first = metastore.changes  # type: ignore[attr-defined]
+    metastore.put_if_absent("tbl/p/w/ns/a", b"a")  # number 1
+    metastore.changes = ChangeWriter(metastore)  # type: ignore[attr-defined]  # another process
+    metastore.put_if_absent("tbl/p/w/ns/b", b"b")  # finds the head (1): number 2
+    metastore.changes = first  # type: ignore[attr-defined]
+    metastore.put_if_absent("tbl/p/w/ns/c", b"c")  # its head (1) is stale: 2 is taken, so 3
+    assert announced(metastore, {0: 0}) == [("tbl/p/w/ns/a",), ("tbl/p/w/ns/b",), ("tbl/p/w/ns/c",)]
+    assert shard_head(metastore, 0) == 3
+
+
+def test_concurrent_writers_lose_and_skip_no_change(metastore: MetaStore) -> None:
+    shards(metastore, 2)
+    written: list[str] = []
+    lock = threading.Lock()
+    seen: set[tuple[str, ...]] = set()
+    stop = threading.Event()
+
+    def write(worker: int) -> None:
+        for i in range(10):
+            key = f"tbl/p/w/ns/t{worker}_{i}"
+            metastore.transact([Put(key, b"t"), Put(f"cid/{worker}-{i}", b"m")])
+            with lock:
+                written.append(key)
+
+    def read() -> None:  # a replica following the feed while it is written
+        position = {0: 0, 1: 0}
+        while True:
+            last = stop.is_set()
+            changes, position = changes_since(metastore, position)
+            seen.update(c.keys for c in changes)
+            if last:
+                return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    reader.join()
+    assert sorted(k for (k,) in seen) == sorted(written)  # each once, none missed, none invented
+    assert sum(feed_heads(metastore, 2).values()) == len(written) == 40
+
+
+def test_the_ring_keeps_the_last_changes_and_a_reader_behind_it_is_told(metastore: MetaStore) -> None:
+    shards(metastore, 1)
+    for i in range(RING + 3):
+        metastore.put_if_absent(f"usr/u{i:04d}", b"u")
+    # Across the ring's end and start, in order.
+    assert announced(metastore, {0: RING - 2}) == [(f"usr/u{i:04d}",) for i in range(RING - 2, RING + 3)]
+    assert announced(metastore, {0: RING + 3}) == []
+    with pytest.raises(FeedBehind):
+        changes_since(metastore, {0: 2})  # change 3 was overwritten by change RING + 3
+
+
+def test_a_full_batch_carries_its_change_record(metastore: MetaStore) -> None:
+    shards(metastore, 1)
+    ops: list[Op] = [Put(f"tok/{i:03d}", b"t") for i in range(MAX_TRANSACT_OPS)]
+    layout = getattr(metastore, "layout", None)
+    if layout is not None and layout() != "2":
+        ops = ops[:-1]  # a layout-1 registry keeps one slot for its layout guard
+    metastore.transact(ops)
+    (keys_announced,) = announced(metastore, {0: 0})
+    assert len(keys_announced) == len(ops)
+    metastore.transact([Delete(op.key, 1) for op in ops[:3]])
+    assert metastore.get(keys.change_record(0, 1)) is not None
