@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.catalog import Catalog
+    from lake_platform.query.engine import QueryEngine
     from lake_platform.query.limits import QueryLimits
     from lake_platform.query.snapshot import ProjectView
 
@@ -82,10 +83,17 @@ def resolve_project(catalog: Catalog, as_user: str | None, project: str | None) 
 
 
 @contextlib.contextmanager
-def query_view(state: State, as_user: str | None, project: str | None) -> Iterator[ProjectView]:
+def query_view(
+    state: State, as_user: str | None, project: str | None, engine: QueryEngine | None = None
+) -> Iterator[ProjectView]:
+    """The project's snapshot view; ``engine`` reads branches (``"t@branch:dev"``) through the
+    same registry while the view is open."""
+    from lake_platform.query.branch_refs import BranchRefs
     from lake_platform.query.snapshot import load_snapshot
 
     with state.catalog() as catalog:
+        if engine is not None:
+            engine.branches = BranchRefs(catalog.store)
         name = resolve_project(catalog, as_user, project)
         # The query layer reads its snapshot from the registry itself (invariant 7).
         yield load_snapshot(catalog.store).project(name)
@@ -201,7 +209,8 @@ def sql(
     """Run a read-only SQL QUERY with the Flight endpoint's engine, limits and tenancy.
 
     Tables are named warehouse.namespace.table within the project, read at their current version;
-    an older version or a tag is named in the query: w.ns."t@v12", w.ns."t@tag:eod".
+    an older version, a tag or a branch is named in the query: w.ns."t@v12", w.ns."t@tag:eod",
+    w.ns."t@branch:dev" (its head), w.ns."t@branch:dev@v3".
     """
     fmt = output_format(output) if output is not None else None
     from lake_platform.query.engine import QueryEngine
@@ -213,7 +222,7 @@ def sql(
     # exit would wait for that load).
     engine = QueryEngine(state.settings, dataclasses.replace(limits, cache_bytes=0, session_pool_size=0))
     started = time.monotonic()
-    with contextlib.closing(engine), query_view(state, as_user, project) as view:
+    with contextlib.closing(engine), query_view(state, as_user, project, engine) as view:
         planned = engine.plan(query, view)
         batches = engine.stream(planned, blocking=True)
         with time_limit(engine.limits):

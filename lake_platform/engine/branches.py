@@ -15,6 +15,7 @@ import lance
 
 from lake_platform.engine.manifests import manifest_size
 from lake_platform.engine.panics import engine_call
+from lake_platform.engine.storage import table_object_root
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ def create_branch(
     ds = lance.dataset(root, version=version, storage_options=storage_options or None)
     made = ds.create_branch(lance_branch, version, storage_options=storage_options or None)
     location = str(made.uri)
-    path = f"_versions/{(1 << 64) - 1 - version:020d}.manifest"  # Lance's V2 manifest naming
+    # As Lance names manifests to a namespace: an object-store path, V2 file naming.
+    path = f"{table_object_root(location)}/_versions/{(1 << 64) - 1 - version:020d}.manifest"
     return MadeBranch(location, version, path, manifest_size(location, path, storage_options))
 
 

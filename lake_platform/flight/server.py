@@ -49,6 +49,7 @@ from lake_platform.maintenance.results import ResultsSweeper
 from lake_platform.observability import exposition, metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.observability.grpc_metrics import ObservingInterceptor
+from lake_platform.query.branch_refs import BranchRefs
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.limits import limits_from
@@ -161,7 +162,9 @@ class FlightSqlServer:
             if catalog is not None and self.authenticator is catalog.access
             else None,
         )
-        self.engine = QueryEngine(settings, limits_from(self.settings, settings))
+        self.engine = QueryEngine(
+            settings, limits_from(self.settings, settings), branches=BranchRefs(self.store)
+        )
         metrics.watch_engine(self.engine, self.engine.spill_dir, self.engine.limits.memory_limit_bytes)
         self.audit = open_trail(settings)
         self.metrics_server: exposition.Exposition | None = None

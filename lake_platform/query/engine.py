@@ -29,9 +29,10 @@ from datafusion.catalog import Table
 
 from lake_platform import owner_only
 from lake_platform.errors import Throttling
-from lake_platform.query import planner
+from lake_platform.query import planner, timetravel
 from lake_platform.query.access import AccessPaths
 from lake_platform.query.bound import BoundLookup
+from lake_platform.query.branch_refs import BranchRefs
 from lake_platform.query.cache import DataCache
 from lake_platform.query.capped import capped_functions
 from lake_platform.query.limits import QueryLimits
@@ -50,9 +51,13 @@ from lake_platform.settings import LakeSettings
 class QueryEngine:
     """Plans and streams read-only SQL. Thread-safe; one per process."""
 
-    def __init__(self, settings: LakeSettings, limits: QueryLimits | None = None) -> None:
+    def __init__(
+        self, settings: LakeSettings, limits: QueryLimits | None = None, *, branches: BranchRefs | None = None
+    ) -> None:
         self.settings = settings
         self.limits = limits or QueryLimits()
+        #: Reads ``"t@branch:dev"`` from the registry, per query; None: branches cannot be named.
+        self.branches = branches
         self._providers = Providers(settings, self.limits.dataset_cache_size)
         spill = self.limits.spill_dir or settings.home / "spill"
         self._spill_dir = Path(spill).expanduser()
@@ -166,8 +171,8 @@ class QueryEngine:
         if kept is not None and (prepare or not kept.parameters):
             return self._checked(kept)
         planned = self._plan_view(sql, view, None, prepare)
-        if planned.deterministic:
-            self._keep(key, planned, view)
+        if planned.deterministic and not any(timetravel.reads_branch_head(r.at) for r in planned.refs):
+            self._keep(key, planned, view)  # a branch's head moves without the view: read it again
         return planned
 
     def _checked(self, kept: PlannedQuery) -> PlannedQuery:
@@ -208,7 +213,7 @@ class QueryEngine:
                 self.sessions.session,
                 sql,
                 list(view.warehouses),
-                Resolver.over_view(open_table, self.limits, view),
+                Resolver.over_view(open_table, self.limits, view, self.branches),
                 self.limits,
                 params,
                 prepare,

@@ -38,6 +38,7 @@ from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeho
 from lake_platform.query.volatility import is_deterministic
 
 if TYPE_CHECKING:
+    from lake_platform.query.branch_refs import BranchRefs
     from lake_platform.query.lookup import Lookup
 
 #: Plan roots a reader may execute (checked after DataFusion's own SQLOptions).
@@ -144,8 +145,10 @@ class Resolver:
         self.failure: LakeError | None = None
 
     @classmethod
-    def over_view(cls, open_table: OpenTable, limits: QueryLimits, view: ProjectView) -> Resolver:
-        """Resolve against the snapshot's current versions."""
+    def over_view(
+        cls, open_table: OpenTable, limits: QueryLimits, view: ProjectView, branches: BranchRefs | None = None
+    ) -> Resolver:
+        """Resolve against the snapshot's current versions (branches: read by ``branches``)."""
 
         modes: dict[str, str] = {}
 
@@ -163,7 +166,7 @@ class Resolver:
                     raise TableNotFound(f"table {wh}.{ns}.{base} not found")
                 return None
             if at is not None:
-                return timetravel.resolve(cached, at, f"{wh}.{ns}.{base}")
+                return timetravel.resolve(cached, at, f"{wh}.{ns}.{base}", branches)
             if cached.ref is None:
                 raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
             return cached.ref
