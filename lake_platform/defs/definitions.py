@@ -7,10 +7,11 @@ import os
 
 import dagster as dg
 
-from lake_platform.defs import checks
+from lake_platform.defs import checks, demo_assets
 from lake_platform.defs.bypasses import bypass_sensor
 from lake_platform.defs.indexes import index_refresh_schedule, indexes_current, table_indexes
 from lake_platform.defs.ingest import inbox_sensor, ingested
+from lake_platform.defs.io_manager import IO_MANAGER_KEY, LakeIOManager
 from lake_platform.defs.maintenance import (
     cleaned_versions,
     compacted,
@@ -25,13 +26,19 @@ from lake_platform.defs.maintenance import (
 )
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
+from lake_platform.defs.table_assets import table_observation_sensor
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.settings import DagsterSettings, dagster_settings, load_settings
 
 
 def resources() -> dict[str, object]:
-    lake = LakeResource()
-    return {"lake": lake, "inbox": InboxResource(lake=lake), "flight": FlightEndpointResource()}
+    lake = LakeResource(namespaces=demo_assets.NAMESPACES)
+    return {
+        "lake": lake,
+        "inbox": InboxResource(lake=lake),
+        "flight": FlightEndpointResource(),
+        IO_MANAGER_KEY: LakeIOManager(lake=lake),
+    }
 
 
 def executor(settings: DagsterSettings) -> dg.ExecutorDefinition:
@@ -82,9 +89,16 @@ def build(
             orphan_folder_report,
             table_indexes,
             reclaimed_results,
+            *demo_assets.ASSETS,
         ],
         asset_checks=[*checks.ALL, indexes_current],
-        sensors=[table_partitions_sensor, inbox_sensor, compaction_sensor, bypass_sensor],
+        sensors=[
+            table_partitions_sensor,
+            inbox_sensor,
+            compaction_sensor,
+            bypass_sensor,
+            table_observation_sensor,
+        ],
         schedules=[
             version_cleanup_schedule,
             orphan_scan_schedule,

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.provenance import Provenance
 
+#: The resource key the code location registers the manager under (``definitions.resources``).
+IO_MANAGER_KEY = "lake_io"
 WriteMode = Literal["append", "overwrite", "merge"]
 _MODES = ("append", "overwrite", "merge")
 
@@ -62,17 +64,21 @@ class LakeIOManager(dg.ConfigurableIOManager):
     """Assets as governed Lance tables (see the module docstring). ``namespaces`` maps an asset
     key prefix (path parts joined by ``/``) to the namespace its tables live in, e.g.
     ``{"sales": "demo.main.sales"}``: asset ``sales/orders_clean`` is table
-    ``demo.main.sales.orders_clean``. A key of four or more parts with no mapped prefix is the
-    table's own name."""
+    ``demo.main.sales.orders_clean``; empty means the ``lake`` resource's ``namespaces`` (which
+    the table assets use too). A key of four or more parts with no mapped prefix is the table's
+    own name."""
 
     lake: LakeResource
     namespaces: dict[str, str] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     write_mode: WriteMode = "append"
 
+    def key_map(self) -> dict[str, str]:
+        return self.namespaces or self.lake.namespaces
+
     def handle_output(self, context: dg.OutputContext, obj: object) -> None:
         if obj is None:
             return
-        table = table_for_key(context.asset_key, self.namespaces)
+        table = table_for_key(context.asset_key, self.key_map())
         meta = context.definition_metadata or {}
         mode = str(meta.get("write_mode", self.write_mode))
         if mode not in _MODES:
@@ -119,7 +125,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> object:
-        table = table_for_key(context.asset_key, self.namespaces)
+        table = table_for_key(context.asset_key, self.key_map())
         plan = plan_read(context, table)
         kind = annotation_kind(context.dagster_type.typing_type)
         with lake_errors(), self.lake.catalog() as catalog:

@@ -19,10 +19,15 @@ ACTOR = "dagster"
 
 
 class LakeResource(dg.ConfigurableResource):
-    """The catalog. Empty fields mean "from LakeSettings" (``LAKE_HOME``, ``LAKE_REGISTRY_URL``)."""
+    """The catalog. Empty fields mean "from LakeSettings" (``LAKE_HOME``, ``LAKE_REGISTRY_URL``).
+
+    ``namespaces`` maps an asset key prefix (path parts joined by ``/``) to the namespace its
+    tables live in (``{"sales": "demo.main.sales"}``): the tables the IO manager writes and the
+    table assets observed are keyed by it (``defs.asset_tables``)."""
 
     home: str = ""
     registry_url: str = ""
+    namespaces: dict[str, str] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
 
     def settings(self) -> LakeSettings:
         from lake_platform.settings import load_settings

@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from lake_platform.defs import demo_assets
 from lake_platform.defs.definitions import build, defs
 from lake_platform.errors import SettingsError
 from lake_platform.settings import dagster_settings
@@ -24,13 +25,16 @@ def test_no_single_run_backfills_and_every_table_asset_shares_the_partitions() -
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.backfill_policy is None or node.backfill_policy.max_partitions_per_run == 1
-        if key.path[0] not in WAREHOUSE_WIDE:
+        if key.path[0] not in WAREHOUSE_WIDE and key not in DEMO_PROJECT:
             assert node.partitions_def is not None and node.partitions_def.name == "lake_tables"
 
 
 #: Assets that work across tables (trash expiry, the warehouse-level folder scan, the reclaim of
 #: spooled query results), unpartitioned.
 WAREHOUSE_WIDE = {"expired_trash", "orphan_folder_report", "reclaimed_results"}
+#: The demo's user project (a table asset and a user asset written through the IO manager):
+#: a user's assets, partitioned as the user likes.
+DEMO_PROJECT = {a.key for a in demo_assets.ASSETS}
 
 
 def test_the_warehouse_wide_assets_and_their_schedules_are_loaded() -> None:

@@ -1,0 +1,50 @@
+"""Asset keys and table names, commit ids and partition predicates."""
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from lake_platform.defs.asset_tables import (
+    key_for_table,
+    partition_predicate,
+    step_commit_id,
+    table_for_key,
+)
+from lake_platform.errors import InvalidInput
+
+MAP = {"sales": "demo.main.sales", "sales/eu": "demo.eu.sales"}
+
+
+@pytest.mark.parametrize(
+    ("key", "table"),
+    [
+        (["sales", "orders"], "demo.main.sales.orders"),
+        (["sales", "eu", "orders"], "demo.eu.sales.orders"),  # the longest prefix wins
+        (["demo", "main", "sales", "orders"], "demo.main.sales.orders"),  # the table's own name
+    ],
+)
+def test_keys_name_tables_and_back(key: list[str], table: str) -> None:
+    assert table_for_key(dg.AssetKey(key), MAP) == table
+    assert table_for_key(key_for_table(table, MAP), MAP) == table
+
+
+def test_a_key_naming_no_table_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="names no table"):
+        table_for_key(dg.AssetKey(["orders"]), MAP)
+
+
+def test_commit_ids_are_the_same_for_a_step_run_again_only() -> None:
+    key = dg.AssetKey(["sales", "orders"])
+    first = step_commit_id("run-1", "sales__orders", key, ["2024-01-02", "2024-01-01"])
+    assert first == step_commit_id("run-1", "sales__orders", key, ["2024-01-01", "2024-01-02"])
+    assert first != step_commit_id("run-2", "sales__orders", key, ["2024-01-01", "2024-01-02"])
+    assert first != step_commit_id("run-1", "sales__orders", key, ["2024-01-01"])
+
+
+def test_partition_predicates_are_typed_literals() -> None:
+    schema = pa.schema([("day", pa.date32()), ("region", pa.string()), ("n", pa.int32())])
+    assert partition_predicate("day", ["2024-01-01"], schema) == "`day` IN (date '2024-01-01')"
+    assert partition_predicate("region", ["o'hare", "x"], schema) == "`region` IN ('o''hare', 'x')"
+    assert partition_predicate("n", ["7"], schema) == "`n` IN (7)"
+    with pytest.raises(InvalidInput):
+        partition_predicate("missing", ["x"], schema)
