@@ -55,6 +55,27 @@ def user_list(state: State, project: str | None) -> None:
     state.emit(users, lambda us: text_table(["name", "project", "role", "created"], us) if us else "no users")
 
 
+@user.command("set-role")
+@click.argument("name")
+@click.argument("role")
+@pass_state
+@handles_errors
+def user_set_role(state: State, name: str, role: str) -> None:
+    """Change user NAME's role in its project to ROLE (reader, writer or admin); the password
+    is kept and the change logged. Sessions opened under the old role end at the servers' next
+    catalog refresh; a new login has the new role."""
+    with state.catalog() as catalog:
+        record, previous = catalog.access.set_user_role(name, role)
+    state.emit(
+        {"name": record.name, "project": record.project, "role": record.role, "previous_role": previous},
+        lambda d: (
+            f"user {d['name']} is already {d['role']} on {d['project']}"
+            if d["role"] == d["previous_role"]
+            else f"user {d['name']} on {d['project']}: {d['previous_role']} -> {d['role']}"
+        ),
+    )
+
+
 @user.command("remove")
 @click.argument("name")
 @pass_state

@@ -1,11 +1,22 @@
-"""Projects, warehouses and namespaces: create, drop, undrop, and deletion protection."""
+"""Projects, warehouses and namespaces: create, list, drop, undrop, and deletion protection."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from lake_platform.cli.app import State, handles_errors, pass_state
+from lake_platform.cli.app import State, handles_errors, pass_state, text_table, timestamp
 from lake_platform.errors import InvalidInput
+
+
+def _rows(records: list[Any], *columns: str) -> list[dict[str, Any]]:
+    """Each record as its fields (JSON), ``created`` as a time for people."""
+    return [{**{c: getattr(r, c) for c in columns}, "created": timestamp(r.created_at_ms)} for r in records]
+
+
+def _emit_list(state: State, rows: list[dict[str, Any]], columns: list[str], kind: str) -> None:
+    state.emit(rows, lambda rs: text_table([*columns, "created"], rs) if rs else f"no {kind}")
 
 
 @click.group()
@@ -22,6 +33,16 @@ def project_create(state: State, name: str) -> None:
     with state.catalog() as catalog:
         record = catalog.containers.create_project(name)
     state.emit(record.model_dump(), lambda r: f"created project {r['name']}")
+
+
+@project.command("list")
+@pass_state
+@handles_errors
+def project_list(state: State) -> None:
+    """List the projects you may read, from the registry."""
+    with state.catalog() as catalog:
+        records = catalog.containers.list_projects()
+    _emit_list(state, _rows(records, "name", "state"), ["name", "state"], "projects")
 
 
 @project.command("drop")
@@ -52,6 +73,18 @@ def warehouse_create(state: State, name: str, root: str | None) -> None:
     state.emit(record.model_dump(), lambda r: f"created warehouse {r['name']} at {r['root']}")
 
 
+@warehouse.command("list")
+@click.argument("project", required=False)
+@pass_state
+@handles_errors
+def warehouse_list(state: State, project: str | None) -> None:
+    """List the warehouses (of PROJECT) you may read, with their storage roots."""
+    with state.catalog() as catalog:
+        records = catalog.containers.list_warehouses(project)
+    columns = ["name", "root", "protected", "state"]
+    _emit_list(state, _rows(records, *columns), columns, "warehouses")
+
+
 @warehouse.command("drop")
 @click.argument("name", metavar="P.W")
 @click.option("--force", is_flag=True, help="Override deletion protection (and nothing else).")
@@ -78,6 +111,19 @@ def namespace_create(state: State, name: str) -> None:
     with state.catalog() as catalog:
         record = catalog.containers.create_namespace(name)
     state.emit(record.model_dump(), lambda r: f"created namespace {r['name']}")
+
+
+@namespace.command("list")
+@click.argument("prefix", required=False, default="", metavar="[P[.W[.NS...]]]")
+@pass_state
+@handles_errors
+def namespace_list(state: State, prefix: str) -> None:
+    """List the namespaces you may read, nested ones too: all, or those under PREFIX (a
+    project, warehouse or namespace; not PREFIX itself)."""
+    with state.catalog() as catalog:
+        records = catalog.containers.list_namespaces(prefix)
+    columns = ["name", "protected", "state"]
+    _emit_list(state, _rows(records, *columns), columns, "namespaces")
 
 
 @namespace.command("drop")

@@ -124,7 +124,7 @@ def _tables(view: ProjectView, cmd: Any) -> pa.Table:
             if not cached.schema_ipc:
                 raise InvalidTableState(
                     f"table {wh}.{ns}.{table} has no recorded schema; "
-                    "ask an operator to repair its registration"
+                    "ask an operator to run `lake table repair --schema` on it"
                 )
             row["table_schema"] = typed_table_schema(cached.schema_ipc, Origin(wh, ns, table))
         rows.append(row)

@@ -60,3 +60,47 @@ def test_lake_home_and_the_inbox_are_refused(
         assert not root.exists()
     created = run(lake, "warehouse", "create", "p.x", "--root", str(tmp_path / "disk2" / "w"))
     assert created["root"] == (tmp_path / "disk2" / "w").resolve().as_posix()  # type: ignore[index]
+
+
+# -- listings (issue 49) ---------------------------------------------------------------------------
+
+
+def test_projects_warehouses_and_namespaces_are_listed(lake: CliRunner) -> None:
+    for args in (
+        ["namespace", "create", "p.w.ns.sub"],
+        ["warehouse", "create", "p.w2"],
+        ["project", "create", "q"],
+        ["warehouse", "create", "q.w"],
+        ["namespace", "create", "q.w.ns"],
+    ):
+        run(lake, *args)
+    assert [p["name"] for p in run(lake, "project", "list")] == ["p", "q"]  # type: ignore[index]
+    warehouses = run(lake, "warehouse", "list", "p")
+    assert [w["name"] for w in warehouses] == ["p.w", "p.w2"]  # type: ignore[index]
+    assert all(w["root"] and w["created"] and w["state"] == "active" for w in warehouses)  # type: ignore[index]
+    assert [w["name"] for w in run(lake, "warehouse", "list")] == ["p.w", "p.w2", "q.w"]  # type: ignore[index]
+    assert [n["name"] for n in run(lake, "namespace", "list")] == ["p.w.ns", "p.w.ns.sub", "q.w.ns"]  # type: ignore[index]
+    assert [n["name"] for n in run(lake, "namespace", "list", "p.w.ns")] == ["p.w.ns.sub"]  # type: ignore[index]
+    # --json anywhere on the line, and the text form
+    result = lake.invoke(cli, ["namespace", "list", "q", "--json"])
+    assert [n["name"] for n in json.loads(result.output)] == ["q.w.ns"]
+    text = lake.invoke(cli, ["warehouse", "list", "q"]).output
+    assert text.splitlines()[0].split() == ["name", "root", "protected", "state", "created"]
+    assert "q.w" in text
+    assert lake.invoke(cli, ["namespace", "list", "p.w2"]).output.strip() == "no namespaces"
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["warehouse", "list", "nope"], 1),
+        (["warehouse", "list", "Nope"], 13),
+        (["namespace", "list", "p.nope"], 1),
+        (["namespace", "list", "p..w"], 13),
+    ],
+)
+def test_a_listing_of_an_unknown_or_bad_name_is_a_typed_error(
+    lake: CliRunner, args: list[str], code: int
+) -> None:
+    result = lake.invoke(cli, ["--json", *args])
+    assert result.exit_code != 0 and json.loads(result.output)["error"]["code"] == code

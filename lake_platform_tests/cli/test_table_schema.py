@@ -67,3 +67,41 @@ def test_strict_refuses_the_file_and_says_which_policy_would_fill(lake: CliRunne
     assert error["code"] == 20 and "missing column(s) bonus" in error["message"]
     assert "add_columns or widen" in error["message"]
     assert [r["id"] for r in rows()] == [1]
+
+
+# -- lake table repair --schema ---------------------------------------------------------------------
+
+
+def forget_schema() -> None:
+    """The registration as one written before schemas were stored."""
+    from lake_platform.naming import TableName
+    from lake_platform.registry import keys
+    from lake_platform.registry.records import TableRecord, decode
+
+    with Catalog(load_settings()) as catalog:
+        item = catalog.store.get(keys.table(TableName.parse(T)))
+        assert item is not None
+        record = decode(TableRecord, item.value, item.key)
+        catalog.store.compare_and_swap(
+            item.key, item.revision, record.model_copy(update={"schema_ipc_b64": ""}).encode()
+        )
+
+
+def test_describe_names_the_repair_and_repair_schema_backfills(lake: CliRunner, tmp_path: Path) -> None:
+    run(lake, "table", "create", T, "--from", write(tmp_path / "a.parquet", [1, 2]))
+    forget_schema()
+    text = lake.invoke(cli, ["table", "describe", T]).output
+    assert f"none stored (registered before schemas were stored): lake table repair --schema {T}" in text
+    repaired = run(lake, "table", "repair", "--schema", T)
+    assert repaired == {"table": T, "version": 1, "repaired": True, "columns": ["id", "name"]}
+    described = run(lake, "table", "describe", T)
+    assert [(c["name"], c["nullable"]) for c in described["schema"]] == [("id", False), ("name", True)]  # type: ignore[index]
+    assert "repair --schema" not in lake.invoke(cli, ["table", "describe", T]).output
+    again = lake.invoke(cli, ["table", "repair", "--schema", T]).output
+    assert again.strip() == f"{T}: its schema is stored already; nothing to repair"
+    assert run(lake, "table", "history", T)[-1]["operation"] == "repair schema"  # type: ignore[index]
+
+
+def test_repair_schema_of_an_unknown_table_is_a_typed_error(lake: CliRunner) -> None:
+    result = lake.invoke(cli, ["--json", "table", "repair", "--schema", "p.w.ns.nope"])
+    assert result.exit_code != 0 and json.loads(result.output)["error"]["code"] == 4

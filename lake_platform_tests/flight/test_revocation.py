@@ -94,11 +94,12 @@ def test_a_user_added_after_the_last_refresh_is_not_refused(real: dict[str, Any]
 
 
 def test_a_role_change_ends_the_old_session(real: dict[str, Any]) -> None:
+    """``set_user_role`` (lake user set-role): the Bearer sealed with the old role is refused
+    after the next refresh; the same password logs in again, with the new role."""
     server: FlightSqlServer = real["server"]
     client, options = _login(server, "dana", "dana-password-1")
-    real["catalog"].access.remove_user("dana")
-    real["catalog"].access.add_user("dana", project="p", role="writer", password="dana-password-2")
+    real["catalog"].access.set_user_role("dana", "writer")
     server.snapshots.refresh()
     assert _refused(client, options)
-    client2, options2 = _login(server, "dana", "dana-password-2")
+    client2, options2 = _login(server, "dana", "dana-password-1")
     assert not _refused(client2, options2)

@@ -367,6 +367,7 @@ def test_table_without_schema_is_listed_but_has_no_schema(running: Running) -> N
         assert "[InvalidTableState, code 19]" in str(err.value)
         code, details = raw_status(running.server, info.endpoints[0].ticket)
         assert code == "FAILED_PRECONDITION" and "p.w.ns.sub.u" not in details and "w.ns.sub.u" in details
+        assert "lake table repair --schema" in details
         import adbc_driver_manager
 
         with running.adbc() as conn, pytest.raises(adbc_driver_manager.Error) as adbc_err:

@@ -1,0 +1,54 @@
+"""``lake user set-role NAME ROLE``: the role changes in place (the password keeps working, now
+with the new role), logged; an unknown user or role is a typed error and changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.cli import cli
+from lake_platform.settings import load_settings
+from lake_platform_tests.cli.conftest import run
+
+PASSWORD = "dana-password-1"
+
+
+def add_dana(lake: CliRunner) -> None:
+    result = lake.invoke(
+        cli,
+        ["--json", "user", "add", "dana", "--project", "p", "--role", "reader", "--password-stdin"],
+        input=PASSWORD + "\n",
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_set_role_changes_the_role_in_place(lake: CliRunner) -> None:
+    add_dana(lake)
+    changed = run(lake, "user", "set-role", "dana", "writer")
+    assert changed == {"name": "dana", "project": "p", "role": "writer", "previous_role": "reader"}
+    assert [(u["name"], u["role"]) for u in run(lake, "user", "list")] == [("dana", "writer")]  # type: ignore[index]
+    with Catalog(load_settings()) as catalog:
+        assert catalog.access.authenticate_password("dana", PASSWORD).role == "writer"
+        entry = catalog.reads.log("p")[-1]
+    assert entry.operation == "user set-role" and entry.detail["to"] == "writer"
+    text = lake.invoke(cli, ["user", "set-role", "dana", "writer"]).output
+    assert text.strip() == "user dana is already writer on p"
+
+
+def test_an_unknown_user_or_role_is_a_typed_error(lake: CliRunner) -> None:
+    add_dana(lake)
+    for args, message in (
+        (["nobody", "writer"], "no user named nobody"),
+        (["dana", "root"], "invalid role 'root': use one of reader, writer, admin"),
+    ):
+        result = lake.invoke(cli, ["--json", "user", "set-role", *args])
+        error = json.loads(result.output)["error"]
+        assert result.exit_code != 0 and error["code"] == 13 and message in error["message"]
+    assert [u["role"] for u in run(lake, "user", "list")] == ["reader"]  # type: ignore[index]
+
+
+def test_the_help_names_the_roles() -> None:
+    out = CliRunner().invoke(cli, ["user", "set-role", "--help"]).output
+    assert "NAME ROLE" in out and "reader, writer or admin" in " ".join(out.split())
