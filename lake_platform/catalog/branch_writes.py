@@ -57,19 +57,38 @@ class BranchWrites:
         self.schemas = schemas
 
     def append(
-        self, name: str, branch: str, data: pa.RecordBatchReader, *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        data: pa.RecordBatchReader,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
-        """Append a stream to the branch (columns by name, lossless casts only)."""
-        return self._write(name, branch, data, "append", by)
+        """Append a stream to the branch (columns by name, lossless casts only). ``detail`` goes
+        into the log entry (as ``tables.append``'s: an idempotent request's digest)."""
+        return self._write(name, branch, data, "append", by, detail)
 
     def overwrite(
-        self, name: str, branch: str, data: pa.RecordBatchReader, *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        data: pa.RecordBatchReader,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Replace the branch's rows (and schema) with the stream."""
-        return self._write(name, branch, data, "overwrite", by)
+        return self._write(name, branch, data, "overwrite", by, detail)
 
     def _write(
-        self, name: str, branch: str, data: pa.RecordBatchReader, mode: str, by: Provenance
+        self,
+        name: str,
+        branch: str,
+        data: pa.RecordBatchReader,
+        mode: str,
+        by: Provenance,
+        detail: dict[str, object] | None = None,
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import StreamCounter, as_reader, schema_from_ipc, schema_to_ipc
         from lake_platform.catalog.namespace import BoundTableNamespace
@@ -106,7 +125,7 @@ class BranchWrites:
             run_id=by.run_id,
             schema_ipc=schema_ipc,
             stream_totals=counter.totals,
-            detail={"branch": branch},
+            detail={**(detail or {}), "branch": branch},
             release_lease=True,
         )
         key = keys.branch(tname, branch)

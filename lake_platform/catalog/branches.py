@@ -1,4 +1,4 @@
-"""Branches of a table: create, list, open, delete (into the trash), undrop, purge.
+"""Branches of a table: create, list, describe, open.
 
 A branch is a registry object (``BranchRecord`` at ``brn/<table>/<branch>``) with a version chain
 of its own: its ``incarnation`` is a chain id keying its version records and its write lease, so
@@ -7,8 +7,8 @@ data lives in Lance's branch dataset ``<table folder>/tree/<lance branch>``, whi
 ``create_branch``: one manifest referencing the parent's files through a base path, and a small
 ref Lance's cleanup honours. Creating a branch copies no data file.
 
-Writes and publishing are ``branch_writes``; the model and its guarantees are in
-docs/governance.md ("Branches").
+Writes and publishing are ``branch_writes``, deleting, undropping and purging ``branch_trash``;
+the model and its guarantees are in docs/governance.md ("Branches").
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
-from lake_platform.catalog.policies import Policies
-from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
-from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import (
     ConditionFailed,
     InvalidInput,
-    Protected,
     TableBranchAlreadyExists,
     TableBranchNotFound,
     TableTagNotFound,
@@ -33,7 +29,7 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Check, Item, Op, Put
 
 #: The name of the table's own line: never a branch's.
 MAIN = "main"
@@ -59,10 +55,9 @@ class BranchInfo:
 
 
 class Branches:
-    def __init__(self, ctx: CatalogContext, reads: Reads, policies: Policies) -> None:
+    def __init__(self, ctx: CatalogContext, reads: Reads) -> None:
         self.ctx = ctx
         self.reads = reads
-        self.policies = policies
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -92,7 +87,7 @@ class Branches:
         ]
         chains = {b.incarnation: b.branch for b in found}
         return [
-            _info(b, chains)
+            branch_info(b, chains)
             for b in found
             if b.table_incarnation == record.incarnation and (include_trashed or b.state == "active")
         ]
@@ -112,6 +107,38 @@ class Branches:
             raise TableVersionNotFound(f"version {version} of branch {branch} of {tname} does not exist")
         return self.reads.snapshot(tname, rec, target)
 
+    def describe_branch(self, name: str, branch: str, *, by: Provenance = UNSTATED) -> dict[str, object]:
+        """The branch as listed, with its dataset root, chain id and schema (registry only)."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc
+
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        rec, _ = self.branch(tname, branch)
+        schema = schema_from_ipc(rec.schema_ipc) if rec.schema_ipc else None
+        columns = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema or []]
+        return {
+            **branch_info(rec, {}).to_dict(),
+            "location": rec.location,
+            "chain": rec.incarnation,
+            "schema": columns,
+        }
+
+    def readable_versions(
+        self, name: str, branch: str, *, by: Provenance = UNSTATED
+    ) -> tuple[str, dict[int, list[str]]]:
+        """(the branch's chain id, its registered versions -> their tags): what
+        ``lake table history --branch`` marks readable."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        rec, _ = self.branch(tname, branch)
+        versions = {}
+        for item in self.ctx.store.scan_prefix(keys.versions(rec.incarnation)):
+            ver = decode(VersionRecord, item.value, item.key)
+            versions[ver.version] = list(ver.tags)
+        return rec.incarnation, versions
+
     # -- creating --------------------------------------------------------------------------------
 
     def create_branch(
@@ -124,8 +151,8 @@ class Branches:
         from_branch: str | None = None,
         by: Provenance = UNSTATED,
     ) -> BranchInfo:
-        """Make ``branch`` of the table from a version (default: the head) of main or of
-        ``from_branch``, or from a tag of main. Copies no data file: Lance writes one manifest
+        """Make ``branch`` of the table from a version (default: the head) or a tag of main or of
+        ``from_branch``. Copies no data file: Lance writes one manifest
         and a ref; the registry commits the branch record and its first version record."""
         from lake_platform.engine import branches as engine_branches
 
@@ -140,8 +167,8 @@ class Branches:
             raise InvalidInput(f"invalid version {from_version!r}")
         if from_tag is not None:
             check_segment(from_tag, "tag name")
-            if from_version is not None or from_branch is not None:
-                raise InvalidInput("a branch is made from a tag (of main) or from a version, not both")
+            if from_version is not None:
+                raise InvalidInput("a branch is made from a tag or from a version, not both")
         if from_branch is not None:
             check_segment(from_branch, "branch name")
         commit_id = check_commit_id(by.commit_id)
@@ -233,7 +260,7 @@ class Branches:
             except ConditionFailed:
                 engine_branches.delete_branch(record.folder_uri, lance_branch, storage)
                 raise TableBranchAlreadyExists(f"branch {branch} of {tname} was made concurrently") from None
-        return _info(rec, {parent.incarnation: from_branch} if from_branch else {})
+        return branch_info(rec, {parent.incarnation: from_branch} if from_branch else {})
 
     def _source_version(
         self, tname: TableName, parent: TableRecord, from_version: int | None, from_tag: str | None
@@ -252,163 +279,8 @@ class Branches:
             raise TableVersionNotFound(f"version {version} of {tname} does not exist (or was cleaned up)")
         return version
 
-    # -- deleting, undropping, purging -----------------------------------------------------------
 
-    def delete_branch(
-        self, name: str, branch: str, *, force: bool = False, purge: bool = False, by: Provenance = UNSTATED
-    ) -> CommitResult:
-        """Move the branch into the trash (recoverable by ``undrop_branch`` until the table's
-        ``trash_grace`` passes; ``purge`` or a zero grace removes it at once). Refused on a
-        protected table unless ``force``, as drops are."""
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        check_segment(branch, "branch name")
-        who.require(tname.project, "write", f"delete branches of {tname}")
-        record, _ = self.ctx.table(tname)
-        if record.protected and not force:
-            raise Protected(f"table {tname} is protected; unprotect it or pass force")
-        rec, item = self.branch(tname, branch)
-        grace = self.policies.effective_policy(str(tname)).policy.trash_grace
-        destroy = purge or grace.total_seconds() == 0
-        now = self.ctx.clock.wall_ms()
-        actor = self.ctx.actor(by.actor, who)
-        trashed = rec.model_copy(
-            update={
-                "state": "trashed",
-                "dropped_at_ms": now,
-                "expires_at_ms": now + (0 if destroy else int(grace.total_seconds() * 1000)),
-                "dropped_by": actor,
-            }
-        )
-        commit_id = check_commit_id(by.commit_id)
-        with self.ctx.gate.hold(rec.incarnation) as lease:
-            try:
-                self.ctx.record(
-                    Log(
-                        str(tname),
-                        "branch-delete",
-                        actor,
-                        commit_id,
-                        by.run_id,
-                        rec.incarnation,
-                        rec.current_version,
-                        None,
-                        {"branch": branch, "expires_at_ms": trashed.expires_at_ms},
-                    ),
-                    ops=[Put(item.key, trashed.encode(), item.revision)],
-                    lease=lease,
-                )
-            except ConditionFailed:
-                raise TableBranchNotFound(f"branch {branch} of {tname} changed meanwhile; retry") from None
-        if destroy:
-            self.expire_branches(now_ms=now, only=[item.key], by=Provenance(principal=who, actor=actor))
-        return CommitResult(commit_id, str(tname), "branch-delete", rec.current_version, None)
-
-    def undrop_branch(self, name: str, branch: str, *, by: Provenance = UNSTATED) -> BranchInfo:
-        """Bring a deleted branch back from the trash, as it was."""
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        who.require(tname.project, "write", f"undrop branches of {tname}")
-        rec, item = self.branch(tname, branch, trashed=True)
-        if rec.state != "trashed":
-            raise TableBranchAlreadyExists(
-                f"branch {branch} of {tname} is not in the trash"
-                if rec.state == "active"
-                else f"branch {branch} of {tname} is being purged"
-            )
-        back = rec.model_copy(
-            update={"state": "active", "dropped_at_ms": None, "expires_at_ms": None, "dropped_by": None}
-        )
-        try:
-            self.ctx.record(
-                Log(
-                    str(tname),
-                    "branch-undrop",
-                    self.ctx.actor(by.actor, who),
-                    check_commit_id(by.commit_id),
-                    by.run_id,
-                    rec.incarnation,
-                    None,
-                    rec.current_version,
-                    {"branch": branch},
-                ),
-                ops=[Put(item.key, back.encode(), item.revision)],
-            )
-        except ConditionFailed:
-            raise TableBranchNotFound(f"branch {branch} of {tname} was purged meanwhile") from None
-        return _info(back, {})
-
-    def expire_branches(
-        self, now_ms: int | None = None, *, only: list[str] | None = None, by: Provenance = UNSTATED
-    ) -> list[CommitResult]:
-        """Purge every trashed branch whose grace has passed: its Lance branch (its own files)
-        first, then its version records and its record, in one commit with the log entry. A
-        branch another branch was made from keeps its files (Lance refuses while they are
-        shared) and stays in the trash until a later expiry."""
-        who = self.ctx.who(by.principal)
-        now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
-        items = (
-            [self.ctx.store.get(k) for k in only]
-            if only is not None
-            else list(self.ctx.store.scan_prefix(keys.all_branches()))
-        )
-        done = []
-        for item in items:
-            if item is None:
-                continue
-            rec = decode(BranchRecord, item.value, item.key)
-            if (
-                rec.state == "active"
-                or (rec.expires_at_ms or 0) > now
-                or not who.can(rec.name.split(".")[0], "admin")
-            ):
-                continue
-            result = self._purge(item, rec, who, by.actor)
-            if result is not None:
-                done.append(result)
-        return done
-
-    def _purge(self, item: Item, rec: BranchRecord, who: Principal, actor: str | None) -> CommitResult | None:
-        from lake_platform.engine import branches as engine_branches
-
-        if rec.state == "trashed":
-            try:  # claimed: an undrop refuses from here on
-                item = self.ctx.store.compare_and_swap(
-                    item.key, item.revision, rec.model_copy(update={"state": "purging"}).encode()
-                )
-            except ConditionFailed:
-                return None
-        self.ctx.at("branch-purge:claimed")
-        if not engine_branches.delete_branch(
-            rec.folder_uri, rec.lance_branch, self.ctx.storage(rec.folder_uri)
-        ):
-            return None  # another branch builds on its files: kept until that one is gone
-        versions = [
-            Delete(i.key, i.revision) for i in self.ctx.store.scan_prefix(keys.versions(rec.incarnation))
-        ]
-        commit_id = new_id()
-        try:
-            self.ctx.commit(
-                [*versions, Delete(item.key, item.revision)],
-                log=Log(
-                    rec.name,
-                    "branch-purge",
-                    self.ctx.actor(actor, who),
-                    commit_id,
-                    None,
-                    rec.incarnation,
-                    rec.current_version,
-                    None,
-                    {"branch": rec.branch},
-                ),
-                chunked=True,
-            )
-        except ConditionFailed:
-            return None  # another expiry finished it first
-        return CommitResult(commit_id, rec.name, "branch-purge", rec.current_version, None)
-
-
-def _info(rec: BranchRecord, chains: dict[str, str]) -> BranchInfo:
+def branch_info(rec: BranchRecord, chains: dict[str, str]) -> BranchInfo:
     parent = MAIN if rec.parent_chain is None else chains.get(rec.parent_chain, rec.parent_chain)
     return BranchInfo(
         table=rec.name,

@@ -8,17 +8,18 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
 a new name), ``rows`` (updates and merge-inserts of existing rows), ``registrations``
-(adopting an existing Lance dataset), ``branches`` and ``branch_writes`` (branches of a
-table: create, list, open, delete, undrop; writes and publishing), ``inventory`` (what the
-registry names, for scans) and ``reports`` (maintenance reports and events). Every change
-ends in a registry commit with a commit-log entry (``CatalogContext.commit``); every
-destructive step is conditional.
+(adopting an existing Lance dataset), ``branches``, ``branch_writes`` and ``branch_trash``
+(branches of a table: create, list, open; writes and publishing; delete, undrop, purge),
+``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
+events). Every change ends in a registry commit with a commit-log entry
+(``CatalogContext.commit``); every destructive step is conditional.
 """
 
 from __future__ import annotations
 
 from lake_platform.catalog.access import Access
 from lake_platform.catalog.alter import Alter
+from lake_platform.catalog.branch_trash import BranchTrash
 from lake_platform.catalog.branch_writes import BranchWrites
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.cascade import NamespaceDrops
@@ -101,8 +102,9 @@ class Catalog:
         self.registrations = Registrations(self.ctx)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
-        self.branches = Branches(self.ctx, self.reads, self.policies)
+        self.branches = Branches(self.ctx, self.reads)
         self.branch_writes = BranchWrites(self.ctx, self.branches, commits, self.schemas)
+        self.branch_trash = BranchTrash(self.ctx, self.branches, self.policies)
 
     def transaction(self, *, by: Provenance | None = None) -> Transaction:
         """An atomic multi-table commit: ``with catalog.transaction() as tx: tx.append(...)``

@@ -9,6 +9,7 @@ from __future__ import annotations
 from lake_platform.cli import (
     access,
     audit,
+    branches,
     conformance,
     flight,
     hierarchy,
@@ -33,6 +34,7 @@ for _module in (
     serve,
     sql,
     tags,
+    branches,
     indexes,
     flight,
     results,

@@ -160,15 +160,15 @@ def test_delete_goes_to_the_trash_undrop_restores_and_expiry_purges_its_files(ta
     cat.branches.create_branch(T, "dev")
     cat.branch_writes.append(T, "dev", rows([10]))
     main_files = set(files(table))
-    cat.branches.delete_branch(T, "dev")
+    cat.branch_trash.delete_branch(T, "dev")
     with pytest.raises(TableBranchNotFound):
         cat.branches.open_branch(T, "dev")
     assert [b.state for b in cat.branches.list_branches(T, include_trashed=True)] == ["trashed"]
-    cat.branches.undrop_branch(T, "dev")
+    cat.branch_trash.undrop_branch(T, "dev")
     assert ids_of(cat.branches.open_branch(T, "dev")) == [1, 2, 3, 10]
-    cat.branches.delete_branch(T, "dev")
-    assert cat.branches.expire_branches(now_ms=cat.clock.wall_ms()) == []  # grace not over
-    purged = cat.branches.expire_branches(now_ms=cat.clock.wall_ms() + 8 * 86400 * 1000)
+    cat.branch_trash.delete_branch(T, "dev")
+    assert cat.branch_trash.expire_branches(now_ms=cat.clock.wall_ms()) == []  # grace not over
+    purged = cat.branch_trash.expire_branches(now_ms=cat.clock.wall_ms() + 8 * 86400 * 1000)
     assert [r.operation for r in purged] == ["branch-purge"]
     left = set(files(table))
     assert not [p for p in left if "/tree/" in p or "/_refs/" in p]  # the branch's own files went
@@ -182,8 +182,8 @@ def test_a_protected_tables_branches_are_deleted_only_with_force(table: Lake) ->
     cat.branches.create_branch(T, "dev")
     cat.containers.set_protected(T, kind="table")
     with pytest.raises(Protected):
-        cat.branches.delete_branch(T, "dev")
-    cat.branches.delete_branch(T, "dev", force=True)
+        cat.branch_trash.delete_branch(T, "dev")
+    cat.branch_trash.delete_branch(T, "dev", force=True)
     assert cat.branches.list_branches(T) == []
 
 
@@ -192,10 +192,10 @@ def test_a_branch_other_branches_build_on_keeps_its_files_until_they_are_gone(ta
     cat.branches.create_branch(T, "base")
     cat.branch_writes.append(T, "base", rows([10]))
     cat.branches.create_branch(T, "child", from_branch="base")
-    cat.branches.delete_branch(T, "base", purge=True)
+    cat.branch_trash.delete_branch(T, "base", purge=True)
     assert ids_of(cat.branches.open_branch(T, "child")) == [1, 2, 3, 10]  # shared files kept
-    cat.branches.delete_branch(T, "child", purge=True)
-    purged = cat.branches.expire_branches(now_ms=cat.clock.wall_ms())
+    cat.branch_trash.delete_branch(T, "child", purge=True)
+    purged = cat.branch_trash.expire_branches(now_ms=cat.clock.wall_ms())
     assert [r.operation for r in purged] == ["branch-purge"]
     assert cat.branches.list_branches(T, include_trashed=True) == []
 
