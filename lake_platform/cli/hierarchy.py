@@ -10,13 +10,17 @@ from lake_platform.cli.app import State, handles_errors, pass_state, text_table,
 from lake_platform.errors import InvalidInput
 
 
-def _rows(records: list[Any], *columns: str) -> list[dict[str, Any]]:
-    """Each record as its fields (JSON), ``created`` as a time for people."""
-    return [{**{c: getattr(r, c) for c in columns}, "created": timestamp(r.created_at_ms)} for r in records]
-
-
-def _emit_list(state: State, rows: list[dict[str, Any]], columns: list[str], kind: str) -> None:
-    state.emit(rows, lambda rs: text_table([*columns, "created"], rs) if rs else f"no {kind}")
+def _emit_list(state: State, records: list[Any], columns: list[str], kind: str) -> None:
+    """Each record's COLUMNS and ``created_at_ms`` (--json), or a table with the time for people."""
+    rows = [{**{c: getattr(r, c) for c in columns}, "created_at_ms": r.created_at_ms} for r in records]
+    state.emit(
+        rows,
+        lambda rs: (
+            text_table([*columns, "created"], [{**r, "created": timestamp(r["created_at_ms"])} for r in rs])
+            if rs
+            else f"no {kind}"
+        ),
+    )
 
 
 @click.group()
@@ -42,7 +46,7 @@ def project_list(state: State) -> None:
     """List the projects you may read, from the registry."""
     with state.catalog() as catalog:
         records = catalog.containers.list_projects()
-    _emit_list(state, _rows(records, "name", "state"), ["name", "state"], "projects")
+    _emit_list(state, records, ["name", "state"], "projects")
 
 
 @project.command("drop")
@@ -81,8 +85,7 @@ def warehouse_list(state: State, project: str | None) -> None:
     """List the warehouses (of PROJECT) you may read, with their storage roots."""
     with state.catalog() as catalog:
         records = catalog.containers.list_warehouses(project)
-    columns = ["name", "root", "protected", "state"]
-    _emit_list(state, _rows(records, *columns), columns, "warehouses")
+    _emit_list(state, records, ["name", "root", "protected", "state"], "warehouses")
 
 
 @warehouse.command("drop")
@@ -122,8 +125,7 @@ def namespace_list(state: State, prefix: str) -> None:
     project, warehouse or namespace; not PREFIX itself)."""
     with state.catalog() as catalog:
         records = catalog.containers.list_namespaces(prefix)
-    columns = ["name", "protected", "state"]
-    _emit_list(state, _rows(records, *columns), columns, "namespaces")
+    _emit_list(state, records, ["name", "protected", "state"], "namespaces")
 
 
 @namespace.command("drop")

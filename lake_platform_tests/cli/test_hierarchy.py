@@ -77,7 +77,7 @@ def test_projects_warehouses_and_namespaces_are_listed(lake: CliRunner) -> None:
     assert [p["name"] for p in run(lake, "project", "list")] == ["p", "q"]  # type: ignore[index]
     warehouses = run(lake, "warehouse", "list", "p")
     assert [w["name"] for w in warehouses] == ["p.w", "p.w2"]  # type: ignore[index]
-    assert all(w["root"] and w["created"] and w["state"] == "active" for w in warehouses)  # type: ignore[index]
+    assert all(w["root"] and w["created_at_ms"] > 0 and w["state"] == "active" for w in warehouses)  # type: ignore[index]
     assert [w["name"] for w in run(lake, "warehouse", "list")] == ["p.w", "p.w2", "q.w"]  # type: ignore[index]
     assert [n["name"] for n in run(lake, "namespace", "list")] == ["p.w.ns", "p.w.ns.sub", "q.w.ns"]  # type: ignore[index]
     assert [n["name"] for n in run(lake, "namespace", "list", "p.w.ns")] == ["p.w.ns.sub"]  # type: ignore[index]
