@@ -1,11 +1,12 @@
 """A randomized model test of the catalog (hypothesis stateful testing).
 
-Random sequences of create, append, drop (to the trash or purged), undrop (in place or under
-another name), namespace drop (cascade or not), namespace undrop and recreate, protection,
-trash-grace policies, tags (on any version), compaction, version cleanup, time jumps with trash
-expiry, and a cascade racing another writer at an exact hook point run against a real catalog
-and against ``catalog_model.CatalogModel``. The universe is tiny on purpose (one warehouse, two
-namespaces, two table names in each) so drops, recreates and undrops collide on names.
+Random sequences of create, append, atomic multi-table appends, drop (to the trash or purged),
+undrop (in place or under another name), namespace drop (cascade or not), namespace undrop and
+recreate, protection, trash-grace policies, tags (on any version), compaction, version cleanup,
+time jumps with trash expiry, and a cascade racing another writer at an exact hook point run
+against a real catalog and against ``catalog_model.CatalogModel``. The universe is tiny on
+purpose (one warehouse, two namespaces, two table names in each) so drops, recreates and
+undrops collide on names.
 
 After every step the registry (namespaces, policy records, registered tables with incarnation
 and version, the trash, each incarnation's version records), the engine (rows of every live
@@ -248,6 +249,24 @@ class CatalogMachine(RuleBasedStateMachine):
     def _append(self, name: str, ids: tuple[int, ...]) -> None:
         if self._ok(self.model.append_error(name), lambda: self.catalog.tables.append(name, _rows(ids))):
             self.model.append(name, ids)
+
+    @rule(data=st.data(), count=st.integers(2, 3))
+    def transact(self, data: st.DataObject, count: int) -> None:
+        """An atomic multi-table append: every table gets its version, or (one of them missing,
+        its namespace gone, ...) none does and the first refusal in name order is the error."""
+        names = data.draw(st.lists(st.sampled_from(TABLES), min_size=count, max_size=count, unique=True))
+        batches = {name: self._fresh(1) for name in names}
+        self._step("transact")
+        errors = [e for e in (self.model.append_error(n) for n in sorted(names)) if e is not None]
+
+        def commit() -> None:
+            with self.catalog.transaction() as tx:
+                for name in names:
+                    tx.append(name, _rows(batches[name]))
+
+        if self._ok(errors[0] if errors else None, commit):
+            for name in names:
+                self.model.append(name, batches[name])
 
     @rule(data=st.data(), purge=st.sampled_from([False, False, True]))
     def drop(self, data: st.DataObject, purge: bool) -> None:
