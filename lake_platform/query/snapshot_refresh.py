@@ -51,7 +51,9 @@ def refresh(store: MetaStore, previous: CatalogSnapshot) -> CatalogSnapshot:
     feed = state.feed
     if feed is None:  # the registry had no feed at the load: has anything been written since?
         shards = read_shards(store)
-        feed = dict.fromkeys(range(shards), 0) if shards is not None else {}
+        if shards is None:
+            return _Apply(store, previous, None, {}).snapshot(started, started_wall)
+        feed = dict.fromkeys(range(shards), 0)
     changes, positions = changes_since(store, feed)
     # A head at a staging manifest path is read again until the catalog has finalized it.
     staging = [_table_key(name) for name in state.staging]
@@ -81,7 +83,7 @@ class _Apply:
         self,
         store: MetaStore,
         previous: CatalogSnapshot,
-        positions: dict[int, int],
+        positions: dict[int, int] | None,
         items: dict[str, Item | None],
     ) -> None:
         assert previous.state is not None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -22,31 +21,8 @@ from lake_platform.registry.changes import (
     read_shards,
     shard_head,
 )
-from lake_platform.registry.store import MAX_TRANSACT_OPS, Check, Delete, Item, MetaStore, Op, Put
-
-
-class Reads(MetaStore):
-    """Counts the reads made through it (a replica's view of the registry)."""
-
-    def __init__(self, inner: MetaStore) -> None:
-        self.inner, self.url, self.count = inner, inner.url, 0
-
-    def get(self, key: str) -> Item | None:
-        self.count += 1
-        return self.inner.get(key)
-
-    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
-        self.count += 1
-        return self.inner.get_many(keys)
-
-    def scan_prefix(
-        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
-    ) -> Iterator[Item]:
-        self.count += 1
-        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
-
-    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
-        return self.inner.transact(ops)
+from lake_platform.registry.store import MAX_TRANSACT_OPS, Check, Delete, MetaStore, Op, Put
+from lake_platform_tests.registry.catalog_records import Reads
 
 
 def shards(store: MetaStore, n: int) -> None:

@@ -1,0 +1,120 @@
+"""A catalog written straight into the registry, in bulk: warehouses, namespaces, tables and their
+version history as records only (no Lance dataset behind them). For the scale test and
+``bench/catalog_scale.py``: tens of thousands of tables in seconds, which listings, paging and
+snapshot refreshes read exactly as they read real ones (nothing here opens a table)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from lake_platform.naming import NamespaceName, TableName, WarehouseName
+from lake_platform.registry import keys
+from lake_platform.registry.records import NamespaceRecord, TableRecord, VersionRecord, WarehouseRecord
+from lake_platform.registry.store import MAX_TRANSACT_OPS, Item, MetaStore, Op, Put
+
+
+class Reads(MetaStore):
+    """Counts the registry reads made through it (requests: a get, a get_many, a scan) and the
+    prefixes scanned: what a replica asks of the registry."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner, self.url = inner, inner.url
+        self.count = 0
+        self.scanned: list[str] = []
+
+    def get(self, key: str) -> Item | None:
+        self.count += 1
+        return self.inner.get(key)
+
+    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
+        self.count += 1
+        return self.inner.get_many(keys)
+
+    def scan_prefix(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        self.count += 1
+        self.scanned.append(prefix)
+        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
+
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        return self.inner.transact(ops)
+
+    def reset(self) -> None:
+        self.count = 0
+        self.scanned.clear()
+
+
+def table_names(project: str, namespaces: int, per_namespace: int, warehouse: str = "w") -> Iterator[str]:
+    for n in range(namespaces):
+        for t in range(per_namespace):
+            yield f"{project}.{warehouse}.ns{n:05d}.t{t:04d}"
+
+
+def write_catalog(
+    store: MetaStore,
+    project: str,
+    *,
+    namespaces: int,
+    per_namespace: int,
+    versions: int,
+    warehouse: str = "w",
+    root: str = "/nowhere",
+) -> list[str]:
+    """``namespaces`` namespaces of ``per_namespace`` tables, each at version ``versions`` with
+    every earlier version registered; the table names, in order."""
+    ops: list[Op] = []
+
+    def add(op: Op) -> None:
+        ops.append(op)
+        if len(ops) == MAX_TRANSACT_OPS:
+            store.transact(ops)
+            ops.clear()
+
+    wh = WarehouseName.parse(f"{project}.{warehouse}")
+    add(Put(keys.warehouse(wh), WarehouseRecord(name=str(wh), root=root).encode()))
+    for n in range(namespaces):
+        ns = NamespaceName.parse(f"{project}.{warehouse}.ns{n:05d}")
+        add(Put(keys.namespace(ns), NamespaceRecord(name=str(ns)).encode()))
+    names = list(table_names(project, namespaces, per_namespace, warehouse))
+    for name in names:
+        for op in table_ops(name, versions, root):
+            add(op)
+    if ops:
+        store.transact(ops)
+    return names
+
+
+def table_ops(name: str, versions: int, root: str = "/nowhere", incarnation: str | None = None) -> list[Op]:
+    """The records of table ``name`` at version ``versions`` (history included)."""
+    inc = incarnation or name.replace(".", "-")
+    location = f"{root}/{inc}"
+    record = TableRecord(name=name, incarnation=inc, location=location, current_version=versions)
+    ops: list[Op] = [Put(keys.table(TableName.parse(name)), record.encode(), None)]
+    for v in range(1, versions + 1):
+        ver = VersionRecord(incarnation=inc, version=v, manifest_path=f"{location}/_versions/{v}.manifest")
+        ops.append(Put(keys.version(inc, v), ver.encode(), None))
+    return ops
+
+
+def commit(store: MetaStore, name: str, *, tags: tuple[str, ...] = ()) -> int:
+    """One more version of registry-only table ``name`` (its head moves): the new version."""
+    key = keys.table(TableName.parse(name))
+    item = store.get(key)
+    assert item is not None
+    record = TableRecord.model_validate_json(item.value)
+    version = record.current_version + 1
+    moved = record.model_copy(update={"current_version": version})
+    ver = VersionRecord(
+        incarnation=record.incarnation,
+        version=version,
+        manifest_path=f"{record.location}/_versions/{version}.manifest",
+        tags=list(tags),
+    )
+    store.transact(
+        [
+            Put(key, moved.encode(), item.revision),
+            Put(keys.version(record.incarnation, version), ver.encode()),
+        ]
+    )
+    return version
