@@ -68,6 +68,13 @@ REGISTRY_ONLY = [
     ["namespace", "protect", "q.w.ns"],
     ["namespace", "create", "q.w.gone"],
     ["namespace", "drop", "q.w.gone"],
+    ["project", "list"],
+    ["warehouse", "list"],
+    ["warehouse", "list", "p"],
+    ["namespace", "list"],
+    ["namespace", "list", "p.w"],
+    ["user", "add", "ann", "--project", "p", "--role", "reader"],
+    ["user", "set-role", "ann", "writer"],
 ]
 
 
@@ -77,7 +84,7 @@ def test_registry_only_commands_import_neither_lance_nor_datafusion(lake: CliRun
     assert _heavy_modules_after(tmp_path / "home", REGISTRY_ONLY) == []
     # Only a table's schema needs Arrow: the rest of the registry-only commands skip even pyarrow.
     # (run again on the same lake, so what the first run created gets other names here)
-    again = {"q": "r", "q.w": "r.w", "q.w.ns": "r.w.ns", "q.w.gone": "r.w.gone", "bot": "bot2"}
+    again = {"q": "r", "q.w": "r.w", "q.w.ns": "r.w.ns", "q.w.gone": "r.w.gone", "bot": "bot2", "ann": "ann2"}
     schemaless = [
         [again.get(a, a) for a in args] for args in REGISTRY_ONLY if args[:2] != ["table", "describe"]
     ]
