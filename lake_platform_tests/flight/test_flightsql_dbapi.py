@@ -1,14 +1,11 @@
 """flightsql-dbapi (the pure-Python DB-API and SQLAlchemy adapter) reads only the first
 endpoint of every result. Under the default settings that is the whole answer: split-sized and
 size-spooled results are one endpoint. Its pin of SQLAlchemy < 2 keeps it out of this project's
-environment, so it runs in a side environment built with uv (``test-artifacts/``, once) from a
+environment, so it runs in a side environment (``lake_platform_tests/side_envs.py``) from a
 script that prints what it read."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,8 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import PASSWORDS, build_split_catalog, built_lake, serving
+from lake_platform_tests.side_envs import run_json, side_python
 
-SIDE = Path(__file__).resolve().parents[2] / "test-artifacts" / "flightsql-dbapi"
 #: multi (500 rows, 5 fragments) splits past 100 rows; big (3857 rows) is spooled past 3000.
 SETTINGS = {"endpoint_target_rows": 100, "max_endpoints": 4, "spool_min_rows": 3000, "batch_size": 512}
 SPLIT_SQL = "SELECT id FROM w.ns.multi"
@@ -40,37 +37,24 @@ print(json.dumps(out))
 """
 
 
-#: What the side environment holds (flightsql-dbapi converts results through pandas).
-REQUIREMENTS = ("flightsql-dbapi==0.2.2", "pandas")
-
-
-def side_python() -> Path:
-    """The side environment's interpreter, built with this environment's uv on first use (and
-    again when ``REQUIREMENTS`` change: the stamp file names them)."""
-    python = SIDE / "bin" / "python"
-    stamp = SIDE / "requirements.txt"
-    wanted = "\n".join(REQUIREMENTS)
-    if not python.exists() or not stamp.exists() or stamp.read_text() != wanted:
-        uv = str(Path(sys.executable).parent / "uv")
-        if not python.exists():
-            subprocess.run([uv, "venv", "-q", str(SIDE), "--python", sys.executable], check=True, timeout=300)
-        subprocess.run(
-            [uv, "pip", "install", "-q", "--python", str(python), *REQUIREMENTS], check=True, timeout=600
-        )
-        stamp.write_text(wanted)
-    return python
+#: What the side environment holds, exactly (flightsql-dbapi converts results through pandas).
+PINS = (
+    "flightsql-dbapi==0.2.2",
+    "greenlet==3.5.6",
+    "numpy==2.4.6",
+    "pandas==3.1.1",
+    "protobuf==7.36.2",
+    "pyarrow==26.0.1",
+    "python-dateutil==4.0.0",
+    "sqlalchemy==1.4.54",
+    "tzdata==2026.6",
+)
 
 
 def read(server: Any, *sql: str) -> dict[str, list[int]]:
-    done = subprocess.run(
-        [str(side_python()), "-c", READ, str(server.port), PASSWORDS["alice"], *sql],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    python = side_python("flightsql-dbapi", PINS)
+    got: dict[str, list[int]] = run_json(python, READ, str(server.port), PASSWORDS["alice"], *sql)
+    return got
 
 
 @pytest.fixture(scope="module")
