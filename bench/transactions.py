@@ -8,7 +8,10 @@ Sides, taking turns one commit at a time so they share the machine's load; media
 - ``tx``: one transaction appending ``rows / tables`` rows to each of ``tables`` tables (the
   same rows in all), every version visible together;
 - ``sequential``: the same ``tables`` appends made one by one, not atomic (what a pipeline does
-  without transactions), for context.
+  without transactions), for context;
+- the floor, side by side: bare Lance (``lance.write_dataset``, no registry) appending the same
+  rows to one dataset, and to ``tables`` datasets at once on as many threads as the transaction
+  stages with. Its ratio is what Lance alone costs; the transaction cannot go below it.
 
 The issue's bar: ``tx`` within 2x of ``single``.
 """
@@ -16,17 +19,25 @@ The issue's bar: ``tx`` within 2x of ``single``.
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
+import lance
 import pyarrow as pa
+
+from lake_platform.catalog.transaction import STAGING_THREADS
 
 
 def _reader(seed: int, index: int, start: int, rows: int) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(c.SCHEMA, [c.make_batch(seed, index, start, rows)])
+
+
+def _append_bare(data: pa.RecordBatchReader, path: str) -> None:
+    lance.write_dataset(data, path, mode="append")
 
 
 def run_transactions(
@@ -40,7 +51,20 @@ def run_transactions(
     try:
         for i, name in enumerate([*names, single, *seq]):
             catalog.tables.create_table(name, _reader(seed, i, 0, per))
-        times: dict[str, list[float]] = {"single": [], "tx": [], "sequential": []}
+        bare_single, bare = (
+            str(tmp / "bare-single.lance"),
+            [str(tmp / f"bare{i:02d}.lance") for i in range(tables)],
+        )
+        for i, path in enumerate([*bare, bare_single]):
+            lance.write_dataset(_reader(seed, i, 0, per), path)
+        pool = ThreadPoolExecutor(STAGING_THREADS)
+        times: dict[str, list[float]] = {
+            "single": [],
+            "tx": [],
+            "sequential": [],
+            "bare_single": [],
+            "bare_many": [],
+        }
         for rep in range(repeats + 1):  # the first round warms up, untimed
             start = (rep + 1) * rows
             sw = c.Stopwatch()
@@ -55,10 +79,23 @@ def run_transactions(
             for i, name in enumerate(seq):
                 catalog.tables.append(name, _reader(seed, rep * tables + i, start + i * per, per))
             seq_s = sw.stop()[0]
+            sw = c.Stopwatch()
+            lance.write_dataset(_reader(seed, rep, start, per * tables), bare_single, mode="append")
+            bare_single_s = sw.stop()[0]
+            sw = c.Stopwatch()
+            readers = [_reader(seed, rep * tables + i, start + i * per, per) for i in range(tables)]
+            list(
+                pool.map(
+                    lambda i, rs=readers: lance.write_dataset(rs[i], bare[i], mode="append"), range(tables)
+                )
+            )
+            bare_many_s = sw.stop()[0]
             if rep:
                 times["single"].append(single_s)
                 times["tx"].append(tx_s)
                 times["sequential"].append(seq_s)
+                times["bare_single"].append(bare_single_s)
+                times["bare_many"].append(bare_many_s)
         for name in names:
             assert catalog.reads.describe_table(name, with_stats=False).current_version == repeats + 2
     finally:
@@ -67,6 +104,11 @@ def run_transactions(
     print(f"  one single-table commit of {per * tables:,} rows:        {1000 * med['single']:8.1f} ms")
     print(f"  one {tables}-table atomic commit, {per:,} rows each:    {1000 * med['tx']:8.1f} ms")
     print(f"  {tables} single-table commits one by one (not atomic): {1000 * med['sequential']:8.1f} ms")
+    floor = med["bare_many"] / med["bare_single"]
+    print(
+        f"  floor, bare Lance: {tables} datasets at once {1000 * med['bare_many']:.1f} ms / one dataset "
+        f"{1000 * med['bare_single']:.1f} ms = {floor:.2f}"
+    )
     ratio = med["tx"] / med["single"]
     print(
         f"  ratio {tables}-table transaction / single commit: {ratio:.2f} (bar <= 2: "
