@@ -19,13 +19,14 @@ from lake_platform.errors import (
     InvalidInput,
     LeaseExpired,
     ServiceUnavailable,
+    TableBranchNotFound,
     TableTagAlreadyExists,
     TableTagNotFound,
     TableVersionNotFound,
 )
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode
 from lake_platform.registry.store import Op, Put
 
 
@@ -58,6 +59,7 @@ class Tags:
         version: int | None = None,
         *,
         replace: bool = False,
+        branch: str | None = None,
         by: Provenance = UNSTATED,
     ) -> int:
         """Tag a registered version (current by default). Tagged versions are never cleaned up.
@@ -66,13 +68,16 @@ class Tags:
         the tag in one registry transact fenced by the lease and conditional on that record, so
         cleanup (which chooses and deletes under the same lease) can never delete it unseen.
         Lance's own tag follows the registry. ``replace`` moves an existing tag (and adopts one
-        only Lance's files held)."""
+        only Lance's files held). ``branch``: tag a version of that branch instead (registry only:
+        Lance keeps one tag namespace per table, so a branch's tags have no Lance copy)."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
             raise InvalidInput(f"invalid version {version!r}")
         who.require(tname.project, "write", f"tag {tname}")
+        if branch is not None:
+            return self._tag_branch(tname, branch, tag, version, replace, who)
         record, _ = self.ctx.table(tname)
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, _ = self.ctx.table(tname, incarnation=record.incarnation)
@@ -116,6 +121,39 @@ class Tags:
                 _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
         return target
 
+    def _tag_branch(
+        self, tname: TableName, branch: str, tag: str, version: int | None, replace: bool, who: Principal
+    ) -> int:
+        """A tag on a version of ``branch``'s own chain, under the branch's lease."""
+        check_segment(branch, "branch name")
+        record, _ = self.ctx.table(tname)
+        item = self.ctx.store.get(keys.branch(tname, branch))
+        line = decode(BranchRecord, item.value, item.key) if item is not None else None
+        if line is None or line.table_incarnation != record.incarnation or line.state != "active":
+            raise TableBranchNotFound(f"no branch {branch} on {tname}")
+        with self.ctx.gate.hold(line.incarnation) as lease:
+            target = version or line.current_version
+            found = self.ctx.store.get(keys.version(line.incarnation, target))
+            if found is None:
+                raise TableVersionNotFound(f"version {target} of branch {branch} of {tname} does not exist")
+            chosen = decode(VersionRecord, found.value, found.key)
+            holders = self._tag_holders(line, tag)
+            if holders and not replace:
+                raise TableTagAlreadyExists(f"tag {tag} already exists on branch {branch} of {tname}")
+            if not holders and replace:
+                raise TableTagNotFound(f"no tag {tag} on branch {branch} of {tname}")
+            ops = _untag_ops(line, [(v, rev) for v, rev in holders if v.version != target], tag)
+            if tag not in chosen.tags:
+                ops.append(
+                    Put(
+                        found.key,
+                        chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
+                        found.revision,
+                    )
+                )
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag, branch)
+        return target
+
     def delete_tag(self, name: str, tag: str, *, by: Provenance = UNSTATED) -> None:
         """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
         left only in Lance still protects its version, and a retry removes it."""
@@ -155,6 +193,7 @@ class Tags:
         who: Principal,
         version: int | None,
         tag: str,
+        branch: str | None = None,
     ) -> None:
         record_keys = {op.key for op in ops}
         with lease.fenced() as fence:
@@ -166,7 +205,7 @@ class Tags:
                         operation,
                         self.ctx.actor(None, who),
                         to_version=version,
-                        detail={"tag": tag},
+                        detail={"tag": tag, **({"branch": branch} if branch else {})},
                     ),
                 )
             except ConditionFailed as exc:

@@ -75,10 +75,16 @@ def table_create(state: State, name: str, source: str) -> None:
     "commit, or none do (at most 20 tables).",
 )
 @click.option("--commit-id", help="Idempotency key: a retry with the same id never appends twice.")
+@click.option("--branch", default=None, help="Append to this branch of the table; main does not move.")
 @pass_state
 @handles_errors
 def ingest(
-    state: State, name: str | None, files: tuple[str, ...], tables: tuple[str, ...], commit_id: str | None
+    state: State,
+    name: str | None,
+    files: tuple[str, ...],
+    tables: tuple[str, ...],
+    commit_id: str | None,
+    branch: str | None,
 ) -> None:
     """Append FILES (Parquet, CSV, JSON lines, Arrow IPC) to a table in one commit, streamed;
     or, with repeated --table NAME=FILE, to several tables in one atomic commit."""
@@ -88,6 +94,8 @@ def ingest(
     if tables:
         if name is not None or files:
             raise InvalidInput("give either NAME FILES or --table NAME=FILE options, not both")
+        if branch is not None:
+            raise InvalidInput("--branch appends to one table's branch: give NAME FILES, not --table")
         _ingest_tables(state, _files_by_table(tables), commit_id)
         return
     if name is None or not files:
@@ -95,12 +103,21 @@ def ingest(
     TableName.parse(name)
     srcs = _sources(files)
     with state.catalog() as catalog, _progress(state, srcs) as on_batch:
+        if branch is not None:
+            catalog.branches.describe_branch(name, branch)  # refused before a file is read
         reader, detail = _table_reader(catalog, name, srcs, on_batch)
-        result = catalog.tables.append(name, reader, by=Provenance(commit_id=commit_id), detail=detail)
+        by = Provenance(commit_id=commit_id)
+        result = (
+            catalog.branch_writes.append(name, branch, reader, by=by)
+            if branch is not None
+            else catalog.tables.append(name, reader, by=by, detail=detail)
+        )
     state.emit(
         result.to_dict(),
         lambda r: (
-            f"ingested {len(srcs)} file(s) into {r['table']}: {r['rows_added']} rows, version "
+            f"ingested {len(srcs)} file(s) into {r['table']}"
+            + (f" branch {branch}" if branch else "")
+            + f": {r['rows_added']} rows, version "
             f"{r['from_version']} -> "
             f"{r['to_version']}" + (" (already committed earlier; nothing appended)" if r["replayed"] else "")
         ),
@@ -187,11 +204,15 @@ def table_list(state: State, prefix: str, stats: bool) -> None:
     help="Also rows, fragments, data bytes and the scalar indexes with their coverage, read from the "
     "table's data (opens Lance; slower).",
 )
+@click.option("--branch", default=None, help="Describe this branch of the table instead of main.")
 @pass_state
 @handles_errors
-def table_describe(state: State, name: str, stats: bool) -> None:
+def table_describe(state: State, name: str, stats: bool, branch: str | None) -> None:
     """Location, incarnation, current version and schema, from the registry; --stats adds rows
-    and indexes."""
+    and indexes. --branch: the branch's head, where it was made from, its schema."""
+    if branch is not None:
+        _describe_branch(state, name, branch, stats)
+        return
     with state.catalog() as catalog:
         info = catalog.reads.describe_table(name, with_stats=stats).to_dict()
 
@@ -222,23 +243,49 @@ def table_describe(state: State, name: str, stats: bool) -> None:
     state.emit(info, human)
 
 
+def _describe_branch(state: State, name: str, branch: str, stats: bool) -> None:
+    with state.catalog() as catalog:
+        info = catalog.branches.describe_branch(name, branch)
+        if stats:
+            info["rows"] = catalog.branches.open_branch(name, branch).count_rows()
+
+    def human(d: dict[str, Any]) -> str:
+        head = {k: d[k] for k in ["table", "branch", "version", "parent", "parent_version", "main_version"]}
+        head.update({"location": d["location"], "created": timestamp(int(d["created_at_ms"]))})
+        if "rows" in d:
+            head["rows"] = d["rows"]
+        cols = "\n".join(
+            f"  {c['name']}: {c['type']}{'' if c['nullable'] else ' not null'}" for c in d["schema"]
+        )
+        return plain(head) + "\nschema:\n" + cols
+
+    state.emit(info, human)
+
+
 @table.command("history")
 @click.argument("name", metavar="P.W.NS.T")
 @click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--branch", default=None, help="Only the commits of this branch (its versions' readability).")
 @pass_state
 @handles_errors
-def table_history(state: State, name: str, limit: int | None) -> None:
+def table_history(state: State, name: str, limit: int | None, branch: str | None) -> None:
     """The table's commit log, oldest first. READABLE says whether the version an entry led to
     can still be read (SELECT ... FROM wh.ns."t@v<N>"), with its tags; cleaned-up versions and
-    those of a dropped incarnation cannot."""
+    those of a dropped incarnation cannot. --branch: the branch's commits (its creation, writes,
+    deletion), readable as wh.ns."t@branch:<branch>@v<N>"."""
     from lake_platform.errors import TableNotFound
 
     with state.catalog() as catalog:
-        entries = [e.model_dump() for e in catalog.reads.history(name, limit=limit)]
+        entries = [e.model_dump() for e in catalog.reads.history(name, limit=None if branch else limit)]
         try:
-            incarnation, readable = catalog.reads.readable_versions(name)
+            if branch is not None:
+                incarnation, readable = catalog.branches.readable_versions(name, branch)
+            else:
+                incarnation, readable = catalog.reads.readable_versions(name)
         except TableNotFound:  # dropped: its commit log remains, nothing is readable
             incarnation, readable = "", {}
+    if branch is not None:
+        entries = [e for e in entries if e["detail"].get("branch") == branch][-limit if limit else None :]
     for e in entries:
         # Only an entry that names its incarnation says which table version it led to (tag
         # entries, for one, do not): the others get no answer (null).

@@ -24,15 +24,20 @@ def tag() -> None:
     help="The registered version to tag (default: the current one).",
 )
 @click.option("--replace", is_flag=True, help="Move an existing TAG to this version (it must exist).")
+@click.option("--branch", default=None, help="Tag a version of this branch (--version counts on the branch).")
 @pass_state
 @handles_errors
-def tag_create(state: State, name: str, tag_name: str, version: int | None, replace: bool) -> None:
+def tag_create(
+    state: State, name: str, tag_name: str, version: int | None, replace: bool, branch: str | None
+) -> None:
     """Tag a version of a table (a commit-log entry; fails if TAG exists, unless --replace)."""
     with state.catalog() as catalog:
-        tagged = catalog.tags.create_tag(name, tag_name, version, replace=replace)
+        tagged = catalog.tags.create_tag(name, tag_name, version, replace=replace, branch=branch)
     state.emit(
-        {"table": name, "tag": tag_name, "version": tagged},
-        lambda r: f"tagged {r['table']} version {r['version']} as {r['tag']}",
+        {"table": name, "tag": tag_name, "version": tagged, **({"branch": branch} if branch else {})},
+        lambda r: (
+            f"tagged {r['table']}{f' branch {branch}' if branch else ''} version {r['version']} as {r['tag']}"
+        ),
     )
 
 
