@@ -38,11 +38,19 @@ def list_branches_of_missing_table(kit: Kit) -> None:
     refused(kit.client.call("ListTableBranches", kit.child(MISSING)), "TableNotFound")
 
 
+def _branches(kit: Kit) -> dict[str, object]:
+    with prerequisite("the table's branches (ListTableBranches)"):
+        return succeeds(kit.client.call("ListTableBranches", kit.table)).get("branches") or {}
+
+
 @check("CreateTableBranch", "success")
 def create_branch(kit: Kit) -> None:
+    """A branch from main's head: afterwards ListTableBranches lists it."""
     kit.need("table", "CreateTable")
     succeeds(kit.client.call("CreateTableBranch", kit.table, {"name": "kit_branch"}))
     kit.state["branch"] = "kit_branch"
+    if "kit_branch" not in _branches(kit):
+        raise CheckFailed("the branch made is not listed by ListTableBranches")
 
 
 @check("CreateTableBranch", "TableBranchAlreadyExists")
@@ -54,8 +62,11 @@ def create_branch_twice(kit: Kit) -> None:
 
 @check("DeleteTableBranch", "success")
 def delete_branch(kit: Kit) -> None:
+    """Afterwards ListTableBranches no longer lists it."""
     branch = kit.need("branch", "CreateTableBranch")
     succeeds(kit.client.call("DeleteTableBranch", kit.table, {"name": branch}))
+    if branch in _branches(kit):
+        raise CheckFailed("the branch deleted is still listed by ListTableBranches")
 
 
 @check("DeleteTableBranch", "TableBranchNotFound")

@@ -75,9 +75,14 @@ class RestService:
         """The query engine QueryTable runs on, with Flight SQL's limits (built on first use)."""
         with self._engine_lock:
             if self._engine is None:
+                from lake_platform.query.branch_refs import BranchRefs
                 from lake_platform.query.engine import QueryEngine
 
-                engine = QueryEngine(self.settings, limits_from(self.flight, self.settings))
+                engine = QueryEngine(
+                    self.settings,
+                    limits_from(self.flight, self.settings),
+                    branches=BranchRefs(self.catalog.store),  # QueryTable's ``branch``
+                )
                 metrics.watch_engine(engine, engine.spill_dir, engine.limits.memory_limit_bytes)
                 self._engine = engine
             return self._engine

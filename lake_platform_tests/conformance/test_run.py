@@ -15,12 +15,6 @@ FAIL, UNSUPPORTED, SKIPPED = Outcome.FAIL, Outcome.UNSUPPORTED, Outcome.SKIPPED
 #: our server: every check not listed passes (why each is listed: docs/rest.md, "Conformance").
 OURS: dict[str, Outcome] = {
     "AlterTableBackfillColumns:TableNotFound": UNSUPPORTED,
-    "ListTableBranches:success": UNSUPPORTED,
-    "ListTableBranches:TableNotFound": UNSUPPORTED,
-    "CreateTableBranch:success": UNSUPPORTED,
-    "CreateTableBranch:TableBranchAlreadyExists": SKIPPED,
-    "DeleteTableBranch:success": SKIPPED,
-    "DeleteTableBranch:TableBranchNotFound": UNSUPPORTED,
     "BatchDeleteTableVersions:success": FAIL,
     "RegisterTable:success": FAIL,
     "CreateMaterializedView:InvalidInput": UNSUPPORTED,

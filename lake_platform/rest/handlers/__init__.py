@@ -13,6 +13,7 @@ from typing import Any
 from lake_platform.errors import Unsupported
 from lake_platform.rest.handlers import (
     batch,
+    branches,
     columns,
     data,
     history,
@@ -39,6 +40,7 @@ HANDLERS: dict[str, Handler] = {
     **columns.HANDLERS,
     **registration.HANDLERS,
     **history.HANDLERS,
+    **branches.HANDLERS,
     **plans.HANDLERS,
 }
 
@@ -48,9 +50,6 @@ UNSUPPORTED: dict[str, str] = {
         "the catalog has no virtual (UDF) columns to backfill; "
         "computed columns are added whole by AlterTableAddColumns"
     ),
-    "ListTableBranches": "branches are not registered by the catalog",
-    "CreateTableBranch": "branches are not registered by the catalog",
-    "DeleteTableBranch": "branches are not registered by the catalog",
     "CreateMaterializedView": "materialized views are not supported",
     "RefreshMaterializedView": "materialized views are not supported",
 }

@@ -18,6 +18,7 @@ from typing import Any
 from lake_platform.catalog.staged_transaction import StagedVersions
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
 from lake_platform.rest import ids
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.versions import check_manifest_path
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
@@ -30,8 +31,7 @@ def _entry(request: RestRequest, entry: Any) -> dict[str, Any]:
     """One CreateTableVersion request, its id checked and scoped to the caller's project."""
     if not isinstance(entry, dict):
         raise InvalidInput(f"each entry is an object, got {entry!r}")
-    if entry.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, entry.get("branch"))
     ident = ids.check_body_id(entry.get("id"), request.service.delimiter(request.query))
     if len(ident) < 4:
         raise InvalidInput(f"a table id has at least 4 segments, got {ident!r}")

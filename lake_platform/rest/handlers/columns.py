@@ -19,6 +19,7 @@ from typing import Any
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 
@@ -26,8 +27,7 @@ from lake_platform.rest.request import RestRequest
 def _table(request: RestRequest) -> TableName:
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, request.body.get("branch"))
     return tname
 
 

@@ -14,6 +14,7 @@ import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, TableAlreadyExists
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.idempotency import commit_once
 from lake_platform.rest.request import Reply, RestRequest
@@ -63,24 +64,27 @@ def create_table(request: RestRequest) -> Any:
 
 
 def insert_into_table(request: RestRequest) -> Any:
+    """An append or overwrite of main, or of a ``branch`` (``catalog.branch_writes``: a commit
+    on the branch's own line; main never moves)."""
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branch = branches.branch_of(request)
     mode = str(request.body.get("mode") or "append").lower()
     if mode not in ("append", "overwrite"):
         raise InvalidInput(f"mode must be append or overwrite, got {mode!r}")
     reader = arrow_reader(request)
     catalog = request.service.catalog
-    write = catalog.tables.append if mode == "append" else catalog.tables.overwrite
-    result = commit_once(
-        request,
-        tname,
-        "insert",
-        mode.encode() + b"\0" + request.raw,
-        lambda by, detail: write(str(tname), reader, detail=detail, by=by),
-        {"append", "overwrite"},
-    )
+
+    def commit(by: Provenance, detail: dict[str, object]) -> CommitResult:
+        if branch is None:
+            write = catalog.tables.append if mode == "append" else catalog.tables.overwrite
+            return write(str(tname), reader, detail=detail, by=by)
+        on_branch = catalog.branch_writes.append if mode == "append" else catalog.branch_writes.overwrite
+        return on_branch(str(tname), branch, reader, detail=detail, by=by)
+
+    # The branch is part of the request: the key reused for main or another branch is 422.
+    payload = mode.encode() + b"\0" + (b"" if branch is None else branch.encode() + b"\0") + request.raw
+    result = commit_once(request, tname, "insert", payload, commit, {"append", "overwrite"})
     return {
         "transaction_id": result.commit_id,
         "num_inserted_rows": result.rows_added,
@@ -112,8 +116,7 @@ def update_table(request: RestRequest) -> Any:
     (``catalog.rows.update_rows``)."""
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, request.body.get("branch"))
     pairs = request.body.get("updates")
     if (
         not isinstance(pairs, list)
@@ -150,8 +153,7 @@ def merge_insert_into_table(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
     body = request.body
-    if body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, body.get("branch"))
     on = body.get("on")
     if isinstance(on, str):
         on = on.split(",")
@@ -178,17 +180,18 @@ def count_table_rows(request: RestRequest) -> Any:
     version = request.body.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branch = branches.branch_of(request)
     predicate = request.body.get("predicate")
     if predicate is not None:
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInput("predicate must be a SQL boolean expression over the table's columns")
         # Planned as QueryTable's filter (parsed by DataFusion, never spliced into SQL).
-        return Reply(str(plans.count_matching(request, predicate, version)), "text/plain")
-    snap = request.service.catalog.reads.open_table(
-        str(tname), version, by=Provenance(principal=request.principal)
-    )
+        return Reply(str(plans.count_matching(request, predicate, version, branch)), "text/plain")
+    by = Provenance(principal=request.principal)
+    if branch is not None:
+        snap = request.service.catalog.branches.open_branch(str(tname), branch, version, by=by)
+    else:
+        snap = request.service.catalog.reads.open_table(str(tname), version, by=by)
     return Reply(str(snap.count_rows()), "text/plain")
 
 

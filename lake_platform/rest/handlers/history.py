@@ -13,6 +13,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TransactionNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.registry.records import CommitLogEntry
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 
@@ -20,8 +21,7 @@ from lake_platform.rest.request import RestRequest
 def restore_table(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, request.body.get("branch"))
     version = request.body.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
@@ -48,8 +48,7 @@ def _range(entry: Any) -> tuple[int, int | None]:
 def batch_delete_versions(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, request.body.get("branch"))
     ranges = request.body.get("ranges")
     if not isinstance(ranges, list) or not ranges:
         raise InvalidInput("ranges must be a non-empty list of version ranges")

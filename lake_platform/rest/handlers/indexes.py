@@ -16,6 +16,7 @@ from lake_platform.engine import indexes as engine_indexes
 from lake_platform.engine.indexes import IndexInfo
 from lake_platform.errors import InvalidInput, TableIndexNotFound, Unsupported
 from lake_platform.naming import TableName
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 
@@ -35,8 +36,7 @@ VECTOR_KINDS = (
 def _table(request: RestRequest) -> TableName:
     scoped(request, table=True)
     tname = request.table_name()
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, request.body.get("branch"))
     return tname
 
 

@@ -41,7 +41,7 @@ def plan_for(request: RestRequest, asked: ScanRequest) -> PlannedQuery:
     return scan.plan_scan(
         service.query_engine(),
         view,
-        scan.table_sql(tname.warehouse, namespace, tname.table, asked.version),
+        scan.table_sql(tname.warehouse, namespace, tname.table, asked.version, asked.branch),
         filter_text=asked.filter,
         columns=asked.columns,
         k=asked.k,
@@ -89,9 +89,11 @@ def analyze(request: RestRequest) -> Any:
     return "\n".join(lines) + "\n"
 
 
-def count_matching(request: RestRequest, predicate: str, version: int | None) -> int:
-    """Rows of the table (at ``version``) for which ``predicate`` holds."""
-    asked = ScanRequest(request.table_name(), None, predicate, None, None, version)
+def count_matching(
+    request: RestRequest, predicate: str, version: int | None, branch: str | None = None
+) -> int:
+    """Rows of the table (of ``branch``, at ``version``) for which ``predicate`` holds."""
+    asked = ScanRequest(request.table_name(), None, predicate, None, None, version, branch)
     # One constant per matching row: only the predicate's columns are read.
     return _drain(request, plan_for(request, asked).df.select(lit(1).alias("one")))
 

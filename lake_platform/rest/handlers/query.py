@@ -21,10 +21,11 @@ import pyarrow as pa
 
 import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
-from lake_platform.naming import TableName
+from lake_platform.naming import SEGMENT, TableName
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.snapshot_head import latest_view
 from lake_platform.rest import arrow_file, results
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 
@@ -55,7 +56,8 @@ class ScanRequest:
     filter: str | None
     k: int | None
     offset: int | None
-    version: int | None = None  # None: the current registered version
+    version: int | None = None  # None: the current registered version (of main or the branch)
+    branch: str | None = None  # None: main
 
 
 def scan_request(request: RestRequest) -> ScanRequest:
@@ -70,8 +72,9 @@ def scan_request(request: RestRequest) -> ScanRequest:
     version = body.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
         raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
-    if body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branch = branches.branch_of(request)
+    if branch is not None and not SEGMENT.fullmatch(branch):
+        raise InvalidInput(f"invalid branch name {branch[:80]!r}: lower case letters, digits and _")
     columns = body.get("columns")
     if isinstance(columns, dict):
         if columns.get("column_aliases"):
@@ -84,7 +87,7 @@ def scan_request(request: RestRequest) -> ScanRequest:
     where = body.get("filter")
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise InvalidInput("filter must be a SQL boolean expression")
-    return ScanRequest(tname, columns or None, where, _int(body, "k"), _int(body, "offset"), version)
+    return ScanRequest(tname, columns or None, where, _int(body, "k"), _int(body, "offset"), version, branch)
 
 
 def wants_handle(request: RestRequest) -> bool:
@@ -100,7 +103,7 @@ def query_table(request: RestRequest) -> Any:
     handle = wants_handle(request)
     tname = asked.table
     namespace = ".".join(tname.namespace)
-    sql = scan.table_sql(tname.warehouse, namespace, tname.table, asked.version)
+    sql = scan.table_sql(tname.warehouse, namespace, tname.table, asked.version, asked.branch)
     service = request.service
     principal = request.principal
     started = time.perf_counter()

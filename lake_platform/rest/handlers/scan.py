@@ -58,10 +58,13 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def table_sql(warehouse: str, namespace: str, table: str, version: int | None = None) -> str:
-    """The whole table (at ``version``: time travel), as the engine plans it: identifiers
-    quoted, nothing else in the text."""
-    name = table if version is None else f"{table}{SEPARATOR}v{version}"
+def table_sql(
+    warehouse: str, namespace: str, table: str, version: int | None = None, branch: str | None = None
+) -> str:
+    """The whole table (at ``version``: time travel; of ``branch``: its head, or its
+    ``version``), as the engine plans it: identifiers quoted, nothing else in the text."""
+    name = table if branch is None else f"{table}{SEPARATOR}branch:{branch}"
+    name = name if version is None else f"{name}{SEPARATOR}v{version}"
     return f"SELECT * FROM {_quote(warehouse)}.{_quote(namespace)}.{_quote(name)}"
 
 
@@ -150,7 +153,7 @@ def plan_scan(
             engine.sessions.session,
             sql,
             list(view.warehouses),
-            Resolver.over_view(open_table, engine.limits, view),
+            Resolver.over_view(open_table, engine.limits, view, engine.branches),
             engine.limits,
             None,
             False,

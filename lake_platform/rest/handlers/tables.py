@@ -15,6 +15,7 @@ from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.indexes import list_indexes
 from lake_platform.errors import InvalidInput, TableAlreadyExists, TableTagNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.json_schema import json_schema
@@ -48,10 +49,16 @@ def list_all_tables(request: RestRequest) -> Any:
 
 def describe_table(request: RestRequest) -> Any:
     """The table at its current version, or at the ``version`` or ``tag`` asked for (resolved in
-    the registry: TableVersionNotFound / TableTagNotFound when it holds no such one); with
-    ``load_detailed_metadata``, that version's schema (``json_schema.py``)."""
+    the registry: TableVersionNotFound / TableTagNotFound when it holds no such one), or a
+    ``branch``'s head or version (``branches.describe_branch``); with ``load_detailed_metadata``,
+    that version's schema (``json_schema.py``)."""
     scoped(request, table=True)
     tname = request.table_name()
+    branch = branches.branch_of(request)
+    if branch is not None:
+        if request.body.get("tag"):
+            raise InvalidInput("a tag names a version of main: give a tag or a branch, not both")
+        return branches.describe_branch(request, tname, branch, _version_asked(request))
     version = resolve_version(request, tname)
     answer = to_json(lake_namespace(request).describe_table({**_body(request), "version": version}))
     answer["table"] = tname.table
@@ -66,9 +73,7 @@ def describe_table(request: RestRequest) -> Any:
 
 def resolve_version(request: RestRequest, tname: TableName) -> int | None:
     """The registered version ``version`` and/or ``tag`` name (None: the current one)."""
-    version, tag = request.body.get("version"), request.body.get("tag")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
-        raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
+    version, tag = _version_asked(request), request.body.get("tag")
     if tag is not None and not isinstance(tag, str):
         raise InvalidInput(f"tag must be a string, got {tag!r}")
     if not version and not tag:
@@ -84,6 +89,13 @@ def resolve_version(request: RestRequest, tname: TableName) -> int | None:
     if version not in versions:
         raise TableVersionNotFound(f"version {version} of {tname} does not exist (or was cleaned up)")
     return version
+
+
+def _version_asked(request: RestRequest) -> int | None:
+    version = request.body.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
+        raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
+    return version or None
 
 
 def tag_not_found(request: RestRequest, tname: TableName, tag: str) -> TableTagNotFound:
@@ -205,8 +217,7 @@ def update_schema_metadata(request: RestRequest) -> Any:
             k: v for k, v in body.items() if k != "id" and not (k == "branch" and "branch" in request.query)
         }
         branch = request.query.get("branch")
-    if branch:
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+    branches.refuse_branch(request.operation, branch)
     if not all(isinstance(v, str | None) for v in values.values()):
         raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
     result, merged = request.service.catalog.schemas.update_schema_metadata(

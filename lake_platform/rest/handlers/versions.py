@@ -10,6 +10,7 @@ from typing import Any
 
 from lake_platform.catalog.pylance_commits import VersionCommits
 from lake_platform.errors import InvalidInput
+from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
@@ -19,15 +20,20 @@ def _body(request: RestRequest) -> dict[str, Any]:
     return {**request.body, "id": request.ids}
 
 
-def _no_branch(request: RestRequest) -> None:
-    if request.body.get("branch"):
-        raise InvalidInput("branches are not registered by the catalog: omit 'branch'")
+def _versions_of(request: RestRequest) -> Any:
+    """The namespace answering for the versions asked about: main's (the caller's catalog
+    namespace), or a ``branch``'s line (``branches.branch_namespace``)."""
+    branch = branches.branch_of(request)
+    if branch is None:
+        return lake_namespace(request)
+    return branches.branch_namespace(request, request.table_name(), branch)
 
 
 def list_table_versions(request: RestRequest) -> Any:
+    """Main's versions, or a ``branch``'s (its line from the version it was made at)."""
     scoped(request, table=True)
     request.table_name()
-    _no_branch(request)
+    namespace = _versions_of(request)
     body = _body(request)
     limit, token = body.pop("limit", None), body.pop("page_token", None)
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
@@ -37,11 +43,11 @@ def list_table_versions(request: RestRequest) -> Any:
     if limit == 1 and token is None and body.get("descending"):
         # Lance's "which is the latest?" before each commit: one record read, not a scan. Its
         # token may lead to an empty page when every older version was cleaned up.
-        answer = to_json(lake_namespace(request).list_table_versions({**body, "limit": 1}))
+        answer = to_json(namespace.list_table_versions({**body, "limit": 1}))
         versions = answer.get("versions") or []
         older = bool(versions) and versions[0]["version"] > 1
         return {**answer, "versions": versions, "page_token": str(versions[0]["version"]) if older else None}
-    answer = to_json(lake_namespace(request).list_table_versions(body))
+    answer = to_json(namespace.list_table_versions(body))
     versions = answer.get("versions") or []
     if token is not None:  # the last version of the previous page, in the order asked
         after = int(token)
@@ -59,17 +65,22 @@ def list_table_versions(request: RestRequest) -> Any:
 def describe_table_version(request: RestRequest) -> Any:
     scoped(request, table=True)
     request.table_name()
-    _no_branch(request)
     version = request.body.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
-    return to_json(lake_namespace(request).describe_table_version(_body(request)))
+    return to_json(_versions_of(request).describe_table_version(_body(request)))
 
 
 def create_table_version(request: RestRequest) -> Any:
     scoped(request, table=True)
     request.table_name()
-    _no_branch(request)
+    if branches.branch_of(request) is not None:
+        # The catalog registers a staged manifest as main's next version only; a branch's line
+        # is committed by branch_writes, under the branch's own lease and head.
+        raise InvalidInput(
+            "CreateTableVersion commits to main only: a branch is written by InsertIntoTable with "
+            "'branch' (a commit on the branch's own line, under its lease); omit 'branch'"
+        )
     version, path = request.body.get("version"), request.body.get("manifest_path")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")

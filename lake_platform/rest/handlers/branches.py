@@ -1,0 +1,196 @@
+"""Branches of a table over REST: ListTableBranches, CreateTableBranch, DeleteTableBranch, and
+the reads the other handlers make when a request names a ``branch`` (DescribeTable, the version
+operations; QueryTable reads a branch as SQL's ``"t@branch:dev"``, ``scan.table_sql``).
+
+A branch is a registry object with a version chain of its own (``catalog/branches.py``): made
+from a version of main or of another branch without copying a data file, written by
+InsertIntoTable with ``branch`` (``catalog/branch_writes.py``: main never moves), deleted into
+the trash (``lake branch undrop`` brings it back until the table's ``trash_grace`` passes; the
+name stays taken until then). Publishing a branch into main has no spec operation: it is
+``lake branch publish``. Each call goes through the catalog's doors (tenant scoping, then read
+for a listing, write for a change), so a refusal changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lance_namespace_urllib3_client.models import (
+    BranchContents,
+    DescribeTableResponse,
+    ListTableBranchesResponse,
+)
+
+from lake_platform.catalog.branches import MAIN
+from lake_platform.catalog.namespace import BoundTableNamespace
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidInput, TableBranchNotFound, TableVersionNotFound
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
+from lake_platform.rest.handlers.common import page, scoped, to_json
+from lake_platform.rest.json_schema import json_schema
+from lake_platform.rest.request import RestRequest
+
+
+def branch_of(request: RestRequest) -> str | None:
+    """The ``branch`` a request names (a body member, or the query parameter some operations
+    take); None for main (omitted, empty, or ``"main"``, the table's own line)."""
+    branch = request.body.get("branch")
+    if branch in (None, "", MAIN):
+        return None
+    if not isinstance(branch, str):
+        raise InvalidInput(f"branch must be a string, got {branch!r}")
+    return branch
+
+
+#: Where a branch is served, for the refusals of the operations that do not take one.
+SERVED = (
+    "a branch is read by DescribeTable, QueryTable and its plans, CountTableRows, ListTableVersions "
+    "and DescribeTableVersion, and written by InsertIntoTable"
+)
+
+
+def refuse_branch(operation: str, branch: object) -> None:
+    """InvalidInput when ``operation``, which reads or changes main only, names a branch."""
+    if branch not in (None, "", MAIN):
+        raise InvalidInput(f"{operation} does not take a branch here ({SERVED}): omit 'branch'")
+
+
+def _name(request: RestRequest, member: str = "name") -> str:
+    name = request.body.get(member)
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{member} is required (the branch's name)")
+    return name
+
+
+def list_table_branches(request: RestRequest) -> Any:
+    """The table's live branches by name (paged like ListTables); each with where it was made
+    from, when, and its head's manifest size. Lake's own facts ride in ``metadata``: the head
+    ``version``, the ``main_version`` its line leaves main at (publishing needs main still
+    there) and ``created_by``."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    catalog = request.service.catalog
+    infos = {i.branch: i for i in catalog.branches.list_branches(str(tname), by=_by(request))}
+    names, token = page(list(infos), request.body)
+    records = []
+    for name in names:
+        try:
+            records.append(catalog.branches.branch(tname, name)[0])
+        except TableBranchNotFound:
+            continue  # deleted since it was listed
+    heads = catalog.store.get_many([keys.version(r.incarnation, r.current_version) for r in records])
+    branches = {}
+    for rec, item in zip(records, heads, strict=True):
+        info = infos[rec.branch]
+        size = decode(VersionRecord, item.value, item.key).manifest_size if item is not None else None
+        branches[rec.branch] = BranchContents(
+            parent_branch=None if info.parent == MAIN else info.parent,
+            parent_version=info.parent_version,
+            create_at=info.created_at_ms // 1000,
+            manifest_size=size or 0,
+            metadata={
+                "version": str(info.version),
+                "main_version": str(info.main_version),
+                "created_by": info.created_by,
+            },
+        )
+    return to_json(ListTableBranchesResponse(branches=branches, page_token=token))
+
+
+def create_table_branch(request: RestRequest) -> Any:
+    """A branch from a version (default: the head) of main or of ``from_branch``: one registry
+    commit, logged ``branch-create``; its ``transaction_id`` is that commit's id."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    name = _name(request)
+    source = request.body.get("from_branch")
+    if source is not None and not isinstance(source, str):
+        raise InvalidInput(f"from_branch must be a string, got {source!r}")
+    version = request.body.get("from_version")
+    commit_id = new_id()
+    request.service.catalog.branches.create_branch(
+        str(tname),
+        name,
+        from_version=version,
+        from_branch=source or None,
+        by=Provenance(principal=request.principal, commit_id=commit_id),
+    )
+    return {"transaction_id": commit_id}
+
+
+def delete_table_branch(request: RestRequest) -> Any:
+    """The branch into the trash (recoverable, as DropTable is); refused on a protected table."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    result = request.service.catalog.branch_trash.delete_branch(str(tname), _name(request), by=_by(request))
+    return {"transaction_id": result.commit_id}
+
+
+def _by(request: RestRequest) -> Provenance:
+    return Provenance(principal=request.principal)
+
+
+def branch_version(
+    request: RestRequest, tname: TableName, branch: str, version: int | None
+) -> tuple[BranchRecord, VersionRecord]:
+    """The branch's record and its head's (or ``version``'s) record, for a reader of the table
+    (registry only). TableBranchNotFound: no live branch of that name; TableVersionNotFound: a
+    version outside the branch's line."""
+    catalog = request.service.catalog
+    catalog.ctx.readable(catalog.ctx.who(request.principal), tname)
+    rec, _ = catalog.branches.branch(tname, branch)
+    wanted = version or rec.current_version
+    item = None
+    if rec.parent_version <= wanted <= rec.current_version:
+        item = catalog.store.get(keys.version(rec.incarnation, wanted))
+    if item is None:
+        raise TableVersionNotFound(f"version {wanted} of branch {branch} of {tname} does not exist")
+    return rec, decode(VersionRecord, item.value, item.key)
+
+
+def describe_branch(request: RestRequest, tname: TableName, branch: str, version: int | None) -> Any:
+    """DescribeTable of a branch: its head (or ``version``), at the branch's dataset root, with
+    credentials for the table's folder (a branch's manifests name the parent's files there)."""
+    rec, ver = branch_version(request, tname, branch, version)
+    location = ver.location or rec.location
+    storage = request.service.credentials.options_for(request.principal, tname.project, rec.folder_uri)
+    answer = to_json(
+        DescribeTableResponse(
+            table=tname.table,
+            namespace=tname.parts[:-1],
+            location=location,
+            table_uri=location,
+            managed_versioning=True,
+            version=ver.version,
+            storage_options=storage or None,
+            is_only_declared=False,
+        )
+    )
+    if request.body.get("load_detailed_metadata"):
+        snap = request.service.catalog.branches.open_branch(str(tname), branch, ver.version, by=_by(request))
+        answer["schema"] = json_schema(snap.schema)
+    return answer
+
+
+def branch_namespace(request: RestRequest, tname: TableName, branch: str) -> BoundTableNamespace:
+    """A namespace bound to the branch's line, for reading its versions (a reader of the table)."""
+    catalog = request.service.catalog
+    catalog.ctx.readable(catalog.ctx.who(request.principal), tname)
+    rec, item = catalog.branches.branch(tname, branch)
+    return BoundTableNamespace(
+        catalog.store,
+        tname,
+        rec,
+        item.revision,
+        storage_options=catalog.settings.storage_options(rec.location),
+        head_key=keys.branch(tname, branch),
+    )
+
+
+HANDLERS = {
+    "ListTableBranches": list_table_branches,
+    "CreateTableBranch": create_table_branch,
+    "DeleteTableBranch": delete_table_branch,
+}
