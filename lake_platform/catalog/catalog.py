@@ -105,6 +105,7 @@ class Catalog:
         self.branches = Branches(self.ctx, self.reads)
         self.branch_writes = BranchWrites(self.ctx, self.branches, commits, self.schemas)
         self.branch_trash = BranchTrash(self.ctx, self.branches, self.policies)
+        self.trash.also_expire = self.branch_trash.expire_branches
 
     def transaction(self, *, by: Provenance | None = None) -> Transaction:
         """An atomic multi-table commit: ``with catalog.transaction() as tx: tx.append(...)``

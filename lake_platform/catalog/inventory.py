@@ -43,12 +43,12 @@ class Inventory:
         known = KnownStorage()
         for item in self.ctx.store.scan_prefix(keys.tables_under()):
             record = decode(TableRecord, item.value, item.key)
-            known.locations.add(record.location.rstrip("/"))
+            known.locations.update({record.location.rstrip("/"), record.folder_uri.rstrip("/")})
             known.incarnations.add(record.incarnation)
         for item in self.ctx.store.scan_prefix(keys.trash_prefix()):
             trash = decode(TrashRecord, item.value, item.key)
             if trash.table is not None:
-                known.locations.add(trash.table.location.rstrip("/"))
+                known.locations.update({trash.table.location.rstrip("/"), trash.table.folder_uri.rstrip("/")})
                 known.incarnations.add(trash.table.incarnation)
         return known
 

@@ -117,7 +117,7 @@ class Registrations:
             if trashed.table is not None:
                 claimed.append(trashed.table)
         for other in claimed:
-            if roots.canonical(other.location.removeprefix("file://")).overlaps(where):
+            if roots.canonical(other.folder_uri.removeprefix("file://")).overlaps(where):
                 raise InvalidInput(f"the location overlaps table {other.name}'s")
         return str(where)
 

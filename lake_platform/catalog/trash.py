@@ -9,6 +9,7 @@ the record as "purging", then destroys the data, then deletes the record).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
@@ -38,6 +39,8 @@ class Trash:
         self.ctx = ctx
         self.policies = policies
         self.versions = versions
+        #: Other trash expired with the tables: deleted branches (set by ``Catalog``).
+        self.also_expire: Callable[..., list[CommitResult]] | None = None
 
     def drop_table(
         self,
@@ -335,6 +338,8 @@ class Trash:
             result = self._purge_trash(item, record, who, by.actor, by.run_id)
             if result is not None:
                 purged.append(result)
+        if only is None and self.also_expire is not None:
+            purged += self.also_expire(now, by=by)  # deleted branches (``branch_trash``)
         return purged
 
     def _purge_trash(

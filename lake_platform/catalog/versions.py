@@ -26,7 +26,14 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitMarker, TableRecord, VersionRecord, decode, new_id
+from lake_platform.registry.records import (
+    BranchRecord,
+    CommitMarker,
+    TableRecord,
+    VersionRecord,
+    decode,
+    new_id,
+)
 from lake_platform.registry.store import ABSENT, Delete, MetaStore, Op
 
 log = logging.getLogger(__name__)
@@ -284,12 +291,18 @@ class Versions:
     def _kept_by_governance(
         self, versions: list[VersionRecord], snap: TableSnapshot, retention: timedelta
     ) -> tuple[set[int], set[int]]:
-        """(tagged, young): the versions a tag names, and those superseded less than
+        """(tagged, young): the versions a tag names or a branch was made from, and those superseded less than
         ``retention`` (at least the ticket lifetime) plus the readers' staleness ago."""
         # Tags live in the version records; Lance's own list adds tags written before the
         # registry recorded them. Both were read under the lease every tag commit needs.
         tagged = {v.version for v in versions if v.tags}
         tagged |= set(engine.tagged_versions(snap.dataset).values())
+        # A version a branch was made from is kept like a tagged one, while the branch (live or
+        # in the trash) exists: Lance's cleanup reads it to see what the branch shares.
+        for item in self.ctx.store.scan_prefix(keys.branches_of(snap.name)):
+            line = decode(BranchRecord, item.value, item.key)
+            if line.table_incarnation == snap.record.incarnation and line.parent_chain is None:
+                tagged.add(line.parent_version)
         # A version can be pinned by a ticket for as long as it is current, and a reader's
         # cached snapshot may still treat it as current a little after that: its age counts
         # from when it was superseded (its successor's commit), not from its own commit.
@@ -318,7 +331,11 @@ class Versions:
         """Under the lease: ``doomed`` out of the registry first, then Lance's files with the same
         cut, then their staging manifests; the log entry gets the bytes and files removed."""
         commit_id = commit_id or new_id()
-        kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
+        # A line that moved (a branch was published into main) has versions in two dataset
+        # roots; Lance's cleanup works on the current one. Older roots' versions leave the
+        # registry, their files stay until the table is purged (its whole folder goes).
+        here = {v.version for v in versions if (v.location or record.folder_uri) == record.location}
+        kept = [(v.version, v.manifest_path) for v in versions if v not in doomed and v.version in here]
         # 1. Out of the registry, conditional on the lease and on the table not moving.
         for start in range(0, len(doomed), BATCH):
             batch = doomed[start : start + BATCH]
@@ -344,10 +361,10 @@ class Versions:
         # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
         storage = self.ctx.storage(record.location)
         engine.repair_manifests(record.location, kept, storage)
-        stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+        stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed if v.version in here])
         self.ctx.at(f"{operation}:after-engine")
         # 3. The staging manifests Lance does not know about.
-        engine.remove_files(record.location, [v.manifest_path for v in doomed], storage)
+        engine.remove_files(record.location, [v.manifest_path for v in doomed if v.version in here], storage)
         self.ctx.at(f"{operation}:after-manifests")
         detail.update(stats)
         marker = self.ctx.commit_landed(commit_id)
@@ -368,9 +385,14 @@ class Versions:
     # == storage =================================================================================
 
     def purge_storage(self, record: TableRecord) -> None:
-        """Destroy an unregistered incarnation's data and registry leftovers (idempotent)."""
-        engine.remove_table(record.location, self.ctx.storage(record.location))
+        """Destroy an unregistered incarnation's data (its whole folder, branches included) and
+        registry leftovers, its branches' records too (idempotent)."""
+        engine.remove_table(record.folder_uri, self.ctx.storage(record.folder_uri))
         leftovers = [i for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))]
+        for item in self.ctx.store.scan_prefix(keys.branches_of(TableName.parse(record.name))):
+            line = decode(BranchRecord, item.value, item.key)
+            if line.table_incarnation == record.incarnation:
+                leftovers += [*self.ctx.store.scan_prefix(keys.versions(line.incarnation)), item]
         lease = self.ctx.store.get(keys.lease(record.incarnation))
         if lease is not None:
             leftovers.append(lease)

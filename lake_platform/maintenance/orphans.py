@@ -107,7 +107,8 @@ def live_set(catalog: Catalog, name: str) -> Live:
     catalog.manifests.finish_versions(name)
     snap = catalog.reads.open_table(name)
     record = snap.record
-    location = record.location
+    # The table's folder: main's line may live in a published branch's root under it.
+    location = record.folder_uri
     storage = catalog.settings.storage_options(location)
 
     # 1. The registry: live versions and their manifests (staging paths included).
