@@ -22,6 +22,8 @@ BUILD_SECONDS = 900
 
 def _uv(*args: str) -> None:
     uv = str(Path(sys.executable).parent / "uv")
+    if not Path(uv).exists():
+        raise RuntimeError(f"{uv} is missing: `make setup` installs it (the side environments need it)")
     done = subprocess.run([uv, *args], check=False, timeout=BUILD_SECONDS, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"uv {' '.join(args[:2])} failed: {done.stderr[-4000:]}")
