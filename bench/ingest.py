@@ -13,8 +13,14 @@ MB/s (Arrow bytes of the stream) plus the ratio catalog/bare. Then it measures t
 (VmHWM) of the catalog create path at two input sizes in fresh subprocesses: streaming means the
 peak should not grow with the input.
 
+With ``--io-manager`` it measures the Dagster side instead: ``LakeIOManager.handle_output`` of the
+same stream (one commit of a new table) vs ``lance.write_dataset``, and ``load_input`` of that
+table as a pyarrow Table vs a bare Lance scan (``lance.dataset(uri).to_table()``), printed as
+ratios (goal >= 0.90 each), plus one whole ``dagster.materialize`` run of the writing asset.
+
     python bench/ingest.py                      # defaults: 5M rows (~250 MB of Arrow data), 5 repeats
     python bench/ingest.py --rows 1000000 --repeats 1 --skip-rss   # quick look
+    python bench/ingest.py --io-manager --repeats 1                # the IO-manager case
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,6 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--min-mb", type=float, default=150.0, help="warn if the stream is smaller than this (default 150)"
     )
     p.add_argument("--keep", action="store_true", help="keep the temp folders (their paths are printed)")
+    p.add_argument(
+        "--io-manager", action="store_true", help="the Dagster IO manager's write and load vs bare Lance"
+    )
     # Internal: one peak-RSS measurement in this (fresh) process, printed as JSON.
     p.add_argument("--_rss-child", dest="rss_child", choices=["catalog", "bare"], help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -116,6 +126,107 @@ def run_catalog(args: argparse.Namespace, tmp: Path, append: bool) -> dict[str, 
     finally:
         catalog.close()
     return out
+
+
+# -- the Dagster IO manager ------------------------------------------------------------------------
+
+
+def run_io_manager(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
+    """One handle_output (a new table, one commit) and one load_input of it, timed."""
+    import uuid
+
+    import dagster as dg
+    import pyarrow as pa
+
+    from lake_platform.defs.io_manager import LakeIOManager
+    from lake_platform.defs.resources import LakeResource
+
+    c.open_catalog(tmp / "home").close()  # registry + hierarchy set up outside the timing
+    lake = LakeResource(home=str(tmp / "home"))
+    manager = LakeIOManager(lake=lake)
+    key = dg.AssetKey(TABLE.split("."))
+    out: dict[str, float] = {}
+    with dg.instance_for_test() as instance:
+        reader = c.make_reader(args.rows, args.batch_rows, args.seed)
+        context = dg.build_output_context(
+            asset_key=key, run_id=str(uuid.uuid4()), step_key="events", instance=instance
+        )
+        sw = c.Stopwatch()
+        manager.handle_output(context, reader)
+        out["write_s"], out["write_cpu"] = sw.stop()
+        arrow = dg.PythonObjectDagsterType(pa.Table)
+
+        def load() -> object:
+            return manager.load_input(
+                dg.build_input_context(asset_key=key, instance=instance, dagster_type=arrow)
+            )
+
+        out["load_s"], out["load_cpu"] = timed_loads(load, args.rows)
+
+        @dg.asset(key=[*TABLE.split(".")[:-1], "run_events"], io_manager_key="lake_io")
+        def run_events() -> object:
+            return c.make_reader(args.rows, args.batch_rows, args.seed)
+
+        t0 = time.perf_counter()
+        dg.materialize([run_events], instance=instance, resources={"lake_io": manager})
+        out["run_s"] = time.perf_counter() - t0
+    return out
+
+
+def run_bare_scan(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
+    import lance
+
+    uri = (tmp / "bare.lance").as_posix()
+    out: dict[str, float] = {}
+    sw = c.Stopwatch()
+    lance.write_dataset(c.make_reader(args.rows, args.batch_rows, args.seed), uri, mode="create")
+    out["write_s"], out["write_cpu"] = sw.stop()
+    out["load_s"], out["load_cpu"] = timed_loads(lambda: lance.dataset(uri).to_table(), args.rows)
+    return out
+
+
+#: Loads timed per run (a load is short, so one is at the mercy of a loaded machine): the median.
+LOADS = 5
+
+
+def timed_loads(load: Callable[[], object], rows: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``LOADS`` loads; each table is freed outside the timing."""
+    walls, cpus = [], []
+    for _ in range(LOADS):
+        sw = c.Stopwatch()
+        table = load()
+        wall, cpu = sw.stop()
+        assert table.num_rows == rows  # type: ignore[attr-defined]
+        del table
+        walls.append(wall)
+        cpus.append(cpu)
+    return c.median(walls), c.median(cpus)
+
+
+def io_manager_case(args: argparse.Namespace) -> int:
+    warm = argparse.Namespace(**{**vars(args), "rows": 2 * args.batch_rows})
+    for side in (run_bare_scan, run_io_manager):
+        with c.scratch_dir("bench-io-warm-") as tmp:
+            side(warm, tmp)
+    runs: dict[str, list[dict[str, float]]] = {"bare": [], "io": []}
+    sides = {"bare": run_bare_scan, "io": run_io_manager}
+    for rep in range(args.repeats):
+        for side in ["bare", "io"] if rep % 2 == 0 else ["io", "bare"]:
+            with c.scratch_dir(f"bench-io-{side}-", keep=args.keep) as tmp:
+                r = sides[side](args, tmp)
+            runs[side].append(r)
+            extra = f", whole materialize run {r['run_s']:.2f} s" if side == "io" else ""
+            print(f"  run {rep + 1} {side:<4}: write {r['write_s']:.2f} s, load {r['load_s']:.2f} s{extra}")
+    print(f"  ({c.load_line()})")
+    for op, what in (("write", "handle_output vs lance.write_dataset"), ("load", "load_input vs Lance scan")):
+        paired = c.median(
+            [b[f"{op}_s"] / k[f"{op}_s"] for b, k in zip(runs["bare"], runs["io"], strict=True)]
+        )
+        verdict = "meets" if paired >= 0.9 else "MISSES"
+        print(f"ratio io-manager/bare {op} ({what}): {paired:.3f} (goal >= 0.90: {verdict})")
+    run_ratio = c.median([b["write_s"] / k["run_s"] for b, k in zip(runs["bare"], runs["io"], strict=True)])
+    print(f"ratio whole materialize run/bare write (Dagster's run overhead included): {run_ratio:.3f}")
+    return 0
 
 
 # -- peak RSS in a fresh process -----------------------------------------------------------------
@@ -177,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"config: rows={args.rows:,} batch_rows={args.batch_rows:,} seed={args.seed} repeats={args.repeats}"
     )
+    if args.io_manager:
+        return io_manager_case(args)
 
     # The generator alone, so its cost can be read against the write figures.
     tally = c.Tally()

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 TABLE = "lake/table"
 VERSION = "lake/version"
 COMMIT_ID = "lake/commit_id"
+#: Set by a write-audit-publish write (``wap``): the branch the version is on.
+BRANCH = "lake/branch"
 
 
 def table_for_key(key: dg.AssetKey, namespaces: Mapping[str, str]) -> str:

@@ -28,6 +28,7 @@ from lake_platform.defs.resources import FlightEndpointResource, InboxResource, 
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.table_assets import table_observation_sensor
 from lake_platform.defs.tables import table_partitions_sensor
+from lake_platform.defs.wap import wap_publish_sensor
 from lake_platform.settings import DagsterSettings, dagster_settings, load_settings
 
 
@@ -98,6 +99,7 @@ def build(
             compaction_sensor,
             bypass_sensor,
             table_observation_sensor,
+            wap_publish_sensor,
         ],
         schedules=[
             version_cleanup_schedule,

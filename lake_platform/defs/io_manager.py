@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 import dagster as dg
 
 from lake_platform.defs.asset_tables import (
+    BRANCH,
     COMMIT_ID,
     partition_predicate,
     step_commit_id,
@@ -36,13 +37,15 @@ from lake_platform.defs.errors import lake_errors
 from lake_platform.defs.io_frames import Tally, annotation_kind, as_kind, as_reader, counted
 from lake_platform.defs.io_reads import plan_read, scan_options
 from lake_platform.defs.resources import ACTOR, LakeResource
-from lake_platform.errors import InvalidInput, TableAlreadyExists, TableNotFound
+from lake_platform.defs.wap import run_branch, write_on_branch
+from lake_platform.errors import InvalidInput, TableAlreadyExists, TableBranchNotFound, TableNotFound
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.provenance import Provenance
+    from lake_platform.catalog.reads import TableSnapshot
 
 #: The resource key the code location registers the manager under (``definitions.resources``).
 IO_MANAGER_KEY = "lake_io"
@@ -71,6 +74,8 @@ class LakeIOManager(dg.ConfigurableIOManager):
     lake: LakeResource
     namespaces: dict[str, str] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     write_mode: WriteMode = "append"
+    #: Write-audit-publish (``defs.wap``): write on the run's branch, publish when the run succeeds.
+    wap: bool = False
 
     def key_map(self) -> dict[str, str]:
         return self.namespaces or self.lake.namespaces
@@ -98,12 +103,27 @@ class LakeIOManager(dg.ConfigurableIOManager):
             run_id=context.run_id,
             commit_id=step_commit_id(context.run_id, context.step_key, context.asset_key, partitions),
         )
+        wap = bool(meta.get("wap", self.wap))
+        if wap and partitions:
+            raise InvalidInput(
+                "write-audit-publish writes unpartitioned assets (a branch takes no merge-insert)"
+            )
         tally = Tally()
         data = counted(as_reader(obj), tally, partition_column, partitions)
         with lake_errors(), self.lake.catalog() as catalog:
-            written = write(catalog, table, data, mode, key_columns, partition_column, partitions, by)
-            snapshot = catalog.reads.open_table(table, written.version)
+            if wap:
+                branch = run_branch(context.run_id)
+                on_branch = write_on_branch(catalog, table, branch, data, mode, by)
+                written = Written(
+                    on_branch.operation, on_branch.version, str(by.commit_id), on_branch.replayed
+                )
+                snapshot = catalog.branches.open_branch(table, branch, written.version)
+            else:
+                written = write(catalog, table, data, mode, key_columns, partition_column, partitions, by)
+                snapshot = catalog.reads.open_table(table, written.version)
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
+        if wap:
+            metadata[BRANCH] = branch
         if partition_column:
             metadata["dagster/partition_row_count"] = dg.MetadataValue.int(tally.rows)
         context.log.info(
@@ -129,11 +149,22 @@ class LakeIOManager(dg.ConfigurableIOManager):
         plan = plan_read(context, table)
         kind = annotation_kind(context.dagster_type.typing_type)
         with lake_errors(), self.lake.catalog() as catalog:
-            snapshot = catalog.reads.open_table(table, plan.version)
+            snapshot = open_pinned(catalog, table, plan.version, plan.branch)
             reader = snapshot.to_reader(**scan_options(plan, snapshot.schema))
             value = as_kind(reader, kind)
         context.log.info("%s: read version %s", table, snapshot.version)
         return value
+
+
+def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str | None) -> TableSnapshot:
+    """The table at ``version``: on ``branch`` while it is there; once published (the branch
+    consumed), main holds that version under the same number."""
+    if branch is not None:
+        try:
+            return catalog.branches.open_branch(table, branch, version)
+        except TableBranchNotFound:
+            pass
+    return catalog.reads.open_table(table, version)
 
 
 def write(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from lake_platform.defs.asset_tables import VERSION, partition_predicate
+from lake_platform.defs.asset_tables import BRANCH, VERSION, partition_predicate
 
 #: Materializations read per input beyond one per partition: enough to find this run's own
 #: record behind a few concurrent runs' newer ones.
@@ -23,9 +23,18 @@ _EXTRA_RECORDS = 20
 
 
 @dataclass(frozen=True)
+class Pin:
+    """A version recorded for an asset, and the branch it is on (a write-audit-publish write)."""
+
+    version: int
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
 class ReadPlan:
     table: str
     version: int | None  # None: nothing recorded, read the registered current version
+    branch: str | None  # the branch the version is on (main once it was published)
     columns: list[str] | None
     partition_column: str | None
     partitions: list[str]
@@ -39,9 +48,11 @@ def plan_read(context: dg.InputContext, table: str) -> ReadPlan:
     upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else {}
     partition_column = upstream_meta.get("partition_expr") if partitions else None
     columns = (context.definition_metadata or {}).get("columns")
+    pin = recorded_version(context.instance, context.asset_key, partitions, _run_id(context))
     return ReadPlan(
         table=table,
-        version=recorded_version(context.instance, context.asset_key, partitions, _run_id(context)),
+        version=pin.version if pin else None,
+        branch=pin.branch if pin else None,
         columns=list(columns) if columns else None,
         partition_column=str(partition_column) if partition_column else None,
         partitions=partitions,
@@ -57,7 +68,7 @@ def _run_id(context: dg.InputContext) -> str | None:
 
 def recorded_version(
     instance: dg.DagsterInstance, key: dg.AssetKey, partitions: Sequence[str], run_id: str | None
-) -> int | None:
+) -> Pin | None:
     """The table version the asset's materializations recorded: for each partition (or the
     whole asset) this run's own record if it made one, else the latest; the highest of those
     (every partition's rows are in it). Without a materialization, the latest observation's
@@ -66,28 +77,30 @@ def recorded_version(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=list(partitions) or None),
         limit=len(partitions) + _EXTRA_RECORDS,
     ).records
-    chosen: dict[str | None, tuple[bool, int]] = {}
+    chosen: dict[str | None, tuple[bool, Pin]] = {}
     for rec in found:  # newest first
         event = rec.asset_materialization
-        version = _version_of(event.metadata) if event is not None else None
-        if version is None:
+        pin = _pin_of(event.metadata) if event is not None else None
+        if pin is None:
             continue
         own = run_id is not None and rec.run_id == run_id
         part = rec.partition_key
         if part not in chosen or (own and not chosen[part][0]):
-            chosen[part] = (own, version)
+            chosen[part] = (own, pin)
     if chosen:
-        return max(v for _, v in chosen.values())
+        return max((p for _, p in chosen.values()), key=lambda p: p.version)
     observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
     if observed and observed[0].asset_observation is not None:
-        return _version_of(observed[0].asset_observation.metadata)
+        return _pin_of(observed[0].asset_observation.metadata)
     return None
 
 
-def _version_of(metadata: dict[str, dg.MetadataValue]) -> int | None:
-    value = metadata.get(VERSION)
-    raw = value.value if isinstance(value, dg.MetadataValue) else value
-    return int(raw) if isinstance(raw, int) else None
+def _pin_of(metadata: dict[str, dg.MetadataValue]) -> Pin | None:
+    version, branch = (metadata.get(k) for k in (VERSION, BRANCH))
+    raw = version.value if isinstance(version, dg.MetadataValue) else version
+    if not isinstance(raw, int):
+        return None
+    return Pin(raw, str(branch.value) if isinstance(branch, dg.MetadataValue) else None)
 
 
 def scan_options(plan: ReadPlan, schema: object) -> dict[str, object]:

@@ -1,0 +1,141 @@
+"""Write-audit-publish: a run's tables written on a branch named after the run, audited by the
+assets' checks there, published to main only when the run succeeded.
+
+- Write: with ``wap`` (the IO manager's setting, or an asset's metadata), ``handle_output``
+  writes on branch ``run_<run id>`` of the table (made from main's head on the run's first
+  write of it; a table that does not exist yet is created empty on main first, so there is a
+  main to branch from). Append and overwrite only (a branch takes no merge-insert).
+- Audit: the materialization records the branch, so the asset's checks (and downstream assets)
+  in the same run load the branch's version through the IO manager; main does not move.
+- Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to each
+  branch the run wrote, one logged registry commit per table, and observes the table's new main
+  version. A blocking check that failed fails the run, so nothing is published: main is as it
+  was and the branch stays for inspection (``lake branch list``, ``lake table history``;
+  ``lake branch delete`` moves it to the trash). The sensor refuses too when any blocking
+  check evaluation of the run failed.
+
+Several tables of one run are published one by one, each atomic on its own: the branch API
+has no multi-table publish yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from lake_platform.defs.asset_tables import BRANCH, TABLE, VERSION, table_metadata
+from lake_platform.defs.errors import lake_errors
+from lake_platform.defs.resources import ACTOR, LakeResource
+from lake_platform.errors import InvalidInput, TableBranchAlreadyExists, TableNotFound
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.catalog.provenance import Provenance
+
+
+def run_branch(run_id: str) -> str:
+    """The branch a run writes on: ``run_`` and the run id (a UUID: hex digits and dashes)."""
+    return "run_" + run_id.lower().replace("-", "_")
+
+
+@dataclass(frozen=True)
+class BranchWrite:
+    operation: str
+    version: int
+    replayed: bool
+
+
+def write_on_branch(
+    catalog: Catalog, table: str, branch: str, data: pa.RecordBatchReader, mode: str, by: Provenance
+) -> BranchWrite:
+    """One commit of ``data`` on ``branch`` of ``table`` (see the module docstring), or the
+    answer of the commit ``by.commit_id`` already made."""
+    import pyarrow as pa
+
+    from lake_platform.catalog.provenance import Provenance
+
+    if mode not in ("append", "overwrite"):
+        raise InvalidInput(f"write-audit-publish writes append or overwrite on a branch, not {mode}")
+    assert by.commit_id is not None
+    landed = catalog.ctx.commit_landed(by.commit_id)
+    if landed is not None:
+        return BranchWrite(landed.operation, landed.to_version or 0, replayed=True)
+    setup = Provenance(actor=by.actor, run_id=by.run_id, commit_id=f"{by.commit_id}-main")
+    try:
+        catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
+    except TableBranchAlreadyExists:
+        pass  # this run wrote the table before (or this step is a retry)
+    except TableNotFound:
+        empty = pa.RecordBatchReader.from_batches(data.schema, [])
+        catalog.tables.create_table(table, empty, by=setup)
+        catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
+    write = catalog.branch_writes.overwrite if mode == "overwrite" else catalog.branch_writes.append
+    result = write(table, branch, data, by=by)
+    return BranchWrite(mode, result.to_version or 0, result.replayed)
+
+
+def publish_commit_id(run_id: str, table: str) -> str:
+    return "dg-" + hashlib.sha256(f"{run_id}\0publish\0{table}".encode()).hexdigest()[:48]
+
+
+def run_branches(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[dg.AssetKey, str]]:
+    """The tables the run wrote on branches: table -> (asset key, branch)."""
+    found: dict[str, tuple[dg.AssetKey, str]] = {}
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    for rec in records:
+        event = rec.asset_materialization
+        if event is None or BRANCH not in event.metadata:
+            continue
+        found[str(event.metadata[TABLE].value)] = (event.asset_key, str(event.metadata[BRANCH].value))
+    return found
+
+
+def failed_blocking_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+    failed = []
+    for rec in records:
+        data = (
+            rec.event_log_entry.dagster_event.event_specific_data
+            if rec.event_log_entry.dagster_event
+            else None
+        )
+        if isinstance(data, dg.AssetCheckEvaluation) and data.blocking and not data.passed:
+            failed.append(f"{data.asset_key.to_user_string()}:{data.check_name}")
+    return failed
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Publishes the branches a successful run wrote in write-audit-publish mode: main "
+    "fast-forwarded to each, one commit per table.",
+)
+def wap_publish_sensor(context: dg.RunStatusSensorContext, lake: LakeResource) -> dg.SkipReason | None:
+    from lake_platform.catalog.provenance import Provenance
+
+    run_id = context.dagster_run.run_id
+    written = run_branches(context.instance, run_id)
+    if not written:
+        return dg.SkipReason("the run wrote no branch")
+    failed = failed_blocking_checks(context.instance, run_id)
+    if failed:
+        return dg.SkipReason(f"blocking checks failed ({', '.join(failed)}): nothing published")
+    with lake_errors(), lake.catalog() as catalog:
+        for table, (key, branch) in sorted(written.items()):
+            commit_id = publish_commit_id(run_id, table)
+            if catalog.ctx.commit_landed(commit_id) is None:
+                catalog.branch_writes.publish_branch(
+                    table, branch, by=Provenance(actor=ACTOR, run_id=run_id, commit_id=commit_id)
+                )
+            snapshot = catalog.reads.open_table(table)
+            metadata = table_metadata(table, snapshot.version, snapshot.schema, snapshot.count_rows())
+            context.instance.report_runless_asset_event(
+                dg.AssetObservation(asset_key=key, metadata={**metadata, "lake/published_from": branch})
+            )
+            context.log.info("%s: published %s, main at version %s", table, branch, metadata[VERSION])
+    return None

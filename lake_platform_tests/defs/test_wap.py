@@ -1,0 +1,109 @@
+"""Write-audit-publish on a real Dagster instance: a run writes on its branch, its blocking check
+reads the branch, main moves only when the publish sensor sees the run succeed."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.defs.io_manager import LakeIOManager
+from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.wap import run_branch, wap_publish_sensor
+from lake_platform.settings import load_settings
+from lake_platform_tests.maintenance.helpers import make_lake
+
+TABLE = "p.w.ns.scores"
+#: What the asset writes; a test sets a negative score to fail the audit.
+SCORES: list[int] = []
+
+
+@dg.asset(key=["p", "w", "ns", "scores"], io_manager_key="lake_io", metadata={"write_mode": "append"})
+def scores() -> pa.Table:
+    return pa.table({"score": pa.array(SCORES, pa.int64())})
+
+
+@dg.asset_check(asset=scores, blocking=True)
+def no_negative_scores(scores: pa.Table) -> dg.AssetCheckResult:
+    # Loaded through the IO manager: the branch's version this run wrote, main's rows included.
+    values = scores.column("score").to_pylist()
+    return dg.AssetCheckResult(passed=min(values) >= 0, metadata={"rows_audited": len(values)})
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "home"
+    monkeypatch.setenv("LAKE_HOME", str(home))
+    with make_lake(home) as catalog:
+        catalog.tables.create_table(TABLE, pa.table({"score": pa.array([1, 2], pa.int64())}).to_reader())
+    yield home
+    SCORES.clear()
+
+
+def run(home: Path, instance: dg.DagsterInstance, values: list[int]) -> dg.ExecuteInProcessResult:
+    SCORES[:] = values
+    lake = LakeResource(home=str(home))
+    return dg.materialize(
+        [scores, no_negative_scores],
+        instance=instance,
+        resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
+        raise_on_error=False,
+    )
+
+
+def publish(
+    home: Path, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult, event: object = None
+) -> object:
+    """The publish sensor evaluated for ``result``'s run, as the daemon does when it ends."""
+    context = dg.build_run_status_sensor_context(
+        sensor_name=wap_publish_sensor.name,
+        dagster_event=event or result.get_run_success_event(),
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        resources={"lake": LakeResource(home=str(home))},
+    )
+    return wap_publish_sensor(context)
+
+
+def main_scores(catalog: Catalog) -> list[int]:
+    return sorted(catalog.reads.open_table(TABLE).dataset.to_table().column("score").to_pylist())
+
+
+def test_a_passing_audit_publishes_the_branch_to_main(home: Path) -> None:
+    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+        result = run(home, instance, [5])
+        assert result.success
+        branch = run_branch(result.run_id)
+        (check,) = result.get_asset_check_evaluations()
+        assert check.passed and check.metadata["rows_audited"].value == 3  # read on the branch
+        assert main_scores(catalog) == [1, 2]  # audited, not yet published
+        assert [b.branch for b in catalog.branches.list_branches(TABLE)] == [branch]
+
+        publish(home, instance, result)
+        assert main_scores(catalog) == [1, 2, 5]
+        assert catalog.branches.list_branches(TABLE) == []
+        assert [e.operation for e in catalog.reads.history(TABLE)][-1] == "publish"
+        publish(home, instance, result)  # a sensor tick evaluated again publishes nothing twice
+        assert main_scores(catalog) == [1, 2, 5]
+
+        observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=scores.key), limit=1).records
+        meta = observed[0].asset_observation.metadata
+        assert meta["lake/published_from"].value == branch
+        assert meta["lake/version"].value == catalog.reads.open_table(TABLE).version
+
+
+def test_a_failing_blocking_check_leaves_main_and_keeps_the_branch(home: Path) -> None:
+    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+        before = catalog.reads.open_table(TABLE).version
+        result = run(home, instance, [-1])
+        assert not result.success
+        assert catalog.reads.open_table(TABLE).version == before
+        assert main_scores(catalog) == [1, 2]
+        branch = run_branch(result.run_id)
+        kept = catalog.branches.open_branch(TABLE, branch).dataset.to_table().column("score").to_pylist()
+        assert sorted(kept) == [-1, 1, 2]  # inspectable
+        refused = publish(home, instance, result, result.get_run_failure_event())
+        assert isinstance(refused, dg.SkipReason) and "no_negative_scores" in str(refused.skip_message)
+        assert main_scores(catalog) == [1, 2]
