@@ -29,7 +29,7 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Check, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Check, Item, MetaStore, Op, Put
 
 #: The name of the table's own line: never a branch's.
 MAIN = "main"
@@ -278,6 +278,27 @@ class Branches:
         ):
             raise TableVersionNotFound(f"version {version} of {tname} does not exist (or was cleaned up)")
         return version
+
+
+def branch_version(
+    store: MetaStore, tname: TableName, table_incarnation: str, branch: str, version: int | None
+) -> tuple[BranchRecord, VersionRecord]:
+    """The active branch of that table incarnation and its registered ``version`` (None: its
+    head), two registry reads: what a reader naming a branch needs (``query/branch_refs``).
+    TableBranchNotFound, or TableVersionNotFound outside the branch's versions."""
+    item = store.get(keys.branch(tname, branch))
+    rec = decode(BranchRecord, item.value, item.key) if item is not None else None
+    if rec is None or rec.table_incarnation != table_incarnation or rec.state != "active":
+        raise TableBranchNotFound(f"no branch {branch} on {tname}")
+    wanted = version or rec.current_version
+    found = (
+        store.get(keys.version(rec.incarnation, wanted))
+        if rec.parent_version <= wanted <= rec.current_version
+        else None
+    )
+    if found is None:
+        raise TableVersionNotFound(f"version {wanted} of branch {branch} of {tname} does not exist")
+    return rec, decode(VersionRecord, found.value, found.key)
 
 
 def branch_info(rec: BranchRecord, chains: dict[str, str]) -> BranchInfo:

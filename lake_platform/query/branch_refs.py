@@ -1,7 +1,8 @@
 """Branch reads in SQL: ``"t@branch:dev"`` (the branch's head) and ``"t@branch:dev@v3"``.
 
 A branch moves independently of the catalog snapshot, so its head is read from the registry
-per query (one ``get_many`` of the branch record and its version record), like REST's
+per query (the branch record and its version record, through the catalog's
+``branches.branch_version``: the catalog is the door to the registry), like REST's
 read-your-writes head (``snapshot_head``): the request path's one registry read, only for a
 query that names a branch. The ref carries the branch's chain id, dataset root and version, so a
 ticket pins exactly the branch version planned and any replica serves it without the registry.
@@ -11,10 +12,9 @@ head again.
 
 from __future__ import annotations
 
+from lake_platform.catalog.branches import branch_version
 from lake_platform.errors import TableBranchNotFound, TableVersionNotFound
 from lake_platform.query.snapshot import CachedTable, TableRef
-from lake_platform.registry import keys
-from lake_platform.registry.records import BranchRecord, VersionRecord, decode
 from lake_platform.registry.store import MetaStore
 
 
@@ -31,17 +31,14 @@ class BranchRefs:
 
         TableBranchNotFound: no such branch of this incarnation (or it is in the trash);
         TableVersionNotFound: the branch has no such version."""
-        item = self.store.get(keys.branch(cached.name, branch))
-        rec = decode(BranchRecord, item.value, item.key) if item is not None else None
-        if rec is None or rec.table_incarnation != cached.record.incarnation or rec.state != "active":
-            raise TableBranchNotFound(f"no branch {branch} on {sql_name}")
-        wanted = version or rec.current_version
-        found = None
-        if rec.parent_version <= wanted <= rec.current_version:
-            found = self.store.get(keys.version(rec.incarnation, wanted))
-        if found is None:
-            raise TableVersionNotFound(f"version {wanted} of branch {branch} of {sql_name} does not exist")
-        ver = decode(VersionRecord, found.value, found.key)
+        try:
+            rec, ver = branch_version(self.store, cached.name, cached.record.incarnation, branch, version)
+        except TableBranchNotFound:
+            raise TableBranchNotFound(f"no branch {branch} on {sql_name}") from None
+        except TableVersionNotFound:
+            raise TableVersionNotFound(
+                f"version {version} of branch {branch} of {sql_name} does not exist"
+            ) from None
         return TableRef(
             name=rec.name,
             engine=rec.engine,
