@@ -5,10 +5,11 @@ operations; QueryTable reads a branch as SQL's ``"t@branch:dev"``, ``scan.table_
 A branch is a registry object with a version chain of its own (``catalog/branches.py``): made
 from a version of main or of another branch without copying a data file, written by
 InsertIntoTable with ``branch`` (``catalog/branch_writes.py``: main never moves), deleted into
-the trash (``lake branch undrop`` brings it back until the table's ``trash_grace`` passes; the
-name stays taken until then). Publishing a branch into main has no spec operation: it is
-``lake branch publish``. Each call goes through the catalog's doors (tenant scoping, then read
-for a listing, write for a change), so a refusal changes nothing.
+the trash (the name stays taken until the table's ``trash_grace`` passes). Publishing a branch
+into main and undropping one have no spec operation: they are lake's own routes
+(``control.ROUTES``), as ``lake branch publish`` and ``lake branch undrop`` are. Each call goes
+through the catalog's doors (tenant scoping, then read for a listing, write for a change), so a
+refusal changes nothing.
 """
 
 from __future__ import annotations
@@ -126,6 +127,29 @@ def delete_table_branch(request: RestRequest) -> Any:
     tname = request.table_name()
     result = request.service.catalog.branch_trash.delete_branch(str(tname), _name(request), by=_by(request))
     return {"transaction_id": result.commit_id}
+
+
+def publish_table_branch(request: RestRequest) -> Any:
+    """Lake's own route (no spec operation): fast-forward main to the branch's head in one
+    registry commit, logged ``publish``, as ``lake branch publish`` does; the branch is consumed.
+    409 BranchDiverged (a ConcurrentModification) when main moved since the branch was made."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    result = request.service.catalog.branch_writes.publish_branch(str(tname), _name(request), by=_by(request))
+    return {
+        "transaction_id": result.commit_id,
+        "from_version": result.from_version,
+        "version": result.to_version,
+    }
+
+
+def undrop_table_branch(request: RestRequest) -> Any:
+    """Lake's own route: a deleted branch back from the trash, as it was (``lake branch undrop``)."""
+    scoped(request, table=True)
+    tname = request.table_name()
+    return request.service.catalog.branch_trash.undrop_branch(
+        str(tname), _name(request), by=_by(request)
+    ).to_dict()
 
 
 def _by(request: RestRequest) -> Provenance:

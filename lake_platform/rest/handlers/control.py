@@ -12,6 +12,8 @@ namespaces, in the catalog), the trash (a dropped object's deadline) and undrop.
 | ``GET /v1/trash`` / ``GET /v1/trash/{id}`` | dropped objects (under ``id``) and their purge deadlines |
 | ``POST /v1/table/{id}/undrop`` | restore a dropped table (body ``{"as": [...]}`` optional) |
 | ``POST /v1/namespace/{id}/undrop`` | restore a dropped namespace and what a cascade took with it |
+| ``POST /v1/table/{id}/branches/publish`` | fast-forward main to branch ``name``'s head (one commit) |
+| ``POST /v1/table/{id}/branches/undrop`` | restore deleted branch ``name`` from the trash |
 | ``GET /v1/results/{handle}/{n}`` | segment ``n`` of a spooled QueryTable result (Arrow IPC file) |
 """
 
@@ -22,7 +24,7 @@ from typing import Any
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
-from lake_platform.rest.handlers import query
+from lake_platform.rest.handlers import branches, query
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 
@@ -149,5 +151,7 @@ ROUTES: list[tuple[str, str, str, Any, tuple[str, ...]]] = [
     ("DescribeTrash", "GET", "/v1/trash/{id}", list_trash, ()),
     ("UndropTable", "POST", "/v1/table/{id}/undrop", undrop_table, ()),
     ("UndropNamespace", "POST", "/v1/namespace/{id}/undrop", undrop_namespace, ()),
+    ("PublishTableBranch", "POST", "/v1/table/{id}/branches/publish", branches.publish_table_branch, ()),
+    ("UndropTableBranch", "POST", "/v1/table/{id}/branches/undrop", branches.undrop_table_branch, ()),
     ("FetchResult", "GET", "/v1/results/{handle}/{segment}", query.result_segment, ()),
 ]

@@ -234,3 +234,37 @@ def test_another_tenant_sees_nothing(events: RestLake) -> None:
     resp = events.post(f"{path}/insert?branch=dev", data=ipc(rows([8])), headers=ARROW, who="other")
     assert problem(resp) == (404, 4)
     assert (main_state(events), listed(events), log_size(events)) == before
+
+
+def test_publish_and_undrop_are_lake_routes(events: RestLake) -> None:
+    path = f"/v1/table/{TP}/branches"
+    events.catalog.branches.create_branch(NAME, "dev")
+    insert = f"/v1/table/{TP}/insert?branch=dev"
+    assert events.post(insert, data=ipc(rows([5])), headers=ARROW).status_code == 200
+    # the reader may not publish; another tenant sees no table; nothing changes
+    assert problem(events.post(f"{path}/publish", {"name": "dev"}, who="reader")) == (403, 15)
+    assert problem(events.post(f"{path}/publish", {"name": "dev"}, who="other")) == (404, 4)
+    assert main_state(events) == (2, [1, 2, 3, 4])
+    answer = events.post(f"{path}/publish", {"name": "dev"}).json()
+    assert (answer["from_version"], answer["version"]) == (2, 3)
+    assert main_state(events) == (3, [1, 2, 3, 4, 5])
+    entry = next(e for e in events.catalog.reads.log(NAME) if e.commit_id == answer["transaction_id"])
+    assert (entry.operation, entry.detail["branch"]) == ("publish", "dev")
+    assert listed(events) == []  # consumed
+
+    # main moved since the branch was made: 409 ConcurrentModification naming both, nothing changes
+    events.catalog.branches.create_branch(NAME, "late")
+    events.post(f"/v1/table/{TP}/insert?branch=late", data=ipc(rows([6])), headers=ARROW)
+    events.post(f"/v1/table/{TP}/insert", data=ipc(rows([7])), headers=ARROW)
+    before = (main_state(events), listed(events), branch_ids(events, "late"))
+    resp = events.post(f"{path}/publish", {"name": "late"})
+    assert problem(resp) == (409, 14) and "moved" in resp.json()["detail"]
+    assert (main_state(events), listed(events), branch_ids(events, "late")) == before
+
+    # a deleted branch comes back from the trash as it was; undropping a live one is 409
+    events.post(f"{path}/delete", {"name": "late"})
+    assert listed(events) == []
+    assert events.post(f"{path}/undrop", {"name": "late"}).json()["branch"] == "late"
+    assert (listed(events), branch_ids(events, "late")) == (["late"], before[2])
+    assert problem(events.post(f"{path}/undrop", {"name": "late"})) == (409, 23)
+    assert problem(events.post(f"{path}/undrop", {"name": "nope"})) == (404, 22)
