@@ -171,6 +171,9 @@ class BranchWrites:
         commit_id = check_commit_id(by.commit_id)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"publish to {tname}")
+        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        if replay is not None:
+            return replay  # a retry of a publish that landed: nothing is published twice
         record, _ = self.ctx.table(tname)
         rec, _ = self.branches.branch(tname, branch)
         with (

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     BranchDiverged,
@@ -100,6 +101,17 @@ def test_publish_fast_forwards_main_in_one_logged_commit_and_main_writes_on(tabl
     cat.branch_writes.publish_branch(T, "dev")
     assert ids_of(cat.reads.open_table(T)) == [7]
     assert ids_of(cat.reads.open_table(T, 5)) == [1, 2, 3, 5, 10, 11]
+
+
+def test_a_retried_create_or_publish_under_its_commit_id_lands_once(table: Lake) -> None:
+    cat = table.catalog
+    made = cat.branches.create_branch(T, "dev", by=Provenance(commit_id="make-branch-1"))
+    assert cat.branches.create_branch(T, "dev", by=Provenance(commit_id="make-branch-1")) == made
+    cat.branch_writes.append(T, "dev", rows([10]))
+    first = cat.branch_writes.publish_branch(T, "dev", by=Provenance(commit_id="publish-branch-1"))
+    again = cat.branch_writes.publish_branch(T, "dev", by=Provenance(commit_id="publish-branch-1"))
+    assert again.replayed and (again.from_version, again.to_version) == (first.from_version, first.to_version)
+    assert [e.operation for e in cat.reads.history(T)].count("publish") == 1
 
 
 def test_publish_after_main_moved_is_refused_saying_what_moved_and_changes_nothing(table: Lake) -> None:
