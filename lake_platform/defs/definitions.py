@@ -27,6 +27,7 @@ from lake_platform.defs.maintenance import (
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.table_assets import table_observation_sensor
+from lake_platform.defs.table_maintenance import moved_tables_compaction_sensor
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.defs.wap import wap_publish_sensor
 from lake_platform.settings import DagsterSettings, dagster_settings, load_settings
@@ -97,6 +98,7 @@ def build(
             table_partitions_sensor,
             inbox_sensor,
             compaction_sensor,
+            moved_tables_compaction_sensor,
             bypass_sensor,
             table_observation_sensor,
             wap_publish_sensor,
