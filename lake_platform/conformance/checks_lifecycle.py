@@ -5,7 +5,7 @@ views), since their success needs what a generic client cannot make over REST al
 from __future__ import annotations
 
 from lake_platform.conformance.checks_namespaces import MISSING
-from lake_platform.conformance.checks_tables import create
+from lake_platform.conformance.checks_tables import ARROW_STREAM, SCAN, arrow_rows, create
 from lake_platform.conformance.registry import CheckFailed, Kit, check, prerequisite
 from lake_platform.conformance.verdicts import refused, succeeds
 
@@ -58,6 +58,45 @@ def create_branch_twice(kit: Kit) -> None:
     kit.need("branch", "CreateTableBranch")
     answer = kit.client.call("CreateTableBranch", kit.table, {"name": "kit_branch"})
     refused(answer, "TableBranchAlreadyExists")
+
+
+def _counts(kit: Kit, branch: str) -> tuple[int, int]:
+    with prerequisite("rows counted on main and on the branch (CountTableRows)"):
+        main = succeeds(kit.client.call("CountTableRows", kit.table, {}))
+        on_branch = succeeds(kit.client.call("CountTableRows", kit.table, {"branch": branch}))
+    return main, on_branch
+
+
+@check("InsertIntoTable", "branch")
+def insert_on_branch(kit: Kit) -> None:
+    """A row appended with ``branch``: the branch counts one more, main as many as before."""
+    branch = kit.need("branch", "CreateTableBranch")
+    main, on_branch = _counts(kit, branch)
+    query = {"mode": "append", "branch": branch}
+    succeeds(
+        kit.client.call(
+            "InsertIntoTable", kit.table, raw=arrow_rows([7]), content_type=ARROW_STREAM, query=query
+        )
+    )
+    main_after, branch_after = _counts(kit, branch)
+    if main_after != main:
+        raise CheckFailed(f"an insert on branch {branch} changed main: {main} rows, then {main_after}")
+    if branch_after != on_branch + 1:
+        raise CheckFailed(
+            f"branch {branch} counted {on_branch} rows, then {branch_after} after a 1-row insert"
+        )
+    kit.state["branch_rows"] = branch_after
+
+
+@check("QueryTable", "branch")
+def query_branch(kit: Kit) -> None:
+    """A scan with ``branch`` reads the branch's rows, the row inserted there among them."""
+    branch = kit.need("branch", "CreateTableBranch")
+    rows = kit.need("branch_rows", "InsertIntoTable:branch")
+    table = succeeds(kit.client.call("QueryTable", kit.table, {**SCAN, "branch": branch}))
+    ids = table.column("id").to_pylist() if "id" in table.column_names else []
+    if table.num_rows != rows or 7 not in ids:
+        raise CheckFailed(f"the scan of branch {branch} answered {table.num_rows} rows, not its {rows}")
 
 
 @check("DeleteTableBranch", "success")
