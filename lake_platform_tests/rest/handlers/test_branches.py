@@ -189,6 +189,9 @@ def test_refusals_are_the_spec_errors_and_change_nothing(events: RestLake) -> No
     assert problem(events.post(f"{path}/query", {"branch": "nope", "k": 1})) == (404, 22)
     assert problem(events.post(f"{path}/count_rows", {"branch": "nope"})) == (404, 22)
     assert problem(events.post(f"{path}/describe", {"branch": "dev", "tag": "t"})) == (400, 13)
+    other_columns = ipc(pa.table({"id": pa.array([8], pa.int64()), "extra": [1.5]}))
+    resp = events.post(f"{path}/insert?branch=dev", data=other_columns, headers=ARROW)
+    assert problem(resp) == (400, 20)  # an append fits the branch as it is: schemas change by overwrite
     # a reader lists and reads, and may not make or delete a branch
     assert problem(events.post(f"{path}/branches/create", {"name": "r"}, who="reader")) == (403, 15)
     assert problem(events.post(f"{path}/branches/delete", {"name": "dev"}, who="reader")) == (403, 15)
