@@ -251,3 +251,34 @@ def test_write_modes(
     assert dg.materialize(
         [modes, modes_read], selection=[modes_read], instance=instance, resources=resources(home)
     ).success
+
+
+def test_downstream_reads_its_own_runs_upstream_while_another_run_rematerializes_it(
+    home: Path, catalog: Catalog, instance: dg.DagsterInstance
+) -> None:
+    """Run A writes ``prices``; while A runs, run B re-materializes ``prices`` (recorded after A's);
+    A's downstream still reads the version A wrote."""
+    values = iter([[1.0], [2.0]])
+
+    @dg.asset(key=["p", "w", "ns", "prices"], io_manager_key="lake_io", metadata={"write_mode": "overwrite"})
+    def prices() -> pa.Table:
+        return pa.table({"price": next(values)})
+
+    @dg.asset(deps=[prices])
+    def other_run(context: dg.AssetExecutionContext) -> None:
+        # Another run of the upstream lands and is recorded between A's write and A's read.
+        assert dg.materialize([prices], instance=context.instance, resources=resources(home)).success
+
+    @dg.asset(
+        key=["p", "w", "ns", "doubled"],
+        io_manager_key="lake_io",
+        deps=[other_run],
+        ins={"prices": dg.AssetIn(key=prices.key)},
+    )
+    def doubled(prices: pa.Table) -> pa.Table:
+        return pa.table({"price": [2 * p for p in prices.column("price").to_pylist()]})
+
+    result = dg.materialize([prices, other_run, doubled], instance=instance, resources=resources(home))
+    assert result.success
+    assert table_rows(catalog, "prices") == [{"price": 2.0}]  # run B's, the latest recorded
+    assert table_rows(catalog, "doubled") == [{"price": 2.0}]  # from run A's 1.0
