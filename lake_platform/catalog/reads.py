@@ -18,7 +18,7 @@ from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import PlannedCompaction, TableInfo
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import Internal, InvalidInput, TableNotFound
-from lake_platform.naming import TableName, check_segment
+from lake_platform.naming import NamespaceName, TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, TableRecord, VersionRecord, decode
 from lake_platform.registry.store import ABSENT
@@ -186,11 +186,74 @@ class Reads:
         parts = prefix.split(".") if prefix else []
         for part in parts:
             check_segment(part, "name prefix")
-        for item in self.ctx.store.scan_prefix(keys.tables_under(parts)):
-            record = decode(TableRecord, item.value, item.key)
-            if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
-                if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
-                    yield record
+        # A namespace prefix reads its nested namespaces' tables (``ns.``) then its own (``ns/``),
+        # never a sibling sharing its first letters (``ns10`` for ``ns1``): at a million tables a
+        # namespace's listing reads that namespace.
+        heads = [keys.tables_under(parts)] if len(parts) < 3 else [keys.tables_under(parts) + c for c in "./"]
+        for head in heads:
+            for item in self.ctx.store.scan_prefix(head):
+                record = decode(TableRecord, item.value, item.key)
+                if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
+                    if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
+                        yield record
+
+    def tables_in(
+        self,
+        namespace: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        declared: bool = False,
+        by: Provenance = UNSTATED,
+    ) -> list[TableRecord]:
+        """The tables directly in ``namespace`` in name order, the page after table name
+        ``after``, at most ``limit`` of them, read page by page from the registry (a listing
+        never reads more of the lake than it answers). ``declared``: tables not yet written too."""
+        who = self.ctx.who(by.principal)
+        nname = NamespaceName.parse(namespace)
+        if not who.can(nname.project, "read"):
+            return []
+        head = keys.tables_in_namespace(nname)
+        if after is not None and not isinstance(after, str):
+            raise InvalidInput("page_token must be a string")
+        found: list[TableRecord] = []
+        cursor = head + after if after else None
+        while True:
+            want = None if limit is None else limit - len(found)
+            items = list(self.ctx.store.scan_prefix(head, start_after=cursor, limit=want))
+            for item in items:
+                record = decode(TableRecord, item.value, item.key)
+                if record.current_version > 0 or declared:
+                    found.append(record)
+            if want is None or len(items) < want or len(found) == limit:
+                return found
+            cursor = items[-1].key
+
+    def namespaces_in(
+        self, parent: str, *, after: str | None = None, limit: int | None = None, by: Provenance = UNSTATED
+    ) -> list[str]:
+        """The names (last segment) of the namespaces directly in ``parent`` (a warehouse or a
+        namespace) in name order, the page after ``after``, at most ``limit``: read from the
+        registry as far as the page goes (the caller checks that ``parent`` exists)."""
+        who = self.ctx.who(by.principal)
+        parts = parent.split(".")
+        for part in parts:
+            check_segment(part, "namespace")
+        if len(parts) < 2:
+            raise InvalidInput("namespaces live in warehouses: give project and warehouse")
+        if not who.can(parts[0], "read"):
+            return []
+        head = keys.namespaces(parts[0], parts[1], parts[2:])
+        # After a child, its own children's keys (``child.x``) sort before ``child/``: skipped.
+        start = head + str(after) + "/" if after else None
+        found: list[str] = []
+        for item in self.ctx.store.scan_prefix(head, start_after=start):
+            child = item.key[len(head) :]
+            if "." not in child:
+                found.append(child)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
 
     def history(
         self, target: str, *, limit: int | None = None, by: Provenance = UNSTATED

@@ -20,7 +20,7 @@ from lake_platform.errors import InvalidInput, InvalidTableState, Unsupported
 from lake_platform.flight import proto, schemas, xdbc
 from lake_platform.flight.sqlinfo import sql_info_table
 from lake_platform.query.columns import Origin, table_schema
-from lake_platform.query.snapshot import ProjectView
+from lake_platform.query.snapshot import CachedTable, ProjectView
 
 TABLE_TYPES = ("TABLE",)
 #: The commands that read the catalog snapshot (the others answer from constants).
@@ -111,24 +111,31 @@ def _tables(view: ProjectView, cmd: Any) -> pa.Table:
     if types and not set(types) & set(TABLE_TYPES):
         return schema.empty_table()
     rows = []
-    for (wh, ns, table), cached in sorted(view.tables.items()):
-        if (catalog is not None and catalog != wh) or not match_schema(ns) or not match_table(table):
+    # Namespace by namespace: a filtered call reads only the namespaces it matches.
+    for wh, ns in view.tables.groups():
+        if (catalog is not None and catalog != wh) or not match_schema(ns):
             continue
-        row: dict[str, Any] = {
-            "catalog_name": wh,
-            "db_schema_name": ns,
-            "table_name": table,
-            "table_type": "TABLE",
-        }
-        if cmd.include_schema:
-            if not cached.schema_ipc:
-                raise InvalidTableState(
-                    f"table {wh}.{ns}.{table} has no recorded schema; "
-                    "ask an operator to run `lake table repair --schema` on it"
-                )
-            row["table_schema"] = typed_table_schema(cached.schema_ipc, Origin(wh, ns, table))
-        rows.append(row)
+        in_ns = view.tables.in_namespace(wh, ns)
+        for table in sorted(t for t in in_ns if match_table(t)):
+            rows.append(_table_row(wh, ns, table, in_ns[table], cmd.include_schema))
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _table_row(wh: str, ns: str, table: str, cached: CachedTable, include_schema: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "catalog_name": wh,
+        "db_schema_name": ns,
+        "table_name": table,
+        "table_type": "TABLE",
+    }
+    if include_schema:
+        if not cached.schema_ipc:
+            raise InvalidTableState(
+                f"table {wh}.{ns}.{table} has no recorded schema; "
+                "ask an operator to run `lake table repair --schema` on it"
+            )
+        row["table_schema"] = typed_table_schema(cached.schema_ipc, Origin(wh, ns, table))
+    return row
 
 
 def typed_table_schema(schema_ipc: bytes, origin: Origin) -> bytes:

@@ -254,6 +254,10 @@ class TableIndex(Mapping[TableKey, CachedTable]):
     def in_namespace(self, warehouse: str, db_schema: str) -> Mapping[str, CachedTable]:
         return self._by_ns.get((warehouse, db_schema), {})
 
+    def groups(self) -> list[tuple[str, str]]:
+        """Every (warehouse, namespace) holding a table, in order."""
+        return sorted(self._by_ns)
+
     def changed(self, puts: Mapping[TableKey, CachedTable | None]) -> TableIndex:
         """A new index with ``puts`` applied (None: removed); this one is left as it is."""
         out = TableIndex()

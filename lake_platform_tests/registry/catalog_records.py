@@ -72,7 +72,8 @@ def write_catalog(
             ops.clear()
 
     wh = WarehouseName.parse(f"{project}.{warehouse}")
-    add(Put(keys.warehouse(wh), WarehouseRecord(name=str(wh), root=root).encode()))
+    if store.get(keys.warehouse(wh)) is None:  # a real catalog's warehouse is kept as it is
+        add(Put(keys.warehouse(wh), WarehouseRecord(name=str(wh), root=root).encode()))
     for n in range(namespaces):
         ns = NamespaceName.parse(f"{project}.{warehouse}.ns{n:05d}")
         add(Put(keys.namespace(ns), NamespaceRecord(name=str(ns)).encode()))
@@ -90,10 +91,11 @@ def table_ops(name: str, versions: int, root: str = "/nowhere", incarnation: str
     inc = incarnation or name.replace(".", "-")
     location = f"{root}/{inc}"
     record = TableRecord(name=name, incarnation=inc, location=location, current_version=versions)
-    ops: list[Op] = [Put(keys.table(TableName.parse(name)), record.encode(), None)]
+    # Created, not overwritten: DynamoDB reads an unconditional put's revision back, one by one.
+    ops: list[Op] = [Put(keys.table(TableName.parse(name)), record.encode())]
     for v in range(1, versions + 1):
         ver = VersionRecord(incarnation=inc, version=v, manifest_path=f"{location}/_versions/{v}.manifest")
-        ops.append(Put(keys.version(inc, v), ver.encode(), None))
+        ops.append(Put(keys.version(inc, v), ver.encode()))
     return ops
 
 

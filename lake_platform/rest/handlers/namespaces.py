@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import PermissionDenied
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
 from lake_platform.rest.request import RestRequest
@@ -16,8 +17,21 @@ def _body(request: RestRequest) -> dict[str, Any]:
 
 def list_namespaces(request: RestRequest) -> Any:
     scoped(request, table=False)
-    answer = lake_namespace(request).list_namespaces(_body(request))
-    names, token = page(list(answer.namespaces), request.body)
+    if len(request.ids) < 2:  # projects, or one project's warehouses: few
+        answer = lake_namespace(request).list_namespaces(_body(request))
+        names, token = page(list(answer.namespaces), request.body)
+        return {"namespaces": names, "page_token": token}
+    lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
+    # One page read from the registry (one more than asked: is there a next page?).
+    limit, after = request.body.get("limit"), request.body.get("page_token")
+    wanted = limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    children = request.service.catalog.reads.namespaces_in(
+        ".".join(request.ids),
+        after=str(after) if after else None,
+        limit=wanted,
+        by=Provenance(principal=request.principal),
+    )
+    names, token = page(children, request.body)
     return {"namespaces": names, "page_token": token}
 
 

@@ -33,8 +33,19 @@ def list_tables(request: RestRequest) -> Any:
         # reference answers for any namespace without tables), once the container is found.
         lake_namespace(request).describe_namespace(_body(request))
         return {"tables": [], "page_token": None}
-    answer = lake_namespace(request).list_tables(_body(request))
-    names, token = page(list(answer.tables), request.body)
+    lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
+    # One page read from the registry (one more than asked: is there a next page?), never the
+    # whole namespace; ``page`` checks the limit and sets the token.
+    limit, after = request.body.get("limit"), request.body.get("page_token")
+    wanted = limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    records = request.service.catalog.reads.tables_in(
+        ".".join(request.ids),
+        after=str(after) if after else None,
+        limit=wanted,
+        declared=bool(request.body.get("include_declared")),
+        by=Provenance(principal=request.principal),
+    )
+    names, token = page([r.name.rsplit(".", 1)[1] for r in records], request.body)
     return {"tables": names, "page_token": token}
 
 

@@ -162,3 +162,30 @@ def test_tags_have_one_truth_the_registry(events: RestLake) -> None:
     assert ns.get_table_tag_version(GetTableTagVersionRequest(id=T, tag="rogue")).version == 3
     assert events.catalog.tags.list_tags("p.w.ns.events") == {"before": 1, "rogue": 3}
     assert lance.dataset(location).tags.list()["rogue"]["version"] == 3
+
+
+def test_list_tables_and_namespaces_page_through_the_registry(events: RestLake) -> None:
+    """ListTables and ListNamespaces read one page at a time; following page_token lists every
+    table of a namespace and every child namespace exactly once, in name order."""
+    from lance_namespace_urllib3_client.models import ListNamespacesRequest
+
+    from lake_platform_tests.registry.catalog_records import write_catalog
+
+    names = write_catalog(events.catalog.store, "p", namespaces=3, per_namespace=250, versions=1)
+    ns = rest_namespace(events.url, events.tokens["reader"])
+    seen: list[str] = []
+    pages, token = 0, None
+    while True:
+        answer = ns.list_tables(ListTablesRequest(id=["p", "w", "ns00001"], limit=100, page_token=token))
+        seen, token, pages = seen + answer.tables, answer.page_token, pages + 1
+        if token is None:
+            break
+    assert seen == [n.rsplit(".", 1)[1] for n in names[250:500]] and pages == 3
+    children: list[str] = []
+    token = None
+    while True:
+        listed = ns.list_namespaces(ListNamespacesRequest(id=["p", "w"], limit=2, page_token=token))
+        children, token = children + listed.namespaces, listed.page_token
+        if token is None:
+            break
+    assert children == ["ns", "ns00000", "ns00001", "ns00002"]
