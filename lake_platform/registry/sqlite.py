@@ -193,19 +193,24 @@ class SqliteMetaStore(MetaStore):
     def scan_prefix(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[Item]:
-        # Keys are compared as UTF-8 bytes (CAST AS BLOB), the same order DynamoDB uses.
+        # TEXT keys in a UTF-8 database compare with memcmp (BINARY collation): the order of
+        # their UTF-8 bytes, the order DynamoDB uses. A key range (never a function of the key)
+        # is what lets SQLite walk the primary key from the page's start to its end: a scan
+        # reads what it yields, not the whole registry.
         cursor = start_after if start_after is not None and start_after >= prefix else None
+        upper = _after_prefix(prefix)
         remaining = limit
         while remaining is None or remaining > 0:
             page = _PAGE if remaining is None else min(_PAGE, remaining)
             lower = cursor if cursor is not None else prefix
             op = ">" if cursor is not None else ">="
+            bound = "AND key < ? " if upper is not None else ""
+            params = (lower, upper, page) if upper is not None else (lower, page)
             try:
                 with self._conn() as conn:  # per page: an unfinished scan holds no connection
                     rows = conn.execute(
-                        f"SELECT key, value, revision FROM kv WHERE CAST(key AS BLOB) {op} CAST(? AS BLOB) "
-                        "AND substr(key, 1, ?) = ? ORDER BY CAST(key AS BLOB) LIMIT ?",
-                        (lower, len(prefix), prefix, page),
+                        f"SELECT key, value, revision FROM kv WHERE key {op} ? {bound}ORDER BY key LIMIT ?",
+                        params,
                     ).fetchall()
             except sqlite3.OperationalError as exc:
                 raise ServiceUnavailable(f"registry scan failed: {exc}") from exc
@@ -249,6 +254,14 @@ class _Tx:
             self.conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError):
                 raise ServiceUnavailable(f"registry write failed: {exc}") from exc
+
+
+def _after_prefix(prefix: str) -> str | None:
+    """The least string above every string starting with ``prefix`` (None: no bound)."""
+    stripped = prefix.rstrip(chr(0x10FFFF))
+    if not stripped:
+        return None
+    return stripped[:-1] + chr(ord(stripped[-1]) + 1)
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
