@@ -120,7 +120,7 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
     if required:
         problems.append(
             f"missing non-nullable column(s) {', '.join(required)} "
-            "(a write may leave out only nullable columns, which read null)"
+            "(only a nullable column may be left out, filled with nulls under add_columns or widen)"
         )
     if mode == "strict" and len(required) < len(missing):
         problems.append(
