@@ -118,6 +118,7 @@ class DynamoMetaStore(MetaStore):
             endpoint_url=parsed.endpoint_url,
             io_timeout_seconds=settings.lease_io_timeout_seconds,
             url=url,
+            change_shards=parsed.change_shards or DEFAULT_SHARDS,
         )
 
     # -- layout ----------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ class DynamoUrl:
     table: str
     region: str | None
     endpoint_url: str | None
+    #: Change-feed shards a registry gets when its first change is written (``registry.changes``).
+    change_shards: int | None = None
 
 
 def parse_url(url: str) -> DynamoUrl:
@@ -43,7 +45,7 @@ def parse_url(url: str) -> DynamoUrl:
 
     def bad(why: str) -> SettingsError:
         return SettingsError(
-            f"LAKE_REGISTRY_URL: {why} in {url!r} (expected dynamodb://TABLE?region=REGION&endpoint_url=URL)"
+            f"LAKE_REGISTRY_URL: {why} in {url!r} (expected dynamodb://TABLE?region=REGION&endpoint_url=URL&change_shards=N)"
         )
 
     parts = urlsplit(url)
@@ -57,7 +59,7 @@ def parse_url(url: str) -> DynamoUrl:
         query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError:
         raise bad("malformed query") from None
-    unknown = set(query) - {"region", "endpoint_url"}
+    unknown = set(query) - {"region", "endpoint_url", "change_shards"}
     if unknown:
         raise bad(f"unknown parameter(s) {sorted(unknown)}")
     if any(len(values) != 1 for values in query.values()):
@@ -69,7 +71,10 @@ def parse_url(url: str) -> DynamoUrl:
     target = urlsplit(endpoint or "")
     if endpoint is not None and (target.scheme not in ("http", "https") or not target.netloc):
         raise bad("endpoint_url must be http(s)://HOST[:PORT]")
-    return DynamoUrl(parts.netloc, region, endpoint)
+    shards = query.get("change_shards", [""])[0] or None
+    if shards is not None and not re.fullmatch(r"[1-9][0-9]{0,3}", shards):
+        raise bad("change_shards must be 1-9999")
+    return DynamoUrl(parts.netloc, region, endpoint, int(shards) if shards else None)
 
 
 Partition = Callable[[str], str]

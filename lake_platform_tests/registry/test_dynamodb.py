@@ -87,6 +87,8 @@ def _response(request: AWSPreparedRequest, status: int, error_type: str, **field
         "dynamodb://table?region=US_EAST",
         "dynamodb://table?endpoint_url=ftp://host",
         "dynamodb://table?endpoint_url=localhost:8000",
+        "dynamodb://table?change_shards=0",
+        "dynamodb://table?change_shards=many",
         "sqlite:///table",
     ],
 )
@@ -103,6 +105,7 @@ def test_url_parsing_and_factory_make_no_network_call(tmp_path: Path) -> None:
         "http://127.0.0.1:9",
     )
     assert parse_url("dynamodb://lake_registry").region is None
+    assert parse_url("dynamodb://lake_registry?change_shards=64").change_shards == 64
     # Port 9 (discard) has nothing listening: opening the store must not touch it.
     url = "dynamodb://lake_registry?region=eu-west-1&endpoint_url=http://127.0.0.1:9"
     with open_metastore(_settings(url, tmp_path)) as opened:
