@@ -83,6 +83,10 @@ class LakeIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj: object) -> None:
         if obj is None:
             return
+        with lake_errors():  # bad metadata fails the step at once, as the catalog's refusals do
+            self._handle_output(context, obj)
+
+    def _handle_output(self, context: dg.OutputContext, obj: object) -> None:
         table = table_for_key(context.asset_key, self.key_map())
         meta = context.definition_metadata or {}
         mode = str(meta.get("write_mode", self.write_mode))
@@ -110,7 +114,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             )
         tally = Tally()
         data = counted(as_reader(obj), tally, partition_column, partitions)
-        with lake_errors(), self.lake.catalog() as catalog:
+        with self.lake.catalog() as catalog:
             if wap:
                 branch = run_branch(context.run_id)
                 on_branch = write_on_branch(catalog, table, branch, data, mode, by)

@@ -282,3 +282,26 @@ def test_downstream_reads_its_own_runs_upstream_while_another_run_rematerializes
     assert result.success
     assert table_rows(catalog, "prices") == [{"price": 2.0}]  # run B's, the latest recorded
     assert table_rows(catalog, "doubled") == [{"price": 2.0}]  # from run A's 1.0
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"write_mode": "upsert"}, "write_mode is one of"),
+        ({"write_mode": "merge"}, "needs key_columns"),
+    ],
+)
+def test_bad_write_metadata_fails_the_step_unwritten(
+    home: Path, catalog: Catalog, instance: dg.DagsterInstance, metadata: dict[str, object], message: str
+) -> None:
+    catalog.tables.create_table("p.w.ns.bad", pa.table({"k": [1]}).to_reader())
+
+    @dg.asset(key=["p", "w", "ns", "bad"], io_manager_key="lake_io", metadata=metadata)
+    def bad() -> pa.Table:
+        return pa.table({"k": [2]})
+
+    result = dg.materialize([bad], instance=instance, resources=resources(home), raise_on_error=False)
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    assert message in str(failure.event_specific_data.error)
+    assert catalog.reads.open_table("p.w.ns.bad").version == 1
