@@ -35,6 +35,7 @@ COMMAND_TREE = [
     "log",
     "namespace create",
     "namespace drop",
+    "namespace list",
     "namespace protect",
     "namespace undrop",
     "orphans reclaim",
@@ -47,6 +48,7 @@ COMMAND_TREE = [
     "policy unset",
     "project create",
     "project drop",
+    "project list",
     "registry init",
     "registry migrate",
     "results expire",
@@ -75,9 +77,11 @@ COMMAND_TREE = [
     "up",
     "user add",
     "user list",
+    "user set-role",
     "user remove",
     "warehouse create",
     "warehouse drop",
+    "warehouse list",
     "warehouse protect",
 ]
 
