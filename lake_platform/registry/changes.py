@@ -198,11 +198,11 @@ def feed_heads(store: MetaStore, shards: int) -> dict[int, int]:
 
 
 def changes_since(
-    store: MetaStore, positions: Mapping[int, int], *, page: int = 64
+    store: MetaStore, positions: Mapping[int, int], *, page: int = RING
 ) -> tuple[list[Change], dict[int, int]]:
     """The changes after ``positions`` (shard -> last number read), in each shard's order, and
-    the positions after them. One read per shard when nothing changed; FeedBehind when a shard
-    moved on by more than the ring holds since."""
+    the positions after them. One small read per shard when nothing changed; FeedBehind when a
+    shard moved on by more than the ring holds since."""
     found: list[Change] = []
     after: dict[int, int] = {}
     for shard, last in positions.items():
@@ -215,10 +215,13 @@ def changes_since(
 def _shard_since(store: MetaStore, shard: int, last: int, page: int) -> list[Change]:
     out: list[Change] = []
     expect = last + 1
+    # The first read asks for two slots (the usual answers: the next is not written yet, or it
+    # is and the one after it is not), later ones for more.
+    want = 2
     while True:
         slot = slot_of(expect)
         start = keys.change_record(shard, slot - 1) if slot > 0 else None
-        items = list(store.scan_prefix(keys.change_records(shard), start_after=start, limit=page))
+        items = list(store.scan_prefix(keys.change_records(shard), start_after=start, limit=want))
         for item in items:
             if _slot_number(item.key) != slot_of(expect) or item.revision < lap_of(expect):
                 return out  # not written yet: the shard's end for now
@@ -229,8 +232,9 @@ def _shard_since(store: MetaStore, shard: int, last: int, page: int) -> list[Cha
             if slot_of(expect) == 0:
                 break  # the ring's last slot: go on from its first
         else:
-            if len(items) < page:
+            if len(items) < want:
                 return out
+        want = min(want * 8, page)
 
 
 def _decode_keys(item: Item) -> list[str]:
