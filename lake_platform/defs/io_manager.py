@@ -128,7 +128,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
         if wap:
             metadata[BRANCH] = branch
-        if partition_column:
+        if partition_column and len(partitions) == 1:  # a range's events would each claim all its rows
             metadata["dagster/partition_row_count"] = dg.MetadataValue.int(tally.rows)
         context.log.info(
             "%s: %s at version %s%s",

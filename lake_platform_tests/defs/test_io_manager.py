@@ -305,3 +305,36 @@ def test_bad_write_metadata_fails_the_step_unwritten(
     (failure,) = result.get_step_failure_events()
     assert message in str(failure.event_specific_data.error)
     assert catalog.reads.open_table("p.w.ns.bad").version == 1
+
+
+def test_a_single_run_backfill_replaces_its_partitions_in_one_commit(
+    home: Path, catalog: Catalog, instance: dg.DagsterInstance
+) -> None:
+    @dg.asset(
+        key=["p", "w", "ns", "ranged"],
+        io_manager_key="lake_io",
+        partitions_def=daily,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        metadata={"partition_expr": "day"},
+    )
+    def ranged(context: dg.AssetExecutionContext) -> pa.Table:
+        days = context.partition_keys
+        return pa.table({"day": days, "n": [len(days)] * len(days)})
+
+    def backfill(first: str, last: str) -> dg.ExecuteInProcessResult:
+        tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+        return dg.materialize([ranged], instance=instance, resources=resources(home), tags=tags)
+
+    backfill(DAYS[0], DAYS[2])
+    result = backfill(DAYS[1], DAYS[3])
+    assert commits(catalog, "ranged") == ["create", "merge"]
+    assert sorted((r["day"], r["n"]) for r in table_rows(catalog, "ranged")) == [
+        (DAYS[0], 3),
+        (DAYS[1], 3),
+        (DAYS[2], 3),
+        (DAYS[3], 3),
+    ]
+    events = result.get_asset_materialization_events()  # one per partition, of the one commit
+    assert sorted(e.partition for e in events) == DAYS[1:4]
+    assert {e.materialization.metadata["lake/version"].value for e in events} == {2}
+    assert {e.materialization.metadata["lake/rows_written"].value for e in events} == {3}
