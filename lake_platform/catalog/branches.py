@@ -14,6 +14,7 @@ the model and its guarantees are in docs/governance.md ("Branches").
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -123,6 +124,22 @@ class Branches:
             "chain": rec.incarnation,
             "schema": columns,
         }
+
+    def bound_namespace(self, tname: TableName, branch: str, storage_options: dict[str, str]) -> Any:
+        """A namespace bound to the branch's line (its head key, its chain's versions), for a
+        reader of its versions (REST's ListTableVersions and DescribeTableVersion of a branch).
+        The caller checked the reader's permission."""
+        from lake_platform.catalog.namespace import BoundTableNamespace
+
+        rec, item = self.branch(tname, branch)
+        return BoundTableNamespace(
+            self.ctx.store,
+            tname,
+            rec,
+            item.revision,
+            storage_options=storage_options,
+            head_key=keys.branch(tname, branch),
+        )
 
     def readable_versions(
         self, name: str, branch: str, *, by: Provenance = UNSTATED

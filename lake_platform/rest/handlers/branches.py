@@ -23,12 +23,12 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.catalog.branches import MAIN
+from lake_platform.catalog.branches import branch_version as registered_branch_version
 from lake_platform.catalog.namespace import BoundTableNamespace
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TableBranchNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
-from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
+from lake_platform.registry.records import BranchRecord, VersionRecord, new_id
 from lake_platform.rest.handlers.common import page, scoped, to_json
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
@@ -75,17 +75,15 @@ def list_table_branches(request: RestRequest) -> Any:
     catalog = request.service.catalog
     infos = {i.branch: i for i in catalog.branches.list_branches(str(tname), by=_by(request))}
     names, token = page(list(infos), request.body)
-    records = []
+    incarnation = catalog.ctx.table(tname)[0].incarnation
+    branches = {}
     for name in names:
         try:
-            records.append(catalog.branches.branch(tname, name)[0])
-        except TableBranchNotFound:
-            continue  # deleted since it was listed
-    heads = catalog.store.get_many([keys.version(r.incarnation, r.current_version) for r in records])
-    branches = {}
-    for rec, item in zip(records, heads, strict=True):
+            rec, head = registered_branch_version(catalog.store, tname, incarnation, name, None)
+        except (TableBranchNotFound, TableVersionNotFound):
+            continue  # deleted or published since it was listed
         info = infos[rec.branch]
-        size = decode(VersionRecord, item.value, item.key).manifest_size if item is not None else None
+        size = head.manifest_size
         branches[rec.branch] = BranchContents(
             parent_branch=None if info.parent == MAIN else info.parent,
             parent_version=info.parent_version,
@@ -164,14 +162,8 @@ def branch_version(
     version outside the branch's line."""
     catalog = request.service.catalog
     catalog.ctx.readable(catalog.ctx.who(request.principal), tname)
-    rec, _ = catalog.branches.branch(tname, branch)
-    wanted = version or rec.current_version
-    item = None
-    if rec.parent_version <= wanted <= rec.current_version:
-        item = catalog.store.get(keys.version(rec.incarnation, wanted))
-    if item is None:
-        raise TableVersionNotFound(f"version {wanted} of branch {branch} of {tname} does not exist")
-    return rec, decode(VersionRecord, item.value, item.key)
+    incarnation = catalog.ctx.table(tname)[0].incarnation
+    return registered_branch_version(catalog.store, tname, incarnation, branch, version)
 
 
 def describe_branch(request: RestRequest, tname: TableName, branch: str, version: int | None) -> Any:
@@ -202,15 +194,8 @@ def branch_namespace(request: RestRequest, tname: TableName, branch: str) -> Bou
     """A namespace bound to the branch's line, for reading its versions (a reader of the table)."""
     catalog = request.service.catalog
     catalog.ctx.readable(catalog.ctx.who(request.principal), tname)
-    rec, item = catalog.branches.branch(tname, branch)
-    return BoundTableNamespace(
-        catalog.store,
-        tname,
-        rec,
-        item.revision,
-        storage_options=catalog.settings.storage_options(rec.location),
-        head_key=keys.branch(tname, branch),
-    )
+    rec, _ = catalog.branches.branch(tname, branch)
+    return catalog.branches.bound_namespace(tname, branch, catalog.settings.storage_options(rec.location))
 
 
 HANDLERS = {
