@@ -15,6 +15,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
+from lake_platform_tests.defs.conftest import storage_overrides
 from lake_platform_tests.maintenance.helpers import make_lake
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
@@ -93,6 +94,14 @@ def instance() -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_storage(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
+    """The suite's instance storages (``conftest.storage_overrides``): where pinned versions are
+    looked up through the instance API matters."""
+    with dg.instance_for_test(overrides=storage_overrides(request)) as inst:
+        yield inst
+
+
 def resources(home: Path) -> dict[str, object]:
     lake = LakeResource(home=str(home))
     return {"lake": lake, "lake_io": LakeIOManager(lake=lake, namespaces=SHOP)}
@@ -112,10 +121,10 @@ def commits(catalog: Catalog, name: str) -> list[str]:
 
 
 def test_three_assets_write_one_commit_each_per_partition(
-    home: Path, catalog: Catalog, instance: dg.DagsterInstance
+    home: Path, catalog: Catalog, any_storage: dg.DagsterInstance
 ) -> None:
     for day in DAYS[:2]:
-        result = dg.materialize(PROJECT, partition_key=day, instance=instance, resources=resources(home))
+        result = dg.materialize(PROJECT, partition_key=day, instance=any_storage, resources=resources(home))
         assert result.success
     assert commits(catalog, "raw") == ["create", "merge"]
     assert commits(catalog, "cleaned") == ["create", "merge"]
@@ -254,7 +263,7 @@ def test_write_modes(
 
 
 def test_downstream_reads_its_own_runs_upstream_while_another_run_rematerializes_it(
-    home: Path, catalog: Catalog, instance: dg.DagsterInstance
+    home: Path, catalog: Catalog, any_storage: dg.DagsterInstance
 ) -> None:
     """Run A writes ``prices``; while A runs, run B re-materializes ``prices`` (recorded after A's);
     A's downstream still reads the version A wrote."""
@@ -278,7 +287,7 @@ def test_downstream_reads_its_own_runs_upstream_while_another_run_rematerializes
     def doubled(prices: pa.Table) -> pa.Table:
         return pa.table({"price": [2 * p for p in prices.column("price").to_pylist()]})
 
-    result = dg.materialize([prices, other_run, doubled], instance=instance, resources=resources(home))
+    result = dg.materialize([prices, other_run, doubled], instance=any_storage, resources=resources(home))
     assert result.success
     assert table_rows(catalog, "prices") == [{"price": 2.0}]  # run B's, the latest recorded
     assert table_rows(catalog, "doubled") == [{"price": 2.0}]  # from run A's 1.0
