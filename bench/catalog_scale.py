@@ -145,7 +145,8 @@ def main() -> None:
         with common.scratch_dir("bench-scale-") as tmp:
             print(f"SQLite, {size:,} tables")
             results.append(measure(tmp / "home", size, args.versions, args.rounds, None))
-    side_by_side("SQLite", sizes, results)
+    if sizes:
+        side_by_side("SQLite", sizes, results)
     if args.dynamodb:
         sizes = [int(s) for s in args.dynamodb.split(",") if s]
         results = []

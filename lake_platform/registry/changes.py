@@ -186,12 +186,8 @@ def shard_head(store: MetaStore, shard: int) -> int:
 
 
 def feed_heads(store: MetaStore, shards: int) -> dict[int, int]:
-    """Every shard's head (one scan of the whole feed): where a cold load starts reading."""
-    heads = dict.fromkeys(range(shards), 0)
-    for item in store.scan_prefix(keys.change_records()):
-        shard = int(item.key.split("/")[2])
-        heads[shard] = max(heads.get(shard, 0), seq_of(_slot_number(item.key), item.revision))
-    return heads
+    """Every shard's head (one scan per shard's ring): where a cold load starts reading."""
+    return {shard: shard_head(store, shard) for shard in range(shards)}
 
 
 # -- reading -------------------------------------------------------------------------------------

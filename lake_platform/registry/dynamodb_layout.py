@@ -13,6 +13,7 @@ first ``n`` segments after the kind:
   by a stable hash of the group (the table name, the log target...). A prefix that pins the group
   (``keys.log_prefix(target)``) is one Query; a wider one (``keys.tables_under(...)``) queries every
   bucket of the kind and merges them in key order.
+- ``chg`` (the change feed): one partition per feed shard, ``chg/r/<shard>``.
 - Every other kind (projects, warehouses, namespaces, users, tokens, policies) is small and rarely
   written: it stays where layout 1 put it, so migrating never moves it.
 
@@ -43,6 +44,9 @@ _SPREAD: dict[str, tuple[int, bool]] = {
     "cid": (1, True),
     "trs": (1, True),
     "rpt": (2, True),
+    # The change feed (registry.changes): one partition per shard, ``chg/r/<shard>``, so the
+    # feed's writes spread as its shards do and a shard's ring is one Query.
+    "chg": (2, False),
 }
 
 LAYOUT_P = "#meta"

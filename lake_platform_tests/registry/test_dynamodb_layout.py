@@ -78,7 +78,7 @@ def _commit(store: DynamoMetaStore, table: int, version: int) -> None:
 
 
 def _everything(store: DynamoMetaStore) -> dict[str, tuple[bytes, int]]:
-    prefixes = ["prj/", "whs/", "tbl/", "log/", "cid/", "trs/", "rpt/", "usr/"]
+    prefixes = ["prj/", "whs/", "tbl/", "log/", "cid/", "trs/", "rpt/", "usr/", "chg/"]
     prefixes += [f"ver/inc{t:03d}/" for t in range(6)] + [f"lse/inc{t:03d}" for t in range(6)]
     return {i.key: (i.value, i.revision) for p in prefixes for i in store.scan_prefix(p)}
 
@@ -120,7 +120,7 @@ def test_commits_on_many_tables_write_many_partitions(opener: Any) -> None:
         if p != LAYOUT_P:
             by_kind.setdefault(k.split("/")[0], set()).add(p)
     assert len(by_kind["ver"]) == 20 and len(by_kind["lse"]) == 20
-    for kind in ("tbl", "log", "cid"):
+    for kind in ("tbl", "log", "cid", "chg"):  # chg: the change feed, a partition per shard
         assert len(by_kind[kind]) >= 8, kind
 
 
