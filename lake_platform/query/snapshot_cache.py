@@ -1,8 +1,9 @@
 """The process's cached catalog snapshot, refreshed in the background (invariant 7).
 
 :class:`SnapshotCache` keeps one :class:`~lake_platform.query.snapshot.CatalogSnapshot`,
-replaced atomically by a single background refresh every TTL; concurrent refresh requests are
-coalesced into one load, and a failed load keeps the last good snapshot until it is older than
+replaced atomically by a single background refresh every TTL (by change: the previous snapshot
+and what the registry's change feed names since, see ``load_snapshot``); concurrent refresh
+requests are coalesced into one load, and a failed load keeps the last good snapshot until it is older than
 ``max_stale`` (then readers get ServiceUnavailable, never "table not found").
 """
 
