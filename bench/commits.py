@@ -855,14 +855,14 @@ def settle_listing(versions: int, tmp: Path, rounds: int = 15) -> None:
 
     import pyarrow.fs as pafs
 
-    from lake_platform.engine.manifests import _final_manifest_name, manifests_above
+    from lake_platform.engine.manifests import final_manifest_name, manifests_above
     from lake_platform.engine.storage import filesystem, s3_client
     from lake_platform.settings import load_settings
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' SeaweedFS helper
     from lake_platform_tests.s3_server import s3_for_tests
 
-    names = [_final_manifest_name(v) for v in range(1, versions + 1)]
+    names = [final_manifest_name(v) for v in range(1, versions + 1)]
     local = tmp / "settle.lance"
     (local / "_versions").mkdir(parents=True)
     for name in names:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lake_platform.catalog.containers import _names
+from lake_platform.catalog.containers import name_list
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
@@ -62,12 +62,12 @@ class NamespaceDrops:
         protected = [r.name for r, _ in spaces if r.protected] + [t.name for t, _ in tables if t.protected]
         if protected and not force:
             raise Protected(
-                f"namespace {nname} is or contains protected objects: {_names(protected)}; "
+                f"namespace {nname} is or contains protected objects: {name_list(protected)}; "
                 "unprotect them or pass force"
             )
         if not cascade and (len(spaces) > 1 or tables):
             contents = [r.name for r, _ in spaces[1:]] + [t.name for t, _ in tables]
-            raise NamespaceNotEmpty(f"namespace {nname} is not empty: it contains {_names(contents)}")
+            raise NamespaceNotEmpty(f"namespace {nname} is not empty: it contains {name_list(contents)}")
         self.ctx.at("drop-namespace:checked")
         # Mark every namespace of the subtree "dropping" (deepest first): creates under them
         # carry a condition on the revision they saw, so none can land from here on. Marks an
@@ -104,7 +104,8 @@ class NamespaceDrops:
         if late and not force:
             self._unmark(added)
             raise Protected(
-                f"namespace {nname} contains protected objects: {_names(late)}; unprotect them or pass force"
+                f"namespace {nname} contains protected objects: {name_list(late)};"
+                " unprotect them or pass force"
             )
         # The root is marked last, so only an attempt that got past marking it can have filed.
         detach = [t for t, _ in tables_now]

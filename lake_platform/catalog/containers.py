@@ -43,7 +43,7 @@ from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 _LIST_LIMIT = 5
 
 
-def _names(items: list[str]) -> str:
+def name_list(items: list[str]) -> str:
     head = ", ".join(items[:_LIST_LIMIT])
     return head + (f" and {len(items) - _LIST_LIMIT} more" if len(items) > _LIST_LIMIT else "")
 
@@ -332,12 +332,12 @@ class Containers:
     ) -> CommitResult:
         before = contents()
         if before:
-            raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(before)}")
+            raise NamespaceNotEmpty(f"{target} is not empty: it contains {name_list(before)}")
         marked = self.ctx.store.compare_and_swap(item.key, item.revision, dropping.encode())
         after = contents()
         if after:  # something landed before the mark: put it back as it was
             self.ctx.store.compare_and_swap(item.key, marked.revision, item.value)
-            raise NamespaceNotEmpty(f"{target} is not empty: it contains {_names(after)}")
+            raise NamespaceNotEmpty(f"{target} is not empty: it contains {name_list(after)}")
         commit_id = new_id()
         # Whatever policy records are left at or under it go with it (a recreate starts clean).
         self.ctx.commit(

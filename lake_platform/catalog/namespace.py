@@ -130,7 +130,7 @@ class BoundTableNamespace(LanceNamespace):
     # -- table discovery -------------------------------------------------------------------
 
     def _check_id(self, request: Any) -> None:
-        table_id = _field(request, "id")
+        table_id = request_field(request, "id")
         if table_id is not None and list(table_id) != self.name.parts:
             raise ns_errors.InvalidInputError(f"this namespace serves {self.name}, not {'.'.join(table_id)}")
 
@@ -161,11 +161,11 @@ class BoundTableNamespace(LanceNamespace):
         return self._guard(self._list_versions, request)
 
     def _list_versions(self, request: Any) -> ListTableVersionsResponse:
-        limit = _field(request, "limit")
-        descending = bool(_field(request, "descending"))
+        limit = request_field(request, "limit")
+        descending = bool(request_field(request, "descending"))
         held = self._held()
         if limit == 1 and descending and held:
-            return ListTableVersionsResponse(versions=[_table_version(held[-1])])
+            return ListTableVersionsResponse(versions=[table_version(held[-1])])
         if limit == 1 and descending:
             # Lance asks for "latest" before every commit: answer from the table record, one read.
             base = None
@@ -199,10 +199,10 @@ class BoundTableNamespace(LanceNamespace):
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check_id(request)
-        version = int(_field(request, "version"))
+        version = int(request_field(request, "version"))
         for rec in self._held():
             if rec.version == version:
-                return DescribeTableVersionResponse(version=_table_version(rec))
+                return DescribeTableVersionResponse(version=table_version(rec))
         return self._guard(lambda: DescribeTableVersionResponse(version=self._answer(self._version(version))))
 
     def create_table_version(self, request: Any) -> CreateTableVersionResponse:
@@ -215,7 +215,7 @@ class BoundTableNamespace(LanceNamespace):
             return response
         except LeaseRaced as exc:
             self._commit_failure = exc
-            self.conflicts.remove_refused(str(_field(request, "manifest_path")))
+            self.conflicts.remove_refused(str(request_field(request, "manifest_path")))
             raise ns_errors.from_error_code(int(exc.code), exc.message) from None
         except LakeError as exc:
             self._commit_failure = exc
@@ -225,8 +225,8 @@ class BoundTableNamespace(LanceNamespace):
         pending = self.pending
         if pending is None or self.lease is None:
             raise Internal("this table handle is read-only: writes go through the catalog")
-        version = int(_field(request, "version"))
-        staging = str(_field(request, "manifest_path"))
+        version = int(request_field(request, "version"))
+        staging = str(request_field(request, "manifest_path"))
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
         if staging != self._checked_manifest:
@@ -259,9 +259,9 @@ class BoundTableNamespace(LanceNamespace):
                 version=version,
                 manifest_path=staging if canonical is None or len(held) < len(pending.hold) else canonical,
                 staged_from=None if canonical is None or len(held) < len(pending.hold) else staging,
-                manifest_size=_field(request, "manifest_size"),
-                e_tag=_field(request, "e_tag"),
-                naming_scheme=_field(request, "naming_scheme"),
+                manifest_size=request_field(request, "manifest_size"),
+                e_tag=request_field(request, "e_tag"),
+                naming_scheme=request_field(request, "naming_scheme"),
                 committed_at_ms=at,
                 commit_id=pending.commit_id,
                 location=self.record.location if self.record.folder else None,
@@ -281,7 +281,7 @@ class BoundTableNamespace(LanceNamespace):
                     detail=dict(pending.detail),
                 )
                 pending.held.append((ver, log_key, entry))
-                return CreateTableVersionResponse(version=_table_version(ver))
+                return CreateTableVersionResponse(version=table_version(ver))
             updates: dict[str, object] = {"current_version": version}
             if pending.schema_ipc is not None:
                 updates["schema_ipc_b64"] = TableRecord.encode_schema(pending.schema_ipc)
@@ -379,7 +379,7 @@ class BoundTableNamespace(LanceNamespace):
             self.record_revision = results[1].revision
             pending.marker_revision = results[3].revision
             pending.landed.append((version, log_key))
-        return CreateTableVersionResponse(version=_table_version(ver))
+        return CreateTableVersionResponse(version=table_version(ver))
 
     def _answer(self, rec: VersionRecord) -> TableVersion:
         """The version as Lance should open it. A record still naming a staging manifest (a
@@ -387,11 +387,11 @@ class BoundTableNamespace(LanceNamespace):
         is answered with the canonical manifest when that exists: given a staging path, Lance
         "finishes the commit" by writing to storage, on every open. A reader never does that."""
         if not engine.is_staging_manifest(rec.manifest_path):
-            return _table_version(rec)
+            return table_version(rec)
         canonical = engine.canonical_manifest_path(rec.manifest_path, rec.version)
         size = engine.manifest_size(self.record.location, canonical, self.storage_options)
         if size is not None and rec.manifest_size in (None, size):  # a different size: not ours
-            return _table_version(rec.model_copy(update={"manifest_path": canonical, "e_tag": None}))
+            return table_version(rec.model_copy(update={"manifest_path": canonical, "e_tag": None}))
         if self.pending is None:
             raise InvalidTableState(
                 f"version {rec.version} of {self.name} is committed but not finalized (its writer stopped "
@@ -399,7 +399,7 @@ class BoundTableNamespace(LanceNamespace):
             )
         # Lance would finish it, writing to storage: only a writer holding the lease may.
         self.conflicts.refuse_unacquired(f"version {rec.version} of {self.name} is not finalized")
-        return _table_version(rec)  # a writer under the lease: Lance may finish it
+        return table_version(rec)  # a writer under the lease: Lance may finish it
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -433,14 +433,14 @@ class BoundTableNamespace(LanceNamespace):
             raise ns_errors.from_error_code(int(exc.code), exc.message) from None
 
 
-def _field(request: Any, name: str) -> Any:
+def request_field(request: Any, name: str) -> Any:
     # Lance passes plain dicts for some calls and pydantic models for others.
     if isinstance(request, dict):
         return request.get(name)
     return getattr(request, name, None)
 
 
-def _table_version(rec: VersionRecord) -> TableVersion:
+def table_version(rec: VersionRecord) -> TableVersion:
     return TableVersion(
         version=rec.version,
         manifest_path=rec.manifest_path,

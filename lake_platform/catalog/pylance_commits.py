@@ -17,7 +17,7 @@ from lance_namespace_urllib3_client.models import (
 
 from lake_platform.catalog.idempotency import PROPERTY, commit_id_for, key_in, reused, valid_key
 from lake_platform.catalog.lease import LeaseRaced
-from lake_platform.catalog.namespace import BoundTableNamespace, _field, _table_version
+from lake_platform.catalog.namespace import BoundTableNamespace, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.table_files import check_manifest
@@ -100,10 +100,10 @@ class VersionCommits:
             self._govern_schema_change(tname, record, staged_ipc, change.operation)
         detail: dict[str, object] = {"client": "pylance"}
         if key is not None:
-            detail |= {"idempotency_key": key, "request_digest": _digest(tname, change)}
+            detail |= {"idempotency_key": key, "request_digest": retry_digest(tname, change)}
         pending = PendingCommit(
             commit_id=new_id() if key is None else commit_id_for(self.principal, key, "version"),
-            operation=_log_operation(change.operation, record.current_version),
+            operation=log_operation(change.operation, record.current_version),
             actor=self.catalog.ctx.actor(None, self.principal),
             detail=detail,
             schema_ipc=staged_ipc,
@@ -143,7 +143,7 @@ class VersionCommits:
         marker = ctx.commit_landed(commit_id_for(self.principal, key, "version"))
         if marker is None:
             return None
-        path = str(_field(request, "manifest_path"))
+        path = str(request_field(request, "manifest_path"))
         if marker.target != str(tname):
             raise reused(key, f"a commit to {marker.target}", f"a commit to {tname}")
         item = None
@@ -161,7 +161,7 @@ class VersionCommits:
                 change = self._staged(record, request)[1]
             entry = ctx.store.get(marker.log_key)
             digest = decode(CommitLogEntry, entry.value).detail.get("request_digest") if entry else None
-            if digest != _digest(tname, change):
+            if digest != retry_digest(tname, change):
                 raise reused(
                     key,
                     f"version {ver.version} of {tname}",
@@ -171,7 +171,7 @@ class VersionCommits:
                 engine.remove_files(
                     record.location, [path], self.catalog.settings.storage_options(record.location)
                 )
-        return CreateTableVersionResponse(version=_table_version(ver))
+        return CreateTableVersionResponse(version=table_version(ver))
 
     def _commit_version(
         self,
@@ -200,7 +200,7 @@ class VersionCommits:
                 pending=pending,
                 lease=lease,
                 storage_options=storage,
-                checked_manifest=str(_field(request, "manifest_path")),  # by ``_staged``
+                checked_manifest=str(request_field(request, "manifest_path")),  # by ``_staged``
             )
             try:
                 response = bound.create_table_version(request)
@@ -209,7 +209,7 @@ class VersionCommits:
                     raise bound.failure from None
                 raise
             if pending.schema_ipc is None:
-                self._record_schema(tname, bound, int(_field(request, "version")))
+                self._record_schema(tname, bound, int(request_field(request, "version")))
         # The version is published at its canonical path: remove the client's staging manifest,
         # as a CLI commit does (safe without the lease; a failure only leaves the file for the
         # next writer or finish_versions).
@@ -259,7 +259,7 @@ class VersionCommits:
         from lake_platform.catalog.arrow_io import schema_to_ipc
         from lake_platform.engine.storage import read_object
 
-        path = str(_field(request, "manifest_path"))
+        path = str(request_field(request, "manifest_path"))
         storage = self.catalog.settings.storage_options(record.location)
         try:
             raw = read_object(record.location, path, storage)
@@ -301,7 +301,7 @@ class VersionCommits:
             self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
 
 
-def _log_operation(lance_operation: str | None, current_version: int) -> str:
+def log_operation(lance_operation: str | None, current_version: int) -> str:
     """The commit-log operation of a Lance client's commit: Lance's own name, hyphenated as the
     catalog's are (``append``, ``overwrite``, ``delete``, ``create-index``, ...); the first data
     of a declared table (Lance's overwrite onto version 0) is a ``create``, as from the CLI;
@@ -313,7 +313,7 @@ def _log_operation(lance_operation: str | None, current_version: int) -> str:
     return lance_operation.replace("_", "-")
 
 
-def _digest(tname: TableName, change: StagedChange) -> str:
+def retry_digest(tname: TableName, change: StagedChange) -> str:
     """What a retry under the same key must commit again: the table, Lance's operation and
     its rows (not the files: a retry writes new ones)."""
     text = f"{tname}\0{change.operation}\0{change.rows_added}"
@@ -321,7 +321,7 @@ def _digest(tname: TableName, change: StagedChange) -> str:
 
 
 def request_ids(request: Any) -> list[str]:
-    ident = _field(request, "id")
+    ident = request_field(request, "id")
     if ident is None:
         return []
     if not isinstance(ident, (list, tuple)) or not all(isinstance(p, str) for p in ident):

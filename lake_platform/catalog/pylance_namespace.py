@@ -39,7 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
-from lake_platform.catalog.namespace import BoundTableNamespace, _field
+from lake_platform.catalog.namespace import BoundTableNamespace, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
@@ -151,7 +151,7 @@ class LakeNamespace(LanceNamespace):
 
     def drop_namespace(self, request: Any) -> DropNamespaceResponse:
         ident = request_ids(request)
-        cascade = str(_field(request, "behavior") or "Restrict").lower() == "cascade"
+        cascade = str(request_field(request, "behavior") or "Restrict").lower() == "cascade"
 
         def drop() -> DropNamespaceResponse:
             text = ".".join(ident)
@@ -191,7 +191,7 @@ class LakeNamespace(LanceNamespace):
             self._container(ident)
             nname = NamespaceName.parse(".".join(ident))
             items = self.catalog.store.scan_prefix(keys.tables_in_namespace(nname))
-            declared = bool(_field(request, "include_declared"))
+            declared = bool(request_field(request, "include_declared"))
             names = [
                 r.name.split(".")[-1]
                 for r in (decode(TableRecord, i.value) for i in items)
@@ -205,7 +205,7 @@ class LakeNamespace(LanceNamespace):
         def describe() -> DescribeTableResponse:
             tname = self._table_name(request)
             record = self._record(tname, declared=True)
-            version = _field(request, "version")
+            version = request_field(request, "version")
             return DescribeTableResponse(
                 location=record.location,
                 table_uri=record.location,
@@ -223,7 +223,7 @@ class LakeNamespace(LanceNamespace):
     def declare_table(self, request: Any) -> DeclareTableResponse:
         def declare() -> DeclareTableResponse:
             tname = self._table_name(request)
-            if _field(request, "location"):
+            if request_field(request, "location"):
                 raise InvalidInput("locations are assigned by the catalog (unique per incarnation)")
             record = self.catalog.tables.declare_table(str(tname), by=self.by)
             return DeclareTableResponse(
@@ -270,7 +270,7 @@ class LakeNamespace(LanceNamespace):
         def describe() -> DescribeTableVersionResponse:
             tname = self._table_name(request)
             record = self._record(tname)
-            self._finalize(tname, record, int(_field(request, "version")))
+            self._finalize(tname, record, int(request_field(request, "version")))
             return self._bound_to(tname, record).describe_table_version(request)
 
         return self._call(describe)
@@ -321,7 +321,7 @@ class LakeNamespace(LanceNamespace):
         def get() -> GetTableTagVersionResponse:
             snap = self.catalog.reads.open_table(str(self._table_name(request)), by=self.by)
             found = engine.tagged_versions(snap.dataset)
-            tag = _field(request, "tag")
+            tag = request_field(request, "tag")
             if tag not in found:
                 from lake_platform.errors import TableTagNotFound
 
@@ -336,8 +336,8 @@ class LakeNamespace(LanceNamespace):
             self.principal.require(tname.project, "write", f"tag {tname}")
             self.catalog.tags.create_tag(
                 str(tname),
-                str(_field(request, "tag")),
-                _field(request, "version"),
+                str(request_field(request, "tag")),
+                request_field(request, "version"),
                 by=self.by,
             )
             return CreateTableTagResponse()
@@ -348,7 +348,7 @@ class LakeNamespace(LanceNamespace):
         def delete() -> DeleteTableTagResponse:
             tname = self._table_name(request)
             self.principal.require(tname.project, "write", f"untag {tname}")
-            self.catalog.tags.delete_tag(str(tname), str(_field(request, "tag")), by=self.by)
+            self.catalog.tags.delete_tag(str(tname), str(request_field(request, "tag")), by=self.by)
             return DeleteTableTagResponse()
 
         return self._call(delete)
@@ -359,8 +359,8 @@ class LakeNamespace(LanceNamespace):
             self.principal.require(tname.project, "write", f"tag {tname}")
             self.catalog.tags.create_tag(
                 str(tname),
-                str(_field(request, "tag")),
-                _field(request, "version"),
+                str(request_field(request, "tag")),
+                request_field(request, "version"),
                 by=self.by,
                 replace=True,
             )

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, cast
 from lance_namespace_urllib3_client.models import TableVersion
 
 from lake_platform.catalog.idempotency import commit_id_for, reused, valid_key
-from lake_platform.catalog.namespace import _table_version
+from lake_platform.catalog.namespace import table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.pylance_commits import VersionCommits, _digest, _log_operation, table_name
-from lake_platform.catalog.transaction import Transaction, _Write
+from lake_platform.catalog.pylance_commits import VersionCommits, log_operation, retry_digest, table_name
+from lake_platform.catalog.transaction import TableWrite, Transaction
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.registry import keys
@@ -80,12 +80,12 @@ class StagedVersions(Transaction):
             return [self._landed(self._writes[n]) for n in self._order]
         return [self._committed(self._writes[n]) for n in self._order]
 
-    def _committed(self, w: _Write) -> TableVersion:
+    def _committed(self, w: TableWrite) -> TableVersion:
         assert w.pending is not None
         version = w.pending.landed[-1][0]
-        return _table_version(w.pending.versions[version][0])
+        return table_version(w.pending.versions[version][0])
 
-    def _landed(self, w: _Write) -> TableVersion:
+    def _landed(self, w: TableWrite) -> TableVersion:
         """The version the first request under the key landed for ``w``'s table. The same
         request resent names the manifest it committed; a client's retry staged a new one,
         which must make the same change (operation and rows), else IdempotencyKeyReused; its
@@ -107,7 +107,7 @@ class StagedVersions(Transaction):
             change = self._versions._staged(record, self._requests[str(w.name)])[1]
             entry = self._ctx.store.get(marker.log_key)
             digest = decode(CommitLogEntry, entry.value).detail.get("request_digest") if entry else None
-            if digest != _digest(w.name, change):
+            if digest != retry_digest(w.name, change):
                 raise reused(
                     str(self.key),
                     f"version {ver.version} of {w.name}",
@@ -115,9 +115,9 @@ class StagedVersions(Transaction):
                 )
             if engine.is_staging_manifest(path):
                 engine.remove_files(record.location, [path], self._ctx.storage(record.location))
-        return _table_version(ver)
+        return table_version(ver)
 
-    def _plan(self, w: _Write, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
+    def _plan(self, w: TableWrite, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Parent, permission, the manifest and the schema rules, before any lease is taken."""
         self._ctx.require_parent(w.name, parent_item)
         who.require(w.name.project, "write", f"write to {w.name}")
@@ -132,9 +132,11 @@ class StagedVersions(Transaction):
             self._versions._govern_schema_change(w.name, record, staged_ipc, change.operation)
         w.detail |= {"client": "pylance", "staged": (staged_ipc, change)}
         if self.key is not None:
-            w.detail |= {"idempotency_key": self.key, "request_digest": _digest(w.name, change)}
+            w.detail |= {"idempotency_key": self.key, "request_digest": retry_digest(w.name, change)}
 
-    def _stage(self, w: _Write, who: Principal, table_item: Item | None, version_item: Item | None) -> None:
+    def _stage(
+        self, w: TableWrite, who: Principal, table_item: Item | None, version_item: Item | None
+    ) -> None:
         """Under the lease: the client's manifest through the bound namespace, held back."""
         assert w.record is not None and w.lease is not None
         record, revision = self._ctx.table(
@@ -142,7 +144,7 @@ class StagedVersions(Transaction):
         )
         w.record = record
         staged_ipc, change = cast(tuple[bytes | None, Any], w.detail.pop("staged"))
-        operation = _log_operation(change.operation, record.current_version)
+        operation = log_operation(change.operation, record.current_version)
         pending = PendingCommit(
             commit_id=w.commit_id,
             operation=operation,

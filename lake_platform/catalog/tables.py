@@ -104,7 +104,7 @@ class Tables:
             return replay
         if self.ctx.store.get(keys.table(tname)) is not None:
             raise TableAlreadyExists(f"table {tname} already exists")
-        _check_schema(data.schema, str(tname))
+        check_schema(data.schema, str(tname))
         warehouse = self.ctx.warehouse(tname.warehouse_name)
         incarnation = new_id()
         location = _table_location(warehouse.root, tname, incarnation)
@@ -211,7 +211,7 @@ class Tables:
             if change or change.filled:
                 detail = {**(detail or {}), **change.describe()}
         else:
-            _check_schema(data.schema, str(tname))
+            check_schema(data.schema, str(tname))
             schema_ipc = schema_to_ipc(data.schema)
 
         def pending_commit(counter: StreamCounter) -> PendingCommit:
@@ -440,7 +440,7 @@ def _table_location(root: str, tname: TableName, incarnation: str) -> str:
     return f"{root.rstrip('/')}/{'/'.join(tname.namespace)}/{tname.table}-{incarnation}.lance"
 
 
-def _check_schema(schema: pa.Schema, table: str) -> None:
+def check_schema(schema: pa.Schema, table: str) -> None:
     if len(schema) == 0:
         raise TableSchemaValidationError(f"cannot create {table} without columns")
     for f in schema:

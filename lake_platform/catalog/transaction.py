@@ -67,7 +67,7 @@ STAGING_THREADS = 8
 
 
 @dataclass
-class _Write:
+class TableWrite:
     """One table's part of a transaction, from its recording to its landing."""
 
     name: TableName
@@ -92,7 +92,7 @@ class Transaction:
         self._ctx = tables.ctx
         self._by = by
         self.commit_id = check_commit_id(by.commit_id)
-        self._writes: dict[str, _Write] = {}
+        self._writes: dict[str, TableWrite] = {}
         #: Set once committed: one result per table, in sorted name order.
         self.results: list[CommitResult] = []
 
@@ -118,7 +118,7 @@ class Transaction:
             raise InvalidInput(f"a transaction writes each table once; {tname} is in it already")
         if len(self._writes) >= MAX_TABLES:
             raise InvalidInput(f"a transaction writes at most {MAX_TABLES} tables")
-        self._writes[str(tname)] = _Write(tname, mode, as_reader(data), dict(detail or {}))
+        self._writes[str(tname)] = TableWrite(tname, mode, as_reader(data), dict(detail or {}))
 
     def __enter__(self) -> Transaction:
         return self
@@ -177,7 +177,7 @@ class Transaction:
         self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
         return self.results
 
-    def _stage_all(self, writes: list[_Write], who: Principal, heads: list[list[Item | None]]) -> None:
+    def _stage_all(self, writes: list[TableWrite], who: Principal, heads: list[list[Item | None]]) -> None:
         """Stage every table, ``STAGING_THREADS`` at a time (Lance writes outside the GIL);
         the first failure is raised once every table's write has stopped."""
         if len(writes) == 1:
@@ -188,7 +188,7 @@ class Transaction:
         for future in futures:
             future.result()
 
-    def _replayed(self, writes: list[_Write]) -> list[CommitResult] | None:
+    def _replayed(self, writes: list[TableWrite]) -> list[CommitResult] | None:
         if self._by.commit_id is None:
             return None
         first = self._ctx.replayed(writes[0].commit_id)
@@ -197,7 +197,7 @@ class Transaction:
         return [r for w in writes if (r := self._ctx.replayed(w.commit_id)) is not None]
 
     def _read_pairs(
-        self, writes: list[_Write], wanted: Callable[[_Write], list[str]]
+        self, writes: list[TableWrite], wanted: Callable[[TableWrite], list[str]]
     ) -> list[list[Item | None]]:
         """Two registry items per table (``wanted``), read in as few requests as ``get_many``
         allows (a key several tables share, their namespace, is read once)."""
@@ -209,15 +209,15 @@ class Transaction:
             found.update(zip(chunk, self._ctx.store.get_many(chunk), strict=True))
         return [[found[k] for k in pair] for pair in pairs]
 
-    def _plan_keys(self, w: _Write) -> list[str]:
+    def _plan_keys(self, w: TableWrite) -> list[str]:
         return [self._ctx.parent_key(w.name), keys.table(w.name)]
 
     @staticmethod
-    def _head_keys(w: _Write) -> list[str]:
+    def _head_keys(w: TableWrite) -> list[str]:
         assert w.record is not None
         return [keys.table(w.name), keys.version(w.record.incarnation, w.record.current_version)]
 
-    def _plan(self, w: _Write, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
+    def _plan(self, w: TableWrite, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Identity, parent, permission and schema, before any lease is taken or byte written."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
@@ -230,11 +230,13 @@ class Transaction:
             if w.change or w.change.filled:
                 w.detail.update(w.change.describe())
 
-    def _stage(self, w: _Write, who: Principal, table_item: Item | None, version_item: Item | None) -> None:
+    def _stage(
+        self, w: TableWrite, who: Principal, table_item: Item | None, version_item: Item | None
+    ) -> None:
         """Under the lease: write the table's data files and staging manifest(s); the namespace
         holds the versions back, so nothing is registered."""
         from lake_platform.catalog.arrow_io import StreamCounter, schema_to_ipc
-        from lake_platform.catalog.tables import _check_schema
+        from lake_platform.catalog.tables import check_schema
 
         assert w.record is not None and w.lease is not None
         planned_on = w.record.schema_ipc_b64
@@ -248,7 +250,7 @@ class Transaction:
         w.record = record
         change = w.change
         if w.mode == "overwrite":
-            _check_schema(w.data.schema, str(w.name))
+            check_schema(w.data.schema, str(w.name))
             schema_ipc: bytes | None = schema_to_ipc(w.data.schema)
         else:
             schema_ipc = schema_to_ipc(change.target) if change else None
@@ -302,7 +304,7 @@ class Transaction:
             raise ConcurrentModification(f"the write to {w.name} staged no version; nothing was committed")
         self._ctx.at("transaction:written")
 
-    def _register(self, writes: list[_Write]) -> None:
+    def _register(self, writes: list[TableWrite]) -> None:
         """The one registry transaction that makes every table's version visible."""
         ops: list[Op] = []
         finals: list[VersionRecord] = []
@@ -350,7 +352,7 @@ class Transaction:
                 w.ns.record_revision = table_item.revision
             at += OPS_PER_TABLE + 2 * steps
 
-    def _table_ops(self, w: _Write, ops: list[Op], siblings: dict[str, int]) -> VersionRecord:
+    def _table_ops(self, w: TableWrite, ops: list[Op], siblings: dict[str, int]) -> VersionRecord:
         """Append one table's operations to ``ops``; returns its final version's record."""
         assert w.pending is not None and w.ns is not None and w.lease is not None
         pending, ns = w.pending, w.ns
@@ -403,7 +405,7 @@ class Transaction:
             ]
         return final
 
-    def _publish(self, w: _Write) -> None:
+    def _publish(self, w: TableWrite) -> None:
         """Put each landed manifest at its canonical path and remove the staging objects; a
         failure leaves the versions committed, for the next reader or writer to publish."""
         assert w.pending is not None and w.ns is not None and w.record is not None
@@ -419,7 +421,7 @@ class Transaction:
         self._tables.manifests.finalize(w.record, pending)
         self._tables.commits.enrich(w.name, w.record, pending)  # an overwrite's file counts
 
-    def _discard_staged(self, writes: list[_Write]) -> None:
+    def _discard_staged(self, writes: list[TableWrite]) -> None:
         """Nothing was registered: remove the staging manifests written (their data files are
         the orphan scan's, as after any refused commit)."""
         for w in writes:

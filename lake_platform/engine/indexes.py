@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.engine.lance_engine import _lance
+from lake_platform.engine.lance_engine import lance_module
 from lake_platform.engine.panics import engine_call
 
 if TYPE_CHECKING:
@@ -203,6 +203,6 @@ def drop_index(ds: lance.LanceDataset, name: str) -> None:
 def scan_io(ds: lance.LanceDataset) -> tuple[int, int]:
     """(bytes read, read requests) by this dataset handle since the last call: for measuring
     how much of a table a query touched."""
-    _lance()
+    lance_module()
     stats = ds.io_stats_incremental()
     return int(stats.read_bytes), int(stats.read_iops)

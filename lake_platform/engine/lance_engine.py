@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Lance warns on every managed-versioning commit that it keeps the staging manifest; that is the
 # design (the catalog publishes the canonical manifest itself, right after the registry commit),
 # so silence that one logger unless the user chose levels. Set on import of this module, before
-# anything (``_lance`` or ``references``) imports lance.
+# anything (``lance_module`` or ``references``) imports lance.
 os.environ.setdefault("LANCE_LOG", "warn,lance_table::io::commit::external_manifest=error")
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ from lake_platform.engine.panics import EnginePanic as EnginePanic
 from lake_platform.engine.panics import engine_call
 from lake_platform.engine.schemas import SchemaMemo
 from lake_platform.engine.storage import FileEntry as FileEntry
-from lake_platform.engine.storage import _filesystem as _filesystem
+from lake_platform.engine.storage import filesystem as filesystem
 from lake_platform.engine.storage import list_files as list_files
 from lake_platform.engine.storage import list_folders as list_folders
 from lake_platform.engine.storage import remove_files as remove_files
@@ -65,7 +65,7 @@ MANIFEST_SCHEMAS = SchemaMemo()
 
 
 @cache
-def _lance() -> Any:
+def lance_module() -> Any:
     """``lance``, imported on first use: it loads pandas and takes seconds, and commands that
     only read the registry (``lake table list``) must start without it."""
     import lance
@@ -77,7 +77,7 @@ def _lance() -> Any:
 def _session() -> Any:
     """One Lance session per process: object-store connections and metadata caches are shared by
     every open and write (on S3 this halves a small append's latency), with bounded caches."""
-    return _lance().Session(index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=256 << 20)
+    return lance_module().Session(index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=256 << 20)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def write(
     max_rows_per_file: int = MAX_ROWS_PER_FILE,
 ) -> int:
     """Stream ``reader`` into the table; return the committed version."""
-    ds = _lance().write_dataset(
+    ds = lance_module().write_dataset(
         reader,
         namespace_client=namespace,
         table_id=list(table_id),
@@ -137,7 +137,7 @@ def open_version(
     storage_options: dict[str, str] | None = None,
 ) -> lance.LanceDataset:
     """Open exactly ``version``, resolving its manifest through the namespace (the registry)."""
-    return _lance().dataset(
+    return lance_module().dataset(
         namespace_client=namespace,
         table_id=list(table_id),
         version=version,
@@ -205,7 +205,7 @@ def change_stats(ds: lance.LanceDataset, version: int) -> ChangeStats:
 
 @engine_call
 def plan_compaction(ds: lance.LanceDataset, *, target_rows_per_fragment: int) -> CompactionPlan:
-    _lance()
+    lance_module()
     from lance.optimize import Compaction, CompactionOptions
 
     plan = Compaction.plan(ds, CompactionOptions(target_rows_per_fragment=target_rows_per_fragment))
@@ -215,7 +215,7 @@ def plan_compaction(ds: lance.LanceDataset, *, target_rows_per_fragment: int) ->
 @engine_call
 def execute_compaction_task(ds: lance.LanceDataset, task_json: str) -> str:
     """Rewrite one task's fragments (no commit); returns the RewriteResult as JSON."""
-    _lance()
+    lance_module()
     from lance.optimize import CompactionTask
 
     return CompactionTask.from_json(task_json).execute(ds).json()
@@ -228,7 +228,7 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
     Raises :class:`StaleCompaction` when a newer commit conflicts (e.g. a delete on the
     compacted fragments): the plan is stale and must not overwrite it.
     """
-    _lance()
+    lance_module()
     from lance.commit import CommitConflictError
     from lance.optimize import Compaction, RewriteResult
 
@@ -356,7 +356,7 @@ def manifest_schema(
         message = split_manifest_file(raw, manifest_path)
 
     def decode(message: bytes) -> pa.Schema:
-        ds = _lance().LanceDataset(
+        ds = lance_module().LanceDataset(
             location,
             storage_options=storage_options or None,
             serialized_manifest=message,
@@ -391,13 +391,13 @@ def remove_table(location: str, storage_options: dict[str, str] | None = None) -
         # Lance deletes every object under a dataset root. pyarrow's delete_dir would too, but it
         # then writes an empty "<parent>/" marker object whenever the parent prefix became empty.
         try:
-            _lance().LanceDataset.drop(
+            lance_module().LanceDataset.drop(
                 location, storage_options=storage_options or None, ignore_not_found=True
             )
             return
         except ValueError:
             pass  # not a dataset root (e.g. a failed create's leftovers): delete whatever is there
-        fs, root = _filesystem(location, storage_options)
+        fs, root = filesystem(location, storage_options)
         try:
             fs.delete_dir(root)
         except FileNotFoundError:
@@ -409,7 +409,7 @@ def remove_table(location: str, storage_options: dict[str, str] | None = None) -
 @engine_call
 def table_provider(ds: lance.LanceDataset) -> Any:
     """A DataFusion table provider bound to exactly this dataset's version."""
-    return _lance().FFILanceTableProvider(ds)
+    return lance_module().FFILanceTableProvider(ds)
 
 
 @engine_call

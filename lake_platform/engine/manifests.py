@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lake_platform.engine.storage import FileEntry, _filesystem, _object_path, list_files, read_object
+from lake_platform.engine.storage import FileEntry, filesystem, filesystem_path, list_files, read_object
 from lake_platform.lru import BoundedLRU
 
 
-def _final_manifest_name(version: int) -> str:
+def final_manifest_name(version: int) -> str:
     # V2 naming: versions sort newest-first by name.
     return f"{(1 << 64) - 1 - version:020d}.manifest"
 
@@ -33,13 +33,13 @@ def repair_manifests(
     """
     import pyarrow.fs as pafs
 
-    fs, root = _filesystem(location, storage_options)
+    fs, root = filesystem(location, storage_options)
     repaired = 0
     for version, manifest_path in registered:
-        final = f"{root.rstrip('/')}/_versions/{_final_manifest_name(version)}"
+        final = f"{root.rstrip('/')}/_versions/{final_manifest_name(version)}"
         if fs.get_file_info(final).type == pafs.FileType.File:
             continue
-        fs.copy_file(_object_path(location, manifest_path), final)
+        fs.copy_file(filesystem_path(location, manifest_path), final)
         repaired += 1
     return repaired
 
@@ -65,7 +65,7 @@ def manifests_on_disk(location: str, storage_options: dict[str, str] | None = No
     """Every manifest file under ``_versions/`` (V1 or V2 naming, final or staging), by version."""
     found = []
     for entry in list_files(location, storage_options, under="_versions"):
-        parsed = _parse_manifest_name(entry.path.rpartition("/")[2])
+        parsed = parse_manifest_name(entry.path.rpartition("/")[2])
         if parsed is not None:
             found.append(ManifestFile(parsed[0], entry.path, parsed[1], entry.mtime))
     return sorted(found, key=lambda m: (m.version, m.path))
@@ -98,8 +98,8 @@ def finalize_manifest(
     directory, _, name = staging_path.rpartition("/")
     if ".manifest-" not in name:
         return staging_path  # already canonical
-    final_path = f"{directory}/{_final_manifest_name(version)}"
-    src, dst = _object_path(location, staging_path), _object_path(location, final_path)
+    final_path = f"{directory}/{final_manifest_name(version)}"
+    src, dst = filesystem_path(location, staging_path), filesystem_path(location, final_path)
     if not location.startswith("s3://"):
         # Local folders: a hard link is the copy (no bytes move), and it refuses to replace a
         # canonical manifest a helping reader may already have written.
@@ -116,7 +116,7 @@ def finalize_manifest(
             if not os.path.exists(dst):
                 shutil.copyfile(src, dst)
         return final_path
-    fs, _ = _filesystem(location, storage_options)
+    fs, _ = filesystem(location, storage_options)
     info = fs.get_file_info(dst)
     if info.type != pafs.FileType.File:
         fs.copy_file(src, dst)
@@ -156,12 +156,12 @@ def _manifest_stat(
 
     if not location.startswith("s3://"):
         try:
-            found = os.stat(_object_path(location, manifest_path))
+            found = os.stat(filesystem_path(location, manifest_path))
         except FileNotFoundError:
             return None
         return found.st_size, found.st_mtime
-    fs, _ = _filesystem(location, storage_options)
-    info = fs.get_file_info(_object_path(location, manifest_path))
+    fs, _ = filesystem(location, storage_options)
+    info = fs.get_file_info(filesystem_path(location, manifest_path))
     if info.type != pafs.FileType.File:
         return None
     return int(info.size or 0), info.mtime.timestamp() if info.mtime is not None else 0.0
@@ -173,9 +173,9 @@ def manifest_exists(location: str, manifest_path: str, storage_options: dict[str
     import pyarrow.fs as pafs
 
     if not location.startswith("s3://"):
-        return os.path.exists(_object_path(location, manifest_path))
-    fs, _ = _filesystem(location, storage_options)
-    return fs.get_file_info(_object_path(location, manifest_path)).type == pafs.FileType.File
+        return os.path.exists(filesystem_path(location, manifest_path))
+    fs, _ = filesystem(location, storage_options)
+    return fs.get_file_info(filesystem_path(location, manifest_path)).type == pafs.FileType.File
 
 
 #: Where manifests written around the registry are moved (never deleted): outside Lance's own
@@ -225,10 +225,10 @@ def is_staging_manifest(manifest_path: str) -> bool:
 
 def canonical_manifest_path(manifest_path: str, version: int) -> str:
     """The canonical (V2) manifest path of ``version``, in the same form as ``manifest_path``."""
-    return f"{manifest_path.rpartition('/')[0]}/{_final_manifest_name(version)}"
+    return f"{manifest_path.rpartition('/')[0]}/{final_manifest_name(version)}"
 
 
-def _parse_manifest_name(name: str) -> tuple[int, bool] | None:
+def parse_manifest_name(name: str) -> tuple[int, bool] | None:
     """(version, staging) for a manifest file name: V1 ``N.manifest`` or V2 (``u64::MAX - N``,
     20 digits), final or staging (``.manifest-<uuid>``); None for anything else, including
     Lance's temporary ``#k`` copies."""
@@ -238,16 +238,11 @@ def _parse_manifest_name(name: str) -> tuple[int, bool] | None:
     return ((1 << 64) - 1 - int(stem) if len(stem) == 20 else int(stem)), bool(rest)
 
 
-def _manifest_version(name: str) -> int | None:
-    """The version a canonical (final) manifest name stands for, else None."""
-    parsed = _parse_manifest_name(name)
-    return parsed[0] if parsed is not None and not parsed[1] else None
-
-
 def manifest_version(path: str) -> int | None:
     """The version a canonical (final) manifest file stands for, by its path or name; None for
     anything else (a staging manifest, another file)."""
-    return _manifest_version(path.rpartition("/")[2])
+    parsed = parse_manifest_name(path.rpartition("/")[2])
+    return parsed[0] if parsed is not None and not parsed[1] else None
 
 
 def canonical_manifests(location: str, storage_options: dict[str, str] | None = None) -> dict[int, list[str]]:
@@ -255,7 +250,7 @@ def canonical_manifests(location: str, storage_options: dict[str, str] | None = 
     ``_versions/``, which is what Lance itself lists to find the newest version."""
     found: dict[int, list[str]] = {}
     for name in _version_names(location, storage_options):
-        version = _manifest_version(name)
+        version = manifest_version(name)
         if version is not None:
             found.setdefault(version, []).append(f"_versions/{name}")
     return found
@@ -297,7 +292,7 @@ def manifests_above(
         names = names_not_older(location, version, storage_options)
     above, has = [], False
     for name in names:
-        found = _manifest_version(name)
+        found = manifest_version(name)
         if found is None:
             continue
         if found > version:
@@ -388,7 +383,7 @@ def _version_names(location: str, storage_options: dict[str, str] | None) -> lis
             return os.listdir(f"{location.removeprefix('file://')}/_versions")
         except FileNotFoundError:
             return []
-    fs, root = _filesystem(location, storage_options)
+    fs, root = filesystem(location, storage_options)
     infos = fs.get_file_info(pafs.FileSelector(f"{root}/_versions", allow_not_found=True))
     return [i.base_name for i in infos if i.type == pafs.FileType.File]
 
@@ -405,7 +400,7 @@ def quarantine_files(
     fs, root = (
         (None, location.removeprefix("file://"))
         if not location.startswith("s3://")
-        else _filesystem(location, storage_options)
+        else filesystem(location, storage_options)
     )
     for path in paths:
         target = f"{QUARANTINE_DIR}/{tag}/{path}"

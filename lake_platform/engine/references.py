@@ -191,7 +191,7 @@ def stat(location: str, rel: str, storage_options: dict[str, str] | None = None)
     """(size, mtime epoch seconds) of one file under a table location; None if it is gone."""
     import pyarrow.fs as pafs
 
-    fs, root = lance_engine._filesystem(location, storage_options)
+    fs, root = lance_engine.filesystem(location, storage_options)
     info = fs.get_file_info(f"{root.rstrip('/')}/{rel}")
     if info.type != pafs.FileType.File:
         return None
@@ -201,7 +201,7 @@ def stat(location: str, rel: str, storage_options: dict[str, str] | None = None)
 
 def delete(location: str, rel: str, storage_options: dict[str, str] | None = None) -> bool:
     """Delete one file under a table location; False if it was already gone."""
-    fs, root = lance_engine._filesystem(location, storage_options)
+    fs, root = lance_engine.filesystem(location, storage_options)
     try:
         fs.delete_file(f"{root.rstrip('/')}/{rel}")
     except FileNotFoundError:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lake_platform import owner_only
-from lake_platform.engine.storage import _filesystem, s3_client
+from lake_platform.engine.storage import filesystem, s3_client
 from lake_platform.errors import ResultNotFound, ServiceUnavailable, SettingsError
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class ResultsArea:
         self.root = root.rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.max_result_bytes = max_result_bytes  # 0: no cap
-        self.fs, self.base = _filesystem(self.root, storage_options)
+        self.fs, self.base = filesystem(self.root, storage_options)
         self.base = self.base.rstrip("/")
 
     @classmethod

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lake_platform.engine.manifests import _manifest_version, _parse_manifest_name
+from lake_platform.engine.manifests import manifest_version, parse_manifest_name
 from lake_platform.engine.storage import table_object_root
 
 
@@ -18,11 +18,11 @@ def staging_manifests(location: str, names: Sequence[str]) -> list[tuple[int, st
     found = [
         (parsed[0], f"{root}/_versions/{name}")
         for name in names
-        if (parsed := _parse_manifest_name(name)) is not None and parsed[1]
+        if (parsed := parse_manifest_name(name)) is not None and parsed[1]
     ]
     return sorted(found)
 
 
 def canonical_versions(names: Sequence[str]) -> set[int]:
     """The versions that have a canonical manifest among ``names``."""
-    return {v for name in names if (v := _manifest_version(name)) is not None}
+    return {v for name in names if (v := manifest_version(name)) is not None}

@@ -22,7 +22,7 @@ class FileEntry:
     mtime: dt.datetime | None
 
 
-def _filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
+def filesystem(location: str, storage_options: dict[str, str] | None) -> tuple[pafs.FileSystem, str]:
     # Imported in each function: registry-only commands (lake table list) start without pyarrow.
     import pyarrow.fs as pafs
 
@@ -75,7 +75,7 @@ def s3_client(storage_options: dict[str, str] | None) -> Any:
     return _S3_CLIENTS.get_or_make(tuple(sorted(opts.items())), make)
 
 
-def _object_path(location: str, manifest_path: str) -> str:
+def filesystem_path(location: str, manifest_path: str) -> str:
     """Lance reports manifest paths as object-store paths (no scheme, no leading slash)."""
     if location.startswith("s3://"):
         bucket = location.removeprefix("s3://").split("/", 1)[0]
@@ -94,9 +94,9 @@ def table_object_root(location: str) -> str:
 def read_object(location: str, object_path: str, storage_options: dict[str, str] | None = None) -> bytes:
     """The whole object at ``object_path`` (an object-store path as Lance reports it, under the
     table at ``location``): one read, no listing. FileNotFoundError if it is not there."""
-    path = _object_path(location, object_path)
+    path = filesystem_path(location, object_path)
     if location.startswith("s3://"):
-        fs, _ = _filesystem(location, storage_options)
+        fs, _ = filesystem(location, storage_options)
         with fs.open_input_file(path) as f:
             return bytes(f.read())
     with open(path, "rb") as f:
@@ -111,12 +111,12 @@ def remove_files(
     delete = (
         os.remove
         if not location.startswith("s3://")
-        else _filesystem(location, storage_options)[0].delete_file
+        else filesystem(location, storage_options)[0].delete_file
     )
     removed = 0
     for path in manifest_paths:
         try:
-            delete(_object_path(location, path))
+            delete(filesystem_path(location, path))
             removed += 1
         except FileNotFoundError:
             pass
@@ -131,7 +131,7 @@ def list_files(
     size and mtime."""
     import pyarrow.fs as pafs
 
-    fs, root = _filesystem(location, storage_options)
+    fs, root = filesystem(location, storage_options)
     folder = f"{root.rstrip('/')}/{under.strip('/')}" if under else root
     try:
         infos = fs.get_file_info(pafs.FileSelector(folder, recursive=recursive, allow_not_found=True))
@@ -150,7 +150,7 @@ def list_folders(
     one): one delimiter listing on S3, never a recursive walk of the bucket."""
     import pyarrow.fs as pafs
 
-    fs, root = _filesystem(location, storage_options)
+    fs, root = filesystem(location, storage_options)
     try:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
     except FileNotFoundError:

@@ -18,6 +18,7 @@ from lance_namespace_urllib3_client.models import (
     TableVersion,
 )
 
+from lake_platform.catalog.namespace import request_field
 from lake_platform.query.snapshot import TableRef
 
 
@@ -31,13 +32,13 @@ class PinnedNamespace(LanceNamespace):
         return f"lake-pinned:{self.ref.incarnation}:{self.ref.version}"
 
     def _check(self, request: Any) -> None:
-        table_id = _field(request, "id")
+        table_id = request_field(request, "id")
         if table_id is not None and list(table_id) != self.parts:
             raise ns_errors.TableNotFoundError(f"this handle serves {self.ref.name} only")
 
     def describe_table(self, request: Any) -> DescribeTableResponse:
         self._check(request)
-        version = _field(request, "version")
+        version = request_field(request, "version")
         if version is not None and int(version) != self.ref.version:
             raise ns_errors.TableVersionNotFoundError(
                 f"{self.ref.name} is pinned at version {self.ref.version}"
@@ -51,7 +52,7 @@ class PinnedNamespace(LanceNamespace):
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check(request)
-        version = _field(request, "version")
+        version = request_field(request, "version")
         if version is not None and int(version) != self.ref.version:
             raise ns_errors.TableVersionNotFoundError(
                 f"{self.ref.name} is pinned at version {self.ref.version}"
@@ -70,9 +71,3 @@ class PinnedNamespace(LanceNamespace):
             e_tag=self.ref.e_tag,
             timestamp_millis=self.ref.committed_at_ms,
         )
-
-
-def _field(request: Any, name: str) -> Any:
-    if isinstance(request, dict):
-        return request.get(name)
-    return getattr(request, name, None)

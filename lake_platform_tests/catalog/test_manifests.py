@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.engine.manifests import _final_manifest_name
+from lake_platform.engine.manifests import final_manifest_name
 from lake_platform.settings import load_settings
 from lake_platform_tests.catalog.conftest import ids_of
 
@@ -90,7 +90,7 @@ def test_a_staging_manifest_no_commit_registered_is_removed_once_no_live_commit_
     _kill_writer_at(home, "append:staged")  # staged, never registered: version 2 is still free
     with Catalog(load_settings(home=home)) as catalog:
         (name,) = _staging(catalog)
-        assert name.startswith(_final_manifest_name(2))
+        assert name.startswith(final_manifest_name(2))
         # A Lance client stages before its CreateTableVersion takes the lease: while that may
         # still be on its way, the manifest stays.
         assert catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": []}

@@ -20,7 +20,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
-from lake_platform.engine.storage import _object_path
+from lake_platform.engine.storage import filesystem_path
 from lake_platform.errors import InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -123,10 +123,10 @@ def test_a_squatter_on_the_canonical_path_keeps_the_version_at_its_staging_manif
 
     def squat_after_staging(point: str) -> None:
         if point == "append:staged":
-            fs, _ = engine._filesystem(record.location, storage)
+            fs, _ = engine.filesystem(record.location, storage)
             fs.copy_file(
-                _object_path(record.location, bogus),
-                _object_path(record.location, squat),
+                filesystem_path(record.location, bogus),
+                filesystem_path(record.location, squat),
             )
 
     writer = lake.new_catalog(hook=squat_after_staging)

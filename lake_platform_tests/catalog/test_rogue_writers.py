@@ -53,12 +53,12 @@ def version_record(catalog: Catalog, table: str, version: int) -> VersionRecord:
 
 def copy_object(lake: Lake, location: str, src: str, dst: str) -> None:
     """Copy one file inside a table location (local folder or S3)."""
-    fs, root = engine._filesystem(location, storage(lake, location))
+    fs, root = engine.filesystem(location, storage(lake, location))
     fs.copy_file(f"{root}/{src}", f"{root}/{dst}")
 
 
 def delete_object(lake: Lake, location: str, path: str) -> None:
-    fs, root = engine._filesystem(location, storage(lake, location))
+    fs, root = engine.filesystem(location, storage(lake, location))
     fs.delete_file(f"{root}/{path}")
 
 

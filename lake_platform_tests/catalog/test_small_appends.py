@@ -215,8 +215,8 @@ def test_a_missing_manifest_is_the_typed_refusal_and_changes_nothing(lake: Lake)
     record = lake.catalog.reads.open_table(T).record
     storage = lake.settings.storage_options(record.location)
     ver = current_record(lake, 2)
-    fs, _ = engine._filesystem(record.location, storage)
-    fs.delete_file(engine_manifests._object_path(record.location, ver.manifest_path))
+    fs, _ = engine.filesystem(record.location, storage)
+    fs.delete_file(engine_manifests.filesystem_path(record.location, ver.manifest_path))
     before = lake.catalog.store.get(keys.table(TableName.parse(T)))
     with pytest.raises(InvalidTableState, match="manifest is missing"):
         lake.catalog.tables.append(T, rows([3]))
@@ -235,10 +235,10 @@ def test_a_squatter_above_the_table_is_quarantined_under_the_lease(
     storage = lake.settings.storage_options(record.location)
     current = current_record(lake, 2).manifest_path
     squat = engine.canonical_manifest_path(current, 3)
-    fs, _ = engine._filesystem(record.location, storage)
+    fs, _ = engine.filesystem(record.location, storage)
     fs.copy_file(
-        engine_manifests._object_path(record.location, current),
-        engine_manifests._object_path(record.location, squat),
+        engine_manifests.filesystem_path(record.location, current),
+        engine_manifests.filesystem_path(record.location, squat),
     )
     with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
         assert lake.catalog.tables.append(T, rows([3])).to_version == 3

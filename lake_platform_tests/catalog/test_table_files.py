@@ -19,7 +19,7 @@ from lance_namespace_urllib3_client.models import CreateTableVersionRequest
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.catalog.table_files import require_inside
 from lake_platform.engine.manifest_paths import ManifestPaths
-from lake_platform.engine.manifests import _final_manifest_name
+from lake_platform.engine.manifests import final_manifest_name
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import ids_of
@@ -43,7 +43,7 @@ def _shallow_clone_manifest(source: str, clone_dir: Path) -> bytes:
 def _plant(location: str, version: int, manifest: bytes) -> str:
     """Copy ``manifest`` into the table's ``_versions/`` as a staging manifest for ``version``;
     return its path as a Lance client names it (an object-store path)."""
-    name = f"{_final_manifest_name(version)}-{uuid.uuid4()}"
+    name = f"{final_manifest_name(version)}-{uuid.uuid4()}"
     with open(os.path.join(location, "_versions", name), "wb") as f:
         f.write(manifest)
     return f"{location.lstrip('/')}/_versions/{name}"

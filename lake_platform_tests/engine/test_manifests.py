@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lake_platform.engine import manifests
-from lake_platform.engine.manifests import _final_manifest_name, canonical_manifests, manifests_above
+from lake_platform.engine.manifests import canonical_manifests, final_manifest_name, manifests_above
 from lake_platform.engine.storage import s3_client
 from lake_platform.settings import load_settings
 from lake_platform_tests.s3_server import S3Endpoint
@@ -20,11 +20,11 @@ from lake_platform_tests.s3_server import S3Endpoint
 
 #: Names in the ``location`` fixture's ``_versions/``.
 def fixture_names() -> list[str]:
-    names = [_final_manifest_name(v) for v in (1, 2, 3, 5, 9, 10, 11, 100)]
+    names = [final_manifest_name(v) for v in (1, 2, 3, 5, 9, 10, 11, 100)]
     names += [
-        f"{_final_manifest_name(12)}-3f2a",  # a staging manifest: not canonical
+        f"{final_manifest_name(12)}-3f2a",  # a staging manifest: not canonical
         "7.manifest",  # V1 naming
-        f"{_final_manifest_name(4)}#1",  # Lance's temporary copy
+        f"{final_manifest_name(4)}#1",  # Lance's temporary copy
         "latest_version_hint.json",
         # Names the fast skip of older V2 versions must not misread:
         "1844674407370955161a.manifest",  # a 20-character stem, not all digits: no manifest
@@ -100,15 +100,15 @@ def test_on_s3_a_long_history_is_not_listed_by_a_writer(
     """400 versions kept, listed 10 keys a page: the settle's listing asks for the page with
     the newest versions and the names after the V2 block, never the 40 pages of history."""
     current = 400
-    names = [_final_manifest_name(v) for v in range(1, current + 3)]  # two written around the registry
-    names += ["7.manifest", "1.manifest", f"{_final_manifest_name(current + 1)}-3f2a"]
+    names = [final_manifest_name(v) for v in range(1, current + 3)]  # two written around the registry
+    names += ["7.manifest", "1.manifest", f"{final_manifest_name(current + 1)}-3f2a"]
     location = put_versions(s3, s3_prefix, names)
     options = s3_options(s3)
     monkeypatch.setattr(manifests, "_S3_FIRST", 10)
     monkeypatch.setattr(manifests, "_S3_PAGE", 10)
     with list_requests(options) as made:
         above, has_current = manifests_above(location, current, options)
-    assert above == sorted(f"_versions/{_final_manifest_name(v)}" for v in (current + 1, current + 2))
+    assert above == sorted(f"_versions/{final_manifest_name(v)}" for v in (current + 1, current + 2))
     assert has_current
     assert len(made) == 2  # the newest page, then the names after the V2 block
     assert canonical_manifests(location, options).keys() == set(range(1, current + 3)) | {7, 1}
@@ -121,18 +121,18 @@ def test_a_short_history_on_s3_is_listed_by_pyarrow_until_it_grows(
     whole, the next one is pyarrow's; once that one finds more than a first page, botocore's
     listing (which skips the history) takes over again. The same names either way."""
     monkeypatch.setattr(manifests, "_S3_FIRST", 5)
-    location = put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in (1, 2, 3)])
+    location = put_versions(s3, s3_prefix, [final_manifest_name(v) for v in (1, 2, 3)])
     options = s3_options(s3)
 
     def listed(current: int) -> tuple[tuple[list[str], bool], int]:
         with list_requests(options) as made:
             return manifests_above(location, current, options), len(made)
 
-    assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 1)  # botocore: whole
-    assert listed(2) == (([f"_versions/{_final_manifest_name(3)}"], True), 0)  # pyarrow
-    put_versions(s3, s3_prefix, [_final_manifest_name(v) for v in range(4, 10)])
-    assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 0)  # pyarrow: grown
-    assert listed(8) == (([f"_versions/{_final_manifest_name(9)}"], True), 2)  # skips the history
+    assert listed(2) == (([f"_versions/{final_manifest_name(3)}"], True), 1)  # botocore: whole
+    assert listed(2) == (([f"_versions/{final_manifest_name(3)}"], True), 0)  # pyarrow
+    put_versions(s3, s3_prefix, [final_manifest_name(v) for v in range(4, 10)])
+    assert listed(8) == (([f"_versions/{final_manifest_name(9)}"], True), 0)  # pyarrow: grown
+    assert listed(8) == (([f"_versions/{final_manifest_name(9)}"], True), 2)  # skips the history
 
 
 def test_an_s3_express_directory_bucket_is_listed_whole(s3: S3Endpoint) -> None:

@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.engine import lance_engine as engine
-from lake_platform.engine.manifests import _final_manifest_name
+from lake_platform.engine.manifests import final_manifest_name
 from lake_platform.engine.schemas import SchemaMemo, schema_key
 
 
 def manifest_path(uri: str, version: int) -> str:
-    return f"{uri.lstrip('/')}/_versions/{_final_manifest_name(version)}"
+    return f"{uri.lstrip('/')}/_versions/{final_manifest_name(version)}"
 
 
 def test_every_version_gives_the_schema_a_fresh_open_gives(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lake_platform.engine.manifests import _final_manifest_name
+from lake_platform.engine.manifests import final_manifest_name
 from lake_platform.engine.transactions import (
     StagedChange,
     change_of,
@@ -21,7 +21,7 @@ def operations(uri: str, storage: dict[str, str] | None = None) -> list[str | No
     root = uri.removeprefix("s3://").split("/", 1)[1] if uri.startswith("s3://") else uri.lstrip("/")
     latest = lance.dataset(uri, storage_options=storage).version
     return [
-        staged_change(uri, f"{root}/_versions/{_final_manifest_name(v)}", storage).operation
+        staged_change(uri, f"{root}/_versions/{final_manifest_name(v)}", storage).operation
         for v in range(1, latest + 1)
     ]
 
@@ -55,7 +55,7 @@ def test_on_s3(s3: S3Endpoint, s3_prefix: str) -> None:
     assert operations(uri, storage) == KINDS
     # The append's figures, read over S3, are its fragment's.
     root = uri.removeprefix("s3://").split("/", 1)[1]
-    change = staged_change(uri, f"{root}/_versions/{_final_manifest_name(2)}", storage)
+    change = staged_change(uri, f"{root}/_versions/{final_manifest_name(2)}", storage)
     [frag] = lance.dataset(uri, version=2, storage_options=storage).get_fragments()[1:]
     sizes = [f.file_size_bytes for f in frag.metadata.files]
     assert (change.rows_added, change.files_added, change.bytes_added) == (1, len(sizes), sum(sizes))
@@ -68,7 +68,7 @@ def test_an_append_and_an_overwrite_say_what_they_add(tmp_path: Path) -> None:
     lance.write_dataset(pa.table({"a": list(range(70))}), uri, mode="append", max_rows_per_file=30)
     ds = lance.write_dataset(pa.table({"a": [1, 2, 3]}), uri, mode="overwrite")
     ds.delete("a = 1")
-    changes = [staged_change(uri, f"{root}/_versions/{_final_manifest_name(v)}") for v in (1, 2, 3, 4)]
+    changes = [staged_change(uri, f"{root}/_versions/{final_manifest_name(v)}") for v in (1, 2, 3, 4)]
     for version, change in zip((1, 2, 3), changes, strict=False):
         frags = lance.dataset(uri, version=version).get_fragments()
         if version == 2:  # the append's own fragments: those the first version did not have
@@ -83,7 +83,7 @@ def test_an_append_and_an_overwrite_say_what_they_add(tmp_path: Path) -> None:
     assert [(c.rows_added, c.files_added) for c in changes] == [(100, 1), (70, 3), (3, 1), (0, 0)]
     assert changes[1].bytes_added > 0
     # The bytes a caller already read give the same answer without another read of the file.
-    name = _final_manifest_name(2)
+    name = final_manifest_name(2)
     raw = (tmp_path / "t.lance" / "_versions" / name).read_bytes()
     assert staged_change(uri, f"{root}/_versions/{name}", raw=raw) == changes[1]
 

@@ -23,7 +23,7 @@ from lance_namespace_urllib3_client.models import (
     TableExistsRequest,
 )
 
-from lake_platform.engine.manifests import _final_manifest_name
+from lake_platform.engine.manifests import final_manifest_name
 from lake_platform_tests.rest.clients import api_client, append_many, rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 
@@ -210,6 +210,6 @@ def test_a_commit_through_rest_leaves_no_staging_manifest_behind(rest_lake: Rest
         lance.write_dataset(rows([n + 2]), namespace_client=ns, table_id=T, mode="append")
     location = rest_lake.catalog.reads.open_table("p.w.ns.events").record.location
     names = sorted(n for n in os.listdir(os.path.join(location, "_versions")) if ".manifest" in n)
-    assert names == [_final_manifest_name(v) for v in (4, 3, 2, 1)]
+    assert names == [final_manifest_name(v) for v in (4, 3, 2, 1)]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [1, 2, 3, 4]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=2)) == [1, 2]
