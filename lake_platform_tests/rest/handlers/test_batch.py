@@ -11,7 +11,6 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pytest
-from lance_namespace import LanceNamespace
 from lance_namespace_urllib3_client.models import (
     BatchCommitTablesResponse,
     BatchCreateTableVersionsResponse,
@@ -21,34 +20,11 @@ from lake_platform.catalog.idempotency import HEADER
 from lake_platform.catalog.transaction import MAX_TABLES
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.handlers.staging import StagingOnly
 
 BATCH_CREATE = "/v1/table/version/batch-create"
 BATCH_COMMIT = "/v1/table/batch-commit"
 TABLES = ("orders", "lines")
-
-
-class StagingOnly(LanceNamespace):
-    """A client's namespace that keeps its CreateTableVersion request instead of sending it."""
-
-    def __init__(self, inner: LanceNamespace) -> None:
-        self.inner = inner
-        self.staged: dict[str, Any] | None = None
-
-    def namespace_id(self) -> str:
-        return "staging-only"
-
-    def describe_table(self, request: Any) -> Any:
-        return self.inner.describe_table(request)
-
-    def list_table_versions(self, request: Any) -> Any:
-        return self.inner.list_table_versions(request)
-
-    def describe_table_version(self, request: Any) -> Any:
-        return self.inner.describe_table_version(request)
-
-    def create_table_version(self, request: Any) -> Any:
-        self.staged = dict(request) if isinstance(request, dict) else request.to_dict()
-        raise RuntimeError("kept, not sent")
 
 
 def tid(table: str) -> list[str]:

@@ -6,7 +6,6 @@ the spec's errors and change nothing; another tenant's table looks missing."""
 
 from __future__ import annotations
 
-import lance
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
 import pytest
@@ -25,27 +24,16 @@ from lake_platform.catalog.idempotency import HEADER
 from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, append, ipc, problem
 
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-NAME = "p.w.ns.events"
 ARROW = {"content-type": "application/vnd.apache.arrow.stream"}
 
 
 @pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    """Main: version 1 holds ids 1-3, version 2 adds 4."""
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    lance.write_dataset(rows([4]), namespace_client=ns, table_id=T, mode="append")
-    return rest_lake
-
-
-def ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+def events(events: RestLake) -> RestLake:
+    """Main: version 1 holds ids 1-3 (conftest's), version 2 adds 4."""
+    append(events, [4])
+    return events
 
 
 def main_state(lake: RestLake) -> tuple[int, list[int]]:
@@ -65,11 +53,6 @@ def listed(lake: RestLake) -> list[str]:
 
 def log_size(lake: RestLake) -> int:
     return len(list(lake.catalog.reads.log(NAME)))
-
-
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
 
 
 def test_create_list_and_delete_through_pylance(events: RestLake) -> None:

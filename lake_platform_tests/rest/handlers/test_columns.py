@@ -4,7 +4,6 @@ the spec's error and changes nothing (the registry's schema and version stay).""
 
 from __future__ import annotations
 
-import lance
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
 import pytest
@@ -19,28 +18,8 @@ from lance_namespace_urllib3_client.models import (
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.naming import TableName
-from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-NAME = "p.w.ns.events"
-
-
-@pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    return rest_lake
-
-
-def state(lake: RestLake) -> tuple[int, list[str]]:
-    record = lake.catalog.ctx.table(TableName.parse(NAME))[0]
-    return record.current_version, schema_from_ipc(record.schema_ipc).names
-
-
-def client(lake: RestLake, who: str = "writer"):  # noqa: ANN201 - pylance's RestNamespace
-    return rest_namespace(lake.url, lake.tokens[who])
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, client, problem, version_and_columns
 
 
 def test_add_rename_and_drop_columns_each_one_commit(events: RestLake) -> None:
@@ -53,7 +32,10 @@ def test_add_rename_and_drop_columns_each_one_commit(events: RestLake) -> None:
             ],
         )
     )
-    assert state(events) == (added.version, ["id", "tag", "double", "label"]) and added.version == 2
+    assert (
+        version_and_columns(events) == (added.version, ["id", "tag", "double", "label"])
+        and added.version == 2
+    )
     table = events.catalog.reads.open_table(NAME).dataset.to_table()
     assert table.column("double").to_pylist() == [2, 4, 6]
     assert table.schema.field("double").type == pa.int64()
@@ -67,11 +49,11 @@ def test_add_rename_and_drop_columns_each_one_commit(events: RestLake) -> None:
             ],
         )
     )
-    assert state(events) == (3, ["id", "tag", "twice", "l"]) and renamed.version == 3
+    assert version_and_columns(events) == (3, ["id", "tag", "twice", "l"]) and renamed.version == 3
     dropped = client(events, "admin").alter_table_drop_columns(
         AlterTableDropColumnsRequest(id=T, columns=["twice", "l"])
     )
-    assert state(events) == (4, ["id", "tag"]) and dropped.version == 4
+    assert version_and_columns(events) == (4, ["id", "tag"]) and dropped.version == 4
     log = {e.commit_id: e for e in events.catalog.reads.log(NAME)}
     assert log[dropped.transaction_id].operation == "drop-column"
     assert [e.operation for e in log.values() if e.to_version and e.to_version > 1] == [
@@ -81,13 +63,8 @@ def test_add_rename_and_drop_columns_each_one_commit(events: RestLake) -> None:
     ]
 
 
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
-
-
 def test_refusals_are_the_specs_errors_and_change_nothing(events: RestLake) -> None:
-    before = state(events)
+    before = version_and_columns(events)
     path = f"/v1/table/{TP}"
     cases = [
         ("add_columns", {"new_columns": [{"name": "id", "expression": "1"}]}, "writer", (400, 20)),
@@ -120,14 +97,14 @@ def test_refusals_are_the_specs_errors_and_change_nothing(events: RestLake) -> N
     ]
     for route, body, who, expected in cases:
         assert problem(events.post(f"{path}/{route}", body, who=who)) == expected, (route, body)
-    assert state(events) == before
+    assert version_and_columns(events) == before
 
 
 def test_a_protected_tables_column_is_not_dropped(events: RestLake) -> None:
     events.catalog.containers.set_protected(NAME, True)
     with pytest.raises(ns_errors.InvalidTableStateError):
         client(events, "admin").alter_table_drop_columns(AlterTableDropColumnsRequest(id=T, columns=["tag"]))
-    assert state(events)[1] == ["id", "tag"]
+    assert version_and_columns(events)[1] == ["id", "tag"]
 
 
 def test_update_field_metadata_merges_or_replaces_in_one_commit(events: RestLake) -> None:
@@ -144,12 +121,12 @@ def test_update_field_metadata_merges_or_replaces_in_one_commit(events: RestLake
     )
     answer = UpdateFieldMetadataResponse.from_dict(resp.json())
     assert answer.fields == {"id": {"unit": "count", "owner": "ops"}, "tag": {"pii": "no"}}
-    assert answer.version == state(events)[0] == 3
+    assert answer.version == version_and_columns(events)[0] == 3
     schema = events.catalog.reads.open_table(NAME).schema
     assert schema.field("id").metadata == {b"unit": b"count", b"owner": b"ops"}
     record = events.catalog.ctx.table(TableName.parse(NAME))[0]
     assert schema_from_ipc(record.schema_ipc).field("tag").metadata == {b"pii": b"no"}
-    before = state(events)
+    before = version_and_columns(events)
     path = f"/v1/table/{TP}/update_field_metadata"
     for body, who, expected in [
         ({"updates": [{"path": "nope", "metadata": {"a": "b"}}]}, "writer", (404, 12)),
@@ -158,4 +135,4 @@ def test_update_field_metadata_merges_or_replaces_in_one_commit(events: RestLake
         ({"updates": []}, "writer", (400, 13)),
     ]:
         assert problem(events.post(path, body, who=who)) == expected, body
-    assert state(events) == before
+    assert version_and_columns(events) == before

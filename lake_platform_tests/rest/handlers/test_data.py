@@ -4,7 +4,6 @@ spec's errors and change nothing."""
 
 from __future__ import annotations
 
-import lance
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
 import pytest
@@ -14,20 +13,9 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableRequest,
 )
 
-from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-NAME = "p.w.ns.events"
-
-
-@pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    return rest_lake
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, ipc, problem, version
 
 
 def content(lake: RestLake) -> dict[int, str]:
@@ -35,19 +23,8 @@ def content(lake: RestLake) -> dict[int, str]:
     return dict(zip(table.column("id").to_pylist(), table.column("tag").to_pylist(), strict=True))
 
 
-def version(lake: RestLake) -> int:
-    return lake.catalog.ctx.table(TableName.parse(NAME))[0].current_version
-
-
 def logged(lake: RestLake, commit_id: str):  # noqa: ANN201 - a commit-log entry
     return next(e for e in lake.catalog.reads.log(NAME) if e.commit_id == commit_id)
-
-
-def ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def test_update_sets_columns_where_the_predicate_holds(events: RestLake) -> None:
@@ -81,11 +58,6 @@ def test_delete_from_table(events: RestLake) -> None:
     ns = rest_namespace(events.url, events.tokens["writer"])
     answer = ns.delete_from_table(DeleteFromTableRequest(id=T, predicate="id = 1"))
     assert answer.version == 2 and content(events) == {2: "x", 3: "x"}
-
-
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
 
 
 def test_refusals_change_nothing(events: RestLake) -> None:

@@ -14,35 +14,23 @@ from lance_namespace_urllib3_client.models import (
     RestoreTableRequest,
 )
 
-from lake_platform.catalog.arrow_io import schema_from_ipc
-from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-NAME = "p.w.ns.events"
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, append, problem, version_and_columns
 
 
 @pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    """Version 1: ids 1-3; version 2: plus 4; version 3: plus a column."""
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    lance.write_dataset(rows([4]), namespace_client=ns, table_id=T, mode="append")
-    rest_lake.catalog.alter.add_column(NAME, "extra", "int32")
-    return rest_lake
-
-
-def current(lake: RestLake) -> tuple[int, list[str]]:
-    record = lake.catalog.ctx.table(TableName.parse(NAME))[0]
-    return record.current_version, schema_from_ipc(record.schema_ipc).names
+def events(events: RestLake) -> RestLake:
+    """Version 1: ids 1-3 (conftest's); version 2: plus 4; version 3: plus a column."""
+    append(events, [4])
+    events.catalog.alter.add_column(NAME, "extra", "int32")
+    return events
 
 
 def test_restore_commits_the_old_versions_content_as_a_new_version(events: RestLake) -> None:
     ns = rest_namespace(events.url, events.tokens["writer"])
     answer = ns.restore_table(RestoreTableRequest(id=T, version=1))
-    assert current(events) == (4, ["id", "tag"])
+    assert version_and_columns(events) == (4, ["id", "tag"])
     snap = events.catalog.reads.open_table(NAME)
     assert sorted(snap.dataset.to_table().column("id").to_pylist()) == [1, 2, 3]
     entry = next(e for e in events.catalog.reads.log(NAME) if e.commit_id == answer.transaction_id)
@@ -53,13 +41,8 @@ def test_restore_commits_the_old_versions_content_as_a_new_version(events: RestL
     assert lance.dataset(namespace_client=ns, table_id=T).count_rows() == 3
 
 
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
-
-
 def test_refusals_change_nothing(events: RestLake) -> None:
-    before = current(events)
+    before = version_and_columns(events)
     path = f"/v1/table/{TP}/restore"
     assert problem(events.post(path, {"version": 99})) == (404, 11)
     assert problem(events.post(path, {"version": 0})) == (400, 13)
@@ -68,7 +51,7 @@ def test_refusals_change_nothing(events: RestLake) -> None:
     assert problem(events.post(path, {"version": 1}, who="reader")) == (403, 15)
     assert problem(events.post(path, {"version": 1}, who="other")) == (404, 4)
     assert problem(events.post("/v1/table/p$w$ns$missing/restore", {"version": 1})) == (404, 4)
-    assert current(events) == before
+    assert version_and_columns(events) == before
     with pytest.raises(ns_errors.TableVersionNotFoundError):
         rest_namespace(events.url, events.tokens["writer"]).restore_table(
             RestoreTableRequest(id=T, version=42)
@@ -170,4 +153,4 @@ def test_alter_transaction_names_the_commit_like_describe_and_never_alters_it(ev
     assert problem(missing) == (404, 10)
     known = events.post(f"/v1/transaction/{TP}${restored.transaction_id}/alter", body, who="writer")
     assert problem(known) == (406, 0)
-    assert current(events)[0] == 4
+    assert version_and_columns(events)[0] == 4

@@ -14,28 +14,9 @@ from lance_namespace_urllib3_client.models import (
     ListTableIndicesRequest,
 )
 
-from lake_platform.naming import TableName
-from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.clients import rows
 from lake_platform_tests.rest.conftest import RestLake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-NAME = "p.w.ns.events"
-
-
-@pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    return rest_lake
-
-
-def client(lake: RestLake, who: str = "writer"):  # noqa: ANN201 - pylance's RestNamespace
-    return rest_namespace(lake.url, lake.tokens[who])
-
-
-def version(lake: RestLake) -> int:
-    return lake.catalog.ctx.table(TableName.parse(NAME))[0].current_version
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, client, problem, version
 
 
 def test_create_list_stats_and_drop_are_catalog_commits(events: RestLake) -> None:
@@ -70,11 +51,6 @@ def test_create_list_stats_and_drop_are_catalog_commits(events: RestLake) -> Non
     assert [i["index_name"] for i in at_3] == ["id_idx", "tag_idx"]
     first = events.post(f"/v1/table/{TP}/index/list", {"version": 3, "limit": 1}).json()
     assert [i["index_name"] for i in first["indexes"]] == ["id_idx"] and first["page_token"] == "id_idx"
-
-
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
 
 
 def test_refusals_are_the_specs_errors_and_change_nothing(events: RestLake) -> None:

@@ -4,7 +4,6 @@ table's head), refusals the spec's errors."""
 
 from __future__ import annotations
 
-import lance
 import lance_namespace.errors as ns_errors
 import pytest
 from lance_namespace_urllib3_client.models import (
@@ -15,37 +14,23 @@ from lance_namespace_urllib3_client.models import (
     QueryTableRequestVector,
 )
 
-from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
+from lake_platform_tests.rest.handlers.events import TP, T, append, client, problem
 
 
 @pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    """Version 1: ids 1-3; version 2: plus 4-6."""
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    lance.write_dataset(rows([4, 5, 6], "y"), namespace_client=ns, table_id=T, mode="append")
-    return rest_lake
-
-
-def reader(lake: RestLake):  # noqa: ANN201 - pylance's RestNamespace
-    return rest_namespace(lake.url, lake.tokens["reader"])
+def events(events: RestLake) -> RestLake:
+    """Version 1: ids 1-3 (conftest's); version 2: plus 4-6 (tag ``y``)."""
+    append(events, [4, 5, 6], "y")
+    return events
 
 
 def test_count_rows_with_a_predicate(events: RestLake) -> None:
-    ns = reader(events)
+    ns = client(events, "reader")
     assert ns.count_table_rows(CountTableRowsRequest(id=T, predicate="id > 2")).count == 4
     assert ns.count_table_rows(CountTableRowsRequest(id=T, predicate="tag = 'y' AND id < 6")).count == 2
     assert ns.count_table_rows(CountTableRowsRequest(id=T, predicate="id > 2", version=1)).count == 1
     assert ns.count_table_rows(CountTableRowsRequest(id=T)).count == 6
-
-
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
 
 
 def test_a_predicate_is_one_expression_over_the_table(events: RestLake) -> None:
@@ -66,10 +51,10 @@ def test_a_predicate_is_one_expression_over_the_table(events: RestLake) -> None:
 
 def test_explain_is_the_plan_query_table_would_run(events: RestLake) -> None:
     query = QueryTableRequest(k=2, vector=QueryTableRequestVector(), filter="id > 4", columns=None)
-    text = reader(events).explain_table_query_plan(ExplainTableQueryPlanRequest(id=T, query=query))
+    text = client(events, "reader").explain_table_query_plan(ExplainTableQueryPlanRequest(id=T, query=query))
     assert isinstance(text, str) and "id > Int64(4)" in text and "fetch=2" in text
     assert "Physical plan:" in text and "Exec" in text  # DataFusion's physical operators
-    verbose = reader(events).explain_table_query_plan(
+    verbose = client(events, "reader").explain_table_query_plan(
         ExplainTableQueryPlanRequest(id=T, query=query, verbose=True)
     )
     assert "Logical plan:" in verbose and "Logical plan:" not in text
@@ -79,13 +64,13 @@ def test_explain_is_the_plan_query_table_would_run(events: RestLake) -> None:
 
 
 def test_analyze_runs_the_plan_and_reports_its_metrics(events: RestLake) -> None:
-    text = reader(events).analyze_table_query_plan(
+    text = client(events, "reader").analyze_table_query_plan(
         AnalyzeTableQueryPlanRequest(id=T, k=10, vector=QueryTableRequestVector(), filter="id > 4")
     )
     assert text.startswith("AnalyzeExec: output_rows=2\n")
     assert "output_rows{partition=0}=2" in text.split("\n", 1)[1]  # operators' metrics
     with pytest.raises(ns_errors.TableNotFoundError):
-        reader(events).analyze_table_query_plan(
+        client(events, "reader").analyze_table_query_plan(
             AnalyzeTableQueryPlanRequest(
                 id=["p", "w", "ns", "missing"], k=1, vector=QueryTableRequestVector()
             )

@@ -15,20 +15,16 @@ from lance_namespace_urllib3_client.models import RegisterTableRequest, RenameTa
 from lake_platform.naming import TableName, WarehouseName
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-NAME = "p.w.ns.events"
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, append, problem
 
 
 @pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    lance.write_dataset(rows([4]), namespace_client=ns, table_id=T, mode="append")
-    rest_lake.catalog.tags.create_tag(NAME, "first", 1)
-    rest_lake.catalog.containers.create_namespace("p.w.other")
-    return rest_lake
+def events(events: RestLake) -> RestLake:
+    """Version 1: ids 1-3 (conftest's), tagged ``first``; version 2: plus 4; and ``p.w.other``."""
+    append(events, [4])
+    events.catalog.tags.create_tag(NAME, "first", 1)
+    events.catalog.containers.create_namespace("p.w.other")
+    return events
 
 
 def registered(lake: RestLake) -> set[str]:
@@ -56,11 +52,6 @@ def test_rename_moves_the_registration_not_the_data(events: RestLake) -> None:
     # within the namespace when no new namespace is named; and back
     ns.rename_table(RenameTableRequest(id=["p", "w", "other", "renamed"], new_table_name="events"))
     assert "p.w.other.events" in registered(events)
-
-
-def problem(resp) -> tuple[int, int]:  # noqa: ANN001
-    assert resp.headers["content-type"].startswith("application/problem+json"), resp.text
-    return resp.status_code, resp.json()["code"]
 
 
 def test_refusals_change_nothing(events: RestLake) -> None:

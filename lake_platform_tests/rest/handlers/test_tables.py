@@ -18,22 +18,18 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.naming import TableName
-from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.clients import rest_namespace
 from lake_platform_tests.rest.conftest import RestLake
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
+from lake_platform_tests.rest.handlers.events import TP, T, append
 
 
 @pytest.fixture
-def events(rest_lake: RestLake) -> RestLake:
+def events(events: RestLake) -> RestLake:
     """``p.w.ns.events`` at version 3 (3 fragments of 3, 1 and 2 rows), tag ``before`` on 1."""
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
-    lance.write_dataset(rows([4]), namespace_client=ns, table_id=T, mode="append")
-    lance.write_dataset(rows([5, 6]), namespace_client=ns, table_id=T, mode="append")
-    rest_lake.catalog.tags.create_tag("p.w.ns.events", "before", 1)
-    return rest_lake
+    append(events, [4])
+    append(events, [5, 6])
+    events.catalog.tags.create_tag("p.w.ns.events", "before", 1)
+    return events
 
 
 def describe(lake: RestLake, **fields: object) -> dict[str, object]:

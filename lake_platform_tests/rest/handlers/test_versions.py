@@ -15,40 +15,13 @@ import lance
 import pyarrow as pa
 import pytest
 from lance.namespace import RestNamespace
-from lance_namespace import LanceNamespace
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.idempotency import HEADER
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, rest_settings
-
-T = ["p", "w", "ns", "events"]
-TP = "p$w$ns$events"
-
-
-class StagingOnly(LanceNamespace):
-    """A client's namespace that asks the server everything but keeps its CreateTableVersion
-    request instead of sending it: the staged commit, to be sent by hand (as a resend would)."""
-
-    def __init__(self, inner: LanceNamespace) -> None:
-        self.inner = inner
-        self.staged: dict[str, Any] | None = None
-
-    def namespace_id(self) -> str:
-        return "staging-only"
-
-    def describe_table(self, request: Any) -> Any:
-        return self.inner.describe_table(request)
-
-    def list_table_versions(self, request: Any) -> Any:
-        return self.inner.list_table_versions(request)
-
-    def describe_table_version(self, request: Any) -> Any:
-        return self.inner.describe_table_version(request)
-
-    def create_table_version(self, request: Any) -> Any:
-        self.staged = dict(request) if isinstance(request, dict) else request.to_dict()
-        raise RuntimeError("kept, not sent")
+from lake_platform_tests.rest.handlers.events import TP, T
+from lake_platform_tests.rest.handlers.staging import StagingOnly
 
 
 def stage(lake: RestLake, data: pa.Table, **kwargs: Any) -> dict[str, Any]:
@@ -77,6 +50,7 @@ def version(lake: RestLake) -> int:
 
 @pytest.fixture
 def events(rest_lake: RestLake) -> RestLake:
+    """Version 1: ids 1-2 (this module's own table, not the conftest's 1-3)."""
     ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
     lance.write_dataset(rows([1, 2]), namespace_client=ns, table_id=T, mode="create")
     return rest_lake
