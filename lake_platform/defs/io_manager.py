@@ -13,8 +13,12 @@ Writes (``handle_output``), by the asset's definition metadata, else the manager
 
 The commit id comes from the run, the step, the asset and its partitions
 (``asset_tables.step_commit_id``): a retried step finds its first commit's marker and writes
-nothing again. Each materialization records the table, its new version (what downstream inputs
-pin to), the rows and bytes written and Dagster's standard table metadata.
+nothing again. The run is the root of a re-execution: a step whose process died after its commit
+landed (kill -9, a lost pod), re-executed from failure in a new run, applies once too. (A
+write-audit-publish write uses the run itself: each run writes its own branch.)
+
+Each materialization records the table, its new version (what downstream inputs pin to), the
+rows and bytes written and Dagster's standard table metadata.
 """
 
 from __future__ import annotations
@@ -102,12 +106,13 @@ class LakeIOManager(dg.ConfigurableIOManager):
             )
         from lake_platform.catalog.provenance import Provenance
 
+        wap = bool(meta.get("wap", self.wap))
+        lineage = context.run_id if wap else root_run_id(context)
         by = Provenance(
             actor=ACTOR,
             run_id=context.run_id,
-            commit_id=step_commit_id(context.run_id, context.step_key, context.asset_key, partitions),
+            commit_id=step_commit_id(lineage, context.step_key, context.asset_key, partitions),
         )
-        wap = bool(meta.get("wap", self.wap))
         if wap and partitions:
             raise InvalidInput(
                 "write-audit-publish writes unpartitioned assets (a branch takes no merge-insert)"
@@ -158,6 +163,16 @@ class LakeIOManager(dg.ConfigurableIOManager):
             value = as_kind(reader, kind)
         context.log.info("%s: read version %s", table, snapshot.version)
         return value
+
+
+def root_run_id(context: dg.OutputContext) -> str:
+    """The first run of ``context``'s re-execution chain (the run itself when it is no
+    re-execution)."""
+    try:
+        run = context.step_context.dagster_run
+    except Exception:  # noqa: BLE001 - a context built outside a run has none
+        return context.run_id
+    return run.root_run_id or context.run_id
 
 
 def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str | None) -> TableSnapshot:
