@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.staged_transaction import StagedVersions
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
 from lake_platform.rest import ids
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.versions import check_manifest_path
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest

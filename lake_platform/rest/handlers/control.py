@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import lake_platform.rest.handlers.branches as branches
+import lake_platform.rest.handlers.query as query
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
-from lake_platform.rest.handlers import branches, query
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pyarrow as pa
 
+import lake_platform.rest.handlers.branches as branches
 import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, TableAlreadyExists
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.idempotency import commit_once
 from lake_platform.rest.request import Reply, RestRequest

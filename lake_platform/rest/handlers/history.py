@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TransactionNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.registry.records import CommitLogEntry
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import indexes as engine_indexes
 from lake_platform.engine.indexes import IndexInfo
 from lake_platform.errors import InvalidInput, TableIndexNotFound, Unsupported
 from lake_platform.naming import TableName
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import pyarrow as pa
 
+import lake_platform.rest.handlers.branches as branches
 import lake_platform.rest.handlers.scan as scan
 from lake_platform.errors import InvalidInput, TableNotFound, Unsupported
 from lake_platform.naming import SEGMENT, TableName
 from lake_platform.observability.query import QueryInfo, failed, observed
 from lake_platform.query.snapshot_head import latest_view
 from lake_platform.rest import arrow_file, results
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import Reply, RestRequest
 

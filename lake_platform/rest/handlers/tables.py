@@ -8,6 +8,7 @@ from typing import Any
 
 from lance_namespace_urllib3_client.models import DeclareTableResponse, TagContents
 
+import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.idempotency import commit_id_for, reused
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
@@ -15,7 +16,6 @@ from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.indexes import list_indexes
 from lake_platform.errors import InvalidInput, TableAlreadyExists, TableTagNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.json_schema import json_schema

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.pylance_commits import VersionCommits
 from lake_platform.errors import InvalidInput
-from lake_platform.rest.handlers import branches
 from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
