@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from lake_platform.defs.asset_tables import BRANCH, VERSION, partition_predicate
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Materializations read per input beyond one per partition: enough to find this run's own
 #: record behind a few concurrent runs' newer ones.
@@ -103,11 +107,11 @@ def _pin_of(metadata: dict[str, dg.MetadataValue]) -> Pin | None:
     return Pin(raw, str(branch.value) if isinstance(branch, dg.MetadataValue) else None)
 
 
-def scan_options(plan: ReadPlan, schema: object) -> dict[str, object]:
+def scan_options(plan: ReadPlan, schema: pa.Schema) -> dict[str, object]:
     """Lance scanner arguments: the columns and the partition filter, read by Lance itself."""
     options: dict[str, object] = {}
     if plan.columns:
         options["columns"] = plan.columns
     if plan.partition_column and plan.partitions:
-        options["filter"] = partition_predicate(plan.partition_column, plan.partitions, schema)  # type: ignore[arg-type]
+        options["filter"] = partition_predicate(plan.partition_column, plan.partitions, schema)
     return options
