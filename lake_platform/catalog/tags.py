@@ -27,7 +27,7 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode
-from lake_platform.registry.store import Op, Put
+from lake_platform.registry.store import Item, Op, Put
 
 
 class Tags:
@@ -103,15 +103,7 @@ class Tags:
                         f"catalog), at version {in_engine}; replacing it makes it a catalog tag"
                     )
                 raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
-            ops = _untag_ops(record, [(v, rev) for v, rev in holders if v.version != target], tag)
-            if tag not in chosen.tags:
-                ops.append(
-                    Put(
-                        item.key,
-                        chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
-                        item.revision,
-                    )
-                )
+            ops = _move_tag_ops(record, holders, tag, item, chosen)
             self.ctx.at("tag:before-commit")
             self._commit_tag(lease, ops, tname, "tag", who, target, tag)
             self.ctx.at("tag:after-commit")
@@ -142,15 +134,7 @@ class Tags:
                 raise TableTagAlreadyExists(f"tag {tag} already exists on branch {branch} of {tname}")
             if not holders and replace:
                 raise TableTagNotFound(f"no tag {tag} on branch {branch} of {tname}")
-            ops = _untag_ops(line, [(v, rev) for v, rev in holders if v.version != target], tag)
-            if tag not in chosen.tags:
-                ops.append(
-                    Put(
-                        found.key,
-                        chosen.model_copy(update={"tags": [*chosen.tags, tag]}).encode(),
-                        found.revision,
-                    )
-                )
+            ops = _move_tag_ops(line, holders, tag, found, chosen)
             self._commit_tag(lease, ops, tname, "tag", who, target, tag, branch)
         return target
 
@@ -233,7 +217,25 @@ def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:
         ) from exc
 
 
-def _untag_ops(record: TableRecord, holders: list[tuple[VersionRecord, int]], tag: str) -> list[Op]:
+def _move_tag_ops(
+    owner: TableRecord | BranchRecord,
+    holders: list[tuple[VersionRecord, int]],
+    tag: str,
+    item: Item,
+    chosen: VersionRecord,
+) -> list[Op]:
+    """Take ``tag`` off the other versions holding it and put it on ``chosen`` (read as ``item``),
+    each conditional on the revision it was read at."""
+    ops = _untag_ops(owner, [(v, rev) for v, rev in holders if v.version != chosen.version], tag)
+    if tag not in chosen.tags:
+        tagged = chosen.model_copy(update={"tags": [*chosen.tags, tag]})
+        ops.append(Put(item.key, tagged.encode(), item.revision))
+    return ops
+
+
+def _untag_ops(
+    record: TableRecord | BranchRecord, holders: list[tuple[VersionRecord, int]], tag: str
+) -> list[Op]:
     """Take ``tag`` off each holding version record, conditional on the revision it was read at."""
     return [
         Put(

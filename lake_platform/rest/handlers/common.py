@@ -53,3 +53,12 @@ def page(names: list[str], body: dict[str, Any]) -> tuple[list[str], str | None]
     if len(names) > limit:
         return names[:limit], names[limit - 1]
     return names, None
+
+
+def page_read(body: dict[str, Any]) -> tuple[str | None, int | None]:
+    """(after, how many) to read from the registry for one page of ``body``'s listing: the names
+    after ``page_token``, one more than ``limit`` (is there a next page?); all of them without a
+    valid limit (``page`` then refuses a bad one)."""
+    limit, after = body.get("limit"), body.get("page_token")
+    wanted = limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    return (str(after) if after else None), wanted

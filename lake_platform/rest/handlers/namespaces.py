@@ -7,7 +7,7 @@ from typing import Any
 
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import PermissionDenied
-from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
+from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
 from lake_platform.rest.request import RestRequest
 
 
@@ -22,12 +22,10 @@ def list_namespaces(request: RestRequest) -> Any:
         names, token = page(list(answer.namespaces), request.body)
         return {"namespaces": names, "page_token": token}
     lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
-    # One page read from the registry (one more than asked: is there a next page?).
-    limit, after = request.body.get("limit"), request.body.get("page_token")
-    wanted = limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    after, wanted = page_read(request.body)  # one page read from the registry
     children = request.service.catalog.reads.namespaces_in(
         ".".join(request.ids),
-        after=str(after) if after else None,
+        after=after,
         limit=wanted,
         by=Provenance(principal=request.principal),
     )

@@ -16,7 +16,7 @@ from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.indexes import list_indexes
 from lake_platform.errors import InvalidInput, TableAlreadyExists, TableTagNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
-from lake_platform.rest.handlers.common import lake_namespace, page, scoped, to_json
+from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
@@ -34,13 +34,12 @@ def list_tables(request: RestRequest) -> Any:
         lake_namespace(request).describe_namespace(_body(request))
         return {"tables": [], "page_token": None}
     lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
-    # One page read from the registry (one more than asked: is there a next page?), never the
-    # whole namespace; ``page`` checks the limit and sets the token.
-    limit, after = request.body.get("limit"), request.body.get("page_token")
-    wanted = limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    # One page read from the registry, never the whole namespace; ``page`` checks the limit and
+    # sets the token.
+    after, wanted = page_read(request.body)
     records = request.service.catalog.reads.tables_in(
         ".".join(request.ids),
-        after=str(after) if after else None,
+        after=after,
         limit=wanted,
         declared=bool(request.body.get("include_declared")),
         by=Provenance(principal=request.principal),
