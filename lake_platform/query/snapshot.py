@@ -387,16 +387,6 @@ def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> 
     return snapshot_load.cold_load(store, previous)
 
 
-def cache_mode(modes: Mapping[str, str], name: str) -> str:
-    """The most specific policy record on the table's path wins, whole (as ``Policies`` resolves)."""
-    parts = name.split(".")
-    for depth in range(len(parts), 0, -1):
-        mode = modes.get(".".join(parts[:depth]))
-        if mode is not None:
-            return mode
-    return "auto"
-
-
 def _ref(record: TableRecord, ver: VersionRecord, at: str | None = None) -> TableRef:
     return TableRef(
         name=record.name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 from lake_platform.catalog.principals import TokenRecord, UserRecord
@@ -26,7 +27,6 @@ from lake_platform.query.snapshot import (
     TableIndex,
     TableKey,
     VersionHistory,
-    cache_mode,
     cache_table,
 )
 from lake_platform.query.snapshot_transactions import complete_transactions
@@ -119,6 +119,16 @@ def cold_load(store: MetaStore, previous: CatalogSnapshot | None = None) -> Cata
             staging=frozenset(n for n, c in staging.items() if c),
         ),
     )
+
+
+def cache_mode(modes: Mapping[str, str], name: str) -> str:
+    """The most specific policy record on the table's path wins, whole (as ``Policies`` resolves)."""
+    parts = name.split(".")
+    for depth in range(len(parts), 0, -1):
+        mode = modes.get(".".join(parts[:depth]))
+        if mode is not None:
+            return mode
+    return "auto"
 
 
 def reuse(cached: CachedTable | None, record: TableRecord, mode: str) -> CachedTable | None:

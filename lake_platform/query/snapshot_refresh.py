@@ -25,10 +25,10 @@ from lake_platform.query.snapshot import (
     ProjectView,
     TableKey,
     VersionHistory,
-    cache_mode,
     cache_table,
 )
 from lake_platform.query.snapshot_load import (
+    cache_mode,
     namespace_of,
     policy_entry,
     reuse,
