@@ -15,8 +15,6 @@ on the DynamoDB API (moto) + S3 (SeaweedFS).
 from __future__ import annotations
 
 import inspect
-import os
-import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,7 +24,6 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
@@ -38,8 +35,7 @@ from lake_platform.errors import (
     TableBranchAlreadyExists,
     TableBranchNotFound,
 )
-from lake_platform.settings import LakeSettings, load_settings
-from lake_platform_tests.conftest import dynamodb_test_url
+from lake_platform_tests.catalog.model_envs import Env, dynamodb_s3_env, local_env, run_settings
 from lake_platform_tests.s3_server import S3Endpoint
 
 T = "p.w.ns.t"
@@ -79,13 +75,6 @@ class Model:
 
     def has_children(self, lance: str) -> bool:
         return any(self.parents.get(other) == lance for other in self.lance_alive)
-
-
-@dataclass
-class Env:
-    settings: LakeSettings
-    root: str | None
-    close: Callable[[], None]
 
 
 class BranchMachine(RuleBasedStateMachine):
@@ -183,7 +172,7 @@ class BranchMachine(RuleBasedStateMachine):
     def publish(self, name: str) -> None:
         m = self.model
         line = m.lines.get(name)
-        call = lambda: self.catalog.branch_writes.publish_branch(T, name)  # noqa: E731
+        call = lambda: self.catalog.branch_publish.publish_branch(T, name)  # noqa: E731
         if line is None or line.state != "active":
             self._expect(TableBranchNotFound, call)
         elif line.main_version != m.main_version:
@@ -255,18 +244,7 @@ def _ids(snap: Any) -> list[int]:
 def _run(open_env: Callable[[], Env], *, examples: int, steps: int) -> Counter[tuple[str, str]]:
     done: Counter[tuple[str, str]] = Counter()
     machine = type("Machine", (BranchMachine,), {"open_env": staticmethod(open_env), "outcomes": done})
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=int(os.environ.get("LAKE_MODEL_EXAMPLES", examples)),
-            stateful_step_count=steps,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    run_state_machine_as_test(machine, settings=run_settings(examples=examples, steps=steps))
     return done
 
 
@@ -278,8 +256,7 @@ def homes(tmp_path: Path) -> Iterator[Callable[[], Path]]:
 @pytest.mark.slow
 def test_branches_match_the_model_on_sqlite_and_a_local_folder(homes: Callable[[], Path]) -> None:
     def open_env() -> Env:
-        home = homes()
-        return Env(load_settings(home=home), None, lambda: shutil.rmtree(home, ignore_errors=True))
+        return local_env(homes())
 
     outcomes = _run(open_env, examples=40, steps=20)
     print(f"branch model [sqlite]: {sum(outcomes.values())} steps: {dict(sorted(outcomes.items()))}")
@@ -293,25 +270,8 @@ def test_branches_match_the_model_on_sqlite_and_a_local_folder(homes: Callable[[
 def test_branches_match_the_model_on_dynamodb_and_s3(
     homes: Callable[[], Path], moto_endpoint: str, s3: S3Endpoint
 ) -> None:
-    from lake_platform.registry.dynamodb import DynamoMetaStore
-    from lake_platform.registry.dynamodb_admin import delete_table, init_table
-
     def open_env() -> Env:
-        url, home = dynamodb_test_url(moto_endpoint), homes()
-        settings_ = load_settings(
-            home=home, registry_url=url, warehouse_roots=s3.warehouse_roots(home), **s3.lake_settings()
-        )
-        init_table(url, settings_)
-        prefix = s3.new_prefix()
-
-        def close() -> None:
-            store = DynamoMetaStore.from_url(url, settings_)
-            try:
-                delete_table(store)
-            finally:
-                store.close()
-
-        return Env(settings_, f"s3://{s3.bucket}/{prefix}", close)
+        return dynamodb_s3_env(moto_endpoint, s3, homes())
 
     outcomes = _run(open_env, examples=4, steps=12)
     assert outcomes[("create", "ok")] > 0 and outcomes[("append_branch", "ok")] > 0

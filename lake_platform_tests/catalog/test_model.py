@@ -26,8 +26,6 @@ the model predicts cleanup exactly, while trash deadlines follow the manual cloc
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 import time
 from collections import Counter
@@ -40,7 +38,6 @@ from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
@@ -51,7 +48,6 @@ from lake_platform.errors import LakeError, LeaseUnavailable, TableVersionNotFou
 from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
 from lake_platform.registry.records import decode
-from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog.catalog_model import (
     DAY_MS,
     CatalogModel,
@@ -59,7 +55,7 @@ from lake_platform_tests.catalog.catalog_model import (
     Incarnation,
     namespace_of,
 )
-from lake_platform_tests.conftest import dynamodb_test_url
+from lake_platform_tests.catalog.model_envs import Env, dynamodb_s3_env, local_env, run_settings
 from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.s3_server import S3Endpoint
 
@@ -75,13 +71,6 @@ T = TypeVar("T")
 #: give up at once with LeaseUnavailable instead of waiting (steps are sequential, so a lease is
 #: only ever held by a step that another writer interrupts at a hook point).
 TEST_SETTINGS = {"ticket_lifetime_seconds": 1.0, "reader_max_stale_seconds": 0.0, "lease_wait_seconds": 0.0}
-
-
-@dataclass
-class Env:
-    settings: LakeSettings
-    root: str | None
-    close: Callable[[], None]
 
 
 @dataclass
@@ -572,23 +561,6 @@ def _machine(name: str, open_env: Callable[[], Env]) -> tuple[type[CatalogMachin
     return type(name, (CatalogMachine,), {"open_env": staticmethod(open_env), "tally": tally}), tally
 
 
-def _run(machine: type[CatalogMachine], *, examples: int, steps: int) -> None:
-    """``LAKE_MODEL_EXAMPLES`` overrides the number of sequences (a longer hunt, or a quick try)."""
-    # derandomize: the same sequences on every run and machine, so CI is reproducible.
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=int(os.environ.get("LAKE_MODEL_EXAMPLES", examples)),
-            stateful_step_count=steps,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
-
-
 @contextmanager
 def _reported(
     backend: str,
@@ -618,13 +590,11 @@ def test_catalog_matches_the_model_on_sqlite_and_a_local_folder(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     def open_env() -> Env:
-        home = Path(tempfile.mkdtemp(dir=tmp_path))
-        settings_ = load_settings(home=home, **TEST_SETTINGS)
-        return Env(settings_, None, lambda: shutil.rmtree(home, ignore_errors=True))
+        return local_env(Path(tempfile.mkdtemp(dir=tmp_path)), **TEST_SETTINGS)
 
     machine, tally = _machine("SqliteLocalCatalog", open_env)
     with _reported("sqlite", tally, record_property, capsys):
-        _run(machine, examples=60, steps=25)
+        run_state_machine_as_test(machine, settings=run_settings(examples=60, steps=25))
     assert tally.steps > 0 and tally.checks >= tally.steps
 
 
@@ -636,34 +606,10 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
     record_property: Callable[[str, object], None],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from lake_platform.registry.dynamodb import DynamoMetaStore
-    from lake_platform.registry.dynamodb_admin import delete_table, init_table
-
     def open_env() -> Env:
-        url = dynamodb_test_url(moto_endpoint)
-        home = Path(tempfile.mkdtemp(dir=tmp_path))
-        settings_ = load_settings(
-            home=home,
-            registry_url=url,
-            warehouse_roots=s3.warehouse_roots(home),
-            **s3.lake_settings(),
-            **TEST_SETTINGS,
-        )
-        init_table(url, settings_)
-        prefix = s3.new_prefix()
-
-        def close() -> None:
-            store = DynamoMetaStore.from_url(url, settings_)
-            try:
-                delete_table(store)
-            finally:
-                store.close()
-            if s3.external:  # a throwaway SeaweedFS needs no cleanup; a real bucket does
-                s3.delete_prefix(prefix)
-
-        return Env(settings_, f"s3://{s3.bucket}/{prefix}", close)
+        return dynamodb_s3_env(moto_endpoint, s3, Path(tempfile.mkdtemp(dir=tmp_path)), **TEST_SETTINGS)
 
     machine, tally = _machine("DynamoS3Catalog", open_env)
     with _reported("dynamodb+s3", tally, record_property, capsys):
-        _run(machine, examples=6, steps=15)
+        run_state_machine_as_test(machine, settings=run_settings(examples=6, steps=15))
     assert tally.steps > 0 and tally.checks >= tally.steps

@@ -1,0 +1,75 @@
+"""The lakes the randomized model tests (test_model.py, test_branch_model.py) run their sequences
+on, one fresh lake per sequence, and hypothesis's settings for a run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+
+from lake_platform.settings import LakeSettings, load_settings
+from lake_platform_tests.conftest import dynamodb_test_url
+from lake_platform_tests.s3_server import S3Endpoint
+
+
+@dataclass
+class Env:
+    """One sequence's lake: its settings, the root its tables are placed under (None: the home's
+    own folder), and what removes it afterwards."""
+
+    settings: LakeSettings
+    root: str | None
+    close: Callable[[], None]
+
+
+def local_env(home: Path, **overrides: Any) -> Env:
+    """SQLite and a local folder, both under ``home``."""
+    return Env(load_settings(home=home, **overrides), None, lambda: shutil.rmtree(home, ignore_errors=True))
+
+
+def dynamodb_s3_env(moto_endpoint: str, s3: S3Endpoint, home: Path, **overrides: Any) -> Env:
+    """A new DynamoDB registry table (on moto) and a new prefix of the S3 bucket."""
+    from lake_platform.registry.dynamodb import DynamoMetaStore
+    from lake_platform.registry.dynamodb_admin import delete_table, init_table
+
+    url = dynamodb_test_url(moto_endpoint)
+    settings_ = load_settings(
+        home=home,
+        registry_url=url,
+        warehouse_roots=s3.warehouse_roots(home),
+        **s3.lake_settings(),
+        **overrides,
+    )
+    init_table(url, settings_)
+    prefix = s3.new_prefix()
+
+    def close() -> None:
+        store = DynamoMetaStore.from_url(url, settings_)
+        try:
+            delete_table(store)
+        finally:
+            store.close()
+        if s3.external:  # a throwaway SeaweedFS needs no cleanup; a real bucket does
+            s3.delete_prefix(prefix)
+
+    return Env(settings_, f"s3://{s3.bucket}/{prefix}", close)
+
+
+def run_settings(*, examples: int, steps: int) -> settings:
+    """``examples`` sequences of ``steps`` steps; ``LAKE_MODEL_EXAMPLES`` overrides the number of
+    sequences (a longer hunt, or a quick try). Derandomized: the same sequences on every run and
+    machine, so CI is reproducible."""
+    return settings(
+        max_examples=int(os.environ.get("LAKE_MODEL_EXAMPLES", examples)),
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        report_multiple_bugs=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
