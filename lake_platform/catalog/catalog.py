@@ -8,7 +8,7 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
 a new name), ``rows`` (updates and merge-inserts of existing rows), ``registrations``
-(adopting an existing Lance dataset), ``branches``, ``branch_writes`` and ``branch_trash``
+(adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish`` and ``branch_trash``
 (branches of a table: create, list, open; writes and publishing; delete, undrop, purge),
 ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
 events). Every change ends in a registry commit with a commit-log entry
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from lake_platform.catalog.access import Access
 from lake_platform.catalog.alter import Alter
+from lake_platform.catalog.branch_publish import BranchPublish
 from lake_platform.catalog.branch_trash import BranchTrash
 from lake_platform.catalog.branch_writes import BranchWrites
 from lake_platform.catalog.branches import Branches
@@ -104,6 +105,7 @@ class Catalog:
         self.reports = Reports(self.ctx)
         self.branches = Branches(self.ctx, self.reads)
         self.branch_writes = BranchWrites(self.ctx, self.branches, commits, self.schemas)
+        self.branch_publish = BranchPublish(self.ctx, self.branches)
         self.branch_trash = BranchTrash(self.ctx, self.branches, self.policies)
         self.trash.also_expire = self.branch_trash.expire_branches
 

@@ -115,7 +115,7 @@ def branch_undrop(state: State, name: str, branch_name: str) -> None:
 def branch_publish(state: State, name: str, branch_name: str, commit_id: str | None) -> None:
     """Fast-forward main to BRANCH's head (one commit); refused if main moved since the branch was made."""
     with state.catalog() as catalog:
-        result = catalog.branch_writes.publish_branch(name, branch_name, by=Provenance(commit_id=commit_id))
+        result = catalog.branch_publish.publish_branch(name, branch_name, by=Provenance(commit_id=commit_id))
     state.emit(
         {**result.to_dict(), "branch": branch_name},
         lambda d: (

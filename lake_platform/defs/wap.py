@@ -7,15 +7,14 @@ assets' checks there, published to main only when the run succeeded.
   main to branch from). Append and overwrite only (a branch takes no merge-insert).
 - Audit: the materialization records the branch, so the asset's checks (and downstream assets)
   in the same run load the branch's version through the IO manager; main does not move.
-- Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to each
-  branch the run wrote, one logged registry commit per table, and observes the table's new main
-  version. A blocking check that failed fails the run, so nothing is published: main is as it
+- Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to the
+  branch on every table the run wrote, in ONE registry transaction
+  (``catalog.branch_publish.publish_branches``: every main moves or none does, and a reader
+  never holds one table published and another not), and observes each table's new main version.
+  A blocking check that failed fails the run, so nothing is published: main is as it
   was and the branch stays for inspection (``lake branch list``, ``lake table history``;
   ``lake branch delete`` moves it to the trash). The sensor refuses too when any blocking
   check evaluation of the run failed.
-
-Several tables of one run are published one by one, each atomic on its own: the branch API
-has no multi-table publish yet.
 """
 
 from __future__ import annotations
@@ -79,8 +78,10 @@ def write_on_branch(
     return BranchWrite(mode, result.to_version or 0, result.replayed)
 
 
-def publish_commit_id(run_id: str, table: str) -> str:
-    return "dg-" + hashlib.sha256(f"{run_id}\0publish\0{table}".encode()).hexdigest()[:48]
+def publish_commit_id(run_id: str, branch: str) -> str:
+    """The commit id of publishing the run's ``branch`` of all its tables (each table's is this
+    with ``-t<i>``)."""
+    return "dg-" + hashlib.sha256(f"{run_id}\0publish\0{branch}".encode()).hexdigest()[:48]
 
 
 def run_branches(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[dg.AssetKey, str]]:
@@ -112,8 +113,8 @@ def failed_blocking_checks(instance: dg.DagsterInstance, run_id: str) -> list[st
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.SUCCESS,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Publishes the branches a successful run wrote in write-audit-publish mode: main "
-    "fast-forwarded to each, one commit per table.",
+    description="Publishes the branches a successful run wrote in write-audit-publish mode: every "
+    "table's main fast-forwarded in one atomic commit.",
 )
 def wap_publish_sensor(context: dg.RunStatusSensorContext, lake: LakeResource) -> dg.SkipReason | None:
     from lake_platform.catalog.provenance import Provenance
@@ -125,13 +126,16 @@ def wap_publish_sensor(context: dg.RunStatusSensorContext, lake: LakeResource) -
     failed = failed_blocking_checks(context.instance, run_id)
     if failed:
         return dg.SkipReason(f"blocking checks failed ({', '.join(failed)}): nothing published")
+    by_branch: dict[str, list[str]] = {}
+    for table, (_, branch) in written.items():
+        by_branch.setdefault(branch, []).append(table)
     with lake_errors(), lake.catalog() as catalog:
+        for branch, tables in sorted(by_branch.items()):
+            # All of the run's tables in one registry transaction: main moves for every one of
+            # them or for none; a retry of a publish that landed replays it.
+            by = Provenance(actor=ACTOR, run_id=run_id, commit_id=publish_commit_id(run_id, branch))
+            catalog.branch_publish.publish_branches(tables, branch, by=by)
         for table, (key, branch) in sorted(written.items()):
-            commit_id = publish_commit_id(run_id, table)
-            if catalog.ctx.commit_landed(commit_id) is None:
-                catalog.branch_writes.publish_branch(
-                    table, branch, by=Provenance(actor=ACTOR, run_id=run_id, commit_id=commit_id)
-                )
             snapshot = catalog.reads.open_table(table)
             metadata = table_metadata(table, snapshot.version, snapshot.schema, snapshot.count_rows())
             context.instance.report_runless_asset_event(

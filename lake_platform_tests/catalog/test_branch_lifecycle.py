@@ -104,7 +104,7 @@ def test_after_a_publish_cleanup_and_reclaim_keep_main_whole(lake: tuple[Catalog
     catalog, root = lake
     catalog.branches.create_branch(T, "fix")
     catalog.branch_writes.append(T, "fix", rows([30]))
-    catalog.branch_writes.publish_branch(T, "fix")
+    catalog.branch_publish.publish_branch(T, "fix")
     catalog.tables.append(T, rows([31]))
     assert ids_of(catalog.reads.open_table(T)) == [3, 30, 31]
     live = branch_data_files(catalog, T, "old") | {
@@ -146,7 +146,7 @@ def test_purging_a_table_removes_its_folder_and_its_branches_records(lake: tuple
     catalog, root = lake
     catalog.branches.create_branch(T, "fix")
     catalog.branch_writes.append(T, "fix", rows([30]))
-    catalog.branch_writes.publish_branch(T, "fix")  # main's line now lives under tree/
+    catalog.branch_publish.publish_branch(T, "fix")  # main's line now lives under tree/
     chains = [i.key for i in catalog.store.scan_prefix("brn/")]
     assert chains
     catalog.trash.drop_table(T, purge=True)

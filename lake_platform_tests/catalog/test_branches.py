@@ -82,7 +82,7 @@ def test_publish_fast_forwards_main_in_one_logged_commit_and_main_writes_on(tabl
     cat.branches.create_branch(T, "dev")
     cat.branch_writes.append(T, "dev", rows([10]))
     cat.branch_writes.append(T, "dev", rows([11]))
-    published = cat.branch_writes.publish_branch(T, "dev")
+    published = cat.branch_publish.publish_branch(T, "dev")
     assert (published.from_version, published.to_version) == (2, 4)
     assert ids_of(cat.reads.open_table(T)) == [1, 2, 3, 10, 11]
     assert ids_of(cat.reads.open_table(T, 2)) == [1, 2, 3]  # main's older versions still read
@@ -98,7 +98,7 @@ def test_publish_fast_forwards_main_in_one_logged_commit_and_main_writes_on(tabl
     again = cat.branches.create_branch(T, "dev")
     assert again.main_version == 5
     cat.branch_writes.overwrite(T, "dev", rows([7]))
-    cat.branch_writes.publish_branch(T, "dev")
+    cat.branch_publish.publish_branch(T, "dev")
     assert ids_of(cat.reads.open_table(T)) == [7]
     assert ids_of(cat.reads.open_table(T, 5)) == [1, 2, 3, 5, 10, 11]
 
@@ -108,8 +108,8 @@ def test_a_retried_create_or_publish_under_its_commit_id_lands_once(table: Lake)
     made = cat.branches.create_branch(T, "dev", by=Provenance(commit_id="make-branch-1"))
     assert cat.branches.create_branch(T, "dev", by=Provenance(commit_id="make-branch-1")) == made
     cat.branch_writes.append(T, "dev", rows([10]))
-    first = cat.branch_writes.publish_branch(T, "dev", by=Provenance(commit_id="publish-branch-1"))
-    again = cat.branch_writes.publish_branch(T, "dev", by=Provenance(commit_id="publish-branch-1"))
+    first = cat.branch_publish.publish_branch(T, "dev", by=Provenance(commit_id="publish-branch-1"))
+    again = cat.branch_publish.publish_branch(T, "dev", by=Provenance(commit_id="publish-branch-1"))
     assert again.replayed and (again.from_version, again.to_version) == (first.from_version, first.to_version)
     assert [e.operation for e in cat.reads.history(T)].count("publish") == 1
 
@@ -121,13 +121,13 @@ def test_publish_after_main_moved_is_refused_saying_what_moved_and_changes_nothi
     cat.tables.append(T, rows([4]))
     before = list(cat.store.scan_prefix("tbl/")), list(cat.store.scan_prefix("brn/"))
     with pytest.raises(BranchDiverged) as refused:
-        cat.branch_writes.publish_branch(T, "dev")
+        cat.branch_publish.publish_branch(T, "dev")
     assert "version 2" in refused.value.message and "version 3" in refused.value.message
     assert refused.value.http_status == 409 and refused.value.grpc_status == "ABORTED"
     assert (list(cat.store.scan_prefix("tbl/")), list(cat.store.scan_prefix("brn/"))) == before
     with pytest.raises(InvalidInput):
         cat.branches.create_branch(T, "fresh")
-        cat.branch_writes.publish_branch(T, "fresh")  # nothing of its own
+        cat.branch_publish.publish_branch(T, "fresh")  # nothing of its own
 
 
 def test_branches_are_made_from_a_version_a_tag_or_another_branch(table: Lake) -> None:
@@ -218,7 +218,7 @@ def test_branches_on_dynamodb(tmp_path: Path, scale_out: tuple[LakeSettings, Cat
     cat.branches.create_branch(T, "dev")
     cat.branch_writes.append(T, "dev", rows([2]))
     assert ids_of(cat.reads.open_table(T)) == [1]
-    cat.branch_writes.publish_branch(T, "dev")
+    cat.branch_publish.publish_branch(T, "dev")
     assert ids_of(cat.reads.open_table(T)) == [1, 2]
     cat.tables.append(T, rows([3]))
     assert ids_of(cat.reads.open_table(T)) == [1, 2, 3]

@@ -107,3 +107,29 @@ def test_a_failing_blocking_check_leaves_main_and_keeps_the_branch(home: Path) -
         refused = publish(home, instance, result, result.get_run_failure_event())
         assert isinstance(refused, dg.SkipReason) and "no_negative_scores" in str(refused.skip_message)
         assert main_scores(catalog) == [1, 2]
+
+
+@dg.asset(key=["p", "w", "ns", "ranks"], io_manager_key="lake_io", metadata={"write_mode": "overwrite"})
+def ranks(scores: pa.Table) -> pa.Table:
+    return pa.table({"rank": pa.array(range(1, scores.num_rows + 1), pa.int64())})
+
+
+def test_a_run_that_wrote_two_tables_publishes_both_in_one_commit(home: Path) -> None:
+    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+        SCORES[:] = [7]
+        lake = LakeResource(home=str(home))
+        result = dg.materialize(
+            [scores, no_negative_scores, ranks],
+            instance=instance,
+            resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
+        )
+        assert result.success
+        publish(home, instance, result)
+        assert main_scores(catalog) == [1, 2, 7]
+        ranked = catalog.reads.open_table("p.w.ns.ranks")
+        assert sorted(ranked.dataset.to_table().column("rank").to_pylist()) == [1, 2, 3]
+        # one registry transaction: the two publish entries share the commit id, each head
+        # names the other table's (a reader never holds one published and not the other)
+        entries = [catalog.reads.history(t)[-1] for t in (TABLE, "p.w.ns.ranks")]
+        assert [e.operation for e in entries] == ["publish", "publish"]
+        assert entries[0].commit_id.rsplit("-t", 1)[0] == entries[1].commit_id.rsplit("-t", 1)[0]

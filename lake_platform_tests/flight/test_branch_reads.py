@@ -87,7 +87,7 @@ def test_a_published_branch_reads_as_main_and_main_keeps_its_history(branched: R
     catalog.tables.create_table("p.w.ns.brpub", tagged_rows(3, tag="main"))
     catalog.branches.create_branch("p.w.ns.brpub", "fix")
     catalog.branch_writes.append("p.w.ns.brpub", "fix", tagged_rows(4, start=3, tag="fix"))
-    catalog.branch_writes.publish_branch("p.w.ns.brpub", "fix")
+    catalog.branch_publish.publish_branch("p.w.ns.brpub", "fix")
     client, options = branched.client()
 
     def counts() -> pa.Table:
