@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lake_platform.naming import TableName
-from lake_platform.query.snapshot import (
+from lake_platform.query.snapshot_cache import SnapshotCache
+from lake_platform.query.snapshot_model import (
     CachedTable,
     CatalogSnapshot,
     ProjectView,
     VersionHistory,
     cache_table,
 )
-from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform.registry.store import MetaStore

