@@ -30,7 +30,7 @@ import pyarrow.flight as fl
 # The engine sets Lance's log filter before lance is first imported; import it first so bare-Lance
 # runs in these scripts log exactly like the catalog's.
 import lake_platform.engine.lance_engine  # noqa: F401
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 
 MB = 1_000_000  # figures are decimal megabytes (MB/s), as storage vendors and Lance report them
 
@@ -259,7 +259,7 @@ def adbc_connect(port: int, user: str | None = "bench", password: str = "bench-p
 def spawn(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen`` for a bench's server: the kernel stops it if the bench is killed or
     crashes before its ``terminate``."""
-    return subprocess.Popen(cmd, preexec_fn=die_with_parent, **kwargs)
+    return subprocess.Popen(bound_to_parent(cmd), **kwargs)
 
 
 def terminate(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10) -> None:

@@ -3,12 +3,11 @@ Debian's ``postgresql`` package (``make postgres`` installs it), run as an unpri
 (Postgres refuses to run as root, and CI runs as root), its data in a folder that user owns.
 
 The postmaster runs as a child of the test process, not daemonized by ``pg_ctl``, so that it
-dies with a killed test run (``die_with_parent``: an immediate shutdown) instead of holding
+dies with a killed test run (``bound_to_parent`` with SIGQUIT: an immediate shutdown) instead of holding
 its port and folder for good. Stopped with a fast shutdown and removed afterwards."""
 
 from __future__ import annotations
 
-import functools
 import glob
 import os
 import pwd
@@ -21,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.servers import free_port
 
 #: Who runs the cluster when the tests run as root.
@@ -87,6 +86,17 @@ def _as_user(user: str, argv: list[str]) -> list[str]:
     return ["runuser", "-u", user, "--", *argv]
 
 
+def _postmaster(user: str, argv: list[str]) -> list[str]:
+    """The postmaster's command: as ``user`` when we are root, through ``setpriv``, which execs
+    it in the same process (``runuser`` would stay its parent) and sets back the parent-death
+    signal that the change of user clears."""
+    if os.geteuid() != 0:
+        return argv
+    entry = pwd.getpwnam(user)
+    ids = [f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups"]
+    return ["setpriv", *ids, "--pdeathsig", "keep", "--", *argv]
+
+
 def _run(pg: Postgres, argv: list[str]) -> None:
     proc = subprocess.run(
         _as_user(pg.user, argv), capture_output=True, text=True, timeout=120, check=False, cwd=pg.root
@@ -138,12 +148,10 @@ def _start(pg: Postgres) -> bool:
     ]
     with log.open("ab") as out:
         pg.process = subprocess.Popen(
-            argv,
+            bound_to_parent(_postmaster(pg.user, argv), signal.SIGQUIT),
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=pg.root,
-            user=pg.user if os.geteuid() == 0 else None,
-            preexec_fn=functools.partial(die_with_parent, signal.SIGQUIT),
         )
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:

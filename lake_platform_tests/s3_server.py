@@ -55,7 +55,7 @@ import psutil
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.servers import free_ports
 
 #: Keys and prefixes the tests write under, in any bucket.
@@ -322,13 +322,12 @@ def start_seaweedfs(tmp_dir: Path, *, bucket: str = "lake", sts: bool = False) -
         ports = dict(zip(_WEED_PORTS, free_ports(len(_WEED_PORTS), pair_offset=_GRPC_OFFSET), strict=True))
         with out_path.open("ab") as out:
             proc = subprocess.Popen(
-                _weed_command(tmp_dir, ports, iam=sts),
+                bound_to_parent(_weed_command(tmp_dir, ports, iam=sts)),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=tmp_dir,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
             )
         stop = _stopper(proc, ports)
         endpoint = f"http://127.0.0.1:{ports['s3.port']}"

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 
 _READY_TRIES = 150
 _READY_INTERVAL = 0.1
@@ -148,11 +148,10 @@ def start_moto_server(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
     for _ in range(3):
         port = free_port()
         proc = subprocess.Popen(
-            _moto_command(port),
+            bound_to_parent(_moto_command(port)),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
         )
         endpoint = f"http://127.0.0.1:{port}"
         if _wait_ready(endpoint, proc):

@@ -1,5 +1,5 @@
 """Test servers do not outlive a test process that is killed (no fixture teardown runs then);
-``die_with_parent`` itself: up/test_processes.py."""
+``bound_to_parent`` itself: up/test_processes.py."""
 
 from __future__ import annotations
 

@@ -24,9 +24,9 @@ import sys
 from collections.abc import Sequence
 
 _PR_SET_PDEATHSIG = 1
-#: libc, loaded at import: ``die_with_parent`` may still run as a ``preexec_fn`` (test helpers
-#: use it so), between fork and exec, where loading a library could wait forever on a loader
-#: lock another thread of the parent held at the fork.
+#: libc, loaded at import: were ``die_with_parent`` run as a ``preexec_fn`` (nothing here does),
+#: between fork and exec, loading a library could wait forever on a loader lock another thread
+#: of the parent held at the fork.
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 

@@ -20,7 +20,7 @@ import yaml
 from lake_platform.defs.instance import instance_config
 from lake_platform.defs.partitions import TABLES
 from lake_platform.settings import DagsterSettings
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.postgres import Postgres
 
 BIN = Path(sys.executable).parent
@@ -61,13 +61,12 @@ def env(home: Path, tmp_path: Path) -> dict[str, str]:
 def daemon(env: dict[str, str], home: Path) -> Iterator[subprocess.Popen[bytes]]:
     log = (home / "daemon.log").open("wb")
     proc = subprocess.Popen(
-        [str(BIN / "dagster-daemon"), "run", "-w", str(home / "workspace.yaml")],
+        bound_to_parent([str(BIN / "dagster-daemon"), "run", "-w", str(home / "workspace.yaml")]),
         env=env,
         cwd=home,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=die_with_parent,
     )
     try:
         yield proc

@@ -20,7 +20,7 @@ import requests
 
 from lake_platform.observability.audit import audit_target, read_records
 from lake_platform.observability.logs import configure_logging
-from lake_platform.up.processes import die_with_parent
+from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.flight.conftest import wait_until
 from lake_platform_tests.observability.test_metrics import delta, scrape
 from lake_platform_tests.rest.clients import rest_namespace, rows
@@ -190,11 +190,10 @@ def test_serve_rest_serves_metrics_when_the_port_is_set(tmp_path: Path) -> None:
         "LAKE_REST_PORT": str(rest_port),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
+        bound_to_parent([sys.executable, "-m", "lake_platform.cli", "serve-rest"]),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        preexec_fn=die_with_parent,
     )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

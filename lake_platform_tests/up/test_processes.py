@@ -23,15 +23,6 @@ sys.stdin.read()  # until killed
 #: SIG_IGN when a CI runner starts the job in the background.
 IGNORING_PARENT = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + PARENT
 
-#: What test helpers still do: ``die_with_parent`` as a ``preexec_fn``.
-PREEXEC_PARENT = """
-import subprocess, sys
-from lake_platform.up.processes import die_with_parent
-child = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent)
-print(child.pid, flush=True)
-sys.stdin.read()  # until killed
-"""
-
 
 def test_a_child_started_bound_to_its_parent_stops_when_the_parent_is_killed() -> None:
     killed_parent(PARENT, within=30)
@@ -39,10 +30,6 @@ def test_a_child_started_bound_to_its_parent_stops_when_the_parent_is_killed() -
 
 def test_a_child_stops_with_its_parent_though_the_parent_ignores_sigterm() -> None:
     killed_parent(IGNORING_PARENT, within=30)
-
-
-def test_die_with_parent_as_a_preexec_fn_still_works() -> None:
-    killed_parent(PREEXEC_PARENT, within=30)
 
 
 FORK_WATCH = """
