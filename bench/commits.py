@@ -491,10 +491,10 @@ class MemnsSide:
     def __init__(self, session: dict[str, str], tmp: Path, first: pa.RecordBatch) -> None:
         import lance
 
-        from lake_platform.engine.lance_engine import _session
+        from lake_platform.engine.lance_engine import lance_session
 
         self._lance = lance
-        self._session = _session()
+        self._session = lance_session()
         self.ns = memory_namespace((tmp / "memns.lance").as_posix())
         lance.write_dataset(
             _reader(first), namespace_client=self.ns, table_id=["t"], mode="create", session=self._session

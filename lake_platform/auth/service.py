@@ -116,7 +116,7 @@ class AuthService:
             raise Unauthenticated("invalid credentials") from None
         except Throttling as exc:
             raise Unauthenticated(exc.message) from None
-        identity = _identity(principal)
+        identity = flight_identity(principal)
         self.throttle.succeeded(key)
         return identity, self.sealer.bearer(identity, self.token_ttl)
 
@@ -173,7 +173,7 @@ class AuthService:
         except Unauthenticated:
             self.throttle.failed(key + ":" + digest.hex()[:16])
             raise Unauthenticated("invalid credentials") from None
-        identity = _identity(principal)
+        identity = flight_identity(principal)
         with self._lock:
             if len(self._service) > 10_000:
                 self._service.clear()
@@ -189,7 +189,7 @@ def _token_id(token: str) -> str | None:
         return None
 
 
-def _identity(principal: PrincipalLike) -> Identity:
+def flight_identity(principal: PrincipalLike) -> Identity:
     identity = Identity.of(principal)
     if not identity.project or identity.project == "*":
         # A principal without one project (the local admin) has no tenant to serve over Flight.

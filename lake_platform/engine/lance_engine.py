@@ -74,7 +74,7 @@ def lance_module() -> Any:
 
 
 @cache
-def _session() -> Any:
+def lance_session() -> Any:
     """One Lance session per process: object-store connections and metadata caches are shared by
     every open and write (on S3 this halves a small append's latency), with bounded caches."""
     return lance_module().Session(index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=256 << 20)
@@ -123,7 +123,7 @@ def write(
         mode=mode,
         storage_options=storage_options or None,
         max_rows_per_file=max_rows_per_file,
-        session=_session(),
+        session=lance_session(),
     )
     return int(ds.version)
 
@@ -142,7 +142,7 @@ def open_version(
         table_id=list(table_id),
         version=version,
         storage_options=storage_options or None,
-        session=_session(),
+        session=lance_session(),
     )
 
 
@@ -360,7 +360,7 @@ def manifest_schema(
             location,
             storage_options=storage_options or None,
             serialized_manifest=message,
-            session=_session(),
+            session=lance_session(),
         )
         return ds.schema
 

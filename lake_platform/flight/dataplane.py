@@ -256,13 +256,13 @@ class DataPlane:
             raise failure from None
         finally:
             request_context.end(token)
-        stream = _watch(batches, call, info, started)
+        stream = watched_stream(batches, call, info, started)
         if READ_AHEAD:
             stream = read_ahead(stream, READ_AHEAD, first=1)
         return fl.GeneratorStream(schema, stream)
 
 
-def _watch(
+def watched_stream(
     batches: Iterator[pa.RecordBatch], call: DataCall, info: request_context.RequestInfo, started: float
 ) -> Iterator[pa.RecordBatch]:
     """``batches`` with errors answered by their nearest status, and the RPC's metrics and
@@ -292,4 +292,4 @@ def _finish(info: request_context.RequestInfo, code: str, started: float) -> Non
     log_request(info, code, seconds)
 
 
-__all__ = ["SURFACE", "DataCall", "DataPlane", "flight_error"]
+__all__ = ["SURFACE", "DataCall", "DataPlane", "flight_error", "watched_stream"]

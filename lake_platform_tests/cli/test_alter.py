@@ -116,11 +116,11 @@ def test_the_policy_value_is_checked(table: CliRunner) -> None:
 
 
 def test_alter_help_imports_no_engine(table: CliRunner, tmp_path: Path) -> None:
-    from lake_platform_tests.cli.test_fast import _heavy_modules_after
+    from lake_platform_tests.cli.test_fast import heavy_modules_after
 
     commands = [["table", "alter", "--help"], ["table", "alter", T, "add-column", "--help"]]
     assert (
-        _heavy_modules_after(
+        heavy_modules_after(
             tmp_path / "home", commands, ["lance", "lance_namespace", "datafusion", "pyarrow"]
         )
         == []

@@ -32,7 +32,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {heavy})))
 """
 
 
-def _heavy_modules_after(home: Path, commands: list[list[str]], heavy: list[str] = HEAVY) -> list[str]:
+def heavy_modules_after(home: Path, commands: list[list[str]], heavy: list[str] = HEAVY) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=set(heavy)), json.dumps(commands)],
         env={**os.environ, "LAKE_HOME": str(home)},
@@ -81,24 +81,24 @@ REGISTRY_ONLY = [
 @pytest.mark.slow
 def test_registry_only_commands_import_neither_lance_nor_datafusion(lake: CliRunner, tmp_path: Path) -> None:
     run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1, 2])))
-    assert _heavy_modules_after(tmp_path / "home", REGISTRY_ONLY) == []
+    assert heavy_modules_after(tmp_path / "home", REGISTRY_ONLY) == []
     # Only a table's schema needs Arrow: the rest of the registry-only commands skip even pyarrow.
     # (run again on the same lake, so what the first run created gets other names here)
     again = {"q": "r", "q.w": "r.w", "q.w.ns": "r.w.ns", "q.w.gone": "r.w.gone", "bot": "bot2", "ann": "ann2"}
     schemaless = [
         [again.get(a, a) for a in args] for args in REGISTRY_ONLY if args[:2] != ["table", "describe"]
     ]
-    assert _heavy_modules_after(tmp_path / "home", schemaless, [*HEAVY, "pyarrow"]) == []
+    assert heavy_modules_after(tmp_path / "home", schemaless, [*HEAVY, "pyarrow"]) == []
     # The probe sees an import when there is one: the row count does open the table.
-    loaded = _heavy_modules_after(tmp_path / "home", [["table", "describe", T, "--stats"]])
+    loaded = heavy_modules_after(tmp_path / "home", [["table", "describe", T, "--stats"]])
     assert {"lance", "lance_namespace"} <= set(loaded)
 
 
 def test_help_loads_neither_pydantic_nor_arrow(tmp_path: Path) -> None:
     # `lake --help` is the yardstick of the CLI's start-up (bench/cli.py): importing the command
     # modules loads no settings, records or Arrow; a command loads what it uses.
-    assert _heavy_modules_after(tmp_path / "home", [["--help"]], [*HEAVY, "pyarrow", "pydantic"]) == []
-    assert "pydantic" in _heavy_modules_after(tmp_path / "home", [["table", "list"]], ["pydantic"])
+    assert heavy_modules_after(tmp_path / "home", [["--help"]], [*HEAVY, "pyarrow", "pydantic"]) == []
+    assert "pydantic" in heavy_modules_after(tmp_path / "home", [["table", "list"]], ["pydantic"])
 
 
 def _output(lake: CliRunner, args: list[str]) -> str:

@@ -25,7 +25,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable, SettingsError
 from lake_platform.flight import proto
-from lake_platform.flight.dataplane import SURFACE, DataCall, _watch
+from lake_platform.flight.dataplane import SURFACE, DataCall, watched_stream
 from lake_platform.observability import context as request_context
 from lake_platform.observability.metrics import REQUESTS
 from lake_platform.settings import LakeSettings
@@ -457,7 +457,7 @@ def test_bad_settings_are_typed_errors(settings: dict[str, Any], message: str) -
 
 
 def test_a_lance_panic_mid_stream_answers_internal(tmp_path: Path) -> None:
-    """A panic is a BaseException: it left ``_watch`` as it was, unanswered by a status of
+    """A panic is a BaseException: it left ``watched_stream`` as it was, unanswered by a status of
     ours and counted as served OK."""
     panic = lance_panic(tmp_path)
 
@@ -468,7 +468,7 @@ def test_a_lance_panic_mid_stream_answers_internal(tmp_path: Path) -> None:
     before = served("INTERNAL")
     info, token = request_context.begin(SURFACE, "DoGet")
     try:
-        stream = _watch(batches(), DataCall(ALICE, None, {}), info, time.perf_counter())  # type: ignore[arg-type]
+        stream = watched_stream(batches(), DataCall(ALICE, None, {}), info, time.perf_counter())  # type: ignore[arg-type]
         assert next(stream).num_rows == 1
         with pytest.raises(fl.FlightInternalError, match=r"internal error; see the server log"):
             next(stream)

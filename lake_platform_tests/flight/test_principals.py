@@ -79,12 +79,12 @@ def test_service_token_as_bearer_and_revocation(real: dict[str, Any]) -> None:
 
 
 def test_local_admin_cannot_use_flight(real: dict[str, Any]) -> None:
-    from lake_platform.auth.service import _identity
+    from lake_platform.auth.service import flight_identity
     from lake_platform.catalog.principals import LOCAL_ADMIN
     from lake_platform.errors import Unauthenticated
 
     with pytest.raises(Unauthenticated):
-        _identity(LOCAL_ADMIN)
+        flight_identity(LOCAL_ADMIN)
 
 
 def test_real_tokens_verified_once_then_cached(real: dict[str, Any], tmp_path: Path) -> None:
