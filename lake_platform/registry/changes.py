@@ -211,13 +211,24 @@ def changes_since(
 def _shard_since(store: MetaStore, shard: int, last: int, page: int) -> list[Change]:
     out: list[Change] = []
     expect = last + 1
-    # The first read asks for two slots (the usual answers: the next is not written yet, or it
-    # is and the one after it is not), later ones for more.
+    # The first read also takes the last change read before: should the shard no longer hold it
+    # (the registry was reset, or the ring moved on past it), only a cold load is right.
+    check = last if last > 0 else None
+    # Then two slots (the usual answers: the next is not written yet, or it is and the one after
+    # it is not), later reads more.
     want = 2
     while True:
-        slot = slot_of(expect)
-        start = keys.change_record(shard, slot - 1) if slot > 0 else None
-        items = list(store.scan_prefix(keys.change_records(shard), start_after=start, limit=want))
+        first = slot_of(check if check is not None else expect)
+        start = keys.change_record(shard, first - 1) if first > 0 else None
+        asked = want + (check is not None)
+        items = list(store.scan_prefix(keys.change_records(shard), start_after=start, limit=asked))
+        if check is not None:
+            head = items[0] if items else None
+            if head is None or _slot_number(head.key) != slot_of(check) or head.revision != lap_of(check):
+                raise FeedBehind(f"shard {shard} no longer holds change {check}")
+            items, check = items[1:], None
+            if slot_of(expect) == 0:
+                continue  # that was the ring's last slot: go on from its first
         for item in items:
             if _slot_number(item.key) != slot_of(expect) or item.revision < lap_of(expect):
                 return out  # not written yet: the shard's end for now

@@ -146,6 +146,21 @@ def test_the_ring_keeps_the_last_changes_and_a_reader_behind_it_is_told(metastor
         changes_since(metastore, {0: 2})  # change 3 was overwritten by change RING + 3
 
 
+def test_a_reader_ahead_of_a_feed_that_was_reset_is_told(metastore: MetaStore) -> None:
+    """A registry restored from an older copy (or wiped) no longer holds the reader's last
+    change: the reader must load cold, not wait for numbers it has already seen."""
+    shards(metastore, 1)
+    for i in range(5):
+        metastore.put_if_absent(f"usr/u{i}", b"u")
+    for item in list(metastore.scan_prefix(keys.change_records(0))):
+        metastore.compare_and_delete(item.key, item.revision)
+    metastore.changes = ChangeWriter(metastore)  # type: ignore[attr-defined]  # a writer of the restored registry
+    metastore.put_if_absent("usr/late", b"u")  # number 1 again
+    with pytest.raises(FeedBehind):
+        changes_since(metastore, {0: 5})
+    assert announced(metastore, {0: 0}) == [("usr/late",)]
+
+
 def test_a_full_batch_carries_its_change_record(metastore: MetaStore) -> None:
     shards(metastore, 1)
     ops: list[Op] = [Put(f"tok/{i:03d}", b"t") for i in range(MAX_TRANSACT_OPS)]
