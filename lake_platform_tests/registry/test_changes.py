@@ -154,7 +154,8 @@ def test_a_reader_ahead_of_a_feed_that_was_reset_is_told(metastore: MetaStore) -
         metastore.put_if_absent(f"usr/u{i}", b"u")
     for item in list(metastore.scan_prefix(keys.change_records(0))):
         metastore.compare_and_delete(item.key, item.revision)
-    metastore.changes = ChangeWriter(metastore)  # type: ignore[attr-defined]  # a writer of the restored registry
+    # A writer of the restored registry (it never saw the old numbers).
+    metastore.changes = ChangeWriter(metastore)  # type: ignore[attr-defined]
     metastore.put_if_absent("usr/late", b"u")  # number 1 again
     with pytest.raises(FeedBehind):
         changes_since(metastore, {0: 5})
