@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from itertools import pairwise
 
+from lake_platform.catalog import root_cleanup
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease
@@ -331,11 +332,12 @@ class Versions:
         """Under the lease: ``doomed`` out of the registry first, then Lance's files with the same
         cut, then their staging manifests; the log entry gets the bytes and files removed."""
         commit_id = commit_id or new_id()
-        # A line that moved (a branch was published into main) has versions in two dataset
-        # roots; Lance's cleanup works on the current one. Older roots' versions leave the
-        # registry, their files stay until the table is purged (its whole folder goes).
+        # A line that moved (a branch was published into main) has versions in several dataset
+        # roots; Lance's cleanup works on the current one, root_cleanup on the others (what
+        # the doomed versions referenced there, read before Lance's cleanup removes them).
         here = {v.version for v in versions if (v.location or record.folder_uri) == record.location}
         kept = [(v.version, v.manifest_path) for v in versions if v not in doomed and v.version in here]
+        elsewhere = root_cleanup.candidates(self.ctx, record, doomed)
         # 1. Out of the registry, conditional on the lease and on the table not moving.
         for start in range(0, len(doomed), BATCH):
             batch = doomed[start : start + BATCH]
@@ -366,6 +368,9 @@ class Versions:
         # 3. The staging manifests Lance does not know about.
         engine.remove_files(record.location, [v.manifest_path for v in doomed if v.version in here], storage)
         self.ctx.at(f"{operation}:after-manifests")
+        # 4. Files of older roots that nothing registered references any more.
+        stats.update(root_cleanup.reclaim(self.ctx, tname, record, elsewhere))
+        stats["bytes_removed"] = stats.get("bytes_removed", 0) + stats["other_roots_bytes_removed"]
         detail.update(stats)
         marker = self.ctx.commit_landed(commit_id)
         log_key = marker.log_key if marker else None
@@ -374,7 +379,7 @@ class Versions:
                 log_key,
                 {
                     "bytes_removed": stats.get("bytes_removed", 0),
-                    "files_removed": stats.get("data_files_removed", 0),
+                    "files_removed": stats.get("data_files_removed", 0) + stats["other_roots_files_removed"],
                     "detail": detail,
                 },
             )

@@ -179,6 +179,33 @@ def branch_files(location: str, branch: str, storage_options: dict[str, str] | N
     return refs
 
 
+def root_references(
+    folder: str, root: str, versions: Iterable[int], storage_options: dict[str, str] | None = None
+) -> References:
+    """Every file the given versions of the line at ``root`` (the table folder, or a branch's or
+    a published line's ``tree/<x>`` under it) reference, manifests and transaction files
+    included, relative to ``folder``; files a version shares with its parent line resolve to
+    where they lie. Only versions with a final manifest are seen (``versions_seen``)."""
+    return tracked(open_path(root, storage_options), folder, versions)
+
+
+def latest_version(root: str, storage_options: dict[str, str] | None = None) -> int:
+    """The newest version Lance finds at ``root``: the one that keeps it a dataset."""
+    return int(open_path(root, storage_options).version)
+
+
+def index_uuids(
+    root: str, versions: Iterable[int], storage_options: dict[str, str] | None = None
+) -> set[str]:
+    """The uuids of every index the given versions of the line at ``root`` use, inherited ones
+    included (``tracked_files`` leaves those out)."""
+    ds = open_path(root, storage_options)
+    found: set[str] = set()
+    for version in sorted(set(versions)):
+        found |= {str(index["uuid"]) for index in _list_indices(ds.checkout_version(version))}
+    return found
+
+
 def tags(ds: Any) -> dict[str, tuple[str | None, int]]:
     """Tag name → (branch or None for main, version)."""
     out: dict[str, tuple[str | None, int]] = {}

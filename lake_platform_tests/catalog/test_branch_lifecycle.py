@@ -108,9 +108,7 @@ def test_after_a_publish_cleanup_and_reclaim_keep_main_whole(lake: tuple[Catalog
     catalog.tables.append(T, rows([31]))
     assert ids_of(catalog.reads.open_table(T)) == [3, 30, 31]
     live = branch_data_files(catalog, T, "old") | {
-        f.path
-        for frag in catalog.reads.open_table(T).dataset.get_fragments()
-        for f in frag.metadata.files
+        f.path for frag in catalog.reads.open_table(T).dataset.get_fragments() for f in frag.metadata.files
     }
     catalog.versions.cleanup(T, retention=timedelta(0))
     age_everything(root)
@@ -127,9 +125,7 @@ def test_after_a_publish_cleanup_and_reclaim_keep_main_whole(lake: tuple[Catalog
 def test_trash_expiry_purges_deleted_branches_and_only_their_own_files(lake: tuple[Catalog, Path]) -> None:
     catalog, root = lake
     own = branch_data_files(catalog, T, "old") - {
-        f.path
-        for frag in catalog.reads.open_table(T, 2).dataset.get_fragments()
-        for f in frag.metadata.files
+        f.path for frag in catalog.reads.open_table(T, 2).dataset.get_fragments() for f in frag.metadata.files
     }
     assert len(own) == 1
     catalog.branch_trash.delete_branch(T, "old")
@@ -153,3 +149,46 @@ def test_purging_a_table_removes_its_folder_and_its_branches_records(lake: tuple
     assert all_files(root) == set()
     assert list(catalog.store.scan_prefix("brn/")) == []
     assert [i.key for i in catalog.store.scan_prefix(keys.all_versions())] == []
+
+
+def registered_files(catalog: Catalog) -> set[str]:
+    """The data files every registered version of main and every live branch version reads."""
+    found: set[str] = set()
+    for version in catalog.reads.readable_versions(T)[1]:
+        ds = catalog.reads.open_table(T, version).dataset
+        found |= {f.path for frag in ds.get_fragments() for f in frag.metadata.files}
+    for info in catalog.branches.list_branches(T):
+        for version in range(info.parent_version, info.version + 1):
+            ds = catalog.branches.open_branch(T, info.branch, version).dataset
+            found |= {f.path for frag in ds.get_fragments() for f in frag.metadata.files}
+    return found
+
+
+def test_cleanup_after_a_publish_reclaims_the_old_roots_unreferenced_files(
+    lake: tuple[Catalog, Path],
+) -> None:
+    catalog, root = lake
+    overwritten = data_files_on_disk(root) - branch_data_files(catalog, T, "old")  # v3's file: [3]
+    assert len(overwritten) == 1
+    catalog.branches.create_branch(T, "fix")
+    catalog.branch_writes.append(T, "fix", rows([30]))
+    catalog.branch_publish.publish_branch(T, "fix")  # main v4 at tree/fix-..., still reading [3]
+    catalog.tables.overwrite(T, rows([40]))  # v5: nothing of the old root any more
+    shared = branch_data_files(catalog, T, "old")
+    done = catalog.versions.cleanup(T, retention=timedelta(0)).detail
+    assert done["versions_removed"] == [1, 3, 4]
+    after = data_files_on_disk(root)
+    assert not overwritten & after, "the old root's unreferenced file was reclaimed"
+    assert done["other_roots_files_removed"] >= 1
+    assert registered_files(catalog) <= after, "0 live files reclaimed"
+    assert shared <= after
+    assert ids_of(catalog.reads.open_table(T)) == [40]
+    assert ids_of(catalog.reads.open_table(T, 2)) == [1, 2]
+    assert ids_of(catalog.branches.open_branch(T, "old")) == [1, 2, 20]
+    # The table folder is still a dataset: branches hang from it (purging one opens it).
+    age_everything(root)
+    assert orphans.scan(catalog, T, min_age=timedelta(hours=1)).orphan_count >= 0
+    catalog.branch_trash.delete_branch(T, "old", purge=True)
+    assert list(catalog.store.scan_prefix("brn/")) == []
+    catalog.tables.append(T, rows([41]))
+    assert ids_of(catalog.reads.open_table(T)) == [40, 41]
