@@ -140,7 +140,7 @@ class ChangeWriter:
             except ConditionFailed as exc:
                 if exc.key != record.key:
                     raise
-                self._forget(shard, seq - 1)
+                self._learn(shard, seq)
                 continue
             with self._lock:
                 self._heads[shard] = max(self._heads.get(shard, 0), seq)
@@ -171,10 +171,16 @@ class ChangeWriter:
                 self._heads[shard] = max(self._heads.get(shard, 0), known)
         return known
 
-    def _forget(self, shard: int, stale: int) -> None:
+    def _learn(self, shard: int, taken: int) -> None:
+        """Another writer took number ``taken``: the shard's head, read forward from it (one or
+        two reads; the whole ring only when the shard no longer holds ``taken``)."""
+        try:
+            after = _shard_since(self._store, shard, taken, RING)
+            head = after[-1].seq if after else taken
+        except FeedBehind:
+            head = shard_head(self._store, shard)
         with self._lock:
-            if self._heads.get(shard) == stale:
-                del self._heads[shard]
+            self._heads[shard] = head
 
 
 def shard_head(store: MetaStore, shard: int) -> int:
