@@ -1,7 +1,8 @@
 """lancedb, unmodified, against our REST server: ``lancedb.connect_namespace("rest", ...)`` (its
 public API for a REST namespace) lists, creates, opens, appends, searches, builds an index and
 time-travels; with ``namespace_client_pushdown_operations`` it creates through CreateTable and
-queries through QueryTable. Every write it makes is a registry commit. lancedb pins its own
+queries through QueryTable, a filtered scan of 1,250,000 rows of a 1,500,000-row table exactly.
+Every write it makes is a registry commit. lancedb pins its own
 Lance, so it runs in a side environment (``lake_platform_tests/side_envs.py``)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from lake_platform.observability.audit import audit_target, read_records
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 from lake_platform_tests.rest.seen_requests import seen_requests
+from lake_platform_tests.rest.test_arrow_file import numbers
 from lake_platform_tests.side_envs import run_json, side_python
 
 #: lancedb 0.40.0 and its whole dependency closure.
@@ -87,6 +89,25 @@ out["nearest"] = table.search([7.2, 0.0]).limit(2).select(["id"]).to_arrow().col
 out["count"] = table.count_rows("id > 2")
 print(json.dumps(out))
 """
+
+
+#: A scan of most of a big table through QueryTable; prints counts and sums, not rows.
+BIG = """
+import json, sys
+import lancedb, pyarrow.compute as pc
+url, token, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+db = lancedb.connect_namespace(
+    "rest",
+    {"uri": url, "header.Authorization": "Bearer " + token},
+    namespace_client_pushdown_operations=["QueryTable"],
+)
+table = db.open_table("big", namespace_path=["p", "w", "ns"])
+answer = table.search().where("id >= 250000").select(["id", "v"]).limit(rows).to_arrow()
+out = {"rows": answer.num_rows, **{c: pc.sum(answer.column(c)).as_py() for c in ("id", "v")}}
+out["unlimited"] = table.search().where("id >= 250000").select(["id"]).limit(None).to_arrow().num_rows
+print(json.dumps(out))
+"""
+BIG_ROWS = 1_500_000
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +196,21 @@ def test_lancedb_pushes_scans_down_and_declares_to_create(lake: RestLake, python
     assert [(r["principal"], r["status"], r["rows"]) for r in queries] == [("etl", "OK", 2), ("etl", "OK", 2)]
     assert "id >= Int64(6) AND" in queries[0]["sql"] and queries[1]["sql"].endswith("LIMIT 2 OFFSET 1")
     assert {(t["table"], t["version"]) for r in queries for t in r["tables"]} == {("p.w.ns.pushed", 1)}
+
+
+def test_lancedb_pushes_down_a_scan_of_over_a_million_rows_exactly(lake: RestLake, python: Path) -> None:
+    lake.catalog.tables.create_table("p.w.ns.big", numbers(BIG_ROWS))  # id 0.., v = id / 2
+    audit = Path(audit_target(lake.settings))
+    before = sum(1 for _ in read_records(audit))
+    with seen_requests() as seen:
+        out = run_json(python, BIG, lake.url, lake.tokens["reader"], str(BIG_ROWS))
+    wanted = BIG_ROWS - 250_000
+    id_sum = (250_000 + BIG_ROWS - 1) * wanted // 2
+    # exact: the halves stay below 2**52
+    assert out == {"rows": wanted, "id": id_sum, "v": id_sum / 2, "unlimited": 10}
+    assert [op for op, _ in seen] == ["DescribeTable", "ListTableVersions", "QueryTable", "QueryTable"]
+    # the limit as sent (lancedb's pushdown sends k=10 for a plain search without one)
+    queries = list(read_records(audit))[before:]
+    assert [(r["status"], r["rows"]) for r in queries] == [("OK", wanted), ("OK", 10)]
+    assert queries[0]["sql"].endswith(f"LIMIT {BIG_ROWS} OFFSET 0")
+    assert queries[1]["sql"].endswith("LIMIT 10 OFFSET 0")
