@@ -13,6 +13,7 @@ while the object (or a table's namespace) is being dropped, so a drop's copy is 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,6 +28,7 @@ from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     InvalidInput,
+    InvalidPolicyValue,
     NamespaceNotFound,
     PolicyNotFound,
     TableNotFound,
@@ -44,6 +46,10 @@ from lake_platform.registry.records import (
 from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
 MIN_ORPHAN_AGE = timedelta(hours=1)
+#: The shortest maintenance intervals a policy may ask for: a cleanup takes the table's lease,
+#: an orphan scan lists its whole folder.
+MIN_CLEANUP_INTERVAL = timedelta(minutes=1)
+MIN_ORPHAN_SCAN_INTERVAL = timedelta(hours=1)
 
 
 class Policy(Record):
@@ -66,6 +72,11 @@ class Policy(Record):
     #: What a write may do to the table's schema (catalog/evolution.py): nothing, add nullable
     #: columns, or also widen a column's type. Never narrow, parse or drop.
     schema_evolution: Literal["strict", "add_columns", "widen"] = "strict"
+    #: How long after its last version cleanup (or its creation) a table is cleaned up again,
+    #: and likewise for its orphan scan: the maintenance sensor (defs/table_maintenance.py)
+    #: requests a run only for tables whose interval has elapsed.
+    cleanup_interval_seconds: float = 86400
+    orphan_scan_interval_seconds: float = 7 * 86400
 
     @field_validator("indexes", mode="before")
     @classmethod
@@ -95,6 +106,28 @@ class Policy(Record):
         if value < MIN_ORPHAN_AGE.total_seconds():
             raise ValueError("orphan_min_age must be at least 1h")
         return value
+
+    @field_validator("cleanup_interval_seconds")
+    @classmethod
+    def _cleanup_floor(cls, value: float) -> float:
+        if not (math.isfinite(value) and value >= MIN_CLEANUP_INTERVAL.total_seconds()):
+            raise ValueError("cleanup_interval must be at least 1m")
+        return value
+
+    @field_validator("orphan_scan_interval_seconds")
+    @classmethod
+    def _orphan_scan_floor(cls, value: float) -> float:
+        if not (math.isfinite(value) and value >= MIN_ORPHAN_SCAN_INTERVAL.total_seconds()):
+            raise ValueError("orphan_scan_interval must be at least 1h")
+        return value
+
+    @property
+    def cleanup_interval(self) -> timedelta:
+        return timedelta(seconds=self.cleanup_interval_seconds)
+
+    @property
+    def orphan_scan_interval(self) -> timedelta:
+        return timedelta(seconds=self.orphan_scan_interval_seconds)
 
     @property
     def retention(self) -> timedelta:
@@ -141,8 +174,10 @@ KEYS = {
     "indexes": "indexes",
     "cache": "cache",
     "schema_evolution": "schema_evolution",
+    "cleanup_interval": "cleanup_interval_seconds",
+    "orphan_scan_interval": "orphan_scan_interval_seconds",
 }
-_DURATIONS = {"retention", "trash_grace", "orphan_min_age"}
+_DURATIONS = {"retention", "trash_grace", "orphan_min_age", "cleanup_interval", "orphan_scan_interval"}
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, Any]:
@@ -159,14 +194,15 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
 
 
 def build_policy(values: dict[str, Any]) -> Policy:
+    """A full policy from field values; InvalidPolicyValue naming the first key out of range."""
     try:
         return Policy(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first.get("loc") else "policy"
         name = next((k for k, v in KEYS.items() if v == field), field)
-        raise InvalidInput(
-            f"invalid policy value for {name}: {first['msg'].removeprefix('Value error, ')}"
+        raise InvalidPolicyValue(
+            f"invalid policy value for {name}: {first['msg'].removeprefix('Value error, ')}", name
         ) from None
 
 

@@ -4,13 +4,14 @@ registry transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import TypeVar
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log
 from lake_platform.catalog.lease import Lease
 from lake_platform.registry import keys
-from lake_platform.registry.records import Record, decode
+from lake_platform.registry.records import CommitLogEntry, Record, decode
 from lake_platform.registry.store import ABSENT, Delete, Op, Put
 
 R = TypeVar("R", bound=Record)
@@ -44,3 +45,16 @@ class Reports:
         """The newest ``kind`` report on ``target``, None when there is none."""
         items = list(self.ctx.store.scan_prefix(keys.reports(kind, target)))
         return decode(as_type, items[-1].value, items[-1].key) if items else None
+
+    def last_logged(self, target: str, operations: Collection[str], since_ms: int) -> int | None:
+        """When ``target``'s commit log last recorded one of ``operations`` at or after
+        ``since_ms`` (epoch ms), None when it did not. Reads only the entries since then: the
+        log's keys sort by time."""
+        # log_entry(target, t, "") sorts just before every entry at t (a commit id is never empty).
+        start = keys.log_entry(target, since_ms, "", 0)
+        last = None
+        for item in self.ctx.store.scan_prefix(keys.log_prefix(target), start_after=start):
+            entry = decode(CommitLogEntry, item.value, item.key)
+            if entry.operation in operations:
+                last = entry.at_ms
+        return last

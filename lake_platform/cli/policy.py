@@ -24,7 +24,9 @@ def policy_set(state: State, scope: str, assignments: tuple[str, ...]) -> None:
     target_rows_per_fragment, trash_grace, orphan_min_age (durations like 90m, 12h, 7d),
     indexes (column:kind pairs, e.g. indexes=id:btree,region:bitmap; indexes= for none),
     cache (auto, hot or off: the Flight replicas' in-memory snapshot cache),
-    schema_evolution (strict | add_columns | widen: what an ingest may do to a table's schema).
+    schema_evolution (strict | add_columns | widen: what an ingest may do to a table's schema),
+    cleanup_interval (at least 1m) and orphan_scan_interval (at least 1h): how often the
+    Dagster sensors clean up and scan each table under the policy.
     """
     from lake_platform.catalog.policies import parse_assignments
 

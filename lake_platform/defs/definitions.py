@@ -20,10 +20,9 @@ from lake_platform.defs.maintenance import (
     orphan_folder_report,
     orphan_folder_scan_schedule,
     orphan_report,
-    orphan_scan_schedule,
     trash_expiry_schedule,
-    version_cleanup_schedule,
 )
+from lake_platform.defs.maintenance_intervals import cleanup_interval_sensor, orphan_scan_interval_sensor
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.table_assets import table_observation_sensor
@@ -99,13 +98,13 @@ def build(
             inbox_sensor,
             compaction_sensor,
             moved_tables_compaction_sensor,
+            cleanup_interval_sensor,
+            orphan_scan_interval_sensor,
             bypass_sensor,
             table_observation_sensor,
             wap_publish_sensor,
         ],
         schedules=[
-            version_cleanup_schedule,
-            orphan_scan_schedule,
             orphan_folder_scan_schedule,
             trash_expiry_schedule,
             index_refresh_schedule,

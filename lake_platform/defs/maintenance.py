@@ -1,11 +1,12 @@
 """Table maintenance: compaction (sensor-triggered by the fragment count), version cleanup and
-the orphan scan (scheduled per table), trash expiry (scheduled, lake-wide)."""
+the orphan scan (per table, when its policy's interval elapsed: maintenance_intervals.py), trash
+expiry (scheduled, lake-wide)."""
 
 import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import dagster as dg
 
@@ -331,37 +332,6 @@ def compaction_sensor(
             skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"), cursor=json.dumps(new_state)
         )
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(new_state))
-
-
-def _per_table(context: dg.ScheduleEvaluationContext, asset: str) -> list[dg.RunRequest]:
-    when: datetime = context.scheduled_execution_time
-    stamp = when.strftime("%Y-%m-%dT%H:%M") if when else "now"
-    return [
-        dg.RunRequest(partition_key=t, run_key=f"{asset}:{t}:{stamp}")
-        for t in context.instance.get_dynamic_partitions(tables.name)
-    ]
-
-
-@dg.schedule(
-    cron_schedule="0 3 * * *",
-    target=[cleaned_versions],
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Daily version cleanup of every table, under its retention policy.",
-)
-def version_cleanup_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
-    return _per_table(context, "cleanup") or dg.SkipReason("no tables")
-
-
-@dg.schedule(
-    cron_schedule="0 4 * * 0",
-    target=[orphan_report],
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Weekly orphan scan of every table (report only).",
-)
-def orphan_scan_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
-    return _per_table(context, "orphans") or dg.SkipReason("no tables")
 
 
 orphan_folder_scan_schedule = dg.ScheduleDefinition(

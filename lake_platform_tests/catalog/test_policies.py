@@ -3,15 +3,22 @@ undrop, and never govern a later object of the same name. ``unset`` and ``delete
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from lake_platform.catalog.policies import Policy, PolicyRecord, parse_assignments
+from lake_platform.catalog.policies import KEYS, Policy, PolicyRecord, parse_assignments
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import InvalidInput, NamespaceNotFound, PermissionDenied, PolicyNotFound
+from lake_platform.errors import (
+    InvalidInput,
+    InvalidPolicyValue,
+    NamespaceNotFound,
+    PermissionDenied,
+    PolicyNotFound,
+)
 from lake_platform.registry import keys
 from lake_platform.registry.store import ABSENT, Put
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
@@ -148,4 +155,46 @@ def test_bad_unset_and_delete_change_nothing(lake: Lake, call: Any, error: type[
     before = state(lake), list(lake.catalog.store.scan_prefix("pol/"))
     with pytest.raises(error):
         call(lake.catalog)
+    assert (state(lake), list(lake.catalog.store.scan_prefix("pol/"))) == before
+
+
+def test_maintenance_intervals_resolve_whole_from_the_most_specific_record(lake: Lake) -> None:
+    c = lake.catalog
+    c.tables.create_table(T, rows([1]))
+    c.policies.set_policy("p", parse_assignments(["cleanup_interval=2h"]))
+    c.policies.set_policy("p.w.ns", parse_assignments(["orphan_scan_interval=3h"]))
+    eff = c.policies.effective_policy(T)
+    # The namespace's record wins whole: its cleanup interval is the default, not the project's.
+    assert (eff.source, eff.policy.orphan_scan_interval, eff.policy.cleanup_interval) == (
+        "p.w.ns",
+        timedelta(hours=3),
+        timedelta(days=1),
+    )
+    c.policies.set_policy(T, parse_assignments(["cleanup_interval=90m"]))
+    eff = c.policies.effective_policy(T)
+    assert (eff.source, eff.policy.cleanup_interval, eff.policy.orphan_scan_interval) == (
+        T,
+        timedelta(minutes=90),
+        timedelta(days=7),
+    )
+    assert eff.to_dict()["cleanup_interval_seconds"] == 5400
+    assert c.policies.effective_policy("p.w").policy.cleanup_interval == timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    "pair, key",
+    [
+        ("cleanup_interval=30s", "cleanup_interval"),
+        ("orphan_scan_interval=59m", "orphan_scan_interval"),
+    ],
+)
+def test_a_maintenance_interval_below_its_floor_is_refused_and_changes_nothing(
+    lake: Lake, pair: str, key: str
+) -> None:
+    before = state(lake), list(lake.catalog.store.scan_prefix("pol/"))
+    with pytest.raises(InvalidPolicyValue) as raised:
+        lake.catalog.policies.set_policy("p.w", parse_assignments([pair]))
+    assert raised.value.key == key and "at least" in str(raised.value)
+    with pytest.raises(InvalidPolicyValue):
+        lake.catalog.policies.set_policy("p.w", {KEYS[key]: float("inf")})
     assert (state(lake), list(lake.catalog.store.scan_prefix("pol/"))) == before

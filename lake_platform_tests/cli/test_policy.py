@@ -27,3 +27,21 @@ def test_policy_unset_and_delete(lake: CliRunner) -> None:
     for sub in ("unset", "delete"):
         help_text = lake.invoke(cli, ["policy", sub, "--help"])
         assert help_text.exit_code == 0 and "SCOPE" in help_text.output
+
+
+def test_policy_set_takes_the_maintenance_intervals(lake: CliRunner) -> None:
+    record = run(lake, "policy", "set", "p.w.ns", "cleanup_interval=6h", "orphan_scan_interval=2d")
+    assert (
+        record["policy"]["cleanup_interval_seconds"],
+        record["policy"]["orphan_scan_interval_seconds"],
+    ) == (
+        6 * 3600,
+        2 * 86400,
+    )
+    result = lake.invoke(cli, ["--json", "policy", "set", "p.w.ns", "orphan_scan_interval=10m"])
+    error = json.loads(result.output)["error"]
+    assert result.exit_code != 0 and (error["code"], error["error"]) == (13, "InvalidPolicyValue"), (
+        result.output
+    )
+    assert "orphan_scan_interval must be at least 1h" in error["message"]
+    assert run(lake, "policy", "show", "p.w.ns")["orphan_scan_interval_seconds"] == 2 * 86400

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -18,8 +17,6 @@ from lake_platform.defs.maintenance import (
     compaction_sensor,
     expired_trash,
     orphan_report,
-    orphan_scan_schedule,
-    version_cleanup_schedule,
 )
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.tables import table_partitions_sensor
@@ -217,16 +214,6 @@ def test_a_chunked_scan_finds_the_orphans_a_whole_scan_finds(lake: Lake) -> None
     )
     assert chunked.files_unknown == whole.files_unknown == 1  # the root file: counted, never reported
     assert chunked.files_scanned == whole.files_scanned
-
-
-def test_schedules_fan_out_over_table_partitions(instance) -> None:
-    instance.add_dynamic_partitions(TABLES, ["p.w.ns.t2"])
-    when = datetime(2026, 1, 4, 3, 0, tzinfo=UTC)
-    for schedule, prefix in ((version_cleanup_schedule, "cleanup"), (orphan_scan_schedule, "orphans")):
-        with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
-            requests = schedule(ctx)
-        assert sorted(r.partition_key for r in requests) == [TABLE, "p.w.ns.t2"]
-        assert all(r.run_key.startswith(f"{prefix}:") for r in requests)
 
 
 def test_compaction_follows_ingest_materializations(
