@@ -8,6 +8,8 @@ import os
 
 import lance
 import lance_namespace.errors as ns_errors
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from lance_namespace_urllib3_client import NamespaceApi, TableApi, TagApi
 from lance_namespace_urllib3_client.exceptions import ApiException
@@ -26,6 +28,7 @@ from lance_namespace_urllib3_client.models import (
 from lake_platform.engine.manifests import final_manifest_name
 from lake_platform_tests.rest.clients import api_client, append_many, rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.test_arrow_file import numbers
 
 T = ["p", "w", "ns", "events"]
 
@@ -213,3 +216,30 @@ def test_a_commit_through_rest_leaves_no_staging_manifest_behind(rest_lake: Rest
     assert names == [final_manifest_name(v) for v in (4, 3, 2, 1)]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T)) == [1, 2, 3, 4]
     assert ids_of(lance.dataset(namespace_client=ns, table_id=T, version=2)) == [1, 2]
+
+
+def test_pylance_query_table_answers_a_filtered_scan_of_over_a_million_rows_exactly(
+    rest_lake: RestLake,
+) -> None:
+    """The big answer through pylance's own ``query_table`` with a filter and a projection (the
+    whole table's is ``test_arrow_file``'s): every row, no handle, exact sums."""
+    total = 1_500_000
+    rest_lake.catalog.tables.create_table("p.w.ns.big", numbers(total))  # id 0.., v = id / 2
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["reader"])
+
+    answer = ns.query_table(
+        {
+            "id": ["p", "w", "ns", "big"],
+            "vector": {},
+            "k": 0,
+            "filter": "id >= 250000",
+            "columns": {"column_names": ["v", "id"]},
+        }
+    )
+
+    table = pa.ipc.open_file(pa.BufferReader(answer.data)).read_all()
+    wanted = total - 250_000
+    id_sum = (250_000 + total - 1) * wanted // 2
+    assert (table.column_names, table.num_rows) == (["v", "id"], wanted)
+    assert pc.sum(table.column("id")).as_py() == id_sum
+    assert pc.sum(table.column("v")).as_py() == id_sum / 2  # exact: halves below 2**52
