@@ -11,6 +11,7 @@ from lake_platform.catalog.principals import UserRecord
 from lake_platform.naming import ProjectName, TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
+    BranchRecord,
     LeaseRecord,
     ProjectRecord,
     TableRecord,
@@ -67,6 +68,21 @@ class Inventory:
             decode(VersionRecord, i.value, i.key)
             for i in self.ctx.store.scan_prefix(keys.versions(incarnation))
         ]
+
+    def named_lance_branches(self, name: TableName, record: TableRecord) -> set[str]:
+        """The Lance branches (``<folder>/tree/<name>``) of the table folder the registry names:
+        every branch record of the table (any incarnation, live, in the trash or being purged),
+        and the published lines main's record and its versions are read from. A Lance branch
+        none of them names was left by a create killed before its registry commit."""
+        tree = record.folder_uri.rstrip("/") + "/tree/"
+        roots = {record.location, *(v.location or "" for v in self.versions(record.incarnation))}
+        named = set()
+        for item in self.ctx.store.scan_prefix(keys.branches_of(name)):
+            branch = decode(BranchRecord, item.value, item.key)
+            named.add(branch.lance_branch)
+            roots.add(branch.location)
+        named |= {r.rstrip("/").removeprefix(tree).split("/", 1)[0] for r in roots if r.startswith(tree)}
+        return named
 
     def version_registered(self, incarnation: str, version: int) -> bool:
         return self.ctx.store.get(keys.version(incarnation, version)) is not None

@@ -59,6 +59,10 @@ class Live:
     refs: Any  # engine.references.References
     live_manifests: set[str]
     started: float = 0.0
+    #: Lance branches no registry record names (a create killed before its registry commit):
+    #: name -> the newest mtime of its ref and its files. Their files count as live; the reclaim
+    #: deletes such a branch whole, through Lance, once it is past the age gate.
+    unknown_branches: dict[str, float] = field(default_factory=dict)
 
     @property
     def live_data(self) -> set[str]:

@@ -11,6 +11,12 @@ A file under a table's location is *live* when any of these references it:
 - a live data file, for its blob sidecars ``data/<stem>/*.blob`` (named in no manifest);
 - Lance's own bookkeeping: ``_refs/**``, ``_versions/latest_version_hint.json``.
 
+A Lance branch that no registry branch record (of any incarnation, in any state) names, and
+that main's line is not read from, was left by a branch create killed between Lance's
+``create_branch`` and the registry commit. The report lists it once it is older than the age gate
+(``unknown_branches``); the reclaim deletes it whole through Lance (its ref and ``tree/<branch>/``;
+Lance refuses while another branch builds on it), re-checked under the lease.
+
 Everything else inside Lance's folders (``data/``, ``_versions/``, ``_transactions/``,
 ``_deletions/``, ``_indices/``, and the same under ``tree/<x>/``) that is older than the
 policy's ``orphan_min_age`` is an orphan. Younger files are in-flight writes and are only
@@ -37,6 +43,7 @@ from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import Internal, InvalidInput, LakeError
 from lake_platform.maintenance.orphan_files import Chunk, Live, canonical, classify_listing, manifest_rel
 from lake_platform.maintenance.reclaim_result import ReclaimOutcome
+from lake_platform.naming import TableName
 from lake_platform.registry.records import Record
 
 if TYPE_CHECKING:
@@ -79,11 +86,13 @@ class OrphanReport(Record):
     live_versions: int = 0
     tagged_versions: list[int] = Field(default_factory=list)
     branches: list[str] = Field(default_factory=list)
+    #: Lance branches no registry record names, older than the gate (a killed create's leftovers).
+    unknown_branches: list[str] = Field(default_factory=list)
     scan_seconds: float = 0.0
 
     @property
     def empty(self) -> bool:
-        return self.orphan_count == 0
+        return self.orphan_count == 0 and not self.unknown_branches
 
 
 @dataclass
@@ -116,6 +125,10 @@ def live_set(catalog: Catalog, name: str) -> Live:
     live = {v.version for v in versions}
     live_manifests = {rel for v in versions if (rel := manifest_rel(location, v.manifest_path))}
     live_manifests |= {canonical(v) for v in live}
+    if record.location.rstrip("/") != location.rstrip("/"):
+        # Main reads from a published branch's root: the table folder's newest manifest keeps
+        # it a dataset, which the Lance branches hang from (version cleanup keeps it too).
+        live_manifests.add(canonical(refs_mod.latest_version(location, storage)))
 
     # 2. Tags pin versions (main or branch); branches keep all their versions.
     tag_map = refs_mod.tags(snap.dataset)
@@ -133,11 +146,14 @@ def live_set(catalog: Catalog, name: str) -> Live:
             raise
         refs.update(refs_mod.snapshot_files(snapshot.dataset))
 
-    branches = sorted(
-        f.path.removeprefix("_refs/branches/").removesuffix(".json")
+    named = catalog.inventory.named_lance_branches(TableName.parse(name), record)
+    ref_files = {
+        f.path.removeprefix("_refs/branches/").removesuffix(".json"): f
         for f in engine.list_files(location, storage, under="_refs/branches")
         if f.path.endswith(".json")
-    )
+    }
+    branches = sorted(ref_files)
+    unknown = {b: _newest(ref_files[b], location, b, storage) for b in branches if b not in named}
     for branch in branches:
         try:
             refs.update(refs_mod.branch_files(location, branch, storage))
@@ -157,7 +173,16 @@ def live_set(catalog: Catalog, name: str) -> Live:
         refs,
         live_manifests,
         started,
+        unknown,
     )
+
+
+def _newest(ref: Any, location: str, branch: str, storage: dict[str, str]) -> float:
+    """The newest mtime (seconds) of a Lance branch's ref and of every file under its tree."""
+    from lake_platform.engine import lance_engine as engine
+
+    entries = [ref, *engine.list_files(location, storage, under=f"tree/{branch}")]
+    return max((e.mtime.timestamp() for e in entries if e.mtime is not None), default=time.time())
 
 
 def chunks(catalog: Catalog, live: Live) -> list[str]:
@@ -202,6 +227,9 @@ def merge(live: Live, parts: list[Chunk], min_age: timedelta, now: float) -> _Sc
         live_versions=live.live_versions,
         tagged_versions=live.tagged_versions,
         branches=live.branches,
+        unknown_branches=sorted(
+            b for b, m in live.unknown_branches.items() if now - m >= min_age.total_seconds()
+        ),
         files_scanned=files,
         files_live=counts["live"],
         files_young=counts["young"],
@@ -299,7 +327,6 @@ def reclaim(
     Ends in one commit-log entry listing what was deleted.
     """
     from lake_platform.engine import references as refs_mod
-    from lake_platform.naming import TableName
 
     if not isinstance(older_than, timedelta) or older_than < MIN_ORPHAN_AGE:
         raise InvalidInput(f"--older-than must be at least {MIN_ORPHAN_AGE} (got {older_than})")
@@ -327,6 +354,8 @@ def reclaim(
             if refs_mod.delete(location, rel, storage):
                 result.deleted.append({"path": rel, "bytes": size, "age_seconds": round(now - mtime, 1)})
                 result.bytes_deleted += size
+        if catalog.inventory.incarnation(tname) == record.incarnation:
+            _reclaim_branches(catalog, tname, found.report, older_than, result)
         entry = Log(
             str(tname),
             "orphan-reclaim",
@@ -335,7 +364,7 @@ def reclaim(
             incarnation=record.incarnation,
             from_version=found.report.current_version,
             to_version=found.report.current_version,
-            files_removed=len(result.deleted),
+            files_removed=sum(int(d.get("files", 1)) for d in result.deleted),
             bytes_removed=result.bytes_deleted,
             marker=False,
             detail={
@@ -347,6 +376,40 @@ def reclaim(
         )
         result.commit_id = catalog.reports.record_event(entry, lease=lease)
     return result
+
+
+def _reclaim_branches(
+    catalog: Catalog, tname: TableName, report: OrphanReport, older_than: timedelta, result: ReclaimResult
+) -> None:
+    """Under the table's lease: delete, through Lance, each Lance branch the scan found that no
+    registry record names, re-checked right before (still unnamed, nothing in it younger)."""
+    from lake_platform.engine import branches as engine_branches
+    from lake_platform.engine import lance_engine as engine
+
+    if not report.unknown_branches:
+        return
+    location = report.location
+    storage = catalog.settings.storage_options(location)
+    record = catalog.reads.open_table(str(tname)).record
+    named = catalog.inventory.named_lance_branches(tname, record)
+    refs = {f.path: f for f in engine.list_files(location, storage, under="_refs/branches")}
+    for branch in report.unknown_branches:
+        ref = refs.get(f"_refs/branches/{branch}.json")
+        if branch in named or ref is None:
+            result.kept.append({"path": f"tree/{branch}", "reason": "registered or gone since the scan"})
+            continue
+        files = list(engine.list_files(location, storage, under=f"tree/{branch}"))
+        if time.time() - _newest(ref, location, branch, storage) < older_than.total_seconds():
+            result.kept.append({"path": f"tree/{branch}", "reason": "changed since the scan"})
+            continue
+        if not engine_branches.delete_branch(location, branch, storage):
+            result.kept.append({"path": f"tree/{branch}", "reason": "another branch builds on it"})
+            continue
+        size = ref.size + sum(f.size for f in files)
+        result.deleted.append(
+            {"path": f"tree/{branch}", "branch": branch, "bytes": size, "files": len(files) + 1}
+        )
+        result.bytes_deleted += size
 
 
 def as_metadata(report: OrphanReport, listed: int = 50) -> dict[str, Any]:
@@ -361,6 +424,7 @@ def as_metadata(report: OrphanReport, listed: int = 50) -> dict[str, Any]:
         "live_versions": report.live_versions,
         "tagged_versions": report.tagged_versions,
         "branches": report.branches,
+        "unknown_branches": report.unknown_branches,
         "min_age_seconds": report.min_age_seconds,
         "scan_seconds": report.scan_seconds,
         "paths": [o.model_dump() for o in report.orphans[:listed]],

@@ -50,6 +50,11 @@ def plant(root: Path, rel: str, data: bytes = b"x" * 100, age: float = TWO_DAYS)
     return rel
 
 
+def dev_root(catalog) -> str:
+    """Where the registered branch ``dev`` lives: ``<table folder>/tree/dev-<id>``."""
+    return str(catalog.branches.describe_branch(TABLE, "dev")["location"])
+
+
 @pytest.fixture
 def lake_table(tmp_path: Path):
     catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
@@ -63,11 +68,10 @@ def lake_table(tmp_path: Path):
     assert cleaned.status == "committed" and 2 not in cleaned.detail["versions_removed"]
     record = catalog.reads.open_table(TABLE).record
     root = Path(record.location)
-    # A branch with its own data (and blob sidecar) and an index, written with plain Lance.
-    lance.dataset(str(root), version=record.current_version).create_branch("dev", record.current_version)
-    branch = lance.dataset(str(root / "tree" / "dev"))
-    branch.insert(blobs(900, 2))
-    lance.dataset(str(root / "tree" / "dev")).create_scalar_index("id", "BTREE")
+    # A branch with its own data (and blob sidecar), and an index written on it with plain Lance.
+    catalog.branches.create_branch(TABLE, "dev")
+    catalog.branch_writes.append(TABLE, "dev", blobs(900, 2).to_reader())
+    lance.dataset(dev_root(catalog)).create_scalar_index("id", "BTREE")
     # One more append whose registered manifest is then left at a staging path only.
     catalog.tables.append(TABLE, blobs(500, 3).to_reader())
     current = catalog.reads.open_table(TABLE).record.current_version
@@ -91,9 +95,10 @@ def lake_table(tmp_path: Path):
 def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     catalog, root = lake_table
     real = files_under(root)
+    dev = Path(dev_root(catalog)).name
     assert any(p.endswith(".blob") for p in real) and any(p.startswith("_deletions/") for p in real)
-    assert any(p.startswith(("tree/dev/_indices/", "_indices/")) for p in real)
-    assert any(p.startswith("tree/dev/data/") and p.endswith(".blob") for p in real)
+    assert any(p.startswith((f"tree/{dev}/_indices/", "_indices/")) for p in real)
+    assert any(p.startswith(f"tree/{dev}/data/") and p.endswith(".blob") for p in real)
 
     dead_stem = "1" * 24 + "deadbeef" * 3 + "ab"
     planted = {
@@ -119,7 +124,8 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     assert found == planted, {"false positives": found - planted, "missed": planted - found}
     assert report.orphan_count == len(planted) and not report.truncated
     assert report.files_young == 1 and report.files_unknown == 1
-    assert report.branches == ["dev"] and report.tagged_versions == [2]
+    assert report.branches == [dev] and report.tagged_versions == [2]
+    assert report.unknown_branches == []
     # Opening the staging-only version lets Lance write its canonical manifest: live as well.
     live_now = files_under(root) - planted - {young, "NOTES.txt"}
     assert live_now - real <= {canonical(catalog.reads.open_table(TABLE).version)}
@@ -147,8 +153,9 @@ def test_scan_reports_exactly_the_planted_orphans(lake_table) -> None:
     assert files_under(root) == live_now | {young, "NOTES.txt"}
     assert catalog.reads.open_table(TABLE).count_rows() == 17
     assert catalog.reads.open_table(TABLE, 2).count_rows() == 6
-    assert lance.dataset(str(root / "tree" / "dev")).to_table().num_rows == 16
-    assert lance.dataset(str(root / "tree" / "dev")).take_blobs("b", indices=[0])
+    assert lance.dataset(dev_root(catalog)).to_table().num_rows == 16
+    assert lance.dataset(dev_root(catalog)).take_blobs("b", indices=[0])
+    assert catalog.branches.open_branch(TABLE, "dev").count_rows() == 16
     again = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
     assert all(re.fullmatch(r"_versions/\d{20}\.manifest#\d+", o.path) for o in again.orphans)
     assert any(e.operation == "orphan-reclaim" for e in catalog.reads.history(TABLE))
@@ -259,3 +266,49 @@ def test_scan_and_reclaim_commits_name_the_acting_identity(tmp_path: Path, ident
         ("orphan-reclaim", expected),
     }
     admin.close()
+
+
+def test_a_lance_branch_no_registry_record_names_is_reported_and_reclaimed(lake_table) -> None:
+    """A branch create killed after Lance made the branch, before the registry commit, leaves a
+    Lance branch (manifest, ref, no data) that nothing registered names."""
+    from lake_platform.engine import branches as engine_branches
+
+    catalog, root = lake_table
+    catalog.manifests.finish_versions(TABLE)  # the fixture's staging-only head (the scan does it too)
+    record = catalog.reads.open_table(TABLE).record
+    made = engine_branches.create_branch(str(root), "crash-0123456789ab", record.current_version)
+    assert Path(made.location) == root / "tree" / "crash-0123456789ab"
+    young = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
+    assert young.unknown_branches == []  # as young as a create in flight: only its age shows it
+    assert orphans.reclaim(catalog, TABLE, timedelta(hours=1)).deleted == []
+    assert (root / "_refs/branches/crash-0123456789ab.json").exists()
+
+    age_tree(root, TWO_DAYS)
+    report = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
+    dev = Path(dev_root(catalog)).name
+    assert report.unknown_branches == ["crash-0123456789ab"] and not report.empty
+    assert sorted(report.branches) == sorted([dev, "crash-0123456789ab"])
+    result = orphans.reclaim(catalog, TABLE, timedelta(hours=1))
+    assert [d["path"] for d in result.deleted if "branch" in d] == ["tree/crash-0123456789ab"]
+    assert not (root / "tree" / "crash-0123456789ab").exists()
+    assert not (root / "_refs/branches/crash-0123456789ab.json").exists()
+    assert any(f.startswith(f"tree/{dev}/") for f in files_under(root))  # the registered branch stays
+    assert catalog.branches.open_branch(TABLE, "dev").count_rows() == 16
+    assert catalog.reads.open_table(TABLE).count_rows() == 17
+    assert orphans.scan(catalog, TABLE, min_age=timedelta(hours=1)).unknown_branches == []
+
+
+def test_a_trashed_branch_and_main_s_published_line_are_not_unknown(lake_table) -> None:
+    catalog, root = lake_table
+    catalog.manifests.finish_versions(TABLE)
+    catalog.branches.create_branch(TABLE, "fix")
+    catalog.branch_writes.append(TABLE, "fix", blobs(700, 1).to_reader())
+    catalog.branch_publish.publish_branch(TABLE, "fix")  # its record goes; main reads from its root
+    catalog.branch_trash.delete_branch(TABLE, "dev")  # in the trash: undrop needs its files
+    age_tree(root, TWO_DAYS)
+    report = orphans.scan(catalog, TABLE, min_age=timedelta(hours=1))
+    assert report.unknown_branches == [] and len(report.branches) == 2
+    orphans.reclaim(catalog, TABLE, timedelta(hours=1))
+    catalog.branch_trash.undrop_branch(TABLE, "dev")
+    assert catalog.branches.open_branch(TABLE, "dev").count_rows() == 16
+    assert catalog.reads.open_table(TABLE).count_rows() == 18
