@@ -192,3 +192,25 @@ def test_cleanup_after_a_publish_reclaims_the_old_roots_unreferenced_files(
     assert list(catalog.store.scan_prefix("brn/")) == []
     catalog.tables.append(T, rows([41]))
     assert ids_of(catalog.reads.open_table(T)) == [40, 41]
+
+
+def test_cleanup_reclaims_an_earlier_published_roots_files_too(lake: tuple[Catalog, Path]) -> None:
+    catalog, root = lake
+    catalog.branches.create_branch(T, "one")
+    catalog.branch_writes.append(T, "one", rows([30]))
+    catalog.branch_publish.publish_branch(T, "one")  # main at tree/one-...
+    catalog.tables.append(T, rows([31]))  # a file of main's under tree/one-.../data
+    catalog.branches.create_branch(T, "two")
+    catalog.branch_writes.append(T, "two", rows([32]))
+    catalog.branch_publish.publish_branch(T, "two")  # main at tree/two-..., made from tree/one-...
+    first = {p.name for p in root.rglob("tree/one-*/data/*.lance")}
+    assert len(first) == 2
+    catalog.tables.overwrite(T, rows([40]))
+    catalog.versions.cleanup(T, retention=timedelta(0))
+    after = data_files_on_disk(root)
+    assert not first & after, "the earlier published root's unreferenced files were reclaimed"
+    assert registered_files(catalog) <= after, "0 live files reclaimed"
+    assert ids_of(catalog.reads.open_table(T)) == [40]
+    assert ids_of(catalog.branches.open_branch(T, "old")) == [1, 2, 20]
+    age_everything(root)
+    assert orphans.scan(catalog, T, min_age=timedelta(hours=1)).branches  # every root still opens
