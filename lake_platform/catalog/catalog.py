@@ -8,8 +8,9 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
 a new name), ``rows`` (updates and merge-inserts of existing rows), ``registrations``
-(adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish`` and ``branch_trash``
-(branches of a table: create, list, open; writes and publishing; delete, undrop, purge),
+(adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish``, ``branch_trash``
+and ``branch_compaction`` (branches of a table: create, list, open; writes and publishing; delete,
+undrop, purge; compaction),
 ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
 events). Every change ends in a registry commit with a commit-log entry
 (``CatalogContext.commit``); every destructive step is conditional.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from lake_platform.catalog.access import Access
 from lake_platform.catalog.alter import Alter
+from lake_platform.catalog.branch_compaction import BranchCompaction
 from lake_platform.catalog.branch_publish import BranchPublish
 from lake_platform.catalog.branch_trash import BranchTrash
 from lake_platform.catalog.branch_writes import BranchWrites
@@ -107,6 +109,7 @@ class Catalog:
         self.branch_writes = BranchWrites(self.ctx, self.branches, commits, self.schemas)
         self.branch_publish = BranchPublish(self.ctx, self.branches)
         self.branch_trash = BranchTrash(self.ctx, self.branches, self.policies)
+        self.branch_compaction = BranchCompaction(self.ctx, self.branches, commits)
         self.trash.also_expire = self.branch_trash.expire_branches
 
     def transaction(self, *, by: Provenance | None = None) -> Transaction:

@@ -1,4 +1,4 @@
-"""Branches of a table: create, list, delete (into the trash), undrop, publish. Writes name a
+"""Branches of a table: create, list, delete (into the trash), undrop, publish, compact. Writes name a
 branch with ``lake ingest --branch``; reads with ``lake sql`` (``w.ns."t@branch:dev"``)."""
 
 from __future__ import annotations
@@ -122,6 +122,24 @@ def branch_publish(state: State, name: str, branch_name: str, commit_id: str | N
             f"published branch {d['branch']} into {d['table']}: "
             f"version {d['from_version']} -> {d['to_version']}"
         ),
+    )
+
+
+@branch.command("compact")
+@click.argument("name", metavar="P.W.NS.T")
+@click.argument("branch_name", metavar="BRANCH")
+@click.option("--target-rows", type=int, default=1_048_576, show_default=True, help="Rows per fragment.")
+@pass_state
+@handles_errors
+def branch_compact(state: State, name: str, branch_name: str, target_rows: int) -> None:
+    """Compact BRANCH's head under its lease (main does not move; its older versions keep reading)."""
+    with state.catalog() as catalog:
+        result = catalog.branch_compaction.compact_branch(
+            name, branch_name, target_rows_per_fragment=target_rows
+        )
+    state.emit(
+        result.to_dict(),
+        lambda d: f"compact branch {branch_name} of {d['table']}: {d['status']} (version {d['version']})",
     )
 
 

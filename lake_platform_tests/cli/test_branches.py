@@ -1,4 +1,4 @@
-"""``lake branch create|list|delete|undrop|publish`` and ``--branch`` on ``ingest``, ``table
+"""``lake branch create|list|delete|undrop|publish|compact`` and ``--branch`` on ``ingest``, ``table
 describe``, ``table history`` and ``tag create``; ``lake sql`` reads a branch by name."""
 
 from __future__ import annotations
@@ -110,3 +110,13 @@ def test_ingest_into_a_missing_branch_reads_no_file_and_changes_nothing(
         ErrorCode.INVALID_INPUT,
     )
     assert run(table, "table", "history", T) == before
+
+
+def test_branch_compact_rewrites_the_branch_only(table: CliRunner, tmp_path: Path) -> None:
+    run(table, "ingest", T, str(write_parquet(tmp_path / "d.parquet", [11])), "--branch", "dev")
+    done = run(table, "branch", "compact", T, "dev")
+    assert done["status"] == "committed" and done["version"] > 4
+    assert run(table, "branch", "list", T)[0]["version"] == done["version"]
+    assert count(table, 'SELECT count(*) AS n FROM w.ns."t@branch:dev"') == 4
+    assert run(table, "table", "describe", T)["current_version"] == 2
+    assert run(table, "branch", "compact", T, "dev")["status"] == "nothing-to-do"
