@@ -4,6 +4,7 @@ run queue, and the UI checked in headless Chromium (Debian's `chromium`, install
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import os
@@ -22,7 +23,7 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
-from lake_platform.up.demo import TABLE_NAME
+from lake_platform.up.demo import TABLE_NAME, seed_demo
 from lake_platform.up.launcher import Platform, start_platform
 from lake_platform_tests.servers import free_port, free_ports, killed_parent
 
@@ -212,6 +213,117 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
         browse(page, tmp_path / "chromium-3", screenshot=shot)
         assert shot.stat().st_size > 10_000
         assert browser
+    finally:
+        platform.stop()
+    assert not platform.alive()
+
+
+OBSERVED = """query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
+  assetObservations(limit: 1) { metadataEntries { label ... on IntMetadataEntry { intValue } } } } } }"""
+RUN_STATUS = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
+REGION_TOTALS = "demo.main.sales.region_totals"
+
+
+def launch_assets(platform: Platform, path: list[str]) -> str:
+    """A run of one asset launched as the UI's Materialize button does: the asset job, by GraphQL."""
+    params = {
+        "selector": {
+            "repositoryLocationName": "lake_platform",
+            "repositoryName": "__repository__",
+            "pipelineName": "__ASSET_JOB",
+            "assetSelection": [{"path": path}],
+        },
+        "runConfigData": {},
+        "mode": "default",
+    }
+    result = gql(platform, LAUNCH, {"p": params})["launchPipelineExecution"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    return str(result["run"]["runId"])
+
+
+def visible_text(dom: str) -> str:
+    """The page's text nodes in order, joined by ``|``: what a user reads, cell by cell."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", "", dom, flags=re.S)
+    return re.sub(r"\|+", "|", html.unescape(re.sub(r"<[^>]+>", "|", body)))
+
+
+def page_showing(url: str, texts: list[str], profile: Path, platform: Platform) -> str:
+    """The page's text once it shows every one of ``texts`` (loaded again until it does)."""
+    pages = itertools.count()
+
+    def shown() -> str | None:
+        text = visible_text(browse(url, profile / f"chromium-{next(pages)}"))
+        return text if all(t in text for t in texts) else None
+
+    return wait_for(f"{url} to show {texts}", shown, 120, platform)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_ui_shows_the_table_assets_schema_and_rows_and_a_graphql_launch_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lake's tables in the Dagster UI, in headless Chromium: the orders table as the observation
+    sensor reported it, and the demo's user asset materialized through the UI's GraphQL (as its
+    Materialize button does), which lands as one registry commit made by that run."""
+    chromium()
+    for name in ("LAKE_INBOX", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT", "DAGSTER_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(home=tmp_path / "home")
+    with Catalog(settings) as catalog:
+        seed_demo(catalog)  # the table alone, no inbox files: its row count stays put
+        orders = catalog.reads.open_table(TABLE_NAME)
+        orders_rows = orders.count_rows()
+        orders_columns = "|".join(f"{f.name}|{f.type}" for f in orders.schema)
+    platform = start_platform(
+        settings, "127.0.0.1", free_port(), flight_port=free_port(), rest_port=free_port(), seed=False
+    )
+    try:
+
+        def observed() -> dict[str, Any] | None:
+            found = gql(platform, OBSERVED, {"key": {"path": ["sales", "orders"]}})["assetOrError"]
+            return found["assetObservations"][0] if found.get("assetObservations") else None
+
+        observation = wait_for("the observation sensor to observe the orders table", observed, 120, platform)
+        counts = [e["intValue"] for e in observation["metadataEntries"] if e["label"] == "dagster/row_count"]
+        assert counts == [orders_rows]
+
+        run_id = launch_assets(platform, ["sales", "region_totals"])
+
+        def run_ended() -> str | None:
+            status = gql(platform, RUN_STATUS, {"id": run_id})["runOrError"]["status"]
+            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+        assert wait_for("the launched run to end", run_ended, 180, platform) == "SUCCESS"
+        with Catalog(settings) as catalog:
+            (commit,) = [e for e in catalog.reads.history(REGION_TOTALS) if e.run_id == run_id]
+            totals = catalog.reads.open_table(REGION_TOTALS)
+            totals_rows = totals.count_rows()
+            totals_columns = "|".join(f"{f.name}|{f.type}" for f in totals.schema)
+        assert commit.to_version == totals.version and totals_rows == 4  # one row per region
+
+        gql(platform, "mutation { setNuxSeen }")  # the UI's newsletter pop-up would cover the page
+        ui = platform.ui_url
+        # The observed table: its row count on the overview, its schema in the observation's event.
+        page_showing(
+            f"{ui}/assets/sales/orders", [f"Row count|{orders_rows:,}|"], tmp_path / "orders", platform
+        )
+        page_showing(
+            f"{ui}/assets/sales/orders?view=events",
+            [f"dagster/column_schema|Column name|Type|Description|{orders_columns}|", f"|{orders_rows}|"],
+            tmp_path / "orders-events",
+            platform,
+        )
+        # The table the user asset committed: its columns and row count on the overview.
+        text = page_showing(
+            f"{ui}/assets/sales/region_totals",
+            ["Columns|", f"Column name|Type|Description|{totals_columns}|", f"Row count|{totals_rows:,}|"],
+            tmp_path / "region-totals",
+            platform,
+        )
+        assert commit.commit_id in text and REGION_TOTALS in text
+        for problem in ("Something went wrong", "PythonError", "Unexpected error"):
+            assert problem not in text
     finally:
         platform.stop()
     assert not platform.alive()
