@@ -77,9 +77,11 @@ def candidates(ctx: CatalogContext, record: TableRecord, doomed: list[VersionRec
     """Every file the doomed versions reference outside main's current root, with their staging
     manifests there; read before Lance's cleanup removes the current root's doomed manifests."""
     folder = record.folder_uri
+    found = RootCandidates()
+    if record.location.rstrip("/") == folder.rstrip("/"):
+        return found  # main never left the table folder: every version is Lance's cleanup's
     storage = ctx.storage(folder)
     current = root_prefix(folder, record.location)
-    found = RootCandidates()
     for root, versions in _by_root(doomed, folder).items():
         numbers = [v.version for v in versions]
         engine_manifests.repair_manifests(root, [(v.version, v.manifest_path) for v in versions], storage)

@@ -128,7 +128,10 @@ def live_set(catalog: Catalog, name: str) -> Live:
     if record.location.rstrip("/") != location.rstrip("/"):
         # Main reads from a published branch's root: the table folder's newest manifest keeps
         # it a dataset, which the Lance branches hang from (version cleanup keeps it too).
-        live_manifests.add(canonical(refs_mod.latest_version(location, storage)))
+        try:
+            live_manifests.add(canonical(refs_mod.latest_version(location, storage)))
+        except Exception:  # noqa: BLE001 - no manifest left there: nothing to keep
+            log.warning("the table folder of %s holds no readable manifest", name)
 
     # 2. Tags pin versions (main or branch); branches keep all their versions.
     tag_map = refs_mod.tags(snap.dataset)

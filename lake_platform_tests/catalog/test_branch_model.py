@@ -1,13 +1,15 @@
 """A randomized model test of branches (hypothesis stateful testing, issue 46).
 
 Random sequences of main appends, branch creates (from main's head or another branch), branch
-appends, publishes, deletes into the trash, undrops and expiries run against a real catalog and
+appends, publishes, deletes into the trash, undrops, expiries, main's version cleanup (no ticket
+window) and branch compactions run against a real catalog and
 against a small model of what each line holds. The universe is tiny on purpose (one table,
 three branch names) so creates, deletes and re-creates collide on names, publishes race main's
 writes (BranchDiverged) and branches build on each other (a purge waits for its children).
 
 After every step each line's rows (main's and every active branch's, read through the catalog),
-main's registry head and the branch listing (names, states, heads) must equal the model, and an
+main's registry head and the branch listing (names, states, heads) must equal the model, every
+registered version of main must still read (cleanup reclaimed no live file), and an
 error must be exactly the typed LakeError the model predicts. Runs on SQLite + a local folder and
 on the DynamoDB API (moto) + S3 (SeaweedFS).
 """
@@ -19,6 +21,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,7 +51,10 @@ OPS = (
     + ["publish"] * 3
     + ["delete", "undrop"] * 2
     + ["append_main", "expire"]
+    + ["cleanup", "compact"]
 )
+#: Superseded versions may be cleaned up at once: the ticket window must not hide a lost file.
+NO_WINDOW = {"ticket_lifetime_seconds": 0.001, "reader_max_stale_seconds": 0.0}
 
 
 @dataclass
@@ -126,7 +132,7 @@ class BranchMachine(RuleBasedStateMachine):
         are frequent enough to collide."""
         if op == "create":
             self.create(name, source)
-        elif op in ("append_main", "expire"):
+        elif op in ("append_main", "expire", "cleanup"):
             getattr(self, op)()
         else:
             getattr(self, op)(name)
@@ -184,6 +190,21 @@ class BranchMachine(RuleBasedStateMachine):
             m.main_rows, m.main_version = list(line.rows), line.version
             del m.lines[name]  # consumed; its Lance branch stays: main's line lives there now
 
+    def cleanup(self) -> None:
+        """Main's old versions go, and with them every file nothing registered references, in
+        every dataset root main's line has had: the invariants then read every line."""
+        self._expect(None, lambda: self.catalog.versions.cleanup(T, retention=timedelta(0)))
+
+    def compact(self, name: str) -> None:
+        line = self.model.lines.get(name)
+        call = lambda: self.catalog.branch_compaction.compact_branch(T, name)  # noqa: E731
+        if line is None or line.state != "active":
+            self._expect(TableBranchNotFound, call)
+            return
+        done = self._expect(None, call)
+        if done.status == "committed":
+            line.version = done.version  # reserve and rewrite: two versions, the same rows
+
     def delete(self, name: str) -> None:
         line = self.model.lines.get(name)
         call = lambda: self.catalog.branch_trash.delete_branch(T, name)  # noqa: E731
@@ -231,6 +252,8 @@ class BranchMachine(RuleBasedStateMachine):
         for name, line in m.lines.items():
             if line.state == "active":
                 assert _ids(cat.branches.open_branch(T, name)) == sorted(line.rows), name
+        for version in cat.reads.readable_versions(T)[1]:  # every registered version still reads
+            _ids(cat.reads.open_table(T, version))
 
 
 def _rows(ids: list[int]) -> pa.RecordBatchReader:
@@ -256,12 +279,19 @@ def homes(tmp_path: Path) -> Iterator[Callable[[], Path]]:
 @pytest.mark.slow
 def test_branches_match_the_model_on_sqlite_and_a_local_folder(homes: Callable[[], Path]) -> None:
     def open_env() -> Env:
-        return local_env(homes())
+        return local_env(homes(), **NO_WINDOW)
 
-    outcomes = _run(open_env, examples=40, steps=20)
+    outcomes = _run(open_env, examples=40, steps=24)
     print(f"branch model [sqlite]: {sum(outcomes.values())} steps: {dict(sorted(outcomes.items()))}")
     # The interesting paths were all taken, not only refusals.
-    for seen in [("publish", "ok"), ("publish", "BranchDiverged"), ("undrop", "ok"), ("expire", "ok")]:
+    for seen in [
+        ("publish", "ok"),
+        ("publish", "BranchDiverged"),
+        ("undrop", "ok"),
+        ("expire", "ok"),
+        ("cleanup", "ok"),
+        ("compact", "ok"),
+    ]:
         assert outcomes[seen] > 0, seen
     assert outcomes[("create", "ok")] > 0 and outcomes[("append_branch", "ok")] > 0
 
@@ -271,7 +301,7 @@ def test_branches_match_the_model_on_dynamodb_and_s3(
     homes: Callable[[], Path], moto_endpoint: str, s3: S3Endpoint
 ) -> None:
     def open_env() -> Env:
-        return dynamodb_s3_env(moto_endpoint, s3, homes())
+        return dynamodb_s3_env(moto_endpoint, s3, homes(), **NO_WINDOW)
 
     outcomes = _run(open_env, examples=4, steps=12)
     assert outcomes[("create", "ok")] > 0 and outcomes[("append_branch", "ok")] > 0
