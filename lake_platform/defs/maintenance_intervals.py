@@ -26,6 +26,7 @@ import dagster as dg
 from lake_platform.defs.maintenance import cleaned_versions, orphan_report
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import LakeResource
+from lake_platform.errors import TableNotFound
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -87,9 +88,11 @@ def due_runs(
         record = heads[table]
         known = looks.get(table)
         last_ms = known.last_ms if known and known.incarnation == record.incarnation else record.created_at_ms
-        interval_ms = int(
-            routine.interval(catalog.policies.effective_policy(table).policy).total_seconds() * 1000
-        )
+        try:
+            policy = catalog.policies.effective_policy(table).policy
+        except TableNotFound:
+            continue  # dropped since the scan
+        interval_ms = int(routine.interval(policy).total_seconds() * 1000)
         last_ms = _last_run(routine, catalog, instance, table, last_ms, now_ms - interval_ms)
         due_ms = last_ms + interval_ms
         if due_ms <= now_ms:

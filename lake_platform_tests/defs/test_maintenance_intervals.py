@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from lake_platform.catalog.policies import parse_assignments
+from lake_platform.defs.definitions import defs
 from lake_platform.defs.maintenance import cleaned_versions, orphan_report
 from lake_platform.defs.maintenance_intervals import (
     CLEANUP,
@@ -117,7 +118,12 @@ def test_the_cursor_skips_tables_not_due_and_follows_a_shorter_interval_within_a
         assert requested(later) == [TABLE]
 
 
-def test_the_sensor_ticks_on_the_instance(lake: Lake) -> None:
+def test_the_sensors_tick_on_the_instance_in_place_of_the_schedules(lake: Lake) -> None:
+    loaded = defs()
+    assert {"cleanup_interval_sensor", "orphan_scan_interval_sensor"} <= {
+        s.name for s in loaded.sensors or []
+    }
+    assert not {"version_cleanup_schedule", "orphan_scan_schedule"} & {s.name for s in loaded.schedules or []}
     with dg.instance_for_test() as instance:
         with dg.build_sensor_context(instance=instance, resources=lake.resources) as ctx:
             result = cleanup_interval_sensor(ctx)
