@@ -70,6 +70,7 @@ def orphans_scan(state: State, name: str) -> None:
             + "".join(
                 f"\n  {o['path']}  {o['bytes']} B  {o['age_seconds'] / 3600:.1f} h" for o in r["orphans"]
             )
+            + "".join(f"\n  Lance branch no registry record names: {b}" for b in r["unknown_branches"])
         ),
     )
 

@@ -92,7 +92,7 @@ class OrphanReport(Record):
 
     @property
     def empty(self) -> bool:
-        return self.orphan_count == 0 and not self.unknown_branches
+        return self.orphan_count == 0
 
 
 @dataclass
