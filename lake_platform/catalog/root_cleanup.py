@@ -21,6 +21,7 @@ nothing and say so.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class RootCandidates:
@@ -41,6 +44,8 @@ class RootCandidates:
 
     files: set[str] = field(default_factory=set)
     keep: set[str] = field(default_factory=set)
+    #: Why the step reclaims nothing this time (an old root could not be read), if it does not.
+    skipped: str | None = None
 
 
 def root_prefix(folder: str, root: str) -> str:
@@ -82,15 +87,19 @@ def candidates(ctx: CatalogContext, record: TableRecord, doomed: list[VersionRec
         return found  # main never left the table folder: every version is Lance's cleanup's
     storage = ctx.storage(folder)
     current = root_prefix(folder, record.location)
-    for root, versions in _by_root(doomed, folder).items():
-        numbers = [v.version for v in versions]
-        engine_manifests.repair_manifests(root, [(v.version, v.manifest_path) for v in versions], storage)
-        found.files |= refs_mod.root_references(folder, root, numbers, storage).files
-        prefix = root_prefix(folder, root)
-        if prefix != current:
-            found.files |= {rel for v in versions if (rel := manifest_rel(folder, v.manifest_path))}
-            newest = refs_mod.latest_version(root, storage)
-            found.keep.add(f"{prefix}_versions/{engine_manifests.final_manifest_name(newest)}")
+    try:
+        for root, versions in _by_root(doomed, folder).items():
+            numbers = [v.version for v in versions]
+            engine_manifests.repair_manifests(root, [(v.version, v.manifest_path) for v in versions], storage)
+            found.files |= refs_mod.root_references(folder, root, numbers, storage).files
+            prefix = root_prefix(folder, root)
+            if prefix != current:
+                found.files |= {rel for v in versions if (rel := manifest_rel(folder, v.manifest_path))}
+                newest = refs_mod.latest_version(root, storage)
+                found.keep.add(f"{prefix}_versions/{engine_manifests.final_manifest_name(newest)}")
+    except Exception as exc:  # noqa: BLE001 - garbage left for a later cleanup never fails this one
+        log.warning("cleanup of %s leaves older roots alone: %s", record.name, exc)
+        return RootCandidates(skipped=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
     found.files = {f for f in found.files if split(f)[0] != current and f not in found.keep}
     return found
 
@@ -125,8 +134,23 @@ def reclaim(
     data file with it). Returns the files and bytes removed, or ``other_roots_skipped`` when a
     live version could not be read (nothing is removed then)."""
     stats = {"other_roots_files_removed": 0, "other_roots_bytes_removed": 0}
+    if found.skipped is not None:
+        return {**stats, "other_roots_skipped": 1}
     if not found.files:
         return stats
+    try:
+        _delete_unreferenced(ctx, tname, record, found, stats)
+    except Exception as exc:  # noqa: BLE001 - what is left is garbage a later cleanup takes
+        log.warning("cleanup of %s stopped in older roots: %s", record.name, exc)
+        stats["other_roots_skipped"] = 1
+    return stats
+
+
+def _delete_unreferenced(
+    ctx: CatalogContext, tname: TableName, record: TableRecord, found: RootCandidates, stats: dict[str, int]
+) -> None:
+    """Read what every registered line references, then delete the candidates none does,
+    counting into ``stats``."""
     folder = record.folder_uri
     storage = ctx.storage(folder)
     live = refs_mod.References()
@@ -135,7 +159,8 @@ def reclaim(
         engine_manifests.repair_manifests(root, [(v.version, v.manifest_path) for v in versions], storage)
         refs = refs_mod.root_references(folder, root, [v.version for v in versions], storage)
         if {v.version for v in versions} - refs.versions_seen:
-            return {**stats, "other_roots_skipped": 1}  # liveness unknown: keep everything
+            stats["other_roots_skipped"] = 1  # liveness unknown: keep everything
+            return
         live.update(refs)
         live.files |= {rel for v in versions if (rel := manifest_rel(folder, v.manifest_path))}
     doomed = sorted(found.files - live.files)
@@ -155,7 +180,6 @@ def reclaim(
             if seen is not None and refs_mod.delete(folder, path, storage):
                 stats["other_roots_files_removed"] += 1
                 stats["other_roots_bytes_removed"] += seen[0]
-    return stats
 
 
 def _index_in(rel: str, used: set[str]) -> bool:

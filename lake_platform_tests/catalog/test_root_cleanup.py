@@ -61,3 +61,27 @@ def test_cleanup_reclaims_the_table_folders_files_main_no_longer_reads(catalog: 
     assert ids_of(catalog.branches.open_branch(T, "keep")) == [1, 2]
     catalog.tables.append(T, rows([41]))
     assert ids_of(catalog.reads.open_table(T)) == [40, 41]
+
+
+def test_a_live_line_that_cannot_be_read_makes_cleanup_keep_every_old_file(catalog: Catalog) -> None:
+    catalog.tables.create_table(T, rows([1]))
+    catalog.branches.create_branch(T, "keep")
+    catalog.tables.overwrite(T, rows([3]))
+    catalog.branches.create_branch(T, "fix")
+    catalog.branch_writes.append(T, "fix", rows([30]))
+    catalog.branch_publish.publish_branch(T, "fix")
+    catalog.tables.overwrite(T, rows([40]))
+    in_folder = {p for p in data_files(catalog) if not p.startswith("tree/")}
+    # The branch's only manifest goes: what it references can no longer be known.
+    keep = catalog.branches.describe_branch(T, "keep")["location"]
+    storage = catalog.settings.storage_options(str(keep))
+    manifests = [f.path for f in engine.list_files(str(keep), storage, under="_versions")]
+    fs, root = engine.filesystem(str(keep), storage)
+    for path in manifests:
+        if path.endswith(".manifest"):
+            fs.delete_file(f"{root}/{path}")
+    done = catalog.versions.cleanup(T, retention=timedelta(0)).detail
+    assert done["versions_removed"] and done["other_roots_skipped"] == 1
+    assert done["other_roots_files_removed"] == 0
+    assert in_folder <= data_files(catalog)
+    assert ids_of(catalog.reads.open_table(T)) == [40]
