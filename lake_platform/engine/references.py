@@ -1,4 +1,5 @@
-"""Which files under a table location something still references: the engine side of the orphan scan.
+"""Which files under a table location something still references: the engine side of the orphan
+scan and of version cleanup in older dataset roots.
 
 Lance knows what each manifest names; the registry knows which versions are live. This module
 answers "which files do these versions (and every branch) reference", relative to the table
@@ -11,8 +12,11 @@ location, without ever deciding liveness itself:
 - ``snapshot_files``: the same for one opened snapshot, through the Python API, for a live
   version whose manifest only exists at its staging path (``tracked_files`` lists only canonical
   manifests).
-- ``branch_files``: every version of a branch under ``tree/<name>`` (branches are not in the
-  registry, so all their versions are live); branch datasets share main's older files.
+- ``branch_files``: every version of a Lance branch under ``tree/<name>`` (the scan counts all
+  of them live); branch datasets share main's older files.
+- ``root_references``, ``latest_version``, ``index_uuids``: what given versions of one line
+  (the table folder or a ``tree/<x>`` root) reference, for version cleanup in main's older
+  dataset roots (``catalog/root_cleanup.py``).
 
 Blob sidecars (``data/<stem>/*.blob``) are named in no manifest; callers treat them as part of
 their data file ``data/<stem>.lance``.
