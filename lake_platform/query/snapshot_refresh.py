@@ -206,13 +206,18 @@ class _Apply:
             if item is not None:
                 ver = decode(VersionRecord, item.value, item.key)
                 heads.setdefault(ver.incarnation, {})[ver.version] = ver
+        # A table whose version records or policy changed is rebuilt from its cached record,
+        # unless its own record is gone (dropped): that one leaves the snapshot.
+        dropped = {_name_of(key) for key in gone}
         for incarnation in touched_incarnations:
             name = self.state.incarnations.get(incarnation)
             cached = self._cached(name) if name is not None else None
             if cached is not None and cached.record.incarnation == incarnation and name not in records:
-                records[cached.record.name] = cached.record
+                if name not in dropped:
+                    records[cached.record.name] = cached.record
         for cached in self._under(scopes):
-            records.setdefault(cached.record.name, cached.record)
+            if cached.record.name not in dropped:
+                records.setdefault(cached.record.name, cached.record)
         puts: dict[str, dict[TableKey, CachedTable | None]] = {}
         for key in gone:
             project, where = _where(key)

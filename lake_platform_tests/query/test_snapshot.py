@@ -162,3 +162,16 @@ def test_a_refresh_keeps_the_view_of_a_project_it_did_not_change(tmp_path: Path)
 def test_settings_reader_is_independent(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path)
     assert settings.home == tmp_path
+
+
+def test_a_dropped_table_leaves_the_snapshot_with_its_policy_and_versions(tmp_path: Path) -> None:
+    """A drop that purges the table's record, version records and policy in one refresh: the
+    changed policy and versions must not rebuild the table from the cached record."""
+    _, catalog = build_catalog(tmp_path / "home")
+    catalog.tables.create_table("p.w.ns.doomed", pa.table({"id": pa.array([1, 2], pa.int64())}).to_reader())
+    catalog.policies.set_policy("p.w.ns.doomed", {"cache": "off"})
+    snap = load_snapshot(catalog.store)
+    assert snap.project("p").table("w", "ns", "doomed") is not None
+    catalog.trash.drop_table("p.w.ns.doomed", purge=True)
+    snap = load_snapshot(catalog.store, snap)
+    assert snap.project("p").table("w", "ns", "doomed") is None
