@@ -19,6 +19,12 @@ from lake_platform_tests.engine.helpers import lance_panic
 
 COMMAND_TREE = [
     "audit queries",
+    "branch compact",
+    "branch create",
+    "branch delete",
+    "branch list",
+    "branch publish",
+    "branch undrop",
     "cleanup",
     "compact",
     "conformance",
