@@ -133,7 +133,9 @@ def publish_table_branch(request: RestRequest) -> Any:
     409 BranchDiverged (a ConcurrentModification) when main moved since the branch was made."""
     scoped(request, table=True)
     tname = request.table_name()
-    result = request.service.catalog.branch_publish.publish_branch(str(tname), _name(request), by=_by(request))
+    result = request.service.catalog.branch_publish.publish_branch(
+        str(tname), _name(request), by=_by(request)
+    )
     return {
         "transaction_id": result.commit_id,
         "from_version": result.from_version,
