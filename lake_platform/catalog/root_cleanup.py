@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 from lake_platform.catalog.context import CatalogContext
 from lake_platform.engine import manifests as engine_manifests
-from lake_platform.engine import references as refs_mod
 from lake_platform.engine.storage import list_files, table_object_root
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -81,6 +80,9 @@ def _by_root(versions: Iterable[VersionRecord], default: str) -> dict[str, list[
 def candidates(ctx: CatalogContext, record: TableRecord, doomed: list[VersionRecord]) -> RootCandidates:
     """Every file the doomed versions reference outside main's current root, with their staging
     manifests there; read before Lance's cleanup removes the current root's doomed manifests."""
+    # Lance comes in with the engine's reference reader: only a cleanup that reclaims needs it.
+    from lake_platform.engine import references as refs_mod
+
     folder = record.folder_uri
     found = RootCandidates()
     if record.location.rstrip("/") == folder.rstrip("/"):
@@ -151,6 +153,9 @@ def _delete_unreferenced(
 ) -> None:
     """Read what every registered line references, then delete the candidates none does,
     counting into ``stats``."""
+    # Lance comes in with the engine's reference reader: only a cleanup that reclaims needs it.
+    from lake_platform.engine import references as refs_mod
+
     folder = record.folder_uri
     storage = ctx.storage(folder)
     live = refs_mod.References()
