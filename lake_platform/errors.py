@@ -190,7 +190,7 @@ class InvalidPolicyValue(InvalidInput):
     """A policy key given a value it does not accept (a maintenance interval below its floor, an
     unknown index kind); ``key`` names it as ``lake policy set`` spells it. Nothing was changed."""
 
-    def __init__(self, message: str, key: str) -> None:
+    def __init__(self, message: str, key: str = "") -> None:
         super().__init__(message)
         self.key = key
 
