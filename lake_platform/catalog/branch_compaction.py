@@ -19,10 +19,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import MaintenanceResult
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import ConcurrentModification
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
-from lake_platform.registry.records import BranchRecord, decode
 
 
 class BranchCompaction:
@@ -41,7 +38,6 @@ class BranchCompaction:
     ) -> MaintenanceResult:
         """Rewrite the branch head's small fragments into fewer, under the branch's lease; logged
         ``compact`` with ``detail.branch``. ``nothing-to-do`` when no fragment needs it."""
-        from lake_platform.catalog.namespace import BoundTableNamespace
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
@@ -58,12 +54,8 @@ class BranchCompaction:
                 {"branch": branch, "replayed": True},
             )
         rec, _ = self.branches.branch(tname, branch)
-        key = keys.branch(tname, branch)
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            item = self.ctx.store.get(key)
-            fresh = decode(BranchRecord, item.value, item.key) if item is not None else None
-            if fresh is None or fresh.incarnation != rec.incarnation or fresh.state != "active":
-                raise ConcurrentModification(f"branch {branch} of {tname} was deleted or published meanwhile")
+            fresh, item = self.branches.held(tname, branch, rec.incarnation)
             snap = self.branches.reads.snapshot(tname, fresh, fresh.current_version)
             plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
             if not plan.tasks:
@@ -77,18 +69,7 @@ class BranchCompaction:
                 detail={"branch": branch, "planned_at_version": plan.read_version, "tasks": len(results)},
             )
             storage = self.ctx.storage(fresh.location)
-            ns = BoundTableNamespace(
-                self.ctx.store,
-                tname,
-                fresh,
-                item.revision,
-                pending=pending,
-                lease=lease,
-                storage_options=storage,
-                fault=self.ctx.hook and (lambda p: self.ctx.at(f"branch-compact:{p}")),
-                tidy_refused=True,
-                head_key=key,
-            )
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "compact")
             ds = engine.open_version(
                 namespace=ns, table_id=tname.parts, version=plan.read_version, storage_options=storage
             )

@@ -22,12 +22,9 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.schemas import Schemas
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
-    ConcurrentModification,
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
-from lake_platform.registry.records import BranchRecord, decode
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,7 +74,6 @@ class BranchWrites:
         detail: dict[str, object] | None = None,
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import StreamCounter, as_reader, schema_from_ipc, schema_to_ipc
-        from lake_platform.catalog.namespace import BoundTableNamespace
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
@@ -114,29 +110,14 @@ class BranchWrites:
             detail={**(detail or {}), "branch": branch},
             release_lease=True,
         )
-        key = keys.branch(tname, branch)
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            item = self.ctx.store.get(key)
-            fresh = decode(BranchRecord, item.value, item.key) if item is not None else None
-            if fresh is None or fresh.incarnation != rec.incarnation or fresh.state != "active":
-                raise ConcurrentModification(f"branch {branch} of {tname} was deleted or published meanwhile")
+            fresh, item = self.branches.held(tname, branch, rec.incarnation)
             storage = self.ctx.storage(fresh.location)
             if mode == "overwrite":
                 pending.rows_removed = self.branches.reads.snapshot(
                     tname, fresh, fresh.current_version
                 ).count_rows()
-            ns = BoundTableNamespace(
-                self.ctx.store,
-                tname,
-                fresh,
-                item.revision,
-                pending=pending,
-                lease=lease,
-                storage_options=storage,
-                fault=self.ctx.hook and (lambda p: self.ctx.at(f"branch-{mode}:{p}")),
-                tidy_refused=True,
-                head_key=key,
-            )
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, mode)
             lease.check()
             try:
                 self.ctx.at(f"branch-{mode}:before-write")

@@ -20,6 +20,7 @@ from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.errors import (
+    ConcurrentModification,
     ConditionFailed,
     InvalidInput,
     TableBranchAlreadyExists,
@@ -139,6 +140,36 @@ class Branches:
             item.revision,
             storage_options=storage_options,
             head_key=keys.branch(tname, branch),
+        )
+
+    def held(self, tname: TableName, branch: str, chain: str) -> tuple[BranchRecord, Item]:
+        """The branch read again under its line's lease (``chain``): ConcurrentModification when it
+        was deleted, published or made again since the caller looked it up."""
+        item = self.ctx.store.get(keys.branch(tname, branch))
+        fresh = decode(BranchRecord, item.value, item.key) if item is not None else None
+        if item is None or fresh is None or fresh.incarnation != chain or fresh.state != "active":
+            raise ConcurrentModification(f"branch {branch} of {tname} was deleted or published meanwhile")
+        return fresh, item
+
+    def writer_namespace(
+        self, tname: TableName, fresh: BranchRecord, item: Item, pending: Any, lease: Any, phase: str
+    ) -> Any:
+        """A namespace through which Lance commits on the branch's line under ``lease``: each
+        version a compare-and-swap of the branch record (``head_key``), never of main's.
+        ``phase`` names the hook points (``branch-<phase>:<point>``)."""
+        from lake_platform.catalog.namespace import BoundTableNamespace
+
+        return BoundTableNamespace(
+            self.ctx.store,
+            tname,
+            fresh,
+            item.revision,
+            pending=pending,
+            lease=lease,
+            storage_options=self.ctx.storage(fresh.location),
+            fault=self.ctx.hook and (lambda p: self.ctx.at(f"branch-{phase}:{p}")),
+            tidy_refused=True,
+            head_key=item.key,
         )
 
     def readable_versions(
