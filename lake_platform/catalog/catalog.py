@@ -8,9 +8,10 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
 a new name), ``rows`` (updates and merge-inserts of existing rows), ``registrations``
-(adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish``, ``branch_trash``
-and ``branch_compaction`` (branches of a table: create, list, open; writes and publishing; delete,
-undrop, purge; compaction),
+(adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish``, ``branch_trash``,
+``branch_compaction``, ``branch_changes`` and ``branch_versions`` (branches of a table: create, list,
+open; writes and publishing; delete, undrop, purge; compaction; updates, merge-inserts, deletes and
+schema changes; a Lance client's staged manifest committed on a branch),
 ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
 events). Every change ends in a registry commit with a commit-log entry
 (``CatalogContext.commit``); every destructive step is conditional.
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 from lake_platform.catalog.access import Access
 from lake_platform.catalog.alter import Alter
+from lake_platform.catalog.branch_changes import BranchChanges
 from lake_platform.catalog.branch_compaction import BranchCompaction
 from lake_platform.catalog.branch_publish import BranchPublish
 from lake_platform.catalog.branch_trash import BranchTrash
+from lake_platform.catalog.branch_versions import BranchVersions
 from lake_platform.catalog.branch_writes import BranchWrites
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.cascade import NamespaceDrops
@@ -101,7 +104,7 @@ class Catalog:
         self.alter = Alter(self.ctx, commits)
         self.restores = Restores(self.ctx, commits)
         self.renames = Renames(self.ctx, self.policies)
-        self.rows = RowChanges(self.ctx, commits)
+        self.rows = RowChanges(self.ctx, commits, self.schemas)
         self.registrations = Registrations(self.ctx)
         self.inventory = Inventory(self.ctx)
         self.reports = Reports(self.ctx)
@@ -110,6 +113,8 @@ class Catalog:
         self.branch_publish = BranchPublish(self.ctx, self.branches)
         self.branch_trash = BranchTrash(self.ctx, self.branches, self.policies)
         self.branch_compaction = BranchCompaction(self.ctx, self.branches, commits)
+        self.branch_changes = BranchChanges(self.ctx, self.branches, commits)
+        self.branch_versions = BranchVersions(self.ctx, self.branches, commits)
         self.trash.also_expire = self.branch_trash.expire_branches
 
     def transaction(self, *, by: Provenance | None = None) -> Transaction:

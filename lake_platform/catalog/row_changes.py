@@ -1,10 +1,10 @@
-"""Changes to existing rows: update (set columns by SQL expressions where a predicate holds)
-and merge-insert (upsert a batch on key columns). Each is one Lance commit on the table's
-registered version, opened through the namespace bound to the pending commit, so it lands as
-one registry transaction under the table's lease with its commit-log entry (``update``,
-``merge``), exactly as ``Tables.delete_rows`` does for deletes: all of it or nothing. Lance commits a
-version even when no row matched; should it make none, the answer names the current version
-and no commit.
+"""Changes to existing rows: update (set columns by SQL expressions where a predicate holds),
+merge-insert (upsert a batch on key columns) and replace-where (delete the rows a predicate
+selects and append a batch). Each is one Lance commit on the table's registered version, opened
+through the namespace bound to the pending commit, so it lands as one registry transaction under
+the table's lease with its commit-log entry (``update``, ``merge``, ``replace``), exactly as
+``Tables.delete_rows`` does for deletes: all of it or nothing. Lance commits a version even when
+no row matched; should it make none, the answer names the current version and no commit.
 """
 
 from __future__ import annotations
@@ -13,16 +13,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, input_error
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.schemas import Schemas
 from lake_platform.engine import changes
+from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from lake_platform.catalog.namespace import BoundTableNamespace
+    from lake_platform.registry.records import TableRecord
+
+#: What a row change does on the opened dataset: (dataset, its bound namespace, the table's
+#: record under the lease, the pending commit) -> the counts it reports.
+Change = Callable[[Any, "BoundTableNamespace", "TableRecord", PendingCommit], dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -34,9 +43,10 @@ class RowChange:
 
 
 class RowChanges:
-    def __init__(self, ctx: CatalogContext, commits: EngineCommits) -> None:
+    def __init__(self, ctx: CatalogContext, commits: EngineCommits, schemas: Schemas) -> None:
         self.ctx = ctx
         self.commits = commits
+        self.schemas = schemas
 
     def update_rows(
         self,
@@ -53,19 +63,19 @@ class RowChanges:
         for column, expression in updates.items():
             if not isinstance(column, str) or not column or not isinstance(expression, str) or not expression:
                 raise InvalidInput("updates map column names to SQL expressions")
-        if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
-            raise InvalidInput("the predicate must be a SQL filter")
+        if predicate is not None:
+            check_predicate(predicate)
 
         schema = self.commits.reads.open_table(name, by=by).schema  # refused before the lease
         unknown = [c for c in updates if c not in schema.names]
         if unknown:
             raise InvalidInput(f"{name} has no column {unknown[0]!r} to update")
 
-        def change(ds: Any) -> dict[str, int]:
+        def change(ds: Any, *_: object) -> dict[str, int]:
             return {"updated_rows": changes.update_rows(ds, updates, predicate)}
 
         detail = {"columns": sorted(updates), "predicate": predicate}
-        return self._change(name, "update", detail, change, by)
+        return self._change(name, "update", detail, lambda *_: change, by)
 
     def merge_insert(
         self,
@@ -91,7 +101,7 @@ class RowChanges:
         if missing:
             raise InvalidInput(f"the data has no key column {missing[0]!r}")
 
-        def change(ds: Any) -> dict[str, int]:
+        def change(ds: Any, *_: object) -> dict[str, int]:
             return changes.merge_insert(
                 ds,
                 data,
@@ -104,16 +114,72 @@ class RowChanges:
             )
 
         detail = {"on": list(on), "update": update_matched, "insert": insert_unmatched}
-        return self._change(name, "merge", detail, change, by)
+        return self._change(name, "merge", detail, lambda *_: change, by)
+
+    def replace_where(
+        self,
+        name: str,
+        predicate: str,
+        data: pa.RecordBatchReader,
+        *,
+        by: Provenance = UNSTATED,
+    ) -> RowChange:
+        """Delete the rows ``predicate`` selects and append ``data``: ONE Lance version and one
+        registry commit (logged ``replace``, with the rows deleted and added), so a reader sees
+        the rows before or after, never between, and every row of ``data`` lands (identical
+        ones too). Rows outside the predicate are untouched. ``data``'s columns go in as an
+        append's do: by name, lossless casts only, new or wider columns when the table's
+        ``schema_evolution`` policy allows (registered with the rows, in the same
+        transaction)."""
+        from lake_platform.catalog.arrow_io import StreamCounter, as_reader, schema_from_ipc, schema_to_ipc
+
+        check_predicate(predicate)
+        data = as_reader(data)
+        tname = TableName.parse(name)
+
+        def prepare(record: TableRecord, pending: PendingCommit) -> Change:
+            planned = self.schemas.plan_schema(tname, schema_from_ipc(record.schema_ipc), [data.schema])
+            if planned:
+                pending.schema_ipc = schema_to_ipc(planned.target)
+                pending.hold = planned.steps
+            if planned or planned.filled:
+                pending.detail.update(planned.describe())
+            counter = StreamCounter()
+            stream = counter.wrap(data, planned.target)
+            pending.stream_totals = counter.totals
+            pending.release_lease = True  # its one registry commit releases the lease too
+
+            def replace(
+                ds: Any, ns: BoundTableNamespace, held: TableRecord, pending: PendingCommit
+            ) -> dict[str, int]:
+                storage = self.ctx.storage(held.location)
+                try:
+                    if planned:
+                        engine.evolve_schema(ds, widened=planned.widened, added=planned.added)
+                    staged = changes.stage_replace(ds, predicate, stream, storage)
+                except Exception:
+                    if counter.error is not None:
+                        raise input_error(counter.error) from None
+                    raise
+                pending.rows_removed = staged.deleted_rows
+                pending.detail["deleted_rows"] = staged.deleted_rows
+                changes.commit_staged(ds, staged, namespace=ns, table_id=tname.parts, storage_options=storage)
+                return {"deleted_rows": staged.deleted_rows, "added_rows": counter.rows}
+
+            return replace
+
+        return self._change(name, "replace", {"predicate": predicate}, prepare, by)
 
     def _change(
         self,
         name: str,
         operation: str,
         detail: dict[str, object],
-        change: Callable[[Any], dict[str, int]],
+        prepare: Callable[[TableRecord, PendingCommit], Change],
         by: Provenance,
     ) -> RowChange:
+        """``prepare`` (given the table's record and the pending commit, before the lease: it may
+        refuse) returns the change to run on the registered version under the lease."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
@@ -128,15 +194,16 @@ class RowChanges:
             operation=operation,
             actor=self.ctx.actor(by.actor, who),
             run_id=by.run_id,
-            detail=detail,
+            detail=dict(detail),
         )
+        change = prepare(record, pending)
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             try:
                 self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure
-                counts = change(ds)
+                counts = change(ds, ns, record, pending)
             except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
                 refused = (
                     isinstance(exc, (ValueError, OSError, TypeError)) and "conflict" not in str(exc).lower()
@@ -149,5 +216,12 @@ class RowChanges:
             return RowChange(str(tname), record.current_version, None, counts)
         result = self.commits.result(pending, str(tname))
         if counts:
-            self.ctx.patch_log(pending.landed[0][1], {"detail": {**detail, **counts}})
+            self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
         return RowChange(str(tname), result.to_version or 0, result.commit_id, counts)
+
+
+def check_predicate(predicate: object) -> None:
+    """A predicate is a non-empty SQL filter (Lance parses it under the lease; a bad one is
+    refused there, before anything is written)."""
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise InvalidInput("the predicate must be a SQL filter")

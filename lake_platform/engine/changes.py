@@ -1,19 +1,22 @@
 """Lance operations that change a table's rows or columns in one commit each: renames, columns
-computed from SQL expressions, field metadata, restoring an older version, updates and
-merge-inserts. Called on a dataset opened through the catalog's bound namespace, so each commit
-goes through the registry (managed versioning); none decides a version number itself.
+computed from SQL expressions, field metadata, restoring an older version, updates,
+merge-inserts, and the rows a predicate selects replaced by new ones. Called on a dataset opened
+through the catalog's bound namespace, so each commit goes through the registry (managed
+versioning); none decides a version number itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.panics import engine_call
 
 if TYPE_CHECKING:
     import lance
     import pyarrow as pa
+    from lance_namespace import LanceNamespace
 
 
 @engine_call
@@ -79,3 +82,79 @@ def merge_insert(
         builder = builder.when_not_matched_by_source_delete(delete_unmatched_by_source_if)
     stats = builder.execute(data)
     return {k: int(stats.get(k, 0)) for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows")}
+
+
+@dataclass(frozen=True)
+class StagedReplace:
+    """A delete-and-append written but not committed (``stage_replace``): the Lance ``Update``
+    operation, the version it was read from, and the rows it deletes."""
+
+    operation: Any
+    read_version: int
+    deleted_rows: int
+
+
+@engine_call
+def stage_replace(
+    ds: lance.LanceDataset,
+    predicate: str,
+    data: pa.RecordBatchReader,
+    storage_options: dict[str, str] | None,
+) -> StagedReplace:
+    """Prepare the replacement of the rows ``predicate`` selects by ``data``: the matching
+    fragments' new deletion vectors (``LanceFragment.delete``; a fragment left empty is
+    removed) and ``data`` written as new fragments (``write_fragments``), all as one ``Update``
+    operation for :func:`commit_staged`. Nothing is visible until it commits.
+
+    ``ds.delete`` then ``ds.insert`` would be two versions, and a merge-insert keyed on every
+    column collapses identical rows; this keeps each row of ``data``. Only the fragments the
+    predicate matches get a deletion vector (found by one filtered scan of row addresses, which
+    scalar indexes and statistics prune); a bad predicate raises before any file is written."""
+    import lance
+    import pyarrow.compute as pc
+    from lance.fragment import write_fragments
+
+    matched = 0
+    touched: set[int] = set()
+    scan = ds.scanner(columns=[], filter=predicate, with_row_address=True)
+    for batch in scan.to_batches():  # row addresses only, a batch at a time
+        matched += batch.num_rows
+        touched.update(pc.unique(pc.shift_right(batch.column("_rowaddr"), 32)).to_pylist())
+    removed: list[int] = []
+    updated = []
+    for fragment_id in sorted(touched):
+        after = ds.get_fragment(fragment_id).delete(predicate)
+        if after is None:
+            removed.append(fragment_id)
+        else:
+            updated.append(after)
+    new = write_fragments(data, ds, data.schema, mode="append", storage_options=storage_options or None)
+    operation = lance.LanceOperation.Update(
+        removed_fragment_ids=removed, updated_fragments=updated, new_fragments=new
+    )
+    return StagedReplace(operation, int(ds.version), matched)
+
+
+@engine_call
+def commit_staged(
+    ds: lance.LanceDataset,
+    staged: StagedReplace,
+    *,
+    namespace: LanceNamespace,
+    table_id: Sequence[str],
+    storage_options: dict[str, str] | None,
+) -> int:
+    """Commit ``staged`` on ``ds`` as ONE Lance version through ``namespace`` (the registry
+    decides its number); returns it."""
+    import lance
+
+    committed = lance.LanceDataset.commit(
+        ds,
+        staged.operation,
+        read_version=staged.read_version,
+        storage_options=storage_options or None,
+        namespace_client=namespace,
+        table_id=list(table_id),
+        namespace_client_managed_versioning=True,
+    )
+    return int(committed.version)

@@ -1,11 +1,13 @@
-"""Updates and merge-inserts: one logged commit each through the catalog; bad input changes
+"""Updates, merge-inserts and replace-where: one logged commit each through the catalog; bad input changes
 nothing."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
-from lake_platform.errors import InvalidInput
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidInput, TableNotFound, TableSchemaValidationError
 from lake_platform_tests.catalog.conftest import Lake, rows, state
 
 T = "p.w.ns.t"
@@ -53,3 +55,74 @@ def test_a_bad_predicate_commits_nothing(lake: Lake) -> None:
     assert lake.catalog.reads.open_table(T).record.current_version == 1
     assert [e.operation for e in lake.catalog.reads.log(T)] == ["create"]
     assert content(lake) == {1: "x"}
+
+
+def pairs(lake: Lake, version: int | None = None) -> list[tuple[int, str]]:
+    table = lake.catalog.reads.open_table(T, version).to_reader().read_all()
+    return sorted(zip(table.column("id").to_pylist(), table.column("tag").to_pylist(), strict=True))
+
+
+def test_replace_where_is_one_version_that_keeps_every_row_given(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1, 2], "a"))
+    lake.catalog.tables.append(T, rows([3], "b"))
+    replaced = lake.catalog.rows.replace_where(T, "tag = 'a'", rows([7, 7], "a"))
+    # identical rows both land; the rows the predicate does not select are untouched
+    assert pairs(lake) == [(3, "b"), (7, "a"), (7, "a")]
+    assert pairs(lake, 2) == [(1, "a"), (2, "a"), (3, "b")]
+    assert (replaced.version, replaced.counts) == (3, {"deleted_rows": 2, "added_rows": 2})
+    assert sorted(lake.catalog.reads.readable_versions(T)[1]) == [1, 2, 3]
+    log = lake.catalog.reads.log(T)
+    assert [e.operation for e in log] == ["create", "append", "replace"]
+    entry = log[-1]
+    assert (entry.commit_id, entry.from_version, entry.to_version) == (replaced.commit_id, 2, 3)
+    assert (entry.rows_added, entry.rows_removed) == (2, 2)
+    assert entry.detail["predicate"] == "tag = 'a'" and entry.detail["deleted_rows"] == 2
+
+
+def test_replace_where_selecting_nothing_appends(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1], "a"))
+    replaced = lake.catalog.rows.replace_where(T, "tag = 'z'", rows([1], "z"))
+    assert replaced.counts == {"deleted_rows": 0, "added_rows": 1}
+    assert pairs(lake) == [(1, "a"), (1, "z")]
+
+
+def test_replace_where_retried_with_its_commit_id_applies_once(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1], "a"))
+    by = Provenance(commit_id="replace-step-0001")
+    first = lake.catalog.rows.replace_where(T, "tag = 'a'", rows([2, 2], "a"), by=by)
+    again = lake.catalog.rows.replace_where(T, "tag = 'a'", rows([2, 2], "a"), by=by)
+    assert (again.version, again.commit_id) == (first.version, first.commit_id) == (2, "replace-step-0001")
+    assert pairs(lake) == [(2, "a"), (2, "a")]
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "replace"]
+
+
+def test_replace_where_refuses_bad_input_and_changes_nothing(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1], "a"))
+    before = state(lake)
+    wrong_type = pa.table({"id": pa.array(["x"]), "tag": pa.array(["a"])}).to_reader()
+    for call, error in [
+        (lambda: lake.catalog.rows.replace_where(T, " ", rows([2], "a")), InvalidInput),
+        (lambda: lake.catalog.rows.replace_where(T, "tag = 'a'", wrong_type), TableSchemaValidationError),
+        (lambda: lake.catalog.rows.replace_where(T, "tag = 'a'", [1]), InvalidInput),
+        (lambda: lake.catalog.rows.replace_where("p.w.ns.nope", "tag = 'a'", rows([2])), TableNotFound),
+    ]:
+        with pytest.raises(error):
+            call()
+    assert state(lake) == before
+
+
+def test_replace_where_with_a_bad_predicate_writes_nothing(lake: Lake) -> None:
+    """Lance parses the predicate under the lease, before any file is written: the lease record
+    is all that moves."""
+    lake.catalog.tables.create_table(T, rows([1], "a"))
+
+    def unleased() -> tuple[list[object], list[object]]:
+        registry, files = state(lake)
+        return [item for item in registry if not str(item[0]).startswith("lse/")], files
+
+    before = unleased()
+    for predicate in ["nope = 1", "tag = ", "tag = 'a' AND"]:
+        with pytest.raises(InvalidInput):
+            lake.catalog.rows.replace_where(T, predicate, rows([2], "a"))
+    assert unleased() == before
+    assert pairs(lake) == [(1, "a")]
