@@ -1,0 +1,380 @@
+"""Changes to a branch beyond appends and overwrites: updates, merge-inserts and deletes of its
+rows, and schema changes (computed columns added, columns renamed or dropped). A Lance client's
+staged manifest committed as the branch's next version is ``branch_versions``.
+
+Each is main's same change on the branch's own line: under the branch's lease (its chain id),
+the branch record read again (``Branches.held``) and a namespace bound to it
+(``Branches.writer_namespace``), so the Lance commit is ONE registry transaction that
+compare-and-swaps the branch's head, with its commit-log entry (``detail.branch``) and commit
+marker; main never moves. The same rules as main's apply: every argument checked before the
+lease (bad input changes nothing), renames and drops take admin and a drop is refused on a
+protected table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lake_platform.catalog.alter import check_column_name
+from lake_platform.catalog.branches import Branches
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
+from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.principals import Action
+from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.row_changes import RowChange
+from lake_platform.engine import changes
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import (
+    InvalidInput,
+    Protected,
+    TableColumnNotFound,
+    TableSchemaValidationError,
+)
+from lake_platform.naming import TableName
+from lake_platform.registry.records import BranchRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: What a change does to the branch's schema (None: the schema stays).
+SchemaChange = Callable[["pa.Schema"], "pa.Schema"] | None
+
+
+class BranchChanges:
+    def __init__(self, ctx: CatalogContext, branches: Branches, commits: EngineCommits) -> None:
+        self.ctx = ctx
+        self.branches = branches
+        self.commits = commits
+
+    # -- rows ------------------------------------------------------------------------------------
+
+    def update_rows(
+        self,
+        name: str,
+        branch: str,
+        updates: dict[str, str],
+        predicate: str | None = None,
+        *,
+        by: Provenance = UNSTATED,
+    ) -> RowChange:
+        """Set each column of ``updates`` to its SQL expression on the branch's rows
+        ``predicate`` selects (every row without one); logged ``update``."""
+        if not isinstance(updates, dict) or not updates:
+            raise InvalidInput("an update sets at least one column")
+        for column, expression in updates.items():
+            if not isinstance(column, str) or not column or not isinstance(expression, str) or not expression:
+                raise InvalidInput("updates map column names to SQL expressions")
+        if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
+            raise InvalidInput("the predicate must be a SQL filter")
+
+        def check(schema: pa.Schema) -> pa.Schema:
+            unknown = [c for c in updates if c not in schema.names]
+            if unknown:
+                raise InvalidInput(f"branch {branch} of {name} has no column {unknown[0]!r} to update")
+            return schema
+
+        detail = {"columns": sorted(updates), "predicate": predicate}
+        return self._rows(
+            name,
+            branch,
+            "update",
+            detail,
+            lambda ds: {"updated_rows": changes.update_rows(ds, updates, predicate)},
+            check,
+            by,
+        )
+
+    def merge_insert(
+        self,
+        name: str,
+        branch: str,
+        data: pa.RecordBatchReader,
+        on: Sequence[str],
+        *,
+        update_matched: bool = False,
+        update_matched_if: str | None = None,
+        insert_unmatched: bool = False,
+        delete_unmatched_by_source: bool = False,
+        delete_unmatched_by_source_if: str | None = None,
+        by: Provenance = UNSTATED,
+    ) -> RowChange:
+        """Merge ``data`` into the branch on the key columns ``on`` (as ``rows.merge_insert``
+        does into main); logged ``merge``."""
+        if not on or not all(isinstance(c, str) and c for c in on):
+            raise InvalidInput("merge_insert needs the key columns (on)")
+        if not (update_matched or insert_unmatched or delete_unmatched_by_source):
+            raise InvalidInput("merge_insert must update, insert or delete something")
+        missing = [c for c in on if c not in data.schema.names]
+        if missing:
+            raise InvalidInput(f"the data has no key column {missing[0]!r}")
+
+        def check(schema: pa.Schema) -> pa.Schema:
+            absent = [c for c in [*on, *data.schema.names] if c not in schema.names]
+            if absent:
+                raise InvalidInput(f"branch {branch} of {name} has no column {absent[0]!r}")
+            return schema
+
+        def merge(ds: Any) -> dict[str, int]:
+            return changes.merge_insert(
+                ds,
+                data,
+                on,
+                update_matched=update_matched,
+                update_matched_if=update_matched_if,
+                insert_unmatched=insert_unmatched,
+                delete_unmatched_by_source=delete_unmatched_by_source,
+                delete_unmatched_by_source_if=delete_unmatched_by_source_if,
+            )
+
+        detail = {"on": list(on), "update": update_matched, "insert": insert_unmatched}
+        return self._rows(name, branch, "merge", detail, merge, check, by)
+
+    def delete_rows(
+        self,
+        name: str,
+        branch: str,
+        predicate: str,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
+        """Delete the branch's rows ``predicate`` selects; logged ``delete`` with the rows
+        removed. ``detail`` goes into the log entry (an idempotent request's digest)."""
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidInput("a delete needs a non-empty predicate")
+
+        def delete(ds: Any) -> dict[str, int]:
+            before = int(ds.count_rows())
+            engine.delete_rows(ds, predicate)
+            return {"rows_removed": before - int(ds.count_rows())}
+
+        pending, fresh, counts = self._commit(
+            name, branch, "delete", {**(detail or {}), "predicate": predicate}, delete, None, by
+        )
+        result = self.commits.result(pending, fresh.name)
+        if counts:
+            self.ctx.patch_log(pending.landed[0][1], counts)
+        return result
+
+    def _rows(
+        self,
+        name: str,
+        branch: str,
+        operation: str,
+        detail: dict[str, object],
+        apply: Callable[[Any], dict[str, int]],
+        check: SchemaChange,
+        by: Provenance,
+    ) -> RowChange:
+        pending, fresh, counts = self._commit(name, branch, operation, detail, apply, check, by)
+        if not pending.landed:  # Lance made no version (nothing matched)
+            return RowChange(fresh.name, fresh.current_version, None, counts)
+        result = self.commits.result(pending, fresh.name)
+        if counts:
+            self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
+        return RowChange(fresh.name, result.to_version or 0, result.commit_id, counts)
+
+    # -- columns ---------------------------------------------------------------------------------
+
+    def add_computed_columns(
+        self, name: str, branch: str, expressions: dict[str, str], *, by: Provenance = UNSTATED
+    ) -> CommitResult:
+        """Add columns whose values are SQL expressions over each of the branch's rows (writer
+        role); logged ``add-columns``."""
+        if not isinstance(expressions, dict) or not expressions:
+            raise InvalidInput("name at least one column to add, each with its SQL expression")
+        for column, expression in expressions.items():
+            check_column_name(column)
+            if not isinstance(expression, str) or not expression.strip():
+                raise InvalidInput(f"column {column}: the expression must be a non-empty SQL expression")
+        fields: list[pa.Field] = []
+
+        def add(ds: Any) -> dict[str, int]:
+            changes.add_computed_columns(ds, expressions)
+            return {}
+
+        def plan(schema: pa.Schema) -> pa.Schema:
+            for field in fields:
+                if field.name in schema.names:
+                    raise TableSchemaValidationError(f"column {field.name} already exists")
+                schema = schema.append(field)
+            return schema
+
+        # The new columns' types are what the expressions yield over the branch's head.
+        snap = self.branches.open_branch(name, branch, by=by)
+        taken = [c for c in expressions if c in snap.schema.names]
+        if taken:
+            raise TableSchemaValidationError(f"column {taken[0]} already exists")
+        try:
+            fields.extend(changes.expression_schema(snap.dataset, expressions))
+        except Exception as exc:  # noqa: BLE001 - Lance's planner refuses a bad expression
+            raise InvalidInput(
+                f"cannot add columns to branch {branch} of {name}: {first_line(exc)}"
+            ) from None
+        detail = {"columns": {f.name: str(f.type) for f in fields}, "expressions": dict(expressions)}
+        return self._columns(name, branch, "add-columns", detail, add, plan, by, "write")
+
+    def rename_columns(
+        self, name: str, branch: str, renames: dict[str, str], *, by: Provenance = UNSTATED
+    ) -> CommitResult:
+        """Rename the branch's columns (old -> new) in one commit (admin, as on main)."""
+        if not isinstance(renames, dict) or not renames:
+            raise InvalidInput("name at least one column to rename")
+        for old, new in renames.items():
+            check_column_name(old)
+            check_column_name(new, "new column name")
+        if len(set(renames.values())) != len(renames):
+            raise InvalidInput("two columns cannot take the same new name")
+
+        def plan(schema: pa.Schema) -> pa.Schema:
+            for old in renames:
+                _require(schema, old)
+            kept = set(schema.names) - set(renames)
+            for old, new in renames.items():
+                if new in kept:
+                    raise TableSchemaValidationError(
+                        f"cannot rename {old} to {new}: column {new} already exists"
+                    )
+            for old, new in renames.items():
+                i = schema.get_field_index(old)
+                schema = schema.set(i, schema.field(i).with_name(new))
+            return schema
+
+        def rename(ds: Any) -> dict[str, int]:
+            changes.rename_columns(ds, renames)
+            return {}
+
+        return self._columns(
+            name, branch, "rename-column", {"renames": dict(renames)}, rename, plan, by, "admin"
+        )
+
+    def drop_columns(
+        self, name: str, branch: str, columns: list[str], *, by: Provenance = UNSTATED
+    ) -> CommitResult:
+        """Drop the branch's ``columns`` in one commit (admin, and refused on a protected table,
+        as on main: publishing would hide them from main's readers)."""
+        if not isinstance(columns, list) or not columns:
+            raise InvalidInput("name at least one column to drop")
+        for column in columns:
+            check_column_name(column)
+        if len(set(columns)) != len(columns):
+            raise InvalidInput("a column is named twice")
+
+        def plan(schema: pa.Schema) -> pa.Schema:
+            for column in columns:
+                _require(schema, column)
+            if len(schema) == len(columns):
+                raise TableSchemaValidationError(
+                    f"cannot drop {', '.join(columns)}: that is the table's only column, or all of them"
+                )
+            for column in columns:
+                schema = schema.remove(schema.get_field_index(column))
+            return schema
+
+        def drop(ds: Any) -> dict[str, int]:
+            engine.drop_columns(ds, columns)
+            return {}
+
+        return self._columns(name, branch, "drop-column", {"columns": list(columns)}, drop, plan, by, "admin")
+
+    def _columns(
+        self,
+        name: str,
+        branch: str,
+        operation: str,
+        detail: dict[str, object],
+        apply: Callable[[Any], dict[str, int]],
+        plan: SchemaChange,
+        by: Provenance,
+        role: Action,
+    ) -> CommitResult:
+        pending, fresh, _ = self._commit(
+            name, branch, operation, detail, apply, plan, by, role=role, schema_changes=True
+        )
+        return self.commits.result(pending, fresh.name)
+
+    # -- the commit ------------------------------------------------------------------------------
+
+    def _commit(
+        self,
+        name: str,
+        branch: str,
+        operation: str,
+        detail: dict[str, object],
+        apply: Callable[[Any], dict[str, int]],
+        plan: SchemaChange,
+        by: Provenance,
+        *,
+        role: Action = "write",
+        schema_changes: bool = False,
+    ) -> tuple[PendingCommit, BranchRecord, dict[str, int]]:
+        """One Lance change on the branch's head, under its lease: identity, shape, parent,
+        permission, then ``plan`` (the schema after the change; raises on bad input) on the
+        branch as listed and again under the lease. A replayed commit id lands nothing."""
+        from lake_platform.catalog.arrow_io import schema_from_ipc, schema_to_ipc
+
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.require_parent(tname)
+        who.require(tname.project, role, f"{operation.replace('-', ' ')} on branch {branch} of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+        rec, _ = self.branches.branch(tname, branch)
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation=operation,
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
+            detail={**detail, "branch": branch},
+        )
+        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        if replay is not None:
+            pending.landed.append((replay.to_version or 0, ""))
+            pending.from_version = replay.from_version
+            return pending, rec, {}
+        if plan is not None:
+            plan(schema_from_ipc(rec.schema_ipc))  # refused before the lease
+        self._require_unprotected(tname, operation)
+        counts: dict[str, int] = {}
+        with self.ctx.gate.hold(rec.incarnation) as lease:
+            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            if plan is not None:
+                after = plan(schema_from_ipc(fresh.schema_ipc))
+                if schema_changes:
+                    pending.schema_ipc = schema_to_ipc(after)
+            self._require_unprotected(tname, operation)
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation)
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=fresh.current_version,
+                storage_options=self.ctx.storage(fresh.location),
+            )
+            lease.check()
+            try:
+                self.ctx.at(
+                    f"branch-{operation}:before-write"
+                )  # inside: an injected failure is an engine one
+                counts = apply(ds)
+            except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
+                refused = (
+                    isinstance(exc, (ValueError, OSError, TypeError)) and "conflict" not in str(exc).lower()
+                )
+                if not pending.landed and ns.failure is None and refused:
+                    raise InvalidInput(
+                        f"cannot {operation} branch {branch} of {tname}: {first_line(exc)}"
+                    ) from None
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(fresh, pending)
+        return pending, fresh, counts
+
+    def _require_unprotected(self, tname: TableName, operation: str) -> None:
+        if operation == "drop-column" and self.ctx.table(tname)[0].protected:
+            raise Protected(f"table {tname} is protected; unprotect it to drop a column (on any branch)")
+
+
+def _require(schema: pa.Schema, column: str) -> None:
+    if column not in schema.names:
+        raise TableColumnNotFound(f"no column {column} (the branch has {', '.join(schema.names)})")

@@ -1,0 +1,185 @@
+"""A Lance client's staged manifest committed as a branch's next version (REST
+CreateTableVersion with ``branch``): main's managed-versioning commit on the branch's own line.
+
+The staged manifest must sit in the branch's dataset (its ``_versions/``, checked by the caller
+against the branch record) and reference only files inside the table's folder (issue 44's rule,
+``table_files.check_manifest`` with the folder: a branch's manifests name the parent's files
+there through a base path); a commit that drops, renames or retypes a column is held to the
+catalog's roles for that change. Then, under the branch's lease (``Branches.held``), a namespace
+bound to the branch record (``Branches.writer_namespace``) registers it: ONE registry
+transaction that compare-and-swaps the branch's head, with its log entry (``detail.branch``)
+and commit marker. Main never moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from lake_platform.catalog.branches import Branches
+from lake_platform.catalog.context import CatalogContext, check_commit_id
+from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.table_files import check_manifest
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import InvalidInput, Protected
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import BranchRecord, TableRecord
+
+if TYPE_CHECKING:
+    from lake_platform.engine.transactions import StagedChange
+
+
+def log_operation(lance_operation: str | None) -> str:
+    """The log operation of a client's commit on a branch: Lance's own, hyphenated as the
+    catalog's are; ``commit`` when its transaction could not be read."""
+    return "commit" if lance_operation is None else lance_operation.replace("_", "-")
+
+
+def log_operations() -> frozenset[str]:
+    """Every log operation a client's commit on a branch may have (an idempotent retry's check)."""
+    from lake_platform.engine.transactions import OPERATIONS
+
+    return frozenset({log_operation(op) for op in OPERATIONS.values()} | {"commit"})
+
+
+class BranchVersions:
+    def __init__(self, ctx: CatalogContext, branches: Branches, commits: EngineCommits) -> None:
+        self.ctx = ctx
+        self.branches = branches
+        self.commits = commits
+
+    def create_version(
+        self,
+        name: str,
+        branch: str,
+        version: int,
+        manifest_path: str,
+        *,
+        manifest_size: int | None = None,
+        e_tag: str | None = None,
+        naming_scheme: str | None = None,
+        check: Callable[[BranchRecord], None] | None = None,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
+        """Register the staged manifest at ``manifest_path`` as ``version`` of the branch (the
+        branch's head + 1, else ConcurrentModification). ``check``: called with the branch's
+        record before anything is read or written (the REST server checks the path against the
+        branch's dataset root). ``by.commit_id`` makes it idempotent (replayed)."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidInput(f"version must be a positive integer, got {version!r}")
+        if not isinstance(manifest_path, str) or not manifest_path:
+            raise InvalidInput("manifest_path is required")
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"write to branch {branch} of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        if replay is not None:
+            return replay
+        rec, _ = self.branches.branch(tname, branch)
+        if check is not None:
+            check(rec)
+        staged_ipc, change = self._staged(rec, manifest_path)
+        main, _ = self.ctx.table(tname)
+        require_schema_change_role(who, tname, main, rec.schema_ipc, staged_ipc, change.operation)
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation=log_operation(change.operation),
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
+            schema_ipc=staged_ipc,
+            detail={**(detail or {}), "client": "pylance", "branch": branch},
+            stream_totals=lambda: (change.rows_added, change.bytes_added),
+            files_added=change.files_added,
+        )
+        request = {
+            "id": list(tname.parts),
+            "version": version,
+            "manifest_path": manifest_path,
+            "manifest_size": manifest_size,
+            "e_tag": e_tag,
+            "naming_scheme": naming_scheme,
+        }
+        with self.ctx.gate.hold(rec.incarnation) as lease:
+            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "version")
+            lease.check()
+            try:
+                ns.create_table_version(request)
+            except Exception:
+                if ns.failure is not None:
+                    raise ns.failure from None
+                raise
+            if staged_ipc is None:  # the manifest did not say: read it back from the version
+                self._record_schema(tname, ns.record, ns.record_revision, version)
+            self.commits.manifests.finalize(fresh, pending)
+        return self.commits.result(pending, str(tname))
+
+    def _staged(self, rec: BranchRecord, path: str) -> tuple[bytes | None, StagedChange]:
+        """The staged manifest's schema (IPC bytes; None when unreadable) and what it commits,
+        from one read of the file, which is refused (InvalidInput) when missing or when it
+        references a file outside the table's folder."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+        from lake_platform.engine.storage import read_object
+        from lake_platform.engine.transactions import StagedChange, staged_change
+
+        storage = self.ctx.storage(rec.location)
+        try:
+            raw = read_object(rec.location, path, storage)
+        except FileNotFoundError:
+            raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
+        check_manifest(rec.location, path, storage, raw=raw, folder=rec.folder)
+        try:
+            schema = engine.manifest_schema(rec.location, path, storage, raw=raw)
+        except (OSError, ValueError, RuntimeError):
+            schema = None
+        try:
+            change = staged_change(rec.location, path, storage, raw=raw)
+        except (OSError, ValueError):
+            change = StagedChange(None)
+        return (None if schema is None else schema_to_ipc(schema)), change
+
+    def _record_schema(self, tname: TableName, rec: BranchRecord, revision: int, version: int) -> None:
+        """Under the lease: the branch record takes the schema of the version just committed."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        ipc = schema_to_ipc(self.branches.reads.snapshot(tname, rec, version).schema)
+        if ipc != rec.schema_ipc:
+            updated = rec.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
+            self.ctx.store.compare_and_swap(keys.branch(tname, rec.branch), revision, updated.encode())
+
+
+def require_schema_change_role(
+    who: Principal,
+    tname: TableName,
+    record: TableRecord,
+    before_ipc: bytes | None,
+    after_ipc: bytes | None,
+    operation: str | None,
+) -> None:
+    """A client's commit that changes the schema takes the role the same change takes from the
+    catalog (main's rule, ``pylance_commits``): dropping, renaming or retyping a column takes
+    admin, and dropping one is refused on a protected table (``record``: main's); adding
+    columns, and replacing the whole line (Lance's overwrite), take write. Before the lease."""
+    from lake_platform.catalog.arrow_io import schema_from_ipc
+
+    if not before_ipc or after_ipc is None or before_ipc == after_ipc or operation == "overwrite":
+        return
+    before, after = schema_from_ipc(before_ipc), schema_from_ipc(after_ipc)
+    removed = [n for n in before.names if n not in after.names]
+    retyped = [n for n in before.names if n in after.names and before.field(n).type != after.field(n).type]
+    if not removed and not retyped:
+        return
+    dropped = len(after.names) < len(before.names)
+    what = "drop" if dropped else "rename" if removed else "change the type of"
+    columns = ", ".join(removed or retyped)
+    who.require(tname.project, "admin", f"{what} column(s) {columns} of {tname}")
+    if dropped and record.protected:
+        raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
