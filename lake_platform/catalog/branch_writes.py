@@ -1,4 +1,5 @@
-"""Writes to a branch.
+"""Writes to a branch: append, overwrite and replace-where (the rows a predicate selects
+replaced by new ones, one version).
 
 A branch write is the table write path on the branch's own line: under the branch's lease (its
 chain id), a namespace bound to the branch record (``head_key``: the branch's registry key) lets
@@ -11,20 +12,20 @@ Publishing a branch into main is ``branch_publish``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.branches import Branches
-from lake_platform.catalog.context import CatalogContext, check_commit_id, input_error
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, input_error
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.schemas import Schemas
+from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import (
-    TableSchemaValidationError,
-)
+from lake_platform.errors import InvalidInput, TableSchemaValidationError
 from lake_platform.naming import TableName
+from lake_platform.registry.records import BranchRecord
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,6 +65,23 @@ class BranchWrites:
         """Replace the branch's rows (and schema) with the stream."""
         return self._write(name, branch, data, "overwrite", by, detail)
 
+    def replace_where(
+        self,
+        name: str,
+        branch: str,
+        predicate: str,
+        data: pa.RecordBatchReader,
+        *,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
+        """Delete the branch's rows ``predicate`` selects and append ``data``, as ONE version of
+        the branch (``rows.replace_where`` on the branch's line; logged ``replace``). The rows
+        fit the branch's schema as an append's do."""
+        from lake_platform.catalog.row_changes import check_predicate
+
+        check_predicate(predicate)
+        return self._write(name, branch, data, "replace", by, {"predicate": predicate}, predicate)
+
     def _write(
         self,
         name: str,
@@ -72,6 +90,7 @@ class BranchWrites:
         mode: str,
         by: Provenance,
         detail: dict[str, object] | None = None,
+        predicate: str | None = None,
     ) -> CommitResult:
         from lake_platform.catalog.arrow_io import StreamCounter, as_reader, schema_from_ipc, schema_to_ipc
 
@@ -86,7 +105,7 @@ class BranchWrites:
             return replay
         rec, _ = self.branches.branch(tname, branch)
         target = None
-        if mode == "append":
+        if mode != "overwrite":
             change = self.schemas.plan_schema(tname, schema_from_ipc(rec.schema_ipc), [data.schema])
             if change:
                 raise TableSchemaValidationError(
@@ -121,10 +140,38 @@ class BranchWrites:
             lease.check()
             try:
                 self.ctx.at(f"branch-{mode}:before-write")
-                engine.write(stream, namespace=ns, table_id=tname.parts, mode=mode, storage_options=storage)
+                if predicate is None:
+                    engine.write(
+                        stream, namespace=ns, table_id=tname.parts, mode=mode, storage_options=storage
+                    )
+                else:
+                    self._replace(tname, fresh, ns, pending, predicate, stream)
             except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
                 if counter.error is not None and not pending.landed:
                     raise input_error(counter.error) from None
+                refused = isinstance(exc, (ValueError, OSError)) and "conflict" not in str(exc).lower()
+                if predicate is not None and refused and not pending.landed and ns.failure is None:
+                    raise InvalidInput(
+                        f"cannot replace rows of branch {branch} of {tname}: {first_line(exc)}"
+                    ) from None
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(fresh, pending)
         return self.commits.result(pending, str(tname))
+
+    def _replace(
+        self,
+        tname: TableName,
+        fresh: BranchRecord,
+        ns: Any,
+        pending: PendingCommit,
+        predicate: str,
+        stream: pa.RecordBatchReader,
+    ) -> None:
+        storage = self.ctx.storage(fresh.location)
+        ds = engine.open_version(
+            namespace=ns, table_id=tname.parts, version=fresh.current_version, storage_options=storage
+        )
+        staged = changes.stage_replace(ds, predicate, stream, storage)
+        pending.rows_removed = staged.deleted_rows
+        pending.detail["deleted_rows"] = staged.deleted_rows
+        changes.commit_staged(ds, staged, namespace=ns, table_id=tname.parts, storage_options=storage)

@@ -1,0 +1,69 @@
+"""Writes on a branch's own line: replace-where is one version of the branch, main never moves,
+a retried commit id applies once, bad input changes nothing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidInput, TableSchemaValidationError
+from lake_platform_tests.catalog.conftest import Lake, rows, state
+
+T = "p.w.ns.t"
+
+
+def pairs(snapshot: object) -> list[tuple[int, str]]:
+    table = snapshot.to_reader().read_all()  # type: ignore[attr-defined]
+    return sorted(zip(table.column("id").to_pylist(), table.column("tag").to_pylist(), strict=True))
+
+
+@pytest.fixture
+def dev(lake: Lake) -> Lake:
+    """``T`` at version 2 (ids 1, 2 tagged a; 3 tagged b) and branch ``dev`` from it."""
+    lake.catalog.tables.create_table(T, rows([1, 2], "a"))
+    lake.catalog.tables.append(T, rows([3], "b"))
+    lake.catalog.branches.create_branch(T, "dev")
+    return lake
+
+
+def test_replace_where_on_a_branch_is_one_version_of_it_and_main_stays(dev: Lake) -> None:
+    cat = dev.catalog
+    result = cat.branch_writes.replace_where(T, "dev", "tag = 'a'", rows([7, 7], "a"))
+    assert (result.operation, result.from_version, result.to_version) == ("replace", 2, 3)
+    assert pairs(cat.branches.open_branch(T, "dev")) == [(3, "b"), (7, "a"), (7, "a")]
+    main = cat.reads.open_table(T)
+    assert (main.version, pairs(main)) == (2, [(1, "a"), (2, "a"), (3, "b")])
+    (entry,) = [e for e in cat.reads.history(T) if e.operation == "replace"]
+    assert entry.detail["branch"] == "dev" and entry.detail["deleted_rows"] == 2
+    assert (entry.rows_added, entry.rows_removed, entry.to_version) == (2, 2, 3)
+
+
+def test_replace_where_on_a_branch_retried_applies_once(dev: Lake) -> None:
+    cat = dev.catalog
+    by = Provenance(commit_id="branch-replace-0001")
+    first = cat.branch_writes.replace_where(T, "dev", "tag = 'b'", rows([4], "b"), by=by)
+    again = cat.branch_writes.replace_where(T, "dev", "tag = 'b'", rows([4], "b"), by=by)
+    assert again.replayed and again.to_version == first.to_version == 3
+    assert pairs(cat.branches.open_branch(T, "dev")) == [(1, "a"), (2, "a"), (4, "b")]
+
+
+def test_replace_where_on_a_branch_refuses_bad_input_and_changes_nothing(dev: Lake) -> None:
+    cat = dev.catalog
+    before = state(dev)
+    wrong_type = pa.table({"id": pa.array(["x"]), "tag": pa.array(["a"])}).to_reader()
+    for call, error in [
+        (lambda: cat.branch_writes.replace_where(T, "dev", "", rows([2])), InvalidInput),
+        (
+            lambda: cat.branch_writes.replace_where(T, "dev", "tag = 'a'", wrong_type),
+            TableSchemaValidationError,
+        ),
+    ]:
+        with pytest.raises(error):
+            call()
+    assert state(dev) == before
+    for predicate in ["nope = 1", "tag = "]:  # refused by Lance under the lease, before any write
+        with pytest.raises(InvalidInput):
+            cat.branch_writes.replace_where(T, "dev", predicate, rows([2], "a"))
+    assert cat.branches.open_branch(T, "dev").version == 2
+    assert [e.operation for e in cat.reads.history(T)] == ["create", "append", "branch-create"]
