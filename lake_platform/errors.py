@@ -195,6 +195,15 @@ class InvalidPolicyValue(InvalidInput):
         self.key = key
 
 
+class TransactionTooLarge(InvalidInput):
+    """A multi-table transaction writing more tables than the registry backend commits in one
+    atomic write; ``max_tables`` is that limit. Refused before anything was written."""
+
+    def __init__(self, message: str, max_tables: int = 0) -> None:
+        super().__init__(message)
+        self.max_tables = max_tables
+
+
 class PolicyNotFound(NamespaceNotFound):
     """No policy record is attached at the named scope."""
 

@@ -15,9 +15,11 @@ leaving the block without an exception commits them:
    next reader or writer publishes (``manifests.finish_version``).
 
 A table costs ``OPS_PER_TABLE`` registry operations (plus two per schema step an evolving
-append takes), and a registry transaction carries at most ``MAX_TRANSACT_OPS``: hence
-``MAX_TABLES``. Each table's commit id is the transaction's with ``-t<i>`` appended (``i`` in
-sorted-name order), so a transaction given a commit id replays like a single commit.
+append takes), and one registry transaction carries at most the backend's ``max_transact_ops``:
+hence ``max_tables`` (SQLite: 2,000 tables; DynamoDB, one TransactWriteItems of 100 items: 19).
+A transaction over it is refused (TransactionTooLarge) before any lease is taken or byte written.
+Each table's commit id is the transaction's with ``-t<i>`` appended (``i`` in sorted-name order),
+so a transaction given a commit id replays like a single commit.
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ from lake_platform.errors import (
     ConditionFailed,
     InvalidInput,
     ServiceUnavailable,
+    TransactionTooLarge,
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitMarker, TableRecord, VersionRecord
-from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, MAX_TRANSACT_OPS, Item, Op, Put
+from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, Item, MetaStore, Op, Put
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,9 +62,6 @@ log = logging.getLogger(__name__)
 #: Registry operations one table's version costs in the transaction: its version record, its
 #: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).
 OPS_PER_TABLE = 5
-#: The most tables one transaction may write (each schema step of an evolving append costs two
-#: more operations, checked before anything is written).
-MAX_TABLES = MAX_TRANSACT_OPS // OPS_PER_TABLE
 #: Tables staged at once: each stage waits on storage and on Lance's own threads.
 STAGING_THREADS = 8
 
@@ -116,8 +116,8 @@ class Transaction:
         tname = TableName.parse(name)
         if str(tname) in self._writes:
             raise InvalidInput(f"a transaction writes each table once; {tname} is in it already")
-        if len(self._writes) >= MAX_TABLES:
-            raise InvalidInput(f"a transaction writes at most {MAX_TABLES} tables")
+        if len(self._writes) >= max_tables(self._ctx.store):
+            raise too_large(self._ctx.store, len(self._writes) + 1)
         self._writes[str(tname)] = TableWrite(tname, mode, as_reader(data), dict(detail or {}))
 
     def __enter__(self) -> Transaction:
@@ -150,11 +150,8 @@ class Transaction:
         ):
             self._plan(w, who, parent_item, table_item)
         steps = sum(len(w.change.steps) if w.change else 0 for w in writes)
-        if OPS_PER_TABLE * len(writes) + 2 * steps > MAX_TRANSACT_OPS:
-            raise InvalidInput(
-                f"a transaction takes at most {MAX_TRANSACT_OPS} registry operations: {len(writes)} "
-                f"tables and {steps} schema steps need {OPS_PER_TABLE * len(writes) + 2 * steps}"
-            )
+        if OPS_PER_TABLE * len(writes) + 2 * steps > self._ctx.store.max_transact_ops:
+            raise too_large(self._ctx.store, len(writes), steps)
         with contextlib.ExitStack() as leases:
             for w in writes:  # sorted: two transactions take shared leases in the same order
                 assert w.record is not None
@@ -435,4 +432,22 @@ class Transaction:
                 log.warning("could not remove the staging manifests of %s", w.name, exc_info=True)
 
 
-__all__ = ["MAX_TABLES", "OPS_PER_TABLE", "Transaction"]
+def max_tables(store: MetaStore) -> int:
+    """The most tables one transaction writes on ``store``'s backend (appends without a schema
+    step; each step costs two more operations)."""
+    return store.max_transact_ops // OPS_PER_TABLE
+
+
+def too_large(store: MetaStore, tables: int, steps: int = 0) -> TransactionTooLarge:
+    limit = max_tables(store)
+    need = f"{tables} tables" + (f" and {steps} schema steps" if steps else "")
+    return TransactionTooLarge(
+        f"a transaction on the {store.backend} registry writes at most {limit} tables "
+        f"(one atomic registry write of {store.max_transact_ops} operations, {OPS_PER_TABLE} per table "
+        f"and 2 per schema step); {need} need {OPS_PER_TABLE * tables + 2 * steps}; nothing was "
+        "written: split the transaction",
+        max_tables=limit,
+    )
+
+
+__all__ = ["OPS_PER_TABLE", "Transaction", "max_tables"]

@@ -58,6 +58,7 @@ from lake_platform.registry.dynamodb_retry import ATTEMPTS, retried_read, sleep_
 from lake_platform.registry.store import (
     ABSENT,
     BATCH_OPS,
+    MAX_TRANSACT_OPS,
     Check,
     Item,
     MetaStore,
@@ -76,6 +77,8 @@ class DynamoMetaStore(MetaStore):
     the layout, and writes under the retry rule for unknown outcomes."""
 
     backend = "dynamodb"
+    #: One TransactWriteItems takes 100 items; the change record takes one of them.
+    max_transact_ops = MAX_TRANSACT_OPS
 
     def __init__(
         self,
@@ -235,7 +238,7 @@ class DynamoMetaStore(MetaStore):
     # -- writes ----------------------------------------------------------------------------------
 
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
-        check_ops(ops)
+        check_ops(ops, self.max_transact_ops)
         if len(ops) == 1 and isinstance(ops[0], Check):
             self._check_one(ops[0])
             return [None]

@@ -17,6 +17,10 @@ statement's own WHERE (or ON CONFLICT) clause, not a SELECT before it:
   nothing is written.
 - Revisions are read only for Checks (one SELECT for all of a batch's) and after a failed
   condition, to name the first failing op in op order (see ``transact``).
+- One transaction has no item limit of its own, so a batch takes ``max_transact_ops`` (far above
+  DynamoDB's 99): a 100-table catalog transaction is one SQLite transaction. A multi-row
+  statement covers at most ``_ROWS`` ops, so its bound parameters stay within SQLite's oldest
+  default limit (999).
 
 Connections are pooled, not kept per thread: Lance calls the catalog's namespace back from
 short-lived threads of its own, and a connection per thread meant opening one (connect and three
@@ -33,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from lake_platform import owner_only
 from lake_platform.errors import ConditionFailed, Internal, ServiceUnavailable
@@ -57,13 +62,19 @@ CREATE TABLE IF NOT EXISTS kv (
     revision INTEGER NOT NULL
 ) WITHOUT ROWID
 """
+T = TypeVar("T")
+
 _PAGE = 500
+#: Ops one multi-row statement covers (two parameters each, below SQLite's 999 before 3.32).
+_ROWS = 400
 #: Idle connections kept for reuse; more are opened under bursts and closed when returned.
 _POOL = 8
 
 
 class SqliteMetaStore(MetaStore):
     backend = "sqlite"
+    #: A bound on a batch's size in memory and time, not an atomicity limit: one transaction.
+    max_transact_ops = 10_000
 
     def __init__(
         self, path: str | Path, *, busy_timeout_seconds: float = 2.0, change_shards: int = DEFAULT_SHARDS
@@ -148,7 +159,7 @@ class SqliteMetaStore(MetaStore):
         return [found.get(key) for key in keys]
 
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
-        check_ops(ops)
+        check_ops(ops, self.max_transact_ops)
         return self.changes.write(ops, self._apply)
 
     def _apply(self, ops: Sequence[Op]) -> list[Item | None]:
@@ -317,15 +328,15 @@ class _Plan:
         if self.deletes:
             keys = [(op.key, op.expected) for op in self.deletes]
             _changed(conn.executemany(_DELETE, keys), len(keys))
-        if self.inserts:
-            params = [x for op in self.inserts for x in (op.key, op.value)]
-            _changed(conn.execute(_insert_sql(len(self.inserts)), params), len(self.inserts))
+        for part in _parts(self.inserts):
+            params = [x for op in part for x in (op.key, op.value)]
+            _changed(conn.execute(_insert_sql(len(part)), params), len(part))
         written: dict[str, int] = {}
-        if self.upserts:
-            params = [x for op in self.upserts for x in (op.key, op.value)]
+        for part in _parts(self.upserts):
+            params = [x for op in part for x in (op.key, op.value)]
             # RETURNING: the revision it wrote, read in the same statement. fetchall runs the
             # statement to its end (in autocommit mode, that is its commit).
-            written = dict(conn.execute(_upsert_sql(len(self.upserts)), params).fetchall())
+            written.update(conn.execute(_upsert_sql(len(part)), params).fetchall())
         return [_result(op, written) for op in self.ops]
 
 
@@ -344,7 +355,16 @@ def _changed(cursor: sqlite3.Cursor, ops: int) -> None:
 
 
 def _revisions(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, int]:
-    return dict(conn.execute(_revisions_sql(len(keys)), keys).fetchall())
+    found: dict[str, int] = {}
+    for part in _parts(keys):
+        found.update(conn.execute(_revisions_sql(len(part)), part).fetchall())
+    return found
+
+
+def _parts(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in runs of at most ``_ROWS`` (one multi-row statement each)."""
+    for at in range(0, len(items), _ROWS):
+        yield items[at : at + _ROWS]
 
 
 def _first_failure(conn: sqlite3.Connection, ops: Sequence[Op]) -> ConditionFailed | None:

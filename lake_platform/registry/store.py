@@ -19,10 +19,11 @@ from lake_platform.errors import InvalidInput
 from lake_platform.observability.hooks import observe_registry
 
 ABSENT = 0
-#: The most operations a backend applies atomically (DynamoDB's TransactWriteItems limit).
+#: The most operations DynamoDB applies atomically (its TransactWriteItems limit).
 BATCH_OPS = 100
-#: The most operations one ``transact`` may carry: one slot of a batch is the change record the
-#: store adds when the batch writes a catalog record (``registry.changes``).
+#: The most operations one ``transact`` may carry on DynamoDB, and so on every backend (a
+#: backend's own ``max_transact_ops`` is never lower): one slot of a batch is the change record
+#: the store adds when the batch writes a catalog record (``registry.changes``).
 MAX_TRANSACT_OPS = BATCH_OPS - 1
 MAX_KEY_BYTES = 1024
 
@@ -76,6 +77,9 @@ class MetaStore(ABC):
     url: str
     #: The backend's name in metrics (lake_registry_operations_total{backend=...}).
     backend: str = "other"
+    #: The most operations one ``transact`` takes on this backend (its change record aside):
+    #: DynamoDB's one TransactWriteItems bounds it there; SQLite's one transaction barely does.
+    max_transact_ops: int = MAX_TRANSACT_OPS
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Every backend's I/O is counted and timed (observability.metrics) without each backend
@@ -110,7 +114,7 @@ class MetaStore(ABC):
         """Apply every op atomically if every condition holds, else none of them.
 
         Returns, per op, the item as written (Put), or None (Delete, Check). Keys must be
-        distinct within one batch, and a batch holds at most MAX_TRANSACT_OPS ops. A batch that
+        distinct within one batch, and a batch holds at most ``max_transact_ops`` ops. A batch that
         writes a catalog record (``registry.changes.WATCHED``) also records the change in the
         registry's change feed, in the same atomic write.
         """
@@ -148,12 +152,13 @@ class MetaStore(ABC):
         self.close()
 
 
-def check_ops(ops: Sequence[Op]) -> None:
-    """Validate a batch the same way on every backend."""
+def check_ops(ops: Sequence[Op], limit: int = MAX_TRANSACT_OPS) -> None:
+    """Validate a batch the same way on every backend; ``limit``: the backend's
+    ``max_transact_ops``."""
     if not ops:
         raise InvalidInput("transact needs at least one operation")
-    if len(ops) > MAX_TRANSACT_OPS:
-        raise InvalidInput(f"transact takes at most {MAX_TRANSACT_OPS} operations, got {len(ops)}")
+    if len(ops) > limit:
+        raise InvalidInput(f"transact takes at most {limit} operations, got {len(ops)}")
     keys = [op.key for op in ops]
     if len(set(keys)) != len(keys):
         raise InvalidInput("transact keys must be distinct within one batch")

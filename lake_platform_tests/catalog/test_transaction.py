@@ -3,6 +3,7 @@ table's version lands in one registry transaction, or none does."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,16 +12,46 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.transaction import MAX_TABLES, OPS_PER_TABLE
+from lake_platform.catalog.transaction import OPS_PER_TABLE, max_tables
 from lake_platform.engine.manifests import names_not_older
 from lake_platform.engine.staging import staging_manifests
-from lake_platform.errors import InvalidInput, LakeError, TableSchemaValidationError
+from lake_platform.errors import (
+    ConcurrentModification,
+    InvalidInput,
+    LakeError,
+    TableSchemaValidationError,
+    TransactionTooLarge,
+)
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.changes import changes_since, feed_heads
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
-from lake_platform.registry.store import MAX_TRANSACT_OPS
-from lake_platform.settings import load_settings
+from lake_platform.registry.sqlite import SqliteMetaStore
+from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog.conftest import ids_of, rows
 from lake_platform_tests.catalog.faults import Recorder
+
+
+@contextlib.contextmanager
+def opened(settings: LakeSettings) -> Iterator[Catalog]:
+    """A catalog on ``settings`` holding the namespace p.w.ns; a DynamoDB table made for it is
+    deleted afterwards."""
+    dynamodb = settings.registry_url.startswith("dynamodb")
+    if dynamodb:
+        init_table(settings.registry_url, settings)
+    c = Catalog(settings)
+    c.containers.create_project("p")
+    c.containers.create_warehouse("p.w")
+    c.containers.create_namespace("p.w.ns")
+    try:
+        yield c
+    finally:
+        c.close()
+        if dynamodb:
+            store = DynamoMetaStore.from_url(settings.registry_url, settings)
+            delete_table(store)
+            store.close()
 
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
@@ -30,19 +61,26 @@ def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]
     else:
         url = request.getfixturevalue("dynamodb_url")
         settings = load_settings(home=tmp_path / "home", registry_url=url)
-        init_table(url, settings)
-    c = Catalog(settings)
-    c.containers.create_project("p")
-    c.containers.create_warehouse("p.w")
-    c.containers.create_namespace("p.w.ns")
-    try:
+    with opened(settings) as c:
         yield c
-    finally:
-        c.close()
-        if request.param == "dynamodb":
-            store = DynamoMetaStore.from_url(settings.registry_url, settings)
-            delete_table(store)
-            store.close()
+
+
+@pytest.fixture
+def sqlite_catalog(tmp_path: Path) -> Iterator[Catalog]:
+    with opened(load_settings(home=tmp_path / "home")) as c:
+        yield c
+
+
+@pytest.fixture
+def dynamodb_catalog(dynamodb_url: str, tmp_path: Path) -> Iterator[Catalog]:
+    with opened(load_settings(home=tmp_path / "home", registry_url=dynamodb_url)) as c:
+        yield c
+
+
+def files_under(c: Catalog) -> list[str]:
+    """Every file of the catalog's home (its tables' data and manifests), by path and size."""
+    home = Path(c.settings.home)
+    return sorted(f"{p.relative_to(home)}:{p.stat().st_size}" for p in home.rglob("*") if p.is_file())
 
 
 def make_tables(c: Catalog, count: int) -> list[str]:
@@ -126,26 +164,87 @@ def test_a_transaction_given_a_commit_id_replays(catalog: Catalog) -> None:
     assert heads(catalog, names) == dict.fromkeys(names, 2)
 
 
-def test_the_table_limit_is_what_one_registry_transaction_carries(catalog: Catalog) -> None:
-    assert MAX_TABLES == MAX_TRANSACT_OPS // OPS_PER_TABLE == 19  # one slot: the change record
-    names = make_tables(catalog, MAX_TABLES)
-    with catalog.transaction() as tx:
-        for name in names:
-            tx.append(name, rows([50]))
-    assert heads(catalog, names) == dict.fromkeys(names, 2)
+def test_the_table_limit_is_the_backends_and_refused_when_recorded(catalog: Catalog) -> None:
+    store = catalog.ctx.store
+    limit = max_tables(store)
+    # DynamoDB: one TransactWriteItems of 100 items, one of them the change record; SQLite: one
+    # transaction, bounded only by max_transact_ops.
+    assert limit == {"sqlite": 2000, "dynamodb": 19}[store.backend]
+    assert limit == store.max_transact_ops // OPS_PER_TABLE
     tx = catalog.transaction()
-    for name in names:
-        tx.append(name, rows([60]))
-    with pytest.raises(InvalidInput, match=f"at most {MAX_TABLES} tables"):
+    for i in range(limit):  # recording reads nothing: these tables need not exist
+        tx.append(f"p.w.ns.t{i:04d}", rows([i]))
+    with pytest.raises(TransactionTooLarge, match=f"at most {limit} tables") as refused:
         tx.append("p.w.ns.one_more", rows([1]))
+    assert refused.value.max_tables == limit
+    assert store.backend in refused.value.message
 
 
-def test_a_hundred_table_transaction_is_refused_naming_the_limit(catalog: Catalog) -> None:
-    tx = catalog.transaction()
-    with pytest.raises(InvalidInput, match=f"at most {MAX_TABLES} tables") as refused:
-        for i in range(100):
-            tx.append(f"p.w.ns.t{i:03d}", rows([i]))
-    assert "19" in refused.value.message
+def test_a_hundred_tables_land_in_one_sqlite_transaction(sqlite_catalog: Catalog) -> None:
+    c = sqlite_catalog
+    names = make_tables(c, 100)
+    store = c.ctx.store
+    assert isinstance(store, SqliteMetaStore)
+    positions = feed_heads(store, store.changes.shards())
+    with c.transaction() as tx:
+        for i, name in enumerate(names):
+            tx.append(name, rows([1000 + i]))
+    assert heads(c, names) == dict.fromkeys(names, 2)
+    assert all(sorted(ids_of(c.reads.open_table(n))) == [i, 1000 + i] for i, n in enumerate(names))
+    assert all(not staged(c, name) for name in names)
+    # One atomic registry write moved every head: one change record names all 100 tables.
+    tables = {keys.table(TableName.parse(n)) for n in names}
+    moved = [set(ch.keys) & tables for ch in changes_since(store, positions)[0]]
+    assert [m for m in moved if m] == [tables]
+
+
+def test_a_hundred_tables_land_all_or_none_on_sqlite(sqlite_catalog: Catalog) -> None:
+    # The last table's head moves after every table is staged: the one SQLite transaction has
+    # applied the other 99 tables' writes when that condition fails, and must undo all of them.
+    c = sqlite_catalog
+    names = make_tables(c, 100)
+    last = keys.table(TableName.parse(names[-1]))
+
+    def bump_last(point: str) -> None:
+        if point == "transaction:staged":
+            item = c.ctx.store.get(last)
+            assert item is not None
+            c.ctx.store.compare_and_swap(last, item.revision, item.value)
+
+    with Catalog(c.settings, hook=bump_last) as failing:
+        with pytest.raises(ConcurrentModification, match="nothing was committed"):
+            with failing.transaction() as tx:
+                for i, name in enumerate(names):
+                    tx.append(name, rows([1000 + i]))
+    assert heads(c, names) == dict.fromkeys(names, 1)
+    assert all(ids_of(c.reads.open_table(n)) == [i] for i, n in enumerate(names))
+    assert all(not staged(c, name) for name in names)
+    with c.transaction() as tx:  # every lease was let go
+        for i, name in enumerate(names):
+            tx.append(name, rows([1000 + i]))
+    assert heads(c, names) == dict.fromkeys(names, 2)
+
+
+def test_dynamodb_refuses_more_than_one_transact_write_items_before_writing(
+    dynamodb_catalog: Catalog,
+) -> None:
+    catalog = dynamodb_catalog
+    store = catalog.ctx.store
+    limit = max_tables(store)
+    names = make_tables(catalog, limit)
+    wider = pa.table({"id": pa.array([9], pa.int64()), "tag": pa.array(["x"]), "extra": pa.array([1])})
+    for name in names[:3]:
+        catalog.policies.set_policy(name, {"schema_evolution": "add_columns"})
+    registry = [(i.key, i.revision) for i in store.scan_prefix("")]
+    files = files_under(catalog)
+    # 19 tables fit (95 operations); three of them adding a column need 6 more: 101 > 99.
+    with pytest.raises(TransactionTooLarge, match=f"at most {limit} tables") as refused:
+        with catalog.transaction() as tx:
+            for i, name in enumerate(names):
+                tx.append(name, wider.to_reader() if i < 3 else rows([100 + i]))
+    assert "3 schema steps need 101" in refused.value.message
+    assert [(i.key, i.revision) for i in store.scan_prefix("")] == registry  # no lease, no record
+    assert files_under(catalog) == files  # no Lance file
 
 
 def test_a_table_is_written_once_per_transaction(catalog: Catalog) -> None:

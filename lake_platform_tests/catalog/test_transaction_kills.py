@@ -117,3 +117,50 @@ def test_kill_at_each_point_leaves_all_or_nothing(
         assert seen(c) == new
         assert {c.reads.describe_table(n, with_stats=False).current_version for n in TABLES} == {2}
         faults.check_registry_matches_engine(c)
+
+
+#: A 100-table transaction (SQLite takes it in one registry transaction): the writer killed with
+#: every table staged and nothing registered, with everything registered and nothing published,
+#: and halfway through publishing.
+HUNDRED = [f"p.w.ns.h{i:03d}" for i in range(100)]
+HUNDRED_KILLS = [
+    ("transaction:staged", 1, False),
+    ("transaction:registered", 1, True),
+    ("transaction:published", 50, True),
+]
+
+
+def op_hundred(catalog: Catalog, commit_id: str) -> Any:
+    with catalog.transaction(by=Provenance(commit_id=commit_id)) as tx:
+        for i, name in enumerate(HUNDRED):
+            tx.append(name, rows([NEW + i]))
+    return tx.results
+
+
+@pytest.mark.parametrize("kill", HUNDRED_KILLS, ids=[f"{p}#{n}" for p, n, _ in HUNDRED_KILLS])
+def test_a_hundred_table_transaction_killed_leaves_all_or_nothing_on_sqlite(
+    tmp_path: Path, kill: tuple[str, int, bool]
+) -> None:
+    point, nth, committed = kill
+    settings = load_settings(home=tmp_path / "home")
+    with Catalog(settings) as c:
+        c.containers.create_project("p")
+        c.containers.create_warehouse("p.w")
+        c.containers.create_namespace("p.w.ns")
+        for i, name in enumerate(HUNDRED):
+            c.tables.create_table(name, rows([i]))
+    code, _ = faults.kill_writer(settings, op_hundred, point, nth, COMMIT_ID)
+    assert code == -signal.SIGKILL, f"the writer never reached {point} (#{nth}); exit code {code}"
+    with Catalog(settings) as c:
+        heads = {c.reads.describe_table(n, with_stats=False).current_version for n in HUNDRED}
+        assert heads == ({2} if committed else {1})
+        if committed:
+            for name in HUNDRED:
+                c.manifests.finish_versions(name)
+        expected = [[i, NEW + i] if committed else [i] for i in range(len(HUNDRED))]
+        assert [sorted(ids_of(c.reads.open_table(n))) for n in HUNDRED] == expected
+        results = op_hundred(c, COMMIT_ID)
+        assert [r.replayed for r in results] == [committed] * len(HUNDRED)
+        assert [sorted(ids_of(c.reads.open_table(n))) for n in HUNDRED] == [
+            [i, NEW + i] for i in range(len(HUNDRED))
+        ]

@@ -26,7 +26,7 @@ from lake_platform.registry.changes import (
     read_shards,
     shard_head,
 )
-from lake_platform.registry.store import MAX_TRANSACT_OPS, Check, Delete, MetaStore, Op, Put
+from lake_platform.registry.store import Check, Delete, MetaStore, Op, Put
 from lake_platform_tests.registry.catalog_records import Reads
 
 
@@ -164,7 +164,7 @@ def test_a_reader_ahead_of_a_feed_that_was_reset_is_told(metastore: MetaStore) -
 
 def test_a_full_batch_carries_its_change_record(metastore: MetaStore) -> None:
     shards(metastore, 1)
-    ops: list[Op] = [Put(f"tok/{i:03d}", b"t") for i in range(MAX_TRANSACT_OPS)]
+    ops: list[Op] = [Put(f"tok/{i:05d}", b"t") for i in range(metastore.max_transact_ops)]
     layout = getattr(metastore, "layout", None)
     if layout is not None and layout() != "2":
         ops = ops[:-1]  # a layout-1 registry keeps one slot for its layout guard

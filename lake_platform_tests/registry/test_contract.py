@@ -135,8 +135,18 @@ def test_transact_rejects_bad_batches(metastore: MetaStore) -> None:
     with pytest.raises(InvalidInput):
         metastore.transact([Put("d/a", b"1"), Put("d/a", b"2")])
     with pytest.raises(InvalidInput):
-        metastore.transact([Put(f"d/{i}", b"x") for i in range(MAX_TRANSACT_OPS + 1)])
+        metastore.transact([Put(f"d/{i}", b"x") for i in range(metastore.max_transact_ops + 1)])
     assert list(metastore.scan_prefix("d/")) == []
+
+
+def test_a_backend_takes_at_least_dynamodbs_batch(metastore: MetaStore) -> None:
+    # MAX_TRANSACT_OPS is what every backend takes (DynamoDB exactly: one TransactWriteItems of
+    # 100 items, one the change record); SQLite's one transaction takes far more.
+    limits = {"sqlite": 10_000, "dynamodb": MAX_TRANSACT_OPS}
+    assert metastore.max_transact_ops == limits[metastore.backend]
+    ops = [Put(f"e/{i:05d}", b"x") for i in range(metastore.max_transact_ops)]
+    assert all(item is not None and item.revision == 1 for item in metastore.transact(ops))
+    assert sum(1 for _ in metastore.scan_prefix("e/")) == len(ops)
 
 
 def test_invalid_keys(metastore: MetaStore) -> None:

@@ -178,6 +178,27 @@ def test_a_full_batch_of_every_kind(store: SqliteMetaStore) -> None:
     assert results[1::4] == [None] * n
 
 
+def test_a_batch_past_one_statements_rows_is_still_one_transaction(store: SqliteMetaStore) -> None:
+    # 1,000 creates and 1,000 unconditional puts: more ops than one multi-row statement covers
+    # (two parameters an op, within SQLite's oldest default limit of 999), in one transaction.
+    n = 1000
+    assert store.max_transact_ops >= 2 * n > MAX_TRANSACT_OPS
+    store.transact([Put(f"u/{i:04d}", b"0", ABSENT) for i in range(0, n, 2)])
+    traced = Traced(store)
+    creates = [Put(f"c/{i:04d}", b"c", ABSENT) for i in range(n)]
+    results = store.transact([*creates, *(Put(f"u/{i:04d}", b"u", None) for i in range(n))])
+    statements = -(-n // sqlite_backend._ROWS)
+    assert statements > 1
+    assert traced.take() == ["BEGIN", *["INSERT"] * (2 * statements), "COMMIT"]
+    assert [r.revision for r in results if r] == [1] * n + [2 if i % 2 == 0 else 1 for i in range(n)]
+    # The last statement's create fails: every earlier statement's rows are undone with it.
+    store.put_if_absent(f"d/{n - 1:04d}", b"taken")
+    with pytest.raises(ConditionFailed) as failed:
+        store.transact([Put(f"d/{i:04d}", b"d", ABSENT) for i in range(n)])
+    assert failed.value.key == f"d/{n - 1:04d}"
+    assert [i.key for i in store.scan_prefix("d/")] == [f"d/{n - 1:04d}"]
+
+
 def test_get_many_is_one_select(store: SqliteMetaStore) -> None:
     store.transact([Put("g/a", b"a", ABSENT), Put("g/c", b"c", ABSENT)])
     traced = Traced(store)

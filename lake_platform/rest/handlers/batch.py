@@ -3,7 +3,7 @@
 Each entry (operation) is a table's CreateTableVersion: a manifest the client staged. All of
 them land in one registry transaction under every table's lease (``catalog/staged_transaction``)
 or none does: a missing table is TableNotFound, a version someone committed meanwhile is a
-409, more tables than a transaction takes (``transaction.MAX_TABLES``) is a 400, each with
+409, more tables than the registry takes at once (``transaction.max_tables``) is a 400, each with
 nothing committed. Authorization as CreateTableVersion: write on every table's project. An
 ``Idempotency-Key`` header makes a retry answer the first outcome.
 

@@ -17,7 +17,7 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.catalog.idempotency import HEADER
-from lake_platform.catalog.transaction import MAX_TABLES
+from lake_platform.catalog.transaction import max_tables
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.staging import StagingOnly
@@ -105,13 +105,14 @@ def test_a_conflict_on_one_table_is_409_and_commits_nothing(lake: RestLake) -> N
 
 
 def test_over_the_table_limit_is_400_naming_it(lake: RestLake) -> None:
+    limit = max_tables(lake.catalog.ctx.store)
     entries = [
         {"id": tid(f"t{i}"), "version": 2, "manifest_path": "x/_versions/2.manifest"}
-        for i in range(MAX_TABLES + 1)
+        for i in range(limit + 1)
     ]
     answer = lake.post(BATCH_CREATE, {"entries": entries})
     assert answer.status_code == 400, answer.text
-    assert f"at most {MAX_TABLES} tables" in answer.json()["detail"]
+    assert f"at most {limit} tables" in answer.json()["detail"]
 
 
 def test_a_reader_may_not_commit(lake: RestLake) -> None:
