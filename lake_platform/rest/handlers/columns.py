@@ -10,6 +10,10 @@ dropping take admin, and dropping is refused on a protected table.
 - AlterTableDropColumns: metadata only, as ``lake table alter drop-column``.
 - UpdateFieldMetadata: columns' field metadata merged (a null value deletes its key) or, with
   ``replace``, replaced; one commit for all columns (``Schemas.update_field_metadata``; write).
+  Main only.
+
+The first three take ``branch``: the same change, with the same roles, as one commit on the
+branch's own line (``catalog/branch_changes.py``); main never moves.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ from lake_platform.rest.request import RestRequest
 
 
 def _table(request: RestRequest) -> TableName:
-    scoped(request, table=True)
-    tname = request.table_name()
-    branches.refuse_branch(request.operation, request.body.get("branch"))
+    """The table of a main-only change (a ``branch`` is refused)."""
+    tname, branch = _table_and_branch(request)
+    branches.refuse_branch(request.operation, branch)
     return tname
+
+
+def _table_and_branch(request: RestRequest) -> tuple[TableName, str | None]:
+    scoped(request, table=True)
+    return request.table_name(), branches.branch_of(request)
 
 
 def _entries(request: RestRequest, member: str) -> list[dict[str, Any]]:
@@ -39,7 +48,7 @@ def _entries(request: RestRequest, member: str) -> list[dict[str, Any]]:
 
 
 def add_columns(request: RestRequest) -> Any:
-    tname = _table(request)
+    tname, branch = _table_and_branch(request)
     expressions: dict[str, str] = {}
     for entry in _entries(request, "new_columns"):
         name = entry.get("name")
@@ -53,14 +62,18 @@ def add_columns(request: RestRequest) -> Any:
         if name in expressions:
             raise InvalidInput(f"column {name} is named twice")
         expressions[name] = expression
-    result = request.service.catalog.alter.add_computed_columns(
-        str(tname), expressions, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        result = request.service.catalog.alter.add_computed_columns(str(tname), expressions, by=by)
+    else:
+        result = request.service.catalog.branch_changes.add_computed_columns(
+            str(tname), branch, expressions, by=by
+        )
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
 def alter_columns(request: RestRequest) -> Any:
-    tname = _table(request)
+    tname, branch = _table_and_branch(request)
     renames: dict[str, str] = {}
     for entry in _entries(request, "alterations"):
         path = entry.get("path")
@@ -81,20 +94,24 @@ def alter_columns(request: RestRequest) -> Any:
         if path in renames:
             raise InvalidInput(f"column {path} is altered twice")
         renames[path] = rename
-    result = request.service.catalog.alter.rename_columns(
-        str(tname), renames, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        result = request.service.catalog.alter.rename_columns(str(tname), renames, by=by)
+    else:
+        result = request.service.catalog.branch_changes.rename_columns(str(tname), branch, renames, by=by)
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
 def drop_columns(request: RestRequest) -> Any:
-    tname = _table(request)
+    tname, branch = _table_and_branch(request)
     columns = request.body.get("columns")
     if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
         raise InvalidInput("columns must be a non-empty list of column names")
-    result = request.service.catalog.alter.drop_columns(
-        str(tname), columns, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        result = request.service.catalog.alter.drop_columns(str(tname), columns, by=by)
+    else:
+        result = request.service.catalog.branch_changes.drop_columns(str(tname), branch, columns, by=by)
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 

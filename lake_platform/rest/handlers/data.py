@@ -1,8 +1,9 @@
 """Data operations: create, insert (append/overwrite), merge-insert (Arrow bodies), update,
 delete, count (with a ``predicate``: planned as QueryTable's filter, ``plans.py``). Each write
 is one catalog write (``tables.create_table``/``append``/``overwrite``/``delete_rows``,
-``rows.update_rows``/``merge_insert``), so it commits through the registry like a CLI write,
-under the caller's name, all of it or nothing."""
+``rows.update_rows``/``merge_insert``; with ``branch``, ``branch_writes`` and
+``branch_changes`` on the branch's own line), so it commits through the registry like a CLI
+write, under the caller's name, all of it or nothing."""
 
 from __future__ import annotations
 
@@ -93,30 +94,32 @@ def insert_into_table(request: RestRequest) -> Any:
 
 
 def delete_from_table(request: RestRequest) -> Any:
+    """The rows a predicate selects deleted from main, or from a ``branch``
+    (``catalog.branch_changes``: a commit on the branch's own line; main never moves)."""
     scoped(request, table=True)
     tname = request.table_name()
+    branch = branches.branch_of(request)
     predicate = request.body.get("predicate")
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidInput("predicate is required (a SQL filter of the rows to delete)")
-    result = commit_once(
-        request,
-        tname,
-        "delete",
-        predicate.encode(),
-        lambda by, detail: request.service.catalog.tables.delete_rows(
-            str(tname), predicate, detail=detail, by=by
-        ),
-        {"delete"},
-    )
+    catalog = request.service.catalog
+
+    def commit(by: Provenance, detail: dict[str, object]) -> CommitResult:
+        if branch is None:
+            return catalog.tables.delete_rows(str(tname), predicate, detail=detail, by=by)
+        return catalog.branch_changes.delete_rows(str(tname), branch, predicate, detail=detail, by=by)
+
+    payload = (b"" if branch is None else branch.encode() + b"\0") + predicate.encode()
+    result = commit_once(request, tname, "delete", payload, commit, {"delete"})
     return {"transaction_id": result.commit_id, "version": result.to_version}
 
 
 def update_table(request: RestRequest) -> Any:
-    """Columns set by SQL expressions on the rows a predicate selects: one commit
-    (``catalog.rows.update_rows``)."""
+    """Columns set by SQL expressions on the rows a predicate selects: one commit on main
+    (``catalog.rows.update_rows``) or on a ``branch`` (``catalog.branch_changes``)."""
     scoped(request, table=True)
     tname = request.table_name()
-    branches.refuse_branch(request.operation, request.body.get("branch"))
+    branch = branches.branch_of(request)
     pairs = request.body.get("updates")
     if (
         not isinstance(pairs, list)
@@ -130,9 +133,13 @@ def update_table(request: RestRequest) -> Any:
     if len(updates) != len(pairs):
         raise InvalidInput("a column is updated twice")
     predicate = request.body.get("predicate")
-    change = request.service.catalog.rows.update_rows(
-        str(tname), updates, predicate, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        change = request.service.catalog.rows.update_rows(str(tname), updates, predicate, by=by)
+    else:
+        change = request.service.catalog.branch_changes.update_rows(
+            str(tname), branch, updates, predicate, by=by
+        )
     return {
         "transaction_id": change.commit_id,
         "updated_rows": change.counts.get("updated_rows", 0),
@@ -148,29 +155,34 @@ def _optional_text(request: RestRequest, member: str) -> str | None:
 
 
 def merge_insert_into_table(request: RestRequest) -> Any:
-    """Upsert the Arrow body on the key columns ``on`` (comma-separated): one commit
-    (``catalog.rows.merge_insert``), all of it or nothing."""
+    """Upsert the Arrow body on the key columns ``on`` (comma-separated): one commit on main
+    (``catalog.rows.merge_insert``) or on a ``branch`` (``catalog.branch_changes``), all of it
+    or nothing."""
     scoped(request, table=True)
     tname = request.table_name()
     body = request.body
-    branches.refuse_branch(request.operation, body.get("branch"))
+    branch = branches.branch_of(request)
     on = body.get("on")
     if isinstance(on, str):
         on = on.split(",")
     if not isinstance(on, list) or not all(isinstance(c, str) for c in on):
         raise InvalidInput("on is required (the key column, or columns separated by commas)")
     keys = [c.strip() for c in on if c.strip()]
-    change = request.service.catalog.rows.merge_insert(
-        str(tname),
-        arrow_reader(request),
-        keys,
-        update_matched=bool(body.get("when_matched_update_all")),
-        update_matched_if=_optional_text(request, "when_matched_update_all_filt"),
-        insert_unmatched=bool(body.get("when_not_matched_insert_all")),
-        delete_unmatched_by_source=bool(body.get("when_not_matched_by_source_delete")),
-        delete_unmatched_by_source_if=_optional_text(request, "when_not_matched_by_source_delete_filt"),
-        by=Provenance(principal=request.principal),
-    )
+    options: dict[str, Any] = {
+        "update_matched": bool(body.get("when_matched_update_all")),
+        "update_matched_if": _optional_text(request, "when_matched_update_all_filt"),
+        "insert_unmatched": bool(body.get("when_not_matched_insert_all")),
+        "delete_unmatched_by_source": bool(body.get("when_not_matched_by_source_delete")),
+        "delete_unmatched_by_source_if": _optional_text(request, "when_not_matched_by_source_delete_filt"),
+        "by": Provenance(principal=request.principal),
+    }
+    catalog = request.service.catalog
+    if branch is None:
+        change = catalog.rows.merge_insert(str(tname), arrow_reader(request), keys, **options)
+    else:
+        change = catalog.branch_changes.merge_insert(
+            str(tname), branch, arrow_reader(request), keys, **options
+        )
     return {"transaction_id": change.commit_id, "version": change.version, **change.counts}
 
 

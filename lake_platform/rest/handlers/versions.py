@@ -1,6 +1,7 @@
 """Managed versioning over REST: a Lance client's commit is ``CreateTableVersion``, which runs
 the catalog's registry transaction (lease fencing, compare-and-swap on the version, commit log
-and commit-id marker), exactly as an in-process pylance commit does. An ``Idempotency-Key``
+and commit-id marker), exactly as an in-process pylance commit does; with ``branch``, on the
+branch's own line (``catalog/branch_versions.py``). An ``Idempotency-Key``
 header (or the staged transaction's ``idempotency-key`` property) makes a retry answer the
 first outcome (``catalog/idempotency.py``)."""
 
@@ -9,10 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
+from lake_platform.catalog.branch_versions import log_operations
+from lake_platform.catalog.namespace import table_version
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits
+from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput
+from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
-from lake_platform.rest.idempotency import idempotency_key
+from lake_platform.rest.idempotency import commit_once, idempotency_key
 from lake_platform.rest.request import RestRequest
 
 
@@ -72,20 +78,19 @@ def describe_table_version(request: RestRequest) -> Any:
 
 
 def create_table_version(request: RestRequest) -> Any:
+    """A Lance client's staged manifest committed as main's next version, or as a ``branch``'s
+    (``catalog.branch_versions``: the manifest must be in the branch's dataset; main never
+    moves)."""
     scoped(request, table=True)
-    request.table_name()
-    if branches.branch_of(request) is not None:
-        # The catalog registers a staged manifest as main's next version only; a branch's line
-        # is committed by branch_writes, under the branch's own lease and head.
-        raise InvalidInput(
-            "CreateTableVersion commits to main only: a branch is written by InsertIntoTable with "
-            "'branch' (a commit on the branch's own line, under its lease); omit 'branch'"
-        )
+    tname = request.table_name()
+    branch = branches.branch_of(request)
     version, path = request.body.get("version"), request.body.get("manifest_path")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
     if not isinstance(path, str) or not path:
         raise InvalidInput("manifest_path is required")
+    if branch is not None:
+        return _create_branch_version(request, tname, branch, version, path)
     # Checked against the record the commit reads first (no extra registry read), before the
     # lease; a caller without write permission is refused by the catalog before that. Called
     # directly, not through the namespace's spec errors, so a refusal keeps its own HTTP status
@@ -97,6 +102,34 @@ def create_table_version(request: RestRequest) -> Any:
         idempotency_key=idempotency_key(request),
     )
     return to_json(response)
+
+
+def _create_branch_version(
+    request: RestRequest, tname: TableName, branch: str, version: int, path: str
+) -> Any:
+    """The branch's next version from the client's staged manifest. An ``Idempotency-Key``
+    makes a resend of the same request answer the first outcome (``commit_once``)."""
+    catalog = request.service.catalog
+    body = request.body
+
+    def commit(by: Provenance, detail: dict[str, object]) -> CommitResult:
+        return catalog.branch_versions.create_version(
+            str(tname),
+            branch,
+            version,
+            path,
+            manifest_size=body.get("manifest_size"),
+            e_tag=body.get("e_tag"),
+            naming_scheme=body.get("naming_scheme"),
+            check=lambda rec: check_manifest_path(rec.location, path),
+            detail=detail,
+            by=by,
+        )
+
+    payload = b"\0".join((branch.encode(), str(version).encode(), path.encode()))
+    result = commit_once(request, tname, "version", payload, commit, set(log_operations()))
+    _, landed = branches.branch_version(request, tname, branch, result.to_version)
+    return {"version": to_json(table_version(landed)), "transaction_id": result.commit_id}
 
 
 def check_manifest_path(location: str, path: str) -> None:
