@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ from lake_platform.catalog.context import UNREAD, check_commit_id, input_error
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.staging_pool import stage_all
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -62,8 +62,6 @@ log = logging.getLogger(__name__)
 #: Registry operations one table's version costs in the transaction: its version record, its
 #: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).
 OPS_PER_TABLE = 5
-#: Tables staged at once: each stage waits on storage and on Lance's own threads.
-STAGING_THREADS = 8
 
 
 @dataclass
@@ -175,15 +173,10 @@ class Transaction:
         return self.results
 
     def _stage_all(self, writes: list[TableWrite], who: Principal, heads: list[list[Item | None]]) -> None:
-        """Stage every table, ``STAGING_THREADS`` at a time (Lance writes outside the GIL);
-        the first failure is raised once every table's write has stopped."""
-        if len(writes) == 1:
-            self._stage(writes[0], who, *heads[0])
-            return
-        with ThreadPoolExecutor(min(STAGING_THREADS, len(writes)), "lake-transaction") as pool:
-            futures = [pool.submit(self._stage, w, who, *h) for w, h in zip(writes, heads, strict=True)]
-        for future in futures:
-            future.result()
+        """Stage every table side by side (``staging_pool``); the first failure is raised once
+        every table's write has stopped."""
+        staged = list(zip(writes, heads, strict=True))
+        stage_all(lambda pair: self._stage(pair[0], who, *pair[1]), staged)
 
     def _replayed(self, writes: list[TableWrite]) -> list[CommitResult] | None:
         if self._by.commit_id is None:
