@@ -1,0 +1,151 @@
+"""Updates, merge-inserts, deletes and schema changes on a branch (issue 46): each is one commit
+on the branch's own line (its head moves by one, logged with ``detail.branch``), main never
+moves, the branch's older versions still read, a retry under the commit id lands once, and a
+refusal (bad input, a missing or trashed branch, a role short of the change's, a protected
+table's drop) is a typed error that changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import (
+    InvalidInput,
+    PermissionDenied,
+    Protected,
+    TableBranchNotFound,
+    TableColumnNotFound,
+    TableSchemaValidationError,
+)
+from lake_platform.naming import TableName
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+
+T = "p.w.ns.t"
+WRITER = Provenance(principal=Principal("etl", "token", "p", "writer"))
+
+
+@pytest.fixture
+def table(lake: Lake) -> Iterator[Lake]:
+    """``T`` at version 2 (ids 1, 2 then 3), branch ``dev`` made from it."""
+    lake.catalog.tables.create_table(T, rows([1, 2]))
+    lake.catalog.tables.append(T, rows([3]))
+    lake.catalog.branches.create_branch(T, "dev")
+    yield lake
+
+
+def state(lake: Lake) -> tuple[int, list[int], int, list[str], int]:
+    """Main's version and ids, the branch's head and columns, the log's length."""
+    main = lake.catalog.reads.open_table(T)
+    head = lake.catalog.branches.branch(TableName.parse(T), "dev")[0]
+    columns = [c["name"] for c in lake.catalog.branches.describe_branch(T, "dev")["schema"]]
+    return main.version, ids_of(main), head.current_version, columns, len(lake.catalog.reads.history(T))
+
+
+def branch_rows(lake: Lake, version: int | None = None) -> list[tuple[object, ...]]:
+    table = lake.catalog.branches.open_branch(T, "dev", version).dataset.to_table().sort_by("id")
+    return [tuple(r.values()) for r in table.to_pylist()]
+
+
+def last_entry(lake: Lake) -> tuple[str, int | None, int | None, object]:
+    entry = lake.catalog.reads.history(T)[-1]
+    return entry.operation, entry.from_version, entry.to_version, entry.detail.get("branch")
+
+
+def test_each_change_is_one_commit_on_the_branch_and_main_never_moves(table: Lake) -> None:
+    changes = table.catalog.branch_changes
+    main_before = state(table)[:2]
+
+    updated = changes.update_rows(T, "dev", {"tag": "'u'"}, "id >= 2", by=WRITER)
+    assert (updated.version, updated.counts) == (3, {"updated_rows": 2})
+    assert last_entry(table) == ("update", 2, 3, "dev")
+    merged = changes.merge_insert(
+        T, "dev", rows([3, 4], "m"), ["id"], update_matched=True, insert_unmatched=True, by=WRITER
+    )
+    assert (merged.version, merged.counts["num_inserted_rows"], merged.counts["num_updated_rows"]) == (
+        4,
+        1,
+        1,
+    )
+    assert last_entry(table) == ("merge", 3, 4, "dev")
+    deleted = changes.delete_rows(T, "dev", "id = 1", by=WRITER)
+    assert (deleted.from_version, deleted.to_version) == (4, 5)
+    assert (*last_entry(table), table.catalog.reads.history(T)[-1].rows_removed) == ("delete", 4, 5, "dev", 1)
+    assert branch_rows(table) == [(2, "u"), (3, "m"), (4, "m")]
+
+    added = changes.add_computed_columns(T, "dev", {"twice": "id * 2"}, by=WRITER)
+    assert (added.to_version, last_entry(table)) == (6, ("add-columns", 5, 6, "dev"))
+    renamed = changes.rename_columns(T, "dev", {"tag": "label"})
+    assert (renamed.to_version, last_entry(table)) == (7, ("rename-column", 6, 7, "dev"))
+    dropped = changes.drop_columns(T, "dev", ["twice"])
+    assert (dropped.to_version, last_entry(table)) == (8, ("drop-column", 7, 8, "dev"))
+
+    assert branch_rows(table) == [(2, "u"), (3, "m"), (4, "m")]
+    assert state(table)[2:4] == (8, ["id", "label"])
+    assert branch_rows(table, 6) == [(2, "u", 4), (3, "m", 6), (4, "m", 8)]  # older versions read
+    assert branch_rows(table, 2) == [(1, "x"), (2, "x"), (3, "x")]
+    assert state(table)[:2] == main_before == (2, [1, 2, 3])
+    assert table.catalog.reads.open_table(T).schema.names == ["id", "tag"]
+
+    # published, main reads what the branch made
+    table.catalog.branch_publish.publish_branch(T, "dev")
+    main = table.catalog.reads.open_table(T)
+    assert (main.version, main.schema.names, ids_of(main)) == (8, ["id", "label"], [2, 3, 4])
+
+
+def test_a_retry_under_the_commit_id_lands_once(table: Lake) -> None:
+    by = Provenance(commit_id="branch-update-0001")
+    first = table.catalog.branch_changes.update_rows(T, "dev", {"tag": "'u'"}, by=by)
+    again = table.catalog.branch_changes.update_rows(T, "dev", {"tag": "'u'"}, by=by)
+    assert (first.version, again.version, again.commit_id) == (3, 3, "branch-update-0001")
+    by = Provenance(commit_id="branch-delete-0001")
+    gone = table.catalog.branch_changes.delete_rows(T, "dev", "id = 1", by=by)
+    assert table.catalog.branch_changes.delete_rows(T, "dev", "id = 2", by=by).to_version == gone.to_version
+    assert state(table)[2] == 4 and [r[0] for r in branch_rows(table)] == [2, 3]
+
+
+def test_refusals_are_typed_and_change_nothing(table: Lake) -> None:
+    changes = table.catalog.branch_changes
+    reader = Provenance(principal=Principal("viewer", "token", "p", "reader"))
+    before = state(table)
+    refusals = [
+        (lambda: changes.update_rows(T, "dev", {}), InvalidInput),
+        (lambda: changes.update_rows(T, "dev", {"nope": "1"}), InvalidInput),
+        (lambda: changes.update_rows(T, "dev", {"tag": "'u'"}, "nope >"), InvalidInput),
+        (lambda: changes.update_rows(T, "nope", {"tag": "'u'"}), TableBranchNotFound),
+        (lambda: changes.update_rows(T, "dev", {"tag": "'u'"}, by=reader), PermissionDenied),
+        (lambda: changes.merge_insert(T, "dev", rows([9]), ["id"]), InvalidInput),
+        (lambda: changes.merge_insert(T, "dev", rows([9]), ["nope"], insert_unmatched=True), InvalidInput),
+        (
+            lambda: changes.merge_insert(
+                T, "dev", pa.table({"id": [9], "other": ["x"]}).to_reader(), ["id"], insert_unmatched=True
+            ),
+            InvalidInput,
+        ),
+        (lambda: changes.delete_rows(T, "dev", " "), InvalidInput),
+        (lambda: changes.delete_rows(T, "dev", "id >"), InvalidInput),
+        (lambda: changes.add_computed_columns(T, "dev", {"id": "1"}), TableSchemaValidationError),
+        (lambda: changes.add_computed_columns(T, "dev", {"z": "nope +"}), InvalidInput),
+        (lambda: changes.rename_columns(T, "dev", {"nope": "x"}), TableColumnNotFound),
+        (lambda: changes.rename_columns(T, "dev", {"tag": "id"}), TableSchemaValidationError),
+        (lambda: changes.rename_columns(T, "dev", {"tag": "t"}, by=WRITER), PermissionDenied),
+        (lambda: changes.drop_columns(T, "dev", ["id", "tag"]), TableSchemaValidationError),
+        (lambda: changes.drop_columns(T, "dev", ["tag"], by=WRITER), PermissionDenied),
+    ]
+    for call, error in refusals:
+        with pytest.raises(error):
+            call()
+    assert state(table) == before
+
+    table.catalog.containers.set_protected(T)
+    with pytest.raises(Protected):
+        changes.drop_columns(T, "dev", ["tag"])
+    table.catalog.containers.set_protected(T, False)
+    table.catalog.branch_trash.delete_branch(T, "dev")
+    with pytest.raises(TableBranchNotFound):
+        changes.update_rows(T, "dev", {"tag": "'u'"})
+    table.catalog.branch_trash.undrop_branch(T, "dev")
+    assert state(table)[:4] == before[:4]
