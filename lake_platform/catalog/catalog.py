@@ -7,7 +7,7 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 (finalize and repair), ``versions`` (compaction, cleanup, purge), ``indexes``, ``tags``,
 ``trash``, ``policies``, ``access`` (users and tokens), ``alter`` (explicit schema changes),
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
-a new name), ``rows`` (updates and merge-inserts of existing rows), ``registrations``
+a new name), ``rows`` (updates, merge-inserts and replace-where of a table's rows), ``registrations``
 (adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish``, ``branch_trash``,
 ``branch_compaction``, ``branch_changes`` and ``branch_versions`` (branches of a table: create, list,
 open; writes and publishing; delete, undrop, purge; compaction; updates, merge-inserts, deletes and

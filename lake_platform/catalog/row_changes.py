@@ -20,7 +20,7 @@ from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.schemas import Schemas
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import ConcurrentModification, InvalidInput
 from lake_platform.naming import TableName
 
 if TYPE_CHECKING:
@@ -148,10 +148,16 @@ class RowChanges:
             stream = counter.wrap(data, planned.target)
             pending.stream_totals = counter.totals
             pending.release_lease = True  # its one registry commit releases the lease too
+            planned_on = record.schema_ipc_b64
 
             def replace(
                 ds: Any, ns: BoundTableNamespace, held: TableRecord, pending: PendingCommit
             ) -> dict[str, int]:
+                if held.schema_ipc_b64 != planned_on:
+                    raise ConcurrentModification(
+                        f"the schema of {tname} changed while this replace was being prepared; "
+                        "nothing was written, retry"
+                    )
                 storage = self.ctx.storage(held.location)
                 try:
                     if planned:
@@ -161,10 +167,11 @@ class RowChanges:
                     if counter.error is not None:
                         raise input_error(counter.error) from None
                     raise
+                counts = {"deleted_rows": staged.deleted_rows, "added_rows": counter.rows}
                 pending.rows_removed = staged.deleted_rows
-                pending.detail["deleted_rows"] = staged.deleted_rows
+                pending.detail.update(counts)  # the stream is drained: the entry lands with them
                 changes.commit_staged(ds, staged, namespace=ns, table_id=tname.parts, storage_options=storage)
-                return {"deleted_rows": staged.deleted_rows, "added_rows": counter.rows}
+                return counts
 
             return replace
 
@@ -215,7 +222,7 @@ class RowChanges:
         if not pending.landed:
             return RowChange(str(tname), record.current_version, None, counts)
         result = self.commits.result(pending, str(tname))
-        if counts:
+        if any(pending.detail.get(k) != v for k, v in counts.items()):  # known only once it landed
             self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
         return RowChange(str(tname), result.to_version or 0, result.commit_id, counts)
 

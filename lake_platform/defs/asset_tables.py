@@ -1,14 +1,16 @@
 """Which registered table an asset is, and what a materialization or observation says about it.
 
-Shared by the IO manager (``io_manager``, ``io_reads``) and the table assets
-(``table_assets``): the asset key <-> table name mapping, the commit id a step's output is
-written under, the partition predicate, and Dagster's standard table metadata.
+Shared by the IO manager (``io_manager``, ``io_reads``, ``wap``) and the table assets
+(``table_assets``): the asset key <-> table name mapping, how and under which commit id a step's
+output is written (``WritePlan``, the partition predicate), and Dagster's standard table
+metadata.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -67,6 +69,53 @@ def step_commit_id(run_id: str, step_key: str, key: dg.AssetKey, partitions: Seq
     same id, so a retried step finds its first commit's marker and applies nothing twice."""
     scope = "\0".join((run_id, step_key, key.to_user_string(), *sorted(partitions)))
     return "dg-" + hashlib.sha256(scope.encode()).hexdigest()[:48]
+
+
+#: The write modes an asset names in its ``write_mode`` metadata (or the IO manager's config).
+WRITE_MODES = ("append", "overwrite", "merge")
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How one output becomes one commit: ``append``, ``overwrite``, ``merge`` (merge-insert
+    on ``key_columns``: matched rows updated, the others inserted) or ``replace`` (the rows
+    ``predicate`` selects, a partitioned output's partitions, deleted and the output appended:
+    every row of the output lands, identical ones too)."""
+
+    operation: str
+    key_columns: tuple[str, ...] = ()
+    predicate: str | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one output's commit did (on main, or on the run's branch): ``replayed`` when a
+    retried step found its commit id already landed and wrote nothing."""
+
+    operation: str
+    version: int
+    replayed: bool
+
+
+def plan_write(
+    table: str,
+    mode: str,
+    key_columns: Sequence[str],
+    partition_column: str | None,
+    partitions: Sequence[str],
+    schema: pa.Schema,
+) -> WritePlan:
+    """The plan for an output of ``schema``: a partitioned output replaces exactly its
+    partitions, whatever the mode; else the mode, checked."""
+    if mode not in WRITE_MODES:
+        raise InvalidInput(f"write_mode is one of {', '.join(WRITE_MODES)}, not {mode!r}")
+    if partition_column is not None and partitions:
+        return WritePlan("replace", predicate=partition_predicate(partition_column, partitions, schema))
+    if mode == "merge":
+        if not key_columns:
+            raise InvalidInput(f"write_mode merge of {table} needs key_columns in the asset's metadata")
+        return WritePlan("merge", key_columns=tuple(key_columns))
+    return WritePlan(mode)
 
 
 def literal(value: str, column_type: pa.DataType) -> str:

@@ -51,7 +51,7 @@ def counted(
 ) -> pa.RecordBatchReader:
     """``reader`` counted into ``tally``; with a partition column, a batch holding a row of
     another partition than ``partitions`` fails the stream (InvalidInput) before its rows are
-    written: a partition's overwrite must not touch another partition's rows."""
+    written: a partition's replacement must not touch another partition's rows."""
     import pyarrow.compute as pc
 
     allowed = pa.array(list(partitions), pa.string()) if partition_column else None

@@ -6,10 +6,12 @@ Writes (``handle_output``), by the asset's definition metadata, else the manager
 - ``write_mode``: ``append`` (default), ``overwrite`` or ``merge`` (merge-insert on
   ``key_columns``: matched rows updated, the others inserted);
 - a partitioned asset names its partition column in ``partition_expr`` and always replaces
-  exactly its partitions: one merge-insert that inserts the output and deletes the partitions'
-  other rows (on ``key_columns`` when given, else on every column), so readers see the
-  partition old or new, never half; a row of another partition fails the step unwritten;
-- the first write of a table creates it (same commit id).
+  exactly its partitions (``asset_tables.plan_write``): one ``rows.replace_where`` that deletes
+  the rows of the partition predicate and appends the output in ONE commit, so readers see the
+  partition old or new, never half, and every row of the output lands (identical rows too);
+  ``key_columns`` change nothing there. A row of another partition fails the step unwritten;
+- the first write of a table creates it (same commit id);
+- with ``wap``, the same plan is written on the run's branch (``wap.write_on_branch``).
 
 The commit id comes from the run, the step, the asset and its partitions
 (``asset_tables.step_commit_id``): a retried step finds its first commit's marker and writes
@@ -23,8 +25,6 @@ rows and bytes written and Dagster's standard table metadata.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
@@ -32,7 +32,9 @@ import dagster as dg
 from lake_platform.defs.asset_tables import (
     BRANCH,
     COMMIT_ID,
-    partition_predicate,
+    WritePlan,
+    Written,
+    plan_write,
     step_commit_id,
     table_for_key,
     table_metadata,
@@ -54,17 +56,6 @@ if TYPE_CHECKING:
 #: The resource key the code location registers the manager under (``definitions.resources``).
 IO_MANAGER_KEY = "lake_io"
 WriteMode = Literal["append", "overwrite", "merge"]
-_MODES = ("append", "overwrite", "merge")
-
-
-@dataclass(frozen=True)
-class Written:
-    """What one output's commit did."""
-
-    operation: str
-    version: int
-    commit_id: str
-    replayed: bool
 
 
 class LakeIOManager(dg.ConfigurableIOManager):
@@ -93,10 +84,6 @@ class LakeIOManager(dg.ConfigurableIOManager):
     def _handle_output(self, context: dg.OutputContext, obj: object) -> None:
         table = table_for_key(context.asset_key, self.key_map())
         meta = context.definition_metadata or {}
-        mode = str(meta.get("write_mode", self.write_mode))
-        if mode not in _MODES:
-            raise InvalidInput(f"write_mode is one of {', '.join(_MODES)}, not {mode!r}")
-        key_columns = [str(c) for c in meta.get("key_columns") or []]
         partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
         partition_column = str(meta["partition_expr"]) if partitions and meta.get("partition_expr") else None
         if partitions and partition_column is None:
@@ -113,22 +100,18 @@ class LakeIOManager(dg.ConfigurableIOManager):
             run_id=context.run_id,
             commit_id=step_commit_id(lineage, context.step_key, context.asset_key, partitions),
         )
-        if wap and partitions:
-            raise InvalidInput(
-                "write-audit-publish writes unpartitioned assets (a branch takes no merge-insert)"
-            )
         tally = Tally()
         data = counted(as_reader(obj), tally, partition_column, partitions)
+        key_columns = [str(c) for c in meta.get("key_columns") or []]
+        mode = str(meta.get("write_mode", self.write_mode))
+        plan = plan_write(table, mode, key_columns, partition_column, partitions, data.schema)
         with self.lake.catalog() as catalog:
             if wap:
                 branch = run_branch(context.run_id)
-                on_branch = write_on_branch(catalog, table, branch, data, mode, by)
-                written = Written(
-                    on_branch.operation, on_branch.version, str(by.commit_id), on_branch.replayed
-                )
+                written = write_on_branch(catalog, table, branch, data, plan, by)
                 snapshot = catalog.branches.open_branch(table, branch, written.version)
             else:
-                written = write(catalog, table, data, mode, key_columns, partition_column, partitions, by)
+                written = write(catalog, table, data, plan, by)
                 snapshot = catalog.reads.open_table(table, written.version)
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
         if wap:
@@ -145,7 +128,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
         context.add_output_metadata(
             {
                 **metadata,
-                COMMIT_ID: written.commit_id,
+                COMMIT_ID: str(by.commit_id),
                 "lake/operation": written.operation,
                 "lake/replayed": written.replayed,
                 "lake/rows_written": dg.MetadataValue.int(tally.rows),
@@ -187,63 +170,36 @@ def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str |
 
 
 def write(
-    catalog: Catalog,
-    table: str,
-    data: pa.RecordBatchReader,
-    mode: str,
-    key_columns: Sequence[str],
-    partition_column: str | None,
-    partitions: Sequence[str],
-    by: Provenance,
+    catalog: Catalog, table: str, data: pa.RecordBatchReader, plan: WritePlan, by: Provenance
 ) -> Written:
-    """One commit of ``data`` to ``table`` (created by it when missing), or the answer of the
-    commit ``by.commit_id`` already made."""
+    """One commit of ``data`` to ``table`` by ``plan`` (the table created by it when missing),
+    or the answer of the commit ``by.commit_id`` already made."""
     assert by.commit_id is not None
     landed = catalog.ctx.commit_landed(by.commit_id)
     if landed is not None:
-        return Written(landed.operation, landed.to_version or 0, by.commit_id, replayed=True)
+        return Written(landed.operation, landed.to_version or 0, replayed=True)
     try:
-        return _write_existing(catalog, table, data, mode, key_columns, partition_column, partitions, by)
+        return _write_existing(catalog, table, data, plan, by)
     except TableNotFound:
         pass
     try:
         result = catalog.tables.create_table(table, data, by=by)
     except TableAlreadyExists:  # another step created it meanwhile: write to it after all
-        return _write_existing(catalog, table, data, mode, key_columns, partition_column, partitions, by)
-    return Written("create", result.to_version or 0, by.commit_id, result.replayed)
+        return _write_existing(catalog, table, data, plan, by)
+    return Written("create", result.to_version or 0, result.replayed)
 
 
 def _write_existing(
-    catalog: Catalog,
-    table: str,
-    data: pa.RecordBatchReader,
-    mode: str,
-    key_columns: Sequence[str],
-    partition_column: str | None,
-    partitions: Sequence[str],
-    by: Provenance,
+    catalog: Catalog, table: str, data: pa.RecordBatchReader, plan: WritePlan, by: Provenance
 ) -> Written:
-    assert by.commit_id is not None
-    if partition_column:
-        predicate = partition_predicate(partition_column, partitions, data.schema)
-        change = catalog.rows.merge_insert(
-            table,
-            data,
-            list(key_columns) or list(data.schema.names),
-            update_matched=bool(key_columns),
-            insert_unmatched=True,
-            delete_unmatched_by_source=True,
-            delete_unmatched_by_source_if=predicate,
-            by=by,
-        )
-        return Written("replace-partitions", change.version, by.commit_id, replayed=False)
-    if mode == "merge":
-        if not key_columns:
-            raise InvalidInput(f"write_mode merge of {table} needs key_columns in the asset's metadata")
-        change = catalog.rows.merge_insert(
-            table, data, list(key_columns), update_matched=True, insert_unmatched=True, by=by
-        )
-        return Written("merge", change.version, by.commit_id, replayed=False)
-    write_rows = catalog.tables.overwrite if mode == "overwrite" else catalog.tables.append
-    result = write_rows(table, data, by=by)
-    return Written(mode, result.to_version or 0, by.commit_id, result.replayed)
+    if plan.operation == "replace":
+        assert plan.predicate is not None
+        version = catalog.rows.replace_where(table, plan.predicate, data, by=by).version
+    elif plan.operation == "merge":
+        version = catalog.rows.merge_insert(
+            table, data, list(plan.key_columns), update_matched=True, insert_unmatched=True, by=by
+        ).version
+    else:
+        write_rows = catalog.tables.overwrite if plan.operation == "overwrite" else catalog.tables.append
+        version = write_rows(table, data, by=by).to_version or 0
+    return Written(plan.operation, version, replayed=False)

@@ -4,7 +4,10 @@ assets' checks there, published to main only when the run succeeded.
 - Write: with ``wap`` (the IO manager's setting, or an asset's metadata), ``handle_output``
   writes on branch ``run_<run id>`` of the table (made from main's head on the run's first
   write of it; a table that does not exist yet is created empty on main first, so there is a
-  main to branch from). Append and overwrite only (a branch takes no merge-insert).
+  main to branch from). Every mode the IO manager writes on main is written on the branch
+  (``asset_tables.plan_write``): append, overwrite, merge (``branch_changes.merge_insert``) and
+  a partitioned output's exact replacement of its partitions (``branch_writes.replace_where``),
+  each one version of the branch.
 - Audit: the materialization records the branch, so the asset's checks (and downstream assets)
   in the same run load the branch's version through the IO manager; main does not move.
 - Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to the
@@ -20,15 +23,14 @@ assets' checks there, published to main only when the run succeeded.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from lake_platform.defs.asset_tables import BRANCH, TABLE, VERSION, table_metadata
+from lake_platform.defs.asset_tables import BRANCH, TABLE, VERSION, WritePlan, Written, table_metadata
 from lake_platform.defs.errors import lake_errors
 from lake_platform.defs.resources import ACTOR, LakeResource
-from lake_platform.errors import InvalidInput, TableBranchAlreadyExists, TableNotFound
+from lake_platform.errors import TableBranchAlreadyExists, TableNotFound
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,28 +44,19 @@ def run_branch(run_id: str) -> str:
     return "run_" + run_id.lower().replace("-", "_")
 
 
-@dataclass(frozen=True)
-class BranchWrite:
-    operation: str
-    version: int
-    replayed: bool
-
-
 def write_on_branch(
-    catalog: Catalog, table: str, branch: str, data: pa.RecordBatchReader, mode: str, by: Provenance
-) -> BranchWrite:
-    """One commit of ``data`` on ``branch`` of ``table`` (see the module docstring), or the
-    answer of the commit ``by.commit_id`` already made."""
+    catalog: Catalog, table: str, branch: str, data: pa.RecordBatchReader, plan: WritePlan, by: Provenance
+) -> Written:
+    """One commit of ``data`` by ``plan`` on ``branch`` of ``table`` (see the module
+    docstring), or the answer of the commit ``by.commit_id`` already made."""
     import pyarrow as pa
 
     from lake_platform.catalog.provenance import Provenance
 
-    if mode not in ("append", "overwrite"):
-        raise InvalidInput(f"write-audit-publish writes append or overwrite on a branch, not {mode}")
     assert by.commit_id is not None
     landed = catalog.ctx.commit_landed(by.commit_id)
     if landed is not None:
-        return BranchWrite(landed.operation, landed.to_version or 0, replayed=True)
+        return Written(landed.operation, landed.to_version or 0, replayed=True)
     setup = Provenance(actor=by.actor, run_id=by.run_id, commit_id=f"{by.commit_id}-main")
     try:
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
@@ -73,9 +66,18 @@ def write_on_branch(
         empty = pa.RecordBatchReader.from_batches(data.schema, [])
         catalog.tables.create_table(table, empty, by=setup)
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
-    write = catalog.branch_writes.overwrite if mode == "overwrite" else catalog.branch_writes.append
+    if plan.operation == "replace":
+        assert plan.predicate is not None
+        result = catalog.branch_writes.replace_where(table, branch, plan.predicate, data, by=by)
+        return Written("replace", result.to_version or 0, result.replayed)
+    if plan.operation == "merge":
+        merged = catalog.branch_changes.merge_insert(
+            table, branch, data, list(plan.key_columns), update_matched=True, insert_unmatched=True, by=by
+        )
+        return Written("merge", merged.version, replayed=False)
+    write = catalog.branch_writes.overwrite if plan.operation == "overwrite" else catalog.branch_writes.append
     result = write(table, branch, data, by=by)
-    return BranchWrite(mode, result.to_version or 0, result.replayed)
+    return Written(plan.operation, result.to_version or 0, result.replayed)
 
 
 def publish_commit_id(run_id: str, branch: str) -> str:

@@ -126,3 +126,19 @@ def test_replace_where_with_a_bad_predicate_writes_nothing(lake: Lake) -> None:
             lake.catalog.rows.replace_where(T, predicate, rows([2], "a"))
     assert unleased() == before
     assert pairs(lake) == [(1, "a")]
+
+
+def test_replace_where_takes_new_columns_as_an_append_does(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1, 2], "a"))
+    extra = pa.table({"id": pa.array([5], pa.int64()), "tag": ["a"], "note": ["new"]}).to_reader
+    with pytest.raises(TableSchemaValidationError):  # strict, the default
+        lake.catalog.rows.replace_where(T, "tag = 'a'", extra())
+    lake.catalog.policies.set_policy(T, {"schema_evolution": "add_columns"})
+    replaced = lake.catalog.rows.replace_where(T, "tag = 'a'", extra())
+    table = lake.catalog.reads.open_table(T)
+    assert table.schema.names == ["id", "tag", "note"]
+    assert table.to_reader().read_all().to_pylist() == [{"id": 5, "tag": "a", "note": "new"}]
+    # the schema step and the rows registered together, under the one commit id
+    log = [e for e in lake.catalog.reads.log(T) if e.commit_id == replaced.commit_id]
+    assert [e.operation for e in log] == ["add-columns", "replace"]
+    assert log[-1].detail["added_columns"] == {"note": "string"}

@@ -126,9 +126,9 @@ def test_three_assets_write_one_commit_each_per_partition(
     for day in DAYS[:2]:
         result = dg.materialize(PROJECT, partition_key=day, instance=any_storage, resources=resources(home))
         assert result.success
-    assert commits(catalog, "raw") == ["create", "merge"]
-    assert commits(catalog, "cleaned") == ["create", "merge"]
-    assert commits(catalog, "daily_totals") == ["create", "merge"]
+    assert commits(catalog, "raw") == ["create", "replace"]
+    assert commits(catalog, "cleaned") == ["create", "replace"]
+    assert commits(catalog, "daily_totals") == ["create", "replace"]
     totals = sorted(table_rows(catalog, "daily_totals"), key=lambda r: str(r["day"]))
     assert totals == [{"day": d, "total": 3.0, "orders": 2} for d in DAYS[:2]]
 
@@ -161,7 +161,7 @@ def test_a_backfill_writes_each_partition_once(
     days = [f"2024-01-{d:02d}" for d in range(1, 11)]  # ten partitions, as the issue's backfill
     for day in days:  # one run per partition, as a backfill launches them
         assert dg.materialize([raw], partition_key=day, instance=instance, resources=resources(home)).success
-    assert commits(catalog, "raw") == ["create"] + ["merge"] * (len(days) - 1)
+    assert commits(catalog, "raw") == ["create"] + ["replace"] * (len(days) - 1)
     assert sorted(r["day"] for r in table_rows(catalog, "raw")) == sorted(days * 3)
     assert instance.get_materialized_partitions(raw.key) == set(days)
 
@@ -337,7 +337,7 @@ def test_a_single_run_backfill_replaces_its_partitions_in_one_commit(
 
     backfill(DAYS[0], DAYS[2])
     result = backfill(DAYS[1], DAYS[3])
-    assert commits(catalog, "ranged") == ["create", "merge"]
+    assert commits(catalog, "ranged") == ["create", "replace"]
     assert sorted((r["day"], r["n"]) for r in table_rows(catalog, "ranged")) == [
         (DAYS[0], 3),
         (DAYS[1], 3),
@@ -348,3 +348,80 @@ def test_a_single_run_backfill_replaces_its_partitions_in_one_commit(
     assert sorted(e.partition for e in events) == DAYS[1:4]
     assert {e.materialization.metadata["lake/version"].value for e in events} == {2}
     assert {e.materialization.metadata["lake/rows_written"].value for e in events} == {3}
+
+
+def test_a_partition_keeps_every_row_of_its_output_even_identical_ones(
+    home: Path, catalog: Catalog, instance: dg.DagsterInstance
+) -> None:
+    """Two identical rows in a partition's output are two rows of the table: the partition is
+    replaced by exactly what the asset returned, and the other partitions are untouched."""
+    runs = [(DAYS[0], [1.0, 2.0]), (DAYS[1], [4.0]), (DAYS[1], [4.0, 4.0]), (DAYS[1], [4.0, 4.0])]
+    for day, amounts in runs:
+        AMOUNTS[day] = amounts
+
+        @dg.asset(
+            key=["p", "w", "ns", "twins"],
+            io_manager_key="lake_io",
+            partitions_def=daily,
+            metadata={"partition_expr": "day"},
+        )
+        def twins(context: dg.AssetExecutionContext) -> pa.Table:
+            amounts = AMOUNTS[context.partition_key]
+            return pa.table({"day": [context.partition_key] * len(amounts), "amount": amounts})
+
+        assert dg.materialize(
+            [twins], partition_key=day, instance=instance, resources=resources(home)
+        ).success
+    rows = sorted((r["day"], r["amount"]) for r in table_rows(catalog, "twins"))
+    assert rows == [(DAYS[0], 1.0), (DAYS[0], 2.0), (DAYS[1], 4.0), (DAYS[1], 4.0)]
+    # each write one version and one log entry (a replace: rows deleted and added)
+    assert commits(catalog, "twins") == ["create", "replace", "replace", "replace"]
+    assert sorted(catalog.reads.readable_versions("p.w.ns.twins")[1]) == [1, 2, 3, 4]
+    last = catalog.reads.history("p.w.ns.twins")[-1]
+    assert (last.rows_removed, last.rows_added) == (2, 2)
+
+
+def test_a_partition_replace_run_again_under_its_run_id_applies_once(home: Path, catalog: Catalog) -> None:
+    """As a step retried after its process died once its replace landed: a second instance
+    executes the same run id, finds the commit id and writes nothing."""
+    job = dg.Definitions(
+        assets=[raw], jobs=[dg.define_asset_job("raw_job", [raw])], resources=resources(home)
+    ).resolve_job_def("raw_job")
+    with dg.instance_for_test() as inst:
+        assert job.execute_in_process(instance=inst, partition_key=DAYS[1]).success  # creates the table
+    run_id = str(uuid.uuid4())
+    outcomes = []
+    for _ in range(2):
+        with dg.instance_for_test() as inst:
+            result = job.execute_in_process(instance=inst, partition_key=DAYS[0], run_id=run_id)
+            outcomes.append(metadata_of(result, "raw"))
+    assert [(o["lake/replayed"], o["lake/version"], o["lake/operation"]) for o in outcomes] == [
+        (False, 2, "replace"),
+        (True, 2, "replace"),
+    ]
+    assert commits(catalog, "raw") == ["create", "replace"]
+    assert sorted(r["day"] for r in table_rows(catalog, "raw")) == [DAYS[0]] * 3 + [DAYS[1]] * 3
+
+
+def test_a_partition_column_the_output_lacks_fails_the_step_unwritten(
+    home: Path, catalog: Catalog, instance: dg.DagsterInstance
+) -> None:
+    catalog.tables.create_table("p.w.ns.misnamed", raw_rows(DAYS[1], [1.0]).to_reader())
+
+    @dg.asset(
+        key=["p", "w", "ns", "misnamed"],
+        io_manager_key="lake_io",
+        partitions_def=daily,
+        metadata={"partition_expr": "date"},
+    )
+    def misnamed(context: dg.AssetExecutionContext) -> pa.Table:
+        return raw_rows(context.partition_key, [2.0])
+
+    result = dg.materialize(
+        [misnamed], partition_key=DAYS[0], instance=instance, resources=resources(home), raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    assert "partition column 'date' is not a column of the data" in str(failure.event_specific_data.error)
+    assert commits(catalog, "misnamed") == ["create"]
+    assert table_rows(catalog, "misnamed") == [{"day": DAYS[1], "id": 0, "amount": 1.0}]

@@ -133,3 +133,100 @@ def test_a_run_that_wrote_two_tables_publishes_both_in_one_commit(home: Path) ->
         entries = [catalog.reads.history(t)[-1] for t in (TABLE, "p.w.ns.ranks")]
         assert [e.operation for e in entries] == ["publish", "publish"]
         assert entries[0].commit_id.rsplit("-t", 1)[0] == entries[1].commit_id.rsplit("-t", 1)[0]
+
+
+VISITS, PRICES = "p.w.ns.visits", "p.w.ns.prices"
+days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
+#: What ``visits`` returns for a day.
+DAY_VISITS: dict[str, list[int]] = {}
+
+
+@dg.asset(
+    key=["p", "w", "ns", "visits"],
+    io_manager_key="lake_io",
+    partitions_def=days,
+    metadata={"partition_expr": "day"},
+)
+def visits(context: dg.AssetExecutionContext) -> pa.Table:
+    counts = DAY_VISITS[context.partition_key]
+    return pa.table({"day": [context.partition_key] * len(counts), "n": pa.array(counts, pa.int64())})
+
+
+@dg.asset_check(asset=visits, blocking=True)
+def no_negative_visits(visits: pa.Table) -> dg.AssetCheckResult:
+    # The branch's version this run wrote (an unpartitioned check loads the whole table).
+    values = visits.column("n").to_pylist()
+    return dg.AssetCheckResult(passed=min(values) >= 0, metadata={"rows_audited": len(values)})
+
+
+@dg.asset(
+    key=["p", "w", "ns", "prices"],
+    io_manager_key="lake_io",
+    metadata={"write_mode": "merge", "key_columns": ["k"]},
+)
+def prices() -> pa.Table:
+    return pa.table({"k": pa.array([2, 3], pa.int64()), "v": ["B", "C"]})
+
+
+def contents(catalog: Catalog, table: str, branch: str | None = None) -> list[tuple[object, ...]]:
+    snap = catalog.branches.open_branch(table, branch) if branch else catalog.reads.open_table(table)
+    return sorted(zip(*snap.dataset.to_table().to_pydict().values(), strict=True))
+
+
+def partitioned_and_merged_run(
+    home: Path, instance: dg.DagsterInstance, day_one: list[int]
+) -> dg.ExecuteInProcessResult:
+    """One WAP run of a partitioned asset (day one replaced) and a merge asset, on tables main
+    already holds: visits (day one: 5; day two: 6) and prices (1 a, 2 b)."""
+    with Catalog(load_settings(home=home)) as catalog:
+        for table, rows in [
+            (VISITS, pa.table({"day": ["2024-01-01", "2024-01-02"], "n": pa.array([5, 6], pa.int64())})),
+            (PRICES, pa.table({"k": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})),
+        ]:
+            catalog.tables.create_table(table, rows.to_reader())
+    DAY_VISITS["2024-01-01"] = day_one
+    lake = LakeResource(home=str(home))
+    return dg.materialize(
+        [visits, no_negative_visits, prices],
+        partition_key="2024-01-01",
+        instance=instance,
+        resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
+        raise_on_error=False,
+    )
+
+
+def test_a_partitioned_and_a_merge_asset_are_audited_on_the_branch_and_published_together(home: Path) -> None:
+    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+        result = partitioned_and_merged_run(home, instance, [1, 1])
+        assert result.success
+        branch = run_branch(result.run_id)
+        (check,) = result.get_asset_check_evaluations()
+        assert check.passed and check.metadata["rows_audited"].value == 3  # 1, 1 and day two's 6
+        assert contents(catalog, VISITS) == [("2024-01-01", 5), ("2024-01-02", 6)]  # not yet published
+        assert contents(catalog, PRICES) == [(1, "a"), (2, "b")]
+        # on the branch: the partition replaced exactly (both identical rows), the merge applied
+        assert contents(catalog, VISITS, branch) == [("2024-01-01", 1), ("2024-01-01", 1), ("2024-01-02", 6)]
+        assert contents(catalog, PRICES, branch) == [(1, "a"), (2, "B"), (3, "C")]
+
+        publish(home, instance, result)
+        assert contents(catalog, VISITS) == [("2024-01-01", 1), ("2024-01-01", 1), ("2024-01-02", 6)]
+        assert contents(catalog, PRICES) == [(1, "a"), (2, "B"), (3, "C")]
+        entries = [catalog.reads.history(t)[-1] for t in (VISITS, PRICES)]
+        assert [e.operation for e in entries] == ["publish", "publish"]
+        assert entries[0].commit_id.rsplit("-t", 1)[0] == entries[1].commit_id.rsplit("-t", 1)[0]
+        written = [e.operation for t in (VISITS, PRICES) for e in catalog.reads.history(t)]
+        assert "replace" in written and "merge" in written
+
+
+def test_a_failing_check_of_a_partitioned_asset_leaves_both_mains_and_keeps_the_branch(home: Path) -> None:
+    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+        result = partitioned_and_merged_run(home, instance, [-1])
+        assert not result.success
+        before = {t: catalog.reads.open_table(t).version for t in (VISITS, PRICES)}
+        assert before == {VISITS: 1, PRICES: 1}
+        refused = publish(home, instance, result, result.get_run_failure_event())
+        assert isinstance(refused, dg.SkipReason) and "no_negative_visits" in str(refused.skip_message)
+        assert {t: catalog.reads.open_table(t).version for t in (VISITS, PRICES)} == before
+        assert contents(catalog, VISITS) == [("2024-01-01", 5), ("2024-01-02", 6)]
+        branch = run_branch(result.run_id)
+        assert contents(catalog, VISITS, branch) == [("2024-01-01", -1), ("2024-01-02", 6)]  # inspectable
