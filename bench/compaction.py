@@ -1,5 +1,5 @@
 """Compaction benchmark: the same fragmented table compacted by bare Lance, by the catalog in one
-process (plan → every task → commit under the lease), and by Dagster's ``compacted`` graph (one
+process (plan → every task → commit under the lease), and by Dagster's ``table_compaction`` job (one
 step per task) on the in-process executor. (The multiprocess executor adds one Python start with
 Lance imported per step, ~5-12 s each on this machine: see lake_platform_tests/defs/test_fanout.py.)
 
@@ -23,7 +23,7 @@ import lance
 import pyarrow as pa
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.defs.maintenance import compacted
+from lake_platform.defs.maintenance import table_compaction_job
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.resources import LakeResource
 from lake_platform.maintenance.compaction import compact_table
@@ -87,17 +87,17 @@ def main() -> None:
         home = root / "dagster"
         fragmented_lake(home, f, r, t).close()
         job = dg.Definitions(
-            assets=[compacted],
+            jobs=[table_compaction_job],
             resources={"lake": LakeResource(home=str(home))},
             executor=dg.in_process_executor,
-        ).resolve_implicit_global_asset_job_def()
+        ).resolve_job_def(table_compaction_job.name)
         with dg.instance_for_test() as instance:
             instance.add_dynamic_partitions(TABLES, [TABLE])
             started = time.perf_counter()
             result = job.execute_in_process(instance=instance, partition_key=TABLE)
             took = time.perf_counter() - started
         assert result.success
-        print(f"Dagster compacted (in-process)      {took:7.2f} s   {took / base:.2f}x")
+        print(f"Dagster table_compaction (in-proc) {took:7.2f} s   {took / base:.2f}x")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,5 +1,6 @@
-"""Asset checks: the registry and the engine agree, compaction keeps up, no orphans, warehouse
-roots where the rule allows them.
+"""Asset checks: the registry and the engine agree, the Flight endpoint answers, warehouse roots
+where the rule allows them. A table's maintenance health (fragments, versions, orphans, a
+registered schema) is checked on the table's own asset: ``table_checks.py``.
 
 Each check reports; none repairs. A failing check says what is wrong in words an operator can
 act on (``description``) and carries the figures behind it (``metadata``).
@@ -8,7 +9,7 @@ Severity: ERROR where readers are affected or a writer went around the registry 
 registered version does not open, the registered schema is not the table's, versions exist on
 disk that the registry never committed, a warehouse rooted where the allowed-roots rule
 refuses one: a tenant boundary). WARN where the table is still correct but needs
-attention (too many fragments, orphan files, an unreachable Flight endpoint).
+attention (an unreachable Flight endpoint).
 """
 
 import time
@@ -18,7 +19,7 @@ import dagster as dg
 import pyarrow as pa
 
 from lake_platform.defs.ingest import ingested
-from lake_platform.defs.maintenance import compacted, orphan_folder_report, orphan_report
+from lake_platform.defs.maintenance import orphan_folder_report
 from lake_platform.defs.partitions import allow_per_table_checks, tables
 from lake_platform.defs.resources import FlightEndpointResource, LakeResource
 from lake_platform.errors import LakeError
@@ -283,82 +284,6 @@ def no_versions_beyond_registry(
 
 
 @dg.asset_check(
-    asset=compacted,
-    partitions_def=tables,
-    description=("The fragment count is under the policy's compaction threshold."),
-)
-def fragments_under_threshold(
-    context: dg.AssetCheckExecutionContext, lake: LakeResource
-) -> dg.AssetCheckResult:
-    table = _table(context)
-    with lake.catalog() as catalog:
-        policy = catalog.policies.effective_policy(table)
-        fragments = catalog.reads.describe_table(table).fragments or 0
-    threshold, enabled = policy.policy.compact_min_fragments, policy.policy.compact_enabled
-    source = policy.source or "(platform defaults)"
-    figures = {
-        "fragments": fragments,
-        "threshold": threshold,
-        "compact_enabled": enabled,
-        "policy_source": source,
-    }
-    if not enabled:
-        return _result(
-            True, WARN, f"{fragments} fragments; compaction is disabled by the policy of {source}.", **figures
-        )
-    if fragments >= threshold:
-        return _result(
-            False,
-            WARN,
-            (
-                f"{fragments} fragments, at or above the compaction threshold of {threshold} (policy of "
-                f"{source}): "
-                f"compaction is not keeping up. Check the compaction sensor and the last `compacted` runs of "
-                f"this table, or materialize `compacted` for it."
-            ),
-            **figures,
-        )
-    return _result(
-        True, WARN, f"{fragments} fragments, under the compaction threshold of {threshold}.", **figures
-    )
-
-
-@dg.asset_check(
-    asset=orphan_report, partitions_def=tables, description="The table's last orphan report is empty."
-)
-def last_orphan_report_empty(
-    context: dg.AssetCheckExecutionContext, lake: LakeResource
-) -> dg.AssetCheckResult:
-    from datetime import UTC, datetime
-
-    from lake_platform.maintenance.orphans import latest_report
-
-    table = _table(context)
-    with lake.catalog() as catalog:
-        report = latest_report(catalog, table)
-    if report is None:
-        return _result(True, WARN, "no orphan scan yet.", report="none yet")
-    at = datetime.fromtimestamp(report.at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    figures = {"orphans": report.orphan_count, "orphan_bytes": report.orphan_bytes, "at_ms": report.at_ms}
-    if report.empty:
-        return _result(True, WARN, f"the orphan scan of {at} found no orphan files.", **figures)
-    listed = ", ".join(o.path for o in report.orphans[:5]) + (", ..." if report.orphan_count > 5 else "")
-    oldest_h = max((o.age_seconds for o in report.orphans), default=0) / 3600
-    return _result(
-        False,
-        WARN,
-        (
-            f"the orphan scan of {at} found {report.orphan_count} orphan file(s), {report.orphan_bytes} "
-            "bytes, "
-            f"under the table's location that no live version references: {listed}. Nothing was deleted. "
-            f"After checking them, reclaim with `lake orphans reclaim {table} --older-than <age>` "
-            f"(oldest is {oldest_h:.0f} h)."
-        ),
-        **figures,
-    )
-
-
-@dg.asset_check(
     asset=ingested,
     partitions_def=tables,
     description=(
@@ -420,8 +345,6 @@ ALL = [
     registry_version_is_real,
     schema_matches_engine,
     no_versions_beyond_registry,
-    fragments_under_threshold,
-    last_orphan_report_empty,
     flight_endpoint_healthy,
     warehouse_roots_allowed,
 ]

@@ -13,20 +13,21 @@ from lake_platform.defs.indexes import index_refresh_schedule, indexes_current, 
 from lake_platform.defs.ingest import inbox_sensor, ingested
 from lake_platform.defs.io_manager import IO_MANAGER_KEY, LakeIOManager
 from lake_platform.defs.maintenance import (
-    cleaned_versions,
-    compacted,
-    compaction_sensor,
+    branch_compaction_job,
     expired_trash,
     orphan_folder_report,
     orphan_folder_scan_schedule,
-    orphan_report,
+    table_cleanup_job,
+    table_compaction_job,
+    table_orphan_scan_job,
     trash_expiry_schedule,
 )
 from lake_platform.defs.maintenance_intervals import cleanup_interval_sensor, orphan_scan_interval_sensor
 from lake_platform.defs.resources import FlightEndpointResource, InboxResource, LakeResource
 from lake_platform.defs.results import reclaimed_results, results_reclaim_schedule
 from lake_platform.defs.table_assets import table_observation_sensor
-from lake_platform.defs.table_maintenance import moved_tables_compaction_sensor
+from lake_platform.defs.table_checks import table_checks, table_checks_sensor
+from lake_platform.defs.table_maintenance import compaction_sensor
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.defs.wap import wap_publish_sensor
 from lake_platform.settings import DagsterSettings, dagster_settings, load_settings
@@ -83,21 +84,19 @@ def build(
     return dg.Definitions(
         assets=[
             ingested,
-            compacted,
-            cleaned_versions,
             expired_trash,
-            orphan_report,
             orphan_folder_report,
             table_indexes,
             reclaimed_results,
             *demo_assets.ASSETS,
         ],
-        asset_checks=[*checks.ALL, indexes_current],
+        asset_checks=[*checks.ALL, indexes_current, table_checks([demo_assets.orders])],
+        jobs=[table_compaction_job, branch_compaction_job, table_cleanup_job, table_orphan_scan_job],
         sensors=[
             table_partitions_sensor,
             inbox_sensor,
             compaction_sensor,
-            moved_tables_compaction_sensor,
+            table_checks_sensor,
             cleanup_interval_sensor,
             orphan_scan_interval_sensor,
             bypass_sensor,

@@ -18,7 +18,7 @@ WARN = dg.AssetCheckSeverity.WARN
 
 @dg.asset(
     partitions_def=tables,
-    deps=[ingested, dg.AssetKey("compacted")],
+    deps=[ingested],
     group_name="lake",
     kinds={"lance"},
     retry_policy=RETRY,

@@ -1,46 +1,71 @@
-"""Table maintenance: compaction (sensor-triggered by the fragment count), version cleanup and
-the orphan scan (per table, when its policy's interval elapsed: maintenance_intervals.py), trash
-expiry (scheduled, lake-wide)."""
+"""Maintenance under Dagster. Per table, jobs over the table's own asset: compaction of main
+(``table_compaction``) or of a branch (``branch_compaction``), version cleanup
+(``table_cleanup``) and the orphan scan (``table_orphan_scan``), each run partitioned by the
+table (so the run queue serializes one table's runs), each action one registry commit, and each
+recording an observation on the table's asset (the version, what was rewritten or removed) and
+the evaluation of the health check its work answers (``table_checks``). Requested by the
+compaction sensor (``table_maintenance.py``) and the interval sensors
+(``maintenance_intervals.py``). Lake-wide, platform assets: trash expiry and the orphan-folder
+scan (per warehouse), scheduled."""
 
-import json
+import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import dagster as dg
 
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.defs import table_checks
 from lake_platform.defs.errors import RETRY, lake_errors
-from lake_platform.defs.ingest import ingested
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, LakeResource
+from lake_platform.defs.table_assets import table_observation
 from lake_platform.maintenance.compaction import CompactionPlan
 from lake_platform.maintenance.orphans import Chunk, Live
-
-#: Tables the compaction sensor sweeps per tick (besides those an ingest just touched), so
-#: tables written outside Dagster (CLI, other writers) get compacted too.
-SWEEP_PER_TICK = 10
-#: Ingest materializations read per compaction-sensor tick.
-EVENTS_PER_TICK = 500
 
 
 class CompactConfig(dg.Config):
     force: bool = False  # compact even below the policy's fragment threshold
 
 
-def _table_result(table: str, status: str, commit_id: str | None, **figures: object) -> dg.MaterializeResult:
-    """One table maintenance run's metadata: the status in words, and the commit id only when a
-    commit landed."""
-    metadata = {"table": table, "status": "nothing to do" if status == "nothing-to-do" else status, **figures}
-    if commit_id:
-        metadata["commit_id"] = commit_id
-    return dg.MaterializeResult(metadata=metadata)
+class BranchConfig(dg.Config):
+    branch: str  # the branch of the run's table (its partition) to compact
+
+
+def _status(status: str) -> str:
+    return "nothing to do" if status == "nothing-to-do" else status
+
+
+def _record(
+    context: dg.OpExecutionContext,
+    lake: LakeResource,
+    table: str,
+    operation: str,
+    figures: Mapping[str, object],
+    checks: tuple[str, ...],
+    *,
+    cleaned: bool = False,
+) -> dg.Output[None]:
+    """What one maintenance run leaves on the table's asset: an observation of main's version
+    with ``figures`` (``lake/operation``, what changed), and the checks its work answers, evaluated
+    afresh. The same figures are the step's output metadata."""
+    from lake_platform.defs.asset_tables import key_for_table
+
+    extra = {"lake/operation": operation, **figures}
+    with lake_errors(), lake.catalog() as catalog:
+        context.log_event(table_observation(catalog.reads.open_table(table), lake.namespaces, extra))
+        now_ms = int(time.time() * 1000)
+        found = table_checks.verdicts(catalog, context.instance, table, now_ms, checks, cleaned=cleaned)
+    key = key_for_table(table, lake.namespaces)
+    for verdict in found:
+        context.log_event(verdict.evaluation(key))
+    return dg.Output(None, metadata={"table": table, **figures})
 
 
 @dg.op(
     out={"plan": dg.Out(CompactionPlan), "tasks": dg.DynamicOut(CompactionPlan)},
-    ins={"after": dg.In(dg.Nothing)},
     retry_policy=RETRY,
     description="Decide (policy, fragment count) and plan against the registered version; one "
     "dynamic output per task.",
@@ -69,7 +94,7 @@ def compaction_task(context: dg.OpExecutionContext, task: CompactionPlan, lake: 
 @dg.op(
     retry_policy=RETRY,
     description="Commit every task's result as one compaction, under the table's lease (a retry "
-    "replays under the plan's commit id).",
+    "replays under the plan's commit id); observe the table's new version.",
 )
 def compaction_commit(
     context: dg.OpExecutionContext, plan: CompactionPlan, results: list[str], lake: LakeResource
@@ -78,44 +103,75 @@ def compaction_commit(
 
     with lake_errors(), lake.catalog() as catalog:
         outcome = compaction.commit(catalog, plan, results, actor=ACTOR, run_id=context.run.run_id)
-    result = _table_result(
-        outcome.table,
-        outcome.status,
-        outcome.commit_id,
-        version=outcome.version,
-        reason=outcome.reason,
-        fragments_before=outcome.fragments_before or 0,
-        fragments_after=outcome.fragments_after or 0,
-        threshold=outcome.threshold or 0,
-        tasks=outcome.tasks,
-    )
-    return dg.Output(None, metadata=result.metadata)
+    figures: dict[str, object] = {
+        "status": _status(outcome.status),
+        "reason": outcome.reason,
+        "fragments_before": outcome.fragments_before or 0,
+        "fragments_after": outcome.fragments_after or 0,
+        "threshold": outcome.threshold or 0,
+        "tasks": outcome.tasks,
+    }
+    if outcome.commit_id:
+        figures["lake/commit_id"] = outcome.commit_id
+    return _record(context, lake, outcome.table, "compact", figures, (table_checks.FRAGMENTS,))
 
 
-@dg.graph_asset(
-    partitions_def=tables,
-    ins={"ingested": dg.AssetIn(key=ingested.key, dagster_type=dg.Nothing)},
-    group_name="lake",
-    kinds={"lance"},
-    description="Small fragments merged when the table's policy allows it and its fragment count reached "
-    "the threshold: Lance's distributed compaction with one run step per task (the run's executor "
-    "places them), then one commit under the table's lease.",
+@dg.graph(
+    description="Small fragments of main merged when the table's policy allows it and its fragment count "
+    "reached the threshold: Lance's distributed compaction with one run step per task (the run's "
+    "executor places them), then one commit under the table's lease."
 )
-def compacted(ingested: None) -> None:
-    plan, tasks = compaction_plan(ingested)
-    return compaction_commit(plan, tasks.map(compaction_task).collect())
+def compaction() -> None:
+    plan, tasks = compaction_plan()
+    compaction_commit(plan, tasks.map(compaction_task).collect())
 
 
-@dg.asset(
+table_compaction_job = compaction.to_job(name=table_checks.COMPACTION_JOB, partitions_def=tables)
+
+
+@dg.op(
+    retry_policy=RETRY,
+    description="Compact the branch's head under the branch's lease (catalog.branch_compaction), one "
+    "commit on the branch's line; main never moves.",
+)
+def compact_branch(
+    context: dg.OpExecutionContext, config: BranchConfig, lake: LakeResource
+) -> dg.Output[None]:
+    table = context.partition_key
+    # Derived from the run, so a retried step replays its commit instead of compacting again.
+    commit_id = "dg-" + hashlib.sha256(f"{context.run.run_id}\0{config.branch}".encode()).hexdigest()[:48]
+    by = Provenance(actor=ACTOR, run_id=context.run.run_id, commit_id=commit_id)
+    with lake_errors(), lake.catalog() as catalog:
+        before = len(catalog.branches.open_branch(table, config.branch).dataset.get_fragments())
+        result = catalog.branch_compaction.compact_branch(table, config.branch, by=by)
+        after = len(catalog.branches.open_branch(table, config.branch).dataset.get_fragments())
+    figures: dict[str, object] = {
+        "status": _status(result.status),
+        "lake/compacted_branch": config.branch,
+        "branch_version": result.version,
+        "fragments_before": before,
+        "fragments_after": after,
+    }
+    if result.commit_id:
+        figures["lake/commit_id"] = result.commit_id
+    return _record(context, lake, table, "compact-branch", figures, (table_checks.FRAGMENTS,))
+
+
+@dg.job(
+    name=table_checks.BRANCH_COMPACTION_JOB,
     partitions_def=tables,
-    deps=[compacted],
-    group_name="lake",
-    kinds={"lance"},
+    description="A branch's small fragments merged (its table is the run's partition); main never moves.",
+)
+def branch_compaction_job() -> None:
+    compact_branch()
+
+
+@dg.op(
     retry_policy=RETRY,
     description="Old versions removed under the table's retention policy (never a tagged version, never "
-    "one inside the ticket lifetime).",
+    "one inside the ticket lifetime), one registry commit; observe the table.",
 )
-def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def clean_versions(context: dg.OpExecutionContext, lake: LakeResource) -> dg.Output[None]:
     table = context.partition_key
     with lake_errors(), lake.catalog() as catalog:
         policy = catalog.policies.effective_policy(table).policy
@@ -127,39 +183,31 @@ def cleaned_versions(context: dg.AssetExecutionContext, lake: LakeResource) -> d
         )
         ticket = catalog.settings.ticket_lifetime_seconds
     removed = list(result.detail.get("versions_removed", []))
-    return _table_result(
-        table,
-        result.status,
-        result.commit_id,
-        version=result.version,
-        versions_removed=len(removed),
-        removed=dg.MetadataValue.json(removed),
-        tagged_kept=dg.MetadataValue.json(list(result.detail.get("tagged_kept", []))),
-        bytes_removed=int(result.detail.get("bytes_removed", 0) or 0),
-        data_files_removed=int(result.detail.get("data_files_removed", 0) or 0),
-        retention_seconds=policy.retention.total_seconds(),
-        retain_versions=policy.retain_versions,
-        ticket_lifetime_seconds=ticket,
-    )
+    figures: dict[str, object] = {
+        "status": _status(result.status),
+        "versions_removed": len(removed),
+        "removed": dg.MetadataValue.json(removed),
+        "tagged_kept": dg.MetadataValue.json(list(result.detail.get("tagged_kept", []))),
+        "bytes_removed": int(result.detail.get("bytes_removed", 0) or 0),
+        "data_files_removed": int(result.detail.get("data_files_removed", 0) or 0),
+        "retention_seconds": policy.retention.total_seconds(),
+        "retain_versions": policy.retain_versions,
+        "ticket_lifetime_seconds": ticket,
+    }
+    if result.commit_id:
+        figures["lake/commit_id"] = result.commit_id
+    # This run's success is not recorded yet (a cleanup with nothing to remove commits nothing):
+    # the versions check is told the table was just cleaned.
+    return _record(context, lake, table, "cleanup", figures, (table_checks.VERSIONS,), cleaned=True)
 
 
-@dg.asset(
-    group_name="lake",
-    kinds={"lance"},
-    retry_policy=RETRY,
-    description="Dropped tables whose trash grace period ran out, purged (one registry commit each).",
+@dg.job(
+    name=table_checks.CLEANUP_JOB,
+    partitions_def=tables,
+    description="Version cleanup of one table (its partition) under its retention policy.",
 )
-def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    with lake_errors(), lake.catalog() as catalog:
-        purged = catalog.trash.expire_trash(by=Provenance(actor=ACTOR, run_id=context.run.run_id))
-    return dg.MaterializeResult(
-        metadata={
-            "purged": len(purged),
-            "tables": dg.MetadataValue.json(
-                [{"table": r.table, "commit_id": r.commit_id, "version": r.from_version} for r in purged]
-            ),
-        }
-    )
+def table_cleanup_job() -> None:
+    clean_versions()
 
 
 @dataclass(frozen=True)
@@ -173,7 +221,6 @@ class OrphanScanPlan:
 
 @dg.op(
     out={"plan": dg.Out(OrphanScanPlan), "chunks": dg.DynamicOut(str)},
-    ins={"after": dg.In(dg.Nothing)},
     retry_policy=RETRY,
     description="Read what the registry, the manifests and the branches keep alive; one dynamic output "
     "per chunk of the table's listing (a top-level folder).",
@@ -204,7 +251,10 @@ def orphan_scan_chunk(
         return orphans.classify_chunk(catalog, plan.live, chunk, plan.min_age, plan.now)
 
 
-@dg.op(retry_policy=RETRY, description="Merge the chunks into one report and commit it to the registry.")
+@dg.op(
+    retry_policy=RETRY,
+    description="Merge the chunks into one report, commit it to the registry, observe the table.",
+)
 def orphan_scan_report(
     context: dg.OpExecutionContext, plan: OrphanScanPlan, parts: list[Chunk], lake: LakeResource
 ) -> dg.Output[None]:
@@ -214,33 +264,45 @@ def orphan_scan_report(
     with lake_errors(), lake.catalog() as catalog:
         key = orphans.commit_report(catalog, report, actor=ACTOR, run_id=context.run.run_id)
     metadata = orphans.as_metadata(report)
-    metadata["paths"] = dg.MetadataValue.json(metadata["paths"])
-    metadata["tagged_versions"] = dg.MetadataValue.json(metadata["tagged_versions"])
-    metadata["branches"] = dg.MetadataValue.json(metadata["branches"])
-    return dg.Output(
-        None,
-        metadata={
-            "table": report.table,
-            "report_key": key,
-            "truncated": report.truncated,
-            "chunks": len(parts),
-            **metadata,
-        },
-    )
+    for listed in ("paths", "tagged_versions", "branches", "unknown_branches"):
+        metadata[listed] = dg.MetadataValue.json(metadata[listed])
+    figures = {"report_key": key, "truncated": report.truncated, "chunks": len(parts), **metadata}
+    return _record(context, lake, report.table, "orphan-scan", figures, (table_checks.ORPHANS,))
 
 
-@dg.graph_asset(
-    partitions_def=tables,
-    ins={"cleaned_versions": dg.AssetIn(key=cleaned_versions.key, dagster_type=dg.Nothing)},
+@dg.graph(
+    description="Files under the table's location that nothing live references, and Lance branches no "
+    "registry record names (report only; deletes nothing), listed and classified in chunks (one step "
+    "per top-level folder, placed by the run's executor). The report is committed to the registry."
+)
+def orphan_scan() -> None:
+    plan, parts = orphan_scan_plan()
+    orphan_scan_report(plan, parts.map(lambda chunk: orphan_scan_chunk(plan, chunk)).collect())
+
+
+table_orphan_scan_job = orphan_scan.to_job(name=table_checks.ORPHAN_SCAN_JOB, partitions_def=tables)
+
+
+# -- platform-wide ---------------------------------------------------------------------------
+
+
+@dg.asset(
     group_name="lake",
     kinds={"lance"},
-    description="Files under the table's location that nothing live references (report only; deletes "
-    "nothing), listed and classified in chunks (one step per top-level folder, placed by the run's "
-    "executor). The report is committed to the registry.",
+    retry_policy=RETRY,
+    description="Dropped tables whose trash grace period ran out, purged (one registry commit each).",
 )
-def orphan_report(cleaned_versions: None) -> None:
-    plan, parts = orphan_scan_plan(cleaned_versions)
-    return orphan_scan_report(plan, parts.map(lambda chunk: orphan_scan_chunk(plan, chunk)).collect())
+def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    with lake_errors(), lake.catalog() as catalog:
+        purged = catalog.trash.expire_trash(by=Provenance(actor=ACTOR, run_id=context.run.run_id))
+    return dg.MaterializeResult(
+        metadata={
+            "purged": len(purged),
+            "tables": dg.MetadataValue.json(
+                [{"table": r.table, "commit_id": r.commit_id, "version": r.from_version} for r in purged]
+            ),
+        }
+    )
 
 
 @dg.asset(
@@ -273,65 +335,6 @@ def orphan_folder_report(context: dg.AssetExecutionContext, lake: LakeResource) 
             "reports": dg.MetadataValue.json(found),
         }
     )
-
-
-# -- triggers --------------------------------------------------------------------------------
-
-
-@dg.sensor(
-    target=[compacted],
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Requests compaction of a table when its policy allows it and its fragment count reached "
-    "the threshold: tables new ingests touched, plus a few others per tick (round-robin).",
-)
-def compaction_sensor(
-    context: dg.SensorEvaluationContext, lake: LakeResource
-) -> dg.SensorResult | dg.SkipReason:
-    from lake_platform.errors import TableNotFound
-    from lake_platform.maintenance.compaction import due
-
-    state = json.loads(context.cursor) if context.cursor else {}
-    after = state.get("after")
-    found = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=ingested.key, after_storage_id=after),
-        limit=EVENTS_PER_TICK,
-        ascending=True,
-    )
-    touched: list[str] = []
-    for rec in found.records:
-        after = rec.storage_id
-        key = rec.partition_key
-        if key and key not in touched:
-            touched.append(key)
-    known = sorted(context.instance.get_dynamic_partitions(tables.name))
-    sweep_from = state.get("sweep", "")
-    ring = [t for t in known if t > sweep_from] + [t for t in known if t <= sweep_from]
-    sweep = [t for t in ring[:SWEEP_PER_TICK] if t not in touched]
-    requests: list[dg.RunRequest] = []
-    reasons: list[str] = []
-    with lake.catalog() as catalog:
-        for table in touched + sweep:
-            try:
-                is_due, why, _, _ = due(catalog, table)
-                version = catalog.reads.open_table(table).version
-            except TableNotFound:
-                continue
-            reasons.append(f"{table}: {why}")
-            if is_due:
-                requests.append(
-                    dg.RunRequest(
-                        partition_key=table,
-                        run_key=f"compact:{table}:v{version}",
-                        tags={"lake/trigger": "fragment-count"},
-                    )
-                )
-    new_state = {"after": after, "sweep": sweep[-1] if sweep else sweep_from}
-    if not requests:
-        return dg.SensorResult(
-            skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"), cursor=json.dumps(new_state)
-        )
-    return dg.SensorResult(run_requests=requests, cursor=json.dumps(new_state))
 
 
 orphan_folder_scan_schedule = dg.ScheduleDefinition(

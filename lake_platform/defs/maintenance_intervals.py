@@ -4,12 +4,14 @@ table's policy, else its namespace's, warehouse's, project's, else the defaults)
 since its last run, so a table whose policy asks for hourly cleanup gets it and one on the
 defaults is cleaned daily and scanned weekly, never more.
 
-A table's last run is the newest of: the registry's commit log (a ``cleanup`` or ``orphan-scan``
-entry, whoever made it: these sensors' runs, ``lake cleanup``, another machine), Dagster's
-last materialization of the table's partition (a cleanup that found nothing to remove commits
-nothing), and the table's creation (a new table waits one interval). The sensors keep, per
-table, when to look again, so a tick reads the registry only for tables that may be due (and
-re-reads each at least every ``RECHECK``, to follow policy changes).
+The runs are the table maintenance jobs ``table_cleanup`` and ``table_orphan_scan``
+(``defs/maintenance.py``), partitioned by the table. A table's last run is the newest of: the
+registry's commit log (a ``cleanup`` or ``orphan-scan`` entry, whoever made it: these sensors'
+runs, ``lake cleanup``, another machine), the job's last successful run for the table (a cleanup
+that found nothing to remove commits nothing), and the table's creation (a new table waits one
+interval). The sensors keep, per table, when to look again, so a tick reads the registry only
+for tables that may be due (and re-reads each at least every ``RECHECK``, to follow policy
+changes).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from lake_platform.defs.maintenance import cleaned_versions, orphan_report
+from lake_platform.defs.maintenance import table_cleanup_job, table_orphan_scan_job
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.table_checks import last_success_ms
 from lake_platform.errors import TableNotFound
 
 if TYPE_CHECKING:
@@ -44,14 +47,16 @@ class Routine:
     """One kind of interval maintenance: what it runs and what counts as its last run."""
 
     kind: str
-    asset: dg.AssetsDefinition
+    job: dg.JobDefinition
     #: Commit-log operations that are a run of it.
     operations: frozenset[str]
     interval: Callable[[Policy], timedelta]
 
 
-CLEANUP = Routine("cleanup", cleaned_versions, frozenset({"cleanup"}), lambda p: p.cleanup_interval)
-ORPHAN_SCAN = Routine("orphans", orphan_report, frozenset({"orphan-scan"}), lambda p: p.orphan_scan_interval)
+CLEANUP = Routine("cleanup", table_cleanup_job, frozenset({"cleanup"}), lambda p: p.cleanup_interval)
+ORPHAN_SCAN = Routine(
+    "orphans", table_orphan_scan_job, frozenset({"orphan-scan"}), lambda p: p.orphan_scan_interval
+)
 
 
 @dataclass
@@ -98,7 +103,7 @@ def due_runs(
         if due_ms <= now_ms:
             requests.append(
                 dg.RunRequest(
-                    asset_selection=[routine.asset.key],
+                    job_name=routine.job.name,
                     partition_key=table,
                     # One request per interval window: a run that fails is asked for again in the next.
                     run_key=f"{routine.kind}:{table}:{record.incarnation}:{now_ms // interval_ms}",
@@ -136,19 +141,15 @@ def _last_run(
 ) -> int:
     """The newest of ``known_ms`` and the runs since: the commit log's entries read only from
     the later of ``known_ms`` and the interval's window (an older run makes the table due
-    whatever it was), and Dagster's last materialization of the table's partition."""
+    whatever it was), and the routine's job's last successful run for the table."""
     logged = catalog.reports.last_logged(table, routine.operations, max(known_ms + 1, window_ms))
-    latest = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=routine.asset.key, asset_partitions=[table]), limit=1
-    ).records
-    materialized = int(latest[0].timestamp * 1000) if latest else 0
-    return max(known_ms, logged or 0, materialized)
+    return max(known_ms, logged or 0, last_success_ms(instance, routine.job.name, table))
 
 
 def _interval_sensor(routine: Routine, name: str, description: str) -> dg.SensorDefinition:
     @dg.sensor(
         name=name,
-        target=[routine.asset],
+        jobs=[routine.job],
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=description,

@@ -9,6 +9,9 @@ is drawn through.
   asset materializes reads the version last observed.
 - ``table_specs`` declares named tables as external assets (kind ``lance``), so they appear in
   the asset graph with their lineage to the assets that read them, before any observation.
+- ``table_observation`` is the one observation of a table version: the sensor's, and the table
+  maintenance runs' (``defs/maintenance.py``), which add what they rewrote or removed, so a
+  table's Events tab shows its maintenance.
 
 Nothing is read when the code location loads: the set of tables comes from the registry on each
 tick, never at import.
@@ -18,12 +21,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from lake_platform.defs.asset_tables import key_for_table, table_metadata
 from lake_platform.defs.io_manager import IO_MANAGER_KEY
 from lake_platform.defs.resources import LakeResource
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.reads import TableSnapshot
 
 #: Tables (whose version moved) a tick opens for their row count: the rest wait for the next
 #: tick, in name order after the last one observed.
@@ -52,6 +59,20 @@ def table_specs(
     ]
 
 
+def table_observation(
+    snapshot: TableSnapshot, namespaces: Mapping[str, str], extra: Mapping[str, object] | None = None
+) -> dg.AssetObservation:
+    """An observation of main's version ``snapshot`` of its table: version, schema and row count
+    (manifest metadata, no data read), plus ``extra`` (what a maintenance run did)."""
+    table = str(snapshot.name)
+    metadata = table_metadata(table, snapshot.version, snapshot.schema, snapshot.count_rows())
+    return dg.AssetObservation(
+        asset_key=key_for_table(table, namespaces),
+        metadata={**metadata, **(extra or {})},
+        tags={"dagster/data_version": f"{snapshot.record.incarnation}:{snapshot.version}"},
+    )
+
+
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -67,14 +88,7 @@ def table_observation_sensor(context: dg.SensorEvaluationContext, lake: LakeReso
         events: list[dg.AssetObservation] = []
         for name in moved[:OBSERVED_PER_TICK]:
             snapshot = catalog.reads.open_table(name, int(current[name].rsplit(":", 1)[1]))
-            metadata = table_metadata(name, snapshot.version, snapshot.schema, snapshot.count_rows())
-            events.append(
-                dg.AssetObservation(
-                    asset_key=key_for_table(name, lake.namespaces),
-                    metadata=metadata,
-                    tags={"dagster/data_version": current[name]},
-                )
-            )
+            events.append(table_observation(snapshot, lake.namespaces))
             seen[name] = current[name]
     cursor = json.dumps({name: at for name, at in seen.items() if name in current}, sort_keys=True)
     if not events:

@@ -21,14 +21,14 @@ from lake_platform.catalog.arrow_io import schema_to_ipc
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs import checks
 from lake_platform.defs.ingest import ingested
-from lake_platform.defs.maintenance import compacted, orphan_folder_report, orphan_report
+from lake_platform.defs.maintenance import orphan_folder_report
 from lake_platform.defs.resources import FlightEndpointResource
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode
 from lake_platform.settings import load_settings
 from lake_platform_tests.defs.conftest import TABLE, Lake
-from lake_platform_tests.maintenance.helpers import age_tree, rows
+from lake_platform_tests.maintenance.helpers import rows
 
 ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
 
@@ -42,7 +42,7 @@ def run_checks(
         "flight": FlightEndpointResource(host="127.0.0.1", port=flight_port, timeout_seconds=2),
     }
     defs = dg.Definitions(
-        assets=[ingested, compacted, orphan_report],
+        assets=[ingested],
         asset_checks=list(selected),
         jobs=[job],
         resources=resources,
@@ -83,15 +83,11 @@ ERROR_CHECKS = (
 
 
 def test_a_healthy_table_passes_every_check_and_says_so(instance, lake: Lake) -> None:
-    found = run_checks(
-        instance, lake, *ERROR_CHECKS, checks.fragments_under_threshold, checks.last_orphan_report_empty
-    )
+    found = run_checks(instance, lake, *ERROR_CHECKS)
     assert {name: e.passed for name, e in found.items()} == {
         "registry_version_is_real": True,
         "schema_matches_engine": True,
         "no_versions_beyond_registry": True,
-        "fragments_under_threshold": True,
-        "last_orphan_report_empty": True,
     }
     assert "version 1" in found["registry_version_is_real"].description
     assert "no version newer than 1" in found["no_versions_beyond_registry"].description
@@ -197,28 +193,6 @@ def test_a_crashed_writers_unregistered_manifest_fails_once_no_lease_can_cover_i
     )
     assert "crashed before registering" in crashed.description
     assert values(crashed)["unregistered_manifests"] == [f"_versions/{staging.name}"]
-
-
-def test_too_many_fragments_warn(instance, lake: Lake) -> None:
-    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 3})
-    for i in range(3):
-        lake.catalog.tables.append(TABLE, rows(100 * (i + 1), 5).to_reader())
-    fragments = run_checks(instance, lake, checks.fragments_under_threshold)["fragments_under_threshold"]
-    assert not fragments.passed and fragments.severity == WARN
-    assert "4 fragments, at or above the compaction threshold of 3" in fragments.description
-    assert values(fragments)["fragments"] == 4
-
-
-def test_a_non_empty_orphan_report_warns(instance, lake: Lake) -> None:
-    stray = location(lake) / "data" / "stray.lance"
-    stray.write_bytes(b"x" * 2048)
-    age_tree(location(lake), 30 * 86400)  # older than the default 7-day gate
-    dg.materialize([orphan_report], partition_key=TABLE, instance=instance, resources=lake.resources)
-    orphans = run_checks(instance, lake, checks.last_orphan_report_empty)["last_orphan_report_empty"]
-    assert not orphans.passed and orphans.severity == WARN
-    assert "1 orphan file(s), 2048 bytes" in orphans.description and "data/stray.lance" in orphans.description
-    assert "lake orphans reclaim" in orphans.description
-    assert stray.exists()  # reports only
 
 
 def test_an_unreachable_flight_endpoint_warns(instance, lake: Lake) -> None:

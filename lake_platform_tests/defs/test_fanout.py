@@ -15,13 +15,12 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs import definitions
-from lake_platform.defs.maintenance import compacted
 from lake_platform.defs.resources import LakeResource
 from lake_platform.settings import DagsterSettings
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
-TASK_STEP = "compacted.compaction_task"
+TASK_STEP = "compaction_task"
 KILL_MARKER = "LAKE_TEST_KILL_MARKER"
 
 
@@ -62,10 +61,7 @@ def multiprocess_defs() -> dg.Definitions:
 
 
 def multiprocess_job() -> dg.JobDefinition:
-    job = dg.define_asset_job("compact_job", selection=dg.AssetSelection.assets(compacted).without_checks())
-    return dg.Definitions.merge(multiprocess_defs(), dg.Definitions(jobs=[job])).resolve_job_def(
-        "compact_job"
-    )
+    return multiprocess_defs().resolve_job_def("table_compaction")
 
 
 def fragment(lake: Lake) -> None:
@@ -105,16 +101,17 @@ def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
     with run(instance) as result:
         assert result.success
         run_id = result.run_id
-        materialized = result.asset_materializations_for_node("compacted")
     done = steps(instance, run_id, dg.DagsterEventType.STEP_SUCCESS)
     task_steps = {k: pid for k, pid in done.items() if k.startswith(TASK_STEP)}
     assert sorted(task_steps) == [f"{TASK_STEP}[task_{i}]" for i in range(tasks)]
-    assert {"compacted.compaction_plan", "compacted.compaction_commit"} <= set(done)
+    assert {"compaction_plan", "compaction_commit"} <= set(done)
     assert len(set(task_steps.values())) == tasks  # one process per step
     assert os.getpid() not in task_steps.values()
     retried = steps(instance, run_id, dg.DagsterEventType.STEP_UP_FOR_RETRY)
     assert len(retried) == 1 and next(iter(retried)).startswith(TASK_STEP)  # its RetryPolicy
-    m = {k: v.value for k, v in materialized[0].metadata.items()}
+    (observed,) = instance.fetch_observations(dg.AssetKey(TABLE.split(".")), limit=1).records
+    m = {k: v.value for k, v in observed.asset_observation.metadata.items()}
+    assert observed.run_id == run_id  # the run's event on the table's own asset
     assert m["status"] == "committed" and m["tasks"] == tasks and m["fragments_after"] == 2
     assert lake.catalog.reads.open_table(TABLE).version > before
     assert lake.catalog.reads.open_table(TABLE).count_rows() == 40
@@ -136,7 +133,7 @@ def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commit
     assert instance.get_run_by_id(failed_id).status == dg.DagsterRunStatus.FAILURE
     failures = steps(instance, failed_id, dg.DagsterEventType.STEP_FAILURE)
     assert [k for k in failures if k.startswith(TASK_STEP)], failures
-    assert "compacted.compaction_commit" not in steps(instance, failed_id, dg.DagsterEventType.STEP_START)
+    assert "compaction_commit" not in steps(instance, failed_id, dg.DagsterEventType.STEP_START)
     # Nothing half-committed: same version, same rows, no compaction in the commit log.
     after_failure = lake.catalog.reads.open_table(TABLE)
     assert after_failure.version == before.version and after_failure.count_rows() == 40
@@ -148,8 +145,8 @@ def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commit
         assert retried.success
         retry_id = retried.run_id
     rerun = steps(instance, retry_id, dg.DagsterEventType.STEP_SUCCESS)
-    assert "compacted.compaction_plan" not in rerun  # the plan (and its commit id) is reused
-    assert "compacted.compaction_commit" in rerun
+    assert "compaction_plan" not in rerun  # the plan (and its commit id) is reused
+    assert "compaction_commit" in rerun
     operations = [e.operation for e in lake.catalog.reads.history(TABLE)]
     assert operations.count("compact") == 1
     table = lake.catalog.reads.open_table(TABLE)

@@ -1,4 +1,5 @@
-"""Maintenance assets, sensors, schedules and checks, in process on a real Dagster instance."""
+"""Maintenance jobs over a table's asset, platform assets, and sensors, in process on a real
+Dagster instance."""
 
 from __future__ import annotations
 
@@ -10,24 +11,46 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from lake_platform.defs import checks
 from lake_platform.defs.maintenance import (
-    cleaned_versions,
-    compacted,
-    compaction_sensor,
     expired_trash,
-    orphan_report,
+    table_cleanup_job,
+    table_compaction_job,
+    table_orphan_scan_job,
 )
 from lake_platform.defs.partitions import TABLES
+from lake_platform.defs.table_maintenance import compaction_sensor
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.errors import LakeError
 from lake_platform.maintenance import orphans
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
+KEY = dg.AssetKey(TABLE.split("."))
+
 
 def meta(result: dg.ExecuteInProcessResult, node: str) -> dict[str, object]:
     return {k: v.value for k, v in result.asset_materializations_for_node(node)[0].metadata.items()}
+
+
+def run(
+    job: dg.JobDefinition, instance: dg.DagsterInstance, lake: Lake, **kwargs: object
+) -> dg.ExecuteInProcessResult:
+    return job.execute_in_process(
+        partition_key=TABLE,
+        instance=instance,
+        resources=lake.resources,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def observed(result: dg.ExecuteInProcessResult) -> dict[str, object]:
+    """What the run recorded on the table's asset: its one observation's metadata."""
+    (event,) = [e for e in result.get_asset_observation_events() if e.asset_key == KEY]
+    return {k: v.value for k, v in event.asset_observation_data.asset_observation.metadata.items()}
+
+
+def checked(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations() if e.asset_key == KEY}
 
 
 def sensor_tick(
@@ -45,8 +68,8 @@ def test_partitions_follow_the_registry(lake: Lake) -> None:
         result = sensor_tick(table_partitions_sensor, instance, lake)
         assert [r.partition_keys for r in result.dynamic_partitions_requests] == [[TABLE, "p.w.ns.t2"]]
         instance.add_dynamic_partitions(TABLES, [TABLE, "p.w.ns.t2"])
-        run = dg.materialize(
-            [orphan_report], partition_key="p.w.ns.t2", instance=instance, resources=lake.resources
+        run = table_orphan_scan_job.execute_in_process(
+            partition_key="p.w.ns.t2", instance=instance, resources=lake.resources
         )
         assert sensor_tick(table_partitions_sensor, instance, lake).skip_reason is not None
         lake.catalog.trash.drop_table("p.w.ns.t2", purge=True)
@@ -68,23 +91,22 @@ def test_compaction_is_triggered_by_the_fragment_count(instance, lake: Lake) -> 
     second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
     assert [r.partition_key for r in second.run_requests] == [TABLE]
     request = second.run_requests[0]
-    result = dg.materialize(
-        [compacted, checks.fragments_under_threshold],
-        partition_key=TABLE,
-        instance=instance,
-        resources=lake.resources,
-        tags=request.tags,
-    )
-    m = meta(result, "compacted")
+    assert request.job_name == "table_compaction"
+    result = run(table_compaction_job, instance, lake, tags=request.tags)
+    m = observed(result)
     assert m["status"] == "committed" and m["fragments_before"] == 4 and m["fragments_after"] == 1
-    assert m["version"] == lake.catalog.reads.open_table(TABLE).version
-    assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+    assert m["lake/version"] == lake.catalog.reads.open_table(TABLE).version
+    assert m["lake/operation"] == "compact" and m["dagster/row_count"] == 25
+    compactions = [e for e in lake.catalog.reads.history(TABLE) if e.operation == "compact"]
+    assert [e.commit_id for e in compactions] == [m["lake/commit_id"]]
+    assert checked(result) == {"fragments_under_threshold": True}
     assert lake.catalog.reads.open_table(TABLE).count_rows() == 25
     third = sensor_tick(compaction_sensor, instance, lake, second.cursor)
     assert not third.run_requests
-    # A manual run below the threshold reports "nothing to do".
-    again = dg.materialize([compacted], partition_key=TABLE, instance=instance, resources=lake.resources)
-    assert meta(again, "compacted")["status"] == "nothing to do"
+    # A manual run below the threshold reports "nothing to do", and commits nothing.
+    again = run(table_compaction_job, instance, lake)
+    assert observed(again)["status"] == "nothing to do"
+    assert [e.operation for e in lake.catalog.reads.history(TABLE)].count("compact") == 1
 
 
 def test_compaction_disabled_by_policy(instance, lake: Lake) -> None:
@@ -102,17 +124,18 @@ def test_cleanup_applies_retention_and_never_removes_a_tag(
     lake.catalog.tags.create_tag(TABLE, "keep", 2)
     lake.catalog.policies.set_policy(TABLE, {"retain_versions": 1, "retention_seconds": 0})
     # Inside the ticket lifetime (1h by default) nothing goes, whatever the policy says.
-    first = dg.materialize(
-        [cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources
-    )
-    assert meta(first, "cleaned_versions")["status"] == "nothing to do"
+    first = run(table_cleanup_job, instance, lake)
+    assert observed(first)["status"] == "nothing to do"
+    assert checked(first) == {"versions_within_retention": True}  # just cleaned
     monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
     monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
-    second = dg.materialize(
-        [cleaned_versions], partition_key=TABLE, instance=instance, resources=lake.resources
-    )
-    m = meta(second, "cleaned_versions")
+    second = run(table_cleanup_job, instance, lake)
+    m = observed(second)
     assert m["status"] == "committed" and m["removed"] == [1, 3, 4] and m["tagged_kept"] == [2]
+    assert m["lake/operation"] == "cleanup" and m["lake/version"] == 5
+    assert [e.commit_id for e in lake.catalog.reads.history(TABLE) if e.operation == "cleanup"] == [
+        m["lake/commit_id"]
+    ]
     assert lake.catalog.reads.open_table(TABLE, 2).count_rows() == 15
     assert lake.catalog.reads.open_table(TABLE).count_rows() == 30
 
@@ -155,20 +178,16 @@ def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: La
     )
 
 
-def test_orphan_report_asset_commits_a_report(instance, lake: Lake) -> None:
-    result = dg.materialize(
-        [orphan_report, checks.last_orphan_report_empty],
-        partition_key=TABLE,
-        instance=instance,
-        resources=lake.resources,
-    )
-    m = meta(result, "orphan_report")
+def test_the_orphan_scan_job_commits_a_report(instance, lake: Lake) -> None:
+    result = run(table_orphan_scan_job, instance, lake)
+    m = observed(result)
     assert (
         m["orphans"] == 0
         and m["files_scanned"] > 0
         and str(m["report_key"]).startswith("rpt/orphans/p.w.ns.t/")
     )
-    assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+    assert m["lake/operation"] == "orphan-scan" and m["unknown_branches"] == []
+    assert checked(result) == {"no_orphans": True}
     assert any(e.operation == "orphan-scan" for e in lake.catalog.reads.history(TABLE))
     # The listing was split: one step per top-level folder of the table, plus its root files.
     location = lake.catalog.reads.open_table(TABLE).record.location.removeprefix("file://")
@@ -216,44 +235,12 @@ def test_a_chunked_scan_finds_the_orphans_a_whole_scan_finds(lake: Lake) -> None
     assert chunked.files_scanned == whole.files_scanned
 
 
-def test_compaction_follows_ingest_materializations(
-    instance, lake: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from lake_platform.defs import maintenance
-    from lake_platform.defs.ingest import ingested
-
-    monkeypatch.setattr(maintenance, "SWEEP_PER_TICK", 0)  # only what ingests touched
-    lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 2})
-    first = sensor_tick(compaction_sensor, instance, lake)
-    assert not first.run_requests
-    landed = lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n500,x\n")
-    config = {
-        "ops": {
-            "ingested": {
-                "config": {"files": [{"key": landed.key, "size": landed.size, "mtime_ns": landed.mtime_ns}]}
-            }
-        }
-    }
-    dg.materialize(
-        [ingested], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=config
-    )
-    second = sensor_tick(compaction_sensor, instance, lake, first.cursor)
-    assert [r.partition_key for r in second.run_requests] == [TABLE]
-    assert (
-        second.run_requests[0].run_key == f"compact:{TABLE}:v{lake.catalog.reads.open_table(TABLE).version}"
-    )
-    third = sensor_tick(compaction_sensor, instance, lake, second.cursor)  # the event was consumed
-    assert not third.run_requests
-
-
 def test_a_forced_compaction_ignores_the_threshold(instance, lake: Lake) -> None:
     lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 10})
     lake.catalog.tables.append(TABLE, rows(100, 5).to_reader())
     lake.catalog.tables.append(TABLE, rows(200, 5).to_reader())
-    force = {"ops": {"compacted": {"ops": {"compaction_plan": {"config": {"force": True}}}}}}
-    result = dg.materialize(
-        [compacted], partition_key=TABLE, instance=instance, resources=lake.resources, run_config=force
-    )
-    m = meta(result, "compacted")
+    force = {"ops": {"compaction_plan": {"config": {"force": True}}}}
+    result = run(table_compaction_job, instance, lake, run_config=force)
+    m = observed(result)
     assert m["status"] == "committed" and m["fragments_before"] == 3 and m["fragments_after"] == 1
     assert lake.catalog.reads.open_table(TABLE).count_rows() == 20

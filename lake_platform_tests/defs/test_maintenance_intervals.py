@@ -10,7 +10,7 @@ import pytest
 
 from lake_platform.catalog.policies import parse_assignments
 from lake_platform.defs.definitions import defs
-from lake_platform.defs.maintenance import cleaned_versions, orphan_report
+from lake_platform.defs.maintenance import table_cleanup_job
 from lake_platform.defs.maintenance_intervals import (
     CLEANUP,
     ORPHAN_SCAN,
@@ -50,7 +50,7 @@ def test_each_table_is_maintained_at_its_own_scopes_interval(lake: Lake) -> None
         hot = due_runs(CLEANUP, lake.catalog, instance, None, start + HOUR_MS)
         assert requested(hot) == [TABLE]  # the cold table keeps the default day
         (request,) = hot.run_requests
-        assert request.asset_selection == [cleaned_versions.key]
+        assert request.job_name == "table_cleanup"
         assert request.run_key.startswith(f"cleanup:{TABLE}:")
         assert hot.dynamic_partitions_requests[0].partition_keys == [TABLE]
         assert requested(due_runs(CLEANUP, lake.catalog, instance, None, start + DAY_MS)) == [COLD, TABLE]
@@ -58,19 +58,18 @@ def test_each_table_is_maintained_at_its_own_scopes_interval(lake: Lake) -> None
         # The orphan scan follows its own interval: the namespace's 2h, the defaults' 7 days.
         assert requested(due_runs(ORPHAN_SCAN, lake.catalog, instance, None, start + HOUR_MS)) == []
         scan = due_runs(ORPHAN_SCAN, lake.catalog, instance, None, start + 2 * HOUR_MS)
-        assert requested(scan) == [TABLE] and scan.run_requests[0].asset_selection == [orphan_report.key]
+        assert requested(scan) == [TABLE] and scan.run_requests[0].job_name == "table_orphan_scan"
 
-        # The request runs on the instance; its materialization restarts the table's clock.
+        # The request runs on the instance; its successful run restarts the table's clock (a
+        # cleanup with nothing to remove commits nothing to the registry).
         instance.add_dynamic_partitions(TABLES, [TABLE])
-        result = dg.materialize(
-            [cleaned_versions],
-            partition_key=TABLE,
-            instance=instance,
-            resources=lake.resources,
-            tags=request.tags,
+        result = table_cleanup_job.execute_in_process(
+            partition_key=TABLE, instance=instance, resources=lake.resources, tags=request.tags
         )
         assert result.success
-        ran = instance.fetch_materializations(cleaned_versions.key, limit=1).records[0].timestamp * 1000
+        assert not any(e.operation == "cleanup" for e in lake.catalog.reads.history(TABLE))
+        ended = instance.get_run_record_by_id(result.run_id).end_time
+        ran = int(ended * 1000)
         assert ran > created_ms(lake, TABLE)
         assert requested(due_runs(CLEANUP, lake.catalog, instance, None, int(ran) + HOUR_MS - 1)) == []
         assert requested(due_runs(CLEANUP, lake.catalog, instance, None, int(ran) + HOUR_MS + 1)) == [TABLE]
