@@ -325,7 +325,9 @@ def table_checks_sensor(context: dg.SensorEvaluationContext, lake: LakeResource)
     return dg.SensorResult(asset_events=events, cursor=cursor)
 
 
-def table_checks(specs: Sequence[dg.AssetSpec], name: str = "lake_table_checks") -> dg.AssetChecksDefinition:
+def table_checks(
+    specs: Sequence[dg.AssetSpec | dg.AssetsDefinition], name: str = "lake_table_checks"
+) -> dg.AssetChecksDefinition:
     """The health checks of the tables ``specs`` declare (``table_specs``, or a user's own assets
     written through the IO manager), declared so the UI lists them on each table's page and can
     run them: the same evaluation as ``table_checks_sensor``, whose results land on the same checks."""

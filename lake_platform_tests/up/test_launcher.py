@@ -87,13 +87,13 @@ RUNS = """query($value: String!) { runsOrError(filter: {tags: [{key: "dagster/pa
   ... on Runs { results { runId status startTime endTime } } } }"""
 
 
-def launch(platform: Platform, asset: str, partition: str) -> str:
+def launch(platform: Platform, job: str, partition: str) -> str:
+    """A run of one of the platform's table jobs for one table (its partition), by GraphQL."""
     params = {
         "selector": {
             "repositoryLocationName": "lake_platform",
             "repositoryName": "__repository__",
-            "pipelineName": "__ASSET_JOB",
-            "assetSelection": [{"path": [asset]}],
+            "pipelineName": job,
         },
         "runConfigData": {},
         "mode": "default",
@@ -135,7 +135,7 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
 
         # 1. Two runs on one table requested at once, while the inbox sensor's ingest run for the
         # same table is due too: the run queue runs them one after another.
-        launched = [launch(platform, "orphan_report", TABLE_NAME) for _ in range(2)]
+        launched = [launch(platform, "table_orphan_scan", TABLE_NAME) for _ in range(2)]
 
         # 2. The inbox sensor ingests the seeded files (first tick at start-up, then every 30 s).
         def ingested() -> bool:
@@ -192,7 +192,7 @@ def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
             f"{platform.ui_url}/locations/lake_platform/asset-groups/lake", tmp_path / "chromium-1"
         )
         (ARTIFACTS / "dagster-asset-graph.html").write_text(graph)
-        for asset in ("ingested", "compacted", "cleaned_versions", "expired_trash", "orphan_report"):
+        for asset in ("ingested", "expired_trash", "orphan_folder_report"):
             assert asset in graph, f"{asset} missing from the asset graph"
         assert "Something went wrong" not in graph
         page = f"{platform.ui_url}/assets/ingested?view=partitions&partition={TABLE_NAME}"
@@ -313,6 +313,11 @@ def test_the_ui_shows_the_table_assets_schema_and_rows_and_a_graphql_launch_comm
             [f"dagster/column_schema|Column name|Type|Description|{orders_columns}|", f"|{orders_rows}|"],
             tmp_path / "orders-events",
             platform,
+        )
+        # The table's maintenance health: its checks, evaluated from the registry by the sensor.
+        checks = ["fragments_under_threshold", "versions_within_retention", "no_orphans", "schema_registered"]
+        page_showing(
+            f"{ui}/assets/sales/orders?view=checks", [*checks, "Passed"], tmp_path / "checks", platform
         )
         # The table the user asset committed: its columns and row count on the overview.
         text = page_showing(
