@@ -18,6 +18,7 @@ import dagster as dg
 
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.defs import table_checks
+from lake_platform.defs.asset_tables import key_for_table
 from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, LakeResource
@@ -51,8 +52,6 @@ def _record(
     """What one maintenance run leaves on the table's asset: an observation of main's version
     with ``figures`` (``lake/operation``, what changed), and the checks its work answers, evaluated
     afresh. The same figures are the step's output metadata."""
-    from lake_platform.defs.asset_tables import key_for_table
-
     extra = {"lake/operation": operation, **figures}
     with lake_errors(), lake.catalog() as catalog:
         context.log_event(table_observation(catalog.reads.open_table(table), lake.namespaces, extra))
