@@ -173,5 +173,6 @@ class BranchWrites:
         )
         staged = changes.stage_replace(ds, predicate, stream, storage)
         pending.rows_removed = staged.deleted_rows
-        pending.detail["deleted_rows"] = staged.deleted_rows
+        added = pending.stream_totals()[0] if pending.stream_totals else 0  # the stream is drained
+        pending.detail.update({"deleted_rows": staged.deleted_rows, "added_rows": added})
         changes.commit_staged(ds, staged, namespace=ns, table_id=tname.parts, storage_options=storage)

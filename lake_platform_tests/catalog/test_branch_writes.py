@@ -35,7 +35,8 @@ def test_replace_where_on_a_branch_is_one_version_of_it_and_main_stays(dev: Lake
     main = cat.reads.open_table(T)
     assert (main.version, pairs(main)) == (2, [(1, "a"), (2, "a"), (3, "b")])
     (entry,) = [e for e in cat.reads.history(T) if e.operation == "replace"]
-    assert entry.detail["branch"] == "dev" and entry.detail["deleted_rows"] == 2
+    assert entry.detail["branch"] == "dev"
+    assert (entry.detail["deleted_rows"], entry.detail["added_rows"]) == (2, 2)
     assert (entry.rows_added, entry.rows_removed, entry.to_version) == (2, 2, 3)
 
 
