@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import InvalidInput, TableNotFound, TableSchemaValidationError
+from lake_platform.errors import InvalidInput, ServiceUnavailable, TableNotFound, TableSchemaValidationError
 from lake_platform_tests.catalog.conftest import Lake, rows, state
 
 T = "p.w.ns.t"
@@ -142,3 +142,44 @@ def test_replace_where_takes_new_columns_as_an_append_does(lake: Lake) -> None:
     log = [e for e in lake.catalog.reads.log(T) if e.commit_id == replaced.commit_id]
     assert [e.operation for e in log] == ["add-columns", "replace"]
     assert log[-1].detail["added_columns"] == {"note": "string"}
+
+
+class _FailAt:
+    """Raises once at ``point``: a lost connection the caller cannot tell landed or not."""
+
+    def __init__(self, point: str) -> None:
+        self.point, self.fired = point, False
+
+    def __call__(self, point: str) -> None:
+        if point == self.point and not self.fired:
+            self.fired = True
+            raise ServiceUnavailable(f"connection reset at {point}")
+
+
+def test_replace_where_failing_after_its_commit_landed_is_resolved_by_its_commit_id(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1], "a"))
+    flaky = lake.new_catalog(hook=_FailAt("replace:after-commit"))
+    try:
+        done = flaky.rows.replace_where(
+            T, "tag = 'a'", rows([2, 2], "a"), by=Provenance(commit_id="replace-0002")
+        )
+    finally:
+        flaky.close()
+    assert done.version == 2 and pairs(lake) == [(2, "a"), (2, "a")]
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "replace"]
+
+
+def test_replace_where_failing_before_registration_changes_nothing(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1], "a"))
+    flaky = lake.new_catalog(hook=_FailAt("replace:staged"))
+    try:
+        with pytest.raises(ServiceUnavailable):
+            flaky.rows.replace_where(T, "tag = 'a'", rows([2], "a"), by=Provenance(commit_id="replace-0003"))
+    finally:
+        flaky.close()
+    assert lake.catalog.reads.open_table(T).version == 1 and pairs(lake) == [(1, "a")]
+    # the caller retries under the same commit id: it applies once
+    again = lake.catalog.rows.replace_where(
+        T, "tag = 'a'", rows([2], "a"), by=Provenance(commit_id="replace-0003")
+    )
+    assert again.version == 2 and pairs(lake) == [(2, "a")]
