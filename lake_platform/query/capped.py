@@ -8,10 +8,10 @@ batch together, so also each value) with an error ``errors.execution_error`` tur
 ValueTooLarge; below that pyarrow's kernel builds it. Semantics are DataFusion's: NULL in,
 NULL out; a count of 0 or less builds the empty string.
 
-Why only ``repeat``: it is the one function whose size comes from a number rather than from
-its inputs' bytes. ``lpad``/``rpad`` do too, but DataFusion keeps one function per name and a
-Python function has one signature, so a replacement would lose their two- or three-argument
-form; they stay DataFusion's (docs/flight-sql.md, "Limits").
+Why only ``repeat``: ``lpad``/``rpad`` also size their result by a number, but DataFusion
+keeps one function per name and a Python function has one signature, so a replacement would
+lose their two- or three-argument form; they stay DataFusion's, checked at planning instead
+(``value_bounds``).
 """
 
 from __future__ import annotations

@@ -29,12 +29,14 @@ from datafusion.catalog import Table
 
 from lake_platform import owner_only
 from lake_platform.errors import Throttling
+from lake_platform.lru import BoundedLRU
 from lake_platform.query import planner, timetravel
 from lake_platform.query.access import AccessPaths
 from lake_platform.query.bound import BoundLookup
 from lake_platform.query.branch_refs import BranchRefs
 from lake_platform.query.cache import DataCache
 from lake_platform.query.capped import capped_functions
+from lake_platform.query.join_bounds import check_joins
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import Lookup, Scanners, stream_lookup
 from lake_platform.query.planner import OpenTable, PlannedQuery, Resolver
@@ -96,6 +98,7 @@ class QueryEngine:
         self.results = ResultCache(self.limits.result_cache_bytes, self.limits.result_cache_entry_bytes)
         self._scanners = Scanners(self.limits.plan_cache_size)
         self._first_batches = FirstBatches()
+        self._row_counts: BoundedLRU[TableRef, int] = BoundedLRU(max(self.limits.dataset_cache_size, 1))
         # Runs each plan in a DataFrame of its own (see ``stream``'s ``frame``); the context
         # only makes DataFrames: the plans bring their tables and functions.
         self._runner = self.context()
@@ -220,7 +223,7 @@ class QueryEngine:
                 lambda wh, ns: (wh, ns) in namespaces,
             )
 
-        return self.access.plan(plan)
+        return self._bounded(self.access.plan(plan))
 
     def plan_pinned(
         self,
@@ -258,8 +261,24 @@ class QueryEngine:
             )
 
         if open_table is not None:  # a part: never from the cache, never a whole-table lookup
-            return replace(plan(open_table), part=True)
-        return self.access.plan(plan)
+            return self._bounded(replace(plan(open_table), part=True))
+        return self._bounded(self.access.plan(plan))
+
+    def _bounded(self, planned: PlannedQuery) -> PlannedQuery:
+        """``planned``, unless a join of it without an equality key may compare more than
+        ``max_join_pairs`` row pairs: such a join cannot be stopped once it runs (``join_bounds``).
+        Checked once per planning; a kept plan was checked when it was made."""
+        tables = {ref.written.split(".", 1)[1]: ref for ref in planned.refs}
+
+        def rows_of(fqn: tuple[str, ...]) -> int | None:
+            ref = tables.get(".".join(fqn))
+            if ref is None:
+                return None
+            # Lance counts from the manifest's fragment metadata (no data read).
+            return self._row_counts.get_or_make(ref, lambda: self.dataset(ref).count_rows())
+
+        check_joins(planned.df, rows_of, self.limits)
+        return planned
 
     def _fresh(self, kept: PlannedQuery | None) -> PlannedQuery | None:
         """``kept``, unless the snapshot cache loaded or evicted an entry since it was planned: a

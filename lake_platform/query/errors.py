@@ -46,6 +46,11 @@ class ValueTooLarge(InvalidInput):
     """A function would build values past ``max_value_bytes`` (``query.capped``)."""
 
 
+class JoinTooLarge(InvalidInput):
+    """A join without an equality key may compare more than ``max_join_pairs`` row pairs
+    (``query.join_bounds``)."""
+
+
 def timed_out(limits: QueryLimits, doing: str = "the query") -> QueryTimeout:
     """The error a query past its ``query_timeout_seconds`` ends with."""
     verb = "took" if doing.startswith("planning") else "ran"
@@ -153,6 +158,7 @@ def execution_error(
 
 
 __all__ = [
+    "JoinTooLarge",
     "QueryCancelled",
     "QueryTimeout",
     "ResultTooLarge",

@@ -35,6 +35,7 @@ from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
+from lake_platform.query.value_bounds import check_values
 from lake_platform.query.volatility import is_deterministic
 
 if TYPE_CHECKING:
@@ -310,6 +311,8 @@ def plan_in(
         raise defaults.not_found(planning_error(exc, limits), named) from None
     if resolver.failure is not None:
         raise resolver.failure
+    # Before anything optimizes the plan: the optimizer folds a call of literals by running it.
+    check_values(sql, df, limits)
     # Planning that overran answers DEADLINE_EXCEEDED rather than a ticket or a schema.
     check_deadline(limits, resolver.deadline, _PLANNING)
     if root not in ALLOWED_ROOTS:

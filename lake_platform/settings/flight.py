@@ -124,16 +124,16 @@ class FlightSettings(BaseSettings):
     )
     max_ticket_tables: int = Field(64, ge=1, le=4096, description="Most table snapshots one ticket may pin.")
     max_ticket_bytes: int = Field(
-        2 << 20,
-        ge=4096,
-        le=64 << 20,
-        description="Largest sealed ticket or prepared-statement handle (bytes).",
+        2 << 20, ge=4096, le=64 << 20, description="Largest sealed ticket or prepared-statement handle."
     )
     max_result_bytes: int = Field(
         0, ge=0, description="Largest result one query may stream (Arrow bytes); 0 = no limit."
     )
     max_value_bytes: int = Field(
-        64 << 20, ge=1 << 20, le=1 << 30, description="Most repeat() may build for one batch (bytes)."
+        64 << 20, ge=1 << 20, le=1 << 30, description="Most repeat/lpad/rpad may build for one batch (bytes)."
+    )
+    max_join_pairs: int = Field(
+        10**8, ge=0, description="Most row pairs a join without an equality key may compare; 0 = no limit."
     )
     max_message_bytes: int = Field(
         8 << 20,

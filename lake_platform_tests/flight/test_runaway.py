@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
@@ -24,8 +25,8 @@ from lake_platform_tests.flight.server_process import spawn
 
 #: Work that takes hours and sends nothing until done: the limit ends it while it waits for
 #: its first batch. (A cross or nested-loop join is the exception: it multiplies rows without
-#: reading any, so DataFusion's tasks never reach a point where they can be stopped;
-#: docs/flight-sql.md, "The query time limit".)
+#: reading any, so DataFusion's tasks never reach a point where they can be stopped; such a
+#: join is refused before it runs past LAKE_FLIGHT_MAX_JOIN_PAIRS: ``query.join_bounds``.)
 RUNAWAY = (
     "SELECT count(*) AS n FROM generate_series(1, 100000000000)",
     "SELECT value % 1000 AS k, count(*) AS n FROM generate_series(1, 100000000000) GROUP BY 1",
@@ -70,6 +71,42 @@ def test_a_query_past_its_time_limit_stops_computing_within_a_second(
     assert used <= IDLE_CPU_SECONDS, (
         f"the server used {used:.2f} s of CPU in {WINDOW_SECONDS} s after the limit"
     )
+
+
+#: Joins without an equality key that DataFusion cannot stop once they run: dropped after a
+#: second, each kept both cores busy until it ended (minutes to hours).
+UNSTOPPABLE = (
+    "SELECT sum(a.value * b.value % 7) AS s FROM generate_series(1, 200000) a, generate_series(1, 200000) b",
+    "SELECT count(*) AS n FROM w.ns.t a, w.ns.t b, w.ns.t c, w.ns.t d WHERE a.id + b.id + c.id + d.id > 0",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sql", UNSTOPPABLE, ids=["cross", "nested-loop"])
+def test_a_join_that_could_not_be_stopped_is_refused_and_costs_nothing_after(
+    server_process: tuple[psutil.Process, str], sql: str
+) -> None:
+    """Refused at planning (INVALID_ARGUMENT, naming the setting), so nothing computes past the
+    time limit; without the bound the call ended at the limit and the server's CPU did not."""
+    process, uri = server_process
+    client, options = login(uri)
+    with pytest.raises(pa.ArrowInvalid, match=r"LAKE_FLIGHT_MAX_JOIN_PAIRS=100000000.*\[JoinTooLarge"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    cpu_seconds_over(process, GRACE_SECONDS)
+    used = cpu_seconds_over(process, WINDOW_SECONDS)
+    assert used <= IDLE_CPU_SECONDS, (
+        f"the server used {used:.2f} s of CPU in {WINDOW_SECONDS} s after the limit"
+    )
+
+
+def test_a_join_without_an_equality_key_within_the_bound_answers(
+    server_process: tuple[psutil.Process, str],
+) -> None:
+    _, uri = server_process
+    client, options = login(uri)
+    info = plan(client, options, "SELECT count(*) AS n FROM w.ns.t a, w.ns.t b WHERE a.id < b.id")
+    table = client.do_get(info.endpoints[0].ticket, options).read_all()
+    assert table.column("n").to_pylist() == [1000 * 999 // 2]
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Memory outside the query pool (issue 44, row 3), measured from outside: one reader's
 ``SELECT length(repeat('x', 2000000000))`` took the server from 0.85 GB to 8.5 GB against a
 1 GiB pool. Now the call is refused before it builds anything, and the server's peak resident
-memory stays within the pool plus 256 MiB."""
+memory stays within the pool plus 256 MiB. ``lpad`` and ``rpad`` (DataFusion's, checked at
+planning: ``query.value_bounds``) likewise."""
 
 from __future__ import annotations
 
@@ -59,10 +60,36 @@ def test_repeat_past_the_cap_is_refused_within_the_memory_bound(
     assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
 
 
-def test_repeat_within_the_cap_still_answers(server: tuple[psutil.Process, str]) -> None:
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT length(lpad('x', 2000000000)) AS n",
+        "SELECT length(rpad(s, 2000000000, 'ab')) AS n FROM w.ns.t",
+        "SELECT max(length(lpad(s, 100000))) AS n FROM w.ns.t",  # each value fits, a batch does not
+    ],
+    ids=["lpad-literal", "rpad-column", "lpad-per-batch"],
+)
+def test_lpad_and_rpad_past_the_cap_are_refused_within_the_memory_bound(
+    server: tuple[psutil.Process, str], sql: str
+) -> None:
+    """Refused at planning, before the optimizer folds a call of literals by running it."""
+    process, uri = server
+    client, options = login(uri)
+    with pytest.raises(pa.ArrowInvalid, match=r"more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
+
+
+@pytest.mark.parametrize(
+    ("sql", "n"),
+    [
+        ("SELECT length(repeat('ab', 1000000)) AS n", 2000000),
+        ("SELECT length(lpad('x', 1000000, 'ab')) AS n", 1000000),
+        ("SELECT max(length(rpad(s, 20, '.'))) AS n FROM w.ns.t", 20),
+    ],
+)
+def test_values_within_the_cap_still_answer(server: tuple[psutil.Process, str], sql: str, n: int) -> None:
     _, uri = server
     client, options = login(uri)
-    table = client.do_get(
-        plan(client, options, "SELECT length(repeat('ab', 1000000)) AS n").endpoints[0].ticket, options
-    ).read_all()
-    assert table.column("n").to_pylist() == [2000000]
+    table = client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert table.column("n").to_pylist() == [n]

@@ -11,6 +11,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, TableVersionNotFound
 from lake_platform.query.engine import QueryEngine
+from lake_platform.query.errors import JoinTooLarge
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import load_snapshot
 
@@ -83,3 +84,19 @@ def test_a_prepared_statement_with_placeholders_is_planned_once_unbound(
 
 def _store(lake: tuple[Any, Catalog]) -> Any:
     return lake[1].store
+
+
+def test_a_keyless_join_is_bounded_by_its_tables_row_counts(lake: tuple[Any, Catalog]) -> None:
+    """``w.ns.t`` has 1000 rows (Lance's count): two of it compare 10^6 pairs, three 10^9, past
+    the default bound (``join_bounds``); planning pinned refs is bounded the same way."""
+    settings, _ = lake
+    engine = QueryEngine(settings)
+    view = load_snapshot(_store(lake)).project("p")
+    two = "SELECT count(*) AS n FROM w.ns.t a, w.ns.t b WHERE a.id < b.id"
+    planned = engine.plan(two, view)
+    assert [b.column(0)[0].as_py() for b in engine.stream(planned)] == [1000 * 999 // 2]
+    three = "SELECT count(*) AS n FROM w.ns.t a, w.ns.t b, w.ns.t c WHERE a.id < b.id AND b.id < c.id"
+    with pytest.raises(JoinTooLarge, match="up to 1000000000 row pairs, more than max_join_pairs=100000000"):
+        engine.plan(three, view)
+    with pytest.raises(JoinTooLarge):
+        engine.plan_pinned(three, planned.refs)

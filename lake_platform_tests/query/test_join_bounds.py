@@ -1,0 +1,66 @@
+"""Joins without an equality key refused past ``max_join_pairs`` (issue 44, row 2): DataFusion
+cannot stop them once they run, so the row pairs they may compare are bounded before they do.
+The bound's inputs: a table's rows, table functions' generators, VALUES, ungrouped aggregates."""
+
+from __future__ import annotations
+
+import pytest
+from datafusion import SessionContext
+
+from lake_platform.query.errors import JoinTooLarge
+from lake_platform.query.join_bounds import check_joins
+from lake_platform.query.limits import QueryLimits
+
+LIMITS = QueryLimits(max_join_pairs=10**6, labels={"max_join_pairs": "LAKE_FLIGHT_MAX_JOIN_PAIRS"})
+
+
+@pytest.fixture(scope="module")
+def ctx() -> SessionContext:
+    ctx = SessionContext()
+    ctx.sql("CREATE TABLE t AS SELECT value AS x FROM generate_series(1, 2000)").collect()
+    return ctx
+
+
+def rows_of(fqn: tuple[str, ...]) -> int | None:
+    """The tables' rows as the engine counts them: ``t`` has 2000."""
+    return 2000 if fqn[-1] == "t" else None
+
+
+@pytest.mark.parametrize(
+    ("sql", "pairs"),
+    [
+        ("SELECT count(*) FROM t a, t b WHERE a.x < b.x", "up to 4000000"),
+        ("SELECT count(*) FROM t a CROSS JOIN t b", "up to 4000000"),
+        ("SELECT count(*) FROM t a JOIN t b ON a.x < b.x JOIN t c ON b.x < c.x", "up to 8000000000"),
+        ("SELECT count(*) FROM generate_series(1, 200000) a, range(200000) b", "up to 40000400001"),
+        ("SELECT count(*) FROM t a, range(1, 1000) b", "up to 2000000"),
+        ("SELECT count(*) FROM t a, unnest([1, 2]) b", "an unknown number of"),
+        ("SELECT count(*) FROM t a, other b", "an unknown number of"),
+    ],
+)
+def test_a_keyless_join_past_the_bound_is_refused_naming_the_setting(
+    ctx: SessionContext, sql: str, pairs: str
+) -> None:
+    ctx.sql("CREATE TABLE IF NOT EXISTS other AS SELECT 1 AS y").collect()
+    refusal = f"compare {pairs} row pairs, more than LAKE_FLIGHT_MAX_JOIN_PAIRS=1000000"
+    with pytest.raises(JoinTooLarge, match=refusal):
+        check_joins(ctx.sql(sql), rows_of, LIMITS)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM t a JOIN t b ON a.x = b.x",  # hash joins stop: not bounded
+        "SELECT count(*) FROM t a, t b WHERE a.x = b.x",  # the optimizer makes it an equi-join
+        "SELECT count(*) FROM t a, (SELECT max(x) AS m FROM t) b WHERE a.x < b.m",  # one row
+        "SELECT count(*) FROM t a, (VALUES (1), (2)) b(v) WHERE a.x > b.v",
+        "SELECT count(*) FROM t a, generate_series(1, 500) b WHERE a.x > b.value",  # 10^6
+        "SELECT count(*) FROM t",
+    ],
+)
+def test_joins_that_can_be_stopped_or_are_small_are_planned(ctx: SessionContext, sql: str) -> None:
+    check_joins(ctx.sql(sql), rows_of, LIMITS)
+
+
+def test_zero_turns_the_bound_off(ctx: SessionContext) -> None:
+    check_joins(ctx.sql("SELECT count(*) FROM t a, t b, t c"), rows_of, QueryLimits(max_join_pairs=0))
