@@ -9,6 +9,16 @@ record is consumed. It is refused with BranchDiverged unless main is still at th
 branch's line descends from. Why this design (and not a Lance commit on main that adopts the
 branch's files): docs/governance.md, "Branches".
 
+Every version the branch made since it left main becomes main's. When they do not all fit the
+one transaction (the backend's ``max_transact_ops``: DynamoDB's 99 items; SQLite takes 10,000),
+all but the head's are registered first, in batches fenced by both leases, as main's version
+records ABOVE main's head: no reader reaches a version above the head it reads (reads, the
+namespace's listings and DescribeTableVersion, time travel all stop at the head), so they are
+invisible until the final transaction moves the head over them; all or nothing. A kill between
+batches leaves only such unreachable records: a retry of the publish writes over them, the
+publish removes any left above its new head, and main's next writer removes the one in its way
+(``commit_conflicts``); a publish that fails removes its own.
+
 Several tables publish together or not at all: their leases are taken in sorted name order (two
 publishes never deadlock), every table's records land in one registry transaction, and each new
 head names the others' (``VersionRecord.transaction``), so a reader never holds one table
@@ -18,8 +28,10 @@ publish's with ``-t<i>`` appended (``i`` in sorted-name order), as ``catalog.tra
 
 from __future__ import annotations
 
+import logging
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
@@ -29,11 +41,12 @@ from lake_platform.errors import BranchDiverged, ConcurrentModification, Conditi
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode
-from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Delete, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
 
-#: At most this many of the branch's versions become main's versions on publish (each is one
-#: registry item, and DynamoDB takes 100 per transaction); beyond it only the head does.
-PUBLISHED_VERSIONS = 80
+if TYPE_CHECKING:
+    from lake_platform.catalog.lease import Lease
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,11 +61,23 @@ class PlannedPublish:
     table_rev: int
     branch_item: Item
     detail: dict[str, object]
+    #: Main's version records above its head (an interrupted publish's), by version: revisions.
+    above: dict[int, int] = field(default_factory=dict)
+    #: The copies registered before the final transaction (above main's head, unreachable).
+    early: list[VersionRecord] = field(default_factory=list)
+
+    def put(self, ver: VersionRecord) -> Put:
+        """One of main's new version records (over an interrupted publish's, if one is there)."""
+        return Put(
+            keys.version(self.record.incarnation, ver.version),
+            ver.encode(),
+            self.above.get(ver.version, ABSENT),
+        )
 
     def ops(self) -> list[Op]:
         """Main's new version records, its head moved, the branch record consumed."""
         return [
-            *(Put(keys.version(self.record.incarnation, v.version), v.encode(), ABSENT) for v in self.copies),
+            *(self.put(v) for v in self.copies),
             Put(keys.table(self.name), self.moved.encode(), self.table_rev),
             Delete(self.branch_item.key, self.branch_item.revision),
         ]
@@ -122,22 +147,26 @@ class BranchPublish:
                     others = {n: v for n, v in published.items() if n != str(p.name)}
                     p.copies[-1] = p.copies[-1].model_copy(update={"transaction": others})
             actor = self.ctx.actor(by.actor, who)
-            ops = [
-                op
-                for i, p in enumerate(plans)
-                for op in [*p.ops(), *self.ctx.log_ops(p.log(actor, ids[i], by.run_id))]
-            ]
-            if len(ops) + 2 * len(plans) > MAX_TRANSACT_OPS:
+            limit = self.ctx.store.max_transact_ops
+            ops = self._final_ops(plans, actor, ids, by.run_id)
+            if len(ops) + 2 * len(plans) > limit:  # the heads alone in the final transaction
+                for p in plans:
+                    p.early, p.copies = p.copies[:-1], p.copies[-1:]
+                ops = self._final_ops(plans, actor, ids, by.run_id)
+            if len(ops) + 2 * len(plans) > limit:
                 raise InvalidInput(
                     f"publishing {len(plans)} tables takes {len(ops) + 2 * len(plans)} registry operations, "
-                    f"more than one registry transaction carries ({MAX_TRANSACT_OPS}); publish fewer at once"
+                    f"more than one registry transaction carries ({limit}); publish fewer at once"
                 )
+            leased = [lease for pair in leases for lease in pair]
+            self._register_early(plans, leased, limit, branch)
             self.ctx.at("publish:before-commit")
             with ExitStack() as fenced:
-                fences = [fenced.enter_context(lease.fenced()) for pair in leases for lease in pair]
+                fences = [fenced.enter_context(lease.fenced()) for lease in leased]
                 try:
                     self.ctx.commit([*ops, *fences])
-                except ConditionFailed:
+                except ConditionFailed:  # definitely not landed (an unknown outcome keeps them)
+                    self._remove_early(plans)
                     raise ConcurrentModification(
                         f"a table or its branch {branch} changed while publishing; nothing was published"
                     ) from None
@@ -148,10 +177,72 @@ class BranchPublish:
             ]
             if chain:
                 self.ctx.commit(chain, chunked=True)
+            # An interrupted publish's records above the head main has now: best effort (main's
+            # next writer, no longer fenced off, may remove or replace one first).
+            above = [
+                Delete(keys.version(p.record.incarnation, v), rev)
+                for v, rev in p.above.items()
+                if v > p.branch.current_version
+            ]
+            try:
+                if above:
+                    self.ctx.commit(above, chunked=True)
+            except ConditionFailed:
+                log.info("a writer of %s cleared the records above its head first", p.name)
         return [
             CommitResult(ids[i], str(p.name), "publish", p.record.current_version, p.branch.current_version)
             for i, p in enumerate(plans)
         ]
+
+    def _final_ops(
+        self, plans: list[PlannedPublish], actor: str, ids: list[str], run_id: str | None
+    ) -> list[Op]:
+        return [
+            op
+            for i, p in enumerate(plans)
+            for op in [*p.ops(), *self.ctx.log_ops(p.log(actor, ids[i], run_id))]
+        ]
+
+    def _register_early(
+        self, plans: list[PlannedPublish], leases: list[Lease], limit: int, branch: str
+    ) -> None:
+        """Main's new version records that do not fit the final transaction, registered first
+        in batches fenced by every lease: above main's head, so no reader reaches them until the
+        final transaction moves the head. A failed batch removes what landed before it."""
+        puts = [p.put(v) for p in plans for v in p.early]
+        size = limit - len(leases)
+        for at in range(0, len(puts), size):
+            with ExitStack() as fenced:
+                fences = [fenced.enter_context(lease.fenced()) for lease in leases]
+                try:
+                    results = self.ctx.store.transact([*puts[at : at + size], *fences])
+                except ConditionFailed:
+                    self._remove_early(plans)
+                    raise ConcurrentModification(
+                        f"a table or its branch {branch} changed while publishing; nothing was published"
+                    ) from None
+            for op, item in zip(puts[at : at + size], results, strict=False):
+                if item is not None:
+                    version = int(op.key.rpartition("/")[2])
+                    plan = next(p for p in plans if op.key.startswith(keys.versions(p.record.incarnation)))
+                    plan.above[version] = item.revision
+            self.ctx.at("publish:batch-registered")
+
+    def _remove_early(self, plans: list[PlannedPublish]) -> None:
+        """Best effort, after the publish definitely failed: the records it registered above
+        main's head (unreachable either way; the next publish or main writer removes what
+        stays). Never after an unknown outcome: the final transaction may have landed."""
+        for p in plans:
+            doomed = [
+                Delete(keys.version(p.record.incarnation, v.version), p.above[v.version])
+                for v in p.early
+                if v.version in p.above
+            ]
+            try:
+                if doomed:
+                    self.ctx.commit(doomed, chunked=True)
+            except Exception:  # noqa: BLE001 - only tidying: they stay unreachable
+                log.warning("could not remove the versions a failed publish of %s registered", p.name)
 
     def _plan(self, tname: TableName, branch: str, incarnation: str, chain: str) -> PlannedPublish:
         """What publishing ``branch`` writes, read under main's lease (``incarnation``) and the
@@ -181,8 +272,13 @@ class BranchPublish:
             key=lambda v: v.version,
         )
         own = [v for v in own if v.version > rec.main_version]
-        if len(own) > PUBLISHED_VERSIONS:
-            own = own[-1:]
+        above = {
+            decode(VersionRecord, i.value, i.key).version: i.revision
+            for i in self.ctx.store.scan_prefix(
+                keys.versions(record.incarnation),
+                start_after=keys.version(record.incarnation, record.current_version),
+            )
+        }
         copies = [
             v.model_copy(
                 update={"incarnation": record.incarnation, "tags": [], "location": v.location or rec.location}
@@ -202,4 +298,4 @@ class BranchPublish:
             "lance_branch": rec.lance_branch,
             "versions": [v.version for v in own],
         }
-        return PlannedPublish(tname, record, rec, copies, moved, table_rev, branch_item, detail)
+        return PlannedPublish(tname, record, rec, copies, moved, table_rev, branch_item, detail, above)

@@ -38,7 +38,7 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Item, MetaStore, Put
+from lake_platform.registry.store import ABSENT, Delete, Item, MetaStore, Op, Put
 
 log = logging.getLogger(__name__)
 
@@ -207,3 +207,38 @@ class CommitConflicts:
                     )
                 )
         return ConcurrentModification(f"version {version} of {self.name} was committed concurrently")
+
+    def transact(self, ops: list[Op], version: int) -> list[Item | None]:
+        """The commit's one registry transaction. Should version ``version``'s key be taken by a
+        record an interrupted publish left above the head (``branch_publish``), which no reader
+        reaches, the writer holding the lease removes it and commits once more (under a free
+        lease: LeaseRaced, made again under an acquired one)."""
+        try:
+            return self.store.transact(ops)
+        except ConditionFailed as exc:
+            item = self._above_head(version) if exc.key == keys.version(self.incarnation, version) else None
+            if item is None or self.lease is None:
+                raise
+        if self.unacquired:
+            raise self._raced_by(
+                LeaseRaced(f"version {version} of {self.name} must be cleared under the lease")
+            )
+        try:
+            with self.lease.fenced() as fence:
+                self.store.transact([Delete(item.key, item.revision), fence])
+        except ConditionFailed:
+            raise ConcurrentModification(
+                f"version {version} of {self.name} was committed concurrently"
+            ) from None
+        log.warning(
+            "removed version %s of %s, left above the head by an interrupted publish", version, self.name
+        )
+        return self.store.transact(ops)
+
+    def _above_head(self, version: int) -> Item | None:
+        """Version ``version``'s record when it sits above the head (None otherwise)."""
+        head = self.store.get(self.head_key)
+        item = self.store.get(keys.version(self.incarnation, version))
+        if head is None or item is None or decode(TableRecord, head.value).current_version >= version:
+            return None  # gone, or committed for real
+        return item

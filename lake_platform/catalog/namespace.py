@@ -7,16 +7,13 @@ writer's lease. If version N already exists Lance gets ConcurrentModification, r
 retries with N+1.
 
 Lance numbers a commit after the newest manifest it finds *on storage*, and builds it on that
-manifest. So the registry also checks what a commit is built on: version N is accepted only if
-N-1 is the registered current version; anything else was built on a manifest written around the
-registry and is refused (the manifests above the registered version are moved to quarantine
-first, so the next write lands where it should; ``commit_conflicts`` says why a commit did not
-land). Right after the registry accepts a staging manifest, the namespace publishes it at its
-canonical path (``manifest_publisher``), so no reader ever has to finish a commit (which, in
-Lance, means writing to storage).
-
-Before anything is registered, the staged manifest is checked to reference only files inside
-the table (``table_files``): no shallow clone of another table, no extra base path.
+manifest. So the registry also checks what a commit is built on: version N is accepted only if N-1
+is the registered current version; anything else was built on a manifest written around the
+registry and is refused (the manifests above the registered version are moved to quarantine first,
+so the next write lands where it should; ``commit_conflicts`` says why a commit did not land).
+Right after the registry accepts a staging manifest, the namespace publishes it at its canonical
+path (``manifest_publisher``): no reader finishes a commit (a write to storage). A staged manifest
+references only the table's files (``table_files``); no version above the head is ever read.
 
 Lance calls back from its own threads, where context variables are not set, so each write gets
 its own namespace instance bound to one table incarnation and one pending commit.
@@ -190,7 +187,8 @@ class BoundTableNamespace(LanceNamespace):
                 )
             return ListTableVersionsResponse(versions=[self._answer(rec)])
         items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
-        records = [decode(VersionRecord, i.value, i.key) for i in items] + held
+        records = [decode(VersionRecord, i.value, i.key) for i in items]
+        records = [r for r in records if r.version <= self.record.current_version] + held
         if descending:
             records.reverse()
         if limit:
@@ -339,7 +337,7 @@ class BoundTableNamespace(LanceNamespace):
                 ops += pending.extra_ops
             published: tuple[VersionRecord, int] | None = None
             try:
-                results = self.store.transact(ops)
+                results = self.conflicts.transact(ops, version)  # over an unfinished publish's record
                 assert results[0] is not None
                 if releases:
                     released = results[4]
@@ -419,8 +417,10 @@ class BoundTableNamespace(LanceNamespace):
         self.record, self.record_revision = record, item.revision
 
     def _version(self, version: int) -> VersionRecord:
+        if version > self.record.current_version:  # above the head: an unfinished publish's
+            self._refresh_record()  # (branch_publish), which no reader reaches
         item = self.store.get(keys.version(self.record.incarnation, version))
-        if item is None:
+        if item is None or version > self.record.current_version:
             raise TableVersionNotFound(f"version {version} of {self.name} is not registered")
         return decode(VersionRecord, item.value, item.key)
 

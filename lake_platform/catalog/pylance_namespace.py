@@ -270,7 +270,9 @@ class LakeNamespace(LanceNamespace):
         def describe() -> DescribeTableVersionResponse:
             tname = self._table_name(request)
             record = self._record(tname)
-            self._finalize(tname, record, int(request_field(request, "version")))
+            version = int(request_field(request, "version"))
+            if version <= record.current_version:  # above the head: not reachable (branch_publish)
+                self._finalize(tname, record, version)
             return self._bound_to(tname, record).describe_table_version(request)
 
         return self._call(describe)

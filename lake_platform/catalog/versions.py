@@ -219,9 +219,13 @@ class Versions:
         commit_id = new_id()
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            versions = [
-                decode(VersionRecord, i.value, i.key)
-                for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+            versions = [  # not a record above the head (an interrupted publish's, branch_publish)
+                v
+                for v in (
+                    decode(VersionRecord, i.value, i.key)
+                    for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+                )
+                if v.version <= record.current_version
             ]
             snap = self.reads.snapshot(tname, record, record.current_version)
             tagged, young = self._kept_by_governance(versions, snap, retention)
@@ -262,9 +266,13 @@ class Versions:
         commit_id = new_id()
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, _revision = self.ctx.table(tname, incarnation=record.incarnation)
-            versions = [
-                decode(VersionRecord, i.value, i.key)
-                for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+            versions = [  # not a record above the head (an interrupted publish's, branch_publish)
+                v
+                for v in (
+                    decode(VersionRecord, i.value, i.key)
+                    for i in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+                )
+                if v.version <= record.current_version
             ]
             snap = self.reads.snapshot(tname, record, record.current_version)
             tagged, young = self._kept_by_governance(versions, snap, timedelta(0))

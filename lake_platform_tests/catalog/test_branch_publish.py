@@ -4,15 +4,25 @@ names the others, and a retry under the commit id publishes nothing twice."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.principals import LOCAL_ADMIN
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import BranchDiverged, InvalidInput, TableBranchNotFound
+from lake_platform.catalog.pylance_namespace import LakeNamespace
+from lake_platform.errors import BranchDiverged, InvalidInput, TableBranchNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.records import VersionRecord, decode
+from lake_platform.settings import LakeSettings, load_settings
+from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 
 ORDERS, LINES = "p.w.ns.orders", "p.w.ns.order_lines"
@@ -76,3 +86,86 @@ def test_refusals_change_nothing(run_branch: Lake) -> None:
     with pytest.raises(InvalidInput):
         run_branch.catalog.branch_publish.publish_branches([], "run_1")
     assert main_state(run_branch) == before
+
+
+# == a branch longer than one registry transaction ============================================
+
+LONG = "p.w.ns.long"
+#: More of the branch's own versions than one DynamoDB transaction carries (99 operations).
+BRANCH_VERSIONS = 110
+
+
+@pytest.fixture
+def long_branch(tmp_path: Path, dynamodb_url: str) -> Iterator[LakeSettings]:
+    """On DynamoDB (moto), a local warehouse: ``LONG`` at version 1 (id 0) and branch ``dev``
+    with ``BRANCH_VERSIONS`` appends of its own (ids 1..110, versions 2..111)."""
+    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url)
+    init_table(dynamodb_url, settings)
+    with Catalog(settings) as c:
+        c.containers.create_project("p")
+        c.containers.create_warehouse("p.w")
+        c.containers.create_namespace("p.w.ns")
+        c.tables.create_table(LONG, rows([0]))
+        c.branches.create_branch(LONG, "dev")
+        for i in range(1, BRANCH_VERSIONS + 1):
+            c.branch_writes.append(LONG, "dev", rows([i]))
+    yield settings
+    store = DynamoMetaStore.from_url(dynamodb_url, settings)
+    delete_table(store)
+    store.close()
+
+
+def op_publish(catalog: Catalog, commit_id: str) -> Any:
+    return catalog.branch_publish.publish_branch(LONG, "dev", by=Provenance(commit_id=commit_id))
+
+
+def main_sees(c: Catalog) -> tuple[int, set[int], list[int]]:
+    """Main's head, the versions every reader path lists (registry, namespace), its rows."""
+    readable = set(c.reads.readable_versions(LONG)[1])
+    listed = LakeNamespace(c, LOCAL_ADMIN).list_table_versions({"id": LONG.split(".")})
+    assert {v.version for v in listed.versions} == readable
+    snap = c.reads.open_table(LONG)
+    return snap.version, readable, ids_of(snap)
+
+
+def test_every_version_of_a_long_branch_becomes_mains(long_branch: LakeSettings) -> None:
+    with Catalog(long_branch) as c:
+        result = op_publish(c, "long-publish-0001")
+        assert (result.from_version, result.to_version) == (1, BRANCH_VERSIONS + 1)
+        head, readable, ids = main_sees(c)
+        assert (head, readable, ids) == (111, set(range(1, 112)), list(range(111)))
+        for version in (2, 14, 50, 97, 110):  # the batches' and the final transaction's
+            assert ids_of(c.reads.open_table(LONG, version)) == list(range(version))
+        entry = c.reads.history(LONG)[-1]
+        assert (entry.operation, entry.detail["versions"]) == ("publish", list(range(2, 112)))
+        assert c.branches.list_branches(LONG) == []
+        c.tables.append(LONG, rows([999]))  # main writes on
+        assert c.reads.open_table(LONG).version == 112
+
+
+@pytest.mark.parametrize("then", ["retry", "main-write"])
+def test_a_publish_killed_between_batches_shows_none_of_it(long_branch: LakeSettings, then: str) -> None:
+    code, _ = faults.kill_writer(long_branch, op_publish, "publish:batch-registered", 1, "long-publish-0002")
+    assert code == -signal.SIGKILL
+    with Catalog(long_branch) as c:
+        # the first batch is registered above main's head: no reader reaches any of it
+        assert main_sees(c) == (1, {1}, [0])
+        with pytest.raises(TableVersionNotFound):
+            c.reads.open_table(LONG, 2)
+        assert c.reads.history(LONG)[-1].operation != "publish"
+        assert [b.branch for b in c.branches.list_branches(LONG)] == ["dev"]
+        if then == "retry":  # the retry takes the dead writer's leases and publishes all of it
+            op_publish(c, "long-publish-0002")
+            assert main_sees(c) == (111, set(range(1, 112)), list(range(111)))
+            assert ids_of(c.reads.open_table(LONG, 5)) == list(range(5))
+        else:  # main's next writers find the records in their way and remove them
+            c.tables.append(LONG, rows([500]))
+            c.tables.append(LONG, rows([501]))
+            assert main_sees(c) == (3, {1, 2, 3}, [0, 500, 501])
+            with pytest.raises(BranchDiverged):
+                op_publish(c, "long-publish-0003")
+            assert [ids_of(c.reads.open_table(LONG, v)) for v in (2, 3)] == [[0, 500], [0, 500, 501]]
+            with pytest.raises(TableVersionNotFound):  # the rest stays out of reach
+                c.reads.open_table(LONG, 4)
+            return
+        faults.check_registry_matches_engine(c)
