@@ -5,7 +5,7 @@ snapshot refreshes read exactly as they read real ones (nothing here opens a tab
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from lake_platform.naming import NamespaceName, TableName, WarehouseName
 from lake_platform.registry import keys
@@ -60,15 +60,18 @@ def write_catalog(
     versions: int,
     warehouse: str = "w",
     root: str = "/nowhere",
+    write: Callable[[Sequence[Op]], object] | None = None,
 ) -> list[str]:
     """``namespaces`` namespaces of ``per_namespace`` tables, each at version ``versions`` with
-    every earlier version registered; the table names, in order."""
+    every earlier version registered; the table names, in order. ``write`` takes each batch of
+    records (default: one registry transaction per batch)."""
     ops: list[Op] = []
+    write = write or store.transact
 
     def add(op: Op) -> None:
         ops.append(op)
         if len(ops) == MAX_TRANSACT_OPS:
-            store.transact(ops)
+            write(ops)
             ops.clear()
 
     wh = WarehouseName.parse(f"{project}.{warehouse}")
@@ -82,7 +85,7 @@ def write_catalog(
         for op in table_ops(name, versions, root):
             add(op)
     if ops:
-        store.transact(ops)
+        write(ops)
     return names
 
 
