@@ -1,44 +1,31 @@
 """Branches over REST, through pylance's own RestNamespace and plain HTTP: ListTableBranches,
 CreateTableBranch and DeleteTableBranch as registry commits (logged, under the caller's name),
 and ``branch`` on DescribeTable, QueryTable, CountTableRows, the version operations and
-InsertIntoTable: a branch is read and written on its own line, main never moves. Refusals are
-the spec's errors and change nothing; another tenant's table looks missing."""
+InsertIntoTable: a branch is read and written on its own line, main never moves. Refusals (also
+of the changes on a branch test_branch_changes.py makes) are the spec's errors and change
+nothing; another tenant's table looks missing."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import lance
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
 import pytest
-from lance_namespace import LanceNamespace
 from lance_namespace_urllib3_client.models import (
-    AddColumnsEntry,
-    AlterColumnsEntry,
-    AlterTableAddColumnsRequest,
-    AlterTableAlterColumnsRequest,
-    AlterTableDropColumnsRequest,
     CountTableRowsRequest,
     CreateTableBranchRequest,
-    DeleteFromTableRequest,
     DeleteTableBranchRequest,
     DescribeTableRequest,
     InsertIntoTableRequest,
     ListTableBranchesRequest,
     ListTableVersionsRequest,
-    MergeInsertIntoTableRequest,
     QueryTableRequest,
-    UpdateTableRequest,
 )
 
-from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.idempotency import HEADER
 from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.events import NAME, TP, T, append, ipc, problem
-from lake_platform_tests.rest.handlers.staging import StagingOnly
 
 ARROW = {"content-type": "application/vnd.apache.arrow.stream"}
 
@@ -310,165 +297,3 @@ def test_publish_and_undrop_are_lake_routes(events: RestLake) -> None:
     assert (listed(events), branch_ids(events, "late")) == (["late"], before[2])
     assert problem(events.post(f"{path}/undrop", {"name": "late"})) == (409, 23)
     assert problem(events.post(f"{path}/undrop", {"name": "nope"})) == (404, 22)
-
-
-def branch_head(lake: RestLake, branch: str = "dev") -> int:
-    return lake.catalog.branches.branch(TableName.parse(NAME), branch)[0].current_version
-
-
-def logged(lake: RestLake, commit_id: str) -> Any:
-    return next(e for e in lake.catalog.reads.log(NAME) if e.commit_id == commit_id)
-
-
-def test_update_merge_and_delete_on_a_branch_through_pylance(events: RestLake) -> None:
-    ns = rest_namespace(events.url, events.tokens["writer"])
-    ns.create_table_branch(CreateTableBranchRequest(id=T, name="dev"))
-    assert branch_head(events) == 2
-
-    updated = ns.update_table(
-        UpdateTableRequest(id=T, branch="dev", predicate="id >= 3", updates=[["tag", "'u'"]])
-    )
-    assert (updated.updated_rows, updated.version, branch_head(events)) == (2, 3, 3)
-    merged = ns.merge_insert_into_table(
-        MergeInsertIntoTableRequest(
-            id=T, branch="dev", on=["id"], when_matched_update_all=True, when_not_matched_insert_all=True
-        ),
-        ipc(rows([4, 5], "m")),
-    )
-    assert (merged.num_updated_rows, merged.num_inserted_rows, merged.version) == (1, 1, 4)
-    deleted = ns.delete_from_table(DeleteFromTableRequest(id=T, branch="dev", predicate="id = 1"))
-    assert (deleted.version, branch_head(events)) == (5, 5)
-
-    content = events.catalog.branches.open_branch(NAME, "dev").dataset.to_table().sort_by("id").to_pylist()
-    assert [(r["id"], r["tag"]) for r in content] == [(2, "x"), (3, "u"), (4, "m"), (5, "m")]
-    assert branch_ids(events, "dev", 2) == [1, 2, 3, 4]  # the branch's older versions still read
-    assert main_state(events) == (2, [1, 2, 3, 4])  # main never moved
-    for answer, operation in ((updated, "update"), (merged, "merge"), (deleted, "delete")):
-        entry = logged(events, answer.transaction_id)
-        assert (entry.operation, entry.actor, entry.detail["branch"]) == (operation, "etl", "dev")
-    assert logged(events, deleted.transaction_id).rows_removed == 1
-
-
-def test_schema_changes_on_a_branch_through_pylance(events: RestLake) -> None:
-    events.catalog.branches.create_branch(NAME, "dev")
-    writer, admin = (
-        rest_namespace(events.url, events.tokens["writer"]),
-        rest_namespace(events.url, events.tokens["admin"]),
-    )
-    added = writer.alter_table_add_columns(
-        AlterTableAddColumnsRequest(
-            id=T, branch="dev", new_columns=[AddColumnsEntry(name="twice", expression="id * 2")]
-        )
-    )
-    renamed = admin.alter_table_alter_columns(
-        AlterTableAlterColumnsRequest(
-            id=T, branch="dev", alterations=[AlterColumnsEntry(path="tag", rename="label")]
-        )
-    )
-    dropped = admin.alter_table_drop_columns(
-        AlterTableDropColumnsRequest(id=T, branch="dev", columns=["twice"])
-    )
-    assert (added.version, renamed.version, dropped.version, branch_head(events)) == (3, 4, 5, 5)
-    described = events.catalog.branches.describe_branch(NAME, "dev")
-    assert [c["name"] for c in described["schema"]] == ["id", "label"]
-    with_twice = events.catalog.branches.open_branch(NAME, "dev", 3).dataset.to_table()
-    assert sorted(with_twice.column("twice").to_pylist()) == [2, 4, 6, 8]
-    # main's schema and head are as they were
-    record = events.catalog.ctx.table(TableName.parse(NAME))[0]
-    assert (record.current_version, schema_from_ipc(record.schema_ipc).names) == (2, ["id", "tag"])
-    on_branch = [
-        (e.operation, e.to_version) for e in events.catalog.reads.log(NAME) if e.detail.get("branch")
-    ]
-    assert on_branch[-3:] == [("add-columns", 3), ("rename-column", 4), ("drop-column", 5)]
-    # a protected table's columns are not dropped on a branch either (publishing would hide them)
-    events.catalog.containers.set_protected(NAME)
-    resp = events.post(f"/v1/table/{TP}/drop_columns", {"branch": "dev", "columns": ["label"]}, who="admin")
-    assert problem(resp) == (409, 19)  # Protected: InvalidTableState
-    assert branch_head(events) == 5
-
-
-class OnBranch(LanceNamespace):
-    """Pylance's RestNamespace with every request naming ``branch``: what a Lance client bound
-    to a branch sends (pylance 14.0.2's write_dataset takes no branch of its own)."""
-
-    def __init__(self, inner: LanceNamespace, branch: str) -> None:
-        self.inner = inner
-        self.branch = branch
-
-    def namespace_id(self) -> str:
-        return f"on-branch-{self.branch}"
-
-    def _on_branch(self, request: Any, model: Any) -> Any:
-        """The request naming the branch, as the model RestNamespace takes (Lance hands a
-        Python namespace dicts for some calls)."""
-        fields = request if isinstance(request, dict) else request.model_dump()
-        return model.model_validate({**fields, "branch": self.branch})
-
-    def describe_table(self, request: Any) -> Any:
-        return self.inner.describe_table(self._on_branch(request, DescribeTableRequest))
-
-    def list_table_versions(self, request: Any) -> Any:
-        return self.inner.list_table_versions(self._on_branch(request, ListTableVersionsRequest))
-
-    def describe_table_version(self, request: Any) -> Any:
-        fields = request if isinstance(request, dict) else request.model_dump()
-        return self.inner.describe_table_version({**fields, "branch": self.branch})
-
-    def create_table_version(self, request: Any) -> Any:
-        return self.inner.create_table_version({**request, "branch": self.branch})
-
-
-def test_a_lance_client_commits_staged_manifests_to_a_branch(events: RestLake) -> None:
-    events.catalog.branches.create_branch(NAME, "dev")
-    ns = OnBranch(rest_namespace(events.url, events.tokens["writer"]), "dev")
-    lance.write_dataset(rows([5, 6]), namespace_client=ns, table_id=T, mode="append")
-    lance.write_dataset(rows([7]), namespace_client=ns, table_id=T, mode="append")
-    assert branch_head(events) == 4
-    assert branch_ids(events, "dev") == [1, 2, 3, 4, 5, 6, 7]
-    assert branch_ids(events, "dev", 3) == [1, 2, 3, 4, 5, 6]
-    assert main_state(events) == (2, [1, 2, 3, 4])
-    entries = [
-        e
-        for e in events.catalog.reads.log(NAME)
-        if e.detail.get("client") == "pylance" and "branch" in e.detail
-    ]
-    assert [
-        (e.operation, e.from_version, e.to_version, e.rows_added, e.detail["branch"]) for e in entries
-    ] == [
-        ("append", 2, 3, 2, "dev"),
-        ("append", 3, 4, 1, "dev"),
-    ]
-    # the client reads the branch back through the same namespace
-    read = lance.dataset(namespace_client=ns, table_id=T)
-    assert (read.version, read.count_rows()) == (4, 7)
-    # a staged commit that drops a column takes admin, as on main: refused for the writer
-    staged = StagingOnly(ns)
-    with pytest.raises(OSError):  # Lance cannot tell whether the kept commit landed
-        lance.dataset(namespace_client=staged, table_id=T).drop_columns(["tag"])
-    assert staged.staged is not None
-    body = {k: v for k, v in staged.staged.items() if v is not None and k != "id"} | {"branch": "dev"}
-    refused = events.post(f"/v1/table/{TP}/version/create", body)
-    assert problem(refused) == (403, 15), (body, refused.text)
-    assert problem(events.post(f"/v1/table/{TP}/version/create", {**body, "version": 9})) == (403, 15)
-    on_main = {k: v for k, v in body.items() if k != "branch"}  # the branch's manifest is not main's
-    assert problem(events.post(f"/v1/table/{TP}/version/create", on_main, who="admin")) == (400, 13)
-    answer = events.post(f"/v1/table/{TP}/version/create", body, who="admin").json()
-    assert answer["version"]["version"] == 5 and branch_head(events) == 5
-    assert logged(events, answer["transaction_id"]).operation == "project"
-    assert main_state(events) == (2, [1, 2, 3, 4])
-
-
-def test_an_idempotent_delete_on_a_branch_lands_once(events: RestLake) -> None:
-    events.catalog.branches.create_branch(NAME, "dev")
-    url = f"/v1/table/{TP}/delete"
-    first = events.post(url, {"branch": "dev", "predicate": "id = 1"}, headers={HEADER: "d-1"})
-    again = events.post(url, {"branch": "dev", "predicate": "id = 1"}, headers={HEADER: "d-1"})
-    assert first.status_code == again.status_code == 200, (first.text, again.text)
-    assert again.json() == first.json() and branch_head(events) == 3
-    # the key reused on main, or for another predicate: 422, nothing deleted
-    assert events.post(url, {"predicate": "id = 1"}, headers={HEADER: "d-1"}).status_code == 422
-    assert (
-        events.post(url, {"branch": "dev", "predicate": "id = 2"}, headers={HEADER: "d-1"}).status_code == 422
-    )
-    assert branch_ids(events, "dev") == [2, 3, 4]
-    assert main_state(events) == (2, [1, 2, 3, 4])
