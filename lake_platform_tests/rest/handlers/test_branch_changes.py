@@ -192,9 +192,14 @@ def test_a_lance_client_commits_staged_manifests_to_a_branch(events: RestLake) -
     assert problem(events.post(f"/v1/table/{TP}/version/create", {**body, "version": 9})) == (403, 15)
     on_main = {k: v for k, v in body.items() if k != "branch"}  # the branch's manifest is not main's
     assert problem(events.post(f"/v1/table/{TP}/version/create", on_main, who="admin")) == (400, 13)
-    answer = events.post(f"/v1/table/{TP}/version/create", body, who="admin").json()
+    url, key = f"/v1/table/{TP}/version/create", {HEADER: "v-1"}
+    answer = events.post(url, body, who="admin", headers=key).json()
     assert answer["version"]["version"] == 5 and branch_head(events) == 5
     assert logged(events, answer["transaction_id"]).operation == "project"
+    # a resend under the Idempotency-Key answers the first outcome and commits nothing
+    assert events.post(url, body, who="admin", headers=key).json() == answer
+    assert problem(events.post(url, {**body, "version": 6}, who="admin", headers=key)) == (422, 13)
+    assert branch_head(events) == 5
     assert main_state(events) == (2, [1, 2, 3, 4])
 
 
