@@ -171,6 +171,15 @@ def test_query_refusals(lake: RestLake) -> None:
     assert (other.status_code, other.json()["code"]) == (404, 4)
 
 
+def test_a_filter_that_would_build_a_value_past_the_cap_is_refused(lake: RestLake) -> None:
+    """Checked before the filter's plan is optimized: the optimizer folds an ``lpad`` of
+    literals by building it (``query.value_bounds``)."""
+    body = {"vector": {}, "k": 1, "filter": "id >= 0 AND lpad('x', 20000000) > tag"}
+    refused = lake.post("/v1/table/p$w$ns$t/query", body)
+    assert (refused.status_code, refused.json()["code"]) == (400, 13)
+    assert "more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864" in refused.json()["detail"]
+
+
 def test_a_repeated_query_is_answered_from_the_result_cache_per_principal(lake: RestLake) -> None:
     """The same scan by the same principal over the same version runs once; the next version is
     a new key (its rows, not the kept ones); another principal never gets the first's entry."""

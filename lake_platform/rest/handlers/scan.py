@@ -26,10 +26,12 @@ from lake_platform.query import planner
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.facts import PlanFacts
+from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import lookup_of_filter
 from lake_platform.query.planner import OpenTable, PlannedQuery, Resolver
 from lake_platform.query.snapshot import ProjectView
 from lake_platform.query.timetravel import SEPARATOR
+from lake_platform.query.value_bounds import check_values
 from lake_platform.query.volatility import is_deterministic
 
 #: Expression kinds a filter may not contain: each needs more than one row of this table (an
@@ -167,6 +169,7 @@ def plan_scan(
             offset=offset,
             max_filter_bytes=engine.limits.max_sql_bytes,
             parsed=parsed,
+            limits=engine.limits,
         )
 
     planned = engine.access.plan(plan)
@@ -188,6 +191,7 @@ def shaped(
     offset: int | None,
     max_filter_bytes: int,
     parsed: list[Expr] | None = None,
+    limits: QueryLimits | None = None,
 ) -> PlannedQuery:
     """``whole`` (the engine's plan of the whole table) filtered, projected and limited.
 
@@ -205,6 +209,8 @@ def shaped(
             if parsed is not None:
                 parsed.append(expr)
             df = df.filter(expr)
+            # Before the optimizer below folds an lpad of literals by building it.
+            check_values(filter_text, df, limits or QueryLimits())
             description += f" WHERE {expr.canonical_name()}"
             deterministic = deterministic and is_deterministic(filter_text)
         if columns:
