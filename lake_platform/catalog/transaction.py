@@ -3,7 +3,10 @@
 ``with catalog.transaction() as tx: tx.append(a, r1); tx.overwrite(b, r2)`` records the writes;
 leaving the block without an exception commits them:
 
-1. every table's lease is taken, in sorted name order (two transactions never deadlock);
+1. every table's lease is taken, in sorted name order (two transactions never deadlock); small
+   appends to tables whose leases are free first try without acquiring them
+   (``transaction_unacquired``: the registry transaction is conditional on every lease record as
+   read, and a refusal commits the same rows under acquired leases);
 2. each table's data files and staging manifest are written through its bound namespace, which
    *holds back* the version instead of registering it (``PendingCommit.hold``): nothing visible;
 3. ONE registry transaction registers every version, moves every table's head, appends every
@@ -35,18 +38,19 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.staging_pool import stage_all
+from lake_platform.catalog.transaction_ops import OPS_PER_TABLE, max_tables, table_ops, too_large
+from lake_platform.catalog.transaction_unacquired import read_ahead, rewind, unacquired_lease
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     InvalidInput,
     ServiceUnavailable,
-    TransactionTooLarge,
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import CommitMarker, TableRecord, VersionRecord
-from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, Item, MetaStore, Op, Put
+from lake_platform.registry.records import TableRecord, VersionRecord
+from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, Item, Op
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,10 +62,6 @@ if TYPE_CHECKING:
     from lake_platform.catalog.tables import Tables
 
 log = logging.getLogger(__name__)
-
-#: Registry operations one table's version costs in the transaction: its version record, its
-#: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).
-OPS_PER_TABLE = 5
 
 
 @dataclass
@@ -79,6 +79,12 @@ class TableWrite:
     ns: BoundTableNamespace | None = None
     lease: Lease | None = None
     staged: list[str] = field(default_factory=list)
+    #: The table's record as the plan read it.
+    table_item: Item | None = None
+    #: An append's rows, read ahead when the transaction tries its leases unacquired.
+    rows: list[pa.RecordBatch] | None = None
+    #: Its current version's record, when staged under an unacquired lease (no settle).
+    base: VersionRecord | None = None
 
 
 class Transaction:
@@ -146,10 +152,21 @@ class Transaction:
         for w, (parent_item, table_item) in zip(
             writes, self._read_pairs(writes, self._plan_keys), strict=True
         ):
+            w.table_item = table_item
             self._plan(w, who, parent_item, table_item)
         steps = sum(len(w.change.steps) if w.change else 0 for w in writes)
         if OPS_PER_TABLE * len(writes) + 2 * steps > self._ctx.store.max_transact_ops:
             raise too_large(self._ctx.store, len(writes), steps)
+        if not self._commit_unacquired(writes, who):
+            self._commit_leased(writes, who)
+        self._ctx.at("transaction:registered")
+        for w in writes:
+            self._publish(w)
+            self._ctx.at("transaction:published")
+        self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
+        return self.results
+
+    def _commit_leased(self, writes: list[TableWrite], who: Principal) -> None:
         with contextlib.ExitStack() as leases:
             for w in writes:  # sorted: two transactions take shared leases in the same order
                 assert w.record is not None
@@ -165,12 +182,39 @@ class Transaction:
             except BaseException:
                 self._discard_staged(writes)
                 raise
-        self._ctx.at("transaction:registered")
-        for w in writes:
-            self._publish(w)
-            self._ctx.at("transaction:published")
-        self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
-        return self.results
+
+    def _commit_unacquired(self, writes: list[TableWrite], who: Principal) -> bool:
+        """Small appends to tables whose leases are free, committed the way one small append is
+        (architecture.md, "Small appends without acquiring the lease"): one read of every
+        table's lease and current version records; each table staged under an unacquired lease
+        (no acquire, heartbeat or settle: the namespace refuses, LeaseRaced, whatever would
+        need them); the one registry transaction conditional on every lease record's revision
+        read, so it lands only if nobody took a lease since. False when this cannot be tried
+        or was refused, with nothing landed: the caller commits the same rows under the leases.
+        """
+        if not read_ahead(writes):
+            return False
+        ahead = self._read_pairs(writes, self._ahead_keys)
+        with contextlib.ExitStack() as turns:
+            for w, (lease_item, version_item) in zip(writes, ahead, strict=True):
+                w.lease = unacquired_lease(self._ctx.gate, w, lease_item, version_item, turns)
+                if w.lease is None:
+                    rewind(writes)
+                    return False
+                self._ctx.at(f"transaction:leased:{w.name}")
+            try:
+                self._stage_all(writes, who, [[w.table_item, None] for w in writes])
+                self._ctx.at("transaction:staged")
+                self._register(writes)
+            except ConcurrentModification as exc:  # LeaseRaced among them: nothing registered
+                self._discard_staged(writes)
+                log.info("transaction %s: %s; committing under the leases", self.commit_id, exc.message)
+                rewind(writes)
+                return False
+            except BaseException:
+                self._discard_staged(writes)
+                raise
+        return True
 
     def _stage_all(self, writes: list[TableWrite], who: Principal, heads: list[list[Item | None]]) -> None:
         """Stage every table side by side (``staging_pool``); the first failure is raised once
@@ -201,6 +245,14 @@ class Transaction:
 
     def _plan_keys(self, w: TableWrite) -> list[str]:
         return [self._ctx.parent_key(w.name), keys.table(w.name)]
+
+    @staticmethod
+    def _ahead_keys(w: TableWrite) -> list[str]:
+        assert w.record is not None
+        return [
+            keys.lease(w.record.incarnation),
+            keys.version(w.record.incarnation, w.record.current_version),
+        ]
 
     @staticmethod
     def _head_keys(w: TableWrite) -> list[str]:
@@ -260,8 +312,11 @@ class Transaction:
             hold=[*(change.steps if change else []), w.mode],
         )
         w.pending = pending
-        ahead = version_item if record.current_version == expected else UNREAD
-        self._tables.manifests.settle(w.name, record, pending, current_item=ahead)
+        if w.lease.optimistic:
+            pending.base = w.base  # no settle: it needs the lease (see _commit_unacquired)
+        else:
+            ahead = version_item if record.current_version == expected else UNREAD
+            self._tables.manifests.settle(w.name, record, pending, current_item=ahead)
         if w.mode == "overwrite":
             pending.rows_removed = self._tables.reads.snapshot(
                 w.name, record, record.current_version
@@ -305,7 +360,8 @@ class Transaction:
             # Each version names the others (readers complete a commit they see part of).
             got = {str(w.name): w.pending.held[-1][0].version for w in writes if w.pending}
             for w in writes:
-                final = self._table_ops(w, ops, {n: v for n, v in got.items() if n != str(w.name)})
+                table, final = table_ops(self._ctx, w, {n: v for n, v in got.items() if n != str(w.name)})
+                ops += table
                 finals.append(final)
             try:
                 results = self._ctx.store.transact(ops)
@@ -342,59 +398,6 @@ class Transaction:
                 w.ns.record_revision = table_item.revision
             at += OPS_PER_TABLE + 2 * steps
 
-    def _table_ops(self, w: TableWrite, ops: list[Op], siblings: dict[str, int]) -> VersionRecord:
-        """Append one table's operations to ``ops``; returns its final version's record."""
-        assert w.pending is not None and w.ns is not None and w.lease is not None
-        pending, ns = w.pending, w.ns
-        record = ns.record
-        *steps, (last, log_key, entry) = pending.held
-        staging = last.manifest_path
-        canonical = engine.canonical_manifest_path(staging, last.version)
-        storage = self._ctx.storage(record.location)
-        final = last.model_copy(update={"transaction": siblings})
-        if not engine.manifest_exists(record.location, canonical, storage):
-            # Registered at its canonical path, published right after (as a single commit does).
-            final = final.model_copy(update={"manifest_path": canonical, "staged_from": staging})
-        pending.staged[last.version] = staging
-        rows, nbytes = pending.stream_totals() if pending.stream_totals else (0, 0)
-        entry = entry.model_copy(
-            update={
-                "operation": pending.operation,
-                "from_version": record.current_version,
-                "rows_added": rows,
-                "bytes_added": nbytes,
-                "rows_removed": pending.rows_removed,
-                "detail": dict(pending.detail),
-            }
-        )
-        updates: dict[str, object] = {"current_version": last.version}
-        if pending.schema_ipc is not None:
-            updates["schema_ipc_b64"] = TableRecord.encode_schema(pending.schema_ipc)
-        marker = CommitMarker(
-            commit_id=pending.commit_id,
-            target=str(w.name),
-            operation=pending.operation,
-            incarnation=record.incarnation,
-            from_version=record.current_version,
-            to_version=last.version,
-            log_key=log_key,
-            at_ms=entry.at_ms,
-        )
-        ops += [
-            Put(keys.version(record.incarnation, last.version), final.encode(), ABSENT),
-            Put(keys.table(w.name), record.model_copy(update=updates).encode(), ns.record_revision),
-            Put(log_key, entry.encode(), ABSENT),
-            Put(keys.commit_marker(pending.commit_id), marker.encode(), ABSENT),
-            w.lease.release_op(),
-        ]
-        for ver, step_key, step_entry in steps:
-            pending.staged[ver.version] = ver.manifest_path
-            ops += [
-                Put(keys.version(record.incarnation, ver.version), ver.encode(), ABSENT),
-                Put(step_key, step_entry.encode(), ABSENT),
-            ]
-        return final
-
     def _publish(self, w: TableWrite) -> None:
         """Put each landed manifest at its canonical path and remove the staging objects; a
         failure leaves the versions committed, for the next reader or writer to publish."""
@@ -423,24 +426,6 @@ class Transaction:
                 engine.remove_files(w.record.location, w.staged, self._ctx.storage(w.record.location))
             except Exception:  # noqa: BLE001 - settle or the orphan scan removes them later
                 log.warning("could not remove the staging manifests of %s", w.name, exc_info=True)
-
-
-def max_tables(store: MetaStore) -> int:
-    """The most tables one transaction writes on ``store``'s backend (appends without a schema
-    step; each step costs two more operations)."""
-    return store.max_transact_ops // OPS_PER_TABLE
-
-
-def too_large(store: MetaStore, tables: int, steps: int = 0) -> TransactionTooLarge:
-    limit = max_tables(store)
-    need = f"{tables} tables" + (f" and {steps} schema steps" if steps else "")
-    return TransactionTooLarge(
-        f"a transaction on the {store.backend} registry writes at most {limit} tables "
-        f"(one atomic registry write of {store.max_transact_ops} operations, {OPS_PER_TABLE} per table "
-        f"and 2 per schema step); {need} need {OPS_PER_TABLE * tables + 2 * steps}; nothing was "
-        "written: split the transaction",
-        max_tables=limit,
-    )
 
 
 __all__ = ["OPS_PER_TABLE", "Transaction", "max_tables"]

@@ -4,7 +4,7 @@ table's version lands in one registry transaction, or none does."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +28,7 @@ from lake_platform.registry.changes import changes_since, feed_heads
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.sqlite import SqliteMetaStore
+from lake_platform.registry.store import Item, MetaStore, Op
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog.conftest import ids_of, rows
 from lake_platform_tests.catalog.faults import Recorder
@@ -264,6 +265,80 @@ def test_an_evolving_append_lands_its_schema_step_with_the_rest(catalog: Catalog
         tx.append(names[1], rows([11]))
     assert "extra" in catalog.reads.open_table(names[0]).schema.names
     assert heads(catalog, names) == {names[0]: 3, names[1]: 2}
+
+
+class Requests(MetaStore):
+    """A catalog's registry requests, counted: reads (get, get_many, scan) and writes."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner, self.url, self.backend = inner, inner.url, inner.backend
+        self.max_transact_ops = inner.max_transact_ops
+        self.reads = self.writes = 0
+
+    def get(self, key: str) -> Item | None:
+        self.reads += 1
+        return self.inner.get(key)
+
+    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
+        self.reads += 1
+        return self.inner.get_many(keys)
+
+    def scan_prefix(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        self.reads += 1
+        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
+
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        self.writes += 1
+        return self.inner.transact(ops)
+
+
+def test_appends_to_free_leases_are_two_reads_and_one_registry_write(catalog: Catalog) -> None:
+    # As one small append: no lease acquired, no re-read under it, no settle; the registry
+    # transaction is conditional on every lease record as read (on DynamoDB: two
+    # TransactGetItems and one TransactWriteItems, where acquiring took ten PutItems more).
+    names = make_tables(catalog, 10)
+    requests = Requests(catalog.ctx.store)
+    with Catalog(catalog.settings, requests) as c:
+        counted = []
+        for round_ in range(3):
+            requests.reads = requests.writes = 0
+            with c.transaction() as tx:
+                for i, name in enumerate(names):
+                    tx.append(name, rows([100 * (round_ + 1) + i]))
+            counted.append((requests.reads, requests.writes))
+    # The first transaction of a process also learns the change feed's shard heads.
+    assert counted[1:] == [(2, 1), (2, 1)]
+    assert heads(catalog, names) == dict.fromkeys(names, 4)
+    assert all(not staged(catalog, name) for name in names)
+    # Every lease was left free: a leased write goes on at once.
+    catalog.tables.overwrite(names[0], rows([1]))
+    assert ids_of(catalog.reads.open_table(names[0])) == [1]
+
+
+def test_a_lease_taken_meanwhile_makes_the_transaction_land_once_under_the_leases(
+    catalog: Catalog,
+) -> None:
+    names = make_tables(catalog, 3)
+    incarnation = catalog.reads.describe_table(names[1], with_stats=False).incarnation
+    recorder = Recorder()
+
+    def take_a_lease(point: str) -> None:
+        recorder(point)
+        if point == "transaction:staged" and recorder.points.count(point) == 1:
+            with catalog.ctx.gate.hold(incarnation):  # another writer's turn, ended
+                pass
+
+    with Catalog(catalog.settings, hook=take_a_lease) as c, c.transaction() as tx:
+        for i, name in enumerate(names):
+            tx.append(name, rows([100 + i]))
+    # Refused once (nothing landed), then staged and registered under acquired leases.
+    assert recorder.points.count("transaction:staged") == 2
+    assert recorder.points.count("transaction:registered") == 1
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
+    assert [sorted(ids_of(catalog.reads.open_table(n))) for n in names] == [[i, 100 + i] for i in range(3)]
+    assert all(not staged(catalog, name) for name in names)
 
 
 def test_a_failure_after_staging_leaves_nothing_visible_and_no_staging_manifest(catalog: Catalog) -> None:

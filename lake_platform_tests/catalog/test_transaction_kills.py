@@ -58,6 +58,14 @@ def expected_new(i: int) -> list[int]:
     return [NEW + i] if i == 2 else [i, NEW + i]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def moto_before_the_forkserver(moto_endpoint: str) -> str:
+    """The writers' forkserver keeps the environment it started in, and the first kill starts
+    it: moto's placeholder AWS credentials must be set by then, or every DynamoDB writer after
+    a SQLite one finds none."""
+    return moto_endpoint
+
+
 @pytest.fixture(params=["sqlite", "dynamodb"])
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LakeSettings]:
     if request.param == "sqlite":

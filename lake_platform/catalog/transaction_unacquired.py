@@ -1,0 +1,65 @@
+"""A multi-table commit's first try without acquiring its leases (``Transaction._commit_unacquired``):
+which transactions may try (appends without a schema step, their rows small enough to keep and
+write twice), each table's unacquired lease from its lease and current version records, and the
+way back to the ordinary, leased commit when the try is refused."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from lake_platform.registry.records import LeaseRecord, VersionRecord, decode
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.gate import WriteGate
+    from lake_platform.catalog.lease import Lease
+    from lake_platform.catalog.transaction import TableWrite
+    from lake_platform.registry.store import Item
+
+
+def read_ahead(writes: list[TableWrite]) -> bool:
+    """Whether every write is an append without a schema step whose rows fit in memory
+    (at most what one small append keeps, all tables together), read into ``rows``."""
+    from lake_platform.catalog.arrow_io import read_small
+    from lake_platform.catalog.tables import SMALL_APPEND_BATCHES, SMALL_APPEND_BYTES
+
+    if any(w.mode != "append" or w.change for w in writes):
+        return False
+    budget = SMALL_APPEND_BYTES
+    for w in writes:
+        w.rows, w.data = read_small(w.data, budget, SMALL_APPEND_BATCHES)
+        if w.rows is None:
+            return False
+        budget -= sum(batch.nbytes for batch in w.rows)
+    return True
+
+
+def unacquired_lease(
+    gate: WriteGate,
+    w: TableWrite,
+    lease_item: Item | None,
+    version_item: Item | None,
+    turns: contextlib.ExitStack,
+) -> Lease | None:
+    """``w``'s lease, unacquired (``WriteGate.hold_unacquired``, this process's turn on the
+    table held until ``turns`` closes), if it is free and its current version recorded; else
+    None. ``w.base``: that version's record, what the namespace answers Lance without a settle."""
+    assert w.record is not None
+    held = decode(LeaseRecord, lease_item.value, lease_item.key) if lease_item is not None else None
+    if lease_item is None or held is None or not held.released or version_item is None:
+        return None
+    w.base = decode(VersionRecord, version_item.value, version_item.key)
+    return turns.enter_context(gate.hold_unacquired(w.record.incarnation, held.token, lease_item.revision))
+
+
+def rewind(writes: list[TableWrite]) -> None:
+    """Back to before staging, the rows read ahead to be written again."""
+    import pyarrow as pa
+
+    for w in writes:
+        if w.rows is not None:
+            w.data = pa.RecordBatchReader.from_batches(w.data.schema, w.rows)
+        w.pending, w.ns, w.lease, w.base, w.staged = None, None, None, None, []
+
+
+__all__ = ["read_ahead", "rewind", "unacquired_lease"]
