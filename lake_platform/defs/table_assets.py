@@ -12,6 +12,7 @@ is drawn through.
 - ``table_observation`` is the one observation of a table version: the sensor's, and the table
   maintenance runs' (``defs/maintenance.py``), which add what they rewrote or removed, so a
   table's Events tab shows its maintenance.
+- ``TickTables``: which tables a per-table sensor tick visits (the compaction and check sensors).
 
 Nothing is read when the code location loads: the set of tables comes from the registry on each
 tick, never at import.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -30,6 +32,7 @@ from lake_platform.defs.io_manager import IO_MANAGER_KEY
 from lake_platform.defs.resources import LakeResource
 
 if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.reads import TableSnapshot
 
 #: Tables (whose version moved) a tick opens for their row count: the rest wait for the next
@@ -71,6 +74,48 @@ def table_observation(
         metadata={**metadata, **(extra or {})},
         tags={"dagster/data_version": f"{snapshot.record.incarnation}:{snapshot.version}"},
     )
+
+
+@dataclass
+class TickTables:
+    """The tables one sensor tick visits: those whose head moved since the cursor last saw them
+    (``moved``, in name order, at most ``moved_limit``), then ``sweep_limit`` others round-robin
+    (``swept``: what a moved head does not show, such as a changed policy, a branch write or time
+    passing). Reads the registry's table records only."""
+
+    heads: dict[str, str]  # table -> "incarnation:version"
+    seen: dict[str, str]
+    moved: list[str]
+    swept: list[str]
+    sweep_from: str
+
+    @classmethod
+    def of(cls, catalog: Catalog, cursor: str | None, moved_limit: int, sweep_limit: int) -> TickTables:
+        state = json.loads(cursor) if cursor else {}
+        seen, sweep_from = dict(state.get("seen", {})), str(state.get("sweep", ""))
+        heads = {r.name: f"{r.incarnation}:{r.current_version}" for r in catalog.reads.list_tables()}
+        moved = sorted(t for t, at in heads.items() if seen.get(t) != at)[:moved_limit]
+        ring = sorted(t for t in heads if t > sweep_from) + sorted(t for t in heads if t <= sweep_from)
+        skip = set(moved)
+        return cls(heads, seen, moved, [t for t in ring if t not in skip][:sweep_limit], sweep_from)
+
+    def visit(self) -> list[str]:
+        """The tables to visit, each marked seen at its current head."""
+        for table in self.moved + self.swept:
+            self.seen[table] = self.heads[table]
+        return self.moved + self.swept
+
+    def version(self, table: str) -> int:
+        return int(self.heads[table].rsplit(":", 1)[1])
+
+    def cursor(self) -> str:
+        return json.dumps(
+            {
+                "seen": {t: at for t, at in self.seen.items() if t in self.heads},
+                "sweep": self.swept[-1] if self.swept else self.sweep_from,
+            },
+            sort_keys=True,
+        )
 
 
 @dg.sensor(

@@ -18,7 +18,6 @@ time), each table maintenance run for the check its work answers (``defs/mainten
 evaluation and runs them from it.
 """
 
-import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import dagster as dg
 
 from lake_platform.defs.asset_tables import key_for_table, table_for_key
 from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.table_assets import TickTables
 from lake_platform.errors import TableNotFound
 
 if TYPE_CHECKING:
@@ -65,24 +65,22 @@ class Verdict:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def evaluation(self, key: dg.AssetKey) -> dg.AssetCheckEvaluation:
-        return dg.AssetCheckEvaluation(
-            asset_key=key,
-            check_name=self.check,
-            passed=self.passed,
-            severity=self.severity,
-            description=self.description,
-            metadata=self.metadata,
-        )
+        """As reported from outside a check's own step (a sensor, a maintenance run)."""
+        return dg.AssetCheckEvaluation(**self._fields(key))
 
     def result(self, key: dg.AssetKey) -> dg.AssetCheckResult:
-        return dg.AssetCheckResult(
-            asset_key=key,
-            check_name=self.check,
-            passed=self.passed,
-            severity=self.severity,
-            description=self.description,
-            metadata=self.metadata,
-        )
+        """As a declared check's step returns it."""
+        return dg.AssetCheckResult(**self._fields(key))
+
+    def _fields(self, key: dg.AssetKey) -> dict[str, Any]:
+        return {
+            "asset_key": key,
+            "check_name": self.check,
+            "passed": self.passed,
+            "severity": self.severity,
+            "description": self.description,
+            "metadata": self.metadata,
+        }
 
 
 def last_success_ms(instance: dg.DagsterInstance, job: str, table: str) -> int:
@@ -295,31 +293,18 @@ def verdicts(
     "registry and reports them on the table's asset: tables whose head moved, plus a few others per tick.",
 )
 def table_checks_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
-    state = json.loads(context.cursor) if context.cursor else {}
-    seen: dict[str, str] = state.get("seen", {})
-    sweep_from: str = state.get("sweep", "")
     events: list[dg.AssetCheckEvaluation] = []
     now_ms = int(time.time() * 1000)
     with lake.catalog() as catalog:
-        heads = {r.name: f"{r.incarnation}:{r.current_version}" for r in catalog.reads.list_tables()}
-        moved = sorted(t for t, at in heads.items() if seen.get(t) != at)[:EVALUATED_PER_TICK]
-        ring = sorted(t for t in heads if t > sweep_from) + sorted(t for t in heads if t <= sweep_from)
-        sweep = [t for t in ring if t not in moved][:SWEEP_PER_TICK]
-        for table in moved + sweep:
+        tick = TickTables.of(catalog, context.cursor, EVALUATED_PER_TICK, SWEEP_PER_TICK)
+        for table in tick.visit():
             try:
                 found = verdicts(catalog, context.instance, table, now_ms)
             except TableNotFound:
                 continue  # dropped since the scan
             key = key_for_table(table, lake.namespaces)
             events += [v.evaluation(key) for v in found]
-            seen[table] = heads[table]
-    cursor = json.dumps(
-        {
-            "seen": {t: at for t, at in seen.items() if t in heads},
-            "sweep": sweep[-1] if sweep else sweep_from,
-        },
-        sort_keys=True,
-    )
+    cursor = tick.cursor()
     if not events:
         return dg.SensorResult(skip_reason=dg.SkipReason("no tables"), cursor=cursor)
     return dg.SensorResult(asset_events=events, cursor=cursor)

@@ -15,7 +15,6 @@ record per tick.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -23,6 +22,7 @@ import dagster as dg
 from lake_platform.defs.maintenance import branch_compaction_job, table_compaction_job
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.table_assets import TickTables
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -67,20 +67,11 @@ def compaction_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -
     from lake_platform.errors import TableNotFound
     from lake_platform.maintenance.compaction import due
 
-    state = json.loads(context.cursor) if context.cursor else {}
-    seen: dict[str, str] = state.get("seen", {})
-    sweep_from: str = state.get("sweep", "")
     requests: list[dg.RunRequest] = []
     reasons: list[str] = []
     with lake.catalog() as catalog:
-        heads = {r.name: (r.incarnation, r.current_version) for r in catalog.reads.list_tables()}
-        moved = sorted(name for name, (inc, v) in heads.items() if seen.get(name) != f"{inc}:{v}")
-        moved = moved[:EVALUATED_PER_TICK]
-        ring = sorted(t for t in heads if t > sweep_from) + sorted(t for t in heads if t <= sweep_from)
-        sweep = [t for t in ring if t not in moved][:SWEEP_PER_TICK]
-        for table in moved + sweep:
-            incarnation, version = heads[table]
-            seen[table] = f"{incarnation}:{version}"
+        tick = TickTables.of(catalog, context.cursor, EVALUATED_PER_TICK, SWEEP_PER_TICK)
+        for table in tick.visit():
             try:
                 is_due, why, _, threshold = due(catalog, table)
                 enabled = catalog.policies.effective_policy(table).policy.compact_enabled
@@ -93,18 +84,12 @@ def compaction_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -
                     dg.RunRequest(
                         job_name=table_compaction_job.name,
                         partition_key=table,
-                        run_key=f"compact:{table}:v{version}",
-                        tags={"lake/trigger": "table-moved" if table in moved else "fragment-count"},
+                        run_key=f"compact:{table}:v{tick.version(table)}",
+                        tags={"lake/trigger": "table-moved" if table in tick.moved else "fragment-count"},
                     )
                 )
             requests += branch_requests
-    cursor = json.dumps(
-        {
-            "seen": {t: at for t, at in seen.items() if t in heads},
-            "sweep": sweep[-1] if sweep else sweep_from,
-        },
-        sort_keys=True,
-    )
+    cursor = tick.cursor()
     if not requests:
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"), cursor=cursor)
     known = set(context.instance.get_dynamic_partitions(tables.name))
