@@ -13,7 +13,8 @@ Sides, taking turns one commit at a time so they share the machine's load; media
   rows to one dataset, and to ``tables`` datasets at once on as many threads as the transaction
   stages with. Its ratio is what Lance alone costs; the transaction cannot go below it.
 
-The issue's bar: ``tx`` within 2x of ``single``.
+The issue's bar: ``tx`` within 2x of ``single``. ``--transactions 100`` times a 100-table one
+(SQLite: one registry transaction; DynamoDB refuses it, TransactionTooLarge, and says so).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import lance
 import pyarrow as pa
 
 from lake_platform.catalog.staging_pool import STAGING_THREADS
+from lake_platform.catalog.transaction import max_tables
 
 
 def _reader(seed: int, index: int, start: int, rows: int) -> pa.RecordBatchReader:
@@ -43,8 +45,15 @@ def _append_bare(data: pa.RecordBatchReader, path: str) -> None:
 def run_transactions(
     registry_url: str, tmp: Path, *, tables: int = 10, rows: int = 10_000, repeats: int = 7, seed: int = 7
 ) -> dict[str, float]:
-    """Seconds (median) per commit of each side; prints the figures."""
+    """Seconds (median) per commit of each side; prints the figures. Nothing (an empty dict)
+    when the registry backend takes fewer tables per transaction (DynamoDB: 19)."""
     catalog: Any = c.open_catalog(tmp / "home", registry_url=registry_url)
+    limit = max_tables(catalog.ctx.store)
+    if tables > limit:
+        catalog.close()
+        backend = catalog.ctx.store.backend
+        print(f"  refused by the {backend} registry: at most {limit} tables per transaction")
+        return {}
     names = [f"{c.NAMESPACE}.tx{i:02d}" for i in range(tables)]
     single, seq = f"{c.NAMESPACE}.single", [f"{c.NAMESPACE}.seq{i:02d}" for i in range(tables)]
     per = rows // tables
@@ -116,8 +125,10 @@ def run_transactions(
         f"{1000 * med['bare_single']:.1f} ms = {floor:.2f}"
     )
     ratio = med["tx"] / med["single"]
+    # The issue's bar is for ten tables; a larger transaction is set against its floor.
+    verdict = f"bar <= 2: {'meets' if ratio <= 2 else 'MISSES'}" if tables <= 10 else f"floor {floor:.2f}"
     print(
-        f"  ratio {tables}-table transaction / single commit: {ratio:.2f} (bar <= 2: "
-        f"{'meets' if ratio <= 2 else 'MISSES'}); median of {repeats}  ({c.load_line()})"
+        f"  ratio {tables}-table transaction / single commit: {ratio:.2f} ({verdict}); "
+        f"median of {repeats}  ({c.load_line()})"
     )
     return med
