@@ -131,4 +131,9 @@ def run_transactions(
         f"  ratio {tables}-table transaction / single commit: {ratio:.2f} ({verdict}); "
         f"median of {repeats}  ({c.load_line()})"
     )
+    # Each round's sides ran back to back, under about the same load: the median of the
+    # rounds' own ratios moves less with the machine's load than the ratio of the medians.
+    paired = c.median([t / s for t, s in zip(times["tx"], times["single"], strict=True)])
+    paired_floor = c.median([m / s for m, s in zip(times["bare_many"], times["bare_single"], strict=True)])
+    print(f"  per round (median of {repeats}): transaction / single {paired:.2f}, floor {paired_floor:.2f}")
     return med
