@@ -12,18 +12,24 @@ from lake_platform.settings import LakeSettings
 
 def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    from lake_platform.rest.header_timeout import HeaderDeadlines
+
+    # uvicorn has no timeout for a request's headers: this wrapper of its own protocol is one.
+    deadlines = HeaderDeadlines(settings.rest_header_timeout_seconds)
     options: dict[str, Any] = {
+        "http": deadlines.protocol(AutoHTTPProtocol),
         "host": settings.rest_host,
         "port": settings.rest_port,
         "log_level": "warning",
         "access_log": False,
         "lifespan": "on",
-        # Nothing reads the client address: no X-Forwarded-* middleware on every request.
+        # Nothing reads the client address: no X-Forwarded-* middleware on every request (and the
+        # header timeout finds a request's connection by the address uvicorn saw).
         "proxy_headers": False,
-        # Beyond this many open connections (or running requests) uvicorn answers 503 itself.
-        # uvicorn has no timeout for a request's headers: a connection that never finishes them
-        # holds one of these slots until the client goes; docs/rest.md puts a proxy in front.
+        # Beyond this many open connections (or running requests) uvicorn answers 503 itself; a
+        # connection that never finishes its headers holds a slot until the header timeout.
         "limit_concurrency": settings.rest_max_connections,
         "timeout_keep_alive": settings.rest_keep_alive_seconds,
     }
@@ -31,7 +37,7 @@ def uvicorn_config(settings: LakeSettings, app: Any, **overrides: Any) -> Any:
         options["ssl_certfile"] = str(settings.rest_tls_cert_file)
         options["ssl_keyfile"] = str(settings.rest_tls_key_file)
     options.update(overrides)
-    return uvicorn.Config(app, **options)
+    return uvicorn.Config(deadlines.app(app), **options)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -116,6 +116,13 @@ class LakeSettings(BaseSettings):
         description="Longest time to receive a request's whole body; a slower one is refused with 408 "
         "and its connection closed.",
     )
+    rest_header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="Longest time to receive a request's headers (from the connection's opening, or "
+        "from the previous answer on a keep-alive connection); a slower connection is closed.",
+    )
     rest_max_connections: int = Field(
         1000,
         ge=2,
