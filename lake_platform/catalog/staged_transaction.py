@@ -28,7 +28,8 @@ from lake_platform.catalog.namespace import table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits, log_operation, retry_digest, table_name
-from lake_platform.catalog.transaction import TableWrite, Transaction
+from lake_platform.catalog.table_write import TableWrite
+from lake_platform.catalog.transaction import Transaction
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.registry import keys

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog.context import UNREAD, check_commit_id, input_error
@@ -38,6 +37,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.staging_pool import stage_all
+from lake_platform.catalog.table_write import TableWrite
 from lake_platform.catalog.transaction_ops import OPS_PER_TABLE, max_tables, table_ops, too_large
 from lake_platform.catalog.transaction_unacquired import read_ahead, rewind, unacquired_lease
 from lake_platform.engine import lance_engine as engine
@@ -49,42 +49,16 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord
+from lake_platform.registry.records import VersionRecord
 from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, Item, Op
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from lake_platform.catalog.evolution import SchemaChange
-    from lake_platform.catalog.lease import Lease
-    from lake_platform.catalog.namespace import BoundTableNamespace
     from lake_platform.catalog.principals import Principal
     from lake_platform.catalog.tables import Tables
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TableWrite:
-    """One table's part of a transaction, from its recording to its landing."""
-
-    name: TableName
-    mode: str
-    data: pa.RecordBatchReader
-    detail: dict[str, object]
-    commit_id: str = ""
-    record: TableRecord | None = None
-    change: SchemaChange | None = None
-    pending: PendingCommit | None = None
-    ns: BoundTableNamespace | None = None
-    lease: Lease | None = None
-    staged: list[str] = field(default_factory=list)
-    #: The table's record as the plan read it.
-    table_item: Item | None = None
-    #: An append's rows, read ahead when the transaction tries its leases unacquired.
-    rows: list[pa.RecordBatch] | None = None
-    #: Its current version's record, when staged under an unacquired lease (no settle).
-    base: VersionRecord | None = None
 
 
 class Transaction:

@@ -15,7 +15,7 @@ from lake_platform.registry.store import ABSENT, MetaStore, Op, Put
 
 if TYPE_CHECKING:
     from lake_platform.catalog.context import CatalogContext
-    from lake_platform.catalog.transaction import TableWrite
+    from lake_platform.catalog.table_write import TableWrite
 
 #: Registry operations one table's version costs in the transaction: its version record, its
 #: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).

@@ -13,7 +13,7 @@ from lake_platform.registry.records import LeaseRecord, VersionRecord, decode
 if TYPE_CHECKING:
     from lake_platform.catalog.gate import WriteGate
     from lake_platform.catalog.lease import Lease
-    from lake_platform.catalog.transaction import TableWrite
+    from lake_platform.catalog.table_write import TableWrite
     from lake_platform.registry.store import Item
 
 

@@ -1,0 +1,42 @@
+"""One table's part of an atomic multi-table commit (``transaction``), from its recording to its
+landing: what the transaction's steps (``transaction_ops``, ``transaction_unacquired``,
+``staged_transaction``) pass between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_platform.catalog.evolution import SchemaChange
+    from lake_platform.catalog.lease import Lease
+    from lake_platform.catalog.namespace import BoundTableNamespace
+    from lake_platform.catalog.pending import PendingCommit
+    from lake_platform.naming import TableName
+    from lake_platform.registry.records import TableRecord, VersionRecord
+    from lake_platform.registry.store import Item
+
+
+@dataclass
+class TableWrite:
+    """One table's part of a transaction, from its recording to its landing."""
+
+    name: TableName
+    mode: str
+    data: pa.RecordBatchReader
+    detail: dict[str, object]
+    commit_id: str = ""
+    record: TableRecord | None = None
+    change: SchemaChange | None = None
+    pending: PendingCommit | None = None
+    ns: BoundTableNamespace | None = None
+    lease: Lease | None = None
+    staged: list[str] = field(default_factory=list)
+    #: The table's record as the plan read it.
+    table_item: Item | None = None
+    #: An append's rows, read ahead when the transaction tries its leases unacquired.
+    rows: list[pa.RecordBatch] | None = None
+    #: Its current version's record, when staged under an unacquired lease (no settle).
+    base: VersionRecord | None = None
