@@ -73,8 +73,8 @@ class Policy(Record):
     #: columns, or also widen a column's type. Never narrow, parse or drop.
     schema_evolution: Literal["strict", "add_columns", "widen"] = "strict"
     #: How long after its last version cleanup (or its creation) a table is cleaned up again,
-    #: and likewise for its orphan scan: the maintenance sensor (defs/table_maintenance.py)
-    #: requests a run only for tables whose interval has elapsed.
+    #: and likewise for its orphan scan: the interval sensors (defs/maintenance_intervals.py)
+    #: request a run only for tables whose interval has elapsed.
     cleanup_interval_seconds: float = 86400
     orphan_scan_interval_seconds: float = 7 * 86400
 
