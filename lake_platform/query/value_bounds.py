@@ -1,20 +1,31 @@
-"""``lpad`` and ``rpad`` checked at planning: what one call may build stays within
-``max_value_bytes``.
+"""Functions that build values sized by a number, checked at planning: what one call may build
+stays within ``max_value_bytes``.
 
-Like ``repeat`` (``capped``), they size their result by a number rather than by their inputs'
-bytes, and DataFusion builds it outside the memory pool: ``SELECT lpad('x', 2000000000)`` would
-allocate gigabytes. A Python replacement cannot take their place (DataFusion keeps one function
-per name and a Python function has one signature, so the two- or three-argument form would be
-lost), and the optimizer folds a call of literals while planning, before any function of ours
-could run. So the unoptimized plan is checked, before anything optimizes it: each call's length
-must be an integer literal, and the bytes it may build (4 per character, UTF-8's most) fit the
-cap for one value when every argument is a literal (one value is built), else for a batch of
-``ROWS_PER_BATCH`` values. Under the default cap (64 MiB) that is 16,777,216 characters for a
-literal and 512 for a column (``lpad(name, 20, '0')`` is fine; ``lpad(name, width)`` is refused).
+Like ``repeat`` (``capped``), ``lpad``, ``rpad``, ``array_repeat`` (``list_repeat``) and the
+list-building scalar ``range`` and ``generate_series`` size their result by a number rather than
+by their inputs' bytes, and DataFusion builds it outside the memory pool: ``SELECT lpad('x',
+2000000000)`` would allocate gigabytes, ``range(50000000)`` hundreds of megabytes. A Python
+replacement cannot take their place (DataFusion keeps one function per name and a Python
+function has one signature, so the other forms would be lost), and the optimizer folds a call of
+literals while planning, before any function of ours could run. So the unoptimized plan is
+checked, before anything optimizes it:
+
+- ``lpad``/``rpad``: the length must be an integer literal; 4 bytes a character (UTF-8's most).
+- ``array_repeat``: the count must be an integer literal and the element a literal (a computed
+  element's size is not known before the query runs); the element's Arrow size a time.
+- ``range``/``generate_series`` as scalars: every bound and step must be an integer literal; 8
+  bytes an element (the table functions of the same names in ``FROM`` are not these).
+
+What a call may build must fit the cap for one value when every argument is a literal and the
+call is evaluated once (a query without ``FROM``), else for a batch of ``ROWS_PER_BATCH`` values
+(a literal is made one value per row when it is a column of a batch). Under the default cap
+(64 MiB) that is 16,777,216 characters of ``lpad`` or 8,388,608 ``range`` elements in a query
+without ``FROM``, and 512 characters for a column (``lpad(name, 20, '0')`` is fine;
+``lpad(name, width)`` is refused).
 
 A call the walk below cannot reach is refused rather than let through: in a node whose
 expressions the pinned datafusion-python does not expose (a window's; its line names the
-function), or in a subquery (whose plan Python sees only as debug text naming ``LPadFunc``).
+function), or in a subquery (whose plan Python sees only as debug text naming the function).
 """
 
 from __future__ import annotations
@@ -22,27 +33,36 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pyarrow as pa
+
 from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
 
 #: The functions checked here, and which argument is the length of what they build.
 LENGTH_ARGUMENT = {"lpad": 1, "rpad": 1}
+#: The list builders checked here (``list_repeat`` is planned as ``array_repeat``).
+LIST_BUILDERS = ("array_repeat", "range", "generate_series")
 #: The most bytes a character takes in UTF-8.
 BYTES_PER_CHARACTER = 4
+#: The bytes of one ``range``/``generate_series`` element (Int64).
+BYTES_PER_INTEGER = 8
 #: The most rows a batch is assumed to have: Lance scans in batches of up to 32768 rows
 #: (the endpoint's scan batch setting's default), more than DataFusion's own batch size.
 ROWS_PER_BATCH = 32768
 
-_NAMED = re.compile(r"(?<![\w$])(?:lpad|rpad)(?![\w$])", re.IGNORECASE)
-_CALLED = re.compile(r"(?<![\w$])(?:lpad|rpad)\(", re.IGNORECASE)
-#: How DataFusion's debug text of a plan names the two functions.
-_IN_SUBQUERY = re.compile(r"\b[LR]PadFunc\b")
+_FUNCTIONS = r"(?:lpad|rpad|array_repeat|list_repeat|range|generate_series)"
+_NAMED = re.compile(rf"(?<![\w$]){_FUNCTIONS}(?![\w$])", re.IGNORECASE)
+# A call, not the table function ``range()``/``generate_series()`` a scan's columns are named after.
+_CALLED = re.compile(rf"(?<![\w$]){_FUNCTIONS}\((?!\))", re.IGNORECASE)
+#: How DataFusion's debug text of a plan names the functions (``Range``: both list builders).
+_IN_SUBQUERY = re.compile(r"\binner: (?:[LR]PadFunc|ArrayRepeat|Range) \{")
+_CHECKED = "lpad, rpad, array_repeat, range or generate_series"
 
 
 def check_values(sql: str, df: Any, limits: QueryLimits) -> None:
-    """Raise ValueTooLarge when an ``lpad``/``rpad`` call of ``df``'s (unoptimized) plan could
-    build more than ``limits.max_value_bytes``, or its length is not an integer literal. A query
-    whose text names neither function costs one regular expression search."""
+    """Raise ValueTooLarge when a call of ``df``'s (unoptimized) plan to one of the functions
+    above could build more than ``limits.max_value_bytes``, or its size is not given by
+    literals. A query whose text names none of them costs one regular expression search."""
     if not _NAMED.search(sql):
         return
     _Walk(limits).plan(df.logical_plan())
@@ -51,16 +71,19 @@ def check_values(sql: str, df: Any, limits: QueryLimits) -> None:
 class _Walk:
     def __init__(self, limits: QueryLimits) -> None:
         self._limits = limits
+        self._once = False  # whether the node being walked evaluates its expressions for one row
 
     def plan(self, root: Any) -> None:
         stack = [root]
         while stack:
             node = stack.pop()
-            exprs = _expressions(node.to_variant())
+            variant = node.to_variant()
+            exprs = _expressions(variant)
             if exprs is None:
                 if _CALLED.search(node.display()):
                     raise self._unchecked(f"a plan node ({node.display().split(':', 1)[0]})")
             else:
+                self._once = _evaluated_once(node, variant)
                 for expr in exprs:
                     self.expr(expr)
             stack.extend(node.inputs())
@@ -95,7 +118,7 @@ class _Walk:
             function = expr.rex_call_operator().lower() if kind == "ScalarFunction" else ""
         except Exception:  # noqa: BLE001 - datafusion-python converts only some expression kinds
             operands, function = [], ""
-        if function in LENGTH_ARGUMENT:
+        if function in LENGTH_ARGUMENT or function in LIST_BUILDERS:
             self._call(function, operands)
             named -= 1
         if named > sum(len(_CALLED.findall(operand.canonical_name())) for operand in operands):
@@ -104,27 +127,73 @@ class _Walk:
 
     def _unchecked(self, where: str) -> ValueTooLarge:
         return ValueTooLarge(
-            f"lpad or rpad in {where} cannot be checked against {self._limits.named('max_value_bytes')}; "
-            "compute it in the outer query's projection"
+            f"{_CHECKED} in {where} cannot be checked against "
+            f"{self._limits.named('max_value_bytes')}; compute it in the outer query's projection"
         )
 
     def _call(self, name: str, operands: list[Any]) -> None:
-        cap = self._limits.max_value_bytes
-        length = operands[LENGTH_ARGUMENT[name]] if len(operands) > LENGTH_ARGUMENT[name] else None
-        value = _integer(length)
-        if value is None:
-            raise ValueTooLarge(
-                f"{name}'s length must be an integer literal (what it builds is checked against "
-                f"{self._limits.named('max_value_bytes')} before the query runs)"
-            )
         literal = all(str(o.rex_type()) == "RexType.Literal" for o in operands)
-        built = max(value, 0) * BYTES_PER_CHARACTER * (1 if literal else ROWS_PER_BATCH)
-        if built > cap:
-            where = "" if literal else f" for a batch of {ROWS_PER_BATCH} values"
+        if name in LENGTH_ARGUMENT:
+            count, each, what = self._padded(name, operands), BYTES_PER_CHARACTER, "characters"
+        elif name == "array_repeat":
+            count, each, what = self._repeated(operands), _literal_bytes(operands[0]), "elements"
+        else:
+            count, each, what = self._series(name, operands), BYTES_PER_INTEGER, "elements"
+        once = literal and self._once
+        built = count * each * (1 if once else ROWS_PER_BATCH)
+        if built > self._limits.max_value_bytes:
+            where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
             raise ValueTooLarge(
-                f"{name} to {value} characters may build {built} bytes{where}, more than "
+                f"{name} to {count} {what} may build {built} bytes{where}, more than "
                 f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
+
+    def _padded(self, name: str, operands: list[Any]) -> int:
+        value = _integer(operands[1]) if len(operands) > 1 else None
+        if value is None:
+            raise self._unsized(f"{name}'s length must be an integer literal")
+        return max(value, 0)
+
+    def _repeated(self, operands: list[Any]) -> int:
+        count = _integer(operands[1]) if len(operands) > 1 else None
+        if count is None:
+            raise self._unsized("array_repeat's count must be an integer literal")
+        if str(operands[0].rex_type()) != "RexType.Literal":
+            raise self._unsized("array_repeat's element must be a literal")
+        return max(count, 0)
+
+    def _series(self, name: str, operands: list[Any]) -> int:
+        bounds = [_integer(o) for o in operands]
+        if not 1 <= len(bounds) <= 3 or any(b is None for b in bounds):
+            raise self._unsized(f"{name}'s bounds and step must be integer literals")
+        if len(bounds) == 1:
+            bounds = [0, *bounds]  # range(stop) starts at 0
+        start, stop, step = (*bounds, 1) if len(bounds) == 2 else bounds
+        if step == 0:
+            return 0  # DataFusion refuses it
+        if name == "generate_series":  # its stop is included
+            stop += 1 if step > 0 else -1
+        return max(0, -((start - stop) // step))  # ceil((stop - start) / step), any size
+
+    def _unsized(self, what: str) -> ValueTooLarge:
+        return ValueTooLarge(
+            f"{what} (what it builds is checked against {self._limits.named('max_value_bytes')} "
+            "before the query runs)"
+        )
+
+
+def _evaluated_once(node: Any, variant: Any) -> bool:
+    """Whether ``node`` evaluates its expressions for one row only: a literal call there is one
+    value, not a column of a batch."""
+    if type(variant).__name__ == "Values":
+        return len(variant.values()) <= 1
+    return all(type(child.to_variant()).__name__ == "EmptyRelation" for child in node.inputs())
+
+
+def _literal_bytes(expr: Any) -> int:
+    """The Arrow bytes of a literal as one element of a list (its offsets included), at least 1."""
+    scalar = expr.python_value()
+    return max(1, pa.array([scalar.as_py()], type=scalar.type).nbytes)
 
 
 def _integer(expr: Any) -> int | None:

@@ -1,8 +1,10 @@
 """Memory outside the query pool (issue 44, row 3), measured from outside: one reader's
 ``SELECT length(repeat('x', 2000000000))`` took the server from 0.85 GB to 8.5 GB against a
 1 GiB pool. Now the call is refused before it builds anything, and the server's peak resident
-memory stays within the pool plus 256 MiB. ``lpad`` and ``rpad`` (DataFusion's, checked at
-planning: ``query.value_bounds``) likewise."""
+memory stays within the pool plus 256 MiB. ``lpad``, ``rpad``, ``array_repeat`` and the scalar
+``range``/``generate_series`` (DataFusion's, checked at planning: ``query.value_bounds``)
+likewise: 5×10^7 elements of ``array_repeat`` / ``range`` took a server with a 64 MiB pool to a
+peak of 931 / 549 MiB."""
 
 from __future__ import annotations
 
@@ -81,11 +83,36 @@ def test_lpad_and_rpad_past_the_cap_are_refused_within_the_memory_bound(
 
 
 @pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT cardinality(array_repeat(1, 100000000)) AS n",
+        "SELECT cardinality(list_repeat('abcdefgh', 20000000)) AS n",
+        "SELECT cardinality(range(100000000)) AS n",
+        "SELECT cardinality(generate_series(1, 100000000)) AS n",
+        "SELECT max(cardinality(range(1000))) AS n FROM w.ns.t",  # each list fits, a batch does not
+    ],
+    ids=["array_repeat", "list_repeat-string", "range", "generate_series", "range-per-batch"],
+)
+def test_list_builders_past_the_cap_are_refused_within_the_memory_bound(
+    server: tuple[psutil.Process, str], sql: str
+) -> None:
+    process, uri = server
+    client, options = login(uri)
+    with pytest.raises(pa.ArrowInvalid, match=r"more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
+
+
+@pytest.mark.parametrize(
     ("sql", "n"),
     [
         ("SELECT length(repeat('ab', 1000000)) AS n", 2000000),
         ("SELECT length(lpad('x', 1000000, 'ab')) AS n", 1000000),
         ("SELECT max(length(rpad(s, 20, '.'))) AS n FROM w.ns.t", 20),
+        ("SELECT cardinality(array_repeat('ab', 1000000)) AS n", 1000000),
+        ("SELECT cardinality(range(1000000)) AS n", 1000000),
+        ("SELECT cardinality(generate_series(1, 10)) AS n", 10),
+        ("SELECT max(cardinality(range(10))) AS n FROM w.ns.t", 10),
     ],
 )
 def test_values_within_the_cap_still_answer(server: tuple[psutil.Process, str], sql: str, n: int) -> None:

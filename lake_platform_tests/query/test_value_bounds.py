@@ -1,7 +1,8 @@
-"""``lpad`` and ``rpad`` under ``max_value_bytes`` (issue 44, row 3), checked at planning: a length
-that is not an integer literal, or one that could build more than the cap (for one value when
-every argument is a literal, else for a batch), is refused before anything runs; a call the
-check cannot see is refused too. Below the cap the answers are DataFusion's."""
+"""``lpad``, ``rpad``, ``array_repeat`` and the scalar ``range``/``generate_series`` under
+``max_value_bytes`` (issue 44), checked at planning: a size not given by literals, or one that
+could build more than the cap (for one value when every argument is a literal and the query
+has no ``FROM``, else for a batch), is refused before anything runs; a call the check cannot see
+is refused too. Below the cap the answers are DataFusion's."""
 
 from __future__ import annotations
 
@@ -32,7 +33,34 @@ def ctx() -> SessionContext:
         ("SELECT x FROM t ORDER BY lpad(s, 100000)", "lpad to 100000 characters"),
         ("SELECT rpad(s, x) FROM t", "rpad's length must be an integer literal"),
         ("SELECT lpad('x', 1000000000 * 2)", "lpad's length must be an integer literal"),
-        ("SELECT x FROM t WHERE x IN (SELECT length(lpad(s, 5)) FROM t)", "lpad or rpad in a subquery"),
+        ("SELECT x FROM t WHERE x IN (SELECT length(lpad(s, 5)) FROM t)", "in a subquery"),
+        # a literal made a column of a batch: one copy per row
+        ("SELECT lpad('x', 1000000) AS r FROM t", "may build 131072000000 bytes for a batch of 32768 values"),
+        (
+            "SELECT array_repeat(1, 50000000)",
+            "array_repeat to 50000000 elements may build 400000000 bytes, more",
+        ),
+        (
+            "SELECT list_repeat('abcdefgh', 10000000)",
+            "array_repeat to 10000000 elements may build 120000000 bytes",
+        ),
+        ("SELECT array_repeat(x, 2) FROM t", "array_repeat's element must be a literal"),
+        ("SELECT array_repeat(1, x) FROM t", "array_repeat's count must be an integer literal"),
+        ("SELECT cardinality(array_repeat(1, 300)) FROM t", "for a batch of 32768 values"),
+        ("SELECT range(50000000)", "range to 50000000 elements may build 400000000 bytes, more"),
+        ("SELECT range(8388609)", "range to 8388609 elements"),
+        ("SELECT range(-100000000, 0, 10)", "range to 10000000 elements"),
+        ("SELECT generate_series(0, 8388608)", "generate_series to 8388609 elements"),
+        ("SELECT range(-9223372036854775807, 9223372036854775807)", "range to 18446744073709551614 elements"),
+        ("SELECT generate_series(10, -90000000, -3)", "generate_series to 30000004 elements"),
+        ("SELECT range(x) FROM t", "range's bounds and step must be integer literals"),
+        (
+            "SELECT generate_series(1, 10, x) FROM t",
+            "generate_series's bounds and step must be integer literals",
+        ),
+        ("SELECT range(DATE '2020-01-01', DATE '2021-01-01', INTERVAL '1' DAY)", "must be integer literals"),
+        ("SELECT x FROM t WHERE x IN (SELECT cardinality(range(5)) FROM t)", "in a subquery"),
+        ("SELECT x FROM t WHERE x IN (SELECT cardinality(array_repeat(1, 5)) FROM t)", "in a subquery"),
         ("SELECT count(*) FILTER (WHERE lpad(s, 5) > 'a') FROM t", r"in an expression \(AggregateFunction\)"),
         ("SELECT sum(x) OVER (PARTITION BY lpad(s, 1)) FROM t", r"in a plan node \(WindowAggr\)"),
     ],
@@ -54,6 +82,14 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
         "SELECT lpad(s, 5) AS r FROM t WHERE lpad(s, 3, 'x') > '1' GROUP BY lpad(s, 5)",
         "SELECT lpad('x', -5) AS r",
         "SELECT 'lpad(' AS r",
+        "SELECT range(8388608) AS r",
+        "SELECT generate_series(0, 8388607) AS r",
+        "SELECT range(10, 0, -1) AS r",
+        "SELECT list_repeat('ab', 1000) AS r",
+        "SELECT array_repeat(NULL, 100) AS r",
+        "SELECT x, range(1, 10) AS r FROM t WHERE x > 1",
+        "SELECT value FROM range(1, 100000000) LIMIT 1",  # the table function, which streams
+        "SELECT count(*) AS n FROM generate_series(1, 100000000)",
     ],
 )
 def test_calls_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
