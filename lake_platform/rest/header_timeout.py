@@ -8,8 +8,9 @@ a class that builds uvicorn's own protocol with the same arguments and forwards 
 asyncio.Protocol call to it, arming a timer when the connection opens; and uvicorn calls the
 ASGI app exactly when a request's headers are complete, so ``app()`` wraps the app to disarm
 that connection's timer (found by the scope's ``client``/``server``, which uvicorn takes from the
-transport's peer and local addresses) and re-arm it once the request is answered, for the next
-request on a keep-alive connection.
+transport's peer and local addresses). Once a request is answered, the next bytes on the
+connection arm the timer again: an idle kept-alive connection is LAKE_REST_KEEP_ALIVE_SECONDS'
+(uvicorn's), the next request's headers are timed from its first byte.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class HeaderDeadlines:
                 self.inner.connection_lost(exc)
 
             def data_received(self, data: bytes) -> None:
+                if self.deadline is not None:
+                    self.deadline.received()
                 self.inner.data_received(data)
 
             def eof_received(self) -> bool | None:
@@ -66,7 +69,8 @@ class HeaderDeadlines:
         return HeaderTimedProtocol
 
     def app(self, app: ASGIApp) -> ASGIApp:
-        """``app``, disarming its connection's timer while a request runs."""
+        """``app``, disarming its connection's timer from the request's start (its headers are
+        complete) until the next request's first bytes."""
 
         async def timed(scope: Scope, receive: Receive, send: Send) -> None:
             deadline = self.connections.get(_scope_addresses(scope)) if scope["type"] != "lifespan" else None
@@ -77,7 +81,7 @@ class HeaderDeadlines:
             try:
                 await app(scope, receive, send)
             finally:
-                deadline.arm()  # the next request on this keep-alive connection
+                deadline.answered()
 
         return timed
 
@@ -100,13 +104,24 @@ class _Deadline:
         self.transport = transport
         self.timer: asyncio.TimerHandle | None = None
         self.open = True
+        self.idle = False  # answered; the next bytes start the next request's headers
 
     def arm(self) -> None:
         self.disarm()
         if self.open:
             self.timer = asyncio.get_running_loop().call_later(self.owner.seconds, self.expire)
 
+    def answered(self) -> None:
+        self.disarm()
+        self.idle = True
+
+    def received(self) -> None:
+        if self.idle:
+            self.idle = False
+            self.arm()
+
     def disarm(self) -> None:
+        self.idle = False
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None

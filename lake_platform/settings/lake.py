@@ -121,7 +121,8 @@ class LakeSettings(BaseSettings):
         gt=0,
         le=3600,
         description="Longest time to receive a request's headers (from the connection's opening, or "
-        "from the previous answer on a keep-alive connection); a slower connection is closed.",
+        "from the first byte of the next request on a keep-alive connection); a slower connection "
+        "is closed.",
     )
     rest_max_connections: int = Field(
         1000,
