@@ -186,24 +186,7 @@ class Alter:
 
     def drop_columns(self, name: str, columns: list[str], *, by: Provenance = UNSTATED) -> CommitResult:
         """Drop ``columns`` in one commit (all or none)."""
-        if not isinstance(columns, list) or not columns:
-            raise InvalidInput("name at least one column to drop")
-        for column in columns:
-            check_column_name(column)
-        if len(set(columns)) != len(columns):
-            raise InvalidInput("a column is named twice")
-
-        def change(schema: pa.Schema) -> pa.Schema:
-            for column in columns:
-                _require(schema, column)
-            if len(schema) == len(columns):
-                raise TableSchemaValidationError(
-                    f"cannot drop {', '.join(columns)}: that is the table's only column, or all of them"
-                )
-            for column in columns:
-                schema = schema.remove(schema.get_field_index(column))
-            return schema
-
+        change = dropping(columns)
         return self._alter(
             name,
             "drop-column",
@@ -230,28 +213,7 @@ class Alter:
         self, name: str, renames: dict[str, str], *, by: Provenance = UNSTATED
     ) -> CommitResult:
         """Rename columns (old -> new) in one commit (all or none)."""
-        if not isinstance(renames, dict) or not renames:
-            raise InvalidInput("name at least one column to rename")
-        for old, new in renames.items():
-            check_column_name(old)
-            check_column_name(new, "new column name")
-        if len(set(renames.values())) != len(renames):
-            raise InvalidInput("two columns cannot take the same new name")
-
-        def change(schema: pa.Schema) -> pa.Schema:
-            for old in renames:
-                _require(schema, old)
-            kept = set(schema.names) - set(renames)
-            for old, new in renames.items():
-                if new in kept:
-                    raise TableSchemaValidationError(
-                        f"cannot rename {old} to {new}: column {new} already exists"
-                    )
-            for old, new in renames.items():
-                i = schema.get_field_index(old)
-                schema = schema.set(i, schema.field(i).with_name(new))
-            return schema
-
+        change = renaming(renames)
         detail: dict[str, object] = (
             {"column": next(iter(renames)), "new_name": next(iter(renames.values()))}
             if len(renames) == 1
@@ -314,6 +276,56 @@ class Alter:
         return self.commits.result(pending, str(tname))
 
 
-def _require(schema: pa.Schema, column: str) -> None:
+def dropping(columns: list[str], owner: str = "table") -> Callable[[pa.Schema], pa.Schema]:
+    """The schema change dropping ``columns`` (all or none) from a table's or a branch's
+    (``owner``) schema; bad names are refused here, before anything is read."""
+    if not isinstance(columns, list) or not columns:
+        raise InvalidInput("name at least one column to drop")
+    for column in columns:
+        check_column_name(column)
+    if len(set(columns)) != len(columns):
+        raise InvalidInput("a column is named twice")
+
+    def change(schema: pa.Schema) -> pa.Schema:
+        for column in columns:
+            _require(schema, column, owner)
+        if len(schema) == len(columns):
+            raise TableSchemaValidationError(
+                f"cannot drop {', '.join(columns)}: that is the table's only column, or all of them"
+            )
+        for column in columns:
+            schema = schema.remove(schema.get_field_index(column))
+        return schema
+
+    return change
+
+
+def renaming(renames: dict[str, str], owner: str = "table") -> Callable[[pa.Schema], pa.Schema]:
+    """The schema change renaming columns (old -> new, all or none) in a table's or a branch's
+    (``owner``) schema; bad names are refused here, before anything is read."""
+    if not isinstance(renames, dict) or not renames:
+        raise InvalidInput("name at least one column to rename")
+    for old, new in renames.items():
+        check_column_name(old)
+        check_column_name(new, "new column name")
+    if len(set(renames.values())) != len(renames):
+        raise InvalidInput("two columns cannot take the same new name")
+
+    def change(schema: pa.Schema) -> pa.Schema:
+        for old in renames:
+            _require(schema, old, owner)
+        kept = set(schema.names) - set(renames)
+        for old, new in renames.items():
+            if new in kept:
+                raise TableSchemaValidationError(f"cannot rename {old} to {new}: column {new} already exists")
+        for old, new in renames.items():
+            i = schema.get_field_index(old)
+            schema = schema.set(i, schema.field(i).with_name(new))
+        return schema
+
+    return change
+
+
+def _require(schema: pa.Schema, column: str, owner: str = "table") -> None:
     if column not in schema.names:
-        raise TableColumnNotFound(f"no column {column} (the table has {', '.join(schema.names)})")
+        raise TableColumnNotFound(f"no column {column} (the {owner} has {', '.join(schema.names)})")

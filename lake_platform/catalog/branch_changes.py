@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.catalog.alter import check_column_name
+from lake_platform.catalog.alter import check_column_name, dropping, renaming
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
@@ -24,13 +24,12 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.row_changes import RowChange
+from lake_platform.catalog.row_changes import RowChange, check_merge_insert
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
     Protected,
-    TableColumnNotFound,
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
@@ -103,13 +102,7 @@ class BranchChanges:
     ) -> RowChange:
         """Merge ``data`` into the branch on the key columns ``on`` (as ``rows.merge_insert``
         does into main); logged ``merge``."""
-        if not on or not all(isinstance(c, str) and c for c in on):
-            raise InvalidInput("merge_insert needs the key columns (on)")
-        if not (update_matched or insert_unmatched or delete_unmatched_by_source):
-            raise InvalidInput("merge_insert must update, insert or delete something")
-        missing = [c for c in on if c not in data.schema.names]
-        if missing:
-            raise InvalidInput(f"the data has no key column {missing[0]!r}")
+        check_merge_insert(on, data, update_matched or insert_unmatched or delete_unmatched_by_source)
 
         def check(schema: pa.Schema) -> pa.Schema:
             absent = [c for c in [*on, *data.schema.names] if c not in schema.names]
@@ -221,27 +214,7 @@ class BranchChanges:
         self, name: str, branch: str, renames: dict[str, str], *, by: Provenance = UNSTATED
     ) -> CommitResult:
         """Rename the branch's columns (old -> new) in one commit (admin, as on main)."""
-        if not isinstance(renames, dict) or not renames:
-            raise InvalidInput("name at least one column to rename")
-        for old, new in renames.items():
-            check_column_name(old)
-            check_column_name(new, "new column name")
-        if len(set(renames.values())) != len(renames):
-            raise InvalidInput("two columns cannot take the same new name")
-
-        def plan(schema: pa.Schema) -> pa.Schema:
-            for old in renames:
-                _require(schema, old)
-            kept = set(schema.names) - set(renames)
-            for old, new in renames.items():
-                if new in kept:
-                    raise TableSchemaValidationError(
-                        f"cannot rename {old} to {new}: column {new} already exists"
-                    )
-            for old, new in renames.items():
-                i = schema.get_field_index(old)
-                schema = schema.set(i, schema.field(i).with_name(new))
-            return schema
+        plan = renaming(renames, "branch")
 
         def rename(ds: Any) -> dict[str, int]:
             changes.rename_columns(ds, renames)
@@ -256,23 +229,7 @@ class BranchChanges:
     ) -> CommitResult:
         """Drop the branch's ``columns`` in one commit (admin, and refused on a protected table,
         as on main: publishing would hide them from main's readers)."""
-        if not isinstance(columns, list) or not columns:
-            raise InvalidInput("name at least one column to drop")
-        for column in columns:
-            check_column_name(column)
-        if len(set(columns)) != len(columns):
-            raise InvalidInput("a column is named twice")
-
-        def plan(schema: pa.Schema) -> pa.Schema:
-            for column in columns:
-                _require(schema, column)
-            if len(schema) == len(columns):
-                raise TableSchemaValidationError(
-                    f"cannot drop {', '.join(columns)}: that is the table's only column, or all of them"
-                )
-            for column in columns:
-                schema = schema.remove(schema.get_field_index(column))
-            return schema
+        plan = dropping(columns, "branch")
 
         def drop(ds: Any) -> dict[str, int]:
             engine.drop_columns(ds, columns)
@@ -373,8 +330,3 @@ class BranchChanges:
     def _require_unprotected(self, tname: TableName, operation: str) -> None:
         if operation == "drop-column" and self.ctx.table(tname)[0].protected:
             raise Protected(f"table {tname} is protected; unprotect it to drop a column (on any branch)")
-
-
-def _require(schema: pa.Schema, column: str) -> None:
-    if column not in schema.names:
-        raise TableColumnNotFound(f"no column {column} (the branch has {', '.join(schema.names)})")

@@ -93,13 +93,7 @@ class RowChanges:
         """Merge ``data`` on the key columns ``on``: matched rows updated (where
         ``update_matched_if`` holds), unmatched ones inserted, target rows the data does not
         match deleted (where ``delete_unmatched_by_source_if`` holds), as asked."""
-        if not on or not all(isinstance(c, str) and c for c in on):
-            raise InvalidInput("merge_insert needs the key columns (on)")
-        if not (update_matched or insert_unmatched or delete_unmatched_by_source):
-            raise InvalidInput("merge_insert must update, insert or delete something")
-        missing = [c for c in on if c not in data.schema.names]
-        if missing:
-            raise InvalidInput(f"the data has no key column {missing[0]!r}")
+        check_merge_insert(on, data, update_matched or insert_unmatched or delete_unmatched_by_source)
 
         def change(ds: Any, *_: object) -> dict[str, int]:
             return changes.merge_insert(
@@ -232,3 +226,15 @@ def check_predicate(predicate: object) -> None:
     refused there, before anything is written)."""
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidInput("the predicate must be a SQL filter")
+
+
+def check_merge_insert(on: Sequence[str], data: pa.RecordBatchReader, acts: bool) -> None:
+    """A merge-insert's request, refused before anything is read: key columns named and in
+    ``data``, and something to do (``acts``: it updates, inserts or deletes)."""
+    if not on or not all(isinstance(c, str) and c for c in on):
+        raise InvalidInput("merge_insert needs the key columns (on)")
+    if not acts:
+        raise InvalidInput("merge_insert must update, insert or delete something")
+    missing = [c for c in on if c not in data.schema.names]
+    if missing:
+        raise InvalidInput(f"the data has no key column {missing[0]!r}")
