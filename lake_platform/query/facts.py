@@ -44,7 +44,7 @@ class PlanFacts:
     def point(self) -> bool:
         """A filter of the (unoptimized) plan compares a column to literals (``id = 5``, an OR
         or IN list of such): a point or key lookup, answered by one stream."""
-        return _any_node(
+        return any_node(
             self.df.logical_plan(), lambda kind, v: kind == "Filter" and bool(lookup_exprs(v.predicate()))
         )
 
@@ -81,7 +81,7 @@ class PlanFacts:
         moves ``ORDER BY ... LIMIT n`` into the sort and a plain ``LIMIT`` into the scan)."""
         if self.point:
             return False
-        return not _any_node(self.df.optimized_logical_plan(), _returns_few_rows)
+        return not any_node(self.df.optimized_logical_plan(), _returns_few_rows)
 
 
 def _returns_few_rows(kind: str, variant: Any) -> bool:
@@ -104,7 +104,7 @@ def sorted_on_top(root: Any) -> bool:
         node = inputs[0]
 
 
-def _any_node(root: Any, test: Callable[[str, Any], bool]) -> bool:
+def any_node(root: Any, test: Callable[[str, Any], bool]) -> bool:
     """Whether ``test(kind, variant)`` holds for any node of the plan ``root``."""
     stack = [root]
     while stack:

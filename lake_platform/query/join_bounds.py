@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lake_platform.query.errors import JoinTooLarge
+from lake_platform.query.facts import any_node
 from lake_platform.query.limits import QueryLimits
 
 #: Counts a table's rows: its fully qualified name (warehouse, schema, table as the plan
@@ -47,7 +48,7 @@ def check_joins(df: Any, rows_of: RowsOf, limits: QueryLimits) -> None:
     than ``limits.max_join_pairs`` row pairs (0: no limit). A plan with no such join costs one
     walk of its unoptimized logical plan."""
     cap = limits.max_join_pairs
-    if not cap or not _has_join(df.logical_plan()):
+    if not cap or not any_node(df.logical_plan(), lambda kind, _: kind == "Join"):
         return
     bounds = _Bounds(df, rows_of)
     pairs = bounds.largest_pairs(df.optimized_logical_plan())
@@ -57,16 +58,6 @@ def check_joins(df: Any, rows_of: RowsOf, limits: QueryLimits) -> None:
             f"a join without an equality condition would compare {shown} row pairs, more than "
             f"{limits.named('max_join_pairs')}; join on equal keys, or filter or limit its inputs"
         )
-
-
-def _has_join(root: Any) -> bool:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if type(node.to_variant()).__name__ == "Join":
-            return True
-        stack.extend(node.inputs())
-    return False
 
 
 class _Bounds:
