@@ -145,12 +145,7 @@ class Alter:
         """Add columns whose values are SQL expressions over each row (the Lance Namespace's
         AlterTableAddColumns): one commit; Lance writes the new columns' data. Each column's
         type is what the expression yields over the current version."""
-        if not isinstance(expressions, dict) or not expressions:
-            raise InvalidInput("name at least one column to add, each with its SQL expression")
-        for column, expression in expressions.items():
-            check_column_name(column)
-            if not isinstance(expression, str) or not expression.strip():
-                raise InvalidInput(f"column {column}: the expression must be a non-empty SQL expression")
+        check_expressions(expressions)
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
@@ -274,6 +269,17 @@ class Alter:
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(record, pending)
         return self.commits.result(pending, str(tname))
+
+
+def check_expressions(expressions: dict[str, str]) -> None:
+    """Computed columns' request (column name -> SQL expression), refused before anything is
+    read: at least one, each a valid column name with a non-empty expression."""
+    if not isinstance(expressions, dict) or not expressions:
+        raise InvalidInput("name at least one column to add, each with its SQL expression")
+    for column, expression in expressions.items():
+        check_column_name(column)
+        if not isinstance(expression, str) or not expression.strip():
+            raise InvalidInput(f"column {column}: the expression must be a non-empty SQL expression")
 
 
 def dropping(columns: list[str], owner: str = "table") -> Callable[[pa.Schema], pa.Schema]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lake_platform.catalog.alter import check_column_name, dropping, renaming
+from lake_platform.catalog.alter import check_expressions, dropping, renaming
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
@@ -177,12 +177,7 @@ class BranchChanges:
     ) -> CommitResult:
         """Add columns whose values are SQL expressions over each of the branch's rows (writer
         role); logged ``add-columns``."""
-        if not isinstance(expressions, dict) or not expressions:
-            raise InvalidInput("name at least one column to add, each with its SQL expression")
-        for column, expression in expressions.items():
-            check_column_name(column)
-            if not isinstance(expression, str) or not expression.strip():
-                raise InvalidInput(f"column {column}: the expression must be a non-empty SQL expression")
+        check_expressions(expressions)
         fields: list[pa.Field] = []
 
         def add(ds: Any) -> dict[str, int]:
