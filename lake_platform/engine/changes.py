@@ -101,38 +101,30 @@ def stage_replace(
     data: pa.RecordBatchReader,
     storage_options: dict[str, str] | None,
 ) -> StagedReplace:
-    """Prepare the replacement of the rows ``predicate`` selects by ``data``: the matching
-    fragments' new deletion vectors (``LanceFragment.delete``; a fragment left empty is
-    removed) and ``data`` written as new fragments (``write_fragments``), all as one ``Update``
-    operation for :func:`commit_staged`. Nothing is visible until it commits.
+    """Prepare the replacement of the rows ``predicate`` selects by ``data`` as one ``Update``
+    operation for :func:`commit_staged`; nothing is visible until it commits.
 
-    ``ds.delete`` then ``ds.insert`` would be two versions, and a merge-insert keyed on every
-    column collapses identical rows; this keeps each row of ``data``. Only the fragments the
-    predicate matches get a deletion vector (found by one filtered scan of row addresses, which
-    scalar indexes and statistics prune); a bad predicate raises before any file is written."""
+    The deletion is a merge-insert that only deletes, left uncommitted: against an empty source
+    every row is "not matched by source", so ``when_not_matched_by_source_delete(predicate)``
+    writes the matching fragments' deletion vectors (a fragment left empty is removed) and
+    ``execute_uncommitted`` hands them back in an ``Update``. ``data`` is written as new
+    fragments (``write_fragments``) and joins that ``Update``. Public pylance only: a
+    merge-insert that inserts ``data`` itself would match its rows against the table's on the
+    join key and drop or collapse them, and ``ds.delete`` then ``ds.insert`` is two versions.
+    Every row of ``data`` lands, identical ones too. A bad predicate raises before ``data`` is
+    read."""
     import lance
-    import pyarrow.compute as pc
     from lance.fragment import write_fragments
 
-    matched = 0
-    touched: set[int] = set()
-    scan = ds.scanner(columns=[], filter=predicate, with_row_address=True)
-    for batch in scan.to_batches():  # row addresses only, a batch at a time
-        matched += batch.num_rows
-        touched.update(pc.unique(pc.shift_right(batch.column("_rowaddr"), 32)).to_pylist())
-    removed: list[int] = []
-    updated = []
-    for fragment_id in sorted(touched):
-        after = ds.get_fragment(fragment_id).delete(predicate)
-        if after is None:
-            removed.append(fragment_id)
-        else:
-            updated.append(after)
+    deleting = ds.merge_insert([ds.schema.names[0]]).when_not_matched_by_source_delete(predicate)
+    deletion, stats = deleting.execute_uncommitted(ds.schema.empty_table())
     new = write_fragments(data, ds, data.schema, mode="append", storage_options=storage_options or None)
     operation = lance.LanceOperation.Update(
-        removed_fragment_ids=removed, updated_fragments=updated, new_fragments=new
+        removed_fragment_ids=list(deletion.operation.removed_fragment_ids),
+        updated_fragments=list(deletion.operation.updated_fragments),
+        new_fragments=new,
     )
-    return StagedReplace(operation, int(ds.version), matched)
+    return StagedReplace(operation, int(deletion.read_version), int(stats["num_deleted_rows"]))
 
 
 @engine_call
