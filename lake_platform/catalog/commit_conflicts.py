@@ -22,6 +22,7 @@ from typing import NoReturn
 from lake_platform.catalog.bypasses import report_bypass
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.transaction_recovery import resolve_version
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -212,7 +213,9 @@ class CommitConflicts:
         """The commit's one registry transaction. Should version ``version``'s key be taken by a
         record an interrupted publish left above the head (``branch_publish``), which no reader
         reaches, the writer holding the lease removes it and commits once more (under a free
-        lease: LeaseRaced, made again under an acquired one)."""
+        lease: LeaseRaced, made again under an acquired one). A multi-table commit's version
+        there is resolved through its transaction record: cleared (not committed) and the commit
+        made once more, or the head moved to it (committed) and this commit refused, to retry."""
         try:
             return self.store.transact(ops)
         except ConditionFailed as exc:
@@ -222,6 +225,14 @@ class CommitConflicts:
         if self.unacquired:
             raise self._raced_by(
                 LeaseRaced(f"version {version} of {self.name} must be cleared under the lease")
+            )
+        # A multi-table commit's version (``transaction_chunks``): completed or cleared first.
+        outcome = resolve_version(self.store, item, version - 1, leased=True)
+        if outcome == "aborted":
+            return self.store.transact(ops)
+        if outcome is not None:
+            raise ConcurrentModification(
+                f"version {version} of {self.name} belongs to a multi-table commit ({outcome}); retry"
             )
         try:
             with self.lease.fenced() as fence:

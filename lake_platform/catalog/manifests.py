@@ -15,6 +15,7 @@ from lake_platform.catalog.bypasses import bypassed_versions, report_bypass
 from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.transaction_recovery import clear_above
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.manifests import manifest_mtime, names_not_older
 from lake_platform.engine.staging import canonical_versions, staging_manifests
@@ -249,7 +250,13 @@ class Manifests:
             if version > record.current_version:
                 written = manifest_mtime(record.location, path, storage)
                 if written is not None and time.time() - written > self._commit_window():
-                    dead.append(path)
+                    # Unless a multi-table commit registered it above the head (its record resolves it).
+                    item = self.ctx.store.get(keys.version(record.incarnation, version))
+                    above = decode(VersionRecord, item.value, item.key) if item is not None else None
+                    if above is None or name not in {
+                        p.rpartition("/")[2] for p in (above.manifest_path, above.staged_from or "")
+                    }:
+                        dead.append(path)
                 continue
             item = self.ctx.store.get(keys.version(record.incarnation, version))
             if item is not None:
@@ -298,15 +305,22 @@ class Manifests:
                 return []  # a missing registered manifest: reads and checks report that
 
     def repair_table(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, list[Any]]:
-        """A maintenance step: finish every version whose writer stopped before finalizing it,
-        quarantine manifests written around the registry, and remove the staging manifests of
-        commits that never registered (``remove_dead_staging``). Idempotent; changes no data."""
+        """A maintenance step: complete or clear a multi-table commit whose version sits above
+        the head (``transaction_recovery``), finish every version whose writer stopped before
+        finalizing it, quarantine manifests written around the registry, and remove the staging
+        manifests of commits that never registered (``remove_dead_staging``). Idempotent;
+        changes no data."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
         record, _ = self.ctx.table(tname)
-        with self.ctx.gate.hold(record.incarnation):
-            record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+        with self.ctx.gate.hold(record.incarnation) as lease:
+            table, above = self.ctx.store.get_many(
+                [keys.table(tname), keys.version(record.incarnation, record.current_version + 1)]
+            )
+            if clear_above(self.ctx.store, [(lease, table, above)]):  # a multi-table commit's
+                table = self.ctx.store.get(keys.table(tname))
+            record, _ = self.ctx.table(tname, incarnation=record.incarnation, item=table)
             finalized = self._finish_all(record, leased=True)
             try:
                 quarantined = self.settle(tname, record)

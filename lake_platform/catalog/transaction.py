@@ -12,15 +12,20 @@ leaving the block without an exception commits them:
 3. ONE registry transaction registers every version, moves every table's head, appends every
    log entry and commit marker and releases every lease (SQLite: one transaction; DynamoDB: one
    TransactWriteItems). A failure before it leaves nothing visible; the staging files are
-   removed here when possible, else by the next writer's settle or the orphan scan;
+   removed here when possible, else by the next writer's settle or the orphan scan. When the
+   ops do not fit one registry write, the commit spans several, through a transaction record
+   whose one conditional update is the commit point (``transaction_chunks``);
 4. each manifest is published at its canonical path, as a single-table commit does; a crash
    here leaves versions registered at their canonical path with ``staged_from`` set, which the
    next reader or writer publishes (``manifests.finish_version``).
 
 A table costs ``OPS_PER_TABLE`` registry operations (plus two per schema step an evolving
-append takes), and one registry transaction carries at most the backend's ``max_transact_ops``:
-hence ``max_tables`` (SQLite: 2,000 tables; DynamoDB, one TransactWriteItems of 100 items: 19).
-A transaction over it is refused (TransactionTooLarge) before any lease is taken or byte written.
+append takes), and one registry transaction carries at most the backend's ``max_transact_ops``
+(SQLite: 2,000 tables; DynamoDB, one TransactWriteItems of 100 items: 19); over several, a
+transaction takes ``MAX_CHUNKED_TABLES`` (``max_tables``). One over it is refused
+(TransactionTooLarge) before any lease is taken or byte written. Before staging, under the
+leases, a record above a table's head (a killed publish's, or another transaction's) is
+cleared or, if its transaction committed, completed (``transaction_recovery``).
 Each table's commit id is the transaction's with ``-t<i>`` appended (``i`` in sorted-name order),
 so a transaction given a commit id replays like a single commit.
 """
@@ -38,7 +43,15 @@ from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.staging_pool import stage_all
 from lake_platform.catalog.table_write import TableWrite
-from lake_platform.catalog.transaction_ops import OPS_PER_TABLE, max_tables, table_ops, too_large
+from lake_platform.catalog.transaction_chunks import commit_chunked
+from lake_platform.catalog.transaction_ops import (
+    OPS_PER_TABLE,
+    max_tables,
+    one_write_ops,
+    table_ops,
+    too_large,
+)
+from lake_platform.catalog.transaction_recovery import clear_above
 from lake_platform.catalog.transaction_unacquired import read_ahead, rewind, unacquired_lease
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -65,10 +78,13 @@ class Transaction:
     """The writes of one atomic multi-table commit (see the module docstring). Recording a write
     reads nothing; ``commit`` (called on leaving the ``with`` block) does all the work."""
 
-    def __init__(self, tables: Tables, by: Provenance = UNSTATED) -> None:
+    def __init__(self, tables: Tables, by: Provenance = UNSTATED, *, max_ops: int | None = None) -> None:
         self._tables = tables
         self._ctx = tables.ctx
         self._by = by
+        #: Registry operations one registry write of this transaction carries: the backend's
+        #: (a smaller ``max_ops`` spreads the commit over several writes on any backend).
+        self._limit = min(max_ops or tables.ctx.store.max_transact_ops, tables.ctx.store.max_transact_ops)
         self.commit_id = check_commit_id(by.commit_id)
         self._writes: dict[str, TableWrite] = {}
         #: Set once committed: one result per table, in sorted name order.
@@ -128,9 +144,6 @@ class Transaction:
         ):
             w.table_item = table_item
             self._plan(w, who, parent_item, table_item)
-        steps = sum(len(w.change.steps) if w.change else 0 for w in writes)
-        if OPS_PER_TABLE * len(writes) + 2 * steps > self._ctx.store.max_transact_ops:
-            raise too_large(self._ctx.store, len(writes), steps)
         if not self._commit_unacquired(writes, who):
             self._commit_leased(writes, who)
         self._ctx.at("transaction:registered")
@@ -148,9 +161,13 @@ class Transaction:
                 self._ctx.at(f"transaction:leased:{w.name}")
             try:
                 # Re-read under the leases: every table with its current version's record (the
-                # settle needs it), in one registry request.
+                # settle needs it) and the one above it, in one registry request; a record above
+                # a head is cleared or completed (its transaction committed) first.
                 heads = self._read_pairs(writes, self._head_keys)
-                self._stage_all(writes, who, heads)
+                above = [(w.lease, table, up) for w, (table, _, up) in zip(writes, heads, strict=True)]
+                if clear_above(self._ctx.store, above):
+                    heads = self._read_pairs(writes, self._head_keys)
+                self._stage_all(writes, who, [[table, current] for table, current, _ in heads])
                 self._ctx.at("transaction:staged")
                 self._register(writes)
             except BaseException:
@@ -166,8 +183,8 @@ class Transaction:
         read, so it lands only if nobody took a lease since. False when this cannot be tried
         or was refused, with nothing landed: the caller commits the same rows under the leases.
         """
-        if not read_ahead(writes):
-            return False
+        if OPS_PER_TABLE * len(writes) > self._limit or not read_ahead(writes):
+            return False  # several registry writes: under acquired leases only
         ahead = self._read_pairs(writes, self._ahead_keys)
         with contextlib.ExitStack() as turns:
             for w, (lease_item, version_item) in zip(writes, ahead, strict=True):
@@ -231,7 +248,8 @@ class Transaction:
     @staticmethod
     def _head_keys(w: TableWrite) -> list[str]:
         assert w.record is not None
-        return [keys.table(w.name), keys.version(w.record.incarnation, w.record.current_version)]
+        inc, current = w.record.incarnation, w.record.current_version
+        return [keys.table(w.name), keys.version(inc, current), keys.version(inc, current + 1)]
 
     def _plan(self, w: TableWrite, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Identity, parent, permission and schema, before any lease is taken or byte written."""
@@ -324,29 +342,15 @@ class Transaction:
         self._ctx.at("transaction:written")
 
     def _register(self, writes: list[TableWrite]) -> None:
-        """The one registry transaction that makes every table's version visible."""
-        ops: list[Op] = []
-        finals: list[VersionRecord] = []
-        with contextlib.ExitStack() as fences:
-            for w in writes:
-                assert w.lease is not None
-                fences.enter_context(w.lease.fenced())
-            # Each version names the others (readers complete a commit they see part of).
-            got = {str(w.name): w.pending.held[-1][0].version for w in writes if w.pending}
-            for w in writes:
-                table, final = table_ops(self._ctx, w, {n: v for n, v in got.items() if n != str(w.name)})
-                ops += table
-                finals.append(final)
-            try:
-                results = self._ctx.store.transact(ops)
-            except ConditionFailed as exc:
-                raise ConcurrentModification(
-                    f"the transaction {self.commit_id} was refused ({exc.key} changed); nothing was committed"
-                ) from None
-            except ServiceUnavailable:
-                if self._ctx.commit_landed(writes[0].commit_id) is None:
-                    raise
-                results = [None] * len(ops)  # landed: revisions are read back when publishing
+        """The one registry transaction that makes every table's version visible (or, past one
+        registry write, the commit over several, ``transaction_chunks``)."""
+        # Each version names the others (readers complete a commit they see part of).
+        got = {str(w.name): w.pending.held[-1][0].version for w in writes if w.pending}
+        chunked = one_write_ops(writes) > self._limit
+        if chunked:
+            results, finals = commit_chunked(self._ctx, self.commit_id, writes, got, self._limit)
+        else:
+            results, finals = self._register_once(writes, got)
         at = 0
         for w, final in zip(writes, finals, strict=True):
             assert w.pending is not None and w.lease is not None and w.ns is not None
@@ -357,7 +361,8 @@ class Transaction:
                 results[at + 3],
                 results[at + 4],
             )
-            w.lease.released_by_commit(lease_item.revision if lease_item is not None else None)
+            if lease_item is not None or not chunked:  # chunked: released only as its head moved
+                w.lease.released_by_commit(lease_item.revision if lease_item is not None else None)
             pending.from_version = w.ns.record.current_version
             pending.marker_revision = marker_item.revision if marker_item is not None else ABSENT
             pending.versions[final.version] = (final, version_item.revision if version_item else 0)
@@ -371,6 +376,30 @@ class Transaction:
             if table_item is not None:
                 w.ns.record_revision = table_item.revision
             at += OPS_PER_TABLE + 2 * steps
+
+    def _register_once(
+        self, writes: list[TableWrite], got: dict[str, int]
+    ) -> tuple[list[Item | None], list[VersionRecord]]:
+        ops: list[Op] = []
+        finals: list[VersionRecord] = []
+        with contextlib.ExitStack() as fences:
+            for w in writes:
+                assert w.lease is not None
+                fences.enter_context(w.lease.fenced())
+            for w in writes:
+                table, final = table_ops(self._ctx, w, {n: v for n, v in got.items() if n != str(w.name)})
+                ops += table
+                finals.append(final)
+            try:
+                return self._ctx.store.transact(ops), finals
+            except ConditionFailed as exc:
+                raise ConcurrentModification(
+                    f"the transaction {self.commit_id} was refused ({exc.key} changed); nothing was committed"
+                ) from None
+            except ServiceUnavailable:
+                if self._ctx.commit_landed(writes[0].commit_id) is None:
+                    raise
+                return [None] * len(ops), finals  # landed: revisions are read back when publishing
 
     def _publish(self, w: TableWrite) -> None:
         """Put each landed manifest at its canonical path and remove the staging objects; a

@@ -1,7 +1,7 @@
 """The registry side of an atomic multi-table commit (``transaction``): what one table's version
-costs in the one registry transaction, the ops themselves, and the limit per backend that
-follows (``MetaStore.max_transact_ops``: SQLite's one transaction, DynamoDB's one
-TransactWriteItems)."""
+costs in one registry write, the ops themselves, and the limits per backend that follow
+(``MetaStore.max_transact_ops``: SQLite's one transaction, DynamoDB's one TransactWriteItems;
+past it, ``transaction_chunks`` spreads the same ops over several)."""
 
 from __future__ import annotations
 
@@ -20,29 +20,40 @@ if TYPE_CHECKING:
 #: Registry operations one table's version costs in the transaction: its version record, its
 #: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).
 OPS_PER_TABLE = 5
+#: The most tables a transaction spanning several registry writes takes (``transaction_chunks``):
+#: its record (every table's log entry and marker) stays far below DynamoDB's 400 KB item, and
+#: each table's new version names every other one.
+MAX_CHUNKED_TABLES = 200
+
+
+def one_write_ops(writes: list[TableWrite]) -> int:
+    """The registry operations ``writes`` (staged) take in one registry write."""
+    return sum(OPS_PER_TABLE + 2 * (len(w.pending.held) - 1 if w.pending else 0) for w in writes)
 
 
 def max_tables(store: MetaStore) -> int:
-    """The most tables one transaction writes on ``store``'s backend (appends without a schema
-    step; each step costs two more operations)."""
-    return store.max_transact_ops // OPS_PER_TABLE
+    """The most tables one transaction writes on ``store``'s backend: what one registry write
+    takes (appends without a schema step; each step costs two more operations), or, when more,
+    ``MAX_CHUNKED_TABLES`` over several (SQLite: 2,000 tables in one; DynamoDB: 19 in one
+    TransactWriteItems, 200 over several)."""
+    return max(store.max_transact_ops // OPS_PER_TABLE, MAX_CHUNKED_TABLES)
 
 
-def too_large(store: MetaStore, tables: int, steps: int = 0) -> TransactionTooLarge:
+def too_large(store: MetaStore, tables: int) -> TransactionTooLarge:
     limit = max_tables(store)
-    need = f"{tables} tables" + (f" and {steps} schema steps" if steps else "")
     return TransactionTooLarge(
-        f"a transaction on the {store.backend} registry writes at most {limit} tables "
-        f"(one atomic registry write of {store.max_transact_ops} operations, {OPS_PER_TABLE} per table "
-        f"and 2 per schema step); {need} need {OPS_PER_TABLE * tables + 2 * steps}; nothing was "
-        "written: split the transaction",
+        f"a transaction on the {store.backend} registry writes at most {limit} tables; {tables} "
+        "were given; nothing was written: split the transaction",
         max_tables=limit,
     )
 
 
-def table_ops(ctx: CatalogContext, w: TableWrite, siblings: dict[str, int]) -> tuple[list[Op], VersionRecord]:
+def table_ops(
+    ctx: CatalogContext, w: TableWrite, siblings: dict[str, int], txn_id: str | None = None
+) -> tuple[list[Op], VersionRecord]:
     """One table's operations in the transaction, and its final version's record (naming
-    ``siblings``, the other tables' new versions)."""
+    ``siblings``, the other tables' new versions, and ``txn_id``, the transaction record of a
+    commit over several registry writes, on every version record)."""
     assert w.pending is not None and w.ns is not None and w.lease is not None
     pending, ns = w.pending, w.ns
     record = ns.record
@@ -50,7 +61,7 @@ def table_ops(ctx: CatalogContext, w: TableWrite, siblings: dict[str, int]) -> t
     staging = last.manifest_path
     canonical = engine.canonical_manifest_path(staging, last.version)
     storage = ctx.storage(record.location)
-    final = last.model_copy(update={"transaction": siblings})
+    final = last.model_copy(update={"transaction": siblings, "transaction_id": txn_id})
     if not engine.manifest_exists(record.location, canonical, storage):
         # Registered at its canonical path, published right after (as a single commit does).
         final = final.model_copy(update={"manifest_path": canonical, "staged_from": staging})
@@ -89,10 +100,14 @@ def table_ops(ctx: CatalogContext, w: TableWrite, siblings: dict[str, int]) -> t
     for ver, step_key, step_entry in steps:
         pending.staged[ver.version] = ver.manifest_path
         ops += [
-            Put(keys.version(record.incarnation, ver.version), ver.encode(), ABSENT),
+            Put(
+                keys.version(record.incarnation, ver.version),
+                ver.model_copy(update={"transaction_id": txn_id}).encode(),
+                ABSENT,
+            ),
             Put(step_key, step_entry.encode(), ABSENT),
         ]
     return ops, final
 
 
-__all__ = ["OPS_PER_TABLE", "max_tables", "table_ops", "too_large"]
+__all__ = ["MAX_CHUNKED_TABLES", "OPS_PER_TABLE", "max_tables", "one_write_ops", "table_ops", "too_large"]

@@ -8,6 +8,14 @@ seen at that version whose siblings were seen at older ones has them read again,
 consistent multi-get (``MetaStore.get_many``: one SQLite read transaction, one DynamoDB
 TransactGetItems), which sees the whole commit since it had landed already. A head version the
 earlier version scan missed (committed after it) is read the same way, so its siblings are known.
+
+A commit larger than one registry write (``catalog.transaction_chunks``) moves its heads in
+several writes after its commit point, so a sibling can still be behind after the re-read (its
+head not moved yet, or never, its writer killed). Its version then sits above its head, and the
+head that names it also names the commit's transaction record (``VersionRecord.transaction_id``):
+read once per transaction, ``committed`` means the sibling is viewed at its new version (its
+version record, and the new schema the record carries), as the next writer will move its head;
+a record gone means the heads all moved meanwhile, and the next round reads them.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from collections.abc import Sequence
 
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.records import TableRecord, TransactionRecord, VersionRecord, decode
 from lake_platform.registry.store import MAX_GET_KEYS, MetaStore
 
 #: Rounds of re-reads at most: each one only follows commits that landed during the load.
@@ -31,27 +39,65 @@ def complete_transactions(
     by_name = {r.name: r for r in records}
     _read_missing_heads(store, list(by_name.values()), versions)
     for _ in range(MAX_ROUNDS):
-        behind = sorted(_behind(by_name, versions))
+        behind = _behind(by_name, versions)
         if not behind:
             break
         fresh: list[TableRecord] = []
-        for items in _get_many(store, [keys.table(TableName.parse(n)) for n in behind]):
+        for items in _get_many(store, [keys.table(TableName.parse(n)) for n in sorted(behind)]):
             fresh += [decode(TableRecord, i.value, i.key) for i in items if i is not None]
         for record in fresh:
             by_name[record.name] = record
         _read_missing_heads(store, fresh, versions)
+        still = _behind(by_name, versions)
+        for txn_id in sorted({t for t in still.values() if t is not None}):
+            _view_committed(store, txn_id, by_name, versions)
     return list(by_name.values())
 
 
-def _behind(by_name: dict[str, TableRecord], versions: dict[str, dict[int, VersionRecord]]) -> set[str]:
-    behind = set()
+def _behind(
+    by_name: dict[str, TableRecord], versions: dict[str, dict[int, VersionRecord]]
+) -> dict[str, str | None]:
+    """The tables seen behind a commit another table's head holds, each with that commit's
+    transaction record id (None: it landed in one registry write)."""
+    behind: dict[str, str | None] = {}
     for record in by_name.values():
         head = versions.get(record.incarnation, {}).get(record.current_version)
         for name, version in head.transaction.items() if head is not None else ():
             sibling = by_name.get(name)
             if sibling is None or sibling.current_version < version:
-                behind.add(name)
+                behind[name] = behind.get(name) or head.transaction_id
     return behind
+
+
+def _view_committed(
+    store: MetaStore,
+    txn_id: str,
+    by_name: dict[str, TableRecord],
+    versions: dict[str, dict[int, VersionRecord]],
+) -> None:
+    """The tables of a committed transaction still behind, viewed at their new versions."""
+    item = store.get(keys.transaction(txn_id))
+    txn = decode(TransactionRecord, item.value, item.key) if item is not None else None
+    if txn is None or txn.state != "committed":
+        return  # gone: every head moved meanwhile (the next round reads them)
+    lagging = [
+        t
+        for t in txn.tables
+        if (r := by_name.get(t.name)) is not None
+        and r.incarnation == t.incarnation
+        and r.current_version < t.to_version
+    ]
+    for items in _get_many(store, [keys.version(t.incarnation, t.to_version) for t in lagging]):
+        for found in items:
+            if found is None:
+                continue
+            ver = decode(VersionRecord, found.value, found.key)
+            t = next(t for t in lagging if t.incarnation == ver.incarnation)
+            updates: dict[str, object] = {"current_version": ver.version}
+            if t.schema_ipc_b64 is not None:
+                updates["schema_ipc_b64"] = t.schema_ipc_b64
+            by_name[t.name] = by_name[t.name].model_copy(update=updates)
+            versions.setdefault(ver.incarnation, {})[ver.version] = ver
 
 
 def _read_missing_heads(

@@ -58,6 +58,11 @@ def commit_marker(commit_id: str) -> str:
     return f"cid/{commit_id}"
 
 
+def transaction(txn_id: str) -> str:
+    """A multi-table commit spanning several registry writes (``TransactionRecord``)."""
+    return f"txn/{txn_id}"
+
+
 def log_prefix(target: str) -> str:
     """Prefix of the commit log of one object, by its dotted name."""
     return f"log/{target}/"

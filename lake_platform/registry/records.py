@@ -142,6 +142,10 @@ class VersionRecord(Record):
     #: tables it committed, by name, with the version each got. A reader holding this version
     #: must hold those tables at those versions or later (``query.snapshot_transactions``).
     transaction: dict[str, int] = Field(default_factory=dict)
+    #: Set on the versions a multi-table commit larger than one registry write registers ABOVE
+    #: the tables' heads (``catalog.transaction_chunks``): its transaction record's id
+    #: (``TransactionRecord``), which says whether they are committed.
+    transaction_id: str | None = None
     #: The dataset root this version is read from when it is not the table's folder: a
     #: branch's versions, and main's versions since a branch was published into it.
     location: str | None = None
@@ -249,3 +253,37 @@ class TrashRecord(Record):
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: "purging" once expiry has claimed it: undrop refuses, a rerun of expiry finishes it.
     state: Literal["trashed", "purging"] = "trashed"
+
+
+class TransactionTable(Record):
+    """One table's part of a multi-table commit spanning several registry writes: what moving
+    its head takes, so whoever completes the commit (its writer, or the next one) needs nothing
+    else (``catalog.transaction_recovery``)."""
+
+    name: str
+    incarnation: str
+    from_version: int
+    to_version: int
+    #: Every version it registers above the head (held schema steps, then ``to_version``).
+    versions: list[int]
+    #: The table record's new schema, when the commit changes it.
+    schema_ipc_b64: str | None = None
+    #: Its commit-log entries by key, and its commit marker: written as the head moves.
+    logs: dict[str, CommitLogEntry] = Field(default_factory=dict)
+    marker: CommitMarker
+
+
+class TransactionRecord(Record):
+    """A multi-table commit spanning several registry writes (``catalog.transaction_chunks``).
+    Its versions sit above the tables' heads until ``state`` is ``committed`` (the commit point:
+    one conditional update from ``pending``); then they are visible, and the heads move to them.
+    ``aborted`` (or the record gone while a version naming it still sits above a head): never
+    visible, cleared. The record is deleted once every head moved or every version was cleared."""
+
+    txn_id: str
+    commit_id: str
+    state: Literal["pending", "committed", "aborted"] = "pending"
+    #: Past it (wall clock), a pending commit's writer can no longer commit it.
+    deadline_ms: int
+    created_at_ms: int = Field(default_factory=now_ms)
+    tables: list[TransactionTable] = Field(default_factory=list)

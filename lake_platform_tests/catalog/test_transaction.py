@@ -13,6 +13,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.transaction import OPS_PER_TABLE, max_tables
+from lake_platform.catalog.transaction_ops import MAX_CHUNKED_TABLES
 from lake_platform.engine.manifests import names_not_older
 from lake_platform.engine.staging import staging_manifests
 from lake_platform.errors import (
@@ -168,10 +169,10 @@ def test_a_transaction_given_a_commit_id_replays(catalog: Catalog) -> None:
 def test_the_table_limit_is_the_backends_and_refused_when_recorded(catalog: Catalog) -> None:
     store = catalog.ctx.store
     limit = max_tables(store)
-    # DynamoDB: one TransactWriteItems of 100 items, one of them the change record; SQLite: one
-    # transaction, bounded only by max_transact_ops.
-    assert limit == {"sqlite": 2000, "dynamodb": 19}[store.backend]
-    assert limit == store.max_transact_ops // OPS_PER_TABLE
+    # SQLite: one transaction, bounded only by max_transact_ops; DynamoDB: one TransactWriteItems
+    # of 100 items (one of them the change record) takes 19 tables, several take 200.
+    assert limit == {"sqlite": 2000, "dynamodb": MAX_CHUNKED_TABLES}[store.backend]
+    assert limit == max(store.max_transact_ops // OPS_PER_TABLE, MAX_CHUNKED_TABLES)
     tx = catalog.transaction()
     for i in range(limit):  # recording reads nothing: these tables need not exist
         tx.append(f"p.w.ns.t{i:04d}", rows([i]))
@@ -226,26 +227,29 @@ def test_a_hundred_tables_land_all_or_none_on_sqlite(sqlite_catalog: Catalog) ->
     assert heads(c, names) == dict.fromkeys(names, 2)
 
 
-def test_dynamodb_refuses_more_than_one_transact_write_items_before_writing(
+def test_dynamodb_spreads_what_one_transact_write_items_cannot_take_over_several(
     dynamodb_catalog: Catalog,
 ) -> None:
     catalog = dynamodb_catalog
     store = catalog.ctx.store
-    limit = max_tables(store)
-    names = make_tables(catalog, limit)
+    names = make_tables(catalog, store.max_transact_ops // OPS_PER_TABLE)
     wider = pa.table({"id": pa.array([9], pa.int64()), "tag": pa.array(["x"]), "extra": pa.array([1])})
     for name in names[:3]:
         catalog.policies.set_policy(name, {"schema_evolution": "add_columns"})
-    registry = [(i.key, i.revision) for i in store.scan_prefix("")]
-    files = files_under(catalog)
-    # 19 tables fit (95 operations); three of them adding a column need 6 more: 101 > 99.
-    with pytest.raises(TransactionTooLarge, match=f"at most {limit} tables") as refused:
-        with catalog.transaction() as tx:
-            for i, name in enumerate(names):
-                tx.append(name, wider.to_reader() if i < 3 else rows([100 + i]))
-    assert "3 schema steps need 101" in refused.value.message
-    assert [(i.key, i.revision) for i in store.scan_prefix("")] == registry  # no lease, no record
-    assert files_under(catalog) == files  # no Lance file
+    seen: list[str] = []
+    # 19 tables fit one TransactWriteItems (95 operations); three of them adding a column need
+    # 6 more: 101 > 99, so the commit goes through a transaction record and several writes.
+    with Catalog(catalog.settings, hook=seen.append) as c, c.transaction() as tx:
+        for i, name in enumerate(names):
+            tx.append(name, wider.to_reader() if i < 3 else rows([100 + i]))
+    assert "transaction:committed" in seen
+    assert seen.count("transaction:chunk-registered") == seen.count("transaction:rolled-forward") == 1
+    assert heads(catalog, names) == {n: 3 if i < 3 else 2 for i, n in enumerate(names)}
+    assert all("extra" in catalog.reads.open_table(n).schema.names for n in names[:3])
+    assert all(
+        sorted(ids_of(catalog.reads.open_table(n))) == [i, 100 + i] for i, n in enumerate(names) if i >= 3
+    )
+    assert list(store.scan_prefix(keys.transaction(""))) == []  # the record deleted once done
 
 
 def test_a_table_is_written_once_per_transaction(catalog: Catalog) -> None:

@@ -1,0 +1,259 @@
+"""A multi-table commit larger than one registry write (DynamoDB: one TransactWriteItems of 100
+items, so 19 tables), made over several and still all or nothing for readers.
+
+Under every table's lease, with every table staged (``transaction``):
+
+1. a transaction record ``txn/<id>`` is put, pending, only if absent: every table's versions,
+   the head move, log entries and commit marker it will write, and a deadline before the leases
+   run out (``TransactionRecord``); point ``transaction:recorded``;
+2. every table's version records are registered ABOVE its head, each naming the transaction
+   (``VersionRecord.transaction_id``), in chunks that each fit one registry write, every chunk
+   conditional on its tables' leases; point ``transaction:chunk-registered`` after each. No reader
+   reaches a version above the head it reads, so nothing is visible yet;
+3. THE COMMIT POINT: one conditional update of the record, pending -> committed (refused when
+   someone aborted it, ``transaction_recovery``); point ``transaction:committed``. From here the
+   commit is visible: a reader holding one table's new version and another's old one reads the
+   record and views the new one (``query.snapshot_transactions``);
+4. the heads are moved in chunks (each: the head's compare-and-swap, log entries, commit marker,
+   lease release); point ``transaction:rolled-forward`` after each; then the record is deleted.
+
+A failure before the commit point aborts: the record is flipped to aborted and the versions
+above the heads are deleted. A writer killed anywhere leaves what ``transaction_recovery``
+completes (committed) or clears (not): the next writer of any of its tables, or ``lake table
+repair``, does it under that table's lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lake_platform.catalog import transaction_recovery as recovery
+from lake_platform.errors import ConcurrentModification, ConditionFailed, LakeError, ServiceUnavailable
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    CommitLogEntry,
+    CommitMarker,
+    TableRecord,
+    TransactionRecord,
+    TransactionTable,
+    VersionRecord,
+    decode,
+    new_id,
+    now_ms,
+)
+from lake_platform.registry.store import ABSENT, Item, Op, Put
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.context import CatalogContext
+    from lake_platform.catalog.table_write import TableWrite
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TablePart:
+    """One table's ops in the chunked commit, by phase, with their places in the flat list
+    ``transaction_ops.table_ops`` returned (the caller reads the results by those places)."""
+
+    write: TableWrite
+    #: Its version records (held schema steps and the final one), registered above the head.
+    versions: list[tuple[int, Put]] = field(default_factory=list)
+    #: The head, log entries and commit marker: written when the head moves.
+    moves: list[tuple[int, Put]] = field(default_factory=list)
+    #: The lease release's place (the op itself is made under the fence, at the time).
+    release_at: int = -1
+
+    def entry(self, txn_id: str) -> TransactionTable:
+        w = self.write
+        assert w.ns is not None and w.pending is not None
+        head = next(op for _, op in self.moves if op.key.startswith("tbl/"))
+        moved = decode(TableRecord, head.value, head.key)
+        marker = next(op for _, op in self.moves if op.key.startswith("cid/"))
+        return TransactionTable(
+            name=str(w.name),
+            incarnation=w.ns.record.incarnation,
+            from_version=w.ns.record.current_version,
+            to_version=moved.current_version,
+            versions=sorted(int(op.key.rpartition("/")[2]) for _, op in self.versions),
+            schema_ipc_b64=moved.schema_ipc_b64 if w.pending.schema_ipc is not None else None,
+            logs={
+                op.key: decode(CommitLogEntry, op.value, op.key)
+                for _, op in self.moves
+                if op.key.startswith("log/")
+            },
+            marker=decode(CommitMarker, marker.value, marker.key),
+        )
+
+
+def split(write: TableWrite, ops: list[Op], at: int) -> TablePart:
+    """``write``'s ops (from ``table_ops``, starting at place ``at`` of the flat list) by phase."""
+    part = TablePart(write)
+    for i, op in enumerate(ops, start=at):
+        if op.key.startswith("lse/"):
+            part.release_at = i
+        elif isinstance(op, Put) and op.key.startswith("ver/"):
+            part.versions.append((i, op))
+        elif isinstance(op, Put):
+            part.moves.append((i, op))
+    return part
+
+
+class ChunkedCommit:
+    """The commit of ``parts`` over registry writes of at most ``limit`` ops (module docstring)."""
+
+    def __init__(self, ctx: CatalogContext, commit_id: str, txn_id: str, parts: list[TablePart], limit: int):
+        self.ctx, self.commit_id, self.txn_id = ctx, commit_id, txn_id
+        self.parts, self.limit = parts, limit
+        self.key = keys.transaction(txn_id)
+        #: Every op's result, at its place in the flat list (None: not known; read back later).
+        self.results: list[Item | None] = [None] * (1 + max(p.release_at for p in parts))
+        self.record = TransactionRecord(
+            txn_id=txn_id,
+            commit_id=commit_id,
+            # Before the leases' own deadline: no heartbeat is counted on past it.
+            deadline_ms=now_ms() + int(1000 * ctx.settings.lease_ttl_seconds),
+            tables=[p.entry(txn_id) for p in parts],
+        )
+        self.revision = ABSENT
+
+    def run(self) -> list[Item | None]:
+        self._put_record()
+        try:
+            self._register()
+            committed = self._commit_point()
+        except BaseException:
+            self._abort()
+            raise
+        if not committed:
+            self._abort()
+            raise ConcurrentModification(
+                f"the transaction {self.commit_id} was aborted by a writer that took one of its "
+                "tables' leases; nothing was committed"
+            )
+        self.ctx.at("transaction:committed")
+        self._roll_forward()
+        return self.results
+
+    def _put_record(self) -> None:
+        item = self.ctx.store.transact([Put(self.key, self.record.encode(), ABSENT)])[0]
+        assert item is not None
+        self.revision = item.revision
+        self.ctx.at("transaction:recorded")
+
+    def _chunks(self, cost: dict[int, int]) -> list[list[TablePart]]:
+        """The parts packed in order into registry writes of at most ``limit`` ops (``cost``:
+        each part's ops, by its index)."""
+        chunks: list[list[TablePart]] = [[]]
+        used = 0
+        for i, part in enumerate(self.parts):
+            if chunks[-1] and used + cost[i] > self.limit:
+                chunks.append([])
+                used = 0
+            chunks[-1].append(part)
+            used += cost[i]
+        return chunks
+
+    def _register(self) -> None:
+        """Every version record above its head, chunk by chunk, each fenced by its tables' leases."""
+        for chunk in self._chunks({i: len(p.versions) + 1 for i, p in enumerate(self.parts)}):
+            with contextlib.ExitStack() as fenced:
+                fences = [fenced.enter_context(p.write.lease.fenced()) for p in chunk if p.write.lease]
+                ops = [op for p in chunk for _, op in p.versions]
+                try:
+                    landed = self.ctx.store.transact([*ops, *fences])
+                except ConditionFailed as exc:
+                    raise ConcurrentModification(
+                        f"the transaction {self.commit_id} was refused ({exc.key} changed); "
+                        "nothing was committed"
+                    ) from None
+            for (at, _), item in zip((v for p in chunk for v in p.versions), landed, strict=False):
+                self.results[at] = item
+            self.ctx.at("transaction:chunk-registered")
+
+    def _commit_point(self) -> bool:
+        """Pending -> committed, if nobody aborted it and the leases and deadline still hold."""
+        for p in self.parts:
+            assert p.write.lease is not None
+            p.write.lease.check()  # LeaseExpired: abort rather than commit on a lease run out
+        if now_ms() >= self.record.deadline_ms:
+            return False
+        committed = self.record.model_copy(update={"state": "committed"})
+        try:
+            item = self.ctx.store.transact([Put(self.key, committed.encode(), self.revision)])[0]
+        except ConditionFailed:
+            return False
+        except ServiceUnavailable:
+            found = recovery.read_transaction(self.ctx.store, self.txn_id)
+            if found is None or found[0].state != "committed":
+                raise
+            item = Item(self.key, committed.encode(), found[1])
+        assert item is not None
+        self.record, self.revision = committed, item.revision
+        return True
+
+    def _roll_forward(self) -> None:
+        """The heads moved, chunk by chunk, each with its leases released; whatever a chunk could
+        not move (a lease taken over, a head moved by another completer) is completed from the
+        record without the leases, which the gate then releases as usual."""
+        cost = {i: len(p.moves) + 1 for i, p in enumerate(self.parts)}
+        for chunk in self._chunks(cost):
+            try:
+                self._move(chunk)
+            except (ConditionFailed, LakeError) as exc:
+                log.info("transaction %s: completing from its record (%s)", self.commit_id, exc)
+                if recovery.roll_forward(self.ctx.store, self.record, self.limit):
+                    recovery.forget(self.ctx.store, self.txn_id)
+                return
+            self.ctx.at("transaction:rolled-forward")
+        recovery.forget(self.ctx.store, self.txn_id)
+
+    def _move(self, chunk: list[TablePart]) -> None:
+        with contextlib.ExitStack() as fenced:
+            for p in chunk:
+                assert p.write.lease is not None
+                fenced.enter_context(p.write.lease.fenced())
+            ops = [op for p in chunk for _, op in p.moves]
+            releases = [p.write.lease.release_op() for p in chunk if p.write.lease is not None]
+            landed = self.ctx.store.transact([*ops, *releases])
+        places = [at for p in chunk for at, _ in p.moves] + [p.release_at for p in chunk]
+        for at, item in zip(places, landed, strict=True):
+            self.results[at] = item
+
+    def _abort(self) -> None:
+        """Before the commit point: the record flipped to aborted (unless someone did), the
+        versions above the heads deleted, the record deleted; best effort (whatever stays is
+        cleared by the next writer of the table, ``transaction_recovery``)."""
+        try:
+            outcome = recovery.resolve(self.ctx.store, self.txn_id, leased=True, limit=self.limit)
+        except Exception:  # noqa: BLE001 - only tidying: the next writer resolves it
+            log.warning("could not clear the aborted transaction %s", self.commit_id, exc_info=True)
+            return
+        if outcome == "committed":  # cannot happen: only this writer commits it
+            log.error("transaction %s was committed while being aborted", self.commit_id)
+
+
+def commit_chunked(
+    ctx: CatalogContext, commit_id: str, writes: list[TableWrite], siblings: dict[str, int], limit: int
+) -> tuple[list[Item | None], list[VersionRecord]]:
+    """Commit ``writes`` (staged, held back, under their leases) over registry writes of at most
+    ``limit`` ops: the results of ``table_ops``' ops in their flat order (None where not known),
+    and each table's final version record."""
+    from lake_platform.catalog.transaction_ops import table_ops
+
+    txn_id = new_id()
+    parts: list[TablePart] = []
+    finals: list[VersionRecord] = []
+    at = 0
+    for w in writes:
+        others = {n: v for n, v in siblings.items() if n != str(w.name)}
+        ops, final = table_ops(ctx, w, others, txn_id)
+        parts.append(split(w, ops, at))
+        finals.append(final)
+        at += len(ops)
+    return ChunkedCommit(ctx, commit_id, txn_id, parts, limit).run(), finals
+
+
+__all__ = ["ChunkedCommit", "TablePart", "commit_chunked", "split"]

@@ -1,0 +1,224 @@
+"""Completing or clearing a multi-table commit that spans several registry writes
+(``transaction_chunks``) from its transaction record alone: what its writer does after the
+commit point, and what the next writer of any of its tables, or ``lake table repair``, does when
+it finds one of its versions above a head.
+
+A version above a head that names a transaction (``VersionRecord.transaction_id``) is resolved
+by reading the record once:
+
+- ``committed``: the commit is visible already (readers view it through the record,
+  ``query.snapshot_transactions``); every table's head is moved to its new version (a
+  compare-and-swap from the version it left, with its log entries and commit marker), then the
+  record is deleted. Moving a head needs no lease: only a head still at the version the commit
+  left moves, and a writer holding that table's lease meanwhile finds its own commit refused on
+  the version key (the commit's) and resolves it here first.
+- ``pending``: only a writer that holds the lease of one of its tables resolves it, and holding
+  that lease proves the commit's writer lost it (taken over from a dead process, or expired):
+  the record is flipped to ``aborted`` (only if still pending, so a commit point that won the
+  race stands and is completed instead), then cleared.
+- ``aborted``, or no record (deleted after an abort; a committed record is deleted only once no
+  version of it is above a head): every version it registered above a head is deleted (only
+  while it still names the transaction), then the record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from lake_platform.errors import ConcurrentModification, ConditionFailed
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import (
+    TableRecord,
+    TransactionRecord,
+    TransactionTable,
+    VersionRecord,
+    decode,
+)
+from lake_platform.registry.store import MAX_GET_KEYS, Delete, Item, MetaStore, Op, Put
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.lease import Lease
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["committed", "aborted", "pending"]
+#: Rounds of moving heads at most: each one only retries tables another completer raced.
+ROUNDS = 4
+
+
+def read_transaction(store: MetaStore, txn_id: str) -> tuple[TransactionRecord, int] | None:
+    item = store.get(keys.transaction(txn_id))
+    return None if item is None else (decode(TransactionRecord, item.value, item.key), item.revision)
+
+
+def resolve(store: MetaStore, txn_id: str, *, leased: bool, limit: int | None = None) -> Outcome:
+    """Complete or clear transaction ``txn_id``; ``leased``: the caller holds the lease of one of
+    its tables (so a pending one is aborted). ``pending``: left alone (the caller holds no lease
+    and its writer may still commit it). ``limit``: operations per registry write."""
+    limit = limit or store.max_transact_ops
+    for _ in range(ROUNDS):
+        found = read_transaction(store, txn_id)
+        if found is None:
+            return "aborted"  # the caller clears the version it found (see the module docstring)
+        record, revision = found
+        if record.state == "committed":
+            if roll_forward(store, record, limit):
+                forget(store, record.txn_id)  # kept while a version of it may be above a head
+            return "committed"
+        if record.state == "pending":
+            if not leased:
+                return "pending"
+            aborted = record.model_copy(update={"state": "aborted"})
+            try:
+                store.transact([Put(keys.transaction(txn_id), aborted.encode(), revision)])
+            except ConditionFailed:
+                continue  # committed or aborted meanwhile: read it again
+            log.warning("multi-table commit %s aborted: its writer lost its leases", record.commit_id)
+            record = aborted
+        if clear(store, record, limit):
+            forget(store, record.txn_id)
+        return "aborted"
+    return "pending"
+
+
+def resolve_version(store: MetaStore, item: Item, head: int, *, leased: bool) -> Outcome | None:
+    """Resolve the transaction of ``item``, a version record above a head at ``head``; None when
+    it names none (an interrupted publish's, ``branch_publish``). When the record is gone, this
+    version is deleted (its transaction was aborted and cleared, but this one was missed)."""
+    ver = decode(VersionRecord, item.value, item.key)
+    if ver.transaction_id is None or ver.version <= head:
+        return None
+    outcome = resolve(store, ver.transaction_id, leased=leased)
+    if outcome == "aborted":
+        try:
+            store.transact([Delete(item.key, item.revision)])
+        except ConditionFailed:
+            pass  # already cleared (by the abort) or replaced
+    return outcome
+
+
+def clear_above(store: MetaStore, above: Sequence[tuple[Lease | None, Item | None, Item | None]]) -> bool:
+    """Under each table's lease (a multi-table commit about to stage): each table's record
+    (``Item``) and the version record just above its head, when there is one, which would refuse
+    the commit's own. A transaction's is resolved (completed or cleared); any other (an
+    interrupted publish's, ``branch_publish``: unreachable) is deleted, fenced by the lease.
+    True when anything changed (the caller reads the heads again)."""
+    changed = False
+    for lease, table, item in above:
+        if table is None or item is None or lease is None:
+            continue
+        head = decode(TableRecord, table.value, table.key).current_version
+        outcome = resolve_version(store, item, head, leased=True)
+        if outcome == "pending":
+            raise ConcurrentModification(
+                f"{item.key} belongs to a multi-table commit still being made; nothing was committed"
+            )
+        if outcome is None and decode(VersionRecord, item.value, item.key).version > head:
+            try:
+                with lease.fenced() as fence:
+                    store.transact([Delete(item.key, item.revision), fence])
+            except ConditionFailed:
+                raise ConcurrentModification(f"{item.key} changed meanwhile; nothing was committed") from None
+            log.warning("removed %s, left above the head by an interrupted publish", item.key)
+        changed = True
+    return changed
+
+
+def roll_forward(store: MetaStore, record: TransactionRecord, limit: int) -> bool:
+    """Move every table's head that is still at the version the commit left to its new one,
+    with its log entries and commit marker, in registry writes of at most ``limit`` ops; True
+    once no head is left behind."""
+    todo = list(record.tables)
+    for _ in range(ROUNDS):
+        heads = _get_many(store, [keys.table(TableName.parse(t.name)) for t in todo])
+        chunks: list[tuple[list[TransactionTable], list[Op]]] = [([], [])]
+        for t, item in zip(todo, heads, strict=True):
+            ops = head_ops(t, item)
+            if not ops:
+                continue
+            if chunks[-1][1] and len(chunks[-1][1]) + len(ops) > limit:
+                chunks.append(([], []))
+            chunks[-1][0].append(t)
+            chunks[-1][1].extend(ops)
+        raced: list[TransactionTable] = []
+        for tables, ops in chunks:
+            if not ops:
+                continue
+            try:
+                store.transact(ops)
+            except ConditionFailed:
+                raced += tables  # a head moved meanwhile (another completer): read it again
+        if not raced:
+            return True
+        todo = raced
+    log.warning("multi-table commit %s: heads still moving elsewhere", record.commit_id)
+    return False
+
+
+def head_ops(t: TransactionTable, head: Item | None) -> list[Op]:
+    """What moves ``t``'s head to its new version: none when it moved already (or the table was
+    dropped or replaced since, its incarnation gone with the versions)."""
+    if head is None:
+        return []
+    table = decode(TableRecord, head.value, head.key)
+    if table.incarnation != t.incarnation or table.current_version != t.from_version:
+        return []
+    updates: dict[str, object] = {"current_version": t.to_version}
+    if t.schema_ipc_b64 is not None:
+        updates["schema_ipc_b64"] = t.schema_ipc_b64
+    return [
+        Put(head.key, table.model_copy(update=updates).encode(), head.revision),
+        *(Put(key, entry.encode()) for key, entry in t.logs.items()),
+        Put(keys.commit_marker(t.marker.commit_id), t.marker.encode()),
+    ]
+
+
+def clear(store: MetaStore, record: TransactionRecord, limit: int) -> bool:
+    """Delete every version ``record`` registered that still names it (each above its head:
+    an aborted commit's heads never moved); True when none is left."""
+    wanted = [keys.version(t.incarnation, v) for t in record.tables for v in t.versions]
+    doomed: list[Op] = []
+    for item in (i for i in _get_many(store, wanted) if i is not None):
+        if decode(VersionRecord, item.value, item.key).transaction_id == record.txn_id:
+            doomed.append(Delete(item.key, item.revision))
+    left = False
+    for at in range(0, len(doomed), limit):
+        try:
+            store.transact(doomed[at : at + limit])
+        except ConditionFailed:
+            left = True  # changed meanwhile: the next resolver looks again
+    return not left
+
+
+def forget(store: MetaStore, txn_id: str) -> None:
+    """Delete the record of a transaction whose heads all moved, or whose versions are cleared."""
+    item = store.get(keys.transaction(txn_id))
+    if item is None:
+        return
+    try:
+        store.transact([Delete(item.key, item.revision)])
+    except ConditionFailed:
+        pass  # another completer deleted it first
+
+
+def _get_many(store: MetaStore, wanted: Sequence[str]) -> list[Item | None]:
+    out: list[Item | None] = []
+    for at in range(0, len(wanted), MAX_GET_KEYS):
+        out += store.get_many(list(wanted[at : at + MAX_GET_KEYS]))
+    return out
+
+
+__all__ = [
+    "Outcome",
+    "clear",
+    "clear_above",
+    "forget",
+    "head_ops",
+    "read_transaction",
+    "resolve",
+    "resolve_version",
+    "roll_forward",
+]
