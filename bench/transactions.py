@@ -12,6 +12,12 @@ Sides, taking turns one commit at a time so they share the machine's load; media
 - the floor, side by side: bare Lance (``lance.write_dataset``, no registry) appending the same
   rows to one dataset, and to ``tables`` datasets at once on as many threads as the transaction
   stages with. Its ratio is what Lance alone costs; the transaction cannot go below it.
+- DynamoDB only, moto's own floor, side by side: boto3 straight to the same server and registry
+  table, one TransactWriteItems of as many items as the transaction's one registry write (its
+  tables' ops and the change record) against one of as many as a single-table commit's. moto
+  copies its whole table once per item of a TransactWriteItems, so this ratio, not the catalog,
+  sets how close the transaction can come to one commit there. The items are removed after each
+  round (outside the stopwatch), so the table keeps the catalog's size.
 
 The issue's bar: ``tx`` within 2x of ``single``. ``--transactions 100`` times a 100-table one
 (SQLite: one registry transaction; DynamoDB refuses it, TransactionTooLarge, and says so).
@@ -20,6 +26,7 @@ The issue's bar: ``tx`` within 2x of ``single``. ``--transactions 100`` times a 
 from __future__ import annotations
 
 import sys
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,10 @@ import pyarrow as pa
 
 from lake_platform.catalog.staging_pool import STAGING_THREADS
 from lake_platform.catalog.transaction import max_tables
+from lake_platform.catalog.transaction_ops import OPS_PER_TABLE
+
+#: Bytes of each reference item's value: about a version or commit-log record's.
+REFERENCE_VALUE_BYTES = 512
 
 
 def _reader(seed: int, index: int, start: int, rows: int) -> pa.RecordBatchReader:
@@ -42,6 +53,59 @@ def _append_bare(data: pa.RecordBatchReader, path: str) -> None:
     lance.write_dataset(data, path, mode="append")
 
 
+class MotoReference:
+    """TransactWriteItems straight to the registry's DynamoDB endpoint (boto3, no catalog):
+    items shaped as the registry writes them (partition, key, value, revision, a create's
+    condition), under keys no catalog reads."""
+
+    def __init__(self, registry_url: str) -> None:
+        import boto3
+
+        from lake_platform.registry.dynamodb_items import parse_url
+
+        url = parse_url(registry_url)
+        self.table = url.table
+        self.client = boto3.session.Session().client(
+            "dynamodb", region_name=url.region, endpoint_url=url.endpoint_url
+        )
+
+    def write(self, items: int) -> float:
+        """Seconds one TransactWriteItems of ``items`` new items takes; they are deleted after."""
+        from lake_platform.registry.dynamodb_layout import partition_of
+
+        run = uuid.uuid4().hex
+        keys = [f"bench-reference/{run}/{i:03d}" for i in range(items)]
+        puts = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "p": {"S": partition_of(k)},
+                        "k": {"S": k},
+                        "v": {"B": bytes(REFERENCE_VALUE_BYTES)},
+                        "r": {"N": "1"},
+                        "w": {"S": run},
+                    },
+                    "ConditionExpression": "attribute_not_exists(k)",
+                }
+            }
+            for k in keys
+        ]
+        sw = c.Stopwatch()
+        self.client.transact_write_items(TransactItems=puts)
+        seconds = sw.stop()[0]
+        for at in range(0, len(keys), 25):  # BatchWriteItem's limit
+            deletes = [
+                {"DeleteRequest": {"Key": {"p": {"S": partition_of(k)}, "k": {"S": k}}}}
+                for k in keys[at : at + 25]
+            ]
+            self.client.batch_write_item(RequestItems={self.table: deletes})
+        return seconds
+
+    def close(self) -> None:
+        self.client.close()
+
+
 def run_transactions(
     registry_url: str, tmp: Path, *, tables: int = 10, rows: int = 10_000, repeats: int = 7, seed: int = 7
 ) -> dict[str, float]:
@@ -49,8 +113,13 @@ def run_transactions(
     when the registry backend takes fewer tables per transaction (DynamoDB: 19)."""
     catalog: Any = c.open_catalog(tmp / "home", registry_url=registry_url)
     limit = max_tables(catalog.ctx.store)
+    # One registry write each: every table's ops and the change record.
+    reference_items = (OPS_PER_TABLE * tables + 1, OPS_PER_TABLE + 1)
+    reference = MotoReference(registry_url) if catalog.ctx.store.backend == "dynamodb" else None
     if tables > limit:
         catalog.close()
+        if reference is not None:
+            reference.close()
         backend = catalog.ctx.store.backend
         print(f"  refused by the {backend} registry: at most {limit} tables per transaction")
         return {}
@@ -73,6 +142,8 @@ def run_transactions(
             "sequential": [],
             "bare_single": [],
             "bare_many": [],
+            "reference_many": [],
+            "reference_one": [],
         }
         for rep in range(repeats + 1):  # the first round warms up, untimed
             start = (rep + 1) * rows
@@ -105,6 +176,12 @@ def run_transactions(
                 )
             )
             bare_many_s = sw.stop()[0]
+            if reference is not None:
+                reference_many_s = reference.write(reference_items[0])
+                reference_one_s = reference.write(reference_items[1])
+                if rep:
+                    times["reference_many"].append(reference_many_s)
+                    times["reference_one"].append(reference_one_s)
             if rep:
                 times["single"].append(single_s)
                 times["tx"].append(tx_s)
@@ -115,7 +192,9 @@ def run_transactions(
             assert catalog.reads.describe_table(name, with_stats=False).current_version == repeats + 2
     finally:
         catalog.close()
-    med = {side: c.median(v) for side, v in times.items()}
+        if reference is not None:
+            reference.close()
+    med = {side: c.median(v) for side, v in times.items() if v}
     print(f"  one single-table commit of {per * tables:,} rows:        {1000 * med['single']:8.1f} ms")
     print(f"  one {tables}-table atomic commit, {per:,} rows each:    {1000 * med['tx']:8.1f} ms")
     print(f"  {tables} single-table commits one by one (not atomic): {1000 * med['sequential']:8.1f} ms")
@@ -124,6 +203,13 @@ def run_transactions(
         f"  floor, bare Lance: {tables} datasets at once {1000 * med['bare_many']:.1f} ms / one dataset "
         f"{1000 * med['bare_single']:.1f} ms = {floor:.2f}"
     )
+    if reference is not None:
+        many, one = reference_items
+        print(
+            f"  moto's own floor, boto3 straight to the server: one TransactWriteItems of {many} items "
+            f"{1000 * med['reference_many']:.1f} ms / of {one} items {1000 * med['reference_one']:.1f} ms "
+            f"= {med['reference_many'] / med['reference_one']:.2f}"
+        )
     ratio = med["tx"] / med["single"]
     # The issue's bar is for ten tables; a larger transaction is set against its floor.
     verdict = f"bar <= 2: {'meets' if ratio <= 2 else 'MISSES'}" if tables <= 10 else f"floor {floor:.2f}"
@@ -135,5 +221,9 @@ def run_transactions(
     # rounds' own ratios moves less with the machine's load than the ratio of the medians.
     paired = c.median([t / s for t, s in zip(times["tx"], times["single"], strict=True)])
     paired_floor = c.median([m / s for m, s in zip(times["bare_many"], times["bare_single"], strict=True)])
-    print(f"  per round (median of {repeats}): transaction / single {paired:.2f}, floor {paired_floor:.2f}")
+    line = f"  per round (median of {repeats}): transaction / single {paired:.2f}, floor {paired_floor:.2f}"
+    if reference is not None:
+        pairs = zip(times["reference_many"], times["reference_one"], strict=True)
+        line += f", moto's floor {c.median([m / o for m, o in pairs]):.2f}"
+    print(line)
     return med
