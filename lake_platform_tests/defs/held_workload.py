@@ -18,4 +18,6 @@ def held(context: dg.AssetExecutionContext) -> None:
         time.sleep(0.05)
 
 
-defs = dg.Definitions(assets=[held], jobs=[dg.define_asset_job("held_job", [held])])
+# In the run worker's own process: a step process per run would only add a start-up to wait for.
+held_job = dg.define_asset_job("held_job", [held], executor_def=dg.in_process_executor)
+defs = dg.Definitions(assets=[held], jobs=[held_job])
