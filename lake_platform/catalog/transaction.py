@@ -145,7 +145,10 @@ class Transaction:
             w.table_item = table_item
             self._plan(w, who, parent_item, table_item)
         if not self._commit_unacquired(writes, who):
-            self._commit_leased(writes, who)
+            replay = self._commit_leased(writes, who)
+            if replay is not None:  # this commit's own, completed from its transaction record
+                self.results = replay
+                return replay
         self._ctx.at("transaction:registered")
         for w in writes:
             self._publish(w)
@@ -153,7 +156,7 @@ class Transaction:
         self.results = [self._tables.commits.result(w.pending, str(w.name)) for w in writes if w.pending]
         return self.results
 
-    def _commit_leased(self, writes: list[TableWrite], who: Principal) -> None:
+    def _commit_leased(self, writes: list[TableWrite], who: Principal) -> list[CommitResult] | None:
         with contextlib.ExitStack() as leases:
             for w in writes:  # sorted: two transactions take shared leases in the same order
                 assert w.record is not None
@@ -166,6 +169,9 @@ class Transaction:
                 heads = self._read_pairs(writes, self._head_keys)
                 above = [(w.lease, table, up) for w, (table, _, up) in zip(writes, heads, strict=True)]
                 if clear_above(self._ctx.store, above):
+                    replay = self._replayed(writes)
+                    if replay is not None:
+                        return replay
                     heads = self._read_pairs(writes, self._head_keys)
                 self._stage_all(writes, who, [[table, current] for table, current, _ in heads])
                 self._ctx.at("transaction:staged")
@@ -173,6 +179,7 @@ class Transaction:
             except BaseException:
                 self._discard_staged(writes)
                 raise
+        return None
 
     def _commit_unacquired(self, writes: list[TableWrite], who: Principal) -> bool:
         """Small appends to tables whose leases are free, committed the way one small append is

@@ -1,0 +1,193 @@
+"""A multi-table commit over several registry writes (``catalog.transaction_chunks``): a hundred
+tables on DynamoDB (moto, 19 tables a TransactWriteItems) and on SQLite (made to write at most
+99 operations at once, as DynamoDB does), readers seeing all of it or none at every step, and a
+commit aborted by a writer that took one of its tables' leases failing cleanly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.transaction import Transaction
+from lake_platform.catalog.transaction_recovery import resolve
+from lake_platform.errors import ConcurrentModification
+from lake_platform.naming import TableName
+from lake_platform.query.snapshot import load_snapshot
+from lake_platform.registry import keys
+from lake_platform.registry.records import TransactionRecord, VersionRecord, decode
+from lake_platform.registry.store import MAX_TRANSACT_OPS
+from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.catalog.test_transaction import (  # noqa: F401 - the fixtures
+    catalog,
+    heads,
+    make_tables,
+    opened,
+    staged,
+)
+
+
+def snapshot_versions(c: Catalog, names: list[str]) -> list[int]:
+    """Each table's version in a snapshot loaded now (what Flight SQL and ``lake sql`` read)."""
+    view = load_snapshot(c.store).project("p")
+    out = []
+    for name in names:
+        table = view.table("w", "ns", TableName.parse(name).table)
+        assert table is not None and table.ref is not None
+        out.append(table.ref.version)
+    return out
+
+
+def transaction_records(c: Catalog) -> list[TransactionRecord]:
+    return [decode(TransactionRecord, i.value, i.key) for i in c.store.scan_prefix(keys.transaction(""))]
+
+
+def write_all(c: Catalog, names: list[str], first: int = 1000, commit_id: str | None = None) -> Transaction:
+    """Append one row to every table in one transaction at most DynamoDB's 99 ops a write."""
+    with Transaction(c.tables, Provenance(commit_id=commit_id), max_ops=MAX_TRANSACT_OPS) as tx:
+        for i, name in enumerate(names):
+            tx.append(name, rows([first + i]))
+    return tx
+
+
+def test_a_hundred_table_transaction_commits_over_several_registry_writes(catalog: Catalog) -> None:  # noqa: F811
+    names = make_tables(catalog, 100)
+    seen: list[str] = []
+    with Catalog(catalog.settings, hook=seen.append) as c:
+        started = time.perf_counter()
+        tx = write_all(c, names)
+        took = time.perf_counter() - started
+    print(f"100-table transaction on {catalog.store.backend}: {took * 1000:.0f} ms")
+    assert [r.to_version for r in tx.results] == [2] * 100
+    # 100 tables: 200 ops registered in 3 chunks, 400 ops of head moves in 5.
+    assert seen.count("transaction:chunk-registered") == 3
+    assert seen.count("transaction:rolled-forward") == 5
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
+    assert all(sorted(ids_of(catalog.reads.open_table(n))) == [i, 1000 + i] for i, n in enumerate(names))
+    assert all(not staged(catalog, n) for n in names[:5])
+    assert snapshot_versions(catalog, names) == [2] * 100
+    assert transaction_records(catalog) == []  # deleted once every head moved
+    record = catalog.ctx.table(TableName.parse(names[7]))[0]
+    item = catalog.store.get(keys.version(record.incarnation, 2))
+    assert item is not None
+    ver = decode(VersionRecord, item.value)
+    assert ver.transaction_id is not None and len(ver.transaction) == 99
+    # Log entries and commit markers landed with the heads: the commit replays as one.
+    again = write_all(catalog, names, commit_id=tx.commit_id)
+    assert again.commit_id == tx.commit_id
+
+
+#: Tables, and registry operations a write, of the commits below: 3 chunks registered (4
+#: tables each), 6 of heads moved (2 tables each).
+SOME, SMALL = 12, 8
+
+#: Where a reader looks in the middle of a commit, and what it must see: every table old, or
+#: every table new.
+POINTS = [
+    ("transaction:recorded", 1, 1),
+    ("transaction:chunk-registered", 1, 1),
+    ("transaction:chunk-registered", 2, 1),
+    ("transaction:committed", 1, 1),  # committed, no head moved: none of it yet, for a reader
+    ("transaction:rolled-forward", 1, 2),  # some heads moved, the rest through the record
+    ("transaction:rolled-forward", 3, 2),
+]
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[f"{p}#{n}" for p, n, _ in POINTS])
+def test_a_snapshot_during_the_commit_holds_all_of_it_or_none(
+    catalog: Catalog,  # noqa: F811
+    point: tuple[str, int, int],
+) -> None:
+    where, nth, version = point
+    names = make_tables(catalog, SOME)
+    snapshots: list[list[int]] = []
+
+    def look(at: str) -> None:
+        if at == where:
+            arrivals.append(at)
+            if len(arrivals) == nth:
+                snapshots.append(snapshot_versions(catalog, names))
+
+    arrivals: list[str] = []
+    with Catalog(catalog.settings, hook=look) as c, Transaction(c.tables, max_ops=SMALL) as tx:
+        for i, name in enumerate(names):
+            tx.append(name, rows([1000 + i]))
+    assert snapshots == [[version] * SOME]
+    assert snapshot_versions(catalog, names) == [2] * SOME
+
+
+def test_a_commit_aborted_by_a_writer_holding_one_of_its_leases_fails_cleanly(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    names = make_tables(catalog, SOME)
+    aborted: list[str] = []
+
+    def abort(at: str) -> None:
+        # What a writer that took one of the tables' leases (the commit's writer stalled past
+        # its deadline) does on meeting a version of the commit above that table's head.
+        if at == "transaction:chunk-registered" and not aborted:
+            aborted.append(at)
+            (record,) = transaction_records(catalog)
+            assert record.state == "pending"
+            assert resolve(catalog.store, record.txn_id, leased=False) == "pending"  # no lease: left
+            assert resolve(catalog.store, record.txn_id, leased=True) == "aborted"
+
+    with Catalog(catalog.settings, hook=abort) as c:
+        with pytest.raises(ConcurrentModification, match="aborted"):
+            with Transaction(c.tables, max_ops=SMALL) as tx:
+                for i, name in enumerate(names):
+                    tx.append(name, rows([1000 + i]))
+    assert heads(catalog, names) == dict.fromkeys(names, 1)
+    assert snapshot_versions(catalog, names) == [1] * SOME
+    assert transaction_records(catalog) == []
+    assert all(
+        list(catalog.store.scan_prefix(keys.versions(incarnation(catalog, n))))[1:] == [] for n in names
+    )
+    assert all(not staged(catalog, n) for n in names[:3])
+    tx = write_all(catalog, names)  # nothing in the way: every lease let go, no record left
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
+
+
+def incarnation(c: Catalog, name: str) -> str:
+    return c.ctx.table(TableName.parse(name))[0].incarnation
+
+
+def stop_at(where: str, nth: int) -> Callable[[str], None]:
+    """A hook that fails the commit at the ``nth`` arrival at ``where``, leaving what it made."""
+    arrivals: list[str] = []
+
+    def hook(at: str) -> None:
+        if at == where:
+            arrivals.append(at)
+            if len(arrivals) == nth:
+                raise SystemExit(f"stopped at {where}")  # not a LakeError: nothing tidies after it
+
+    return hook
+
+
+def test_the_next_single_table_writer_completes_a_committed_commit_left_half_moved(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    names = make_tables(catalog, SOME)
+    with Catalog(catalog.settings, hook=stop_at("transaction:rolled-forward", 2)) as c:
+        with pytest.raises(SystemExit):
+            with Transaction(c.tables, max_ops=SMALL) as tx:
+                for i, name in enumerate(names):
+                    tx.append(name, rows([1000 + i]))
+    moved = heads(catalog, names)
+    assert 1 in moved.values() and 2 in moved.values()  # half the heads moved
+    assert snapshot_versions(catalog, names) == [2] * SOME  # a reader sees all of it
+    last = names[-1]  # still behind: its version above its head belongs to the commit
+    assert moved[last] == 1
+    with pytest.raises(ConcurrentModification, match="multi-table commit"):
+        catalog.tables.append(last, rows([7]))  # it moves every head first, then asks for a retry
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
+    assert transaction_records(catalog) == []
+    for name in names:
+        catalog.manifests.finish_versions(name)
+    assert all(sorted(ids_of(catalog.reads.open_table(n))) == [i, 1000 + i] for i, n in enumerate(names))
+    catalog.tables.append(last, rows([7]))
+    assert sorted(ids_of(catalog.reads.open_table(last))) == [7, SOME - 1, 1000 + SOME - 1]
