@@ -1,6 +1,10 @@
 """Compaction fans out through Dagster: one step per Lance compaction task, placed by the run's
 executor (here the multiprocess one: one process per step), and one commit step. Killing a
-task's process fails the run with nothing committed; re-executing it commits exactly once."""
+task's process fails the run with nothing committed; re-executing it commits exactly once.
+
+On SQLite storage only: these runs start a dozen step processes (25 to 45 s a test), and
+what Postgres storage adds (runs and events written by processes other than the test's) is
+what test_run_queue's Postgres case runs, with a daemon, a code server and run workers."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
 TASK_STEP = "compaction_task"
+SQLITE_ONLY = pytest.mark.parametrize("instance", ["sqlite"], indirect=True)
 KILL_MARKER = "LAKE_TEST_KILL_MARKER"
 
 
@@ -90,6 +95,7 @@ def run(instance: dg.DagsterInstance, **kwargs: object) -> dg.ExecuteJobResult:
 
 
 @pytest.mark.slow
+@SQLITE_ONLY
 def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
     instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,6 +125,7 @@ def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
 
 
 @pytest.mark.slow
+@SQLITE_ONLY
 def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commits_once(
     instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
