@@ -19,6 +19,14 @@ from typing import TYPE_CHECKING
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, check_commit_id
 from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.idempotency import (
+    PROPERTY,
+    commit_id_for,
+    first_version,
+    key_in,
+    retry_digest,
+    valid_key,
+)
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -40,13 +48,6 @@ def log_operation(lance_operation: str | None) -> str:
     return "commit" if lance_operation is None else lance_operation.replace("_", "-")
 
 
-def log_operations() -> frozenset[str]:
-    """Every log operation a client's commit on a branch may have (an idempotent retry's check)."""
-    from lake_platform.engine.transactions import OPERATIONS
-
-    return frozenset({log_operation(op) for op in OPERATIONS.values()} | {"commit"})
-
-
 class BranchVersions:
     def __init__(self, ctx: CatalogContext, branches: Branches, commits: EngineCommits) -> None:
         self.ctx = ctx
@@ -64,13 +65,19 @@ class BranchVersions:
         e_tag: str | None = None,
         naming_scheme: str | None = None,
         check: Callable[[BranchRecord], None] | None = None,
-        detail: dict[str, object] | None = None,
+        idempotency_key: str | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Register the staged manifest at ``manifest_path`` as ``version`` of the branch (the
         branch's head + 1, else ConcurrentModification). ``check``: called with the branch's
         record before anything is read or written (the REST server checks the path against the
-        branch's dataset root). ``by.commit_id`` makes it idempotent (replayed)."""
+        branch's dataset root). ``by.commit_id`` makes it idempotent (replayed).
+
+        ``idempotency_key`` (the REST header), else the staged transaction's ``idempotency-key``
+        property, replays as main's commit does (``idempotency.first_version``): the request
+        resent, or a client's retry that staged a new manifest making the same change on the
+        same branch, answers the first outcome and commits nothing; another change under the
+        key is IdempotencyKeyReused."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -86,7 +93,35 @@ class BranchVersions:
         rec, _ = self.branches.branch(tname, branch)
         if check is not None:
             check(rec)
-        staged_ipc, change = self._staged(rec, manifest_path)
+        key = None if idempotency_key is None else valid_key(idempotency_key)
+        staged: list[tuple[bytes | None, StagedChange]] = []  # read once, when first needed
+
+        def read_staged() -> tuple[bytes | None, StagedChange]:
+            if not staged:
+                staged.append(self._staged(rec, manifest_path))
+            return staged[0]
+
+        def replayed(key: str) -> CommitResult | None:
+            def retry() -> tuple[str, str]:
+                change = read_staged()[1]
+                what = f"{change.operation or 'commit'} of {change.rows_added} rows on branch {branch}"
+                return retry_digest(tname, change, branch), what
+
+            key_id = commit_id_for(who, key, "version")
+            if first_version(self.ctx, key_id, key, tname, manifest_path, retry, rec.location) is None:
+                return None
+            return self.ctx.replayed(key_id)
+
+        if key is not None and (done := replayed(key)) is not None:
+            return done  # before the staged manifest is read: an exact resend's was removed
+        staged_ipc, change = read_staged()
+        if key is None and (key := key_in(change.properties, PROPERTY)) is not None:
+            if (done := replayed(key)) is not None:
+                return done
+        detail: dict[str, object] = {"client": "pylance", "branch": branch}
+        if key is not None:
+            commit_id = commit_id_for(who, key, "version")
+            detail |= {"idempotency_key": key, "request_digest": retry_digest(tname, change, branch)}
         main, _ = self.ctx.table(tname)
         require_schema_change_role(who, tname, main, rec.schema_ipc, staged_ipc, change.operation)
         pending = PendingCommit(
@@ -95,7 +130,7 @@ class BranchVersions:
             actor=self.ctx.actor(by.actor, who),
             run_id=by.run_id,
             schema_ipc=staged_ipc,
-            detail={**(detail or {}), "client": "pylance", "branch": branch},
+            detail=detail,
             stream_totals=lambda: (change.rows_added, change.bytes_added),
             files_added=change.files_added,
         )

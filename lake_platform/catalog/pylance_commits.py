@@ -6,7 +6,6 @@ this process published remembered so a listing right after need not check their 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,14 @@ from lance_namespace_urllib3_client.models import (
     CreateTableVersionResponse,
 )
 
-from lake_platform.catalog.idempotency import PROPERTY, commit_id_for, key_in, reused, valid_key
+from lake_platform.catalog.idempotency import (
+    PROPERTY,
+    commit_id_for,
+    first_version,
+    key_in,
+    retry_digest,
+    valid_key,
+)
 from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
@@ -23,15 +29,12 @@ from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
-from lake_platform.errors import InvalidInput, InvalidTableState, Protected
+from lake_platform.errors import InvalidInput, Protected
 from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
-    CommitLogEntry,
     TableRecord,
-    VersionRecord,
-    decode,
     new_id,
 )
 
@@ -133,45 +136,23 @@ class VersionCommits:
     def _replay(
         self, tname: TableName, record: TableRecord, request: Any, key: str, change: StagedChange | None
     ) -> CreateTableVersionResponse | None:
-        """The first outcome of the commit made under ``key``, or None if none landed. The same
-        request resent names the manifest the first one committed; a client's retry stages a
-        new manifest (Lance writes one per attempt, numbered after what it sees), which must
-        make the same change (operation and rows) on the same table, else IdempotencyKeyReused.
-        The retry's staging manifest is removed: nothing will ever register it (its data files
-        are left to the orphan scan, as for any refused write)."""
-        ctx = self.catalog.ctx
-        marker = ctx.commit_landed(commit_id_for(self.principal, key, "version"))
-        if marker is None:
-            return None
-        path = str(request_field(request, "manifest_path"))
-        if marker.target != str(tname):
-            raise reused(key, f"a commit to {marker.target}", f"a commit to {tname}")
-        item = None
-        if marker.to_version is not None and marker.incarnation is not None:
-            item = ctx.store.get(keys.version(marker.incarnation, marker.to_version))
-        if item is None:
-            raise InvalidTableState(
-                f"the commit made under idempotency key {key!r} landed as version {marker.to_version} "
-                f"of {tname}, which no longer exists (cleaned up or the table was replaced)"
-            )
-        ver = decode(VersionRecord, item.value, item.key)
-        first_staged = {p.rpartition("/")[2] for p in (ver.manifest_path, ver.staged_from) if p}
-        if path.rpartition("/")[2] not in first_staged:
-            if change is None:
-                change = self._staged(record, request)[1]
-            entry = ctx.store.get(marker.log_key)
-            digest = decode(CommitLogEntry, entry.value).detail.get("request_digest") if entry else None
-            if digest != retry_digest(tname, change):
-                raise reused(
-                    key,
-                    f"version {ver.version} of {tname}",
-                    f"{change.operation or 'commit'} of {change.rows_added} rows",
-                )
-            if engine.is_staging_manifest(path):
-                engine.remove_files(
-                    record.location, [path], self.catalog.settings.storage_options(record.location)
-                )
-        return CreateTableVersionResponse(version=table_version(ver))
+        """The first outcome of the commit made under ``key``, or None if none landed
+        (``idempotency.first_version``: a client's retry must make the same change)."""
+
+        def retry() -> tuple[str, str]:
+            staged = change if change is not None else self._staged(record, request)[1]
+            return retry_digest(tname, staged), f"{staged.operation or 'commit'} of {staged.rows_added} rows"
+
+        ver = first_version(
+            self.catalog.ctx,
+            commit_id_for(self.principal, key, "version"),
+            key,
+            tname,
+            str(request_field(request, "manifest_path")),
+            retry,
+            record.location,
+        )
+        return None if ver is None else CreateTableVersionResponse(version=table_version(ver))
 
     def _commit_version(
         self,
@@ -311,13 +292,6 @@ def log_operation(lance_operation: str | None, current_version: int) -> str:
     if lance_operation == "overwrite" and current_version == 0:
         return "create"
     return lance_operation.replace("_", "-")
-
-
-def retry_digest(tname: TableName, change: StagedChange) -> str:
-    """What a retry under the same key must commit again: the table, Lance's operation and
-    its rows (not the files: a retry writes new ones)."""
-    text = f"{tname}\0{change.operation}\0{change.rows_added}"
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def request_ids(request: Any) -> list[str]:

@@ -10,15 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
-from lake_platform.catalog.branch_versions import log_operations
 from lake_platform.catalog.namespace import table_version
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits
-from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
-from lake_platform.rest.idempotency import commit_once, idempotency_key
+from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
 
 
@@ -108,26 +106,21 @@ def _create_branch_version(
     request: RestRequest, tname: TableName, branch: str, version: int, path: str
 ) -> Any:
     """The branch's next version from the client's staged manifest. An ``Idempotency-Key``
-    makes a resend of the same request answer the first outcome (``commit_once``)."""
-    catalog = request.service.catalog
+    (or the staged transaction's property) replays as on main: a resend, or a client's retry
+    that staged a new manifest for the same change, answers the first outcome."""
     body = request.body
-
-    def commit(by: Provenance, detail: dict[str, object]) -> CommitResult:
-        return catalog.branch_versions.create_version(
-            str(tname),
-            branch,
-            version,
-            path,
-            manifest_size=body.get("manifest_size"),
-            e_tag=body.get("e_tag"),
-            naming_scheme=body.get("naming_scheme"),
-            check=lambda rec: check_manifest_path(rec.location, path),
-            detail=detail,
-            by=by,
-        )
-
-    payload = b"\0".join((branch.encode(), str(version).encode(), path.encode()))
-    result = commit_once(request, tname, "version", payload, commit, set(log_operations()))
+    result = request.service.catalog.branch_versions.create_version(
+        str(tname),
+        branch,
+        version,
+        path,
+        manifest_size=body.get("manifest_size"),
+        e_tag=body.get("e_tag"),
+        naming_scheme=body.get("naming_scheme"),
+        check=lambda rec: check_manifest_path(rec.location, path),
+        idempotency_key=idempotency_key(request),
+        by=Provenance(principal=request.principal),
+    )
     _, landed = branches.branch_version(request, tname, branch, result.to_version)
     return {"version": to_json(table_version(landed)), "transaction_id": result.commit_id}
 

@@ -6,10 +6,12 @@ against the registry: the branch's head moved by one, main unchanged, a log entr
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import lance
 import pytest
+from lance.namespace import RestNamespace
 from lance_namespace import LanceNamespace
 from lance_namespace_urllib3_client.models import (
     AddColumnsEntry,
@@ -196,9 +198,10 @@ def test_a_lance_client_commits_staged_manifests_to_a_branch(events: RestLake) -
     answer = events.post(url, body, who="admin", headers=key).json()
     assert answer["version"]["version"] == 5 and branch_head(events) == 5
     assert logged(events, answer["transaction_id"]).operation == "project"
-    # a resend under the Idempotency-Key answers the first outcome and commits nothing
+    # a resend under the Idempotency-Key answers the first outcome and commits nothing, as on
+    # main: the same manifest is the same commit whatever version it is sent as
     assert events.post(url, body, who="admin", headers=key).json() == answer
-    assert problem(events.post(url, {**body, "version": 6}, who="admin", headers=key)) == (422, 13)
+    assert events.post(url, {**body, "version": 6}, who="admin", headers=key).json() == answer
     assert branch_head(events) == 5
     assert main_state(events) == (2, [1, 2, 3, 4])
 
@@ -217,3 +220,43 @@ def test_an_idempotent_delete_on_a_branch_lands_once(events: RestLake) -> None:
     )
     assert branch_ids(events, "dev") == [2, 3, 4]
     assert main_state(events) == (2, [1, 2, 3, 4])
+
+
+def test_a_client_retry_on_a_branch_under_one_key_applies_the_batch_once(events: RestLake) -> None:
+    """As on main (test_versions.py): a retry of the whole write stages a new manifest numbered
+    after the first; under the same key (the header, or the Lance transaction property) it is
+    answered with the first outcome and its staging manifest removed. Other rows under the key
+    are 422."""
+    events.catalog.branches.create_branch(NAME, "dev")
+    auth = {"header.Authorization": events.headers()["Authorization"]}
+    keyed = OnBranch(RestNamespace(uri=events.url, **auth, **{f"header.{HEADER}": "dev-load-1"}), "dev")
+    for _ in range(2):
+        lance.write_dataset(rows([10, 11]), namespace_client=keyed, table_id=T, mode="append")
+    assert (branch_head(events), branch_ids(events, "dev")) == (3, [1, 2, 3, 4, 10, 11])
+    ns = OnBranch(rest_namespace(events.url, events.tokens["writer"]), "dev")
+    for _ in range(2):
+        lance.write_dataset(
+            rows([12]), namespace_client=ns, table_id=T, mode="append", transaction_properties={HEADER: "p-1"}
+        )
+    assert (branch_head(events), branch_ids(events, "dev")) == (4, [1, 2, 3, 4, 10, 11, 12])
+    keys = [
+        (e.detail["idempotency_key"], e.rows_added)
+        for e in events.catalog.reads.log(NAME)
+        if e.detail.get("idempotency_key")
+    ]
+    assert keys == [("dev-load-1", 2), ("p-1", 1)]
+    location = events.catalog.branches.branch(TableName.parse(NAME), "dev")[0].location
+    assert [p for p in os.listdir(f"{location}/_versions") if ".manifest-" in p] == []
+    staging = StagingOnly(ns)
+    with pytest.raises(OSError):  # the kept commit: Lance cannot tell whether it landed
+        lance.write_dataset(rows([13, 14, 15]), namespace_client=staging, table_id=T, mode="append")
+    assert staging.staged is not None
+    body = {**staging.staged, "branch": "dev"}
+    other = events.post(f"/v1/table/{TP}/version/create", body, headers={HEADER: "dev-load-1"})
+    assert problem(other) == (422, 13), other.text
+    # the key of main's commit of the same rows does not replay on the branch
+    on_main = RestNamespace(uri=events.url, **auth, **{f"header.{HEADER}": "main-1"})
+    lance.write_dataset(rows([13, 14, 15]), namespace_client=on_main, table_id=T, mode="append")
+    other = events.post(f"/v1/table/{TP}/version/create", body, headers={HEADER: "main-1"})
+    assert problem(other) == (422, 13), other.text
+    assert branch_head(events) == 4 and main_state(events) == (3, [1, 2, 3, 4, 13, 14, 15])
