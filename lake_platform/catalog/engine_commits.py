@@ -62,8 +62,16 @@ class EngineCommits:
         return ns, ds
 
     def bind(
-        self, tname: TableName, record: TableRecord, revision: int, pending: PendingCommit, lease: Lease
+        self,
+        tname: TableName,
+        record: TableRecord,
+        revision: int,
+        pending: PendingCommit,
+        lease: Lease,
+        checked_manifest: str | None = None,
     ) -> BoundTableNamespace:
+        """``checked_manifest``: a client's staged manifest the caller has checked already
+        (``table_files``), which the namespace need not read and check again."""
         # Imported here: lance_namespace is heavy, and registry-only commands never bind a table.
         from lake_platform.catalog.namespace import BoundTableNamespace
 
@@ -78,6 +86,7 @@ class EngineCommits:
             fault=self.ctx.hook and (lambda p: self.ctx.at(f"{pending.operation}:{p}")),
             fresh=revision != ABSENT,
             tidy_refused=True,
+            checked_manifest=checked_manifest,
         )
 
     def resolve_failure(self, pending: PendingCommit, ns: BoundTableNamespace, exc: BaseException) -> None:

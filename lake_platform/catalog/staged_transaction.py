@@ -157,11 +157,14 @@ class StagedVersions(Transaction):
             hold=[operation],
         )
         w.pending = pending
-        ns = self._tables.commits.bind(w.name, record, revision, pending, w.lease)
+        request = self._requests[str(w.name)]
+        # The manifest was read and checked by ``_plan`` (``_staged``): not read again.
+        checked = str(request["manifest_path"])
+        ns = self._tables.commits.bind(w.name, record, revision, pending, w.lease, checked)
         w.ns = ns
         w.lease.check()
         try:
-            ns.create_table_version(self._requests[str(w.name)])
+            ns.create_table_version(request)
         except Exception:
             if ns.failure is not None:
                 raise ns.failure from None
