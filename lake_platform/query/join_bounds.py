@@ -1,4 +1,4 @@
-"""Cross and nested-loop joins refused past a bound on the row pairs they would evaluate.
+"""Cross and nested-loop joins refused past a bound on the work they would do per row pair.
 
 A query stopped by its time limit (or its client) stops because its DataFusion stream is
 dropped, which aborts the stream's tasks at their next yield to the runtime. DataFusion's cross
@@ -9,17 +9,27 @@ generate_series(1, 200000) b`` dropped after 1.5 s kept both cores busy until th
 Hash and sort-merge joins stop (measured; their build and probe reads yield), so only joins
 without an equality key are bounded.
 
-The bound is the product of the row counts the join's two inputs may have, worked out from the
-optimized logical plan: a table's rows (``rows_of``, or a scan's own row limit), a VALUES list's
-length, one row for an ungrouped aggregate, a union's sum, a join's product, otherwise its
-input's (a filter or a LIMIT only lowers it). A table
+What runs on after the drop is the join's work up to its next read of its probe side (a batch
+of it against every build row: measured, the tail shrinks with the batch size), at most all of
+it. The bound is on all of it, which needs no knowledge of sides or batches: the join's row
+pairs times what each pair costs. The pairs are the product of the row counts the join's two
+inputs may have, worked out from the optimized logical plan: a table's rows (``rows_of``, or a
+scan's own row limit), a VALUES list's length, one row for an ungrouped aggregate, a union's
+sum, a join's product, otherwise its input's (a filter or a LIMIT only lowers it). A table
 function's rows (``generate_series``, ``range``) are not in the logical plan: they are read from
 the physical plan's generators (``start=``/``end=`` of DataFusion's display), the largest for
 each (a series of dates counts its span in nanoseconds: refused beside anything but tiny
-inputs); anything else unknown (UNNEST, a recursive query) is unbounded. A join whose bound exceeds
-``max_join_pairs`` is refused before it runs (INVALID_ARGUMENT, JoinTooLarge); under the default
-(10^8 pairs, about 0.15-0.35 s of one core on the reference VM) a join that does run ends within
-a second of its deadline even when nothing can stop it.
+inputs); anything else unknown (UNNEST, a recursive query) is unbounded.
+
+The cost of a pair is one simple comparison plus, counted in simple comparisons
+(``row_costs``), the join's condition and the expressions the nodes above it evaluate for each
+row it produces, up to and including the first aggregate (they run in the same loop, between
+the same yields). ``md5(a.s || b.s) < '1'`` costs 69 a pair, ``regexp_like(a.s || b.s, p)``
+21, ``a.x < b.x`` 1. A join whose pairs times cost exceed ``max_join_pairs`` is refused before
+it runs (INVALID_ARGUMENT, JoinTooLarge). Under the default (10^8: about 0.15-0.6 s of one core
+whatever the condition, 10^8 pairs of a comparison or 1.4 million of an ``md5``) a join that does
+run ends within a second of its deadline even when nothing can stop it, and a keyless join of
+two 1,000-row tables runs with any condition.
 """
 
 from __future__ import annotations
@@ -27,11 +37,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lake_platform.query.errors import JoinTooLarge
 from lake_platform.query.facts import any_node
 from lake_platform.query.limits import QueryLimits
+from lake_platform.query.row_costs import expression_cost, node_cost
 
 #: Counts a table's rows: its fully qualified name (warehouse, schema, table as the plan
 #: spells it) -> rows, or None when it is not one of the query's tables.
@@ -41,44 +53,75 @@ RowsOf = Callable[[tuple[str, ...]], "int | None"]
 _GENERATOR = re.compile(r"(\w+): start=(-?\d+), end=(-?\d+)")
 #: Plan nodes that may produce more rows than their inputs, by how many the plan does not say.
 _UNKNOWN = frozenset({"Unnest", "RecursiveQuery", "Extension"})
+_NOTHING: tuple[int, frozenset[str]] = (0, frozenset())
+
+
+@dataclass(frozen=True)
+class KeylessJoin:
+    """A join without an equality key: at most how many row pairs it compares (inf: unknown),
+    what each costs in simple comparisons, and the costly calls that make it cost more."""
+
+    pairs: float
+    cost: int = 1
+    costly: frozenset[str] = frozenset()
+
+    @property
+    def work(self) -> float:
+        return self.pairs * self.cost
 
 
 def check_joins(df: Any, rows_of: RowsOf, limits: QueryLimits) -> None:
-    """Raise JoinTooLarge when a join without an equality key in ``df``'s plan may evaluate more
-    than ``limits.max_join_pairs`` row pairs (0: no limit). A plan with no such join costs one
-    walk of its unoptimized logical plan."""
+    """Raise JoinTooLarge when a join without an equality key in ``df``'s plan may do more than
+    ``limits.max_join_pairs`` simple comparisons' work (its row pairs times their cost; 0: no
+    limit). A plan with no join costs one walk of its unoptimized logical plan."""
     cap = limits.max_join_pairs
     if not cap or not any_node(df.logical_plan(), lambda kind, _: kind == "Join"):
         return
-    bounds = _Bounds(df, rows_of)
-    pairs = bounds.largest_pairs(df.optimized_logical_plan())
-    if pairs > cap:
-        shown = "an unknown number of" if math.isinf(pairs) else f"up to {int(pairs)}"
+    join = _Bounds(df, rows_of).costliest(df.optimized_logical_plan())
+    if join.work > cap:
         raise JoinTooLarge(
-            f"a join without an equality condition would compare {shown} row pairs, more than "
+            f"a join without an equality condition would compare {_shown(join)}, more than "
             f"{limits.named('max_join_pairs')}; join on equal keys, or filter or limit its inputs"
         )
 
 
+def _shown(join: KeylessJoin) -> str:
+    if math.isinf(join.pairs):
+        return "an unknown number of row pairs"
+    if join.cost == 1:
+        return f"up to {int(join.pairs)} row pairs"
+    return (
+        f"up to {int(join.pairs)} row pairs at the cost of {join.cost} simple comparisons each "
+        f"({', '.join(sorted(join.costly))}), {int(join.work)} in all"
+    )
+
+
 class _Bounds:
-    """Row bounds of one plan's nodes and the largest pair count of its keyless joins."""
+    """Row bounds of one plan's nodes and the costliest of its keyless joins."""
 
     def __init__(self, df: Any, rows_of: RowsOf) -> None:
         self._df = df
         self._rows_of = rows_of
         self._generated: float | None = None
-        self.pairs = 0.0
+        self.costliest_join = KeylessJoin(0.0)
 
-    def largest_pairs(self, root: Any) -> float:
-        self.rows(root)
-        return self.pairs
+    def costliest(self, root: Any) -> KeylessJoin:
+        self.rows(root, _NOTHING)
+        return self.costliest_join
 
-    def rows(self, node: Any) -> float:
-        """At most how many rows ``node`` produces (inf: unknown)."""
+    def rows(self, node: Any, above: tuple[int, frozenset[str]]) -> float:
+        """At most how many rows ``node`` produces (inf: unknown). ``above``: what the nodes
+        above it evaluate for each row it produces, in the loop that reads it."""
         variant = node.to_variant()
         kind = type(variant).__name__
-        inputs = node.inputs()
-        below = [self.rows(child) for child in inputs]
+        own = node_cost(node)
+        if kind == "Join":
+            below_above = _NOTHING  # a join reads its inputs between yields of their own
+        elif kind == "Aggregate":
+            below_above = own  # its rows are few, and what is above reads them, not its input's
+        else:
+            below_above = (above[0] + own[0], above[1] | own[1])
+        below = [self.rows(child, below_above) for child in node.inputs()]
         if kind == "TableScan":
             rows = self._scan_rows(variant)
             fetch = variant.fetch()
@@ -88,7 +131,7 @@ class _Bounds:
         if kind == "Join":
             product = math.prod(below)
             if not variant.on():
-                self.pairs = max(self.pairs, product)
+                self._keyless(product, variant.filter(), above)
             return product
         if kind == "Union":
             return sum(below)
@@ -97,6 +140,12 @@ class _Bounds:
         if kind in _UNKNOWN:
             return math.inf
         return max(below, default=1.0)
+
+    def _keyless(self, pairs: float, condition: Any, above: tuple[int, frozenset[str]]) -> None:
+        cost, costly = expression_cost([] if condition is None else [condition])
+        join = KeylessJoin(pairs, 1 + cost + above[0], costly | above[1])
+        if join.work > self.costliest_join.work:
+            self.costliest_join = join
 
     def _scan_rows(self, scan: Any) -> float:
         fqn = tuple(part for part in scan.fqn() if part is not None)
@@ -119,4 +168,4 @@ class _Bounds:
         return self._generated
 
 
-__all__ = ["check_joins"]
+__all__ = ["KeylessJoin", "check_joins"]

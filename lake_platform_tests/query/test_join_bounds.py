@@ -1,8 +1,12 @@
 """Joins without an equality key refused past ``max_join_pairs`` (issue 44, row 2): DataFusion
-cannot stop them once they run, so the row pairs they may compare are bounded before they do.
-The bound's inputs: a table's rows, table functions' generators, VALUES, ungrouped aggregates."""
+cannot stop them once they run, so the work they may do is bounded before they do: the row
+pairs they may compare (from a table's rows, table functions' generators, VALUES, ungrouped
+aggregates) times what each pair costs (``row_costs``: the condition and what is computed per
+row above the join)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from datafusion import SessionContext
@@ -17,7 +21,9 @@ LIMITS = QueryLimits(max_join_pairs=10**6, labels={"max_join_pairs": "LAKE_FLIGH
 @pytest.fixture(scope="module")
 def ctx() -> SessionContext:
     ctx = SessionContext()
-    ctx.sql("CREATE TABLE t AS SELECT value AS x FROM generate_series(1, 2000)").collect()
+    ctx.sql(
+        "CREATE TABLE t AS SELECT value AS x, 'row-' || value AS s FROM generate_series(1, 2000)"
+    ).collect()
     return ctx
 
 
@@ -59,6 +65,49 @@ def test_a_keyless_join_past_the_bound_is_refused_naming_the_setting(
     ],
 )
 def test_joins_that_can_be_stopped_or_are_small_are_planned(ctx: SessionContext, sql: str) -> None:
+    check_joins(ctx.sql(sql), rows_of, LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("sql", "cost"),
+    [
+        # 200,000 pairs: well under the bound with a comparison (planned below), not with md5 of each
+        (
+            "SELECT count(*) FROM t a, generate_series(1, 100) b WHERE md5(a.s || b.value) < '1'",
+            "70 simple comparisons each (md5, ||)",
+        ),
+        (
+            "SELECT count(*) FROM t a, range(100) b WHERE regexp_like(a.s, b.value::varchar)",
+            "19 simple comparisons each (~)",
+        ),
+        # computed once per row the join produces, in the loop that reads it: as costly as a condition
+        ("SELECT max(md5(a.s)) FROM t a CROSS JOIN range(100) b", "65 simple comparisons each (md5)"),
+        (
+            "SELECT a.x FROM t a, range(100) b WHERE a.x < b.value ORDER BY sha256(a.s) LIMIT 3",
+            "65 simple comparisons each (sha256)",
+        ),
+    ],
+)
+def test_a_keyless_join_whose_pairs_cost_more_than_a_comparison_is_weighed_by_their_cost(
+    ctx: SessionContext, sql: str, cost: str
+) -> None:
+    with pytest.raises(JoinTooLarge, match=rf"compare up to \d+ row pairs at the cost of {re.escape(cost)}"):
+        check_joins(ctx.sql(sql), rows_of, LIMITS)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM t a, generate_series(1, 100) b WHERE a.s < b.value::varchar",  # 2 each
+        "SELECT count(*) FROM (SELECT md5(s) AS m FROM t) a, range(100) b WHERE a.m < b.value::varchar",
+        "SELECT count(*) FROM t a, (VALUES ('x'), ('y')) b(v) WHERE md5(a.s || b.v) < '1'",  # 4,000 pairs
+        "SELECT md5(a.s || b.s) FROM t a JOIN t b ON a.x = b.x",  # hash joins stop: not bounded
+        "SELECT md5(max(a.s)) FROM t a, range(100) b",  # md5 once, of the aggregate
+    ],
+)
+def test_a_costly_computation_outside_the_pairs_or_over_few_pairs_is_planned(
+    ctx: SessionContext, sql: str
+) -> None:
     check_joins(ctx.sql(sql), rows_of, LIMITS)
 
 
