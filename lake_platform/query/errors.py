@@ -47,8 +47,8 @@ class ValueTooLarge(InvalidInput):
 
 
 class JoinTooLarge(InvalidInput):
-    """A join without an equality key may compare more than ``max_join_pairs`` row pairs
-    (``query.join_bounds``)."""
+    """A join without an equality key may do more than ``max_join_pairs`` row pairs' work of a
+    simple comparison: its pairs times what each costs (``query.join_bounds``)."""
 
 
 def timed_out(limits: QueryLimits, doing: str = "the query") -> QueryTimeout:

@@ -1,4 +1,4 @@
-"""Cross and nested-loop joins refused past a bound on the work they would do per row pair.
+"""Cross and nested-loop joins refused past a bound on their work: row pairs times each pair's cost.
 
 A query stopped by its time limit (or its client) stops because its DataFusion stream is
 dropped, which aborts the stream's tasks at their next yield to the runtime. DataFusion's cross
@@ -12,24 +12,27 @@ without an equality key are bounded.
 What runs on after the drop is the join's work up to its next read of its probe side (a batch
 of it against every build row: measured, the tail shrinks with the batch size), at most all of
 it. The bound is on all of it, which needs no knowledge of sides or batches: the join's row
-pairs times what each pair costs. The pairs are the product of the row counts the join's two
-inputs may have, worked out from the optimized logical plan: a table's rows (``rows_of``, or a
-scan's own row limit), a VALUES list's length, one row for an ungrouped aggregate, a union's
-sum, a join's product, otherwise its input's (a filter or a LIMIT only lowers it). A table
-function's rows (``generate_series``, ``range``) are not in the logical plan: they are read from
-the physical plan's generators (``start=``/``end=`` of DataFusion's display), the largest for
-each (a series of dates counts its span in nanoseconds: refused beside anything but tiny
-inputs); anything else unknown (UNNEST, a recursive query) is unbounded.
+pairs times what each pair costs. (Smaller batches for such plans alone would shorten the tail,
+but datafusion-python sets the batch size per context, ``SessionConfig``, not per query.)
+
+The pairs are the product of the row counts the join's two inputs may have, worked out from the
+optimized logical plan: a table's rows (``rows_of``, or a scan's own row limit), a VALUES list's
+length, one row for an ungrouped aggregate, a union's sum, a join's product, otherwise its
+input's (a filter or a LIMIT only lowers it). A table function's rows (``generate_series``,
+``range``) are not in the logical plan: they are read from the physical plan's generators
+(``start=``/``end=`` of DataFusion's display), the largest for each (a series of dates counts
+its span in nanoseconds: refused beside anything but tiny inputs); anything else unknown
+(UNNEST, a recursive query) is unbounded.
 
 The cost of a pair is one simple comparison plus, counted in simple comparisons
 (``row_costs``), the join's condition and the expressions the nodes above it evaluate for each
 row it produces, up to and including the first aggregate (they run in the same loop, between
 the same yields). ``md5(a.s || b.s) < '1'`` costs 69 a pair, ``regexp_like(a.s || b.s, p)``
 21, ``a.x < b.x`` 1. A join whose pairs times cost exceed ``max_join_pairs`` is refused before
-it runs (INVALID_ARGUMENT, JoinTooLarge). Under the default (10^8: about 0.15-0.6 s of one core
-whatever the condition, 10^8 pairs of a comparison or 1.4 million of an ``md5``) a join that does
-run ends within a second of its deadline even when nothing can stop it, and a keyless join of
-two 1,000-row tables runs with any condition.
+it runs (INVALID_ARGUMENT, JoinTooLarge). Under the default (10^8: 0.15-0.8 s of one core
+whatever the condition, measured: 10^8 pairs of a comparison, 1.4 million of an ``md5``, 5.9
+million of a ``replace``) a join that does run ends within a second of its deadline even when
+nothing can stop it, and a keyless join of two 1,000-row tables runs with any one costly call.
 """
 
 from __future__ import annotations

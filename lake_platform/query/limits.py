@@ -35,7 +35,7 @@ class QueryLimits:
     dataset_cache_size: int = 256  # table providers kept, one per exact snapshot
     max_result_bytes: int = 0  # 0 = no limit
     max_value_bytes: int = 64 << 20  # what repeat, lpad, rpad may build for one batch (``capped``)
-    max_join_pairs: int = 10**8  # row pairs a join without an equality key may compare (``join_bounds``)
+    max_join_pairs: int = 10**8  # a keyless join's pairs times their cost in comparisons (``join_bounds``)
     query_timeout_seconds: float = DEFAULT_QUERY_TIMEOUT  # 0 = no limit (planning and streaming each)
     spill_compression: str = "lz4_frame"  # uncompressed, lz4_frame or zstd
     session_pool_size: int = 16  # idle DataFusion contexts kept for reuse (0: a new one per request)
