@@ -43,9 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lake_platform.catalog.pylance_namespace import LakeNamespace  # noqa: E402
 from lake_platform.query.snapshot import load_snapshot  # noqa: E402
-from lake_platform.registry.dynamodb_items import conditional_put  # noqa: E402
-from lake_platform.registry.store import Op, Put  # noqa: E402
-from lake_platform_tests.registry.catalog_records import Reads, commit, write_catalog  # noqa: E402
+from lake_platform.registry.store import Op  # noqa: E402
+from lake_platform_tests.registry.catalog_records import (  # noqa: E402
+    Reads,
+    commit,
+    dynamodb_batch_loader,
+    write_catalog,
+)
 
 PER_NAMESPACE = 100
 
@@ -57,30 +61,6 @@ def median_ms(fn: Callable[[], object], rounds: int) -> float:
         fn()
         spent.append(time.perf_counter() - started)
     return statistics.median(spent) * 1000
-
-
-#: BatchWriteItem's limit.
-_BATCH_WRITE = 25
-
-
-def batch_loader(endpoint: str, table: str) -> Callable[[Sequence[Op]], None]:
-    """Loads new registry records into DynamoDB table ``table`` with BatchWriteItem, each item
-    as the registry writes a created record (revision 1)."""
-    import boto3
-
-    client = boto3.client("dynamodb", endpoint_url=endpoint)
-
-    def load(ops: Sequence[Op]) -> None:
-        puts = []
-        for op in ops:
-            assert isinstance(op, Put) and op.expected is not None, op
-            puts.append({"PutRequest": {"Item": conditional_put(table, op, "bench-load")["Item"]}})
-        for start in range(0, len(puts), _BATCH_WRITE):
-            pending = {table: puts[start : start + _BATCH_WRITE]}
-            while pending:
-                pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-
-    return load
 
 
 def bare_requests(endpoint: str, table: str, rounds: int) -> dict[str, float]:
@@ -228,7 +208,7 @@ def main() -> None:
                 for size in sizes:
                     url = common.dynamodb_url(endpoint, f"scale-{size}")
                     print(f"DynamoDB (moto), {size:,} tables")
-                    loader = batch_loader(endpoint, f"scale-{size}")
+                    loader = dynamodb_batch_loader(endpoint, f"scale-{size}")
                     results.append(
                         measure(tmp / f"home-{size}", size, args.versions, args.rounds, url, loader)
                     )
