@@ -227,7 +227,7 @@ class CommitConflicts:
                 LeaseRaced(f"version {version} of {self.name} must be cleared under the lease")
             )
         # A multi-table commit's version (``transaction_chunks``): completed or cleared first.
-        outcome = resolve_version(self.store, item, version - 1, leased=True)
+        outcome = resolve_version(self.store, item, self.head_key, leased=True)
         if outcome == "aborted":
             return self.store.transact(ops)
         if outcome is not None:

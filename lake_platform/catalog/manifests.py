@@ -150,6 +150,8 @@ class Manifests:
         on_disk: dict[int, list[str]] | None = None  # one listing, not a stat per version
         for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
             ver = decode(VersionRecord, item.value, item.key)
+            if ver.version > record.current_version:
+                break  # above the head: not committed, or a multi-table commit's to complete first
             present = None
             if ver.staged_from is not None:
                 if on_disk is None:

@@ -226,7 +226,10 @@ class Transaction:
         first = self._ctx.replayed(writes[0].commit_id)
         if first is None:
             return None
-        return [r for w in writes if (r := self._ctx.replayed(w.commit_id)) is not None]
+        results = [r for w in writes if (r := self._ctx.replayed(w.commit_id)) is not None]
+        # Some tables only: committed over several registry writes, not every head moved yet
+        # (the leased path completes it from its record, then replays).
+        return results if len(results) == len(writes) else None
 
     def _read_pairs(
         self, writes: list[TableWrite], wanted: Callable[[TableWrite], list[str]]

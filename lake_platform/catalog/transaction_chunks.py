@@ -120,6 +120,7 @@ class ChunkedCommit:
         self.revision = ABSENT
 
     def run(self) -> list[Item | None]:
+        recovery.sweep(self.ctx.store, self.limit)  # what killed writers left, past its deadline
         self._put_record()
         try:
             self._register()
@@ -228,7 +229,7 @@ class ChunkedCommit:
         cleared by the next writer of the table, ``transaction_recovery``)."""
         try:
             outcome = recovery.resolve(self.ctx.store, self.txn_id, leased=True, limit=self.limit)
-            if outcome == "aborted":  # also what it registered after another writer's abort
+            if outcome in ("aborted", "gone"):  # and what it registered after another's abort
                 recovery.clear(self.ctx.store, self.record, self.limit)
         except Exception:  # noqa: BLE001 - only tidying: the next writer resolves it
             log.warning("could not clear the aborted transaction %s", self.commit_id, exc_info=True)

@@ -12,10 +12,11 @@ by reading the record once:
   record is deleted. Moving a head needs no lease: only a head still at the version the commit
   left moves, and a writer holding that table's lease meanwhile finds its own commit refused on
   the version key (the commit's) and resolves it here first.
-- ``pending``: only a writer that holds the lease of one of its tables resolves it, and holding
-  that lease proves the commit's writer lost it (taken over from a dead process, or expired):
-  the record is flipped to ``aborted`` (only if still pending, so a commit point that won the
-  race stands and is completed instead), then cleared.
+- ``pending``: a writer that holds the lease of one of its tables resolves it, since holding
+  that lease proves the commit's writer lost it (taken over from a dead process, or expired);
+  anyone else only once its deadline passed. The record is flipped to ``aborted`` only if still
+  pending, so a commit point that won the race stands and is completed instead (aborting is
+  always safe; the deadline only spares a live writer), then cleared.
 - ``aborted``, or no record (deleted after an abort; a committed record is deleted only once no
   version of it is above a head): every version it registered above a head is deleted (only
   while it still names the transaction), then the record.
@@ -36,15 +37,17 @@ from lake_platform.registry.records import (
     TransactionTable,
     VersionRecord,
     decode,
+    now_ms,
 )
-from lake_platform.registry.store import MAX_GET_KEYS, Delete, Item, MetaStore, Op, Put
+from lake_platform.registry.store import MAX_GET_KEYS, Check, Delete, Item, MetaStore, Op, Put
 
 if TYPE_CHECKING:
     from lake_platform.catalog.lease import Lease
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["committed", "aborted", "pending"]
+#: ``gone``: no record (deleted once its heads all moved, or once it was aborted and cleared).
+Outcome = Literal["committed", "aborted", "pending", "gone"]
 #: Rounds of moving heads at most: each one only retries tables another completer raced.
 ROUNDS = 4
 
@@ -57,19 +60,19 @@ def read_transaction(store: MetaStore, txn_id: str) -> tuple[TransactionRecord, 
 def resolve(store: MetaStore, txn_id: str, *, leased: bool, limit: int | None = None) -> Outcome:
     """Complete or clear transaction ``txn_id``; ``leased``: the caller holds the lease of one of
     its tables (so a pending one is aborted). ``pending``: left alone (the caller holds no lease
-    and its writer may still commit it). ``limit``: operations per registry write."""
+    and its writer may still commit it before its deadline). ``limit``: ops per registry write."""
     limit = limit or store.max_transact_ops
     for _ in range(ROUNDS):
         found = read_transaction(store, txn_id)
         if found is None:
-            return "aborted"  # the caller clears the version it found (see the module docstring)
+            return "gone"
         record, revision = found
         if record.state == "committed":
             if roll_forward(store, record, limit):
                 forget(store, record.txn_id)  # kept while a version of it may be above a head
             return "committed"
         if record.state == "pending":
-            if not leased:
+            if not leased and now_ms() < record.deadline_ms:
                 return "pending"
             aborted = record.model_copy(update={"state": "aborted"})
             try:
@@ -84,20 +87,36 @@ def resolve(store: MetaStore, txn_id: str, *, leased: bool, limit: int | None = 
     return "pending"
 
 
-def resolve_version(store: MetaStore, item: Item, head: int, *, leased: bool) -> Outcome | None:
-    """Resolve the transaction of ``item``, a version record above a head at ``head``; None when
-    it names none (an interrupted publish's, ``branch_publish``). When the record is gone, this
-    version is deleted (its transaction was aborted and cleared, but this one was missed)."""
+def sweep(store: MetaStore, limit: int, most: int = 16) -> int:
+    """Resolve the first ``most`` transaction records past their deadline (a writer killed before
+    it registered anything leaves a pending one nothing else leads to); how many were."""
+    now, done = now_ms(), 0
+    for item in store.scan_prefix(keys.transaction(""), limit=most):
+        record = decode(TransactionRecord, item.value, item.key)
+        if record.deadline_ms < now and resolve(store, record.txn_id, leased=False, limit=limit) != "pending":
+            done += 1
+    return done
+
+
+def resolve_version(store: MetaStore, item: Item, head_key: str, *, leased: bool) -> Outcome | None:
+    """Resolve the transaction of ``item``, a version record found above the head ``head_key``
+    holds; None when it names none (an interrupted publish's, ``branch_publish``). With its
+    record gone, the version is deleted if still above the head (aborted, and missed by the
+    clearing: a committed record is deleted only once every head moved), and ``aborted``."""
     ver = decode(VersionRecord, item.value, item.key)
-    if ver.transaction_id is None or ver.version <= head:
+    if ver.transaction_id is None:
         return None
     outcome = resolve(store, ver.transaction_id, leased=leased)
-    if outcome == "aborted":
+    if outcome != "gone":
+        return outcome
+    head = store.get(head_key)
+    table = decode(TableRecord, head.value, head.key) if head is not None else None
+    if head is not None and table is not None and table.current_version < ver.version:
         try:
-            store.transact([Delete(item.key, item.revision)])
+            store.transact([Delete(item.key, item.revision), Check(head.key, head.revision)])
         except ConditionFailed:
-            pass  # already cleared (by the abort) or replaced
-    return outcome
+            pass  # cleared, replaced, or the head moved meanwhile: nothing of it left to clear
+    return "aborted"
 
 
 def clear_above(store: MetaStore, above: Sequence[tuple[Lease | None, Item | None, Item | None]]) -> bool:
@@ -111,12 +130,14 @@ def clear_above(store: MetaStore, above: Sequence[tuple[Lease | None, Item | Non
         if table is None or item is None or lease is None:
             continue
         head = decode(TableRecord, table.value, table.key).current_version
-        outcome = resolve_version(store, item, head, leased=True)
+        if decode(VersionRecord, item.value, item.key).version <= head:
+            continue
+        outcome = resolve_version(store, item, table.key, leased=True)
         if outcome == "pending":
             raise ConcurrentModification(
                 f"{item.key} belongs to a multi-table commit still being made; nothing was committed"
             )
-        if outcome is None and decode(VersionRecord, item.value, item.key).version > head:
+        if outcome is None:
             try:
                 with lease.fenced() as fence:
                     store.transact([Delete(item.key, item.revision), fence])
@@ -221,4 +242,5 @@ __all__ = [
     "resolve",
     "resolve_version",
     "roll_forward",
+    "sweep",
 ]

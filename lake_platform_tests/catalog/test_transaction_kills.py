@@ -20,9 +20,15 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.transaction import Transaction
+from lake_platform.catalog.transaction_recovery import resolve
 from lake_platform.errors import InvalidTableState
+from lake_platform.naming import TableName
+from lake_platform.query.snapshot import load_snapshot
+from lake_platform.registry import keys
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
+from lake_platform.registry.records import TransactionRecord, VersionRecord, decode
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import ids_of, rows
@@ -172,3 +178,91 @@ def test_a_hundred_table_transaction_killed_leaves_all_or_nothing_on_sqlite(
         assert [sorted(ids_of(c.reads.open_table(n))) for n in HUNDRED] == [
             [i, NEW + i] for i in range(len(HUNDRED))
         ]
+
+
+#: A transaction over several registry writes (``transaction_chunks``), forced on both backends by
+#: a small limit: 12 tables, 8 operations a write (3 chunks registered, 6 of heads moved). The
+#: writer killed at each of its named points: (point, nth, whether it is committed there).
+CHUNKED = [f"p.w.ns.c{i:02d}" for i in range(12)]
+CHUNKED_KILLS = [
+    ("transaction:recorded", 1, False),  # the record put, pending: nothing registered
+    ("transaction:chunk-registered", 1, False),  # between register chunks
+    ("transaction:chunk-registered", 3, False),  # every version above its head, not committed
+    ("transaction:committed", 1, True),  # the commit point passed, no head moved
+    ("transaction:rolled-forward", 1, True),  # between head-moving chunks
+    ("transaction:rolled-forward", 4, True),
+    ("transaction:registered", 1, True),  # every head moved, nothing published
+]
+#: What a fresh snapshot holds after each kill: every table at version 1 or every one at 2 (at
+#: the commit point with no head moved yet, none of it: no reader saw any of it either).
+SNAPSHOT_AFTER = {"transaction:committed": 1}
+
+
+def op_chunked(catalog: Catalog, commit_id: str) -> Any:
+    tx = Transaction(catalog.tables, Provenance(commit_id=commit_id), max_ops=8)
+    with tx:
+        for i, name in enumerate(CHUNKED):
+            tx.append(name, rows([NEW + i]))
+    return tx.results
+
+
+def snapshot_versions(c: Catalog) -> list[int]:
+    view = load_snapshot(c.store).project("p")
+    found = [view.table("w", "ns", TableName.parse(n).table) for n in CHUNKED]
+    return [t.ref.version for t in found if t is not None and t.ref is not None]
+
+
+@pytest.mark.parametrize("kill", CHUNKED_KILLS, ids=[f"{p}#{n}" for p, n, _ in CHUNKED_KILLS])
+def test_a_transaction_over_several_registry_writes_killed_leaves_all_or_nothing(
+    settings: LakeSettings, kill: tuple[str, int, bool]
+) -> None:
+    point, nth, committed = kill
+    with Catalog(settings) as c:
+        for i, name in enumerate(CHUNKED):
+            c.tables.create_table(name, rows([i]))
+    code, _ = faults.kill_writer(settings, op_chunked, point, nth, COMMIT_ID)
+    assert code == -signal.SIGKILL, f"the writer never reached {point} (#{nth}); exit code {code}"
+    with Catalog(settings) as c:
+        heads = [c.reads.describe_table(n, with_stats=False).current_version for n in CHUNKED]
+        if not committed:
+            assert heads == [1] * len(CHUNKED)
+        # A fresh snapshot (Flight SQL, lake sql, pinned tickets) holds all of it or none.
+        visible = SNAPSHOT_AFTER.get(point, 2 if committed else 1)
+        assert snapshot_versions(c) == [visible] * len(CHUNKED)
+        # The retry takes the dead writer's leases, completes (committed) or clears (not) what
+        # it left, and lands exactly once.
+        results = op_chunked(c, COMMIT_ID)
+        assert [r.replayed for r in results] == [committed] * len(CHUNKED)
+        assert [c.reads.describe_table(n, with_stats=False).current_version for n in CHUNKED] == [2] * len(
+            CHUNKED
+        )
+        for name in CHUNKED:
+            c.manifests.finish_versions(name)
+        assert [sorted(ids_of(c.reads.open_table(n))) for n in CHUNKED] == [
+            [i, NEW + i] for i in range(len(CHUNKED))
+        ]
+        # Killed before registering anything, the record is left pending, naming no version
+        # above a head: nothing reads it; the next transaction's sweep aborts it past its deadline.
+        left = [decode(TransactionRecord, i.value) for i in c.store.scan_prefix(keys.transaction(""))]
+        if point != "transaction:recorded":
+            assert left == []
+        for record in left:  # swept already if the test ran past its deadline
+            assert record.state == "pending"
+            assert resolve(c.store, record.txn_id, leased=True) == "aborted"
+        assert list(c.store.scan_prefix(keys.transaction(""))) == []
+        faults.check_registry_matches_engine(c)
+
+
+def test_a_transaction_writes_over_what_a_killed_publish_left_above_a_head(settings: LakeSettings) -> None:
+    """A killed long publish (``branch_publish``) leaves version records above main's head; the
+    multi-table path clears the one in its way under the lease, as a single-table write does."""
+    with Catalog(settings) as c:
+        record = c.ctx.table(TableName.parse(TABLES[0]))[0]
+        item = c.store.get(keys.version(record.incarnation, 1))
+        assert item is not None
+        left = decode(VersionRecord, item.value).model_copy(update={"version": 2})
+        c.store.put_if_absent(keys.version(record.incarnation, 2), left.encode())
+        results = op_transaction(c, "tx-after-publish")
+        assert [r.to_version for r in results] == [2, 2, 2]
+        assert seen(c) == [expected_new(i) for i in range(len(TABLES))]
+        faults.check_registry_matches_engine(c)
