@@ -1,8 +1,9 @@
 """A table's history over REST: RestoreTable commits a new version equal to an older one
 (``catalog/restore.py``: one registry commit under the lease, logged ``restore``);
 BatchDeleteTableVersions removes versions as a governed delete (``Versions.delete_versions``:
-never the current, a tagged or a possibly pinned version; admin); DescribeTransaction reads a
-commit's log entry by its commit id (every commit is atomic, so a transaction found is
+never the current, a tagged or a possibly pinned version; admin). With ``branch`` both work on
+the branch's own line (``catalog/branch_history.py``), main never moving. DescribeTransaction
+reads a commit's log entry by its commit id (every commit is atomic, so a transaction found is
 ``Succeeded``)."""
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from lake_platform.rest.request import RestRequest
 def restore_table(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
-    branches.refuse_branch(request.operation, request.body.get("branch"))
+    branch = branches.branch_of(request)
     version = request.body.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
-    result = request.service.catalog.restores.restore_table(
-        str(tname), version, by=Provenance(principal=request.principal)
-    )
+    catalog, by = request.service.catalog, Provenance(principal=request.principal)
+    if branch is not None:
+        result = catalog.branch_history.restore(str(tname), branch, version, by=by)
+    else:
+        result = catalog.restores.restore_table(str(tname), version, by=by)
     return {"transaction_id": result.commit_id}
 
 
@@ -48,16 +51,22 @@ def _range(entry: Any) -> tuple[int, int | None]:
 def batch_delete_versions(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
-    branches.refuse_branch(request.operation, request.body.get("branch"))
+    branch = branches.branch_of(request)
     ranges = request.body.get("ranges")
     if not isinstance(ranges, list) or not ranges:
         raise InvalidInput("ranges must be a non-empty list of version ranges")
     bounds = [_range(r) for r in ranges]
     by = Provenance(principal=request.principal)
     catalog = request.service.catalog
-    _, registered = catalog.reads.readable_versions(str(tname), by=by)
+    if branch is None:
+        _, registered = catalog.reads.readable_versions(str(tname), by=by)
+    else:
+        _, registered = catalog.branches.readable_versions(str(tname), branch, by=by)
     wanted = [v for v in registered if any(v >= lo and (hi is None or v < hi) for lo, hi in bounds)]
-    result = catalog.versions.delete_versions(str(tname), wanted, by=by)
+    if branch is None:
+        result = catalog.versions.delete_versions(str(tname), wanted, by=by)
+    else:
+        result = catalog.branch_history.delete_versions(str(tname), branch, wanted, by=by)
     removed = result.detail.get("versions_removed", [])
     return {
         "deleted_count": len(removed) if result.status == "committed" else 0,

@@ -47,7 +47,7 @@ def test_refusals_change_nothing(events: RestLake) -> None:
     assert problem(events.post(path, {"version": 99})) == (404, 11)
     assert problem(events.post(path, {"version": 0})) == (400, 13)
     assert problem(events.post(path, {})) == (400, 13)
-    assert problem(events.post(path, {"version": 1, "branch": "b"})) == (400, 13)
+    assert problem(events.post(path, {"version": 1, "branch": "b"})) == (404, 22)  # no such branch
     assert problem(events.post(path, {"version": 1}, who="reader")) == (403, 15)
     assert problem(events.post(path, {"version": 1}, who="other")) == (404, 4)
     assert problem(events.post("/v1/table/p$w$ns$missing/restore", {"version": 1})) == (404, 4)

@@ -1,0 +1,215 @@
+"""A branch's history: restoring a branch to an earlier version of its line, and deleting a
+branch's versions (REST RestoreTable and BatchDeleteTableVersions with ``branch``).
+
+Both are main's operations (``restore``, ``Versions.delete_versions``) on the branch's own line,
+under the branch's lease (its chain id): main's head and main's versions never move, whatever
+the versions asked for. A restore is one new version of the branch, a compare-and-swap of the
+branch's head through a namespace bound to the branch record, whose content and schema are an
+earlier version's (one of the branch's: from the version it was made at to its head), logged
+``restore`` with ``detail.branch``. A deletion keeps what main's keeps, on the branch's line:
+the branch's head, a version tagged on the branch, a version another branch was made from (its
+reads go through that version's manifest, as a branch made from main keeps main's), and a
+version a reader may still have pinned; then the registry first, Lance's cleanup of the branch's
+dataset with the same cut, the staging manifests last, logged ``delete-versions``. Lance's
+cleanup of a branch's dataset removes files under the branch's own root only: the parent's files
+a removed version read stay where they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+from lake_platform.catalog.branches import Branches
+from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id
+from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.results import CommitResult, MaintenanceResult
+from lake_platform.engine import changes
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import ConcurrentModification, InvalidInput, TableVersionNotFound
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
+from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
+from lake_platform.registry.store import Delete, Op
+
+
+class BranchHistory:
+    def __init__(self, ctx: CatalogContext, branches: Branches, commits: EngineCommits) -> None:
+        self.ctx = ctx
+        self.branches = branches
+        self.commits = commits
+
+    def restore(self, name: str, branch: str, version: int, *, by: Provenance = UNSTATED) -> CommitResult:
+        """A new version of ``branch`` equal to its ``version`` (data, schema, indexes): one
+        commit on the branch's line. Write role, as main's restore; TableVersionNotFound for a
+        version not on the branch's line (main's before the branch was made, or one deleted)."""
+        from lake_platform.catalog.arrow_io import schema_to_ipc
+
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidInput(f"version must be a positive integer, got {version!r}")
+        self.ctx.require_parent(tname)
+        who.require(tname.project, "write", f"restore branch {branch} of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        if replay is not None:
+            return replay
+        rec, _ = self.branches.branch(tname, branch)
+        if (
+            not rec.parent_version <= version <= rec.current_version
+            or self.ctx.store.get(keys.version(rec.incarnation, version)) is None
+        ):
+            raise TableVersionNotFound(
+                f"version {version} of branch {branch} of {tname} does not exist (or was deleted)"
+            )
+        old = self.branches.reads.snapshot(tname, rec, version)
+        pending = PendingCommit(
+            commit_id=commit_id,
+            operation="restore",
+            actor=self.ctx.actor(by.actor, who),
+            run_id=by.run_id,
+            schema_ipc=schema_to_ipc(old.schema),
+            detail={"restored_version": version, "branch": branch},
+            release_lease=True,
+        )
+        with self.ctx.gate.hold(rec.incarnation) as lease:
+            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "restore")
+            ds = engine.open_version(
+                namespace=ns,
+                table_id=tname.parts,
+                version=version,
+                storage_options=self.ctx.storage(fresh.location),
+            )
+            lease.check()
+            try:
+                self.ctx.at("branch-restore:before-write")
+                changes.restore(ds)
+            except Exception as exc:  # noqa: BLE001 - resolved by commit id, never guessed
+                self.commits.resolve_failure(pending, ns, exc)
+            self.commits.manifests.finalize(fresh, pending)
+        return self.commits.result(pending, str(tname))
+
+    def delete_versions(
+        self, name: str, branch: str, wanted: Sequence[int], *, by: Provenance = UNSTATED
+    ) -> MaintenanceResult:
+        """Remove the branch's registered versions among ``wanted`` that governance lets go;
+        those kept are named in the result's ``detail`` (``current``, ``tagged``, ``branched``,
+        ``pinned``). Admin, as main's: it destroys history."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        who.require(tname.project, "admin", f"delete versions of branch {branch} of {tname}")
+        asked = set(wanted)
+        rec, _ = self.branches.branch(tname, branch)
+        with self.ctx.gate.hold(rec.incarnation) as lease:
+            fresh, _ = self.branches.held(tname, branch, rec.incarnation)
+            head = fresh.current_version
+            versions = [
+                v
+                for v in (
+                    decode(VersionRecord, i.value, i.key)
+                    for i in self.ctx.store.scan_prefix(keys.versions(fresh.incarnation))
+                )
+                if v.version <= head
+            ]
+            chosen = sorted((v for v in versions if v.version in asked), key=lambda v: v.version)
+            reasons = {
+                "current": {head},
+                "tagged": {v.version for v in versions if v.tags},
+                "branched": self._branched_from(tname, fresh),
+                "pinned": self._young(versions),
+            }
+            kept: dict[str, list[int]] = {}
+            held: set[int] = set()
+            for reason, numbers in reasons.items():  # each version under its first reason
+                kept[reason] = [v.version for v in chosen if v.version in numbers and v.version not in held]
+                held |= set(kept[reason])
+            doomed = [v for v in chosen if v.version not in held]
+            detail: dict[str, object] = {
+                "branch": branch,
+                "versions_removed": [v.version for v in doomed],
+                "kept": kept,
+            }
+            if not doomed:
+                return MaintenanceResult(str(tname), "delete-versions", "nothing-to-do", head, None, detail)
+            return self._remove(tname, fresh, versions, doomed, lease, detail, by)
+
+    def _branched_from(self, tname: TableName, line: BranchRecord) -> set[int]:
+        """The versions of ``line`` another branch (live or in the trash) was made from."""
+        made = (
+            decode(BranchRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.branches_of(tname))
+        )
+        return {b.parent_version for b in made if b.parent_chain == line.incarnation}
+
+    def _young(self, versions: list[VersionRecord]) -> set[int]:
+        """The versions a reader may still have pinned: superseded less than the ticket lifetime
+        plus the readers' staleness ago (the head never is), as main's."""
+        settings = self.ctx.settings
+        window_ms = int((settings.ticket_lifetime_seconds + settings.reader_max_stale_seconds) * 1000)
+        cut_ms = self.ctx.clock.wall_ms() - window_ms
+        ordered = sorted(versions, key=lambda v: v.version)
+        superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
+        return {v.version for v in ordered if superseded_at.get(v.version, cut_ms) >= cut_ms}
+
+    def _remove(
+        self,
+        tname: TableName,
+        line: BranchRecord,
+        versions: list[VersionRecord],
+        doomed: list[VersionRecord],
+        lease: Lease,
+        detail: dict[str, object],
+        by: Provenance,
+    ) -> MaintenanceResult:
+        """Under the branch's lease: ``doomed`` out of the registry first (each still untagged),
+        then Lance's cleanup of the branch's dataset with the same cut, then the staging
+        manifests; the log entry gets the bytes and files removed."""
+        commit_id = new_id()
+        actor = self.ctx.actor(by.actor, self.ctx.who(by.principal))
+        for start in range(0, len(doomed), BATCH):
+            ops: list[Op] = [
+                Delete(keys.version(line.incarnation, v.version), self._untagged_revision(line, v))
+                for v in doomed[start : start + BATCH]
+            ]
+            with lease.fenced() as fence:
+                entry = Log(
+                    str(tname),
+                    "delete-versions",
+                    actor,
+                    commit_id=commit_id,
+                    run_id=by.run_id,
+                    incarnation=line.incarnation,
+                    from_version=line.current_version,
+                    to_version=line.current_version,
+                    detail=detail,
+                )
+                self.ctx.commit([*ops, fence], log=entry if start == 0 else None)
+        self.ctx.at("branch-delete-versions:after-registry")
+        storage = self.ctx.storage(line.location)
+        kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
+        engine.repair_manifests(line.location, kept, storage)
+        snap = self.branches.reads.snapshot(tname, line, line.current_version)
+        stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed])
+        engine.remove_files(line.location, [v.manifest_path for v in doomed], storage)
+        detail.update(stats)
+        marker = self.ctx.commit_landed(commit_id)
+        if marker is not None:
+            patch = {"bytes_removed": stats["bytes_removed"], "files_removed": stats["data_files_removed"]}
+            self.ctx.patch_log(marker.log_key, {**patch, "detail": detail})
+        return MaintenanceResult(
+            str(tname), "delete-versions", "committed", line.current_version, commit_id, detail
+        )
+
+    def _untagged_revision(self, line: BranchRecord, v: VersionRecord) -> int:
+        """The revision the deletion is conditional on: the record as it is now, which must still
+        be untagged (a tag lands only under the lease this holds: the second line)."""
+        item = self.ctx.store.get(keys.version(line.incarnation, v.version))
+        if item is None:
+            raise ConcurrentModification(f"version {v.version} of branch {line.branch} vanished meanwhile")
+        if decode(VersionRecord, item.value, item.key).tags:
+            raise ConcurrentModification(f"version {v.version} of branch {line.branch} was tagged meanwhile")
+        return item.revision
