@@ -1,7 +1,9 @@
 """Kill a multi-table transaction's writer (SIGKILL, through ``faults.kill_writer``) at each named
 point of its commit, on SQLite and on DynamoDB (moto), then check that no reader ever sees part of it:
 
-1. the registry moved every table's head, or none (the one registry transaction);
+1. the registry moved every table's head, or none (the one registry transaction); over several
+   registry writes (``transaction_chunks``), a fresh snapshot holds every table new or every one
+   old, whichever heads moved, and the retry completes or clears what the writer left;
 2. a reader sees every table's new rows, or every table's old rows; a version committed but not
    yet published is refused (typed, nothing written) rather than shown old, until the next writer
    or ``finish_versions`` publishes it;
