@@ -66,7 +66,7 @@ class TablePart:
     #: The lease release's place (the op itself is made under the fence, at the time).
     release_at: int = -1
 
-    def entry(self, txn_id: str) -> TransactionTable:
+    def entry(self) -> TransactionTable:
         w = self.write
         assert w.ns is not None and w.pending is not None
         head = next(op for _, op in self.moves if op.key.startswith("tbl/"))
@@ -113,9 +113,10 @@ class ChunkedCommit:
         self.record = TransactionRecord(
             txn_id=txn_id,
             commit_id=commit_id,
-            # Before the leases' own deadline: no heartbeat is counted on past it.
+            # One lease TTL: its registry writes take seconds. A writer slower than that aborts
+            # rather than commits, and past it anyone may abort the record (``recovery.sweep``).
             deadline_ms=now_ms() + int(1000 * ctx.settings.lease_ttl_seconds),
-            tables=[p.entry(txn_id) for p in parts],
+            tables=[p.entry() for p in parts],
         )
         self.revision = ABSENT
 
@@ -131,9 +132,11 @@ class ChunkedCommit:
         if not committed:
             self._abort()
             raise ConcurrentModification(
-                f"the transaction {self.commit_id} was aborted by a writer that took one of its "
-                "tables' leases; nothing was committed"
+                f"the transaction {self.commit_id} was aborted (by a writer that took one of its "
+                "tables' leases, or past its deadline); nothing was committed"
             )
+        for p in self.parts:  # committed: the staging manifests are its versions' now, kept
+            p.write.staged = []
         self.ctx.at("transaction:committed")
         self._roll_forward()
         return self.results
