@@ -1,9 +1,14 @@
 """A catalog snapshot never holds part of an atomic multi-table commit, on both registry
-backends: the table scan may page around the commit, the snapshot reads the rest of it."""
+backends: the table scan may page around the commit, the snapshot reads the rest of it; a
+commit over several registry writes whose heads did not all move yet is read through its
+transaction record."""
 
 from __future__ import annotations
 
+import pytest
+
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.transaction import Transaction
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform.query.snapshot_transactions import complete_transactions
@@ -80,3 +85,34 @@ def test_a_snapshot_loaded_after_the_commit_holds_all_of_it(catalog: Catalog) ->
         B: 2,
         C: 1,
     }
+
+
+def test_a_snapshot_refreshed_over_a_commit_half_moved_holds_all_of_it(catalog: Catalog) -> None:  # noqa: F811
+    # A commit over several registry writes (2 ops a write: one table's version a chunk), stopped
+    # after moving A's head only: B's new version sits above its head, named by A's and by the
+    # committed transaction record.
+    create_tables(catalog)
+    first = load_snapshot(catalog.store)
+    moved: list[str] = []
+
+    def stop(point: str) -> None:
+        if point == "transaction:rolled-forward":
+            moved.append(point)
+            raise SystemExit("stopped after the first head moved")
+
+    with Catalog(catalog.settings, hook=stop) as c, pytest.raises(SystemExit):
+        with Transaction(c.tables, max_ops=4) as tx:
+            tx.append(A, rows([10]))
+            tx.append(B, rows([11]))
+    assert moved and [r.current_version for r in (tables(catalog)[A], tables(catalog)[B])] == [2, 1]
+    for snap in (load_snapshot(catalog.store, first), load_snapshot(catalog.store)):  # by change, cold
+        view = snap.project("p")
+        got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
+        assert {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None} == {
+            A: 2,
+            B: 2,
+            C: 1,
+        }
+    torn = [tables(catalog)[A], tables(catalog)[B], tables(catalog)[C]]
+    done = complete_transactions(catalog.store, torn, versions(catalog))
+    assert {r.name: r.current_version for r in done} == {A: 2, B: 2, C: 1}
