@@ -72,7 +72,7 @@ def table_create(state: State, name: str, source: str) -> None:
     metavar="P.W.NS.T=FILE",
     help="Instead of NAME FILES: append FILE to the table, repeated for several tables (and for "
     "several files of one table); every table's rows become visible together in one atomic "
-    "commit, or none do (at most 19 tables).",
+    "commit, or none do (at most 2,000 tables on SQLite, 200 on DynamoDB).",
 )
 @click.option("--commit-id", help="Idempotency key: a retry with the same id never appends twice.")
 @click.option("--branch", default=None, help="Append to this branch of the table; main does not move.")
