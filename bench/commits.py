@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="DynamoDB endpoint URL for --backend dynamodb (default: start a moto server on loopback)",
     )
     p.add_argument(
+        "--suite-moto",
+        action="store_true",
+        help="start the test suite's moto instead (lake_platform_tests.servers: TransactGetItems of 100 "
+        "items as DynamoDB takes, where plain moto takes 25; needed for --transactions over 25 tables)",
+    )
+    p.add_argument(
         "--seconds", type=float, default=3.0, help="duration of each registry scenario (default 3)"
     )
     p.add_argument(
@@ -128,6 +134,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="TABLES",
         help="(f) a TABLES-table atomic commit vs one single-table commit of the same rows "
         "(bench/transactions.py; 0 to skip; default 0)",
+    )
+    p.add_argument(
+        "--transaction-repeats",
+        type=int,
+        default=7,
+        help="(f) rounds timed, each side once per round; medians reported (default 7)",
     )
     p.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
     return p.parse_args(argv)
@@ -194,6 +206,16 @@ def backend_session(args: argparse.Namespace, tmp: Path) -> Iterator[dict[str, s
     c.moto_dummy_credentials()
     if args.endpoint:
         yield {"backend": "dynamodb", "endpoint": args.endpoint}
+        return
+    if args.suite_moto:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' moto helper
+        from lake_platform_tests.servers import start_moto_server
+
+        endpoint, stop = start_moto_server(tmp)
+        try:
+            yield {"backend": "dynamodb", "endpoint": endpoint}
+        finally:
+            stop()
         return
     with c.moto_server(tmp) as endpoint:
         yield {"backend": "dynamodb", "endpoint": endpoint}
@@ -960,7 +982,12 @@ def main(argv: list[str] | None = None) -> int:
             from transactions import run_transactions
 
             print(f"\n(f) a {args.transactions}-table atomic commit vs one single-table commit:")
-            run_transactions(registry_url(new_spec(session, tmp, "tx")), tmp, tables=args.transactions)
+            run_transactions(
+                registry_url(new_spec(session, tmp, "tx")),
+                tmp,
+                tables=args.transactions,
+                repeats=args.transaction_repeats,
+            )
     if note:
         print("\n" + note)
     return 0
