@@ -277,7 +277,8 @@ def run_transactions(
     # cores part of it runs side by side, so these ratios sit above the wall-clock ones.
     cpu_med = {side: c.median(v) for side, v in cpu.items()}
     print(
-        f"  CPU per commit (median): single {1000 * cpu_med['single']:.1f} ms, transaction "
+        f"  CPU per commit (median, this process{'; not moto' if reference is not None else ''}): "
+        f"single {1000 * cpu_med['single']:.1f} ms, transaction "
         f"{1000 * cpu_med['tx']:.1f} ms = {cpu_med['tx'] / cpu_med['single']:.2f}; floor "
         f"{cpu_med['bare_many'] / cpu_med['bare_single']:.2f}, on the session "
         f"{cpu_med['session_many'] / cpu_med['session_single']:.2f}"
