@@ -21,15 +21,15 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from lake_platform.catalog.branches import Branches
-from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id
+from lake_platform.catalog.context import BATCH, CatalogContext, Log
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease
-from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.restore import restore_pending, restore_request
 from lake_platform.catalog.results import CommitResult, MaintenanceResult
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import ConcurrentModification, InvalidInput, TableVersionNotFound
+from lake_platform.errors import ConcurrentModification, TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
@@ -46,18 +46,10 @@ class BranchHistory:
         """A new version of ``branch`` equal to its ``version`` (data, schema, indexes): one
         commit on the branch's line. Write role, as main's restore; TableVersionNotFound for a
         version not on the branch's line (main's before the branch was made, or one deleted)."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidInput(f"version must be a positive integer, got {version!r}")
-        self.ctx.require_parent(tname)
-        who.require(tname.project, "write", f"restore branch {branch} of {tname}")
-        commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
-        if replay is not None:
-            return replay
+        request = restore_request(self.ctx, name, version, by, branch)
+        if request.replay is not None:
+            return request.replay
+        tname = request.table
         rec, _ = self.branches.branch(tname, branch)
         if (
             not rec.parent_version <= version <= rec.current_version
@@ -67,15 +59,8 @@ class BranchHistory:
                 f"version {version} of branch {branch} of {tname} does not exist (or was deleted)"
             )
         old = self.branches.reads.snapshot(tname, rec, version)
-        pending = PendingCommit(
-            commit_id=commit_id,
-            operation="restore",
-            actor=self.ctx.actor(by.actor, who),
-            run_id=by.run_id,
-            schema_ipc=schema_to_ipc(old.schema),
-            detail={"restored_version": version, "branch": branch},
-            release_lease=True,
-        )
+        detail = {"restored_version": version, "branch": branch}
+        pending = restore_pending(self.ctx, request, by, old.schema, detail, release_lease=True)
         with self.ctx.gate.hold(rec.incarnation) as lease:
             fresh, item = self.branches.held(tname, branch, rec.incarnation)
             ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "restore")

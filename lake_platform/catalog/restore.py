@@ -11,6 +11,9 @@ can be restored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from lake_platform.catalog.context import CatalogContext, check_commit_id
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
@@ -21,6 +24,60 @@ from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, TableVersionNotFound
 from lake_platform.naming import TableName
 
+if TYPE_CHECKING:
+    from lake_platform.catalog.principals import Principal
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    """A restore's checked request, main's or a branch's: who asks, the table, the commit id,
+    and the earlier outcome when that commit id already landed."""
+
+    who: Principal
+    table: TableName
+    commit_id: str
+    replay: CommitResult | None
+
+
+def restore_request(
+    ctx: CatalogContext, name: str, version: int, by: Provenance, branch: str | None = None
+) -> RestoreRequest:
+    """Checks a restore of ``name`` (or of its ``branch``) to ``version``: a positive integer
+    version, the table's parent, the write role; InvalidInput or AccessDenied otherwise."""
+    who = ctx.who(by.principal)
+    tname = TableName.parse(name)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InvalidInput(f"version must be a positive integer, got {version!r}")
+    ctx.require_parent(tname)
+    what = f"restore {tname}" if branch is None else f"restore branch {branch} of {tname}"
+    who.require(tname.project, "write", what)
+    commit_id = check_commit_id(by.commit_id)
+    return RestoreRequest(who, tname, commit_id, ctx.replayed(commit_id))
+
+
+def restore_pending(
+    ctx: CatalogContext,
+    request: RestoreRequest,
+    by: Provenance,
+    schema: object,
+    detail: dict[str, object],
+    *,
+    release_lease: bool = False,
+) -> PendingCommit:
+    """The pending commit of a restore whose content has ``schema`` (the restored version's)."""
+    # pyarrow loads on use: registry-only commands import catalog without it (cli/test_fast.py)
+    from lake_platform.catalog.arrow_io import schema_to_ipc
+
+    return PendingCommit(
+        commit_id=request.commit_id,
+        operation="restore",
+        actor=ctx.actor(by.actor, request.who),
+        run_id=by.run_id,
+        schema_ipc=schema_to_ipc(schema),
+        detail=detail,
+        release_lease=release_lease,
+    )
+
 
 class Restores:
     def __init__(self, ctx: CatalogContext, commits: EngineCommits) -> None:
@@ -28,32 +85,16 @@ class Restores:
         self.commits = commits
 
     def restore_table(self, name: str, version: int, *, by: Provenance = UNSTATED) -> CommitResult:
-        # pyarrow loads on use: registry-only commands import catalog without it (cli/test_fast.py)
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidInput(f"version must be a positive integer, got {version!r}")
-        self.ctx.require_parent(tname)
-        who.require(tname.project, "write", f"restore {tname}")
-        commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id)
-        if replay is not None:
-            return replay
-        _, versions = self.commits.reads.readable_versions(str(tname), by=Provenance(principal=who))
+        request = restore_request(self.ctx, name, version, by)
+        if request.replay is not None:
+            return request.replay
+        tname = request.table
+        _, versions = self.commits.reads.readable_versions(str(tname), by=Provenance(principal=request.who))
         if version not in versions:
             raise TableVersionNotFound(f"version {version} of {tname} does not exist (or was cleaned up)")
         record, _ = self.ctx.table(tname)
         old = self.commits.reads.snapshot(tname, record, version)
-        pending = PendingCommit(
-            commit_id=commit_id,
-            operation="restore",
-            actor=self.ctx.actor(by.actor, who),
-            run_id=by.run_id,
-            schema_ipc=schema_to_ipc(old.schema),
-            detail={"restored_version": version},
-        )
+        pending = restore_pending(self.ctx, request, by, old.schema, {"restored_version": version})
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             self.commits.manifests.settle(tname, record, pending)
