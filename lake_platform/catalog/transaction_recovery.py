@@ -79,7 +79,9 @@ def resolve(store: MetaStore, txn_id: str, *, leased: bool, limit: int | None = 
                 store.transact([Put(keys.transaction(txn_id), aborted.encode(), revision)])
             except ConditionFailed:
                 continue  # committed or aborted meanwhile: read it again
-            log.warning("multi-table commit %s aborted: its writer lost its leases", record.commit_id)
+            log.warning(
+                "multi-table commit %s aborted: its writer lost a lease or its deadline", record.commit_id
+            )
             record = aborted
         if clear(store, record, limit):
             forget(store, record.txn_id)
