@@ -4,6 +4,7 @@ a real ``instance_for_test()`` (SQLite or Postgres storage) with the table parti
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.resources import InboxResource, LakeResource
 from lake_platform.maintenance.inbox import LocalInbox
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake, rows
 
 TABLE = "p.w.ns.t"
@@ -45,10 +47,22 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
 @pytest.fixture(params=["sqlite", "postgres"])
 def instance(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
     """A real Dagster instance on each storage the platform supports: SQLite (the embedded
-    default) and Postgres (a fresh database on the session's throwaway cluster)."""
-    with dg.instance_for_test(overrides=storage_overrides(request)) as inst:
+    default, copied from the test process's template) and Postgres (a fresh database on the
+    session's throwaway cluster)."""
+    with instance_on(request) as inst:
         inst.add_dynamic_partitions(TABLES, [TABLE])
         yield inst
+
+
+@contextmanager
+def instance_on(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
+    """A test instance on the storage ``request.param`` names (``sqlite`` or ``postgres``)."""
+    if request.param == "sqlite":
+        with sqlite_instance() as inst:
+            yield inst
+    else:
+        with dg.instance_for_test(overrides=storage_overrides(request)) as inst:
+            yield inst
 
 
 def storage_overrides(request: pytest.FixtureRequest) -> dict[str, object]:

@@ -15,7 +15,8 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
-from lake_platform_tests.defs.conftest import storage_overrides
+from lake_platform_tests.dagster_storage import sqlite_instance
+from lake_platform_tests.defs.conftest import instance_on
 from lake_platform_tests.maintenance.helpers import make_lake
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
@@ -90,15 +91,15 @@ def catalog(home: Path) -> Iterator[Catalog]:
 
 @pytest.fixture
 def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as inst:
+    with sqlite_instance() as inst:
         yield inst
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_storage(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
-    """The suite's instance storages (``conftest.storage_overrides``): where pinned versions are
+    """The suite's instance storages (``conftest.instance_on``): where pinned versions are
     looked up through the instance API matters."""
-    with dg.instance_for_test(overrides=storage_overrides(request)) as inst:
+    with instance_on(request) as inst:
         yield inst
 
 
@@ -175,7 +176,7 @@ def test_a_step_run_again_under_its_run_id_applies_once(home: Path, catalog: Cat
     run_id = str(uuid.uuid4())
     outcomes = []
     for _ in range(2):
-        with dg.instance_for_test() as inst:
+        with sqlite_instance() as inst:
             result = job.execute_in_process(instance=inst, partition_key=DAYS[0], run_id=run_id)
             outcomes.append(metadata_of(result, "raw"))
     assert [o["lake/replayed"] for o in outcomes] == [False, True]
@@ -387,12 +388,12 @@ def test_a_partition_replace_run_again_under_its_run_id_applies_once(home: Path,
     job = dg.Definitions(
         assets=[raw], jobs=[dg.define_asset_job("raw_job", [raw])], resources=resources(home)
     ).resolve_job_def("raw_job")
-    with dg.instance_for_test() as inst:
+    with sqlite_instance() as inst:
         assert job.execute_in_process(instance=inst, partition_key=DAYS[1]).success  # creates the table
     run_id = str(uuid.uuid4())
     outcomes = []
     for _ in range(2):
-        with dg.instance_for_test() as inst:
+        with sqlite_instance() as inst:
             result = job.execute_in_process(instance=inst, partition_key=DAYS[0], run_id=run_id)
             outcomes.append(metadata_of(result, "raw"))
     assert [(o["lake/replayed"], o["lake/version"], o["lake/operation"]) for o in outcomes] == [

@@ -9,6 +9,7 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs import dying_project
 from lake_platform_tests.maintenance.helpers import make_lake
 
@@ -23,7 +24,7 @@ def test_a_step_killed_after_its_commit_applies_once_when_reexecuted(
     with make_lake(home) as catalog:
         catalog.tables.create_table(TABLE, pa.table({"n": pa.array([0], pa.int64())}).to_reader())
     job = dg.reconstructable(dying_project.appended_job)
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         monkeypatch.setenv(dying_project.DIE, "1")
         first = dg.execute_job(job, instance=instance, raise_on_error=False)
         monkeypatch.delenv(dying_project.DIE)

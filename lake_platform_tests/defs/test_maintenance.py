@@ -22,6 +22,7 @@ from lake_platform.defs.table_maintenance import compaction_sensor
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.errors import LakeError
 from lake_platform.maintenance import orphans
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
@@ -63,7 +64,7 @@ def sensor_tick(
 
 
 def test_partitions_follow_the_registry(lake: Lake) -> None:
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         lake.catalog.tables.create_table("p.w.ns.t2", rows(0, 1).to_reader())
         result = sensor_tick(table_partitions_sensor, instance, lake)
         assert [r.partition_keys for r in result.dynamic_partitions_requests] == [[TABLE, "p.w.ns.t2"]]

@@ -20,6 +20,7 @@ from lake_platform.defs.maintenance_intervals import (
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.resources import LakeResource
 from lake_platform.maintenance import orphans
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
@@ -43,7 +44,7 @@ def test_each_table_is_maintained_at_its_own_scopes_interval(lake: Lake) -> None
         "p.w.ns", parse_assignments(["cleanup_interval=1h", "orphan_scan_interval=2h"])
     )
     start = max(created_ms(lake, TABLE), created_ms(lake, COLD))
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         fresh = due_runs(CLEANUP, lake.catalog, instance, None, start)
         assert fresh.run_requests == [] and "next in" in str(fresh.skip_reason.skip_message)
 
@@ -96,7 +97,7 @@ def test_a_run_outside_dagster_counts_through_the_registrys_commit_log(
     )
     created = created_ms(lake, TABLE)
     assert cleaned_at > created and scanned.at_ms > created
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         assert requested(due_runs(CLEANUP, lake.catalog, instance, None, cleaned_at + HOUR_MS - 1)) == []
         assert requested(due_runs(CLEANUP, lake.catalog, instance, None, cleaned_at + HOUR_MS)) == [TABLE]
         week = 7 * DAY_MS
@@ -106,7 +107,7 @@ def test_a_run_outside_dagster_counts_through_the_registrys_commit_log(
 
 def test_the_cursor_skips_tables_not_due_and_follows_a_shorter_interval_within_a_recheck(lake: Lake) -> None:
     start = created_ms(lake, TABLE)
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         first = due_runs(CLEANUP, lake.catalog, instance, None, start)
         assert requested(first) == []
         # The default day: the next look is within the recheck, not at every tick.
@@ -123,7 +124,7 @@ def test_the_sensors_tick_on_the_instance_in_place_of_the_schedules(lake: Lake) 
         s.name for s in loaded.sensors or []
     }
     assert not {"version_cleanup_schedule", "orphan_scan_schedule"} & {s.name for s in loaded.schedules or []}
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         with dg.build_sensor_context(instance=instance, resources=lake.resources) as ctx:
             result = cleanup_interval_sensor(ctx)
     assert isinstance(result, dg.SensorResult)

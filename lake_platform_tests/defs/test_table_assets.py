@@ -7,6 +7,7 @@ import pyarrow as pa
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.defs.table_assets import table_observation_sensor, table_specs
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
@@ -28,7 +29,7 @@ def observed(result: dg.SensorResult) -> dict[str, dict[str, object]]:
 
 def test_each_table_is_observed_once_per_version(lake: Lake) -> None:
     resource = LakeResource(home=str(lake.home), namespaces={"shop": "p.w.ns"})
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         first = tick(instance, resource, None)
         (meta,) = observed(first).values()
         assert list(observed(first)) == ["shop/t"]
@@ -54,7 +55,7 @@ def test_an_input_from_an_observed_table_reads_the_observed_version(lake: Lake) 
     def t_count(t: pa.Table) -> pa.Table:
         return pa.table({"rows": [t.num_rows]})
 
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         for event in tick(instance, resource, None).asset_events:
             instance.report_runless_asset_event(event)  # what the daemon does with a sensor's events
         lake.catalog.tables.append(TABLE, rows(10, 5).to_reader())  # not observed yet

@@ -6,6 +6,7 @@ import dagster as dg
 from lake_platform.defs.maintenance import branch_compaction_job, table_compaction_job
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.table_maintenance import compaction_sensor
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
@@ -43,7 +44,7 @@ def test_a_table_crossing_its_scopes_threshold_is_compacted_and_a_quiet_one_left
     lake.catalog.tables.create_table(COLD, rows(0, 3).to_reader())
     # The hot namespace's policy: 3 fragments; the cold one keeps the default (16).
     lake.catalog.policies.set_policy("p.w.ns", {"compact_min_fragments": 3})
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         first = tick(instance, lake, None)
         assert first.run_requests == []  # one fragment each: nothing due
 
@@ -84,7 +85,7 @@ def test_a_table_crossing_its_scopes_threshold_is_compacted_and_a_quiet_one_left
 def test_a_branch_crossing_the_threshold_is_compacted_on_its_own_line(lake: Lake) -> None:
     lake.catalog.policies.set_policy(TABLE, {"compact_min_fragments": 3})
     lake.catalog.branches.create_branch(TABLE, "dev")
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         first = tick(instance, lake, None)
         assert first.run_requests == []
         for start in (10, 20):

@@ -13,6 +13,7 @@ from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.defs.wap import run_branch, wap_publish_sensor
 from lake_platform.settings import load_settings
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.scores"
@@ -72,7 +73,7 @@ def main_scores(catalog: Catalog) -> list[int]:
 
 
 def test_a_passing_audit_publishes_the_branch_to_main(home: Path) -> None:
-    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
         result = run(home, instance, [5])
         assert result.success
         branch = run_branch(result.run_id)
@@ -95,7 +96,7 @@ def test_a_passing_audit_publishes_the_branch_to_main(home: Path) -> None:
 
 
 def test_a_failing_blocking_check_leaves_main_and_keeps_the_branch(home: Path) -> None:
-    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
         before = catalog.reads.open_table(TABLE).version
         result = run(home, instance, [-1])
         assert not result.success
@@ -115,7 +116,7 @@ def ranks(scores: pa.Table) -> pa.Table:
 
 
 def test_a_run_that_wrote_two_tables_publishes_both_in_one_commit(home: Path) -> None:
-    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
         SCORES[:] = [7]
         lake = LakeResource(home=str(home))
         result = dg.materialize(
@@ -196,7 +197,7 @@ def partitioned_and_merged_run(
 
 
 def test_a_partitioned_and_a_merge_asset_are_audited_on_the_branch_and_published_together(home: Path) -> None:
-    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
         result = partitioned_and_merged_run(home, instance, [1, 1])
         assert result.success
         branch = run_branch(result.run_id)
@@ -219,7 +220,7 @@ def test_a_partitioned_and_a_merge_asset_are_audited_on_the_branch_and_published
 
 
 def test_a_failing_check_of_a_partitioned_asset_leaves_both_mains_and_keeps_the_branch(home: Path) -> None:
-    with dg.instance_for_test() as instance, Catalog(load_settings(home=home)) as catalog:
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
         result = partitioned_and_merged_run(home, instance, [-1])
         assert not result.success
         before = {t: catalog.reads.open_table(t).version for t in (VISITS, PRICES)}

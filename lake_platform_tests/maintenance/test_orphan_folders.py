@@ -19,6 +19,7 @@ from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import WarehouseRecord
 from lake_platform_tests.catalog.faults import ShiftedClock
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import age_tree, files_under, make_lake, rows
 
 TWO_DAYS = 2 * 86400
@@ -273,7 +274,7 @@ def test_dagster_asset_reports_every_warehouse(lake) -> None:
     rel, _ = ghost(root, catalog.reads.open_table("p.w.ns.t").record.location, "ns")
     age_tree(root, 8 * 86400)  # past the default 7-day gate
     before = files_under(root)
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         result = dg.materialize(
             [orphan_folder_report],
             instance=instance,

@@ -24,6 +24,7 @@ from lake_platform.maintenance.results import GRACE_SECONDS
 from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import WarehouseRecord
+from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
@@ -64,7 +65,7 @@ def age(folder: Path, expires_at: float) -> None:
 
 
 def materialize(lake: RestLake) -> dict:
-    with dg.instance_for_test() as instance:
+    with sqlite_instance() as instance:
         result = dg.materialize(
             [reclaimed_results],
             instance=instance,
