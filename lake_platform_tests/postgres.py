@@ -55,8 +55,9 @@ class Postgres:
     def admin_url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def new_database(self) -> str:
-        """A fresh, empty database; returns its URL (no state leaks between tests)."""
+    def new_database(self, template: str | None = None) -> str:
+        """A fresh database, empty or a copy of database ``template`` (which nobody may be
+        connected to); returns its URL (no state leaks between tests)."""
         import psycopg2
 
         name = f"t_{uuid.uuid4().hex[:12]}"
@@ -64,7 +65,8 @@ class Postgres:
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
-                cur.execute(f'CREATE DATABASE "{name}"')
+                copied = f' TEMPLATE "{template}"' if template else ""
+                cur.execute(f'CREATE DATABASE "{name}"{copied}')
         finally:
             conn.close()
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"

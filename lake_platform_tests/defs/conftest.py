@@ -15,7 +15,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.resources import InboxResource, LakeResource
 from lake_platform.maintenance.inbox import LocalInbox
-from lake_platform_tests.dagster_storage import sqlite_instance
+from lake_platform_tests.dagster_storage import postgres_instance, sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake, rows
 
 TABLE = "p.w.ns.t"
@@ -47,8 +47,8 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lake]:
 @pytest.fixture(params=["sqlite", "postgres"])
 def instance(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
     """A real Dagster instance on each storage the platform supports: SQLite (the embedded
-    default, copied from the test process's template) and Postgres (a fresh database on the
-    session's throwaway cluster)."""
+    default) and Postgres (a fresh database on the session's throwaway cluster), each starting
+    from a copy of storage Dagster created once (``dagster_storage``)."""
     with instance_on(request) as inst:
         inst.add_dynamic_partitions(TABLES, [TABLE])
         yield inst
@@ -61,12 +61,5 @@ def instance_on(request: pytest.FixtureRequest) -> Iterator[dg.DagsterInstance]:
         with sqlite_instance() as inst:
             yield inst
     else:
-        with dg.instance_for_test(overrides=storage_overrides(request)) as inst:
+        with postgres_instance(request.getfixturevalue("postgres")) as inst:
             yield inst
-
-
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, object]:
-    if request.param == "sqlite":
-        return {}
-    postgres = request.getfixturevalue("postgres")
-    return {"storage": {"postgres": {"postgres_url": postgres.new_database()}}}

@@ -29,6 +29,7 @@ from lake_platform.defs.instance import instance_config
 from lake_platform.defs.partitions import TABLES
 from lake_platform.settings import DagsterSettings
 from lake_platform.up.processes import bound_to_parent
+from lake_platform_tests.dagster_storage import postgres_database
 from lake_platform_tests.postgres import Postgres
 from lake_platform_tests.servers import free_port
 
@@ -44,7 +45,7 @@ def home(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     config["run_coordinator"]["config"] = {"dequeue_interval_seconds": 1}
     if request.param == "postgres":
         postgres: Postgres = request.getfixturevalue("postgres")
-        config["storage"] = {"postgres": {"postgres_url": postgres.new_database()}}
+        config["storage"] = {"postgres": {"postgres_url": postgres_database(postgres)}}
     home = tmp_path / "dagster"
     home.mkdir()
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
