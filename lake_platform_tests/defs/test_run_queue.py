@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from lake_platform.defs.instance import instance_config
 from lake_platform.defs.partitions import TABLES
 from lake_platform.settings import DagsterSettings
 from lake_platform.up.processes import bound_to_parent
-from lake_platform_tests.dagster_storage import postgres_database
+from lake_platform_tests.dagster_storage import FAST_DIR, postgres_database
 from lake_platform_tests.postgres import Postgres
 from lake_platform_tests.servers import free_port
 
@@ -38,7 +39,7 @@ T1, T2 = "p.w.ns.t1", "p.w.ns.t2"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def home(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+def home(request: pytest.FixtureRequest) -> Iterator[Path]:
     config = instance_config(DagsterSettings(_env_file=None))  # type: ignore[call-arg]
     # The daemon looks at the queue every second instead of every 5 (Dagster's default): each
     # run waits for one dequeue, the second run on t1 for another.
@@ -46,10 +47,12 @@ def home(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     if request.param == "postgres":
         postgres: Postgres = request.getfixturevalue("postgres")
         config["storage"] = {"postgres": {"postgres_url": postgres_database(postgres)}}
-    home = tmp_path / "dagster"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
-    return home
+    # In memory where the machine has it, as dagster_storage's instances: SQLite storage
+    # commits every event, each an fsync on a disk.
+    with tempfile.TemporaryDirectory(prefix="dagster-queue-", dir=FAST_DIR) as tmp:
+        home = Path(tmp)
+        (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+        yield home
 
 
 @pytest.fixture
@@ -67,9 +70,10 @@ def env(home: Path, tmp_path: Path) -> dict[str, str]:
 
 @contextmanager
 def running_process(
-    command: list[str], env: dict[str, str], home: Path, name: str
+    command: list[str], env: dict[str, str], home: Path, logs: Path, name: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    log = (home / f"{name}.log").open("wb")
+    """``command`` in ``home``, its output in ``logs/<name>.log`` (kept with the test's files)."""
+    log = (logs / f"{name}.log").open("wb")
     proc = subprocess.Popen(
         bound_to_parent(command),
         env=env,
@@ -90,13 +94,13 @@ def running_process(
         log.close()
 
 
-def wait_serving(proc: subprocess.Popen[bytes], port: int, home: Path) -> None:
+def wait_serving(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
     """Until the code server answers the gRPC health check (it serves once its code is loaded)."""
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         health = health_pb2_grpc.HealthStub(channel)
         deadline = time.monotonic() + 240
         while True:
-            assert proc.poll() is None, (home / "code_server.log").read_text()
+            assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "the code server did not start"
             try:
                 answer = health.Check(
@@ -111,12 +115,14 @@ def wait_serving(proc: subprocess.Popen[bytes], port: int, home: Path) -> None:
 
 
 @pytest.fixture
-def code_server(env: dict[str, str], home: Path) -> Iterator[subprocess.Popen[bytes]]:
+def code_server(env: dict[str, str], home: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """The workload's code server; ``workspace.yaml`` points the CLI and the daemon at it."""
     port = free_port()
     command = [str(BIN / "dagster"), "api", "grpc", "-m", "lake_platform_tests.defs.held_workload"]
-    with running_process([*command, "-h", "127.0.0.1", "-p", str(port)], env, home, "code_server") as proc:
-        wait_serving(proc, port, home)
+    with running_process(
+        [*command, "-h", "127.0.0.1", "-p", str(port)], env, home, tmp_path, "code_server"
+    ) as proc:
+        wait_serving(proc, port, tmp_path / "code_server.log")
         location = {"host": "127.0.0.1", "port": port, "location_name": "held_workload"}
         (home / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"grpc_server": location}]}))
         yield proc
@@ -124,10 +130,10 @@ def code_server(env: dict[str, str], home: Path) -> Iterator[subprocess.Popen[by
 
 @pytest.fixture
 def daemon(
-    env: dict[str, str], home: Path, code_server: subprocess.Popen[bytes]
+    env: dict[str, str], home: Path, tmp_path: Path, code_server: subprocess.Popen[bytes]
 ) -> Iterator[subprocess.Popen[bytes]]:
     command = [str(BIN / "dagster-daemon"), "run", "-w", str(home / "workspace.yaml")]
-    with running_process(command, env, home, "daemon") as proc:
+    with running_process(command, env, home, tmp_path, "daemon") as proc:
         yield proc
 
 
