@@ -36,6 +36,7 @@ from lake_platform.query.bound import BoundLookup
 from lake_platform.query.branch_refs import BranchRefs
 from lake_platform.query.cache import DataCache
 from lake_platform.query.capped import capped_functions
+from lake_platform.query.column_sizes import average_bytes
 from lake_platform.query.join_bounds import check_joins
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import Lookup, Scanners, stream_lookup
@@ -99,6 +100,9 @@ class QueryEngine:
         self._scanners = Scanners(self.limits.plan_cache_size)
         self._first_batches = FirstBatches()
         self._row_counts: BoundedLRU[TableRef, int] = BoundedLRU(max(self.limits.dataset_cache_size, 1))
+        self._column_bytes: BoundedLRU[TableRef, dict[str, float]] = BoundedLRU(
+            max(self.limits.dataset_cache_size, 1)
+        )
         # Runs each plan in a DataFrame of its own (see ``stream``'s ``frame``); the context
         # only makes DataFrames: the plans bring their tables and functions.
         self._runner = self.context()
@@ -277,7 +281,16 @@ class QueryEngine:
             # Lance counts from the manifest's fragment metadata (no data read).
             return self._row_counts.get_or_make(ref, lambda: self.dataset(ref).count_rows())
 
-        check_joins(planned.df, rows_of, self.limits)
+        def sizes_of(fqn: tuple[str, ...]) -> dict[str, float]:
+            ref = tables.get(".".join(fqn))
+            if ref is None:
+                return {}
+            # Lance's statistics: the data files' column metadata, no data page (``column_sizes``).
+            return self._column_bytes.get_or_make(
+                ref, lambda: average_bytes(self.dataset(ref), rows_of(fqn) or 0)
+            )
+
+        check_joins(planned.df, rows_of, self.limits, sizes_of)
         return planned
 
     def _fresh(self, kept: PlannedQuery | None) -> PlannedQuery | None:

@@ -27,12 +27,17 @@ its span in nanoseconds: refused beside anything but tiny inputs); anything else
 The cost of a pair is one simple comparison plus, counted in simple comparisons
 (``row_costs``), the join's condition and the expressions the nodes above it evaluate for each
 row it produces, up to and including the first aggregate (they run in the same loop, between
-the same yields). ``md5(a.s || b.s) < '1'`` costs 69 a pair, ``regexp_like(a.s || b.s, p)``
-21, ``a.x < b.x`` 1. A join whose pairs times cost exceed ``max_join_pairs`` is refused before
-it runs (INVALID_ARGUMENT, JoinTooLarge). Under the default (10^8: 0.15-0.8 s of one core
-whatever the condition, measured: 10^8 pairs of a comparison, 1.4 million of an ``md5``, 5.9
-million of a ``replace``) a join that does run ends within a second of its deadline even when
-nothing can stop it, and a keyless join of two 1,000-row tables runs with any one costly call.
+the same yields). ``md5(a.s || b.s) < '1'`` costs 69 a pair over short strings, 14,585 over
+10,000-byte ones; ``regexp_like(a.s || b.s, p)`` 21, ``a.x < b.x`` 1. A call's cost grows with
+the bytes it reads: the average sizes of the tables' columns (``sizes_of``, from Lance's
+statistics, ``column_sizes``) are asked for only when a keyless join is found and its cost
+over short strings is within the bound (a plan without one costs what it did). A join whose
+pairs times cost exceed ``max_join_pairs`` is refused before it runs (INVALID_ARGUMENT,
+JoinTooLarge). Under the default (10^8: 0.15-0.8 s of one core whatever the condition,
+measured: 10^8 pairs of a comparison, 1.4 million of an ``md5`` of short strings, 5.9 million
+of a ``replace``, 6,800 of an ``md5`` of two 10,000-byte strings) a join that does run ends
+within a second of its deadline even when nothing can stop it, and a keyless join of two
+1,000-row tables of short strings runs with any one costly call.
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lake_platform.query.column_sizes import SizesOf, plan_column_bytes
 from lake_platform.query.errors import JoinTooLarge
 from lake_platform.query.facts import any_node
 from lake_platform.query.limits import QueryLimits
-from lake_platform.query.row_costs import expression_cost, node_cost
+from lake_platform.query.row_costs import ColumnBytes, expression_cost, node_cost
 
 #: Counts a table's rows: its fully qualified name (warehouse, schema, table as the plan
 #: spells it) -> rows, or None when it is not one of the query's tables.
@@ -56,31 +62,38 @@ RowsOf = Callable[[tuple[str, ...]], "int | None"]
 _GENERATOR = re.compile(r"(\w+): start=(-?\d+), end=(-?\d+)")
 #: Plan nodes that may produce more rows than their inputs, by how many the plan does not say.
 _UNKNOWN = frozenset({"Unnest", "RecursiveQuery", "Extension"})
-_NOTHING: tuple[int, frozenset[str]] = (0, frozenset())
 
 
 @dataclass(frozen=True)
 class KeylessJoin:
     """A join without an equality key: at most how many row pairs it compares (inf: unknown),
-    what each costs in simple comparisons, and the costly calls that make it cost more."""
+    what each costs in simple comparisons, the costly calls that make it cost more, and the
+    most bytes one of them reads (0: short strings)."""
 
     pairs: float
     cost: int = 1
     costly: frozenset[str] = frozenset()
+    widest: int = 0
 
     @property
     def work(self) -> float:
         return self.pairs * self.cost
 
 
-def check_joins(df: Any, rows_of: RowsOf, limits: QueryLimits) -> None:
+def check_joins(df: Any, rows_of: RowsOf, limits: QueryLimits, sizes_of: SizesOf | None = None) -> None:
     """Raise JoinTooLarge when a join without an equality key in ``df``'s plan may do more than
     ``limits.max_join_pairs`` simple comparisons' work (its row pairs times their cost; 0: no
-    limit). A plan with no join costs one walk of its unoptimized logical plan."""
+    limit). A plan with no join costs one walk of its unoptimized logical plan; ``sizes_of``
+    (None: every string short) is asked only for a plan with a keyless join."""
     cap = limits.max_join_pairs
     if not cap or not any_node(df.logical_plan(), lambda kind, _: kind == "Join"):
         return
-    join = _Bounds(df, rows_of).costliest(df.optimized_logical_plan())
+    root = df.optimized_logical_plan()
+    bounds = _Bounds(df, rows_of)
+    bounds.rows(root, ())
+    join = bounds.costliest(None)
+    if join.work <= cap and sizes_of is not None and bounds.keyless:
+        join = bounds.costliest(plan_column_bytes(root, sizes_of))
     if join.work > cap:
         raise JoinTooLarge(
             f"a join without an equality condition would compare {_shown(join)}, more than "
@@ -93,37 +106,46 @@ def _shown(join: KeylessJoin) -> str:
         return "an unknown number of row pairs"
     if join.cost == 1:
         return f"up to {int(join.pairs)} row pairs"
+    reading = f" over strings of up to {join.widest} bytes" if join.widest else ""
     return (
         f"up to {int(join.pairs)} row pairs at the cost of {join.cost} simple comparisons each "
-        f"({', '.join(sorted(join.costly))}), {int(join.work)} in all"
+        f"({', '.join(sorted(join.costly))}{reading}), {int(join.work)} in all"
     )
 
 
 class _Bounds:
-    """Row bounds of one plan's nodes and the costliest of its keyless joins."""
+    """Row bounds of one plan's nodes, and its keyless joins: their pairs, their condition and
+    the nodes above them that run in their loop (costed by :meth:`costliest`)."""
 
     def __init__(self, df: Any, rows_of: RowsOf) -> None:
         self._df = df
         self._rows_of = rows_of
         self._generated: float | None = None
-        self.costliest_join = KeylessJoin(0.0)
+        self.keyless: list[tuple[float, Any, tuple[Any, ...]]] = []
 
-    def costliest(self, root: Any) -> KeylessJoin:
-        self.rows(root, _NOTHING)
-        return self.costliest_join
+    def costliest(self, column_bytes: ColumnBytes | None) -> KeylessJoin:
+        """The keyless join that may do the most work, its calls costed over strings of
+        ``column_bytes``' sizes (None: short)."""
+        costliest = KeylessJoin(0.0)
+        for pairs, condition, above in self.keyless:
+            cost = expression_cost([] if condition is None else [condition], column_bytes)
+            cost = sum((node_cost(node, column_bytes) for node in above), cost)
+            join = KeylessJoin(pairs, 1 + cost.units, cost.costly, cost.widest)
+            if join.work > costliest.work:
+                costliest = join
+        return costliest
 
-    def rows(self, node: Any, above: tuple[int, frozenset[str]]) -> float:
-        """At most how many rows ``node`` produces (inf: unknown). ``above``: what the nodes
-        above it evaluate for each row it produces, in the loop that reads it."""
+    def rows(self, node: Any, above: tuple[Any, ...]) -> float:
+        """At most how many rows ``node`` produces (inf: unknown). ``above``: the nodes above it
+        that evaluate their expressions for each row it produces, in the loop that reads it."""
         variant = node.to_variant()
         kind = type(variant).__name__
-        own = node_cost(node)
         if kind == "Join":
-            below_above = _NOTHING  # a join reads its inputs between yields of their own
+            below_above: tuple[Any, ...] = ()  # a join reads its inputs between yields of their own
         elif kind == "Aggregate":
-            below_above = own  # its rows are few, and what is above reads them, not its input's
+            below_above = (node,)  # its rows are few, and what is above reads them, not its input's
         else:
-            below_above = (above[0] + own[0], above[1] | own[1])
+            below_above = (*above, node)
         below = [self.rows(child, below_above) for child in node.inputs()]
         if kind == "TableScan":
             rows = self._scan_rows(variant)
@@ -133,8 +155,8 @@ class _Bounds:
             return float(len(variant.values()))
         if kind == "Join":
             product = math.prod(below)
-            if not variant.on():
-                self._keyless(product, variant.filter(), above)
+            if not variant.on() and product > 0:
+                self.keyless.append((product, variant.filter(), above))
             return product
         if kind == "Union":
             return sum(below)
@@ -143,12 +165,6 @@ class _Bounds:
         if kind in _UNKNOWN:
             return math.inf
         return max(below, default=1.0)
-
-    def _keyless(self, pairs: float, condition: Any, above: tuple[int, frozenset[str]]) -> None:
-        cost, costly = expression_cost([] if condition is None else [condition])
-        join = KeylessJoin(pairs, 1 + cost + above[0], costly | above[1])
-        if join.work > self.costliest_join.work:
-            self.costliest_join = join
 
     def _scan_rows(self, scan: Any) -> float:
         fqn = tuple(part for part in scan.fqn() if part is not None)

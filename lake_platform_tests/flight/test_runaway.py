@@ -9,8 +9,10 @@ its CPU time from one second after the deadline.
 
 from __future__ import annotations
 
+import base64
 import gc
 import hashlib
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,10 +44,21 @@ IDLE_CPU_SECONDS = 0.25
 WINDOW_SECONDS = 2.0
 
 
+#: ``w.ns.long``: 1,000 rows of 10,000-byte strings (random, so Lance's compression keeps them
+#: about as long on disk).
+LONG_ROWS = 1000
+
+
+def long_strings() -> list[str]:
+    rng = random.Random(44)
+    return [base64.b64encode(rng.randbytes(7500)).decode() for _ in range(LONG_ROWS)]
+
+
 @pytest.fixture(scope="module")
 def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[psutil.Process, str]]:
     home = tmp_path_factory.mktemp("runaway")
-    build_catalog(home)
+    _, catalog = build_catalog(home)
+    catalog.tables.create_table("p.w.ns.long", pa.table({"s": long_strings()}).to_reader())
     proc, port = spawn(Path(home), "query_timeout_seconds=1")
     try:
         yield psutil.Process(proc.pid), f"grpc://127.0.0.1:{port}"
@@ -76,9 +89,11 @@ def test_a_query_past_its_time_limit_stops_computing_within_a_second(
 
 
 #: Joins without an equality key that DataFusion cannot stop once they run: dropped after a
-#: second, each kept both cores busy until it ended (minutes to hours). The last two compare
-#: 10^8 pairs, within the bound for a comparison, but an md5 or a regular expression of each
-#: pair used 1.88 s and 1.27 s of CPU in the 2 s after the deadline plus one second.
+#: second, each kept both cores busy until it ended (minutes to hours). Two compare 10^8 pairs,
+#: within the bound for a comparison, but an md5 or a regular expression of each pair used
+#: 1.88 s and 1.27 s of CPU in the 2 s after the deadline plus one second. The last compares
+#: 10^6 pairs, within the bound for an md5 of short strings, but of 20,000 bytes each: 1.32 s of
+#: CPU in that window, busy for 15 s.
 UNSTOPPABLE = (
     "SELECT sum(a.value * b.value % 7) AS s FROM generate_series(1, 200000) a, generate_series(1, 200000) b",
     "SELECT count(*) AS n FROM w.ns.t a, w.ns.t b, w.ns.t c, w.ns.t d WHERE a.id + b.id + c.id + d.id > 0",
@@ -86,11 +101,14 @@ UNSTOPPABLE = (
     "WHERE md5(a.value::varchar || b.value::varchar) < '1'",
     "SELECT count(*) AS n FROM generate_series(1, 10000) a, generate_series(1, 10000) b "
     "WHERE regexp_like(a.value::varchar || b.value::varchar, '^1.*9$')",
+    "SELECT count(*) AS n FROM w.ns.long a, w.ns.long b WHERE md5(a.s || b.s) < '1'",
 )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sql", UNSTOPPABLE, ids=["cross", "nested-loop", "md5-per-pair", "regexp-per-pair"])
+@pytest.mark.parametrize(
+    "sql", UNSTOPPABLE, ids=["cross", "nested-loop", "md5-per-pair", "regexp-per-pair", "md5-of-long-strings"]
+)
 def test_a_join_that_could_not_be_stopped_is_refused_and_costs_nothing_after(
     server_process: tuple[psutil.Process, str], sql: str
 ) -> None:
@@ -128,6 +146,17 @@ def test_a_costly_condition_over_small_tables_answers(server_process: tuple[psut
         hashlib.md5(f"row-{i}row-{j}".encode()).hexdigest() < "1" for i in range(100) for j in range(1000)
     )
     assert table.column("n").to_pylist() == [expected]
+
+
+def test_a_costly_condition_over_few_long_strings_answers(server_process: tuple[psutil.Process, str]) -> None:
+    """50 x 50 of the 10,000-byte strings: 2,500 pairs of an md5 of 20,000 bytes, within the
+    bound (each costs about 15,000 comparisons)."""
+    _, uri = server_process
+    client, options = login(uri)
+    few = "(SELECT s FROM w.ns.long LIMIT 50)"
+    sql = f"SELECT count(*) AS n FROM {few} a, {few} b WHERE length(md5(a.s || b.s)) = 32"
+    table = client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert table.column("n").to_pylist() == [50 * 50]
 
 
 @pytest.fixture

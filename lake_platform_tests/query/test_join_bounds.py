@@ -113,3 +113,70 @@ def test_a_costly_computation_outside_the_pairs_or_over_few_pairs_is_planned(
 
 def test_zero_turns_the_bound_off(ctx: SessionContext) -> None:
     check_joins(ctx.sql("SELECT count(*) FROM t a, t b, t c"), rows_of, QueryLimits(max_join_pairs=0))
+
+
+def long_strings(fqn: tuple[str, ...]) -> dict[str, float]:
+    """The tables' columns' sizes as the engine reads them from Lance: ``t.s`` averages 10,000
+    bytes."""
+    return {"x": 8.0, "s": 10000.0} if fqn[-1] == "t" else {}
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        # 20,000 pairs: planned over short strings (below), not over 10,000-byte ones
+        (
+            "SELECT count(*) FROM t a, range(5) b WHERE md5(a.s || b.value::varchar) < '1'",
+            "up to 12000 row pairs at the cost of 7295 simple comparisons each (md5, || over strings "
+            "of up to 10000 bytes), 87540000 in all",
+        ),
+        # through a subquery's alias and a projection that builds a longer string
+        (
+            "SELECT count(*) FROM (SELECT s || s AS d FROM t) a, range(5) b "
+            "WHERE sha256(a.d) > b.value::varchar",
+            "at the cost of 13338 simple comparisons each (sha256 over strings of up to 20000 bytes)",
+        ),
+        # computed per row above the join (an aggregate's call: over the columns its text names)
+        (
+            "SELECT max(upper(a.s || 'x')) FROM t a, range(50) b WHERE a.x < b.value",
+            "at the cost of 1251 simple comparisons each (upper, || over strings of up to 10000 bytes)",
+        ),
+    ],
+)
+def test_a_call_over_long_strings_costs_its_bytes(ctx: SessionContext, sql: str, refusal: str) -> None:
+    with pytest.raises(JoinTooLarge, match=re.escape(refusal)):
+        check_joins(ctx.sql(sql), rows_of, LIMITS, long_strings)
+    check_joins(ctx.sql(sql), rows_of, LIMITS)  # short strings: within the bound
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM t a, range(100) b WHERE a.s < b.value::varchar",  # a comparison reads no more
+        "SELECT count(*) FROM (SELECT md5(s) AS m FROM t) a, range(100) b WHERE upper(a.m) < 'x'",  # 64 bytes
+    ],
+)
+def test_long_strings_read_outside_the_pairs_or_by_calls_that_do_not_scan_them_are_planned(
+    ctx: SessionContext, sql: str
+) -> None:
+    check_joins(ctx.sql(sql), rows_of, LIMITS, long_strings)
+
+
+def test_sizes_are_asked_only_for_a_keyless_join_within_the_bound(ctx: SessionContext) -> None:
+    """A plan without a keyless join, or with one refused over short strings already, needs no
+    statistics: Lance is not asked."""
+    asked: list[tuple[str, ...]] = []
+
+    def sizes_of(fqn: tuple[str, ...]) -> dict[str, float]:
+        asked.append(fqn)
+        return long_strings(fqn)
+
+    check_joins(ctx.sql("SELECT md5(s) FROM t WHERE x = 5"), rows_of, LIMITS, sizes_of)
+    check_joins(ctx.sql("SELECT md5(a.s) FROM t a JOIN t b ON a.x = b.x"), rows_of, LIMITS, sizes_of)
+    with pytest.raises(JoinTooLarge):
+        check_joins(ctx.sql("SELECT count(*) FROM t a, t b WHERE a.x < b.x"), rows_of, LIMITS, sizes_of)
+    assert asked == []
+    check_joins(
+        ctx.sql("SELECT count(*) FROM t a, range(10) b WHERE a.x < b.value"), rows_of, LIMITS, sizes_of
+    )
+    assert ("t",) in asked
