@@ -37,6 +37,7 @@ from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.transaction_recovery import resolve_version
 from lake_platform.errors import BranchDiverged, ConcurrentModification, ConditionFailed, InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -272,13 +273,24 @@ class BranchPublish:
             key=lambda v: v.version,
         )
         own = [v for v in own if v.version > rec.main_version]
-        above = {
-            decode(VersionRecord, i.value, i.key).version: i.revision
-            for i in self.ctx.store.scan_prefix(
+        above_items = list(
+            self.ctx.store.scan_prefix(
                 keys.versions(record.incarnation),
                 start_after=keys.version(record.incarnation, record.current_version),
             )
-        }
+        )
+        # A multi-table commit's version above main's head is completed or cleared from its record
+        # first (under main's lease): overwriting it would lose a committed table's version.
+        head_key = keys.table(tname)
+        for item in above_items:
+            outcome = resolve_version(self.ctx.store, item, head_key, leased=True)
+            if outcome == "pending":
+                raise ConcurrentModification(
+                    f"{item.key} belongs to a multi-table commit still being made; nothing was published"
+                )
+            if outcome is not None:
+                return self._plan(tname, branch, incarnation, chain)  # main's head or records changed
+        above = {decode(VersionRecord, i.value, i.key).version: i.revision for i in above_items}
         copies = [
             v.model_copy(
                 update={"incarnation": record.incarnation, "tags": [], "location": v.location or rec.location}

@@ -14,7 +14,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.transaction import Transaction
 from lake_platform.catalog.transaction_recovery import resolve
-from lake_platform.errors import ConcurrentModification
+from lake_platform.errors import BranchDiverged, ConcurrentModification
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform.registry import keys
@@ -200,3 +200,25 @@ def test_the_next_single_table_writer_completes_a_committed_commit_it_meets(
     assert all(sorted(ids_of(catalog.reads.open_table(n))) == [i, 1000 + i] for i, n in enumerate(names))
     catalog.tables.append(last, rows([7]))
     assert sorted(ids_of(catalog.reads.open_table(last))) == [7, SOME - 1, 1000 + SOME - 1]
+
+
+def test_a_publish_meeting_a_committed_commit_completes_it_and_does_not_overwrite_it(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    names = make_tables(catalog, SOME)
+    last = names[-1]
+    catalog.branches.create_branch(last, "dev")
+    catalog.branch_writes.append(last, "dev", rows([500]))
+    with Catalog(catalog.settings, hook=stop_at("transaction:rolled-forward", 2)) as c:
+        with pytest.raises(SystemExit):
+            with Transaction(c.tables, max_ops=SMALL) as tx:
+                for i, name in enumerate(names):
+                    tx.append(name, rows([1000 + i]))
+    assert heads(catalog, names)[last] == 1  # its version 2 is the commit's, above main's head
+    # Publishing would write the branch's version 2 over it: main moved (the commit's), so it is
+    # refused as diverged, after completing the commit rather than losing its version.
+    with pytest.raises(BranchDiverged):
+        catalog.branch_publish.publish_branch(last, "dev")
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
+    catalog.manifests.finish_versions(last)
+    assert sorted(ids_of(catalog.reads.open_table(last))) == [SOME - 1, 1000 + SOME - 1]
