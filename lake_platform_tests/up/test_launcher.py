@@ -14,8 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
 from lake_platform.up.demo import TABLE_NAME, seed_demo
 from lake_platform.up.launcher import Platform, start_platform
+from lake_platform_tests.dagster_storage import FAST_DIR
 from lake_platform_tests.servers import free_port, free_ports, killed_parent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,31 +111,47 @@ def launch(platform: Platform, job: str, partition: str) -> str:
 def wait_for(what: str, check: Any, timeout: float, platform: Platform) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert platform.alive(), f"a Dagster process died; logs in {platform.dagster_home / 'logs'}"
+        assert platform.alive(), f"a Dagster process died; logs in {logs_of(platform)}"
         value = check()
         if value:
             return value
         time.sleep(0.5)  # between looks; each check asks the servers again
-    raise AssertionError(f"timed out waiting for {what}; logs in {platform.dagster_home / 'logs'}")
+    raise AssertionError(f"timed out waiting for {what}; logs in {logs_of(platform)}")
+
+
+def logs_of(platform: Platform) -> Path:
+    return Path(platform.logs[0].name).parent if platform.logs else platform.dagster_home / "logs"
+
+
+@pytest.fixture
+def lake_home() -> Iterator[Path]:
+    """The lake's home (Dagster's SQLite storage inside it) in memory where the machine has it:
+    the daemon's sensor ticks and the runs' events are each a commit, an fsync on a disk. The
+    servers' logs are kept with the test's files (``log_dir``)."""
+    with tempfile.TemporaryDirectory(prefix="lake-up-", dir=FAST_DIR) as tmp:
+        yield Path(tmp) / "home"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_platform_ingests_the_demo_serializes_a_table_and_shows_it_in_the_ui(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, lake_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     browser = chromium()
     for name in ("LAKE_INBOX", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT", "DAGSTER_HOME"):
         monkeypatch.delenv(name, raising=False)
-    settings = load_settings(home=tmp_path / "home")
+    settings = load_settings(home=lake_home)
     platform = start_platform(
-        settings, "127.0.0.1", free_port(), flight_port=free_port(), rest_port=free_port()
+        settings,
+        "127.0.0.1",
+        free_port(),
+        flight_port=free_port(),
+        rest_port=free_port(),
+        log_dir=tmp_path / "logs",
     )
     try:
         assert len(platform.seeded) == 3 and platform.demo_table == TABLE_NAME
-        assert (tmp_path / "home" / "dagster" / "dagster.yaml").read_text() == (
-            REPO / "dagster.yaml"
-        ).read_text()
+        assert (lake_home / "dagster" / "dagster.yaml").read_text() == (REPO / "dagster.yaml").read_text()
 
         # 1. Two runs on one table requested at once, while the inbox sensor's ingest run for the
         # same table is due too: the run queue runs them one after another.
@@ -262,7 +281,7 @@ def page_showing(url: str, texts: list[str], profile: Path, platform: Platform) 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_ui_shows_the_table_assets_schema_and_rows_and_a_graphql_launch_commits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, lake_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lake's tables in the Dagster UI, in headless Chromium: the orders table as the observation
     sensor reported it, and the demo's user asset materialized through the UI's GraphQL (as its
@@ -270,14 +289,20 @@ def test_the_ui_shows_the_table_assets_schema_and_rows_and_a_graphql_launch_comm
     chromium()
     for name in ("LAKE_INBOX", "LAKE_REGISTRY_URL", "LAKE_WAREHOUSE_ROOT", "DAGSTER_HOME"):
         monkeypatch.delenv(name, raising=False)
-    settings = load_settings(home=tmp_path / "home")
+    settings = load_settings(home=lake_home)
     with Catalog(settings) as catalog:
         seed_demo(catalog)  # the table alone, no inbox files: its row count stays put
         orders = catalog.reads.open_table(TABLE_NAME)
         orders_rows = orders.count_rows()
         orders_columns = "|".join(f"{f.name}|{f.type}" for f in orders.schema)
     platform = start_platform(
-        settings, "127.0.0.1", free_port(), flight_port=free_port(), rest_port=free_port(), seed=False
+        settings,
+        "127.0.0.1",
+        free_port(),
+        flight_port=free_port(),
+        rest_port=free_port(),
+        seed=False,
+        log_dir=tmp_path / "logs",
     )
     try:
 
