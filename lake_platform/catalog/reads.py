@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -64,10 +65,20 @@ class Reads:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
-        record, _ = self.ctx.table(tname)
+        record = self.head(tname)
         if version is not None and (not isinstance(version, int) or version < 1):
             raise InvalidInput(f"invalid version {version!r}")
         return self.snapshot(tname, record, version or record.current_version)
+
+    def head(self, tname: TableName, *, declared: bool = False) -> TableRecord:
+        """The table's record as a single-table reader sees it: its head, or the version a
+        multi-table commit whose writer died moving heads committed just above it
+        (``transaction_recovery.committed_head``, which completes that commit). Costs one more
+        get (the version key above the head: its key needs the head's incarnation and number);
+        a transaction record is read only when that version exists and names one."""
+        record, _ = self.ctx.table(tname, declared=declared)
+        ahead = self.ctx.store.get(keys.version(record.incarnation, record.current_version + 1))
+        return recovery.committed_head(self.ctx.store, record, ahead)
 
     def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
         if record.folder is not None and version != record.current_version:
@@ -154,7 +165,7 @@ class Reads:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
-        record, _ = self.ctx.table(tname)
+        record = self.head(tname)
         rows = fragments = size = indexes = None
         if with_stats and record.current_version > 0:
             from lake_platform.engine.indexes import list_indexes
@@ -273,17 +284,20 @@ class Reads:
         """The table's incarnation and its versions a query can still read (``"t@v<N>"``) with
         their tags: those the registry still records. Version cleanup takes a version out of the
         registry before deleting its files, so a listed version may be a moment from gone, never
-        the other way round. Registry only (no engine call)."""
+        the other way round. Registry only (no engine call); the version just above the head
+        comes with the scan, so a committed multi-table commit its head lags is seen (and
+        completed, ``transaction_recovery.committed_head``) at no extra read."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
-        found: dict[int, list[str]] = {}
-        for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation)):
-            ver = decode(VersionRecord, item.value, item.key)
-            if ver.version <= record.current_version:
-                found[ver.version] = list(ver.tags)
-        return record.incarnation, found
+        registered = [
+            (decode(VersionRecord, item.value, item.key), item)
+            for item in self.ctx.store.scan_prefix(keys.versions(record.incarnation))
+        ]
+        ahead = next((i for v, i in registered if v.version == record.current_version + 1), None)
+        head = recovery.committed_head(self.ctx.store, record, ahead).current_version
+        return record.incarnation, {v.version: list(v.tags) for v, _ in registered if v.version <= head}
 
     def commit(self, name: str, commit_id: str, *, by: Provenance = UNSTATED) -> CommitLogEntry | None:
         """The commit-log entry of the commit ``commit_id`` made on table ``name`` (None when no

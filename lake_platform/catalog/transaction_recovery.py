@@ -1,7 +1,8 @@
 """Completing or clearing a multi-table commit that spans several registry writes
 (``transaction_chunks``) from its transaction record alone: what its writer does after the
 commit point, and what the next writer of any of its tables, or ``lake table repair``, does when
-it finds one of its versions above a head.
+it finds one of its versions above a head; a single-table reader finding one completes a
+committed one too (``committed_head``), so no reader sees one table of it new and another old.
 
 A version above a head that names a transaction (``VersionRecord.transaction_id``) is resolved
 by reading the record once:
@@ -28,7 +29,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from lake_platform.errors import ConcurrentModification, ConditionFailed
+from lake_platform.errors import ConcurrentModification, ConditionFailed, LakeError
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -119,6 +120,53 @@ def resolve_version(store: MetaStore, item: Item, head_key: str, *, leased: bool
         except ConditionFailed:
             pass  # cleared, replaced, or the head moved meanwhile: nothing of it left to clear
     return "aborted"
+
+
+def committed_head(store: MetaStore, record: TableRecord, ahead: Item | None) -> TableRecord:
+    """``record`` (a table's head) as a single-table reader must see it: ``ahead`` is the
+    version record just above it (``keys.version(incarnation, current_version + 1)``, None when
+    absent), read with the head or with the head's own version record. Nothing more is read
+    unless it names a transaction (a killed chunked commit's table its heads did not reach):
+    then its record, once. ``committed``: the commit is completed here (``roll_forward``: it
+    needs no lease) and the table viewed at its new version whatever the completion met;
+    ``pending``/``aborted``: the head is right (a reader holds no lease: a pending one is left
+    to its writer, a writer of its tables or ``sweep``). Record gone: the head is read again,
+    since the heads all moved meanwhile, or the version is an aborted one's leftover."""
+    if ahead is None:
+        return record
+    ver = decode(VersionRecord, ahead.value, ahead.key)
+    if (
+        ver.transaction_id is None
+        or ver.incarnation != record.incarnation
+        or ver.version != record.current_version + 1
+    ):
+        return record
+    found = read_transaction(store, ver.transaction_id)
+    if found is None:
+        item = store.get(keys.table(TableName.parse(record.name)))
+        fresh = decode(TableRecord, item.value, item.key) if item is not None else None
+        if (
+            fresh is not None
+            and fresh.incarnation == record.incarnation
+            and fresh.current_version >= ver.version
+        ):
+            return fresh
+        return record
+    txn, _ = found
+    mine = next((t for t in txn.tables if t.incarnation == record.incarnation), None)
+    if txn.state != "committed" or mine is None or mine.from_version != record.current_version:
+        return record
+    try:
+        if roll_forward(store, txn, store.max_transact_ops):
+            forget(store, txn.txn_id)
+    except LakeError:
+        # The commit is visible whether or not this reader could move its heads (say, read-only
+        # registry credentials): the next writer of its tables, repair or sweep completes it.
+        log.warning("could not complete multi-table commit %s on a read", txn.commit_id, exc_info=True)
+    updates: dict[str, object] = {"current_version": mine.to_version}
+    if mine.schema_ipc_b64 is not None:
+        updates["schema_ipc_b64"] = mine.schema_ipc_b64
+    return record.model_copy(update=updates)
 
 
 def clear_above(store: MetaStore, above: Sequence[tuple[Lease | None, Item | None, Item | None]]) -> bool:
@@ -238,6 +286,7 @@ __all__ = [
     "Outcome",
     "clear",
     "clear_above",
+    "committed_head",
     "forget",
     "head_ops",
     "read_transaction",
