@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 HEAVY = 64
 SEARCHING = 16
@@ -186,17 +186,55 @@ def _called(name: str, read: list[float], *, operator: bool) -> Cost:
     return Cost(units, frozenset({name.lower()}), widest)
 
 
+class _Call(NamedTuple):
+    """A call to weigh once its operands are: its name, whether it is an operator."""
+
+    name: str
+    operator: bool
+    operands: list[Any]
+
+
 class _Weigher:
-    """Costs one expression tree bottom-up: each call reads what its operands produce."""
+    """Costs one expression tree bottom-up, each call reading what its operands produce (an
+    explicit stack: a chain of thousands of ORs is deeper than Python's recursion)."""
 
     def __init__(self, column_bytes: ColumnBytes | None) -> None:
         self._column_bytes = column_bytes
 
-    def weigh(self, expr: Any) -> tuple[Cost, float]:
-        """What ``expr`` costs for one row, and how many bytes its value has."""
+    def weigh(self, root: Any) -> tuple[Cost, float]:
+        """What ``root`` costs for one row, and how many bytes its value has."""
+        done: list[tuple[Cost, float]] = []
+        # (expression, None) to take apart; (expression, its call) once its operands are done
+        stack: list[tuple[Any, _Call | None]] = [(root, None)]
+        while stack:
+            expr, call = stack.pop()
+            if call is not None:
+                name, operator, operands = call
+                weighed = done[len(done) - len(operands) :] if operands else []
+                del done[len(done) - len(operands) :]
+                total = sum((cost for cost, _ in weighed), NOTHING)
+                read = [size for _, size in weighed]
+                if not name:
+                    done.append((total, max(read, default=0.0)))
+                else:
+                    cost = total + _called(name, read, operator=operator)
+                    done.append((cost, _result_bytes(name, operator, operands, read)))
+                continue
+            leaf = self._leaf(expr)
+            if isinstance(leaf, _Call):
+                stack.append((expr, leaf))
+                stack.extend((operand, None) for operand in reversed(leaf.operands))
+            else:
+                done.append(leaf)
+        return done[0]
+
+    def _leaf(self, expr: Any) -> tuple[Cost, float] | _Call:
+        """A column's, literal's or opaque expression's cost and bytes; else the call's name,
+        whether it is an operator, and its operands."""
         kind = expr.variant_name()
-        if kind == "Alias":
-            return self.weigh(expr.to_variant().expr())
+        while kind == "Alias":
+            expr = expr.to_variant().expr()
+            kind = expr.variant_name()
         if kind == "Column":
             if self._column_bytes is None:
                 return NOTHING, 0.0
@@ -212,13 +250,7 @@ class _Weigher:
             text = expr.canonical_name()
             read = text_bytes(text, self._column_bytes) if self._column_bytes is not None else 0.0
             return text_cost(text, self._column_bytes), read
-        weighed = [self.weigh(operand) for operand in operands]
-        total = sum((cost for cost, _ in weighed), NOTHING)
-        read = [size for _, size in weighed]
-        if not name:
-            return total, max(read, default=0.0)
-        operator = kind in _OPERATOR_KINDS
-        return total + _called(name, read, operator=operator), _result_bytes(name, operator, operands, read)
+        return _Call(name, kind in _OPERATOR_KINDS, operands)
 
 
 def _result_bytes(name: str, operator: bool, operands: list[Any], read: list[float]) -> float:

@@ -180,3 +180,11 @@ def test_sizes_are_asked_only_for_a_keyless_join_within_the_bound(ctx: SessionCo
         ctx.sql("SELECT count(*) FROM t a, range(10) b WHERE a.x < b.value"), rows_of, LIMITS, sizes_of
     )
     assert ("t",) in asked
+
+
+def test_a_condition_of_hundreds_of_terms_is_weighed(ctx: SessionContext) -> None:
+    """A chain of 600 ORs is deeper than Python's recursion allows a recursive walk: weighed
+    without one."""
+    condition = " OR ".join(f"a.x + b.value = {i}" for i in range(600))
+    sql = f"SELECT count(*) FROM t a, range(5) b WHERE {condition}"
+    check_joins(ctx.sql(sql), rows_of, QueryLimits(max_join_pairs=10**9), long_strings)
