@@ -204,7 +204,7 @@ class LakeNamespace(LanceNamespace):
     def describe_table(self, request: Any) -> DescribeTableResponse:
         def describe() -> DescribeTableResponse:
             tname = self._table_name(request)
-            record = self._record(tname, declared=True)
+            record = self._record(tname, declared=True, head=True)
             version = request_field(request, "version")
             return DescribeTableResponse(
                 location=record.location,
@@ -271,6 +271,8 @@ class LakeNamespace(LanceNamespace):
             tname = self._table_name(request)
             record = self._record(tname)
             version = int(request_field(request, "version"))
+            if version == record.current_version + 1:  # maybe a committed commit's its head lags
+                record = self._record(tname, head=True)
             if version <= record.current_version:  # above the head: not reachable (branch_publish)
                 self._finalize(tname, record, version)
             return self._bound_to(tname, record).describe_table_version(request)
@@ -375,9 +377,13 @@ class LakeNamespace(LanceNamespace):
     def _table_name(self, request: Any) -> TableName:
         return TableName.from_parts(request_ids(request))
 
-    def _record(self, tname: TableName, declared: bool = False) -> TableRecord:
+    def _record(self, tname: TableName, declared: bool = False, *, head: bool = False) -> TableRecord:
+        """``head``: as a reader sees it (``Reads.head``: a committed multi-table commit its
+        head lags is seen, one more get), for answers naming the current version."""
         if not self.principal.can(tname.project, "read"):
             raise TableNotFound(f"table {tname} does not exist")
+        if head:
+            return self.catalog.reads.head(tname, declared=declared)
         return self.catalog.ctx.table(tname, declared=declared)[0]
 
     def _bound(self, request: Any) -> BoundTableNamespace:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lake_platform.catalog.transaction_recovery import committed_head
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.query.snapshot_model import (
@@ -36,14 +37,20 @@ def latest_view(cache: SnapshotCache, store: MetaStore, tname: TableName) -> Pro
     view = snap.project(tname.project)
     where = (tname.warehouse, ".".join(tname.namespace), tname.table)
     cached = view.table(*where)
-    item = store.get(keys.table(tname))
+    wanted = [keys.table(tname)]
+    if cached is not None:
+        # The version just above the head the snapshot holds, in the same multi-get: what a
+        # multi-table commit whose writer died moving heads left above this table's head.
+        wanted.append(keys.version(cached.record.incarnation, cached.record.current_version + 1))
+    item, *ahead = store.get_many(wanted)
     record = decode(TableRecord, item.value, item.key) if item is not None else None
     if record is not None and record.current_version <= 0:
         record = None  # declared, nothing committed: not visible to readers
     if record is None and cached is None:
         return view
     if record is not None and cached is not None and cached.record == record and cached.ref is not None:
-        return view
+        if committed_head(store, record, ahead[0]) is record:
+            return view
     fresh = None if record is None else _at_head(store, record, cached)
     patched = _with_table(snap, tname.project, view, where, fresh)
     cache.advance(snap, patched)
@@ -51,8 +58,17 @@ def latest_view(cache: SnapshotCache, store: MetaStore, tname: TableName) -> Pro
 
 
 def _at_head(store: MetaStore, record: TableRecord, cached: CachedTable | None) -> CachedTable:
-    item = store.get(keys.version(record.incarnation, record.current_version))
-    head = decode(VersionRecord, item.value, item.key) if item is not None else None
+    """``record``'s table at its head, or at the version a committed multi-table commit put
+    just above it (``committed_head``; a snapshot views it there, ``snapshot_transactions``)."""
+    at, above = store.get_many(
+        [keys.version(record.incarnation, v) for v in (record.current_version, record.current_version + 1)]
+    )
+    seen = committed_head(store, record, above)
+    if seen is not record:
+        record, at = seen, (above if seen.current_version == record.current_version + 1 else None)
+        if at is None:  # the heads moved meanwhile, past this one: its version read as it is
+            at = store.get(keys.version(record.incarnation, record.current_version))
+    head = decode(VersionRecord, at.value, at.key) if at is not None else None
     # The cache admission comes from the policies, which the next refresh applies again.
     mode = cached.cache if cached is not None else "auto"
     return cache_table(record, head, mode, VersionHistory(store, record.incarnation))

@@ -73,7 +73,8 @@ def streams_of(server: FlightSqlServer) -> int:
 
 
 class CountingStore(MetaStore):
-    """Wraps a MetaStore, counting reads; can be switched to fail like a backend outage."""
+    """Wraps a MetaStore, counting reads (requests: a multi-get is one); can be switched to fail
+    like a backend outage."""
 
     def __init__(self, inner: MetaStore) -> None:
         self.inner = inner
@@ -90,6 +91,11 @@ class CountingStore(MetaStore):
         self.gets += 1
         self._check()
         return self.inner.get(key)
+
+    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
+        self.gets += 1  # one request, as the backends answer it
+        self._check()
+        return self.inner.get_many(keys)
 
     def scan_prefix(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None

@@ -46,6 +46,7 @@ def test_a_current_snapshot_is_answered_as_it_is_for_one_get(catalog: Catalog) -
     store = CountingStore(catalog.store)
     view = latest_view(cache, store, T)
     assert view is cache.current().project("p")  # the very view: plans kept over it still hold
+    # One multi-get: the head, and the version key above the snapshot's (a multi-table commit's).
     assert (store.gets, store.scans) == (1, 0)
 
 
