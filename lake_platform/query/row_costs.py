@@ -29,6 +29,11 @@ reads (a hash: 64 bytes, a number or truth value: 8; ``repeat``, ``lpad`` and ``
 literal count as long as it makes them). A column whose size is not known (a table function's,
 a table without statistics) counts as a short string, as every string did before sizes.
 
+A regular expression whose pattern is not a literal (a column, or built per row) is compiled
+for every row it sees, ``COMPILED_PATTERN`` more: ``regexp_like('12', a.s || b.s)`` took 14.7 us
+a pair, ``regexp_like(a.s, c.p)`` 15.4 us with ``c`` the side that varies within a batch (48 ns
+the other way round: which side that is, the planner decides).
+
 An expression Python cannot take apart (an aggregate call, a window's) is costed from its text:
 each name called there at its tier's weight, scaled by the columns its text names.
 """
@@ -45,6 +50,9 @@ HEAVY = 64
 SEARCHING = 16
 STRING = 4
 OTHER_CALL = 1
+#: A regular expression compiled per row: 15-18 us a pair measured, at 2.9 ns a comparison.
+COMPILED_PATTERN = 8192
+_REGEX_OPERATORS = frozenset({"~", "~*", "!~", "!~*", "similar to"})
 
 #: The average bytes of a column, by the relation that qualifies it in the plan (None: none)
 #: and its name; 0 when not known.
@@ -217,7 +225,7 @@ class _Weigher:
                 if not name:
                     done.append((total, max(read, default=0.0)))
                 else:
-                    cost = total + _called(name, read, operator=operator)
+                    cost = total + _called(name, read, operator=operator) + _pattern_cost(name, operands)
                     done.append((cost, _result_bytes(name, operator, operands, read)))
                 continue
             leaf = self._leaf(expr)
@@ -251,6 +259,17 @@ class _Weigher:
             read = text_bytes(text, self._column_bytes) if self._column_bytes is not None else 0.0
             return text_cost(text, self._column_bytes), read
         return _Call(name, kind in _OPERATOR_KINDS, operands)
+
+
+def _pattern_cost(name: str, operands: list[Any]) -> Cost:
+    """A regular expression whose pattern is not a literal is compiled for every row it sees
+    (what DataFusion keeps compiled is a literal's): ``regexp_like('row-1', b.p || a.s)`` over
+    400 x 400 pairs took 14.7 us a pair, ``regexp_replace`` with such a pattern 18.1."""
+    name = name.lower().removeprefix("not ")
+    regex = name.startswith("regexp_") or name in _REGEX_OPERATORS
+    if not regex or len(operands) < 2 or operands[1].variant_name() == "Literal":
+        return NOTHING
+    return Cost(COMPILED_PATTERN, frozenset({f"{name} compiling its pattern per row"}))
 
 
 def _result_bytes(name: str, operator: bool, operands: list[Any], read: list[float]) -> float:

@@ -93,7 +93,7 @@ def test_a_query_past_its_time_limit_stops_computing_within_a_second(
 #: within the bound for a comparison, but an md5 or a regular expression of each pair used
 #: 1.88 s and 1.27 s of CPU in the 2 s after the deadline plus one second. The last compares
 #: 10^6 pairs, within the bound for an md5 of short strings, but of 20,000 bytes each: 1.32 s of
-#: CPU in that window, busy for 15 s.
+#: CPU in that window, busy for 15 s. The last compiles a regular expression for every pair.
 UNSTOPPABLE = (
     "SELECT sum(a.value * b.value % 7) AS s FROM generate_series(1, 200000) a, generate_series(1, 200000) b",
     "SELECT count(*) AS n FROM w.ns.t a, w.ns.t b, w.ns.t c, w.ns.t d WHERE a.id + b.id + c.id + d.id > 0",
@@ -102,12 +102,24 @@ UNSTOPPABLE = (
     "SELECT count(*) AS n FROM generate_series(1, 10000) a, generate_series(1, 10000) b "
     "WHERE regexp_like(a.value::varchar || b.value::varchar, '^1.*9$')",
     "SELECT count(*) AS n FROM w.ns.long a, w.ns.long b WHERE md5(a.s || b.s) < '1'",
+    # 4 * 10^6 pairs, each compiling its own pattern (15 us a pair: a minute of CPU)
+    "SELECT count(*) AS n FROM generate_series(1, 2000) a, generate_series(1, 2000) b "
+    "WHERE regexp_like('12', a.value::varchar || b.value::varchar)",
 )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "sql", UNSTOPPABLE, ids=["cross", "nested-loop", "md5-per-pair", "regexp-per-pair", "md5-of-long-strings"]
+    "sql",
+    UNSTOPPABLE,
+    ids=[
+        "cross",
+        "nested-loop",
+        "md5-per-pair",
+        "regexp-per-pair",
+        "md5-of-long-strings",
+        "pattern-per-pair",
+    ],
 )
 def test_a_join_that_could_not_be_stopped_is_refused_and_costs_nothing_after(
     server_process: tuple[psutil.Process, str], sql: str

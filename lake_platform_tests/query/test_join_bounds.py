@@ -76,9 +76,10 @@ def test_joins_that_can_be_stopped_or_are_small_are_planned(ctx: SessionContext,
             "SELECT count(*) FROM t a, generate_series(1, 100) b WHERE md5(a.s || b.value) < '1'",
             "70 simple comparisons each (md5, ||)",
         ),
+        # a pattern that is not a literal is compiled for every row: 15 us a pair, measured
         (
             "SELECT count(*) FROM t a, range(100) b WHERE regexp_like(a.s, b.value::varchar)",
-            "19 simple comparisons each (~)",
+            "8211 simple comparisons each (~, ~ compiling its pattern per row)",
         ),
         # computed once per row the join produces, in the loop that reads it: as costly as a condition
         ("SELECT max(md5(a.s)) FROM t a CROSS JOIN range(100) b", "65 simple comparisons each (md5)"),

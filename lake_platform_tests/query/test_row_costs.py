@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 from datafusion import SessionContext
 
-from lake_platform.query.row_costs import HEAVY, SEARCHING, STRING, Cost, node_cost, text_cost
+from lake_platform.query.row_costs import (
+    COMPILED_PATTERN,
+    HEAVY,
+    SEARCHING,
+    STRING,
+    Cost,
+    node_cost,
+    text_cost,
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +40,17 @@ def projection_cost(ctx: SessionContext, select: str, sizes: dict[str, float] | 
         ("s ~* '^R.W-[0-9]+$'", SEARCHING, {"~*"}),
         ("upper(s) LIKE 'R%'", 2 * STRING, {"upper", "like"}),
         ("abs(x)", 1, set()),  # any other call: one comparison's worth
+        # a pattern that is not a literal is compiled for every row
+        (
+            "regexp_like('row-1', s)",
+            SEARCHING + COMPILED_PATTERN,
+            {"~", "~ compiling its pattern per row"},  # DataFusion plans regexp_like as ~
+        ),
+        (
+            "s ~ ('^' || s)",
+            SEARCHING + STRING + COMPILED_PATTERN,
+            {"~", "||", "~ compiling its pattern per row"},
+        ),
     ],
 )
 def test_each_call_costs_its_tiers_weight(
