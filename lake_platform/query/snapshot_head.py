@@ -3,12 +3,17 @@
 The process's catalog snapshot (``snapshot_cache``) is refreshed every TTL, so on its own it can
 be up to that old: a ``lake ingest`` by another process was invisible to a REST query for up
 to 5 s. :func:`latest_view` makes one consistent read of the table's registry record (its
-head: one get, cheap on SQLite and DynamoDB) per request; when the snapshot already holds that
-record (the common case) the snapshot's view is answered as it is, so plans and results cached
-over it stay valid. When the registry has moved on (a commit, a new table, a drop) the table
-is brought up to the head (its current version record: one more get) and the patched snapshot is
-put in the cache (``SnapshotCache.advance``), so the next request over that head pays only the
-one get again. Flight SQL's pinned tickets never come here: they carry their refs.
+head) per request, with the version key just above the head the snapshot holds (one multi-get
+of two keys, cheap on SQLite and DynamoDB); when the snapshot already holds that record (the
+common case) and no version of a committed multi-table commit sits above it, the snapshot's
+view is answered as it is, so plans and results cached over it stay valid. When the registry has
+moved on (a commit, a new table, a drop) the table is brought up to the head (its current
+version record and the one above: one more multi-get) and the patched snapshot is put in the
+cache (``SnapshotCache.advance``), so the next request over that head pays only the one read
+again. A committed multi-table commit whose writer died moving heads is completed and its
+version shown (``transaction_recovery.committed_head``): a snapshot that viewed the table there
+(``snapshot_transactions``) is never put back to the old head. Flight SQL's pinned tickets never
+come here: they carry their refs.
 """
 
 from __future__ import annotations
