@@ -6,6 +6,7 @@ the batch goes over HTTP with the CreateTableVersion bodies pylance staged."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import lance
@@ -18,8 +19,12 @@ from lance_namespace_urllib3_client.models import (
 
 from lake_platform.catalog.idempotency import HEADER
 from lake_platform.catalog.transaction import max_tables
+from lake_platform.catalog.transaction_ops import OPS_PER_TABLE
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
+from lake_platform.settings import load_settings
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 from lake_platform_tests.rest.handlers.staging import StagingOnly
 
 BATCH_CREATE = "/v1/table/version/batch-create"
@@ -163,3 +168,28 @@ def test_a_client_retry_that_staged_again_answers_the_first_outcome(lake: RestLa
     answer = lake.post(BATCH_CREATE, {"entries": other}, headers={HEADER: "k"})
     assert (answer.status_code, answer.json()["code"]) == (422, 13), answer.text
     assert [version(lake, t) for t in TABLES] == [2, 2]
+
+
+def test_a_batch_over_one_dynamodb_transactions_tables_lands_whole(tmp_path: Path, dynamodb_url: str) -> None:
+    """20 tables on DynamoDB (moto): more than one TransactWriteItems holds (19 tables), so the
+    batch commits over several registry writes (``transaction_chunks``); a reader sees all of it."""
+    names = [f"t{i:02}" for i in range(20)]
+    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url)
+    init_table(dynamodb_url, settings)
+    try:
+        for lake in start_rest_lake(tmp_path, registry_url=dynamodb_url):
+            store = lake.catalog.ctx.store
+            assert store.max_transact_ops // OPS_PER_TABLE < len(names) <= max_tables(store)
+            ns = rest_namespace(lake.url, lake.tokens["writer"])
+            for name in names:
+                lance.write_dataset(rows([1]), namespace_client=ns, table_id=tid(name), mode="create")
+            entries = [stage(lake, name, rows([100 + i])) for i, name in enumerate(names)]
+            answer = lake.post(BATCH_CREATE, {"entries": entries})
+            assert answer.status_code == 200, answer.text
+            parsed = BatchCreateTableVersionsResponse.from_dict(answer.json())
+            assert [v.version for v in parsed.versions] == [2] * len(names)
+            assert [ids_of(lake, name) for name in names] == [[1, 100 + i] for i in range(len(names))]
+    finally:
+        store = DynamoMetaStore.from_url(dynamodb_url, settings)
+        delete_table(store)
+        store.close()
