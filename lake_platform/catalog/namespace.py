@@ -88,7 +88,6 @@ class BoundTableNamespace(LanceNamespace):
         tidy_refused: bool = False,
         checked_manifest: str | None = None,
         head_key: str | None = None,
-        known: VersionRecord | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -107,8 +106,6 @@ class BoundTableNamespace(LanceNamespace):
         self._fresh = fresh
         # With ``fresh``: the current version's record, when the caller read it too.
         self._base = base
-        # A registered version's record a reader read with the head (``Reads``): not read again.
-        self._known = known
         self._lock = threading.Lock()
         # The staged manifest the caller already checked (``table_files``) from its own read.
         self._checked_manifest = checked_manifest
@@ -420,8 +417,6 @@ class BoundTableNamespace(LanceNamespace):
         self.record, self.record_revision = record, item.revision
 
     def _version(self, version: int) -> VersionRecord:
-        if self._known is not None and self._known.version == version <= self.record.current_version:
-            return self._known
         if version > self.record.current_version:  # above the head: an unfinished publish's
             self._refresh_record()  # (branch_publish), which no reader reaches
         item = self.store.get(keys.version(self.record.incarnation, version))
