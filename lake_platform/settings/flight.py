@@ -133,10 +133,7 @@ class FlightSettings(BaseSettings):
         64 << 20, ge=1 << 20, le=1 << 30, description="Most repeat/lpad/rpad may build for one batch (bytes)."
     )
     max_join_pairs: int = Field(
-        10**8,
-        ge=0,
-        description="Most work a join without an equality key may do, in row pairs of a simple "
-        "comparison: its pairs times each pair's cost (an md5 of each pair: 69); 0 = no limit.",
+        10**8, ge=0, description="Most work of a join without an equality key: pairs x cost; 0 = no limit."
     )
     max_message_bytes: int = Field(
         8 << 20,
