@@ -1,5 +1,5 @@
 """The package's import graph: no cycles (TYPE_CHECKING and function-local imports count), and
-only ``engine/`` imports ``lance``."""
+only ``engine/`` imports ``lance``; and no module over 450 lines."""
 
 from __future__ import annotations
 
@@ -94,3 +94,16 @@ def test_the_settings_import_no_layer_above_them() -> None:
         for dep in deps
         if not dep.startswith(allowed)
     } == set()
+
+
+#: A module with one job reads in one sitting (docs/architecture.md): past this, split it.
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {
+        name: lines
+        for name, path in _modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
