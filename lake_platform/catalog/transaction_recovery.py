@@ -122,6 +122,15 @@ def resolve_version(store: MetaStore, item: Item, head_key: str, *, leased: bool
     return "aborted"
 
 
+def resolve_above(store: MetaStore, record: TableRecord, head_key: str, *, leased: bool) -> Outcome | None:
+    """Resolve the transaction of the version record just above ``record`` (the head
+    ``head_key`` holds), when there is one naming a transaction: one get otherwise. For whoever
+    is about to take the table record away (drop, cascade): what a committed commit left behind
+    this head must land in it first, or the dropped (and undropped) table would lack it."""
+    item = store.get(keys.version(record.incarnation, record.current_version + 1))
+    return None if item is None else resolve_version(store, item, head_key, leased=leased)
+
+
 def committed_head(store: MetaStore, record: TableRecord, ahead: Item | None) -> TableRecord:
     """``record`` (a table's head) as a single-table reader must see it: ``ahead`` is the
     version record just above it (``keys.version(incarnation, current_version + 1)``, None when
@@ -291,6 +300,7 @@ __all__ = [
     "head_ops",
     "read_transaction",
     "resolve",
+    "resolve_above",
     "resolve_version",
     "roll_forward",
     "sweep",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
@@ -120,6 +121,15 @@ class Trash:
             # so if it is still there the revision we condition on cannot be reused (no ABA).
             try:
                 current, revision = self.ctx.table(tname, incarnation=incarnation, declared=True)
+                # A multi-table commit's version above the head is completed (or cleared) first:
+                # the trash record keeps this head, and undrop would bring the table back without it.
+                above = recovery.resolve_above(self.ctx.store, current, keys.table(tname), leased=True)
+                if above == "pending":
+                    raise ConcurrentModification(
+                        f"table {tname} is in a multi-table commit still being made; nothing was dropped"
+                    )
+                if above is not None:
+                    current, revision = self.ctx.table(tname, incarnation=incarnation, declared=True)
             except TableNotFound:
                 if skip_vanished:
                     return None
