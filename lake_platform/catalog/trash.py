@@ -352,6 +352,13 @@ class Trash:
             purged += self.also_expire(now, by=by)  # deleted branches (``branch_trash``)
         return purged
 
+    def sweep_transactions(self, most: int = 16) -> int:
+        """Resolve the first ``most`` multi-table commit records past their deadline
+        (``transaction_recovery.sweep``): a writer killed before it registered anything leaves a
+        pending one no reader or writer leads to. Run with trash expiry, the registry's other
+        housekeeping; how many were resolved."""
+        return recovery.sweep(self.ctx.store, self.ctx.store.max_transact_ops, most)
+
     def _purge_trash(
         self, item: Item, record: TrashRecord, who: Principal, actor: str | None, run_id: str | None
     ) -> CommitResult | None:

@@ -289,14 +289,17 @@ table_orphan_scan_job = orphan_scan.to_job(name=table_checks.ORPHAN_SCAN_JOB, pa
     group_name="lake",
     kinds={"lance"},
     retry_policy=RETRY,
-    description="Dropped tables whose trash grace period ran out, purged (one registry commit each).",
+    description="Dropped tables whose trash grace period ran out, purged (one registry commit each);"
+    " multi-table commit records past their deadline, resolved.",
 )
 def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     with lake_errors(), lake.catalog() as catalog:
         purged = catalog.trash.expire_trash(by=Provenance(actor=ACTOR, run_id=context.run.run_id))
+        resolved = catalog.trash.sweep_transactions()
     return dg.MaterializeResult(
         metadata={
             "purged": len(purged),
+            "transactions_resolved": resolved,
             "tables": dg.MetadataValue.json(
                 [{"table": r.table, "commit_id": r.commit_id, "version": r.from_version} for r in purged]
             ),

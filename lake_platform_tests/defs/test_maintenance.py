@@ -22,6 +22,10 @@ from lake_platform.defs.table_maintenance import compaction_sensor
 from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.errors import LakeError
 from lake_platform.maintenance import orphans
+from lake_platform.registry import keys
+from lake_platform_tests.catalog.test_transaction import make_tables
+from lake_platform_tests.catalog.test_transaction_chunks import SOME, transaction_records
+from lake_platform_tests.catalog.test_transaction_recovery import stopped_commit
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
@@ -177,6 +181,23 @@ def test_trash_expiry_purges_expired_records_and_races_undrop(instance, lake: La
         for e in catalog.reads.history("p.w.ns.gone")
         if e.operation not in ("create",)
     )
+
+
+def test_trash_expiry_resolves_a_dead_writers_transaction_record_past_its_deadline(
+    instance, lake: Lake
+) -> None:
+    catalog = lake.catalog
+    names = make_tables(catalog, SOME)
+    stopped_commit(catalog, names, "transaction:recorded")  # the record put, nothing registered
+    (record,) = transaction_records(catalog)
+    item = catalog.store.get(keys.transaction(record.txn_id))
+    assert item is not None
+    catalog.store.compare_and_swap(
+        item.key, item.revision, record.model_copy(update={"deadline_ms": 0}).encode()
+    )
+    result = dg.materialize([expired_trash], instance=instance, resources=lake.resources)
+    assert meta(result, "expired_trash")["transactions_resolved"] == 1
+    assert transaction_records(catalog) == []
 
 
 def test_the_orphan_scan_job_commits_a_report(instance, lake: Lake) -> None:
