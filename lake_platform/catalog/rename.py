@@ -11,6 +11,7 @@ old name stops resolving); a protected table is not renamed.
 
 from __future__ import annotations
 
+from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -52,6 +53,10 @@ class Renames:
         commit_id = new_id()
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            # A multi-table commit's version above the head is completed (or cleared) first: its
+            # record names the old name, so a roll-forward after the rename would not find it.
+            if recovery.settle_above(self.ctx.store, record, keys.table(tname), f"table {tname}"):
+                record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             policy_ops, kept = self.policies.detach(str(tname))
             with lease.fenced() as fence:
                 ops: list[Op] = [

@@ -131,6 +131,18 @@ def resolve_above(store: MetaStore, record: TableRecord, head_key: str, *, lease
     return None if item is None else resolve_version(store, item, head_key, leased=leased)
 
 
+def settle_above(store: MetaStore, record: TableRecord, head_key: str, what: str) -> bool:
+    """``resolve_above`` under the table's lease, for whoever is about to take the table record
+    away (drop, cascade, rename): True when it changed the head (read it again); a commit still
+    being made (only if its writer still held this lease) is ConcurrentModification."""
+    above = resolve_above(store, record, head_key, leased=True)
+    if above == "pending":
+        raise ConcurrentModification(
+            f"{what} is in a multi-table commit still being made; nothing was changed"
+        )
+    return above is not None
+
+
 def committed_head(store: MetaStore, record: TableRecord, ahead: Item | None) -> TableRecord:
     """``record`` (a table's head) as a single-table reader must see it: ``ahead`` is the
     version record just above it (``keys.version(incarnation, current_version + 1)``, None when

@@ -123,12 +123,7 @@ class Trash:
                 current, revision = self.ctx.table(tname, incarnation=incarnation, declared=True)
                 # A multi-table commit's version above the head is completed (or cleared) first:
                 # the trash record keeps this head, and undrop would bring the table back without it.
-                above = recovery.resolve_above(self.ctx.store, current, keys.table(tname), leased=True)
-                if above == "pending":
-                    raise ConcurrentModification(
-                        f"table {tname} is in a multi-table commit still being made; nothing was dropped"
-                    )
-                if above is not None:
+                if recovery.settle_above(self.ctx.store, current, keys.table(tname), f"table {tname}"):
                     current, revision = self.ctx.table(tname, incarnation=incarnation, declared=True)
             except TableNotFound:
                 if skip_vanished:

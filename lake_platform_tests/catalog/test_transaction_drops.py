@@ -1,7 +1,7 @@
-"""Dropping a table a multi-table commit left behind its head (its writer killed mid
-roll-forward, ``catalog.transaction_chunks``): the drop completes the commit first
-(``trash.detach_table``), so the table it files in the trash, and undrop brings back, holds the
-committed version its siblings hold."""
+"""Dropping or renaming a table a multi-table commit left behind its head (its writer killed mid
+roll-forward, ``catalog.transaction_chunks``): the drop (``trash.detach_table``) and the rename
+complete the commit first, so the table the trash files, undrop brings back or the new name
+holds has the committed version its siblings hold."""
 
 from __future__ import annotations
 
@@ -27,3 +27,17 @@ def test_a_dropped_lagging_table_comes_back_with_the_committed_version(catalog: 
     snap = catalog.reads.open_table(last)
     assert snap.version == 2
     assert sorted(ids_of(snap)) == [SOME - 1, 1000 + SOME - 1]
+
+
+def test_a_renamed_lagging_table_keeps_the_committed_version(catalog: Catalog) -> None:  # noqa: F811
+    """The record names the old name: the rename completes the commit first, or no roll-forward
+    would find the table again."""
+    names = killed_commit(catalog, "transaction:rolled-forward", 2)
+    last = names[-1]
+    renamed = last.rsplit(".", 1)[0] + ".renamed"
+    catalog.renames.rename_table(last, renamed)
+    assert registry_heads(catalog, [*names[:-1], renamed]) == [2] * SOME
+    assert transaction_records(catalog) == []
+    catalog.manifests.finish_versions(renamed)
+    snap = catalog.reads.open_table(renamed)
+    assert (snap.version, sorted(ids_of(snap))) == (2, [SOME - 1, 1000 + SOME - 1])
