@@ -41,6 +41,7 @@ from lake_platform.catalog.commit_conflicts import CommitConflicts
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifest_publisher import ManifestPublisher
 from lake_platform.catalog.pending import PendingCommit
+from lake_platform.catalog.step_records import held_step_entry, step_entry, step_marker
 from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -56,8 +57,6 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
-    CommitLogEntry,
-    CommitMarker,
     TableRecord,
     VersionRecord,
     decode,
@@ -88,6 +87,7 @@ class BoundTableNamespace(LanceNamespace):
         tidy_refused: bool = False,
         checked_manifest: str | None = None,
         head_key: str | None = None,
+        known: VersionRecord | None = None,
     ) -> None:
         self.store = store
         self.name = name
@@ -106,6 +106,8 @@ class BoundTableNamespace(LanceNamespace):
         self._fresh = fresh
         # With ``fresh``: the current version's record, when the caller read it too.
         self._base = base
+        # A registered version's record a reader read with the head (``Reads``): not read again.
+        self._known = known
         self._lock = threading.Lock()
         # The staged manifest the caller already checked (``table_files``) from its own read.
         self._checked_manifest = checked_manifest
@@ -252,6 +254,7 @@ class BoundTableNamespace(LanceNamespace):
             step = len(pending.landed) + len(held)
             at = log_ms()
             log_key = keys.log_entry(str(self.name), at, pending.commit_id, step)
+            start = held[-1].version if held else self.record.current_version  # this step's from_version
             ver = VersionRecord(
                 incarnation=self.record.incarnation,
                 version=version,
@@ -266,17 +269,8 @@ class BoundTableNamespace(LanceNamespace):
             )
             if len(held) < len(pending.hold):
                 # A schema step the rest of this commit builds on: registered with the last step.
-                entry = CommitLogEntry(
-                    commit_id=pending.commit_id,
-                    target=str(self.name),
-                    operation=pending.hold[len(held)],
-                    actor=pending.actor,
-                    run_id=pending.run_id,
-                    at_ms=at,
-                    incarnation=self.record.incarnation,
-                    from_version=held[-1].version if held else self.record.current_version,
-                    to_version=version,
-                    detail=dict(pending.detail),
+                entry = held_step_entry(
+                    pending, self.record, str(self.name), from_version=start, version=version, at=at
                 )
                 pending.held.append((ver, log_key, entry))
                 return CreateTableVersionResponse(version=table_version(ver))
@@ -285,41 +279,20 @@ class BoundTableNamespace(LanceNamespace):
                 updates["schema_ipc_b64"] = TableRecord.encode_schema(pending.schema_ipc)
             new_record = self.record.model_copy(update=updates)
             first = step == len(held)  # the first step this transaction registers for this commit
-            rows, nbytes = pending.stream_totals() if pending.stream_totals and first else (0, 0)
-            entry = CommitLogEntry(
-                commit_id=pending.commit_id,
-                target=str(self.name),
-                operation=pending.operation if first else f"{pending.operation}#{step}",
-                actor=pending.actor,
-                run_id=pending.run_id,
-                at_ms=at,
-                incarnation=self.record.incarnation,
-                from_version=held[-1].version if held else self.record.current_version,
-                to_version=version,
-                rows_added=rows,
-                bytes_added=nbytes,
-                files_added=pending.files_added if first else 0,
-                rows_removed=pending.rows_removed if first else 0,
-                detail=dict(pending.detail),
+            target = str(self.name)
+            entry = step_entry(
+                pending,
+                self.record,
+                target,
+                from_version=start,
+                version=version,
+                at=at,
+                step=step,
+                first=first,
             )
-            marker = CommitMarker(
-                commit_id=pending.commit_id,
-                target=str(self.name),
-                operation=pending.operation,
-                incarnation=self.record.incarnation,
-                from_version=(self.record.current_version if first else None),
-                to_version=version,
-                log_key=log_key,
-                at_ms=at,
+            marker = step_marker(
+                self.store, pending, self.record, target, version=version, first=first, log_key=log_key, at=at
             )
-            if pending.marker_revision != ABSENT:
-                # A later step of this commit, or the continuation of an interrupted one: the
-                # commit still starts where its first step did.
-                marker_item = self.store.get(keys.commit_marker(pending.commit_id))
-                if marker_item is not None:
-                    marker = marker.model_copy(
-                        update={"from_version": decode(CommitMarker, marker_item.value).from_version}
-                    )
             releases = pending.release_lease
             ops: list[Op] = [
                 Put(keys.version(self.record.incarnation, version), ver.encode(), ABSENT),
@@ -417,6 +390,8 @@ class BoundTableNamespace(LanceNamespace):
         self.record, self.record_revision = record, item.revision
 
     def _version(self, version: int) -> VersionRecord:
+        if self._known is not None and self._known.version == version <= self.record.current_version:
+            return self._known
         if version > self.record.current_version:  # above the head: an unfinished publish's
             self._refresh_record()  # (branch_publish), which no reader reaches
         item = self.store.get(keys.version(self.record.incarnation, version))

@@ -65,27 +65,49 @@ class Reads:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
-        record = self.head(tname)
+        record, _ = self.ctx.table(tname)
         if version is not None and (not isinstance(version, int) or version < 1):
             raise InvalidInput(f"invalid version {version!r}")
-        return self.snapshot(tname, record, version or record.current_version)
+        record, known = self._as_read(record, version or record.current_version, current=version is None)
+        return self.snapshot(tname, record, version or record.current_version, known=known)
 
     def head(self, tname: TableName, *, declared: bool = False) -> TableRecord:
         """The table's record as a single-table reader sees it: its head, or the version a
         multi-table commit whose writer died moving heads committed just above it
         (``transaction_recovery.committed_head``, which completes that commit). Costs one more
-        get (the version key above the head: its key needs the head's incarnation and number,
-        and the open's own read of the version it opens is Lance's, through the namespace); a
-        transaction record is read only when that version exists and names one."""
+        get (the version key above the head: its key needs the head's incarnation and number;
+        an open folds it into its read of the version it opens, ``_as_read``); a transaction
+        record is read only when that version exists and names one."""
         record, _ = self.ctx.table(tname, declared=declared)
-        ahead = self.ctx.store.get(keys.version(record.incarnation, record.current_version + 1))
-        return recovery.committed_head(self.ctx.store, record, ahead)
+        return self._as_read(record, None)[0]
 
-    def snapshot(self, tname: TableName, record: TableRecord, version: int) -> TableSnapshot:
+    def _as_read(
+        self, record: TableRecord, version: int | None, *, current: bool = False
+    ) -> tuple[TableRecord, VersionRecord | None]:
+        """``record`` as a reader sees it (``head``), and the record of ``version``, the one
+        about to be opened, read in the same multi-get as the version key above the head: the
+        open does not read it again (``BoundTableNamespace(known=)``), so an open makes as many
+        round trips as before. ``current``: the version wanted is the current one, wherever a
+        committed multi-table commit puts it."""
+        above = keys.version(record.incarnation, record.current_version + 1)
+        if version is None:
+            return recovery.committed_head(self.ctx.store, record, self.ctx.store.get(above)), None
+        items = self.ctx.store.get_many(
+            list(dict.fromkeys([keys.version(record.incarnation, version), above]))
+        )
+        seen = recovery.committed_head(self.ctx.store, record, items[-1])
+        wanted = seen.current_version if current else version
+        found = [decode(VersionRecord, i.value, i.key) for i in items if i is not None]
+        return seen, next((v for v in found if v.version == wanted), None)
+
+    def snapshot(
+        self, tname: TableName, record: TableRecord, version: int, *, known: VersionRecord | None = None
+    ) -> TableSnapshot:
+        """``known``: the record of ``version``, when the caller read it with the head."""
         if record.folder is not None and version != record.current_version:
             record = self._line_of(record, version)
         storage = self.ctx.storage(record.location)
-        ds = self._open(tname, record, version, storage)
+        ds = self._open(tname, record, version, storage, known)
         if ds is None and self._being_published(record, version, storage):
             ds = self._open(tname, record, version, storage)  # its writer has just linked it
         if ds is None:
@@ -101,12 +123,19 @@ class Reads:
         where = decode(VersionRecord, item.value, item.key).location or record.folder_uri
         return record if where == record.location else record.model_copy(update={"location": where})
 
-    def _open(self, tname: TableName, record: TableRecord, version: int, storage: dict[str, str]) -> Any:
+    def _open(
+        self,
+        tname: TableName,
+        record: TableRecord,
+        version: int,
+        storage: dict[str, str],
+        known: VersionRecord | None = None,
+    ) -> Any:
         """The dataset at exactly ``version``, or None when its manifest is not found."""
         # Imported here: lance_namespace is heavy, and registry-only commands never open a table.
         from lake_platform.catalog.namespace import BoundTableNamespace
 
-        ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=storage)
+        ns = BoundTableNamespace(self.ctx.store, tname, record, ABSENT, storage_options=storage, known=known)
         try:
             return engine.open_version(
                 namespace=ns, table_id=tname.parts, version=version, storage_options=storage
@@ -166,12 +195,14 @@ class Reads:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
-        record = self.head(tname)
+        record, _ = self.ctx.table(tname)
+        stats_of = with_stats and record.current_version > 0
+        record, known = self._as_read(record, record.current_version if stats_of else None, current=True)
         rows = fragments = size = indexes = None
-        if with_stats and record.current_version > 0:
+        if stats_of:
             from lake_platform.engine.indexes import list_indexes
 
-            ds = self.snapshot(tname, record, record.current_version).dataset
+            ds = self.snapshot(tname, record, record.current_version, known=known).dataset
             stats = engine.version_stats(ds)
             rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
             indexes = [i.to_dict() for i in list_indexes(ds)]

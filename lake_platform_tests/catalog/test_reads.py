@@ -2,7 +2,7 @@
 version at its canonical path and links the file there right after the registry commit, so an
 open in between finds the version registered and its file not there yet: it waits for the file
 (a version committed within ``PUBLISH_GRACE_SECONDS``), as a query does; an older missing
-version is refused at once."""
+version is refused at once. And what an open or a describe costs in registry requests."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog.conftest import ids_of, lake_settings, rows
+from lake_platform_tests.flight.helpers import CountingStore
 
 T = "p.w.ns.t"
 
@@ -84,3 +85,22 @@ def test_an_old_version_without_its_manifest_is_refused_at_once(catalog: Catalog
         fresh.close()
     assert waits == []
     assert ids_of(catalog.reads.open_table(T)) == [1, 2]  # nothing else changed
+
+
+def test_an_open_and_a_describe_with_stats_read_the_registry_twice(catalog: Catalog) -> None:
+    # The head, then one multi-get: the version opened and the key above the head (a multi-table
+    # commit's); the namespace answers Lance's DescribeTableVersion from that read. A separate get
+    # for the key above the head would make three.
+    for read in (
+        lambda c: c.reads.open_table(T),
+        lambda c: c.reads.open_table(T, 1),
+        lambda c: c.reads.describe_table(T),
+    ):
+        store = CountingStore(catalog.store)
+        with Catalog(catalog.settings, store) as fresh:
+            read(fresh)
+        assert (store.gets, store.scans) == (2, 0)
+    store = CountingStore(catalog.store)
+    with Catalog(catalog.settings, store) as fresh:
+        assert fresh.reads.describe_table(T, with_stats=False).current_version == 2
+    assert (store.gets, store.scans) == (2, 0)  # the head and the key above it: no version opened

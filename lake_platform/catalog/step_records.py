@@ -1,0 +1,93 @@
+"""The commit-log entry and commit marker each version of a commit registers with it.
+
+``BoundTableNamespace.create_table_version`` writes them in the registry transaction that
+registers the version: the entry says what the step did, the marker where the whole commit
+started and where it is now (found by commit id when an outcome is unknown or a commit resumes).
+"""
+
+from __future__ import annotations
+
+from lake_platform.catalog.pending import PendingCommit
+from lake_platform.registry import keys
+from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRecord, decode
+from lake_platform.registry.store import ABSENT, MetaStore
+
+
+def held_step_entry(
+    pending: PendingCommit, record: TableRecord, target: str, *, from_version: int, version: int, at: int
+) -> CommitLogEntry:
+    """The entry of a schema step the rest of the commit builds on (``PendingCommit.hold``):
+    registered with the commit's next version, never alone."""
+    return CommitLogEntry(
+        commit_id=pending.commit_id,
+        target=target,
+        operation=pending.hold[len(pending.held)],
+        actor=pending.actor,
+        run_id=pending.run_id,
+        at_ms=at,
+        incarnation=record.incarnation,
+        from_version=from_version,
+        to_version=version,
+        detail=dict(pending.detail),
+    )
+
+
+def step_entry(
+    pending: PendingCommit,
+    record: TableRecord,
+    target: str,
+    *,
+    from_version: int,
+    version: int,
+    at: int,
+    step: int,
+    first: bool,
+) -> CommitLogEntry:
+    """The entry of a registered step; the commit's totals go on its first step only."""
+    rows, nbytes = pending.stream_totals() if pending.stream_totals and first else (0, 0)
+    return CommitLogEntry(
+        commit_id=pending.commit_id,
+        target=target,
+        operation=pending.operation if first else f"{pending.operation}#{step}",
+        actor=pending.actor,
+        run_id=pending.run_id,
+        at_ms=at,
+        incarnation=record.incarnation,
+        from_version=from_version,
+        to_version=version,
+        rows_added=rows,
+        bytes_added=nbytes,
+        files_added=pending.files_added if first else 0,
+        rows_removed=pending.rows_removed if first else 0,
+        detail=dict(pending.detail),
+    )
+
+
+def step_marker(
+    store: MetaStore,
+    pending: PendingCommit,
+    record: TableRecord,
+    target: str,
+    *,
+    version: int,
+    first: bool,
+    log_key: str,
+    at: int,
+) -> CommitMarker:
+    """The commit's marker moved to ``version``. It keeps the version the commit started from:
+    a later step, or the continuation of an interrupted commit, reads it from the marker."""
+    marker = CommitMarker(
+        commit_id=pending.commit_id,
+        target=target,
+        operation=pending.operation,
+        incarnation=record.incarnation,
+        from_version=(record.current_version if first else None),
+        to_version=version,
+        log_key=log_key,
+        at_ms=at,
+    )
+    if pending.marker_revision != ABSENT:
+        item = store.get(keys.commit_marker(pending.commit_id))
+        if item is not None:
+            marker = marker.model_copy(update={"from_version": decode(CommitMarker, item.value).from_version})
+    return marker
