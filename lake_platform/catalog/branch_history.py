@@ -18,22 +18,22 @@ a removed version read stay where they are.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
+from datetime import timedelta
 
 from lake_platform.catalog.branches import Branches
-from lake_platform.catalog.context import BATCH, CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.restore import restore_pending, restore_request
 from lake_platform.catalog.results import CommitResult, MaintenanceResult
+from lake_platform.catalog.versions import unregister, young_versions
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import ConcurrentModification, TableVersionNotFound
+from lake_platform.errors import TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
-from lake_platform.registry.store import Delete, Op
 
 
 class BranchHistory:
@@ -106,7 +106,7 @@ class BranchHistory:
                 "current": {head},
                 "tagged": {v.version for v in versions if v.tags},
                 "branched": self._branched_from(tname, fresh),
-                "pinned": self._young(versions),
+                "pinned": young_versions(self.ctx, versions, timedelta(0)),
             }
             kept: dict[str, list[int]] = {}
             held: set[int] = set()
@@ -130,16 +130,6 @@ class BranchHistory:
         )
         return {b.parent_version for b in made if b.parent_chain == line.incarnation}
 
-    def _young(self, versions: list[VersionRecord]) -> set[int]:
-        """The versions a reader may still have pinned: superseded less than the ticket lifetime
-        plus the readers' staleness ago (the head never is), as main's."""
-        settings = self.ctx.settings
-        window_ms = int((settings.ticket_lifetime_seconds + settings.reader_max_stale_seconds) * 1000)
-        cut_ms = self.ctx.clock.wall_ms() - window_ms
-        ordered = sorted(versions, key=lambda v: v.version)
-        superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
-        return {v.version for v in ordered if superseded_at.get(v.version, cut_ms) >= cut_ms}
-
     def _remove(
         self,
         tname: TableName,
@@ -154,25 +144,20 @@ class BranchHistory:
         then Lance's cleanup of the branch's dataset with the same cut, then the staging
         manifests; the log entry gets the bytes and files removed."""
         commit_id = new_id()
-        actor = self.ctx.actor(by.actor, self.ctx.who(by.principal))
-        for start in range(0, len(doomed), BATCH):
-            ops: list[Op] = [
-                Delete(keys.version(line.incarnation, v.version), self._untagged_revision(line, v))
-                for v in doomed[start : start + BATCH]
-            ]
-            with lease.fenced() as fence:
-                entry = Log(
-                    str(tname),
-                    "delete-versions",
-                    actor,
-                    commit_id=commit_id,
-                    run_id=by.run_id,
-                    incarnation=line.incarnation,
-                    from_version=line.current_version,
-                    to_version=line.current_version,
-                    detail=detail,
-                )
-                self.ctx.commit([*ops, fence], log=entry if start == 0 else None)
+        entry = Log(
+            str(tname),
+            "delete-versions",
+            self.ctx.actor(by.actor, self.ctx.who(by.principal)),
+            commit_id=commit_id,
+            run_id=by.run_id,
+            incarnation=line.incarnation,
+            from_version=line.current_version,
+            to_version=line.current_version,
+            detail=detail,
+        )
+        unregister(
+            self.ctx, line.incarnation, doomed, lease, entry, f"during cleanup of branch {line.branch}"
+        )
         self.ctx.at("branch-delete-versions:after-registry")
         storage = self.ctx.storage(line.location)
         kept = [(v.version, v.manifest_path) for v in versions if v not in doomed]
@@ -188,13 +173,3 @@ class BranchHistory:
         return MaintenanceResult(
             str(tname), "delete-versions", "committed", line.current_version, commit_id, detail
         )
-
-    def _untagged_revision(self, line: BranchRecord, v: VersionRecord) -> int:
-        """The revision the deletion is conditional on: the record as it is now, which must still
-        be untagged (a tag lands only under the lease this holds: the second line)."""
-        item = self.ctx.store.get(keys.version(line.incarnation, v.version))
-        if item is None:
-            raise ConcurrentModification(f"version {v.version} of branch {line.branch} vanished meanwhile")
-        if decode(VersionRecord, item.value, item.key).tags:
-            raise ConcurrentModification(f"version {v.version} of branch {line.branch} was tagged meanwhile")
-        return item.revision

@@ -312,16 +312,7 @@ class Versions:
             line = decode(BranchRecord, item.value, item.key)
             if line.table_incarnation == snap.record.incarnation and line.parent_chain is None:
                 tagged.add(line.parent_version)
-        # A version can be pinned by a ticket for as long as it is current, and a reader's
-        # cached snapshot may still treat it as current a little after that: its age counts
-        # from when it was superseded (its successor's commit), not from its own commit.
-        window = max(retention, timedelta(seconds=self.ctx.settings.ticket_lifetime_seconds)) + timedelta(
-            seconds=self.ctx.settings.reader_max_stale_seconds
-        )
-        cut_ms = self.ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
-        ordered = sorted(versions, key=lambda v: v.version)
-        superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
-        return tagged, {v.version for v in ordered if superseded_at.get(v.version, cut_ms) >= cut_ms}
+        return tagged, young_versions(self.ctx, versions, retention)
 
     def _remove(
         self,
@@ -347,26 +338,18 @@ class Versions:
         kept = [(v.version, v.manifest_path) for v in versions if v not in doomed and v.version in here]
         elsewhere = root_cleanup.candidates(self.ctx, record, doomed)
         # 1. Out of the registry, conditional on the lease and on the table not moving.
-        for start in range(0, len(doomed), BATCH):
-            batch = doomed[start : start + BATCH]
-            ops: list[Op] = [
-                Delete(keys.version(record.incarnation, v.version), _ver_rev(self.ctx.store, record, v))
-                for v in batch
-            ]
-            with lease.fenced() as fence:
-                ops.append(fence)
-                entry = Log(
-                    str(tname),
-                    operation,
-                    self.ctx.actor(by.actor, who),
-                    commit_id=commit_id,
-                    run_id=by.run_id,
-                    incarnation=record.incarnation,
-                    from_version=record.current_version,
-                    to_version=record.current_version,
-                    detail=detail,
-                )
-                self.ctx.commit(ops, log=entry if start == 0 else None)
+        entry = Log(
+            str(tname),
+            operation,
+            self.ctx.actor(by.actor, who),
+            commit_id=commit_id,
+            run_id=by.run_id,
+            incarnation=record.incarnation,
+            from_version=record.current_version,
+            to_version=record.current_version,
+            detail=detail,
+        )
+        unregister(self.ctx, record.incarnation, doomed, lease, entry, "during cleanup")
         self.ctx.at(f"{operation}:after-registry")
         # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
         storage = self.ctx.storage(record.location)
@@ -419,12 +402,40 @@ class Versions:
                 )
 
 
-def _ver_rev(store: MetaStore, record: TableRecord, v: VersionRecord) -> int:
-    """The revision cleanup deletes at: the record as it is now, which must still be untagged
-    (a tag can only land under the lease cleanup holds, so this is the second line)."""
-    item = store.get(keys.version(record.incarnation, v.version))
+def young_versions(ctx: CatalogContext, versions: list[VersionRecord], retention: timedelta) -> set[int]:
+    """The versions superseded less than ``retention`` (at least the ticket lifetime) plus the
+    readers' staleness ago; the head never is superseded. A version can be pinned by a ticket for
+    as long as it is current, and a reader's cached snapshot may still treat it as current a
+    little after that: its age counts from when it was superseded (its successor's commit), not
+    from its own commit."""
+    window = max(retention, timedelta(seconds=ctx.settings.ticket_lifetime_seconds)) + timedelta(
+        seconds=ctx.settings.reader_max_stale_seconds
+    )
+    cut_ms = ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
+    ordered = sorted(versions, key=lambda v: v.version)
+    superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
+    return {v.version for v in ordered if superseded_at.get(v.version, cut_ms) >= cut_ms}
+
+
+def unregister(
+    ctx: CatalogContext, incarnation: str, doomed: list[VersionRecord], lease: Lease, entry: Log, when: str
+) -> None:
+    """``doomed``'s version records out of the registry, in batches conditional on ``lease`` and
+    on each record as it is now, still untagged (a tag lands only under the lease: this is the
+    second line); ``entry`` is logged with the first batch. ``when`` ends the refusals' text."""
+    for start in range(0, len(doomed), BATCH):
+        ops: list[Op] = [
+            Delete(keys.version(incarnation, v.version), _untagged_revision(ctx.store, incarnation, v, when))
+            for v in doomed[start : start + BATCH]
+        ]
+        with lease.fenced() as fence:
+            ctx.commit([*ops, fence], log=entry if start == 0 else None)
+
+
+def _untagged_revision(store: MetaStore, incarnation: str, v: VersionRecord, when: str) -> int:
+    item = store.get(keys.version(incarnation, v.version))
     if item is None:
-        raise ConcurrentModification(f"version {v.version} vanished during cleanup")
+        raise ConcurrentModification(f"version {v.version} vanished {when}")
     if decode(VersionRecord, item.value, item.key).tags:
-        raise ConcurrentModification(f"version {v.version} was tagged during cleanup; nothing was removed")
+        raise ConcurrentModification(f"version {v.version} was tagged {when}; nothing was removed")
     return item.revision
