@@ -13,6 +13,7 @@ and commit marker. Main never moves.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -94,12 +95,8 @@ class BranchVersions:
         if check is not None:
             check(rec)
         key = None if idempotency_key is None else valid_key(idempotency_key)
-        staged: list[tuple[bytes | None, StagedChange]] = []  # read once, when first needed
-
-        def read_staged() -> tuple[bytes | None, StagedChange]:
-            if not staged:
-                staged.append(self._staged(rec, manifest_path))
-            return staged[0]
+        # The staged manifest, read once when first needed.
+        read_staged = functools.cache(lambda: self._staged(rec, manifest_path))
 
         def replayed(key: str) -> CommitResult | None:
             def retry() -> tuple[str, str]:
