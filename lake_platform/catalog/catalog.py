@@ -9,10 +9,10 @@ inputs do to it), ``reads`` (the read path), ``manifests``
 ``restores`` (a table back to an older version), ``renames`` (a table's registration under
 a new name), ``rows`` (updates, merge-inserts and replace-where of a table's rows), ``registrations``
 (adopting an existing Lance dataset), ``branches``, ``branch_writes``, ``branch_publish``, ``branch_trash``,
-``branch_compaction``, ``branch_changes``, ``branch_versions`` and ``branch_history`` (branches of a
-table: create, list, open; writes and publishing; delete, undrop, purge; compaction; updates,
-merge-inserts, deletes and schema changes; a Lance client's staged manifest committed on a branch;
-a branch restored, its versions deleted),
+``branch_compaction``, ``branch_changes``, ``branch_versions``, ``branch_history`` and ``branch_indexes``
+(branches of a table: create, list, open; writes and publishing; delete, undrop, purge; compaction;
+updates, merge-inserts, deletes and schema changes; a Lance client's staged manifest committed on a
+branch; a branch restored, its versions deleted; its indexes built, refreshed, dropped),
 ``inventory`` (what the registry names, for scans) and ``reports`` (maintenance reports and
 events). Every change ends in a registry commit with a commit-log entry
 (``CatalogContext.commit``); every destructive step is conditional.
@@ -25,6 +25,7 @@ from lake_platform.catalog.alter import Alter
 from lake_platform.catalog.branch_changes import BranchChanges
 from lake_platform.catalog.branch_compaction import BranchCompaction
 from lake_platform.catalog.branch_history import BranchHistory
+from lake_platform.catalog.branch_indexes import BranchIndexes
 from lake_platform.catalog.branch_publish import BranchPublish
 from lake_platform.catalog.branch_trash import BranchTrash
 from lake_platform.catalog.branch_versions import BranchVersions
@@ -118,6 +119,7 @@ class Catalog:
         self.branch_changes = BranchChanges(self.ctx, self.branches, commits)
         self.branch_versions = BranchVersions(self.ctx, self.branches, commits)
         self.branch_history = BranchHistory(self.ctx, self.branches, commits)
+        self.branch_indexes = BranchIndexes(self.ctx, self.branches, commits)
         self.trash.also_expire = self.branch_trash.expire_branches
 
     def transaction(self, *, by: Provenance | None = None) -> Transaction:

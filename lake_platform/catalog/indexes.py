@@ -7,15 +7,21 @@ registry. The version, its commit-log entry (operation ``index create``/``index 
 ``index drop``, with the actor and run id) and the commit marker land in one fenced registry
 transaction. Which indexes a table should have is policy (``maintenance/indexes``); this
 service only does what it is asked.
+
+The checks, the changes to a dataset and the commit itself are module functions over a line
+(its lease key and how its head is opened under that lease), so a branch's indexes
+(``branch_indexes``) are these same changes on the branch's own line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -30,9 +36,14 @@ from lake_platform.errors import (
     TableIndexNotFound,
 )
 from lake_platform.naming import TableName
+from lake_platform.registry.records import TableRecord
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+#: Under the line's held lease: its record read again, and its head opened through a namespace
+#: bound to that record and the pending commit (so Lance's commit is the registry's).
+OpenLine = Callable[[Lease, PendingCommit], tuple[TableRecord, Any, Any]]
 
 
 class Indexes:
@@ -58,34 +69,11 @@ class Indexes:
         """Build the index of ``column`` (named ``<column>_idx``) over every row of the current
         version. An index of that name already there is refused unless ``replace`` (a rebuild,
         possibly of another kind)."""
-        try:
-            kind = engine_indexes.normalize_kind(kind)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
-        tname, who = self._writer(name, by.principal, f"index {name}")
-        unsuitable = engine_indexes.unsuitable(kind, self._require_column(tname, column))
-        if unsuitable is not None:
-            raise InvalidInput(f"cannot index {tname} column {column!r}: {unsuitable}")
-        index = engine_indexes.index_name(column)
-
-        def build(ds: Any) -> None:
-            existing = {i.name: i for i in engine_indexes.list_indexes(ds)}
-            if index in existing and not replace:
-                raise TableIndexAlreadyExists(
-                    f"{tname} already has index {index} ({existing[index].kind.lower()} on {column})"
-                )
-            engine_indexes.create_index(ds, column, kind, index)
-
-        return self._commit(
-            tname,
-            who,
-            "index create",
-            {"index": index, "column": column, "kind": kind},
-            build,
-            actor=by.actor,
-            run_id=by.run_id,
-            commit_id=by.commit_id,
-        )
+        kind = index_kind(kind)
+        tname, who = writer(self.ctx, name, by.principal)
+        build = building(str(tname), self.ctx.table(tname)[0], column, kind, replace)
+        detail = {"index": engine_indexes.index_name(column), "column": column, "kind": kind}
+        return self._commit(IndexChange(tname, who, "index create", detail, build, by))
 
     def refresh_indexes(
         self,
@@ -96,26 +84,14 @@ class Indexes:
     ) -> MaintenanceResult:
         """Fold rows committed since the last build into the lagging indexes among ``names``
         (default: every index). Nothing lags: ``nothing-to-do``, no commit."""
-        tname, who = self._writer(name, by.principal, f"index {name}")
-        current = {i.name: i for i in self.list_indexes(str(tname), by=Provenance(principal=who))}
-        wanted = list(current) if names is None else list(dict.fromkeys(names))
-        unknown = [n for n in wanted if n not in current]
-        if unknown:
-            raise TableIndexNotFound(f"{tname} has no index {unknown[0]}")
-        lagging = [n for n in wanted if current[n].lagging]
+        tname, who = writer(self.ctx, name, by.principal)
+        current = self.list_indexes(str(tname), by=Provenance(principal=who))
+        lagging = lagging_indexes(str(tname), current, names)
         if not lagging:
             version = self.ctx.table(tname)[0].current_version
             return MaintenanceResult(str(tname), "index refresh", "nothing-to-do", version)
-        return self._commit(
-            tname,
-            who,
-            "index refresh",
-            {"indexes": lagging},
-            lambda ds: engine_indexes.refresh_indexes(ds, lagging),
-            actor=by.actor,
-            run_id=by.run_id,
-            commit_id=by.commit_id,
-        )
+        refresh = refreshing(lagging)
+        return self._commit(IndexChange(tname, who, "index refresh", {"indexes": lagging}, refresh, by))
 
     def drop_index(
         self,
@@ -126,101 +102,169 @@ class Indexes:
     ) -> MaintenanceResult:
         """Drop the index of ``column`` (or the index named ``column``). Older versions keep
         theirs: a drop changes only the versions after it."""
-        tname, who = self._writer(name, by.principal, f"index {name}")
-        if not isinstance(column, str) or not column:
-            raise InvalidInput("name the column (or index) whose index to drop")
+        tname, who = writer(self.ctx, name, by.principal)
+        drop = dropping(str(tname), column)
+        return self._commit(IndexChange(tname, who, "index drop", {"column": column}, drop, by))
 
-        def drop(ds: Any) -> None:
-            found = {i.name: i for i in engine_indexes.list_indexes(ds)}
-            by_column = [i.name for i in found.values() if i.column == column]
-            target = column if column in found else engine_indexes.index_name(column)
-            if target not in found and len(by_column) == 1:
-                target = by_column[0]
-            if target not in found:
-                raise TableIndexNotFound(f"{tname} has no index on {column}")
-            engine_indexes.drop_index(ds, target)
+    def _commit(self, change: IndexChange) -> MaintenanceResult:
+        tname = change.table
 
-        return self._commit(
-            tname,
-            who,
-            "index drop",
-            {"column": column},
-            drop,
-            actor=by.actor,
-            run_id=by.run_id,
-            commit_id=by.commit_id,
-        )
+        def main_line() -> tuple[str, OpenLine]:
+            record, _ = self.ctx.table(tname)
 
-    # -- internals ---------------------------------------------------------------------------
+            def open_main(lease: Lease, pending: PendingCommit) -> tuple[TableRecord, Any, Any]:
+                fresh, revision = self.ctx.table(tname, incarnation=record.incarnation)
+                ns, ds = self.commits.open_bound(tname, fresh, revision, pending, lease)
+                return fresh, ns, ds
 
-    def _writer(self, name: str, principal: Principal | None, doing: str) -> tuple[TableName, Principal]:
-        who = self.ctx.who(principal)
-        tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
-        who.require(tname.project, "write", doing)
-        return tname, who
+            return record.incarnation, open_main
 
-    def _require_column(self, tname: TableName, column: str) -> pa.DataType:
-        """The type of ``tname``'s ``column``; TableColumnNotFound when it has none."""
-        import pyarrow as pa
+        return commit_index_change(self.ctx, self.commits, change, main_line)
 
-        from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        if not isinstance(column, str) or not column:
-            raise InvalidInput("name the column to index")
-        record, _ = self.ctx.table(tname)
-        schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
-        if column not in schema.names:
-            names = ", ".join(schema.names)
-            raise TableColumnNotFound(f"{tname} has no column {column!r} (columns: {names})")
-        return schema.field(column).type
+# -- the pieces main and a branch share ------------------------------------------------------
 
-    def _commit(
-        self,
-        tname: TableName,
-        who: Principal,
-        operation: str,
-        detail: dict[str, object],
-        change: Callable[[Any], None],
-        *,
-        actor: str | None,
-        run_id: str | None,
-        commit_id: str | None,
-    ) -> MaintenanceResult:
-        commit_id = check_commit_id(commit_id)
-        replay = self.ctx.replayed(commit_id)
-        if replay is not None:
-            if replay.table != str(tname) or replay.operation != operation:
-                raise InvalidInput(
-                    f"commit id {commit_id} already names {replay.operation} of {replay.table}"
-                )
-            return MaintenanceResult(
-                str(tname), operation, "committed", replay.to_version or 0, commit_id, {"replayed": True}
+
+@dataclass(frozen=True)
+class IndexChange:
+    """One index commit asked for: on which table, by whom, what it logs and what it does to
+    the dataset opened at the line's head."""
+
+    table: TableName
+    who: Principal
+    operation: str
+    detail: dict[str, object]
+    apply: Callable[[Any], None]
+    by: Provenance
+
+
+def index_kind(kind: str) -> str:
+    """The engine's spelling of ``kind``; InvalidInput for a kind it does not build."""
+    try:
+        return engine_indexes.normalize_kind(kind)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def writer(ctx: CatalogContext, name: str, principal: Principal | None) -> tuple[TableName, Principal]:
+    """The table and the caller, who must hold the write role on its project."""
+    who = ctx.who(principal)
+    tname = TableName.parse(name)
+    ctx.require_parent(tname)
+    who.require(tname.project, "write", f"index {name}")
+    return tname, who
+
+
+def building(label: str, record: TableRecord, column: str, kind: str, replace: bool) -> Callable[[Any], None]:
+    """The build of ``column``'s index on the line ``record`` is the head of (``label`` names
+    it in errors); the column and kind are checked now, before any lease."""
+    unsuitable = engine_indexes.unsuitable(kind, column_type(label, record, column))
+    if unsuitable is not None:
+        raise InvalidInput(f"cannot index {label} column {column!r}: {unsuitable}")
+    index = engine_indexes.index_name(column)
+
+    def build(ds: Any) -> None:
+        existing = {i.name: i for i in engine_indexes.list_indexes(ds)}
+        if index in existing and not replace:
+            raise TableIndexAlreadyExists(
+                f"{label} already has index {index} ({existing[index].kind.lower()} on {column})"
             )
-        record, _ = self.ctx.table(tname)
-        pending = PendingCommit(
-            commit_id=commit_id,
-            operation=operation,
-            actor=self.ctx.actor(actor, who),
-            run_id=run_id,
-            detail=detail,
-        )
-        with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
-            lease.check()
-            try:
-                self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure
-                change(ds)
-            except (TableIndexAlreadyExists, TableIndexNotFound):
-                raise
-            except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
-                if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, KeyError)):
-                    raise InvalidInput(f"cannot {operation} on {tname}: {first_line(exc)}") from None
-                self.commits.resolve_failure(pending, ns, exc)
-            self.commits.manifests.finalize(record, pending)
-        if not pending.landed:
-            return MaintenanceResult(str(tname), operation, "nothing-to-do", record.current_version)
+        engine_indexes.create_index(ds, column, kind, index)
+
+    return build
+
+
+def lagging_indexes(label: str, current: list[IndexInfo], names: Sequence[str] | None) -> list[str]:
+    """Which of ``names`` (default: every index) lag behind the rows; TableIndexNotFound for a
+    name that is not an index of ``current``."""
+    found = {i.name: i for i in current}
+    wanted = list(found) if names is None else list(dict.fromkeys(names))
+    unknown = [n for n in wanted if n not in found]
+    if unknown:
+        raise TableIndexNotFound(f"{label} has no index {unknown[0]}")
+    return [n for n in wanted if found[n].lagging]
+
+
+def refreshing(lagging: list[str]) -> Callable[[Any], None]:
+    return lambda ds: engine_indexes.refresh_indexes(ds, lagging)
+
+
+def dropping(label: str, column: str) -> Callable[[Any], None]:
+    """The drop of ``column``'s index (or of the index named ``column``)."""
+    if not isinstance(column, str) or not column:
+        raise InvalidInput("name the column (or index) whose index to drop")
+
+    def drop(ds: Any) -> None:
+        found = {i.name: i for i in engine_indexes.list_indexes(ds)}
+        by_column = [i.name for i in found.values() if i.column == column]
+        target = column if column in found else engine_indexes.index_name(column)
+        if target not in found and len(by_column) == 1:
+            target = by_column[0]
+        if target not in found:
+            raise TableIndexNotFound(f"{label} has no index on {column}")
+        engine_indexes.drop_index(ds, target)
+
+    return drop
+
+
+def column_type(label: str, record: TableRecord, column: str) -> pa.DataType:
+    """The type of ``column`` in ``record``'s schema; TableColumnNotFound when it has none."""
+    import pyarrow as pa
+
+    from lake_platform.catalog.arrow_io import schema_from_ipc
+
+    if not isinstance(column, str) or not column:
+        raise InvalidInput("name the column to index")
+    schema = schema_from_ipc(record.schema_ipc) if record.schema_ipc else pa.schema([])
+    if column not in schema.names:
+        names = ", ".join(schema.names)
+        raise TableColumnNotFound(f"{label} has no column {column!r} (columns: {names})")
+    return schema.field(column).type
+
+
+def commit_index_change(
+    ctx: CatalogContext,
+    commits: EngineCommits,
+    change: IndexChange,
+    locate: Callable[[], tuple[str, OpenLine]],
+    hook: str = "",
+) -> MaintenanceResult:
+    """``change`` as one commit on a line: a commit id that landed already answers as it did;
+    otherwise ``locate`` gives the line's lease key and opener, and under that lease the line
+    is opened, the change applied and the versions it landed finalized. ``hook`` prefixes the
+    hook points."""
+    tname, operation = change.table, change.operation
+    commit_id = check_commit_id(change.by.commit_id)
+    replay = ctx.replayed(commit_id)
+    if replay is not None:
+        if replay.table != str(tname) or replay.operation != operation:
+            raise InvalidInput(f"commit id {commit_id} already names {replay.operation} of {replay.table}")
         return MaintenanceResult(
-            str(tname), operation, "committed", pending.landed[-1][0], commit_id, dict(detail)
+            str(tname), operation, "committed", replay.to_version or 0, commit_id, {"replayed": True}
         )
+    pending = PendingCommit(
+        commit_id=commit_id,
+        operation=operation,
+        actor=ctx.actor(change.by.actor, change.who),
+        run_id=change.by.run_id,
+        detail=change.detail,
+    )
+    chain, open_line = locate()
+    with ctx.gate.hold(chain) as lease:
+        record, ns, ds = open_line(lease, pending)
+        lease.check()
+        try:
+            ctx.at(f"{hook}{operation}:before-write")  # inside: an injected failure is an engine failure
+            change.apply(ds)
+        except (TableIndexAlreadyExists, TableIndexNotFound):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is resolved, never guessed
+            if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, KeyError)):
+                raise InvalidInput(f"cannot {operation} on {tname}: {first_line(exc)}") from None
+            commits.resolve_failure(pending, ns, exc)
+        commits.manifests.finalize(record, pending)
+    if not pending.landed:
+        return MaintenanceResult(str(tname), operation, "nothing-to-do", record.current_version)
+    return MaintenanceResult(
+        str(tname), operation, "committed", pending.landed[-1][0], commit_id, dict(change.detail)
+    )
