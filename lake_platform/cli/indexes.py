@@ -1,5 +1,6 @@
 """Scalar indexes of a table, ad hoc: create, list, refresh, drop. Each change is a registry
-commit under the table's write lease; the policy key ``indexes`` is the governed way."""
+commit under the table's write lease; the policy key ``indexes`` is the governed way. ``--branch``:
+the same on the branch's own line (one commit on its head; main does not move)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ KINDS = ["btree", "bitmap", "zonemap", "bloomfilter", "inverted", "ngram", "labe
 @click.group()
 def index() -> None:
     """Scalar indexes: queries filtering on an indexed column read a fraction of the table."""
+
+
+#: --branch on every index command.
+on_branch = click.option(
+    "--branch", default=None, help="This branch of the table instead of main (main does not move)."
+)
 
 
 def _committed(r: dict[str, Any], what: str) -> str:
@@ -37,23 +44,33 @@ def _committed(r: dict[str, Any], what: str) -> str:
     "equality only, small; inverted: full-text; ngram: substring; label_list: list membership.",
 )
 @click.option("--replace", is_flag=True, help="Rebuild the column's index if it has one (any kind).")
+@on_branch
 @pass_state
 @handles_errors
-def index_create(state: State, name: str, column: str, kind: str, replace: bool) -> None:
+def index_create(state: State, name: str, column: str, kind: str, replace: bool, branch: str | None) -> None:
     """Build an index named COLUMN_idx over every row of the current version (one commit)."""
     with state.catalog() as catalog:
-        result = catalog.indexes.create_index(name, column, kind, replace=replace).to_dict()
+        if branch is None:
+            made = catalog.indexes.create_index(name, column, kind, replace=replace)
+        else:
+            made = catalog.branch_indexes.create_index(name, branch, column, kind, replace=replace)
+        result = made.to_dict()
     state.emit(result, lambda r: _committed(r, f"indexed {column} ({kind.lower()}) of"))
 
 
 @index.command("list")
 @click.argument("name", metavar="P.W.NS.T")
+@on_branch
 @pass_state
 @handles_errors
-def index_list(state: State, name: str) -> None:
+def index_list(state: State, name: str, branch: str | None) -> None:
     """A table's indexes and how many rows each does not cover yet (opens the table)."""
     with state.catalog() as catalog:
-        rows = [i.to_dict() for i in catalog.indexes.list_indexes(name)]
+        if branch is None:
+            found = catalog.indexes.list_indexes(name)
+        else:
+            found = catalog.branch_indexes.list_indexes(name, branch)
+        rows = [i.to_dict() for i in found]
     cols = ["name", "column", "kind", "rows_indexed", "rows_unindexed", "built_at_version"]
     state.emit(rows, lambda rs: text_table(cols, rs) if rs else f"no indexes on {name}")
 
@@ -61,24 +78,35 @@ def index_list(state: State, name: str) -> None:
 @index.command("refresh")
 @click.argument("name", metavar="P.W.NS.T")
 @click.argument("index_names", nargs=-1, metavar="[INDEX]...")
+@on_branch
 @pass_state
 @handles_errors
-def index_refresh(state: State, name: str, index_names: tuple[str, ...]) -> None:
+def index_refresh(state: State, name: str, index_names: tuple[str, ...], branch: str | None) -> None:
     """Fold rows committed since the last build into the table's lagging indexes (one commit)."""
+    wanted = list(index_names) or None
     with state.catalog() as catalog:
-        result = catalog.indexes.refresh_indexes(name, list(index_names) or None).to_dict()
+        if branch is None:
+            refreshed = catalog.indexes.refresh_indexes(name, wanted)
+        else:
+            refreshed = catalog.branch_indexes.refresh_indexes(name, branch, wanted)
+        result = refreshed.to_dict()
     state.emit(result, lambda r: _committed(r, "refreshed the indexes of"))
 
 
 @index.command("drop")
 @click.argument("name", metavar="P.W.NS.T")
 @click.argument("column")
+@on_branch
 @pass_state
 @handles_errors
-def index_drop(state: State, name: str, column: str) -> None:
+def index_drop(state: State, name: str, column: str, branch: str | None) -> None:
     """Drop the index of COLUMN (one commit; older versions keep theirs)."""
     with state.catalog() as catalog:
-        result = catalog.indexes.drop_index(name, column).to_dict()
+        if branch is None:
+            dropped = catalog.indexes.drop_index(name, column)
+        else:
+            dropped = catalog.branch_indexes.drop_index(name, branch, column)
+        result = dropped.to_dict()
     state.emit(result, lambda r: _committed(r, f"dropped the index of {column} from"))
 
 

@@ -64,6 +64,22 @@ def test_create_list_describe_refresh_drop(table: CliRunner, tmp_path: Path) -> 
     ]
 
 
+def test_branch_option_indexes_the_branch_alone(table: CliRunner, tmp_path: Path) -> None:
+    run(table, "branch", "create", T, "dev")
+    made = run(table, "index", "create", T, "id", "--branch", "dev")
+    assert (made["status"], made["version"], made["detail"]["branch"]) == ("committed", 2, "dev")
+    assert [i["name"] for i in run(table, "index", "list", T, "--branch", "dev")] == ["id_idx"]
+    assert run(table, "index", "list", T) == []  # main has none, and is still at version 1
+    assert run(table, "table", "describe", T)["current_version"] == 1
+    run(table, "ingest", T, str(write_parquet(tmp_path / "b.parquet", [100])), "--branch", "dev")
+    refreshed = run(table, "index", "refresh", T, "--branch", "dev")
+    assert (refreshed["version"], refreshed["detail"]["indexes"]) == (4, ["id_idx"])
+    assert run(table, "index", "drop", T, "id", "--branch", "dev")["version"] == 5
+    assert run(table, "index", "list", T, "--branch", "dev") == []
+    result = table.invoke(cli, ["--json", "index", "list", T, "--branch", "nope"])
+    assert json.loads(result.output)["error"]["code"] == ErrorCode.TABLE_BRANCH_NOT_FOUND
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [

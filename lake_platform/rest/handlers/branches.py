@@ -5,10 +5,11 @@ operations; QueryTable reads a branch as SQL's ``"t@branch:dev"``, ``scan.table_
 A branch is a registry object with a version chain of its own (``catalog/branches.py``): made
 from a version of main or of another branch without copying a data file, written by
 InsertIntoTable with ``branch`` (``catalog/branch_writes.py``), DeleteFromTable, UpdateTable,
-MergeInsertIntoTable and the AlterTable*Columns operations (``catalog/branch_changes.py``) and a
+MergeInsertIntoTable, the AlterTable*Columns operations, UpdateTableSchemaMetadata and
+UpdateFieldMetadata (``catalog/branch_changes.py``) and a
 Lance client's CreateTableVersion (``catalog/branch_versions.py``), restored and its versions
-deleted by RestoreTable and BatchDeleteTableVersions (``catalog/branch_history.py``), main never
-moving; deleted into
+deleted by RestoreTable and BatchDeleteTableVersions (``catalog/branch_history.py``), indexed by
+the index operations (``catalog/branch_indexes.py``), main never moving; deleted into
 the trash (the name stays taken until the table's ``trash_grace`` passes). Publishing a branch
 into main and undropping one have no spec operation: they are lake's own routes
 (``control.ROUTES``), as ``lake branch publish`` and ``lake branch undrop`` are. Each call goes
@@ -51,10 +52,12 @@ def branch_of(request: RestRequest) -> str | None:
 
 #: Where a branch is served, for the refusals of the operations that do not take one.
 SERVED = (
-    "a branch is read by DescribeTable, QueryTable and its plans, CountTableRows, ListTableVersions "
-    "and DescribeTableVersion, and written by InsertIntoTable, DeleteFromTable, UpdateTable, "
-    "MergeInsertIntoTable, AlterTableAddColumns, AlterTableAlterColumns, AlterTableDropColumns, "
-    "CreateTableVersion, RestoreTable and BatchDeleteTableVersions"
+    "a branch is read by DescribeTable, QueryTable and its plans, CountTableRows, ListTableVersions, "
+    "DescribeTableVersion, ListTableIndices and DescribeTableIndexStats, and written by "
+    "InsertIntoTable, DeleteFromTable, UpdateTable, MergeInsertIntoTable, AlterTableAddColumns, "
+    "AlterTableAlterColumns, AlterTableDropColumns, UpdateTableSchemaMetadata, UpdateFieldMetadata, "
+    "CreateTableVersion, RestoreTable, "
+    "BatchDeleteTableVersions, CreateTableIndex, CreateTableScalarIndex and DropTableIndex"
 )
 
 

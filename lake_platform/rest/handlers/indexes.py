@@ -2,6 +2,8 @@
 build or a drop is one registry commit under the table's lease, logged ``index create`` /
 ``index drop`` under the caller's name, exactly as ``lake index create``/``drop``. Listing and
 stats read the current version (or the ``version`` asked for) through the catalog's read path.
+With a ``branch`` (body member or query parameter; ``main`` is the table's own line) each is the
+same on the branch's own line (``catalog/branch_indexes.py``): main never moves.
 
 The catalog builds the scalar kinds (``engine/indexes.KINDS``); a vector index kind is
 Unsupported (the catalog does not build vector indexes), an unknown kind InvalidInput. An index
@@ -33,11 +35,10 @@ VECTOR_KINDS = (
 )
 
 
-def _table(request: RestRequest) -> TableName:
+def _table(request: RestRequest) -> tuple[TableName, str | None]:
+    """The table and the branch asked for (None: main)."""
     scoped(request, table=True)
-    tname = request.table_name()
-    branches.refuse_branch(request.operation, request.body.get("branch"))
-    return tname
+    return request.table_name(), branches.branch_of(request)
 
 
 def _string(request: RestRequest, member: str) -> str:
@@ -49,7 +50,7 @@ def _string(request: RestRequest, member: str) -> str:
 
 def create_index(request: RestRequest) -> Any:
     """CreateTableIndex and CreateTableScalarIndex: one ``index create`` commit."""
-    tname = _table(request)
+    tname, branch = _table(request)
     column = _string(request, "column")
     kind = _string(request, "index_type")
     if kind.strip().upper() in VECTOR_KINDS:
@@ -60,19 +61,23 @@ def create_index(request: RestRequest) -> Any:
             f"the catalog names the index of {column!r} {engine_indexes.index_name(column)!r}: "
             "omit 'name' or use that one"
         )
-    result = request.service.catalog.indexes.create_index(
-        str(tname), column, kind, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    catalog = request.service.catalog
+    if branch is None:
+        result = catalog.indexes.create_index(str(tname), column, kind, by=by)
+    else:
+        result = catalog.branch_indexes.create_index(str(tname), branch, column, kind, by=by)
     return {"transaction_id": result.commit_id}
 
 
-def _indexes(request: RestRequest, tname: TableName) -> list[IndexInfo]:
+def _indexes(request: RestRequest, tname: TableName, branch: str | None) -> list[IndexInfo]:
     version = request.body.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
         raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
-    snap = request.service.catalog.reads.open_table(
-        str(tname), version or None, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is not None:
+        return request.service.catalog.branch_indexes.list_indexes(str(tname), branch, version or None, by=by)
+    snap = request.service.catalog.reads.open_table(str(tname), version or None, by=by)
     return engine_indexes.list_indexes(snap.dataset)
 
 
@@ -81,8 +86,8 @@ def _lance_type(info: IndexInfo) -> str:
 
 
 def list_indices(request: RestRequest) -> Any:
-    tname = _table(request)
-    found = {i.name: i for i in _indexes(request, tname)}
+    tname, branch = _table(request)
+    found = {i.name: i for i in _indexes(request, tname, branch)}
     names, token = page(list(found), request.body)
     return {
         "indexes": [
@@ -103,11 +108,12 @@ def list_indices(request: RestRequest) -> Any:
 
 
 def describe_index_stats(request: RestRequest) -> Any:
-    tname = _table(request)
+    tname, branch = _table(request)
     name = _string(request, "index_name")
-    found = {i.name: i for i in _indexes(request, tname)}
+    found = {i.name: i for i in _indexes(request, tname, branch)}
     if name not in found:
-        raise TableIndexNotFound(f"{tname} has no index {name}")
+        where = str(tname) if branch is None else f"branch {branch} of {tname}"
+        raise TableIndexNotFound(f"{where} has no index {name}")
     info = found[name]
     return {
         "index_type": _lance_type(info),
@@ -118,11 +124,13 @@ def describe_index_stats(request: RestRequest) -> Any:
 
 
 def drop_index(request: RestRequest) -> Any:
-    tname = _table(request)
+    tname, branch = _table(request)
     name = _string(request, "index_name")
-    result = request.service.catalog.indexes.drop_index(
-        str(tname), name, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        result = request.service.catalog.indexes.drop_index(str(tname), name, by=by)
+    else:
+        result = request.service.catalog.branch_indexes.drop_index(str(tname), branch, name, by=by)
     return {"transaction_id": result.commit_id}
 
 
