@@ -19,21 +19,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.provenance import UNSTATED, Provenance
-from lake_platform.catalog.restore import restore_pending, restore_request
+from lake_platform.catalog.restore import restore_line, restore_pending, restore_request
 from lake_platform.catalog.results import CommitResult, MaintenanceResult
 from lake_platform.catalog.versions import unregister, young_versions
-from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.namespace import BoundTableNamespace
 
 
 class BranchHistory:
@@ -61,23 +64,14 @@ class BranchHistory:
         old = self.branches.reads.snapshot(tname, rec, version)
         detail = {"restored_version": version, "branch": branch}
         pending = restore_pending(self.ctx, request, by, old.schema, detail, release_lease=True)
-        with self.ctx.gate.hold(rec.incarnation) as lease:
+
+        def bind(lease: Lease) -> tuple[BranchRecord, BoundTableNamespace]:
             fresh, item = self.branches.held(tname, branch, rec.incarnation)
-            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "restore")
-            ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=version,
-                storage_options=self.ctx.storage(fresh.location),
-            )
-            lease.check()
-            try:
-                self.ctx.at("branch-restore:before-write")
-                changes.restore(ds)
-            except Exception as exc:  # noqa: BLE001 - resolved by commit id, never guessed
-                self.commits.resolve_failure(pending, ns, exc)
-            self.commits.manifests.finalize(fresh, pending)
-        return self.commits.result(pending, str(tname))
+            return fresh, self.branches.writer_namespace(tname, fresh, item, pending, lease, "restore")
+
+        return restore_line(
+            self.commits, request, pending, bind, chain=rec.incarnation, point="branch-restore:before-write"
+        )
 
     def delete_versions(
         self, name: str, branch: str, wanted: Sequence[int], *, by: Provenance = UNSTATED

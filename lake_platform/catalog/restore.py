@@ -11,6 +11,7 @@ can be restored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,16 +26,20 @@ from lake_platform.errors import InvalidInput, TableVersionNotFound
 from lake_platform.naming import TableName
 
 if TYPE_CHECKING:
+    from lake_platform.catalog.lease import Lease
+    from lake_platform.catalog.namespace import BoundTableNamespace
     from lake_platform.catalog.principals import Principal
+    from lake_platform.registry.records import TableRecord
 
 
 @dataclass(frozen=True)
 class RestoreRequest:
-    """A restore's checked request, main's or a branch's: who asks, the table, the commit id,
-    and the earlier outcome when that commit id already landed."""
+    """A restore's checked request, main's or a branch's: who asks, the table, the version to
+    restore, the commit id, and the earlier outcome when that commit id already landed."""
 
     who: Principal
     table: TableName
+    version: int
     commit_id: str
     replay: CommitResult | None
 
@@ -52,7 +57,7 @@ def restore_request(
     what = f"restore {tname}" if branch is None else f"restore branch {branch} of {tname}"
     who.require(tname.project, "write", what)
     commit_id = check_commit_id(by.commit_id)
-    return RestoreRequest(who, tname, commit_id, ctx.replayed(commit_id))
+    return RestoreRequest(who, tname, version, commit_id, ctx.replayed(commit_id))
 
 
 def restore_pending(
@@ -79,6 +84,37 @@ def restore_pending(
     )
 
 
+def restore_line(
+    commits: EngineCommits,
+    request: RestoreRequest,
+    pending: PendingCommit,
+    bind: Callable[[Lease], tuple[TableRecord, BoundTableNamespace]],
+    *,
+    chain: str,
+    point: str,
+) -> CommitResult:
+    """Commits ``pending``, the restore of ``request.version``, on one line, main's or a
+    branch's: under the line's lease (``chain``), ``bind`` reads the line's head again and gives
+    the namespace Lance commits through; ``point`` is the failure hook just before the write."""
+    ctx = commits.ctx
+    with ctx.gate.hold(chain) as lease:
+        record, ns = bind(lease)
+        ds = engine.open_version(
+            namespace=ns,
+            table_id=request.table.parts,
+            version=request.version,
+            storage_options=ctx.storage(record.location),
+        )
+        lease.check()
+        try:
+            ctx.at(point)  # inside: an injected failure is an engine failure
+            changes.restore(ds)
+        except Exception as exc:  # noqa: BLE001 - resolved by commit id, never guessed
+            commits.resolve_failure(pending, ns, exc)
+        commits.manifests.finalize(record, pending)
+    return commits.result(pending, str(request.table))
+
+
 class Restores:
     def __init__(self, ctx: CatalogContext, commits: EngineCommits) -> None:
         self.ctx = ctx
@@ -95,21 +131,12 @@ class Restores:
         record, _ = self.ctx.table(tname)
         old = self.commits.reads.snapshot(tname, record, version)
         pending = restore_pending(self.ctx, request, by, old.schema, {"restored_version": version})
-        with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
-            self.commits.manifests.settle(tname, record, pending)
-            ns = self.commits.bind(tname, record, revision, pending, lease)
-            ds = engine.open_version(
-                namespace=ns,
-                table_id=tname.parts,
-                version=version,
-                storage_options=self.ctx.storage(record.location),
-            )
-            lease.check()
-            try:
-                self.ctx.at("restore:before-write")  # inside: an injected failure is an engine failure
-                changes.restore(ds)
-            except Exception as exc:  # noqa: BLE001 - resolved by commit id, never guessed
-                self.commits.resolve_failure(pending, ns, exc)
-            self.commits.manifests.finalize(record, pending)
-        return self.commits.result(pending, str(tname))
+
+        def bind(lease: Lease) -> tuple[TableRecord, BoundTableNamespace]:
+            fresh, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            self.commits.manifests.settle(tname, fresh, pending)
+            return fresh, self.commits.bind(tname, fresh, revision, pending, lease)
+
+        return restore_line(
+            self.commits, request, pending, bind, chain=record.incarnation, point="restore:before-write"
+        )
