@@ -18,18 +18,8 @@ def held_step_entry(
 ) -> CommitLogEntry:
     """The entry of a schema step the rest of the commit builds on (``PendingCommit.hold``):
     registered with the commit's next version, never alone."""
-    return CommitLogEntry(
-        commit_id=pending.commit_id,
-        target=target,
-        operation=pending.hold[len(pending.held)],
-        actor=pending.actor,
-        run_id=pending.run_id,
-        at_ms=at,
-        incarnation=record.incarnation,
-        from_version=from_version,
-        to_version=version,
-        detail=dict(pending.detail),
-    )
+    operation = pending.hold[len(pending.held)]
+    return _entry(pending, record, target, operation, from_version, version, at, totals=False)
 
 
 def step_entry(
@@ -44,11 +34,27 @@ def step_entry(
     first: bool,
 ) -> CommitLogEntry:
     """The entry of a registered step; the commit's totals go on its first step only."""
-    rows, nbytes = pending.stream_totals() if pending.stream_totals and first else (0, 0)
+    operation = pending.operation if first else f"{pending.operation}#{step}"
+    return _entry(pending, record, target, operation, from_version, version, at, totals=first)
+
+
+def _entry(
+    pending: PendingCommit,
+    record: TableRecord,
+    target: str,
+    operation: str,
+    from_version: int,
+    version: int,
+    at: int,
+    *,
+    totals: bool,
+) -> CommitLogEntry:
+    """A step's entry as ``operation``; with ``totals``, the commit's rows, bytes and files."""
+    rows, nbytes = pending.stream_totals() if pending.stream_totals and totals else (0, 0)
     return CommitLogEntry(
         commit_id=pending.commit_id,
         target=target,
-        operation=pending.operation if first else f"{pending.operation}#{step}",
+        operation=operation,
         actor=pending.actor,
         run_id=pending.run_id,
         at_ms=at,
@@ -57,8 +63,8 @@ def step_entry(
         to_version=version,
         rows_added=rows,
         bytes_added=nbytes,
-        files_added=pending.files_added if first else 0,
-        rows_removed=pending.rows_removed if first else 0,
+        files_added=pending.files_added if totals else 0,
+        rows_removed=pending.rows_removed if totals else 0,
         detail=dict(pending.detail),
     )
 
