@@ -24,11 +24,11 @@ from lake_platform.catalog.indexes import (
     OpenLine,
     building,
     commit_index_change,
-    dropping,
+    dropping_index,
     index_kind,
+    index_writer,
     lagging_indexes,
     refreshing,
-    writer,
 )
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.pending import PendingCommit
@@ -68,7 +68,7 @@ class BranchIndexes:
         """Build the index of ``column`` (``<column>_idx``) over every row of the branch's head;
         an index of that name already there is refused unless ``replace``."""
         kind = index_kind(kind)
-        tname, who = writer(self.ctx, name, by.principal)
+        tname, who = index_writer(self.ctx, name, by.principal)
         rec, _ = self.branches.branch(tname, branch)
         build = building(_label(tname, branch), rec, column, kind, replace)
         detail = {"index": engine_indexes.index_name(column), "column": column, "kind": kind}
@@ -84,7 +84,7 @@ class BranchIndexes:
     ) -> MaintenanceResult:
         """Fold the branch's rows committed since the last build into its lagging indexes among
         ``names`` (default: every index). Nothing lags: ``nothing-to-do``, no commit."""
-        tname, who = writer(self.ctx, name, by.principal)
+        tname, who = index_writer(self.ctx, name, by.principal)
         rec, _ = self.branches.branch(tname, branch)
         current = self.list_indexes(str(tname), branch, by=Provenance(principal=who))
         lagging = lagging_indexes(_label(tname, branch), current, names)
@@ -98,9 +98,9 @@ class BranchIndexes:
     ) -> MaintenanceResult:
         """Drop the branch's index of ``column`` (or its index named ``column``); the branch's
         older versions, and main, keep theirs."""
-        tname, who = writer(self.ctx, name, by.principal)
+        tname, who = index_writer(self.ctx, name, by.principal)
         self.branches.branch(tname, branch)  # a missing branch is refused before the column is
-        drop = dropping(_label(tname, branch), column)
+        drop = dropping_index(_label(tname, branch), column)
         return self._commit(IndexChange(tname, who, "index drop", {"column": column}, drop, by), branch)
 
     def _commit(self, change: IndexChange, branch: str) -> MaintenanceResult:

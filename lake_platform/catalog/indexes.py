@@ -70,7 +70,7 @@ class Indexes:
         version. An index of that name already there is refused unless ``replace`` (a rebuild,
         possibly of another kind)."""
         kind = index_kind(kind)
-        tname, who = writer(self.ctx, name, by.principal)
+        tname, who = index_writer(self.ctx, name, by.principal)
         build = building(str(tname), self.ctx.table(tname)[0], column, kind, replace)
         detail = {"index": engine_indexes.index_name(column), "column": column, "kind": kind}
         return self._commit(IndexChange(tname, who, "index create", detail, build, by))
@@ -84,7 +84,7 @@ class Indexes:
     ) -> MaintenanceResult:
         """Fold rows committed since the last build into the lagging indexes among ``names``
         (default: every index). Nothing lags: ``nothing-to-do``, no commit."""
-        tname, who = writer(self.ctx, name, by.principal)
+        tname, who = index_writer(self.ctx, name, by.principal)
         current = self.list_indexes(str(tname), by=Provenance(principal=who))
         lagging = lagging_indexes(str(tname), current, names)
         if not lagging:
@@ -102,8 +102,8 @@ class Indexes:
     ) -> MaintenanceResult:
         """Drop the index of ``column`` (or the index named ``column``). Older versions keep
         theirs: a drop changes only the versions after it."""
-        tname, who = writer(self.ctx, name, by.principal)
-        drop = dropping(str(tname), column)
+        tname, who = index_writer(self.ctx, name, by.principal)
+        drop = dropping_index(str(tname), column)
         return self._commit(IndexChange(tname, who, "index drop", {"column": column}, drop, by))
 
     def _commit(self, change: IndexChange) -> MaintenanceResult:
@@ -146,7 +146,7 @@ def index_kind(kind: str) -> str:
         raise InvalidInput(str(exc)) from None
 
 
-def writer(ctx: CatalogContext, name: str, principal: Principal | None) -> tuple[TableName, Principal]:
+def index_writer(ctx: CatalogContext, name: str, principal: Principal | None) -> tuple[TableName, Principal]:
     """The table and the caller, who must hold the write role on its project."""
     who = ctx.who(principal)
     tname = TableName.parse(name)
@@ -189,7 +189,7 @@ def refreshing(lagging: list[str]) -> Callable[[Any], None]:
     return lambda ds: engine_indexes.refresh_indexes(ds, lagging)
 
 
-def dropping(label: str, column: str) -> Callable[[Any], None]:
+def dropping_index(label: str, column: str) -> Callable[[Any], None]:
     """The drop of ``column``'s index (or of the index named ``column``)."""
     if not isinstance(column, str) or not column:
         raise InvalidInput("name the column (or index) whose index to drop")
