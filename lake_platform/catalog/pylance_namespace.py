@@ -44,6 +44,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits, published_here, request_ids
+from lake_platform.catalog.transaction_recovery import committed_head
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
@@ -62,6 +63,7 @@ from lake_platform.registry.records import (
     decode,
     now_ms,
 )
+from lake_platform.registry.store import Item
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -259,7 +261,10 @@ class LakeNamespace(LanceNamespace):
         def listing() -> ListTableVersionsResponse:
             tname = self._table_name(request)
             record = self._record(tname, declared=True)
-            base = self._finalize(tname, record, record.current_version) if record.current_version else None
+            base = None
+            if record.current_version:
+                record, item = self._listed_head(record)
+                base = self._finish(record, record.current_version, item)
             # The record was read just now (finishing touches only the version record): Lance's
             # "latest version?" needs no second read of it, nor of the version record.
             return self._bound_to(tname, record, fresh=True, base=base).list_table_versions(request)
@@ -285,11 +290,34 @@ class LakeNamespace(LanceNamespace):
         """See ``VersionCommits.create``."""
         return self._call(lambda: self._commits.create(request, check))
 
+    def _listed_head(self, record: TableRecord) -> tuple[TableRecord, Item | None]:
+        """``record`` as DescribeTable sees it (a committed multi-table commit its head lags is
+        seen, and completed: ``transaction_recovery.committed_head``), and the item of that
+        version. The version key above the head is read in the same multi-get as the head's
+        own, so a listing makes as many registry round trips as before; one more get only when
+        the head was lagging."""
+        store = self.catalog.store
+        head, above = store.get_many(
+            [
+                keys.version(record.incarnation, v)
+                for v in (record.current_version, record.current_version + 1)
+            ]
+        )
+        seen = committed_head(store, record, above)
+        if seen.current_version == record.current_version:
+            return seen, head
+        return seen, store.get(keys.version(seen.incarnation, seen.current_version))
+
     def _finalize(self, tname: TableName, record: TableRecord, version: int) -> VersionRecord | None:
+        """``_finish`` of ``version``, its record read here."""
+        return self._finish(
+            record, version, self.catalog.store.get(keys.version(record.incarnation, version))
+        )
+
+    def _finish(self, record: TableRecord, version: int, item: Item | None) -> VersionRecord | None:
         """Versions committed by pylance stay at their staging manifest until first read; finish
         Lance's protocol once so later opens never write (see docs/architecture.md). Returns the
-        version's record when it was already final (None when it had to be finished)."""
-        item = self.catalog.store.get(keys.version(record.incarnation, version))
+        version's record (``item``) when it was already final (None when it had to be finished)."""
         if item is None:
             return None
         ver = decode(VersionRecord, item.value, item.key)

@@ -1,14 +1,17 @@
 """Single-table reads of a table a multi-table commit left behind its head (its writer killed
-mid roll-forward, ``catalog.transaction_chunks``): ``describe_table``, ``open_table`` and
-``readable_versions`` read the version just above the head with it and see the committed
-version, completing the commit (``transaction_recovery.committed_head``); a commit not yet at its
-commit point stays invisible and is left to its writer."""
+mid roll-forward, ``catalog.transaction_chunks``): ``describe_table``, ``open_table``,
+``readable_versions`` and the Lance Namespace's ``list_table_versions`` (REST's
+ListTableVersions) read the version just above the head with it and see the committed version,
+completing the commit (``transaction_recovery.committed_head``); a commit not yet at its commit
+point stays invisible and is left to its writer."""
 
 from __future__ import annotations
 
 import pytest
+from lance_namespace_urllib3_client.models import ListTableVersionsRequest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.catalog.transaction import Transaction
 from lake_platform.errors import InvalidTableState
 from lake_platform.naming import TableName
@@ -74,6 +77,17 @@ def test_readable_versions_of_a_lagging_table_include_the_committed_version(
     _, versions = catalog.reads.readable_versions(names[5])
     assert sorted(versions) == [1, 2]
     assert registry_heads(catalog, names) == [2] * SOME
+
+
+def test_listed_versions_of_a_lagging_table_include_the_committed_version(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    names = killed_commit(catalog, "transaction:committed", 1)  # no head moved at all
+    ns = LakeNamespace(catalog)
+    latest = ListTableVersionsRequest(id=names[3].split("."), limit=1, descending=True)
+    assert [v.version for v in ns.list_table_versions(latest).versions] == [2]
+    assert registry_heads(catalog, names) == [2] * SOME  # completed on the way
+    assert [v.version for v in ns.list_table_versions({"id": names[4].split(".")}).versions] == [1, 2]
 
 
 def test_a_commit_before_its_commit_point_is_invisible_and_left_to_its_writer(

@@ -1,6 +1,8 @@
 """Safe retries over REST: a commit made under an idempotency key (the ``Idempotency-Key``
 header, or the ``idempotency-key`` Lance transaction property) lands once, and a retry answers
-what the first answered; another key lands again; the key reused for another request is 422."""
+what the first answered; another key lands again; the key reused for another request is 422.
+ListTableVersions pages, and lists what DescribeTable shows of a table a multi-table commit left
+behind its head (its writer stopped after the commit point), never a commit before that point."""
 
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ from lance.namespace import RestNamespace
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.idempotency import HEADER
+from lake_platform.catalog.transaction import Transaction
+from lake_platform.naming import TableName
+from lake_platform_tests.catalog.conftest import rows as catalog_rows
+from lake_platform_tests.catalog.test_transaction_chunks import SMALL, SOME, stop_at, transaction_records
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, rest_settings
 from lake_platform_tests.rest.handlers.events import TP, T
@@ -225,3 +231,75 @@ def test_versions_page_by_the_last_version_answered(events: RestLake) -> None:
         assert seen == ([3, 2, 1] if descending else [1, 2, 3])
     bad = events.post(f"/v1/table/{TP}/version/list", {"limit": 1, "page_token": "x"}, who="reader")
     assert bad.status_code == 400
+
+
+def chunked_tables(lake: RestLake, prefix: str) -> list[str]:
+    """``SOME`` tables at version 1, as many as a commit of ``SMALL`` operations a registry write
+    spreads over several writes (``catalog.transaction_chunks``)."""
+    names = [f"p.w.ns.{prefix}{i:02d}" for i in range(SOME)]
+    for i, name in enumerate(names):
+        lake.catalog.tables.create_table(name, catalog_rows([i]))
+    return names
+
+
+def commit_all(lake: RestLake, names: list[str], hook: Any) -> None:
+    """Version 2 of every table of ``names`` in one multi-table commit, ``hook`` at its points."""
+    with Catalog(lake.settings, hook=hook) as writer, Transaction(writer.tables, max_ops=SMALL) as tx:
+        for i, name in enumerate(names):
+            tx.append(name, catalog_rows([1000 + i]))
+
+
+def lagging_tables(lake: RestLake, prefix: str) -> list[str]:
+    """``chunked_tables`` and a commit of version 2 to each, its writer stopped right after the
+    commit point: committed, and no table's head moved yet."""
+    names = chunked_tables(lake, prefix)
+    with pytest.raises(SystemExit):
+        commit_all(lake, names, stop_at("transaction:committed", 1))
+    assert {lake.catalog.ctx.table(TableName.parse(n))[0].current_version for n in names} == {1}
+    return names
+
+
+def listed(lake: RestLake, name: str, body: dict[str, Any]) -> list[int]:
+    path = f"/v1/table/{name.replace('.', '$')}/version/list"
+    answer = lake.post(path, body, who="reader")
+    assert answer.status_code == 200, answer.text
+    return [v["version"] for v in answer.json()["versions"]]
+
+
+def described(lake: RestLake, name: str) -> int:
+    return lake.post(f"/v1/table/{name.replace('.', '$')}/describe", {}, who="reader").json()["version"]
+
+
+def test_versions_of_a_table_a_committed_commit_lags_include_its_version(rest_lake: RestLake) -> None:
+    """Every listing of a lagging table shows the committed version, as DescribeTable does
+    (listed first: the read completes the commit, moving every head)."""
+    names = lagging_tables(rest_lake, "a")
+    assert listed(rest_lake, names[5], {}) == [1, 2]
+    assert described(rest_lake, names[5]) == 2
+    # Lance's "which is the latest?" before each commit: one version, descending.
+    names = lagging_tables(rest_lake, "b")
+    assert listed(rest_lake, names[5], {"limit": 1, "descending": True}) == [2]
+    assert described(rest_lake, names[5]) == 2
+    names = lagging_tables(rest_lake, "c")
+    assert listed(rest_lake, names[7], {"descending": True}) == [2, 1]
+    assert [described(rest_lake, n) for n in names] == [2] * SOME
+
+
+def test_versions_never_include_a_commit_before_its_commit_point(rest_lake: RestLake) -> None:
+    names = chunked_tables(rest_lake, "d")
+    seen: list[tuple[list[int], list[int], int]] = []
+
+    def look(at: str) -> None:
+        # Every version registered above its head, the record still pending.
+        if at == "transaction:chunk-registered" and not seen:
+            (record,) = transaction_records(rest_lake.catalog)
+            if len(record.tables) == SOME and record.state == "pending":
+                last = names[-1]
+                body = {"limit": 1, "descending": True}
+                seen.append(
+                    (listed(rest_lake, last, {}), listed(rest_lake, last, body), described(rest_lake, last))
+                )
+
+    commit_all(rest_lake, names, look)
+    assert seen == [([1], [1], 1)]
+    assert listed(rest_lake, names[-1], {}) == [1, 2]
