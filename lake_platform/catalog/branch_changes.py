@@ -1,14 +1,15 @@
 """Changes to a branch beyond appends and overwrites: updates, merge-inserts and deletes of its
-rows, and schema changes (computed columns added, columns renamed or dropped). A Lance client's
-staged manifest committed as the branch's next version is ``branch_versions``.
+rows, schema changes (computed columns added, columns renamed or dropped) and changes to its
+schema metadata and its columns' field metadata. A Lance client's staged manifest committed as
+the branch's next version is ``branch_versions``.
 
 Each is main's same change on the branch's own line: under the branch's lease (its chain id),
 the branch record read again (``Branches.held``) and a namespace bound to it
 (``Branches.writer_namespace``), so the Lance commit is ONE registry transaction that
 compare-and-swaps the branch's head, with its commit-log entry (``detail.branch``) and commit
 marker; main never moves. The same rules as main's apply: every argument checked before the
-lease (bad input changes nothing), renames and drops take admin and a drop is refused on a
-protected table.
+lease (bad input changes nothing, with main's checks: ``schemas.check_schema_metadata`` and the
+rest), renames and drops take admin and a drop is refused on a protected table.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ from lake_platform.catalog.principals import Action
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.row_changes import RowChange, check_merge_insert
+from lake_platform.catalog.schemas import (
+    FieldMetadataUpdates,
+    check_field_metadata,
+    check_schema_metadata,
+    schema_metadata_detail,
+    with_field_metadata,
+    with_schema_metadata,
+)
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -242,11 +251,75 @@ class BranchChanges:
         plan: SchemaChange,
         by: Provenance,
         role: Action,
+        *,
+        on_dataset: bool = False,
     ) -> CommitResult:
         pending, fresh, _ = self._commit(
-            name, branch, operation, detail, apply, plan, by, role=role, schema_changes=True
+            name,
+            branch,
+            operation,
+            detail,
+            apply,
+            plan,
+            by,
+            role=role,
+            schema_changes=True,
+            on_dataset=on_dataset,
         )
         return self.commits.result(pending, fresh.name)
+
+    # -- metadata --------------------------------------------------------------------------------
+
+    def update_schema_metadata(
+        self, name: str, branch: str, values: dict[str, str | None], *, by: Provenance = UNSTATED
+    ) -> tuple[CommitResult, dict[str, str]]:
+        """Merge keys into the branch's schema metadata, a None value deleting its key (writer
+        role, as on main), in one commit logged ``schema-metadata``; returns the metadata."""
+        check_schema_metadata(values)
+        merged: dict[str, str] = {}
+
+        def update(ds: Any) -> dict[str, int]:
+            merged.update(engine.update_schema_metadata(ds, values))
+            return {}
+
+        detail = schema_metadata_detail(values)
+        result = self._columns(
+            name,
+            branch,
+            "schema-metadata",
+            detail,
+            update,
+            lambda schema: with_schema_metadata(schema, values),
+            by,
+            "write",
+            on_dataset=True,
+        )
+        return result, merged
+
+    def update_field_metadata(
+        self, name: str, branch: str, updates: FieldMetadataUpdates, *, by: Provenance = UNSTATED
+    ) -> tuple[CommitResult, dict[str, dict[str, str]]]:
+        """Change the branch's top-level columns' field metadata as ``Schemas.update_field_metadata``
+        changes main's (writer role), in one commit logged ``field-metadata``; returns each
+        column's metadata."""
+        check_field_metadata(updates)
+        merged: dict[str, dict[str, str]] = {}
+
+        def plan(schema: pa.Schema) -> pa.Schema:
+            after, fields = with_field_metadata(schema, updates, f"branch {branch} of {name}")
+            merged.clear()  # the plan made under the lease, last, is the one committed
+            merged.update(fields)
+            return after
+
+        def replace(ds: Any) -> dict[str, int]:
+            changes.replace_field_metadata(ds, merged)  # each column's whole metadata, one commit
+            return {}
+
+        detail = {"columns": sorted(updates)}
+        result = self._columns(
+            name, branch, "field-metadata", detail, replace, plan, by, "write", on_dataset=True
+        )
+        return result, merged
 
     # -- the commit ------------------------------------------------------------------------------
 
@@ -262,10 +335,13 @@ class BranchChanges:
         *,
         role: Action = "write",
         schema_changes: bool = False,
+        on_dataset: bool = False,
     ) -> tuple[PendingCommit, BranchRecord, dict[str, int]]:
         """One Lance change on the branch's head, under its lease: identity, shape, parent,
         permission, then ``plan`` (the schema after the change; raises on bad input) on the
-        branch as listed and again under the lease. A replayed commit id lands nothing."""
+        branch as listed and again under the lease: on its registered schema, or with
+        ``on_dataset`` on the schema Lance holds at the head (metadata changes: Lance merges
+        into its own metadata, so the registry must too). A replayed commit id lands nothing."""
         from lake_platform.catalog.arrow_io import schema_from_ipc, schema_to_ipc
 
         who = self.ctx.who(by.principal)
@@ -292,10 +368,7 @@ class BranchChanges:
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(rec.incarnation) as lease:
             fresh, item = self.branches.held(tname, branch, rec.incarnation)
-            if plan is not None:
-                after = plan(schema_from_ipc(fresh.schema_ipc))
-                if schema_changes:
-                    pending.schema_ipc = schema_to_ipc(after)
+            after = plan(schema_from_ipc(fresh.schema_ipc)) if plan is not None and not on_dataset else None
             self._require_unprotected(tname, operation)
             ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation)
             ds = engine.open_version(
@@ -304,6 +377,10 @@ class BranchChanges:
                 version=fresh.current_version,
                 storage_options=self.ctx.storage(fresh.location),
             )
+            if plan is not None and on_dataset:
+                after = plan(engine.schema_of(ds))
+            if after is not None and schema_changes:
+                pending.schema_ipc = schema_to_ipc(after)  # read by the namespace when Lance commits
             lease.check()
             try:
                 self.ctx.at(

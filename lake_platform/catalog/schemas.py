@@ -167,11 +167,7 @@ class Schemas:
         """Merge keys into the table's schema metadata; a None value deletes its key. One commit."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        if not isinstance(values, dict) or not values:
-            raise InvalidInput("schema metadata updates must be a non-empty map of keys to strings or null")
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or (value is not None and not isinstance(value, str)):
-                raise InvalidInput(f"schema metadata {key!r}: keys are strings, values strings or null")
+        check_schema_metadata(values)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"change the schema metadata of {tname}")
         record, _ = self.ctx.table(tname)
@@ -179,20 +175,14 @@ class Schemas:
             commit_id=check_commit_id(None),
             operation="schema-metadata",
             actor=self.ctx.actor(by.actor, who),
-            detail={"set": sorted(k for k, v in values.items() if v is not None),
-                    "removed": sorted(k for k, v in values.items() if v is None)},
-        )  # fmt: skip
+            detail=schema_metadata_detail(values),
+        )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 
-            schema = engine.schema_of(ds)
-            merged = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-            merged.update({k: v for k, v in values.items() if v is not None})
-            for key in [k for k, v in values.items() if v is None]:
-                merged.pop(key, None)
-            pending.schema_ipc = schema_to_ipc(schema.with_metadata(merged))
+            pending.schema_ipc = schema_to_ipc(with_schema_metadata(engine.schema_of(ds), values))
             try:
                 merged = engine.update_schema_metadata(ds, values)
             except Exception as exc:  # noqa: BLE001
@@ -203,7 +193,7 @@ class Schemas:
     def update_field_metadata(
         self,
         name: str,
-        updates: dict[str, tuple[dict[str, str | None], bool]],
+        updates: FieldMetadataUpdates,
         *,
         by: Provenance = UNSTATED,
     ) -> tuple[CommitResult, dict[str, dict[str, str]]]:
@@ -212,21 +202,14 @@ class Schemas:
         replace, become all of it. One commit for every column; returns each column's metadata."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        if not isinstance(updates, dict) or not updates:
-            raise InvalidInput("field metadata updates must name at least one column")
-        for column, (values, _replace) in updates.items():
-            if not isinstance(values, dict) or not all(
-                isinstance(k, str) and k and (v is None or isinstance(v, str)) for k, v in values.items()
-            ):
-                raise InvalidInput(f"metadata of {column!r}: keys are strings, values strings or null")
+        check_field_metadata(updates)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"change the field metadata of {tname}")
         record, _ = self.ctx.table(tname)
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        missing = [c for c in updates if c not in schema_from_ipc(record.schema_ipc).names]
-        if missing:  # refused before the lease; checked again under it
-            raise TableColumnNotFound(f"{tname} has no column {missing[0]!r}")
+        # Refused before the lease; checked again under it.
+        with_field_metadata(schema_from_ipc(record.schema_ipc), updates, str(tname))
         pending = PendingCommit(
             commit_id=check_commit_id(None),
             operation="field-metadata",
@@ -238,18 +221,7 @@ class Schemas:
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 
-            schema = engine.schema_of(ds)
-            merged: dict[str, dict[str, str]] = {}
-            for column, (values, replace) in updates.items():
-                if column not in schema.names:
-                    raise TableColumnNotFound(f"{tname} has no column {column!r}")
-                field = schema.field(column)
-                kept = {} if replace else {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
-                kept.update({k: v for k, v in values.items() if v is not None})
-                for key in [k for k, v in values.items() if v is None]:
-                    kept.pop(key, None)
-                merged[column] = kept
-                schema = schema.set(schema.get_field_index(column), field.with_metadata(kept))
+            schema, merged = with_field_metadata(engine.schema_of(ds), updates, str(tname))
             pending.schema_ipc = schema_to_ipc(schema)
             try:
                 # One Lance commit for all columns: each column's whole metadata, replaced.
@@ -258,3 +230,66 @@ class Schemas:
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(record, pending)
         return self.commits.result(pending, str(tname)), merged
+
+
+#: Field metadata changes: column -> (values, replace); a None value deletes its key.
+FieldMetadataUpdates = dict[str, tuple[dict[str, str | None], bool]]
+
+
+def check_schema_metadata(values: object) -> None:
+    """InvalidInput unless ``values`` is a non-empty map of keys to strings or None."""
+    if not isinstance(values, dict) or not values:
+        raise InvalidInput("schema metadata updates must be a non-empty map of keys to strings or null")
+    for key, value in values.items():
+        if not isinstance(key, str) or not key or (value is not None and not isinstance(value, str)):
+            raise InvalidInput(f"schema metadata {key!r}: keys are strings, values strings or null")
+
+
+def schema_metadata_detail(values: dict[str, str | None]) -> dict[str, object]:
+    """The log entry's detail of a schema metadata change: the keys set and the keys removed."""
+    return {
+        "set": sorted(k for k, v in values.items() if v is not None),
+        "removed": sorted(k for k, v in values.items() if v is None),
+    }
+
+
+def with_schema_metadata(schema: pa.Schema, values: dict[str, str | None]) -> pa.Schema:
+    """``schema`` with ``values`` merged into its metadata (a None value deletes its key), as
+    Lance's ``update_schema_metadata`` merges them."""
+    merged = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    merged.update({k: v for k, v in values.items() if v is not None})
+    for key in [k for k, v in values.items() if v is None]:
+        merged.pop(key, None)
+    return schema.with_metadata(merged)
+
+
+def check_field_metadata(updates: object) -> None:
+    """InvalidInput unless ``updates`` maps at least one column to (values, replace), values
+    mapping keys to strings or None."""
+    if not isinstance(updates, dict) or not updates:
+        raise InvalidInput("field metadata updates must name at least one column")
+    for column, (values, _replace) in updates.items():
+        if not isinstance(values, dict) or not all(
+            isinstance(k, str) and k and (v is None or isinstance(v, str)) for k, v in values.items()
+        ):
+            raise InvalidInput(f"metadata of {column!r}: keys are strings, values strings or null")
+
+
+def with_field_metadata(
+    schema: pa.Schema, updates: FieldMetadataUpdates, owner: str
+) -> tuple[pa.Schema, dict[str, dict[str, str]]]:
+    """``schema`` with each column's field metadata merged (or, with replace, replaced), and
+    each changed column's whole metadata; TableColumnNotFound names ``owner`` (the table, or a
+    branch of it) when a column is missing."""
+    merged: dict[str, dict[str, str]] = {}
+    for column, (values, replace) in updates.items():
+        if column not in schema.names:
+            raise TableColumnNotFound(f"{owner} has no column {column!r}")
+        field = schema.field(column)
+        kept = {} if replace else {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
+        kept.update({k: v for k, v in values.items() if v is not None})
+        for key in [k for k, v in values.items() if v is None]:
+            kept.pop(key, None)
+        merged[column] = kept
+        schema = schema.set(schema.get_field_index(column), field.with_metadata(kept))
+    return schema, merged

@@ -1,6 +1,6 @@
-"""Updates, merge-inserts, deletes and schema changes on a branch (issue 46): each is one commit
-on the branch's own line (its head moves by one, logged with ``detail.branch``), main never
-moves, the branch's older versions still read, a retry under the commit id lands once, and a
+"""Updates, merge-inserts, deletes, schema changes and metadata changes on a branch (issue 46):
+each is one commit on the branch's own line (its head moves by one, logged with ``detail.branch``), main
+never moves, the branch's older versions still read, a retry under the commit id lands once, and a
 refusal (bad input, a missing or trashed branch, a role short of the change's, a protected
 table's drop) is a typed error that changes nothing."""
 
@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from lake_platform.catalog.arrow_io import schema_from_ipc
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import (
@@ -96,6 +97,48 @@ def test_each_change_is_one_commit_on_the_branch_and_main_never_moves(table: Lak
     assert (main.version, main.schema.names, ids_of(main)) == (8, ["id", "label"], [2, 3, 4])
 
 
+def metadata(schema: pa.Schema | pa.Field) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+
+
+def test_metadata_changes_are_one_commit_each_on_the_branch_and_main_never_moves(table: Lake) -> None:
+    """Schema metadata merged into what the branch's head holds (main's keys from before it was
+    made included) and columns' field metadata, each one commit on the branch logged with
+    ``detail.branch``; the registered schema is what Lance holds; main keeps its own."""
+    schemas, changes = table.catalog.schemas, table.catalog.branch_changes
+    schemas.update_schema_metadata(T, {"team": "core"})  # main's version 3, before the branch
+    table.catalog.branches.create_branch(T, "meta")
+    main_before = table.catalog.reads.open_table(T)
+
+    result, merged = changes.update_schema_metadata(T, "meta", {"stage": "dev", "team": None}, by=WRITER)
+    assert (result.from_version, result.to_version, merged) == (3, 4, {"stage": "dev"})
+    entry = table.catalog.reads.history(T)[-1]
+    assert (entry.operation, entry.actor, entry.detail) == (
+        "schema-metadata",
+        "etl",
+        {"set": ["stage"], "removed": ["team"], "branch": "meta"},
+    )
+    updates = {"id": ({"unit": "count"}, False), "tag": ({"pii": "no"}, True)}
+    result, fields = changes.update_field_metadata(T, "meta", updates, by=WRITER)
+    assert (result.to_version, fields) == (5, {"id": {"unit": "count"}, "tag": {"pii": "no"}})
+    assert table.catalog.reads.history(T)[-1].detail == {"columns": ["id", "tag"], "branch": "meta"}
+
+    head = table.catalog.branches.open_branch(T, "meta").schema
+    assert metadata(head) == {"stage": "dev"}
+    assert (metadata(head.field("id")), metadata(head.field("tag"))) == ({"unit": "count"}, {"pii": "no"})
+    record = table.catalog.branches.branch(TableName.parse(T), "meta")[0]
+    assert schema_from_ipc(record.schema_ipc).equals(head, check_metadata=True)
+    assert metadata(table.catalog.branches.open_branch(T, "meta", 3).schema) == {"team": "core"}
+    main = table.catalog.reads.open_table(T)
+    assert (main.version, metadata(main.schema), metadata(main.schema.field("id"))) == (
+        3,
+        {"team": "core"},
+        {},
+    )
+    assert main.record.schema_ipc == main_before.record.schema_ipc
+    assert state(table)[2] == 2  # the other branch never moved either
+
+
 def test_a_retry_under_the_commit_id_lands_once(table: Lake) -> None:
     by = Provenance(commit_id="branch-update-0001")
     first = table.catalog.branch_changes.update_rows(T, "dev", {"tag": "'u'"}, by=by)
@@ -134,6 +177,17 @@ def test_refusals_are_typed_and_change_nothing(table: Lake) -> None:
         (lambda: changes.rename_columns(T, "dev", {"tag": "t"}, by=WRITER), PermissionDenied),
         (lambda: changes.drop_columns(T, "dev", ["id", "tag"]), TableSchemaValidationError),
         (lambda: changes.drop_columns(T, "dev", ["tag"], by=WRITER), PermissionDenied),
+        (lambda: changes.update_schema_metadata(T, "dev", {}), InvalidInput),
+        (lambda: changes.update_schema_metadata(T, "dev", {"k": 1}), InvalidInput),  # type: ignore[dict-item]
+        (lambda: changes.update_schema_metadata(T, "nope", {"k": "v"}), TableBranchNotFound),
+        (lambda: changes.update_schema_metadata(T, "dev", {"k": "v"}, by=reader), PermissionDenied),
+        (lambda: changes.update_field_metadata(T, "dev", {}), InvalidInput),
+        (lambda: changes.update_field_metadata(T, "dev", {"nope": ({"k": "v"}, False)}), TableColumnNotFound),
+        (lambda: changes.update_field_metadata(T, "nope", {"id": ({"k": "v"}, False)}), TableBranchNotFound),
+        (
+            lambda: changes.update_field_metadata(T, "dev", {"id": ({"k": "v"}, False)}, by=reader),
+            PermissionDenied,
+        ),
     ]
     for call, error in refusals:
         with pytest.raises(error):

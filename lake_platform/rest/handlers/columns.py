@@ -10,10 +10,9 @@ dropping take admin, and dropping is refused on a protected table.
 - AlterTableDropColumns: metadata only, as ``lake table alter drop-column``.
 - UpdateFieldMetadata: columns' field metadata merged (a null value deletes its key) or, with
   ``replace``, replaced; one commit for all columns (``Schemas.update_field_metadata``; write).
-  Main only.
 
-The first three take ``branch``: the same change, with the same roles, as one commit on the
-branch's own line (``catalog/branch_changes.py``); main never moves.
+Each takes ``branch``: the same change, with the same roles, as one commit on the branch's own
+line (``catalog/branch_changes.py``); main never moves.
 """
 
 from __future__ import annotations
@@ -22,17 +21,11 @@ from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.schemas import FieldMetadataUpdates
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
-
-
-def _table(request: RestRequest) -> TableName:
-    """The table of a main-only change (a ``branch`` is refused)."""
-    tname, branch = _table_and_branch(request)
-    branches.refuse_branch(request.operation, branch)
-    return tname
 
 
 def _table_and_branch(request: RestRequest) -> tuple[TableName, str | None]:
@@ -116,8 +109,8 @@ def drop_columns(request: RestRequest) -> Any:
 
 
 def update_field_metadata(request: RestRequest) -> Any:
-    tname = _table(request)
-    updates: dict[str, tuple[dict[str, str | None], bool]] = {}
+    tname, branch = _table_and_branch(request)
+    updates: FieldMetadataUpdates = {}
     for entry in _entries(request, "updates"):
         path, values, replace = entry.get("path"), entry.get("metadata"), entry.get("replace")
         if not isinstance(path, str) or not path:
@@ -131,9 +124,13 @@ def update_field_metadata(request: RestRequest) -> Any:
         if path in updates:
             raise InvalidInput(f"column {path} is updated twice")
         updates[path] = (values, bool(replace))
-    result, fields = request.service.catalog.schemas.update_field_metadata(
-        str(tname), updates, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        result, fields = request.service.catalog.schemas.update_field_metadata(str(tname), updates, by=by)
+    else:
+        result, fields = request.service.catalog.branch_changes.update_field_metadata(
+            str(tname), branch, updates, by=by
+        )
     return {"version": result.to_version, "fields": fields}
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from lance_namespace_urllib3_client.models import DeclareTableResponse, TagContents
 
 import lake_platform.rest.handlers.branches as branches
+from lake_platform.catalog.branches import MAIN
 from lake_platform.catalog.idempotency import commit_id_for, reused
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
@@ -215,7 +216,9 @@ def update_schema_metadata(request: RestRequest) -> Any:
 
     The body is the spec's bare map (``{"owner": "etl"}``, what pylance's ``RestNamespace``
     sends), answered with the merged map; ``{"metadata": {...}}``, the namespace model's form,
-    is taken too and answered in that form with the commit id."""
+    is taken too and answered in that form with the commit id. A ``branch`` (a member of that
+    form, or the query parameter) changes the branch's metadata in one commit on its own line
+    (``catalog.branch_changes``); main never moves."""
     scoped(request, table=True)
     tname = request.table_name()
     body = request.body
@@ -227,12 +230,19 @@ def update_schema_metadata(request: RestRequest) -> Any:
             k: v for k, v in body.items() if k != "id" and not (k == "branch" and "branch" in request.query)
         }
         branch = request.query.get("branch")
-    branches.refuse_branch(request.operation, branch)
+    if branch in (None, "", MAIN):
+        branch = None
+    elif not isinstance(branch, str):
+        raise InvalidInput(f"branch must be a string, got {branch!r}")
     if not all(isinstance(v, str | None) for v in values.values()):
         raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
-    result, merged = request.service.catalog.schemas.update_schema_metadata(
-        str(tname), values, by=Provenance(principal=request.principal)
-    )
+    by = Provenance(principal=request.principal)
+    if branch is None:
+        result, merged = request.service.catalog.schemas.update_schema_metadata(str(tname), values, by=by)
+    else:
+        result, merged = request.service.catalog.branch_changes.update_schema_metadata(
+            str(tname), branch, values, by=by
+        )
     return {"metadata": merged, "transaction_id": result.commit_id} if wrapped else merged
 
 

@@ -1,8 +1,9 @@
 """Changes on a branch over REST (issue 46): UpdateTable, MergeInsertIntoTable, DeleteFromTable,
-the AlterTable*Columns operations and a Lance client's CreateTableVersion with ``branch``, through
-pylance's own RestNamespace and plain HTTP. Each is one commit on the branch's own line, checked
-against the registry: the branch's head moved by one, main unchanged, a log entry with
-``detail.branch``. Refusals are in test_branches.py."""
+the AlterTable*Columns operations, UpdateTableSchemaMetadata, UpdateFieldMetadata and a Lance
+client's CreateTableVersion with ``branch``, through pylance's own RestNamespace and plain HTTP.
+Each is one commit on the branch's own line, checked against the registry: the branch's head
+moved by one, main unchanged, a log entry with ``detail.branch``. Refusals are in
+test_branches.py (the metadata changes' are beside their test here)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from lance_namespace_urllib3_client.models import (
     ListTableVersionsRequest,
     MergeInsertIntoTableRequest,
     UpdateTableRequest,
+    UpdateTableSchemaMetadataRequest,
 )
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
@@ -127,6 +129,72 @@ def test_schema_changes_on_a_branch_through_pylance(events: RestLake) -> None:
     resp = events.post(f"/v1/table/{TP}/drop_columns", {"branch": "dev", "columns": ["label"]}, who="admin")
     assert problem(resp) == (409, 19)  # Protected: InvalidTableState
     assert branch_head(events) == 5
+
+
+def described_schema(
+    lake: RestLake, body: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """DescribeTable's detailed schema: (its metadata, each column's metadata)."""
+    resp = lake.post(f"/v1/table/{TP}/describe", {**body, "load_detailed_metadata": True}, who="reader")
+    assert resp.status_code == 200, resp.text
+    schema = resp.json()["schema"]
+    return schema.get("metadata", {}), {f["name"]: f.get("metadata", {}) for f in schema["fields"]}
+
+
+def test_metadata_changes_on_a_branch(events: RestLake) -> None:
+    """UpdateTableSchemaMetadata (pylance's bare map, the wrapped form, a query parameter) and
+    UpdateFieldMetadata with ``branch``: one commit each on the branch, shown by the branch's
+    DescribeTable and not by main's; main's version unchanged. A missing branch is 404 (22),
+    and no refusal changes anything."""
+    events.catalog.branches.create_branch(NAME, "dev")
+    writer = rest_namespace(events.url, events.tokens["writer"])
+    answer = writer.update_table_schema_metadata(
+        UpdateTableSchemaMetadataRequest(id=T, branch="dev", metadata={"owner": "etl", "pii": "no"})
+    )
+    assert (answer.metadata, branch_head(events)) == ({"owner": "etl", "pii": "no"}, 3)
+    path = f"/v1/table/{TP}/schema_metadata/update"
+    wrapped = events.post(path, {"branch": "dev", "metadata": {"pii": None, "tier": "gold"}}).json()
+    assert wrapped["metadata"] == {"owner": "etl", "tier": "gold"}
+    entry = logged(events, wrapped["transaction_id"])
+    assert (entry.operation, entry.actor, entry.to_version, entry.detail["branch"]) == (
+        "schema-metadata",
+        "etl",
+        4,
+        "dev",
+    )
+    assert events.post(f"{path}?branch=dev", {"stage": "dev"}).json() == {
+        "owner": "etl",
+        "tier": "gold",
+        "stage": "dev",
+    }
+    fields = events.post(
+        f"/v1/table/{TP}/update_field_metadata",
+        {"branch": "dev", "updates": [{"path": "id", "metadata": {"unit": "count"}}]},
+    )
+    assert fields.json() == {"version": 6, "fields": {"id": {"unit": "count"}}}
+    last = events.catalog.reads.log(NAME)[-1]
+    assert (last.operation, last.to_version, last.detail["branch"]) == ("field-metadata", 6, "dev")
+
+    assert described_schema(events, {"branch": "dev"}) == (
+        {"owner": "etl", "tier": "gold", "stage": "dev"},
+        {"id": {"unit": "count"}, "tag": {}},
+    )
+    assert described_schema(events, {}) == ({}, {"id": {}, "tag": {}})
+    assert main_state(events) == (2, [1, 2, 3, 4])
+
+    before = (main_state(events), branch_head(events), len(events.catalog.reads.log(NAME)))
+    field_path = f"/v1/table/{TP}/update_field_metadata"
+    for where, body, who, expected in (
+        (path, {"branch": "nope", "metadata": {"a": "b"}}, "writer", (404, 22)),
+        (f"{path}?branch=nope", {"a": "b"}, "writer", (404, 22)),
+        (path, {"branch": "dev", "metadata": {"a": "b"}}, "reader", (403, 15)),
+        (path, {"branch": "dev", "metadata": {"a": 1}}, "writer", (400, 13)),
+        (field_path, {"branch": "nope", "updates": [{"path": "id", "metadata": {}}]}, "writer", (404, 22)),
+        (field_path, {"branch": "dev", "updates": [{"path": "nope", "metadata": {}}]}, "writer", (404, 12)),
+        (field_path, {"branch": "dev", "updates": [{"path": "id", "metadata": {}}]}, "reader", (403, 15)),
+    ):
+        assert problem(events.post(where, body, who=who)) == expected, (where, body)
+    assert (main_state(events), branch_head(events), len(events.catalog.reads.log(NAME))) == before
 
 
 class OnBranch(LanceNamespace):

@@ -181,7 +181,8 @@ def test_refusals_are_the_spec_errors_and_change_nothing(events: RestLake) -> No
     assert problem(events.post(f"{path}/branches/delete", {"name": "dev"}, who="reader")) == (403, 15)
     assert list(events.post(f"{path}/branches/list", who="reader").json()["branches"]) == ["dev"]
     # operations that do not take a branch say which do
-    resp = events.post(f"{path}/update_field_metadata", {"branch": "dev", "updates": []})
+    entry = {"id": T, "branch": "dev", "version": 3, "manifest_path": "x"}
+    resp = events.post("/v1/table/version/batch-create", {"entries": [entry]})
     assert problem(resp) == (400, 13) and "CreateTableVersion" in resp.json()["detail"]
     # a branch's changes refused as main's are: bad input, an unknown branch, a reader
     for op, body, who, expected in (
