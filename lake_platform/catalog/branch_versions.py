@@ -96,7 +96,7 @@ class BranchVersions:
             check(rec)
         key = None if idempotency_key is None else valid_key(idempotency_key)
         # The staged manifest, read once when first needed.
-        read_staged = functools.cache(lambda: self._staged(rec, manifest_path))
+        read_staged = functools.cache(lambda: self.staged(rec, manifest_path))
 
         def replayed(key: str) -> CommitResult | None:
             def retry() -> tuple[str, str]:
@@ -119,8 +119,7 @@ class BranchVersions:
         if key is not None:
             commit_id = commit_id_for(who, key, "version")
             detail |= {"idempotency_key": key, "request_digest": retry_digest(tname, change, branch)}
-        main, _ = self.ctx.table(tname)
-        require_schema_change_role(who, tname, main, rec.schema_ipc, staged_ipc, change.operation)
+        self.require_roles(who, tname, rec, staged_ipc, change)
         pending = PendingCommit(
             commit_id=commit_id,
             operation=log_operation(change.operation),
@@ -154,10 +153,11 @@ class BranchVersions:
             self.commits.manifests.finalize(fresh, pending)
         return self.commits.result(pending, str(tname))
 
-    def _staged(self, rec: BranchRecord, path: str) -> tuple[bytes | None, StagedChange]:
+    def staged(self, rec: BranchRecord, path: str) -> tuple[bytes | None, StagedChange]:
         """The staged manifest's schema (IPC bytes; None when unreadable) and what it commits,
         from one read of the file, which is refused (InvalidInput) when missing or when it
-        references a file outside the table's folder."""
+        references a file outside the table's folder. Before the lease (here, and for a
+        batch's entry on the branch, ``staged_transaction``)."""
         from lake_platform.catalog.arrow_io import schema_to_ipc
         from lake_platform.engine.storage import read_object
         from lake_platform.engine.transactions import StagedChange, staged_change
@@ -177,6 +177,19 @@ class BranchVersions:
         except (OSError, ValueError):
             change = StagedChange(None)
         return (None if schema is None else schema_to_ipc(schema)), change
+
+    def require_roles(
+        self,
+        who: Principal,
+        tname: TableName,
+        rec: BranchRecord,
+        staged_ipc: bytes | None,
+        change: StagedChange,
+    ) -> None:
+        """The schema change a staged manifest makes on the branch held to the catalog's roles
+        (``require_schema_change_role``; main's record says whether the table is protected)."""
+        main, _ = self.ctx.table(tname)
+        require_schema_change_role(who, tname, main, rec.schema_ipc, staged_ipc, change.operation)
 
     def _record_schema(self, tname: TableName, rec: BranchRecord, revision: int, version: int) -> None:
         """Under the lease: the branch record takes the schema of the version just committed."""

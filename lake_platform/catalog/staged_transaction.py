@@ -10,6 +10,13 @@ back; then the transaction's one registry commit makes every version visible tog
 manifest is published at its canonical path. A version someone else committed meanwhile is a
 ConcurrentModification and nothing lands.
 
+An entry may name a branch: its manifest is then the branch's next version, staged in the
+branch's dataset, and the transaction moves the branch's line (its record's head, under its
+lease; ``branch_versions``' checks) with main's lines of the other entries, in the same one
+registry write. Two entries on one line of a table are refused; main's and a branch's line of
+one table are two lines. A transaction with a branch's line commits in one registry write only
+(``transaction_ops.too_large_with_branch``).
+
 An idempotency key becomes the transaction's commit id: a retry answers the first outcome's
 versions. As for CreateTableVersion, a retry that staged new manifests must make the same change
 on each table (operation and rows); the key reused for another request (other tables, other
@@ -23,6 +30,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lance_namespace_urllib3_client.models import TableVersion
 
+from lake_platform.catalog import branch_versions
+from lake_platform.catalog.branches import MAIN
 from lake_platform.catalog.idempotency import commit_id_for, reused, valid_key
 from lake_platform.catalog.namespace import table_version
 from lake_platform.catalog.pending import PendingCommit
@@ -30,6 +39,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits, log_operation, retry_digest, table_name
 from lake_platform.catalog.table_write import TableWrite
 from lake_platform.catalog.transaction import Transaction
+from lake_platform.catalog.transaction_ops import OPS_PER_TABLE, too_large_with_branch
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.registry import keys
@@ -52,31 +62,45 @@ class StagedVersions(Transaction):
         commit_id = None if self.key is None else commit_id_for(principal, self.key, "batch-versions")
         super().__init__(catalog.tables, Provenance(principal=principal, commit_id=commit_id))
         self._versions = VersionCommits(catalog, principal)
+        self._branch_versions = catalog.branch_versions
+        # By line (``TableWrite.line``): the table's name, or ``<name>@<branch>``.
         self._requests: dict[str, dict[str, Any]] = {}
         self._checks: dict[str, Callable[[TableRecord], None]] = {}
         self._order: list[str] = []
 
-    def add(self, request: dict[str, Any], check: Callable[[TableRecord], None] | None = None) -> None:
-        """Record one table's staged version (reads nothing); ``check``: called with the table's
-        record before anything is written (the REST server checks the manifest path)."""
+    def add(
+        self,
+        request: dict[str, Any],
+        check: Callable[[TableRecord], None] | None = None,
+        branch: str | None = None,
+    ) -> None:
+        """Record one line's staged version (reads nothing); ``check``: called with the line's
+        record (the table's, or the branch's) before anything is written (the REST server checks
+        the manifest path); ``branch``: the version is that branch's next, not main's."""
         import pyarrow as pa
 
-        tname = table_name(request)
-        self._add(str(tname), pa.table({}), STAGED, None)  # no data: it is in the manifest
-        self._requests[str(tname)] = request
+        branch = None if branch == MAIN else branch
+        # No data: it is in the manifest.
+        w = self._add(str(table_name(request)), pa.table({}), STAGED, None, branch)
+        lines = len(self._writes)
+        if any(x.branch for x in self._writes.values()) and lines * OPS_PER_TABLE > self._limit:
+            del self._writes[w.line]
+            raise too_large_with_branch(self._ctx.store, lines, self._limit)
+        self._requests[w.line] = request
         if check is not None:
-            self._checks[str(tname)] = check
-        self._order.append(str(tname))
+            self._checks[w.line] = check
+        self._order.append(w.line)
 
     def commit_versions(self) -> list[TableVersion]:
         """Commit every version atomically; their records in the order they were added."""
         results = self.commit()
         if all(r.replayed for r in results):
-            if sorted(r.table for r in results) != sorted(self._order):
+            tables = sorted(str(self._writes[n].name) for n in self._order)
+            if sorted(r.table for r in results) != tables:
                 raise reused(
                     str(self.key),
                     "a batch of " + ", ".join(sorted(r.table for r in results)),
-                    "a batch of " + ", ".join(sorted(self._order)),
+                    "a batch of " + ", ".join(tables),
                 )
             return [self._landed(self._writes[n]) for n in self._order]
         return [self._committed(self._writes[n]) for n in self._order]
@@ -101,14 +125,18 @@ class StagedVersions(Transaction):
                 "that no longer exists (cleaned up or the table was replaced)"
             )
         ver = decode(VersionRecord, item.value, item.key)
-        path = str(self._requests[str(w.name)]["manifest_path"])
+        path = str(self._requests[w.line]["manifest_path"])
         first_staged = {p.rpartition("/")[2] for p in (ver.manifest_path, ver.staged_from) if p}
         if path.rpartition("/")[2] not in first_staged:
-            record, _ = self._ctx.table(w.name, declared=True)
-            change = self._versions._staged(record, self._requests[str(w.name)])[1]
+            if w.branch is not None:
+                record = self._branch_versions.branches.branch(w.name, w.branch)[0]
+                change = self._branch_versions.staged(record, path)[1]
+            else:
+                record, _ = self._ctx.table(w.name, declared=True)
+                change = self._versions._staged(record, self._requests[w.line])[1]
             entry = self._ctx.store.get(marker.log_key)
             digest = decode(CommitLogEntry, entry.value).detail.get("request_digest") if entry else None
-            if digest != retry_digest(w.name, change):
+            if digest != retry_digest(w.name, change, w.branch):
                 raise reused(
                     str(self.key),
                     f"version {ver.version} of {w.name}",
@@ -119,33 +147,50 @@ class StagedVersions(Transaction):
         return table_version(ver)
 
     def _plan(self, w: TableWrite, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
-        """Parent, permission, the manifest and the schema rules, before any lease is taken."""
+        """Parent, permission, the manifest and the schema rules, before any lease is taken; a
+        branch's line: the branch (TableBranchNotFound) and ``branch_versions``' checks."""
         self._ctx.require_parent(w.name, parent_item)
-        who.require(w.name.project, "write", f"write to {w.name}")
-        record, _ = self._ctx.table(w.name, item=table_item, declared=True)
-        w.record = record
-        request = self._requests[str(w.name)]
-        check = self._checks.get(str(w.name))
-        if check is not None:
-            check(record)
-        staged_ipc, change = self._versions._staged(record, request)
-        if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
-            self._versions._govern_schema_change(w.name, record, staged_ipc, change.operation)
+        on = "" if w.branch is None else f"branch {w.branch} of "
+        who.require(w.name.project, "write", f"write to {on}{w.name}")
+        request = self._requests[w.line]
+        check = self._checks.get(w.line)
+        if w.branch is not None:
+            branch, _ = self._branch_versions.branches.branch(w.name, w.branch)
+            w.record = branch
+            if check is not None:
+                check(branch)
+            staged_ipc, change = self._branch_versions.staged(branch, str(request["manifest_path"]))
+            self._branch_versions.require_roles(who, w.name, branch, staged_ipc, change)
+            w.detail |= {"branch": w.branch}
+        else:
+            record, _ = self._ctx.table(w.name, item=table_item, declared=True)
+            w.record = record
+            if check is not None:
+                check(record)
+            staged_ipc, change = self._versions._staged(record, request)
+            if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
+                self._versions._govern_schema_change(w.name, record, staged_ipc, change.operation)
         w.detail |= {"client": "pylance", "staged": (staged_ipc, change)}
         if self.key is not None:
-            w.detail |= {"idempotency_key": self.key, "request_digest": retry_digest(w.name, change)}
+            digest = retry_digest(w.name, change, w.branch)
+            w.detail |= {"idempotency_key": self.key, "request_digest": digest}
 
     def _stage(
         self, w: TableWrite, who: Principal, table_item: Item | None, version_item: Item | None
     ) -> None:
-        """Under the lease: the client's manifest through the bound namespace, held back."""
+        """Under the lease: the client's manifest through the bound namespace (the table's, or
+        the branch's: its record is the head), held back."""
         assert w.record is not None and w.lease is not None
-        record, revision = self._ctx.table(
-            w.name, incarnation=w.record.incarnation, item=table_item, declared=True
-        )
-        w.record = record
         staged_ipc, change = cast(tuple[bytes | None, Any], w.detail.pop("staged"))
-        operation = log_operation(change.operation, record.current_version)
+        if w.branch is not None:
+            record, item = self._branch_versions.branches.held(w.name, w.branch, w.record.incarnation)
+            operation = branch_versions.log_operation(change.operation)
+        else:
+            record, revision = self._ctx.table(
+                w.name, incarnation=w.record.incarnation, item=table_item, declared=True
+            )
+            operation = log_operation(change.operation, record.current_version)
+        w.record = record
         pending = PendingCommit(
             commit_id=w.commit_id,
             operation=operation,
@@ -157,10 +202,15 @@ class StagedVersions(Transaction):
             hold=[operation],
         )
         w.pending = pending
-        request = self._requests[str(w.name)]
-        # The manifest was read and checked by ``_plan`` (``_staged``): not read again.
-        checked = str(request["manifest_path"])
-        ns = self._tables.commits.bind(w.name, record, revision, pending, w.lease, checked)
+        request = self._requests[w.line]
+        if w.branch is not None:  # hook points ``branch-batch:<point>``
+            ns = self._branch_versions.branches.writer_namespace(
+                w.name, record, item, pending, w.lease, "batch"
+            )
+        else:
+            # The manifest was read and checked by ``_plan`` (``_staged``): not read again.
+            checked = str(request["manifest_path"])
+            ns = self._tables.commits.bind(w.name, record, revision, pending, w.lease, checked)
         w.ns = ns
         w.lease.check()
         try:
@@ -170,7 +220,7 @@ class StagedVersions(Transaction):
                 raise ns.failure from None
             raise
         if len(pending.held) != 1:
-            raise ConcurrentModification(f"the version of {w.name} was not staged; nothing was committed")
+            raise ConcurrentModification(f"the version of {w.line} was not staged; nothing was committed")
         # Not w.staged: the client's manifest is theirs to retry with until it is registered.
 
 

@@ -101,18 +101,25 @@ class Transaction:
         self._add(name, data, "overwrite", detail)
 
     def _add(
-        self, name: str, data: pa.RecordBatchReader, mode: str, detail: dict[str, object] | None
-    ) -> None:
+        self,
+        name: str,
+        data: pa.RecordBatchReader,
+        mode: str,
+        detail: dict[str, object] | None,
+        branch: str | None = None,
+    ) -> TableWrite:
+        """``branch``: the write moves that branch's line of the table, not main's."""
         from lake_platform.catalog.arrow_io import as_reader
 
         if self.results:
             raise InvalidInput("this transaction is committed already")
-        tname = TableName.parse(name)
-        if str(tname) in self._writes:
-            raise InvalidInput(f"a transaction writes each table once; {tname} is in it already")
+        w = TableWrite(TableName.parse(name), mode, as_reader(data), dict(detail or {}), branch=branch)
+        if w.line in self._writes:
+            raise InvalidInput(f"a transaction writes each table once (each branch too); {w.line} is in it")
         if len(self._writes) >= max_tables(self._ctx.store):
             raise too_large(self._ctx.store, len(self._writes) + 1)
-        self._writes[str(tname)] = TableWrite(tname, mode, as_reader(data), dict(detail or {}))
+        self._writes[w.line] = w
+        return w
 
     def __enter__(self) -> Transaction:
         return self
@@ -128,7 +135,7 @@ class Transaction:
             return self.results
         if not self._writes:
             raise InvalidInput("a transaction needs at least one write")
-        writes = [self._writes[n] for n in sorted(self._writes)]
+        writes = sorted(self._writes.values(), key=lambda w: w.order)
         for i, w in enumerate(writes):
             w.detail.setdefault("transaction", self.commit_id)
             w.detail.setdefault("transaction_tables", len(writes))
@@ -259,7 +266,7 @@ class Transaction:
     def _head_keys(w: TableWrite) -> list[str]:
         assert w.record is not None
         inc, current = w.record.incarnation, w.record.current_version
-        return [keys.table(w.name), keys.version(inc, current), keys.version(inc, current + 1)]
+        return [w.head_key, keys.version(inc, current), keys.version(inc, current + 1)]
 
     def _plan(self, w: TableWrite, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Identity, parent, permission and schema, before any lease is taken or byte written."""
@@ -354,8 +361,9 @@ class Transaction:
     def _register(self, writes: list[TableWrite]) -> None:
         """The one registry transaction that makes every table's version visible (or, past one
         registry write, the commit over several, ``transaction_chunks``)."""
-        # Each version names the others (readers complete a commit they see part of).
-        got = {str(w.name): w.pending.held[-1][0].version for w in writes if w.pending}
+        # Each version names main's other lines (a snapshot completes a commit it sees part of;
+        # it holds main's lines only).
+        got = {w.line: w.pending.held[-1][0].version for w in writes if w.pending and not w.branch}
         chunked = one_write_ops(writes) > self._limit
         if chunked:
             results, finals = commit_chunked(self._ctx, self.commit_id, writes, got, self._limit)
@@ -365,12 +373,7 @@ class Transaction:
         for w, final in zip(writes, finals, strict=True):
             assert w.pending is not None and w.lease is not None and w.ns is not None
             pending, steps = w.pending, len(w.pending.held) - 1
-            version_item, table_item, marker_item, lease_item = (
-                results[at],
-                results[at + 1],
-                results[at + 3],
-                results[at + 4],
-            )
+            version_item, table_item, _, marker_item, lease_item = results[at : at + OPS_PER_TABLE]
             if lease_item is not None or not chunked:  # chunked: released only as its head moved
                 w.lease.released_by_commit(lease_item.revision if lease_item is not None else None)
             pending.from_version = w.ns.record.current_version
@@ -397,7 +400,7 @@ class Transaction:
                 assert w.lease is not None
                 fences.enter_context(w.lease.fenced())
             for w in writes:
-                table, final = table_ops(self._ctx, w, {n: v for n, v in got.items() if n != str(w.name)})
+                table, final = table_ops(self._ctx, w, {n: v for n, v in got.items() if n != w.line})
                 ops += table
                 finals.append(final)
             try:

@@ -244,14 +244,16 @@ def commit_chunked(
     """Commit ``writes`` (staged, held back, under their leases) over registry writes of at most
     ``limit`` ops: the results of ``table_ops``' ops in their flat order (None where not known),
     and each table's final version record."""
-    from lake_platform.catalog.transaction_ops import table_ops
+    from lake_platform.catalog.transaction_ops import table_ops, too_large_with_branch
 
+    if any(w.branch for w in writes):  # its recovery and readers know main's heads only
+        raise too_large_with_branch(ctx.store, len(writes), limit)
     txn_id = new_id()
     parts: list[TablePart] = []
     finals: list[VersionRecord] = []
     at = 0
     for w in writes:
-        others = {n: v for n, v in siblings.items() if n != str(w.name)}
+        others = {n: v for n, v in siblings.items() if n != w.line}
         ops, final = table_ops(ctx, w, others, txn_id)
         parts.append(split(w, ops, at))
         finals.append(final)

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from lake_platform.catalog.table_write import TableWrite
 
 #: Registry operations one table's version costs in the transaction: its version record, its
-#: table record (the head), its commit-log entry, its commit marker, its lease (fence + release).
+#: table record (the head; a branch's line: the branch record), its commit-log entry, its commit
+#: marker, its lease (fence + release).
 OPS_PER_TABLE = 5
 #: The most tables a transaction spanning several registry writes takes (``transaction_chunks``):
 #: its record (every table's log entry and marker) stays far below DynamoDB's 400 KB item, and
@@ -45,6 +46,18 @@ def too_large(store: MetaStore, tables: int) -> TransactionTooLarge:
         f"a transaction on the {store.backend} registry writes at most {limit} tables; {tables} "
         "were given; nothing was written: split the transaction",
         max_tables=limit,
+    )
+
+
+def too_large_with_branch(store: MetaStore, lines: int, limit: int) -> TransactionTooLarge:
+    """A commit that moves a branch's line must fit one registry write of ``limit`` ops: over
+    several (``transaction_chunks``), its commit point would make a version visible that a
+    branch's readers do not look for, and its completion moves main's heads only."""
+    most = limit // OPS_PER_TABLE
+    return TransactionTooLarge(
+        f"a transaction that moves a branch's line commits in one registry write: at most {most} "
+        f"lines on the {store.backend} registry; {lines} were given; nothing was written: split it",
+        max_tables=most,
     )
 
 
@@ -92,7 +105,7 @@ def table_ops(
     )
     ops: list[Op] = [
         Put(keys.version(record.incarnation, last.version), final.encode(), ABSENT),
-        Put(keys.table(w.name), record.model_copy(update=updates).encode(), ns.record_revision),
+        Put(ns.head_key, record.model_copy(update=updates).encode(), ns.record_revision),
         Put(log_key, entry.encode(), ABSENT),
         Put(keys.commit_marker(pending.commit_id), marker.encode(), ABSENT),
         w.lease.release_op(),
@@ -110,4 +123,12 @@ def table_ops(
     return ops, final
 
 
-__all__ = ["MAX_CHUNKED_TABLES", "OPS_PER_TABLE", "max_tables", "one_write_ops", "table_ops", "too_large"]
+__all__ = [
+    "MAX_CHUNKED_TABLES",
+    "OPS_PER_TABLE",
+    "max_tables",
+    "one_write_ops",
+    "table_ops",
+    "too_large",
+    "too_large_with_branch",
+]

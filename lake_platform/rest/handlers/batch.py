@@ -1,10 +1,13 @@
 """Atomic multi-table commits over REST: ``BatchCreateTableVersions`` and ``BatchCommitTables``.
 
-Each entry (operation) is a table's CreateTableVersion: a manifest the client staged. All of
-them land in one registry transaction under every table's lease (``catalog/staged_transaction``)
-or none does: a missing table is TableNotFound, a version someone committed meanwhile is a
-409, more tables than the registry takes at once (``transaction.max_tables``) is a 400, each with
-nothing committed. Authorization as CreateTableVersion: write on every table's project. An
+Each entry (operation) is a table's CreateTableVersion: a manifest the client staged, on main
+or, naming a ``branch``, on that branch's line (the manifest in the branch's dataset, as for
+CreateTableVersion with ``branch``). All of them land in one registry transaction under every
+line's lease (``catalog/staged_transaction``) or none does: a missing table is TableNotFound, a
+missing branch TableBranchNotFound, a version someone committed meanwhile is a 409, two entries
+on one line of a table, or more tables than the registry takes at once
+(``transaction.max_tables``; with a branch's line, what one registry write takes) a 400, each
+with nothing committed. Authorization as CreateTableVersion: write on every table's project. An
 ``Idempotency-Key`` header makes a retry answer the first outcome.
 
 ``BatchCommitTables`` takes only ``create_table_version`` operations; a batch naming another
@@ -28,10 +31,11 @@ _OPERATIONS = ("create_table_version", "declare_table", "delete_table_versions",
 
 
 def _entry(request: RestRequest, entry: Any) -> dict[str, Any]:
-    """One CreateTableVersion request, its id checked and scoped to the caller's project."""
+    """One CreateTableVersion request, its id checked and scoped to the caller's project, its
+    ``branch`` (None: main) read."""
     if not isinstance(entry, dict):
         raise InvalidInput(f"each entry is an object, got {entry!r}")
-    branches.refuse_branch(request.operation, entry.get("branch"))
+    branch = branches.branch_in(entry)
     ident = ids.check_body_id(entry.get("id"), request.service.delimiter(request.query))
     if len(ident) < 4:
         raise InvalidInput(f"a table id has at least 4 segments, got {ident!r}")
@@ -43,7 +47,7 @@ def _entry(request: RestRequest, entry: Any) -> dict[str, Any]:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
     if not isinstance(path, str) or not path:
         raise InvalidInput("manifest_path is required")
-    return {**entry, "id": ident}
+    return {**entry, "id": ident, "branch": branch}
 
 
 def _commit(request: RestRequest, entries: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -51,7 +55,11 @@ def _commit(request: RestRequest, entries: list[dict[str, Any]]) -> tuple[str, l
     batch = StagedVersions(request.service.catalog, request.principal, idempotency_key(request))
     for entry in entries:
         path = entry["manifest_path"]
-        batch.add(entry, check=lambda record, path=path: check_manifest_path(record.location, path))
+        batch.add(  # the manifest in the line's dataset: the table's, or the branch's
+            entry,
+            check=lambda record, path=path: check_manifest_path(record.location, path),
+            branch=entry["branch"],
+        )
     versions = batch.commit_versions()
     return batch.commit_id, [v.to_dict() for v in versions]
 

@@ -7,7 +7,8 @@ from a version of main or of another branch without copying a data file, written
 InsertIntoTable with ``branch`` (``catalog/branch_writes.py``), DeleteFromTable, UpdateTable,
 MergeInsertIntoTable, the AlterTable*Columns operations, UpdateTableSchemaMetadata and
 UpdateFieldMetadata (``catalog/branch_changes.py``) and a
-Lance client's CreateTableVersion (``catalog/branch_versions.py``), restored and its versions
+Lance client's CreateTableVersion (``catalog/branch_versions.py``; with other tables' and lines'
+versions, one atomic commit: BatchCreateTableVersions and BatchCommitTables), restored and its versions
 deleted by RestoreTable and BatchDeleteTableVersions (``catalog/branch_history.py``), indexed by
 the index operations (``catalog/branch_indexes.py``), main never moving; deleted into
 the trash (the name stays taken until the table's ``trash_grace`` passes). Publishing a branch
@@ -42,29 +43,17 @@ from lake_platform.rest.request import RestRequest
 def branch_of(request: RestRequest) -> str | None:
     """The ``branch`` a request names (a body member, or the query parameter some operations
     take); None for main (omitted, empty, or ``"main"``, the table's own line)."""
-    branch = request.body.get("branch")
+    return branch_in(request.body)
+
+
+def branch_in(body: dict[str, Any]) -> str | None:
+    """The ``branch`` member of ``body`` (a request's, or a batch entry's), as ``branch_of``."""
+    branch = body.get("branch")
     if branch in (None, "", MAIN):
         return None
     if not isinstance(branch, str):
         raise InvalidInput(f"branch must be a string, got {branch!r}")
     return branch
-
-
-#: Where a branch is served, for the refusals of the operations that do not take one.
-SERVED = (
-    "a branch is read by DescribeTable, QueryTable and its plans, CountTableRows, ListTableVersions, "
-    "DescribeTableVersion, ListTableIndices and DescribeTableIndexStats, and written by "
-    "InsertIntoTable, DeleteFromTable, UpdateTable, MergeInsertIntoTable, AlterTableAddColumns, "
-    "AlterTableAlterColumns, AlterTableDropColumns, UpdateTableSchemaMetadata, UpdateFieldMetadata, "
-    "CreateTableVersion, RestoreTable, "
-    "BatchDeleteTableVersions, CreateTableIndex, CreateTableScalarIndex and DropTableIndex"
-)
-
-
-def refuse_branch(operation: str, branch: object) -> None:
-    """InvalidInput when ``operation``, which reads or changes main only, names a branch."""
-    if branch not in (None, "", MAIN):
-        raise InvalidInput(f"{operation} does not take a branch here ({SERVED}): omit 'branch'")
 
 
 def _name(request: RestRequest, member: str = "name") -> str:

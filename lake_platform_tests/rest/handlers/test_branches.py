@@ -180,10 +180,10 @@ def test_refusals_are_the_spec_errors_and_change_nothing(events: RestLake) -> No
     assert problem(events.post(f"{path}/branches/create", {"name": "r"}, who="reader")) == (403, 15)
     assert problem(events.post(f"{path}/branches/delete", {"name": "dev"}, who="reader")) == (403, 15)
     assert list(events.post(f"{path}/branches/list", who="reader").json()["branches"]) == ["dev"]
-    # operations that do not take a branch say which do
+    # a batch's entry on the branch names a manifest in the branch's dataset
     entry = {"id": T, "branch": "dev", "version": 3, "manifest_path": "x"}
     resp = events.post("/v1/table/version/batch-create", {"entries": [entry]})
-    assert problem(resp) == (400, 13) and "CreateTableVersion" in resp.json()["detail"]
+    assert problem(resp) == (400, 13) and "_versions/ folder" in resp.json()["detail"]
     # a branch's changes refused as main's are: bad input, an unknown branch, a reader
     for op, body, who, expected in (
         ("update", {"branch": "dev", "updates": [["nope", "'y'"]]}, "writer", (400, 13)),
