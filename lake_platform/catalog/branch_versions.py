@@ -8,7 +8,9 @@ there through a base path); a commit that drops, renames or retypes a column is 
 catalog's roles for that change. Then, under the branch's lease (``Branches.held``), a namespace
 bound to the branch record (``Branches.writer_namespace``) registers it: ONE registry
 transaction that compare-and-swaps the branch's head, with its log entry (``detail.branch``)
-and commit marker. Main never moves.
+and commit marker. Main never moves. A batch's entry on the branch (REST BatchCreateTableVersions,
+``staged_transaction``) takes the same checks (``staged``, ``require_roles``) and lands with the
+batch's other lines in its one registry transaction.
 """
 
 from __future__ import annotations

@@ -57,10 +57,19 @@ STAGED = "staged"
 class StagedVersions(Transaction):
     """``add`` each table's CreateTableVersion request, then ``commit_versions``."""
 
-    def __init__(self, catalog: Catalog, principal: Principal, idempotency_key: str | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        principal: Principal,
+        idempotency_key: str | None = None,
+        *,
+        max_ops: int | None = None,
+    ) -> None:
+        """``max_ops``: registry operations per registry write, as ``Transaction``'s."""
         self.key = None if idempotency_key is None else valid_key(idempotency_key)
         commit_id = None if self.key is None else commit_id_for(principal, self.key, "batch-versions")
-        super().__init__(catalog.tables, Provenance(principal=principal, commit_id=commit_id))
+        by = Provenance(principal=principal, commit_id=commit_id)
+        super().__init__(catalog.tables, by, max_ops=max_ops)
         self._versions = VersionCommits(catalog, principal)
         self._branch_versions = catalog.branch_versions
         # By line (``TableWrite.line``): the table's name, or ``<name>@<branch>``.
