@@ -249,7 +249,7 @@ class Alter:
         if destructive and record.protected:
             raise Protected(f"table {tname} is protected; unprotect it to drop a column")
         with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            record, revision, _ = self.commits.manifests.leased_head(tname, record)
             if destructive and record.protected:
                 raise Protected(f"table {tname} is protected; unprotect it to drop a column")
             schema = change(schema_from_ipc(record.schema_ipc))

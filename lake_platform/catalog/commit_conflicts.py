@@ -215,7 +215,9 @@ class CommitConflicts:
         reaches, the writer holding the lease removes it and commits once more (under a free
         lease: LeaseRaced, made again under an acquired one). A multi-table commit's version
         there is resolved through its transaction record: cleared (not committed) and the commit
-        made once more, or the head moved to it (committed) and this commit refused, to retry."""
+        made once more, or the head moved to it (committed) and this commit, built on the old
+        head, refused (a client's staged manifest; the catalog's writers complete such a commit
+        under the lease before Lance plans on the head, ``Manifests.leased_head``)."""
         try:
             return self.store.transact(ops)
         except ConditionFailed as exc:

@@ -113,7 +113,7 @@ class Indexes:
             record, _ = self.ctx.table(tname)
 
             def open_main(lease: Lease, pending: PendingCommit) -> tuple[TableRecord, Any, Any]:
-                fresh, revision = self.ctx.table(tname, incarnation=record.incarnation)
+                fresh, revision, _ = self.commits.manifests.leased_head(tname, record)
                 ns, ds = self.commits.open_bound(tname, fresh, revision, pending, lease)
                 return fresh, ns, ds
 

@@ -15,7 +15,7 @@ from lake_platform.catalog.bypasses import bypassed_versions, report_bypass
 from lake_platform.catalog.context import UNREAD, CatalogContext, Prefetched
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
-from lake_platform.catalog.transaction_recovery import clear_above
+from lake_platform.catalog.transaction_recovery import clear_above, settle_version
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.manifests import manifest_mtime, names_not_older
 from lake_platform.engine.staging import canonical_versions, staging_manifests
@@ -160,6 +160,26 @@ class Manifests:
             if self.finish_version(record, ver, item.revision, leased=leased, present=present):
                 finished.append(ver.version)
         return finished
+
+    def leased_head(self, tname: TableName, planned: TableRecord) -> tuple[TableRecord, int, Prefetched]:
+        """Under the write lease, before ``settle``: the table's record and revision read again,
+        and its current version's record (``settle``'s ``current_item``; UNREAD when the head
+        moved since ``planned``), with the version key just above the head in the same registry
+        request. A multi-table commit's version there (its writer stopped after the commit
+        point) is completed first (``transaction_recovery``: every head of it moves; one still
+        pending lost its writer this lease, so it is aborted and cleared): the write then goes
+        on from the head it finds, as from any commit that landed before the lease, and its own
+        checks of a moved head apply."""
+        store, inc, at = self.ctx.store, planned.incarnation, planned.current_version
+        key = keys.table(tname)
+        table, current, above = store.get_many([key, keys.version(inc, at), keys.version(inc, at + 1)])
+        record, revision = self.ctx.table(tname, incarnation=inc, item=table)
+        if record.current_version != at:  # moved since planned: one more read, of the key above it
+            current, above = UNREAD, store.get(keys.version(inc, record.current_version + 1))
+        if above is not None and settle_version(store, above, key, f"table {tname}"):
+            record, revision = self.ctx.table(tname, incarnation=inc)
+            current = UNREAD
+        return record, revision, current
 
     def settle(
         self,

@@ -200,7 +200,7 @@ class RowChanges:
         change = prepare(record, pending)
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            record, revision, _ = self.commits.manifests.leased_head(tname, record)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             try:
                 self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure

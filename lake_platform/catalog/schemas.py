@@ -178,7 +178,7 @@ class Schemas:
             detail=schema_metadata_detail(values),
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            record, revision, _ = self.commits.manifests.leased_head(tname, record)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 
@@ -217,7 +217,7 @@ class Schemas:
             detail={"columns": sorted(updates)},
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            record, revision, _ = self.commits.manifests.leased_head(tname, record)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 

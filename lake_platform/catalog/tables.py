@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog.context import (
-    UNREAD,
     CatalogContext,
     Log,
     check_commit_id,
@@ -243,20 +242,15 @@ class Tables:
         pending = pending_commit(counter)
         planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
-            # Re-read under the lease, with the record of the version it is expected to name
-            # (the settle needs it): one registry request; the settle reads it again only if
-            # the table moved on meanwhile.
-            expected = record.current_version
-            table_item, version_item = self.ctx.store.get_many(
-                [keys.table(tname), keys.version(record.incarnation, expected)]
-            )
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation, item=table_item)
+            # Re-read under the lease with the record the settle needs, in one registry request;
+            # a multi-table commit's version above the head is completed first, and the write
+            # goes on from the head it finds, as from any commit that landed meanwhile.
+            record, revision, ahead = self.manifests.leased_head(tname, record)
             if mode == "append" and record.schema_ipc_b64 != planned_on:
                 raise ConcurrentModification(
                     f"the schema of {tname} changed while this append was being prepared; "
                     "nothing was written, retry"
                 )
-            ahead = version_item if record.current_version == expected else UNREAD
             self.manifests.settle(tname, record, pending, current_item=ahead)
             if mode == "overwrite":
                 pending.rows_removed = self.reads.snapshot(tname, record, record.current_version).count_rows()
@@ -384,7 +378,7 @@ class Tables:
             detail={**(detail or {}), "predicate": predicate},
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            record, revision, _ = self.manifests.leased_head(tname, record)  # as the write path's
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             before = int(ds.count_rows())
             try:

@@ -135,7 +135,14 @@ def settle_above(store: MetaStore, record: TableRecord, head_key: str, what: str
     """``resolve_above`` under the table's lease, for whoever is about to take the table record
     away (drop, cascade, rename): True when it changed the head (read it again); a commit still
     being made (only if its writer still held this lease) is ConcurrentModification."""
-    above = resolve_above(store, record, head_key, leased=True)
+    item = store.get(keys.version(record.incarnation, record.current_version + 1))
+    return item is not None and settle_version(store, item, head_key, what)
+
+
+def settle_version(store: MetaStore, item: Item, head_key: str, what: str) -> bool:
+    """``settle_above`` of ``item``, the version record just above the head, read already (a
+    writer reads it with the head under the lease, ``Manifests.leased_head``)."""
+    above = resolve_version(store, item, head_key, leased=True)
     if above == "pending":
         raise ConcurrentModification(
             f"{what} is in a multi-table commit still being made; nothing was changed"
@@ -315,5 +322,7 @@ __all__ = [
     "resolve_above",
     "resolve_version",
     "roll_forward",
+    "settle_above",
+    "settle_version",
     "sweep",
 ]

@@ -174,7 +174,7 @@ STOPS = [("transaction:committed", 1, 0), ("transaction:rolled-forward", 2, 4)]
 
 
 @pytest.mark.parametrize("stop", STOPS, ids=[f"{p}#{n}" for p, n, _ in STOPS])
-def test_the_next_single_table_writer_completes_a_committed_commit_it_meets(
+def test_the_next_single_table_writer_completes_a_committed_commit_and_lands_on_it(
     catalog: Catalog,  # noqa: F811
     stop: tuple[str, int, int],
 ) -> None:
@@ -191,15 +191,18 @@ def test_the_next_single_table_writer_completes_a_committed_commit_it_meets(
     assert snapshot_versions(catalog, names) == [2 if moved_count else 1] * SOME
     last = names[-1]  # still behind: its version above its head belongs to the commit
     assert moved[last] == 1
-    with pytest.raises(ConcurrentModification, match="multi-table commit"):
-        catalog.tables.append(last, rows([7]))  # it moves every head first, then asks for a retry
-    assert heads(catalog, names) == dict.fromkeys(names, 2)
+    # The first try lands: every head of the commit moved first, the append on top of it.
+    assert catalog.tables.append(last, rows([7])).to_version == 3
+    assert heads(catalog, names) == {**dict.fromkeys(names, 2), last: 3}
     assert transaction_records(catalog) == []
-    for name in names:  # the staging manifests were kept: every version is published from them
-        catalog.manifests.finish_versions(name)
-    assert all(sorted(ids_of(catalog.reads.open_table(n))) == [i, 1000 + i] for i, n in enumerate(names))
-    catalog.tables.append(last, rows([7]))
+    log = [(e.commit_id, e.from_version, e.to_version) for e in catalog.reads.history(last)][1:]
+    assert log[0][0].startswith(tx.commit_id) and log[0][1:] == (1, 2)
+    assert log[1][1:] == (2, 3) and len(log) == 2
+    assert snapshot_versions(catalog, names) == [2] * (SOME - 1) + [3]
     assert sorted(ids_of(catalog.reads.open_table(last))) == [7, SOME - 1, 1000 + SOME - 1]
+    for name in names[:-1]:  # the staging manifests were kept: every version is published from them
+        catalog.manifests.finish_versions(name)
+    assert all(sorted(ids_of(catalog.reads.open_table(n))) == [i, 1000 + i] for i, n in enumerate(names[:-1]))
 
 
 def test_a_publish_meeting_a_committed_commit_completes_it_and_does_not_overwrite_it(

@@ -1,16 +1,20 @@
 """Completing or clearing a multi-table commit over several registry writes from its record
 (``catalog.transaction_recovery``): ``lake table repair``, the sweep of records past their
-deadline, and a version whose record is gone."""
+deadline, a version whose record is gone, and a single-table writer meeting a committed one
+(completed, then its write rebased on it, unless the write was staged on the old head)."""
 
 from __future__ import annotations
 
 import signal
 from typing import Any
 
+import lance  # the Lance client staging a commit on the old head
+import lance_namespace.errors as ns_errors
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.catalog.transaction import Transaction
 from lake_platform.catalog.transaction_recovery import sweep
 from lake_platform.naming import TableName
@@ -32,6 +36,7 @@ from lake_platform_tests.catalog.test_transaction_chunks import (
     stop_at,
     transaction_records,
 )
+from lake_platform_tests.rest.handlers.staging import StagingOnly
 
 
 def op_commit(lake: Catalog, commit_id: str) -> Any:
@@ -112,3 +117,53 @@ def test_a_version_whose_record_is_gone_is_cleared_by_the_next_writer(sqlite_cat
     c.tables.append(names[0], rows([7]))  # its version 2 is the dead commit's: cleared, then this
     assert heads(c, names)[names[0]] == 2
     assert sorted(ids_of(c.reads.open_table(names[0]))) == [0, 7]
+
+
+def test_an_overwrite_after_the_commit_point_lands_on_the_committed_version(catalog: Catalog) -> None:  # noqa: F811
+    names = make_tables(catalog, SOME)
+    stopped_commit(catalog, names, "transaction:committed")
+    assert heads(catalog, names) == dict.fromkeys(names, 1)
+    # Planned on version 1 (no version asked for): rebased on the commit's version 2.
+    assert catalog.tables.overwrite(names[3], rows([9])).to_version == 3
+    assert heads(catalog, names) == {**dict.fromkeys(names, 2), names[3]: 3}
+    assert [(e.operation, e.to_version) for e in catalog.reads.history(names[3])][1:] == [
+        ("append", 2),
+        ("overwrite", 3),
+    ]
+    assert ids_of(catalog.reads.open_table(names[3])) == [9]
+    assert snapshot_versions(catalog, names) == [2, 2, 2, 3] + [2] * (SOME - 4)
+
+
+def test_a_delete_after_the_commit_point_applies_to_the_committed_version(catalog: Catalog) -> None:  # noqa: F811
+    names = make_tables(catalog, SOME)
+    stopped_commit(catalog, names, "transaction:committed")
+    # Lance opens the head the lease finds (the commit's version 2) and deletes from it.
+    assert catalog.tables.delete_rows(names[2], "id = 2").to_version == 3
+    assert heads(catalog, names) == {**dict.fromkeys(names, 2), names[2]: 3}
+    assert ids_of(catalog.reads.open_table(names[2])) == [1002]
+    assert [e.operation for e in catalog.reads.history(names[2])][1:] == ["append", "delete"]
+
+
+def test_a_commit_staged_on_the_old_head_is_refused_after_the_commit_point(catalog: Catalog) -> None:  # noqa: F811
+    names = make_tables(catalog, SOME)
+    target = names[3]
+    # A Lance client's overwrite staged as version 2 on version 1 (the version it names is its
+    # compare-and-swap), then a multi-table commit takes version 2 and stops at its commit point.
+    client = StagingOnly(LakeNamespace(catalog))
+    location = catalog.reads.describe_table(target, with_stats=False).location
+    with pytest.raises(OSError):  # the commit was kept, not sent
+        lance.write_dataset(
+            rows([9]).read_all(),
+            namespace_client=client,
+            table_id=target.split("."),
+            mode="overwrite",
+            storage_options=catalog.settings.storage_options(location) or None,
+        )
+    assert client.staged is not None and client.staged["version"] == 2
+    stopped_commit(catalog, names, "transaction:committed")
+    with pytest.raises(ns_errors.ConcurrentModificationError):
+        LakeNamespace(catalog).create_table_version(client.staged)
+    assert heads(catalog, names) == dict.fromkeys(names, 2)  # the commit completed; nothing else
+    assert [e.operation for e in catalog.reads.history(target)][1:] == ["append"]
+    catalog.manifests.finish_versions(target)
+    assert sorted(ids_of(catalog.reads.open_table(target))) == [3, 1003]

@@ -389,9 +389,10 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
     """Each registry request is a round trip on DynamoDB. A small append to a table whose
     current version this process landed reads the parent, the table, its lease and its
     current version in one request (and takes no lease: test_small_appends.py). Any other
-    append reads the parent and the table together, then (under the lease) the table and its
-    current version together; the lease is taken from the released record the last append
-    left, with no read. The old path made five reads."""
+    append reads the parent and the table together, then (under the lease) the table, its
+    current version and the version key above it (a multi-table commit's, to complete first)
+    together; the lease is taken from the released record the last append left, with no read.
+    The old path made five reads."""
     from lake_platform.catalog import tables
 
     if not small:
@@ -428,7 +429,7 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
         if small
         else [
             ("get_many", first + last),
-            ("get_many", [keys.table(name), keys.version(record.incarnation, 2)]),
+            ("get_many", [keys.table(name), *(keys.version(record.incarnation, v) for v in (2, 3))]),
         ]
     )
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
