@@ -88,7 +88,7 @@ class StagedVersions(Transaction):
         the manifest path); ``branch``: the version is that branch's next, not main's."""
         import pyarrow as pa
 
-        branch = None if branch == MAIN else branch
+        branch = None if branch in ("", MAIN) else branch  # main's own line
         # No data: it is in the manifest.
         w = self._add(str(table_name(request)), pa.table({}), STAGED, None, branch)
         lines = len(self._writes)
