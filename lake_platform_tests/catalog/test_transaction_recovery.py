@@ -6,6 +6,7 @@ deadline, a version whose record is gone, and a single-table writer meeting a co
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import lance  # the Lance client staging a commit on the old head
@@ -142,6 +143,30 @@ def test_a_delete_after_the_commit_point_applies_to_the_committed_version(catalo
     assert heads(catalog, names) == {**dict.fromkeys(names, 2), names[2]: 3}
     assert ids_of(catalog.reads.open_table(names[2])) == [1002]
     assert [e.operation for e in catalog.reads.history(names[2])][1:] == ["append", "delete"]
+
+
+#: Other single-table writes through the catalog, each on a table a stopped commit left behind.
+WRITES: dict[str, Callable[[Catalog, str], object]] = {
+    "replace": lambda c, name: c.rows.replace_where(name, "id < 1000", rows([5], "y")),
+    "add-column": lambda c, name: c.alter.add_column(name, "extra", "int64"),
+    "schema-metadata": lambda c, name: c.schemas.update_schema_metadata(name, {"owner": "ops"}),
+    "index": lambda c, name: c.indexes.create_index(name, "id"),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_other_writes_after_the_commit_point_land_on_the_committed_version(
+    sqlite_catalog: Catalog,  # noqa: F811
+    write: str,
+) -> None:
+    c = sqlite_catalog
+    names = make_tables(c, SOME)
+    stopped_commit(c, names, "transaction:committed")
+    WRITES[write](c, names[5])
+    assert heads(c, names) == {**dict.fromkeys(names, 2), names[5]: 3}
+    log = [(e.from_version, e.to_version) for e in c.reads.history(names[5])]
+    assert log[-2:] == [(1, 2), (2, 3)]
+    assert sorted(ids_of(c.reads.open_table(names[5]))) == [5, 1005]
 
 
 def test_a_commit_staged_on_the_old_head_is_refused_after_the_commit_point(catalog: Catalog) -> None:  # noqa: F811
