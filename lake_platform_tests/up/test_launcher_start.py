@@ -1,0 +1,153 @@
+"""`lake up` starting and stopping as a user runs it (the installed script, a fresh process):
+what it prints, a port already taken, a server that fails during start-up, a killed launcher
+taking its servers with it, and the metrics port each server gets."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lake_platform_tests.servers import free_ports, killed_parent
+
+
+def test_lake_up_gives_rest_its_own_metrics_port(tmp_path: Path) -> None:
+    """Flight and REST run as two processes under `lake up`: one metrics port each (in one
+    process they would share one); a port with no next one is refused up front."""
+    from lake_platform.errors import SettingsError
+    from lake_platform.settings import load_settings
+    from lake_platform.up.launcher import rest_metrics_port
+
+    assert rest_metrics_port(load_settings(home=tmp_path)) is None
+    assert rest_metrics_port(load_settings(home=tmp_path, metrics_port=0)) == 0
+    assert rest_metrics_port(load_settings(home=tmp_path, metrics_port=9464)) == 9465
+    with pytest.raises(SettingsError, match="LAKE_METRICS_PORT"):
+        rest_metrics_port(load_settings(home=tmp_path, metrics_port=65535))
+
+
+#: `lake up` as a parent that is then killed: prints its four servers' pids.
+KILLED_LAUNCHER = """
+import sys
+from lake_platform.up.launcher import start_platform
+from lake_platform.settings import load_settings
+from lake_platform_tests.servers import free_port
+
+platform = start_platform(
+    load_settings(home=sys.argv[1]), "127.0.0.1", free_port(), seed=False,
+    flight_port=free_port(), rest_port=free_port(),
+)
+print(*(proc.pid for proc in platform.processes), flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_launcher_takes_its_servers_with_it(tmp_path: Path) -> None:
+    """SIGKILL runs no stop(): the Dagster webserver and daemon, Flight SQL and REST each get
+    SIGTERM from the kernel and exit, rather than holding their ports and the lake."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKE_") and k != "DAGSTER_HOME"}
+    code = KILLED_LAUNCHER.replace("sys.argv[1]", repr(str(tmp_path / "home")))
+    killed_parent(code, within=60, servers=4, env=env)
+
+
+def lake_up(
+    tmp_path: Path, ui: int, flight: int, rest: int, settings: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """``lake up`` as `make run` starts it (the installed script), on its own LAKE_HOME and
+    ports (and ``settings``, LAKE_* variables), stdout and stderr together as a terminal shows
+    them."""
+    script = Path(sys.executable).parent / "lake"
+    lake = [str(script)] if script.exists() else [sys.executable, "-m", "lake_platform.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKE_") and k != "DAGSTER_HOME"}
+    args = ["up", "--port", str(ui), "--flight-port", str(flight), "--rest-port", str(rest)]
+    return subprocess.Popen(
+        [*lake, *args],
+        env={**env, **(settings or {}), "LAKE_HOME": str(tmp_path / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_lake_up_prints_its_addresses_and_next_steps_and_no_library_chatter(tmp_path: Path) -> None:
+    """What `make run` shows: where everything is and what to do next. Neither Lance's "not
+    fork-safe" warning (the launcher forked after the demo seed loaded Lance, through a
+    ``preexec_fn``) nor Dagster's storage-migration INFO lines (alembic, two dozen of them)."""
+    ui, flight, rest = free_ports(3)
+    proc = lake_up(tmp_path, ui, flight, rest)
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "Ctrl-C stops everything" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        lines += proc.communicate(timeout=120)[0].splitlines()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, "\n".join(lines)
+    home = (tmp_path / "home").resolve()
+    assert lines[:5] == [
+        f"lake home      {home}",
+        "starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...",
+        f"Dagster UI     http://127.0.0.1:{ui}",
+        f"Flight SQL     grpc://127.0.0.1:{flight}",
+        f"Lance REST     http://127.0.0.1:{rest} (Lance Namespace spec; see docs/rest.md)",
+    ], "\n".join(lines)
+    assert "Next steps:" in lines and lines[-1] == "stopping ..."
+    for line in lines:
+        assert "fork" not in line and "Warning" not in line and "Traceback" not in line, line
+        assert not re.match(r"(DEBUG|INFO) ", line), line
+
+
+def test_lake_up_on_a_taken_port_fails_before_it_starts_anything(tmp_path: Path) -> None:
+    """A port another program holds is a typed error naming it and the option that sets it,
+    before any server starts, the demo is seeded or Dagster's storage is created."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ui, rest = free_ports(2)
+        proc = lake_up(tmp_path, ui, taken, rest)
+        out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 1, out
+    assert re.search(
+        rf"error \[\d+ SERVICE_UNAVAILABLE\]: cannot listen on 127\.0\.0\.1:{taken}: .+ "
+        r"\(for Flight SQL \(--flight-port, LAKE_FLIGHT_PORT\)\)",
+        out,
+    ), out
+    assert "Dagster UI" not in out and "Next steps" not in out and "Traceback" not in out
+    assert not (tmp_path / "home" / "dagster").exists()
+
+
+@pytest.mark.slow
+def test_a_server_that_exits_during_start_up_fails_lake_up_with_its_error(tmp_path: Path) -> None:
+    """Flight's metrics port is taken (only the Flight process binds it): `lake up` stops what
+    it started and fails with a typed error that names the process and ends with its own
+    error line, instead of an untyped RuntimeError pointing at a folder of logs."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ui, flight, rest = free_ports(3)
+        proc = lake_up(tmp_path, ui, flight, rest, {"LAKE_METRICS_PORT": str(taken)})
+        out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 1, out
+    assert re.search(
+        r"error \[\d+ SERVICE_UNAVAILABLE\]: the flight process exited during start-up \(exit 1\): "
+        rf"error \[\d+ SERVICE_UNAVAILABLE\]: .*{taken}.*; its log: \S+flight\.log",
+        out,
+    ), out
+    assert "Dagster UI" not in out and "Traceback" not in out
