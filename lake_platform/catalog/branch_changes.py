@@ -367,7 +367,7 @@ class BranchChanges:
         self._require_unprotected(tname, operation)
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
             after = plan(schema_from_ipc(fresh.schema_ipc)) if plan is not None and not on_dataset else None
             self._require_unprotected(tname, operation)
             ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation)

@@ -66,7 +66,7 @@ class BranchHistory:
         pending = restore_pending(self.ctx, request, by, old.schema, detail, release_lease=True)
 
         def bind(lease: Lease) -> tuple[BranchRecord, BoundTableNamespace]:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
             return fresh, self.branches.writer_namespace(tname, fresh, item, pending, lease, "restore")
 
         return restore_line(

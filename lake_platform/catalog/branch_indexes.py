@@ -111,7 +111,7 @@ class BranchIndexes:
             rec, _ = self.branches.branch(tname, branch)
 
             def open_branch(lease: Lease, pending: PendingCommit) -> tuple[TableRecord, Any, Any]:
-                fresh, item = self.branches.held(tname, branch, rec.incarnation)
+                fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
                 ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, change.operation)
                 ds = engine.open_version(
                     namespace=ns,

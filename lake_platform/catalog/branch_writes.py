@@ -130,7 +130,7 @@ class BranchWrites:
             release_lease=True,
         )
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
             storage = self.ctx.storage(fresh.location)
             if mode == "overwrite":
                 pending.rows_removed = self.branches.reads.snapshot(

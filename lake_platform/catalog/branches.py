@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.errors import (
@@ -142,13 +143,19 @@ class Branches:
             head_key=keys.branch(tname, branch),
         )
 
-    def held(self, tname: TableName, branch: str, chain: str) -> tuple[BranchRecord, Item]:
-        """The branch read again under its line's lease (``chain``): ConcurrentModification when it
-        was deleted, published or made again since the caller looked it up."""
+    def held(
+        self, tname: TableName, branch: str, chain: str, pending: PendingCommit | None = None
+    ) -> tuple[BranchRecord, Item]:
+        """The branch read again under its line's lease (``chain``), and settled as main is before
+        a write (``Manifests.settle``: a version a stopped writer committed but did not publish
+        is finished, manifests written around the registry quarantined, noted in ``pending``):
+        every writer of a branch comes through here. ConcurrentModification when the branch was
+        deleted, published or made again since the caller looked it up."""
         item = self.ctx.store.get(keys.branch(tname, branch))
         fresh = decode(BranchRecord, item.value, item.key) if item is not None else None
         if item is None or fresh is None or fresh.incarnation != chain or fresh.state != "active":
             raise ConcurrentModification(f"branch {branch} of {tname} was deleted or published meanwhile")
+        self.reads.manifests.settle(tname, fresh, pending)
         return fresh, item
 
     def writer_namespace(

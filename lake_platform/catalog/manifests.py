@@ -1,8 +1,8 @@
 """Storage agrees with the registry: finalize the versions a write landed (canonical manifest
-in place, registry repointed, staging object gone), settle a table before writing on it
-(finish what a stopped writer left, quarantine and report manifests written around the
-registry, ``bypasses``), and the ``finish_versions`` / ``repair_table`` / ``catch_bypasses``
-maintenance steps built from the same parts.
+in place, registry repointed, staging object gone), settle a line (main, or a branch: its record is
+the head) before writing on it (finish what a stopped writer left, quarantine and report manifests
+written around the registry, ``bypasses``), and the ``finish_versions`` / ``repair_table`` (main and
+every live branch) / ``catch_bypasses`` maintenance steps built from the same parts.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from lake_platform.engine.staging import canonical_versions, staging_manifests
 from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord, decode, new_id
+from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode, new_id
 
 log = logging.getLogger(__name__)
 
@@ -326,12 +326,14 @@ class Manifests:
             except InvalidTableState:
                 return []  # a missing registered manifest: reads and checks report that
 
-    def repair_table(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, list[Any]]:
-        """A maintenance step: complete or clear a multi-table commit whose version sits above
-        the head (``transaction_recovery``), finish every version whose writer stopped before
-        finalizing it, quarantine manifests written around the registry, and remove the staging
-        manifests of commits that never registered (``remove_dead_staging``). Idempotent;
-        changes no data."""
+    def repair_table(self, name: str, *, by: Provenance = UNSTATED) -> dict[str, Any]:
+        """A maintenance step on the whole table, main and every live branch: complete or clear
+        a multi-table commit whose version sits above main's head (``transaction_recovery``);
+        then, on each line under its own lease, finish every version whose writer stopped
+        before finalizing it, quarantine manifests written around the registry, and remove the
+        staging manifests of commits that never registered (``remove_dead_staging``). Returns
+        main's ``finalized`` and ``quarantined``, and each branch's under ``branches``.
+        Idempotent; changes no data."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
@@ -343,14 +345,28 @@ class Manifests:
             if clear_above(self.ctx.store, [(lease, table, above)]):  # a multi-table commit's
                 table = self.ctx.store.get(keys.table(tname))
             record, _ = self.ctx.table(tname, incarnation=record.incarnation, item=table)
-            finalized = self._finish_all(record, leased=True)
-            try:
-                quarantined = self.settle(tname, record)
-            except InvalidTableState:
-                quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
-            # The whole history, not only the newest versions a writer's settle looks at.
-            names = names_not_older(record.location, 0, self.ctx.storage(record.location))
-            self.remove_dead_staging(
-                record, staging_manifests(record.location, names), canonical_versions(names)
-            )
+            repaired: dict[str, Any] = self._repair_line(tname, record)
+        repaired["branches"] = {}
+        for item in self.ctx.store.scan_prefix(keys.branches_of(tname)):
+            branch = decode(BranchRecord, item.value, item.key)
+            if branch.table_incarnation != record.incarnation or branch.state != "active":
+                continue
+            with self.ctx.gate.hold(branch.incarnation):
+                # Read again under its lease: one deleted or made again meanwhile is not ours.
+                again = self.ctx.store.get(item.key)
+                fresh = decode(BranchRecord, again.value, again.key) if again is not None else None
+                if fresh is not None and fresh.incarnation == branch.incarnation and fresh.state == "active":
+                    repaired["branches"][branch.branch] = self._repair_line(tname, fresh)
+        return repaired
+
+    def _repair_line(self, tname: TableName, record: TableRecord) -> dict[str, list[Any]]:
+        """Under the line's lease (main's, or a branch's: its record is the head)."""
+        finalized = self._finish_all(record, leased=True)
+        try:
+            quarantined = self.settle(tname, record)
+        except InvalidTableState:
+            quarantined = []  # a missing manifest is reported by reads and checks; nothing to repair
+        # The whole history, not only the newest versions a writer's settle looks at.
+        names = names_not_older(record.location, 0, self.ctx.storage(record.location))
+        self.remove_dead_staging(record, staging_manifests(record.location, names), canonical_versions(names))
         return {"finalized": finalized, "quarantined": quarantined}

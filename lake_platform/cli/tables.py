@@ -402,8 +402,8 @@ def table_undrop(state: State, name: str, as_name: str | None, incarnation: str 
 @handles_errors
 def table_repair(state: State, name: str, schema: bool) -> None:
     """Publish versions a stopped writer committed but did not finalize, and move manifests
-    written around the registry to _quarantine/; or, with --schema, backfill the registration's
-    schema. Idempotent; changes no data."""
+    written around the registry to _quarantine/, on main and on every live branch of the table;
+    or, with --schema, backfill the registration's schema. Idempotent; changes no data."""
     if schema:
         with state.catalog() as catalog:
             repaired = catalog.schemas.repair_schema(name).to_dict()
@@ -418,13 +418,15 @@ def table_repair(state: State, name: str, schema: bool) -> None:
         return
     with state.catalog() as catalog:
         result = {"table": name, **catalog.manifests.repair_table(name)}
-    state.emit(
-        result,
-        lambda r: (
-            f"{r['table']}: finalized {r['finalized'] or 'nothing'}; "
-            f"quarantined {r['quarantined'] or 'nothing'}"
-        ),
-    )
+
+    def human(r: dict[str, Any]) -> str:
+        lines = [(r["table"], r)] + [(f"{r['table']} branch {b}", x) for b, x in r["branches"].items()]
+        return "\n".join(
+            f"{what}: finalized {x['finalized'] or 'nothing'}; quarantined {x['quarantined'] or 'nothing'}"
+            for what, x in lines
+        )
+
+    state.emit(result, human)
 
 
 add_protect_command(table, "table", "P.W.NS.T")

@@ -150,11 +150,20 @@ class ShiftedClock(SystemClock):
 
 
 def _writer(
-    settings: dict[str, Any], module: str, operation: str, point: str, nth: int, commit_id: str
+    settings: dict[str, Any],
+    module: str,
+    operation: str,
+    point: str,
+    nth: int,
+    commit_id: str,
+    aws_env: dict[str, str],
 ) -> None:
     """Forkserver child: run ``operation`` with a hook that kills this process at the point."""
     import importlib
 
+    # The forkserver keeps the environment it started in, perhaps before a test set moto's
+    # placeholder AWS credentials: the parent's, as they are now.
+    os.environ.update(aws_env)
     op: Operation = getattr(importlib.import_module(module), operation)
     catalog = Catalog(LakeSettings(_env_file=None, **settings), hook=KillAt(point, nth))  # type: ignore[call-arg]
     try:
@@ -198,6 +207,7 @@ def kill_writer(
             point,
             nth,
             commit_id,
+            {k: v for k, v in os.environ.items() if k.startswith("AWS_")},
         ),
     )
     proc.start()

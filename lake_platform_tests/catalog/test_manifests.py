@@ -69,7 +69,7 @@ def test_repair_removes_the_staging_manifest_of_a_writer_killed_after_its_commit
     _kill_writer_at(home, point)
     with Catalog(load_settings(home=home)) as catalog:
         assert len(_staging(catalog)) == 1  # published at its canonical path, the copy left behind
-        assert catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": []}
+        assert catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": [], "branches": {}}
         assert _staging(catalog) == []
         snap = catalog.reads.open_table(T)
         assert snap.version == 2 and ids_of(snap) == [1, 2]
@@ -93,7 +93,7 @@ def test_a_staging_manifest_no_commit_registered_is_removed_once_no_live_commit_
         assert name.startswith(final_manifest_name(2))
         # A Lance client stages before its CreateTableVersion takes the lease: while that may
         # still be on its way, the manifest stays.
-        assert catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": []}
+        assert catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": [], "branches": {}}
         assert _staging(catalog) == [name]
         location = catalog.reads.open_table(T).record.location
         path = os.path.join(location, "_versions", name)
@@ -113,6 +113,6 @@ def test_a_staging_manifest_a_version_record_names_is_kept(home: Path) -> None:
     only copy; repair publishes it rather than removing it."""
     _kill_writer_at(home, "append:registered")
     with Catalog(load_settings(home=home)) as catalog:
-        assert catalog.manifests.repair_table(T) == {"finalized": [2], "quarantined": []}
+        assert catalog.manifests.repair_table(T) == {"finalized": [2], "quarantined": [], "branches": {}}
         assert _staging(catalog) == []
         assert ids_of(catalog.reads.open_table(T)) == [1, 2]

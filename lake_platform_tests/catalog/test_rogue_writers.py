@@ -315,11 +315,15 @@ def test_the_next_writer_finishes_a_version_left_at_its_staging_manifest(lake: L
 def test_repair_finishes_a_version_left_at_its_staging_manifest(lake: Lake) -> None:
     location = _interrupted_append(lake)
     _as_left_by_older_writers(lake, location, canonical=False)
-    assert lake.catalog.manifests.repair_table(T) == {"finalized": [2], "quarantined": []}
+    assert lake.catalog.manifests.repair_table(T) == {"finalized": [2], "quarantined": [], "branches": {}}
     assert version_record(lake.catalog, T, 2).manifest_path.endswith(v2_name(2)[len("_versions") :])
     assert not any(".manifest-" in p for p in manifests(lake, location))
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
-    assert lake.catalog.manifests.repair_table(T) == {"finalized": [], "quarantined": []}  # idempotent
+    assert lake.catalog.manifests.repair_table(T) == {
+        "finalized": [],
+        "quarantined": [],
+        "branches": {},
+    }  # idempotent
 
 
 def test_a_stray_manifest_on_an_unfinalized_versions_canonical_path_is_never_opened(lake: Lake) -> None:

@@ -20,8 +20,6 @@ from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.catalog.staged_transaction import StagedVersions
 from lake_platform.errors import InvalidTableState, TransactionTooLarge
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
-from lake_platform.registry.records import VersionRecord, decode
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import ids_of, rows
@@ -97,13 +95,6 @@ def settings(tmp_path: Path) -> Iterator[LakeSettings]:
     yield settings
 
 
-def finish_branch(c: Catalog) -> None:
-    """Publish dev's versions a writer stopped before publishing (branches have no repair)."""
-    rec, _ = c.branches.branch(TableName.parse(LINES), "dev")
-    for item in c.store.scan_prefix(keys.versions(rec.incarnation)):
-        c.manifests.finish_version(rec, decode(VersionRecord, item.value, item.key), item.revision)
-
-
 @pytest.mark.parametrize("kill", KILLS, ids=[p for p, _ in KILLS])
 def test_a_writer_killed_leaves_every_line_or_none(settings: LakeSettings, kill: tuple[str, bool]) -> None:
     point, committed = kill
@@ -114,8 +105,10 @@ def test_a_writer_killed_leaves_every_line_or_none(settings: LakeSettings, kill:
         visible = seen(c)
         if committed:
             assert visible[0] in (None, [1, 2, 3]) and visible[1] in (None, [1, 2, 30]), visible
-            c.manifests.finish_versions(ORDERS)
-            finish_branch(c)
+            # Each table's repair publishes what the dead writer committed, on its branches too.
+            for name in (ORDERS, LINES):
+                c.manifests.repair_table(name)
+            assert seen(c) == ([1, 2, 3], [1, 2, 30])
         else:
             assert visible == ([1, 2], [1, 2])
         # The retry takes the dead writer's leases (its process is gone) and lands once.

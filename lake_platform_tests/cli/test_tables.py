@@ -188,32 +188,50 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import load_settings
 
 def die(point):
-    if point == "append:registered":  # the registry commit landed; the manifest is not published
+    # The registry commit landed; the manifest is not published.
+    if point in ("append:registered", "branch-append:registered"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 rows = pa.table({"id": [2], "name": ["n2"]}).to_reader()
-Catalog(load_settings(), hook=die).tables.append(sys.argv[1], rows)
+catalog = Catalog(load_settings(), hook=die)
+if len(sys.argv) > 2:
+    catalog.branch_writes.append(sys.argv[1], sys.argv[2], rows)
+else:
+    catalog.tables.append(sys.argv[1], rows)
 """
 
 
-def test_repair_publishes_a_version_a_killed_writer_left_unpublished(lake: CliRunner, tmp_path: Path) -> None:
+@pytest.mark.parametrize("branch", [None, "dev"])
+def test_repair_publishes_a_version_a_killed_writer_left_unpublished(
+    lake: CliRunner, tmp_path: Path, branch: str | None
+) -> None:
+    """On main, or on a branch: ``lake table repair`` repairs the table and its live branches."""
     import os
     import signal
     import subprocess
     import sys
 
     run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    run(lake, "branch", "create", T, "dev")
+    on = [] if branch is None else [branch]
     killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_WRITER, T], env=dict(os.environ), capture_output=True
+        [sys.executable, "-c", _KILLED_WRITER, T, *on], env=dict(os.environ), capture_output=True
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     # Reading the data is refused; the registry alone (describe without --stats) still answers.
-    refused = lake.invoke(cli, ["table", "describe", T, "--stats"])
+    describe = ["table", "describe", T, *(["--branch", branch] if branch else [])]
+    refused = lake.invoke(cli, [*describe, "--stats"])
     assert refused.exit_code != 0 and "not finalized" in refused.output and "Traceback" not in refused.output
 
-    assert run(lake, "table", "repair", T) == {"table": T, "finalized": [2], "quarantined": []}
-    assert run(lake, "table", "describe", T, "--stats")["current_version"] == 2
-    assert run(lake, "table", "repair", T) == {"table": T, "finalized": [], "quarantined": []}  # idempotent
+    done, nothing = {"finalized": [2], "quarantined": []}, {"finalized": [], "quarantined": []}
+    main, dev = (nothing, done) if branch else (done, nothing)
+    assert run(lake, "table", "repair", T) == {"table": T, **main, "branches": {"dev": dev}}
+    assert run(lake, *describe, "--stats")["rows"] == 2
+    text = lake.invoke(cli, ["table", "repair", T]).output  # idempotent
+    assert text.splitlines() == [
+        f"{T}: finalized nothing; quarantined nothing",
+        f"{T} branch dev: finalized nothing; quarantined nothing",
+    ]
 
 
 def test_a_file_lance_panics_on_is_a_typed_error_not_a_traceback(lake: CliRunner, tmp_path: Path) -> None:

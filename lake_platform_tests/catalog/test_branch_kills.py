@@ -1,0 +1,98 @@
+"""A branch writer killed (SIGKILL, ``faults.kill_writer``) between its registry write and
+publishing its manifest, on SQLite and on DynamoDB (moto): the branch's head is committed but
+not finalized, so a reader of it is refused (typed, nothing written), as on main, until the
+branch's next writer settles it under the branch's lease (``Branches.held``, main's
+``Manifests.settle``) or ``repair_table`` of the table, which repairs every live branch too."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidTableState
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
+from lake_platform.settings import LakeSettings, load_settings
+from lake_platform_tests.catalog import faults
+from lake_platform_tests.catalog.conftest import ids_of, rows
+
+T = "p.w.ns.t"
+KILLED_AT = "branch-append:registered"  # the version committed, its manifest not published
+
+
+def op_branch_append(catalog: Catalog, commit_id: str) -> Any:
+    """The write the kill interrupts: [3] appended to branch dev (its version 2)."""
+    return catalog.branch_writes.append(T, "dev", rows([3]), by=Provenance(commit_id=commit_id))
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LakeSettings]:
+    """``T`` at version 1 ([1, 2]) with branch dev, then dev's append killed after its commit."""
+    if request.param == "sqlite":
+        settings = load_settings(home=tmp_path / "home")
+    else:
+        url = request.getfixturevalue("dynamodb_url")
+        settings = load_settings(home=tmp_path / "home", registry_url=url)
+        init_table(url, settings)
+    with Catalog(settings) as c:
+        c.containers.create_project("p")
+        c.containers.create_warehouse("p.w")
+        c.containers.create_namespace("p.w.ns")
+        c.tables.create_table(T, rows([1, 2]))
+        c.branches.create_branch(T, "dev")
+    code, _ = faults.kill_writer(settings, op_branch_append, KILLED_AT, 1, "branch-kill-1")
+    assert code == -signal.SIGKILL, f"the writer never reached {KILLED_AT}; exit code {code}"
+    yield settings
+    if request.param == "dynamodb":
+        store = DynamoMetaStore.from_url(settings.registry_url, settings)
+        delete_table(store)
+        store.close()
+
+
+def files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def refused_as_on_main(c: Catalog) -> None:
+    """dev's head is committed, and a read of it is refused as main's reader refuses one, typed
+    and writing nothing; main never moved."""
+    assert c.branches.describe_branch(T, "dev")["version"] == 2
+    root = Path(c.settings.home)
+    before = files(root)
+    for version in (None, 2):
+        with pytest.raises(InvalidTableState, match="committed but not finalized"):
+            c.branches.open_branch(T, "dev", version)
+    assert files(root) == before, "a refused open wrote to storage"
+    assert ids_of(c.reads.open_table(T)) == [1, 2]
+
+
+def test_the_next_writer_of_the_branch_finalizes_the_killed_writers_version(settings: LakeSettings) -> None:
+    with Catalog(settings) as c:
+        refused_as_on_main(c)
+        result = c.branch_writes.append(T, "dev", rows([4]))
+        assert (result.from_version, result.to_version) == (2, 3)
+        assert ids_of(c.branches.open_branch(T, "dev", 2)) == [1, 2, 3]
+        assert ids_of(c.branches.open_branch(T, "dev")) == [1, 2, 3, 4]
+        _, versions = c.branches.readable_versions(T, "dev")
+        assert sorted(versions) == [1, 2, 3]
+        assert ids_of(c.reads.open_table(T)) == [1, 2]  # main never moved
+
+
+def test_repairing_the_table_finalizes_its_branches_versions(settings: LakeSettings) -> None:
+    with Catalog(settings) as c:
+        refused_as_on_main(c)
+        repaired = c.manifests.repair_table(T)
+        assert repaired["finalized"] == [] and repaired["branches"] == {
+            "dev": {"finalized": [2], "quarantined": []}
+        }
+        assert ids_of(c.branches.open_branch(T, "dev")) == [1, 2, 3]
+        again = c.manifests.repair_table(T)
+        assert again["branches"] == {"dev": {"finalized": [], "quarantined": []}}
+        assert c.branch_writes.append(T, "dev", rows([4])).to_version == 3
+        assert ids_of(c.reads.open_table(T)) == [1, 2]
