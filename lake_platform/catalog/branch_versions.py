@@ -141,7 +141,7 @@ class BranchVersions:
             "naming_scheme": naming_scheme,
         }
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, settle=False)
             ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "version")
             lease.check()
             try:

@@ -144,18 +144,28 @@ class Branches:
         )
 
     def held(
-        self, tname: TableName, branch: str, chain: str, pending: PendingCommit | None = None
+        self,
+        tname: TableName,
+        branch: str,
+        chain: str,
+        pending: PendingCommit | None = None,
+        *,
+        settle: bool = True,
     ) -> tuple[BranchRecord, Item]:
         """The branch read again under its line's lease (``chain``), and settled as main is before
         a write (``Manifests.settle``: a version a stopped writer committed but did not publish
         is finished, manifests written around the registry quarantined, noted in ``pending``):
-        every writer of a branch comes through here. ConcurrentModification when the branch was
-        deleted, published or made again since the caller looked it up."""
+        every writer of a branch comes through here. Not ``settle``: a Lance client's staged
+        commit, which settles nothing on main either (``pylance_commits``): one that lost the
+        race is owed ConcurrentModification, not its manifest removed as dead staging.
+        ConcurrentModification when the branch was deleted, published or made again since the
+        caller looked it up."""
         item = self.ctx.store.get(keys.branch(tname, branch))
         fresh = decode(BranchRecord, item.value, item.key) if item is not None else None
         if item is None or fresh is None or fresh.incarnation != chain or fresh.state != "active":
             raise ConcurrentModification(f"branch {branch} of {tname} was deleted or published meanwhile")
-        self.reads.manifests.settle(tname, fresh, pending)
+        if settle:
+            self.reads.manifests.settle(tname, fresh, pending)
         return fresh, item
 
     def writer_namespace(

@@ -192,7 +192,9 @@ class StagedVersions(Transaction):
         assert w.record is not None and w.lease is not None
         staged_ipc, change = cast(tuple[bytes | None, Any], w.detail.pop("staged"))
         if w.branch is not None:
-            record, item = self._branch_versions.branches.held(w.name, w.branch, w.record.incarnation)
+            record, item = self._branch_versions.branches.held(
+                w.name, w.branch, w.record.incarnation, settle=False
+            )
             operation = branch_versions.log_operation(change.operation)
         else:
             record, revision = self._ctx.table(
