@@ -44,6 +44,12 @@ class Lake:
     write: Callable[[Sequence[Op]], object] | None = None
 
 
+#: moto answers a query by reading the whole partition in Python: over 2,000 tables on a loaded
+#: machine that took longer than the 1 s a registry read gets by default (a production
+#: DynamoDB query of one page takes milliseconds). What is tested here is counts, not latency.
+SLOW_IO = {"lease_ttl_seconds": 120.0, "lease_safety_margin_seconds": 40.0, "lease_io_timeout_seconds": 30.0}
+
+
 @pytest.fixture(params=[("sqlite", 20_000), ("dynamodb", 2_000)], ids=["sqlite-20000", "dynamodb-2000"])
 def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lake]:
     backend, tables = request.param
@@ -59,12 +65,13 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lake]:
 
         url = request.getfixturevalue("dynamodb_url")
         init_table(url, LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=url))  # type: ignore[call-arg]
-        dynamo = DynamoMetaStore.from_url(url, load_settings(home=tmp_path / "home", registry_url=url))
+        settings = load_settings(home=tmp_path / "home", registry_url=url, **SLOW_IO)
+        dynamo = DynamoMetaStore.from_url(url, settings)
         store, cleanup = dynamo, functools.partial(delete_table, dynamo)
         parsed = parse_url(url)
         write = dynamodb_batch_loader(parsed.endpoint_url, dynamo.table, parsed.region)
     try:
-        yield Lake(store, load_settings(home=tmp_path / "home", registry_url=url), tables, write)
+        yield Lake(store, load_settings(home=tmp_path / "home", registry_url=url, **SLOW_IO), tables, write)
     finally:
         if cleanup is not None:
             cleanup()
