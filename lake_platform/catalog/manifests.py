@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from lake_platform.catalog.bypasses import bypassed_versions, report_bypass
@@ -23,6 +24,7 @@ from lake_platform.errors import ConcurrentModification, InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode, new_id
+from lake_platform.registry.store import Item
 
 log = logging.getLogger(__name__)
 
@@ -135,15 +137,28 @@ class Manifests:
         return True
 
     def finish_versions(self, name: str, *, by: Provenance = UNSTATED) -> list[int]:
-        """A maintenance step: finish every registered version whose writer stopped between
-        its registry commit and publishing its manifest (or that older code left at its staging
-        path). Readers never do this (an open never writes); the next writer does it for the
-        newest versions. Idempotent; returns the versions it finished."""
+        """A maintenance step: finish every registered version, main's and every branch's not
+        being purged (a trashed one's too: undrop reads it), whose writer stopped between its
+        registry commit and publishing its manifest (or that older code left at its staging
+        path). Readers never do this (an open never writes); the next writer of a line does it
+        for its newest versions. The orphan scan runs it first: files only a staging manifest
+        names would look unreferenced. Idempotent; returns main's versions it finished."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
         record, _ = self.ctx.table(tname)
-        return self._finish_all(record, leased=False)
+        finished = self._finish_all(record, leased=False)
+        for _, branch in self._branches(tname, record.incarnation):
+            if branch.state != "purging":
+                self._finish_all(branch, leased=False)
+        return finished
+
+    def _branches(self, tname: TableName, incarnation: str) -> Iterator[tuple[Item, BranchRecord]]:
+        """Every branch record of this incarnation of the table, any state."""
+        for item in self.ctx.store.scan_prefix(keys.branches_of(tname)):
+            branch = decode(BranchRecord, item.value, item.key)
+            if branch.table_incarnation == incarnation:
+                yield item, branch
 
     def _finish_all(self, record: TableRecord, *, leased: bool) -> list[int]:
         finished = []
@@ -347,9 +362,8 @@ class Manifests:
             record, _ = self.ctx.table(tname, incarnation=record.incarnation, item=table)
             repaired: dict[str, Any] = self._repair_line(tname, record)
         repaired["branches"] = {}
-        for item in self.ctx.store.scan_prefix(keys.branches_of(tname)):
-            branch = decode(BranchRecord, item.value, item.key)
-            if branch.table_incarnation != record.incarnation or branch.state != "active":
+        for item, branch in self._branches(tname, record.incarnation):
+            if branch.state != "active":
                 continue
             with self.ctx.gate.hold(branch.incarnation):
                 # Read again under its lease: one deleted or made again meanwhile is not ours.

@@ -7,7 +7,8 @@ A file under a table's location is *live* when any of these references it:
   manifest names: data files, deletion files, index files, its transaction file;
 - a tagged version (main or branch), through the same;
 - any version of any branch (``_refs/branches/*.json`` → ``tree/<branch>/``), including main's
-  files the branch shares;
+  files the branch shares; a branch's registered version whose writer stopped before publishing
+  its manifest is finished first, as main's is (``Manifests.finish_versions``);
 - a live data file, for its blob sidecars ``data/<stem>/*.blob`` (named in no manifest);
 - Lance's own bookkeeping: ``_refs/**``, ``_versions/latest_version_hint.json``.
 
@@ -112,7 +113,8 @@ def live_set(catalog: Catalog, name: str) -> Live:
     from lake_platform.engine import references as refs_mod
 
     started = time.monotonic()
-    # A version still at its staging manifest cannot be read without writing: finish it first.
+    # A version still at its staging manifest (main's or a branch's) cannot be read without
+    # writing, and Lance's listing of a branch sees none of what it names: finish it first.
     catalog.manifests.finish_versions(name)
     snap = catalog.reads.open_table(name)
     record = snap.record
