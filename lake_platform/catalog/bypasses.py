@@ -42,11 +42,14 @@ def report_bypass(
     registered: int,
     moved: list[str],
     actor: str,
+    branch: str | None = None,
 ) -> list[int]:
     """Report manifests written around the registry that were just moved to quarantine
     (``moved``: their new paths): one log entry on the table and the metric. A report never
     fails the write that found them (a registry failure is logged, and the check still sees
-    the quarantine). Returns the versions."""
+    the quarantine). ``branch``: the branch whose line they were found on (``incarnation`` is
+    its chain id then), named in the entry's ``detail.branch`` as every branch entry names it.
+    Returns the versions."""
     versions = bypassed_versions(moved)
     if not moved:
         return versions
@@ -64,6 +67,7 @@ def report_bypass(
             "quarantined": moved,
             "why": "committed around the registry (no registry commit made these manifests); "
             "readers never saw them, the data is kept",
+            **({"branch": branch} if branch is not None else {}),
         },
     )
     log.warning(

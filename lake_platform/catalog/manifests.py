@@ -185,8 +185,12 @@ class Manifests:
         pending lost its writer this lease, so it is aborted and cleared): the write then goes
         on from the head it finds, as from any commit that landed before the lease, and its own
         checks of a moved head apply."""
-        store, inc, at = self.ctx.store, planned.incarnation, planned.current_version
-        key = keys.table(tname)
+        return self.leased_head_at(tname, planned.incarnation, planned.current_version)
+
+    def leased_head_at(self, tname: TableName, inc: str, at: int) -> tuple[TableRecord, int, Prefetched]:
+        """``leased_head`` for a writer that holds no table record, only the incarnation and the
+        version it planned on (a compaction's plan): ``at`` is its guess at the head."""
+        store, key = self.ctx.store, keys.table(tname)
         table, current, above = store.get_many([key, keys.version(inc, at), keys.version(inc, at + 1)])
         record, revision = self.ctx.table(tname, incarnation=inc, item=table)
         if record.current_version != at:  # moved since planned: one more read, of the key above it
@@ -250,7 +254,10 @@ class Manifests:
             if pending is not None:
                 pending.detail["quarantined_manifests"] = rogue
             actor = pending.actor if pending is not None else self.ctx.actor(None)
-            report_bypass(self.ctx.store, tname, record.incarnation, record.current_version, moved, actor)
+            branch = record.branch if isinstance(record, BranchRecord) else None
+            report_bypass(
+                self.ctx.store, tname, record.incarnation, record.current_version, moved, actor, branch
+            )
         self.remove_dead_staging(record, staging_manifests(record.location, names), canonical_versions(names))
         if record.current_version > 0 and not has_current:
             # Published after the listing (by its writer, which commits and releases the lease

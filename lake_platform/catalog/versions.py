@@ -85,8 +85,13 @@ class Versions:
             detail={"planned_at_version": planned.read_version, "tasks": len(results)},
         )
         with self.ctx.gate.hold(planned.incarnation) as lease:
-            record, revision = self.ctx.table(tname, incarnation=planned.incarnation)
-            self.commits.manifests.settle(tname, record, pending)
+            # As every writer's: a multi-table commit found above the head is completed (or, still
+            # pending, aborted) first; Lance then rebases the compaction on the head, or skips it.
+            manifests = self.commits.manifests
+            record, revision, current = manifests.leased_head_at(
+                tname, planned.incarnation, planned.read_version
+            )
+            manifests.settle(tname, record, pending, current_item=current)
             replay = self._resume_compaction(tname, record, pending)
             if replay is not None:
                 return replay

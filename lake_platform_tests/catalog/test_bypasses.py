@@ -16,6 +16,8 @@ from lance.dataset import LanceDataset, LanceOperation
 
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.manifests import final_manifest_name
+from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import Lake, rows
 
 T = "p.w.ns.t"
@@ -106,3 +108,21 @@ def test_the_quarantined_commit_keeps_its_data_and_can_be_recovered(lake: Lake, 
     assert recovered.version == 2
     assert sorted(recovered.to_table()["id"].to_pylist()) == [1, 2, 3]
     assert pa.compute.sum(recovered.to_table()["id"]).as_py() == 6
+
+
+def test_a_bypass_found_on_a_branch_names_the_branch(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.branches.create_branch(T, "dev")
+    dev, _ = lake.catalog.branches.branch(TableName.parse(T), "dev")
+    # A manifest no registry commit made, one above the branch's head: a copy of the head's.
+    storage = lake.settings.storage_options(dev.location) or None
+    fs, root = engine.filesystem(dev.location, storage)
+    at = f"{root}/_versions/{{}}"
+    fs.copy_file(
+        at.format(final_manifest_name(dev.current_version)),
+        at.format(final_manifest_name(dev.current_version + 1)),
+    )
+    lake.catalog.branch_writes.append(T, "dev", rows([2]))  # its settle quarantines it
+    (entry,) = [e for e in lake.catalog.reads.history(T) if e.operation == "bypass"]
+    assert (entry.detail["branch"], entry.incarnation) == ("dev", dev.incarnation)
+    assert entry.detail["versions"] == [dev.current_version + 1]

@@ -192,3 +192,43 @@ def test_a_commit_staged_on_the_old_head_is_refused_after_the_commit_point(catal
     assert [e.operation for e in catalog.reads.history(target)][1:] == ["append"]
     catalog.manifests.finish_versions(target)
     assert sorted(ids_of(catalog.reads.open_table(target))) == [3, 1003]
+
+
+def test_a_compaction_after_the_commit_point_lands_on_the_committed_version(catalog: Catalog) -> None:  # noqa: F811
+    names = make_tables(catalog, SOME)
+    target = names[4]
+    catalog.tables.append(target, rows([7]))  # two fragments at version 2
+    planned = catalog.versions.plan_compaction(target)
+    results = catalog.versions.execute_compaction(planned)
+    stopped_commit(catalog, names, "transaction:committed")  # version 3 of target, 2 of the others
+    assert heads(catalog, names) == {**dict.fromkeys(names, 1), target: 2}
+    # First try: the commit completed under the compaction's lease, which Lance rebases over its
+    # append.
+    result = catalog.versions.commit_compaction(planned, results)
+    assert (result.status, result.version) == ("committed", 5)
+    assert heads(catalog, names) == {**dict.fromkeys(names, 2), target: 5}
+    assert [(e.operation, e.to_version) for e in catalog.reads.history(target)][1:] == [
+        ("append", 2),
+        ("append", 3),  # the commit's
+        ("compact", 4),  # Lance's reserve step, then the rewrite
+        ("compact#1", 5),
+    ]
+    assert sorted(ids_of(catalog.reads.open_table(target))) == [4, 7, 1004]
+    assert snapshot_versions(catalog, names) == [2] * 4 + [5] + [2] * (SOME - 5)
+
+
+def test_a_compaction_meeting_a_pending_commit_aborts_it(sqlite_catalog: Catalog) -> None:  # noqa: F811
+    c = sqlite_catalog
+    names = make_tables(c, SOME)
+    c.tables.append(names[0], rows([7]))  # two fragments to compact at version 2
+    killed_commit(c, "transaction:chunk-registered", 2)
+    assert transaction_records(c)[0].state == "pending"
+    incarnation = c.ctx.table(TableName.parse(names[0]))[0].incarnation
+    assert c.store.get(keys.version(incarnation, 3)) is not None  # the commit's, above the head
+    # The compaction's lease proves the commit's writer lost it: aborted and cleared, then compacted.
+    result = c.versions.compact(names[0])
+    assert result.status == "committed"
+    assert transaction_records(c) == []
+    assert heads(c, names) == {**dict.fromkeys(names, 1), names[0]: 4}  # its version 3 cleared first
+    assert [e.operation for e in c.reads.history(names[0])][1:] == ["append", "compact", "compact#1"]
+    assert sorted(ids_of(c.reads.open_table(names[0]))) == [0, 7]
