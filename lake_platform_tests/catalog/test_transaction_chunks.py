@@ -53,6 +53,7 @@ def write_all(c: Catalog, names: list[str], first: int = 1000, commit_id: str | 
     return tx
 
 
+@pytest.mark.slow
 def test_a_hundred_table_transaction_commits_over_several_registry_writes(catalog: Catalog) -> None:  # noqa: F811
     names = make_tables(catalog, 100)
     seen: list[str] = []

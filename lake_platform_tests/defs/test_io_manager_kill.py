@@ -16,6 +16,7 @@ from lake_platform_tests.maintenance.helpers import make_lake
 TABLE = "p.w.ns.appended"
 
 
+@pytest.mark.slow
 def test_a_step_killed_after_its_commit_applies_once_when_reexecuted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

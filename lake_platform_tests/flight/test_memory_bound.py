@@ -83,6 +83,7 @@ def folder_bytes(path: Path) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+@pytest.mark.slow
 def test_scan_and_spilling_sort_stay_within_the_memory_bound(tmp_path: Path) -> None:
     started = time.monotonic()
     home = tmp_path / "home"

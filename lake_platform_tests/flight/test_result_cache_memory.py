@@ -57,6 +57,7 @@ def serve_and_query(home: Path, budget: int) -> tuple[int, int, dict[str, int]]:
         proc.wait(10)
 
 
+@pytest.mark.slow
 def test_peak_rss_stays_within_the_result_cache_budget(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _, catalog = build_catalog(home)

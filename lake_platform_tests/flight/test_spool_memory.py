@@ -23,6 +23,7 @@ ROWS = 12_000_000  # ~600 MB of Arrow
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+@pytest.mark.slow
 def test_spooling_a_large_result_keeps_server_memory_bounded(tmp_path: Path) -> None:
     home = tmp_path / "home"
     catalog = Catalog(load_settings(home=home))

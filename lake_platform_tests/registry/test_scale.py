@@ -78,6 +78,7 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lake]:
         store.close()
 
 
+@pytest.mark.slow
 def test_listings_paging_and_refreshes_at_scale(lake: Lake) -> None:
     store, settings, tables = lake.store, lake.settings, lake.tables
     namespaces = tables // PER_NAMESPACE

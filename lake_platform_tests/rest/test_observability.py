@@ -177,6 +177,7 @@ def test_flight_and_rest_in_one_process_share_one_metrics_port(lake: RestLake) -
     assert scrape(shared.port)  # still served: REST still uses it
 
 
+@pytest.mark.slow
 def test_serve_rest_serves_metrics_when_the_port_is_set(tmp_path: Path) -> None:
     """`lake serve-rest` (a real process) serves /metrics on LAKE_METRICS_PORT."""
     import os

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from lance_namespace_urllib3_client.models import (
     DescribeTableRequest,
     ListTableVersionsRequest,
@@ -42,6 +43,7 @@ def query_ids(lake: RestLake) -> list[int]:
     return sorted(pa.ipc.open_file(pa.BufferReader(data.data)).read_all().column("id").to_pylist())
 
 
+@pytest.mark.slow
 def test_an_ingest_by_another_process_is_seen_by_the_next_request(
     rest_lake: RestLake, tmp_path: Path
 ) -> None:
