@@ -155,7 +155,10 @@ def test_time_travel_is_pinned_across_replicas(
     info = a.plan(sql)
     catalog.tags.create_tag("p.w.ns.rtravel", "eod", 2, replace=True)
     catalog.tables.append("p.w.ns.rtravel", tagged_rows(3, start=12, tag="v3"))
-    assert wait_until(lambda: b.fetch(b.plan(sql)).num_rows == 12)  # B has seen the moved tag
+    # Each replica has seen the moved tag (so versions 2 and 3): a replica's snapshot may lag
+    # the registry (up to LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS), and one that has not seen
+    # version 2 plans "rtravel@v2" as a version that does not exist.
+    assert wait_until(lambda: all(r.fetch(r.plan(sql)).num_rows == 12 for r in (a, b)))
     for replica in (b, a):
         got = replica.fetch(info)
         assert got.column("id").to_pylist() == list(range(8)) and set(got.column("tag").to_pylist()) == {"v1"}

@@ -132,14 +132,29 @@ def test_lake_up_on_a_taken_port_fails_before_it_starts_anything(tmp_path: Path)
     assert not (tmp_path / "home" / "dagster").exists()
 
 
+def listening_before_a_free_port() -> socket.socket:
+    """A listening socket whose port's next one is free: REST's metrics port is the next one
+    after Flight's, and must bind for Flight's to be the failure (another test worker's
+    connection once held it)."""
+    while True:
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", busy.getsockname()[1] + 1))
+            except OSError:
+                busy.close()
+                continue
+        return busy
+
+
 @pytest.mark.slow
 def test_a_server_that_exits_during_start_up_fails_lake_up_with_its_error(tmp_path: Path) -> None:
     """Flight's metrics port is taken (only the Flight process binds it): `lake up` stops what
     it started and fails with a typed error that names the process and ends with its own
     error line, instead of an untyped RuntimeError pointing at a folder of logs."""
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
+    with listening_before_a_free_port() as busy:
         taken = busy.getsockname()[1]
         ui, flight, rest = free_ports(3)
         proc = lake_up(tmp_path, ui, flight, rest, {"LAKE_METRICS_PORT": str(taken)})
