@@ -24,14 +24,6 @@ from lake_platform_tests.servers import start_moto_server
 METASTORE_BACKENDS = ["sqlite", "dynamodb", "dynamodb-layout1"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding a ``slow`` test first, each file's tests kept together and in order:
-    ``make test``'s two workers take whole files in this order, and a long file handed out last
-    leaves one worker alone at the end while the other idles."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
-
-
 @pytest.fixture(autouse=True)
 def _sigterm_as_found() -> Iterator[None]:
     """SIGTERM's disposition as each test found it. Running a Dagster job in process maps
