@@ -13,11 +13,15 @@ UV_VERSION := 0.13.9
 
 setup: $(STAMP)
 
+# Bytecode is compiled at install, as pip does and uv does not by default: every `lake` command,
+# server and Dagster worker is a fresh process, and one that compiles what it imports (as it must
+# where PYTHONDONTWRITEBYTECODE is set, or the venv is read-only) takes twice as long to start.
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "uv==$(UV_VERSION)"
-	$(UV) pip sync -q --python $(PY) requirements.lock
+	$(UV) pip sync -q --compile-bytecode --python $(PY) requirements.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e .
+	$(PY) -m compileall -q -j 0 lake_platform
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -91,3 +91,27 @@ def test_the_image_builds_and_its_entry_point_answers_version() -> None:
         ["docker", "image", "inspect", "-f", "{{.Size}}", tag], capture_output=True, text=True, timeout=60
     )
     print(f"image size: {int(size.stdout.strip()) / 2**20:.0f} MiB")
+
+
+def test_the_image_compiles_bytecode_at_build_and_keeps_it() -> None:
+    """The image runs with PYTHONDONTWRITEBYTECODE: bytecode not built into it is compiled again by
+    every process at start (``lake sql`` 3.2 s against 1.6 s here)."""
+    build = "\n".join(stages()[0])
+    install = [line for line in stages()[0] if "uv pip install" in line]
+    assert install and all("--compile-bytecode" in line for line in install)
+    assert "__pycache__" not in build and ".pyc" not in build
+
+
+def test_setup_leaves_bytecode_for_the_dependencies_and_the_package() -> None:
+    """``make setup`` compiles what it installs (uv does not by default) and the package: a fresh
+    ``lake`` process reads bytecode instead of compiling some thousand modules."""
+    import importlib.util
+
+    import lance_namespace_urllib3_client.api as generated_client
+
+    import lake_platform.cli.app as cli_app
+
+    for module in (generated_client, cli_app):
+        assert module.__file__ is not None
+        cached = Path(importlib.util.cache_from_source(module.__file__))
+        assert cached.is_file(), f"no bytecode for {module.__name__} ({cached}): run `make setup`"
