@@ -4,9 +4,10 @@ gets (``BoundTableNamespace.create_table_version``).
 A failed registry condition is explained by its key (the lease: taken over; the table record:
 dropped, replaced or changed; a marker the commit carries: landed concurrently); an unknown
 outcome is resolved by looking for the commit's own version record (invariant 5); a commit
-built on anything but the registered version (manifests written around the registry) is
-refused, and under an acquired lease those manifests are moved to quarantine so the next write
-lands where it should.
+built on the version a committed multi-table commit made visible above a lagging head completes
+that commit and lands on it; one built on anything else but the registered version (manifests
+written around the registry) is refused, and under an acquired lease those manifests are moved
+to quarantine so the next write lands where it should.
 
 Under an unacquired lease (``WriteGate.hold_for_commit``, ``hold_unacquired``) whatever needs
 storage changed, or a typed refusal, is LeaseRaced instead: nothing landed, and the caller
@@ -118,7 +119,8 @@ class CommitConflicts:
 
     def require_next(self, version: int, current: int, refreshed: Callable[[], int]) -> None:
         """Accept version N only on top of the registered N-1 (Lance builds on whatever it
-        found newest on storage, registered or not). ``current``: the registered version as
+        found newest on storage, registered or not), or on the version a committed multi-table
+        commit put just above it (``_resolved_above``). ``current``: the registered version as
         last read; ``refreshed`` reads it again."""
         if version == current + 1:
             return
@@ -127,7 +129,24 @@ class CommitConflicts:
             return
         if version <= current:
             raise ConcurrentModification(f"version {version} of {self.name} is already committed")
+        if self._resolved_above(current):
+            current = refreshed()
+            if version == current + 1:
+                return
         self._refuse_built_around(version, current)
+
+    def _resolved_above(self, current: int) -> bool:
+        """Whether the version just above the head ``current`` named a multi-table commit, now
+        resolved (``transaction_recovery``). A committed one's version is visible already
+        (readers view it through its record; the head is a cache), so a Lance client may have
+        read it and built on it: its heads are moved here (that needs no lease), and the commit
+        lands on top of it. A pending one is aborted only under an acquired lease (its writer
+        lost it). Read only on this refusal path."""
+        item = self.store.get(keys.version(self.incarnation, current + 1))
+        if item is None:
+            return False
+        leased = self.lease is not None and not self.unacquired
+        return resolve_version(self.store, item, self.head_key, leased=leased) not in (None, "pending")
 
     def _refuse_built_around(self, version: int, current: int) -> NoReturn:
         """Refuse ``version``, above ``current`` + 1: Lance built it on manifests it found on
