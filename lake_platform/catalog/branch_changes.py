@@ -357,7 +357,9 @@ class BranchChanges:
             run_id=by.run_id,
             detail={**detail, "branch": branch},
         )
-        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        replay = None
+        if by.commit_id is not None:
+            replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation, branch=branch)
         if replay is not None:
             pending.landed.append((replay.to_version or 0, ""))
             pending.from_version = replay.from_version

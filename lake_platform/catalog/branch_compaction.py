@@ -43,7 +43,9 @@ class BranchCompaction:
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"compact {tname}")
         commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        replay = None
+        if by.commit_id is not None:
+            replay = self.ctx.replayed(commit_id, table=str(tname), operation="compact", branch=branch)
         if replay is not None:
             return MaintenanceResult(
                 str(tname),

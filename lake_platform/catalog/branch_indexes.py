@@ -104,7 +104,7 @@ class BranchIndexes:
         return self._commit(IndexChange(tname, who, "index drop", {"column": column}, drop, by), branch)
 
     def _commit(self, change: IndexChange, branch: str) -> MaintenanceResult:
-        change = replace(change, detail={**change.detail, "branch": branch})
+        change = replace(change, detail={**change.detail, "branch": branch}, branch=branch)
         tname = change.table
 
         def branch_line() -> tuple[str, OpenLine]:

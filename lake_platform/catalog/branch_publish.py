@@ -125,7 +125,10 @@ class BranchPublish:
             self.ctx.require_parent(tname)
             who.require(tname.project, "write", f"publish to {tname}")
         if by.commit_id is not None:
-            replays = [self.ctx.replayed(i) for i in ids]
+            replays = [
+                self.ctx.replayed(i, table=t, operation="publish", branch=branch)
+                for i, (t, _) in zip(ids, tnames, strict=True)
+            ]
             if all(r is not None for r in replays):
                 return [r for r in replays if r is not None]  # a retry that landed: nothing twice
         heads = [

@@ -90,7 +90,12 @@ class BranchVersions:
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"write to branch {branch} of {tname}")
         commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+
+        def landed(cid: str) -> CommitResult | None:
+            # Any operation: the staged manifest says which, and a retry's may be gone.
+            return self.ctx.replayed(cid, table=str(tname), operation=None, branch=branch)
+
+        replay = landed(commit_id) if by.commit_id is not None else None
         if replay is not None:
             return replay
         rec, _ = self.branches.branch(tname, branch)
@@ -109,7 +114,7 @@ class BranchVersions:
             key_id = commit_id_for(who, key, "version")
             if first_version(self.ctx, key_id, key, tname, manifest_path, retry, rec.location) is None:
                 return None
-            return self.ctx.replayed(key_id)
+            return landed(key_id)
 
         if key is not None and (done := replayed(key)) is not None:
             return done  # before the staged manifest is read: an exact resend's was removed

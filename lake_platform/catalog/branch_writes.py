@@ -100,7 +100,9 @@ class BranchWrites:
         commit_id = check_commit_id(by.commit_id)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"write to {tname}")
-        replay = self.ctx.replayed(commit_id) if by.commit_id is not None else None
+        replay = None
+        if by.commit_id is not None:
+            replay = self.ctx.replayed(commit_id, table=str(tname), operation=mode, branch=branch)
         if replay is not None:
             return replay
         rec, _ = self.branches.branch(tname, branch)

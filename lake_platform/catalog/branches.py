@@ -239,7 +239,10 @@ class Branches:
         commit_id = check_commit_id(by.commit_id)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"branch {tname}")
-        if by.commit_id is not None and self.ctx.replayed(commit_id) is not None:
+        replay = None
+        if by.commit_id is not None:
+            replay = self.ctx.replayed(commit_id, table=str(tname), operation="branch-create", branch=branch)
+        if replay is not None:
             # A retry of a create that landed (its outcome was unknown): the branch it made.
             rec, _ = self.branch(tname, branch)
             return branch_info(rec, {})

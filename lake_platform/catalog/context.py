@@ -20,6 +20,7 @@ from lake_platform.catalog.gate import WriteGate
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.step_records import marker_branch
 from lake_platform.errors import (
     ConcurrentModification,
     InvalidInput,
@@ -223,6 +224,7 @@ class CatalogContext:
                 commit_id=commit_id,
                 target=entry.target,
                 operation=entry.operation,
+                branch=marker_branch(entry.detail),
                 incarnation=entry.incarnation,
                 from_version=entry.from_version,
                 to_version=entry.to_version,
@@ -275,13 +277,46 @@ class CatalogContext:
         item = self.store.get(keys.commit_marker(commit_id))
         return decode(CommitMarker, item.value, item.key) if item else None
 
-    def replayed(self, commit_id: str) -> CommitResult | None:
+    def replayed(
+        self,
+        commit_id: str,
+        *,
+        table: str,
+        operation: str | None,
+        branch: str | None = None,
+        refuse: Callable[[str], LakeError] | None = None,
+    ) -> CommitResult | None:
+        """The earlier result when ``commit_id`` already landed as this same commit: ``operation``
+        of ``table`` on ``branch`` (None: main; ``operation`` None: any, for a Lance client's
+        commit, whose staged manifest says what it is). None when the id never landed. An id
+        that landed as another commit is refused, nothing written: InvalidInput naming what it
+        names, or ``refuse(what it names)`` (a batch's idempotency key: IdempotencyKeyReused)."""
         marker = self.commit_landed(commit_id)
         if marker is None:
             return None
+        landed_on = self._branch_of(marker)
+        if (
+            marker.target != table
+            or landed_on != branch
+            or (operation is not None and marker.operation != operation)
+        ):
+            # Answering it would tell the caller a write landed that never did.
+            line = "main" if landed_on is None else f"branch {landed_on}"
+            named = f"{marker.operation} of {marker.target} on {line}"
+            if refuse is not None:
+                raise refuse(named)
+            raise InvalidInput(f"commit id {commit_id} already names {named}; nothing was written")
         return CommitResult(
             commit_id, marker.target, marker.operation, marker.from_version, marker.to_version, replayed=True
         )
+
+    def _branch_of(self, marker: CommitMarker) -> str | None:
+        if marker.record_version >= 2 or not marker.log_key:
+            return marker.branch
+        # Written before markers named their branch: a branch's commit says so in its log entry.
+        item = self.store.get(marker.log_key)
+        branch = decode(CommitLogEntry, item.value, item.key).detail.get("branch") if item else None
+        return branch if isinstance(branch, str) else None
 
 
 # == shared checks and error classification ====================================================

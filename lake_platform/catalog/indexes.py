@@ -136,6 +136,8 @@ class IndexChange:
     detail: dict[str, object]
     apply: Callable[[Any], None]
     by: Provenance
+    #: The branch whose line it changes (its log entry's ``detail.branch``); None: main's.
+    branch: str | None = None
 
 
 def index_kind(kind: str) -> str:
@@ -235,10 +237,8 @@ def commit_index_change(
     hook points."""
     tname, operation = change.table, change.operation
     commit_id = check_commit_id(change.by.commit_id)
-    replay = ctx.replayed(commit_id)
+    replay = ctx.replayed(commit_id, table=str(tname), operation=operation, branch=change.branch)
     if replay is not None:
-        if replay.table != str(tname) or replay.operation != operation:
-            raise InvalidInput(f"commit id {commit_id} already names {replay.operation} of {replay.table}")
         return MaintenanceResult(
             str(tname), operation, "committed", replay.to_version or 0, commit_id, {"replayed": True}
         )

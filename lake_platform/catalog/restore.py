@@ -57,7 +57,8 @@ def restore_request(
     what = f"restore {tname}" if branch is None else f"restore branch {branch} of {tname}"
     who.require(tname.project, "write", what)
     commit_id = check_commit_id(by.commit_id)
-    return RestoreRequest(who, tname, version, commit_id, ctx.replayed(commit_id))
+    replay = ctx.replayed(commit_id, table=str(tname), operation="restore", branch=branch)
+    return RestoreRequest(who, tname, version, commit_id, replay)
 
 
 def restore_pending(

@@ -186,7 +186,7 @@ class RowChanges:
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"{operation} rows of {tname}")
         commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id)
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)
         if replay is not None:
             return RowChange(str(tname), replay.to_version or 0, commit_id, {})
         record, _ = self.ctx.table(tname)

@@ -49,6 +49,7 @@ from lake_platform.registry.store import Item
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.principals import Principal
+    from lake_platform.catalog.results import CommitResult
 
 #: The mode of a write whose data a client staged itself.
 STAGED = "staged"
@@ -113,6 +114,17 @@ class StagedVersions(Transaction):
                 )
             return [self._landed(self._writes[n]) for n in self._order]
         return [self._committed(self._writes[n]) for n in self._order]
+
+    def _replay(self, w: TableWrite) -> CommitResult | None:
+        """As a transaction's, for any operation (the manifest's; ``_landed`` compares the
+        change); the key reused for another table or line is IdempotencyKeyReused."""
+        return self._ctx.replayed(
+            w.commit_id,
+            table=str(w.name),
+            operation=None,
+            branch=w.branch,
+            refuse=lambda named: reused(str(self.key), named, f"a batch writing {w.line}"),
+        )
 
     def _committed(self, w: TableWrite) -> TableVersion:
         assert w.pending is not None

@@ -7,6 +7,8 @@ started and where it is now (found by commit id when an outcome is unknown or a 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRecord, decode
@@ -69,6 +71,13 @@ def _entry(
     )
 
 
+def marker_branch(detail: Mapping[str, object]) -> str | None:
+    """The branch a commit is made on, for its marker: what its log entry names
+    (``detail.branch``, set by every branch writer and by a publish); None is main."""
+    branch = detail.get("branch")
+    return branch if isinstance(branch, str) else None
+
+
 def step_marker(
     store: MetaStore,
     pending: PendingCommit,
@@ -86,6 +95,7 @@ def step_marker(
         commit_id=pending.commit_id,
         target=target,
         operation=pending.operation,
+        branch=marker_branch(pending.detail),
         incarnation=record.incarnation,
         from_version=(record.current_version if first else None),
         to_version=version,

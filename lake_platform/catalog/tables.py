@@ -98,7 +98,7 @@ class Tables:
         commit_id = check_commit_id(by.commit_id)
         ns_item = self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
-        replay = self.ctx.replayed(commit_id)
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation="create")
         if replay is not None:
             return replay
         if self.ctx.store.get(keys.table(tname)) is not None:
@@ -197,7 +197,7 @@ class Tables:
         self.ctx.require_parent(tname, parent_item)
         who.require(tname.project, "write", f"write to {tname}")
         # Only a caller's own commit id can have landed before; a fresh one cannot (one get less).
-        replay = self.ctx.replayed(commit_id) if given else None
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation=mode) if given else None
         if replay is not None:
             return replay
         record, table_revision = self.ctx.table(tname, item=table_item)
@@ -366,7 +366,7 @@ class Tables:
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"delete from {tname}")
         commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id)
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation="delete")
         if replay is not None:
             return replay
         record, _ = self.ctx.table(tname)

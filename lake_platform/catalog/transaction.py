@@ -228,15 +228,17 @@ class Transaction:
         stage_all(lambda pair: self._stage(pair[0], who, *pair[1]), staged)
 
     def _replayed(self, writes: list[TableWrite]) -> list[CommitResult] | None:
-        if self._by.commit_id is None:
+        if self._by.commit_id is None or (first := self._replay(writes[0])) is None:
             return None
-        first = self._ctx.replayed(writes[0].commit_id)
-        if first is None:
-            return None
-        results = [r for w in writes if (r := self._ctx.replayed(w.commit_id)) is not None]
+        results = [first, *(r for w in writes[1:] if (r := self._replay(w)) is not None)]
         # Some tables only: committed over several registry writes, not every head moved yet
         # (the leased path completes it from its record, then replays).
         return results if len(results) == len(writes) else None
+
+    def _replay(self, w: TableWrite) -> CommitResult | None:
+        """``w``'s earlier result if its id landed as this write (table, mode, line); None if it
+        never landed; InvalidInput if it landed as another commit."""
+        return self._ctx.replayed(w.commit_id, table=str(w.name), operation=w.mode, branch=w.branch)
 
     def _read_pairs(
         self, writes: list[TableWrite], wanted: Callable[[TableWrite], list[str]]

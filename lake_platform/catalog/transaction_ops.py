@@ -97,6 +97,7 @@ def table_ops(
         commit_id=pending.commit_id,
         target=str(w.name),
         operation=pending.operation,
+        branch=w.branch,
         incarnation=record.incarnation,
         from_version=record.current_version,
         to_version=last.version,

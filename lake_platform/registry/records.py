@@ -196,8 +196,14 @@ class CommitLogEntry(Record):
 
 
 class CommitMarker(Record):
-    """Proof that a commit id landed: looked up after an ambiguous failure (invariant 5)."""
+    """Proof that a commit id landed: looked up after an ambiguous failure (invariant 5), and
+    when the id comes again (a retry replays only as the same table, operation and branch).
 
+    ``branch`` (record_version 2) names the branch the commit was made on, as its log entry's
+    ``detail.branch`` does; None is main. A record_version 1 marker has none and decodes as main,
+    though a branch's commit may have written it (its log entry says which)."""
+
+    record_version: int = 2
     commit_id: str
     target: str
     operation: str
@@ -209,6 +215,7 @@ class CommitMarker(Record):
     #: For a marker that lands inside another commit's transaction (an ingested file's): that
     #: commit's id, whose own marker has the versions.
     part_of: str | None = None
+    branch: str | None = None
 
 
 class LeaseRecord(Record):
