@@ -46,6 +46,7 @@ from lake_platform.query.providers import Providers
 from lake_platform.query.result_cache import ResultCache
 from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
+from lake_platform.query.snapshot_miss import SnapshotMisses
 from lake_platform.query.stream import FirstBatches, stream
 from lake_platform.query.volatility import nondeterministic_functions
 from lake_platform.settings import LakeSettings
@@ -61,6 +62,10 @@ class QueryEngine:
         self.limits = limits or QueryLimits()
         #: Reads ``"t@branch:dev"`` from the registry, per query; None: branches cannot be named.
         self.branches = branches
+        #: Reads a name the snapshot misses (a version, tag, branch or table committed since it
+        #: was loaded) from the same registry once (``snapshot_miss``); None: the snapshot's
+        #: answer stands.
+        self.misses = SnapshotMisses(branches.store) if branches is not None else None
         self._providers = Providers(settings, self.limits.dataset_cache_size)
         spill = self.limits.spill_dir or settings.home / "spill"
         self._spill_dir = Path(spill).expanduser()
@@ -220,7 +225,7 @@ class QueryEngine:
                 self.sessions.session,
                 sql,
                 list(view.warehouses),
-                Resolver.over_view(open_table, self.limits, view, self.branches),
+                Resolver.over_view(open_table, self.limits, view, self.branches, self.misses),
                 self.limits,
                 params,
                 prepare,

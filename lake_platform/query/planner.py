@@ -25,7 +25,9 @@ from lake_platform.errors import (
     InvalidInput,
     LakeError,
     ServiceUnavailable,
+    TableBranchNotFound,
     TableNotFound,
+    TableTagNotFound,
     TableVersionNotFound,
 )
 from lake_platform.query import columns, defaults, timetravel
@@ -33,7 +35,7 @@ from lake_platform.query.batches import advertised_schema
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
-from lake_platform.query.snapshot import ProjectView, TableRef
+from lake_platform.query.snapshot import CachedTable, ProjectView, TableRef
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 from lake_platform.query.value_bounds import check_values
 from lake_platform.query.volatility import is_deterministic
@@ -41,6 +43,7 @@ from lake_platform.query.volatility import is_deterministic
 if TYPE_CHECKING:
     from lake_platform.query.branch_refs import BranchRefs
     from lake_platform.query.lookup import Lookup
+    from lake_platform.query.snapshot_miss import SnapshotMisses
 
 #: Plan roots a reader may execute (checked after DataFusion's own SQLOptions).
 ALLOWED_ROOTS = frozenset(
@@ -147,29 +150,43 @@ class Resolver:
 
     @classmethod
     def over_view(
-        cls, open_table: OpenTable, limits: QueryLimits, view: ProjectView, branches: BranchRefs | None = None
+        cls,
+        open_table: OpenTable,
+        limits: QueryLimits,
+        view: ProjectView,
+        branches: BranchRefs | None = None,
+        misses: SnapshotMisses | None = None,
     ) -> Resolver:
-        """Resolve against the snapshot's current versions (branches: read by ``branches``)."""
+        """Resolve against the snapshot's current versions (branches: read by ``branches``); a
+        name the snapshot misses is read from the registry once by ``misses`` (``snapshot_miss``)."""
 
         modes: dict[str, str] = {}
 
         def lookup(wh: str, ns: str, table: str) -> TableRef | None:
-            ref = _lookup(wh, ns, table)
-            if ref is not None:
-                modes[ref.written] = view.table(wh, ns, timetravel.split(table)[0]).cache  # type: ignore[union-attr]
-            return ref
-
-        def _lookup(wh: str, ns: str, table: str) -> TableRef | None:
             base, at = timetravel.split(table)
             cached = view.table(wh, ns, base)
-            if cached is None:
+            try:
+                try:
+                    ref = _resolve(cached, wh, ns, base, at)
+                except (TableNotFound, TableVersionNotFound, TableTagNotFound, TableBranchNotFound):
+                    cached = None if misses is None else misses.table(view, (wh, ns, base), at, cached)
+                    if cached is None:
+                        raise
+                    ref = _resolve(cached, wh, ns, base, at)
+            except TableNotFound:
                 if at is not None:
-                    raise TableNotFound(f"table {wh}.{ns}.{base} not found")
-                return None
+                    raise
+                return None  # DataFusion answers "table not found", as for any unknown name
+            modes[ref.written] = cached.cache  # type: ignore[union-attr]
+            return ref
+
+        def _resolve(cached: CachedTable | None, wh: str, ns: str, base: str, at: str | None) -> TableRef:
+            if cached is None:
+                raise TableNotFound(f"table {wh}.{ns}.{base} not found")
             if at is not None:
                 return timetravel.resolve(cached, at, f"{wh}.{ns}.{base}", branches)
             if cached.ref is None:
-                raise ServiceUnavailable(f"table {wh}.{ns}.{table} is being registered; retry shortly")
+                raise ServiceUnavailable(f"table {wh}.{ns}.{base} is being registered; retry shortly")
             return cached.ref
 
         resolver = cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)

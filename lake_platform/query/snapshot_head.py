@@ -13,7 +13,8 @@ cache (``SnapshotCache.advance``), so the next request over that head pays only 
 again. A committed multi-table commit whose writer died moving heads is completed and its
 version shown (``transaction_recovery.committed_head``): a snapshot that viewed the table there
 (``snapshot_transactions``) is never put back to the old head. Flight SQL's pinned tickets never
-come here: they carry their refs.
+come here: they carry their refs. :func:`registry_table` is the same read of one table for a
+name a query's snapshot lacks (``snapshot_miss``), which leaves the cached snapshot as it is.
 """
 
 from __future__ import annotations
@@ -56,15 +57,31 @@ def latest_view(cache: SnapshotCache, store: MetaStore, tname: TableName) -> Pro
     if record is not None and cached is not None and cached.record == record and cached.ref is not None:
         if committed_head(store, record, ahead[0]) is record:
             return view
-    fresh = None if record is None else _at_head(store, record, cached)
+    fresh = None if record is None else _at_head(store, record, cached)[0]
     patched = _with_table(snap, tname.project, view, where, fresh)
     cache.advance(snap, patched)
     return patched.project(tname.project)
 
 
-def _at_head(store: MetaStore, record: TableRecord, cached: CachedTable | None) -> CachedTable:
+def registry_table(
+    store: MetaStore, tname: TableName, cached: CachedTable | None = None
+) -> tuple[CachedTable, VersionRecord | None] | None:
+    """``tname`` as the registry holds it now (``cached``: as the snapshot holds it, if it does),
+    with its head's version record; None if the registry holds no committed version of it. Two
+    registry requests: the record, then its head and the version above (``_at_head``)."""
+    item = store.get(keys.table(tname))
+    record = decode(TableRecord, item.value, item.key) if item is not None else None
+    if record is None or record.current_version <= 0:
+        return None  # absent, or declared with nothing committed: not visible to readers
+    return _at_head(store, record, cached)
+
+
+def _at_head(
+    store: MetaStore, record: TableRecord, cached: CachedTable | None
+) -> tuple[CachedTable, VersionRecord | None]:
     """``record``'s table at its head, or at the version a committed multi-table commit put
-    just above it (``committed_head``; a snapshot views it there, ``snapshot_transactions``)."""
+    just above it (``committed_head``; a snapshot views it there, ``snapshot_transactions``),
+    with that version's record."""
     at, above = store.get_many(
         [keys.version(record.incarnation, v) for v in (record.current_version, record.current_version + 1)]
     )
@@ -76,7 +93,7 @@ def _at_head(store: MetaStore, record: TableRecord, cached: CachedTable | None) 
     head = decode(VersionRecord, at.value, at.key) if at is not None else None
     # The cache admission comes from the policies, which the next refresh applies again.
     mode = cached.cache if cached is not None else "auto"
-    return cache_table(record, head, mode, VersionHistory(store, record.incarnation))
+    return cache_table(record, head, mode, VersionHistory(store, record.incarnation)), head
 
 
 def _with_table(
@@ -97,4 +114,4 @@ def _with_table(
     return replace(snap, projects={**snap.projects, project: patched})
 
 
-__all__ = ["latest_view"]
+__all__ = ["latest_view", "registry_table"]

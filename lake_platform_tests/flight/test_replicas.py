@@ -5,6 +5,7 @@ drop and recreate, retention), without asking the registry for anything.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.flight as fl
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
@@ -45,6 +47,11 @@ class Replica:
 
     def count(self, table: str) -> int:
         return self.fetch(self.plan(f"SELECT count(*) AS n FROM w.ns.{table}")).column("n")[0].as_py()
+
+    def snapshot_loads(self) -> int:
+        """Catalog snapshots this replica has loaded (its health answer)."""
+        [result] = list(self.client.do_action(fl.Action("health", b""), self.options))
+        return json.loads(result.body.to_pybytes())["snapshot"]["loads"]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -105,9 +112,13 @@ def test_drop_and_recreate_on_the_other_replica(
     catalog.tables.create_table("p.w.ns.rdrop", tagged_rows(10, tag="original"))
     assert wait_until(lambda: a.count("rdrop") == 10)
     info = a.plan("SELECT id, tag FROM w.ns.rdrop")
+    loads = {r: r.snapshot_loads() for r in (a, b)}
     catalog.trash.drop_table("p.w.ns.rdrop")
     catalog.tables.create_table("p.w.ns.rdrop", tagged_rows(3, start=500, tag="replacement"))
-    assert wait_until(lambda: b.count("rdrop") == 3 and a.count("rdrop") == 3)
+    # Each replica has loaded a snapshot begun after the drop (the one in flight may have begun
+    # before): a query alone does not tell, as a replica reads a table its snapshot lacks.
+    assert wait_until(lambda: all(r.snapshot_loads() >= loads[r] + 2 for r in (a, b)))
+    assert b.count("rdrop") == 3 and a.count("rdrop") == 3
     for replica in (b, a):
         with pytest.raises(pa.ArrowKeyError, match=r"w\.ns\.rdrop.*dropped"):
             replica.fetch(info)
@@ -155,12 +166,76 @@ def test_time_travel_is_pinned_across_replicas(
     info = a.plan(sql)
     catalog.tags.create_tag("p.w.ns.rtravel", "eod", 2, replace=True)
     catalog.tables.append("p.w.ns.rtravel", tagged_rows(3, start=12, tag="v3"))
-    # Each replica has seen the moved tag (so versions 2 and 3): a replica's snapshot may lag
-    # the registry (up to LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS), and one that has not seen
-    # version 2 plans "rtravel@v2" as a version that does not exist.
+    # Each replica has seen the moved tag: a replica's snapshot may lag the registry (up to
+    # LAKE_FLIGHT_SNAPSHOT_MAX_STALE_SECONDS), and a tag it holds is read as it holds it (a
+    # name it lacks is read from the registry: the lagging replica's tests below).
     assert wait_until(lambda: all(r.fetch(r.plan(sql)).num_rows == 12 for r in (a, b)))
     for replica in (b, a):
         got = replica.fetch(info)
         assert got.column("id").to_pylist() == list(range(8)) and set(got.column("tag").to_pylist()) == {"v1"}
     v2 = 'SELECT count(*) AS n FROM w.ns."rtravel@v2"'
     assert b.fetch(a.plan(v2)).column("n")[0].as_py() == a.fetch(b.plan(v2)).column("n")[0].as_py() == 12
+
+
+@pytest.fixture(scope="module")
+def lagging(lake: tuple[LakeSettings, Catalog, Path]) -> Iterator[Replica]:
+    """A replica whose snapshot never refreshes during the tests: loaded once, with ``rlag`` at
+    version 1 and nothing of what the tests commit after."""
+    _, catalog, home = lake
+    catalog.tables.create_table("p.w.ns.rlag", tagged_rows(10, tag="v1"))
+    replica = Replica(home, snapshot_ttl_seconds=3600)
+    try:
+        yield replica.ready()
+    finally:
+        replica.stop()
+
+
+def test_a_lagging_replica_reads_a_version_tag_branch_and_table_committed_since(
+    lake: tuple[LakeSettings, Catalog, Path], lagging: Replica
+) -> None:
+    """Named right after the commit on another process, the new version, tag, branch and table
+    are answered at once: the replica reads that table from the registry on the miss, once."""
+    _, catalog, _ = lake
+    catalog.tables.append("p.w.ns.rlag", tagged_rows(5, start=10, tag="v2"))
+    catalog.tags.create_tag("p.w.ns.rlag", "fresh", 2)
+    catalog.tables.create_table("p.w.ns.rlagnew", tagged_rows(3, start=100, tag="new"))
+    catalog.branches.create_branch("p.w.ns.rlagnew", "dev")
+    assert lagging.count('"rlag@v2"') == 15
+    assert lagging.count('"rlag@tag:fresh"') == 15
+    assert lagging.count("rlagnew") == 3
+    assert lagging.count('"rlagnew@branch:dev"') == 3
+    # Not a refresh of everything: the current name still reads the snapshot's version, and one
+    # query reads each name at one version.
+    both = lagging.fetch(
+        lagging.plan(
+            'SELECT (SELECT count(*) FROM w.ns.rlag) AS now, (SELECT count(*) FROM w.ns."rlag@v2") AS v2'
+        )
+    )
+    assert both.to_pylist() == [{"now": 10, "v2": 15}]
+
+
+def test_a_lagging_replica_still_refuses_what_does_not_exist(lagging: Replica) -> None:
+    """A name that really does not exist is NOT_FOUND with the message it always had."""
+    for sql_name, message in (
+        ('"rlag@v9"', r"version 9 of w\.ns\.rlag does not exist or was cleaned up"),
+        ('"rlag@tag:nope"', r"no tag nope on w\.ns\.rlag"),
+        ('"rlag@branch:nope"', r"no branch nope on w\.ns\.rlag"),
+        ("rlagnothing", r"table w\.ns\.rlagnothing not found"),
+    ):
+        for _ in range(2):  # the second time from what the first one read
+            with pytest.raises(pa.ArrowKeyError, match=message):
+                lagging.plan(f"SELECT count(*) FROM w.ns.{sql_name}")
+
+
+def test_a_lagging_replica_serves_a_ticket_pinned_past_its_snapshot(
+    lake: tuple[LakeSettings, Catalog, Path], replicas: tuple[Replica, Replica], lagging: Replica
+) -> None:
+    """A ticket another replica planned on a version (and a table) this one has not seen is
+    served: a ticket carries its snapshots, so DoGet needs nothing of the replica's catalog."""
+    _, catalog, _ = lake
+    a, _ = replicas
+    catalog.tables.create_table("p.w.ns.rlagpin", tagged_rows(4, tag="v1"))
+    catalog.tables.append("p.w.ns.rlagpin", tagged_rows(2, start=4, tag="v2"))
+    assert wait_until(lambda: a.count("rlagpin") == 6)
+    info = a.plan("SELECT id, tag FROM w.ns.rlagpin ORDER BY id")
+    assert lagging.fetch(info).column("id").to_pylist() == list(range(6))
