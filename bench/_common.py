@@ -311,7 +311,7 @@ def wait_rest(url: str, timeout: float = 60) -> None:
 # -- moto (DynamoDB emulator) for --backend dynamodb ----------------------------------------------
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -331,7 +331,7 @@ def moto_dummy_credentials() -> None:
 def moto_server(log_dir: Path) -> Iterator[str]:
     """Start ``moto_server`` on a free loopback port (stopped by its pid afterwards); yield its URL."""
     script = Path(sys.executable).with_name("moto_server")
-    port = _free_port()
+    port = free_port()
     cmd = ([str(script)] if script.exists() else [sys.executable, "-m", "moto.server"]) + [
         "-H",
         "127.0.0.1",

@@ -154,14 +154,14 @@ def commits(args: argparse.Namespace) -> None:
     with common.scratch_dir("bench-rest-") as tmp:
         home = tmp / "home"
         catalog, token = common.rest_lake(home)
-        ours_port = common._free_port()
+        ours_port = common.free_port()
         server = common.serve_rest(home, ours_port)
         ctx = mp.get_context("spawn")
         stop = ctx.Event()
         urls = {OURS: f"http://127.0.0.1:{ours_port}"}
         refs = []
         for name, props in ((DIR, {}), (DIR_MANAGED, MANAGED)):
-            root, port = tmp / name.replace(" ", "_"), common._free_port()
+            root, port = tmp / name.replace(" ", "_"), common.free_port()
             root.mkdir()
             refs.append(ctx.Process(target=oracle_process, args=(str(root), port, props, stop)))
             refs[-1].start()
@@ -284,7 +284,7 @@ def peak_rss(pid: int) -> int:
 
 
 def serve_ours(home: Path) -> tuple[object, str]:
-    port = common._free_port()
+    port = common.free_port()
     env = {**os.environ, "LAKE_HOME": str(home), "LAKE_REST_PORT": str(port), "LAKE_FLIGHT_CACHE_BYTES": "0"}
     proc = common.spawn(
         [sys.executable, "-m", "lake_platform.cli", "serve-rest"],
@@ -300,7 +300,7 @@ def serve_ours(home: Path) -> tuple[object, str]:
 def serve_reference(root: Path) -> tuple[int, str, object, object]:
     ctx = mp.get_context("spawn")
     stop, ready = ctx.Event(), ctx.Queue()
-    port = common._free_port()
+    port = common.free_port()
     proc = ctx.Process(target=oracle_process, args=(str(root), port, {}, stop, ready))
     proc.start()
     pid = ready.get(timeout=120)

@@ -103,7 +103,7 @@ def main() -> None:
 
 
 def measure(tmp: Path, home: Path, token: str, calls: int, requests: int) -> tuple[float, int]:
-    port = common._free_port()
+    port = common.free_port()
     env = {
         **os.environ,
         "LAKE_HOME": str(home),

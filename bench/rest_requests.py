@@ -87,7 +87,7 @@ def serve(home: Path, pythonpath: str | None = None) -> tuple[subprocess.Popen[b
     ``pythonpath`` is given): the process, its port and a writer token."""
     catalog, token = common.rest_lake(home)
     catalog.close()
-    port = common._free_port()
+    port = common.free_port()
     return common.serve_rest(home, port, pythonpath), port, token
 
 
