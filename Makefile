@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(PY) bench/flight.py
 	$(PY) bench/orphans.py
 	$(PY) bench/cli.py
+	$(PY) bench/startup.py
 	$(PY) bench/metrics.py
 	$(PY) bench/indexes.py
 	$(PY) bench/evolution.py
