@@ -77,6 +77,12 @@ class CommitConflicts:
         self.raced: LeaseRaced | None = None
 
     @property
+    def branch(self) -> str | None:
+        """The branch whose line the commits move (the head a branch's record), None on main."""
+        prefix = keys.branches_of(self.name)
+        return self.head_key.removeprefix(prefix) if self.head_key.startswith(prefix) else None
+
+    @property
     def unacquired(self) -> bool:
         """Writing under an unacquired lease (``WriteGate.hold_for_commit``, ``hold_unacquired``)."""
         return self.lease is not None and self.lease.optimistic
@@ -161,7 +167,7 @@ class CommitConflicts:
         if rogue and self._lease_is_current():  # a writer that lost its lease moves nothing
             moved = engine.quarantine_files(self.location, rogue, f"refused-{new_id()}", self.storage_options)
             actor = self.pending.actor if self.pending is not None else "lake"
-            report_bypass(self.store, self.name, self.incarnation, current, moved, actor)
+            report_bypass(self.store, self.name, self.incarnation, current, moved, actor, self.branch)
         raise InvalidTableState(
             f"commit of version {version} of {self.name} refused: it was not built on the registered version "
             f"{current} but on manifests written around the registry "

@@ -14,11 +14,15 @@ import pyarrow as pa
 import pytest
 from lance.dataset import LanceDataset, LanceOperation
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.manifests import final_manifest_name
+from lake_platform.errors import InvalidTableState
 from lake_platform.naming import TableName
-from lake_platform_tests.catalog.conftest import Lake, rows
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.test_commit_conflicts import read_while_lagging
+from lake_platform_tests.catalog.test_transaction import catalog, heads  # noqa: F401 - the fixture
 
 T = "p.w.ns.t"
 TID = T.split(".")
@@ -126,3 +130,44 @@ def test_a_bypass_found_on_a_branch_names_the_branch(lake: Lake) -> None:
     (entry,) = [e for e in lake.catalog.reads.history(T) if e.operation == "bypass"]
     assert (entry.detail["branch"], entry.incarnation) == ("dev", dev.incarnation)
     assert entry.detail["versions"] == [dev.current_version + 1]
+
+
+def test_a_commit_refused_on_a_branch_for_building_on_a_stray_manifest_names_the_branch(
+    lake: Lake,
+) -> None:
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.branches.create_branch(T, "dev")
+    dev, _ = lake.catalog.branches.branch(TableName.parse(T), "dev")
+    storage = lake.settings.storage_options(dev.location) or None
+
+    def stray_after_the_settle(point: str) -> None:
+        # After the writer's settle looked: Lance builds on it, and the registry refuses.
+        if point == "branch-append:before-write":
+            lance.write_dataset(rows([99], tag="stray"), dev.location, mode="append", storage_options=storage)
+
+    racing = lake.new_catalog(hook=stray_after_the_settle)
+    try:
+        with pytest.raises(InvalidTableState, match="not built on the registered version"):
+            racing.branch_writes.append(T, "dev", rows([2]))
+    finally:
+        racing.close()
+    (entry,) = [e for e in lake.catalog.reads.history(T) if e.operation == "bypass"]
+    assert (entry.detail["branch"], entry.incarnation) == ("dev", dev.incarnation)
+    assert entry.detail["versions"] == [dev.current_version + 1]
+
+
+def test_the_sensor_leaves_a_committed_multi_table_commit_s_manifest_alone(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    """A reader that could not move the heads published the manifest of the version a committed
+    multi-table commit made visible above a lagging head: that is no bypass. The sensor completes
+    the commit under the lease and finds nothing."""
+    target = "p.w.ns.t004"
+    names, _, storage = read_while_lagging(catalog, target)
+    location = catalog.ctx.table(TableName.parse(target))[0].location
+    assert engine.versions_on_disk(location, storage) == [1, 2]  # published by the reader's open
+    assert catalog.manifests.catch_bypasses(target) == []
+    assert engine.quarantined_files(location, storage) == []
+    assert heads(catalog, names) == dict.fromkeys(names, 2)
+    assert [e.operation for e in catalog.reads.history(target)][1:] == ["append"]
+    assert sorted(ids_of(catalog.reads.open_table(target))) == [4, 1004]
