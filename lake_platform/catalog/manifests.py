@@ -187,16 +187,19 @@ class Manifests:
         checks of a moved head apply."""
         return self.leased_head_at(tname, planned.incarnation, planned.current_version)
 
-    def leased_head_at(self, tname: TableName, inc: str, at: int) -> tuple[TableRecord, int, Prefetched]:
+    def leased_head_at(
+        self, tname: TableName, inc: str, at: int, *, declared: bool = False
+    ) -> tuple[TableRecord, int, Prefetched]:
         """``leased_head`` for a writer that holds no table record, only the incarnation and the
-        version it planned on (a compaction's plan): ``at`` is its guess at the head."""
+        version it planned on (a compaction's plan): ``at`` is its guess at the head.
+        ``declared``: a table with no committed version yet is read too."""
         store, key = self.ctx.store, keys.table(tname)
         table, current, above = store.get_many([key, keys.version(inc, at), keys.version(inc, at + 1)])
-        record, revision = self.ctx.table(tname, incarnation=inc, item=table)
+        record, revision = self.ctx.table(tname, incarnation=inc, declared=declared, item=table)
         if record.current_version != at:  # moved since planned: one more read, of the key above it
             current, above = UNREAD, store.get(keys.version(inc, record.current_version + 1))
         if above is not None and settle_version(store, above, key, f"table {tname}"):
-            record, revision = self.ctx.table(tname, incarnation=inc)
+            record, revision = self.ctx.table(tname, incarnation=inc, declared=declared)
             current = UNREAD
         return record, revision, current
 
@@ -332,7 +335,9 @@ class Manifests:
         manifests above the registered version), moved to quarantine and reported
         (``bypasses``) under the table's lease; [] when there are none. Costs one registry read
         and one listing of ``_versions/``' newest names; the lease only when something is
-        found (a manifest published meanwhile by a commit that landed is told apart under it)."""
+        found (a manifest published meanwhile by a commit that landed is told apart under it,
+        and so is a committed multi-table commit's above a head that lags it: completed first,
+        ``leased_head``)."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"repair {tname}")
@@ -342,9 +347,11 @@ class Manifests:
         if not rogue:
             return []
         with self.ctx.gate.hold(record.incarnation):
-            record, _ = self.ctx.table(tname, incarnation=record.incarnation, declared=True)
+            record, _, current = self.leased_head_at(
+                tname, record.incarnation, record.current_version, declared=True
+            )
             try:
-                return bypassed_versions(self.settle(tname, record))
+                return bypassed_versions(self.settle(tname, record, current_item=current))
             except InvalidTableState:
                 return []  # a missing registered manifest: reads and checks report that
 

@@ -7,7 +7,7 @@ lands on top of it, instead of being refused with the commit's manifest quaranti
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import lance  # the test plays a Lance client
 import pytest
@@ -57,21 +57,41 @@ def storage_of(c: Catalog, name: str) -> dict[str, str] | None:
     return c.settings.storage_options(location) or None
 
 
+class Lagging(NamedTuple):
+    names: list[str]
+    registry: ReadOnlyRegistry
+    storage: dict[str, str] | None  # the target's storage options
+
+
+def read_while_lagging(catalog: Catalog, target: str) -> Lagging:  # noqa: F811
+    """``SOME`` tables at version 1, a multi-table commit of version 2 to each stopped at its
+    commit point (no head moved), and ``target`` opened by a pylance reader through read-only
+    registry credentials: it reads version 2, and the heads still lag (a writable reader's
+    describe would move them: nothing here reads through ``catalog`` after the commit)."""
+    names = make_tables(catalog, SOME)
+    storage = storage_of(catalog, target)
+    stopped_commit(catalog, names, "transaction:committed")
+    registry = ReadOnlyRegistry(catalog.store)
+    with Catalog(catalog.settings, registry) as reading:
+        opened = lance.dataset(
+            namespace_client=LakeNamespace(reading), table_id=target.split("."), storage_options=storage
+        )
+        assert opened.version == 2  # the transaction record is the truth, the head a cache
+        at = names.index(target)
+        assert sorted(opened.to_table()["id"].to_pylist()) == [at, 1000 + at]
+    assert registry.refused > 0  # the reader tried to move the heads and could not
+    assert heads(catalog, names) == dict.fromkeys(names, 1)
+    return Lagging(names, registry, storage)
+
+
 def test_a_client_built_on_the_committed_version_of_a_lagging_table_lands_on_it(
     catalog: Catalog,  # noqa: F811
 ) -> None:
-    names = make_tables(catalog, SOME)
-    target = names[3]
-    storage = storage_of(catalog, target)
-    stopped_commit(catalog, names, "transaction:committed")  # committed; no head moved
-    assert heads(catalog, names) == dict.fromkeys(names, 1)
-    registry = ReadOnlyRegistry(catalog.store)
+    target = "p.w.ns.t003"
+    names, registry, storage = read_while_lagging(catalog, target)
     with Catalog(catalog.settings, registry) as reading:
         reader = LakeNamespace(reading)
-        opened = lance.dataset(namespace_client=reader, table_id=target.split("."), storage_options=storage)
-        assert opened.version == 2  # the transaction record is the truth, the head a cache
-        assert sorted(opened.to_table()["id"].to_pylist()) == [3, 1003]
-        # The client stages an append on what it read; its commit goes to a writer.
+        # A client stages an append on what it reads; its commit goes to a writer.
         client = StagingOnly(reader)
         with pytest.raises(OSError):  # the commit was kept, not sent
             lance.write_dataset(
@@ -81,7 +101,6 @@ def test_a_client_built_on_the_committed_version_of_a_lagging_table_lands_on_it(
                 mode="append",
                 storage_options=storage,
             )
-    assert registry.refused > 0  # the reader tried to move the heads and could not
     assert heads(catalog, names) == dict.fromkeys(names, 1)
     assert client.staged is not None and client.staged["version"] == 3
     landed: Any = LakeNamespace(catalog).create_table_version(client.staged)
