@@ -188,11 +188,11 @@ class Tables:
         commit_id = check_commit_id(by.commit_id)
         # The parent and the table in one registry request, checked in the usual order; with
         # them, when this process wrote the table last, its lease and current version records
-        # (what an append under an unacquired lease needs, below).
+        # and the key above (what an append under an unacquired lease needs, below).
         last = self._written.get(str(tname)) if mode == "append" else None
         wanted = [self.ctx.parent_key(tname), keys.table(tname)]
         if last is not None:
-            wanted += [keys.lease(last[0]), keys.version(*last)]
+            wanted += [keys.lease(last[0]), keys.version(*last), keys.version(last[0], last[1] + 1)]
         parent_item, table_item, *ahead_items = self.ctx.store.get_many(wanted)
         self.ctx.require_parent(tname, parent_item)
         who.require(tname.project, "write", f"write to {tname}")
@@ -271,15 +271,16 @@ class Tables:
         """A small append (``rows``, in memory) on a table this process wrote last, under an
         unacquired lease: no acquire, no re-read under it, no settle (architecture.md, "Small
         appends without acquiring the lease"). None when it cannot be tried (the lease is held,
-        or moved on since the read) or was refused for want of an acquired lease (LeaseRaced:
+        or moved on since the read; a version above the head, a multi-table commit's, is
+        completed under the lease) or was refused for want of an acquired lease (LeaseRaced:
         nothing landed); the caller then writes ``rows`` again the ordinary way."""
         import pyarrow as pa
 
         from lake_platform.catalog.arrow_io import StreamCounter
 
-        lease_item, version_item = ahead_items
+        lease_item, version_item, above_item = ahead_items
         held = decode(LeaseRecord, lease_item.value, lease_item.key) if lease_item is not None else None
-        if held is None or not held.released or version_item is None:
+        if held is None or not held.released or version_item is None or above_item is not None:
             return None
         base = decode(VersionRecord, version_item.value, version_item.key)
         if base.version != record.current_version:

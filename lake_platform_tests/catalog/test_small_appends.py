@@ -13,6 +13,9 @@ import pytest
 
 from lake_platform.catalog import tables
 from lake_platform.catalog.arrow_io import read_small
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.transaction import Transaction
+from lake_platform.catalog.transaction_ops import OPS_PER_TABLE
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine import manifests as engine_manifests
 from lake_platform.errors import InvalidTableState
@@ -23,6 +26,7 @@ from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
+U = "p.w.ns.u"
 AGAIN = "writing the append again under the lease"
 
 
@@ -247,6 +251,54 @@ def test_a_squatter_above_the_table_is_quarantined_under_the_lease(
     assert landed.manifest_path == squat and landed.staged_from is not None
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3]
     assert ids_of(lake.catalog.reads.open_table(T, 2)) == [1, 2]
+
+
+def stopped_after_its_commit_point(writer: Catalog, tables: list[str], stop: list[str]) -> None:
+    """A multi-table commit of one row to each of ``tables`` over two registry writes, by
+    ``writer`` (whose hook raises at ``stop``'s point), stopped right after its commit point:
+    committed, no head moved, its leases released by this process's gate."""
+    stop.append("transaction:committed")
+    with pytest.raises(SystemExit), Transaction(writer.tables, max_ops=OPS_PER_TABLE) as tx:
+        for i, name in enumerate(tables):
+            tx.append(name, rows([100 + i], "tx"))
+    stop.clear()
+    assert [table_record_of(writer, n).current_version for n in tables] == [1] * len(tables)
+
+
+def table_record_of(c: Catalog, name: str) -> TableRecord:
+    return c.ctx.table(TableName.parse(name))[0]
+
+
+def test_a_small_append_meeting_a_committed_multi_table_commit_writes_its_rows_once(lake: Lake) -> None:
+    """The last writer's small append to a table whose head lags a committed multi-table commit
+    (its writer stopped after the commit point, leases released) sees the commit's version above
+    the head in the read it makes anyway, so it takes the lease at once: the commit completed
+    under it, the rows written once, on top of the commit's version."""
+    points: list[str] = []
+    stop: list[str] = []
+
+    def hook(point: str) -> None:
+        points.append(point)
+        if point in stop:
+            raise SystemExit(f"stopped at {point}")
+
+    writer = lake.new_catalog(hook=hook)
+    try:
+        for i, name in enumerate([T, U]):
+            writer.tables.create_table(name, rows([i + 1]))  # this process wrote both last
+        stopped_after_its_commit_point(writer, [T, U], stop)
+        points.clear()
+        result = writer.tables.append(T, rows([5], "mine"))
+    finally:
+        writer.close()
+    assert points.count("append:before-write") == 1  # twice before: refused once, then leased
+    assert result.to_version == 3
+    assert [table_record_of(lake.catalog, n).current_version for n in (T, U)] == [3, 2]
+    assert [(e.operation, e.to_version) for e in lake.catalog.reads.history(T)][1:] == [
+        ("append", 2),
+        ("append", 3),
+    ]
+    assert sorted(ids_of(lake.catalog.reads.open_table(T))) == [1, 5, 100]
 
 
 # == read_small ================================================================================

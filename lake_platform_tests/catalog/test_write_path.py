@@ -387,8 +387,9 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
     lake: Lake, monkeypatch: pytest.MonkeyPatch, small: bool
 ) -> None:
     """Each registry request is a round trip on DynamoDB. A small append to a table whose
-    current version this process landed reads the parent, the table, its lease and its
-    current version in one request (and takes no lease: test_small_appends.py). Any other
+    current version this process landed reads the parent, the table, its lease, its current
+    version and the version key above it in one request (and takes no lease:
+    test_small_appends.py). Any other
     append reads the parent and the table together, then (under the lease) the table, its
     current version and the version key above it (a multi-table commit's, to complete first)
     together; the lease is taken from the released record the last append left, with no read.
@@ -423,7 +424,7 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
     lake.catalog.tables.append(T, rows([3]))
     name = TableName.parse(T)
     first = [keys.namespace(name.namespace_name), keys.table(name)]
-    last = [keys.lease(record.incarnation), keys.version(record.incarnation, 2)]
+    last = [keys.lease(record.incarnation), *(keys.version(record.incarnation, v) for v in (2, 3))]
     assert reads == (
         [("get_many", first + last)]
         if small
