@@ -22,13 +22,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog.branches import Branches
-from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease
+from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.restore import restore_line, restore_pending, restore_request
 from lake_platform.catalog.results import CommitResult, MaintenanceResult
-from lake_platform.catalog.versions import unregister, young_versions
+from lake_platform.catalog.version_removal import removal_entry, unregister, young_versions
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableVersionNotFound
 from lake_platform.naming import TableName
@@ -115,7 +116,7 @@ class BranchHistory:
             }
             if not doomed:
                 return MaintenanceResult(str(tname), "delete-versions", "nothing-to-do", head, None, detail)
-            return self._remove(tname, fresh, versions, doomed, lease, detail, by)
+            return self._remove(tname, fresh, versions, doomed, lease, detail, by, who)
 
     def _branched_from(self, tname: TableName, line: BranchRecord) -> set[int]:
         """The versions of ``line`` another branch (live or in the trash) was made from."""
@@ -133,22 +134,13 @@ class BranchHistory:
         lease: Lease,
         detail: dict[str, object],
         by: Provenance,
+        who: Principal,
     ) -> MaintenanceResult:
         """Under the branch's lease: ``doomed`` out of the registry first (each still untagged),
         then Lance's cleanup of the branch's dataset with the same cut, then the staging
         manifests; the log entry gets the bytes and files removed."""
         commit_id = new_id()
-        entry = Log(
-            str(tname),
-            "delete-versions",
-            self.ctx.actor(by.actor, self.ctx.who(by.principal)),
-            commit_id=commit_id,
-            run_id=by.run_id,
-            incarnation=line.incarnation,
-            from_version=line.current_version,
-            to_version=line.current_version,
-            detail=detail,
-        )
+        entry = removal_entry(self.ctx, tname, "delete-versions", by, who, commit_id, line, detail)
         unregister(
             self.ctx, line.incarnation, doomed, lease, entry, f"during cleanup of branch {line.branch}"
         )

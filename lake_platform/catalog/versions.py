@@ -1,6 +1,8 @@
 """Versions of a table: compaction (plan, execute, commit; stale plans are skipped, never
 forced), version cleanup under the retention policy, and purging an unregistered incarnation's
-storage. Each is a commit under the table's lease, like any write. Tags are in ``tags``.
+storage. Each is a commit under the table's lease, like any write. Tags are in ``tags``; what
+a removal shares with a branch's (its log entry, the registry step, the pinned window) is in
+``version_removal``.
 """
 
 from __future__ import annotations
@@ -8,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
-from itertools import pairwise
 
 from lake_platform.catalog import root_cleanup
 from lake_platform.catalog.context import BATCH, CatalogContext, Log, check_commit_id, first_line
@@ -19,12 +20,9 @@ from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
+from lake_platform.catalog.version_removal import removal_entry, unregister, young_versions
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import (
-    ConcurrentModification,
-    ConditionFailed,
-    InvalidInput,
-)
+from lake_platform.errors import ConditionFailed, InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -35,7 +33,7 @@ from lake_platform.registry.records import (
     decode,
     new_id,
 )
-from lake_platform.registry.store import ABSENT, Delete, MetaStore, Op
+from lake_platform.registry.store import ABSENT, Delete
 
 log = logging.getLogger(__name__)
 
@@ -343,17 +341,7 @@ class Versions:
         kept = [(v.version, v.manifest_path) for v in versions if v not in doomed and v.version in here]
         elsewhere = root_cleanup.candidates(self.ctx, record, doomed)
         # 1. Out of the registry, conditional on the lease and on the table not moving.
-        entry = Log(
-            str(tname),
-            operation,
-            self.ctx.actor(by.actor, who),
-            commit_id=commit_id,
-            run_id=by.run_id,
-            incarnation=record.incarnation,
-            from_version=record.current_version,
-            to_version=record.current_version,
-            detail=detail,
-        )
+        entry = removal_entry(self.ctx, tname, operation, by, who, commit_id, record, detail)
         unregister(self.ctx, record.incarnation, doomed, lease, entry, "during cleanup")
         self.ctx.at(f"{operation}:after-registry")
         # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
@@ -405,42 +393,3 @@ class Versions:
                     "registry leftovers of %s changed during purge; left for the next sweep",
                     record.incarnation,
                 )
-
-
-def young_versions(ctx: CatalogContext, versions: list[VersionRecord], retention: timedelta) -> set[int]:
-    """The versions superseded less than ``retention`` (at least the ticket lifetime) plus the
-    readers' staleness ago; the head never is superseded. A version can be pinned by a ticket for
-    as long as it is current, and a reader's cached snapshot may still treat it as current a
-    little after that: its age counts from when it was superseded (its successor's commit), not
-    from its own commit."""
-    window = max(retention, timedelta(seconds=ctx.settings.ticket_lifetime_seconds)) + timedelta(
-        seconds=ctx.settings.reader_max_stale_seconds
-    )
-    cut_ms = ctx.clock.wall_ms() - int(window.total_seconds() * 1000)
-    ordered = sorted(versions, key=lambda v: v.version)
-    superseded_at = {older.version: newer.committed_at_ms for older, newer in pairwise(ordered)}
-    return {v.version for v in ordered if superseded_at.get(v.version, cut_ms) >= cut_ms}
-
-
-def unregister(
-    ctx: CatalogContext, incarnation: str, doomed: list[VersionRecord], lease: Lease, entry: Log, when: str
-) -> None:
-    """``doomed``'s version records out of the registry, in batches conditional on ``lease`` and
-    on each record as it is now, still untagged (a tag lands only under the lease: this is the
-    second line); ``entry`` is logged with the first batch. ``when`` ends the refusals' text."""
-    for start in range(0, len(doomed), BATCH):
-        ops: list[Op] = [
-            Delete(keys.version(incarnation, v.version), _untagged_revision(ctx.store, incarnation, v, when))
-            for v in doomed[start : start + BATCH]
-        ]
-        with lease.fenced() as fence:
-            ctx.commit([*ops, fence], log=entry if start == 0 else None)
-
-
-def _untagged_revision(store: MetaStore, incarnation: str, v: VersionRecord, when: str) -> int:
-    item = store.get(keys.version(incarnation, v.version))
-    if item is None:
-        raise ConcurrentModification(f"version {v.version} vanished {when}")
-    if decode(VersionRecord, item.value, item.key).tags:
-        raise ConcurrentModification(f"version {v.version} was tagged {when}; nothing was removed")
-    return item.revision
