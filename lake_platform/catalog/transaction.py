@@ -191,18 +191,18 @@ class Transaction:
     def _commit_unacquired(self, writes: list[TableWrite], who: Principal) -> bool:
         """Small appends to tables whose leases are free, committed the way one small append is
         (architecture.md, "Small appends without acquiring the lease"): one read of every
-        table's lease and current version records; each table staged under an unacquired lease
-        (no acquire, heartbeat or settle: the namespace refuses, LeaseRaced, whatever would
-        need them); the one registry transaction conditional on every lease record's revision
-        read, so it lands only if nobody took a lease since. False when this cannot be tried
-        or was refused, with nothing landed: the caller commits the same rows under the leases.
-        """
+        table's lease, current version and next version records (a record there: the leased
+        path); each table staged under an unacquired lease (no acquire, heartbeat or settle:
+        the namespace refuses, LeaseRaced, whatever would need them); the one registry
+        transaction conditional on every lease record's revision read, so it lands only if
+        nobody took a lease since. False when this cannot be tried or was refused, with nothing
+        landed: the caller commits the same rows under the leases."""
         if OPS_PER_TABLE * len(writes) > self._limit or not read_ahead(writes):
             return False  # several registry writes: under acquired leases only
         ahead = self._read_pairs(writes, self._ahead_keys)
         with contextlib.ExitStack() as turns:
-            for w, (lease_item, version_item) in zip(writes, ahead, strict=True):
-                w.lease = unacquired_lease(self._ctx.gate, w, lease_item, version_item, turns)
+            for w, (lease_item, version_item, above_item) in zip(writes, ahead, strict=True):
+                w.lease = unacquired_lease(self._ctx.gate, w, lease_item, version_item, above_item, turns)
                 if w.lease is None:
                     rewind(writes)
                     return False
@@ -261,7 +261,7 @@ class Transaction:
         assert w.record is not None
         return [
             keys.lease(w.record.incarnation),
-            keys.version(w.record.incarnation, w.record.current_version),
+            *(keys.version(w.record.incarnation, w.record.current_version + i) for i in (0, 1)),
         ]
 
     @staticmethod

@@ -39,14 +39,19 @@ def unacquired_lease(
     w: TableWrite,
     lease_item: Item | None,
     version_item: Item | None,
+    above_item: Item | None,
     turns: contextlib.ExitStack,
 ) -> Lease | None:
     """``w``'s lease, unacquired (``WriteGate.hold_unacquired``, this process's turn on the
     table held until ``turns`` closes), if it is free and its current version recorded; else
-    None. ``w.base``: that version's record, what the namespace answers Lance without a settle."""
+    None, also when a version is recorded above it (``above_item``: a multi-table commit's,
+    completed or cleared under the lease, before anything is staged). ``w.base``: the current
+    version's record, what the namespace answers Lance without a settle."""
     assert w.record is not None
     held = decode(LeaseRecord, lease_item.value, lease_item.key) if lease_item is not None else None
     if lease_item is None or held is None or not held.released or version_item is None:
+        return None
+    if above_item is not None:
         return None
     w.base = decode(VersionRecord, version_item.value, version_item.key)
     return turns.enter_context(gate.hold_unacquired(w.record.incarnation, held.token, lease_item.revision))

@@ -27,6 +27,7 @@ from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
 U = "p.w.ns.u"
+V = "p.w.ns.v"
 AGAIN = "writing the append again under the lease"
 
 
@@ -299,6 +300,37 @@ def test_a_small_append_meeting_a_committed_multi_table_commit_writes_its_rows_o
         ("append", 3),
     ]
     assert sorted(ids_of(lake.catalog.reads.open_table(T))) == [1, 5, 100]
+
+
+def test_a_small_multi_table_append_meeting_a_committed_commit_stages_once(lake: Lake) -> None:
+    """A transaction of small appends (one registry write, leases tried unacquired) over a table
+    whose head lags a committed multi-table commit sees the commit's version above the head in
+    its read of the leases, so it takes the leases at once: every table staged once, the
+    commit completed under the lease, the transaction on top of it."""
+    points: list[str] = []
+    stop: list[str] = []
+
+    def hook(point: str) -> None:
+        points.append(point)
+        if point in stop:
+            raise SystemExit(f"stopped at {point}")
+
+    writer = lake.new_catalog(hook=hook)
+    try:
+        for i, name in enumerate([T, U, V]):
+            writer.tables.create_table(name, rows([i + 1]))
+        stopped_after_its_commit_point(writer, [T, U], stop)
+        points.clear()
+        with writer.transaction() as tx:
+            tx.append(T, rows([7], "mine"))
+            tx.append(V, rows([8], "mine"))
+    finally:
+        writer.close()
+    # Each table's data written once, staged once; twice before: refused once, then leased.
+    assert (points.count("transaction:before-write"), points.count("transaction:staged")) == (2, 1)
+    assert [table_record_of(lake.catalog, n).current_version for n in (T, U, V)] == [3, 2, 2]
+    assert sorted(ids_of(lake.catalog.reads.open_table(T))) == [1, 7, 100]
+    assert sorted(ids_of(lake.catalog.reads.open_table(V))) == [3, 8]
 
 
 # == read_small ================================================================================
