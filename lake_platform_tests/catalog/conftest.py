@@ -3,10 +3,13 @@
 ``storage`` is parametrized so the same tests run on every store a warehouse can live on: a
 local folder, and S3 (a SeaweedFS server on loopback started once per session, only when an S3
 test runs; or the real S3 named by ``LAKE_TEST_S3_ENDPOINT``, see ``lake_platform_tests.s3_server``).
+``backend_settings`` is parametrized over the registry instead: SQLite, and DynamoDB on the
+suite's moto server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +20,8 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
@@ -24,6 +29,9 @@ from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.s3_server import S3Endpoint
 
 STORAGES = ["local", "s3"]
+
+#: The registry backends ``backend_settings`` runs a test on.
+REGISTRY_BACKENDS = ["sqlite", "dynamodb"]
 
 
 @dataclass
@@ -38,6 +46,10 @@ class Lake:
 
 #: Every key prefix the registry writes under: ``state`` compares all of them.
 REGISTRY_PREFIXES = ["prj/", "whs/", "nsp/", "tbl/", "ver/", "log/", "cid/", "lse/"]
+
+#: A service token's writer and reader of project ``p``, as the ``by=`` of a catalog call.
+WRITER = Provenance(principal=Principal("etl", "token", "p", "writer"))
+READER = Provenance(principal=Principal("viewer", "token", "p", "reader"))
 
 #: The table a pylance client creates through the catalog's Lance Namespace.
 EVENTS = ["p", "w", "ns", "events"]
@@ -83,9 +95,47 @@ def scale_out(
     catalog.containers.create_namespace("p.w.ns")
     yield settings, catalog
     catalog.close()
-    store = DynamoMetaStore.from_url(dynamodb_url, settings)
-    delete_table(store)
-    store.close()
+    delete_registry_table(settings)
+
+
+def delete_registry_table(settings: LakeSettings) -> None:
+    """Delete the DynamoDB table ``settings`` name as their registry."""
+    store = DynamoMetaStore.from_url(settings.registry_url, settings)
+    try:
+        delete_table(store)
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def namespace_lake(settings: LakeSettings) -> Iterator[LakeSettings]:
+    """``settings``' lake holding project ``p``, warehouse ``p.w`` (under the home) and namespace
+    ``p.w.ns``, no catalog left open on it; a DynamoDB registry's table is made for it and
+    deleted afterwards."""
+    dynamodb = settings.registry_url.startswith("dynamodb")
+    if dynamodb:
+        init_table(settings.registry_url, settings)
+    try:
+        with Catalog(settings) as catalog:
+            catalog.containers.create_project("p")
+            catalog.containers.create_warehouse("p.w")
+            catalog.containers.create_namespace("p.w.ns")
+        yield settings
+    finally:
+        if dynamodb:
+            delete_registry_table(settings)
+
+
+@pytest.fixture(params=REGISTRY_BACKENDS)
+def backend_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LakeSettings]:
+    """A ``namespace_lake`` on a fresh home, its registry on SQLite or on DynamoDB (a fresh table
+    on the suite's moto server): for tests that open their own catalogs, or hand the settings to
+    another process."""
+    overrides: dict[str, Any] = {}
+    if request.param == "dynamodb":
+        overrides["registry_url"] = request.getfixturevalue("dynamodb_url")
+    with namespace_lake(lake_settings(tmp_path / "home", **overrides)) as settings:
+        yield settings
 
 
 @pytest.fixture

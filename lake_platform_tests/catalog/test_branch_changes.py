@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
-from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import (
     InvalidInput,
@@ -23,10 +22,9 @@ from lake_platform.errors import (
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.conftest import READER, WRITER, Lake, ids_of, rows
 
 T = "p.w.ns.t"
-WRITER = Provenance(principal=Principal("etl", "token", "p", "writer"))
 
 
 @pytest.fixture
@@ -152,14 +150,13 @@ def test_a_retry_under_the_commit_id_lands_once(table: Lake) -> None:
 
 def test_refusals_are_typed_and_change_nothing(table: Lake) -> None:
     changes = table.catalog.branch_changes
-    reader = Provenance(principal=Principal("viewer", "token", "p", "reader"))
     before = state(table)
     refusals = [
         (lambda: changes.update_rows(T, "dev", {}), InvalidInput),
         (lambda: changes.update_rows(T, "dev", {"nope": "1"}), InvalidInput),
         (lambda: changes.update_rows(T, "dev", {"tag": "'u'"}, "nope >"), InvalidInput),
         (lambda: changes.update_rows(T, "nope", {"tag": "'u'"}), TableBranchNotFound),
-        (lambda: changes.update_rows(T, "dev", {"tag": "'u'"}, by=reader), PermissionDenied),
+        (lambda: changes.update_rows(T, "dev", {"tag": "'u'"}, by=READER), PermissionDenied),
         (lambda: changes.merge_insert(T, "dev", rows([9]), ["id"]), InvalidInput),
         (lambda: changes.merge_insert(T, "dev", rows([9]), ["nope"], insert_unmatched=True), InvalidInput),
         (
@@ -180,12 +177,12 @@ def test_refusals_are_typed_and_change_nothing(table: Lake) -> None:
         (lambda: changes.update_schema_metadata(T, "dev", {}), InvalidInput),
         (lambda: changes.update_schema_metadata(T, "dev", {"k": 1}), InvalidInput),  # type: ignore[dict-item]
         (lambda: changes.update_schema_metadata(T, "nope", {"k": "v"}), TableBranchNotFound),
-        (lambda: changes.update_schema_metadata(T, "dev", {"k": "v"}, by=reader), PermissionDenied),
+        (lambda: changes.update_schema_metadata(T, "dev", {"k": "v"}, by=READER), PermissionDenied),
         (lambda: changes.update_field_metadata(T, "dev", {}), InvalidInput),
         (lambda: changes.update_field_metadata(T, "dev", {"nope": ({"k": "v"}, False)}), TableColumnNotFound),
         (lambda: changes.update_field_metadata(T, "nope", {"id": ({"k": "v"}, False)}), TableBranchNotFound),
         (
-            lambda: changes.update_field_metadata(T, "dev", {"id": ({"k": "v"}, False)}, by=reader),
+            lambda: changes.update_field_metadata(T, "dev", {"id": ({"k": "v"}, False)}, by=READER),
             PermissionDenied,
         ),
     ]

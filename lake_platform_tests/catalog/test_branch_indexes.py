@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import (
     InvalidInput,
@@ -23,11 +22,9 @@ from lake_platform.errors import (
     TableIndexNotFound,
 )
 from lake_platform.naming import TableName
-from lake_platform_tests.catalog.conftest import Lake
+from lake_platform_tests.catalog.conftest import READER, WRITER, Lake
 
 T = "p.w.ns.t"
-WRITER = Provenance(principal=Principal("etl", "token", "p", "writer"))
-READER = Provenance(principal=Principal("viewer", "token", "p", "reader"))
 PREDICATES = ["id = 421", "id >= 290 AND id < 310", "id IN (3, 150, 599)", "id = 99999", "k = 7"]
 
 

@@ -7,7 +7,6 @@ branch's next writer settles it under the branch's lease (``Branches.held``, mai
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidTableState
-from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
-from lake_platform.settings import LakeSettings, load_settings
+from lake_platform.settings import LakeSettings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import ids_of, rows
 
@@ -31,28 +28,15 @@ def op_branch_append(catalog: Catalog, commit_id: str) -> Any:
     return catalog.branch_writes.append(T, "dev", rows([3]), by=Provenance(commit_id=commit_id))
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LakeSettings]:
+@pytest.fixture
+def settings(backend_settings: LakeSettings) -> LakeSettings:
     """``T`` at version 1 ([1, 2]) with branch dev, then dev's append killed after its commit."""
-    if request.param == "sqlite":
-        settings = load_settings(home=tmp_path / "home")
-    else:
-        url = request.getfixturevalue("dynamodb_url")
-        settings = load_settings(home=tmp_path / "home", registry_url=url)
-        init_table(url, settings)
-    with Catalog(settings) as c:
-        c.containers.create_project("p")
-        c.containers.create_warehouse("p.w")
-        c.containers.create_namespace("p.w.ns")
+    with Catalog(backend_settings) as c:
         c.tables.create_table(T, rows([1, 2]))
         c.branches.create_branch(T, "dev")
-    code, _ = faults.kill_writer(settings, op_branch_append, KILLED_AT, 1, "branch-kill-1")
+    code, _ = faults.kill_writer(backend_settings, op_branch_append, KILLED_AT, 1, "branch-kill-1")
     assert code == -signal.SIGKILL, f"the writer never reached {KILLED_AT}; exit code {code}"
-    yield settings
-    if request.param == "dynamodb":
-        store = DynamoMetaStore.from_url(settings.registry_url, settings)
-        delete_table(store)
-        store.close()
+    return backend_settings
 
 
 def files(root: Path) -> list[str]:

@@ -26,44 +26,23 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.changes import changes_since, feed_heads
-from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import Item, MetaStore, Op
 from lake_platform.settings import LakeSettings, load_settings
-from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.catalog.conftest import ids_of, namespace_lake, rows
 from lake_platform_tests.catalog.faults import Recorder
 
 
 @contextlib.contextmanager
 def opened(settings: LakeSettings) -> Iterator[Catalog]:
-    """A catalog on ``settings`` holding the namespace p.w.ns; a DynamoDB table made for it is
-    deleted afterwards."""
-    dynamodb = settings.registry_url.startswith("dynamodb")
-    if dynamodb:
-        init_table(settings.registry_url, settings)
-    c = Catalog(settings)
-    c.containers.create_project("p")
-    c.containers.create_warehouse("p.w")
-    c.containers.create_namespace("p.w.ns")
-    try:
+    """A catalog on ``settings``' ``namespace_lake``."""
+    with namespace_lake(settings), Catalog(settings) as c:
         yield c
-    finally:
-        c.close()
-        if dynamodb:
-            store = DynamoMetaStore.from_url(settings.registry_url, settings)
-            delete_table(store)
-            store.close()
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]:
-    if request.param == "sqlite":
-        settings = load_settings(home=tmp_path / "home")
-    else:
-        url = request.getfixturevalue("dynamodb_url")
-        settings = load_settings(home=tmp_path / "home", registry_url=url)
-    with opened(settings) as c:
+@pytest.fixture
+def catalog(backend_settings: LakeSettings) -> Iterator[Catalog]:
+    with Catalog(backend_settings) as c:
         yield c
 
 

@@ -14,7 +14,6 @@ point of its commit, on SQLite and on DynamoDB (moto), then check that no reader
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,6 @@ from lake_platform.errors import InvalidTableState
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot import load_snapshot
 from lake_platform.registry import keys
-from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.records import TransactionRecord, VersionRecord, decode
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
@@ -74,25 +71,13 @@ def moto_before_the_forkserver(moto_endpoint: str) -> str:
     return moto_endpoint
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LakeSettings]:
-    if request.param == "sqlite":
-        settings = load_settings(home=tmp_path / "home")
-    else:
-        url = request.getfixturevalue("dynamodb_url")
-        settings = load_settings(home=tmp_path / "home", registry_url=url)
-        init_table(url, settings)
-    with Catalog(settings) as c:
-        c.containers.create_project("p")
-        c.containers.create_warehouse("p.w")
-        c.containers.create_namespace("p.w.ns")
+@pytest.fixture
+def settings(backend_settings: LakeSettings) -> LakeSettings:
+    """``TABLES`` at version 1, the i-th in name order holding [i]."""
+    with Catalog(backend_settings) as c:
         for i, name in enumerate(sorted(TABLES)):
             c.tables.create_table(name, rows([i]))
-    yield settings
-    if request.param == "dynamodb":
-        store = DynamoMetaStore.from_url(settings.registry_url, settings)
-        delete_table(store)
-        store.close()
+    return backend_settings
 
 
 def seen(c: Catalog) -> list[list[int] | None]:
