@@ -1,9 +1,8 @@
-"""Governance: hierarchy guards and their order, principals, protection, recoverable drops,
-policies with provenance, and a commit-log entry for every change."""
+"""Governance: hierarchy guards and their order, principals, protection, policies with
+provenance. Recoverable drops: test_trash.py; the commit log's actors: test_commit_log.py."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -14,7 +13,6 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.policies import parse_assignments
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
     LakeError,
@@ -27,17 +25,13 @@ from lake_platform.errors import (
     TableNotFound,
     Unauthenticated,
 )
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
+from lake_platform_tests.catalog.conftest import Lake, rows, state
 
 T = "p.w.ns.t"
 READER = Principal("rita", "user", "p", "reader")
 WRITER = Principal("will", "user", "p", "writer")
 OTHER_ADMIN = Principal("olga", "user", "q", "admin")
 NOBODY: Any = "not-a-principal"
-
-
-def files(lake: Lake, location: str) -> list[Any]:
-    return list(engine.list_files(location, lake.settings.storage_options(location)))
 
 
 def test_creates_go_top_down(lake: Lake) -> None:
@@ -208,180 +202,6 @@ def test_protection_with_and_without_force(lake: Lake) -> None:
     }
 
 
-def test_drop_recreate_undrop_refused_then_undrop_as(lake: Lake) -> None:
-    lake.catalog.tables.create_table(T, rows([1, 2]))
-    first = lake.catalog.reads.open_table(T).record
-    lake.catalog.trash.drop_table(T)
-    with pytest.raises(TableNotFound):
-        lake.catalog.reads.open_table(T)
-    assert files(lake, first.location)  # the data stays
-    lake.catalog.tables.create_table(T, rows([9]))
-    second = lake.catalog.reads.open_table(T).record
-    assert second.incarnation != first.incarnation and second.location != first.location
-    with pytest.raises(TableAlreadyExists, match="--as"):
-        lake.catalog.trash.undrop_table(T)
-    lake.catalog.trash.undrop_table(T, as_name="p.w.ns.t_restored")
-    assert ids_of(lake.catalog.reads.open_table("p.w.ns.t_restored")) == [1, 2]
-    assert ids_of(lake.catalog.reads.open_table(T)) == [9]
-    lake.catalog.tables.append("p.w.ns.t_restored", rows([3]))  # a restored table takes writes
-    assert ids_of(lake.catalog.reads.open_table("p.w.ns.t_restored")) == [1, 2, 3]
-    assert lake.catalog.trash.list_trash() == []
-
-
-def test_a_declared_table_never_written_drops_undrops_and_purges(lake: Lake) -> None:
-    """A declared table (a name and location, no version) answered TableNotFound to drop, so
-    it could not be removed and kept its namespace from being dropped (lake conformance)."""
-    declared = lake.catalog.tables.declare_table(T)
-    lake.catalog.trash.drop_table(T)
-    assert list(lake.catalog.reads.list_tables("p.w.ns")) == []
-    assert [e.target for e in lake.catalog.trash.list_trash()] == [T]
-    lake.catalog.trash.undrop_table(T)
-    assert lake.catalog.trash.list_trash() == []
-    with pytest.raises(TableAlreadyExists):  # the declaration is back, with its location
-        lake.catalog.tables.declare_table(T)
-    lake.catalog.trash.drop_table(T)
-    assert [e.table.location for e in lake.catalog.trash.list_trash()] == [declared.location]
-    lake.catalog.trash.undrop_table(T)
-    lake.catalog.tables.declare_table("p.w.ns.other")
-    lake.catalog.trash.drop_table("p.w.ns.other", purge=True)
-    assert [e.target for e in lake.catalog.trash.list_trash()] == []
-
-
-def test_undrop_picks_incarnation(lake: Lake) -> None:
-    lake.catalog.tables.create_table(T, rows([1]))
-    first = lake.catalog.reads.open_table(T).record.incarnation
-    lake.catalog.trash.drop_table(T)
-    lake.catalog.tables.create_table(T, rows([2]))
-    lake.catalog.trash.drop_table(T)
-    trashed = lake.catalog.trash.list_trash("p.w.ns.t")
-    assert len(trashed) == 2
-    lake.catalog.trash.undrop_table(T, incarnation=first)
-    assert ids_of(lake.catalog.reads.open_table(T)) == [1]
-    with pytest.raises(TableNotFound):
-        lake.catalog.trash.undrop_table("p.w.ns.t", incarnation="0" * 32)
-
-
-def test_zero_grace_destroys_at_once(lake: Lake) -> None:
-    lake.catalog.policies.set_policy("p.w", parse_assignments(["trash_grace=0s"]))
-    lake.catalog.tables.create_table(T, rows([1]))
-    location = lake.catalog.reads.open_table(T).record.location
-    lake.catalog.trash.drop_table(T)
-    assert lake.catalog.trash.list_trash() == [] and files(lake, location) == []
-
-
-def test_expire_trash_purges_only_expired(lake: Lake) -> None:
-    lake.catalog.tables.create_table(T, rows([1]))
-    location = lake.catalog.reads.open_table(T).record.location
-    lake.catalog.trash.drop_table(T)
-    record = lake.catalog.trash.list_trash()[0]
-    assert lake.catalog.trash.expire_trash(now_ms=record.expires_at_ms - 1) == []
-    purged = lake.catalog.trash.expire_trash(now_ms=record.expires_at_ms)
-    assert [p.table for p in purged] == [T]
-    assert files(lake, location) == [] and lake.catalog.trash.list_trash() == []
-    assert lake.catalog.reads.history(T)[-1].operation == "purge"
-
-
-def test_cascade_drop_then_interrupted_namespace_undrop_resumes(lake: Lake) -> None:
-    c = lake.catalog
-    c.containers.create_namespace("p.w.ns.a")
-    c.containers.create_namespace("p.w.ns.a.b")
-    for name, ids in (
-        ("p.w.ns.t1", [1]),
-        ("p.w.ns.a.t2", [2]),
-        ("p.w.ns.a.b.t3", [3]),
-        ("p.w.ns.a.b.t4", [4]),
-    ):
-        c.tables.create_table(name, rows(ids))
-    files_before = state(lake)[1]
-    c.cascade.drop_namespace("p.w.ns", cascade=True)
-    assert state(lake)[1] == files_before  # no destructive storage call
-    trash = c.trash.list_trash("p.w.ns")
-    assert len({r.expires_at_ms for r in trash}) == 1  # one shared deadline
-    assert sorted(r.target for r in trash if r.kind == "table") == [
-        "p.w.ns.a.b.t3",
-        "p.w.ns.a.b.t4",
-        "p.w.ns.a.t2",
-        "p.w.ns.t1",
-    ]
-    with pytest.raises(NamespaceNotFound):
-        c.tables.create_table("p.w.ns.a.t9", rows([9]))
-
-    calls = {"n": 0}
-
-    def crash_after_two_tables(point: str) -> None:
-        if point == "undrop-namespace:table":
-            calls["n"] += 1
-            if calls["n"] == 2:
-                raise RuntimeError("operator pressed Ctrl-C")
-
-    flaky = lake.new_catalog(hook=crash_after_two_tables)
-    with pytest.raises(RuntimeError):
-        flaky.trash.undrop_namespace("p.w.ns")
-    restored = sorted(r.name for r in c.reads.list_tables("p.w.ns"))
-    assert len(restored) == 2
-    c.trash.undrop_namespace("p.w.ns")  # resume: idempotent
-    assert sorted(r.name for r in c.reads.list_tables("p.w.ns")) == [
-        "p.w.ns.a.b.t3",
-        "p.w.ns.a.b.t4",
-        "p.w.ns.a.t2",
-        "p.w.ns.t1",
-    ]
-    assert ids_of(c.reads.open_table("p.w.ns.a.b.t4")) == [4]
-    assert c.trash.list_trash() == []
-    with pytest.raises(NamespaceNotFound):
-        c.trash.undrop_namespace("p.w.ns")
-    flaky.close()
-
-
-def _race_undrop_and_expiry(catalog: Catalog, name: str, deadline: int) -> dict[str, Any]:
-    """Run an undrop and a trash expiry of ``name`` released together by a barrier."""
-    barrier = threading.Barrier(2)
-    results: dict[str, Any] = {}
-
-    def undrop() -> None:
-        barrier.wait()
-        try:
-            results["undrop"] = catalog.trash.undrop_table(name)
-        except TableNotFound as exc:
-            results["undrop"] = exc
-
-    def expire() -> None:
-        barrier.wait()
-        results["expire"] = catalog.trash.expire_trash(now_ms=deadline, only=None)
-
-    threads = [threading.Thread(target=undrop), threading.Thread(target=expire)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
-
-
-def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
-    outcomes = {"undrop": 0, "expire": 0}
-    for i in range(12):
-        name = f"p.w.ns.race{i}"
-        lake.catalog.tables.create_table(name, rows([i]))
-        location = lake.catalog.reads.open_table(name).record.location
-        lake.catalog.trash.drop_table(name)
-        deadline = lake.catalog.trash.list_trash(name)[0].expires_at_ms
-        results = _race_undrop_and_expiry(lake.catalog, name, deadline)
-        undropped = not isinstance(results["undrop"], Exception)
-        expired = any(r.table == name for r in results["expire"])
-        assert undropped != expired, i  # exactly one
-        if undropped:
-            outcomes["undrop"] += 1
-            assert ids_of(lake.catalog.reads.open_table(name)) == [i]  # whole: data intact
-            assert files(lake, location)
-        else:
-            outcomes["expire"] += 1
-            assert files(lake, location) == []  # whole: nothing left behind
-            with pytest.raises(TableNotFound):
-                lake.catalog.reads.open_table(name)
-        assert lake.catalog.trash.list_trash(name) == []
-    assert sum(outcomes.values()) == 12
-
-
 def test_policy_resolution_at_every_level_with_provenance(lake: Lake) -> None:
     c = lake.catalog
     c.containers.create_namespace("p.w.ns.sub")
@@ -514,140 +334,3 @@ def test_tenant_sees_only_own_project(lake: Lake) -> None:
     with pytest.raises(TableNotFound):
         c.reads.describe_table(T, by=Provenance(principal=outsider))
     assert c.reads.log(by=Provenance(principal=outsider)) == []
-
-
-def test_every_governance_change_is_logged(lake: Lake) -> None:
-    c = lake.catalog
-    c.tables.create_table(T, rows([1]))
-    c.containers.set_protected(T)
-    c.containers.set_protected(T, False)
-    c.policies.set_policy("p.w.ns", {"retain_versions": 2})
-    c.trash.drop_table(T)
-    c.trash.undrop_table(T)
-    c.access.add_user("cy", project="p", role="reader", password="long enough pw")
-    ops = [(e.target, e.operation) for e in c.reads.log("p")]
-    for expected in [
-        ("p", "create project"),
-        ("p.w", "create warehouse"),
-        ("p.w.ns", "create namespace"),
-        (T, "create"),
-        (T, "protect"),
-        (T, "unprotect"),
-        ("p.w.ns", "policy set"),
-        (T, "drop"),
-        (T, "undrop"),
-        ("p", "user add"),
-    ]:
-        assert expected in ops
-    assert all(e.actor for e in c.reads.log("p"))
-
-
-def _every_kind_of_commit(c: Catalog, who: Principal | None, *, with_project: bool) -> None:
-    """One of each commit kind a governance user can cause, all acting as ``who``."""
-    if with_project:
-        c.containers.create_project("q", by=Provenance(principal=who))
-        c.containers.drop_project("q", by=Provenance(principal=who))
-    c.containers.create_warehouse("p.w3", by=Provenance(principal=who))
-    c.policies.set_policy("p.w3", {"retain_versions": 2}, by=Provenance(principal=who))
-    c.containers.set_protected("p.w3", by=Provenance(principal=who))
-    c.containers.set_protected("p.w3", False, by=Provenance(principal=who))
-    c.containers.drop_warehouse("p.w3", by=Provenance(principal=who))
-    c.containers.create_namespace("p.w.gov", by=Provenance(principal=who))
-    c.tables.create_table("p.w.gov.t", rows([1]), by=Provenance(principal=who))
-    c.containers.set_protected("p.w.gov.t", by=Provenance(principal=who))
-    c.containers.set_protected("p.w.gov.t", False, by=Provenance(principal=who))
-    c.policies.set_policy(
-        "p.w.gov.t", parse_assignments(["trash_grace=1d", "retain_versions=3"]), by=Provenance(principal=who)
-    )
-    c.policies.unset_policy("p.w.gov.t", ["trash_grace"], by=Provenance(principal=who))
-    c.policies.delete_policy("p.w.gov.t", by=Provenance(principal=who))
-    c.trash.drop_table("p.w.gov.t", by=Provenance(principal=who))
-    c.trash.undrop_table("p.w.gov.t", by=Provenance(principal=who))
-    c.cascade.drop_namespace("p.w.gov", cascade=True, by=Provenance(principal=who))
-    c.trash.undrop_namespace("p.w.gov", by=Provenance(principal=who))
-    c.cascade.drop_namespace("p.w.gov", cascade=True, by=Provenance(principal=who))
-    deadline = max(r.expires_at_ms for r in c.trash.list_trash("p.w.gov", by=Provenance(principal=who)))
-    assert c.trash.expire_trash(now_ms=deadline, by=Provenance(principal=who))
-    c.trash.expire_trash(
-        now_ms=deadline, by=Provenance(principal=who)
-    )  # the namespace record, once its tables are gone
-    c.access.add_user(
-        "cy", project="p", role="reader", password="long enough pw", by=Provenance(principal=who)
-    )
-    c.access.remove_user("cy", by=Provenance(principal=who))
-    record, _ = c.access.create_token("bot", project="p", role="reader", by=Provenance(principal=who))
-    c.access.revoke_token(record.token_id, by=Provenance(principal=who))
-
-
-@pytest.mark.parametrize("identity", ["local principal with an actor setting", "signed-in user"])
-def test_every_commit_names_the_acting_identity(lake: Lake, identity: str) -> None:
-    if identity == "signed-in user":
-        catalog, who, expected = lake.catalog, Principal("olga", "user", "p", "admin"), "olga"
-    else:
-        catalog = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
-        who, expected = None, "alice"
-    before = {e.commit_id for e in lake.catalog.reads.log()}
-    try:
-        _every_kind_of_commit(catalog, who, with_project=who is None)
-    finally:
-        if catalog is not lake.catalog:
-            catalog.close()
-    new = [e for e in lake.catalog.reads.log() if e.commit_id not in before]
-    operations = {e.operation for e in new}
-    assert {
-        "create warehouse",
-        "protect",
-        "unprotect",
-        "policy set",
-        "policy unset",
-        "policy delete",
-        "drop warehouse",
-        "create namespace",
-        "create",
-        "drop",
-        "undrop",
-        "drop namespace cascade",
-        "drop namespace",
-        "undrop namespace",
-        "undrop namespace cascade",
-        "purge",
-        "purge namespace",
-        "user add",
-        "user remove",
-        "token create",
-        "token revoke",
-    } <= operations
-    assert {(e.operation, e.actor) for e in new if e.actor != expected} == set()
-    assert {r.dropped_by for r in lake.catalog.trash.list_trash()} <= {expected}
-
-
-def test_pylance_commits_name_the_acting_identity(lake: Lake) -> None:
-    """Commits a pylance client makes through the catalog's namespace carry the same actor."""
-    import lance
-
-    from lake_platform.catalog.pylance_namespace import LakeNamespace
-    from lake_platform_tests.catalog.conftest import EVENTS, events, storage_options_of
-
-    alice = Catalog(lake.settings.model_copy(update={"actor": "alice"}))
-    try:
-        lance.write_dataset(
-            events([1]),
-            namespace_client=LakeNamespace(alice),
-            table_id=EVENTS,
-            mode="create",
-            storage_options=storage_options_of(lake),
-        )
-    finally:
-        alice.close()
-    olga = Principal("olga", "user", "p", "writer")
-    lance.write_dataset(
-        events([2]),
-        namespace_client=LakeNamespace(lake.catalog, olga),
-        table_id=EVENTS,
-        mode="append",
-        storage_options=storage_options_of(lake),
-    )
-    assert [e.actor for e in lake.catalog.reads.history(".".join(EVENTS)) if e.to_version] == [
-        "alice",
-        "olga",
-    ]
