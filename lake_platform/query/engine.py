@@ -11,8 +11,10 @@ when a pinned snapshot is gone (its incarnation dropped, or its manifest cleaned
 All contexts share one DataFusion runtime: one memory pool (fair, spilling) and one spill
 folder for the whole process, so ``memory_limit_bytes`` bounds every query together.
 
-Nothing here reads the registry: the snapshot carries the registrations, the refs carry the
-manifests, and :class:`PinnedNamespace` answers Lance from them.
+Planning reads the registry only for what the snapshot cannot answer: a branch's head
+(``branch_refs``) and a name the snapshot misses (``snapshot_miss``). Otherwise the snapshot
+carries the registrations, the refs carry the manifests, and :class:`PinnedNamespace` answers
+Lance from them; executing a ticket reads no registry at all.
 """
 
 from __future__ import annotations

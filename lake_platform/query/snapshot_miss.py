@@ -7,7 +7,8 @@ holds, ``"t@v7"``; a tag or branch it does not know; a table it does not hold) w
 for that one table as the registry holds it now (``snapshot_head.registry_table``: its record,
 then its head; a tag or an older version then reads its history) and resolves the name again
 on it; only a name still missing is NOT_FOUND, with the message it always had. A version at or
-below the head the snapshot holds is not a lag (never committed, or cleaned up): no read.
+below the head the snapshot holds is not a lag (never committed, or cleaned up): no read. A
+registry that cannot be read makes the query UNAVAILABLE (the name may exist), never NOT_FOUND.
 
 Bounded: what a read answered (the table, or that there is none) is kept for the written name
 (``t@v7``, ``t@tag:eod``, ``t``) and the project view it missed in, so the same name asked again
@@ -46,8 +47,6 @@ class SnapshotMisses:
     def __init__(self, store: MetaStore, capacity: int = CAPACITY) -> None:
         self.store = store
         self._read: BoundedLRU[_Key, tuple[ProjectView, CachedTable | None]] = BoundedLRU(capacity)
-        #: Registry reads made for misses (what the bound is about).
-        self.reads = 0
 
     def table(
         self, view: ProjectView, where: tuple[str, str, str], at: str | None, cached: CachedTable | None
@@ -74,7 +73,6 @@ class SnapshotMisses:
             tname = TableName.parse(f"{view.project}.{where[0]}.{where[1]}.{where[2]}")
         except LakeError:
             return None  # not a name a table can have: nothing to read
-        self.reads += 1
         found = registry_table(self.store, tname, cached)
         if found is None:
             return None

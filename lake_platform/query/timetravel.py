@@ -10,7 +10,9 @@ asks the request-local catalog for ``orders@v12``; this module splits and resolv
 the cached catalog snapshot (the registry's version records and tags, no registry I/O). The
 resolved ref keeps the selector (``TableRef.at``), so a ticket pins exactly the version planned
 (a tag moved later does not move the ticket) and a query may read ``orders`` and
-``"orders@v3"`` side by side. Branches are read from the registry per query (``branch_refs``).
+``"orders@v3"`` side by side. Branches are read from the registry per query (``branch_refs``);
+a version above the snapshot's head, or a tag or branch it does not find, is looked for in the
+registry once before NOT_FOUND (the planner's ``snapshot_miss``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,13 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.errors import LakeError, TableNotFound, TableTagNotFound, TableVersionNotFound
+from lake_platform.errors import (
+    LakeError,
+    ServiceUnavailable,
+    TableNotFound,
+    TableTagNotFound,
+    TableVersionNotFound,
+)
 from lake_platform.query.branch_refs import BranchRefs
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.limits import QueryLimits
@@ -135,3 +141,17 @@ def test_a_plain_name_never_shows_part_of_a_multi_table_commit(catalog: Catalog)
     assert count(engine, view, '"a@v2"') == 2
     fresh = load_snapshot(catalog.store).project("p")
     assert (count(engine, fresh, "a"), count(engine, fresh, "b")) == (2, 2)
+
+
+def test_a_registry_that_cannot_be_read_is_unavailable_not_missing(catalog: Catalog) -> None:
+    """A miss the registry cannot answer is UNAVAILABLE (the name may exist), and nothing is kept."""
+    catalog.tables.create_table("p.w.ns.t", ids(1))
+    view = load_snapshot(catalog.store).project("p")
+    catalog.tables.append("p.w.ns.t", ids(2))
+    store = CountingStore(catalog.store)
+    engine = engine_over(catalog, store)
+    store.failing = True
+    with pytest.raises(ServiceUnavailable, match="registry backend unreachable"):
+        count(engine, view, '"t@v2"')
+    store.failing = False
+    assert count(engine, view, '"t@v2"') == 2
