@@ -1,16 +1,22 @@
 """The lakes the randomized model tests (test_model.py, test_branch_model.py) run their sequences
-on, one fresh lake per sequence, and hypothesis's settings for a run."""
+on, one fresh lake per sequence, hypothesis's settings for a run, and what test_model.py's runs
+count and report (``Tally``, ``reported``)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine
 
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.conftest import dynamodb_test_url
@@ -73,3 +79,44 @@ def run_settings(*, examples: int, steps: int) -> settings:
         report_multiple_bugs=False,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
+
+
+@dataclass
+class Tally:
+    examples: int = 0
+    steps: int = 0
+    checks: int = 0
+    errors_predicted: int = 0
+    #: "rule: ok" or "rule: <error>" → count; shows the sequences reached every operation
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+def machine_for(
+    name: str, machine: type[RuleBasedStateMachine], open_env: Callable[[], Env]
+) -> tuple[type[RuleBasedStateMachine], Tally]:
+    """``machine`` subclassed as ``name``, opening its lakes with ``open_env`` and counting into a
+    new ``Tally``."""
+    tally = Tally()
+    return type(name, (machine,), {"open_env": staticmethod(open_env), "tally": tally}), tally
+
+
+@contextmanager
+def reported(
+    backend: str,
+    tally: Tally,
+    record_property: Callable[[str, object], None],
+    capsys: pytest.CaptureFixture[str],
+) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        line = (
+            f"model test [{backend}]: {tally.steps} steps in {tally.examples} sequences, {tally.checks} "
+            f"model comparisons, {tally.errors_predicted} predicted typed errors, "
+            f"{time.monotonic() - started:.1f}s\n  outcomes: {dict(sorted(tally.outcomes.items()))}"
+        )
+        for key in ("steps", "examples", "checks", "errors_predicted"):
+            record_property(f"model_{backend}_{key}", getattr(tally, key))
+        with capsys.disabled():
+            print("\n" + line)

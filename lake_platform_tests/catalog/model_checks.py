@@ -1,0 +1,120 @@
+"""The comparison ``catalog_machine.CatalogMachine`` makes after every step: a real catalog's
+registry (namespaces, policy records, registered tables with incarnation and version, the trash,
+each incarnation's version records) and engine (rows of every live version, tags, the manifests on
+storage, nothing left of a purged incarnation) against ``catalog_model.CatalogModel``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.policies import PolicyRecord
+from lake_platform.engine import lance_engine as engine
+from lake_platform.errors import TableVersionNotFound
+from lake_platform.naming import NamespaceName
+from lake_platform.registry import keys
+from lake_platform.registry.records import decode
+from lake_platform_tests.catalog.catalog_model import CatalogModel, Incarnation
+
+
+def assert_catalog_matches(
+    catalog: Catalog, model: CatalogModel, *, warehouse: str, namespaces: list[str], scopes: list[str]
+) -> None:
+    """Everything in ``warehouse`` (its ``namespaces``, the policies of ``scopes``) as ``model``
+    has it."""
+    for ns in namespaces:
+        present = catalog.store.get(keys.namespace(NamespaceName.parse(ns))) is not None
+        assert present == (ns in model.namespaces), f"namespace {ns}: registry {present}"
+
+    policies = {
+        scope: decode(PolicyRecord, item.value, item.key).policy.trash_grace_seconds * 1000
+        for scope in scopes
+        if (item := catalog.store.get(keys.policy(scope))) is not None
+    }
+    assert policies == model.policies, "policy records (scope → trash grace ms)"
+
+    registered = {r.name: (r.incarnation, r.current_version) for r in catalog.reads.list_tables(warehouse)}
+    assert registered == {n: (i.id, i.current) for n, i in model.tables.items()}
+
+    trash = catalog.trash.list_trash(warehouse)
+    tables_trash = sorted(
+        (
+            r.target,
+            r.table.incarnation,
+            r.table.current_version,
+            r.dropped_at_ms,
+            r.expires_at_ms,
+            r.state,
+        )
+        for r in trash
+        if r.kind == "table" and r.table
+    )
+    assert tables_trash == sorted(
+        (t.name, t.inc.id, t.inc.current, t.dropped_at, t.expires_at, "trashed") for t in model.trash
+    )
+    assert len(tables_trash) == sum(r.kind == "table" for r in trash), "a trash record lacks its table"
+    ns_trash = sorted(
+        (r.target, r.dropped_at_ms, r.expires_at_ms, undo_list(r.table_trash_keys))
+        for r in trash
+        if r.kind == "namespace"
+    )
+    assert ns_trash == sorted(
+        (r.namespace, r.dropped_at, r.expires_at, sorted(r.tables)) for r in model.ns_trash
+    )
+
+    for name, inc in model.tables.items():
+        check_registered(catalog, name, inc)
+    for trashed in model.trash:
+        check_kept(catalog, trashed.inc)
+    for inc in model.purged:
+        check_purged(catalog, inc)
+
+
+def check_registered(catalog: Catalog, name: str, inc: Incarnation) -> None:
+    snap = catalog.reads.open_table(name)
+    assert (snap.version, ids_of(snap)) == (inc.current, inc.rows), f"{name}: current version or rows"
+    assert engine.tagged_versions(snap.dataset) == inc.tags, f"{name}: tags"
+    assert catalog.reads.describe_table(name, with_stats=False).protected == inc.protected
+    for version, rows in inc.history.items():
+        if version != inc.current:
+            assert ids_of(catalog.reads.open_table(name, version)) == rows, f"{name}: rows at v{version}"
+    for version in range(1, inc.current):
+        if version not in inc.history:
+            with pytest.raises(TableVersionNotFound):
+                catalog.reads.open_table(name, version)
+    check_kept(catalog, inc)
+
+
+def check_kept(catalog: Catalog, inc: Incarnation) -> None:
+    """Registered or trashed: every live version is registered and has its manifest on
+    storage, and nothing newer than the registered version is there (invariant 1)."""
+    assert registry_versions(catalog, inc) == sorted(inc.history), f"{inc.location}: registered versions"
+    on_disk = engine.versions_on_disk(inc.location, catalog.settings.storage_options(inc.location))
+    assert set(inc.history) <= set(on_disk), f"{inc.location}: versions on storage {on_disk}"
+    assert max(on_disk) == inc.current, f"{inc.location}: versions on storage {on_disk}"
+
+
+def check_purged(catalog: Catalog, inc: Incarnation) -> None:
+    assert registry_versions(catalog, inc) == [], f"{inc.location}: version records left after purge"
+    left = [f.path for f in engine.list_files(inc.location, catalog.settings.storage_options(inc.location))]
+    assert left == [], f"{inc.location}: files left after purge: {left[:5]}"
+
+
+def registry_versions(catalog: Catalog, inc: Incarnation) -> list[int]:
+    return [int(i.key.rsplit("/", 1)[1]) for i in catalog.store.scan_prefix(keys.versions(inc.id))]
+
+
+def ids_of(snapshot: Any) -> tuple[int, ...]:
+    return tuple(sorted(snapshot.to_reader(columns=["id"]).read_all().column("id").to_pylist()))
+
+
+def undo_list(trash_keys: list[str]) -> list[tuple[str, int]]:
+    """A cascade's table trash keys ``trs/<name>/<dropped_at>-<incarnation>`` → sorted
+    (incarnation, dropped_at) pairs, as the model keeps them."""
+    pairs = []
+    for key in trash_keys:
+        stamp, _, incarnation = key.rsplit("/", 1)[1].partition("-")
+        pairs.append((incarnation, int(stamp)))
+    return sorted(pairs)
