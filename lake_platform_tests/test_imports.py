@@ -1,5 +1,5 @@
 """The package's import graph: no cycles (TYPE_CHECKING and function-local imports count), and
-only ``engine/`` imports ``lance``; and no module over 450 lines."""
+only ``engine/`` imports ``lance``; and no module, of the package or of its tests, over 450 lines."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from lake_platform_tests.import_names import imported_names
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lake_platform"
+TESTS = Path(__file__).resolve().parent
 
 
 def _modules() -> dict[str, Path]:
@@ -104,6 +105,17 @@ def test_no_module_is_longer_than_the_limit() -> None:
     long = {
         name: lines
         for name, path in _modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_test_file_is_longer_than_the_limit() -> None:
+    """Test files too: the suite's two workers take whole files (--dist loadfile), so a long file
+    is also a long stretch for one worker. Past the limit, split it along what its tests test."""
+    long = {
+        path.relative_to(TESTS).as_posix(): lines
+        for path in sorted(TESTS.rglob("*.py"))
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
