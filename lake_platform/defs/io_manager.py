@@ -175,7 +175,8 @@ def write(
     """One commit of ``data`` to ``table`` by ``plan`` (the table created by it when missing),
     or the answer of the commit ``by.commit_id`` already made."""
     assert by.commit_id is not None
-    landed = catalog.ctx.commit_landed(by.commit_id)
+    # Any operation: a retried step may have created the table or written to it.
+    landed = catalog.ctx.replayed(by.commit_id, table=table, operation=None)
     if landed is not None:
         return Written(landed.operation, landed.to_version or 0, replayed=True)
     try:

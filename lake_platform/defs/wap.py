@@ -54,7 +54,7 @@ def write_on_branch(
     from lake_platform.catalog.provenance import Provenance
 
     assert by.commit_id is not None
-    landed = catalog.ctx.commit_landed(by.commit_id)
+    landed = catalog.ctx.replayed(by.commit_id, table=table, operation=None, branch=branch)
     if landed is not None:
         return Written(landed.operation, landed.to_version or 0, replayed=True)
     setup = Provenance(actor=by.actor, run_id=by.run_id, commit_id=f"{by.commit_id}-main")
