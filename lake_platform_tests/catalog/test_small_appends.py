@@ -6,6 +6,7 @@ rows are written again under an acquired lease, exactly once in the table."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -266,6 +267,18 @@ def stopped_after_its_commit_point(writer: Catalog, tables: list[str], stop: lis
     assert [table_record_of(writer, n).current_version for n in tables] == [1] * len(tables)
 
 
+def recording(points: list[str], stop: list[str]) -> Callable[[str], None]:
+    """A hook recording every point the writer passes, and stopping it (as a kill would) at
+    the points in ``stop``."""
+
+    def hook(point: str) -> None:
+        points.append(point)
+        if point in stop:
+            raise SystemExit(f"stopped at {point}")
+
+    return hook
+
+
 def table_record_of(c: Catalog, name: str) -> TableRecord:
     return c.ctx.table(TableName.parse(name))[0]
 
@@ -277,13 +290,7 @@ def test_a_small_append_meeting_a_committed_multi_table_commit_writes_its_rows_o
     under it, the rows written once, on top of the commit's version."""
     points: list[str] = []
     stop: list[str] = []
-
-    def hook(point: str) -> None:
-        points.append(point)
-        if point in stop:
-            raise SystemExit(f"stopped at {point}")
-
-    writer = lake.new_catalog(hook=hook)
+    writer = lake.new_catalog(hook=recording(points, stop))
     try:
         for i, name in enumerate([T, U]):
             writer.tables.create_table(name, rows([i + 1]))  # this process wrote both last
@@ -309,13 +316,7 @@ def test_a_small_multi_table_append_meeting_a_committed_commit_stages_once(lake:
     commit completed under the lease, the transaction on top of it."""
     points: list[str] = []
     stop: list[str] = []
-
-    def hook(point: str) -> None:
-        points.append(point)
-        if point in stop:
-            raise SystemExit(f"stopped at {point}")
-
-    writer = lake.new_catalog(hook=hook)
+    writer = lake.new_catalog(hook=recording(points, stop))
     try:
         for i, name in enumerate([T, U, V]):
             writer.tables.create_table(name, rows([i + 1]))

@@ -13,8 +13,8 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.query.snapshot_head import latest_view
-from lake_platform.settings import load_settings
 from lake_platform_tests.flight.helpers import CountingStore
+from lake_platform_tests.maintenance.helpers import make_lake
 
 T = TableName.parse("p.w.ns.t")
 WHERE = ("w", "ns", "t")
@@ -22,12 +22,8 @@ WHERE = ("w", "ns", "t")
 
 @pytest.fixture
 def catalog(tmp_path: Path) -> Iterator[Catalog]:
-    catalog = Catalog(load_settings(home=tmp_path / "home"))
-    catalog.containers.create_project("p")
-    catalog.containers.create_warehouse("p.w")
-    catalog.containers.create_namespace("p.w.ns")
-    yield catalog
-    catalog.close()
+    with make_lake(tmp_path / "home") as catalog:
+        yield catalog
 
 
 def ids(n: int) -> pa.RecordBatchReader:

@@ -23,19 +23,15 @@ from lake_platform.query.branch_refs import BranchRefs
 from lake_platform.query.engine import QueryEngine
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import ProjectView, load_snapshot
-from lake_platform.settings import load_settings
 from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.flight.helpers import CountingStore
+from lake_platform_tests.maintenance.helpers import make_lake
 
 
 @pytest.fixture
 def catalog(tmp_path: Path) -> Iterator[Catalog]:
-    catalog = Catalog(load_settings(home=tmp_path / "home"))
-    catalog.containers.create_project("p")
-    catalog.containers.create_warehouse("p.w")
-    catalog.containers.create_namespace("p.w.ns")
-    yield catalog
-    catalog.close()
+    with make_lake(tmp_path / "home") as catalog:
+        yield catalog
 
 
 def ids(*values: int) -> pa.RecordBatchReader:
