@@ -7,12 +7,16 @@ resolved only when the planner asks for it, once per name and request (a self-jo
 repeated reference gets the same snapshot), and each resolution *captures* an immutable
 :class:`TableRef`: the plan's table versions. CTE names never reach the catalog. Planning a
 ticket's SQL again sees exactly the refs it pins and nothing else.
+
+When names the snapshot misses are read from the registry (``snapshot_miss``), a warehouse or
+namespace the snapshot does not know is resolved too (its listings stay the snapshot's), so a
+table created in one since the last refresh goes through the same one read as any other.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -147,6 +151,9 @@ class Resolver:
         self.lookups = 0
         self._resolved: dict[tuple[str, str, str], Any] = {}
         self.failure: LakeError | None = None
+        #: Whether a warehouse or namespace the snapshot does not list is looked in too (the
+        #: lookup reads what the snapshot misses from the registry).
+        self.open_ended = False
 
     @classmethod
     def over_view(
@@ -191,6 +198,7 @@ class Resolver:
 
         resolver = cls(open_table, limits, lookup, view.namespaces_of, view.tables_in)
         resolver.cache_modes = modes
+        resolver.open_ended = misses is not None
         return resolver
 
     @classmethod
@@ -257,7 +265,35 @@ class _Catalog(CatalogProvider):
         return set(self._r.schema_names(self._wh))
 
     def schema(self, name: str) -> _Schema | None:
-        return _Schema(self._r, self._wh, name) if name in self._r.schema_names(self._wh) else None
+        if self._r.open_ended or name in self._r.schema_names(self._wh):
+            return _Schema(self._r, self._wh, name)
+        return None
+
+
+class _Catalogs(Mapping[str, CatalogProvider]):
+    """One request's catalogs: one per warehouse the snapshot lists, and, when the resolver is
+    open-ended, one for any other name asked for (a warehouse created since the last refresh).
+    DataFusion's own default catalog is never one: a short name it completes with it must fail
+    with DataFusion's error, which the planner retries in the project's one warehouse
+    (``defaults.implicit``)."""
+
+    def __init__(self, resolver: Resolver, warehouses: list[str]) -> None:
+        self._r = resolver
+        self._listed = {wh: _Catalog(resolver, wh) for wh in warehouses}
+
+    def __getitem__(self, name: str) -> CatalogProvider:
+        listed = self._listed.get(name)
+        if listed is not None:
+            return listed
+        if self._r.open_ended and name != defaults.NEUTRAL_CATALOG:
+            return _Catalog(self._r, name)
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._listed)
+
+    def __len__(self) -> int:
+        return len(self._listed)
 
 
 def pinned_keys(
@@ -305,7 +341,7 @@ def plan_in(
     named = defaults.defaults_of(sql)
     try:
         with (
-            session({wh: _Catalog(resolver, wh) for wh in warehouses}) as ctx,
+            session(_Catalogs(resolver, warehouses)) as ctx,
             defaults.applied(ctx, named),
         ):
             df = (

@@ -39,7 +39,9 @@ class RequestCatalogs(CatalogProviderList):
         return self._catalogs.get(name)
 
     def bind(self, catalogs: Mapping[str, CatalogProvider]) -> None:
-        self._catalogs = dict(catalogs)
+        """Hold ``catalogs`` as given, not a copy: it may answer names it does not list (the
+        planner's warehouses the snapshot does not know yet)."""
+        self._catalogs = catalogs
 
     def clear(self) -> None:
         self._catalogs = {}

@@ -2,7 +2,8 @@
 
 The cached snapshot (``snapshot_cache``) lags the registry by up to its refresh interval, so a
 query naming what another process committed moments ago (a version above the head the snapshot
-holds, ``"t@v7"``; a tag or branch it does not know; a table it does not hold) would be told
+holds, ``"t@v7"``; a tag or branch it does not know; a table it does not hold, even in a
+warehouse or namespace it does not know: the planner resolves those names too) would be told
 "does not exist" until the next refresh. On such a miss the planner asks :class:`SnapshotMisses`
 for that one table as the registry holds it now (``snapshot_head.registry_table``: its record,
 then its head; a tag or an older version then reads its history) and resolves the name again

@@ -214,6 +214,21 @@ def test_a_lagging_replica_reads_a_version_tag_branch_and_table_committed_since(
     assert both.to_pylist() == [{"now": 10, "v2": 15}]
 
 
+def test_a_lagging_replica_reads_a_table_in_a_namespace_and_a_warehouse_created_since(
+    lake: tuple[LakeSettings, Catalog, Path], lagging: Replica
+) -> None:
+    """The containers are new to its snapshot too: the name goes through the same one read."""
+    _, catalog, _ = lake
+    catalog.containers.create_namespace("p.w.nslag")
+    catalog.tables.create_table("p.w.nslag.t", tagged_rows(2, tag="new"))
+    catalog.containers.create_warehouse("p.wlag")
+    catalog.containers.create_namespace("p.wlag.ns")
+    catalog.tables.create_table("p.wlag.ns.t", tagged_rows(6, tag="new"))
+    for sql_name, rows in (("w.nslag.t", 2), ("wlag.ns.t", 6)):
+        got = lagging.fetch(lagging.plan(f"SELECT count(*) AS n FROM {sql_name}"))
+        assert got.column("n")[0].as_py() == rows
+
+
 def test_a_lagging_replica_still_refuses_what_does_not_exist(lagging: Replica) -> None:
     """A name that really does not exist is NOT_FOUND with the message it always had."""
     for sql_name, message in (
