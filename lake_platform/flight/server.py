@@ -10,8 +10,10 @@ straight into the Flight writer (admission and cancellation: ``streams``).
 
 Discovery and SQL see one tenant: the caller's project. catalog = warehouse, db_schema =
 namespace path joined by ".", table = table (the catalog commands: ``metadata``); another
-project's table looks exactly like a missing one. Everything a request needs comes from the
-cached catalog snapshot.
+project's table looks exactly like a missing one. Listings and name resolution come from the
+cached catalog snapshot; planning reads the registry only for what it cannot answer: a branch's
+head (``query.branch_refs``, per query) and a name it lacks, read once per name and snapshot
+view before NOT_FOUND (``query.snapshot_miss``). DoGet reads no registry.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from typing import Any, Self
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from lake_platform import __version__
 from lake_platform.auth.keyfile import endpoint_keys
 from lake_platform.auth.service import Authenticator, AuthService, Throttle
 from lake_platform.auth.tokens import Identity, Sealer
@@ -37,6 +38,7 @@ from lake_platform.flight import proto, statements
 from lake_platform.flight.actions import ACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.dataplane import DataPlane
 from lake_platform.flight.endpoints import Endpoints
+from lake_platform.flight.health import health_report, readiness
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata
 from lake_platform.flight.session import Sessions
 from lake_platform.flight.spool import Spooler, SpoolSettings
@@ -73,7 +75,7 @@ class FlightSqlServer:
     The port is bound at construction (``port`` says which, when settings asked for 0); calls
     are served from :meth:`start` on. The wire protocol lives in ``transport``; this class is
     the Flight SQL logic behind each RPC (catalog commands: ``metadata``; result streams:
-    ``streams``; actions: ``actions``).
+    ``streams``; actions: ``actions``; readiness and the health report: ``health``).
     """
 
     def __init__(
@@ -307,16 +309,8 @@ class FlightSqlServer:
 
     # == request helpers ========================================================================
 
-    def _readiness(self) -> tuple[str, str | None]:
-        """ "ok", "draining" or "unavailable" (no fresh catalog snapshot), and why if unavailable."""
-        try:
-            self.snapshots.current()
-        except ServiceUnavailable as exc:
-            return "unavailable", exc.message
-        return ("draining" if self._draining.is_set() else "ok"), None
-
     def _ready(self) -> bool:
-        return self._readiness()[0] == "ok"
+        return readiness(self.snapshots, self._draining.is_set())[0] == "ok"
 
     def _refuse_if_draining(self) -> None:
         if self._draining.is_set():
@@ -399,22 +393,8 @@ class FlightSqlServer:
         raise Unsupported(REFUSED_ACTIONS.get(action.type, f"unknown action {action.type!r}"))
 
     def health(self) -> dict[str, Any]:
-        status = self.snapshots.status()
-        plans = self.engine.plans.stats()
-        state, error = self._readiness()
-        if error is not None:
-            status["error"] = error
-        return {
-            "status": state,
-            "version": __version__,
-            "snapshot": status,
-            "running_queries": self.streams.running(),
-            "early_starts": self.streams.early_stats(),
-            "cache": self.engine.cache.stats(),
-            "result_cache": self.engine.results.stats(),
-            "plans": {"kept": plans["entries"], "hits": plans["hits"], "shaped": plans["shaped"]},
-            "uptime_seconds": round(time.time() - self.started_at, 1),
-        }
+        """The ``health`` action's report (``flight.health``)."""
+        return health_report(self, self._draining.is_set())
 
 
 #: Kept for callers of the previous names.
