@@ -2,7 +2,7 @@
 the ``health`` action's report.
 
 Kept out of ``server``, the composition root: the report reads every part the server composes
-(the snapshot cache, streams, caches, kept plans) and owns
+(the snapshot cache and what the engine read past it, streams, caches, kept plans) and owns
 none of them, and it grows with each figure a part learns to keep; the server stays its wiring,
 lifecycle and RPCs.
 """
@@ -40,11 +40,15 @@ def readiness(snapshots: SnapshotCache, draining: bool) -> tuple[str, str | None
 
 
 def health_report(server: HealthHost, draining: bool) -> dict[str, Any]:
-    """The ``health`` action's answer (JSON-ready)."""
+    """The ``health`` action's answer (JSON-ready). ``snapshot`` holds the snapshot cache's
+    figures and, under ``misses``, the names it lacked that planning read from the registry
+    (``query.snapshot_miss``)."""
     state, error = readiness(server.snapshots, draining)
     status = server.snapshots.status()
     if error is not None:
         status["error"] = error
+    if server.engine.misses is not None:
+        status["misses"] = server.engine.misses.stats()
     plans = server.engine.plans.stats()
     return {
         "status": state,

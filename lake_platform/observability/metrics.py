@@ -4,8 +4,8 @@ One process-wide registry (:data:`REGISTRY`, not prometheus_client's global one,
 library that registers its own metrics cannot collide with ours). Surfaces report through small
 functions (:func:`observe_request`, :func:`observe_query`) so the REST catalog records exactly
 what Flight records; ``surface`` is ``"flight"`` or ``"rest"``. Things that already keep their own
-counts (the catalog snapshot cache, the query engine's spill folder) are read at scrape time by
-:class:`_Watched`, never copied on the request path.
+counts (the catalog snapshot cache, the query engine's caches, spill folder and snapshot miss
+reads) are read at scrape time by :class:`_Watched`, never copied on the request path.
 
 ``exposition`` serves :data:`REGISTRY` at ``/metrics``.
 
@@ -248,8 +248,9 @@ class _Watched(Collector):
 
     def _cache_families(self, engines: list[Any]) -> Iterator[Any]:
         """The snapshot cache's and the result cache's figures over the engines, labelled
-        ``cache="snapshot"`` / ``cache="result"``, and the plan cache's (no label). Gauges sum
-        the live engines; counters add what gone engines counted and never go down."""
+        ``cache="snapshot"`` / ``cache="result"``, the plan cache's and the snapshot miss reads'
+        (no label). Gauges sum the live engines; counters add what gone engines counted and
+        never go down."""
         stats: dict[str, list[dict[str, Any]]] = {name: [] for name in _FIGURES}
         for engine in engines:
             for name, cache in _caches(engine).items():
@@ -356,17 +357,38 @@ _PLAN_FIGURES = (
         "shaped",
     ),
 )
+#: Names a query asked for that the catalog snapshot lacked (``query.snapshot_miss``), by the same rules.
+_MISS_FIGURES = (
+    (
+        "lake_snapshot_miss_reads",
+        "Registry reads of a table a query named that the catalog snapshot lacked (once per name and view).",
+        "counter",
+        "reads",
+    ),
+    ("lake_snapshot_miss_found", "Of those reads, the ones that found the table.", "counter", "found"),
+    (
+        "lake_snapshot_miss_known_absent",
+        "Names the snapshot lacked answered not found from an earlier read, without reading again.",
+        "counter",
+        "known_absent",
+    ),
+)
 #: The caches of an engine; the metric families over them: (caches, figures, label name).
 _CACHE_GROUPS: tuple[tuple[tuple[str, ...], tuple[tuple[str, str, str, str], ...], str | None], ...] = (
     (("snapshot", "result"), _CACHE_FIGURES, "cache"),
     (("plan",), _PLAN_FIGURES, None),
+    (("miss",), _MISS_FIGURES, None),
 )
 #: Each cache's figures.
 _FIGURES = {cache: figures for group, figures, _ in _CACHE_GROUPS for cache in group}
 
 
 def _caches(engine: Any) -> dict[str, Any]:
-    return {"snapshot": engine.cache, "result": engine.results, "plan": engine.plans}
+    """What of ``engine`` keeps figures (``misses``: only an engine that reads its misses)."""
+    caches = {"snapshot": engine.cache, "result": engine.results, "plan": engine.plans}
+    if engine.misses is not None:
+        caches["miss"] = engine.misses
+    return caches
 
 
 def _folder_bytes(root: Path) -> int:

@@ -17,7 +17,9 @@ over that view, one that really does not exist asked under load, reads nothing m
 that changes the project makes a new view (one nothing touched keeps its view, and then the
 registry holds nothing new for it either), so a name costs at most one read per distinct name
 per view, and at most :data:`CAPACITY` names are kept. A name missed before its commit is
-therefore seen at the next refresh, as before.
+therefore seen at the next refresh, as before. :meth:`SnapshotMisses.stats` counts the reads,
+those that found a table, and the misses answered "no such table" from what a read kept (the
+endpoint's health action and ``/metrics`` report them).
 
 The snapshot itself is left as it is: a query's names still resolve once each, and a plain name
 (the table's current version) is not answered from a head that is part of a multi-table commit
@@ -25,6 +27,8 @@ whose other tables the view holds at older versions, so no query sees part of su
 """
 
 from __future__ import annotations
+
+import threading
 
 from lake_platform.errors import LakeError
 from lake_platform.lru import BoundedLRU
@@ -48,6 +52,18 @@ class SnapshotMisses:
     def __init__(self, store: MetaStore, capacity: int = CAPACITY) -> None:
         self.store = store
         self._read: BoundedLRU[_Key, tuple[ProjectView, CachedTable | None]] = BoundedLRU(capacity)
+        self._counts = {"reads": 0, "found": 0, "known_absent": 0}
+        self._counts_lock = threading.Lock()
+
+    def stats(self) -> dict[str, int]:
+        """``reads``: registry reads of a missed name's table; ``found``: those that answered a
+        table; ``known_absent``: misses answered "no such table" from a kept read, unread."""
+        with self._counts_lock:
+            return dict(self._counts)
+
+    def _count(self, figure: str) -> None:
+        with self._counts_lock:
+            self._counts[figure] += 1
 
     def table(
         self, view: ProjectView, where: tuple[str, str, str], at: str | None, cached: CachedTable | None
@@ -62,6 +78,8 @@ class SnapshotMisses:
         key = (id(view), where[0], where[1], written)
         kept = self._read.get(key, only_if=lambda kept: kept[0] is view)
         if kept is not None:
+            if kept[1] is None:
+                self._count("known_absent")
             return kept[1]
         fresh = self._read_table(view, where, at, cached)
         self._read.put(key, (view, fresh))  # the view is kept with it, so its id stays its own
@@ -74,12 +92,14 @@ class SnapshotMisses:
             tname = TableName.parse(f"{view.project}.{where[0]}.{where[1]}.{where[2]}")
         except LakeError:
             return None  # not a name a table can have: nothing to read
+        self._count("reads")
         found = registry_table(self.store, tname, cached)
         if found is None:
             return None
         fresh, head = found
         if at is None and head is not None and not _whole(view, tname, head):
             return None  # the next refresh brings the whole multi-table commit
+        self._count("found")
         return fresh
 
 
