@@ -14,7 +14,7 @@ from lake_platform.query.snapshot import load_snapshot
 from lake_platform.query.snapshot_transactions import complete_transactions
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
-from lake_platform_tests.catalog.conftest import rows
+from lake_platform_tests.catalog.conftest import backend_settings, rows  # noqa: F401 - the fixture
 from lake_platform_tests.catalog.test_transaction import catalog  # noqa: F401 - the fixture
 
 A, B, C = "p.w.ns.a", "p.w.ns.b", "p.w.ns.c"
