@@ -324,6 +324,24 @@ class Manifests:
         settings = self.ctx.settings
         return settings.lease_ttl_seconds + settings.lease_safety_margin_seconds
 
+    def unreadable(
+        self, tname: TableName, record: TableRecord, version: int, ver: VersionRecord | None
+    ) -> InvalidTableState:
+        """Why registered ``version`` (its record ``ver``) has no manifest for a reader: its
+        writer stopped between the registry commit and putting the manifest at its canonical
+        path (the staging copy is still there: the next write or ``repair`` finishes it), or it
+        was deleted outside the catalog. One stat; only on a read's error path."""
+        if (
+            ver is not None
+            and ver.staged_from is not None
+            and engine.manifest_exists(record.location, ver.staged_from, self.ctx.storage(record.location))
+        ):
+            return InvalidTableState(
+                f"version {version} of {tname} is committed but not finalized (its writer stopped "
+                "before publishing the manifest); the next write or `repair` finishes it"
+            )
+        return self.missing_manifest(tname, version)
+
     def missing_manifest(self, tname: TableName, version: int) -> InvalidTableState:
         return InvalidTableState(
             f"version {version} of {tname} is registered but its manifest is missing from "

@@ -2,7 +2,8 @@
 manifest's schema and change read before the lease, the schema rules a Lance client's commit is
 held to, one registry commit through a ``BoundTableNamespace`` (under a free lease when it can,
 else an acquired one), the schema read back when the manifest did not say it, and the versions
-this process published remembered so a listing right after need not check their files."""
+this process knows are published remembered so a listing need not check their files again (one
+whose file is missing is published if just committed, else refused typed: ``ensure_published``)."""
 
 from __future__ import annotations
 
@@ -35,17 +36,25 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
     TableRecord,
+    VersionRecord,
     new_id,
 )
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
 
-#: The newest versions this process committed and published itself, by (location, version): a
-#: ``ListTableVersions`` right after need not check that their file is there (a stat locally, a
-#: HEAD request on S3, on every REST commit otherwise).
+#: The versions this process knows are published, by (location, version): the newest it
+#: committed and published itself, and those whose file ``ensure_published`` found. A
+#: ``ListTableVersions`` need not check their file again (a stat locally, a HEAD request on S3,
+#: on every REST commit and listing otherwise).
 #: Oldest remembered first out: a look-up (``peek``) does not make a version recent.
-_PUBLISHED_HERE: BoundedLRU[tuple[str, int], bool] = BoundedLRU(1024)
+_PUBLISHED_HERE: BoundedLRU[tuple[str, int], bool] = BoundedLRU(4096)
+
+#: How long after its commit a version registered at its canonical path may still be waiting
+#: for its file (its writer links it right after the transaction): a listing publishes it
+#: meanwhile; after it, the writer was stopped and readers refuse the version, typed, until the
+#: next writer, ``finish_versions`` or ``lake table repair`` publishes it.
+_PUBLISHING_MS = 60_000
 
 
 def remember_published(location: str, version: int) -> None:
@@ -54,6 +63,29 @@ def remember_published(location: str, version: int) -> None:
 
 def published_here(location: str, version: int) -> bool:
     return _PUBLISHED_HERE.peek((location, version)) is not None
+
+
+def ensure_published(
+    catalog: Catalog, tname: TableName, record: TableRecord, ver: VersionRecord, revision: int
+) -> None:
+    """A Lance client is about to open the canonical manifest of ``ver`` (registered there by
+    its commit, at registry ``revision``), whose file this process has not seen yet: its writer
+    links it right after the registry commit. Within ``_PUBLISHING_MS`` of that commit a
+    missing file is published here from its staging copy (its writer may be linking it now, or
+    was stopped; a client about to build on it must find it). Later, its writer was stopped:
+    the version is refused, typed (``Manifests.unreadable``), as ``Reads.open_table`` refuses
+    it, writing nothing, until the next writer or ``lake table repair`` publishes it (Lance
+    would answer a bare file-not-found). A file found is remembered: one check per version and
+    process."""
+    location, storage = record.location, catalog.ctx.storage(record.location)
+    present = engine.manifest_exists(location, ver.manifest_path, storage)
+    if not present and catalog.clock.wall_ms() - ver.committed_at_ms < _PUBLISHING_MS:
+        present = catalog.manifests.finish_version(
+            record, ver, revision, present=False
+        ) or engine.manifest_exists(location, ver.manifest_path, storage)  # linked meanwhile
+    if not present:
+        raise catalog.manifests.unreadable(tname, record, ver.version, ver)
+    remember_published(location, ver.version)
 
 
 class VersionCommits:

@@ -43,7 +43,12 @@ from lake_platform.catalog.namespace import BoundTableNamespace, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.pylance_commits import VersionCommits, published_here, request_ids
+from lake_platform.catalog.pylance_commits import (
+    VersionCommits,
+    ensure_published,
+    published_here,
+    request_ids,
+)
 from lake_platform.catalog.transaction_recovery import committed_head
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -61,18 +66,11 @@ from lake_platform.registry.records import (
     VersionRecord,
     WarehouseRecord,
     decode,
-    now_ms,
 )
 from lake_platform.registry.store import Item
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
-
-
-#: How long after its commit a version registered at its canonical path may still be waiting
-#: for its file (its writer links it right after the transaction; a stopped writer's version is
-#: finished by the next writer or ``finish_versions``).
-_PUBLISHING_MS = 60_000
 
 
 class LakeNamespace(LanceNamespace):
@@ -264,7 +262,7 @@ class LakeNamespace(LanceNamespace):
             base = None
             if record.current_version:
                 record, item = self._listed_head(record)
-                base = self._finish(record, record.current_version, item)
+                base = self._finish(tname, record, record.current_version, item)
             # The record was read just now (finishing touches only the version record): Lance's
             # "latest version?" needs no second read of it, nor of the version record.
             return self._bound_to(tname, record, fresh=True, base=base).list_table_versions(request)
@@ -311,25 +309,22 @@ class LakeNamespace(LanceNamespace):
     def _finalize(self, tname: TableName, record: TableRecord, version: int) -> VersionRecord | None:
         """``_finish`` of ``version``, its record read here."""
         return self._finish(
-            record, version, self.catalog.store.get(keys.version(record.incarnation, version))
+            tname, record, version, self.catalog.store.get(keys.version(record.incarnation, version))
         )
 
-    def _finish(self, record: TableRecord, version: int, item: Item | None) -> VersionRecord | None:
+    def _finish(
+        self, tname: TableName, record: TableRecord, version: int, item: Item | None
+    ) -> VersionRecord | None:
         """Versions committed by pylance stay at their staging manifest until first read; finish
         Lance's protocol once so later opens never write (see docs/architecture.md). Returns the
-        version's record (``item``) when it was already final (None when it had to be finished)."""
+        version's record (``item``) when it was already final (None when it had to be finished).
+        One registered at its canonical path must have its file there (``ensure_published``)."""
         if item is None:
             return None
         ver = decode(VersionRecord, item.value, item.key)
         if not engine.is_staging_manifest(ver.manifest_path):
-            if (
-                ver.staged_from is not None
-                and now_ms() - ver.committed_at_ms < _PUBLISHING_MS
-                and not published_here(record.location, version)
-            ):
-                # Registered at its canonical path moments ago: its writer may not have linked
-                # the file yet (or was stopped). A client about to build on it must find it.
-                self.catalog.manifests.finish_version(record, ver, item.revision)
+            if ver.staged_from is not None and not published_here(record.location, version):
+                ensure_published(self.catalog, tname, record, ver, item.revision)
             return ver
         pending = PendingCommit(
             commit_id=ver.commit_id, operation="commit", actor=self.principal.name, landed=[(version, "")]

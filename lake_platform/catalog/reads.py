@@ -162,25 +162,11 @@ class Reads:
         )
 
     def _unreadable(self, tname: TableName, record: TableRecord, version: int) -> Exception:
-        """Why a registered version's manifest is not there: its writer stopped between the
-        registry commit and putting the manifest at its canonical path (the staging copy is
-        still there: the next write or ``repair`` finishes it), or it was deleted outside the
-        catalog. Only on this error path: an open that succeeds pays nothing for it."""
-        from lake_platform.errors import InvalidTableState
-
+        """``Manifests.unreadable`` of ``version``, its record read here: only on this error
+        path, so an open that succeeds pays nothing for it."""
         item = self.ctx.store.get(keys.version(record.incarnation, version))
         ver = decode(VersionRecord, item.value, item.key) if item is not None else None
-        storage = self.ctx.storage(record.location)
-        if (
-            ver is not None
-            and ver.staged_from is not None
-            and engine.manifest_exists(record.location, ver.staged_from, storage)
-        ):
-            return InvalidTableState(
-                f"version {version} of {tname} is committed but not finalized (its writer stopped "
-                "before publishing the manifest); the next write or `repair` finishes it"
-            )
-        return self.manifests.missing_manifest(tname, version)
+        return self.manifests.unreadable(tname, record, version, ver)
 
     def snapshot_of(self, planned: PlannedCompaction) -> TableSnapshot:
         tname = TableName.parse(planned.table)

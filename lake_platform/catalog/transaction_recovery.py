@@ -2,7 +2,8 @@
 (``transaction_chunks``) from its transaction record alone: what its writer does after the
 commit point, and what the next writer of any of its tables, or ``lake table repair``, does when
 it finds one of its versions above a head; a single-table reader finding one completes a
-committed one too (``committed_head``), so no reader sees one table of it new and another old.
+committed one too (``committed_head``), so no reader sees one table of it new and another old
+(a reader whose registry credentials may only read tries once per commit, then only views it).
 
 A version above a head that names a transaction (``VersionRecord.transaction_id``) is resolved
 by reading the record once:
@@ -26,10 +27,13 @@ by reading the record once:
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from lake_platform.errors import ConcurrentModification, ConditionFailed, LakeError
+from lake_platform.errors import ConcurrentModification, ConditionFailed, LakeError, PermissionDenied
+from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -150,13 +154,43 @@ def settle_version(store: MetaStore, item: Item, head_key: str, what: str) -> bo
     return above is not None
 
 
+class _RefusedCompletions:
+    """Per registry store (held weakly: it goes with its catalog), the multi-table commits it was
+    refused completing (read-only registry credentials): reads through it view them at their
+    committed versions without trying again. Bounded per store; thread-safe."""
+
+    def __init__(self, per_store: int = 256) -> None:
+        self._per_store = per_store
+        self._lock = threading.Lock()
+        self._stores: weakref.WeakKeyDictionary[MetaStore, BoundedLRU[str, bool]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def note(self, store: MetaStore, txn_id: str) -> None:
+        with self._lock:
+            refused = self._stores.get(store)
+            if refused is None:
+                refused = self._stores[store] = BoundedLRU(self._per_store)
+        refused.put(txn_id, True)
+
+    def holds(self, store: MetaStore, txn_id: str) -> bool:
+        with self._lock:
+            refused = self._stores.get(store)
+        return refused is not None and refused.peek(txn_id) is not None
+
+
+_REFUSED = _RefusedCompletions()
+
+
 def committed_head(store: MetaStore, record: TableRecord, ahead: Item | None) -> TableRecord:
     """``record`` (a table's head) as a single-table reader must see it: ``ahead`` is the
     version record just above it (``keys.version(incarnation, current_version + 1)``, None when
     absent), read with the head or with the head's own version record. Nothing more is read
     unless it names a transaction (a killed chunked commit's table its heads did not reach):
     then its record, once. ``committed``: the commit is completed here (``roll_forward``: it
-    needs no lease) and the table viewed at its new version whatever the completion met;
+    needs no lease) and the table viewed at its new version whatever the completion met (a
+    store refused the write, read-only registry credentials, tries once per commit and logs one
+    WARNING line naming who settles it; its later reads write nothing);
     ``pending``/``aborted``: the head is right (a reader holds no lease: a pending one is left
     to its writer, a writer of its tables or ``sweep``). Record gone: the head is read again,
     since the heads all moved meanwhile, or the version is an aborted one's leftover."""
@@ -184,13 +218,28 @@ def committed_head(store: MetaStore, record: TableRecord, ahead: Item | None) ->
     mine = next((t for t in txn.tables if t.incarnation == record.incarnation), None)
     if txn.state != "committed" or mine is None or mine.from_version != record.current_version:
         return record
-    try:
-        if roll_forward(store, txn, store.max_transact_ops):
-            forget(store, txn.txn_id)
-    except LakeError:
-        # The commit is visible whether or not this reader could move its heads (say, read-only
-        # registry credentials): the next writer of its tables, repair or sweep completes it.
-        log.warning("could not complete multi-table commit %s on a read", txn.commit_id, exc_info=True)
+    # The commit is visible whether or not this reader moves its heads: the next writer of its
+    # tables, repair or sweep completes it too.
+    if not _REFUSED.holds(store, txn.txn_id):
+        try:
+            if roll_forward(store, txn, store.max_transact_ops):
+                forget(store, txn.txn_id)
+        except PermissionDenied as exc:
+            # Credentials that may only read: every read would be refused again. Tried once.
+            _REFUSED.note(store, txn.txn_id)
+            log.warning(
+                "multi-table commit %s is committed but its heads lag (%s shown at version %s); "
+                "this reader may not write the registry (%s), so it reads the committed versions "
+                "and leaves the heads: the next writer of its tables or `lake table repair %s` "
+                "settles it",
+                txn.commit_id,
+                record.name,
+                mine.to_version,
+                exc.message,
+                record.name,
+            )
+        except LakeError as exc:  # transient (unavailable, throttled): the next read tries again
+            log.warning("could not complete multi-table commit %s on a read: %s", txn.commit_id, exc.message)
     updates: dict[str, object] = {"current_version": mine.to_version}
     if mine.schema_ipc_b64 is not None:
         updates["schema_ipc_b64"] = mine.schema_ipc_b64
