@@ -9,21 +9,22 @@ repeated reference gets the same snapshot), and each resolution *captures* an im
 ticket's SQL again sees exactly the refs it pins and nothing else.
 
 When names the snapshot misses are read from the registry (``snapshot_miss``), a warehouse or
-namespace the snapshot does not know is resolved too (its listings stay the snapshot's), so a
-table created in one since the last refresh goes through the same one read as any other.
+namespace the snapshot does not know is resolved too (its listings stay the snapshot's; the
+providers: ``catalogs``), so a table created in one since the last refresh goes through the
+same one read as any other.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datafusion import SessionContext, SQLOptions
-from datafusion.catalog import CatalogProvider, SchemaProvider, Table
+from datafusion.catalog import CatalogProvider, Table
 
 from lake_platform.errors import (
     InvalidInput,
@@ -36,6 +37,7 @@ from lake_platform.errors import (
 )
 from lake_platform.query import columns, defaults, timetravel
 from lake_platform.query.batches import advertised_schema
+from lake_platform.query.catalogs import Warehouses
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
@@ -243,59 +245,6 @@ class Resolver:
         return resolved
 
 
-class _Schema(SchemaProvider):
-    def __init__(self, resolver: Resolver, warehouse: str, name: str) -> None:
-        self._r, self._wh, self._name = resolver, warehouse, name
-
-    def table_names(self) -> set[str]:
-        return set(self._r.table_names(self._wh, self._name))
-
-    def table(self, name: str) -> Table | None:
-        return self._r.table(self._wh, self._name, name)
-
-    def table_exist(self, name: str) -> bool:
-        return name in self._r.table_names(self._wh, self._name)
-
-
-class _Catalog(CatalogProvider):
-    def __init__(self, resolver: Resolver, warehouse: str) -> None:
-        self._r, self._wh = resolver, warehouse
-
-    def schema_names(self) -> set[str]:
-        return set(self._r.schema_names(self._wh))
-
-    def schema(self, name: str) -> _Schema | None:
-        if self._r.open_ended or name in self._r.schema_names(self._wh):
-            return _Schema(self._r, self._wh, name)
-        return None
-
-
-class _Catalogs(Mapping[str, CatalogProvider]):
-    """One request's catalogs: one per warehouse the snapshot lists, and, when the resolver is
-    open-ended, one for any other name asked for (a warehouse created since the last refresh).
-    DataFusion's own default catalog is never one: a short name it completes with it must fail
-    with DataFusion's error, which the planner retries in the project's one warehouse
-    (``defaults.implicit``)."""
-
-    def __init__(self, resolver: Resolver, warehouses: list[str]) -> None:
-        self._r = resolver
-        self._listed = {wh: _Catalog(resolver, wh) for wh in warehouses}
-
-    def __getitem__(self, name: str) -> CatalogProvider:
-        listed = self._listed.get(name)
-        if listed is not None:
-            return listed
-        if self._r.open_ended and name != defaults.NEUTRAL_CATALOG:
-            return _Catalog(self._r, name)
-        raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._listed)
-
-    def __len__(self) -> int:
-        return len(self._listed)
-
-
 def pinned_keys(
     refs: tuple[TableRef, ...], is_dropped: Callable[[str], bool] | None
 ) -> dict[tuple[str, str, str], TableRef]:
@@ -341,7 +290,7 @@ def plan_in(
     named = defaults.defaults_of(sql)
     try:
         with (
-            session(_Catalogs(resolver, warehouses)) as ctx,
+            session(Warehouses(resolver, warehouses)) as ctx,
             defaults.applied(ctx, named),
         ):
             df = (
