@@ -4,8 +4,9 @@ One process-wide registry (:data:`REGISTRY`, not prometheus_client's global one,
 library that registers its own metrics cannot collide with ours). Surfaces report through small
 functions (:func:`observe_request`, :func:`observe_query`) so the REST catalog records exactly
 what Flight records; ``surface`` is ``"flight"`` or ``"rest"``. Things that already keep their own
-counts (the catalog snapshot cache, the query engine's caches, spill folder and snapshot miss
-reads) are read at scrape time by :class:`_Watched`, never copied on the request path.
+counts (the catalog snapshot cache, the query engine's caches, spill folder, snapshot miss
+reads and key lookups' Lance scanners) are read at scrape time by :class:`_Watched`, never
+copied on the request path.
 
 ``exposition`` serves :data:`REGISTRY` at ``/metrics``.
 
@@ -248,9 +249,9 @@ class _Watched(Collector):
 
     def _cache_families(self, engines: list[Any]) -> Iterator[Any]:
         """The snapshot cache's and the result cache's figures over the engines, labelled
-        ``cache="snapshot"`` / ``cache="result"``, the plan cache's and the snapshot miss reads'
-        (no label). Gauges sum the live engines; counters add what gone engines counted and
-        never go down."""
+        ``cache="snapshot"`` / ``cache="result"``, the plan cache's, the snapshot miss reads' and
+        the lookup scanners' (no label). Gauges sum the live engines; counters add what gone
+        engines counted and never go down."""
         stats: dict[str, list[dict[str, Any]]] = {name: [] for name in _FIGURES}
         for engine in engines:
             for name, cache in _caches(engine).items():
@@ -373,11 +374,28 @@ _MISS_FIGURES = (
         "known_absent",
     ),
 )
+#: Lance's scanners of kept key lookups (``query.lookup.Scanners``), by the same rules.
+_SCANNER_FIGURES = (
+    (
+        "lake_query_lookup_scanners_kept",
+        "Lance scanners of key lookups kept for reuse now.",
+        "gauge",
+        "entries",
+    ),
+    ("lake_query_lookup_scanners_built", "Lance scanners made for key lookups.", "counter", "built"),
+    (
+        "lake_query_lookup_scanners_reused",
+        "Key lookup runs that read through a kept Lance scanner instead of making one.",
+        "counter",
+        "reused",
+    ),
+)
 #: The caches of an engine; the metric families over them: (caches, figures, label name).
 _CACHE_GROUPS: tuple[tuple[tuple[str, ...], tuple[tuple[str, str, str, str], ...], str | None], ...] = (
     (("snapshot", "result"), _CACHE_FIGURES, "cache"),
     (("plan",), _PLAN_FIGURES, None),
     (("miss",), _MISS_FIGURES, None),
+    (("scanner",), _SCANNER_FIGURES, None),
 )
 #: Each cache's figures.
 _FIGURES = {cache: figures for group, figures, _ in _CACHE_GROUPS for cache in group}
@@ -385,7 +403,12 @@ _FIGURES = {cache: figures for group, figures, _ in _CACHE_GROUPS for cache in g
 
 def _caches(engine: Any) -> dict[str, Any]:
     """What of ``engine`` keeps figures (``misses``: only an engine that reads its misses)."""
-    caches = {"snapshot": engine.cache, "result": engine.results, "plan": engine.plans}
+    caches = {
+        "snapshot": engine.cache,
+        "result": engine.results,
+        "plan": engine.plans,
+        "scanner": engine.scanners,
+    }
     if engine.misses is not None:
         caches["miss"] = engine.misses
     return caches

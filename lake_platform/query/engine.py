@@ -104,7 +104,9 @@ class QueryEngine:
         self.cache.on_evict = self.plans.drop_cached  # kept plans must not hold evicted batches
         self.access = AccessPaths(self._providers, self.cache, self.limits.dataset_cache_size or 1)
         self.results = ResultCache(self.limits.result_cache_bytes, self.limits.result_cache_entry_bytes)
-        self._scanners = Scanners(self.limits.plan_cache_size)
+        #: Lance's scanner of each kept key lookup, made once and read again (``stats()``: made,
+        #: reused, for ``/metrics``).
+        self.scanners = Scanners(self.limits.plan_cache_size)
         self._first_batches = FirstBatches()
         self._row_counts: BoundedLRU[TableRef, int] = BoundedLRU(max(self.limits.dataset_cache_size, 1))
         self._column_bytes: BoundedLRU[TableRef, dict[str, float]] = BoundedLRU(
@@ -393,7 +395,7 @@ class QueryEngine:
         self, planned: PlannedQuery, lookup: Lookup, cancelled: Callable[[], bool]
     ) -> Iterator[pa.RecordBatch]:
         def scanner() -> Any:
-            return self._scanners.scanner(self.dataset(lookup.ref), lookup, self.limits.batch_size)
+            return self.scanners.scanner(self.dataset(lookup.ref), lookup, self.limits.batch_size)
 
         return stream_lookup(scanner, planned.schema, planned.refs, self.limits, cancelled)
 

@@ -24,6 +24,7 @@ same snapshot, the same predicate, conformed to the planned schema (tests compar
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -260,15 +261,29 @@ class Scanners:
 
     def __init__(self, capacity: int) -> None:
         self._scanners: BoundedLRU[tuple[Lookup, int], tuple[Any, Any]] = BoundedLRU(capacity)
+        self._counts_lock = threading.Lock()
+        self._counts = {"built": 0, "reused": 0}
+
+    def stats(self) -> dict[str, int]:
+        """What ``/metrics`` reports: scanners kept now, scanners made and runs that read
+        through a kept one."""
+        with self._counts_lock:
+            return {"entries": len(self._scanners), **self._counts}
 
     def scanner(self, dataset: Any, lookup: Lookup, batch_size: int) -> Any:
         key = (lookup, batch_size)
         kept = self._scanners.get(key, only_if=lambda kept: kept[0] is dataset)
         if kept is not None:
+            self._count("reused")
             return kept[1]
         scanner = dataset.scanner(columns=list(lookup.columns), filter=lookup.filter, batch_size=batch_size)
+        self._count("built")
         self._scanners.put(key, (dataset, scanner))
         return scanner
+
+    def _count(self, figure: str) -> None:
+        with self._counts_lock:
+            self._counts[figure] += 1
 
 
 __all__ = ["Lookup", "Scanners", "Term", "lookup_of", "lookup_of_filter", "stream_lookup"]

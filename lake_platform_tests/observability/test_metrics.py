@@ -280,6 +280,38 @@ def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
     assert cache_counts(None) == during  # a gone engine's counts stay in the totals
 
 
+def test_lookup_scanner_counters_count_made_and_reused_scanners(
+    small_lake: tuple[LakeSettings, Catalog],
+) -> None:
+    from lake_platform.query.engine import QueryEngine
+    from lake_platform.query.limits import QueryLimits
+    from lake_platform.query.snapshot import load_snapshot
+
+    settings, catalog = small_lake
+    catalog.indexes.create_index("p.w.ns.t", "id", "btree")
+    engine = QueryEngine(settings, QueryLimits())
+    WATCHED.watch_engine(engine, engine.spill_dir, 1)
+
+    def counts() -> dict[str, float]:
+        return {s.name: s.value for f in WATCHED.collect() for s in f.samples if "lookup_scanners" in s.name}
+
+    before = counts()
+    planned = engine.plan("SELECT id FROM w.ns.t WHERE id = 3", load_snapshot(catalog.store).project("p"))
+    for _ in range(3):  # a cursor running its query again: one scanner, read three times
+        list(engine.stream(planned))
+    after = counts()
+    assert planned.lookup is not None
+    assert (
+        after["lake_query_lookup_scanners_built_total"]
+        == before["lake_query_lookup_scanners_built_total"] + 1
+    )
+    assert (
+        after["lake_query_lookup_scanners_reused_total"]
+        == before["lake_query_lookup_scanners_reused_total"] + 2
+    )
+    assert after["lake_query_lookup_scanners_kept"] >= 1  # this engine's, at least (other live engines add)
+
+
 def test_cache_counters_never_go_down_when_an_engine_goes_away(
     small_lake: tuple[LakeSettings, Catalog],
 ) -> None:
