@@ -25,6 +25,7 @@ read-back in ``dynamodb_writes``, creating and deleting the table in ``dynamodb_
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
+from botocore.hooks import BaseEventHooks
 
 from lake_platform.errors import (
     ConditionFailed,
@@ -54,7 +56,7 @@ from lake_platform.registry.dynamodb_errors import (
 from lake_platform.registry.dynamodb_items import Raw, item_of, key_of, parse_url
 from lake_platform.registry.dynamodb_layout import CURRENT, FROZEN, LAYOUT_KEY, LEGACY, partitioner
 from lake_platform.registry.dynamodb_paging import key_ordered_pages
-from lake_platform.registry.dynamodb_retry import ATTEMPTS, retried_read, sleep_backoff
+from lake_platform.registry.dynamodb_retry import ATTEMPTS, Sleep, retried_read, sleep_backoff
 from lake_platform.registry.store import (
     ABSENT,
     BATCH_OPS,
@@ -89,8 +91,12 @@ class DynamoMetaStore(MetaStore):
         io_timeout_seconds: float = 2.0,
         url: str | None = None,
         change_shards: int = DEFAULT_SHARDS,
+        sleep: Sleep = time.sleep,
     ) -> None:
+        """``sleep``: how the store waits between its own attempts at a call (botocore's
+        retries inside an attempt wait as botocore does)."""
         self.table = table
+        self._sleep = sleep
         self.changes = ChangeWriter(self, change_shards)
         self.url = url or f"dynamodb://{table}"
         self._layout: str | None = None  # read on first use; CURRENT is never re-read
@@ -113,7 +119,7 @@ class DynamoMetaStore(MetaStore):
             ) from None
 
     @classmethod
-    def from_url(cls, url: str, settings: LakeSettings) -> DynamoMetaStore:
+    def from_url(cls, url: str, settings: LakeSettings, *, sleep: Sleep = time.sleep) -> DynamoMetaStore:
         parsed = parse_url(url)
         return cls(
             parsed.table,
@@ -122,6 +128,7 @@ class DynamoMetaStore(MetaStore):
             io_timeout_seconds=settings.lease_io_timeout_seconds,
             url=url,
             change_shards=parsed.change_shards or DEFAULT_SHARDS,
+            sleep=sleep,
         )
 
     # -- layout ----------------------------------------------------------------------------------
@@ -132,6 +139,7 @@ class DynamoMetaStore(MetaStore):
             resp = retried_read(
                 lambda: self._client.get_item(TableName=self.table, Key=LAYOUT_KEY, ConsistentRead=True),
                 self.table,
+                self._sleep,
             )
             self._layout = str(resp["Item"]["s"]["S"]) if "Item" in resp else LEGACY
         return self._layout
@@ -176,6 +184,12 @@ class DynamoMetaStore(MetaStore):
             )
         return layout
 
+    @property
+    def events(self) -> BaseEventHooks:
+        """The event system of the store's botocore client (its ``meta.events``): hooks on each
+        call it makes (tracing; tests losing a response or throttling a request)."""
+        return self._client.meta.events
+
     def close(self) -> None:
         self._client.close()
 
@@ -210,7 +224,7 @@ class DynamoMetaStore(MetaStore):
         should a migration have switched the layout meanwhile."""
         while True:
             layout = self.layout()
-            resp = retried_read(functools.partial(request, partitioner(layout)), self.table)
+            resp = retried_read(functools.partial(request, partitioner(layout)), self.table, self._sleep)
             if self._confirmed(layout):
                 return resp
 
@@ -222,7 +236,9 @@ class DynamoMetaStore(MetaStore):
         after, remaining = start_after, limit
         while True:
             layout = self.layout()
-            for page in key_ordered_pages(self._client, self.table, prefix, after, remaining, layout):
+            for page in key_ordered_pages(
+                self._client, self.table, prefix, after, remaining, layout, self._sleep
+            ):
                 if not self._confirmed(layout):
                     break  # migrated meanwhile: go on after the last key yielded, in layout 2
                 for item in page:
@@ -266,7 +282,7 @@ class DynamoMetaStore(MetaStore):
         error: LakeError | None = None
         for attempt in range(ATTEMPTS):
             if attempt:
-                sleep_backoff(attempt)
+                sleep_backoff(attempt, self._sleep)
             try:
                 known = dynamodb_writes.write_once(
                     self._client, self.table, ops, write_id, self._writable_layout()

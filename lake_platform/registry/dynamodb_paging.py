@@ -15,19 +15,25 @@ from typing import Any
 
 from lake_platform.registry.dynamodb_items import Raw, item_of
 from lake_platform.registry.dynamodb_layout import CURRENT, partition_v1, partitioner, scan_partitions
-from lake_platform.registry.dynamodb_retry import retried_read
+from lake_platform.registry.dynamodb_retry import Sleep, retried_read
 from lake_platform.registry.store import Item
 
 _PAGE = 500
 
 
 def key_ordered_pages(
-    client: Any, table: str, prefix: str, start_after: str | None, limit: int | None, layout: str
+    client: Any,
+    table: str,
+    prefix: str,
+    start_after: str | None,
+    limit: int | None,
+    layout: str,
+    sleep: Sleep,
 ) -> Iterator[Iterable[Item]]:
     """The items of ``table`` under ``prefix`` after ``start_after`` (at most ``limit``), in key
-    order, in pages, as stored in ``layout``."""
+    order, in pages, as stored in ``layout``; ``sleep`` waits between a page read's attempts."""
     if "/" not in prefix:
-        yield _scan_all(client, table, prefix, start_after, limit, layout)
+        yield _scan_all(client, table, prefix, start_after, limit, layout, sleep)
         return
     if start_after is not None and start_after >= prefix and not start_after.startswith(prefix):
         return  # start_after sorts after every key with this prefix
@@ -35,24 +41,36 @@ def key_ordered_pages(
         start_after = None
     partitions = [partition_v1(prefix)] if layout != CURRENT else scan_partitions(prefix)
     if partitions is None:
-        yield _scan_all(client, table, prefix, start_after, limit, layout)
+        yield _scan_all(client, table, prefix, start_after, limit, layout, sleep)
     elif len(partitions) == 1:
-        yield from _query_pages(client, table, partitions[0], prefix, start_after, limit)
+        yield from _query_pages(client, table, partitions[0], prefix, start_after, limit, sleep)
     else:
         # Layout 2 only (never re-checked): merge the buckets lazily in key order.
-        streams = [_query_items(client, table, p, prefix, start_after, limit) for p in partitions]
+        streams = [_query_items(client, table, p, prefix, start_after, limit, sleep) for p in partitions]
         yield heapq.merge(*streams, key=lambda item: item.key)
 
 
 def _query_items(
-    client: Any, table: str, partition: str, prefix: str, start_after: str | None, limit: int | None
+    client: Any,
+    table: str,
+    partition: str,
+    prefix: str,
+    start_after: str | None,
+    limit: int | None,
+    sleep: Sleep,
 ) -> Iterator[Item]:
-    for page in _query_pages(client, table, partition, prefix, start_after, limit):
+    for page in _query_pages(client, table, partition, prefix, start_after, limit, sleep):
         yield from page
 
 
 def _query_pages(
-    client: Any, table: str, partition: str, prefix: str, start_after: str | None, limit: int | None
+    client: Any,
+    table: str,
+    partition: str,
+    prefix: str,
+    start_after: str | None,
+    limit: int | None,
+    sleep: Sleep,
 ) -> Iterator[list[Item]]:
     # ExclusiveStartKey need not exist; it only has to satisfy the key condition.
     start: Raw | None = None if start_after is None else {"p": {"S": partition}, "k": {"S": start_after}}
@@ -67,7 +85,7 @@ def _query_pages(
         }
         if start is not None:
             params["ExclusiveStartKey"] = start
-        resp = retried_read(functools.partial(client.query, **params), table)
+        resp = retried_read(functools.partial(client.query, **params), table, sleep)
         page = [item_of(raw) for raw in resp.get("Items", [])]
         if page:
             yield page
@@ -81,7 +99,13 @@ def _query_pages(
 
 
 def _scan_all(
-    client: Any, table: str, prefix: str, start_after: str | None, limit: int | None, layout: str
+    client: Any,
+    table: str,
+    prefix: str,
+    start_after: str | None,
+    limit: int | None,
+    layout: str,
+    sleep: Sleep,
 ) -> list[Item]:
     # A prefix without "/" (or a layout-2 prefix leaving an incarnation open) spans
     # partitions; no registry code path scans that way, so a full consistent Scan sorted
@@ -94,7 +118,7 @@ def _scan_all(
         params["ExpressionAttributeValues"] = {":prefix": {"S": prefix}}
     found: list[Item] = []
     while True:
-        resp = retried_read(lambda: client.scan(**params), table)
+        resp = retried_read(lambda: client.scan(**params), table, sleep)
         found.extend(item_of(raw) for raw in resp.get("Items", []) if raw["p"]["S"] == part(raw["k"]["S"]))
         if "LastEvaluatedKey" not in resp:
             break

@@ -23,12 +23,16 @@ _BACKOFF_BASE = 0.05
 _BACKOFF_CAP = 1.0
 
 
-def retried_read(call: Callable[[], T], table: str) -> T:
+#: How a call waits between attempts; the store takes another (tests record the waits).
+Sleep = Callable[[float], None]
+
+
+def retried_read(call: Callable[[], T], table: str, sleep: Sleep = time.sleep) -> T:
     """``call`` (a read of ``table``), made again on throttling and transient trouble."""
     error: LakeError | None = None
     for attempt in range(ATTEMPTS):
         if attempt:
-            sleep_backoff(attempt)
+            sleep_backoff(attempt, sleep)
         try:
             return call()
         except (ClientError, BotoCoreError) as exc:
@@ -39,6 +43,6 @@ def retried_read(call: Callable[[], T], table: str) -> T:
     raise error
 
 
-def sleep_backoff(attempt: int) -> None:
+def sleep_backoff(attempt: int, sleep: Sleep = time.sleep) -> None:
     # Full jitter: spreads contending clients instead of re-colliding in lockstep.
-    time.sleep(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)))
+    sleep(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)))

@@ -1,14 +1,14 @@
 """DynamoDB-specific behaviour, against the session's DynamoDB-API server (moto on loopback).
 Its URL and table: test_dynamodb_admin.py.
 
-Faults are injected with botocore event hooks on the store's own client (a lost response, a
-throttled request); DynamoDB itself is never mocked.
+Faults are injected with botocore event hooks on the store's own client (``store.events``: a
+lost response, a throttled request); DynamoDB itself is never mocked. The store's waits between
+its own attempts are recorded (``pauses``), not slept; botocore's retries wait as they do.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,10 +38,16 @@ def _settings(url: str, tmp_path: Path) -> LakeSettings:
 
 
 @pytest.fixture
-def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
+def pauses() -> list[float]:
+    """The store's waits between its own attempts, in seconds."""
+    return []
+
+
+@pytest.fixture
+def store(dynamodb_url: str, tmp_path: Path, pauses: list[float]) -> Iterator[DynamoMetaStore]:
     settings = _settings(dynamodb_url, tmp_path)
     init_table(dynamodb_url, settings)
-    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings)
+    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings, sleep=pauses.append)
     try:
         yield dynamo
     finally:
@@ -110,7 +116,7 @@ def test_lost_response_is_resolved_by_rereading(
             lost.append(operation)
             raise ReadTimeoutError(endpoint_url="injected")
 
-    store._client.meta.events.register(f"after-call.dynamodb.{operation}", lose_response)
+    store.events.register(f"after-call.dynamodb.{operation}", lose_response)
     results = store.transact(ops)
     assert lost == [operation]
     got = store.get("t/a")
@@ -145,7 +151,7 @@ def test_resent_request_does_not_commit_twice(store: DynamoMetaStore, operation:
         urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
         return _response(request, 500, "InternalServerError")
 
-    store._client.meta.events.register(f"before-send.dynamodb.{operation}", apply_then_fail)
+    store.events.register(f"before-send.dynamodb.{operation}", apply_then_fail)
     results = store.transact(ops)
     assert len(sent) == 2 and sent[0] == sent[1]
     if operation == "TransactWriteItems":
@@ -158,10 +164,8 @@ def test_resent_request_does_not_commit_twice(store: DynamoMetaStore, operation:
 # -- throttling ----------------------------------------------------------------------------------
 
 
-def test_throttling_is_retried_then_reported(store: DynamoMetaStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_throttling_is_retried_then_reported(store: DynamoMetaStore, pauses: list[float]) -> None:
     sends: list[object] = []
-    sleeps: list[float] = []
-    monkeypatch.setattr(time, "sleep", sleeps.append)  # botocore's backoff and ours
 
     def throttle(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         sends.append(request.headers["X-Amz-Target"])
@@ -169,7 +173,7 @@ def test_throttling_is_retried_then_reported(store: DynamoMetaStore, monkeypatch
 
     # botocore's retries={"total_max_attempts": 2}: 2 sends, times our 3 attempts.
     bounded = 2 * 3
-    store._client.meta.events.register("before-send.dynamodb", throttle)
+    store.events.register("before-send.dynamodb", throttle)
     try:
         with pytest.raises(Throttling) as err:
             store.put_if_absent("k/a", b"v")
@@ -179,9 +183,9 @@ def test_throttling_is_retried_then_reported(store: DynamoMetaStore, monkeypatch
         with pytest.raises(Throttling):
             store.get("k/a")
         assert len(sends) == bounded
-        assert len(sleeps) == 2 * (3 * 1 + 2)  # per call: botocore backs off once, 3 times; we 2x
+        assert len(pauses) == 2 * 2  # per call: we back off between our 3 attempts
     finally:
-        store._client.meta.events.unregister("before-send.dynamodb", throttle)
+        store.events.unregister("before-send.dynamodb", throttle)
     assert store.get("k/a") is None  # nothing was written
 
 
@@ -194,7 +198,7 @@ def test_transient_throttling_is_absorbed(store: DynamoMetaStore) -> None:
             return _response(request, 400, "ProvisionedThroughputExceededException")
         return None
 
-    store._client.meta.events.register("before-send.dynamodb.TransactWriteItems", throttle_three_times)
+    store.events.register("before-send.dynamodb.TransactWriteItems", throttle_three_times)
     results = store.transact([Put("k/a", b"a", ABSENT), Put("k/b", b"b", None)])
     assert len(throttled) == 3
     assert [i.revision for i in results if i] == [1, 1]
@@ -209,7 +213,7 @@ def test_every_read_is_consistent(store: DynamoMetaStore) -> None:
     def capture(params: dict[str, Any], model: Any, **_: Any) -> None:
         calls.append((model.name, dict(params)))
 
-    store._client.meta.events.register("provide-client-params.dynamodb", capture)
+    store.events.register("provide-client-params.dynamodb", capture)
     store.transact([Put("c/a", b"1", ABSENT), Put("c/b", b"2", None)])  # reads revision back
     store.get("c/a")
     list(store.scan_prefix("c/"))
@@ -238,7 +242,7 @@ def _count_calls(store: DynamoMetaStore) -> list[str]:
     def count(model: Any, **_: Any) -> None:
         calls.append(model.name)
 
-    store._client.meta.events.register("before-call.dynamodb", count)
+    store.events.register("before-call.dynamodb", count)
     return calls
 
 
@@ -268,37 +272,37 @@ def _conflict(request: AWSPreparedRequest, items: int) -> AWSResponse:
 
 
 def test_get_many_retries_a_conflict_with_a_write_in_flight(
-    store: DynamoMetaStore, monkeypatch: pytest.MonkeyPatch
+    store: DynamoMetaStore, pauses: list[float]
 ) -> None:
     store.transact([Put("k/a", b"a", ABSENT), Put("k/b", b"b", ABSENT)])
-    monkeypatch.setattr(time, "sleep", lambda _: None)
     sends: list[str] = []
 
     def conflict_twice(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
         sends.append(request.headers["X-Amz-Target"].decode())
         return _conflict(request, 2) if len(sends) <= 2 else None
 
-    store._client.meta.events.register("before-send.dynamodb.TransactGetItems", conflict_twice)
+    store.events.register("before-send.dynamodb.TransactGetItems", conflict_twice)
     got = store.get_many(["k/a", "k/b"])
     assert [i.value for i in got if i] == [b"a", b"b"]
     assert sends == ["DynamoDB_20120810.TransactGetItems"] * 3
+    assert len(pauses) == 2  # a backoff before each attempt again
 
 
 def test_get_many_reports_lasting_conflicts_as_unavailable(
-    store: DynamoMetaStore, monkeypatch: pytest.MonkeyPatch
+    store: DynamoMetaStore, pauses: list[float]
 ) -> None:
-    monkeypatch.setattr(time, "sleep", lambda _: None)
     sends: list[int] = []
 
     def conflict(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         sends.append(1)
         return _conflict(request, 2)
 
-    store._client.meta.events.register("before-send.dynamodb.TransactGetItems", conflict)
+    store.events.register("before-send.dynamodb.TransactGetItems", conflict)
     with pytest.raises(ServiceUnavailable, match="conflicted with a write in flight") as err:
         store.get_many(["k/a", "k/b"])
     assert err.value.retryable
     assert len(sends) == 3  # our attempts; botocore does not retry a cancelled transaction
+    assert len(pauses) == 2
 
 
 def test_a_transaction_conflict_is_transient_for_reads_only() -> None:
