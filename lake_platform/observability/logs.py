@@ -51,7 +51,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str, separators=(",", ":"))
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _Lines(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler whose flush is skipped when its stream has passed each line on at the
+    write already."""
+
+    def flush(self) -> None:
+        # Every record ends with the terminator, so a line-buffered stream (stderr's default) or
+        # a write-through one (PYTHONUNBUFFERED) has passed the whole line on at the write: the
+        # handler's own flush (its lock, then the stream's) would do nothing more.
+        stream = self.stream
+        if getattr(stream, "line_buffering", False) or getattr(stream, "write_through", False):
+            return
+        super().flush()
+
+
+class _Stderr(_Lines):
     """Writes to whatever ``sys.stderr`` is at the time (test runners swap it per call)."""
 
     def __init__(self) -> None:
@@ -65,15 +79,6 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _: Any) -> None:
         pass
 
-    def flush(self) -> None:
-        # Every record ends with the terminator, so a line-buffered stderr (Python's default) or
-        # a write-through one (PYTHONUNBUFFERED) has passed the whole line on at the write: the
-        # handler's own flush (its lock, then the stream's) would do nothing more.
-        stream = sys.stderr
-        if getattr(stream, "line_buffering", False) or getattr(stream, "write_through", False):
-            return
-        super().flush()
-
 
 def configure_logging(
     level: str = "INFO", fmt: str = "text", stream: Any = None, *, force: bool = False
@@ -81,6 +86,8 @@ def configure_logging(
     """Install one handler on the root logger (replacing earlier ones from this function):
     ``level`` for this project's loggers (``PROJECT_LOGGERS``), WARNING and above for every
     other library's unless ``level`` is DEBUG.
+
+    ``stream``: where the lines go; None: whatever ``sys.stderr`` is at each line.
 
     Like ``logging.basicConfig``, this leaves logging alone when someone else configured it
     already (an embedding application, a test runner), unless ``force``."""
@@ -90,7 +97,7 @@ def configure_logging(
         return
     for handler in ours:
         root.removeHandler(handler)
-    handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
+    handler = _Lines(stream) if stream is not None else _Stderr()
     handler._lake = True  # type: ignore[attr-defined]
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -223,4 +230,4 @@ _LINE = _line_of(log_request.__code__, "logger.handle(")
 
 
 #: Handler classes whose ``emit`` is StreamHandler's (format, write, flush), as the fast path does.
-_PLAIN_HANDLERS = (_Stderr, logging.StreamHandler)
+_PLAIN_HANDLERS = (_Stderr, _Lines)

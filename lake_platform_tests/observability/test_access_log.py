@@ -1,7 +1,8 @@
 """The access-log line (logs.log_request), made without ``Logger.info``'s per-call caller search:
 the record still has every field ``Logger.info`` gives it, names its real caller, honours the
-logger's level, filters and ``disabled`` flag, reaches the root handler, and stderr still gets
-every line whether it is line-buffered, write-through or block-buffered. When only
+logger's level, filters and ``disabled`` flag, reaches the root handler, and the handler's stream
+(stderr as it is at each line, or the one given) still gets every line whether it is
+line-buffered, write-through or block-buffered. When only
 configure_logging's text handler could see the record, the line is written without one: the same
 bytes as through the record, and any other configuration takes the record's way."""
 
@@ -11,10 +12,10 @@ import io
 import json
 import logging
 import os
-import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
+from typing import Any
 
 import pytest
 
@@ -112,49 +113,50 @@ def test_level_filters_and_disabled_still_decide(kept: Keep) -> None:
 @pytest.mark.parametrize(
     "line_buffering, write_through", [(True, False), (False, True), (False, False)], ids=str
 )
-def test_stderr_gets_every_line_whatever_its_buffering(
-    monkeypatch: pytest.MonkeyPatch, line_buffering: bool, write_through: bool
-) -> None:
+def test_the_stream_gets_every_line_whatever_its_buffering(line_buffering: bool, write_through: bool) -> None:
     raw = io.BytesIO()
     stream = io.TextIOWrapper(
         raw, encoding="utf-8", line_buffering=line_buffering, write_through=write_through
     )
-    monkeypatch.setattr(sys, "stderr", stream)
-    root = logging.getLogger()
-    runner = list(root.handlers)  # the test runner's capture handlers: set aside, as in a server
-    for h in runner:
-        root.removeHandler(h)
-    configure_logging("INFO", "text", force=True)
-    try:
-        handler = next(h for h in logging.getLogger().handlers if getattr(h, "_lake", False))
-        assert isinstance(handler, logs._Stderr)
-        assert logs.plain_text_handler() is handler  # the direct way
+    with sole_text_logging(stream):
+        assert logs.plain_text_handler() is our_handler()  # the direct way
         log_request(info(), "200", 0.002)
         REQUEST_LOG.addFilter(logging.Filter())  # and the record's
-        log_request(info(), "500", 0.003)
+        try:
+            log_request(info(), "500", 0.003)
+        finally:
+            REQUEST_LOG.filters.clear()
         assert raw.getvalue().decode().splitlines() == [
             "INFO lake.request: rest DescribeTable 200 2.0 ms",
             "INFO lake.request: rest DescribeTable 500 3.0 ms",
         ]
-    finally:
-        REQUEST_LOG.filters.clear()
-        for h in list(root.handlers):
-            root.removeHandler(h)
-        for h in runner:
-            root.addHandler(h)
-        root.setLevel(logging.WARNING)
+
+
+def test_the_default_handler_writes_to_stderr_as_it_is_at_each_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with sole_text_logging(stderr=True):
+        handler = our_handler()
+        assert isinstance(handler, logs._Stderr)
+        assert logs.plain_text_handler() is handler
+        elsewhere = io.StringIO()
+        with redirect_stderr(elsewhere):
+            log_request(info(), "200", 0.002)
+        log_request(info(), "500", 0.003)
+    assert elsewhere.getvalue() == "INFO lake.request: rest DescribeTable 200 2.0 ms\n"
+    assert capsys.readouterr().err == "INFO lake.request: rest DescribeTable 500 3.0 ms\n"
 
 
 @contextmanager
-def sole_text_logging() -> Iterator[io.StringIO]:
+def sole_text_logging(stream: Any = None, *, stderr: bool = False) -> Iterator[Any]:
     """configure_logging's text handler as the root's only one, as in ``lake serve-rest`` (the
     test runner's own capture handlers, which it adds for each test's call, are set aside
-    meanwhile)."""
+    meanwhile), writing to ``stream`` (None: a new StringIO; ``stderr``: its default, stderr)."""
     root = logging.getLogger()
     runner = list(root.handlers)
     for h in runner:
         root.removeHandler(h)
-    out = io.StringIO()
+    out = None if stderr else stream if stream is not None else io.StringIO()
     configure_logging("INFO", "text", stream=out, force=True)
     try:
         yield out
@@ -247,7 +249,7 @@ def test_anything_else_that_could_see_the_record_gets_it(kept: Keep) -> None:
         assert text_out.getvalue() == "INFO lake.request: rest DescribeTable 201 1.0 ms\n"
 
 
-def test_json_lines_still_come_from_the_record(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_json_lines_still_come_from_the_record() -> None:
     out = io.StringIO()
     configure_logging("INFO", "json", stream=out, force=True)
     try:
@@ -267,13 +269,16 @@ def test_json_lines_still_come_from_the_record(monkeypatch: pytest.MonkeyPatch) 
     )
 
 
-def test_a_failing_stream_is_reported_by_the_handler_with_the_record(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_stream_is_reported_by_the_handler_with_the_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As ``StreamHandler.emit`` does: ``handleError`` gets the record (logging's own prints the
+    error, the record's message and arguments on stderr)."""
     with sole_text_logging() as text_out:
-        handler = our_handler()
-        reported: list[logging.LogRecord] = []
-        monkeypatch.setattr(handler, "handleError", reported.append)
         text_out.close()  # writing now raises ValueError, as a closed stderr would
-        assert logs.plain_text_handler() is handler
+        assert logs.plain_text_handler() is our_handler()
         log_request(info(), "200", 0.001)
-    assert [r.getMessage() for r in reported] == ["rest DescribeTable 200 1.0 ms"]
-    assert reported[0].request_id  # type: ignore[attr-defined]
+    report = capsys.readouterr().err
+    assert report.startswith("--- Logging error ---\n")
+    assert "ValueError: I/O operation on closed file" in report
+    assert "Message: '%s %s %s %.1f ms'\nArguments: ('rest', 'DescribeTable', '200', 1.0)\n" in report

@@ -184,7 +184,7 @@ def test_layout1_get_many_reads_layout1_items(opener: Any) -> None:
     _populate(store)
     keys = ["tbl/p/wh/ns/t1", "prj/p", f"ver/inc002/{3:020d}", "tbl/p/wh/ns/none"]
     calls: list[str] = []
-    store._client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    store.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     got = store.get_many(keys)
     # One snapshot request, then the read is confirmed against the layout item, as get does.
     assert calls == ["TransactGetItems", "GetItem"]
