@@ -69,6 +69,7 @@ def stream(
     first_batches: FirstBatches | None = None,
     blocking: bool = False,
     frame: Any = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the result, each conforming to ``planned.schema`` and small enough for
     one IPC message.
@@ -101,9 +102,11 @@ def stream(
     plan of its last run, and with it the tasks of that run's repartitions (DataFusion issue
     22016): a kept plan stopped by the time limit would compute on for as long as the plan is
     kept. The engine passes a DataFrame of this run only (:meth:`QueryEngine.stream`).
+
+    ``clock``: the monotonic seconds the time limit and the first batch's time are read from.
     """
     timeout = limits.query_timeout_seconds
-    deadline = time.monotonic() + timeout if timeout else None
+    deadline = clock() + timeout if timeout else None
     loop: asyncio.AbstractEventLoop | None = None
     pending: asyncio.Task[Any] | None = None
     source: Any = None
@@ -124,7 +127,7 @@ def stream(
         quick = (
             expected is not None
             and expected < _POLL
-            and (deadline is None or deadline - time.monotonic() >= _DEADLINE_MARGIN * expected)
+            and (deadline is None or deadline - clock() >= _DEADLINE_MARGIN * expected)
         )
         patient = not quick and not blocking
         first = True
@@ -136,18 +139,18 @@ def stream(
         held_bytes = 0
         target = min(limits.max_message_bytes // 2, COALESCE_BYTES) if coalesce else 0
         while True:
-            started = time.monotonic()
+            started = clock()
             failure: LakeError | None = None
             batch: pa.RecordBatch | None = None
             if patient:
                 loop = loop or asyncio.new_event_loop()
                 pending = loop.create_task(_next_batch(source))
                 while True:
-                    wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+                    wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - clock()))
                     done, _ = loop.run_until_complete(asyncio.wait({pending}, timeout=wait))
                     if done:
                         break
-                    if deadline is not None and time.monotonic() >= deadline:
+                    if deadline is not None and clock() >= deadline:
                         raise timed_out(limits)
                     if cancelled():
                         return
@@ -168,7 +171,7 @@ def stream(
                 # Raised outside the except block: no __context__ chaining DataFusion's error,
                 # whose traceback would keep the stream (and its pool reservation) alive.
                 raise failure
-            took = time.monotonic() - started
+            took = clock() - started
             slow = took >= _FAST  # a slow producer streams batch by batch, unmerged
             quick = quick and took < _POLL
             patient = slow and not quick and not blocking
@@ -185,7 +188,7 @@ def stream(
                 sent += batch.nbytes
                 if limits.max_result_bytes and sent > limits.max_result_bytes:
                     raise too_large(limits)
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and clock() >= deadline:
                 raise timed_out(limits)
             if cancelled():
                 return

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lake_platform.query import stream as stream_module
 from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.planner import PlannedQuery
@@ -24,7 +23,7 @@ class _Batch:
 
 
 class _Clock:
-    """``time.monotonic`` for the stream: it moves only when a batch is made."""
+    """The stream's clock: it moves only when a batch is made."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -62,11 +61,6 @@ class _Stream:
             raise StopAsyncIteration from None
 
 
-@pytest.fixture(autouse=True)
-def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stream_module, "time", CLOCK)
-
-
 class _Frame:
     def __init__(self, calls: list[str], parts: int, first_takes: float) -> None:
         self.calls = calls
@@ -91,7 +85,7 @@ TIMES = FirstBatches()
 
 
 def _run(planned: PlannedQuery, limits: QueryLimits | None = None) -> list[int]:
-    batches = stream(planned, limits or QueryLimits(), first_batches=TIMES)
+    batches = stream(planned, limits or QueryLimits(), first_batches=TIMES, clock=CLOCK.monotonic)
     return [v for b in batches for v in b.column(0).to_pylist()]
 
 
