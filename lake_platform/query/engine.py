@@ -20,6 +20,7 @@ Lance from them; executing a ticket reads no registry at all.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -68,7 +69,8 @@ class QueryEngine:
         #: was loaded) from the same registry once (``snapshot_miss``); None: the snapshot's
         #: answer stands.
         self.misses = SnapshotMisses(branches.store) if branches is not None else None
-        self._providers = Providers(settings, self.limits.dataset_cache_size)
+        #: The opened snapshots (``providers``; ``pause``: how a read waits for a manifest).
+        self.providers = Providers(settings, self.limits.dataset_cache_size)
         spill = self.limits.spill_dir or settings.home / "spill"
         self._spill_dir = Path(spill).expanduser()
         own = self._spill_dir.absolute() == (settings.home / "spill").expanduser().absolute()
@@ -102,12 +104,16 @@ class QueryEngine:
             partitions=self.limits.target_partitions or os.cpu_count() or 1,
         )
         self.cache.on_evict = self.plans.drop_cached  # kept plans must not hold evicted batches
-        self.access = AccessPaths(self._providers, self.cache, self.limits.dataset_cache_size or 1)
+        self.access = AccessPaths(self.providers, self.cache, self.limits.dataset_cache_size or 1)
         self.results = ResultCache(self.limits.result_cache_bytes, self.limits.result_cache_entry_bytes)
         #: Lance's scanner of each kept key lookup, made once and read again (``stats()``: made,
         #: reused, for ``/metrics``).
         self.scanners = Scanners(self.limits.plan_cache_size)
         self._first_batches = FirstBatches()
+        #: Queries run since the engine started (a result streamed from the result cache runs
+        #: nothing and is not counted).
+        self.runs = 0
+        self._runs_lock = threading.Lock()
         self._row_counts: BoundedLRU[TableRef, int] = BoundedLRU(max(self.limits.dataset_cache_size, 1))
         self._column_bytes: BoundedLRU[TableRef, dict[str, float]] = BoundedLRU(
             max(self.limits.dataset_cache_size, 1)
@@ -125,15 +131,15 @@ class QueryEngine:
         ``verify``: when the provider comes from the cache, first check that the snapshot still
         exists (its manifest is still on storage), so a cleaned-up version fails here as it
         would on a replica that never opened it."""
-        return self._providers.entry(ref, verify)[1]
+        return self.providers.entry(ref, verify)[1]
 
     def table(self, ref: TableRef, *, verify: bool = False) -> Table:
         """:meth:`provider` wrapped for a catalog (the wrapper is cached with it)."""
-        return self._providers.entry(ref, verify)[2]
+        return self.providers.entry(ref, verify)[2]
 
     def dataset(self, ref: TableRef) -> Any:
         """The opened dataset of exactly ``ref``'s version (opening it if needed)."""
-        return self._providers.entry(ref, False)[0]
+        return self.providers.entry(ref, False)[0]
 
     @property
     def spill_dir(self) -> Path:
@@ -141,12 +147,12 @@ class QueryEngine:
         return self._spill_dir
 
     def cached_snapshots(self) -> int:
-        return len(self._providers)
+        return len(self.providers)
 
     @property
     def opens(self) -> int:
         """How many snapshots were opened (cache misses) since the engine started."""
-        return self._providers.opens
+        return self.providers.opens
 
     @property
     def index_lookups(self) -> int:
@@ -196,7 +202,7 @@ class QueryEngine:
         exists."""
         for ref in kept.refs:
             if ref.at is not None:
-                self._providers.entry(ref, True)
+                self.providers.entry(ref, True)
         return kept
 
     def _plan_bound(
@@ -264,7 +270,7 @@ class QueryEngine:
             if kept is not None:
                 # What planning checks of each pinned snapshot: it still exists.
                 for ref in refs:
-                    self._providers.entry(ref, True)
+                    self.providers.entry(ref, True)
                 return kept
 
         def plan(opener: OpenTable) -> PlannedQuery:
@@ -373,6 +379,8 @@ class QueryEngine:
     def _run(
         self, planned: PlannedQuery, cancelled: Callable[[], bool], coalesce: bool, blocking: bool = False
     ) -> Iterator[pa.RecordBatch]:
+        with self._runs_lock:
+            self.runs += 1
         try:
             if planned.lookup is not None:
                 yield from self._run_lookup(planned, planned.lookup, cancelled)

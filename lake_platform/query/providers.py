@@ -38,7 +38,8 @@ class Providers:
         self.capacity = capacity  # 0: nothing is kept
         self._opened: BoundedLRU[tuple[str, str, str, int], tuple[Any, Any, Table]] = BoundedLRU(capacity)
         self.opens = 0
-        #: How a read waits between checks for a manifest being published (tests replace it).
+        #: How a read waits between checks for a manifest being published (``time.sleep``; one
+        #: may be set in its place to observe or shorten the waits).
         self.pause: Callable[[float], None] = time.sleep
 
     def entry(self, ref: TableRef, verify: bool) -> tuple[Any, Any, Table]:

@@ -12,7 +12,6 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import SettingsError
-from lake_platform.flight.server import FlightSqlServer
 from lake_platform.query.limits import limits_from
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.flight import flight_settings
@@ -27,19 +26,6 @@ def rows(conn: Any, sql: str) -> pa.Table:
         return cur.fetch_arrow_table()
 
 
-def count_runs(server: FlightSqlServer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The SQL of every query the server's engine actually runs (a kept result runs nothing)."""
-    ran: list[str] = []
-    real = server.engine._run
-
-    def counted(planned: Any, *args: Any) -> Iterator[pa.RecordBatch]:
-        ran.append(planned.sql)
-        return real(planned, *args)
-
-    monkeypatch.setattr(server.engine, "_run", counted)
-    return ran
-
-
 @pytest.fixture(scope="module")
 def servers(lake: tuple[LakeSettings, Catalog]) -> Iterator[tuple[Running, Running]]:
     settings, catalog = lake
@@ -50,34 +36,30 @@ def servers(lake: tuple[LakeSettings, Catalog]) -> Iterator[tuple[Running, Runni
         yield Running(cached, settings, catalog), Running(plain, settings, catalog)
 
 
-def test_a_rerun_is_answered_from_the_kept_result(
-    servers: tuple[Running, Running], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_rerun_is_answered_from_the_kept_result(servers: tuple[Running, Running]) -> None:
     cached, plain = servers
-    ran = count_runs(cached.server, monkeypatch)
     with cached.adbc() as conn, plain.adbc() as ref:
         expected = rows(ref, GROUP)
+        ran = cached.server.engine.runs
         first = rows(conn, GROUP)
         hits = cached.server.health()["result_cache"]["hits"]
         again = [rows(conn, GROUP) for _ in range(3)]
     assert first.equals(expected) and all(t.equals(expected) for t in again)
-    assert ran.count(GROUP) == 1
+    assert cached.server.engine.runs == ran + 1
     assert cached.server.health()["result_cache"]["hits"] == hits + 3
     assert plain.server.health()["result_cache"]["entries"] == 0
 
 
-def test_tenants_and_principals_never_share_a_kept_result(
-    servers: tuple[Running, Running], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_tenants_and_principals_never_share_a_kept_result(servers: tuple[Running, Running]) -> None:
     cached, _ = servers
     sql = "SELECT count(*) AS n FROM w.ns.t"
-    ran = count_runs(cached.server, monkeypatch)
+    ran = cached.server.engine.runs
     with cached.adbc("alice") as alice, cached.adbc("bob") as bob, cached.adbc_bearer(SVC_TOKEN) as etl:
         for _ in range(2):
             assert rows(alice, sql).to_pylist() == [{"n": 1000}]
             assert rows(bob, sql).to_pylist() == [{"n": 2}]  # tenant q's own table of that name
             assert rows(etl, sql).to_pylist() == [{"n": 1000}]  # p again, another principal
-    assert ran.count(sql) == 3  # once per principal, then kept for each
+    assert cached.server.engine.runs == ran + 3  # once per principal, then kept for each
 
 
 def test_an_append_gives_the_new_rows_at_once(servers: tuple[Running, Running]) -> None:

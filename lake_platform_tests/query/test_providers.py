@@ -56,7 +56,7 @@ def test_a_read_waits_for_the_manifest_of_a_version_being_published(
 
     os.rename(path, aside)
     try:
-        engine._providers.pause = publish_during_the_wait
+        engine.providers.pause = publish_during_the_wait
         assert rows(engine, just_committed) == 1000
     finally:
         if aside.exists():
@@ -74,7 +74,7 @@ def test_an_old_version_without_its_manifest_is_gone_at_once(
     waits: list[float] = []
     os.rename(path, aside)
     try:
-        engine._providers.pause = waits.append
+        engine.providers.pause = waits.append
         with pytest.raises(TableVersionNotFound, match="no longer available"):
             engine.plan_pinned(SQL, (old,))
     finally:
@@ -83,11 +83,19 @@ def test_an_old_version_without_its_manifest_is_gone_at_once(
 
 
 def test_a_version_whose_manifest_never_arrives_is_gone_after_the_grace(
-    lake: tuple[Any, Catalog], engine: QueryEngine, monkeypatch: pytest.MonkeyPatch
+    lake: tuple[Any, Catalog], engine: QueryEngine
 ) -> None:
-    monkeypatch.setattr(providers, "PUBLISH_GRACE_SECONDS", 0.05)
     ref = current_ref(engine, lake[1])
-    stopped = dataclasses.replace(ref, committed_at_ms=int(time.time() * 1000))
+    # Committed all but the last 50 ms of the grace ago: the read waits out those 50 ms.
+    committed = time.time() - (providers.PUBLISH_GRACE_SECONDS - 0.05)
+    stopped = dataclasses.replace(ref, committed_at_ms=int(committed * 1000))
+    waits: list[float] = []
+
+    def pause(seconds: float) -> None:
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    engine.providers.pause = pause
     path = manifest_file(ref)
     aside = path.with_name(path.name + ".stopped")
     os.rename(path, aside)
@@ -96,4 +104,5 @@ def test_a_version_whose_manifest_never_arrives_is_gone_after_the_grace(
             engine.plan_pinned(SQL, (stopped,))
     finally:
         os.rename(aside, path)
+    assert waits and sum(waits) <= 0.05  # it waited, for what was left of the grace only
     assert rows(engine, ref) == 1000  # nothing else changed

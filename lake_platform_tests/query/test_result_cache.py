@@ -113,19 +113,15 @@ GROUP = "SELECT id % 7 AS k, count(*) AS n, sum(x) AS total FROM w.ns.t GROUP BY
 
 
 class Counted:
-    """An engine with a result cache, counting the queries it actually runs."""
+    """An engine with a result cache; ``runs``: the queries it actually ran (``QueryEngine.runs``)."""
 
-    def __init__(self, lake: tuple[Any, Catalog], monkeypatch: pytest.MonkeyPatch, **limits: Any) -> None:
+    def __init__(self, lake: tuple[Any, Catalog], **limits: Any) -> None:
         self.catalog = lake[1]
         self.engine = QueryEngine(lake[0], QueryLimits(result_cache_bytes=16 << 20, **limits))
-        self.runs = 0
-        real = self.engine._run
 
-        def counted(*args: Any) -> Iterator[pa.RecordBatch]:
-            self.runs += 1
-            return real(*args)
-
-        monkeypatch.setattr(self.engine, "_run", counted)
+    @property
+    def runs(self) -> int:
+        return self.engine.runs
 
     def view(self) -> Any:
         return load_snapshot(self.catalog.store).project("p")
@@ -135,24 +131,22 @@ class Counted:
         return pa.Table.from_batches(list(self.engine.stream(planned, scope=scope)), planned.schema)
 
 
-def test_a_rerun_streams_the_kept_result_without_running(lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    counted = Counted(lake, monkeypatch)
+def test_a_rerun_streams_the_kept_result_without_running(lake: Any) -> None:
+    counted = Counted(lake)
     first = counted.run(GROUP)
     assert counted.run(GROUP).equals(first) and counted.runs == 1
     assert counted.engine.results.stats()["hits"] == 1
 
 
-def test_another_principal_never_gets_the_kept_result(lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    counted = Counted(lake, monkeypatch)
+def test_another_principal_never_gets_the_kept_result(lake: Any) -> None:
+    counted = Counted(lake)
     first = counted.run(GROUP, ALICE)
     assert counted.run(GROUP, SERVICE).equals(first)  # same project, same rows: still run again
     assert counted.runs == 2
 
 
-def test_a_new_version_runs_again_and_an_old_pin_keeps_its_rows(
-    lake: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    counted = Counted(lake, monkeypatch)
+def test_a_new_version_runs_again_and_an_old_pin_keeps_its_rows(lake: Any) -> None:
+    counted = Counted(lake)
     counted.catalog.tables.create_table("p.w.ns.rc", t_rows(10).to_reader())
     sql = "SELECT count(*) AS n, max(id) AS top FROM w.ns.rc"
     old = counted.engine.plan(sql, counted.view(), scope=ALICE)
@@ -168,17 +162,15 @@ def test_a_new_version_runs_again_and_an_old_pin_keeps_its_rows(
 @pytest.mark.parametrize(
     "sql", ["SELECT now() AS t, count(*) AS n FROM w.ns.t", "SELECT random() AS r FROM w.ns.t LIMIT 3"]
 )
-def test_a_query_that_reads_the_clock_or_draws_random_values_always_runs(
-    lake: Any, monkeypatch: pytest.MonkeyPatch, sql: str
-) -> None:
-    counted = Counted(lake, monkeypatch)
+def test_a_query_that_reads_the_clock_or_draws_random_values_always_runs(lake: Any, sql: str) -> None:
+    counted = Counted(lake)
     first, second = counted.run(sql), counted.run(sql)
     assert counted.runs == 2 and not first.equals(second)
     assert len(counted.engine.results) == 0
 
 
-def test_bound_parameters_are_part_of_the_key(lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    counted = Counted(lake, monkeypatch)
+def test_bound_parameters_are_part_of_the_key(lake: Any) -> None:
+    counted = Counted(lake)
     sql = "SELECT id, s FROM w.ns.t WHERE id = ?"
     for value in (5, 7, 5, 7):
         got = counted.run(sql, params=pa.record_batch({"a": pa.array([value], pa.int64())}))
@@ -186,17 +178,17 @@ def test_bound_parameters_are_part_of_the_key(lake: Any, monkeypatch: pytest.Mon
     assert counted.runs == 2
 
 
-def test_without_a_principal_nothing_is_kept(lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_principal_nothing_is_kept(lake: Any) -> None:
     """The CLI, REST queries and spool jobs stream without a scope: always run."""
-    counted = Counted(lake, monkeypatch)
+    counted = Counted(lake)
     for _ in range(2):
         planned = counted.engine.plan(GROUP, counted.view())
         list(counted.engine.stream(planned))
     assert counted.runs == 2 and len(counted.engine.results) == 0
 
 
-def test_a_result_above_the_entry_limit_always_runs(lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    counted = Counted(lake, monkeypatch, result_cache_entry_bytes=1024)
+def test_a_result_above_the_entry_limit_always_runs(lake: Any) -> None:
+    counted = Counted(lake, result_cache_entry_bytes=1024)
     sql = "SELECT * FROM w.ns.t ORDER BY id"
     assert counted.run(sql).num_rows == counted.run(sql).num_rows == 1000
     assert counted.runs == 2 and counted.engine.results.stats()["used_bytes"] == 0
