@@ -57,12 +57,15 @@ class Sessions:
         self._idle: list[tuple[SessionContext, RequestCatalogs]] = []
         self._lock = threading.Lock()
         self.created = 0
+        #: Contexts lent to a request's planning (:meth:`session`): one per planning.
+        self.lent = 0
 
     @contextmanager
     def session(self, catalogs: Mapping[str, CatalogProvider]) -> Iterator[SessionContext]:
         """A context whose catalogs are exactly ``catalogs`` until the block ends."""
         with self._lock:
             entry = self._idle.pop() if self._idle else None
+            self.lent += 1
         if entry is None:
             entry = self._new()
         ctx, slot = entry

@@ -192,9 +192,7 @@ def plan_id(engine: QueryEngine, view: Any, table: str, key: int, scope: str) ->
     return engine.plan(f"SELECT id, s FROM w.ns.{table} WHERE id = ?", view, bound(key), scope=scope)
 
 
-def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(
-    lake: tuple[Any, Catalog], plannings: list[str]
-) -> None:
+def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(lake: tuple[Any, Catalog]) -> None:
     table = "boundkeys"
     engine, catalog = indexed_table(lake, table)
     view = load_snapshot(catalog.store).project("p")
@@ -206,7 +204,7 @@ def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(
     catalog.tables.append(f"p.w.ns.{table}", data(1000, 1100))
     newer = load_snapshot(catalog.store).project("p")
     planned = plan_id(engine, newer, table, 1050, "alice")  # a new view: planned
-    assert engine.rebound == 1 and len(plannings) == 3
+    assert engine.rebound == 1 and engine.sessions.lent == 3  # plannings
     assert rows(engine, planned) == [{"id": 1050, "s": "name-1050"}]
     assert planned.refs[0].version == newer.table("w", "ns", table).ref.version
     # The older view still answers from its own kept plan, over its own version.
@@ -214,9 +212,7 @@ def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(
     assert engine.rebound == 2 and rows(engine, planned) == []
 
 
-def test_a_bound_time_travel_read_stays_on_its_version(
-    lake: tuple[Any, Catalog], plannings: list[str]
-) -> None:
+def test_a_bound_time_travel_read_stays_on_its_version(lake: tuple[Any, Catalog]) -> None:
     engine, catalog = indexed_table(lake, "travel")
     version = load_snapshot(catalog.store).project("p").table("w", "ns", "travel").ref.version
     catalog.tables.delete_rows("p.w.ns.travel", "id < 10")
@@ -244,7 +240,7 @@ BOUND = [
 
 @pytest.mark.parametrize(("sql", "bindings"), BOUND)
 def test_a_lookup_bound_to_new_values_is_answered_without_planning(
-    lake: tuple[Any, Catalog], plannings: list[str], sql: str, bindings: list[tuple[Any, ...]]
+    lake: tuple[Any, Catalog], sql: str, bindings: list[tuple[Any, ...]]
 ) -> None:
     """The first binding is planned; every other is not (nor to answer what its structure
     says), and still gives exactly the rows DataFusion gives for those values (planned on use,
@@ -252,6 +248,7 @@ def test_a_lookup_bound_to_new_values_is_answered_without_planning(
     engine = QueryEngine(lake[0], QueryLimits())
     view = load_snapshot(lake[1].store).project("p")
     for i, values in enumerate(bindings):
+        lent = engine.sessions.lent  # one per planning
         params = bound(*values)
         planned = engine.plan(sql, view, params, scope="alice")
         ours = rows(engine, planned)
@@ -259,11 +256,11 @@ def test_a_lookup_bound_to_new_values_is_answered_without_planning(
         # What splitting, ordering and spooling ask is its kept plan's structure: no planning.
         # A key lookup returns few rows: never split or spooled by the size of its table.
         assert planned.facts.point and not planned.facts.ordered and not planned.facts.table_rows
-        assert plannings == [sql]  # nor did streaming the lookup ask for DataFusion's frame
+        # Planned the first time only, nor did streaming the lookup ask for DataFusion's frame.
+        assert engine.sessions.lent == lent + (i == 0)
         assert engine.rebound == i
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
-        assert ours == theirs.to_pylist()
-        plannings[1:] = []  # DataFusion's frame, planned on use for the comparison
+        assert ours == theirs.to_pylist()  # DataFusion's frame, planned on use for the comparison
 
 
 @pytest.mark.parametrize(
@@ -282,13 +279,13 @@ def test_a_lookup_bound_to_new_values_is_answered_without_planning(
     ],
 )
 def test_other_bindings_are_planned(
-    lake: tuple[Any, Catalog], plannings: list[str], sql: str, first: tuple[Any, ...], second: tuple[Any, ...]
+    lake: tuple[Any, Catalog], sql: str, first: tuple[Any, ...], second: tuple[Any, ...]
 ) -> None:
     engine = QueryEngine(lake[0], QueryLimits())
     view = load_snapshot(lake[1].store).project("p")
     engine.plan(sql, view, bound(*first), scope="alice")
     planned = engine.plan(sql, view, bound(*second), scope="alice")
-    assert engine.rebound == 0 and plannings == [sql, sql]
+    assert engine.rebound == 0 and engine.sessions.lent == 2  # plannings
     ours = rows(engine, planned)
     theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
     assert ours == theirs.to_pylist()
@@ -304,7 +301,7 @@ def test_other_bindings_are_planned(
     ],
 )
 def test_a_binding_the_kept_lookup_cannot_take_is_planned(
-    lake: tuple[Any, Catalog], plannings: list[str], params: pa.RecordBatch
+    lake: tuple[Any, Catalog], params: pa.RecordBatch
 ) -> None:
     engine = QueryEngine(lake[0], QueryLimits())
     view = load_snapshot(lake[1].store).project("p")
@@ -312,9 +309,10 @@ def test_a_binding_the_kept_lookup_cannot_take_is_planned(
     engine.plan(sql, view, bound(5), scope="alice")
     try:
         planned = engine.plan(sql, view, params, scope="alice")
-    except LakeError as exc:  # what planning says of it, as before
+    except LakeError as exc:  # what planning says of it, as before (before it takes a context)
         assert params.num_rows == 2 and "exactly one row" in str(exc)
     else:
+        assert engine.sessions.lent == 2  # planned, not answered from the kept lookup
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert rows(engine, planned) == theirs.to_pylist()
-    assert engine.rebound == 0 and plannings == [sql, sql]
+    assert engine.rebound == 0
