@@ -139,22 +139,18 @@ def opened(running: Running, info: Any, identity: Any = ALICE) -> Any:
     return running.server.tickets.open_statement(handle, identity)
 
 
-def test_kept_ticket_claims_never_pin_a_stale_version(running: Running, monkeypatch: Any) -> None:
+def test_kept_ticket_claims_never_pin_a_stale_version(running: Running) -> None:
     """Repeated GetFlightInfo of one statement encodes its claims once; after an append the
     next GetFlightInfo pins the new version (new plan, new claims), never the old one."""
     running.catalog.tables.create_table("p.w.ns.pins", t_rows(3).to_reader())
     running.catalog.policies.set_policy("p.w.ns.pins", {"cache": "off"})
     assert wait_until(lambda: running.server.snapshots.current().project("p").table("w", "ns", "pins"))
-    encoded = []
-    real = running.server.tickets.statement_claims
-    monkeypatch.setattr(
-        running.server.tickets, "statement_claims", lambda *a, **k: encoded.append(a) or real(*a, **k)
-    )
+    made = running.server.endpoints.claims_made
     sql = "SELECT count(*) AS n FROM w.ns.pins"
     client, options = login(running.uri)
     try:
         first, second = plan(client, options, sql), plan(client, options, sql)
-        assert len(encoded) == 1  # the second call reused the kept plan and its claims
+        assert running.server.endpoints.claims_made == made + 1  # the second reused the first's
         a, b = opened(running, first), opened(running, second)
         version = version_of(running, "pins")
         assert [r.version for r in a.snapshots] == [r.version for r in b.snapshots] == [version]
@@ -162,7 +158,7 @@ def test_kept_ticket_claims_never_pin_a_stale_version(running: Running, monkeypa
         running.catalog.tables.append("p.w.ns.pins", t_rows(2, start=3).to_reader())
         assert wait_until(lambda: version_of(running, "pins") == version + 1)
         third = plan(client, options, sql)
-        assert len(encoded) == 2
+        assert running.server.endpoints.claims_made == made + 2
         assert [r.version for r in opened(running, third).snapshots] == [version + 1]
         assert fetch(client, options, third).to_pylist() == [{"n": 5}]
         assert fetch(client, options, first).to_pylist() == [{"n": 3}]  # still its own pin
