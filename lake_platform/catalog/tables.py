@@ -57,10 +57,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: An append of at most this many bytes in at most this many batches may be written under an
-#: unacquired lease (``_append_unacquired``): it is read ahead and kept in memory, and written
-#: a second time if the unacquired lease is refused.
-SMALL_APPEND_BYTES = 8 << 20
+#: An append of at most ``LakeSettings.small_append_bytes`` in at most this many batches may be
+#: written under an unacquired lease (``_append_unacquired``): it is read ahead and kept in
+#: memory, and written a second time if the unacquired lease is refused.
 SMALL_APPEND_BATCHES = 16
 #: Tables whose last landed version a catalog remembers (a name and two values each).
 _WRITTEN_TABLES = 4096
@@ -229,7 +228,7 @@ class Tables:
             )
 
         if last is not None and not change and last[0] == record.incarnation:
-            rows, data = read_small(data, SMALL_APPEND_BYTES, SMALL_APPEND_BATCHES)
+            rows, data = read_small(data, self.ctx.settings.small_append_bytes, SMALL_APPEND_BATCHES)
             if rows is not None:
                 done = self._append_unacquired(
                     tname, record, table_revision, ahead_items, data.schema, target, rows, pending_commit

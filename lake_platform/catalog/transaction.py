@@ -197,7 +197,7 @@ class Transaction:
         transaction conditional on every lease record's revision read, so it lands only if
         nobody took a lease since. False when this cannot be tried or was refused, with nothing
         landed: the caller commits the same rows under the leases."""
-        if OPS_PER_TABLE * len(writes) > self._limit or not read_ahead(writes):
+        if OPS_PER_TABLE * len(writes) > self._limit or not read_ahead(writes, self._ctx.settings):
             return False  # several registry writes: under acquired leases only
         ahead = self._read_pairs(writes, self._ahead_keys)
         with contextlib.ExitStack() as turns:

@@ -15,17 +15,19 @@ if TYPE_CHECKING:
     from lake_platform.catalog.lease import Lease
     from lake_platform.catalog.table_write import TableWrite
     from lake_platform.registry.store import Item
+    from lake_platform.settings import LakeSettings
 
 
-def read_ahead(writes: list[TableWrite]) -> bool:
+def read_ahead(writes: list[TableWrite], settings: LakeSettings) -> bool:
     """Whether every write is an append without a schema step whose rows fit in memory
-    (at most what one small append keeps, all tables together), read into ``rows``."""
+    (at most what one small append keeps, ``settings.small_append_bytes``, all tables
+    together), read into ``rows``."""
     from lake_platform.catalog.arrow_io import read_small
-    from lake_platform.catalog.tables import SMALL_APPEND_BATCHES, SMALL_APPEND_BYTES
+    from lake_platform.catalog.tables import SMALL_APPEND_BATCHES
 
     if any(w.mode != "append" or w.change for w in writes):
         return False
-    budget = SMALL_APPEND_BYTES
+    budget = settings.small_append_bytes
     for w in writes:
         w.rows, w.data = read_small(w.data, budget, SMALL_APPEND_BATCHES)
         if w.rows is None:

@@ -44,6 +44,9 @@ class LakeSettings(BaseSettings):
     lease_safety_margin_seconds: float = Field(5.0, gt=0)
     lease_io_timeout_seconds: float = Field(2.0, gt=0)
     lease_wait_seconds: float = Field(120.0, ge=0, description="How long a writer waits for a busy lease.")
+    small_append_bytes: int = Field(
+        8 << 20, ge=0, description="Bytes an append may keep in memory to try it without acquiring the lease."
+    )
 
     # S3 storage options used for s3:// warehouse roots.
     s3_endpoint: str = ""

@@ -90,27 +90,32 @@ def test_the_last_column_cannot_be_dropped(lake: Lake) -> None:
     assert state(lake) == before
 
 
-def test_an_alter_between_planning_and_the_lease_refuses_the_append(
-    seeded: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_alter_between_planning_and_the_lease_refuses_the_append(seeded: Lake) -> None:
     """The append was planned on the schema it read first; a column renamed by another writer
-    before the append holds the lease makes it ConcurrentModification, with nothing written."""
-    from lake_platform.catalog.schemas import Schemas
+    before the append holds the lease makes it ConcurrentModification, with nothing written.
+    Here the rename lands while the append, small and by the table's last writer, is tried
+    under the unacquired lease (refused, nothing landed), before it takes the lease."""
     from lake_platform.errors import ConcurrentModification
 
     other = seeded.new_catalog()
-    planned = Schemas.plan_schema
+    armed: list[bool] = []
 
-    def plan_then_someone_alters(self: Schemas, *args: object, **kwargs: object) -> object:
-        change = planned(self, *args, **kwargs)  # type: ignore[arg-type]
-        other.alter.rename_column(T, "name", "label")
-        return change
+    def someone_alters(point: str) -> None:
+        if point == "append:before-write" and armed:
+            armed.clear()
+            other.alter.rename_column(T, "name", "label")
 
-    monkeypatch.setattr(Schemas, "plan_schema", plan_then_someone_alters)
-    version = seeded.catalog.reads.open_table(T).record.current_version
-    with pytest.raises(ConcurrentModification, match="schema of p.w.ns.t changed"):
-        seeded.catalog.tables.append(T, base())
-    other.close()
+    writer = seeded.new_catalog(hook=someone_alters)
+    try:
+        writer.tables.append(T, base(3))  # the table's last writer now
+        version = seeded.catalog.reads.open_table(T).record.current_version
+        armed.append(True)
+        with pytest.raises(ConcurrentModification, match="schema of p.w.ns.t changed"):
+            writer.tables.append(T, base(4))
+    finally:
+        writer.close()
+        other.close()
+    assert not armed  # the rename happened where the test put it
     record = seeded.catalog.reads.open_table(T).record
     assert record.current_version == version + 1  # the rename only
     assert current_schema(seeded).names == ["id", "score", "label"]

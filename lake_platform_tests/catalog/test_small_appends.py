@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lake_platform.catalog import tables
 from lake_platform.catalog.arrow_io import read_small
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.transaction import Transaction
@@ -24,6 +23,7 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
@@ -32,18 +32,11 @@ V = "p.w.ns.v"
 AGAIN = "writing the append again under the lease"
 
 
-def lease_acquires(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The lease keys ``store`` compare-and-swaps on their own (an acquire), from any thread."""
-    seen: list[str] = []
-    real = type(store).compare_and_swap
-
-    def counting(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
-        if key.startswith("lse/"):
-            seen.append(key)
-        return real(self, key, *args, **kwargs)
-
-    monkeypatch.setattr(type(store), "compare_and_swap", counting)
-    return seen
+def counted(lake: Lake, **settings: Any) -> tuple[Catalog, RegistryCalls]:
+    """A catalog over ``lake``'s registry (``settings`` changed) whose registry calls are
+    listed: its lease acquires are the lease keys it compare-and-swaps on their own."""
+    calls = RegistryCalls(lake.catalog.store)
+    return Catalog(lake.settings.model_copy(update=settings), calls), calls
 
 
 def table_record(lake: Lake) -> TableRecord:
@@ -124,14 +117,14 @@ def test_a_small_append_over_a_record_changed_meanwhile_lands_once_under_the_lea
     assert table_record(lake).protected
 
 
-def test_the_writer_that_landed_last_does_not_acquire_the_lease(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    lake.catalog.tables.create_table(T, rows([1]))
-    acquires = lease_acquires(lake.catalog.store, monkeypatch)
-    for i in range(2, 5):
-        lake.catalog.tables.append(T, rows([i]))
-    assert acquires == []
+def test_the_writer_that_landed_last_does_not_acquire_the_lease(lake: Lake) -> None:
+    writer, calls = counted(lake)
+    with writer:
+        writer.tables.create_table(T, rows([1]))
+        calls.calls.clear()
+        for i in range(2, 5):
+            writer.tables.append(T, rows([i]))
+    assert calls.swapped("lse/") == []
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3, 4]
 
 
@@ -161,51 +154,49 @@ def test_an_unacquired_lease_past_its_ttl_writes_the_rows_again_under_the_lease(
     assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2]
 
 
-def test_an_append_above_the_small_size_takes_the_lease(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_append_above_the_small_size_takes_the_lease(lake: Lake) -> None:
     """Rows that are not kept in memory to be written twice (a stream above the small-append
-    size) go under an acquired lease, as do the first append of a writer that did not land
-    the current version."""
-    lake.catalog.tables.create_table(T, rows([1]))
-    acquires = lease_acquires(lake.catalog.store, monkeypatch)
-    monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 0)
-    lake.catalog.tables.append(T, rows([2]))
-    assert len(acquires) == 1
-    monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 8 << 20)
-    other = lake.new_catalog()
-    try:
-        acquires.clear()
-        other.tables.append(T, rows([3]))  # it did not land version 2
-        assert acquires
-        acquires.clear()
-        lake.catalog.tables.append(T, rows([4]))  # nor did this one land version 3
-        assert acquires
-    finally:
-        other.close()
-    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3, 4]
+    size, ``LAKE_SMALL_APPEND_BYTES``) go under an acquired lease, as do the first append of
+    a writer that did not land the current version."""
+    large, calls = counted(lake, small_append_bytes=0)
+    with large:
+        large.tables.create_table(T, rows([1]))
+        calls.calls.clear()
+        large.tables.append(T, rows([2]))  # it landed version 1: only the size takes the lease
+        assert len(calls.swapped("lse/")) == 1
+    first, second = Catalog(lake.settings, calls), Catalog(lake.settings, calls)
+    with first, second:
+        calls.calls.clear()
+        first.tables.append(T, rows([3]))  # it did not land version 2
+        assert calls.swapped("lse/")
+        second.tables.append(T, rows([4]))  # nor did this one land version 3
+        calls.calls.clear()
+        first.tables.append(T, rows([5]))  # nor did this one land version 4
+        assert calls.swapped("lse/")
+        calls.calls.clear()
+        first.tables.append(T, rows([6]))  # it did land version 5
+        assert calls.swapped("lse/") == []
+    assert ids_of(lake.catalog.reads.open_table(T)) == [1, 2, 3, 4, 5, 6]
 
 
 def test_an_unpublished_version_is_finished_under_the_lease_first(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    lake: Lake, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The last writer's own version was registered but its manifest could not be published:
-    the next small append must not let Lance finish it (a write to storage) without the lease;
-    it is refused, and the append under the lease settles (publishes) and then writes."""
+    """The last writer's own version was registered but its manifest is not published (only
+    its staging manifest is there, as when the publish after the commit failed): the next
+    small append must not let Lance finish it (a write to storage) without the lease; it is
+    refused, and the append under the lease settles (publishes) and then writes."""
     lake.catalog.tables.create_table(T, rows([1]))
-    real = engine.finalize_manifest
-    failed: list[int] = []
-
-    def failing(location: str, version: int, *args: Any, **kwargs: Any) -> Any:
-        failed.append(version)
-        raise OSError("storage unavailable (test)")
-
-    monkeypatch.setattr(engine, "finalize_manifest", failing)
-    lake.catalog.tables.append(T, rows([2]))  # lands; its publish and its finalize both fail
-    monkeypatch.setattr(engine, "finalize_manifest", real)
-    assert failed and set(failed) == {2}
+    lake.catalog.tables.append(T, rows([2]))
     record = table_record(lake)
     storage = lake.settings.storage_options(record.location)
     ver = current_record(lake, 2)
-    canonical = engine.canonical_manifest_path(ver.staged_from or ver.manifest_path, 2)
+    assert ver.staged_from is not None  # registered at its canonical path, published there
+    canonical = ver.manifest_path
+    fs, _ = engine.filesystem(record.location, storage)
+    published = engine_manifests.filesystem_path(record.location, canonical)
+    fs.copy_file(published, engine_manifests.filesystem_path(record.location, ver.staged_from))
+    fs.delete_file(published)
     assert not engine.manifest_exists(record.location, canonical, storage)  # unpublished
     with caplog.at_level(logging.INFO, logger="lake_platform.catalog.tables"):
         assert lake.catalog.tables.append(T, rows([3])).to_version == 3

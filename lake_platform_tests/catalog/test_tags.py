@@ -323,19 +323,13 @@ def test_a_tag_interrupted_before_lances_copy_is_finished_by_a_retry(table: Lake
         table.catalog.tags.create_tag(T, "keep", 2)
 
 
-def test_list_tags_answers_from_the_registry_without_opening_the_dataset(
-    table: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_list_tags_answers_from_the_registry_without_opening_the_dataset(table: Lake) -> None:
     table.catalog.tags.create_tag(T, "gold", 2)
     table.catalog.tags.create_tag(T, "alpha")
     table.catalog.tags.delete_tag(T, "alpha")
     table.catalog.tags.create_tag(T, "beta", 3)
-
-    def no_engine(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("list_tags opened the dataset")
-
-    monkeypatch.setattr(engine, "open_version", no_engine)
-    monkeypatch.setattr(engine, "tagged_versions", no_engine)
+    location = table.catalog.reads.open_table(T).record.location
+    engine.remove_table(location, table.settings.storage_options(location))  # nothing left to open
     assert table.catalog.tags.list_tags(T) == {"beta": 3, "gold": 2}
     with pytest.raises(InvalidInput):
         table.catalog.tags.list_tags("Not A Table")

@@ -23,6 +23,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, LeaseRecord, decode
 from lake_platform.registry.store import MetaStore
 from lake_platform_tests.catalog.conftest import Lake, append_in_processes, ids_of, rows
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.doubles import ManualClock
 
 T = "p.w.ns.t"
@@ -383,9 +384,7 @@ def test_transient_storage_failures_are_retryable(lake: Lake) -> None:
 
 
 @pytest.mark.parametrize("small", [True, False], ids=["small", "streamed"])
-def test_an_append_reads_the_registry_in_one_or_two_requests(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch, small: bool
-) -> None:
+def test_an_append_reads_the_registry_in_one_or_two_requests(lake: Lake, small: bool) -> None:
     """Each registry request is a round trip on DynamoDB. A small append to a table whose
     current version this process landed reads the parent, the table, its lease, its current
     version and the version key above it in one request (and takes no lease:
@@ -394,34 +393,15 @@ def test_an_append_reads_the_registry_in_one_or_two_requests(
     current version and the version key above it (a multi-table commit's, to complete first)
     together; the lease is taken from the released record the last append left, with no read.
     The old path made five reads."""
-    from lake_platform.catalog import tables
-
-    if not small:
-        monkeypatch.setattr(tables, "SMALL_APPEND_BYTES", 0)
-    lake.catalog.tables.create_table(T, rows([1]))
-    lake.catalog.tables.append(T, rows([2]))  # leaves the released lease record this gate knows
-    store = lake.catalog.store
-    reads: list[tuple[str, list[str]]] = []
-    real_get, real_get_many, real_scan = store.get, store.get_many, store.scan_prefix
-
-    def get(key: str) -> Any:
-        reads.append(("get", [key]))
-        return real_get(key)
-
-    def get_many(keys_: list[str]) -> Any:
-        reads.append(("get_many", list(keys_)))
-        return real_get_many(keys_)
-
-    def scan_prefix(prefix: str, **kw: Any) -> Any:
-        reads.append(("scan_prefix", [prefix]))
-        return real_scan(prefix, **kw)
-
-    monkeypatch.setattr(store, "get", get)
-    monkeypatch.setattr(store, "get_many", get_many)
-    monkeypatch.setattr(store, "scan_prefix", scan_prefix)
-    record = lake.catalog.reads.open_table(T).record
-    reads.clear()
-    lake.catalog.tables.append(T, rows([3]))
+    calls = RegistryCalls(lake.catalog.store)
+    settings = lake.settings if small else lake.settings.model_copy(update={"small_append_bytes": 0})
+    with Catalog(settings, calls) as writer:
+        writer.tables.create_table(T, rows([1]))
+        writer.tables.append(T, rows([2]))  # leaves the released lease record this gate knows
+        record = writer.reads.open_table(T).record
+        calls.calls.clear()
+        writer.tables.append(T, rows([3]))
+    reads = calls.reads()
     name = TableName.parse(T)
     first = [keys.namespace(name.namespace_name), keys.table(name)]
     last = [keys.lease(record.incarnation), *(keys.version(record.incarnation, v) for v in (2, 3))]
