@@ -2,20 +2,12 @@
 partitioned asset that streams them into the table through the catalog (exactly once)."""
 
 import json
-from collections.abc import Callable
 
 import dagster as dg
 
 from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, InboxResource, LakeResource
-
-#: Files per run (one commit) and per sensor tick (over all tables).
-MAX_FILES_PER_RUN = 100
-MAX_FILES_PER_TICK = 1000
-
-#: Test hook: called with a point name ("after-commit") inside the ingest step.
-FAULT: Callable[[str], None] | None = None
 
 
 class InboxFileConfig(dg.Config):
@@ -48,9 +40,7 @@ def ingested(
         return dg.MaterializeResult(metadata={"table": table, "status": "nothing to do", "files": 0})
     files = [InboxFile(f.key, f.size, f.mtime_ns, f.etag) for f in config.files]
     with lake_errors(), lake.catalog() as catalog:
-        outcome = ingest_batch(
-            catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id, fault=FAULT
-        )
+        outcome = ingest_batch(catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id)
         info = catalog.reads.describe_table(table)
     context.log.info("ingest of %s: %s, version %s", table, outcome.status, outcome.version)
     return dg.MaterializeResult(
@@ -90,7 +80,7 @@ def inbox_sensor(
     # Round-robin: start after the table served last, so a busy table cannot starve the others.
     last = state.get("last", "")
     order = [n for n in names if n > last] + [n for n in names if n <= last]
-    budget = MAX_FILES_PER_TICK
+    budget = inbox.files_per_tick
     requests: list[dg.RunRequest] = []
     served = last
     for table in order:
@@ -100,8 +90,8 @@ def inbox_sensor(
         cursors[table] = cursor
         served = table
         budget -= len(files)
-        for start in range(0, len(files), MAX_FILES_PER_RUN):
-            chunk = files[start : start + MAX_FILES_PER_RUN]
+        for start in range(0, len(files), inbox.files_per_run):
+            chunk = files[start : start + inbox.files_per_run]
             cid = batch_commit_id(table, chunk)
             requests.append(
                 dg.RunRequest(

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+from pydantic import Field
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -51,19 +52,27 @@ class LakeResource(dg.ConfigurableResource):
 
 
 class InboxResource(dg.ConfigurableResource):
-    """Where producers land files: a folder or ``s3://bucket/prefix``.
+    """Where producers land files: a folder or ``s3://bucket/prefix``, and how the inbox sensor
+    takes them.
 
-    Empty ``location`` means ``LAKE_INBOX``, else ``<LAKE_HOME>/inbox``.
+    Empty ``location`` means ``LAKE_INBOX``, else ``<LAKE_HOME>/inbox``. A file is listed once
+    ``settle_seconds`` old; a sensor tick requests runs for at most ``files_per_tick`` files
+    over all tables, each run (one commit) at most ``files_per_run``.
     """
 
     lake: LakeResource
     location: str = ""
+    settle_seconds: float = Field(1.0, ge=0)
+    files_per_run: int = Field(100, gt=0)
+    files_per_tick: int = Field(1000, gt=0)
 
     def open(self) -> Inbox:
         from lake_platform.maintenance.inbox import open_inbox
 
         settings = self.lake.settings()
-        return open_inbox(self.location or settings.inbox_location(), settings)
+        return open_inbox(
+            self.location or settings.inbox_location(), settings, settle_seconds=self.settle_seconds
+        )
 
 
 class FlightEndpointResource(dg.ConfigurableResource):

@@ -13,14 +13,14 @@ registered table plus work proportional to what is new:
   taken. A rename into the folder updates the inode's ctime, so ``mv`` of an old file counts as
   landing now. A symbolic link is listed with its own identity (``lstat``); it is read only when
   its target stays in the table's folder, else ingest quarantines the link (never its target);
-  a table folder that is itself a link elsewhere is not listed. Entries younger than
-  ``SETTLE_SECONDS`` are left for the next tick, so a file that lands later can never sort
-  before the cursor. Cost per changed folder: one scandir of that
+  a table folder that is itself a link elsewhere is not listed. Entries younger than the
+  inbox's ``settle_seconds`` (default ``SETTLE_SECONDS``) are left for the next tick, so a file
+  that lands later can never sort before the cursor. Cost per changed folder: one scandir of that
   folder (ingested files stay in place; keep table folders small by moving or expiring old files).
 - **S3**: ``ListObjectsV2(Prefix=<table>/, StartAfter=<cursor key>, Delimiter=/)``, paging, so
   only keys after the cursor are returned. S3 lists by key, not by time: producers must name
   files so that later files sort later (a UTC timestamp or ULID prefix). Objects younger than
-  ``SETTLE_SECONDS`` stop the page so the cursor never passes them.
+  ``settle_seconds`` stop the page so the cursor never passes them.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".arrow")
 QUARANTINE = "_quarantine"
+#: How old a landed file must be before it is listed (a producer may still be renaming files in).
 SETTLE_SECONDS = 1.0
 
 
@@ -106,9 +107,10 @@ class Inbox(ABC):
 
 
 class LocalInbox(Inbox):
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, settle_seconds: float = SETTLE_SECONDS) -> None:
         self.root = Path(str(root).removeprefix("file://")).expanduser().resolve()
         self.location = self.root.as_posix()
+        self.settle_seconds = settle_seconds
 
     def _in_place(self, folder: Path) -> bool:
         """The folder is where its path says: no link on the way from the root leads elsewhere."""
@@ -128,7 +130,7 @@ class LocalInbox(Inbox):
                 "inbox folder of %s is a symbolic link to another place; its files are not ingested", table
             )
             return [], cursor
-        settled = time.time_ns() - int(SETTLE_SECONDS * 1e9)
+        settled = time.time_ns() - int(self.settle_seconds * 1e9)
         found: list[tuple[int, str, InboxFile]] = []
         with os.scandir(folder) as entries:
             for entry in entries:
@@ -209,13 +211,16 @@ def _parse_local_cursor(cursor: str | None) -> tuple[int, str] | None:
 
 
 class S3Inbox(Inbox):
-    def __init__(self, location: str, settings: LakeSettings) -> None:
+    def __init__(
+        self, location: str, settings: LakeSettings, *, settle_seconds: float = SETTLE_SECONDS
+    ) -> None:
         rest = location.removeprefix("s3://")
         self.bucket, _, prefix = rest.partition("/")
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.location = location.rstrip("/")
         self._settings = settings
         self._client: Any = None
+        self.settle_seconds = settle_seconds
 
     @property
     def client(self) -> Any:
@@ -234,7 +239,7 @@ class S3Inbox(Inbox):
 
     def list_new(self, table: str, cursor: str | None, limit: int) -> tuple[list[InboxFile], str | None]:
         base = f"{self.prefix}{table_folder(table)}/"
-        settled = time.time() - SETTLE_SECONDS
+        settled = time.time() - self.settle_seconds
         out: list[InboxFile] = []
         start_after = cursor or ""
         last = cursor
@@ -316,9 +321,10 @@ class S3Inbox(Inbox):
         return found
 
 
-def open_inbox(location: str, settings: LakeSettings) -> Inbox:
+def open_inbox(location: str, settings: LakeSettings, *, settle_seconds: float = SETTLE_SECONDS) -> Inbox:
+    """The inbox at ``location``: files are listed once ``settle_seconds`` old."""
     if location.startswith("s3://"):
-        return S3Inbox(location, settings)
+        return S3Inbox(location, settings, settle_seconds=settle_seconds)
     if "://" in location and not location.startswith("file://"):
         raise InvalidInput(f"unsupported inbox {location!r}: use a local folder or s3://bucket/prefix")
-    return LocalInbox(location)
+    return LocalInbox(location, settle_seconds=settle_seconds)

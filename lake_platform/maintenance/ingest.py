@@ -12,8 +12,8 @@
 - The run ends in one registry commit whose log entry records the ingested files' identities.
 - Each ingested file identity also gets a commit marker of its own (``cid/file-<hash>``) pointing
   at the batch's commit, so a file offered again in a *different* batch (a reset sensor cursor)
-  is skipped too. These markers are written right after the commit, not in its transaction (the
-  catalog does not expose extra ops on append yet); the batch id covers the gap for retries.
+  is skipped too. The markers land in the append's own registry transaction: a run stopped
+  right after its commit leaves no file ingested but unmarked.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,9 +38,6 @@ if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
 
 log = logging.getLogger(__name__)
-
-#: Test hook points (e.g. "after-commit"): called with the point name; may raise.
-Fault = Callable[[str], None]
 
 
 @dataclass
@@ -100,7 +97,6 @@ def ingest_batch(
     *,
     actor: str | None = None,
     run_id: str | None = None,
-    fault: Fault | None = None,
 ) -> IngestOutcome:
     from lake_platform.catalog.arrow_io import schema_from_ipc
     from lake_platform.maintenance import sources
@@ -209,8 +205,6 @@ def ingest_batch(
                 _quarantine(inbox, bad, exc, outcome)
                 pending.remove(bad)
                 continue
-            if fault is not None:
-                fault("after-commit")
             outcome.status = "replayed" if result.replayed else "committed"
             outcome.from_version, outcome.version = result.from_version, result.to_version
             outcome.rows, outcome.bytes = result.rows_added, result.bytes_added

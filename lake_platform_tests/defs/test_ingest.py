@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -11,18 +14,44 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lake_platform.defs import checks, ingest
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.defs import checks
 from lake_platform.defs.ingest import inbox_sensor, ingested
 from lake_platform.defs.partitions import TABLES
+from lake_platform.defs.resources import InboxResource, LakeResource
 from lake_platform.errors import ServiceUnavailable
-from lake_platform.maintenance import inbox as inbox_mod
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
 
-@pytest.fixture(autouse=True)
-def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 0.0)
+def taking_files_at_once(lake: Lake, **fields: object) -> Lake:
+    """The lake, its inbox resource listing files the moment they land (no settle time)."""
+    inbox = InboxResource(
+        lake=lake.resources["lake"], location=lake.inbox.location, settle_seconds=0.0, **fields
+    )
+    return replace(lake, resources={**lake.resources, "inbox": inbox})
+
+
+@pytest.fixture
+def lake(lake: Lake) -> Lake:
+    return taking_files_at_once(lake)
+
+
+class FailingOnceAfterTheAppend(LakeResource):
+    """The lake, except that while the file ``armed`` exists, an append fails right after its
+    commit landed (the file is removed then), as a registry connection reset would."""
+
+    armed: str
+
+    def fail_once(self, point: str) -> None:
+        if point == "append:after-finalize" and os.path.exists(self.armed):
+            os.remove(self.armed)
+            raise ServiceUnavailable("registry connection reset after the commit landed")
+
+    @contextmanager
+    def catalog(self) -> Iterator[Catalog]:
+        with Catalog(self.settings(), hook=self.fail_once) as catalog:
+            yield catalog
 
 
 def parquet(table: pa.Table, **kwargs: object) -> bytes:
@@ -83,9 +112,8 @@ def test_sensor_requests_one_run_per_table_then_only_new_files(instance, lake: L
     assert [keys_of(r) for r in third.run_requests] == [["p/w/ns/t/e.parquet"]]
 
 
-def test_sensor_pages_large_batches(instance, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ingest, "MAX_FILES_PER_RUN", 2)
-    monkeypatch.setattr(ingest, "MAX_FILES_PER_TICK", 3)
+def test_sensor_pages_large_batches(instance, lake: Lake) -> None:
+    lake = taking_files_at_once(lake, files_per_run=2, files_per_tick=3)
     for i in range(5):
         lake.inbox.put(f"p/w/ns/t/f{i}.csv", f"id,name\n{i},x\n".encode())
     first = tick(instance, lake, None)
@@ -97,21 +125,18 @@ def test_sensor_pages_large_batches(instance, lake: Lake, monkeypatch: pytest.Mo
 
 
 def test_ingest_is_exactly_once_under_a_retried_and_a_rerequested_run(
-    instance, lake: Lake, monkeypatch: pytest.MonkeyPatch
+    instance, lake: Lake, tmp_path: Path
 ) -> None:
     lake.inbox.put("p/w/ns/t/a.parquet", parquet(rows(100, 5)))
     lake.inbox.put("p/w/ns/t/b.csv", b"id,name\n200,x\n201,y\n")
     request = tick(instance, lake, None).run_requests[0]
-    failures: list[str] = []
-
-    def fail_once_after_commit(point: str) -> None:
-        if not failures:
-            failures.append(point)
-            raise ServiceUnavailable("registry connection reset after the commit landed")
-
-    monkeypatch.setattr(ingest, "FAULT", fail_once_after_commit)
-    result = run(instance, lake, request, with_checks=True)
-    assert failures == ["after-commit"]
+    armed = tmp_path / "fail-once"
+    armed.touch()
+    failing = FailingOnceAfterTheAppend(home=str(lake.home), armed=str(armed))
+    result = run(
+        instance, replace(lake, resources={**lake.resources, "lake": failing}), request, with_checks=True
+    )
+    assert not armed.exists()  # the first attempt's append landed, then failed
     assert result.success
     events = [e.event_type_value for e in result.all_events]
     assert "STEP_UP_FOR_RETRY" in events

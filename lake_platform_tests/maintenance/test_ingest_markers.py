@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.maintenance import inbox as inbox_mod
 from lake_platform.maintenance.inbox import LocalInbox
 from lake_platform.maintenance.ingest import file_marker_id, ingest_batch
 from lake_platform_tests.maintenance.helpers import make_lake, rows
@@ -29,27 +28,27 @@ def catalog(tmp_path: Path) -> Catalog:
     lake.close()
 
 
-@pytest.fixture(autouse=True)
-def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 0.0)
-
-
-def stop(point: str) -> None:
-    raise Stopped(point)
+def stop_after_the_append(point: str) -> None:
+    """Catalog hook: the append's registry commit landed, nothing after it runs."""
+    if point == "append:after-write":
+        raise Stopped(point)
 
 
 def test_a_run_stopped_right_after_its_commit_leaves_every_file_marked(
     catalog: Catalog, tmp_path: Path
 ) -> None:
-    box = LocalInbox(tmp_path / "inbox")
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
     (box.root / "p/w/ns/t").mkdir(parents=True)
     (box.root / "p/w/ns/t/a.csv").write_text("id,name\n10,a\n11,b\n")
     (box.root / "p/w/ns/t/b.csv").write_text("id,name\n12,c\n")
     listed, _ = box.list_new(TABLE, None, 10)
     assert len(listed) == 2
 
-    with pytest.raises(Stopped, match="after-commit"):
-        ingest_batch(catalog, box, TABLE, listed, fault=stop)
+    with (
+        Catalog(catalog.settings, hook=stop_after_the_append) as stopping,
+        pytest.raises(Stopped, match="append:after-write"),
+    ):
+        ingest_batch(stopping, box, TABLE, listed)
 
     assert catalog.reads.open_table(TABLE).count_rows() == 6
     markers = [catalog.ctx.commit_landed(file_marker_id(TABLE, f)) for f in listed]

@@ -10,7 +10,6 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput
-from lake_platform.maintenance import inbox as inbox_mod
 from lake_platform.maintenance.inbox import InboxFile, LocalInbox
 from lake_platform.maintenance.ingest import ingest_batch
 from lake_platform_tests.maintenance.helpers import make_lake, rows
@@ -27,11 +26,6 @@ def catalog(tmp_path: Path) -> Catalog:
     lake.close()
 
 
-@pytest.fixture(autouse=True)
-def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 0.0)
-
-
 def elsewhere(tmp_path: Path) -> Path:
     folder = tmp_path / "elsewhere"
     folder.mkdir()
@@ -43,7 +37,7 @@ def test_a_table_folder_that_is_a_link_elsewhere_is_not_listed_read_or_moved(
     catalog: Catalog, tmp_path: Path
 ) -> None:
     outside = elsewhere(tmp_path)
-    box = LocalInbox(tmp_path / "inbox")
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
     (box.root / "p/w/ns").mkdir(parents=True)
     (box.root / "p/w/ns/t").symlink_to(outside, target_is_directory=True)
     assert box.list_new(TABLE, None, 10) == ([], None)
@@ -63,7 +57,7 @@ def test_a_table_folder_that_is_a_link_elsewhere_is_not_listed_read_or_moved(
 
 def test_a_link_to_a_file_outside_is_moved_as_a_link(catalog: Catalog, tmp_path: Path) -> None:
     outside = elsewhere(tmp_path)
-    box = LocalInbox(tmp_path / "inbox")
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
     (box.root / "p/w/ns/t").mkdir(parents=True)
     (box.root / "p/w/ns/t/a.csv").symlink_to(outside / "a.csv")
     listed, _ = box.list_new(TABLE, None, 10)

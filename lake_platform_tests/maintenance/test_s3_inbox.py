@@ -4,13 +4,10 @@ cursor, files ingested into a table, a bad file quarantined with its reason."""
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
-from lake_platform.maintenance import inbox as inbox_mod
 from lake_platform.maintenance.inbox import S3Inbox, open_inbox
 from lake_platform.maintenance.ingest import ingest_batch
 from lake_platform_tests.maintenance.helpers import make_lake, rows
@@ -25,23 +22,20 @@ def parquet(start: int, count: int) -> bytes:
     return buf.getvalue()
 
 
-def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(
-    s3: S3Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(s3: S3Endpoint, tmp_path: Path) -> None:
     prefix = s3.new_prefix()
     catalog = make_lake(tmp_path / "home", **s3.lake_settings())
     try:
         catalog.tables.create_table(TABLE, rows(0, 10).to_reader())
-        box = open_inbox(f"s3://{s3.bucket}/{prefix}", catalog.settings)
+        location = f"s3://{s3.bucket}/{prefix}"
+        box = open_inbox(location, catalog.settings, settle_seconds=0.0)
         assert isinstance(box, S3Inbox)
         box.put("p/w/ns/t/2026-01-01T00-00-a.parquet", parquet(100, 5))
         box.put("p/w/ns/t/2026-01-01T00-01-b.parquet", b"garbage")
         box.put("p/w/ns/t/sub/ignored.parquet", parquet(0, 1))  # not directly in the table folder
         # Just landed: not settled yet, so nothing is taken and the cursor does not move.
-        monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 120.0)
-        assert box.list_new(TABLE, None, 100) == ([], None)
-        monkeypatch.setattr(inbox_mod, "SETTLE_SECONDS", 0.0)
-        time.sleep(0.01)
+        settling = open_inbox(location, catalog.settings, settle_seconds=120.0)
+        assert settling.list_new(TABLE, None, 100) == ([], None)
         files, cursor = box.list_new(TABLE, None, 1)  # paging: one at a time
         assert [f.key for f in files] == ["p/w/ns/t/2026-01-01T00-00-a.parquet"] and files[0].etag
         more, cursor = box.list_new(TABLE, cursor, 100)
