@@ -44,7 +44,7 @@ from lake_platform.flight.session import Sessions
 from lake_platform.flight.spool import Spooler, SpoolSettings
 from lake_platform.flight.sqlinfo import standard_info
 from lake_platform.flight.statements import STATEMENTS
-from lake_platform.flight.streams import Streams
+from lake_platform.flight.streams import EARLY_FIRST_BATCH, Streams
 from lake_platform.flight.tickets import TicketLimits, Tickets
 from lake_platform.flight.transport import Call, FlightTransport
 from lake_platform.maintenance.results import ResultsSweeper
@@ -88,8 +88,11 @@ class FlightSqlServer:
         catalog: Any = None,
         snapshots: SnapshotCache | None = None,
         clock: Callable[[], float] = time.time,
+        early_first_batch: float = EARLY_FIRST_BATCH,
     ) -> None:
-        """``clock``: wall-clock seconds for issuing and expiring tokens, tickets and handles."""
+        """``clock``: wall-clock seconds for issuing and expiring tokens, tickets and handles.
+        ``early_first_batch``: how quick to its first batch a kept plan's last run must have
+        been for it to start early (``streams``)."""
         self.lake_settings = settings
         self.settings = flight or flight_settings(settings)
         # Before anything is opened: a bad key file stops the endpoint with nothing to clean up.
@@ -198,7 +201,9 @@ class FlightSqlServer:
             max_statement_bytes=self.settings.max_sql_bytes, statement_timeout_ms=int(PREPARED_TTL * 1000)
         )
         self.metadata = Metadata(info, self._view)
-        self.streams = Streams(self.engine, self.settings, self.sealer.now)
+        self.streams = Streams(
+            self.engine, self.settings, self.sealer.now, early_first_batch=early_first_batch
+        )
         self._draining = threading.Event()
         self._stopped = threading.Event()
         self.started_at = time.time()

@@ -7,11 +7,11 @@ the watchdog fires at the query timeout (even while the stream is stalled in gRP
 
 Early starts: GetFlightInfo of a single-endpoint statement (its plan kept for the DoGet) may
 start the query as soon as it has answered (``start_early``) when the plan's last run was quick
-to its first batch (``EARLY_FIRST_BATCH``) or, not run yet, it is a key lookup on a scalar
-index, on a free slot and never on more than half of them, so DataFusion or Lance is computing
-while the client asks for the ticket: the round trip between the two calls (~0.9 ms through
-ADBC) overlaps the query instead of preceding it. Begun before the answer is sent, its thread
-would take the GIL from the thread sending it (``Call.on_done``).
+to its first batch (``early_first_batch``, default ``EARLY_FIRST_BATCH``) or, not run yet, it is
+a key lookup on a scalar index, on a free slot and never on more than half of them, so
+DataFusion or Lance is computing while the client asks for the ticket: the round trip between
+the two calls (~0.9 ms through ADBC) overlaps the query instead of preceding it. Begun before
+the answer is sent, its thread would take the GIL from the thread sending it (``Call.on_done``).
 The DoGet of exactly that ticket, by the same principal, for the same kept plan, on this
 replica, takes the started stream over (``stream``); anything else runs as before. A start
 nobody claims within ``LAKE_FLIGHT_EARLY_START_SECONDS`` is stopped and frees its slot; a
@@ -89,9 +89,19 @@ class _Early:
 class Streams:
     """The running result streams of one server. Thread-safe."""
 
-    def __init__(self, engine: QueryEngine, settings: FlightSettings, clock: Callable[[], float]) -> None:
-        """``clock``: wall-clock seconds, to forget cancelled tickets once they have expired."""
+    def __init__(
+        self,
+        engine: QueryEngine,
+        settings: FlightSettings,
+        clock: Callable[[], float],
+        *,
+        early_first_batch: float = EARLY_FIRST_BATCH,
+    ) -> None:
+        """``clock``: wall-clock seconds, to forget cancelled tickets once they have expired.
+        ``early_first_batch``: a kept plan starts early only if its last run had its first
+        batch within this many seconds."""
         self._engine = engine
+        self.early_first_batch = early_first_batch
         self._settings = settings
         self._clock = clock
         self._slots = threading.BoundedSemaphore(settings.max_concurrent_queries)
@@ -193,7 +203,7 @@ class Streams:
         after: Callable[[Callable[[], None]], bool] | None = None,
     ) -> None:
         """Start ``planned`` for the DoGet of ``ticket_id``, if early starts are on, the plan
-        is quick (its last run had its first batch within ``EARLY_FIRST_BATCH``, or, not run
+        is quick (its last run had its first batch within ``early_first_batch``, or, not run
         yet, it is a key lookup on a scalar index), and a slot is free without waiting (fewer
         than half of them early starts). Never blocks, never fails: without a start the DoGet
         runs the query as before.
@@ -236,7 +246,7 @@ class Streams:
         Lance answers from a scalar index."""
         first = self._engine.first_batch_seconds(planned)
         if first is not None:
-            return first < EARLY_FIRST_BATCH
+            return first < self.early_first_batch
         return planned.lookup is not None
 
     def _run_early(self, early: _Early) -> None:

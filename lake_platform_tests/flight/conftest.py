@@ -130,14 +130,18 @@ def start_server(
     store: Any = None,
     clock: Any = None,
     snapshots: Any = None,
+    early_first_batch: float | None = None,
     **flight: Any,
 ) -> FlightSqlServer:
-    """``clock``: wall-clock seconds for ticket issue and expiry (default ``time.time``)."""
+    """``clock``: wall-clock seconds for ticket issue and expiry (default ``time.time``);
+    ``early_first_batch``: the server's (default ``streams.EARLY_FIRST_BATCH``)."""
     options: dict[str, Any] = {"port": 0, "snapshot_ttl_seconds": 0.2, "memory_limit_bytes": 256 << 20}
     options.update(flight)
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
     if snapshots is not None:
         extra["snapshots"] = snapshots
+    if early_first_batch is not None:
+        extra["early_first_batch"] = early_first_batch
     server = FlightSqlServer(
         settings,
         flight_settings(**options),

@@ -11,18 +11,15 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.flight import streams
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.flight.conftest import Running, fetch, login, plan, serving, t_rows, wait_until
 
 SQL = "SELECT id FROM w.ns.early WHERE id < 5 ORDER BY id"
 
 
-@pytest.fixture(autouse=True)
-def quick_enough(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any kept plan counts as quick: which plans are is ``test_streams``' business, and a
-    loaded test machine must not decide whether the path under test runs."""
-    monkeypatch.setattr(streams, "EARLY_FIRST_BATCH", 60.0)
+#: Any kept plan counts as quick (``early_first_batch``): which plans are is ``test_streams``'
+#: business, and a loaded test machine must not decide whether the path under test runs.
+QUICK_ENOUGH = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +33,13 @@ def early_lake(lake: tuple[LakeSettings, Catalog]) -> tuple[LakeSettings, Catalo
 @pytest.fixture(scope="module", params=[{}, {"data_listen": "127.0.0.1:0"}], ids=["one port", "data plane"])
 def running(request: pytest.FixtureRequest, early_lake: tuple[LakeSettings, Catalog]) -> Iterator[Running]:
     # A long window: a loaded test machine must not drop a start before its DoGet comes.
-    with serving(*early_lake, snapshot_ttl_seconds=0.1, early_start_seconds=30, **request.param) as server:
+    with serving(
+        *early_lake,
+        snapshot_ttl_seconds=0.1,
+        early_start_seconds=30,
+        early_first_batch=QUICK_ENOUGH,
+        **request.param,
+    ) as server:
         yield Running(server, *early_lake)
 
 
@@ -86,7 +89,9 @@ def test_a_started_query_reads_the_snapshot_its_ticket_pins(running: Running) ->
 
 
 def test_a_ticket_never_fetched_frees_its_slot(early_lake: tuple[LakeSettings, Catalog]) -> None:
-    with serving(*early_lake, early_start_seconds=0.2, max_concurrent_queries=2) as server:
+    with serving(
+        *early_lake, early_start_seconds=0.2, max_concurrent_queries=2, early_first_batch=QUICK_ENOUGH
+    ) as server:
         running = Running(server, *early_lake)
         client, options = login(running.uri)
         fetch(client, options, plan(client, options, SQL))
