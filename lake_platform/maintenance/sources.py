@@ -95,8 +95,11 @@ def describe(path: str | os.PathLike[str], *, within: Path | None = None, name: 
     return Source(real, fmt, st.st_size, st.st_mtime_ns, label)
 
 
-def open_source(source: Source, types: pa.Schema | None = None) -> pa.RecordBatchReader:
-    """Open one file as a RecordBatchReader (header parsed now, rows streamed later).
+def open_source(
+    source: Source, types: pa.Schema | None = None, *, block_size: int = BLOCK_SIZE
+) -> pa.RecordBatchReader:
+    """Open one file as a RecordBatchReader (header parsed now, rows streamed later; CSV and
+    JSON lines parsed ``block_size`` bytes at a time, their types inferred from the first).
 
     ``types`` (the table's schema) is how text formats read the table's columns: CSV and JSON
     lines carry no types, so their values are parsed straight into the table's type (a value
@@ -114,7 +117,7 @@ def open_source(source: Source, types: pa.Schema | None = None) -> pa.RecordBatc
         if source.format == "csv":
             convert = pcsv.ConvertOptions(column_types={f.name: f.type for f in types} if types else None)
             reader = pcsv.open_csv(
-                source.path, read_options=pcsv.ReadOptions(block_size=BLOCK_SIZE), convert_options=convert
+                source.path, read_options=pcsv.ReadOptions(block_size=block_size), convert_options=convert
             )
             return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader, bool(types)))
         if source.format == "jsonl":
@@ -124,7 +127,7 @@ def open_source(source: Source, types: pa.Schema | None = None) -> pa.RecordBatc
                 else None
             )
             reader = pjson.open_json(
-                source.path, read_options=pjson.ReadOptions(block_size=BLOCK_SIZE), parse_options=parse
+                source.path, read_options=pjson.ReadOptions(block_size=block_size), parse_options=parse
             )
             return pa.RecordBatchReader.from_batches(reader.schema, _guarded(source, reader, bool(types)))
         return _open_ipc(source)
