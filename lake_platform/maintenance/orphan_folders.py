@@ -278,6 +278,7 @@ def reclaim_folders(
         raise InvalidInput(f"invalid limit {limit!r}")
     gate = older_than.total_seconds()
     found = _scan(catalog, wname, root, older_than, None)
+    catalog.ctx.at("orphan-folder-reclaim:scanned")  # others may write, take leases, delete now
     storage = catalog.settings.storage_options(root)
     result = FolderReclaimResult(gate, warehouse=str(wname))
     for location in sorted(found.candidates)[:limit]:

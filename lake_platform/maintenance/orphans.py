@@ -341,6 +341,7 @@ def reclaim(
     result = ReclaimResult(older_than.total_seconds(), table=str(tname))
     with catalog.gate.hold(record.incarnation) as lease:
         found = _scan(catalog, str(tname), older_than)
+        catalog.ctx.at("orphan-reclaim:scanned")  # the lease stops commits, not other writers
         location = found.report.location
         storage = catalog.settings.storage_options(location)
         for rel, (size, mtime) in sorted(found.candidates.items())[:limit]:

@@ -144,7 +144,7 @@ def test_a_folder_being_written_is_never_reported_nor_reclaimed(lake, tmp_path: 
     assert [d["path"] for d in orphan_folders.reclaim_folders(catalog, "p.w", HOUR).deleted] == [rel]
 
 
-def test_reclaim_reverifies_each_folder_under_its_lease(lake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reclaim_reverifies_each_folder_under_its_lease(lake) -> None:
     catalog, root = lake
     source = catalog.reads.open_table("p.w.ns.t").record.location
     touched, _ = ghost(root, source, "ns", "touched")
@@ -153,21 +153,19 @@ def test_reclaim_reverifies_each_folder_under_its_lease(lake, monkeypatch: pytes
     plain, _ = ghost(root, source, "ns", "plain")
     age_tree(root, TWO_DAYS)
     other = Catalog(catalog.settings)
-    real_scan = orphan_folders._scan
     held = []
 
-    def scan_then_interfere(*args, **kwargs):
+    def interfere(point: str) -> None:
         # Between the scan and the deletes: a file lands in one folder, a writer takes another's
         # lease, a third folder disappears.
-        found = real_scan(*args, **kwargs)
-        (root / touched / "data" / "late.lance").write_bytes(b"written after the scan")
-        held.append(other.gate.acquire(taken_inc))
-        shutil.rmtree(root / gone)
-        return found
+        if point == "orphan-folder-reclaim:scanned":
+            (root / touched / "data" / "late.lance").write_bytes(b"written after the scan")
+            held.append(other.gate.acquire(taken_inc))
+            shutil.rmtree(root / gone)
 
-    monkeypatch.setattr(orphan_folders, "_scan", scan_then_interfere)
     try:
-        result = orphan_folders.reclaim_folders(catalog, "p.w", HOUR)
+        with Catalog(catalog.settings, hook=interfere) as reclaiming:
+            result = orphan_folders.reclaim_folders(reclaiming, "p.w", HOUR)
     finally:
         for lease in held:
             other.gate.release(lease)

@@ -217,27 +217,22 @@ def test_scan_on_s3_classifies_every_real_file_as_live(s3, tmp_path: Path) -> No
             s3.delete_prefix(prefix)
 
 
-def test_reclaim_reverifies_each_file_right_before_deleting_it(
-    lake_table, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from lake_platform.engine import references
+def test_reclaim_reverifies_each_file_right_before_deleting_it(lake_table) -> None:
+    from lake_platform.catalog.catalog import Catalog
 
     catalog, root = lake_table
     touched = plant(root, "data/touched000000000000000000000000000000000000000.lance")
     gone = plant(root, "data/vanished00000000000000000000000000000000000000.lance")
     kept = plant(root, "data/plainorphan000000000000000000000000000000000000.lance")
-    real_stat = references.stat
 
-    def stat_after_interference(location: str, rel: str, storage: dict[str, str] | None = None):
-        # Between the scan and the delete: one file is rewritten by someone, another removed.
-        if rel == touched:
+    def interfere(point: str) -> None:
+        # Between the scan and the deletes: one file is rewritten by someone, another removed.
+        if point == "orphan-reclaim:scanned":
             (root / touched).write_bytes(b"rewritten, now live data for somebody")
-        if rel == gone:
             (root / gone).unlink()
-        return real_stat(location, rel, storage)
 
-    monkeypatch.setattr(references, "stat", stat_after_interference)
-    result = orphans.reclaim(catalog, TABLE, timedelta(hours=1))
+    with Catalog(catalog.settings, hook=interfere) as reclaiming:
+        result = orphans.reclaim(reclaiming, TABLE, timedelta(hours=1))
     reasons = {k["path"]: k["reason"] for k in result.kept}
     assert reasons[touched] == "changed since the scan" and (root / touched).exists()
     assert reasons[gone] == "already gone"
