@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,13 +77,21 @@ class SqliteMetaStore(MetaStore):
     max_transact_ops = 10_000
 
     def __init__(
-        self, path: str | Path, *, busy_timeout_seconds: float = 2.0, change_shards: int = DEFAULT_SHARDS
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_seconds: float = 2.0,
+        change_shards: int = DEFAULT_SHARDS,
+        on_open: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
+        """``on_open``: called with each connection the store opens, once it is set up and before
+        it reads or writes (to trace its statements, say: ``set_trace_callback``)."""
         self.path = Path(path)
         # Created 0600 before SQLite opens it: its WAL and shared-memory files take its mode.
         owner_only.touch(self.path)
         self.url = f"sqlite:///{self.path.as_posix()}"
         self._timeout = busy_timeout_seconds
+        self._on_open = on_open
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self.changes = ChangeWriter(self, change_shards)
@@ -103,6 +111,8 @@ class SqliteMetaStore(MetaStore):
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
         except sqlite3.Error as exc:
             raise ServiceUnavailable(f"registry database cannot be opened: {exc}") from exc
+        if self._on_open is not None:
+            self._on_open(conn)
         return conn
 
     def _take(self) -> sqlite3.Connection:

@@ -6,7 +6,7 @@ callback sees every statement SQLite starts: each row of an executemany counts a
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,19 +18,28 @@ from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Check, Delete
 
 
 class Traced:
-    """The statements a store's connections run, by first word ("BEGIN", "UPDATE", ...)."""
+    """The statements a store's connections run, by first word ("BEGIN", "UPDATE", ...): the
+    store's ``on_open``, so every connection it opens is traced from birth."""
 
-    def __init__(self, store: SqliteMetaStore) -> None:
+    def __init__(self) -> None:
         self.sql: list[str] = []
-        store.close()  # forget idle connections opened untraced; new ones are traced from birth
-        real_open = store._open
+        self._before: list[tuple[str, Callable[[], None]]] = []
 
-        def traced_open() -> sqlite3.Connection:
-            conn = real_open()
-            conn.set_trace_callback(self.sql.append)
-            return conn
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        conn.set_trace_callback(self._started)
 
-        store._open = traced_open  # type: ignore[method-assign]
+    def before_next(self, word: str, act: Callable[[], None]) -> None:
+        """Run ``act`` once, as the next statement starting with ``word`` starts: SQLite traces
+        a statement before it takes its snapshot or locks, so what ``act`` writes is seen."""
+        self._before.append((word, act))
+
+    def _started(self, sql: str) -> None:
+        self.sql.append(sql)
+        for i, (word, act) in enumerate(self._before):
+            if sql.split(None, 1)[0].upper() == word:
+                del self._before[i]
+                act()
+                return
 
     def take(self) -> list[str]:
         words = [sql.split(None, 1)[0].upper() for sql in self.sql]
@@ -39,8 +48,13 @@ class Traced:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteMetaStore]:
-    store = SqliteMetaStore(tmp_path / "registry.db")
+def traced() -> Traced:
+    return Traced()
+
+
+@pytest.fixture
+def store(tmp_path: Path, traced: Traced) -> Iterator[SqliteMetaStore]:
+    store = SqliteMetaStore(tmp_path / "registry.db", on_open=traced)
     try:
         yield store
     finally:
@@ -59,13 +73,13 @@ def _snapshot(store: SqliteMetaStore) -> list[tuple[str, bytes, int]]:
 # -- statement counts ----------------------------------------------------------------------------
 
 
-def test_a_commit_batch_runs_at_most_five_statements(store: SqliteMetaStore) -> None:
+def test_a_commit_batch_runs_at_most_five_statements(store: SqliteMetaStore, traced: Traced) -> None:
     """The catalog's version commit: version, table record (CAS), log entry, commit marker, and a
     second CAS. Once 12 statements (a SELECT per condition, an upsert per put)."""
     store.put_if_absent("tbl/p/wh/ns/t", b"t1")
     store.put_if_absent("cid/pending", b"m1")
     store.compare_and_swap("cid/pending", 1, b"m2")
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     results = store.transact(
         [
             Put("ver/inc/00000000000000000002", b"v2", ABSENT),
@@ -89,8 +103,8 @@ def test_a_commit_batch_runs_at_most_five_statements(store: SqliteMetaStore) -> 
     assert [store.get(i.key) for i in results if i] == results
 
 
-def test_single_ops_are_one_statement_without_begin(store: SqliteMetaStore) -> None:
-    traced = Traced(store)
+def test_single_ops_are_one_statement_without_begin(store: SqliteMetaStore, traced: Traced) -> None:
+    traced.take()  # what the store ran so far
     assert store.put_if_absent("k/a", b"1").revision == 1
     assert traced.take() == ["INSERT"]
     assert store.compare_and_swap("k/a", 1, b"2").revision == 2
@@ -104,11 +118,11 @@ def test_single_ops_are_one_statement_without_begin(store: SqliteMetaStore) -> N
     assert store.get("k/a") is None
 
 
-def test_a_batch_runs_one_call_per_kind_of_op(store: SqliteMetaStore) -> None:
+def test_a_batch_runs_one_call_per_kind_of_op(store: SqliteMetaStore, traced: Traced) -> None:
     for key in ("b/cas1", "b/cas2", "b/del1", "b/del2", "b/check", "b/up1"):
         store.put_if_absent(key, b"old")
     store.transact([Put("b/up1", b"again", None)])  # revision 2
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     ops: list[Op] = [
         Put("b/new1", b"n1", ABSENT),
         Put("b/cas1", b"c1", 1),
@@ -152,7 +166,7 @@ def test_a_batch_runs_one_call_per_kind_of_op(store: SqliteMetaStore) -> None:
     ]
 
 
-def test_a_full_batch_of_every_kind(store: SqliteMetaStore) -> None:
+def test_a_full_batch_of_every_kind(store: SqliteMetaStore, traced: Traced) -> None:
     n = MAX_TRANSACT_OPS // 4
     store.transact([Put(f"m/cas{i:02d}", b"c", ABSENT) for i in range(n)])
     store.transact([Put(f"m/del{i:02d}", b"d", ABSENT) for i in range(n)])
@@ -165,7 +179,7 @@ def test_a_full_batch_of_every_kind(store: SqliteMetaStore) -> None:
             Put(f"m/new{i:02d}", f"n{i}".encode(), ABSENT),
             Put(f"m/up{i:02d}", f"u{i}".encode(), None),
         ]
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     results = store.transact(ops)
     assert traced.take() == ["BEGIN", *["UPDATE"] * n, *["DELETE"] * n, "INSERT", "INSERT", "COMMIT"]
     expect = {}
@@ -178,13 +192,15 @@ def test_a_full_batch_of_every_kind(store: SqliteMetaStore) -> None:
     assert results[1::4] == [None] * n
 
 
-def test_a_batch_past_one_statements_rows_is_still_one_transaction(store: SqliteMetaStore) -> None:
+def test_a_batch_past_one_statements_rows_is_still_one_transaction(
+    store: SqliteMetaStore, traced: Traced
+) -> None:
     # 1,000 creates and 1,000 unconditional puts: more ops than one multi-row statement covers
     # (two parameters an op, within SQLite's oldest default limit of 999), in one transaction.
     n = 1000
     assert store.max_transact_ops >= 2 * n > MAX_TRANSACT_OPS
     store.transact([Put(f"u/{i:04d}", b"0", ABSENT) for i in range(0, n, 2)])
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     creates = [Put(f"c/{i:04d}", b"c", ABSENT) for i in range(n)]
     results = store.transact([*creates, *(Put(f"u/{i:04d}", b"u", None) for i in range(n))])
     statements = -(-n // sqlite_backend._ROWS)
@@ -199,9 +215,9 @@ def test_a_batch_past_one_statements_rows_is_still_one_transaction(store: Sqlite
     assert [i.key for i in store.scan_prefix("d/")] == [f"d/{n - 1:04d}"]
 
 
-def test_get_many_is_one_select(store: SqliteMetaStore) -> None:
+def test_get_many_is_one_select(store: SqliteMetaStore, traced: Traced) -> None:
     store.transact([Put("g/a", b"a", ABSENT), Put("g/c", b"c", ABSENT)])
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     got = store.get_many(["g/c", "g/b", "g/a"])
     assert traced.take() == ["SELECT"]
     assert [(i.key, i.value) if i else None for i in got] == [("g/c", b"c"), None, ("g/a", b"a")]
@@ -215,11 +231,11 @@ def test_get_many_is_one_select(store: SqliteMetaStore) -> None:
 # -- failed conditions: same message, same key, nothing written ----------------------------------
 
 
-def test_a_failure_in_the_third_op_writes_nothing(store: SqliteMetaStore) -> None:
+def test_a_failure_in_the_third_op_writes_nothing(store: SqliteMetaStore, traced: Traced) -> None:
     store.put_if_absent("f/table", b"t1")
     store.put_if_absent("f/log", b"taken")
     before = _snapshot(store)
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     with pytest.raises(ConditionFailed) as err:
         store.transact(
             [
@@ -268,11 +284,11 @@ def test_a_failed_batch_names_its_first_failing_op(
     assert _snapshot(store) == before
 
 
-def test_single_op_failures_keep_their_message(store: SqliteMetaStore) -> None:
+def test_single_op_failures_keep_their_message(store: SqliteMetaStore, traced: Traced) -> None:
     store.put_if_absent("s/a", b"a")
     store.compare_and_swap("s/a", 1, b"a2")
     before = _snapshot(store)
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
     cases = [
         (lambda: store.put_if_absent("s/a", b"x"), _failure("s/a", ABSENT, 2)),
         (lambda: store.compare_and_swap("s/a", 1, b"x"), _failure("s/a", 1, 2)),
@@ -300,28 +316,19 @@ def test_a_delete_expecting_absent_only_checks(store: SqliteMetaStore) -> None:
 
 
 def test_a_condition_that_comes_true_meanwhile_is_applied_under_the_lock(
-    store: SqliteMetaStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SqliteMetaStore, traced: Traced, tmp_path: Path
 ) -> None:
     """The statement misses (the key exists); before the diagnosing read, another writer deletes
     the key. The call must neither report "expected revision 0, found 0" nor loop: it checks and
     writes under the write lock, and succeeds."""
     store.put_if_absent("r/a", b"old")
     other = SqliteMetaStore(tmp_path / "registry.db")
-    real = sqlite_backend._first_failure
-    calls: list[int] = []
-
-    def delete_first(conn: sqlite3.Connection, ops: list[Op]) -> ConditionFailed | None:
-        if not calls:
-            other.compare_and_delete("r/a", 1)
-        calls.append(1)
-        return real(conn, ops)
-
-    monkeypatch.setattr(sqlite_backend, "_first_failure", delete_first)
-    traced = Traced(store)
+    traced.take()  # what the store ran so far
+    traced.before_next("SELECT", lambda: other.compare_and_delete("r/a", 1))  # the diagnosing read
     item = store.put_if_absent("r/a", b"new")
     assert (item.value, item.revision) == (b"new", 1)
+    # The missed INSERT, the read that finds every condition holding, then the checked write.
     assert traced.take() == ["INSERT", "SELECT", "BEGIN", "SELECT", "INSERT", "COMMIT"]
-    assert len(calls) == 2
     got = other.get("r/a")
     assert got is not None and (got.value, got.revision) == (b"new", 1)
     other.close()

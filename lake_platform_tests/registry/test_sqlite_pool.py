@@ -12,17 +12,10 @@ from lake_platform.registry.store import ABSENT, Put
 
 
 def test_short_lived_threads_reuse_pooled_connections(tmp_path: Path) -> None:
-    store = SqliteMetaStore(tmp_path / "r.db")
-    store.put_if_absent("k/a", b"0")
     opened: list[object] = []
-    real_open = store._open
-
-    def counting_open():  # type: ignore[no-untyped-def]
-        conn = real_open()
-        opened.append(conn)
-        return conn
-
-    store._open = counting_open  # type: ignore[method-assign]
+    store = SqliteMetaStore(tmp_path / "r.db", on_open=opened.append)
+    store.put_if_absent("k/a", b"0")
+    opened.clear()  # counted from here: the store holds one idle connection
     for i in range(40):  # one after another, each on a new thread, as Lance's callbacks come
         t = threading.Thread(target=lambda i=i: store.transact([Put(f"k/{i}", b"v", ABSENT)]))
         t.start()
