@@ -182,7 +182,6 @@ def manifest_exists(location: str, manifest_path: str, storage_options: dict[str
 #: folders, so Lance never builds on them and the orphan scan never reclaims them.
 QUARANTINE_DIR = "_quarantine"
 
-
 #: How long a read waits for the manifest of a version committed moments ago: a writer puts it at
 #: its canonical path right after the registry commit (a hard link locally, a copy on S3).
 PUBLISH_GRACE_SECONDS = 1.0
@@ -256,19 +255,30 @@ def canonical_manifests(location: str, storage_options: dict[str, str] | None = 
     return found
 
 
-def names_not_older(location: str, version: int, storage_options: dict[str, str] | None = None) -> list[str]:
+#: Keys per S3 listing request (first, later): the versions above the registered one and that one
+#: come first, and a page costs by its keys (botocore parses ~1,000 in ~0.1 s); later: S3's most.
+S3_LIST_KEYS = (64, 1000)
+
+
+def names_not_older(
+    location: str,
+    version: int,
+    storage_options: dict[str, str] | None = None,
+    *,
+    s3_keys: tuple[int, int] = S3_LIST_KEYS,
+) -> list[str]:
     """The names in ``_versions/`` of manifests (final or staging) of ``version`` and above,
     from one listing, and perhaps some older ones: what :func:`manifests_above` and
-    :func:`staging_manifests` read."""
+    :func:`staging_manifests` read. ``s3_keys``: keys per S3 request (first, later)."""
     threshold = f"{(1 << 64) - 1 - version:020d}"
     s3 = location.startswith("s3://") and not _s3_directory_bucket(location)
     if s3 and not _S3_SHORT.get(location):
-        names, whole = _s3_names_not_older(location, threshold, storage_options)
+        names, whole = _s3_names_not_older(location, threshold, storage_options, s3_keys)
         if whole:
             _S3_SHORT.put(location, True)
         return names
     every = _version_names(location, storage_options)
-    if s3 and len(every) > _S3_FIRST:
+    if s3 and len(every) > s3_keys[0]:
         _S3_SHORT.remove(location)  # grown: the listing that skips the history, next time
     return [n for n in every if not _older(n, threshold)]
 
@@ -312,11 +322,6 @@ def _older(name: str, threshold: str) -> bool:
 
 #: Every V2 name of a real version (1 and up) sorts before this stem, u64::MAX's.
 _V2_END = f"{(1 << 64) - 1:020d}"
-#: Keys in the first S3 listing request: the versions above the registered one (normally none)
-#: and the registered one come first, and a page costs by its keys (botocore parses ~1,000 in
-#: ~0.1 s). Later pages: S3's maximum.
-_S3_FIRST = 64
-_S3_PAGE = 1000
 #: S3 locations whose last listing fit in the first request: listed whole by pyarrow next time,
 #: which costs less than botocore for one page (2.9 against 5.3 ms measured on SeaweedFS, 20
 #: versions). A hint only: either way the same names come back.
@@ -330,7 +335,7 @@ def _s3_directory_bucket(location: str) -> bool:
 
 
 def _s3_names_not_older(
-    location: str, threshold: str, storage_options: dict[str, str] | None
+    location: str, threshold: str, storage_options: dict[str, str] | None, keys: tuple[int, int]
 ) -> tuple[list[str], bool]:
     """The names in ``_versions/`` on S3 except older V2 versions' manifests, without listing
     those: S3 lists keys in lexicographic order, and V2 stems (``u64::MAX - N``) put the newest
@@ -347,7 +352,7 @@ def _s3_names_not_older(
     bucket, _, root = location.removeprefix("s3://").partition("/")
     prefix = f"{root.strip('/')}/_versions/" if root.strip("/") else "_versions/"
     client = s3_client(storage_options)
-    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": _S3_FIRST}
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": keys[0]}
     names: list[str] = []
     try:
         while True:
@@ -365,7 +370,7 @@ def _s3_names_not_older(
                 names.append(name)
             if not page.get("IsTruncated"):
                 return names, "StartAfter" not in request and "ContinuationToken" not in request
-            request = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": _S3_PAGE}
+            request = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": keys[1]}
             if reached_older and last < _V2_END:
                 request["StartAfter"] = prefix + _V2_END
             else:
@@ -397,11 +402,10 @@ def quarantine_files(
     want, but Lance must stop seeing it (it builds every commit on the newest manifest on disk).
     """
     moved = []
-    fs, root = (
-        (None, location.removeprefix("file://"))
-        if not location.startswith("s3://")
-        else filesystem(location, storage_options)
-    )
+    if location.startswith("s3://"):
+        fs, root = filesystem(location, storage_options)
+    else:
+        fs, root = None, location.removeprefix("file://")
     for path in paths:
         target = f"{QUARANTINE_DIR}/{tag}/{path}"
         src, dst = f"{root.rstrip('/')}/{path}", f"{root.rstrip('/')}/{target}"

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lake_platform.engine import manifests
-from lake_platform.engine.manifests import canonical_manifests, final_manifest_name, manifests_above
+from lake_platform.engine.manifests import (
+    canonical_manifests,
+    final_manifest_name,
+    manifests_above,
+    names_not_older,
+)
 from lake_platform.engine.storage import s3_client
 from lake_platform.settings import load_settings
 from lake_platform_tests.s3_server import S3Endpoint
@@ -81,22 +85,19 @@ def put_versions(s3: S3Endpoint, prefix: str, names: list[str]) -> str:
 @pytest.mark.parametrize("page", [1000, 3])
 @pytest.mark.parametrize("current", [0, 1, 3, 6, 7, 9, 11, 12, 49, 50, 100, 101])
 def test_manifests_above_agrees_with_a_full_parse(
-    location: tuple[str, dict[str, str] | None], current: int, page: int, monkeypatch: pytest.MonkeyPatch
+    location: tuple[str, dict[str, str] | None], current: int, page: int
 ) -> None:
     """On S3 also with pages of 3 keys: the jump past the older versions and the pages after
     it lose no name."""
-    monkeypatch.setattr(manifests, "_S3_FIRST", page)
-    monkeypatch.setattr(manifests, "_S3_PAGE", page)
     where, options = location
     full = canonical_manifests(where, options)
-    above, has_current = manifests_above(where, current, options)
+    names = names_not_older(where, current, options, s3_keys=(page, page))
+    above, has_current = manifests_above(where, current, options, names=names)
     assert above == sorted(p for v, paths in full.items() if v > current for p in paths)
     assert has_current == (current in full)
 
 
-def test_on_s3_a_long_history_is_not_listed_by_a_writer(
-    s3: S3Endpoint, s3_prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_on_s3_a_long_history_is_not_listed_by_a_writer(s3: S3Endpoint, s3_prefix: str) -> None:
     """400 versions kept, listed 10 keys a page: the settle's listing asks for the page with
     the newest versions and the names after the V2 block, never the 40 pages of history."""
     current = 400
@@ -104,29 +105,26 @@ def test_on_s3_a_long_history_is_not_listed_by_a_writer(
     names += ["7.manifest", "1.manifest", f"{final_manifest_name(current + 1)}-3f2a"]
     location = put_versions(s3, s3_prefix, names)
     options = s3_options(s3)
-    monkeypatch.setattr(manifests, "_S3_FIRST", 10)
-    monkeypatch.setattr(manifests, "_S3_PAGE", 10)
     with list_requests(options) as made:
-        above, has_current = manifests_above(location, current, options)
+        names = names_not_older(location, current, options, s3_keys=(10, 10))
+    above, has_current = manifests_above(location, current, options, names=names)
     assert above == sorted(f"_versions/{final_manifest_name(v)}" for v in (current + 1, current + 2))
     assert has_current
     assert len(made) == 2  # the newest page, then the names after the V2 block
     assert canonical_manifests(location, options).keys() == set(range(1, current + 3)) | {7, 1}
 
 
-def test_a_short_history_on_s3_is_listed_by_pyarrow_until_it_grows(
-    s3: S3Endpoint, s3_prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_short_history_on_s3_is_listed_by_pyarrow_until_it_grows(s3: S3Endpoint, s3_prefix: str) -> None:
     """One page of names: botocore's request costs more than pyarrow's, so once a listing was
     whole, the next one is pyarrow's; once that one finds more than a first page, botocore's
     listing (which skips the history) takes over again. The same names either way."""
-    monkeypatch.setattr(manifests, "_S3_FIRST", 5)
     location = put_versions(s3, s3_prefix, [final_manifest_name(v) for v in (1, 2, 3)])
     options = s3_options(s3)
 
     def listed(current: int) -> tuple[tuple[list[str], bool], int]:
         with list_requests(options) as made:
-            return manifests_above(location, current, options), len(made)
+            names = names_not_older(location, current, options, s3_keys=(5, 1000))
+        return manifests_above(location, current, options, names=names), len(made)
 
     assert listed(2) == (([f"_versions/{final_manifest_name(3)}"], True), 1)  # botocore: whole
     assert listed(2) == (([f"_versions/{final_manifest_name(3)}"], True), 0)  # pyarrow
