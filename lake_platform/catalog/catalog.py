@@ -43,6 +43,7 @@ from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import LOCAL_ADMIN, Principal
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.published_versions import PublishedVersions
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.register import Registrations
 from lake_platform.catalog.rename import Renames
@@ -120,6 +121,8 @@ class Catalog:
         self.branch_versions = BranchVersions(self.ctx, self.branches, commits)
         self.branch_history = BranchHistory(self.ctx, self.branches, commits)
         self.branch_indexes = BranchIndexes(self.ctx, self.branches, commits)
+        #: The versions Lance clients' commits and listings through this catalog found published.
+        self.published_versions = PublishedVersions()
         self.trash.also_expire = self.branch_trash.expire_branches
 
     def transaction(self, *, by: Provenance | None = None) -> Transaction:

@@ -2,8 +2,9 @@
 manifest's schema and change read before the lease, the schema rules a Lance client's commit is
 held to, one registry commit through a ``BoundTableNamespace`` (under a free lease when it can,
 else an acquired one), the schema read back when the manifest did not say it, and the versions
-this process knows are published remembered so a listing need not check their files again (one
-whose file is missing is published if just committed, else refused typed: ``ensure_published``)."""
+published remembered (the catalog's ``PublishedVersions``) so a listing need not check their files
+again (one whose file is missing is published if just committed, else refused typed:
+``ensure_published``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import InvalidInput, Protected
-from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
@@ -43,26 +43,11 @@ from lake_platform.registry.records import (
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
 
-#: The versions this process knows are published, by (location, version): the newest it
-#: committed and published itself, and those whose file ``ensure_published`` found. A
-#: ``ListTableVersions`` need not check their file again (a stat locally, a HEAD request on S3,
-#: on every REST commit and listing otherwise).
-#: Oldest remembered first out: a look-up (``peek``) does not make a version recent.
-_PUBLISHED_HERE: BoundedLRU[tuple[str, int], bool] = BoundedLRU(4096)
-
 #: How long after its commit a version registered at its canonical path may still be waiting
 #: for its file (its writer links it right after the transaction): a listing publishes it
 #: meanwhile; after it, the writer was stopped and readers refuse the version, typed, until the
 #: next writer, ``finish_versions`` or ``lake table repair`` publishes it.
 _PUBLISHING_MS = 60_000
-
-
-def remember_published(location: str, version: int) -> None:
-    _PUBLISHED_HERE.put((location, version), True)
-
-
-def published_here(location: str, version: int) -> bool:
-    return _PUBLISHED_HERE.peek((location, version)) is not None
 
 
 def ensure_published(
@@ -78,14 +63,15 @@ def ensure_published(
     would answer a bare file-not-found). A file found is remembered: one check per version and
     process."""
     location, storage = record.location, catalog.ctx.storage(record.location)
-    present = engine.manifest_exists(location, ver.manifest_path, storage)
+    published = catalog.published_versions
+    present = published.exists(location, ver.manifest_path, storage)
     if not present and catalog.clock.wall_ms() - ver.committed_at_ms < _PUBLISHING_MS:
-        present = catalog.manifests.finish_version(
-            record, ver, revision, present=False
-        ) or engine.manifest_exists(location, ver.manifest_path, storage)  # linked meanwhile
+        present = catalog.manifests.finish_version(record, ver, revision, present=False) or published.exists(
+            location, ver.manifest_path, storage
+        )  # linked meanwhile
     if not present:
         raise catalog.manifests.unreadable(tname, record, ver.version, ver)
-    remember_published(location, ver.version)
+    published.remember(location, ver.version)
 
 
 class VersionCommits:
@@ -199,6 +185,7 @@ class VersionCommits:
         ``read``: the table's record and revision as read before; used as they are when the
         lease is not acquired (its one commit is conditional on that revision; a change since
         fails it as LeaseRaced, with nothing landed), read again under an acquired lease."""
+        ctx = self.catalog.ctx
         with holding(incarnation) as lease:
             if read is not None and lease.optimistic:
                 record, revision = read  # a registry round trip fewer per commit
@@ -214,6 +201,7 @@ class VersionCommits:
                 lease=lease,
                 storage_options=storage,
                 checked_manifest=str(request_field(request, "manifest_path")),  # by ``_staged``
+                fault=ctx.hook and (lambda point: ctx.at(f"{pending.operation}:{point}")),
             )
             try:
                 response = bound.create_table_version(request)
@@ -229,7 +217,7 @@ class VersionCommits:
         self.catalog.manifests.finalize(bound.record, pending)
         for version, _ in pending.landed:
             if version not in bound.publisher.unpublished:
-                remember_published(bound.record.location, version)
+                self.catalog.published_versions.remember(bound.record.location, version)
         return response
 
     def _govern_schema_change(

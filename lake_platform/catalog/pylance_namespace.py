@@ -43,12 +43,7 @@ from lake_platform.catalog.namespace import BoundTableNamespace, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.pylance_commits import (
-    VersionCommits,
-    ensure_published,
-    published_here,
-    request_ids,
-)
+from lake_platform.catalog.pylance_commits import VersionCommits, ensure_published, request_ids
 from lake_platform.catalog.transaction_recovery import committed_head
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -323,7 +318,8 @@ class LakeNamespace(LanceNamespace):
             return None
         ver = decode(VersionRecord, item.value, item.key)
         if not engine.is_staging_manifest(ver.manifest_path):
-            if ver.staged_from is not None and not published_here(record.location, version):
+            known = self.catalog.published_versions.known(record.location, version)
+            if ver.staged_from is not None and not known:
                 ensure_published(self.catalog, tname, record, ver, item.revision)
             return ver
         pending = PendingCommit(

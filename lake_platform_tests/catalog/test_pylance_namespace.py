@@ -16,15 +16,15 @@ from lance_namespace_urllib3_client.models import (
     TableExistsRequest,
 )
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
-from lake_platform.catalog.pylance_commits import VersionCommits
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableNotFound
-from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform_tests.catalog.conftest import EVENTS, Lake, events, ids_of, storage_options_of
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 
 
 def test_pylance_creates_appends_and_reads_registered_versions(lake: Lake) -> None:
@@ -231,17 +231,13 @@ def test_a_schema_change_lands_in_the_versions_own_transaction(lake: Lake) -> No
     assert lake.catalog.reads.open_table("p.w.ns.events").schema.names == ["id", "v", "w"]
 
 
-def test_listing_versions_after_its_own_commit_checks_no_file(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_listing_versions_after_its_own_commit_checks_no_file(lake: Lake) -> None:
     """A client's next commit starts with ListTableVersions: for a version this process has just
     committed and published it needs no stat of the manifest (a HEAD request on S3); a version
     another process committed moments ago is still checked (and published if its writer was
     stopped before the link)."""
     from lance_namespace_urllib3_client.models import ListTableVersionsRequest
 
-    from lake_platform.catalog import pylance_commits
-
     ns = LakeNamespace(lake.catalog)
     opts = storage_options_of(lake)
     lance.write_dataset(
@@ -250,108 +246,80 @@ def test_listing_versions_after_its_own_commit_checks_no_file(
     lance.write_dataset(
         events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
     )
-    checks: list[str] = []
-    real = engine.manifest_exists
-
-    def counted(location: str, manifest_path: str, storage_options: object = None) -> bool:
-        checks.append(manifest_path)
-        return real(location, manifest_path, storage_options)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(engine, "manifest_exists", counted)
+    checked = lake.catalog.published_versions.checks
     request = ListTableVersionsRequest(id=EVENTS, descending=True, limit=1)
     assert [v.version for v in ns.list_table_versions(request).versions] == [2]
-    assert checks == []
-    monkeypatch.setattr(
-        pylance_commits, "_PUBLISHED_HERE", BoundedLRU(pylance_commits._PUBLISHED_HERE.capacity)
-    )
-    assert [v.version for v in ns.list_table_versions(request).versions] == [2]  # as another replica
-    assert len(checks) == 1
+    assert lake.catalog.published_versions.checks == checked
+    with lake.new_catalog() as replica:  # another process's catalog
+        listed = LakeNamespace(replica).list_table_versions(request)
+        assert [v.version for v in listed.versions] == [2]
+        assert replica.published_versions.checks == 1
 
 
-def _registry_reads_during_commits(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The registry keys read inside LakeNamespace.create_table_version, in order."""
-    store = lake.catalog.store
-    reads: list[str] = []
-    inside = [False]
-    real_get, real_get_many = store.get, store.get_many
-    real_create = LakeNamespace.create_table_version
+class ReadsDuringCommits(LakeNamespace):
+    """A LakeNamespace over a catalog whose registry is ``calls``: ``keys_read`` lists the
+    registry keys read inside its create_table_version (a client's commit), in order."""
 
-    def get(key: str) -> Any:
-        if inside[0]:
-            reads.append(key)
-        return real_get(key)
+    def __init__(self, lake: Lake, calls: RegistryCalls, **catalog: Any) -> None:
+        super().__init__(Catalog(lake.settings, calls, **catalog))
+        self.calls = calls
+        self.keys_read: list[str] = []
 
-    def get_many(keys_: list[str]) -> Any:
-        if inside[0]:
-            reads.extend(keys_)
-        return real_get_many(keys_)
-
-    def create(self: LakeNamespace, request: Any, check: Any = None) -> Any:
-        inside[0] = True
+    def create_table_version(self, request: Any, check: Any = None) -> Any:
+        self.calls.calls.clear()
         try:
-            return real_create(self, request, check)
+            return super().create_table_version(request, check)
         finally:
-            inside[0] = False
-
-    monkeypatch.setattr(store, "get", get)
-    monkeypatch.setattr(store, "get_many", get_many)
-    monkeypatch.setattr(LakeNamespace, "create_table_version", create)
-    return reads
+            self.keys_read += self.calls.keys_read()
 
 
-def test_a_commit_under_a_free_lease_reads_the_table_once(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_commit_under_a_free_lease_reads_the_table_once(lake: Lake) -> None:
     """A client's CreateTableVersion when nobody holds the lease: the table's record and the
     lease, two registry reads (round trips on DynamoDB); the record is not read again, since the
     one commit is conditional on the revision read."""
-    ns = LakeNamespace(lake.catalog)
+    ns = ReadsDuringCommits(lake, RegistryCalls(lake.catalog.store))
     opts = storage_options_of(lake)
-    lance.write_dataset(
-        events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
-    )
-    record = lake.catalog.reads.open_table("p.w.ns.events").record
-    reads = _registry_reads_during_commits(lake, monkeypatch)
+    with ns.catalog:
+        lance.write_dataset(
+            events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
+        )
+        record = lake.catalog.reads.open_table("p.w.ns.events").record
+        ns.keys_read.clear()
+        lance.write_dataset(
+            events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
+        )
 
-    lance.write_dataset(
-        events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
-    )
-
-    assert reads == [keys.table(TableName.parse("p.w.ns.events")), keys.lease(record.incarnation)]
+    assert ns.keys_read == [keys.table(TableName.parse("p.w.ns.events")), keys.lease(record.incarnation)]
     assert ids_of(lake.catalog.reads.open_table("p.w.ns.events")) == [1, 2]
 
 
-def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lease(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lease(lake: Lake) -> None:
     """The table's record changes between the commit's first read and its transaction (here:
-    deletion protection turned on): the commit under the free lease fails with nothing landed,
-    and is made again under an acquired lease, which reads the record again. The append lands
-    once, and the change made meanwhile stays."""
-    ns = LakeNamespace(lake.catalog)
-    opts = storage_options_of(lake)
-    lance.write_dataset(
-        events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
-    )
-    real_staged = VersionCommits._staged
-    changed: list[int] = []
+    deletion protection turned on, when the client's data is staged): the commit under the free
+    lease fails with nothing landed, and is made again under an acquired lease, which reads the
+    record again. The append lands once, and the change made meanwhile stays."""
+    changed: list[str] = []
 
-    def staged(self: VersionCommits, record: Any, request: Any) -> Any:
-        if not changed:
+    def protect(point: str) -> None:
+        if point == "append:staged" and not changed:
             lake.catalog.containers.set_protected("p.w.ns.events")
-            changed.append(record.current_version)
-        return real_staged(self, record, request)
+            changed.append(point)
 
-    monkeypatch.setattr(VersionCommits, "_staged", staged)
-    reads = _registry_reads_during_commits(lake, monkeypatch)
-
-    lance.write_dataset(
-        events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
-    )
+    ns = ReadsDuringCommits(lake, RegistryCalls(lake.catalog.store), hook=protect)
+    opts = storage_options_of(lake)
+    with ns.catalog:
+        lance.write_dataset(
+            events([1]), namespace_client=ns, table_id=EVENTS, mode="create", storage_options=opts
+        )
+        ns.keys_read.clear()
+        lance.write_dataset(
+            events([2]), namespace_client=ns, table_id=EVENTS, mode="append", storage_options=opts
+        )
 
     snap = lake.catalog.reads.open_table("p.w.ns.events")
-    assert changed == [1]
+    assert changed == ["append:staged"]
     assert ids_of(snap) == [1, 2] and snap.version == 2
     assert snap.record.protected  # the retry committed over the changed record, not the one read first
-    assert reads.count(keys.table(TableName.parse("p.w.ns.events"))) >= 2  # read again under the lease
+    table_reads = ns.keys_read.count(keys.table(TableName.parse("p.w.ns.events")))
+    assert table_reads >= 2  # read again under the lease
     assert [e.operation for e in lake.catalog.reads.history("p.w.ns.events")][-1:] == ["append"]
