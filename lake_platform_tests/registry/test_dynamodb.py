@@ -74,24 +74,47 @@ def _response(request: AWSPreparedRequest, status: int, error_type: str, **field
 # -- unknown outcomes: a retried request never commits twice -------------------------------------
 
 
+def applied_then_failed(store: DynamoMetaStore, operation: str) -> list[bytes]:
+    """The bodies of ``operation``'s requests: the first is applied by the server but answered
+    500, so botocore re-sends the identical request (same ClientRequestToken and write id)."""
+    sent: list[bytes] = []
+
+    def apply_then_fail(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        sent.append(bytes(request.body))
+        if len(sent) > 1:
+            return None  # the re-send goes to the server for real
+        forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
+        return _response(request, 500, "InternalServerError")
+
+    store.events.register(f"before-send.dynamodb.{operation}", apply_then_fail)
+    return sent
+
+
+def requests(store: DynamoMetaStore) -> list[str]:
+    """The DynamoDB operations ``store`` calls from now on (botocore's re-sends are one call)."""
+    calls: list[str] = []
+    store.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    return calls
+
+
 def test_same_call_id_applies_once(store: DynamoMetaStore) -> None:
     """A retry carries the first attempt's id; when that attempt already landed, the retry is a
-    no-op reporting success. This holds without server-side ClientRequestToken support (moto
-    ignores tokens; DynamoDB also honours them)."""
+    no-op reporting success, for every kind of op in one batch. This holds without server-side
+    ClientRequestToken support (moto ignores tokens; DynamoDB also honours them)."""
     store.put_if_absent("t/old", b"o")
     batch = [Put("t/a", b"a", ABSENT), Put("t/b", b"b", None), Delete("t/old", 1), Check("t/none", ABSENT)]
-    first = store._transact(batch, "call-1")
-    again = store._transact(batch, "call-1")
-    assert first == again
-    assert [(i.key, i.revision) for i in first if i] == [("t/a", 1), ("t/b", 1)]
+    sent = applied_then_failed(store, "TransactWriteItems")
+    calls = requests(store)
+    results = store.transact(batch)
+    assert len(sent) == 2 and sent[0] == sent[1]
+    assert calls == ["TransactWriteItems"]  # the re-send's refusal showed its own write: no read
+    assert [(i.key, i.revision) for i in results if i] == [("t/a", 1), ("t/b", 1)]
     assert store.get("t/b").revision == 1  # type: ignore[union-attr]
-
-    for op in (Put("s/cond", b"x", ABSENT), Put("s/uncond", b"y", None)):
-        assert store._transact([op], "call-2") == store._transact([op], "call-2")
-        assert store.get(op.key).revision == 1  # type: ignore[union-attr]
+    assert store.get("t/old") is None
     # A different call with the same stale expectation still fails.
     with pytest.raises(ConditionFailed):
-        store._transact([Put("s/cond", b"x", ABSENT)], "call-3")
+        store.put_if_absent("t/a", b"x")
 
 
 @pytest.mark.parametrize(
@@ -141,19 +164,11 @@ def test_resent_request_does_not_commit_twice(store: DynamoMetaStore, operation:
     """The server applies the request but answers 500; botocore re-sends the identical request
     (same ClientRequestToken and write id), which must not apply a second time."""
     store.put_if_absent("t/a", b"old")
-    sent: list[bytes] = []
-
-    def apply_then_fail(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
-        sent.append(bytes(request.body))
-        if len(sent) > 1:
-            return None  # the re-send goes to the server for real
-        forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
-        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
-        return _response(request, 500, "InternalServerError")
-
-    store.events.register(f"before-send.dynamodb.{operation}", apply_then_fail)
+    sent = applied_then_failed(store, operation)
+    calls = requests(store)
     results = store.transact(ops)
     assert len(sent) == 2 and sent[0] == sent[1]
+    assert calls == [operation]  # the re-send's refusal showed its own write: no read
     if operation == "TransactWriteItems":
         assert json.loads(sent[0])["ClientRequestToken"]
     got = store.get("t/a")
