@@ -8,6 +8,7 @@ import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -150,13 +151,24 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
             store.close()
 
 
+def dynamodb_client(url: str) -> Any:
+    """A boto3 DynamoDB client of its own on the endpoint registry URL ``url`` names: the table
+    read or changed beside the store, as an operator's AWS CLI would."""
+    import boto3
+
+    from lake_platform.registry.dynamodb_items import parse_url
+
+    parsed = parse_url(url)
+    return boto3.client("dynamodb", region_name=parsed.region, endpoint_url=parsed.endpoint_url)
+
+
 def make_layout1(dynamo: MetaStore) -> None:
     """Turn a freshly initialised DynamoDB registry into one made by an older release (no
-    layout item: item layout 1)."""
+    layout item: item layout 1). ``dynamo`` must not have read layout 2 yet: a client that
+    has never reads the layout again (layout 2 is final)."""
     from lake_platform.registry.dynamodb import DynamoMetaStore
     from lake_platform.registry.dynamodb_layout import LAYOUT_KEY, LEGACY
 
     assert isinstance(dynamo, DynamoMetaStore)
-    dynamo._client.delete_item(TableName=dynamo.table, Key=LAYOUT_KEY)
-    dynamo._layout = None  # this client's cached layout 2 is final: forget it
+    dynamodb_client(dynamo.url).delete_item(TableName=dynamo.table, Key=LAYOUT_KEY)
     assert dynamo.layout(refresh=True) == LEGACY

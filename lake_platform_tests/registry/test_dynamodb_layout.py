@@ -28,7 +28,7 @@ from lake_platform.registry.dynamodb_layout import (
 from lake_platform.registry.dynamodb_migrate import migrate
 from lake_platform.registry.store import ABSENT, Check, Put
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.conftest import make_layout1
+from lake_platform_tests.conftest import dynamodb_client, make_layout1
 
 
 def _settings(url: str, tmp_path: Path) -> LakeSettings:
@@ -53,10 +53,12 @@ def opener(dynamodb_url: str, tmp_path: Path) -> Iterator[Any]:
 
 
 def _raw(store: DynamoMetaStore) -> list[tuple[str, str]]:
+    """Every item's (partition, key), read with a client of our own."""
+    client = dynamodb_client(store.url)
     items: list[tuple[str, str]] = []
     params: dict[str, Any] = {"TableName": store.table, "ConsistentRead": True}
     while True:
-        resp = store._client.scan(**params)
+        resp = client.scan(**params)
         items += [(r["p"]["S"], r["k"]["S"]) for r in resp["Items"]]
         if "LastEvaluatedKey" not in resp:
             return sorted(items)
@@ -309,6 +311,7 @@ def test_init_adopts_an_empty_table_but_never_relabels_data(
     make_layout1(store)  # no layout item, as CloudFormation leaves it
     init_table(dynamodb_url, _settings(dynamodb_url, tmp_path))
     assert store.layout(refresh=True) == CURRENT
+    store = opener()  # one that has not read layout 2 (a client never reads it again)
     make_layout1(store)
     store.put_if_absent("tbl/p/wh/ns/t", b"old data")
     init_table(dynamodb_url, _settings(dynamodb_url, tmp_path))
