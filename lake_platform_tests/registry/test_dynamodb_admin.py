@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from lake_platform.errors import ServiceUnavailable, SettingsError
 from lake_platform.registry.dynamodb import DynamoMetaStore
@@ -63,7 +65,9 @@ def test_url_parsing_and_factory_make_no_network_call(tmp_path: Path) -> None:
         assert isinstance(opened, DynamoMetaStore) and opened.url == url
 
 
-def test_unreachable_endpoint_is_service_unavailable(moto_endpoint: str, tmp_path: Path) -> None:
+def test_unreachable_endpoint_is_service_unavailable(
+    moto_endpoint: str, dynamodb_url: str, tmp_path: Path
+) -> None:
     # moto_endpoint only for its AWS credential defaults.
     url = "dynamodb://lake_registry?region=us-east-1&endpoint_url=http://127.0.0.1:9"
     with DynamoMetaStore.from_url(url, _settings(url, tmp_path)) as unreachable:
@@ -72,9 +76,22 @@ def test_unreachable_endpoint_is_service_unavailable(moto_endpoint: str, tmp_pat
         # The layout is read first: that read fails, nothing was sent.
         with pytest.raises(ServiceUnavailable, match="unreachable"):
             unreachable.put_if_absent("k/a", b"v")
-        unreachable._layout = CURRENT  # as if read before the endpoint went away
-        with pytest.raises(ServiceUnavailable, match="outcome unknown"):
-            unreachable.put_if_absent("k/a", b"v")
+    # A store that read the layout before its endpoint went away: the write may have landed.
+    settings = _settings(dynamodb_url, tmp_path)
+    init_table(dynamodb_url, settings)
+
+    def gone(request: Any, **_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url=request.url)
+
+    with DynamoMetaStore.from_url(dynamodb_url, settings) as store:
+        try:
+            assert store.layout() == CURRENT
+            store.events.register("before-send.dynamodb", gone)
+            with pytest.raises(ServiceUnavailable, match="outcome unknown"):
+                store.put_if_absent("k/a", b"v")
+        finally:
+            store.events.unregister("before-send.dynamodb", gone)
+            delete_table(store)
 
 
 def test_init_table_is_idempotent(dynamodb_url: str, tmp_path: Path) -> None:
