@@ -251,20 +251,28 @@ def cache_counts(cache: str | None) -> dict[str, float]:
     return {k: v for k, v in out.items() if cache is not None or k.startswith("lake_query_plan")}
 
 
-def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
-    small_lake: tuple[LakeSettings, Catalog],
-) -> None:
-    import gc
-
+def watched_engine_over_an_index(small_lake: tuple[LakeSettings, Catalog]) -> tuple[Any, Catalog]:
+    """A query engine the metrics watch, over ``p.w.ns.t`` with a BTREE index on ``id`` (so a
+    key lookup is planned as one)."""
     from lake_platform.query.engine import QueryEngine
     from lake_platform.query.limits import QueryLimits
-    from lake_platform.query.snapshot import load_snapshot
-    from lake_platform_tests.flight.conftest import ALICE
 
     settings, catalog = small_lake
     catalog.indexes.create_index("p.w.ns.t", "id", "btree")
     engine = QueryEngine(settings, QueryLimits())
     WATCHED.watch_engine(engine, engine.spill_dir, 1)
+    return engine, catalog
+
+
+def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
+    small_lake: tuple[LakeSettings, Catalog],
+) -> None:
+    import gc
+
+    from lake_platform.query.snapshot import load_snapshot
+    from lake_platform_tests.flight.conftest import ALICE
+
+    engine, catalog = watched_engine_over_an_index(small_lake)
     before = cache_counts(None)
     view = load_snapshot(catalog.store).project("p")
     for k in (3, 5, 7, 7):  # a prepared key lookup bound per key: one planned, three answered from it
@@ -283,14 +291,9 @@ def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
 def test_lookup_scanner_counters_count_made_and_reused_scanners(
     small_lake: tuple[LakeSettings, Catalog],
 ) -> None:
-    from lake_platform.query.engine import QueryEngine
-    from lake_platform.query.limits import QueryLimits
     from lake_platform.query.snapshot import load_snapshot
 
-    settings, catalog = small_lake
-    catalog.indexes.create_index("p.w.ns.t", "id", "btree")
-    engine = QueryEngine(settings, QueryLimits())
-    WATCHED.watch_engine(engine, engine.spill_dir, 1)
+    engine, catalog = watched_engine_over_an_index(small_lake)
 
     def counts() -> dict[str, float]:
         return {s.name: s.value for f in WATCHED.collect() for s in f.samples if "lookup_scanners" in s.name}
