@@ -26,6 +26,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.schemas import Schemas
+from lake_platform.catalog.transaction_unacquired import SMALL_APPEND_BATCHES, free_lease
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -41,7 +42,6 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
     CommitMarker,
-    LeaseRecord,
     TableRecord,
     VersionRecord,
     decode,
@@ -57,10 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: An append of at most ``LakeSettings.small_append_bytes`` in at most this many batches may be
-#: written under an unacquired lease (``_append_unacquired``): it is read ahead and kept in
-#: memory, and written a second time if the unacquired lease is refused.
-SMALL_APPEND_BATCHES = 16
 #: Tables whose last landed version a catalog remembers (a name and two values each).
 _WRITTEN_TABLES = 4096
 
@@ -278,9 +274,10 @@ class Tables:
         from lake_platform.catalog.arrow_io import StreamCounter
 
         lease_item, version_item, above_item = ahead_items
-        held = decode(LeaseRecord, lease_item.value, lease_item.key) if lease_item is not None else None
-        if held is None or not held.released or version_item is None or above_item is not None:
+        held = free_lease(lease_item, version_item, above_item)
+        if held is None:
             return None
+        assert lease_item is not None and version_item is not None
         base = decode(VersionRecord, version_item.value, version_item.key)
         if base.version != record.current_version:
             return None  # the table moved on since this process wrote it
