@@ -185,6 +185,12 @@ class DynamoMetaStore(MetaStore):
         return layout
 
     @property
+    def client(self) -> Any:
+        """The store's botocore DynamoDB client: for the table's own administration (create,
+        delete, the layout migration's raw scans and batch writes), not for records."""
+        return self._client
+
+    @property
     def events(self) -> BaseEventHooks:
         """The event system of the store's botocore client (its ``meta.events``): hooks on each
         call it makes (tracing; tests losing a response or throttling a request)."""

@@ -25,7 +25,7 @@ def init_table(url: str, settings: LakeSettings) -> None:
 def create_table(store: DynamoMetaStore) -> None:
     """Create the store's table (PAY_PER_REQUEST) and wait until ACTIVE; an existing table is
     fine if its key schema is ours."""
-    client, table = store._client, store.table
+    client, table = store.client, store.table
     created = False
     try:
         client.create_table(
@@ -67,7 +67,7 @@ def create_table(store: DynamoMetaStore) -> None:
 
 def delete_table(store: DynamoMetaStore) -> None:
     """Drop the store's table (tests, teardown). Missing is fine."""
-    client, table = store._client, store.table
+    client, table = store.client, store.table
     try:
         client.delete_table(TableName=table)
         client.get_waiter("table_not_exists").wait(
@@ -82,6 +82,6 @@ def delete_table(store: DynamoMetaStore) -> None:
 
 def _empty(store: DynamoMetaStore) -> bool:
     resp = retried_read(
-        lambda: store._client.scan(TableName=store.table, Limit=1, ConsistentRead=True), store.table
+        lambda: store.client.scan(TableName=store.table, Limit=1, ConsistentRead=True), store.table
     )
     return not resp.get("Items") and "LastEvaluatedKey" not in resp

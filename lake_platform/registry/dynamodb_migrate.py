@@ -74,7 +74,7 @@ def _items(store: DynamoMetaStore, *, at_layout2: bool) -> Iterator[dict[str, An
     """Raw items that sit at their layout-1 (or layout-2) home, for keys whose home moves."""
     params: dict[str, Any] = {"TableName": store.table, "ConsistentRead": True}
     while True:
-        resp = _call(store, lambda: store._client.scan(**params))
+        resp = _call(store, lambda: store.client.scan(**params))
         for raw in resp.get("Items", []):
             p, k = raw["p"]["S"], raw["k"]["S"]
             if p == LAYOUT_P or partition_of(k) == partition_v1(k):
@@ -106,7 +106,7 @@ def _batch_write(store: DynamoMetaStore, requests: Iterable[dict[str, Any]]) -> 
     for chunk in _chunks(requests, _BATCH):
         pending = {store.table: chunk}
         for _ in range(_BATCH_ATTEMPTS):
-            resp = _call(store, lambda p=pending: store._client.batch_write_item(RequestItems=p))
+            resp = _call(store, lambda p=pending: store.client.batch_write_item(RequestItems=p))
             pending = resp.get("UnprocessedItems") or {}
             if not pending:
                 break

@@ -67,8 +67,8 @@ T = TypeVar("T")
 _PAGE = 500
 #: Ops one multi-row statement covers (two parameters each, below SQLite's 999 before 3.32).
 _ROWS = 400
-#: Idle connections kept for reuse; more are opened under bursts and closed when returned.
-_POOL = 8
+#: Idle connections kept for reuse by default; more are opened under bursts and closed when returned.
+POOL_SIZE = 8
 
 
 class SqliteMetaStore(MetaStore):
@@ -83,15 +83,18 @@ class SqliteMetaStore(MetaStore):
         busy_timeout_seconds: float = 2.0,
         change_shards: int = DEFAULT_SHARDS,
         on_open: Callable[[sqlite3.Connection], None] | None = None,
+        pool_size: int = POOL_SIZE,
     ) -> None:
         """``on_open``: called with each connection the store opens, once it is set up and before
-        it reads or writes (to trace its statements, say: ``set_trace_callback``)."""
+        it reads or writes (to trace its statements, say: ``set_trace_callback``). ``pool_size``:
+        idle connections kept for reuse."""
         self.path = Path(path)
         # Created 0600 before SQLite opens it: its WAL and shared-memory files take its mode.
         owner_only.touch(self.path)
         self.url = f"sqlite:///{self.path.as_posix()}"
         self._timeout = busy_timeout_seconds
         self._on_open = on_open
+        self.pool_size = pool_size
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self.changes = ChangeWriter(self, change_shards)
@@ -122,7 +125,7 @@ class SqliteMetaStore(MetaStore):
 
     def _give(self, conn: sqlite3.Connection) -> None:
         with self._lock:
-            keep = len(self._idle) < _POOL and not conn.in_transaction
+            keep = len(self._idle) < self.pool_size and not conn.in_transaction
             if keep:
                 self._idle.append(conn)
         if not keep:

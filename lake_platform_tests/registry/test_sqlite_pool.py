@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from lake_platform.registry.sqlite import _POOL, SqliteMetaStore
+from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT, Put
 
 
@@ -27,8 +27,9 @@ def test_short_lived_threads_reuse_pooled_connections(tmp_path: Path) -> None:
 
 
 def test_the_pool_stays_bounded_under_a_burst(tmp_path: Path) -> None:
-    store = SqliteMetaStore(tmp_path / "r.db")
-    barrier = threading.Barrier(3 * _POOL)
+    store = SqliteMetaStore(tmp_path / "r.db", pool_size=3)
+    burst = 3 * store.pool_size
+    barrier = threading.Barrier(burst)
     errors: list[BaseException] = []
 
     def work(i: int) -> None:
@@ -39,14 +40,14 @@ def test_the_pool_stays_bounded_under_a_burst(tmp_path: Path) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(3 * _POOL)]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(burst)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
-    assert store.connections() <= _POOL
-    assert len(list(store.scan_prefix("k/"))) == 3 * _POOL
+    assert store.connections() <= store.pool_size
+    assert len(list(store.scan_prefix("k/"))) == burst
     store.close()
     assert store.connections() == 0
     assert store.get("k/0/x") is not None  # usable after close, as before pooling
