@@ -20,7 +20,8 @@ from lake_platform.catalog.transaction_recovery import clear_above, settle_versi
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.manifests import manifest_mtime, names_not_older
 from lake_platform.engine.staging import canonical_versions, staging_manifests
-from lake_platform.errors import ConcurrentModification, InvalidTableState
+from lake_platform.errors import ConcurrentModification, InvalidTableState, PermissionDenied
+from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode, new_id
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 class Manifests:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
+        # Versions this catalog's registry credentials were refused repointing (they may only
+        # read): every later read would be refused again, so it is tried once.
+        self._refused: BoundedLRU[tuple[str, int], bool] = BoundedLRU(256)
 
     def finalize(self, record: TableRecord, pending: PendingCommit) -> None:
         """Tidy up after the versions this operation landed. The namespace published each
@@ -42,6 +46,8 @@ class Manifests:
         storage = self.ctx.storage(record.location)
         self.ctx.at(f"{pending.operation}:before-finalize")
         for version, _ in pending.landed:
+            if self._refused.peek((record.incarnation, version)):
+                continue
             try:
                 staged = pending.staged.get(version)
                 known = pending.versions.get(version)
@@ -54,6 +60,16 @@ class Manifests:
                         continue
                     known = (decode(VersionRecord, item.value, item.key), item.revision)
                 self.finish_version(record, *known, step=pending.operation)
+            except PermissionDenied as exc:  # expected of a reader's read-only credentials
+                self._refused.put((record.incarnation, version), True)
+                log.warning(
+                    "%s version %s stays registered at its staging manifest: this reader may not "
+                    "write the registry (%s); the next writer or `lake table repair %s` finishes it",
+                    record.name,
+                    version,
+                    exc.message,
+                    record.name,
+                )
             except Exception:  # noqa: BLE001 - the commit stands either way
                 log.warning(
                     "could not finalize manifest of %s version %s", record.name, version, exc_info=True
