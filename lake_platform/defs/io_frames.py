@@ -24,15 +24,66 @@ def as_reader(value: object) -> pa.RecordBatchReader:
     if isinstance(value, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(value.schema, [value])
     module = type(value).__module__.split(".")[0]
-    if module == "pandas":
-        return pa.Table.from_pandas(value, preserve_index=False).to_reader()
-    if module == "polars":
-        frame = value.collect() if hasattr(value, "collect") else value
-        return frame.to_arrow().to_reader()
+    try:
+        if module == "pandas":
+            return pa.Table.from_pandas(value, preserve_index=False).to_reader()
+        if module == "polars":
+            frame = value.collect() if hasattr(value, "collect") else value
+            return frame.to_arrow().to_reader()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        # Arrow's message names the column ("Conversion failed for column id ..."): bad data,
+        # which no retry mends.
+        raise InvalidInput(f"the asset's {module} frame does not convert to Arrow: {exc}") from None
     raise InvalidInput(
         f"the Lake IO manager writes a pyarrow Table or RecordBatchReader, a pandas or a polars "
         f"DataFrame; the asset returned {type(value).__name__}"
     )
+
+
+def conformed(reader: pa.RecordBatchReader, table: pa.Schema) -> pa.RecordBatchReader:
+    """``reader`` with each column whose type differs from ``table``'s only in its offsets' width
+    or layout (``large_string``/``string_view`` for ``string``, ``large_list`` for ``list``, ...)
+    cast to the table's type, batch by batch: pandas and polars frames convert to the large
+    types, and the catalog's schema policy rightly never narrows a type on its own. Other
+    differences are left for that policy to judge. A batch too big for the table's offsets
+    fails the stream (InvalidInput)."""
+    fields, changed = [], False
+    for field in reader.schema:
+        index = table.get_field_index(field.name)
+        wanted = table.field(index).type if index >= 0 else field.type
+        if wanted != field.type and _layout_free(wanted) == _layout_free(field.type):
+            field, changed = field.with_type(wanted), True
+        fields.append(field)
+    if not changed:
+        return reader
+    target = pa.schema(fields, metadata=reader.schema.metadata)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            try:
+                yield batch.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise InvalidInput(f"the output does not fit the table's column types: {exc}") from None
+
+    return pa.RecordBatchReader.from_batches(target, batches())
+
+
+def _layout_free(t: pa.DataType) -> object:
+    """``t`` with its offsets' width and view layout forgotten (strings, binaries, lists, nested)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
+        return ("list", _layout_free(t.value_type))
+    if pa.types.is_struct(t):
+        return ("struct", tuple((f.name, _layout_free(f.type)) for f in t))
+    return t
 
 
 @dataclass

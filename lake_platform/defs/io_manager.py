@@ -40,7 +40,7 @@ from lake_platform.defs.asset_tables import (
     table_metadata,
 )
 from lake_platform.defs.errors import lake_errors
-from lake_platform.defs.io_frames import Tally, annotation_kind, as_kind, as_reader, counted
+from lake_platform.defs.io_frames import Tally, annotation_kind, as_kind, as_reader, conformed, counted
 from lake_platform.defs.io_reads import plan_read, scan_options
 from lake_platform.defs.resources import ACTOR, LakeResource
 from lake_platform.defs.wap import run_branch, write_on_branch
@@ -106,6 +106,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
         mode = str(meta.get("write_mode", self.write_mode))
         plan = plan_write(table, mode, key_columns, partition_column, partitions, data.schema)
         with self.lake.catalog() as catalog:
+            data = conformed(data, table_types(catalog, table))
             if wap:
                 branch = run_branch(context.run_id)
                 written = write_on_branch(catalog, table, branch, data, plan, by)
@@ -156,6 +157,20 @@ def root_run_id(context: dg.OutputContext) -> str:
     except Exception:  # noqa: BLE001 - a context built outside a run has none
         return context.run_id
     return run.root_run_id or context.run_id
+
+
+def table_types(catalog: Catalog, table: str) -> pa.Schema:
+    """The registered schema of ``table`` (empty while the table does not exist yet)."""
+    import pyarrow as pa
+
+    from lake_platform.catalog.arrow_io import schema_from_ipc
+    from lake_platform.naming import TableName
+
+    try:
+        ipc = catalog.reads.head(TableName.parse(table)).schema_ipc
+    except TableNotFound:
+        return pa.schema([])
+    return schema_from_ipc(ipc) if ipc else pa.schema([])
 
 
 def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str | None) -> TableSnapshot:
