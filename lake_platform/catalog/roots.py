@@ -15,6 +15,7 @@ made before the rule (or under wider settings) that break it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,17 +53,38 @@ class Root:
         return "/" + "/".join(self.parts)
 
 
+#: What an S3 bucket and a prefix segment may hold: the object store reading a location as a URL
+#: percent-decodes its path (``%2E%2E`` is ``..``, ``%2F`` a slash), reads a backslash as a
+#: slash and cuts it at ``?`` and ``#``, so anything else could name a place other than the one
+#: compared here.
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]*")
+_S3_SEGMENT = re.compile(r"[A-Za-z0-9._=+,@~!-]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def canonical(root: str) -> Root:
     """The canonical form of a warehouse root; InvalidInput for what is not a folder or
-    ``s3://bucket[/prefix]``, and for any ``..`` segment."""
+    ``s3://bucket[/prefix]``, for any ``..`` segment, for an S3 segment an object store would
+    decode or cut (``_S3_SEGMENT``), and for control characters."""
     if root.startswith(S3):
         bucket, _, prefix = root[len(S3) :].rstrip("/").partition("/")
         parts = tuple(prefix.split("/")) if prefix else ()
         if not bucket or any(p in ("", ".", "..") for p in parts):
             raise InvalidInput(f"invalid storage root {root!r}: expected s3://bucket/prefix without '..'")
+        if not _S3_BUCKET.fullmatch(bucket) or not all(_S3_SEGMENT.fullmatch(p) for p in parts):
+            raise InvalidInput(
+                f"invalid storage root {root!r}: a bucket is lower-case letters, digits, '.' and "
+                "'-'; a prefix's segments letters, digits and ._=+,@~!- (no %, \\, ?, #, space)"
+            )
         return Root("s3", bucket, parts)
     if "://" in root and not root.startswith(FILE):
         raise InvalidInput(f"unsupported storage root {root!r}: use a local folder or s3://bucket/prefix")
+    if _CONTROL.search(root):
+        raise InvalidInput(f"invalid storage root {root!r}: control characters are not allowed")
+    if root.startswith(FILE) and not root.startswith(FILE + "/"):
+        raise InvalidInput(
+            f"invalid storage root {root!r}: a file:// root is an absolute path, file:///folder"
+        )
     path = Path(root.removeprefix(FILE)).expanduser()
     if ".." in path.parts:
         raise InvalidInput(f"storage root {root!r} refused: '..' is not allowed in a warehouse root")

@@ -137,6 +137,39 @@ def test_s3_roots_compare_scheme_and_bucket_exactly(tmp_path: Path) -> None:
         refused(catalog, "s3://lake/tenants", "contains another warehouse's root")
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "x/%2E%2E/a",  # object stores percent-decode a URL's path: this is s3://lake/tenants/a
+        "a%2Fsteal",
+        "x\\..\\a",  # a backslash reads as a slash
+        "a?x=1",  # a query, cut off the path
+        "a#frag",  # a fragment, cut off the path: s3://lake/tenants/a
+        "a b",
+        "c\n",
+    ],
+)
+def test_s3_segments_an_object_store_would_read_otherwise_are_refused(tmp_path: Path, tail: str) -> None:
+    """Compared as written, each of these lay beside warehouse ``p.a``; Lance wrote a table of
+    the one with ``%2E%2E`` (or a backslash, or ``#``) inside ``p.a``'s root."""
+    with open_catalog(tmp_path, warehouse_roots=f"{tmp_path / 'lakes'},s3://lake/tenants") as catalog:
+        catalog.containers.create_warehouse("p.a", root="s3://lake/tenants/a")
+        refused(catalog, f"s3://lake/tenants/{tail}", "invalid storage root")
+        refused(catalog, "s3://Lake%2Fx/tenants/b", "invalid storage root")
+
+
+def test_local_roots_with_control_characters_or_a_host_are_refused(catalog: Catalog, tmp_path: Path) -> None:
+    # Before: accepted into the registry, then every table create failed INTERNAL ("Failed to
+    # parse path") naming the folder.
+    refused(catalog, str(tmp_path / "lakes" / "p" / "e\n"), "invalid storage root")
+    refused(catalog, str(tmp_path / "lakes" / "p" / "e\x7f"), "invalid storage root")
+    # Before: file://host/path was read as the relative path host/path, under the working folder.
+    refused(catalog, f"file://localhost{tmp_path / 'lakes' / 'p' / 'x'}", "invalid storage root")
+    assert catalog.containers.create_warehouse("p.x", root=f"file://{tmp_path / 'lakes' / 'x'}").root == str(
+        tmp_path / "lakes" / "x"
+    )
+
+
 def test_the_default_configuration_creates_the_default_warehouses(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # the default home is the relative .lake
     settings = load_settings()
