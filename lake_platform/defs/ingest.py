@@ -8,6 +8,7 @@ import dagster as dg
 from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, InboxResource, LakeResource
+from lake_platform.errors import InvalidInput
 
 
 class InboxFileConfig(dg.Config):
@@ -38,6 +39,8 @@ def ingested(
     table = context.partition_key
     if not config.files:
         return dg.MaterializeResult(metadata={"table": table, "status": "nothing to do", "files": 0})
+    with lake_errors():
+        refuse_repeated(config.files)
     files = [InboxFile(f.key, f.size, f.mtime_ns, f.etag) for f in config.files]
     with lake_errors(), lake.catalog() as catalog:
         outcome = ingest_batch(catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id)
@@ -58,6 +61,17 @@ def ingested(
             "skipped": dg.MetadataValue.json(outcome.skipped),
         }
     )
+
+
+def refuse_repeated(files: list[InboxFileConfig]) -> None:
+    """A batch names each file once (the sensor never lists one twice; a run launched by hand
+    may): its rows would be streamed twice into the commit, so it is refused by name before
+    anything is read."""
+    seen: set[str] = set()
+    for f in files:
+        if f.key in seen:
+            raise InvalidInput(f"{f.key} is listed twice in the batch of files to ingest")
+        seen.add(f.key)
 
 
 @dg.sensor(

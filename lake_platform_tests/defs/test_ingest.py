@@ -318,3 +318,25 @@ def test_a_later_batch_without_an_added_column_lands_with_nulls(instance, lake: 
     data = snap.to_reader().read_all().sort_by("id").to_pydict()
     assert data["extra"][-4:] == [1.5, 2.5, None, None] and data["extra"][0] is None
     assert lake.catalog.reads.history(TABLE)[-1].detail["filled_columns"] == ["extra"]
+
+
+def test_a_batch_naming_one_file_twice_is_refused_by_name_unwritten(instance, lake: Lake) -> None:
+    """A run launched by hand with a file listed twice: refused naming the file, before any read."""
+    lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n100,x\n")
+    (request,) = tick(instance, lake, None).run_requests
+    (listed,) = request.run_config["ops"]["ingested"]["config"]["files"]
+    config = {"ops": {"ingested": {"config": {"files": [listed, listed]}}}}
+    result = dg.materialize(
+        [ingested],
+        partition_key=TABLE,
+        instance=instance,
+        resources=lake.resources,
+        run_config=config,
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert "STEP_UP_FOR_RETRY" not in [e.event_type_value for e in result.all_events]
+    (failure,) = result.get_step_failure_events()
+    assert "InvalidInput (code 13): p/w/ns/t/a.csv is listed twice" in str(failure.event_specific_data.error)
+    assert [e.operation for e in lake.catalog.reads.history(TABLE)] == ["create"]
+    assert (lake.inbox.root / "p/w/ns/t/a.csv").exists()
