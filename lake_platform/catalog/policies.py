@@ -14,7 +14,7 @@ while the object (or a table's namespace) is being dropped, so a drop's copy is 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -224,6 +224,19 @@ def policy_fields(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _check_fields(values: object) -> None:
+    """InvalidInput unless ``values`` maps Policy field names (the record would ignore others,
+    and a record of defaults would be written in their place)."""
+    if not isinstance(values, Mapping):
+        raise InvalidInput(f"policy values must be a mapping of field to value, not {type(values).__name__}")
+    unknown = [k for k in values if k not in KEYS.values()]
+    if unknown:
+        raise InvalidInput(
+            f"unknown policy field {unknown[0]!r}: use one of {', '.join(KEYS.values())} "
+            "(parse_assignments reads `lake policy set` keys)"
+        )
+
+
 def _scope_shape(scope: str) -> None:
     """Validate a dotted scope's shape without any I/O."""
     parts = scope.split(".") if isinstance(scope, str) else []
@@ -253,12 +266,14 @@ class Policies:
         *,
         by: Provenance = UNSTATED,
     ) -> PolicyRecord:
-        """Merge ``values`` into the policy record at ``scope`` (created with defaults if absent)."""
+        """Merge ``values`` (Policy field names: ``parse_assignments`` turns ``lake policy set``
+        keys into them) into the policy record at ``scope`` (created with defaults if absent)."""
         who = self.ctx.who(by.principal)
         owner = self._policy_owner(scope)
         who.require(scope.split(".")[0], "admin", f"set policies on {scope}")
         if not values:
             raise InvalidInput("give at least one key=value")
+        _check_fields(values)
         item = self.ctx.store.get(keys.policy(scope))
         current = decode(PolicyRecord, item.value, item.key).policy if item else Policy()
         merged = build_policy({**current.model_dump(exclude={"record_version"}), **values})

@@ -198,3 +198,26 @@ def test_a_maintenance_interval_below_its_floor_is_refused_and_changes_nothing(
     with pytest.raises(InvalidPolicyValue):
         lake.catalog.policies.set_policy("p.w", {KEYS[key]: float("inf")})
     assert (state(lake), list(lake.catalog.store.scan_prefix("pol/"))) == before
+
+
+@pytest.mark.parametrize(
+    "values, named",
+    [
+        ({"trash_grace": "0s"}, "trash_grace"),  # a `lake policy set` key, not a Policy field
+        ({"retain_versions": 3, "nope": 1}, "nope"),
+        ([("retain_versions", 3)], "mapping"),
+    ],
+)
+def test_set_policy_refuses_what_is_not_a_policy_field_and_writes_nothing(
+    lake: Lake, values: Any, named: str
+) -> None:
+    """Before, unknown keys were dropped silently: a record of platform defaults was written at
+    the table (winning whole over its namespace's record) and logged; a list failed TypeError."""
+    c = lake.catalog
+    c.tables.create_table(T, rows([1]))
+    c.policies.set_policy("p.w.ns", {"retain_versions": 2})
+    before = state(lake)
+    with pytest.raises(InvalidInput, match=named):
+        c.policies.set_policy(T, values)
+    assert state(lake) == before
+    assert c.policies.effective_policy(T).source == "p.w.ns"
