@@ -8,7 +8,8 @@ from typing import Any
 
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, Unsupported
-from lake_platform.naming import TableName
+from lake_platform.naming import TableName, check_segment
+from lake_platform.rest import ids
 from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 
@@ -19,11 +20,15 @@ def rename_table(request: RestRequest) -> Any:
     new_table = request.body.get("new_table_name")
     if not isinstance(new_table, str) or not new_table:
         raise InvalidInput("new_table_name is required")
+    # Each part is checked as one segment before the name is joined: a dot (the catalog's own
+    # separator) in one would otherwise name another namespace than the request did.
+    check_segment(new_table, "new_table_name")
     namespace = request.body.get("new_namespace_id")
     if namespace is None:
         namespace = tname.parts[:-1]
     if not isinstance(namespace, list) or not all(isinstance(s, str) for s in namespace):
         raise InvalidInput("new_namespace_id must be a namespace id (a list of names)")
+    namespace = ids.check_body_id(namespace, request.service.delimiter(request.query))
     target = TableName.from_parts([*namespace, new_table])
     result = request.service.catalog.renames.rename_table(
         str(tname), str(target), by=Provenance(principal=request.principal)

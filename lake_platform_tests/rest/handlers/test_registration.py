@@ -85,6 +85,22 @@ def test_refusals_change_nothing(events: RestLake) -> None:
     assert registered(events) == before
 
 
+def test_a_dotted_name_is_refused_not_read_as_another_namespace(events: RestLake) -> None:
+    """A dot is the catalog's own separator: ``other.moved`` as the new name, or ``w.other`` as a
+    namespace segment, would land the table in namespace ``p.w.other`` the request never named."""
+    before = registered(events)
+    path = f"/v1/table/{TP}/rename"
+    for body in [
+        {"new_table_name": "other.moved"},
+        {"new_table_name": "moved", "new_namespace_id": ["p", "w.other"]},
+        {"new_table_name": "moved", "new_namespace_id": ["p", "w", ""]},
+    ]:
+        resp = events.post(path, body, who="admin")
+        assert problem(resp) == (400, 13), body
+        assert "invalid" in resp.json()["detail"], resp.json()
+    assert registered(events) == before
+
+
 def written(path: Path, ids: list[int]) -> str:
     lance.write_dataset(rows(ids[:1]), str(path), mode="create")
     if ids[1:]:
