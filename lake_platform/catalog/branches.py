@@ -102,7 +102,7 @@ class Branches:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        if version is not None and not keys.valid_version(version):
             raise InvalidInput(f"invalid version {version!r}")
         rec, _ = self.branch(tname, branch)
         target = version or rec.current_version
@@ -226,9 +226,7 @@ class Branches:
         check_segment(branch, "branch name")
         if branch == MAIN:
             raise InvalidInput("'main' names the table's own line; choose another branch name")
-        if from_version is not None and (
-            isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 1
-        ):
+        if from_version is not None and not keys.valid_version(from_version):
             raise InvalidInput(f"invalid version {from_version!r}")
         if from_tag is not None:
             check_segment(from_tag, "tag name")

@@ -66,7 +66,7 @@ class Reads:
         tname = TableName.parse(name)
         self.ctx.readable(who, tname)
         record, _ = self.ctx.table(tname)
-        if version is not None and (not isinstance(version, int) or version < 1):
+        if version is not None and not keys.valid_version(version):
             raise InvalidInput(f"invalid version {version!r}")
         record, known = self._as_read(record, version or record.current_version, current=version is None)
         return self.snapshot(tname, record, version or record.current_version, known=known)

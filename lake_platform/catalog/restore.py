@@ -24,6 +24,7 @@ from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, TableVersionNotFound
 from lake_platform.naming import TableName
+from lake_platform.registry import keys
 
 if TYPE_CHECKING:
     from lake_platform.catalog.lease import Lease
@@ -51,8 +52,8 @@ def restore_request(
     version, the table's parent, the write role; InvalidInput or AccessDenied otherwise."""
     who = ctx.who(by.principal)
     tname = TableName.parse(name)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise InvalidInput(f"version must be a positive integer, got {version!r}")
+    if not keys.valid_version(version):
+        raise InvalidInput(f"version must be a positive integer below 2**63, got {version!r}")
     ctx.require_parent(tname)
     what = f"restore {tname}" if branch is None else f"restore branch {branch} of {tname}"
     who.require(tname.project, "write", what)

@@ -73,7 +73,7 @@ class Tags:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        if version is not None and not keys.valid_version(version):
             raise InvalidInput(f"invalid version {version!r}")
         who.require(tname.project, "write", f"tag {tname}")
         if branch is not None:

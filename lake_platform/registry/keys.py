@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lake_platform.errors import InvalidInput
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 
 
@@ -42,7 +43,19 @@ def branches_of(name: TableName) -> str:
     return f"brn/{name.project}/{name.warehouse}/{'.'.join(name.namespace)}/{name.table}/"
 
 
+#: The highest table version: Lance's are u64, but read as i64 on its way (2**63 wraps round to
+#: a negative number), and a version key holds 20 digits.
+MAX_VERSION = 2**63 - 1
+
+
+def valid_version(value: object) -> bool:
+    """Whether ``value`` can be a table version a caller asks for: an int in 1..MAX_VERSION."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_VERSION
+
+
 def version(incarnation: str, number: int) -> str:
+    if not 0 <= number <= MAX_VERSION:
+        raise InvalidInput(f"invalid version {number!r}")
     return f"ver/{incarnation}/{number:020d}"
 
 

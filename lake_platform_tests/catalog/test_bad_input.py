@@ -187,6 +187,25 @@ def test_unknown_version_and_bad_arguments(seeded: Lake) -> None:
         seeded.catalog.containers.create_warehouse("p.w2", root="ftp://somewhere/x")
 
 
+@pytest.mark.parametrize("version", [2**63, 2**70])
+def test_a_version_beyond_int64_is_invalid_input(seeded: Lake, version: int) -> None:
+    """Versions are Lance's u64 and registry keys hold 20 digits: before, open_table took 2**70
+    to Lance and answered INTERNAL ("int too big to convert"); a tag asked for it read a key
+    of 22 digits."""
+    c = seeded.catalog
+    c.branches.create_branch(T, "dev")
+    before = state(seeded)
+    for call in (
+        lambda: c.reads.open_table(T, version),
+        lambda: c.tags.create_tag(T, "x", version),
+        lambda: c.branches.open_branch(T, "dev", version),
+        lambda: c.restores.restore_table(T, version),
+    ):
+        with pytest.raises(InvalidInput, match="version"):
+            call()
+    assert state(seeded) == before
+
+
 def test_create_with_bad_schema_leaves_nothing(lake: Lake) -> None:
     before = state(lake)
     dup = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"]).to_reader()
