@@ -15,7 +15,7 @@ import click
 
 from lake_platform import __version__
 from lake_platform.engine.panics import is_panic
-from lake_platform.errors import ErrorCode, Internal, LakeError
+from lake_platform.errors import ErrorCode, Internal, InvalidInput, LakeError, ServiceUnavailable
 from lake_platform.observability.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -100,13 +100,14 @@ def handles_errors(fn: F) -> F:
             raise
         except click.ClickException:
             raise
+        except (ConnectionError, TimeoutError) as exc:
+            fail(ServiceUnavailable(f"{exc}"))
+        except OSError as exc:
+            # A path the command line or a setting named (LAKE_HOME on a read-only disk, an
+            # --output under /proc): the user's to fix, so they learn which one and why.
+            fail(path_error(exc))
         except Exception as exc:  # noqa: BLE001 - never a traceback to the user
-            log.debug("unexpected error", exc_info=True)
-            fail(
-                Internal(
-                    f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details"
-                )
-            )
+            fail(_unexpected(exc))
         except BaseException as exc:  # a Lance panic read outside the engine (``lake sql``'s rows)
             if not is_panic(exc):
                 raise
@@ -114,6 +115,21 @@ def handles_errors(fn: F) -> F:
             fail(Internal(f"Lance panicked: {exc}"))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _unexpected(exc: Exception) -> Internal:
+    log.debug("unexpected error", exc_info=exc)
+    return Internal(f"unexpected error ({type(exc).__name__}); rerun with LAKE_LOG_LEVEL=DEBUG for details")
+
+
+def path_error(exc: OSError) -> InvalidInput:
+    """``cannot use PATH: why`` (or the error's own text, which names the path in pyarrow's),
+    with where LAKE_HOME is: most paths the platform writes are under it."""
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(State) if ctx else None
+    home = f" (LAKE_HOME is {state.settings.home})" if state is not None else ""
+    why = f"cannot use {exc.filename}: {exc.strerror}" if exc.filename is not None else str(exc)
+    return InvalidInput(f"{why}{home}")
 
 
 def fail(exc: LakeError) -> None:
@@ -137,6 +153,18 @@ class JsonAnywhere(click.Group):
         if "--json" in head:
             args = ["--json", *(a for a in head if a != "--json"), *tail]
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Under ``--json`` a bad command line (a missing argument, an unknown command, a value
+        out of range) is a JSON error on stdout like any other, not click's usage text."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            state = ctx.find_object(State)
+            if state is None or not state.as_json:
+                raise
+            where = exc.ctx.command_path if exc.ctx is not None else "lake"
+            fail(InvalidInput(f"{where}: {exc.format_message()}"))
 
 
 @click.group(cls=JsonAnywhere)

@@ -181,3 +181,50 @@ def test_a_lance_panic_is_a_typed_error_not_a_traceback(tmp_path: Path) -> None:
     result = CliRunner().invoke(panics, [])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.startswith("error [18 INTERNAL]: Lance panicked: ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["table", "create", "p.w.ns.t9"],  # a missing option
+        ["table", "nope"],  # an unknown command
+        ["log", "--limit", "0"],  # a value out of range
+        ["project", "list", "extra"],  # an extra argument
+    ],
+)
+def test_usage_errors_under_json_are_json(lake: CliRunner, args: list[str]) -> None:
+    """A script reading --json output gets a JSON error for a bad command line too, not click's
+    usage text (and nothing on stdout)."""
+    result = lake.invoke(cli, ["--json", *args])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == 13 and error["error"] == "InvalidInput" and error["message"]
+    plain = lake.invoke(cli, args)  # without --json: click's usage text, as before
+    assert plain.exit_code == 2 and "Usage: " in plain.stderr and not plain.stdout
+
+
+def test_a_home_that_cannot_be_created_is_a_typed_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    monkeypatch.setenv("LAKE_HOME", str(blocker / "home"))
+    result = CliRunner().invoke(cli, ["--json", "project", "create", "p"])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == 13 and str(blocker) in error["message"] and "LAKE_HOME" in error["message"]
+    assert not (blocker / "home").exists()
+
+
+def test_a_connection_refused_is_unavailable_not_a_bad_path() -> None:
+    """An OSError without a path of the user's (a server that refused the connection) is
+    SERVICE_UNAVAILABLE, not a path to fix."""
+
+    @click.command()
+    @handles_errors
+    def connects() -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    result = CliRunner().invoke(connects, [])
+    assert result.exit_code == 1
+    assert result.output == "error [17 SERVICE_UNAVAILABLE]: [Errno 111] Connection refused\n"
