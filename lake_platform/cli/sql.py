@@ -135,12 +135,16 @@ def write_file(batches: Iterator[pa.RecordBatch], schema: pa.Schema, path: Path,
     partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     rows = 0
     try:
-        if fmt == "parquet":
-            writer: Any = pq.ParquetWriter(partial, schema)
-        elif fmt == "csv":
-            writer = pcsv.CSVWriter(partial, schema)
-        else:
-            writer = pa.ipc.new_file(partial, schema)
+        try:
+            if fmt == "parquet":
+                writer: Any = pq.ParquetWriter(partial, schema)
+            elif fmt == "csv":
+                writer = pcsv.CSVWriter(partial, schema)
+            else:
+                writer = pa.ipc.new_file(partial, schema)
+        except OSError as exc:  # pyarrow's error names the temporary file, not the one asked for
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise InvalidInput(f"--output {path}: cannot write there ({why})") from None
         with writer:
             for batch in batches:
                 writer.write_batch(batch)

@@ -165,6 +165,8 @@ def test_admin_picks_the_project(running: Running) -> None:
         (["--project", "zz"], "--project zz: no such project"),
         (["--project", "p", "--output", "out.txt"], "the extension must be one of"),
         (["--project", "p", "--output", "missing/out.csv"], "does not exist"),
+        # A folder no file can be made in: the file asked for and why, not INTERNAL.
+        (["--project", "p", "--output", "/proc/out.csv"], "/proc/out.csv: cannot write there (No such file"),
     ],
 )
 def test_bad_input_is_a_typed_error(
