@@ -21,6 +21,8 @@ from lake_platform.naming import TableName
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lake_platform.defs.partition_rows import PartitionRows
+
 #: Metadata keys the IO manager records on each materialization (and the observations carry):
 #: the input side pins its read to ``VERSION``.
 TABLE = "lake/table"
@@ -98,55 +100,19 @@ class Written:
 
 
 def plan_write(
-    table: str,
-    mode: str,
-    key_columns: Sequence[str],
-    partition_column: str | None,
-    partitions: Sequence[str],
-    schema: pa.Schema,
+    table: str, mode: str, key_columns: Sequence[str], partitions: PartitionRows | None, schema: pa.Schema
 ) -> WritePlan:
     """The plan for an output of ``schema``: a partitioned output replaces exactly its
-    partitions, whatever the mode; else the mode, checked."""
+    partitions' rows, whatever the mode; else the mode, checked."""
     if mode not in WRITE_MODES:
         raise InvalidInput(f"write_mode is one of {', '.join(WRITE_MODES)}, not {mode!r}")
-    if partition_column is not None and partitions:
-        return WritePlan("replace", predicate=partition_predicate(partition_column, partitions, schema))
+    if partitions is not None:
+        return WritePlan("replace", predicate=partitions.predicate(schema))
     if mode == "merge":
         if not key_columns:
             raise InvalidInput(f"write_mode merge of {table} needs key_columns in the asset's metadata")
         return WritePlan("merge", key_columns=tuple(key_columns))
     return WritePlan(mode)
-
-
-def literal(value: str, column_type: pa.DataType) -> str:
-    """A partition key as a SQL literal of the partition column's type (Lance's filter parser
-    does not cast a string to a date or a number by itself)."""
-    import pyarrow as pa
-
-    quoted = "'" + value.replace("'", "''") + "'"
-    if pa.types.is_string(column_type) or pa.types.is_large_string(column_type):
-        return quoted
-    if pa.types.is_date(column_type):
-        return f"date {quoted}"
-    if pa.types.is_timestamp(column_type):
-        return f"timestamp {quoted}"
-    if pa.types.is_integer(column_type):
-        return str(int(value))
-    raise InvalidInput(
-        f"a partition column is a string, date, timestamp or integer column, not {column_type}"
-    )
-
-
-def partition_predicate(column: str, keys: Sequence[str], schema: pa.Schema) -> str:
-    """``column IN (...)``: the rows of the partitions ``keys``."""
-    if column not in schema.names:
-        raise InvalidInput(f"the partition column {column!r} is not a column of the data")
-    column_type = schema.field(column).type
-    return f"{quote_name(column)} IN ({', '.join(literal(k, column_type) for k in keys)})"
-
-
-def quote_name(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:

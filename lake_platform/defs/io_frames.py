@@ -5,13 +5,16 @@ pandas never needs them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lake_platform.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from lake_platform.defs.partition_rows import PartitionRows
 
 
 def as_reader(value: object) -> pa.RecordBatchReader:
@@ -95,28 +98,20 @@ class Tally:
 
 
 def counted(
-    reader: pa.RecordBatchReader,
-    tally: Tally,
-    partition_column: str | None = None,
-    partitions: Sequence[str] = (),
+    reader: pa.RecordBatchReader, tally: Tally, partitions: PartitionRows | None = None
 ) -> pa.RecordBatchReader:
-    """``reader`` counted into ``tally``; with a partition column, a batch holding a row of
-    another partition than ``partitions`` fails the stream (InvalidInput) before its rows are
-    written: a partition's replacement must not touch another partition's rows."""
-    import pyarrow.compute as pc
-
-    allowed = pa.array(list(partitions), pa.string()) if partition_column else None
+    """``reader`` counted into ``tally``; with ``partitions``, a batch holding a row of another
+    partition fails the stream (InvalidInput) before its rows are written: a partition's
+    replacement must not touch another partition's rows."""
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
-            if allowed is not None and batch.num_rows:
-                values = pc.cast(batch.column(partition_column), pa.string())
-                stray = pc.invert(pc.fill_null(pc.is_in(values, value_set=allowed), False))
-                if pc.any(stray).as_py():
-                    bad = values.filter(stray)[0].as_py()
+            if partitions is not None and batch.num_rows:
+                bad = partitions.stray(batch.column(partitions.column))
+                if bad is not None:
                     raise InvalidInput(
-                        f"a row's {partition_column} is {bad!r}, outside the partitions written "
-                        f"({', '.join(partitions)})"
+                        f"a row's {partitions.column} is {str(bad)!r}, outside the partitions "
+                        f"written ({partitions.describe()})"
                     )
             tally.rows += batch.num_rows
             tally.bytes += batch.nbytes

@@ -42,6 +42,7 @@ from lake_platform.defs.asset_tables import (
 from lake_platform.defs.errors import lake_errors
 from lake_platform.defs.io_frames import Tally, annotation_kind, as_kind, as_reader, conformed, counted
 from lake_platform.defs.io_reads import plan_read, scan_options
+from lake_platform.defs.partition_rows import context_rows
 from lake_platform.defs.resources import ACTOR, LakeResource
 from lake_platform.defs.wap import run_branch, write_on_branch
 from lake_platform.errors import InvalidInput, TableAlreadyExists, TableBranchNotFound, TableNotFound
@@ -85,8 +86,8 @@ class LakeIOManager(dg.ConfigurableIOManager):
         table = table_for_key(context.asset_key, self.key_map())
         meta = context.definition_metadata or {}
         partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
-        partition_column = str(meta["partition_expr"]) if partitions and meta.get("partition_expr") else None
-        if partitions and partition_column is None:
+        rows = context_rows(context, meta.get("partition_expr"))
+        if partitions and rows is None:
             raise InvalidInput(
                 f"partitioned asset {context.asset_key.to_user_string()} names its partition column "
                 "in its metadata (partition_expr) to be written by the Lake IO manager"
@@ -101,10 +102,10 @@ class LakeIOManager(dg.ConfigurableIOManager):
             commit_id=step_commit_id(lineage, context.step_key, context.asset_key, partitions),
         )
         tally = Tally()
-        data = counted(as_reader(obj), tally, partition_column, partitions)
+        data = counted(as_reader(obj), tally, rows)
         key_columns = [str(c) for c in meta.get("key_columns") or []]
         mode = str(meta.get("write_mode", self.write_mode))
-        plan = plan_write(table, mode, key_columns, partition_column, partitions, data.schema)
+        plan = plan_write(table, mode, key_columns, rows, data.schema)
         with self.lake.catalog() as catalog:
             data = conformed(data, table_types(catalog, table))
             if wap:
@@ -117,7 +118,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
         if wap:
             metadata[BRANCH] = branch
-        if partition_column and len(partitions) == 1:  # a range's events would each claim all its rows
+        if rows is not None and len(partitions) == 1:  # a range's events would each claim all its rows
             metadata["dagster/partition_row_count"] = dg.MetadataValue.int(tally.rows)
         context.log.info(
             "%s: %s at version %s%s",
@@ -138,8 +139,9 @@ class LakeIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> object:
-        table = table_for_key(context.asset_key, self.key_map())
-        plan = plan_read(context, table)
+        with lake_errors():
+            table = table_for_key(context.asset_key, self.key_map())
+            plan = plan_read(context, table)
         kind = annotation_kind(context.dagster_type.typing_type)
         with lake_errors(), self.lake.catalog() as catalog:
             snapshot = open_pinned(catalog, table, plan.version, plan.branch)

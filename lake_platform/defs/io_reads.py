@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from lake_platform.defs.asset_tables import BRANCH, VERSION, partition_predicate
+from lake_platform.defs.asset_tables import BRANCH, VERSION
+from lake_platform.defs.partition_rows import PartitionRows, context_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,7 +41,7 @@ class ReadPlan:
     version: int | None  # None: nothing recorded, read the registered current version
     branch: str | None  # the branch the version is on (main once it was published)
     columns: list[str] | None
-    partition_column: str | None
+    rows: PartitionRows | None  # the upstream partitions the input reads, by its partition_expr
     partitions: list[str]
 
 
@@ -50,7 +51,6 @@ def plan_read(context: dg.InputContext, table: str) -> ReadPlan:
     upstream partition keys)."""
     partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
     upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else {}
-    partition_column = upstream_meta.get("partition_expr") if partitions else None
     columns = (context.definition_metadata or {}).get("columns")
     pin = recorded_version(context.instance, context.asset_key, partitions, _run_id(context))
     return ReadPlan(
@@ -58,7 +58,7 @@ def plan_read(context: dg.InputContext, table: str) -> ReadPlan:
         version=pin.version if pin else None,
         branch=pin.branch if pin else None,
         columns=list(columns) if columns else None,
-        partition_column=str(partition_column) if partition_column else None,
+        rows=context_rows(context, upstream_meta.get("partition_expr")),
         partitions=partitions,
     )
 
@@ -112,6 +112,6 @@ def scan_options(plan: ReadPlan, schema: pa.Schema) -> dict[str, object]:
     options: dict[str, object] = {}
     if plan.columns:
         options["columns"] = plan.columns
-    if plan.partition_column and plan.partitions:
-        options["filter"] = partition_predicate(plan.partition_column, plan.partitions, schema)
+    if plan.rows is not None:
+        options["filter"] = plan.rows.predicate(schema)
     return options

@@ -1,12 +1,10 @@
-"""Asset keys and table names, commit ids and partition predicates."""
+"""Asset keys and table names, and commit ids (partition predicates: test_partition_rows)."""
 
 import dagster as dg
-import pyarrow as pa
 import pytest
 
 from lake_platform.defs.asset_tables import (
     key_for_table,
-    partition_predicate,
     step_commit_id,
     table_for_key,
 )
@@ -39,12 +37,3 @@ def test_commit_ids_are_the_same_for_a_step_run_again_only() -> None:
     assert first == step_commit_id("run-1", "sales__orders", key, ["2024-01-01", "2024-01-02"])
     assert first != step_commit_id("run-2", "sales__orders", key, ["2024-01-01", "2024-01-02"])
     assert first != step_commit_id("run-1", "sales__orders", key, ["2024-01-01"])
-
-
-def test_partition_predicates_are_typed_literals() -> None:
-    schema = pa.schema([("day", pa.date32()), ("region", pa.string()), ("n", pa.int32())])
-    assert partition_predicate("day", ["2024-01-01"], schema) == "`day` IN (date '2024-01-01')"
-    assert partition_predicate("region", ["o'hare", "x"], schema) == "`region` IN ('o''hare', 'x')"
-    assert partition_predicate("n", ["7"], schema) == "`n` IN (7)"
-    with pytest.raises(InvalidInput):
-        partition_predicate("missing", ["x"], schema)
