@@ -16,7 +16,7 @@ import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, TableAlreadyExists
-from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.handlers.common import mode_of, scoped
 from lake_platform.rest.idempotency import commit_once
 from lake_platform.rest.request import Reply, RestRequest
 
@@ -37,9 +37,7 @@ def arrow_reader(request: RestRequest) -> pa.RecordBatchReader:
 def create_table(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
-    mode = str(request.body.get("mode") or "create").lower()
-    if mode not in ("create", "exist_ok", "overwrite"):
-        raise InvalidInput(f"mode must be create, exist_ok or overwrite, got {mode!r}")
+    mode = mode_of(request.body, "mode", ("create", "exist_ok", "overwrite"), "create")
     reader = arrow_reader(request)
     catalog = request.service.catalog
 
@@ -70,9 +68,7 @@ def insert_into_table(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
     branch = branches.branch_of(request)
-    mode = str(request.body.get("mode") or "append").lower()
-    if mode not in ("append", "overwrite"):
-        raise InvalidInput(f"mode must be append or overwrite, got {mode!r}")
+    mode = mode_of(request.body, "mode", ("append", "overwrite"), "append")
     reader = arrow_reader(request)
     catalog = request.service.catalog
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import lance_namespace.errors as ns_errors
+
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import PermissionDenied
-from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
+from lake_platform.errors import NamespaceNotFound, PermissionDenied, Unsupported
+from lake_platform.rest.handlers.common import lake_namespace, mode_of, page, page_read, scoped, to_json
 from lake_platform.rest.request import RestRequest
 
 
@@ -39,15 +41,37 @@ def describe_namespace(request: RestRequest) -> Any:
 
 
 def create_namespace(request: RestRequest) -> Any:
+    """``mode`` ExistOk answers an existing namespace as created (once the caller may create it:
+    the catalog checks permission before existence); Overwrite would drop what the namespace
+    holds, so it is refused rather than done or ignored."""
+    mode = mode_of(request.body, "mode", ("create", "exist_ok", "overwrite"), "create")
     if len(request.ids) == 1 and request.principal.project != "*":
         raise PermissionDenied("projects are created by an operator (POST /v1/projects as the local admin)")
     scoped(request, table=False)
-    return to_json(lake_namespace(request).create_namespace(_body(request)))
+    try:
+        return to_json(lake_namespace(request).create_namespace(_body(request)))
+    except ns_errors.NamespaceAlreadyExistsError:
+        if mode == "exist_ok":
+            return to_json(lake_namespace(request).describe_namespace(_body(request)))
+        if mode == "overwrite":
+            raise Unsupported(
+                "CreateNamespace mode overwrite: drop the namespace (to the trash) first, then create it"
+            ) from None
+        raise
 
 
 def drop_namespace(request: RestRequest) -> Any:
-    scoped(request, table=False)
-    return to_json(lake_namespace(request).drop_namespace(_body(request)))
+    """``behavior`` Restrict (default) or Cascade; ``mode`` Skip answers a namespace that does
+    not exist (or is another tenant's) as dropped, Fail (default) with NamespaceNotFound."""
+    mode = mode_of(request.body, "mode", ("fail", "skip"), "fail")
+    behavior = mode_of(request.body, "behavior", ("restrict", "cascade"), "restrict")
+    try:
+        scoped(request, table=False)
+        return to_json(lake_namespace(request).drop_namespace({**_body(request), "behavior": behavior}))
+    except (NamespaceNotFound, ns_errors.NamespaceNotFoundError):
+        if mode == "skip":
+            return {}
+        raise
 
 
 def namespace_exists(request: RestRequest) -> Any:

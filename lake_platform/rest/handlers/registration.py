@@ -10,7 +10,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName, check_segment
 from lake_platform.rest import ids
-from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.handlers.common import mode_of, scoped
 from lake_platform.rest.request import RestRequest
 
 
@@ -39,11 +39,8 @@ def rename_table(request: RestRequest) -> Any:
 def register_table(request: RestRequest) -> Any:
     scoped(request, table=True)
     tname = request.table_name()
-    mode = str(request.body.get("mode") or "create").lower()
-    if mode == "overwrite":
+    if mode_of(request.body, "mode", ("create", "overwrite"), "create") == "overwrite":
         raise Unsupported("register mode overwrite: drop the table (to the trash) first, then register")
-    if mode != "create":
-        raise InvalidInput(f"mode must be create or overwrite, got {mode!r}")
     location = request.body.get("location")
     if not isinstance(location, str) or not location:
         raise InvalidInput("location is required")

@@ -96,3 +96,21 @@ def test_refusals_change_nothing(events: RestLake) -> None:
         rest_namespace(events.url, events.tokens["reader"]).update_table(
             UpdateTableRequest(id=T, updates=[["tag", "'a'"]])
         )
+
+
+def test_modes_are_read_in_either_case_the_spec_allows(events: RestLake) -> None:
+    """The spec's modes are case insensitive, PascalCase or snake_case: ``ExistOk`` keeps the
+    table as ``exist_ok`` does, ``Append`` appends; an unknown mode is 400 naming the valid ones."""
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    create = f"/v1/table/{TP}/create"
+    for mode in ("ExistOk", "EXIST_OK", "exist_ok"):
+        kept = events.post(create, None, params={"mode": mode}, data=ipc(rows([9])), headers=arrow)
+        assert kept.status_code == 200 and kept.json()["version"] == 1, (mode, kept.text)
+    appended = events.post(
+        f"/v1/table/{TP}/insert", None, params={"mode": "Append"}, data=ipc(rows([4])), headers=arrow
+    )
+    assert appended.status_code == 200 and appended.json()["version"] == 2, appended.text
+    before = (version(events), content(events))
+    refused = events.post(create, None, params={"mode": "exists"}, data=ipc(rows([9])), headers=arrow)
+    assert problem(refused) == (400, 13) and "exist_ok" in refused.json()["detail"]
+    assert (version(events), content(events)) == before
