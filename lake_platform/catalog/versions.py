@@ -8,7 +8,7 @@ a removal shares with a branch's (its log entry, the registry step, the pinned w
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from lake_platform.catalog import root_cleanup
@@ -264,7 +264,13 @@ class Versions:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "admin", f"delete versions of {tname}")
+        if isinstance(wanted, (str, bytes)) or not isinstance(wanted, Iterable):
+            raise InvalidInput(f"versions to delete must be a list of versions, not {type(wanted).__name__}")
         asked = set(wanted)
+        if not all(keys.valid_version(v) for v in asked):
+            raise InvalidInput(
+                f"versions to delete must be positive integers below 2**63: {sorted(map(repr, asked))}"
+            )
         record, _ = self.ctx.table(tname)
         commit_id = new_id()
         with self.ctx.gate.hold(record.incarnation) as lease:

@@ -206,6 +206,15 @@ def test_a_version_beyond_int64_is_invalid_input(seeded: Lake, version: int) -> 
     assert state(seeded) == before
 
 
+@pytest.mark.parametrize("wanted", ["1", [-1], [2**70], ["1"], [True], None])
+def test_versions_to_delete_that_are_no_versions_are_invalid_input(seeded: Lake, wanted: Any) -> None:
+    """Before, they matched no version: "nothing-to-do", after taking and releasing the lease."""
+    before = state(seeded)
+    with pytest.raises(InvalidInput, match="versions to delete"):
+        seeded.catalog.versions.delete_versions(T, wanted)
+    assert state(seeded) == before
+
+
 def test_create_with_bad_schema_leaves_nothing(lake: Lake) -> None:
     before = state(lake)
     dup = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"]).to_reader()
