@@ -6,6 +6,7 @@ import pytest
 
 from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings, load_settings
+from lake_platform.settings.unknown import unknown_variables
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -105,3 +106,41 @@ def test_scoped_credential_settings_are_checked(
     with pytest.raises(SettingsError, match=named):
         load_settings(home=tmp_path, **overrides)
     assert load_settings(home=tmp_path, **SCOPED).rest_sts_duration_seconds == 900  # 15 minutes
+
+
+def test_a_sqlite_url_without_a_path_names_the_variable(tmp_path: Path) -> None:
+    """sqlite:/// alone once reached the registry and failed there as INTERNAL IsADirectoryError."""
+    with pytest.raises(SettingsError, match="LAKE_REGISTRY_URL: sqlite:/// needs a PATH"):
+        load_settings(home=tmp_path, registry_url="sqlite:///")
+
+
+def test_unknown_lake_variables_are_named_with_the_closest_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in a LAKE_* name is otherwise ignored in silence and the default used."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("LAKE_ACTR=from-dotenv\nLAKE_ACTOR=ok\n")
+    environ = {
+        "LAKE_HOMEE": "/x",
+        "LAKE_HOME": "/y",
+        "lake_flight_prot": "1",
+        "LAKE_FLIGHT_PORT": "2",
+        "LAKE_DAGSTER_EXECUTER": "multiprocess",
+        "LAKE_NOTHING_LIKE_IT": "1",
+        "LAKE_CONFORMANCE_TOKEN": "t",  # read by `lake conformance`'s option
+        "LAKE_FLIGHT_HEALTH_TOKEN": "t",  # read by the Dagster health check
+        "LAKE_ECS_RUN_TASK_DEFINITION": "arn",  # read by infra/ecs/dagster.yaml
+        "LAKE_TEST_S3_ENDPOINT": "http://x",  # the test suite's own
+        "OTHER": "1",
+    }
+    assert unknown_variables(environ) == [
+        "LAKE_ACTR (in .env): no such setting (did you mean LAKE_ACTOR?); ignored",
+        "LAKE_DAGSTER_EXECUTER: no such setting (did you mean LAKE_DAGSTER_EXECUTOR?); ignored",
+        "LAKE_FLIGHT_PROT: no such setting (did you mean LAKE_FLIGHT_PORT?); ignored",
+        "LAKE_HOMEE: no such setting (did you mean LAKE_HOME?); ignored",
+        "LAKE_NOTHING_LIKE_IT: no such setting; ignored",
+    ]
+    (tmp_path / ".env").unlink()
+    assert (
+        unknown_variables({"LAKE_HOME": "/y", "LAKE_FLIGHT_PORT": "1", "LAKE_DAGSTER_EXECUTOR": "ecs"}) == []
+    )

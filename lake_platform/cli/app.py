@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -174,8 +175,8 @@ class JsonAnywhere(click.Group):
 def cli(ctx: click.Context, as_json: bool) -> None:
     """lake_platform: a Lance lakehouse with one registry as the authority for every table.
 
-    Settings come from LAKE_* environment variables and a .env file; LAKE_HOME (default ./.lake)
-    holds the embedded registry and warehouse.
+    Settings come from LAKE_* environment variables and a .env file (a LAKE_* name no setting
+    reads is warned about); LAKE_HOME (default ./.lake) holds the embedded registry and warehouse.
     """
     ctx.obj = State(as_json)
     try:
@@ -183,6 +184,10 @@ def cli(ctx: click.Context, as_json: bool) -> None:
         configure_logging(settings.log_level, settings.log_format)
     except LakeError as exc:
         fail(exc)
+    from lake_platform.settings.unknown import unknown_variables
+
+    for line in unknown_variables(os.environ):
+        log.warning(line)
 
 
 pass_state = click.make_pass_decorator(State)

@@ -225,6 +225,8 @@ class LakeSettings(BaseSettings):
                 f"registry_url: unsupported scheme in {self.registry_url!r} "
                 "(expected sqlite:///PATH or dynamodb://TABLE)"
             )
+        if self.registry_url == "sqlite:///":
+            raise ValueError("registry_url: sqlite:/// needs a PATH (sqlite:///PATH: the registry's file)")
         if (self.rest_tls_cert_file is None) != (self.rest_tls_key_file is None):
             raise ValueError(
                 "rest_tls_cert_file: set both rest_tls_cert_file and rest_tls_key_file, or neither"

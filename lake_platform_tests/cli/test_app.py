@@ -228,3 +228,16 @@ def test_a_connection_refused_is_unavailable_not_a_bad_path() -> None:
     result = CliRunner().invoke(connects, [])
     assert result.exit_code == 1
     assert result.output == "error [17 SERVICE_UNAVAILABLE]: [Errno 111] Connection refused\n"
+
+
+def test_a_misspelt_setting_is_warned_about(
+    lake: CliRunner, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LAKE_LEASE_TTL_SECOND (no S) would be ignored in silence, the default in force."""
+    monkeypatch.setenv("LAKE_LEASE_TTL_SECOND", "5")
+    with caplog.at_level("WARNING", logger="lake_platform.cli"):
+        result = lake.invoke(cli, ["project", "list"])
+    assert result.exit_code == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "lake_platform.cli"] == [
+        "LAKE_LEASE_TTL_SECOND: no such setting (did you mean LAKE_LEASE_TTL_SECONDS?); ignored"
+    ]
