@@ -113,6 +113,25 @@ def test_time_travel_by_version(lake: RestLake) -> None:
     assert (bad.status_code, bad.json()["code"]) == (400, 13)
 
 
+def test_version_zero_is_the_current_one_and_a_version_past_any_is_not_found(lake: RestLake) -> None:
+    """Version 0 reads the current version, as DescribeTable takes it; a version too large for
+    any table (past what a time-travel name holds) is 404 naming it, never a complaint about a
+    time-travel reference the client did not write. CountTableRows with a predicate alike."""
+    body = {"filter": "id < 3", "columns": ["id"]}
+    zero = lake.post("/v1/table/p$w$ns$t/query", {**body, "version": 0}, who="reader")
+    assert zero.status_code == 200, zero.text
+    assert sorted(read_file(zero.content).column("id").to_pylist()) == [0, 1, 2]
+    huge = 10**18
+    for path, asked in [
+        ("/v1/table/p$w$ns$t/query", {**body, "version": huge}),
+        ("/v1/table/p$w$ns$t/count_rows", {"predicate": "id < 3", "version": huge}),
+        ("/v1/table/p$w$ns$t/explain_plan", {"query": {**body, "version": huge}}),
+    ]:
+        resp = lake.post(path, asked, who="reader")
+        assert (resp.status_code, resp.json()["code"]) == (404, 11), (path, resp.text)
+        assert f"version {huge} of p.w.ns.t does not exist" in resp.json()["detail"]
+
+
 @pytest.fixture
 def indexed(tmp_path: Path) -> Iterator[RestLake]:
     """A lake whose table ``k`` (3000 rows) the snapshot cache holds (``cache: hot``), with a

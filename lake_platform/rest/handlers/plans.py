@@ -38,6 +38,7 @@ def plan_for(request: RestRequest, asked: ScanRequest) -> PlannedQuery:
     view = latest_view(service.snapshots, service.catalog.store, tname)
     if view.table(tname.warehouse, namespace, tname.table) is None:
         raise TableNotFound(f"table {tname} does not exist")
+    scan.check_version(tname, asked.version, asked.branch)
     return scan.plan_scan(
         service.query_engine(),
         view,

@@ -87,6 +87,8 @@ def scan_request(request: RestRequest) -> ScanRequest:
     where = body.get("filter")
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise InvalidInput("filter must be a SQL boolean expression")
+    # Version 0 is the current one, as DescribeTable takes it (Lance numbers versions from 1).
+    version = version or None
     return ScanRequest(tname, columns or None, where, _int(body, "k"), _int(body, "offset"), version, branch)
 
 
@@ -115,6 +117,7 @@ def query_table(request: RestRequest) -> Any:
         view = latest_view(service.snapshots, service.catalog.store, tname)
         if view.table(tname.warehouse, namespace, tname.table) is None:
             raise TableNotFound(f"table {tname} does not exist")
+        scan.check_version(tname, asked.version, asked.branch)
         planned = scan.plan_scan(
             engine,
             view,

@@ -21,7 +21,8 @@ from typing import Any
 from datafusion import Expr, col
 from datafusion.common import RexType
 
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import InvalidInput, TableVersionNotFound
+from lake_platform.naming import TableName
 from lake_platform.query import planner
 from lake_platform.query.batches import advertised_schema
 from lake_platform.query.engine import QueryEngine
@@ -54,6 +55,19 @@ MAX_FILTER_NODES = 10_000
 #: The largest ``k`` or ``offset``: Lance adds the two as a signed 64-bit count, so each stays
 #: under half of that. Also the count of an offset without ``k`` (``DataFrame.limit`` needs one).
 MAX_ROWS = (1 << 62) - 1
+
+
+#: The largest version a time-travel name holds (``t@v<n>``: up to 18 digits); no table reaches it.
+MAX_VERSION = 10**18 - 1
+
+
+def check_version(table: TableName, version: int | None, branch: str | None = None) -> None:
+    """TableVersionNotFound for a version past :data:`MAX_VERSION`: no such version exists, and
+    the time-travel name it would make could not be parsed (a 400 about a name the client never
+    wrote). Called once the table is known to exist, so it answers as any missing version does."""
+    if version is not None and version > MAX_VERSION:
+        on = "" if branch is None else f" on branch {branch}"
+        raise TableVersionNotFound(f"version {version} of {table}{on} does not exist")
 
 
 def _quote(name: str) -> str:
