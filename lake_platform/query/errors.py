@@ -76,9 +76,14 @@ def is_missing(exc: BaseException) -> bool:
     return "not found" in text or "no such file" in text or "does not exist" in text
 
 
+#: How DataFusion chains a wrapped error ("Optimizer rule 'x' failed", then what failed).
+_CAUSED_BY = "\ncaused by\n"
+
+
 def clean_message(exc: BaseException, limit: int = 400) -> str:
-    """First line of a DataFusion/Lance message, without prefixes, paths or URLs."""
-    text = str(exc).strip()
+    """First line of a DataFusion/Lance message's innermost cause, without prefixes, paths or
+    URLs (the wrapping lines name an optimizer rule, not what was wrong with the query)."""
+    text = str(exc).strip().rsplit(_CAUSED_BY, 1)[-1].strip()
     for prefix in (
         "DataFusion error: ",
         "Error during planning: ",

@@ -1,0 +1,39 @@
+"""DataFusion's failures as the client reads them: typed, and saying what was wrong."""
+
+from __future__ import annotations
+
+import datafusion
+import pyarrow as pa
+import pytest
+
+from lake_platform.errors import InvalidInput
+from lake_platform.query.errors import clean_message, execution_error, planning_error
+
+
+def _datafusion_failure(sql: str, **params: object) -> Exception:
+    ctx = datafusion.SessionContext()
+    ctx.register_record_batches("t", [[pa.record_batch({"id": pa.array([1, 2], pa.int64())})]])
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - DataFusion raises one type for all
+        ctx.sql(sql, param_values=params or None).collect()
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    ("sql", "params"),
+    [
+        ("SELECT CAST('abc' AS BIGINT)", {}),
+        ("SELECT * FROM t WHERE id < $1", {"1": "abc"}),  # a bound value of the wrong type
+    ],
+)
+def test_a_failed_optimizer_rule_is_reported_by_its_cause(sql: str, params: dict[str, object]) -> None:
+    exc = _datafusion_failure(sql, **params)
+    assert "caused by" in str(exc)  # DataFusion wraps the cast error in the rule's failure
+    for error in (planning_error(exc), execution_error(exc)):
+        assert isinstance(error, InvalidInput)
+        assert "Cannot cast string 'abc' to value of Int64 type" in error.message
+        assert "simplify_expressions" not in error.message
+
+
+def test_a_message_without_a_cause_keeps_its_first_line() -> None:
+    exc = _datafusion_failure("SELECT 1/0")
+    assert clean_message(exc) == "Arrow error: Divide by zero error"
