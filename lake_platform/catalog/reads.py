@@ -208,9 +208,11 @@ class Reads:
             indexes=indexes,
         )
 
-    def list_tables(self, prefix: str = "", *, by: Provenance = UNSTATED) -> Iterator[TableRecord]:
+    def list_tables(
+        self, prefix: str = "", *, declared: bool = False, by: Provenance = UNSTATED
+    ) -> Iterator[TableRecord]:
         """Registered tables whose dotted name starts with ``prefix`` (whole segments), among
-        those the principal may read."""
+        those the principal may read. ``declared``: tables not yet written too."""
         who = self.ctx.who(by.principal)
         parts = prefix.split(".") if prefix else []
         for part in parts:
@@ -223,7 +225,9 @@ class Reads:
             for item in self.ctx.store.scan_prefix(head):
                 record = decode(TableRecord, item.value, item.key)
                 if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
-                    if record.current_version > 0 and who.can(record.name.split(".")[0], "read"):
+                    if (record.current_version > 0 or declared) and who.can(
+                        record.name.split(".")[0], "read"
+                    ):
                         yield record
 
     def tables_in(

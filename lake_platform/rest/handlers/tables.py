@@ -52,8 +52,10 @@ def list_tables(request: RestRequest) -> Any:
 def list_all_tables(request: RestRequest) -> Any:
     delimiter = request.service.delimiter(request.query)
     declared = bool(request.body.get("include_declared"))
-    records = request.service.catalog.reads.list_tables(by=Provenance(principal=request.principal))
-    names = [delimiter.join(r.name.split(".")) for r in records if r.current_version > 0 or declared]
+    records = request.service.catalog.reads.list_tables(
+        declared=declared, by=Provenance(principal=request.principal)
+    )
+    names = [delimiter.join(r.name.split(".")) for r in records]
     found, token = page(names, request.body)
     return {"tables": found, "page_token": token}
 

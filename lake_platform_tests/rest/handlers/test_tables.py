@@ -185,3 +185,16 @@ def test_list_tables_and_namespaces_page_through_the_registry(events: RestLake) 
         if token is None:
             break
     assert children == ["ns", "ns00000", "ns00001", "ns00002"]
+
+
+def test_list_all_tables_includes_declared_ones_when_asked(events: RestLake) -> None:
+    """A table declared and not yet written is listed by ListAllTables with include_declared,
+    as ListTables lists it; without the flag (or with it false) it is not."""
+    assert events.post("/v1/table/p$w$ns$later/declare", {}).status_code == 200
+    assert events.get("/v1/table?include_declared=true").json()["tables"] == ["p$w$ns$events", "p$w$ns$later"]
+    assert events.get("/v1/namespace/p$w$ns/table/list?include_declared=true").json()["tables"] == [
+        "events",
+        "later",
+    ]
+    for query in ("", "?include_declared=false"):
+        assert events.get("/v1/table" + query).json()["tables"] == ["p$w$ns$events"], query
