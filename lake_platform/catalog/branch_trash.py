@@ -6,7 +6,7 @@ refused on a protected table unless forced, as drops are.
 
 from __future__ import annotations
 
-from lake_platform.catalog.branches import Branches, BranchInfo, branch_info
+from lake_platform.catalog.branches import Branches, BranchInfo
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
@@ -107,7 +107,7 @@ class BranchTrash:
             )
         except ConditionFailed:
             raise TableBranchNotFound(f"branch {branch} of {tname} was purged meanwhile") from None
-        return branch_info(back, {})
+        return self.branches.info(tname, back)
 
     def expire_branches(
         self, now_ms: int | None = None, *, only: list[str] | None = None, by: Provenance = UNSTATED

@@ -95,6 +95,16 @@ class Branches:
             if b.table_incarnation == record.incarnation and (include_trashed or b.state == "active")
         ]
 
+    def info(self, tname: TableName, rec: BranchRecord) -> BranchInfo:
+        """``rec`` as ``list_branches`` shows it: a parent branch by its name, not its chain id
+        (one scan of the table's branches, only for a branch made from another)."""
+        if rec.parent_chain is None:
+            return branch_info(rec, {})
+        found = (
+            decode(BranchRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.branches_of(tname))
+        )
+        return branch_info(rec, {b.incarnation: b.branch for b in found})
+
     def open_branch(
         self, name: str, branch: str, version: int | None = None, *, by: Provenance = UNSTATED
     ) -> TableSnapshot:
@@ -121,7 +131,7 @@ class Branches:
         schema = schema_from_ipc(rec.schema_ipc) if rec.schema_ipc else None
         columns = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema or []]
         return {
-            **branch_info(rec, {}).to_dict(),
+            **self.info(tname, rec).to_dict(),
             "location": rec.location,
             "chain": rec.incarnation,
             "schema": columns,
@@ -243,7 +253,7 @@ class Branches:
         if replay is not None:
             # A retry of a create that landed (its outcome was unknown): the branch it made.
             rec, _ = self.branch(tname, branch)
-            return branch_info(rec, {})
+            return self.info(tname, rec)
         record, _ = self.ctx.table(tname)
         existing = self.ctx.store.get(keys.branch(tname, branch))
         if (

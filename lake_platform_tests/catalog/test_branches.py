@@ -141,6 +141,15 @@ def test_branches_are_made_from_a_version_a_tag_or_another_branch(table: Lake) -
     assert (sub.parent, sub.parent_version, sub.main_version) == ("old", 2, 1)
     assert ids_of(cat.branches.open_branch(T, "sub")) == [1, 2, 20]
     assert [b.branch for b in cat.branches.list_branches(T)] == ["old", "sub", "tagged"]
+    # Every answer about "sub" names its parent as the listing does (before: describe, undrop
+    # and a replayed create named the parent's chain id).
+    assert cat.branches.describe_branch(T, "sub")["parent"] == "old"
+    again = Provenance(commit_id="branch-again-1")
+    replayed = cat.branches.create_branch(T, "again", from_branch="old", by=again)
+    assert cat.branches.create_branch(T, "again", from_branch="old", by=again) == replayed
+    assert replayed.parent == "old"
+    cat.branch_trash.delete_branch(T, "sub")
+    assert cat.branch_trash.undrop_branch(T, "sub").parent == "old"
 
 
 @pytest.mark.parametrize(
