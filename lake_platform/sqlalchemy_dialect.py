@@ -4,7 +4,8 @@ URL: ``lake+flightsql://USER:PASSWORD@HOST:PORT/WAREHOUSE`` (or ``?token=SERVICE
 of a password; ``?schema=NS`` for a default namespace; ``?tls=true`` for ``grpc+tls``). The
 warehouse is the session's default catalog, so SQLAlchemy's ``schema.table`` names (what
 ``Table(..., schema=...)`` and the inspector use) resolve as ``warehouse.schema.table``;
-SQLAlchemy's schemas are the warehouse's namespaces (nested ones joined by ".").
+SQLAlchemy's schemas are the warehouse's namespaces (nested ones joined by "."). Without a
+warehouse in the URL, reflection uses the project's only one.
 
 Reflection reads the endpoint's catalog commands through ADBC (``adbc_get_objects``,
 ``adbc_get_table_schema``): namespaces, tables (there are no views), and columns typed from
@@ -171,7 +172,23 @@ class LakeDialect(default.DefaultDialect):
     # -- reflection ---------------------------------------------------------------------------
 
     def _warehouse(self, connection: Any) -> str:
-        return str(_adbc(connection).adbc_current_catalog)
+        """The URL's warehouse; without one, the project's only warehouse (as the endpoint
+        resolves ``ns.t``), else an error that says to name one."""
+        adbc = _adbc(connection)
+        try:
+            return str(adbc.adbc_current_catalog)
+        except self.loaded_dbapi.Error:  # no default catalog: the driver reports "not found"
+            pass
+        rows = adbc.adbc_get_objects(depth="catalogs").read_all().to_pylist()
+        warehouses = sorted(row["catalog_name"] for row in rows)
+        if len(warehouses) == 1:
+            return str(warehouses[0])
+        from sqlalchemy.exc import InvalidRequestError
+
+        raise InvalidRequestError(
+            f"the project has {len(warehouses)} warehouses: name one in the URL "
+            f"(lake+flightsql://USER:PASSWORD@HOST:PORT/WAREHOUSE): {', '.join(warehouses)}"
+        )
 
     def _objects(self, connection: Any, depth: str, schema: str | None = None) -> list[dict[str, Any]]:
         """The default catalog's namespaces (with their tables, at depth ``tables``)."""

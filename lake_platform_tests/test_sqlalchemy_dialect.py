@@ -32,6 +32,7 @@ def _build(home: Path) -> tuple[LakeSettings, Catalog]:
         }
     )
     catalog.tables.create_table("p.w.ns.typed", typed.to_reader())
+    catalog.containers.create_warehouse("q.w2")  # bob's project has two warehouses
     return settings, catalog
 
 
@@ -110,6 +111,28 @@ def test_a_service_token_in_the_url(port: int) -> None:
     try:
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM ns.t")).scalar() == 1000
+    finally:
+        engine.dispose()
+
+
+def test_a_url_without_a_warehouse_reflects_the_projects_only_one(port: int) -> None:
+    engine = sa.create_engine(f"lake+flightsql://alice:{PASSWORDS['alice']}@127.0.0.1:{port}")
+    try:
+        inspector = sa.inspect(engine)
+        assert inspector.get_schema_names() == ["ns", "ns.sub"]
+        assert inspector.get_table_names("ns") == ["multi", "t", "typed"]
+        assert [c["name"] for c in inspector.get_columns("t", "ns")] == ["id", "s", "x"]
+    finally:
+        engine.dispose()
+
+
+def test_a_url_without_a_warehouse_in_a_project_of_several_says_to_name_one(port: int) -> None:
+    engine = sa.create_engine(f"lake+flightsql://bob:{PASSWORDS['bob']}@127.0.0.1:{port}")
+    try:
+        with pytest.raises(sa.exc.InvalidRequestError, match=r"name one in the URL .*/WAREHOUSE.*: w, w2"):
+            sa.inspect(engine).get_schema_names()
+        with engine.connect() as conn:  # full names need no default
+            assert conn.execute(sa.text("SELECT count(*) FROM w.ns.t")).scalar() == 2
     finally:
         engine.dispose()
 
