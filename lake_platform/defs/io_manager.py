@@ -116,6 +116,9 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 written = write(catalog, table, data, plan, by)
                 snapshot = catalog.reads.open_table(table, written.version)
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
+            if written.replayed:  # nothing read this time: the rows the commit wrote
+                landed = catalog.reads.commit(table, str(by.commit_id))
+                tally.rows = landed.rows_added if landed is not None else tally.rows
         if wap:
             metadata[BRANCH] = branch
         if rows is not None and len(partitions) == 1:  # a range's events would each claim all its rows
@@ -134,7 +137,8 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 "lake/operation": written.operation,
                 "lake/replayed": written.replayed,
                 "lake/rows_written": dg.MetadataValue.int(tally.rows),
-                "lake/bytes_written": dg.MetadataValue.int(tally.bytes),
+                # The output's Arrow bytes, counted as it streams: a replay reads none of it.
+                **({} if written.replayed else {"lake/bytes_written": dg.MetadataValue.int(tally.bytes)}),
             }
         )
 
