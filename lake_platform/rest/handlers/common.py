@@ -58,8 +58,10 @@ def page(names: list[str], body: dict[str, Any]) -> tuple[list[str], str | None]
     """Sorted names after ``page_token`` (the last name of the previous page), ``limit`` of them."""
     names = sorted(names)
     token = body.get("page_token")
+    if token is not None and not isinstance(token, str):
+        raise InvalidInput(f"page_token {token!r} is not one this server handed out (a string)")
     if token:
-        names = [n for n in names if n > str(token)]
+        names = [n for n in names if n > token]
     limit = body.get("limit")
     if limit is None:
         return names, None

@@ -20,7 +20,7 @@ from lance_namespace_urllib3_client.models import (
 from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace
 from lake_platform_tests.rest.conftest import RestLake
-from lake_platform_tests.rest.handlers.events import TP, T, append
+from lake_platform_tests.rest.handlers.events import TP, T, append, problem
 
 
 @pytest.fixture
@@ -198,3 +198,13 @@ def test_list_all_tables_includes_declared_ones_when_asked(events: RestLake) -> 
     ]
     for query in ("", "?include_declared=false"):
         assert events.get("/v1/table" + query).json()["tables"] == ["p$w$ns$events"], query
+
+
+def test_a_page_token_that_is_not_a_string_is_refused(events: RestLake) -> None:
+    """A page token is a string this server handed out; a number, list or object in a listing's
+    body is 400 naming it, not turned into text and compared with names."""
+    for op in ("tags/list", "branches/list"):
+        for token in (5, ["x"], {"after": "x"}, True):
+            resp = events.post(f"/v1/table/{TP}/{op}", {"page_token": token})
+            assert problem(resp) == (400, 13), (op, token, resp.text)
+            assert "page_token" in resp.json()["detail"]
