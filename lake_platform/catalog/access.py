@@ -31,7 +31,7 @@ from lake_platform.errors import (
 from lake_platform.naming import ProjectName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import decode
-from lake_platform.registry.store import ABSENT, Check, Delete, Put
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Put
 
 
 class Access:
@@ -79,10 +79,7 @@ class Access:
     def remove_user(self, name: str, *, by: Provenance = UNSTATED) -> None:
         who = self.ctx.who(by.principal)
         check_segment(name, "user name")
-        item = self.ctx.store.get(keys.user(name))
-        if item is None:
-            raise InvalidInput(f"no user named {name}")
-        record = decode(UserRecord, item.value, item.key)
+        record, item = self._user(name, who)
         who.require(record.project, "admin", f"remove users from {record.project}")
         self.ctx.commit(
             [Delete(item.key, item.revision)],
@@ -98,10 +95,7 @@ class Access:
         who = self.ctx.who(by.principal)
         check_segment(name, "user name")
         role_ = check_role(role)
-        item = self.ctx.store.get(keys.user(name))
-        if item is None:
-            raise InvalidInput(f"no user named {name}")
-        record = decode(UserRecord, item.value, item.key)
+        record, item = self._user(name, who)
         who.require(record.project, "admin", f"change roles in {record.project}")
         if record.role == role_:
             return record, record.role
@@ -119,6 +113,15 @@ class Access:
         except ConditionFailed:
             raise ConcurrentModification(f"user {name} changed meanwhile; the role was not changed") from None
         return updated, record.role
+
+    def _user(self, name: str, who: Principal) -> tuple[UserRecord, Item]:
+        """The user's record; InvalidInput when there is none, or when it is in a project the
+        caller cannot see (another tenant learns neither that it exists nor where)."""
+        item = self.ctx.store.get(keys.user(name))
+        record = decode(UserRecord, item.value, item.key) if item is not None else None
+        if item is None or record is None or not who.can(record.project, "read"):
+            raise InvalidInput(f"no user named {name}")
+        return record, item
 
     def list_users(self, project: str | None = None, *, by: Provenance = UNSTATED) -> list[UserRecord]:
         who = self.ctx.who(by.principal)

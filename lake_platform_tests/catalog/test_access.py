@@ -64,7 +64,9 @@ def test_the_same_role_is_no_change(dana: Lake) -> None:
         ("dana", "root", None, InvalidInput),
         ("Dana!", "writer", None, InvalidInput),
         ("dana", "admin", Principal("pat", "user", "p", "writer"), PermissionDenied),
-        ("dana", "admin", Principal("quinn", "user", "q", "admin"), PermissionDenied),
+        # Another tenant's admin is answered as if there were no such user: before, it was
+        # PermissionDenied naming dana's project.
+        ("dana", "admin", Principal("quinn", "user", "q", "admin"), InvalidInput),
     ],
 )
 def test_bad_input_is_a_typed_error_and_changes_nothing(
@@ -74,3 +76,19 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(
     with pytest.raises(error):
         dana.catalog.access.set_user_role(name, role, by=Provenance(principal=by))
     assert state(dana) == before and user_item(dana) == users
+
+
+def test_another_tenants_user_looks_missing_to_remove_and_set_role(dana: Lake) -> None:
+    quinn = Provenance(principal=Principal("quinn", "user", "q", "admin"))
+    before = state(dana)
+    for call in (
+        lambda who: dana.catalog.access.remove_user(who, by=quinn),
+        lambda who: dana.catalog.access.set_user_role(who, "admin", by=quinn),
+    ):
+        answers = []
+        for who in ("dana", "nobody"):
+            with pytest.raises(InvalidInput) as err:
+                call(who)
+            answers.append(str(err.value).replace(who, "X"))
+        assert answers[0] == answers[1]
+    assert state(dana) == before
