@@ -13,6 +13,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.cli.alter import alter
 from lake_platform.cli.app import State, handles_errors, pass_state, plain, text_table, timestamp
 from lake_platform.cli.hierarchy import add_protect_command
+from lake_platform.cli.history import table_history
 
 PROGRESS_MIN_BYTES = 64 << 20
 
@@ -186,14 +187,41 @@ def _ingest_tables(state: State, by_table: dict[str, list[str]], commit_id: str 
 @pass_state
 @handles_errors
 def table_list(state: State, prefix: str, stats: bool) -> None:
-    """List tables (optionally under a dotted PREFIX) with their version, from the registry."""
+    """List tables (optionally under a dotted PREFIX: a project, warehouse, namespace or table)
+    with their version, from the registry. A PREFIX that names nothing is an error."""
     with state.catalog() as catalog:
         rows = []
-        for record in catalog.reads.list_tables(prefix):
-            count = catalog.reads.describe_table(record.name).rows if stats else None
-            rows.append({"name": record.name, "version": record.current_version, "rows": count})
+        for name, version in _tables_under(catalog, prefix):
+            count = catalog.reads.describe_table(name).rows if stats else None
+            rows.append({"name": name, "version": version, "rows": count})
     names = ["name", "version", "rows"] if stats else ["name", "version"]
     state.emit(rows, lambda rs: text_table(names, rs) if rs else "no tables")
+
+
+def _tables_under(catalog: Any, prefix: str) -> list[tuple[str, int]]:
+    """The (name, version) of the tables under ``prefix``; NamespaceNotFound when the prefix
+    names no project, warehouse, namespace or table (a typo is not an empty listing)."""
+    from lake_platform.errors import NamespaceNotFound, TableNotFound
+
+    found = [(r.name, r.current_version) for r in catalog.reads.list_tables(prefix)]
+    if found or not prefix:
+        return found
+    if prefix.count(".") < 2:  # a project or warehouse: the error names which is missing
+        catalog.containers.list_namespaces(prefix)
+        return []
+    try:
+        catalog.containers.list_namespaces(prefix)
+        return []  # an empty namespace
+    except NamespaceNotFound:
+        pass
+    # The registry lists tables by namespace: a table's own name is looked up as one.
+    if prefix.count(".") >= 3:
+        try:
+            info = catalog.reads.describe_table(prefix, with_stats=False)
+            return [(info.name, info.current_version)] if info.current_version > 0 else []
+        except TableNotFound:
+            pass
+    raise NamespaceNotFound(f"no namespace or table {prefix}")
 
 
 @table.command("describe")
@@ -260,87 +288,6 @@ def _describe_branch(state: State, name: str, branch: str, stats: bool) -> None:
         return plain(head) + "\nschema:\n" + cols
 
     state.emit(info, human)
-
-
-@table.command("history")
-@click.argument("name", metavar="P.W.NS.T")
-@click.option("--limit", type=click.IntRange(1), default=None)
-@click.option("--branch", default=None, help="Only the commits of this branch (its versions' readability).")
-@pass_state
-@handles_errors
-def table_history(state: State, name: str, limit: int | None, branch: str | None) -> None:
-    """The table's commit log, oldest first. READABLE says whether the version an entry led to
-    can still be read (SELECT ... FROM wh.ns."t@v<N>"), with its tags; cleaned-up versions and
-    those of a dropped incarnation cannot. --branch: the branch's commits (its creation, writes,
-    deletion), readable as wh.ns."t@branch:<branch>@v<N>"."""
-    from lake_platform.errors import TableNotFound
-
-    with state.catalog() as catalog:
-        entries = [e.model_dump() for e in catalog.reads.history(name, limit=None if branch else limit)]
-        try:
-            if branch is not None:
-                incarnation, readable = catalog.branches.readable_versions(name, branch)
-            else:
-                incarnation, readable = catalog.reads.readable_versions(name)
-        except TableNotFound:  # dropped: its commit log remains, nothing is readable
-            incarnation, readable = "", {}
-    if branch is not None:
-        entries = [e for e in entries if e["detail"].get("branch") == branch][-limit if limit else None :]
-    for e in entries:
-        # Only an entry that names its incarnation says which table version it led to (tag
-        # entries, for one, do not): the others get no answer (null).
-        known = e["to_version"] is not None and e["incarnation"] is not None
-        ok = known and e["incarnation"] == incarnation and e["to_version"] in readable
-        e["readable"] = ok if known else None
-        e["tags"] = readable[e["to_version"]] if ok else []
-    cols = ["when", "operation", "from", "to", "readable", "rows+", "files+", "files-", "actor", "commit_id"]
-    state.emit(
-        entries,
-        lambda es: (
-            text_table(
-                cols,
-                [
-                    {
-                        "when": timestamp(e["at_ms"]),
-                        "operation": e["operation"],
-                        "from": e["from_version"],
-                        "to": e["to_version"],
-                        "readable": (
-                            ("yes" + (f" ({', '.join(e['tags'])})" if e["tags"] else ""))
-                            if e["readable"]
-                            else ("no" if e["readable"] is False else "")
-                        ),
-                        "rows+": e["rows_added"],
-                        "files+": e["files_added"],
-                        "files-": e["files_removed"],
-                        "actor": e["actor"],
-                        "commit_id": e["commit_id"],
-                    }
-                    for e in es
-                ],
-            )
-            + _bypass_notes(es)
-            if es
-            else "no history"
-        ),
-    )
-
-
-def _bypass_notes(entries: list[dict[str, Any]]) -> str:
-    """Below the table: what each ``bypass`` entry found, in words (its detail)."""
-    notes = []
-    for e in entries:
-        if e["operation"] != "bypass":
-            continue
-        versions = ", ".join(str(v) for v in e["detail"].get("versions", [])) or "?"
-        where = sorted({p.split("/_versions/")[0] for p in e["detail"].get("quarantined", [])})
-        notes.append(
-            f"\n{timestamp(e['at_ms'])}: version(s) {versions} were committed around the registry "
-            f"(not through the catalog): readers never saw them; their manifests were moved to "
-            f"{', '.join(where) or '_quarantine/'} and the data is kept (docs/governance.md, "
-            f"'Writers that bypass the registry')"
-        )
-    return "".join(notes)
 
 
 @table.command("drop")
@@ -431,5 +378,6 @@ def table_repair(state: State, name: str, schema: bool) -> None:
 
 add_protect_command(table, "table", "P.W.NS.T")
 table.add_command(alter)
+table.add_command(table_history)
 
 COMMANDS: tuple[click.Command, ...] = (table, ingest)

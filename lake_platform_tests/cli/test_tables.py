@@ -241,24 +241,28 @@ def test_a_file_lance_panics_on_is_a_typed_error_not_a_traceback(lake: CliRunner
     assert run(lake, "table", "list") == []
 
 
-def test_history_tells_of_a_commit_made_around_the_registry(lake: CliRunner) -> None:
-    import lance  # plays the writer that bypasses the catalog
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # A prefix naming nothing: once "no tables" (exit 0), though `namespace list` refuses it.
+        (["table", "list", "q"], "project q does not exist"),
+        (["table", "list", "p.nope"], "warehouse p.nope does not exist"),
+        (["table", "list", "p.w.nope"], "no namespace or table p.w.nope"),
+        (["table", "list", "p.w.ns.nope"], "no namespace or table p.w.ns.nope"),
+    ],
+)
+def test_a_list_prefix_that_names_nothing_is_not_an_empty_answer(
+    lake: CliRunner, args: list[str], message: str
+) -> None:
+    result = lake.invoke(cli, args)
+    assert result.exit_code == 1
+    assert result.output == f"error [1 NAMESPACE_NOT_FOUND]: {message}\n"
 
-    from lake_platform.catalog.catalog import Catalog
-    from lake_platform.settings import load_settings
 
-    catalog = Catalog(load_settings())
-    try:
-        catalog.tables.create_table(T, pa.table({"id": pa.array([1, 2], pa.int64())}).to_reader())
-        location = catalog.reads.open_table(T).record.location
-        lance.write_dataset(pa.table({"id": pa.array([3], pa.int64())}), location, mode="append")  # version 2
-        assert catalog.manifests.catch_bypasses(T) == [2]
-    finally:
-        catalog.close()
-
-    text = lake.invoke(cli, ["table", "history", T])
-    assert text.exit_code == 0, text.output
-    assert "bypass" in text.output
-    assert "version(s) 2 were committed around the registry (not through the catalog)" in text.output
-    entries = run(lake, "table", "history", T)
-    assert [e["detail"]["versions"] for e in entries if e["operation"] == "bypass"] == [[2]]  # type: ignore[index]
+def test_an_empty_container_lists_no_tables_and_a_table_lists_itself(lake: CliRunner, tmp_path: Path) -> None:
+    """Only a prefix that names nothing is refused; a table's own name lists that table (the
+    registry's listing by namespace alone found nothing)."""
+    assert run(lake, "table", "list", "p.w.ns") == []
+    assert run(lake, "table", "list", "p") == []
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    assert run(lake, "table", "list", T) == [{"name": T, "version": 1, "rows": None}]
