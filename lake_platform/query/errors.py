@@ -137,9 +137,12 @@ def execution_error(
         return ValueTooLarge(f"{built}, more than {limit}: values this large are refused")
     if "Resources exhausted" in text:
         return _out_of_memory(exc, limits)
+    # Parameters are bound when the plan runs, so a bound value of a type the query cannot
+    # take fails here with a planning error: bad input, like the other failures named.
     if any(
         s in text
         for s in (
+            "Error during planning",
             "Arrow error: Divide by zero",
             "Cast error",
             "Invalid argument",

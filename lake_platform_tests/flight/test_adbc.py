@@ -39,6 +39,22 @@ def test_bound_parameters(running: Running) -> None:
         assert cur.fetch_arrow_table().column("id").to_pylist() == [43]
 
 
+def test_bound_values_of_the_wrong_type_are_invalid_and_say_why(running: Running) -> None:
+    import adbc_driver_manager
+
+    with running.adbc() as conn, conn.cursor() as cur:
+        for value, why in (
+            ("abc", "Cannot cast string 'abc' to value of Int64 type"),
+            ([1, 2], "Cannot infer common argument type for comparison operation Int64 = List"),
+        ):
+            with pytest.raises(adbc_driver_manager.ProgrammingError, match="INVALID_ARGUMENT") as raised:
+                cur.execute("SELECT id FROM w.ns.t WHERE id = ?", (value,))
+                cur.fetch_arrow_table()
+            assert why in str(raised.value) and "simplify_expressions" not in str(raised.value)
+        cur.execute("SELECT id FROM w.ns.t WHERE id = ?", (7,))  # the connection still works
+        assert cur.fetch_arrow_table().column("id").to_pylist() == [7]
+
+
 def test_nested_namespace_and_cte(running: Running) -> None:
     with running.adbc() as conn, conn.cursor() as cur:
         cur.execute('WITH a AS (SELECT id FROM w."ns.sub".u) SELECT sum(id) AS total FROM a')

@@ -37,3 +37,14 @@ def test_a_failed_optimizer_rule_is_reported_by_its_cause(sql: str, params: dict
 def test_a_message_without_a_cause_keeps_its_first_line() -> None:
     exc = _datafusion_failure("SELECT 1/0")
     assert clean_message(exc) == "Arrow error: Divide by zero error"
+
+
+@pytest.mark.parametrize(
+    "value", [pa.scalar([1, 2]), pa.scalar({"a": 1}), pa.scalar(1, pa.timestamp("ns"))], ids=str
+)
+def test_a_bound_value_no_comparison_takes_is_bad_input_not_internal(value: pa.Scalar) -> None:
+    # DataFusion binds parameters when the plan runs, so its type check fails at execution.
+    exc = _datafusion_failure("SELECT * FROM t WHERE id = $1", **{"1": value})
+    error = execution_error(exc)
+    assert isinstance(error, InvalidInput)
+    assert error.message.startswith("Cannot infer common argument type for comparison operation Int64 = ")
