@@ -17,7 +17,8 @@ assets' checks there, published to main only when the run succeeded.
   A blocking check that failed fails the run, so nothing is published: main is as it
   was and the branch stays for inspection (``lake branch list``, ``lake table history``;
   ``lake branch delete`` moves it to the trash). The sensor refuses too when any blocking
-  check evaluation of the run failed.
+  check evaluation of the run failed. A failed run re-executed from failure (its checks fixed)
+  runs only the failed steps: when it succeeds, the branches the failed run wrote are published.
 """
 
 from __future__ import annotations
@@ -86,8 +87,24 @@ def publish_commit_id(run_id: str, branch: str) -> str:
     return "dg-" + hashlib.sha256(f"{run_id}\0publish\0{branch}".encode()).hexdigest()[:48]
 
 
-def run_branches(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[dg.AssetKey, str]]:
-    """The tables the run wrote on branches: table -> (asset key, branch)."""
+def run_branches(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, tuple[dg.AssetKey, str]]:
+    """The tables the run wrote on branches: table -> (asset key, branch). A re-execution also
+    owns what the runs before it in its chain wrote, back to the last one that succeeded (whose
+    publish took what came before): a run re-executed from failure does not run again the steps
+    that wrote, so their branches are the failed run's. A table written again takes the newer
+    run's branch."""
+    chain = [run.run_id]
+    parent = instance.get_run_by_id(run.parent_run_id) if run.parent_run_id else None
+    while parent is not None and parent.status != dg.DagsterRunStatus.SUCCESS:
+        chain.append(parent.run_id)
+        parent = instance.get_run_by_id(parent.parent_run_id) if parent.parent_run_id else None
+    found: dict[str, tuple[dg.AssetKey, str]] = {}
+    for run_id in reversed(chain):  # oldest first: a newer run's write wins
+        found.update(_written_on_branches(instance, run_id))
+    return found
+
+
+def _written_on_branches(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[dg.AssetKey, str]]:
     found: dict[str, tuple[dg.AssetKey, str]] = {}
     records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
     for rec in records:
@@ -122,7 +139,7 @@ def wap_publish_sensor(context: dg.RunStatusSensorContext, lake: LakeResource) -
     from lake_platform.catalog.provenance import Provenance
 
     run_id = context.dagster_run.run_id
-    written = run_branches(context.instance, run_id)
+    written = run_branches(context.instance, context.dagster_run)
     if not written:
         return dg.SkipReason("the run wrote no branch")
     failed = failed_blocking_checks(context.instance, run_id)

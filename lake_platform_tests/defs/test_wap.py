@@ -14,6 +14,7 @@ from lake_platform.defs.resources import LakeResource
 from lake_platform.defs.wap import run_branch, wap_publish_sensor
 from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
+from lake_platform_tests.defs import wap_project
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.scores"
@@ -231,3 +232,34 @@ def test_a_failing_check_of_a_partitioned_asset_leaves_both_mains_and_keeps_the_
         assert contents(catalog, VISITS) == [("2024-01-01", 5), ("2024-01-02", 6)]
         branch = run_branch(result.run_id)
         assert contents(catalog, VISITS, branch) == [("2024-01-01", -1), ("2024-01-02", 6)]  # inspectable
+
+
+def test_a_failed_audit_reexecuted_from_failure_publishes_the_first_runs_branch(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check is fixed and the run re-executed from failure: only the check runs again, on
+    the branch the failed run wrote, and the publish sensor publishes that branch."""
+    with Catalog(load_settings(home=home)) as catalog:
+        catalog.tables.create_table("p.w.ns.audited", pa.table({"n": pa.array([0], pa.int64())}).to_reader())
+    job = dg.reconstructable(wap_project.audited_job)
+    with sqlite_instance() as instance:
+        first = dg.execute_job(job, instance=instance, raise_on_error=False)
+        assert not first.success  # the audit failed: main untouched
+        monkeypatch.setenv(wap_project.PASSES, "1")
+        options = dg.ReexecutionOptions.from_failure(first.run_id, instance)
+        again = dg.execute_job(job, instance=instance, raise_on_error=False, reexecution_options=options)
+        assert again.success
+        assert not again.get_asset_materialization_events()  # the asset step did not run again
+        context = dg.build_run_status_sensor_context(
+            sensor_name=wap_publish_sensor.name,
+            dagster_event=again.get_run_success_event(),
+            dagster_instance=instance,
+            dagster_run=again.dagster_run,
+            resources={"lake": LakeResource(home=str(home))},
+        )
+        assert wap_publish_sensor(context) is None
+    with Catalog(load_settings(home=home)) as catalog:
+        rows = catalog.reads.open_table("p.w.ns.audited").to_reader().read_all().column("n").to_pylist()
+        assert sorted(rows) == [0, 1, 2, 3]
+        assert catalog.branches.list_branches("p.w.ns.audited") == []
+        assert [e.operation for e in catalog.reads.history("p.w.ns.audited")][-1] == "publish"
