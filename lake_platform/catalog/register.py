@@ -8,6 +8,8 @@ the table is adopted:
 - inside the table's warehouse root (canonicalised as warehouse roots are, ``roots.py``: a
   symlink resolved, ``..`` refused), never the root itself; so never the results area, the
   inbox or the platform's own files, which no warehouse root overlaps;
+- never a folder a namespace's tables would be put in (every segment below the root a
+  namespace name, ``<root>/ns2``): at least one segment no namespace can have;
 - neither inside nor around another table's location, registered or in the trash (an expiring
   trash entry deletes its folder);
 - a Lance dataset whose newest manifest keeps every file inside it (``table_files``: no shallow
@@ -28,7 +30,7 @@ from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine import manifests as engine_manifests
 from lake_platform.errors import ConditionFailed, InvalidInput, NamespaceNotFound, TableAlreadyExists
-from lake_platform.naming import TableName
+from lake_platform.naming import SEGMENT, TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, TrashRecord, VersionRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, Put
@@ -108,6 +110,14 @@ class Registrations:
         root = roots.canonical(self.ctx.warehouse(tname.warehouse_name).root)
         if not where.within(root) or where == root:
             raise InvalidInput(f"the location is not inside warehouse {tname.warehouse_name}'s root")
+        inner = where.parts[len(root.parts) :]
+        if all(SEGMENT.fullmatch(part) for part in inner):
+            # The folder of namespace ".".join(inner): its tables would be put inside the adopted
+            # one, and a purge of it (recursive) or an orphan reclaim would take their files.
+            raise InvalidInput(
+                f"the location is where the tables of namespace {'.'.join(inner)} would be put; adopt "
+                "a folder whose name no namespace can have (e.g. ending in .lance)"
+            )
         prefix = [tname.project, tname.warehouse]
         claimed = [
             decode(TableRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.tables_under(prefix))

@@ -41,3 +41,17 @@ def test_refusals_change_nothing(lake: Lake) -> None:
     with pytest.raises(TableAlreadyExists):
         lake.catalog.registrations.register_table("p.w.ns.t", good)
     assert state(lake) == before
+
+
+def test_a_folder_where_the_catalog_would_place_tables_is_not_adopted(lake: Lake) -> None:
+    """``<root>/ns2`` (or ``<root>/ns/sub``) is where namespace ``ns2``'s tables will be put: adopted,
+    a later table of ``ns2`` lay inside it, and purging the adopted table deleted that table's
+    files (its version 1 then 'registered but its manifest is missing'). A folder with a name no
+    namespace can have (``sales.lance``, ``my-data``) is adopted as before."""
+    for folder in ["ns2", "ns/sub"]:
+        where = written(lake, folder, [1, 2])
+        before = state(lake)
+        with pytest.raises(InvalidInput, match="namespace"):
+            lake.catalog.registrations.register_table(T, where)
+        assert state(lake) == before
+    assert lake.catalog.registrations.register_table(T, written(lake, "my-data", [1, 2])).to_version == 2
