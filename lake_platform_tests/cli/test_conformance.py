@@ -60,3 +60,30 @@ def test_an_unreachable_server_is_an_error_not_a_table() -> None:
     assert result.exit_code == 1
     assert result.output.startswith("error [17 SERVICE_UNAVAILABLE]: cannot reach http://127.0.0.1:")
     assert "operation" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Once SERVICE_UNAVAILABLE 'cannot reach', after a urllib3 FutureWarning for the first.
+        (["notaurl"], "URL notaurl: expected http://HOST[:PORT][/PATH] or https://..."),
+        (["ftp://x"], "URL ftp://x: expected http://HOST[:PORT][/PATH] or https://..."),
+        (["http://"], "URL http://: expected http://HOST[:PORT][/PATH] or https://..."),
+        (["http://h:99999"], "URL http://h:99999: expected http://HOST[:PORT][/PATH] or https://..."),
+        # Once INTERNAL (ValueError from the HTTP client).
+        (
+            ["http://127.0.0.1:1", "--timeout", "0"],
+            "Invalid value for '--timeout': 0.0 is not in the range x>0.",
+        ),
+        (
+            ["http://127.0.0.1:1", "--timeout", "-1"],
+            "Invalid value for '--timeout': -1.0 is not in the range x>0.",
+        ),
+    ],
+)
+def test_a_bad_url_or_timeout_is_bad_input(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["--json", "conformance", *args])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == 13 and error["message"].endswith(message)
+    assert not result.stderr  # no warning from the HTTP client
