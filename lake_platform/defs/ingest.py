@@ -2,6 +2,7 @@
 partitioned asset that streams them into the table through the catalog (exactly once)."""
 
 import json
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -9,6 +10,10 @@ from lake_platform.defs.errors import RETRY, lake_errors
 from lake_platform.defs.partitions import tables
 from lake_platform.defs.resources import ACTOR, InboxResource, LakeResource
 from lake_platform.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from lake_platform.catalog.catalog import Catalog
+    from lake_platform.maintenance.ingest import IngestOutcome
 
 
 class InboxFileConfig(dg.Config):
@@ -44,6 +49,8 @@ def ingested(
     files = [InboxFile(f.key, f.size, f.mtime_ns, f.etag) for f in config.files]
     with lake_errors(), lake.catalog() as catalog:
         outcome = ingest_batch(catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id)
+        if outcome.status == "replayed":
+            as_committed(catalog, outcome)
         info = catalog.reads.describe_table(table)
     context.log.info("ingest of %s: %s, version %s", table, outcome.status, outcome.version)
     return dg.MaterializeResult(
@@ -61,6 +68,20 @@ def ingested(
             "skipped": dg.MetadataValue.json(outcome.skipped),
         }
     )
+
+
+def as_committed(catalog: "Catalog", outcome: "IngestOutcome") -> None:
+    """A replayed batch's outcome told as its commit logged it: the files it ingested (not all
+    those requested: some were gone or quarantined then), its rows and bytes (none read now)."""
+    entry = catalog.reads.commit(outcome.table, outcome.commit_id)
+    if entry is None:
+        return
+    outcome.files = list(entry.detail.get("files", outcome.files))
+    outcome.rows, outcome.bytes = entry.rows_added, entry.bytes_added
+    outcome.quarantined = [
+        {"key": key, "reason": "quarantined when the batch was committed"}
+        for key in entry.detail.get("quarantined", [])
+    ]
 
 
 def refuse_repeated(files: list[InboxFileConfig]) -> None:

@@ -340,3 +340,22 @@ def test_a_batch_naming_one_file_twice_is_refused_by_name_unwritten(instance, la
     assert "InvalidInput (code 13): p/w/ns/t/a.csv is listed twice" in str(failure.event_specific_data.error)
     assert [e.operation for e in lake.catalog.reads.history(TABLE)] == ["create"]
     assert (lake.inbox.root / "p/w/ns/t/a.csv").exists()
+
+
+def test_a_replayed_batch_shows_what_its_commit_ingested(instance, lake: Lake) -> None:
+    """The batch's run ingested one of its two files (the other was gone); the same request run
+    again replays that commit and shows its one file and rows, not the two requested."""
+    lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n100,x\n")
+    lake.inbox.put("p/w/ns/t/b.csv", b"id,name\n200,y\n201,z\n")
+    (request,) = tick(instance, lake, None).run_requests
+    (lake.inbox.root / "p/w/ns/t/a.csv").unlink()
+    shown = []
+    for _ in range(2):
+        meta = run(instance, lake, request).asset_materializations_for_node("ingested")[0].metadata
+        files = [f["key"] for f in meta["ingested_files"].value]
+        shown.append((meta["status"].value, meta["files"].value, files, meta["rows"].value))
+    assert shown == [
+        ("committed", 1, ["p/w/ns/t/b.csv"], 2),
+        ("replayed", 1, ["p/w/ns/t/b.csv"], 2),
+    ]
+    assert lake.catalog.reads.open_table(TABLE).count_rows() == 12
