@@ -15,7 +15,13 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.indexes import list_indexes
-from lake_platform.errors import InvalidInput, TableAlreadyExists, TableTagNotFound, TableVersionNotFound
+from lake_platform.errors import (
+    InvalidInput,
+    TableAlreadyExists,
+    TableTagNotFound,
+    TableVersionNotFound,
+    Unsupported,
+)
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
@@ -178,13 +184,18 @@ def deregister_table(request: RestRequest) -> Any:
 
 
 def get_table_stats(request: RestRequest) -> Any:
-    """Counted from the current version: its live rows and data bytes, its indexes, and its
-    fragments' live row counts (a fragment is small below the table's compaction target,
-    ``target_rows_per_fragment``; percentiles by the reference's rule, ``_percentile``)."""
+    """Counted from the current version (of main, or of a ``branch``): its live rows and data
+    bytes, its indexes, and its fragments' live row counts (a fragment is small below the
+    table's compaction target, ``target_rows_per_fragment``; percentiles by the reference's
+    rule, ``_percentile``)."""
     scoped(request, table=True)
     tname = request.table_name()
     catalog = request.service.catalog
-    snap = catalog.reads.open_table(str(tname), by=Provenance(principal=request.principal))
+    branch, by = branches.branch_of(request), Provenance(principal=request.principal)
+    if branch is None:
+        snap = catalog.reads.open_table(str(tname), by=by)
+    else:
+        snap = catalog.branches.open_branch(str(tname), branch, by=by)
     sizes = fragment_sizes(snap.dataset)
     lengths = sorted(f.rows for f in sizes)
     target = catalog.policies.effective_policy(str(tname)).policy.target_rows_per_fragment
@@ -252,6 +263,10 @@ def _tag_call(name: str) -> Any:
     def call(request: RestRequest) -> Any:
         scoped(request, table=True)
         request.table_name()
+        if branches.branch_of(request) is not None:
+            # The spec lets a tag name a branch's version; the registry's tags name main's. Read
+            # as main's, the branch's version number would tag other data.
+            raise Unsupported("tags name versions of main; a branch's versions cannot be tagged")
         return to_json(getattr(lake_namespace(request), name)(_body(request))) or {}
 
     return call

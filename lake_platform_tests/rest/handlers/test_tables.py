@@ -18,7 +18,7 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.naming import TableName
-from lake_platform_tests.rest.clients import rest_namespace
+from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.events import TP, T, append, problem
 
@@ -208,3 +208,40 @@ def test_a_page_token_that_is_not_a_string_is_refused(events: RestLake) -> None:
             resp = events.post(f"/v1/table/{TP}/{op}", {"page_token": token})
             assert problem(resp) == (400, 13), (op, token, resp.text)
             assert "page_token" in resp.json()["detail"]
+
+
+@pytest.fixture
+def branched(events: RestLake) -> RestLake:
+    """``events`` with branch ``dev`` made from version 1 (3 rows) and appended 10 rows twice:
+    the branch's line is at its version 3, main at its version 3 with 6 rows."""
+    events.catalog.branches.create_branch("p.w.ns.events", "dev", from_version=1)
+    for start in (100, 200):
+        events.catalog.branch_writes.append(
+            "p.w.ns.events", "dev", rows(list(range(start, start + 10))).to_reader()
+        )
+    return events
+
+
+def test_stats_of_a_branch_count_the_branch(branched: RestLake) -> None:
+    stats = branched.post(f"/v1/table/{TP}/stats", {"branch": "dev"}, who="reader")
+    assert stats.status_code == 200, stats.text
+    assert (stats.json()["num_rows"], stats.json()["fragment_stats"]["num_fragments"]) == (23, 3)
+    assert branched.post(f"/v1/table/{TP}/stats", {"branch": "main"}).json()["num_rows"] == 6
+    assert problem(branched.post(f"/v1/table/{TP}/stats", {"branch": "nob"})) == (404, 22)
+
+
+def test_a_tag_on_a_branch_is_refused_not_put_on_mains_version(branched: RestLake) -> None:
+    """Tags name main's versions: a tag asked on branch ``dev`` (whose version 2 is not main's
+    version 2) is Unsupported, and no tag is made or moved."""
+    tags = branched.catalog.tags.list_tags("p.w.ns.events")
+    for op, body in [
+        ("create", {"tag": "dev_two", "version": 2, "branch": "dev"}),
+        ("update", {"tag": "before", "version": 2, "branch": "dev"}),
+        ("create", {"tag": "nob_one", "version": 1, "branch": "nob"}),
+    ]:
+        resp = branched.post(f"/v1/table/{TP}/tags/{op}", body)
+        assert problem(resp) == (406, 0), (op, body, resp.text)
+        assert "main" in resp.json()["detail"]
+    assert branched.catalog.tags.list_tags("p.w.ns.events") == tags
+    made = branched.post(f"/v1/table/{TP}/tags/create", {"tag": "two", "version": 2, "branch": "main"})
+    assert made.status_code == 200, made.text
