@@ -270,6 +270,7 @@ class Trash:
         if not found:
             raise NamespaceNotFound(f"no dropped namespace {nname} in the trash")
         item, record = found[-1]
+        self._refuse_taken(nname, record)
         for space in record.namespaces:  # shallowest first
             key = keys.namespace(NamespaceName.parse(space.name))
             existing = self.ctx.store.get(key)
@@ -314,6 +315,24 @@ class Trash:
             ),
         )
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
+
+    def _refuse_taken(self, nname: NamespaceName, record: TrashRecord) -> None:
+        """TableAlreadyExists, before anything is restored, when a table the undrop would bring
+        back has its name taken by a newer table (the undrop would otherwise finish without it,
+        its undo list gone)."""
+        taken = []
+        for trash_key in record.table_trash_keys:
+            trash_item = self.ctx.store.get(trash_key)
+            trash = decode(TrashRecord, trash_item.value, trash_key) if trash_item is not None else None
+            if trash is None or trash.state != "trashed" or trash.table is None:
+                continue  # restored by an earlier run, purged or being purged
+            if self.ctx.store.get(keys.table(TableName.parse(trash.target))) is not None:
+                taken.append(trash.target)
+        if taken:
+            raise TableAlreadyExists(
+                f"namespace {nname} cannot be undropped: {', '.join(taken)} taken by newer tables; "
+                "drop or rename those, or undrop each dropped table alone with --as"
+            )
 
     def expire_trash(
         self,

@@ -253,7 +253,13 @@ class CatalogModel:
         self.ns_trash.append(NamespaceTrash(ns, now, now + grace, filed, policy))
 
     def undrop_namespace_error(self, ns: str) -> Expected:
-        return None if any(r.namespace == ns for r in self.ns_trash) else NamespaceNotFound
+        records = [r for r in self.ns_trash if r.namespace == ns]
+        if not records:
+            return NamespaceNotFound
+        record = max(records, key=lambda r: r.dropped_at)
+        trashed = [t for t in self.trash if (t.inc.id, t.dropped_at) in record.tables]
+        # A table it would bring back whose name a newer table took: refused whole.
+        return TableAlreadyExists if any(t.name in self.tables for t in trashed) else None
 
     def undrop_namespace(self, ns: str) -> None:
         record = max((r for r in self.ns_trash if r.namespace == ns), key=lambda r: r.dropped_at)
@@ -262,7 +268,7 @@ class CatalogModel:
         self.namespaces.add(ns)
         for key in record.tables:
             trashed = next((t for t in self.trash if (t.inc.id, t.dropped_at) == key), None)
-            if trashed is not None and trashed.name not in self.tables:
+            if trashed is not None:
                 self._restore(trashed, trashed.name)
         self.ns_trash.remove(record)
 

@@ -199,3 +199,24 @@ def test_undrop_racing_expiry_has_exactly_one_winner(lake: Lake) -> None:
                 lake.catalog.reads.open_table(name)
         assert lake.catalog.trash.list_trash(name) == []
     assert sum(outcomes.values()) == 12
+
+
+def test_a_namespace_undrop_whose_table_name_is_taken_is_refused_whole(lake: Lake) -> None:
+    """Before, the undrop skipped ``ns.t`` (a WARNING line only), restored the rest, deleted the
+    namespace's undo list and answered success: the caller was not told that ``t`` stayed in
+    the trash."""
+    c = lake.catalog
+    c.containers.create_namespace("p.w.ns.sub")
+    c.tables.create_table("p.w.ns.t", rows([1]))
+    c.tables.create_table("p.w.ns.sub.u", rows([2]))
+    c.cascade.drop_namespace("p.w.ns", cascade=True)
+    c.containers.create_namespace("p.w.ns")
+    c.tables.create_table("p.w.ns.t", rows([9]))
+    before = state(lake)
+    with pytest.raises(TableAlreadyExists, match=r"p\.w\.ns\.t"):
+        c.trash.undrop_namespace("p.w.ns")
+    assert state(lake) == before
+    c.trash.drop_table("p.w.ns.t")  # the name is free again: the whole subtree comes back
+    c.trash.undrop_namespace("p.w.ns")
+    assert ids_of(c.reads.open_table("p.w.ns.t")) == [1]
+    assert ids_of(c.reads.open_table("p.w.ns.sub.u")) == [2]
