@@ -18,6 +18,7 @@ import dagster as dg
 
 from lake_platform.defs.asset_tables import BRANCH, VERSION
 from lake_platform.defs.partition_rows import PartitionRows, context_rows
+from lake_platform.errors import InvalidInput
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -108,9 +109,17 @@ def _pin_of(metadata: dict[str, dg.MetadataValue]) -> Pin | None:
 
 
 def scan_options(plan: ReadPlan, schema: pa.Schema) -> dict[str, object]:
-    """Lance scanner arguments: the columns and the partition filter, read by Lance itself."""
+    """Lance scanner arguments: the columns and the partition filter, read by Lance itself; a
+    column the table lacks, or one named twice, is refused by name (InvalidInput)."""
     options: dict[str, object] = {}
     if plan.columns:
+        for i, column in enumerate(plan.columns):
+            if column not in schema.names or column in plan.columns[:i]:
+                problem = "is named twice" if column in schema.names else f"is not a column of {plan.table}"
+                names = ", ".join(schema.names)
+                raise InvalidInput(
+                    f"the input's columns metadata: {column!r} {problem} (its columns: {names})"
+                )
         options["columns"] = plan.columns
     if plan.rows is not None:
         options["filter"] = plan.rows.predicate(schema)
