@@ -188,6 +188,12 @@ def test_query_refusals(lake: RestLake) -> None:
     assert (missing.status_code, missing.json()["code"]) == (404, 4)
     other = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1}, who="other")
     assert (other.status_code, other.json()["code"]) == (404, 4)
+    # row ids are not served: asked for, the answer would silently lack the _rowid column
+    row_ids = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1, "with_row_id": True})
+    assert (row_ids.status_code, row_ids.json()["code"]) == (406, 0), row_ids.text
+    assert "with_row_id" in row_ids.json()["detail"]
+    without = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 1, "with_row_id": False})
+    assert without.status_code == 200, without.text
 
 
 def test_a_filter_that_would_build_a_value_past_the_cap_is_refused(lake: RestLake) -> None:

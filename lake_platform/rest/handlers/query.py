@@ -69,6 +69,8 @@ def scan_request(request: RestRequest) -> ScanRequest:
         raise Unsupported(
             "vector and full-text search are not served; send a plain scan (filter, columns, k)"
         )
+    if body.get("with_row_id") not in (None, False):
+        raise Unsupported("with_row_id: row ids are not served; leave it unset or false")
     version = body.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
         raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
