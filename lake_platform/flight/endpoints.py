@@ -92,9 +92,6 @@ class Endpoints:
         #: What each plan's answers share, forgotten with the plan (a kept plan lives on).
         self._kept_for: weakref.WeakKeyDictionary[PlannedQuery, _Kept] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        #: Statements whose tickets' claims were worked out and checked (an answer of a kept
-        #: plan to the same principal reuses them and is not counted).
-        self.claims_made = 0
 
     def use_data_plane(self, uris: list[str]) -> None:
         """Name the data planes ``uris`` (this replica's first) on every statement endpoint:
@@ -153,8 +150,6 @@ class Endpoints:
         rule), and keep all that with the plan unless it has bound parameters."""
         parts = self._parts(planned, many)
         sql, refs = planned.sql, planned.refs
-        with self._lock:
-            self.claims_made += 1
         if parts is None:
             claims = (self._tickets.statement_claims(identity, sql, params, refs),)
         else:

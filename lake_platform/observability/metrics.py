@@ -5,8 +5,8 @@ library that registers its own metrics cannot collide with ours). Surfaces repor
 functions (:func:`observe_request`, :func:`observe_query`) so the REST catalog records exactly
 what Flight records; ``surface`` is ``"flight"`` or ``"rest"``. Things that already keep their own
 counts (the catalog snapshot cache, the query engine's caches, spill folder, snapshot miss
-reads and key lookups' Lance scanners) are read at scrape time by :class:`_Watched`, never
-copied on the request path.
+reads, key lookups' Lance scanners, plannings and runs: ``engine_figures``) are read at scrape
+time by :class:`_Watched`, never copied on the request path.
 
 ``exposition`` serves :data:`REGISTRY` at ``/metrics``.
 
@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from lake_platform.observability import hooks
+from lake_platform.observability.engine_figures import ENGINE_GROUPS, FIGURES, counted_parts
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)  # process_resident_memory_bytes, CPU, open fds
@@ -237,13 +238,13 @@ class _Watched(Collector):
         """Report ``engine``'s pool size and spill folder while it lives."""
         with self._lock:
             self._engines[id(engine)] = (weakref.ref(engine), spill_dir, pool_bytes)
-        weakref.finalize(engine, self._retire, _caches(engine))
+        weakref.finalize(engine, self._retire, counted_parts(engine))
 
     def _retire(self, caches: dict[str, Any]) -> None:
         """Keep the counts of a gone engine's caches in the totals."""
         with self._lock:
             for cache, stats in ((name, c.stats()) for name, c in caches.items()):
-                for metric, _, kind, key in _FIGURES[cache]:
+                for metric, _, kind, key in FIGURES[cache]:
                     if kind == "counter":
                         self._retired[metric, cache] = self._retired.get((metric, cache), 0) + stats[key]
 
@@ -252,11 +253,11 @@ class _Watched(Collector):
         ``cache="snapshot"`` / ``cache="result"``, the plan cache's, the snapshot miss reads' and
         the lookup scanners' (no label). Gauges sum the live engines; counters add what gone
         engines counted and never go down."""
-        stats: dict[str, list[dict[str, Any]]] = {name: [] for name in _FIGURES}
+        stats: dict[str, list[dict[str, Any]]] = {name: [] for name in FIGURES}
         for engine in engines:
-            for name, cache in _caches(engine).items():
+            for name, cache in counted_parts(engine).items():
                 stats[name].append(cache.stats())
-        for group, figures, label in _CACHE_GROUPS:
+        for group, figures, label in ENGINE_GROUPS:
             for metric, text, kind, key in figures:
                 labels = [label] if label else []
                 family: Any = (
@@ -322,96 +323,6 @@ class _Watched(Collector):
         yield pool
         yield spill
         yield from self._cache_families(live)
-
-
-#: The two query caches' figures: (metric, help, type, stats field).
-_CACHE_FIGURES = (
-    ("lake_query_cache_bytes", "Bytes the cache holds now.", "gauge", "used_bytes"),
-    ("lake_query_cache_budget_bytes", "The cache's budget.", "gauge", "budget_bytes"),
-    ("lake_query_cache_entries", "Entries the cache holds now.", "gauge", "entries"),
-    ("lake_query_cache_hits", "Lookups the cache answered.", "counter", "hits"),
-    ("lake_query_cache_misses", "Lookups the cache could not answer.", "counter", "misses"),
-    ("lake_query_cache_evictions", "Entries evicted to stay within the budget.", "counter", "evictions"),
-)
-
-
-#: The plan cache's figures (``query.plans``), by the same rules.
-_PLAN_FIGURES = (
-    (
-        "lake_query_plans_kept",
-        "Plans kept for reuse now (LAKE_FLIGHT_PLAN_CACHE_SIZE): per principal, SQL and snapshot.",
-        "gauge",
-        "entries",
-    ),
-    (
-        "lake_query_plan_hits",
-        "Plan lookups that found a kept plan (of the same text, or a prepared key lookup of the same "
-        "parameter types).",
-        "counter",
-        "hits",
-    ),
-    (
-        "lake_query_plans_shaped",
-        "Prepared key lookups bound to new values answered from the kept plan of an earlier binding, "
-        "with their own values, unplanned.",
-        "counter",
-        "shaped",
-    ),
-)
-#: Names a query asked for that the catalog snapshot lacked (``query.snapshot_miss``), by the same rules.
-_MISS_FIGURES = (
-    (
-        "lake_snapshot_miss_reads",
-        "Registry reads of a table a query named that the catalog snapshot lacked (once per name and view).",
-        "counter",
-        "reads",
-    ),
-    ("lake_snapshot_miss_found", "Of those reads, the ones that found the table.", "counter", "found"),
-    (
-        "lake_snapshot_miss_known_absent",
-        "Names the snapshot lacked answered not found from an earlier read, without reading again.",
-        "counter",
-        "known_absent",
-    ),
-)
-#: Lance's scanners of kept key lookups (``query.lookup.Scanners``), by the same rules.
-_SCANNER_FIGURES = (
-    (
-        "lake_query_lookup_scanners_kept",
-        "Lance scanners of key lookups kept for reuse now.",
-        "gauge",
-        "entries",
-    ),
-    ("lake_query_lookup_scanners_built", "Lance scanners made for key lookups.", "counter", "built"),
-    (
-        "lake_query_lookup_scanners_reused",
-        "Key lookup runs that read through a kept Lance scanner instead of making one.",
-        "counter",
-        "reused",
-    ),
-)
-#: The caches of an engine; the metric families over them: (caches, figures, label name).
-_CACHE_GROUPS: tuple[tuple[tuple[str, ...], tuple[tuple[str, str, str, str], ...], str | None], ...] = (
-    (("snapshot", "result"), _CACHE_FIGURES, "cache"),
-    (("plan",), _PLAN_FIGURES, None),
-    (("miss",), _MISS_FIGURES, None),
-    (("scanner",), _SCANNER_FIGURES, None),
-)
-#: Each cache's figures.
-_FIGURES = {cache: figures for group, figures, _ in _CACHE_GROUPS for cache in group}
-
-
-def _caches(engine: Any) -> dict[str, Any]:
-    """What of ``engine`` keeps figures (``misses``: only an engine that reads its misses)."""
-    caches = {
-        "snapshot": engine.cache,
-        "result": engine.results,
-        "plan": engine.plans,
-        "scanner": engine.scanners,
-    }
-    if engine.misses is not None:
-        caches["miss"] = engine.misses
-    return caches
 
 
 def _folder_bytes(root: Path) -> int:

@@ -20,7 +20,6 @@ Lance from them; executing a ticket reads no registry at all.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +51,7 @@ from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.snapshot_miss import SnapshotMisses
 from lake_platform.query.stream import FirstBatches, stream
 from lake_platform.query.volatility import nondeterministic_functions
+from lake_platform.query.work import WorkCounts
 from lake_platform.settings import LakeSettings
 
 
@@ -96,7 +96,9 @@ class QueryEngine:
         self._capped = capped_functions(self.limits.max_value_bytes)
         # Contexts are reused across requests, each bound to one request's catalogs at a time
         # (``sessions``); the factory is looked up late so a test may swap it.
-        self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size)
+        #: Plannings and runs, for ``/metrics`` (``work.stats()``).
+        self.work = WorkCounts()
+        self.sessions = Sessions(lambda: self.context(), self.limits.session_pool_size, self.work)
         self.plans = PlanCache(self.limits.plan_cache_size)
         self.cache = DataCache(
             self.limits.cache_bytes,
@@ -110,10 +112,6 @@ class QueryEngine:
         #: reused, for ``/metrics``).
         self.scanners = Scanners(self.limits.plan_cache_size)
         self._first_batches = FirstBatches()
-        #: Queries run since the engine started (a result streamed from the result cache runs
-        #: nothing and is not counted).
-        self.runs = 0
-        self._runs_lock = threading.Lock()
         self._row_counts: BoundedLRU[TableRef, int] = BoundedLRU(max(self.limits.dataset_cache_size, 1))
         self._column_bytes: BoundedLRU[TableRef, dict[str, float]] = BoundedLRU(
             max(self.limits.dataset_cache_size, 1)
@@ -379,8 +377,7 @@ class QueryEngine:
     def _run(
         self, planned: PlannedQuery, cancelled: Callable[[], bool], coalesce: bool, blocking: bool = False
     ) -> Iterator[pa.RecordBatch]:
-        with self._runs_lock:
-            self.runs += 1
+        self.work.ran()
         try:
             if planned.lookup is not None:
                 yield from self._run_lookup(planned, planned.lookup, cancelled)

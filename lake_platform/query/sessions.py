@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from datafusion import SessionContext
 from datafusion.catalog import CatalogProvider, CatalogProviderList
 
+from lake_platform.query.work import WorkCounts
+
 
 class RequestCatalogs(CatalogProviderList):
     """The catalog list of one pooled context: the catalogs of the request planning on it now,
@@ -51,21 +53,23 @@ class Sessions:
     """A pool of contexts made by ``factory``, at most ``capacity`` kept idle. Thread-safe: a
     context is used by one request at a time (concurrent requests take different ones)."""
 
-    def __init__(self, factory: Callable[[], SessionContext], capacity: int) -> None:
+    def __init__(
+        self, factory: Callable[[], SessionContext], capacity: int, counts: WorkCounts | None = None
+    ) -> None:
         self._factory = factory
         self.capacity = capacity
         self._idle: list[tuple[SessionContext, RequestCatalogs]] = []
         self._lock = threading.Lock()
         self.created = 0
-        #: Contexts lent to a request's planning (:meth:`session`): one per planning.
-        self.lent = 0
+        #: Counts each context lent to a request's planning (:meth:`session`) as one planning.
+        self._counts = counts if counts is not None else WorkCounts()
 
     @contextmanager
     def session(self, catalogs: Mapping[str, CatalogProvider]) -> Iterator[SessionContext]:
         """A context whose catalogs are exactly ``catalogs`` until the block ends."""
         with self._lock:
             entry = self._idle.pop() if self._idle else None
-            self.lent += 1
+        self._counts.planned()
         if entry is None:
             entry = self._new()
         ctx, slot = entry

@@ -140,17 +140,18 @@ def opened(running: Running, info: Any, identity: Any = ALICE) -> Any:
 
 
 def test_kept_ticket_claims_never_pin_a_stale_version(running: Running) -> None:
-    """Repeated GetFlightInfo of one statement encodes its claims once; after an append the
-    next GetFlightInfo pins the new version (new plan, new claims), never the old one."""
+    """Repeated GetFlightInfo of one statement is answered from its kept plan (and the claims
+    kept with it: planned once, ``lake_query_plannings_total``); after an append the next
+    GetFlightInfo plans again and pins the new version (new plan, new claims), never the old one."""
     running.catalog.tables.create_table("p.w.ns.pins", t_rows(3).to_reader())
     running.catalog.policies.set_policy("p.w.ns.pins", {"cache": "off"})
     assert wait_until(lambda: running.server.snapshots.current().project("p").table("w", "ns", "pins"))
-    made = running.server.endpoints.claims_made
+    planned = running.server.engine.work.plannings
     sql = "SELECT count(*) AS n FROM w.ns.pins"
     client, options = login(running.uri)
     try:
         first, second = plan(client, options, sql), plan(client, options, sql)
-        assert running.server.endpoints.claims_made == made + 1  # the second reused the first's
+        assert running.server.engine.work.plannings == planned + 1  # the second: the kept plan
         a, b = opened(running, first), opened(running, second)
         version = version_of(running, "pins")
         assert [r.version for r in a.snapshots] == [r.version for r in b.snapshots] == [version]
@@ -158,7 +159,7 @@ def test_kept_ticket_claims_never_pin_a_stale_version(running: Running) -> None:
         running.catalog.tables.append("p.w.ns.pins", t_rows(2, start=3).to_reader())
         assert wait_until(lambda: version_of(running, "pins") == version + 1)
         third = plan(client, options, sql)
-        assert running.server.endpoints.claims_made == made + 2
+        assert running.server.engine.work.plannings == planned + 2
         assert [r.version for r in opened(running, third).snapshots] == [version + 1]
         assert fetch(client, options, third).to_pylist() == [{"n": 5}]
         assert fetch(client, options, first).to_pylist() == [{"n": 3}]  # still its own pin

@@ -40,12 +40,12 @@ def test_a_rerun_is_answered_from_the_kept_result(servers: tuple[Running, Runnin
     cached, plain = servers
     with cached.adbc() as conn, plain.adbc() as ref:
         expected = rows(ref, GROUP)
-        ran = cached.server.engine.runs
+        ran = cached.server.engine.work.runs
         first = rows(conn, GROUP)
         hits = cached.server.health()["result_cache"]["hits"]
         again = [rows(conn, GROUP) for _ in range(3)]
     assert first.equals(expected) and all(t.equals(expected) for t in again)
-    assert cached.server.engine.runs == ran + 1
+    assert cached.server.engine.work.runs == ran + 1
     assert cached.server.health()["result_cache"]["hits"] == hits + 3
     assert plain.server.health()["result_cache"]["entries"] == 0
 
@@ -53,13 +53,13 @@ def test_a_rerun_is_answered_from_the_kept_result(servers: tuple[Running, Runnin
 def test_tenants_and_principals_never_share_a_kept_result(servers: tuple[Running, Running]) -> None:
     cached, _ = servers
     sql = "SELECT count(*) AS n FROM w.ns.t"
-    ran = cached.server.engine.runs
+    ran = cached.server.engine.work.runs
     with cached.adbc("alice") as alice, cached.adbc("bob") as bob, cached.adbc_bearer(SVC_TOKEN) as etl:
         for _ in range(2):
             assert rows(alice, sql).to_pylist() == [{"n": 1000}]
             assert rows(bob, sql).to_pylist() == [{"n": 2}]  # tenant q's own table of that name
             assert rows(etl, sql).to_pylist() == [{"n": 1000}]  # p again, another principal
-    assert cached.server.engine.runs == ran + 3  # once per principal, then kept for each
+    assert cached.server.engine.work.runs == ran + 3  # once per principal, then kept for each
 
 
 def test_an_append_gives_the_new_rows_at_once(servers: tuple[Running, Running]) -> None:

@@ -73,11 +73,11 @@ def test_a_prepared_statement_with_placeholders_is_planned_once_unbound(lake: tu
     view = load_snapshot(_store(lake)).project("p")
     sql = "SELECT id FROM w.ns.t WHERE id = ? OR s = ?"
     first = engine.plan(sql, view, prepare=True, scope="alice")
-    assert engine.plan(sql, view, prepare=True, scope="alice") is first and engine.sessions.lent == 1
+    assert engine.plan(sql, view, prepare=True, scope="alice") is first and engine.work.plannings == 1
     assert engine.plan(sql, view, prepare=True, scope="bob") is not first  # another principal
     with pytest.raises(InvalidInput, match="2 parameter"):  # planned, and refused as before
         engine.plan(sql, view, scope="alice")
-    assert engine.sessions.lent == 2  # that refusal comes before planning takes a context
+    assert engine.work.plannings == 2  # that refusal comes before planning takes a context
 
 
 def _store(lake: tuple[Any, Catalog]) -> Any:

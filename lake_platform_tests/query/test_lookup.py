@@ -204,7 +204,7 @@ def test_a_kept_lookup_is_kept_per_principal_and_catalog_view(lake: tuple[Any, C
     catalog.tables.append(f"p.w.ns.{table}", data(1000, 1100))
     newer = load_snapshot(catalog.store).project("p")
     planned = plan_id(engine, newer, table, 1050, "alice")  # a new view: planned
-    assert engine.rebound == 1 and engine.sessions.lent == 3  # plannings
+    assert engine.rebound == 1 and engine.work.plannings == 3  # plannings
     assert rows(engine, planned) == [{"id": 1050, "s": "name-1050"}]
     assert planned.refs[0].version == newer.table("w", "ns", table).ref.version
     # The older view still answers from its own kept plan, over its own version.
@@ -248,7 +248,7 @@ def test_a_lookup_bound_to_new_values_is_answered_without_planning(
     engine = QueryEngine(lake[0], QueryLimits())
     view = load_snapshot(lake[1].store).project("p")
     for i, values in enumerate(bindings):
-        lent = engine.sessions.lent  # one per planning
+        plannings = engine.work.plannings
         params = bound(*values)
         planned = engine.plan(sql, view, params, scope="alice")
         ours = rows(engine, planned)
@@ -257,7 +257,7 @@ def test_a_lookup_bound_to_new_values_is_answered_without_planning(
         # A key lookup returns few rows: never split or spooled by the size of its table.
         assert planned.facts.point and not planned.facts.ordered and not planned.facts.table_rows
         # Planned the first time only, nor did streaming the lookup ask for DataFusion's frame.
-        assert engine.sessions.lent == lent + (i == 0)
+        assert engine.work.plannings == plannings + (i == 0)
         assert engine.rebound == i
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert ours == theirs.to_pylist()  # DataFusion's frame, planned on use for the comparison
@@ -285,7 +285,7 @@ def test_other_bindings_are_planned(
     view = load_snapshot(lake[1].store).project("p")
     engine.plan(sql, view, bound(*first), scope="alice")
     planned = engine.plan(sql, view, bound(*second), scope="alice")
-    assert engine.rebound == 0 and engine.sessions.lent == 2  # plannings
+    assert engine.rebound == 0 and engine.work.plannings == 2  # plannings
     ours = rows(engine, planned)
     theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
     assert ours == theirs.to_pylist()
@@ -312,7 +312,7 @@ def test_a_binding_the_kept_lookup_cannot_take_is_planned(
     except LakeError as exc:  # what planning says of it, as before (before it takes a context)
         assert params.num_rows == 2 and "exactly one row" in str(exc)
     else:
-        assert engine.sessions.lent == 2  # planned, not answered from the kept lookup
+        assert engine.work.plannings == 2  # planned, not answered from the kept lookup
         theirs = pa.Table.from_batches(list(datafusion_stream(planned, engine.limits)), planned.schema)
         assert rows(engine, planned) == theirs.to_pylist()
     assert engine.rebound == 0

@@ -113,7 +113,8 @@ GROUP = "SELECT id % 7 AS k, count(*) AS n, sum(x) AS total FROM w.ns.t GROUP BY
 
 
 class Counted:
-    """An engine with a result cache; ``runs``: the queries it actually ran (``QueryEngine.runs``)."""
+    """An engine with a result cache; ``runs``: the queries it actually ran
+    (``QueryEngine.work.runs``, what ``lake_query_runs_total`` reports)."""
 
     def __init__(self, lake: tuple[Any, Catalog], **limits: Any) -> None:
         self.catalog = lake[1]
@@ -121,7 +122,7 @@ class Counted:
 
     @property
     def runs(self) -> int:
-        return self.engine.runs
+        return self.engine.work.runs
 
     def view(self) -> Any:
         return load_snapshot(self.catalog.store).project("p")
