@@ -88,7 +88,9 @@ class Containers:
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"create warehouse {wname}")
         # After the permission check: the refusal may reveal that some other warehouse is there.
-        others = [roots.canonical(w.root) for w in self._warehouse_records() if w.name != str(wname)]
+        others = [
+            roots.canonical(w.root, strict=False) for w in self._warehouse_records() if w.name != str(wname)
+        ]
         roots.require_allowed(canonical, self.ctx.settings, others)
         record = WarehouseRecord(
             name=str(wname), root=str(canonical), created_by=self.ctx.actor(by.actor, who)
@@ -168,7 +170,7 @@ class Containers:
         for record in records:
             try:
                 root = roots.canonical(record.root)
-                others = [roots.canonical(r.root) for r in records if r.name != record.name]
+                others = [roots.canonical(r.root, strict=False) for r in records if r.name != record.name]
                 problem = roots.violation(root, self.ctx.settings, others)
             except InvalidInput as exc:
                 problem = str(exc)

@@ -107,7 +107,7 @@ class Registrations:
 
     def _adoptable(self, tname: TableName, where: roots.Root) -> str:
         """``where`` as a location, if the table may live there (module docstring)."""
-        root = roots.canonical(self.ctx.warehouse(tname.warehouse_name).root)
+        root = roots.canonical(self.ctx.warehouse(tname.warehouse_name).root, strict=False)
         if not where.within(root) or where == root:
             raise InvalidInput(f"the location is not inside warehouse {tname.warehouse_name}'s root")
         inner = where.parts[len(root.parts) :]
@@ -127,7 +127,7 @@ class Registrations:
             if trashed.table is not None:
                 claimed.append(trashed.table)
         for other in claimed:
-            if roots.canonical(other.folder_uri.removeprefix("file://")).overlaps(where):
+            if roots.canonical(other.folder_uri.removeprefix("file://"), strict=False).overlaps(where):
                 raise InvalidInput(f"the location overlaps table {other.name}'s")
         return str(where)
 

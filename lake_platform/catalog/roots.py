@@ -62,16 +62,18 @@ _S3_SEGMENT = re.compile(r"[A-Za-z0-9._=+,@~!-]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def canonical(root: str) -> Root:
+def canonical(root: str, *, strict: bool = True) -> Root:
     """The canonical form of a warehouse root; InvalidInput for what is not a folder or
     ``s3://bucket[/prefix]``, for any ``..`` segment, for an S3 segment an object store would
-    decode or cut (``_S3_SEGMENT``), and for control characters."""
+    decode or cut (``_S3_SEGMENT``), and for control characters. ``strict=False``: a root
+    already registered, read as written without the character rules (an older release took
+    it; ``root_violations`` reports it), so it neither blocks nor escapes the overlap checks."""
     if root.startswith(S3):
         bucket, _, prefix = root[len(S3) :].rstrip("/").partition("/")
         parts = tuple(prefix.split("/")) if prefix else ()
         if not bucket or any(p in ("", ".", "..") for p in parts):
             raise InvalidInput(f"invalid storage root {root!r}: expected s3://bucket/prefix without '..'")
-        if not _S3_BUCKET.fullmatch(bucket) or not all(_S3_SEGMENT.fullmatch(p) for p in parts):
+        if strict and (not _S3_BUCKET.fullmatch(bucket) or not all(_S3_SEGMENT.fullmatch(p) for p in parts)):
             raise InvalidInput(
                 f"invalid storage root {root!r}: a bucket is lower-case letters, digits, '.' and "
                 "'-'; a prefix's segments letters, digits and ._=+,@~!- (no %, \\, ?, #, space)"
@@ -79,7 +81,7 @@ def canonical(root: str) -> Root:
         return Root("s3", bucket, parts)
     if "://" in root and not root.startswith(FILE):
         raise InvalidInput(f"unsupported storage root {root!r}: use a local folder or s3://bucket/prefix")
-    if _CONTROL.search(root):
+    if strict and _CONTROL.search(root):
         raise InvalidInput(f"invalid storage root {root!r}: control characters are not allowed")
     if root.startswith(FILE) and not root.startswith(FILE + "/"):
         raise InvalidInput(

@@ -16,6 +16,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, SettingsError
 from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
+from lake_platform.registry.records import WarehouseRecord
 from lake_platform.settings import load_settings
 from lake_platform.up.demo import seed_demo
 
@@ -209,3 +210,15 @@ def test_canonical_roots() -> None:
     assert not roots.canonical("s3://b/a").within(roots.canonical("/b/a"))
     with pytest.raises(InvalidInput, match="unsupported storage root"):
         roots.canonical("gs://b/a")
+
+
+def test_a_root_registered_before_the_segment_rule_is_reported_and_blocks_no_one(tmp_path: Path) -> None:
+    """A warehouse registered (by an older release) at a root the rule now refuses: creating
+    other warehouses still works (before: every create failed, quoting that root), and
+    ``root_violations`` names it."""
+    with open_catalog(tmp_path, warehouse_roots=f"{tmp_path / 'lakes'},s3://lake/tenants") as catalog:
+        old = WarehouseRecord(name="p.old", root="s3://lake/tenants/x%2Fy")
+        catalog.store.put_if_absent(keys.warehouse(WarehouseName.parse("p.old")), old.encode())
+        assert catalog.containers.create_warehouse("p.a", root="s3://lake/tenants/a").name == "p.a"
+        refused(catalog, "s3://lake/tenants/x%2Fy/z", "invalid storage root")
+        assert list(catalog.containers.root_violations()) == ["p.old"]
