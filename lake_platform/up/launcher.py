@@ -315,7 +315,7 @@ def check_ports(ports: dict[str, tuple[str, int]]) -> None:
             raise ServiceUnavailable(f"{exc} (for {server})") from None
 
 
-def _exited(platform: Platform) -> ServiceUnavailable | None:
+def _exited(platform: Platform, when: str = " during start-up") -> ServiceUnavailable | None:
     """The error naming the first process that exited, with the end of its log; None while all
     run."""
     for name, proc, out in zip(platform.names, platform.processes, platform.logs, strict=True):
@@ -327,7 +327,7 @@ def _exited(platform: Platform) -> ServiceUnavailable | None:
                 lines = []
             last = f": {lines[-1]}" if lines else ""
             return ServiceUnavailable(
-                f"the {name} process exited during start-up (exit {proc.returncode}){last}; its log: {log}"
+                f"the {name} process exited{when} (exit {proc.returncode}){last}; its log: {log}"
             )
     return None
 
@@ -369,6 +369,16 @@ def _wait_ready(platform: Platform, timeout: float) -> None:
     )
 
 
+def wait_for_exit(platform: Platform, poll_seconds: float = 1.0) -> ServiceUnavailable:
+    """Block until one of the platform's processes exits: the error naming it, with the last
+    line of its log."""
+    while True:
+        exited = _exited(platform, when="")
+        if exited is not None:
+            return exited
+        time.sleep(poll_seconds)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -386,21 +396,24 @@ def run_platform(
     # even when started from a shell that had SIGINT ignored (background jobs).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
-    print(f"lake home      {Path(settings.home).expanduser().resolve()}")
-    print("starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...")
-    platform = start_platform(settings, ui_host, port, flight_port=flight_port, rest_port=rest_port)
+    print(f"lake home      {Path(settings.home).expanduser().resolve()}", flush=True)
+    platform: Platform | None = None
     try:
-        # Inside the try: a Ctrl-C from the moment it started stops everything cleanly.
+        # Inside the try: a Ctrl-C from the moment the user reads this stops everything cleanly.
+        print("starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...", flush=True)
+        platform = start_platform(settings, ui_host, port, flight_port=flight_port, rest_port=rest_port)
         print(started_text(platform), flush=True)
-        while platform.alive():
-            time.sleep(1.0)
-        print(
-            f"a Dagster process exited; stopping the rest (logs under {platform.dagster_home / 'logs'})",
-            file=sys.stderr,
-        )
-        return 1
+        exited = wait_for_exit(platform)
+        print(f"{exited.message}; stopping the rest", file=sys.stderr, flush=True)
+        code = 1
     except KeyboardInterrupt:
+        if platform is None:  # start_platform stopped whatever it had started
+            print("\ninterrupted during start-up; everything started was stopped", flush=True)
+            return 130
         print("\nstopping ...", flush=True)
-        return 0
+        code = 0
     finally:
-        platform.stop()
+        if platform is not None:
+            platform.stop()
+    print("stopped", flush=True)
+    return code

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -355,3 +356,28 @@ def test_the_ui_shows_the_table_assets_schema_and_rows_and_a_graphql_launch_comm
     finally:
         platform.stop()
     assert not platform.alive()
+
+
+def test_a_server_that_exits_while_running_is_named_with_its_last_log_line(tmp_path: Path) -> None:
+    """Once "a Dagster process exited" whichever of the four it was (Flight SQL, REST too)."""
+    from lake_platform.up.launcher import wait_for_exit
+
+    log = open(tmp_path / "rest.log", "ab")  # noqa: SIM115 - closed by Platform.stop
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "print('error [17 SERVICE_UNAVAILABLE]: lost the registry'); raise SystemExit(3)",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    platform = Platform("", tmp_path, "", "", [], processes=[proc], logs=[log], names=["rest"])
+    try:
+        exited = wait_for_exit(platform, poll_seconds=0.05)
+    finally:
+        platform.stop()
+    assert exited.message == (
+        "the rest process exited (exit 3): error [17 SERVICE_UNAVAILABLE]: lost the registry; "
+        f"its log: {tmp_path / 'rest.log'}"
+    )

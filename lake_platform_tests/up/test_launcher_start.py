@@ -106,7 +106,7 @@ def test_lake_up_prints_its_addresses_and_next_steps_and_no_library_chatter(tmp_
         f"Flight SQL     grpc://127.0.0.1:{flight}",
         f"Lance REST     http://127.0.0.1:{rest} (Lance Namespace spec; see docs/rest.md)",
     ], "\n".join(lines)
-    assert "Next steps:" in lines and lines[-1] == "stopping ..."
+    assert "Next steps:" in lines and lines[-2:] == ["stopping ...", "stopped"]
     for line in lines:
         assert "fork" not in line and "Warning" not in line and "Traceback" not in line, line
         assert not re.match(r"(DEBUG|INFO) ", line), line
@@ -166,3 +166,23 @@ def test_a_server_that_exits_during_start_up_fails_lake_up_with_its_error(tmp_pa
         out,
     ), out
     assert "Dagster UI" not in out and "Traceback" not in out
+
+
+def test_ctrl_c_during_start_up_stops_what_started_and_says_so(tmp_path: Path) -> None:
+    """Ctrl-C before the platform answers: once click's bare "Aborted!" (exit 1); now it says
+    what it did and exits 130, as a shell reports an interrupted command, and every port is
+    free again."""
+    ui, flight, rest = free_ports(3)
+    proc = lake_up(tmp_path, ui, flight, rest)
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline().rstrip("\n") for _ in range(2)]
+    assert lines[1].startswith("starting Dagster"), lines  # the handler is in place by now
+    proc.send_signal(signal.SIGINT)
+    lines += proc.communicate(timeout=120)[0].splitlines()
+    assert proc.returncode == 130, "\n".join(lines)
+    assert lines[2:] == ["", "interrupted during start-up; everything started was stopped"], lines
+    for port in (ui, flight, rest):  # nothing listens (a closed connection may linger: reuse)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
