@@ -12,9 +12,13 @@ def open_metastore(settings: LakeSettings) -> MetaStore:
     if url.startswith("sqlite:///"):
         from lake_platform.registry.sqlite import SqliteMetaStore
 
-        return SqliteMetaStore(
-            url.removeprefix("sqlite:///"), busy_timeout_seconds=settings.lease_io_timeout_seconds
-        )
+        path = url.removeprefix("sqlite:///")
+        try:
+            return SqliteMetaStore(path, busy_timeout_seconds=settings.lease_io_timeout_seconds)
+        except OSError as exc:  # a folder, a path under a file, no permission: the setting's fault
+            raise SettingsError(
+                f"LAKE_REGISTRY_URL: the registry's file {path} cannot be opened: {exc.strerror}"
+            ) from None
     if url.startswith("dynamodb://"):
         from lake_platform.registry.dynamodb import DynamoMetaStore
 
