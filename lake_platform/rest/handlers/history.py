@@ -8,6 +8,7 @@ reads a commit's log entry by its commit id (every commit is atomic, so a transa
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
@@ -80,7 +81,7 @@ def _commit_entry(request: RestRequest) -> CommitLogEntry:
     *table, commit_id = request.ids
     if len(table) < 4:
         raise InvalidInput("a transaction id is the table's id followed by the commit id")
-    scoped(request, table=True)
+    scoped(dataclasses.replace(request, id=table), table=True)  # the table, not its commit id
     tname = TableName.from_parts(table)
     entry = request.service.catalog.reads.commit(
         str(tname), commit_id, by=Provenance(principal=request.principal)

@@ -137,7 +137,10 @@ def test_describe_transaction_by_commit_id(events: RestLake) -> None:
         13,
     )
     path = f"/v1/transaction/{TP}${restored.transaction_id}/describe"
-    assert problem(events.post(path, {}, who="other")) == (404, 4)
+    hidden = events.post(path, {}, who="other")
+    assert problem(hidden) == (404, 4)
+    # the table is what is missing (the message named a table of the table's id and commit id)
+    assert hidden.json()["detail"] == f"table {NAME} does not exist"
 
 
 def test_alter_transaction_names_the_commit_like_describe_and_never_alters_it(events: RestLake) -> None:
