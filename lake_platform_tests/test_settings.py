@@ -144,3 +144,17 @@ def test_unknown_lake_variables_are_named_with_the_closest_setting(
     assert (
         unknown_variables({"LAKE_HOME": "/y", "LAKE_FLIGHT_PORT": "1", "LAKE_DAGSTER_EXECUTOR": "ecs"}) == []
     )
+
+
+def test_the_inbox_settle_time_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """How long a landed file must be left alone before the sensor takes it: an operator whose
+    producers copy slowly onto a network folder raises it (it was fixed at 1 s in the code)."""
+    monkeypatch.delenv("LAKE_INBOX_SETTLE_SECONDS", raising=False)
+    assert load_settings(home=tmp_path).inbox_settle_seconds == 1.0
+    monkeypatch.setenv("LAKE_INBOX_SETTLE_SECONDS", "30")
+    assert load_settings(home=tmp_path).inbox_settle_seconds == 30.0
+    monkeypatch.setenv("LAKE_INBOX_SETTLE_SECONDS", "-1")
+    with pytest.raises(
+        SettingsError, match="LAKE_INBOX_SETTLE_SECONDS: Input should be greater than or equal to 0"
+    ):
+        load_settings(home=tmp_path)

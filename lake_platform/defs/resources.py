@@ -56,13 +56,14 @@ class InboxResource(dg.ConfigurableResource):
     takes them.
 
     Empty ``location`` means ``LAKE_INBOX``, else ``<LAKE_HOME>/inbox``. A file is listed once
-    ``settle_seconds`` old; a sensor tick requests runs for at most ``files_per_tick`` files
-    over all tables, each run (one commit) at most ``files_per_run``.
+    ``settle_seconds`` old (unset: ``LAKE_INBOX_SETTLE_SECONDS``, 1 s); a sensor tick requests
+    runs for at most ``files_per_tick`` files over all tables, each run (one commit) at most
+    ``files_per_run``.
     """
 
     lake: LakeResource
     location: str = ""
-    settle_seconds: float = Field(1.0, ge=0)
+    settle_seconds: float | None = Field(None, ge=0)
     files_per_run: int = Field(100, gt=0)
     files_per_tick: int = Field(1000, gt=0)
 
@@ -71,7 +72,11 @@ class InboxResource(dg.ConfigurableResource):
 
         settings = self.lake.settings()
         return open_inbox(
-            self.location or settings.inbox_location(), settings, settle_seconds=self.settle_seconds
+            self.location or settings.inbox_location(),
+            settings,
+            settle_seconds=settings.inbox_settle_seconds
+            if self.settle_seconds is None
+            else self.settle_seconds,
         )
 
 

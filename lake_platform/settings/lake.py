@@ -59,6 +59,13 @@ class LakeSettings(BaseSettings):
     inbox: str = Field(
         "", description="Where producers land files (folder or s3://bucket/prefix); default <home>/inbox."
     )
+    inbox_settle_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=3600,
+        description="How long a landed file must be left unchanged before the inbox sensor takes it "
+        "(a producer still copying it in, slowly onto a network folder, would be ingested half-written).",
+    )
     ui_port: int = Field(
         3000, ge=1, le=65535, description="Dagster UI port for `lake up` (bound to 127.0.0.1)."
     )
