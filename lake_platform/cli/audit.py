@@ -52,9 +52,9 @@ def audit() -> None:
 @click.option(
     "--file",
     "path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, exists=True),
     default=None,
-    help="Trail file (default LAKE_AUDIT_LOG).",
+    help="Trail file (default LAKE_AUDIT_LOG, where no file yet means no queries yet).",
 )
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N records.")
 @pass_state

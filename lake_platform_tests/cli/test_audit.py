@@ -1,7 +1,8 @@
-"""``lake log``: every command's commit carries LAKE_ACTOR."""
+"""``lake log``: every command's commit carries LAKE_ACTOR; ``lake audit queries``: its trail file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,16 @@ def test_every_commit_carries_lake_actor(
         "drop project",
     } <= {e["operation"] for e in entries}
     assert sorted({(e["operation"], e["actor"]) for e in entries if e["actor"] != "alice"}) == []
+
+
+def test_an_audit_file_given_that_does_not_exist_is_an_error(lake: CliRunner, tmp_path: Path) -> None:
+    """A mistyped --file was "no queries" (exit 0), as if nobody had queried; the default trail
+    not written yet still is (nobody has)."""
+    from lake_platform.cli import cli
+
+    result = lake.invoke(
+        cli, ["--json", "audit", "queries", "--project", "p", "--file", str(tmp_path / "nope.jsonl")]
+    )
+    assert result.exit_code == 2
+    assert "nope.jsonl' does not exist" in json.loads(result.stdout)["error"]["message"]
+    assert run(lake, "audit", "queries", "--project", "p") == []
