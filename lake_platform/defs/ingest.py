@@ -95,6 +95,38 @@ def refuse_repeated(files: list[InboxFileConfig]) -> None:
         seen.add(f.key)
 
 
+#: What an operator does about a cursor the sensor refuses.
+RESET = (
+    "Clear the cursor (the sensor's page in the UI) to list every inbox folder again; "
+    "files already ingested are skipped"
+)
+
+
+def read_cursor(raw: str | None) -> tuple[dict[str, str | None], str]:
+    """The inbox sensor's cursor as it writes it: ``{"tables": {table: cursor}, "last": table}``
+    (the per-table listing cursors and the table served last). Anything else (an operator's
+    edit in the UI) is refused by name, before any listing; a table's cursor its inbox cannot
+    parse is refused when that table is listed. Either way the tick requests nothing."""
+    if not raw:
+        return {}, ""
+    try:
+        state = json.loads(raw)
+    except json.JSONDecodeError:
+        state = None
+    tables = state.get("tables", {}) if isinstance(state, dict) else None
+    last = state.get("last", "") if isinstance(state, dict) else None
+    if (
+        not isinstance(tables, dict)
+        or not isinstance(last, str)
+        or not all(isinstance(v, str) or v is None for v in tables.values())
+    ):
+        raise InvalidInput(
+            "the inbox sensor's cursor is not one it wrote "
+            f'({{"tables": {{table: cursor}}, "last": table}}): {raw[:200]!r}. {RESET}'
+        )
+    return tables, last
+
+
 @dg.sensor(
     target=[ingested],
     minimum_interval_seconds=30,
@@ -107,13 +139,11 @@ def inbox_sensor(
 ) -> dg.SensorResult | dg.SkipReason:
     from lake_platform.maintenance.ingest import batch_commit_id
 
-    state = json.loads(context.cursor) if context.cursor else {}
-    cursors: dict[str, str | None] = state.get("tables", {})
+    cursors, last = read_cursor(context.cursor)
     with lake.catalog() as catalog:
         names = sorted(r.name for r in catalog.reads.list_tables())
     box = inbox.open()
     # Round-robin: start after the table served last, so a busy table cannot starve the others.
-    last = state.get("last", "")
     order = [n for n in names if n > last] + [n for n in names if n <= last]
     budget = inbox.files_per_tick
     requests: list[dg.RunRequest] = []
@@ -121,7 +151,12 @@ def inbox_sensor(
     for table in order:
         if budget <= 0:
             break
-        files, cursor = box.list_new(table, cursors.get(table), budget)
+        try:
+            files, cursor = box.list_new(table, cursors.get(table), budget)
+        except ValueError as exc:  # a cursor the inbox cannot parse: never one it wrote
+            raise InvalidInput(
+                f"the inbox sensor's cursor of {table} is not one it wrote: {exc}. {RESET}"
+            ) from None
         cursors[table] = cursor
         served = table
         budget -= len(files)

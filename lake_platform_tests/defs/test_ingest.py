@@ -19,7 +19,7 @@ from lake_platform.defs import checks
 from lake_platform.defs.ingest import inbox_sensor, ingested
 from lake_platform.defs.partitions import TABLES
 from lake_platform.defs.resources import InboxResource, LakeResource
-from lake_platform.errors import ServiceUnavailable
+from lake_platform.errors import InvalidInput, ServiceUnavailable
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
 
@@ -359,3 +359,24 @@ def test_a_replayed_batch_shows_what_its_commit_ingested(instance, lake: Lake) -
         ("replayed", 1, ["p/w/ns/t/b.csv"], 2),
     ]
     assert lake.catalog.reads.open_table(TABLE).count_rows() == 12
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "garbage",
+        "[]",
+        '{"tables": 5}',
+        '{"tables": {"p.w.ns.t": 5}}',
+        '{"last": 7}',
+        '{"tables": {"p.w.ns.t": "zzz"}}',
+    ],
+)
+def test_a_cursor_set_by_hand_that_the_sensor_never_wrote_is_refused_by_name(
+    instance, lake: Lake, cursor: str
+) -> None:
+    """An operator's edit of the sensor's cursor in the UI: the tick fails saying so, and
+    requests nothing."""
+    lake.inbox.put("p/w/ns/t/a.csv", b"id,name\n100,x\n")
+    with pytest.raises(InvalidInput, match="inbox sensor's cursor"):
+        tick(instance, lake, cursor)
