@@ -35,7 +35,7 @@ from lake_platform.catalog.principals import Principal
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.observability import context
 from lake_platform.rest import ids, spec
-from lake_platform.rest.body import check_declared_length, parse_json, query_value, read_body
+from lake_platform.rest.body import check_declared_length, check_encoding, parse_json, query_value, read_body
 from lake_platform.rest.handlers import control, handler_for
 from lake_platform.rest.observe import RequestContext
 from lake_platform.rest.problems import problem
@@ -133,6 +133,7 @@ class Endpoint:
         delimiter = service.delimiter(query_params)
         parse = ids.parse_transaction_id if self.name in TRANSACTION else ids.parse_path_id
         path_id = parse(path_params["id"], delimiter) if "id" in path_params else None
+        check_encoding(raw, headers.get("content-encoding", ""))
         if self.arrow:
             media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if raw and media != spec.ARROW_STREAM:

@@ -11,6 +11,7 @@ and the JSON ``null`` read as no body (``{}``), as stock Lance clients send them
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ from lake_platform.errors import InvalidInput, RequestTimeout, RequestTooLarge
 JSON = "application/json"
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _BOOLS = {"true": True, "false": False, "1": True, "0": False}
+_INTEGER = re.compile(r"-?[0-9]{1,20}")
 
 
 def check_declared_length(request: Request, limit: int) -> None:
@@ -78,6 +80,16 @@ def _depth(value: Any, limit: int) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+def check_encoding(raw: bytes, content_encoding: str) -> None:
+    """InvalidInput for a body sent with a Content-Encoding (gzip, br, ...): the server decodes
+    none, and read as it is the body would be refused as broken JSON or Arrow instead."""
+    encoding = content_encoding.strip().lower()
+    if raw and encoding not in ("", "identity"):
+        raise InvalidInput(
+            f"Content-Encoding {content_encoding[:40]!r} is not accepted: send the body unencoded"
+        )
+
+
 def parse_json(raw: bytes, content_type: str, max_depth: int, *, bodyless: bool = False) -> dict[str, Any]:
     """The body as a JSON object; an empty body and ``null`` are no body (``{}``), as stock
     clients send them (lancedb 0.40 and pylance 13 post ``null`` to ListTableVersions).
@@ -106,13 +118,13 @@ def parse_json(raw: bytes, content_type: str, max_depth: int, *, bodyless: bool 
 
 
 def query_value(name: str, value: str, ints: set[str], bools: set[str]) -> Any:
-    """A query parameter as the spec types it: an integer (in the signed 64-bit range), a
-    boolean, or the string itself."""
+    """A query parameter as the spec types it: an integer (decimal ASCII digits, in the signed
+    64-bit range), a boolean, or the string itself."""
     if name in ints:
-        try:
-            number = int(value)
-        except ValueError:
-            raise InvalidInput(f"query parameter {name} must be an integer, got {value[:40]!r}") from None
+        # ASCII digits only: int() would also read "1_0" as 10, " 1" as 1 and other scripts' digits.
+        if _INTEGER.fullmatch(value) is None:
+            raise InvalidInput(f"query parameter {name} must be an integer, got {value[:40]!r}")
+        number = int(value)
         if not INT64_MIN <= number <= INT64_MAX:
             raise InvalidInput(f"query parameter {name} is outside the signed 64-bit range")
         return number

@@ -181,6 +181,36 @@ def test_an_out_of_range_integer_query_parameter_is_400(lake: RestLake) -> None:
     assert (status, json.loads(body)["code"]) == (400, 13), body
 
 
+@pytest.mark.parametrize("limit", ["1_0", "%201", "%D9%A3", "+1", "0x1"])
+def test_an_integer_query_parameter_is_ascii_digits_only(lake: RestLake, limit: str) -> None:
+    """Python's int() reads ``1_0`` as 10, `` 1`` as 1 and the Arabic-Indic digit three as 3;
+    the spec's integer is decimal digits (and a sign for a negative one)."""
+    with connect(lake) as sock:
+        sock.sendall(head("GET", f"/v1/namespace/p$w/list?limit={limit}", lake.headers("reader")))
+        status, _, body = read_answer(sock)
+    assert (status, json.loads(body)["code"]) == (400, 13), body
+    assert "must be an integer" in json.loads(body)["detail"]
+
+
+def test_an_encoded_body_is_refused_not_read_as_another_format(lake: RestLake) -> None:
+    """The server decodes no Content-Encoding: a gzip body would be refused as broken JSON or
+    Arrow, naming the wrong cause. ``identity`` is no encoding."""
+    for encoding, status in (("gzip", 400), ("br", 400), ("identity", 200)):
+        with connect(lake) as sock:
+            raw = b"{}"
+            headers = {
+                **lake.headers("reader"),
+                "Content-Type": "application/json",
+                "Content-Encoding": encoding,
+                "Content-Length": str(len(raw)),
+            }
+            sock.sendall(head("POST", "/v1/namespace/p$w$ns/exists", headers) + raw)
+            answered, _, body = read_answer(sock)
+        assert answered == status, (encoding, body)
+        if status == 400:
+            assert "Content-Encoding" in json.loads(body)["detail"]
+
+
 def test_a_null_body_is_no_body_as_lancedb_sends_it(lake: RestLake) -> None:
     """lancedb 0.40 (and pylance 13) open a table with ``POST …/version/list?limit=1&descending=true``
     and the JSON body ``null`` (captured from the client); the reference server answers it."""
