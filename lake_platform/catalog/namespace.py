@@ -48,6 +48,7 @@ from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     Internal,
+    InvalidInput,
     InvalidTableState,
     LakeError,
     ServiceUnavailable,
@@ -160,7 +161,7 @@ class BoundTableNamespace(LanceNamespace):
         return self._guard(self._list_versions, request)
 
     def _list_versions(self, request: Any) -> ListTableVersionsResponse:
-        limit = request_field(request, "limit")
+        limit = int_field(request, "limit", required=False)
         descending = bool(request_field(request, "descending"))
         held = self._held()
         if limit == 1 and descending and held:
@@ -194,12 +195,12 @@ class BoundTableNamespace(LanceNamespace):
         if descending:
             records.reverse()
         if limit:
-            records = records[: int(limit)]
+            records = records[:limit]
         return ListTableVersionsResponse(versions=[self._answer(r) for r in records])
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check_id(request)
-        version = int(request_field(request, "version"))
+        version = int_field(request, "version")
         for rec in self._held():
             if rec.version == version:
                 return DescribeTableVersionResponse(version=table_version(rec))
@@ -225,7 +226,7 @@ class BoundTableNamespace(LanceNamespace):
         pending = self.pending
         if pending is None or self.lease is None:
             raise Internal("this table handle is read-only: writes go through the catalog")
-        version = int(request_field(request, "version"))
+        version = int_field(request, "version")
         staging = str(request_field(request, "manifest_path"))
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
@@ -413,6 +414,19 @@ def request_field(request: Any, name: str) -> Any:
     if isinstance(request, dict):
         return request.get(name)
     return getattr(request, name, None)
+
+
+def int_field(request: Any, name: str, *, required: bool = True) -> int | None:
+    """An integer field of a request (Lance passes ints; a string of digits is taken too);
+    InvalidInput naming the field for anything else, a negative number included."""
+    value = request_field(request, name)
+    if value is None and not required:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(f"invalid {name} {value!r}: expected a non-negative integer")
+    return value
 
 
 def table_version(rec: VersionRecord) -> TableVersion:

@@ -39,7 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
-from lake_platform.catalog.namespace import BoundTableNamespace, request_field
+from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
@@ -200,12 +200,12 @@ class LakeNamespace(LanceNamespace):
         def describe() -> DescribeTableResponse:
             tname = self._table_name(request)
             record = self._record(tname, declared=True, head=True)
-            version = request_field(request, "version")
+            version = int_field(request, "version", required=False)
             return DescribeTableResponse(
                 location=record.location,
                 table_uri=record.location,
                 managed_versioning=True,
-                version=int(version) if version else (record.current_version or None),
+                version=version or record.current_version or None,
                 storage_options=self._vended(tname, record.location),
                 is_only_declared=record.current_version == 0,
             )
@@ -268,7 +268,7 @@ class LakeNamespace(LanceNamespace):
         def describe() -> DescribeTableVersionResponse:
             tname = self._table_name(request)
             record = self._record(tname)
-            version = int(request_field(request, "version"))
+            version = int_field(request, "version")
             if version == record.current_version + 1:  # maybe a committed commit's its head lags
                 record = self._record(tname, head=True)
             if version <= record.current_version:  # above the head: not reachable (branch_publish)

@@ -6,6 +6,7 @@ from typing import Any
 
 import lance  # the test plays a pylance user; the package itself imports lance only in engine/
 import lance_namespace.errors as ns_errors
+import pyarrow as pa
 import pytest
 from lance_namespace_urllib3_client.models import (
     CreateNamespaceRequest,
@@ -323,3 +324,24 @@ def test_a_record_changed_before_a_free_lease_commit_is_read_again_under_the_lea
     table_reads = ns.keys_read.count(keys.table(TableName.parse("p.w.ns.events")))
     assert table_reads >= 2  # read again under the lease
     assert [e.operation for e in lake.catalog.reads.history("p.w.ns.events")][-1:] == ["append"]
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda ns, tid: ns.describe_table_version({"id": tid, "version": "abc"}), "version"),
+        (lambda ns, tid: ns.describe_table_version({"id": tid, "version": None}), "version"),
+        (lambda ns, tid: ns.describe_table_version({"id": tid, "version": True}), "version"),
+        (lambda ns, tid: ns.describe_table({"id": tid, "version": "x"}), "version"),
+        (lambda ns, tid: ns.list_table_versions({"id": tid, "limit": "x"}), "limit"),
+        (lambda ns, tid: ns.list_table_versions({"id": tid, "limit": -1}), "limit"),
+    ],
+)
+def test_a_request_field_that_is_no_integer_is_the_specs_invalid_input(
+    lake: Lake, call: Any, field: str
+) -> None:
+    """Before: ValueError or TypeError out of int() (a limit of -1 listed every version but the
+    last): a careless caller of the namespace got no error of the spec's."""
+    lake.catalog.tables.create_table("p.w.ns.t", pa.table({"id": [1]}).to_reader())
+    with pytest.raises(ns_errors.InvalidInputError, match=field):
+        call(LakeNamespace(lake.catalog), ["p", "w", "ns", "t"])
