@@ -9,12 +9,19 @@ from lake_platform.cli.app import State, handles_errors, parse_duration, pass_st
 
 @click.command()
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--target-rows-per-fragment", type=click.IntRange(1), default=1_048_576, show_default=True)
+@click.option(
+    "--target-rows-per-fragment",
+    type=click.IntRange(1),
+    default=None,
+    help="Rows per compacted fragment (default: the table's policy, target_rows_per_fragment).",
+)
 @pass_state
 @handles_errors
-def compact(state: State, name: str, target_rows_per_fragment: int) -> None:
+def compact(state: State, name: str, target_rows_per_fragment: int | None) -> None:
     """Compact a table's small fragments (a registry commit; skipped if a newer commit conflicts)."""
     with state.catalog() as catalog:
+        if target_rows_per_fragment is None:
+            target_rows_per_fragment = catalog.policies.effective_policy(name).policy.target_rows_per_fragment
         result = catalog.versions.compact(name, target_rows_per_fragment=target_rows_per_fragment)
     state.emit(result.to_dict(), lambda r: f"compact {r['table']}: {r['status']} (version {r['version']})")
 
@@ -24,19 +31,29 @@ def compact(state: State, name: str, target_rows_per_fragment: int) -> None:
 @click.option(
     "--older-than",
     "older_than",
-    default="7d",
-    show_default=True,
-    help="Keep versions younger than this (e.g. 90m, 12h, 7d). Never below the ticket lifetime.",
+    default=None,
+    help="Keep versions younger than this (e.g. 90m, 12h, 7d; default: the table's policy, "
+    "retention). Never below the ticket lifetime.",
 )
-@click.option("--retain-versions", type=click.IntRange(1), default=1, show_default=True)
+@click.option(
+    "--retain-versions",
+    type=click.IntRange(1),
+    default=None,
+    help="Keep at least this many newest versions (default: the table's policy, retain_versions).",
+)
 @pass_state
 @handles_errors
-def cleanup(state: State, name: str, older_than: str, retain_versions: int) -> None:
-    """Remove old, untagged versions and the files only they reference."""
+def cleanup(state: State, name: str, older_than: str | None, retain_versions: int | None) -> None:
+    """Remove old, untagged versions and the files only they reference. What an option leaves
+    out is the table's policy (`lake policy show P.W.NS.T --effective`), as the Dagster cleanup
+    job does."""
+    retention = parse_duration(older_than) if older_than is not None else None
     with state.catalog() as catalog:
-        result = catalog.versions.cleanup(
-            name, retention=parse_duration(older_than), retain_versions=retain_versions
-        )
+        if retention is None or retain_versions is None:
+            policy = catalog.policies.effective_policy(name).policy
+            retention = retention if retention is not None else policy.retention
+            retain_versions = retain_versions if retain_versions is not None else policy.retain_versions
+        result = catalog.versions.cleanup(name, retention=retention, retain_versions=retain_versions)
     state.emit(
         result.to_dict(),
         lambda r: (

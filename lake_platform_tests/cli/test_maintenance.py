@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from lake_platform.cli import cli
@@ -60,3 +61,30 @@ def test_orphan_folders_are_reported_then_reclaimed_and_live_tables_kept(
         "ns/gone-0123456789abcdef.lance"
     ] and not leaked.exists()
     assert run(lake, "table", "describe", T, "--stats")["rows"] == 1  # the live table is untouched
+
+
+@pytest.mark.parametrize("args", [[], ["--older-than", "0s"]])
+def test_cleanup_keeps_what_the_tables_policy_keeps_unless_told(
+    lake: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """`lake cleanup T` once kept the newest 1 version and 7 days whatever the policy said (the
+    platform's default policy keeps 10): now an option left out is the table's policy."""
+    monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
+    monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    for i in range(4):
+        run(lake, "ingest", T, str(write_parquet(tmp_path / f"b{i}.parquet", [10 + i])))
+    run(lake, "policy", "set", "p.w.ns", "retention=0s", "retain_versions=3")
+    result = run(lake, "cleanup", T, *args)
+    assert result["detail"]["versions_removed"] == [1, 2]  # type: ignore[index]
+    assert run(lake, "cleanup", T, "--retain-versions", "1")["detail"]["versions_removed"] == [3, 4]  # type: ignore[index]
+
+
+def test_compact_aims_at_the_tables_policy_unless_told(lake: CliRunner, tmp_path: Path) -> None:
+    """The policy's target_rows_per_fragment, not a fixed 1,048,576 rows."""
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    for i in range(3):
+        run(lake, "ingest", T, str(write_parquet(tmp_path / f"b{i}.parquet", [10 + i])))
+    run(lake, "policy", "set", T, "target_rows_per_fragment=2", "compact_min_fragments=2")
+    assert run(lake, "compact", T)["status"] == "committed"
+    assert run(lake, "table", "describe", T, "--stats")["fragments"] == 2
