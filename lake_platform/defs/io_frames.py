@@ -107,17 +107,37 @@ def counted(
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
             if partitions is not None and batch.num_rows:
-                bad = partitions.stray(batch.column(partitions.column))
-                if bad is not None:
-                    raise InvalidInput(
-                        f"a row's {partitions.column} is {str(bad)!r}, outside the partitions "
-                        f"written ({partitions.describe()})"
-                    )
+                refuse_strays(batch.column(partitions.column), partitions)
             tally.rows += batch.num_rows
             tally.bytes += batch.nbytes
             yield batch
 
     return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def refuse_strays(values: pa.Array | pa.ChunkedArray, partitions: PartitionRows) -> None:
+    """InvalidInput when a value of the partition column is outside ``partitions``."""
+    bad = partitions.stray(values)
+    if bad is not None:
+        written = partitions.describe()
+        raise InvalidInput(
+            f"a row's {partitions.column} is {str(bad)!r}, outside the partitions written ({written})"
+        )
+
+
+def checked_whole(
+    value: object, reader: pa.RecordBatchReader, partitions: PartitionRows | None
+) -> pa.RecordBatchReader:
+    """``reader``, the stream of ``value``; an output held in memory (anything but a
+    RecordBatchReader) has its partition column checked whole first, so a stray row is refused
+    before anything is created (a write-audit-publish write makes its branch before it
+    streams). A stream is checked as it is read (:func:`counted`)."""
+    if partitions is None or isinstance(value, pa.RecordBatchReader):
+        return reader
+    whole = reader.read_all()
+    if partitions.column in whole.column_names:  # else the plan refuses the column by name
+        refuse_strays(whole.column(partitions.column), partitions)
+    return whole.to_reader()
 
 
 def annotation_kind(typing_type: Any) -> str:

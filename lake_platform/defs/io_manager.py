@@ -40,7 +40,15 @@ from lake_platform.defs.asset_tables import (
     table_metadata,
 )
 from lake_platform.defs.errors import lake_errors
-from lake_platform.defs.io_frames import Tally, annotation_kind, as_kind, as_reader, conformed, counted
+from lake_platform.defs.io_frames import (
+    Tally,
+    annotation_kind,
+    as_kind,
+    as_reader,
+    checked_whole,
+    conformed,
+    counted,
+)
 from lake_platform.defs.io_reads import plan_read, scan_options
 from lake_platform.defs.partition_rows import context_rows
 from lake_platform.defs.resources import ACTOR, LakeResource
@@ -102,7 +110,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             commit_id=step_commit_id(lineage, context.step_key, context.asset_key, partitions),
         )
         tally = Tally()
-        data = counted(as_reader(obj), tally, rows)
+        data = counted(checked_whole(obj, as_reader(obj), rows), tally, rows)
         key_columns = [str(c) for c in meta.get("key_columns") or []]
         mode = str(meta.get("write_mode", self.write_mode))
         plan = plan_write(table, mode, key_columns, rows, data.schema)

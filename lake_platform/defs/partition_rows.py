@@ -57,7 +57,7 @@ class PartitionRows:
             return f"{name} >= {start} AND {name} < {end}"
         return f"{name} IN ({', '.join(literal(k, column_type) for k in self.keys)})"
 
-    def stray(self, values: pa.Array) -> object | None:
+    def stray(self, values: pa.Array | pa.ChunkedArray) -> object | None:
         """The first value of ``values`` (the partition column of a batch) outside the
         partitions, or None when every one is inside (a null is outside all)."""
         import pyarrow as pa

@@ -58,6 +58,11 @@ def write_on_branch(
     landed = catalog.ctx.replayed(by.commit_id, table=table, operation=None, branch=branch)
     if landed is not None:
         return Written(landed.operation, landed.to_version or 0, replayed=True)
+    if plan.operation != "overwrite":  # refused by the table's schema policy before a branch is made
+        try:
+            catalog.schemas.plan_input(table, [data.schema])
+        except TableNotFound:
+            pass
     setup = Provenance(actor=by.actor, run_id=by.run_id, commit_id=f"{by.commit_id}-main")
     try:
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))

@@ -263,3 +263,35 @@ def test_a_failed_audit_reexecuted_from_failure_publishes_the_first_runs_branch(
         assert sorted(rows) == [0, 1, 2, 3]
         assert catalog.branches.list_branches("p.w.ns.audited") == []
         assert [e.operation for e in catalog.reads.history("p.w.ns.audited")][-1] == "publish"
+
+
+@dg.asset(
+    key=["p", "w", "ns", "fresh"],
+    io_manager_key="lake_io",
+    partitions_def=dg.DailyPartitionsDefinition(start_date="2024-01-01"),
+    metadata={"partition_expr": "day"},
+)
+def fresh() -> pa.Table:
+    return pa.table({"day": ["2024-01-09"], "v": [1]})  # not the partition the run writes
+
+
+@dg.asset(key=["p", "w", "ns", "scores"], io_manager_key="lake_io")
+def scores_as_text() -> pa.Table:
+    return pa.table({"score": ["high"]})  # the table's score is an int64
+
+
+def test_an_output_refused_by_its_rows_or_schema_creates_no_table_and_no_branch(home: Path) -> None:
+    lake = LakeResource(home=str(home))
+    resources = {"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)}
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+        for asset, key in [(fresh, "2024-01-02"), (scores_as_text, None)]:
+            result = dg.materialize(
+                [asset], partition_key=key, instance=instance, resources=resources, raise_on_error=False
+            )
+            (failure,) = result.get_step_failure_events()
+            assert "InvalidInput" in str(
+                failure.event_specific_data.error
+            ) or "TableSchemaValidationError" in str(failure.event_specific_data.error)
+        assert [t.name for t in catalog.reads.list_tables()] == [TABLE]  # fresh was never created
+        assert catalog.branches.list_branches(TABLE) == []
+        assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
