@@ -128,12 +128,19 @@ def branch_publish(state: State, name: str, branch_name: str, commit_id: str | N
 @branch.command("compact")
 @click.argument("name", metavar="P.W.NS.T")
 @click.argument("branch_name", metavar="BRANCH")
-@click.option("--target-rows", type=int, default=1_048_576, show_default=True, help="Rows per fragment.")
+@click.option(
+    "--target-rows",
+    type=click.IntRange(1),
+    default=None,
+    help="Rows per fragment (default: the table's policy, target_rows_per_fragment).",
+)
 @pass_state
 @handles_errors
-def branch_compact(state: State, name: str, branch_name: str, target_rows: int) -> None:
+def branch_compact(state: State, name: str, branch_name: str, target_rows: int | None) -> None:
     """Compact BRANCH's head under its lease (main does not move; its older versions keep reading)."""
     with state.catalog() as catalog:
+        if target_rows is None:
+            target_rows = catalog.policies.effective_policy(name).policy.target_rows_per_fragment
         result = catalog.branch_compaction.compact_branch(
             name, branch_name, target_rows_per_fragment=target_rows
         )

@@ -90,6 +90,9 @@ def test_publish_after_main_moved_answers_the_typed_conflict(table: CliRunner, t
         (["table", "describe", T, "--branch", "nope"], ErrorCode.TABLE_BRANCH_NOT_FOUND),
         (["tag", "create", T, "x", "--branch", "nope"], ErrorCode.TABLE_BRANCH_NOT_FOUND),
         (["tag", "create", T, "x", "--branch", "dev", "--version", "9"], ErrorCode.TABLE_VERSION_NOT_FOUND),
+        # Once INTERNAL (OverflowError from Lance) and, for 0, accepted.
+        (["branch", "compact", T, "dev", "--target-rows", "-5"], ErrorCode.INVALID_INPUT),
+        (["branch", "compact", T, "dev", "--target-rows", "0"], ErrorCode.INVALID_INPUT),
     ],
 )
 def test_bad_input_fails_typed_and_changes_nothing(table: CliRunner, args: list[str], code: int) -> None:
@@ -120,3 +123,12 @@ def test_branch_compact_rewrites_the_branch_only(table: CliRunner, tmp_path: Pat
     assert count(table, 'SELECT count(*) AS n FROM w.ns."t@branch:dev"') == 4
     assert run(table, "table", "describe", T)["current_version"] == 2
     assert run(table, "branch", "compact", T, "dev")["status"] == "nothing-to-do"
+
+
+def test_branch_compact_aims_at_the_tables_policy_unless_told(table: CliRunner, tmp_path: Path) -> None:
+    """The policy's target_rows_per_fragment, as `lake compact`, not a fixed 1,048,576 rows."""
+    for i in range(3):
+        run(table, "ingest", T, str(write_parquet(tmp_path / f"d{i}.parquet", [11 + i])), "--branch", "dev")
+    run(table, "policy", "set", T, "target_rows_per_fragment=2")
+    done = run(table, "branch", "compact", T, "dev")
+    assert done["status"] == "committed" and done["detail"]["fragments_added"] == 3  # 6 rows, 2 each
