@@ -51,7 +51,9 @@ def widens(src: pa.DataType, dst: pa.DataType) -> bool:
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``batch`` with ``target``'s columns, by name: a column the batch lacks (one its write adds
     to the table) is all null; the others are cast. The caller checked every cast widens
-    losslessly up front (``check_input``), so a cast here never fails on a value."""
+    losslessly up front (``check_input``), so a cast here never fails on a value. A null in a
+    column ``target`` declares non-nullable is TableSchemaValidationError: only values show it,
+    and Lance would refuse the write with an untyped error."""
     import pyarrow as pa
 
     n = batch.num_rows
@@ -62,6 +64,8 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
             columns.append(pa.nulls(n, f.type))
             continue
         col = batch.column(names.index(f.name))
+        if not f.nullable and col.null_count:
+            raise TableSchemaValidationError(f"column {f.name} is not nullable, but the data has nulls in it")
         columns.append(col if col.type == f.type else col.cast(f.type))
     return pa.RecordBatch.from_arrays(columns, schema=target)
 

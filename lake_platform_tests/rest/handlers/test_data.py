@@ -114,3 +114,19 @@ def test_modes_are_read_in_either_case_the_spec_allows(events: RestLake) -> None
     refused = events.post(create, None, params={"mode": "exists"}, data=ipc(rows([9])), headers=arrow)
     assert problem(refused) == (400, 13) and "exist_ok" in refused.json()["detail"]
     assert (version(events), content(events)) == before
+
+
+def test_a_null_in_a_non_nullable_column_is_a_schema_error_not_a_500(events: RestLake) -> None:
+    """The table's column is declared non-nullable; an insert whose batch has a null there is
+    refused as the data not fitting the table (400, code 20), naming the column, and nothing
+    is committed (it was a 500 with Lance's text)."""
+    strict = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("tag", pa.string())])
+    events.catalog.tables.create_table(
+        "p.w.ns.strict", pa.table({"id": [1], "tag": ["x"]}, strict).to_reader()
+    )
+    nulls = pa.table({"id": pa.array([2, None], pa.int64()), "tag": ["y", "z"]})
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    resp = events.post("/v1/table/p$w$ns$strict/insert", None, data=ipc(nulls), headers=arrow)
+    assert problem(resp) == (400, 20), resp.text
+    assert "id" in resp.json()["detail"] and "null" in resp.json()["detail"]
+    assert events.catalog.reads.open_table("p.w.ns.strict").dataset.to_table().num_rows == 1
