@@ -16,8 +16,10 @@ def user() -> None:
 
 @user.command("add")
 @click.argument("name")
-@click.option("--project", required=True)
-@click.option("--role", required=True, type=click.Choice(["reader", "writer", "admin"]))
+@click.option("--project", required=True, help="The one project it may act in.")
+@click.option(
+    "--role", required=True, type=click.Choice(["reader", "writer", "admin"]), help="What it may do there."
+)
 @click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
 @pass_state
 @handles_errors
@@ -42,12 +44,14 @@ def user_add(state: State, name: str, project: str, role: str, password_stdin: b
 
 
 @user.command("list")
-@click.option("--project")
+@click.option("--project", help="Only this project's users.")
 @pass_state
 @handles_errors
 def user_list(state: State, project: str | None) -> None:
-    """List users."""
+    """List users (of one project: --project)."""
     with state.catalog() as catalog:
+        if project is not None:
+            catalog.containers.list_warehouses(project)  # NamespaceNotFound: a typo is not "no users"
         users = [
             {"name": u.name, "project": u.project, "role": u.role, "created": timestamp(u.created_at_ms)}
             for u in catalog.access.list_users(project)
@@ -94,8 +98,10 @@ def token() -> None:
 
 @token.command("create")
 @click.argument("name")
-@click.option("--project", required=True)
-@click.option("--role", required=True, type=click.Choice(["reader", "writer", "admin"]))
+@click.option("--project", required=True, help="The one project it may act in.")
+@click.option(
+    "--role", required=True, type=click.Choice(["reader", "writer", "admin"]), help="What it may do there."
+)
 @pass_state
 @handles_errors
 def token_create(state: State, name: str, project: str, role: str) -> None:

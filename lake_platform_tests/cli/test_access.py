@@ -52,3 +52,13 @@ def test_an_unknown_user_or_role_is_a_typed_error(lake: CliRunner) -> None:
 def test_the_help_names_the_roles() -> None:
     out = CliRunner().invoke(cli, ["user", "set-role", "--help"]).output
     assert "NAME ROLE" in out and "reader, writer or admin" in " ".join(out.split())
+
+
+def test_listing_the_users_of_a_project_that_does_not_exist_is_an_error(lake: CliRunner) -> None:
+    """A mistyped --project was "no users" (exit 0), as if the project had none."""
+    result = lake.invoke(cli, ["user", "list", "--project", "nope"])
+    assert (
+        result.exit_code == 1
+        and result.output == "error [1 NAMESPACE_NOT_FOUND]: project nope does not exist\n"
+    )
+    assert run(lake, "user", "list", "--project", "p") == []
