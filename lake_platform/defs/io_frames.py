@@ -119,7 +119,7 @@ def refuse_strays(values: pa.Array | pa.ChunkedArray, partitions: PartitionRows)
     """InvalidInput when a value of the partition column is outside ``partitions``."""
     bad = partitions.stray(values)
     if bad is not None:
-        written = partitions.describe()
+        written = partitions.describe(values.type)
         raise InvalidInput(
             f"a row's {partitions.column} is {str(bad)!r}, outside the partitions written ({written})"
         )

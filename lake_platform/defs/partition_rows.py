@@ -75,8 +75,10 @@ class PartitionRows:
             return None
         return values.filter(outside)[0].as_py()
 
-    def describe(self) -> str:
-        if self.window is not None:
+    def describe(self, column_type: pa.DataType) -> str:
+        """The partitions as the check of a column of ``column_type`` reads them."""
+        if self._windowed(column_type):
+            assert self.window is not None
             start, end = self.window
             return f"{', '.join(self.keys)}: from {start.isoformat()} to before {end.isoformat()}"
         return ", ".join(self.keys)

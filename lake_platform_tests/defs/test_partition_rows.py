@@ -94,7 +94,8 @@ def test_a_row_outside_the_hour_fails_the_step_unwritten(
     assert not result.success
     (failure,) = result.get_step_failure_events()
     error = str(failure.event_specific_data.error)
-    assert "InvalidInput (code 13)" in error and "2024-01-02 06:00:00" in error
+    assert "InvalidInput (code 13)" in error and "is '2024-01-02 06:00:00'" in error
+    assert "(2024-01-02-05:00: from 2024-01-02T05:00:00+00:00 to before 2024-01-02T06:00:00+00:00)" in error
     assert [e.operation for e in catalog.reads.history("p.w.ns.clicks")] == ["create"]
 
 
@@ -182,6 +183,7 @@ def test_predicates_are_typed_literals_or_the_window() -> None:
     assert PartitionRows("day", hour.keys, hour.window).predicate(schema) == (
         "`day` >= date '2024-01-02' AND `day` < date '2024-01-02'"
     )
+    assert hour.describe(pa.string()) == "2024-01-02-05:00"  # a string column: the key itself
     # a time window over a string column: its keys, as written
     assert (
         PartitionRows("region", hour.keys, hour.window).predicate(schema)
