@@ -186,3 +186,16 @@ def test_ctrl_c_during_start_up_stops_what_started_and_says_so(tmp_path: Path) -
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", port))
             sock.listen()
+
+
+def test_lake_up_on_a_home_it_cannot_create_names_it(tmp_path: Path) -> None:
+    """LAKE_HOME under a file (or on a read-only disk): a typed error naming the folder, not
+    INTERNAL 'unexpected error (NotADirectoryError)', and nothing started."""
+    (tmp_path / "afile").write_text("")
+    proc = lake_up(tmp_path / "afile", *free_ports(3))
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2, out
+    home = tmp_path / "afile" / "home"
+    assert out.splitlines()[-1] == (
+        f"error [13 INVALID_INPUT]: cannot use {home}: Not a directory (LAKE_HOME is {home})"
+    ), out
