@@ -32,6 +32,7 @@ import dagster as dg
 from lake_platform.defs.asset_tables import (
     BRANCH,
     COMMIT_ID,
+    TABLE,
     WritePlan,
     Written,
     plan_write,
@@ -85,7 +86,11 @@ class LakeIOManager(dg.ConfigurableIOManager):
         return self.namespaces or self.lake.namespaces
 
     def handle_output(self, context: dg.OutputContext, obj: object) -> None:
-        if obj is None:
+        if obj is None:  # an asset with nothing to write this time: its table stays as it is
+            with lake_errors():
+                table = table_for_key(context.asset_key, self.key_map())
+            context.log.info("%s: the asset returned None, nothing written", table)
+            context.add_output_metadata({TABLE: table, "lake/written": False})
             return
         with lake_errors():  # bad metadata fails the step at once, as the catalog's refusals do
             self._handle_output(context, obj)

@@ -107,3 +107,12 @@ def test_a_frame_that_is_not_a_table_names_its_type() -> None:
 
     with pytest.raises(InvalidInput, match="returned dict"):
         as_reader({"id": [1]})
+
+
+def test_an_asset_returning_none_writes_nothing_and_says_so(catalog: Catalog) -> None:
+    result = materialize(catalog, None)
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    meta = {k: v.value for k, v in event.materialization.metadata.items()}
+    assert meta == {"lake/table": TABLE, "lake/written": False}  # no version a read would pin to
+    assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
