@@ -83,6 +83,20 @@ CASES: list[tuple[str, dict[str, Any], int, int, str]] = [
         13,
         "not a valid Arrow IPC stream",
     ),
+    (  # two streams back to back: the second one's rows would be dropped without a word
+        "/v1/table/p$w$ns$t/insert",
+        {"data": arrow_bytes(rows([3])) + arrow_bytes(rows([4])), "headers": {"content-type": ARROW}},
+        400,
+        13,
+        "after the Arrow IPC stream's end",
+    ),
+    (
+        "/v1/table/p$w$ns$u/create",
+        {"data": arrow_bytes(rows([3])) + b"trailing", "headers": {"content-type": ARROW}},
+        400,
+        13,
+        "after the Arrow IPC stream's end",
+    ),
     (
         "/v1/table/p$w$ns$u/create",
         {"data": b'{"a": 1}', "headers": {"content-type": "application/json"}},

@@ -25,10 +25,16 @@ def arrow_reader(request: RestRequest) -> pa.RecordBatchReader:
     """The body as an Arrow IPC stream; a body that does not parse is InvalidInput, before any write."""
     if not request.raw:
         raise InvalidInput("the body must be an Arrow IPC stream (application/vnd.apache.arrow.stream)")
+    body = pa.BufferReader(request.raw)
     try:
-        table = pa.ipc.open_stream(pa.BufferReader(request.raw)).read_all()
+        table = pa.ipc.open_stream(body).read_all()
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"the body is not a valid Arrow IPC stream: {exc}") from None
+    # The reader stops at the stream's end marker: bytes after it (a second stream, say) would be
+    # dropped without a word, and their rows with them.
+    left = len(request.raw) - body.tell()
+    if left:
+        raise InvalidInput(f"the body has {left} bytes after the Arrow IPC stream's end; send one stream")
     # Buffered: the body is already in memory (bounded by LAKE_REST_MAX_BODY_BYTES) and a
     # reader that fails halfway through a write would leave data files behind.
     return table.to_reader()
