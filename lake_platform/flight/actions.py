@@ -184,5 +184,5 @@ REFUSED_ACTIONS = {
     **dict.fromkeys(
         ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"), NO_TRANSACTIONS
     ),
-    "CreatePreparedSubstraitPlan": "Substrait plans are not supported",
+    "CreatePreparedSubstraitPlan": "Substrait plans are not supported: prepare SQL (CreatePreparedStatement)",
 }

@@ -47,8 +47,9 @@ _EMPTY = {
 
 
 def unsupported(name: str) -> Unsupported:
-    """The error for a Flight SQL command that writes (this endpoint is read-only)."""
-    return Unsupported(f"{proto.UNSUPPORTED_COMMANDS[name]} are not supported: this endpoint is read-only")
+    """The error for a Flight SQL command this endpoint refuses (one that writes, or a Substrait
+    plan), saying why."""
+    return Unsupported(proto.UNSUPPORTED_COMMANDS[name])
 
 
 class Metadata:

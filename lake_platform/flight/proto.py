@@ -171,17 +171,20 @@ PutResult = _cls(f"{FLIGHT_PACKAGE}.PutResult")
 PollInfo = _cls(f"{FLIGHT_PACKAGE}.PollInfo")
 ActionType = _cls(f"{FLIGHT_PACKAGE}.ActionType")
 
-#: Commands of the write path and of features this read-only server does not offer.
+#: Commands of the write path and of features this read-only server does not offer, each with
+#: the message its refusal carries.
+_READ_ONLY = "not supported: this endpoint is read-only"
+_NO_SUBSTRAIT = "Substrait plans are not supported: send SQL (CommandStatementQuery, CreatePreparedStatement)"
 UNSUPPORTED_COMMANDS = {
-    "CommandStatementUpdate": "updates",
-    "CommandPreparedStatementUpdate": "updates",
-    "CommandStatementIngest": "bulk ingestion",
-    "CommandStatementSubstraitPlan": "Substrait plans",
-    "ActionCreatePreparedSubstraitPlanRequest": "Substrait plans",
-    "ActionBeginTransactionRequest": "transactions",
-    "ActionEndTransactionRequest": "transactions",
-    "ActionBeginSavepointRequest": "savepoints",
-    "ActionEndSavepointRequest": "savepoints",
+    "CommandStatementUpdate": f"updates are {_READ_ONLY}",
+    "CommandPreparedStatementUpdate": f"updates are {_READ_ONLY}",
+    "CommandStatementIngest": f"bulk ingestion is {_READ_ONLY}",
+    "CommandStatementSubstraitPlan": _NO_SUBSTRAIT,
+    "ActionCreatePreparedSubstraitPlanRequest": _NO_SUBSTRAIT,
+    "ActionBeginTransactionRequest": f"transactions are {_READ_ONLY}",
+    "ActionEndTransactionRequest": f"transactions are {_READ_ONLY}",
+    "ActionBeginSavepointRequest": f"savepoints are {_READ_ONLY}",
+    "ActionEndSavepointRequest": f"savepoints are {_READ_ONLY}",
 }
 
 
