@@ -303,11 +303,19 @@ def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
 
 
 def check_ports(ports: dict[str, tuple[str, int]]) -> None:
-    """ServiceUnavailable naming the server when its port cannot be bound (another program holds
-    it): found before anything starts, rather than as a child that dies while a readiness
-    check connects to whatever holds the port."""
+    """InvalidInput when two servers are given one port; ServiceUnavailable naming the server
+    when its port cannot be bound (another program holds it): found before anything starts,
+    rather than as a child that dies while a readiness check connects to whatever holds the port."""
+    from lake_platform.errors import InvalidInput
     from lake_platform.rest.run import listen
 
+    given = list(ports.items())
+    for i, (server, (host, port)) in enumerate(given):
+        for other, (other_host, other_port) in given[i + 1 :]:
+            overlap = host == other_host or {host, other_host} & {"", "0.0.0.0", "::"}
+            if port == other_port != 0 and overlap:
+                # Each alone is free: checked one at a time, both would pass.
+                raise InvalidInput(f"{server} and {other} are both given port {port}")
     for server, (host, port) in ports.items():
         try:
             listen(host, port).close()

@@ -199,3 +199,17 @@ def test_lake_up_on_a_home_it_cannot_create_names_it(tmp_path: Path) -> None:
     assert out.splitlines()[-1] == (
         f"error [13 INVALID_INPUT]: cannot use {home}: Not a directory (LAKE_HOME is {home})"
     ), out
+
+
+def test_lake_up_with_two_servers_on_one_port_fails_before_it_starts_anything(tmp_path: Path) -> None:
+    """--flight-port equal to --port: both were free when checked one at a time, then the UI's
+    readiness check met Flight's gRPC answer (INTERNAL 'unexpected error (BadStatusLine)')."""
+    ui, rest = free_ports(2)
+    proc = lake_up(tmp_path, ui, ui, rest)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2, out
+    assert out.splitlines()[-1] == (
+        f"error [13 INVALID_INPUT]: the Dagster UI (--port, LAKE_UI_PORT) and Flight SQL (--flight-port, "
+        f"LAKE_FLIGHT_PORT) are both given port {ui}"
+    ), out
+    assert not (tmp_path / "home" / "dagster").exists()
