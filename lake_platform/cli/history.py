@@ -12,7 +12,7 @@ from lake_platform.cli.app import State, handles_errors, pass_state, text_table,
 
 @click.command("history")
 @click.argument("name", metavar="P.W.NS.T")
-@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N entries.")
 @click.option("--branch", default=None, help="Only the commits of this branch (its versions' readability).")
 @pass_state
 @handles_errors
@@ -24,7 +24,7 @@ def table_history(state: State, name: str, limit: int | None, branch: str | None
     from lake_platform.errors import TableNotFound
 
     with state.catalog() as catalog:
-        entries = [e.model_dump() for e in catalog.reads.history(name, limit=None if branch else limit)]
+        entries = [e.model_dump() for e in catalog.reads.history(name)]
         try:
             if branch is not None:
                 incarnation, readable = catalog.branches.readable_versions(name, branch)
@@ -35,7 +35,8 @@ def table_history(state: State, name: str, limit: int | None, branch: str | None
                 raise
             incarnation, readable = "", {}
     if branch is not None:
-        entries = [e for e in entries if e["detail"].get("branch") == branch][-limit if limit else None :]
+        entries = [e for e in entries if e["detail"].get("branch") == branch]
+    entries = entries[-limit if limit else None :]  # the newest, as `lake log --limit`
     for e in entries:
         # Only an entry that names its incarnation says which table version it led to (tag
         # entries, for one, do not): the others get no answer (null).

@@ -46,3 +46,12 @@ def test_a_dropped_tables_history_remains(lake: CliRunner, tmp_path: Path) -> No
     run(lake, "table", "drop", T)
     entries = run(lake, "table", "history", T)
     assert [(e["operation"], e["readable"]) for e in entries] == [("create", False), ("drop", None)]  # type: ignore[index]
+
+
+def test_limit_shows_the_newest_entries_with_or_without_a_branch(lake: CliRunner, tmp_path: Path) -> None:
+    """--limit was the oldest N on main (the newest N with --branch, and in `lake log`)."""
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1])))
+    for i in range(3):
+        run(lake, "ingest", T, str(write_parquet(tmp_path / f"b{i}.parquet", [10 + i])))
+    entries = run(lake, "table", "history", T, "--limit", "2")
+    assert [(e["operation"], e["to_version"]) for e in entries] == [("append", 3), ("append", 4)]  # type: ignore[index]
