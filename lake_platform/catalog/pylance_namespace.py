@@ -49,8 +49,10 @@ from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     InvalidInput,
     LakeError,
+    NamespaceAlreadyExists,
     NamespaceNotFound,
     TableNotFound,
+    Unsupported,
 )
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
@@ -130,16 +132,31 @@ class LakeNamespace(LanceNamespace):
         self._call(self._container, request_ids(request))
 
     def create_namespace(self, request: Any) -> CreateNamespaceResponse:
+        """``mode`` (any case, ``_`` optional): create (default), exist_ok (an existing one is
+        answered as created), overwrite (refused: it would drop what the namespace holds)."""
         ident = request_ids(request)
+        mode = str(request_field(request, "mode") or "create").replace("_", "").lower()
 
         def create() -> CreateNamespaceResponse:
+            if mode not in ("create", "existok", "overwrite"):
+                raise InvalidInput(f"mode must be one of create, exist_ok, overwrite, got {mode!r}")
             text = ".".join(ident)
-            if len(ident) == 1:
-                self.catalog.containers.create_project(text, by=self.by)
-            elif len(ident) == 2:
-                self.catalog.containers.create_warehouse(text, by=self.by)
-            else:
-                self.catalog.containers.create_namespace(text, by=self.by)
+            try:
+                if len(ident) == 1:
+                    self.catalog.containers.create_project(text, by=self.by)
+                elif len(ident) == 2:
+                    self.catalog.containers.create_warehouse(text, by=self.by)
+                else:
+                    self.catalog.containers.create_namespace(text, by=self.by)
+            except NamespaceAlreadyExists:
+                if mode == "existok":
+                    return CreateNamespaceResponse(properties=self._container(ident))
+                if mode == "overwrite":
+                    raise Unsupported(
+                        "CreateNamespace mode overwrite: drop the namespace (to the trash) first, "
+                        "then create it"
+                    ) from None
+                raise
             return CreateNamespaceResponse(properties={})
 
         return self._call(create)

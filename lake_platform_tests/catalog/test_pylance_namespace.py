@@ -345,3 +345,19 @@ def test_a_request_field_that_is_no_integer_is_the_specs_invalid_input(
     lake.catalog.tables.create_table("p.w.ns.t", pa.table({"id": [1]}).to_reader())
     with pytest.raises(ns_errors.InvalidInputError, match=field):
         call(LakeNamespace(lake.catalog), ["p", "w", "ns", "t"])
+
+
+def test_create_namespace_follows_its_mode(lake: Lake) -> None:
+    """The spec's modes, as the REST server answers them: before, LakeNamespace ignored the mode
+    (ExistOk was NamespaceAlreadyExists, a bogus mode created the namespace)."""
+    ns = LakeNamespace(lake.catalog)
+    assert ns.create_namespace({"id": ["p", "w", "ns"], "mode": "ExistOk"}).properties == {
+        "kind": "namespace"
+    }
+    with pytest.raises(ns_errors.NamespaceAlreadyExistsError):
+        ns.create_namespace({"id": ["p", "w", "ns"]})
+    with pytest.raises(ns_errors.UnsupportedOperationError, match="drop the namespace"):
+        ns.create_namespace({"id": ["p", "w", "ns"], "mode": "overwrite"})
+    with pytest.raises(ns_errors.InvalidInputError, match="mode"):
+        ns.create_namespace({"id": ["p", "w", "other"], "mode": "bogus"})
+    assert [n.name for n in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns"]
