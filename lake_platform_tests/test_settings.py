@@ -43,6 +43,9 @@ def test_dotenv_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
         ({"LAKE_LEASE_SAFETY_MARGIN_SECONDS": "60"}, "LAKE_LEASE_SAFETY_MARGIN_SECONDS"),
         ({"LAKE_S3_ALLOW_HTTP": "perhaps"}, "LAKE_S3_ALLOW_HTTP"),
         ({"LAKE_LOG_LEVEL": "LOUD"}, "LAKE_LOG_LEVEL"),
+        # A malformed endpoint was taken and failed at the first S3 call, far from the setting.
+        ({"LAKE_S3_ENDPOINT": "minio:9000"}, "LAKE_S3_ENDPOINT: expected http://HOST"),
+        ({"LAKE_S3_ENDPOINT": "http://"}, "LAKE_S3_ENDPOINT: expected http://HOST"),
     ],
 )
 def test_bad_values_name_the_variable(

@@ -234,6 +234,10 @@ class LakeSettings(BaseSettings):
             )
         if self.registry_url == "sqlite:///":
             raise ValueError("registry_url: sqlite:/// needs a PATH (sqlite:///PATH: the registry's file)")
+        if self.s3_endpoint and not _is_http_url(self.s3_endpoint):
+            raise ValueError(
+                f"s3_endpoint: expected http://HOST[:PORT] or https://..., got {self.s3_endpoint!r}"
+            )
         if (self.rest_tls_cert_file is None) != (self.rest_tls_key_file is None):
             raise ValueError(
                 "rest_tls_cert_file: set both rest_tls_cert_file and rest_tls_key_file, or neither"
@@ -282,6 +286,17 @@ def _default_results_root(home: Path, warehouse_root: str) -> str:
     if warehouse_root.startswith("s3://") and prefix:
         return f"s3://{bucket}/{prefix}-results"
     return (home / "results").as_posix()
+
+
+def _is_http_url(text: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - a port beyond 65535 or not a number raises here
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _check_warehouse_roots(value: str) -> None:
