@@ -163,9 +163,12 @@ class LakeNamespace(LanceNamespace):
 
     def drop_namespace(self, request: Any) -> DropNamespaceResponse:
         ident = request_ids(request)
-        cascade = str(request_field(request, "behavior") or "Restrict").lower() == "cascade"
+        behavior = str(request_field(request, "behavior") or "Restrict").lower()
+        cascade = behavior == "cascade"
 
         def drop() -> DropNamespaceResponse:
+            if behavior not in ("restrict", "cascade"):
+                raise InvalidInput(f"behavior must be Restrict or Cascade, got {behavior!r}")
             text = ".".join(ident)
             if len(ident) == 1:
                 if cascade:

@@ -361,3 +361,10 @@ def test_create_namespace_follows_its_mode(lake: Lake) -> None:
     with pytest.raises(ns_errors.InvalidInputError, match="mode"):
         ns.create_namespace({"id": ["p", "w", "other"], "mode": "bogus"})
     assert [n.name for n in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns"]
+
+
+def test_drop_namespace_refuses_a_behavior_it_does_not_know(lake: Lake) -> None:
+    """Before, any behavior but Cascade was Restrict: the namespace was dropped."""
+    with pytest.raises(ns_errors.InvalidInputError, match="behavior"):
+        LakeNamespace(lake.catalog).drop_namespace({"id": ["p", "w", "ns"], "behavior": "purge"})
+    assert [n.name for n in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns"]
