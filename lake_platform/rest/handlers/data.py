@@ -59,7 +59,7 @@ def create_table(request: RestRequest) -> Any:
 
     payload = mode.encode() + b"\0" + request.raw
     result = commit_once(request, tname, "create", payload, commit, {"create", "overwrite"})
-    record = catalog.ctx.table(tname)[0]
+    record = catalog.ctx.table(tname, declared=True)[0]  # exist_ok keeps a declared table too
     return {
         "location": record.location,
         "version": record.current_version if result is None else result.to_version,

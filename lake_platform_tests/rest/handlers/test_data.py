@@ -130,3 +130,24 @@ def test_a_null_in_a_non_nullable_column_is_a_schema_error_not_a_500(events: Res
     assert problem(resp) == (400, 20), resp.text
     assert "id" in resp.json()["detail"] and "null" in resp.json()["detail"]
     assert events.catalog.reads.open_table("p.w.ns.strict").dataset.to_table().num_rows == 1
+
+
+def test_create_exist_ok_keeps_a_declared_table_as_it_is(events: RestLake) -> None:
+    """ExistOk on a table declared and not yet written answers it kept (its location, no
+    version), as for a written one; it said the table did not exist (404) after create had
+    said it did (409)."""
+    declared = events.post("/v1/table/p$w$ns$later/declare", {})
+    assert declared.status_code == 200, declared.text
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    path = "/v1/table/p$w$ns$later/create"
+    assert problem(events.post(path, None, data=ipc(rows([1])), headers=arrow)) == (409, 5)
+    kept = events.post(path, None, params={"mode": "exist_ok"}, data=ipc(rows([1])), headers=arrow)
+    assert kept.status_code == 200, kept.text
+    answer = kept.json()
+    assert (answer["location"], answer["version"], answer["transaction_id"]) == (
+        declared.json()["location"],
+        0,
+        None,
+    )
+    described = events.post("/v1/table/p$w$ns$later/describe", {}).json()
+    assert described["is_only_declared"] is True  # nothing was written
