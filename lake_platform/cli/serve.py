@@ -3,6 +3,8 @@ init``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from lake_platform.cli.app import State, handles_errors, pass_state
@@ -52,6 +54,7 @@ def serve_flight(state: State, host: str | None, port: int | None, data_listen: 
     given = {"host": host, "port": port, "data_listen": data_listen}
     overrides = {k: v for k, v in given.items() if v is not None}
     flight = flight_settings(state.settings, **overrides)
+    _files_exist(LAKE_FLIGHT_TLS_CERT_FILE=flight.tls_cert_file, LAKE_FLIGHT_TLS_KEY_FILE=flight.tls_key_file)
 
     def listening(server: FlightSqlServer) -> None:
         # Only now: a port that cannot be bound raised ServiceUnavailable before anything was
@@ -76,6 +79,9 @@ def serve_rest(state: State, host: str | None, port: int | None) -> None:
 
     overrides = {k: v for k, v in {"rest_host": host, "rest_port": port}.items() if v is not None}
     settings = state.settings.model_copy(update=overrides)
+    _files_exist(
+        LAKE_REST_TLS_CERT_FILE=settings.rest_tls_cert_file, LAKE_REST_TLS_KEY_FILE=settings.rest_tls_key_file
+    )
     scheme = "https" if settings.rest_tls_cert_file else "http"
 
     def listening(bound_host: str, bound_port: int) -> None:
@@ -84,6 +90,16 @@ def serve_rest(state: State, host: str | None, port: int | None) -> None:
         click.echo(f"Lance REST server on {scheme}://{bound_host}:{bound_port}", err=True)
 
     serve(settings, listening)
+
+
+def _files_exist(**named: Path | None) -> None:
+    """SettingsError naming the variable of a file that is not there: the TLS library's own
+    error names no file."""
+    from lake_platform.errors import SettingsError
+
+    for variable, path in named.items():
+        if path is not None and not path.is_file():
+            raise SettingsError(f"bad setting: {variable}: {path} is not a file")
 
 
 @click.group()

@@ -154,3 +154,22 @@ def test_serve_flight_serves_the_standard_health_service(tmp_path: Path) -> None
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("command", "prefix"),
+    [("serve-rest", "LAKE_REST_TLS_"), ("serve-flight", "LAKE_FLIGHT_TLS_")],
+)
+def test_a_tls_file_that_is_not_there_is_named_by_its_setting(
+    lake: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str, prefix: str
+) -> None:
+    """serve-rest once said only "[Errno 2] No such file or directory" (ssl names no file)."""
+    key = tmp_path / "key.pem"
+    key.write_text("")
+    monkeypatch.setenv(f"{prefix}CERT_FILE", str(tmp_path / "absent.pem"))
+    monkeypatch.setenv(f"{prefix}KEY_FILE", str(key))
+    result = lake.invoke(cli, [command, "--port", "0"])
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error [13 INVALID_INPUT]: bad setting: {prefix}CERT_FILE: {tmp_path / 'absent.pem'} is not a file\n"
+    )
