@@ -156,11 +156,10 @@ class LakeIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> object:
-        with lake_errors():
-            table = table_for_key(context.asset_key, self.key_map())
-            plan = plan_read(context, table)
         kind = annotation_kind(context.dagster_type.typing_type)
         with lake_errors(), self.lake.catalog() as catalog:
+            table = table_for_key(context.asset_key, self.key_map())
+            plan = plan_read(context, table, LiveBranches(catalog, table).__contains__)
             snapshot = open_pinned(catalog, table, plan.version, plan.branch)
             reader = snapshot.to_reader(**scan_options(plan, snapshot.schema))
             value = as_kind(reader, kind)
@@ -190,6 +189,22 @@ def table_types(catalog: Catalog, table: str) -> pa.Schema:
     except TableNotFound:
         return pa.schema([])
     return schema_from_ipc(ipc) if ipc else pa.schema([])
+
+
+class LiveBranches:
+    """The branches of a table, listed once, when first asked about (most reads never are)."""
+
+    def __init__(self, catalog: Catalog, table: str) -> None:
+        self.catalog, self.table = catalog, table
+        self.names: set[str] | None = None
+
+    def __contains__(self, branch: str) -> bool:
+        if self.names is None:
+            try:
+                self.names = {b.branch for b in self.catalog.branches.list_branches(self.table)}
+            except TableNotFound:
+                self.names = set()
+        return branch in self.names
 
 
 def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str | None) -> TableSnapshot:

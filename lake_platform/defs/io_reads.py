@@ -10,7 +10,7 @@ seen until Dagster records it as the asset's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,14 +46,15 @@ class ReadPlan:
     partitions: list[str]
 
 
-def plan_read(context: dg.InputContext, table: str) -> ReadPlan:
+def plan_read(context: dg.InputContext, table: str, unpublished: Callable[[str], bool]) -> ReadPlan:
     """What ``context``'s input reads of ``table``: the pinned version, the columns (input
     metadata ``columns``) and the partitions (the upstream's ``partition_expr`` over the input's
-    upstream partition keys)."""
+    upstream partition keys). ``unpublished`` tells a write-audit-publish branch still waiting
+    for its publish (or refused by its audit): only the run that wrote it reads it."""
     partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
     upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else {}
     columns = (context.definition_metadata or {}).get("columns")
-    pin = recorded_version(context.instance, context.asset_key, partitions, _run_id(context))
+    pin = recorded_version(context.instance, context.asset_key, partitions, lineage(context), unpublished)
     return ReadPlan(
         table=table,
         version=pin.version if pin else None,
@@ -64,20 +65,34 @@ def plan_read(context: dg.InputContext, table: str) -> ReadPlan:
     )
 
 
-def _run_id(context: dg.InputContext) -> str | None:
+def lineage(context: dg.InputContext) -> frozenset[str]:
+    """The run reading and the runs it re-executes (a re-execution from failure reads what its
+    failed run wrote); empty for a context built outside a run."""
     try:
-        return context.step_context.run_id
+        run = context.step_context.dagster_run
     except Exception:  # noqa: BLE001 - a context built outside a run has none
-        return None
+        return frozenset()
+    ids, parent = {run.run_id}, run.parent_run_id
+    while parent and parent not in ids:
+        ids.add(parent)
+        earlier = context.instance.get_run_by_id(parent)
+        parent = earlier.parent_run_id if earlier is not None else None
+    return frozenset(ids)
 
 
 def recorded_version(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: Sequence[str], run_id: str | None
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    partitions: Sequence[str],
+    own_runs: Collection[str],
+    unpublished: Callable[[str], bool] = lambda branch: False,
 ) -> Pin | None:
     """The table version the asset's materializations recorded: for each partition (or the
-    whole asset) this run's own record if it made one, else the latest; the highest of those
-    (every partition's rows are in it). Without a materialization, the latest observation's
-    (a table observed by ``table_assets``); None when neither recorded one."""
+    whole asset) the record of one of ``own_runs`` (the reading run's lineage) if there is one,
+    else the latest; the highest of those (every partition's rows are in it). Another run's
+    record on a branch still ``unpublished`` is passed over: its rows are not main's (yet).
+    Without a materialization, the latest observation's (a table observed by
+    ``table_assets``); None when neither recorded one."""
     found = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=list(partitions) or None),
         limit=len(partitions) + _EXTRA_RECORDS,
@@ -88,7 +103,9 @@ def recorded_version(
         pin = _pin_of(event.metadata) if event is not None else None
         if pin is None:
             continue
-        own = run_id is not None and rec.run_id == run_id
+        own = rec.run_id in own_runs
+        if not own and pin.branch is not None and unpublished(pin.branch):
+            continue
         part = rec.partition_key
         if part not in chosen or (own and not chosen[part][0]):
             chosen[part] = (own, pin)

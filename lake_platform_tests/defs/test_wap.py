@@ -295,3 +295,21 @@ def test_an_output_refused_by_its_rows_or_schema_creates_no_table_and_no_branch(
         assert [t.name for t in catalog.reads.list_tables()] == [TABLE]  # fresh was never created
         assert catalog.branches.list_branches(TABLE) == []
         assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
+
+
+def test_another_runs_read_never_sees_a_branch_its_audit_refused(home: Path) -> None:
+    """A run whose audit failed recorded its materialization on its branch; a later run reading
+    the asset (not writing it) reads main, never the refused rows, until a run publishes."""
+    lake = LakeResource(home=str(home))
+    plain = {"lake": lake, "lake_io": LakeIOManager(lake=lake)}
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+        assert not run(home, instance, [-1]).success
+        later = dg.materialize([scores, ranks], selection=[ranks.key], instance=instance, resources=plain)
+        assert later.success
+        ranked = catalog.reads.open_table("p.w.ns.ranks").dataset.to_table().column("rank").to_pylist()
+        assert ranked == [1, 2]  # main's two scores, not the branch's three
+        passed = run(home, instance, [5])
+        publish(home, instance, passed)
+        dg.materialize([scores, ranks], selection=[ranks.key], instance=instance, resources=plain)
+        ranked = catalog.reads.open_table("p.w.ns.ranks").dataset.to_table().column("rank").to_pylist()
+        assert ranked == [1, 2, 3]  # the published branch: main's 1, 2 and 5
