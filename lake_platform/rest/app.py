@@ -146,6 +146,9 @@ class Endpoint:
                 service.settings.rest_max_json_depth,
                 bodyless=self.bodyless,
             )
+        for param in _BOOL_PARAMS & body.keys():  # a JSON string "false" would read as true
+            if body[param] is not None and not isinstance(body[param], bool):
+                raise InvalidInput(f"{param} must be true or false, got {body[param]!r:.40}")
         for param in self.query:
             if param != "delimiter" and param in query_params and param not in body:
                 body[param] = query_value(param, query_params[param], _INTS, _BOOL_PARAMS)

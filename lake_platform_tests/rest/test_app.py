@@ -126,3 +126,26 @@ def test_a_starlette_response_result_is_named_and_sent_as_it_is() -> None:
     result = Response(b"ok", status_code=202, media_type="text/plain")
     assert rest_app.respond(result, "etl") is result
     assert result.headers[rest_app.PRINCIPAL_HEADER] == "etl"
+
+
+def test_a_boolean_member_of_the_body_must_be_a_boolean(rest_lake: RestLake) -> None:
+    """The spec's flags are JSON booleans: the string "false" was read as true (a version
+    listing came back newest first), and is now 400 naming the member; false and null are no flag."""
+    import lance
+
+    from lake_platform_tests.rest.clients import rest_namespace, rows
+
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    for mode in ("create", "append"):
+        lance.write_dataset(rows([1]), namespace_client=ns, table_id=["p", "w", "ns", "t"], mode=mode)
+    for path, body in [
+        ("/v1/table/p$w$ns$t/version/list", {"descending": "false"}),
+        ("/v1/table/p$w$ns$t/describe", {"load_detailed_metadata": "no"}),
+        ("/v1/table/p$w$ns$t/describe", {"with_table_uri": 1}),
+    ]:
+        resp = rest_lake.post(path, body)
+        assert (resp.status_code, resp.json()["code"]) == (400, 13), (path, body, resp.text)
+        assert next(iter(body)) in resp.json()["detail"]
+    for flag in (False, None):
+        listed = rest_lake.post("/v1/table/p$w$ns$t/version/list", {"descending": flag})
+        assert [v["version"] for v in listed.json()["versions"]] == [1, 2], flag
