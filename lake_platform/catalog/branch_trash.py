@@ -29,12 +29,14 @@ class BranchTrash:
         self, name: str, branch: str, *, force: bool = False, purge: bool = False, by: Provenance = UNSTATED
     ) -> CommitResult:
         """Move the branch into the trash (recoverable by ``undrop_branch`` until the table's
-        ``trash_grace`` passes; ``purge`` or a zero grace removes it at once). Refused on a
-        protected table unless ``force``, as drops are."""
+        ``trash_grace`` passes; ``purge`` (admin) or a zero grace removes it at once). Refused
+        on a protected table unless ``force``, as drops are."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(branch, "branch name")
         who.require(tname.project, "write", f"delete branches of {tname}")
+        if purge:  # skips the trash's grace: destroys versions, as deleting versions does
+            who.require(tname.project, "admin", f"purge branches of {tname}")
         record, _ = self.ctx.table(tname)
         if record.protected and not force:
             raise Protected(f"table {tname} is protected; unprotect it or pass force")

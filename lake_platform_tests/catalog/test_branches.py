@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     BranchDiverged,
     InvalidInput,
+    PermissionDenied,
     Protected,
     TableBranchAlreadyExists,
     TableBranchNotFound,
@@ -206,6 +208,22 @@ def test_a_protected_tables_branches_are_deleted_only_with_force(table: Lake) ->
         cat.branch_trash.delete_branch(T, "dev")
     cat.branch_trash.delete_branch(T, "dev", force=True)
     assert cat.branches.list_branches(T) == []
+
+
+def test_a_writer_deletes_a_branch_into_the_trash_but_only_an_admin_purges_it(table: Lake) -> None:
+    """Purging skips the trash's grace and destroys the branch's versions, as deleting versions
+    does (admin); a writer's delete stays recoverable."""
+    cat = table.catalog
+    writer = Provenance(principal=Principal("etl", "token", "p", "writer"))
+    cat.branches.create_branch(T, "dev")
+    cat.branch_writes.append(T, "dev", rows([10]))
+    before = [(i.key, i.value) for i in cat.store.scan_prefix("")]
+    with pytest.raises(PermissionDenied, match="purge"):
+        cat.branch_trash.delete_branch(T, "dev", purge=True, by=writer)
+    assert [(i.key, i.value) for i in cat.store.scan_prefix("")] == before
+    cat.branch_trash.delete_branch(T, "dev", by=writer)
+    cat.branch_trash.undrop_branch(T, "dev", by=writer)
+    assert ids_of(cat.branches.open_branch(T, "dev")) == [1, 2, 3, 10]
 
 
 def test_a_branch_other_branches_build_on_keeps_its_files_until_they_are_gone(table: Lake) -> None:
