@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from lake_platform.settings import LakeSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: 128 + SIGPIPE: what a shell shows for a command whose reader closed the pipe.
+BROKEN_PIPE_EXIT = 141
 log = logging.getLogger("lake_platform.cli")
 
 
@@ -101,6 +103,11 @@ def handles_errors(fn: F) -> F:
             raise
         except click.ClickException:
             raise
+        except BrokenPipeError:
+            # The reader went away (`lake ... | head`): stop quietly, as the shell reports it,
+            # and point stdout at /dev/null so the exit's flush cannot raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(BROKEN_PIPE_EXIT)
         except (ConnectionError, TimeoutError) as exc:
             fail(ServiceUnavailable(f"{exc}"))
         except OSError as exc:

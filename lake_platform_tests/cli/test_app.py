@@ -241,3 +241,19 @@ def test_a_misspelt_setting_is_warned_about(
     assert [r.getMessage() for r in caplog.records if r.name == "lake_platform.cli"] == [
         "LAKE_LEASE_TTL_SECOND: no such setting (did you mean LAKE_LEASE_TTL_SECONDS?); ignored"
     ]
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(lake: CliRunner) -> None:
+    """`lake ... | head`: once 'error [18 INTERNAL]: unexpected error (BrokenPipeError)' on
+    stderr; now the shell's exit status for a closed pipe (141) and nothing printed."""
+    sql = "SELECT * FROM generate_series(1, 200000)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lake_platform.cli", "--json", "sql", "--project", "p", sql],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)  # it is writing
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(60) == 141 and err == b""
