@@ -77,3 +77,14 @@ def test_check_order_identity_shape_parent_permission_conflict(lake: RestLake) -
     # conflict before write: a writer re-declaring an existing table
     assert code(lake.post("/v1/table/p$w$ns$t/declare", {})) == (409, 5)
     assert [e.operation for e in lake.catalog.reads.history("p.w.ns.t")] == ["declare", "create"]
+
+
+def test_undrop_as_a_dotted_name_is_refused(lake: RestLake) -> None:
+    """``as`` is a table id: a segment holding a dot (the catalog's separator) would name a
+    namespace the id does not (``ns.sub`` is namespace ``p.w.ns.sub``, not segment 3)."""
+    lake.catalog.containers.create_namespace("p.w.ns.sub")
+    assert lake.post("/v1/table/p$w$ns$t/drop", None, who="admin").status_code == 200
+    for as_id in (["p", "w", "ns.sub", "moved"], ["p", "w", "ns", "sub.moved"], ["p", "w.ns", "moved"]):
+        resp = lake.post("/v1/table/p$w$ns$t/undrop", {"as": as_id}, who="admin")
+        assert code(resp) == (400, 13), (as_id, resp.text)
+    assert [d["name"] for d in lake.get("/v1/trash/p$w").json()["dropped"]] == ["p$w$ns$t"]

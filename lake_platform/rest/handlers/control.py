@@ -26,6 +26,7 @@ import lake_platform.rest.handlers.query as query
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
+from lake_platform.rest import ids
 from lake_platform.rest.handlers.common import page, scoped
 from lake_platform.rest.request import RestRequest
 
@@ -120,6 +121,8 @@ def undrop_table(request: RestRequest) -> Any:
     if as_id is not None:
         if not isinstance(as_id, list):
             raise InvalidInput("'as' must be a table id (a list of names)")
+        # each part one segment: a dot in one would name another namespace than the id does
+        as_id = ids.check_body_id(as_id, request.service.delimiter(request.query))
         as_name = str(TableName.from_parts(as_id))
         if as_id[0] != tname.project:
             raise InvalidInput("a table is undropped within its own project")
