@@ -86,13 +86,15 @@ def test_a_tagged_version_survives_cleanup(versions: CliRunner, monkeypatch: pyt
     monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
     run(versions, "tag", "create", T, "gold", "--version", "2")
 
-    kept = run(versions, "cleanup", T, "--older-than", "0s")
+    kept = run(versions, "cleanup", T, "--older-than", "0s", "--retain-versions", "1")
     assert sorted(kept["detail"]["versions_removed"]) == [1, 3]
     assert run(versions, "tag", "list", T) == [{"tag": "gold", "version": 2}]
     assert rows_at(2) == 2
 
     run(versions, "tag", "delete", T, "gold")
-    assert run(versions, "cleanup", T, "--older-than", "0s")["detail"]["versions_removed"] == [2]
+    assert run(versions, "cleanup", T, "--older-than", "0s", "--retain-versions", "1")["detail"][
+        "versions_removed"
+    ] == [2]
 
 
 def test_history_says_which_versions_are_still_readable(
@@ -101,7 +103,9 @@ def test_history_says_which_versions_are_still_readable(
     monkeypatch.setenv("LAKE_TICKET_LIFETIME_SECONDS", "0.001")
     monkeypatch.setenv("LAKE_READER_MAX_STALE_SECONDS", "0")
     run(versions, "tag", "create", T, "gold", "--version", "2")
-    run(versions, "cleanup", T, "--older-than", "0s")  # removes 1 and 3; 2 is tagged, 4 current
+    run(
+        versions, "cleanup", T, "--older-than", "0s", "--retain-versions", "1"
+    )  # removes 1 and 3; 2 is tagged, 4 current
     history = run(versions, "table", "history", T)
     made = {
         e["to_version"]: (e["readable"], e["tags"]) for e in history if e["operation"] in ("create", "append")
