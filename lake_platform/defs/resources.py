@@ -3,12 +3,13 @@ never at import or load time, so loading the code location makes no network call
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, field_validator
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 #: The actor the commit log records for runs started by Dagster.
 ACTOR = "dagster"
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -66,6 +68,20 @@ class InboxResource(dg.ConfigurableResource):
     settle_seconds: float | None = Field(None, ge=0)
     files_per_run: int = Field(100, gt=0)
     files_per_tick: int = Field(1000, gt=0)
+
+    @field_validator("location")
+    @classmethod
+    def _an_inbox_location(cls, location: str) -> str:
+        """Refused where it is set, naming the field: an S3 location with no valid bucket or
+        another scheme would fail every sensor tick with the storage client's own error."""
+        bucket = location.removeprefix("s3://").split("/", 1)[0] if location.startswith("s3://") else None
+        scheme = "://" in location and not location.startswith(("s3://", "file://"))
+        if scheme or (bucket is not None and not _S3_BUCKET.fullmatch(bucket)):
+            raise ValueError(
+                f"the inbox location is a local folder or s3://bucket/prefix (a bucket name of 3-63 "
+                f"lower-case letters, digits, dots and dashes), not {location!r}"
+            )
+        return location
 
     def open(self) -> Inbox:
         from lake_platform.maintenance.inbox import open_inbox
