@@ -18,7 +18,8 @@ assets' checks there, published to main only when the run succeeded.
   was and the branch stays for inspection (``lake branch list``, ``lake table history``;
   ``lake branch delete`` moves it to the trash). The sensor refuses too when any blocking
   check evaluation of the run failed. A failed run re-executed from failure (its checks fixed)
-  runs only the failed steps: when it succeeds, the branches the failed run wrote are published.
+  runs only the failed steps: when it succeeds, the branches the failed run wrote are published
+  (with those its own steps wrote: one transaction per branch).
 """
 
 from __future__ import annotations
