@@ -127,7 +127,9 @@ class TableName:
         """Build from a Lance Namespace ``table_id`` list, checking every segment."""
         if not isinstance(parts, (list, tuple)):
             raise InvalidInput(f"invalid table id {parts!r}: expected a list of segments")
-        return cls.parse(".".join(str(p) for p in parts))
+        for part in parts:  # before joining: a dot inside one would read as the separator
+            check_segment(part, "table id segment")
+        return cls.parse(".".join(parts))
 
     @property
     def namespace_name(self) -> NamespaceName:

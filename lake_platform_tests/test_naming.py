@@ -56,6 +56,10 @@ def test_table_id_lists_are_checked() -> None:
         TableName.from_parts(["p", "w", "../etc", "t"])
     with pytest.raises(InvalidInput):
         TableName.from_parts("p.w.ns.t")  # type: ignore[arg-type]
+    # A dot is the separator: a segment holding one would name another namespace or table.
+    for dotted in (["p", "w", "ns.sub", "t"], ["p", "w", "ns", "sub.t"], ["p.w", "ns", "t"]):
+        with pytest.raises(InvalidInput, match="segment"):
+            TableName.from_parts(dotted)
 
 
 def test_huge_names_are_rejected_early() -> None:
