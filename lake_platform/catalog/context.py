@@ -286,7 +286,8 @@ class CatalogContext:
         branch: str | None = None,
         refuse: Callable[[str], LakeError] | None = None,
     ) -> CommitResult | None:
-        """The earlier result when ``commit_id`` already landed as this same commit: ``operation``
+        """The earlier result (its versions, rows and bytes added, from its log entry) when
+        ``commit_id`` already landed as this same commit: ``operation``
         of ``table`` on ``branch`` (None: main; ``operation`` None: any, for a Lance client's
         commit, whose staged manifest says what it is). None when the id never landed. An id
         that landed as another commit is refused, nothing written: InvalidInput naming what it
@@ -306,8 +307,18 @@ class CatalogContext:
             if refuse is not None:
                 raise refuse(named)
             raise InvalidInput(f"commit id {commit_id} already names {named}; nothing was written")
+        # What landed the first time, as its log entry says (a retry is not told 0 rows).
+        item = self.store.get(marker.log_key) if marker.log_key else None
+        entry = decode(CommitLogEntry, item.value, item.key) if item is not None else None
         return CommitResult(
-            commit_id, marker.target, marker.operation, marker.from_version, marker.to_version, replayed=True
+            commit_id,
+            marker.target,
+            marker.operation,
+            marker.from_version,
+            marker.to_version,
+            rows_added=entry.rows_added if entry is not None else 0,
+            bytes_added=entry.bytes_added if entry is not None else 0,
+            replayed=True,
         )
 
     def _branch_of(self, marker: CommitMarker) -> str | None:

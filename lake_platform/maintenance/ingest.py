@@ -2,7 +2,8 @@
 
 - The commit id is derived from the table and the batch's file identities (key, size, mtime,
   etag) as requested, so a retried or re-requested run of the same batch finds its commit
-  already landed and commits nothing (``replayed``).
+  already landed and commits nothing (``replayed``); the outcome reports what that commit
+  logged (its files, rows and bytes), not the request.
 - Each file is checked before the write (readable, header parses, columns fit the table); a
   file that fails, before or while streaming, is moved to ``<inbox>/_quarantine/<key>`` with a
   ``.reason.txt``, and the rest of the batch is written. A failed stream commits nothing (the
@@ -115,8 +116,7 @@ def ingest_batch(
             marker.from_version,
             marker.to_version,
         )
-        outcome.files = [f.identity() for f in files]
-        return outcome
+        return _as_committed(catalog, outcome)
 
     pending: list[InboxFile] = []
     for f in files:
@@ -205,11 +205,28 @@ def ingest_batch(
                 _quarantine(inbox, bad, exc, outcome)
                 pending.remove(bad)
                 continue
-            outcome.status = "replayed" if result.replayed else "committed"
             outcome.from_version, outcome.version = result.from_version, result.to_version
+            if result.replayed:  # another run of this batch committed it meanwhile
+                outcome.status, outcome.quarantined = "replayed", []
+                return _as_committed(catalog, outcome)
+            outcome.status = "committed"
             outcome.rows, outcome.bytes = result.rows_added, result.bytes_added
             outcome.files = [f.identity() for f, _ in readers]
             return outcome
+
+
+def _as_committed(catalog: Catalog, outcome: IngestOutcome) -> IngestOutcome:
+    """A replayed batch told as its commit logged it: the files it ingested (not all those
+    requested: some were gone or quarantined then), its rows and bytes (none are read now)."""
+    entry = catalog.reads.commit(outcome.table, outcome.commit_id)
+    if entry is not None:
+        outcome.files = [dict(f) for f in entry.detail.get("files", [])]
+        outcome.rows, outcome.bytes = entry.rows_added, entry.bytes_added
+        outcome.quarantined = [
+            {"key": key, "reason": "quarantined when the batch was committed"}
+            for key in entry.detail.get("quarantined", [])
+        ]
+    return outcome
 
 
 def _chain(

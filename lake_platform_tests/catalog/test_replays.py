@@ -202,3 +202,21 @@ def test_an_old_branch_marker_is_read_with_its_log_entrys_branch(lines: Lake) ->
     rewrite_as_old_marker(lines, ID)
     assert branch_append(lines).replayed
     refused(lines, lambda: cat.tables.append(T, rows([7]), by=BY), f"append of {T} on branch dev")
+
+
+def test_a_replayed_append_answers_the_rows_and_bytes_its_commit_logged(lines: Lake) -> None:
+    """A retry (``lake ingest --commit-id``, a REST or IO manager retry) is told what landed the
+    first time, not 0 rows: it reads its commit's log entry."""
+    cat = lines.catalog
+    first = cat.tables.append(T, rows([7, 8]), by=BY)
+    again = cat.tables.append(T, rows([9]), by=BY)
+    assert again.replayed and not first.replayed
+    assert (again.rows_added, again.bytes_added) == (first.rows_added, first.bytes_added)
+    assert first.rows_added == 2 and first.bytes_added > 0
+    on_dev = cat.branch_writes.append(T, "dev", rows([7, 8, 9]), by=Provenance(commit_id="dev-0001"))
+    replayed = cat.branch_writes.append(T, "dev", rows([1]), by=Provenance(commit_id="dev-0001"))
+    assert (
+        (replayed.rows_added, replayed.bytes_added)
+        == (on_dev.rows_added, on_dev.bytes_added)
+        == (3, on_dev.bytes_added)
+    )

@@ -1,0 +1,42 @@
+"""One inbox batch into one table: what a run reports (real catalog, real local inbox)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lake_platform.catalog.catalog import Catalog
+from lake_platform.maintenance.inbox import LocalInbox
+from lake_platform.maintenance.ingest import ingest_batch
+from lake_platform_tests.maintenance.helpers import make_lake, rows
+
+TABLE = "p.w.ns.t"
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Iterator[Catalog]:
+    lake = make_lake(tmp_path / "home")
+    lake.tables.create_table(TABLE, rows(0, 3).to_reader())
+    yield lake
+    lake.close()
+
+
+def test_a_replayed_batch_reports_what_its_commit_ingested(catalog: Catalog, tmp_path: Path) -> None:
+    """The batch's first run ingested one of its two files (the other was gone by then); the same
+    batch run again replays that commit and reports its one file, rows and bytes, not the two
+    files requested with 0 rows."""
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
+    (box.root / "p/w/ns/t").mkdir(parents=True)
+    (box.root / "p/w/ns/t/a.csv").write_text("id,name\n10,a\n")
+    (box.root / "p/w/ns/t/b.csv").write_text("id,name\n11,b\n12,c\n")
+    listed, _ = box.list_new(TABLE, None, 10)
+    (box.root / "p/w/ns/t/a.csv").unlink()
+    first = ingest_batch(catalog, box, TABLE, listed)
+    again = ingest_batch(catalog, box, TABLE, listed)
+    assert (first.status, again.status) == ("committed", "replayed")
+    shown = [([f["key"] for f in o.files], o.rows, o.bytes, o.version) for o in (first, again)]
+    assert shown[0] == shown[1] == (["p/w/ns/t/b.csv"], 2, first.bytes, 2)
+    assert first.bytes > 0
+    assert catalog.reads.open_table(TABLE).count_rows() == 5
