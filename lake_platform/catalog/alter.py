@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lake_platform.catalog.context import CatalogContext, first_line
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action, Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -41,7 +41,6 @@ from lake_platform.errors import (
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
-from lake_platform.registry.records import new_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,16 +139,25 @@ class Alter:
         name: str,
         expressions: dict[str, str],
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Add columns whose values are SQL expressions over each row (the Lance Namespace's
         AlterTableAddColumns): one commit; Lance writes the new columns' data. Each column's
-        type is what the expression yields over the current version."""
+        type is what the expression yields over the current version. ``detail`` goes into the
+        log entry (an idempotent request's digest), as for a rename or drop; ``by.commit_id``
+        that already landed as this change is answered, nothing written."""
         check_expressions(expressions)
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"add columns to {tname}")
+        if by.commit_id is not None:  # a retry: its columns are there, answer the first commit
+            replay = self.ctx.replayed(
+                check_commit_id(by.commit_id), table=str(tname), operation="add-columns"
+            )
+            if replay is not None:
+                return replay
         snap = self.commits.reads.open_table(name, by=Provenance(principal=who))
         taken = [c for c in expressions if c in snap.schema.names]
         if taken:
@@ -169,29 +177,45 @@ class Alter:
         return self._alter(
             name,
             "add-columns",
-            {"columns": {f.name: str(f.type) for f in fields}, "expressions": dict(expressions)},
+            {
+                **(detail or {}),
+                "columns": {f.name: str(f.type) for f in fields},
+                "expressions": dict(expressions),
+            },
             change,
             lambda ds: changes.add_computed_columns(ds, expressions),
             by.principal,
             by.actor,
+            commit_id=by.commit_id,
         )
 
     def drop_column(self, name: str, column: str, *, by: Provenance = UNSTATED) -> CommitResult:
         return self.drop_columns(name, [column], by=by)
 
-    def drop_columns(self, name: str, columns: list[str], *, by: Provenance = UNSTATED) -> CommitResult:
-        """Drop ``columns`` in one commit (all or none)."""
+    def drop_columns(
+        self,
+        name: str,
+        columns: list[str],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
+        """Drop ``columns`` in one commit (all or none), ``detail`` in its log entry."""
         change = dropping(columns)
         return self._alter(
             name,
             "drop-column",
-            {"column": columns[0]} if len(columns) == 1 else {"columns": list(columns)},
+            {
+                **(detail or {}),
+                **({"column": columns[0]} if len(columns) == 1 else {"columns": list(columns)}),
+            },
             change,
             lambda ds: engine.drop_columns(ds, columns),
             by.principal,
             by.actor,
             destructive=True,
             role="admin",
+            commit_id=by.commit_id,
         )
 
     def rename_column(
@@ -205,11 +229,16 @@ class Alter:
         return self.rename_columns(name, {old: new}, by=by)
 
     def rename_columns(
-        self, name: str, renames: dict[str, str], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        renames: dict[str, str],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
-        """Rename columns (old -> new) in one commit (all or none)."""
+        """Rename columns (old -> new) in one commit (all or none), ``detail`` in its log entry."""
         change = renaming(renames)
-        detail: dict[str, object] = (
+        logged: dict[str, object] = (
             {"column": next(iter(renames)), "new_name": next(iter(renames.values()))}
             if len(renames) == 1
             else {"renames": dict(renames)}
@@ -217,12 +246,13 @@ class Alter:
         return self._alter(
             name,
             "rename-column",
-            detail,
+            {**(detail or {}), **logged},
             change,
             lambda ds: changes.rename_columns(ds, renames),
             by.principal,
             by.actor,
             role="admin",
+            commit_id=by.commit_id,
         )
 
     def _alter(
@@ -237,13 +267,20 @@ class Alter:
         *,
         destructive: bool = False,
         role: Action = "write",
+        commit_id: str | None = None,
     ) -> CommitResult:
+        """One schema change under the lease; ``commit_id`` (the caller's, for a retry) that
+        already landed as this change is answered, nothing written."""
         from lake_platform.catalog.arrow_io import schema_from_ipc, schema_to_ipc
 
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
         self.ctx.require_parent(tname)
         who.require(tname.project, role, f"{operation.replace('-', ' ')} on {tname}")
+        if commit_id is not None:
+            replay = self.ctx.replayed(check_commit_id(commit_id), table=str(tname), operation=operation)
+            if replay is not None:
+                return replay
         record, _ = self.ctx.table(tname)
         change(schema_from_ipc(record.schema_ipc))  # refuse bad input before taking the lease
         if destructive and record.protected:
@@ -254,7 +291,7 @@ class Alter:
                 raise Protected(f"table {tname} is protected; unprotect it to drop a column")
             schema = change(schema_from_ipc(record.schema_ipc))
             pending = PendingCommit(
-                commit_id=new_id(),
+                commit_id=check_commit_id(commit_id),
                 operation=operation,
                 actor=self.ctx.actor(actor, who),
                 schema_ipc=schema_to_ipc(schema),

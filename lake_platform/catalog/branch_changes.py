@@ -25,7 +25,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.row_changes import RowChange, check_merge_insert
+from lake_platform.catalog.row_changes import RowChange, check_merge_insert, replayed_change
 from lake_platform.catalog.schemas import (
     FieldMetadataUpdates,
     check_field_metadata,
@@ -66,10 +66,11 @@ class BranchChanges:
         updates: dict[str, str],
         predicate: str | None = None,
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> RowChange:
         """Set each column of ``updates`` to its SQL expression on the branch's rows
-        ``predicate`` selects (every row without one); logged ``update``."""
+        ``predicate`` selects (every row without one); logged ``update``, with ``detail``."""
         if not isinstance(updates, dict) or not updates:
             raise InvalidInput("an update sets at least one column")
         for column, expression in updates.items():
@@ -84,12 +85,11 @@ class BranchChanges:
                 raise InvalidInput(f"branch {branch} of {name} has no column {unknown[0]!r} to update")
             return schema
 
-        detail = {"columns": sorted(updates), "predicate": predicate}
         return self._rows(
             name,
             branch,
             "update",
-            detail,
+            {**(detail or {}), "columns": sorted(updates), "predicate": predicate},
             lambda ds: {"updated_rows": changes.update_rows(ds, updates, predicate)},
             check,
             by,
@@ -107,10 +107,11 @@ class BranchChanges:
         insert_unmatched: bool = False,
         delete_unmatched_by_source: bool = False,
         delete_unmatched_by_source_if: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> RowChange:
         """Merge ``data`` into the branch on the key columns ``on`` (as ``rows.merge_insert``
-        does into main); logged ``merge``."""
+        does into main); logged ``merge``, with ``detail``."""
         check_merge_insert(on, data, update_matched or insert_unmatched or delete_unmatched_by_source)
 
         def check(schema: pa.Schema) -> pa.Schema:
@@ -131,8 +132,8 @@ class BranchChanges:
                 delete_unmatched_by_source_if=delete_unmatched_by_source_if,
             )
 
-        detail = {"on": list(on), "update": update_matched, "insert": insert_unmatched}
-        return self._rows(name, branch, "merge", detail, merge, check, by)
+        logged = {**(detail or {}), "on": list(on), "update": update_matched, "insert": insert_unmatched}
+        return self._rows(name, branch, "merge", logged, merge, check, by)
 
     def delete_rows(
         self,
@@ -157,7 +158,7 @@ class BranchChanges:
             name, branch, "delete", {**(detail or {}), "predicate": predicate}, delete, None, by
         )
         result = self.commits.result(pending, fresh.name)
-        if counts:
+        if counts and pending.landed[0][1]:  # a replay (no log key) patches nothing
             self.ctx.patch_log(pending.landed[0][1], counts)
         return result
 
@@ -175,17 +176,24 @@ class BranchChanges:
         if not pending.landed:  # Lance made no version (nothing matched)
             return RowChange(fresh.name, fresh.current_version, None, counts)
         result = self.commits.result(pending, fresh.name)
-        if counts:
+        if counts and pending.landed[0][1]:  # a replay (no log key) patches nothing
             self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
         return RowChange(fresh.name, result.to_version or 0, result.commit_id, counts)
 
     # -- columns ---------------------------------------------------------------------------------
 
     def add_computed_columns(
-        self, name: str, branch: str, expressions: dict[str, str], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        expressions: dict[str, str],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Add columns whose values are SQL expressions over each of the branch's rows (writer
-        role); logged ``add-columns``."""
+        role); logged ``add-columns``, with ``detail`` (an idempotent request's digest, as for
+        each change here)."""
         check_expressions(expressions)
         fields: list[pa.Field] = []
 
@@ -211,11 +219,21 @@ class BranchChanges:
             raise InvalidInput(
                 f"cannot add columns to branch {branch} of {name}: {first_line(exc)}"
             ) from None
-        detail = {"columns": {f.name: str(f.type) for f in fields}, "expressions": dict(expressions)}
-        return self._columns(name, branch, "add-columns", detail, add, plan, by, "write")
+        logged = {
+            **(detail or {}),
+            "columns": {f.name: str(f.type) for f in fields},
+            "expressions": dict(expressions),
+        }
+        return self._columns(name, branch, "add-columns", logged, add, plan, by, "write")
 
     def rename_columns(
-        self, name: str, branch: str, renames: dict[str, str], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        renames: dict[str, str],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Rename the branch's columns (old -> new) in one commit (admin, as on main)."""
         plan = renaming(renames, "branch")
@@ -224,12 +242,17 @@ class BranchChanges:
             changes.rename_columns(ds, renames)
             return {}
 
-        return self._columns(
-            name, branch, "rename-column", {"renames": dict(renames)}, rename, plan, by, "admin"
-        )
+        logged = {**(detail or {}), "renames": dict(renames)}
+        return self._columns(name, branch, "rename-column", logged, rename, plan, by, "admin")
 
     def drop_columns(
-        self, name: str, branch: str, columns: list[str], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        columns: list[str],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Drop the branch's ``columns`` in one commit (admin, and refused on a protected table,
         as on main: publishing would hide them from main's readers)."""
@@ -239,7 +262,8 @@ class BranchChanges:
             engine.drop_columns(ds, columns)
             return {}
 
-        return self._columns(name, branch, "drop-column", {"columns": list(columns)}, drop, plan, by, "admin")
+        logged = {**(detail or {}), "columns": list(columns)}
+        return self._columns(name, branch, "drop-column", logged, drop, plan, by, "admin")
 
     def _columns(
         self,
@@ -297,7 +321,13 @@ class BranchChanges:
         return result, merged
 
     def update_field_metadata(
-        self, name: str, branch: str, updates: FieldMetadataUpdates, *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        updates: FieldMetadataUpdates,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> tuple[CommitResult, dict[str, dict[str, str]]]:
         """Change the branch's top-level columns' field metadata as ``Schemas.update_field_metadata``
         changes main's (writer role), in one commit logged ``field-metadata``; returns each
@@ -315,9 +345,9 @@ class BranchChanges:
             changes.replace_field_metadata(ds, merged)  # each column's whole metadata, one commit
             return {}
 
-        detail = {"columns": sorted(updates)}
+        logged = {**(detail or {}), "columns": sorted(updates)}
         result = self._columns(
-            name, branch, "field-metadata", detail, replace, plan, by, "write", on_dataset=True
+            name, branch, "field-metadata", logged, replace, plan, by, "write", on_dataset=True
         )
         return result, merged
 
@@ -341,7 +371,8 @@ class BranchChanges:
         permission, then ``plan`` (the schema after the change; raises on bad input) on the
         branch as listed and again under the lease: on its registered schema, or with
         ``on_dataset`` on the schema Lance holds at the head (metadata changes: Lance merges
-        into its own metadata, so the registry must too). A replayed commit id lands nothing."""
+        into its own metadata, so the registry must too). A replayed commit id lands nothing; its
+        counts are those the first commit logged."""
         from lake_platform.catalog.arrow_io import schema_from_ipc, schema_to_ipc
 
         who = self.ctx.who(by.principal)
@@ -363,7 +394,7 @@ class BranchChanges:
         if replay is not None:
             pending.landed.append((replay.to_version or 0, ""))
             pending.from_version = replay.from_version
-            return pending, rec, {}
+            return pending, rec, replayed_change(self.ctx, replay).counts
         if plan is not None:
             plan(schema_from_ipc(rec.schema_ipc))  # refused before the lease
         self._require_unprotected(tname, operation)

@@ -46,10 +46,19 @@ class BranchHistory:
         self.branches = branches
         self.commits = commits
 
-    def restore(self, name: str, branch: str, version: int, *, by: Provenance = UNSTATED) -> CommitResult:
+    def restore(
+        self,
+        name: str,
+        branch: str,
+        version: int,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
         """A new version of ``branch`` equal to its ``version`` (data, schema, indexes): one
-        commit on the branch's line. Write role, as main's restore; TableVersionNotFound for a
-        version not on the branch's line (main's before the branch was made, or one deleted)."""
+        commit on the branch's line, ``detail`` in its log entry. Write role, as main's restore;
+        TableVersionNotFound for a version not on the branch's line (main's before the branch
+        was made, or one deleted)."""
         request = restore_request(self.ctx, name, version, by, branch)
         if request.replay is not None:
             return request.replay
@@ -63,8 +72,8 @@ class BranchHistory:
                 f"version {version} of branch {branch} of {tname} does not exist (or was deleted)"
             )
         old = self.branches.reads.snapshot(tname, rec, version)
-        detail = {"restored_version": version, "branch": branch}
-        pending = restore_pending(self.ctx, request, by, old.schema, detail, release_lease=True)
+        logged = {**(detail or {}), "restored_version": version, "branch": branch}
+        pending = restore_pending(self.ctx, request, by, old.schema, logged, release_lease=True)
 
         def bind(lease: Lease) -> tuple[BranchRecord, BoundTableNamespace]:
             fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)

@@ -122,7 +122,11 @@ class Restores:
         self.ctx = ctx
         self.commits = commits
 
-    def restore_table(self, name: str, version: int, *, by: Provenance = UNSTATED) -> CommitResult:
+    def restore_table(
+        self, name: str, version: int, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> CommitResult:
+        """A new version of ``name`` equal to its ``version``; ``detail`` goes into the log entry
+        (an idempotent request's digest)."""
         request = restore_request(self.ctx, name, version, by)
         if request.replay is not None:
             return request.replay
@@ -132,7 +136,8 @@ class Restores:
             raise TableVersionNotFound(f"version {version} of {tname} does not exist (or was cleaned up)")
         record, _ = self.ctx.table(tname)
         old = self.commits.reads.snapshot(tname, record, version)
-        pending = restore_pending(self.ctx, request, by, old.schema, {"restored_version": version})
+        logged = {**(detail or {}), "restored_version": version}
+        pending = restore_pending(self.ctx, request, by, old.schema, logged)
 
         def bind(lease: Lease) -> tuple[TableRecord, BoundTableNamespace]:
             fresh, revision = self.ctx.table(tname, incarnation=record.incarnation)

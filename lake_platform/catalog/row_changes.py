@@ -22,11 +22,13 @@ from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConcurrentModification, InvalidInput
 from lake_platform.naming import TableName
+from lake_platform.registry.records import CommitLogEntry, decode
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from lake_platform.catalog.namespace import BoundTableNamespace
+    from lake_platform.catalog.results import CommitResult
     from lake_platform.registry.records import TableRecord
 
 #: What a row change does on the opened dataset: (dataset, its bound namespace, the table's
@@ -41,6 +43,34 @@ class RowChange:
     commit_id: str | None  # None: nothing was committed
     counts: dict[str, int]
 
+    @classmethod
+    def logged(cls, entry: CommitLogEntry) -> RowChange:
+        """The change a landed commit made, as its log entry tells it (a replay's answer)."""
+        counts = {k: v for k, v in entry.detail.items() if k in COUNTS and isinstance(v, int)}
+        return cls(entry.target, entry.to_version or 0, entry.commit_id, counts)
+
+
+#: What a row change's log entry counts (its detail, patched on once the commit landed).
+COUNTS = frozenset(
+    {
+        "updated_rows",
+        "num_inserted_rows",
+        "num_updated_rows",
+        "num_deleted_rows",
+        "deleted_rows",
+        "added_rows",
+    }
+)
+
+
+def replayed_change(ctx: CatalogContext, replay: CommitResult) -> RowChange:
+    """A replayed commit's answer, counts from its log entry (empty when it has none)."""
+    marker = ctx.commit_landed(replay.commit_id)
+    item = ctx.store.get(marker.log_key) if marker is not None and marker.log_key else None
+    if item is None:
+        return RowChange(replay.table, replay.to_version or 0, replay.commit_id, {})
+    return RowChange.logged(decode(CommitLogEntry, item.value, item.key))
+
 
 class RowChanges:
     def __init__(self, ctx: CatalogContext, commits: EngineCommits, schemas: Schemas) -> None:
@@ -54,10 +84,12 @@ class RowChanges:
         updates: dict[str, str],
         predicate: str | None = None,
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> RowChange:
         """Set each column of ``updates`` to its SQL expression on the rows ``predicate``
-        selects (every row without one)."""
+        selects (every row without one). ``detail`` goes into the log entry (an idempotent
+        request's digest)."""
         if not isinstance(updates, dict) or not updates:
             raise InvalidInput("an update sets at least one column")
         for column, expression in updates.items():
@@ -74,8 +106,8 @@ class RowChanges:
         def change(ds: Any, *_: object) -> dict[str, int]:
             return {"updated_rows": changes.update_rows(ds, updates, predicate)}
 
-        detail = {"columns": sorted(updates), "predicate": predicate}
-        return self._change(name, "update", detail, lambda *_: change, by)
+        logged = {**(detail or {}), "columns": sorted(updates), "predicate": predicate}
+        return self._change(name, "update", logged, lambda *_: change, by)
 
     def merge_insert(
         self,
@@ -88,11 +120,13 @@ class RowChanges:
         insert_unmatched: bool = False,
         delete_unmatched_by_source: bool = False,
         delete_unmatched_by_source_if: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> RowChange:
         """Merge ``data`` on the key columns ``on``: matched rows updated (where
         ``update_matched_if`` holds), unmatched ones inserted, target rows the data does not
-        match deleted (where ``delete_unmatched_by_source_if`` holds), as asked."""
+        match deleted (where ``delete_unmatched_by_source_if`` holds), as asked. ``detail``
+        goes into the log entry (an idempotent request's digest)."""
         check_merge_insert(on, data, update_matched or insert_unmatched or delete_unmatched_by_source)
 
         def change(ds: Any, *_: object) -> dict[str, int]:
@@ -107,8 +141,8 @@ class RowChanges:
                 delete_unmatched_by_source_if=delete_unmatched_by_source_if,
             )
 
-        detail = {"on": list(on), "update": update_matched, "insert": insert_unmatched}
-        return self._change(name, "merge", detail, lambda *_: change, by)
+        logged = {**(detail or {}), "on": list(on), "update": update_matched, "insert": insert_unmatched}
+        return self._change(name, "merge", logged, lambda *_: change, by)
 
     def replace_where(
         self,
@@ -188,7 +222,7 @@ class RowChanges:
         commit_id = check_commit_id(by.commit_id)
         replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)
         if replay is not None:
-            return RowChange(str(tname), replay.to_version or 0, commit_id, {})
+            return replayed_change(self.ctx, replay)
         record, _ = self.ctx.table(tname)
         pending = PendingCommit(
             commit_id=commit_id,

@@ -195,26 +195,34 @@ class Schemas:
         name: str,
         updates: FieldMetadataUpdates,
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> tuple[CommitResult, dict[str, dict[str, str]]]:
         """Change top-level columns' field metadata: ``updates`` maps a column to (values,
         replace); values merge into its metadata (a None value deletes its key) or, with
-        replace, become all of it. One commit for every column; returns each column's metadata."""
+        replace, become all of it. One commit for every column, ``detail`` in its log entry;
+        returns each column's metadata. ``by.commit_id`` that already landed as this change is
+        answered (the columns' metadata at its version), nothing written."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_field_metadata(updates)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"change the field metadata of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation="field-metadata")
+        if replay is not None:
+            schema = self.commits.reads.open_table(name, replay.to_version, by=by).schema
+            return replay, field_metadata_of(schema, updates)
         record, _ = self.ctx.table(tname)
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
         # Refused before the lease; checked again under it.
         with_field_metadata(schema_from_ipc(record.schema_ipc), updates, str(tname))
         pending = PendingCommit(
-            commit_id=check_commit_id(None),
+            commit_id=commit_id,
             operation="field-metadata",
             actor=self.ctx.actor(by.actor, who),
-            detail={"columns": sorted(updates)},
+            detail={**(detail or {}), "columns": sorted(updates)},
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
@@ -273,6 +281,15 @@ def check_field_metadata(updates: object) -> None:
             isinstance(k, str) and k and (v is None or isinstance(v, str)) for k, v in values.items()
         ):
             raise InvalidInput(f"metadata of {column!r}: keys are strings, values strings or null")
+
+
+def field_metadata_of(schema: pa.Schema, columns: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Each of ``columns``' field metadata in ``schema`` (a replayed change's answer)."""
+    return {
+        c: {k.decode(): v.decode() for k, v in (schema.field(c).metadata or {}).items()}
+        for c in columns
+        if c in schema.names
+    }
 
 
 def with_field_metadata(

@@ -1,17 +1,22 @@
 """The ``Idempotency-Key`` header of a committing request (``catalog/idempotency.py``): the key
-itself, and :func:`commit_once`, which runs a data write (CreateTable, InsertIntoTable,
-DeleteFromTable) under the commit id the key stands for, so a retry answers the first outcome
-and the key reused for another request is refused (422)."""
+itself; :func:`keyed`, what a committing handler runs its commit under (the commit id the key
+stands for, the key and the request's digest for the log entry) or, when the key's commit
+already landed as this same request, that commit's log entry to answer from; and
+:func:`commit_once`, which does both for a write answered by a :class:`CommitResult`
+(CreateTable, InsertIntoTable, DeleteFromTable). A retry answers the first outcome and commits
+nothing; the key reused for another request is refused (422)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from lake_platform.catalog.idempotency import HEADER, commit_id_for, key_in, reused
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.naming import TableName
+from lake_platform.registry.records import CommitLogEntry
 from lake_platform.rest.request import RestRequest
 
 #: What a write puts in its log entry's detail (and the retry compares): Callable's argument.
@@ -23,32 +28,55 @@ def idempotency_key(request: RestRequest) -> str | None:
     return key_in(request.headers, HEADER)
 
 
-def commit_once(
-    request: RestRequest, tname: TableName, kind: str, payload: bytes, commit: Commit, operations: set[str]
-) -> CommitResult:
-    """``commit`` under the request's idempotency key, if it sent one. ``kind`` names the
-    request (``create``, ``insert``, ``delete``), ``payload`` is what makes it this request (the
-    body, the mode, the predicate) and ``operations`` the log operations its commit may have.
-    A retry whose first attempt landed answers that commit (rows from its log entry) and writes
-    nothing; the key used for another table, kind or payload is IdempotencyKeyReused (422)."""
+@dataclass(frozen=True)
+class Keyed:
+    """A committing request under its key: ``by`` (with the key's commit id) and ``detail``
+    (the key and the request's digest) for its commit and log entry, or, when the key's commit
+    already landed as this request, ``first``: that commit's log entry, to answer from."""
+
+    by: Provenance
+    detail: dict[str, object] = field(default_factory=dict)
+    first: CommitLogEntry | None = None
+
+
+def keyed(request: RestRequest, tname: TableName, kind: str, payload: bytes, operations: set[str]) -> Keyed:
+    """The request's commit under its idempotency key, if it sent one. ``kind`` names the
+    request (``create``, ``update``, ``merge``, ``restore``, ...), ``payload`` is what makes it
+    this request (the body, the mode, the predicate, the branch) and ``operations`` the log
+    operations its commit may have. The key used for another table, kind or payload is
+    IdempotencyKeyReused (422), before anything is written."""
     key = idempotency_key(request)
     if key is None:
-        return commit(Provenance(principal=request.principal), {})
+        return Keyed(Provenance(principal=request.principal))
     catalog = request.service.catalog
     commit_id = commit_id_for(request.principal, key, kind)
     digest = hashlib.sha256(b"\0".join((kind.encode(), str(tname).encode(), payload))).hexdigest()[:32]
+    by = Provenance(principal=request.principal, commit_id=commit_id)
+    detail: dict[str, object] = {"idempotency_key": key, "request_digest": digest}
     marker = catalog.ctx.commit_landed(commit_id)
     if marker is None:
-        by = Provenance(principal=request.principal, commit_id=commit_id)
-        return commit(by, {"idempotency_key": key, "request_digest": digest})
+        return Keyed(by, detail)
     entry = catalog.reads.commit(str(tname), commit_id, by=Provenance(principal=request.principal))
     first = f"{marker.operation} of {marker.target}"
     if entry is None or marker.operation not in operations:
         raise reused(key, first, f"{kind} of {tname}")
     if entry.detail.get("request_digest", digest) != digest:
         raise reused(key, f"{first} with other rows or options", f"{kind} of {tname}")
+    return Keyed(by, detail, entry)
+
+
+def commit_once(
+    request: RestRequest, tname: TableName, kind: str, payload: bytes, commit: Commit, operations: set[str]
+) -> CommitResult:
+    """``commit`` under the request's idempotency key (:func:`keyed`), if it sent one. A retry
+    whose first attempt landed answers that commit (rows from its log entry) and writes
+    nothing."""
+    request_key = keyed(request, tname, kind, payload, operations)
+    entry = request_key.first
+    if entry is None:
+        return commit(request_key.by, request_key.detail)
     return CommitResult(
-        commit_id,
+        entry.commit_id,
         entry.target,
         entry.operation,
         entry.from_version,

@@ -200,3 +200,16 @@ def test_refusals_are_typed_and_change_nothing(table: Lake) -> None:
         changes.update_rows(T, "dev", {"tag": "'u'"})
     table.catalog.branch_trash.undrop_branch(T, "dev")
     assert state(table)[:4] == before[:4]
+
+
+def test_a_replayed_commit_id_answers_the_first_commits_counts(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    lake.catalog.branches.create_branch(T, "dev")
+    changes = lake.catalog.branch_changes
+    by = Provenance(commit_id="retry-branch-update")
+    first = changes.update_rows(T, "dev", {"tag": "'u'"}, "id > 1", detail={"note": "n"}, by=by)
+    again = changes.update_rows(T, "dev", {"tag": "'u'"}, "id > 1", by=by)
+    assert again == first and first.counts == {"updated_rows": 2}
+    entry = lake.catalog.reads.commit(T, "retry-branch-update")
+    assert entry is not None and (entry.detail["note"], entry.detail["updated_rows"]) == ("n", 2)
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "branch-create", "update"]

@@ -183,3 +183,17 @@ def test_replace_where_failing_before_registration_changes_nothing(lake: Lake) -
         T, "tag = 'a'", rows([2], "a"), by=Provenance(commit_id="replace-0003")
     )
     assert again.version == 2 and pairs(lake) == [(2, "a")]
+
+
+def test_a_replayed_commit_id_answers_the_first_commits_counts(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    by = Provenance(commit_id="retry-update-1")
+    first = lake.catalog.rows.update_rows(T, {"tag": "'u'"}, "id > 1", detail={"note": "n"}, by=by)
+    again = lake.catalog.rows.update_rows(T, {"tag": "'u'"}, "id > 1", by=by)
+    assert again == first and first.counts == {"updated_rows": 2}
+    merge_by = Provenance(commit_id="retry-merge-1")
+    merged = lake.catalog.rows.merge_insert(T, rows([3, 4], "m"), ["id"], insert_unmatched=True, by=merge_by)
+    replay = lake.catalog.rows.merge_insert(T, rows([3, 4], "m"), ["id"], insert_unmatched=True, by=merge_by)
+    assert replay == merged and replay.counts["num_inserted_rows"] == 1
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "update", "merge"]
+    assert lake.catalog.reads.commit(T, "retry-update-1").detail["note"] == "n"  # detail is logged

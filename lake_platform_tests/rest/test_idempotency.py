@@ -1,6 +1,7 @@
-"""CreateTable, InsertIntoTable and DeleteFromTable under an ``Idempotency-Key``: a retry of a
-request whose first attempt landed answers the first outcome and writes nothing; the key reused
-for another table, kind of request, rows or predicate is 422 and commits nothing."""
+"""CreateTable, InsertIntoTable, DeleteFromTable, UpdateTable, MergeInsertIntoTable (main and a
+branch), AlterTableAddColumns and RestoreTable under an ``Idempotency-Key``: a retry of a request
+whose first attempt landed answers the first outcome and writes nothing; the key reused for
+another table, line, kind of request, rows, expression or predicate is 422 and commits nothing."""
 
 from __future__ import annotations
 
@@ -81,3 +82,132 @@ def test_a_key_reused_on_another_table_is_422(rest_lake: RestLake) -> None:
     )
     assert other.status_code == 422, other.text
     assert rest_lake.get("/v1/namespace/p$w$ns/table/list").json()["tables"] == ["orders"]
+
+
+# -- the changes beyond create/insert/delete: update, merge-insert, columns, restore ----------------
+
+
+def rows_ipc(ids: list[int], xs: list[int]) -> bytes:
+    table = pa.table({"id": pa.array(ids, pa.int64()), "x": pa.array(xs, pa.int64())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def rows(lake: RestLake, branch: str | None = None) -> tuple[int, list[tuple[int, int]]]:
+    if branch is None:
+        version, snap = state(lake)[0], lake.catalog.reads.open_table(NAME)
+    else:
+        snap = lake.catalog.branches.open_branch(NAME, branch)
+        version = snap.version
+    table = snap.dataset.to_table()
+    return version, sorted(zip(table.column("id").to_pylist(), table.column("x").to_pylist(), strict=True))
+
+
+def operations(lake: RestLake) -> list[str]:
+    return [e.operation for e in lake.catalog.reads.log(NAME)]
+
+
+@pytest.fixture
+def xs(rest_lake: RestLake) -> RestLake:
+    """orders with (id, x) = (1, 10), (2, 20), (3, 30), version 1."""
+    created = rest_lake.post(
+        f"/v1/table/{TP}/create", None, data=rows_ipc([1, 2, 3], [10, 20, 30]), headers=ARROW
+    )
+    assert created.status_code == 200, created.text
+    return rest_lake
+
+
+UPDATE = {"updates": [["x", "x + 1"]], "predicate": "id >= 2"}
+
+
+def test_an_update_retried_under_its_key_lands_once_and_answers_the_same(xs: RestLake) -> None:
+    first = send(xs, "update", "k-up", **UPDATE)
+    assert first.status_code == 200, first.text
+    assert first.json()["updated_rows"] == 2 and first.json()["version"] == 2
+    again = send(xs, "update", "k-up", **UPDATE)
+    assert again.status_code == 200 and again.json() == first.json()
+    assert rows(xs) == (2, [(1, 10), (2, 21), (3, 31)])
+    assert operations(xs) == ["create", "update"]
+    # Without a key, each request is its own update.
+    for _ in range(2):
+        assert xs.post(f"/v1/table/{TP}/update", UPDATE).status_code == 200
+    assert rows(xs) == (4, [(1, 10), (2, 23), (3, 33)])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"updates": [["x", "x + 1"]], "predicate": "id >= 3"},  # another predicate
+        {"updates": [["x", "x + 2"]], "predicate": "id >= 2"},  # another expression
+        {**UPDATE, "branch": "dev"},  # another line
+    ],
+)
+def test_an_update_key_reused_for_another_request_is_422(xs: RestLake, body: dict[str, object]) -> None:
+    xs.catalog.branches.create_branch(NAME, "dev")
+    assert send(xs, "update", "k-up", **UPDATE).status_code == 200
+    before = rows(xs), rows(xs, "dev")
+    resp = send(xs, "update", "k-up", **body)
+    assert resp.status_code == 422, resp.text
+    assert "idempotency key" in resp.json()["detail"]
+    assert (rows(xs), rows(xs, "dev")) == before
+
+
+def test_an_update_key_reused_on_another_table_is_422(xs: RestLake) -> None:
+    assert send(xs, "update", "k-up", **UPDATE).status_code == 200
+    other = xs.post("/v1/table/p$w$ns$other/create", None, data=rows_ipc([1], [1]), headers=ARROW)
+    assert other.status_code == 200, other.text
+    resp = xs.post("/v1/table/p$w$ns$other/update", UPDATE, headers={HEADER: "k-up"})
+    assert resp.status_code == 422, resp.text
+    assert [e.operation for e in xs.catalog.reads.log("p.w.ns.other")] == ["create"]
+
+
+MERGE = {"on": "id", "when_matched_update_all": "true", "when_not_matched_insert_all": "true"}
+
+
+@pytest.mark.parametrize("branch", [None, "dev"])
+def test_a_merge_insert_retried_under_its_key_lands_once(xs: RestLake, branch: str | None) -> None:
+    xs.catalog.branches.create_branch(NAME, "dev")
+    params = {**MERGE, **({"branch": branch} if branch else {})}
+    data = rows_ipc([3, 4], [300, 400])
+    first = send(xs, "merge_insert", "k-merge", data, **params)
+    assert first.status_code == 200, first.text
+    assert (first.json()["num_updated_rows"], first.json()["num_inserted_rows"]) == (1, 1)
+    again = send(xs, "merge_insert", "k-merge", data, **params)
+    assert again.status_code == 200 and again.json() == first.json()
+    merged = rows(xs, branch)
+    assert merged[1] == [(1, 10), (2, 20), (3, 300), (4, 400)]
+    for resp in (
+        send(xs, "merge_insert", "k-merge", rows_ipc([5], [500]), **params),  # other rows
+        send(xs, "merge_insert", "k-merge", data, **{**params, "when_matched_update_all": "false"}),
+        send(
+            xs, "merge_insert", "k-merge", data, **({**MERGE, "branch": "dev"} if branch is None else MERGE)
+        ),
+    ):
+        assert resp.status_code == 422, resp.text
+    assert rows(xs, branch) == merged
+    assert [e.operation for e in xs.catalog.reads.log(NAME)].count("merge") == 1
+
+
+def test_a_column_added_under_its_key_is_added_once(xs: RestLake) -> None:
+    body = {"new_columns": [{"name": "twice", "expression": "x * 2"}]}
+    first = send(xs, "add_columns", "k-add", **body)
+    assert first.status_code == 200, first.text
+    again = send(xs, "add_columns", "k-add", **body)
+    assert again.status_code == 200 and again.json() == first.json()
+    other = send(xs, "add_columns", "k-add", new_columns=[{"name": "thrice", "expression": "x * 3"}])
+    assert other.status_code == 422, other.text
+    assert xs.catalog.reads.open_table(NAME).schema.names == ["id", "x", "twice"]
+    assert operations(xs) == ["create", "add-columns"]
+
+
+def test_a_restore_retried_under_its_key_lands_once(xs: RestLake) -> None:
+    assert xs.post(f"/v1/table/{TP}/update", UPDATE).status_code == 200
+    first = send(xs, "restore", "k-restore", version=1)
+    assert first.status_code == 200, first.text
+    again = send(xs, "restore", "k-restore", version=1)
+    assert again.status_code == 200 and again.json() == first.json()
+    assert send(xs, "restore", "k-restore", version=2).status_code == 422
+    assert rows(xs) == (3, [(1, 10), (2, 20), (3, 30)])
+    assert operations(xs) == ["create", "update", "restore"]

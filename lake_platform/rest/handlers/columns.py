@@ -12,25 +12,35 @@ dropping take admin, and dropping is refused on a protected table.
   ``replace``, replaced; one commit for all columns (``Schemas.update_field_metadata``; write).
 
 Each takes ``branch``: the same change, with the same roles, as one commit on the branch's own
-line (``catalog/branch_changes.py``); main never moves.
+line (``catalog/branch_changes.py``); main never moves. Each honours an ``Idempotency-Key``
+(``rest/idempotency.keyed``): a retry whose first attempt landed answers it, nothing committed.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.schemas import FieldMetadataUpdates
+from lake_platform.catalog.schemas import FieldMetadataUpdates, field_metadata_of
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.idempotency import Keyed, keyed
 from lake_platform.rest.request import RestRequest
 
 
 def _table_and_branch(request: RestRequest) -> tuple[TableName, str | None]:
     scoped(request, table=True)
     return request.table_name(), branches.branch_of(request)
+
+
+def _keyed(request: RestRequest, tname: TableName, branch: str | None, kind: str, operation: str) -> Keyed:
+    """The change under the request's idempotency key: the body (and the branch) make it this
+    request; ``operation`` is what its commit is logged as."""
+    payload = json.dumps([branch, request.body], sort_keys=True, default=str).encode()
+    return keyed(request, tname, kind, payload, {operation})
 
 
 def _entries(request: RestRequest, member: str) -> list[dict[str, Any]]:
@@ -55,12 +65,17 @@ def add_columns(request: RestRequest) -> Any:
         if name in expressions:
             raise InvalidInput(f"column {name} is named twice")
         expressions[name] = expression
-    by = Provenance(principal=request.principal)
+    request_key = _keyed(request, tname, branch, "add-columns", "add-columns")
+    if request_key.first is not None:
+        return {"version": request_key.first.to_version, "transaction_id": request_key.first.commit_id}
+    by, detail = request_key.by, request_key.detail
     if branch is None:
-        result = request.service.catalog.alter.add_computed_columns(str(tname), expressions, by=by)
+        result = request.service.catalog.alter.add_computed_columns(
+            str(tname), expressions, detail=detail, by=by
+        )
     else:
         result = request.service.catalog.branch_changes.add_computed_columns(
-            str(tname), branch, expressions, by=by
+            str(tname), branch, expressions, detail=detail, by=by
         )
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
@@ -87,11 +102,16 @@ def alter_columns(request: RestRequest) -> Any:
         if path in renames:
             raise InvalidInput(f"column {path} is altered twice")
         renames[path] = rename
-    by = Provenance(principal=request.principal)
+    request_key = _keyed(request, tname, branch, "alter-columns", "rename-column")
+    if request_key.first is not None:
+        return {"version": request_key.first.to_version, "transaction_id": request_key.first.commit_id}
+    by, detail = request_key.by, request_key.detail
     if branch is None:
-        result = request.service.catalog.alter.rename_columns(str(tname), renames, by=by)
+        result = request.service.catalog.alter.rename_columns(str(tname), renames, detail=detail, by=by)
     else:
-        result = request.service.catalog.branch_changes.rename_columns(str(tname), branch, renames, by=by)
+        result = request.service.catalog.branch_changes.rename_columns(
+            str(tname), branch, renames, detail=detail, by=by
+        )
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
@@ -100,11 +120,16 @@ def drop_columns(request: RestRequest) -> Any:
     columns = request.body.get("columns")
     if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
         raise InvalidInput("columns must be a non-empty list of column names")
-    by = Provenance(principal=request.principal)
+    request_key = _keyed(request, tname, branch, "drop-columns", "drop-column")
+    if request_key.first is not None:
+        return {"version": request_key.first.to_version, "transaction_id": request_key.first.commit_id}
+    by, detail = request_key.by, request_key.detail
     if branch is None:
-        result = request.service.catalog.alter.drop_columns(str(tname), columns, by=by)
+        result = request.service.catalog.alter.drop_columns(str(tname), columns, detail=detail, by=by)
     else:
-        result = request.service.catalog.branch_changes.drop_columns(str(tname), branch, columns, by=by)
+        result = request.service.catalog.branch_changes.drop_columns(
+            str(tname), branch, columns, detail=detail, by=by
+        )
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
@@ -124,12 +149,21 @@ def update_field_metadata(request: RestRequest) -> Any:
         if path in updates:
             raise InvalidInput(f"column {path} is updated twice")
         updates[path] = (values, bool(replace))
-    by = Provenance(principal=request.principal)
+    catalog = request.service.catalog
+    request_key = _keyed(request, tname, branch, "field-metadata", "field-metadata")
+    if request_key.first is not None:  # the columns' metadata as the first commit left it
+        version, reader = request_key.first.to_version, Provenance(principal=request.principal)
+        if branch is None:
+            schema = catalog.reads.open_table(str(tname), version, by=reader).schema
+        else:
+            schema = catalog.branches.open_branch(str(tname), branch, version, by=reader).schema
+        return {"version": version, "fields": field_metadata_of(schema, list(updates))}
+    by, detail = request_key.by, request_key.detail
     if branch is None:
-        result, fields = request.service.catalog.schemas.update_field_metadata(str(tname), updates, by=by)
+        result, fields = catalog.schemas.update_field_metadata(str(tname), updates, detail=detail, by=by)
     else:
-        result, fields = request.service.catalog.branch_changes.update_field_metadata(
-            str(tname), branch, updates, by=by
+        result, fields = catalog.branch_changes.update_field_metadata(
+            str(tname), branch, updates, detail=detail, by=by
         )
     return {"version": result.to_version, "fields": fields}
 

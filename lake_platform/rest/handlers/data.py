@@ -7,6 +7,7 @@ write, under the caller's name, all of it or nothing."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -15,9 +16,10 @@ import lake_platform.rest.handlers.branches as branches
 import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.row_changes import RowChange
 from lake_platform.errors import InvalidInput, TableAlreadyExists
 from lake_platform.rest.handlers.common import mode_of, scoped
-from lake_platform.rest.idempotency import commit_once
+from lake_platform.rest.idempotency import commit_once, keyed
 from lake_platform.rest.request import Reply, RestRequest
 
 
@@ -135,12 +137,17 @@ def update_table(request: RestRequest) -> Any:
     if len(updates) != len(pairs):
         raise InvalidInput("a column is updated twice")
     predicate = request.body.get("predicate")
-    by = Provenance(principal=request.principal)
-    if branch is None:
-        change = request.service.catalog.rows.update_rows(str(tname), updates, predicate, by=by)
+    payload = json.dumps([branch, pairs, predicate]).encode()
+    request_key = keyed(request, tname, "update", payload, {"update"})
+    if request_key.first is not None:
+        change = RowChange.logged(request_key.first)
+    elif branch is None:
+        change = request.service.catalog.rows.update_rows(
+            str(tname), updates, predicate, detail=request_key.detail, by=request_key.by
+        )
     else:
         change = request.service.catalog.branch_changes.update_rows(
-            str(tname), branch, updates, predicate, by=by
+            str(tname), branch, updates, predicate, detail=request_key.detail, by=request_key.by
         )
     return {
         "transaction_id": change.commit_id,
@@ -176,8 +183,14 @@ def merge_insert_into_table(request: RestRequest) -> Any:
         "insert_unmatched": bool(body.get("when_not_matched_insert_all")),
         "delete_unmatched_by_source": bool(body.get("when_not_matched_by_source_delete")),
         "delete_unmatched_by_source_if": _optional_text(request, "when_not_matched_by_source_delete_filt"),
-        "by": Provenance(principal=request.principal),
     }
+    # The options and the rows make the request: the same key with other ones is 422.
+    payload = json.dumps([branch, keys, options]).encode() + b"\0" + request.raw
+    request_key = keyed(request, tname, "merge", payload, {"merge"})
+    if request_key.first is not None:
+        change = RowChange.logged(request_key.first)
+        return {"transaction_id": change.commit_id, "version": change.version, **change.counts}
+    options.update(detail=request_key.detail, by=request_key.by)
     catalog = request.service.catalog
     if branch is None:
         change = catalog.rows.merge_insert(str(tname), arrow_reader(request), keys, **options)

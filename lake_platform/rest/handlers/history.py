@@ -9,6 +9,7 @@ reads a commit's log entry by its commit id (every commit is atomic, so a transa
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
@@ -17,6 +18,7 @@ from lake_platform.errors import InvalidInput, TransactionNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.registry.records import CommitLogEntry
 from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.idempotency import keyed
 from lake_platform.rest.request import RestRequest
 
 
@@ -27,11 +29,16 @@ def restore_table(request: RestRequest) -> Any:
     version = request.body.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
-    catalog, by = request.service.catalog, Provenance(principal=request.principal)
+    catalog = request.service.catalog
+    payload = json.dumps([branch, version]).encode()
+    request_key = keyed(request, tname, "restore", payload, {"restore"})
+    if request_key.first is not None:  # the key's restore landed: its answer, nothing committed
+        return {"transaction_id": request_key.first.commit_id}
+    by, detail = request_key.by, request_key.detail
     if branch is not None:
-        result = catalog.branch_history.restore(str(tname), branch, version, by=by)
+        result = catalog.branch_history.restore(str(tname), branch, version, detail=detail, by=by)
     else:
-        result = catalog.restores.restore_table(str(tname), version, by=by)
+        result = catalog.restores.restore_table(str(tname), version, detail=detail, by=by)
     return {"transaction_id": result.commit_id}
 
 
