@@ -10,6 +10,7 @@ same failure the same way.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -397,9 +398,18 @@ def input_error(exc: BaseException) -> LakeError:
     return InvalidInput(f"the input could not be read: {first_line(exc)}")
 
 
+#: Where in Lance's Rust sources an error was raised (``, /home/.../merge_insert.rs:461:40``,
+#: ``location: ...schema.rs:213:17``): the engine's internals, not what the user did wrong.
+RUST_LOCATION = re.compile(r",?\s*(?:location:\s*)?[^\s,]*\.rs:\d+(?::\d+)?")
+
+
 def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s text, without Lance's source locations, at most 300 chars."""
     text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = RUST_LOCATION.sub("", text[0]).strip().rstrip(",")
+    return (line or type(exc).__name__)[:300]
 
 
 def _parent_of(name: NamespaceName | TableName) -> NamespaceName | WarehouseName:

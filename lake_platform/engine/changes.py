@@ -7,16 +7,21 @@ versioning); none decides a version number itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.panics import engine_call
+from lake_platform.errors import InvalidInput
 
 if TYPE_CHECKING:
     import lance
     import pyarrow as pa
     from lance_namespace import LanceNamespace
+
+#: Lance's refusal of a source holding one key twice; the group is the key, ``(id = 1)``.
+AMBIGUOUS = re.compile(r"multiple source rows match the same target row on (\(.*?\))")
 
 
 @engine_call
@@ -72,7 +77,11 @@ def merge_insert(
     delete_unmatched_by_source_if: str | None,
 ) -> dict[str, int]:
     """Merge ``data`` into the table on the key columns ``on``: one commit. Returns the rows
-    inserted, updated and deleted."""
+    inserted, updated and deleted. InvalidInput, in the catalog's words, for a key column the
+    table lacks (before ``data`` is read) and for data holding one key twice."""
+    missing = [c for c in on if c not in ds.schema.names]
+    if missing:
+        raise InvalidInput(f"the table has no key column {missing[0]!r} to merge on")
     builder = ds.merge_insert(list(on))
     if update_matched:
         builder = builder.when_matched_update_all(update_matched_if)
@@ -80,7 +89,17 @@ def merge_insert(
         builder = builder.when_not_matched_insert_all()
     if delete_unmatched_by_source:
         builder = builder.when_not_matched_by_source_delete(delete_unmatched_by_source_if)
-    stats = builder.execute(data)
+    try:
+        stats = builder.execute(data)
+    except (ValueError, OSError) as exc:
+        # Lance's text for it ends in its Rust source paths; the user needs the key it met twice.
+        ambiguous = AMBIGUOUS.search(str(exc))
+        if ambiguous is None:
+            raise
+        raise InvalidInput(
+            f"the data holds more than one row for key {ambiguous.group(1)}: a merge on "
+            f"{', '.join(on)} takes each key at most once"
+        ) from None
     return {k: int(stats.get(k, 0)) for k in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows")}
 
 

@@ -270,3 +270,51 @@ def test_parquet_round_trip_through_sources(lake: Lake, tmp_path: Path) -> None:
     pq.write_table(pa.table({"id": pa.array([5, 6], pa.int64()), "tag": ["a", "b"]}), path)
     lake.catalog.tables.create_table(T, sources.open_many([sources.describe(path)]))
     assert ids_of(lake.catalog.reads.open_table(T)) == [5, 6]
+
+
+MERGES = [
+    pytest.param(
+        pa.table({"id": pa.array([1, 1], pa.int64()), "tag": ["a", "b"]}),
+        ["id"],
+        "the data holds more than one row for key (id = 1)",
+        id="duplicate-keys",
+    ),
+    pytest.param(
+        pa.table({"id": pa.array([1], pa.int64()), "tag": ["a"], "k": [1]}),
+        ["k"],
+        "column 'k'",
+        id="key-not-in-table",
+    ),
+    pytest.param(
+        pa.table({"id": ["1"], "tag": ["a"]}),
+        ["id"],
+        "int64",
+        id="key-of-another-type",
+    ),
+]
+
+
+@pytest.mark.parametrize("branch", [None, "dev"])
+@pytest.mark.parametrize(("data", "on", "says"), MERGES)
+def test_a_merge_the_data_cannot_make_is_invalid_input_naming_why(
+    seeded: Lake, data: pa.Table, on: list[str], says: str, branch: str | None
+) -> None:
+    """What was wrong, in the catalog's words: no Lance internals (its Rust source paths).
+    Refused under the write lease: nothing but the lease's record changes."""
+    cat = seeded.catalog
+    cat.branches.create_branch(T, "dev")
+    before = unleased(seeded)
+    flags: dict[str, Any] = {"update_matched": True, "insert_unmatched": True}
+    with pytest.raises(InvalidInput) as err:
+        if branch is None:
+            cat.rows.merge_insert(T, data.to_reader(), on, **flags)
+        else:
+            cat.branch_changes.merge_insert(T, branch, data.to_reader(), on, **flags)
+    assert says in err.value.message
+    assert ".rs:" not in err.value.message and "/home/" not in err.value.message
+    assert unleased(seeded) == before
+
+
+def unleased(lake: Lake) -> tuple[list[Any], list[Any]]:
+    registry, files = state(lake)
+    return [i for i in registry if not i[0].startswith("lse/")], files
