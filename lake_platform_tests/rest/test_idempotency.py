@@ -211,3 +211,35 @@ def test_a_restore_retried_under_its_key_lands_once(xs: RestLake) -> None:
     assert send(xs, "restore", "k-restore", version=2).status_code == 422
     assert rows(xs) == (3, [(1, 10), (2, 20), (3, 30)])
     assert operations(xs) == ["create", "update", "restore"]
+
+
+def test_field_metadata_changed_under_its_key_answers_the_first_fields(xs: RestLake) -> None:
+    body = {"updates": [{"path": "x", "metadata": {"unit": "cm"}}]}
+    first = send(xs, "update_field_metadata", "k-meta", **body)
+    assert first.status_code == 200, first.text
+    assert first.json()["fields"] == {"x": {"unit": "cm"}}
+    assert send(xs, "update_field_metadata", "k-meta", **body).json() == first.json()
+    other = send(xs, "update_field_metadata", "k-meta", updates=[{"path": "x", "metadata": {"unit": "m"}}])
+    assert other.status_code == 422, other.text
+    assert xs.catalog.reads.open_table(NAME).schema.field("x").metadata == {b"unit": b"cm"}
+    assert operations(xs) == ["create", "field-metadata"]
+
+
+def test_branch_rename_and_restore_retried_under_their_keys_land_once(xs: RestLake) -> None:
+    xs.catalog.branches.create_branch(NAME, "dev")
+    rename = {"branch": "dev", "alterations": [{"path": "x", "rename": "y"}]}
+    admin = {HEADER: "k-rename"}
+    path = f"/v1/table/{TP}/alter_columns"
+    first = xs.post(path, rename, who="admin", headers=admin)
+    assert first.status_code == 200, first.text
+    assert xs.post(path, rename, who="admin", headers=admin).json() == first.json()
+    main = xs.post(path, {**rename, "branch": None}, who="admin", headers=admin)
+    assert main.status_code == 422, main.text
+    assert xs.catalog.branches.open_branch(NAME, "dev").schema.names == ["id", "y"]
+    assert xs.catalog.reads.open_table(NAME).schema.names == ["id", "x"]
+    restored = send(xs, "restore", "k-restore", version=1, branch="dev")
+    assert restored.status_code == 200, restored.text
+    assert send(xs, "restore", "k-restore", version=1, branch="dev").json() == restored.json()
+    assert send(xs, "restore", "k-restore", version=1).status_code == 422  # the key on main
+    assert xs.catalog.branches.open_branch(NAME, "dev").schema.names == ["id", "x"]
+    assert operations(xs) == ["create", "branch-create", "rename-column", "restore"]
