@@ -89,7 +89,11 @@ def serve_rest(state: State, host: str | None, port: int | None) -> None:
         # raised a typed error before anything was printed.
         click.echo(f"Lance REST server on {scheme}://{bound_host}:{bound_port}", err=True)
 
-    serve(settings, listening)
+    try:
+        serve(settings, listening)
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C again once it has shut down gracefully
+        pass
+    click.echo("Lance REST server stopped", err=True)
 
 
 def _files_exist(**named: Path | None) -> None:

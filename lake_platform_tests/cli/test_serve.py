@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -173,3 +174,25 @@ def test_a_tls_file_that_is_not_there_is_named_by_its_setting(
     assert result.output == (
         f"error [13 INVALID_INPUT]: bad setting: {prefix}CERT_FILE: {tmp_path / 'absent.pem'} is not a file\n"
     )
+
+
+def test_ctrl_c_stops_serve_rest_and_says_so(tmp_path: Path) -> None:
+    """Ctrl-C once ended serve-rest with click's bare "Aborted!" and exit 1 (uvicorn shuts down
+    gracefully, then raises the interrupt again)."""
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(
+        bound_to_parent([sys.executable, "-m", "lake_platform.cli", "serve-rest", "--port", "0"]),
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        announced(proc, r"Lance REST server on http://127\.0\.0\.1:\d+")
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=30)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, rest
+    assert rest.strip().splitlines()[-1:] == ["Lance REST server stopped"], rest
