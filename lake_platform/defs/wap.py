@@ -4,7 +4,8 @@ assets' checks there, published to main only when the run succeeded.
 - Write: with ``wap`` (the IO manager's setting, or an asset's metadata), ``handle_output``
   writes on branch ``run_<run id>`` of the table (made from main's head on the run's first
   write of it; a table that does not exist yet is created empty on main first, so there is a
-  main to branch from). Every mode the IO manager writes on main is written on the branch
+  main to branch from: a run that finds another run created it meanwhile branches from that
+  one). Every mode the IO manager writes on main is written on the branch
   (``asset_tables.plan_write``): append, overwrite, merge (``branch_changes.merge_insert``) and
   a partitioned output's exact replacement of its partitions (``branch_writes.replace_where``),
   each one version of the branch.
@@ -32,7 +33,7 @@ import dagster as dg
 from lake_platform.defs.asset_tables import BRANCH, TABLE, VERSION, WritePlan, Written, table_metadata
 from lake_platform.defs.errors import lake_errors
 from lake_platform.defs.resources import ACTOR, LakeResource
-from lake_platform.errors import TableBranchAlreadyExists, TableNotFound
+from lake_platform.errors import TableAlreadyExists, TableBranchAlreadyExists, TableNotFound
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,7 +72,10 @@ def write_on_branch(
         pass  # this run wrote the table before (or this step is a retry)
     except TableNotFound:
         empty = pa.RecordBatchReader.from_batches(data.schema, [])
-        catalog.tables.create_table(table, empty, by=setup)
+        try:
+            catalog.tables.create_table(table, empty, by=setup)
+        except TableAlreadyExists:
+            pass  # another run created it since: this run branches from the table it made
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
     if plan.operation == "replace":
         assert plan.predicate is not None

@@ -9,9 +9,11 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.defs.asset_tables import WritePlan
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
-from lake_platform.defs.wap import run_branch, wap_publish_sensor
+from lake_platform.defs.wap import run_branch, wap_publish_sensor, write_on_branch
 from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs import wap_project
@@ -313,3 +315,33 @@ def test_another_runs_read_never_sees_a_branch_its_audit_refused(home: Path) -> 
         dg.materialize([scores, ranks], selection=[ranks.key], instance=instance, resources=plain)
         ranked = catalog.reads.open_table("p.w.ns.ranks").dataset.to_table().column("rank").to_pylist()
         assert ranked == [1, 2, 3]  # the published branch: main's 1, 2 and 5
+
+
+def test_two_runs_creating_one_new_table_both_write_on_their_branches(tmp_path: Path) -> None:
+    """Run b finds no table, and run a creates it (and writes on its branch) while b's create is
+    under way, past its check (the catalog's hook point): b branches from the table a made and
+    writes, where its create failed TableAlreadyExists."""
+    new = "p.w.ns.fresh"
+
+    def ids(*values: int) -> pa.RecordBatchReader:
+        return pa.table({"id": pa.array(values, pa.int64())}).to_reader()
+
+    def by(run: str) -> Provenance:
+        return Provenance(actor="dagster", run_id=run, commit_id=f"step-{run}-0001")
+
+    with make_lake(tmp_path / "home") as a:
+        raced: list[object] = []
+
+        def a_creates_it(point: str) -> None:
+            if point == "create:before-write" and not raced:
+                raced.append(write_on_branch(a, new, "run_a", ids(1), WritePlan("append"), by("a")))
+
+        with Catalog(a.settings, hook=a_creates_it) as b:
+            written = write_on_branch(b, new, "run_b", ids(2, 3), WritePlan("append"), by("b"))
+        assert raced and not written.replayed
+        assert a.reads.describe_table(new, with_stats=False).current_version == 1  # a's empty create
+        on_branch = {
+            r: a.branches.open_branch(new, r).to_reader().read_all()["id"].to_pylist()
+            for r in ("run_a", "run_b")
+        }
+        assert on_branch == {"run_a": [1], "run_b": [2, 3]}
