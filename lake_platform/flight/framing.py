@@ -12,6 +12,7 @@ cost 0.07-2.4 ms instead of 0.02, as glibc gave the freed memory back and faulte
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
@@ -134,20 +135,32 @@ def _encode_with_writer(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) ->
 def decode_put(
     requests: Iterator[bytes], max_bytes: int
 ) -> tuple[fl.FlightDescriptor, Iterator[pa.RecordBatch]]:
-    """The descriptor of a DoPut and its record batches. At most ``max_bytes`` of IPC is read:
-    DoPut only binds parameters here, so anything larger is refused, not buffered."""
-    descriptor: fl.FlightDescriptor | None = None
+    """The descriptor of a DoPut, read from its first message alone, and its record batches,
+    read when iterated: a command the server refuses is refused before the rest arrives (a
+    client may wait for the answer before it ends its stream). At most ``max_bytes`` of IPC is
+    read: DoPut only binds parameters here, so anything larger is refused, not buffered."""
+    requests = iter(requests)
+    first = next(requests, None)
+    if first is None:
+        raise InvalidInput("DoPut without a FlightDescriptor")
+    data = _flight_data(first)
+    if not data.flight_descriptor:
+        raise InvalidInput("the first DoPut message must carry the FlightDescriptor")
+    return parse_message(fl.FlightDescriptor, data.flight_descriptor), _put_batches(data, requests, max_bytes)
+
+
+def _flight_data(raw: bytes) -> Any:
+    try:
+        return proto.FlightData.FromString(raw)
+    except Exception:  # noqa: BLE001
+        raise InvalidInput("malformed FlightData") from None
+
+
+def _put_batches(first: Any, requests: Iterator[bytes], max_bytes: int) -> Iterator[pa.RecordBatch]:
+    """The record batches of a DoPut whose first message is ``first``, the rest ``requests``."""
     stream: list[bytes] = []
     size = 0
-    for raw in requests:
-        try:
-            data = proto.FlightData.FromString(raw)
-        except Exception:  # noqa: BLE001
-            raise InvalidInput("malformed FlightData") from None
-        if descriptor is None:
-            if not data.flight_descriptor:
-                raise InvalidInput("the first DoPut message must carry the FlightDescriptor")
-            descriptor = parse_message(fl.FlightDescriptor, data.flight_descriptor)
+    for data in itertools.chain([first], (_flight_data(raw) for raw in requests)):
         if not data.data_header:
             continue
         size += len(data.data_header) + len(data.data_body)
@@ -163,16 +176,14 @@ def decode_put(
             + b"\0" * pad
             + data.data_body
         )
-    if descriptor is None:
-        raise InvalidInput("DoPut without a FlightDescriptor")
     if not stream:
-        return descriptor, iter(())
+        return
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(b"".join(stream) + _IPC_EOS))
         batches = list(reader)
     except Exception:  # noqa: BLE001 - ArrowInvalid and friends: the client's bytes are wrong
         raise InvalidInput("malformed Arrow IPC in DoPut") from None
-    return descriptor, iter(batches)
+    yield from batches
 
 
 __all__ = ["decode_put", "encode_stream", "endpoint", "flight_data", "parse_message"]

@@ -4,6 +4,8 @@ descriptor and Arrow IPC within the size limit refused."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
@@ -41,9 +43,22 @@ def test_decode_put_refuses_bad_streams() -> None:
         flight_descriptor=descriptor, data_header=b"not a flatbuffer"
     ).SerializeToString()
     with pytest.raises(errors.InvalidInput, match="malformed Arrow IPC"):
-        decode_put(iter([garbage]), 1 << 20)
+        list(decode_put(iter([garbage]), 1 << 20)[1])  # the batches' faults: when read
     big = list(encode_stream(DICTS.schema, DICTS.to_batches()))
     first = proto.FlightData.FromString(big[0])
     first.flight_descriptor = descriptor
     with pytest.raises(errors.InvalidInput, match="LAKE_FLIGHT_MAX_PARAM_BYTES=100"):
-        decode_put(iter([first.SerializeToString(), *big[1:]]), 100)
+        list(decode_put(iter([first.SerializeToString(), *big[1:]]), 100)[1])
+
+
+def test_decode_put_reads_the_descriptor_from_the_first_message_alone() -> None:
+    """A command to refuse is known before the client ends its stream (it may wait for the
+    answer first, as flightsql-dbapi's execute_update does)."""
+    first = proto.FlightData(flight_descriptor=fl.FlightDescriptor.for_command(b"cmd").serialize())
+
+    def stream() -> Iterator[bytes]:
+        yield first.SerializeToString()
+        raise AssertionError("read past the first message")
+
+    descriptor, _ = decode_put(stream(), 1 << 20)
+    assert descriptor.command == b"cmd"

@@ -73,6 +73,14 @@ def test_write_path_commands_are_unimplemented(running: Running) -> None:
     writer, _ = client.do_put(descriptor, pa.schema([("a", pa.int64())]), options)
     with pytest.raises(pa.ArrowNotImplementedError):
         writer.close()
+    # A client that waits for the answer before it ends its stream (flightsql-dbapi's
+    # execute_update) is refused at once, from the descriptor: nothing waits for the rest.
+    descriptor = fl.FlightDescriptor.for_command(proto.pack(proto.CommandStatementUpdate(query="DELETE")))
+    waiting = fl.FlightCallOptions(headers=options.headers, timeout=20)
+    writer, reader = client.do_put(descriptor, pa.schema([("a", pa.int64())]), waiting)
+    assert reader.read() is None  # the call ended (pyarrow reports its status at close)
+    with pytest.raises(pa.ArrowNotImplementedError, match="updates are not supported"):
+        writer.close()  # not DEADLINE_EXCEEDED: the refusal came without the stream's end
     for action in ("BeginTransaction", "EndTransaction", "BeginSavepoint"):
         with pytest.raises(pa.ArrowNotImplementedError, match="transactions"):
             list(client.do_action(fl.Action(action, b""), options))
