@@ -40,6 +40,7 @@ from lake_platform.flight.errors import status_of
 from lake_platform.flight.framing import decode_put, encode_stream, parse_message
 from lake_platform.flight.grpc_status import end_with_status
 from lake_platform.observability import context as request_context
+from lake_platform.query.errors import QueryCancelled
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,11 @@ class FlightTransport:
             call = self._call(context)
             descriptor, batches = decode_put(requests, self.max_put_bytes)
             metadata = self.handler.do_put(call, descriptor, batches)
+        except grpc.RpcError:
+            # Reading the client's stream after it cancelled: nobody waits for an answer, and
+            # nothing went wrong here (not an unexpected error with its traceback).
+            log.info("DoPut: the client cancelled the call before its stream ended")
+            _abort(context, QueryCancelled("the client cancelled the call"))
         except BaseException as exc:  # noqa: BLE001 - a panic too; _abort raises the rest again
             _abort(context, exc)
         return iter((proto.PutResult(app_metadata=metadata).SerializeToString(),))

@@ -5,8 +5,10 @@ a traceback and ends the call."""
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pyarrow as pa
@@ -15,6 +17,7 @@ import pytest
 
 from lake_platform import errors
 from lake_platform.errors import LakeError
+from lake_platform.flight import proto
 from lake_platform.flight.errors import status_of
 from lake_platform.flight.transport import SERVICE, FlightTransport
 from lake_platform_tests.engine.helpers import lance_panic
@@ -119,3 +122,45 @@ def test_a_lance_panic_answers_internal_and_ends_the_call(
     finally:
         handler.do_get = original  # type: ignore[method-assign]
         handler.fail = None
+
+
+def test_a_client_that_cancels_its_doput_midway_is_no_server_error(
+    served: tuple[FlightTransport, Scripted],
+) -> None:
+    """Reading the rest of a DoPut whose client cancelled raises grpcio's RpcError (raised here
+    by the handler, as grpcio's request iterator does then): a cancellation, not a bug to log
+    with its traceback as an unexpected error."""
+    transport, handler = served
+    records: list[logging.LogRecord] = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    def reading(call: Any, descriptor: fl.FlightDescriptor, batches: Iterator[pa.RecordBatch]) -> bytes:
+        raise grpc.RpcError()
+
+    first = proto.FlightData(flight_descriptor=fl.FlightDescriptor.for_command(b"x").serialize())
+    recorder = Recorder(logging.INFO)
+    watched = [logging.getLogger(f"lake_platform.flight.{name}") for name in ("errors", "transport")]
+    levels = [logger.level for logger in watched]
+    original, handler.do_put = handler.do_put, reading  # type: ignore[method-assign]
+    for logger in watched:
+        logger.addHandler(recorder)
+        logger.setLevel(logging.INFO)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{transport.port}") as channel:
+            responses = channel.stream_stream(f"/{SERVICE}/DoPut")(
+                iter([first.SerializeToString()]), metadata=bearer(transport), timeout=60
+            )
+            with pytest.raises(grpc.RpcError) as err:
+                list(responses)
+    finally:
+        handler.do_put = original  # type: ignore[method-assign]
+        for logger, level in zip(watched, levels, strict=True):
+            logger.removeHandler(recorder)
+            logger.setLevel(level)
+    assert err.value.code() == grpc.StatusCode.CANCELLED
+    assert [(r.levelno, r.getMessage(), r.exc_info) for r in records] == [
+        (logging.INFO, "DoPut: the client cancelled the call before its stream ended", None)
+    ]
