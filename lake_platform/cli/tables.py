@@ -116,7 +116,9 @@ def ingest(
     state.emit(
         result.to_dict(),
         lambda r: (
-            f"ingested {len(srcs)} file(s) into {r['table']}"
+            # A replay tells what its commit id's first run appended, not this request's files.
+            (f"ingested {len(srcs)} file(s) into" if not r["replayed"] else f"commit {r['commit_id']} on")
+            + f" {r['table']}"
             + (f" branch {branch}" if branch else "")
             + f": {r['rows_added']} rows, version "
             f"{r['from_version']} -> "
@@ -171,7 +173,8 @@ def _ingest_tables(state: State, by_table: dict[str, list[str]], commit_id: str 
         {"commit_id": tx.commit_id, "tables": results},
         lambda out: (
             "\n".join(
-                f"ingested {len(srcs[r['table']])} file(s) into {r['table']}: {r['rows_added']} rows, "
+                (f"ingested {len(srcs[r['table']])} file(s) into" if not r["replayed"] else "replayed")
+                + f" {r['table']}: {r['rows_added']} rows, "
                 f"version {r['from_version']} -> {r['to_version']}"
                 + (" (already committed earlier)" if r["replayed"] else "")
                 for r in out["tables"]

@@ -47,6 +47,14 @@ def test_ingest_is_idempotent_with_commit_id(lake: CliRunner, tmp_path: Path) ->
     again = run(lake, "ingest", T, str(f), "--commit-id", "batch-000001")
     assert not first["replayed"] and again["replayed"]
     assert run(lake, "table", "list", "--stats")[0]["rows"] == 2
+    # A replay reports what its commit appended (1 row), not 0 rows nor the files now named.
+    assert (
+        (again["rows_added"], again["bytes_added"])
+        == (first["rows_added"], first["bytes_added"])
+        == (1, first["bytes_added"])
+    )
+    told = lake.invoke(cli, ["ingest", T, str(f), str(f), "--commit-id", "batch-000001"]).output
+    assert told.startswith(f"commit batch-000001 on {T}: 1 rows, version 1 -> 2 (already committed earlier")
 
 
 def test_wrong_schema_ingest_is_refused(lake: CliRunner, tmp_path: Path) -> None:
