@@ -3,7 +3,9 @@ delete, count (with a ``predicate``: planned as QueryTable's filter, ``plans.py`
 is one catalog write (``tables.create_table``/``append``/``overwrite``/``delete_rows``,
 ``rows.update_rows``/``merge_insert``; with ``branch``, ``branch_writes`` and
 ``branch_changes`` on the branch's own line), so it commits through the registry like a CLI
-write, under the caller's name, all of it or nothing."""
+write, under the caller's name, all of it or nothing. Each write honours an ``Idempotency-Key``
+(``rest/idempotency``): a retry whose first attempt landed is answered from that commit's log
+entry (its rows or counts), nothing committed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """A table's history over REST: RestoreTable commits a new version equal to an older one
-(``catalog/restore.py``: one registry commit under the lease, logged ``restore``);
+(``catalog/restore.py``: one registry commit under the lease, logged ``restore``; an
+``Idempotency-Key`` makes a retry answer the first restore);
 BatchDeleteTableVersions removes versions as a governed delete (``Versions.delete_versions``:
 never the current, a tagged or a possibly pinned version; admin). With ``branch`` both work on
 the branch's own line (``catalog/branch_history.py``), main never moving. DescribeTransaction
