@@ -7,6 +7,7 @@ through this service, so the read path has no dependency on the write path.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -221,8 +222,11 @@ class Reads:
         # never a sibling sharing its first letters (``ns10`` for ``ns1``): at a million tables a
         # namespace's listing reads that namespace.
         heads = [keys.tables_under(parts)] if len(parts) < 3 else [keys.tables_under(parts) + c for c in "./"]
-        for head in heads:
-            for item in self.ctx.store.scan_prefix(head):
+        # Four parts or more may also name a table itself (``p.w.ns.t``): its key is no prefix's.
+        itself = [self.ctx.store.get(keys.table(TableName.parse(prefix)))] if len(parts) > 3 else []
+        scanned = (item for head in heads for item in self.ctx.store.scan_prefix(head))
+        for item in itertools.chain(itself, scanned):
+            if item is not None:
                 record = decode(TableRecord, item.value, item.key)
                 if not prefix or record.name == prefix or record.name.startswith(prefix + "."):
                     if (record.current_version > 0 or declared) and who.can(

@@ -204,11 +204,11 @@ def table_list(state: State, prefix: str, stats: bool) -> None:
 def _tables_under(catalog: Any, prefix: str) -> list[tuple[str, int]]:
     """The (name, version) of the tables under ``prefix``; NamespaceNotFound when the prefix
     names no project, warehouse, namespace or table (a typo is not an empty listing)."""
-    from lake_platform.errors import NamespaceNotFound, TableNotFound
+    from lake_platform.errors import NamespaceNotFound
 
-    found = [(r.name, r.current_version) for r in catalog.reads.list_tables(prefix)]
-    if found or not prefix:
-        return found
+    records = list(catalog.reads.list_tables(prefix, declared=True))  # a table's own name too
+    if records or not prefix:
+        return [(r.name, r.current_version) for r in records if r.current_version > 0]
     if prefix.count(".") < 2:  # a project or warehouse: the error names which is missing
         catalog.containers.list_namespaces(prefix)
         return []
@@ -217,13 +217,6 @@ def _tables_under(catalog: Any, prefix: str) -> list[tuple[str, int]]:
         return []  # an empty namespace
     except NamespaceNotFound:
         pass
-    # The registry lists tables by namespace: a table's own name is looked up as one.
-    if prefix.count(".") >= 3:
-        try:
-            info = catalog.reads.describe_table(prefix, with_stats=False)
-            return [(info.name, info.current_version)] if info.current_version > 0 else []
-        except TableNotFound:
-            pass
     raise NamespaceNotFound(f"no namespace or table {prefix}")
 
 

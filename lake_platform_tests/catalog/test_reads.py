@@ -104,3 +104,12 @@ def test_an_open_and_a_describe_with_stats_read_the_registry_twice(catalog: Cata
     with Catalog(catalog.settings, store) as fresh:
         assert fresh.reads.describe_table(T, with_stats=False).current_version == 2
     assert (store.gets, store.scans) == (2, 0)  # the head and the key above it: no version opened
+
+
+def test_a_prefix_naming_a_table_lists_that_table_and_the_namespace_of_its_name(catalog: Catalog) -> None:
+    """Whole segments: ``p.w.ns.t`` names the table itself and the tables of namespace
+    ``ns.t`` (a namespace may share a table's name), never ``p.w.ns.t2``."""
+    catalog.containers.create_namespace("p.w.ns.t")
+    catalog.tables.create_table("p.w.ns.t.inner", rows([3]))
+    catalog.tables.create_table("p.w.ns.t2", rows([4]))
+    assert sorted(r.name for r in catalog.reads.list_tables(T)) == [T, "p.w.ns.t.inner"]
