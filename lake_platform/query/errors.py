@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 _PATHISH = re.compile(r"(?:[a-z][a-z0-9+.-]*://[^\s'\"]+)|(?:/[^\s'\"/]+){2,}/?", re.IGNORECASE)
 _NOT_FOUND = re.compile(r"table '([^']+)' not found", re.IGNORECASE)
+#: The SQL parser's errors, as DataFusion prints them (Rust's debug form, quotes escaped).
+_SYNTAX = re.compile(r'(?:Parser|Tokenizer)Error\("(.*)"\)')
 
 
 class QueryTimeout(LakeError):
@@ -96,6 +98,9 @@ def clean_message(exc: BaseException, limit: int = 400) -> str:
     ):
         text = text.replace(prefix, "")
     text = text.splitlines()[0] if text else type(exc).__name__
+    syntax = _SYNTAX.fullmatch(text)
+    if syntax:
+        text = "syntax error: " + re.sub(r"\\(.)", r"\1", syntax.group(1))
     text = _PATHISH.sub("<path>", text)
     return text[:limit]
 

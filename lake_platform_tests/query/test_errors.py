@@ -48,3 +48,16 @@ def test_a_bound_value_no_comparison_takes_is_bad_input_not_internal(value: pa.S
     error = execution_error(exc)
     assert isinstance(error, InvalidInput)
     assert error.message.startswith("Cannot infer common argument type for comparison operation Int64 = ")
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELECT", "syntax error: Expected: an expression, found: EOF"),
+        ("SELECT 'a", "syntax error: Unterminated string literal at Line: 1, Column: 8"),
+        ('SELECT "x', "syntax error: Expected close delimiter '\"' before EOF. at Line: 1, Column: 8"),
+    ],
+)
+def test_a_syntax_error_reads_as_one_not_as_the_parsers_debug_form(sql: str, message: str) -> None:
+    exc = _datafusion_failure(sql)
+    assert planning_error(exc).message == message
