@@ -154,13 +154,17 @@ class BranchChanges:
             engine.delete_rows(ds, predicate)
             return {"rows_removed": before - int(ds.count_rows())}
 
-        pending, fresh, counts = self._commit(
-            name, branch, "delete", {**(detail or {}), "predicate": predicate}, delete, None, by
+        pending, fresh, _ = self._commit(
+            name,
+            branch,
+            "delete",
+            {**(detail or {}), "predicate": predicate},
+            delete,
+            None,
+            by,
+            counts_in_detail=False,
         )
-        result = self.commits.result(pending, fresh.name)
-        if counts and pending.landed[0][1]:  # a replay (no log key) patches nothing
-            self.ctx.patch_log(pending.landed[0][1], counts)
-        return result
+        return self.commits.result(pending, fresh.name)
 
     def _rows(
         self,
@@ -176,8 +180,6 @@ class BranchChanges:
         if not pending.landed:  # Lance made no version (nothing matched)
             return RowChange(fresh.name, fresh.current_version, None, counts)
         result = self.commits.result(pending, fresh.name)
-        if counts and pending.landed[0][1]:  # a replay (no log key) patches nothing
-            self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
         return RowChange(fresh.name, result.to_version or 0, result.commit_id, counts)
 
     # -- columns ---------------------------------------------------------------------------------
@@ -366,13 +368,16 @@ class BranchChanges:
         role: Action = "write",
         schema_changes: bool = False,
         on_dataset: bool = False,
+        counts_in_detail: bool = True,
     ) -> tuple[PendingCommit, BranchRecord, dict[str, int]]:
         """One Lance change on the branch's head, under its lease: identity, shape, parent,
         permission, then ``plan`` (the schema after the change; raises on bad input) on the
         branch as listed and again under the lease: on its registered schema, or with
         ``on_dataset`` on the schema Lance holds at the head (metadata changes: Lance merges
-        into its own metadata, so the registry must too). A replayed commit id lands nothing; its
-        counts are those the first commit logged."""
+        into its own metadata, so the registry must too). ``apply``'s counts are logged once it
+        landed, in the entry's detail (or, without ``counts_in_detail``, as its fields), under the
+        lease: a request resent while this one finishes answers them. A replayed commit id lands
+        nothing; its counts are those the first commit logged."""
         from lake_platform.catalog.arrow_io import schema_from_ipc, schema_to_ipc
 
         who = self.ctx.who(by.principal)
@@ -429,6 +434,9 @@ class BranchChanges:
                         f"cannot {operation} branch {branch} of {tname}: {first_line(exc)}"
                     ) from None
                 self.commits.resolve_failure(pending, ns, exc)
+            if counts and pending.landed:
+                patch = {"detail": {**pending.detail, **counts}} if counts_in_detail else dict(counts)
+                self.ctx.patch_log(pending.landed[0][1], patch)
             self.commits.manifests.finalize(fresh, pending)
         return pending, fresh, counts
 

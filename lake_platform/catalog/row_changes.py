@@ -246,12 +246,15 @@ class RowChanges:
                 if not pending.landed and ns.failure is None and refused:
                     raise InvalidInput(f"cannot {operation} {tname}: {first_line(exc)}") from None
                 self.commits.resolve_failure(pending, ns, exc)
+            # Known only once it landed; logged under the lease, before finalizing, so a request
+            # resent while this one finishes answers them (none only while Lance's commit call,
+            # landed, has not returned).
+            if pending.landed and any(pending.detail.get(k) != v for k, v in counts.items()):
+                self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
             self.commits.manifests.finalize(record, pending)
         if not pending.landed:
             return RowChange(str(tname), record.current_version, None, counts)
         result = self.commits.result(pending, str(tname))
-        if any(pending.detail.get(k) != v for k, v in counts.items()):  # known only once it landed
-            self.ctx.patch_log(pending.landed[0][1], {"detail": {**pending.detail, **counts}})
         return RowChange(str(tname), result.to_version or 0, result.commit_id, counts)
 
 

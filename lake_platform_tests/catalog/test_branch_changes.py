@@ -213,3 +213,23 @@ def test_a_replayed_commit_id_answers_the_first_commits_counts(lake: Lake) -> No
     entry = lake.catalog.reads.commit(T, "retry-branch-update")
     assert entry is not None and (entry.detail["note"], entry.detail["updated_rows"]) == ("n", 2)
     assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "branch-create", "update"]
+
+
+def test_a_replay_while_the_first_commit_finishes_answers_its_counts(lake: Lake) -> None:
+    """A branch update resent while its first attempt is still finishing (landed, the branch's
+    lease still held) is answered with the first commit's counts, not none."""
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    lake.catalog.branches.create_branch(T, "dev")
+    by = Provenance(commit_id="in-flight-branch-update")
+    replays: list[object] = []
+
+    def resent(point: str) -> None:
+        if point == "update:before-finalize" and not replays:
+            replays.append(lake.catalog.branch_changes.update_rows(T, "dev", {"tag": "'u'"}, "id > 1", by=by))
+
+    writer = lake.new_catalog(hook=resent)
+    try:
+        first = writer.branch_changes.update_rows(T, "dev", {"tag": "'u'"}, "id > 1", by=by)
+    finally:
+        writer.close()
+    assert replays == [first] and first.counts == {"updated_rows": 2}

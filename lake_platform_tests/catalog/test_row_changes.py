@@ -6,7 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.row_changes import RowChange
 from lake_platform.errors import InvalidInput, ServiceUnavailable, TableNotFound, TableSchemaValidationError
 from lake_platform_tests.catalog.conftest import Lake, rows, state
 
@@ -197,3 +199,28 @@ def test_a_replayed_commit_id_answers_the_first_commits_counts(lake: Lake) -> No
     assert replay == merged and replay.counts["num_inserted_rows"] == 1
     assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "update", "merge"]
     assert lake.catalog.reads.commit(T, "retry-update-1").detail["note"] == "n"  # detail is logged
+
+
+@pytest.mark.parametrize("operation", ["update", "merge"])
+def test_a_replay_while_the_first_commit_finishes_answers_its_counts(lake: Lake, operation: str) -> None:
+    """A request resent while its first attempt is still finishing (landed, the lease still
+    held) is answered with the first commit's counts, not none."""
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    by = Provenance(commit_id=f"in-flight-{operation}")
+    replays: list[RowChange] = []
+
+    def change(catalog: Catalog) -> RowChange:
+        if operation == "update":
+            return catalog.rows.update_rows(T, {"tag": "'u'"}, "id > 1", by=by)
+        return catalog.rows.merge_insert(T, rows([3, 4], "m"), ["id"], insert_unmatched=True, by=by)
+
+    def resent(point: str) -> None:
+        if point == f"{operation}:before-finalize" and not replays:
+            replays.append(change(lake.catalog))
+
+    writer = lake.new_catalog(hook=resent)
+    try:
+        first = change(writer)
+    finally:
+        writer.close()
+    assert replays == [first] and first.counts
