@@ -104,9 +104,13 @@ def ingest_batch(
 
     if not files:
         raise InvalidInput("an ingest batch needs at least one file")
+    seen: set[str] = set()
     for f in files:
         if f.table != table:
             raise InvalidInput(f"{f.key} is not in the inbox folder of {table}")
+        if f.key in seen:  # its rows would be streamed twice into the one commit
+            raise InvalidInput(f"{f.key} is listed twice in the batch of files to ingest")
+        seen.add(f.key)
     commit_id = batch_commit_id(table, files)
     outcome = IngestOutcome(table, commit_id, "nothing-to-do")
     marker = catalog.ctx.commit_landed(commit_id)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import InvalidInput
 from lake_platform.maintenance.inbox import LocalInbox
 from lake_platform.maintenance.ingest import ingest_batch
 from lake_platform_tests.maintenance.helpers import make_lake, rows
@@ -40,3 +41,18 @@ def test_a_replayed_batch_reports_what_its_commit_ingested(catalog: Catalog, tmp
     assert shown[0] == shown[1] == (["p/w/ns/t/b.csv"], 2, first.bytes, 2)
     assert first.bytes > 0
     assert catalog.reads.open_table(TABLE).count_rows() == 5
+
+
+def test_a_batch_naming_one_file_twice_is_refused_by_name_before_anything_is_read(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """Its rows would be streamed twice; the registry refused the commit only after Lance had
+    written them, in its words ('transact keys must be distinct within one batch')."""
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
+    (box.root / "p/w/ns/t").mkdir(parents=True)
+    (box.root / "p/w/ns/t/a.csv").write_text("id,name\n10,a\n")
+    listed, _ = box.list_new(TABLE, None, 10)
+    with pytest.raises(InvalidInput, match="p/w/ns/t/a.csv is listed twice"):
+        ingest_batch(catalog, box, TABLE, listed * 2)
+    assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
+    assert (box.root / "p/w/ns/t/a.csv").exists()
