@@ -187,7 +187,7 @@ class QueryEngine:
         if params is not None:
             return self._plan_bound(scope, sql, view, params, prepare)
         key = text_key(scope, sql, view)
-        kept = self._fresh(self.plans.get(key, view))
+        kept = self.plans.get(key, view, self.cache.generation)  # fresh: see _fresh
         if kept is not None and (prepare or not kept.parameters):
             return self._checked(kept)
         planned = self._plan_view(sql, view, None, prepare)
@@ -264,7 +264,7 @@ class QueryEngine:
         this scope, SQL, parameters and refs is reused (``plans``)."""
         by_key = planner.pinned_keys(refs, is_dropped)
         if scope is not None and open_table is None:
-            kept = self._fresh(self.plans.get(pinned_key(scope, sql, params, refs)))
+            kept = self.plans.get(pinned_key(scope, sql, params, refs), generation=self.cache.generation)
             if kept is not None:
                 # What planning checks of each pinned snapshot: it still exists.
                 for ref in refs:

@@ -97,8 +97,15 @@ class PlanCache:
     def put(self, key: Key, planned: PlannedQuery, anchor: Any = None) -> None:
         self._plans.put(key, (anchor, planned))
 
-    def get(self, key: Key, anchor: Any = None) -> PlannedQuery | None:
-        kept = self._plans.get(key, only_if=lambda kept: kept[0] is anchor)
+    def get(self, key: Key, anchor: Any = None, generation: Any = None) -> PlannedQuery | None:
+        """The plan kept under ``key`` for ``anchor``; with ``generation``, only one planned at
+        that snapshot cache generation (an older one is planned again: not counted a hit)."""
+        kept = self._plans.get(
+            key,
+            only_if=lambda kept: (
+                kept[0] is anchor and (generation is None or kept[1].cache_generation == generation)
+            ),
+        )
         return None if kept is None else kept[1]
 
     def put_bound(self, key: Key, bound: BoundLookup, anchor: ProjectView) -> None:

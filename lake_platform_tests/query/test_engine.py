@@ -98,3 +98,19 @@ def test_a_keyless_join_is_bounded_by_its_tables_row_counts(lake: tuple[Any, Cat
         engine.plan(three, view)
     with pytest.raises(JoinTooLarge):
         engine.plan_pinned(three, planned.refs)
+
+
+def test_a_kept_plan_a_cache_load_made_stale_is_planned_again_not_a_hit(lake: tuple[Any, Catalog]) -> None:
+    """``lake_query_plan_hits_total`` counts the plans answered from the plan cache: a kept one
+    planned before the snapshot cache loaded its table is planned again (to read the cached
+    batches), and is no hit."""
+    settings, _ = lake
+    engine = QueryEngine(settings, QueryLimits(cache_bytes=64 << 20, cache_admit_after=1))
+    view = load_snapshot(_store(lake)).project("p")
+    sql = "SELECT sum(id) AS n FROM w.ns.sub.u"
+    engine.plan(sql, view, scope="alice")  # planned on Lance's provider; the table loads
+    assert engine.cache.wait_idle() and engine.cache.stats()["entries"] == 1
+    engine.plan(sql, view, scope="alice")
+    assert engine.work.plannings == 2 and engine.plans.stats()["hits"] == 0
+    engine.plan(sql, view, scope="alice")  # now kept over the cached batches
+    assert engine.work.plannings == 2 and engine.plans.stats()["hits"] == 1
