@@ -12,8 +12,7 @@ from lake_platform.defs.resources import ACTOR, InboxResource, LakeResource
 from lake_platform.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from lake_platform.catalog.catalog import Catalog
-    from lake_platform.maintenance.ingest import IngestOutcome
+    pass
 
 
 class InboxFileConfig(dg.Config):
@@ -44,13 +43,10 @@ def ingested(
     table = context.partition_key
     if not config.files:
         return dg.MaterializeResult(metadata={"table": table, "status": "nothing to do", "files": 0})
-    with lake_errors():
-        refuse_repeated(config.files)
     files = [InboxFile(f.key, f.size, f.mtime_ns, f.etag) for f in config.files]
     with lake_errors(), lake.catalog() as catalog:
+        # A file named twice is refused, and a replay told as its commit logged it, by ingest_batch.
         outcome = ingest_batch(catalog, inbox.open(), table, files, actor=ACTOR, run_id=context.run.run_id)
-        if outcome.status == "replayed":
-            as_committed(catalog, outcome)
         info = catalog.reads.describe_table(table)
     context.log.info("ingest of %s: %s, version %s", table, outcome.status, outcome.version)
     return dg.MaterializeResult(
@@ -68,31 +64,6 @@ def ingested(
             "skipped": dg.MetadataValue.json(outcome.skipped),
         }
     )
-
-
-def as_committed(catalog: "Catalog", outcome: "IngestOutcome") -> None:
-    """A replayed batch's outcome told as its commit logged it: the files it ingested (not all
-    those requested: some were gone or quarantined then), its rows and bytes (none read now)."""
-    entry = catalog.reads.commit(outcome.table, outcome.commit_id)
-    if entry is None:
-        return
-    outcome.files = list(entry.detail.get("files", outcome.files))
-    outcome.rows, outcome.bytes = entry.rows_added, entry.bytes_added
-    outcome.quarantined = [
-        {"key": key, "reason": "quarantined when the batch was committed"}
-        for key in entry.detail.get("quarantined", [])
-    ]
-
-
-def refuse_repeated(files: list[InboxFileConfig]) -> None:
-    """A batch names each file once (the sensor never lists one twice; a run launched by hand
-    may): its rows would be streamed twice into the commit, so it is refused by name before
-    anything is read."""
-    seen: set[str] = set()
-    for f in files:
-        if f.key in seen:
-            raise InvalidInput(f"{f.key} is listed twice in the batch of files to ingest")
-        seen.add(f.key)
 
 
 #: What an operator does about a cursor the sensor refuses.
