@@ -154,15 +154,9 @@ class BranchChanges:
             engine.delete_rows(ds, predicate)
             return {"rows_removed": before - int(ds.count_rows())}
 
+        logged = {**(detail or {}), "predicate": predicate}
         pending, fresh, _ = self._commit(
-            name,
-            branch,
-            "delete",
-            {**(detail or {}), "predicate": predicate},
-            delete,
-            None,
-            by,
-            counts_in_detail=False,
+            name, branch, "delete", logged, delete, None, by, counts_in_detail=False
         )
         return self.commits.result(pending, fresh.name)
 
@@ -406,6 +400,12 @@ class BranchChanges:
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(rec.incarnation) as lease:
             fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
+            if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
+                replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation, branch=branch)
+                if replay is not None:
+                    pending.landed.append((replay.to_version or 0, ""))
+                    pending.from_version = replay.from_version
+                    return pending, fresh, replayed_change(self.ctx, replay).counts
             after = plan(schema_from_ipc(fresh.schema_ipc)) if plan is not None and not on_dataset else None
             self._require_unprotected(tname, operation)
             ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation)

@@ -235,6 +235,10 @@ class RowChanges:
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
+            if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
+                replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)
+                if replay is not None:
+                    return replayed_change(self.ctx, replay)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             try:
                 self.ctx.at(f"{operation}:before-write")  # inside: an injected failure is an engine failure

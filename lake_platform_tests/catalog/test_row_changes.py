@@ -3,6 +3,8 @@ nothing."""
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 
@@ -224,3 +226,33 @@ def test_a_replay_while_the_first_commit_finishes_answers_its_counts(lake: Lake,
     finally:
         writer.close()
     assert replays == [first] and first.counts
+
+
+def test_one_update_sent_twice_at_once_lands_once_and_both_answer_it(lake: Lake) -> None:
+    """Two catalogs (two servers) given one commit id at once: whichever takes the lease second
+    finds the first landed (before or under the lease) and answers it; Lance never runs the
+    change twice."""
+    lake.catalog.tables.create_table(T, rows([1, 2, 3]))
+    catalogs = [lake.new_catalog(), lake.new_catalog()]
+    together = threading.Barrier(2)
+    answers: list[RowChange | Exception] = []
+
+    def send(catalog: Catalog) -> None:
+        together.wait()
+        try:
+            by = Provenance(commit_id="sent-twice-0001")
+            answers.append(catalog.rows.update_rows(T, {"tag": "'u'"}, "id > 1", by=by))
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            answers.append(exc)
+
+    threads = [threading.Thread(target=send, args=(c,)) for c in catalogs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for catalog in catalogs:
+        catalog.close()
+    assert len(answers) == 2 and answers[0] == answers[1], answers
+    assert isinstance(answers[0], RowChange) and answers[0].counts == {"updated_rows": 2}
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "update"]
+    assert content(lake) == {1: "x", 2: "u", 3: "u"}
