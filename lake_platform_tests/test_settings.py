@@ -117,6 +117,14 @@ def test_a_sqlite_url_without_a_path_names_the_variable(tmp_path: Path) -> None:
         load_settings(home=tmp_path, registry_url="sqlite:///")
 
 
+@pytest.mark.parametrize("tail", ["?mode=ro", "#x"])
+def test_a_sqlite_url_takes_no_query_or_fragment(tmp_path: Path, tail: str) -> None:
+    """The registry opens the path as written: ``?mode=ro`` became part of a new file's name."""
+    with pytest.raises(SettingsError, match="LAKE_REGISTRY_URL: .*no query"):
+        load_settings(home=tmp_path, registry_url=f"sqlite:///{tmp_path}/r.db{tail}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_lake_variables_are_named_with_the_closest_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -234,6 +234,11 @@ class LakeSettings(BaseSettings):
             )
         if self.registry_url == "sqlite:///":
             raise ValueError("registry_url: sqlite:/// needs a PATH (sqlite:///PATH: the registry's file)")
+        if self.registry_url.startswith("sqlite:///") and any(c in self.registry_url for c in "?#"):
+            raise ValueError(
+                f"registry_url: {self.registry_url!r}: sqlite:///PATH takes no query or fragment "
+                "(the registry opens PATH as written: ? and # would become part of the file's name)"
+            )
         if self.s3_endpoint and not _is_http_url(self.s3_endpoint):
             raise ValueError(
                 f"s3_endpoint: expected http://HOST[:PORT] or https://..., got {self.s3_endpoint!r}"
