@@ -12,7 +12,7 @@ indexes into main with its head.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,9 @@ from lake_platform.catalog.indexes import (
     IndexChange,
     OpenLine,
     building,
+    chosen_options,
     commit_index_change,
+    creation_detail,
     dropping_index,
     index_kind,
     index_writer,
@@ -63,15 +65,18 @@ class BranchIndexes:
         kind: str = "BTREE",
         *,
         replace: bool = False,
+        options: Mapping[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
-        """Build the index of ``column`` (``<column>_idx``) over every row of the branch's head;
-        an index of that name already there is refused unless ``replace``."""
+        """Build the index of ``column`` (``<column>_idx``) with ``options`` (as main's) over
+        every row of the branch's head; an index of that name already there is refused unless
+        ``replace``."""
         kind = index_kind(kind)
+        chosen = chosen_options(kind, options)
         tname, who = index_writer(self.ctx, name, by.principal)
         rec, _ = self.branches.branch(tname, branch)
-        build = building(_label(tname, branch), rec, column, kind, replace)
-        detail = {"index": engine_indexes.index_name(column), "column": column, "kind": kind}
+        build = building(_label(tname, branch), rec, column, kind, replace, chosen)
+        detail = creation_detail(column, kind, chosen)
         return self._commit(IndexChange(tname, who, "index create", detail, build, by), branch)
 
     def refresh_indexes(

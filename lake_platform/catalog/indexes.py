@@ -15,7 +15,7 @@ The checks, the changes to a dataset and the commit itself are module functions 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,15 +64,18 @@ class Indexes:
         kind: str = "BTREE",
         *,
         replace: bool = False,
+        options: Mapping[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Build the index of ``column`` (named ``<column>_idx``) over every row of the current
-        version. An index of that name already there is refused unless ``replace`` (a rebuild,
-        possibly of another kind)."""
+        version, with ``options`` (the full-text index's: ``engine/indexes.FULL_TEXT_OPTIONS``,
+        logged in the entry's detail). An index of that name already there is refused unless
+        ``replace`` (a rebuild, possibly of another kind)."""
         kind = index_kind(kind)
+        chosen = chosen_options(kind, options)
         tname, who = index_writer(self.ctx, name, by.principal)
-        build = building(str(tname), self.ctx.table(tname)[0], column, kind, replace)
-        detail = {"index": engine_indexes.index_name(column), "column": column, "kind": kind}
+        build = building(str(tname), self.ctx.table(tname)[0], column, kind, replace, chosen)
+        detail = creation_detail(column, kind, chosen)
         return self._commit(IndexChange(tname, who, "index create", detail, build, by))
 
     def refresh_indexes(
@@ -148,6 +151,24 @@ def index_kind(kind: str) -> str:
         raise InvalidInput(str(exc)) from None
 
 
+def chosen_options(kind: str, options: Mapping[str, object] | None) -> dict[str, object]:
+    """``options`` as Lance takes them for ``kind``; InvalidInput naming an option ``kind`` has
+    not, or a value Lance would not take."""
+    try:
+        return engine_indexes.index_options(kind, options or {})
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def creation_detail(column: str, kind: str, options: dict[str, object]) -> dict[str, object]:
+    """An ``index create`` entry's detail: the index, its column and kind, and the options asked
+    for (when any)."""
+    detail: dict[str, object] = {"index": engine_indexes.index_name(column), "column": column, "kind": kind}
+    if options:
+        detail["options"] = dict(options)
+    return detail
+
+
 def index_writer(ctx: CatalogContext, name: str, principal: Principal | None) -> tuple[TableName, Principal]:
     """The table and the caller, who must hold the write role on its project."""
     who = ctx.who(principal)
@@ -157,9 +178,17 @@ def index_writer(ctx: CatalogContext, name: str, principal: Principal | None) ->
     return tname, who
 
 
-def building(label: str, record: TableRecord, column: str, kind: str, replace: bool) -> Callable[[Any], None]:
-    """The build of ``column``'s index on the line ``record`` is the head of (``label`` names
-    it in errors); the column and kind are checked now, before any lease."""
+def building(
+    label: str,
+    record: TableRecord,
+    column: str,
+    kind: str,
+    replace: bool,
+    options: Mapping[str, object] | None = None,
+) -> Callable[[Any], None]:
+    """The build of ``column``'s index, with ``options`` (``chosen_options``'), on the line
+    ``record`` is the head of (``label`` names it in errors); the column and kind are checked
+    now, before any lease."""
     unsuitable = engine_indexes.unsuitable(kind, column_type(label, record, column))
     if unsuitable is not None:
         raise InvalidInput(f"cannot index {label} column {column!r}: {unsuitable}")
@@ -171,7 +200,7 @@ def building(label: str, record: TableRecord, column: str, kind: str, replace: b
             raise TableIndexAlreadyExists(
                 f"{label} already has index {index} ({existing[index].kind.lower()} on {column})"
             )
-        engine_indexes.create_index(ds, column, kind, index)
+        engine_indexes.create_index(ds, column, kind, index, options)
 
     return build
 

@@ -7,7 +7,7 @@ through the catalog's bound namespace, Lance registers the new version with the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +126,88 @@ def unsuitable(kind: str, column_type: pa.DataType) -> str | None:
     return f"{kind.lower()} indexes take {what}, not {column_type}"
 
 
+#: The full-text (INVERTED) index's options in the Lance Namespace spec's CreateTableIndexRequest,
+#: which pylance 14.0.2's ``create_scalar_index`` takes by the same names; no other kind has any.
+FULL_TEXT_OPTIONS = (
+    "with_position",
+    "base_tokenizer",
+    "language",
+    "max_token_length",
+    "lower_case",
+    "stem",
+    "remove_stop_words",
+    "ascii_folding",
+)
+#: The stemming and stop-word languages Lance takes (its tokenizer's own spelling).
+LANGUAGES = (
+    "Arabic",
+    "Danish",
+    "Dutch",
+    "English",
+    "Finnish",
+    "French",
+    "German",
+    "Greek",
+    "Hungarian",
+    "Italian",
+    "Norwegian",
+    "Portuguese",
+    "Romanian",
+    "Russian",
+    "Spanish",
+    "Swedish",
+    "Tamil",
+    "Turkish",
+)
+#: The base tokenizers Lance builds with what it ships (its jieba/ and lindera/ tokenizers need
+#: language models installed on the server, which it has not).
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram", "icu", "icu/split")
+#: Lance keeps a token length as an unsigned 64-bit count (a larger one overflows in pylance).
+MAX_TOKEN_LENGTH = 2**64 - 1
+
+
+def _full_text_option(option: str, value: object) -> object:
+    """``value`` as Lance takes ``option``; ValueError naming the values it takes."""
+    if option == "language":
+        spelled = {lang.lower(): lang for lang in LANGUAGES}
+        if isinstance(value, str) and value.strip().lower() in spelled:
+            return spelled[value.strip().lower()]
+        raise ValueError(f"language {value!r} is not one Lance takes: use one of {', '.join(LANGUAGES)}")
+    if option == "base_tokenizer":
+        if isinstance(value, str) and value.strip().lower() in BASE_TOKENIZERS:
+            return value.strip().lower()
+        raise ValueError(
+            f"base_tokenizer {value!r} is not one Lance takes: use one of {', '.join(BASE_TOKENIZERS)}"
+        )
+    if option == "max_token_length":
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_LENGTH:
+            return value
+        raise ValueError(f"max_token_length must be an integer from 0 to {MAX_TOKEN_LENGTH}, got {value!r}")
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{option} must be true or false, got {value!r}")
+
+
+def index_options(kind: str, options: Mapping[str, object]) -> dict[str, object]:
+    """The ``options`` for an index of ``kind`` (one of KINDS) as ``create_scalar_index`` takes
+    them, in the order given (a None value is an option not given); ValueError naming an option
+    that ``kind`` has not, or a value Lance would not take, with the values it takes."""
+    chosen: dict[str, object] = {}
+    for option, value in options.items():
+        if value is None:
+            continue
+        if option not in FULL_TEXT_OPTIONS:
+            raise ValueError(
+                f"unknown index option {option!r}: the options are {', '.join(FULL_TEXT_OPTIONS)}"
+            )
+        if kind != "INVERTED":
+            raise ValueError(
+                f"{option} applies to inverted (fts) indexes only, not to {kind.lower()} indexes"
+            )
+        chosen[option] = _full_text_option(option, value)
+    return chosen
+
+
 def index_name(column: str) -> str:
     """The name the platform gives the index of ``column`` (Lance's own default)."""
     return f"{column}_idx"
@@ -183,9 +265,12 @@ def list_indexes(ds: lance.LanceDataset) -> list[IndexInfo]:
 
 
 @engine_call
-def create_index(ds: lance.LanceDataset, column: str, kind: str, name: str) -> None:
-    """Build (or rebuild, replacing one of the same name) an index over every fragment."""
-    ds.create_scalar_index(column, kind, name=name, replace=True)
+def create_index(
+    ds: lance.LanceDataset, column: str, kind: str, name: str, options: Mapping[str, object] | None = None
+) -> None:
+    """Build (or rebuild, replacing one of the same name) an index over every fragment, with
+    ``options`` as ``index_options`` gave them."""
+    ds.create_scalar_index(column, kind, name=name, replace=True, **dict(options or {}))
 
 
 @engine_call

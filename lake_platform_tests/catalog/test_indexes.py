@@ -130,6 +130,13 @@ def test_bad_index_requests_are_typed_and_change_nothing(table: Lake) -> None:
         catalog.indexes.refresh_indexes(T, ["k_idx"])
     with pytest.raises(InvalidInput):
         catalog.indexes.create_index("p.w.ns.Bad", "id", "btree")
+    # full-text options: Lance's values only, on an inverted index only, checked before any work
+    with pytest.raises(InvalidInput, match="language 'Klingon' is not one Lance takes: use one of Arabic"):
+        catalog.indexes.create_index(T, "s", "inverted", options={"language": "Klingon"})
+    with pytest.raises(InvalidInput, match="max_token_length must be an integer from 0"):
+        catalog.indexes.create_index(T, "s", "fts", options={"max_token_length": -1})
+    with pytest.raises(InvalidInput, match="stem applies to inverted .* not to btree"):
+        catalog.indexes.create_index(T, "k", "btree", options={"stem": False})
     assert catalog.reads.open_table(T).version == version
     assert [e.operation for e in catalog.reads.history(T)][-1] == "index create"
     # replace=True rebuilds as another kind, as one more commit.

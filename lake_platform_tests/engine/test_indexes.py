@@ -1,7 +1,8 @@
 """Which index kind takes which column type (``engine.indexes.unsuitable``) agrees with what the
 pinned Lance builds: for each kind and each of these types, the check refuses exactly what
 ``create_scalar_index`` refuses, so the catalog says so before any work, as a typed error,
-and a policy skips it (a Lance upgrade that changes its rules fails here)."""
+and a policy skips it (a Lance upgrade that changes its rules fails here). The full-text
+options (``index_options``) likewise: refused exactly when Lance refuses the value."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lake_platform.engine.indexes import KINDS, unsuitable
+from lake_platform.engine.indexes import (
+    BASE_TOKENIZERS,
+    FULL_TEXT_OPTIONS,
+    KINDS,
+    LANGUAGES,
+    MAX_TOKEN_LENGTH,
+    index_options,
+    unsuitable,
+)
 
 ROWS = 20
 TEXT = [f"s{i}" for i in range(ROWS)]
@@ -73,3 +82,56 @@ def test_the_check_refuses_exactly_what_lance_refuses(tmp_path: Path, name: str,
     )
     if reason is not None:
         assert reason.startswith(f"{kind.lower()} indexes take ") and str(column.type) in reason
+
+
+#: Full-text option values, each with whether the pinned Lance builds with it.
+OPTION_VALUES = [
+    *(("language", lang, True) for lang in LANGUAGES),
+    *(("base_tokenizer", tok, True) for tok in BASE_TOKENIZERS),
+    ("language", "Klingon", False),
+    ("base_tokenizer", "bogus", False),
+    ("base_tokenizer", "jieba/default", False),  # needs a language model the server has not
+    ("max_token_length", 0, True),
+    ("max_token_length", MAX_TOKEN_LENGTH, True),
+    ("max_token_length", MAX_TOKEN_LENGTH + 1, False),
+    ("max_token_length", -1, False),
+    *(
+        (o, True, True)
+        for o in FULL_TEXT_OPTIONS
+        if o not in ("language", "base_tokenizer", "max_token_length")
+    ),
+    ("stem", "yes", False),
+    ("lower_case", 1, False),
+]
+
+
+@pytest.mark.parametrize(("option", "value", "builds"), OPTION_VALUES)
+def test_full_text_options_are_refused_exactly_when_lance_refuses_them(
+    tmp_path: Path, option: str, value: object, builds: bool
+) -> None:
+    ds = lance.write_dataset(pa.table({"c": ["the quick brown fox"]}), tmp_path / "t")
+    try:
+        ds.create_scalar_index("c", "INVERTED", **{option: value})
+        built = True
+    except Exception:  # noqa: BLE001 - Lance refuses with errors of several types
+        built = False
+    assert built == builds, f"{option}={value!r}"
+    if builds:
+        assert index_options("INVERTED", {option: value}) == {option: value}
+    else:
+        with pytest.raises(ValueError, match=option):
+            index_options("INVERTED", {option: value})
+
+
+def test_options_are_spelled_as_lance_takes_them_and_belong_to_inverted_indexes() -> None:
+    asked = {"language": " french", "base_tokenizer": "ICU/Split", "stem": None, "lower_case": False}
+    assert index_options("INVERTED", asked) == {
+        "language": "French",
+        "base_tokenizer": "icu/split",
+        "lower_case": False,
+    }
+    with pytest.raises(ValueError, match="language applies to inverted .* not to btree"):
+        index_options("BTREE", {"language": "English"})
+    with pytest.raises(ValueError, match="unknown index option 'tokenizer'"):
+        index_options("INVERTED", {"tokenizer": "simple"})
+    assert index_options("BTREE", {"stem": None}) == {}

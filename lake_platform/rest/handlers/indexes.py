@@ -7,7 +7,10 @@ same on the branch's own line (``catalog/branch_indexes.py``): main never moves.
 
 The catalog builds the scalar kinds (``engine/indexes.KINDS``); a vector index kind is
 Unsupported (the catalog does not build vector indexes), an unknown kind InvalidInput. An index
-is named ``<column>_idx`` (Lance's own default): a ``name`` other than that is refused."""
+is named ``<column>_idx`` (Lance's own default): a ``name`` other than that is refused. The
+spec's full-text options (``with_position``, ``language``, ...) are passed to Lance for an
+FTS/INVERTED index and logged; on another kind, or with a value Lance would not take, they are
+InvalidInput, as is a vector index parameter."""
 
 from __future__ import annotations
 
@@ -33,6 +36,18 @@ VECTOR_KINDS = (
     "IVF_HNSW_SQ",
     "HNSW",
 )
+#: The spec's vector index parameters: none applies to the indexes the catalog builds.
+VECTOR_OPTIONS = (
+    "distance_type",
+    "num_partitions",
+    "num_sub_vectors",
+    "num_bits",
+    "sample_rate",
+    "max_iterations",
+    "target_partition_size",
+    "m",
+    "ef_construction",
+)
 
 
 def _table(request: RestRequest) -> tuple[TableName, str | None]:
@@ -48,8 +63,19 @@ def _string(request: RestRequest, member: str) -> str:
     return value
 
 
+def _options(request: RestRequest) -> dict[str, object]:
+    """The spec's full-text index options the body sets (a null is one not set); a vector
+    index parameter is refused, the catalog building no vector index."""
+    for option in VECTOR_OPTIONS:
+        if request.body.get(option) is not None:
+            raise InvalidInput(f"{option} applies to vector indexes, which this catalog does not build")
+    return {o: request.body[o] for o in engine_indexes.FULL_TEXT_OPTIONS if request.body.get(o) is not None}
+
+
 def create_index(request: RestRequest) -> Any:
-    """CreateTableIndex and CreateTableScalarIndex: one ``index create`` commit."""
+    """CreateTableIndex and CreateTableScalarIndex: one ``index create`` commit, with the
+    full-text options the body sets (the catalog refuses one the index type has not, or a
+    value Lance would not take, before anything is built)."""
     tname, branch = _table(request)
     column = _string(request, "column")
     kind = _string(request, "index_type")
@@ -61,12 +87,13 @@ def create_index(request: RestRequest) -> Any:
             f"the catalog names the index of {column!r} {engine_indexes.index_name(column)!r}: "
             "omit 'name' or use that one"
         )
+    options = _options(request)
     by = Provenance(principal=request.principal)
     catalog = request.service.catalog
     if branch is None:
-        result = catalog.indexes.create_index(str(tname), column, kind, by=by)
+        result = catalog.indexes.create_index(str(tname), column, kind, options=options, by=by)
     else:
-        result = catalog.branch_indexes.create_index(str(tname), branch, column, kind, by=by)
+        result = catalog.branch_indexes.create_index(str(tname), branch, column, kind, options=options, by=by)
     return {"transaction_id": result.commit_id}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
 import pytest
+from lance.query import PhraseQuery
 from lance_namespace_urllib3_client.models import (
     CreateTableBranchRequest,
     CreateTableIndexRequest,
@@ -121,6 +122,18 @@ def test_refusals_on_a_branch_are_the_specs_errors_and_change_nothing(events: Re
         ("create_index", {"branch": "dev", "column": "tag", "index_type": "IVF_PQ"}, "writer", (406, 0)),
         ("create_index", {"branch": "dev", "column": "tag", "index_type": "BTREE"}, "reader", (403, 15)),
         ("create_index", {"branch": 7, "column": "tag", "index_type": "BTREE"}, "writer", (400, 13)),
+        (
+            "create_index",
+            {"branch": "dev", "column": "tag", "index_type": "FTS", "language": "Klingon"},
+            "writer",
+            (400, 13),
+        ),
+        (
+            "create_index",
+            {"branch": "dev", "column": "tag", "index_type": "BITMAP", "stem": True},
+            "writer",
+            (400, 13),
+        ),
         ("index/list", {"branch": "nope"}, "reader", (404, 22)),
         ("index/list", {"branch": "dev", "version": 99}, "reader", (404, 11)),
         ("index/id_idx/stats", {"branch": "nope"}, "reader", (404, 22)),
@@ -132,3 +145,19 @@ def test_refusals_on_a_branch_are_the_specs_errors_and_change_nothing(events: Re
     ):
         assert problem(events.post(f"{path}/{route}", body, who=who)) == expected, (route, body)
     assert (version(events), branch_head(events), len(list(events.catalog.reads.log(NAME)))) == before
+
+
+def test_full_text_options_build_the_branchs_index_asked_for(events: RestLake) -> None:
+    asked = CreateTableIndexRequest(id=T, branch="dev", column="tag", index_type="FTS", with_position=True)
+    made = client(events).create_table_index(asked)
+    assert logged(events, made.transaction_id).detail == {
+        "index": "tag_idx",
+        "column": "tag",
+        "kind": "INVERTED",
+        "options": {"with_position": True},
+        "branch": "dev",
+    }
+    head = events.catalog.branches.open_branch(NAME, "dev").dataset
+    phrase = head.to_table(full_text_query=PhraseQuery("y", "tag"), columns=["id", "_score"])
+    assert sorted(phrase.column("id").to_pylist()) == [5, 6, 7]  # positions were kept
+    assert version(events) == 1 and events.catalog.indexes.list_indexes(NAME) == []

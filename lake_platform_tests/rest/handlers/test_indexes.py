@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import lance
 import lance_namespace.errors as ns_errors
+import pyarrow as pa
 import pytest
+from lance.query import MatchQuery, PhraseQuery
 from lance_namespace_urllib3_client.models import (
     CreateTableIndexRequest,
     DescribeTableIndexStatsRequest,
@@ -81,3 +83,68 @@ def test_refusals_are_the_specs_errors_and_change_nothing(events: RestLake) -> N
 def test_pylance_reports_a_missing_index_as_its_error(events: RestLake) -> None:
     with pytest.raises(ns_errors.TableIndexNotFoundError):
         client(events).drop_table_index(DropTableIndexRequest(id=T, index_name="nope"))
+
+
+DOCS = ["p", "w", "ns", "docs"]
+TEXT = ["the quick Brown fox", "brown quick the fox", "a Brown bear"]
+
+
+def _docs(lake: RestLake) -> None:
+    """``p.w.ns.docs``: ids 1-3, the same sentences in ``text`` and ``body``."""
+    table = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "text": TEXT, "body": TEXT})
+    lance.write_dataset(table, namespace_client=client(lake), table_id=DOCS, mode="create")
+
+
+def _found(ds: lance.LanceDataset, query: object) -> list[int]:
+    return sorted(ds.to_table(full_text_query=query, columns=["id", "_score"]).column("id").to_pylist())
+
+
+def test_full_text_options_build_the_index_asked_for_and_are_logged(events: RestLake) -> None:
+    _docs(events)
+    ns = client(events)
+    ns.create_table_index(CreateTableIndexRequest(id=DOCS, column="body", index_type="FTS"))
+    asked = CreateTableIndexRequest(
+        id=DOCS, column="text", index_type="FTS", with_position=True, lower_case=False, language="english"
+    )
+    made = ns.create_table_scalar_index(asked)
+    ds = events.catalog.reads.open_table("p.w.ns.docs").dataset
+    # with positions, a phrase query is answered (the default index has none to answer it with)
+    assert _found(ds, PhraseQuery("quick Brown", "text")) == [1]
+    with pytest.raises(ValueError, match="position"):
+        _found(ds, PhraseQuery("quick brown", "body"))
+    # without lower-casing, the search is case-sensitive (the default index folds case)
+    assert _found(ds, MatchQuery("Brown", "text")) == [1, 3]
+    assert _found(ds, MatchQuery("brown", "text")) == [2]
+    assert _found(ds, MatchQuery("brown", "body")) == [1, 2, 3]
+    entry = next(e for e in events.catalog.reads.log("p.w.ns.docs") if e.commit_id == made.transaction_id)
+    assert entry.detail["options"] == {"with_position": True, "lower_case": False, "language": "English"}
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (
+            {"column": "text", "index_type": "FTS", "language": "Klingon"},
+            ["language", "'Klingon'", "English"],
+        ),
+        ({"column": "text", "index_type": "INVERTED", "max_token_length": -1}, ["max_token_length", "-1"]),
+        (
+            {"column": "text", "index_type": "FTS", "base_tokenizer": "bogus"},
+            ["base_tokenizer", "whitespace"],
+        ),
+        ({"column": "text", "index_type": "FTS", "with_position": "yes"}, ["with_position", "true or false"]),
+        ({"column": "id", "index_type": "BTREE", "language": "English"}, ["language", "inverted", "btree"]),
+        ({"column": "text", "index_type": "NGRAM", "stem": False}, ["stem", "inverted", "ngram"]),
+        ({"column": "id", "index_type": "BTREE", "num_partitions": 4}, ["num_partitions", "vector"]),
+    ],
+)
+def test_index_options_lance_would_not_take_are_refused_before_anything_is_built(
+    events: RestLake, body: dict[str, object], words: list[str]
+) -> None:
+    _docs(events)
+    for route in ("create_index", "create_scalar_index"):
+        resp = events.post("/v1/table/p$w$ns$docs/" + route, body)
+        assert problem(resp) == (400, 13), resp.text
+        assert all(w in resp.json()["error"] for w in words), resp.json()["error"]
+    assert events.catalog.indexes.list_indexes("p.w.ns.docs") == []
+    assert [e.operation for e in events.catalog.reads.log("p.w.ns.docs")] == ["declare", "create"]
