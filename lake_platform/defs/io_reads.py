@@ -2,10 +2,10 @@
 (the one its upstream materialization recorded, never "latest"), and the scan with the input's
 columns and partitions pushed down to Lance.
 
-Versions are found through Dagster's public instance API (``fetch_materializations``,
-``fetch_observations``) from the input's context: a write that landed after the upstream's
-materialization was recorded (another run re-materializing it, a writer outside Dagster) is not
-seen until Dagster records it as the asset's.
+Versions are found through Dagster's public instance API (``get_records_for_run``,
+``fetch_materializations``, ``fetch_observations``) from the input's context: a write that
+landed after the upstream's materialization was recorded (another run re-materializing it, a
+writer outside Dagster) is not seen until Dagster records it as the asset's.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ import dagster as dg
 
 from lake_platform.defs.asset_tables import BRANCH, VERSION
 from lake_platform.defs.partition_rows import PartitionRows, context_rows
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import InvalidInput, InvalidTableState
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: Materializations read per input beyond one per partition: enough to find this run's own
-#: record behind a few concurrent runs' newer ones.
-_EXTRA_RECORDS = 20
+#: Materializations read per page beyond one per partition.
+_PAGE = 100
+#: Other runs' records an input passes over (beyond one a partition) looking for the latest
+#: published one before it gives up: thousands of write-audit-publish runs not published.
+MAX_PASSED_OVER = 10_000
 
 
 @dataclass(frozen=True)
@@ -86,35 +88,99 @@ def recorded_version(
     partitions: Sequence[str],
     own_runs: Collection[str],
     unpublished: Callable[[str], bool] = lambda branch: False,
+    max_passed_over: int = MAX_PASSED_OVER,
 ) -> Pin | None:
     """The table version the asset's materializations recorded: for each partition (or the
-    whole asset) the record of one of ``own_runs`` (the reading run's lineage) if there is one,
-    else the latest; the highest of those (every partition's rows are in it). Another run's
-    record on a branch still ``unpublished`` is passed over: its rows are not main's (yet).
+    whole asset) the newest record of one of ``own_runs`` (the reading run's lineage) if there is
+    one, else the latest other; the highest of those (every partition's rows are in it). Another
+    run's record on a branch still ``unpublished`` is passed over: its rows are not main's (yet).
     Without a materialization, the latest observation's (a table observed by
-    ``table_assets``); None when neither recorded one."""
-    found = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, asset_partitions=list(partitions) or None),
-        limit=len(partitions) + _EXTRA_RECORDS,
-    ).records
-    chosen: dict[str | None, tuple[bool, Pin]] = {}
-    for rec in found:  # newest first
-        event = rec.asset_materialization
-        pin = _pin_of(event.metadata) if event is not None else None
-        if pin is None:
-            continue
-        own = rec.run_id in own_runs
-        if not own and pin.branch is not None and unpublished(pin.branch):
-            continue
-        part = rec.partition_key
-        if part not in chosen or (own and not chosen[part][0]):
-            chosen[part] = (own, pin)
+    ``table_assets``); None when neither recorded one.
+
+    However many records other runs left since: the own runs' are read by run id, and the latest
+    publishable page by page, for the partitions still without one. Bounded: the own runs'
+    materializations (all of them, by run id), and beyond one record per partition at most
+    ``max_passed_over`` newer ones passed over; a partition whose published record lies deeper
+    is refused (InvalidTableState), never read at another version."""
+    wanted = list(partitions) or [None]
+    chosen = _own_records(instance, key, partitions, own_runs)
+    missing = [part for part in wanted if part not in chosen]
+    if missing:
+        chosen |= _latest_publishable(instance, key, missing, unpublished, len(missing) + max_passed_over)
     if chosen:
-        return max((p for _, p in chosen.values()), key=lambda p: p.version)
+        return max(chosen.values(), key=lambda p: p.version)
     observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
     if observed and observed[0].asset_observation is not None:
         return _pin_of(observed[0].asset_observation.metadata)
     return None
+
+
+def _own_records(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: Sequence[str], own_runs: Collection[str]
+) -> dict[str | None, Pin]:
+    """Per partition (None: the whole asset) the newest pin the ``own_runs`` recorded for ``key``,
+    read by run id: other runs' records, however many, are never in the way."""
+    newest: dict[str | None, tuple[int, Pin]] = {}
+    for run_id in own_runs:
+        cursor, more = None, True
+        while more:
+            page = instance.get_records_for_run(
+                run_id, cursor, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=_PAGE
+            )
+            cursor, more = page.cursor, page.has_more and bool(page.records)
+            for rec in page.records:
+                event = rec.asset_materialization
+                pin = _pin_of(event.metadata) if event is not None and rec.asset_key == key else None
+                part = rec.partition_key if partitions else None
+                if pin is None or (partitions and part not in partitions):
+                    continue
+                if part not in newest or newest[part][0] < rec.storage_id:
+                    newest[part] = (rec.storage_id, pin)
+    return {part: pin for part, (_, pin) in newest.items()}
+
+
+def _latest_publishable(
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    missing: list[str | None],
+    unpublished: Callable[[str], bool],
+    budget: int,
+) -> dict[str | None, Pin]:
+    """Per partition of ``missing`` (``[None]``: the whole asset) the newest pin not on an
+    ``unpublished`` branch, newest first page by page, each page asking only for the partitions
+    still without one; at most ``budget`` records are read."""
+    found: dict[str | None, Pin] = {}
+    left, before, read = set(missing), None, 0
+    while left:
+        limit = min(len(left) + _PAGE, budget - read)
+        page = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=key,
+                asset_partitions=None if None in left else sorted(str(part) for part in left),
+                before_storage_id=before,
+            ),
+            limit=max(limit, 1),  # past the budget: one more record tells whether any is left
+        ).records
+        if not page:
+            break
+        if limit < 1:
+            names = ", ".join(sorted(str(part) for part in left)[:10])
+            where = "" if None in left else f" partition {names}"
+            raise InvalidTableState(
+                f"{key.to_user_string()}{where}: none of its newest {read} materializations is published "
+                "(each is on a write-audit-publish branch not published yet, or records no lake/version): "
+                "publish or delete those branches, or materialize the asset again"
+            )
+        read, before = read + len(page), page[-1].storage_id
+        for rec in page:  # newest first
+            event = rec.asset_materialization
+            pin = _pin_of(event.metadata) if event is not None else None
+            part = None if None in left else rec.partition_key
+            if pin is None or part not in left or (pin.branch is not None and unpublished(pin.branch)):
+                continue
+            found[part] = pin
+            left.discard(part)
+    return found
 
 
 def _pin_of(metadata: dict[str, dg.MetadataValue]) -> Pin | None:

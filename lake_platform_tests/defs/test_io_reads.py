@@ -1,6 +1,7 @@
 """What an input of a user's asset reads through the Lake IO manager: an input whose ``columns``
 metadata names a column the table lacks, or one twice, fails the step with InvalidInput naming
-it and the table's columns, never with the engine's own message."""
+it and the table's columns, never with the engine's own message; the version it pins is its own
+run's record, else the latest publishable one, however many newer records other runs left."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,14 +10,18 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from lake_platform.defs.asset_tables import BRANCH, VERSION
 from lake_platform.defs.io_manager import LakeIOManager
-from lake_platform.defs.io_reads import ReadPlan, scan_options
+from lake_platform.defs.io_reads import Pin, ReadPlan, recorded_version, scan_options
 from lake_platform.defs.resources import LakeResource
-from lake_platform.errors import InvalidInput
+from lake_platform.errors import InvalidInput, InvalidTableState
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+PRICES = dg.AssetKey(["p", "w", "ns", "prices"])
+#: More newer records than the old read's window of the newest len(partitions) + 20.
+MANY = 25
 
 
 @pytest.fixture
@@ -59,3 +64,69 @@ def test_scan_options_push_the_columns_down() -> None:
     assert scan_options(plan, SCHEMA) == {"columns": ["name"]}
     with pytest.raises(InvalidInput, match="'nope' is not a column of p.w.ns.people"):
         scan_options(ReadPlan("p.w.ns.people", 1, None, ["nope"], None, []), SCHEMA)
+
+
+def record(
+    instance: dg.DagsterInstance, version: int, partition: str | None = None, branch: str = ""
+) -> None:
+    """A materialization of ``PRICES`` by no run of the reader's (Dagster records it run-less)."""
+    metadata: dict[str, object] = {VERSION: version} | ({BRANCH: branch} if branch else {})
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(PRICES, partition=partition, metadata=metadata)
+    )
+
+
+def wap_unpublished(branch: str) -> bool:
+    return branch.startswith("run_")
+
+
+def test_an_input_reads_its_own_runs_record_behind_many_newer_ones() -> None:
+    @dg.asset(key=PRICES)
+    def prices() -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={VERSION: 3})
+
+    with sqlite_instance() as instance:
+        own = dg.materialize([prices], instance=instance).run_id
+        for version in range(4, 4 + MANY):
+            record(instance, version)
+        assert recorded_version(instance, PRICES, [], {own}) == Pin(3)
+        assert recorded_version(instance, PRICES, [], {"another run"}) == Pin(3 + MANY)
+
+
+def test_an_input_passes_over_many_unpublished_records_to_the_last_published() -> None:
+    with sqlite_instance() as instance:
+        record(instance, 2, branch="main")
+        record(instance, 3)
+        for version in range(4, 4 + MANY):
+            record(instance, version, branch=f"run_{version}")
+        assert recorded_version(instance, PRICES, [], set(), wap_unpublished) == Pin(3)
+
+
+def test_a_partition_behind_many_records_of_another_is_found() -> None:
+    with sqlite_instance() as instance:
+        record(instance, 1, "b")
+        record(instance, 5, "a")
+        for version in range(6, 6 + MANY):
+            record(instance, version, "b", branch=f"run_{version}")
+        # a's published 5 and b's published 1: every row read is in version 5
+        assert recorded_version(instance, PRICES, ["a", "b"], set(), wap_unpublished) == Pin(5)
+        assert recorded_version(instance, PRICES, ["b"], set(), wap_unpublished) == Pin(1)
+        assert recorded_version(instance, PRICES, ["c"], set(), wap_unpublished) is None
+
+
+def test_the_search_for_a_published_record_is_bounded() -> None:
+    with sqlite_instance() as instance:
+        record(instance, 1, "a")
+        for version in range(2, 2 + MANY):
+            record(instance, version, "a", branch=f"run_{version}")
+        assert recorded_version(instance, PRICES, ["a"], set(), wap_unpublished, max_passed_over=MANY) == Pin(
+            1
+        )
+        with pytest.raises(
+            InvalidTableState,
+            match=r"p/w/ns/prices partition a: none of its newest 25 materializations is published",
+        ):
+            recorded_version(instance, PRICES, ["a"], set(), wap_unpublished, max_passed_over=MANY - 1)
+        # the records ending right at the bound is no refusal: nothing published was recorded
+        record(instance, 99, "z", branch="run_z")
+        assert recorded_version(instance, PRICES, ["z"], set(), wap_unpublished, max_passed_over=0) is None
