@@ -44,16 +44,45 @@ def _committed(r: dict[str, Any], what: str) -> str:
     "equality only, small; inverted: full-text; ngram: substring; label_list: list membership.",
 )
 @click.option("--replace", is_flag=True, help="Rebuild the column's index if it has one (any kind).")
+@click.option(
+    "--with-position/--without-position",
+    default=None,
+    help="inverted: keep word positions, for phrase queries (a bigger index; default without).",
+)
+@click.option(
+    "--base-tokenizer",
+    default=None,
+    help="inverted: simple (default), whitespace, raw, ngram, icu or icu/split.",
+)
+@click.option(
+    "--language", default=None, help="inverted: the stemming and stop-word language (default English)."
+)
+@click.option(
+    "--max-token-length", type=int, default=None, help="inverted: longer tokens are left out (default 40)."
+)
+@click.option("--lower-case/--no-lower-case", default=None, help="inverted: fold case (default on).")
+@click.option("--stem/--no-stem", default=None, help="inverted: stem words (default on).")
+@click.option(
+    "--remove-stop-words/--keep-stop-words", default=None, help="inverted: leave out stop words (default on)."
+)
+@click.option(
+    "--ascii-folding/--no-ascii-folding", default=None, help="inverted: fold accents, é -> e (default on)."
+)
 @on_branch
 @pass_state
 @handles_errors
-def index_create(state: State, name: str, column: str, kind: str, replace: bool, branch: str | None) -> None:
-    """Build an index named COLUMN_idx over every row of the current version (one commit)."""
+def index_create(
+    state: State, name: str, column: str, kind: str, replace: bool, branch: str | None, **options: Any
+) -> None:
+    """Build an index named COLUMN_idx over every row of the current version (one commit). The
+    full-text options apply to an inverted index alone; the commit's detail lists those given."""
     with state.catalog() as catalog:
         if branch is None:
-            made = catalog.indexes.create_index(name, column, kind, replace=replace)
+            made = catalog.indexes.create_index(name, column, kind, replace=replace, options=options)
         else:
-            made = catalog.branch_indexes.create_index(name, branch, column, kind, replace=replace)
+            made = catalog.branch_indexes.create_index(
+                name, branch, column, kind, replace=replace, options=options
+            )
         result = made.to_dict()
     state.emit(result, lambda r: _committed(r, f"indexed {column} ({kind.lower()}) of"))
 

@@ -64,6 +64,41 @@ def test_create_list_describe_refresh_drop(table: CliRunner, tmp_path: Path) -> 
     ]
 
 
+def test_full_text_options_are_passed_and_logged(table: CliRunner) -> None:
+    args = "--kind inverted --with-position --no-lower-case --language french --keep-stop-words".split()
+    made = run(table, "index", "create", T, "name", *args, "--base-tokenizer", "whitespace")
+    assert made["detail"]["options"] == {
+        "with_position": True,
+        "base_tokenizer": "whitespace",
+        "language": "French",
+        "lower_case": False,
+        "remove_stop_words": False,
+    }
+    assert [(i["name"], i["kind"]) for i in run(table, "index", "list", T)] == [("name_idx", "INVERTED")]
+    assert "options" not in run(table, "index", "create", T, "id")["detail"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--kind", "inverted", "--language", "Klingon"], "language 'Klingon' is not one Lance takes"),
+        (["--kind", "inverted", "--max-token-length", "-1"], "max_token_length must be an integer from 0"),
+        (
+            ["--kind", "inverted", "--base-tokenizer", "jieba"],
+            "base_tokenizer 'jieba' is not one Lance takes",
+        ),
+        (["--kind", "bitmap", "--no-stem"], "stem applies to inverted (fts) indexes only, not to bitmap"),
+    ],
+)
+def test_full_text_options_lance_would_not_take_are_refused(
+    table: CliRunner, args: list[str], said: str
+) -> None:
+    result = table.invoke(cli, ["--json", "index", "create", T, "name", *args])
+    error = json.loads(result.output)["error"]
+    assert (error["code"], said in error["message"]) == (ErrorCode.INVALID_INPUT, True), error
+    assert [e["operation"] for e in run(table, "table", "history", T)] == ["create"]
+
+
 def test_branch_option_indexes_the_branch_alone(table: CliRunner, tmp_path: Path) -> None:
     run(table, "branch", "create", T, "dev")
     made = run(table, "index", "create", T, "id", "--branch", "dev")
