@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,27 @@ def events(ids: list[int]) -> pa.Table:
 def storage_options_of(lake: Lake) -> dict[str, str] | None:
     """What a pylance client passes as ``storage_options`` to reach the lake's warehouse."""
     return lake.settings.storage_options(lake.root) or None
+
+
+def sent_at_once(lake: Lake, call: Callable[[Catalog], object]) -> list[object]:
+    """``call`` made by two catalogs (two servers) released together by a barrier; the answers
+    (or the exceptions raised) in the order they came, each catalog closed after."""
+    catalogs = [lake.new_catalog(), lake.new_catalog()]
+    together = threading.Barrier(2)
+    answers: list[object] = []
+
+    def send(catalog: Catalog) -> None:
+        together.wait()
+        try:
+            answers.append(call(catalog))
+        except Exception as exc:  # noqa: BLE001 - the caller's assertion names it
+            answers.append(exc)
+
+    threads = [threading.Thread(target=send, args=(c,)) for c in catalogs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for catalog in catalogs:
+        catalog.close()
+    return answers

@@ -6,14 +6,12 @@ table's drop) is a typed error that changes nothing."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
-from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.row_changes import RowChange
 from lake_platform.errors import (
@@ -25,7 +23,7 @@ from lake_platform.errors import (
     TableSchemaValidationError,
 )
 from lake_platform.naming import TableName
-from lake_platform_tests.catalog.conftest import READER, WRITER, Lake, ids_of, rows
+from lake_platform_tests.catalog.conftest import READER, WRITER, Lake, ids_of, rows, sent_at_once
 
 T = "p.w.ns.t"
 
@@ -243,25 +241,12 @@ def test_one_branch_update_sent_twice_at_once_lands_once_and_both_answer_it(lake
     lease second answers the first commit, Lance never runs the change twice."""
     lake.catalog.tables.create_table(T, rows([1, 2, 3]))
     lake.catalog.branches.create_branch(T, "dev")
-    catalogs = [lake.new_catalog(), lake.new_catalog()]
-    together = threading.Barrier(2)
-    answers: list[object] = []
-
-    def send(catalog: Catalog) -> None:
-        together.wait()
-        try:
-            by = Provenance(commit_id="branch-sent-twice")
-            answers.append(catalog.branch_changes.update_rows(T, "dev", {"tag": "'u'"}, "id > 1", by=by))
-        except Exception as exc:  # noqa: BLE001 - the assertion below names it
-            answers.append(exc)
-
-    threads = [threading.Thread(target=send, args=(c,)) for c in catalogs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for catalog in catalogs:
-        catalog.close()
+    answers = sent_at_once(
+        lake,
+        lambda c: c.branch_changes.update_rows(
+            T, "dev", {"tag": "'u'"}, "id > 1", by=Provenance(commit_id="branch-sent-twice")
+        ),
+    )
     assert len(answers) == 2 and answers[0] == answers[1], answers
     assert isinstance(answers[0], RowChange) and answers[0].counts == {"updated_rows": 2}
     assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "branch-create", "update"]

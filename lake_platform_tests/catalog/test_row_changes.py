@@ -3,8 +3,6 @@ nothing."""
 
 from __future__ import annotations
 
-import threading
-
 import pyarrow as pa
 import pytest
 
@@ -12,7 +10,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.row_changes import RowChange
 from lake_platform.errors import InvalidInput, ServiceUnavailable, TableNotFound, TableSchemaValidationError
-from lake_platform_tests.catalog.conftest import Lake, rows, state
+from lake_platform_tests.catalog.conftest import Lake, rows, sent_at_once, state
 
 T = "p.w.ns.t"
 
@@ -233,25 +231,10 @@ def test_one_update_sent_twice_at_once_lands_once_and_both_answer_it(lake: Lake)
     finds the first landed (before or under the lease) and answers it; Lance never runs the
     change twice."""
     lake.catalog.tables.create_table(T, rows([1, 2, 3]))
-    catalogs = [lake.new_catalog(), lake.new_catalog()]
-    together = threading.Barrier(2)
-    answers: list[RowChange | Exception] = []
-
-    def send(catalog: Catalog) -> None:
-        together.wait()
-        try:
-            by = Provenance(commit_id="sent-twice-0001")
-            answers.append(catalog.rows.update_rows(T, {"tag": "'u'"}, "id > 1", by=by))
-        except Exception as exc:  # noqa: BLE001 - the assertion below names it
-            answers.append(exc)
-
-    threads = [threading.Thread(target=send, args=(c,)) for c in catalogs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for catalog in catalogs:
-        catalog.close()
+    answers = sent_at_once(
+        lake,
+        lambda c: c.rows.update_rows(T, {"tag": "'u'"}, "id > 1", by=Provenance(commit_id="sent-twice-0001")),
+    )
     assert len(answers) == 2 and answers[0] == answers[1], answers
     assert isinstance(answers[0], RowChange) and answers[0].counts == {"updated_rows": 2}
     assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", "update"]
