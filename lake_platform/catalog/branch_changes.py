@@ -291,10 +291,17 @@ class BranchChanges:
     # -- metadata --------------------------------------------------------------------------------
 
     def update_schema_metadata(
-        self, name: str, branch: str, values: dict[str, str | None], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        values: dict[str, str | None],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> tuple[CommitResult, dict[str, str]]:
         """Merge keys into the branch's schema metadata, a None value deleting its key (writer
-        role, as on main), in one commit logged ``schema-metadata``; returns the metadata."""
+        role, as on main), in one commit logged ``schema-metadata`` with ``detail``; returns the
+        metadata (none for a replayed ``by.commit_id``: its caller reads the first commit's)."""
         check_schema_metadata(values)
         merged: dict[str, str] = {}
 
@@ -302,17 +309,12 @@ class BranchChanges:
             merged.update(engine.update_schema_metadata(ds, values))
             return {}
 
-        detail = schema_metadata_detail(values)
+        def plan(schema: pa.Schema) -> pa.Schema:
+            return with_schema_metadata(schema, values)
+
+        logged = {**(detail or {}), **schema_metadata_detail(values)}
         result = self._columns(
-            name,
-            branch,
-            "schema-metadata",
-            detail,
-            update,
-            lambda schema: with_schema_metadata(schema, values),
-            by,
-            "write",
-            on_dataset=True,
+            name, branch, "schema-metadata", logged, update, plan, by, "write", on_dataset=True
         )
         return result, merged
 

@@ -162,20 +162,28 @@ class Schemas:
         name: str,
         values: dict[str, str | None],
         *,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> tuple[CommitResult, dict[str, str]]:
-        """Merge keys into the table's schema metadata; a None value deletes its key. One commit."""
+        """Merge keys into the table's schema metadata; a None value deletes its key. One commit,
+        ``detail`` in its log entry; returns the metadata. ``by.commit_id`` that already landed
+        as this change is answered (the metadata at its version), nothing written."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_schema_metadata(values)
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"change the schema metadata of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation="schema-metadata")
+        if replay is not None:
+            schema = self.commits.reads.open_table(name, replay.to_version, by=by).schema
+            return replay, schema_metadata_of(schema)
         record, _ = self.ctx.table(tname)
         pending = PendingCommit(
-            commit_id=check_commit_id(None),
+            commit_id=commit_id,
             operation="schema-metadata",
             actor=self.ctx.actor(by.actor, who),
-            detail=schema_metadata_detail(values),
+            detail={**(detail or {}), **schema_metadata_detail(values)},
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
@@ -259,6 +267,11 @@ def schema_metadata_detail(values: dict[str, str | None]) -> dict[str, object]:
         "set": sorted(k for k, v in values.items() if v is not None),
         "removed": sorted(k for k, v in values.items() if v is None),
     }
+
+
+def schema_metadata_of(schema: pa.Schema) -> dict[str, str]:
+    """The schema's metadata as strings: what a schema metadata change answers."""
+    return {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
 
 
 def with_schema_metadata(schema: pa.Schema, values: dict[str, str | None]) -> pa.Schema:

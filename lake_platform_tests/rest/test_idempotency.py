@@ -1,7 +1,8 @@
-"""CreateTable, InsertIntoTable, DeleteFromTable, UpdateTable, MergeInsertIntoTable (main and a
-branch), AlterTableAddColumns and RestoreTable under an ``Idempotency-Key``: a retry of a request
-whose first attempt landed answers the first outcome and writes nothing; the key reused for
-another table, line, kind of request, rows, expression or predicate is 422 and commits nothing."""
+"""CreateTable, InsertIntoTable, DeleteFromTable, UpdateTable, MergeInsertIntoTable, the column
+operations, UpdateTableSchemaMetadata and RestoreTable (main and a branch) under an
+``Idempotency-Key``: a retry of a request whose first attempt landed answers the first outcome and
+writes nothing; the key reused for another table, line, kind of request, rows, expression,
+predicate or metadata is 422 and commits nothing."""
 
 from __future__ import annotations
 
@@ -243,3 +244,25 @@ def test_branch_rename_and_restore_retried_under_their_keys_land_once(xs: RestLa
     assert send(xs, "restore", "k-restore", version=1).status_code == 422  # the key on main
     assert xs.catalog.branches.open_branch(NAME, "dev").schema.names == ["id", "x"]
     assert operations(xs) == ["create", "branch-create", "rename-column", "restore"]
+
+
+def test_schema_metadata_changed_under_its_key_lands_once_on_main_and_a_branch(xs: RestLake) -> None:
+    first = send(xs, "schema_metadata/update", "k-schema", owner="etl")
+    assert first.status_code == 200, first.text
+    assert first.json().get("owner") == "etl"
+    assert send(xs, "schema_metadata/update", "k-schema", owner="etl").json() == first.json()
+    other = send(xs, "schema_metadata/update", "k-schema", owner="ops")
+    assert other.status_code == 422, other.text
+    assert xs.catalog.reads.open_table(NAME).schema.metadata[b"owner"] == b"etl"
+    entry = xs.catalog.reads.log(NAME)[-1]
+    assert entry.detail["idempotency_key"] == "k-schema" and "request_digest" in entry.detail
+    xs.catalog.branches.create_branch(NAME, "dev")
+    body = {"metadata": {"owner": "dev"}, "branch": "dev"}
+    on_dev = send(xs, "schema_metadata/update", "k-dev", **body)
+    assert on_dev.status_code == 200, on_dev.text
+    assert send(xs, "schema_metadata/update", "k-dev", **body).json() == on_dev.json()
+    main = send(xs, "schema_metadata/update", "k-dev", metadata={"owner": "dev"})  # the key on main
+    assert main.status_code == 422, main.text
+    assert xs.catalog.branches.open_branch(NAME, "dev").schema.metadata[b"owner"] == b"dev"
+    assert xs.catalog.reads.open_table(NAME).schema.metadata[b"owner"] == b"etl"
+    assert operations(xs) == ["create", "schema-metadata", "branch-create", "schema-metadata"]

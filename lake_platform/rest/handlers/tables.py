@@ -4,6 +4,7 @@ through the registry's tags (``catalog/tags.py``), as ``lake tag`` does."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from lance_namespace_urllib3_client.models import DeclareTableResponse, TagContents
@@ -12,6 +13,7 @@ import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.branches import MAIN
 from lake_platform.catalog.idempotency import commit_id_for, reused
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.schemas import schema_metadata_of
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.fragments import fragment_sizes
 from lake_platform.engine.indexes import list_indexes
@@ -24,7 +26,7 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
-from lake_platform.rest.idempotency import idempotency_key
+from lake_platform.rest.idempotency import idempotency_key, keyed
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
@@ -231,7 +233,8 @@ def update_schema_metadata(request: RestRequest) -> Any:
     sends), answered with the merged map; ``{"metadata": {...}}``, the namespace model's form,
     is taken too and answered in that form with the commit id. A ``branch`` (a member of that
     form, or the query parameter) changes the branch's metadata in one commit on its own line
-    (``catalog.branch_changes``); main never moves."""
+    (``catalog.branch_changes``); main never moves. An ``Idempotency-Key`` is honoured
+    (``rest/idempotency.keyed``): a retry answers the metadata its first commit left."""
     scoped(request, table=True)
     tname = request.table_name()
     body = request.body
@@ -249,12 +252,23 @@ def update_schema_metadata(request: RestRequest) -> Any:
         raise InvalidInput(f"branch must be a string, got {branch!r}")
     if not all(isinstance(v, str | None) for v in values.values()):
         raise InvalidInput("metadata must be a map of keys to strings (or null to delete a key)")
-    by = Provenance(principal=request.principal)
+    catalog = request.service.catalog
+    payload = json.dumps([branch, values], sort_keys=True).encode()
+    request_key = keyed(request, tname, "schema-metadata", payload, {"schema-metadata"})
+    if request_key.first is not None:  # the metadata as the first commit left it
+        version, reader = request_key.first.to_version, Provenance(principal=request.principal)
+        if branch is None:
+            schema = catalog.reads.open_table(str(tname), version, by=reader).schema
+        else:
+            schema = catalog.branches.open_branch(str(tname), branch, version, by=reader).schema
+        merged, commit_id = schema_metadata_of(schema), request_key.first.commit_id
+        return {"metadata": merged, "transaction_id": commit_id} if wrapped else merged
+    by, detail = request_key.by, request_key.detail
     if branch is None:
-        result, merged = request.service.catalog.schemas.update_schema_metadata(str(tname), values, by=by)
+        result, merged = catalog.schemas.update_schema_metadata(str(tname), values, detail=detail, by=by)
     else:
-        result, merged = request.service.catalog.branch_changes.update_schema_metadata(
-            str(tname), branch, values, by=by
+        result, merged = catalog.branch_changes.update_schema_metadata(
+            str(tname), branch, values, detail=detail, by=by
         )
     return {"metadata": merged, "transaction_id": result.commit_id} if wrapped else merged
 
