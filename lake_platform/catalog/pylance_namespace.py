@@ -39,6 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
+from lake_platform.catalog.listings import child_names, page_of, table_names
 from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
@@ -57,11 +58,9 @@ from lake_platform.errors import (
 from lake_platform.naming import NamespaceName, ProjectName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
-    NamespaceRecord,
     ProjectRecord,
     TableRecord,
     VersionRecord,
-    WarehouseRecord,
     decode,
 )
 from lake_platform.registry.store import Item
@@ -106,24 +105,25 @@ class LakeNamespace(LanceNamespace):
     # -- containers ------------------------------------------------------------------------
 
     def list_namespaces(self, request: Any) -> ListNamespacesResponse:
-        return self._call(self._list_namespaces, request_ids(request))
+        """Paged as REST pages (``listings.page_of``: ``limit``, ``page_token``)."""
 
-    def _list_namespaces(self, ident: list[str]) -> ListNamespacesResponse:
+        def listing() -> ListNamespacesResponse:
+            names, token = page_of(
+                self._namespace_names(request_ids(request)),
+                request_field(request, "limit"),
+                request_field(request, "page_token"),
+            )
+            return ListNamespacesResponse(namespaces=names, page_token=token)
+
+        return self._call(listing)
+
+    def _namespace_names(self, ident: list[str]) -> list[str]:
         store, who = self.catalog.store, self.principal
         if not ident:
             names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
-            return ListNamespacesResponse(namespaces=[n for n in names if who.can(n, "read")])
+            return [n for n in names if who.can(n, "read")]
         self._container(ident)
-        if len(ident) == 1:
-            children = [
-                decode(WarehouseRecord, i.value).name for i in store.scan_prefix(keys.warehouses(ident[0]))
-            ]
-        else:
-            prefix = keys.namespaces(ident[0], ident[1], ident[2:])
-            depth = len(ident)
-            children = [decode(NamespaceRecord, i.value).name for i in store.scan_prefix(prefix)]
-            children = [c for c in children if c.count(".") == depth]
-        return ListNamespacesResponse(namespaces=sorted(c.split(".")[-1] for c in children))
+        return child_names(store, ident)
 
     def describe_namespace(self, request: Any) -> DescribeNamespaceResponse:
         return self._call(lambda: DescribeNamespaceResponse(properties=self._container(request_ids(request))))
@@ -199,20 +199,21 @@ class LakeNamespace(LanceNamespace):
     # -- tables ----------------------------------------------------------------------------
 
     def list_tables(self, request: Any) -> ListTablesResponse:
+        """Paged as REST pages (``listings.page_of``: ``limit``, ``page_token``)."""
+
         def listing() -> ListTablesResponse:
             ident = request_ids(request)
             if len(ident) < 3:
                 raise InvalidInput("tables live in namespaces: give project, warehouse and namespace")
             self._container(ident)
             nname = NamespaceName.parse(".".join(ident))
-            items = self.catalog.store.scan_prefix(keys.tables_in_namespace(nname))
-            declared = bool(request_field(request, "include_declared"))
-            names = [
-                r.name.split(".")[-1]
-                for r in (decode(TableRecord, i.value) for i in items)
-                if r.current_version > 0 or declared
-            ]
-            return ListTablesResponse(tables=sorted(names))
+            names = table_names(
+                self.catalog.store, nname, declared=bool(request_field(request, "include_declared"))
+            )
+            page, token = page_of(
+                names, request_field(request, "limit"), request_field(request, "page_token")
+            )
+            return ListTablesResponse(tables=page, page_token=token)
 
         return self._call(listing)
 

@@ -368,3 +368,39 @@ def test_drop_namespace_refuses_a_behavior_it_does_not_know(lake: Lake) -> None:
     with pytest.raises(ns_errors.InvalidInputError, match="behavior"):
         LakeNamespace(lake.catalog).drop_namespace({"id": ["p", "w", "ns"], "behavior": "purge"})
     assert [n.name for n in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns"]
+
+
+def walk(listing: Any, request: dict[str, Any], member: str) -> list[list[str]]:
+    """Every page of ``listing`` at limit 2, following next tokens."""
+    pages, token = [], None
+    while True:
+        answer = listing({**request, "limit": 2, "page_token": token})
+        pages.append(getattr(answer, member))
+        token = answer.page_token
+        if token is None:
+            return pages
+
+
+def test_listings_page_by_limit_and_token_as_rest_does(lake: Lake) -> None:
+    """Before, limit and page_token were ignored: all five names, no next token."""
+    ns = LakeNamespace(lake.catalog)
+    for name in ["e", "c", "a", "d", "b"]:
+        ns.create_namespace({"id": ["p", "w", "ns", name]})
+        lake.catalog.tables.create_table(f"p.w.ns.{name}", pa.table({"id": [1]}).to_reader())
+    expected = [["a", "b"], ["c", "d"], ["e"]]
+    assert walk(ns.list_namespaces, {"id": ["p", "w", "ns"]}, "namespaces") == expected
+    assert walk(ns.list_tables, {"id": ["p", "w", "ns"]}, "tables") == expected
+    first = ns.list_tables({"id": ["p", "w", "ns"], "limit": 4})
+    assert (first.tables, first.page_token) == (["a", "b", "c", "d"], "d")
+    assert ns.list_tables({"id": ["p", "w", "ns"], "page_token": "b"}).tables == ["c", "d", "e"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("limit", 0), ("limit", -1), ("limit", "2"), ("limit", True), ("page_token", 3)]
+)
+def test_a_bad_limit_or_page_token_is_the_specs_invalid_input(lake: Lake, field: str, value: Any) -> None:
+    ns = LakeNamespace(lake.catalog)
+    with pytest.raises(ns_errors.InvalidInputError, match=field):
+        ns.list_tables({"id": ["p", "w", "ns"], field: value})
+    with pytest.raises(ns_errors.InvalidInputError, match=field):
+        ns.list_namespaces({"id": ["p", "w"], field: value})

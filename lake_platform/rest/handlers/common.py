@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lake_platform.catalog.listings import page_of
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.errors import InvalidInput, NamespaceNotFound, TableNotFound
 from lake_platform.rest.request import RestRequest
@@ -55,21 +56,9 @@ def mode_of(body: dict[str, Any], member: str, allowed: tuple[str, ...], default
 
 
 def page(names: list[str], body: dict[str, Any]) -> tuple[list[str], str | None]:
-    """Sorted names after ``page_token`` (the last name of the previous page), ``limit`` of them."""
-    names = sorted(names)
-    token = body.get("page_token")
-    if token is not None and not isinstance(token, str):
-        raise InvalidInput(f"page_token {token!r} is not one this server handed out (a string)")
-    if token:
-        names = [n for n in names if n > token]
-    limit = body.get("limit")
-    if limit is None:
-        return names, None
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
-    if len(names) > limit:
-        return names[:limit], names[limit - 1]
-    return names, None
+    """Sorted names after ``page_token`` (the last name of the previous page), ``limit`` of them
+    (``catalog.listings.page_of``, which LakeNamespace's listings share)."""
+    return page_of(names, body.get("limit"), body.get("page_token"))
 
 
 def page_read(body: dict[str, Any]) -> tuple[str | None, int | None]:

@@ -20,9 +20,8 @@ def _body(request: RestRequest) -> dict[str, Any]:
 def list_namespaces(request: RestRequest) -> Any:
     scoped(request, table=False)
     if len(request.ids) < 2:  # projects, or one project's warehouses: few
-        answer = lake_namespace(request).list_namespaces(_body(request))
-        names, token = page(list(answer.namespaces), request.body)
-        return {"namespaces": names, "page_token": token}
+        answer = lake_namespace(request).list_namespaces(_body(request))  # paged by it
+        return {"namespaces": list(answer.namespaces), "page_token": answer.page_token}
     lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
     after, wanted = page_read(request.body)  # one page read from the registry
     children = request.service.catalog.reads.namespaces_in(
