@@ -125,6 +125,17 @@ def test_a_sqlite_url_takes_no_query_or_fragment(tmp_path: Path, tail: str) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("inbox", ["s3://", "s3://Bad_Bucket/in", "ftp://host/in"])
+def test_an_inbox_no_storage_can_open_is_a_settings_error(tmp_path: Path, inbox: str) -> None:
+    """Checked as the inbox resource's own location is; before, LAKE_INBOX was taken as given
+    and every sensor tick failed with the storage client's error."""
+    with pytest.raises(SettingsError, match="LAKE_INBOX: .*s3://bucket/prefix"):
+        load_settings(home=tmp_path, inbox=inbox)
+    assert (
+        load_settings(home=tmp_path, inbox="s3://landing-zone/in").inbox_location() == "s3://landing-zone/in"
+    )
+
+
 def test_unknown_lake_variables_are_named_with_the_closest_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

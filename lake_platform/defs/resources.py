@@ -3,7 +3,6 @@ never at import or load time, so loading the code location makes no network call
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
 
 #: The actor the commit log records for runs started by Dagster.
 ACTOR = "dagster"
-_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -74,13 +72,11 @@ class InboxResource(dg.ConfigurableResource):
     def _an_inbox_location(cls, location: str) -> str:
         """Refused where it is set, naming the field: an S3 location with no valid bucket or
         another scheme would fail every sensor tick with the storage client's own error."""
-        bucket = location.removeprefix("s3://").split("/", 1)[0] if location.startswith("s3://") else None
-        scheme = "://" in location and not location.startswith(("s3://", "file://"))
-        if scheme or (bucket is not None and not _S3_BUCKET.fullmatch(bucket)):
-            raise ValueError(
-                f"the inbox location is a local folder or s3://bucket/prefix (a bucket name of 3-63 "
-                f"lower-case letters, digits, dots and dashes), not {location!r}"
-            )
+        from lake_platform.settings.lake import inbox_location_problem
+
+        why = inbox_location_problem(location)
+        if why is not None:
+            raise ValueError(why)
         return location
 
     def open(self) -> Inbox:

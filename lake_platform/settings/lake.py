@@ -7,6 +7,7 @@ the platform runs with no configuration at all. A bad value fails at start with 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -239,6 +240,8 @@ class LakeSettings(BaseSettings):
                 f"registry_url: {self.registry_url!r}: sqlite:///PATH takes no query or fragment "
                 "(the registry opens PATH as written: ? and # would become part of the file's name)"
             )
+        if self.inbox and (why := inbox_location_problem(self.inbox)):
+            raise ValueError(f"inbox: {why}")
         if self.s3_endpoint and not _is_http_url(self.s3_endpoint):
             raise ValueError(
                 f"s3_endpoint: expected http://HOST[:PORT] or https://..., got {self.s3_endpoint!r}"
@@ -291,6 +294,22 @@ def _default_results_root(home: Path, warehouse_root: str) -> str:
     if warehouse_root.startswith("s3://") and prefix:
         return f"s3://{bucket}/{prefix}-results"
     return (home / "results").as_posix()
+
+
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def inbox_location_problem(location: str) -> str | None:
+    """Why ``location`` cannot be an inbox (None when it can): an S3 location with no valid
+    bucket, or another scheme, would fail every sensor tick with the storage client's error."""
+    bucket = location.removeprefix("s3://").split("/", 1)[0] if location.startswith("s3://") else None
+    scheme = "://" in location and not location.startswith(("s3://", "file://"))
+    if scheme or (bucket is not None and not _S3_BUCKET.fullmatch(bucket)):
+        return (
+            "the inbox location is a local folder or s3://bucket/prefix (a bucket name of 3-63 "
+            f"lower-case letters, digits, dots and dashes), not {location!r}"
+        )
+    return None
 
 
 def _is_http_url(text: str) -> bool:
