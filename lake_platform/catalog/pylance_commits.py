@@ -325,3 +325,19 @@ def request_ids(request: Any) -> list[str]:
 
 def table_name(request: Any) -> TableName:
     return TableName.from_parts(request_ids(request))
+
+
+def mode_of(request: Any, member: str, allowed: tuple[str, ...], default: str) -> str:
+    """The request's ``member`` (a mode or behavior) as one of ``allowed`` (snake_case),
+    ``default`` when absent. The spec reads these case insensitively in PascalCase or
+    snake_case, so ``ExistOk``, ``EXIST_OK`` and ``exist_ok`` are one value; anything else is
+    InvalidInput. ``request``: a REST body or a pylance request model (``request_field``)."""
+    value = request_field(request, member)
+    if value is None or value == "":
+        return default
+    if isinstance(value, str):
+        folded = value.replace("_", "").lower()
+        for name in allowed:
+            if name.replace("_", "") == folded:
+                return name
+    raise InvalidInput(f"{member} must be one of {', '.join(allowed)}, got {value!r}")

@@ -44,7 +44,7 @@ from lake_platform.catalog.namespace import BoundTableNamespace, int_field, requ
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.catalog.pylance_commits import VersionCommits, ensure_published, request_ids
+from lake_platform.catalog.pylance_commits import VersionCommits, ensure_published, mode_of, request_ids
 from lake_platform.catalog.transaction_recovery import committed_head
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
@@ -135,11 +135,9 @@ class LakeNamespace(LanceNamespace):
         """``mode`` (any case, ``_`` optional): create (default), exist_ok (an existing one is
         answered as created), overwrite (refused: it would drop what the namespace holds)."""
         ident = request_ids(request)
-        mode = str(request_field(request, "mode") or "create").replace("_", "").lower()
 
         def create() -> CreateNamespaceResponse:
-            if mode not in ("create", "existok", "overwrite"):
-                raise InvalidInput(f"mode must be one of create, exist_ok, overwrite, got {mode!r}")
+            mode = mode_of(request, "mode", ("create", "exist_ok", "overwrite"), "create")
             text = ".".join(ident)
             try:
                 if len(ident) == 1:
@@ -149,7 +147,7 @@ class LakeNamespace(LanceNamespace):
                 else:
                     self.catalog.containers.create_namespace(text, by=self.by)
             except NamespaceAlreadyExists:
-                if mode == "existok":
+                if mode == "exist_ok":
                     return CreateNamespaceResponse(properties=self._container(ident))
                 if mode == "overwrite":
                     raise Unsupported(
@@ -163,12 +161,9 @@ class LakeNamespace(LanceNamespace):
 
     def drop_namespace(self, request: Any) -> DropNamespaceResponse:
         ident = request_ids(request)
-        behavior = str(request_field(request, "behavior") or "Restrict").lower()
-        cascade = behavior == "cascade"
 
         def drop() -> DropNamespaceResponse:
-            if behavior not in ("restrict", "cascade"):
-                raise InvalidInput(f"behavior must be Restrict or Cascade, got {behavior!r}")
+            cascade = mode_of(request, "behavior", ("restrict", "cascade"), "restrict") == "cascade"
             text = ".".join(ident)
             if len(ident) == 1:
                 if cascade:

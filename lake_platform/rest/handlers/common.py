@@ -7,7 +7,7 @@ from typing import Any
 
 from lake_platform.catalog.listings import page_of
 from lake_platform.catalog.pylance_namespace import LakeNamespace
-from lake_platform.errors import InvalidInput, NamespaceNotFound, TableNotFound
+from lake_platform.errors import NamespaceNotFound, TableNotFound
 from lake_platform.rest.request import RestRequest
 
 
@@ -38,21 +38,6 @@ def to_json(model: Any) -> Any:
     if hasattr(model, "to_dict"):
         return model.to_dict()
     return model
-
-
-def mode_of(body: dict[str, Any], member: str, allowed: tuple[str, ...], default: str) -> str:
-    """The body's ``member`` (a mode or behavior) as one of ``allowed`` (snake_case), ``default``
-    when absent. The spec reads these case insensitively in PascalCase or snake_case, so
-    ``ExistOk``, ``EXIST_OK`` and ``exist_ok`` are one value; anything else is InvalidInput."""
-    value = body.get(member)
-    if value is None or value == "":
-        return default
-    if isinstance(value, str):
-        folded = value.replace("_", "").lower()
-        for name in allowed:
-            if name.replace("_", "") == folded:
-                return name
-    raise InvalidInput(f"{member} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 def page(names: list[str], body: dict[str, Any]) -> tuple[list[str], str | None]:

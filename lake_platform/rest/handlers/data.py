@@ -17,10 +17,11 @@ import pyarrow as pa
 import lake_platform.rest.handlers.branches as branches
 import lake_platform.rest.handlers.plans as plans
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.pylance_commits import mode_of
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.row_changes import RowChange
 from lake_platform.errors import InvalidInput, TableAlreadyExists
-from lake_platform.rest.handlers.common import mode_of, scoped
+from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.idempotency import commit_once, keyed
 from lake_platform.rest.request import Reply, RestRequest
 

@@ -8,8 +8,9 @@ from typing import Any
 import lance_namespace.errors as ns_errors
 
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import NamespaceNotFound, PermissionDenied, Unsupported
-from lake_platform.rest.handlers.common import lake_namespace, mode_of, page, page_read, scoped, to_json
+from lake_platform.catalog.pylance_commits import mode_of
+from lake_platform.errors import NamespaceNotFound, PermissionDenied
+from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
 from lake_platform.rest.request import RestRequest
 
 
@@ -43,20 +44,11 @@ def create_namespace(request: RestRequest) -> Any:
     """``mode`` ExistOk answers an existing namespace as created (once the caller may create it:
     the catalog checks permission before existence); Overwrite would drop what the namespace
     holds, so it is refused rather than done or ignored."""
-    mode = mode_of(request.body, "mode", ("create", "exist_ok", "overwrite"), "create")
+    mode_of(request.body, "mode", ("create", "exist_ok", "overwrite"), "create")  # a bad one: 400 first
     if len(request.ids) == 1 and request.principal.project != "*":
         raise PermissionDenied("projects are created by an operator (POST /v1/projects as the local admin)")
     scoped(request, table=False)
-    try:
-        return to_json(lake_namespace(request).create_namespace(_body(request)))
-    except ns_errors.NamespaceAlreadyExistsError:
-        if mode == "exist_ok":
-            return to_json(lake_namespace(request).describe_namespace(_body(request)))
-        if mode == "overwrite":
-            raise Unsupported(
-                "CreateNamespace mode overwrite: drop the namespace (to the trash) first, then create it"
-            ) from None
-        raise
+    return to_json(lake_namespace(request).create_namespace(_body(request)))  # it answers the mode
 
 
 def drop_namespace(request: RestRequest) -> Any:

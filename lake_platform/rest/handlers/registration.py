@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.pylance_commits import mode_of
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName, check_segment
 from lake_platform.rest import ids
-from lake_platform.rest.handlers.common import mode_of, scoped
+from lake_platform.rest.handlers.common import scoped
 from lake_platform.rest.request import RestRequest
 
 
