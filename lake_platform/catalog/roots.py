@@ -22,6 +22,7 @@ from pathlib import Path
 
 from lake_platform.errors import InvalidInput
 from lake_platform.settings import LakeSettings
+from lake_platform.settings.lake import S3_BUCKET
 
 S3 = "s3://"
 FILE = "file://"
@@ -53,11 +54,10 @@ class Root:
         return "/" + "/".join(self.parts)
 
 
-#: What an S3 bucket and a prefix segment may hold: the object store reading a location as a URL
-#: percent-decodes its path (``%2E%2E`` is ``..``, ``%2F`` a slash), reads a backslash as a
-#: slash and cuts it at ``?`` and ``#``, so anything else could name a place other than the one
-#: compared here.
-_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]*")
+#: What an S3 prefix segment may hold (a bucket: settings.lake.S3_BUCKET): the object store
+#: reading a location as a URL percent-decodes its path (``%2E%2E`` is ``..``, ``%2F`` a
+#: slash), reads a backslash as a slash and cuts it at ``?`` and ``#``, so anything else could
+#: name a place other than the one compared here.
 _S3_SEGMENT = re.compile(r"[A-Za-z0-9._=+,@~!-]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -73,10 +73,10 @@ def canonical(root: str, *, strict: bool = True) -> Root:
         parts = tuple(prefix.split("/")) if prefix else ()
         if not bucket or any(p in ("", ".", "..") for p in parts):
             raise InvalidInput(f"invalid storage root {root!r}: expected s3://bucket/prefix without '..'")
-        if strict and (not _S3_BUCKET.fullmatch(bucket) or not all(_S3_SEGMENT.fullmatch(p) for p in parts)):
+        if strict and (not S3_BUCKET.fullmatch(bucket) or not all(_S3_SEGMENT.fullmatch(p) for p in parts)):
             raise InvalidInput(
-                f"invalid storage root {root!r}: a bucket is lower-case letters, digits, '.' and "
-                "'-'; a prefix's segments letters, digits and ._=+,@~!- (no %, \\, ?, #, space)"
+                f"invalid storage root {root!r}: a bucket is 3-63 lower-case letters, digits, '.' "
+                "and '-'; a prefix's segments letters, digits and ._=+,@~!- (no %, \\, ?, #, space)"
             )
         return Root("s3", bucket, parts)
     if "://" in root and not root.startswith(FILE):

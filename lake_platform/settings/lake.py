@@ -296,7 +296,9 @@ def _default_results_root(home: Path, warehouse_root: str) -> str:
     return (home / "results").as_posix()
 
 
-_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+#: An S3 bucket name as AWS and SeaweedFS accept it: 3-63 lower-case letters, digits, dots and
+#: dashes, a letter or digit at each end. The one rule for every s3:// location the platform takes.
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 def inbox_location_problem(location: str) -> str | None:
@@ -304,7 +306,7 @@ def inbox_location_problem(location: str) -> str | None:
     bucket, or another scheme, would fail every sensor tick with the storage client's error."""
     bucket = location.removeprefix("s3://").split("/", 1)[0] if location.startswith("s3://") else None
     scheme = "://" in location and not location.startswith(("s3://", "file://"))
-    if scheme or (bucket is not None and not _S3_BUCKET.fullmatch(bucket)):
+    if scheme or (bucket is not None and not S3_BUCKET.fullmatch(bucket)):
         return (
             "the inbox location is a local folder or s3://bucket/prefix (a bucket name of 3-63 "
             f"lower-case letters, digits, dots and dashes), not {location!r}"

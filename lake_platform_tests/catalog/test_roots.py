@@ -18,6 +18,7 @@ from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import WarehouseRecord
 from lake_platform.settings import load_settings
+from lake_platform.settings.lake import inbox_location_problem
 from lake_platform.up.demo import seed_demo
 
 
@@ -204,12 +205,23 @@ def test_a_bad_warehouse_roots_setting_fails_at_start(tmp_path: Path, value: str
 
 
 def test_canonical_roots() -> None:
-    assert str(roots.canonical("s3://b/a/c/")) == "s3://b/a/c"
-    assert roots.canonical("s3://b/a/c").within(roots.canonical("s3://b/a"))
-    assert not roots.canonical("s3://b/ab").within(roots.canonical("s3://b/a"))
-    assert not roots.canonical("s3://b/a").within(roots.canonical("/b/a"))
+    assert str(roots.canonical("s3://bk1/a/c/")) == "s3://bk1/a/c"
+    assert roots.canonical("s3://bk1/a/c").within(roots.canonical("s3://bk1/a"))
+    assert not roots.canonical("s3://bk1/ab").within(roots.canonical("s3://bk1/a"))
+    assert not roots.canonical("s3://bk1/a").within(roots.canonical("/b/a"))
     with pytest.raises(InvalidInput, match="unsupported storage root"):
         roots.canonical("gs://b/a")
+
+
+@pytest.mark.parametrize("bucket", ["ab", "lake-", "-lake", "a" * 64, "Lake", "la_ke"])
+def test_a_warehouse_root_and_the_inbox_refuse_the_same_bucket_names(bucket: str) -> None:
+    """One bucket rule for every s3:// location (before: a root took ``ab`` or ``lake-``, which
+    S3 refuses and LAKE_INBOX refused)."""
+    assert inbox_location_problem(f"s3://{bucket}/in") is not None
+    with pytest.raises(InvalidInput, match="a bucket is 3-63"):
+        roots.canonical(f"s3://{bucket}/tenants")
+    assert inbox_location_problem("s3://abc/in") is None
+    assert str(roots.canonical("s3://abc/tenants")) == "s3://abc/tenants"
 
 
 def test_a_root_registered_before_the_segment_rule_is_reported_and_blocks_no_one(tmp_path: Path) -> None:
