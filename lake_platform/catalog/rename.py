@@ -2,15 +2,17 @@
 
 A table's location is its incarnation's (``<root>/<namespace>/<table>-<incarnation>.lance``,
 assigned once), so a rename only moves the registration: the table record to the new name
-(same incarnation, versions, tags, lease), its policy record with it, and a commit-log entry
-under the new name naming the old one. It is taken under the table's lease and conditional on
-the record not moving, the new name being free and the new namespace still being there.
-Within one warehouse only: the data stays under that warehouse's root. Admin, like a drop (the
-old name stops resolving); a protected table is not renamed.
+(same incarnation, versions, tags, lease), its policy record and its branch records
+(``branch_moves``) with it, and a commit-log entry under the new name naming the old one. It is
+taken under the table's lease and conditional on the record not moving, the new name being
+free and the new namespace still being there. Within one warehouse only: the data stays under
+that warehouse's root. Admin, like a drop (the old name stops resolving); a protected table is
+not renamed.
 """
 
 from __future__ import annotations
 
+from lake_platform.catalog import branch_moves
 from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
@@ -58,6 +60,7 @@ class Renames:
             if recovery.settle_above(self.ctx.store, record, keys.table(tname), f"table {tname}"):
                 record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             policy_ops, kept = self.policies.detach(str(tname))
+            branch_ops = branch_moves.move_ops(self.ctx.store, tname, target, record.incarnation)
             with lease.fenced() as fence:
                 ops: list[Op] = [
                     Delete(keys.table(tname), revision),
@@ -66,6 +69,7 @@ class Renames:
                     fence,
                     *policy_ops,
                     *self.policies.restore(kept, str(tname), str(target)),
+                    *branch_ops,
                 ]
                 entry = Log(
                     str(target),

@@ -3,12 +3,19 @@ registry transaction; refusals change nothing."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, NamespaceNotFound, Protected, TableAlreadyExists, TableNotFound
+from lake_platform.maintenance import orphans
+from lake_platform.settings import LakeSettings
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
+TWO_DAYS = 2 * 86400
 
 
 def test_rename_moves_the_registration(lake: Lake) -> None:
@@ -47,3 +54,31 @@ def test_refusals_change_nothing(lake: Lake) -> None:
     with pytest.raises(Protected):
         lake.catalog.renames.rename_table(T, "p.w.ns.t2")
     assert state(lake) == before
+
+
+def test_rename_takes_the_tables_branches_along(backend_settings: LakeSettings) -> None:
+    """A branch (live or in the trash) belongs to the incarnation, not the name: after a rename
+    it is listed, read, written and undropped under the new name, and the orphan scan of the new
+    name counts its Lance branch as named, so a reclaim never takes the branch's files. Before,
+    the records stayed under the old name: the renamed table had no branches and a scan past
+    the age gate listed both Lance branches as unknown (a reclaim deletes those)."""
+    with Catalog(backend_settings) as c:
+        c.tables.create_table(T, rows([1, 2]))
+        c.branches.create_branch(T, "dev")
+        c.branch_writes.append(T, "dev", rows([3]))
+        c.branches.create_branch(T, "gone")
+        c.branch_trash.delete_branch(T, "gone")
+        c.renames.rename_table(T, "p.w.ns.u")
+        assert [b.branch for b in c.branches.list_branches("p.w.ns.u")] == ["dev"]
+        assert ids_of(c.branches.open_branch("p.w.ns.u", "dev")) == [1, 2, 3]
+        report = orphans.scan(c, "p.w.ns.u", min_age=timedelta(hours=1), now=time.time() + TWO_DAYS)
+        assert report.unknown_branches == [] and len(report.branches) == 2
+        c.branch_writes.append("p.w.ns.u", "dev", rows([4]))
+        c.branch_trash.undrop_branch("p.w.ns.u", "gone")
+        assert ids_of(c.branches.open_branch("p.w.ns.u", "gone")) == [1, 2]
+        assert ids_of(c.branches.open_branch("p.w.ns.u", "dev")) == [1, 2, 3, 4]
+        # The old name is free and holds nothing of the table: a new table there has no branches.
+        c.tables.create_table(T, rows([9]))
+        assert c.branches.list_branches(T, include_trashed=True) == []
+        c.branches.create_branch(T, "dev")
+        assert ids_of(c.branches.open_branch("p.w.ns.u", "dev")) == [1, 2, 3, 4]
