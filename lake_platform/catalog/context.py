@@ -193,9 +193,7 @@ class CatalogContext:
         for k, key in found:
             if self.store.get(key) is not None:
                 return k, key
-        if found and found[0][0] == "table":
-            raise TableNotFound(f"no table or namespace named {scope}")
-        raise NamespaceNotFound(f"{found[0][0] if found else 'scope'} {scope} does not exist")
+        raise scope_not_found(scope, found[0][0] if found else "scope")
 
     # -- the commit log and the one door to the registry ---------------------------------------
 
@@ -332,6 +330,14 @@ class CatalogContext:
 
 
 # == shared checks and error classification ====================================================
+
+
+def scope_not_found(scope: str, kind: str) -> LakeError:
+    """What ``CatalogContext.scope`` answers for a dotted name that names nothing of ``kind``
+    (the first kind it tried: ``table`` for four parts or more)."""
+    if kind == "table":
+        return TableNotFound(f"no table or namespace named {scope}")
+    return NamespaceNotFound(f"{kind} {scope} does not exist")
 
 
 def check_commit_id(commit_id: str | None) -> str:

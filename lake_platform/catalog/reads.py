@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog import transaction_recovery as recovery
-from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, scope_not_found
 from lake_platform.catalog.manifests import Manifests
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import PlannedCompaction, TableInfo
@@ -340,7 +340,9 @@ class Reads:
     def log(
         self, prefix: str = "", *, limit: int | None = None, by: Provenance = UNSTATED
     ) -> list[CommitLogEntry]:
-        """Every commit-log entry of objects under a dotted prefix (all of them without one)."""
+        """Every commit-log entry of objects under a dotted prefix (all of them without one). A
+        prefix with no entries that names no live object (a typo, another tenant's name) is the
+        NotFound ``scope`` answers for it."""
         who = self.ctx.who(by.principal)
         if prefix:
             for part in prefix.split("."):
@@ -352,5 +354,14 @@ class Reads:
                 continue
             if who.can(entry.target.split(".")[0], "read"):
                 entries.append(entry)
+        if prefix and not entries:
+            # A typo is not an empty log: it is the NotFound a describe of the name gives (another
+            # tenant's name looks the same); an existing object may have no entries (older registry).
+            parts = prefix.split(".")
+            if not who.can(parts[0], "read"):
+                raise scope_not_found(
+                    prefix, ("project", "warehouse", "namespace", "table")[min(len(parts), 4) - 1]
+                )
+            self.ctx.scope(prefix)
         entries.sort(key=lambda e: (e.at_ms, e.target))
         return entries[-limit:] if limit else entries

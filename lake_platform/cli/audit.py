@@ -14,7 +14,8 @@ from lake_platform.cli.app import State, handles_errors, pass_state, text_table,
 @pass_state
 @handles_errors
 def log_command(state: State, prefix: str, limit: int | None) -> None:
-    """Every commit (data and governance) under PREFIX: who, what, when."""
+    """Every commit (data and governance) under PREFIX: who, what, when. A PREFIX that names
+    nothing (no live object, no entries) is an error, as `lake table describe` of it."""
     with state.catalog() as catalog:
         entries = [e.model_dump() for e in catalog.reads.log(prefix, limit=limit)]
     cols = ["when", "target", "operation", "actor", "to", "commit_id"]

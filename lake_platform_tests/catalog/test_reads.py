@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.errors import InvalidTableState
+from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidTableState, LakeError, NamespaceNotFound, TableNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
@@ -113,3 +115,45 @@ def test_a_prefix_naming_a_table_lists_that_table_and_the_namespace_of_its_name(
     catalog.tables.create_table("p.w.ns.t.inner", rows([3]))
     catalog.tables.create_table("p.w.ns.t2", rows([4]))
     assert sorted(r.name for r in catalog.reads.list_tables(T)) == [T, "p.w.ns.t.inner"]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "error"),
+    [
+        ("q", NamespaceNotFound),
+        ("p.nope", NamespaceNotFound),
+        ("p.w.nope", NamespaceNotFound),
+        ("p.w.ns.nope", TableNotFound),
+    ],
+)
+def test_a_log_prefix_naming_nothing_is_not_found(
+    catalog: Catalog, prefix: str, error: type[LakeError]
+) -> None:
+    """A typo was an empty log, as if nothing had happened there: the same answer a describe of
+    it gives, while an existing object with no entries (a registry older than the log) is an
+    empty log, and a dropped one keeps its entries."""
+    with pytest.raises(error, match=prefix.replace(".", r"\.")):
+        catalog.reads.log(prefix)
+    ns_entries = [i.key for i in catalog.store.scan_prefix(keys.log_prefix("p.w.ns"))]
+    for key in ns_entries:
+        item = catalog.store.get(key)
+        assert item is not None
+        catalog.store.compare_and_delete(key, item.revision)
+    assert catalog.reads.log("p.w.ns") != []  # its table's entries
+    catalog.containers.create_namespace("p.w.empty")
+    empty = catalog.store.scan_prefix(keys.log_prefix("p.w.empty"))
+    for item in list(empty):
+        catalog.store.compare_and_delete(item.key, item.revision)
+    assert catalog.reads.log("p.w.empty") == []
+    catalog.trash.drop_table(T, purge=True)
+    assert [e.operation for e in catalog.reads.log(T)][-1] == "purge"
+
+
+def test_a_log_prefix_in_another_tenants_project_looks_missing(catalog: Catalog) -> None:
+    outsider = Provenance(principal=Principal("eve", "user", "q", "admin"))
+    answers = []
+    for prefix in ("p.w.ns", "p.w.nope"):
+        with pytest.raises(NamespaceNotFound) as err:
+            catalog.reads.log(prefix, by=outsider)
+        answers.append(str(err.value).replace(prefix, "X"))
+    assert answers[0] == answers[1]

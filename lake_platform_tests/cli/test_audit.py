@@ -76,3 +76,16 @@ def test_an_audit_file_given_that_does_not_exist_is_an_error(lake: CliRunner, tm
     assert result.exit_code == 2
     assert "nope.jsonl' does not exist" in json.loads(result.stdout)["error"]["message"]
     assert run(lake, "audit", "queries", "--project", "p") == []
+
+
+def test_a_log_prefix_naming_nothing_is_an_error_like_a_describe(lake: CliRunner) -> None:
+    """`lake log p.w.nsx` (a typo) printed "no entries" and exited 0."""
+    from lake_platform.cli import cli
+
+    for prefix, code in (("p.w.nsx", "NAMESPACE_NOT_FOUND"), ("p.w.ns.nope", "TABLE_NOT_FOUND")):
+        result = lake.invoke(cli, ["log", prefix])
+        assert result.exit_code == 1, result.output
+        assert result.stderr.startswith("error [") and code in result.stderr and prefix in result.stderr
+        result = lake.invoke(cli, ["--json", "log", prefix])
+        assert result.exit_code == 1 and prefix in json.loads(result.stdout)["error"]["message"]
+    assert [e["operation"] for e in run(lake, "log", "p.w.ns")] == ["create namespace"]
