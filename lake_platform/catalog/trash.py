@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from lake_platform.catalog import branch_moves
 from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.policies import Policies
@@ -226,11 +227,19 @@ class Trash:
         assert trash.table is not None
         restored = trash.table.model_copy(update={"name": str(target)})
         commit_id = new_id()
+        source = TableName.parse(trash.target)
+        # Under another name, its branches come along (their records are keyed by the name).
+        moved = (
+            []
+            if source == target
+            else branch_moves.move_ops(self.ctx.store, source, target, restored.incarnation)
+        )
         ops: list[Op] = [
             Delete(item.key, item.revision),
             Put(keys.table(target), restored.encode(), ABSENT),
             Check(parent.key, parent.revision),
             *self.policies.restore(trash.policies, trash.target, str(target)),
+            *moved,
         ]
         entry = Log(
             str(target),
@@ -249,6 +258,10 @@ class Trash:
             if exc.key == parent.key:
                 raise NamespaceNotFound(
                     f"namespace {target.namespace_name} changed during the undrop"
+                ) from None
+            if exc.key.startswith(keys.branches_of(source)) or exc.key.startswith(keys.branches_of(target)):
+                raise ConcurrentModification(
+                    f"a branch of {trash.target} changed during the undrop; nothing was undropped"
                 ) from None
             raise TableNotFound(
                 f"the trash record of {trash.target} was purged or restored concurrently"

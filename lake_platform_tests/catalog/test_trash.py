@@ -6,6 +6,8 @@ every table below them; an undrop racing the expiry has exactly one winner."""
 from __future__ import annotations
 
 import threading
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from lake_platform.errors import (
     TableAlreadyExists,
     TableNotFound,
 )
+from lake_platform.maintenance import orphans
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
@@ -220,3 +223,24 @@ def test_a_namespace_undrop_whose_table_name_is_taken_is_refused_whole(lake: Lak
     c.trash.undrop_namespace("p.w.ns")
     assert ids_of(c.reads.open_table("p.w.ns.t")) == [1]
     assert ids_of(c.reads.open_table("p.w.ns.sub.u")) == [2]
+
+
+def test_undrop_under_another_name_brings_the_branches_along(lake: Lake) -> None:
+    """The dropped table's branches (live and in the trash) come back under the name it is
+    undropped as, and the orphan scan of that name counts their Lance branches as named. Before,
+    their records stayed under the old name: the table came back with no branches and a scan
+    past the age gate listed them as unknown (a reclaim deletes those)."""
+    c = lake.catalog
+    c.tables.create_table(T, rows([1, 2]))
+    c.branches.create_branch(T, "dev")
+    c.branch_writes.append(T, "dev", rows([3]))
+    c.branches.create_branch(T, "gone")
+    c.branch_trash.delete_branch(T, "gone")
+    c.trash.drop_table(T)
+    c.trash.undrop_table(T, as_name="p.w.ns.u")
+    assert [b.branch for b in c.branches.list_branches("p.w.ns.u", include_trashed=True)] == ["dev", "gone"]
+    assert ids_of(c.branches.open_branch("p.w.ns.u", "dev")) == [1, 2, 3]
+    report = orphans.scan(c, "p.w.ns.u", min_age=timedelta(hours=1), now=time.time() + 2 * 86400)
+    assert report.unknown_branches == [] and len(report.branches) == 2
+    c.tables.create_table(T, rows([9]))
+    assert c.branches.list_branches(T, include_trashed=True) == []
