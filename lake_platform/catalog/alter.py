@@ -287,6 +287,10 @@ class Alter:
             raise Protected(f"table {tname} is protected; unprotect it to drop a column")
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
+            if commit_id is not None:  # it may have landed while this waited (sent twice at once)
+                replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)
+                if replay is not None:
+                    return replay
             if destructive and record.protected:
                 raise Protected(f"table {tname} is protected; unprotect it to drop a column")
             schema = change(schema_from_ipc(record.schema_ipc))

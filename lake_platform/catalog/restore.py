@@ -36,13 +36,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RestoreRequest:
     """A restore's checked request, main's or a branch's: who asks, the table, the version to
-    restore, the commit id, and the earlier outcome when that commit id already landed."""
+    restore, the commit id, and the earlier outcome when that commit id already landed; the
+    branch restored (None: main) and whether the caller named the commit id (then it may land
+    meanwhile: sent twice at once)."""
 
     who: Principal
     table: TableName
     version: int
     commit_id: str
     replay: CommitResult | None
+    branch: str | None = None
+    named_id: bool = False
 
 
 def restore_request(
@@ -59,7 +63,7 @@ def restore_request(
     who.require(tname.project, "write", what)
     commit_id = check_commit_id(by.commit_id)
     replay = ctx.replayed(commit_id, table=str(tname), operation="restore", branch=branch)
-    return RestoreRequest(who, tname, version, commit_id, replay)
+    return RestoreRequest(who, tname, version, commit_id, replay, branch, by.commit_id is not None)
 
 
 def restore_pending(
@@ -100,6 +104,12 @@ def restore_line(
     the namespace Lance commits through; ``point`` is the failure hook just before the write."""
     ctx = commits.ctx
     with ctx.gate.hold(chain) as lease:
+        if request.named_id:  # it may have landed while this waited (sent twice at once)
+            replay = ctx.replayed(
+                request.commit_id, table=str(request.table), operation="restore", branch=request.branch
+            )
+            if replay is not None:
+                return replay
         record, ns = bind(lease)
         ds = engine.open_version(
             namespace=ns,

@@ -174,10 +174,9 @@ class Schemas:
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"change the schema metadata of {tname}")
         commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id, table=str(tname), operation="schema-metadata")
-        if replay is not None:
-            schema = self.commits.reads.open_table(name, replay.to_version, by=by).schema
-            return replay, schema_metadata_of(schema)
+        landed = self._landed(commit_id, tname, "schema-metadata", by)
+        if landed is not None:
+            return landed[0], schema_metadata_of(landed[1])
         record, _ = self.ctx.table(tname)
         pending = PendingCommit(
             commit_id=commit_id,
@@ -187,6 +186,10 @@ class Schemas:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
+            if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
+                landed = self._landed(commit_id, tname, "schema-metadata", by)
+                if landed is not None:
+                    return landed[0], schema_metadata_of(landed[1])
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 
@@ -217,10 +220,9 @@ class Schemas:
         self.ctx.require_parent(tname)
         who.require(tname.project, "write", f"change the field metadata of {tname}")
         commit_id = check_commit_id(by.commit_id)
-        replay = self.ctx.replayed(commit_id, table=str(tname), operation="field-metadata")
-        if replay is not None:
-            schema = self.commits.reads.open_table(name, replay.to_version, by=by).schema
-            return replay, field_metadata_of(schema, updates)
+        landed = self._landed(commit_id, tname, "field-metadata", by)
+        if landed is not None:
+            return landed[0], field_metadata_of(landed[1], updates)
         record, _ = self.ctx.table(tname)
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
@@ -234,6 +236,10 @@ class Schemas:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
+            if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
+                landed = self._landed(commit_id, tname, "field-metadata", by)
+                if landed is not None:
+                    return landed[0], field_metadata_of(landed[1], updates)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             from lake_platform.catalog.arrow_io import schema_to_ipc
 
@@ -246,6 +252,16 @@ class Schemas:
                 self.commits.resolve_failure(pending, ns, exc)
             self.commits.manifests.finalize(record, pending)
         return self.commits.result(pending, str(tname)), merged
+
+    def _landed(
+        self, commit_id: str, tname: TableName, operation: str, by: Provenance
+    ) -> tuple[CommitResult, pa.Schema] | None:
+        """The commit ``commit_id`` made as ``operation`` of ``tname``, with the schema at its
+        version (what a replay answers from), or None if it never landed."""
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)
+        if replay is None:
+            return None
+        return replay, self.commits.reads.open_table(str(tname), replay.to_version, by=by).schema
 
 
 #: Field metadata changes: column -> (values, replace); a None value deletes its key.

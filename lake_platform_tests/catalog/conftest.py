@@ -231,3 +231,10 @@ def sent_at_once(lake: Lake, call: Callable[[Catalog], object]) -> list[object]:
     for catalog in catalogs:
         catalog.close()
     return answers
+
+
+def staged_manifests(lake: Lake) -> list[str]:
+    """Lance's staging manifests left anywhere in the lake: each is an engine commit that no
+    registry commit made a version (a change run a second time, its landing refused)."""
+    files = engine.list_files(lake.root, lake.settings.storage_options(lake.root))
+    return sorted(f.path for f in files if engine.is_staging_manifest(f.path))

@@ -5,17 +5,21 @@ its lease refuses the append."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import (
     InvalidInput,
     InvalidTableState,
     TableColumnNotFound,
     TableSchemaValidationError,
 )
-from lake_platform_tests.catalog.conftest import Lake, state
+from lake_platform_tests.catalog.conftest import Lake, sent_at_once, staged_manifests, state
 from lake_platform_tests.catalog.schema_tables import T, base, current_schema, rows_of, seed, table
 
 
@@ -137,3 +141,28 @@ def test_a_writer_may_add_a_column_but_not_drop_or_rename_one(seeded: Lake) -> N
     assert state(seeded) == before
     seeded.catalog.alter.add_column(T, "note", "string", by=Provenance(principal=writer))
     assert [e.actor for e in seeded.catalog.reads.log(T)][-1] == "etl"
+
+
+@pytest.mark.parametrize(
+    ("call", "names"),
+    [
+        (
+            lambda c, by: c.alter.add_computed_columns(T, {"twice": "id * 2"}, by=by),
+            ["id", "score", "name", "twice"],
+        ),
+        (lambda c, by: c.alter.rename_columns(T, {"name": "label"}, by=by), ["id", "score", "label"]),
+        (lambda c, by: c.alter.drop_columns(T, ["score"], by=by), ["id", "name"]),
+    ],
+)
+def test_one_column_change_sent_twice_at_once_lands_once_and_both_answer_it(
+    seeded: Lake, call: Callable[[Catalog, Provenance], object], names: list[str]
+) -> None:
+    """Two catalogs (two servers) given one commit id at once: whichever takes the lease second
+    finds the first landed under the lease and answers it, instead of refusing a change already
+    made (the column exists, or is gone) or making it again."""
+    answers = sent_at_once(seeded, lambda c: call(c, Provenance(commit_id="sent-twice-0002")))
+    assert len(answers) == 2 and all(isinstance(a, CommitResult) for a in answers), answers
+    assert {(a.commit_id, a.to_version) for a in answers} == {("sent-twice-0002", 2)}  # type: ignore[union-attr]
+    assert current_schema(seeded).names == names
+    assert len(seeded.catalog.reads.log(T)) == 2
+    assert staged_manifests(seeded) == []  # Lance ran it once

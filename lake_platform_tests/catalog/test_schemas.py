@@ -4,17 +4,21 @@ version, in one logged commit; a stored schema is left alone; bad input changes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.arrow_io import schema_from_ipc
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, PermissionDenied, TableNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, decode
-from lake_platform_tests.catalog.conftest import Lake, state
+from lake_platform_tests.catalog.conftest import Lake, sent_at_once, staged_manifests, state
 
 T = "p.w.ns.t"
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
@@ -75,3 +79,34 @@ def test_bad_input_changes_nothing(unschema: Lake, name: str, by: Principal | No
     with pytest.raises(error):
         unschema.catalog.schemas.repair_schema(name, by=Provenance(principal=by))
     assert state(unschema) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "operation"),
+    [
+        (lambda c, by: c.schemas.update_schema_metadata(T, {"owner": "etl"}, by=by), "schema-metadata"),
+        (
+            lambda c, by: c.schemas.update_field_metadata(T, {"name": ({"unit": "cm"}, False)}, by=by),
+            "field-metadata",
+        ),
+    ],
+)
+def test_one_metadata_change_sent_twice_at_once_lands_once_and_both_answer_it(
+    lake: Lake, change: Callable[[Catalog, Provenance], tuple[CommitResult, object]], operation: str
+) -> None:
+    """Two catalogs (two servers) given one commit id at once: whichever takes the lease second
+    finds the first change landed and answers it (the same version and metadata); Lance never
+    commits it a second time."""
+    lake.catalog.tables.create_table(
+        T, pa.table([pa.array([1], pa.int64()), ["a"]], schema=SCHEMA).to_reader()
+    )
+    answers = sent_at_once(lake, lambda c: change(c, Provenance(commit_id="sent-twice-0004")))
+    assert len(answers) == 2 and all(isinstance(a, tuple) for a in answers), answers
+    (first, first_metadata), (second, second_metadata) = answers  # type: ignore[misc]
+    assert (first.commit_id, first.to_version, first_metadata) == (
+        second.commit_id,
+        second.to_version,
+        second_metadata,
+    )
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create", operation]
+    assert staged_manifests(lake) == []  # Lance ran it once
