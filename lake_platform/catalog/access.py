@@ -26,6 +26,7 @@ from lake_platform.errors import (
     ConditionFailed,
     InvalidInput,
     NamespaceNotFound,
+    TokenNotFound,
     Unauthenticated,
 )
 from lake_platform.naming import ProjectName, check_segment
@@ -171,9 +172,10 @@ class Access:
         if not isinstance(token_id, str) or len(token_id) != 16 or not token_id.isalnum():
             raise InvalidInput(f"invalid token id {token_id!r}")
         item = self.ctx.store.get(keys.token(token_id))
-        if item is None:
-            raise InvalidInput(f"no token with id {token_id}")
-        record = decode(TokenRecord, item.value, item.key)
+        record = decode(TokenRecord, item.value, item.key) if item is not None else None
+        if item is None or record is None or not who.can(record.project, "read"):
+            # Another tenant learns neither that the token exists nor where, as with users.
+            raise TokenNotFound(f"no token with id {token_id}")
         who.require(record.project, "admin", f"revoke tokens of {record.project}")
         revoked = record.model_copy(update={"revoked": True})
         self.ctx.commit(

@@ -10,7 +10,7 @@ import pytest
 
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import InvalidInput, LakeError, PermissionDenied
+from lake_platform.errors import ErrorCode, InvalidInput, LakeError, PermissionDenied, TokenNotFound
 from lake_platform.registry import keys
 from lake_platform_tests.catalog.conftest import Lake, state
 
@@ -92,3 +92,23 @@ def test_another_tenants_user_looks_missing_to_remove_and_set_role(dana: Lake) -
             answers.append(str(err.value).replace(who, "X"))
         assert answers[0] == answers[1]
     assert state(dana) == before
+
+
+def test_revoking_an_unknown_token_is_not_found_and_another_tenants_looks_the_same(dana: Lake) -> None:
+    """An id no token has was InvalidInput (as a malformed one is); another tenant's admin was
+    told PermissionDenied naming the token's project. Both now are TokenNotFound (NotFound on
+    the wire), alike, and nothing changes; a malformed id stays InvalidInput."""
+    record, _ = dana.catalog.access.create_token("etl", project="p", role="reader")
+    quinn = Provenance(principal=Principal("quinn", "user", "q", "admin"))
+    before = state(dana)
+    answers = []
+    for token_id, by in ((record.token_id, quinn), ("0123456789abcdef", None)):
+        with pytest.raises(TokenNotFound) as err:
+            dana.catalog.access.revoke_token(token_id, by=Provenance(principal=by.principal if by else None))
+        assert err.value.code == ErrorCode.NAMESPACE_NOT_FOUND
+        answers.append(str(err.value).replace(token_id, "X"))
+    assert answers[0] == answers[1] == "no token with id X"
+    with pytest.raises(InvalidInput):
+        dana.catalog.access.revoke_token("not-an-id")
+    assert state(dana) == before
+    assert not [t for t in dana.catalog.access.list_tokens() if t.revoked]

@@ -62,3 +62,25 @@ def test_listing_the_users_of_a_project_that_does_not_exist_is_an_error(lake: Cl
         and result.output == "error [1 NAMESPACE_NOT_FOUND]: project nope does not exist\n"
     )
     assert run(lake, "user", "list", "--project", "p") == []
+
+
+def test_revoking_a_token_id_nobody_has_is_not_found(lake: CliRunner) -> None:
+    """It was INVALID_INPUT (exit 2), as if the id were malformed."""
+    created = run(lake, "token", "create", "etl", "--project", "p", "--role", "reader")
+    result = lake.invoke(cli, ["--json", "token", "revoke", "0123456789abcdef"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["error"] == {
+        "code": 1,
+        "error": "TokenNotFound",
+        "message": "no token with id 0123456789abcdef",
+    }
+    result = lake.invoke(cli, ["token", "revoke", "0123456789abcdef"])
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "error [1 NAMESPACE_NOT_FOUND]: no token with id 0123456789abcdef\n",
+    )
+    assert [t["revoked"] for t in run(lake, "token", "list")] == [False]  # type: ignore[index]
+    assert run(lake, "token", "revoke", created["token_id"]) == {  # type: ignore[index]
+        "token_id": created["token_id"],  # type: ignore[index]
+        "revoked": True,
+    }
