@@ -7,14 +7,18 @@ were made from), the orphan scan (which takes a Lance branch no record names for
 create's leftovers and reclaims its files) and a purge. So whatever gives an incarnation another
 name (a rename, an undrop under another name) moves its branch records in the same registry
 transaction as the table record.
+
+A record under the name may belong to an earlier table of that name: one in the trash keeps it
+(its undrop, purge and orphan scan read it there), so no later table takes that key over, by
+a branch create, a rename or an undrop; one left by a purge nobody finished is put over.
 """
 
 from __future__ import annotations
 
-from lake_platform.errors import InvalidTableState
+from lake_platform.errors import InvalidTableState, TableBranchAlreadyExists
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import BranchRecord, decode
+from lake_platform.registry.records import BranchRecord, TrashRecord, decode
 from lake_platform.registry.store import ABSENT, Delete, Item, MetaStore, Op, Put
 
 #: Branch records (live or in the trash) one move carries at most: two ops each, in the one
@@ -40,10 +44,30 @@ def move_ops(store: MetaStore, tname: TableName, target: TableName, incarnation:
         )
     ops: list[Op] = []
     for item, rec in moving:
-        there = store.get(keys.branch(target, rec.branch))
         moved = rec.model_copy(update={"name": str(target)})
         ops += [
             Delete(item.key, item.revision),
-            Put(keys.branch(target, rec.branch), moved.encode(), there.revision if there else ABSENT),
+            Put(keys.branch(target, rec.branch), moved.encode(), free_revision(store, target, rec.branch)),
         ]
     return ops
+
+
+def free_revision(store: MetaStore, tname: TableName, branch: str, incarnation: str | None = None) -> int:
+    """The revision a new record of ``branch`` under ``tname`` is put at: ABSENT, or that of a
+    record an earlier incarnation left behind for good (no trash record of ``tname`` names it).
+    TableBranchAlreadyExists while a dropped table of that name in the trash has the branch.
+    ``incarnation``: the table the record is made for (its own record is the caller's to judge)."""
+    there = store.get(keys.branch(tname, branch))
+    if there is None:
+        return ABSENT
+    owner = decode(BranchRecord, there.value, there.key).table_incarnation
+    if owner != incarnation and any(
+        (trash := decode(TrashRecord, i.value, i.key)).table is not None and trash.table.incarnation == owner
+        for i in store.scan_prefix(keys.trash_prefix(f"{tname}/"))
+    ):
+        raise TableBranchAlreadyExists(
+            f"branch {branch} of {tname} belongs to a dropped table {tname} (incarnation {owner}) "
+            "in the trash, which undrop brings back with it: purge that table from the trash, or "
+            "choose another branch name"
+        )
+    return there.revision

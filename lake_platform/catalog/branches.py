@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lake_platform.catalog import branch_moves
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -264,6 +265,8 @@ class Branches:
                 f"branch {branch} of {tname} already exists"
                 + ("" if decode(BranchRecord, existing.value).state == "active" else " (in the trash)")
             )
+        # Another incarnation's record: a dropped table's in the trash is refused, a leftover replaced.
+        revision = branch_moves.free_revision(self.ctx.store, tname, branch, record.incarnation)
         parent: TableRecord = record
         if from_branch is not None and from_branch != MAIN:
             parent, _ = self.branch(tname, from_branch)
@@ -310,7 +313,7 @@ class Branches:
                 location=made.location,
             )
             ops: list[Op] = [
-                Put(keys.branch(tname, branch), rec.encode(), existing.revision if existing else ABSENT),
+                Put(keys.branch(tname, branch), rec.encode(), revision),
                 Put(keys.version(chain, version), first.encode(), ABSENT),
                 Check(keys.table(tname), table_rev),
             ]

@@ -52,6 +52,9 @@ class Renames:
             raise Protected(f"table {tname} is protected; unprotect it to rename it")
         if self.ctx.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists")
+        # Refused before the lease (a branch name the target's dropped table keeps, too many
+        # branches); read again under it for the revisions the move is conditional on.
+        branch_moves.move_ops(self.ctx.store, tname, target, record.incarnation)
         commit_id = new_id()
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)

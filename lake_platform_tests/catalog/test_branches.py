@@ -4,7 +4,9 @@ the registry contract matters)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,10 @@ from lake_platform.errors import (
     TableTagNotFound,
     TableVersionNotFound,
 )
+from lake_platform.maintenance import orphans
 from lake_platform.registry import keys
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 T = "p.w.ns.t"
 
@@ -255,3 +258,37 @@ def _tname() -> Any:
     from lake_platform.naming import TableName
 
     return TableName.parse(T)
+
+
+def test_a_branch_name_a_dropped_table_in_the_trash_still_has_is_not_taken_over(table: Lake) -> None:
+    """Branch records are keyed by the table's name. A new table of a dropped table's name cannot
+    make (or, by a rename or undrop, bring) a branch of the same name while the dropped one is
+    in the trash: its record would replace the dropped table's, whose undrop then came back
+    without that branch and whose orphan scan listed its Lance branch as unknown (a reclaim
+    deletes those). Refused, nothing changed; once the dropped table is purged the name is free."""
+    c = table.catalog
+    c.branches.create_branch(T, "dev")
+    c.branch_writes.append(T, "dev", rows([4]))
+    first = c.reads.open_table(T).record
+    c.trash.drop_table(T)
+    c.tables.create_table("p.w.ns.other", rows([8]))
+    c.branches.create_branch("p.w.ns.other", "dev")
+    before = state(table)
+    with pytest.raises(TableBranchAlreadyExists, match="in the trash"):
+        c.renames.rename_table("p.w.ns.other", T)
+    assert state(table) == before
+    c.tables.create_table(T, rows([9]))
+    before = state(table)
+    with pytest.raises(TableBranchAlreadyExists, match="in the trash"):
+        c.branches.create_branch(T, "dev")
+    assert state(table) == before
+    c.trash.drop_table(T, purge=True)
+    c.trash.undrop_table(T, incarnation=first.incarnation)
+    assert [b.branch for b in c.branches.list_branches(T)] == ["dev"]
+    assert ids_of(c.branches.open_branch(T, "dev")) == [1, 2, 3, 4]
+    report = orphans.scan(c, T, min_age=timedelta(hours=1), now=time.time() + 2 * 86400)
+    assert report.unknown_branches == []
+    c.trash.drop_table(T, purge=True)
+    c.tables.create_table(T, rows([7]))
+    c.branches.create_branch(T, "dev")  # the dropped table is gone: its branch name is free
+    assert ids_of(c.branches.open_branch(T, "dev")) == [7]
