@@ -12,7 +12,13 @@ from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.errors import ConditionFailed, Protected, TableBranchAlreadyExists, TableBranchNotFound
+from lake_platform.errors import (
+    ConditionFailed,
+    InvalidTableState,
+    Protected,
+    TableBranchAlreadyExists,
+    TableBranchNotFound,
+)
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, decode, new_id
@@ -83,12 +89,10 @@ class BranchTrash:
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"undrop branches of {tname}")
         rec, item = self.branches.branch(tname, branch, trashed=True)
-        if rec.state != "trashed":
-            raise TableBranchAlreadyExists(
-                f"branch {branch} of {tname} is not in the trash"
-                if rec.state == "active"
-                else f"branch {branch} of {tname} is being purged"
-            )
+        if rec.state == "active":
+            raise TableBranchAlreadyExists(f"branch {branch} of {tname} is not in the trash")
+        if rec.state != "trashed":  # purging: its files may be half gone; nothing to bring back
+            raise InvalidTableState(f"branch {branch} of {tname} is being purged; it cannot be undropped")
         back = rec.model_copy(
             update={"state": "active", "dropped_at_ms": None, "expires_at_ms": None, "dropped_by": None}
         )

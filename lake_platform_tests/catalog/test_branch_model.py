@@ -34,6 +34,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import (
     BranchDiverged,
     InvalidInput,
+    InvalidTableState,
     LakeError,
     TableBranchAlreadyExists,
     TableBranchNotFound,
@@ -219,6 +220,8 @@ class BranchMachine(RuleBasedStateMachine):
         call = lambda: self.catalog.branch_trash.undrop_branch(T, name)  # noqa: E731
         if line is None:
             self._expect(TableBranchNotFound, call)
+        elif line.state == "purging":
+            self._expect(InvalidTableState, call)
         elif line.state != "trashed":
             self._expect(TableBranchAlreadyExists, call)
         else:
