@@ -66,18 +66,19 @@ class BranchIndexes:
         *,
         replace: bool = False,
         options: Mapping[str, object] | None = None,
+        detail: Mapping[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Build the index of ``column`` (``<column>_idx``) with ``options`` (as main's) over
         every row of the branch's head; an index of that name already there is refused unless
-        ``replace``."""
+        ``replace``. ``detail`` and ``by.commit_id``: as main's."""
         kind = index_kind(kind)
         chosen = chosen_options(kind, options)
         tname, who = index_writer(self.ctx, name, by.principal)
         rec, _ = self.branches.branch(tname, branch)
         build = building(_label(tname, branch), rec, column, kind, replace, chosen)
-        detail = creation_detail(column, kind, chosen)
-        return self._commit(IndexChange(tname, who, "index create", detail, build, by), branch)
+        logged = {**(detail or {}), **creation_detail(column, kind, chosen)}
+        return self._commit(IndexChange(tname, who, "index create", logged, build, by), branch)
 
     def refresh_indexes(
         self,
@@ -99,14 +100,21 @@ class BranchIndexes:
         return self._commit(change, branch)
 
     def drop_index(
-        self, name: str, branch: str, column: str, *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        column: str,
+        *,
+        detail: Mapping[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Drop the branch's index of ``column`` (or its index named ``column``); the branch's
-        older versions, and main, keep theirs."""
+        older versions, and main, keep theirs. ``detail`` and ``by.commit_id``: as main's."""
         tname, who = index_writer(self.ctx, name, by.principal)
         self.branches.branch(tname, branch)  # a missing branch is refused before the column is
         drop = dropping_index(_label(tname, branch), column)
-        return self._commit(IndexChange(tname, who, "index drop", {"column": column}, drop, by), branch)
+        logged = {**(detail or {}), "column": column}
+        return self._commit(IndexChange(tname, who, "index drop", logged, drop, by), branch)
 
     def _commit(self, change: IndexChange, branch: str) -> MaintenanceResult:
         change = replace(change, detail={**change.detail, "branch": branch}, branch=branch)

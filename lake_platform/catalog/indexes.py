@@ -65,18 +65,21 @@ class Indexes:
         *,
         replace: bool = False,
         options: Mapping[str, object] | None = None,
+        detail: Mapping[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Build the index of ``column`` (named ``<column>_idx``) over every row of the current
         version, with ``options`` (the full-text index's: ``engine/indexes.FULL_TEXT_OPTIONS``,
         logged in the entry's detail). An index of that name already there is refused unless
-        ``replace`` (a rebuild, possibly of another kind)."""
+        ``replace`` (a rebuild, possibly of another kind). ``detail`` goes into the log entry
+        (an idempotent request's digest); ``by.commit_id`` that already landed as this change
+        is answered, nothing built."""
         kind = index_kind(kind)
         chosen = chosen_options(kind, options)
         tname, who = index_writer(self.ctx, name, by.principal)
         build = building(str(tname), self.ctx.table(tname)[0], column, kind, replace, chosen)
-        detail = creation_detail(column, kind, chosen)
-        return self._commit(IndexChange(tname, who, "index create", detail, build, by))
+        logged = {**(detail or {}), **creation_detail(column, kind, chosen)}
+        return self._commit(IndexChange(tname, who, "index create", logged, build, by))
 
     def refresh_indexes(
         self,
@@ -101,13 +104,16 @@ class Indexes:
         name: str,
         column: str,
         *,
+        detail: Mapping[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Drop the index of ``column`` (or the index named ``column``). Older versions keep
-        theirs: a drop changes only the versions after it."""
+        theirs: a drop changes only the versions after it. ``detail`` and ``by.commit_id``: as
+        ``create_index``'s."""
         tname, who = index_writer(self.ctx, name, by.principal)
         drop = dropping_index(str(tname), column)
-        return self._commit(IndexChange(tname, who, "index drop", {"column": column}, drop, by))
+        logged = {**(detail or {}), "column": column}
+        return self._commit(IndexChange(tname, who, "index drop", logged, drop, by))
 
     def _commit(self, change: IndexChange) -> MaintenanceResult:
         tname = change.table
@@ -266,11 +272,18 @@ def commit_index_change(
     hook points."""
     tname, operation = change.table, change.operation
     commit_id = check_commit_id(change.by.commit_id)
-    replay = ctx.replayed(commit_id, table=str(tname), operation=operation, branch=change.branch)
-    if replay is not None:
+
+    def landed() -> MaintenanceResult | None:
+        replay = ctx.replayed(commit_id, table=str(tname), operation=operation, branch=change.branch)
+        if replay is None:
+            return None
         return MaintenanceResult(
             str(tname), operation, "committed", replay.to_version or 0, commit_id, {"replayed": True}
         )
+
+    first = landed()
+    if first is not None:
+        return first
     pending = PendingCommit(
         commit_id=commit_id,
         operation=operation,
@@ -280,6 +293,10 @@ def commit_index_change(
     )
     chain, open_line = locate()
     with ctx.gate.hold(chain) as lease:
+        # it may have landed while this waited (sent twice at once)
+        first = landed() if change.by.commit_id is not None else None
+        if first is not None:
+            return first
         record, ns, ds = open_line(lease, pending)
         lease.check()
         try:

@@ -9,6 +9,7 @@ nothing; the key reused for another request is refused (422)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,6 +64,15 @@ def keyed(request: RestRequest, tname: TableName, kind: str, payload: bytes, ope
     if entry.detail.get("request_digest", digest) != digest:
         raise reused(key, f"{first} with other rows or options", f"{kind} of {tname}")
     return Keyed(by, detail, entry)
+
+
+def keyed_body(
+    request: RestRequest, tname: TableName, kind: str, operations: set[str], *also: object
+) -> Keyed:
+    """:func:`keyed` for a request whose JSON body (with ``also``: the branch, a name the
+    query gave) is what makes it this request."""
+    payload = json.dumps([*also, request.body], sort_keys=True, default=str).encode()
+    return keyed(request, tname, kind, payload, operations)
 
 
 def commit_once(

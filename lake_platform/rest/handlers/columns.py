@@ -18,7 +18,6 @@ line (``catalog/branch_changes.py``); main never moves. Each honours an ``Idempo
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
@@ -27,7 +26,7 @@ from lake_platform.catalog.schemas import FieldMetadataUpdates, field_metadata_o
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import scoped
-from lake_platform.rest.idempotency import Keyed, keyed
+from lake_platform.rest.idempotency import Keyed, keyed_body
 from lake_platform.rest.request import RestRequest
 
 
@@ -39,8 +38,7 @@ def _table_and_branch(request: RestRequest) -> tuple[TableName, str | None]:
 def _keyed(request: RestRequest, tname: TableName, branch: str | None, kind: str, operation: str) -> Keyed:
     """The change under the request's idempotency key: the body (and the branch) make it this
     request; ``operation`` is what its commit is logged as."""
-    payload = json.dumps([branch, request.body], sort_keys=True, default=str).encode()
-    return keyed(request, tname, kind, payload, {operation})
+    return keyed_body(request, tname, kind, {operation}, branch)
 
 
 def _entries(request: RestRequest, member: str) -> list[dict[str, Any]]:

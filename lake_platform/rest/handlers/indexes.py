@@ -10,7 +10,8 @@ Unsupported (the catalog does not build vector indexes), an unknown kind Invalid
 is named ``<column>_idx`` (Lance's own default): a ``name`` other than that is refused. The
 spec's full-text options (``with_position``, ``language``, ...) are passed to Lance for an
 FTS/INVERTED index and logged; on another kind, or with a value Lance would not take, they are
-InvalidInput, as is a vector index parameter."""
+InvalidInput, as is a vector index parameter. A build or a drop honours an ``Idempotency-Key``
+(``rest/idempotency.keyed``): a retry whose first attempt landed answers its commit."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from lake_platform.engine.indexes import IndexInfo
 from lake_platform.errors import InvalidInput, TableIndexNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import page, scoped
+from lake_platform.rest.idempotency import keyed_body
 from lake_platform.rest.request import RestRequest
 
 #: The spec's vector index types: the catalog builds none of them.
@@ -88,12 +90,16 @@ def create_index(request: RestRequest) -> Any:
             "omit 'name' or use that one"
         )
     options = _options(request)
-    by = Provenance(principal=request.principal)
-    catalog = request.service.catalog
+    request_key = keyed_body(request, tname, "index-create", {"index create"}, branch)
+    if request_key.first is not None:  # the key's build landed: its answer, nothing built
+        return {"transaction_id": request_key.first.commit_id}
+    by, detail, catalog = request_key.by, request_key.detail, request.service.catalog
     if branch is None:
-        result = catalog.indexes.create_index(str(tname), column, kind, options=options, by=by)
+        result = catalog.indexes.create_index(str(tname), column, kind, options=options, detail=detail, by=by)
     else:
-        result = catalog.branch_indexes.create_index(str(tname), branch, column, kind, options=options, by=by)
+        result = catalog.branch_indexes.create_index(
+            str(tname), branch, column, kind, options=options, detail=detail, by=by
+        )
     return {"transaction_id": result.commit_id}
 
 
@@ -153,11 +159,14 @@ def describe_index_stats(request: RestRequest) -> Any:
 def drop_index(request: RestRequest) -> Any:
     tname, branch = _table(request)
     name = _string(request, "index_name")
-    by = Provenance(principal=request.principal)
+    request_key = keyed_body(request, tname, "index-drop", {"index drop"}, branch)
+    if request_key.first is not None:  # the key's drop landed: its answer, not TableIndexNotFound
+        return {"transaction_id": request_key.first.commit_id}
+    by, detail, catalog = request_key.by, request_key.detail, request.service.catalog
     if branch is None:
-        result = request.service.catalog.indexes.drop_index(str(tname), name, by=by)
+        result = catalog.indexes.drop_index(str(tname), name, detail=detail, by=by)
     else:
-        result = request.service.catalog.branch_indexes.drop_index(str(tname), branch, name, by=by)
+        result = catalog.branch_indexes.drop_index(str(tname), branch, name, detail=detail, by=by)
     return {"transaction_id": result.commit_id}
 
 

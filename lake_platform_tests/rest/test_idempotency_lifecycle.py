@@ -1,0 +1,71 @@
+"""The index, tag, branch, rename and drop operations under an ``Idempotency-Key``, sent by
+pylance's own RestNamespace (its ``header.*`` properties; lake's publish route over HTTP): a
+retry whose first attempt landed answers the first answer and changes nothing, where without a
+key it is refused (the index, tag or branch exists, or is gone; the table is gone); the key
+reused for another request (another column, version, branch, name) is 422 and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lance
+import pytest
+from lance.namespace import RestNamespace
+from lance_namespace import (
+    CreateTableIndexRequest,
+    DropTableIndexRequest,
+)
+
+from lake_platform.catalog.idempotency import HEADER
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake
+
+T = ["p", "w", "ns", "orders"]
+TP = "p$w$ns$orders"
+NAME = "p.w.ns.orders"
+#: The log entries pylance's two writes leave (declare, create, append).
+SETUP = 3
+
+
+def keyed(lake: RestLake, key: str, who: str = "writer") -> RestNamespace:
+    """Pylance's RestNamespace sending ``key`` on every request (one client per request)."""
+    auth = lake.headers(who)["Authorization"]
+    return RestNamespace(uri=lake.url, **{"header.Authorization": auth, f"header.{HEADER}": key})
+
+
+def operations(lake: RestLake, name: str = NAME) -> list[str]:
+    """The table's commits after the fixture's two writes."""
+    return [e.operation for e in lake.catalog.reads.log(name)][SETUP:]
+
+
+def refused(call: Callable[[], Any]) -> str:
+    """The text of the refusal ``call`` raised in pylance (the server's problem detail)."""
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - pylance raises its own error types
+        call()
+    return str(caught.value)
+
+
+@pytest.fixture
+def orders(rest_lake: RestLake) -> RestLake:
+    """``p.w.ns.orders``: ids 1-3 at version 1, 4 at version 2 (through pylance, as the writer)."""
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=T, mode="create")
+    lance.write_dataset(rows([4]), namespace_client=ns, table_id=T, mode="append")
+    return rest_lake
+
+
+def test_an_index_built_and_dropped_under_keys_is_committed_once(orders: RestLake) -> None:
+    build = CreateTableIndexRequest(id=T, column="id", index_type="BTREE")
+    first = keyed(orders, "k-index").create_table_index(build)
+    assert keyed(orders, "k-index").create_table_index(build) == first
+    other = CreateTableIndexRequest(id=T, column="tag", index_type="BITMAP")
+    assert "idempotency key" in refused(lambda: keyed(orders, "k-index").create_table_index(other))
+    drop = DropTableIndexRequest(id=T, index_name="id_idx")
+    dropped = keyed(orders, "k-unindex").drop_table_index(drop)
+    assert keyed(orders, "k-unindex").drop_table_index(drop) == dropped
+    assert operations(orders) == ["index create", "index drop"]
+    # Without a key a repeated drop is refused: there is no such index any more.
+    assert "id_idx" in refused(
+        lambda: rest_namespace(orders.url, orders.tokens["writer"]).drop_table_index(drop)
+    )
