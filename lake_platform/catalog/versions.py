@@ -22,6 +22,7 @@ from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
 from lake_platform.catalog.version_removal import removal_entry, unregister, young_versions
 from lake_platform.engine import lance_engine as engine
+from lake_platform.engine import references
 from lake_platform.errors import ConditionFailed, InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -93,6 +94,9 @@ class Versions:
             replay = self._resume_compaction(tname, record, pending)
             if replay is not None:
                 return replay
+            gone = _missing_output(record, results, self.ctx.storage(record.location))
+            if gone is not None:
+                return self._skipped_stale(tname, record, pending, gone)
             ns = self.commits.bind(tname, record, revision, pending, lease)
             ds = engine.open_version(
                 namespace=ns,
@@ -399,3 +403,19 @@ class Versions:
                     "registry leftovers of %s changed during purge; left for the next sweep",
                     record.incarnation,
                 )
+
+
+def _missing_output(record: TableRecord, results: Sequence[str], storage: dict[str, str]) -> Exception | None:
+    """Why the tasks' output cannot be committed, if a file of it is gone or changed. The tasks
+    wrote it without the lease, perhaps long ago: an orphan reclaim (which holds the lease) may
+    have taken it since, and Lance would register a version that no longer reads. Checked under
+    the lease, so nothing takes it between this look and the commit."""
+    for rel, size in engine.compaction_outputs(results):
+        seen = references.stat(record.location, rel, storage)
+        if seen is None or (size and seen[0] != size):
+            state = "is gone" if seen is None else f"changed size ({seen[0]} bytes, written {size})"
+            return FileNotFoundError(
+                f"task output {rel} {state} (an orphan reclaim takes files no version references "
+                "once older than its age gate): nothing committed; plan again"
+            )
+    return None

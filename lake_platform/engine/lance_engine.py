@@ -244,6 +244,22 @@ def commit_compaction(ds: lance.LanceDataset, results: Sequence[str]) -> tuple[i
 
 
 @engine_call
+def compaction_outputs(results: Sequence[str]) -> list[tuple[str, int]]:
+    """The data files the rewrite results add in the dataset's own root, as (path relative to
+    the root, size in bytes; 0: not recorded)."""
+    lance_module()
+    from lance.optimize import RewriteResult
+
+    return [
+        (f"data/{f.path}", int(f.file_size_bytes or 0))
+        for r in results
+        for fragment in RewriteResult.from_json(r).new_fragments
+        for f in fragment.files
+        if getattr(f, "base_id", None) is None
+    ]
+
+
+@engine_call
 def is_rewrite(ds: lance.LanceDataset, version: int) -> bool:
     """Whether ``version`` was committed by a compaction's Rewrite (not its ReserveFragments)."""
     try:

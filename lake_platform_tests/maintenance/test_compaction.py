@@ -3,17 +3,19 @@ another machine would), and one commit that replays when repeated."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput
-from lake_platform.maintenance import compaction
+from lake_platform.maintenance import compaction, orphans
 from lake_platform.maintenance.compaction import compact_table, due
-from lake_platform_tests.maintenance.helpers import make_lake, rows
+from lake_platform_tests.maintenance.helpers import age_tree, make_lake, rows
 
 TABLE = "p.w.ns.frag"
+TWO_DAYS = 2 * 86400
 
 
 def fragmented(home: Path) -> Catalog:
@@ -80,5 +82,33 @@ def test_compact_table_runs_everything_here(tmp_path: Path) -> None:
         outcome = compact_table(catalog, TABLE, actor="test")
         assert outcome.status == "committed" and outcome.fragments_after == 3
         assert compact_table(catalog, TABLE).status == "nothing-to-do"
+    finally:
+        catalog.close()
+
+
+def test_a_commit_whose_task_output_an_orphan_reclaim_took_commits_nothing(tmp_path: Path) -> None:
+    """Tasks write their fragments without the table's lease and commit later; a reclaim in
+    between, past the age gate, takes those files for orphans (nothing registered names them).
+    The commit then checks, under the lease, that every file it adds is there: the plan ends
+    skipped-stale naming the missing file, nothing is committed, every row still reads, and the
+    next plan compacts. Before, the version was registered without its data file: the table's
+    current version failed to read (Lance: Not found)."""
+    catalog = fragmented(tmp_path / "home")
+    try:
+        before = catalog.reads.open_table(TABLE)
+        planned = compaction.plan(catalog, TABLE)
+        results = [compaction.run_task(catalog, planned, task) for task in planned.tasks]
+        age_tree(before.record.folder_uri.removeprefix("file://"), TWO_DAYS)
+        reclaimed = orphans.reclaim(catalog, TABLE, timedelta(hours=1))
+        assert reclaimed.deleted, "the tasks' output was not reclaimed: nothing to show"
+        outcome = compaction.commit(catalog, planned, results, actor="test")
+        assert outcome.status == "skipped-stale" and "is gone" in outcome.detail["reason"], outcome
+        after = catalog.reads.open_table(TABLE)
+        assert after.version == before.version
+        assert sorted(after.to_reader().read_all().column("id").to_pylist()) == list(range(60))
+        assert compact_table(catalog, TABLE, actor="test").status == "committed"
+        assert sorted(
+            catalog.reads.open_table(TABLE).to_reader().read_all().column("id").to_pylist()
+        ) == list(range(60))
     finally:
         catalog.close()
