@@ -20,7 +20,7 @@ from datafusion.catalog import Table
 
 from lake_platform.lru import BoundedLRU
 from lake_platform.query.cache import DataCache
-from lake_platform.query.facts import lookup_exprs
+from lake_platform.query.facts import lookup_exprs, uncast, variant_of
 from lake_platform.query.lookup import Lookup, lookup_of
 from lake_platform.query.planner import OpenTable, PlannedQuery
 from lake_platform.query.providers import Providers
@@ -50,11 +50,8 @@ def lookup_columns(root: Any) -> list[frozenset[str]]:
 
 
 def _columns(expr: Any) -> set[str]:
-    variant = expr.to_variant()
+    variant = variant_of(uncast(expr), "Column", "BinaryExpr", "InList")
     kind = type(variant).__name__
-    while kind in ("Cast", "TryCast"):
-        variant = variant.expr().to_variant()
-        kind = type(variant).__name__
     if kind == "Column":
         return {variant.name()}
     if kind == "BinaryExpr":

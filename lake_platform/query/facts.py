@@ -116,9 +116,23 @@ def any_node(root: Any, test: Callable[[str, Any], bool]) -> bool:
     return False
 
 
+def variant_of(expr: Any, *kinds: str) -> Any | None:
+    """``expr``'s variant when it is one of ``kinds`` (DataFusion's names: ``Column``,
+    ``BinaryExpr``, ...), else None. Read by name first: DataFusion's Python binding cannot
+    convert every kind (a function call, ``abs(id)`` or ``s['a']``, raises ValueError)."""
+    return expr.to_variant() if expr.variant_name() in kinds else None
+
+
+def uncast(expr: Any) -> Any:
+    """``expr`` without the casts around it."""
+    while (cast := variant_of(expr, "Cast", "TryCast")) is not None:
+        expr = cast.expr()
+    return expr
+
+
 def lookup_exprs(expr: Any) -> list[Any]:
     """A filter's lookup conjuncts: each ``column = literal``, an OR of them, or an IN list."""
-    variant = expr.to_variant()
+    variant = variant_of(expr, "BinaryExpr", "InList")
     kind = type(variant).__name__
     if kind == "BinaryExpr":
         op = variant.op()
@@ -134,7 +148,7 @@ def lookup_exprs(expr: Any) -> list[Any]:
 
 
 def _all_equalities(expr: Any) -> bool:
-    variant = expr.to_variant()
+    variant = variant_of(expr, "BinaryExpr", "InList")
     kind = type(variant).__name__
     if kind == "InList":
         return not variant.negated()
@@ -150,12 +164,4 @@ def _all_equalities(expr: Any) -> bool:
 
 
 def _kind(expr: Any) -> str:
-    variant = expr.to_variant()
-    kind = type(variant).__name__
-    while kind in ("Cast", "TryCast"):
-        variant = variant.expr().to_variant()
-        kind = type(variant).__name__
-    return kind
-
-
-__all__ = ["PlanFacts", "lookup_exprs", "sorted_on_top"]
+    return str(uncast(expr).variant_name())

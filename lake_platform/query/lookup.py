@@ -35,6 +35,7 @@ import pyarrow as pa
 from lake_platform.lru import BoundedLRU
 from lake_platform.query.batches import conformer, split_batch
 from lake_platform.query.errors import execution_error, timed_out, too_large
+from lake_platform.query.facts import variant_of
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.snapshot import TableRef
 
@@ -142,8 +143,8 @@ def lookup_of(df: Any, ref: TableRef, result: pa.Schema, schema: pa.Schema) -> L
         return None
     columns = []
     for expr in proj.projections():
-        v = expr.to_variant()
-        if type(v).__name__ != "Column":
+        v = variant_of(expr, "Column")
+        if v is None:
             return None
         columns.append(v.name())
     (filt,) = root.inputs()
@@ -176,17 +177,17 @@ def lookup_of_filter(
 
 
 def _conjuncts(expr: Any, schema: pa.Schema, terms: list[Term]) -> bool:
-    v = expr.to_variant()
-    if type(v).__name__ != "BinaryExpr":
+    v = variant_of(expr, "BinaryExpr")
+    if v is None:
         return False
     if v.op() == "AND":
         return _conjuncts(v.left(), schema, terms) and _conjuncts(v.right(), schema, terms)
     if v.op() != "=":
         return False
-    sides = [v.left().to_variant(), v.right().to_variant()]
-    kinds = [type(s).__name__ for s in sides]
+    kinds = [v.left().variant_name(), v.right().variant_name()]
     if sorted(kinds) != ["Column", "Literal"]:
         return False
+    sides = [v.left().to_variant(), v.right().to_variant()]
     col, lit = (sides[0], sides[1]) if kinds[0] == "Column" else (sides[1], sides[0])
     name = col.name()
     if not _NAME.match(name) or name not in schema.names:

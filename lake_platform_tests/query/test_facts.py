@@ -31,6 +31,8 @@ def facts(engine: QueryEngine, lake: tuple[Any, Catalog], sql: str) -> PlanFacts
         ("SELECT id FROM w.ns.t WHERE id = 5", False, True, False, False),  # a key lookup: few rows
         ("SELECT id FROM w.ns.t WHERE id IN (5, 6)", False, True, False, False),
         ("SELECT id FROM w.ns.t WHERE id = 5 OR id = 6", False, True, False, False),
+        ("SELECT id FROM w.ns.t WHERE abs(id) = 5", False, False, True, True),  # a function: no lookup
+        ("SELECT id FROM w.ns.t WHERE abs(id) = 5 OR id = 6", False, False, True, True),
         ("SELECT id FROM w.ns.t ORDER BY id", True, False, False, True),
         ("SELECT id FROM w.ns.t ORDER BY id LIMIT 5", True, False, False, False),  # a top-n: the sort's fetch
         ("SELECT id FROM w.ns.t LIMIT 5", False, False, False, False),  # the scan's fetch

@@ -87,6 +87,11 @@ DATAFUSION = [
     # Int64's least value: Lance's filter text reads it as a Float64 it will not compare to id
     "SELECT id FROM w.ns.keys WHERE id = -9223372036854775808",
     "SELECT a.id FROM w.ns.keys a JOIN w.ns.keys b ON a.id = b.id WHERE a.id = 5",
+    # a function call anywhere in the shape (DataFusion's Python binding cannot convert one)
+    "SELECT id FROM w.ns.keys WHERE abs(id) = 5",
+    "SELECT id FROM w.ns.keys WHERE upper(s) = 'NAME-5'",
+    "SELECT id FROM w.ns.keys WHERE id = 5 AND abs(k) = 5",
+    "SELECT upper(s) FROM w.ns.keys WHERE id = 5",
 ]
 
 
