@@ -409,12 +409,24 @@ def input_error(exc: BaseException) -> LakeError:
 RUST_LOCATION = re.compile(r",?\s*(?:location:\s*)?[^\s,]*\.rs:\d+(?::\d+)?")
 
 
+#: Lance's label of its InvalidInput kind, nested once per layer that wraps the error ("Invalid
+#: user input: Failed to parse ...: Invalid user input: Error parsing ..."): the typed error the
+#: catalog raises says it once.
+LANCE_KIND = re.compile(r"Invalid user input: ")
+
+#: DataFusion's list of the columns a name could have been, which names each one twice for a
+#: join (a merge's target and source sides): ``Valid fields are a, b, a, b.``
+VALID_FIELDS = re.compile(r"(Valid fields are )([^.]*(?:\.[^ .][^.]*)*)")
+
+
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s text, without Lance's source locations, at most 300 chars."""
+    """The first line of ``exc``'s text, without Lance's source locations and error-kind labels,
+    each valid field named once, at most 300 chars."""
     text = str(exc).strip().splitlines()
     if not text:
         return type(exc).__name__
-    line = RUST_LOCATION.sub("", text[0]).strip().rstrip(",")
+    line = LANCE_KIND.sub("", RUST_LOCATION.sub("", text[0])).strip().rstrip(",")
+    line = VALID_FIELDS.sub(lambda m: m.group(1) + ", ".join(dict.fromkeys(m.group(2).split(", "))), line)
     return (line or type(exc).__name__)[:300]
 
 

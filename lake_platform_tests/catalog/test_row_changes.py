@@ -49,6 +49,26 @@ def test_bad_input_changes_nothing(lake: Lake) -> None:
     assert state(lake) == before
 
 
+def test_a_bad_merge_condition_is_said_once_in_the_catalogs_words(lake: Lake) -> None:
+    """Lance nests its error kind ("Invalid user input: ... Invalid user input: ...") and lists
+    the valid fields twice: the message repeated itself under an error whose type says it."""
+    lake.catalog.tables.create_table(T, rows([1]))
+    messages = []
+    for condition in ("(((", "id >", "zzz = 1"):
+        with pytest.raises(InvalidInput) as err:
+            lake.catalog.rows.merge_insert(
+                T, rows([1, 2], "m"), ["id"], update_matched=True, update_matched_if=condition
+            )
+        messages.append(str(err.value))
+    for message in messages:
+        assert message.startswith(f"cannot merge {T}: ") and "Invalid user input" not in message, message
+    assert messages[0].count("Error parsing statement") == 1 and "(((" in messages[0], messages[0]
+    fields = messages[2].partition("Valid fields are ")[2].rstrip(".").split(", ")
+    assert "zzz" in messages[2] and len(fields) == len(set(fields)) > 0, messages[2]
+    # refused by Lance under the lease (taken and released): no version, no entry, same rows
+    assert [e.operation for e in lake.catalog.reads.log(T)] == ["create"] and content(lake) == {1: "x"}
+
+
 def test_a_bad_predicate_commits_nothing(lake: Lake) -> None:
     lake.catalog.tables.create_table(T, rows([1]))
     with pytest.raises(InvalidInput):
