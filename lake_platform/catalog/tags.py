@@ -6,12 +6,14 @@ same lease) never deletes a tagged version unseen; Lance's own copy follows the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from lake_platform.catalog.context import CatalogContext, Log, first_line
+from lake_platform.catalog.context import CatalogContext, Log, check_commit_id, first_line
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads
+from lake_platform.catalog.results import CommitResult
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -60,6 +62,7 @@ class Tags:
         *,
         replace: bool = False,
         branch: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> int:
         """Tag a registered version (current by default). Tagged versions are never cleaned up.
@@ -69,18 +72,25 @@ class Tags:
         cleanup (which chooses and deletes under the same lease) can never delete it unseen.
         Lance's own tag follows the registry. ``replace`` moves an existing tag (and adopts one
         only Lance's files held). ``branch``: tag a version of that branch instead (registry only:
-        Lance keeps one tag namespace per table, so a branch's tags have no Lance copy)."""
+        Lance keeps one tag namespace per table, so a branch's tags have no Lance copy).
+        ``detail`` goes into the log entry (an idempotent request's digest); ``by.commit_id``
+        that already landed as this tag answers the version it tagged (Lance's copy written if
+        it is still missing), nothing committed."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         if version is not None and not keys.valid_version(version):
             raise InvalidInput(f"invalid version {version!r}")
         who.require(tname.project, "write", f"tag {tname}")
+        commit = TagCommit(check_commit_id(by.commit_id), dict(detail or {}), by.commit_id is not None)
         if branch is not None:
-            return self._tag_branch(tname, branch, tag, version, replace, who)
+            return self._tag_branch(tname, branch, tag, version, replace, who, commit)
         record, _ = self.ctx.table(tname)
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, _ = self.ctx.table(tname, incarnation=record.incarnation)
+            first = commit.landed(self.ctx, tname, "tag")
+            if first is not None:
+                return self._tagged_again(tname, record, tag, first.to_version or 0)
             target = version or record.current_version
             item = self.ctx.store.get(keys.version(record.incarnation, target))
             if item is None:
@@ -105,7 +115,7 @@ class Tags:
                 raise TableTagAlreadyExists(f"tag {tag} already exists on {tname}")
             ops = _move_tag_ops(record, holders, tag, item, chosen)
             self.ctx.at("tag:before-commit")
-            self._commit_tag(lease, ops, tname, "tag", who, target, tag)
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag, commit)
             self.ctx.at("tag:after-commit")
             if in_engine is None:
                 _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
@@ -113,8 +123,25 @@ class Tags:
                 _engine_tag(lambda: engine.update_tag(snap.dataset, tag, target), tname, tag)
         return target
 
+    def _tagged_again(self, tname: TableName, record: TableRecord, tag: str, target: int) -> int:
+        """A tag whose commit landed already (a retry): Lance's copy written if the registry still
+        holds the tag at ``target`` and Lance lacks it (the first call failed after its commit)."""
+        holders = self._tag_holders(record, tag)
+        if holders and holders[0][0].version == target:
+            snap = self.reads.snapshot(tname, record, target)
+            if engine.tagged_versions(snap.dataset).get(tag) is None:
+                _engine_tag(lambda: engine.create_tag(snap.dataset, tag, target), tname, tag)
+        return target
+
     def _tag_branch(
-        self, tname: TableName, branch: str, tag: str, version: int | None, replace: bool, who: Principal
+        self,
+        tname: TableName,
+        branch: str,
+        tag: str,
+        version: int | None,
+        replace: bool,
+        who: Principal,
+        commit: TagCommit,
     ) -> int:
         """A tag on a version of ``branch``'s own chain, under the branch's lease."""
         check_segment(branch, "branch name")
@@ -124,6 +151,9 @@ class Tags:
         if line is None or line.table_incarnation != record.incarnation or line.state != "active":
             raise TableBranchNotFound(f"no branch {branch} on {tname}")
         with self.ctx.gate.hold(line.incarnation) as lease:
+            first = commit.landed(self.ctx, tname, "tag", branch)
+            if first is not None:
+                return first.to_version or 0
             target = version or line.current_version
             found = self.ctx.store.get(keys.version(line.incarnation, target))
             if found is None:
@@ -135,27 +165,36 @@ class Tags:
             if not holders and replace:
                 raise TableTagNotFound(f"no tag {tag} on branch {branch} of {tname}")
             ops = _move_tag_ops(line, holders, tag, found, chosen)
-            self._commit_tag(lease, ops, tname, "tag", who, target, tag, branch)
+            self._commit_tag(lease, ops, tname, "tag", who, target, tag, commit, branch)
         return target
 
-    def delete_tag(self, name: str, tag: str, *, by: Provenance = UNSTATED) -> None:
+    def delete_tag(
+        self, name: str, tag: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> None:
         """Remove a tag: out of the registry first (under the lease), then Lance's copy; a tag
-        left only in Lance still protects its version, and a retry removes it."""
+        left only in Lance still protects its version, and a retry removes it. ``detail`` and
+        ``by.commit_id``: as ``create_tag``'s (a landed one removes Lance's copy if the registry
+        no longer holds the tag)."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(tag, "tag name")
         who.require(tname.project, "write", f"untag {tname}")
+        commit = TagCommit(check_commit_id(by.commit_id), dict(detail or {}), by.commit_id is not None)
         record, _ = self.ctx.table(tname)
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, _ = self.ctx.table(tname, incarnation=record.incarnation)
             holders = self._tag_holders(record, tag)
             snap = self.reads.snapshot(tname, record, record.current_version)
             in_engine = engine.tagged_versions(snap.dataset).get(tag)
+            if commit.landed(self.ctx, tname, "untag") is not None:
+                if not holders and in_engine is not None:
+                    _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
+                return
             if not holders and in_engine is None:
                 raise TableTagNotFound(f"no tag {tag} on {tname}")
             ops = _untag_ops(record, holders, tag)
             self.ctx.at("untag:before-commit")
-            self._commit_tag(lease, ops, tname, "untag", who, None, tag)
+            self._commit_tag(lease, ops, tname, "untag", who, None, tag, commit)
             if in_engine is not None:
                 _engine_tag(lambda: engine.delete_tag(snap.dataset, tag), tname, tag)
 
@@ -177,6 +216,7 @@ class Tags:
         who: Principal,
         version: int | None,
         tag: str,
+        commit: TagCommit,
         branch: str | None = None,
     ) -> None:
         record_keys = {op.key for op in ops}
@@ -188,8 +228,9 @@ class Tags:
                         str(tname),
                         operation,
                         self.ctx.actor(None, who),
+                        commit_id=commit.commit_id,
                         to_version=version,
-                        detail={"tag": tag, **({"branch": branch} if branch else {})},
+                        detail={**commit.detail, "tag": tag, **({"branch": branch} if branch else {})},
                     ),
                 )
             except ConditionFailed as exc:
@@ -203,6 +244,25 @@ class Tags:
                         f"version records of {tname} changed; tag {tag} was not written"
                     ) from None
                 raise
+
+
+@dataclass(frozen=True)
+class TagCommit:
+    """A tag change's commit id, what its log entry's detail adds, and whether the caller named
+    the id (a retry's: it may have landed already, or while this one waited for the lease)."""
+
+    commit_id: str
+    detail: dict[str, object]
+    named: bool
+
+    def landed(
+        self, ctx: CatalogContext, tname: TableName, operation: str, branch: str | None = None
+    ) -> CommitResult | None:
+        """The commit this id made as ``operation`` of ``tname`` (on ``branch``), if it landed;
+        an id that landed as another commit is InvalidInput, nothing written."""
+        if not self.named:
+            return None
+        return ctx.replayed(self.commit_id, table=str(tname), operation=operation, branch=branch)
 
 
 def _engine_tag(write: Callable[[], None], tname: TableName, tag: str) -> None:

@@ -14,7 +14,10 @@ import pytest
 from lance.namespace import RestNamespace
 from lance_namespace import (
     CreateTableIndexRequest,
+    CreateTableTagRequest,
+    DeleteTableTagRequest,
     DropTableIndexRequest,
+    UpdateTableTagRequest,
 )
 
 from lake_platform.catalog.idempotency import HEADER
@@ -69,3 +72,23 @@ def test_an_index_built_and_dropped_under_keys_is_committed_once(orders: RestLak
     assert "id_idx" in refused(
         lambda: rest_namespace(orders.url, orders.tokens["writer"]).drop_table_index(drop)
     )
+
+
+def test_a_tag_created_moved_and_deleted_under_keys_is_committed_once(orders: RestLake) -> None:
+    create = CreateTableTagRequest(id=T, tag="month_end", version=1)
+    for _ in range(2):
+        keyed(orders, "k-tag").create_table_tag(create)
+    other = CreateTableTagRequest(id=T, tag="month_end", version=2)
+    assert "idempotency key" in refused(lambda: keyed(orders, "k-tag").create_table_tag(other))
+    assert orders.catalog.tags.list_tags(NAME) == {"month_end": 1}
+    move = UpdateTableTagRequest(id=T, tag="month_end", version=2)
+    for _ in range(2):
+        keyed(orders, "k-move").update_table_tag(move)
+    delete = DeleteTableTagRequest(id=T, tag="month_end")
+    for _ in range(2):
+        keyed(orders, "k-untag").delete_table_tag(delete)
+    assert orders.catalog.tags.list_tags(NAME) == {}
+    assert operations(orders) == ["tag", "tag", "untag"]
+    # Without a key a repeated delete is refused: the tag is gone.
+    plain = rest_namespace(orders.url, orders.tokens["writer"])
+    assert "month_end" in refused(lambda: plain.delete_table_tag(delete))

@@ -23,6 +23,7 @@ from lake_platform.rest.handlers import (
     query,
     registration,
     tables,
+    tags,
     versions,
 )
 from lake_platform.rest.request import RestRequest
@@ -32,6 +33,7 @@ Handler = Callable[[RestRequest], Any]
 HANDLERS: dict[str, Handler] = {
     **namespaces.HANDLERS,
     **tables.HANDLERS,
+    **tags.HANDLERS,
     **versions.HANDLERS,
     **batch.HANDLERS,
     **data.HANDLERS,

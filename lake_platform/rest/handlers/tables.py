@@ -1,6 +1,6 @@
-"""Table metadata and tags, over the catalog's Lance Namespace. Drop and deregister go to the
-trash (recoverable until its deadline, ``GET /v1/trash/{id}``). Every tag read and write goes
-through the registry's tags (``catalog/tags.py``), as ``lake tag`` does."""
+"""Table metadata and tag reads, over the catalog's Lance Namespace. Drop and deregister go to
+the trash (recoverable until its deadline, ``GET /v1/trash/{id}``). Every tag read goes through
+the registry's tags (``catalog/tags.py``), as ``lake tag`` does; tag changes: ``tags.py``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from lake_platform.errors import (
     TableAlreadyExists,
     TableTagNotFound,
     TableVersionNotFound,
-    Unsupported,
 )
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
@@ -273,19 +272,6 @@ def update_schema_metadata(request: RestRequest) -> Any:
     return {"metadata": merged, "transaction_id": result.commit_id} if wrapped else merged
 
 
-def _tag_call(name: str) -> Any:
-    def call(request: RestRequest) -> Any:
-        scoped(request, table=True)
-        request.table_name()
-        if branches.branch_of(request) is not None:
-            # The spec lets a tag name a branch's version; the registry's tags name main's. Read
-            # as main's, the branch's version number would tag other data.
-            raise Unsupported("tags name versions of main; a branch's versions cannot be tagged")
-        return to_json(getattr(lake_namespace(request), name)(_body(request))) or {}
-
-    return call
-
-
 def list_table_tags(request: RestRequest) -> Any:
     """The registry's tags (what ``lake tag list`` shows), never Lance's tag files: one truth."""
     scoped(request, table=True)
@@ -332,7 +318,4 @@ HANDLERS = {
     "UpdateTableSchemaMetadata": update_schema_metadata,
     "ListTableTags": list_table_tags,
     "GetTableTagVersion": get_table_tag_version,
-    "CreateTableTag": _tag_call("create_table_tag"),
-    "DeleteTableTag": _tag_call("delete_table_tag"),
-    "UpdateTableTag": _tag_call("update_table_tag"),
 }
