@@ -31,8 +31,13 @@ def arrow_reader(request: RestRequest) -> pa.RecordBatchReader:
     if not request.raw:
         raise InvalidInput("the body must be an Arrow IPC stream (application/vnd.apache.arrow.stream)")
     body = pa.BufferReader(request.raw)
+    # An IPC stream aligns its buffers to 8 bytes; read in place, a decimal128 column's values
+    # sat where Lance's 16-byte reads panic (a 500). Arrow's type-specific alignment takes 8 as
+    # enough for a decimal, so the reader copies each buffer not on 64 bytes (a memcpy of a body
+    # already bounded by LAKE_REST_MAX_BODY_BYTES).
+    aligned = pa.ipc.IpcReadOptions(ensure_alignment=pa.ipc.Alignment.At64Byte)
     try:
-        table = pa.ipc.open_stream(body).read_all()
+        table = pa.ipc.open_stream(body, options=aligned).read_all()
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"the body is not a valid Arrow IPC stream: {exc}") from None
     # The reader stops at the stream's end marker: bytes after it (a second stream, say) would be

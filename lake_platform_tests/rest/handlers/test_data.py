@@ -4,6 +4,8 @@ spec's errors and change nothing."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
 import pytest
@@ -151,3 +153,32 @@ def test_create_exist_ok_keeps_a_declared_table_as_it_is(events: RestLake) -> No
     )
     described = events.post("/v1/table/p$w$ns$later/describe", {}).json()
     assert described["is_only_declared"] is True  # nothing was written
+
+
+def test_decimals_are_created_inserted_and_merged_whatever_their_place_in_the_body(
+    events: RestLake,
+) -> None:
+    """A decimal128 column's values need 16-byte aligned memory in Lance; an IPC stream aligns
+    its buffers to 8 bytes, so with one int64 column before it (or three) the body was read in
+    place, misaligned, and Lance panicked: a 500. Each layout is now read whole."""
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    for before in range(1, 4):
+        keys = {f"k{i}": pa.array([1, 2], pa.int64()) for i in range(before)}
+        cents = pa.array([Decimal("1.50"), Decimal("-99999999.99")], pa.decimal128(10, 2))
+        table = pa.table({**keys, "d": cents})
+        path = f"/v1/table/p$w$ns$money{before}"
+        created = events.post(f"{path}/create", None, data=ipc(table), headers=arrow)
+        assert created.status_code == 200, created.text
+        inserted = events.post(f"{path}/insert", None, data=ipc(table), headers=arrow)
+        assert inserted.status_code == 200, inserted.text
+        merged = events.post(
+            f"{path}/merge_insert",
+            None,
+            params={"on": "k0", "when_matched_update_all": "true"},
+            data=ipc(table.slice(0, 1)),
+            headers=arrow,
+        )
+        assert merged.status_code == 200, merged.text
+        back = events.catalog.reads.open_table(f"p.w.ns.money{before}").dataset.to_table()
+        assert back.schema == table.schema
+        assert sorted(back.column("d").to_pylist()) == sorted(cents.to_pylist() * 2)
