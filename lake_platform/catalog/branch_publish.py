@@ -102,19 +102,30 @@ class BranchPublish:
         self.ctx = ctx
         self.branches = branches
 
-    def publish_branch(self, name: str, branch: str, *, by: Provenance = UNSTATED) -> CommitResult:
+    def publish_branch(
+        self, name: str, branch: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> CommitResult:
         """Fast-forward main to the branch's head: one registry commit, logged ``publish``.
         BranchDiverged (409, ABORTED) when main moved since the branch's line left it; InvalidInput
-        when the branch has no commit of its own. The branch is consumed: its line is main's now."""
-        return self.publish_branches([name], branch, by=by, single=True)[0]
+        when the branch has no commit of its own. The branch is consumed: its line is main's now.
+        ``detail`` goes into the log entry (an idempotent request's digest)."""
+        return self.publish_branches([name], branch, detail=detail, by=by, single=True)[0]
 
     def publish_branches(
-        self, names: list[str], branch: str, *, by: Provenance = UNSTATED, single: bool = False
+        self,
+        names: list[str],
+        branch: str,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+        single: bool = False,
     ) -> list[CommitResult]:
         """Publish ``branch`` of every table in ``names`` into its main in ONE registry
         transaction: every main moves, or none does (the first refusal in name order is the
         error: BranchDiverged, InvalidInput, TableBranchNotFound, ...). One result per table,
-        in sorted name order. ``single``: one table, whose commit id is the publish's own."""
+        in sorted name order. ``single``: one table, whose commit id is the publish's own.
+        ``by.commit_id`` that landed already (checked again under the leases: sent twice at
+        once) answers its results, nothing published again."""
         who = self.ctx.who(by.principal)
         tnames = sorted({str(TableName.parse(n)): TableName.parse(n) for n in names}.items())
         if not tnames:
@@ -124,13 +135,19 @@ class BranchPublish:
         for _, tname in tnames:
             self.ctx.require_parent(tname)
             who.require(tname.project, "write", f"publish to {tname}")
-        if by.commit_id is not None:
+
+        def landed() -> list[CommitResult] | None:
+            if by.commit_id is None:
+                return None
             replays = [
                 self.ctx.replayed(i, table=t, operation="publish", branch=branch)
                 for i, (t, _) in zip(ids, tnames, strict=True)
             ]
-            if all(r is not None for r in replays):
-                return [r for r in replays if r is not None]  # a retry that landed: nothing twice
+            return [r for r in replays if r is not None] if all(replays) else None
+
+        first = landed()
+        if first is not None:
+            return first  # a retry that landed: nothing twice
         heads = [
             (tname, self.ctx.table(tname)[0], self.branches.branch(tname, branch)[0]) for _, tname in tnames
         ]
@@ -142,9 +159,14 @@ class BranchPublish:
                 )
                 for _, record, rec in heads
             ]
+            first = landed()  # it may have landed while this waited (sent twice at once)
+            if first is not None:
+                return first
             plans = [
                 self._plan(tname, branch, record.incarnation, rec.incarnation) for tname, record, rec in heads
             ]
+            for p in plans:
+                p.detail.update(detail or {})
             if not single:  # each new head names the other tables' (a reader holds all or none)
                 published = {str(p.name): p.branch.current_version for p in plans}
                 for p in plans:

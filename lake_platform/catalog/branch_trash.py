@@ -32,17 +32,36 @@ class BranchTrash:
         self.policies = policies
 
     def delete_branch(
-        self, name: str, branch: str, *, force: bool = False, purge: bool = False, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        *,
+        force: bool = False,
+        purge: bool = False,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Move the branch into the trash (recoverable by ``undrop_branch`` until the table's
         ``trash_grace`` passes; ``purge`` (admin) or a zero grace removes it at once). Refused
-        on a protected table unless ``force``, as drops are."""
+        on a protected table unless ``force``, as drops are. ``detail`` goes into the log entry
+        (an idempotent request's digest); ``by.commit_id`` that already landed as this delete
+        answers it, nothing changed."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_segment(branch, "branch name")
         who.require(tname.project, "write", f"delete branches of {tname}")
         if purge:  # skips the trash's grace: destroys versions, as deleting versions does
             who.require(tname.project, "admin", f"purge branches of {tname}")
+        commit_id = check_commit_id(by.commit_id)
+
+        def landed() -> CommitResult | None:
+            if by.commit_id is None:
+                return None
+            return self.ctx.replayed(commit_id, table=str(tname), operation="branch-delete", branch=branch)
+
+        first = landed()
+        if first is not None:
+            return first
         record, _ = self.ctx.table(tname)
         if record.protected and not force:
             raise Protected(f"table {tname} is protected; unprotect it or pass force")
@@ -59,8 +78,10 @@ class BranchTrash:
                 "dropped_by": actor,
             }
         )
-        commit_id = check_commit_id(by.commit_id)
         with self.ctx.gate.hold(rec.incarnation) as lease:
+            first = landed()  # it may have landed while this waited (sent twice at once)
+            if first is not None:
+                return first
             try:
                 self.ctx.record(
                     Log(
@@ -72,7 +93,7 @@ class BranchTrash:
                         rec.incarnation,
                         rec.current_version,
                         None,
-                        {"branch": branch, "expires_at_ms": trashed.expires_at_ms},
+                        {**(detail or {}), "branch": branch, "expires_at_ms": trashed.expires_at_ms},
                     ),
                     ops=[Put(item.key, trashed.encode(), item.revision)],
                     lease=lease,

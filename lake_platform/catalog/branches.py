@@ -225,11 +225,13 @@ class Branches:
         from_version: int | None = None,
         from_tag: str | None = None,
         from_branch: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> BranchInfo:
         """Make ``branch`` of the table from a version (default: the head) or a tag of main or of
         ``from_branch``. Copies no data file: Lance writes one manifest
-        and a ref; the registry commits the branch record and its first version record."""
+        and a ref; the registry commits the branch record and its first version record.
+        ``detail`` goes into the log entry (an idempotent request's digest)."""
         from lake_platform.engine import branches as engine_branches
 
         who = self.ctx.who(by.principal)
@@ -272,6 +274,10 @@ class Branches:
             parent, _ = self.branch(tname, from_branch)
         self._source_version(tname, parent, from_version, from_tag)  # refused before any lease
         with self.ctx.gate.hold(parent.incarnation) as lease:
+            if by.commit_id is not None and self.ctx.replayed(  # landed while this waited?
+                commit_id, table=str(tname), operation="branch-create", branch=branch
+            ):
+                return self.info(tname, self.branch(tname, branch)[0])
             # Under the parent line's lease: its cleanup cannot take the version away meanwhile.
             table_item = self.ctx.store.get(keys.table(tname))
             record, table_rev = self.ctx.table(tname, incarnation=record.incarnation, item=table_item)
@@ -317,13 +323,14 @@ class Branches:
                 Put(keys.version(chain, version), first.encode(), ABSENT),
                 Check(keys.table(tname), table_rev),
             ]
-            detail: dict[str, object] = {
+            logged: dict[str, object] = {
+                **(detail or {}),
                 "branch": branch,
                 "parent": from_branch or MAIN,
                 "lance_branch": lance_branch,
             }
             if from_tag is not None:
-                detail["tag"] = from_tag
+                logged["tag"] = from_tag
             try:
                 self.ctx.record(
                     Log(
@@ -335,7 +342,7 @@ class Branches:
                         chain,
                         version,
                         version,
-                        detail,
+                        logged,
                     ),
                     ops=ops,
                     lease=lease,

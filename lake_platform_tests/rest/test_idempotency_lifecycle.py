@@ -13,8 +13,10 @@ import lance
 import pytest
 from lance.namespace import RestNamespace
 from lance_namespace import (
+    CreateTableBranchRequest,
     CreateTableIndexRequest,
     CreateTableTagRequest,
+    DeleteTableBranchRequest,
     DeleteTableTagRequest,
     DropTableIndexRequest,
     UpdateTableTagRequest,
@@ -92,3 +94,28 @@ def test_a_tag_created_moved_and_deleted_under_keys_is_committed_once(orders: Re
     # Without a key a repeated delete is refused: the tag is gone.
     plain = rest_namespace(orders.url, orders.tokens["writer"])
     assert "month_end" in refused(lambda: plain.delete_table_tag(delete))
+
+
+def test_a_branch_made_published_and_deleted_under_keys_is_committed_once(orders: RestLake) -> None:
+    make = CreateTableBranchRequest(id=T, name="dev", from_version=1)
+    first = keyed(orders, "k-branch").create_table_branch(make)
+    assert keyed(orders, "k-branch").create_table_branch(make) == first
+    other = CreateTableBranchRequest(id=T, name="dev2", from_version=1)
+    assert "idempotency key" in refused(lambda: keyed(orders, "k-branch").create_table_branch(other))
+    publish = f"/v1/table/{TP}/branches/publish"
+    orders.catalog.branches.create_branch(NAME, "hot")
+    orders.catalog.branch_writes.append(NAME, "hot", rows([5]).to_reader())
+    headers = {HEADER: "k-publish"}
+    published = orders.post(publish, {"name": "hot"}, who="admin", headers=headers)
+    assert published.status_code == 200, published.text
+    again = orders.post(publish, {"name": "hot"}, who="admin", headers=headers)
+    assert again.status_code == 200 and again.json() == published.json(), again.text
+    delete = DeleteTableBranchRequest(id=T, name="dev")
+    deleted = keyed(orders, "k-unbranch", "admin").delete_table_branch(delete)
+    assert keyed(orders, "k-unbranch", "admin").delete_table_branch(delete) == deleted
+    assert [o for o in operations(orders) if o.startswith("branch") or o == "publish"] == [
+        "branch-create",
+        "branch-create",
+        "publish",
+        "branch-delete",
+    ]

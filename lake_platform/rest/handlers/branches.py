@@ -20,6 +20,7 @@ refusal changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from lance_namespace_urllib3_client.models import (
@@ -36,6 +37,7 @@ from lake_platform.errors import InvalidInput, TableBranchNotFound, TableVersion
 from lake_platform.naming import TableName
 from lake_platform.registry.records import BranchRecord, VersionRecord, new_id
 from lake_platform.rest.handlers.common import page, scoped, to_json
+from lake_platform.rest.idempotency import keyed_body
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
@@ -106,22 +108,31 @@ def create_table_branch(request: RestRequest) -> Any:
     if source is not None and not isinstance(source, str):
         raise InvalidInput(f"from_branch must be a string, got {source!r}")
     version = request.body.get("from_version")
-    commit_id = new_id()
-    request.service.catalog.branches.create_branch(
-        str(tname),
-        name,
-        from_version=version,
-        from_branch=source or None,
-        by=Provenance(principal=request.principal, commit_id=commit_id),
+    request_key = keyed_body(request, tname, "branch-create", {"branch-create"})
+    if request_key.first is not None:  # the key's branch was made: its answer, not 409
+        return {"transaction_id": request_key.first.commit_id}
+    by = (
+        request_key.by
+        if request_key.by.commit_id
+        else dataclasses.replace(request_key.by, commit_id=new_id())
     )
-    return {"transaction_id": commit_id}
+    request.service.catalog.branches.create_branch(
+        str(tname), name, from_version=version, from_branch=source or None, detail=request_key.detail, by=by
+    )
+    return {"transaction_id": by.commit_id}
 
 
 def delete_table_branch(request: RestRequest) -> Any:
     """The branch into the trash (recoverable, as DropTable is); refused on a protected table."""
     scoped(request, table=True)
     tname = request.table_name()
-    result = request.service.catalog.branch_trash.delete_branch(str(tname), _name(request), by=_by(request))
+    name = _name(request)
+    request_key = keyed_body(request, tname, "branch-delete", {"branch-delete"})
+    if request_key.first is not None:  # the key's delete landed: its answer, not 404
+        return {"transaction_id": request_key.first.commit_id}
+    result = request.service.catalog.branch_trash.delete_branch(
+        str(tname), name, detail=request_key.detail, by=request_key.by
+    )
     return {"transaction_id": result.commit_id}
 
 
@@ -131,8 +142,17 @@ def publish_table_branch(request: RestRequest) -> Any:
     409 BranchDiverged (a ConcurrentModification) when main moved since the branch was made."""
     scoped(request, table=True)
     tname = request.table_name()
+    name = _name(request)
+    request_key = keyed_body(request, tname, "publish", {"publish"})
+    if request_key.first is not None:  # the key's publish landed: its answer, the branch consumed
+        entry = request_key.first
+        return {
+            "transaction_id": entry.commit_id,
+            "from_version": entry.from_version,
+            "version": entry.to_version,
+        }
     result = request.service.catalog.branch_publish.publish_branch(
-        str(tname), _name(request), by=_by(request)
+        str(tname), name, detail=request_key.detail, by=request_key.by
     )
     return {
         "transaction_id": result.commit_id,
