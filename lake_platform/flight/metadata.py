@@ -9,7 +9,6 @@ table's schema (GetTables with ``include_schema``) carries Flight SQL's column m
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -149,20 +148,57 @@ def typed_table_schema(schema_ipc: bytes, origin: Origin) -> bytes:
 
 
 def like(pattern: str | None) -> Callable[[str], bool]:
-    """A matcher for a SQL LIKE pattern (``%``, ``_``, backslash escapes); None matches all."""
+    """A matcher for a SQL LIKE pattern (``%``, ``_``, backslash escapes); None matches all.
+
+    The pattern is the caller's text: it is matched by a wildcard scan that costs at most the
+    pattern's length times the name's, never by a backtracking regular expression (``%`` five
+    hundred times over a five-letter name took hours, holding the interpreter's lock, so every
+    other caller of the process waited)."""
     if pattern is None or pattern == "%":
         return lambda _: True
-    out, i = [], 0
+    tokens: list[str | None] = []  # a character to match, _ANY_ONE, or None for any run (%)
+    i = 0
     while i < len(pattern):
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
+            tokens.append(pattern[i + 1])
             i += 2
             continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        if c == "%":
+            if not tokens or tokens[-1] is not None:  # a run of % is one %
+                tokens.append(None)
+        else:
+            tokens.append(_ANY_ONE if c == "_" else c)
         i += 1
-    rx = re.compile("".join(out), re.DOTALL)
-    return lambda s: rx.fullmatch(s) is not None
+    return lambda s: _like_match(tokens, s)
+
+
+#: The token of ``_``: longer than one character, so no character of a name equals it.
+_ANY_ONE = "_any_one_"
+
+
+def _like_match(tokens: list[str | None], name: str) -> bool:
+    """Whether ``name`` matches ``tokens``: the greedy wildcard scan, which on a mismatch goes
+    back only to the last ``%`` (letting it take one more character), so at most
+    len(tokens) * len(name) steps."""
+    t = i = 0
+    star, star_at = -1, 0
+    while i < len(name):
+        token = tokens[t] if t < len(tokens) else ""
+        if token is None:
+            star, star_at = t, i
+            t += 1
+        elif token == name[i] or token is _ANY_ONE:
+            t += 1
+            i += 1
+        elif star >= 0:
+            star_at += 1
+            t, i = star + 1, star_at
+        else:
+            return False
+    while t < len(tokens) and tokens[t] is None:
+        t += 1
+    return t == len(tokens)
 
 
 __all__ = ["CATALOG_COMMANDS", "TABLE_TYPES", "Metadata", "like", "typed_table_schema", "unsupported"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.flight as fl
+import pytest
 
 from lake_platform.flight import proto
 from lake_platform.query import columns
@@ -71,3 +72,39 @@ def test_get_objects_reports_sql_type_names(running: Running) -> None:
     }
     assert cols["id"]["xdbc_scope_table"] == "t" and cols["id"]["xdbc_scope_schema"] == "ns"
     assert _meta(schema.field("s"))[columns.TYPE_NAME] == "VARCHAR"
+
+
+@pytest.mark.timeout(120)
+def test_like_patterns_cost_at_most_pattern_times_name(running: Running) -> None:
+    """A LIKE filter of GetDbSchemas/GetTables is the caller's text: one with hundreds of ``%``
+    used to backtrack (a regular expression) for hours, holding the interpreter's lock, so every
+    other tenant's calls stopped behind it. Now it answers, and still matches as LIKE does."""
+    client, options = running.client()
+
+    def tables(schema: str | None, table: str | None) -> list[str]:
+        cmd = proto.CommandGetTables(db_schema_filter_pattern=schema, table_name_filter_pattern=table)
+        info = client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(cmd)), options)
+        rows = client.do_get(info.endpoints[0].ticket, options).read_all().to_pylist()
+        return sorted(f"{r['db_schema_name']}.{r['table_name']}" for r in rows)
+
+    def schemas(pattern: str) -> list[str]:
+        cmd = proto.CommandGetDbSchemas(db_schema_filter_pattern=pattern)
+        info = client.get_flight_info(fl.FlightDescriptor.for_command(proto.pack(cmd)), options)
+        return sorted(
+            r["db_schema_name"]
+            for r in client.do_get(info.endpoints[0].ticket, options).read_all().to_pylist()
+        )
+
+    hostile = ["%" * 2000 + "#", "%_" * 1000 + "#", "%t" * 500 + "#", "%" + "_%" * 1000]
+    for pattern in hostile:
+        assert tables(None, pattern) == [] and tables(pattern, None) == []
+        assert schemas(pattern) == []
+    assert tables(None, "%" * 2000 + "t") == ["ns.t"]
+    assert tables("%" * 500 + "s%%", "%u%l%t%") == ["ns.multi"]
+    assert schemas("%%.%_%%") == ["ns.sub"]
+    with running.adbc() as conn:  # the same filters as a stock client sends them
+        objects = conn.adbc_get_objects(depth="tables", table_name_filter="%" * 2000 + "#").read_all()
+        assert [s["db_schema_tables"] for c in objects.to_pylist() for s in c["catalog_db_schemas"]] == [
+            [],
+            [],
+        ]

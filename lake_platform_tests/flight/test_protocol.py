@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -140,6 +142,25 @@ def test_like_patterns() -> None:
     assert _like("t_")("t1") and not _like("t_")("t12")
     assert _like("a\\_b")("a_b") and not _like("a\\_b")("axb")
     assert _like(None)("anything") and _like("%")("")
+
+
+def _like_by_regex(pattern: str, name: str) -> bool:
+    """LIKE as a regular expression: the reference for short inputs only (it backtracks)."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append({"%": ".*", "_": "."}.get(pattern[i], re.escape(pattern[i])))
+        i += 1
+    return re.fullmatch("".join(out), name, re.DOTALL) is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text("ab%_\\", max_size=8), st.text("ab%_\\", max_size=8))
+def test_like_matches_as_the_regular_expression_would(pattern: str, name: str) -> None:
+    assert _like(pattern)(name) == _like_by_regex(pattern, name)
 
 
 def test_split_batch_respects_the_cap() -> None:
