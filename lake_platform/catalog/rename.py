@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from lake_platform.catalog import branch_moves
 from lake_platform.catalog import transaction_recovery as recovery
-from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
@@ -28,7 +28,6 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import new_id
 from lake_platform.registry.store import ABSENT, Check, Delete, Op, Put
 
 
@@ -37,7 +36,12 @@ class Renames:
         self.ctx = ctx
         self.policies = policies
 
-    def rename_table(self, name: str, new_name: str, *, by: Provenance = UNSTATED) -> CommitResult:
+    def rename_table(
+        self, name: str, new_name: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> CommitResult:
+        """``detail`` goes into the log entry (an idempotent request's digest); ``by.commit_id``
+        that landed already as this rename (checked again under the lease: sent twice at once)
+        answers it, nothing renamed again."""
         who = self.ctx.who(by.principal)
         tname, target = TableName.parse(name), TableName.parse(new_name)
         if target.warehouse_name != tname.warehouse_name:
@@ -55,8 +59,13 @@ class Renames:
         # Refused before the lease (a branch name the target's dropped table keeps, too many
         # branches); read again under it for the revisions the move is conditional on.
         branch_moves.move_ops(self.ctx.store, tname, target, record.incarnation)
-        commit_id = new_id()
+        commit_id = check_commit_id(by.commit_id)
         with self.ctx.gate.hold(record.incarnation) as lease:
+            first = (
+                self.ctx.replayed(commit_id, table=str(target), operation="rename") if by.commit_id else None
+            )
+            if first is not None:
+                return first
             record, revision = self.ctx.table(tname, incarnation=record.incarnation)
             # A multi-table commit's version above the head is completed (or cleared) first: its
             # record names the old name, so a roll-forward after the rename would not find it.
@@ -82,7 +91,7 @@ class Renames:
                     incarnation=record.incarnation,
                     from_version=record.current_version,
                     to_version=record.current_version,
-                    detail={"from": str(tname)},
+                    detail={**(detail or {}), "from": str(tname)},
                 )
                 try:
                     self.ctx.commit(ops, log=entry)

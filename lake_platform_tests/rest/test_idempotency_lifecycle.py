@@ -19,6 +19,7 @@ from lance_namespace import (
     DeleteTableBranchRequest,
     DeleteTableTagRequest,
     DropTableIndexRequest,
+    RenameTableRequest,
     UpdateTableTagRequest,
 )
 
@@ -119,3 +120,13 @@ def test_a_branch_made_published_and_deleted_under_keys_is_committed_once(orders
         "publish",
         "branch-delete",
     ]
+
+
+def test_a_rename_under_a_key_is_committed_once(orders: RestLake) -> None:
+    rename = RenameTableRequest(id=T, new_table_name="sales")
+    first = keyed(orders, "k-rename", "admin").rename_table(rename)
+    assert keyed(orders, "k-rename", "admin").rename_table(rename) == first
+    other = RenameTableRequest(id=["p", "w", "ns", "sales"], new_table_name="orders")
+    assert "idempotency key" in refused(lambda: keyed(orders, "k-rename", "admin").rename_table(other))
+    assert orders.get("/v1/namespace/p$w$ns/table/list").json()["tables"] == ["sales"]
+    assert [e.operation for e in orders.catalog.reads.log("p.w.ns.sales")] == ["rename"]

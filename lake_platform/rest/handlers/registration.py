@@ -1,5 +1,6 @@
 """A table's registration over REST: RenameTable moves it to another name (``catalog/rename.py``:
-one registry transaction; locations are per incarnation, so no data moves); RegisterTable adopts
+one registry transaction; locations are per incarnation, so no data moves; an
+``Idempotency-Key`` makes a retry answer the first rename); RegisterTable adopts
 an existing Lance dataset under the warehouse-root rules (``catalog/register.py``)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName, check_segment
 from lake_platform.rest import ids
 from lake_platform.rest.handlers.common import scoped
+from lake_platform.rest.idempotency import keyed_body
 from lake_platform.rest.request import RestRequest
 
 
@@ -31,8 +33,12 @@ def rename_table(request: RestRequest) -> Any:
         raise InvalidInput("new_namespace_id must be a namespace id (a list of names)")
     namespace = ids.check_body_id(namespace, request.service.delimiter(request.query))
     target = TableName.from_parts([*namespace, new_table])
+    # Logged under the new name (the old one is gone once it landed): the key is looked up there.
+    request_key = keyed_body(request, target, "rename", {"rename"}, str(tname))
+    if request_key.first is not None:  # the key's rename landed: its answer, not TableNotFound
+        return {"transaction_id": request_key.first.commit_id}
     result = request.service.catalog.renames.rename_table(
-        str(tname), str(target), by=Provenance(principal=request.principal)
+        str(tname), str(target), detail=request_key.detail, by=request_key.by
     )
     return {"transaction_id": result.commit_id}
 
