@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from lake_platform.catalog import branch_moves
 from lake_platform.catalog import transaction_recovery as recovery
-from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -51,9 +51,11 @@ class Trash:
         purge: bool = False,
         force: bool = False,
         incarnation: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
-        """Deregister a table (compare-and-delete on its incarnation, under its lease).
+        """Deregister a table (compare-and-delete on its incarnation, under its lease); ``detail``
+        goes into the log entry and ``by.commit_id`` is its commit id (an idempotent request's).
 
         With a grace period (the effective policy's ``trash_grace``, default 7 days) the data
         stays and a trash record allows undrop; ``purge=True`` or a zero grace destroys the data
@@ -85,6 +87,8 @@ class Trash:
             expires_at=expires,
             step="drop",
             purging=destroy,
+            commit_id=check_commit_id(by.commit_id),
+            logged=detail,
         )
         assert detached is not None  # _detach_table raises unless asked to skip a vanished table
         current, commit_id = detached
@@ -109,10 +113,13 @@ class Trash:
         cascade_id: str | None = None,
         skip_vanished: bool = False,
         purging: bool = False,
+        commit_id: str | None = None,
+        logged: dict[str, object] | None = None,
     ) -> tuple[TableRecord, str] | None:
         """Deregister exactly ``incarnation`` of ``tname`` (under its lease), with its policy
         record; file a trash record unless ``expires_at`` is None (the caller destroys the data).
         ``purging`` files it already claimed by expiry, so no undrop can take it back.
+        ``commit_id`` (default: a new one) and ``logged`` (added to the detail): the log entry's.
 
         Returns the registration as it was when removed, or None (with ``skip_vanished``) when
         that incarnation is no longer registered: a replacement is never touched.
@@ -131,11 +138,11 @@ class Trash:
                     return None
                 raise
             self.ctx.at(f"{step}:before-commit")
-            commit_id = new_id()
+            commit_id = commit_id or new_id()
             policy_ops, kept = self.policies.detach(str(tname))
             with lease.fenced() as fence:
                 ops: list[Op] = [Delete(keys.table(tname), revision), fence, *policy_ops]
-                detail: dict[str, object] = {"purge": expires_at is None or purging}
+                detail: dict[str, object] = {**(logged or {}), "purge": expires_at is None or purging}
                 if cascade_id is not None:
                     detail["cascade_id"] = cascade_id
                 if expires_at is not None:

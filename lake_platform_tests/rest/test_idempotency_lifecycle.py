@@ -18,7 +18,9 @@ from lance_namespace import (
     CreateTableTagRequest,
     DeleteTableBranchRequest,
     DeleteTableTagRequest,
+    DeregisterTableRequest,
     DropTableIndexRequest,
+    DropTableRequest,
     RenameTableRequest,
     UpdateTableTagRequest,
 )
@@ -138,3 +140,25 @@ def test_a_rename_under_a_key_is_committed_once(orders: RestLake) -> None:
     assert "idempotency key" in refused(lambda: keyed(orders, "k-rename", "admin").rename_table(other))
     assert orders.get("/v1/namespace/p$w$ns/table/list").json()["tables"] == ["sales"]
     assert [e.operation for e in orders.catalog.reads.log("p.w.ns.sales")] == ["rename"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ns: ns.drop_table(DropTableRequest(id=T)),
+        lambda ns: ns.deregister_table(DeregisterTableRequest(id=T)),
+    ],
+)
+def test_a_drop_under_a_key_is_committed_once(orders: RestLake, call: Callable[[RestNamespace], Any]) -> None:
+    first = call(keyed(orders, "k-drop", "admin"))
+    assert answer(call(keyed(orders, "k-drop", "admin"))) == answer(first)
+    assert [r.target for r in orders.catalog.trash.list_trash("p")] == [NAME]
+    # The name made again is another table: the key still names the first drop, not this one.
+    lance.write_dataset(
+        rows([9]),
+        namespace_client=rest_namespace(orders.url, orders.tokens["writer"]),
+        table_id=T,
+        mode="create",
+    )
+    assert answer(call(keyed(orders, "k-drop", "admin"))) == answer(first)
+    assert orders.get("/v1/namespace/p$w$ns/table/list").json()["tables"] == ["orders"]

@@ -25,7 +25,7 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
-from lake_platform.rest.idempotency import idempotency_key, keyed
+from lake_platform.rest.idempotency import idempotency_key, keyed, keyed_body
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
@@ -174,14 +174,34 @@ def declare_once(request: RestRequest, tname: TableName, key: str) -> Any:
 
 def drop_table(request: RestRequest) -> Any:
     scoped(request, table=True)
-    request.table_name()
+    tname = request.table_name()
+    if idempotency_key(request) is not None:
+        return drop_once(request, tname, "drop")
     return to_json(lake_namespace(request).drop_table(_body(request)))
 
 
 def deregister_table(request: RestRequest) -> Any:
     scoped(request, table=True)
-    request.table_name()
+    tname = request.table_name()
+    if idempotency_key(request) is not None:
+        return drop_once(request, tname, "deregister")
     return to_json(lake_namespace(request).deregister_table(_body(request)))
+
+
+def drop_once(request: RestRequest, tname: TableName, kind: str) -> Any:
+    """DropTable or DeregisterTable (both a drop into the trash) under an idempotency key: the
+    drop's log entry keeps the location it answers, so a retry whose first attempt landed
+    answers it again instead of TableNotFound (also once the name is taken by a new table: the
+    key names the first drop, never this one); the key used for another table is 422."""
+    request_key = keyed_body(request, tname, kind, {"drop"})
+    if request_key.first is None:
+        catalog = request.service.catalog
+        location = catalog.ctx.table(tname, declared=True)[0].location
+        detail = {**request_key.detail, "location": location}
+        catalog.trash.drop_table(str(tname), detail=detail, by=request_key.by)
+    else:
+        location = str(request_key.first.detail.get("location", ""))
+    return {"id": tname.parts, "location": location}
 
 
 def get_table_stats(request: RestRequest) -> Any:
