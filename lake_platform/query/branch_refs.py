@@ -24,9 +24,7 @@ class BranchRefs:
     def __init__(self, store: MetaStore) -> None:
         self.store = store
 
-    def resolve(
-        self, cached: CachedTable, branch: str, version: int | None, at: str, sql_name: str
-    ) -> TableRef:
+    def resolve(self, cached: CachedTable, branch: str, version: int | None, at: str) -> TableRef:
         """The ref of ``branch``'s head (``version`` None) or of its ``version``, written ``at``.
 
         TableBranchNotFound: no such branch of this incarnation (or it is in the trash);
@@ -34,10 +32,10 @@ class BranchRefs:
         try:
             rec, ver = branch_version(self.store, cached.name, cached.record.incarnation, branch, version)
         except TableBranchNotFound:
-            raise TableBranchNotFound(f"no branch {branch} on {sql_name}") from None
+            raise TableBranchNotFound(f"no branch {branch} on {cached.name}") from None
         except TableVersionNotFound:
             raise TableVersionNotFound(
-                f"version {version} of branch {branch} of {sql_name} does not exist"
+                f"version {version} of branch {branch} of {cached.name} does not exist"
             ) from None
         return TableRef(
             name=rec.name,

@@ -67,7 +67,7 @@ def too_large(limits: QueryLimits) -> ResultTooLarge:
 
 def gone(ref: TableRef) -> TableVersionNotFound:
     return TableVersionNotFound(
-        f"version {ref.version} of {ref.sql_name} is no longer available "
+        f"version {ref.version} of {ref.name} is no longer available "
         "(cleaned up or dropped); run the query again"
     )
 
@@ -160,7 +160,7 @@ def execution_error(
     if "not found" in text.lower() and ("object" in text.lower() or "file" in text.lower()):
         # Files vanished under a running scan (cleaned up or purged meanwhile): name the
         # snapshots the query reads, as the check before the scan would have.
-        which = ", ".join(f"version {r.version} of {r.sql_name}" for r in refs[:5])
+        which = ", ".join(f"version {r.version} of {r.name}" for r in refs[:5])
         return TableVersionNotFound(
             f"a table version this query reads ({which}) is no longer available"
             if which

@@ -193,7 +193,7 @@ class Resolver:
             if cached is None:
                 raise TableNotFound(f"table {wh}.{ns}.{base} not found")
             if at is not None:
-                return timetravel.resolve(cached, at, f"{wh}.{ns}.{base}", branches)
+                return timetravel.resolve(cached, at, branches)
             if cached.ref is None:
                 raise ServiceUnavailable(f"table {wh}.{ns}.{base} is being registered; retry shortly")
             return cached.ref
@@ -253,7 +253,7 @@ def pinned_keys(
     for ref in refs:
         if is_dropped is not None and is_dropped(ref.incarnation):
             raise TableVersionNotFound(
-                f"table {ref.sql_name} was dropped after this query was planned; the version it was planned "
+                f"table {ref.name} was dropped after this query was planned; the version it was planned "
                 f"on (version {ref.version}) is no longer available"
             )
     return {(r.table_name.warehouse, ".".join(r.table_name.namespace), _written_table(r)): r for r in refs}

@@ -56,7 +56,7 @@ class Providers:
         opener = _OPENERS.get(ref.engine)
         if opener is None:
             raise Unsupported(
-                f"table {ref.sql_name} is stored with engine {ref.engine!r}, which this server cannot read"
+                f"table {ref.name} is stored with engine {ref.engine!r}, which this server cannot read"
             )
         dataset = opener(self, ref)
         provider = engine.table_provider(dataset)
@@ -80,7 +80,7 @@ class Providers:
             return opened
         if ref.staging and _manifest_exists(ref, storage):
             raise InvalidTableState(
-                f"version {ref.version} of {ref.sql_name} is committed but not finalized; "
+                f"version {ref.version} of {ref.name} is committed but not finalized; "
                 "the next write to the table finishes it"
             )
         raise gone(ref)
@@ -97,9 +97,7 @@ class Providers:
         except Exception as exc:  # noqa: BLE001
             if not is_missing(exc):
                 log.warning("cannot open %s version %s: %s", ref.name, ref.version, exc)
-                raise ServiceUnavailable(
-                    f"cannot open {ref.sql_name} version {ref.version} right now"
-                ) from None
+                raise ServiceUnavailable(f"cannot open {ref.name} version {ref.version} right now") from None
         return None
 
     def _await_publish(self, candidate: TableRef, ref: TableRef, storage: dict[str, str]) -> bool:
@@ -123,7 +121,7 @@ class Providers:
             )
         except Exception as exc:  # noqa: BLE001
             log.warning("cannot check %s version %s: %s", ref.name, ref.version, exc)
-            raise ServiceUnavailable(f"cannot open {ref.sql_name} version {ref.version} right now") from None
+            raise ServiceUnavailable(f"cannot open {ref.name} version {ref.version} right now") from None
         if not exists:
             self._opened.remove(ref.key)
             raise gone(ref)

@@ -44,30 +44,31 @@ def split(table: str) -> tuple[str, str | None]:
     return base, at
 
 
-def resolve(cached: CachedTable, at: str, sql_name: str, branches: BranchRefs | None = None) -> TableRef:
+def resolve(cached: CachedTable, at: str, branches: BranchRefs | None = None) -> TableRef:
     """The ref of the version ``at`` selects on ``cached`` (its current incarnation).
 
     TableVersionNotFound: no such registered version (never committed, or cleaned up);
     TableTagNotFound: no such tag; TableBranchNotFound: no such branch."""
+    name = cached.name  # in full: the project too, as every other error names a table
     m = AT_SELECTOR.fullmatch(at)
     if m is None:  # split() checked it; a ref from elsewhere must not slip through
         raise InvalidInput(f"invalid time-travel selector {at!r}")
     if m.group(3) is not None:
         if branches is None:
-            raise InvalidInput(f"{sql_name}@{at}: branches cannot be read here")
-        return branches.resolve(cached, m.group(3), int(m.group(4)) if m.group(4) else None, at, sql_name)
+            raise InvalidInput(f"{name}@{at}: branches cannot be read here")
+        return branches.resolve(cached, m.group(3), int(m.group(4)) if m.group(4) else None, at)
     if m.group(1) is not None:
         version = int(m.group(1))
     else:
         tag = m.group(2)
         found = cached.tags.get(tag)
         if found is None:
-            raise TableTagNotFound(f"no tag {tag} on {sql_name}")
+            raise TableTagNotFound(f"no tag {tag} on {name}")
         version = found
     ref = cached.ref_at(version, at)
     if ref is None:
         raise TableVersionNotFound(
-            f"version {version} of {sql_name} does not exist or was cleaned up "
+            f"version {version} of {name} does not exist or was cleaned up "
             f"(`lake table history` lists the readable versions)"
         )
     return ref

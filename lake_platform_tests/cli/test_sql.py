@@ -254,7 +254,17 @@ def test_time_travel_reads_as_on_flight(running: Running) -> None:
     missing = 'SELECT * FROM w.ns."multi@v42"'
     result = lake(running, "sql", "--as", "alice", missing)
     assert cli_error(result) == flight_error(running, "alice", missing)
-    assert cli_error(result)[0] == 11
+    code, message = cli_error(result)
+    # The table in full, as every other error names one: it said "version 42 of w.ns.multi".
+    assert code == 11 and message.startswith("version 42 of p.w.ns.multi does not exist"), message
+    for selector, said in (
+        ("tag:nope", "no tag nope on p.w.ns.multi"),
+        ("branch:nope", "no branch nope on p.w.ns.multi"),
+    ):
+        assert (
+            said
+            in cli_error(lake(running, "sql", "--as", "alice", f'SELECT * FROM w.ns."multi@{selector}"'))[1]
+        )
 
 
 def lake_command() -> list[str]:

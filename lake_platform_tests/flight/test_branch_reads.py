@@ -67,7 +67,7 @@ def test_a_ticket_pins_the_branch_version_it_planned(branched: Running) -> None:
 @pytest.mark.parametrize(
     ("sql", "status", "message"),
     [
-        ('SELECT * FROM w.ns."brt@branch:nope"', "NOT_FOUND", r"no branch nope on w\.ns\.brt.*code 22"),
+        ('SELECT * FROM w.ns."brt@branch:nope"', "NOT_FOUND", r"no branch nope on p\.w\.ns\.brt.*code 22"),
         ('SELECT * FROM w.ns."brt@branch:dev@v99"', "NOT_FOUND", r"version 99 of branch dev.*code 11"),
         ('SELECT * FROM w.ns."brt@branch:Dev"', "INVALID_ARGUMENT", r"invalid time-travel reference"),
         ('SELECT * FROM w.ns."brt@branch:dev@3"', "INVALID_ARGUMENT", r"invalid time-travel reference"),

@@ -49,7 +49,7 @@ def test_miss_reads_are_reported_by_the_health_action_and_the_metrics(
     for _ in range(3):  # read once, then answered from that read
         with pytest.raises(KeyError, match=r"table w\.ns\.nothing not found"):
             plan(client, options, "SELECT * FROM w.ns.nothing")
-    with pytest.raises(KeyError, match="version 9 of w.ns.t does not exist"):
+    with pytest.raises(KeyError, match="version 9 of p.w.ns.t does not exist"):
         plan(client, options, 'SELECT * FROM w.ns."t@v9"')  # read: the table, not its version 9
     after = health(client, options)["snapshot"]
     assert after["loads"] == loads  # all of it without a refresh

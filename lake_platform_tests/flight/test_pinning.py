@@ -154,7 +154,7 @@ def test_cleaned_up_version_fails_cleanly(tmp_path: Path) -> None:
         assert maintainer.versions.cleanup("p.w.ns.gone", retention=timedelta(0)).detail[
             "versions_removed"
         ] == [1]
-        with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.gone is no longer available"):
+        with pytest.raises(pa.ArrowKeyError, match=r"version 1 of p\.w\.ns\.gone is no longer available"):
             fetch(client, options, info)
     finally:
         server.stop(grace=0)

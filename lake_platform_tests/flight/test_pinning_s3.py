@@ -54,7 +54,7 @@ def test_pinned_versions_on_s3(s3: S3Endpoint, s3_prefix: str, tmp_path: Path) -
         assert maintainer.versions.cleanup("p.w.ns.s", retention=timedelta(0)).detail["versions_removed"] == [
             1
         ]
-        with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.s is no longer available"):
+        with pytest.raises(pa.ArrowKeyError, match=r"version 1 of p\.w\.ns\.s is no longer available"):
             fetch(client, options, info)
         server.snapshots.refresh()  # the calls since the append can all fit in one TTL
         current = plan(client, options, "SELECT count(*) AS n FROM w.ns.s")

@@ -147,7 +147,7 @@ def test_retention_on_the_other_replica(
     finally:
         maintainer.close()
     for replica in (b, a):
-        with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.rgone is no longer available"):
+        with pytest.raises(pa.ArrowKeyError, match=r"version 1 of p\.w\.ns\.rgone is no longer available"):
             replica.fetch(info)
 
 
@@ -232,9 +232,9 @@ def test_a_lagging_replica_reads_a_table_in_a_namespace_and_a_warehouse_created_
 def test_a_lagging_replica_still_refuses_what_does_not_exist(lagging: Replica) -> None:
     """A name that really does not exist is NOT_FOUND with the message it always had."""
     for sql_name, message in (
-        ('"rlag@v9"', r"version 9 of w\.ns\.rlag does not exist or was cleaned up"),
-        ('"rlag@tag:nope"', r"no tag nope on w\.ns\.rlag"),
-        ('"rlag@branch:nope"', r"no branch nope on w\.ns\.rlag"),
+        ('"rlag@v9"', r"version 9 of p\.w\.ns\.rlag does not exist or was cleaned up"),
+        ('"rlag@tag:nope"', r"no tag nope on p\.w\.ns\.rlag"),
+        ('"rlag@branch:nope"', r"no branch nope on p\.w\.ns\.rlag"),
         ("rlagnothing", r"table w\.ns\.rlagnothing not found"),
     ):
         for _ in range(2):  # the second time from what the first one read

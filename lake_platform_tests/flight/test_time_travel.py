@@ -88,8 +88,8 @@ def test_the_ticket_pins_what_was_resolved(history: Running) -> None:
 @pytest.mark.parametrize(
     ("sql", "status", "message"),
     [
-        ('SELECT * FROM w.ns."tt@v99"', "NOT_FOUND", r"version 99 of w\.ns\.tt does not exist.*code 11"),
-        ('SELECT * FROM w.ns."tt@tag:nope"', "NOT_FOUND", r"no tag nope on w\.ns\.tt.*code 8"),
+        ('SELECT * FROM w.ns."tt@v99"', "NOT_FOUND", r"version 99 of p\.w\.ns\.tt does not exist.*code 11"),
+        ('SELECT * FROM w.ns."tt@tag:nope"', "NOT_FOUND", r"no tag nope on p\.w\.ns\.tt.*code 8"),
         ('SELECT * FROM w.ns."missing@v1"', "NOT_FOUND", r"w\.ns\.missing not found.*code 4"),
         ('SELECT * FROM w.ns."tt@1"', "INVALID_ARGUMENT", r"invalid time-travel reference"),
         ('SELECT * FROM w.ns."tt@V1"', "INVALID_ARGUMENT", r"invalid time-travel reference"),
@@ -142,11 +142,11 @@ def test_a_cleaned_up_version_is_not_found(history: Running) -> None:
         ] == [1]
     finally:
         maintainer.close()
-    with pytest.raises(pa.ArrowKeyError, match=r"version 1 of w\.ns\.ttgone is no longer available"):
+    with pytest.raises(pa.ArrowKeyError, match=r"version 1 of p\.w\.ns\.ttgone is no longer available"):
         fetch(client, options, info)
     # Planned now: refused at GetFlightInfo, whether or not this replica's snapshot caught up yet.
     with pytest.raises(
-        pa.ArrowKeyError, match=r"version 1 of w\.ns\.ttgone (is no longer available|does not)"
+        pa.ArrowKeyError, match=r"version 1 of p\.w\.ns\.ttgone (is no longer available|does not)"
     ):
         plan(client, options, sql)
     with history.adbc() as conn, conn.cursor() as cur, pytest.raises(adbc_driver_manager.Error) as err:

@@ -160,7 +160,7 @@ def test_a_staging_manifest_finalized_since_capture_still_opens(lake: tuple[Any,
         sum(b.num_rows for b in engine.stream(engine.plan_pinned("SELECT * FROM w.ns.t", (staged,)))) == 1000
     )
     gone = dataclasses.replace(staged, version=99)
-    with pytest.raises(TableVersionNotFound, match="version 99 of w.ns.t is no longer available"):
+    with pytest.raises(TableVersionNotFound, match="version 99 of p.w.ns.t is no longer available"):
         engine.plan_pinned("SELECT * FROM w.ns.t", (gone,))
 
 

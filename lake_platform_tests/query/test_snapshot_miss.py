@@ -74,8 +74,8 @@ def test_what_was_committed_since_the_snapshot_is_read_once(catalog: Catalog) ->
 @pytest.mark.parametrize(
     ("name", "error", "message"),
     [
-        ('"t@v9"', TableVersionNotFound, "version 9 of w.ns.t does not exist or was cleaned up"),
-        ('"t@tag:nope"', TableTagNotFound, "no tag nope on w.ns.t"),
+        ('"t@v9"', TableVersionNotFound, "version 9 of p.w.ns.t does not exist or was cleaned up"),
+        ('"t@tag:nope"', TableTagNotFound, "no tag nope on p.w.ns.t"),
         ('"nothing@v1"', TableNotFound, "table w.ns.nothing not found"),
         ("nothing", TableNotFound, "table w.ns.nothing not found"),
     ],
@@ -116,7 +116,7 @@ def test_a_version_below_the_snapshots_head_is_not_read_again(catalog: Catalog) 
     view = load_snapshot(catalog.store).project("p")
     store = CountingStore(catalog.store)
     engine = engine_over(catalog, store)
-    with pytest.raises(TableVersionNotFound, match="version 1 of w.ns.t does not exist or was cleaned up"):
+    with pytest.raises(TableVersionNotFound, match="version 1 of p.w.ns.t does not exist or was cleaned up"):
         count(engine, view, '"t@v1"')
     assert reads(store) == 0  # the history was the snapshot's own read (through its loader's store)
 
