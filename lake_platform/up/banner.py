@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 
 class Started(Protocol):
@@ -16,6 +17,24 @@ class Started(Protocol):
     demo_table: str
     seeded: list[str]
     demo_user: tuple[str, str]
+
+
+def started_record(platform: Started, home: Path) -> dict[str, Any]:
+    """What ``lake --json up`` prints once every server answers: the text's addresses as URLs,
+    the inbox, the demo table and reader (``null`` when the demo was not seeded). Its field
+    names are a stable interface, like every command's --json output."""
+    user, password = platform.demo_user
+    return {
+        "home": str(home),
+        "ui_url": platform.ui_url,
+        "flight_url": f"grpc://{platform.flight_address}",
+        "rest_url": f"http://{platform.rest_address}",
+        "metrics_urls": list(platform.metrics_urls),
+        "inbox": platform.inbox,
+        "demo_table": platform.demo_table,
+        "seeded_files": list(platform.seeded),
+        "demo_user": {"name": user, "password": password} if user else None,
+    }
 
 
 def started_text(platform: Started) -> str:

@@ -19,6 +19,7 @@ by ``lake_platform.defs.instance``: the repository's, plus Postgres storage when
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -33,7 +34,7 @@ from typing import IO
 from lake_platform import owner_only
 from lake_platform.errors import ServiceUnavailable, SettingsError
 from lake_platform.settings import LakeSettings
-from lake_platform.up.banner import started_text
+from lake_platform.up.banner import started_record, started_text
 from lake_platform.up.processes import bound_to_parent
 
 DEFAULT_UI_HOST = "127.0.0.1"
@@ -397,31 +398,46 @@ def run_platform(
     ui_port: int | None = None,
     flight_port: int | None = None,
     rest_port: int | None = None,
+    *,
+    as_json: bool = False,
 ) -> int:
-    """Start everything, print where it is, block until Ctrl-C, stop everything. Returns an exit code."""
+    """Start everything, print where it is, block until Ctrl-C, stop everything. Returns an exit code.
+
+    ``as_json`` (``lake --json up``): stdout carries one JSON object, the started platform
+    (``started_record``), once every server answers, and nothing else, so a script can pipe it to
+    jq; the progress lines and the stop go to stderr."""
     port = ui_port if ui_port is not None else settings.ui_port
+    progress = sys.stderr if as_json else sys.stdout
+    home = Path(settings.home).expanduser().resolve()
     # Ctrl-C and a polite kill (service managers, `timeout`) both stop everything started here,
     # even when started from a shell that had SIGINT ignored (background jobs).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
-    print(f"lake home      {Path(settings.home).expanduser().resolve()}", flush=True)
+    print(f"lake home      {home}", file=progress, flush=True)
     platform: Platform | None = None
     try:
         # Inside the try: a Ctrl-C from the moment the user reads this stops everything cleanly.
-        print("starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...", flush=True)
+        print(
+            "starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...",
+            file=progress,
+            flush=True,
+        )
         platform = start_platform(settings, ui_host, port, flight_port=flight_port, rest_port=rest_port)
-        print(started_text(platform), flush=True)
+        if as_json:
+            print(json.dumps(started_record(platform, home), indent=2, sort_keys=True), flush=True)
+        else:
+            print(started_text(platform), flush=True)
         exited = wait_for_exit(platform)
         print(f"{exited.message}; stopping the rest", file=sys.stderr, flush=True)
         code = 1
     except KeyboardInterrupt:
         if platform is None:  # start_platform stopped whatever it had started
-            print("\ninterrupted during start-up; everything started was stopped", flush=True)
+            print("\ninterrupted during start-up; everything started was stopped", file=progress, flush=True)
             return 130
-        print("\nstopping ...", flush=True)
+        print("\nstopping ...", file=progress, flush=True)
         code = 0
     finally:
         if platform is not None:
             platform.stop()
-    print("stopped", flush=True)
+    print("stopped", file=progress, flush=True)
     return code

@@ -4,6 +4,7 @@ taking its servers with it, and the metrics port each server gets."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -58,20 +59,26 @@ def test_a_killed_launcher_takes_its_servers_with_it(tmp_path: Path) -> None:
 
 
 def lake_up(
-    tmp_path: Path, ui: int, flight: int, rest: int, settings: dict[str, str] | None = None
+    tmp_path: Path,
+    ui: int,
+    flight: int,
+    rest: int,
+    settings: dict[str, str] | None = None,
+    *,
+    as_json: bool = False,
 ) -> subprocess.Popen[str]:
     """``lake up`` as `make run` starts it (the installed script), on its own LAKE_HOME and
     ports (and ``settings``, LAKE_* variables), stdout and stderr together as a terminal shows
-    them."""
+    them; ``as_json``: ``lake --json up`` with stderr apart, as a script piping it reads it."""
     script = Path(sys.executable).parent / "lake"
     lake = [str(script)] if script.exists() else [sys.executable, "-m", "lake_platform.cli"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKE_") and k != "DAGSTER_HOME"}
     args = ["up", "--port", str(ui), "--flight-port", str(flight), "--rest-port", str(rest)]
     return subprocess.Popen(
-        [*lake, *args],
+        [*lake, *(["--json"] if as_json else []), *args],
         env={**env, **(settings or {}), "LAKE_HOME": str(tmp_path / "home")},
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE if as_json else subprocess.STDOUT,
         text=True,
     )
 
@@ -110,6 +117,55 @@ def test_lake_up_prints_its_addresses_and_next_steps_and_no_library_chatter(tmp_
     for line in lines:
         assert "fork" not in line and "Warning" not in line and "Traceback" not in line, line
         assert not re.match(r"(DEBUG|INFO) ", line), line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_lake_json_up_prints_one_json_document_on_stdout_and_its_progress_on_stderr(tmp_path: Path) -> None:
+    """`lake --json up | jq .rest_url`: stdout is the started platform as one JSON object, once
+    every server answers, and nothing else; the progress lines and the stop go to stderr. Before,
+    "lake home ...", "starting ..." and the banner's text were on stdout around no JSON at all."""
+    ui, flight, rest = free_ports(3)
+    proc = lake_up(tmp_path, ui, flight, rest, as_json=True)
+    assert proc.stdout is not None
+    head = []
+    try:
+        for line in proc.stdout:
+            head.append(line)
+            # The object's last line (indented: its own line); the text banner's, were it printed.
+            if line.rstrip("\n") == "}" or "Ctrl-C stops everything" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        rest_of_stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, (head, stderr)
+    started = json.loads("".join(head) + rest_of_stdout)  # the whole of stdout: one document
+    assert started["ui_url"] == f"http://127.0.0.1:{ui}"
+    assert started["flight_url"] == f"grpc://127.0.0.1:{flight}"
+    assert started["rest_url"] == f"http://127.0.0.1:{rest}"
+    assert started["home"] == str((tmp_path / "home").resolve())
+    assert started["demo_table"] == "demo.main.sales.orders" and len(started["seeded_files"]) == 3
+    assert started["demo_user"]["name"] and started["demo_user"]["password"]
+    lines = stderr.splitlines()
+    assert lines[:2] == [
+        f"lake home      {(tmp_path / 'home').resolve()}",
+        "starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...",
+    ] and lines[-2:] == ["stopping ...", "stopped"], stderr
+
+
+def test_lake_json_up_on_a_taken_port_is_a_json_error_and_nothing_else_on_stdout(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        ui, rest = free_ports(2)
+        proc = lake_up(tmp_path, ui, busy.getsockname()[1], rest, as_json=True)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (out, err)
+    assert json.loads(out)["error"]["error"] == "ServiceUnavailable", out
+    assert "starting Dagster" in err
 
 
 def test_lake_up_on_a_taken_port_fails_before_it_starts_anything(tmp_path: Path) -> None:
