@@ -10,7 +10,9 @@ Writes (``handle_output``), by the asset's definition metadata, else the manager
   the rows of the partition predicate and appends the output in ONE commit, so readers see the
   partition old or new, never half, and every row of the output lands (identical rows too);
   ``key_columns`` change nothing there. A row of another partition fails the step unwritten;
-- the first write of a table creates it (same commit id);
+- the first write of a table creates it (same commit id); when another writer creates it
+  meanwhile, the output is written to that table (a stream, which cannot be read twice, fails
+  retryably instead: ``write``);
 - with ``wap``, the same plan is written on the run's branch (``wap.write_on_branch``).
 
 The commit id comes from the run, the step, the asset and its partitions
@@ -25,9 +27,11 @@ rows and bytes written and Dagster's standard table metadata.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
+import pyarrow as pa
 
 from lake_platform.defs.asset_tables import (
     BRANCH,
@@ -54,11 +58,15 @@ from lake_platform.defs.io_reads import plan_read, scan_options
 from lake_platform.defs.partition_rows import context_rows
 from lake_platform.defs.resources import ACTOR, LakeResource
 from lake_platform.defs.wap import run_branch, write_on_branch
-from lake_platform.errors import InvalidInput, TableAlreadyExists, TableBranchNotFound, TableNotFound
+from lake_platform.errors import (
+    ConcurrentModification,
+    InvalidInput,
+    TableAlreadyExists,
+    TableBranchNotFound,
+    TableNotFound,
+)
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.provenance import Provenance
     from lake_platform.catalog.reads import TableSnapshot
@@ -115,7 +123,12 @@ class LakeIOManager(dg.ConfigurableIOManager):
             commit_id=step_commit_id(lineage, context.step_key, context.asset_key, partitions),
         )
         tally = Tally()
-        data = counted(checked_whole(obj, as_reader(obj), rows), tally, rows)
+
+        def stream() -> pa.RecordBatchReader:
+            tally.rows = tally.bytes = 0
+            return counted(checked_whole(obj, as_reader(obj), rows), tally, rows)
+
+        data = stream()
         key_columns = [str(c) for c in meta.get("key_columns") or []]
         mode = str(meta.get("write_mode", self.write_mode))
         plan = plan_write(table, mode, key_columns, rows, data.schema)
@@ -126,7 +139,13 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 written = write_on_branch(catalog, table, branch, data, plan, by)
                 snapshot = catalog.branches.open_branch(table, branch, written.version)
             else:
-                written = write(catalog, table, data, plan, by)
+                # An output held in memory can be read again (a stream cannot): for a create
+                # another writer overtook after this one's rows went to it.
+                def again() -> pa.RecordBatchReader:
+                    return conformed(stream(), table_types(catalog, table))
+
+                once = isinstance(obj, pa.RecordBatchReader)
+                written = write(catalog, table, data, plan, by, again=None if once else again)
                 snapshot = catalog.reads.open_table(table, written.version)
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
             if written.replayed:  # nothing read this time: the rows the commit wrote
@@ -179,8 +198,6 @@ def root_run_id(context: dg.OutputContext) -> str:
 
 def table_types(catalog: Catalog, table: str) -> pa.Schema:
     """The registered schema of ``table`` (empty while the table does not exist yet)."""
-    import pyarrow as pa
-
     from lake_platform.catalog.arrow_io import schema_from_ipc
     from lake_platform.naming import TableName
 
@@ -219,10 +236,20 @@ def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str |
 
 
 def write(
-    catalog: Catalog, table: str, data: pa.RecordBatchReader, plan: WritePlan, by: Provenance
+    catalog: Catalog,
+    table: str,
+    data: pa.RecordBatchReader,
+    plan: WritePlan,
+    by: Provenance,
+    again: Callable[[], pa.RecordBatchReader] | None = None,
 ) -> Written:
     """One commit of ``data`` to ``table`` by ``plan`` (the table created by it when missing),
-    or the answer of the commit ``by.commit_id`` already made."""
+    or the answer of the commit ``by.commit_id`` already made.
+
+    A create overtaken by another writer's (a backfill's runs of a new table started together)
+    fails only once it has streamed ``data``: the rows are then written to the table made by
+    the other from ``again()`` (the output read anew); without ``again`` (a stream, read once)
+    the write fails with the retryable ConcurrentModification, nothing of it committed."""
     assert by.commit_id is not None
     # Any operation: a retried step may have created the table or written to it.
     landed = catalog.ctx.replayed(by.commit_id, table=table, operation=None)
@@ -232,11 +259,33 @@ def write(
         return _write_existing(catalog, table, data, plan, by)
     except TableNotFound:
         pass
+    read = Touched(data)
     try:
-        result = catalog.tables.create_table(table, data, by=by)
+        result = catalog.tables.create_table(table, read.reader, by=by)
     except TableAlreadyExists:  # another step created it meanwhile: write to it after all
+        if read.touched:  # the rows went to the create that lost
+            if again is None:
+                raise ConcurrentModification(
+                    f"table {table} was created by another writer while this output streamed into its "
+                    "create: nothing of it was written; a retry of the step writes it"
+                ) from None
+            data = again()
         return _write_existing(catalog, table, data, plan, by)
     return Written("create", result.to_version or 0, result.replayed)
+
+
+class Touched:
+    """``reader`` passed through, noting whether a batch of it was read."""
+
+    def __init__(self, reader: pa.RecordBatchReader) -> None:
+        self.touched = False
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in reader:
+                self.touched = True
+                yield batch
+
+        self.reader = pa.RecordBatchReader.from_batches(reader.schema, batches())
 
 
 def _write_existing(
