@@ -17,9 +17,11 @@ Writes (``handle_output``), by the asset's definition metadata, else the manager
 
 The commit id comes from the run, the step, the asset and its partitions
 (``asset_tables.step_commit_id``): a retried step finds its first commit's marker and writes
-nothing again. The run is the root of a re-execution: a step whose process died after its commit
-landed (kill -9, a lost pod), re-executed from failure in a new run, applies once too. (A
-write-audit-publish write uses the run itself: each run writes its own branch.)
+nothing again. For a re-execution the run is the earliest of its chain in which the step never
+succeeded (``commit_run_id``): a step whose process died after its commit landed (kill -9, a
+lost pod), re-executed from failure in a new run, applies once too, while a step that succeeded
+and is re-executed writes anew. (A write-audit-publish write uses the run itself: each run
+writes its own branch.)
 
 Each materialization records the table, its new version (what downstream inputs pin to), the
 rows and bytes written and Dagster's standard table metadata.
@@ -116,7 +118,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
         from lake_platform.catalog.provenance import Provenance
 
         wap = bool(meta.get("wap", self.wap))
-        lineage = context.run_id if wap else root_run_id(context)
+        lineage = context.run_id if wap else commit_run_id(context)
         by = Provenance(
             actor=ACTOR,
             run_id=context.run_id,
@@ -186,14 +188,29 @@ class LakeIOManager(dg.ConfigurableIOManager):
         return value
 
 
-def root_run_id(context: dg.OutputContext) -> str:
-    """The first run of ``context``'s re-execution chain (the run itself when it is no
-    re-execution)."""
+def commit_run_id(context: dg.OutputContext) -> str:
+    """The run a step's commit id derives from: the earliest run of ``context``'s re-execution
+    chain back to which the step never succeeded (the run itself when it is no re-execution).
+    A step that died after its commit landed (kill -9, a lost pod) and is re-executed from
+    failure finds that commit; a step that succeeded, its write recorded, and is re-executed
+    again ("Re-execute all", the step selected) writes anew, as a new run would."""
     try:
         run = context.step_context.dagster_run
+        instance = context.step_context.instance
     except Exception:  # noqa: BLE001 - a context built outside a run has none
         return context.run_id
-    return run.root_run_id or context.run_id
+    base = run
+    while base.parent_run_id:
+        parent = instance.get_run_by_id(base.parent_run_id)
+        if parent is None or context.step_key in succeeded_steps(instance, parent.run_id):
+            break
+        base = parent
+    return base.run_id
+
+
+def succeeded_steps(instance: dg.DagsterInstance, run_id: str) -> set[str]:
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_SUCCESS).records
+    return {rec.event_log_entry.step_key for rec in records if rec.event_log_entry.step_key}
 
 
 def table_types(catalog: Catalog, table: str) -> pa.Schema:
