@@ -22,7 +22,6 @@ from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
 from lake_platform.catalog.version_removal import removal_entry, unregister, young_versions
 from lake_platform.engine import lance_engine as engine
-from lake_platform.engine import references
 from lake_platform.errors import ConditionFailed, InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -410,6 +409,9 @@ def _missing_output(record: TableRecord, results: Sequence[str], storage: dict[s
     wrote it without the lease, perhaps long ago: an orphan reclaim (which holds the lease) may
     have taken it since, and Lance would register a version that no longer reads. Checked under
     the lease, so nothing takes it between this look and the commit."""
+    # Imported here: engine.references loads Lance, which registry-only commands never need.
+    from lake_platform.engine import references
+
     for rel, size in engine.compaction_outputs(results):
         seen = references.stat(record.location, rel, storage)
         if seen is None or (size and seen[0] != size):
