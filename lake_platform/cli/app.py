@@ -140,10 +140,14 @@ def path_error(exc: OSError) -> InvalidInput:
     return InvalidInput(f"{why}{home}")
 
 
-def fail(exc: LakeError) -> None:
-    ctx = click.get_current_context(silent=True)
-    state = ctx.find_object(State) if ctx else None
-    if state is not None and state.as_json:
+def fail(exc: LakeError, as_json: bool | None = None) -> None:
+    """Print ``exc`` (as JSON on stdout under --json: ``as_json``, else the current command's
+    state says) and exit: 2 for bad input, else 1."""
+    if as_json is None:
+        ctx = click.get_current_context(silent=True)
+        state = ctx.find_object(State) if ctx else None
+        as_json = state is not None and state.as_json
+    if as_json:
         click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
     else:
         click.echo(f"error [{int(exc.code)} {ErrorCode(exc.code).name}]: {exc.message}", err=True)
@@ -160,7 +164,13 @@ class JsonAnywhere(click.Group):
         head, tail = args[:end], args[end:]
         if "--json" in head:
             args = ["--json", *(a for a in head if a != "--json"), *tail]
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # the root's own options (``lake --json --nope``)
+            if "--json" not in head:
+                raise
+            _usage_failed(exc, as_json=True)
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         """Under ``--json`` a bad command line (a missing argument, an unknown command, a value
@@ -169,10 +179,15 @@ class JsonAnywhere(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             state = ctx.find_object(State)
-            if state is None or not state.as_json:
+            # No state yet: the root's command name was refused before its callback ran.
+            if not (state.as_json if state is not None else ctx.params.get("as_json")):
                 raise
-            where = exc.ctx.command_path if exc.ctx is not None else "lake"
-            fail(InvalidInput(f"{where}: {exc.format_message()}"))
+            _usage_failed(exc, as_json=True)
+
+
+def _usage_failed(exc: click.UsageError, *, as_json: bool) -> None:
+    where = exc.ctx.command_path if exc.ctx is not None else "lake"
+    fail(InvalidInput(f"{where}: {exc.format_message()}"), as_json=as_json)
 
 
 @click.group(cls=JsonAnywhere)

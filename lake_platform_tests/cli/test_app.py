@@ -190,6 +190,10 @@ def test_a_lance_panic_is_a_typed_error_not_a_traceback(tmp_path: Path) -> None:
         ["table", "nope"],  # an unknown command
         ["log", "--limit", "0"],  # a value out of range
         ["project", "list", "extra"],  # an extra argument
+        # A mistake at the root: they were click's usage text, as the root's callback (which
+        # makes the --json state) had not run yet.
+        ["nope"],  # an unknown command
+        ["--nope", "project", "list"],  # an unknown option
     ],
 )
 def test_usage_errors_under_json_are_json(lake: CliRunner, args: list[str]) -> None:
@@ -201,6 +205,12 @@ def test_usage_errors_under_json_are_json(lake: CliRunner, args: list[str]) -> N
     assert error["code"] == 13 and error["error"] == "InvalidInput" and error["message"]
     plain = lake.invoke(cli, args)  # without --json: click's usage text, as before
     assert plain.exit_code == 2 and "Usage: " in plain.stderr and not plain.stdout
+
+
+def test_no_command_under_json_is_a_json_error(lake: CliRunner) -> None:
+    """`lake --json` alone was click's "Missing command." usage text on stderr."""
+    result = lake.invoke(cli, ["--json"])
+    assert result.exit_code == 2 and "Missing command" in json.loads(result.stdout)["error"]["message"]
 
 
 def test_a_home_that_cannot_be_created_is_a_typed_error_naming_it(
