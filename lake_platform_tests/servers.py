@@ -59,6 +59,13 @@ def free_ports(count: int, *, pair_offset: int = 0) -> list[int]:
             sock.close()
 
 
+#: Lease timings for tests whose DynamoDB requests are whole-table Scans or big batches on moto: a
+#: registry request gets 1 s by default (half the lease I/O timeout, so lease I/O gives up within
+#: the safety margin), and moto, Python serving one request at a time, answered such a Scan of a
+#: 150-item table in up to 2 s on a loaded 2-core machine (production DynamoDB: milliseconds).
+#: For tests of counts and outcomes, not latency.
+SLOW_IO = {"lease_ttl_seconds": 120.0, "lease_safety_margin_seconds": 40.0, "lease_io_timeout_seconds": 30.0}
+
 # moto_server's app with two fidelity fixes, applied only in this test process:
 # 1. One request at a time. moto's threaded server checks a condition and then writes without a
 #    lock, so two concurrent conditional writes can both win (seen about once in 300 eight-way

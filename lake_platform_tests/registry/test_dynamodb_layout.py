@@ -29,10 +29,13 @@ from lake_platform.registry.dynamodb_migrate import migrate
 from lake_platform.registry.store import ABSENT, Check, Put
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.conftest import dynamodb_client, make_layout1
+from lake_platform_tests.servers import SLOW_IO
 
 
 def _settings(url: str, tmp_path: Path) -> LakeSettings:
-    return LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=url)  # type: ignore[call-arg]
+    # The migration Scans the whole table: moto under load overran the default 1 s per request
+    # (the interrupted migration failed with 'Read timeout' instead of Interrupted).
+    return LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=url, **SLOW_IO)  # type: ignore[call-arg,arg-type]
 
 
 @pytest.fixture

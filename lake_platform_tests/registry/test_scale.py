@@ -30,6 +30,7 @@ from lake_platform_tests.registry.catalog_records import (
     table_ops,
     write_catalog,
 )
+from lake_platform_tests.servers import SLOW_IO
 
 PER_NAMESPACE = 100
 
@@ -44,10 +45,8 @@ class Lake:
     write: Callable[[Sequence[Op]], object] | None = None
 
 
-#: moto answers a query by reading the whole partition in Python: over 2,000 tables on a loaded
-#: machine that took longer than the 1 s a registry read gets by default (a production
-#: DynamoDB query of one page takes milliseconds). What is tested here is counts, not latency.
-SLOW_IO = {"lease_ttl_seconds": 120.0, "lease_safety_margin_seconds": 40.0, "lease_io_timeout_seconds": 30.0}
+# moto answers a query by reading the whole partition in Python: over 2,000 tables on a loaded
+# machine that took longer than the 1 s a registry read gets by default (servers.SLOW_IO).
 
 
 @pytest.fixture(params=[("sqlite", 20_000), ("dynamodb", 2_000)], ids=["sqlite-20000", "dynamodb-2000"])
