@@ -53,7 +53,13 @@ def user_list(state: State, project: str | None) -> None:
         if project is not None:
             catalog.containers.list_warehouses(project)  # NamespaceNotFound: a typo is not "no users"
         users = [
-            {"name": u.name, "project": u.project, "role": u.role, "created": timestamp(u.created_at_ms)}
+            {
+                "name": u.name,
+                "project": u.project,
+                "role": u.role,
+                "created": timestamp(u.created_at_ms),
+                "created_at_ms": u.created_at_ms,
+            }
             for u in catalog.access.list_users(project)
         ]
     state.emit(users, lambda us: text_table(["name", "project", "role", "created"], us) if us else "no users")

@@ -84,3 +84,13 @@ def test_revoking_a_token_id_nobody_has_is_not_found(lake: CliRunner) -> None:
         "token_id": created["token_id"],  # type: ignore[index]
         "revoked": True,
     }
+
+
+def test_user_list_json_gives_its_time_in_epoch_milliseconds(lake: CliRunner) -> None:
+    """The README's rule for --json (times are ``*_ms``): `user list` gave only a text time,
+    ``created``, which stays (fields are never removed)."""
+    add_dana(lake)
+    (user,) = run(lake, "user", "list")  # type: ignore[misc]
+    assert isinstance(user["created_at_ms"], int) and user["created_at_ms"] > 0
+    assert user["created"].endswith("Z")
+    assert "created_at_ms" not in lake.invoke(cli, ["user", "list"]).output
