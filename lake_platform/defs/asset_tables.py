@@ -99,6 +99,24 @@ class Written:
     replayed: bool
 
 
+def column_names(value: object, key: str) -> list[str]:
+    """The metadata ``key``'s list of column names (none: an empty list); a lone string, which
+    would be read letter by letter, or any other shape is refused."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise InvalidInput(f"{key} is a list of column names, not {value!r}")
+
+
+def flag(value: object, key: str) -> bool:
+    """The metadata ``key``'s true or false; anything else (the string ``"false"``, which is
+    truthy) is refused."""
+    if isinstance(value, bool):
+        return value
+    raise InvalidInput(f"{key} is true or false, not {value!r}")
+
+
 def plan_write(
     table: str, mode: str, key_columns: Sequence[str], partitions: PartitionRows | None, schema: pa.Schema
 ) -> WritePlan:

@@ -41,6 +41,8 @@ from lake_platform.defs.asset_tables import (
     TABLE,
     WritePlan,
     Written,
+    column_names,
+    flag,
     plan_write,
     step_commit_id,
     table_for_key,
@@ -117,7 +119,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             )
         from lake_platform.catalog.provenance import Provenance
 
-        wap = bool(meta.get("wap", self.wap))
+        wap = flag(meta.get("wap", self.wap), "wap")
         lineage = context.run_id if wap else commit_run_id(context)
         by = Provenance(
             actor=ACTOR,
@@ -131,7 +133,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             return counted(checked_whole(obj, as_reader(obj), rows), tally, rows)
 
         data = stream()
-        key_columns = [str(c) for c in meta.get("key_columns") or []]
+        key_columns = column_names(meta.get("key_columns"), "key_columns")
         mode = str(meta.get("write_mode", self.write_mode))
         plan = plan_write(table, mode, key_columns, rows, data.schema)
         with self.lake.catalog() as catalog:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from lake_platform.defs.asset_tables import BRANCH, VERSION
+from lake_platform.defs.asset_tables import BRANCH, VERSION, column_names
 from lake_platform.defs.partition_rows import PartitionRows, context_rows
 from lake_platform.errors import InvalidInput, InvalidTableState
 
@@ -55,13 +55,13 @@ def plan_read(context: dg.InputContext, table: str, unpublished: Callable[[str],
     for its publish (or refused by its audit): only the run that wrote it reads it."""
     partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
     upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else {}
-    columns = (context.definition_metadata or {}).get("columns")
+    columns = column_names((context.definition_metadata or {}).get("columns"), "the input's columns")
     pin = recorded_version(context.instance, context.asset_key, partitions, lineage(context), unpublished)
     return ReadPlan(
         table=table,
         version=pin.version if pin else None,
         branch=pin.branch if pin else None,
-        columns=list(columns) if columns else None,
+        columns=columns or None,
         rows=context_rows(context, upstream_meta.get("partition_expr")),
         partitions=partitions,
     )

@@ -300,6 +300,8 @@ def test_downstream_reads_its_own_runs_upstream_while_another_run_rematerializes
     [
         ({"write_mode": "upsert"}, "write_mode is one of"),
         ({"write_mode": "merge"}, "needs key_columns"),
+        ({"write_mode": "merge", "key_columns": "k"}, "key_columns is a list of column names, not 'k'"),
+        ({"wap": "false"}, "wap is true or false, not 'false'"),  # not a branch write
     ],
 )
 def test_bad_write_metadata_fails_the_step_unwritten(
