@@ -3,7 +3,8 @@
 A branch is a registry object (``BranchRecord`` at ``brn/<table>/<branch>``) with a version chain
 of its own: its ``incarnation`` is a chain id keying its version records and its write lease, so
 it has its own compare-and-swap head and its own writers, and a write to it never moves main. Its
-data lives in Lance's branch dataset ``<table folder>/tree/<lance branch>``, which Lance made by
+data lives in Lance's branch dataset ``<table folder>/tree/<lance branch>`` (the branch's own name,
+which stock clients open it by, when that is free in Lance), which Lance made by
 ``create_branch``: one manifest referencing the parent's files through a base path, and a small
 ref Lance's cleanup honours. Creating a branch copies no data file.
 
@@ -13,6 +14,7 @@ the model and its guarantees are in docs/governance.md ("Branches").
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -273,11 +275,20 @@ class Branches:
         if from_branch is not None and from_branch != MAIN:
             parent, _ = self.branch(tname, from_branch)
         self._source_version(tname, parent, from_version, from_tag)  # refused before any lease
-        with self.ctx.gate.hold(parent.incarnation) as lease:
+        with ExitStack() as held:
+            # Main's lease for every create of the table's branches (then the parent branch's:
+            # main before its branches, as a publish takes them), so two creates of one name never
+            # meet in Lance, whose branch carries that name.
+            lease = held.enter_context(self.ctx.gate.hold(record.incarnation))
+            if isinstance(parent, BranchRecord):
+                lease = held.enter_context(self.ctx.gate.hold(parent.incarnation))
             if by.commit_id is not None and self.ctx.replayed(  # landed while this waited?
                 commit_id, table=str(tname), operation="branch-create", branch=branch
             ):
                 return self.info(tname, self.branch(tname, branch)[0])
+            there = self.ctx.store.get(keys.branch(tname, branch))
+            if (there.revision if there is not None else ABSENT) != revision:
+                raise TableBranchAlreadyExists(f"branch {branch} of {tname} was made concurrently")
             # Under the parent line's lease: its cleanup cannot take the version away meanwhile.
             table_item = self.ctx.store.get(keys.table(tname))
             record, table_rev = self.ctx.table(tname, incarnation=record.incarnation, item=table_item)
@@ -288,8 +299,16 @@ class Branches:
             version = self._source_version(tname, parent, from_version, from_tag)
             root = self.reads.snapshot(tname, parent, version).record.location  # the version's line
             chain = new_id()
-            lance_branch = f"{branch}-{chain[:12]}"
             storage = self.ctx.storage(record.folder_uri)
+            # Lance's branch carries the registry's name, which stock clients open it by (Lance
+            # refuses a manifest recorded for another name). Where that name is not free in
+            # Lance (main's line after a branch of this name was published, or a purge's
+            # leftovers), a fresh one: lake's readers follow the record, stock clients cannot.
+            lance_branch = (
+                branch
+                if engine_branches.name_free(record.folder_uri, branch, storage)
+                else f"{branch}-{chain[:12]}"
+            )
             self.ctx.at("branch:before-engine")
             made = engine_branches.create_branch(root, lance_branch, version, storage)
             main_version = parent.main_version if isinstance(parent, BranchRecord) else version

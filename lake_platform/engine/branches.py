@@ -5,6 +5,10 @@ references the parent's files through a base path, plus a small ref (``_refs/bra
 that Lance's cleanup honours (it never removes a file a branch still references) and the orphan
 scan reads. No data file is copied. Writes to the branch dataset put their files under
 ``tree/<name>``; the registry, not Lance, decides which of its versions exist.
+
+A stock client (lancedb, pylance) finds a branch's dataset by its name, ``tree/<name>``, and
+refuses a manifest recorded for another name, so the catalog gives the Lance branch the registry
+branch's name whenever that name is free in Lance (``name_free``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import lance
 
 from lake_platform.engine.manifests import manifest_size
 from lake_platform.engine.panics import engine_call
-from lake_platform.engine.storage import table_object_root
+from lake_platform.engine.storage import list_files, table_object_root
 
 
 @dataclass(frozen=True)
@@ -63,3 +67,16 @@ def branch_names(folder: str, storage_options: dict[str, str] | None = None) -> 
     """The Lance branches of the dataset at ``folder``."""
     ds = lance.dataset(folder, storage_options=storage_options or None)
     return sorted(ds.branches.list())
+
+
+def name_free(folder: str, name: str, storage_options: dict[str, str] | None = None) -> bool:
+    """Whether a Lance branch ``name`` can be made fresh at ``<folder>/tree/<name>``: no Lance
+    branch of that name (a live or trashed branch's, or main's line after it was published) and
+    no manifest left under its ``_versions`` (a purge killed after Lance dropped the ref), whose
+    version numbers a new branch's commits would meet. A staging manifest or transaction file a
+    refused client commit left there (``<n>.manifest-<uuid>``, ``_transactions/``) does not
+    count: no commit writes those names again, and the orphan scan reports them."""
+    if name in branch_names(folder, storage_options):
+        return False
+    versions = list_files(folder, storage_options, under=f"tree/{name}/_versions")
+    return not any(f.path.endswith(".manifest") for f in versions)

@@ -80,7 +80,7 @@ def test_pylance_commits_staged_manifests_on_the_branch_only(table: Lake) -> Non
         rows([4, 5]).read_all(), namespace_client=client, table_id=T.split("."), mode="append"
     )
     assert head(table) == 3 and len(staged) == 2
-    assert all("/tree/dev-" in s["manifest_path"] for s in staged)  # staged in the branch's dataset
+    assert all("/tree/dev/_versions/" in s["manifest_path"] for s in staged)  # staged in the branch's dataset
     assert ids_of(table.catalog.branches.open_branch(T, "dev")) == [1, 2, 3, 4, 5]
     assert ids_of(table.catalog.branches.open_branch(T, "dev", 2)) == [1, 2, 3]
     main = table.catalog.reads.open_table(T)
@@ -104,7 +104,7 @@ def test_a_manifest_not_the_branchs_next_is_refused_and_nothing_changes(table: L
     tname = TableName.parse(OTHER)
     incarnation = table.catalog.ctx.table(tname)[0].incarnation
     path = branch_version(table.catalog.store, tname, incarnation, "dev", 2)[1].manifest_path
-    assert staged and "/tree/dev-" in path
+    assert staged and "/tree/dev/_versions/" in path
     with pytest.raises(InvalidInput, match="base path"):
         versions.create_version(T, "dev", 2, path)
     with pytest.raises(InvalidInput, match="does not exist"):

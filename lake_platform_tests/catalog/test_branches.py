@@ -16,6 +16,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.storage import filesystem
 from lake_platform.errors import (
     BranchDiverged,
     InvalidInput,
@@ -292,3 +293,29 @@ def test_a_branch_name_a_dropped_table_in_the_trash_still_has_is_not_taken_over(
     c.tables.create_table(T, rows([7]))
     c.branches.create_branch(T, "dev")  # the dropped table is gone: its branch name is free
     assert ids_of(c.branches.open_branch(T, "dev")) == [7]
+
+
+def test_a_branch_is_named_in_lance_as_in_the_registry_unless_lance_holds_that_name(table: Lake) -> None:
+    """Stock clients open a branch by its registry name, ``tree/<name>``: Lance's branch takes
+    it when it is free there; not while main's line lives there after a publish, nor over a
+    manifest a purge killed midway left: then ``<name>-<chain id>``, which lake still reads."""
+    catalog = table.catalog
+    folder = catalog.reads.open_table(T).record.folder_uri.rstrip("/")
+    catalog.branches.create_branch(T, "dev")
+    assert catalog.branches.describe_branch(T, "dev")["location"] == f"{folder}/tree/dev"
+    catalog.branch_writes.append(T, "dev", rows([4]))
+    catalog.branch_publish.publish_branch(T, "dev")  # main's line now lives at tree/dev
+    catalog.branches.create_branch(T, "dev")  # the registry's name is free again, Lance's is not
+    again = catalog.branches.describe_branch(T, "dev")
+    assert str(again["location"]).startswith(f"{folder}/tree/dev-") and again["version"] == 3
+    catalog.branch_writes.append(T, "dev", rows([5]))
+    assert ids_of(catalog.branches.open_branch(T, "dev")) == [1, 2, 3, 4, 5]
+    assert ids_of(catalog.reads.open_table(T)) == [1, 2, 3, 4]
+    # a manifest left under tree/<name>/_versions (a purge killed after Lance dropped its ref)
+    fs, root = filesystem(folder, table.settings.storage_options(folder))
+    fs.create_dir(f"{root}/tree/fix/_versions")
+    with fs.open_output_stream(f"{root}/tree/fix/_versions/18446744073709551610.manifest") as out:
+        out.write(b"left by a killed purge")
+    catalog.branches.create_branch(T, "fix")
+    assert "/tree/fix-" in str(catalog.branches.describe_branch(T, "fix")["location"])
+    assert ids_of(catalog.branches.open_branch(T, "fix")) == [1, 2, 3, 4]

@@ -51,7 +51,7 @@ def plant(root: Path, rel: str, data: bytes = b"x" * 100, age: float = TWO_DAYS)
 
 
 def dev_root(catalog) -> str:
-    """Where the registered branch ``dev`` lives: ``<table folder>/tree/dev-<id>``."""
+    """Where the registered branch ``dev`` lives: ``<table folder>/tree/dev``."""
     return str(catalog.branches.describe_branch(TABLE, "dev")["location"])
 
 

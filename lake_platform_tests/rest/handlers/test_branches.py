@@ -118,7 +118,7 @@ def test_describe_query_count_and_versions_of_a_branch(events: RestLake) -> None
     head = ns.describe_table(DescribeTableRequest(id=T, branch="dev"))
     main = ns.describe_table(DescribeTableRequest(id=T))
     assert (head.version, main.version) == (2, 2)
-    assert head.location != main.location and "/tree/dev-" in head.location
+    assert head.location != main.location and head.location.endswith("/tree/dev")
     assert ns.describe_table(DescribeTableRequest(id=T, branch="dev", version=1)).version == 1
     detailed = events.post(f"/v1/table/{TP}/describe", {"branch": "dev", "load_detailed_metadata": True})
     assert [f["name"] for f in detailed.json()["schema"]["fields"]] == ["id", "tag"]
@@ -141,7 +141,7 @@ def test_describe_query_count_and_versions_of_a_branch(events: RestLake) -> None
 
     versions = ns.list_table_versions(ListTableVersionsRequest(id=T, branch="dev")).versions
     assert [v.version for v in versions] == [1, 2]
-    assert all("/tree/dev-" in v.manifest_path for v in versions)
+    assert all("/tree/dev/_versions/" in v.manifest_path for v in versions)
     one = ns.describe_table_version({"id": T, "branch": "dev", "version": 2})
     assert one["version"]["version"] == 2
     # a version outside the branch's line: 404, as for main
