@@ -103,6 +103,10 @@ def check_password(password: str) -> str:
         raise InvalidInput(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
     if len(password) > 1024:
         raise InvalidInput("password is too long (limit 1024 characters)")
+    try:
+        password.encode()  # what the hash reads: stdin's undecodable bytes arrive as surrogates
+    except UnicodeEncodeError:
+        raise InvalidInput("password must be UTF-8 text") from None
     return password
 
 

@@ -304,6 +304,9 @@ def test_the_catalog_leaves_throttling_to_the_entry_point(lake: Lake) -> None:
         lambda c: c.access.add_user("Bad Name", project="p", role="reader", password="long enough"),
         lambda c: c.access.add_user("ok", project="p", role="root", password="long enough"),
         lambda c: c.access.add_user("ok", project="p", role="reader", password="short"),
+        # undecodable bytes on `lake user add --password-stdin` (surrogate escapes): was a
+        # UnicodeEncodeError, INTERNAL 'unexpected error' in the CLI
+        lambda c: c.access.add_user("ok", project="p", role="reader", password="long enough \udcff"),
         lambda c: c.access.add_user("ok", project="nope", role="reader", password="long enough"),
         lambda c: c.access.create_token("t", project="p", role="superuser"),
         lambda c: c.access.revoke_token("../../etc"),
