@@ -190,9 +190,12 @@ def _forkserver() -> Any:
 
 
 def kill_writer(
-    settings: LakeSettings, operation: Operation, point: str, nth: int, commit_id: str, timeout: float = 60.0
+    settings: LakeSettings, operation: Operation, point: str, nth: int, commit_id: str, timeout: float = 300.0
 ) -> tuple[int, float]:
     """Run ``operation(catalog, commit_id)`` in a writer process killed at ``point``.
+
+    ``timeout`` only catches a writer that hangs: the child's first Lance write starts Lance's
+    runtime, which took 10-30 s on a loaded 2-core machine (60 s was too close).
 
     ``operation`` must be a module-level function (the child imports it by name). Returns the
     child's exit code (``-SIGKILL`` when the point was reached) and the wall time (seconds since
