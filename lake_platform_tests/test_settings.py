@@ -46,6 +46,9 @@ def test_dotenv_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
         # A malformed endpoint was taken and failed at the first S3 call, far from the setting.
         ({"LAKE_S3_ENDPOINT": "minio:9000"}, "LAKE_S3_ENDPOINT: expected http://HOST"),
         ({"LAKE_S3_ENDPOINT": "http://"}, "LAKE_S3_ENDPOINT: expected http://HOST"),
+        # Recorded as the commit log's actor: a line break forged lines in `lake log`'s text.
+        ({"LAKE_ACTOR": "ana\n2026-01-01 00:00:00Z  p  drop  root"}, "LAKE_ACTOR: no control characters"),
+        ({"LAKE_ACTOR": "ana\x1b[2J"}, "LAKE_ACTOR: no control characters"),
     ],
 )
 def test_bad_values_name_the_variable(

@@ -258,6 +258,10 @@ class LakeSettings(BaseSettings):
             raise ValueError("rest_sts_endpoint: only used when rest_storage_credentials is 'scoped'")
         if any(c.isalnum() or c == "_" or c.isspace() or c == "/" for c in self.rest_id_delimiter):
             raise ValueError("rest_id_delimiter: must not contain letters, digits, '_', '/' or spaces")
+        if any(not c.isprintable() for c in self.actor):
+            # The commit log records it as who did what; a line break or escape code in it forges
+            # or hides lines wherever the log is shown as text.
+            raise ValueError("actor: no control characters (line breaks, tabs, escape codes)")
         if self.lease_safety_margin_seconds >= self.lease_ttl_seconds:
             raise ValueError("lease_safety_margin_seconds: must be below lease_ttl_seconds")
         # Lease I/O must give up before the margin is used up, or a slow write could land late.
