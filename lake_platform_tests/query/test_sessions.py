@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from datafusion import SessionContext
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, TableNotFound
@@ -54,15 +55,27 @@ def test_one_reused_context_never_leaks_a_tenants_catalog(
     assert _rows(engine, engine.plan("SELECT count(*) AS n FROM pw.ns.only_p", p)) == [{"n": 2}]
 
 
-def test_an_idle_context_holds_no_catalogs(lake: tuple[Any, Catalog], engine: QueryEngine) -> None:
-    p, _ = _views(lake[1])
+def test_an_idle_context_holds_no_catalogs(lake: tuple[Any, Catalog]) -> None:
+    """Seen from the context itself: the test keeps the one its engine's pool made (the pool's
+    factory, ``engine.context``, is looked up late for this) and lists its catalogs between
+    requests."""
+    settings, catalog = lake
+    engine = QueryEngine(settings, QueryLimits(session_pool_size=1, memory_limit_bytes=64 << 20))
+    made: list[SessionContext] = []
+    factory = engine.context
+
+    def recording() -> SessionContext:
+        made.append(factory())
+        return made[-1]
+
+    engine.context = recording  # type: ignore[method-assign]
+    p, _ = _views(catalog)
     engine.plan("SELECT * FROM w.ns.t", p)
+    assert len(made) == 1 and set(made[0].catalog_names()) == set()
     with pytest.raises(TableNotFound):
         engine.plan("SELECT * FROM w.ns.nope", p)  # a failed planning lets go of them too
-    assert engine.sessions.idle() == 1
-    ctx, slot = engine.sessions._idle[0]
-    assert slot.catalog_names() == set()
-    assert set(ctx.catalog_names()) == set()
+    assert len(made) == 1 and engine.sessions.idle() == 1  # the same context, back in the pool
+    assert set(made[0].catalog_names()) == set()
 
 
 def test_a_stream_survives_reuse_of_its_context(lake: tuple[Any, Catalog], engine: QueryEngine) -> None:
