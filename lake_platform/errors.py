@@ -208,6 +208,11 @@ class PolicyNotFound(NamespaceNotFound):
     """No policy record is attached at the named scope."""
 
 
+class UserNotFound(NamespaceNotFound):
+    """No user has the name given (or it is in a project the caller cannot see); the wire code
+    is NamespaceNotFound's, as a missing project's."""
+
+
 class TokenNotFound(NamespaceNotFound):
     """No service token has the id given (or it is in a project the caller cannot see); the wire
     code is NamespaceNotFound's, as a missing project's."""

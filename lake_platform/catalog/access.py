@@ -28,6 +28,7 @@ from lake_platform.errors import (
     NamespaceNotFound,
     TokenNotFound,
     Unauthenticated,
+    UserNotFound,
 )
 from lake_platform.naming import ProjectName, check_segment
 from lake_platform.registry import keys
@@ -116,12 +117,12 @@ class Access:
         return updated, record.role
 
     def _user(self, name: str, who: Principal) -> tuple[UserRecord, Item]:
-        """The user's record; InvalidInput when there is none, or when it is in a project the
+        """The user's record; UserNotFound when there is none, or when it is in a project the
         caller cannot see (another tenant learns neither that it exists nor where)."""
         item = self.ctx.store.get(keys.user(name))
         record = decode(UserRecord, item.value, item.key) if item is not None else None
         if item is None or record is None or not who.can(record.project, "read"):
-            raise InvalidInput(f"no user named {name}")
+            raise UserNotFound(f"no user named {name}")
         return record, item
 
     def list_users(self, project: str | None = None, *, by: Provenance = UNSTATED) -> list[UserRecord]:

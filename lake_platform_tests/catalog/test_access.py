@@ -10,7 +10,14 @@ import pytest
 
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import ErrorCode, InvalidInput, LakeError, PermissionDenied, TokenNotFound
+from lake_platform.errors import (
+    ErrorCode,
+    InvalidInput,
+    LakeError,
+    PermissionDenied,
+    TokenNotFound,
+    UserNotFound,
+)
 from lake_platform.registry import keys
 from lake_platform_tests.catalog.conftest import Lake, state
 
@@ -60,13 +67,13 @@ def test_the_same_role_is_no_change(dana: Lake) -> None:
 @pytest.mark.parametrize(
     ("name", "role", "by", "error"),
     [
-        ("nobody", "writer", None, InvalidInput),
+        ("nobody", "writer", None, UserNotFound),
         ("dana", "root", None, InvalidInput),
         ("Dana!", "writer", None, InvalidInput),
         ("dana", "admin", Principal("pat", "user", "p", "writer"), PermissionDenied),
         # Another tenant's admin is answered as if there were no such user: before, it was
         # PermissionDenied naming dana's project.
-        ("dana", "admin", Principal("quinn", "user", "q", "admin"), InvalidInput),
+        ("dana", "admin", Principal("quinn", "user", "q", "admin"), UserNotFound),
     ],
 )
 def test_bad_input_is_a_typed_error_and_changes_nothing(
@@ -87,7 +94,7 @@ def test_another_tenants_user_looks_missing_to_remove_and_set_role(dana: Lake) -
     ):
         answers = []
         for who in ("dana", "nobody"):
-            with pytest.raises(InvalidInput) as err:
+            with pytest.raises(UserNotFound) as err:
                 call(who)
             answers.append(str(err.value).replace(who, "X"))
         assert answers[0] == answers[1]

@@ -39,13 +39,16 @@ def test_set_role_changes_the_role_in_place(lake: CliRunner) -> None:
 
 def test_an_unknown_user_or_role_is_a_typed_error(lake: CliRunner) -> None:
     add_dana(lake)
-    for args, message in (
-        (["nobody", "writer"], "no user named nobody"),
-        (["dana", "root"], "invalid role 'root': use one of reader, writer, admin"),
+    # An unknown user is NotFound (exit 1), as an unknown token; a bad role is bad input (exit 2).
+    for command, args, name, code, message in (
+        ("set-role", ["nobody", "writer"], "UserNotFound", 1, "no user named nobody"),
+        ("remove", ["nobody"], "UserNotFound", 1, "no user named nobody"),
+        ("set-role", ["dana", "root"], "InvalidInput", 13, "invalid role 'root': use one of reader, writer"),
     ):
-        result = lake.invoke(cli, ["--json", "user", "set-role", *args])
+        result = lake.invoke(cli, ["--json", "user", command, *args])
         error = json.loads(result.output)["error"]
-        assert result.exit_code != 0 and error["code"] == 13 and message in error["message"]
+        assert (error["error"], error["code"]) == (name, code) and message in error["message"]
+        assert result.exit_code == (2 if code == 13 else 1)
     assert [u["role"] for u in run(lake, "user", "list")] == ["reader"]  # type: ignore[index]
 
 
