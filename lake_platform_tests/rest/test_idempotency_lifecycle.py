@@ -6,6 +6,7 @@ reused for another request (another column, version, branch, name) is 422 and ch
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -103,6 +104,37 @@ def test_a_tag_created_moved_and_deleted_under_keys_is_committed_once(orders: Re
     # Without a key a repeated delete is refused: the tag is gone.
     plain = rest_namespace(orders.url, orders.tokens["writer"])
     assert "month_end" in refused(lambda: plain.delete_table_tag(delete))
+
+
+def sent_at_once(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Each call in its own thread, released together by a barrier; the answers (or the
+    exceptions raised) in the calls' order."""
+    together = threading.Barrier(len(calls))
+    answers: list[Any] = [None] * len(calls)
+
+    def send(i: int) -> None:
+        together.wait()
+        try:
+            answers[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - the caller's assertion names it
+            answers[i] = exc
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_a_keyed_tag_delete_sent_twice_at_once_answers_both(orders: RestLake) -> None:
+    orders.catalog.tags.create_tag(NAME, "month_end", 1)
+    delete = DeleteTableTagRequest(id=T, tag="month_end")
+    clients = [keyed(orders, "k-untag"), keyed(orders, "k-untag")]
+    answers = sent_at_once([lambda c=c: c.delete_table_tag(delete) for c in clients])
+    assert [type(a).__name__ for a in answers] == ["DeleteTableTagResponse"] * 2, answers
+    assert orders.catalog.tags.list_tags(NAME) == {}
+    assert operations(orders) == ["tag", "untag"]
 
 
 def test_a_branch_made_published_and_deleted_under_keys_is_committed_once(orders: RestLake) -> None:
