@@ -17,7 +17,9 @@ ALLOWED_FIRST_WORDS = frozenset({"select", "with", "values", "explain"})
 _WORD = re.compile(r"[A-Za-z_]+")
 _DOLLAR = re.compile(r"\$([0-9]+)")
 #: Where a string, a quoted name or a comment may begin (what the rewrites copy untouched) ...
-_OPAQUE_AT = r"['\"]|--|/\*"
+_OPAQUE_AT = r"['\"`]|--|/\*|\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$"
+#: A dollar-quoted string's opening delimiter (``$$`` or ``$tag$``; ``$1`` is a placeholder).
+_DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
 #: ... or a placeholder, or a name.
 _PLACEHOLDER_AT = re.compile(rf"[?$]|{_OPAQUE_AT}")
 _NAME_AT = re.compile(rf"[A-Za-z_]|{_OPAQUE_AT}")
@@ -222,8 +224,21 @@ def _rewrite(sql: str, start: re.Pattern[str], token: Callable[[str, int], tuple
 def _opaque_end(sql: str, i: int) -> int | None:
     """If a string, quoted name or comment starts at ``i``, the index just past it (copied as is)."""
     c = sql[i]
-    if c in ("'", '"'):
+    if (
+        c == "'"
+        and i > 0
+        and sql[i - 1] in "eE"
+        and not (i > 1 and (sql[i - 2].isalnum() or sql[i - 2] in "_$"))
+    ):
+        return _escaped_closing(sql, i)  # E'...': a backslash escapes the next character
+    if c in ("'", '"', "`"):
         return _closing(sql, i, c)
+    if c == "$":
+        m = _DOLLAR_QUOTE.match(sql, i)
+        if m is None:
+            return None
+        end = sql.find(m.group(0), m.end())
+        return len(sql) if end < 0 else end + len(m.group(0))
     if sql.startswith("--", i):
         end = sql.find("\n", i)
         return len(sql) if end < 0 else end
@@ -231,6 +246,24 @@ def _opaque_end(sql: str, i: int) -> int | None:
         end = sql.find("*/", i + 2)
         return len(sql) if end < 0 else end + 2
     return None
+
+
+def _escaped_closing(sql: str, start: int) -> int:
+    """The index just past an E'...' string opened at ``start`` (as DataFusion's parser reads
+    it: ``\\'`` and ``''`` are quotes inside it); read as a plain string, ``E'\\''`` ended
+    early and the text after it was taken for a string: checks skipped it, rewrites changed it."""
+    i, n = start + 1, len(sql)
+    while i < n:
+        if sql[i] == "\\":
+            i += 2
+        elif sql[i] == "'":
+            if i + 1 < n and sql[i + 1] == "'":
+                i += 2
+                continue
+            return i + 1
+        else:
+            i += 1
+    return n
 
 
 def _closing(sql: str, start: int, quote: str) -> int:

@@ -23,6 +23,8 @@ DEEP = {
     "or": "SELECT count(*) FROM w.ns.t WHERE " + " OR ".join(f"id = {i}" for i in range(10_000)),
     "column-sum": "SELECT " + "id+" * 4_000 + "1 FROM w.ns.t",
     "concat": "SELECT s" + " || s" * 4_000 + " FROM w.ns.t",
+    # read as a plain string, E'\'' ran on to the next quote and the chain went unchecked
+    "after-an-e-string": "SELECT E'\\'', " + "1+" * 10_000 + "1 AS x, 'a'",
     "union": " UNION ALL ".join(["SELECT 1 AS a"] * 4_000),
     "in-parentheses": "SELECT " + "(" * 40 + ("1+" * 300 + "1)") * 40,
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lake_platform.errors import InvalidInput
-from lake_platform.query.sql import MAX_DEPTH, check_depth, check_query
+from lake_platform.query.sql import MAX_DEPTH, check_depth, check_query, qualify_nested, rewrite_placeholders
 
 
 def refused(sql: str, limit: int = 10) -> bool:
@@ -50,3 +50,23 @@ def test_check_query_applies_the_bound() -> None:
     with pytest.raises(InvalidInput, match=f"more than {MAX_DEPTH} operators deep"):
         check_query("SELECT " + "1+" * (MAX_DEPTH + 1) + "1", 1 << 20)
     assert check_query("SELECT " + "1+" * MAX_DEPTH + "1", 1 << 20)
+
+
+#: Strings DataFusion reads differently from a plain '...': text the checks must not skip.
+QUOTED_TWICE = ("E'\\''", "e'\\\\', 'x'", "$$'$$", "$q$'$q$", "`a'b`")
+
+
+@pytest.mark.parametrize("opening", QUOTED_TWICE)
+def test_what_follows_an_escaped_or_dollar_quoted_string_is_read_as_sql(opening: str) -> None:
+    """E'\\'' ends where DataFusion ends it: read as a plain string it ran on to the next quote,
+    so a deep chain after it was skipped (a crash past the bound) and rewrites changed it."""
+    assert refused(f"SELECT {opening}, " + "1+" * 20 + "1 AS x, 'a'")
+    assert qualify_nested(f"SELECT {opening}, 'w.ns.sub.u' AS a", lambda w, ns: True) == (
+        f"SELECT {opening}, 'w.ns.sub.u' AS a"
+    )
+    assert rewrite_placeholders(f"SELECT {opening}, '?', ? AS a") == (f"SELECT {opening}, '?', $1 AS a", 1)
+
+
+def test_dollar_quotes_and_placeholders_are_told_apart() -> None:
+    assert rewrite_placeholders("SELECT $$?$$, $1") == ("SELECT $$?$$, $1", 1)
+    assert rewrite_placeholders("SELECT $a$ $1 ? $a$") == ("SELECT $a$ $1 ? $a$", 0)
