@@ -23,7 +23,7 @@ name being free and the namespace still there.
 from __future__ import annotations
 
 from lake_platform.catalog import roots
-from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.table_files import check_manifest
@@ -40,7 +40,17 @@ class Registrations:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
-    def register_table(self, name: str, location: str, *, by: Provenance = UNSTATED) -> CommitResult:
+    def register_table(
+        self,
+        name: str,
+        location: str,
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
+        """``detail`` goes into the log entry (an idempotent request's key and digest), and the
+        commit is ``by.commit_id`` when given: one that landed already is refused with the rest
+        (its marker), which a keyed caller looks up (``rest/idempotency.once``)."""
         # pyarrow loads on use: registry-only commands import catalog without it (cli/test_fast.py)
         from lake_platform.catalog.arrow_io import schema_to_ipc
 
@@ -64,7 +74,8 @@ class Registrations:
             schema = engine.manifest_schema(where, manifest_path, storage)
         except ValueError:
             raise InvalidInput(f"the newest manifest at {location} is not a Lance manifest") from None
-        incarnation, commit_id, actor = new_id(), new_id(), self.ctx.actor(by.actor, who)
+        incarnation, actor = new_id(), self.ctx.actor(by.actor, who)
+        commit_id = check_commit_id(by.commit_id)
         record = TableRecord(
             name=str(tname),
             incarnation=incarnation,
@@ -93,7 +104,7 @@ class Registrations:
             commit_id=commit_id,
             incarnation=incarnation,
             to_version=version,
-            detail={"location": where},
+            detail={**(detail or {}), "location": where},
         )
         try:
             self.ctx.commit(ops, log=entry)

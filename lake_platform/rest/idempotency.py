@@ -3,8 +3,10 @@ itself; :func:`keyed`, what a committing handler runs its commit under (the comm
 stands for, the key and the request's digest for the log entry) or, when the key's commit
 already landed as this same request, that commit's log entry to answer from; and
 :func:`commit_once`, which does both for a write answered by a :class:`CommitResult`
-(CreateTable, InsertIntoTable, DeleteFromTable). A retry answers the first outcome and commits
-nothing; the key reused for another request is refused (422)."""
+(CreateTable, InsertIntoTable, DeleteFromTable); :func:`once`, which does both for a change
+without a lease to look for the key under (a container's create or drop, RegisterTable). A
+retry answers the first outcome and commits nothing; the key reused for another request is
+refused (422)."""
 
 from __future__ import annotations
 
@@ -12,16 +14,19 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from lake_platform.catalog.idempotency import HEADER, commit_id_for, key_in, reused
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.errors import LakeError
 from lake_platform.naming import TableName
-from lake_platform.registry.records import CommitLogEntry
+from lake_platform.registry.records import CommitLogEntry, decode
 from lake_platform.rest.request import RestRequest
 
 #: What a write puts in its log entry's detail (and the retry compares): Callable's argument.
 Commit = Callable[[Provenance, dict[str, object]], CommitResult]
+T = TypeVar("T")
 
 
 def idempotency_key(request: RestRequest) -> str | None:
@@ -40,12 +45,15 @@ class Keyed:
     first: CommitLogEntry | None = None
 
 
-def keyed(request: RestRequest, tname: TableName, kind: str, payload: bytes, operations: set[str]) -> Keyed:
+def keyed(
+    request: RestRequest, tname: TableName | str, kind: str, payload: bytes, operations: set[str]
+) -> Keyed:
     """The request's commit under its idempotency key, if it sent one. ``kind`` names the
     request (``create``, ``update``, ``merge``, ``restore``, ...), ``payload`` is what makes it
     this request (the body, the mode, the predicate, the branch) and ``operations`` the log
-    operations its commit may have. The key used for another table, kind or payload is
-    IdempotencyKeyReused (422), before anything is written."""
+    operations its commit may have. ``tname`` is a table, or (a str) the dotted name of a
+    project, warehouse or namespace whose commit-log entry the commit leaves. The key used for
+    another target, kind or payload is IdempotencyKeyReused (422), before anything is written."""
     key = idempotency_key(request)
     if key is None:
         return Keyed(Provenance(principal=request.principal))
@@ -57,7 +65,11 @@ def keyed(request: RestRequest, tname: TableName, kind: str, payload: bytes, ope
     marker = catalog.ctx.commit_landed(commit_id)
     if marker is None:
         return Keyed(by, detail)
-    entry = catalog.reads.commit(str(tname), commit_id, by=Provenance(principal=request.principal))
+    if isinstance(tname, TableName):
+        entry = catalog.reads.commit(str(tname), commit_id, by=Provenance(principal=request.principal))
+    else:  # a container's: the commit id is this principal's own (commit_id_for), so is its entry
+        item = catalog.store.get(marker.log_key) if marker.target == tname and marker.log_key else None
+        entry = decode(CommitLogEntry, item.value, item.key) if item is not None else None
     first = f"{marker.operation} of {marker.target}"
     if entry is None or marker.operation not in operations:
         raise reused(key, first, f"{kind} of {tname}")
@@ -66,8 +78,32 @@ def keyed(request: RestRequest, tname: TableName, kind: str, payload: bytes, ope
     return Keyed(by, detail, entry)
 
 
+def once(
+    request_key: Callable[[], Keyed], run: Callable[[Keyed], T], answer: Callable[[CommitLogEntry], T]
+) -> T:
+    """``run`` under the request's key (``request_key``: :func:`keyed` or :func:`keyed_body`
+    for it), or ``answer`` from the first commit when the key's commit landed as this request.
+    For an operation whose catalog call has no lease to look for the key under (a container's
+    create or drop, a register): a refusal it raises (exists already, not found, changed
+    meanwhile) is looked at again, since the same request sent at once may have landed
+    between the first look and the catalog's; its commit marker lands in the commit's own
+    transaction, so a refusal after it sees it."""
+    first = request_key()
+    if first.first is not None:
+        return answer(first.first)
+    try:
+        return run(first)
+    except LakeError:
+        if not first.detail:  # no key: the refusal stands
+            raise
+        again = request_key()
+        if again.first is None:
+            raise
+        return answer(again.first)
+
+
 def keyed_body(
-    request: RestRequest, tname: TableName, kind: str, operations: set[str], *also: object
+    request: RestRequest, tname: TableName | str, kind: str, operations: set[str], *also: object
 ) -> Keyed:
     """:func:`keyed` for a request whose JSON body (with ``also``: the branch, a name the
     query gave) is what makes it this request."""

@@ -1,19 +1,19 @@
 """A table's registration over REST: RenameTable moves it to another name (``catalog/rename.py``:
 one registry transaction; locations are per incarnation, so no data moves; an
 ``Idempotency-Key`` makes a retry answer the first rename); RegisterTable adopts
-an existing Lance dataset under the warehouse-root rules (``catalog/register.py``)."""
+an existing Lance dataset under the warehouse-root rules (``catalog/register.py``; an
+``Idempotency-Key`` makes a retry answer the first registration)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import mode_of
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName, check_segment
 from lake_platform.rest import ids
 from lake_platform.rest.handlers.common import scoped
-from lake_platform.rest.idempotency import keyed_body
+from lake_platform.rest.idempotency import Keyed, keyed_body, once
 from lake_platform.rest.request import RestRequest
 
 
@@ -51,11 +51,22 @@ def register_table(request: RestRequest) -> Any:
     location = request.body.get("location")
     if not isinstance(location, str) or not location:
         raise InvalidInput("location is required")
-    result = request.service.catalog.registrations.register_table(
-        str(tname), location, by=Provenance(principal=request.principal)
+    catalog = request.service.catalog
+
+    def register(request_key: Keyed) -> dict[str, Any]:
+        result = catalog.registrations.register_table(
+            str(tname), location, detail=request_key.detail, by=request_key.by
+        )
+        return {"transaction_id": result.commit_id, "location": catalog.ctx.table(tname)[0].location}
+
+    # A retry after a lost answer (or the same request sent at once) answers the first
+    # registration, not TableAlreadyExists: the location from its log entry (the table may have
+    # moved on since, or been dropped).
+    return once(
+        lambda: keyed_body(request, tname, "register", {"register"}),
+        register,
+        lambda first: {"transaction_id": first.commit_id, "location": first.detail.get("location")},
     )
-    record = request.service.catalog.ctx.table(tname)[0]
-    return {"transaction_id": result.commit_id, "location": record.location}
 
 
 HANDLERS = {

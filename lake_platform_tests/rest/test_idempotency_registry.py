@@ -1,0 +1,51 @@
+"""RegisterTable, the namespace, warehouse and project creates and drops, BatchDeleteTableVersions
+and the undrop routes under an ``Idempotency-Key`` (pylance's RestNamespace with
+``header.Idempotency-Key`` where it has the operation, lake's own routes over HTTP): a retry after
+a lost answer, or the same request sent twice at once, answers the first answer and changes
+nothing, where without a key it is refused (exists already, not found) or answers another count;
+the key reused for another request is 422 and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lance
+from lance_namespace import RegisterTableRequest
+
+from lake_platform.catalog.idempotency import HEADER
+from lake_platform.naming import WarehouseName
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.test_idempotency_lifecycle import answer, keyed, refused, sent_at_once
+
+
+def written(path: Path, ids: list[int]) -> str:
+    lance.write_dataset(rows(ids), str(path), mode="create")
+    return str(path)
+
+
+def registers(lake: RestLake) -> list[str]:
+    return [e.target for e in lake.catalog.reads.log("p.w.ns") if e.operation == "register"]
+
+
+def test_a_register_under_a_key_is_committed_once(rest_lake: RestLake) -> None:
+    root = Path(rest_lake.catalog.ctx.warehouse(WarehouseName.parse("p.w")).root)
+    where = written(root / "imported" / "sales.lance", [1, 2])
+    other = written(root / "imported" / "other.lance", [3])
+    register = RegisterTableRequest(id=["p", "w", "ns", "sales"], location=where)
+    first, second = sent_at_once([lambda: keyed(rest_lake, "k-reg", "admin").register_table(register)] * 2)
+    assert answer(first) == answer(second), (first, second)
+    assert first.location == where
+    assert answer(keyed(rest_lake, "k-reg", "admin").register_table(register)) == answer(first)
+    moved = RegisterTableRequest(id=["p", "w", "ns", "sales"], location=other)
+    assert "idempotency key" in refused(lambda: keyed(rest_lake, "k-reg", "admin").register_table(moved))
+    assert registers(rest_lake) == ["p.w.ns.sales"]
+    # Without a key the same request again is refused: the name is taken.
+    plain = rest_namespace(rest_lake.url, rest_lake.tokens["admin"])
+    assert "already exists" in refused(lambda: plain.register_table(register))
+
+
+def post(lake: RestLake, path: str, body: Any, key: str | None, who: str = "admin") -> Any:
+    headers = {HEADER: key} if key else {}
+    return lake.post(path, body, who=who, headers=headers)
