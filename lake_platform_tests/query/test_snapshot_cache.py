@@ -15,7 +15,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight import proto
-from lake_platform.query.snapshot import CatalogSnapshot
+from lake_platform.query.snapshot import CatalogSnapshot, load_snapshot
 from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform_tests.flight.conftest import build_catalog, login, query, start_server
 from lake_platform_tests.flight.helpers import CountingStore
@@ -41,19 +41,27 @@ def test_hundred_queries_inside_the_ttl_read_no_registry(lake: tuple[Any, Catalo
 
 
 def test_backend_error_is_unavailable_never_not_found(lake: tuple[Any, Catalog]) -> None:
+    """Staleness is read on a clock the test moves (a minute ahead: the snapshot is past
+    max_stale), not slept towards: on a loaded machine a 0.4 s sleep saw no failed refresh yet,
+    or the 'still serves' query came after max_stale had run out."""
     settings, catalog = lake
     store = CountingStore(catalog.store)
-    server = start_server(
-        settings, catalog, store=store, snapshot_ttl_seconds=0.1, snapshot_max_stale_seconds=1.0
+    ahead = [0.0]
+    snapshots = SnapshotCache(
+        lambda prev: load_snapshot(store, prev),
+        ttl=0.1,
+        max_stale=30.0,
+        clock=lambda: time.monotonic() + ahead[0],
     )
+    server = start_server(settings, catalog, store=store, snapshots=snapshots)
     try:
         client, options = login(f"grpc://127.0.0.1:{server.port}")
         assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
         store.failing = True
-        time.sleep(0.4)  # refreshes fail; the last good snapshot still serves
+        until(lambda: snapshots.failures > 0, "a refresh to fail")
+        # Refreshes fail; the last good snapshot still serves.
         assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
-        assert server.snapshots.failures > 0
-        time.sleep(1.0)  # now the snapshot is older than max_stale
+        ahead[0] = 60.0  # now the snapshot is older than max_stale
         for text in ("SELECT count(*) FROM w.ns.t", "SELECT * FROM w.ns.missing"):
             with pytest.raises(fl.FlightUnavailableError, match="could not be refreshed"):
                 query(client, options, text)
@@ -61,16 +69,11 @@ def test_backend_error_is_unavailable_never_not_found(lake: tuple[Any, Catalog])
             client.get_flight_info(
                 fl.FlightDescriptor.for_command(proto.pack(proto.CommandGetTables())), options
             )
+        loads = snapshots.loads
         store.failing = False
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
-                break
-            except fl.FlightUnavailableError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("the server did not recover after the backend came back")
+        until(lambda: snapshots.loads > loads, "a refresh after the backend came back")
+        ahead[0] = 0.0  # the new snapshot is fresh
+        assert query(client, options, "SELECT count(*) AS n FROM w.ns.t").to_pylist() == [{"n": 1000}]
     finally:
         server.stop(grace=0)
 
@@ -168,3 +171,11 @@ def test_new_table_appears_after_one_ttl(tmp_path: Path) -> None:
     finally:
         server.stop(grace=0)
         catalog.close()
+
+
+def until(condition: Any, what: str, bound: float = 120.0) -> None:
+    """Wait for ``condition()`` (the background refresh's doing); ``bound`` only catches a hang."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {bound:.0f}s for {what}"
+        time.sleep(0.01)
