@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lake_platform.catalog import branch_moves
+from lake_platform.catalog import branch_moves, branch_names
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -279,7 +279,7 @@ class Branches:
             # Main's lease for every create of the table's branches (then the parent branch's:
             # main before its branches, as a publish takes them), so two creates of one name never
             # meet in Lance, whose branch carries that name.
-            lease = held.enter_context(self.ctx.gate.hold(record.incarnation))
+            lease = main_lease = held.enter_context(self.ctx.gate.hold(record.incarnation))
             if isinstance(parent, BranchRecord):
                 lease = held.enter_context(self.ctx.gate.hold(parent.incarnation))
             if by.commit_id is not None and self.ctx.replayed(  # landed while this waited?
@@ -300,17 +300,14 @@ class Branches:
             root = self.reads.snapshot(tname, parent, version).record.location  # the version's line
             chain = new_id()
             storage = self.ctx.storage(record.folder_uri)
-            # Lance's branch carries the registry's name, which stock clients open it by (Lance
-            # refuses a manifest recorded for another name). Where that name is not free in
-            # Lance (main's line after a branch of this name was published, or a purge's
-            # leftovers), a fresh one: lake's readers follow the record, stock clients cannot.
-            lance_branch = (
-                branch
-                if engine_branches.name_free(record.folder_uri, branch, storage)
-                else f"{branch}-{chain[:12]}"
+            # The registry's name where Lance has it free (or a killed create's leftover holds
+            # it), which stock clients open it by; else <name>-<id>, which lake's readers follow.
+            lance_branch = branch_names.lance_name(
+                self.ctx, tname, record, branch, chain, storage, main_lease
             )
             self.ctx.at("branch:before-engine")
             made = engine_branches.create_branch(root, lance_branch, version, storage)
+            self.ctx.at("branch:engine-made")  # Lance's branch made, the registry's not yet
             main_version = parent.main_version if isinstance(parent, BranchRecord) else version
             actor = self.ctx.actor(by.actor, who)
             rec = BranchRecord(
