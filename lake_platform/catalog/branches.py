@@ -364,7 +364,12 @@ class Branches:
                     lease=lease,
                 )
             except ConditionFailed:
-                engine_branches.delete_branch(record.folder_uri, lance_branch, storage)
+                # Our lease was lost: another create may have removed this Lance branch as a
+                # leftover and made its own of the name since, so only a name that is this
+                # create's alone is removed; a leftover of the bare name is the next create's
+                # (or the orphan reclaim's) to remove.
+                if lance_branch != branch:
+                    engine_branches.delete_branch(record.folder_uri, lance_branch, storage)
                 raise TableBranchAlreadyExists(f"branch {branch} of {tname} was made concurrently") from None
         return branch_info(rec, {parent.incarnation: from_branch} if from_branch else {})
 

@@ -31,6 +31,7 @@ from lake_platform.maintenance import orphans
 from lake_platform.registry import keys
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
+from lake_platform_tests.catalog.faults import Background, Pause, ShiftedClock
 
 T = "p.w.ns.t"
 
@@ -319,3 +320,25 @@ def test_a_branch_is_named_in_lance_as_in_the_registry_unless_lance_holds_that_n
     catalog.branches.create_branch(T, "fix")
     assert "/tree/fix-" in str(catalog.branches.describe_branch(T, "fix")["location"])
     assert ids_of(catalog.branches.open_branch(T, "fix")) == [1, 2, 3, 4]
+
+
+def test_a_create_that_lost_its_lease_leaves_the_lance_branch_of_its_name_to_its_successor(
+    table: Lake,
+) -> None:
+    """A create stalled past its lease (main's) between Lance's branch and its registry commit:
+    the next create of the name takes the lease, removes the stalled one's unregistered Lance
+    branch and commits its own there. The stalled create's commit then fails on the lost lease,
+    and its clean-up must not delete the Lance branch of the name, which is now the other's."""
+    settings = table.settings.model_copy(update={"lease_ttl_seconds": 3600.0})  # no renewal meanwhile
+    pause = Pause("branch:engine-made")
+    with Catalog(settings, hook=pause) as stalled, Catalog(settings, clock=ShiftedClock(3700)) as later:
+        first = Background(lambda: stalled.branches.create_branch(T, "fix"))
+        assert pause.reached.wait(60), "the create never reached Lance's branch"
+        later.branches.create_branch(T, "fix", from_version=1)
+        pause.release()
+        assert isinstance(first.error(), TableBranchAlreadyExists)
+        folder = later.reads.open_table(T).record.folder_uri.rstrip("/")
+        assert later.branches.describe_branch(T, "fix")["location"] == f"{folder}/tree/fix"
+        assert ids_of(later.branches.open_branch(T, "fix")) == [1, 2]
+        later.branch_writes.append(T, "fix", rows([4]))
+        assert ids_of(later.branches.open_branch(T, "fix")) == [1, 2, 4]
