@@ -36,7 +36,7 @@ from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.table_files import check_manifest
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import InvalidInput, Protected
+from lake_platform.errors import InvalidInput, Protected, TableBranchNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord
@@ -98,7 +98,17 @@ class BranchVersions:
         replay = landed(commit_id) if by.commit_id is not None else None
         if replay is not None:
             return replay
-        rec, _ = self.branches.branch(tname, branch)
+        try:
+            rec, _ = self.branches.branch(tname, branch)
+        except TableBranchNotFound as exc:
+            # What a stock client's own branch create sends (lancedb's branches.create commits
+            # Lance's clone as the new branch's first version): the registry's branch record,
+            # lease and trash come only with CreateTableBranch.
+            raise TableBranchNotFound(
+                f"{exc}: a version is committed only to an existing branch; make a branch with "
+                "CreateTableBranch (`lake branch create`), not by a client's own branch create "
+                "(lancedb's branches.create); nothing was recorded"
+            ) from None
         if check is not None:
             check(rec)
         key = None if idempotency_key is None else valid_key(idempotency_key)

@@ -17,7 +17,7 @@ from lake_platform.catalog.branches import branch_version
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import ConcurrentModification, InvalidInput, PermissionDenied
+from lake_platform.errors import ConcurrentModification, InvalidInput, PermissionDenied, TableBranchNotFound
 from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 
@@ -114,6 +114,10 @@ def test_a_manifest_not_the_branchs_next_is_refused_and_nothing_changes(table: L
     reader = Provenance(principal=Principal("viewer", "token", "p", "reader"))
     with pytest.raises(PermissionDenied):
         versions.create_version(T, "dev", 2, path, by=reader)
+    # a branch the registry does not have, as lancedb's branches.create commits Lance's clone:
+    # refused saying how a branch is made
+    with pytest.raises(TableBranchNotFound, match=r"CreateTableBranch \(`lake branch create`\)"):
+        versions.create_version(T, "feat", 1, path.replace("/tree/dev/", "/tree/feat/"))
     # the manifest is the branch's own, already registered: not its next version
     with pytest.raises(ConcurrentModification):
         versions.create_version(OTHER, "dev", 2, path)

@@ -5,7 +5,8 @@ that the manifest it is handed belongs to the branch it asked for, so a branch's
 carries the registry's name (``catalog/branches.py``); a branch made again after a purge reads
 its own files. lancedb's ``branches.create`` (Lance's own commit of a branch clone, which the
 registry refuses: branches are made by CreateTableBranch) leaves a staging manifest that the
-orphan scan reports and that does not keep the name from a later CreateTableBranch."""
+orphan scan reports and its reclaim removes, and that does not keep the name from a later
+CreateTableBranch."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.maintenance import orphans
+from lake_platform_tests.maintenance.helpers import age_tree
 from lake_platform_tests.rest.clients import rest_namespace
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 from lake_platform_tests.rest.test_clients_lancedb import PINS
@@ -107,6 +109,14 @@ def test_lancedb_reads_and_appends_to_a_branch_by_its_name(lake: RestLake) -> No
     report = orphans.scan(catalog, T, min_age=timedelta(hours=1), now=time.time() + 7200)
     assert report.unknown_branches == []
     assert {o.path.split("/", 2)[1] for o in report.orphans if o.path.startswith("tree/")} == {"feat"}
+    # the reclaim removes what it left, once old enough, and nothing else
+    folder = Path(catalog.reads.open_table(T).record.folder_uri)
+    left = sorted(str(p.relative_to(folder)) for p in (folder / "tree" / "feat").rglob("*") if p.is_file())
+    assert left and all(p.startswith(("tree/feat/_versions/", "tree/feat/_transactions/")) for p in left)
+    age_tree(folder / "tree" / "feat", 7200)
+    reclaimed = orphans.reclaim(catalog, T, timedelta(hours=1))
+    assert sorted(d["path"] for d in reclaimed.deleted) == left
+    assert not any(p.is_file() for p in (folder / "tree" / "feat").rglob("*"))
     catalog.branches.create_branch(T, "feat")
     ns = rest_namespace(lake.url, lake.tokens["reader"])
     main = lance.dataset(namespace_client=ns, table_id=TABLE_ID)
