@@ -22,19 +22,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog.branches import Branches
-from lake_platform.catalog.context import CatalogContext
+from lake_platform.catalog.context import CatalogContext, check_commit_id
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.restore import restore_line, restore_pending, restore_request
 from lake_platform.catalog.results import CommitResult, MaintenanceResult
-from lake_platform.catalog.version_removal import removal_entry, unregister, young_versions
+from lake_platform.catalog.version_removal import removal_entry, removed_before, unregister, young_versions
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import BranchRecord, VersionRecord, decode, new_id
+from lake_platform.registry.records import BranchRecord, VersionRecord, decode
 
 if TYPE_CHECKING:
     from lake_platform.catalog.namespace import BoundTableNamespace
@@ -84,17 +84,28 @@ class BranchHistory:
         )
 
     def delete_versions(
-        self, name: str, branch: str, wanted: Sequence[int], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        branch: str,
+        wanted: Sequence[int],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Remove the branch's registered versions among ``wanted`` that governance lets go;
         those kept are named in the result's ``detail`` (``current``, ``tagged``, ``branched``,
-        ``pinned``). Admin, as main's: it destroys history."""
+        ``pinned``). Admin, as main's: it destroys history. ``detail`` and ``by.commit_id``: as
+        main's (a landed id answers that removal)."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "admin", f"delete versions of branch {branch} of {tname}")
         asked = set(wanted)
         rec, _ = self.branches.branch(tname, branch)
+        commit_id = check_commit_id(by.commit_id)
         with self.ctx.gate.hold(rec.incarnation) as lease:
+            first = removed_before(self.ctx, tname, by, branch)
+            if first is not None:
+                return first
             fresh, _ = self.branches.held(tname, branch, rec.incarnation)
             head = fresh.current_version
             versions = [
@@ -118,14 +129,15 @@ class BranchHistory:
                 kept[reason] = [v.version for v in chosen if v.version in numbers and v.version not in held]
                 held |= set(kept[reason])
             doomed = [v for v in chosen if v.version not in held]
-            detail: dict[str, object] = {
+            logged: dict[str, object] = {
+                **(detail or {}),
                 "branch": branch,
                 "versions_removed": [v.version for v in doomed],
                 "kept": kept,
             }
             if not doomed:
-                return MaintenanceResult(str(tname), "delete-versions", "nothing-to-do", head, None, detail)
-            return self._remove(tname, fresh, versions, doomed, lease, detail, by, who)
+                return MaintenanceResult(str(tname), "delete-versions", "nothing-to-do", head, None, logged)
+            return self._remove(tname, fresh, versions, doomed, lease, logged, by, who, commit_id)
 
     def _branched_from(self, tname: TableName, line: BranchRecord) -> set[int]:
         """The versions of ``line`` another branch (live or in the trash) was made from."""
@@ -144,11 +156,11 @@ class BranchHistory:
         detail: dict[str, object],
         by: Provenance,
         who: Principal,
+        commit_id: str,
     ) -> MaintenanceResult:
         """Under the branch's lease: ``doomed`` out of the registry first (each still untagged),
         then Lance's cleanup of the branch's dataset with the same cut, then the staging
         manifests; the log entry gets the bytes and files removed."""
-        commit_id = new_id()
         entry = removal_entry(self.ctx, tname, "delete-versions", by, who, commit_id, line, detail)
         unregister(
             self.ctx, line.incarnation, doomed, lease, entry, f"during cleanup of branch {line.branch}"

@@ -16,10 +16,11 @@ from lake_platform.catalog.context import BATCH, CatalogContext, Log
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.results import MaintenanceResult
 from lake_platform.errors import ConcurrentModification
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.records import CommitLogEntry, TableRecord, VersionRecord, decode
 from lake_platform.registry.store import Delete, MetaStore, Op
 
 
@@ -60,6 +61,27 @@ def removal_entry(
         from_version=line.current_version,
         to_version=line.current_version,
         detail=detail,
+    )
+
+
+def removed_before(
+    ctx: CatalogContext, tname: TableName, by: Provenance, branch: str | None = None
+) -> MaintenanceResult | None:
+    """The removal ``by.commit_id`` made already on ``branch`` (None: main) of ``tname``, as its
+    log entry says (the versions it removed), when a caller named that id and it landed: a
+    keyed retry, or the same request that waited for the lease, which would otherwise find
+    nothing left to remove and answer none. An id that landed as another commit is
+    InvalidInput, nothing removed. Looked at under the line's lease."""
+    if by.commit_id is None:
+        return None
+    first = ctx.replayed(by.commit_id, table=str(tname), operation="delete-versions", branch=branch)
+    marker = ctx.commit_landed(by.commit_id) if first is not None else None
+    item = ctx.store.get(marker.log_key) if marker is not None and marker.log_key else None
+    if first is None or item is None:
+        return None
+    entry = decode(CommitLogEntry, item.value, item.key)
+    return MaintenanceResult(
+        str(tname), "delete-versions", "committed", entry.to_version or 0, by.commit_id, dict(entry.detail)
     )
 
 

@@ -20,7 +20,7 @@ from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
-from lake_platform.catalog.version_removal import removal_entry, unregister, young_versions
+from lake_platform.catalog.version_removal import removal_entry, removed_before, unregister, young_versions
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConditionFailed, InvalidInput
 from lake_platform.naming import TableName
@@ -257,13 +257,20 @@ class Versions:
             )
 
     def delete_versions(
-        self, name: str, wanted: Sequence[int], *, by: Provenance = UNSTATED
+        self,
+        name: str,
+        wanted: Sequence[int],
+        *,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
     ) -> MaintenanceResult:
         """Remove the registered versions among ``wanted`` that governance lets go (the Lance
         Namespace's BatchDeleteTableVersions): never the current version, a tagged one, or one
         a reader may still have pinned (superseded less than the ticket lifetime plus the
         readers' staleness ago); those are kept and named in the result's ``detail``. The same
-        steps as ``cleanup``, logged ``delete-versions``. Admin: it destroys history."""
+        steps as ``cleanup``, logged ``delete-versions``. Admin: it destroys history.
+        ``detail`` goes into the log entry (an idempotent request's key and digest); a
+        ``by.commit_id`` that landed already answers that removal, nothing removed again."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "admin", f"delete versions of {tname}")
@@ -275,8 +282,11 @@ class Versions:
                 f"versions to delete must be positive integers below 2**63: {sorted(map(repr, asked))}"
             )
         record, _ = self.ctx.table(tname)
-        commit_id = new_id()
+        commit_id = check_commit_id(by.commit_id)
         with self.ctx.gate.hold(record.incarnation) as lease:
+            first = removed_before(self.ctx, tname, by)
+            if first is not None:
+                return first
             record, _revision = self.ctx.table(tname, incarnation=record.incarnation)
             versions = [  # not a record above the head (an interrupted publish's, branch_publish)
                 v
@@ -300,13 +310,13 @@ class Versions:
             }
             held = {n for ns in kept.values() for n in ns}
             doomed = [v for v in chosen if v.version not in held]
-            detail: dict[str, object] = {"versions_removed": [v.version for v in doomed], "kept": kept}
+            logged = {**(detail or {}), "versions_removed": [v.version for v in doomed], "kept": kept}
             if not doomed:
                 return MaintenanceResult(
-                    str(tname), "delete-versions", "nothing-to-do", record.current_version, None, detail
+                    str(tname), "delete-versions", "nothing-to-do", record.current_version, None, logged
                 )
             return self._remove(
-                tname, record, snap, versions, doomed, lease, "delete-versions", detail, by, who, commit_id
+                tname, record, snap, versions, doomed, lease, "delete-versions", logged, by, who, commit_id
             )
 
     def _kept_by_governance(

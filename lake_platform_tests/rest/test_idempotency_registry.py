@@ -7,17 +7,19 @@ the key reused for another request is 422 and changes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lance
+import pytest
 from lance_namespace import RegisterTableRequest
 
 from lake_platform.catalog.idempotency import HEADER
 from lake_platform.naming import WarehouseName
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake
-from lake_platform_tests.rest.test_idempotency_lifecycle import answer, keyed, refused, sent_at_once
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
+from lake_platform_tests.rest.test_idempotency_lifecycle import NAME, T, answer, keyed, refused, sent_at_once
 
 
 def written(path: Path, ids: list[int]) -> str:
@@ -49,3 +51,32 @@ def test_a_register_under_a_key_is_committed_once(rest_lake: RestLake) -> None:
 def post(lake: RestLake, path: str, body: Any, key: str | None, who: str = "admin") -> Any:
     headers = {HEADER: key} if key else {}
     return lake.post(path, body, who=who, headers=headers)
+
+
+@pytest.fixture
+def short_pins(tmp_path: Path) -> Iterator[RestLake]:
+    """A lake whose superseded versions nothing pins: BatchDeleteTableVersions may take them."""
+    yield from start_rest_lake(tmp_path, ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0.0)
+
+
+def test_a_batch_delete_under_a_key_answers_the_first_count(short_pins: RestLake) -> None:
+    ns = rest_namespace(short_pins.url, short_pins.tokens["writer"])
+    for i, mode in enumerate(["create", "append", "append", "append"]):
+        lance.write_dataset(rows([i]), namespace_client=ns, table_id=T, mode=mode)
+    delete = {"id": T, "ranges": [{"start_version": 1, "end_version": 3}]}
+
+    def send(request: dict[str, Any]) -> dict[str, Any]:
+        """The answer without its ``context`` (the HTTP headers: the date moves)."""
+        sent = keyed(short_pins, "k-versions", "admin").batch_delete_table_versions(request)
+        return {k: v for k, v in sent.items() if k != "context"}
+
+    first, second = sent_at_once([lambda: send(delete)] * 2)
+    assert first == second, (first, second)
+    assert first["deleted_count"] == 2
+    assert send(delete) == first
+    wider = {"id": T, "ranges": [{"start_version": 1, "end_version": 4}]}
+    assert "idempotency key" in refused(lambda: send(wider))
+    assert list(short_pins.catalog.reads.readable_versions(NAME)[1]) == [3, 4]
+    # Without a key the same ranges again match nothing left: none removed.
+    plain = rest_namespace(short_pins.url, short_pins.tokens["admin"])
+    assert plain.batch_delete_table_versions(delete)["deleted_count"] == 0

@@ -2,7 +2,8 @@
 (``catalog/restore.py``: one registry commit under the lease, logged ``restore``; an
 ``Idempotency-Key`` makes a retry answer the first restore);
 BatchDeleteTableVersions removes versions as a governed delete (``Versions.delete_versions``:
-never the current, a tagged or a possibly pinned version; admin). With ``branch`` both work on
+never the current, a tagged or a possibly pinned version; admin; an ``Idempotency-Key`` makes a
+retry answer the first removal's count). With ``branch`` both work on
 the branch's own line (``catalog/branch_history.py``), main never moving. DescribeTransaction
 reads a commit's log entry by its commit id (every commit is atomic, so a transaction found is
 ``Succeeded``)."""
@@ -19,7 +20,7 @@ from lake_platform.errors import InvalidInput, TransactionNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.registry.records import CommitLogEntry
 from lake_platform.rest.handlers.common import scoped
-from lake_platform.rest.idempotency import keyed
+from lake_platform.rest.idempotency import keyed, keyed_body
 from lake_platform.rest.request import RestRequest
 
 
@@ -67,20 +68,34 @@ def batch_delete_versions(request: RestRequest) -> Any:
     bounds = [_range(r) for r in ranges]
     by = Provenance(principal=request.principal)
     catalog = request.service.catalog
+    # The request is its ranges (and branch), not the versions they match now: a retry after
+    # the first removal landed matches fewer, and answers the first removal's count.
+    request_key = keyed_body(request, tname, "delete-versions", {"delete-versions"}, branch)
+    if request_key.first is not None:
+        first = request_key.first
+        return {"deleted_count": len(_removed(first.detail)), "transaction_id": first.commit_id}
     if branch is None:
         _, registered = catalog.reads.readable_versions(str(tname), by=by)
     else:
         _, registered = catalog.branches.readable_versions(str(tname), branch, by=by)
     wanted = [v for v in registered if any(v >= lo and (hi is None or v < hi) for lo, hi in bounds)]
+    keyed_by, detail = request_key.by, request_key.detail
     if branch is None:
-        result = catalog.versions.delete_versions(str(tname), wanted, by=by)
+        result = catalog.versions.delete_versions(str(tname), wanted, detail=detail, by=keyed_by)
     else:
-        result = catalog.branch_history.delete_versions(str(tname), branch, wanted, by=by)
-    removed = result.detail.get("versions_removed", [])
+        result = catalog.branch_history.delete_versions(
+            str(tname), branch, wanted, detail=detail, by=keyed_by
+        )
+    removed = _removed(result.detail)
     return {
         "deleted_count": len(removed) if result.status == "committed" else 0,
         "transaction_id": result.commit_id,
     }
+
+
+def _removed(detail: dict[str, object]) -> list[object]:
+    removed = detail.get("versions_removed")
+    return removed if isinstance(removed, list) else []
 
 
 def _commit_entry(request: RestRequest) -> CommitLogEntry:
