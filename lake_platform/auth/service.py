@@ -39,6 +39,7 @@ class PrincipalLike(Protocol):
     kind: str
     project: str
     role: str
+    # A user's ``user_id`` is read too, with a default ("" for principals without one).
 
 
 class Authenticator(Protocol):
@@ -126,9 +127,10 @@ class AuthService:
             snap = self._newer_snapshot(lambda s: s.started_at_wall > issued_wall)
             if snap is not None and identity.kind == "user":
                 assert snap.principals is not None
-                self._still_valid(
-                    snap.principals.users.get(identity.name) == (identity.project, identity.role)
-                )
+                # The user record's id too: a user removed and added again under the same
+                # name, project and role is another user to a token issued before.
+                live = snap.principals.users.get(identity.name)
+                self._still_valid(live == (identity.project, identity.role, identity.user_id))
             return identity
         return self._service_token(token)
 

@@ -28,7 +28,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from joserfc import jwe
@@ -70,12 +70,17 @@ class UnsupportedEnvelope(InvalidInput):
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a token speaks for: the principal's name, kind, project and role."""
+    """Who a token speaks for: the principal's name, kind, project and role; for a login, also
+    the id of the user record it signed in under (``uid``: "" for service tokens and for users
+    recorded before records had one)."""
 
     name: str
     kind: str
     project: str
     role: str
+    #: Only a login token carries it (the caller's Bearer is checked against the user record on
+    #: every call); tickets and handles name the principal by the four claims, so equality does too.
+    user_id: str = field(default="", compare=False)
 
     def claims(self) -> dict[str, str]:
         return {"sub": self.name, "knd": self.kind, "prj": self.project, "rol": self.role}
@@ -83,13 +88,20 @@ class Identity:
     @classmethod
     def from_claims(cls, claims: dict[str, Any]) -> Identity:
         values = [claims.get(k) for k in ("sub", "knd", "prj", "rol")]
-        if not all(isinstance(v, str) and v for v in values):
+        user_id = claims.get("uid", "")
+        if not all(isinstance(v, str) and v for v in values) or not isinstance(user_id, str):
             raise KeyError("identity")
-        return cls(*values)  # type: ignore[arg-type]
+        return cls(*values, user_id=user_id)  # type: ignore[arg-type]
 
     @classmethod
     def of(cls, principal: Any) -> Identity:
-        return cls(str(principal.name), str(principal.kind), str(principal.project), str(principal.role))
+        return cls(
+            str(principal.name),
+            str(principal.kind),
+            str(principal.project),
+            str(principal.role),
+            str(getattr(principal, "user_id", "") or ""),
+        )
 
 
 class Sealer:
@@ -219,7 +231,10 @@ class Sealer:
     # -- bearer tokens -----------------------------------------------------------------
 
     def bearer(self, identity: Identity, ttl: float) -> str:
-        return BEARER_PREFIX + self.seal("bearer", identity.claims(), ttl).decode("ascii")
+        claims = identity.claims()
+        if identity.user_id:  # absent rather than "": a service principal's claims stay as they were
+            claims["uid"] = identity.user_id
+        return BEARER_PREFIX + self.seal("bearer", claims, ttl).decode("ascii")
 
     def open_bearer(self, token: str) -> Identity:
         return self.open_bearer_issued(token)[0]

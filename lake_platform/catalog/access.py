@@ -32,7 +32,7 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import ProjectName, check_segment
 from lake_platform.registry import keys
-from lake_platform.registry.records import decode
+from lake_platform.registry.records import decode, new_id
 from lake_platform.registry.store import ABSENT, Check, Delete, Item, Put
 
 
@@ -58,6 +58,7 @@ class Access:
             role=role_,
             password_hash=hash_secret(password),
             created_by=self.ctx.actor(None, who),
+            user_id=new_id(),
         )
         ops = [
             Put(keys.user(name), record.encode(), ABSENT),
@@ -209,7 +210,9 @@ class Access:
         )
         if not ok or record is None:
             raise Unauthenticated("invalid credentials")
-        return Principal(name=record.name, kind="user", project=record.project, role=record.role)
+        return Principal(
+            name=record.name, kind="user", project=record.project, role=record.role, user_id=record.user_id
+        )
 
     def authenticate_token(self, token: str) -> Principal:
         token_id, secret = split_token(token)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field
@@ -36,6 +36,9 @@ class Principal:
     kind: Literal["user", "token", "local"]
     project: str  # "*" only for the local admin
     role: Role
+    #: A user's record id (``UserRecord.user_id``): which user of that name signed in. Not part
+    #: of what the principal may do, so not of equality either.
+    user_id: str = field(default="", compare=False)
 
     def can(self, project: str, action: Action) -> bool:
         if self.project != "*" and self.project != project:
@@ -59,6 +62,11 @@ class UserRecord(Record):
     password_hash: str
     created_at_ms: int = Field(default_factory=now_ms)
     created_by: str = ""
+    #: Random, new for each ``add_user``: a login token carries it, so a user removed and added
+    #: again under the same name (another person, or one whose access was meant to end) is
+    #: another user to a token issued before. "" in records written before it existed: tokens
+    #: then carry "" too, and match only such a record (every record added since has an id).
+    user_id: str = ""
 
 
 class TokenRecord(Record):

@@ -187,9 +187,10 @@ def policy_entry(item: Item) -> tuple[str, str] | None:
     return record.scope, record.policy.cache
 
 
-def user_entry(item: Item) -> tuple[str, tuple[str, str]]:
+def user_entry(item: Item) -> tuple[str, tuple[str, str, str]]:
+    """User name -> (project, role, user record id)."""
     user = decode(UserRecord, item.value, item.key)
-    return user.name, (user.project, str(user.role))
+    return user.name, (user.project, str(user.role), user.user_id)
 
 
 def token_entry(item: Item) -> tuple[str, tuple[str, str, str] | None]:

@@ -312,9 +312,9 @@ _EMPTY = ProjectView("")
 @dataclass(frozen=True)
 class Principals:
     """Who may still call, as the registry said when the snapshot's load began: users by name
-    (project, role) and the unrevoked service tokens by id (name, project, role)."""
+    (project, role, user record id) and the unrevoked service tokens by id (name, project, role)."""
 
-    users: dict[str, tuple[str, str]]
+    users: dict[str, tuple[str, str, str]]
     tokens: dict[str, tuple[str, str, str]]
 
 

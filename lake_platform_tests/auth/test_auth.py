@@ -92,3 +92,21 @@ def test_an_earlier_releases_token_is_refused_with_a_reason() -> None:
     old = "lkb1." + base64.urlsafe_b64encode(bytes([3, 2]) + b"k1" + os.urandom(150)).decode().rstrip("=")
     with pytest.raises(Unauthenticated, match="issued by a server of another version; authenticate again"):
         authenticate_call(service, _headers(old), handshake=False)
+
+
+def test_a_login_token_carries_the_user_record_it_was_issued_under() -> None:
+    """``uid``: the user record's id, opened back from the Bearer; absent for a principal
+    without one (service tokens, users recorded before records had an id)."""
+    sealer = Sealer([("k1", b"k" * 32)])
+    service = _service(sealer)
+    dana = Identity("dana", "user", "p", "reader", user_id="3f2a")
+    assert service.verify_bearer(sealer.bearer(dana, ttl=60)).user_id == "3f2a"
+    assert service.verify_bearer(sealer.bearer(ALICE, ttl=60)).user_id == ""
+    assert sealer.open("bearer", sealer.bearer(ALICE, ttl=60).removeprefix("lkb2.").encode()).keys() == {
+        "sub",
+        "knd",
+        "prj",
+        "rol",
+        "iat",
+        "exp",
+    }

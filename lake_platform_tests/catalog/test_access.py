@@ -119,3 +119,15 @@ def test_revoking_an_unknown_token_is_not_found_and_another_tenants_looks_the_sa
         dana.catalog.access.revoke_token("not-an-id")
     assert state(dana) == before
     assert not [t for t in dana.catalog.access.list_tokens() if t.revoked]
+
+
+def test_a_user_added_again_is_another_user_record(dana: Lake) -> None:
+    """Each add_user draws a new random ``user_id``; a login carries it, so a Bearer issued
+    before a remove and re-add under the same name, project and role is not the new user's."""
+    c = dana.catalog
+    first = c.access.authenticate_password("dana", PASSWORD)
+    c.access.remove_user("dana")
+    again = c.access.add_user("dana", project="p", role="reader", password=PASSWORD)
+    second = c.access.authenticate_password("dana", PASSWORD)
+    assert first.user_id and second.user_id == again.user_id != first.user_id
+    assert c.access.set_user_role("dana", "writer")[0].user_id == again.user_id  # kept in place

@@ -4,6 +4,7 @@ caller against the process's catalog snapshot (no registry read on the request p
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,7 @@ import pyarrow.flight as fl
 import pytest
 
 from lake_platform.flight.server import FlightSqlServer
+from lake_platform.registry import keys
 from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import build_catalog, plan, wait_until
 
@@ -103,3 +105,67 @@ def test_a_role_change_ends_the_old_session(real: dict[str, Any]) -> None:
     assert _refused(client, options)
     client2, options2 = _login(server, "dana", "dana-password-1")
     assert not _refused(client2, options2)
+
+
+def _adbc(server: FlightSqlServer, user: str, password: str) -> Any:
+    import adbc_driver_flightsql.dbapi as fsql
+
+    db_kwargs = {"username": user, "password": password}
+    return fsql.connect(_uri(server), db_kwargs=db_kwargs, autocommit=True)
+
+
+@pytest.mark.filterwarnings("ignore:Cannot disable autocommit")
+def test_a_user_removed_and_added_again_does_not_revive_the_old_login(real: dict[str, Any]) -> None:
+    """The Bearer names the user record it was issued under, not just the name: a new user of
+    the same name, project and role (another person) does not bring the old login back."""
+    import adbc_driver_manager
+
+    server: FlightSqlServer = real["server"]
+    with _adbc(server, "dana", "dana-password-1") as old:
+        with old.cursor() as cur:
+            cur.execute(SQL)
+            assert cur.fetch_arrow_table().to_pylist() == [{"n": 1000}]
+        real["catalog"].access.remove_user("dana")
+        real["catalog"].access.add_user("dana", project="p", role="reader", password="other-person-2")
+        server.snapshots.refresh()  # the refresh the background thread makes within the TTL
+        with old.cursor() as cur:  # the same connection: the Bearer of the first login
+            with pytest.raises(adbc_driver_manager.Error, match="no longer exists or was revoked"):
+                cur.execute(SQL)
+    with _adbc(server, "dana", "other-person-2") as new, new.cursor() as cur:
+        cur.execute(SQL)
+        assert cur.fetch_arrow_table().to_pylist() == [{"n": 1000}]
+
+
+def test_a_service_token_revoked_and_created_again_under_its_name_stays_revoked(
+    real: dict[str, Any],
+) -> None:
+    """A token created again under a revoked one's name is another token (new id and secret):
+    the revoked one stays refused."""
+    server: FlightSqlServer = real["server"]
+    client = fl.connect(_uri(server))
+    options = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {real['token']}".encode())])
+    assert not _refused(client, options)
+    real["catalog"].access.revoke_token(real["token_id"])
+    _, again = real["catalog"].access.create_token("etl", project="p", role="reader")
+    server.snapshots.refresh()
+    assert _refused(client, options)
+    renewed = fl.FlightCallOptions(headers=[(b"authorization", f"Bearer {again}".encode())])
+    assert not _refused(client, renewed)
+
+
+def test_a_user_recorded_before_records_had_an_id_keeps_signing_in(real: dict[str, Any]) -> None:
+    """A record written by an earlier release has no ``user_id``: its logins carry none and stay
+    valid; once the user is removed and added again (with an id), they are refused."""
+    catalog, server = real["catalog"], real["server"]
+    catalog.access.add_user("olde", project="p", role="reader", password="olde-password-1")
+    item = catalog.store.get(keys.user("olde"))
+    earlier = {k: v for k, v in json.loads(item.value).items() if k != "user_id"}
+    catalog.store.compare_and_swap(item.key, item.revision, json.dumps(earlier).encode())
+    client, options = _login(server, "olde", "olde-password-1")
+    server.snapshots.refresh()
+    assert server.snapshots.current().principals.users["olde"] == ("p", "reader", "")  # type: ignore[union-attr]
+    assert not _refused(client, options)
+    catalog.access.remove_user("olde")
+    catalog.access.add_user("olde", project="p", role="reader", password="olde-password-1")
+    server.snapshots.refresh()
+    assert _refused(client, options)

@@ -121,10 +121,11 @@ def test_drops_policies_and_principals_follow_the_feed(tmp_path: Path) -> None:
         incarnation = snap.project("p").table("w", "ns", "t").record.incarnation  # type: ignore[union-attr]
         catalog.trash.drop_table("p.w.ns.t")
         catalog.policies.set_policy("q.w", {"cache": "off"})
-        catalog.access.add_user("late", project="q", role="reader", password="pw-late-12345")
+        late = catalog.access.add_user("late", project="q", role="reader", password="pw-late-12345")
         snap = load_snapshot(catalog.store, snap)
         assert snap.project("p").table("w", "ns", "t") is None and snap.is_dropped(incarnation)
-        assert snap.principals is not None and snap.principals.users["late"] == ("q", "reader")
+        assert snap.principals is not None
+        assert snap.principals.users["late"] == ("q", "reader", late.user_id) and late.user_id
         assert snap.project("q").table("w", "ns", "t").cache == "off"  # type: ignore[union-attr]
         catalog.trash.undrop_table("p.w.ns.t")
         catalog.access.remove_user("late")
