@@ -120,8 +120,9 @@ def refuse_strays(values: pa.Array | pa.ChunkedArray, partitions: PartitionRows)
     bad = partitions.stray(values)
     if bad is not None:
         written = partitions.describe(values.type)
+        value = repr(str(bad.as_py())) if bad.is_valid else "null"
         raise InvalidInput(
-            f"a row's {partitions.column} is {str(bad)!r}, outside the partitions written ({written})"
+            f"a row's {partitions.column} is {value}, outside the partitions written ({written})"
         )
 
 

@@ -57,9 +57,10 @@ class PartitionRows:
             return f"{name} >= {start} AND {name} < {end}"
         return f"{name} IN ({', '.join(literal(k, column_type) for k in self.keys)})"
 
-    def stray(self, values: pa.Array | pa.ChunkedArray) -> object | None:
+    def stray(self, values: pa.Array | pa.ChunkedArray) -> pa.Scalar | None:
         """The first value of ``values`` (the partition column of a batch) outside the
-        partitions, or None when every one is inside (a null is outside all)."""
+        partitions, or None when every one is inside. A null is outside all (no partition's
+        predicate selects it: written, it would never be replaced), returned as a null scalar."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -73,7 +74,7 @@ class PartitionRows:
         outside = pc.invert(pc.fill_null(inside, False))
         if not pc.any(outside).as_py():
             return None
-        return values.filter(outside)[0].as_py()
+        return values.filter(outside)[0]
 
     def describe(self, column_type: pa.DataType) -> str:
         """The partitions as the check of a column of ``column_type`` reads them."""

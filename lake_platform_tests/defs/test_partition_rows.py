@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.defs.io_frames import refuse_strays
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.partition_rows import PartitionRows
 from lake_platform.defs.resources import LakeResource
@@ -191,3 +192,13 @@ def test_predicates_are_typed_literals_or_the_window() -> None:
     )
     with pytest.raises(InvalidInput, match="not a column of the data"):
         PartitionRows("missing", ("x",)).predicate(schema)
+
+
+def test_a_null_partition_value_is_a_stray_row() -> None:
+    """No partition's predicate selects a null: written, the row would never be replaced, and
+    each run of the partition would add another."""
+    eu = PartitionRows("region", ("eu",))
+    assert eu.stray(pa.array(["eu", "eu"])) is None
+    assert not eu.stray(pa.array(["eu", None])).is_valid
+    with pytest.raises(InvalidInput, match="a row's region is null, outside the partitions written"):
+        refuse_strays(pa.array(["eu", None]), eu)
