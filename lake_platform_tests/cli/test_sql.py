@@ -291,7 +291,7 @@ def test_lake_sql_json_exits_cleanly_every_time(running: Running) -> None:
 
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(run_once, range(50)))
-    failed = [(r.returncode, r.stderr[-300:]) for r in runs if r.returncode != 0 or r.stderr]
+    failed = [(r.returncode, r.stderr[-300:], r.stdout[-300:]) for r in runs if r.returncode != 0 or r.stderr]
     assert failed == [], f"{len(failed)} of 50 runs failed: {failed[:3]}"
     assert all(json.loads(r.stdout) == expected for r in runs)
 
