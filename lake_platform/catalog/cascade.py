@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from lake_platform.catalog.containers import name_list
-from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -49,10 +49,15 @@ class NamespaceDrops:
         cascade: bool = False,
         force: bool = False,
         purge: bool = False,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
+        """``detail`` goes into the log entry of the namespace's own removal (an idempotent
+        request's key and digest), the last commit of the drop, made as ``by.commit_id`` when
+        given: its marker is what a keyed caller looks up (the cascade id stays the drop's)."""
         who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
+        root_commit = check_commit_id(by.commit_id)
         self.ctx.require_parent(nname)
         who.require(nname.project, "admin", f"drop namespace {nname}")
         item = self.ctx.store.get(keys.namespace(nname))
@@ -134,8 +139,12 @@ class NamespaceDrops:
                         record.name,
                         "drop namespace",
                         self.ctx.actor(None, who),
-                        commit_id=new_id(),
-                        detail={"cascade": cascade, "cascade_id": commit_id},
+                        commit_id=root_commit if record.name == str(nname) else new_id(),
+                        detail={
+                            **((detail or {}) if record.name == str(nname) else {}),
+                            "cascade": cascade,
+                            "cascade_id": commit_id,
+                        },
                     ),
                     chunked=True,
                 )

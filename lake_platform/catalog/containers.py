@@ -11,7 +11,7 @@ from typing import Any
 
 from lake_platform import owner_only
 from lake_platform.catalog import roots
-from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal, TokenRecord, UserRecord
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -36,7 +36,6 @@ from lake_platform.registry.records import (
     TrashRecord,
     WarehouseRecord,
     decode,
-    new_id,
 )
 from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
@@ -56,7 +55,12 @@ class Containers:
 
     # -- creates ---------------------------------------------------------------------------------
 
-    def create_project(self, name: str, *, by: Provenance = UNSTATED) -> ProjectRecord:
+    def create_project(
+        self, name: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> ProjectRecord:
+        """``detail`` goes into the log entry (an idempotent request's key and digest), as for
+        every create and drop here; the commit is ``by.commit_id`` when given (one that landed
+        already is refused with the rest: its marker is what a keyed caller looks up)."""
         who = self.ctx.who(by.principal)
         pname = ProjectName.parse(name)
         who.require(pname.project, "admin", f"create project {pname}")
@@ -68,6 +72,7 @@ class Containers:
             "create project",
             self.ctx.actor(by.actor, who),
             exists=NamespaceAlreadyExists(f"project {pname} already exists"),
+            commit=(check_commit_id(by.commit_id), dict(detail or {})),
         )
         return record
 
@@ -76,6 +81,7 @@ class Containers:
         name: str,
         *,
         root: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> WarehouseRecord:
         who = self.ctx.who(by.principal)
@@ -103,6 +109,7 @@ class Containers:
             self.ctx.actor(by.actor, who),
             exists=NamespaceAlreadyExists(f"warehouse {wname} already exists"),
             parent=keys.project(wname.parent),
+            commit=(check_commit_id(by.commit_id), {**(detail or {}), "root": record.root}),
         )
         if "://" not in record.root:
             # Lance writes a table's files at the umask's mode; a 0700 root keeps them (and the
@@ -111,7 +118,9 @@ class Containers:
             owner_only.make_dir(record.root)
         return record
 
-    def create_namespace(self, name: str, *, by: Provenance = UNSTATED) -> NamespaceRecord:
+    def create_namespace(
+        self, name: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> NamespaceRecord:
         who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
         parent = nname.parent
@@ -127,6 +136,7 @@ class Containers:
             self.ctx.actor(by.actor, who),
             exists=NamespaceAlreadyExists(f"namespace {nname} already exists"),
             parent=parent_key,
+            commit=(check_commit_id(by.commit_id), dict(detail or {})),
         )
         return record
 
@@ -140,7 +150,9 @@ class Containers:
         *,
         exists: LakeError,
         parent: str | None = None,
+        commit: tuple[str, dict[str, object]],
     ) -> None:
+        """``commit``: the change's commit id and its log entry's detail."""
         ops: list[Op] = [Put(key, record.encode(), ABSENT)]
         if parent is not None:
             parent_item = self.ctx.store.get(parent)
@@ -149,7 +161,7 @@ class Containers:
             # The parent must still be there when the child lands (no orphan children).
             ops.append(Check(parent, parent_item.revision))
         try:
-            self.ctx.commit(ops, log=Log(target, operation, actor))
+            self.ctx.commit(ops, log=Log(target, operation, actor, commit_id=commit[0], detail=commit[1]))
         except ConditionFailed as exc:
             if exc.key == key or exc.key is None and self.ctx.store.get(key) is not None:
                 raise exists from None
@@ -261,7 +273,14 @@ class Containers:
 
     # -- warehouses and projects --------------------------------------------------------------
 
-    def drop_warehouse(self, name: str, *, force: bool = False, by: Provenance = UNSTATED) -> CommitResult:
+    def drop_warehouse(
+        self,
+        name: str,
+        *,
+        force: bool = False,
+        detail: dict[str, object] | None = None,
+        by: Provenance = UNSTATED,
+    ) -> CommitResult:
         """Drop an empty warehouse (no namespaces and nothing of it in the trash)."""
         who = self.ctx.who(by.principal)
         wname = WarehouseName.parse(name)
@@ -281,6 +300,7 @@ class Containers:
             who,
             lambda: self._warehouse_contents(wname),
             "drop warehouse",
+            (check_commit_id(by.commit_id), dict(detail or {})),
         )
 
     def _warehouse_contents(self, wname: WarehouseName) -> list[str]:
@@ -294,7 +314,9 @@ class Containers:
         ]
         return spaces + trashed
 
-    def drop_project(self, name: str, *, by: Provenance = UNSTATED) -> CommitResult:
+    def drop_project(
+        self, name: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> CommitResult:
         """Drop an empty project. There is no cascade for projects."""
         who = self.ctx.who(by.principal)
         pname = ProjectName.parse(name)
@@ -310,6 +332,7 @@ class Containers:
             who,
             lambda: self._project_contents(pname),
             "drop project",
+            (check_commit_id(by.commit_id), dict(detail or {})),
         )
 
     def _project_contents(self, pname: ProjectName) -> list[str]:
@@ -330,7 +353,14 @@ class Containers:
         return found
 
     def _drop_empty(
-        self, item: Item, dropping: Any, target: str, who: Principal, contents: Any, operation: str
+        self,
+        item: Item,
+        dropping: Any,
+        target: str,
+        who: Principal,
+        contents: Any,
+        operation: str,
+        commit: tuple[str, dict[str, object]],
     ) -> CommitResult:
         before = contents()
         if before:
@@ -340,11 +370,11 @@ class Containers:
         if after:  # something landed before the mark: put it back as it was
             self.ctx.store.compare_and_swap(item.key, marked.revision, item.value)
             raise NamespaceNotEmpty(f"{target} is not empty: it contains {name_list(after)}")
-        commit_id = new_id()
+        commit_id, detail = commit
         # Whatever policy records are left at or under it go with it (a recreate starts clean).
         self.ctx.commit(
             [*self.policies.sweep(target), Delete(item.key, marked.revision)],
-            log=Log(target, operation, self.ctx.actor(None, who), commit_id=commit_id),
+            log=Log(target, operation, self.ctx.actor(None, who), commit_id=commit_id, detail=detail),
             chunked=True,
         )
         return CommitResult(commit_id, target, operation, None, None)

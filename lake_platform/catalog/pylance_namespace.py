@@ -76,14 +76,18 @@ class LakeNamespace(LanceNamespace):
         principal: Principal | None = None,
         *,
         vend: Callable[[str, str], dict[str, str] | None] | None = None,
+        commit: tuple[str, dict[str, object]] | None = None,
     ) -> None:
         """``vend(project, location)``: the storage options DescribeTable and DeclareTable hand
         the client (the REST server's choice, ``rest/credentials.py``); by default the
-        catalog's own, as a process that has them anyway needs."""
+        catalog's own, as a process that has them anyway needs. ``commit``: the commit id and
+        log detail of the one container create or drop made through this namespace (a REST
+        request's idempotency key, ``rest/idempotency.py``)."""
         self.catalog = catalog
         self.principal = principal or catalog.principal
         #: Every catalog call is made as the namespace's principal.
-        self.by = Provenance(principal=self.principal)
+        self.by = Provenance(principal=self.principal, commit_id=commit[0] if commit else None)
+        self.detail = commit[1] if commit else {}
         self._commits = VersionCommits(catalog, self.principal)
         self._vend = vend
 
@@ -141,11 +145,11 @@ class LakeNamespace(LanceNamespace):
             text = ".".join(ident)
             try:
                 if len(ident) == 1:
-                    self.catalog.containers.create_project(text, by=self.by)
+                    self.catalog.containers.create_project(text, detail=self.detail, by=self.by)
                 elif len(ident) == 2:
-                    self.catalog.containers.create_warehouse(text, by=self.by)
+                    self.catalog.containers.create_warehouse(text, detail=self.detail, by=self.by)
                 else:
-                    self.catalog.containers.create_namespace(text, by=self.by)
+                    self.catalog.containers.create_namespace(text, detail=self.detail, by=self.by)
             except NamespaceAlreadyExists:
                 if mode == "exist_ok":
                     return CreateNamespaceResponse(properties=self._container(ident))
@@ -168,11 +172,11 @@ class LakeNamespace(LanceNamespace):
             if len(ident) == 1:
                 if cascade:
                     raise InvalidInput("a project has no cascade drop")
-                self.catalog.containers.drop_project(text, by=self.by)
+                self.catalog.containers.drop_project(text, detail=self.detail, by=self.by)
             elif len(ident) == 2:
-                self.catalog.containers.drop_warehouse(text, by=self.by)
+                self.catalog.containers.drop_warehouse(text, detail=self.detail, by=self.by)
             else:
-                self.catalog.cascade.drop_namespace(text, cascade=cascade, by=self.by)
+                self.catalog.cascade.drop_namespace(text, cascade=cascade, detail=self.detail, by=self.by)
             return DropNamespaceResponse(properties={})
 
         return self._call(drop)

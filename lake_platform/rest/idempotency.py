@@ -19,7 +19,6 @@ from typing import TypeVar
 from lake_platform.catalog.idempotency import HEADER, commit_id_for, key_in, reused
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.errors import LakeError
 from lake_platform.naming import TableName
 from lake_platform.registry.records import CommitLogEntry, decode
 from lake_platform.rest.request import RestRequest
@@ -93,7 +92,7 @@ def once(
         return answer(first.first)
     try:
         return run(first)
-    except LakeError:
+    except Exception:  # a LakeError, or the spec's error LakeNamespace turned it into
         if not first.detail:  # no key: the refusal stands
             raise
         again = request_key()

@@ -13,7 +13,12 @@ from typing import Any
 
 import lance
 import pytest
-from lance_namespace import RegisterTableRequest
+from lance_namespace import (
+    CreateNamespaceRequest,
+    DropNamespaceRequest,
+    ListNamespacesRequest,
+    RegisterTableRequest,
+)
 
 from lake_platform.catalog.idempotency import HEADER
 from lake_platform.naming import WarehouseName
@@ -48,9 +53,15 @@ def test_a_register_under_a_key_is_committed_once(rest_lake: RestLake) -> None:
     assert "already exists" in refused(lambda: plain.register_table(register))
 
 
-def post(lake: RestLake, path: str, body: Any, key: str | None, who: str = "admin") -> Any:
-    headers = {HEADER: key} if key else {}
-    return lake.post(path, body, who=who, headers=headers)
+def post(lake: RestLake, path: str, key: str | None, body: Any = None) -> Any:
+    """``path`` posted as the admin (under ``key``): the status and the JSON answer."""
+    sent = lake.post(path, body or {}, who="admin", headers={HEADER: key} if key else {})
+    return sent.status_code, sent.json()
+
+
+def commits_of(lake: RestLake, target: str) -> list[str]:
+    """The operations of the commits on ``target`` itself (not on what it holds)."""
+    return [e.operation for e in lake.catalog.reads.log(target) if e.target == target]
 
 
 @pytest.fixture
@@ -80,3 +91,57 @@ def test_a_batch_delete_under_a_key_answers_the_first_count(short_pins: RestLake
     # Without a key the same ranges again match nothing left: none removed.
     plain = rest_namespace(short_pins.url, short_pins.tokens["admin"])
     assert plain.batch_delete_table_versions(delete)["deleted_count"] == 0
+
+
+def test_a_namespace_created_and_dropped_under_keys_is_committed_once(rest_lake: RestLake) -> None:
+    create = CreateNamespaceRequest(id=["p", "w", "ns2"])
+    first, second = sent_at_once([lambda: keyed(rest_lake, "k-ns", "admin").create_namespace(create)] * 2)
+    assert answer(first) == answer(second), (first, second)
+    assert answer(keyed(rest_lake, "k-ns", "admin").create_namespace(create)) == answer(first)
+    other = CreateNamespaceRequest(id=["p", "w", "ns3"])
+    assert "idempotency key" in refused(lambda: keyed(rest_lake, "k-ns", "admin").create_namespace(other))
+    plain = rest_namespace(rest_lake.url, rest_lake.tokens["admin"])
+    assert "already exists" in refused(lambda: plain.create_namespace(create))
+    drop = DropNamespaceRequest(id=["p", "w", "ns2"])
+    dropped = answer(keyed(rest_lake, "k-unns", "admin").drop_namespace(drop))
+    assert answer(keyed(rest_lake, "k-unns", "admin").drop_namespace(drop)) == dropped
+    # The name made again is another namespace: the key still names the first drop.
+    plain.create_namespace(create)
+    assert answer(keyed(rest_lake, "k-unns", "admin").drop_namespace(drop)) == dropped
+    assert "ns2" in plain.list_namespaces(ListNamespacesRequest(id=["p", "w"])).namespaces
+    assert commits_of(rest_lake, "p.w.ns2") == ["create namespace", "drop namespace", "create namespace"]
+
+
+def test_a_warehouse_created_and_dropped_under_keys_is_committed_once(rest_lake: RestLake) -> None:
+    path = "/v1/warehouses/p$w2"
+    first, second = sent_at_once([lambda: post(rest_lake, path + "/create", "k-wh")] * 2)
+    assert first == second and first[0] == 200, (first, second)
+    assert post(rest_lake, path + "/create", "k-wh") == first
+    assert post(rest_lake, "/v1/warehouses/p$w3/create", "k-wh")[0] == 422
+    assert post(rest_lake, path + "/create", None)[0] == 409
+    # Over the spec's route the same warehouse's drop, then lake's route: each once.
+    drop = DropNamespaceRequest(id=["p", "w2"])
+    for _ in range(2):
+        keyed(rest_lake, "k-unwh", "admin").drop_namespace(drop)
+    assert post(rest_lake, path + "/create", None)[0] == 200
+    for _ in range(2):
+        assert post(rest_lake, path + "/drop", "k-unwh2") == (200, {"id": ["p", "w2"]})
+    assert post(rest_lake, path + "/drop", None)[0] == 404
+    assert commits_of(rest_lake, "p.w2") == ["create warehouse", "drop warehouse"] * 2
+
+
+def test_a_cascade_drop_under_a_key_is_committed_once(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    drop = DropNamespaceRequest(id=["p", "w", "ns"], behavior="Cascade")
+    dropped = answer(keyed(rest_lake, "k-cascade", "admin").drop_namespace(drop))
+    assert answer(keyed(rest_lake, "k-cascade", "admin").drop_namespace(drop)) == dropped
+    restrict = DropNamespaceRequest(id=["p", "w", "ns"], behavior="Restrict")
+    assert "idempotency key" in refused(
+        lambda: keyed(rest_lake, "k-cascade", "admin").drop_namespace(restrict)
+    )
+    assert commits_of(rest_lake, "p.w.ns")[-1:] == ["drop namespace"]
+    assert sorted((r.kind, r.target) for r in rest_lake.catalog.trash.list_trash("p")) == [
+        ("namespace", "p.w.ns"),
+        ("table", NAME),
+    ]

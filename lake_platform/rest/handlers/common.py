@@ -8,16 +8,21 @@ from typing import Any
 from lake_platform.catalog.listings import page_of
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.errors import NamespaceNotFound, TableNotFound
+from lake_platform.rest.idempotency import Keyed
 from lake_platform.rest.request import RestRequest
 
 
-def lake_namespace(request: RestRequest) -> LakeNamespace:
+def lake_namespace(request: RestRequest, request_key: Keyed | None = None) -> LakeNamespace:
+    """The caller's namespace; ``request_key``: the container create or drop it makes is that
+    commit (the request's idempotency key, ``rest/idempotency.py``)."""
     principal = request.principal
     credentials = request.service.credentials
+    keyed = request_key is not None and request_key.by.commit_id is not None
     return LakeNamespace(
         request.service.catalog,
         principal,
         vend=lambda project, location: credentials.options_for(principal, project, location),
+        commit=(str(request_key.by.commit_id), request_key.detail) if keyed and request_key else None,
     )
 
 

@@ -28,6 +28,7 @@ from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
 from lake_platform.rest import ids
 from lake_platform.rest.handlers.common import page, scoped
+from lake_platform.rest.idempotency import Keyed, keyed_body, once
 from lake_platform.rest.request import RestRequest
 
 
@@ -75,20 +76,40 @@ def describe_warehouse(request: RestRequest) -> Any:
 
 
 def create_warehouse(request: RestRequest) -> Any:
+    """An ``Idempotency-Key`` makes a retry answer the first create (its root, from its log
+    entry) instead of NamespaceAlreadyExists."""
     wname = _warehouse(request)
     root = request.body.get("root")
     if root is not None and not isinstance(root, str):
         raise InvalidInput("root must be a string (a folder or s3://bucket/prefix)")
-    record = request.service.catalog.containers.create_warehouse(
-        str(wname), root=root, by=Provenance(principal=request.principal)
+
+    def create(request_key: Keyed) -> dict[str, Any]:
+        record = request.service.catalog.containers.create_warehouse(
+            str(wname), root=root, detail=request_key.detail, by=request_key.by
+        )
+        return {"id": request.ids, "name": record.name, "root": record.root}
+
+    return once(
+        lambda: keyed_body(request, str(wname), "warehouse-create", {"create warehouse"}),
+        create,
+        lambda first: {"id": request.ids, "name": first.target, "root": first.detail.get("root")},
     )
-    return {"id": request.ids, "name": record.name, "root": record.root}
 
 
 def drop_warehouse(request: RestRequest) -> Any:
+    """An ``Idempotency-Key`` makes a retry answer the first drop instead of NamespaceNotFound."""
     wname = _warehouse(request)
-    request.service.catalog.containers.drop_warehouse(str(wname), by=Provenance(principal=request.principal))
-    return {"id": request.ids}
+
+    def drop(request_key: Keyed) -> dict[str, Any]:
+        containers = request.service.catalog.containers
+        containers.drop_warehouse(str(wname), detail=request_key.detail, by=request_key.by)
+        return {"id": request.ids}
+
+    return once(
+        lambda: keyed_body(request, str(wname), "warehouse-drop", {"drop warehouse"}),
+        drop,
+        lambda _first: {"id": request.ids},
+    )
 
 
 def list_trash(request: RestRequest) -> Any:
