@@ -55,7 +55,7 @@ class PartitionRows:
             assert self.window is not None
             start, end = (window_literal(t, column_type) for t in self.window)
             return f"{name} >= {start} AND {name} < {end}"
-        return f"{name} IN ({', '.join(literal(k, column_type) for k in self.keys)})"
+        return f"{name} IN ({', '.join(literal(k, column_type, self.column) for k in self.keys)})"
 
     def stray(self, values: pa.Array | pa.ChunkedArray) -> pa.Scalar | None:
         """The first value of ``values`` (the partition column of a batch) outside the
@@ -68,6 +68,9 @@ class PartitionRows:
             assert self.window is not None
             start, end = (pa.scalar(bound_value(t, values.type), values.type) for t in self.window)
             inside = pc.and_(pc.greater_equal(values, start), pc.less(values, end))
+        elif pa.types.is_integer(values.type):  # as the predicate reads a key: '07' is 7
+            allowed = pa.array([integer_key(k, self.column) for k in self.keys], values.type)
+            inside = pc.is_in(values, value_set=allowed)
         else:
             allowed = pa.array(list(self.keys), pa.string())
             inside = pc.is_in(pc.cast(values, pa.string()), value_set=allowed)
@@ -117,7 +120,14 @@ def context_rows(context: dg.OutputContext | dg.InputContext, column: object) ->
     return partition_rows(partitions_def, keys, window, column, context.asset_key)
 
 
-def literal(value: str, column_type: pa.DataType) -> str:
+def integer_key(value: str, column: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInput(f"partition key {value!r} is not an integer, as column {column} is") from None
+
+
+def literal(value: str, column_type: pa.DataType, column: str) -> str:
     """A partition key as a SQL literal of the partition column's type (Lance's filter parser
     does not cast a string to a date or a number by itself)."""
     import pyarrow as pa
@@ -130,7 +140,7 @@ def literal(value: str, column_type: pa.DataType) -> str:
     if pa.types.is_timestamp(column_type):
         return f"timestamp {quoted}"
     if pa.types.is_integer(column_type):
-        return str(int(value))
+        return str(integer_key(value, column))
     raise InvalidInput(
         f"a partition column is a string, date, timestamp or integer column, not {column_type}"
     )

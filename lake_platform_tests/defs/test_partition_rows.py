@@ -202,3 +202,17 @@ def test_a_null_partition_value_is_a_stray_row() -> None:
     assert not eu.stray(pa.array(["eu", None])).is_valid
     with pytest.raises(InvalidInput, match="a row's region is null, outside the partitions written"):
         refuse_strays(pa.array(["eu", None]), eu)
+
+
+def test_an_integer_column_takes_its_keys_as_numbers() -> None:
+    """The write's check reads a key as its predicate does ('07' is 7), and a key that is no
+    number is refused by name, not with int()'s ValueError."""
+    schema = pa.schema([("n", pa.int32())])
+    seven = PartitionRows("n", ("07",))
+    assert seven.predicate(schema) == "`n` IN (7)"
+    assert seven.stray(pa.array([7, 7], pa.int32())) is None
+    assert seven.stray(pa.array([7, 8], pa.int32())).as_py() == 8
+    eu = PartitionRows("n", ("eu",))
+    for use in (lambda: eu.predicate(schema), lambda: eu.stray(pa.array([1], pa.int32()))):
+        with pytest.raises(InvalidInput, match="partition key 'eu' is not an integer, as column n is"):
+            use()
