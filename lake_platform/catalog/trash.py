@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from lake_platform.catalog import branch_moves
 from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.trash_restore import refuse_taken, restore
 from lake_platform.catalog.versions import Versions
 from lake_platform.errors import (
     ConcurrentModification,
@@ -31,7 +31,7 @@ from lake_platform.errors import (
 from lake_platform.naming import NamespaceName, TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import NamespaceRecord, TableRecord, TrashRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class Trash:
         if self.ctx.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists; undrop it under another name with --as")
         self.ctx.at("undrop:checked")
-        return self._restore(item, trash, target, parent, who)
+        return restore(self.ctx, self.policies, item, trash, target, parent, who)
 
     def _pick_trash(self, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
         candidates = [
@@ -227,53 +227,6 @@ class Trash:
             which = f" at incarnation {incarnation}" if incarnation else ""
             raise TableNotFound(f"no dropped table {tname}{which} in the trash")
         return candidates[-1]  # keys sort by drop time: the newest is last
-
-    def _restore(
-        self, item: Item, trash: TrashRecord, target: TableName, parent: Item, who: Principal
-    ) -> CommitResult:
-        assert trash.table is not None
-        restored = trash.table.model_copy(update={"name": str(target)})
-        commit_id = new_id()
-        source = TableName.parse(trash.target)
-        # Under another name, its branches come along (their records are keyed by the name).
-        moved = (
-            []
-            if source == target
-            else branch_moves.move_ops(self.ctx.store, source, target, restored.incarnation)
-        )
-        ops: list[Op] = [
-            Delete(item.key, item.revision),
-            Put(keys.table(target), restored.encode(), ABSENT),
-            Check(parent.key, parent.revision),
-            *self.policies.restore(trash.policies, trash.target, str(target)),
-            *moved,
-        ]
-        entry = Log(
-            str(target),
-            "undrop",
-            self.ctx.actor(None, who),
-            commit_id=commit_id,
-            incarnation=restored.incarnation,
-            to_version=restored.current_version,
-            detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms},
-        )
-        try:
-            self.ctx.commit(ops, log=entry)
-        except ConditionFailed as exc:
-            if exc.key == keys.table(target):
-                raise TableAlreadyExists(f"table {target} already exists") from None
-            if exc.key == parent.key:
-                raise NamespaceNotFound(
-                    f"namespace {target.namespace_name} changed during the undrop"
-                ) from None
-            if exc.key.startswith(keys.branches_of(source)) or exc.key.startswith(keys.branches_of(target)):
-                raise ConcurrentModification(
-                    f"a branch of {trash.target} changed during the undrop; nothing was undropped"
-                ) from None
-            raise TableNotFound(
-                f"the trash record of {trash.target} was purged or restored concurrently"
-            ) from None
-        return CommitResult(commit_id, str(target), "undrop", None, restored.current_version)
 
     def undrop_namespace(self, name: str, *, by: Provenance = UNSTATED) -> CommitResult:
         """Rebuild a cascade-dropped namespace subtree, shallowest first. Resumable: run it again
@@ -290,7 +243,7 @@ class Trash:
         if not found:
             raise NamespaceNotFound(f"no dropped namespace {nname} in the trash")
         item, record = found[-1]
-        self._refuse_taken(nname, record)
+        refuse_taken(self.ctx, nname, record)
         for space in record.namespaces:  # shallowest first
             key = keys.namespace(NamespaceName.parse(space.name))
             existing = self.ctx.store.get(key)
@@ -321,7 +274,7 @@ class Trash:
             if self.ctx.store.get(keys.table(target)) is not None:
                 log.warning("not restoring %s: the name is taken", target)
                 continue
-            self._restore(trash_item, trash, target, self.ctx.require_parent(target), who)
+            restore(self.ctx, self.policies, trash_item, trash, target, self.ctx.require_parent(target), who)
             self.ctx.at("undrop-namespace:table")
         commit_id = new_id()
         self.ctx.commit(
@@ -335,24 +288,6 @@ class Trash:
             ),
         )
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
-
-    def _refuse_taken(self, nname: NamespaceName, record: TrashRecord) -> None:
-        """TableAlreadyExists, before anything is restored, when a table the undrop would bring
-        back has its name taken by a newer table (the undrop would otherwise finish without it,
-        its undo list gone)."""
-        taken = []
-        for trash_key in record.table_trash_keys:
-            trash_item = self.ctx.store.get(trash_key)
-            trash = decode(TrashRecord, trash_item.value, trash_key) if trash_item is not None else None
-            if trash is None or trash.state != "trashed" or trash.table is None:
-                continue  # restored by an earlier run, purged or being purged
-            if self.ctx.store.get(keys.table(TableName.parse(trash.target))) is not None:
-                taken.append(trash.target)
-        if taken:
-            raise TableAlreadyExists(
-                f"namespace {nname} cannot be undropped: {', '.join(taken)} taken by newer tables; "
-                "drop or rename those, or undrop each dropped table alone with --as"
-            )
 
     def expire_trash(
         self,
