@@ -12,8 +12,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from lake_platform.errors import ConditionFailed, LeaseUnavailable
 from lake_platform.registry import keys
 from lake_platform.registry.records import LeaseRecord, decode
 from lake_platform.registry.sqlite import SqliteMetaStore
-from lake_platform.registry.store import ABSENT, MetaStore
+from lake_platform.registry.store import ABSENT, Item, MetaStore, Op
 from lake_platform.settings import load_settings
 from lake_platform_tests.catalog.conftest import ids_of, rows
 from lake_platform_tests.catalog.registry_calls import RegistryCalls
@@ -67,6 +68,26 @@ def stored(store: SqliteMetaStore) -> LeaseRecord:
     item = store.get(keys.lease(INC))
     assert item is not None
     return decode(LeaseRecord, item.value, item.key)
+
+
+class Touched(RegistryCalls):
+    """Lists the registry calls, and sets ``touched`` on each (to see a waiting writer poll)."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        super().__init__(inner)
+        self.touched = threading.Event()
+
+    def get(self, key: str) -> Item | None:
+        self.touched.set()
+        return super().get(key)
+
+    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
+        self.touched.set()
+        return super().transact(ops)
+
+    def compare_and_swap(self, key: str, expected: int, value: bytes) -> Item:
+        self.touched.set()
+        return super().compare_and_swap(key, expected, value)
 
 
 def test_the_record_names_its_holder_process(store: SqliteMetaStore) -> None:
@@ -217,20 +238,8 @@ def test_holders_in_one_process_queue_locally_instead_of_polling_the_registry(
     """A REST server commits for many clients from one process: a second holder of the same
     table waits on the gate's local queue (woken when the first releases), not in a loop of
     registry reads and backoff sleeps. Between processes the registry lease still decides."""
-    import threading
-
-    g = gate(store, ManualClock(), wait=30.0)
-    tries: list[str] = []
-    touched = threading.Event()
-    real_try = g._try_acquire
-
-    def counting_try(incarnation: str, holder: str) -> Lease | None:
-        tries.append(holder)
-        if holder == "second":
-            touched.set()
-        return real_try(incarnation, holder)
-
-    g._try_acquire = counting_try  # type: ignore[method-assign]
+    calls = Touched(store)
+    g = gate(calls, ManualClock(), wait=30.0)
     first_in = threading.Event()
     release_first = threading.Event()
     tokens: dict[str, int] = {}
@@ -248,22 +257,25 @@ def test_holders_in_one_process_queue_locally_instead_of_polling_the_registry(
     a = threading.Thread(target=first)
     a.start()
     assert first_in.wait(30)
+    calls.calls.clear()
+    calls.touched.clear()
     b = threading.Thread(target=second)
     b.start()
     # While the first holds, the second must not touch the registry at all (bounded wait: the
-    # old code's first poll comes at once).
-    assert not touched.wait(0.5)
+    # old code's first poll comes at once; the first makes no request while it holds).
+    assert not calls.touched.wait(0.5)
     release_first.set()
     a.join(30)
     b.join(30)
-    assert tries == ["first", "second"]  # one registry acquire each, no failed polls
+    # The first's release, then the second's one acquire (from the record the first left) and
+    # its release: no failed polls, no reads.
+    lease_key = keys.lease(INC)
+    assert calls.calls == [("compare_and_swap", [lease_key])] * 3
     assert tokens == {"first": 1, "second": 2}
     assert stored(store).released
 
 
 def test_a_queued_holder_gives_up_after_the_gates_wait(store: SqliteMetaStore) -> None:
-    import threading
-
     g = gate(store, ManualClock(), wait=0.2)
     inside = threading.Event()
     done = threading.Event()
@@ -328,5 +340,10 @@ def test_a_released_record_removed_since_is_not_recreated_from_memory(store: Sql
     with g.hold(INC, "first"):
         pass
     assert g.forget(INC)
-    assert g._acquire_from(INC, "late", 1, 2) is None
     assert store.get(keys.lease(INC)) is None
+    # The remembered (token 1, revision) swap fails on the missing record; the acquire then
+    # reads the registry and starts afresh at token 1, not from the guess's token 2.
+    with g.hold(INC, "late") as lease:
+        assert lease.token == 1
+        held = stored(store)
+        assert (held.holder, held.token) == ("late", 1)
