@@ -104,8 +104,11 @@ class BranchTrash:
             self.expire_branches(now_ms=now, only=[item.key], by=Provenance(principal=who, actor=actor))
         return CommitResult(commit_id, str(tname), "branch-delete", rec.current_version, None)
 
-    def undrop_branch(self, name: str, branch: str, *, by: Provenance = UNSTATED) -> BranchInfo:
-        """Bring a deleted branch back from the trash, as it was."""
+    def undrop_branch(
+        self, name: str, branch: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> BranchInfo:
+        """Bring a deleted branch back from the trash, as it was. ``detail`` goes into the log
+        entry (an idempotent request's key and digest), made as ``by.commit_id`` when given."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         who.require(tname.project, "write", f"undrop branches of {tname}")
@@ -128,7 +131,7 @@ class BranchTrash:
                     rec.incarnation,
                     None,
                     rec.current_version,
-                    {"branch": branch},
+                    {**(detail or {}), "branch": branch},
                 ),
                 ops=[Put(item.key, back.encode(), item.revision)],
             )

@@ -199,9 +199,14 @@ class Trash:
         *,
         as_name: str | None = None,
         incarnation: str | None = None,
+        detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
-        """Re-register a dropped table from its trash record (the newest, unless ``incarnation``)."""
+        """Re-register a dropped table from its trash record (the newest, unless ``incarnation``).
+        ``detail`` goes into the log entry (an idempotent request's key and digest) and the
+        commit is ``by.commit_id`` when given: one that landed is refused with the rest (the
+        record gone, the name taken), and its marker is what a keyed caller looks up."""
+        commit = (check_commit_id(by.commit_id), dict(detail or {}))
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         target = TableName.parse(as_name) if as_name is not None else tname
@@ -213,7 +218,7 @@ class Trash:
         if self.ctx.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists; undrop it under another name with --as")
         self.ctx.at("undrop:checked")
-        return restore(self.ctx, self.policies, item, trash, target, parent, who)
+        return restore(self.ctx, self.policies, item, trash, target, parent, who, commit)
 
     def _pick_trash(self, tname: TableName, incarnation: str | None) -> tuple[Item, TrashRecord]:
         candidates = [
@@ -228,9 +233,14 @@ class Trash:
             raise TableNotFound(f"no dropped table {tname}{which} in the trash")
         return candidates[-1]  # keys sort by drop time: the newest is last
 
-    def undrop_namespace(self, name: str, *, by: Provenance = UNSTATED) -> CommitResult:
+    def undrop_namespace(
+        self, name: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
+    ) -> CommitResult:
         """Rebuild a cascade-dropped namespace subtree, shallowest first. Resumable: run it again
-        after an interruption and it finishes the job; pieces already restored are skipped."""
+        after an interruption and it finishes the job; pieces already restored are skipped.
+        ``detail`` and ``by.commit_id``: as ``undrop_table``'s, for its last commit (the trash
+        record's removal, logged ``undrop namespace cascade``)."""
+        commit_id = check_commit_id(by.commit_id)
         who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
         self.ctx.require_parent(nname)
@@ -276,7 +286,6 @@ class Trash:
                 continue
             restore(self.ctx, self.policies, trash_item, trash, target, self.ctx.require_parent(target), who)
             self.ctx.at("undrop-namespace:table")
-        commit_id = new_id()
         self.ctx.commit(
             [Delete(item.key, item.revision)],
             log=Log(
@@ -284,7 +293,7 @@ class Trash:
                 "undrop namespace cascade",
                 self.ctx.actor(None, who),
                 commit_id=commit_id,
-                detail={"cascade_id": record.cascade_id},
+                detail={**(detail or {}), "cascade_id": record.cascade_id},
             ),
         )
         return CommitResult(commit_id, str(nname), "undrop namespace", None, None)

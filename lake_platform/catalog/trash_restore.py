@@ -31,14 +31,16 @@ def restore(
     target: TableName,
     parent: Item,
     who: Principal,
+    commit: tuple[str, dict[str, object]] | None = None,
 ) -> CommitResult:
     """The table ``trash`` (read as ``item``) registered again as ``target`` in ``parent``, with
     its policies and (under another name) its branches, in one commit logged ``undrop``; each
     refusal (the name taken, the namespace or a branch changed, the record gone) typed and
-    changing nothing."""
+    changing nothing. ``commit``: its commit id and what its log entry's detail adds (an
+    idempotent request's key and digest)."""
     assert trash.table is not None
     restored = trash.table.model_copy(update={"name": str(target)})
-    commit_id = new_id()
+    commit_id, detail = commit if commit is not None else (new_id(), {})
     source = TableName.parse(trash.target)
     # Under another name, its branches come along (their records are keyed by the name).
     moved = [] if source == target else branch_moves.move_ops(ctx.store, source, target, restored.incarnation)
@@ -56,7 +58,7 @@ def restore(
         commit_id=commit_id,
         incarnation=restored.incarnation,
         to_version=restored.current_version,
-        detail={"from": trash.target, "dropped_at_ms": trash.dropped_at_ms},
+        detail={**detail, "from": trash.target, "dropped_at_ms": trash.dropped_at_ms},
     )
     try:
         ctx.commit(ops, log=entry)

@@ -145,3 +145,30 @@ def test_a_cascade_drop_under_a_key_is_committed_once(rest_lake: RestLake) -> No
         ("namespace", "p.w.ns"),
         ("table", NAME),
     ]
+
+
+def test_the_undrops_under_keys_are_committed_once(rest_lake: RestLake) -> None:
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    lance.write_dataset(rows([1]), namespace_client=ns, table_id=T, mode="create")
+    rest_lake.catalog.branches.create_branch(NAME, "dev")
+    rest_lake.catalog.branch_trash.delete_branch(NAME, "dev")
+    undrop = "/v1/table/p$w$ns$orders/branches/undrop"
+    first, second = sent_at_once([lambda: post(rest_lake, undrop, "k-unbranch", {"name": "dev"})] * 2)
+    assert first == second and first[0] == 200, (first, second)
+    assert post(rest_lake, undrop, "k-unbranch", {"name": "dev"}) == first
+    assert post(rest_lake, undrop, None, {"name": "dev"})[0] == 409
+    # A table and then its namespace back from the trash.
+    rest_lake.catalog.trash.drop_table(NAME)
+    undrop = "/v1/table/p$w$ns$orders/undrop"
+    first, second = sent_at_once([lambda: post(rest_lake, undrop, "k-untable")] * 2)
+    assert first == second and first[0] == 200, (first, second)
+    assert post(rest_lake, undrop, "k-untable") == first
+    assert post(rest_lake, undrop, "k-untable", {"as": ["p", "w", "ns", "again"]})[0] == 422
+    assert post(rest_lake, undrop, None)[0] == 404
+    rest_lake.catalog.cascade.drop_namespace("p.w.ns", cascade=True)
+    undrop = "/v1/namespace/p$w$ns/undrop"
+    first = post(rest_lake, undrop, "k-unns")
+    assert first[0] == 200 and post(rest_lake, undrop, "k-unns") == first, first
+    assert post(rest_lake, undrop, None)[0] == 404
+    assert [e.operation for e in rest_lake.catalog.reads.log(NAME)][-3:] == ["undrop", "drop", "undrop"]
+    assert [o for o in commits_of(rest_lake, NAME) if o == "branch-undrop"] == ["branch-undrop"]

@@ -37,7 +37,7 @@ from lake_platform.errors import InvalidInput, TableBranchNotFound, TableVersion
 from lake_platform.naming import TableName
 from lake_platform.registry.records import BranchRecord, VersionRecord, new_id
 from lake_platform.rest.handlers.common import page, scoped, to_json
-from lake_platform.rest.idempotency import keyed_body
+from lake_platform.rest.idempotency import keyed_body, once
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
@@ -162,12 +162,22 @@ def publish_table_branch(request: RestRequest) -> Any:
 
 
 def undrop_table_branch(request: RestRequest) -> Any:
-    """Lake's own route: a deleted branch back from the trash, as it was (``lake branch undrop``)."""
+    """Lake's own route: a deleted branch back from the trash, as it was (``lake branch undrop``).
+    An ``Idempotency-Key`` makes a retry answer the branch (as it is now) instead of
+    TableBranchAlreadyExists: it is back already."""
     scoped(request, table=True)
     tname = request.table_name()
-    return request.service.catalog.branch_trash.undrop_branch(
-        str(tname), _name(request), by=_by(request)
-    ).to_dict()
+    name = _name(request)
+    catalog = request.service.catalog
+    return once(
+        lambda: keyed_body(request, tname, "branch-undrop", {"branch-undrop"}),
+        lambda request_key: catalog.branch_trash.undrop_branch(
+            str(tname), name, detail=request_key.detail, by=request_key.by
+        ).to_dict(),
+        lambda _first: catalog.branches.info(
+            tname, catalog.branches.branch(tname, name, trashed=True)[0]
+        ).to_dict(),
+    )
 
 
 def _by(request: RestRequest) -> Provenance:

@@ -24,6 +24,7 @@ from typing import Any
 import lake_platform.rest.handlers.branches as branches
 import lake_platform.rest.handlers.query as query
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
 from lake_platform.rest import ids
@@ -150,18 +151,36 @@ def undrop_table(request: RestRequest) -> Any:
     incarnation = request.body.get("incarnation")
     if incarnation is not None and not isinstance(incarnation, str):
         raise InvalidInput("incarnation must be a string")
-    result = request.service.catalog.trash.undrop_table(
-        str(tname), as_name=as_name, incarnation=incarnation, by=Provenance(principal=request.principal)
+    trash = request.service.catalog.trash
+
+    def undrop(request_key: Keyed) -> dict[str, object]:
+        return trash.undrop_table(
+            str(tname), as_name=as_name, incarnation=incarnation, detail=request_key.detail, by=request_key.by
+        ).to_dict()
+
+    # Logged under the name it comes back as, where the key is looked up; a retry answers the
+    # first undrop instead of TableNotFound (nothing in the trash) or TableAlreadyExists.
+    return once(
+        lambda: keyed_body(request, TableName.parse(as_name or str(tname)), "undrop", {"undrop"}, str(tname)),
+        undrop,
+        lambda first: CommitResult(first.commit_id, first.target, "undrop", None, first.to_version).to_dict(),
     )
-    return result.to_dict()
 
 
 def undrop_namespace(request: RestRequest) -> Any:
+    """An ``Idempotency-Key`` makes a retry answer the first undrop (its last commit, the trash
+    record's removal) instead of NamespaceNotFound; an undrop interrupted part way is
+    continued by the retry."""
     scoped(request, table=False)
     nname = request.namespace_name()
-    return request.service.catalog.trash.undrop_namespace(
-        str(nname), by=Provenance(principal=request.principal)
-    ).to_dict()
+    trash = request.service.catalog.trash
+    return once(
+        lambda: keyed_body(request, str(nname), "undrop-namespace", {"undrop namespace cascade"}),
+        lambda request_key: trash.undrop_namespace(
+            str(nname), detail=request_key.detail, by=request_key.by
+        ).to_dict(),
+        lambda first: CommitResult(first.commit_id, first.target, "undrop namespace", None, None).to_dict(),
+    )
 
 
 #: (name, method, path, handler, query parameters)
