@@ -188,9 +188,23 @@ def _tn() -> Any:
     return TableName.parse(T)
 
 
+class LaggingClock:
+    """``clock``, its monotonic time ``lag`` seconds behind: a holder whose clock lies."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock, self.lag = clock, 0.0
+
+    def monotonic(self) -> float:
+        return self.clock.monotonic() - self.lag
+
+    def wall_ms(self) -> int:
+        return self.clock.wall_ms()
+
+
 def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
     clock = ManualClock()
-    first = lake.new_catalog(clock=clock, heartbeat=False)
+    first_clock = LaggingClock(clock)
+    first = lake.new_catalog(clock=first_clock, heartbeat=False)
     first.tables.create_table(T, rows([1]))
     incarnation = first.reads.open_table(T).record.incarnation
     lease = first.gate.acquire(incarnation)
@@ -210,7 +224,8 @@ def test_expired_lease_is_rejected_and_fenced(lake: Lake) -> None:
 
     record, revision = first.ctx.table(_tn())
     pending = PendingCommit(commit_id="late-commit-0001", operation="append", actor="late")
-    lease._renewed(lease.revision, clock.monotonic() + 100)  # a lying clock
+    first_clock.lag = 100.0  # a lying clock: the first holder believes its lease has time left
+    lease.check()
     ns = BoundTableNamespace(
         first.store,
         _tn(),
