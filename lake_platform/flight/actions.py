@@ -41,7 +41,7 @@ class ActionHost(Protocol):
 
     def _view(self, identity: Identity) -> ProjectView: ...
 
-    def health(self) -> dict[str, Any]: ...
+    def health(self, identity: Identity | None = None) -> dict[str, Any]: ...
 
 
 NO_TRANSACTIONS = "transactions are not supported by this read-only server"
@@ -116,7 +116,8 @@ def close_session(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
 
 
 def health(server: ActionHost, call: Call, body: bytes) -> list[bytes]:
-    return [json.dumps(server.health()).encode()]
+    # The caller's view: a tenant's principal learns nothing of other tenants (flight.health).
+    return [json.dumps(server.health(call.identity)).encode()]
 
 
 def cancel(server: ActionHost, identity: Identity, info_bytes: bytes) -> int:

@@ -38,7 +38,7 @@ from lake_platform.flight import proto, statements
 from lake_platform.flight.actions import ACTIONS, REFUSED_ACTIONS
 from lake_platform.flight.dataplane import DataPlane
 from lake_platform.flight.endpoints import Endpoints
-from lake_platform.flight.health import health_report, readiness
+from lake_platform.flight.health import health_report, readiness, report_for
 from lake_platform.flight.metadata import CATALOG_COMMANDS, Metadata
 from lake_platform.flight.session import Sessions
 from lake_platform.flight.spool import Spooler, SpoolSettings
@@ -397,9 +397,12 @@ class FlightSqlServer:
             return handler.run(self, call, body)
         raise Unsupported(REFUSED_ACTIONS.get(action.type, f"unknown action {action.type!r}"))
 
-    def health(self) -> dict[str, Any]:
-        """The ``health`` action's report (``flight.health``)."""
-        return health_report(self, self._draining.is_set())
+    def health(self, identity: Identity | None = None) -> dict[str, Any]:
+        """The ``health`` action's report to ``identity`` (``flight.health``); in process
+        (``None``), the server's figures."""
+        if identity is None:
+            return health_report(self, self._draining.is_set())
+        return report_for(self, self._draining.is_set(), identity, self.settings.operator_project)
 
 
 #: Kept for callers of the previous names.

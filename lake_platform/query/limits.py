@@ -14,13 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lake_platform.settings.flight import (
-    DEFAULT_QUERY_TIMEOUT,
-    DEFAULT_RESULT_CACHE_BYTES,
-    ENV_PREFIX,
-    FlightSettings,
-    default_cache_bytes,
-)
+from lake_platform.settings.cache_defaults import DEFAULT_RESULT_CACHE_BYTES, default_cache_bytes
+from lake_platform.settings.flight import DEFAULT_QUERY_TIMEOUT, ENV_PREFIX, FlightSettings
 from lake_platform.settings.lake import LakeSettings
 
 

@@ -6,7 +6,6 @@ which ``query.limits.limits_from`` reads from here).
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -69,6 +68,11 @@ class FlightSettings(BaseSettings):
         description="How long a verified service token is trusted before it is checked again.",
     )
     snapshot_ttl_seconds: float = Field(5.0, gt=0, le=3600, description="Catalog snapshot refresh interval.")
+    operator_project: str = Field(
+        "",
+        description="The project whose principals the health action shows the server's figures "
+        "(every tenant's); empty: none, they are on /metrics (others see liveness and their own project).",
+    )
     snapshot_max_stale_seconds: float = Field(
         120.0,
         gt=0,
@@ -407,22 +411,6 @@ def _uris(name: str, text: str) -> list[str]:
         if not LOCATION.fullmatch(uri):
             raise ValueError(f"{name}: {uri!r} is not grpc://host:port or grpc+tls://host:port")
     return uris
-
-
-#: The result cache's largest default budget: results are small (at most
-#: ``result_cache_entry_bytes`` each), so this keeps hundreds of them.
-DEFAULT_RESULT_CACHE_BYTES = 64 << 20
-
-
-def default_cache_bytes(memory_limit_bytes: int) -> int:
-    """A modest share of the machine's memory: 1/16 of physical RAM (0 where it cannot be read),
-    and at most half of the query memory pool, so the cache stays small next to the pool it
-    sits beside in the process's memory bound."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
-    return min(ram // 16, memory_limit_bytes // 2)
 
 
 def is_loopback(host: str) -> bool:

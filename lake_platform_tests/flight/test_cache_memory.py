@@ -42,7 +42,11 @@ def serve_and_query(home: Path, budget: int) -> tuple[int, dict[str, int]]:
     """Query the four tables twice each through a server with this cache budget (each load
     evicting what no longer fits); its peak RSS growth over the run and its cache statistics."""
     proc, port = spawn(
-        home, f"cache_bytes={budget}", "memory_limit_bytes=268435456", "snapshot_ttl_seconds=0.1"
+        home,
+        f"cache_bytes={budget}",
+        "memory_limit_bytes=268435456",
+        "snapshot_ttl_seconds=0.1",
+        "operator_project=p",  # the health action's cache figures: an operator's
     )
     try:
         client, options = login(f"grpc://127.0.0.1:{port}")

@@ -30,7 +30,15 @@ KEYS = f"k1:{secrets.token_hex(32)},k2:{secrets.token_hex(32)}"
 
 class Replica:
     def __init__(self, home: Path, **options: Any) -> None:
-        args = [f"{k}={v}" for k, v in {"keys": KEYS, "snapshot_ttl_seconds": 0.1, **options}.items()]
+        args = [
+            f"{k}={v}"
+            for k, v in {
+                "keys": KEYS,
+                "snapshot_ttl_seconds": 0.1,
+                "operator_project": "p",
+                **options,
+            }.items()
+        ]
         self.proc = launch(home, *args)
 
     def ready(self) -> Replica:
@@ -49,7 +57,7 @@ class Replica:
         return self.fetch(self.plan(f"SELECT count(*) AS n FROM w.ns.{table}")).column("n")[0].as_py()
 
     def snapshot_loads(self) -> int:
-        """Catalog snapshots this replica has loaded (its health answer)."""
+        """Catalog snapshots this replica has loaded (its health answer to p, the operator project)."""
         [result] = list(self.client.do_action(fl.Action("health", b""), self.options))
         return json.loads(result.body.to_pybytes())["snapshot"]["loads"]
 

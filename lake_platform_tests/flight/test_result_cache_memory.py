@@ -34,6 +34,7 @@ def serve_and_query(home: Path, budget: int) -> tuple[int, int, dict[str, int]]:
         f"result_cache_bytes={budget}",
         "result_cache_entry_bytes=4194304",
         "memory_limit_bytes=268435456",
+        "operator_project=p",  # the health action's result cache figures: an operator's
     )
     try:
         client, options = login(f"grpc://127.0.0.1:{port}")
