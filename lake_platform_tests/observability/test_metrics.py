@@ -5,6 +5,7 @@ calls (the registry is process-wide)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,15 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.observability.asgi import MetricsMiddleware
 from lake_platform.observability.exposition import start_metrics_server
-from lake_platform.observability.metrics import WATCHED, observe_request
+from lake_platform.observability.metrics import REGISTRY, WATCHED, observe_request
+from lake_platform.query.snapshot import load_snapshot
+from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.registry.store import Put
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.flight.conftest import login, plan, query, start_server, wait_until
+
+#: Seconds: an age no snapshot of a live server in this process reaches.
+AGES_AGO = 10.0**7
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -71,11 +77,21 @@ def test_a_stopped_server_no_longer_reports_its_snapshot(small_lake: tuple[LakeS
     # Held after stop (as a test fixture or a supervisor would): its ever older snapshot must not
     # become the process's lake_snapshot_age_seconds, the oldest of the snapshots reported.
     settings, catalog = small_lake
-    server = start_server(settings, catalog)
-    cache = server.snapshots
-    assert cache in set(WATCHED._snapshots)
-    server.stop()
-    assert cache not in set(WATCHED._snapshots)
+    ahead = [0.0]  # the cache's clock, moved far ahead so its snapshot is the oldest reported
+    cache = SnapshotCache(
+        lambda prev: load_snapshot(catalog.store, prev),
+        ttl=3600,
+        max_stale=3600,
+        clock=lambda: time.monotonic() + ahead[0],
+    )
+    server = start_server(settings, catalog, snapshots=cache)
+    ahead[0] = AGES_AGO
+    try:
+        assert (REGISTRY.get_sample_value("lake_snapshot_age_seconds") or 0.0) >= AGES_AGO
+    finally:
+        server.stop()
+    assert (REGISTRY.get_sample_value("lake_snapshot_age_seconds") or 0.0) < AGES_AGO
+    assert cache.status()["age_seconds"] >= AGES_AGO  # still held, and as old as ever
 
 
 def test_known_queries_read_exactly_in_the_counters(small_lake: tuple[LakeSettings, Catalog]) -> None:
@@ -275,7 +291,6 @@ def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
 ) -> None:
     import gc
 
-    from lake_platform.query.snapshot import load_snapshot
     from lake_platform_tests.flight.conftest import ALICE
 
     engine, catalog = watched_engine_over_an_index(small_lake)
@@ -297,7 +312,6 @@ def test_plan_counters_count_kept_and_shaped_plans_and_outlive_their_engine(
 def test_lookup_scanner_counters_count_made_and_reused_scanners(
     small_lake: tuple[LakeSettings, Catalog],
 ) -> None:
-    from lake_platform.query.snapshot import load_snapshot
 
     engine, catalog = watched_engine_over_an_index(small_lake)
 
@@ -330,7 +344,6 @@ def test_cache_counters_never_go_down_when_an_engine_goes_away(
 
     from lake_platform.query.engine import QueryEngine
     from lake_platform.query.limits import QueryLimits
-    from lake_platform.query.snapshot import load_snapshot
     from lake_platform_tests.flight.conftest import ALICE
 
     settings, catalog = small_lake
