@@ -133,6 +133,11 @@ def test_a_kept_plan_still_fails_when_its_table_was_dropped(running: Running) ->
 # == the kept plan's ticket claims (pinning overhead, issue 14) ===================================
 
 
+def view_of(server: Any) -> Any:
+    """ALICE's project in the server's current catalog snapshot, as its planning reads it."""
+    return server.snapshots.current().project(ALICE.project)
+
+
 def opened(running: Running, info: Any, identity: Any = ALICE) -> Any:
     name, payload = proto.unpack_any(info.endpoints[0].ticket.ticket)
     handle = proto.parse(proto.TicketStatementQuery, payload).statement_handle
@@ -172,7 +177,7 @@ def test_kept_ticket_claims_never_carry_another_principal(running: Running) -> N
     very same plan object is answered for both (another user of the project, another tenant)."""
     server = running.server
     sql = "SELECT count(*) AS n FROM w.ns.t"
-    planned = server.engine.plan(sql, server._view(ALICE), scope=ALICE)
+    planned = server.engine.plan(sql, view_of(server), scope=ALICE)
     for _ in range(2):
         server.endpoints.answer(ALICE, planned, None)  # the claims are kept now
     info = server.endpoints.answer(SERVICE, planned, None).info(fl.FlightDescriptor.for_command(b""))
@@ -189,7 +194,7 @@ def test_kept_ticket_claims_never_carry_another_principal(running: Running) -> N
 def test_claims_with_bound_parameters_are_never_kept(running: Running) -> None:
     server = running.server
     sql = "SELECT id FROM w.ns.t WHERE id = ?"
-    planned = server.engine.plan(sql, server._view(ALICE), pa.record_batch({"a": [5]}), scope=ALICE)
+    planned = server.engine.plan(sql, view_of(server), pa.record_batch({"a": [5]}), scope=ALICE)
     descriptor = fl.FlightDescriptor.for_command(b"")
     for value in (5, 7):
         params = pa.record_batch({"a": [value]})
@@ -230,11 +235,11 @@ def test_a_rerun_of_a_query_that_reads_the_clock_reads_it_again(running: Running
 def test_a_plan_that_reads_the_clock_is_never_kept(running: Running) -> None:
     server = running.server
     kept = len(server.engine.plans)
-    planned = server.engine.plan("SELECT now() AS t", server._view(ALICE), scope=ALICE)
+    planned = server.engine.plan("SELECT now() AS t", view_of(server), scope=ALICE)
     assert not planned.deterministic
     server.engine.remember(ALICE, planned, None)
     assert len(server.engine.plans) == kept
-    again = server.engine.plan("SELECT now() AS t", server._view(ALICE), scope=ALICE)
+    again = server.engine.plan("SELECT now() AS t", view_of(server), scope=ALICE)
     assert again is not planned
 
 
@@ -268,10 +273,10 @@ def test_a_rebound_lookups_ticket_is_served_where_its_plan_is_not_kept(running: 
     sql = "SELECT id, s FROM w.ns.keyed WHERE id = ?"
     client, options = login(running.uri)
     try:
-        server.engine.plan(sql, server._view(ALICE), pa.record_batch({"a": [10]}), scope=ALICE)
+        server.engine.plan(sql, view_of(server), pa.record_batch({"a": [10]}), scope=ALICE)
         rebound = engine.rebound
         params = pa.record_batch({"a": [11]})
-        planned = engine.plan(sql, server._view(ALICE), params, scope=ALICE)
+        planned = engine.plan(sql, view_of(server), params, scope=ALICE)
         assert engine.rebound == rebound + 1
         info = server.endpoints.answer(ALICE, planned, params).info(fl.FlightDescriptor.for_command(b""))
         engine.plans.clear()
