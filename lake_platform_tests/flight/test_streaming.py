@@ -3,10 +3,12 @@ bounded server memory on a large result, tickets pinned to the versions they wer
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -119,18 +121,47 @@ def test_ticket_is_pinned_to_the_planned_version(tmp_path: Path) -> None:
 
 
 def test_graceful_stop_refuses_new_work(tmp_path: Path) -> None:
+    """While stop() drains, a new GetFlightInfo or DoGet is refused as shutting down, the
+    health action says draining, and a stream opened before the stop still runs to its end."""
     settings, catalog = build_catalog(tmp_path / "home")
+    total = 1_000_000  # ~30 MiB: far more than gRPC's flow-control windows hold unread
+    schema = next(big_rows(10)).schema
+    catalog.tables.create_table("p.w.ns.big", pa.RecordBatchReader.from_batches(schema, big_rows(total)))
     server = start_server(settings, catalog)
-    client, options = login(f"grpc://127.0.0.1:{server.port}")
-    info = plan(client, options, "SELECT * FROM w.ns.t")
-    stopper = threading.Thread(target=server.stop, kwargs={"grace": 0.5})
-    server._draining.set()
-    with pytest.raises(fl.FlightUnavailableError, match="shutting down"):
-        client.do_get(info.endpoints[0].ticket, options).read_all()
-    stopper.start()
-    stopper.join(10)
+    stopper = threading.Thread(target=server.stop, kwargs={"grace": 30})
+    reader: fl.FlightStreamReader | None = None
+    try:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        later = plan(client, options, "SELECT count(*) FROM w.ns.t")
+        big = plan(client, options, "SELECT * FROM w.ns.big")
+        reader = client.do_get(big.endpoints[0].ticket, options)
+        # One chunk read, the rest left unread: backpressure holds the stream open, so the
+        # drain waits for it.
+        rows = reader.read_chunk().data.num_rows
+        stopper.start()
+        assert wait_until(lambda: health(client, options)["status"] == "draining", timeout=30)
+        with pytest.raises(fl.FlightUnavailableError, match="shutting down"):
+            client.do_get(later.endpoints[0].ticket, options).read_all()
+        with pytest.raises(fl.FlightUnavailableError, match="shutting down"):
+            plan(client, options, "SELECT count(*) FROM w.ns.t")
+        for chunk in reader:
+            rows += chunk.data.num_rows
+        reader = None
+        assert rows == total
+    finally:
+        if reader is not None:
+            reader.cancel()  # let the drain end now rather than after its grace
+        if stopper.ident is None:  # failed before the stop began
+            stopper.start()
+        stopper.join(60)
+        catalog.close()
     assert not stopper.is_alive()
-    catalog.close()
+
+
+def health(client: fl.FlightClient, options: fl.FlightCallOptions) -> dict[str, Any]:
+    """The ``health`` action's report to the caller (pyarrow.flight do_action)."""
+    [result] = list(client.do_action(fl.Action("health", b""), options))
+    return json.loads(result.body.to_pybytes())
 
 
 def test_admission_limits_concurrent_streams(tmp_path: Path) -> None:
