@@ -5,7 +5,9 @@ that an output holds no row of another partition.
 - A time-window partition (daily, hourly, weekly, monthly, a range of them) over a timestamp or
   date column is the rows inside its window, ``start <= column < end``: a zone-less timestamp
   column holds the wall-clock time of the partitions' timezone, a zoned one instants, a date
-  column the window's dates.
+  column the window's dates. A window a date column cannot hold (one starting or ending within
+  a day: an hourly partition's) is refused, for a write and a read alike: as dates it would be
+  ``day >= d AND day < d``, a write refusing every row and a read silently empty.
 - Any other partition (static, dynamic, a time window over a string or integer column) is the
   rows whose column equals its key, as a typed literal.
 
@@ -15,7 +17,7 @@ A multi-partitioned asset is refused: its key (``2024-01-02|eu``) names no one c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, time, timezone
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -29,17 +31,36 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class PartitionRows:
     """The partitions ``keys`` of ``column``; ``window``: their time window's start and end (a
-    time-window partitions definition)."""
+    time-window partitions definition); ``asset``: whose partitions, as a refusal names it."""
 
     column: str
     keys: tuple[str, ...]
     window: tuple[datetime, datetime] | None = None
+    asset: str = ""
 
     def _windowed(self, column_type: pa.DataType) -> bool:
         import pyarrow as pa
 
-        return self.window is not None and (
-            pa.types.is_timestamp(column_type) or pa.types.is_date(column_type)
+        if self.window is None:
+            return False
+        if pa.types.is_date(column_type):
+            self._whole_days(column_type)
+            return True
+        return pa.types.is_timestamp(column_type)
+
+    def _whole_days(self, column_type: pa.DataType) -> None:
+        """Refuse a window a date column cannot hold: its bounds as dates would select another
+        range of rows (an hour: none at all)."""
+        assert self.window is not None
+        if all(bound.time() == time() for bound in self.window):
+            return
+        start, end = self.window
+        whose = f"asset {self.asset}: " if self.asset else ""
+        raise InvalidInput(
+            f"{whose}partition column {self.column!r} is a {column_type} column, which "
+            f"holds whole days, not the partition window ({', '.join(self.keys)}: from "
+            f"{start.isoformat()} to before {end.isoformat()}); name a timestamp column in "
+            "partition_expr, or partition the asset by days or longer"
         )
 
     def _type(self, schema: pa.Schema) -> pa.DataType:
@@ -107,7 +128,7 @@ def partition_rows(
     if not column:
         return None
     span = (window.start, window.end) if window is not None else None
-    return PartitionRows(str(column), tuple(keys), span)
+    return PartitionRows(str(column), tuple(keys), span, asset.to_user_string())
 
 
 def context_rows(context: dg.OutputContext | dg.InputContext, column: object) -> PartitionRows | None:

@@ -181,9 +181,12 @@ def test_predicates_are_typed_literals_or_the_window() -> None:
     assert PartitionRows("utc", hour.keys, hour.window).predicate(schema) == (
         "`utc` >= timestamp '2024-01-02T04:00:00+00:00' AND `utc` < timestamp '2024-01-02T05:00:00+00:00'"
     )
-    assert PartitionRows("day", hour.keys, hour.window).predicate(schema) == (
-        "`day` >= date '2024-01-02' AND `day` < date '2024-01-02'"
-    )
+    # a date column holds no hour: refused, where its dates would be the empty `day >= d AND day < d`
+    with pytest.raises(InvalidInput, match=r"partition column 'day' is a date32\[day\] column"):
+        PartitionRows("day", hour.keys, hour.window).predicate(schema)
+    whole = berlin.time_window_for_partition_key("2024-01-03-00:00")  # hours from midnight to midnight
+    days = PartitionRows("day", hour.keys, (hour.window[0].replace(hour=0), whole.start))
+    assert days.predicate(schema) == "`day` >= date '2024-01-02' AND `day` < date '2024-01-03'"
     assert hour.describe(pa.string()) == "2024-01-02-05:00"  # a string column: the key itself
     # a time window over a string column: its keys, as written
     assert (
@@ -216,3 +219,59 @@ def test_an_integer_column_takes_its_keys_as_numbers() -> None:
     for use in (lambda: eu.predicate(schema), lambda: eu.stray(pa.array([1], pa.int32()))):
         with pytest.raises(InvalidInput, match="partition key 'eu' is not an integer, as column n is"):
             use()
+
+
+@dg.asset(
+    key=["p", "w", "ns", "visits"],
+    io_manager_key="lake_io",
+    partitions_def=hourly,
+    metadata={"partition_expr": "day"},
+)
+def visits(context: dg.AssetExecutionContext) -> pa.Table:
+    day = context.partition_time_window.start.date()
+    return pa.table({"day": pa.array([day, day], pa.date32()), "n": [1, 2]})
+
+
+#: What an hourly partition over a date column cannot be: the window, as the refusal names it.
+HOUR_WINDOW = "2024-01-02-05:00: from 2024-01-02T05:00:00+00:00 to before 2024-01-02T06:00:00+00:00"
+
+
+def refusal(result: dg.ExecuteInProcessResult) -> str:
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    return str(failure.event_specific_data.error)
+
+
+def test_an_hourly_partition_over_a_date_column_is_refused_unwritten(
+    catalog: Catalog, instance: dg.DagsterInstance
+) -> None:
+    """A date column holds whole days: an hour is no range of its values (``day >= d AND
+    day < d`` selects nothing), so the write is refused by what cannot be expressed, not by
+    every row seeming a stray."""
+    error = refusal(materialize(catalog, instance, [visits], "2024-01-02-05:00"))
+    assert "InvalidInput (code 13): asset p/w/ns/visits" in error
+    assert "partition column 'day' is a date32[day] column" in error and HOUR_WINDOW in error
+    assert not any(r.name == "p.w.ns.visits" for r in catalog.reads.list_tables())
+
+
+def test_an_hourly_partition_read_over_a_date_column_is_refused_not_empty(
+    catalog: Catalog, instance: dg.DagsterInstance
+) -> None:
+    """The input's filter would be empty: a silently empty read is a wrong answer."""
+    day = dt.date(2024, 1, 2)
+    catalog.tables.create_table(
+        "p.w.ns.visits", pa.table({"day": pa.array([day], pa.date32()), "n": [1]}).to_reader()
+    )
+    source = dg.AssetSpec(
+        key=["p", "w", "ns", "visits"], partitions_def=hourly, metadata={"partition_expr": "day"}
+    ).with_io_manager_key("lake_io")
+    read: list[pa.Table] = []
+
+    @dg.asset(key=["p", "w", "ns", "visit_counts"], partitions_def=hourly)
+    def visit_counts(visits: pa.Table) -> None:
+        read.append(visits)
+
+    error = refusal(materialize(catalog, instance, [source, visit_counts], "2024-01-02-05:00"))
+    assert "InvalidInput (code 13): asset p/w/ns/visits" in error
+    assert "partition column 'day' is a date32[day] column" in error and HOUR_WINDOW in error
+    assert read == []
