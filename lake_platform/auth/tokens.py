@@ -28,7 +28,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from joserfc import jwe
@@ -46,6 +46,8 @@ LEGACY_VERSIONS = frozenset({1, 2, 3})
 PURPOSES = ("bearer", "ticket", "prepared", "segment", "session")
 #: Claims every token carries, set by the sealer.
 ENVELOPE_CLAIMS = frozenset({"iat", "exp"})
+#: The claim naming a login's user record id (``Identity.user_id``), when there is one.
+UID = "uid"
 DEFAULT_MAX_BYTES = 2 << 20
 #: Tokens sealed or opened here, remembered by purpose and exact bytes with their claims (least
 #: recently used out first; a token above REMEMBERED_MAX_BYTES is opened every time).
@@ -78,17 +80,23 @@ class Identity:
     kind: str
     project: str
     role: str
-    #: Only a login token carries it (the caller's Bearer is checked against the user record on
-    #: every call); tickets and handles name the principal by the four claims, so equality does too.
-    user_id: str = field(default="", compare=False)
+    #: A Bearer carries it (checked against the user record on every call), and so do the
+    #: tickets, handles and session cookies sealed for it (``check_owner``): a user removed and
+    #: added again under the same name is another owner, so equality compares it too.
+    user_id: str = ""
 
     def claims(self) -> dict[str, str]:
-        return {"sub": self.name, "knd": self.kind, "prj": self.project, "rol": self.role}
+        """The identity's claims: ``uid`` only when there is a user record id (absent rather
+        than "", so a service principal's claims stay as they were)."""
+        claims = {"sub": self.name, "knd": self.kind, "prj": self.project, "rol": self.role}
+        if self.user_id:
+            claims[UID] = self.user_id
+        return claims
 
     @classmethod
     def from_claims(cls, claims: dict[str, Any]) -> Identity:
         values = [claims.get(k) for k in ("sub", "knd", "prj", "rol")]
-        user_id = claims.get("uid", "")
+        user_id = claims.get(UID, "")
         if not all(isinstance(v, str) and v for v in values) or not isinstance(user_id, str):
             raise KeyError("identity")
         return cls(*values, user_id=user_id)  # type: ignore[arg-type]
@@ -231,10 +239,7 @@ class Sealer:
     # -- bearer tokens -----------------------------------------------------------------
 
     def bearer(self, identity: Identity, ttl: float) -> str:
-        claims = identity.claims()
-        if identity.user_id:  # absent rather than "": a service principal's claims stay as they were
-            claims["uid"] = identity.user_id
-        return BEARER_PREFIX + self.seal("bearer", claims, ttl).decode("ascii")
+        return BEARER_PREFIX + self.seal("bearer", identity.claims(), ttl).decode("ascii")
 
     def open_bearer(self, token: str) -> Identity:
         return self.open_bearer_issued(token)[0]
@@ -284,8 +289,22 @@ def _noun(purpose: str) -> str:
     return {"bearer": "token", "prepared": "prepared statement handle"}.get(purpose, "ticket")
 
 
+def claim_names(claims: dict[str, Any]) -> set[str]:
+    """The names of a ticket's, handle's or cookie's claims but a well-formed ``uid`` (only an
+    owner with a user record id has one), for the exact-names check each kind makes; a
+    malformed ``uid`` stays in, so that check refuses it."""
+    names = set(claims)
+    if isinstance(claims.get(UID), str) and claims[UID]:
+        names.discard(UID)
+    return names
+
+
 def check_owner(claims: dict[str, Any], identity: Identity, what: str) -> None:
     """A ticket or handle is usable only by exactly the principal it was issued to (name, kind,
-    project and role)."""
-    if any(claims.get(k) != v for k, v in identity.claims().items()):
+    project and role, and a user's record id: a user removed and added again under the same
+    name is another principal; claims and caller without an id, earlier records, match)."""
+    if (
+        any(claims.get(k) != v for k, v in identity.claims().items())
+        or claims.get(UID, "") != identity.user_id
+    ):
         raise PermissionDenied(f"this {what} was issued to another principal")

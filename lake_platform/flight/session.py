@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from lake_platform.auth.tokens import Expired, Identity, Sealer, check_owner
+from lake_platform.auth.tokens import Expired, Identity, Sealer, check_owner, claim_names
 from lake_platform.errors import InvalidInput, Unauthenticated
 from lake_platform.query.defaults import NameDefaults
 
@@ -117,7 +117,7 @@ class Sessions:
             raise InvalidInput("the session has expired; set its options again") from None
         except UnicodeEncodeError:
             raise Unauthenticated("invalid session") from None
-        if set(claims) != _CLAIMS or not all(
+        if claim_names(claims) != _CLAIMS or not all(
             v is None or isinstance(v, str) for v in (claims["cat"], claims["sch"])
         ):
             raise Unauthenticated("invalid session")

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
+from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner, claim_names
 from lake_platform.engine.results import ResultsArea, SegmentWriter, full_error, schema_of
 from lake_platform.errors import InvalidInput, LakeError, ResultNotFound, Throttling, Unauthenticated
 from lake_platform.flight import framing, proto
@@ -326,7 +326,8 @@ class Spooler:
             claims = self.sealer.open("segment", handle[len(SEGMENT_PREFIX) :], what="ticket")
         except Expired:
             raise InvalidInput("the spooled result has expired; run the query again") from None
-        if set(claims) != _SEGMENT_KEYS or not all(isinstance(claims[k], str) for k in ("job", "seg", "id")):
+        names = claim_names(claims)
+        if names != _SEGMENT_KEYS or not all(isinstance(claims[k], str) for k in ("job", "seg", "id")):
             raise Unauthenticated("invalid ticket")
         if caller is not None:
             check_owner(claims, caller, "ticket")
@@ -384,7 +385,8 @@ class Spooler:
             claims = self.sealer.open("segment", command[len(POLL_PREFIX) :], what="poll descriptor")
         except Expired:
             raise InvalidInput("the spooled result has expired; run the query again") from None
-        if set(claims) != _POLL_KEYS or not isinstance(claims["job"], str) or not _safe_name(claims["job"]):
+        names = claim_names(claims)
+        if names != _POLL_KEYS or not isinstance(claims["job"], str) or not _safe_name(claims["job"]):
             raise Unauthenticated("invalid poll descriptor")
         check_owner(claims, caller, "poll descriptor")
         return claims["job"], bool(claims["ord"])
@@ -409,9 +411,7 @@ class Spooler:
     def progress(self, job_id: str) -> float | None:
         with self._lock:
             job = self._jobs.get(job_id)
-        if job is None or not job.estimate:
-            return None
-        return min(0.99, job.rows / job.estimate)
+        return None if job is None or not job.estimate else min(0.99, job.rows / job.estimate)
 
     def local(self, job_id: str) -> Job | None:
         with self._lock:

@@ -5,6 +5,7 @@ A statement ticket's claims (inside the sealed token of ``tokens``, which adds `
 ``exp``)::
 
     sub, knd, prj, rol   the identity it was issued to (DoGet requires the caller to be exactly it)
+    uid                  (a user with a record id only) the user record it was issued under
     sql                  the query text as planned
     prm                  the bound parameter row (base64 Arrow IPC stream) or null
     snp                  the table snapshots planned against, sorted by written name, unique:
@@ -20,11 +21,12 @@ A statement ticket's claims (inside the sealed token of ``tokens``, which adds `
 A kept plan checks the claims its tickets share once (:meth:`Tickets.statement_claims`);
 each ticket (:meth:`Tickets.seal_claims`) is then sealed whole with its id and times.
 
-A prepared-statement handle's claims are the identity, ``sql`` and ``prm``. Both are canonical
-(exactly these keys, exact types; snapshots in written-name order with no duplicate written
-name, and no incarnation twice among the current-version pins) and bounded (SQL bytes, snapshot
-count, parameter bytes; the token's size is bounded by the sealer). A claim set that breaks a
-rule is refused after opening too, e.g. one sealed by a replica configured with larger limits.
+A prepared-statement handle's claims are the identity (with ``uid`` as above), ``sql`` and
+``prm``. Both are canonical (exactly these keys, exact types; snapshots in written-name order
+with no duplicate written name, and no incarnation twice among the current-version pins) and
+bounded (SQL bytes, snapshot count, parameter bytes; the token's size is bounded by the sealer).
+A claim set that breaks a rule is refused after opening too, e.g. one sealed by a replica
+configured with larger limits.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner
+from lake_platform.auth.tokens import ENVELOPE_CLAIMS, Expired, Identity, Sealer, check_owner, claim_names
 from lake_platform.errors import InvalidInput, Unauthenticated
 from lake_platform.query.part import Part
 from lake_platform.query.snapshot import TableRef
@@ -153,7 +155,7 @@ class Tickets:
             claims = self.sealer.open("ticket", blob, what="ticket")
         except Expired:
             raise InvalidInput(_TICKET_EXPIRED) from None
-        keys = set(claims)
+        keys = claim_names(claims)
         if keys != _STATEMENT_KEYS and keys != _PART_KEYS:
             raise Unauthenticated("invalid ticket")
         if caller is not None:
@@ -243,7 +245,7 @@ class Tickets:
             claims = self.sealer.open("prepared", blob, what=what)
         except Expired:
             raise InvalidInput(_PREPARED_EXPIRED) from None
-        if set(claims) != _PREPARED_KEYS:
+        if claim_names(claims) != _PREPARED_KEYS:
             raise Unauthenticated(f"invalid {what}")
         check_owner(claims, caller, "prepared statement")
         self._check_common(claims, "prepared statement", False)

@@ -12,7 +12,9 @@ from typing import Any
 import pyarrow.flight as fl
 import pytest
 
+from lake_platform.flight import proto, session
 from lake_platform.flight.server import FlightSqlServer
+from lake_platform.flight.spool import SEGMENT_PREFIX
 from lake_platform.registry import keys
 from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import build_catalog, plan, wait_until
@@ -165,7 +167,90 @@ def test_a_user_recorded_before_records_had_an_id_keeps_signing_in(real: dict[st
     server.snapshots.refresh()
     assert server.snapshots.current().principals.users["olde"] == ("p", "reader", "")  # type: ignore[union-attr]
     assert not _refused(client, options)
+    issued = _issued(server, "olde", "olde-password-1")  # tickets and handles without an id too
+    assert _redeem(client, options, issued) == list(issued)
     catalog.access.remove_user("olde")
     catalog.access.add_user("olde", project="p", role="reader", password="olde-password-1")
     server.snapshots.refresh()
     assert _refused(client, options)
+
+
+class _Cookies(fl.ClientMiddlewareFactory):
+    """Keeps the last ``set-cookie`` a server sent (pyarrow's public middleware API)."""
+
+    def __init__(self) -> None:
+        self.set_cookie: str | None = None
+
+    def start_call(self, info: Any) -> fl.ClientMiddleware:
+        factory = self
+
+        class _Middleware(fl.ClientMiddleware):
+            def received_headers(self, headers: dict[str, list[str]]) -> None:
+                for value in headers.get("set-cookie", []):
+                    factory.set_cookie = value.split(";")[0]
+
+        return _Middleware()
+
+
+def _issued(server: FlightSqlServer, user: str, password: str) -> dict[str, Any]:
+    """What a login is handed to present later: a statement ticket, a spooled result's segment
+    ticket, a prepared-statement handle and a session cookie."""
+    cookies = _Cookies()
+    client = fl.connect(_uri(server), middleware=[cookies])
+    options = fl.FlightCallOptions(headers=[client.authenticate_basic_token(user, password)])
+    spool = fl.FlightCallOptions(headers=[*options.headers, (b"x-lake-spool", b"true")])
+    request = proto.ActionCreatePreparedStatementRequest(query=SQL)
+    [result] = client.do_action(fl.Action("CreatePreparedStatement", proto.pack(request)), options)
+    created = proto.parse(
+        proto.ActionCreatePreparedStatementResult, proto.unpack_any(result.body.to_pybytes())[1]
+    )
+    setting = session.SetSessionOptionsRequest()
+    setting.session_options["catalog"].string_value = "w"
+    list(client.do_action(fl.Action("SetSessionOptions", setting.SerializeToString()), options))
+    assert cookies.set_cookie is not None
+    segment = plan(client, spool, SQL).endpoints[0].ticket
+    assert proto.statement_handle(segment.ticket).startswith(SEGMENT_PREFIX)
+    return {
+        "ticket": plan(client, options, SQL).endpoints[0].ticket,
+        "segment": segment,
+        "handle": created.prepared_statement_handle,
+        "cookie": cookies.set_cookie,
+    }
+
+
+def _redeem(client: fl.FlightClient, options: fl.FlightCallOptions, issued: dict[str, Any]) -> list[str]:
+    """Which of ``issued`` the caller of ``options`` could use."""
+    prepared = proto.CommandPreparedStatementQuery(prepared_statement_handle=issued["handle"])
+    with_cookie = fl.FlightCallOptions(headers=[*options.headers, (b"cookie", issued["cookie"].encode())])
+    uses = {
+        "ticket": lambda: client.do_get(issued["ticket"], options).read_all(),
+        "segment": lambda: client.do_get(issued["segment"], options).read_all(),
+        "handle": lambda: client.get_flight_info(
+            fl.FlightDescriptor.for_command(proto.pack(prepared)), options
+        ),
+        "cookie": lambda: plan(client, with_cookie, "SELECT count(*) AS n FROM ns.t"),
+    }
+    accepted = []
+    for name, use in uses.items():
+        try:
+            use()
+        except fl.FlightUnauthorizedError as exc:
+            assert "issued to another principal" in str(exc), (name, exc)
+        else:
+            accepted.append(name)
+    return accepted
+
+
+def test_a_user_added_again_cannot_redeem_the_removed_users_tickets(real: dict[str, Any]) -> None:
+    """Tickets, spooled segments, prepared handles and session cookies name the user record
+    they were issued under, as the Bearer does: a new user of the same name, project and role
+    (another person) cannot use what the removed one was handed."""
+    server: FlightSqlServer = real["server"]
+    old = _issued(server, "dana", "dana-password-1")
+    assert _redeem(*_login(server, "dana", "dana-password-1"), old) == list(old)  # its own, before
+    real["catalog"].access.remove_user("dana")
+    real["catalog"].access.add_user("dana", project="p", role="reader", password="other-person-2")
+    server.snapshots.refresh()
+    client, options = _login(server, "dana", "other-person-2")
+    assert _redeem(client, options, old) == []
+    assert _redeem(client, options, _issued(server, "dana", "other-person-2")) == list(old)
