@@ -183,3 +183,39 @@ def test_the_inbox_settle_time_is_a_setting(tmp_path: Path, monkeypatch: pytest.
         SettingsError, match="LAKE_INBOX_SETTLE_SECONDS: Input should be greater than or equal to 0"
     ):
         load_settings(home=tmp_path)
+
+
+def test_a_misspelled_keyword_override_is_a_settings_error_naming_it(tmp_path: Path) -> None:
+    """A keyword passed in code that names no setting would leave the default in force in
+    silence (the classes ignore unknown names for the environment's sake)."""
+    from lake_platform.settings import dagster_settings
+    from lake_platform.settings.flight import flight_settings
+
+    with pytest.raises(SettingsError, match="LakeSettings has no setting 'hom' \\(did you mean 'home'\\?\\)"):
+        load_settings(hom=tmp_path)
+    with pytest.raises(
+        SettingsError, match="FlightSettings has no setting 'prot' \\(did you mean 'port'\\?\\)"
+    ):
+        flight_settings(prot=0)
+    with pytest.raises(SettingsError, match="DagsterSettings has no setting 'executer'"):
+        dagster_settings(executer="multiprocess")
+    with pytest.raises(SettingsError, match="'_env_flie'.*'colour'"):  # every one, in name order
+        LakeSettings(home=tmp_path, colour="blue", _env_flie=None)  # type: ignore[call-arg]
+
+
+def test_keywords_stay_strict_and_the_environment_lenient(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Unknown LAKE_* variables and .env entries are still only warned about (unknown.py): the
+    process's environment is shared with other programs. Keyword overrides match as the class
+    reads them (case-insensitively) and pydantic-settings' own init options pass."""
+    from lake_platform.settings.flight import flight_settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LAKE_FLIGHT_COLOUR", "blue")
+    monkeypatch.setenv("LAKE_HOMEE", "typo")
+    (tmp_path / ".env").write_text("LAKE_NOT_A_SETTING=1\nOTHER_PROGRAM=2\nLAKE_ACTOR=from-dotenv\n")
+    settings = load_settings(HOME=tmp_path / "h")
+    assert settings.home == tmp_path / "h" and settings.actor == "from-dotenv"
+    assert flight_settings(settings, port=0).port == 0
+    assert LakeSettings(home=tmp_path, _env_file=None).actor != "from-dotenv"  # type: ignore[call-arg]

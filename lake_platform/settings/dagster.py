@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from lake_platform.settings.keywords import KeywordStrictSettings
 from lake_platform.settings.lake import settings_error
 
 DAGSTER_ENV_PREFIX = "LAKE_DAGSTER_"
 
 
-class DagsterSettings(BaseSettings):
+class DagsterSettings(KeywordStrictSettings):
     """How Dagster runs the platform's work: where its steps execute, where their (small)
     outputs travel between steps, and where the instance keeps its state. Read when the code
     location loads and when the instance configuration is generated."""

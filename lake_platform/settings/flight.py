@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from lake_platform.settings.keywords import KeywordStrictSettings
 from lake_platform.settings.lake import LakeSettings, settings_error
 
 ENV_PREFIX = "LAKE_FLIGHT_"
@@ -32,7 +33,7 @@ DEFAULT_QUERY_TIMEOUT = 300.0
 MAX_QUERY_TIMEOUT = 86400.0
 
 
-class FlightSettings(BaseSettings):
+class FlightSettings(KeywordStrictSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True, frozen=True
     )

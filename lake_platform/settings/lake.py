@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from lake_platform.errors import SettingsError
+from lake_platform.settings.keywords import KeywordStrictSettings
 
 ENV_PREFIX = "LAKE_"
 
 
-class LakeSettings(BaseSettings):
+class LakeSettings(KeywordStrictSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True, frozen=True
     )
