@@ -98,8 +98,20 @@ class SqliteMetaStore(MetaStore):
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self.changes = ChangeWriter(self, change_shards)
-        with self._tx() as conn:
-            conn.execute(_SCHEMA)
+        # Only a new registry takes the write lock here: under WAL a reader never waits for a
+        # writer, but an open that always created the table waited the busy timeout behind any
+        # writer's transaction (a read-only ``lake sql`` failed "registry is busy").
+        if not self._has_table():
+            with self._tx() as conn:
+                conn.execute(_SCHEMA)
+
+    def _has_table(self) -> bool:
+        try:
+            with self._conn() as conn:
+                found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'")
+                return found.fetchone() is not None
+        except sqlite3.OperationalError as exc:
+            raise ServiceUnavailable(f"registry read failed: {exc}") from exc
 
     def _open(self) -> sqlite3.Connection:
         try:

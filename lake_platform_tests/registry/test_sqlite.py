@@ -373,3 +373,23 @@ def test_a_held_write_lock_is_service_unavailable(tmp_path: Path) -> None:
     assert store.compare_and_swap("l/a", 1, b"x").revision == 2
     assert _write_lock_free(store.path)
     store.close()
+
+
+def test_opening_a_registry_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    """Another connection holding the write lock (a long transaction of another process) does
+    not stop a store from opening the registry and reading it. Opening took the write lock to
+    create the table even when it existed, so a read-only ``lake sql`` waited the busy timeout
+    behind any writer and failed with "registry is busy: database is locked"."""
+    path = tmp_path / "r.db"
+    first = SqliteMetaStore(path)
+    first.put_if_absent("k/1", b"v")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        reader = SqliteMetaStore(path, busy_timeout_seconds=0.01)
+        assert [item.key for item in reader.scan_prefix("k/")] == ["k/1"]
+        reader.close()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        first.close()
