@@ -18,7 +18,6 @@ from __future__ import annotations
 from lake_platform.catalog.context import CatalogContext
 from lake_platform.catalog.inventory import Inventory
 from lake_platform.catalog.lease import Lease
-from lake_platform.engine import branches as engine_branches
 from lake_platform.naming import TableName
 from lake_platform.registry.records import TableRecord
 
@@ -35,6 +34,9 @@ def lance_name(
     """The Lance branch name for a new ``branch`` of chain ``chain``, made under ``lease``
     (main's): ``branch`` itself, after removing a leftover Lance branch of that name no record
     names; else ``<branch>-<chain prefix>``."""
+    # Lance loads on use: registry-only commands import catalog without it (cli/test_fast.py)
+    from lake_platform.engine import branches as engine_branches
+
     folder = record.folder_uri
     if engine_branches.name_free(folder, branch, storage):
         return branch
