@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pyarrow as pa
+import pyarrow.flight as fl
 from datafusion import udf
 
 from lake_platform.errors import ServiceUnavailable
@@ -143,3 +144,20 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
         )
     )
     return cert_file, key_file
+
+
+class CookieJar(fl.ClientMiddlewareFactory):
+    """Keeps the last cookie a server set, as ``name=value`` (pyarrow's public middleware API)."""
+
+    def __init__(self) -> None:
+        self.set_cookie: str | None = None
+
+    def start_call(self, info: Any) -> fl.ClientMiddleware:
+        factory = self
+
+        class _Middleware(fl.ClientMiddleware):
+            def received_headers(self, headers: dict[str, list[str]]) -> None:
+                for value in headers.get("set-cookie", []):
+                    factory.set_cookie = value.split(";")[0]
+
+        return _Middleware()

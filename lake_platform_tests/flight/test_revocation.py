@@ -18,6 +18,7 @@ from lake_platform.flight.spool import SEGMENT_PREFIX
 from lake_platform.registry import keys
 from lake_platform.settings.flight import flight_settings
 from lake_platform_tests.flight.conftest import build_catalog, plan, wait_until
+from lake_platform_tests.flight.helpers import CookieJar
 
 SQL = "SELECT count(*) AS n FROM w.ns.t"
 TTL = 0.3
@@ -175,27 +176,10 @@ def test_a_user_recorded_before_records_had_an_id_keeps_signing_in(real: dict[st
     assert _refused(client, options)
 
 
-class _Cookies(fl.ClientMiddlewareFactory):
-    """Keeps the last ``set-cookie`` a server sent (pyarrow's public middleware API)."""
-
-    def __init__(self) -> None:
-        self.set_cookie: str | None = None
-
-    def start_call(self, info: Any) -> fl.ClientMiddleware:
-        factory = self
-
-        class _Middleware(fl.ClientMiddleware):
-            def received_headers(self, headers: dict[str, list[str]]) -> None:
-                for value in headers.get("set-cookie", []):
-                    factory.set_cookie = value.split(";")[0]
-
-        return _Middleware()
-
-
 def _issued(server: FlightSqlServer, user: str, password: str) -> dict[str, Any]:
     """What a login is handed to present later: a statement ticket, a spooled result's segment
     ticket, a prepared-statement handle and a session cookie."""
-    cookies = _Cookies()
+    cookies = CookieJar()
     client = fl.connect(_uri(server), middleware=[cookies])
     options = fl.FlightCallOptions(headers=[client.authenticate_basic_token(user, password)])
     spool = fl.FlightCallOptions(headers=[*options.headers, (b"x-lake-spool", b"true")])

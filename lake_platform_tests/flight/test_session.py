@@ -11,6 +11,7 @@ import pytest
 
 from lake_platform.flight import proto, session
 from lake_platform_tests.flight.conftest import Running, login, serving
+from lake_platform_tests.flight.helpers import CookieJar
 
 COOKIES = {"adbc.flight.sql.rpc.with_cookie_middleware": "true"}
 
@@ -52,25 +53,8 @@ def test_bad_options_are_refused_by_name_and_change_nothing(running: Running) ->
         assert conn.adbc_current_catalog == "w"
 
 
-class _Cookies(fl.ClientMiddlewareFactory):
-    """Keeps the last ``set-cookie`` a server sent (pyarrow's public middleware API)."""
-
-    def __init__(self) -> None:
-        self.set_cookie: str | None = None
-
-    def start_call(self, info: Any) -> fl.ClientMiddleware:
-        factory = self
-
-        class _Middleware(fl.ClientMiddleware):
-            def received_headers(self, headers: dict[str, list[str]]) -> None:
-                for value in headers.get("set-cookie", []):
-                    factory.set_cookie = value
-
-        return _Middleware()
-
-
 def _set_options(uri: str, **options: str) -> str:
-    cookies = _Cookies()
+    cookies = CookieJar()
     client = fl.connect(uri, middleware=[cookies])
     call = fl.FlightCallOptions(headers=[client.authenticate_basic_token("alice", "alice-password")])
     request = session.SetSessionOptionsRequest()
@@ -80,7 +64,7 @@ def _set_options(uri: str, **options: str) -> str:
     errors = session.SetSessionOptionsResult()
     errors.ParseFromString(results[0].body.to_pybytes())
     assert not errors.errors and cookies.set_cookie is not None
-    return cookies.set_cookie.split(";")[0]
+    return cookies.set_cookie
 
 
 def test_the_session_is_read_by_any_replica_and_ends_when_closed(running: Running) -> None:
