@@ -16,10 +16,10 @@ from lake_platform.errors import InvalidInput
 ALLOWED_FIRST_WORDS = frozenset({"select", "with", "values", "explain"})
 _WORD = re.compile(r"[A-Za-z_]+")
 _DOLLAR = re.compile(r"\$([0-9]+)")
-#: Where a string, a quoted name or a comment may begin (what the rewrites copy untouched) ...
-_OPAQUE_AT = r"['\"`]|--|/\*|\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$"
 #: A dollar-quoted string's opening delimiter (``$$`` or ``$tag$``; ``$1`` is a placeholder).
 _DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
+#: Where a string, a quoted name or a comment may begin (what the rewrites copy untouched) ...
+_OPAQUE_AT = rf"['\"`]|--|/\*|{_DOLLAR_QUOTE.pattern}"
 #: ... or a placeholder, or a name.
 _PLACEHOLDER_AT = re.compile(rf"[?$]|{_OPAQUE_AT}")
 _NAME_AT = re.compile(rf"[A-Za-z_]|{_OPAQUE_AT}")
