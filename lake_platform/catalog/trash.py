@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from lake_platform.catalog import transaction_recovery as recovery
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
+from lake_platform.catalog.folder_claims import refuse_overlap
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -23,6 +24,7 @@ from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     InvalidInput,
+    InvalidTableState,
     NamespaceNotFound,
     Protected,
     TableAlreadyExists,
@@ -75,6 +77,8 @@ class Trash:
             raise Protected(f"table {tname} is protected; unprotect it or pass force")
         grace = self.policies.effective_policy(str(tname)).policy.trash_grace
         destroy = purge or grace.total_seconds() == 0
+        if destroy:  # refused before the registration goes: nothing changes
+            refuse_overlap(self.ctx.store, record, f"purge table {tname}")
         self.ctx.at("drop:resolved")
         actor_name = self.ctx.actor(by.actor, who)
         dropped_at = self.ctx.clock.wall_ms()
@@ -305,10 +309,14 @@ class Trash:
         only: list[str] | None = None,
         by: Provenance = UNSTATED,
     ) -> list[CommitResult]:
-        """Purge the data of every trash record whose deadline has passed; one commit each."""
+        """Purge the data of every trash record whose deadline has passed; one commit each.
+
+        A record whose folder holds another table's files (``folder_claims``) is left in the
+        trash, unclaimed and untouched; the others are purged, then InvalidTableState names it."""
         who = self.ctx.who(by.principal)
         now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
         purged: list[CommitResult] = []
+        refused: list[InvalidTableState] = []
         items = (
             [self.ctx.store.get(k) for k in only]
             if only is not None
@@ -323,11 +331,18 @@ class Trash:
             if record.kind == "namespace":
                 self._expire_namespace_record(item, record, who, by.actor)
                 continue
-            result = self._purge_trash(item, record, who, by.actor, by.run_id)
+            try:
+                result = self._purge_trash(item, record, who, by.actor, by.run_id)
+            except InvalidTableState as exc:
+                refused.append(exc)
+                continue
             if result is not None:
                 purged.append(result)
         if only is None and self.also_expire is not None:
             purged += self.also_expire(now, by=by)  # deleted branches (``branch_trash``)
+        if refused:
+            log.error("trash expiry purged %d, refused %d: %s", len(purged), len(refused), refused)
+            raise InvalidTableState("; ".join(e.message for e in refused))
         return purged
 
     def sweep_transactions(self, most: int = 16) -> int:
@@ -342,6 +357,7 @@ class Trash:
     ) -> CommitResult | None:
         assert record.table is not None
         self.ctx.at("expire:found")
+        refuse_overlap(self.ctx.store, record.table, f"purge dropped table {record.target}")
         if record.state == "trashed":
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
                 item = self.ctx.store.compare_and_swap(
