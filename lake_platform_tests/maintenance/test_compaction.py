@@ -112,3 +112,25 @@ def test_a_commit_whose_task_output_an_orphan_reclaim_took_commits_nothing(tmp_p
         ) == list(range(60))
     finally:
         catalog.close()
+
+
+def test_a_version_cleanup_between_the_tasks_and_their_commit_keeps_their_output(tmp_path: Path) -> None:
+    """The tasks' fragments are referenced by no manifest until the commit, as an in-flight
+    pylance write's are; a version cleanup (under the lease the tasks never take) removing every
+    older version in between must leave them: the commit then lands and every row reads."""
+    catalog = make_lake(tmp_path / "home", ticket_lifetime_seconds=0.001, reader_max_stale_seconds=0)
+    try:
+        catalog.tables.create_table(TABLE, rows(0, 10).to_reader())
+        for i in range(1, 6):
+            catalog.tables.append(TABLE, rows(10 * i, 10).to_reader())
+        catalog.policies.set_policy(TABLE, {"compact_min_fragments": 4, "target_rows_per_fragment": 20})
+        planned = compaction.plan(catalog, TABLE)
+        results = [compaction.run_task(catalog, planned, task) for task in planned.tasks]
+        cleaned = catalog.versions.cleanup(TABLE, retention=timedelta(0), retain_versions=1)
+        assert cleaned.detail["versions_removed"], cleaned
+        outcome = compaction.commit(catalog, planned, results, actor="test")
+        assert outcome.status == "committed", outcome
+        after = catalog.reads.open_table(TABLE)
+        assert sorted(after.to_reader().read_all().column("id").to_pylist()) == list(range(60))
+    finally:
+        catalog.close()
