@@ -150,6 +150,11 @@ class Sealer:
         self._clock = clock
         self._remembered: BoundedLRU[tuple[str, bytes], dict[str, Any]] = BoundedLRU(REMEMBERED)
 
+    @property
+    def hits(self) -> int:
+        """How many opens this sealer answered from what it remembered, without decrypting."""
+        return self._remembered.hits
+
     def now(self) -> float:
         return float(self._clock())
 
