@@ -25,6 +25,7 @@ registered table plus work proportional to what is new:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
@@ -179,10 +180,16 @@ class LocalInbox(Inbox):
             note = target.with_name(target.name + ".reason.txt")
             note.write_text(reason.rstrip() + "\n(left in place: its folder is a symbolic link)\n")
             return note.relative_to(self.root).as_posix()
+        limit = _name_max(target.parent)
         if target.exists():
-            target = target.with_name(f"{target.stem}.{time.time_ns()}{target.suffix}")
+            target = target.with_name(
+                fitted(f"{target.stem}.{time.time_ns()}{target.suffix}", limit, target.suffix)
+            )
+        # Named before anything moves: a landed name near the limit leaves no room for the note's
+        # suffix, and a note failing after the move would lose the reason and fail the run.
+        note = target.with_name(fitted(target.name + ".reason.txt", limit, ".reason.txt"))
         os.replace(self.root / file.key, target)
-        target.with_name(target.name + ".reason.txt").write_text(reason.rstrip() + "\n")
+        note.write_text(reason.rstrip() + "\n")
         return target.relative_to(self.root).as_posix()
 
     def in_quarantine(self, key: str) -> bool:
@@ -195,12 +202,31 @@ class LocalInbox(Inbox):
     def put(self, key: str, data: bytes) -> InboxFile:
         target = self.root / key
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
+        tmp = target.with_name(fitted(f".{target.name}.tmp", _name_max(target.parent), ".tmp"))
         tmp.write_bytes(data)
         os.replace(tmp, target)
         found = self.stat(key)
         assert found is not None
         return found
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) ``folder``'s file system takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def fitted(name: str, limit: int, suffix: str) -> str:
+    """``name`` (ending in ``suffix``), or when longer than ``limit`` bytes its head, a digest of
+    the whole and ``suffix``: distinct names stay distinct, and the suffix still says what the
+    file is (``.reason.txt``, ``.parquet``, ``.tmp``)."""
+    if len(name.encode()) <= limit:
+        return name
+    tail = f"-{hashlib.sha256(name.encode()).hexdigest()[:16]}{suffix}"
+    head = name.encode()[: max(0, limit - len(tail.encode()))].decode(errors="ignore")
+    return head + tail
 
 
 def _parse_local_cursor(cursor: str | None) -> tuple[int, str] | None:

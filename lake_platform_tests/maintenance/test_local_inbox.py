@@ -69,3 +69,27 @@ def test_a_link_to_a_file_outside_is_moved_as_a_link(catalog: Catalog, tmp_path:
     moved = box.root / "_quarantine/p/w/ns/t/a.csv"
     assert moved.is_symlink() and os.readlink(moved) == str(outside / "a.csv")
     assert (outside / "a.csv").exists()
+
+
+def test_a_bad_file_whose_name_leaves_no_room_for_its_note_is_quarantined_with_it(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """A landed name near the file system's limit (255 bytes) has no room for ``.reason.txt``:
+    the file was moved, then writing its note failed with a raw OSError (File name too long),
+    so the run failed untyped with its good file unwritten and the bad one's reason lost. Now the
+    note gets a shortened name, and a second file of that name quarantined later gets one too."""
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
+    long_name = "x" * 245 + ".parquet"
+    for round_ in range(2):
+        box.put(f"p/w/ns/t/{long_name}", b"not parquet")
+        box.put(f"p/w/ns/t/good{round_}.csv", f"id,name\n{10 + round_},ok\n".encode())
+        listed = [box.stat(f"p/w/ns/t/{n}") for n in (long_name, f"good{round_}.csv")]
+        outcome = ingest_batch(catalog, box, TABLE, [f for f in listed if f is not None])
+        assert outcome.status == "committed" and outcome.rows == 1
+        assert [q["key"] for q in outcome.quarantined] == [f"p/w/ns/t/{long_name}"]
+    held = sorted((box.root / "_quarantine/p/w/ns/t").iterdir())
+    notes = [p for p in held if p.name.endswith(".reason.txt")]
+    kept = [p for p in held if not p.name.endswith(".reason.txt")]
+    assert len(kept) == 2 and all(p.read_bytes() == b"not parquet" for p in kept)
+    assert len(notes) == 2 and all(long_name in n.read_text() for n in notes)
+    assert catalog.reads.open_table(TABLE).count_rows() == 5
