@@ -48,9 +48,7 @@ class Access:
         pname = ProjectName.parse(project)
         role_ = check_role(role)
         check_password(password)
-        project_item = self.ctx.store.get(keys.project(pname))
-        if project_item is None:
-            raise NamespaceNotFound(f"project {pname} does not exist")
+        project_item = self._project(pname, who)
         who.require(pname.project, "admin", f"add users to {pname}")
         record = UserRecord(
             name=name,
@@ -117,6 +115,14 @@ class Access:
             raise ConcurrentModification(f"user {name} changed meanwhile; the role was not changed") from None
         return updated, record.role
 
+    def _project(self, pname: ProjectName, who: Principal) -> Item:
+        """The project's item; NamespaceNotFound when it is missing or another tenant's (the
+        same answer, so an admin of one project cannot probe for others)."""
+        item = self.ctx.store.get(keys.project(pname)) if who.can(pname.project, "read") else None
+        if item is None:
+            raise NamespaceNotFound(f"project {pname} does not exist")
+        return item
+
     def _user(self, name: str, who: Principal) -> tuple[UserRecord, Item]:
         """The user's record; UserNotFound when there is none, or when it is in a project the
         caller cannot see (another tenant learns neither that it exists nor where)."""
@@ -142,9 +148,7 @@ class Access:
         check_segment(name, "token name")
         pname = ProjectName.parse(project)
         role_ = check_role(role)
-        project_item = self.ctx.store.get(keys.project(pname))
-        if project_item is None:
-            raise NamespaceNotFound(f"project {pname} does not exist")
+        project_item = self._project(pname, who)
         who.require(pname.project, "admin", f"create tokens for {pname}")
         token_id, secret, token = new_token()
         record = TokenRecord(

@@ -150,7 +150,7 @@ class Alter:
         check_expressions(expressions)
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"add columns to {tname}")
         if by.commit_id is not None:  # a retry: its columns are there, answer the first commit
             replay = self.ctx.replayed(
@@ -275,7 +275,7 @@ class Alter:
 
         who = self.ctx.who(principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, role, f"{operation.replace('-', ' ')} on {tname}")
         if commit_id is not None:
             replay = self.ctx.replayed(check_commit_id(commit_id), table=str(tname), operation=operation)

@@ -378,7 +378,7 @@ class BranchChanges:
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, role, f"{operation.replace('-', ' ')} on branch {branch} of {tname}")
         commit_id = check_commit_id(by.commit_id)
         rec, _ = self.branches.branch(tname, branch)

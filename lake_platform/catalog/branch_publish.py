@@ -133,7 +133,7 @@ class BranchPublish:
         commit_id = check_commit_id(by.commit_id)
         ids = [commit_id] if single else [f"{commit_id}-t{i}" for i in range(len(tnames))]
         for _, tname in tnames:
-            self.ctx.require_parent(tname)
+            self.ctx.require_parent(tname, who=who)
             who.require(tname.project, "write", f"publish to {tname}")
 
         def landed() -> list[CommitResult] | None:

@@ -87,7 +87,7 @@ class BranchVersions:
             raise InvalidInput(f"version must be a positive integer, got {version!r}")
         if not isinstance(manifest_path, str) or not manifest_path:
             raise InvalidInput("manifest_path is required")
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"write to branch {branch} of {tname}")
         commit_id = check_commit_id(by.commit_id)
 

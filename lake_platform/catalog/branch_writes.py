@@ -98,7 +98,7 @@ class BranchWrites:
         tname = TableName.parse(name)
         data = as_reader(data)
         commit_id = check_commit_id(by.commit_id)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"write to {tname}")
         replay = None
         if by.commit_id is not None:

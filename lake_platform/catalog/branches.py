@@ -250,7 +250,7 @@ class Branches:
         if from_branch is not None:
             check_segment(from_branch, "branch name")
         commit_id = check_commit_id(by.commit_id)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"branch {tname}")
         replay = None
         if by.commit_id is not None:

@@ -58,7 +58,7 @@ class NamespaceDrops:
         who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
         root_commit = check_commit_id(by.commit_id)
-        self.ctx.require_parent(nname)
+        self.ctx.require_parent(nname, who=who)
         who.require(nname.project, "admin", f"drop namespace {nname}")
         item = self.ctx.store.get(keys.namespace(nname))
         if item is None:

@@ -89,7 +89,8 @@ class Containers:
         if not root:
             root = f"{self.ctx.settings.warehouse_root.rstrip('/')}/{wname.project}/{wname.warehouse}"
         canonical = roots.canonical(root)
-        project = self.ctx.store.get(keys.project(wname.parent))
+        # Another tenant's project is answered as a missing one (before any read: the same words).
+        project = self.ctx.store.get(keys.project(wname.parent)) if who.can(wname.project, "read") else None
         if project is None or decode(ProjectRecord, project.value).state != "active":
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"create warehouse {wname}")
@@ -125,7 +126,7 @@ class Containers:
         nname = NamespaceName.parse(name)
         parent = nname.parent
         parent_key = keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
-        self.ctx.require_parent(nname)
+        self.ctx.require_parent(nname, who=who)
         who.require(nname.project, "admin", f"create namespace {nname}")
         record = NamespaceRecord(name=str(nname), created_by=self.ctx.actor(by.actor, who))
         self._create(
@@ -221,7 +222,7 @@ class Containers:
             project = ProjectName.parse(parts[0]).project
             if not who.can(project, "read"):
                 raise NamespaceNotFound(f"{kind} {prefix} does not exist")
-            self.ctx.scope(prefix, kind)  # parses every segment; NamespaceNotFound when absent
+            self.ctx.scope(prefix, kind, who=who)  # parses every segment; NamespaceNotFound when absent
         head = keys.namespaces(*parts[:2]) + ".".join(parts[2:])
         records = (decode(NamespaceRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(head))
         return [
@@ -243,7 +244,7 @@ class Containers:
     ) -> None:
         """Turn deletion protection on or off for a table, namespace or warehouse."""
         who = self.ctx.who(by.principal)
-        kind_, key = self.ctx.scope(name, kind)
+        kind_, key = self.ctx.scope(name, kind, who=who)
         if kind_ == "project":
             raise InvalidInput("projects cannot be protected (they are never cascaded)")
         who.require(name.split(".")[0], "admin", f"change protection of {name}")
@@ -256,7 +257,7 @@ class Containers:
         # on the revision it read, and a protection flip would make that condition fail midway.
         guard: list[Op] = []
         if kind_ == "table":
-            parent = self.ctx.require_parent(TableName.parse(name))
+            parent = self.ctx.require_parent(TableName.parse(name), who=who)
             guard.append(Check(parent.key, parent.revision))
         elif getattr(record, "state", "active") != "active":
             raise NamespaceNotFound(f"{kind_} {name} is being dropped")
@@ -284,7 +285,7 @@ class Containers:
         """Drop an empty warehouse (no namespaces and nothing of it in the trash)."""
         who = self.ctx.who(by.principal)
         wname = WarehouseName.parse(name)
-        if self.ctx.store.get(keys.project(wname.parent)) is None:
+        if not who.can(wname.project, "read") or self.ctx.store.get(keys.project(wname.parent)) is None:
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"drop warehouse {wname}")
         item = self.ctx.store.get(keys.warehouse(wname))

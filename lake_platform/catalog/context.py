@@ -159,12 +159,21 @@ class CatalogContext:
         parent = _parent_of(name)
         return keys.warehouse(parent) if isinstance(parent, WarehouseName) else keys.namespace(parent)
 
-    def require_parent(self, name: NamespaceName | TableName, item: Prefetched = UNREAD) -> Item:
-        """The parent container must exist and be active; returns its registry item. ``item``:
-        as ``table``'s."""
+    def require_parent(
+        self, name: NamespaceName | TableName, item: Prefetched = UNREAD, *, who: Principal
+    ) -> Item:
+        """The parent container must exist and be active, and ``who`` must be able to read its
+        project; returns its registry item. ``item``: as ``table``'s.
+
+        Every door checks the parent before the permission, so the caller's tenant is checked
+        here, before anything is read: another tenant's container is answered as a missing one,
+        in the same words, and a write door cannot tell it exists (PermissionDenied is for
+        callers of the object's own project)."""
         parent = _parent_of(name)
         kind = "warehouse" if isinstance(parent, WarehouseName) else "namespace"
-        if item is UNREAD:
+        if not who.can(name.project, "read"):
+            item = None
+        elif item is UNREAD:
             item = self.store.get(self.parent_key(name))
         if item is None:
             raise NamespaceNotFound(f"{kind} {parent} does not exist")
@@ -173,8 +182,10 @@ class CatalogContext:
             raise NamespaceNotFound(f"{kind} {parent} is being dropped")
         return item
 
-    def scope(self, scope: str, kind: str | None = None) -> tuple[str, str]:
-        """Resolve a dotted scope to (kind, registry key); tables win over same-named namespaces."""
+    def scope(self, scope: str, kind: str | None = None, *, who: Principal | None) -> tuple[str, str]:
+        """Resolve a dotted scope to (kind, registry key); tables win over same-named namespaces.
+        A scope in a project ``who`` cannot read is answered as a missing one (None: the
+        catalog's own lookups, for no caller)."""
         parts = scope.split(".") if isinstance(scope, str) else []
         if len(parts) == 1:
             pname = ProjectName.parse(scope)
@@ -190,8 +201,9 @@ class CatalogContext:
             found = [f for f in found if f[0] == kind]
             if not found:
                 raise InvalidInput(f"{scope!r} cannot name a {kind}")
+        visible = who is None or who.can(parts[0], "read")
         for k, key in found:
-            if self.store.get(key) is not None:
+            if visible and self.store.get(key) is not None:
                 return k, key
         raise scope_not_found(scope, found[0][0] if found else "scope")
 

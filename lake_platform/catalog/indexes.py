@@ -179,7 +179,7 @@ def index_writer(ctx: CatalogContext, name: str, principal: Principal | None) ->
     """The table and the caller, who must hold the write role on its project."""
     who = ctx.who(principal)
     tname = TableName.parse(name)
-    ctx.require_parent(tname)
+    ctx.require_parent(tname, who=who)
     who.require(tname.project, "write", f"index {name}")
     return tname, who
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from lake_platform.catalog.context import CatalogContext, Log
+from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.engine.indexes import normalize_kind
 from lake_platform.errors import (
@@ -269,7 +270,7 @@ class Policies:
         """Merge ``values`` (Policy field names: ``parse_assignments`` turns ``lake policy set``
         keys into them) into the policy record at ``scope`` (created with defaults if absent)."""
         who = self.ctx.who(by.principal)
-        owner = self._policy_owner(scope)
+        owner = self._policy_owner(scope, who)
         who.require(scope.split(".")[0], "admin", f"set policies on {scope}")
         if not values:
             raise InvalidInput("give at least one key=value")
@@ -297,7 +298,7 @@ class Policies:
         defaults. The record stays and still wins whole; ``delete_policy`` removes it."""
         who = self.ctx.who(by.principal)
         names = policy_fields(fields)
-        owner = self._policy_owner(scope)
+        owner = self._policy_owner(scope, who)
         who.require(scope.split(".")[0], "admin", f"unset policies on {scope}")
         item = self._policy_record(scope)
         current = decode(PolicyRecord, item.value, item.key).policy
@@ -319,7 +320,7 @@ class Policies:
         who = self.ctx.who(by.principal)
         _scope_shape(scope)
         who.require(scope.split(".")[0], "admin", f"delete policies on {scope}")
-        owner = self._policy_owner(scope, missing_ok=True)
+        owner = self._policy_owner(scope, who, missing_ok=True)
         item = self._policy_record(scope)
         self._commit_policy(
             scope,
@@ -329,7 +330,7 @@ class Policies:
 
     def effective_policy(self, scope: str) -> EffectivePolicy:
         """The most specific policy record on the path from ``scope`` up to its project."""
-        self.ctx.scope(scope)  # validates shape and existence
+        self.ctx.scope(scope, who=None)  # validates shape and existence
         parts = scope.split(".")
         for depth in range(len(parts), 0, -1):
             candidate = ".".join(parts[:depth])
@@ -370,12 +371,12 @@ class Policies:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _policy_owner(self, scope: str, *, missing_ok: bool = False) -> list[Op]:
+    def _policy_owner(self, scope: str, who: Principal, *, missing_ok: bool = False) -> list[Op]:
         """The object at ``scope`` must exist (unless ``missing_ok``) and not be being dropped;
         returns the conditions that keep it so until the policy change lands (a drop marks it
         first, then copies its policy)."""
         try:
-            kind, key = self.ctx.scope(scope)
+            kind, key = self.ctx.scope(scope, who=who)
         except (TableNotFound, NamespaceNotFound):
             if missing_ok:
                 return []
@@ -387,7 +388,7 @@ class Policies:
             raise NamespaceNotFound(f"{kind} {scope} does not exist")
         ops: list[Op] = [Check(key, item.revision)]
         if kind == "table":
-            parent = self.ctx.require_parent(TableName.parse(scope))
+            parent = self.ctx.require_parent(TableName.parse(scope), who=who)
             ops.append(Check(parent.key, parent.revision))
         elif getattr(decode(_CONTAINERS[kind], item.value, item.key), "state", "active") != "active":
             raise NamespaceNotFound(f"{kind} {scope} is being dropped")

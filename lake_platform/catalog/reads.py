@@ -362,6 +362,6 @@ class Reads:
                 raise scope_not_found(
                     prefix, ("project", "warehouse", "namespace", "table")[min(len(parts), 4) - 1]
                 )
-            self.ctx.scope(prefix)
+            self.ctx.scope(prefix, who=who)
         entries.sort(key=lambda e: (e.at_ms, e.target))
         return entries[-limit:] if limit else entries

@@ -58,7 +58,7 @@ class Registrations:
         tname = TableName.parse(name)
         if not isinstance(location, str) or not location.strip():
             raise InvalidInput("location is required (the Lance dataset's folder or s3:// prefix)")
-        ns_item = self.ctx.require_parent(tname)
+        ns_item = self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "admin", f"register a table in {tname.namespace_name}")
         if self.ctx.store.get(keys.table(tname)) is not None:
             raise TableAlreadyExists(f"table {tname} already exists")

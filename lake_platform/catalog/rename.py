@@ -48,8 +48,8 @@ class Renames:
             raise InvalidInput(f"a table is renamed within its warehouse ({tname.warehouse_name})")
         if target == tname:
             raise InvalidInput(f"{tname} already has that name")
-        self.ctx.require_parent(tname)
-        parent = self.ctx.require_parent(target)
+        self.ctx.require_parent(tname, who=who)
+        parent = self.ctx.require_parent(target, who=who)
         who.require(tname.project, "admin", f"rename table {tname}")
         record, _ = self.ctx.table(tname)
         if record.protected:

@@ -58,7 +58,7 @@ def restore_request(
     tname = TableName.parse(name)
     if not keys.valid_version(version):
         raise InvalidInput(f"version must be a positive integer below 2**63, got {version!r}")
-    ctx.require_parent(tname)
+    ctx.require_parent(tname, who=who)
     what = f"restore {tname}" if branch is None else f"restore branch {branch} of {tname}"
     who.require(tname.project, "write", what)
     commit_id = check_commit_id(by.commit_id)

@@ -217,7 +217,7 @@ class RowChanges:
         refuse) returns the change to run on the registered version under the lease."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"{operation} rows of {tname}")
         commit_id = check_commit_id(by.commit_id)
         replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)

@@ -67,7 +67,7 @@ class Schemas:
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "read", f"read {tname}")
         record, _ = self.ctx.table(tname)
         return schema_from_ipc(record.schema_ipc)
@@ -86,7 +86,7 @@ class Schemas:
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"write to {tname}")
         record, _ = self.ctx.table(tname)
         return self.plan_schema(tname, schema_from_ipc(record.schema_ipc), schemas, labels)
@@ -126,7 +126,7 @@ class Schemas:
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"repair {tname}")
         record, _ = self.ctx.table(tname)
         if record.schema_ipc:
@@ -171,7 +171,7 @@ class Schemas:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_schema_metadata(values)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"change the schema metadata of {tname}")
         commit_id = check_commit_id(by.commit_id)
         landed = self._landed(commit_id, tname, "schema-metadata", by)
@@ -217,7 +217,7 @@ class Schemas:
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
         check_field_metadata(updates)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"change the field metadata of {tname}")
         commit_id = check_commit_id(by.commit_id)
         landed = self._landed(commit_id, tname, "field-metadata", by)

@@ -170,7 +170,7 @@ class StagedVersions(Transaction):
     def _plan(self, w: TableWrite, who: Principal, parent_item: Item | None, table_item: Item | None) -> None:
         """Parent, permission, the manifest and the schema rules, before any lease is taken; a
         branch's line: the branch (TableBranchNotFound) and ``branch_versions``' checks."""
-        self._ctx.require_parent(w.name, parent_item)
+        self._ctx.require_parent(w.name, parent_item, who=who)
         on = "" if w.branch is None else f"branch {w.branch} of "
         who.require(w.name.project, "write", f"write to {on}{w.name}")
         request = self._requests[w.line]

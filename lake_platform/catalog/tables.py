@@ -91,7 +91,7 @@ class Tables:
         tname = TableName.parse(name)
         data = as_reader(data)
         commit_id = check_commit_id(by.commit_id)
-        ns_item = self.ctx.require_parent(tname)
+        ns_item = self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
         replay = self.ctx.replayed(commit_id, table=str(tname), operation="create")
         if replay is not None:
@@ -189,7 +189,7 @@ class Tables:
         if last is not None:
             wanted += [keys.lease(last[0]), keys.version(*last), keys.version(last[0], last[1] + 1)]
         parent_item, table_item, *ahead_items = self.ctx.store.get_many(wanted)
-        self.ctx.require_parent(tname, parent_item)
+        self.ctx.require_parent(tname, parent_item, who=who)
         who.require(tname.project, "write", f"write to {tname}")
         # Only a caller's own commit id can have landed before; a fresh one cannot (one get less).
         replay = self.ctx.replayed(commit_id, table=str(tname), operation=mode) if given else None
@@ -360,7 +360,7 @@ class Tables:
         tname = TableName.parse(name)
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInput("a delete needs a non-empty predicate")
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"delete from {tname}")
         commit_id = check_commit_id(by.commit_id)
         replay = self.ctx.replayed(commit_id, table=str(tname), operation="delete")
@@ -397,7 +397,7 @@ class Tables:
         ``declare_table``): the first commit through the namespace makes it a table."""
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        ns_item = self.ctx.require_parent(tname)
+        ns_item = self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
         if self.ctx.store.get(keys.table(tname)) is not None:
             raise TableAlreadyExists(f"table {tname} already exists")

@@ -274,7 +274,7 @@ class Transaction:
         """Identity, parent, permission and schema, before any lease is taken or byte written."""
         from lake_platform.catalog.arrow_io import schema_from_ipc
 
-        self._ctx.require_parent(w.name, parent_item)
+        self._ctx.require_parent(w.name, parent_item, who=who)
         who.require(w.name.project, "write", f"write to {w.name}")
         w.record, _ = self._ctx.table(w.name, item=table_item)
         if w.mode == "append":

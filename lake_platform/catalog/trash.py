@@ -67,7 +67,7 @@ class Trash:
         """
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
-        self.ctx.require_parent(tname)
+        self.ctx.require_parent(tname, who=who)
         who.require(tname.project, "admin", f"drop table {tname}")
         # A table declared but never written is dropped like any other (into the trash, undoable).
         record, _ = self.ctx.table(tname, declared=True)
@@ -216,7 +216,7 @@ class Trash:
         target = TableName.parse(as_name) if as_name is not None else tname
         if (target.project, target.warehouse) != (tname.project, tname.warehouse):
             raise InvalidInput("a table can only be undropped into the warehouse its data lives in")
-        parent = self.ctx.require_parent(target)
+        parent = self.ctx.require_parent(target, who=who)
         who.require(tname.project, "admin", f"undrop table {tname}")
         item, trash = self._pick_trash(tname, incarnation)
         if self.ctx.store.get(keys.table(target)) is not None:
@@ -247,7 +247,7 @@ class Trash:
         commit_id = check_commit_id(by.commit_id)
         who = self.ctx.who(by.principal)
         nname = NamespaceName.parse(name)
-        self.ctx.require_parent(nname)
+        self.ctx.require_parent(nname, who=who)
         who.require(nname.project, "admin", f"undrop namespace {nname}")
         found = [
             (i, decode(TrashRecord, i.value, i.key))
@@ -288,7 +288,8 @@ class Trash:
             if self.ctx.store.get(keys.table(target)) is not None:
                 log.warning("not restoring %s: the name is taken", target)
                 continue
-            restore(self.ctx, self.policies, trash_item, trash, target, self.ctx.require_parent(target), who)
+            parent = self.ctx.require_parent(target, who=who)
+            restore(self.ctx, self.policies, trash_item, trash, target, parent, who)
             self.ctx.at("undrop-namespace:table")
         self.ctx.commit(
             [Delete(item.key, item.revision)],

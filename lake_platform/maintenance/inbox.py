@@ -324,6 +324,9 @@ class S3Inbox(Inbox):
 
     def quarantine(self, file: InboxFile, reason: str) -> str:
         target = f"{QUARANTINE}/{file.key}"
+        if self.stat(target) is not None:  # an earlier bad file of this name: keep it, as locally
+            stem, dot, suffix = target.rpartition(".")
+            target = f"{stem}.{time.time_ns()}{dot}{suffix}" if dot else f"{target}.{time.time_ns()}"
         self.client.copy_object(
             Bucket=self.bucket,
             Key=self.prefix + target,

@@ -56,3 +56,31 @@ def test_s3_inbox_lists_after_the_cursor_ingests_and_quarantines(s3: S3Endpoint,
         catalog.close()
         if s3.external:
             s3.delete_prefix(prefix)
+
+
+def test_a_second_bad_file_of_one_name_does_not_overwrite_the_first_in_quarantine(
+    s3: S3Endpoint, tmp_path: Path
+) -> None:
+    """A producer lands a bad file again under the name of one already quarantined (a resent
+    upload, a reset sensor cursor): the quarantine's copy overwrote the first bad file and its
+    reason, losing it. Both are kept now, each with its note, as the local inbox keeps them."""
+    prefix = s3.new_prefix()
+    catalog = make_lake(tmp_path / "home", **s3.lake_settings())
+    try:
+        catalog.tables.create_table(TABLE, rows(0, 10).to_reader())
+        box = open_inbox(f"s3://{s3.bucket}/{prefix}", catalog.settings, settle_seconds=0.0)
+        for content in (b"first garbage", b"second garbage"):
+            landed = box.put("p/w/ns/t/b.parquet", content)
+            outcome = ingest_batch(catalog, box, TABLE, [landed])
+            assert [q["key"] for q in outcome.quarantined] == ["p/w/ns/t/b.parquet"]
+        held = [k for k in s3.keys_under(f"{prefix}/_quarantine/") if not k.endswith(".reason.txt")]
+        notes = [k for k in s3.keys_under(f"{prefix}/_quarantine/") if k.endswith(".reason.txt")]
+        assert sorted(s3.client().get_object(Bucket=s3.bucket, Key=k)["Body"].read() for k in held) == [
+            b"first garbage",
+            b"second garbage",
+        ]
+        assert len(notes) == 2 and catalog.reads.open_table(TABLE).count_rows() == 10
+    finally:
+        catalog.close()
+        if s3.external:
+            s3.delete_prefix(prefix)
