@@ -15,6 +15,7 @@ batch's other lines in its one registry transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -34,7 +35,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.table_files import check_manifest
+from lake_platform.catalog.table_files import added_data_files, check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, Protected, TableBranchNotFound
 from lake_platform.naming import TableName
@@ -146,6 +147,7 @@ class BranchVersions:
             detail=detail,
             stream_totals=lambda: (change.rows_added, change.bytes_added),
             files_added=change.files_added,
+            must_exist=change.added_files,
         )
         request = {
             "id": list(tname.parts),
@@ -184,7 +186,7 @@ class BranchVersions:
             raw = read_object(rec.location, path, storage)
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
-        check_manifest(rec.location, path, storage, raw=raw, folder=rec.folder)
+        paths = check_manifest(rec.location, path, storage, raw=raw, folder=rec.folder)
         try:
             schema = engine.manifest_schema(rec.location, path, storage, raw=raw)
         except (OSError, ValueError, RuntimeError):
@@ -193,6 +195,8 @@ class BranchVersions:
             change = staged_change(rec.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
+        added = added_data_files(rec.location, path, paths, rec.current_version, storage)
+        change = dataclasses.replace(change, added_files=added)
         return (None if schema is None else schema_to_ipc(schema)), change
 
     def require_roles(

@@ -42,7 +42,7 @@ from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifest_publisher import ManifestPublisher
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.step_records import held_step_entry, step_entry, step_marker
-from lake_platform.catalog.table_files import check_manifest
+from lake_platform.catalog.table_files import check_manifest, require_added
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -233,6 +233,8 @@ class BoundTableNamespace(LanceNamespace):
         if staging != self._checked_manifest:
             # Before anything is registered: the version's files must all lie in this table.
             check_manifest(self.record.location, staging, self.storage_options, folder=self.record.folder)
+        # Under the lease, which an orphan reclaim holds while it deletes: the files it adds are there.
+        require_added(self.record.location, pending.must_exist, staging, self.storage_options)
         # Register the version at its canonical path in the commit itself (the file is put there
         # right after, see ManifestPublisher): one registry write instead of commit + re-point. Only
         # when that path is free; a manifest squatting there (written around the registry)

@@ -8,6 +8,7 @@ again (one whose file is missing is published if just committed, else refused ty
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
-from lake_platform.catalog.table_files import check_manifest
+from lake_platform.catalog.table_files import added_data_files, check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import InvalidInput, Protected
@@ -130,6 +131,7 @@ class VersionCommits:
             schema_ipc=staged_ipc,
             stream_totals=lambda: (change.rows_added, change.bytes_added),
             files_added=change.files_added,
+            must_exist=change.added_files,
             # The request's one registry commit also releases the lease, unless the schema
             # must be read back afterwards (under the lease).
             release_lease=True,
@@ -253,7 +255,8 @@ class VersionCommits:
     def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
         """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
         file, which is also checked to reference only files inside the table (``table_files``:
-        InvalidInput otherwise, and for a missing file). pylance declares without a schema and
+        InvalidInput otherwise, and for a missing file); the change names the data files it
+        adds (``added_files``), checked under the lease. pylance declares without a schema and
         may change it with any commit; the change (Lance's transaction) feeds the commit log and
         the schema rules. A part that cannot be read is unknown (schema None: the commit, if it
         lands, reads it back from the committed version; operation None)."""
@@ -266,7 +269,7 @@ class VersionCommits:
             raw = read_object(record.location, path, storage)
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
-        check_manifest(record.location, path, storage, raw=raw)
+        paths = check_manifest(record.location, path, storage, raw=raw)
         try:
             schema = engine.manifest_schema(record.location, path, storage, raw=raw)
         except (OSError, ValueError, RuntimeError):
@@ -276,7 +279,8 @@ class VersionCommits:
             change = staged_change(record.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
-        return staged_ipc, change
+        added = added_data_files(record.location, path, paths, record.current_version, storage)
+        return staged_ipc, dataclasses.replace(change, added_files=added)
 
     def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
         """pylance declares without a schema: take it from the version just committed."""

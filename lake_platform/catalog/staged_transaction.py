@@ -222,6 +222,7 @@ class StagedVersions(Transaction):
             schema_ipc=staged_ipc,
             stream_totals=lambda: (change.rows_added, change.bytes_added),
             files_added=change.files_added,
+            must_exist=change.added_files,
             hold=[operation],
         )
         w.pending = pending

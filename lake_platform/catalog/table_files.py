@@ -10,6 +10,13 @@ own location: no extra base paths (Lance's ``base_paths``: shallow clones, multi
 carries a scheme or climbs out with ``..``. Refused as InvalidInput, before the lease, with
 nothing registered; the staged manifest is left where it is (the orphan scan reports it).
 
+Nor is a version registered whose manifest adds a data file that is gone (``added_data_files``,
+``require_added``): a Lance client writes its files before it commits, perhaps long before, and
+an orphan reclaim past its age gate takes files no registered version names. Registered, the
+version would be the table's current one and would not read (Lance: Not found). Checked under
+the lease (a reclaim holds it while it deletes), for the files the commit adds only: one
+existence check each, against the parent version's manifest, read once before the lease.
+
 One exception: a branch's manifests (Lance's ``tree/<branch>`` datasets, and main's line after a
 branch was published into it) reference the files they share with their parent through base
 paths naming the table's own folder or another branch under it. With ``folder`` given, base
@@ -19,8 +26,10 @@ paths that are that folder or lie under its ``tree/`` are inside the table.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 
 from lake_platform.engine.manifest_paths import ManifestPaths, manifest_paths
+from lake_platform.engine.manifests import canonical_manifest_path
 from lake_platform.engine.storage import read_object
 from lake_platform.errors import InvalidInput
 
@@ -32,12 +41,13 @@ def check_manifest(
     *,
     raw: bytes | None = None,
     folder: str | None = None,
-) -> None:
+) -> ManifestPaths:
     """Refuse (InvalidInput) the staged manifest at ``manifest_path`` unless everything it
     references lies inside the table at ``location``. ``raw``: its bytes, when the caller has
     read them. A manifest that is missing or cannot be parsed is refused too: nothing unchecked
     is registered (storage trouble reading it is raised as the OSError it is). ``folder``: the
-    table's folder, when ``location`` is a branch's dataset root inside it."""
+    table's folder, when ``location`` is a branch's dataset root inside it. Returns what it
+    references."""
     try:
         if raw is None:
             raw = read_object(location, manifest_path, storage_options)
@@ -47,6 +57,47 @@ def check_manifest(
     except ValueError:
         raise InvalidInput(f"{manifest_path.rpartition('/')[2]} is not a Lance manifest") from None
     require_inside(paths, manifest_path, folder)
+    return paths
+
+
+def added_data_files(
+    location: str,
+    manifest_path: str,
+    paths: ManifestPaths,
+    parent: int,
+    storage_options: dict[str, str] | None = None,
+) -> tuple[str, ...]:
+    """The data files (under ``data/``) the staged manifest at ``manifest_path`` (``paths``:
+    what it references) names and version ``parent`` of its line (0: none) does not: those the
+    commit adds. The parent's manifest is read at its canonical path beside the staged one (no
+    registry read; one the registry left at its staging path is read there by Lance's clients
+    too, and a missing one leaves every file to check). Before the lease: a commit whose parent
+    moved on meanwhile is refused anyway (its version is no longer the next)."""
+    known: set[str] = set()
+    if parent > 0:
+        parent_path = canonical_manifest_path(manifest_path, parent)
+        try:
+            raw = read_object(location, parent_path, storage_options)
+            known = set(manifest_paths(raw, parent_path).own_data_files)
+        except (FileNotFoundError, ValueError):
+            pass
+    return tuple(p for p in dict.fromkeys(paths.own_data_files) if p not in known)
+
+
+def require_added(
+    location: str, added: Sequence[str], manifest_path: str, storage_options: dict[str, str] | None = None
+) -> None:
+    """Under the lease: refuse (InvalidInput, naming the file) a commit whose manifest adds a
+    data file that is no longer there, before anything is registered."""
+    from lake_platform.engine import references  # loads the engine: not for registry-only use
+
+    for path in added:
+        if references.stat(location, f"data/{path}", storage_options) is None:
+            raise InvalidInput(
+                f"manifest {manifest_path.rpartition('/')[2]} adds data file {path} which is gone "
+                "(an orphan reclaim takes files no registered version names once older than its "
+                "age gate): nothing was committed; write the data again"
+            )
 
 
 def require_inside(paths: ManifestPaths, manifest_path: str, folder: str | None = None) -> None:

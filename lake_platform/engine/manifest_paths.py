@@ -36,6 +36,9 @@ class ManifestPaths:
     #: ``BasePath`` entries: (id, path). A table's own manifests have none.
     base_paths: list[tuple[int, str]] = field(default_factory=list)
     data_files: list[str] = field(default_factory=list)
+    #: The data files in the dataset's own ``data/`` folder (no base path): those a commit
+    #: can add (a branch names the files it shares with its parent by base path).
+    own_data_files: list[str] = field(default_factory=list)
     external_files: list[str] = field(default_factory=list)
     #: (what, base id) for every data file, deletion file and index that names a base path.
     based: list[tuple[str, int]] = field(default_factory=list)
@@ -93,6 +96,8 @@ def manifest_paths(raw: bytes, manifest_path: str) -> ManifestPaths:
             found.data_files.append(path)
             if len(data_file.base_id):
                 found.based.append((f"data file {path!r}", int(data_file.base_id[-1])))
+            else:
+                found.own_data_files.append(path)
         for deletion_raw in frag.deletion_file:
             deletion = parse(views["deletion_file"], deletion_raw, f"{manifest_path}: a deletion file")
             if len(deletion.base_id):

@@ -9,6 +9,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import lance  # the tests play Lance clients and an attacker with storage access
 import lance_namespace.errors as ns_errors
@@ -25,6 +26,8 @@ from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import ids_of
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
+from lake_platform_tests.rest.handlers.test_batch import stage, tid
+from lake_platform_tests.rest.handlers.test_batch_branches import stage_on
 
 
 @pytest.fixture
@@ -134,3 +137,74 @@ def test_references_leaving_the_table_are_refused(paths: ManifestPaths, says: st
 
 def test_a_tables_own_references_pass() -> None:
     require_inside(ManifestPaths(data_files=["abc.lance"], external_files=["_rowids/x.bin"]), "m")
+
+
+def _new_data_files(location: str, before: set[str]) -> list[str]:
+    return sorted(set(os.listdir(os.path.join(location, "data"))) - before)
+
+
+def _data_files(location: str) -> set[str]:
+    folder = os.path.join(location, "data")
+    return set(os.listdir(folder)) if os.path.isdir(folder) else set()  # a new branch has none
+
+
+@pytest.fixture
+def two_tables(rest_lake: RestLake) -> RestLake:
+    """Tables orders and lines at version 1 (ids 1, 2), each with branch dev made there."""
+    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+    for table in ("orders", "lines"):
+        lance.write_dataset(rows([1, 2]), namespace_client=ns, table_id=tid(table), mode="create")
+        rest_lake.catalog.branches.create_branch(f"p.w.ns.{table}", "dev")
+    return rest_lake
+
+
+def _stage_without_its_file(lake: RestLake, table: str, branch: str | None = None) -> dict[str, Any]:
+    """A CreateTableVersion body pylance staged (an append of ids 3, 4), whose new data file was
+    then removed, as an orphan reclaim with a short age gate takes it: nothing registered names it."""
+    name = TableName.parse(f"p.w.ns.{table}")
+    if branch is None:
+        location = lake.catalog.reads.open_table(str(name)).record.location
+        before = _data_files(location)
+        body = stage(lake, table, rows([3, 4]))
+    else:
+        location = lake.catalog.branches.branch(name, branch)[0].location
+        before = _data_files(location)
+        body = stage_on(lake, table, branch, rows([3, 4]))
+    (added,) = _new_data_files(location, before)
+    os.remove(os.path.join(location, "data", added))
+    return body
+
+
+def _unchanged(lake: RestLake, table: str) -> None:
+    name = TableName.parse(f"p.w.ns.{table}")
+    snap = lake.catalog.reads.open_table(str(name))
+    assert snap.version == 1 and ids_of(snap) == [1, 2]
+    assert lake.catalog.branches.branch(name, "dev")[0].current_version == 1
+    assert [e.to_version for e in lake.catalog.reads.log(str(name))][-1] == 1
+
+
+def test_a_commit_whose_added_data_file_is_gone_is_refused(two_tables: RestLake) -> None:
+    """Before, the version was registered and the table's current version no longer read
+    (Lance: Not found); now nothing is registered and the table reads as before."""
+    body = _stage_without_its_file(two_tables, "orders")
+    resp = two_tables.post("/v1/table/p$w$ns$orders/version/create", body)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["code"] == 13 and "is gone" in resp.json()["detail"], resp.json()
+    _unchanged(two_tables, "orders")
+
+
+def test_a_batch_entry_whose_added_data_file_is_gone_commits_nothing(two_tables: RestLake) -> None:
+    entries = [stage(two_tables, "lines", rows([30])), _stage_without_its_file(two_tables, "orders")]
+    resp = two_tables.post("/v1/table/version/batch-create", {"entries": entries})
+    assert resp.status_code == 400, resp.text
+    assert "is gone" in resp.json()["detail"], resp.json()
+    _unchanged(two_tables, "orders")
+    _unchanged(two_tables, "lines")
+
+
+def test_a_branch_commit_whose_added_data_file_is_gone_is_refused(two_tables: RestLake) -> None:
+    body = _stage_without_its_file(two_tables, "orders", "dev")
+    resp = two_tables.post("/v1/table/p$w$ns$orders/version/create", body)
+    assert resp.status_code == 400, resp.text
+    assert "is gone" in resp.json()["detail"], resp.json()
+    _unchanged(two_tables, "orders")
