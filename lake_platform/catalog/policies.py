@@ -51,18 +51,24 @@ MIN_ORPHAN_AGE = timedelta(hours=1)
 #: an orphan scan lists its whole folder.
 MIN_CLEANUP_INTERVAL = timedelta(minutes=1)
 MIN_ORPHAN_SCAN_INTERVAL = timedelta(hours=1)
+#: The longest duration a policy may hold (100 years: "keep" in practice). Longer ones broke
+#: where they are used: a timedelta ends at 999999999 days, a datetime at year 1.
+MAX_DURATION = timedelta(days=36500)
+_MAX_SECONDS = MAX_DURATION.total_seconds()
+#: Lance addresses a fragment's rows with 32 bits; a larger compaction target overflowed in it.
+MAX_ROWS_PER_FRAGMENT = 2**32
 
 
 class Policy(Record):
     """Every field has the platform default; a record stores only a full policy."""
 
     retain_versions: int = Field(10, ge=1, le=100_000)
-    retention_seconds: float = Field(7 * 86400, ge=0)
+    retention_seconds: float = Field(7 * 86400, ge=0, le=_MAX_SECONDS)
     compact_enabled: bool = True
     compact_min_fragments: int = Field(16, ge=2, le=1_000_000)
-    target_rows_per_fragment: int = Field(1_048_576, ge=1)
-    trash_grace_seconds: float = Field(7 * 86400, ge=0)
-    orphan_min_age_seconds: float = Field(7 * 86400)
+    target_rows_per_fragment: int = Field(1_048_576, ge=1, le=MAX_ROWS_PER_FRAGMENT)
+    trash_grace_seconds: float = Field(7 * 86400, ge=0, le=_MAX_SECONDS)
+    orphan_min_age_seconds: float = Field(7 * 86400, le=_MAX_SECONDS)
     #: Scalar indexes the index maintenance keeps built and current: column → kind (BTREE,
     #: BITMAP, ZONEMAP, BLOOMFILTER, INVERTED, NGRAM, LABEL_LIST). ``lake policy set`` takes
     #: ``indexes=id:btree,k:bitmap`` (``indexes=`` for none).
@@ -76,8 +82,8 @@ class Policy(Record):
     #: How long after its last version cleanup (or its creation) a table is cleaned up again,
     #: and likewise for its orphan scan: the interval sensors (defs/maintenance_intervals.py)
     #: request a run only for tables whose interval has elapsed.
-    cleanup_interval_seconds: float = 86400
-    orphan_scan_interval_seconds: float = 7 * 86400
+    cleanup_interval_seconds: float = Field(86400, le=_MAX_SECONDS)
+    orphan_scan_interval_seconds: float = Field(7 * 86400, le=_MAX_SECONDS)
 
     @field_validator("indexes", mode="before")
     @classmethod
@@ -210,9 +216,13 @@ def build_policy(values: dict[str, Any]) -> Policy:
 def parse_duration(text: str) -> timedelta:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
     text = text.strip().lower() if isinstance(text, str) else ""
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if len(text) < 2 or text[-1] not in units or not (text[:-1].isascii() and text[:-1].isdigit()):
         raise InvalidInput(f"invalid duration {text!r}: use a whole number and a unit, e.g. 90m, 12h, 7d, 0s")
-    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    seconds = int(text[:-1]) * units[text[-1]]
+    if seconds > _MAX_SECONDS:
+        raise InvalidInput(f"duration {text!r} is too long: at most {MAX_DURATION.days}d")
+    return timedelta(seconds=seconds)
 
 
 def policy_fields(names: Sequence[str]) -> list[str]:

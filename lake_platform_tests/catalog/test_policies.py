@@ -221,3 +221,44 @@ def test_set_policy_refuses_what_is_not_a_policy_field_and_writes_nothing(
         c.policies.set_policy(T, values)
     assert state(lake) == before
     assert c.policies.effective_policy(T).source == "p.w.ns"
+
+
+@pytest.mark.parametrize(
+    "pairs, values",
+    [
+        # Durations past what a timedelta holds were OverflowError, a digit Python reads as one
+        # but int() does not ValueError: neither typed, from `lake policy set` too.
+        (["retention=99999999999d"], None),
+        (["trash_grace=99999999999999w"], None),
+        (["orphan_min_age=999999999999d"], None),
+        (["retention=²d"], None),
+        (["target_rows_per_fragment=100000000000000000000000"], None),
+        # Set through the Python API, these landed: an infinite duration made the record
+        # unreadable ("Internal"), so every drop and maintenance run under it failed, and a
+        # finite one past a timedelta's range failed each use of it with OverflowError.
+        (None, {"retention_seconds": float("inf")}),
+        (None, {"trash_grace_seconds": float("inf")}),
+        (None, {"orphan_min_age_seconds": float("inf")}),
+        (None, {"trash_grace_seconds": 1e300}),
+        (None, {"retention_seconds": 1e15}),
+        (None, {"target_rows_per_fragment": 2**80}),
+    ],
+)
+def test_out_of_range_values_are_typed_errors_and_change_nothing(
+    lake: Lake, pairs: list[str] | None, values: dict[str, Any] | None
+) -> None:
+    c = lake.catalog
+    c.tables.create_table(T, rows([1]))
+    c.policies.set_policy("p.w.ns", {"retain_versions": 2})
+    before = state(lake)
+    with pytest.raises(InvalidInput):  # InvalidPolicyValue is one
+        c.policies.set_policy(T, parse_assignments(pairs) if pairs is not None else values or {})
+    assert state(lake) == before
+    effective = c.policies.effective_policy(T)
+    assert effective.source == "p.w.ns" and effective.policy.trash_grace == timedelta(days=7)
+
+
+def test_the_longest_durations_allowed_are_usable() -> None:
+    longest = parse_assignments([f"{k}=36500d" for k in ("retention", "trash_grace", "orphan_min_age")])
+    policy = Policy(**longest)
+    assert policy.retention == policy.trash_grace == policy.orphan_min_age == timedelta(days=36500)

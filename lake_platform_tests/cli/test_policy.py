@@ -45,3 +45,13 @@ def test_policy_set_takes_the_maintenance_intervals(lake: CliRunner) -> None:
     )
     assert "orphan_scan_interval must be at least 1h" in error["message"]
     assert run(lake, "policy", "show", "p.w.ns")["orphan_scan_interval_seconds"] == 2 * 86400
+
+
+def test_policy_set_refuses_durations_out_of_range_by_type(lake: CliRunner) -> None:
+    """Before: OverflowError and ValueError tracebacks, not the typed error (code 13)."""
+    run(lake, "policy", "set", "p.w.ns", "retention=2d")
+    for pair in ("retention=99999999999d", "trash_grace=²d", "target_rows_per_fragment=99999999999999"):
+        result = lake.invoke(cli, ["--json", "policy", "set", "p.w.ns", pair])
+        error = json.loads(result.output)["error"]
+        assert result.exit_code != 0 and error["code"] == 13, result.output
+    assert run(lake, "policy", "show", "p.w.ns")["retention_seconds"] == 2 * 86400
