@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from datafusion import Expr, col
+from datafusion import Expr
 from datafusion.common import RexType
 
 from lake_platform.errors import InvalidInput, TableVersionNotFound
@@ -34,6 +34,7 @@ from lake_platform.query.snapshot import ProjectView
 from lake_platform.query.timetravel import SEPARATOR
 from lake_platform.query.value_bounds import check_values
 from lake_platform.query.volatility import is_deterministic
+from lake_platform.rest.handlers.field_paths import projection
 
 #: Expression kinds a filter may not contain: each needs more than one row of this table (an
 #: aggregate, a window), another query (a subquery), or a value bound elsewhere (a placeholder).
@@ -228,7 +229,8 @@ def shaped(
             description += f" WHERE {expr.canonical_name()}"
             deterministic = deterministic and is_deterministic(filter_text)
         if columns:
-            df = df.select(*(col(_quote(c)) for c in columns))  # quoted: the exact name
+            fields = df.schema()
+            df = df.select(*(projection(c, fields) for c in columns))
         if k or offset:
             df = df.limit(k or MAX_ROWS, offset or 0)
             description += f" LIMIT {k or 'ALL'} OFFSET {offset or 0}"
