@@ -51,9 +51,10 @@ MIN_ORPHAN_AGE = timedelta(hours=1)
 #: an orphan scan lists its whole folder.
 MIN_CLEANUP_INTERVAL = timedelta(minutes=1)
 MIN_ORPHAN_SCAN_INTERVAL = timedelta(hours=1)
-#: The longest duration a policy may hold (100 years: "keep" in practice). Longer ones broke
-#: where they are used: a timedelta ends at 999999999 days, a datetime at year 1.
-MAX_DURATION = timedelta(days=36500)
+#: The longest duration a policy may hold (1,000 years: "keep" in practice). Much longer ones
+#: broke where they are used (a datetime ends at year 1); a stored record up to this bound,
+#: which worked before the bound existed, stays readable.
+MAX_DURATION = timedelta(days=365_000)
 _MAX_SECONDS = MAX_DURATION.total_seconds()
 #: Lance addresses a fragment's rows with 32 bits; a larger compaction target overflowed in it.
 MAX_ROWS_PER_FRAGMENT = 2**32

@@ -3,7 +3,7 @@ undrop, and never govern a later object of the same name. ``unset`` and ``delete
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -259,6 +259,8 @@ def test_out_of_range_values_are_typed_errors_and_change_nothing(
 
 
 def test_the_longest_durations_allowed_are_usable() -> None:
-    longest = parse_assignments([f"{k}=36500d" for k in ("retention", "trash_grace", "orphan_min_age")])
+    longest = parse_assignments([f"{k}=365000d" for k in ("retention", "trash_grace", "orphan_min_age")])
     policy = Policy(**longest)
-    assert policy.retention == policy.trash_grace == policy.orphan_min_age == timedelta(days=36500)
+    assert policy.retention == policy.trash_grace == policy.orphan_min_age == timedelta(days=365_000)
+    now = datetime.now(timezone.utc)
+    assert now - policy.retention < now < now + policy.retention  # neither end overflows
