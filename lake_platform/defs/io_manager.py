@@ -14,6 +14,9 @@ Writes (``handle_output``), by the asset's definition metadata, else the manager
   meanwhile, the output is written to that table (a stream, which cannot be read twice, fails
   retryably instead: ``write``);
 - with ``wap``, the same plan is written on the run's branch (``wap.write_on_branch``).
+- a multi-asset's outputs (two or more of a step's outputs through this manager) are written on
+  the step attempt's branch and all published in one registry transaction at its last
+  (``step_outputs``): a reader never sees one of its tables new and another old.
 
 The commit id comes from the run, the step, the asset and its partitions
 (``asset_tables.step_commit_id``): a retried step finds its first commit's marker and writes
@@ -61,6 +64,7 @@ from lake_platform.defs.io_frames import (
 from lake_platform.defs.io_reads import plan_read, scan_options
 from lake_platform.defs.partition_rows import context_rows
 from lake_platform.defs.resources import ACTOR, LakeResource
+from lake_platform.defs.step_outputs import publish_group, step_group
 from lake_platform.defs.wap import run_branch, write_on_branch
 from lake_platform.errors import (
     ConcurrentModification,
@@ -98,14 +102,23 @@ class LakeIOManager(dg.ConfigurableIOManager):
         return self.namespaces or self.lake.namespaces
 
     def handle_output(self, context: dg.OutputContext, obj: object) -> None:
-        if obj is None:  # an asset with nothing to write this time: its table stays as it is
-            with lake_errors():
-                table = table_for_key(context.asset_key, self.key_map())
-            context.log.info("%s: the asset returned None, nothing written", table)
-            context.add_output_metadata({TABLE: table, "lake/written": False})
-            return
         with lake_errors():  # bad metadata fails the step at once, as the catalog's refusals do
-            self._handle_output(context, obj)
+            if obj is None:  # an asset with nothing to write this time: its table stays as it is
+                self._nothing(context)
+            else:
+                self._handle_output(context, obj)
+
+    def _nothing(self, context: dg.OutputContext) -> None:
+        table = table_for_key(context.asset_key, self.key_map())
+        meta = context.definition_metadata or {}
+        if not flag(meta.get("wap", self.wap), "wap"):
+            group = step_group(context, commit_run_id(context))
+            tables = group.handled(context.name, None) if group is not None else None
+            if group is not None and tables:  # the step's last output: its others land now
+                with self.lake.catalog() as catalog:
+                    publish_group(catalog, group, tables)
+        context.log.info("%s: the asset returned None, nothing written", table)
+        context.add_output_metadata({TABLE: table, "lake/written": False})
 
     def _handle_output(self, context: dg.OutputContext, obj: object) -> None:
         table = table_for_key(context.asset_key, self.key_map())
@@ -121,10 +134,14 @@ class LakeIOManager(dg.ConfigurableIOManager):
 
         wap = flag(meta.get("wap", self.wap), "wap")
         lineage = context.run_id if wap else commit_run_id(context)
+        # A multi-asset's outputs land together: on the step's branch, published at its last.
+        group = None if wap else step_group(context, lineage)
         by = Provenance(
             actor=ACTOR,
             run_id=context.run_id,
-            commit_id=step_commit_id(lineage, context.step_key, context.asset_key, partitions),
+            commit_id=group.commit_id(context.asset_key, partitions)
+            if group is not None
+            else step_commit_id(lineage, context.step_key, context.asset_key, partitions),
         )
         tally = Tally()
 
@@ -136,10 +153,15 @@ class LakeIOManager(dg.ConfigurableIOManager):
         key_columns = column_names(meta.get("key_columns"), "key_columns")
         mode = str(meta.get("write_mode", self.write_mode))
         plan = plan_write(table, mode, key_columns, rows, data.schema)
+        branch: str | None = None
         with self.lake.catalog() as catalog:
             data = conformed(data, table_types(catalog, table))
-            if wap:
-                branch = run_branch(context.run_id)
+            published = group.published(catalog, table) if group is not None else None
+            if published is not None:  # an earlier attempt of the step landed its outputs
+                written = Written("publish", published.to_version or 0, replayed=True)
+                snapshot = catalog.reads.open_table(table, written.version)
+            elif wap or group is not None:
+                branch = run_branch(context.run_id) if group is None else group.branch
                 written = write_on_branch(catalog, table, branch, data, plan, by)
                 snapshot = catalog.branches.open_branch(table, branch, written.version)
             else:
@@ -153,9 +175,13 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 snapshot = catalog.reads.open_table(table, written.version)
             metadata = table_metadata(table, written.version, snapshot.schema, snapshot.count_rows())
             if written.replayed:  # nothing read this time: the rows the commit wrote
-                landed = catalog.reads.commit(table, str(by.commit_id))
+                landed = published or catalog.reads.commit(table, str(by.commit_id))
                 tally.rows = landed.rows_added if landed is not None else tally.rows
-        if wap:
+            if group is not None:
+                tables = group.handled(context.name, None if published else table)
+                if tables:  # the step's last output: all of them land now, or none does
+                    publish_group(catalog, group, tables)
+        if branch is not None:
             metadata[BRANCH] = branch
         if rows is not None and len(partitions) == 1:  # a range's events would each claim all its rows
             metadata["dagster/partition_row_count"] = dg.MetadataValue.int(tally.rows)
