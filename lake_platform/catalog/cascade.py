@@ -11,6 +11,7 @@ from typing import Any
 
 from lake_platform.catalog.containers import name_list
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
+from lake_platform.catalog.folder_claims import refuse_overlap
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -19,6 +20,7 @@ from lake_platform.catalog.trash import Trash
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
+    InvalidTableState,
     NamespaceNotEmpty,
     NamespaceNotFound,
     Protected,
@@ -73,6 +75,8 @@ class NamespaceDrops:
         if not cascade and (len(spaces) > 1 or tables):
             contents = [r.name for r, _ in spaces[1:]] + [t.name for t, _ in tables]
             raise NamespaceNotEmpty(f"namespace {nname} is not empty: it contains {name_list(contents)}")
+        if purge:  # refused before anything is marked, as a single drop --purge is
+            self._refuse_overlaps(nname, [t for t, _ in tables])
         self.ctx.at("drop-namespace:checked")
         # Mark every namespace of the subtree "dropping" (deepest first): creates under them
         # carry a condition on the revision they saw, so none can land from here on. Marks an
@@ -112,12 +116,19 @@ class NamespaceDrops:
                 f"namespace {nname} contains protected objects: {name_list(late)};"
                 " unprotect them or pass force"
             )
+        if purge:
+            try:
+                self._refuse_overlaps(nname, [t for t, _ in tables_now])
+            except InvalidTableState:
+                self._unmark(added)
+                raise
         # The root is marked last, so only an attempt that got past marking it can have filed.
         detach = [t for t, _ in tables_now]
         filed = self._filed_cascade(nname, spaces[0][0]) if resuming else None
         if filed is None and detach:
             filed = self._file_cascade(nname, spaces_now, detach, who, purge, marked[-1][1])
         commit_id = (filed[1].cascade_id if filed is not None else None) or new_id()
+        refused: InvalidTableState | None = None
         if filed is not None:
             # Filing rewrote the root (once per cascade, whoever filed): delete it at that revision.
             root_item = self.ctx.store.get(marked[-1][1].key)
@@ -128,7 +139,7 @@ class NamespaceDrops:
             if root_item is None or root.state != "dropping":
                 raise ConcurrentModification(f"namespace {nname} changed while being dropped")
             marked[-1] = (marked[-1][0], root_item)
-            self._detach_tables(nname, detach, who, purge, filed)
+            refused = self._detach_tables(nname, detach, who, purge, filed)
         self.ctx.at("drop-namespace:detached")
         for record, ns_item in marked:  # deepest first
             self.ctx.at("drop-namespace:namespace")
@@ -154,6 +165,8 @@ class NamespaceDrops:
                         f"namespace {record.name} changed while being dropped"
                     ) from None
                 # Another run continuing the same cascade removed it first.
+        if refused is not None:  # the namespaces are gone; the refused tables stay in the trash
+            raise refused
         return CommitResult(commit_id, str(nname), "drop namespace", None, None)
 
     def _filed_cascade(self, nname: NamespaceName, root: NamespaceRecord) -> tuple[Item, TrashRecord] | None:
@@ -244,10 +257,11 @@ class NamespaceDrops:
         who: Principal,
         purge: bool,
         filed: tuple[Item, TrashRecord],
-    ) -> None:
+    ) -> InvalidTableState | None:
         """Move every table listed under the mark to the trash under the cascade's record
         ``filed`` (its drop time, deadline and cascade id), each conditional on that incarnation.
-        No destructive storage call happens here unless ``purge``.
+        No destructive storage call happens here unless ``purge``; a purge refused
+        (``folder_claims``) is returned, its table left in the trash, for the caller to raise.
 
         ``filed`` may be the record of an interrupted attempt at this cascade: the tables it
         moved are no longer registered, the rest go under the same record, so a retried cascade
@@ -286,9 +300,24 @@ class NamespaceDrops:
                 skip_vanished=True,
             )
         if purge:
-            self.trash.expire_trash(
-                now_ms=expires_at, by=Provenance(principal=who), only=[*ns_trash.table_trash_keys, *missing]
-            )
+            try:
+                self.trash.expire_trash(
+                    now_ms=expires_at,
+                    by=Provenance(principal=who),
+                    only=[*ns_trash.table_trash_keys, *missing],
+                )
+            except InvalidTableState as exc:
+                # A table put inside one's folder after the check: that one stays in the trash,
+                # the cascade still ends (raised after its namespaces are removed).
+                return exc
+        return None
+
+    def _refuse_overlaps(self, nname: NamespaceName, tables: list[TableRecord]) -> None:
+        """InvalidTableState (``folder_claims``) when purging one of ``tables`` would delete
+        another table's files: checked up front, since a refusal at expiry would leave the
+        namespaces marked and the tables in the trash, a cascade no drop or undrop finishes."""
+        for table in tables:
+            refuse_overlap(self.ctx.store, table, f"purge {table.name} with namespace {nname}")
 
     def _unmark(self, marked: list[tuple[NamespaceRecord, Item]]) -> None:
         for record, item in marked:

@@ -90,3 +90,36 @@ def test_a_folder_inside_another_tables_data_is_not_purged(lake: Lake) -> None:
     with pytest.raises(InvalidTableState, match="p.w.ns.t"):
         lake.catalog.trash.drop_table(ADOPTED, purge=True)
     assert state(lake) == before
+
+
+def test_a_cascade_purge_over_another_tables_files_is_refused_unchanged(nested: Lake) -> None:
+    # Refused once the namespace was marked and its tables detached, the namespace stayed
+    # "dropping" with the table in the trash: no drop, undrop or create could use it again.
+    before = state(nested)
+    with pytest.raises(InvalidTableState, match=INSIDE):
+        nested.catalog.cascade.drop_namespace("p.w.ns", cascade=True, purge=True)
+    assert state(nested) == before
+    assert ids_of(nested.catalog.reads.open_table(ADOPTED)) == [1, 2]
+    nested.catalog.cascade.drop_namespace("p.w.ns", cascade=True)  # into the trash: fine
+    assert [r.target for r in nested.catalog.trash.list_trash() if r.kind == "table"] == [ADOPTED]
+
+
+def test_a_table_put_inside_during_a_cascade_purge_is_kept_and_the_cascade_ends(lake: Lake) -> None:
+    # The adopted table's folder is empty of other tables when the cascade checks; ns2.t2 lands
+    # in it before the purge: the adopted table stays in the trash, the namespace is gone.
+    old_registration(lake, ADOPTED, "ns2")
+    lake.catalog.containers.create_namespace("p.w.ns2")
+
+    def create_inside(point: str) -> None:
+        if point == "drop-namespace:filed":
+            lake.catalog.tables.create_table(INSIDE, rows([7]))
+
+    dropper = lake.new_catalog(hook=create_inside)
+    try:
+        with pytest.raises(InvalidTableState, match=INSIDE):
+            dropper.cascade.drop_namespace("p.w.ns", cascade=True, purge=True)
+    finally:
+        dropper.close()
+    assert ids_of(lake.catalog.reads.open_table(INSIDE)) == [7]
+    assert [n.name for n in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns2"]
+    assert [(r.target, r.state) for r in lake.catalog.trash.list_trash(ADOPTED)] == [(ADOPTED, "trashed")]
