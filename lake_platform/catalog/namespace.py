@@ -42,7 +42,7 @@ from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifest_publisher import ManifestPublisher
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.step_records import held_step_entry, step_entry, step_marker
-from lake_platform.catalog.table_files import check_manifest, require_added
+from lake_platform.catalog.table_files import check_manifest, require_added, require_version
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -230,6 +230,7 @@ class BoundTableNamespace(LanceNamespace):
         staging = str(request_field(request, "manifest_path"))
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
+        require_version(staging, version)
         if staging != self._checked_manifest:
             # Before anything is registered: the version's files must all lie in this table.
             check_manifest(self.record.location, staging, self.storage_options, folder=self.record.folder)

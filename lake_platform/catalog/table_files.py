@@ -29,7 +29,7 @@ import posixpath
 from collections.abc import Sequence
 
 from lake_platform.engine.manifest_paths import ManifestPaths, manifest_paths
-from lake_platform.engine.manifests import canonical_manifest_path
+from lake_platform.engine.manifests import canonical_manifest_path, parse_manifest_name
 from lake_platform.engine.storage import read_object
 from lake_platform.errors import InvalidInput
 
@@ -98,6 +98,20 @@ def require_added(
                 "(an orphan reclaim takes files no registered version names once older than its "
                 "age gate): nothing was committed; write the data again"
             )
+
+
+def require_version(manifest_path: str, version: int) -> None:
+    """Refuse (InvalidInput) a staged manifest sent as a version other than the one Lance wrote
+    it as (its file name says: Lance names a staged manifest by its version). A client retrying
+    a refused commit under the next number would register a manifest built on an older version,
+    which no longer reads as the one it is registered as."""
+    name = manifest_path.rpartition("/")[2]
+    parsed = parse_manifest_name(name)
+    if parsed is not None and parsed[0] != version:
+        raise InvalidInput(
+            f"manifest {name} is version {parsed[0]} of the table, not {version}: a commit that "
+            "lost to another is staged again by the client (Lance rebuilds it on the new version)"
+        )
 
 
 def require_inside(paths: ManifestPaths, manifest_path: str, folder: str | None = None) -> None:

@@ -208,3 +208,17 @@ def test_a_branch_commit_whose_added_data_file_is_gone_is_refused(two_tables: Re
     assert resp.status_code == 400, resp.text
     assert "is gone" in resp.json()["detail"], resp.json()
     _unchanged(two_tables, "orders")
+
+
+def test_a_manifest_committed_under_another_version_number_is_refused(two_tables: RestLake) -> None:
+    """A careless retry after a 409: the manifest Lance staged as version 2 (on version 1),
+    sent again as version 3 once someone else committed 2. Before, it was registered as version
+    3 (200) and the table's current version no longer read; now 400, nothing registered."""
+    body = stage(two_tables, "orders", rows([3]))  # Lance's version 2, built on version 1
+    ns = rest_namespace(two_tables.url, two_tables.tokens["writer"])
+    lance.write_dataset(rows([10]), namespace_client=ns, table_id=tid("orders"), mode="append")
+    resp = two_tables.post("/v1/table/p$w$ns$orders/version/create", {**body, "version": 3})
+    assert (resp.status_code, resp.json()["code"]) == (400, 13), resp.text
+    assert "version 2" in resp.json()["detail"], resp.json()
+    snap = two_tables.catalog.reads.open_table("p.w.ns.orders")
+    assert snap.version == 2 and ids_of(snap) == [1, 2, 10]
