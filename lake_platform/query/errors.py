@@ -53,6 +53,11 @@ class JoinTooLarge(InvalidInput):
     simple comparison: its pairs times what each costs (``query.join_bounds``)."""
 
 
+class RelationsTooMany(InvalidInput):
+    """A query combines more than ``max_relations`` relations: DataFusion's optimizer, which
+    cannot be stopped, would take minutes over it (``query.relations``)."""
+
+
 def timed_out(limits: QueryLimits, doing: str = "the query") -> QueryTimeout:
     """The error a query past its ``query_timeout_seconds`` ends with."""
     verb = "took" if doing.startswith("planning") else "ran"
@@ -174,6 +179,7 @@ __all__ = [
     "JoinTooLarge",
     "QueryCancelled",
     "QueryTimeout",
+    "RelationsTooMany",
     "ResultTooLarge",
     "ValueTooLarge",
     "clean_message",

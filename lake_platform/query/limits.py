@@ -31,6 +31,7 @@ class QueryLimits:
     max_result_bytes: int = 0  # 0 = no limit
     max_value_bytes: int = 64 << 20  # what repeat, lpad, rpad may build for one batch (``capped``)
     max_join_pairs: int = 10**8  # a keyless join's pairs times their cost in comparisons (``join_bounds``)
+    max_relations: int = 128  # relations one query may combine, before optimizing (``relations``)
     query_timeout_seconds: float = DEFAULT_QUERY_TIMEOUT  # 0 = no limit (planning and streaming each)
     spill_compression: str = "lz4_frame"  # uncompressed, lz4_frame or zstd
     session_pool_size: int = 16  # idle DataFusion contexts kept for reuse (0: a new one per request)

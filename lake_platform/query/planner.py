@@ -41,6 +41,7 @@ from lake_platform.query.catalogs import Warehouses
 from lake_platform.query.errors import planning_error, timed_out
 from lake_platform.query.facts import PlanFacts
 from lake_platform.query.limits import QueryLimits
+from lake_platform.query.relations import check_relations
 from lake_platform.query.snapshot import CachedTable, ProjectView, TableRef
 from lake_platform.query.sql import check_query, qualify_nested, rewrite_placeholders
 from lake_platform.query.value_bounds import check_values
@@ -313,6 +314,8 @@ def plan_in(
         raise defaults.not_found(planning_error(exc, limits), named) from None
     if resolver.failure is not None:
         raise resolver.failure
+    # Before anything optimizes the plan: the optimizer cannot be stopped (``relations``).
+    check_relations(df, limits)
     # Before anything optimizes the plan: the optimizer folds a call of literals by running it.
     check_values(sql, df, limits)
     # Planning that overran answers DEADLINE_EXCEEDED rather than a ticket or a schema.

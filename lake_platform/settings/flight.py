@@ -140,6 +140,9 @@ class FlightSettings(KeywordStrictSettings):
     max_join_pairs: int = Field(
         10**8, ge=0, description="Most work of a join without an equality key: pairs x cost; 0 = no limit."
     )
+    max_relations: int = Field(
+        128, ge=0, description="Most relations one query may combine (joins, unions); 0 = no limit."
+    )
     max_message_bytes: int = Field(
         8 << 20,
         ge=1 << 20,
