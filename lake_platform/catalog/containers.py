@@ -86,6 +86,7 @@ class Containers:
     ) -> WarehouseRecord:
         who = self.ctx.who(by.principal)
         wname = WarehouseName.parse(name)
+        explicit = bool(root)
         if not root:
             root = f"{self.ctx.settings.warehouse_root.rstrip('/')}/{wname.project}/{wname.warehouse}"
         canonical = roots.canonical(root)
@@ -94,11 +95,17 @@ class Containers:
         if project is None or decode(ProjectRecord, project.value).state != "active":
             raise NamespaceNotFound(f"project {wname.project} does not exist")
         who.require(wname.project, "admin", f"create warehouse {wname}")
+        operator = who.project == "*"
+        if explicit and not operator:
+            # Before the other-warehouse checks: outside its own folder a tenant learns nothing.
+            roots.require_tenant_root(canonical, wname.project, self.ctx.settings)
         # After the permission check: the refusal may reveal that some other warehouse is there.
         others = [
             roots.canonical(w.root, strict=False) for w in self._warehouse_records() if w.name != str(wname)
         ]
         roots.require_allowed(canonical, self.ctx.settings, others)
+        if not operator:
+            roots.require_empty(canonical, self.ctx.storage(str(canonical)))
         record = WarehouseRecord(
             name=str(wname), root=str(canonical), created_by=self.ctx.actor(by.actor, who)
         )

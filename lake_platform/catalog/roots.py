@@ -8,6 +8,11 @@ warehouse's root, the results area, the inbox, or the platform's own files. ``LA
 those files, so a root inside it is allowed only under an allowed root that is itself a
 subfolder of the home (the default ``<home>/warehouse``).
 
+A project's admin (any principal but the operator's local admin) is held to two more rules,
+``PermissionDenied`` when broken: an explicit root lies inside the project's own folder of the
+innermost allowed root holding it (``<allowed root>/<project>/...``, where default roots go),
+and no root holds files when the warehouse is made (nothing another tenant left is adoptable).
+
 The rule is the same for every door (CLI, REST, Python, the demo) because ``create_warehouse``
 applies it before it writes anything; ``Containers.root_violations`` reports registrations
 made before the rule (or under wider settings) that break it.
@@ -20,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lake_platform.errors import InvalidInput
+from lake_platform.engine.storage import holds_files
+from lake_platform.errors import InvalidInput, PermissionDenied
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.lake import S3_BUCKET
 
@@ -133,6 +139,44 @@ def violation(root: Root, settings: LakeSettings, others: Iterable[Root]) -> str
         if root.overlaps(other):
             return f"it {_relation(root, other)} another warehouse's root"
     return None
+
+
+def project_folder(root: Root, project: str, settings: LakeSettings) -> Root | None:
+    """The folder of ``project`` in the innermost allowed root holding ``root``: where a
+    project's own warehouses live (``<LAKE_WAREHOUSE_ROOT>/<project>/<warehouse>`` by default).
+    None when no allowed root holds it (``violation`` says so)."""
+    inside = [a for a in allowed(settings) if root.within(a)]
+    if not inside:
+        return None
+    # The innermost: with nested allowed roots (/data and /data/wh) a project named "wh" must not
+    # own every project's folders under /data/wh.
+    nearest = max(inside, key=lambda a: len(a.parts))
+    return Root(nearest.scheme, nearest.bucket, (*nearest.parts, project))
+
+
+def require_tenant_root(root: Root, project: str, settings: LakeSettings) -> None:
+    """PermissionDenied unless ``root`` lies in ``project``'s folder of its allowed root. Only the
+    operator (the local admin) places a warehouse elsewhere: a project admin rooting one at
+    ``<root>/q/w`` would take the place q's default warehouse ``q.w`` is put (that create then
+    refused as inside another warehouse's root), or a project's folder not made yet."""
+    folder = project_folder(root, project, settings)
+    if folder is not None and not root.within(folder):
+        raise PermissionDenied(
+            f"warehouse root {root} refused: a project's admin may root a warehouse only inside its "
+            f"project's folder ({folder}); another place is the platform operator's to choose"
+        )
+
+
+def require_empty(root: Root, storage_options: dict[str, str]) -> None:
+    """PermissionDenied when files are under ``root``: whatever is there (a dropped warehouse's
+    leftovers, an older release's tables, anyone's data) is not the project's to adopt with
+    RegisterTable. Only the operator roots a warehouse at a folder holding files."""
+    if holds_files(str(root), storage_options):
+        raise PermissionDenied(
+            f"warehouse root {root} refused: it holds files (an earlier warehouse's leftovers or data "
+            "nothing registered); only the platform operator may root a warehouse at a folder that is "
+            "not empty"
+        )
 
 
 def _relation(root: Root, other: Root) -> str:

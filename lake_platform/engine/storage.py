@@ -143,6 +143,29 @@ def list_files(
             yield FileEntry(info.path.removeprefix(prefix), int(info.size or 0), info.mtime)
 
 
+def holds_files(location: str, storage_options: dict[str, str] | None = None) -> bool:
+    """Whether anything but empty folders is under ``location`` (a missing one holds nothing).
+    Stops at the first file: one listing of at most one key on S3, never a walk of the bucket;
+    locally a symlink counts as a file (it is not followed)."""
+    if location.startswith("s3://"):
+        bucket, _, prefix = location.removeprefix("s3://").rstrip("/").partition("/")
+        listed = s3_client(storage_options).list_objects_v2(
+            Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1
+        )
+        return bool(listed.get("Contents"))
+
+    def walk(folder: str) -> bool:
+        try:
+            with os.scandir(folder) as entries:
+                return any(not e.is_dir(follow_symlinks=False) or walk(e.path) for e in entries)
+        except FileNotFoundError:  # gone meanwhile, or never there
+            return False
+        except NotADirectoryError:  # a file where the folder would be
+            return True
+
+    return walk(location.removeprefix("file://"))
+
+
 def list_folders(
     location: str, storage_options: dict[str, str] | None = None
 ) -> list[tuple[str, float | None]]:

@@ -13,7 +13,8 @@ import pytest
 
 from lake_platform.catalog import roots
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.errors import InvalidInput, SettingsError
+from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import InvalidInput, PermissionDenied, SettingsError
 from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import WarehouseRecord
@@ -234,3 +235,54 @@ def test_a_root_registered_before_the_segment_rule_is_reported_and_blocks_no_one
         assert catalog.containers.create_warehouse("p.a", root="s3://lake/tenants/a").name == "p.a"
         refused(catalog, "s3://lake/tenants/x%2Fy/z", "invalid storage root")
         assert list(catalog.containers.root_violations()) == ["p.old"]
+
+
+def as_admin_of(catalog: Catalog, project: str) -> Provenance:
+    token = catalog.access.create_token(f"{project}_admin", project=project, role="admin")[1]
+    return Provenance(principal=catalog.access.authenticate_token(token))
+
+
+def test_a_project_admin_roots_only_in_its_projects_folder_and_never_at_files(tmp_path: Path) -> None:
+    """Only the operator (the local admin) places a warehouse outside the project's folder of an
+    allowed root, or at a folder holding files; a project admin is PermissionDenied, nothing made."""
+    with open_catalog(tmp_path) as catalog:
+        catalog.containers.create_project("q")
+        by = as_admin_of(catalog, "q")
+        lakes = tmp_path / "lakes"
+        for root in (lakes / "p" / "later", lakes / "r" / "w", lakes / "shared", lakes / "q2" / "w"):
+            before = log_keys(catalog)
+            with pytest.raises(PermissionDenied, match="only inside its project's folder"):
+                catalog.containers.create_warehouse("q.x", root=str(root), by=by)
+            assert log_keys(catalog) == before and not root.exists()
+        (lakes / "q" / "old" / "t.lance").mkdir(parents=True)
+        (lakes / "q" / "old" / "t.lance" / "data.lance").write_bytes(b"someone's rows")
+        with pytest.raises(PermissionDenied, match="it holds files"):
+            catalog.containers.create_warehouse("q.x", root=str(lakes / "q" / "old"), by=by)
+        assert catalog.store.get(keys.warehouse(WarehouseName.parse("q.x"))) is None
+        (lakes / "q" / "x").mkdir(parents=True)
+        (lakes / "q" / "x" / "link").symlink_to(tmp_path / "elsewhere")  # a dangling link is not nothing
+        with pytest.raises(PermissionDenied, match="it holds files"):
+            catalog.containers.create_warehouse("q.x", by=by)
+        (lakes / "q" / "x" / "link").unlink()
+        (lakes / "q" / "x" / "empty" / "folders").mkdir(parents=True)
+        assert catalog.containers.create_warehouse("q.x", by=by).root == str(lakes / "q" / "x")
+        assert catalog.containers.create_warehouse("q.y", root=str(lakes / "q" / "deep" / "y"), by=by)
+        assert catalog.containers.create_warehouse("q.old", root=str(lakes / "q" / "old")).name == "q.old"
+
+
+def test_a_project_admin_s3_root_is_its_projects_and_empty(tmp_path: Path, s3: Any, s3_prefix: str) -> None:
+    settings = {**s3.lake_settings(), "warehouse_roots": f"{tmp_path / 'lakes'},s3://{s3.bucket}/{s3_prefix}"}
+    with open_catalog(tmp_path, **settings) as catalog:
+        catalog.containers.create_project("q")
+        by = as_admin_of(catalog, "q")
+        base = f"s3://{s3.bucket}/{s3_prefix}"
+        with pytest.raises(PermissionDenied, match="only inside its project's folder"):
+            catalog.containers.create_warehouse("q.x", root=f"{base}/p/w", by=by)
+        s3.client().put_object(Bucket=s3.bucket, Key=f"{s3_prefix}/q/old/t.lance/data/a.lance", Body=b"rows")
+        with pytest.raises(PermissionDenied, match="it holds files"):
+            catalog.containers.create_warehouse("q.x", root=f"{base}/q/old", by=by)
+        with pytest.raises(PermissionDenied, match="it holds files"):
+            catalog.containers.create_warehouse("q.x", root=f"{base}/q", by=by)
+        assert catalog.store.get(keys.warehouse(WarehouseName.parse("q.x"))) is None
+        # A sibling whose name the leftover folder's starts with is empty: prefixes are folders.
+        assert catalog.containers.create_warehouse("q.x", root=f"{base}/q/ol", by=by).name == "q.x"
