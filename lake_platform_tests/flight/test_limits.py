@@ -72,10 +72,11 @@ def test_flight_settings_become_the_query_limits_labelled_with_their_settings(
         result_cache_entry_bytes=1 << 20,
         max_value_bytes=2 << 20,
         max_join_pairs=1234,
+        max_relations=9,
     )
     limits = limits_from(flight, settings)
     shared = [f.name for f in dataclasses.fields(QueryLimits) if f.name in FlightSettings.model_fields]
-    assert len(shared) == 18  # every limit but the labels comes from a setting of the same name
+    assert len(shared) == 19  # every limit but the labels comes from a setting of the same name
     for name in shared:
         assert getattr(limits, name) == getattr(flight, name), name
         assert limits.label(name) == f"LAKE_FLIGHT_{name.upper()}"
