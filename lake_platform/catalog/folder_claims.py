@@ -65,6 +65,32 @@ def overlapping(store: MetaStore, record: TableRecord) -> list[str]:
     return sorted(names)
 
 
+def _inside(store: MetaStore, record: TableRecord) -> dict[str, str]:
+    """The other tables registered or in the trash whose folders lie inside ``record``'s: each
+    folder (relative to ``record``'s, ``a/b``) with the table's name."""
+    folder = _root_of(record.folder_uri)
+    found: dict[str, str] = {}
+    for other in _claims(store, folder):
+        theirs = _root_of(other.folder_uri)
+        if other.incarnation != record.incarnation and theirs.within(folder) and theirs != folder:
+            found["/".join(theirs.parts[len(folder.parts) :])] = other.name
+    return found
+
+
+def folders_inside(store: MetaStore, record: TableRecord) -> list[str]:
+    """The folders (relative to ``record``'s) of the other tables inside ``record``'s folder:
+    their files are theirs, whatever their paths look like from here (a namespace ``data`` or
+    ``tree`` puts them under names Lance uses)."""
+    return sorted(_inside(store, record))
+
+
+def in_lance_folders(store: MetaStore, record: TableRecord) -> list[str]:
+    """The other tables (by name) whose folders lie inside one of Lance's own folders of
+    ``record`` (a namespace ``data`` under an adopted folder): Lance's version cleanup of
+    ``record`` takes the files there that its manifests do not name, theirs included."""
+    return sorted({n for rel, n in _inside(store, record).items() if rel.split("/")[0] in _LANCE_FOLDERS})
+
+
 def refuse_overlap(store: MetaStore, record: TableRecord, doing: str) -> None:
     """Raise InvalidTableState, naming them, when ``doing`` (deleting ``record``'s folder) would
     take another table's files; nothing has been deleted then."""

@@ -9,10 +9,13 @@ removes a branch's versions uses them without needing main's compaction and clea
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from itertools import pairwise
+from typing import Any
 
 from lake_platform.catalog.context import BATCH, CatalogContext, Log
+from lake_platform.catalog.folder_claims import in_lance_folders
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
@@ -22,6 +25,8 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, TableRecord, VersionRecord, decode
 from lake_platform.registry.store import Delete, MetaStore, Op
+
+log = logging.getLogger(__name__)
 
 
 def young_versions(ctx: CatalogContext, versions: list[VersionRecord], retention: timedelta) -> set[int]:
@@ -107,3 +112,23 @@ def _untagged_revision(store: MetaStore, incarnation: str, v: VersionRecord, whe
     if decode(VersionRecord, item.value, item.key).tags:
         raise ConcurrentModification(f"version {v.version} was tagged {when}; nothing was removed")
     return item.revision
+
+
+def lance_cleanup(
+    ctx: CatalogContext, record: TableRecord, dataset: Any, versions: list[int]
+) -> dict[str, int]:
+    """Lance's cleanup of exactly ``versions`` of ``dataset`` (main's current root of ``record``),
+    already out of the registry. Skipped, counted as ``lance_cleanup_skipped``, while another
+    table's folder lies inside one of this table's Lance folders (``folder_claims``: a namespace
+    ``data`` under a folder an older release adopted): Lance's cleanup also takes the files
+    there its manifests do not name, the other table's data. The removed versions' files are
+    then left to the orphan reclaim, which never touches another table's folder."""
+    from lake_platform.engine import lance_engine as engine  # Lance: only a cleanup loads it
+
+    others = in_lance_folders(ctx.store, record)
+    if others:
+        log.warning(
+            "cleanup of %s leaves its files to the orphan reclaim: %s lie inside", record.name, others
+        )
+        return {"old_versions": 0, "bytes_removed": 0, "data_files_removed": 0, "lance_cleanup_skipped": 1}
+    return engine.cleanup_versions(dataset, versions)

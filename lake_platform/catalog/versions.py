@@ -20,7 +20,13 @@ from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
 from lake_platform.catalog.results import MaintenanceResult, PlannedCompaction
-from lake_platform.catalog.version_removal import removal_entry, removed_before, unregister, young_versions
+from lake_platform.catalog.version_removal import (
+    lance_cleanup,
+    removal_entry,
+    removed_before,
+    unregister,
+    young_versions,
+)
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import ConditionFailed, InvalidInput
 from lake_platform.naming import TableName
@@ -366,7 +372,9 @@ class Versions:
         # 2. Lance's cleanup with the same cut, after making sure it can see every kept version.
         storage = self.ctx.storage(record.location)
         engine.repair_manifests(record.location, kept, storage)
-        stats = engine.cleanup_versions(snap.dataset, [v.version for v in doomed if v.version in here])
+        stats = lance_cleanup(
+            self.ctx, record, snap.dataset, [v.version for v in doomed if v.version in here]
+        )
         self.ctx.at(f"{operation}:after-engine")
         # 3. The staging manifests Lance does not know about.
         engine.remove_files(record.location, [v.manifest_path for v in doomed if v.version in here], storage)

@@ -63,6 +63,9 @@ class Live:
     #: name -> the newest mtime of its ref and its files. Their files count as live; the reclaim
     #: deletes such a branch whole, through Lance, once it is past the age gate.
     unknown_branches: dict[str, float] = field(default_factory=dict)
+    #: Other tables' folders inside this one (``folder_claims.folders_inside``: a table an older
+    #: release adopted at a namespace's folder): their files are never this table's orphans.
+    foreign: tuple[str, ...] = ()
 
     @property
     def live_data(self) -> set[str]:
@@ -83,6 +86,9 @@ def classify_listing(listing: list[Any], live: Live, min_age: timedelta, now: fl
     live_data = live.live_data
     min_age_s = min_age.total_seconds()
     for entry in listing:
+        if in_folders(entry.path, live.foreign):
+            found.counts["unknown"] += 1
+            continue
         kind = classify(entry.path, live.refs, live.live_manifests, live_data)
         if kind != "candidate":
             found.counts[kind] += 1
@@ -93,6 +99,11 @@ def classify_listing(listing: list[Any], live: Live, min_age: timedelta, now: fl
             continue
         found.candidates[entry.path] = (entry.size, mtime)
     return found
+
+
+def in_folders(rel: str, folders: tuple[str, ...]) -> bool:
+    """Whether ``rel`` lies inside one of ``folders`` (all relative to the table's folder)."""
+    return any(rel.startswith(f + "/") for f in folders)
 
 
 def classify(rel: str, refs: Any, live_manifests: set[str], live_data: set[str]) -> str:

@@ -21,7 +21,8 @@ Lance refuses while another branch builds on it), re-checked under the lease.
 Everything else inside Lance's folders (``data/``, ``_versions/``, ``_transactions/``,
 ``_deletions/``, ``_indices/``, and the same under ``tree/<x>/``) that is older than the
 policy's ``orphan_min_age`` is an orphan. Younger files are in-flight writes and are only
-counted; files outside Lance's folders are counted as unknown and never reported (no guesses).
+counted; files outside Lance's folders, and every file inside another registered or trashed table's
+folder lying in this one (``folder_claims``), are counted as unknown and never reported.
 
 The scan reads the registry first, then the manifests, then lists storage: a commit that lands
 in between can only add files younger than the age gate. Reclaim repeats the scan while holding
@@ -40,9 +41,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from lake_platform.catalog.context import Log
+from lake_platform.catalog.folder_claims import folders_inside
 from lake_platform.catalog.policies import MIN_ORPHAN_AGE
 from lake_platform.errors import Internal, InvalidInput, LakeError
-from lake_platform.maintenance.orphan_files import Chunk, Live, canonical, classify_listing, manifest_rel
+from lake_platform.maintenance.orphan_files import (
+    Chunk,
+    Live,
+    canonical,
+    classify_listing,
+    in_folders,
+    manifest_rel,
+)
 from lake_platform.maintenance.reclaim_result import ReclaimOutcome
 from lake_platform.naming import TableName
 from lake_platform.registry.records import Record
@@ -152,10 +161,11 @@ def live_set(catalog: Catalog, name: str) -> Live:
         refs.update(refs_mod.snapshot_files(snapshot.dataset))
 
     named = catalog.inventory.named_lance_branches(TableName.parse(name), record)
+    foreign = tuple(folders_inside(catalog.store, record))
     ref_files = {
         f.path.removeprefix("_refs/branches/").removesuffix(".json"): f
         for f in engine.list_files(location, storage, under="_refs/branches")
-        if f.path.endswith(".json")
+        if f.path.endswith(".json") and not in_folders(f.path, foreign)
     }
     branches = sorted(ref_files)
     unknown = {b: _newest(ref_files[b], location, b, storage) for b in branches if b not in named}
@@ -179,6 +189,7 @@ def live_set(catalog: Catalog, name: str) -> Live:
         live_manifests,
         started,
         unknown,
+        foreign,
     )
 
 
@@ -398,7 +409,9 @@ def _reclaim_branches(
     storage = catalog.settings.storage_options(location)
     record = catalog.reads.open_table(str(tname)).record
     named = catalog.inventory.named_lance_branches(tname, record)
-    refs = {f.path: f for f in engine.list_files(location, storage, under="_refs/branches")}
+    foreign = tuple(folders_inside(catalog.store, record))
+    listed = engine.list_files(location, storage, under="_refs/branches")
+    refs = {f.path: f for f in listed if not in_folders(f.path, foreign)}
     for branch in report.unknown_branches:
         ref = refs.get(f"_refs/branches/{branch}.json")
         if branch in named or ref is None:
