@@ -54,6 +54,7 @@ class Renames:
         record, _ = self.ctx.table(tname)
         if record.protected:
             raise Protected(f"table {tname} is protected; unprotect it to rename it")
+        self.ctx.at("rename:resolved")
         if self.ctx.store.get(keys.table(target)) is not None:
             raise TableAlreadyExists(f"table {target} already exists")
         # Refused before the lease (a branch name the target's dropped table keeps, too many
@@ -71,6 +72,8 @@ class Renames:
             # record names the old name, so a roll-forward after the rename would not find it.
             if recovery.settle_above(self.ctx.store, record, keys.table(tname), f"table {tname}"):
                 record, revision = self.ctx.table(tname, incarnation=record.incarnation)
+            if record.protected:  # protected since the check above (set_protected takes no lease)
+                raise Protected(f"table {tname} is protected; unprotect it to rename it")
             policy_ops, kept = self.policies.detach(str(tname))
             branch_ops = branch_moves.move_ops(self.ctx.store, tname, target, record.incarnation)
             with lease.fenced() as fence:

@@ -93,6 +93,7 @@ class Trash:
             purging=destroy,
             commit_id=check_commit_id(by.commit_id),
             logged=detail,
+            unless_protected=not force,
         )
         assert detached is not None  # _detach_table raises unless asked to skip a vanished table
         current, commit_id = detached
@@ -119,11 +120,14 @@ class Trash:
         purging: bool = False,
         commit_id: str | None = None,
         logged: dict[str, object] | None = None,
+        unless_protected: bool = False,
     ) -> tuple[TableRecord, str] | None:
         """Deregister exactly ``incarnation`` of ``tname`` (under its lease), with its policy
         record; file a trash record unless ``expires_at`` is None (the caller destroys the data).
         ``purging`` files it already claimed by expiry, so no undrop can take it back.
         ``commit_id`` (default: a new one) and ``logged`` (added to the detail): the log entry's.
+        ``unless_protected``: Protected if the table is protected under the lease (a protect that
+        landed after the caller's own check; set_protected takes no lease).
 
         Returns the registration as it was when removed, or None (with ``skip_vanished``) when
         that incarnation is no longer registered: a replacement is never touched.
@@ -141,6 +145,8 @@ class Trash:
                 if skip_vanished:
                     return None
                 raise
+            if unless_protected and current.protected:
+                raise Protected(f"table {tname} is protected; unprotect it or pass force")
             self.ctx.at(f"{step}:before-commit")
             commit_id = commit_id or new_id()
             policy_ops, kept = self.policies.detach(str(tname))

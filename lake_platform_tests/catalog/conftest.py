@@ -199,6 +199,13 @@ def state(lake: Lake) -> tuple[list[Any], list[Any]]:
     return registry, files
 
 
+def unleased(found: tuple[list[Any], list[Any]]) -> tuple[list[Any], list[Any]]:
+    """``state`` without the lease records: a refusal made under a table's lease leaves its
+    record released at a new revision."""
+    registry, files = found
+    return [i for i in registry if not i[0].startswith("lse/")], files
+
+
 def events(ids: list[int]) -> pa.Table:
     """Rows for ``EVENTS``."""
     return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{i}" for i in ids]})

@@ -25,7 +25,7 @@ from lake_platform.errors import (
     TableNotFound,
     Unauthenticated,
 )
-from lake_platform_tests.catalog.conftest import Lake, rows, state
+from lake_platform_tests.catalog.conftest import Lake, rows, state, unleased
 
 T = "p.w.ns.t"
 READER = Principal("rita", "user", "p", "reader")
@@ -201,6 +201,33 @@ def test_protection_with_and_without_force(lake: Lake) -> None:
         "drop",
         "drop namespace",
     }
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_a_table_protected_while_a_drop_waits_is_not_dropped(lake: Lake, purge: bool) -> None:
+    """Protection landing between the drop's check and its commit under the lease (another
+    admin, another process) still stops it: Protected, nothing dropped, no data destroyed."""
+    lake.catalog.tables.create_table(T, rows([1]))
+    other = lake.new_catalog()
+    armed, protected = [True], []
+
+    def protect_meanwhile(point: str) -> None:
+        if point == "drop:resolved" and armed:
+            armed.clear()
+            other.containers.set_protected(T, True)
+            protected.append(unleased(state(lake)))
+
+    dropper = lake.new_catalog(hook=protect_meanwhile)
+    try:
+        with pytest.raises(Protected, match="is protected"):
+            dropper.trash.drop_table(T, purge=purge)
+        assert not armed  # the protection landed where the test put it
+        # As the protect left it, but for the lease the refusal held and gave back.
+        assert unleased(state(lake)) == protected[0]
+        assert lake.catalog.reads.open_table(T).count_rows() == 1
+    finally:
+        dropper.close()
+        other.close()
 
 
 def test_policy_resolution_at_every_level_with_provenance(lake: Lake) -> None:

@@ -12,7 +12,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, NamespaceNotFound, Protected, TableAlreadyExists, TableNotFound
 from lake_platform.maintenance import orphans
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state, unleased
 
 T = "p.w.ns.t"
 TWO_DAYS = 2 * 86400
@@ -82,3 +82,29 @@ def test_rename_takes_the_tables_branches_along(backend_settings: LakeSettings) 
         assert c.branches.list_branches(T, include_trashed=True) == []
         c.branches.create_branch(T, "dev")
         assert ids_of(c.branches.open_branch("p.w.ns.u", "dev")) == [1, 2, 3, 4]
+
+
+def test_a_table_protected_while_a_rename_waits_is_not_renamed(lake: Lake) -> None:
+    """Protection landing between the rename's check and its commit under the lease (another
+    admin, another process) still stops it: Protected, nothing moved."""
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.containers.create_namespace("p.w.other")
+    other = lake.new_catalog()
+    armed, protected = [True], []
+
+    def protect_meanwhile(point: str) -> None:
+        if point == "rename:resolved" and armed:
+            armed.clear()
+            other.containers.set_protected(T, True)
+            protected.append(unleased(state(lake)))
+
+    renamer = lake.new_catalog(hook=protect_meanwhile)
+    try:
+        with pytest.raises(Protected, match="is protected"):
+            renamer.renames.rename_table(T, "p.w.other.u")
+        assert not armed  # the protection landed where the test put it
+        # As the protect left it, but for the lease the refusal held and gave back.
+        assert unleased(state(lake)) == protected[0]
+    finally:
+        renamer.close()
+        other.close()
