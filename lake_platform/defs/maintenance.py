@@ -294,8 +294,10 @@ table_orphan_scan_job = orphan_scan.to_job(name=table_checks.ORPHAN_SCAN_JOB, pa
 )
 def expired_trash(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     with lake_errors(), lake.catalog() as catalog:
-        purged = catalog.trash.expire_trash(by=Provenance(actor=ACTOR, run_id=context.run.run_id))
-        resolved = catalog.trash.sweep_transactions()
+        try:  # expiry purges every other record before it raises for one it refused
+            purged = catalog.trash.expire_trash(by=Provenance(actor=ACTOR, run_id=context.run.run_id))
+        finally:  # so a refused record fails the run without stopping the sweep, run after it
+            resolved = catalog.trash.sweep_transactions()
     return dg.MaterializeResult(
         metadata={
             "purged": len(purged),

@@ -23,12 +23,14 @@ from lake_platform.defs.tables import table_partitions_sensor
 from lake_platform.errors import LakeError
 from lake_platform.maintenance import orphans
 from lake_platform.registry import keys
+from lake_platform.registry.records import TrashRecord, decode
 from lake_platform_tests.catalog.test_transaction import make_tables
 from lake_platform_tests.catalog.test_transaction_chunks import SOME, transaction_records
 from lake_platform_tests.catalog.test_transaction_recovery import stopped_commit
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.conftest import TABLE, Lake
 from lake_platform_tests.maintenance.helpers import rows
+from lake_platform_tests.maintenance.test_orphans_adopted import adopt
 
 KEY = dg.AssetKey(TABLE.split("."))
 
@@ -198,6 +200,35 @@ def test_trash_expiry_resolves_a_dead_writers_transaction_record_past_its_deadli
     result = dg.materialize([expired_trash], instance=instance, resources=lake.resources)
     assert meta(result, "expired_trash")["transactions_resolved"] == 1
     assert transaction_records(catalog) == []
+
+
+def test_a_refused_trash_record_fails_the_run_after_the_rest_of_the_maintenance(instance, lake: Lake) -> None:
+    # The purge refused (folder_claims) raised out of expire_trash before sweep_transactions
+    # ran: one refused record stopped every run's transaction sweep.
+    catalog = lake.catalog
+    names = make_tables(catalog, SOME)
+    stopped_commit(catalog, names, "transaction:recorded")
+    (record,) = transaction_records(catalog)
+    item = catalog.store.get(keys.transaction(record.txn_id))
+    assert item is not None
+    catalog.store.compare_and_swap(
+        item.key, item.revision, record.model_copy(update={"deadline_ms": 0}).encode()
+    )
+    adopt(catalog, "p.w.ns.adopted", "ns2")
+    catalog.containers.create_namespace("p.w.ns2")
+    catalog.tables.create_table("p.w.ns2.inside", rows(0, 2).to_reader())
+    catalog.trash.drop_table("p.w.ns.adopted")
+    (trashed,) = catalog.store.scan_prefix(keys.trash_prefix("p.w.ns.adopted/"))
+    due = decode(TrashRecord, trashed.value, trashed.key).model_copy(update={"expires_at_ms": 0})
+    catalog.store.compare_and_swap(trashed.key, trashed.revision, due.encode())
+    result = dg.materialize(
+        [expired_trash], instance=instance, resources=lake.resources, raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "p.w.ns2.inside" in str(failure.step_failure_data.error)
+    assert transaction_records(catalog) == []  # swept all the same
+    assert [r.target for r in catalog.trash.list_trash()] == ["p.w.ns.adopted"]
 
 
 def test_the_orphan_scan_job_commits_a_report(instance, lake: Lake) -> None:
