@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 _PATHISH = re.compile(r"(?:[a-z][a-z0-9+.-]*://[^\s'\"]+)|(?:/[^\s'\"/]+){2,}/?", re.IGNORECASE)
 _NOT_FOUND = re.compile(r"table '([^']+)' not found", re.IGNORECASE)
+#: What DataFusion says when a string or list column of one batch passes 2 GiB (``concat``).
+_OFFSET_OVERFLOW = "offset overflow"
 #: The SQL parser's errors, as DataFusion prints them (Rust's debug form, quotes escaped).
 _SYNTAX = re.compile(r'(?:Parser|Tokenizer)Error\("(.*)"\)')
 
@@ -147,6 +149,12 @@ def execution_error(
         return ValueTooLarge(f"{built}, more than {limit}: values this large are refused")
     if "Resources exhausted" in text:
         return _out_of_memory(exc, limits)
+    if _OFFSET_OVERFLOW in text:
+        # Arrow's string and list offsets are 32-bit: retrying cannot help, narrowing can.
+        return ValueTooLarge(
+            "a column of the query grew past 2 GiB in one batch, the most an Arrow string or list "
+            "column holds; build smaller values (or fewer per row) and aggregate less per group"
+        )
     # Parameters are bound when the plan runs, so a bound value of a type the query cannot
     # take fails here with a planning error: bad input, like the other failures named.
     if any(
