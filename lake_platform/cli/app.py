@@ -62,11 +62,21 @@ class State:
 
 
 def plain(data: Any) -> str:
-    """A dict as aligned ``key  value`` lines; anything else as its str."""
+    """A dict as aligned ``key  value`` lines (values :func:`shown`); anything else as its str."""
     if isinstance(data, dict):
         width = max((len(str(k)) for k in data), default=0)
-        return "\n".join(f"{str(k).ljust(width)}  {v}" for k, v in data.items())
+        return "\n".join(f"{str(k).ljust(width)}  {shown(str(v))}" for k, v in data.items())
     return str(data)
+
+
+def shown(text: str) -> str:
+    """``text`` for a terminal, its control and other non-printing characters (line breaks,
+    carriage returns, escape codes, bidi overrides) as their escapes: a value a client chose
+    (the SQL in the audit trail) cannot start a line of its own, a forged record, nor rewrite
+    or hide what the terminal shows."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def timestamp(ms: int) -> str:
@@ -75,9 +85,9 @@ def timestamp(ms: int) -> str:
 
 
 def text_table(names: list[str], rows: list[dict[str, Any]]) -> str:
-    """Rows as a left-aligned text table under a header of NAMES; a missing or None cell is
-    blank (``--json`` keeps the nulls)."""
-    cells = [{c: "" if r.get(c) is None else str(r[c]) for c in names} for r in rows]
+    """Rows as a left-aligned text table under a header of NAMES, one line each (cells
+    :func:`shown`); a missing or None cell is blank (``--json`` keeps the nulls)."""
+    cells = [{c: "" if r.get(c) is None else shown(str(r[c])) for c in names} for r in rows]
     widths = {c: max([len(c), *(len(r[c]) for r in cells)]) for c in names}
     lines = ["  ".join(c.ljust(widths[c]) for c in names)]
     lines += ["  ".join(r[c].ljust(widths[c]) for c in names) for r in cells]

@@ -89,3 +89,38 @@ def test_a_log_prefix_naming_nothing_is_an_error_like_a_describe(lake: CliRunner
         result = lake.invoke(cli, ["--json", "log", prefix])
         assert result.exit_code == 1 and prefix in json.loads(result.stdout)["error"]["message"]
     assert [e["operation"] for e in run(lake, "log", "p.w.ns")] == ["create namespace"]
+
+
+def test_a_tenants_sql_cannot_forge_or_hide_lines_of_the_audit_shown_as_text(tmp_path: Path) -> None:
+    """The SQL column is what a tenant's client sent: a line break in it printed a second row of
+    the operator's table (a forged record: another principal, another status), a carriage return
+    and an escape code overwrote or erased what the terminal showed. Shown as text, control
+    characters are escaped; --json keeps the text as sent."""
+    import os
+    import subprocess
+    import sys
+
+    from lake_platform_tests.flight.conftest import build_catalog, login, query, start_server
+
+    settings, catalog = build_catalog(tmp_path / "home")
+    forged = "2099-01-01T00:00:00Z  mallory  OK  1  0.1  p.w.ns.t@1  SELECT 1"
+    sql = f"SELECT id FROM w.ns.sub.u /* x\n{forged}\r\x1b[2K\x1b]0;owned\x07\u202eevil */"
+    try:
+        server = start_server(settings, catalog)
+        try:
+            alice, options = login(f"grpc://127.0.0.1:{server.port}", "alice")
+            assert query(alice, options, sql).num_rows == 3
+        finally:
+            server.stop(grace=0)
+    finally:
+        catalog.close()
+    env = {**os.environ, "LAKE_HOME": str(settings.home)}
+    lake = [sys.executable, "-m", "lake_platform.cli", "audit", "queries", "--project", "p"]
+    text = subprocess.run(lake, capture_output=True, text=True, env=env, check=True).stdout
+    header, *rows = text.splitlines()
+    assert header.split()[:2] == ["at", "principal"] and len(rows) == 1, text
+    assert "mallory" in rows[0] and rows[0].split()[1] == "alice"
+    assert not any(c in text for c in "\r\x1b\x07\u202e"), repr(text)
+    assert "\\n2099-01-01" in rows[0] and "\\x1b[2K" in rows[0]
+    as_json = subprocess.run([*lake, "--json"], capture_output=True, text=True, env=env, check=True).stdout
+    assert [r["sql"] for r in json.loads(as_json)] == [sql]
