@@ -109,7 +109,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 self._handle_output(context, obj)
 
     def _nothing(self, context: dg.OutputContext) -> None:
-        table = table_for_key(context.asset_key, self.key_map())
+        table = table_for_key(asset_of(context), self.key_map())
         meta = context.definition_metadata or {}
         if not flag(meta.get("wap", self.wap), "wap"):
             group = step_group(context, commit_run_id(context))
@@ -121,7 +121,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
         context.add_output_metadata({TABLE: table, "lake/written": False})
 
     def _handle_output(self, context: dg.OutputContext, obj: object) -> None:
-        table = table_for_key(context.asset_key, self.key_map())
+        table = table_for_key(asset_of(context), self.key_map())
         meta = context.definition_metadata or {}
         partitions = list(context.asset_partition_keys) if context.has_asset_partitions else []
         rows = context_rows(context, meta.get("partition_expr"))
@@ -207,13 +207,29 @@ class LakeIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> object:
         kind = annotation_kind(context.dagster_type.typing_type)
         with lake_errors(), self.lake.catalog() as catalog:
-            table = table_for_key(context.asset_key, self.key_map())
+            table = table_for_key(asset_of(context), self.key_map())
             plan = plan_read(context, table, LiveBranches(catalog, table).__contains__)
             snapshot = open_pinned(catalog, table, plan.version, plan.branch)
             reader = snapshot.to_reader(**scan_options(plan, snapshot.schema))
             value = as_kind(reader, kind)
         context.log.info("%s: read version %s", table, snapshot.version)
         return value
+
+
+def asset_of(context: dg.OutputContext | dg.InputContext) -> dg.AssetKey:
+    """The asset ``context``'s output (or input) is; an op's output that is none (a DynamicOut's
+    mapped output, a plain op's) is refused: it names no table, and a fan-out's pieces are no
+    governed commits of their own."""
+    if context.has_asset_key:
+        return context.asset_key
+    mapping = getattr(context, "mapping_key", None)
+    what = f"dynamic output {mapping}" if mapping else "output"
+    where = context.step_key if isinstance(context, dg.OutputContext) else "an upstream op"
+    raise InvalidInput(
+        f"{where}: the Lake IO manager writes and reads assets' tables, and this {what} is no "
+        "asset: give the op's intermediate outputs another IO manager (the default fs_io_manager), "
+        "and write what they are collected into as an asset through the Lake IO manager"
+    )
 
 
 def commit_run_id(context: dg.OutputContext) -> str:
