@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from lake_platform.catalog.branches import Branches, BranchInfo
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
+from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import (
+    ConcurrentModification,
     ConditionFailed,
     InvalidTableState,
     Protected,
@@ -22,7 +24,7 @@ from lake_platform.errors import (
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, decode, new_id
-from lake_platform.registry.store import Delete, Item, Put
+from lake_platform.registry.store import Check, Delete, Item, Put
 
 
 class BranchTrash:
@@ -65,6 +67,7 @@ class BranchTrash:
         record, _ = self.ctx.table(tname)
         if record.protected and not force:
             raise Protected(f"table {tname} is protected; unprotect it or pass force")
+        self.ctx.at("branch-delete:resolved")
         rec, item = self.branches.branch(tname, branch)
         grace = self.policies.effective_policy(str(tname)).policy.trash_grace
         destroy = purge or grace.total_seconds() == 0
@@ -82,27 +85,58 @@ class BranchTrash:
             first = landed()  # it may have landed while this waited (sent twice at once)
             if first is not None:
                 return first
-            try:
-                self.ctx.record(
-                    Log(
-                        str(tname),
-                        "branch-delete",
-                        actor,
-                        commit_id,
-                        by.run_id,
-                        rec.incarnation,
-                        rec.current_version,
-                        None,
-                        {**(detail or {}), "branch": branch, "expires_at_ms": trashed.expires_at_ms},
-                    ),
-                    ops=[Put(item.key, trashed.encode(), item.revision)],
-                    lease=lease,
-                )
-            except ConditionFailed:
-                raise TableBranchNotFound(f"branch {branch} of {tname} changed meanwhile; retry") from None
+            # Protection again, as it is now (set_protected takes no lease), and the commit
+            # conditional on the table record as read here: a protect landing after this look
+            # fails the commit, and the look is made again.
+            table_key = keys.table(tname)
+            for _ in range(3):
+                record, revision = self.ctx.table(tname)
+                if record.protected and not force:
+                    raise Protected(f"table {tname} is protected; unprotect it or pass force")
+                try:
+                    self._file(tname, branch, trashed, item, commit_id, by, actor, detail, lease, revision)
+                    break
+                except ConditionFailed as exc:
+                    if exc.key != table_key:
+                        raise TableBranchNotFound(
+                            f"branch {branch} of {tname} changed meanwhile; retry"
+                        ) from None
+            else:
+                raise ConcurrentModification(f"table {tname} kept changing; branch {branch} was not deleted")
         if destroy:
             self.expire_branches(now_ms=now, only=[item.key], by=Provenance(principal=who, actor=actor))
         return CommitResult(commit_id, str(tname), "branch-delete", rec.current_version, None)
+
+    def _file(
+        self,
+        tname: TableName,
+        branch: str,
+        trashed: BranchRecord,
+        item: Item,
+        commit_id: str,
+        by: Provenance,
+        actor: str,
+        detail: dict[str, object] | None,
+        lease: Lease,
+        table_revision: int,
+    ) -> None:
+        """The delete's commit: the branch record marked trashed, conditional on it and on the
+        table record at ``table_revision``."""
+        self.ctx.record(
+            Log(
+                str(tname),
+                "branch-delete",
+                actor,
+                commit_id,
+                by.run_id,
+                trashed.incarnation,
+                trashed.current_version,
+                None,
+                {**(detail or {}), "branch": branch, "expires_at_ms": trashed.expires_at_ms},
+            ),
+            ops=[Put(item.key, trashed.encode(), item.revision), Check(keys.table(tname), table_revision)],
+            lease=lease,
+        )
 
     def undrop_branch(
         self, name: str, branch: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED

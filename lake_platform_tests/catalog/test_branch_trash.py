@@ -1,13 +1,14 @@
 """``branch_trash``: undrop of a branch that is not in the trash. A live branch is
 TableBranchAlreadyExists; one being purged (a purged branch another branch builds on stays
-"purging" until that one is gone) is InvalidTableState saying so; neither changes anything."""
+"purging" until that one is gone) is InvalidTableState saying so; neither changes anything.
+A protect that lands while a delete waits for the branch's lease stops it."""
 
 from __future__ import annotations
 
 import pytest
 
-from lake_platform.errors import InvalidTableState, TableBranchAlreadyExists
-from lake_platform_tests.catalog.conftest import Lake, rows, state
+from lake_platform.errors import InvalidTableState, Protected, TableBranchAlreadyExists
+from lake_platform_tests.catalog.conftest import Lake, rows, state, unleased
 
 T = "p.w.ns.t"
 
@@ -27,3 +28,31 @@ def test_undropping_a_branch_being_purged_says_so_and_changes_nothing(lake: Lake
     with pytest.raises(TableBranchAlreadyExists, match="branch child of p.w.ns.t is not in the trash"):
         cat.branch_trash.undrop_branch(T, "child")
     assert state(lake) == before
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_a_table_protected_while_a_branch_delete_waits_keeps_the_branch(lake: Lake, purge: bool) -> None:
+    """The delete checked protection before the lease and committed on the branch record alone:
+    another admin's protect in between was ignored, and with purge the branch was destroyed."""
+    lake.catalog.tables.create_table(T, rows([1]))
+    lake.catalog.branches.create_branch(T, "dev")
+    lake.catalog.branch_writes.append(T, "dev", rows([2]))
+    other = lake.new_catalog()
+    armed, protected = [True], []
+
+    def protect_meanwhile(point: str) -> None:
+        if point == "branch-delete:resolved" and armed:
+            armed.clear()
+            other.containers.set_protected(T, True)
+            protected.append(unleased(state(lake)))
+
+    deleter = lake.new_catalog(hook=protect_meanwhile)
+    try:
+        with pytest.raises(Protected, match="is protected"):
+            deleter.branch_trash.delete_branch(T, "dev", purge=purge)
+        assert not armed
+        assert unleased(state(lake)) == protected[0]
+        assert [b.state for b in lake.catalog.branches.list_branches(T, include_trashed=True)] == ["active"]
+    finally:
+        deleter.close()
+        other.close()
