@@ -19,8 +19,8 @@ statement's own WHERE (or ON CONFLICT) clause, not a SELECT before it:
   condition, to name the first failing op in op order (see ``transact``).
 - One transaction has no item limit of its own, so a batch takes ``max_transact_ops`` (far above
   DynamoDB's 99): a 100-table catalog transaction is one SQLite transaction. A multi-row
-  statement covers at most ``_ROWS`` ops, so its bound parameters stay within SQLite's oldest
-  default limit (999).
+  statement covers at most ``ROWS`` ops, so its bound parameters stay within SQLite's oldest
+  default limit (999). The statements are ``sqlite_plan``'s.
 
 Connections are pooled, not kept per thread: Lance calls the catalog's namespace back from
 short-lived threads of its own, and a connection per thread meant opening one (connect and three
@@ -30,30 +30,18 @@ A connection is used by one caller at a time, from whatever thread holds it.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from lake_platform import owner_only
-from lake_platform.errors import ConditionFailed, Internal, ServiceUnavailable
+from lake_platform.errors import ServiceUnavailable
 from lake_platform.registry.changes import DEFAULT_SHARDS, ChangeWriter
-from lake_platform.registry.store import (
-    ABSENT,
-    Check,
-    Delete,
-    Item,
-    MetaStore,
-    Op,
-    Put,
-    check_key,
-    check_keys,
-    check_ops,
-)
+from lake_platform.registry.sqlite_plan import Missed, Plan, first_failure, select_sql
+from lake_platform.registry.store import Item, MetaStore, Op, check_key, check_keys, check_ops
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -62,11 +50,7 @@ CREATE TABLE IF NOT EXISTS kv (
     revision INTEGER NOT NULL
 ) WITHOUT ROWID
 """
-T = TypeVar("T")
-
 _PAGE = 500
-#: Ops one multi-row statement covers (two parameters each, below SQLite's 999 before 3.32).
-_ROWS = 400
 #: Idle connections kept for reuse by default; more are opened under bursts and closed when returned.
 POOL_SIZE = 8
 
@@ -177,7 +161,7 @@ class SqliteMetaStore(MetaStore):
         try:
             with self._conn() as conn:
                 # One statement reads one snapshot (WAL): no writer's batch shows half-applied.
-                rows = conn.execute(_select_sql(len(keys)), keys).fetchall()
+                rows = conn.execute(select_sql(len(keys)), keys).fetchall()
         except sqlite3.OperationalError as exc:
             raise ServiceUnavailable(f"registry read failed: {exc}") from exc
         found = {key: Item(key, bytes(value), revision) for key, value, revision in rows}
@@ -188,13 +172,13 @@ class SqliteMetaStore(MetaStore):
         return self.changes.write(ops, self._apply)
 
     def _apply(self, ops: Sequence[Op]) -> list[Item | None]:
-        plan = _Plan.of(ops)
+        plan = Plan.of(ops)
         try:
             if len(ops) == 1:
                 return self._run_one(plan)
             with self._tx() as conn:
                 return plan.run(conn)
-        except _Missed:
+        except Missed:
             pass  # rolled back (or nothing changed): find out which condition failed
         # Name the first failing op in op order, as of one snapshot read now. Should that snapshot
         # show every condition holding (a concurrent writer changed a key in between), the batch
@@ -202,18 +186,18 @@ class SqliteMetaStore(MetaStore):
         # what that lock saw. Either is an outcome the call could have had.
         try:
             with self._conn() as conn:
-                failure = _first_failure(conn, ops)
+                failure = first_failure(conn, ops)
         except sqlite3.OperationalError as exc:
             raise ServiceUnavailable(f"registry read failed: {exc}") from exc
         if failure is not None:
             raise failure
         with self._tx() as conn:
-            failure = _first_failure(conn, ops)
+            failure = first_failure(conn, ops)
             if failure is not None:
                 raise failure
             return plan.run(conn)  # cannot miss: its conditions hold under this lock
 
-    def _run_one(self, plan: _Plan) -> list[Item | None]:
+    def _run_one(self, plan: Plan) -> list[Item | None]:
         """One op: one statement in autocommit mode, atomic on its own (no BEGIN, no COMMIT).
         The hot path, so no context managers (a generator one costs ~2.5 µs, about a BEGIN)."""
         conn = self._take()
@@ -284,12 +268,21 @@ class _Tx:
             try:
                 self.conn.execute("COMMIT")
             except sqlite3.OperationalError as err:
-                self.conn.execute("ROLLBACK")
+                self._rollback()
                 raise ServiceUnavailable(f"registry commit failed: {err}") from err
         else:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             if isinstance(exc, sqlite3.OperationalError):
                 raise ServiceUnavailable(f"registry write failed: {exc}") from exc
+
+    def _rollback(self) -> None:
+        # A full disk or an I/O error can make SQLite roll the transaction back itself; a
+        # ROLLBACK then fails ("no transaction is active") and would hide the cause. Should the
+        # ROLLBACK itself fail, the connection stays in its transaction and the pool closes it
+        # (closing rolls back), so nothing half-written can commit later.
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
 
 
 def _after_prefix(prefix: str) -> str | None:
@@ -303,145 +296,3 @@ def _after_prefix(prefix: str) -> str | None:
 def _busy(exc: sqlite3.OperationalError) -> bool:
     """The busy timeout ran out waiting for another connection's lock ("database is locked")."""
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-class _Missed(Internal):
-    """A statement of a batch changed fewer rows than it has ops: a condition failed. Caught by
-    ``transact``, which rolls back; escaping it would be a bug, hence Internal."""
-
-    def __init__(self) -> None:
-        super().__init__("registry batch missed a condition it had checked")
-
-
-@dataclass
-class _Plan:
-    """A batch as one statement per kind of op. Keys are distinct within a batch (check_ops), so
-    the statements touch disjoint rows and their order does not change the outcome."""
-
-    ops: Sequence[Op]
-    #: Check, and a Delete expecting ABSENT (it deletes nothing): a SELECT compared here.
-    checks: list[Check | Delete] = field(default_factory=list)
-    updates: list[Put] = field(default_factory=list)  # compare-and-swap of an existing key
-    deletes: list[Delete] = field(default_factory=list)
-    inserts: list[Put] = field(default_factory=list)  # create: expected ABSENT
-    upserts: list[Put] = field(default_factory=list)  # unconditional
-
-    @classmethod
-    def of(cls, ops: Sequence[Op]) -> _Plan:
-        plan = cls(ops)
-        for op in ops:
-            if isinstance(op, Put) and op.expected is None:
-                plan.upserts.append(op)
-            elif isinstance(op, Put):
-                (plan.inserts if op.expected == ABSENT else plan.updates).append(op)
-            elif isinstance(op, Delete) and op.expected != ABSENT:
-                plan.deletes.append(op)
-            else:
-                plan.checks.append(op)
-        return plan
-
-    def run(self, conn: sqlite3.Connection) -> list[Item | None]:
-        """Run the statements (the ones that cannot fail last); raise _Missed when a condition
-        failed, after which the caller must roll back what ran before it."""
-        if self.checks:
-            found = _revisions(conn, [op.key for op in self.checks])
-            if any(found.get(op.key, ABSENT) != op.expected for op in self.checks):
-                raise _Missed
-        if self.updates:
-            rows = [(op.value, op.key, op.expected) for op in self.updates]
-            _changed(conn.executemany(_UPDATE, rows), len(rows))
-        if self.deletes:
-            keys = [(op.key, op.expected) for op in self.deletes]
-            _changed(conn.executemany(_DELETE, keys), len(keys))
-        for part in _parts(self.inserts):
-            params = [x for op in part for x in (op.key, op.value)]
-            _changed(conn.execute(_insert_sql(len(part)), params), len(part))
-        written: dict[str, int] = {}
-        for part in _parts(self.upserts):
-            params = [x for op in part for x in (op.key, op.value)]
-            # RETURNING: the revision it wrote, read in the same statement. fetchall runs the
-            # statement to its end (in autocommit mode, that is its commit).
-            written.update(conn.execute(_upsert_sql(len(part)), params).fetchall())
-        return [_result(op, written) for op in self.ops]
-
-
-def _result(op: Op, written: dict[str, int]) -> Item | None:
-    if not isinstance(op, Put):
-        return None
-    revision = written[op.key] if op.expected is None else op.expected + 1
-    return Item(op.key, op.value, revision)
-
-
-def _changed(cursor: sqlite3.Cursor, ops: int) -> None:
-    # Each op of a group changes its row iff its condition holds. rowcount counts rows changed
-    # (summed over an executemany's rows).
-    if cursor.rowcount != ops:
-        raise _Missed
-
-
-def _revisions(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for part in _parts(keys):
-        found.update(conn.execute(_revisions_sql(len(part)), part).fetchall())
-    return found
-
-
-def _parts(items: Sequence[T]) -> Iterator[Sequence[T]]:
-    """``items`` in runs of at most ``_ROWS`` (one multi-row statement each)."""
-    for at in range(0, len(items), _ROWS):
-        yield items[at : at + _ROWS]
-
-
-def _first_failure(conn: sqlite3.Connection, ops: Sequence[Op]) -> ConditionFailed | None:
-    """The first op, in op order, whose condition does not hold now (one SELECT), as the error
-    to raise; None when every condition holds."""
-    conditional = [op for op in ops if not (isinstance(op, Put) and op.expected is None)]
-    found = _revisions(conn, [op.key for op in conditional]) if conditional else {}
-    for op in conditional:
-        current = found.get(op.key, ABSENT)
-        if current != op.expected:
-            return ConditionFailed(
-                f"registry condition failed on {op.key!r}: expected revision {op.expected}, found {current}",
-                key=op.key,
-            )
-    return None
-
-
-# The statements. A create, a batch's checks and its unconditional puts are one statement however
-# many ops they cover (multi-row VALUES, ``key IN (...)``; built once per size, and prepared once
-# per connection by sqlite3's statement cache). Compare-and-swaps and deletes are not: an UPDATE
-# or DELETE over several keys runs SQLite's two-pass plan (collect the rows, then change them),
-# measured slower than the one-key statement repeated by ``executemany``, which is still one call
-# from Python and one prepared statement.
-
-_UPDATE = "UPDATE kv SET value = ?, revision = revision + 1 WHERE key = ? AND revision = ?"
-_DELETE = "DELETE FROM kv WHERE key = ? AND revision = ?"
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
-
-
-@functools.cache
-def _select_sql(n: int) -> str:
-    return f"SELECT key, value, revision FROM kv WHERE key IN ({_marks(n)})"
-
-
-@functools.cache
-def _revisions_sql(n: int) -> str:
-    return f"SELECT key, revision FROM kv WHERE key IN ({_marks(n)})"
-
-
-@functools.cache
-def _insert_sql(n: int) -> str:
-    rows = ", ".join(["(?, ?, 1)"] * n)
-    return f"INSERT INTO kv (key, value, revision) VALUES {rows} ON CONFLICT(key) DO NOTHING"
-
-
-@functools.cache
-def _upsert_sql(n: int) -> str:
-    rows = ", ".join(["(?, ?, 1)"] * n)
-    return (
-        f"INSERT INTO kv (key, value, revision) VALUES {rows} ON CONFLICT(key) DO UPDATE "
-        "SET value = excluded.value, revision = kv.revision + 1 RETURNING key, revision"
-    )

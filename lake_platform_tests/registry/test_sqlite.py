@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lake_platform.errors import ConditionFailed, InvalidInput, ServiceUnavailable
-from lake_platform.registry import sqlite as sqlite_backend
+from lake_platform.registry import sqlite_plan
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT, MAX_TRANSACT_OPS, Check, Delete, Op, Put
 
@@ -217,7 +217,7 @@ def test_a_batch_past_one_statements_rows_is_still_one_transaction(
     traced.take()  # what the store ran so far
     creates = [Put(f"c/{i:04d}", b"c", ABSENT) for i in range(n)]
     results = store.transact([*creates, *(Put(f"u/{i:04d}", b"u", None) for i in range(n))])
-    statements = -(-n // sqlite_backend._ROWS)
+    statements = -(-n // sqlite_plan.ROWS)
     assert statements > 1
     assert traced.take() == ["BEGIN", *["INSERT"] * (2 * statements), "COMMIT"]
     assert [r.revision for r in results if r] == [1] * n + [2 if i % 2 == 0 else 1 for i in range(n)]
