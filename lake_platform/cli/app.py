@@ -17,7 +17,7 @@ import click
 from lake_platform import __version__
 from lake_platform.engine.panics import is_panic
 from lake_platform.errors import ErrorCode, Internal, InvalidInput, LakeError, ServiceUnavailable
-from lake_platform.observability.logs import configure_logging
+from lake_platform.observability.logs import configure_logging, escaped
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
@@ -74,9 +74,7 @@ def shown(text: str) -> str:
     carriage returns, escape codes, bidi overrides) as their escapes: a value a client chose
     (the SQL in the audit trail) cannot start a line of its own, a forged record, nor rewrite
     or hide what the terminal shows."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return escaped(text)
 
 
 def timestamp(ms: int) -> str:

@@ -160,10 +160,32 @@ _LAKE_LOG = logging.getLogger("lake")
 
 
 class TextFormatter(logging.Formatter):
-    """``LAKE_LOG_FORMAT=text``: level, logger, message."""
+    """``LAKE_LOG_FORMAT=text``: level, logger, message; one line per record.
+
+    Messages quote what clients sent (a failed query's error quotes its literals): the
+    message's control characters are escaped, so a line break cannot start a record of a
+    client's making and a carriage return or escape code cannot hide one on a terminal. An
+    exception's traceback (and a stack) follows on lines indented by two spaces, escaped
+    likewise, so only a record's own line starts at the margin."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return TEXT_FORMAT % {**record.__dict__, "message": escaped(record.message)}
+
+    def format(self, record: logging.LogRecord) -> str:
+        head, more, rest = super().format(record).partition("\n")
+        if not more:
+            return head
+        return head + "".join(f"\n  {escaped(line)}" for line in rest.split("\n"))
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control and other non-printing characters as escapes (``\\n``, ``\\x1b``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def plain_text_handler() -> logging.StreamHandler | None:  # type: ignore[type-arg]

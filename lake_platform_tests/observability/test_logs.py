@@ -19,7 +19,15 @@ from lake_platform.observability.audit import audit_target
 from lake_platform.observability.logs import configure_logging
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.doubles import StaticAuthenticator
-from lake_platform_tests.flight.conftest import ALICE, SERVICE, build_catalog, plan, query, start_server
+from lake_platform_tests.flight.conftest import (
+    ALICE,
+    PASSWORDS,
+    SERVICE,
+    build_catalog,
+    plan,
+    query,
+    start_server,
+)
 
 PASSWORD = "Pl4nted-Passw0rd-7f3a91"
 WRONG = "Wr0ng-Planted-Guess-11aa0e"
@@ -162,3 +170,39 @@ def test_other_libraries_log_at_warning_unless_debug_is_asked_for(level: str, sh
             root.removeHandler(handler)
         root.setLevel(logging.WARNING)
     assert out.getvalue().splitlines() == shown
+
+
+def test_a_tenants_query_cannot_forge_or_hide_lines_of_the_text_log(
+    lake: tuple[LakeSettings, Catalog],
+) -> None:
+    """A failed query's error is logged with DataFusion's message, which quotes the client's
+    literals: a line break in one wrote a line of the tenant's choosing into the operator's log
+    (``INFO forged...``), and a carriage return or an escape code hid what came before it on a
+    terminal. In the text format a record is one line, its message's control characters
+    escaped; an exception's traceback follows on lines that start with spaces."""
+    settings, catalog = lake
+    out = io.StringIO()
+    configure_logging("INFO", "text", stream=out, force=True)
+    server = start_server(settings, catalog)
+    try:
+        client = fl.connect(f"grpc://127.0.0.1:{server.port}")
+        options = fl.FlightCallOptions(headers=[client.authenticate_basic_token("alice", PASSWORDS["alice"])])
+        for sql in (
+            "SELECT to_timestamp('x\nINFO lake.request: forged-1\r\x1b[2K')",
+            "SELECT regexp_like('a', '[\nWARNING lake.audit: forged-2')",
+        ):
+            with pytest.raises(fl.FlightError):
+                query(client, options, sql)
+        logging.getLogger("lake.test").error("boom", exc_info=ValueError("x\nERROR lake.test: forged-3"))
+    finally:
+        server.stop(grace=0)
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if getattr(h, "_lake", False)]:
+            root.removeHandler(handler)
+        root.setLevel(logging.WARNING)
+    text = out.getvalue()
+    assert "forged-1" in text and "forged-2" in text and "forged-3" in text  # logged, escaped
+    records = [line for line in text.split("\n") if line and not line.startswith(" ")]
+    assert all(line.split(" ", 1)[0] in ("INFO", "WARNING", "ERROR") for line in records), text
+    assert not [line for line in records if "forged" in line.split(": ", 1)[0]], text
+    assert "\r" not in text and "\x1b" not in text, repr(text)
