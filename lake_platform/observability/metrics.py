@@ -304,6 +304,12 @@ class _Watched(Collector):
         refreshes = CounterMetricFamily("lake_snapshot_refreshes", "Catalog snapshot loads that succeeded.")
         refreshes.add_metric([], sum(s.get("loads", 0) for s in statuses))
         yield refreshes
+        coalesced = CounterMetricFamily(
+            "lake_snapshot_refreshes_coalesced",
+            "Catalog snapshot refresh requests that joined the load in flight instead of loading.",
+        )
+        coalesced.add_metric([], sum(s.get("coalesced", 0) for s in statuses))
+        yield coalesced
         failures = CounterMetricFamily(
             "lake_snapshot_refresh_failures",
             "Catalog snapshot refreshes that failed (the last good snapshot kept serving).",

@@ -44,6 +44,8 @@ class SnapshotCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.loads = 0
+        #: refresh calls that joined the load in flight instead of loading (coalesced)
+        self.coalesced = 0
         self.failures = 0
         self._failures_in_row = 0
 
@@ -83,6 +85,7 @@ class SnapshotCache:
             "ttl_seconds": self.ttl,
             "max_stale_seconds": self.max_stale,
             "loads": self.loads,
+            "coalesced": self.coalesced,
             "failures": self.failures,
             "last_error": self._last_error.message if self._last_error else None,
         }
@@ -97,6 +100,8 @@ class SnapshotCache:
             leader = inflight is None
             if leader:
                 inflight = self._inflight = threading.Event()
+            else:
+                self.coalesced += 1
         assert inflight is not None
         if not leader:
             inflight.wait()

@@ -17,7 +17,7 @@ from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight import proto
 from lake_platform.query.snapshot import CatalogSnapshot, load_snapshot
 from lake_platform.query.snapshot_cache import SnapshotCache
-from lake_platform_tests.flight.conftest import build_catalog, login, query, start_server
+from lake_platform_tests.flight.conftest import build_catalog, login, query, start_server, wait_until
 from lake_platform_tests.flight.helpers import CountingStore
 
 
@@ -91,48 +91,30 @@ def test_no_snapshot_yet_is_unavailable(lake: tuple[Any, Catalog]) -> None:
         server.stop(grace=0)
 
 
-class EnteredLock:
-    """A lock that counts how often it was entered (``times``, a semaphore to wait on)."""
-
-    def __init__(self) -> None:
-        self._inner = threading.Lock()
-        self.times = threading.Semaphore(0)
-
-    def __enter__(self) -> EnteredLock:
-        self._inner.acquire()
-        self.times.release()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._inner.release()
-
-
 def test_refreshes_are_coalesced_and_replace_atomically() -> None:
     loads = []
     gate = threading.Event()
 
     def loader(previous: CatalogSnapshot | None) -> CatalogSnapshot:
         loads.append(previous)
-        gate.wait(2)
+        gate.wait(30)
         return CatalogSnapshot(loaded_at=time.monotonic(), loaded_at_wall=time.time(), projects={})
 
     cache = SnapshotCache(loader, ttl=60, max_stale=120)
-    entered = EnteredLock()
-    cache._lock = entered  # type: ignore[assignment]  # to see every caller decide, leader or not
     threads = [threading.Thread(target=cache.refresh) for _ in range(10)]
     for t in threads:
         t.start()
-    # Each call takes the lock once to decide (the leader again only after its load, which
-    # waits for the gate): ten entries, and all ten have joined the one load.
-    for _ in threads:
-        assert entered.times.acquire(timeout=10)
+    # The first call loads (and waits for the gate); the nine others join its load.
+    joined = wait_until(lambda: cache.coalesced == 9)
     gate.set()
+    assert joined, cache.status()
     for t in threads:
         t.join()
     assert len(loads) == 1
     first = cache.current()
     cache.refresh()
     assert len(loads) == 2 and loads[1] is first and cache.current() is not first
+    assert cache.status()["coalesced"] == 9
 
 
 def test_failed_refresh_keeps_the_last_good_snapshot() -> None:
