@@ -41,6 +41,8 @@ class Watchdog:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: Times an arm woke the thread (only a watchdog too quick to sleep in steps is woken).
+        self.wakes = 0
 
     def arm(self, callback: Callable[[], None]) -> int:
         """Schedule ``callback``; the key disarms it."""
@@ -52,6 +54,7 @@ class Watchdog:
                 self._thread.start()
             elif self._step is None and len(self._due) == 1:
                 self._wake.notify()
+                self.wakes += 1
             return key
 
     def disarm(self, key: int) -> None:

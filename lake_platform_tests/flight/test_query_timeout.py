@@ -189,33 +189,23 @@ def test_arming_an_idle_watchdog_does_not_wake_its_thread() -> None:
     stream; its thread sleeps one delay at a time instead), and what is armed after the dog
     has gone idle still runs when due."""
 
-    class Counting(threading.Condition):
-        notified = 0
-
-        def notify(self, n: int = 1) -> None:
-            Counting.notified += 1
-            super().notify(n)
-
     dog = Watchdog(30)
-    dog._wake = Counting()
     try:
         for _ in range(100):
             dog.disarm(dog.arm(lambda: None))  # each the first arm of an idle dog
-        assert Counting.notified == 0 and dog.pending() == 0
+        assert dog.wakes == 0 and dog.pending() == 0
     finally:
         dog.close()
     # What is armed once the dog ran the one before and went idle still runs; a delay too
     # short to sleep in steps of (it would spin) is woken by its arms instead.
     for delay, woken in ((0.05, False), (0.001, True)):
         quick = Watchdog(delay)
-        quick._wake = Counting()
-        Counting.notified = 0
         ran = [threading.Event() for _ in range(3)]
         try:
             for event in ran:
                 quick.arm(event.set)
                 assert event.wait(10)
-            assert (Counting.notified > 0) is woken
+            assert (quick.wakes > 0) is woken
         finally:
             quick.close()
 
