@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
+from datafusion import RuntimeEnvBuilder, ScalarUDF, SessionConfig, SessionContext
 from datafusion.catalog import Table
 
 from lake_platform import owner_only
@@ -50,7 +50,7 @@ from lake_platform.query.sessions import Sessions
 from lake_platform.query.snapshot import ProjectView, TableRef
 from lake_platform.query.snapshot_miss import SnapshotMisses
 from lake_platform.query.stream import FirstBatches, stream
-from lake_platform.query.volatility import nondeterministic_functions
+from lake_platform.query.volatility import names_any, nondeterministic_functions
 from lake_platform.query.work import WorkCounts
 from lake_platform.settings import LakeSettings
 
@@ -94,6 +94,8 @@ class QueryEngine:
             config = config.with_target_partitions(self.limits.target_partitions)
         self._config = config
         self._capped = capped_functions(self.limits.max_value_bytes)
+        #: Scalar functions added with :meth:`register_function`, by name.
+        self._functions: dict[str, ScalarUDF] = {}
         # Contexts are reused across requests, each bound to one request's catalogs at a time
         # (``sessions``); the factory is looked up late so a test may swap it.
         #: Plannings and runs, for ``/metrics`` (``work.stats()``).
@@ -162,9 +164,22 @@ class QueryEngine:
     def context(self) -> SessionContext:
         """A new context on the process's runtime (the pool's factory)."""
         context = SessionContext(self._config, self.runtime)
-        for function in self._capped:
+        for function in (*self._capped, *self._functions.values()):
             context.register_udf(function)
         return context
+
+    def register_function(self, function: ScalarUDF) -> None:
+        """Make ``function`` callable by its name in every query planned from now on (one of
+        the deployment's own; DataFusion's functions of that name are shadowed). Pooled
+        contexts, made without it, are dropped; plans kept or planning now are unchanged.
+        It is taken as volatile: a plan that calls it is neither kept nor its result reused."""
+        self._functions[function.name] = function
+        self.sessions.clear()
+
+    def deregister_function(self, name: str) -> None:
+        """Undo :meth:`register_function` of ``name`` (nothing if none is registered)."""
+        if self._functions.pop(name, None) is not None:
+            self.sessions.clear()
 
     def plan(
         self,
@@ -304,6 +319,8 @@ class QueryEngine:
             )
 
         check_joins(planned.df, rows_of, self.limits, sizes_of)
+        if planned.deterministic and names_any(planned.sql, self._functions):
+            return replace(planned, deterministic=False)  # a registered function: volatile
         return planned
 
     def _fresh(self, kept: PlannedQuery | None) -> PlannedQuery | None:

@@ -8,16 +8,17 @@ result must never be reused (``results``). The names are DataFusion's own
 (``information_schema.routines`` where ``is_deterministic`` is false, aliases included), so a
 function a DataFusion upgrade adds is covered without a change here.
 
-They are found in the SQL text: a call spells its function's name (this server has no views,
-macros or user-defined functions), so a query in which none of the names appears as a word is
-deterministic. A name inside a string or a quoted column counts as well; such a query only
-loses its kept plan and its result cache entry.
+They are found in the SQL text: a call spells its function's name (this server has no views or
+macros; a function the deployment registers is taken as volatile, ``names_any``), so a query in
+which none of the names appears as a word is deterministic. A name inside a string or a quoted
+column counts as well; such a query only loses its kept plan and its result cache entry.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 from datafusion import SessionConfig, SessionContext
 
@@ -43,4 +44,11 @@ def is_deterministic(sql: str) -> bool:
     return _calls().search(sql) is None
 
 
-__all__ = ["is_deterministic", "nondeterministic_functions"]
+def names_any(sql: str, names: Iterable[str]) -> bool:
+    """Whether ``sql`` spells any of ``names`` as a word (as :func:`is_deterministic` finds a
+    call): functions the deployment registered, all taken as volatile."""
+    words = "|".join(sorted(map(re.escape, names)))
+    return bool(words) and re.search(rf"(?<![\w$])(?:{words})(?![\w$])", sql, re.IGNORECASE) is not None
+
+
+__all__ = ["is_deterministic", "names_any", "nondeterministic_functions"]

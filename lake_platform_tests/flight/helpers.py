@@ -22,13 +22,12 @@ SLOW_SQL = "SELECT slow(id) AS id FROM w.ns.multi"
 
 
 class SlowUdf:
-    """Installs ``slow(x)``, which sleeps per batch: a producer we can watch."""
+    """Registers ``slow(x)``, which sleeps per batch: a producer we can watch."""
 
     def __init__(self, server: FlightSqlServer, delay: float) -> None:
         self.calls: list[float] = []
         self.delay = delay
         self._server = server
-        self._original = server.engine.context
 
     def __enter__(self) -> Self:
         def slow(values: pa.Array) -> pa.Array:
@@ -36,31 +35,16 @@ class SlowUdf:
             time.sleep(self.delay)
             return values
 
-        fn = udf(slow, [pa.int64()], pa.int64(), "volatile", name="slow")
-        original = self._original
-
-        def context() -> Any:
-            ctx = original()
-            ctx.register_udf(fn)
-            return ctx
-
-        self._server.engine.context = context  # type: ignore[method-assign]
-        self._server.engine.sessions.clear()  # pooled contexts were made without the UDF
+        self._server.engine.register_function(udf(slow, [pa.int64()], pa.int64(), "volatile", name="slow"))
         # One batch per fragment is Lance's scan; a cached snapshot's in-memory batches are
         # coalesced into one, and the UDF would run once.
         cache = self._server.engine.cache
         self._budget, cache.budget_bytes = cache.budget_bytes, 0
-        # A volatile function the engine does not know of (``query.volatility`` knows
-        # DataFusion's own): an earlier run's kept result would answer without calling it.
-        results = self._server.engine.results
-        self._results, results.budget_bytes = results.budget_bytes, 0
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.engine.context = self._original  # type: ignore[method-assign]
-        self._server.engine.sessions.clear()
+        self._server.engine.deregister_function("slow")
         self._server.engine.cache.budget_bytes = self._budget
-        self._server.engine.results.budget_bytes = self._results
 
 
 def tagged_rows(n: int, start: int = 0, tag: str = "v") -> pa.RecordBatchReader:
