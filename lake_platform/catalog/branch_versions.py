@@ -35,7 +35,7 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.table_files import added_data_files, check_manifest
+from lake_platform.catalog.table_files import added_files, check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, Protected, TableBranchNotFound
 from lake_platform.naming import TableName
@@ -195,7 +195,7 @@ class BranchVersions:
             change = staged_change(rec.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
-        added = added_data_files(rec.location, path, paths, rec.current_version, storage)
+        added = added_files(rec.location, path, paths, rec.current_version, storage)
         change = dataclasses.replace(change, added_files=added)
         return (None if schema is None else schema_to_ipc(schema)), change
 

@@ -28,8 +28,9 @@ class PendingCommit:
     #: Data files the commit adds, when known before it lands (a Lance client's commit, from
     #: its transaction); the catalog's own operations count theirs afterwards or not at all.
     files_added: int = 0
-    #: The data files (under ``data/``) a Lance client's manifest adds: the namespace checks,
-    #: under the lease, that each is still there before it registers the version.
+    #: The files (data, deletion and index files, relative to the table's root) a Lance
+    #: client's manifest adds: the namespace checks, under the lease, that each is still there
+    #: before it registers the version.
     must_exist: tuple[str, ...] = ()
     rows_removed: int = 0
     #: More conditions for the first version's transaction (a create checks that its parent

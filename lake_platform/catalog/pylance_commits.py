@@ -29,7 +29,7 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
-from lake_platform.catalog.table_files import added_data_files, check_manifest
+from lake_platform.catalog.table_files import added_files, check_manifest
 from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import InvalidInput, Protected
@@ -255,7 +255,7 @@ class VersionCommits:
     def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
         """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
         file, which is also checked to reference only files inside the table (``table_files``:
-        InvalidInput otherwise, and for a missing file); the change names the data files it
+        InvalidInput otherwise, and for a missing file); the change names the files it
         adds (``added_files``), checked under the lease. pylance declares without a schema and
         may change it with any commit; the change (Lance's transaction) feeds the commit log and
         the schema rules. A part that cannot be read is unknown (schema None: the commit, if it
@@ -279,7 +279,7 @@ class VersionCommits:
             change = staged_change(record.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
-        added = added_data_files(record.location, path, paths, record.current_version, storage)
+        added = added_files(record.location, path, paths, record.current_version, storage)
         return staged_ipc, dataclasses.replace(change, added_files=added)
 
     def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:

@@ -10,12 +10,15 @@ own location: no extra base paths (Lance's ``base_paths``: shallow clones, multi
 carries a scheme or climbs out with ``..``. Refused as InvalidInput, before the lease, with
 nothing registered; the staged manifest is left where it is (the orphan scan reports it).
 
-Nor is a version registered whose manifest adds a data file that is gone (``added_data_files``,
-``require_added``): a Lance client writes its files before it commits, perhaps long before, and
-an orphan reclaim past its age gate takes files no registered version names. Registered, the
-version would be the table's current one and would not read (Lance: Not found). Checked under
-the lease (a reclaim holds it while it deletes), for the files the commit adds only: one
-existence check each, against the parent version's manifest, read once before the lease.
+Nor is a version registered whose manifest adds a file that is gone (``added_files``,
+``require_added``): a data file, a deletion file, a file an index lists. A Lance client writes
+its files before it commits, perhaps long before, and an orphan reclaim past its age gate takes
+files no registered version names (or the client never wrote them). Registered, the version
+would be the table's current one and would not read (Lance: Not found), or its index would fail
+every query it serves. Checked under the lease (a reclaim holds it while it deletes), for the
+files the commit adds only: one existence check each, against the parent version's manifest,
+read once before the lease. An index that lists no files (older Lance writers, inline system
+indexes) is not checked: which files it needs is not known.
 
 One exception: a branch's manifests (Lance's ``tree/<branch>`` datasets, and main's line after a
 branch was published into it) reference the files they share with their parent through base
@@ -60,44 +63,51 @@ def check_manifest(
     return paths
 
 
-def added_data_files(
+def added_files(
     location: str,
     manifest_path: str,
     paths: ManifestPaths,
     parent: int,
     storage_options: dict[str, str] | None = None,
 ) -> tuple[str, ...]:
-    """The data files (under ``data/``) the staged manifest at ``manifest_path`` (``paths``:
-    what it references) names and version ``parent`` of its line (0: none) does not: those the
-    commit adds. The parent's manifest is read at its canonical path beside the staged one (no
-    registry read; one the registry left at its staging path is read there by Lance's clients
-    too, and a missing one leaves every file to check). Before the lease: a commit whose parent
+    """The files (relative to the table's root: ``ManifestPaths.own_files``) the staged
+    manifest at ``manifest_path`` (``paths``: what it references) names and version ``parent``
+    of its line (0: none) does not: those the commit adds. The parent's manifest is read at
+    its canonical path beside the staged one (no registry read; one the registry left at its
+    staging path is read there by Lance's clients too, and a missing one leaves every file to
+    check). Before the lease: a commit whose parent
     moved on meanwhile is refused anyway (its version is no longer the next)."""
     known: set[str] = set()
     if parent > 0:
         parent_path = canonical_manifest_path(manifest_path, parent)
         try:
             raw = read_object(location, parent_path, storage_options)
-            known = set(manifest_paths(raw, parent_path).own_data_files)
+            known = set(manifest_paths(raw, parent_path).own_files)
         except (FileNotFoundError, ValueError):
             pass
-    return tuple(p for p in dict.fromkeys(paths.own_data_files) if p not in known)
+    return tuple(p for p in dict.fromkeys(paths.own_files) if p not in known)
 
 
 def require_added(
     location: str, added: Sequence[str], manifest_path: str, storage_options: dict[str, str] | None = None
 ) -> None:
     """Under the lease: refuse (InvalidInput, naming the file) a commit whose manifest adds a
-    data file that is no longer there, before anything is registered."""
+    file (``added_files``) that is not there, before anything is registered."""
     from lake_platform.engine import references  # loads the engine: not for registry-only use
 
     for path in added:
-        if references.stat(location, f"data/{path}", storage_options) is None:
+        if references.stat(location, path, storage_options) is None:
             raise InvalidInput(
-                f"manifest {manifest_path.rpartition('/')[2]} adds data file {path} which is gone "
+                f"manifest {manifest_path.rpartition('/')[2]} adds {_kind(path)} {path} which is gone "
                 "(an orphan reclaim takes files no registered version names once older than its "
                 "age gate): nothing was committed; write the data again"
             )
+
+
+def _kind(path: str) -> str:
+    if path.startswith("_deletions/"):
+        return "deletion file"
+    return "index file" if path.startswith("_indices/") else "data file"
 
 
 def require_version(manifest_path: str, version: int) -> None:
@@ -135,7 +145,7 @@ def require_inside(paths: ManifestPaths, manifest_path: str, folder: str | None 
     for path in paths.data_files:
         if not _inside(posixpath.join("data", path), "data/"):
             raise InvalidInput(f"{where}: data file {path!r} lies outside this table's data/ folder")
-    for path in paths.external_files:
+    for path in (*paths.external_files, *paths.own_files):
         if not _inside(path, ""):
             raise InvalidInput(f"{where}: file {path!r} lies outside this table's location")
 

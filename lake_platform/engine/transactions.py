@@ -62,8 +62,9 @@ class StagedChange:
     #: The transaction's properties (``transaction_properties``; the commit message is
     #: ``__lance_commit_message``): what a client says about its commit.
     properties: dict[str, str] = field(default_factory=dict)
-    #: The data files (under ``data/``) the manifest names and its parent's does not: set by
-    #: the catalog (``table_files.added_data_files``), which checks them under the lease.
+    #: The files (data, deletion and index files, relative to the table's root) the manifest
+    #: names and its parent's does not: set by the catalog (``table_files.added_files``),
+    #: which checks them under the lease.
     added_files: tuple[str, ...] = ()
 
 

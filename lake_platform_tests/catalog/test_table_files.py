@@ -126,6 +126,7 @@ def test_a_create_with_extra_base_paths_is_refused(rest_lake: RestLake, tmp_path
         (ManifestPaths(data_files=["s3://bucket/t.lance/data/x.lance"]), "outside this table's data/"),
         (ManifestPaths(data_files=["%2e%2e/x.lance"]), "outside this table's data/"),
         (ManifestPaths(external_files=["../t2/_rowids/x"]), "outside this table's location"),
+        (ManifestPaths(own_files=["_indices/u/../../../t2/data/x.lance"]), "outside this table's location"),
         (ManifestPaths(base_paths=[(0, "/elsewhere")]), "base path"),
         (ManifestPaths(based=[("index 'i'", 3)]), "base path 3"),
     ],

@@ -1,0 +1,86 @@
+"""Every file a Lance client's commit adds is there when the version is registered: deletion
+files and index files as data files (``table_files.added_files``). A staged delete whose
+deletion file, or a staged index whose files, were removed (an orphan reclaim with a short age
+gate, or never written) was registered, and the table then failed to read or to query."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lance  # the tests play Lance clients and an attacker with storage access
+import pytest
+
+from lake_platform_tests.catalog.conftest import ids_of
+from lake_platform_tests.rest.clients import rest_namespace, rows
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
+from lake_platform_tests.rest.handlers.staging import StagingOnly
+from lake_platform_tests.rest.handlers.test_batch import tid
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Iterator[RestLake]:
+    for rest_lake in start_rest_lake(tmp_path):
+        ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
+        lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=tid("orders"), mode="create")
+        yield rest_lake
+
+
+def _location(lake: RestLake) -> str:
+    return lake.catalog.reads.open_table("p.w.ns.orders").record.location
+
+
+def _listing(location: str, folder: str) -> set[str]:
+    path = os.path.join(location, folder)
+    return set(os.listdir(path)) if os.path.isdir(path) else set()
+
+
+def _staged(lake: RestLake, change: Any) -> dict[str, Any]:
+    """The CreateTableVersion body pylance stages for ``change(dataset)``, not sent."""
+    ns = StagingOnly(rest_namespace(lake.url, lake.tokens["writer"]))
+    ds = lance.dataset(namespace_client=ns, table_id=tid("orders"))
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the commit is kept on purpose (any message)
+        change(ds)
+    assert ns.staged is not None
+    return {k: v for k, v in ns.staged.items() if v is not None and k not in ("identity", "context")}
+
+
+def _unchanged(lake: RestLake) -> None:
+    snap = lake.catalog.reads.open_table("p.w.ns.orders")
+    assert snap.version == 1 and ids_of(snap) == [1, 2, 3]
+    ns = rest_namespace(lake.url, lake.tokens["reader"])
+    read = lance.dataset(namespace_client=ns, table_id=tid("orders"))
+    assert sorted(read.to_table().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_a_delete_whose_deletion_file_is_gone_is_refused(lake: RestLake) -> None:
+    location = _location(lake)
+    before = _listing(location, "_deletions")
+    body = _staged(lake, lambda ds: ds.delete("id = 2"))
+    (added,) = _listing(location, "_deletions") - before
+    os.remove(os.path.join(location, "_deletions", added))
+
+    resp = lake.post("/v1/table/p$w$ns$orders/version/create", body)
+
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["code"] == 13, resp.json()
+    assert added in resp.json()["detail"] and "is gone" in resp.json()["detail"]
+    _unchanged(lake)
+
+
+def test_an_index_whose_files_are_gone_is_refused(lake: RestLake) -> None:
+    location = _location(lake)
+    before = _listing(location, "_indices")
+    body = _staged(lake, lambda ds: ds.create_scalar_index("id", "BTREE"))
+    (added,) = _listing(location, "_indices") - before
+    shutil.rmtree(os.path.join(location, "_indices", added))
+
+    resp = lake.post("/v1/table/p$w$ns$orders/version/create", body)
+
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["code"] == 13, resp.json()
+    assert "is gone" in resp.json()["detail"]
+    _unchanged(lake)
