@@ -233,7 +233,13 @@ class BoundTableNamespace(LanceNamespace):
         require_version(staging, version)
         if staging != self._checked_manifest:
             # Before anything is registered: the version's files must all lie in this table.
-            check_manifest(self.record.location, staging, self.storage_options, folder=self.record.folder)
+            check_manifest(
+                self.record.location,
+                staging,
+                self.storage_options,
+                folder=self.record.folder,
+                version=version,
+            )
         # Under the lease, which an orphan reclaim holds while it deletes: the files it adds are there.
         require_added(self.record.location, pending.must_exist, staging, self.storage_options)
         # Register the version at its canonical path in the commit itself (the file is put there

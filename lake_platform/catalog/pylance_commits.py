@@ -26,7 +26,7 @@ from lake_platform.catalog.idempotency import (
     valid_key,
 )
 from lake_platform.catalog.lease import LeaseRaced
-from lake_platform.catalog.namespace import BoundTableNamespace, request_field, table_version
+from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.table_files import added_files, check_manifest
@@ -269,7 +269,7 @@ class VersionCommits:
             raw = read_object(record.location, path, storage)
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
-        paths = check_manifest(record.location, path, storage, raw=raw)
+        paths = check_manifest(record.location, path, storage, raw=raw, version=int_field(request, "version"))
         try:
             schema = engine.manifest_schema(record.location, path, storage, raw=raw)
         except (OSError, ValueError, RuntimeError):

@@ -44,13 +44,15 @@ def check_manifest(
     *,
     raw: bytes | None = None,
     folder: str | None = None,
+    version: int | None = None,
 ) -> ManifestPaths:
     """Refuse (InvalidInput) the staged manifest at ``manifest_path`` unless everything it
     references lies inside the table at ``location``. ``raw``: its bytes, when the caller has
     read them. A manifest that is missing or cannot be parsed is refused too: nothing unchecked
     is registered (storage trouble reading it is raised as the OSError it is). ``folder``: the
-    table's folder, when ``location`` is a branch's dataset root inside it. Returns what it
-    references."""
+    table's folder, when ``location`` is a branch's dataset root inside it. ``version``: the
+    version it is committed as, which the manifest must say it is (``require_version``).
+    Returns what it references."""
     try:
         if raw is None:
             raw = read_object(location, manifest_path, storage_options)
@@ -60,6 +62,14 @@ def check_manifest(
     except ValueError:
         raise InvalidInput(f"{manifest_path.rpartition('/')[2]} is not a Lance manifest") from None
     require_inside(paths, manifest_path, folder)
+    if version is not None and paths.version != version:
+        # Lance reads the version from the manifest, not its name: registered as another, the
+        # table reads as that version and every Lance client's next commit is refused (it
+        # builds on the version the manifest says), leaving the table unwritable.
+        raise InvalidInput(
+            f"manifest {manifest_path.rpartition('/')[2]} says it is version {paths.version} of "
+            f"the table, not {version}: a manifest is committed as the version Lance wrote it as"
+        )
     return paths
 
 

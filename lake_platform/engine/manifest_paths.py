@@ -8,7 +8,7 @@ outside its table. Read through the partial protobuf views (``engine/protobuf.py
 public Python API opens a dataset only at a registered version, and does not expose its base
 paths. Fields, from Lance's ``table.proto``:
 
-- ``Manifest``: ``fragments`` (2), ``index_section`` (6, a position in the file),
+- ``Manifest``: ``fragments`` (2), ``version`` (3), ``index_section`` (6, a position in the file),
   ``base_paths`` (18: ``BasePath.id`` 1, ``path`` 4);
 - ``DataFragment``: ``files`` (2), ``deletion_file`` (3), ``external_row_ids`` (6),
   ``external_last_updated_at_versions`` (8), ``external_created_at_versions`` (10),
@@ -37,6 +37,9 @@ class ManifestPaths:
     """What one manifest references. Paths are as the manifest writes them (relative to
     ``data/`` for data files, to the table's root for external files), not yet checked."""
 
+    #: The version the manifest says it is (``Manifest.version``): what Lance reports and
+    #: builds its next commit on, whatever the file is named.
+    version: int = 0
     #: ``BasePath`` entries: (id, path). A table's own manifests have none.
     base_paths: list[tuple[int, str]] = field(default_factory=list)
     data_files: list[str] = field(default_factory=list)
@@ -57,6 +60,7 @@ def _views() -> dict[str, Any]:
             "ManifestFiles",
             {
                 2: ("fragments", "bytes"),
+                3: ("version", "uint64"),
                 6: ("index_section", "uint64"),
                 18: ("base_paths", "bytes"),
             },
@@ -106,7 +110,7 @@ def manifest_paths(raw: bytes, manifest_path: str) -> ManifestPaths:
     ValueError if the bytes are not a Lance manifest."""
     views = _views()
     manifest = parse(views["manifest"], split_manifest_file(raw, manifest_path), manifest_path)
-    found = ManifestPaths()
+    found = ManifestPaths(version=int(_last(manifest.version)))
     for entry_raw in manifest.base_paths:
         entry = parse(views["base_path"], entry_raw, f"{manifest_path}: a base path")
         found.base_paths.append(
