@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lake_platform.catalog.column_names import check_columns
 from lake_platform.catalog.conform import int_bits as _int_bits
 from lake_platform.catalog.conform import widens as widens
 from lake_platform.errors import TableSchemaValidationError
@@ -175,6 +176,10 @@ def plan(table: pa.Schema, incoming: pa.Schema, mode: str, table_name: str) -> S
             problems.append(f"{len(badly_named)} new column(s) with an empty or space-padded name")
         if len({f.name for f in new}) != len(new):
             problems.append("duplicate new column names")
+        try:
+            check_columns([f for f in new if f not in badly_named], table_name)
+        except TableSchemaValidationError:
+            problems.append("a new column with a name Lance reserves, or with two struct fields of one name")
         added = [pa.field(f.name, f.type, nullable=True) for f in new]
     if problems:
         raise TableSchemaValidationError(

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from lake_platform.catalog.column_names import check_schema
 from lake_platform.catalog.context import (
     CatalogContext,
     Log,
@@ -35,7 +36,6 @@ from lake_platform.errors import (
     LakeError,
     NamespaceNotFound,
     TableAlreadyExists,
-    TableSchemaValidationError,
 )
 from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
@@ -429,13 +429,3 @@ class Tables:
 
 def _table_location(root: str, tname: TableName, incarnation: str) -> str:
     return f"{root.rstrip('/')}/{'/'.join(tname.namespace)}/{tname.table}-{incarnation}.lance"
-
-
-def check_schema(schema: pa.Schema, table: str) -> None:
-    if len(schema) == 0:
-        raise TableSchemaValidationError(f"cannot create {table} without columns")
-    for f in schema:
-        if not f.name or f.name != f.name.strip():
-            raise TableSchemaValidationError(f"invalid column name {f.name!r} in {table}")
-    if len(set(schema.names)) != len(schema.names):
-        raise TableSchemaValidationError(f"duplicate column names in {table}")

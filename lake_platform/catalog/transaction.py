@@ -289,7 +289,7 @@ class Transaction:
         """Under the lease: write the table's data files and staging manifest(s); the namespace
         holds the versions back, so nothing is registered."""
         from lake_platform.catalog.arrow_io import StreamCounter, schema_to_ipc
-        from lake_platform.catalog.tables import check_schema
+        from lake_platform.catalog.column_names import check_schema
 
         assert w.record is not None and w.lease is not None
         planned_on = w.record.schema_ipc_b64

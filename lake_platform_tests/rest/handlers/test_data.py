@@ -17,7 +17,7 @@ from lance_namespace_urllib3_client.models import (
 
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
-from lake_platform_tests.rest.handlers.events import NAME, TP, T, ipc, problem, version
+from lake_platform_tests.rest.handlers.events import NAME, TP, T, ipc, problem, version, version_and_columns
 
 
 def content(lake: RestLake) -> dict[int, str]:
@@ -182,3 +182,40 @@ def test_decimals_are_created_inserted_and_merged_whatever_their_place_in_the_bo
         back = events.catalog.reads.open_table(f"p.w.ns.money{before}").dataset.to_table()
         assert back.schema == table.schema
         assert sorted(back.column("d").to_pylist()) == sorted(cents.to_pylist() * 2)
+
+
+#: Columns Lance either refuses only mid-write (a 500 before) or writes into a table no scan then
+#: reads (a 200 before): a struct with two fields of one name, at the top or nested in a list.
+_TWINS = pa.StructArray.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"])
+UNREADABLE = {
+    "reserved": pa.table({"id": pa.array([1], pa.int64()), "_rowid": pa.array([5], pa.uint64())}),
+    "struct_twins": pa.table({"id": pa.array([1], pa.int64()), "s": _TWINS}),
+    "listed_twins": pa.table(
+        {"id": pa.array([1], pa.int64()), "l": pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), _TWINS)}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNREADABLE)
+def test_a_create_with_columns_lance_cannot_read_is_refused(events: RestLake, case: str) -> None:
+    resp = events.post(
+        "/v1/table/p$w$ns$odd/create",
+        headers={"Content-Type": "application/vnd.apache.arrow.stream"},
+        data=ipc(UNREADABLE[case]),
+    )
+    assert problem(resp) == (400, 20), resp.text  # TableSchemaValidationError
+    assert [r.name for r in events.catalog.reads.list_tables("p.w.ns", declared=True)] == [NAME]
+
+
+@pytest.mark.parametrize("case", UNREADABLE)
+def test_an_append_adding_columns_lance_cannot_read_is_refused(events: RestLake, case: str) -> None:
+    events.catalog.policies.set_policy("p.w.ns", {"schema_evolution": "add_columns"})
+    before = version_and_columns(events)
+    resp = events.post(
+        f"/v1/table/{TP}/insert",
+        headers={"Content-Type": "application/vnd.apache.arrow.stream"},
+        data=ipc(UNREADABLE[case]),
+    )
+    assert problem(resp) == (400, 20), resp.text
+    assert version_and_columns(events) == before
+    assert sorted(content(events)) == [1, 2, 3]
