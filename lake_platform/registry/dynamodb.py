@@ -306,11 +306,12 @@ class DynamoMetaStore(MetaStore):
                     if maybe_landed and dynamodb_writes.landed(self._get_raw, ops, write_id):
                         return dynamodb_writes.results(self._get_raw, ops, {})
                     raise error from exc
-                if isinstance(error, Throttling):
+                if isinstance(error, Throttling) and not maybe_landed:
                     continue  # a throttled request was rejected, not applied
-                if isinstance(error, ServiceUnavailable):
-                    # Unknown outcome: re-read before retrying (same id, so a late landing of
-                    # the first request makes the retry fail its condition, never apply twice).
+                if isinstance(error, (ServiceUnavailable, Throttling)):
+                    # Unknown outcome (a throttled re-send says nothing of the send before it):
+                    # re-read before retrying (same id, so a late landing of the first request
+                    # makes the retry fail its condition, never apply twice).
                     maybe_landed = True
                     try:
                         landed = dynamodb_writes.landed(self._get_raw, ops, write_id)
@@ -324,6 +325,10 @@ class DynamoMetaStore(MetaStore):
                 raise error from exc
             return dynamodb_writes.results(self._get_raw, ops, known)
         assert error is not None
+        if maybe_landed and not isinstance(error, ServiceUnavailable):
+            # Never "refused" (Throttling) for a call one of whose requests may have landed:
+            # callers resolve an unknown outcome (their commit marker); a refusal they retry.
+            raise ServiceUnavailable(f"registry write outcome unknown ({error})")
         raise error
 
 

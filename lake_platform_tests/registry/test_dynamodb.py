@@ -176,6 +176,51 @@ def test_resent_request_does_not_commit_twice(store: DynamoMetaStore, operation:
     assert results[0] == got
 
 
+def landed_then_throttled(store: DynamoMetaStore, operations: tuple[str, ...]) -> list[str]:
+    """The first write request is applied by the server but answered 500; from then on every
+    request of ``operations`` is throttled (botocore's re-send of the write included)."""
+    sent: list[str] = []
+
+    def apply_then_throttle(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+        target = request.headers["X-Amz-Target"]
+        sent.append(target.decode() if isinstance(target, bytes) else target)
+        if len(sent) > 1:
+            return _response(request, 400, "ProvisionedThroughputExceededException")
+        forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
+        return _response(request, 500, "InternalServerError")
+
+    for operation in operations:
+        store.events.register(f"before-send.dynamodb.{operation}", apply_then_throttle)
+    return sent
+
+
+@pytest.mark.parametrize("operation", ["TransactWriteItems", "PutItem"])
+def test_a_landed_write_whose_retries_are_throttled_is_not_reported_refused(
+    store: DynamoMetaStore, operation: str
+) -> None:
+    """The write lands, its response is lost, and every re-send is throttled. Throttling says a
+    request was refused, not applied: the store re-read nothing and answered Throttling for a
+    write that had landed, so a caller retrying it (a commit without a commit id) committed twice.
+    Now the store reads back, finds its own write and reports success."""
+    store.put_if_absent("t/a", b"old")
+    ops = [Put("t/a", b"new", 1)] + ([Put("t/c", b"c", ABSENT)] if operation == "TransactWriteItems" else [])
+    landed_then_throttled(store, (operation,))
+    results = store.transact(ops)
+    got = store.get("t/a")
+    assert got is not None and (got.value, got.revision) == (b"new", 2)
+    assert results[0] == got
+
+
+def test_a_write_that_may_have_landed_is_never_reported_throttled(store: DynamoMetaStore) -> None:
+    """As above, but the read-back is throttled too: the outcome is unknown, and the store says
+    so (ServiceUnavailable, which callers resolve by their commit marker), not Throttling."""
+    store.put_if_absent("t/a", b"old")
+    landed_then_throttled(store, ("PutItem", "GetItem"))
+    with pytest.raises(ServiceUnavailable, match="outcome unknown"):
+        store.transact([Put("t/a", b"new", 1)])
+
+
 # -- throttling ----------------------------------------------------------------------------------
 
 
