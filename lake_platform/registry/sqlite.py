@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lake_platform import owner_only
-from lake_platform.errors import ServiceUnavailable
+from lake_platform.errors import Internal, LakeError, ServiceUnavailable
 from lake_platform.registry.changes import DEFAULT_SHARDS, ChangeWriter
 from lake_platform.registry.sqlite_plan import Missed, Plan, first_failure, select_sql
 from lake_platform.registry.store import Item, MetaStore, Op, check_key, check_keys, check_ops
@@ -94,8 +94,8 @@ class SqliteMetaStore(MetaStore):
             with self._conn() as conn:
                 found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'")
                 return found.fetchone() is not None
-        except sqlite3.OperationalError as exc:
-            raise ServiceUnavailable(f"registry read failed: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise _failed("registry read failed", exc) from exc
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -150,8 +150,8 @@ class SqliteMetaStore(MetaStore):
         try:
             with self._conn() as conn:
                 row = conn.execute("SELECT value, revision FROM kv WHERE key = ?", (key,)).fetchone()
-        except sqlite3.OperationalError as exc:
-            raise ServiceUnavailable(f"registry read failed: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise _failed("registry read failed", exc) from exc
         return Item(key, bytes(row[0]), row[1]) if row else None
 
     def get_many(self, keys: Sequence[str]) -> list[Item | None]:
@@ -162,8 +162,8 @@ class SqliteMetaStore(MetaStore):
             with self._conn() as conn:
                 # One statement reads one snapshot (WAL): no writer's batch shows half-applied.
                 rows = conn.execute(select_sql(len(keys)), keys).fetchall()
-        except sqlite3.OperationalError as exc:
-            raise ServiceUnavailable(f"registry read failed: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise _failed("registry read failed", exc) from exc
         found = {key: Item(key, bytes(value), revision) for key, value, revision in rows}
         return [found.get(key) for key in keys]
 
@@ -187,8 +187,8 @@ class SqliteMetaStore(MetaStore):
         try:
             with self._conn() as conn:
                 failure = first_failure(conn, ops)
-        except sqlite3.OperationalError as exc:
-            raise ServiceUnavailable(f"registry read failed: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise _failed("registry read failed", exc) from exc
         if failure is not None:
             raise failure
         with self._tx() as conn:
@@ -203,10 +203,9 @@ class SqliteMetaStore(MetaStore):
         conn = self._take()
         try:
             return plan.run(conn)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             # The statement takes the write lock itself, where a batch's BEGIN IMMEDIATE would.
-            what = "registry is busy" if _busy(exc) else "registry write failed"
-            raise ServiceUnavailable(f"{what}: {exc}") from exc
+            raise _failed("registry is busy" if _busy(exc) else "registry write failed", exc) from exc
         finally:
             self._give(conn)
 
@@ -232,8 +231,8 @@ class SqliteMetaStore(MetaStore):
                         f"SELECT key, value, revision FROM kv WHERE key {op} ? {bound}ORDER BY key LIMIT ?",
                         params,
                     ).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise ServiceUnavailable(f"registry scan failed: {exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                raise _failed("registry scan failed", exc) from exc
             for key, value, revision in rows:
                 yield Item(key, bytes(value), revision)
             if len(rows) < page:
@@ -259,21 +258,21 @@ class _Tx:
     def __enter__(self) -> sqlite3.Connection:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise ServiceUnavailable(f"registry is busy: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise _failed("registry is busy", exc) from exc
         return self.conn
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
             try:
                 self.conn.execute("COMMIT")
-            except sqlite3.OperationalError as err:
+            except sqlite3.DatabaseError as err:
                 self._rollback()
-                raise ServiceUnavailable(f"registry commit failed: {err}") from err
+                raise _failed("registry commit failed", err) from err
         else:
             self._rollback()
-            if isinstance(exc, sqlite3.OperationalError):
-                raise ServiceUnavailable(f"registry write failed: {exc}") from exc
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _failed("registry write failed", exc) from exc
 
     def _rollback(self) -> None:
         # A full disk or an I/O error can make SQLite roll the transaction back itself; a
@@ -293,6 +292,15 @@ def _after_prefix(prefix: str) -> str | None:
     return stripped[:-1] + chr(ord(stripped[-1]) + 1)
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
+def _failed(what: str, exc: sqlite3.DatabaseError) -> LakeError:
+    """``exc`` as the typed error: trouble that passes (a lock held too long, a full disk, an
+    I/O error) is ServiceUnavailable; a file SQLite finds malformed (any other DatabaseError) is
+    Internal, which no retry mends."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return ServiceUnavailable(f"{what}: {exc}")
+    return Internal(f"{what}: the registry database is damaged: {exc}")
+
+
+def _busy(exc: sqlite3.DatabaseError) -> bool:
     """The busy timeout ran out waiting for another connection's lock ("database is locked")."""
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
