@@ -325,6 +325,19 @@ class Reads:
         head = recovery.committed_head(self.ctx.store, record, ahead).current_version
         return record.incarnation, {v.version: list(v.tags) for v, _ in registered if v.version <= head}
 
+    def made_by(self, name: str, version: int, *, by: Provenance = UNSTATED) -> str | None:
+        """The commit id that made main's ``version`` (a published branch's versions keep the
+        ids they were committed with on the branch); None when main has no such version (never
+        registered, removed, or above its head). One get beyond the head's."""
+        who = self.ctx.who(by.principal)
+        tname = TableName.parse(name)
+        self.ctx.readable(who, tname)
+        record = self.head(tname)
+        if not keys.valid_version(version) or version > record.current_version:
+            return None
+        item = self.ctx.store.get(keys.version(record.incarnation, version))
+        return decode(VersionRecord, item.value, item.key).commit_id if item is not None else None
+
     def commit(self, name: str, commit_id: str, *, by: Provenance = UNSTATED) -> CommitLogEntry | None:
         """The commit-log entry of the commit ``commit_id`` made on table ``name`` (None when no
         such commit landed on it): its marker, then the entry the marker names."""

@@ -61,7 +61,7 @@ from lake_platform.defs.io_frames import (
     conformed,
     counted,
 )
-from lake_platform.defs.io_reads import plan_read, scan_options
+from lake_platform.defs.io_reads import BranchPins, Pin, ReadPlan, never_published, plan_read, scan_options
 from lake_platform.defs.partition_rows import context_rows
 from lake_platform.defs.resources import ACTOR, LakeResource
 from lake_platform.defs.step_outputs import publish_group, step_group
@@ -208,8 +208,8 @@ class LakeIOManager(dg.ConfigurableIOManager):
         kind = annotation_kind(context.dagster_type.typing_type)
         with lake_errors(), self.lake.catalog() as catalog:
             table = table_for_key(asset_of(context), self.key_map())
-            plan = plan_read(context, table, LiveBranches(catalog, table).__contains__)
-            snapshot = open_pinned(catalog, table, plan.version, plan.branch)
+            plan = plan_read(context, table, BranchPins(catalog, table))
+            snapshot = open_pinned(catalog, plan, context.asset_key)
             reader = snapshot.to_reader(**scan_options(plan, snapshot.schema))
             value = as_kind(reader, kind)
         context.log.info("%s: read version %s", table, snapshot.version)
@@ -269,31 +269,20 @@ def table_types(catalog: Catalog, table: str) -> pa.Schema:
     return schema_from_ipc(ipc) if ipc else pa.schema([])
 
 
-class LiveBranches:
-    """The branches of a table, listed once, when first asked about (most reads never are)."""
-
-    def __init__(self, catalog: Catalog, table: str) -> None:
-        self.catalog, self.table = catalog, table
-        self.names: set[str] | None = None
-
-    def __contains__(self, branch: str) -> bool:
-        if self.names is None:
-            try:
-                self.names = {b.branch for b in self.catalog.branches.list_branches(self.table)}
-            except TableNotFound:
-                self.names = set()
-        return branch in self.names
-
-
-def open_pinned(catalog: Catalog, table: str, version: int | None, branch: str | None) -> TableSnapshot:
-    """The table at ``version``: on ``branch`` while it is there; once published (the branch
-    consumed), main holds that version under the same number."""
-    if branch is not None:
-        try:
-            return catalog.branches.open_branch(table, branch, version)
-        except TableBranchNotFound:
-            pass
-    return catalog.reads.open_table(table, version)
+def open_pinned(catalog: Catalog, plan: ReadPlan, key: dg.AssetKey) -> TableSnapshot:
+    """The table at the plan's version: on its branch while it is there; once published (the
+    branch consumed meanwhile), main holds that version under the same number, made by the same
+    commit. A branch deleted unpublished meanwhile is refused (never main's other commit)."""
+    if plan.branch is None:
+        return catalog.reads.open_table(plan.table, plan.version)
+    try:
+        return catalog.branches.open_branch(plan.table, plan.branch, plan.version)
+    except TableBranchNotFound:
+        assert plan.version is not None
+        pin = Pin(plan.version, plan.branch, plan.commit_id)
+        if not BranchPins(catalog, plan.table).on_main(pin):
+            raise never_published(key, pin) from None
+    return catalog.reads.open_table(plan.table, plan.version)
 
 
 def write(

@@ -10,12 +10,16 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.asset_tables import BRANCH, VERSION
 from lake_platform.defs.io_manager import LakeIOManager
-from lake_platform.defs.io_reads import Pin, ReadPlan, recorded_version, scan_options
+from lake_platform.defs.io_reads import Pin, ReadPlan, Where, recorded_version, scan_options
 from lake_platform.defs.resources import LakeResource
+from lake_platform.defs.wap import run_branch, wap_publish_sensor
 from lake_platform.errors import InvalidInput, InvalidTableState
+from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
+from lake_platform_tests.defs import wap_project
 from lake_platform_tests.maintenance.helpers import make_lake
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -69,10 +73,10 @@ def test_an_input_naming_a_column_the_table_lacks_fails_by_name(
 
 
 def test_scan_options_push_the_columns_down() -> None:
-    plan = ReadPlan("p.w.ns.people", 1, None, ["name"], None, [])
+    plan = ReadPlan("p.w.ns.people", 1, None, None, ["name"], None, [])
     assert scan_options(plan, SCHEMA) == {"columns": ["name"]}
     with pytest.raises(InvalidInput, match="'nope' is not a column of p.w.ns.people"):
-        scan_options(ReadPlan("p.w.ns.people", 1, None, ["nope"], None, []), SCHEMA)
+        scan_options(ReadPlan("p.w.ns.people", 1, None, None, ["nope"], None, []), SCHEMA)
 
 
 def record(
@@ -85,8 +89,8 @@ def record(
     )
 
 
-def wap_unpublished(branch: str) -> bool:
-    return branch.startswith("run_")
+def wap_unpublished(pin: Pin) -> Where:
+    return "branch" if pin.branch is not None and pin.branch.startswith("run_") else "main"
 
 
 def test_an_input_reads_its_own_runs_record_behind_many_newer_ones() -> None:
@@ -139,3 +143,95 @@ def test_the_search_for_a_published_record_is_bounded() -> None:
         # the records ending right at the bound is no refusal: nothing published was recorded
         record(instance, 99, "z", branch="run_z")
         assert recorded_version(instance, PRICES, ["z"], set(), wap_unpublished, max_passed_over=0) is None
+
+
+BOOKED = dg.AssetKey(["p", "w", "ns", "booked"])
+#: What ``booked`` writes in the next run; a negative amount fails its audit.
+AMOUNTS: list[int] = []
+
+
+@dg.asset(key=BOOKED, io_manager_key="lake_io")
+def booked() -> pa.Table:
+    return pa.table({"amount": pa.array(AMOUNTS, pa.int64())})
+
+
+@dg.asset_check(asset=booked, blocking=True)
+def no_negative_amounts(booked: pa.Table) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=min(booked.column("amount").to_pylist()) >= 0)
+
+
+@dg.asset(key=["p", "w", "ns", "total"], io_manager_key="lake_io", metadata={"write_mode": "overwrite"})
+def total(booked: pa.Table) -> pa.Table:
+    return pa.table({"total": pa.array([sum(booked.column("amount").to_pylist())], pa.int64())})
+
+
+def wap_run(home: Path, instance: dg.DagsterInstance, amounts: list[int]) -> dg.ExecuteInProcessResult:
+    AMOUNTS[:] = amounts
+    lake = LakeResource(home=str(home))
+    return dg.materialize(
+        [booked, no_negative_amounts],
+        instance=instance,
+        resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
+        raise_on_error=False,
+    )
+
+
+def published(home: Path, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> None:
+    """The publish sensor evaluated for ``result``'s run, as the daemon does when it succeeds."""
+    context = dg.build_run_status_sensor_context(
+        sensor_name=wap_publish_sensor.name,
+        dagster_event=result.get_run_success_event(),
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        resources={"lake": LakeResource(home=str(home))},
+    )
+    assert wap_publish_sensor(context) is None
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_a_deleted_unpublished_branch_is_never_read_as_mains_version(home: Path, purge: bool) -> None:
+    """A run's audit refused its write (branch B, version 3, never published); B is deleted and
+    another writer commits main's version 3. A later run reading the asset reads the last
+    published materialization (version 2), never main's 3 as if it were the refused one's."""
+    lake = LakeResource(home=str(home))
+    plain = {"lake": lake, "lake_io": LakeIOManager(lake=lake)}
+    table = "p.w.ns.booked"
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+        catalog.tables.create_table(table, pa.table({"amount": pa.array([1], pa.int64())}).to_reader())
+        good = wap_run(home, instance, [10])
+        published(home, instance, good)  # main at 2: 1 + 10
+        refused = wap_run(home, instance, [-100])
+        assert not refused.success
+        catalog.branch_trash.delete_branch(table, run_branch(refused.run_id), purge=purge)
+        catalog.tables.append(table, pa.table({"amount": pa.array([1000], pa.int64())}).to_reader())
+        assert catalog.reads.open_table(table).version == 3  # the number the refused write recorded
+
+        later = dg.materialize([booked, total], selection=[total.key], instance=instance, resources=plain)
+        assert later.success
+        read = catalog.reads.open_table("p.w.ns.total").to_reader().read_all().column("total").to_pylist()
+        assert read == [11]  # the published version 2, not main's 3 (1011) nor the refused rows
+
+
+def test_a_reexecution_whose_branch_was_deleted_unpublished_is_refused(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed run's branch is deleted, main's version of the number it recorded is another
+    writer's; the re-execution's check (fixed) reads its own lineage's record: refused, never
+    main's other commit audited in its place."""
+    table = "p.w.ns.audited"
+    with Catalog(load_settings(home=home)) as catalog:
+        catalog.tables.create_table(table, pa.table({"n": pa.array([0], pa.int64())}).to_reader())
+    job = dg.reconstructable(wap_project.audited_job)
+    with sqlite_instance() as instance:
+        first = dg.execute_job(job, instance=instance, raise_on_error=False)
+        assert not first.success
+        with Catalog(load_settings(home=home)) as catalog:
+            catalog.branch_trash.delete_branch(table, run_branch(first.run_id))
+            catalog.tables.append(table, pa.table({"n": pa.array([1000], pa.int64())}).to_reader())
+        monkeypatch.setenv(wap_project.PASSES, "1")
+        options = dg.ReexecutionOptions.from_failure(first.run_id, instance)
+        again = dg.execute_job(job, instance=instance, raise_on_error=False, reexecution_options=options)
+        assert not again.success
+        (failure,) = again.get_step_failure_events()
+        error = str(failure.event_specific_data.error)
+        assert "InvalidTableState" in error and "was never published, and its branch is gone" in error
