@@ -26,15 +26,19 @@ it is unpublished (``io_reads``).
   end of the run instead, and takes optional outputs.
 
 Which outputs an attempt has handled is held in this process (a step's outputs are all handled
-in the process running it, whatever the executor).
+in the process running it, whatever the executor), for as long as the attempt's step context
+lives: an attempt that fails before its last output leaves nothing behind once Dagster lets go of
+its context, so a long-lived in-process executor does not grow with failed steps, while an
+attempt still handling outputs (its context in use) never loses what it handled.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -46,8 +50,9 @@ if TYPE_CHECKING:
     from lake_platform.registry.records import CommitLogEntry
 
 _lock = threading.Lock()
-#: (run id, step key, attempt) -> output name -> the table written on the branch (None: nothing).
-_handled: dict[tuple[str, str, int], dict[str, str | None]] = {}
+#: The step attempt's context (Dagster's, one object for every output of the attempt) -> output
+#: name -> the table written on the branch (None: nothing). Weak: gone with the attempt.
+_handled: weakref.WeakKeyDictionary[object, dict[str, str | None]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class StepGroup:
     attempt: int
     #: The run the step's publish id derives from (``io_manager.commit_run_id``).
     lineage: str
+    #: The attempt's step context: what it handled is held while this lives.
+    attempt_context: object = field(compare=False, repr=False, default=None)
 
     @property
     def branch(self) -> str:
@@ -88,7 +95,7 @@ class StepGroup:
     def handled(self, output: str, table: str | None) -> list[str] | None:
         """Note ``output`` handled (``table``: written on the branch); the tables to publish
         once it was the attempt's last output, else None."""
-        key = (self.run_id, self.step_key, self.attempt)
+        key = self.attempt_context
         with _lock:
             done = _handled.setdefault(key, {})
             done[output] = table
@@ -96,6 +103,12 @@ class StepGroup:
                 return None
             del _handled[key]
         return sorted({t for t in done.values() if t is not None})
+
+
+def open_attempts() -> int:
+    """How many step attempts this process holds handled outputs of (not all handled yet)."""
+    with _lock:
+        return len(_handled)
 
 
 def step_group(context: dg.OutputContext, lineage: str) -> StepGroup | None:
@@ -125,7 +138,7 @@ def step_group(context: dg.OutputContext, lineage: str) -> StepGroup | None:
             "asset, or write the step with write-audit-publish (wap), published when the run succeeds"
         )
     names = frozenset(d.name for d in outs)
-    return StepGroup(names, context.run_id, context.step_key, attempt, lineage)
+    return StepGroup(names, context.run_id, context.step_key, attempt, lineage, step)
 
 
 def publish_group(catalog: Catalog, group: StepGroup, tables: list[str]) -> None:
