@@ -35,11 +35,10 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.staged_schema import staged_schema_ipc
 from lake_platform.catalog.table_files import added_files, check_manifest
-from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, Protected, TableBranchNotFound
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord
 
 if TYPE_CHECKING:
@@ -167,17 +166,14 @@ class BranchVersions:
                 if ns.failure is not None:
                     raise ns.failure from None
                 raise
-            if staged_ipc is None:  # the manifest did not say: read it back from the version
-                self._record_schema(tname, ns.record, ns.record_revision, version)
             self.commits.manifests.finalize(fresh, pending)
         return self.commits.result(pending, str(tname))
 
-    def staged(self, rec: BranchRecord, path: str) -> tuple[bytes | None, StagedChange]:
-        """The staged manifest's schema (IPC bytes; None when unreadable) and what it commits,
-        from one read of the file, which is refused (InvalidInput) when missing or when it
-        references a file outside the table's folder. Before the lease (here, and for a
-        batch's entry on the branch, ``staged_transaction``)."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
+    def staged(self, rec: BranchRecord, path: str) -> tuple[bytes, StagedChange]:
+        """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
+        file, which is refused (InvalidInput) when missing, when Lance cannot open it
+        (``staged_schema``) or when it references a file outside the table's folder. Before the
+        lease (here, and for a batch's entry on the branch, ``staged_transaction``)."""
         from lake_platform.engine.storage import read_object
         from lake_platform.engine.transactions import StagedChange, staged_change
 
@@ -187,17 +183,14 @@ class BranchVersions:
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
         paths = check_manifest(rec.location, path, storage, raw=raw, folder=rec.folder)
-        try:
-            schema = engine.manifest_schema(rec.location, path, storage, raw=raw)
-        except (OSError, ValueError, RuntimeError):
-            schema = None
+        staged_ipc = staged_schema_ipc(rec.location, path, raw, storage)  # Lance can open it
         try:
             change = staged_change(rec.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
         added = added_files(rec.location, path, paths, rec.current_version, storage)
         change = dataclasses.replace(change, added_files=added)
-        return (None if schema is None else schema_to_ipc(schema)), change
+        return staged_ipc, change
 
     def require_roles(
         self,
@@ -211,15 +204,6 @@ class BranchVersions:
         (``require_schema_change_role``; main's record says whether the table is protected)."""
         main, _ = self.ctx.table(tname)
         require_schema_change_role(who, tname, main, rec.schema_ipc, staged_ipc, change.operation)
-
-    def _record_schema(self, tname: TableName, rec: BranchRecord, revision: int, version: int) -> None:
-        """Under the lease: the branch record takes the schema of the version just committed."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-
-        ipc = schema_to_ipc(self.branches.reads.snapshot(tname, rec, version).schema)
-        if ipc != rec.schema_ipc:
-            updated = rec.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
-            self.ctx.store.compare_and_swap(keys.branch(tname, rec.branch), revision, updated.encode())
 
 
 def require_schema_change_role(

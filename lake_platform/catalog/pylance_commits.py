@@ -1,10 +1,9 @@
 """pylance's commits through the catalog (``LakeNamespace.create_table_version``): the staged
 manifest's schema and change read before the lease, the schema rules a Lance client's commit is
 held to, one registry commit through a ``BoundTableNamespace`` (under a free lease when it can,
-else an acquired one), the schema read back when the manifest did not say it, and the versions
-published remembered (the catalog's ``PublishedVersions``) so a listing need not check their files
-again (one whose file is missing is published if just committed, else refused typed:
-``ensure_published``)."""
+else an acquired one), and the versions published remembered (the catalog's
+``PublishedVersions``) so a listing need not check their files again (one whose file is missing
+is published if just committed, else refused typed: ``ensure_published``)."""
 
 from __future__ import annotations
 
@@ -29,12 +28,11 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.staged_schema import staged_schema_ipc
 from lake_platform.catalog.table_files import added_files, check_manifest
-from lake_platform.engine import lance_engine as engine
 from lake_platform.engine.transactions import StagedChange, staged_change
 from lake_platform.errors import InvalidInput, Protected
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
 from lake_platform.registry.records import (
     TableRecord,
     VersionRecord,
@@ -132,12 +130,8 @@ class VersionCommits:
             stream_totals=lambda: (change.rows_added, change.bytes_added),
             files_added=change.files_added,
             must_exist=change.added_files,
-            # The request's one registry commit also releases the lease, unless the schema
-            # must be read back afterwards (under the lease).
-            release_lease=True,
+            release_lease=True,  # the request's one registry commit also releases the lease
         )
-        if pending.schema_ipc is None:
-            pending.release_lease = False
         gate = self.catalog.gate
         # One commit that releases the lease: a free lease need not be acquired first; if
         # someone took it meanwhile (nothing landed), once more under an acquired lease.
@@ -211,8 +205,6 @@ class VersionCommits:
                 if bound.failure is not None:
                     raise bound.failure from None
                 raise
-            if pending.schema_ipc is None:
-                self._record_schema(tname, bound, int(request_field(request, "version")))
         # The version is published at its canonical path: remove the client's staging manifest,
         # as a CLI commit does (safe without the lease; a failure only leaves the file for the
         # next writer or finish_versions).
@@ -252,15 +244,15 @@ class VersionCommits:
         if dropped and record.protected:
             raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
 
-    def _staged(self, record: TableRecord, request: Any) -> tuple[bytes | None, StagedChange]:
+    def _staged(self, record: TableRecord, request: Any) -> tuple[bytes, StagedChange]:
         """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
         file, which is also checked to reference only files inside the table (``table_files``:
         InvalidInput otherwise, and for a missing file); the change names the files it
         adds (``added_files``), checked under the lease. pylance declares without a schema and
         may change it with any commit; the change (Lance's transaction) feeds the commit log and
-        the schema rules. A part that cannot be read is unknown (schema None: the commit, if it
-        lands, reads it back from the committed version; operation None)."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
+        the schema rules (one that cannot be read is unknown: operation None). The schema is
+        Lance's own decode of the manifest (``staged_schema``): one Lance cannot open is refused
+        (InvalidInput)."""
         from lake_platform.engine.storage import read_object
 
         path = str(request_field(request, "manifest_path"))
@@ -270,40 +262,13 @@ class VersionCommits:
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
         paths = check_manifest(record.location, path, storage, raw=raw, version=int_field(request, "version"))
-        try:
-            schema = engine.manifest_schema(record.location, path, storage, raw=raw)
-        except (OSError, ValueError, RuntimeError):
-            schema = None
-        staged_ipc = None if schema is None else schema_to_ipc(schema)
+        staged_ipc = staged_schema_ipc(record.location, path, raw, storage)  # Lance can open it
         try:
             change = staged_change(record.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
         added = added_files(record.location, path, paths, record.current_version, storage)
         return staged_ipc, dataclasses.replace(change, added_files=added)
-
-    def _record_schema(self, tname: TableName, bound: BoundTableNamespace, version: int) -> None:
-        """pylance declares without a schema: take it from the version just committed."""
-        from lake_platform.catalog.arrow_io import schema_to_ipc
-
-        record = bound.record
-        reader = BoundTableNamespace(
-            self.catalog.store,
-            tname,
-            record,
-            bound.record_revision,
-            storage_options=self.catalog.settings.storage_options(record.location),
-        )
-        ds = engine.open_version(
-            namespace=reader,
-            table_id=tname.parts,
-            version=version,
-            storage_options=self.catalog.settings.storage_options(record.location),
-        )
-        ipc = schema_to_ipc(engine.schema_of(ds))
-        if ipc != record.schema_ipc:
-            updated = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(ipc)})
-            self.catalog.store.compare_and_swap(keys.table(tname), bound.record_revision, updated.encode())
 
 
 def log_operation(lance_operation: str | None, current_version: int) -> str:

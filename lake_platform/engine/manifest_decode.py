@@ -1,0 +1,55 @@
+"""Lance's own decode of a staged manifest: the proof that Lance can open it.
+
+The catalog reads a client's staged manifest through partial views (``protobuf.py``) that skip
+every field they do not name, and the schema memo (``schemas.py``) spares Lance's decode for a
+schema seen before. Neither proves the manifest is one Lance can read: a field of the wrong wire
+type anywhere in the message ("invalid wire type"), an unknown reader feature flag, a broken
+fragment entry, and every Lance client opening the version is refused. ``decoded_schema`` opens a
+dataset from the message itself (``LanceDataset(serialized_manifest=...)``, the public form a
+dataset is pickled in), which decodes the whole message as Lance's readers will. No I/O, no
+registry read: the bytes the commit already read. Cost: one decode, proportional to the
+fragment count (about 0.05 ms for a small table, 0.75 ms at 1,000 fragments on this machine),
+the cost the memo saved for a schema seen before; the Arrow schema itself is still remembered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lake_platform.engine.lance_engine import MANIFEST_SCHEMAS, lance_module, lance_session
+from lake_platform.engine.panics import EnginePanic, engine_call
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class Undecodable(ValueError):
+    """Lance refused to open a manifest message; the message is Lance's."""
+
+
+def decoded_schema(location: str, message: bytes, storage_options: dict[str, str] | None = None) -> pa.Schema:
+    """The Arrow schema of the manifest ``message`` (the protobuf message of a manifest file,
+    ``manifests.split_manifest_file``) once Lance has opened a dataset from it: Undecodable (with
+    Lance's reason) if it cannot. ``location``: the table's root, which Lance does not read."""
+    try:
+        ds = _open(location, message, storage_options)
+    except (OSError, ValueError, RuntimeError) as exc:  # Lance's decode errors arrive as IO ones
+        raise Undecodable(_reason(exc)) from None
+    return MANIFEST_SCHEMAS.schema(message, lambda _: ds.schema)
+
+
+@engine_call
+def _open(location: str, message: bytes, storage_options: dict[str, str] | None) -> object:
+    return lance_module().LanceDataset(
+        location,
+        storage_options=storage_options or None,
+        serialized_manifest=message,
+        session=lance_session(),
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """Lance's message without the Rust source position it appends (no use to a client)."""
+    text = str(exc.__cause__ if isinstance(exc, EnginePanic) and exc.__cause__ else exc)
+    head, sep, tail = text.rpartition(", ")
+    return head if sep and ".rs:" in tail else text
