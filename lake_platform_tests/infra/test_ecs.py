@@ -153,3 +153,20 @@ def test_a_run_launcher_setting_the_launcher_does_not_take_is_refused(
         pytest.raises(dg.DagsterInvalidConfigError, match="cpu"),
     ):
         instance.run_launcher  # noqa: B018 - building it is what is tested
+
+
+def test_the_serving_tasks_send_the_query_audit_to_their_log_stream() -> None:
+    """Unset, LAKE_AUDIT_LOG is a file in the container's writable layer: Fargate drops it with
+    the task (and it grows there unbounded); docs/deploy.md says ``-``, the awslogs stream."""
+    resources = template(STACK)["Resources"]
+    serving = [
+        container
+        for r in resources.values()
+        if r["Type"] == "AWS::ECS::TaskDefinition"
+        for container in r["Properties"]["ContainerDefinitions"]
+        if (container.get("Command") or [""])[0] in ("serve-flight", "serve-rest")
+    ]
+    assert serving
+    for container in serving:
+        env = {e["Name"]: e["Value"] for e in container["Environment"]}
+        assert env.get("LAKE_AUDIT_LOG") == "-", container["Name"]

@@ -119,3 +119,19 @@ def test_helm_values_launch_runs_on_k8s_from_our_image_with_the_per_table_limit(
     ]
     assert coordinator["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"] == ours
     assert values["telemetry"] == {"enabled": False}
+
+
+@pytest.mark.parametrize("name", ["lake-flight", "lake-rest"])
+def test_the_query_audit_goes_to_the_log_stream_not_the_pods_scratch_disk(name: str) -> None:
+    """Unset, LAKE_AUDIT_LOG is <LAKE_HOME>/audit/queries.jsonl, here on the pod's emptyDir: every
+    replica's trail was lost with its pod, and grew on the node's disk (no size limit) until the
+    kubelet evicted the pod. docs/deploy.md says to send it to the log stream (``-``)."""
+    from lake_platform.observability.audit import audit_target
+
+    data = dict(find("ConfigMap", "lake-config")["data"])
+    data.update({e["name"]: e["value"] for e in container(find("Deployment", name))["env"] if "value" in e})
+    lake = {k.removeprefix("LAKE_").lower(): v for k, v in data.items()}
+    settings = LakeSettings(
+        _env_file=None, **{k: v for k, v in lake.items() if k in LakeSettings.model_fields}
+    )
+    assert audit_target(settings) == "-"
