@@ -204,6 +204,17 @@ class TransactionTooLarge(InvalidInput):
         self.max_tables = max_tables
 
 
+class TrashExpiryFailed(InvalidTableState):
+    """Trash expiry could not purge some due records; every other due record was expired.
+    ``failures`` names each (the trash record's target, what went wrong). A record refused
+    before its purge began stays in the trash as it was (undrop still brings it back); one whose
+    purge failed part way stays claimed ("purging") and the next expiry finishes it."""
+
+    def __init__(self, message: str, failures: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.failures = list(failures or [])
+
+
 class PolicyNotFound(NamespaceNotFound):
     """No policy record is attached at the named scope."""
 

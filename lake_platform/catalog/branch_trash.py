@@ -13,6 +13,7 @@ from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
+from lake_platform.catalog.trash import failed
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
@@ -20,6 +21,7 @@ from lake_platform.errors import (
     Protected,
     TableBranchAlreadyExists,
     TableBranchNotFound,
+    TrashExpiryFailed,
 )
 from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
@@ -174,12 +176,21 @@ class BranchTrash:
         return self.branches.info(tname, back)
 
     def expire_branches(
-        self, now_ms: int | None = None, *, only: list[str] | None = None, by: Provenance = UNSTATED
+        self,
+        now_ms: int | None = None,
+        *,
+        only: list[str] | None = None,
+        by: Provenance = UNSTATED,
+        failures: list[tuple[str, str]] | None = None,
     ) -> list[CommitResult]:
         """Purge every trashed branch whose grace has passed: its Lance branch (its own files)
         first, then its version records and its record, in one commit with the log entry. A
         branch another branch was made from keeps its files (Lance refuses while they are
-        shared) and stays in the trash until a later expiry."""
+        shared) and stays in the trash until a later expiry. A branch whose purge fails stays
+        claimed for the next expiry and the others go on: each failure is added to ``failures``
+        (trash expiry raises for them all), or raised as TrashExpiryFailed at the end."""
+        failing: list[tuple[str, str]] = [] if failures is None else failures
+        before = len(failing)
         who = self.ctx.who(by.principal)
         now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
         items = (
@@ -198,9 +209,20 @@ class BranchTrash:
                 or not who.can(rec.name.split(".")[0], "admin")
             ):
                 continue
-            result = self._purge(item, rec, who, by.actor)
+            try:
+                result = self._purge(item, rec, who, by.actor)
+            except Exception as exc:  # noqa: BLE001 - one branch's failure must not starve the rest
+                failing.append(failed(f"{rec.name} branch {rec.branch}", exc))
+                continue
             if result is not None:
                 done.append(result)
+        if failures is None and len(failing) > before:
+            raise TrashExpiryFailed(
+                f"branch expiry purged {len(done)} and could not purge {len(failing)}: "
+                + "; ".join(f"{target}: {why}" for target, why in failing)
+                + ". Each stays in the trash and the next expiry tries it again",
+                failing,
+            )
         return done
 
     def _purge(self, item: Item, rec: BranchRecord, who: Principal, actor: str | None) -> CommitResult | None:

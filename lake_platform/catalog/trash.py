@@ -29,6 +29,7 @@ from lake_platform.errors import (
     Protected,
     TableAlreadyExists,
     TableNotFound,
+    TrashExpiryFailed,
 )
 from lake_platform.naming import NamespaceName, TableName
 from lake_platform.registry import keys
@@ -318,12 +319,14 @@ class Trash:
     ) -> list[CommitResult]:
         """Purge the data of every trash record whose deadline has passed; one commit each.
 
-        A record whose folder holds another table's files (``folder_claims``) is left in the
-        trash, unclaimed and untouched; the others are purged, then InvalidTableState names it."""
+        One record failing never stops the others: a record whose folder holds another table's
+        files (``folder_claims``) is left in the trash unclaimed and untouched, one whose purge
+        failed part way (storage, registry) stays claimed for the next expiry to finish; every
+        other due record (deleted branches too) is expired, then TrashExpiryFailed names each."""
         who = self.ctx.who(by.principal)
         now = self.ctx.clock.wall_ms() if now_ms is None else now_ms
         purged: list[CommitResult] = []
-        refused: list[InvalidTableState] = []
+        failures: list[tuple[str, str]] = []
         items = (
             [self.ctx.store.get(k) for k in only]
             if only is not None
@@ -335,21 +338,22 @@ class Trash:
             record = decode(TrashRecord, item.value, item.key)
             if record.expires_at_ms > now or not who.can(record.target.split(".")[0], "admin"):
                 continue
-            if record.kind == "namespace":
-                self._expire_namespace_record(item, record, who, by.actor)
-                continue
             try:
-                result = self._purge_trash(item, record, who, by.actor, by.run_id)
-            except InvalidTableState as exc:
-                refused.append(exc)
-                continue
-            if result is not None:
-                purged.append(result)
+                if record.kind == "namespace":
+                    self._expire_namespace_record(item, record, who, by.actor)
+                elif (result := self._purge_trash(item, record, who, by.actor, by.run_id)) is not None:
+                    purged.append(result)
+            except Exception as exc:  # noqa: BLE001 - one record's failure must not starve the rest
+                failures.append(failed(record.target, exc))
         if only is None and self.also_expire is not None:
-            purged += self.also_expire(now, by=by)  # deleted branches (``branch_trash``)
-        if refused:
-            log.error("trash expiry purged %d, refused %d: %s", len(purged), len(refused), refused)
-            raise InvalidTableState("; ".join(e.message for e in refused))
+            purged += self.also_expire(now, by=by, failures=failures)  # deleted branches
+        if failures:
+            raise TrashExpiryFailed(
+                f"trash expiry purged {len(purged)} and could not purge {len(failures)}: "
+                + "; ".join(f"{target}: {why}" for target, why in failures)
+                + ". Each stays in the trash and the next expiry tries it again",
+                failures,
+            )
         return purged
 
     def sweep_transactions(self, most: int = 16) -> int:
@@ -413,4 +417,12 @@ class Trash:
             pass
 
 
-__all__ = ["Trash", "TableRecord"]
+def failed(target: str, exc: Exception) -> tuple[str, str]:
+    """One expiry failure as TrashExpiryFailed lists it, logged with its traceback: a refusal
+    by its message, anything else by its type and message."""
+    log.error("trash expiry could not purge %s", target, exc_info=exc)
+    why = exc.message if isinstance(exc, InvalidTableState) else f"{type(exc).__name__}: {exc}"
+    return target, why
+
+
+__all__ = ["Trash", "TableRecord", "failed"]

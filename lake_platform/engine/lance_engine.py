@@ -402,7 +402,8 @@ def cleanup_versions(ds: lance.LanceDataset, versions: Sequence[int]) -> dict[st
 
 @engine_call
 def remove_table(location: str, storage_options: dict[str, str] | None = None) -> None:
-    """Destroy a table's storage. Callers deregister first (invariant 4)."""
+    """Destroy a table's storage. Callers deregister first (invariant 4). A file that cannot
+    be deleted raises (OSError): the caller's record of the folder must not say it is gone."""
     if location.startswith("s3://"):
         # Lance deletes every object under a dataset root. pyarrow's delete_dir would too, but it
         # then writes an empty "<parent>/" marker object whenever the parent prefix became empty.
@@ -419,7 +420,14 @@ def remove_table(location: str, storage_options: dict[str, str] | None = None) -
         except FileNotFoundError:
             pass
         return
-    shutil.rmtree(location.removeprefix("file://"), ignore_errors=True)
+    shutil.rmtree(location.removeprefix("file://"), onerror=_raise_unless_gone)
+
+
+def _raise_unless_gone(func: Any, path: str, exc_info: Any) -> None:
+    """rmtree's error handler: an entry already gone (another deleter, a folder never made) is
+    what was wanted; any other error is raised."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
 
 
 @engine_call

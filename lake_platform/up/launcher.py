@@ -22,20 +22,23 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from lake_platform import owner_only
-from lake_platform.errors import ServiceUnavailable, SettingsError
+from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
 from lake_platform.up.banner import started_record, started_text
+from lake_platform.up.home_lock import HomeLock, lock_home
 from lake_platform.up.processes import bound_to_parent
+from lake_platform.up.readiness import check_ports, wait_for_exit, wait_ready
+
+if TYPE_CHECKING:
+    from lake_platform.settings.flight import FlightSettings
 
 DEFAULT_UI_HOST = "127.0.0.1"
 DEFAULT_UI_PORT = 3000
@@ -64,6 +67,8 @@ class Platform:
     logs: list[IO[bytes]] = field(default_factory=list)
     #: Each process's name (webserver, daemon, flight, rest), in the order of ``processes``.
     names: list[str] = field(default_factory=list)
+    #: This run's hold on LAKE_HOME (``home_lock``), released once the servers stopped.
+    home_lock: HomeLock | None = None
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.processes)
@@ -89,6 +94,8 @@ class Platform:
                 proc.wait(timeout=5)
         for log in self.logs:
             log.close()
+        if self.home_lock is not None:
+            self.home_lock.release()
 
 
 def prepare_dagster_home(settings: LakeSettings) -> Path:
@@ -162,14 +169,40 @@ def start_platform(
 
     flight = flight_settings(settings, **({"port": flight_port} if flight_port is not None else {}))
     rest_port = rest_port if rest_port is not None else settings.rest_port
-    check_ports(
-        {
-            "the Dagster UI (--port, LAKE_UI_PORT)": (ui_host, ui_port),
-            "Flight SQL (--flight-port, LAKE_FLIGHT_PORT)": (flight.host, flight.port),
-            "the Lance REST server (--rest-port, LAKE_REST_PORT)": (settings.rest_host, rest_port),
-        }
-    )
     lake_home = owner_only.make_dir(Path(settings.home).expanduser().resolve())
+    # First: a second `lake up` on this home is told so, not that the first one's ports are taken.
+    lock = lock_home(lake_home)
+    try:
+        check_ports(
+            {
+                "the Dagster UI (--port, LAKE_UI_PORT)": (ui_host, ui_port),
+                "Flight SQL (--flight-port, LAKE_FLIGHT_PORT)": (flight.host, flight.port),
+                "the Lance REST server (--rest-port, LAKE_REST_PORT)": (settings.rest_host, rest_port),
+            }
+        )
+        platform = _launch(
+            settings, lake_home, ui_host, ui_port, flight, rest_port, seed, log_dir, ready_timeout
+        )
+    except BaseException:
+        lock.release()
+        raise
+    platform.home_lock = lock
+    return platform
+
+
+def _launch(
+    settings: LakeSettings,
+    lake_home: Path,
+    ui_host: str,
+    ui_port: int,
+    flight: FlightSettings,
+    rest_port: int,
+    seed: bool,
+    log_dir: Path | None,
+    ready_timeout: float,
+) -> Platform:
+    """Prepare Dagster's home and the demo, start the four servers and wait until they answer
+    (stopping what started when that fails)."""
     dagster_home = prepare_dagster_home(settings)
     table, inbox, dropped = seed_demo_inbox(settings) if seed else ("", settings.inbox_location(), [])
     if "://" not in inbox:
@@ -262,7 +295,7 @@ def start_platform(
                     start_new_session=True,
                 )
             )
-        _wait_ready(platform, ready_timeout)
+        wait_ready(platform, ready_timeout)
     except BaseException:
         platform.stop()
         raise
@@ -301,91 +334,6 @@ def _absolute_paths(settings: LakeSettings) -> dict[str, str]:
     if "://" not in root and not root.startswith("/"):
         out["LAKE_WAREHOUSE_ROOT"] = Path(root).resolve().as_posix()
     return out
-
-
-def check_ports(ports: dict[str, tuple[str, int]]) -> None:
-    """InvalidInput when two servers are given one port; ServiceUnavailable naming the server
-    when its port cannot be bound (another program holds it): found before anything starts,
-    rather than as a child that dies while a readiness check connects to whatever holds the port."""
-    from lake_platform.errors import InvalidInput
-    from lake_platform.rest.run import listen
-
-    given = list(ports.items())
-    for i, (server, (host, port)) in enumerate(given):
-        for other, (other_host, other_port) in given[i + 1 :]:
-            overlap = host == other_host or {host, other_host} & {"", "0.0.0.0", "::"}
-            if port == other_port != 0 and overlap:
-                # Each alone is free: checked one at a time, both would pass.
-                raise InvalidInput(f"{server} and {other} are both given port {port}")
-    for server, (host, port) in ports.items():
-        try:
-            listen(host, port).close()
-        except ServiceUnavailable as exc:
-            raise ServiceUnavailable(f"{exc} (for {server})") from None
-
-
-def _exited(platform: Platform, when: str = " during start-up") -> ServiceUnavailable | None:
-    """The error naming the first process that exited, with the end of its log; None while all
-    run."""
-    for name, proc, out in zip(platform.names, platform.processes, platform.logs, strict=True):
-        if proc.poll() is not None:
-            log = Path(out.name)
-            try:
-                lines = log.read_text(errors="replace").strip().splitlines()
-            except OSError:
-                lines = []
-            last = f": {lines[-1]}" if lines else ""
-            return ServiceUnavailable(
-                f"the {name} process exited{when} (exit {proc.returncode}){last}; its log: {log}"
-            )
-    return None
-
-
-def _wait_ready(platform: Platform, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    ui_up = flight_up = rest_up = False
-    while time.monotonic() < deadline:
-        exited = _exited(platform)
-        if exited is not None:
-            raise exited
-        if not ui_up:
-            try:
-                with urllib.request.urlopen(f"{platform.ui_url}/server_info", timeout=2) as resp:
-                    ui_up = resp.status == 200
-            except OSError:
-                pass
-        if not flight_up:
-            host, _, port = platform.flight_address.rpartition(":")
-            try:
-                with socket.create_connection((host, int(port)), timeout=2):
-                    flight_up = True
-            except OSError:
-                pass
-        if not rest_up:
-            host, _, port = platform.rest_address.rpartition(":")
-            try:
-                with socket.create_connection((host, int(port)), timeout=2):
-                    rest_up = True
-            except OSError:
-                pass
-        if ui_up and flight_up and rest_up:
-            return
-        time.sleep(0.5)
-    raise ServiceUnavailable(
-        f"the platform did not answer (Dagster UI {platform.ui_url}: {ui_up}, "
-        f"Flight SQL {platform.flight_address}: {flight_up}, "
-        f"REST {platform.rest_address}: {rest_up}) within {timeout:.0f}s"
-    )
-
-
-def wait_for_exit(platform: Platform, poll_seconds: float = 1.0) -> ServiceUnavailable:
-    """Block until one of the platform's processes exits: the error naming it, with the last
-    line of its log."""
-    while True:
-        exited = _exited(platform, when="")
-        if exited is not None:
-            return exited
-        time.sleep(poll_seconds)
 
 
 def _interrupt(signum: int, frame: object) -> None:
