@@ -18,14 +18,13 @@ from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.trash_restore import refuse_taken, restore
+from lake_platform.catalog.trash_restore import cascade_record, restore, restore_namespace
 from lake_platform.catalog.versions import Versions
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     InvalidInput,
     InvalidTableState,
-    NamespaceNotFound,
     Protected,
     TableAlreadyExists,
     TableNotFound,
@@ -33,8 +32,8 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import NamespaceName, TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import NamespaceRecord, TableRecord, TrashRecord, decode, new_id
-from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
+from lake_platform.registry.records import TableRecord, TrashRecord, decode, new_id
+from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +246,10 @@ class Trash:
     def undrop_namespace(
         self, name: str, *, detail: dict[str, object] | None = None, by: Provenance = UNSTATED
     ) -> CommitResult:
-        """Rebuild a cascade-dropped namespace subtree, shallowest first. Resumable: run it again
-        after an interruption and it finishes the job; pieces already restored are skipped.
+        """Rebuild a cascade-dropped namespace subtree, shallowest first (``restore_namespace``:
+        claimed first, so expiry leaves it alone; refused unchanged while expiry purges one of
+        its tables). Resumable: run it again after an interruption and it finishes the job;
+        pieces already restored are skipped.
         ``detail`` and ``by.commit_id``: as ``undrop_table``'s, for its last commit (the trash
         record's removal, logged ``undrop namespace cascade``)."""
         commit_id = check_commit_id(by.commit_id)
@@ -256,59 +257,7 @@ class Trash:
         nname = NamespaceName.parse(name)
         self.ctx.require_parent(nname, who=who)
         who.require(nname.project, "admin", f"undrop namespace {nname}")
-        found = [
-            (i, decode(TrashRecord, i.value, i.key))
-            for i in self.ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))
-        ]
-        found = [(i, r) for i, r in found if r.kind == "namespace"]
-        if not found:
-            raise NamespaceNotFound(f"no dropped namespace {nname} in the trash")
-        item, record = found[-1]
-        refuse_taken(self.ctx, nname, record)
-        for space in record.namespaces:  # shallowest first
-            key = keys.namespace(NamespaceName.parse(space.name))
-            existing = self.ctx.store.get(key)
-            if existing is None:
-                self.ctx.commit(
-                    [
-                        Put(key, space.encode(), ABSENT),
-                        *self.policies.restore(record.policies, space.name, space.name),
-                    ],
-                    log=Log(
-                        space.name,
-                        "undrop namespace",
-                        self.ctx.actor(None, who),
-                        detail={"cascade_id": record.cascade_id},
-                    ),
-                )
-            elif decode(NamespaceRecord, existing.value).state != "active":
-                raise ConcurrentModification(f"namespace {space.name} is being dropped")
-            self.ctx.at("undrop-namespace:namespace")
-        for trash_key in record.table_trash_keys:
-            trash_item = self.ctx.store.get(trash_key)
-            if trash_item is None:
-                continue  # restored by an earlier run (or purged after expiry)
-            trash = decode(TrashRecord, trash_item.value, trash_key)
-            if trash.state != "trashed" or trash.table is None:
-                continue
-            target = TableName.parse(trash.target)
-            if self.ctx.store.get(keys.table(target)) is not None:
-                log.warning("not restoring %s: the name is taken", target)
-                continue
-            parent = self.ctx.require_parent(target, who=who)
-            restore(self.ctx, self.policies, trash_item, trash, target, parent, who)
-            self.ctx.at("undrop-namespace:table")
-        self.ctx.commit(
-            [Delete(item.key, item.revision)],
-            log=Log(
-                str(nname),
-                "undrop namespace cascade",
-                self.ctx.actor(None, who),
-                commit_id=commit_id,
-                detail={**(detail or {}), "cascade_id": record.cascade_id},
-            ),
-        )
-        return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
+        return restore_namespace(self.ctx, self.policies, nname, who, commit_id, detail or {})
 
     def expire_trash(
         self,
@@ -370,12 +319,20 @@ class Trash:
         self.ctx.at("expire:found")
         refuse_overlap(self.ctx.store, record.table, f"purge dropped table {record.target}")
         if record.state == "trashed":
+            # A cascade's table is claimed only while its namespace's record is not claimed by
+            # an undrop (which claims it, then refuses should it find a table claimed here).
+            cascade = cascade_record(self.ctx, record)
+            if cascade is not None and decode(TrashRecord, cascade.value, cascade.key).state == "restoring":
+                return None
+            claim = Put(item.key, record.model_copy(update={"state": "purging"}).encode(), item.revision)
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
-                item = self.ctx.store.compare_and_swap(
-                    item.key, item.revision, record.model_copy(update={"state": "purging"}).encode()
-                )
+                claimed = self.ctx.store.transact(
+                    [claim, *([Check(cascade.key, cascade.revision)] if cascade is not None else [])]
+                )[0]
             except ConditionFailed:
                 return None  # undropped (or claimed) meanwhile: the other side won entirely
+            assert claimed is not None
+            item = claimed
         self.ctx.at("expire:claimed")
         self.versions.purge_storage(record.table)
         self.ctx.at("expire:purged")
@@ -401,6 +358,8 @@ class Trash:
     def _expire_namespace_record(
         self, item: Item, record: TrashRecord, who: Principal, actor: str | None
     ) -> None:
+        if record.state == "restoring":
+            return  # an undrop claimed it: a rerun of the undrop finishes it, not expiry
         if any(self.ctx.store.get(k) is not None for k in record.table_trash_keys):
             return  # its tables go first (they share its deadline)
         try:

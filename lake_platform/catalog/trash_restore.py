@@ -1,9 +1,17 @@
 """Bringing dropped tables back from the trash (``Trash.undrop_table`` and
-``undrop_namespace``): one table's restore commit, and the check that an undropped namespace's
-tables can all come back under their names. Out of ``trash.py`` (which files, lists and
-expires trash records) to keep each module to one job."""
+``undrop_namespace``): one table's restore commit, a cascade-dropped namespace's undrop, and
+the check that its tables can all come back under their names. Out of ``trash.py`` (which
+files, lists and expires trash records) to keep each module to one job.
+
+A namespace's undrop claims its trash record first ("restoring"), as expiry claims a table's
+("purging"): expiry claims a cascade's table only together with a check that the namespace's
+record is unchanged, and leaves a claimed namespace record (and its tables) to the undrop, so
+each table of the cascade is either restored by the undrop or purged by expiry, never both, and
+an undrop that finds one claimed by expiry changes nothing."""
 
 from __future__ import annotations
+
+import logging
 
 from lake_platform.catalog import branch_moves
 from lake_platform.catalog.context import CatalogContext, Log
@@ -13,14 +21,17 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
+    InvalidTableState,
     NamespaceNotFound,
     TableAlreadyExists,
     TableNotFound,
 )
 from lake_platform.naming import NamespaceName, TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TrashRecord, decode, new_id
+from lake_platform.registry.records import NamespaceRecord, TrashRecord, decode, new_id
 from lake_platform.registry.store import ABSENT, Check, Delete, Item, Op, Put
+
+log = logging.getLogger(__name__)
 
 
 def restore(
@@ -94,3 +105,140 @@ def refuse_taken(ctx: CatalogContext, nname: NamespaceName, record: TrashRecord)
             f"namespace {nname} cannot be undropped: {', '.join(taken)} taken by newer tables; "
             "drop or rename those, or undrop each dropped table alone with --as"
         )
+
+
+def restore_namespace(
+    ctx: CatalogContext,
+    policies: Policies,
+    nname: NamespaceName,
+    who: Principal,
+    commit_id: str,
+    detail: dict[str, object],
+) -> CommitResult:
+    """``Trash.undrop_namespace`` once its caller was checked: claim the newest trash record of
+    ``nname``, rebuild its namespaces (shallowest first) and tables, then delete the record in
+    the commit logged ``undrop namespace cascade`` (``commit_id``, with ``detail``)."""
+    found = [
+        (i, decode(TrashRecord, i.value, i.key))
+        for i in ctx.store.scan_prefix(keys.trash_prefix(f"{nname}/"))
+    ]
+    found = [(i, r) for i, r in found if r.kind == "namespace"]
+    if not found:
+        raise NamespaceNotFound(f"no dropped namespace {nname} in the trash")
+    item, record = found[-1]
+    _refuse_purging(ctx, nname, record)
+    refuse_taken(ctx, nname, record)
+    for space in record.namespaces:  # a drop still under way (interrupted): refused before the claim
+        _refuse_dropping(ctx, space.name)
+    if record.state == "trashed":
+        item = _claim(ctx, nname, item, record)
+    for space in record.namespaces:  # shallowest first
+        key = keys.namespace(NamespaceName.parse(space.name))
+        existing = ctx.store.get(key)
+        if existing is None:
+            ctx.commit(
+                [
+                    Put(key, space.encode(), ABSENT),
+                    *policies.restore(record.policies, space.name, space.name),
+                ],
+                log=Log(
+                    space.name,
+                    "undrop namespace",
+                    ctx.actor(None, who),
+                    detail={"cascade_id": record.cascade_id},
+                ),
+            )
+        else:
+            _refuse_dropping(ctx, space.name)
+        ctx.at("undrop-namespace:namespace")
+    for trash_key in record.table_trash_keys:
+        trash_item = ctx.store.get(trash_key)
+        if trash_item is None:
+            continue  # restored by an earlier run (or purged before the claim)
+        trash = decode(TrashRecord, trash_item.value, trash_key)
+        if trash.state != "trashed" or trash.table is None:
+            continue
+        target = TableName.parse(trash.target)
+        if ctx.store.get(keys.table(target)) is not None:
+            log.warning("not restoring %s: the name is taken", target)
+            continue
+        parent = ctx.require_parent(target, who=who)
+        restore(ctx, policies, trash_item, trash, target, parent, who)
+        ctx.at("undrop-namespace:table")
+    try:
+        ctx.commit(
+            [Delete(item.key, item.revision)],
+            log=Log(
+                str(nname),
+                "undrop namespace cascade",
+                ctx.actor(None, who),
+                commit_id=commit_id,
+                detail={**detail, "cascade_id": record.cascade_id},
+            ),
+        )
+    except ConditionFailed:  # only another run of this undrop moves a claimed record
+        raise ConcurrentModification(
+            f"namespace {nname} was undropped by another request meanwhile"
+        ) from None
+    return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
+
+
+def _refuse_dropping(ctx: CatalogContext, name: str) -> None:
+    existing = ctx.store.get(keys.namespace(NamespaceName.parse(name)))
+    if existing is not None and decode(NamespaceRecord, existing.value).state != "active":
+        raise ConcurrentModification(f"namespace {name} is being dropped")
+
+
+def _claim(ctx: CatalogContext, nname: NamespaceName, item: Item, record: TrashRecord) -> Item:
+    """``record`` (read as ``item``) marked "restoring": expiry claims none of its tables from
+    here on. A table expiry claimed before this, seen after it, releases the claim and
+    refuses: nothing was changed."""
+    try:
+        claimed = ctx.store.compare_and_swap(
+            item.key, item.revision, record.model_copy(update={"state": "restoring"}).encode()
+        )
+    except ConditionFailed:
+        raise ConcurrentModification(
+            f"the trash record of namespace {nname} changed meanwhile; nothing was undropped"
+        ) from None
+    try:
+        _refuse_purging(ctx, nname, record)
+    except InvalidTableState:
+        try:
+            ctx.store.compare_and_swap(claimed.key, claimed.revision, record.encode())
+        except ConditionFailed:
+            pass
+        raise
+    return claimed
+
+
+def _refuse_purging(ctx: CatalogContext, nname: NamespaceName, record: TrashRecord) -> None:
+    """InvalidTableState when ``record`` is being purged, or one of its tables is (its files
+    may be half gone): the namespace would come back without it."""
+    purging = [] if record.state != "purging" else [str(nname)]
+    for trash_key in record.table_trash_keys:
+        trash_item = ctx.store.get(trash_key)
+        if (
+            trash_item is not None
+            and (trash := decode(TrashRecord, trash_item.value, trash_key)).state == "purging"
+        ):
+            purging.append(trash.target)
+    if purging:
+        raise InvalidTableState(
+            f"namespace {nname} cannot be undropped: {', '.join(purging)} being purged by trash "
+            "expiry; nothing was undropped"
+        )
+
+
+def cascade_record(ctx: CatalogContext, trash: TrashRecord) -> Item | None:
+    """The trash record of the namespace whose cascade put ``trash`` (a table's) in the trash,
+    if it is still there: filed under the cascade's root, the table's namespace or one above."""
+    if trash.kind != "table" or trash.cascade_id is None:
+        return None
+    tname = TableName.parse(trash.target)
+    for depth in range(len(tname.namespace), 0, -1):
+        root = ".".join([tname.project, tname.warehouse, *tname.namespace[:depth]])
+        item = ctx.store.get(keys.trash(root, trash.dropped_at_ms, trash.cascade_id))
+        if item is not None:
+            return item
+    return None

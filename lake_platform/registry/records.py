@@ -259,7 +259,9 @@ class TrashRecord(Record):
     #: put back by an undrop; purged with this record, so a recreate never inherits them.
     policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: "purging" once expiry has claimed it: undrop refuses, a rerun of expiry finishes it.
-    state: Literal["trashed", "purging"] = "trashed"
+    #: "restoring" (kind == "namespace") once an undrop has claimed it: expiry leaves it and its
+    #: tables alone, a rerun of the undrop finishes it.
+    state: Literal["trashed", "purging", "restoring"] = "trashed"
 
 
 class TransactionTable(Record):

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import TableNotFound, TrashExpiryFailed
-from lake_platform_tests.catalog.conftest import Lake, rows
+from lake_platform.errors import InvalidTableState, TableNotFound, TrashExpiryFailed
+from lake_platform.registry import keys
+from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
 
 FAILS, OTHER, BRANCHED, CASCADED = "p.w.ns.a", "p.w.ns.b", "p.w.ns.c", "p.w.ns2.t3"
 #: Far past every deadline the tests set.
@@ -113,3 +114,65 @@ def test_a_storage_error_on_one_record_does_not_stop_the_others(lake: Lake) -> N
     assert files(lake, locations[FAILS])  # nothing of it deleted yet
     assert_the_rest_expired(lake, locations)
     assert_finished_by_the_next_run(lake, locations)
+
+
+def test_an_undrop_of_a_namespace_wins_against_expiry_of_its_record(lake: Lake) -> None:
+    """Expiry deleted the namespace's trash record once the undrop had restored every table
+    (logging "purge namespace"); the undrop then failed with ConditionFailed, having restored
+    everything."""
+    locations = due_trash(lake)
+    expirer = lake.new_catalog()
+
+    def expire_meanwhile(point: str) -> None:
+        if point == "undrop-namespace:table":  # every table of p.w.ns2 is back now
+            expirer.trash.expire_trash(now_ms=LATER, only=keys_of(lake, "p.w.ns2"))
+
+    undropper = lake.new_catalog(hook=expire_meanwhile)
+    try:
+        undropper.trash.undrop_namespace("p.w.ns2")
+    finally:
+        undropper.close()
+        expirer.close()
+    assert ids_of(lake.catalog.reads.open_table(CASCADED)) == [1]
+    assert files(lake, locations[CASCADED])
+    assert [e.target for e in lake.catalog.trash.list_trash() if e.target.startswith("p.w.ns2")] == []
+    assert [e.operation for e in lake.catalog.reads.history("p.w.ns2")][-2:] == [
+        "undrop namespace",
+        "undrop namespace cascade",
+    ]
+
+
+def test_an_undrop_of_a_namespace_whose_table_expiry_claimed_changes_nothing(lake: Lake) -> None:
+    """A table of the namespace claimed by expiry (its files being deleted): the undrop
+    brought the namespace back without it; now it is refused unchanged and expiry finishes."""
+    locations = due_trash(lake)
+    undropper = lake.new_catalog()
+    refused: list[Exception] = []
+
+    def undrop_meanwhile(point: str) -> None:
+        if point == "expire:claimed":
+            before = state(lake)
+            with pytest.raises(InvalidTableState, match="being purged") as info:
+                undropper.trash.undrop_namespace("p.w.ns2")
+            refused.append(info.value)
+            assert state(lake) == before
+
+    expirer = lake.new_catalog(hook=undrop_meanwhile)
+    try:
+        expirer.trash.expire_trash(now_ms=LATER, only=keys_of(lake, "p.w.ns2"))
+    finally:
+        expirer.close()
+        undropper.close()
+    assert refused
+    assert files(lake, locations[CASCADED]) == []
+    assert [e.target for e in lake.catalog.trash.list_trash() if e.target.startswith("p.w.ns2")] == []
+    assert [c.name for c in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns"]
+
+
+def keys_of(lake: Lake, prefix: str) -> list[str]:
+    """The trash keys of the records whose target is ``prefix`` or below it."""
+    return [
+        i.key
+        for i in lake.catalog.store.scan_prefix(keys.trash_prefix(prefix))
+        if i.key.startswith((keys.trash_prefix(prefix) + "/", keys.trash_prefix(prefix) + "."))
+    ]
