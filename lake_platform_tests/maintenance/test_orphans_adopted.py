@@ -98,6 +98,13 @@ def test_version_cleanup_deletes_no_file_of_a_table_inside(nested: tuple[Catalog
     age_tree(where, 60 * 86400)
     taken = orphans.reclaim(catalog, ADOPTED, timedelta(hours=1)).deleted
     assert taken and all(d["path"].split("/")[0] in ("_versions", "_transactions") for d in taken), taken
+    # The removed versions' manifests went with the cleanup (their registered paths) or with
+    # the reclaim: only the current version's is left.
+    current = catalog.reads.open_table(ADOPTED).record.current_version
+    assert sorted(p.name for p in Path(where, "_versions").iterdir()) == [
+        engine_manifests.final_manifest_name(current),
+        "latest_version_hint.json",
+    ]
     for i, name in enumerate(INSIDE):
         got = catalog.reads.open_table(name).dataset.to_table().column("id").to_pylist()
         assert sorted(got) == list(range(10 * i, 10 * i + 4))
