@@ -16,6 +16,9 @@ from lake_platform.errors import InvalidInput
 ALLOWED_FIRST_WORDS = frozenset({"select", "with", "values", "explain"})
 _WORD = re.compile(r"[A-Za-z_]+")
 _DOLLAR = re.compile(r"\$([0-9]+)")
+#: The most parameters a query takes (PostgreSQL's bound): ``$n`` is the client's number, and a
+#: prepared statement's parameter schema has that many fields.
+MAX_PARAMETERS = 65535
 #: A dollar-quoted string's opening delimiter (``$$`` or ``$tag$``; ``$1`` is a placeholder).
 _DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
 #: Where a string, a quoted name or a comment may begin (what the rewrites copy untouched) ...
@@ -183,13 +186,23 @@ def rewrite_placeholders(sql: str) -> tuple[str, int]:
         m = _DOLLAR.match(sql, i) if sql[i] == "$" else None
         if m is None:
             return None
-        highest = max(highest, int(m.group(1)))
+        digits = m.group(1).lstrip("0")
+        # Compared as text first: int() refuses more than 4,300 digits (ValueError).
+        if len(digits) > len(str(MAX_PARAMETERS)) or int(digits or "0") > MAX_PARAMETERS:
+            raise _too_many(f"${m.group(1)[:20]}{'...' if len(m.group(1)) > 20 else ''}")
+        highest = max(highest, int(digits or "0"))
         return m.group(0), m.end()
 
     text = _rewrite(sql, _PLACEHOLDER_AT, placeholder)
     if count and highest:
         raise InvalidInput("use either ? or $n placeholders in one query, not both")
+    if count > MAX_PARAMETERS:
+        raise _too_many(f"{count} ? placeholders")
     return text, max(count, highest)
+
+
+def _too_many(what: str) -> InvalidInput:
+    return InvalidInput(f"a query takes at most {MAX_PARAMETERS} parameters (this one: {what})")
 
 
 def _rewrite(sql: str, start: re.Pattern[str], token: Callable[[str, int], tuple[str, int] | None]) -> str:

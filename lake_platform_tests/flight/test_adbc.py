@@ -55,6 +55,26 @@ def test_bound_values_of_the_wrong_type_are_invalid_and_say_why(running: Running
         assert cur.fetch_arrow_table().column("id").to_pylist() == [7]
 
 
+def test_a_placeholder_number_past_the_limit_is_refused_and_the_server_serves_on(running: Running) -> None:
+    """``$99999999999999999999`` made CreatePreparedStatement build a parameter schema of that
+    many fields: the call never answered and the server grew until memory ran out."""
+    import adbc_driver_manager
+
+    from lake_platform.query.sql import MAX_PARAMETERS
+
+    with running.adbc() as conn, conn.cursor() as cur:
+        for sql in (
+            f"SELECT ${MAX_PARAMETERS + 1} AS v",
+            "SELECT $99999999999999999999 AS v",
+            "SELECT $" + "9" * 5000,
+        ):
+            with pytest.raises(adbc_driver_manager.ProgrammingError, match="INVALID_ARGUMENT") as raised:
+                cur.adbc_prepare(sql)
+            assert f"at most {MAX_PARAMETERS} parameters" in str(raised.value)
+        cur.execute("SELECT $2 AS v", (None, 7))
+        assert cur.fetch_arrow_table().to_pylist() == [{"v": 7}]
+
+
 def test_nested_namespace_and_cte(running: Running) -> None:
     with running.adbc() as conn, conn.cursor() as cur:
         cur.execute('WITH a AS (SELECT id FROM w."ns.sub".u) SELECT sum(id) AS total FROM a')

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from lake_platform.errors import InvalidInput
-from lake_platform.query.sql import MAX_DEPTH, check_depth, check_query, qualify_nested, rewrite_placeholders
+from lake_platform.query.sql import (
+    MAX_DEPTH,
+    MAX_PARAMETERS,
+    check_depth,
+    check_query,
+    qualify_nested,
+    rewrite_placeholders,
+)
 
 
 def refused(sql: str, limit: int = 10) -> bool:
@@ -70,3 +77,14 @@ def test_what_follows_an_escaped_or_dollar_quoted_string_is_read_as_sql(opening:
 def test_dollar_quotes_and_placeholders_are_told_apart() -> None:
     assert rewrite_placeholders("SELECT $$?$$, $1") == ("SELECT $$?$$, $1", 1)
     assert rewrite_placeholders("SELECT $a$ $1 ? $a$") == ("SELECT $a$ $1 ? $a$", 0)
+
+
+def test_a_placeholder_number_past_the_limit_is_invalid_and_names_it() -> None:
+    assert rewrite_placeholders(f"SELECT ${MAX_PARAMETERS}") == (f"SELECT ${MAX_PARAMETERS}", MAX_PARAMETERS)
+    # $n past the limit: a prepared statement's parameter schema had that many fields (1e20:
+    # the server built it until memory ran out); past 4,300 digits int() itself raised.
+    for n in (str(MAX_PARAMETERS + 1), "99999999999999999999", "9" * 5000):
+        with pytest.raises(InvalidInput, match=f"at most {MAX_PARAMETERS} parameters"):
+            rewrite_placeholders(f"SELECT ${n}")
+    with pytest.raises(InvalidInput, match=f"at most {MAX_PARAMETERS} parameters"):
+        rewrite_placeholders("SELECT " + ", ".join("?" * (MAX_PARAMETERS + 1)))
