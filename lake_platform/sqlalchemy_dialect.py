@@ -1,7 +1,8 @@
 """A SQLAlchemy 2 dialect for the lake's Flight SQL endpoint, over ADBC's Flight SQL driver.
 
 URL: ``lake+flightsql://USER:PASSWORD@HOST:PORT/WAREHOUSE`` (or ``?token=SERVICE_TOKEN`` instead
-of a password; ``?schema=NS`` for a default namespace; ``?tls=true`` for ``grpc+tls``). The
+of a password; ``?schema=NS`` for a default namespace; ``?tls=true`` for ``grpc+tls``;
+``?max_msg_size=BYTES`` for results with a single row above ADBC's 16 MiB receive limit). The
 warehouse is the session's default catalog, so SQLAlchemy's ``schema.table`` names (what
 ``Table(..., schema=...)`` and the inspector use) resolve as ``warehouse.schema.table``;
 SQLAlchemy's schemas are the warehouse's namespaces (nested ones joined by "."). Without a
@@ -23,6 +24,7 @@ import pyarrow.types as pt
 from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import default
 from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql import compiler
 
 DEFAULT_PORT = 50051
@@ -30,6 +32,10 @@ DEFAULT_PORT = 50051
 AUTHORIZATION = "adbc.flight.sql.authorization_header"
 #: The session (default catalog and schema) lives in a cookie the driver must send back.
 COOKIES = "adbc.flight.sql.rpc.with_cookie_middleware"
+#: The largest message the driver receives (its default: 16 MiB). A row is never split across
+#: messages, so one wider row needs it raised; SQLAlchemy's ``connect_args`` would replace the
+#: whole ``db_kwargs`` (credentials, cookies), so the URL's ``max_msg_size`` sets it.
+MAX_MSG_SIZE = "adbc.flight.sql.client_option.with_max_msg_size"
 
 
 def sqlalchemy_type(t: pa.DataType) -> sqltypes.TypeEngine[Any]:
@@ -122,6 +128,11 @@ class LakeDialect(default.DefaultDialect):
         elif url.username:
             db_kwargs["username"] = url.username
             db_kwargs["password"] = url.password or ""
+        if "max_msg_size" in query:
+            size = query["max_msg_size"]
+            if not (size.isascii() and size.isdigit() and 0 < int(size) < 1 << 31):
+                raise ArgumentError(f"max_msg_size must be a number of bytes below 2 GiB, not {size[:20]!r}")
+            db_kwargs[MAX_MSG_SIZE] = size
         return [uri], {"db_kwargs": db_kwargs, "autocommit": True}
 
     def on_connect_url(self, url: URL) -> Any:

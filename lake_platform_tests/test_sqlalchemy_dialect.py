@@ -115,6 +115,24 @@ def test_a_service_token_in_the_url(port: int) -> None:
         engine.dispose()
 
 
+def test_max_msg_size_in_the_url_reads_a_row_past_adbcs_default_limit(port: int) -> None:
+    """A value above ADBC's 16 MiB receive limit: SQLAlchemy's ``connect_args`` would replace the
+    dialect's whole ``db_kwargs`` (credentials, cookies), so the URL carries the limit."""
+    wide = "SELECT repeat('x', 20000000) AS v"
+    url = f"lake+flightsql://alice:{PASSWORDS['alice']}@127.0.0.1:{port}/w?schema=ns"
+    plain, raised = sa.create_engine(url), sa.create_engine(f"{url}&max_msg_size={64 << 20}")
+    try:
+        with pytest.raises(sa.exc.DBAPIError, match="received message larger than max"):
+            pd.read_sql(wide, plain)
+        assert pd.read_sql(wide, raised)["v"].str.len().tolist() == [20_000_000]
+        for bad in ("lots", "0", "-1"):
+            with pytest.raises(sa.exc.ArgumentError, match="max_msg_size"):
+                sa.create_engine(f"{url}&max_msg_size={bad}").connect()
+    finally:
+        plain.dispose()
+        raised.dispose()
+
+
 def test_a_url_without_a_warehouse_reflects_the_projects_only_one(port: int) -> None:
     engine = sa.create_engine(f"lake+flightsql://alice:{PASSWORDS['alice']}@127.0.0.1:{port}")
     try:

@@ -75,6 +75,33 @@ def test_a_placeholder_number_past_the_limit_is_refused_and_the_server_serves_on
         assert cur.fetch_arrow_table().to_pylist() == [{"v": 7}]
 
 
+#: One value larger than ADBC's default receive limit (16 MiB): no split makes its message smaller.
+WIDE_ROW = "SELECT repeat('x', 20000000) AS v"
+#: The ADBC option that raises the client's receive limit (docs/flight-sql.md, "Large values").
+MAX_MSG_SIZE = "adbc.flight.sql.client_option.with_max_msg_size"
+
+
+def test_a_row_past_adbcs_receive_limit_reads_with_its_option(running: Running) -> None:
+    import adbc_driver_manager
+    import pandas as pd
+
+    from lake_platform_tests.flight.conftest import query
+
+    client, options = running.client()
+    assert len(query(client, options, WIDE_ROW).column("v")[0].as_py()) == 20_000_000  # pyarrow: no limit
+    with running.adbc() as conn, conn.cursor() as cur:
+        with pytest.raises(adbc_driver_manager.Error, match="received message larger than max"):
+            cur.execute(WIDE_ROW)
+            cur.fetch_arrow_table()
+        cur.execute("SELECT 1 AS v")  # the connection and the server serve on
+        assert cur.fetchall() == [(1,)]
+    with running.adbc(**{MAX_MSG_SIZE: str(64 << 20)}) as conn:
+        with conn.cursor() as cur:
+            cur.execute(WIDE_ROW)
+            assert len(cur.fetch_arrow_table().column("v")[0].as_py()) == 20_000_000
+        assert pd.read_sql(WIDE_ROW, conn)["v"].str.len().tolist() == [20_000_000]
+
+
 def test_nested_namespace_and_cte(running: Running) -> None:
     with running.adbc() as conn, conn.cursor() as cur:
         cur.execute('WITH a AS (SELECT id FROM w."ns.sub".u) SELECT sum(id) AS total FROM a')
