@@ -35,11 +35,11 @@ from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.staged_schema import staged_schema_ipc
-from lake_platform.catalog.table_files import added_files, check_manifest
-from lake_platform.errors import InvalidInput, Protected, TableBranchNotFound
+from lake_platform.catalog.staged_schema import require_schema_role, staged_schema
+from lake_platform.catalog.table_files import added_files, check_manifest, parent_manifest
+from lake_platform.errors import InvalidInput, TableBranchNotFound
 from lake_platform.naming import TableName
-from lake_platform.registry.records import BranchRecord, TableRecord
+from lake_platform.registry.records import BranchRecord
 
 if TYPE_CHECKING:
     from lake_platform.engine.transactions import StagedChange
@@ -183,14 +183,18 @@ class BranchVersions:
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
         paths = check_manifest(rec.location, path, storage, raw=raw, folder=rec.folder)
-        staged_ipc = staged_schema_ipc(rec.location, path, raw, storage)  # Lance can open it
+        parent = parent_manifest(rec.location, path, rec.current_version, storage)
+        schema = staged_schema(rec.location, path, raw, parent, storage)
         try:
             change = staged_change(rec.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
-        added = added_files(rec.location, path, paths, rec.current_version, storage)
-        change = dataclasses.replace(change, added_files=added)
-        return staged_ipc, change
+        return schema.ipc, dataclasses.replace(
+            change,
+            added_files=added_files(paths, parent),
+            renamed_columns=schema.renamed,
+            keeps_rows=schema.keeps_rows,
+        )
 
     def require_roles(
         self,
@@ -201,35 +205,6 @@ class BranchVersions:
         change: StagedChange,
     ) -> None:
         """The schema change a staged manifest makes on the branch held to the catalog's roles
-        (``require_schema_change_role``; main's record says whether the table is protected)."""
+        (``staged_schema.require_schema_role``; main's record says whether the table is protected)."""
         main, _ = self.ctx.table(tname)
-        require_schema_change_role(who, tname, main, rec.schema_ipc, staged_ipc, change.operation)
-
-
-def require_schema_change_role(
-    who: Principal,
-    tname: TableName,
-    record: TableRecord,
-    before_ipc: bytes | None,
-    after_ipc: bytes | None,
-    operation: str | None,
-) -> None:
-    """A client's commit that changes the schema takes the role the same change takes from the
-    catalog (main's rule, ``pylance_commits``): dropping, renaming or retyping a column takes
-    admin, and dropping one is refused on a protected table (``record``: main's); adding
-    columns, and replacing the whole line (Lance's overwrite), take write. Before the lease."""
-    from lake_platform.catalog.arrow_io import schema_from_ipc
-
-    if not before_ipc or after_ipc is None or before_ipc == after_ipc or operation == "overwrite":
-        return
-    before, after = schema_from_ipc(before_ipc), schema_from_ipc(after_ipc)
-    removed = [n for n in before.names if n not in after.names]
-    retyped = [n for n in before.names if n in after.names and before.field(n).type != after.field(n).type]
-    if not removed and not retyped:
-        return
-    dropped = len(after.names) < len(before.names)
-    what = "drop" if dropped else "rename" if removed else "change the type of"
-    columns = ", ".join(removed or retyped)
-    who.require(tname.project, "admin", f"{what} column(s) {columns} of {tname}")
-    if dropped and record.protected:
-        raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
+        require_schema_role(who, tname, main, rec.schema_ipc, staged_ipc, change)

@@ -28,10 +28,10 @@ from lake_platform.catalog.lease import LeaseRaced
 from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field, table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
-from lake_platform.catalog.staged_schema import staged_schema_ipc
-from lake_platform.catalog.table_files import added_files, check_manifest
+from lake_platform.catalog.staged_schema import require_schema_role, staged_schema
+from lake_platform.catalog.table_files import added_files, check_manifest, parent_manifest
 from lake_platform.engine.transactions import StagedChange, staged_change
-from lake_platform.errors import InvalidInput, Protected
+from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.registry.records import (
     TableRecord,
@@ -116,8 +116,7 @@ class VersionCommits:
             replay = None if key is None else self._replay(tname, record, request, key, change)
             if replay is not None:
                 return replay
-        if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
-            self._govern_schema_change(tname, record, staged_ipc, change.operation)
+        self._govern_schema_change(tname, record, staged_ipc, change)
         detail: dict[str, object] = {"client": "pylance"}
         if key is not None:
             detail |= {"idempotency_key": key, "request_digest": retry_digest(tname, change)}
@@ -215,34 +214,12 @@ class VersionCommits:
         return response
 
     def _govern_schema_change(
-        self, tname: TableName, record: TableRecord, staged_ipc: bytes, operation: str | None
+        self, tname: TableName, record: TableRecord, staged_ipc: bytes, change: StagedChange
     ) -> None:
-        """A Lance client's commit that changes the schema is held to what the same change
-        needs from the CLI (``catalog/alter.py``): adding columns (or changing metadata) takes
-        write, like ``add_column``; replacing the table (Lance's overwrite) takes write, like
-        ``overwrite``; dropping, renaming or retyping a column (Lance's project, or anything
-        else that does it) takes admin, like ``drop_column``/``rename_column``, and dropping one
-        is refused on a protected table. ``operation``: the staged transaction's (None when
-        unknown: held to the strictest rule). Before the lease: a refused commit writes
+        """The schema change a staged manifest makes held to the catalog's role for it
+        (``staged_schema.require_schema_role``). Before the lease: a refused commit writes
         nothing."""
-        from lake_platform.catalog.arrow_io import schema_from_ipc
-
-        before, after = schema_from_ipc(record.schema_ipc), schema_from_ipc(staged_ipc)
-        removed = [n for n in before.names if n not in after.names]
-        retyped = [
-            n for n in before.names if n in after.names and before.field(n).type != after.field(n).type
-        ]
-        if not removed and not retyped:
-            return
-        if operation == "overwrite":
-            return
-        # By name a rename is a column gone and one new; fewer columns than before is a drop.
-        dropped = len(after.names) < len(before.names)
-        what = "drop" if dropped else "rename" if removed else "change the type of"
-        columns = ", ".join(removed or retyped)
-        self.principal.require(tname.project, "admin", f"{what} column(s) {columns} of {tname}")
-        if dropped and record.protected:
-            raise Protected(f"table {tname} is protected; unprotect it to drop a column ({columns})")
+        require_schema_role(self.principal, tname, record, record.schema_ipc, staged_ipc, change)
 
     def _staged(self, record: TableRecord, request: Any) -> tuple[bytes, StagedChange]:
         """The staged manifest's schema (IPC bytes) and what it commits, from one read of the
@@ -262,13 +239,18 @@ class VersionCommits:
         except FileNotFoundError:
             raise InvalidInput(f"manifest {path.rpartition('/')[2]} does not exist") from None
         paths = check_manifest(record.location, path, storage, raw=raw, version=int_field(request, "version"))
-        staged_ipc = staged_schema_ipc(record.location, path, raw, storage)  # Lance can open it
+        parent = parent_manifest(record.location, path, record.current_version, storage)
+        schema = staged_schema(record.location, path, raw, parent, storage)
         try:
             change = staged_change(record.location, path, storage, raw=raw)
         except (OSError, ValueError):
             change = StagedChange(None)
-        added = added_files(record.location, path, paths, record.current_version, storage)
-        return staged_ipc, dataclasses.replace(change, added_files=added)
+        return schema.ipc, dataclasses.replace(
+            change,
+            added_files=added_files(paths, parent),
+            renamed_columns=schema.renamed,
+            keeps_rows=schema.keeps_rows,
+        )
 
 
 def log_operation(lance_operation: str | None, current_version: int) -> str:

@@ -189,8 +189,7 @@ class StagedVersions(Transaction):
             if check is not None:
                 check(record)
             staged_ipc, change = self._versions._staged(record, request)
-            if staged_ipc is not None and record.schema_ipc and staged_ipc != record.schema_ipc:
-                self._versions._govern_schema_change(w.name, record, staged_ipc, change.operation)
+            self._versions._govern_schema_change(w.name, record, staged_ipc, change)
         w.detail |= {"client": "pylance", "staged": (staged_ipc, change)}
         if self.key is not None:
             digest = retry_digest(w.name, change, w.branch)

@@ -73,27 +73,32 @@ def check_manifest(
     return paths
 
 
-def added_files(
-    location: str,
-    manifest_path: str,
-    paths: ManifestPaths,
-    parent: int,
-    storage_options: dict[str, str] | None = None,
-) -> tuple[str, ...]:
-    """The files (relative to the table's root: ``ManifestPaths.own_files``) the staged
-    manifest at ``manifest_path`` (``paths``: what it references) names and version ``parent``
-    of its line (0: none) does not: those the commit adds. The parent's manifest is read at
+def parent_manifest(
+    location: str, manifest_path: str, parent: int, storage_options: dict[str, str] | None = None
+) -> bytes | None:
+    """The manifest file of version ``parent`` of the staged manifest's line (0: none), read at
     its canonical path beside the staged one (no registry read; one the registry left at its
-    staging path is read there by Lance's clients too, and a missing one leaves every file to
-    check). Before the lease: a commit whose parent
-    moved on meanwhile is refused anyway (its version is no longer the next)."""
+    staging path is read there by Lance's clients too): None when there is none. Before the
+    lease: a commit whose parent moved on meanwhile is refused anyway (its version is no
+    longer the next)."""
+    if parent <= 0:
+        return None
+    try:
+        return read_object(location, canonical_manifest_path(manifest_path, parent), storage_options)
+    except FileNotFoundError:
+        return None
+
+
+def added_files(paths: ManifestPaths, parent_raw: bytes | None) -> tuple[str, ...]:
+    """The files (relative to the table's root: ``ManifestPaths.own_files``) the staged
+    manifest (``paths``: what it references) names and its parent's manifest file
+    (``parent_raw``, ``parent_manifest``; None, or not a manifest: every file) does not: those
+    the commit adds."""
     known: set[str] = set()
-    if parent > 0:
-        parent_path = canonical_manifest_path(manifest_path, parent)
+    if parent_raw is not None:
         try:
-            raw = read_object(location, parent_path, storage_options)
-            known = set(manifest_paths(raw, parent_path).own_files)
-        except (FileNotFoundError, ValueError):
+            known = set(manifest_paths(parent_raw, "parent").own_files)
+        except ValueError:
             pass
     return tuple(p for p in dict.fromkeys(paths.own_files) if p not in known)
 

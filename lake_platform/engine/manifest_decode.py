@@ -4,7 +4,7 @@ The catalog reads a client's staged manifest through partial views (``protobuf.p
 every field they do not name, and the schema memo (``schemas.py``) spares Lance's decode for a
 schema seen before. Neither proves the manifest is one Lance can read: a field of the wrong wire
 type anywhere in the message ("invalid wire type"), an unknown reader feature flag, a broken
-fragment entry, and every Lance client opening the version is refused. ``decoded_schema`` opens a
+fragment entry, and every Lance client opening the version is refused. ``decoded`` opens a
 dataset from the message itself (``LanceDataset(serialized_manifest=...)``, the public form a
 dataset is pickled in), which decodes the whole message as Lance's readers will. No I/O, no
 registry read: the bytes the commit already read. Cost: one decode, proportional to the
@@ -14,7 +14,7 @@ the cost the memo saved for a schema seen before; the Arrow schema itself is sti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.lance_engine import MANIFEST_SCHEMAS, lance_module, lance_session
 from lake_platform.engine.panics import EnginePanic, engine_call
@@ -27,19 +27,24 @@ class Undecodable(ValueError):
     """Lance refused to open a manifest message; the message is Lance's."""
 
 
-def decoded_schema(location: str, message: bytes, storage_options: dict[str, str] | None = None) -> pa.Schema:
-    """The Arrow schema of the manifest ``message`` (the protobuf message of a manifest file,
-    ``manifests.split_manifest_file``) once Lance has opened a dataset from it: Undecodable (with
-    Lance's reason) if it cannot. ``location``: the table's root, which Lance does not read."""
+def decoded(location: str, message: bytes, storage_options: dict[str, str] | None = None) -> Any:
+    """The dataset (a ``LanceDataset``) Lance opens from the manifest ``message`` (the protobuf
+    message of a manifest file, ``manifests.split_manifest_file``): Undecodable (with Lance's
+    reason) if it cannot. ``location``: the table's root, which Lance does not read here."""
     try:
-        ds = _open(location, message, storage_options)
+        return _open(location, message, storage_options)
     except (OSError, ValueError, RuntimeError) as exc:  # Lance's decode errors arrive as IO ones
         raise Undecodable(_reason(exc)) from None
+
+
+def decoded_schema(ds: Any, message: bytes) -> pa.Schema:
+    """The Arrow schema of ``ds``, opened from ``message`` (``decoded``); remembered by the
+    message's schema parts (``schemas.py``)."""
     return MANIFEST_SCHEMAS.schema(message, lambda _: ds.schema)
 
 
 @engine_call
-def _open(location: str, message: bytes, storage_options: dict[str, str] | None) -> object:
+def _open(location: str, message: bytes, storage_options: dict[str, str] | None) -> Any:
     return lance_module().LanceDataset(
         location,
         storage_options=storage_options or None,

@@ -66,6 +66,11 @@ class StagedChange:
     #: names and its parent's does not: set by the catalog (``table_files.added_files``),
     #: which checks them under the lease.
     added_files: tuple[str, ...] = ()
+    #: Set by the catalog (``staged_schema``) when the schema differs from the parent's: the
+    #: columns whose field id the manifest renames (``old -> new``), and whether any data file of
+    #: the parent survives (False: the rows are replaced, as an overwrite does; None: not known).
+    renamed_columns: tuple[str, ...] = ()
+    keeps_rows: bool | None = None
 
 
 @cache
