@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -155,20 +156,32 @@ def write_file(batches: Iterator[pa.RecordBatch], schema: pa.Schema, path: Path,
     return rows
 
 
-def write_json(batches: Iterator[pa.RecordBatch], echo: Callable[[str], None]) -> int:
-    """A JSON array of row objects, printed batch by batch."""
+#: Bytes of JSON rows ``write_json`` keeps in memory before it moves them to a temporary file.
+JSON_IN_MEMORY = 8 << 20
+
+
+def write_json(batches: Iterator[pa.RecordBatch], write: Callable[[str], None]) -> int:
+    """A JSON array of row objects, printed once the query has finished: one failing in a later
+    batch must leave stdout the error document alone, not an unterminated array of the rows so
+    far followed by the error (two documents, and the first one's rows look like an answer).
+    The text is kept in a temporary file beyond ``JSON_IN_MEMORY`` (a large result belongs in
+    ``--output``). ``write`` adds no line breaks of its own."""
     rows = 0
-    pending: str | None = None  # each row is printed once the next shows whether a comma follows
-    echo("[")
-    for batch in batches:
-        for row in batch.to_pylist():
-            if pending is not None:
-                echo(f"  {pending},")
-            pending = json.dumps(row, default=str, sort_keys=True)
-            rows += 1
-    if pending is not None:
-        echo(f"  {pending}")
-    echo("]")
+    pending: str | None = None  # each row is written once the next shows whether a comma follows
+    with tempfile.SpooledTemporaryFile(JSON_IN_MEMORY, mode="w+", encoding="utf-8") as text:
+        text.write("[\n")
+        for batch in batches:
+            for row in batch.to_pylist():
+                if pending is not None:
+                    text.write(f"  {pending},\n")
+                pending = json.dumps(row, default=str, sort_keys=True)
+                rows += 1
+        if pending is not None:
+            text.write(f"  {pending}\n")
+        text.write("]\n")
+        text.seek(0)
+        while chunk := text.read(1 << 20):
+            write(chunk)
     return rows
 
 
@@ -238,7 +251,7 @@ def sql(
                     lambda d: f"{d['rows']} rows written to {d['output']} in {d['seconds']:.2f}s",
                 )
             elif as_json or state.as_json:
-                write_json(batches, click.echo)
+                write_json(batches, lambda text: click.echo(text, nl=False))
             else:
                 rows, shown = print_table(batches, planned.schema, head)
                 seconds = time.monotonic() - started

@@ -316,3 +316,20 @@ def test_the_time_limit_stops_a_long_batch(running: Running) -> None:
         r"error \[18 \w+\]: the query ran longer than LAKE_FLIGHT_QUERY_TIMEOUT_SECONDS=1 and was stopped\n",
         proc.stdout + proc.stderr,
     ), (proc.stdout, proc.stderr)
+
+
+def test_json_rows_that_fail_part_way_are_one_json_error_document(running: Running) -> None:
+    """Rows were printed as they came: a query failing in a later batch left stdout an
+    unterminated array of the rows so far with the error object after it (two documents, not
+    one, and not JSON: `jq` failed, a lenient reader took the first rows for the answer). Now
+    stdout is the rows once the query finished, or the error alone."""
+    env = {**os.environ, "LAKE_HOME": str(running.settings.home)}
+    command = [sys.executable, "-m", "lake_platform.cli", "--json", "sql", "--project", "p"]
+    failing = "SELECT id, 10 / (id - 450) AS x FROM w.ns.multi"
+    out = subprocess.run([*command, failing], capture_output=True, text=True, env=env)
+    assert out.returncode == 2, out.stderr
+    assert json.loads(out.stdout)["error"]["message"] == "Arrow error: Divide by zero error", out.stdout
+    ok = subprocess.run(
+        [*command, "SELECT id FROM w.ns.multi ORDER BY id"], capture_output=True, text=True, env=env
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout) == [{"id": i} for i in range(500)]
