@@ -71,6 +71,34 @@ def read_small(
     return None, pa.RecordBatchReader.from_batches(reader.schema, rest())
 
 
+def holds_rows(reader: pa.RecordBatchReader) -> tuple[bool, pa.RecordBatchReader]:
+    """Whether the stream holds a row, read ahead to its first non-empty batch (empty ones
+    passed over), and a reader of the same stream either way. An error of the input counts as
+    rows (the write path raises it where it expects input errors)."""
+    skipped: list[pa.RecordBatch] = []
+    try:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return False, pa.RecordBatchReader.from_batches(reader.schema, skipped)
+            skipped.append(batch)
+            if batch.num_rows:
+                break
+    except Exception as exc:  # noqa: BLE001 - raised again by the returned reader
+        error: BaseException | None = exc
+    else:
+        error = None
+
+    def rest() -> Iterator[pa.RecordBatch]:
+        yield from skipped
+        if error is not None:
+            raise error
+        yield from reader
+
+    return True, pa.RecordBatchReader.from_batches(reader.schema, rest())
+
+
 class StreamCounter:
     """Counts rows and bytes as batches flow past; never holds more than one batch."""
 

@@ -21,6 +21,7 @@ from lake_platform.catalog.context import (
     first_line,
     input_error,
 )
+from lake_platform.catalog.empty_appends import appended_nothing
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.pending import PendingCommit
@@ -141,7 +142,8 @@ class Tables:
     ) -> CommitResult:
         """Append a stream. ``commit_id`` makes it idempotent; ``detail`` goes into the log entry
         (e.g. the identities of ingested files); ``markers`` land in the same registry transaction
-        as the version (an ingest's per-file markers: never one without the other).
+        as the version (an ingest's per-file markers: never one without the other). No rows
+        (and no schema change) commit nothing and answer the current version (``empty_appends``).
 
         Columns are matched by name and converted only losslessly; new columns or wider types
         are taken when the table's ``schema_evolution`` policy allows (``evolution``), in the
@@ -171,6 +173,7 @@ class Tables:
         from lake_platform.catalog.arrow_io import (
             StreamCounter,
             as_reader,
+            holds_rows,
             read_small,
             schema_from_ipc,
             schema_to_ipc,
@@ -207,6 +210,13 @@ class Tables:
         else:
             check_schema(data.schema, str(tname))
             schema_ipc = schema_to_ipc(data.schema)
+        if mode == "append" and not change:  # no rows and no schema change: nothing to commit
+            holds, data = holds_rows(data)
+            if not holds:
+                head = self.reads.head(tname)
+                return appended_nothing(
+                    self.ctx, tname, head.incarnation, head.current_version, commit_id, markers
+                )
 
         def pending_commit(counter: StreamCounter) -> PendingCommit:
             return PendingCommit(

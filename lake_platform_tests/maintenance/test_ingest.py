@@ -56,3 +56,24 @@ def test_a_batch_naming_one_file_twice_is_refused_by_name_before_anything_is_rea
         ingest_batch(catalog, box, TABLE, listed * 2)
     assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
     assert (box.root / "p/w/ns/t/a.csv").exists()
+
+
+def test_a_batch_of_no_rows_commits_no_version_and_marks_its_file_once(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """A header-only CSV: no empty version, but the file's marker lands, so the batch run again
+    replays and the file in another batch is skipped as ingested."""
+    box = LocalInbox(tmp_path / "inbox", settle_seconds=0.0)
+    (box.root / "p/w/ns/t").mkdir(parents=True)
+    (box.root / "p/w/ns/t/a.csv").write_text("id,name\n")
+    listed, _ = box.list_new(TABLE, None, 10)
+    first = ingest_batch(catalog, box, TABLE, listed)
+    assert (first.status, first.from_version, first.version, first.rows) == ("committed", 1, 1, 0)
+    assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
+    again = ingest_batch(catalog, box, TABLE, listed)
+    assert (again.status, again.version) == ("replayed", 1)
+    (box.root / "p/w/ns/t/b.csv").write_text("id,name\n11,b\n")
+    both, _ = box.list_new(TABLE, None, 10)
+    later = ingest_batch(catalog, box, TABLE, both)
+    assert later.skipped == [{"key": "p/w/ns/t/a.csv", "reason": "already ingested (version 1)"}]
+    assert (later.version, later.rows) == (2, 1)
