@@ -4,12 +4,13 @@ DataFrame planned on it keeps reading its own snapshots while later requests reu
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from datafusion import SessionContext
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import InvalidInput, TableNotFound
@@ -56,26 +57,27 @@ def test_one_reused_context_never_leaks_a_tenants_catalog(
 
 
 def test_an_idle_context_holds_no_catalogs(lake: tuple[Any, Catalog]) -> None:
-    """Seen from the context itself: the test keeps the one its engine's pool made (the pool's
-    factory, ``engine.context``, is looked up late for this) and lists its catalogs between
-    requests."""
+    """Seen from outside: once a request is done (its result read and dropped), nothing of its
+    project view stays alive, though the context it planned on waits in the pool for the next
+    request. A context that kept the request's catalogs would keep the view (and every table
+    provider it opened) until another request took it."""
     settings, catalog = lake
     engine = QueryEngine(settings, QueryLimits(session_pool_size=1, memory_limit_bytes=64 << 20))
-    made: list[SessionContext] = []
-    factory = engine.context
 
-    def recording() -> SessionContext:
-        made.append(factory())
-        return made[-1]
+    def served(sql: str) -> tuple[weakref.ref[Any], int | None]:
+        view = load_snapshot(catalog.store).project("p")
+        try:
+            rows: int | None = len(_rows(engine, engine.plan(sql, view)))
+        except TableNotFound:  # a failed planning lets go of them too
+            rows = None
+        return weakref.ref(view), rows
 
-    engine.context = recording  # type: ignore[method-assign]
-    p, _ = _views(catalog)
-    engine.plan("SELECT * FROM w.ns.t", p)
-    assert len(made) == 1 and set(made[0].catalog_names()) == set()
-    with pytest.raises(TableNotFound):
-        engine.plan("SELECT * FROM w.ns.nope", p)  # a failed planning lets go of them too
-    assert len(made) == 1 and engine.sessions.idle() == 1  # the same context, back in the pool
-    assert set(made[0].catalog_names()) == set()
+    for sql, rows in (("SELECT * FROM w.ns.t", 1000), ("SELECT * FROM w.ns.nope", None)):
+        view, got = served(sql)
+        gc.collect()
+        assert got == rows
+        assert view() is None, sql  # not held by the pooled context
+        assert engine.sessions.created == 1 and engine.sessions.idle() == 1  # the same context, back
 
 
 def test_a_stream_survives_reuse_of_its_context(lake: tuple[Any, Catalog], engine: QueryEngine) -> None:
