@@ -215,6 +215,8 @@ class _Watched(Collector):
 
     def __init__(self) -> None:
         self._snapshots: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: What the caches of stopped servers counted (one entry adds them all up).
+        self._stopped = _Counted({})
         self._engines: dict[int, tuple[weakref.ref[Any], Path, int]] = {}
         # Reentrant: a gone engine's finalizer (``_retire``) may run on the very thread that
         # holds it, when a scrape's allocations set off the garbage collector.
@@ -230,9 +232,12 @@ class _Watched(Collector):
 
     def unwatch_snapshots(self, cache: SnapshotSource) -> None:
         """Stop reporting ``cache`` (its server stopped). Not left to the weak reference: a
-        stopped server something still refers to would report an ever older snapshot."""
+        stopped server something still refers to would report an ever older snapshot. Its
+        counts stay in the counters (a sum over the live caches alone would drop)."""
         with self._lock:
-            self._snapshots.discard(cache)
+            if cache in self._snapshots:
+                self._snapshots.discard(cache)
+                self._stopped.add(_Counted(cache.status()))
 
     def watch_engine(self, engine: Any, spill_dir: Path, pool_bytes: int) -> None:
         """Report ``engine``'s pool size and spill folder while it lives."""
@@ -285,11 +290,13 @@ class _Watched(Collector):
     def collect(self) -> Iterator[Any]:
         with self._lock:
             caches = list(self._snapshots)
+            stopped = self._stopped.status()
             for key in [k for k, (ref, _, _) in self._engines.items() if ref() is None]:
                 del self._engines[key]
             engines = [(spill, pool) for _, spill, pool in self._engines.values()]
             live = [e for e in (ref() for ref, _, _ in self._engines.values()) if e is not None]
-        statuses = [c.status() for c in caches]
+        running = [c.status() for c in caches]
+        statuses = [*running, stopped]
         ages = [s["age_seconds"] for s in statuses if s.get("age_seconds") is not None]
         age = GaugeMetricFamily(
             "lake_snapshot_age_seconds", "Age of the catalog snapshot requests are served from (oldest)."
@@ -298,8 +305,8 @@ class _Watched(Collector):
             age.add_metric([], max(ages))
         yield age
         loaded = GaugeMetricFamily("lake_snapshot_tables", "Tables in the catalog snapshot.")
-        if statuses:
-            loaded.add_metric([], max(s.get("tables", 0) for s in statuses))
+        if running:
+            loaded.add_metric([], max(s.get("tables", 0) for s in running))
         yield loaded
         refreshes = CounterMetricFamily("lake_snapshot_refreshes", "Catalog snapshot loads that succeeded.")
         refreshes.add_metric([], sum(s.get("loads", 0) for s in statuses))
@@ -329,6 +336,27 @@ class _Watched(Collector):
         yield pool
         yield spill
         yield from self._cache_families(live)
+
+
+class _Counted:
+    """The counters of stopped servers' snapshot caches (``status()``'s numbers but the gauges'),
+    summed as caches stop."""
+
+    _GAUGES = frozenset({"age_seconds", "tables", "ttl_seconds", "max_stale_seconds"})
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self._counts: dict[str, float] = {
+            k: v
+            for k, v in status.items()
+            if k not in self._GAUGES and isinstance(v, int | float) and not isinstance(v, bool)
+        }
+
+    def add(self, other: _Counted) -> None:
+        for key, count in other._counts.items():
+            self._counts[key] = self._counts.get(key, 0) + count
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._counts)
 
 
 def _folder_bytes(root: Path) -> int:

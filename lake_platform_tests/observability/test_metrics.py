@@ -384,3 +384,32 @@ def test_versions_committed_around_the_registry_are_counted(small_lake: tuple[La
         catalog.tables.append("p.w.ns.t", pa.table({"id": pa.array([1], pa.int64())}).to_reader())
         after = scrape(metrics.port)
     assert delta(before, after, "lake_bypassed_versions_total", project="p") == 2
+
+
+def test_snapshot_counters_never_go_down_when_a_server_stops(
+    small_lake: tuple[LakeSettings, Catalog],
+) -> None:
+    """Two servers in one process (Flight and REST share /metrics): the snapshot counters summed
+    the live servers' caches, so stopping one took its loads out of lake_snapshot_refreshes_total
+    (Prometheus reads a drop as a restart: rate() then counts the whole remainder again)."""
+    settings, catalog = small_lake
+    with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
+        first = start_server(settings, catalog)
+        try:
+            second = start_server(settings, catalog)
+            assert wait_until(lambda: second.snapshots.status()["loads"] > 0)
+            second.stop(grace=0)
+            during = scrape(metrics.port)
+            assert value(during, "lake_snapshot_refreshes_total") >= second.snapshots.status()["loads"]
+            third = start_server(settings, catalog)  # and another after it: its loads add on
+            assert wait_until(lambda: third.snapshots.status()["loads"] > 0)
+            after = scrape(metrics.port)
+            third.stop(grace=0)
+        finally:
+            first.stop(grace=0)
+        stopped = scrape(metrics.port)
+    for name in ("lake_snapshot_refreshes_total", "lake_snapshot_refresh_failures_total"):
+        assert value(during, name) <= value(after, name) <= value(stopped, name), name
+    assert value(stopped, "lake_snapshot_refreshes_total") >= sum(
+        s.snapshots.status()["loads"] for s in (first, second, third)
+    )
