@@ -127,7 +127,15 @@ class Tables:
         except LakeError:
             # The location is unique to this attempt and unregistered: nobody else can see it.
             if self.ctx.store.get(keys.commit_marker(commit_id)) is None:
-                engine.remove_table(location, self.ctx.storage(location))
+                try:
+                    engine.remove_table(location, self.ctx.storage(location))
+                except OSError:  # the create's own error is the answer; the orphan scan takes the rest
+                    log.warning(
+                        "could not remove the files of %s's failed create at %s",
+                        tname,
+                        location,
+                        exc_info=True,
+                    )
             raise
         return self._landed(tname, record, pending)
 

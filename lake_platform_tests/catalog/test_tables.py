@@ -2,15 +2,22 @@
 and answers the table's current version (no empty version, no log entry), also through
 this process's small-append path, with a commit id, and from a stream of empty batches; an
 ingest's markers riding on it still land, once. An overwrite with no rows empties the table and
-commits; an append of no rows that adds a column (the schema policy allows it) commits too."""
+commits; an append of no rows that adds a column (the schema policy allows it) commits too. A
+failed create answers its own error even when its files cannot be removed."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import pyarrow as pa
+import pytest
 
 from lake_platform.catalog.provenance import Provenance
+from lake_platform.errors import ServiceUnavailable, TableNotFound
 from lake_platform.registry.records import CommitMarker
 from lake_platform_tests.catalog.conftest import Lake, rows
+from lake_platform_tests.catalog.test_trash_expiry import undeletable
 
 T = "p.w.ns.t"
 
@@ -75,3 +82,23 @@ def test_an_append_of_no_rows_adding_a_column_commits_the_column(lake: Lake) -> 
     result = lake.catalog.tables.append(T, wider.to_reader())
     assert result.from_version == 1 and result.to_version is not None and result.to_version > 1
     assert lake.catalog.reads.open_table(T).schema.names == ["id", "tag", "n"]
+
+
+@pytest.mark.parametrize("storage", ["local"], indirect=True)
+def test_a_failed_create_answers_its_own_error_when_its_files_cannot_be_removed(lake: Lake) -> None:
+    """A create that failed removes its unregistered files; when one cannot be deleted, that
+    OSError replaced the create's typed error (the caller saw a raw OSError, not why the create
+    failed). The create's error stands; the leftovers are the orphan scan's."""
+    with contextlib.ExitStack() as stack:
+
+        def fail_after_writing(point: str) -> None:
+            if point == "create:staged":  # its files written, nothing registered
+                stack.enter_context(undeletable(next(Path(lake.root).rglob("*.lance"))))
+                raise ServiceUnavailable("the registry went away")
+
+        creator = lake.new_catalog(hook=fail_after_writing)
+        stack.callback(creator.close)
+        with pytest.raises(ServiceUnavailable, match="the registry went away"):
+            creator.tables.create_table(T, rows([1, 2]))
+    with pytest.raises(TableNotFound):
+        lake.catalog.reads.open_table(T)
