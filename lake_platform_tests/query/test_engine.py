@@ -114,3 +114,24 @@ def test_a_kept_plan_a_cache_load_made_stale_is_planned_again_not_a_hit(lake: tu
     assert engine.work.plannings == 2 and engine.plans.stats()["hits"] == 0
     engine.plan(sql, view, scope="alice")  # now kept over the cached batches
     assert engine.work.plannings == 2 and engine.plans.stats()["hits"] == 1
+
+
+def test_integer_arithmetic_wraps_on_overflow_and_a_decimal_cast_is_exact(lake: tuple[Any, Catalog]) -> None:
+    """DataFusion's integer +, -, * and sum wrap silently (no setting, ANSI mode included, makes
+    them fail): docs/flight-sql.md says so and what to write instead. Fails if DataFusion changes
+    it, and the docs with it."""
+    settings, _ = lake
+    engine = QueryEngine(settings, QueryLimits(memory_limit_bytes=64 << 20))
+    view = load_snapshot(_store(lake)).project("p")
+
+    def value(sql: str) -> Any:
+        planned = engine.plan(sql, view)
+        return next(b for b in engine.stream(planned) if b.num_rows).column(0)[0].as_py()
+
+    assert value("SELECT 9223372036854775807 + 1 AS v") == -(2**63)
+    assert value("SELECT sum(id * 4611686018427387904) AS v FROM w.ns.t WHERE id < 4") == -(
+        2**63
+    )  # 6 * 2**62 mod 2**64
+    assert value("SELECT CAST(9223372036854775807 AS DECIMAL(38, 0)) + 1 AS v") == 2**63
+    exact = "SELECT sum(CAST(id AS DECIMAL(38, 0)) * 4611686018427387904) AS v FROM w.ns.t WHERE id < 4"
+    assert value(exact) == 6 * 2**62
