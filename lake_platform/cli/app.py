@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -224,4 +225,9 @@ pass_state = click.make_pass_decorator(State)
 
 
 def main() -> None:
+    # A terminal that is not UTF-8 (an ASCII or Latin-1 locale) cannot encode every value a
+    # table or a tenant's SQL holds: shown escaped (\xe9), not an INTERNAL error mid-answer.
+    # stderr does this already (Python's default for it).
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
+        sys.stdout.reconfigure(errors="backslashreplace")
     cli(prog_name="lake")

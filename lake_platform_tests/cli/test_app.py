@@ -267,3 +267,18 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(lake: CliRunner) -
     proc.stdout.close()
     err = proc.stderr.read()
     assert proc.wait(60) == 141 and err == b""
+
+
+def test_text_a_terminal_cannot_encode_is_escaped_not_an_internal_error(tmp_path: Path) -> None:
+    """A terminal whose encoding is not UTF-8 (an ASCII or Latin-1 locale, a CI log): a value it
+    cannot encode (a name with an accent in a query's rows, a tenant's SQL in `lake audit
+    queries`) ended the command with INTERNAL 'unexpected error (UnicodeEncodeError)' and
+    printed nothing of the answer. Now the character is shown escaped."""
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home"), "PYTHONIOENCODING": "ascii"}
+    lake = [sys.executable, "-m", "lake_platform.cli"]
+    subprocess.run([*lake, "project", "create", "p"], capture_output=True, env=env, check=True)
+    out = subprocess.run(
+        [*lake, "sql", "--project", "p", "SELECT 'caf\u00e9 \u2713' AS x"], capture_output=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert b"caf\\xe9 \\u2713" in out.stdout and b"1 row" in out.stdout
