@@ -23,8 +23,9 @@ from lake_platform.cli.app import State, handles_errors, pass_state
 def up(state: State, port: int | None, flight_port: int | None, rest_port: int | None) -> None:
     """Bring the platform up on the embedded default: the demo lake, the Dagster webserver and
     daemon (UI on 127.0.0.1), the Flight SQL endpoint, the Lance Namespace REST server, and
-    sample files in the inbox. Ctrl-C stops everything it started. With --json, stdout is one
-    JSON object (the addresses, once every server answers) and the progress goes to stderr."""
+    sample files in the inbox. Ctrl-C stops everything it started. One runs per LAKE_HOME (a
+    second on the same home is refused). With --json, stdout is one JSON object (the addresses,
+    once every server answers) and the progress goes to stderr."""
     from lake_platform.up.launcher import run_platform
 
     raise SystemExit(
