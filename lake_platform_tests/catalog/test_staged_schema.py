@@ -18,9 +18,9 @@ from lance.schema import LanceSchema
 from lake_platform.engine.manifests import split_manifest_file
 from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import ids_of
-from lake_platform_tests.catalog.test_table_files_added import _staged
+from lake_platform_tests.catalog.staged_commits import orders_lake, staged
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
+from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.staging import StagingOnly
 from lake_platform_tests.rest.handlers.test_batch import stage, tid
 from lake_platform_tests.rest.handlers.test_batch_branches import branch_ids, stage_on
@@ -28,10 +28,7 @@ from lake_platform_tests.rest.handlers.test_batch_branches import branch_ids, st
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[RestLake]:
-    for rest_lake in start_rest_lake(tmp_path):
-        ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-        lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=tid("orders"), mode="create")
-        yield rest_lake
+    yield from orders_lake(tmp_path)
 
 
 def _rewritten(path: str, message: Callable[[bytes], bytes]) -> None:
@@ -66,7 +63,7 @@ def _unchanged(lake: RestLake) -> None:
     ],
 )
 def test_a_manifest_lance_cannot_decode_is_refused(lake: RestLake, change: Callable[[Any], Any]) -> None:
-    body = _staged(lake, change)
+    body = staged(lake, change)
     _rewritten("/" + body["manifest_path"], _bad_timestamp)
 
     resp = lake.post("/v1/table/p$w$ns$orders/version/create", body)

@@ -9,24 +9,20 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import lance  # the tests play Lance clients and an attacker with storage access
 import pytest
 
 from lake_platform_tests.catalog.conftest import ids_of
+from lake_platform_tests.catalog.staged_commits import orders_lake, staged
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
-from lake_platform_tests.rest.handlers.staging import StagingOnly
+from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.test_batch import tid
 
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Iterator[RestLake]:
-    for rest_lake in start_rest_lake(tmp_path):
-        ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-        lance.write_dataset(rows([1, 2, 3]), namespace_client=ns, table_id=tid("orders"), mode="create")
-        yield rest_lake
+    yield from orders_lake(tmp_path)
 
 
 def _location(lake: RestLake) -> str:
@@ -36,16 +32,6 @@ def _location(lake: RestLake) -> str:
 def _listing(location: str, folder: str) -> set[str]:
     path = os.path.join(location, folder)
     return set(os.listdir(path)) if os.path.isdir(path) else set()
-
-
-def _staged(lake: RestLake, change: Any) -> dict[str, Any]:
-    """The CreateTableVersion body pylance stages for ``change(dataset)``, not sent."""
-    ns = StagingOnly(rest_namespace(lake.url, lake.tokens["writer"]))
-    ds = lance.dataset(namespace_client=ns, table_id=tid("orders"))
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the commit is kept on purpose (any message)
-        change(ds)
-    assert ns.staged is not None
-    return {k: v for k, v in ns.staged.items() if v is not None and k not in ("identity", "context")}
 
 
 def _unchanged(lake: RestLake) -> None:
@@ -59,7 +45,7 @@ def _unchanged(lake: RestLake) -> None:
 def test_a_delete_whose_deletion_file_is_gone_is_refused(lake: RestLake) -> None:
     location = _location(lake)
     before = _listing(location, "_deletions")
-    body = _staged(lake, lambda ds: ds.delete("id = 2"))
+    body = staged(lake, lambda ds: ds.delete("id = 2"))
     (added,) = _listing(location, "_deletions") - before
     os.remove(os.path.join(location, "_deletions", added))
 
@@ -74,7 +60,7 @@ def test_a_delete_whose_deletion_file_is_gone_is_refused(lake: RestLake) -> None
 def test_an_index_whose_files_are_gone_is_refused(lake: RestLake) -> None:
     location = _location(lake)
     before = _listing(location, "_indices")
-    body = _staged(lake, lambda ds: ds.create_scalar_index("id", "BTREE"))
+    body = staged(lake, lambda ds: ds.create_scalar_index("id", "BTREE"))
     (added,) = _listing(location, "_indices") - before
     shutil.rmtree(os.path.join(location, "_indices", added))
 
@@ -112,7 +98,7 @@ def _with_version(raw: bytes, version: int) -> bytes:
 
 @pytest.mark.parametrize("inside", [1, 7])
 def test_a_manifest_whose_own_version_is_another_is_refused(lake: RestLake, inside: int) -> None:
-    body = _staged(lake, lambda ds: ds.delete("id = 2"))  # Lance's version 2
+    body = staged(lake, lambda ds: ds.delete("id = 2"))  # Lance's version 2
     path = "/" + body["manifest_path"]
     with open(path, "rb") as f:
         raw = f.read()
