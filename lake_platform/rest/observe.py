@@ -1,6 +1,6 @@
 """The REST app, observed: every HTTP request runs inside a request context (the request id, then
 the principal once authenticated, for log and audit lines) and ends with its metrics (counted by
-operation and status with its latency, surface ``rest``, as ``observability.asgi`` counts them)
+operation and status with its latency, surface ``rest``, the series Flight's requests count in)
 and one access-log line on ``lake.request``, from one measurement of its status and duration.
 QueryTable's audit line is written by its handler (``observability.query.observed``).
 

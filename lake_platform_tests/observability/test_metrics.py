@@ -4,7 +4,6 @@ calls (the registry is process-wide)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.errors import ServiceUnavailable
-from lake_platform.observability.asgi import MetricsMiddleware
 from lake_platform.observability.exposition import start_metrics_server
 from lake_platform.observability.metrics import REGISTRY, WATCHED, observe_request
 from lake_platform.query.snapshot import load_snapshot
@@ -211,39 +209,19 @@ def test_metrics_port_in_use_is_a_typed_error(small_lake: tuple[LakeSettings, Ca
 
 
 def test_rest_surface_records_through_the_same_api() -> None:
-    """The REST catalog's hooks: the ASGI middleware (route templates, never ids) and
-    observe_request."""
+    """The REST catalog's requests go through observe_request, in the same series as Flight's
+    (rest/test_observability: labelled by operation id, ``unmatched`` for any other path)."""
     with start_metrics_server("127.0.0.1", 0) as metrics:  # type: ignore[union-attr]
         before = scrape(metrics.port)
-
-        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            status = 404 if scope["path"].endswith("/nope") else 200
-            await send({"type": "http.response.start", "status": status, "headers": []})
-            await send({"type": "http.response.body", "body": b"{}"})
-
-        async def call(path: str) -> None:
-            async def receive() -> dict[str, Any]:
-                return {"type": "http.request", "body": b""}
-
-            async def send(_: Any) -> None:
-                return None
-
-            await MetricsMiddleware(app)({"type": "http", "method": "POST", "path": path}, receive, send)
-
-        asyncio.run(call("/v1/table/p$w$ns$t/describe"))
-        asyncio.run(call("/v1/table/p$w$ns$u/describe"))
-        asyncio.run(call("/v1/table/p$w$ns$t/nope"))
-        observe_request("rest", "GET /v1/namespace/{id}/list", 503, 0.01)
+        observe_request("rest", "DescribeTable", 200, 0.01)
+        observe_request("rest", "DescribeTable", 200, 0.01)
+        observe_request("rest", "ListNamespaces", 503, 0.01)
         after = scrape(metrics.port)
     rest = {"surface": "rest"}
-    route = "POST /v1/table/{id}/describe"
-    assert delta(before, after, "lake_requests_total", method=route, code="200", **rest) == 2
-    assert delta(before, after, "lake_request_errors_total", method=route, code="200", **rest) == 0
-    nope = {"method": "POST /v1/table/{id}/nope", "code": "404", **rest}
-    assert delta(before, after, "lake_request_errors_total", **nope) == 1
-    listed = {"method": "GET /v1/namespace/{id}/list", "code": "503", **rest}
+    assert delta(before, after, "lake_requests_total", method="DescribeTable", code="200", **rest) == 2
+    assert delta(before, after, "lake_request_errors_total", method="DescribeTable", code="200", **rest) == 0
+    listed = {"method": "ListNamespaces", "code": "503", **rest}
     assert delta(before, after, "lake_request_errors_total", **listed) == 1
-    assert not any("p$w$ns" in label for _, labels in after for _, label in labels)
 
 
 def test_one_metrics_port_is_shared_by_the_surfaces_of_a_process() -> None:
