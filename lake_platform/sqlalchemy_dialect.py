@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.types as pt
 from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import default
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql import compiler
+
+from lake_platform.sqlalchemy_types import INTERVAL, sqlalchemy_type
 
 DEFAULT_PORT = 50051
 #: ADBC Flight SQL options this dialect sets.
@@ -36,42 +36,6 @@ COOKIES = "adbc.flight.sql.rpc.with_cookie_middleware"
 #: messages, so one wider row needs it raised; SQLAlchemy's ``connect_args`` would replace the
 #: whole ``db_kwargs`` (credentials, cookies), so the URL's ``max_msg_size`` sets it.
 MAX_MSG_SIZE = "adbc.flight.sql.client_option.with_max_msg_size"
-
-
-def sqlalchemy_type(t: pa.DataType) -> sqltypes.TypeEngine[Any]:
-    """The SQLAlchemy type of an Arrow column type (NullType for types SQL has no name for)."""
-    if pt.is_dictionary(t):
-        return sqlalchemy_type(t.value_type)
-    if pt.is_boolean(t):
-        return sqltypes.Boolean()
-    if pt.is_int8(t) or pt.is_int16(t) or pt.is_uint8(t):
-        return sqltypes.SmallInteger()
-    if pt.is_int32(t) or pt.is_uint16(t):
-        return sqltypes.Integer()
-    if pt.is_integer(t):
-        return sqltypes.BigInteger()
-    if pt.is_float16(t) or pt.is_float32(t):
-        return sqltypes.REAL()
-    if pt.is_float64(t):
-        return sqltypes.DOUBLE()
-    if pt.is_decimal(t):
-        return sqltypes.Numeric(precision=t.precision, scale=t.scale)
-    if pt.is_string(t) or pt.is_large_string(t) or pt.is_string_view(t):
-        return sqltypes.String()
-    if pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t) or pt.is_fixed_size_binary(t):
-        return sqltypes.LargeBinary()
-    if pt.is_date(t):
-        return sqltypes.Date()
-    if pt.is_timestamp(t):
-        return sqltypes.DateTime(timezone=t.tz is not None)
-    if pt.is_time(t):
-        return sqltypes.Time()
-    if pt.is_duration(t):
-        return sqltypes.Interval()
-    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
-        item = sqlalchemy_type(t.value_type)
-        return sqltypes.NullType() if isinstance(item, sqltypes.NullType) else sqltypes.ARRAY(item)
-    return sqltypes.NullType()
 
 
 class LakeCompiler(compiler.SQLCompiler):
@@ -111,6 +75,8 @@ class LakeDialect(default.DefaultDialect):
     supports_multivalues_insert = False
     supports_is_distinct_from = True
     requires_name_normalize = False
+    #: ``sa.Interval`` columns declared by hand bind and read ``timedelta`` as durations.
+    colspecs = {sqltypes.Interval: INTERVAL}
 
     @classmethod
     def import_dbapi(cls) -> Any:
@@ -291,4 +257,4 @@ def _adbc(connection: Any) -> Any:
 
 dialect = LakeDialect
 
-__all__ = ["LakeDialect", "dialect", "sqlalchemy_type"]
+__all__ = ["LakeDialect", "dialect", "sqlalchemy_type"]  # sqlalchemy_type: re-exported
