@@ -167,6 +167,9 @@ def execution_error(
             "Compute error",
             "Arithmetic overflow",
             "Overflow",
+            "Parser error",  # a string a function cannot parse: to_timestamp, to_date
+            "regex parse error",  # a pattern from a column that does not compile
+            "is out of range",  # make_date's month 13
         )
     ):
         return InvalidInput(clean_message(exc))

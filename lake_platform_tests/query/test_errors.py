@@ -61,3 +61,24 @@ def test_a_bound_value_no_comparison_takes_is_bad_input_not_internal(value: pa.S
 def test_a_syntax_error_reads_as_one_not_as_the_parsers_debug_form(sql: str, message: str) -> None:
     exc = _datafusion_failure(sql)
     assert planning_error(exc).message == message
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("SELECT to_timestamp(s) FROM t", "Error parsing timestamp from 'x'"),
+        ("SELECT to_date(s) FROM t", "Date32"),
+        ("SELECT regexp_replace('a', s || '[', 'b') FROM t", "regex parse error"),
+        ("SELECT make_date(2020, id + 12, 1) FROM t", "Month value '13' is out of range"),
+    ],
+)
+def test_a_value_a_function_refuses_at_execution_is_bad_input_not_internal(sql: str, words: str) -> None:
+    """A column's value a function cannot take (a timestamp that does not parse, a regular
+    expression that does not compile, a month past 12) was Internal, logged as a server fault."""
+    ctx = datafusion.SessionContext()
+    ctx.register_record_batches("t", [[pa.record_batch({"id": pa.array([1], pa.int64()), "s": ["x"]})]])
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - DataFusion raises one type for all
+        ctx.sql(sql).collect()
+    error = execution_error(raised.value)
+    assert type(error) is InvalidInput, error
+    assert words in error.message
