@@ -51,6 +51,36 @@ class LakeCompiler(compiler.SQLCompiler):
         return text
 
 
+class LakeTypeCompiler(compiler.GenericTypeCompiler):
+    """Type names DataFusion takes in a CAST, which tools also show as a column's type
+    (Superset compiles each reflected type with the engine's dialect). The generic compiler
+    writes DATETIME and BLOB, which DataFusion refuses, and cannot name an ARRAY at all."""
+
+    def visit_datetime(self, type_: Any, **kw: Any) -> str:
+        return "TIMESTAMP"
+
+    def visit_DATETIME(self, type_: Any, **kw: Any) -> str:
+        return "TIMESTAMP"
+
+    def visit_large_binary(self, type_: Any, **kw: Any) -> str:
+        return "BYTEA"
+
+    def visit_BLOB(self, type_: Any, **kw: Any) -> str:
+        return "BYTEA"
+
+    def visit_ARRAY(self, type_: Any, **kw: Any) -> str:
+        return f"{self.process(type_.item_type, **kw)}[]"
+
+    def visit_INTERVAL(self, type_: Any, **kw: Any) -> str:
+        return "INTERVAL"
+
+    def visit_STRUCT(self, type_: Any, **kw: Any) -> str:
+        return "STRUCT"
+
+    def visit_MAP(self, type_: Any, **kw: Any) -> str:
+        return "MAP"
+
+
 class LakeIdentifierPreparer(compiler.IdentifierPreparer):
     """Double quotes; lake names are lower case, so only names that need it are quoted."""
 
@@ -62,6 +92,7 @@ class LakeDialect(default.DefaultDialect):
     driver = "flightsql"
     supports_statement_cache = True
     statement_compiler = LakeCompiler
+    type_compiler_cls = LakeTypeCompiler
     preparer = LakeIdentifierPreparer
     default_paramstyle = "qmark"
     supports_native_boolean = True

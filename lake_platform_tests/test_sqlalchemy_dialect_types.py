@@ -122,3 +122,25 @@ def test_a_duration_filter_binds_a_timedelta(engine: sa.Engine) -> None:
     with engine.connect() as conn:
         assert conn.execute(sa.select(every.c.i64).where(every.c.dur_us == one)).scalars().all() == [-1]
         assert conn.execute(sa.select(declared).where(declared.c.dur_us == one)).all() == [(-1, one)]
+
+
+def test_every_reflected_type_compiles_to_a_name_datafusion_casts_to(engine: sa.Engine) -> None:
+    """Superset names a column's type by compiling it with the engine's dialect; a cast
+    (``sa.cast(c, sa.DateTime)``) writes the same name into the query."""
+    columns = sa.inspect(engine).get_columns("every", "ns")
+    names = {c["name"]: c["type"].compile(dialect=engine.dialect) for c in columns}
+    assert (names["ts_us"], names["bin"], names["lst"], names["vec"]) == (
+        "TIMESTAMP",
+        "BYTEA",
+        "BIGINT[]",
+        "REAL[]",
+    )
+    assert (names["dur_s"], names["rec"], names["kv"]) == ("INTERVAL", "STRUCT", "MAP")
+    every = sa.Table("every", sa.MetaData(), autoload_with=engine, schema="ns")
+    casts = sa.select(
+        sa.cast(every.c.day32, sa.DateTime).label("at"),
+        sa.cast(every.c.str, sa.LargeBinary).label("raw"),
+        sa.cast(every.c.lst, sa.ARRAY(sa.Integer)).label("ints"),
+    )
+    with engine.connect() as conn:
+        assert conn.execute(casts).one() == (dt.datetime(1970, 1, 2), b"s", [1, 2])
