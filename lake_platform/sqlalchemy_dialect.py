@@ -36,6 +36,8 @@ COOKIES = "adbc.flight.sql.rpc.with_cookie_middleware"
 #: messages, so one wider row needs it raised; SQLAlchemy's ``connect_args`` would replace the
 #: whole ``db_kwargs`` (credentials, cookies), so the URL's ``max_msg_size`` sets it.
 MAX_MSG_SIZE = "adbc.flight.sql.client_option.with_max_msg_size"
+#: What starts a table name's time-travel or branch selector (``t@v3``): no lake name has it.
+SELECTOR = "@"
 
 
 class LakeCompiler(compiler.SQLCompiler):
@@ -225,12 +227,41 @@ class LakeDialect(default.DefaultDialect):
         return []
 
     def has_table(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> bool:
+        if SELECTOR in table_name:
+            return self._selected_schema(connection, table_name, schema) is not None
         return table_name in self.get_table_names(connection, schema)
+
+    def _selected_schema(self, connection: Any, table_name: str, schema: str | None) -> Any:
+        """The Arrow schema of a time-travel or branch name (``t@v3``, ``t@branch:dev``): the
+        selected version's columns, from a query's GetSchema (nothing runs). The catalog
+        commands list tables, not their versions. None when the table, version or branch does
+        not exist; a malformed selector is the driver's ProgrammingError, saying what to write."""
+        from adbc_driver_manager import AdbcStatusCode
+
+        schema = schema or self.default_schema_name
+        parts = [self._warehouse(connection), schema, table_name] if schema else [table_name]
+        name = ".".join(self.identifier_preparer.quote_identifier(p) for p in parts)
+        cursor = _adbc(connection).cursor()
+        try:
+            return cursor.adbc_execute_schema(f"SELECT * FROM {name}")
+        except self.loaded_dbapi.Error as exc:
+            if exc.status_code == AdbcStatusCode.NOT_FOUND:
+                return None
+            raise
+        finally:
+            cursor.close()
 
     def get_columns(
         self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
     ) -> list[dict[str, Any]]:
         schema = schema or self.default_schema_name
+        if SELECTOR in table_name:
+            arrow = self._selected_schema(connection, table_name, schema)
+            if arrow is None:
+                from sqlalchemy.exc import NoSuchTableError
+
+                raise NoSuchTableError(f"{schema}.{table_name}" if schema else table_name)
+            return _columns(arrow)
         try:
             arrow = _adbc(connection).adbc_get_table_schema(
                 table_name, catalog_filter=self._warehouse(connection), db_schema_filter=schema
@@ -239,16 +270,7 @@ class LakeDialect(default.DefaultDialect):
             from sqlalchemy.exc import NoSuchTableError
 
             raise NoSuchTableError(f"{schema}.{table_name}" if schema else table_name) from exc
-        return [
-            {
-                "name": f.name,
-                "type": sqlalchemy_type(f.type),
-                "nullable": f.nullable,
-                "default": None,
-                "autoincrement": False,
-            }
-            for f in arrow
-        ]
+        return _columns(arrow)
 
     def get_pk_constraint(
         self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
@@ -279,6 +301,20 @@ class LakeDialect(default.DefaultDialect):
         self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
     ) -> dict[str, Any]:
         return {"text": None}
+
+
+def _columns(arrow: Any) -> list[dict[str, Any]]:
+    """SQLAlchemy's column records of an Arrow schema."""
+    return [
+        {
+            "name": f.name,
+            "type": sqlalchemy_type(f.type),
+            "nullable": f.nullable,
+            "default": None,
+            "autoincrement": False,
+        }
+        for f in arrow
+    ]
 
 
 def _adbc(connection: Any) -> Any:

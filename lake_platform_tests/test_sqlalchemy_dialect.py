@@ -15,7 +15,15 @@ from sqlalchemy import types as sqltypes
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.flight.conftest import PASSWORDS, SVC_TOKEN, build_catalog, built_lake, serving
+from lake_platform.sqlalchemy_dialect import SELECTOR
+from lake_platform_tests.flight.conftest import (
+    PASSWORDS,
+    SVC_TOKEN,
+    build_catalog,
+    built_lake,
+    serving,
+    t_rows,
+)
 
 
 def _build(home: Path) -> tuple[LakeSettings, Catalog]:
@@ -33,6 +41,8 @@ def _build(home: Path) -> tuple[LakeSettings, Catalog]:
     )
     catalog.tables.create_table("p.w.ns.typed", typed.to_reader())
     catalog.containers.create_warehouse("q.w2")  # bob's project has two warehouses
+    catalog.branches.create_branch("p.w.ns.multi", "dev")  # multi: 5 versions of 100 rows each
+    catalog.branch_writes.append("p.w.ns.multi", "dev", t_rows(7, start=1000).to_reader())
     return settings, catalog
 
 
@@ -97,6 +107,35 @@ def test_a_query_built_from_a_reflected_table(engine: sa.Engine) -> None:
         assert conn.execute(sa.select(sa.func.count()).select_from(t)).scalar() == 1000
         joined = sa.select(u.c.id, t.c.s).join(t, t.c.id == u.c.id).order_by(u.c.id)
         assert conn.execute(joined).fetchall() == [(1, "row-1"), (2, "row-2"), (3, "row-3")]
+
+
+@pytest.mark.parametrize(("name", "rows"), [("multi@v2", 200), ("multi@branch:dev", 507), ("t", 1000)])
+def test_a_time_travel_or_branch_name_reflects_and_reads(engine: sa.Engine, name: str, rows: int) -> None:
+    """``Table("t@v3", autoload_with=...)`` and ``read_sql_table``: the selector is part of the
+    quoted name, as in SQL; its columns are the selected version's."""
+    inspector = sa.inspect(engine)
+    assert inspector.has_table(name, "ns")
+    assert [c["name"] for c in inspector.get_columns(name, "ns")] == ["id", "s", "x"]
+    table = sa.Table(name, sa.MetaData(), autoload_with=engine, schema="ns")
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar() == rows
+        top = sa.select(table.c.id).where(table.c.id >= 100).order_by(table.c.id).limit(2)
+        assert conn.execute(top).scalars().all() == [100, 101]
+    assert pd.read_sql(sa.select(table), engine).shape == (rows, 3)
+    # read_sql_table reflects through MetaData.reflect(only=[name]), which looks the name up in
+    # the listed table names: a selector is not a table of its own there.
+    if SELECTOR not in name:
+        assert pd.read_sql_table(name, engine, schema="ns").shape == (rows, 3)
+
+
+def test_a_selector_naming_nothing_is_no_table(engine: sa.Engine) -> None:
+    inspector = sa.inspect(engine)
+    assert not inspector.has_table("multi@v99", "ns") and not inspector.has_table("nope@v1", "ns")
+    assert not inspector.has_table("multi@branch:gone", "ns")
+    with pytest.raises(sa.exc.NoSuchTableError, match="multi@v99"):
+        sa.Table("multi@v99", sa.MetaData(), autoload_with=engine, schema="ns")
+    with pytest.raises(engine.dialect.loaded_dbapi.ProgrammingError, match="invalid time-travel reference"):
+        inspector.has_table("multi@2", "ns")
 
 
 def test_pandas_read_sql(engine: sa.Engine) -> None:
