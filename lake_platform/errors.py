@@ -204,6 +204,18 @@ class TransactionTooLarge(InvalidInput):
         self.max_tables = max_tables
 
 
+class RecordTooLarge(InvalidInput):
+    """A registry record, or one atomic write of records, larger than the registry backend
+    stores (DynamoDB: 400 KB an item, 4 MB a transaction); ``key`` names the record (empty for a
+    whole batch), ``size`` and ``limit`` are in bytes. Refused before anything was written."""
+
+    def __init__(self, message: str, *, key: str = "", size: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.key = key
+        self.size = size
+        self.limit = limit
+
+
 class TrashExpiryFailed(InvalidTableState):
     """Trash expiry could not purge some due records; every other due record was expired.
     ``failures`` names each (the trash record's target, what went wrong). A record refused

@@ -61,6 +61,13 @@ class Schemas:
         self.ctx = ctx
         self.commits = commits
 
+    def check_fits(self, record: TableRecord, schema_ipc: bytes | None) -> None:
+        """Refuse (RecordTooLarge) a schema the registry could not store in ``record``, the
+        table record a write would commit, before its lease is taken or any file written."""
+        if schema_ipc is not None:
+            grown = record.model_copy(update={"schema_ipc_b64": TableRecord.encode_schema(schema_ipc)})
+            self.ctx.store.check_record(keys.table(TableName.parse(record.name)), grown.encode())
+
     def table_schema(self, name: str, *, by: Provenance = UNSTATED) -> pa.Schema:
         """The table's registered Arrow schema (from the registry; no engine call)."""
         from lake_platform.catalog.arrow_io import schema_from_ipc

@@ -82,11 +82,7 @@ class Tables:
         detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
     ) -> CommitResult:
-        from lake_platform.catalog.arrow_io import (
-            StreamCounter,
-            as_reader,
-            schema_to_ipc,
-        )
+        from lake_platform.catalog.arrow_io import StreamCounter, as_reader, schema_to_ipc
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
@@ -253,6 +249,7 @@ class Tables:
         counter = StreamCounter()
         stream = counter.wrap(data, target)
         pending = pending_commit(counter)
+        self.schemas.check_fits(record, pending.schema_ipc)  # before the lease is taken
         planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
             # Re-read under the lease with the record the settle needs, in one registry request;
@@ -333,6 +330,7 @@ class Tables:
         counter: StreamCounter,
         change: SchemaChange | None = None,
     ) -> None:
+        self.schemas.check_fits(record, pending.schema_ipc)
         if lease is None:
             with self.ctx.gate.hold(record.incarnation) as held:
                 return self._write(tname, record, revision, pending, stream, mode, held, counter=counter)

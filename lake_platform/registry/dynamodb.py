@@ -53,7 +53,7 @@ from lake_platform.registry.dynamodb_errors import (
     own_items,
     translate,
 )
-from lake_platform.registry.dynamodb_items import Raw, item_of, key_of, parse_url
+from lake_platform.registry.dynamodb_items import Raw, check_sizes, item_of, key_of, parse_url
 from lake_platform.registry.dynamodb_layout import CURRENT, FROZEN, LAYOUT_KEY, LEGACY, partitioner
 from lake_platform.registry.dynamodb_paging import key_ordered_pages
 from lake_platform.registry.dynamodb_retry import ATTEMPTS, Sleep, retried_read, sleep_backoff
@@ -65,6 +65,7 @@ from lake_platform.registry.store import (
     Item,
     MetaStore,
     Op,
+    Put,
     check_key,
     check_keys,
     check_ops,
@@ -259,8 +260,12 @@ class DynamoMetaStore(MetaStore):
 
     # -- writes ----------------------------------------------------------------------------------
 
+    def check_record(self, key: str, value: bytes) -> None:
+        check_sizes([Put(key, value, None)])
+
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
         check_ops(ops, self.max_transact_ops)
+        check_sizes(ops)  # before the change feed reads or writes anything; _apply checks all
         if len(ops) == 1 and isinstance(ops[0], Check):
             self._check_one(ops[0])
             return [None]
@@ -268,6 +273,7 @@ class DynamoMetaStore(MetaStore):
 
     def _apply(self, ops: Sequence[Op]) -> list[Item | None]:
         """``ops`` with the change record the feed added: one TransactWriteItems."""
+        check_sizes(ops, partitioner(self.layout()))
         if len(ops) == BATCH_OPS and self._writable_layout() != CURRENT:
             raise InvalidInput(
                 f"a layout-1 registry takes at most {BATCH_OPS - 1} operations per batch, the "

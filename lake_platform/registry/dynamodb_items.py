@@ -14,12 +14,12 @@ Table layout (one table, many record kinds):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from lake_platform.errors import SettingsError
+from lake_platform.errors import RecordTooLarge, SettingsError
 from lake_platform.registry.dynamodb_layout import partition_of
 from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
 
@@ -29,6 +29,15 @@ _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 KEY_SCHEMA = [{"AttributeName": "p", "KeyType": "HASH"}, {"AttributeName": "k", "KeyType": "RANGE"}]
 _UNCONDITIONAL_GUARD = "attribute_not_exists(w) OR w <> :w"
 _UNCONDITIONAL_SET = "SET v = :v, w = :w, r = if_not_exists(r, :zero) + :one"
+#: DynamoDB's largest item ("400 KB"; counted as 400,000 bytes, below every reading of it) and
+#: the most one TransactWriteItems may carry ("4 MB", likewise). Over either DynamoDB answers a
+#: ValidationException that names neither the record nor the cause; ``check_sizes`` says both
+#: before anything is sent.
+MAX_ITEM_BYTES = 400_000
+MAX_REQUEST_BYTES = 4_000_000
+#: An item's attributes besides its key and value, at their widest: ``r`` (a number of at most
+#: 21 bytes) and ``w`` (a uuid), with the five one-letter attribute names.
+_ITEM_OVERHEAD = 5 + 21 + 36
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,40 @@ def parse_url(url: str) -> DynamoUrl:
 
 
 Partition = Callable[[str], str]
+
+
+def item_bytes(op: Op, part: Partition = partition_of) -> int:
+    """The size DynamoDB counts for the item ``op`` sends: attribute names and values (a Delete
+    or Check sends its key only)."""
+    size = len(part(op.key).encode()) + len(op.key.encode())
+    return size + (len(op.value) + _ITEM_OVERHEAD if isinstance(op, Put) else 2)
+
+
+def check_sizes(ops: Sequence[Op], part: Partition = partition_of) -> None:
+    """Refuse ``ops`` (one TransactWriteItems, or one single-item call) if a record is larger
+    than an item holds or all of them more than a transaction carries: RecordTooLarge naming it,
+    nothing sent."""
+    sizes = [item_bytes(op, part) for op in ops]
+    for op, size in zip(ops, sizes, strict=True):
+        if size > MAX_ITEM_BYTES:
+            raise RecordTooLarge(
+                f"registry record {op.key!r} is {size:,} bytes; a DynamoDB registry stores at most "
+                f"{MAX_ITEM_BYTES:,} bytes per record, so nothing was written (a table record holds "
+                "the table's schema: fewer or shorter column names, or less schema metadata, fit)",
+                key=op.key,
+                size=size,
+                limit=MAX_ITEM_BYTES,
+            )
+    total = sum(sizes)
+    if total > MAX_REQUEST_BYTES:
+        largest = max(zip(sizes, (op.key for op in ops), strict=True))
+        raise RecordTooLarge(
+            f"registry write of {len(ops)} records is {total:,} bytes (the largest {largest[1]!r}, "
+            f"{largest[0]:,}); one DynamoDB transaction carries at most {MAX_REQUEST_BYTES:,} bytes, "
+            "so nothing was written: write fewer or smaller records at once",
+            size=total,
+            limit=MAX_REQUEST_BYTES,
+        )
 
 
 def key_of(key: str, part: Partition = partition_of) -> Raw:

@@ -129,6 +129,10 @@ class MetaStore(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
+    def check_record(self, key: str, value: bytes) -> None:  # noqa: B027 - optional limit
+        """Refuse (``RecordTooLarge``) a record this backend could not store, so a caller can
+        learn it before writing anything else for it; a backend without a limit takes any."""
+
     # Single-key conveniences, all expressed through ``transact`` so backends need not repeat
     # the condition logic; backends may override them with a cheaper native call.
 

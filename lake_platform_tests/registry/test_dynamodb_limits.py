@@ -1,0 +1,121 @@
+"""DynamoDB's size limits, met through the store against the session's moto server: an item
+holds at most 400 KB, one TransactWriteItems at most 4 MB, and a Query or Scan answers at most
+1 MB per page. A record or batch over a limit is refused typed, naming what is too big, before
+any request is sent; listings follow every page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lake_platform.errors import InvalidInput, RecordTooLarge
+from lake_platform.registry.dynamodb import DynamoMetaStore
+from lake_platform.registry.dynamodb_admin import delete_table, init_table
+from lake_platform.registry.dynamodb_items import MAX_ITEM_BYTES, MAX_REQUEST_BYTES
+from lake_platform.registry.store import ABSENT, Put
+from lake_platform.settings import LakeSettings
+
+KB = 1024
+
+
+@pytest.fixture
+def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
+    settings = LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=dynamodb_url)  # type: ignore[call-arg]
+    init_table(dynamodb_url, settings)
+    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings)
+    try:
+        yield dynamo
+    finally:
+        delete_table(dynamo)
+        dynamo.close()
+
+
+def sent(store: DynamoMetaStore) -> list[str]:
+    """The DynamoDB operations ``store`` calls from now on."""
+    calls: list[str] = []
+    store.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+@pytest.mark.parametrize("unconditional", [False, True])
+def test_a_record_over_an_items_limit_is_refused_naming_it(
+    store: DynamoMetaStore, unconditional: bool
+) -> None:
+    store.put_if_absent("tbl/small", b"s")
+    calls = sent(store)
+    big = b"x" * (MAX_ITEM_BYTES + 1)
+    with pytest.raises(RecordTooLarge) as err:
+        store.transact([Put("tbl/big", big, None if unconditional else ABSENT)])
+    assert "tbl/big" in str(err.value) and f"{MAX_ITEM_BYTES:,}" in str(err.value)
+    assert err.value.key == "tbl/big" and err.value.size > MAX_ITEM_BYTES
+    assert isinstance(err.value, InvalidInput)
+    # Also inside a batch: nothing of it written, not even its small records.
+    with pytest.raises(RecordTooLarge):
+        store.transact([Put("tbl/other", b"o", ABSENT), Put("tbl/big", big, ABSENT)])
+    assert [c for c in calls if c not in ("GetItem",)] == []  # refused before any write was sent
+    assert store.get("tbl/big") is None and store.get("tbl/other") is None
+
+
+def test_the_largest_item_fits(store: DynamoMetaStore) -> None:
+    """The limit is DynamoDB's, not a rounder guess below it: a value just under it is stored."""
+    key = "tbl/edge"
+    value = b"y" * (MAX_ITEM_BYTES - 200)
+    assert store.put_if_absent(key, value).revision == 1
+    assert store.get(key).value == value  # type: ignore[union-attr]
+
+
+def test_a_batch_over_a_transactions_limit_is_refused_whole(store: DynamoMetaStore) -> None:
+    """Twelve records of 350 KB are 4.2 MB: DynamoDB refuses such a TransactWriteItems (moto does
+    not check it), so the store refuses it first, naming the batch's size and the limit."""
+    calls = sent(store)
+    ops = [Put(f"ver/t/{i:02d}", bytes([i]) * 350 * KB, ABSENT) for i in range(12)]
+    with pytest.raises(RecordTooLarge) as err:
+        store.transact(ops)
+    assert f"{MAX_REQUEST_BYTES:,}" in str(err.value) and "12 records" in str(err.value)
+    assert "TransactWriteItems" not in calls
+    assert list(store.scan_prefix("ver/")) == []
+    # Eleven of them (3.85 MB) are one transaction.
+    store.transact(ops[:11])
+    assert len(list(store.scan_prefix("ver/t/"))) == 11
+
+
+# -- listings past one page ----------------------------------------------------------------------
+
+
+def _pages(store: DynamoMetaStore) -> list[tuple[str, bool]]:
+    """Each Query/Scan answered from now on, and whether it said there is more."""
+    answers: list[tuple[str, bool]] = []
+
+    def seen(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name in ("Query", "Scan"):
+            answers.append((model.name, "LastEvaluatedKey" in parsed))
+
+    store.events.register("after-call.dynamodb", seen)
+    return answers
+
+
+@pytest.mark.parametrize(
+    "prefix, listings",
+    [
+        ("log/p.w.ns.t/", ["log/p.w.ns.t/", "log/", "log"]),  # one bucket's Query; all buckets merged; Scan
+        ("ver/inc1/", ["ver/inc1/", "ver/"]),  # one partition's Query; Scan (an unbounded kind)
+    ],
+)
+def test_listings_follow_pages_past_one_megabyte(
+    store: DynamoMetaStore, prefix: str, listings: list[str]
+) -> None:
+    """Thirty records of 100 KB under one prefix are 3 MB: DynamoDB (and moto) answer in pages
+    of at most 1 MB, so every listing shape must follow LastEvaluatedKey to see all of them, in
+    key order, and page on from ``start_after`` as well."""
+    keys = [f"{prefix}{i:03d}" for i in range(30)]
+    for start in range(0, 30, 10):
+        store.transact([Put(key, b"z" * 100 * KB, ABSENT) for key in keys[start : start + 10]])
+    for listing in listings:
+        answers = _pages(store)
+        assert [item.key for item in store.scan_prefix(listing)] == keys, listing
+        assert any(more for _, more in answers), listing  # a page ended at 1 MB and was followed
+        got = [item.key for item in store.scan_prefix(listing, start_after=keys[4], limit=20)]
+        assert got == keys[5:25], listing
