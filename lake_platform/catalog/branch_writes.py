@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, input_error
+from lake_platform.catalog.empty_appends import appended_nothing
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
@@ -50,7 +51,8 @@ class BranchWrites:
         by: Provenance = UNSTATED,
     ) -> CommitResult:
         """Append a stream to the branch (columns by name, lossless casts only). ``detail`` goes
-        into the log entry (as ``tables.append``'s: an idempotent request's digest)."""
+        into the log entry (as ``tables.append``'s: an idempotent request's digest). No rows
+        commit nothing and answer the branch's current version, as on main (``empty_appends``)."""
         return self._write(name, branch, data, "append", by, detail)
 
     def overwrite(
@@ -92,7 +94,13 @@ class BranchWrites:
         detail: dict[str, object] | None = None,
         predicate: str | None = None,
     ) -> CommitResult:
-        from lake_platform.catalog.arrow_io import StreamCounter, as_reader, schema_from_ipc, schema_to_ipc
+        from lake_platform.catalog.arrow_io import (
+            StreamCounter,
+            as_reader,
+            holds_rows,
+            schema_from_ipc,
+            schema_to_ipc,
+        )
 
         who = self.ctx.who(by.principal)
         tname = TableName.parse(name)
@@ -115,6 +123,12 @@ class BranchWrites:
                     "branch are made by an overwrite"
                 )
             target, schema_ipc = change.target, None
+            if mode == "append":  # no rows: nothing to commit, as on main (``empty_appends``)
+                holds, data = holds_rows(data)
+                if not holds:
+                    return appended_nothing(
+                        self.ctx, tname, rec.incarnation, rec.current_version, commit_id, branch=branch
+                    )
         else:
             if len(data.schema) == 0 or len(set(data.schema.names)) != len(data.schema.names):
                 raise TableSchemaValidationError(f"invalid schema for {tname}: no or duplicate columns")

@@ -68,3 +68,23 @@ def test_replace_where_on_a_branch_refuses_bad_input_and_changes_nothing(dev: La
             cat.branch_writes.replace_where(T, "dev", predicate, rows([2], "a"))
     assert cat.branches.open_branch(T, "dev").version == 2
     assert [e.operation for e in cat.reads.history(T)] == ["create", "append", "branch-create"]
+
+
+def no_rows() -> pa.RecordBatchReader:
+    schema = rows([]).schema
+    return pa.RecordBatchReader.from_batches(schema, [pa.RecordBatch.from_pylist([], schema)] * 2)
+
+
+def test_an_append_of_no_rows_to_a_branch_commits_nothing_as_on_main(dev: Lake) -> None:
+    cat = dev.catalog
+    for by in (Provenance(), Provenance(commit_id="branch-empty-0001")):
+        result = cat.branch_writes.append(T, "dev", no_rows(), by=by)
+        assert (result.operation, result.from_version, result.to_version, result.rows_added) == (
+            "append",
+            2,
+            2,
+            0,
+        )
+    assert cat.branches.open_branch(T, "dev").version == 2
+    assert [e.operation for e in cat.reads.history(T)] == ["create", "append", "branch-create"]
+    assert cat.branch_writes.append(T, "dev", rows([4], "c")).to_version == 3  # rows still commit
