@@ -91,12 +91,14 @@ class WritePlan:
 
 @dataclass(frozen=True)
 class Written:
-    """What one output's commit did (on main, or on the run's branch): ``replayed`` when a
+    """What one output's commit did (on main, or on ``branch``): ``replayed`` when a
     retried step found its commit id already landed and wrote nothing."""
 
     operation: str
     version: int
     replayed: bool
+    #: The branch written (a write-audit-publish run's, a multi-asset step's); None: main.
+    branch: str | None = None
 
 
 def column_names(value: object, key: str) -> list[str]:

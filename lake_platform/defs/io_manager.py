@@ -161,9 +161,14 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 written = Written("publish", published.to_version or 0, replayed=True)
                 snapshot = catalog.reads.open_table(table, written.version)
             elif wap or group is not None:
-                branch = run_branch(context.run_id) if group is None else group.branch
-                written = write_on_branch(catalog, table, branch, data, plan, by)
-                snapshot = catalog.branches.open_branch(table, branch, written.version)
+                on = run_branch(context.run_id) if group is None else group.branch
+                written = write_on_branch(catalog, table, on, data, plan, by)
+                branch = written.branch  # None: no rows appended, no branch made, nothing to publish
+                snapshot = (
+                    catalog.reads.open_table(table, written.version)
+                    if branch is None
+                    else catalog.branches.open_branch(table, branch, written.version)
+                )
             else:
                 # An output held in memory can be read again (a stream cannot): for a create
                 # another writer overtook after this one's rows went to it.
@@ -178,7 +183,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
                 landed = published or catalog.reads.commit(table, str(by.commit_id))
                 tally.rows = landed.rows_added if landed is not None else tally.rows
             if group is not None:
-                tables = group.handled(context.name, None if published else table)
+                tables = group.handled(context.name, table if branch is not None else None)
                 if tables:  # the step's last output: all of them land now, or none does
                     publish_group(catalog, group, tables)
         if branch is not None:

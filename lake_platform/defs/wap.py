@@ -8,7 +8,8 @@ assets' checks there, published to main only when the run succeeded.
   one). Every mode the IO manager writes on main is written on the branch
   (``asset_tables.plan_write``): append, overwrite, merge (``branch_changes.merge_insert``) and
   a partitioned output's exact replacement of its partitions (``branch_writes.replace_where``),
-  each one version of the branch.
+  each one version of the branch. An append of no rows makes no branch (nothing to audit or
+  publish): its materialization records main's head, and the publish leaves the table out.
 - Audit: the materialization records the branch, so the asset's checks (and downstream assets)
   in the same run load the branch's version through the IO manager; main does not move.
 - Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to the
@@ -52,43 +53,62 @@ def write_on_branch(
 ) -> Written:
     """One commit of ``data`` by ``plan`` on ``branch`` of ``table`` (see the module
     docstring), or the answer of the commit ``by.commit_id`` already made."""
-    import pyarrow as pa
-
+    from lake_platform.catalog.arrow_io import holds_rows
     from lake_platform.catalog.provenance import Provenance
 
     assert by.commit_id is not None
     landed = catalog.ctx.replayed(by.commit_id, table=table, operation=None, branch=branch)
     if landed is not None:
-        return Written(landed.operation, landed.to_version or 0, replayed=True)
+        return Written(landed.operation, landed.to_version or 0, replayed=True, branch=branch)
+    change = None
     if plan.operation != "overwrite":  # refused by the table's schema policy before a branch is made
         try:
-            catalog.schemas.plan_input(table, [data.schema])
+            change = catalog.schemas.plan_input(table, [data.schema])
         except TableNotFound:
             pass
     setup = Provenance(actor=by.actor, run_id=by.run_id, commit_id=f"{by.commit_id}-main")
+    if plan.operation == "append" and not change:
+        holds, data = holds_rows(data)
+        if not holds:  # nothing to audit or publish: no branch, main's head answered
+            return Written("append", _main_head(catalog, table, data.schema, setup), replayed=False)
     try:
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
     except TableBranchAlreadyExists:
         pass  # this run wrote the table before (or this step is a retry)
     except TableNotFound:
-        empty = pa.RecordBatchReader.from_batches(data.schema, [])
-        try:
-            catalog.tables.create_table(table, empty, by=setup)
-        except TableAlreadyExists:
-            pass  # another run created it since: this run branches from the table it made
+        _main_head(catalog, table, data.schema, setup)
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
     if plan.operation == "replace":
         assert plan.predicate is not None
         result = catalog.branch_writes.replace_where(table, branch, plan.predicate, data, by=by)
-        return Written("replace", result.to_version or 0, result.replayed)
+        return Written("replace", result.to_version or 0, result.replayed, branch)
     if plan.operation == "merge":
         merged = catalog.branch_changes.merge_insert(
             table, branch, data, list(plan.key_columns), update_matched=True, insert_unmatched=True, by=by
         )
-        return Written("merge", merged.version, replayed=False)
+        return Written("merge", merged.version, replayed=False, branch=branch)
     write = catalog.branch_writes.overwrite if plan.operation == "overwrite" else catalog.branch_writes.append
     result = write(table, branch, data, by=by)
-    return Written(plan.operation, result.to_version or 0, result.replayed)
+    return Written(plan.operation, result.to_version or 0, result.replayed, branch)
+
+
+def _main_head(catalog: Catalog, table: str, schema: pa.Schema, by: Provenance) -> int:
+    """Main's head version of ``table``, created empty with ``schema`` when it does not exist
+    yet (there is a main to branch from; a run that finds another run created it meanwhile
+    takes the table that one made)."""
+    import pyarrow as pa
+
+    from lake_platform.naming import TableName
+
+    try:
+        return catalog.reads.head(TableName.parse(table)).current_version
+    except TableNotFound:
+        pass
+    try:
+        catalog.tables.create_table(table, pa.RecordBatchReader.from_batches(schema, []), by=by)
+    except TableAlreadyExists:
+        pass  # another run created it since: this run branches from the table it made
+    return catalog.reads.head(TableName.parse(table)).current_version
 
 
 def publish_commit_id(run_id: str, branch: str) -> str:
