@@ -21,6 +21,8 @@ from lake_platform_tests.side_envs import run_json, side_python
 SETTINGS = {"endpoint_target_rows": 100, "max_endpoints": 4, "spool_min_rows": 3000, "batch_size": 512}
 SPLIT_SQL = "SELECT id FROM w.ns.multi"
 SPOOLED_SQL = "SELECT id FROM w.ns.big"
+#: 1,928,500 rows (about 3,800 batches of 512), spooled: far past one batch or message.
+LARGE_SQL = "SELECT b.id FROM w.ns.big b CROSS JOIN w.ns.multi m WHERE m.id < 500"
 BIG_IDS = {i for i in range(4000) if not (i % 7 == 0 and i < 1000)}
 READ = """
 import json, sys
@@ -31,7 +33,8 @@ cursor = connect(client).cursor()
 out = {}
 for sql in sys.argv[3:]:
     cursor.execute(sql)
-    ids = [row[0] for row in cursor.fetchall()]
+    ids = [row[0] for row in cursor.fetchmany(333)]  # then the rest: both of the client's reads
+    ids += [row[0] for row in cursor.fetchall()]
     out[sql] = [len(ids), sum(ids)]
 print(json.dumps(out))
 """
@@ -66,10 +69,11 @@ def test_the_first_endpoint_is_the_whole_answer_by_default(lake: tuple[LakeSetti
     jobs = Path(lake[0].results_root) / "p"
     before = set(jobs.glob("*/done.json"))
     with serving(*lake, **SETTINGS) as server:
-        got = read(server, SPLIT_SQL, SPOOLED_SQL)
-    assert len(set(jobs.glob("*/done.json")) - before) == 1  # big was spooled (one job)
+        got = read(server, SPLIT_SQL, SPOOLED_SQL, LARGE_SQL)
+    assert len(set(jobs.glob("*/done.json")) - before) == 2  # big and the large answer were spooled
     assert got[SPLIT_SQL] == [500, sum(range(500))]
     assert got[SPOOLED_SQL] == [len(BIG_IDS), sum(BIG_IDS)]
+    assert got[LARGE_SQL] == [500 * len(BIG_IDS), 500 * sum(BIG_IDS)]
 
 
 def test_a_server_set_to_many_endpoints_loses_rows_for_it(lake: tuple[LakeSettings, Catalog]) -> None:
