@@ -64,6 +64,10 @@ class WriteGate:
         # a writer that appends again and again to one table acquires with one compare-and-swap
         # from there instead of a read and a compare-and-swap (see _try_acquire).
         self._left: BoundedLRU[str, tuple[int, int]] = BoundedLRU(_LEFT_RELEASED)
+        # (holder, token) of this gate's acquires and releases the registry did not answer
+        # (ServiceUnavailable: it may or may not have landed), by incarnation. A record naming one
+        # is held by nobody, though its pid (ours) is alive; the next acquire takes it over.
+        self._unanswered: BoundedLRU[str, tuple[str, int]] = BoundedLRU(_LEFT_RELEASED)
 
     def _queue(self, incarnation: str) -> threading.Lock:
         with self._queues_lock:
@@ -113,9 +117,12 @@ class WriteGate:
         current = decode(LeaseRecord, item.value, key) if item is not None else None
         # A live holder is waited for, unless its process is provably gone (then: take over now).
         live = current is not None and not current.released and current.deadline_ms > now_ms
+        # Our own unanswered acquire or release: nobody holds it (see ``_unanswered``).
+        ours = current is not None and self._unanswered.get(incarnation) == (current.holder, current.token)
         if (
             current is not None
             and live
+            and not ours
             and not provably_gone(current.host_id, current.pid, current.pid_started)
         ):
             return None
@@ -124,7 +131,7 @@ class WriteGate:
         else:
             token, expected = current.token + 1, item.revision
         lease = self._swap_in(incarnation, holder, token, expected, begun, now_ms)
-        if lease is not None and live and current is not None:
+        if lease is not None and live and current is not None and not ours:
             log.warning(
                 "took over the write lease on %s from holder %s (pid %s on %s), whose process is "
                 "gone; token %d",
@@ -159,6 +166,10 @@ class WriteGate:
             written = self.store.compare_and_swap(keys.lease(incarnation), expected, record.encode())
         except ConcurrentModification:
             return None
+        except ServiceUnavailable:
+            self._unanswered.put(incarnation, (holder, token))
+            raise
+        self._unanswered.remove(incarnation)
         # The local deadline counts from before the request: time spent in I/O is already spent.
         return Lease(self, incarnation, holder, token, written.revision, begun + self.ttl)
 
@@ -186,9 +197,11 @@ class WriteGate:
                 written = self.store.compare_and_swap(
                     lease.key, lease.revision, released_record(lease.incarnation, lease.holder, lease.token)
                 )
-            except (ConcurrentModification, ServiceUnavailable):
-                # Taken over already, or the registry is away: the deadline frees it either way.
-                pass
+            except ConcurrentModification:
+                pass  # taken over already
+            except ServiceUnavailable:
+                # The registry is away: others wait for the deadline, this gate need not.
+                self._unanswered.put(lease.incarnation, (lease.holder, lease.token))
             else:
                 self.left_released(lease.incarnation, lease.token, written.revision)
             lease.mark_lost()
