@@ -41,14 +41,27 @@ def table_for_key(key: dg.AssetKey, namespaces: Mapping[str, str]) -> str:
     for size in range(len(path) - 1, 0, -1):
         namespace = namespaces.get("/".join(path[:size]))
         if namespace is not None:
-            return str(TableName.parse(".".join([namespace, *path[size:]])))
+            return str(TableName.parse(".".join([namespace, *_segments(key, path[size:])])))
     if len(path) >= 4:
-        return str(TableName.parse(".".join(path)))
+        return str(TableName.parse(".".join(_segments(key, path))))
     raise InvalidInput(
         f"asset {key.to_user_string()} names no table: map a prefix of its key to a namespace "
         "(LakeIOManager namespaces) or give it the table's own name as its key (project, warehouse, "
         "namespace, table)"
     )
+
+
+def _segments(key: dg.AssetKey, parts: Sequence[str]) -> Sequence[str]:
+    """``parts`` of ``key`` as table name segments; a part holding a dot is refused: joined,
+    it would name the table of another key (``a.b`` is ``a``, ``b``), written under two assets."""
+    dotted = [p for p in parts if "." in p]
+    if dotted:
+        split = [s for p in key.path for s in p.split(".")]
+        raise InvalidInput(
+            f"asset {key.to_user_string()}: the key part {dotted[0]!r} holds a dot, which separates a "
+            f"table name's segments: give the key one key part per name segment (e.g. {split!r})"
+        )
+    return parts
 
 
 def key_for_table(table: str, namespaces: Mapping[str, str]) -> dg.AssetKey:

@@ -37,3 +37,19 @@ def test_commit_ids_are_the_same_for_a_step_run_again_only() -> None:
     assert first == step_commit_id("run-1", "sales__orders", key, ["2024-01-01", "2024-01-02"])
     assert first != step_commit_id("run-2", "sales__orders", key, ["2024-01-01", "2024-01-02"])
     assert first != step_commit_id("run-1", "sales__orders", key, ["2024-01-01"])
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        ["demo", "main", "sales.eu", "orders"],  # would be demo.main.sales.eu.orders: another asset's
+        ["demo", "main", "sales", "eu.orders"],
+        ["sales", "eu.orders"],  # under a mapped prefix too
+    ],
+)
+def test_a_key_part_holding_a_dot_is_refused_not_split_into_another_assets_table(key: list[str]) -> None:
+    # ["demo", "main", "sales", "eu", "orders"] names demo.main.sales.eu.orders: a dotted part
+    # would write that asset's table under a second asset key.
+    with pytest.raises(InvalidInput, match="holds a dot") as refused:
+        table_for_key(dg.AssetKey(key), MAP)
+    assert "one key part per name segment" in str(refused.value)
