@@ -29,18 +29,27 @@ def as_reader(value: object) -> pa.RecordBatchReader:
     module = type(value).__module__.split(".")[0]
     try:
         if module == "pandas":
-            return pa.Table.from_pandas(value, preserve_index=False).to_reader()
+            return pa.Table.from_pandas(_index_as_columns(value), preserve_index=False).to_reader()
         if module == "polars":
             frame = value.collect() if hasattr(value, "collect") else value
             return frame.to_arrow().to_reader()
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        # Arrow's message names the column ("Conversion failed for column id ..."): bad data,
-        # which no retry mends.
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as exc:
+        # The message names the column ("Conversion failed for column id ...", "Duplicate column
+        # names found: ['id', 'id']"): bad data, which no retry mends.
         raise InvalidInput(f"the asset's {module} frame does not convert to Arrow: {exc}") from None
     raise InvalidInput(
         f"the Lake IO manager writes a pyarrow Table or RecordBatchReader, a pandas or a polars "
         f"DataFrame; the asset returned {type(value).__name__}"
     )
+
+
+def _index_as_columns(frame: Any) -> Any:
+    """A pandas frame with its named index levels as columns (a ``groupby``'s keys are its
+    index: dropped, the table would hold the sums without what they sum by); an unnamed index
+    (a RangeIndex, a filter's row labels) is no data and stays out. A level named as a column is
+    refused by pandas (ValueError: ``cannot insert id, already exists``)."""
+    named = [n for n in frame.index.names if n is not None]
+    return frame.reset_index(level=named) if named else frame
 
 
 def conformed(reader: pa.RecordBatchReader, table: pa.Schema) -> pa.RecordBatchReader:

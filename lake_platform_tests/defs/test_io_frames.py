@@ -116,3 +116,43 @@ def test_an_asset_returning_none_writes_nothing_and_says_so(catalog: Catalog) ->
     meta = {k: v.value for k, v in event.materialization.metadata.items()}
     assert meta == {"lake/table": TABLE, "lake/written": False}  # no version a read would pin to
     assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
+
+
+def test_a_pandas_frames_named_index_is_written_as_its_columns(catalog: Catalog) -> None:
+    sales = pd.DataFrame({"region": ["eu", "us", "eu"], "day": [1, 1, 2], "amount": [1, 2, 3]})
+    totals = sales.groupby(["region", "day"]).sum()  # the keys are the index, no longer columns
+
+    @dg.asset(key=["p", "w", "ns", "totals"], io_manager_key="lake_io")
+    def by_region() -> pd.DataFrame:
+        return totals
+
+    lake = LakeResource(home=str(catalog.settings.home))
+    with sqlite_instance() as instance:
+        result = dg.materialize(
+            [by_region], instance=instance, resources={"lake_io": LakeIOManager(lake=lake)}
+        )
+    assert result.success
+    written = catalog.reads.open_table("p.w.ns.totals").to_reader().read_all()
+    assert written.column_names == ["region", "day", "amount"]
+    assert sorted(written.to_pylist(), key=str) == sorted(
+        [
+            {"region": "eu", "day": 1, "amount": 1},
+            {"region": "eu", "day": 2, "amount": 3},
+            {"region": "us", "day": 1, "amount": 2},
+        ],
+        key=str,
+    )
+
+
+def test_a_pandas_frame_with_a_column_twice_fails_typed_and_unwritten(catalog: Catalog) -> None:
+    from lake_platform.defs.io_frames import as_reader
+
+    twice = pd.DataFrame([[2, "b"]], columns=["id", "id"])
+    index_too = pd.DataFrame({"id": [2], "name": ["b"]}, index=pd.Index([7], name="id"))
+    for frame in (twice, index_too):
+        with pytest.raises(InvalidInput, match="id"):
+            as_reader(frame)
+    result = materialize(catalog, twice)
+    (failure,) = result.get_step_failure_events()
+    assert "InvalidInput (code 13)" in str(failure.event_specific_data.error)
+    assert [e.operation for e in catalog.reads.history(TABLE)] == ["create"]
