@@ -292,3 +292,17 @@ def test_a_filter_calling_a_function_is_answered_not_a_500(lake: RestLake) -> No
         resp = lake.post("/v1/table/p$w$ns$t/query", body, who="reader")
         assert resp.status_code == 200, resp.text
         assert sorted(read_file(resp.content).column("id").to_pylist()) == wanted
+
+
+@pytest.mark.parametrize("path", ["query", "count_rows"])
+def test_a_long_chain_of_operators_is_refused_before_datafusion_parses_it(lake: RestLake, path: str) -> None:
+    """DataFusion parses and walks a filter recursively: a chain of ~10,000 ORs (160 kB, within
+    LAKE_FLIGHT_MAX_SQL_BYTES) overflowed the thread's stack and the process died (SIGSEGV),
+    every tenant's calls with it. Refused by the depth bound Flight SQL applies to its text."""
+    chain = "id = 1" + " OR id = 1" * 20_000
+    body = {"vector": {}, "k": 1, "filter": chain} if path == "query" else {"predicate": chain}
+    refused = lake.post(f"/v1/table/p$w$ns$t/{path}", body, who="reader")
+    assert (refused.status_code, refused.json()["code"]) == (400, 13), refused.text
+    assert "nests more than" in refused.json()["detail"]
+    served = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 3, "filter": "id < 3"}, who="reader")
+    assert served.status_code == 200 and read_file(served.content).num_rows == 3

@@ -31,6 +31,7 @@ from lake_platform.query.limits import QueryLimits
 from lake_platform.query.lookup import lookup_of_filter
 from lake_platform.query.planner import OpenTable, PlannedQuery, Resolver
 from lake_platform.query.snapshot import ProjectView
+from lake_platform.query.sql import check_depth
 from lake_platform.query.timetravel import SEPARATOR
 from lake_platform.query.value_bounds import check_values
 from lake_platform.query.volatility import is_deterministic
@@ -127,6 +128,12 @@ def parse_filter(df: Any, text: str, max_bytes: int) -> Expr:
         raise InvalidInput(f"the filter is longer than {max_bytes} bytes")
     if "\x00" in text:
         raise InvalidInput("the filter contains a NUL character")
+    try:
+        # DataFusion parses and walks an expression recursively: a long chain of operators
+        # (10,000 ORs) overflowed the thread's stack and the process died. Flight SQL's bound.
+        check_depth(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"the filter: {exc.message}") from None
     try:
         expr = df.parse_sql_expr(text)
     except RecursionError:
