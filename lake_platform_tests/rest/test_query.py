@@ -287,7 +287,12 @@ def test_the_row_limit_holds_whatever_the_filter(lake: RestLake) -> None:
 def test_a_filter_calling_a_function_is_answered_not_a_500(lake: RestLake) -> None:
     # the key-lookup check read every expression's variant, which DataFusion cannot give for a
     # function call: the request was a 500
-    for where, wanted in (("abs(id) = 7", [7]), ("id < 3 AND upper(tag) = 'X'", [0, 1, 2])):
+    # length(tag) is DataFusion's character_length under an alias: refused as 'Alias' before
+    for where, wanted in (
+        ("abs(id) = 7", [7]),
+        ("id < 3 AND upper(tag) = 'X'", [0, 1, 2]),
+        ("id < 2 AND length(tag) = 1", [0, 1]),
+    ):
         body = {"vector": {}, "k": 0, "filter": where, "columns": {"column_names": ["id"]}}
         resp = lake.post("/v1/table/p$w$ns$t/query", body, who="reader")
         assert resp.status_code == 200, resp.text

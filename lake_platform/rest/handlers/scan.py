@@ -96,7 +96,7 @@ def _nodes(expr: Expr) -> Iterator[Expr]:
         if seen > MAX_FILTER_NODES:
             raise InvalidInput(f"the filter has more than {MAX_FILTER_NODES} terms")
         yield node
-        if node.rex_type() == RexType.Call:
+        if node.rex_type() in (RexType.Call, RexType.Alias):
             try:
                 stack.extend(node.rex_call_operands())
             except Exception as exc:  # noqa: BLE001 - DataFusion cannot take this kind apart
@@ -109,8 +109,10 @@ def check_filter(expr: Expr) -> None:
         kind = node.variant_name()
         if kind in REFUSED_KINDS:
             raise InvalidInput(f"the filter may not contain {REFUSED_KINDS[kind]} ({node.canonical_name()})")
-        if node.rex_type() not in (RexType.Call, RexType.Reference, RexType.Literal):
-            # An alias, a subquery or anything newer DataFusion adds: not a plain expression.
+        if node.rex_type() not in (RexType.Call, RexType.Reference, RexType.Literal, RexType.Alias):
+            # A subquery or anything newer DataFusion adds: not a plain expression. An alias is
+            # how DataFusion names a function called by another of its names (``length`` is
+            # ``character_length(x) AS length(x)``): its expression is walked like any other.
             raise InvalidInput(f"the filter may not contain {kind} ({node.canonical_name()})")
 
 
