@@ -69,6 +69,7 @@ def materialize(home: Path, failing: int) -> dg.ExecuteInProcessResult:
 
 
 def test_failed_attempts_leave_nothing_in_memory(home: Path) -> None:
+    gc.collect()  # earlier tests' attempts (in reference cycles) go first, as they do in the step
     before = step_outputs.open_attempts()
     result = materialize(home, failing=3)  # the attempt and both retries fail
     assert not result.success
@@ -82,6 +83,7 @@ def test_failed_attempts_leave_nothing_in_memory(home: Path) -> None:
 
 
 def test_a_retry_after_failed_attempts_still_publishes_both(home: Path) -> None:
+    gc.collect()  # earlier tests' attempts (in reference cycles) go first, as they do in the step
     before = step_outputs.open_attempts()
     result = materialize(home, failing=2)  # the third attempt succeeds
     assert result.success
