@@ -84,6 +84,9 @@ def test_the_handle_protocol_when_asked(lake: RestLake, how: str) -> None:
     assert (other.status_code, other.json()["code"]) == (404, 1)
     bad = lake.get("/v1/results/..%2F..%2Fetc/0", who="reader")
     assert bad.status_code in (400, 406) and bad.json()["code"] in (0, 13)
+    # "²" is str.isdigit(), and int() of it raised: a 500
+    digit = lake.get(answer["segments"][0].rsplit("/", 1)[0] + "/\u00b2", who="reader")
+    assert (digit.status_code, digit.json()["code"]) == (400, 13), digit.text
     # a small result asked for by handle is still inline
     small = lake.post(path, {"vector": {}, "k": 3}, who="reader", headers=headers)
     assert small.headers["content-type"] == ARROW_FILE and read_file(small.content).num_rows == 3

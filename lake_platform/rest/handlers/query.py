@@ -12,6 +12,7 @@ the lake's results area (``rest/results.py``) and a JSON handle to its segments.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ SURFACE = "rest"
 HANDLE_HEADER = "x-lake-result"
 HANDLE_PARAM = "result"
 HANDLE = "handle"
+#: A segment's number in its URL: ASCII digits (results have fewer than 100,000 segments).
+SEGMENT_NUMBER = re.compile(r"[0-9]{1,5}")
 
 
 def _int(body: dict[str, Any], name: str) -> int | None:
@@ -185,7 +188,7 @@ def result_segment(request: RestRequest) -> Any:
     handle = str(request.body.get("handle", ""))
     project, job = results.parse_handle(handle, request.principal.project)
     segment = str(request.body.get("segment", ""))
-    if not segment.isdigit() or len(segment) > 5:
+    if not SEGMENT_NUMBER.fullmatch(segment):  # not str.isdigit: "²" is one, and int() raised
         raise InvalidInput("segment must be a number")
     area = results.area(request.service.settings)
     path = results.segment_path(area, project, job, int(segment), time.time())

@@ -7,6 +7,7 @@ first outcome (``catalog/idempotency.py``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
@@ -18,6 +19,10 @@ from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
+
+#: A page token this server hands out: a version number (ASCII digits, under 2^63). Not
+#: ``str.isdigit``, which takes "²" (int() then raised: a 500) and any length.
+_TOKEN = re.compile(r"[0-9]{1,18}")
 
 
 def _body(request: RestRequest) -> dict[str, Any]:
@@ -42,7 +47,7 @@ def list_table_versions(request: RestRequest) -> Any:
     limit, token = body.pop("limit", None), body.pop("page_token", None)
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
-    if token is not None and (not isinstance(token, str) or not token.isdigit()):
+    if token is not None and (not isinstance(token, str) or not _TOKEN.fullmatch(token)):
         raise InvalidInput(f"page_token {token!r} is not one this server handed out")
     if limit == 1 and token is None and body.get("descending"):
         # Lance's "which is the latest?" before each commit: one record read, not a scan. Its
