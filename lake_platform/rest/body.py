@@ -68,16 +68,16 @@ def _finite(text: str) -> float:
 
 
 def _depth(value: Any, limit: int) -> None:
-    """InvalidInput when ``value`` nests arrays and objects deeper than ``limit`` (iterative)."""
+    """InvalidInput when ``value`` nests arrays and objects deeper than ``limit`` (iterative).
+    Only arrays and objects go on the stack: an entry per value made a 64 MiB array of numbers
+    cost gigabytes (a tuple per number) before the request was even looked at."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
         if depth > limit:
             raise InvalidInput(f"the body nests deeper than {limit} levels (LAKE_REST_MAX_JSON_DEPTH)")
-        stack.extend((child, depth + 1) for child in children)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
 def check_encoding(raw: bytes, content_encoding: str) -> None:
