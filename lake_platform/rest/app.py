@@ -85,6 +85,15 @@ class Endpoint:
         self.bodyless = bodyless
         self.query = query
 
+    def body_limit(self) -> tuple[int, str]:
+        """The largest body this operation reads, and the setting that says so: a JSON body is
+        also held to LAKE_REST_MAX_JSON_BYTES, since parsing one costs several times its size
+        (a Python object per value) and seconds of CPU per 10 MiB."""
+        settings = self.service.settings
+        if self.arrow or settings.rest_max_body_bytes <= settings.rest_max_json_bytes:
+            return settings.rest_max_body_bytes, "LAKE_REST_MAX_BODY_BYTES"
+        return settings.rest_max_json_bytes, "LAKE_REST_MAX_JSON_BYTES"
+
     async def answer(self, request: Request) -> Response:
         settings = self.service.settings
         has_body = bool(request.headers.get("content-length", "0").strip("0")) or (
@@ -98,11 +107,10 @@ class Endpoint:
                 # A declared size over the limit is refused first, then the caller is identified
                 # (token checks block: a worker thread), and only then is the body read, on the
                 # event loop, within the size and time limits: nobody unidentified costs memory.
-                check_declared_length(request, settings.rest_max_body_bytes)
+                limit, setting = self.body_limit()
+                check_declared_length(request, limit, setting)
                 principal = await run_in_threadpool(self.service.authenticate, request.headers)
-                raw = await read_body(
-                    request, settings.rest_max_body_bytes, settings.rest_body_timeout_seconds
-                )
+                raw = await read_body(request, limit, settings.rest_body_timeout_seconds, setting)
                 read = True
             principal, result = await run_in_threadpool(
                 self.handle, principal, request.headers, request.query_params, request.path_params, raw

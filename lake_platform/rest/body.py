@@ -25,28 +25,27 @@ _BOOLS = {"true": True, "false": False, "1": True, "0": False}
 _INTEGER = re.compile(r"-?[0-9]{1,20}")
 
 
-def check_declared_length(request: Request, limit: int) -> None:
-    """413 when the declared ``Content-Length`` is over ``limit``: checked before anything else
-    (no token check, no byte of the body read)."""
+BODY_LIMIT = "LAKE_REST_MAX_BODY_BYTES"
+
+
+def check_declared_length(request: Request, limit: int, setting: str = BODY_LIMIT) -> None:
+    """413 when the declared ``Content-Length`` is over ``limit`` (``setting``): checked before
+    anything else (no token check, no byte of the body read)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RequestTooLarge(
-            f"the body is {declared} bytes; the limit is {limit} (LAKE_REST_MAX_BODY_BYTES)"
-        )
+    if declared is not None and _INTEGER.fullmatch(declared) and int(declared) > limit:
+        raise RequestTooLarge(f"the body is {declared} bytes; the limit is {limit} ({setting})")
 
 
-async def read_body(request: Request, limit: int, timeout: float) -> bytes:
-    """The request body, refused (413) past ``limit`` before or while reading it, and (408) when
-    it has not all arrived within ``timeout`` seconds; a client gone mid-body is Starlette's
-    ``ClientDisconnect``, raised by ``Request.stream``."""
-    check_declared_length(request, limit)
+async def read_body(request: Request, limit: int, timeout: float, setting: str = BODY_LIMIT) -> bytes:
+    """The request body, refused (413) past ``limit`` (``setting``) before or while reading it,
+    and (408) when it has not all arrived within ``timeout`` seconds; a client gone mid-body is
+    Starlette's ``ClientDisconnect``, raised by ``Request.stream``."""
+    check_declared_length(request, limit, setting)
     body = bytearray()
     with anyio.move_on_after(timeout) as deadline:
         async for chunk in request.stream():
             if len(body) + len(chunk) > limit:
-                raise RequestTooLarge(
-                    f"the body exceeds the limit of {limit} bytes (LAKE_REST_MAX_BODY_BYTES)"
-                )
+                raise RequestTooLarge(f"the body exceeds the limit of {limit} bytes ({setting})")
             body += chunk
     if deadline.cancelled_caught:
         raise RequestTimeout(

@@ -121,6 +121,12 @@ class LakeSettings(KeywordStrictSettings):
         ge=1024,
         description="Largest request body (JSON or Arrow); larger ones are refused with 413.",
     )
+    rest_max_json_bytes: int = Field(
+        8 << 20,
+        ge=1024,
+        description="Largest JSON request body (every operation but the Arrow ones); larger ones are "
+        "refused with 413. Parsing JSON costs several times its size in memory.",
+    )
     rest_body_timeout_seconds: float = Field(
         60.0,
         gt=0,
