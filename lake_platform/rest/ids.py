@@ -15,6 +15,23 @@ from typing import Any
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import check_segment
 
+#: The longest delimiter (as ``LAKE_REST_ID_DELIMITER``).
+MAX_DELIMITER = 8
+
+
+def check_delimiter(delimiter: str) -> str:
+    """``delimiter`` if it can join segments unambiguously: 1-8 printable characters, none a
+    letter, digit, ``_``, ``/`` or space (the rule ``LAKE_REST_ID_DELIMITER`` follows). A
+    request's ``?delimiter=_`` made ``p_w_ns_a_b`` name both ``p.w.ns.a_b`` and ``p.w.ns.a.b``."""
+    if not delimiter or len(delimiter) > MAX_DELIMITER:
+        raise InvalidInput(f"the id delimiter must be 1 to {MAX_DELIMITER} characters")
+    if any(c.isalnum() or c == "_" or c.isspace() or c == "/" or not c.isprintable() for c in delimiter):
+        raise InvalidInput(
+            f"the id delimiter {delimiter[:MAX_DELIMITER]!r} must not contain letters, digits, '_', '/', "
+            "spaces or control characters: a name may contain them"
+        )
+    return delimiter
+
 
 def parse_path_id(raw: str, delimiter: str) -> list[str]:
     if not delimiter:

@@ -23,6 +23,7 @@ from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot_cache import SnapshotCache
 from lake_platform.rest import auth, results
 from lake_platform.rest.credentials import StorageCredentials
+from lake_platform.rest.ids import check_delimiter
 from lake_platform.settings import LakeSettings
 from lake_platform.settings.flight import FlightSettings, flight_settings, is_loopback
 
@@ -119,7 +120,8 @@ class RestService:
         return auth.authenticate(self.auth, headers)
 
     def delimiter(self, query: Mapping[str, str]) -> str:
-        return query.get("delimiter") or self.settings.rest_id_delimiter
+        asked = query.get("delimiter")
+        return check_delimiter(asked) if asked else self.settings.rest_id_delimiter
 
 
 def check_bind(settings: LakeSettings) -> None:
