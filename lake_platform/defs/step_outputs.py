@@ -9,8 +9,8 @@ table's main is fast-forwarded to that branch in ONE registry transaction
 (``catalog.branch_publish.publish_branches``): all of them move, or none does. Until then main
 does not move; each materialization records the branch version, which the publish makes main's
 under the same number (``io_manager.open_pinned``), and another run's input passes over it while
-it is unpublished (``io_reads``). An output appending no rows makes no branch and is left out
-of the publish (``wap.write_on_branch``); a step with nothing else publishes nothing.
+it is unpublished (``io_reads``). An output appending or merging no rows makes no branch and is
+left out of the publish (``wap.write_on_branch``); a step with nothing else publishes nothing.
 
 - A step failing after its first output (an exception, an output the table's schema policy
   refuses, a killed process) publishes nothing: every table is as it was; its branches stay

@@ -8,8 +8,9 @@ assets' checks there, published to main only when the run succeeded.
   one). Every mode the IO manager writes on main is written on the branch
   (``asset_tables.plan_write``): append, overwrite, merge (``branch_changes.merge_insert``) and
   a partitioned output's exact replacement of its partitions (``branch_writes.replace_where``),
-  each one version of the branch. An append of no rows makes no branch (nothing to audit or
-  publish): its materialization records main's head, and the publish leaves the table out.
+  each one version of the branch. An append or a merge of no rows makes no branch (nothing to
+  audit or publish): its materialization records main's head, and the publish leaves the table
+  out.
 - Audit: the materialization records the branch, so the asset's checks (and downstream assets)
   in the same run load the branch's version through the IO manager; main does not move.
 - Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to the
@@ -67,10 +68,11 @@ def write_on_branch(
         except TableNotFound:
             pass
     setup = Provenance(actor=by.actor, run_id=by.run_id, commit_id=f"{by.commit_id}-main")
-    if plan.operation == "append" and not change:
+    # An append, or a merge (matched rows updated, the others inserted), of no rows changes nothing.
+    if plan.operation in ("append", "merge") and not change:
         holds, data = holds_rows(data)
         if not holds:  # nothing to audit or publish: no branch, main's head answered
-            return Written("append", _main_head(catalog, table, data.schema, setup), replayed=False)
+            return Written(plan.operation, _main_head(catalog, table, data.schema, setup), replayed=False)
     try:
         catalog.branches.create_branch(table, branch, by=Provenance(actor=by.actor, run_id=by.run_id))
     except TableBranchAlreadyExists:

@@ -154,3 +154,29 @@ def test_an_empty_output_of_a_multi_asset_step_is_left_out_of_its_publish(tmp_pa
         }
         assert catalog.branches.list_branches(TABLE) == catalog.branches.list_branches(LOUD) == []
     EMPTY.clear()
+
+
+@dg.asset(
+    key=TABLE.split("."), io_manager_key="lake_io", metadata={"write_mode": "merge", "key_columns": ["id"]}
+)
+def quiet_merge() -> pa.Table:
+    return pa.table({"id": pa.array([], pa.int64())})
+
+
+def test_a_merge_of_no_rows_in_a_wap_run_makes_no_branch_as_an_append(tmp_path: Path) -> None:
+    """Merging nothing (matched rows updated, the others inserted) changes nothing: no branch,
+    no version of it, the materialization records main's head and nothing is published."""
+    home = tmp_path / "home"
+    lake = tables(home)
+    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+        result = dg.materialize(
+            [quiet_merge],
+            instance=instance,
+            resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
+        )
+        (event,) = result.get_asset_materialization_events()
+        meta = event.materialization.metadata
+        assert "lake/branch" not in meta and meta["lake/version"].value == 1
+        assert catalog.branches.list_branches(TABLE) == []
+        assert isinstance(publish(lake, instance, result), dg.SkipReason)
+        assert versions(catalog)[TABLE] == (1, ["create"])
