@@ -24,11 +24,19 @@ publishes never deadlock), every table's records land in one registry transactio
 head names the others' (``VersionRecord.transaction``), so a reader never holds one table
 published and another not (``query.snapshot_transactions``). Each table's commit id is the
 publish's with ``-t<i>`` appended (``i`` in sorted-name order), as ``catalog.transaction`` does.
+
+A publisher that knows which version of each branch it means (a write-audit-publish run: the
+version its materialization recorded and its audit read) names it in ``expect``: checked under
+the branch's lease, a branch written past it since (another writer's commit on the branch, a
+restore of its line) is refused with InvalidTableState, nothing published, as the rows past it
+were never audited; versions past it made by compaction alone (files rewritten, rows as they
+were) are published with it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -38,7 +46,13 @@ from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.transaction_recovery import resolve_version
-from lake_platform.errors import BranchDiverged, ConcurrentModification, ConditionFailed, InvalidInput
+from lake_platform.errors import (
+    BranchDiverged,
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidInput,
+    InvalidTableState,
+)
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode
@@ -119,11 +133,14 @@ class BranchPublish:
         detail: dict[str, object] | None = None,
         by: Provenance = UNSTATED,
         single: bool = False,
+        expect: Mapping[str, int] | None = None,
     ) -> list[CommitResult]:
         """Publish ``branch`` of every table in ``names`` into its main in ONE registry
         transaction: every main moves, or none does (the first refusal in name order is the
         error: BranchDiverged, InvalidInput, TableBranchNotFound, ...). One result per table,
         in sorted name order. ``single``: one table, whose commit id is the publish's own.
+        ``expect``: table name -> the branch version the caller means (see the module docstring;
+        a table it does not name publishes whatever head its branch has).
         ``by.commit_id`` that landed already (checked again under the leases: sent twice at
         once) answers its results, nothing published again."""
         who = self.ctx.who(by.principal)
@@ -137,13 +154,7 @@ class BranchPublish:
             who.require(tname.project, "write", f"publish to {tname}")
 
         def landed() -> list[CommitResult] | None:
-            if by.commit_id is None:
-                return None
-            replays = [
-                self.ctx.replayed(i, table=t, operation="publish", branch=branch)
-                for i, (t, _) in zip(ids, tnames, strict=True)
-            ]
-            return [r for r in replays if r is not None] if all(replays) else None
+            return self._landed([t for t, _ in tnames], branch, ids) if by.commit_id is not None else None
 
         first = landed()
         if first is not None:
@@ -162,8 +173,10 @@ class BranchPublish:
             first = landed()  # it may have landed while this waited (sent twice at once)
             if first is not None:
                 return first
+            expected = {str(TableName.parse(n)): v for n, v in (expect or {}).items()}
             plans = [
-                self._plan(tname, branch, record.incarnation, rec.incarnation) for tname, record, rec in heads
+                self._plan(tname, branch, record.incarnation, rec.incarnation, expected.get(str(tname)))
+                for tname, record, rec in heads
             ]
             for p in plans:
                 p.detail.update(detail or {})
@@ -270,7 +283,9 @@ class BranchPublish:
             except Exception:  # noqa: BLE001 - only tidying: they stay unreachable
                 log.warning("could not remove the versions a failed publish of %s registered", p.name)
 
-    def _plan(self, tname: TableName, branch: str, incarnation: str, chain: str) -> PlannedPublish:
+    def _plan(
+        self, tname: TableName, branch: str, incarnation: str, chain: str, expect: int | None = None
+    ) -> PlannedPublish:
         """What publishing ``branch`` writes, read under main's lease (``incarnation``) and the
         branch's (``chain``): main's new version records (the branch's, re-keyed), main's head on
         the branch's line, the branch record consumed."""
@@ -281,23 +296,7 @@ class BranchPublish:
             raise ConcurrentModification(
                 f"branch {branch} of {tname} was made again meanwhile; nothing was published"
             )
-        if record.current_version != rec.main_version:
-            raise BranchDiverged(
-                f"main of {tname} moved since branch {branch} was made: the branch's line leaves main "
-                f"at version {rec.main_version}, main is at version {record.current_version} now; "
-                "publishing would drop main's newer commits (no merge). Make a new branch from "
-                "main's head and apply the change there"
-            )
-        if rec.current_version <= rec.main_version:
-            raise InvalidInput(f"branch {branch} of {tname} has no commit of its own to publish")
-        own = sorted(
-            (
-                decode(VersionRecord, i.value, i.key)
-                for i in self.ctx.store.scan_prefix(keys.versions(rec.incarnation))
-            ),
-            key=lambda v: v.version,
-        )
-        own = [v for v in own if v.version > rec.main_version]
+        own = self._own_line(tname, branch, record, rec, expect)
         above_items = list(
             self.ctx.store.scan_prefix(
                 keys.versions(record.incarnation),
@@ -314,7 +313,7 @@ class BranchPublish:
                     f"{item.key} belongs to a multi-table commit still being made; nothing was published"
                 )
             if outcome is not None:
-                return self._plan(tname, branch, incarnation, chain)  # main's head or records changed
+                return self._plan(tname, branch, incarnation, chain, expect)  # main's head or records changed
         above = {decode(VersionRecord, i.value, i.key).version: i.revision for i in above_items}
         copies = [
             v.model_copy(
@@ -336,3 +335,81 @@ class BranchPublish:
             "versions": [v.version for v in own],
         }
         return PlannedPublish(tname, record, rec, copies, moved, table_rev, branch_item, detail, above)
+
+    def check_publishable(
+        self, names: list[str], branch: str, *, expect: Mapping[str, int], by: Provenance = UNSTATED
+    ) -> None:
+        """What ``publish_branches`` (with ``by``'s commit id) refuses of ``branch`` of ``names``
+        (main moved, no commit of its own, not at the ``expect``ed version), checked ahead,
+        outside the leases: a caller publishing several branches checks them all before the
+        first lands (the publish checks again under them). A publish that landed passes."""
+        expected = {str(TableName.parse(n)): v for n, v in expect.items()}
+        tables = sorted({str(TableName.parse(n)) for n in names})
+        commit_id = check_commit_id(by.commit_id)
+        if by.commit_id is not None and self._landed(
+            tables, branch, [f"{commit_id}-t{i}" for i in range(len(tables))]
+        ):
+            return
+        for name in tables:
+            tname = TableName.parse(name)
+            record = self.ctx.table(tname)[0]
+            rec = self.branches.branch(tname, branch)[0]
+            self._own_line(tname, branch, record, rec, expected.get(str(tname)))
+
+    def _landed(self, tables: list[str], branch: str, ids: list[str]) -> list[CommitResult] | None:
+        """The results of the publish whose commit ids are ``ids`` (one per table, sorted) when it
+        landed, else None."""
+        replays = [
+            self.ctx.replayed(i, table=t, operation="publish", branch=branch)
+            for i, t in zip(ids, tables, strict=True)
+        ]
+        return [r for r in replays if r is not None] if all(replays) else None
+
+    def _own_line(
+        self, tname: TableName, branch: str, record: TableRecord, rec: BranchRecord, expect: int | None
+    ) -> list[VersionRecord]:
+        """The branch's versions since it left main, in order, once it may be published into
+        main (``record``): else BranchDiverged, InvalidInput, InvalidTableState."""
+        if record.current_version != rec.main_version:
+            raise BranchDiverged(
+                f"main of {tname} moved since branch {branch} was made: the branch's line leaves main "
+                f"at version {rec.main_version}, main is at version {record.current_version} now; "
+                "publishing would drop main's newer commits (no merge). Make a new branch from "
+                "main's head and apply the change there"
+            )
+        if rec.current_version <= rec.main_version:
+            raise InvalidInput(f"branch {branch} of {tname} has no commit of its own to publish")
+        own = sorted(
+            (
+                decode(VersionRecord, i.value, i.key)
+                for i in self.ctx.store.scan_prefix(keys.versions(rec.incarnation))
+            ),
+            key=lambda v: v.version,
+        )
+        own = [v for v in own if v.version > rec.main_version]
+        if expect is not None:
+            self._check_expected(tname, branch, rec, own, expect)
+        return own
+
+    def _check_expected(
+        self, tname: TableName, branch: str, rec: BranchRecord, own: list[VersionRecord], expect: int
+    ) -> None:
+        """Refuse (InvalidTableState) a branch that is not at version ``expect``, or past it by
+        more than compactions: what is published is what the publisher's writer recorded."""
+        if not rec.main_version < expect <= rec.current_version:
+            raise InvalidTableState(
+                f"branch {branch} of {tname} is not at version {expect}, which its writer recorded: its "
+                f"line runs from main's version {rec.main_version} to version {rec.current_version}; "
+                "nothing was published"
+            )
+        for ver in own:
+            if ver.version <= expect:
+                continue
+            marker = self.ctx.commit_landed(ver.commit_id) if ver.commit_id else None
+            if marker is None or marker.operation != "compact":
+                what = marker.operation if marker is not None else "no logged commit"
+                raise InvalidTableState(
+                    f"branch {branch} of {tname} moved past version {expect}, which its writer recorded: "
+                    f"its version {ver.version} ({what}) was committed since, never audited with it; "
+                    f"nothing was published (inspect the branch: lake table history {tname})"
+                )

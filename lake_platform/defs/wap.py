@@ -14,7 +14,8 @@ assets' checks there, published to main only when the run succeeded.
 - Audit: the materialization records the branch, so the asset's checks (and downstream assets)
   in the same run load the branch's version through the IO manager; main does not move.
 - Publish: ``wap_publish_sensor`` (a run-status sensor on success) fast-forwards main to the
-  branch on every table the run wrote, in ONE registry transaction
+  branch version the run's latest materialization of each table recorded, in ONE registry
+  transaction
   (``catalog.branch_publish.publish_branches``: every main moves or none does, and a reader
   never holds one table published and another not), and observes each table's new main version.
   A blocking check that failed fails the run, so nothing is published: main is as it
@@ -23,12 +24,19 @@ assets' checks there, published to main only when the run succeeded.
   check evaluation of the run failed. A failed run re-executed from failure (its checks fixed)
   runs only the failed steps: when it succeeds, the branches the failed run wrote are published
   (with those its own steps wrote: one transaction per branch).
+- What is published of a table is what the chain's LATEST materialization of it recorded
+  (``run_branches``): a re-execution whose write of the table made no branch (no rows, None)
+  leaves it out, never the failed run's older rows still on that run's branch; a branch
+  written past the recorded version since (by hand, a restore) fails the publish with
+  InvalidTableState and nothing of the run is published (compactions since are published
+  with it: ``branch_publish``). A multi-asset step's ``step_<hash>`` branch, published by
+  its step, is none of the sensor's.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import dagster as dg
 
@@ -119,32 +127,48 @@ def publish_commit_id(run_id: str, branch: str) -> str:
     return "dg-" + hashlib.sha256(f"{run_id}\0publish\0{branch}".encode()).hexdigest()[:48]
 
 
-def run_branches(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, tuple[dg.AssetKey, str]]:
-    """The tables the run wrote on branches: table -> (asset key, branch). A re-execution also
+class RunWrite(NamedTuple):
+    """A table's latest write in a run's chain, on a run's branch: what its publish takes."""
+
+    key: dg.AssetKey
+    branch: str
+    #: The branch version the materialization recorded (what the run's checks audited).
+    version: int
+
+
+def run_branches(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, RunWrite]:
+    """The tables the run wrote on branches: table -> its latest write. A re-execution also
     owns what the runs before it in its chain wrote, back to the last one that succeeded (whose
     publish took what came before): a run re-executed from failure does not run again the steps
     that wrote, so their branches are the failed run's. A table written again takes the newer
-    run's branch."""
+    materialization, and one that made no branch (no rows, None, written on main) takes the
+    table out: the failed run's rows on its branch are not what the run ended with."""
     chain = [run.run_id]
     parent = instance.get_run_by_id(run.parent_run_id) if run.parent_run_id else None
     while parent is not None and parent.status != dg.DagsterRunStatus.SUCCESS:
         chain.append(parent.run_id)
         parent = instance.get_run_by_id(parent.parent_run_id) if parent.parent_run_id else None
-    found: dict[str, tuple[dg.AssetKey, str]] = {}
+    found: dict[str, RunWrite | None] = {}
     for run_id in reversed(chain):  # oldest first: a newer run's write wins
-        found.update(_written_on_branches(instance, run_id))
-    return found
+        _latest_writes(instance, run_id, found)
+    return {table: write for table, write in found.items() if write is not None}
 
 
-def _written_on_branches(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[dg.AssetKey, str]]:
-    found: dict[str, tuple[dg.AssetKey, str]] = {}
+def _latest_writes(instance: dg.DagsterInstance, run_id: str, found: dict[str, RunWrite | None]) -> None:
+    """Each table's materializations in ``run_id``, in order, over ``found``: a write on the
+    run's branch, or None (it made none)."""
+    ours = run_branch(run_id)
     records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
-    for rec in records:
+    for rec in records:  # ascending: the run's last materialization of a table wins
         event = rec.asset_materialization
-        if event is None or BRANCH not in event.metadata:
+        if event is None or TABLE not in event.metadata:
+            continue  # not the Lake IO manager's
+        table = str(event.metadata[TABLE].value)
+        branch = event.metadata.get(BRANCH)
+        if branch is None or str(branch.value) != ours:  # main's, or a multi-asset step's (published)
+            found[table] = None
             continue
-        found[str(event.metadata[TABLE].value)] = (event.asset_key, str(event.metadata[BRANCH].value))
-    return found
+        found[table] = RunWrite(event.asset_key, ours, int(event.metadata[VERSION].value))
 
 
 def failed_blocking_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -177,16 +201,28 @@ def wap_publish_sensor(context: dg.RunStatusSensorContext, lake: LakeResource) -
     failed = failed_blocking_checks(context.instance, run_id)
     if failed:
         return dg.SkipReason(f"blocking checks failed ({', '.join(failed)}): nothing published")
-    by_branch: dict[str, list[str]] = {}
-    for table, (_, branch) in written.items():
-        by_branch.setdefault(branch, []).append(table)
+    by_branch: dict[str, dict[str, int]] = {}
+    for table, write in written.items():
+        by_branch.setdefault(write.branch, {})[table] = write.version
     with lake_errors(), lake.catalog() as catalog:
-        for branch, tables in sorted(by_branch.items()):
+        # A re-execution publishes the failed run's branch and its own in turn: each is checked
+        # before either lands, so a refusal publishes nothing of the run (bar a race).
+        publishes = [
+            (
+                branch,
+                tables,
+                Provenance(actor=ACTOR, run_id=run_id, commit_id=publish_commit_id(run_id, branch)),
+            )
+            for branch, tables in sorted(by_branch.items())
+        ]
+        for branch, tables, by in publishes:
+            catalog.branch_publish.check_publishable(sorted(tables), branch, expect=tables, by=by)
+        for branch, tables, by in publishes:
             # All of the run's tables in one registry transaction: main moves for every one of
-            # them or for none; a retry of a publish that landed replays it.
-            by = Provenance(actor=ACTOR, run_id=run_id, commit_id=publish_commit_id(run_id, branch))
-            catalog.branch_publish.publish_branches(tables, branch, by=by)
-        for table, (key, branch) in sorted(written.items()):
+            # them or for none; a retry of a publish that landed replays it. Each branch at the
+            # version the run recorded (and audited), or nothing is published.
+            catalog.branch_publish.publish_branches(sorted(tables), branch, by=by, expect=tables)
+        for table, (key, branch, _) in sorted(written.items()):
             snapshot = catalog.reads.open_table(table)
             metadata = table_metadata(table, snapshot.version, snapshot.schema, snapshot.count_rows())
             context.instance.report_runless_asset_event(

@@ -15,7 +15,13 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.principals import LOCAL_ADMIN
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_namespace import LakeNamespace
-from lake_platform.errors import BranchDiverged, InvalidInput, TableBranchNotFound, TableVersionNotFound
+from lake_platform.errors import (
+    BranchDiverged,
+    InvalidInput,
+    InvalidTableState,
+    TableBranchNotFound,
+    TableVersionNotFound,
+)
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.dynamodb import DynamoMetaStore
@@ -169,3 +175,31 @@ def test_a_publish_killed_between_batches_shows_none_of_it(long_branch: LakeSett
                 c.reads.open_table(LONG, 4)
             return
         faults.check_registry_matches_engine(c)
+
+
+def test_a_branch_past_the_expected_version_is_refused_whole_and_compactions_pass(run_branch: Lake) -> None:
+    """``expect``: each branch at the version its writer recorded (a wap run's audit read it).
+    Another append on one branch since refuses the publish of both, nothing moved; a version
+    made by compaction alone past it publishes."""
+    cat = run_branch.catalog
+    cat.branch_writes.append(LINES, "run_1", rows([999]))  # version 3, never audited
+    before = main_state(run_branch)
+    with pytest.raises(
+        InvalidTableState, match="run_1 of p.w.ns.order_lines moved past version 2.*3 \\(append\\)"
+    ):
+        cat.branch_publish.publish_branches(
+            [ORDERS, LINES],
+            "run_1",
+            expect={ORDERS: 2, LINES: 2},
+            by=Provenance(commit_id="wap-publish-0002"),
+        )
+    with pytest.raises(InvalidTableState, match="not at version 5"):
+        cat.branch_publish.publish_branches([ORDERS], "run_1", expect={ORDERS: 5})
+    assert main_state(run_branch) == before
+    compacted = cat.branch_compaction.compact_branch(ORDERS, "run_1")  # reserve, rewrite: two versions
+    assert (compacted.status, compacted.version) == ("committed", 4)
+    results = cat.branch_publish.publish_branches(
+        [ORDERS, LINES], "run_1", expect={ORDERS: 2, LINES: 3}, by=Provenance(commit_id="wap-publish-0003")
+    )
+    assert [(r.table, r.to_version) for r in results] == [(LINES, 3), (ORDERS, 4)]
+    assert main_state(run_branch) == {ORDERS: (4, [1, 2]), LINES: (3, [100, 101, 999])}
