@@ -1,8 +1,9 @@
 """Functions that build values sized by a number, checked at planning: what one call may build
 stays within ``max_value_bytes``.
 
-Like ``repeat`` (``capped``), ``lpad``, ``rpad``, ``array_repeat`` (``list_repeat``) and the
-list-building scalar ``range`` and ``generate_series`` size their result by a number rather than
+Like ``repeat`` (``capped``), ``lpad``, ``rpad``, ``array_repeat`` (``list_repeat``),
+``array_resize`` (``list_resize``) and the list-building scalar ``range`` and
+``generate_series`` size their result by a number rather than
 by their inputs' bytes, and DataFusion builds it outside the memory pool: ``SELECT lpad('x',
 2000000000)`` would allocate gigabytes, ``range(50000000)`` hundreds of megabytes. A Python
 replacement cannot take their place (DataFusion keeps one function per name and a Python
@@ -13,6 +14,9 @@ checked, before anything optimizes it:
 - ``lpad``/``rpad``: the length must be an integer literal; 4 bytes a character (UTF-8's most).
 - ``array_repeat``: the count must be an integer literal and the element a literal (a computed
   element's size is not known before the query runs); the element's Arrow size a time.
+- ``array_resize``: the size must be an integer literal and the fill value (if any) a literal;
+  the value's Arrow size an element, at least :data:`BYTES_PER_RESIZED` (the list's own type is
+  not known here: a fixed-width element is at most that wide in practice).
 - ``range``/``generate_series`` as scalars: every bound and step must be an integer literal; 8
   bytes an element (the table functions of the same names in ``FROM`` are not these).
 
@@ -41,22 +45,24 @@ from lake_platform.query.limits import QueryLimits
 #: The functions checked here, and which argument is the length of what they build.
 LENGTH_ARGUMENT = {"lpad": 1, "rpad": 1}
 #: The list builders checked here (``list_repeat`` is planned as ``array_repeat``).
-LIST_BUILDERS = ("array_repeat", "range", "generate_series")
+LIST_BUILDERS = ("array_repeat", "array_resize", "range", "generate_series")
 #: The most bytes a character takes in UTF-8.
 BYTES_PER_CHARACTER = 4
 #: The bytes of one ``range``/``generate_series`` element (Int64).
 BYTES_PER_INTEGER = 8
+#: The bytes taken for one element ``array_resize`` adds (without a wider fill value).
+BYTES_PER_RESIZED = 16
 #: The most rows a batch is assumed to have: Lance scans in batches of up to 32768 rows
 #: (the endpoint's scan batch setting's default), more than DataFusion's own batch size.
 ROWS_PER_BATCH = 32768
 
-_FUNCTIONS = r"(?:lpad|rpad|array_repeat|list_repeat|range|generate_series)"
+_FUNCTIONS = r"(?:lpad|rpad|array_repeat|list_repeat|array_resize|list_resize|range|generate_series)"
 _NAMED = re.compile(rf"(?<![\w$]){_FUNCTIONS}(?![\w$])", re.IGNORECASE)
 # A call, not the table function ``range()``/``generate_series()`` a scan's columns are named after.
 _CALLED = re.compile(rf"(?<![\w$]){_FUNCTIONS}\((?!\))", re.IGNORECASE)
 #: How DataFusion's debug text of a plan names the functions (``Range``: both list builders).
-_IN_SUBQUERY = re.compile(r"\binner: (?:[LR]PadFunc|ArrayRepeat|Range) \{")
-_CHECKED = "lpad, rpad, array_repeat, range or generate_series"
+_IN_SUBQUERY = re.compile(r"\binner: (?:[LR]PadFunc|ArrayRepeat|ArrayResize|Range) \{")
+_CHECKED = "lpad, rpad, array_repeat, array_resize, range or generate_series"
 
 
 def check_values(sql: str, df: Any, limits: QueryLimits) -> None:
@@ -137,6 +143,10 @@ class _Walk:
             count, each, what = self._padded(name, operands), BYTES_PER_CHARACTER, "characters"
         elif name == "array_repeat":
             count, each, what = self._repeated(operands), _literal_bytes(operands[0]), "elements"
+        elif name == "array_resize":
+            count, each, what = self._resized(operands), BYTES_PER_RESIZED, "elements"
+            if len(operands) > 2:
+                each = max(each, _literal_bytes(operands[2]))
         else:
             count, each, what = self._series(name, operands), BYTES_PER_INTEGER, "elements"
         once = literal and self._once
@@ -161,6 +171,14 @@ class _Walk:
         if str(operands[0].rex_type()) != "RexType.Literal":
             raise self._unsized("array_repeat's element must be a literal")
         return max(count, 0)
+
+    def _resized(self, operands: list[Any]) -> int:
+        size = _integer(operands[1]) if len(operands) > 1 else None
+        if size is None:
+            raise self._unsized("array_resize's size must be an integer literal")
+        if len(operands) > 2 and str(operands[2].rex_type()) != "RexType.Literal":
+            raise self._unsized("array_resize's value must be a literal")
+        return max(size, 0)
 
     def _series(self, name: str, operands: list[Any]) -> int:
         bounds = [_integer(o) for o in operands]

@@ -1,4 +1,4 @@
-"""``lpad``, ``rpad``, ``array_repeat`` and the scalar ``range``/``generate_series`` under
+"""``lpad``, ``rpad``, ``array_repeat``, ``array_resize`` and the scalar ``range``/``generate_series`` under
 ``max_value_bytes`` (issue 44), checked at planning: a size not given by literals, or one that
 could build more than the cap (for one value when every argument is a literal and the query
 has no ``FROM``, else for a batch), is refused before anything runs; a call the check cannot see
@@ -61,6 +61,12 @@ def ctx() -> SessionContext:
         ("SELECT range(DATE '2020-01-01', DATE '2021-01-01', INTERVAL '1' DAY)", "must be integer literals"),
         ("SELECT x FROM t WHERE x IN (SELECT cardinality(range(5)) FROM t)", "in a subquery"),
         ("SELECT x FROM t WHERE x IN (SELECT cardinality(array_repeat(1, 5)) FROM t)", "in a subquery"),
+        # array_resize grew a list to a number of elements: 100M per row of a REST filter took the
+        # server past its memory (OOM-killed)
+        ("SELECT array_resize(make_array(x), 100000000) FROM t", "array_resize to 100000000 elements"),
+        ("SELECT list_resize(make_array(1), 50000000, 7)", "array_resize to 50000000 elements may build"),
+        ("SELECT array_resize(make_array(s), 5, s) FROM t", "array_resize's value must be a literal"),
+        ("SELECT array_resize(make_array(x), x) FROM t", "array_resize's size must be an integer literal"),
         ("SELECT count(*) FILTER (WHERE lpad(s, 5) > 'a') FROM t", r"in an expression \(AggregateFunction\)"),
         ("SELECT sum(x) OVER (PARTITION BY lpad(s, 1)) FROM t", r"in a plan node \(WindowAggr\)"),
     ],
@@ -87,6 +93,8 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
         "SELECT range(10, 0, -1) AS r",
         "SELECT list_repeat('ab', 1000) AS r",
         "SELECT array_repeat(NULL, 100) AS r",
+        "SELECT array_resize(make_array(x), 3) AS r FROM t",
+        "SELECT list_resize(make_array('a'), 100, 'b') AS r",
         "SELECT x, range(1, 10) AS r FROM t WHERE x > 1",
         "SELECT value FROM range(1, 100000000) LIMIT 1",  # the table function, which streams
         "SELECT count(*) AS n FROM generate_series(1, 100000000)",
