@@ -170,6 +170,16 @@ def execution_error(
             "Parser error",  # a string a function cannot parse: to_timestamp, to_date
             "regex parse error",  # a pattern from a column that does not compile
             "is out of range",  # make_date's month 13
+            # An argument a function refuses for its value (DataFusion's "Execution error"s)
+            "field position must not be zero",  # split_part
+            "invalid Unicode scalar value",  # chr
+            "negative substring length",  # overlay
+            "position overflow",  # substr's start, in a filter Lance evaluates
+            "negative count not allowed",  # substr's length, likewise
+            "got invalid index",  # array_slice, array_element
+            "stride must be non-zero",  # date_bin
+            "step can't be 0",  # range, generate_series
+            "array_resize: failed to convert size",  # a negative size
         )
     ):
         return InvalidInput(clean_message(exc))

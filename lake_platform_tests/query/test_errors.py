@@ -70,6 +70,16 @@ def test_a_syntax_error_reads_as_one_not_as_the_parsers_debug_form(sql: str, mes
         ("SELECT to_date(s) FROM t", "Date32"),
         ("SELECT regexp_replace('a', s || '[', 'b') FROM t", "regex parse error"),
         ("SELECT make_date(2020, id + 12, 1) FROM t", "Month value '13' is out of range"),
+        # each answered 500 to a REST QueryTable filter or a Flight query
+        ("SELECT split_part(s, 'x', id - 1) FROM t", "field position must not be zero"),
+        ("SELECT chr(id - 2) FROM t", "invalid Unicode scalar value: -1"),
+        ("SELECT overlay(s placing 'y' from id - 9223372036854775807 - 2) FROM t", "negative substring"),
+        ("SELECT array_slice(make_array(id), id - 9223372036854775807 - 2, 1) FROM t", "invalid index"),
+        ("SELECT array_element(make_array(id), id - 9223372036854775807 - 2) FROM t", "invalid index"),
+        ("SELECT date_bin(INTERVAL '0 seconds', to_timestamp(id)) FROM t", "stride must be non-zero"),
+        ("SELECT range(1, 10, id - 1) FROM t", "step can't be 0"),
+        ("SELECT generate_series(1, 10, id - 1) FROM t", "step can't be 0"),
+        ("SELECT array_resize(make_array(id), id - 2) FROM t", "array_resize"),
     ],
 )
 def test_a_value_a_function_refuses_at_execution_is_bad_input_not_internal(sql: str, words: str) -> None:

@@ -318,3 +318,11 @@ def test_a_long_chain_of_operators_is_refused_before_datafusion_parses_it(lake: 
     assert "nests more than" in refused.json()["detail"]
     served = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 3, "filter": "id < 3"}, who="reader")
     assert served.status_code == 200 and read_file(served.content).num_rows == 3
+
+
+def test_a_value_a_function_refuses_in_a_filter_is_400_not_500(lake: RestLake) -> None:
+    # substr's overflow is raised inside Lance's filtered read, chr's by DataFusion: both were
+    # 500 Internal, logged as server faults
+    for where in ("substr(tag, -9223372036854775808, 1) = 'x'", "chr(id - 100) = 'x'"):
+        resp = lake.post("/v1/table/p$w$ns$t/query", {"vector": {}, "k": 0, "filter": where}, who="reader")
+        assert (resp.status_code, resp.json()["code"]) == (400, 13), (where, resp.text)
