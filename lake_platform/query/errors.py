@@ -180,6 +180,9 @@ def execution_error(
             "stride must be non-zero",  # date_bin
             "step can't be 0",  # range, generate_series
             "array_resize: failed to convert size",  # a negative size
+            "Failed to decode from",  # decode of a value that is not hex or base64
+            "Unsupported date_trunc granularity",  # date_trunc('nope', ...)
+            "Granularity of `date_trunc` must be",  # a granularity from a column
         )
     ):
         return InvalidInput(clean_message(exc))

@@ -80,6 +80,9 @@ def test_a_syntax_error_reads_as_one_not_as_the_parsers_debug_form(sql: str, mes
         ("SELECT range(1, 10, id - 1) FROM t", "step can't be 0"),
         ("SELECT generate_series(1, 10, id - 1) FROM t", "step can't be 0"),
         ("SELECT array_resize(make_array(id), id - 2) FROM t", "array_resize"),
+        ("SELECT decode(s, 'hex') FROM t", "Odd number of digits"),
+        ("SELECT date_trunc('nope', to_timestamp(id)) FROM t", "granularity: 'nope'"),
+        ("SELECT date_trunc(s, to_timestamp(id)) FROM t", "non-null scalar"),
     ],
 )
 def test_a_value_a_function_refuses_at_execution_is_bad_input_not_internal(sql: str, words: str) -> None:
