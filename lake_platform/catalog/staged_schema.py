@@ -74,7 +74,7 @@ def staged_schema(
     name = manifest_path.rpartition("/")[2]
     try:
         message = split_manifest_file(raw, manifest_path)
-        ds = decoded(location, message, storage_options)
+        ds = decoded(location, message, storage_options, raw=raw)
     except Undecodable as exc:
         raise InvalidInput(f"manifest {name} is one Lance cannot open: {exc}") from None
     except ValueError:
@@ -86,7 +86,7 @@ def staged_schema(
         parent_message = split_manifest_file(parent_raw, "parent")
         if schema_key(parent_message) == schema_key(message):
             return StagedSchema(ipc)  # the parent's schema, byte for byte: nothing to compare
-        parent = decoded(location, parent_message, storage_options)
+        parent = decoded(location, parent_message, storage_options, raw=parent_raw)
     except ValueError:  # the registered parent unreadable: left to its readers to report
         return StagedSchema(ipc)
     renamed, keeps_rows = _compare(parent, ds, name)

@@ -14,6 +14,8 @@ the cost the memo saved for a schema seen before; the Arrow schema itself is sti
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.engine.lance_engine import MANIFEST_SCHEMAS, lance_module, lance_session
@@ -27,14 +29,37 @@ class Undecodable(ValueError):
     """Lance refused to open a manifest message; the message is Lance's."""
 
 
-def decoded(location: str, message: bytes, storage_options: dict[str, str] | None = None) -> Any:
+def decoded(
+    location: str, message: bytes, storage_options: dict[str, str] | None = None, *, raw: bytes | None = None
+) -> Any:
     """The dataset (a ``LanceDataset``) Lance opens from the manifest ``message`` (the protobuf
     message of a manifest file, ``manifests.split_manifest_file``): Undecodable (with Lance's
-    reason) if it cannot. ``location``: the table's root, which Lance does not read here."""
+    reason) if it cannot. ``location``: the table's root, which Lance does not read here, but
+    for a dictionary column: ``raw``, the whole manifest file, gives its values (``_scratch``)."""
     try:
         return _open(location, message, storage_options)
     except (OSError, ValueError, RuntimeError) as exc:  # Lance's decode errors arrive as IO ones
+        if raw is not None and "Not found" in str(exc):
+            return _scratch(raw, message)
         raise Undecodable(_reason(exc)) from None
+
+
+def _scratch(raw: bytes, message: bytes) -> Any:
+    """A dictionary column's values live in the manifest file, and Lance reads them from the
+    version's final manifest, which a staged commit does not have yet (the message itself
+    decoded: that read is what failed). Opened in a scratch folder holding the file's bytes at
+    that name: the values are read at the open; nothing else of the folder is read."""
+    from lake_platform.engine.manifest_paths import manifest_paths
+    from lake_platform.engine.manifests import final_manifest_name
+
+    with tempfile.TemporaryDirectory(prefix="lake-manifest-") as scratch:
+        versions = Path(scratch, "_versions")
+        versions.mkdir()
+        versions.joinpath(final_manifest_name(manifest_paths(raw, "staged").version)).write_bytes(raw)
+        try:
+            return _open(scratch, message, None)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise Undecodable(_reason(exc)) from None
 
 
 def decoded_schema(ds: Any, message: bytes) -> pa.Schema:

@@ -202,3 +202,22 @@ def test_an_overwrite_that_keeps_the_rows_is_held_to_the_drop_rule(lake: RestLak
         pa.table({"n": [1]}), namespace_client=writer, table_id=tid("orders"), mode="overwrite"
     )
     assert lake.catalog.reads.open_table("p.w.ns.orders").schema.names == ["n"]
+
+
+def test_a_dictionary_column_created_and_appended_through_rest_reads_back(lake: RestLake) -> None:
+    """Lance reads a dictionary column's values from the manifest file at its final path, which a
+    staged commit does not have yet: the decode check (0ae0fe0) refused pylance's create of such
+    a table ("one Lance cannot open: Not found"), the client saw "Commit result unknown"."""
+    ns = rest_namespace(lake.url, lake.tokens["writer"])
+    coded = pa.table({"id": [1, 2], "kind": pa.array(["a", "b"]).dictionary_encode()})
+    lance.write_dataset(coded, namespace_client=ns, table_id=tid("coded"), mode="create")
+    lance.write_dataset(coded, namespace_client=ns, table_id=tid("coded"), mode="append")
+    read = lance.dataset(
+        namespace_client=rest_namespace(lake.url, lake.tokens["reader"]), table_id=tid("coded")
+    )
+    assert read.version == 2
+    assert sorted(read.to_table().column("kind").to_pylist()) == ["a", "a", "b", "b"]
+    assert (
+        lake.catalog.reads.open_table("p.w.ns.coded").schema.field("kind").type
+        == coded.schema.field("kind").type
+    )
