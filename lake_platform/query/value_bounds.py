@@ -27,6 +27,10 @@ call is evaluated once (a query without ``FROM``), else for a batch of ``ROWS_PE
 without ``FROM``, and 512 characters for a column (``lpad(name, 20, '0')`` is fine;
 ``lpad(name, width)`` is refused).
 
+A call over one of them (``replace``, ``concat``/``||``, ``repeat``, ...) is bounded from its
+arguments' bounds and checked the same way (``value_compose``): each call fitting on its own
+let ``replace(lpad(tag, 512, 'x'), 'x', lpad('y', 512, 'y'))`` build 4 MiB a row.
+
 A call the walk below cannot reach is refused rather than let through: in a node whose
 expressions the pinned datafusion-python does not expose (a window's; its line names the
 function), or in a subquery (whose plan Python sees only as debug text naming the function).
@@ -41,6 +45,7 @@ import pyarrow as pa
 
 from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
+from lake_platform.query.value_compose import Part, Unbounded, compose
 
 #: The functions checked here, and which argument is the length of what they build.
 LENGTH_ARGUMENT = {"lpad": 1, "rpad": 1}
@@ -57,7 +62,8 @@ BYTES_PER_RESIZED = 16
 ROWS_PER_BATCH = 32768
 
 _FUNCTIONS = r"(?:lpad|rpad|array_repeat|list_repeat|array_resize|list_resize|range|generate_series)"
-_NAMED = re.compile(rf"(?<![\w$]){_FUNCTIONS}(?![\w$])", re.IGNORECASE)
+# ``repeat`` too: ``capped.repeat`` checks its own value, this one what a call over it builds.
+_NAMED = re.compile(rf"(?<![\w$])(?:{_FUNCTIONS}|repeat)(?![\w$])", re.IGNORECASE)
 # A call, not the table function ``range()``/``generate_series()`` a scan's columns are named after.
 _CALLED = re.compile(rf"(?<![\w$]){_FUNCTIONS}\((?!\))", re.IGNORECASE)
 #: How DataFusion's debug text of a plan names the functions (``Range``: both list builders).
@@ -78,46 +84,111 @@ class _Walk:
     def __init__(self, limits: QueryLimits) -> None:
         self._limits = limits
         self._once = False  # whether the node being walked evaluates its expressions for one row
+        self._columns: dict[str, Part] = {}  # what the node's input columns may hold, by name
 
     def plan(self, root: Any) -> None:
-        stack = [root]
+        # Inputs before the nodes over them: a column carries the bound of the call that made it
+        # (``WITH q AS (SELECT lpad(s, 512) a ...) SELECT replace(a, ...)``), by its name.
+        nodes: list[tuple[Any, list[int]]] = []
+        stack: list[tuple[Any, int]] = [(root, -1)]
         while stack:
-            node = stack.pop()
-            variant = node.to_variant()
-            exprs = _expressions(variant)
-            if exprs is None:
-                if _CALLED.search(node.display()):
-                    raise self._unchecked(f"a plan node ({node.display().split(':', 1)[0]})")
-            else:
-                self._once = _evaluated_once(node, variant)
-                for expr in exprs:
-                    self.expr(expr)
-            stack.extend(node.inputs())
+            node, parent = stack.pop()
+            if parent >= 0:
+                nodes[parent][1].append(len(nodes))
+            nodes.append((node, []))
+            stack.extend((child, len(nodes) - 1) for child in node.inputs())
+        made: list[dict[str, Part]] = [{}] * len(nodes)
+        for index in reversed(range(len(nodes))):
+            node, children = nodes[index]
+            self._columns = _merged([made[child] for child in children])
+            made[index] = self._node(node) or self._columns
 
-    def expr(self, root: Any) -> None:
-        stack = [root]
+    def _node(self, node: Any) -> dict[str, Part] | None:
+        """Check one node's expressions; the bounds of the columns it makes (None: its inputs')."""
+        variant = node.to_variant()
+        exprs = _expressions(variant)
+        if exprs is None:
+            if _CALLED.search(node.display()):
+                raise self._unchecked(f"a plan node ({node.display().split(':', 1)[0]})")
+            return None
+        self._once = _evaluated_once(node, variant)
+        parts = [self.expr(expr) for expr in exprs]
+        if type(variant).__name__ not in ("Projection", "Aggregate"):
+            return None
+        return {_output_name(expr): part for expr, part in zip(exprs, parts, strict=True)}
+
+    def expr(self, root: Any) -> Part:
+        # Listed calls first: an operand comes after the call over it, so walking the list
+        # backwards bounds every operand before the call that composes it (``value_compose``).
+        nodes: list[tuple[Any, str, list[int]]] = []
+        stack: list[tuple[Any, int]] = [(root, -1)]
         while stack:
-            expr = stack.pop()
+            expr, parent = stack.pop()
             kind = expr.variant_name()
-            if kind in ("Column", "Literal"):
-                continue  # a column named after a call refers to a call checked where it is made
-            if kind == "Alias":
-                stack.append(expr.to_variant().expr())
-            elif kind in ("ScalarSubquery", "InSubquery", "Exists"):
-                variant = expr.to_variant()
-                if kind == "InSubquery":
-                    stack.append(variant.expr())
-                # A subquery's plan is not exposed to Python, only its debug text: one that
-                # calls either function is refused, not checked.
-                if _IN_SUBQUERY.search(repr(variant.subquery())):
-                    raise self._unchecked("a subquery")
-            else:
-                stack.extend(self._operands(expr, kind))
+            if parent >= 0:
+                nodes[parent][2].append(len(nodes))
+            nodes.append((expr, kind, []))
+            stack.extend((operand, len(nodes) - 1) for operand in reversed(self._children(expr, kind)))
+        parts: list[Part] = [Part()] * len(nodes)
+        for index in reversed(range(len(nodes))):
+            expr, kind, children = nodes[index]
+            parts[index] = self._part(expr, kind, [parts[child] for child in children])
+        return parts[0]
+
+    def _children(self, expr: Any, kind: str) -> list[Any]:
+        if kind in ("Column", "Literal"):
+            return []  # a column named after a call refers to a call checked where it is made
+        if kind == "Alias":
+            return [expr.to_variant().expr()]
+        if kind in ("ScalarSubquery", "InSubquery", "Exists"):
+            variant = expr.to_variant()
+            # A subquery's plan is not exposed to Python, only its debug text: one that
+            # calls either function is refused, not checked.
+            if _IN_SUBQUERY.search(repr(variant.subquery())):
+                raise self._unchecked("a subquery")
+            return [variant.expr()] if kind == "InSubquery" else []
+        return self._operands(expr, kind)
+
+    def _part(self, expr: Any, kind: str, operands: list[Part]) -> Part:
+        """What ``expr`` may build, from what its operands may (``operands``: theirs, in order)."""
+        if kind == "Literal":
+            return _literal_part(expr)
+        if kind == "Alias":
+            return operands[0]
+        if kind == "Column":
+            made = self._columns.get(expr.to_variant().name(), Part())
+            return Part(built=made.built, text=made.text, source=made.source)
+        if kind in ("ScalarSubquery", "InSubquery", "Exists"):
+            return Part()
+        constant = bool(operands) and all(o.literal for o in operands)
+        function = _function(expr, kind)
+        if function in LENGTH_ARGUMENT or function in LIST_BUILDERS:
+            built = self._call(function, list(expr.rex_call_operands()))
+            return Part(built=built, source=function, literal=constant)
+        try:
+            composed = compose(function, operands)
+        except Unbounded as unbounded:
+            raise self._unsized(str(unbounded)) from None
+        if composed is None:
+            return Part(literal=constant)
+        value, sources = composed
+        if not any(o.built is not None for o in operands):
+            # A repeat of literals is one more literal (``capped.repeat`` checks it when it runs).
+            return Part(text=value, literal=constant)
+        once = constant and self._once
+        built = value * (1 if once else ROWS_PER_BATCH)
+        if built > self._limits.max_value_bytes:
+            where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
+            raise ValueTooLarge(
+                f"{function} of {sources} may build {built} bytes{where}, more than "
+                f"{self._limits.named('max_value_bytes')}: values this large are refused"
+            )
+        return Part(built=value, source=sources, literal=constant)
 
     def _operands(self, expr: Any, kind: str) -> list[Any]:
-        """The operands of a call, ``expr`` itself checked if it is one of the functions. Every
-        call the expression's text names must be the expression itself or in an operand: an
-        operand Python does not see (an aggregate's FILTER, a ROLLUP's sets) is refused."""
+        """The operands of a call. Every call the expression's text names must be the expression
+        itself or in an operand: an operand Python does not see (an aggregate's FILTER, a
+        ROLLUP's sets) is refused."""
         named = len(_CALLED.findall(expr.canonical_name()))
         try:
             operands = list(expr.rex_call_operands()) if str(expr.rex_type()) == "RexType.Call" else []
@@ -125,7 +196,6 @@ class _Walk:
         except Exception:  # noqa: BLE001 - datafusion-python converts only some expression kinds
             operands, function = [], ""
         if function in LENGTH_ARGUMENT or function in LIST_BUILDERS:
-            self._call(function, operands)
             named -= 1
         if named > sum(len(_CALLED.findall(operand.canonical_name())) for operand in operands):
             raise self._unchecked(f"an expression ({kind})")
@@ -137,7 +207,8 @@ class _Walk:
             f"{self._limits.named('max_value_bytes')}; compute it in the outer query's projection"
         )
 
-    def _call(self, name: str, operands: list[Any]) -> None:
+    def _call(self, name: str, operands: list[Any]) -> int:
+        """The most bytes one value of this call may take, refused past the cap."""
         literal = all(str(o.rex_type()) == "RexType.Literal" for o in operands)
         if name in LENGTH_ARGUMENT:
             count, each, what = self._padded(name, operands), BYTES_PER_CHARACTER, "characters"
@@ -157,6 +228,7 @@ class _Walk:
                 f"{name} to {count} {what} may build {built} bytes{where}, more than "
                 f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
+        return count * each
 
     def _padded(self, name: str, operands: list[Any]) -> int:
         value = _integer(operands[1]) if len(operands) > 1 else None
@@ -206,6 +278,52 @@ def _evaluated_once(node: Any, variant: Any) -> bool:
     if type(variant).__name__ == "Values":
         return len(variant.values()) <= 1
     return all(type(child.to_variant()).__name__ == "EmptyRelation" for child in node.inputs())
+
+
+def _merged(inputs: list[dict[str, Part]]) -> dict[str, Part]:
+    """The columns of a node's inputs; of two of one name (a join's, a union's) the larger bound."""
+    if len(inputs) == 1:
+        return inputs[0]
+    merged: dict[str, Part] = {}
+    for columns in inputs:
+        for name, part in columns.items():
+            if name not in merged or (part.built or 0) > (merged[name].built or 0):
+                merged[name] = part
+    return merged
+
+
+def _output_name(expr: Any) -> str:
+    """The (unqualified) name of the column a projection or aggregate expression makes."""
+    kind = expr.variant_name()
+    if kind == "Alias":
+        return str(expr.to_variant().alias())
+    if kind == "Column":
+        return str(expr.to_variant().name())
+    return str(expr.schema_name())
+
+
+def _function(expr: Any, kind: str) -> str:
+    """The lower-case name of the function or operator ``expr`` calls ("": none known)."""
+    try:
+        if kind == "AggregateFunction":
+            return str(expr.to_variant().aggregate_type()).lower()
+        if kind in ("ScalarFunction", "BinaryExpr"):
+            return str(expr.rex_call_operator()).lower()
+    except Exception:  # noqa: BLE001 - datafusion-python names only some expression kinds
+        pass
+    return ""
+
+
+def _literal_part(expr: Any) -> Part:
+    value = expr.python_value().as_py()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Part(literal=True, integer=value)
+    if isinstance(value, str):
+        text = value.encode()
+        return Part(literal=True, text=len(text), references=text.count(b"$") + text.count(b"\\"))
+    if isinstance(value, bytes):
+        return Part(literal=True, text=len(value))
+    return Part(literal=True)
 
 
 def _literal_bytes(expr: Any) -> int:

@@ -1,0 +1,103 @@
+"""Calls over the sized calls ``value_bounds`` checks are bounded from their arguments' bounds
+(``value_compose``). Checked one by one, ``replace(lpad(tag, 512, 'x'), 'x', lpad('y', 512, 'y'))``
+passed (each ``lpad`` fits) and built about 800 MB on 2,000 rows (8.6 GB a batch of 32,768).
+Refusals are asserted at planning: nothing here builds a large value."""
+
+from __future__ import annotations
+
+import pytest
+from datafusion import SessionContext
+
+from lake_platform.query.capped import capped_functions
+from lake_platform.query.errors import ValueTooLarge
+from lake_platform.query.limits import QueryLimits
+from lake_platform.query.value_bounds import check_values
+
+LIMITS = QueryLimits(labels={"max_value_bytes": "LAKE_FLIGHT_MAX_VALUE_BYTES"})
+
+
+@pytest.fixture(scope="module")
+def ctx() -> SessionContext:
+    ctx = SessionContext()
+    for function in capped_functions(LIMITS.max_value_bytes):
+        ctx.register_udf(function)
+    ctx.sql("CREATE TABLE t AS SELECT value AS x, CAST(value AS VARCHAR) s FROM range(1, 21)").collect()
+    return ctx
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        # the colleague's query: 2,000 rows built about 800 MB
+        (
+            "SELECT length(replace(lpad(s, 512, 'x'), 'x', lpad('y', 512, 'y'))) AS n FROM t",
+            "replace of lpad may build 137438953472 bytes for a batch of 32768 values",
+        ),
+        ("SELECT replace(lpad('x', 4096, 'x'), 'x', lpad('y', 4096, 'y')) AS r", "replace of lpad may build"),
+        ("SELECT regexp_replace(rpad(s, 300), '', rpad('y', 300)) AS r FROM t", "regexp_replace of rpad"),
+        ("SELECT lpad(s, 300) || lpad(s, 300) AS r FROM t", r"\|\| of lpad may build 78643200 bytes"),
+        ("SELECT concat(s, rpad(s, 256), lpad(s, 256), '!') AS r FROM t", "concat of rpad, lpad may build"),
+        ("SELECT concat_ws(lpad('-', 200), s, s, s, s) AS r FROM t", "concat_ws of lpad may build 78643200"),
+        ("SELECT repeat(lpad(s, 100), 1000) AS r FROM t", "repeat of lpad may build 13107200000 bytes"),
+        ("SELECT repeat(repeat(lpad('x', 10), 1000), 2000) AS r", "repeat of lpad may build 80000000 bytes,"),
+        (
+            "SELECT array_concat(range(100), range(100), range(100)) AS r FROM t",
+            "array_concat of range may build",
+        ),
+        ("SELECT length(replace(s, '1', lpad('y', 2))) AS n FROM t", "replace's string must be a literal"),
+        ("SELECT replace(lpad(s, 100), '', repeat('y', 200)) AS r FROM t", "replace of lpad may build"),
+        ("SELECT replace(lpad(s, 10), 'x', s) AS r FROM t", "replace's replacement must be a literal"),
+        ("SELECT repeat(lpad(s, 10), x) AS r FROM t", "repeat's count must be an integer literal"),
+        ("SELECT string_agg(lpad(s, 5), ',') AS r FROM t", "string_agg of values built by lpad has no bound"),
+        ("SELECT array_agg(range(3)) AS r FROM t", "array_agg of values built by range has no bound"),
+        # a column carries the bound of the call that made it, through a CTE, a subquery, a join
+        (
+            "WITH q AS (SELECT lpad(s, 512, 'x') AS a, lpad('y', 512) AS b FROM t) "
+            "SELECT replace(a, 'x', b) AS r FROM q",
+            "replace of lpad may build 137438953472 bytes",
+        ),
+        ("SELECT concat(a, a) AS r FROM (SELECT lpad(s, 512) AS a FROM t) q WHERE a > 'x'", "concat of lpad"),
+        (
+            "SELECT q.a || u.b AS r FROM (SELECT x, rpad(s, 300) AS a FROM t) q "
+            "JOIN (SELECT x, lpad(s, 300) AS b FROM t) u ON q.x = u.x",
+            r"\|\| of rpad, lpad may build 78643200 bytes",
+        ),
+        (
+            "SELECT string_agg(a, ',') AS r FROM (SELECT lpad(s, 3) AS a FROM t)",
+            "string_agg of values built by lpad",
+        ),
+    ],
+)
+def test_a_composition_that_could_build_past_the_cap_is_refused_at_planning(
+    ctx: SessionContext, sql: str, refusal: str
+) -> None:
+    with pytest.raises(ValueTooLarge, match=refusal) as refused:
+        check_values(sql, ctx.sql(sql), LIMITS)
+    assert "LAKE_FLIGHT_MAX_VALUE_BYTES=67108864" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT replace(lpad(s, 20, '0'), '0', '.') AS r FROM t",
+        "SELECT replace(lpad('x', 1000, 'x'), 'x', lpad('y', 16, 'y')) AS r",  # 64,004 bytes, once
+        "SELECT lpad(s, 100) || rpad(s, 100) || s AS r FROM t",
+        "SELECT concat_ws('-', s, lpad(s, 8)) AS r FROM t",
+        "SELECT upper(lpad(s, 300)) AS r FROM t",
+        "SELECT length(lpad(s, 300)) + length(rpad(s, 300)) AS r FROM t",
+        "SELECT CASE WHEN x > 1 THEN lpad(s, 300) ELSE rpad(s, 300) END AS r FROM t",
+        "SELECT max(length(lpad(s, 300))) AS r FROM t",
+        "SELECT repeat(lpad(s, 4), 3) AS r FROM t",
+        "SELECT concat_ws(lpad('-', 200), s, s, s) AS r FROM t",  # 1,600 bytes a value
+        "SELECT repeat(s, 3) AS r FROM t",  # a column repeated: capped.repeat checks it when it runs
+        "SELECT repeat('x', 5000) AS r FROM t",
+        "SELECT replace(s, '1', repeat('y', 3)) IS NULL AS r FROM t WHERE x < 0",
+        "SELECT string_agg(s, ',') AS r FROM t",
+        "SELECT array_append(range(10), 5) AS r FROM t",
+        "WITH q AS (SELECT lpad(s, 100) AS a FROM t) SELECT a || a AS r FROM q",
+        "SELECT replace(a, '1', 'xy') AS r FROM (SELECT lpad(s, 200, '1') AS a FROM t GROUP BY s)",
+    ],
+)
+def test_compositions_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
+    check_values(sql, ctx.sql(sql), LIMITS)
+    assert ctx.sql(sql).to_arrow_table().num_rows >= 0
