@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
@@ -175,11 +176,12 @@ def test_other_libraries_log_at_warning_unless_debug_is_asked_for(level: str, sh
 def test_a_tenants_query_cannot_forge_or_hide_lines_of_the_text_log(
     lake: tuple[LakeSettings, Catalog],
 ) -> None:
-    """A failed query's error is logged with DataFusion's message, which quotes the client's
+    """A failed query's error was logged with DataFusion's message, which quotes the client's
     literals: a line break in one wrote a line of the tenant's choosing into the operator's log
     (``INFO forged...``), and a carriage return or an escape code hid what came before it on a
-    terminal. In the text format a record is one line, its message's control characters
-    escaped; an exception's traceback follows on lines that start with spaces."""
+    terminal. These two are bad input now (not logged); what is still logged (an error the
+    platform cannot type) is one line in the text format, its control characters escaped; an
+    exception's traceback follows on lines that start with spaces."""
     settings, catalog = lake
     out = io.StringIO()
     configure_logging("INFO", "text", stream=out, force=True)
@@ -191,8 +193,12 @@ def test_a_tenants_query_cannot_forge_or_hide_lines_of_the_text_log(
             "SELECT to_timestamp('x\nINFO lake.request: forged-1\r\x1b[2K')",
             "SELECT regexp_like('a', '[\nWARNING lake.audit: forged-2')",
         ):
-            with pytest.raises(fl.FlightError):
+            with pytest.raises((fl.FlightError, pa.ArrowInvalid)):  # refused as bad input
                 query(client, options, sql)
+        # What a failure the platform cannot type logs: the query's error, quoting the client.
+        logging.getLogger("lake_platform.query.errors").warning(
+            "query failed: %s", "to_timestamp('x\nINFO lake.request: forged-0\r\x1b[2K')"
+        )
         logging.getLogger("lake.test").error("boom", exc_info=ValueError("x\nERROR lake.test: forged-3"))
     finally:
         server.stop(grace=0)
@@ -201,7 +207,7 @@ def test_a_tenants_query_cannot_forge_or_hide_lines_of_the_text_log(
             root.removeHandler(handler)
         root.setLevel(logging.WARNING)
     text = out.getvalue()
-    assert "forged-1" in text and "forged-2" in text and "forged-3" in text  # logged, escaped
+    assert "forged-0" in text and "forged-3" in text  # logged, escaped
     records = [line for line in text.split("\n") if line and not line.startswith(" ")]
     assert all(line.split(" ", 1)[0] in ("INFO", "WARNING", "ERROR") for line in records), text
     assert not [line for line in records if "forged" in line.split(": ", 1)[0]], text
