@@ -18,7 +18,7 @@ from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.postgres import Postgres, start_postgres
 from lake_platform_tests.s3_server import S3Endpoint, s3_for_tests
-from lake_platform_tests.servers import start_moto_server
+from lake_platform_tests.servers import SLOW_IO, start_moto_server
 
 #: Every MetaStore backend the contract suite runs against ("dynamodb-layout1": a DynamoDB table
 #: in the item layout of older releases, before `lake registry migrate`).
@@ -131,8 +131,11 @@ def metastore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaSt
         from lake_platform.registry.dynamodb_admin import delete_table, init_table
 
         url = request.getfixturevalue("dynamodb_url")
+        # The contract is about outcomes: SLOW_IO, so a loaded machine's slow moto (one request
+        # at a time) is not read as an unreachable registry (a 1 s read timeout failed a
+        # 1,200-item scan in a loaded full run).
         settings = LakeSettings(  # type: ignore[call-arg]
-            _env_file=None, home=tmp_path / "home", registry_url=url
+            _env_file=None, home=tmp_path / "home", registry_url=url, **SLOW_IO
         )
         init_table(url, settings)
         dynamo = DynamoMetaStore.from_url(url, settings)
