@@ -12,9 +12,9 @@ import pyarrow as pa
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
-from lake_platform.defs.wap import wap_publish_sensor
 from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
+from lake_platform_tests.defs.wap_sensor import publish
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.quiet"
@@ -68,17 +68,6 @@ def versions(catalog: Catalog) -> dict[str, tuple[int, list[str]]]:
     }
 
 
-def publish(lake: LakeResource, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> object:
-    context = dg.build_run_status_sensor_context(
-        sensor_name=wap_publish_sensor.name,
-        dagster_event=result.get_run_success_event(),
-        dagster_instance=instance,
-        dagster_run=result.dagster_run,
-        resources={"lake": lake},
-    )
-    return wap_publish_sensor(context)
-
-
 def test_an_empty_output_in_a_wap_run_makes_no_branch_and_the_others_publish(tmp_path: Path) -> None:
     home = tmp_path / "home"
     lake = tables(home)
@@ -96,7 +85,7 @@ def test_an_empty_output_in_a_wap_run_makes_no_branch_and_the_others_publish(tmp
         assert "lake/branch" not in meta["quiet"] and meta["quiet"]["lake/version"].value == 1
         assert "lake/branch" in meta["loud"]
         assert catalog.branches.list_branches(TABLE) == []
-        assert publish(lake, instance, result) is None
+        assert publish(home, instance, result) is None
         assert versions(catalog) == {
             TABLE: (1, ["create"]),
             LOUD: (2, ["create", "branch-create", "append", "publish"]),
@@ -108,7 +97,7 @@ def test_an_empty_output_in_a_wap_run_makes_no_branch_and_the_others_publish(tmp
             resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
         )
         assert alone.success
-        assert isinstance(publish(lake, instance, alone), dg.SkipReason)  # the run wrote no branch
+        assert isinstance(publish(home, instance, alone), dg.SkipReason)  # the run wrote no branch
         assert versions(catalog)[TABLE] == (1, ["create"])
 
 
@@ -178,5 +167,5 @@ def test_a_merge_of_no_rows_in_a_wap_run_makes_no_branch_as_an_append(tmp_path: 
         meta = event.materialization.metadata
         assert "lake/branch" not in meta and meta["lake/version"].value == 1
         assert catalog.branches.list_branches(TABLE) == []
-        assert isinstance(publish(lake, instance, result), dg.SkipReason)
+        assert isinstance(publish(home, instance, result), dg.SkipReason)
         assert versions(catalog)[TABLE] == (1, ["create"])

@@ -15,11 +15,12 @@ from lake_platform.defs.asset_tables import BRANCH, VERSION
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.io_reads import Pin, ReadPlan, Where, recorded_version, scan_options
 from lake_platform.defs.resources import LakeResource
-from lake_platform.defs.wap import run_branch, wap_publish_sensor
+from lake_platform.defs.wap import run_branch
 from lake_platform.errors import InvalidInput, InvalidTableState
 from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs import wap_project
+from lake_platform_tests.defs.wap_sensor import publish
 from lake_platform_tests.maintenance.helpers import make_lake
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -176,18 +177,6 @@ def wap_run(home: Path, instance: dg.DagsterInstance, amounts: list[int]) -> dg.
     )
 
 
-def published(home: Path, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> None:
-    """The publish sensor evaluated for ``result``'s run, as the daemon does when it succeeds."""
-    context = dg.build_run_status_sensor_context(
-        sensor_name=wap_publish_sensor.name,
-        dagster_event=result.get_run_success_event(),
-        dagster_instance=instance,
-        dagster_run=result.dagster_run,
-        resources={"lake": LakeResource(home=str(home))},
-    )
-    assert wap_publish_sensor(context) is None
-
-
 @pytest.mark.parametrize("purge", [False, True])
 def test_a_deleted_unpublished_branch_is_never_read_as_mains_version(home: Path, purge: bool) -> None:
     """A run's audit refused its write (branch B, version 3, never published); B is deleted and
@@ -199,7 +188,7 @@ def test_a_deleted_unpublished_branch_is_never_read_as_mains_version(home: Path,
     with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
         catalog.tables.create_table(table, pa.table({"amount": pa.array([1], pa.int64())}).to_reader())
         good = wap_run(home, instance, [10])
-        published(home, instance, good)  # main at 2: 1 + 10
+        assert publish(home, instance, good) is None  # main at 2: 1 + 10
         refused = wap_run(home, instance, [-100])
         assert not refused.success
         catalog.branch_trash.delete_branch(table, run_branch(refused.run_id), purge=purge)

@@ -13,10 +13,11 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.defs.asset_tables import WritePlan
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
-from lake_platform.defs.wap import run_branch, wap_publish_sensor, write_on_branch
+from lake_platform.defs.wap import run_branch, write_on_branch
 from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs import wap_project
+from lake_platform_tests.defs.wap_sensor import publish
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.scores"
@@ -55,20 +56,6 @@ def run(home: Path, instance: dg.DagsterInstance, values: list[int]) -> dg.Execu
         resources={"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)},
         raise_on_error=False,
     )
-
-
-def publish(
-    home: Path, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult, event: object = None
-) -> object:
-    """The publish sensor evaluated for ``result``'s run, as the daemon does when it ends."""
-    context = dg.build_run_status_sensor_context(
-        sensor_name=wap_publish_sensor.name,
-        dagster_event=event or result.get_run_success_event(),
-        dagster_instance=instance,
-        dagster_run=result.dagster_run,
-        resources={"lake": LakeResource(home=str(home))},
-    )
-    return wap_publish_sensor(context)
 
 
 def main_scores(catalog: Catalog) -> list[int]:
@@ -252,14 +239,7 @@ def test_a_failed_audit_reexecuted_from_failure_publishes_the_first_runs_branch(
         again = dg.execute_job(job, instance=instance, raise_on_error=False, reexecution_options=options)
         assert again.success
         assert not again.get_asset_materialization_events()  # the asset step did not run again
-        context = dg.build_run_status_sensor_context(
-            sensor_name=wap_publish_sensor.name,
-            dagster_event=again.get_run_success_event(),
-            dagster_instance=instance,
-            dagster_run=again.dagster_run,
-            resources={"lake": LakeResource(home=str(home))},
-        )
-        assert wap_publish_sensor(context) is None
+        assert publish(home, instance, again) is None
     with Catalog(load_settings(home=home)) as catalog:
         rows = catalog.reads.open_table("p.w.ns.audited").to_reader().read_all().column("n").to_pylist()
         assert sorted(rows) == [0, 1, 2, 3]

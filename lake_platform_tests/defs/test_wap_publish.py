@@ -13,10 +13,11 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.defs.wap import run_branch, wap_publish_sensor
+from lake_platform.defs.wap import run_branch
 from lake_platform.settings import load_settings
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs import wap_project
+from lake_platform_tests.defs.wap_sensor import publish
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.audited"
@@ -55,19 +56,6 @@ def reexecute(
     again = dg.execute_job(job, instance=instance, raise_on_error=False, reexecution_options=options)
     assert again.success
     return again
-
-
-def publish(home: Path, instance: dg.DagsterInstance, result: dg.JobExecutionResult) -> object:
-    from lake_platform.defs.resources import LakeResource
-
-    context = dg.build_run_status_sensor_context(
-        sensor_name=wap_publish_sensor.name,
-        dagster_event=result.get_run_success_event(),
-        dagster_instance=instance,
-        dagster_run=result.dagster_run,
-        resources={"lake": LakeResource(home=str(home))},
-    )
-    return wap_publish_sensor(context)
 
 
 def main_rows(home: Path) -> list[int]:
@@ -153,14 +141,7 @@ def test_a_multi_asset_steps_own_branch_is_no_publish_of_the_sensor(home: Path) 
         result = dg.materialize([pair], instance=instance, resources={"lake_io": LakeIOManager(lake=lake)})
         events = result.get_asset_materialization_events()
         assert all("lake/branch" in e.materialization.metadata for e in events)
-        context = dg.build_run_status_sensor_context(
-            sensor_name=wap_publish_sensor.name,
-            dagster_event=result.get_run_success_event(),
-            dagster_instance=instance,
-            dagster_run=result.dagster_run,
-            resources={"lake": lake},
-        )
-        assert isinstance(wap_publish_sensor(context), dg.SkipReason)
+        assert isinstance(publish(home, instance, result), dg.SkipReason)
 
 
 def test_a_refused_branch_of_the_failed_run_publishes_nothing_of_the_reexecution(
