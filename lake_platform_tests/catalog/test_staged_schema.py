@@ -18,7 +18,7 @@ from lance.schema import LanceSchema
 from lake_platform.engine.manifests import split_manifest_file
 from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import ids_of
-from lake_platform_tests.catalog.staged_commits import orders_lake, staged
+from lake_platform_tests.catalog.staged_commits import orders_lake, staged, unchanged
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.staging import StagingOnly
@@ -47,14 +47,6 @@ def _bad_timestamp(message: bytes) -> bytes:
     return message + bytes([7 << 3 | 0, 1])
 
 
-def _unchanged(lake: RestLake) -> None:
-    snap = lake.catalog.reads.open_table("p.w.ns.orders")
-    assert snap.version == 1 and ids_of(snap) == [1, 2, 3]
-    ns = rest_namespace(lake.url, lake.tokens["reader"])
-    read = lance.dataset(namespace_client=ns, table_id=tid("orders"))
-    assert sorted(read.to_table().column("id").to_pylist()) == [1, 2, 3]
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -71,7 +63,7 @@ def test_a_manifest_lance_cannot_decode_is_refused(lake: RestLake, change: Calla
     assert resp.status_code == 400, resp.text
     assert resp.json()["code"] == 13, resp.json()
     assert "Lance cannot open" in resp.json()["detail"], resp.json()
-    _unchanged(lake)
+    unchanged(lake)
     ns = rest_namespace(lake.url, lake.tokens["writer"])
     lance.write_dataset(rows([4]), namespace_client=ns, table_id=tid("orders"), mode="append")
     assert ids_of(lake.catalog.reads.open_table("p.w.ns.orders")) == [1, 2, 3, 4]
@@ -95,7 +87,7 @@ def test_a_batch_entry_lance_cannot_decode_commits_nothing(two_tables: RestLake)
 
     assert (resp.status_code, resp.json()["code"]) == (400, 13), resp.text
     assert "Lance cannot open" in resp.json()["detail"], resp.json()
-    _unchanged(two_tables)
+    unchanged(two_tables)
     assert ids_of(two_tables.catalog.reads.open_table("p.w.ns.lines")) == [1]
 
 
@@ -109,7 +101,7 @@ def test_a_branch_commit_lance_cannot_decode_is_refused(two_tables: RestLake) ->
     assert "Lance cannot open" in resp.json()["detail"], resp.json()
     assert two_tables.catalog.branches.branch(TableName.parse("p.w.ns.orders"), "dev")[0].current_version == 1
     assert branch_ids(two_tables, "orders") == [1, 2, 3]
-    _unchanged(two_tables)
+    unchanged(two_tables)
 
 
 # -- a staged schema held to its parent's, field id by field id ------------------------------
@@ -146,13 +138,13 @@ def test_a_field_kept_with_another_type_is_refused(lake: RestLake) -> None:
     resp = lake.post("/v1/table/p$w$ns$orders/version/create", body, who="admin")
     assert (resp.status_code, resp.json().get("code")) == (400, 20), resp.text
     assert "field id 0" in resp.json()["detail"], resp.json()
-    _unchanged(lake)
+    unchanged(lake)
 
 
 def test_a_non_nullable_column_over_rows_without_it_is_refused(lake: RestLake) -> None:
     body = _projected(lake, [ID, TAG, pa.field("extra", pa.int64(), nullable=False)])
     _refused(lake, body, 20, "extra")
-    _unchanged(lake)
+    unchanged(lake)
     # The same column nullable is Lance's all-null column: taken.
     body = _projected(lake, [ID, TAG, pa.field("extra", pa.int64())])
     assert lake.post("/v1/table/p$w$ns$orders/version/create", body).status_code == 200
@@ -196,7 +188,7 @@ def test_an_overwrite_that_keeps_the_rows_is_held_to_the_drop_rule(lake: RestLak
     assert ns.staged is not None
     body = {k: v for k, v in ns.staged.items() if v is not None and k not in ("identity", "context")}
     _refused(lake, body, 15, "drop")
-    _unchanged(lake)
+    unchanged(lake)
     writer = rest_namespace(lake.url, lake.tokens["writer"])
     lance.write_dataset(
         pa.table({"n": [1]}), namespace_client=writer, table_id=tid("orders"), mode="overwrite"

@@ -14,7 +14,7 @@ import lance  # the tests play Lance clients and an attacker with storage access
 import pytest
 
 from lake_platform_tests.catalog.conftest import ids_of
-from lake_platform_tests.catalog.staged_commits import orders_lake, staged
+from lake_platform_tests.catalog.staged_commits import orders_lake, staged, unchanged
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.test_batch import tid
@@ -34,14 +34,6 @@ def _listing(location: str, folder: str) -> set[str]:
     return set(os.listdir(path)) if os.path.isdir(path) else set()
 
 
-def _unchanged(lake: RestLake) -> None:
-    snap = lake.catalog.reads.open_table("p.w.ns.orders")
-    assert snap.version == 1 and ids_of(snap) == [1, 2, 3]
-    ns = rest_namespace(lake.url, lake.tokens["reader"])
-    read = lance.dataset(namespace_client=ns, table_id=tid("orders"))
-    assert sorted(read.to_table().column("id").to_pylist()) == [1, 2, 3]
-
-
 def test_a_delete_whose_deletion_file_is_gone_is_refused(lake: RestLake) -> None:
     location = _location(lake)
     before = _listing(location, "_deletions")
@@ -54,7 +46,7 @@ def test_a_delete_whose_deletion_file_is_gone_is_refused(lake: RestLake) -> None
     assert resp.status_code == 400, resp.text
     assert resp.json()["code"] == 13, resp.json()
     assert added in resp.json()["detail"] and "is gone" in resp.json()["detail"]
-    _unchanged(lake)
+    unchanged(lake)
 
 
 def test_an_index_whose_files_are_gone_is_refused(lake: RestLake) -> None:
@@ -69,7 +61,7 @@ def test_an_index_whose_files_are_gone_is_refused(lake: RestLake) -> None:
     assert resp.status_code == 400, resp.text
     assert resp.json()["code"] == 13, resp.json()
     assert "is gone" in resp.json()["detail"]
-    _unchanged(lake)
+    unchanged(lake)
 
 
 def _with_version(raw: bytes, version: int) -> bytes:
@@ -109,7 +101,7 @@ def test_a_manifest_whose_own_version_is_another_is_refused(lake: RestLake, insi
 
     assert resp.status_code == 400, resp.text
     assert resp.json()["code"] == 13 and f"version {inside}" in resp.json()["detail"], resp.json()
-    _unchanged(lake)
+    unchanged(lake)
     ns = rest_namespace(lake.url, lake.tokens["writer"])
     lance.write_dataset(rows([4]), namespace_client=ns, table_id=tid("orders"), mode="append")
     assert ids_of(lake.catalog.reads.open_table("p.w.ns.orders")) == [1, 2, 3, 4]
