@@ -6,8 +6,6 @@ Faults go through the store's botocore event hooks, as in registry/test_dynamodb
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.records import LeaseRecord, decode
 from lake_platform.settings import LakeSettings
 from lake_platform_tests.doubles import ManualClock
+from lake_platform_tests.registry.dynamo_faults import apply, error_response
 
 INC = "inc0001"
 
@@ -37,21 +36,6 @@ def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
     finally:
         delete_table(dynamo)
         dynamo.close()
-
-
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.body
-
-
-def _failed(request: AWSPreparedRequest) -> AWSResponse:
-    body = json.dumps(
-        {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "injected"}
-    )
-    return AWSResponse(request.url, 500, {"Content-Type": "application/x-amz-json-1.0"}, _Body(body.encode()))
 
 
 class LostAnswers:
@@ -79,9 +63,8 @@ class LostAnswers:
                 return None
             self._lost = True
             self.applied += 1
-            forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
-            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
-        return _failed(request)
+            apply(request)
+        return error_response(request, 500, "InternalServerError")
 
 
 def gate(store: DynamoMetaStore) -> WriteGate:

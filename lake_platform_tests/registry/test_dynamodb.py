@@ -9,7 +9,6 @@ its own attempts are recorded (``pauses``), not slept; botocore's retries wait a
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from lake_platform.registry.dynamodb_errors import translate
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT, Check, Delete, Put
 from lake_platform.settings import LakeSettings
+from lake_platform_tests.registry.dynamo_faults import apply, error_response
 
 
 def _settings(url: str, tmp_path: Path) -> LakeSettings:
@@ -55,22 +55,6 @@ def store(dynamodb_url: str, tmp_path: Path, pauses: list[float]) -> Iterator[Dy
         dynamo.close()
 
 
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.body
-
-
-def _response(request: AWSPreparedRequest, status: int, error_type: str, **fields: Any) -> AWSResponse:
-    body = json.dumps(
-        {"__type": f"com.amazonaws.dynamodb.v20120810#{error_type}", "message": "injected", **fields}
-    )
-    headers = {"Content-Type": "application/x-amz-json-1.0"}
-    return AWSResponse(request.url, status, headers, _Body(body.encode()))
-
-
 # -- unknown outcomes: a retried request never commits twice -------------------------------------
 
 
@@ -83,9 +67,8 @@ def applied_then_failed(store: DynamoMetaStore, operation: str) -> list[bytes]:
         sent.append(bytes(request.body))
         if len(sent) > 1:
             return None  # the re-send goes to the server for real
-        forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
-        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
-        return _response(request, 500, "InternalServerError")
+        apply(request)
+        return error_response(request, 500, "InternalServerError")
 
     store.events.register(f"before-send.dynamodb.{operation}", apply_then_fail)
     return sent
@@ -185,10 +168,9 @@ def landed_then_throttled(store: DynamoMetaStore, operations: tuple[str, ...]) -
         target = request.headers["X-Amz-Target"]
         sent.append(target.decode() if isinstance(target, bytes) else target)
         if len(sent) > 1:
-            return _response(request, 400, "ProvisionedThroughputExceededException")
-        forward = urllib.request.Request(request.url, data=request.body, headers=dict(request.headers))
-        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(forward, timeout=10).read()
-        return _response(request, 500, "InternalServerError")
+            return error_response(request, 400, "ProvisionedThroughputExceededException")
+        apply(request)
+        return error_response(request, 500, "InternalServerError")
 
     for operation in operations:
         store.events.register(f"before-send.dynamodb.{operation}", apply_then_throttle)
@@ -229,7 +211,7 @@ def test_throttling_is_retried_then_reported(store: DynamoMetaStore, pauses: lis
 
     def throttle(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         sends.append(request.headers["X-Amz-Target"])
-        return _response(request, 400, "ThrottlingException")
+        return error_response(request, 400, "ThrottlingException")
 
     # botocore's retries={"total_max_attempts": 2}: 2 sends, times our 3 attempts.
     bounded = 2 * 3
@@ -255,7 +237,7 @@ def test_transient_throttling_is_absorbed(store: DynamoMetaStore) -> None:
     def throttle_three_times(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
         if len(throttled) < 3:
             throttled.append(1)
-            return _response(request, 400, "ProvisionedThroughputExceededException")
+            return error_response(request, 400, "ProvisionedThroughputExceededException")
         return None
 
     store.events.register("before-send.dynamodb.TransactWriteItems", throttle_three_times)
@@ -326,7 +308,7 @@ def _conflict(request: AWSPreparedRequest, items: int) -> AWSResponse:
     reasons += [{"Code": "None"}] * (items - 1)
     codes = ", ".join(r["Code"] for r in reasons)
     message = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
-    return _response(
+    return error_response(
         request, 400, "TransactionCanceledException", message=message, CancellationReasons=reasons
     )
 
