@@ -163,8 +163,9 @@ class _Walk:
         constant = bool(operands) and all(o.literal for o in operands)
         function = _function(expr, kind)
         if function in LENGTH_ARGUMENT or function in LIST_BUILDERS:
-            built = self._call(function, list(expr.rex_call_operands()))
-            return Part(built=built, source=function, literal=constant)
+            built, count = self._call(function, list(expr.rex_call_operands()))
+            elements = count if function in LIST_BUILDERS else None
+            return Part(built=built, source=function, literal=constant, elements=elements)
         try:
             composed = compose(function, operands)
         except Unbounded as unbounded:
@@ -207,8 +208,9 @@ class _Walk:
             f"{self._limits.named('max_value_bytes')}; compute it in the outer query's projection"
         )
 
-    def _call(self, name: str, operands: list[Any]) -> int:
-        """The most bytes one value of this call may take, refused past the cap."""
+    def _call(self, name: str, operands: list[Any]) -> tuple[int, int]:
+        """The most bytes one value of this call may take and the most characters or elements
+        it has, refused past the cap."""
         literal = all(str(o.rex_type()) == "RexType.Literal" for o in operands)
         if name in LENGTH_ARGUMENT:
             count, each, what = self._padded(name, operands), BYTES_PER_CHARACTER, "characters"
@@ -228,7 +230,7 @@ class _Walk:
                 f"{name} to {count} {what} may build {built} bytes{where}, more than "
                 f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
-        return count * each
+        return count * each, count
 
     def _padded(self, name: str, operands: list[Any]) -> int:
         value = _integer(operands[1]) if len(operands) > 1 else None

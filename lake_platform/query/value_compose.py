@@ -5,8 +5,14 @@ Checking each sized call on its own let compositions escape the cap: ``replace(l
 (8.6 GB for a batch of 32,768). So a call whose argument is built by a checked call gets a bound
 from its arguments' bounds, checked against the cap like the call itself:
 
-- concatenation (``concat``, ``||``, ``array_concat``, ``array_append``, ...): the sum; a
-  ``concat_ws`` separator once between each two arguments;
+- concatenation (``concat``, ``||``, ``array_concat``, ``array_append``, ...) and the builders
+  of lists, structs and maps (``make_array``, ``named_struct``, ``map``, ``arrays_zip``,
+  ``array_union``...), which hold every argument: the sum; a ``concat_ws`` separator once between
+  each two arguments;
+- ``array_to_string``: the list's elements as text (at most :data:`TEXT_PER_BYTE` bytes per
+  byte of the list: an Int64's 20 digits) and the separator, or NULL's text, once per element;
+- ``array_replace``/``array_replace_n``/``array_replace_all``: the list and the replacement
+  once per element (a list's bound counts at least a byte an element, unless known);
 - ``replace``/``regexp_replace``: ``len(s) + (len(s) + 1) * len(to)`` (a pattern that can match
   the empty string inserts ``to`` at every position), less when ``from`` is a literal of known
   length; a ``regexp_replace`` group reference (``$1``, ``\\1``) counts as ``s`` again;
@@ -42,8 +48,28 @@ CONCATENATIONS = frozenset(
         "list_prepend",
         "list_push_front",
         "overlay",
+        # builders holding each of their arguments
+        "make_array",
+        "make_list",
+        "struct",
+        "named_struct",
+        "row",
+        "map",
+        "arrays_zip",
+        "list_zip",
+        "array_union",
+        "list_union",
     }
 )
+#: Functions that join a list's elements into text with a separator between each two.
+JOINS = frozenset({"array_to_string", "list_to_string", "array_join", "list_join"})
+#: Functions that replace a list's matching elements with their third argument.
+ELEMENT_REPLACEMENTS = frozenset(
+    {"array_replace", "array_replace_n", "array_replace_all"}
+    | {"list_replace", "list_replace_n", "list_replace_all"}
+)
+#: The most bytes of text one byte of a list element is written as (an Int64's 8 bytes: 20 digits).
+TEXT_PER_BYTE = 3
 #: Functions that replace each match in their first argument with their third.
 REPLACEMENTS = frozenset({"replace", "regexp_replace"})
 #: Aggregates that build one value of a whole group's values.
@@ -60,6 +86,7 @@ class Part:
     source: str = ""
     literal: bool = False
     integer: int | None = None
+    elements: int | None = None  # a list built by a checked call: how many elements at most
     references: int = 0  # ``$``/``\\`` in a text literal: a regular expression's group references
 
 
@@ -85,6 +112,11 @@ def compose(function: str, parts: list[Part]) -> tuple[int, str] | None:
         return sum(_size(p) for p in parts), sources
     if function in REPLACEMENTS and len(parts) >= 3:
         return _replaced(function, parts, sources), sources
+    if function in JOINS and len(parts) >= 2:
+        each = sum(_size(p) for p in parts[1:3])
+        return _size(parts[0]) * TEXT_PER_BYTE + _elements(parts[0]) * each, sources
+    if function in ELEMENT_REPLACEMENTS and len(parts) >= 3:
+        return _size(parts[0]) + _elements(parts[0]) * _size(parts[2]), sources
     return max(p.built for p in built if p.built is not None), sources
 
 
@@ -93,6 +125,11 @@ def _size(part: Part) -> int:
     if part.built is not None:
         return part.built
     return part.text or 0
+
+
+def _elements(part: Part) -> int:
+    """At most how many elements a list has: as known, else one a byte of its bound."""
+    return part.elements if part.elements is not None else _size(part)
 
 
 def _known(function: str, part: Part, role: str, other: str) -> int:
@@ -128,4 +165,14 @@ def _repeat(parts: list[Part], sources: str) -> tuple[int, str] | None:
     return size * max(count.integer, 0), sources or "repeat"
 
 
-__all__ = ["CONCATENATIONS", "GATHERS", "REPLACEMENTS", "Part", "Unbounded", "compose"]
+__all__ = [
+    "CONCATENATIONS",
+    "ELEMENT_REPLACEMENTS",
+    "GATHERS",
+    "JOINS",
+    "REPLACEMENTS",
+    "TEXT_PER_BYTE",
+    "Part",
+    "Unbounded",
+    "compose",
+]

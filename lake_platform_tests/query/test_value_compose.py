@@ -66,6 +66,41 @@ def ctx() -> SessionContext:
             "SELECT string_agg(a, ',') AS r FROM (SELECT lpad(s, 3) AS a FROM t)",
             "string_agg of values built by lpad",
         ),
+        # builders of lists, structs and maps hold all their arguments, not the largest one
+        (
+            "SELECT make_array(lpad('x', 16000000), lpad('x', 16000000), lpad('x', 16000000)) AS r",
+            "make_array of lpad may build 192000000 bytes, more",
+        ),
+        ("SELECT named_struct('a', lpad(s, 300), 'b', rpad(s, 300)) AS r FROM t", "named_struct of lpad"),
+        ("SELECT struct(lpad(s, 300), s, lpad(s, 300)) AS r FROM t", "struct of lpad may build 78643200"),
+        ("SELECT arrays_zip(range(5000000), range(5000000)) AS r", "arrays_zip of range may build 80000000"),
+        ("SELECT array_union(range(5000000), range(5000000)) AS r", "array_union of range may build"),
+        (
+            "SELECT map(make_array(lpad('k', 9000000)), make_array(lpad('y', 9000000))) AS r",
+            "map of lpad may build",
+        ),
+        # a separator (or NULL's text) once per element: 1,000,000 elements of 'a'
+        (
+            "SELECT array_to_string(array_repeat('a', 1000000), lpad('-', 100)) AS r",
+            "array_to_string of array_repeat, lpad may build 4\\d{8} bytes, more",
+        ),
+        (
+            "SELECT array_to_string(array_repeat('a', 1000000), '" + "-" * 100 + "') AS r",
+            "array_to_string of array_repeat may build 1\\d{8} bytes, more",
+        ),
+        (
+            "SELECT array_to_string(array_repeat(NULL, 8000000), ',', '" + "N" * 20 + "') AS r",
+            "array_to_string of array_repeat may build",
+        ),
+        # each matching element replaced by a built value
+        (
+            "SELECT array_replace_all(array_repeat('a', 1000000), 'a', lpad('b', 100)) AS r",
+            "array_replace_all of array_repeat, lpad may build 4\\d{8} bytes",
+        ),
+        (
+            "SELECT array_replace_n(array_repeat('a', 1000000), 'a', '" + "b" * 100 + "', 1000000) AS r",
+            "array_replace_n of array_repeat may build",
+        ),
     ],
 )
 def test_a_composition_that_could_build_past_the_cap_is_refused_at_planning(
@@ -96,6 +131,11 @@ def test_a_composition_that_could_build_past_the_cap_is_refused_at_planning(
         "SELECT array_append(range(10), 5) AS r FROM t",
         "WITH q AS (SELECT lpad(s, 100) AS a FROM t) SELECT a || a AS r FROM q",
         "SELECT replace(a, '1', 'xy') AS r FROM (SELECT lpad(s, 200, '1') AS a FROM t GROUP BY s)",
+        "SELECT make_array(lpad(s, 20), rpad(s, 20)) AS r FROM t",
+        "SELECT named_struct('a', lpad(s, 20), 'b', s) AS r FROM t",
+        "SELECT array_to_string(range(10), ', ') AS r FROM t",
+        "SELECT array_to_string(array_repeat('a', 10), '-', 'null') AS r FROM t",
+        "SELECT array_replace_all(array_repeat('a', 10), 'a', 'bb') AS r FROM t",
     ],
 )
 def test_compositions_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
