@@ -22,7 +22,7 @@ name being free and the namespace still there.
 
 from __future__ import annotations
 
-from lake_platform.catalog import roots
+from lake_platform.catalog import folder_claims, roots
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
@@ -32,7 +32,7 @@ from lake_platform.engine import manifests as engine_manifests
 from lake_platform.errors import ConditionFailed, InvalidInput, NamespaceNotFound, TableAlreadyExists
 from lake_platform.naming import SEGMENT, TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, TrashRecord, VersionRecord, decode, new_id
+from lake_platform.registry.records import TableRecord, VersionRecord, new_id
 from lake_platform.registry.store import ABSENT, Check, Put
 
 
@@ -97,6 +97,8 @@ class Registrations:
             Put(keys.version(incarnation, version), registered.encode(), ABSENT),
             Check(ns_item.key, ns_item.revision),
         ]
+        if folder_claims.is_odd(roots.canonical(where, strict=False), self._root(tname)):
+            ops.append(folder_claims.odd_folder_put(incarnation, str(tname), where))
         entry = Log(
             str(tname),
             "register",
@@ -116,9 +118,12 @@ class Registrations:
             ) from None
         return CommitResult(commit_id, str(tname), "register", None, version)
 
+    def _root(self, tname: TableName) -> roots.Root:
+        return roots.canonical(self.ctx.warehouse(tname.warehouse_name).root, strict=False)
+
     def _adoptable(self, tname: TableName, where: roots.Root) -> str:
         """``where`` as a location, if the table may live there (module docstring)."""
-        root = roots.canonical(self.ctx.warehouse(tname.warehouse_name).root, strict=False)
+        root = self._root(tname)
         if not where.within(root) or where == root:
             raise InvalidInput(f"the location is not inside warehouse {tname.warehouse_name}'s root")
         inner = where.parts[len(root.parts) :]
@@ -129,15 +134,7 @@ class Registrations:
                 f"the location is where the tables of namespace {'.'.join(inner)} would be put; adopt "
                 "a folder whose name no namespace can have (e.g. ending in .lance)"
             )
-        prefix = [tname.project, tname.warehouse]
-        claimed = [
-            decode(TableRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.tables_under(prefix))
-        ]
-        for item in self.ctx.store.scan_prefix(keys.trash_prefix(f"{tname.project}.{tname.warehouse}.")):
-            trashed = decode(TrashRecord, item.value, item.key)
-            if trashed.table is not None:
-                claimed.append(trashed.table)
-        for other in claimed:
+        for other in folder_claims.every_claim(self.ctx.store, where):
             if roots.canonical(other.folder_uri.removeprefix("file://"), strict=False).overlaps(where):
                 raise InvalidInput(f"the location overlaps table {other.name}'s")
         return str(where)

@@ -106,6 +106,16 @@ def trash_prefix(target: str = "") -> str:
     return f"trs/{target}"
 
 
+def odd_folder(incarnation: str) -> str:
+    """A table registered at a folder not of the shape the catalog gives (``OddFolderRecord``)."""
+    return f"odf/{incarnation}"
+
+
+def odd_folders_indexed() -> str:
+    """Marks the one pass that indexed the odd folders older releases registered."""
+    return "odf-indexed"
+
+
 def report(kind: str, target: str, at_ms: int) -> str:
     return f"rpt/{kind}/{target}/{at_ms:015d}"
 
@@ -157,6 +167,11 @@ def all_versions() -> str:
 def all_branches() -> str:
     """Prefix of every branch record."""
     return "brn/"
+
+
+def odd_folders() -> str:
+    """Prefix of every odd-folder record."""
+    return "odf/"
 
 
 def users() -> str:

@@ -240,6 +240,18 @@ class LeaseRecord(Record):
     pid_started: int | None = None
 
 
+class OddFolderRecord(Record):
+    """A table whose folder is not of the shape the catalog gives one
+    (``<root>/<ns>/.../<table>-<id>.lance``): RegisterTable adopted it where it lay. Only such a
+    folder can hold, or lie in, another table's (``catalog/folder_claims``), so a purge looks at
+    these records, not at every table. Kept after the table is purged until a check finds its
+    incarnation gone."""
+
+    incarnation: str
+    name: str  # as registered (a rename does not move the folder)
+    folder: str
+
+
 class TrashRecord(Record):
     """A dropped table, kept (data and version records intact) until ``expires_at_ms``."""
 

@@ -5,9 +5,12 @@ before. The old registration is written as the release before f4fbe89 wrote it."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import lance
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.engine import manifests as engine_manifests
 from lake_platform.errors import InvalidTableState
 from lake_platform.naming import TableName
@@ -15,6 +18,7 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, new_id
 from lake_platform.registry.store import ABSENT, Put
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state, storage_options_of
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 
 ADOPTED = "p.w.ns.adopted"
 INSIDE = "p.w.ns2.t2"
@@ -123,3 +127,34 @@ def test_a_table_put_inside_during_a_cascade_purge_is_kept_and_the_cascade_ends(
     assert ids_of(lake.catalog.reads.open_table(INSIDE)) == [7]
     assert [n.name for n in lake.catalog.containers.list_namespaces("p.w")] == ["p.w.ns2"]
     assert [(r.target, r.state) for r in lake.catalog.trash.list_trash(ADOPTED)] == [(ADOPTED, "trashed")]
+
+
+def test_only_the_first_check_reads_every_table(lake: Lake) -> None:
+    # Each purge and cleanup read every table and trash record of the warehouse (a purge of each
+    # table of a cascade too): the whole catalog's cost on every one. Now the first check files
+    # the odd folders of older releases once; checks after it read those records only.
+    for t in ["t0", "t1", "t2"]:
+        lake.catalog.tables.create_table(f"p.w.ns.{t}", rows([1]))
+    calls = RegistryCalls(lake.catalog.store)
+    catalog = Catalog(lake.settings, calls)
+    catalog.trash.drop_table("p.w.ns.t0", purge=True)
+    assert _wide_reads(calls) == ["tbl/", "trs/"]
+    calls.calls.clear()
+    catalog.trash.drop_table("p.w.ns.t1", purge=True)
+    catalog.versions.cleanup("p.w.ns.t2", retention=timedelta(0))
+    assert _wide_reads(calls) == []
+
+
+def _wide_reads(calls: RegistryCalls) -> list[str]:
+    """The prefixes scanned that span more than one table."""
+    wide = {keys.tables_under(), keys.tables_under(["p", "w"])}
+    wide |= {keys.trash_prefix(), keys.trash_prefix("p.w.")}
+    return [k[0] for m, k in calls.reads() if m == "scan_prefix" and k[0] in wide]
+
+
+def test_a_purged_odd_folder_is_forgotten(nested: Lake) -> None:
+    nested.catalog.trash.drop_table(INSIDE, purge=True)
+    nested.catalog.trash.drop_table(ADOPTED, purge=True)
+    nested.catalog.tables.create_table(INSIDE, rows([8]))  # in the purged adopted folder
+    nested.catalog.trash.drop_table(INSIDE, purge=True)  # finds it gone: forgets its record
+    assert list(nested.catalog.store.scan_prefix(keys.odd_folders())) == []
