@@ -19,6 +19,9 @@ checked, before anything optimizes it:
   not known here: a fixed-width element is at most that wide in practice).
 - ``range``/``generate_series`` as scalars: every bound and step must be an integer literal; 8
   bytes an element (the table functions of the same names in ``FROM`` are not these).
+- ``arrow_cast``/``arrow_try_cast`` to a type with a fixed-size part (``FixedSizeList``,
+  ``FixedSizeBinary``): the type's width (``value_types``), which a NULL holds too; a cast to
+  any other type builds what its argument does.
 
 What a call may build must fit the cap for one value when every argument is a literal and the
 call is evaluated once (a query without ``FROM``), else for a batch of ``ROWS_PER_BATCH`` values
@@ -46,11 +49,14 @@ import pyarrow as pa
 from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.value_compose import Part, Unbounded, compose
+from lake_platform.query.value_types import fixed_width
 
 #: The functions checked here, and which argument is the length of what they build.
 LENGTH_ARGUMENT = {"lpad": 1, "rpad": 1}
 #: The list builders checked here (``list_repeat`` is planned as ``array_repeat``).
 LIST_BUILDERS = ("array_repeat", "array_resize", "range", "generate_series")
+#: The casts to a type named by a string, whose fixed-size types are checked here.
+CASTS = ("arrow_cast", "arrow_try_cast")
 #: The most bytes a character takes in UTF-8.
 BYTES_PER_CHARACTER = 4
 #: The bytes of one ``range``/``generate_series`` element (Int64).
@@ -61,14 +67,19 @@ BYTES_PER_RESIZED = 16
 #: (the endpoint's scan batch setting's default), more than DataFusion's own batch size.
 ROWS_PER_BATCH = 32768
 
-_FUNCTIONS = r"(?:lpad|rpad|array_repeat|list_repeat|array_resize|list_resize|range|generate_series)"
+_FUNCTIONS = (
+    r"(?:lpad|rpad|array_repeat|list_repeat|array_resize|list_resize|range|generate_series"
+    r"|arrow_cast|arrow_try_cast)"
+)
 # ``repeat`` too: ``capped.repeat`` checks its own value, this one what a call over it builds.
 _NAMED = re.compile(rf"(?<![\w$])(?:{_FUNCTIONS}|repeat)(?![\w$])", re.IGNORECASE)
 # A call, not the table function ``range()``/``generate_series()`` a scan's columns are named after.
 _CALLED = re.compile(rf"(?<![\w$]){_FUNCTIONS}\((?!\))", re.IGNORECASE)
 #: How DataFusion's debug text of a plan names the functions (``Range``: both list builders).
-_IN_SUBQUERY = re.compile(r"\binner: (?:[LR]PadFunc|ArrayRepeat|ArrayResize|Range) \{")
-_CHECKED = "lpad, rpad, array_repeat, array_resize, range or generate_series"
+_IN_SUBQUERY = re.compile(
+    r"\binner: (?:[LR]PadFunc|ArrayRepeat|ArrayResize|Range|ArrowCastFunc|ArrowTryCastFunc) \{"
+)
+_CHECKED = "lpad, rpad, array_repeat, array_resize, range, generate_series or arrow_cast"
 
 
 def check_values(sql: str, df: Any, limits: QueryLimits) -> None:
@@ -166,6 +177,10 @@ class _Walk:
             built, count = self._call(function, list(expr.rex_call_operands()))
             elements = count if function in LIST_BUILDERS else None
             return Part(built=built, source=function, literal=constant, elements=elements)
+        if function in CASTS:
+            width = self._cast(function, list(expr.rex_call_operands()))
+            if width is not None:
+                return Part(built=max(width, operands[0].built or 0), source=function, literal=constant)
         try:
             composed = compose(function, operands)
         except Unbounded as unbounded:
@@ -196,7 +211,7 @@ class _Walk:
             function = expr.rex_call_operator().lower() if kind == "ScalarFunction" else ""
         except Exception:  # noqa: BLE001 - datafusion-python converts only some expression kinds
             operands, function = [], ""
-        if function in LENGTH_ARGUMENT or function in LIST_BUILDERS:
+        if function in LENGTH_ARGUMENT or function in LIST_BUILDERS or function in CASTS:
             named -= 1
         if named > sum(len(_CALLED.findall(operand.canonical_name())) for operand in operands):
             raise self._unchecked(f"an expression ({kind})")
@@ -231,6 +246,23 @@ class _Walk:
                 f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
         return count * each, count
+
+    def _cast(self, name: str, operands: list[Any]) -> int | None:
+        """The width of one value of the type a cast names, refused past the cap (None: the
+        type has no fixed-size part)."""
+        named = operands[1].python_value().as_py() if len(operands) > 1 else None
+        width = fixed_width(named) if isinstance(named, str) else None
+        if width is None:
+            return None
+        once = str(operands[0].rex_type()) == "RexType.Literal" and self._once
+        built = width * (1 if once else ROWS_PER_BATCH)
+        if built > self._limits.max_value_bytes:
+            where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
+            raise ValueTooLarge(
+                f"{name} to {named} may build {built} bytes{where} ({width} bytes a value, NULL or not), "
+                f"more than {self._limits.named('max_value_bytes')}: values this large are refused"
+            )
+        return width
 
     def _padded(self, name: str, operands: list[Any]) -> int:
         value = _integer(operands[1]) if len(operands) > 1 else None

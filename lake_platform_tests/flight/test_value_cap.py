@@ -90,8 +90,17 @@ def test_lpad_and_rpad_past_the_cap_are_refused_within_the_memory_bound(
         "SELECT cardinality(range(100000000)) AS n",
         "SELECT cardinality(generate_series(1, 100000000)) AS n",
         "SELECT max(cardinality(range(1000))) AS n FROM w.ns.t",  # each list fits, a batch does not
+        # a NULL of a fixed-size type holds its whole width: 8 MB a row, 8 GB over 1000 rows
+        "SELECT count(arrow_cast(NULL, 'FixedSizeList(1000000, Int64)')) AS n FROM w.ns.t",
     ],
-    ids=["array_repeat", "list_repeat-string", "range", "generate_series", "range-per-batch"],
+    ids=[
+        "array_repeat",
+        "list_repeat-string",
+        "range",
+        "generate_series",
+        "range-per-batch",
+        "fixed-size-cast",
+    ],
 )
 def test_list_builders_past_the_cap_are_refused_within_the_memory_bound(
     server: tuple[psutil.Process, str], sql: str

@@ -69,6 +69,29 @@ def ctx() -> SessionContext:
         ("SELECT array_resize(make_array(x), x) FROM t", "array_resize's size must be an integer literal"),
         ("SELECT count(*) FILTER (WHERE lpad(s, 5) > 'a') FROM t", r"in an expression \(AggregateFunction\)"),
         ("SELECT sum(x) OVER (PARTITION BY lpad(s, 1)) FROM t", r"in a plan node \(WindowAggr\)"),
+        # a cast to a fixed-size type builds its whole width for a NULL: 8 MB a row from nothing
+        (
+            "SELECT arrow_cast(NULL, 'FixedSizeList(1000000, Int64)') AS b FROM t",
+            r"arrow_cast to FixedSizeList\(1000000, Int64\) may build 262144000000 bytes for a batch",
+        ),
+        (
+            "SELECT arrow_cast(NULL, 'FixedSizeBinary(2000000000)') AS b",
+            r"may build 2000000000 bytes \(2000000000 bytes a value, NULL or not\), more",
+        ),
+        (
+            "SELECT arrow_try_cast(NULL, 'List(FixedSizeList(100, FixedSizeBinary(100)))') AS b FROM t",
+            "10000 bytes a",
+        ),
+        (
+            "SELECT arrow_cast(NULL, 'Struct(\"a\": FixedSizeBinary(3000))') IS NULL AS b FROM t",
+            "3000 bytes a",
+        ),
+        ("SELECT arrow_cast(NULL, 'FixedSizeList(70000 x Utf8)') AS b FROM t", "FixedSizeList"),
+        (
+            "SELECT x FROM t WHERE x IN "
+            "(SELECT cardinality(arrow_cast(NULL, 'FixedSizeList(2, Int8)')) FROM t)",
+            "subquery",
+        ),
     ],
 )
 def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
@@ -98,6 +121,10 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
         "SELECT x, range(1, 10) AS r FROM t WHERE x > 1",
         "SELECT value FROM range(1, 100000000) LIMIT 1",  # the table function, which streams
         "SELECT count(*) AS n FROM generate_series(1, 100000000)",
+        "SELECT arrow_cast(NULL, 'FixedSizeBinary(16)') AS b FROM t",
+        "SELECT arrow_cast(make_array(1.0, 2.0, 3.0), 'FixedSizeList(3, Float32)') AS v FROM t",
+        "SELECT arrow_cast(NULL, 'FixedSizeList(1000000, Int8)') AS b",  # one value of 1 MB
+        "SELECT arrow_cast(s, 'Utf8View') AS v, arrow_try_cast(s, 'Int64') AS n FROM t",
     ],
 )
 def test_calls_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
