@@ -150,14 +150,14 @@ class BranchChanges:
             raise InvalidInput("a delete needs a non-empty predicate")
 
         def delete(ds: Any) -> dict[str, int]:
-            before = int(ds.count_rows())
-            engine.delete_rows(ds, predicate)
-            return {"rows_removed": before - int(ds.count_rows())}
+            return {"rows_removed": engine.delete_rows(ds, predicate)}  # under the lease: all selected go
 
         logged = {**(detail or {}), "predicate": predicate}
         pending, fresh, _ = self._commit(
             name, branch, "delete", logged, delete, None, by, counts_in_detail=False
         )
+        if not pending.landed:  # no row to delete: no version, as for an empty append
+            return CommitResult.nothing(pending.commit_id, fresh.name, "delete", fresh.current_version)
         return self.commits.result(pending, fresh.name)
 
     def _rows(

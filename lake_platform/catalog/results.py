@@ -18,6 +18,12 @@ class CommitResult:
     #: True when the commit id had already landed (a retry): nothing was written this time.
     replayed: bool = False
 
+    @classmethod
+    def nothing(cls, commit_id: str, table: str, operation: str, version: int) -> CommitResult:
+        """A write that had nothing to commit (no rows to append or to delete): no version is
+        made, so the answer is the current one, from and to."""
+        return cls(commit_id, table, operation, version, version)
+
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 

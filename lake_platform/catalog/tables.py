@@ -393,10 +393,10 @@ class Tables:
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.manifests.leased_head(tname, record)  # as the write path's
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
-            before = int(ds.count_rows())
+            before, selected = int(ds.count_rows()), -1
             try:
                 self.ctx.at("delete:before-write")  # inside: an injected failure is an engine failure
-                engine.delete_rows(ds, predicate)
+                selected = engine.delete_rows(ds, predicate)
             except Exception as exc:  # noqa: BLE001
                 if not pending.landed and ns.failure is None and isinstance(exc, (ValueError, OSError)):
                     if "conflict" not in str(exc).lower():
@@ -406,6 +406,8 @@ class Tables:
             if pending.landed:
                 after = self.reads.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
                 self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
+        if not selected:  # no row to delete: no version, as for an empty append
+            return CommitResult.nothing(commit_id, str(tname), "delete", record.current_version)
         return self.commits.result(pending, str(tname))
 
     def declare_table(self, name: str, *, by: Provenance = UNSTATED) -> TableRecord:

@@ -278,8 +278,13 @@ class StaleCompaction(Exception):
 
 
 @engine_call
-def delete_rows(ds: lance.LanceDataset, predicate: str) -> None:
-    ds.delete(predicate)
+def delete_rows(ds: lance.LanceDataset, predicate: str) -> int:
+    """Delete the rows ``predicate`` selects: one commit, or none when it selects none (Lance
+    would commit an empty version). Returns the rows it selected."""
+    selected = int(ds.count_rows(filter=predicate))
+    if selected:
+        ds.delete(predicate)
+    return selected
 
 
 @engine_call

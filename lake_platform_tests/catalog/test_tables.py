@@ -3,7 +3,8 @@ and answers the table's current version (no empty version, no log entry), also t
 this process's small-append path, with a commit id, and from a stream of empty batches; an
 ingest's markers riding on it still land, once. An overwrite with no rows empties the table and
 commits; an append of no rows that adds a column (the schema policy allows it) commits too. A
-failed create answers its own error even when its files cannot be removed."""
+delete whose predicate selects no row commits nothing either. A failed create answers its own
+error even when its files cannot be removed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.provenance import Provenance
-from lake_platform.errors import ServiceUnavailable, TableNotFound
+from lake_platform.errors import InvalidInput, ServiceUnavailable, TableNotFound
 from lake_platform.registry.records import CommitMarker
 from lake_platform_tests.catalog.conftest import Lake, rows
 from lake_platform_tests.catalog.test_trash_expiry import undeletable
@@ -63,6 +64,18 @@ def test_markers_riding_on_an_append_of_no_rows_land_once(lake: Lake) -> None:
     assert (again.to_version, again.replayed) == (1, True)
     assert logged(lake) == ["create"]
     assert lake.catalog.reads.open_table(T).version == 1
+
+
+def test_a_delete_of_no_rows_commits_nothing_and_answers_the_current_version(lake: Lake) -> None:
+    lake.catalog.tables.create_table(T, rows([1, 2]))
+    for by in (Provenance(), Provenance(commit_id="none-0002")):
+        result = lake.catalog.tables.delete_rows(T, "id > 99", by=by)
+        assert (result.from_version, result.to_version, result.replayed) == (1, 1, False)
+    assert lake.catalog.reads.open_table(T).version == 1
+    assert logged(lake) == ["create"]
+    with pytest.raises(InvalidInput):  # a bad predicate is still refused, not taken as selecting nothing
+        lake.catalog.tables.delete_rows(T, "nope > 1")
+    assert lake.catalog.tables.delete_rows(T, "id = 1").to_version == 2  # rows selected still commit
 
 
 def test_an_overwrite_with_no_rows_empties_the_table(lake: Lake) -> None:

@@ -15,6 +15,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableRequest,
 )
 
+from lake_platform.naming import TableName
 from lake_platform_tests.rest.clients import rest_namespace, rows
 from lake_platform_tests.rest.conftest import RestLake
 from lake_platform_tests.rest.handlers.events import NAME, TP, T, ipc, problem, version, version_and_columns
@@ -60,6 +61,20 @@ def test_delete_from_table(events: RestLake) -> None:
     ns = rest_namespace(events.url, events.tokens["writer"])
     answer = ns.delete_from_table(DeleteFromTableRequest(id=T, predicate="id = 1"))
     assert answer.version == 2 and content(events) == {2: "x", 3: "x"}
+
+
+def test_a_delete_that_matches_nothing_commits_nothing(events: RestLake) -> None:
+    """As an empty append: no version, no log entry; the answer is the current version, on
+    main and on a branch (whose head stays too)."""
+    ns = rest_namespace(events.url, events.tokens["writer"])
+    log = len(events.catalog.reads.log(NAME))
+    answer = ns.delete_from_table(DeleteFromTableRequest(id=T, predicate="id > 99"))
+    assert (answer.version, version(events), content(events)) == (1, 1, {1: "x", 2: "x", 3: "x"})
+    events.catalog.branches.create_branch(NAME, "dev")
+    on_branch = ns.delete_from_table(DeleteFromTableRequest(id=T, branch="dev", predicate="id > 99"))
+    head = events.catalog.branches.branch(TableName.parse(NAME), "dev")[0].current_version
+    assert (on_branch.version, head) == (1, 1)
+    assert len(events.catalog.reads.log(NAME)) == log + 1  # the branch's create only
 
 
 def test_refusals_change_nothing(events: RestLake) -> None:
