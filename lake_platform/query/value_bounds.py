@@ -33,6 +33,7 @@ without ``FROM``, and 512 characters for a column (``lpad(name, 20, '0')`` is fi
 A call over one of them (``replace``, ``concat``/``||``, ``repeat``, ...) is bounded from its
 arguments' bounds and checked the same way (``value_compose``): each call fitting on its own
 let ``replace(lpad(tag, 512, 'x'), 'x', lpad('y', 512, 'y'))`` build 4 MiB a row.
+The columns one projection or aggregate builds for a batch are checked together the same way.
 
 A call the walk below cannot reach is refused rather than let through: in a node whose
 expressions the pinned datafusion-python does not expose (a window's; its line names the
@@ -124,9 +125,25 @@ class _Walk:
             return None
         self._once = _evaluated_once(node, variant)
         parts = [self.expr(expr) for expr in exprs]
-        if type(variant).__name__ not in ("Projection", "Aggregate"):
+        kind = type(variant).__name__
+        if kind not in ("Projection", "Aggregate"):
             return None
+        self._columns_together(kind, parts)
         return {_output_name(expr): part for expr, part in zip(exprs, parts, strict=True)}
+
+    def _columns_together(self, kind: str, parts: list[Part]) -> None:
+        """A node's columns are built for the same batch: each within the cap, many of them
+        (``SELECT lpad(s, 500) a1, ..., lpad(s, 500) a100``) were a hundred times it."""
+        built = [(p.built, p.literal and self._once) for p in parts if p.built is not None]
+        if len(built) < 2:
+            return
+        total = sum(size * (1 if once else ROWS_PER_BATCH) for size, once in built)
+        if total > self._limits.max_value_bytes:
+            where = "" if all(once for _, once in built) else f" for a batch of {ROWS_PER_BATCH} rows"
+            raise ValueTooLarge(
+                f"the columns of one {kind} may build {total} bytes{where} together, more than "
+                f"{self._limits.named('max_value_bytes')}: values this large are refused"
+            )
 
     def expr(self, root: Any) -> Part:
         # Listed calls first: an operand comes after the call over it, so walking the list

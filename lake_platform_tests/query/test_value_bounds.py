@@ -92,6 +92,19 @@ def ctx() -> SessionContext:
             "(SELECT cardinality(arrow_cast(NULL, 'FixedSizeList(2, Int8)')) FROM t)",
             "subquery",
         ),
+        # several columns of one batch, each within the cap: together 3 times it
+        (
+            "SELECT lpad(s, 500) AS a, rpad(s, 500) AS b, lpad(s, 500, '-') AS c FROM t",
+            "the columns of one Projection may build 196608000 bytes for a batch of 32768 rows",
+        ),
+        (
+            "SELECT lpad('x', 16000000) AS a, rpad('y', 16000000) AS b",
+            "the columns of one Projection may build 128000000 bytes together, more",
+        ),
+        (
+            "SELECT s, max(lpad(s, 500)) AS a, min(rpad(s, 500)) AS b FROM t GROUP BY s",
+            "the columns of one Aggregate may build 131072000 bytes",
+        ),
     ],
 )
 def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
@@ -122,6 +135,8 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
         "SELECT value FROM range(1, 100000000) LIMIT 1",  # the table function, which streams
         "SELECT count(*) AS n FROM generate_series(1, 100000000)",
         "SELECT arrow_cast(NULL, 'FixedSizeBinary(16)') AS b FROM t",
+        "SELECT lpad(s, 200) AS a, rpad(s, 200) AS b, lpad(s, 20) AS c FROM t",
+        "SELECT lpad('x', 8000000) AS a, rpad('y', 8000000) AS b",
         "SELECT arrow_cast(make_array(1.0, 2.0, 3.0), 'FixedSizeList(3, Float32)') AS v FROM t",
         "SELECT arrow_cast(NULL, 'FixedSizeList(1000000, Int8)') AS b",  # one value of 1 MB
         "SELECT arrow_cast(s, 'Utf8View') AS v, arrow_try_cast(s, 'Int64') AS n FROM t",
