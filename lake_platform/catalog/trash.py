@@ -18,7 +18,12 @@ from lake_platform.catalog.policies import Policies
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.trash_restore import cascade_record, restore, restore_namespace
+from lake_platform.catalog.trash_restore import (
+    cascade_record,
+    release_abandoned,
+    restore,
+    restore_namespace,
+)
 from lake_platform.catalog.versions import Versions
 from lake_platform.errors import (
     ConcurrentModification,
@@ -323,7 +328,9 @@ class Trash:
             # an undrop (which claims it, then refuses should it find a table claimed here).
             cascade = cascade_record(self.ctx, record)
             if cascade is not None and decode(TrashRecord, cascade.value, cascade.key).state == "restoring":
-                return None
+                cascade = release_abandoned(self.ctx, cascade)  # taken back from a dead undrop
+                if cascade is None:
+                    return None  # the undrop is running
             claim = Put(item.key, record.model_copy(update={"state": "purging"}).encode(), item.revision)
             try:  # claim it: from here on an undrop refuses and only expiry can finish it
                 claimed = self.ctx.store.transact(
@@ -359,7 +366,11 @@ class Trash:
         self, item: Item, record: TrashRecord, who: Principal, actor: str | None
     ) -> None:
         if record.state == "restoring":
-            return  # an undrop claimed it: a rerun of the undrop finishes it, not expiry
+            # An undrop claimed it: left to it while it runs; taken back if it died.
+            released = release_abandoned(self.ctx, item)
+            if released is None:
+                return
+            item = released
         if any(self.ctx.store.get(k) is not None for k in record.table_trash_keys):
             return  # its tables go first (they share its deadline)
         try:

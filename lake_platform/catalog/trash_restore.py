@@ -7,7 +7,9 @@ A namespace's undrop claims its trash record first ("restoring"), as expiry clai
 ("purging"): expiry claims a cascade's table only together with a check that the namespace's
 record is unchanged, and leaves a claimed namespace record (and its tables) to the undrop, so
 each table of the cascade is either restored by the undrop or purged by expiry, never both, and
-an undrop that finds one claimed by expiry changes nothing."""
+an undrop that finds one claimed by expiry changes nothing. The claim is held under a lease named
+by the cascade: a claim whose undrop died is continued by a rerun, or taken back by expiry past
+the deadline (``release_abandoned``), never kept for ever."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from lake_platform.errors import (
     ConcurrentModification,
     ConditionFailed,
     InvalidTableState,
+    LeaseUnavailable,
     NamespaceNotFound,
     TableAlreadyExists,
     TableNotFound,
@@ -130,6 +133,60 @@ def restore_namespace(
     refuse_taken(ctx, nname, record)
     for space in record.namespaces:  # a drop still under way (interrupted): refused before the claim
         _refuse_dropping(ctx, space.name)
+    # The claim is held under the cascade's lease: one whose lease nobody holds was left by an
+    # undrop that died, which a rerun continues and expiry, past the deadline, takes back.
+    lease = undrop_lease(record)
+    try:
+        with ctx.gate.hold(lease):
+            return _restore_claimed(ctx, policies, nname, who, commit_id, detail, item.key)
+    finally:
+        ctx.gate.forget(lease)
+
+
+def undrop_lease(record: TrashRecord) -> str:
+    """The name of the lease a namespace undrop holds on ``record`` (a cascade's) while it works."""
+    return f"undrop-{record.cascade_id}"
+
+
+def release_abandoned(ctx: CatalogContext, item: Item) -> Item | None:
+    """``item``, a cascade's trash record an undrop claimed ("restoring"), back to "trashed"
+    when that undrop is gone (its lease free or its holder dead), so expiry can purge what it
+    did not restore; None while the undrop runs (or the record is gone)."""
+    record = decode(TrashRecord, item.value, item.key)
+    name = undrop_lease(record)
+    try:
+        lease = ctx.gate.acquire(name, wait=0)
+    except LeaseUnavailable:
+        return None  # the undrop is running: its claim stands
+    try:
+        current = ctx.store.get(item.key)  # as it is under the lease: a rerun may have moved it
+        if current is None or decode(TrashRecord, current.value, current.key).state != "restoring":
+            return current
+        try:
+            released = record.model_copy(update={"state": "trashed"})
+            return ctx.store.compare_and_swap(current.key, current.revision, released.encode())
+        except ConditionFailed:
+            return None
+    finally:
+        ctx.gate.release(lease)
+        ctx.gate.forget(name)
+
+
+def _restore_claimed(
+    ctx: CatalogContext,
+    policies: Policies,
+    nname: NamespaceName,
+    who: Principal,
+    commit_id: str,
+    detail: dict[str, object],
+    key: str,
+) -> CommitResult:
+    """``restore_namespace`` under the cascade's lease, from its trash record at ``key``."""
+    item = ctx.store.get(key)
+    if item is None:
+        raise ConcurrentModification(f"namespace {nname} was undropped by another request meanwhile")
+    record = decode(TrashRecord, item.value, item.key)
+    _refuse_purging(ctx, nname, record)
     if record.state == "trashed":
         item = _claim(ctx, nname, item, record)
     for space in record.namespaces:  # shallowest first
