@@ -45,11 +45,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pyarrow as pa
-
 from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.value_compose import Part, Unbounded, compose
+from lake_platform.query.value_plan import (
+    called,
+    evaluated_once,
+    expressions,
+    integer,
+    literal_bytes,
+    literal_part,
+    merged,
+    output_name,
+)
 from lake_platform.query.value_types import fixed_width
 
 #: The functions checked here, and which argument is the length of what they build.
@@ -112,24 +120,24 @@ class _Walk:
         made: list[dict[str, Part]] = [{}] * len(nodes)
         for index in reversed(range(len(nodes))):
             node, children = nodes[index]
-            self._columns = _merged([made[child] for child in children])
+            self._columns = merged([made[child] for child in children])
             made[index] = self._node(node) or self._columns
 
     def _node(self, node: Any) -> dict[str, Part] | None:
         """Check one node's expressions; the bounds of the columns it makes (None: its inputs')."""
         variant = node.to_variant()
-        exprs = _expressions(variant)
+        exprs = expressions(variant)
         if exprs is None:
             if _CALLED.search(node.display()):
                 raise self._unchecked(f"a plan node ({node.display().split(':', 1)[0]})")
             return None
-        self._once = _evaluated_once(node, variant)
+        self._once = evaluated_once(node, variant)
         parts = [self.expr(expr) for expr in exprs]
         kind = type(variant).__name__
         if kind not in ("Projection", "Aggregate"):
             return None
         self._columns_together(kind, parts)
-        return {_output_name(expr): part for expr, part in zip(exprs, parts, strict=True)}
+        return {output_name(expr): part for expr, part in zip(exprs, parts, strict=True)}
 
     def _columns_together(self, kind: str, parts: list[Part]) -> None:
         """A node's columns are built for the same batch: each within the cap, many of them
@@ -180,7 +188,7 @@ class _Walk:
     def _part(self, expr: Any, kind: str, operands: list[Part]) -> Part:
         """What ``expr`` may build, from what its operands may (``operands``: theirs, in order)."""
         if kind == "Literal":
-            return _literal_part(expr)
+            return literal_part(expr)
         if kind == "Alias":
             return operands[0]
         if kind == "Column":
@@ -189,7 +197,7 @@ class _Walk:
         if kind in ("ScalarSubquery", "InSubquery", "Exists"):
             return Part()
         constant = bool(operands) and all(o.literal for o in operands)
-        function = _function(expr, kind)
+        function = called(expr, kind)
         if function in LENGTH_ARGUMENT or function in LIST_BUILDERS:
             built, count = self._call(function, list(expr.rex_call_operands()))
             elements = count if function in LIST_BUILDERS else None
@@ -247,11 +255,11 @@ class _Walk:
         if name in LENGTH_ARGUMENT:
             count, each, what = self._padded(name, operands), BYTES_PER_CHARACTER, "characters"
         elif name == "array_repeat":
-            count, each, what = self._repeated(operands), _literal_bytes(operands[0]), "elements"
+            count, each, what = self._repeated(operands), literal_bytes(operands[0]), "elements"
         elif name == "array_resize":
             count, each, what = self._resized(operands), BYTES_PER_RESIZED, "elements"
             if len(operands) > 2:
-                each = max(each, _literal_bytes(operands[2]))
+                each = max(each, literal_bytes(operands[2]))
         else:
             count, each, what = self._series(name, operands), BYTES_PER_INTEGER, "elements"
         once = literal and self._once
@@ -282,13 +290,13 @@ class _Walk:
         return width
 
     def _padded(self, name: str, operands: list[Any]) -> int:
-        value = _integer(operands[1]) if len(operands) > 1 else None
+        value = integer(operands[1]) if len(operands) > 1 else None
         if value is None:
             raise self._unsized(f"{name}'s length must be an integer literal")
         return max(value, 0)
 
     def _repeated(self, operands: list[Any]) -> int:
-        count = _integer(operands[1]) if len(operands) > 1 else None
+        count = integer(operands[1]) if len(operands) > 1 else None
         if count is None:
             raise self._unsized("array_repeat's count must be an integer literal")
         if str(operands[0].rex_type()) != "RexType.Literal":
@@ -296,7 +304,7 @@ class _Walk:
         return max(count, 0)
 
     def _resized(self, operands: list[Any]) -> int:
-        size = _integer(operands[1]) if len(operands) > 1 else None
+        size = integer(operands[1]) if len(operands) > 1 else None
         if size is None:
             raise self._unsized("array_resize's size must be an integer literal")
         if len(operands) > 2 and str(operands[2].rex_type()) != "RexType.Literal":
@@ -304,7 +312,7 @@ class _Walk:
         return max(size, 0)
 
     def _series(self, name: str, operands: list[Any]) -> int:
-        bounds = [_integer(o) for o in operands]
+        bounds = [integer(o) for o in operands]
         if not 1 <= len(bounds) <= 3 or any(b is None for b in bounds):
             raise self._unsized(f"{name}'s bounds and step must be integer literals")
         if len(bounds) == 1:
@@ -321,96 +329,6 @@ class _Walk:
             f"{what} (what it builds is checked against {self._limits.named('max_value_bytes')} "
             "before the query runs)"
         )
-
-
-def _evaluated_once(node: Any, variant: Any) -> bool:
-    """Whether ``node`` evaluates its expressions for one row only: a literal call there is one
-    value, not a column of a batch."""
-    if type(variant).__name__ == "Values":
-        return len(variant.values()) <= 1
-    return all(type(child.to_variant()).__name__ == "EmptyRelation" for child in node.inputs())
-
-
-def _merged(inputs: list[dict[str, Part]]) -> dict[str, Part]:
-    """The columns of a node's inputs; of two of one name (a join's, a union's) the larger bound."""
-    if len(inputs) == 1:
-        return inputs[0]
-    merged: dict[str, Part] = {}
-    for columns in inputs:
-        for name, part in columns.items():
-            if name not in merged or (part.built or 0) > (merged[name].built or 0):
-                merged[name] = part
-    return merged
-
-
-def _output_name(expr: Any) -> str:
-    """The (unqualified) name of the column a projection or aggregate expression makes."""
-    kind = expr.variant_name()
-    if kind == "Alias":
-        return str(expr.to_variant().alias())
-    if kind == "Column":
-        return str(expr.to_variant().name())
-    return str(expr.schema_name())
-
-
-def _function(expr: Any, kind: str) -> str:
-    """The lower-case name of the function or operator ``expr`` calls ("": none known)."""
-    try:
-        if kind == "AggregateFunction":
-            return str(expr.to_variant().aggregate_type()).lower()
-        if kind in ("ScalarFunction", "BinaryExpr"):
-            return str(expr.rex_call_operator()).lower()
-    except Exception:  # noqa: BLE001 - datafusion-python names only some expression kinds
-        pass
-    return ""
-
-
-def _literal_part(expr: Any) -> Part:
-    value = expr.python_value().as_py()
-    if isinstance(value, int) and not isinstance(value, bool):
-        return Part(literal=True, integer=value)
-    if isinstance(value, str):
-        text = value.encode()
-        return Part(literal=True, text=len(text), references=text.count(b"$") + text.count(b"\\"))
-    if isinstance(value, bytes):
-        return Part(literal=True, text=len(value))
-    return Part(literal=True)
-
-
-def _literal_bytes(expr: Any) -> int:
-    """The Arrow bytes of a literal as one element of a list (its offsets included), at least 1."""
-    scalar = expr.python_value()
-    return max(1, pa.array([scalar.as_py()], type=scalar.type).nbytes)
-
-
-def _integer(expr: Any) -> int | None:
-    if expr is None or str(expr.rex_type()) != "RexType.Literal":
-        return None
-    value = expr.python_value().as_py()
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _expressions(variant: Any) -> list[Any] | None:
-    """The expressions of one plan node (None: the node kind's are not exposed)."""
-    kind = type(variant).__name__
-    if kind == "Projection":
-        return list(variant.projections())
-    if kind == "Filter":
-        return [variant.predicate()]
-    if kind == "Aggregate":
-        return [*variant.group_by_exprs(), *variant.aggregate_exprs()]
-    if kind == "Sort":
-        return [sort.expr() for sort in variant.sort_exprs()]
-    if kind == "Join":
-        found = [side for pair in variant.on() for side in pair]
-        return found if variant.filter() is None else [*found, variant.filter()]
-    if kind == "TableScan":
-        return list(variant.filters())
-    if kind == "Values":
-        return [value for row in variant.values() for value in row]
-    if kind in ("SubqueryAlias", "Union", "EmptyRelation", "Subquery"):
-        return []
-    return None
 
 
 __all__ = ["check_values"]
