@@ -21,7 +21,8 @@ leaving the block without an exception commits them:
 
 A table costs ``OPS_PER_TABLE`` registry operations (plus two per schema step an evolving
 append takes), and one registry transaction carries at most the backend's ``max_transact_ops``
-(SQLite: 2,000 tables; DynamoDB, one TransactWriteItems of 100 items: 19); over several, a
+(SQLite: 2,000 tables; DynamoDB, one TransactWriteItems of 100 items: 19) and
+``max_transact_bytes`` (DynamoDB: 4 MB, fewer wide tables; ``transaction_register``); over several, a
 transaction takes ``MAX_CHUNKED_TABLES`` (``max_tables``). One over it is refused
 (TransactionTooLarge) before any lease is taken or byte written. Before staging, under the
 leases, a record above a table's head (a killed publish's, or another transaction's) is
@@ -43,27 +44,18 @@ from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.staging_pool import stage_all
 from lake_platform.catalog.table_write import TableWrite
-from lake_platform.catalog.transaction_chunks import commit_chunked
-from lake_platform.catalog.transaction_ops import (
-    OPS_PER_TABLE,
-    max_tables,
-    one_write_ops,
-    table_ops,
-    too_large,
-)
+from lake_platform.catalog.transaction_ops import OPS_PER_TABLE, max_tables, too_large
 from lake_platform.catalog.transaction_recovery import clear_above
+from lake_platform.catalog.transaction_register import register
 from lake_platform.catalog.transaction_unacquired import read_ahead, rewind, unacquired_lease
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
-    ConditionFailed,
     InvalidInput,
-    ServiceUnavailable,
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import VersionRecord
-from lake_platform.registry.store import ABSENT, MAX_GET_KEYS, Item, Op
+from lake_platform.registry.store import MAX_GET_KEYS, Item, Put, fits
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -182,7 +174,7 @@ class Transaction:
                     heads = self._read_pairs(writes, self._head_keys)
                 self._stage_all(writes, who, [[table, current] for table, current, _ in heads])
                 self._ctx.at("transaction:staged")
-                self._register(writes)
+                register(self._ctx, self.commit_id, writes, self._limit)
             except BaseException:
                 self._discard_staged(writes)
                 raise
@@ -197,7 +189,10 @@ class Transaction:
         transaction conditional on every lease record's revision read, so it lands only if
         nobody took a lease since. False when this cannot be tried or was refused, with nothing
         landed: the caller commits the same rows under the leases."""
-        if OPS_PER_TABLE * len(writes) > self._limit or not read_ahead(writes, self._ctx.settings):
+        # Its heads alone more bytes than one registry write carries (wide schemas): several.
+        heads = [Put(w.table_item.key, w.table_item.value) for w in writes if w.table_item is not None]
+        one_write = OPS_PER_TABLE * len(writes) <= self._limit and fits(self._ctx.store, heads)
+        if not one_write or not read_ahead(writes, self._ctx.settings):
             return False  # several registry writes: under acquired leases only
         ahead = self._read_pairs(writes, self._ahead_keys)
         with contextlib.ExitStack() as turns:
@@ -210,7 +205,7 @@ class Transaction:
             try:
                 self._stage_all(writes, who, [[w.table_item, None] for w in writes])
                 self._ctx.at("transaction:staged")
-                self._register(writes)
+                register(self._ctx, self.commit_id, writes, self._limit)
             except ConcurrentModification as exc:  # LeaseRaced among them: nothing registered
                 self._discard_staged(writes)
                 log.info("transaction %s: %s; committing under the leases", self.commit_id, exc.message)
@@ -359,62 +354,6 @@ class Transaction:
         if len(pending.held) != len(pending.hold):
             raise ConcurrentModification(f"the write to {w.name} staged no version; nothing was committed")
         self._ctx.at("transaction:written")
-
-    def _register(self, writes: list[TableWrite]) -> None:
-        """The one registry transaction that makes every table's version visible (or, past one
-        registry write, the commit over several, ``transaction_chunks``)."""
-        # Each version names main's other lines (a snapshot completes a commit it sees part of;
-        # it holds main's lines only).
-        got = {w.line: w.pending.held[-1][0].version for w in writes if w.pending and not w.branch}
-        chunked = one_write_ops(writes) > self._limit
-        if chunked:
-            results, finals = commit_chunked(self._ctx, self.commit_id, writes, got, self._limit)
-        else:
-            results, finals = self._register_once(writes, got)
-        at = 0
-        for w, final in zip(writes, finals, strict=True):
-            assert w.pending is not None and w.lease is not None and w.ns is not None
-            pending, steps = w.pending, len(w.pending.held) - 1
-            version_item, table_item, _, marker_item, lease_item = results[at : at + OPS_PER_TABLE]
-            if lease_item is not None or not chunked:  # chunked: released only as its head moved
-                w.lease.released_by_commit(lease_item.revision if lease_item is not None else None)
-            pending.from_version = w.ns.record.current_version
-            pending.marker_revision = marker_item.revision if marker_item is not None else ABSENT
-            pending.versions[final.version] = (final, version_item.revision if version_item else 0)
-            held = [(h[0], h[1]) for h in pending.held[:-1]]
-            for i, (ver, log_key) in enumerate(held):
-                item = results[at + OPS_PER_TABLE + 2 * i]
-                pending.versions[ver.version] = (ver, item.revision if item is not None else 0)
-                pending.landed.append((ver.version, log_key))
-            pending.landed.append((final.version, pending.held[-1][1]))
-            w.record = w.ns.record.model_copy(update={"current_version": final.version})
-            if table_item is not None:
-                w.ns.record_revision = table_item.revision
-            at += OPS_PER_TABLE + 2 * steps
-
-    def _register_once(
-        self, writes: list[TableWrite], got: dict[str, int]
-    ) -> tuple[list[Item | None], list[VersionRecord]]:
-        ops: list[Op] = []
-        finals: list[VersionRecord] = []
-        with contextlib.ExitStack() as fences:
-            for w in writes:
-                assert w.lease is not None
-                fences.enter_context(w.lease.fenced())
-            for w in writes:
-                table, final = table_ops(self._ctx, w, {n: v for n, v in got.items() if n != w.line})
-                ops += table
-                finals.append(final)
-            try:
-                return self._ctx.store.transact(ops), finals
-            except ConditionFailed as exc:
-                raise ConcurrentModification(
-                    f"the transaction {self.commit_id} was refused ({exc.key} changed); nothing was committed"
-                ) from None
-            except ServiceUnavailable:
-                if self._ctx.commit_landed(writes[0].commit_id) is None:
-                    raise
-                return [None] * len(ops), finals  # landed: revisions are read back when publishing
 
     def _publish(self, w: TableWrite) -> None:
         """Put each landed manifest at its canonical path and remove the staging objects; a

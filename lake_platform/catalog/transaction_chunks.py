@@ -1,5 +1,8 @@
 """A multi-table commit larger than one registry write (DynamoDB: one TransactWriteItems of 100
-items, so 19 tables), made over several and still all or nothing for readers.
+items and 4 MB, so 19 tables, fewer wide ones), made over several and still all or nothing for
+readers. Each write is packed by count and by bytes (``MetaStore.max_transact_bytes``: a wide
+table's head holds its schema), so none is refused for its size, least of all after the commit
+point.
 
 Under every table's lease, with every table staged (``transaction``):
 
@@ -44,7 +47,7 @@ from lake_platform.registry.records import (
     new_id,
     now_ms,
 )
-from lake_platform.registry.store import ABSENT, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Check, Item, Op, Put, cost, pack
 
 if TYPE_CHECKING:
     from lake_platform.catalog.context import CatalogContext
@@ -147,22 +150,20 @@ class ChunkedCommit:
         self.revision = item.revision
         self.ctx.at("transaction:recorded")
 
-    def _chunks(self, cost: dict[int, int]) -> list[list[TablePart]]:
-        """The parts packed in order into registry writes of at most ``limit`` ops (``cost``:
-        each part's ops, by its index)."""
-        chunks: list[list[TablePart]] = [[]]
-        used = 0
-        for i, part in enumerate(self.parts):
-            if chunks[-1] and used + cost[i] > self.limit:
-                chunks.append([])
-                used = 0
-            chunks[-1].append(part)
-            used += cost[i]
-        return chunks
+    def _chunks(self, ops: list[list[Op]]) -> list[list[TablePart]]:
+        """The parts packed in order into registry writes the store takes (at most ``limit``
+        ops, and ``max_transact_bytes``: wide tables' heads are a few hundred KB each), ``ops``:
+        each part's, by its index."""
+        costs = [cost(self.ctx.store, part) for part in ops]
+        batches = pack(costs, self.limit, self.ctx.store.max_transact_bytes)
+        return [[self.parts[i] for i in batch] for batch in batches]
 
     def _register(self) -> None:
         """Every version record above its head, chunk by chunk, each fenced by its tables' leases."""
-        for chunk in self._chunks({i: len(p.versions) + 1 for i, p in enumerate(self.parts)}):
+        # Each part's versions and its lease's fence (a condition on its lease record).
+        fence = [[Check(p.write.lease.key, 0)] if p.write.lease else [] for p in self.parts]
+        weighed = [[op for _, op in p.versions] + f for p, f in zip(self.parts, fence, strict=True)]
+        for chunk in self._chunks(weighed):
             with contextlib.ExitStack() as fenced:
                 fences = [fenced.enter_context(p.write.lease.fenced()) for p in chunk if p.write.lease]
                 ops = [op for p in chunk for _, op in p.versions]
@@ -202,8 +203,10 @@ class ChunkedCommit:
         """The heads moved, chunk by chunk, each with its leases released; whatever a chunk could
         not move (a lease taken over, a head moved by another completer) is completed from the
         record without the leases, which the gate then releases as usual."""
-        cost = {i: len(p.moves) + 1 for i, p in enumerate(self.parts)}
-        for chunk in self._chunks(cost):
+        released = [[p.write.lease.release_op()] if p.write.lease else [] for p in self.parts]
+        for chunk in self._chunks(
+            [[op for _, op in p.moves] + r for p, r in zip(self.parts, released, strict=True)]
+        ):
             try:
                 self._move(chunk)
             except (ConditionFailed, LakeError) as exc:

@@ -44,7 +44,7 @@ from lake_platform.registry.records import (
     decode,
     now_ms,
 )
-from lake_platform.registry.store import MAX_GET_KEYS, Check, Delete, Item, MetaStore, Op, Put
+from lake_platform.registry.store import MAX_GET_KEYS, Check, Delete, Item, MetaStore, Op, Put, cost, pack
 
 if TYPE_CHECKING:
     from lake_platform.catalog.lease import Lease
@@ -282,23 +282,15 @@ def roll_forward(store: MetaStore, record: TransactionRecord, limit: int) -> boo
     todo = list(record.tables)
     for _ in range(ROUNDS):
         heads = _get_many(store, [keys.table(TableName.parse(t.name)) for t in todo])
-        chunks: list[tuple[list[TransactionTable], list[Op]]] = [([], [])]
-        for t, item in zip(todo, heads, strict=True):
-            ops = head_ops(t, item)
-            if not ops:
-                continue
-            if chunks[-1][1] and len(chunks[-1][1]) + len(ops) > limit:
-                chunks.append(([], []))
-            chunks[-1][0].append(t)
-            chunks[-1][1].extend(ops)
+        moving = [(t, ops) for t, item in zip(todo, heads, strict=True) if (ops := head_ops(t, item))]
+        # By count and by bytes: a wide table's head holds its schema (a few hundred KB).
+        batches = pack([cost(store, ops) for _, ops in moving], limit, store.max_transact_bytes)
         raced: list[TransactionTable] = []
-        for tables, ops in chunks:
-            if not ops:
-                continue
+        for batch in batches:
             try:
-                store.transact(ops)
+                store.transact([op for i in batch for op in moving[i][1]])
             except ConditionFailed:
-                raced += tables  # a head moved meanwhile (another completer): read it again
+                raced += [moving[i][0] for i in batch]  # a head moved meanwhile: read it again
         if not raced:
             return True
         todo = raced

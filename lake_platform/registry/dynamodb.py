@@ -53,7 +53,15 @@ from lake_platform.registry.dynamodb_errors import (
     own_items,
     translate,
 )
-from lake_platform.registry.dynamodb_items import Raw, check_sizes, item_of, key_of, parse_url
+from lake_platform.registry.dynamodb_items import (
+    MAX_BATCH_WEIGHT,
+    Raw,
+    check_sizes,
+    item_of,
+    key_of,
+    op_weight,
+    parse_url,
+)
 from lake_platform.registry.dynamodb_layout import CURRENT, FROZEN, LAYOUT_KEY, LEGACY, partitioner
 from lake_platform.registry.dynamodb_paging import key_ordered_pages
 from lake_platform.registry.dynamodb_retry import ATTEMPTS, Sleep, retried_read, sleep_backoff
@@ -82,6 +90,8 @@ class DynamoMetaStore(MetaStore):
     backend = "dynamodb"
     #: One TransactWriteItems takes 100 items; the change record takes one of them.
     max_transact_ops = MAX_TRANSACT_OPS
+    #: One TransactWriteItems carries 4 MB; the change record takes its share.
+    max_transact_bytes = MAX_BATCH_WEIGHT
 
     def __init__(
         self,
@@ -259,6 +269,9 @@ class DynamoMetaStore(MetaStore):
                 return
 
     # -- writes ----------------------------------------------------------------------------------
+
+    def op_bytes(self, op: Op) -> int:
+        return op_weight(op)
 
     def check_record(self, key: str, value: bytes) -> None:
         check_sizes([Put(key, value, None)])

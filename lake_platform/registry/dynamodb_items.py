@@ -13,6 +13,7 @@ Table layout (one table, many record kinds):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from lake_platform.errors import RecordTooLarge, SettingsError
-from lake_platform.registry.dynamodb_layout import partition_of
+from lake_platform.registry.dynamodb_layout import partition_of, partition_v1
 from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
 
 Raw = dict[str, Any]
@@ -94,6 +95,22 @@ def item_bytes(op: Op, part: Partition = partition_of) -> int:
     or Check sends its key only)."""
     size = len(part(op.key).encode()) + len(op.key.encode())
     return size + (len(op.value) + _ITEM_OVERHEAD if isinstance(op, Put) else 2)
+
+
+#: The change record's own weight in a batch (``registry.changes``: its partition, key and
+#: attributes, and its value's frame), besides the keys it lists (``op_weight``).
+_CHANGE_RECORD_BYTES = 256
+
+
+def op_weight(op: Op) -> int:
+    """What ``op`` adds to the TransactWriteItems it is sent in, whatever the table's layout:
+    its item, and its key in the change record the store adds (``registry.changes``, JSON)."""
+    listed = len(json.dumps(op.key)) + 1
+    return max(item_bytes(op, partition_of), item_bytes(op, partition_v1)) + listed
+
+
+#: The most ``op_weight`` one batch of ``transact`` carries.
+MAX_BATCH_WEIGHT = MAX_REQUEST_BYTES - _CHANGE_RECORD_BYTES
 
 
 def check_sizes(ops: Sequence[Op], part: Partition = partition_of) -> None:

@@ -80,6 +80,10 @@ class MetaStore(ABC):
     #: The most operations one ``transact`` takes on this backend (its change record aside):
     #: DynamoDB's one TransactWriteItems bounds it there; SQLite's one transaction barely does.
     max_transact_ops: int = MAX_TRANSACT_OPS
+    #: The most bytes one ``transact`` carries on this backend, as ``op_bytes`` weighs its ops
+    #: (DynamoDB: one TransactWriteItems' 4 MB, its change record's share included); None: only
+    #: ``max_transact_ops`` bounds a batch.
+    max_transact_bytes: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Every backend's I/O is counted and timed (observability.metrics) without each backend
@@ -129,6 +133,10 @@ class MetaStore(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
+    def op_bytes(self, op: Op) -> int:
+        """What ``op`` weighs against ``max_transact_bytes`` (a backend without it: nothing)."""
+        return 0
+
     def check_record(self, key: str, value: bytes) -> None:  # noqa: B027 - optional limit
         """Refuse (``RecordTooLarge``) a record this backend could not store, so a caller can
         learn it before writing anything else for it; a backend without a limit takes any."""
@@ -168,6 +176,36 @@ def check_ops(ops: Sequence[Op], limit: int = MAX_TRANSACT_OPS) -> None:
         raise InvalidInput("transact keys must be distinct within one batch")
     for key in keys:
         check_key(key)
+
+
+def pack(costs: Sequence[tuple[int, int]], max_ops: int, max_bytes: int | None) -> list[list[int]]:
+    """Groups of ops that must be written together (each one's count and bytes, ``op_bytes``
+    summed), packed in order into batches of at most ``max_ops`` ops and ``max_bytes`` bytes
+    (None: any): each batch as its groups' places. A group over a limit alone is a batch of its
+    own, which the store refuses, typed."""
+    batches: list[list[int]] = []
+    ops = size = 0
+    for at, (count, nbytes) in enumerate(costs):
+        over = ops + count > max_ops or (max_bytes is not None and size + nbytes > max_bytes)
+        if not batches or over:
+            batches.append([])
+            ops = size = 0
+        batches[-1].append(at)
+        ops, size = ops + count, size + nbytes
+    return batches
+
+
+def cost(store: MetaStore, ops: Sequence[Op]) -> tuple[int, int]:
+    """``ops``' count and weight on ``store``, as ``pack`` takes them."""
+    return len(ops), sum(store.op_bytes(op) for op in ops)
+
+
+def fits(store: MetaStore, ops: Sequence[Op], max_ops: int | None = None) -> bool:
+    """Whether ``store.transact`` takes ``ops`` as one batch (of at most ``max_ops``, when less
+    than the store's own)."""
+    limit = min(max_ops or store.max_transact_ops, store.max_transact_ops)
+    count, nbytes = cost(store, ops)
+    return count <= limit and (store.max_transact_bytes is None or nbytes <= store.max_transact_bytes)
 
 
 #: The most keys one ``get_many`` may read (DynamoDB's TransactGetItems limit).

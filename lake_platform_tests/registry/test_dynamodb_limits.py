@@ -15,7 +15,7 @@ from lake_platform.errors import InvalidInput, RecordTooLarge
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.dynamodb_items import MAX_ITEM_BYTES, MAX_REQUEST_BYTES
-from lake_platform.registry.store import ABSENT, Put
+from lake_platform.registry.store import ABSENT, Put, fits, pack
 from lake_platform.settings import LakeSettings
 
 KB = 1024
@@ -80,6 +80,26 @@ def test_a_batch_over_a_transactions_limit_is_refused_whole(store: DynamoMetaSto
     # Eleven of them (3.85 MB) are one transaction.
     store.transact(ops[:11])
     assert len(list(store.scan_prefix("ver/t/"))) == 11
+
+
+def test_a_batch_weighed_full_is_taken_and_one_byte_more_is_not(store: DynamoMetaStore) -> None:
+    """``max_transact_bytes`` and ``op_bytes`` are what callers pack batches by
+    (``catalog.transaction_chunks``): a batch weighed exactly full is one the store takes, change
+    record included (99 watched records with long keys: the change record lists them all)."""
+    ops = [Put(f"tbl/p/w/ns/{i:02d}" + "k" * 400, b"", ABSENT) for i in range(store.max_transact_ops)]
+    empty = sum(store.op_bytes(op) for op in ops)
+    room = store.max_transact_bytes - empty
+    ops = [Put(op.key, b"v" * (room // len(ops) + (i < room % len(ops))), ABSENT) for i, op in enumerate(ops)]
+    assert fits(store, ops) and sum(store.op_bytes(op) for op in ops) == store.max_transact_bytes
+    assert not fits(store, [*ops[:-1], Put(ops[-1].key, ops[-1].value + b"v", ABSENT)])
+    store.transact(ops)
+    assert len(list(store.scan_prefix("tbl/p/w/ns/"))) == store.max_transact_ops
+
+
+def test_batches_are_packed_by_count_and_by_bytes() -> None:
+    costs = [(4, 300), (4, 300), (4, 500), (90, 1), (4, 2000), (1, 1)]
+    assert pack(costs, 99, 1000) == [[0, 1], [2, 3], [4], [5]]  # [4]: over alone, refused typed
+    assert pack(costs, 99, None) == [[0, 1, 2], [3, 4, 5]]
 
 
 # -- listings past one page ----------------------------------------------------------------------
