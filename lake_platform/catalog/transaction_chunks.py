@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog import transaction_recovery as recovery
-from lake_platform.errors import ConcurrentModification, ConditionFailed, LakeError, ServiceUnavailable
+from lake_platform.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    LakeError,
+    RecordTooLarge,
+    ServiceUnavailable,
+    TransactionTooLarge,
+)
 from lake_platform.registry import keys
 from lake_platform.registry.records import (
     CommitLogEntry,
@@ -124,6 +131,7 @@ class ChunkedCommit:
         self.revision = ABSENT
 
     def run(self) -> list[Item | None]:
+        self._check_record()
         recovery.sweep(self.ctx.store, self.limit)  # what killed writers left, past its deadline
         self._put_record()
         try:
@@ -143,6 +151,23 @@ class ChunkedCommit:
         self.ctx.at("transaction:committed")
         self._roll_forward()
         return self.results
+
+    def _check_record(self) -> None:
+        """The record holds every table's log entries and new schema in one registry record: one
+        the backend cannot store (DynamoDB: 400 KB) refuses the commit before anything is written,
+        as a transaction to split."""
+        try:
+            self.ctx.store.check_record(self.key, self.record.encode())
+        except RecordTooLarge as exc:
+            fit = max(1, len(self.parts) * exc.limit // max(exc.size, 1))
+            raise TransactionTooLarge(
+                f"the transaction {self.commit_id} spans several registry writes, so one registry "
+                f"record holds every table's log entries and new schema: {exc.size:,} bytes for "
+                f"{len(self.parts)} tables, over the {exc.limit:,} the {self.ctx.store.backend} "
+                "registry stores in one record; nothing was written: split the transaction (about "
+                f"{fit} of these tables at once), or give them less detail or narrower new schemas",
+                max_tables=fit,
+            ) from None
 
     def _put_record(self) -> None:
         item = self.ctx.store.transact([Put(self.key, self.record.encode(), ABSENT)])[0]

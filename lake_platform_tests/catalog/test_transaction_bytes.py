@@ -13,11 +13,12 @@ import pyarrow as pa
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.errors import TransactionTooLarge
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.settings import LakeSettings
-from lake_platform_tests.catalog.conftest import lake_settings, namespace_lake
-from lake_platform_tests.catalog.test_transaction import heads
+from lake_platform_tests.catalog.conftest import REGISTRY_PREFIXES, lake_settings, namespace_lake, rows
+from lake_platform_tests.catalog.test_transaction import heads, make_tables, staged
 from lake_platform_tests.catalog.test_transaction_chunks import snapshot_versions, transaction_records
 from lake_platform_tests.servers import SLOW_IO
 
@@ -46,6 +47,13 @@ def make_wide(c: Catalog, count: int) -> list[str]:
     return names
 
 
+def registry(c: Catalog) -> list[tuple[str, int]]:
+    """Every registry record but the lease records (a refusal under a lease leaves it released
+    at a new revision), with its revision."""
+    prefixes = [p for p in REGISTRY_PREFIXES if p != "lse/"]
+    return [(i.key, i.revision) for p in prefixes for i in c.store.scan_prefix(p)]
+
+
 def head_sizes(c: Catalog, names: list[str]) -> int:
     return sum(len(c.store.get(keys.table(TableName.parse(n))).value) for n in names)  # type: ignore[union-attr]
 
@@ -67,3 +75,23 @@ def test_wide_tables_commit_together_past_a_transactions_bytes(settings: LakeSet
         assert snapshot_versions(c, names) == [2] * tables
         first = c.reads.open_table(names[-1]).to_reader(columns=[FIRST]).read_all()
         assert sorted(first.column(0).to_pylist()) == [tables - 1, 999 + tables]
+
+
+def test_a_transaction_record_over_an_items_limit_changes_nothing(settings: LakeSettings) -> None:
+    """Over several registry writes, the transaction record holds every table's log entries (and
+    new schemas): 20 tables with 30 KB of detail each make it more than a DynamoDB item holds. The
+    commit is refused typed before anything is registered, and the tables take the next one."""
+    with Catalog(settings) as c:
+        names = make_tables(c, 20)
+        before = registry(c)
+        with pytest.raises(TransactionTooLarge) as err:
+            with c.transaction() as tx:
+                for i, name in enumerate(names):
+                    tx.append(name, rows([1000 + i]), detail={"note": "d" * 30_000})
+        assert "split" in err.value.message
+        assert registry(c) == before and transaction_records(c) == []
+        assert not any(staged(c, n) for n in names)
+        with c.transaction() as tx:
+            for i, name in enumerate(names):
+                tx.append(name, rows([1000 + i]), detail={"note": "small"})
+        assert heads(c, names) == dict.fromkeys(names, 2)
