@@ -179,10 +179,10 @@ def _restore_claimed(
     who: Principal,
     commit_id: str,
     detail: dict[str, object],
-    key: str,
+    record_key: str,
 ) -> CommitResult:
-    """``restore_namespace`` under the cascade's lease, from its trash record at ``key``."""
-    item = ctx.store.get(key)
+    """``restore_namespace`` under the cascade's lease, from its trash record at ``record_key``."""
+    item = ctx.store.get(record_key)
     if item is None:
         raise ConcurrentModification(f"namespace {nname} was undropped by another request meanwhile")
     record = decode(TrashRecord, item.value, item.key)
@@ -193,18 +193,16 @@ def _restore_claimed(
         key = keys.namespace(NamespaceName.parse(space.name))
         existing = ctx.store.get(key)
         if existing is None:
-            ctx.commit(
-                [
-                    Put(key, space.encode(), ABSENT),
-                    *policies.restore(record.policies, space.name, space.name),
-                ],
-                log=Log(
-                    space.name,
-                    "undrop namespace",
-                    ctx.actor(None, who),
-                    detail={"cascade_id": record.cascade_id},
-                ),
-            )
+            # Under its parent as it is now, as a create is: one dropped meanwhile refuses it.
+            parent = ctx.require_parent(NamespaceName.parse(space.name), who=who)
+            try:
+                _put_namespace(ctx, policies, record, space, key, parent, who)
+            except ConditionFailed as exc:
+                if exc.key != parent.key:
+                    raise
+                raise NamespaceNotFound(
+                    f"the parent of namespace {space.name} changed during the undrop; run it again"
+                ) from None
         else:
             _refuse_dropping(ctx, space.name)
         ctx.at("undrop-namespace:namespace")
@@ -238,6 +236,29 @@ def _restore_claimed(
             f"namespace {nname} was undropped by another request meanwhile"
         ) from None
     return CommitResult(commit_id, str(nname), "undrop namespace", None, None)
+
+
+def _put_namespace(
+    ctx: CatalogContext,
+    policies: Policies,
+    record: TrashRecord,
+    space: NamespaceRecord,
+    key: str,
+    parent: Item,
+    who: Principal,
+) -> None:
+    """``space`` of the cascade ``record`` registered again with its policies, conditional on
+    ``parent`` (its container) at the revision read."""
+    ctx.commit(
+        [
+            Put(key, space.encode(), ABSENT),
+            Check(parent.key, parent.revision),
+            *policies.restore(record.policies, space.name, space.name),
+        ],
+        log=Log(
+            space.name, "undrop namespace", ctx.actor(None, who), detail={"cascade_id": record.cascade_id}
+        ),
+    )
 
 
 def _refuse_dropping(ctx: CatalogContext, name: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
-from lake_platform.errors import TableAlreadyExists
+from lake_platform.errors import NamespaceNotFound, TableAlreadyExists
 from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
 from lake_platform.settings import LakeSettings
@@ -108,6 +108,31 @@ def test_expiry_leaves_a_running_undrop_its_claim(dropped: LakeSettings) -> None
             assert trash_of(c) == before
             pause.release()
             running.result()
+            assert (ids_of(c.reads.open_table(A)), ids_of(c.reads.open_table(B))) == ([1], [2])
+            assert trash_of(c) == []
+    finally:
+        pause.release()
+        undropper.close()
+
+
+def test_a_namespace_comes_back_only_under_its_parent(dropped: LakeSettings) -> None:
+    """The undrop is parked once the root is back (empty yet), and the root is dropped. The
+    undrop then must not put sub back under a root that is gone (before: sub was registered
+    with no parent, and the undrop failed on the next table). Its rerun brings back it all."""
+    pause = Pause("undrop-namespace:namespace")
+    undropper = Catalog(dropped, hook=pause)
+    try:
+        running = Background(lambda: undropper.trash.undrop_namespace(NS))
+        assert pause.reached.wait(60)
+        with Catalog(dropped) as c:
+            c.cascade.drop_namespace(NS)
+            pause.release()
+            with pytest.raises(NamespaceNotFound):
+                running.result()
+            assert c.store.get(keys.namespace(NamespaceName.parse(f"{NS}.sub"))) is None
+
+            c.trash.undrop_namespace(NS)
+
             assert (ids_of(c.reads.open_table(A)), ids_of(c.reads.open_table(B))) == ([1], [2])
             assert trash_of(c) == []
     finally:
