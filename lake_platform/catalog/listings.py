@@ -4,6 +4,7 @@ catalog/ may not import rest/)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from lake_platform.errors import InvalidInput
@@ -34,19 +35,34 @@ def table_names(store: MetaStore, nname: NamespaceName, *, declared: bool) -> li
     return [r.name.split(".")[-1] for r in records if r.current_version > 0 or declared]
 
 
-def page_of(names: list[str], limit: Any, page_token: Any) -> tuple[list[str], str | None]:
-    """Sorted ``names`` after ``page_token`` (the last name of the previous page), at most
-    ``limit`` of them, and the next page's token (None on the last page). A limit below 1 or
-    no integer, or a token that is no string, is InvalidInput naming it."""
-    names = sorted(names)
-    if page_token is not None and not isinstance(page_token, str):
-        raise InvalidInput(f"page_token {page_token!r} is not one this server handed out (a string)")
-    if page_token:
-        names = [n for n in names if n > page_token]
-    if limit is None:
+@dataclass(frozen=True)
+class Paging:
+    """One page of a listing as a caller asked for it: at most ``limit`` names (all without
+    one) after ``after`` (the previous page's token: its last name). Made by :meth:`asked`,
+    before the listing (or the container it lists) is read: a bad request costs no read."""
+
+    limit: int | None
+    after: str | None
+
+    @classmethod
+    def asked(cls, limit: Any, page_token: Any) -> Paging:
+        """A limit below 1 or no integer, or a token that is no string, is InvalidInput naming it."""
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r:.40}")
+        if page_token is not None and not isinstance(page_token, str):
+            raise InvalidInput(f"page_token {page_token!r:.40} is not one this server handed out (a string)")
+        return cls(limit, page_token or None)
+
+    @property
+    def read_limit(self) -> int | None:
+        """How many names to read after ``after``: one more than the page (is there a next one?)."""
+        return None if self.limit is None else self.limit + 1
+
+    def of(self, names: list[str]) -> tuple[list[str], str | None]:
+        """This page of ``names`` (sorted) and the next page's token (None on the last page)."""
+        names = sorted(names)
+        if self.after:
+            names = [n for n in names if n > self.after]
+        if self.limit is not None and len(names) > self.limit:
+            return names[: self.limit], names[self.limit - 1]
         return names, None
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
-    if len(names) > limit:
-        return names[:limit], names[limit - 1]
-    return names, None

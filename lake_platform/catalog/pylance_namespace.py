@@ -39,7 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
-from lake_platform.catalog.listings import child_names, page_of, table_names
+from lake_platform.catalog.listings import Paging, child_names, table_names
 from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
@@ -109,14 +109,11 @@ class LakeNamespace(LanceNamespace):
     # -- containers ------------------------------------------------------------------------
 
     def list_namespaces(self, request: Any) -> ListNamespacesResponse:
-        """Paged as REST pages (``listings.page_of``: ``limit``, ``page_token``)."""
+        """Paged as REST pages (``listings.Paging``: ``limit``, ``page_token``, checked first)."""
 
         def listing() -> ListNamespacesResponse:
-            names, token = page_of(
-                self._namespace_names(request_ids(request)),
-                request_field(request, "limit"),
-                request_field(request, "page_token"),
-            )
+            asked = Paging.asked(request_field(request, "limit"), request_field(request, "page_token"))
+            names, token = asked.of(self._namespace_names(request_ids(request)))
             return ListNamespacesResponse(namespaces=names, page_token=token)
 
         return self._call(listing)
@@ -198,9 +195,10 @@ class LakeNamespace(LanceNamespace):
     # -- tables ----------------------------------------------------------------------------
 
     def list_tables(self, request: Any) -> ListTablesResponse:
-        """Paged as REST pages (``listings.page_of``: ``limit``, ``page_token``)."""
+        """Paged as REST pages (``listings.Paging``: ``limit``, ``page_token``, checked first)."""
 
         def listing() -> ListTablesResponse:
+            asked = Paging.asked(request_field(request, "limit"), request_field(request, "page_token"))
             ident = request_ids(request)
             if len(ident) < 3:
                 raise InvalidInput("tables live in namespaces: give project, warehouse and namespace")
@@ -209,9 +207,7 @@ class LakeNamespace(LanceNamespace):
             names = table_names(
                 self.catalog.store, nname, declared=bool(request_field(request, "include_declared"))
             )
-            page, token = page_of(
-                names, request_field(request, "limit"), request_field(request, "page_token")
-            )
+            page, token = asked.of(names)
             return ListTablesResponse(tables=page, page_token=token)
 
         return self._call(listing)

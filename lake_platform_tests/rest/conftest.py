@@ -5,7 +5,7 @@ on a fresh home with project ``p`` (warehouse ``p.w``, namespace ``p.w.ns``) and
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,8 @@ import pytest
 import requests
 
 from lake_platform.catalog.catalog import Catalog
+from lake_platform.registry.factory import open_metastore
+from lake_platform.registry.store import MetaStore
 from lake_platform.rest.app import build_app
 from lake_platform.rest.run import uvicorn_config
 from lake_platform.rest.server import RestService
@@ -69,9 +71,14 @@ def rest_lake(tmp_path: Path) -> Iterator[RestLake]:
     yield from start_rest_lake(tmp_path)
 
 
-def start_rest_lake(tmp_path: Path, **overrides: Any) -> Iterator[RestLake]:
+def start_rest_lake(
+    tmp_path: Path, store: Callable[[MetaStore], MetaStore] | None = None, **overrides: Any
+) -> Iterator[RestLake]:
+    """``store``: what the catalog reads the registry through, given the registry (a wrapper
+    counting its reads, say)."""
     settings = rest_settings(tmp_path / "home", **overrides)
-    catalog = Catalog(settings)
+    registry = open_metastore(settings)
+    catalog = Catalog(settings, registry if store is None else store(registry))
     for project in ("p", "q"):
         catalog.containers.create_project(project)
         catalog.containers.create_warehouse(f"{project}.w")
@@ -90,3 +97,4 @@ def start_rest_lake(tmp_path: Path, **overrides: Any) -> Iterator[RestLake]:
     finally:
         server.stop()
         catalog.close()
+        registry.close()  # a wrapper need not close what it wraps

@@ -36,7 +36,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TableBranchNotFound, TableVersionNotFound
 from lake_platform.naming import TableName
 from lake_platform.registry.records import BranchRecord, VersionRecord, new_id
-from lake_platform.rest.handlers.common import page, scoped, to_json
+from lake_platform.rest.handlers.common import paging, scoped, to_json
 from lake_platform.rest.idempotency import keyed_body, once
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
@@ -70,11 +70,12 @@ def list_table_branches(request: RestRequest) -> Any:
     from, when, and its head's manifest size. Lake's own facts ride in ``metadata``: the head
     ``version``, the ``main_version`` its line leaves main at (publishing needs main still
     there) and ``created_by``."""
+    asked = paging(request.body)
     scoped(request, table=True)
     tname = request.table_name()
     catalog = request.service.catalog
     infos = {i.branch: i for i in catalog.branches.list_branches(str(tname), by=_by(request))}
-    names, token = page(list(infos), request.body)
+    names, token = asked.of(list(infos))
     incarnation = catalog.ctx.table(tname)[0].incarnation
     branches = {}
     for name in names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lake_platform.catalog.listings import page_of
+from lake_platform.catalog.listings import Paging
 from lake_platform.catalog.pylance_namespace import LakeNamespace
 from lake_platform.errors import NamespaceNotFound, TableNotFound
 from lake_platform.rest.idempotency import Keyed
@@ -45,16 +45,8 @@ def to_json(model: Any) -> Any:
     return model
 
 
-def page(names: list[str], body: dict[str, Any]) -> tuple[list[str], str | None]:
-    """Sorted names after ``page_token`` (the last name of the previous page), ``limit`` of them
-    (``catalog.listings.page_of``, which LakeNamespace's listings share)."""
-    return page_of(names, body.get("limit"), body.get("page_token"))
-
-
-def page_read(body: dict[str, Any]) -> tuple[str | None, int | None]:
-    """(after, how many) to read from the registry for one page of ``body``'s listing: the names
-    after ``page_token``, one more than ``limit`` (is there a next page?); all of them without a
-    valid limit (``page`` then refuses a bad one)."""
-    limit, after = body.get("limit"), body.get("page_token")
-    wanted = limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
-    return (str(after) if after else None), wanted
+def paging(body: dict[str, Any]) -> Paging:
+    """The page ``body`` asks for (``limit``, ``page_token``): each listing takes it first, so a
+    bad one is InvalidInput naming it before the registry is read (``catalog.listings``, which
+    LakeNamespace's listings share)."""
+    return Paging.asked(body.get("limit"), body.get("page_token"))

@@ -28,15 +28,16 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, NamespaceNotFound
 from lake_platform.naming import ProjectName, TableName, WarehouseName
 from lake_platform.rest import ids
-from lake_platform.rest.handlers.common import page, scoped
+from lake_platform.rest.handlers.common import paging, scoped
 from lake_platform.rest.idempotency import Keyed, keyed_body, once
 from lake_platform.rest.request import RestRequest
 
 
 def list_projects(request: RestRequest) -> Any:
+    asked = paging(request.body)
     who = request.principal
     names = request.service.catalog.inventory.projects()
-    found, token = page([n for n in names if who.can(n, "read")], request.body)
+    found, token = asked.of([n for n in names if who.can(n, "read")])
     return {"projects": found, "page_token": token}
 
 
@@ -52,12 +53,13 @@ def describe_project(request: RestRequest) -> Any:
 
 
 def list_warehouses(request: RestRequest) -> Any:
+    asked = paging(request.body)
     who = request.principal
     inventory = request.service.catalog.inventory
     projects = [who.project] if who.project != "*" else inventory.projects()
     names = [n for p in projects for n in inventory.warehouses(p)]
     delimiter = request.service.delimiter(request.query)
-    found, token = page([delimiter.join(n.split(".")) for n in names], request.body)
+    found, token = asked.of([delimiter.join(n.split(".")) for n in names])
     return {"warehouses": found, "page_token": token}
 
 

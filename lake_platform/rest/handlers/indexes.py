@@ -23,7 +23,7 @@ from lake_platform.engine import indexes as engine_indexes
 from lake_platform.engine.indexes import IndexInfo
 from lake_platform.errors import InvalidInput, TableIndexNotFound, Unsupported
 from lake_platform.naming import TableName
-from lake_platform.rest.handlers.common import page, scoped
+from lake_platform.rest.handlers.common import paging, scoped
 from lake_platform.rest.idempotency import keyed_body
 from lake_platform.rest.request import RestRequest
 
@@ -119,9 +119,10 @@ def _lance_type(info: IndexInfo) -> str:
 
 
 def list_indices(request: RestRequest) -> Any:
+    asked = paging(request.body)
     tname, branch = _table(request)
     found = {i.name: i for i in _indexes(request, tname, branch)}
-    names, token = page(list(found), request.body)
+    names, token = asked.of(list(found))
     return {
         "indexes": [
             {

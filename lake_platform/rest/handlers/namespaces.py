@@ -11,7 +11,7 @@ from lance_namespace import CreateNamespaceResponse, DropNamespaceResponse
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import mode_of
 from lake_platform.errors import NamespaceNotFound, PermissionDenied
-from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
+from lake_platform.rest.handlers.common import lake_namespace, paging, scoped, to_json
 from lake_platform.rest.idempotency import Keyed, keyed_body, once
 from lake_platform.rest.request import RestRequest
 
@@ -21,19 +21,19 @@ def _body(request: RestRequest) -> dict[str, Any]:
 
 
 def list_namespaces(request: RestRequest) -> Any:
+    asked = paging(request.body)
     scoped(request, table=False)
     if len(request.ids) < 2:  # projects, or one project's warehouses: few
         answer = lake_namespace(request).list_namespaces(_body(request))  # paged by it
         return {"namespaces": list(answer.namespaces), "page_token": answer.page_token}
     lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
-    after, wanted = page_read(request.body)  # one page read from the registry
-    children = request.service.catalog.reads.namespaces_in(
+    children = request.service.catalog.reads.namespaces_in(  # one page read from the registry
         ".".join(request.ids),
-        after=after,
-        limit=wanted,
+        after=asked.after,
+        limit=asked.read_limit,
         by=Provenance(principal=request.principal),
     )
-    names, token = page(children, request.body)
+    names, token = asked.of(children)
     return {"namespaces": names, "page_token": token}
 
 

@@ -24,7 +24,7 @@ from lake_platform.errors import (
     TableVersionNotFound,
 )
 from lake_platform.naming import TableName
-from lake_platform.rest.handlers.common import lake_namespace, page, page_read, scoped, to_json
+from lake_platform.rest.handlers.common import lake_namespace, paging, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key, keyed, keyed_body
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
@@ -35,6 +35,7 @@ def _body(request: RestRequest) -> dict[str, Any]:
 
 
 def list_tables(request: RestRequest) -> Any:
+    asked = paging(request.body)
     scoped(request, table=False)
     if len(request.ids) < 3:
         # The root, a project or a warehouse holds no tables directly: an empty list (as the
@@ -42,28 +43,27 @@ def list_tables(request: RestRequest) -> Any:
         lake_namespace(request).describe_namespace(_body(request))
         return {"tables": [], "page_token": None}
     lake_namespace(request).namespace_exists(_body(request))  # NamespaceNotFound, as before
-    # One page read from the registry, never the whole namespace; ``page`` checks the limit and
-    # sets the token.
-    after, wanted = page_read(request.body)
+    # One page read from the registry, never the whole namespace.
     records = request.service.catalog.reads.tables_in(
         ".".join(request.ids),
-        after=after,
-        limit=wanted,
+        after=asked.after,
+        limit=asked.read_limit,
         declared=bool(request.body.get("include_declared")),
         by=Provenance(principal=request.principal),
     )
-    names, token = page([r.name.rsplit(".", 1)[1] for r in records], request.body)
+    names, token = asked.of([r.name.rsplit(".", 1)[1] for r in records])
     return {"tables": names, "page_token": token}
 
 
 def list_all_tables(request: RestRequest) -> Any:
+    asked = paging(request.body)
     delimiter = request.service.delimiter(request.query)
     declared = bool(request.body.get("include_declared"))
     records = request.service.catalog.reads.list_tables(
         declared=declared, by=Provenance(principal=request.principal)
     )
     names = [delimiter.join(r.name.split(".")) for r in records]
-    found, token = page(names, request.body)
+    found, token = asked.of(names)
     return {"tables": found, "page_token": token}
 
 
@@ -294,12 +294,13 @@ def update_schema_metadata(request: RestRequest) -> Any:
 
 def list_table_tags(request: RestRequest) -> Any:
     """The registry's tags (what ``lake tag list`` shows), never Lance's tag files: one truth."""
+    asked = paging(request.body)
     scoped(request, table=True)
     tname = request.table_name()
     tags = request.service.catalog.tags.tagged_versions(
         str(tname), by=Provenance(principal=request.principal)
     )
-    found, token = page(list(tags), request.body)
+    found, token = asked.of(list(tags))
     return {
         # The spec's TagContents, spelled as its model spells it (``manifestSize``).
         "tags": {

@@ -16,7 +16,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
-from lake_platform.rest.handlers.common import lake_namespace, scoped, to_json
+from lake_platform.rest.handlers.common import lake_namespace, paging, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
 
@@ -40,15 +40,14 @@ def _versions_of(request: RestRequest) -> Any:
 
 def list_table_versions(request: RestRequest) -> Any:
     """Main's versions, or a ``branch``'s (its line from the version it was made at)."""
+    asked = paging(request.body)  # before the table or the branch is looked up
+    limit, token = asked.limit, asked.after
+    if token is not None and not _TOKEN.fullmatch(token):
+        raise InvalidInput(f"page_token {token!r:.40} is not one this server handed out")
+    body = {k: v for k, v in _body(request).items() if k not in ("limit", "page_token")}
     scoped(request, table=True)
     request.table_name()
     namespace = _versions_of(request)
-    body = _body(request)
-    limit, token = body.pop("limit", None), body.pop("page_token", None)
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
-    if token is not None and (not isinstance(token, str) or not _TOKEN.fullmatch(token)):
-        raise InvalidInput(f"page_token {token!r} is not one this server handed out")
     if limit == 1 and token is None and body.get("descending"):
         # Lance's "which is the latest?" before each commit: one record read, not a scan. Its
         # token may lead to an empty page when every older version was cleaned up.
