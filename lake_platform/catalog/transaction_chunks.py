@@ -236,11 +236,26 @@ class ChunkedCommit:
                 self._move(chunk)
             except (ConditionFailed, LakeError) as exc:
                 log.info("transaction %s: completing from its record (%s)", self.commit_id, exc)
-                if recovery.roll_forward(self.ctx.store, self.record, self.limit):
-                    recovery.forget(self.ctx.store, self.txn_id)
+                self._complete()
                 return
             self.ctx.at("transaction:rolled-forward")
         recovery.forget(self.ctx.store, self.txn_id)
+
+    def _complete(self) -> None:
+        """The heads a chunk could not move, moved from the record; past the commit point the
+        commit is made whatever this meets (a throttled or unreachable registry): answering it
+        as failed would have a caller write it again. Readers view it through the record, and
+        the next writer of its tables, a reader or ``lake table repair`` completes it."""
+        try:
+            if recovery.roll_forward(self.ctx.store, self.record, self.limit):
+                recovery.forget(self.ctx.store, self.txn_id)
+        except LakeError as exc:
+            log.warning(
+                "transaction %s is committed; its heads lag until its tables' next writer, a reader "
+                "or `lake table repair` completes it (%s)",
+                self.commit_id,
+                exc.message,
+            )
 
     def _move(self, chunk: list[TablePart]) -> None:
         with contextlib.ExitStack() as fenced:

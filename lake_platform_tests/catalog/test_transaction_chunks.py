@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
@@ -23,11 +24,13 @@ from lake_platform.registry.store import MAX_TRANSACT_OPS
 from lake_platform_tests.catalog.conftest import ids_of, rows
 from lake_platform_tests.catalog.test_transaction import (  # noqa: F401 - the fixtures
     catalog,
+    dynamodb_catalog,
     heads,
     make_tables,
     opened,
     staged,
 )
+from lake_platform_tests.registry.dynamo_faults import error_response
 
 
 def snapshot_versions(c: Catalog, names: list[str]) -> list[int]:
@@ -226,3 +229,47 @@ def test_a_publish_meeting_a_committed_commit_completes_it_and_does_not_overwrit
     assert heads(catalog, names) == dict.fromkeys(names, 2)
     catalog.manifests.finish_versions(last)
     assert sorted(ids_of(catalog.reads.open_table(last))) == [SOME - 1, 1000 + SOME - 1]
+
+
+def test_a_registry_throttling_the_head_moves_after_the_commit_point_fails_nothing(
+    dynamodb_catalog: Catalog,  # noqa: F811
+) -> None:
+    """Past the commit point the commit is made: DynamoDB throttling every TransactWriteItems
+    that would move the heads (its writer's and the completion from the record) must not answer
+    the commit as failed (a caller retrying a failed commit would append its rows twice). The
+    commit answers its versions, and the first reader or writer of its tables moves the heads."""
+    c0 = dynamodb_catalog
+    names = make_tables(c0, SOME)
+    throttled: list[str] = []
+
+    def throttle(request: AWSPreparedRequest, **_: object) -> AWSResponse | None:
+        target = request.headers.get("X-Amz-Target", b"")
+        if moving and (target.decode() if isinstance(target, bytes) else target).endswith(
+            "TransactWriteItems"
+        ):
+            throttled.append(request.url)
+            return error_response(request, 400, "ThrottlingException")
+        return None
+
+    moving: list[bool] = []
+    with Catalog(c0.settings, hook=lambda at: turn(at, moving)) as c:
+        c.store.events.register_first("before-send.dynamodb", throttle)  # type: ignore[attr-defined]
+        with Transaction(c.tables, max_ops=SMALL) as tx:
+            for i, name in enumerate(names):
+                tx.append(name, rows([1000 + i]))
+    assert throttled and not moving
+    assert [r.to_version for r in tx.results] == [2] * SOME
+    assert heads(c0, names) == dict.fromkeys(names, 1)  # no head moved
+    assert snapshot_versions(c0, names) == [1] * SOME  # none of it for a snapshot, as at a kill there
+    # A table's reader views it through the record, completing it on the way.
+    assert ids_of(c0.reads.open_table(names[-1])) == [SOME - 1, 1000 + SOME - 1]
+    assert heads(c0, names) == dict.fromkeys(names, 2) and transaction_records(c0) == []
+    assert snapshot_versions(c0, names) == [2] * SOME
+
+
+def turn(at: str, moving: list[bool]) -> None:
+    """Throttling on from the commit point until the registry step ends."""
+    if at == "transaction:committed":
+        moving.append(True)
+    elif at == "transaction:registered":
+        moving.clear()
