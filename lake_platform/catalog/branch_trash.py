@@ -77,7 +77,10 @@ class BranchTrash:
         actor = self.ctx.actor(by.actor, who)
         trashed = rec.model_copy(
             update={
-                "state": "trashed",
+                # A purge files it claimed, as drop --purge files a table: no undrop can take
+                # it back between this commit and the expiry that finishes it (or, if this
+                # process dies in between, the next one).
+                "state": "purging" if destroy else "trashed",
                 "dropped_at_ms": now,
                 "expires_at_ms": now + (0 if destroy else int(grace.total_seconds() * 1000)),
                 "dropped_by": actor,
@@ -105,6 +108,7 @@ class BranchTrash:
                         ) from None
             else:
                 raise ConcurrentModification(f"table {tname} kept changing; branch {branch} was not deleted")
+        self.ctx.at("branch-delete:filed")
         if destroy:
             self.expire_branches(now_ms=now, only=[item.key], by=Provenance(principal=who, actor=actor))
         return CommitResult(commit_id, str(tname), "branch-delete", rec.current_version, None)
