@@ -110,16 +110,36 @@ def keyed_body(
     return keyed(request, tname, kind, payload, operations)
 
 
+def confirm(request: RestRequest, tname: TableName, request_key: Keyed, commit_id: str | None) -> None:
+    """After a commit under the request's key: the commit that landed under it is this
+    request's. Two requests sent at once under one key both find no commit when they look
+    (:func:`keyed`); the catalog answers the one that commits second from the first one's
+    commit (its id, the key's, landed), so with other rows or options it would be told that
+    its change was made. It is IdempotencyKeyReused (422) instead; nothing of it was committed."""
+    digest = request_key.detail.get("request_digest")
+    if digest is None or commit_id is None or commit_id != request_key.by.commit_id:
+        return
+    by = Provenance(principal=request.principal)
+    entry = request.service.catalog.reads.commit(str(tname), commit_id, by=by)
+    if entry is not None and entry.detail.get("request_digest", digest) != digest:
+        key = str(request_key.detail["idempotency_key"])
+        first = f"{entry.operation} of {entry.target} with other rows or options, sent at the same time"
+        raise reused(key, first, f"{entry.operation} of {tname}")
+
+
 def commit_once(
     request: RestRequest, tname: TableName, kind: str, payload: bytes, commit: Commit, operations: set[str]
 ) -> CommitResult:
     """``commit`` under the request's idempotency key (:func:`keyed`), if it sent one. A retry
     whose first attempt landed answers that commit (rows from its log entry) and writes
-    nothing."""
+    nothing; one sent at the same time with other rows is refused (:func:`confirm`)."""
     request_key = keyed(request, tname, kind, payload, operations)
     entry = request_key.first
     if entry is None:
-        return commit(request_key.by, request_key.detail)
+        result = commit(request_key.by, request_key.detail)
+        if result is not None:  # None: a create that kept the table (exist_ok), nothing committed
+            confirm(request, tname, request_key, result.commit_id)
+        return result
     return CommitResult(
         entry.commit_id,
         entry.target,

@@ -26,7 +26,7 @@ from lake_platform.catalog.schemas import FieldMetadataUpdates, field_metadata_o
 from lake_platform.errors import InvalidInput, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import scoped
-from lake_platform.rest.idempotency import Keyed, keyed_body
+from lake_platform.rest.idempotency import Keyed, confirm, keyed_body
 from lake_platform.rest.request import RestRequest
 
 
@@ -75,6 +75,7 @@ def add_columns(request: RestRequest) -> Any:
         result = request.service.catalog.branch_changes.add_computed_columns(
             str(tname), branch, expressions, detail=detail, by=by
         )
+    confirm(request, tname, request_key, result.commit_id)
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
@@ -110,6 +111,7 @@ def alter_columns(request: RestRequest) -> Any:
         result = request.service.catalog.branch_changes.rename_columns(
             str(tname), branch, renames, detail=detail, by=by
         )
+    confirm(request, tname, request_key, result.commit_id)
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
@@ -128,6 +130,7 @@ def drop_columns(request: RestRequest) -> Any:
         result = request.service.catalog.branch_changes.drop_columns(
             str(tname), branch, columns, detail=detail, by=by
         )
+    confirm(request, tname, request_key, result.commit_id)
     return {"version": result.to_version, "transaction_id": result.commit_id}
 
 
@@ -163,6 +166,7 @@ def update_field_metadata(request: RestRequest) -> Any:
         result, fields = catalog.branch_changes.update_field_metadata(
             str(tname), branch, updates, detail=detail, by=by
         )
+    confirm(request, tname, request_key, result.commit_id)
     return {"version": result.to_version, "fields": fields}
 
 

@@ -22,7 +22,7 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.row_changes import RowChange
 from lake_platform.errors import InvalidInput, TableAlreadyExists
 from lake_platform.rest.handlers.common import scoped
-from lake_platform.rest.idempotency import commit_once, keyed
+from lake_platform.rest.idempotency import commit_once, confirm, keyed
 from lake_platform.rest.request import Reply, RestRequest
 
 
@@ -157,6 +157,7 @@ def update_table(request: RestRequest) -> Any:
         change = request.service.catalog.branch_changes.update_rows(
             str(tname), branch, updates, predicate, detail=request_key.detail, by=request_key.by
         )
+    confirm(request, tname, request_key, change.commit_id)
     return {
         "transaction_id": change.commit_id,
         "updated_rows": change.counts.get("updated_rows", 0),
@@ -206,6 +207,7 @@ def merge_insert_into_table(request: RestRequest) -> Any:
         change = catalog.branch_changes.merge_insert(
             str(tname), branch, arrow_reader(request), keys, **options
         )
+    confirm(request, tname, request_key, change.commit_id)
     return {"transaction_id": change.commit_id, "version": change.version, **change.counts}
 
 

@@ -20,7 +20,7 @@ from lake_platform.errors import InvalidInput, TransactionNotFound, Unsupported
 from lake_platform.naming import TableName
 from lake_platform.registry.records import CommitLogEntry
 from lake_platform.rest.handlers.common import scoped
-from lake_platform.rest.idempotency import keyed, keyed_body
+from lake_platform.rest.idempotency import confirm, keyed, keyed_body
 from lake_platform.rest.request import RestRequest
 
 
@@ -41,6 +41,7 @@ def restore_table(request: RestRequest) -> Any:
         result = catalog.branch_history.restore(str(tname), branch, version, detail=detail, by=by)
     else:
         result = catalog.restores.restore_table(str(tname), version, detail=detail, by=by)
+    confirm(request, tname, request_key, result.commit_id)
     return {"transaction_id": result.commit_id}
 
 

@@ -25,7 +25,7 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, paging, scoped, to_json
-from lake_platform.rest.idempotency import idempotency_key, keyed, keyed_body
+from lake_platform.rest.idempotency import confirm, idempotency_key, keyed, keyed_body
 from lake_platform.rest.json_schema import json_schema
 from lake_platform.rest.request import RestRequest
 
@@ -289,6 +289,7 @@ def update_schema_metadata(request: RestRequest) -> Any:
         result, merged = catalog.branch_changes.update_schema_metadata(
             str(tname), branch, values, detail=detail, by=by
         )
+    confirm(request, tname, request_key, result.commit_id)
     return {"metadata": merged, "transaction_id": result.commit_id} if wrapped else merged
 
 
