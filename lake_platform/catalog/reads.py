@@ -281,16 +281,22 @@ class Reads:
         if not who.can(parts[0], "read"):
             return []
         head = keys.namespaces(parts[0], parts[1], parts[2:])
-        # After a child, its own children's keys (``child.x``) sort before ``child/``: skipped.
-        start = head + str(after) + "/" if after else None
+        # After a child, its own descendants' keys (``child.x``) sort before ``child/``: the scan
+        # starts again there, so a page never reads the namespaces nested in the ones it lists.
+        cursor = head + str(after) + "/" if after else None
         found: list[str] = []
-        for item in self.ctx.store.scan_prefix(head, start_after=start):
-            child = item.key[len(head) :]
-            if "." not in child:
+        while True:
+            want = None if limit is None else limit - len(found)
+            for item in self.ctx.store.scan_prefix(head, start_after=cursor, limit=want):
+                child = item.key[len(head) :]
+                if "." in child:
+                    cursor = head + child.split(".", 1)[0] + "/"
+                    break
                 found.append(child)
                 if limit is not None and len(found) >= limit:
-                    break
-        return found
+                    return found
+            else:
+                return found
 
     def history(
         self, target: str, *, limit: int | None = None, by: Provenance = UNSTATED

@@ -20,6 +20,8 @@ class RegistryCalls(MetaStore):
         self.inner, self.url, self.backend = inner, inner.url, inner.backend
         self.max_transact_ops = inner.max_transact_ops
         self.calls: list[tuple[str, list[str]]] = []
+        #: How many items the scans handed out (a listing page should read about one page).
+        self.items_scanned = 0
 
     def get(self, key: str) -> Item | None:
         self.calls.append(("get", [key]))
@@ -33,7 +35,12 @@ class RegistryCalls(MetaStore):
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[Item]:
         self.calls.append(("scan_prefix", [prefix]))
-        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
+        return self._counted(self.inner.scan_prefix(prefix, start_after=start_after, limit=limit))
+
+    def _counted(self, items: Iterator[Item]) -> Iterator[Item]:
+        for item in items:
+            self.items_scanned += 1
+            yield item
 
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
         self.calls.append(("transact", [op.key for op in ops]))

@@ -19,6 +19,7 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog.conftest import ids_of, lake_settings, rows
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.flight.helpers import CountingStore
 
 T = "p.w.ns.t"
@@ -157,3 +158,25 @@ def test_a_log_prefix_in_another_tenants_project_looks_missing(catalog: Catalog)
             catalog.reads.log(prefix, by=outsider)
         answers.append(str(err.value).replace(prefix, "X"))
     assert answers[0] == answers[1]
+
+
+def counted(catalog: Catalog) -> tuple[Catalog, RegistryCalls]:
+    """A catalog over ``catalog``'s registry whose registry calls are listed and counted."""
+    calls = RegistryCalls(catalog.store)
+    return Catalog(catalog.settings, calls), calls
+
+
+def test_a_page_of_child_namespaces_reads_no_grandchildren(catalog: Catalog) -> None:
+    # A page of p.w's namespaces read every namespace nested under each child it passed: at
+    # ns.s0 .. ns.s39 it read 42 records to answer [ns, other].
+    for i in range(40):
+        catalog.containers.create_namespace(f"p.w.ns.s{i}")
+    catalog.containers.create_namespace("p.w.other")
+    fresh, calls = counted(catalog)
+    with fresh:
+        assert fresh.reads.namespaces_in("p.w", limit=2) == ["ns", "other"]
+        assert calls.items_scanned <= 4
+        calls.items_scanned = 0
+        assert fresh.reads.namespaces_in("p.w", after="ns", limit=2) == ["other"]
+        assert calls.items_scanned <= 2
+        assert fresh.reads.namespaces_in("p.w.ns", limit=3) == ["s0", "s1", "s10"]
