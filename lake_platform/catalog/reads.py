@@ -366,8 +366,11 @@ class Reads:
         if prefix:
             for part in prefix.split("."):
                 check_segment(part, "name prefix")
+        # An object's own entries (``t/``), then those of the objects in it (``t.``): never
+        # those of a sibling sharing its first letters (``t2`` for ``t``).
+        heads = [keys.log_prefix(prefix), keys.log_under(prefix + ".")] if prefix else [keys.log_under()]
         entries = []
-        for item in self.ctx.store.scan_prefix(keys.log_under(prefix)):
+        for item in (i for head in heads for i in self.ctx.store.scan_prefix(head)):
             entry = decode(CommitLogEntry, item.value, item.key)
             if prefix and not (entry.target == prefix or entry.target.startswith(prefix + ".")):
                 continue

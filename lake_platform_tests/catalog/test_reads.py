@@ -180,3 +180,17 @@ def test_a_page_of_child_namespaces_reads_no_grandchildren(catalog: Catalog) -> 
         assert fresh.reads.namespaces_in("p.w", after="ns", limit=2) == ["other"]
         assert calls.items_scanned <= 2
         assert fresh.reads.namespaces_in("p.w.ns", limit=3) == ["s0", "s1", "s10"]
+
+
+def test_the_log_of_one_table_reads_no_other_tables_entries(catalog: Catalog) -> None:
+    # ``lake log p.w.ns.t`` scanned log/p.w.ns.t: every entry of t2, t10, tt... too.
+    for name in ("p.w.ns.t2", "p.w.ns.tt"):
+        catalog.tables.create_table(name, rows([1]))
+        catalog.tables.append(name, rows([2]))
+    catalog.containers.create_namespace("p.w.ns.t")  # a namespace of the table's name
+    catalog.tables.create_table("p.w.ns.t.inner", rows([3]))
+    fresh, calls = counted(catalog)
+    with fresh:
+        entries = fresh.reads.log(T)
+    assert {e.target for e in entries} == {T, "p.w.ns.t.inner"}
+    assert calls.items_scanned == len(entries)
