@@ -34,6 +34,10 @@ A call over one of them (``replace``, ``concat``/``||``, ``repeat``, ...) is bou
 arguments' bounds and checked the same way (``value_compose``): each call fitting on its own
 let ``replace(lpad(tag, 512, 'x'), 'x', lpad('y', 512, 'y'))`` build 4 MiB a row.
 The columns one projection or aggregate builds for a batch are checked together the same way.
+A text or binary literal is a built value of its length too (``value_plan.literal_part``): one
+copied to every row (``SELECT '<10 KB>' FROM t``, ``concat(s, '<10 KB>')``) built 327 MB a batch
+and no sized call was named, so every query is walked, each expression whose text may build
+something (``value_plan.may_build``).
 
 A call the walk below cannot reach is refused rather than let through: in a node whose
 expressions the pinned datafusion-python does not expose (a window's; its line names the
@@ -55,6 +59,7 @@ from lake_platform.query.value_plan import (
     integer,
     literal_bytes,
     literal_part,
+    may_build,
     merged,
     output_name,
 )
@@ -93,16 +98,16 @@ _CHECKED = "lpad, rpad, array_repeat, array_resize, range, generate_series or ar
 
 def check_values(sql: str, df: Any, limits: QueryLimits) -> None:
     """Raise ValueTooLarge when a call of ``df``'s (unoptimized) plan to one of the functions
-    above could build more than ``limits.max_value_bytes``, or its size is not given by
-    literals. A query whose text names none of them costs one regular expression search."""
-    if not _NAMED.search(sql):
-        return
-    _Walk(limits).plan(df.logical_plan())
+    above, or an expression over them or over literals, could build more than
+    ``limits.max_value_bytes``, or its size is not given by literals. Every query is walked: a
+    literal is copied to every row without any of them named (``SELECT '<10 KB>' FROM t``)."""
+    _Walk(limits, named=bool(_NAMED.search(sql))).plan(df.logical_plan())
 
 
 class _Walk:
-    def __init__(self, limits: QueryLimits) -> None:
+    def __init__(self, limits: QueryLimits, named: bool) -> None:
         self._limits = limits
+        self._named = named  # whether the query's text names a sized call (to look for hidden ones)
         self._once = False  # whether the node being walked evaluates its expressions for one row
         self._columns: dict[str, Part] = {}  # what the node's input columns may hold, by name
 
@@ -128,7 +133,7 @@ class _Walk:
         variant = node.to_variant()
         exprs = expressions(variant)
         if exprs is None:
-            if _CALLED.search(node.display()):
+            if self._named and _CALLED.search(node.display()):
                 raise self._unchecked(f"a plan node ({node.display().split(':', 1)[0]})")
             return None
         self._once = evaluated_once(node, variant)
@@ -143,7 +148,7 @@ class _Walk:
         """A node's columns are built for the same batch: each within the cap, many of them
         (``SELECT lpad(s, 500) a1, ..., lpad(s, 500) a100``) were a hundred times it."""
         built = [(p.built, p.literal and self._once) for p in parts if p.built is not None]
-        if len(built) < 2:
+        if not built:
             return
         total = sum(size * (1 if once else ROWS_PER_BATCH) for size, once in built)
         if total > self._limits.max_value_bytes:
@@ -154,6 +159,9 @@ class _Walk:
             )
 
     def expr(self, root: Any) -> Part:
+        bare = root.to_variant().expr() if root.variant_name() == "Alias" else root
+        if not self._named and bare.variant_name() not in ("Column", "Literal") and not may_build(bare):
+            return Part()
         # Listed calls first: an operand comes after the call over it, so walking the list
         # backwards bounds every operand before the call that composes it (``value_compose``).
         nodes: list[tuple[Any, str, list[int]]] = []
@@ -180,7 +188,7 @@ class _Walk:
             variant = expr.to_variant()
             # A subquery's plan is not exposed to Python, only its debug text: one that
             # calls either function is refused, not checked.
-            if _IN_SUBQUERY.search(repr(variant.subquery())):
+            if self._named and _IN_SUBQUERY.search(repr(variant.subquery())):
                 raise self._unchecked("a subquery")
             return [variant.expr()] if kind == "InSubquery" else []
         return self._operands(expr, kind)
@@ -213,15 +221,12 @@ class _Walk:
         if composed is None:
             return Part(literal=constant)
         value, sources = composed
-        if not any(o.built is not None for o in operands):
-            # A repeat of literals is one more literal (``capped.repeat`` checks it when it runs).
-            return Part(text=value, literal=constant)
         once = constant and self._once
         built = value * (1 if once else ROWS_PER_BATCH)
         if built > self._limits.max_value_bytes:
             where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
             raise ValueTooLarge(
-                f"{function} of {sources} may build {built} bytes{where}, more than "
+                f"{function} of {sources or 'a literal'} may build {built} bytes{where}, more than "
                 f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
         return Part(built=value, source=sources, literal=constant)
@@ -230,7 +235,7 @@ class _Walk:
         """The operands of a call. Every call the expression's text names must be the expression
         itself or in an operand: an operand Python does not see (an aggregate's FILTER, a
         ROLLUP's sets) is refused."""
-        named = len(_CALLED.findall(expr.canonical_name()))
+        named = len(_CALLED.findall(expr.canonical_name())) if self._named else 0
         try:
             operands = list(expr.rex_call_operands()) if str(expr.rex_type()) == "RexType.Call" else []
             function = expr.rex_call_operator().lower() if kind == "ScalarFunction" else ""
@@ -238,7 +243,7 @@ class _Walk:
             operands, function = [], ""
         if function in LENGTH_ARGUMENT or function in LIST_BUILDERS or function in CASTS:
             named -= 1
-        if named > sum(len(_CALLED.findall(operand.canonical_name())) for operand in operands):
+        if named > 0 and named > sum(len(_CALLED.findall(o.canonical_name())) for o in operands):
             raise self._unchecked(f"an expression ({kind})")
         return operands
 

@@ -22,6 +22,11 @@ from its arguments' bounds, checked against the cap like the call itself:
 - anything else (``upper``, ``CASE``, ``coalesce``, ``length``, a comparison): the largest of its
   built arguments, as it builds at most one of them (or much less).
 
+A text literal is a value of its length (copied to every row where a row holds it), but a
+comparison, match or measure of values (``SMALL``: ``=``, ``LIKE``, ``IN``, ``regexp_like``,
+``length``...) builds nothing of them; ``string_agg`` of literals and columns is a group's data
+(DataFusion's pool holds it). ``regexp_replace`` without the ``g`` flag replaces one match.
+
 A column is data already read (its size is not known at planning): it counts nothing in a sum, and
 a multiplication of a built value by a column, or of a column by a built value, is refused.
 """
@@ -74,6 +79,23 @@ TEXT_PER_BYTE = 3
 REPLACEMENTS = frozenset({"replace", "regexp_replace"})
 #: Aggregates that build one value of a whole group's values.
 GATHERS = frozenset({"string_agg", "array_agg", "listagg"})
+#: Expression kinds whose value is a boolean or a number, whatever their operands hold.
+SMALL_KINDS = frozenset(
+    {"Like", "SimilarTo", "RLike", "InList", "Between", "Not", "Negative", "IsNull", "IsNotNull"}
+    | {"IsTrue", "IsFalse", "IsUnknown", "IsNotTrue", "IsNotFalse", "IsNotUnknown"}
+)
+#: Functions and operators whose value is a boolean, a number or a fixed-size digest: a literal or
+#: built value they compare, match or measure is not copied into their result. (Every operator but
+#: ``||``: comparisons, logic, arithmetic, regular expression matches.)
+SMALL = SMALL_KINDS | frozenset(
+    {"character_length", "char_length", "length", "octet_length", "bit_length", "ascii"}
+    | {"strpos", "instr", "position", "starts_with", "ends_with", "find_in_set", "levenshtein"}
+    | {"regexp_like", "regexp_count", "regexp_instr", "md5", "sha224", "sha256", "sha384", "sha512"}
+    | {"digest", "array_length", "cardinality", "array_has", "array_has_all", "array_has_any"}
+    | {"array_position", "array_ndims", "=", "!=", "<", "<=", ">", ">=", "and", "or", "+", "-", "*"}
+    | {"/", "%", "&", "|", "#", "<<", ">>", "~", "~*", "!~", "!~*", "~~", "~~*", "!~~", "!~~*"}
+    | {"is distinct from", "is not distinct from", "@>", "<@"}
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,7 @@ class Part:
     integer: int | None = None
     elements: int | None = None  # a list built by a checked call: how many elements at most
     references: int = 0  # ``$``/``\\`` in a text literal: a regular expression's group references
+    flags: str | None = None  # a short text literal's value (``regexp_replace``'s flags)
 
 
 class Unbounded(Exception):
@@ -98,12 +121,17 @@ def compose(function: str, parts: list[Part]) -> tuple[int, str] | None:
     """The most bytes one value of ``function`` over ``parts`` may take and the calls that built
     it, when an argument was built by a checked call (None: nothing built in it)."""
     built = [p for p in parts if p.built is not None]
-    sources = ", ".join(dict.fromkeys(p.source for p in built))
+    sources = ", ".join(dict.fromkeys(p.source for p in built if p.source))  # "": literals only
+    if function in SMALL:
+        return None
     if function == "repeat":
         return _repeat(parts, sources)
     if not built:
         return None
+    sized = any(p.source for p in built)  # built by a sized call, not only literals
     if function in GATHERS:
+        if not sized:
+            return None  # ``string_agg(s || ',', '')``: a group's data, held in the memory pool
         raise Unbounded(f"{function} of values built by {sources} has no bound: one value of a whole group")
     if function == "concat_ws":
         separator, rest = _size(parts[0]), parts[1:]
@@ -111,7 +139,7 @@ def compose(function: str, parts: list[Part]) -> tuple[int, str] | None:
     if function in CONCATENATIONS:
         return sum(_size(p) for p in parts), sources
     if function in REPLACEMENTS and len(parts) >= 3:
-        return _replaced(function, parts, sources), sources
+        return _replaced(function, parts, sized), sources
     if function in JOINS and len(parts) >= 2:
         each = sum(_size(p) for p in parts[1:3])
         return _size(parts[0]) * TEXT_PER_BYTE + _elements(parts[0]) * each, sources
@@ -132,8 +160,10 @@ def _elements(part: Part) -> int:
     return part.elements if part.elements is not None else _size(part)
 
 
-def _known(function: str, part: Part, role: str, other: str) -> int:
+def _known(function: str, part: Part, role: str, other: str, sized: bool) -> int:
     size = part.built if part.built is not None else part.text
+    if size is None and not sized:
+        return 0  # a column's data, next to literals only
     if size is None:
         raise Unbounded(
             f"{function}'s {role} must be a literal when its {other} is built by a sized call "
@@ -142,15 +172,25 @@ def _known(function: str, part: Part, role: str, other: str) -> int:
     return size
 
 
-def _replaced(function: str, parts: list[Part], sources: str) -> int:
-    string = _known(function, parts[0], "string", "replacement")
-    to = _known(function, parts[2], "replacement", "string")
+def _replaced(function: str, parts: list[Part], sized: bool) -> int:
+    string = _known(function, parts[0], "string", "replacement", sized)
+    to = _known(function, parts[2], "replacement", "string", sized)
     if function == "regexp_replace" and parts[2].text is not None:
         to += string * parts[2].references  # each group reference may insert all of ``s`` again
     step = parts[1].text if function == "replace" and parts[1].text else 0
     if step:
         return string + (string // step) * max(0, to - step)
+    if function == "regexp_replace" and not _global(parts):
+        return string + to  # without the 'g' flag only the first match is replaced
     return string + (string + 1) * to
+
+
+def _global(parts: list[Part]) -> bool:
+    """Whether a ``regexp_replace`` replaces every match: its flags have a 'g' (or are not a
+    literal); without them it replaces the first match only."""
+    if len(parts) < 4:
+        return False
+    return parts[3].flags is None or "g" in parts[3].flags
 
 
 def _repeat(parts: list[Part], sources: str) -> tuple[int, str] | None:
@@ -158,11 +198,11 @@ def _repeat(parts: list[Part], sources: str) -> tuple[int, str] | None:
     if string.built is None and string.text is None:
         return None  # a column repeated: ``capped.repeat`` checks what it builds, at execution
     if count.integer is None:
-        if string.built is None:
-            return None
+        if not string.source:
+            return None  # a column or literal repeated a column's times: ``capped.repeat`` checks it
         raise Unbounded(f"repeat's count must be an integer literal when its string is built by {sources}")
     size = string.built if string.built is not None else string.text or 0
-    return size * max(count.integer, 0), sources or "repeat"
+    return size * max(count.integer, 0), sources
 
 
 __all__ = [
@@ -171,6 +211,8 @@ __all__ = [
     "GATHERS",
     "JOINS",
     "REPLACEMENTS",
+    "SMALL",
+    "SMALL_KINDS",
     "TEXT_PER_BYTE",
     "Part",
     "Unbounded",

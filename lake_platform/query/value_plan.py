@@ -4,11 +4,30 @@ and whether a node evaluates its expressions once."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pyarrow as pa
 
-from lake_platform.query.value_compose import Part
+from lake_platform.query.value_compose import SMALL, SMALL_KINDS, Part
+
+#: The longest text literal kept as a value (a function's flags, such as ``regexp_replace``'s).
+_FLAGS = 16
+
+
+_SMALL_CALLS = "|".join(sorted(name for name in SMALL if name.isidentifier() and name.islower()))
+#: What in an expression's text may build a value: a call of a function not in ``SMALL``
+#: (DataFusion writes them in lower case; a literal's type, ``Int64(1)``, is capitalised), a CAST,
+#: a CASE or ``||``.
+_MAY_BUILD = re.compile(rf"\|\||\bCASE\b|CAST\(|(?<![\w.])(?!(?:{_SMALL_CALLS})\()[a-z_][a-z0-9_]*\(")
+
+
+def may_build(expr: Any) -> bool:
+    """Whether ``expr`` may build a value (its text names something that could). Walking an
+    expression costs the square of its depth (each operand handed to Python is a copy of its
+    subtree): a generated ``x = 1 OR x = 2 OR ...`` of 3,000 terms took 14 s, and it builds
+    nothing, as comparisons of columns and literals never do."""
+    return bool(_MAY_BUILD.search(expr.canonical_name()))
 
 
 def evaluated_once(node: Any, variant: Any) -> bool:
@@ -46,6 +65,8 @@ def called(expr: Any, kind: str) -> str:
     try:
         if kind == "AggregateFunction":
             return str(expr.to_variant().aggregate_type()).lower()
+        if kind in SMALL_KINDS:
+            return kind  # a predicate or a sign: ``value_compose.SMALL``
         if kind in ("ScalarFunction", "BinaryExpr"):
             return str(expr.rex_call_operator()).lower()
     except Exception:  # noqa: BLE001 - datafusion-python names only some expression kinds
@@ -57,11 +78,15 @@ def literal_part(expr: Any) -> Part:
     value = expr.python_value().as_py()
     if isinstance(value, int) and not isinstance(value, bool):
         return Part(literal=True, integer=value)
+    # Text is a value of its length wherever it is used per row (``SELECT '<10 KB>' FROM t`` copies
+    # it to every row); a comparison or match over it builds nothing (``value_compose.SMALL``).
     if isinstance(value, str):
         text = value.encode()
-        return Part(literal=True, text=len(text), references=text.count(b"$") + text.count(b"\\"))
+        refs = text.count(b"$") + text.count(b"\\")
+        flags = value if len(text) <= _FLAGS else None
+        return Part(built=len(text), literal=True, text=len(text), references=refs, flags=flags)
     if isinstance(value, bytes):
-        return Part(literal=True, text=len(value))
+        return Part(built=len(value), literal=True, text=len(value))
     return Part(literal=True)
 
 
@@ -108,6 +133,7 @@ __all__ = [
     "integer",
     "literal_bytes",
     "literal_part",
+    "may_build",
     "merged",
     "output_name",
 ]

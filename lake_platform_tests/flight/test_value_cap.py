@@ -113,6 +113,28 @@ def test_list_builders_past_the_cap_are_refused_within_the_memory_bound(
 
 
 @pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT max(length(s || '" + "x" * 10000 + "')) AS n FROM w.ns.t",
+        "SELECT count(concat(s, '" + "x" * 10000 + "')) AS n FROM w.ns.t",
+        "SELECT length(replace('" + "x" * 10000 + "', '', '" + "y" * 10000 + "')) AS n",
+    ],
+    ids=["pipes", "concat", "replace-empty"],
+)
+def test_literals_past_the_cap_are_refused_within_the_memory_bound(
+    server: tuple[psutil.Process, str], sql: str
+) -> None:
+    """A literal is copied to every row (10 KB: 327 MB a batch of 32768); a replacement of the
+    empty pattern is inserted at every position (10 KB into 10 KB: 100 MB). Neither query names a
+    sized call, so neither was checked."""
+    process, uri = server
+    client, options = login(uri)
+    with pytest.raises(pa.ArrowInvalid, match=r"more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
+
+
+@pytest.mark.parametrize(
     ("sql", "n"),
     [
         ("SELECT length(repeat('ab', 1000000)) AS n", 2000000),
@@ -122,6 +144,7 @@ def test_list_builders_past_the_cap_are_refused_within_the_memory_bound(
         ("SELECT cardinality(range(1000000)) AS n", 1000000),
         ("SELECT cardinality(generate_series(1, 10)) AS n", 10),
         ("SELECT max(cardinality(range(10))) AS n FROM w.ns.t", 10),
+        ("SELECT length(replace('" + "x" * 1000 + "', '', 'ab')) AS n", 3002),
     ],
 )
 def test_values_within_the_cap_still_answer(server: tuple[psutil.Process, str], sql: str, n: int) -> None:

@@ -105,6 +105,10 @@ def ctx() -> SessionContext:
             "SELECT s, max(lpad(s, 500)) AS a, min(rpad(s, 500)) AS b FROM t GROUP BY s",
             "the columns of one Aggregate may build 131072000 bytes",
         ),
+        # a literal is copied to every row of a batch: 3,000 bytes are 98 MB a batch of 32768
+        ("SELECT '" + "x" * 3000 + "' AS r FROM t", "may build 98304000 bytes for a batch of 32768 rows"),
+        ("SELECT s, '" + "x" * 1500 + "' AS a, '" + "y" * 1500 + "' AS b FROM t", "may build 98304000"),
+        ("SELECT s FROM t GROUP BY s, '" + "x" * 3000 + "'", "the columns of one Aggregate may build"),
     ],
 )
 def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
@@ -140,6 +144,12 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
         "SELECT arrow_cast(make_array(1.0, 2.0, 3.0), 'FixedSizeList(3, Float32)') AS v FROM t",
         "SELECT arrow_cast(NULL, 'FixedSizeList(1000000, Int8)') AS b",  # one value of 1 MB
         "SELECT arrow_cast(s, 'Utf8View') AS v, arrow_try_cast(s, 'Int64') AS n FROM t",
+        "SELECT '" + "x" * 100000 + "' AS r",  # one value, once
+        "SELECT '" + "x" * 2000 + "' AS r FROM t",  # 65.5 MB a batch
+        # compared, matched, looked for: the literal is not copied to the rows
+        "SELECT x FROM t WHERE x > 0 OR s = '" + "x" * 3000 + "' OR s IN ('a', '" + "x" * 3000 + "')",
+        "SELECT s LIKE '" + "x" * 3000 + "%' AS a, regexp_like(s, '" + "x" * 3000 + "') AS b FROM t",
+        "SELECT strpos(s, '" + "x" * 3000 + "') AS a, length('" + "x" * 3000 + "') AS b FROM t",
     ],
 )
 def test_calls_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:

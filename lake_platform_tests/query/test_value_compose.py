@@ -101,6 +101,33 @@ def ctx() -> SessionContext:
             "SELECT array_replace_n(array_repeat('a', 1000000), 'a', '" + "b" * 100 + "', 1000000) AS r",
             "array_replace_n of array_repeat may build",
         ),
+        # a literal is a value of its length, copied to every row; the check ran only when the
+        # query named a sized call, so none of these was walked
+        (
+            "SELECT concat(s, '" + "x" * 3000 + "') AS r FROM t",
+            "concat of a literal may build 98304000 bytes",
+        ),
+        ("SELECT s || '" + "x" * 3000 + "' AS r FROM t", r"\|\| of a literal may build 98304000 bytes"),
+        ("SELECT CASE WHEN x > 1 THEN '" + "x" * 3000 + "' END AS r FROM t", "may build 98304000 bytes"),
+        ("SELECT coalesce(s, '" + "x" * 3000 + "') AS r FROM t", "coalesce of a literal may build"),
+        (
+            "WITH q AS (SELECT '" + "x" * 1500 + "' AS a FROM t) SELECT a || a AS r FROM q",
+            r"\|\| of a literal",
+        ),
+        ("SELECT repeat('x', 5000) AS r FROM t", "repeat of a literal may build 163840000 bytes"),
+        # a pattern that matches the empty string inserts the replacement at every position
+        (
+            "SELECT replace('" + "x" * 10000 + "', '', '" + "y" * 10000 + "') AS r",
+            "replace of a literal may build 100020000 bytes, more",
+        ),
+        (
+            "SELECT replace('" + "x" * 100 + "', '', '" + "y" * 100 + "') AS r FROM t",
+            "replace of a literal may build 334233600 bytes",
+        ),
+        (
+            "SELECT regexp_replace('" + "x" * 100 + "', 'z*', '" + "y" * 100 + "', 'g') AS r FROM t",
+            "regexp_replace of a literal may build",
+        ),
     ],
 )
 def test_a_composition_that_could_build_past_the_cap_is_refused_at_planning(
@@ -125,7 +152,7 @@ def test_a_composition_that_could_build_past_the_cap_is_refused_at_planning(
         "SELECT repeat(lpad(s, 4), 3) AS r FROM t",
         "SELECT concat_ws(lpad('-', 200), s, s, s) AS r FROM t",  # 1,600 bytes a value
         "SELECT repeat(s, 3) AS r FROM t",  # a column repeated: capped.repeat checks it when it runs
-        "SELECT repeat('x', 5000) AS r FROM t",
+        "SELECT repeat('x', 500) AS r FROM t",
         "SELECT replace(s, '1', repeat('y', 3)) IS NULL AS r FROM t WHERE x < 0",
         "SELECT string_agg(s, ',') AS r FROM t",
         "SELECT array_append(range(10), 5) AS r FROM t",
@@ -136,6 +163,17 @@ def test_a_composition_that_could_build_past_the_cap_is_refused_at_planning(
         "SELECT array_to_string(range(10), ', ') AS r FROM t",
         "SELECT array_to_string(array_repeat('a', 10), '-', 'null') AS r FROM t",
         "SELECT array_replace_all(array_repeat('a', 10), 'a', 'bb') AS r FROM t",
+        "SELECT concat(s, '" + "x" * 1000 + "', s) AS r FROM t",
+        "SELECT replace('" + "x" * 1000 + "', '', '" + "y" * 60 + "') AS r",  # 61 kB, once
+        "SELECT replace(s, 'x', '"
+        + "y" * 1000
+        + "') AS r, regexp_replace(s, '"
+        + "x" * 3000
+        + "', 'y') AS q FROM t",
+        # regexp_replace without the 'g' flag replaces the first match only
+        "SELECT regexp_replace('" + "x" * 100 + "', '', '" + "y" * 100 + "') AS r FROM t",
+        "SELECT string_agg(s || ',', '') AS r FROM t",
+        "SELECT repeat('*', x) AS r FROM t",  # capped.repeat checks a column's count when it runs
     ],
 )
 def test_compositions_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
