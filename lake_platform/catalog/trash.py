@@ -198,8 +198,15 @@ class Trash:
                 from lake_platform.naming import check_segment
 
                 check_segment(part, "name prefix")
+        # What was in the object (``t.``), then its own records (``t/``), in key order as before:
+        # never a sibling's sharing its first letters (``t2`` for ``t``).
+        heads = (
+            [keys.trash_prefix(prefix + "."), keys.trash_prefix(prefix + "/")]
+            if prefix
+            else [keys.trash_prefix()]
+        )
         records = [
-            decode(TrashRecord, i.value, i.key) for i in self.ctx.store.scan_prefix(keys.trash_prefix(prefix))
+            decode(TrashRecord, i.value, i.key) for head in heads for i in self.ctx.store.scan_prefix(head)
         ]
         return [
             r

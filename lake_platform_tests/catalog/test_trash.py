@@ -22,6 +22,7 @@ from lake_platform.errors import (
 )
 from lake_platform.maintenance import orphans
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 
 T = "p.w.ns.t"
 
@@ -244,3 +245,15 @@ def test_undrop_under_another_name_brings_the_branches_along(lake: Lake) -> None
     assert report.unknown_branches == [] and len(report.branches) == 2
     c.tables.create_table(T, rows([9]))
     assert c.branches.list_branches(T, include_trashed=True) == []
+
+
+def test_the_trash_of_one_table_reads_no_other_tables_records(lake: Lake) -> None:
+    # DescribeTrash of p.w.ns.t (and `lake table drop`, which lists the name's trash after)
+    # scanned trs/p.w.ns.t: every trash record of t2, tt, t10... too.
+    for name in (T, "p.w.ns.t2", "p.w.ns.tt"):
+        lake.catalog.tables.create_table(name, rows([1]))
+        lake.catalog.trash.drop_table(name)
+    calls = RegistryCalls(lake.catalog.store)
+    with Catalog(lake.settings, calls) as counted:
+        assert [r.target for r in counted.trash.list_trash(T)] == [T]
+    assert calls.items_scanned == 1
