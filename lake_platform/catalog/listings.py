@@ -1,4 +1,4 @@
-"""Namespace listings: the child names under a container, and one page of a listing as the
+"""Namespace listings: the warehouses of a project, and one page of a listing as the
 Lance Namespace spec pages (the in-process LakeNamespace's; here, where REST may share it, as
 catalog/ may not import rest/)."""
 
@@ -8,31 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from lake_platform.errors import InvalidInput
-from lake_platform.naming import NamespaceName
 from lake_platform.registry import keys
-from lake_platform.registry.records import NamespaceRecord, TableRecord, WarehouseRecord, decode
+from lake_platform.registry.records import WarehouseRecord, decode
 from lake_platform.registry.store import MetaStore
 
 
-def child_names(store: MetaStore, ident: list[str]) -> list[str]:
-    """The last parts of the warehouses of project ``[p]`` or the namespaces directly under
-    ``[p, w, ...]`` (the container is checked by the caller)."""
-    if len(ident) == 1:
-        return [
-            decode(WarehouseRecord, i.value).name.split(".")[-1]
-            for i in store.scan_prefix(keys.warehouses(ident[0]))
-        ]
-    children = [
-        decode(NamespaceRecord, i.value).name
-        for i in store.scan_prefix(keys.namespaces(ident[0], ident[1], ident[2:]))
+def warehouse_names(store: MetaStore, project: str) -> list[str]:
+    """The last parts of the warehouses of ``project`` (checked by the caller). Namespaces and
+    tables are listed a page at a time (``Reads.namespaces_in``, ``Reads.tables_in``)."""
+    return [
+        decode(WarehouseRecord, i.value).name.split(".")[-1]
+        for i in store.scan_prefix(keys.warehouses(project))
     ]
-    return [c.split(".")[-1] for c in children if c.count(".") == len(ident)]
-
-
-def table_names(store: MetaStore, nname: NamespaceName, *, declared: bool) -> list[str]:
-    """The tables of ``nname`` with a version (and the declared ones, without, when asked)."""
-    records = (decode(TableRecord, i.value) for i in store.scan_prefix(keys.tables_in_namespace(nname)))
-    return [r.name.split(".")[-1] for r in records if r.current_version > 0 or declared]
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from lance_namespace_urllib3_client.models import (
     UpdateTableTagResponse,
 )
 
-from lake_platform.catalog.listings import Paging, child_names, table_names
+from lake_platform.catalog.listings import Paging, warehouse_names
 from lake_platform.catalog.namespace import BoundTableNamespace, int_field, request_field
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Principal
@@ -113,18 +113,23 @@ class LakeNamespace(LanceNamespace):
 
         def listing() -> ListNamespacesResponse:
             asked = Paging.asked(request_field(request, "limit"), request_field(request, "page_token"))
-            names, token = asked.of(self._namespace_names(request_ids(request)))
+            names, token = asked.of(self._namespace_names(request_ids(request), asked))
             return ListNamespacesResponse(namespaces=names, page_token=token)
 
         return self._call(listing)
 
-    def _namespace_names(self, ident: list[str]) -> list[str]:
+    def _namespace_names(self, ident: list[str], asked: Paging) -> list[str]:
         store, who = self.catalog.store, self.principal
         if not ident:
             names = [decode(ProjectRecord, i.value).name for i in store.scan_prefix(keys.projects())]
             return [n for n in names if who.can(n, "read")]
         self._container(ident)
-        return child_names(store, ident)
+        if len(ident) == 1:  # a project's warehouses: few
+            return warehouse_names(store, ident[0])
+        # One page read from the registry, never the whole listing (nor what is nested in it).
+        return self.catalog.reads.namespaces_in(
+            ".".join(ident), after=asked.after, limit=asked.read_limit, by=self.by
+        )
 
     def describe_namespace(self, request: Any) -> DescribeNamespaceResponse:
         return self._call(lambda: DescribeNamespaceResponse(properties=self._container(request_ids(request))))
@@ -203,11 +208,14 @@ class LakeNamespace(LanceNamespace):
             if len(ident) < 3:
                 raise InvalidInput("tables live in namespaces: give project, warehouse and namespace")
             self._container(ident)
-            nname = NamespaceName.parse(".".join(ident))
-            names = table_names(
-                self.catalog.store, nname, declared=bool(request_field(request, "include_declared"))
+            records = self.catalog.reads.tables_in(  # one page read from the registry
+                ".".join(ident),
+                after=asked.after,
+                limit=asked.read_limit,
+                declared=bool(request_field(request, "include_declared")),
+                by=self.by,
             )
-            page, token = asked.of(names)
+            page, token = asked.of([r.name.rsplit(".", 1)[1] for r in records])
             return ListTablesResponse(tables=page, page_token=token)
 
         return self._call(listing)

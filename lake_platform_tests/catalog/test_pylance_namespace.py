@@ -404,3 +404,24 @@ def test_a_bad_limit_or_page_token_is_the_specs_invalid_input(lake: Lake, field:
         ns.list_tables({"id": ["p", "w", "ns"], field: value})
     with pytest.raises(ns_errors.InvalidInputError, match=field):
         ns.list_namespaces({"id": ["p", "w"], field: value})
+
+
+def test_a_listing_page_reads_about_one_page(lake: Lake) -> None:
+    # ListTables read every table of the namespace and ListNamespaces every namespace under
+    # the parent, nested ones too, to answer one page.
+    from lake_platform_tests.registry.catalog_records import write_catalog
+
+    names = write_catalog(lake.catalog.store, "p", namespaces=1, per_namespace=60, versions=1)
+    for i in range(20):
+        lake.catalog.containers.create_namespace(f"p.w.ns.s{i:02d}")
+    calls = RegistryCalls(lake.catalog.store)
+    ns = LakeNamespace(Catalog(lake.settings, calls))
+    page = ns.list_tables(ListTablesRequest(id=["p", "w", "ns00000"], limit=2, page_token="t0010"))
+    assert (page.tables, page.page_token) == (["t0011", "t0012"], "t0012") and len(names) == 60
+    assert calls.items_scanned <= 3
+    calls.items_scanned = 0
+    page = ns.list_namespaces(ListNamespacesRequest(id=["p", "w"], limit=1))
+    assert (page.namespaces, page.page_token) == (["ns"], "ns")
+    assert calls.items_scanned <= 3
+    page = ns.list_namespaces(ListNamespacesRequest(id=["p", "w", "ns"], limit=30))
+    assert page.namespaces == [f"s{i:02d}" for i in range(20)] and page.page_token is None
