@@ -364,11 +364,10 @@ class Policies:
     def sweep(self, scope: str) -> list[Op]:
         """Delete every record at or under ``scope``: run when the container itself goes, after
         everything in it has gone (anything left there belonged to nothing that still exists)."""
-        found = [
-            i
-            for i in self.ctx.store.scan_prefix(keys.policy(scope))
-            if i.key == keys.policy(scope) or i.key.startswith(keys.policy(scope) + ".")
-        ]
+        # Its own record, then those under it (``scope.``): never a sibling's sharing its first
+        # letters (``ns30`` for ``ns3``).
+        own = self.ctx.store.get(keys.policy(scope))
+        found = [*([own] if own is not None else []), *self.ctx.store.scan_prefix(keys.policy(scope + "."))]
         # Deepest first, so the container's own record lands in the last batch, with its removal.
         return [Delete(i.key, i.revision) for i in reversed(found)]
 

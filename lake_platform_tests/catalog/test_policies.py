@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.policies import KEYS, Policy, PolicyRecord, parse_assignments
 from lake_platform.catalog.principals import Principal
 from lake_platform.catalog.provenance import Provenance
@@ -22,6 +23,7 @@ from lake_platform.errors import (
 from lake_platform.registry import keys
 from lake_platform.registry.store import ABSENT, Put
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows, state
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 
 T = "p.w.ns.t"
 WRITER = Principal("will", "user", "p", "writer")
@@ -264,3 +266,18 @@ def test_the_longest_durations_allowed_are_usable() -> None:
     assert policy.retention == policy.trash_grace == policy.orphan_min_age == timedelta(days=365_000)
     now = datetime.now(timezone.utc)
     assert now - policy.retention < now < now + policy.retention  # neither end overflows
+
+
+def test_a_containers_drop_reads_no_other_containers_policies(lake: Lake) -> None:
+    # Dropping namespace ns3 swept pol/p.w.ns3: the policy records of ns30, ns3x and every
+    # table in them too, read and dropped.
+    c = lake.catalog
+    for ns in ("p.w.ns3", "p.w.ns30", "p.w.ns3x"):
+        c.containers.create_namespace(ns)
+        c.policies.set_policy(ns, parse_assignments(["retain_versions=3"]))
+    calls = RegistryCalls(c.store)
+    with Catalog(lake.settings, calls) as counted:
+        counted.cascade.drop_namespace("p.w.ns3")
+    policy_reads = [k for m, k in calls.reads() if m == "scan_prefix" and k[0].startswith("pol/")]
+    assert policy_reads == [[keys.policy("p.w.ns3.")]]
+    assert c.policies.effective_policy("p.w.ns30").source == "p.w.ns30"
