@@ -234,6 +234,35 @@ class Reads:
                     ):
                         yield record
 
+    def all_tables(
+        self,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        declared: bool = False,
+        by: Provenance = UNSTATED,
+    ) -> list[TableRecord]:
+        """The tables the principal may read, in key order (namespace by namespace), the page
+        after table ``after`` (a dotted name), at most ``limit``: read from the registry as far
+        as the page goes, a tenant's from its own project's keys only."""
+        who = self.ctx.who(by.principal)
+        head = keys.tables_under() if who.project == "*" else keys.tables_under([who.project]) + "/"
+        try:
+            cursor = keys.table(TableName.parse(after)) if after is not None else None
+        except InvalidInput:
+            raise InvalidInput(f"page_token {after!r:.40} is not one this server handed out") from None
+        found: list[TableRecord] = []
+        while True:
+            want = None if limit is None else limit - len(found)
+            items = list(self.ctx.store.scan_prefix(head, start_after=cursor, limit=want))
+            for item in items:
+                record = decode(TableRecord, item.value, item.key)
+                if (record.current_version > 0 or declared) and who.can(record.name.split(".")[0], "read"):
+                    found.append(record)
+            if want is None or len(items) < want or len(found) == limit:
+                return found
+            cursor = items[-1].key
+
     def tables_in(
         self,
         namespace: str,

@@ -59,12 +59,18 @@ def list_all_tables(request: RestRequest) -> Any:
     asked = paging(request.body)
     delimiter = request.service.delimiter(request.query)
     declared = bool(request.body.get("include_declared"))
-    records = request.service.catalog.reads.list_tables(
-        declared=declared, by=Provenance(principal=request.principal)
+    # One page read from the registry in key order (namespace by namespace), never the whole
+    # lake; its token is the page's last name.
+    records = request.service.catalog.reads.all_tables(
+        after=".".join(asked.after.split(delimiter)) if asked.after else None,
+        limit=asked.read_limit,
+        declared=declared,
+        by=Provenance(principal=request.principal),
     )
     names = [delimiter.join(r.name.split(".")) for r in records]
-    found, token = asked.of(names)
-    return {"tables": found, "page_token": token}
+    if asked.limit is not None and len(names) > asked.limit:
+        return {"tables": names[: asked.limit], "page_token": names[asked.limit - 1]}
+    return {"tables": names, "page_token": None}
 
 
 def describe_table(request: RestRequest) -> Any:

@@ -5,6 +5,8 @@ ListTables on a project or warehouse is an empty list; every tag operation reads
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lance
 import lance_namespace.errors as ns_errors
 import pyarrow as pa
@@ -18,8 +20,9 @@ from lance_namespace_urllib3_client.models import (
 )
 
 from lake_platform.naming import TableName
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 from lake_platform_tests.rest.handlers.events import TP, T, append, problem
 
 
@@ -245,3 +248,26 @@ def test_a_tag_on_a_branch_is_refused_not_put_on_mains_version(branched: RestLak
     assert branched.catalog.tags.list_tags("p.w.ns.events") == tags
     made = branched.post(f"/v1/table/{TP}/tags/create", {"tag": "two", "version": 2, "branch": "main"})
     assert made.status_code == 200, made.text
+
+
+def test_a_page_of_all_tables_reads_about_one_page(tmp_path: Path) -> None:
+    """ListAllTables read every table of the lake (of every project) to answer one page. A page
+    reads one page from the registry, in key order, and a tenant's only its own project's; the
+    pages list every table the caller may read exactly once."""
+    from lake_platform_tests.registry.catalog_records import write_catalog
+
+    calls: list[RegistryCalls] = []
+    for lake in start_rest_lake(tmp_path, store=lambda s: calls.append(RegistryCalls(s)) or calls[0]):
+        mine = write_catalog(lake.catalog.store, "p", namespaces=2, per_namespace=30, versions=1)
+        write_catalog(lake.catalog.store, "q", namespaces=2, per_namespace=30, versions=1)
+        seen: list[str] = []
+        token: str | None = None
+        while True:
+            calls[0].items_scanned = 0
+            page = lake.get("/v1/table?limit=7" + (f"&page_token={token}" if token else ""))
+            assert page.status_code == 200, page.text
+            assert calls[0].items_scanned <= 8
+            seen, token = seen + page.json()["tables"], page.json()["page_token"]
+            if token is None:
+                break
+        assert seen == ["$".join(n.split(".")) for n in mine]
