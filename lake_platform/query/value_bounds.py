@@ -37,7 +37,9 @@ The columns one projection or aggregate builds for a batch are checked together 
 A text or binary literal is a built value of its length too (``value_plan.literal_part``): one
 copied to every row (``SELECT '<10 KB>' FROM t``, ``concat(s, '<10 KB>')``) built 327 MB a batch
 and no sized call was named, so every query is walked, each expression whose text may build
-something (``value_plan.may_build``).
+something (``value_plan.may_build``). Growth driven by column data (nested ``encode``, ``v || v``
+chains, ``replace`` of the empty pattern over a column) is bounded by a factor of what it reads:
+at most ``value_copies.MAX_COPIES`` copies of any column a value.
 
 A call the walk below cannot reach is refused rather than let through: in a node whose
 expressions the pinned datafusion-python does not expose (a window's; its line names the
@@ -52,6 +54,7 @@ from typing import Any
 from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.value_compose import Part, Unbounded, compose
+from lake_platform.query.value_copies import MAX_COPIES, REPEATED, copies_of, largest, together
 from lake_platform.query.value_plan import (
     called,
     evaluated_once,
@@ -142,6 +145,7 @@ class _Walk:
         if kind not in ("Projection", "Aggregate"):
             return None
         self._columns_together(kind, parts)
+        self._check_copies(f"the columns of one {kind} together", together(parts))
         return {output_name(expr): part for expr, part in zip(exprs, parts, strict=True)}
 
     def _columns_together(self, kind: str, parts: list[Part]) -> None:
@@ -200,8 +204,12 @@ class _Walk:
         if kind == "Alias":
             return operands[0]
         if kind == "Column":
-            made = self._columns.get(expr.to_variant().name(), Part())
-            return Part(built=made.built, text=made.text, source=made.source)
+            name = expr.to_variant().name()
+            made = self._columns.get(name)
+            if made is None:  # read from a table: one copy of itself
+                return Part(copies={name: 1.0})
+            copies = made.copies  # a column a node made carries what it holds
+            return Part(built=made.built, text=made.text, source=made.source, copies=copies)
         if kind in ("ScalarSubquery", "InSubquery", "Exists"):
             return Part()
         constant = bool(operands) and all(o.literal for o in operands)
@@ -213,13 +221,16 @@ class _Walk:
         if function in CASTS:
             width = self._cast(function, list(expr.rex_call_operands()))
             if width is not None:
-                return Part(built=max(width, operands[0].built or 0), source=function, literal=constant)
+                built = max(width, operands[0].built or 0)
+                return Part(built=built, source=function, literal=constant, copies=operands[0].copies)
         try:
             composed = compose(function, operands)
+            copies = copies_of(function, operands)
         except Unbounded as unbounded:
             raise self._unsized(str(unbounded)) from None
+        self._check_copies(function or kind, copies)
         if composed is None:
-            return Part(literal=constant)
+            return Part(literal=constant, copies=copies)
         value, sources = composed
         once = constant and self._once
         built = value * (1 if once else ROWS_PER_BATCH)
@@ -229,7 +240,18 @@ class _Walk:
                 f"{function} of {sources or 'a literal'} may build {built} bytes{where}, more than "
                 f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
-        return Part(built=value, source=sources, literal=constant)
+        return Part(built=value, source=sources, literal=constant, copies=copies)
+
+    def _check_copies(self, what: str, copies: dict[str, float]) -> None:
+        """Growth driven by column data, bounded by a factor of it (``value_copies``)."""
+        column, factor = largest(copies)
+        if factor > MAX_COPIES:
+            count = int(factor) if factor.is_integer() else round(factor, 2)
+            raise ValueTooLarge(
+                f"{what} may build {count} copies of {_named(column)} a value, more than {MAX_COPIES} "
+                "copies of what it reads: values this large are refused (checked with "
+                f"{self._limits.named('max_value_bytes')} before the query runs)"
+            )
 
     def _operands(self, expr: Any, kind: str) -> list[Any]:
         """The operands of a call. Every call the expression's text names must be the expression
@@ -334,6 +356,10 @@ class _Walk:
             f"{what} (what it builds is checked against {self._limits.named('max_value_bytes')} "
             "before the query runs)"
         )
+
+
+def _named(column: str) -> str:
+    return column if column == REPEATED else f"column {column}"
 
 
 __all__ = ["check_values"]

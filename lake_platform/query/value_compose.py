@@ -15,7 +15,8 @@ from its arguments' bounds, checked against the cap like the call itself:
   once per element (a list's bound counts at least a byte an element, unless known);
 - ``replace``/``regexp_replace``: ``len(s) + (len(s) + 1) * len(to)`` (a pattern that can match
   the empty string inserts ``to`` at every position), less when ``from`` is a literal of known
-  length; a ``regexp_replace`` group reference (``$1``, ``\\1``) counts as ``s`` again;
+  length; a ``regexp_replace`` group reference (``$1``, ``\\1``) counts as ``s`` once more over all
+  matches (it inserts what its match took);
 - ``repeat``: the string's bound times the count (``capped.repeat`` checks a repeat of a column
   itself, at execution);
 - ``string_agg``/``array_agg`` of a built value: refused (one value of a whole group);
@@ -27,13 +28,18 @@ comparison, match or measure of values (``SMALL``: ``=``, ``LIKE``, ``IN``, ``re
 ``length``...) builds nothing of them; ``string_agg`` of literals and columns is a group's data
 (DataFusion's pool holds it). ``regexp_replace`` without the ``g`` flag replaces one match.
 
-A column is data already read (its size is not known at planning): it counts nothing in a sum, and
-a multiplication of a built value by a column, or of a column by a built value, is refused.
+- ``encode``: twice its argument; ``to_char``: 16 bytes a byte of its format; ``regexp_match``:
+  the string once a group of its (literal) pattern.
+
+A column is data already read (its size is not known at planning): it counts nothing in these
+bytes, and a column on the other side of a ``replace`` of a sized call's value is refused; what a
+value may hold of columns is counted in copies of them (``value_copies``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 #: Functions whose value is the concatenation of their arguments.
 CONCATENATIONS = frozenset(
@@ -79,6 +85,17 @@ TEXT_PER_BYTE = 3
 REPLACEMENTS = frozenset({"replace", "regexp_replace"})
 #: Aggregates that build one value of a whole group's values.
 GATHERS = frozenset({"string_agg", "array_agg", "listagg"})
+#: Functions that write their first argument in another encoding, and how many bytes one byte
+#: may become (hex: 2; base64: 4/3 and padding, counted as 2).
+ENCODES = frozenset({"encode"})
+ENCODED_PER_BYTE = 2
+#: Functions that format a date or time by a format string (their second argument), and how
+#: many bytes of text one byte of it may become (chrono's ``%c`` writes 24 of 2).
+FORMATS = frozenset({"to_char", "date_format"})
+FORMAT_PER_BYTE = 16
+#: Functions that answer a list of what each group of a regular expression (their second
+#: argument) matched: each group at most the string again.
+MATCHES = frozenset({"regexp_match"})
 #: Expression kinds whose value is a boolean or a number, whatever their operands hold.
 SMALL_KINDS = frozenset(
     {"Like", "SimilarTo", "RLike", "InList", "Between", "Not", "Negative", "IsNull", "IsNotNull"}
@@ -111,6 +128,9 @@ class Part:
     elements: int | None = None  # a list built by a checked call: how many elements at most
     references: int = 0  # ``$``/``\\`` in a text literal: a regular expression's group references
     flags: str | None = None  # a short text literal's value (``regexp_replace``'s flags)
+    groups: int | None = None  # ``(`` in a text literal: a regular expression's groups at most
+    #: copies of each column (by name) one value may hold (``value_copies``)
+    copies: Mapping[str, float] = field(default_factory=dict)
 
 
 class Unbounded(Exception):
@@ -145,6 +165,12 @@ def compose(function: str, parts: list[Part]) -> tuple[int, str] | None:
         return _size(parts[0]) * TEXT_PER_BYTE + _elements(parts[0]) * each, sources
     if function in ELEMENT_REPLACEMENTS and len(parts) >= 3:
         return _size(parts[0]) + _elements(parts[0]) * _size(parts[2]), sources
+    if function in ENCODES:
+        return _size(parts[0]) * ENCODED_PER_BYTE, sources
+    if function in FORMATS and len(parts) >= 2:
+        return _size(parts[1]) * FORMAT_PER_BYTE, sources
+    if function in MATCHES and len(parts) >= 2:
+        return _size(parts[0]) * groups(function, parts), sources
     return max(p.built for p in built if p.built is not None), sources
 
 
@@ -175,17 +201,29 @@ def _known(function: str, part: Part, role: str, other: str, sized: bool) -> int
 def _replaced(function: str, parts: list[Part], sized: bool) -> int:
     string = _known(function, parts[0], "string", "replacement", sized)
     to = _known(function, parts[2], "replacement", "string", sized)
-    if function == "regexp_replace" and parts[2].text is not None:
-        to += string * parts[2].references  # each group reference may insert all of ``s`` again
+    # A group reference inserts what its group matched: over all matches, at most ``s`` again.
+    again = string * references(function, parts)
     step = parts[1].text if function == "replace" and parts[1].text else 0
     if step:
         return string + (string // step) * max(0, to - step)
-    if function == "regexp_replace" and not _global(parts):
-        return string + to  # without the 'g' flag only the first match is replaced
-    return string + (string + 1) * to
+    if function == "regexp_replace" and not is_global(parts):
+        return string + to + again  # without the 'g' flag only the first match is replaced
+    return string + (string + 1) * to + again
 
 
-def _global(parts: list[Part]) -> bool:
+def references(function: str, parts: list[Part]) -> int:
+    """The group references (``$1``, ``\\1``) of a ``regexp_replace``'s literal replacement."""
+    return parts[2].references if function == "regexp_replace" and parts[2].text is not None else 0
+
+
+def groups(function: str, parts: list[Part]) -> int:
+    """The groups of a ``regexp_match``'s literal pattern (Unbounded when it is not a literal)."""
+    if parts[1].groups is None:
+        raise Unbounded(f"{function}'s pattern must be a literal (each of its groups may hold the string)")
+    return max(1, parts[1].groups)
+
+
+def is_global(parts: list[Part]) -> bool:
     """Whether a ``regexp_replace`` replaces every match: its flags have a 'g' (or are not a
     literal); without them it replaces the first match only."""
     if len(parts) < 4:
@@ -208,8 +246,13 @@ def _repeat(parts: list[Part], sources: str) -> tuple[int, str] | None:
 __all__ = [
     "CONCATENATIONS",
     "ELEMENT_REPLACEMENTS",
+    "ENCODED_PER_BYTE",
+    "ENCODES",
+    "FORMATS",
+    "FORMAT_PER_BYTE",
     "GATHERS",
     "JOINS",
+    "MATCHES",
     "REPLACEMENTS",
     "SMALL",
     "SMALL_KINDS",
@@ -217,4 +260,7 @@ __all__ = [
     "Part",
     "Unbounded",
     "compose",
+    "groups",
+    "is_global",
+    "references",
 ]

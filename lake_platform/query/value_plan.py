@@ -45,9 +45,16 @@ def merged(inputs: list[dict[str, Part]]) -> dict[str, Part]:
     merged: dict[str, Part] = {}
     for columns in inputs:
         for name, part in columns.items():
-            if name not in merged or (part.built or 0) > (merged[name].built or 0):
+            if name not in merged or _larger(part, merged[name]):
                 merged[name] = part
     return merged
+
+
+def _larger(part: Part, other: Part) -> bool:
+    return ((part.built or 0), max(part.copies.values(), default=0)) > (
+        (other.built or 0),
+        max(other.copies.values(), default=0),
+    )
 
 
 def output_name(expr: Any) -> str:
@@ -84,7 +91,10 @@ def literal_part(expr: Any) -> Part:
         text = value.encode()
         refs = text.count(b"$") + text.count(b"\\")
         flags = value if len(text) <= _FLAGS else None
-        return Part(built=len(text), literal=True, text=len(text), references=refs, flags=flags)
+        groups = text.count(b"(") - text.count(b"\\(")
+        return Part(
+            built=len(text), literal=True, text=len(text), references=refs, flags=flags, groups=groups
+        )
     if isinstance(value, bytes):
         return Part(built=len(value), literal=True, text=len(value))
     return Part(literal=True)

@@ -55,9 +55,10 @@ def peak_rss(process: psutil.Process) -> int:
 def test_repeat_past_the_cap_is_refused_within_the_memory_bound(
     server: tuple[psutil.Process, str], sql: str
 ) -> None:
+    """A column repeated a literal count of times is refused at planning (``value_copies``)."""
     process, uri = server
     client, options = login(uri)
-    with pytest.raises(pa.ArrowInvalid, match=r"more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864"):
+    with pytest.raises(pa.ArrowInvalid, match=r"more than (LAKE_FLIGHT_MAX_VALUE_BYTES=67108864|16 copies)"):
         client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
     assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
 
@@ -130,6 +131,32 @@ def test_literals_past_the_cap_are_refused_within_the_memory_bound(
     process, uri = server
     client, options = login(uri)
     with pytest.raises(pa.ArrowInvalid, match=r"more than LAKE_FLIGHT_MAX_VALUE_BYTES=67108864"):
+        client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
+    assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
+
+
+ENCODED = "s"
+for _ in range(30):
+    ENCODED = f"encode({ENCODED}, 'hex')"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT max(length({ENCODED})) AS n FROM w.ns.t",  # 2**30 times each value
+        "SELECT count(replace(s, '', '" + "y" * 1000 + "')) AS n FROM w.ns.t",
+        "SELECT count(array_to_string(string_to_array(s, NULL), '" + "-" * 1000 + "')) AS n FROM w.ns.t",
+    ],
+    ids=["encode", "replace-empty", "split-join"],
+)
+def test_growth_of_column_data_past_the_copies_factor_is_refused(
+    server: tuple[psutil.Process, str], sql: str
+) -> None:
+    """A column's value counted as nothing: 30 levels of encode(.., 'hex') in 800 bytes of SQL
+    make a billion bytes of each byte of it."""
+    process, uri = server
+    client, options = login(uri)
+    with pytest.raises(pa.ArrowInvalid, match=r"copies of column s a value, more than 16"):
         client.do_get(plan(client, options, sql).endpoints[0].ticket, options).read_all()
     assert peak_rss(process) <= POOL + MARGIN, f"peak RSS {peak_rss(process) >> 20} MiB"
 
