@@ -4,9 +4,10 @@ Where a replica starts, and where a refresh lands when the change feed cannot te
 changed (a first load, a replica further behind than the feed retains). It reads the change
 feed's position first, so every change committed after that is read again by the next refresh
 (reading a key twice is harmless; missing one is not). Then, one prefix scan per record kind, the
-current registrations (warehouses, namespaces, trash, policies, users, tokens, tables) and each
-table's current version record (``get_many``, a hundred at a time): never the version history,
-which ``snapshot.VersionHistory`` reads per table when a query asks for it.
+current registrations (warehouses, namespaces, trash, policies, users, tokens, tables), the
+committed multi-table commits whose heads may lag (``snapshot_transactions``) and each table's
+current version record (``get_many``, a hundred at a time): never the version history, which
+``snapshot.VersionHistory`` reads per table when a query asks for it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from lake_platform.query.snapshot_model import (
     VersionHistory,
     cache_table,
 )
-from lake_platform.query.snapshot_transactions import complete_transactions
+from lake_platform.query.snapshot_transactions import committed_transactions, complete_transactions
 from lake_platform.registry import keys
 from lake_platform.registry.changes import feed_heads, read_shards
 from lake_platform.registry.records import (
@@ -69,8 +70,10 @@ def cold_load(store: MetaStore, previous: CatalogSnapshot | None = None) -> Cata
     trash = dict(trash_entry(item) for item in store.scan_prefix(keys.trash_prefix()))
     modes = dict(e for e in (policy_entry(i) for i in store.scan_prefix(keys.policies())) if e is not None)
     scanned = [decode(TableRecord, i.value, i.key) for i in store.scan_prefix(keys.tables_under())]
+    # After the tables: a commit past its commit point whose heads did not move yet is seen.
+    committed = committed_transactions(store)
     heads: dict[str, dict[int, VersionRecord]] = {}
-    records = complete_transactions(store, scanned, heads)  # reads every head, 100 per request
+    records = complete_transactions(store, scanned, heads, committed)  # every head, 100 per request
     old = _tables_of(previous)
     tables: dict[str, dict[TableKey, CachedTable]] = {}
     incarnations: dict[str, str] = {}

@@ -5,7 +5,9 @@ that transaction. A refresh reads each feed shard after the previous snapshot's 
 read per shard when nothing changed), reads the keys named since (``get_many``, a hundred per
 request) and rebuilds just what they change: a table (its head version record comes with the
 keys, being one of them), a warehouse or namespace name, a trash entry, a policy's cache mode
-(every table under its scope), a user or token. A multi-table commit's keys are all in one change;
+(every table under its scope), a user or token, a multi-table commit's commit point (its record
+``txn/<id>`` flipped to committed: its tables are read too, and viewed at its versions while
+their heads lag, ``snapshot_transactions``). A multi-table commit's keys are all in one change;
 ``snapshot_transactions`` still reads the siblings of a commit seen in part (keys read in
 separate requests). A project nothing touched keeps its view object, so plans kept per view
 survive the refresh. FeedBehind (a shard moved on by more than the feed retains) is the caller's
@@ -18,6 +20,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
+from lake_platform.naming import TableName
 from lake_platform.query.snapshot_load import (
     cache_mode,
     namespace_of,
@@ -38,8 +41,9 @@ from lake_platform.query.snapshot_model import (
     cache_table,
 )
 from lake_platform.query.snapshot_transactions import complete_transactions
+from lake_platform.registry import keys
 from lake_platform.registry.changes import changes_since, read_shards
-from lake_platform.registry.records import TableRecord, VersionRecord, decode
+from lake_platform.registry.records import TableRecord, TransactionRecord, VersionRecord, decode
 from lake_platform.registry.store import MAX_GET_KEYS, Item, MetaStore
 
 
@@ -59,7 +63,19 @@ def refresh(store: MetaStore, previous: CatalogSnapshot) -> CatalogSnapshot:
     staging = [_table_key(name) for name in state.staging]
     changed = sorted({key for change in changes for key in change.keys} | set(staging))
     items = _read(store, changed)
-    return _Apply(store, previous, positions, items).snapshot(started, started_wall)
+    # A commit point the feed names (a multi-table commit's record flipped to committed): its
+    # tables are read with it, and viewed at its versions while their heads lag.
+    committed = [txn for key, item in items.items() if (txn := _committed(key, item)) is not None]
+    named = {keys.table(TableName.parse(t.name)) for txn in committed for t in txn.tables}
+    items.update(_read(store, sorted(named - set(items))))
+    return _Apply(store, previous, positions, items, committed).snapshot(started, started_wall)
+
+
+def _committed(key: str, item: Item | None) -> TransactionRecord | None:
+    if item is None or not key.startswith(keys.transaction("")):
+        return None
+    txn = decode(TransactionRecord, item.value, item.key)
+    return txn if txn.state == "committed" else None
 
 
 def _read(store: MetaStore, wanted: list[str]) -> dict[str, Item | None]:
@@ -85,11 +101,13 @@ class _Apply:
         previous: CatalogSnapshot,
         positions: dict[int, int] | None,
         items: dict[str, Item | None],
+        committed: list[TransactionRecord] | None = None,
     ) -> None:
         assert previous.state is not None
         self.store, self.previous, self.state = store, previous, previous.state
         self.positions = positions
         self.items = items
+        self.committed = committed or []
         self.projects = dict(previous.projects)
         self.touched: set[str] = set()
 
@@ -223,7 +241,7 @@ class _Apply:
             project, where = _where(key)
             puts.setdefault(project, {})[where] = None
         added: dict[str, str] = {}
-        for record in complete_transactions(self.store, list(records.values()), heads):
+        for record in complete_transactions(self.store, list(records.values()), heads, self.committed):
             project, where = _where(_table_key(record.name))
             staging.discard(record.name)
             if record.current_version <= 0:

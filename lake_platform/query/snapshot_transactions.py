@@ -16,6 +16,17 @@ head that names it also names the commit's transaction record (``VersionRecord.t
 read once per transaction, ``committed`` means the sibling is viewed at its new version (its
 version record, and the new schema the record carries), as the next writer will move its head;
 a record gone means the heads all moved meanwhile, and the next round reads them.
+
+Such a commit's writer can stop (killed, or the registry refusing the head moves, which its
+caller is answered as committed all the same) right after the commit point with no head moved:
+then no head names it, and only its committed record leads to its versions. A load therefore
+also takes the committed transaction records (``committed_transactions``: a cold load scans
+them, few as they are, since a record is deleted once its heads moved; a refresh reads those the
+change feed names, which announces the commit point) and views every table of each at its new
+version, so a Flight SQL or ``lake sql`` query after a commit answered as made sees all of it,
+as a single-table reader does (``transaction_recovery.committed_head``). A table read at a
+version older than the one the commit started from (read before an earlier commit of it) is
+read again first, so that earlier commit is held whole too.
 """
 
 from __future__ import annotations
@@ -31,27 +42,66 @@ from lake_platform.registry.store import MAX_GET_KEYS, MetaStore
 MAX_ROUNDS = 8
 
 
+def committed_transactions(store: MetaStore) -> list[TransactionRecord]:
+    """Every committed transaction record: commits over several registry writes past their
+    commit point whose heads may lag (one registry read; a record goes once its heads moved)."""
+    found = (decode(TransactionRecord, i.value, i.key) for i in store.scan_prefix(keys.transaction("")))
+    return [txn for txn in found if txn.state == "committed"]
+
+
 def complete_transactions(
-    store: MetaStore, records: list[TableRecord], versions: dict[str, dict[int, VersionRecord]]
+    store: MetaStore,
+    records: list[TableRecord],
+    versions: dict[str, dict[int, VersionRecord]],
+    committed: Sequence[TransactionRecord] = (),
 ) -> list[TableRecord]:
     """``records`` with every table a visible multi-table commit wrote at least at the version it
-    got there; ``versions`` (by incarnation, then number) gains the head versions read."""
+    got there; ``versions`` (by incarnation, then number) gains the head versions read.
+    ``committed``: committed transaction records read after ``records`` (their tables not in
+    ``records`` are left out)."""
     by_name = {r.name: r for r in records}
     _read_missing_heads(store, list(by_name.values()), versions)
     for _ in range(MAX_ROUNDS):
         behind = _behind(by_name, versions)
-        if not behind:
+        older = _older(by_name, committed)
+        if not behind and not older:
             break
         fresh: list[TableRecord] = []
-        for items in _get_many(store, [keys.table(TableName.parse(n)) for n in sorted(behind)]):
+        wanted = [keys.table(TableName.parse(n)) for n in sorted(set(behind) | older)]
+        for items in _get_many(store, wanted):
             fresh += [decode(TableRecord, i.value, i.key) for i in items if i is not None]
         for record in fresh:
-            by_name[record.name] = record
+            if not _ahead(by_name.get(record.name), record):
+                by_name[record.name] = record
         _read_missing_heads(store, fresh, versions)
         still = _behind(by_name, versions)
         for txn_id in sorted({t for t in still.values() if t is not None}):
             _view_committed(store, txn_id, by_name, versions)
+    for txn in committed:
+        _view(store, txn, by_name, versions)
     return list(by_name.values())
+
+
+def _older(by_name: dict[str, TableRecord], committed: Sequence[TransactionRecord]) -> set[str]:
+    """The tables of ``committed`` read below the version their commit started from."""
+    return {
+        t.name
+        for txn in committed
+        for t in txn.tables
+        if (r := by_name.get(t.name)) is not None
+        and r.incarnation == t.incarnation
+        and r.current_version < t.from_version
+    }
+
+
+def _ahead(held: TableRecord | None, read: TableRecord) -> bool:
+    """Whether ``held`` (viewed through a committed record) is past ``read`` of the same
+    incarnation: a head never goes back, so ``read`` lags it."""
+    return (
+        held is not None
+        and held.incarnation == read.incarnation
+        and held.current_version > read.current_version
+    )
 
 
 def _behind(
@@ -78,14 +128,26 @@ def _view_committed(
     """The tables of a committed transaction still behind, viewed at their new versions."""
     item = store.get(keys.transaction(txn_id))
     txn = decode(TransactionRecord, item.value, item.key) if item is not None else None
-    if txn is None or txn.state != "committed":
-        return  # gone: every head moved meanwhile (the next round reads them)
+    if txn is not None:
+        _view(store, txn, by_name, versions)  # gone: every head moved meanwhile (the next round reads them)
+
+
+def _view(
+    store: MetaStore,
+    txn: TransactionRecord,
+    by_name: dict[str, TableRecord],
+    versions: dict[str, dict[int, VersionRecord]],
+) -> None:
+    """``txn``'s tables held at the version it started from, viewed at their new versions
+    when it is committed (its version records read, and the new schema the record carries)."""
+    if txn.state != "committed":
+        return
     lagging = [
         t
         for t in txn.tables
         if (r := by_name.get(t.name)) is not None
         and r.incarnation == t.incarnation
-        and r.current_version < t.to_version
+        and t.from_version <= r.current_version < t.to_version
     ]
     for items in _get_many(store, [keys.version(t.incarnation, t.to_version) for t in lagging]):
         for found in items:

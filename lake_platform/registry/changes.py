@@ -35,8 +35,10 @@ from lake_platform.errors import ConcurrentModification, ConditionFailed, Intern
 from lake_platform.registry import keys
 from lake_platform.registry.store import Check, Item, MetaStore, Op, Put
 
-#: Key prefixes a catalog snapshot holds; a batch writing under one of them is announced.
-WATCHED = ("prj/", "whs/", "nsp/", "tbl/", "ver/", "trs/", "pol/", "usr/", "tok/", "brn/")
+#: Key prefixes a catalog snapshot holds; a batch writing under one of them is announced. A
+#: transaction record (``txn/``) too: the commit point of a multi-table commit over several
+#: registry writes, which readers see before its heads move (``query.snapshot_transactions``).
+WATCHED = ("prj/", "whs/", "nsp/", "tbl/", "ver/", "trs/", "pol/", "usr/", "tok/", "brn/", "txn/")
 #: Shards a registry's feed gets when its first change is written (``chg/meta`` keeps the count).
 DEFAULT_SHARDS = 16
 #: Slots per shard: the changes a shard retains. Fixed: a slot's revision encodes the number.

@@ -94,7 +94,7 @@ POINTS = [
     ("transaction:recorded", 1, 1),
     ("transaction:chunk-registered", 1, 1),
     ("transaction:chunk-registered", 2, 1),
-    ("transaction:committed", 1, 1),  # committed, no head moved: none of it yet, for a reader
+    ("transaction:committed", 1, 2),  # committed, no head moved: all of it, through the record
     ("transaction:rolled-forward", 1, 2),  # some heads moved, the rest through the record
     ("transaction:rolled-forward", 3, 2),
 ]
@@ -191,8 +191,8 @@ def test_the_next_single_table_writer_completes_a_committed_commit_and_lands_on_
                     tx.append(name, rows([1000 + i]))
     moved = heads(catalog, names)
     assert sorted(moved.values()) == [1] * (SOME - moved_count) + [2] * moved_count
-    # A reader sees all of it once any head moved, none before.
-    assert snapshot_versions(catalog, names) == [2 if moved_count else 1] * SOME
+    # A reader sees all of it past the commit point, whichever heads moved.
+    assert snapshot_versions(catalog, names) == [2] * SOME
     last = names[-1]  # still behind: its version above its head belongs to the commit
     assert moved[last] == 1
     # The first try lands: every head of the commit moved first, the append on top of it.
@@ -260,7 +260,8 @@ def test_a_registry_throttling_the_head_moves_after_the_commit_point_fails_nothi
     assert throttled and not moving
     assert [r.to_version for r in tx.results] == [2] * SOME
     assert heads(c0, names) == dict.fromkeys(names, 1)  # no head moved
-    assert snapshot_versions(c0, names) == [1] * SOME  # none of it for a snapshot, as at a kill there
+    assert snapshot_versions(c0, names) == [2] * SOME  # a snapshot views it through the record
+    assert heads(c0, names) == dict.fromkeys(names, 1)  # and writes nothing
     # A table's reader views it through the record, completing it on the way.
     assert ids_of(c0.reads.open_table(names[-1])) == [SOME - 1, 1000 + SOME - 1]
     assert heads(c0, names) == dict.fromkeys(names, 2) and transaction_records(c0) == []

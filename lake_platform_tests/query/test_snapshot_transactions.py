@@ -10,7 +10,7 @@ import pytest
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.transaction import Transaction
 from lake_platform.naming import TableName
-from lake_platform.query.snapshot import load_snapshot
+from lake_platform.query.snapshot import CatalogSnapshot, load_snapshot
 from lake_platform.query.snapshot_transactions import complete_transactions
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
@@ -116,3 +116,42 @@ def test_a_snapshot_refreshed_over_a_commit_half_moved_holds_all_of_it(catalog: 
     torn = [tables(catalog)[A], tables(catalog)[B], tables(catalog)[C]]
     done = complete_transactions(catalog.store, torn, versions(catalog))
     assert {r.name: r.current_version for r in done} == {A: 2, B: 2, C: 1}
+
+
+def versions_seen(snap: CatalogSnapshot) -> dict[str, int]:
+    view = snap.project("p")
+    got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
+    return {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None}
+
+
+def test_a_commit_past_its_commit_point_with_no_head_moved_is_seen_whole(catalog: Catalog) -> None:  # noqa: F811
+    # A commit over several registry writes (one table's version a chunk), its writer stopped
+    # right after the commit point: no head moved, its versions sit above the heads, and only
+    # the committed transaction record leads to them. A refresh by change loaded before the
+    # commit point (the versions above the heads announced, not yet committed), one from before
+    # the commit, and a cold load must all hold it whole, as a single-table reader sees it.
+    create_tables(catalog)
+    first = load_snapshot(catalog.store)
+    between: list[CatalogSnapshot] = []
+
+    def stop(point: str) -> None:
+        if point == "transaction:chunk-registered":
+            between.append(load_snapshot(catalog.store, between[-1] if between else first))
+        elif point == "transaction:committed":
+            raise SystemExit("stopped at the commit point")
+
+    with Catalog(catalog.settings, hook=stop) as c, pytest.raises(SystemExit):
+        with Transaction(c.tables, max_ops=4) as tx:
+            tx.append(A, rows([10]))
+            tx.append(B, rows([11]))
+    assert between and all(versions_seen(s) == {A: 1, B: 1, C: 1} for s in between)
+    assert [tables(catalog)[n].current_version for n in (A, B)] == [1, 1]  # no head moved
+    for snap in (
+        load_snapshot(catalog.store, between[-1]),  # by change, over the commit point
+        load_snapshot(catalog.store, first),  # by change, over the whole commit
+        load_snapshot(catalog.store),  # cold
+    ):
+        assert versions_seen(snap) == {A: 2, B: 2, C: 1}
+        # A refresh that finds nothing new keeps it (the heads still lag).
+        assert versions_seen(load_snapshot(catalog.store, snap)) == {A: 2, B: 2, C: 1}
+    assert [tables(catalog)[n].current_version for n in (A, B)] == [1, 1]  # a snapshot writes nothing
