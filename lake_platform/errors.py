@@ -301,6 +301,12 @@ class IdempotencyKeyReused(InvalidInput):
     http_status = 422
 
 
+class CommitIdReused(IdempotencyKeyReused):
+    """A commit id (a write's idempotency key) that landed meanwhile as another write: two
+    callers passed it at once with other data or options. Nothing of this one was committed
+    (HTTP 422, as for a reused idempotency key)."""
+
+
 class RequestTimeout(InvalidInput):
     """A request body not received within the server's time limit (HTTP 408; the wire code stays
     InvalidInput)."""

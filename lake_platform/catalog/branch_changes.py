@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.alter import check_expressions, dropping, renaming
 from lake_platform.catalog.branches import Branches
+from lake_platform.catalog.commit_ids import landed_meanwhile
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
@@ -89,7 +90,7 @@ class BranchChanges:
             name,
             branch,
             "update",
-            {**(detail or {}), "columns": sorted(updates), "predicate": predicate},
+            {**(detail or {}), "columns": sorted(updates), "set": updates, "predicate": predicate},
             lambda ds: {"updated_rows": changes.update_rows(ds, updates, predicate)},
             check,
             by,
@@ -394,7 +395,7 @@ class BranchChanges:
             replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation, branch=branch)
         if replay is not None:
             pending.landed.append((replay.to_version or 0, ""))
-            pending.from_version = replay.from_version
+            pending.from_version, pending.replayed = replay.from_version, True
             return pending, rec, replayed_change(self.ctx, replay).counts
         if plan is not None:
             plan(schema_from_ipc(rec.schema_ipc))  # refused before the lease
@@ -403,10 +404,10 @@ class BranchChanges:
         with self.ctx.gate.hold(rec.incarnation) as lease:
             fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
             if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
-                replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation, branch=branch)
+                replay = landed_meanwhile(self.ctx, pending, str(tname))
                 if replay is not None:
                     pending.landed.append((replay.to_version or 0, ""))
-                    pending.from_version = replay.from_version
+                    pending.from_version, pending.replayed = replay.from_version, True
                     return pending, fresh, replayed_change(self.ctx, replay).counts
             after = plan(schema_from_ipc(fresh.schema_ipc)) if plan is not None and not on_dataset else None
             self._require_unprotected(tname, operation)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.catalog.commit_ids import answered, landed_by_another, require_same_write
 from lake_platform.catalog.context import (
     CatalogContext,
     first_line,
@@ -99,6 +100,9 @@ class EngineCommits:
         except LakeError:
             pass
         if marker is not None:
+            if landed_by_another(pending, marker):  # the same id sent at once: it is ours if the same write
+                require_same_write(pending, marker)
+                pending.replayed = True
             if not pending.landed and marker.to_version is not None:
                 pending.landed.append((marker.to_version, marker.log_key))
             log.warning(
@@ -121,6 +125,8 @@ class EngineCommits:
     def result(self, pending: PendingCommit, table: str) -> CommitResult:
         if not pending.landed:
             raise Internal(f"{pending.operation} of {table} committed no version")
+        if pending.replayed:
+            return answered(self.ctx, pending, table)
         from_version = pending.from_version
         if from_version is None:  # landed but resolved after an ambiguous failure
             marker = self.ctx.commit_landed(pending.commit_id)
@@ -148,7 +154,7 @@ class EngineCommits:
         The entry itself landed atomically with the version; this only completes its figures,
         and a failure here never fails the commit.
         """
-        if not pending.landed or pending.operation == "append":
+        if not pending.landed or pending.operation == "append" or pending.replayed:
             return
         try:
             last_version, _ = pending.landed[-1]

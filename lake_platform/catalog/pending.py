@@ -6,11 +6,17 @@ does not import ``lance_namespace``: registry-only commands must start without i
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lake_platform.registry.records import CommitLogEntry, VersionRecord
+from lake_platform.registry.records import CommitLogEntry, VersionRecord, new_id
 from lake_platform.registry.store import ABSENT, Op
+
+#: Operations whose write is its data as well as its options: without the data's digest
+#: (``PendingCommit.data_digest``) nobody can tell two of them apart.
+DATA_OPERATIONS = frozenset({"create", "append", "overwrite", "merge", "replace"})
 
 
 @dataclass
@@ -59,3 +65,25 @@ class PendingCommit:
     release_lease: bool = False
     #: The held versions so far: (version record, its log key, its log entry), in order.
     held: list[tuple[VersionRecord, str, CommitLogEntry]] = field(default_factory=list)
+    #: This call's mark on the marker its commit writes: a marker of its commit id found with
+    #: another mark is another caller's commit under the same id (``commit_ids``).
+    attempt: str = field(default_factory=new_id)
+    #: The digest of the rows the stream carried, once drained (None: not hashed).
+    data_digest: Callable[[], str | None] | None = None
+    #: Set when the id landed meanwhile as this same write, made by another caller: nothing of
+    #: this one landed, and it is answered with that commit.
+    replayed: bool = False
+    #: The write as asked (operation and detail as given), fixed before anything is written.
+    asked: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.asked = json.dumps([self.operation, self.detail], sort_keys=True, default=str)
+
+    def write_digest(self) -> str | None:
+        """What this commit writes: the write as asked and, for one that carries rows, their
+        digest, or the caller's digest of its request (``detail.request_digest``: a REST body, a
+        Lance client's change); None when neither is known (no other write can be told the same)."""
+        data = self.data_digest() if self.data_digest is not None else None
+        if data is None and self.operation in DATA_OPERATIONS and "request_digest" not in self.detail:
+            return None
+        return hashlib.sha256(f"{self.asked}\0{data or ''}".encode()).hexdigest()[:40]

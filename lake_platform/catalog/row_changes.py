@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lake_platform.catalog.commit_ids import landed_meanwhile
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, input_error
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
@@ -106,7 +107,7 @@ class RowChanges:
         def change(ds: Any, *_: object) -> dict[str, int]:
             return {"updated_rows": changes.update_rows(ds, updates, predicate)}
 
-        logged = {**(detail or {}), "columns": sorted(updates), "predicate": predicate}
+        logged = {**(detail or {}), "columns": sorted(updates), "set": updates, "predicate": predicate}
         return self._change(name, "update", logged, lambda *_: change, by)
 
     def merge_insert(
@@ -236,7 +237,7 @@ class RowChanges:
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.commits.manifests.leased_head(tname, record)
             if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
-                replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation)
+                replay = landed_meanwhile(self.ctx, pending, str(tname))
                 if replay is not None:
                     return replayed_change(self.ctx, replay)
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
@@ -259,6 +260,8 @@ class RowChanges:
         if not pending.landed:
             return RowChange(str(tname), record.current_version, None, counts)
         result = self.commits.result(pending, str(tname))
+        if result.replayed:  # the same change, sent at once by another caller, landed
+            return replayed_change(self.ctx, result)
         return RowChange(str(tname), result.to_version or 0, result.commit_id, counts)
 
 

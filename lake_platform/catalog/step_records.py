@@ -101,6 +101,8 @@ def step_marker(
         to_version=version,
         log_key=log_key,
         at_ms=at,
+        attempt=pending.attempt,
+        digest=pending.write_digest(),
     )
     if pending.marker_revision != ABSENT:
         item = store.get(keys.commit_marker(pending.commit_id))

@@ -14,13 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lake_platform.catalog.column_names import check_schema
-from lake_platform.catalog.context import (
-    CatalogContext,
-    Log,
-    check_commit_id,
-    first_line,
-    input_error,
-)
+from lake_platform.catalog.commit_ids import landed_meanwhile
+from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, input_error
+from lake_platform.catalog.declare import declare_table, table_location
 from lake_platform.catalog.empty_appends import appended_nothing
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease, LeaseRaced
@@ -30,14 +26,7 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.schemas import Schemas
 from lake_platform.catalog.transaction_unacquired import SMALL_APPEND_BATCHES, free_lease
 from lake_platform.engine import lance_engine as engine
-from lake_platform.errors import (
-    ConcurrentModification,
-    ConditionFailed,
-    InvalidInput,
-    LakeError,
-    NamespaceNotFound,
-    TableAlreadyExists,
-)
+from lake_platform.errors import ConcurrentModification, InvalidInput, LakeError, TableAlreadyExists
 from lake_platform.lru import BoundedLRU
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
@@ -98,7 +87,7 @@ class Tables:
         check_schema(data.schema, str(tname))
         warehouse = self.ctx.warehouse(tname.warehouse_name)
         incarnation = new_id()
-        location = _table_location(warehouse.root, tname, incarnation)
+        location = table_location(warehouse.root, tname, incarnation)
         record = TableRecord(
             name=str(tname),
             incarnation=incarnation,
@@ -107,7 +96,7 @@ class Tables:
             schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)),
             created_by=self.ctx.actor(by.actor, who),
         )
-        counter = StreamCounter()
+        counter = StreamCounter(hashing=by.commit_id is not None)
         pending = PendingCommit(
             commit_id=commit_id,
             operation="create",
@@ -115,6 +104,7 @@ class Tables:
             run_id=by.run_id,
             schema_ipc=schema_to_ipc(data.schema),
             stream_totals=counter.totals,
+            data_digest=counter.digest,
             extra_ops=[Check(ns_item.key, ns_item.revision)],
             detail=dict(detail or {}),
         )
@@ -222,14 +212,16 @@ class Tables:
                     self.ctx, tname, head.incarnation, head.current_version, commit_id, markers
                 )
 
-        def pending_commit(counter: StreamCounter) -> PendingCommit:
-            return PendingCommit(
+        def pending_commit() -> tuple[StreamCounter, PendingCommit]:
+            counter = StreamCounter(hashing=given)  # a caller's own id may be passed twice at once
+            return counter, PendingCommit(
                 commit_id=commit_id,
                 operation=mode,
                 actor=self.ctx.actor(by.actor, who),
                 run_id=by.run_id,
                 schema_ipc=schema_ipc,
                 stream_totals=counter.totals,
+                data_digest=counter.digest,
                 detail=dict(detail or {}),
                 extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
                 hold=change.steps if change else [],
@@ -246,9 +238,8 @@ class Tables:
                 if done is not None:
                     return done
                 # Not tried, or refused: ``data`` (unread) carries the same rows to the lease.
-        counter = StreamCounter()
+        counter, pending = pending_commit()
         stream = counter.wrap(data, target)
-        pending = pending_commit(counter)
         self.schemas.check_fits(record, pending.schema_ipc)  # before the lease is taken
         planned_on = record.schema_ipc_b64
         with self.ctx.gate.hold(record.incarnation) as lease:
@@ -276,7 +267,7 @@ class Tables:
         schema: pa.Schema,
         target: pa.Schema | None,
         rows: list[pa.RecordBatch],
-        pending_commit: Callable[[StreamCounter], PendingCommit],
+        pending_commit: Callable[[], tuple[StreamCounter, PendingCommit]],
     ) -> CommitResult | None:
         """A small append (``rows``, in memory) on a table this process wrote last, under an
         unacquired lease: no acquire, no re-read under it, no settle (architecture.md, "Small
@@ -285,8 +276,6 @@ class Tables:
         completed under the lease) or was refused for want of an acquired lease (LeaseRaced:
         nothing landed); the caller then writes ``rows`` again the ordinary way."""
         import pyarrow as pa
-
-        from lake_platform.catalog.arrow_io import StreamCounter
 
         lease_item, version_item, above_item = ahead_items
         held = free_lease(lease_item, version_item, above_item)
@@ -299,8 +288,7 @@ class Tables:
         with self.ctx.gate.hold_unacquired(record.incarnation, held.token, lease_item.revision) as lease:
             if lease is None:
                 return None
-            counter = StreamCounter()
-            pending = pending_commit(counter)
+            counter, pending = pending_commit()
             pending.base = base
             stream = counter.wrap(pa.RecordBatchReader.from_batches(schema, rows), target)
             try:
@@ -314,7 +302,8 @@ class Tables:
         """The result of a write that landed; remembered, so this process's next append can
         read the lease and version records along with the table's."""
         result = self.commits.result(pending, str(tname))
-        self._written.put(str(tname), (record.incarnation, result.to_version))
+        if not result.replayed:  # another caller's commit under this id: its version is not ours
+            self._written.put(str(tname), (record.incarnation, result.to_version))
         return result
 
     def _write(
@@ -392,6 +381,8 @@ class Tables:
         )
         with self.ctx.gate.hold(record.incarnation) as lease:
             record, revision, _ = self.manifests.leased_head(tname, record)  # as the write path's
+            if by.commit_id is not None and (replay := landed_meanwhile(self.ctx, pending, str(tname))):
+                return replay  # landed while this waited: the same delete sent twice at once
             ns, ds = self.commits.open_bound(tname, record, revision, pending, lease)
             before, selected = int(ds.count_rows()), -1
             try:
@@ -403,7 +394,7 @@ class Tables:
                         raise InvalidInput(f"cannot delete from {tname}: {first_line(exc)}") from None
                 self.commits.resolve_failure(pending, ns, exc)
             self.manifests.finalize(record, pending)
-            if pending.landed:
+            if pending.landed and not pending.replayed:
                 after = self.reads.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
                 self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
         if not selected:  # no row to delete: no version, as for an empty append
@@ -411,39 +402,5 @@ class Tables:
         return self.commits.result(pending, str(tname))
 
     def declare_table(self, name: str, *, by: Provenance = UNSTATED) -> TableRecord:
-        """Reserve a name and a unique location with no version yet (the Lance Namespace
-        ``declare_table``): the first commit through the namespace makes it a table."""
-        who = self.ctx.who(by.principal)
-        tname = TableName.parse(name)
-        ns_item = self.ctx.require_parent(tname, who=who)
-        who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
-        if self.ctx.store.get(keys.table(tname)) is not None:
-            raise TableAlreadyExists(f"table {tname} already exists")
-        incarnation = new_id()
-        record = TableRecord(
-            name=str(tname),
-            incarnation=incarnation,
-            location=_table_location(self.ctx.warehouse(tname.warehouse_name).root, tname, incarnation),
-            current_version=0,
-            created_by=self.ctx.actor(by.actor, who),
-        )
-        try:
-            self.ctx.commit(
-                [Put(keys.table(tname), record.encode(), ABSENT), Check(ns_item.key, ns_item.revision)],
-                log=Log(
-                    str(tname),
-                    "declare",
-                    self.ctx.actor(by.actor, who),
-                    commit_id=check_commit_id(by.commit_id),
-                    incarnation=incarnation,
-                ),
-            )
-        except ConditionFailed as exc:
-            if exc.key == keys.table(tname):
-                raise TableAlreadyExists(f"table {tname} already exists") from None
-            raise NamespaceNotFound(f"namespace {tname.namespace_name} was dropped concurrently") from None
-        return record
-
-
-def _table_location(root: str, tname: TableName, incarnation: str) -> str:
-    return f"{root.rstrip('/')}/{'/'.join(tname.namespace)}/{tname.table}-{incarnation}.lance"
+        """Reserve a name and a unique location with no version yet (``declare``)."""
+        return declare_table(self.ctx, name, by=by)

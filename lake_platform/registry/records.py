@@ -216,6 +216,11 @@ class CommitMarker(Record):
     #: commit's id, whose own marker has the versions.
     part_of: str | None = None
     branch: str | None = None
+    #: The call that landed it (a mark of its own), and a digest of what it wrote (its
+    #: operation, options and rows; None: not known): a caller that passed the same id at the
+    #: same time learns whether this commit is its own write.
+    attempt: str | None = None
+    digest: str | None = None
 
 
 class LeaseRecord(Record):
