@@ -40,7 +40,7 @@ from lake_platform.query.snapshot_model import (
     VersionHistory,
     cache_table,
 )
-from lake_platform.query.snapshot_transactions import complete_transactions
+from lake_platform.query.snapshot_transactions import complete_transactions, not_behind
 from lake_platform.registry import keys
 from lake_platform.registry.changes import changes_since, read_shards
 from lake_platform.registry.records import TableRecord, TransactionRecord, VersionRecord, decode
@@ -216,7 +216,8 @@ class _Apply:
                 gone.append(key)
             else:
                 record = decode(TableRecord, item.value, item.key)
-                records[record.name] = record
+                old = self._cached(record.name)
+                records[record.name] = not_behind(old.record, record) if old is not None else record
         heads: dict[str, dict[int, VersionRecord]] = {}
         touched_incarnations: set[str] = set()
         for key, item in self.of("ver/"):

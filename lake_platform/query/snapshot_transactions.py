@@ -71,8 +71,8 @@ def complete_transactions(
         for items in _get_many(store, wanted):
             fresh += [decode(TableRecord, i.value, i.key) for i in items if i is not None]
         for record in fresh:
-            if not _ahead(by_name.get(record.name), record):
-                by_name[record.name] = record
+            held = by_name.get(record.name)
+            by_name[record.name] = not_behind(held, record) if held is not None else record
         _read_missing_heads(store, fresh, versions)
         still = _behind(by_name, versions)
         for txn_id in sorted({t for t in still.values() if t is not None}):
@@ -80,6 +80,19 @@ def complete_transactions(
     for txn in committed:
         _view(store, txn, by_name, versions)
     return list(by_name.values())
+
+
+def not_behind(held: TableRecord, read: TableRecord) -> TableRecord:
+    """``read``, a table record read again, at the version ``held`` (the snapshot's) is at when
+    that is later in the same incarnation: a head never goes back, so ``read`` lags a committed
+    commit the snapshot viewed through its record (a write that leaves the head, such as a
+    protection flip, rewrites the record before the commit's heads move). Its other fields are
+    ``read``'s."""
+    if not _ahead(held, read):
+        return read
+    return read.model_copy(
+        update={"current_version": held.current_version, "schema_ipc_b64": held.schema_ipc_b64}
+    )
 
 
 def _older(by_name: dict[str, TableRecord], committed: Sequence[TransactionRecord]) -> set[str]:

@@ -155,3 +155,27 @@ def test_a_commit_past_its_commit_point_with_no_head_moved_is_seen_whole(catalog
         # A refresh that finds nothing new keeps it (the heads still lag).
         assert versions_seen(load_snapshot(catalog.store, snap)) == {A: 2, B: 2, C: 1}
     assert [tables(catalog)[n].current_version for n in (A, B)] == [1, 1]  # a snapshot writes nothing
+
+
+def test_a_table_record_written_while_its_head_lags_does_not_take_the_table_back(catalog: Catalog) -> None:  # noqa: F811
+    # Past the commit point with no head moved, protecting A writes A's table record as it is
+    # (its head still at 1): the refresh that reads it must keep A where the commit put it, with
+    # the new flag, not show B new and A old.
+    create_tables(catalog)
+
+    def stop(point: str) -> None:
+        if point == "transaction:committed":
+            raise SystemExit("stopped at the commit point")
+
+    with Catalog(catalog.settings, hook=stop) as c, pytest.raises(SystemExit):
+        with Transaction(c.tables, max_ops=4) as tx:
+            tx.append(A, rows([10]))
+            tx.append(B, rows([11]))
+    seen = load_snapshot(catalog.store)
+    assert versions_seen(seen) == {A: 2, B: 2, C: 1}
+    catalog.containers.set_protected(A)
+    assert tables(catalog)[A].current_version == 1 and tables(catalog)[A].protected
+    after = load_snapshot(catalog.store, seen)
+    assert versions_seen(after) == {A: 2, B: 2, C: 1}
+    cached = after.project("p").table("w", "ns", "a")
+    assert cached is not None and cached.record.protected
