@@ -4,12 +4,13 @@ look up containers. Reads only: nothing here writes the registry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lake_platform.catalog.context import CatalogContext
 from lake_platform.catalog.principals import UserRecord
 from lake_platform.naming import ProjectName, TableName
-from lake_platform.registry import keys
+from lake_platform.registry import changes, keys
 from lake_platform.registry.records import (
     BranchRecord,
     LeaseRecord,
@@ -20,6 +21,10 @@ from lake_platform.registry.records import (
     WarehouseRecord,
     decode,
 )
+from lake_platform.registry.store import Item, MetaStore
+
+#: Records read per multi-get when a watch reads what changed.
+_GET_BATCH = 100
 
 
 @dataclass
@@ -33,6 +38,57 @@ class KnownStorage:
     def names(self, location: str, incarnation: str) -> bool:
         return location.rstrip("/") in self.locations or incarnation in self.incarnations
 
+    def add(self, item: Item) -> None:
+        """What a table record (``tbl/``) or a trash record (``trs/``) names; other keys add nothing."""
+        if item.key.startswith(keys.tables_under()):
+            table: TableRecord | None = decode(TableRecord, item.value, item.key)
+        elif item.key.startswith(keys.trash_prefix()):
+            table = decode(TrashRecord, item.value, item.key).table
+        else:
+            return
+        if table is not None:
+            self.locations.update({table.location.rstrip("/"), table.folder_uri.rstrip("/")})
+            self.incarnations.add(table.incarnation)
+
+
+class StorageWatch:
+    """``KnownStorage`` kept current through a long run (the orphan-folder reclaim) without
+    reading the whole lake again: read once, then brought up to date from the registry's change
+    feed (``registry/changes``), which announces every table and trash record written in the
+    same transaction as the write. The feed's positions are taken before the first read, so
+    whatever commits during that read is in one or the other. What the registry stopped naming
+    stays named (a folder is kept one run longer). A feed that moved on further than its ring
+    retains, or a registry that never announced a change, is read whole again, as before."""
+
+    def __init__(self, store: MetaStore, read_all: Callable[[], KnownStorage]) -> None:
+        self._store, self._read_all = store, read_all
+        self._positions = self._feed_heads()
+        self.known = read_all()
+
+    def _feed_heads(self) -> dict[int, int] | None:
+        shards = changes.read_shards(self._store)
+        return None if shards is None else changes.feed_heads(self._store, shards)
+
+    def current(self) -> KnownStorage:
+        """Every location and incarnation the registry names now (and any it named since the
+        first read)."""
+        if self._positions is not None:
+            try:
+                found, self._positions = changes.changes_since(self._store, self._positions)
+            except changes.FeedBehind:
+                pass
+            else:
+                wanted = (keys.tables_under(), keys.trash_prefix())
+                changed = sorted({k for change in found for k in change.keys if k.startswith(wanted)})
+                for start in range(0, len(changed), _GET_BATCH):
+                    for item in self._store.get_many(changed[start : start + _GET_BATCH]):
+                        if item is not None:  # deleted since: still named (kept, never wrongly deleted)
+                            self.known.add(item)
+                return self.known
+        self._positions = self._feed_heads()
+        self.known = self._read_all()
+        return self.known
+
 
 class Inventory:
     def __init__(self, ctx: CatalogContext) -> None:
@@ -42,16 +98,15 @@ class Inventory:
         """Every location and incarnation the registry names, in any warehouse (tables, then
         the trash)."""
         known = KnownStorage()
-        for item in self.ctx.store.scan_prefix(keys.tables_under()):
-            record = decode(TableRecord, item.value, item.key)
-            known.locations.update({record.location.rstrip("/"), record.folder_uri.rstrip("/")})
-            known.incarnations.add(record.incarnation)
-        for item in self.ctx.store.scan_prefix(keys.trash_prefix()):
-            trash = decode(TrashRecord, item.value, item.key)
-            if trash.table is not None:
-                known.locations.update({trash.table.location.rstrip("/"), trash.table.folder_uri.rstrip("/")})
-                known.incarnations.add(trash.table.incarnation)
+        for prefix in (keys.tables_under(), keys.trash_prefix()):
+            for item in self.ctx.store.scan_prefix(prefix):
+                known.add(item)
         return known
+
+    def watch_storage(self) -> StorageWatch:
+        """``known_storage`` read now, kept current by ``StorageWatch.current`` at the cost of
+        what changed since, not of the lake."""
+        return StorageWatch(self.ctx.store, self.known_storage)
 
     def lease_held(self, incarnation: str) -> bool:
         """Whether ``incarnation``'s write lease is held and not expired (a create in flight

@@ -17,7 +17,8 @@ than the age gate it is only counted (it may be a create about to commit). The s
 deletes nothing. ``reclaim_folders`` deletes an unknown folder older than the gate only after
 taking that incarnation's write lease (a live creator keeps it, and once taken over a zombie
 creator's commit is fenced out) and re-checking under it that registry and trash still do not
-name it and that nothing inside became younger.
+name it and that nothing inside became younger. The registry is read whole once, by the scan;
+each re-check reads only what its change feed announces since (``inventory.StorageWatch``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from lake_platform.registry.records import Record
 
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
+    from lake_platform.catalog.inventory import StorageWatch
     from lake_platform.catalog.principals import Principal
 
 #: ``<table>-<incarnation>.lance``: the only folder name a table location ever gets.
@@ -85,6 +87,8 @@ class FolderReport(Record):
 @dataclass
 class _FolderScan:
     report: FolderReport
+    #: What the registry named at the scan, brought up to date before each delete (a reclaim's).
+    known: StorageWatch | None
     #: Every unknown folder older than the gate (not capped): location → its entry.
     candidates: dict[str, OrphanFolder] = field(default_factory=dict)
 
@@ -159,14 +163,21 @@ def _gate(catalog: Catalog, warehouse: str, min_age: timedelta | None) -> timede
 
 
 def _scan(
-    catalog: Catalog, wname: WarehouseName, root: str, min_age: timedelta, now: float | None
+    catalog: Catalog,
+    wname: WarehouseName,
+    root: str,
+    min_age: timedelta,
+    now: float | None,
+    *,
+    watching: bool = False,
 ) -> _FolderScan:
     started = time.monotonic()
     now = catalog.clock.wall_ms() / 1000 if now is None else now
     # Read before storage is listed, so a table that commits in between can only be younger
     # than the gate (and is re-checked before any delete). Every warehouse's: roots may overlap
     # (nothing forbids two warehouses one root), so another warehouse's table is not ours to judge.
-    known = catalog.inventory.known_storage()
+    watch = catalog.inventory.watch_storage() if watching else None
+    known = watch.known if watch is not None else catalog.inventory.known_storage()
     storage = catalog.settings.storage_options(root)
     folders, listed = _table_folders(root, storage)
     gate = min_age.total_seconds()
@@ -212,7 +223,7 @@ def _scan(
         truncated=len(orphans) > MAX_LISTED,
         scan_seconds=round(time.monotonic() - started, 3),
     )
-    return _FolderScan(report, candidates)
+    return _FolderScan(report, watch, candidates)
 
 
 def scan_folders(
@@ -277,7 +288,8 @@ def reclaim_folders(
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InvalidInput(f"invalid limit {limit!r}")
     gate = older_than.total_seconds()
-    found = _scan(catalog, wname, root, older_than, None)
+    found = _scan(catalog, wname, root, older_than, None, watching=True)
+    assert found.known is not None
     catalog.ctx.at("orphan-folder-reclaim:scanned")  # others may write, take leases, delete now
     storage = catalog.settings.storage_options(root)
     result = FolderReclaimResult(gate, warehouse=str(wname))
@@ -285,7 +297,8 @@ def reclaim_folders(
         folder = found.candidates[location]
         try:
             with catalog.gate.hold(folder.incarnation) as lease:
-                if catalog.inventory.known_storage().names(location, folder.incarnation):
+                # What changed since the scan (the change feed), not the whole lake again.
+                if found.known.current().names(location, folder.incarnation):
                     result.kept.append({"path": folder.path, "reason": "registered or in the trash now"})
                     continue
                 files, size, newest = _contents(location, storage)

@@ -19,6 +19,7 @@ from lake_platform.naming import WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import WarehouseRecord
 from lake_platform_tests.catalog.faults import ShiftedClock
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import age_tree, files_under, make_lake, rows
 
@@ -178,6 +179,70 @@ def test_reclaim_reverifies_each_folder_under_its_lease(lake) -> None:
     }
     assert [d["path"] for d in result.deleted] == [plain]
     assert (root / touched).exists() and (root / taken).exists() and not (root / plain).exists()
+
+
+def test_reclaim_reads_the_lake_once_not_once_per_folder(lake) -> None:
+    # Each folder about to be deleted re-read every table and trash record of the lake: 6
+    # folders in a lake of 40 more tables scanned tbl/ and trs/ 7 times each.
+    catalog, root = lake
+    for i in range(40):
+        catalog.tables.declare_table(f"p.w.ns.d{i}")
+    source = catalog.reads.open_table("p.w.ns.t").record.location
+    leaks = sorted(ghost(root, source, "ns", f"leak{i}")[0] for i in range(6))
+    age_tree(root, TWO_DAYS)
+    calls = RegistryCalls(catalog.store)
+    with Catalog(catalog.settings, calls) as counting:
+        result = orphan_folders.reclaim_folders(counting, "p.w", HOUR)
+    assert sorted(d["path"] for d in result.deleted) == leaks and not result.kept
+    scans = [prefix for method, prefix in calls.reads() if method == "scan_prefix"]
+    assert [prefix for prefix in scans if prefix[0] in ("tbl/", "trs/")] == [["tbl/"], ["trs/"]]
+
+
+def test_a_folder_registered_or_trashed_after_the_scan_is_kept(lake) -> None:
+    # The re-check under each folder's lease sees what the registry names now, not at the scan:
+    # a folder adopted by RegisterTable (and one adopted, then dropped into the trash) between
+    # the scan and the deletes keeps every file.
+    catalog, root = lake
+    source = catalog.reads.open_table("p.w.ns.t").record.location
+    adopted, _ = ghost(root, source, "ns", "adopted")
+    trashed, _ = ghost(root, source, "ns/sub", "trashed")
+    plain, _ = ghost(root, source, "ns", "plain")
+    age_tree(root, TWO_DAYS)
+
+    def interfere(point: str) -> None:
+        if point == "orphan-folder-reclaim:scanned":
+            catalog.registrations.register_table("p.w.ns.adopted", str(root / adopted))
+            catalog.registrations.register_table("p.w.ns.sub.trashed", str(root / trashed))
+            catalog.trash.drop_table("p.w.ns.sub.trashed")
+
+    with Catalog(catalog.settings, hook=interfere) as reclaiming:
+        result = orphan_folders.reclaim_folders(reclaiming, "p.w", HOUR)
+    reasons = {k["path"]: k["reason"] for k in result.kept}
+    assert reasons == dict.fromkeys([adopted, trashed], "registered or in the trash now")
+    assert [d["path"] for d in result.deleted] == [plain]
+    catalog.trash.undrop_table("p.w.ns.sub.trashed")
+    assert snapshot(catalog, ["p.w.ns.adopted", "p.w.ns.sub.trashed"]) == dict.fromkeys(
+        ["p.w.ns.adopted", "p.w.ns.sub.trashed"], [0, 1, 2, 3, 4]
+    )
+
+
+def test_a_registration_the_change_feed_no_longer_holds_is_still_seen(lake) -> None:
+    # 300 changes on one feed shard after the registration: more than its ring keeps, so the
+    # re-check reads the lake whole again rather than trust what the feed still holds.
+    catalog, root = lake
+    adopted, _ = ghost(root, catalog.reads.open_table("p.w.ns.t").record.location, "ns", "adopted")
+    age_tree(root, TWO_DAYS)
+
+    def interfere(point: str) -> None:
+        if point == "orphan-folder-reclaim:scanned":
+            catalog.registrations.register_table("p.w.ns.adopted", str(root / adopted))
+            for i in range(300):  # one key each time: one shard
+                catalog.policies.set_policy("p.w.ns", {"retain_versions": 3 + i % 2})
+
+    with Catalog(catalog.settings, hook=interfere) as reclaiming:
+        result = orphan_folders.reclaim_folders(reclaiming, "p.w", HOUR)
+    assert result.deleted == [] and [k["path"] for k in result.kept] == [adopted]
+    assert catalog.reads.open_table("p.w.ns.adopted").dataset.count_rows() == 5
 
 
 def test_bad_input_is_refused_and_changes_nothing(lake) -> None:
