@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -101,34 +100,16 @@ def holds_rows(reader: pa.RecordBatchReader) -> tuple[bool, pa.RecordBatchReader
 
 
 class StreamCounter:
-    """Counts rows and bytes as batches flow past; never holds more than one batch. With
-    ``hashing`` (a caller's own commit id: another caller may pass it at once), also a digest
-    of what was written, buffer by buffer (the same rows in the same batches: the same digest)."""
+    """Counts rows and bytes as batches flow past; never holds more than one batch."""
 
-    def __init__(self, hashing: bool = False) -> None:
+    def __init__(self) -> None:
         self.rows = 0
         self.bytes = 0
         #: What broke the input stream, if anything: the engine only sees a wrapped copy.
         self.error: BaseException | None = None
-        self._hash = hashlib.sha256() if hashing else None
 
     def totals(self) -> tuple[int, int]:
         return self.rows, self.bytes
-
-    def digest(self) -> str | None:
-        """The digest of the batches written so far (None: not hashing)."""
-        return self._hash.hexdigest()[:40] if self._hash is not None else None
-
-    def _add(self, batch: pa.RecordBatch) -> None:
-        if self._hash is None:
-            return
-        if not self.rows:
-            self._hash.update(batch.schema.serialize())
-        self._hash.update(f"{batch.num_rows}".encode())
-        for column in batch.columns:
-            self._hash.update(f"{column.offset}".encode())
-            for buffer in column.buffers():
-                self._hash.update(b"-" if buffer is None else buffer)
 
     def wrap(self, reader: pa.RecordBatchReader, target: pa.Schema | None = None) -> pa.RecordBatchReader:
         """``reader`` as a stream of ``target`` (by column name; see ``conform_batch``)."""
@@ -140,7 +121,6 @@ class StreamCounter:
                 for batch in reader:
                     if cast:
                         batch = conform_batch(batch, schema)
-                    self._add(batch)
                     self.rows += batch.num_rows
                     self.bytes += batch.nbytes
                     yield batch

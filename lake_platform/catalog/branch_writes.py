@@ -133,7 +133,7 @@ class BranchWrites:
             if len(data.schema) == 0 or len(set(data.schema.names)) != len(data.schema.names):
                 raise TableSchemaValidationError(f"invalid schema for {tname}: no or duplicate columns")
             schema_ipc = schema_to_ipc(data.schema)
-        counter = StreamCounter(hashing=by.commit_id is not None)  # the id may be passed twice at once
+        counter = StreamCounter()
         stream = counter.wrap(data, target)
         pending = PendingCommit(
             commit_id=commit_id,
@@ -142,7 +142,6 @@ class BranchWrites:
             run_id=by.run_id,
             schema_ipc=schema_ipc,
             stream_totals=counter.totals,
-            data_digest=counter.digest,
             detail={**(detail or {}), "branch": branch},
             release_lease=True,
         )

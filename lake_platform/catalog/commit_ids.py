@@ -4,8 +4,10 @@ Both look for the id's marker before either lands, so neither is answered from i
 one that commits second finds the id landed: its marker is written only if absent. That commit
 is this call's only if the marker bears its own mark (``PendingCommit.attempt``); another
 caller's is answered as this call's result only when it is this same write (the marker's
-``digest``: operation, options and rows). Any other write, or one whose rows were not hashed,
-is CommitIdReused: nothing of this call was committed, and being told it landed would lose it.
+``digest``: operation and options). Any other write, or one that carries rows without the
+caller's digest of its request (rows are never hashed: that would cost every such write a pass
+over its bytes), is CommitIdReused: nothing of this call was committed, and being told it landed
+would lose it; a later retry finds the id landed and is answered from it.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from lake_platform.registry.records import CommitLogEntry, VersionRecord, new_id
 from lake_platform.registry.store import ABSENT, Op
 
-#: Operations whose write is its data as well as its options: without the data's digest
-#: (``PendingCommit.data_digest``) nobody can tell two of them apart.
+#: Operations whose write is its data as well as its options: their rows are not hashed (that
+#: would cost every write with a caller's own id a pass over its bytes), so without the caller's
+#: digest of its request nobody can tell two of them apart.
 DATA_OPERATIONS = frozenset({"create", "append", "overwrite", "merge", "replace"})
 
 
@@ -68,8 +69,6 @@ class PendingCommit:
     #: This call's mark on the marker its commit writes: a marker of its commit id found with
     #: another mark is another caller's commit under the same id (``commit_ids``).
     attempt: str = field(default_factory=new_id)
-    #: The digest of the rows the stream carried, once drained (None: not hashed).
-    data_digest: Callable[[], str | None] | None = None
     #: Set when the id landed meanwhile as this same write, made by another caller: nothing of
     #: this one landed, and it is answered with that commit.
     replayed: bool = False
@@ -80,10 +79,9 @@ class PendingCommit:
         self.asked = json.dumps([self.operation, self.detail], sort_keys=True, default=str)
 
     def write_digest(self) -> str | None:
-        """What this commit writes: the write as asked and, for one that carries rows, their
-        digest, or the caller's digest of its request (``detail.request_digest``: a REST body, a
-        Lance client's change); None when neither is known (no other write can be told the same)."""
-        data = self.data_digest() if self.data_digest is not None else None
-        if data is None and self.operation in DATA_OPERATIONS and "request_digest" not in self.detail:
+        """What this commit writes: the write as asked, which for one that carries rows includes
+        the caller's digest of its request (``detail.request_digest``: a REST body, a Lance
+        client's change); None without one (no other write can be told the same)."""
+        if self.operation in DATA_OPERATIONS and "request_digest" not in self.detail:
             return None
-        return hashlib.sha256(f"{self.asked}\0{data or ''}".encode()).hexdigest()[:40]
+        return hashlib.sha256(self.asked.encode()).hexdigest()[:40]

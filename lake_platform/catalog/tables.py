@@ -96,7 +96,7 @@ class Tables:
             schema_ipc_b64=TableRecord.encode_schema(schema_to_ipc(data.schema)),
             created_by=self.ctx.actor(by.actor, who),
         )
-        counter = StreamCounter(hashing=by.commit_id is not None)
+        counter = StreamCounter()
         pending = PendingCommit(
             commit_id=commit_id,
             operation="create",
@@ -104,7 +104,6 @@ class Tables:
             run_id=by.run_id,
             schema_ipc=schema_to_ipc(data.schema),
             stream_totals=counter.totals,
-            data_digest=counter.digest,
             extra_ops=[Check(ns_item.key, ns_item.revision)],
             detail=dict(detail or {}),
         )
@@ -213,7 +212,7 @@ class Tables:
                 )
 
         def pending_commit() -> tuple[StreamCounter, PendingCommit]:
-            counter = StreamCounter(hashing=given)  # a caller's own id may be passed twice at once
+            counter = StreamCounter()
             return counter, PendingCommit(
                 commit_id=commit_id,
                 operation=mode,
@@ -221,7 +220,6 @@ class Tables:
                 run_id=by.run_id,
                 schema_ipc=schema_ipc,
                 stream_totals=counter.totals,
-                data_digest=counter.digest,
                 detail=dict(detail or {}),
                 extra_ops=[Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in markers],
                 hold=change.steps if change else [],
