@@ -11,7 +11,7 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.transaction import Transaction
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot import CatalogSnapshot, load_snapshot
-from lake_platform.query.snapshot_transactions import complete_transactions
+from lake_platform.query.snapshot_transactions import committed_transactions, complete_transactions
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog.conftest import backend_settings, rows  # noqa: F401 - the fixture
@@ -179,3 +179,29 @@ def test_a_table_record_written_while_its_head_lags_does_not_take_the_table_back
     assert versions_seen(after) == {A: 2, B: 2, C: 1}
     cached = after.project("p").table("w", "ns", "a")
     assert cached is not None and cached.record.protected
+
+
+def test_a_table_scanned_before_an_earlier_commit_of_it_is_read_again_before_it_is_viewed(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    # The scan saw a, b and c at 1; then a and c committed together (a at 2), then a commit over
+    # several registry writes of a and b stopped at its commit point (a 2 -> 3, b 1 -> 2). Viewing
+    # a at 3 straight from the scan would hold the first commit's a without its c.
+    create_tables(catalog)
+    before, old_versions = tables(catalog), versions(catalog)
+    with catalog.transaction() as tx:
+        tx.append(A, rows([20]))
+        tx.append(C, rows([22]))
+
+    def stop(point: str) -> None:
+        if point == "transaction:committed":
+            raise SystemExit("stopped at the commit point")
+
+    with Catalog(catalog.settings, hook=stop) as c, pytest.raises(SystemExit):
+        with Transaction(c.tables, max_ops=4) as tx:
+            tx.append(A, rows([10]))
+            tx.append(B, rows([11]))
+    committed = committed_transactions(catalog.store)
+    assert [t.from_version for t in committed[0].tables] == [2, 1]
+    done = complete_transactions(catalog.store, list(before.values()), old_versions, committed)
+    assert {r.name: r.current_version for r in done} == {A: 3, B: 2, C: 2}
