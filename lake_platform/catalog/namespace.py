@@ -43,6 +43,7 @@ from lake_platform.catalog.manifest_publisher import ManifestPublisher
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.step_records import held_step_entry, step_entry, step_marker
 from lake_platform.catalog.table_files import check_manifest, require_added, require_version
+from lake_platform.catalog.version_pages import page_after, version_page
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import (
     ConcurrentModification,
@@ -163,10 +164,11 @@ class BoundTableNamespace(LanceNamespace):
     def _list_versions(self, request: Any) -> ListTableVersionsResponse:
         limit = int_field(request, "limit", required=False)
         descending = bool(request_field(request, "descending"))
+        after = page_after(request_field(request, "page_token"))
         held = self._held()
-        if limit == 1 and descending and held:
+        if limit == 1 and descending and after is None and held:
             return ListTableVersionsResponse(versions=[table_version(held[-1])])
-        if limit == 1 and descending:
+        if limit == 1 and descending and after is None:
             # Lance asks for "latest" before every commit: answer from the table record, one read.
             base = None
             if self._fresh:
@@ -189,14 +191,11 @@ class BoundTableNamespace(LanceNamespace):
                     f"the manifest of version {current} of {self.name} is missing"
                 )
             return ListTableVersionsResponse(versions=[self._answer(rec)])
-        items = list(self.store.scan_prefix(keys.versions(self.record.incarnation)))
-        records = [decode(VersionRecord, i.value, i.key) for i in items]
-        records = [r for r in records if r.version <= self.record.current_version] + held
-        if descending:
-            records.reverse()
-        if limit:
-            records = records[:limit]
-        return ListTableVersionsResponse(versions=[self._answer(r) for r in records])
+        head, incarnation = self.record.current_version, self.record.incarnation
+        records, token = version_page(
+            self.store, incarnation, head, held, limit=limit or None, after=after, descending=descending
+        )
+        return ListTableVersionsResponse(versions=[self._answer(r) for r in records], page_token=token)
 
     def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
         self._check_id(request)

@@ -7,22 +7,18 @@ first outcome (``catalog/idempotency.py``)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import lake_platform.rest.handlers.branches as branches
 from lake_platform.catalog.namespace import table_version
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits
+from lake_platform.catalog.version_pages import page_after
 from lake_platform.errors import InvalidInput
 from lake_platform.naming import TableName
 from lake_platform.rest.handlers.common import lake_namespace, paging, scoped, to_json
 from lake_platform.rest.idempotency import idempotency_key
 from lake_platform.rest.request import RestRequest
-
-#: A page token this server hands out: a version number (ASCII digits, under 2^63). Not
-#: ``str.isdigit``, which takes "²" (int() then raised: a 500) and any length.
-_TOKEN = re.compile(r"[0-9]{1,18}")
 
 
 def _body(request: RestRequest) -> dict[str, Any]:
@@ -39,11 +35,11 @@ def _versions_of(request: RestRequest) -> Any:
 
 
 def list_table_versions(request: RestRequest) -> Any:
-    """Main's versions, or a ``branch``'s (its line from the version it was made at)."""
+    """Main's versions, or a ``branch``'s (its line from the version it was made at), a page read
+    at a time (``catalog/version_pages``)."""
     asked = paging(request.body)  # before the table or the branch is looked up
     limit, token = asked.limit, asked.after
-    if token is not None and not _TOKEN.fullmatch(token):
-        raise InvalidInput(f"page_token {token!r:.40} is not one this server handed out")
+    page_after(token)  # a token this server never handed out: 400, nothing read
     body = {k: v for k, v in _body(request).items() if k not in ("limit", "page_token")}
     scoped(request, table=True)
     request.table_name()
@@ -55,19 +51,8 @@ def list_table_versions(request: RestRequest) -> Any:
         versions = answer.get("versions") or []
         older = bool(versions) and versions[0]["version"] > 1
         return {**answer, "versions": versions, "page_token": str(versions[0]["version"]) if older else None}
-    answer = to_json(namespace.list_table_versions(body))
-    versions = answer.get("versions") or []
-    if token is not None:  # the last version of the previous page, in the order asked
-        after = int(token)
-        versions = [
-            v for v in versions if (v["version"] < after if body.get("descending") else v["version"] > after)
-        ]
-    answer["page_token"] = None
-    if limit is not None and len(versions) > limit:
-        versions = versions[:limit]
-        answer["page_token"] = str(versions[-1]["version"])
-    answer["versions"] = versions
-    return answer
+    answer = to_json(namespace.list_table_versions({**body, "limit": limit, "page_token": token}))
+    return {**answer, "versions": answer.get("versions") or [], "page_token": answer.get("page_token")}
 
 
 def describe_table_version(request: RestRequest) -> Any:

@@ -25,7 +25,7 @@ from lake_platform.naming import TableName
 from lake_platform_tests.catalog.conftest import rows as catalog_rows
 from lake_platform_tests.catalog.test_transaction_chunks import SMALL, SOME, stop_at, transaction_records
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake, rest_settings
+from lake_platform_tests.rest.conftest import RestLake, rest_settings, start_rest_lake
 from lake_platform_tests.rest.handlers.events import TP, T
 from lake_platform_tests.rest.handlers.staging import StagingOnly
 
@@ -306,3 +306,30 @@ def test_versions_never_include_a_commit_before_its_commit_point(rest_lake: Rest
     commit_all(rest_lake, names, look)
     assert seen == [([1], [1], 1)]
     assert listed(rest_lake, names[-1], {}) == [1, 2]
+
+
+def test_a_page_of_versions_reads_about_one_page(tmp_path: Path) -> None:
+    """ListTableVersions read every version record of the table to answer one page, then cut it;
+    a page reads about one page, newest first with ``descending`` as the spec guarantees."""
+    from lake_platform_tests.catalog.registry_calls import RegistryCalls
+    from lake_platform_tests.registry.catalog_records import write_catalog
+
+    calls: list[RegistryCalls] = []
+    for lake in start_rest_lake(tmp_path, store=lambda s: calls.append(RegistryCalls(s)) or calls[0]):
+        write_catalog(lake.catalog.store, "p", namespaces=1, per_namespace=1, versions=200)
+        for descending in (False, True):
+            seen: list[int] = []
+            token: str | None = None
+            for _ in range(20):
+                calls[0].items_scanned = 0
+                body = {"limit": 20, "descending": descending, **({"page_token": token} if token else {})}
+                answer = lake.post("/v1/table/p$w$ns00000$t0000/version/list", body, who="reader")
+                assert answer.status_code == 200, answer.text
+                assert calls[0].items_scanned <= 22, (descending, len(seen))
+                seen, token = (
+                    seen + [v["version"] for v in answer.json()["versions"]],
+                    answer.json()["page_token"],
+                )
+                if token is None:
+                    break
+            assert seen == sorted(range(1, 201), reverse=descending)
