@@ -55,6 +55,7 @@ from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.value_compose import Part, Unbounded, compose
 from lake_platform.query.value_copies import MAX_COPIES, REPEATED, copies_of, largest, together
+from lake_platform.query.value_hidden import may_grow
 from lake_platform.query.value_plan import (
     called,
     evaluated_once,
@@ -134,6 +135,8 @@ class _Walk:
     def _node(self, node: Any) -> dict[str, Part] | None:
         """Check one node's expressions; the bounds of the columns it makes (None: its inputs')."""
         variant = node.to_variant()
+        if type(variant).__name__ == "WindowExpr":
+            return self._window(variant)
         exprs = expressions(variant)
         if exprs is None:
             if self._named and _CALLED.search(node.display()):
@@ -147,6 +150,39 @@ class _Walk:
         self._columns_together(kind, parts)
         self._check_copies(f"the columns of one {kind} together", together(parts))
         return {output_name(expr): part for expr, part in zip(exprs, parts, strict=True)}
+
+    def _window(self, variant: Any) -> dict[str, Part]:
+        """A window node: its functions' arguments, PARTITION BY and ORDER BY are evaluated for a
+        batch like a projection's, and each function's value is a column over it (``first_value(
+        '<3 KB>')`` was 98 MB a batch, nested ``encode`` in PARTITION BY 2^n times each value). A
+        window's FILTER is not exposed to Python: what its text may build is refused
+        (``value_hidden``)."""
+        self._once = False
+        made, parts = dict(self._columns), []
+        for window in variant.get_window_expr():
+            text = window.schema_name()
+            if " FILTER (WHERE " in text:
+                self._hidden("a window's FILTER", text[text.index(" FILTER (WHERE ") :])
+            sorts = [sort.expr() for sort in variant.get_sort_exprs(window)]
+            for expr in [*variant.get_partition_exprs(window), *sorts]:
+                self.expr(expr)
+            function = str(variant.window_func_name(window)).lower()
+            operands = [self.expr(arg) for arg in variant.get_args(window)]
+            part = self._composed(function, operands, False, function)
+            parts.append(part)
+            made[output_name(window)] = part
+        self._columns_together("WindowExpr", parts)
+        self._check_copies("the columns of one WindowExpr together", together(parts))
+        return made
+
+    def _hidden(self, where: str, text: str) -> None:
+        """Refuse an expression Python does not expose when its text may build a value."""
+        found = may_grow(text, self._limits.max_value_bytes // ROWS_PER_BATCH)
+        if found:
+            raise ValueTooLarge(
+                f"{found} in {where} cannot be checked against {self._limits.named('max_value_bytes')} "
+                "(its expressions are not exposed to the check); compute it in a subquery in FROM"
+            )
 
     def _columns_together(self, kind: str, parts: list[Part]) -> None:
         """A node's columns are built for the same batch: each within the cap, many of them
@@ -223,12 +259,16 @@ class _Walk:
             if width is not None:
                 built = max(width, operands[0].built or 0)
                 return Part(built=built, source=function, literal=constant, copies=operands[0].copies)
+        return self._composed(function, operands, constant, function or kind)
+
+    def _composed(self, function: str, operands: list[Part], constant: bool, what: str) -> Part:
+        """What a call of ``function`` over ``operands`` may build, refused past the cap."""
         try:
             composed = compose(function, operands)
             copies = copies_of(function, operands)
         except Unbounded as unbounded:
             raise self._unsized(str(unbounded)) from None
-        self._check_copies(function or kind, copies)
+        self._check_copies(what, copies)
         if composed is None:
             return Part(literal=constant, copies=copies)
         value, sources = composed

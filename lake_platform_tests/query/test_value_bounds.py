@@ -68,7 +68,7 @@ def ctx() -> SessionContext:
         ("SELECT array_resize(make_array(s), 5, s) FROM t", "array_resize's value must be a literal"),
         ("SELECT array_resize(make_array(x), x) FROM t", "array_resize's size must be an integer literal"),
         ("SELECT count(*) FILTER (WHERE lpad(s, 5) > 'a') FROM t", r"in an expression \(AggregateFunction\)"),
-        ("SELECT sum(x) OVER (PARTITION BY lpad(s, 1)) FROM t", r"in a plan node \(WindowAggr\)"),
+        ("SELECT sum(x) OVER (PARTITION BY lpad(s, 1000)) FROM t", "lpad to 1000 characters"),
         # a cast to a fixed-size type builds its whole width for a NULL: 8 MB a row from nothing
         (
             "SELECT arrow_cast(NULL, 'FixedSizeList(1000000, Int64)') AS b FROM t",
@@ -155,3 +155,63 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
 def test_calls_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
     check_values(sql, ctx.sql(sql), LIMITS)
     assert ctx.sql(sql).to_arrow_table().num_rows >= 1
+
+
+def _encoded(levels: int) -> str:
+    inner = "s"
+    for _ in range(levels):
+        inner = f"encode({inner}, 'hex')"
+    return inner
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        # a window function's argument is evaluated for every row of a batch, as a projection's
+        (
+            "SELECT x, first_value('" + "y" * 3000 + "') OVER (ORDER BY x) AS w FROM t",
+            "first_value of a literal",
+        ),
+        (f"SELECT x, last_value({_encoded(5)}) OVER (ORDER BY x) AS w FROM t", "encode may build 32 copies"),
+        (f"SELECT row_number() OVER (PARTITION BY {_encoded(5)}) AS w FROM t", "encode may build 32 copies"),
+        (f"SELECT rank() OVER (ORDER BY {_encoded(5)}) AS w FROM t", "encode may build 32 copies"),
+        (
+            "SELECT lag(s || '" + "y" * 3000 + "') OVER (ORDER BY x) AS w FROM t",
+            r"\|\| of a literal may build",
+        ),
+        # the window's columns are built for one batch together, and its output is a column over it
+        (
+            "SELECT first_value(lpad(s, 400)) OVER (ORDER BY x) AS a, "
+            "last_value(rpad(s, 400)) OVER (ORDER BY x) AS b FROM t",
+            "the columns of one WindowExpr may build",
+        ),
+        (
+            f"SELECT w || w || w AS r FROM (SELECT first_value({_encoded(3)}) OVER (ORDER BY x) AS w FROM t)",
+            r"\|\| may build 24 copies of column s",
+        ),
+        # a window's FILTER is not exposed: what it may build is refused, not guessed
+        (
+            f"SELECT count(x) FILTER (WHERE {_encoded(1)} > 'a') OVER (ORDER BY x) AS w FROM t",
+            r"in a window's FILTER",
+        ),
+    ],
+)
+def test_a_window_builds_what_its_expressions_do(ctx: SessionContext, sql: str, refusal: str) -> None:
+    with pytest.raises(ValueTooLarge, match=refusal):
+        check_values(sql, ctx.sql(sql), LIMITS)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT x, row_number() OVER (PARTITION BY s ORDER BY x) AS n FROM t",
+        "SELECT x, sum(x) OVER (ORDER BY x ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS m FROM t",
+        "SELECT s, lag(s || '-' || upper(s), 1) OVER (ORDER BY x) AS p FROM t",
+        f"SELECT first_value({_encoded(2)}) OVER (PARTITION BY x % 3 ORDER BY x) AS e FROM t",
+        "SELECT count(x) FILTER (WHERE x > 3) OVER (ORDER BY x) AS c FROM t",
+        "SELECT first_value(lpad(s, 200)) OVER (ORDER BY x) AS a FROM t",
+    ],
+)
+def test_ordinary_windows_answer(ctx: SessionContext, sql: str) -> None:
+    check_values(sql, ctx.sql(sql), LIMITS)
+    assert ctx.sql(sql).to_arrow_table().num_rows == 20
