@@ -137,7 +137,12 @@ class _Walk:
         variant = node.to_variant()
         if type(variant).__name__ == "WindowExpr":
             return self._window(variant)
+        if type(variant).__name__ == "Distinct":  # DISTINCT ON's lists are not exposed
+            self._hidden("DISTINCT ON", node.display())
         exprs = expressions(variant)
+        for expr in exprs or []:
+            if expr.variant_name() == "GroupingSet":  # its sets are not exposed
+                self._hidden("GROUPING SETS, ROLLUP or CUBE", expr.canonical_name())
         if exprs is None:
             if self._named and _CALLED.search(node.display()):
                 raise self._unchecked(f"a plan node ({node.display().split(':', 1)[0]})")

@@ -1,0 +1,72 @@
+"""Expressions the pinned datafusion-python does not expose to the value check (``value_hidden``):
+the sets of ``GROUPING SETS``/``ROLLUP``/``CUBE`` and the lists of ``DISTINCT ON`` are evaluated for
+a batch like a projection's, so what their text may build is refused, and what cannot grow answers."""
+
+from __future__ import annotations
+
+import pytest
+from datafusion import SessionContext
+
+from lake_platform.query.errors import ValueTooLarge
+from lake_platform.query.limits import QueryLimits
+from lake_platform.query.value_bounds import check_values
+from lake_platform.query.value_hidden import may_grow
+
+LIMITS = QueryLimits(labels={"max_value_bytes": "LAKE_FLIGHT_MAX_VALUE_BYTES"})
+LONG = "'" + "y" * 3000 + "'"
+
+
+@pytest.fixture(scope="module")
+def ctx() -> SessionContext:
+    ctx = SessionContext()
+    ctx.sql("CREATE TABLE t AS SELECT value AS x, CAST(value AS VARCHAR) s FROM range(1, 21)").collect()
+    return ctx
+
+
+def encoded(levels: int) -> str:
+    inner = "s"
+    for _ in range(levels):
+        inner = f"encode({inner}, 'hex')"
+    return inner
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        (f"SELECT s, count(*) AS n FROM t GROUP BY ROLLUP ({encoded(6)}, s)", "encode in GROUPING SETS"),
+        (f"SELECT count(*) AS n FROM t GROUP BY CUBE (s, {LONG})", "a literal that may be longer than 2048"),
+        (f"SELECT count(*) AS n FROM t GROUP BY GROUPING SETS ((s), ({encoded(6)}))", "encode in GROUPING"),
+        ("SELECT count(*) AS n FROM t GROUP BY ROLLUP (s || s || s, x)", r"\|\| in GROUPING SETS"),
+        (f"SELECT DISTINCT ON ({encoded(6)}) x FROM t", "encode in DISTINCT ON"),
+        (f"SELECT DISTINCT ON (x) x, {LONG} AS r FROM t ORDER BY x", "a literal that may be longer"),
+        (f"SELECT DISTINCT ON (x) x, {encoded(6)} AS r FROM t ORDER BY x", "encode in DISTINCT ON"),
+    ],
+)
+def test_what_hidden_expressions_may_build_is_refused(ctx: SessionContext, sql: str, refusal: str) -> None:
+    with pytest.raises(ValueTooLarge, match=refusal) as refused:
+        check_values(sql, ctx.sql(sql), LIMITS)
+    assert "compute it in a subquery in FROM" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT s, x % 3 AS k, count(*) AS n FROM t GROUP BY ROLLUP (s, x % 3)",
+        "SELECT upper(s) AS u, count(*) AS n FROM t GROUP BY CUBE (upper(s), x > 10)",
+        "SELECT s, count(*) AS n FROM t GROUP BY GROUPING SETS ((s), (x), ())",
+        "SELECT DISTINCT ON (x % 5) x % 5 AS k, s FROM t ORDER BY x % 5, x DESC",
+        "SELECT DISTINCT ON (s) s, x, 'label' AS l FROM t ORDER BY s",
+        # computed below, where the walk sees it: the grouping only names the column
+        f"SELECT e, count(*) AS n FROM (SELECT {encoded(2)} AS e, s FROM t) GROUP BY ROLLUP (e, s)",
+    ],
+)
+def test_ordinary_grouping_sets_and_distinct_on_answer(ctx: SessionContext, sql: str) -> None:
+    check_values(sql, ctx.sql(sql), LIMITS)
+    assert ctx.sql(sql).to_arrow_table().num_rows >= 1
+
+
+def test_a_literal_is_measured_to_the_end_of_the_text_as_its_quotes_are_not_escaped() -> None:
+    assert may_grow('t.s = Utf8("a") AND t.x > Int64(1)', 2048) == ""
+    assert may_grow('Utf8("a") OR b") ' + "y" * 3000, 2048).startswith("a literal")
+    assert may_grow("upper(t.s)", 2048) == ""
+    assert may_grow("concat(t.s, t.s)", 2048) == "concat"
