@@ -22,11 +22,12 @@ from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.commit_ids import landed_meanwhile
 from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line
 from lake_platform.catalog.engine_commits import EngineCommits
+from lake_platform.catalog.no_ops import nothing_committed
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.principals import Action
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
-from lake_platform.catalog.row_changes import RowChange, check_merge_insert, replayed_change
+from lake_platform.catalog.row_changes import RowChange, check_merge_insert, replayed_into
 from lake_platform.catalog.schemas import (
     FieldMetadataUpdates,
     check_field_metadata,
@@ -157,8 +158,9 @@ class BranchChanges:
         pending, fresh, _ = self._commit(
             name, branch, "delete", logged, delete, None, by, counts_in_detail=False
         )
-        if not pending.landed:  # no row to delete: no version, as for an empty append
-            return CommitResult.nothing(pending.commit_id, fresh.name, "delete", fresh.current_version)
+        if not pending.landed:  # no row to delete: no version, as for an empty append (``no_ops``)
+            given, version = by.commit_id is not None, fresh.current_version
+            return nothing_committed(self.ctx, pending, fresh.name, fresh.incarnation, version, given=given)
         return self.commits.result(pending, fresh.name)
 
     def _rows(
@@ -394,9 +396,7 @@ class BranchChanges:
         if by.commit_id is not None:
             replay = self.ctx.replayed(commit_id, table=str(tname), operation=operation, branch=branch)
         if replay is not None:
-            pending.landed.append((replay.to_version or 0, ""))
-            pending.from_version, pending.replayed = replay.from_version, True
-            return pending, rec, replayed_change(self.ctx, replay).counts
+            return pending, rec, replayed_into(self.ctx, pending, replay)
         if plan is not None:
             plan(schema_from_ipc(rec.schema_ipc))  # refused before the lease
         self._require_unprotected(tname, operation)
@@ -406,9 +406,7 @@ class BranchChanges:
             if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
                 replay = landed_meanwhile(self.ctx, pending, str(tname))
                 if replay is not None:
-                    pending.landed.append((replay.to_version or 0, ""))
-                    pending.from_version, pending.replayed = replay.from_version, True
-                    return pending, fresh, replayed_change(self.ctx, replay).counts
+                    return pending, fresh, replayed_into(self.ctx, pending, replay)
             after = plan(schema_from_ipc(fresh.schema_ipc)) if plan is not None and not on_dataset else None
             self._require_unprotected(tname, operation)
             ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation)

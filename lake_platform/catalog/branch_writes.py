@@ -127,7 +127,14 @@ class BranchWrites:
                 holds, data = holds_rows(data)
                 if not holds:
                     return appended_nothing(
-                        self.ctx, tname, rec.incarnation, rec.current_version, commit_id, branch=branch
+                        self.ctx,
+                        tname,
+                        rec.incarnation,
+                        rec.current_version,
+                        commit_id,
+                        branch=branch,
+                        detail=detail,
+                        given=by.commit_id is not None,
                     )
         else:
             if len(data.schema) == 0 or len(set(data.schema.names)) != len(data.schema.names):

@@ -5,20 +5,21 @@ pinned to versions and for cleanup); the answer is the line's current version, f
 
 Markers riding on it (an inbox ingest's per-file ones) still land, once: in one registry
 transaction with the append's own marker (from and to the current version, no log entry), so a
-retry of the batch replays it and its files are not offered again. A Lance client's own
-CreateTableVersion is not this path: it commits what Lance staged, as Lance does."""
+retry of the batch replays it and its files are not offered again. Under a caller's own commit
+id the append's marker lands alone as well (``no_ops``): a retry answers the same version. A
+Lance client's own CreateTableVersion is not this path: it commits what Lance staged, as Lance
+does."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from lake_platform.catalog.context import CatalogContext
+from lake_platform.catalog.no_ops import nothing_committed
+from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.results import CommitResult
-from lake_platform.errors import ConcurrentModification, ConditionFailed
 from lake_platform.naming import TableName
-from lake_platform.registry import keys
 from lake_platform.registry.records import CommitMarker
-from lake_platform.registry.store import ABSENT, Put
 
 
 def appended_nothing(
@@ -29,29 +30,13 @@ def appended_nothing(
     commit_id: str,
     markers: Sequence[CommitMarker] = (),
     branch: str | None = None,
+    *,
+    detail: dict[str, object] | None = None,
+    given: bool = False,
 ) -> CommitResult:
     """The answer of an append of no rows to ``tname`` (``branch``: of that branch) at
-    ``version``, its current one; ``markers`` landed with the append's own marker."""
-    if markers:
-        own = CommitMarker(
-            commit_id=commit_id,
-            target=str(tname),
-            operation="append",
-            incarnation=incarnation,
-            from_version=version,
-            to_version=version,
-            branch=branch,
-        )
-        try:
-            ctx.store.transact(
-                [Put(keys.commit_marker(m.commit_id), m.encode(), ABSENT) for m in [own, *markers]]
-            )
-        except ConditionFailed:  # the same batch, sent twice at once, landed first
-            replay = ctx.replayed(commit_id, table=str(tname), operation="append", branch=branch)
-            if replay is not None:
-                return replay
-            raise ConcurrentModification(
-                f"a marker of this append to {tname} landed meanwhile with another commit; "
-                "nothing was written"
-            ) from None
-    return CommitResult(commit_id, str(tname), "append", version, version)
+    ``version``, its current one; ``markers`` landed with the append's own marker, which lands
+    too under a caller's own commit id (``given``; ``no_ops``): a retry answers the same."""
+    logged = dict(detail or {}) if branch is None else {**(detail or {}), "branch": branch}
+    pending = PendingCommit(commit_id=commit_id, operation="append", actor="", detail=logged)
+    return nothing_committed(ctx, pending, str(tname), incarnation, version, given=given, markers=markers)

@@ -73,6 +73,14 @@ def replayed_change(ctx: CatalogContext, replay: CommitResult) -> RowChange:
     return RowChange.logged(decode(CommitLogEntry, item.value, item.key))
 
 
+def replayed_into(ctx: CatalogContext, pending: PendingCommit, replay: CommitResult) -> dict[str, int]:
+    """``pending`` answered by ``replay`` (its id landed: nothing of it is written); the counts
+    the first commit logged."""
+    pending.landed.append((replay.to_version or 0, ""))
+    pending.from_version, pending.replayed = replay.from_version, True
+    return replayed_change(ctx, replay).counts
+
+
 class RowChanges:
     def __init__(self, ctx: CatalogContext, commits: EngineCommits, schemas: Schemas) -> None:
         self.ctx = ctx

@@ -20,6 +20,7 @@ from lake_platform.catalog.declare import declare_table, table_location
 from lake_platform.catalog.empty_appends import appended_nothing
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.lease import Lease, LeaseRaced
+from lake_platform.catalog.no_ops import nothing_committed
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.results import CommitResult
@@ -208,7 +209,14 @@ class Tables:
             if not holds:
                 head = self.reads.head(tname)
                 return appended_nothing(
-                    self.ctx, tname, head.incarnation, head.current_version, commit_id, markers
+                    self.ctx,
+                    tname,
+                    head.incarnation,
+                    head.current_version,
+                    commit_id,
+                    markers,
+                    detail=detail,
+                    given=given,
                 )
 
         def pending_commit() -> tuple[StreamCounter, PendingCommit]:
@@ -395,8 +403,10 @@ class Tables:
             if pending.landed and not pending.replayed:
                 after = self.reads.snapshot(tname, ns.record, pending.landed[-1][0]).count_rows()
                 self.ctx.patch_log(pending.landed[0][1], {"rows_removed": before - after})
-        if not selected:  # no row to delete: no version, as for an empty append
-            return CommitResult.nothing(commit_id, str(tname), "delete", record.current_version)
+            if not selected:  # no row to delete: no version, as for an empty append (``no_ops``)
+                given, version = by.commit_id is not None, record.current_version
+                table = str(tname)
+                return nothing_committed(self.ctx, pending, table, record.incarnation, version, given=given)
         return self.commits.result(pending, str(tname))
 
     def declare_table(self, name: str, *, by: Provenance = UNSTATED) -> TableRecord:

@@ -221,6 +221,10 @@ class CommitMarker(Record):
     #: same time learns whether this commit is its own write.
     attempt: str | None = None
     digest: str | None = None
+    #: A write under a caller's key that had nothing to commit (no version, no log entry,
+    #: ``no_ops``): its request's digest (``detail.request_digest``), which a retry under the key
+    #: compares as it compares a commit's log entry's.
+    request_digest: str | None = None
 
 
 class LeaseRecord(Record):

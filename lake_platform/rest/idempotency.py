@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lake_platform.catalog.idempotency import HEADER, commit_id_for, key_in, reused
+from lake_platform.catalog.no_ops import answer_of
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.results import CommitResult
 from lake_platform.naming import TableName
-from lake_platform.registry.records import CommitLogEntry, decode
+from lake_platform.registry.records import CommitLogEntry, CommitMarker, decode
 from lake_platform.rest.request import RestRequest
 
 #: What a write puts in its log entry's detail (and the retry compares): Callable's argument.
@@ -65,7 +66,7 @@ def keyed(
     if marker is None:
         return Keyed(by, detail)
     if isinstance(tname, TableName):
-        entry = catalog.reads.commit(str(tname), commit_id, by=Provenance(principal=request.principal))
+        entry = first_answer(request, tname, commit_id, marker)
     else:  # a container's: the commit id is this principal's own (commit_id_for), so is its entry
         item = catalog.store.get(marker.log_key) if marker.target == tname and marker.log_key else None
         entry = decode(CommitLogEntry, item.value, item.key) if item is not None else None
@@ -75,6 +76,19 @@ def keyed(
     if entry.detail.get("request_digest", digest) != digest:
         raise reused(key, f"{first} with other rows or options", f"{kind} of {tname}")
     return Keyed(by, detail, entry)
+
+
+def first_answer(
+    request: RestRequest, tname: TableName, commit_id: str, marker: CommitMarker | None = None
+) -> CommitLogEntry | None:
+    """What the commit ``commit_id`` (the request's key's) answered on ``tname``: its log entry,
+    or, for a write that had nothing to commit (``catalog/no_ops``), its marker's answer."""
+    catalog = request.service.catalog
+    entry = catalog.reads.commit(str(tname), commit_id, by=Provenance(principal=request.principal))
+    if entry is None:
+        marker = marker or catalog.ctx.commit_landed(commit_id)
+        entry = answer_of(marker, str(tname)) if marker is not None else None
+    return entry
 
 
 def once(
@@ -119,8 +133,7 @@ def confirm(request: RestRequest, tname: TableName, request_key: Keyed, commit_i
     digest = request_key.detail.get("request_digest")
     if digest is None or commit_id is None or commit_id != request_key.by.commit_id:
         return
-    by = Provenance(principal=request.principal)
-    entry = request.service.catalog.reads.commit(str(tname), commit_id, by=by)
+    entry = first_answer(request, tname, commit_id)
     if entry is not None and entry.detail.get("request_digest", digest) != digest:
         key = str(request_key.detail["idempotency_key"])
         first = f"{entry.operation} of {entry.target} with other rows or options, sent at the same time"

@@ -266,3 +266,35 @@ def test_schema_metadata_changed_under_its_key_lands_once_on_main_and_a_branch(x
     assert xs.catalog.branches.open_branch(NAME, "dev").schema.metadata[b"owner"] == b"dev"
     assert xs.catalog.reads.open_table(NAME).schema.metadata[b"owner"] == b"etl"
     assert operations(xs) == ["create", "schema-metadata", "branch-create", "schema-metadata"]
+
+
+@pytest.mark.parametrize("branch", [None, "dev"])
+def test_a_no_op_retried_under_its_key_answers_the_first_answer(
+    rest_lake: RestLake, branch: str | None
+) -> None:
+    """A delete selecting no row and an insert of no rows commit nothing: a retry under the
+    same key answers what they answered (version 1), though rows the delete selects and a
+    version arrived in between; it deletes none of them. Another request under the key is 422."""
+    on = {"branch": branch} if branch else {}
+    assert send(rest_lake, "create", "k-create", ipc([1, 2])).status_code == 200
+    rest_lake.catalog.branches.create_branch(NAME, "dev")
+    deleted = send(rest_lake, "delete", "k-none", predicate="id > 2", **on)
+    inserted = send(rest_lake, "insert", "k-empty", ipc([]), **on)
+    assert deleted.json()["version"] == inserted.json()["version"] == 1, (deleted.text, inserted.text)
+    assert send(rest_lake, "insert", "k-rows", ipc([3]), **on).status_code == 200
+    assert send(rest_lake, "delete", "k-none", predicate="id > 2", **on).json() == deleted.json()
+    assert send(rest_lake, "insert", "k-empty", ipc([]), **on).json() == inserted.json()
+
+    def ids() -> list[int]:
+        catalog = rest_lake.catalog
+        line = (
+            catalog.reads.open_table(NAME) if branch is None else catalog.branches.open_branch(NAME, branch)
+        )
+        return sorted(line.dataset.to_table().column("id").to_pylist())
+
+    assert ids() == [1, 2, 3]
+    for op, data, body in (("delete", None, {"predicate": "id > 1"}), ("insert", ipc([7]), {})):
+        key = "k-none" if op == "delete" else "k-empty"
+        resp = send(rest_lake, op, key, data, **body, **on)
+        assert resp.status_code == 422, resp.text
+    assert ids() == [1, 2, 3]

@@ -117,3 +117,30 @@ def test_the_same_request_twice_at_once_lands_once_and_answers_both(
     assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
     assert answers[0].json()["transaction_id"] == answers[1].json()["transaction_id"]
     assert state(lake) == (2, [1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "ids"),
+    [
+        (
+            ("delete", "k-5", None, {"predicate": "id > 5"}),
+            ("delete", "k-5", None, {"predicate": "id > 6"}),
+            ([1, 2], [1, 2]),
+        ),
+        (("insert", "k-6", ipc([]), {}), ("insert", "k-6", ipc([4]), {}), ([1, 2], [1, 2, 4])),
+    ],
+    ids=["deletes-of-nothing", "insert-of-nothing"],
+)
+def test_a_request_with_nothing_to_commit_and_another_at_once_under_one_key_answer_one(
+    racing: tuple[RestLake, FirstCommitWaits],
+    first: tuple[Any, ...],
+    second: tuple[Any, ...],
+    ids: tuple[list[int], list[int]],
+) -> None:
+    """A keyed request that commits nothing records its answer under the key (``no_ops``): the
+    other request under the key, sent at the same time, is refused whichever lands first."""
+    lake, _ = racing
+    answers = both(lake, first, second)
+    assert sorted(a.status_code for a in answers) == [200, 422], [a.text for a in answers]
+    landed = ids[0] if answers[0].status_code == 200 else ids[1]
+    assert state(lake) == (1 if landed == [1, 2] else 2, landed)
