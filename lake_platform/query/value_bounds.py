@@ -42,8 +42,10 @@ chains, ``replace`` of the empty pattern over a column) is bounded by a factor o
 at most ``value_copies.MAX_COPIES`` copies of any column a value.
 
 A call the walk below cannot reach is refused rather than let through: in a node whose
-expressions the pinned datafusion-python does not expose (a window's; its line names the
-function), or in a subquery (whose plan Python sees only as debug text naming the function).
+expressions the pinned datafusion-python does not expose (its line names the function), in a
+window's FILTER, the sets of GROUPING SETS/ROLLUP/CUBE and DISTINCT ON's lists (their text, when it
+names a growing function or a long literal: ``value_hidden.may_grow``), or in an expression
+subquery (whose plan Python sees only as debug text: ``value_hidden.subquery_may_grow``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from lake_platform.query.errors import ValueTooLarge
 from lake_platform.query.limits import QueryLimits
 from lake_platform.query.value_compose import Part, Unbounded, compose
 from lake_platform.query.value_copies import MAX_COPIES, REPEATED, copies_of, largest, together
-from lake_platform.query.value_hidden import may_grow
+from lake_platform.query.value_hidden import may_grow, sql_may_grow, subquery_may_grow
 from lake_platform.query.value_plan import (
     called,
     evaluated_once,
@@ -105,13 +107,16 @@ def check_values(sql: str, df: Any, limits: QueryLimits) -> None:
     above, or an expression over them or over literals, could build more than
     ``limits.max_value_bytes``, or its size is not given by literals. Every query is walked: a
     literal is copied to every row without any of them named (``SELECT '<10 KB>' FROM t``)."""
-    _Walk(limits, named=bool(_NAMED.search(sql))).plan(df.logical_plan())
+    _Walk(limits, sql).plan(df.logical_plan())
 
 
 class _Walk:
-    def __init__(self, limits: QueryLimits, named: bool) -> None:
+    def __init__(self, limits: QueryLimits, sql: str) -> None:
         self._limits = limits
-        self._named = named  # whether the query's text names a sized call (to look for hidden ones)
+        self._sql = sql
+        self._named = bool(
+            _NAMED.search(sql)
+        )  # whether the text names a sized call (to look for hidden ones)
         self._once = False  # whether the node being walked evaluates its expressions for one row
         self._columns: dict[str, Part] = {}  # what the node's input columns may hold, by name
 
@@ -233,8 +238,21 @@ class _Walk:
             variant = expr.to_variant()
             # A subquery's plan is not exposed to Python, only its debug text: one that
             # calls either function is refused, not checked.
-            if self._named and _IN_SUBQUERY.search(repr(variant.subquery())):
+            debug = repr(variant.subquery())
+            if self._named and _IN_SUBQUERY.search(debug):
                 raise self._unchecked("a subquery")
+            allowance = self._limits.max_value_bytes // ROWS_PER_BATCH
+            found = subquery_may_grow(debug, allowance)
+            if not found and "<subquery>" in debug:  # one nested in it: shown by name only
+                found = sql_may_grow(self._sql, allowance)
+                if _NAMED.search(self._sql):
+                    raise self._unchecked("a subquery nested in a subquery")
+            if found:
+                raise ValueTooLarge(
+                    f"{found} in a subquery cannot be checked against "
+                    f"{self._limits.named('max_value_bytes')} (its plan is not exposed to the check); "
+                    "compute it in the outer query or join the subquery in FROM"
+                )
             return [variant.expr()] if kind == "InSubquery" else []
         return self._operands(expr, kind)
 

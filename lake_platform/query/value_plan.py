@@ -18,8 +18,10 @@ _FLAGS = 16
 _SMALL_CALLS = "|".join(sorted(name for name in SMALL if name.isidentifier() and name.islower()))
 #: What in an expression's text may build a value: a call of a function not in ``SMALL``
 #: (DataFusion writes them in lower case; a literal's type, ``Int64(1)``, is capitalised), a CAST,
-#: a CASE or ``||``.
-_MAY_BUILD = re.compile(rf"\|\||\bCASE\b|CAST\(|(?<![\w.])(?!(?:{_SMALL_CALLS})\()[a-z_][a-z0-9_]*\(")
+#: a CASE, ``||`` or a subquery (``value_hidden.subquery_may_grow``).
+_MAY_BUILD = re.compile(
+    rf"<subquery>|\|\||\bCASE\b|CAST\(|(?<![\w.])(?!(?:{_SMALL_CALLS})\()[a-z_][a-z0-9_]*\("
+)
 
 
 def may_build(expr: Any) -> bool:

@@ -70,3 +70,82 @@ def test_a_literal_is_measured_to_the_end_of_the_text_as_its_quotes_are_not_esca
     assert may_grow('Utf8("a") OR b") ' + "y" * 3000, 2048).startswith("a literal")
     assert may_grow("upper(t.s)", 2048) == ""
     assert may_grow("concat(t.s, t.s)", 2048) == "concat"
+
+
+def nested_literal(levels: int) -> str:
+    inner = "'ab'"
+    for _ in range(levels):
+        inner = f"encode({inner}, 'hex')"
+    return inner
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        # a subquery's plan is not exposed: a literal or growth in it was not checked at all
+        (f"SELECT x, (SELECT max(s) || {LONG} FROM t) AS q FROM t", r"\|\| in a subquery"),
+        (f"SELECT x FROM t WHERE s IN (SELECT concat(s, {LONG}) FROM t)", "concat in a subquery"),
+        (
+            f"SELECT x FROM t WHERE EXISTS (SELECT {encoded(6)} FROM t u WHERE u.x = t.x)",
+            "encode in a subquery",
+        ),
+        # the optimizer folds a call of literals by running it: 2^20 times 'ab' at planning
+        (f"SELECT x FROM t WHERE x IN (SELECT length({nested_literal(20)}))", "encode in a subquery"),
+        (f"SELECT x FROM t WHERE s IN (SELECT {LONG})", "a literal of 3000 bytes in a subquery"),
+        (
+            "SELECT x FROM t WHERE s IN (SELECT s FROM t WHERE x IN "
+            f"(SELECT length(replace(s, '', {LONG})) FROM t))",
+            "replace in a subquery",
+        ),
+        ("SELECT x, (SELECT string_agg(s, ',') FROM t) AS a FROM t", "string_agg in a subquery"),
+        ("SELECT x FROM t WHERE s IN (SELECT to_char(now(), '%Y') FROM t)", "to_char in a subquery"),
+    ],
+)
+def test_what_a_subquery_may_build_is_refused(ctx: SessionContext, sql: str, refusal: str) -> None:
+    with pytest.raises(ValueTooLarge, match=refusal) as refused:
+        check_values(sql, ctx.sql(sql), LIMITS)
+    assert "compute it in the outer query" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT x FROM t WHERE x > (SELECT avg(x) FROM t)",
+        "SELECT x FROM t WHERE x IN (SELECT x FROM t WHERE s LIKE '1%' AND s <> 'abc')",
+        "SELECT x FROM t WHERE EXISTS (SELECT 1 FROM t u WHERE u.x = t.x AND upper(u.s) = '1')",
+        "SELECT x, (SELECT max(s) FROM t) AS m FROM t",
+        "SELECT x, (SELECT max(s) FROM t) || '-' || s AS m FROM t",  # the growth in the outer query
+        "SELECT x FROM t WHERE s NOT IN (SELECT lower(trim(s)) FROM t WHERE x > 15)",
+        f"SELECT x FROM t WHERE (s IN ('a', {LONG}) OR x > 0) AND x IN (SELECT x FROM t)",
+    ],
+)
+def test_ordinary_subqueries_answer(ctx: SessionContext, sql: str) -> None:
+    check_values(sql, ctx.sql(sql), LIMITS)
+    assert ctx.sql(sql).to_arrow_table().num_rows >= 1
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        # a subquery in a subquery is shown as <subquery> only: the optimizer folded this lpad
+        (
+            "SELECT x FROM t WHERE s IN (SELECT s FROM t WHERE x IN (SELECT length(lpad('x', 2000000000))))",
+            "nested",
+        ),
+        (
+            f"SELECT x FROM t WHERE s IN (SELECT s FROM t WHERE x IN (SELECT length({nested_literal(20)})))",
+            "encode",
+        ),
+    ],
+)
+def test_a_subquery_nested_in_a_subquery_is_read_from_the_querys_text(
+    ctx: SessionContext, sql: str, refusal: str
+) -> None:
+    with pytest.raises(ValueTooLarge, match=refusal):
+        check_values(sql, ctx.sql(sql), LIMITS)
+
+
+def test_a_plain_nested_subquery_answers(ctx: SessionContext) -> None:
+    sql = "SELECT x FROM t WHERE s IN (SELECT s FROM t WHERE x IN (SELECT max(x) - 1 FROM t WHERE s <> 'a'))"
+    check_values(sql, ctx.sql(sql), LIMITS)
+    assert ctx.sql(sql).to_arrow_table().num_rows == 1
