@@ -9,18 +9,12 @@ from __future__ import annotations
 import pytest
 from datafusion import SessionContext
 
-from lake_platform.query.errors import ValueTooLarge
-from lake_platform.query.limits import QueryLimits
-from lake_platform.query.value_bounds import check_values
-
-LIMITS = QueryLimits(labels={"max_value_bytes": "LAKE_FLIGHT_MAX_VALUE_BYTES"})
+from lake_platform_tests.query.value_checks import encoded, refused, rows_answered, table_context
 
 
 @pytest.fixture(scope="module")
 def ctx() -> SessionContext:
-    ctx = SessionContext()
-    ctx.sql("CREATE TABLE t AS SELECT value AS x, CAST(value AS VARCHAR) s FROM range(1, 21)").collect()
-    return ctx
+    return table_context()
 
 
 @pytest.mark.parametrize(
@@ -114,9 +108,7 @@ def ctx() -> SessionContext:
 def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
     ctx: SessionContext, sql: str, refusal: str
 ) -> None:
-    with pytest.raises(ValueTooLarge, match=refusal) as refused:
-        check_values(sql, ctx.sql(sql), LIMITS)
-    assert "LAKE_FLIGHT_MAX_VALUE_BYTES=67108864" in str(refused.value)
+    assert "LAKE_FLIGHT_MAX_VALUE_BYTES=67108864" in refused(ctx, sql, refusal)
 
 
 @pytest.mark.parametrize(
@@ -153,15 +145,7 @@ def test_a_call_that_could_build_past_the_cap_is_refused_before_it_runs(
     ],
 )
 def test_calls_within_the_cap_answer_what_datafusion_answers(ctx: SessionContext, sql: str) -> None:
-    check_values(sql, ctx.sql(sql), LIMITS)
-    assert ctx.sql(sql).to_arrow_table().num_rows >= 1
-
-
-def _encoded(levels: int) -> str:
-    inner = "s"
-    for _ in range(levels):
-        inner = f"encode({inner}, 'hex')"
-    return inner
+    assert rows_answered(ctx, sql) >= 1
 
 
 @pytest.mark.parametrize(
@@ -172,9 +156,9 @@ def _encoded(levels: int) -> str:
             "SELECT x, first_value('" + "y" * 3000 + "') OVER (ORDER BY x) AS w FROM t",
             "first_value of a literal",
         ),
-        (f"SELECT x, last_value({_encoded(5)}) OVER (ORDER BY x) AS w FROM t", "encode may build 32 copies"),
-        (f"SELECT row_number() OVER (PARTITION BY {_encoded(5)}) AS w FROM t", "encode may build 32 copies"),
-        (f"SELECT rank() OVER (ORDER BY {_encoded(5)}) AS w FROM t", "encode may build 32 copies"),
+        (f"SELECT x, last_value({encoded(5)}) OVER (ORDER BY x) AS w FROM t", "encode may build 32 copies"),
+        (f"SELECT row_number() OVER (PARTITION BY {encoded(5)}) AS w FROM t", "encode may build 32 copies"),
+        (f"SELECT rank() OVER (ORDER BY {encoded(5)}) AS w FROM t", "encode may build 32 copies"),
         (
             "SELECT lag(s || '" + "y" * 3000 + "') OVER (ORDER BY x) AS w FROM t",
             r"\|\| of a literal may build",
@@ -186,19 +170,18 @@ def _encoded(levels: int) -> str:
             "the columns of one WindowExpr may build",
         ),
         (
-            f"SELECT w || w || w AS r FROM (SELECT first_value({_encoded(3)}) OVER (ORDER BY x) AS w FROM t)",
+            f"SELECT w || w || w AS r FROM (SELECT first_value({encoded(3)}) OVER (ORDER BY x) AS w FROM t)",
             r"\|\| may build 24 copies of column s",
         ),
         # a window's FILTER is not exposed: what it may build is refused, not guessed
         (
-            f"SELECT count(x) FILTER (WHERE {_encoded(1)} > 'a') OVER (ORDER BY x) AS w FROM t",
+            f"SELECT count(x) FILTER (WHERE {encoded(1)} > 'a') OVER (ORDER BY x) AS w FROM t",
             r"in a window's FILTER",
         ),
     ],
 )
 def test_a_window_builds_what_its_expressions_do(ctx: SessionContext, sql: str, refusal: str) -> None:
-    with pytest.raises(ValueTooLarge, match=refusal):
-        check_values(sql, ctx.sql(sql), LIMITS)
+    refused(ctx, sql, refusal)
 
 
 @pytest.mark.parametrize(
@@ -207,11 +190,10 @@ def test_a_window_builds_what_its_expressions_do(ctx: SessionContext, sql: str, 
         "SELECT x, row_number() OVER (PARTITION BY s ORDER BY x) AS n FROM t",
         "SELECT x, sum(x) OVER (ORDER BY x ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS m FROM t",
         "SELECT s, lag(s || '-' || upper(s), 1) OVER (ORDER BY x) AS p FROM t",
-        f"SELECT first_value({_encoded(2)}) OVER (PARTITION BY x % 3 ORDER BY x) AS e FROM t",
+        f"SELECT first_value({encoded(2)}) OVER (PARTITION BY x % 3 ORDER BY x) AS e FROM t",
         "SELECT count(x) FILTER (WHERE x > 3) OVER (ORDER BY x) AS c FROM t",
         "SELECT first_value(lpad(s, 200)) OVER (ORDER BY x) AS a FROM t",
     ],
 )
 def test_ordinary_windows_answer(ctx: SessionContext, sql: str) -> None:
-    check_values(sql, ctx.sql(sql), LIMITS)
-    assert ctx.sql(sql).to_arrow_table().num_rows == 20
+    assert rows_answered(ctx, sql) == 20
