@@ -295,14 +295,7 @@ class _Walk:
         if composed is None:
             return Part(literal=constant, copies=copies)
         value, sources = composed
-        once = constant and self._once
-        built = value * (1 if once else ROWS_PER_BATCH)
-        if built > self._limits.max_value_bytes:
-            where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
-            raise ValueTooLarge(
-                f"{function} of {sources or 'a literal'} may build {built} bytes{where}, more than "
-                f"{self._limits.named('max_value_bytes')}: values this large are refused"
-            )
+        self._check_built(f"{function} of {sources or 'a literal'}", value, once=constant and self._once)
         return Part(built=value, source=sources, literal=constant, copies=copies)
 
     def _check_copies(self, what: str, copies: dict[str, float]) -> None:
@@ -352,14 +345,7 @@ class _Walk:
                 each = max(each, literal_bytes(operands[2]))
         else:
             count, each, what = self._series(name, operands), BYTES_PER_INTEGER, "elements"
-        once = literal and self._once
-        built = count * each * (1 if once else ROWS_PER_BATCH)
-        if built > self._limits.max_value_bytes:
-            where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
-            raise ValueTooLarge(
-                f"{name} to {count} {what} may build {built} bytes{where}, more than "
-                f"{self._limits.named('max_value_bytes')}: values this large are refused"
-            )
+        self._check_built(f"{name} to {count} {what}", count * each, once=literal and self._once)
         return count * each, count
 
     def _cast(self, name: str, operands: list[Any]) -> int | None:
@@ -370,14 +356,20 @@ class _Walk:
         if width is None:
             return None
         once = str(operands[0].rex_type()) == "RexType.Literal" and self._once
-        built = width * (1 if once else ROWS_PER_BATCH)
+        note = f" ({width} bytes a value, NULL or not)"
+        self._check_built(f"{name} to {named}", width, once=once, note=note)
+        return width
+
+    def _check_built(self, what: str, value: int, *, once: bool, note: str = "") -> None:
+        """Refuse ``what`` when one value of ``value`` bytes (``once``: the call is evaluated
+        once), else a batch of them, may build more than the cap."""
+        built = value * (1 if once else ROWS_PER_BATCH)
         if built > self._limits.max_value_bytes:
             where = "" if once else f" for a batch of {ROWS_PER_BATCH} values"
             raise ValueTooLarge(
-                f"{name} to {named} may build {built} bytes{where} ({width} bytes a value, NULL or not), "
-                f"more than {self._limits.named('max_value_bytes')}: values this large are refused"
+                f"{what} may build {built} bytes{where}{note}, more than "
+                f"{self._limits.named('max_value_bytes')}: values this large are refused"
             )
-        return width
 
     def _padded(self, name: str, operands: list[Any]) -> int:
         value = integer(operands[1]) if len(operands) > 1 else None
