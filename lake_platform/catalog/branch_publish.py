@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.publish_weights import early_batches, fences, final_fits, too_large
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.transaction_recovery import resolve_version
 from lake_platform.errors import (
@@ -186,24 +187,29 @@ class BranchPublish:
                     others = {n: v for n, v in published.items() if n != str(p.name)}
                     p.copies[-1] = p.copies[-1].model_copy(update={"transaction": others})
             actor = self.ctx.actor(by.actor, who)
-            limit = self.ctx.store.max_transact_ops
+            leased = [lease for pair in leases for lease in pair]
+            lease_keys = [lease.key for lease in leased]
             ops = self._final_ops(plans, actor, ids, by.run_id)
-            if len(ops) + 2 * len(plans) > limit:  # the heads alone in the final transaction
+            # By count and by bytes (``publish_weights``): the heads alone in the final write.
+            if not final_fits(self.ctx.store, ops, lease_keys):
                 for p in plans:
                     p.early, p.copies = p.copies[:-1], p.copies[-1:]
                 ops = self._final_ops(plans, actor, ids, by.run_id)
-            if len(ops) + 2 * len(plans) > limit:
-                raise InvalidInput(
-                    f"publishing {len(plans)} tables takes {len(ops) + 2 * len(plans)} registry operations, "
-                    f"more than one registry transaction carries ({limit}); publish fewer at once"
-                )
-            leased = [lease for pair in leases for lease in pair]
-            self._register_early(plans, leased, limit, branch)
+            if not final_fits(self.ctx.store, ops, lease_keys):  # before anything is written
+                per_table = [
+                    [
+                        *self._final_ops([p], actor, [ids[i]], by.run_id),
+                        *fences(lease_keys[2 * i : 2 * i + 2]),
+                    ]
+                    for i, p in enumerate(plans)
+                ]
+                raise too_large(self.ctx.store, per_table)
+            self._register_early(plans, leased, branch)
             self.ctx.at("publish:before-commit")
             with ExitStack() as fenced:
-                fences = [fenced.enter_context(lease.fenced()) for lease in leased]
+                checks = [fenced.enter_context(lease.fenced()) for lease in leased]
                 try:
-                    self.ctx.commit([*ops, *fences])
+                    self.ctx.commit([*ops, *checks])
                 except ConditionFailed:  # definitely not landed (an unknown outcome keeps them)
                     self._remove_early(plans)
                     raise ConcurrentModification(
@@ -242,25 +248,23 @@ class BranchPublish:
             for op in [*p.ops(), *self.ctx.log_ops(p.log(actor, ids[i], run_id))]
         ]
 
-    def _register_early(
-        self, plans: list[PlannedPublish], leases: list[Lease], limit: int, branch: str
-    ) -> None:
+    def _register_early(self, plans: list[PlannedPublish], leases: list[Lease], branch: str) -> None:
         """Main's new version records that do not fit the final transaction, registered first
-        in batches fenced by every lease: above main's head, so no reader reaches them until the
-        final transaction moves the head. A failed batch removes what landed before it."""
+        in batches fenced by every lease (packed by count and bytes): above main's head, so no
+        reader reaches them until the final transaction moves the head. A failed batch removes
+        what landed before it."""
         puts = [p.put(v) for p in plans for v in p.early]
-        size = limit - len(leases)
-        for at in range(0, len(puts), size):
+        for batch in early_batches(self.ctx.store, puts, [lease.key for lease in leases]) if puts else []:
             with ExitStack() as fenced:
-                fences = [fenced.enter_context(lease.fenced()) for lease in leases]
+                checks = [fenced.enter_context(lease.fenced()) for lease in leases]
                 try:
-                    results = self.ctx.store.transact([*puts[at : at + size], *fences])
+                    results = self.ctx.store.transact([*batch, *checks])
                 except ConditionFailed:
                     self._remove_early(plans)
                     raise ConcurrentModification(
                         f"a table or its branch {branch} changed while publishing; nothing was published"
                     ) from None
-            for op, item in zip(puts[at : at + size], results, strict=False):
+            for op, item in zip(batch, results, strict=False):
                 if item is not None:
                     version = int(op.key.rpartition("/")[2])
                     plan = next(p for p in plans if op.key.startswith(keys.versions(p.record.incarnation)))
