@@ -66,14 +66,7 @@ def landed_meanwhile(ctx: CatalogContext, pending: PendingCommit, table: str) ->
     then finds the marker, and ``EngineCommits.resolve_failure`` decides)."""
     if pending.operation in DATA_OPERATIONS:
         return None
-    branch = marker_branch(pending.detail)
-    replay = ctx.replayed(
-        pending.commit_id,
-        table=table,
-        operation=pending.operation,
-        branch=branch,
-        refuse=lambda named: reused(pending.commit_id, named),
-    )
+    replay = _replayed(ctx, pending, table)
     if replay is not None:
         marker = ctx.commit_landed(pending.commit_id)
         if marker is not None and landed_by_another(pending, marker):
@@ -83,13 +76,18 @@ def landed_meanwhile(ctx: CatalogContext, pending: PendingCommit, table: str) ->
 
 def answered(ctx: CatalogContext, pending: PendingCommit, table: str) -> CommitResult:
     """The result of the commit another call landed as this same write (``pending.replayed``)."""
-    branch = marker_branch(pending.detail)
-    replay = ctx.replayed(
+    replay = _replayed(ctx, pending, table)
+    assert replay is not None  # its marker was read before: markers are never removed
+    return replay
+
+
+def _replayed(ctx: CatalogContext, pending: PendingCommit, table: str) -> CommitResult | None:
+    """The commit landed under ``pending``'s id, as the catalog's replay answers it (None:
+    nothing landed); one of another operation, table or line is CommitIdReused."""
+    return ctx.replayed(
         pending.commit_id,
         table=table,
         operation=pending.operation,
-        branch=branch,
+        branch=marker_branch(pending.detail),
         refuse=lambda named: reused(pending.commit_id, named),
     )
-    assert replay is not None  # its marker was read before: markers are never removed
-    return replay
