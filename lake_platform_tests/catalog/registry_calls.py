@@ -7,18 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from lake_platform.registry.store import Item, MetaStore, Op
+from lake_platform_tests.registry.wrapping import WrappedStore
 
 READS = ("get", "get_many", "scan_prefix")
 
 
-class RegistryCalls(MetaStore):
+class RegistryCalls(WrappedStore):
     """Passes every call on to ``inner`` and lists it in ``calls``, in order, as (method, keys):
     ``get``, ``get_many`` (its keys), ``scan_prefix`` (the prefix), ``transact`` (its ops' keys)
     and ``compare_and_swap`` (the key). Closing it leaves ``inner`` open (its owner closes it)."""
 
     def __init__(self, inner: MetaStore) -> None:
-        self.inner, self.url, self.backend = inner, inner.url, inner.backend
-        self.max_transact_ops = inner.max_transact_ops
+        super().__init__(inner)
         self.calls: list[tuple[str, list[str]]] = []
         #: How many items the scans handed out (a listing page should read about one page).
         self.items_scanned = 0

@@ -25,15 +25,15 @@ from lake_platform_tests.catalog.test_transaction import (  # noqa: F401 - the f
 )
 from lake_platform_tests.catalog.test_transaction_chunks import SOME, transaction_records
 from lake_platform_tests.catalog.test_transaction_recovery import stopped_commit
+from lake_platform_tests.registry.wrapping import WrappedStore
 from lake_platform_tests.rest.handlers.staging import StagingOnly
 
 
-class ReadOnlyRegistry(MetaStore):
+class ReadOnlyRegistry(WrappedStore):
     """The registry through credentials that may only read: every write is refused."""
 
     def __init__(self, inner: MetaStore) -> None:
-        self.inner, self.url, self.backend = inner, inner.url, inner.backend
-        self.max_transact_ops = inner.max_transact_ops
+        super().__init__(inner)
         self.refused = 0
 
     def get(self, key: str) -> Item | None:

@@ -26,19 +26,19 @@ from lake_platform.errors import CommitIdReused
 from lake_platform.registry import keys
 from lake_platform.registry.store import Item, MetaStore, Op
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.registry.wrapping import WrappedStore
 
 T = "p.w.ns.t"
 ID = "shared-commit-0001"
 BY = Provenance(commit_id=ID)
 
 
-class FirstLookupRaced(MetaStore):
+class FirstLookupRaced(WrappedStore):
     """``inner``, except that the first lookup of ``ID``'s marker runs ``racer`` (the other
     caller's write, to its end) after reading, and answers what it read before the racer."""
 
     def __init__(self, inner: MetaStore, racer: Callable[[], object]) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.racer: Callable[[], object] | None = racer
 
     def get(self, key: str) -> Item | None:

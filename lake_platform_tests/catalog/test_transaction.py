@@ -31,6 +31,7 @@ from lake_platform.registry.store import Item, MetaStore, Op
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog.conftest import ids_of, namespace_lake, rows
 from lake_platform_tests.catalog.faults import Recorder
+from lake_platform_tests.registry.wrapping import WrappedStore
 
 
 @contextlib.contextmanager
@@ -252,12 +253,11 @@ def test_an_evolving_append_lands_its_schema_step_with_the_rest(catalog: Catalog
     assert heads(catalog, names) == {names[0]: 3, names[1]: 2}
 
 
-class Requests(MetaStore):
+class Requests(WrappedStore):
     """A catalog's registry requests, counted: reads (get, get_many, scan) and writes."""
 
     def __init__(self, inner: MetaStore) -> None:
-        self.inner, self.url, self.backend = inner, inner.url, inner.backend
-        self.max_transact_ops = inner.max_transact_ops
+        super().__init__(inner)
         self.reads = self.writes = 0
 
     def get(self, key: str) -> Item | None:

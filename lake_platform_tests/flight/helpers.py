@@ -16,6 +16,7 @@ from datafusion import udf
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.flight.server import FlightSqlServer
 from lake_platform.registry.store import Item, MetaStore, Op
+from lake_platform_tests.registry.wrapping import WrappedStore
 
 #: A query whose producer runs ``slow`` once per batch of ``p.w.ns.multi`` (5 batches).
 SLOW_SQL = "SELECT slow(id) AS id FROM w.ns.multi"
@@ -57,13 +58,12 @@ def streams_of(server: FlightSqlServer) -> int:
     return server.streams.running()
 
 
-class CountingStore(MetaStore):
+class CountingStore(WrappedStore):
     """Wraps a MetaStore, counting reads (requests: a multi-get is one); can be switched to fail
     like a backend outage."""
 
     def __init__(self, inner: MetaStore) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.gets = 0
         self.scans = 0
         self.failing = False

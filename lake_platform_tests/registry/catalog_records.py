@@ -11,17 +11,18 @@ from lake_platform.naming import NamespaceName, TableName, WarehouseName
 from lake_platform.registry import keys
 from lake_platform.registry.records import NamespaceRecord, TableRecord, VersionRecord, WarehouseRecord
 from lake_platform.registry.store import MAX_TRANSACT_OPS, Item, MetaStore, Op, Put
+from lake_platform_tests.registry.wrapping import WrappedStore
 
 #: BatchWriteItem's limit.
 _BATCH_WRITE = 25
 
 
-class Reads(MetaStore):
+class Reads(WrappedStore):
     """Counts the registry reads made through it (requests: a get, a get_many, a scan) and the
     prefixes scanned: what a replica asks of the registry."""
 
     def __init__(self, inner: MetaStore) -> None:
-        self.inner, self.url = inner, inner.url
+        super().__init__(inner)
         self.count = 0
         self.scanned: list[str] = []
 

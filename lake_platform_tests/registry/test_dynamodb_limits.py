@@ -139,3 +139,30 @@ def test_listings_follow_pages_past_one_megabyte(
         assert any(more for _, more in answers), listing  # a page ended at 1 MB and was followed
         got = [item.key for item in store.scan_prefix(listing, start_after=keys[4], limit=20)]
         assert got == keys[5:25], listing
+
+
+def test_the_suites_registry_wrappers_weigh_as_the_store_they_wrap(store: DynamoMetaStore) -> None:
+    """A wrapper that did not pass on ``max_transact_bytes`` and ``op_bytes`` let the code under
+    test write one batch where it packs several on DynamoDB (or ``max_transact_ops``: 10,000
+    items where DynamoDB takes 99)."""
+    from lake_platform_tests.catalog.registry_calls import RegistryCalls
+    from lake_platform_tests.catalog.test_commit_conflicts import ReadOnlyRegistry
+    from lake_platform_tests.catalog.test_commit_id_races import FirstLookupRaced
+    from lake_platform_tests.catalog.test_transaction import Requests
+    from lake_platform_tests.flight.helpers import CountingStore
+    from lake_platform_tests.registry.catalog_records import Reads
+
+    full = [Put(f"tbl/p/w/ns/t{i}", b"x" * 300 * KB, ABSENT) for i in range(14)]  # 4.2 MB
+    wrappers = [
+        RegistryCalls(store),
+        ReadOnlyRegistry(store),
+        FirstLookupRaced(store, lambda: None),
+        Requests(store),
+        CountingStore(store),
+        Reads(store),
+    ]
+    for wrapped in wrappers:
+        assert (wrapped.max_transact_ops, wrapped.max_transact_bytes) == (99, store.max_transact_bytes)
+        assert wrapped.op_bytes(full[0]) == store.op_bytes(full[0]) > 300 * KB
+        assert not fits(wrapped, full), type(wrapped).__name__
+        assert len(pack([(1, wrapped.op_bytes(p)) for p in full], 99, wrapped.max_transact_bytes)) == 2
