@@ -91,13 +91,15 @@ def query_view(
     same registry while the view is open."""
     from lake_platform.query.branch_refs import BranchRefs
     from lake_platform.query.snapshot import load_snapshot
+    from lake_platform.query.snapshot_transactions import manifests_on_storage
 
     with state.catalog() as catalog:
         if engine is not None:
             engine.branches = BranchRefs(catalog.store)
         name = resolve_project(catalog, as_user, project)
         # The query layer reads its snapshot from the registry itself (invariant 7).
-        yield load_snapshot(catalog.store).project(name)
+        published = manifests_on_storage(catalog.settings.storage_options)
+        yield load_snapshot(catalog.store, published=published).project(name)
 
 
 @contextlib.contextmanager

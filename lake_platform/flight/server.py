@@ -57,6 +57,7 @@ from lake_platform.query.errors import QueryCancelled, QueryTimeout
 from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot import ProjectView
 from lake_platform.query.snapshot_cache import SnapshotCache
+from lake_platform.query.snapshot_transactions import manifests_on_storage
 from lake_platform.query.split import FragmentSizes, PartTables, Sizing
 from lake_platform.registry.store import MetaStore
 from lake_platform.settings import LakeSettings
@@ -127,7 +128,10 @@ class FlightSqlServer:
             )
             max_stale = reader_bound
         self.snapshots = snapshots or SnapshotCache.for_store(
-            self.store, ttl=self.settings.snapshot_ttl_seconds, max_stale=max_stale
+            self.store,
+            ttl=self.settings.snapshot_ttl_seconds,
+            max_stale=max_stale,
+            published=manifests_on_storage(self.lake_settings.storage_options),
         )
         self.sealer = Sealer(
             keys,

@@ -26,22 +26,30 @@ from lake_platform.query.snapshot_model import (
     VersionHistory,
     cache_table,
 )
+from lake_platform.query.snapshot_transactions import Published
 from lake_platform.registry.changes import FeedBehind
 from lake_platform.registry.store import MetaStore
 
 log = logging.getLogger(__name__)
 
 
-def load_snapshot(store: MetaStore, previous: CatalogSnapshot | None = None) -> CatalogSnapshot:
+def load_snapshot(
+    store: MetaStore, previous: CatalogSnapshot | None = None, published: Published | None = None
+) -> CatalogSnapshot:
     """The catalog as the registry holds it now. Given ``previous`` (loaded from the same
     registry), only what the change feed names since it is read again: one read per feed shard
-    when nothing changed; else a cold load of the current heads, page by page."""
+    when nothing changed; else a cold load of the current heads, page by page.
+
+    ``published`` (``snapshot_transactions.manifests_on_storage``): a multi-table commit whose
+    writer stopped past its commit point before publishing its manifests is held whole at its
+    last published state until they are (None: the registry alone decides, for callers that
+    read the snapshot's records but never open its tables)."""
     if previous is not None and previous.state is not None:
         try:
-            return snapshot_refresh.refresh(store, previous)
+            return snapshot_refresh.refresh(store, previous, published)
         except FeedBehind as exc:
             log.info("catalog snapshot: %s; loading the current heads", exc)
-    return snapshot_load.cold_load(store, previous)
+    return snapshot_load.cold_load(store, previous, published)
 
 
 __all__ = [

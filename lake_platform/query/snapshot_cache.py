@@ -17,6 +17,7 @@ from typing import Any
 
 from lake_platform.errors import LakeError, ServiceUnavailable
 from lake_platform.query.snapshot import CatalogSnapshot, load_snapshot
+from lake_platform.query.snapshot_transactions import Published
 from lake_platform.registry.store import MetaStore
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,12 @@ class SnapshotCache:
         self._failures_in_row = 0
 
     @classmethod
-    def for_store(cls, store: MetaStore, *, ttl: float, max_stale: float) -> SnapshotCache:
-        return cls(lambda prev: load_snapshot(store, prev), ttl=ttl, max_stale=max_stale)
+    def for_store(
+        cls, store: MetaStore, *, ttl: float, max_stale: float, published: Published | None = None
+    ) -> SnapshotCache:
+        """Snapshots of ``store``; ``published``: ``load_snapshot``'s (a server that opens the
+        tables passes ``manifests_on_storage``)."""
+        return cls(lambda prev: load_snapshot(store, prev, published), ttl=ttl, max_stale=max_stale)
 
     # -- reads (no I/O) ------------------------------------------------------------------
 

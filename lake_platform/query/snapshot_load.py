@@ -30,7 +30,11 @@ from lake_platform.query.snapshot_model import (
     VersionHistory,
     cache_table,
 )
-from lake_platform.query.snapshot_transactions import committed_transactions, complete_transactions
+from lake_platform.query.snapshot_transactions import (
+    Published,
+    committed_transactions,
+    complete_transactions,
+)
 from lake_platform.registry import keys
 from lake_platform.registry.changes import feed_heads, read_shards
 from lake_platform.registry.records import (
@@ -46,9 +50,12 @@ from lake_platform.registry.store import Item, MetaStore
 log = logging.getLogger(__name__)
 
 
-def cold_load(store: MetaStore, previous: CatalogSnapshot | None = None) -> CatalogSnapshot:
+def cold_load(
+    store: MetaStore, previous: CatalogSnapshot | None = None, published: Published | None = None
+) -> CatalogSnapshot:
     """Every current registration; a table of ``previous`` whose registration and head are
-    unchanged is kept as it was (its object, and so its history if read)."""
+    unchanged is kept as it was (its object, and so its history if read). ``published``:
+    ``load_snapshot``'s."""
     started, started_wall = time.monotonic(), time.time()
     shards = read_shards(store)
     feed = feed_heads(store, shards) if shards is not None else None
@@ -73,7 +80,8 @@ def cold_load(store: MetaStore, previous: CatalogSnapshot | None = None) -> Cata
     # After the tables: a commit past its commit point whose heads did not move yet is seen.
     committed = committed_transactions(store)
     heads: dict[str, dict[int, VersionRecord]] = {}
-    records = complete_transactions(store, scanned, heads, committed)  # every head, 100 per request
+    held: set[str] = set()  # committed, not published: read again by every refresh
+    records = complete_transactions(store, scanned, heads, committed, published, held)  # 100 a request
     old = _tables_of(previous)
     tables: dict[str, dict[TableKey, CachedTable]] = {}
     incarnations: dict[str, str] = {}
@@ -120,6 +128,7 @@ def cold_load(store: MetaStore, previous: CatalogSnapshot | None = None) -> Cata
             cache_modes=modes,
             incarnations=incarnations,
             staging=frozenset(n for n, c in staging.items() if c),
+            held=frozenset(held),
         ),
     )
 

@@ -336,6 +336,9 @@ class RefreshState:
     #: Tables whose head was at a staging manifest path: read again by every refresh until the
     #: catalog has moved the version to its canonical path.
     staging: frozenset[str] = frozenset()
+    #: Committed multi-table commits held at their last published state (``snapshot_transactions``):
+    #: their records are read again by every refresh until published or their heads moved.
+    held: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

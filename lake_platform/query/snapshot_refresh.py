@@ -40,15 +40,18 @@ from lake_platform.query.snapshot_model import (
     VersionHistory,
     cache_table,
 )
-from lake_platform.query.snapshot_transactions import complete_transactions, not_behind
+from lake_platform.query.snapshot_transactions import Published, complete_transactions, not_behind
 from lake_platform.registry import keys
 from lake_platform.registry.changes import changes_since, read_shards
 from lake_platform.registry.records import TableRecord, TransactionRecord, VersionRecord, decode
 from lake_platform.registry.store import MAX_GET_KEYS, Item, MetaStore
 
 
-def refresh(store: MetaStore, previous: CatalogSnapshot) -> CatalogSnapshot:
-    """``previous`` with every change the feed names since it. FeedBehind: load cold."""
+def refresh(
+    store: MetaStore, previous: CatalogSnapshot, published: Published | None = None
+) -> CatalogSnapshot:
+    """``previous`` with every change the feed names since it. FeedBehind: load cold.
+    ``published``: ``load_snapshot``'s."""
     assert previous.state is not None
     started, started_wall = time.monotonic(), time.time()
     state = previous.state
@@ -56,19 +59,22 @@ def refresh(store: MetaStore, previous: CatalogSnapshot) -> CatalogSnapshot:
     if feed is None:  # the registry had no feed at the load: has anything been written since?
         shards = read_shards(store)
         if shards is None:
-            return _Apply(store, previous, None, {}).snapshot(started, started_wall)
+            return _Apply(store, previous, None, {}, published=published).snapshot(started, started_wall)
         feed = dict.fromkeys(range(shards), 0)
     changes, positions = changes_since(store, feed)
     # A head at a staging manifest path is read again until the catalog has finalized it.
     staging = [_table_key(name) for name in state.staging]
-    changed = sorted({key for change in changes for key in change.keys} | set(staging))
+    # A commit held at its last published state is read again until it is published (which
+    # writes no registry record) or its heads moved.
+    held = [keys.transaction(txn_id) for txn_id in state.held]
+    changed = sorted({key for change in changes for key in change.keys} | set(staging) | set(held))
     items = _read(store, changed)
     # A commit point the feed names (a multi-table commit's record flipped to committed): its
     # tables are read with it, and viewed at its versions while their heads lag.
     committed = [txn for key, item in items.items() if (txn := _committed(key, item)) is not None]
     named = {keys.table(TableName.parse(t.name)) for txn in committed for t in txn.tables}
     items.update(_read(store, sorted(named - set(items))))
-    return _Apply(store, previous, positions, items, committed).snapshot(started, started_wall)
+    return _Apply(store, previous, positions, items, committed, published).snapshot(started, started_wall)
 
 
 def _committed(key: str, item: Item | None) -> TransactionRecord | None:
@@ -102,12 +108,16 @@ class _Apply:
         positions: dict[int, int] | None,
         items: dict[str, Item | None],
         committed: list[TransactionRecord] | None = None,
+        published: Published | None = None,
     ) -> None:
         assert previous.state is not None
         self.store, self.previous, self.state = store, previous, previous.state
         self.positions = positions
         self.items = items
         self.committed = committed or []
+        self.published = published
+        #: Commits held at their last published state (``RefreshState.held``).
+        self.held: set[str] = set()
         self.projects = dict(previous.projects)
         self.touched: set[str] = set()
 
@@ -150,7 +160,14 @@ class _Apply:
             started_at=started,
             started_at_wall=started_wall,
             principals=principals,
-            state=replace(self.state, feed=self.positions, trash=trash, cache_modes=modes, staging=staging),
+            state=replace(
+                self.state,
+                feed=self.positions,
+                trash=trash,
+                cache_modes=modes,
+                staging=staging,
+                held=frozenset(self.held),
+            ),
         )
 
     def _principals(self) -> Principals | None:
@@ -242,7 +259,10 @@ class _Apply:
             project, where = _where(key)
             puts.setdefault(project, {})[where] = None
         added: dict[str, str] = {}
-        for record in complete_transactions(self.store, list(records.values()), heads, self.committed):
+        done = complete_transactions(
+            self.store, list(records.values()), heads, self.committed, self.published, self.held
+        )
+        for record in done:
             project, where = _where(_table_key(record.name))
             staging.discard(record.name)
             if record.current_version <= 0:

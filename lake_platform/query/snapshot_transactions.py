@@ -27,19 +27,60 @@ version, so a Flight SQL or ``lake sql`` query after a commit answered as made s
 as a single-table reader does (``transaction_recovery.committed_head``). A table read at a
 version older than the one the commit started from (read before an earlier commit of it) is
 read again first, so that earlier commit is held whole too.
+
+Its writer puts each new version's manifest at its canonical path only after the registry step
+(``transaction.Transaction._publish``), and its caller is answered after that: a writer killed
+at the commit point leaves versions registered at canonical paths with no file there, which no
+reader can open without writing (Lance, handed the staging manifest, copies it to the canonical
+path; opened from the manifest's bytes, it looks for the index section at the missing path).
+So a commit whose heads all lag is viewed at its new versions only once every one of them is
+published (``published``: one stat per such table); until then every one of its tables stays
+at the version it started from, its last published state, and the commit's id is returned in
+``held`` so that each refresh reads the record again (publishing writes no registry record)
+until it is published, or its heads moved (the next writer, ``lake table repair``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.records import TableRecord, TransactionRecord, VersionRecord, decode
+from lake_platform.registry.records import (
+    TableRecord,
+    TransactionRecord,
+    TransactionTable,
+    VersionRecord,
+    decode,
+)
 from lake_platform.registry.store import MAX_GET_KEYS, MetaStore
+
+log = logging.getLogger(__name__)
 
 #: Rounds of re-reads at most: each one only follows commits that landed during the load.
 MAX_ROUNDS = 8
+
+#: Whether a version registered at its canonical manifest path before its writer put the file
+#: there (``VersionRecord.staged_from``) is published: (location read from, its record).
+Published = Callable[[str, VersionRecord], bool]
+
+
+def manifests_on_storage(storage_options: Callable[[str], dict[str, str]]) -> Published:
+    """``Published`` by a stat (a HEAD on S3) of the version's canonical manifest, with
+    ``storage_options`` of its location (``LakeSettings.storage_options``). A storage error
+    counts as not published: the commit is then held whole at its last published state, and
+    the next refresh asks again."""
+    from lake_platform.engine.manifests import manifest_exists
+
+    def published(location: str, ver: VersionRecord) -> bool:
+        try:
+            return manifest_exists(location, ver.manifest_path, storage_options(location))
+        except Exception:  # noqa: BLE001 - unreachable storage: asked again by the next refresh
+            log.warning("cannot check the manifest of %s version %s", location, ver.version, exc_info=True)
+            return False
+
+    return published
 
 
 def committed_transactions(store: MetaStore) -> list[TransactionRecord]:
@@ -54,11 +95,15 @@ def complete_transactions(
     records: list[TableRecord],
     versions: dict[str, dict[int, VersionRecord]],
     committed: Sequence[TransactionRecord] = (),
+    published: Published | None = None,
+    held: set[str] | None = None,
 ) -> list[TableRecord]:
     """``records`` with every table a visible multi-table commit wrote at least at the version it
     got there; ``versions`` (by incarnation, then number) gains the head versions read.
     ``committed``: committed transaction records read after ``records`` (their tables not in
-    ``records`` are left out)."""
+    ``records`` are left out). ``published``: a commit none of whose heads moved is viewed only
+    when its versions are (None: not checked); ``held`` gains the ids of those held back."""
+    held = held if held is not None else set()
     by_name = {r.name: r for r in records}
     _read_missing_heads(store, list(by_name.values()), versions)
     for _ in range(MAX_ROUNDS):
@@ -78,7 +123,7 @@ def complete_transactions(
         for txn_id in sorted({t for t in still.values() if t is not None}):
             _view_committed(store, txn_id, by_name, versions)
     for txn in committed:
-        _view(store, txn, by_name, versions)
+        _view(store, txn, by_name, versions, published, held)
     return list(by_name.values())
 
 
@@ -150,9 +195,13 @@ def _view(
     txn: TransactionRecord,
     by_name: dict[str, TableRecord],
     versions: dict[str, dict[int, VersionRecord]],
+    published: Published | None = None,
+    held: set[str] | None = None,
 ) -> None:
     """``txn``'s tables held at the version it started from, viewed at their new versions
-    when it is committed (its version records read, and the new schema the record carries)."""
+    when it is committed (its version records read, and the new schema the record carries):
+    with ``published``, and none of its heads moved, only once all of them are published
+    (else none is, and ``held`` gains its id)."""
     if txn.state != "committed":
         return
     lagging = [
@@ -162,17 +211,47 @@ def _view(
         and r.incarnation == t.incarnation
         and t.from_version <= r.current_version < t.to_version
     ]
-    for items in _get_many(store, [keys.version(t.incarnation, t.to_version) for t in lagging]):
-        for found in items:
-            if found is None:
-                continue
-            ver = decode(VersionRecord, found.value, found.key)
-            t = next(t for t in lagging if t.incarnation == ver.incarnation)
-            updates: dict[str, object] = {"current_version": ver.version}
-            if t.schema_ipc_b64 is not None:
-                updates["schema_ipc_b64"] = t.schema_ipc_b64
-            by_name[t.name] = by_name[t.name].model_copy(update=updates)
-            versions.setdefault(ver.incarnation, {})[ver.version] = ver
+    found = [
+        decode(VersionRecord, item.value, item.key)
+        for items in _get_many(store, [keys.version(t.incarnation, t.to_version) for t in lagging])
+        for item in items
+        if item is not None
+    ]
+    if published is not None and not _moved(txn, by_name):
+        unread = [
+            v for v in found if v.staged_from is not None and not _published(v, by_name, lagging, published)
+        ]
+        if unread:
+            if held is not None:
+                held.add(txn.txn_id)
+            return
+    for ver in found:
+        t = next(t for t in lagging if t.incarnation == ver.incarnation)
+        updates: dict[str, object] = {"current_version": ver.version}
+        if t.schema_ipc_b64 is not None:
+            updates["schema_ipc_b64"] = t.schema_ipc_b64
+        by_name[t.name] = by_name[t.name].model_copy(update=updates)
+        versions.setdefault(ver.incarnation, {})[ver.version] = ver
+
+
+def _moved(txn: TransactionRecord, by_name: dict[str, TableRecord]) -> bool:
+    """Whether one of ``txn``'s heads moved (then its versions are what readers hold already,
+    published or not: a moved head is never taken back)."""
+    return any(
+        r.incarnation == t.incarnation and r.current_version >= t.to_version
+        for t in txn.tables
+        if (r := by_name.get(t.name)) is not None
+    )
+
+
+def _published(
+    ver: VersionRecord,
+    by_name: dict[str, TableRecord],
+    lagging: Sequence[TransactionTable],
+    published: Published,
+) -> bool:
+    t = next(t for t in lagging if t.incarnation == ver.incarnation)
+    return published(ver.location or by_name[t.name].folder_uri, ver)
 
 
 def _read_missing_heads(

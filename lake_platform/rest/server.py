@@ -21,6 +21,7 @@ from lake_platform.observability import exposition, metrics
 from lake_platform.observability.audit import open_trail
 from lake_platform.query.limits import limits_from
 from lake_platform.query.snapshot_cache import SnapshotCache
+from lake_platform.query.snapshot_transactions import manifests_on_storage
 from lake_platform.rest import auth, results
 from lake_platform.rest.credentials import StorageCredentials
 from lake_platform.rest.ids import check_delimiter
@@ -52,6 +53,7 @@ class RestService:
             ttl=self.flight.snapshot_ttl_seconds,
             # As Flight: never beyond the staleness version cleanup allows for.
             max_stale=min(self.flight.snapshot_max_stale_seconds, settings.reader_max_stale_seconds),
+            published=manifests_on_storage(settings.storage_options),
         )
         self.auth = AuthService(
             self.catalog.access,

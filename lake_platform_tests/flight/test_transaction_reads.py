@@ -93,3 +93,56 @@ def test_flight_sql_and_lake_sql_read_a_commit_whose_heads_lag_whole(
     assert result.exit_code == 0, result.output
     assert sorted((r["t"], r["id"]) for r in json.loads(result.output)) == NEW
     assert heads(catalog) == [1] * len(NAMES)  # readers of the snapshot wrote nothing
+
+
+def commit_killed_at_its_commit_point(settings: LakeSettings) -> None:
+    """The same commit, its writer stopped right after the commit point: no head moved and no
+    manifest published (the canonical files of version 2 are not on storage)."""
+
+    def stop(at: str) -> None:
+        if at == "transaction:committed":
+            raise SystemExit("stopped at the commit point")
+
+    with Catalog(settings, hook=stop) as c, pytest.raises(SystemExit):
+        with Transaction(c.tables, max_ops=4) as tx:
+            for i, name in enumerate(NAMES):
+                tx.append(name, pa.table({"id": pa.array([100 + i], pa.int64())}).to_reader())
+
+
+def lake_sql(settings: LakeSettings) -> list[tuple[str, int]]:
+    env = {"LAKE_HOME": str(settings.home), "LAKE_REGISTRY_URL": settings.registry_url}
+    result = CliRunner().invoke(cli, ["sql", "--project", "p", "--json", SQL], env=env)
+    assert result.exit_code == 0, result.output
+    return sorted((r["t"], r["id"]) for r in json.loads(result.output))
+
+
+def test_a_commit_whose_writer_died_before_publishing_reads_whole_and_old_until_published(
+    lake: tuple[LakeSettings, Catalog],
+) -> None:
+    # A replica (read-only registry credentials: it cannot finish the commit) reads every table
+    # at its last published version, never some new and some old, and is not told a version
+    # was "cleaned up"; once the commit is finished it reads all of it.
+    settings, catalog = lake
+    with serving(settings, catalog, snapshot_ttl_seconds=3600) as server:
+        client, options = login(f"grpc://127.0.0.1:{server.port}")
+        pinned = plan(client, options, SQL)
+        commit_killed_at_its_commit_point(settings)
+        assert heads(catalog) == [1] * len(NAMES)
+        server.snapshots.refresh()  # by change: the commit point is in the change feed
+        during = plan(client, options, SQL)
+        assert rows_of(fetch(client, options, during)) == OLD
+        assert lake_sql(settings) == OLD
+        assert heads(catalog) == [1] * len(NAMES)  # the readers wrote nothing
+        for name in NAMES:  # `lake table repair`: completes the commit and publishes it
+            result = CliRunner().invoke(
+                cli,
+                ["table", "repair", name],
+                env={"LAKE_HOME": str(settings.home), "LAKE_REGISTRY_URL": settings.registry_url},
+            )
+            assert result.exit_code == 0, result.output
+        assert heads(catalog) == [2] * len(NAMES)
+        server.snapshots.refresh()
+        assert rows_of(query(client, options, SQL)) == NEW
+        assert rows_of(fetch(client, options, pinned)) == OLD  # tickets stay pinned
+        assert rows_of(fetch(client, options, during)) == OLD
+    assert lake_sql(settings) == NEW

@@ -9,9 +9,14 @@ import pytest
 
 from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.transaction import Transaction
+from lake_platform.engine import lance_engine as engine
 from lake_platform.naming import TableName
 from lake_platform.query.snapshot import CatalogSnapshot, load_snapshot
-from lake_platform.query.snapshot_transactions import committed_transactions, complete_transactions
+from lake_platform.query.snapshot_transactions import (
+    committed_transactions,
+    complete_transactions,
+    manifests_on_storage,
+)
 from lake_platform.registry import keys
 from lake_platform.registry.records import TableRecord, VersionRecord, decode
 from lake_platform_tests.catalog.conftest import backend_settings, rows  # noqa: F401 - the fixture
@@ -31,6 +36,12 @@ def versions(c: Catalog) -> dict[str, dict[int, VersionRecord]]:
         ver = decode(VersionRecord, item.value, item.key)
         out.setdefault(ver.incarnation, {})[ver.version] = ver
     return out
+
+
+def version_of(c: Catalog, name: str, version: int) -> VersionRecord:
+    item = c.store.get(keys.version(tables(c)[name].incarnation, version))
+    assert item is not None
+    return decode(VersionRecord, item.value, item.key)
 
 
 def create_tables(c: Catalog) -> None:
@@ -205,3 +216,49 @@ def test_a_table_scanned_before_an_earlier_commit_of_it_is_read_again_before_it_
     assert [t.from_version for t in committed[0].tables] == [2, 1]
     done = complete_transactions(catalog.store, list(before.values()), old_versions, committed)
     assert {r.name: r.current_version for r in done} == {A: 3, B: 2, C: 2}
+
+
+def test_a_commit_stopped_before_its_manifests_are_published_is_held_whole_at_its_last_published_state(
+    catalog: Catalog,  # noqa: F811
+) -> None:
+    # Stopped at the commit point, no head moved and no manifest at its canonical path: a
+    # snapshot that opens its tables holds every table at 1 (not at 2, which no reader can open
+    # without writing), and reads the commit's record again at each refresh until all of it is
+    # published, writing nothing.
+    create_tables(catalog)
+    first = load_snapshot(catalog.store)
+
+    def stop(point: str) -> None:
+        if point == "transaction:committed":
+            raise SystemExit("stopped at the commit point")
+
+    with Catalog(catalog.settings, hook=stop) as c, pytest.raises(SystemExit):
+        with Transaction(c.tables, max_ops=4) as tx:
+            tx.append(A, rows([10]))
+            tx.append(B, rows([11]))
+    published = manifests_on_storage(catalog.settings.storage_options)
+    by_change, cold = (
+        load_snapshot(catalog.store, first, published),
+        load_snapshot(catalog.store, None, published),
+    )
+    for snap in (by_change, cold, load_snapshot(catalog.store, by_change, published)):
+        assert versions_seen(snap) == {A: 1, B: 1, C: 1}
+        assert snap.state is not None and len(snap.state.held) == 1
+    new = {n: version_of(catalog, n, 2) for n in (A, B)}
+    assert all(v.staged_from is not None for v in new.values())
+    assert [tables(catalog)[n].current_version for n in (A, B)] == [1, 1]  # nothing written
+
+    def publish(name: str) -> None:  # what the writer does after its registry step
+        ver, location = new[name], tables(catalog)[name].folder_uri
+        assert ver.staged_from is not None
+        engine.finalize_manifest(location, 2, ver.staged_from, catalog.settings.storage_options(location))
+
+    publish(A)
+    half = load_snapshot(catalog.store, by_change, published)
+    assert versions_seen(half) == {A: 1, B: 1, C: 1}  # never a without b
+    publish(B)
+    whole = load_snapshot(catalog.store, half, published)  # the feed names nothing new
+    assert versions_seen(whole) == {A: 2, B: 2, C: 1}
+    assert whole.state is not None and whole.state.held == frozenset()
+    assert versions_seen(load_snapshot(catalog.store, None, published)) == {A: 2, B: 2, C: 1}
+    assert [tables(catalog)[n].current_version for n in (A, B)] == [1, 1]
