@@ -6,7 +6,7 @@ lands on top of it, instead of being refused with the commit's manifest quaranti
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import lance  # the test plays a Lance client
@@ -35,17 +35,6 @@ class ReadOnlyRegistry(WrappedStore):
     def __init__(self, inner: MetaStore) -> None:
         super().__init__(inner)
         self.refused = 0
-
-    def get(self, key: str) -> Item | None:
-        return self.inner.get(key)
-
-    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
-        return self.inner.get_many(keys)
-
-    def scan_prefix(
-        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
-    ) -> Iterator[Item]:
-        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
 
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
         self.refused += 1

@@ -10,7 +10,7 @@ whole write when it first looks for the id's marker, then answers what it read b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from lake_platform.catalog.provenance import Provenance
 from lake_platform.cli import cli
 from lake_platform.errors import CommitIdReused
 from lake_platform.registry import keys
-from lake_platform.registry.store import Item, MetaStore, Op
+from lake_platform.registry.store import Item, MetaStore
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 from lake_platform_tests.registry.wrapping import WrappedStore
 
@@ -47,17 +47,6 @@ class FirstLookupRaced(WrappedStore):
             racer, self.racer = self.racer, None
             racer()
         return item
-
-    def get_many(self, keys: Sequence[str]) -> list[Item | None]:
-        return self.inner.get_many(keys)
-
-    def scan_prefix(
-        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
-    ) -> Iterator[Item]:
-        return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
-
-    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
-        return self.inner.transact(ops)
 
 
 @pytest.fixture

@@ -41,9 +41,6 @@ class Reads(WrappedStore):
         self.scanned.append(prefix)
         return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
 
-    def transact(self, ops: Sequence[Op]) -> list[Item | None]:
-        return self.inner.transact(ops)
-
     def reset(self) -> None:
         self.count = 0
         self.scanned.clear()
