@@ -84,18 +84,17 @@ def test_a_head_committed_after_the_version_scan_is_read_with_its_siblings(catal
     assert 2 in old_versions[done[A].incarnation] and 2 in old_versions[done[B].incarnation]
 
 
+def versions_seen(snap: CatalogSnapshot) -> dict[str, int]:
+    view = snap.project("p")
+    got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
+    return {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None}
+
+
 def test_a_snapshot_loaded_after_the_commit_holds_all_of_it(catalog: Catalog) -> None:  # noqa: F811
     create_tables(catalog)
     first = load_snapshot(catalog.store)
     transact(catalog)
-    snap = load_snapshot(catalog.store, first)
-    view = snap.project("p")
-    got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
-    assert {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None} == {
-        A: 2,
-        B: 2,
-        C: 1,
-    }
+    assert versions_seen(load_snapshot(catalog.store, first)) == {A: 2, B: 2, C: 1}
 
 
 def test_a_snapshot_refreshed_over_a_commit_half_moved_holds_all_of_it(catalog: Catalog) -> None:  # noqa: F811
@@ -117,22 +116,10 @@ def test_a_snapshot_refreshed_over_a_commit_half_moved_holds_all_of_it(catalog: 
             tx.append(B, rows([11]))
     assert moved and [r.current_version for r in (tables(catalog)[A], tables(catalog)[B])] == [2, 1]
     for snap in (load_snapshot(catalog.store, first), load_snapshot(catalog.store)):  # by change, cold
-        view = snap.project("p")
-        got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
-        assert {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None} == {
-            A: 2,
-            B: 2,
-            C: 1,
-        }
+        assert versions_seen(snap) == {A: 2, B: 2, C: 1}
     torn = [tables(catalog)[A], tables(catalog)[B], tables(catalog)[C]]
     done = complete_transactions(catalog.store, torn, versions(catalog))
     assert {r.name: r.current_version for r in done} == {A: 2, B: 2, C: 1}
-
-
-def versions_seen(snap: CatalogSnapshot) -> dict[str, int]:
-    view = snap.project("p")
-    got = {n: view.table("w", "ns", TableName.parse(n).table) for n in (A, B, C)}
-    return {n: t.ref.version for n, t in got.items() if t is not None and t.ref is not None}
 
 
 def test_a_commit_past_its_commit_point_with_no_head_moved_is_seen_whole(catalog: Catalog) -> None:  # noqa: F811
