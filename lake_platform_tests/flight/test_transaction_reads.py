@@ -75,6 +75,13 @@ def rows_of(table: pa.Table) -> list[tuple[str, int]]:
     return sorted(zip(table.column("t").to_pylist(), table.column("id").to_pylist(), strict=True))
 
 
+def lake_sql(settings: LakeSettings) -> list[tuple[str, int]]:
+    env = {"LAKE_HOME": str(settings.home), "LAKE_REGISTRY_URL": settings.registry_url}
+    result = CliRunner().invoke(cli, ["sql", "--project", "p", "--json", SQL], env=env)
+    assert result.exit_code == 0, result.output
+    return sorted((r["t"], r["id"]) for r in json.loads(result.output))
+
+
 def test_flight_sql_and_lake_sql_read_a_commit_whose_heads_lag_whole(
     lake: tuple[LakeSettings, Catalog],
 ) -> None:
@@ -88,10 +95,7 @@ def test_flight_sql_and_lake_sql_read_a_commit_whose_heads_lag_whole(
         server.snapshots.refresh()  # by change: the commit point is in the change feed
         assert rows_of(query(client, options, SQL)) == NEW
         assert rows_of(fetch(client, options, pinned)) == OLD  # the ticket planned before it
-    env = {"LAKE_HOME": str(settings.home), "LAKE_REGISTRY_URL": settings.registry_url}
-    result = CliRunner().invoke(cli, ["sql", "--project", "p", "--json", SQL], env=env)
-    assert result.exit_code == 0, result.output
-    assert sorted((r["t"], r["id"]) for r in json.loads(result.output)) == NEW
+    assert lake_sql(settings) == NEW
     assert heads(catalog) == [1] * len(NAMES)  # readers of the snapshot wrote nothing
 
 
@@ -107,13 +111,6 @@ def commit_killed_at_its_commit_point(settings: LakeSettings) -> None:
         with Transaction(c.tables, max_ops=4) as tx:
             for i, name in enumerate(NAMES):
                 tx.append(name, pa.table({"id": pa.array([100 + i], pa.int64())}).to_reader())
-
-
-def lake_sql(settings: LakeSettings) -> list[tuple[str, int]]:
-    env = {"LAKE_HOME": str(settings.home), "LAKE_REGISTRY_URL": settings.registry_url}
-    result = CliRunner().invoke(cli, ["sql", "--project", "p", "--json", SQL], env=env)
-    assert result.exit_code == 0, result.output
-    return sorted((r["t"], r["id"]) for r in json.loads(result.output))
 
 
 def test_a_commit_whose_writer_died_before_publishing_reads_whole_and_old_until_published(
