@@ -45,6 +45,12 @@ def heads(c: Catalog) -> list[int]:
     return [c.ctx.table(TableName.parse(n))[0].current_version for n in NAMES]
 
 
+def append_each(tx: Transaction) -> None:
+    """The commit under test: one row to each table, one table's version a registry write."""
+    for i, name in enumerate(NAMES):
+        tx.append(name, pa.table({"id": pa.array([100 + i], pa.int64())}).to_reader())
+
+
 def commit_with_head_moves_throttled(settings: LakeSettings) -> list[int]:
     """The commit over several registry writes (4 ops a write), every TransactWriteItems from its
     commit point to the end of its registry step throttled; the versions it answers."""
@@ -66,8 +72,7 @@ def commit_with_head_moves_throttled(settings: LakeSettings) -> list[int]:
     with Catalog(settings, hook=turn) as c:
         c.store.events.register_first("before-send.dynamodb", throttle)  # type: ignore[attr-defined]
         with Transaction(c.tables, max_ops=4) as tx:
-            for i, name in enumerate(NAMES):
-                tx.append(name, pa.table({"id": pa.array([100 + i], pa.int64())}).to_reader())
+            append_each(tx)
     return [r.to_version for r in tx.results]
 
 
@@ -109,8 +114,7 @@ def commit_killed_at_its_commit_point(settings: LakeSettings) -> None:
 
     with Catalog(settings, hook=stop) as c, pytest.raises(SystemExit):
         with Transaction(c.tables, max_ops=4) as tx:
-            for i, name in enumerate(NAMES):
-                tx.append(name, pa.table({"id": pa.array([100 + i], pa.int64())}).to_reader())
+            append_each(tx)
 
 
 def test_a_commit_whose_writer_died_before_publishing_reads_whole_and_old_until_published(
