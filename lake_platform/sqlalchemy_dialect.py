@@ -36,6 +36,8 @@ COOKIES = "adbc.flight.sql.rpc.with_cookie_middleware"
 #: messages, so one wider row needs it raised; SQLAlchemy's ``connect_args`` would replace the
 #: whole ``db_kwargs`` (credentials, cookies), so the URL's ``max_msg_size`` sets it.
 MAX_MSG_SIZE = "adbc.flight.sql.client_option.with_max_msg_size"
+#: How often a new connection sets its session defaults before giving up (``on_connect_url``).
+SESSION_ATTEMPTS = 3
 #: What starts a table name's time-travel or branch selector (``t@v3``): no lake name has it.
 SELECTOR = "@"
 
@@ -141,10 +143,27 @@ class LakeDialect(default.DefaultDialect):
         schema = schema if isinstance(schema, str) or schema is None else schema[-1]
 
         def connect(dbapi_connection: Any) -> None:
-            if warehouse:
-                dbapi_connection.adbc_current_catalog = warehouse
-            if schema:
-                dbapi_connection.adbc_current_db_schema = schema
+            # The driver's cookie middleware now and then loses a SetSessionOptions answer's
+            # cookie (a race in arrow-go, seen 4 times in 1,500 connects on a loaded machine):
+            # the defaults are read back, and set again while they did not hold.
+            error: Exception | None = None
+            for _ in range(SESSION_ATTEMPTS):
+                try:
+                    if warehouse:
+                        dbapi_connection.adbc_current_catalog = warehouse
+                    if schema:
+                        dbapi_connection.adbc_current_db_schema = schema
+                except self.loaded_dbapi.Error as failed:  # a lost catalog: the schema "invalid"
+                    error = failed
+                    continue
+                if _session_holds(dbapi_connection, warehouse, schema, self.loaded_dbapi.Error):
+                    return
+            if error is not None:
+                raise error
+            raise self.loaded_dbapi.OperationalError(
+                f"the session defaults (catalog {warehouse!r}, schema {schema!r}) did not hold after "
+                f"{SESSION_ATTEMPTS} attempts: the driver did not keep the endpoint's session cookie"
+            )
 
         return connect
 
@@ -320,6 +339,19 @@ def _columns(arrow: Any) -> list[dict[str, Any]]:
 def _adbc(connection: Any) -> Any:
     """The ADBC DB-API connection under a SQLAlchemy ``Connection``."""
     return connection.connection.dbapi_connection
+
+
+def _session_holds(
+    dbapi_connection: Any, warehouse: str | None, schema: str | None, error: type[Exception]
+) -> bool:
+    """Whether the connection's session has ``warehouse`` and ``schema`` as its defaults (an
+    unset option reads as the driver's "not found" error)."""
+    try:
+        return (not warehouse or dbapi_connection.adbc_current_catalog == warehouse) and (
+            not schema or dbapi_connection.adbc_current_db_schema == schema
+        )
+    except error:
+        return False
 
 
 dialect = LakeDialect
