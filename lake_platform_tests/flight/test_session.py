@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import adbc_driver_manager
 import pyarrow.flight as fl
 import pytest
 
@@ -14,6 +15,23 @@ from lake_platform_tests.flight.conftest import Running, login, serving
 from lake_platform_tests.flight.helpers import CookieJar
 
 COOKIES = {"adbc.flight.sql.rpc.with_cookie_middleware": "true"}
+
+
+def _set(conn: Any, **defaults: str) -> None:
+    """Set the session's ``catalog`` and then ``schema``, each read back and set again while it
+    did not hold: ADBC's cookie middleware loses a cookie now and then under load (the dialect
+    does the same; ``test_sqlalchemy_dialect_session.py``)."""
+    for option, attribute in (("catalog", "adbc_current_catalog"), ("schema", "adbc_current_db_schema")):
+        if option in defaults:
+            for _ in range(3):
+                setattr(conn, attribute, defaults[option])
+                try:
+                    if getattr(conn, attribute) == defaults[option]:
+                        break
+                except adbc_driver_manager.Error:  # unset (its cookie lost): "not found"
+                    continue
+            else:
+                raise AssertionError(f"the session's {option} {defaults[option]!r} did not hold")
 
 
 def _rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
@@ -27,15 +45,13 @@ def test_adbc_current_catalog_and_schema_make_short_names_work(running: Running)
         with pytest.raises(Exception, match=r"table t not found: .*default schema") as info:
             _rows(conn, "SELECT count(*) FROM t")
         assert "datafusion" not in str(info.value)
-        conn.adbc_current_catalog = "w"
-        assert conn.adbc_current_catalog == "w"
+        _set(conn, catalog="w")
         assert _rows(conn, "SELECT count(*) FROM ns.t") == [(1000,)]
-        conn.adbc_current_db_schema = "ns"
-        assert conn.adbc_current_db_schema == "ns"
+        _set(conn, catalog="w", schema="ns")
         assert _rows(conn, "SELECT count(*) FROM t") == [(1000,)]
         assert _rows(conn, "SELECT count(*) FROM w.ns.t") == [(1000,)]
         assert _rows(conn, 'SELECT count(*) FROM "ns.sub".u') == [(3,)]
-        conn.adbc_current_db_schema = "ns.sub"
+        _set(conn, catalog="w", schema="ns.sub")
         assert _rows(conn, "SELECT count(*) FROM u") == [(3,)]
         with pytest.raises(Exception, match=r"table w\.ns\.sub\.nope not found|w.\"?ns.sub\"?.nope"):
             _rows(conn, "SELECT * FROM nope")
@@ -43,7 +59,7 @@ def test_adbc_current_catalog_and_schema_make_short_names_work(running: Running)
 
 def test_bad_options_are_refused_by_name_and_change_nothing(running: Running) -> None:
     with running.adbc(**COOKIES) as conn:
-        conn.adbc_current_catalog = "w"
+        _set(conn, catalog="w")
         with pytest.raises(Exception, match="'catalog' \\(invalid value\\)"):
             conn.adbc_current_catalog = "no_such_warehouse"
         with pytest.raises(Exception, match="'schema' \\(invalid value\\)"):
@@ -105,10 +121,9 @@ def test_another_principals_session_cookie_is_refused(running: Running) -> None:
 
 def test_a_prepared_statement_keeps_the_defaults_it_was_prepared_with(running: Running) -> None:
     with running.adbc(**COOKIES) as conn:
-        conn.adbc_current_catalog = "w"
-        conn.adbc_current_db_schema = "ns"
+        _set(conn, catalog="w", schema="ns")
         with conn.cursor() as cur:
             cur.adbc_prepare("SELECT count(*) FROM t WHERE id < ?")
-            conn.adbc_current_db_schema = "ns.sub"  # later changes do not move a prepared statement
+            _set(conn, catalog="w", schema="ns.sub")  # later changes do not move a prepared statement
             cur.execute("SELECT count(*) FROM t WHERE id < ?", (10,))
             assert cur.fetchall() == [(10,)]
