@@ -184,7 +184,12 @@ def _forkserver() -> Any:
         ctx = mp.get_context("forkserver")
         # Each child re-runs the parent's main module before it starts; under pytest that is
         # pytest's, so the forkserver imports pytest once (or every kill pays ~1.5 s for it).
-        ctx.set_forkserver_preload(["pytest", __name__])
+        # What every writer imports on its way to the first fault point, imported once here:
+        # ``catalog.namespace`` (lance_namespace builds pydantic validators for its whole REST
+        # client: ~2 s of CPU), lance and pandas (~1 s, pyarrow's first ``pa.table`` loads
+        # pandas). A child that imported them itself spent 3-12 s of a kill there. Importing
+        # starts no Lance runtime (that starts on first use, in the child), so forking stays safe.
+        ctx.set_forkserver_preload(["pytest", __name__, "lake_platform.catalog.namespace", "lance", "pandas"])
         _CONTEXT = ctx
     return _CONTEXT
 
