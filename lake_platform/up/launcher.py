@@ -201,10 +201,15 @@ def _launch(
     log_dir: Path | None,
     ready_timeout: float,
 ) -> Platform:
-    """Prepare Dagster's home and the demo, start the four servers and wait until they answer
-    (stopping what started when that fails)."""
-    dagster_home = prepare_dagster_home(settings)
-    table, inbox, dropped = seed_demo_inbox(settings) if seed else ("", settings.inbox_location(), [])
+    """Start the four servers and wait until they answer (stopping what started when that
+    fails). Each server spends seconds importing, and the launcher's own work (Dagster's
+    storage, the demo seed) as long again: each server starts as soon as what it needs is there,
+    so the two overlap. Flight SQL and REST need neither (they read the registry, whose every
+    write is a transaction of its own); the webserver needs Dagster's storage made (the race
+    ``_init_dagster_storage`` prevents); the daemon also the seeded inbox files, which its inbox
+    sensor's first tick then finds."""
+    dagster_home = owner_only.make_dir(lake_home / "dagster", narrow=True)
+    inbox = settings.inbox_location()
     if "://" not in inbox:
         inbox = Path(inbox).expanduser().resolve().as_posix()
     # The processes read LakeSettings from the environment: hand them exactly these settings.
@@ -228,11 +233,10 @@ def _launch(
         url,
         dagster_home,
         inbox,
-        table,
-        dropped,
+        "",
+        [],
         flight_address=f"{flight.host}:{flight.port}",
         rest_address=f"{settings.rest_host}:{rest_port}",
-        demo_user=_demo_user(settings) if seed else ("", ""),
     )
     child_env = {name: env for name in ("webserver", "daemon", "flight", "rest")}
     rest_metrics = rest_metrics_port(settings)
@@ -243,6 +247,7 @@ def _launch(
             platform.metrics_urls = tuple(
                 f"http://{settings.metrics_host}:{p}/metrics" for p in (settings.metrics_port, rest_metrics)
             )
+    lake_cli = [sys.executable, "-m", "lake_platform.cli"]
     commands = {
         "webserver": [
             sys.executable,
@@ -256,45 +261,38 @@ def _launch(
             workspace,
         ],
         # `lake dagster-daemon`: Dagster's own console script from this environment.
-        "daemon": [sys.executable, "-m", "lake_platform.cli", "dagster-daemon", "run", "-w", workspace],
-        "flight": [
-            sys.executable,
-            "-m",
-            "lake_platform.cli",
-            "serve-flight",
-            "--host",
-            flight.host,
-            "--port",
-            str(flight.port),
-        ],
-        "rest": [
-            sys.executable,
-            "-m",
-            "lake_platform.cli",
-            "serve-rest",
-            "--host",
-            settings.rest_host,
-            "--port",
-            str(rest_port),
-        ],
+        "daemon": [*lake_cli, "dagster-daemon", "run", "-w", workspace],
+        "flight": [*lake_cli, "serve-flight", "--host", flight.host, "--port", str(flight.port)],
+        "rest": [*lake_cli, "serve-rest", "--host", settings.rest_host, "--port", str(rest_port)],
     }
-    try:
-        for name, cmd in commands.items():
-            log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed by Platform.stop
-            platform.logs.append(log)
-            platform.names.append(name)
-            platform.processes.append(
-                subprocess.Popen(
-                    # A killed `lake up` runs no stop(): its servers stop themselves instead of
-                    # holding their ports and the lake.
-                    bound_to_parent(cmd),
-                    cwd=lake_home,
-                    env=child_env[name],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+
+    def start(name: str) -> None:
+        log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed by Platform.stop
+        platform.logs.append(log)
+        platform.names.append(name)
+        platform.processes.append(
+            subprocess.Popen(
+                # A killed `lake up` runs no stop(): its servers stop themselves instead of
+                # holding their ports and the lake.
+                bound_to_parent(commands[name]),
+                cwd=lake_home,
+                env=child_env[name],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
+        )
+
+    try:
+        start("flight")
+        start("rest")
+        prepare_dagster_home(settings)
+        start("webserver")
+        if seed:
+            platform.demo_table, _, platform.seeded = seed_demo_inbox(settings)
+        start("daemon")
+        if seed:
+            platform.demo_user = _demo_user(settings)
         wait_ready(platform, ready_timeout)
     except BaseException:
         platform.stop()
