@@ -44,11 +44,24 @@ def resources() -> dict[str, object]:
 
 
 def executor(settings: DagsterSettings) -> dg.ExecutorDefinition:
-    """The executor every run uses, from ``LAKE_DAGSTER_EXECUTOR``. In-process by default: each
-    step process would re-import Lance (~5 s), which only pays off for big fan-outs."""
+    """The executor every run uses, from ``LAKE_DAGSTER_EXECUTOR``. In-process by default: a step
+    process pays at least a fork and its own Lance runtime, which only pays off for big fan-outs.
+
+    Multiprocess steps are forked from a forkserver that imported this code location and what
+    a step's catalog needs once per run, where Dagster's default (spawn) started each step as a
+    new interpreter importing all of it again (10 to 20 s of a step on a loaded 2-core machine).
+    The forkserver runs no Lance itself, so forking it is safe; its children keep the
+    environment it started in, which in a run worker is the run's."""
     limit = settings.max_concurrent_steps or (os.cpu_count() or 1)
     if settings.executor == "multiprocess":
-        return dg.multiprocess_executor.configured({"max_concurrent": limit})
+        # Named, or Dagster preloads nothing of the code location; then what every step's
+        # catalog imports on first use: lance_namespace's REST client (~2 s of CPU), lance,
+        # pandas (pyarrow's first pa.table loads it). Imports start no Lance runtime.
+        preload = [__name__, "lake_platform.catalog.namespace", "lance", "pandas"]
+        forkserver = {"preload_modules": preload}
+        return dg.multiprocess_executor.configured(
+            {"max_concurrent": limit, "start_method": {"forkserver": forkserver}}
+        )
     if settings.executor == "k8s_job":
         from dagster_k8s import k8s_job_executor
 

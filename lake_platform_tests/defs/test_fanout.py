@@ -2,8 +2,10 @@
 executor (here the multiprocess one: one process per step), and one commit step. Killing a
 task's process fails the run with nothing committed; re-executing it commits exactly once.
 
-On SQLite storage only: these runs start a dozen step processes (25 to 45 s a test), and
-what Postgres storage adds (runs and events written by processes other than the test's) is
+The step processes are forked from a forkserver, which keeps the environment it started in
+(maybe by another test of this pytest process): the lake's home and the killer's marker reach
+them in the run's config, not in variables. On SQLite storage only: these runs start a dozen
+step processes, and what Postgres storage adds (runs and events written by processes other than the test's) is
 what test_run_queue's Postgres case runs, with a daemon, a code server and run workers."""
 
 from __future__ import annotations
@@ -26,15 +28,14 @@ from lake_platform_tests.maintenance.helpers import rows
 
 TASK_STEP = "compaction_task"
 SQLITE_ONLY = pytest.mark.parametrize("instance", ["sqlite"], indirect=True)
-KILL_MARKER = "LAKE_TEST_KILL_MARKER"
 
 
 class KillingLake(LakeResource):
     """The lake, except that one compaction task (the first to start, across all processes)
     kills its own process with SIGKILL, as a node failure or the OOM killer would: once, or on
-    every attempt while the file ``<marker>.armed`` exists."""
+    every attempt while the file ``<marker>.armed`` exists. No ``marker``: nothing is killed."""
 
-    marker: str
+    marker: str = ""
 
     @contextmanager
     def catalog(self) -> Iterator[Catalog]:
@@ -42,6 +43,8 @@ class KillingLake(LakeResource):
             execute = catalog.versions.execute_compaction
 
             def dying(planned):  # type: ignore[no-untyped-def]
+                if not self.marker:
+                    return execute(planned)
                 task = planned.tasks[0]
                 try:
                     with open(self.marker, "x") as claim:
@@ -58,10 +61,8 @@ class KillingLake(LakeResource):
 
 def multiprocess_defs() -> dg.Definitions:
     """Rebuilt in every step process (it must be importable): the platform's definitions on the
-    multiprocess executor, the lake from LAKE_HOME, a killer when the test asks for one."""
-    overrides: dict[str, object] = {}
-    if os.environ.get(KILL_MARKER):
-        overrides["lake"] = KillingLake(marker=os.environ[KILL_MARKER])
+    multiprocess executor, the lake a killer when the run's config gives it a marker."""
+    overrides: dict[str, object] = {"lake": KillingLake()}
     return definitions.build(overrides, DagsterSettings(executor="multiprocess", max_concurrent_steps=3))
 
 
@@ -84,7 +85,13 @@ def steps(instance: dg.DagsterInstance, run_id: str, event: dg.DagsterEventType)
     }
 
 
+def lake_config(lake: Lake, marker: Path) -> dict[str, object]:
+    """The run's config: the test's lake, one task's process killed as ``marker`` says."""
+    return {"resources": {"lake": {"config": {"home": str(lake.home), "marker": str(marker)}}}}
+
+
 def run(instance: dg.DagsterInstance, **kwargs: object) -> dg.ExecuteJobResult:
+    """A run of the job; a re-execution takes its parent's config."""
     return dg.execute_job(
         dg.reconstructable(multiprocess_job),
         instance,
@@ -97,14 +104,14 @@ def run(instance: dg.DagsterInstance, **kwargs: object) -> dg.ExecuteJobResult:
 @pytest.mark.slow
 @SQLITE_ONLY
 def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
-    instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    instance: dg.DagsterInstance, lake: Lake, tmp_path: Path
 ) -> None:
     fragment(lake)
-    monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))  # one task's process dies once
+    config = lake_config(lake, tmp_path / "killed")  # one task's process dies once
     tasks = len(lake.catalog.versions.plan_compaction(TABLE, target_rows_per_fragment=20).tasks)
     assert tasks >= 2
     before = lake.catalog.reads.open_table(TABLE).version
-    with run(instance) as result:
+    with run(instance, run_config=config) as result:
         assert result.success
         run_id = result.run_id
     done = steps(instance, run_id, dg.DagsterEventType.STEP_SUCCESS)
@@ -127,13 +134,12 @@ def test_each_task_is_a_step_in_its_own_process_and_a_killed_one_is_retried(
 @pytest.mark.slow
 @SQLITE_ONLY
 def test_a_task_killed_on_every_attempt_fails_the_run_and_its_reexecution_commits_once(
-    instance: dg.DagsterInstance, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    instance: dg.DagsterInstance, lake: Lake, tmp_path: Path
 ) -> None:
     fragment(lake)
     before = lake.catalog.reads.open_table(TABLE)
-    monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))
     (tmp_path / "killed.armed").touch()  # the task dies on every attempt: retries run out
-    with run(instance) as failed:
+    with run(instance, run_config=lake_config(lake, tmp_path / "killed")) as failed:
         assert not failed.success
         failed_id = failed.run_id
     assert (tmp_path / "killed").exists()
