@@ -30,7 +30,8 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import boto3
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 from botocore.hooks import BaseEventHooks
@@ -83,6 +84,16 @@ from lake_platform.settings import LakeSettings
 T = TypeVar("T")
 
 
+@functools.cache
+def _models(data_path: str | None) -> botocore.loaders.Loader:
+    """One botocore data loader per data path for every store in the process: a session's own
+    loader parses the DynamoDB service model and the endpoint rules from disk again, about half a
+    second for each store (each Catalog, CLI command and worker on DynamoDB). What it caches is
+    read-only; each store still has its own session, so credentials and configuration are
+    resolved per store as before."""
+    return botocore.loaders.create_loader(data_path)
+
+
 class DynamoMetaStore(MetaStore):
     """The registry on one DynamoDB table: its client, its item layout, reads confirmed against
     the layout, and writes under the retry rule for unknown outcomes."""
@@ -121,7 +132,9 @@ class DynamoMetaStore(MetaStore):
         )
         try:
             # Credentials: the standard AWS chain. Creating a client makes no network call.
-            self._client = boto3.session.Session().client(
+            session = botocore.session.get_session()
+            session.register_component("data_loader", _models(session.get_config_variable("data_path")))
+            self._client = session.create_client(
                 "dynamodb", region_name=region, endpoint_url=endpoint_url, config=config
             )
         except NoRegionError:
