@@ -199,8 +199,9 @@ def kill_writer(
 ) -> tuple[int, float]:
     """Run ``operation(catalog, commit_id)`` in a writer process killed at ``point``.
 
-    ``timeout`` only catches a writer that hangs: the child's first Lance write starts Lance's
-    runtime, which took 10-30 s on a loaded 2-core machine (60 s was too close).
+    ``timeout`` only catches a writer that hangs, so it is generous: on a loaded 2-core machine
+    a writer took 10-30 s (60 s was too close) when it still imported lance_namespace, lance and
+    pandas itself; the forkserver preloads them now, and a kill takes about a second.
 
     ``operation`` must be a module-level function (the child imports it by name). Returns the
     child's exit code (``-SIGKILL`` when the point was reached) and the wall time (seconds since
