@@ -135,6 +135,8 @@ def test_lake_json_up_prints_one_json_document_on_stdout_and_its_progress_on_std
             # The object's last line (indented: its own line); the text banner's, were it printed.
             if line.rstrip("\n") == "}" or "Ctrl-C stops everything" in line:
                 break
+        # The started platform also stands as the first `lake up` on its home (test_home_lock).
+        a_second_lake_up_on_the_home_is_refused(tmp_path, proc)
         proc.send_signal(signal.SIGINT)
         rest_of_stdout, stderr = proc.communicate(timeout=120)
     finally:
@@ -154,6 +156,33 @@ def test_lake_json_up_prints_one_json_document_on_stdout_and_its_progress_on_std
         f"lake home      {(tmp_path / 'home').resolve()}",
         "starting Dagster (webserver + daemon), Flight SQL and the Lance REST server ...",
     ] and lines[-2:] == ["stopping ...", "stopped"], stderr
+
+
+def a_second_lake_up_on_the_home_is_refused(tmp_path: Path, first: subprocess.Popen[str]) -> None:
+    """One `lake up` per LAKE_HOME: a second one on the started ``first``'s home, on other ports,
+    is refused before it starts anything and the first runs on. Both started: two Dagster daemons
+    ran the same sensors and schedules over one Dagster storage and one lake (each ran every
+    tick), and two demo seeds raced."""
+    ui, flight, rest = free_ports(3)
+    second = lake_up(tmp_path, ui, flight, rest)
+    try:
+        out = second.communicate(timeout=120)[0]
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait(30)
+    assert second.returncode == 1, out
+    home = (tmp_path / "home").resolve()
+    assert out.splitlines()[-1] == (
+        f"error [17 SERVICE_UNAVAILABLE]: another `lake up` (pid {first.pid}) runs on LAKE_HOME "
+        f"{home}: stop it first, or give this one its own LAKE_HOME"
+    ), out
+    assert "Dagster UI" not in out and "Traceback" not in out
+    for port in (ui, flight, rest):  # the second started no server
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+    assert first.poll() is None
 
 
 def test_lake_json_up_on_a_taken_port_is_a_json_error_and_nothing_else_on_stdout(tmp_path: Path) -> None:
