@@ -142,3 +142,34 @@ def test_table_list_and_describe_leave_stats_out_unless_asked(lake: CliRunner, t
     assert run(lake, "table", "describe", T, "--stats")["rows"] == 3
     human = _output(lake, ["table", "list"])
     assert T in human and "rows" not in human
+
+
+# Runs one `lake sql` in a fresh interpreter and prints how many objects the collector had
+# frozen before and after it.
+FREEZE_PROBE = """
+import gc
+from click.testing import CliRunner
+from lake_platform.cli import cli
+before = gc.get_freeze_count()
+result = CliRunner().invoke(cli, ["sql", "--json", "SELECT id FROM w.ns.t ORDER BY id"])
+assert result.exit_code == 0, result.output
+print(before, gc.get_freeze_count(), result.output)
+"""
+
+
+def test_lake_sql_freezes_what_importing_the_engine_built(lake: CliRunner, tmp_path: Path) -> None:
+    # Importing the engine builds ~150,000 long-lived objects (the Lance namespace client's
+    # validators): collected over repeatedly as they were made and again at exit, they cost
+    # ~0.8 s of CPU per `lake sql` until the command froze them.
+    run(lake, "table", "create", T, "--from", str(write_parquet(tmp_path / "a.parquet", [1, 2])))
+    out = subprocess.run(
+        [sys.executable, "-c", FREEZE_PROBE],
+        env={**os.environ, "LAKE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    before, after, rows = out.stdout.split(maxsplit=2)
+    assert int(before) == 0 and int(after) > 100_000
+    assert json.loads(rows) == [{"id": 1}, {"id": 2}]

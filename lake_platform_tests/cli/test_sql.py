@@ -282,9 +282,9 @@ def test_lake_sql_json_exits_cleanly_every_time(running: Running) -> None:
     stderr, and exits 0. Before every batch was taken on the main thread, DataFusion's runtime
     thread that hands over an asynchronous batch could still be inside Python when the process
     finalised: 2 to 6 of 20 runs ended with ``Fatal Python error: PyGILState_Release`` (exit
-    134) after printing the rows, so 24 runs miss it about once in 200. Each run is ~3 s of CPU,
-    mostly importing DataFusion, pandas and Lance: 50 runs overran the test's 600 s on a loaded
-    machine."""
+    134) after printing the rows, so 24 runs miss it about once in 200. Each run is seconds of
+    CPU, mostly importing (about half of it the Lance namespace client's pydantic validators,
+    then pandas and DataFusion): 50 runs overran the test's 600 s on a loaded machine."""
     sql = "SELECT id, s FROM w.ns.t WHERE id < 5 ORDER BY id"
     expected = flight_result(running, "alice", sql).to_pylist()
     env = {**os.environ, "LAKE_HOME": str(running.settings.home)}
