@@ -9,6 +9,8 @@ bytecode cache) of:
 - ``lake table list`` and ``lake table describe T`` (registry only: no Lance import), which
   should stay within ``TARGET`` times ``lake --help``;
 - ``lake table describe T --stats`` (opens the table in Lance, for comparison);
+- ``lake sql --json`` of a count over T (the query engine: DataFusion, Lance and its namespace
+  client);
 - the floor of every registry command: what ``lake --help`` loads, plus reading the settings
   (pydantic-settings) and the registry's records (pydantic), no command run.
 
@@ -32,6 +34,8 @@ import time
 from pathlib import Path
 
 T = "acme.lake.raw.orders"
+#: A query over T (tables are named warehouse.namespace.table within the project).
+SQL = "SELECT count(*) AS n FROM lake.raw.orders"
 LAKE = [sys.executable, "-m", "lake_platform.cli"]
 YARDSTICK = "lake --help"
 #: The registry-only commands' budget, in multiples of ``lake --help`` (issue 48).
@@ -83,6 +87,7 @@ def main() -> None:
             "lake table list": [*LAKE, "table", "list"],
             "lake table describe T": [*LAKE, "table", "describe", T],
             "lake table describe T --stats": [*LAKE, "table", "describe", T, "--stats"],
+            "lake sql --json (count of T)": [*LAKE, "sql", "--json", SQL],
             "floor: cli + settings + records": [sys.executable, "-c", FLOOR],
         }
         for label, cmd in list(cases.items()):
