@@ -24,14 +24,18 @@ def assert_catalog_matches(
 ) -> None:
     """Everything in ``warehouse`` (its ``namespaces``, the policies of ``scopes``) as ``model``
     has it."""
-    for ns in namespaces:
-        present = catalog.store.get(keys.namespace(NamespaceName.parse(ns))) is not None
+    # The namespace and policy records in one multi-get: one round trip, not one per key.
+    items = catalog.store.get_many(
+        [keys.namespace(NamespaceName.parse(ns)) for ns in namespaces] + [keys.policy(s) for s in scopes]
+    )
+    for ns, item in zip(namespaces, items, strict=False):
+        present = item is not None
         assert present == (ns in model.namespaces), f"namespace {ns}: registry {present}"
 
     policies = {
         scope: decode(PolicyRecord, item.value, item.key).policy.trash_grace_seconds * 1000
-        for scope in scopes
-        if (item := catalog.store.get(keys.policy(scope))) is not None
+        for scope, item in zip(scopes, items[len(namespaces) :], strict=True)
+        if item is not None
     }
     assert policies == model.policies, "policy records (scope → trash grace ms)"
 
