@@ -143,27 +143,7 @@ class LakeDialect(default.DefaultDialect):
         schema = schema if isinstance(schema, str) or schema is None else schema[-1]
 
         def connect(dbapi_connection: Any) -> None:
-            # The driver's cookie middleware now and then loses a SetSessionOptions answer's
-            # cookie (a race in arrow-go, seen 4 times in 1,500 connects on a loaded machine):
-            # the defaults are read back, and set again while they did not hold.
-            error: Exception | None = None
-            for _ in range(SESSION_ATTEMPTS):
-                try:
-                    if warehouse:
-                        dbapi_connection.adbc_current_catalog = warehouse
-                    if schema:
-                        dbapi_connection.adbc_current_db_schema = schema
-                except self.loaded_dbapi.Error as failed:  # a lost catalog: the schema "invalid"
-                    error = failed
-                    continue
-                if _session_holds(dbapi_connection, warehouse, schema, self.loaded_dbapi.Error):
-                    return
-            if error is not None:
-                raise error
-            raise self.loaded_dbapi.OperationalError(
-                f"the session defaults (catalog {warehouse!r}, schema {schema!r}) did not hold after "
-                f"{SESSION_ATTEMPTS} attempts: the driver did not keep the endpoint's session cookie"
-            )
+            set_session_defaults(self.loaded_dbapi, dbapi_connection, warehouse, schema)
 
         return connect
 
@@ -341,19 +321,34 @@ def _adbc(connection: Any) -> Any:
     return connection.connection.dbapi_connection
 
 
-def _session_holds(
-    dbapi_connection: Any, warehouse: str | None, schema: str | None, error: type[Exception]
-) -> bool:
-    """Whether the connection's session has ``warehouse`` and ``schema`` as its defaults (an
-    unset option reads as the driver's "not found" error)."""
-    try:
-        return (not warehouse or dbapi_connection.adbc_current_catalog == warehouse) and (
-            not schema or dbapi_connection.adbc_current_db_schema == schema
-        )
-    except error:
-        return False
+def set_session_defaults(dbapi: Any, connection: Any, catalog: str | None, schema: str | None) -> None:
+    """Make ``catalog`` and then ``schema`` (where given) the ADBC ``connection``'s session
+    defaults, each read back and set again while it did not hold: the driver's cookie middleware
+    now and then loses a SetSessionOptions answer's cookie (a race in arrow-go: 4 times in 1,500
+    connects on a loaded machine). ``dbapi``: the driver's DB-API module, for its errors; a name
+    the endpoint refuses raises its error at once."""
+    for attribute, value in (("adbc_current_catalog", catalog), ("adbc_current_db_schema", schema)):
+        if not value:
+            continue
+        for _ in range(SESSION_ATTEMPTS):
+            setattr(connection, attribute, value)
+            try:
+                if getattr(connection, attribute) == value:
+                    break
+            except dbapi.Error:  # unset (its cookie lost): the driver reports "not found"
+                continue
+        else:
+            raise dbapi.OperationalError(
+                f"the session default {value!r} did not hold after {SESSION_ATTEMPTS} attempts: "
+                "the driver did not keep the endpoint's session cookie"
+            )
 
 
 dialect = LakeDialect
 
-__all__ = ["LakeDialect", "dialect", "sqlalchemy_type"]  # sqlalchemy_type: re-exported
+__all__ = [
+    "LakeDialect",
+    "dialect",
+    "set_session_defaults",
+    "sqlalchemy_type",
+]  # sqlalchemy_type: re-exported

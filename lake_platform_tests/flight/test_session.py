@@ -6,32 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import adbc_driver_manager
+import adbc_driver_flightsql.dbapi
 import pyarrow.flight as fl
 import pytest
 
 from lake_platform.flight import proto, session
+from lake_platform.sqlalchemy_dialect import set_session_defaults
 from lake_platform_tests.flight.conftest import Running, login, serving
 from lake_platform_tests.flight.helpers import CookieJar
 
 COOKIES = {"adbc.flight.sql.rpc.with_cookie_middleware": "true"}
 
 
-def _set(conn: Any, **defaults: str) -> None:
-    """Set the session's ``catalog`` and then ``schema``, each read back and set again while it
-    did not hold: ADBC's cookie middleware loses a cookie now and then under load (the dialect
-    does the same; ``test_sqlalchemy_dialect_session.py``)."""
-    for option, attribute in (("catalog", "adbc_current_catalog"), ("schema", "adbc_current_db_schema")):
-        if option in defaults:
-            for _ in range(3):
-                setattr(conn, attribute, defaults[option])
-                try:
-                    if getattr(conn, attribute) == defaults[option]:
-                        break
-                except adbc_driver_manager.Error:  # unset (its cookie lost): "not found"
-                    continue
-            else:
-                raise AssertionError(f"the session's {option} {defaults[option]!r} did not hold")
+def _set(conn: Any, catalog: str | None = None, schema: str | None = None) -> None:
+    """Set the defaults as the SQLAlchemy dialect does (read back, set again while lost: ADBC's
+    cookie middleware loses a cookie now and then under load)."""
+    set_session_defaults(adbc_driver_flightsql.dbapi, conn, catalog, schema)
 
 
 def _rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
