@@ -98,10 +98,15 @@ class Platform:
             self.home_lock.release()
 
 
+def dagster_home_of(settings: LakeSettings) -> Path:
+    """Dagster's home in the lake home, made if missing. Dagster's own storage and the runs'
+    logs are written at the umask's mode: a 0700 folder keeps them (run configs, step output)
+    from other users of the machine."""
+    return owner_only.make_dir(Path(settings.home).expanduser().resolve() / "dagster", narrow=True)
+
+
 def prepare_dagster_home(settings: LakeSettings) -> Path:
-    # Dagster's own storage and the runs' logs are written at the umask's mode: a 0700 folder
-    # keeps them (run configs, step output) from other users of the machine.
-    home = owner_only.make_dir(Path(settings.home).expanduser().resolve() / "dagster", narrow=True)
+    home = dagster_home_of(settings)
     from lake_platform.defs.instance import instance_yaml
     from lake_platform.settings import dagster_settings
 
@@ -208,7 +213,7 @@ def _launch(
     write is a transaction of its own); the webserver needs Dagster's storage made (the race
     ``_init_dagster_storage`` prevents); the daemon also the seeded inbox files, which its inbox
     sensor's first tick then finds."""
-    dagster_home = owner_only.make_dir(lake_home / "dagster", narrow=True)
+    dagster_home = dagster_home_of(settings)
     inbox = settings.inbox_location()
     if "://" not in inbox:
         inbox = Path(inbox).expanduser().resolve().as_posix()
