@@ -117,6 +117,36 @@ try:
 except (ImportError, AttributeError):
     pass
 
+try:
+    # 3. A Query on the table's own key reads that hash key's items only. moto 5.2.5 sorts every
+    #    item of the table for each Query and then keeps the one partition's, so a Query cost
+    #    grew with the table: 120 ms on a 600-item table (80 ms for an empty partition) against
+    #    a GetItem's 10 ms, and a layout-2 listing is 16 Queries. The answer is unchanged: the
+    #    same items, which moto then sorts by range key. Requests are serialized (the lock
+    #    below), so the table's all_items is shadowed for this one call only.
+    import inspect
+    from moto.dynamodb.models.table import Table
+
+    original_query = Table.query
+    query_params = inspect.signature(original_query)
+
+    def query(self, *args, **kwargs):
+        bound = query_params.bind(self, *args, **kwargs).arguments
+        hash_key = bound.get("hash_key")
+        if bound.get("index_name") is not None or hash_key is None or not self.range_key_attr:
+            return original_query(self, *args, **kwargs)
+        partition = list(self.items.get(hash_key, {}).values())
+        self.all_items = lambda: partition
+        try:
+            return original_query(self, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    if "all_items" in inspect.getsource(original_query):
+        Table.query = query
+except (ImportError, AttributeError, TypeError, ValueError, OSError):
+    pass
+
 app = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 
