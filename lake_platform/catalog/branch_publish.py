@@ -45,6 +45,7 @@ from lake_platform.catalog.branches import Branches
 from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.publish_weights import early_batches, fences, final_fits, too_large
+from lake_platform.catalog.replays import Wanted
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.transaction_recovery import resolve_version
 from lake_platform.errors import (
@@ -363,10 +364,9 @@ class BranchPublish:
     def _landed(self, tables: list[str], branch: str, ids: list[str]) -> list[CommitResult] | None:
         """The results of the publish whose commit ids are ``ids`` (one per table, sorted) when it
         landed, else None."""
-        replays = [
-            self.ctx.replayed(i, table=t, operation="publish", branch=branch)
-            for i, t in zip(ids, tables, strict=True)
-        ]
+        replays = self.ctx.replayed_all(
+            [Wanted(i, t, "publish", branch) for i, t in zip(ids, tables, strict=True)]
+        )
         return [r for r in replays if r is not None] if all(replays) else None
 
     def _own_line(

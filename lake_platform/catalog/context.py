@@ -20,6 +20,7 @@ from lake_platform.catalog.clock import Clock
 from lake_platform.catalog.gate import WriteGate
 from lake_platform.catalog.lease import Lease
 from lake_platform.catalog.principals import Principal
+from lake_platform.catalog.replays import Wanted, answer, replayed_all
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.step_records import marker_branch
 from lake_platform.errors import (
@@ -306,39 +307,14 @@ class CatalogContext:
         marker = self.commit_landed(commit_id)
         if marker is None:
             return None
-        landed_on = self._branch_of(marker)
-        if (
-            marker.target != table
-            or landed_on != branch
-            or (operation is not None and marker.operation != operation)
-        ):
-            # Answering it would tell the caller a write landed that never did.
-            line = "main" if landed_on is None else f"branch {landed_on}"
-            named = f"{marker.operation} of {marker.target} on {line}"
-            if refuse is not None:
-                raise refuse(named)
-            raise InvalidInput(f"commit id {commit_id} already names {named}; nothing was written")
-        # What landed the first time, as its log entry says (a retry is not told 0 rows).
         item = self.store.get(marker.log_key) if marker.log_key else None
         entry = decode(CommitLogEntry, item.value, item.key) if item is not None else None
-        return CommitResult(
-            commit_id,
-            marker.target,
-            marker.operation,
-            marker.from_version,
-            marker.to_version,
-            rows_added=entry.rows_added if entry is not None else 0,
-            bytes_added=entry.bytes_added if entry is not None else 0,
-            replayed=True,
-        )
+        return answer(Wanted(commit_id, table, operation, branch, refuse), marker, entry)
 
-    def _branch_of(self, marker: CommitMarker) -> str | None:
-        if marker.record_version >= 2 or not marker.log_key:
-            return marker.branch
-        # Written before markers named their branch: a branch's commit says so in its log entry.
-        item = self.store.get(marker.log_key)
-        branch = decode(CommitLogEntry, item.value, item.key).detail.get("branch") if item else None
-        return branch if isinstance(branch, str) else None
+    def replayed_all(self, wanted: Sequence[Wanted]) -> list[CommitResult | None]:
+        """``replayed`` of several distinct commit ids, in a few registry requests
+        (``replays.replayed_all``)."""
+        return replayed_all(self.store, wanted)
 
 
 # == shared checks and error classification ====================================================

@@ -37,6 +37,7 @@ from lake_platform.catalog.namespace import table_version
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.catalog.pylance_commits import VersionCommits, log_operation, retry_digest, table_name
+from lake_platform.catalog.replays import Wanted
 from lake_platform.catalog.table_write import TableWrite
 from lake_platform.catalog.transaction import Transaction
 from lake_platform.catalog.transaction_ops import OPS_PER_TABLE, too_large_with_branch
@@ -49,7 +50,6 @@ from lake_platform.registry.store import Item
 if TYPE_CHECKING:
     from lake_platform.catalog.catalog import Catalog
     from lake_platform.catalog.principals import Principal
-    from lake_platform.catalog.results import CommitResult
 
 #: The mode of a write whose data a client staged itself.
 STAGED = "staged"
@@ -115,14 +115,14 @@ class StagedVersions(Transaction):
             return [self._landed(self._writes[n]) for n in self._order]
         return [self._committed(self._writes[n]) for n in self._order]
 
-    def _replay(self, w: TableWrite) -> CommitResult | None:
+    def _wanted(self, w: TableWrite) -> Wanted:
         """As a transaction's, for any operation (the manifest's; ``_landed`` compares the
         change); the key reused for another table or line is IdempotencyKeyReused."""
-        return self._ctx.replayed(
+        return Wanted(
             w.commit_id,
-            table=str(w.name),
-            operation=None,
-            branch=w.branch,
+            str(w.name),
+            None,
+            w.branch,
             refuse=lambda named: reused(str(self.key), named, f"a batch writing {w.line}"),
         )
 

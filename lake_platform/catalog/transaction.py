@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from lake_platform.catalog.context import UNREAD, check_commit_id, input_error
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
+from lake_platform.catalog.replays import Wanted
 from lake_platform.catalog.results import CommitResult
 from lake_platform.catalog.staging_pool import stage_all
 from lake_platform.catalog.table_write import TableWrite
@@ -223,17 +224,29 @@ class Transaction:
         stage_all(lambda pair: self._stage(pair[0], who, *pair[1]), staged)
 
     def _replayed(self, writes: list[TableWrite]) -> list[CommitResult] | None:
-        if self._by.commit_id is None or (first := self._replay(writes[0])) is None:
+        if self._by.commit_id is None:
             return None
-        results = [first, *(r for w in writes[1:] if (r := self._replay(w)) is not None)]
+        first, *others = (self._wanted(w) for w in writes)
+        # The first alone (a new id, the usual case, is one read); the rest in a few registry
+        # requests, not two round trips a table.
+        replay = self._ctx.replayed(
+            first.commit_id,
+            table=first.table,
+            operation=first.operation,
+            branch=first.branch,
+            refuse=first.refuse,
+        )
+        if replay is None:
+            return None
+        results = [replay, *(r for r in self._ctx.replayed_all(others) if r is not None)]
         # Some tables only: committed over several registry writes, not every head moved yet
         # (the leased path completes it from its record, then replays).
         return results if len(results) == len(writes) else None
 
-    def _replay(self, w: TableWrite) -> CommitResult | None:
-        """``w``'s earlier result if its id landed as this write (table, mode, line); None if it
-        never landed; InvalidInput if it landed as another commit."""
-        return self._ctx.replayed(w.commit_id, table=str(w.name), operation=w.mode, branch=w.branch)
+    def _wanted(self, w: TableWrite) -> Wanted:
+        """What ``w``'s id must have landed as to be answered from it (table, mode, line); an id
+        that landed as another commit: InvalidInput."""
+        return Wanted(w.commit_id, str(w.name), w.mode, w.branch)
 
     def _read_pairs(
         self, writes: list[TableWrite], wanted: Callable[[TableWrite], list[str]]
