@@ -148,8 +148,10 @@ class CatalogContext:
             raise TableNotFound(f"table {tname} is declared but has no committed version")
         return record, item.revision
 
-    def warehouse(self, name: WarehouseName) -> WarehouseRecord:
-        item = self.store.get(keys.warehouse(name))
+    def warehouse(self, name: WarehouseName, item: Prefetched = UNREAD) -> WarehouseRecord:
+        """``item``: as ``table``'s."""
+        if item is UNREAD:
+            item = self.store.get(keys.warehouse(name))
         if item is None:
             raise NamespaceNotFound(f"warehouse {name} does not exist")
         return decode(WarehouseRecord, item.value, item.key)
@@ -285,8 +287,10 @@ class CatalogContext:
             except ConcurrentModification:
                 continue
 
-    def commit_landed(self, commit_id: str) -> CommitMarker | None:
-        item = self.store.get(keys.commit_marker(commit_id))
+    def commit_landed(self, commit_id: str, item: Prefetched = UNREAD) -> CommitMarker | None:
+        """``item``: the marker's, as ``table``'s."""
+        if item is UNREAD:
+            item = self.store.get(keys.commit_marker(commit_id))
         return decode(CommitMarker, item.value, item.key) if item else None
 
     def replayed(
@@ -297,19 +301,21 @@ class CatalogContext:
         operation: str | None,
         branch: str | None = None,
         refuse: Callable[[str], LakeError] | None = None,
+        marker: Prefetched = UNREAD,
     ) -> CommitResult | None:
         """The earlier result (its versions, rows and bytes added, from its log entry) when
         ``commit_id`` already landed as this same commit: ``operation``
         of ``table`` on ``branch`` (None: main; ``operation`` None: any, for a Lance client's
         commit, whose staged manifest says what it is). None when the id never landed. An id
         that landed as another commit is refused, nothing written: InvalidInput naming what it
-        names, or ``refuse(what it names)`` (a batch's idempotency key: IdempotencyKeyReused)."""
-        marker = self.commit_landed(commit_id)
-        if marker is None:
+        names, or ``refuse(what it names)`` (a batch's idempotency key: IdempotencyKeyReused).
+        ``marker``: the id's marker item, as ``table``'s."""
+        landed = self.commit_landed(commit_id, marker)
+        if landed is None:
             return None
-        item = self.store.get(marker.log_key) if marker.log_key else None
+        item = self.store.get(landed.log_key) if landed.log_key else None
         entry = decode(CommitLogEntry, item.value, item.key) if item is not None else None
-        return answer(Wanted(commit_id, table, operation, branch, refuse), marker, entry)
+        return answer(Wanted(commit_id, table, operation, branch, refuse), landed, entry)
 
     def replayed_all(self, wanted: Sequence[Wanted]) -> list[CommitResult | None]:
         """``replayed`` of several distinct commit ids, in a few registry requests

@@ -103,6 +103,11 @@ class WriteGate:
     def left_released(self, incarnation: str, token: int, revision: int) -> None:
         self._left.put(incarnation, (token, revision))
 
+    def unheld(self, incarnation: str) -> None:
+        """``incarnation`` is new (made here, not registered yet): nobody ever took its lease, so
+        the first acquire writes the record from absent without reading it first."""
+        self.left_released(incarnation, 0, ABSENT)
+
     def _try_acquire(self, incarnation: str, holder: str) -> Lease | None:
         key = keys.lease(incarnation)
         left = self._left.get(incarnation)
@@ -144,7 +149,8 @@ class WriteGate:
         return lease
 
     def _acquire_from(self, incarnation: str, holder: str, token: int, revision: int) -> Lease | None:
-        """Acquire from the released record this gate left at ``revision``, without reading it.
+        """Acquire from the released record this gate left at ``revision`` (or from no record,
+        ``unheld``: ABSENT), without reading it.
 
         The compare-and-swap is the whole check: a lease record's revision grows with every
         write (acquire, renew, release), so if it is still ``revision`` nobody has taken the

@@ -78,16 +78,26 @@ class Tables:
         tname = TableName.parse(name)
         data = as_reader(data)
         commit_id = check_commit_id(by.commit_id)
-        ns_item = self.ctx.require_parent(tname, who=who)
+        # What the checks below read, in one registry request instead of four in a row.
+        parent_item, marker_item, table_item, warehouse_item = self.ctx.store.get_many(
+            [
+                self.ctx.parent_key(tname),
+                keys.commit_marker(commit_id),
+                keys.table(tname),
+                keys.warehouse(tname.warehouse_name),
+            ]
+        )
+        ns_item = self.ctx.require_parent(tname, parent_item, who=who)
         who.require(tname.project, "write", f"create tables in {tname.namespace_name}")
-        replay = self.ctx.replayed(commit_id, table=str(tname), operation="create")
+        replay = self.ctx.replayed(commit_id, table=str(tname), operation="create", marker=marker_item)
         if replay is not None:
             return replay
-        if self.ctx.store.get(keys.table(tname)) is not None:
+        if table_item is not None:
             raise TableAlreadyExists(f"table {tname} already exists")
         check_schema(data.schema, str(tname))
-        warehouse = self.ctx.warehouse(tname.warehouse_name)
+        warehouse = self.ctx.warehouse(tname.warehouse_name, warehouse_item)
         incarnation = new_id()
+        self.ctx.gate.unheld(incarnation)  # new: its lease is taken without a read first
         location = table_location(warehouse.root, tname, incarnation)
         record = TableRecord(
             name=str(tname),
