@@ -9,8 +9,7 @@ bytecode cache) of:
 - ``lake table list`` and ``lake table describe T`` (registry only: no Lance import), which
   should stay within ``TARGET`` times ``lake --help``;
 - ``lake table describe T --stats`` (opens the table in Lance, for comparison);
-- ``lake sql --json`` of a count over T (the query engine: DataFusion, Lance and its namespace
-  client);
+- ``lake sql --json`` of a count over T (the query engine: DataFusion and Lance);
 - the floor of every registry command: what ``lake --help`` loads, plus reading the settings
   (pydantic-settings) and the registry's records (pydantic), no command run.
 

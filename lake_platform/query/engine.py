@@ -13,8 +13,8 @@ folder for the whole process, so ``memory_limit_bytes`` bounds every query toget
 
 Planning reads the registry only for what the snapshot cannot answer: a branch's head
 (``branch_refs``) and a name the snapshot misses (``snapshot_miss``). Otherwise the snapshot
-carries the registrations, the refs carry the manifests, and :class:`PinnedNamespace` answers
-Lance from them; executing a ticket reads no registry at all.
+carries the registrations and the refs the versions, which Lance opens by location and number
+(``engine.pinned``); executing a ticket reads no registry at all.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A table version is immutable, so a provider opened for ``(location, incarnation, version)``
 serves every later query of that snapshot. Opening reads nothing from the registry: the ref
-carries the manifest, and :class:`PinnedNamespace` answers Lance from it.
+names the version, and Lance reads its canonical manifest (``engine.pinned``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 from datafusion.catalog import Table
 
 from lake_platform.engine import lance_engine as engine
+from lake_platform.engine.pinned import open_pinned
 from lake_platform.errors import InvalidTableState, ServiceUnavailable, Unsupported
 from lake_platform.lru import BoundedLRU
 from lake_platform.query.errors import gone, is_missing
-from lake_platform.query.namespace import PinnedNamespace
 from lake_platform.query.snapshot import TableRef
 from lake_platform.settings import LakeSettings
 
@@ -88,12 +88,7 @@ class Providers:
     def _open_at(self, candidate: TableRef, ref: TableRef, storage: dict[str, str]) -> Any | None:
         """The dataset at ``candidate``'s manifest; None if that manifest is not there."""
         try:
-            return engine.open_version(
-                namespace=PinnedNamespace(candidate, storage),
-                table_id=ref.table_name.parts,
-                version=ref.version,
-                storage_options=storage,
-            )
+            return open_pinned(candidate.location, ref.version, storage)
         except Exception as exc:  # noqa: BLE001
             if not is_missing(exc):
                 log.warning("cannot open %s version %s: %s", ref.name, ref.version, exc)

@@ -283,8 +283,9 @@ def test_lake_sql_json_exits_cleanly_every_time(running: Running) -> None:
     thread that hands over an asynchronous batch could still be inside Python when the process
     finalised: 2 to 6 of 20 runs ended with ``Fatal Python error: PyGILState_Release`` (exit
     134) after printing the rows, so 24 runs miss it about once in 200. Each run is seconds of
-    CPU, mostly importing (about half of it the Lance namespace client's pydantic validators,
-    then pandas and DataFusion): 50 runs overran the test's 600 s on a loaded machine."""
+    CPU, mostly importing (pandas, DataFusion, Lance; before the query layer stopped importing
+    the Lance namespace client, its pydantic validators were half of it): 50 runs overran the
+    test's 600 s on a loaded machine."""
     sql = "SELECT id, s FROM w.ns.t WHERE id < 5 ORDER BY id"
     expected = flight_result(running, "alice", sql).to_pylist()
     env = {**os.environ, "LAKE_HOME": str(running.settings.home)}
@@ -337,3 +338,33 @@ def test_json_rows_that_fail_part_way_are_one_json_error_document(running: Runni
         [*command, "SELECT id FROM w.ns.multi ORDER BY id"], capture_output=True, text=True, env=env
     )
     assert ok.returncode == 0 and json.loads(ok.stdout) == [{"id": i} for i in range(500)]
+
+
+def test_a_query_opens_its_tables_without_the_namespace_client(running: Running) -> None:
+    """``lake sql`` opens the versions it reads by location and number (``engine.pinned``), so
+    it never imports ``lance_namespace``: its generated REST client builds pydantic validators
+    for every REST method on import, which was half of every ``lake sql``'s CPU. Seen in the
+    modules a real run imported (``-X importtime``), the table's open among them."""
+    env = {**os.environ, "LAKE_HOME": str(running.settings.home)}
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "lake_platform.cli",
+        "sql",
+        "--as",
+        "alice",
+        "--json",
+    ]
+    proc = subprocess.run(
+        [*command, "SELECT count(*) AS n FROM w.ns.t"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = {
+        line.rpartition("|")[2].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert sorted(m for m in imported if m.partition(".")[0].startswith("lance_namespace")) == []
+    assert "lake_platform.engine.pinned" in imported
