@@ -113,7 +113,7 @@ UP = textwrap.dedent(
 
     home = Path(sys.argv[1])
     settings = load_settings(home=home)
-    prepare_dagster_home(settings)
+    prepare_dagster_home(settings, ("127.0.0.1", 4000))
     with Catalog(settings) as catalog:
         seed_demo(catalog)
         ensure_demo_user(catalog, home)

@@ -1,6 +1,6 @@
-"""Bring the platform up on the embedded default: Dagster webserver + daemon, Flight SQL, the
-Lance Namespace REST server, the demo lake (with a demo reader), and sample files in the inbox
-for the sensor.
+"""Bring the platform up on the embedded default: Dagster webserver + daemon (sharing one code
+server, ``code_server``), Flight SQL, the Lance Namespace REST server, the demo lake (with a demo
+reader), and sample files in the inbox for the sensor.
 
 ``run_platform(settings)`` blocks until Ctrl-C and then stops everything it started;
 ``start_platform(settings)`` returns a handle (tests use it) whose ``stop()`` does the same.
@@ -32,23 +32,17 @@ from typing import IO, TYPE_CHECKING
 from lake_platform import owner_only
 from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
+from lake_platform.up import code_server
 from lake_platform.up.banner import started_record, started_text
 from lake_platform.up.home_lock import HomeLock, lock_home
 from lake_platform.up.processes import bound_to_parent
-from lake_platform.up.readiness import check_ports, wait_for_exit, wait_ready
+from lake_platform.up.readiness import check_ports, wait_code_server, wait_for_exit, wait_ready
 
 if TYPE_CHECKING:
     from lake_platform.settings.flight import FlightSettings
 
 DEFAULT_UI_HOST = "127.0.0.1"
 DEFAULT_UI_PORT = 3000
-
-_WORKSPACE_YAML = """\
-load_from:
-  - python_module:
-      module_name: lake_platform.defs.definitions
-      location_name: lake_platform
-"""
 
 
 @dataclass
@@ -65,7 +59,8 @@ class Platform:
     demo_user: tuple[str, str] = ("", "")
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
-    #: Each process's name (webserver, daemon, flight, rest), in the order of ``processes``.
+    #: Each process's name (code-server, flight, rest, webserver, daemon), in the order of
+    #: ``processes``.
     names: list[str] = field(default_factory=list)
     #: This run's hold on LAKE_HOME (``home_lock``), released once the servers stopped.
     home_lock: HomeLock | None = None
@@ -105,13 +100,15 @@ def dagster_home_of(settings: LakeSettings) -> Path:
     return owner_only.make_dir(Path(settings.home).expanduser().resolve() / "dagster", narrow=True)
 
 
-def prepare_dagster_home(settings: LakeSettings) -> Path:
+def prepare_dagster_home(settings: LakeSettings, code_server_address: tuple[str, int]) -> Path:
+    """Dagster's home: its instance settings, the workspace naming the code server at
+    ``code_server_address`` (host, port), and its storages created."""
     home = dagster_home_of(settings)
     from lake_platform.defs.instance import instance_yaml
     from lake_platform.settings import dagster_settings
 
     owner_only.write_text(home / "dagster.yaml", instance_yaml(dagster_settings()))
-    owner_only.write_text(home / "workspace.yaml", _WORKSPACE_YAML)
+    owner_only.write_text(home / "workspace.yaml", code_server.workspace_yaml(*code_server_address))
     _init_dagster_storage(home)
     return home
 
@@ -206,13 +203,16 @@ def _launch(
     log_dir: Path | None,
     ready_timeout: float,
 ) -> Platform:
-    """Start the four servers and wait until they answer (stopping what started when that
+    """Start the five servers and wait until they answer (stopping what started when that
     fails). Each server spends seconds importing, and the launcher's own work (Dagster's
     storage, the demo seed) as long again: each server starts as soon as what it needs is there,
     so the two overlap. Flight SQL and REST need neither (they read the registry, whose every
-    write is a transaction of its own); the webserver needs Dagster's storage made (the race
-    ``_init_dagster_storage`` prevents); the daemon also the seeded inbox files, which its inbox
-    sensor's first tick then finds."""
+    write is a transaction of its own); the code server (the definitions, the longest import)
+    needs Dagster's storage made (the race ``_init_dagster_storage`` prevents: started before
+    it, the code server's instance stamped the schedule storage alongside it, two alembic heads
+    the daemon then failed on); the webserver and the daemon also the code server answering
+    (they read the definitions from it), and the daemon the seeded inbox files, which its inbox
+    sensor's first tick then finds. The demo seed runs while the code server loads."""
     dagster_home = dagster_home_of(settings)
     inbox = settings.inbox_location()
     if "://" not in inbox:
@@ -243,7 +243,7 @@ def _launch(
         flight_address=f"{flight.host}:{flight.port}",
         rest_address=f"{settings.rest_host}:{rest_port}",
     )
-    child_env = {name: env for name in ("webserver", "daemon", "flight", "rest")}
+    child_env = {name: env for name in ("code-server", "webserver", "daemon", "flight", "rest")}
     rest_metrics = rest_metrics_port(settings)
     if rest_metrics is not None:
         # Flight and REST are separate processes here: one port each (in one process they share one).
@@ -253,7 +253,10 @@ def _launch(
                 f"http://{settings.metrics_host}:{p}/metrics" for p in (settings.metrics_port, rest_metrics)
             )
     lake_cli = [sys.executable, "-m", "lake_platform.cli"]
+    code_host = DEFAULT_UI_HOST  # loopback: only the webserver and the daemon talk to it
+    code_port = code_server.free_port(code_host)
     commands = {
+        "code-server": code_server.command(code_host, code_port),
         "webserver": [
             sys.executable,
             "-m",
@@ -288,17 +291,19 @@ def _launch(
             )
         )
 
+    deadline = time.monotonic() + ready_timeout
     try:
         start("flight")
         start("rest")
-        prepare_dagster_home(settings)
-        start("webserver")
+        prepare_dagster_home(settings, (code_host, code_port))
+        start("code-server")
         if seed:
             platform.demo_table, _, platform.seeded = seed_demo_inbox(settings)
-        start("daemon")
-        if seed:
             platform.demo_user = _demo_user(settings)
-        wait_ready(platform, ready_timeout)
+        wait_code_server(platform, code_host, code_port, deadline - time.monotonic())
+        start("webserver")
+        start("daemon")
+        wait_ready(platform, deadline - time.monotonic())
     except BaseException:
         platform.stop()
         raise

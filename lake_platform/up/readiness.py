@@ -62,6 +62,27 @@ def exited(platform: Platform, when: str = " during start-up") -> ServiceUnavail
     return None
 
 
+def wait_code_server(platform: Platform, host: str, port: int, timeout: float) -> None:
+    """Until Dagster's code server answers its health check: the webserver and the daemon start
+    after it, and find the definitions loaded (they would otherwise start on a location in
+    error). A process that exits meanwhile fails the start, as in ``wait_ready``."""
+    from lake_platform.up.code_server import serving
+
+    deadline = time.monotonic() + timeout
+    while True:
+        gone = exited(platform)
+        if gone is not None:
+            raise gone
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ServiceUnavailable(
+                f"the Dagster code server ({host}:{port}) did not answer within {timeout:.0f}s"
+            )
+        # Each check waits (up to a second) for the server to listen: no sleep between them.
+        if serving(host, port, wait=min(1.0, left)):
+            return
+
+
 def wait_ready(platform: Platform, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     ui_up = flight_up = rest_up = False

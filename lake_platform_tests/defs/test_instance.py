@@ -40,7 +40,10 @@ def test_postgres_url_gives_postgres_storage_and_stays_out_of_the_file(
     # Trust authentication ignores the password; it is there to show it never reaches the file.
     url = postgres.new_database().replace("postgres@", "postgres:s3cret-pw@")
     monkeypatch.setenv("LAKE_DAGSTER_POSTGRES_URL", url)
-    home = prepare_dagster_home(LakeSettings(home=tmp_path / "lake", _env_file=None))  # type: ignore[call-arg]
+    home = prepare_dagster_home(
+        LakeSettings(home=tmp_path / "lake", _env_file=None),  # type: ignore[call-arg]
+        ("127.0.0.1", 4000),
+    )
     text = (home / "dagster.yaml").read_text()
     assert "s3cret-pw" not in text and "LAKE_DAGSTER_POSTGRES_URL" in text
     with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -32,7 +32,7 @@ def test_lake_up_gives_rest_its_own_metrics_port(tmp_path: Path) -> None:
         rest_metrics_port(load_settings(home=tmp_path, metrics_port=65535))
 
 
-#: `lake up` as a parent that is then killed: prints its four servers' pids.
+#: `lake up` as a parent that is then killed: prints its five servers' pids.
 KILLED_LAUNCHER = """
 import sys
 from lake_platform.up.launcher import start_platform
@@ -51,11 +51,11 @@ sys.stdin.read()  # until killed
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_killed_launcher_takes_its_servers_with_it(tmp_path: Path) -> None:
-    """SIGKILL runs no stop(): the Dagster webserver and daemon, Flight SQL and REST each get
-    SIGTERM from the kernel and exit, rather than holding their ports and the lake."""
+    """SIGKILL runs no stop(): Dagster's code server, webserver and daemon, Flight SQL and REST
+    each get SIGTERM from the kernel and exit, rather than holding their ports and the lake."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKE_") and k != "DAGSTER_HOME"}
     code = KILLED_LAUNCHER.replace("sys.argv[1]", repr(str(tmp_path / "home")))
-    killed_parent(code, within=60, servers=4, env=env)
+    killed_parent(code, within=60, servers=5, env=env)
 
 
 def lake_up(
