@@ -64,7 +64,7 @@ from lake_platform.registry.dynamodb_items import (
     parse_url,
 )
 from lake_platform.registry.dynamodb_layout import CURRENT, FROZEN, LAYOUT_KEY, LEGACY, partitioner
-from lake_platform.registry.dynamodb_paging import key_ordered_pages
+from lake_platform.registry.dynamodb_paging import FETCHERS, key_ordered_pages
 from lake_platform.registry.dynamodb_retry import ATTEMPTS, Sleep, retried_read, sleep_backoff
 from lake_platform.registry.store import (
     ABSENT,
@@ -129,6 +129,8 @@ class DynamoMetaStore(MetaStore):
             connect_timeout=io_timeout_seconds / 2,
             read_timeout=io_timeout_seconds / 2,
             retries={"total_max_attempts": 2, "mode": "standard"},
+            # A listing over a kind's buckets queries them all at once (dynamodb_paging).
+            max_pool_connections=max(FETCHERS, 10),  # botocore keeps 10 by default
         )
         try:
             # Credentials: the standard AWS chain. Creating a client makes no network call.
