@@ -30,12 +30,11 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import botocore.loaders
-import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 from botocore.hooks import BaseEventHooks
 
+from lake_platform.aws_session import botocore_session
 from lake_platform.errors import (
     ConditionFailed,
     Internal,
@@ -84,16 +83,6 @@ from lake_platform.settings import LakeSettings
 T = TypeVar("T")
 
 
-@functools.cache
-def _models(data_path: str | None) -> botocore.loaders.Loader:
-    """One botocore data loader per data path for every store in the process: a session's own
-    loader parses the DynamoDB service model and the endpoint rules from disk again, about half a
-    second for each store (each Catalog, CLI command and worker on DynamoDB). What it caches is
-    read-only; each store still has its own session, so credentials and configuration are
-    resolved per store as before."""
-    return botocore.loaders.create_loader(data_path)
-
-
 class DynamoMetaStore(MetaStore):
     """The registry on one DynamoDB table: its client, its item layout, reads confirmed against
     the layout, and writes under the retry rule for unknown outcomes."""
@@ -133,10 +122,9 @@ class DynamoMetaStore(MetaStore):
             max_pool_connections=max(FETCHERS, 10),  # botocore keeps 10 by default
         )
         try:
-            # Credentials: the standard AWS chain. Creating a client makes no network call.
-            session = botocore.session.get_session()
-            session.register_component("data_loader", _models(session.get_config_variable("data_path")))
-            self._client = session.create_client(
+            # Credentials: the standard AWS chain, resolved per store; botocore's model files are
+            # parsed once per process (aws_session). Creating a client makes no network call.
+            self._client = botocore_session().create_client(
                 "dynamodb", region_name=region, endpoint_url=endpoint_url, config=config
             )
         except NoRegionError:

@@ -115,18 +115,21 @@ class _Slot:
 class ScopedCredentials:
     """Per-table STS keys for principals, cached until shortly before they expire.
 
-    ``client`` is the boto3 STS client it calls (signed with the server's S3 keys, or the
+    ``client`` is the botocore STS client it calls (signed with the server's S3 keys, or the
     default AWS credential chain when those are unset); ``clock`` is the wall clock STS's
     expiry times are compared with."""
 
     def __init__(self, settings: LakeSettings, *, clock: Callable[[], float] = time.time) -> None:
-        import boto3
         from botocore.config import Config
+
+        from lake_platform.aws_session import botocore_session
 
         self.role_arn = settings.rest_sts_role_arn
         self.duration_seconds = settings.rest_sts_duration_seconds
         self.clock = clock
-        self.client: Any = boto3.session.Session().client(
+        # A session of its own (credentials resolved for this client), sharing the process's
+        # parse of botocore's model files: a fresh one parsed them again, ~0.5 s.
+        self.client: Any = botocore_session().create_client(
             "sts",
             endpoint_url=sts_endpoint(settings),
             region_name=settings.s3_region or "us-east-1",

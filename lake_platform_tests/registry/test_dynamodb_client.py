@@ -1,29 +1,11 @@
 """How a DynamoDB store builds its botocore client: every store of a process shares one parse of
 botocore's DynamoDB model files (the service model, the endpoint rules). A session of its own per
-store parsed them again, about half a second for every Catalog, CLI command and worker.
-
-The files opened are seen through a Python audit hook (``sys.addaudithook``, the ``open``
-event): nothing of botocore or the store is replaced."""
+store parsed them again, about half a second for every Catalog, CLI command and worker."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 from lake_platform.registry.dynamodb import DynamoMetaStore
-
-#: The files opened while ``_watching`` is set; an audit hook cannot be removed, so it stays
-#: installed, and idle, for the rest of the process.
-_opened: list[str] = []
-_watching: list[bool] = []
-
-
-def _audit(event: str, args: tuple[object, ...]) -> None:
-    if _watching and event == "open" and isinstance(args[0], str):
-        _opened.append(args[0])
-
-
-sys.addaudithook(_audit)
+from lake_platform_tests.opened_files import botocore_models_opened
 
 
 def _store() -> DynamoMetaStore:
@@ -33,14 +15,9 @@ def _store() -> DynamoMetaStore:
 
 def test_a_second_store_reads_no_botocore_model_file_again() -> None:
     _store().close()  # the process's first store may load them
-    _opened.clear()
-    _watching.append(True)
-    try:
+    with botocore_models_opened() as models:
         second = _store()
-    finally:
-        _watching.clear()
     try:
-        models = [p for p in _opened if os.path.join("botocore", "data") in p]
         assert models == [], f"a second store parsed botocore's model files again: {models}"
         assert second.client.meta.service_model.service_name == "dynamodb"
     finally:
