@@ -178,7 +178,12 @@ def _writer(
 _CONTEXT: Any = None
 
 
-def _forkserver() -> Any:
+def writer_processes() -> Any:
+    """The multiprocessing context writer processes start from (kill writers here, the
+    concurrent appenders of ``conftest.append_in_processes``): each a separate process, forked
+    from a forkserver that has only imported modules, that builds its own catalog and registry
+    client. The forkserver keeps the environment it started in: pass a child what it needs of
+    the parent's now (``aws_environment``)."""
     global _CONTEXT
     if _CONTEXT is None:
         ctx = mp.get_context("forkserver")
@@ -187,11 +192,27 @@ def _forkserver() -> Any:
         # What every writer imports on its way to the first fault point, imported once here:
         # ``catalog.namespace`` (lance_namespace builds pydantic validators for its whole REST
         # client: ~2 s of CPU), lance and pandas (~1 s, pyarrow's first ``pa.table`` loads
-        # pandas). A child that imported them itself spent 3-12 s of a kill there. Importing
-        # starts no Lance runtime (that starts on first use, in the child), so forking stays safe.
-        ctx.set_forkserver_preload(["pytest", __name__, "lake_platform.catalog.namespace", "lance", "pandas"])
+        # pandas), and the modules the writers' functions live in. A child that imported them
+        # itself spent 3-12 s of a kill there. Importing starts no Lance runtime (that starts on
+        # first use, in the child), so forking stays safe.
+        ctx.set_forkserver_preload(
+            [
+                "pytest",
+                __name__,
+                "lake_platform_tests.catalog.conftest",
+                "lake_platform.catalog.namespace",
+                "lance",
+                "pandas",
+            ]
+        )
         _CONTEXT = ctx
     return _CONTEXT
+
+
+def aws_environment() -> dict[str, str]:
+    """The parent's AWS variables as they are now (moto's placeholder credentials, perhaps set
+    after the forkserver started), for a writer to set in its own environment."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
 
 
 def kill_writer(
@@ -207,7 +228,7 @@ def kill_writer(
     child's exit code (``-SIGKILL`` when the point was reached) and the wall time (seconds since
     the epoch) at which the parent saw it dead.
     """
-    proc = _forkserver().Process(
+    proc = writer_processes().Process(
         target=_writer,
         args=(
             settings.model_dump(mode="json"),
@@ -216,7 +237,7 @@ def kill_writer(
             point,
             nth,
             commit_id,
-            {k: v for k, v in os.environ.items() if k.startswith("AWS_")},
+            aws_environment(),
         ),
     )
     proc.start()
