@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lake_platform.catalog.branches import Branches
-from lake_platform.catalog.context import CatalogContext, check_commit_id, first_line, input_error
+from lake_platform.catalog.context import UNREAD, CatalogContext, check_commit_id, first_line, input_error
 from lake_platform.catalog.empty_appends import appended_nothing
 from lake_platform.catalog.engine_commits import EngineCommits
 from lake_platform.catalog.pending import PendingCommit
@@ -25,7 +25,8 @@ from lake_platform.catalog.schemas import Schemas
 from lake_platform.engine import changes
 from lake_platform.engine import lance_engine as engine
 from lake_platform.errors import InvalidInput, TableSchemaValidationError
-from lake_platform.naming import TableName
+from lake_platform.naming import SEGMENT, TableName
+from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord
 
 if TYPE_CHECKING:
@@ -106,14 +107,20 @@ class BranchWrites:
         tname = TableName.parse(name)
         data = as_reader(data)
         commit_id = check_commit_id(by.commit_id)
-        self.ctx.require_parent(tname, who=who)
+        # The parent, the table and the branch in one registry request, not three in a row (a
+        # malformed branch name is not read: ``branch`` refuses it after the parent's check).
+        wanted = [self.ctx.parent_key(tname), keys.table(tname)]
+        if isinstance(branch, str) and SEGMENT.fullmatch(branch):
+            wanted.append(keys.branch(tname, branch))
+        parent_item, *read = [*self.ctx.store.get_many(wanted), UNREAD]
+        self.ctx.require_parent(tname, parent_item, who=who)
         who.require(tname.project, "write", f"write to {tname}")
         replay = None
         if by.commit_id is not None:
             replay = self.ctx.replayed(commit_id, table=str(tname), operation=mode, branch=branch)
         if replay is not None:
             return replay
-        rec, _ = self.branches.branch(tname, branch)
+        rec, _ = self.branches.branch(tname, branch, read=(read[0], read[1]))
         target = None
         if mode != "overwrite":
             change = self.schemas.plan_schema(tname, schema_from_ipc(rec.schema_ipc), [data.schema])

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lake_platform.catalog import branch_moves, branch_names
-from lake_platform.catalog.context import CatalogContext, Log, check_commit_id
+from lake_platform.catalog.context import UNREAD, CatalogContext, Log, Prefetched, check_commit_id
 from lake_platform.catalog.pending import PendingCommit
 from lake_platform.catalog.provenance import UNSTATED, Provenance
 from lake_platform.catalog.reads import Reads, TableSnapshot
@@ -67,12 +67,20 @@ class Branches:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def branch(self, tname: TableName, branch: str, *, trashed: bool = False) -> tuple[BranchRecord, Item]:
+    def branch(
+        self,
+        tname: TableName,
+        branch: str,
+        *,
+        trashed: bool = False,
+        read: tuple[Prefetched, Prefetched] = (UNREAD, UNREAD),
+    ) -> tuple[BranchRecord, Item]:
         """The branch of the table's current incarnation (TableBranchNotFound if there is none,
-        or it is in the trash unless ``trashed``)."""
+        or it is in the trash unless ``trashed``). ``read``: the table's and the branch's
+        registry items if the caller read them already (``CatalogContext.table``'s ``item``)."""
         check_segment(branch, "branch name")
-        record, _ = self.ctx.table(tname)
-        item = self.ctx.store.get(keys.branch(tname, branch))
+        record, _ = self.ctx.table(tname, item=read[0])
+        item = self.ctx.store.get(keys.branch(tname, branch)) if read[1] is UNREAD else read[1]
         rec = decode(BranchRecord, item.value, item.key) if item is not None else None
         if rec is None or rec.table_incarnation != record.incarnation:
             raise TableBranchNotFound(f"no branch {branch} on {tname}")
