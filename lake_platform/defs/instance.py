@@ -20,6 +20,9 @@ telemetry:
 run_coordinator:
   module: dagster
   class: QueuedRunCoordinator
+  config:
+    dequeue_use_threads: true
+    dequeue_num_workers: 4
 concurrency:
   runs:
     max_concurrent_runs: 4

@@ -43,7 +43,7 @@ def home(request: pytest.FixtureRequest) -> Iterator[Path]:
     config = instance_config(DagsterSettings(_env_file=None))  # type: ignore[call-arg]
     # The daemon looks at the queue every second instead of every 5 (Dagster's default): each
     # run waits for one dequeue, the second run on t1 for another.
-    config["run_coordinator"]["config"] = {"dequeue_interval_seconds": 1}
+    config["run_coordinator"].setdefault("config", {})["dequeue_interval_seconds"] = 1
     if request.param == "postgres":
         postgres: Postgres = request.getfixturevalue("postgres")
         config["storage"] = {"postgres": {"postgres_url": postgres_database(postgres)}}
