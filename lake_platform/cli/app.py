@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -230,4 +231,11 @@ def main() -> None:
     # stderr does this already (Python's default for it).
     if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
         sys.stdout.reconfigure(errors="backslashreplace")
-    cli(prog_name="lake")
+    try:
+        cli(prog_name="lake")
+    finally:
+        # The command is done and the process only exits now. Its heap (Lance, pyarrow, Dagster,
+        # DataFusion: hundreds of thousands of objects from the imports alone) is frozen so the
+        # interpreter's final collections skip it: 0.7-1 s of every such command's exit, ~4 s of
+        # `lake up`'s.
+        gc.freeze()

@@ -18,7 +18,6 @@ by ``lake_platform.defs.instance``: the repository's, plus Postgres storage when
 
 from __future__ import annotations
 
-import gc
 import io
 import json
 import os
@@ -396,9 +395,5 @@ def run_platform(
     finally:
         if platform is not None:
             platform.stop()
-        # Everything is stopped and this process only exits now: its heap (Dagster, Lance,
-        # pyarrow, ~300,000 objects from the imports, Dagster's storage and the demo seed) frozen,
-        # the interpreter's final collections skip it (they went over it for ~4 s of the stop).
-        gc.freeze()
     print("stopped", file=progress, flush=True)
     return code
