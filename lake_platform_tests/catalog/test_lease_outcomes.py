@@ -17,25 +17,18 @@ from lake_platform.catalog.gate import WriteGate
 from lake_platform.errors import LeaseUnavailable, ServiceUnavailable
 from lake_platform.registry import keys
 from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.records import LeaseRecord, decode
-from lake_platform.settings import LakeSettings
 from lake_platform_tests.doubles import ManualClock
 from lake_platform_tests.registry.dynamo_faults import apply, error_response
+from lake_platform_tests.registry.dynamo_tables import fresh_store
 
 INC = "inc0001"
 
 
 @pytest.fixture
 def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
-    settings = LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=dynamodb_url)  # type: ignore[call-arg]
-    init_table(dynamodb_url, settings)
-    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings, sleep=lambda _: None)
-    try:
+    with fresh_store(dynamodb_url, tmp_path / "home", sleep=lambda _: None) as dynamo:
         yield dynamo
-    finally:
-        delete_table(dynamo)
-        dynamo.close()
 
 
 class LostAnswers:

@@ -13,24 +13,17 @@ import pytest
 
 from lake_platform.errors import InvalidInput, RecordTooLarge
 from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.dynamodb_items import MAX_ITEM_BYTES, MAX_REQUEST_BYTES
 from lake_platform.registry.store import ABSENT, Put, fits, pack
-from lake_platform.settings import LakeSettings
+from lake_platform_tests.registry.dynamo_tables import fresh_store
 
 KB = 1024
 
 
 @pytest.fixture
 def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
-    settings = LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=dynamodb_url)  # type: ignore[call-arg]
-    init_table(dynamodb_url, settings)
-    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings)
-    try:
+    with fresh_store(dynamodb_url, tmp_path / "home") as dynamo:
         yield dynamo
-    finally:
-        delete_table(dynamo)
-        dynamo.close()
 
 
 def sent(store: DynamoMetaStore) -> list[str]:

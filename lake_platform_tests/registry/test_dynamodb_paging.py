@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.dynamodb_layout import BUCKETS, partition_of
 from lake_platform.registry.store import ABSENT, Put
-from lake_platform.settings import LakeSettings
+from lake_platform_tests.registry.dynamo_tables import fresh_store
 
 VALUE_BYTES = 300_000  # three to a 1 MB page
 PREFIX = "tbl/p/w/"
@@ -27,14 +26,8 @@ PREFIX = "tbl/p/w/"
 
 @pytest.fixture
 def store(dynamodb_url: str, tmp_path: Path) -> Iterator[DynamoMetaStore]:
-    settings = LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=dynamodb_url)  # type: ignore[call-arg]
-    init_table(dynamodb_url, settings)
-    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings)
-    try:
+    with fresh_store(dynamodb_url, tmp_path / "home") as dynamo:
         yield dynamo
-    finally:
-        delete_table(dynamo)
-        dynamo.close()
 
 
 def _keys() -> list[str]:
