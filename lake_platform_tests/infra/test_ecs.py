@@ -138,6 +138,11 @@ def test_the_ecs_instance_config_loads_with_postgres_and_the_ecs_run_launcher(
         limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
         ours = yaml.safe_load((REPO / "dagster.yaml").read_text())["concurrency"]["runs"]
         assert limits == ours["tag_concurrency_limits"]
+        # Queued runs launch side by side, as under lake up (the coordinator accepts the keys).
+        assert (
+            instance.run_coordinator.inst_data.config_dict
+            == yaml.safe_load((REPO / "dagster.yaml").read_text())["run_coordinator"]["config"]
+        )
 
 
 def test_a_run_launcher_setting_the_launcher_does_not_take_is_refused(

@@ -118,6 +118,13 @@ def test_helm_values_launch_runs_on_k8s_from_our_image_with_the_per_table_limit(
         "tag_concurrency_limits"
     ]
     assert coordinator["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"] == ours
+    dequeue = yaml.safe_load((REPO / "dagster.yaml").read_text())["run_coordinator"]["config"]
+    assert (
+        coordinator["config"]["queuedRunCoordinator"]["dequeueUseThreads"] is dequeue["dequeue_use_threads"]
+    )
+    assert (
+        coordinator["config"]["queuedRunCoordinator"]["dequeueNumWorkers"] == dequeue["dequeue_num_workers"]
+    )
     assert values["telemetry"] == {"enabled": False}
 
 
