@@ -15,7 +15,7 @@ from lake_platform.catalog.results import CommitResult
 from lake_platform.errors import InvalidInput, LakeError
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, CommitMarker, decode
-from lake_platform.registry.store import MAX_GET_KEYS, Item, MetaStore
+from lake_platform.registry.store import MetaStore, get_all
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,6 @@ class Wanted:
     operation: str | None
     branch: str | None = None
     refuse: Callable[[str], LakeError] | None = None
-
-
-def get_all(store: MetaStore, wanted: Sequence[str]) -> list[Item | None]:
-    """``store.get_many`` of any number of distinct keys, ``MAX_GET_KEYS`` a request."""
-    out: list[Item | None] = []
-    for at in range(0, len(wanted), MAX_GET_KEYS):
-        out += store.get_many(list(wanted[at : at + MAX_GET_KEYS]))
-    return out
 
 
 def replayed_all(store: MetaStore, wanted: Sequence[Wanted]) -> list[CommitResult | None]:
@@ -94,4 +86,4 @@ def branch_of(marker: CommitMarker, entry: CommitLogEntry | None) -> str | None:
     return branch if isinstance(branch, str) else None
 
 
-__all__ = ["Wanted", "answer", "branch_of", "get_all", "replayed_all"]
+__all__ = ["Wanted", "answer", "branch_of", "replayed_all"]

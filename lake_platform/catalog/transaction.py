@@ -56,7 +56,7 @@ from lake_platform.errors import (
 )
 from lake_platform.naming import TableName
 from lake_platform.registry import keys
-from lake_platform.registry.store import MAX_GET_KEYS, Item, Put, fits
+from lake_platform.registry.store import Item, Put, fits, get_all
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -255,10 +255,7 @@ class Transaction:
         allows (a key several tables share, their namespace, is read once)."""
         pairs = [wanted(w) for w in writes]
         distinct = list(dict.fromkeys(k for pair in pairs for k in pair))
-        found: dict[str, Item | None] = {}
-        for at in range(0, len(distinct), MAX_GET_KEYS):
-            chunk = distinct[at : at + MAX_GET_KEYS]
-            found.update(zip(chunk, self._ctx.store.get_many(chunk), strict=True))
+        found = dict(zip(distinct, get_all(self._ctx.store, distinct), strict=True))
         return [[found[k] for k in pair] for pair in pairs]
 
     def _plan_keys(self, w: TableWrite) -> list[str]:

@@ -44,7 +44,7 @@ from lake_platform.registry.records import (
     decode,
     now_ms,
 )
-from lake_platform.registry.store import MAX_GET_KEYS, Check, Delete, Item, MetaStore, Op, Put, cost, pack
+from lake_platform.registry.store import Check, Delete, Item, MetaStore, Op, Put, cost, get_all, pack
 
 if TYPE_CHECKING:
     from lake_platform.catalog.lease import Lease
@@ -281,7 +281,7 @@ def roll_forward(store: MetaStore, record: TransactionRecord, limit: int) -> boo
     once no head is left behind."""
     todo = list(record.tables)
     for _ in range(ROUNDS):
-        heads = _get_many(store, [keys.table(TableName.parse(t.name)) for t in todo])
+        heads = get_all(store, [keys.table(TableName.parse(t.name)) for t in todo])
         moving = [(t, ops) for t, item in zip(todo, heads, strict=True) if (ops := head_ops(t, item))]
         # By count and by bytes: a wide table's head holds its schema (a few hundred KB).
         batches = pack([cost(store, ops) for _, ops in moving], limit, store.max_transact_bytes)
@@ -321,7 +321,7 @@ def clear(store: MetaStore, record: TransactionRecord, limit: int) -> bool:
     an aborted commit's heads never moved); True when none is left."""
     wanted = [keys.version(t.incarnation, v) for t in record.tables for v in t.versions]
     doomed: list[Op] = []
-    for item in (i for i in _get_many(store, wanted) if i is not None):
+    for item in (i for i in get_all(store, wanted) if i is not None):
         if decode(VersionRecord, item.value, item.key).transaction_id == record.txn_id:
             doomed.append(Delete(item.key, item.revision))
     left = False
@@ -342,13 +342,6 @@ def forget(store: MetaStore, txn_id: str) -> None:
         store.transact([Delete(item.key, item.revision)])
     except ConditionFailed:
         pass  # another completer deleted it first
-
-
-def _get_many(store: MetaStore, wanted: Sequence[str]) -> list[Item | None]:
-    out: list[Item | None] = []
-    for at in range(0, len(wanted), MAX_GET_KEYS):
-        out += store.get_many(list(wanted[at : at + MAX_GET_KEYS]))
-    return out
 
 
 __all__ = [

@@ -212,6 +212,15 @@ def fits(store: MetaStore, ops: Sequence[Op], max_ops: int | None = None) -> boo
 MAX_GET_KEYS = 100
 
 
+def get_all(store: MetaStore, keys: Sequence[str]) -> list[Item | None]:
+    """``store.get_many`` of any number of distinct keys, ``MAX_GET_KEYS`` a request (each
+    request is consistent in itself, not with the others)."""
+    out: list[Item | None] = []
+    for at in range(0, len(keys), MAX_GET_KEYS):
+        out += store.get_many(list(keys[at : at + MAX_GET_KEYS]))
+    return out
+
+
 def check_keys(keys: Sequence[str]) -> None:
     """Validate a ``get_many`` the same way on every backend."""
     if isinstance(keys, str) or len(keys) > MAX_GET_KEYS:
