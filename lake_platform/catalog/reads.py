@@ -189,7 +189,10 @@ class Reads:
         if stats_of:
             from lake_platform.engine.indexes import list_indexes
 
-            ds = self.snapshot(tname, record, record.current_version, known=known).dataset
+            ds = (
+                self._stats_view(record, known)
+                or self.snapshot(tname, record, record.current_version, known=known).dataset
+            )
             stats = engine.version_stats(ds)
             rows, fragments, size = stats.rows, stats.fragments, stats.data_bytes
             indexes = [i.to_dict() for i in list_indexes(ds)]
@@ -208,6 +211,26 @@ class Reads:
             schema=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
             indexes=indexes,
         )
+
+    def _stats_view(self, record: TableRecord, known: VersionRecord | None) -> Any:
+        """The current version opened by location and number when its record names its
+        canonical manifest (``engine.pinned``): statistics need no namespace, and a process that
+        only describes tables never imports the namespace client. None in every other case (a
+        staging manifest, a line that moved, a manifest not there yet): ``snapshot`` handles those."""
+        if (
+            known is None
+            or known.version != record.current_version
+            or engine.is_staging_manifest(known.manifest_path)
+        ):
+            return None
+        if (known.location or record.location) != record.location:
+            return None
+        from lake_platform.engine.pinned import open_pinned
+
+        try:
+            return open_pinned(record.location, known.version, self.ctx.storage(record.location))
+        except Exception:  # noqa: BLE001  (``snapshot`` opens it again and names what is wrong)
+            return None
 
     def list_tables(
         self, prefix: str = "", *, declared: bool = False, by: Provenance = UNSTATED
