@@ -44,7 +44,7 @@ from lake_platform.query.snapshot_transactions import Published, complete_transa
 from lake_platform.registry import keys
 from lake_platform.registry.changes import changes_since, read_shards
 from lake_platform.registry.records import TableRecord, TransactionRecord, VersionRecord, decode
-from lake_platform.registry.store import MAX_GET_KEYS, Item, MetaStore
+from lake_platform.registry.store import Item, MetaStore, get_all
 
 
 def refresh(
@@ -85,11 +85,7 @@ def _committed(key: str, item: Item | None) -> TransactionRecord | None:
 
 
 def _read(store: MetaStore, wanted: list[str]) -> dict[str, Item | None]:
-    found: dict[str, Item | None] = {}
-    for at in range(0, len(wanted), MAX_GET_KEYS):
-        part = wanted[at : at + MAX_GET_KEYS]
-        found.update(zip(part, store.get_many(part), strict=True))
-    return found
+    return dict(zip(wanted, get_all(store, wanted), strict=True))
 
 
 def _where(table_key: str) -> tuple[str, TableKey]:

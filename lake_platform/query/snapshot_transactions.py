@@ -54,7 +54,7 @@ from lake_platform.registry.records import (
     VersionRecord,
     decode,
 )
-from lake_platform.registry.store import MAX_GET_KEYS, MetaStore
+from lake_platform.registry.store import MetaStore, get_all
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,7 @@ def complete_transactions(
             break
         fresh: list[TableRecord] = []
         wanted = [keys.table(TableName.parse(n)) for n in sorted(set(behind) | older)]
-        for items in _get_many(store, wanted):
-            fresh += [decode(TableRecord, i.value, i.key) for i in items if i is not None]
+        fresh += [decode(TableRecord, i.value, i.key) for i in get_all(store, wanted) if i is not None]
         for record in fresh:
             held = by_name.get(record.name)
             by_name[record.name] = not_behind(held, record) if held is not None else record
@@ -213,8 +212,7 @@ def _view(
     ]
     found = [
         decode(VersionRecord, item.value, item.key)
-        for items in _get_many(store, [keys.version(t.incarnation, t.to_version) for t in lagging])
-        for item in items
+        for item in get_all(store, [keys.version(t.incarnation, t.to_version) for t in lagging])
         if item is not None
     ]
     if published is not None and not _moved(txn, by_name):
@@ -262,12 +260,7 @@ def _read_missing_heads(
         for r in records
         if r.current_version > 0 and r.current_version not in versions.get(r.incarnation, {})
     ]
-    for items in _get_many(store, missing):
-        for item in items:
-            if item is not None:
-                ver = decode(VersionRecord, item.value, item.key)
-                versions.setdefault(ver.incarnation, {})[ver.version] = ver
-
-
-def _get_many(store: MetaStore, wanted: list[str]) -> list[list]:  # type: ignore[type-arg]
-    return [store.get_many(wanted[i : i + MAX_GET_KEYS]) for i in range(0, len(wanted), MAX_GET_KEYS)]
+    for item in get_all(store, missing):
+        if item is not None:
+            ver = decode(VersionRecord, item.value, item.key)
+            versions.setdefault(ver.incarnation, {})[ver.version] = ver
