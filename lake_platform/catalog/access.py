@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from lake_platform.catalog.context import CatalogContext, Log
 from lake_platform.catalog.principals import (
+    DUMMY_TOKEN_HASH,
     LOCAL_ADMIN,
     Principal,
     Role,
@@ -16,6 +17,7 @@ from lake_platform.catalog.principals import (
     check_password,
     check_role,
     hash_secret,
+    hash_token_secret,
     new_token,
     split_token,
     verify_secret,
@@ -156,7 +158,7 @@ class Access:
             name=name,
             project=pname.project,
             role=role_,
-            secret_hash=hash_secret(secret),
+            secret_hash=hash_token_secret(secret),
             created_by=self.ctx.actor(None, who),
         )
         self.ctx.commit(
@@ -222,7 +224,7 @@ class Access:
         token_id, secret = split_token(token)
         item = self.ctx.store.get(keys.token(token_id))
         record = decode(TokenRecord, item.value, item.key) if item else None
-        ok = verify_secret(secret, record.secret_hash if record else None)
+        ok = verify_secret(secret, record.secret_hash if record else None, dummy=DUMMY_TOKEN_HASH)
         if not ok or record is None or record.revoked:
             raise Unauthenticated("invalid credentials")
         return Principal(name=record.name, kind="token", project=record.project, role=record.role)
