@@ -402,14 +402,14 @@ class BranchChanges:
         self._require_unprotected(tname, operation)
         counts: dict[str, int] = {}
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending, at=rec.current_version)
             if by.commit_id is not None:  # it may have landed while this waited (sent twice at once)
                 replay = landed_meanwhile(self.ctx, pending, str(tname))
                 if replay is not None:
                     return pending, fresh, replayed_into(self.ctx, pending, replay)
             after = plan(schema_from_ipc(fresh.schema_ipc)) if plan is not None and not on_dataset else None
             self._require_unprotected(tname, operation)
-            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation)
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, operation, held=True)
             ds = engine.open_version(
                 namespace=ns,
                 table_id=tname.parts,

@@ -57,7 +57,7 @@ class BranchCompaction:
             )
         rec, _ = self.branches.branch(tname, branch)
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, at=rec.current_version)
             snap = self.branches.reads.snapshot(tname, fresh, fresh.current_version)
             plan = engine.plan_compaction(snap.dataset, target_rows_per_fragment=target_rows_per_fragment)
             if not plan.tasks:
@@ -71,7 +71,7 @@ class BranchCompaction:
                 detail={"branch": branch, "planned_at_version": plan.read_version, "tasks": len(results)},
             )
             storage = self.ctx.storage(fresh.location)
-            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "compact")
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, "compact", held=True)
             ds = engine.open_version(
                 namespace=ns, table_id=tname.parts, version=plan.read_version, storage_options=storage
             )

@@ -76,8 +76,10 @@ class BranchHistory:
         pending = restore_pending(self.ctx, request, by, old.schema, logged, release_lease=True)
 
         def bind(lease: Lease) -> tuple[BranchRecord, BoundTableNamespace]:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
-            return fresh, self.branches.writer_namespace(tname, fresh, item, pending, lease, "restore")
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending, at=rec.current_version)
+            return fresh, self.branches.writer_namespace(
+                tname, fresh, item, pending, lease, "restore", held=True
+            )
 
         return restore_line(
             self.commits, request, pending, bind, chain=rec.incarnation, point="branch-restore:before-write"
@@ -106,7 +108,7 @@ class BranchHistory:
             first = removed_before(self.ctx, tname, by, branch)
             if first is not None:
                 return first
-            fresh, _ = self.branches.held(tname, branch, rec.incarnation)
+            fresh, _ = self.branches.held(tname, branch, rec.incarnation, at=rec.current_version)
             head = fresh.current_version
             versions = [
                 v

@@ -124,8 +124,12 @@ class BranchIndexes:
             rec, _ = self.branches.branch(tname, branch)
 
             def open_branch(lease: Lease, pending: PendingCommit) -> tuple[TableRecord, Any, Any]:
-                fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
-                ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, change.operation)
+                fresh, item = self.branches.held(
+                    tname, branch, rec.incarnation, pending, at=rec.current_version
+                )
+                ns = self.branches.writer_namespace(
+                    tname, fresh, item, pending, lease, change.operation, held=True
+                )
                 ds = engine.open_version(
                     namespace=ns,
                     table_id=tname.parts,

@@ -160,13 +160,13 @@ class BranchWrites:
             release_lease=True,
         )
         with self.ctx.gate.hold(rec.incarnation) as lease:
-            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending)
+            fresh, item = self.branches.held(tname, branch, rec.incarnation, pending, at=rec.current_version)
             storage = self.ctx.storage(fresh.location)
             if mode == "overwrite":
                 pending.rows_removed = self.branches.reads.snapshot(
                     tname, fresh, fresh.current_version
                 ).count_rows()
-            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, mode)
+            ns = self.branches.writer_namespace(tname, fresh, item, pending, lease, mode, held=True)
             lease.check()
             try:
                 self.ctx.at(f"branch-{mode}:before-write")

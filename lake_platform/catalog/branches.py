@@ -172,6 +172,7 @@ class Branches:
         pending: PendingCommit | None = None,
         *,
         settle: bool = True,
+        at: int | None = None,
     ) -> tuple[BranchRecord, Item]:
         """The branch read again under its line's lease (``chain``), and settled as main is before
         a write (``Manifests.settle``: a version a stopped writer committed but did not publish
@@ -180,21 +181,33 @@ class Branches:
         commit, which settles nothing on main either (``pylance_commits``): one that lost the
         race is owed ConcurrentModification, not its manifest removed as dead staging.
         ConcurrentModification when the branch was deleted, published or made again since the
-        caller looked it up."""
-        item = self.ctx.store.get(keys.branch(tname, branch))
+        caller looked it up. ``at``: the head the caller read, whose version record (the settle's)
+        is read with the branch, one request (as main's ``Manifests.leased_head``)."""
+        key = keys.branch(tname, branch)
+        wanted = [key, keys.version(chain, at)] if settle and at is not None else [key]
+        item, *current = self.ctx.store.get_many(wanted) if len(wanted) > 1 else [self.ctx.store.get(key)]
         fresh = decode(BranchRecord, item.value, item.key) if item is not None else None
         if item is None or fresh is None or fresh.incarnation != chain or fresh.state != "active":
             raise ConcurrentModification(f"branch {branch} of {tname} was deleted or published meanwhile")
         if settle:
-            self.reads.manifests.settle(tname, fresh, pending)
+            ahead = current[0] if current and fresh.current_version == at else UNREAD
+            self.reads.manifests.settle(tname, fresh, pending, current_item=ahead)
         return fresh, item
 
     def writer_namespace(
-        self, tname: TableName, fresh: BranchRecord, item: Item, pending: Any, lease: Any, phase: str
+        self,
+        tname: TableName,
+        fresh: BranchRecord,
+        item: Item,
+        pending: Any,
+        lease: Any,
+        phase: str,
+        held: bool = False,
     ) -> Any:
         """A namespace through which Lance commits on the branch's line under ``lease``: each
         version a compare-and-swap of the branch record (``head_key``), never of main's.
-        ``phase`` names the hook points (``branch-<phase>:<point>``)."""
+        ``phase`` names the hook points (``branch-<phase>:<point>``). ``held``: read under the
+        lease just now (``held``): Lance's first "latest?" is answered without a read, as main's."""
         from lake_platform.catalog.namespace import BoundTableNamespace
 
         return BoundTableNamespace(
@@ -208,6 +221,7 @@ class Branches:
             fault=self.ctx.hook and (lambda p: self.ctx.at(f"branch-{phase}:{p}")),
             tidy_refused=True,
             head_key=item.key,
+            fresh=held,
         )
 
     def readable_versions(

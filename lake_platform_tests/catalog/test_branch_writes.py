@@ -6,9 +6,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from lake_platform.catalog.catalog import Catalog
 from lake_platform.catalog.provenance import Provenance
 from lake_platform.errors import InvalidInput, TableSchemaValidationError
+from lake_platform.naming import TableName
+from lake_platform.registry import keys
 from lake_platform_tests.catalog.conftest import Lake, rows, state
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 
 T = "p.w.ns.t"
 
@@ -88,3 +92,28 @@ def test_an_append_of_no_rows_to_a_branch_commits_nothing_as_on_main(dev: Lake) 
     assert cat.branches.open_branch(T, "dev").version == 2
     assert [e.operation for e in cat.reads.history(T)] == ["create", "append", "branch-create"]
     assert cat.branch_writes.append(T, "dev", rows([4], "c")).to_version == 3  # rows still commit
+
+
+def test_a_branch_append_reads_the_registry_in_two_requests(dev: Lake) -> None:
+    """Each registry request is a round trip on DynamoDB. A branch append reads the parent, the
+    table and the branch together, then (under the lease, taken from the released record the
+    last append left, with no read) the branch and its head's version record together, which the
+    settle needs. The branch and its version record were two reads in a row."""
+    calls = RegistryCalls(dev.catalog.store)
+    with Catalog(dev.settings, calls) as writer:
+        writer.branch_writes.append(T, "dev", rows([4], "b"))  # leaves the released lease record
+        rec, _ = writer.branches.branch(TableName.parse(T), "dev")
+        calls.calls.clear()
+        writer.branch_writes.append(T, "dev", rows([5], "b"))
+    name = TableName.parse(T)
+    assert calls.reads() == [
+        ("get_many", [keys.namespace(name.namespace_name), keys.table(name), keys.branch(name, "dev")]),
+        ("get_many", [keys.branch(name, "dev"), keys.version(rec.incarnation, 3)]),
+    ]
+    assert pairs(dev.catalog.branches.open_branch(T, "dev")) == [
+        (1, "a"),
+        (2, "a"),
+        (3, "b"),
+        (4, "b"),
+        (5, "b"),
+    ]
