@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lance_namespace import LanceNamespace
+from lance_namespace.errors import TableVersionNotFoundError
 
 
 class StagingOnly(LanceNamespace):
@@ -25,8 +26,16 @@ class StagingOnly(LanceNamespace):
         return self.inner.list_table_versions(request)
 
     def describe_table_version(self, request: Any) -> Any:
+        # After the kept commit, Lance asks whether the version it staged landed, a few times
+        # with a pause between: it did not, as this client knows without asking the server.
+        if self.staged is not None and _field(request, "version") == self.staged.get("version"):
+            raise TableVersionNotFoundError(f"version {self.staged.get('version')} was kept, not sent")
         return self.inner.describe_table_version(request)
 
     def create_table_version(self, request: Any) -> Any:
         self.staged = dict(request) if isinstance(request, dict) else request.to_dict()
         raise RuntimeError("kept, not sent")
+
+
+def _field(request: Any, name: str) -> Any:
+    return request.get(name) if isinstance(request, dict) else getattr(request, name, None)
