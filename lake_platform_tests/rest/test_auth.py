@@ -4,6 +4,7 @@ credentials are 401 (code 16); another project's objects look exactly like missi
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import lance
@@ -13,7 +14,7 @@ import requests
 from lake_platform.auth.keyfile import endpoint_keys
 from lake_platform.auth.tokens import Identity, Sealer
 from lake_platform_tests.rest.clients import rest_namespace, rows
-from lake_platform_tests.rest.conftest import RestLake
+from lake_platform_tests.rest.conftest import RestLake, start_rest_lake
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -45,11 +46,15 @@ WRITES: list[tuple[str, str, Any]] = [
 ]
 
 
-@pytest.fixture
-def lake(rest_lake: RestLake) -> RestLake:
-    ns = rest_namespace(rest_lake.url, rest_lake.tokens["writer"])
-    lance.write_dataset(rows([1]), namespace_client=ns, table_id=["p", "w", "ns", "t"], mode="create")
-    return rest_lake
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestLake]:
+    """One server for the module: no test changes what another reads (the tokens and the user
+    a test adds are its own; the other project's writes must change nothing, which each such
+    test checks), and a wrong token throttled by earlier failures is refused all the same."""
+    for lake in start_rest_lake(tmp_path_factory.mktemp("auth")):
+        ns = rest_namespace(lake.url, lake.tokens["writer"])
+        lance.write_dataset(rows([1]), namespace_client=ns, table_id=["p", "w", "ns", "t"], mode="create")
+        yield lake
 
 
 def call(lake: RestLake, method: str, path: str, body: Any, headers: dict[str, str]) -> requests.Response:
