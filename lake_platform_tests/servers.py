@@ -66,7 +66,7 @@ def free_ports(count: int, *, pair_offset: int = 0) -> list[int]:
 #: For tests of counts and outcomes, not latency.
 SLOW_IO = {"lease_ttl_seconds": 120.0, "lease_safety_margin_seconds": 40.0, "lease_io_timeout_seconds": 30.0}
 
-# moto_server's app with two fidelity fixes, applied only in this test process:
+# moto_server's app with fidelity and speed fixes, applied only in the server process:
 # 1. One request at a time. moto's threaded server checks a condition and then writes without a
 #    lock, so two concurrent conditional writes can both win (seen about once in 300 eight-way
 #    races), and a cancelled TransactWriteItems restores a table snapshot over concurrent writes.
@@ -77,9 +77,9 @@ SLOW_IO = {"lease_ttl_seconds": 120.0, "lease_safety_margin_seconds": 40.0, "lea
 #    written yet), so a 100-op batch on a 1000-item table took seconds and hit client timeouts.
 #    If moto's internals move, the patch is skipped and only speed suffers.
 _SERIALIZED_MOTO = """
-import copy, sys, threading, types
-from werkzeug.serving import run_simple
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+import copy, sys, threading, types, warnings
+import uvicorn
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 try:
     import moto.dynamodb.models as models
@@ -154,7 +154,21 @@ def serialized(environ, start_response):
     with lock:
         return list(app(environ, start_response))
 
-run_simple(sys.argv[1], int(sys.argv[2]), serialized, threaded=True, request_handler=MotoRequestHandler)
+# 4. Served by uvicorn, not werkzeug's dev server: werkzeug answers every request with
+#    "Connection: close", so each DynamoDB call opened a new TCP connection and a new server
+#    thread (about 20% of a GetItem's CPU, client and server, on loopback). uvicorn keeps
+#    connections alive, long enough that none is closed under a client between two calls.
+#    Its WSGI interface is deprecated in favour of a2wsgi (not installed); it is uvicorn's own.
+warnings.filterwarnings("ignore", category=DeprecationWarning, module="uvicorn")
+uvicorn.run(
+    serialized,
+    host=sys.argv[1],
+    port=int(sys.argv[2]),
+    interface="wsgi",
+    lifespan="off",
+    log_level="warning",
+    timeout_keep_alive=600,
+)
 """
 
 
