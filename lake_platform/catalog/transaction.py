@@ -157,6 +157,8 @@ class Transaction:
         return self.results
 
     def _commit_leased(self, writes: list[TableWrite], who: Principal) -> list[CommitResult] | None:
+        # Every lease record in a request or two, not one read a table before its acquire.
+        self._ctx.gate.read_ahead([w.record.incarnation for w in writes if w.record is not None])
         with contextlib.ExitStack() as leases:
             for w in writes:  # sorted: two transactions take shared leases in the same order
                 assert w.record is not None
@@ -229,13 +231,7 @@ class Transaction:
         first, *others = (self._wanted(w) for w in writes)
         # The first alone (a new id, the usual case, is one read); the rest in a few registry
         # requests, not two round trips a table.
-        replay = self._ctx.replayed(
-            first.commit_id,
-            table=first.table,
-            operation=first.operation,
-            branch=first.branch,
-            refuse=first.refuse,
-        )
+        (replay,) = self._ctx.replayed_all([first])
         if replay is None:
             return None
         results = [replay, *(r for r in self._ctx.replayed_all(others) if r is not None)]

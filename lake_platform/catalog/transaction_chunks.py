@@ -239,7 +239,7 @@ class ChunkedCommit:
                 self._complete()
                 return
             self.ctx.at("transaction:rolled-forward")
-        recovery.forget(self.ctx.store, self.txn_id)
+        recovery.forget(self.ctx.store, self.txn_id, self.revision)
 
     def _complete(self) -> None:
         """The heads a chunk could not move, moved from the record; past the commit point the

@@ -333,8 +333,15 @@ def clear(store: MetaStore, record: TransactionRecord, limit: int) -> bool:
     return not left
 
 
-def forget(store: MetaStore, txn_id: str) -> None:
-    """Delete the record of a transaction whose heads all moved, or whose versions are cleared."""
+def forget(store: MetaStore, txn_id: str, revision: int | None = None) -> None:
+    """Delete the record of a transaction whose heads all moved, or whose versions are cleared;
+    ``revision``: the record's as its writer left it (deleted without reading it first)."""
+    if revision is not None:
+        try:
+            store.transact([Delete(keys.transaction(txn_id), revision)])
+            return
+        except ConditionFailed:
+            pass  # deleted or written meanwhile: read it, as without
     item = store.get(keys.transaction(txn_id))
     if item is None:
         return

@@ -22,12 +22,14 @@ from lake_platform.registry import keys
 from lake_platform.registry.records import TransactionRecord, VersionRecord, decode
 from lake_platform.registry.store import MAX_TRANSACT_OPS
 from lake_platform_tests.catalog.conftest import ids_of, rows
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.catalog.test_transaction import (  # noqa: F401 - the fixtures
     catalog,
     dynamodb_catalog,
     heads,
     make_tables,
     opened,
+    sqlite_catalog,
     staged,
 )
 from lake_platform_tests.registry.dynamo_faults import error_response
@@ -274,3 +276,22 @@ def turn(at: str, moving: list[bool]) -> None:
         moving.append(True)
     elif at == "transaction:registered":
         moving.clear()
+
+
+def test_a_commit_reads_its_tables_leases_in_one_request(sqlite_catalog: Catalog) -> None:  # noqa: F811
+    """Each registry request is a round trip on DynamoDB. A commit under the leases reads every
+    table's lease record in one request, then takes each lease with one compare-and-swap; the
+    gate of a process that wrote none of them read each lease on its own before its swap: a
+    hundred-table commit paid a hundred reads."""
+    names = make_tables(sqlite_catalog, SOME)
+    leases = [keys.lease(incarnation(sqlite_catalog, n)) for n in names]
+    calls = RegistryCalls(sqlite_catalog.store)
+    with Catalog(sqlite_catalog.settings, calls) as c:  # its gate knows no lease record
+        with Transaction(c.tables, max_ops=SMALL) as tx:
+            for i, name in enumerate(names):
+                tx.append(name, rows([1000 + i]))
+    read = [(method, [k for k in read if k in leases]) for method, read in calls.reads()]
+    assert [r for r in read if r[1]] == [("get_many", leases)]
+    assert calls.swapped("lse/") == leases
+    assert [r.to_version for r in tx.results] == [2] * SOME
+    assert heads(sqlite_catalog, names) == dict.fromkeys(names, 2)
