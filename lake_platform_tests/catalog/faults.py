@@ -194,7 +194,8 @@ def writer_processes() -> Any:
         # client: ~2 s of CPU), lance and pandas (~1 s, pyarrow's first ``pa.table`` loads
         # pandas), and the modules the writers' functions live in. A child that imported them
         # itself spent 3-12 s of a kill there. Importing starts no Lance runtime (that starts on
-        # first use, in the child), so forking stays safe.
+        # first use, in the child), so forking stays safe. ``writer_preload``: botocore's
+        # DynamoDB model, parsed once here rather than by each writer on a DynamoDB registry.
         ctx.set_forkserver_preload(
             [
                 "pytest",
@@ -203,6 +204,7 @@ def writer_processes() -> Any:
                 "lake_platform.catalog.namespace",
                 "lance",
                 "pandas",
+                "lake_platform_tests.catalog.writer_preload",
             ]
         )
         _CONTEXT = ctx
