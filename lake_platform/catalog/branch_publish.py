@@ -55,10 +55,10 @@ from lake_platform.errors import (
     InvalidInput,
     InvalidTableState,
 )
-from lake_platform.naming import TableName
+from lake_platform.naming import TableName, check_segment
 from lake_platform.registry import keys
 from lake_platform.registry.records import BranchRecord, TableRecord, VersionRecord, decode
-from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put
+from lake_platform.registry.store import ABSENT, Delete, Item, Op, Put, get_all
 
 if TYPE_CHECKING:
     from lake_platform.catalog.lease import Lease
@@ -151,8 +151,10 @@ class BranchPublish:
             raise InvalidInput("name at least one table to publish")
         commit_id = check_commit_id(by.commit_id)
         ids = [commit_id] if single else [f"{commit_id}-t{i}" for i in range(len(tnames))]
+        parents = list(dict.fromkeys(self.ctx.parent_key(t) for _, t in tnames))
+        found = dict(zip(parents, get_all(self.ctx.store, parents), strict=True))
         for _, tname in tnames:
-            self.ctx.require_parent(tname, who=who)
+            self.ctx.require_parent(tname, found[self.ctx.parent_key(tname)], who=who)
             who.require(tname.project, "write", f"publish to {tname}")
 
         def landed() -> list[CommitResult] | None:
@@ -161,9 +163,22 @@ class BranchPublish:
         first = landed()
         if first is not None:
             return first  # a retry that landed: nothing twice
+        check_segment(branch, "branch name")
+        # Every table and its branch in a request or two, not three reads a table.
+        items = get_all(
+            self.ctx.store, [k for _, t in tnames for k in (keys.table(t), keys.branch(t, branch))]
+        )
         heads = [
-            (tname, self.ctx.table(tname)[0], self.branches.branch(tname, branch)[0]) for _, tname in tnames
+            (
+                tname,
+                self.ctx.table(tname, item=items[2 * i])[0],
+                self.branches.branch(tname, branch, read=(items[2 * i], items[2 * i + 1]))[0],
+            )
+            for i, (_, tname) in enumerate(tnames)
         ]
+        self.ctx.gate.read_ahead(
+            [inc for _, record, rec in heads for inc in (record.incarnation, rec.incarnation)]
+        )
         with ExitStack() as held:
             leases = [
                 (
@@ -294,9 +309,9 @@ class BranchPublish:
         """What publishing ``branch`` writes, read under main's lease (``incarnation``) and the
         branch's (``chain``): main's new version records (the branch's, re-keyed), main's head on
         the branch's line, the branch record consumed."""
-        table_item = self.ctx.store.get(keys.table(tname))
+        table_item, branch_item = self.ctx.store.get_many([keys.table(tname), keys.branch(tname, branch)])
         record, table_rev = self.ctx.table(tname, incarnation=incarnation, item=table_item)
-        rec, branch_item = self.branches.branch(tname, branch)
+        rec, branch_item = self.branches.branch(tname, branch, read=(table_item, branch_item))
         if rec.incarnation != chain:
             raise ConcurrentModification(
                 f"branch {branch} of {tname} was made again meanwhile; nothing was published"

@@ -30,6 +30,7 @@ from lake_platform.registry.records import VersionRecord, decode
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
+from lake_platform_tests.catalog.registry_calls import RegistryCalls
 
 ORDERS, LINES = "p.w.ns.orders", "p.w.ns.order_lines"
 
@@ -203,3 +204,16 @@ def test_a_branch_past_the_expected_version_is_refused_whole_and_compactions_pas
     )
     assert [(r.table, r.to_version) for r in results] == [(LINES, 3), (ORDERS, 4)]
     assert main_state(run_branch) == {ORDERS: (4, [1, 2]), LINES: (3, [100, 101, 999])}
+
+
+def test_a_publish_reads_each_kind_of_record_in_one_request(run_branch: Lake) -> None:
+    """Each registry request is a round trip on DynamoDB. A publish of several tables reads
+    their namespaces in one request, every table with its branch in one, and every lease record
+    (main's and the branch's, from a gate that left none of them) in one; under the leases each
+    table with its branch again in one. It read each of those on its own (three reads a table
+    before the leases, two a lease, three a table under them)."""
+    calls = RegistryCalls(run_branch.catalog.store)
+    with Catalog(run_branch.settings, calls) as c:
+        c.branch_publish.publish_branches([ORDERS, LINES], "run_1")
+    assert [method for method, _ in calls.reads() if method != "scan_prefix"] == ["get_many"] * 5
+    assert main_state(run_branch) == {ORDERS: (2, [1, 2]), LINES: (2, [100, 101])}
