@@ -13,7 +13,8 @@ all of them counted). Time travel is written in the query, as over Flight: ``w.n
 Every batch is taken on the main thread (``blocking``): no thread of DataFusion's runtime calls
 into Python, so none can be caught inside the interpreter as it finalises at exit (which ended
 a successful query with ``Fatal Python error: PyGILState_Release`` and exit code 134). The time
-limit within a batch is a SIGALRM timer (:func:`time_limit`).
+limit within a batch is a SIGALRM timer (:func:`time_limit`), which needs a spare runtime worker
+(:func:`spare_runtime_worker`).
 """
 
 from __future__ import annotations
@@ -204,7 +205,21 @@ def print_table(batches: Iterator[pa.RecordBatch], schema: pa.Schema, head: int)
     return rows, min(rows, head)
 
 
-def import_engine() -> type[QueryEngine]:
+def spare_runtime_worker(limits: QueryLimits) -> None:
+    """Give DataFusion's tokio runtime one worker more than the query's partitions can keep busy.
+
+    A blocking batch checks for Python's signals (the SIGALRM of :func:`time_limit`) when a tokio
+    timer fires, and the runtime's timers fire only when one of its workers turns to them: with
+    as many workers as cores (tokio's default) and a CPU-bound join keeping every one of them
+    busy, a 1 s time limit stopped the query after 10 to 30 s on a 2-core machine. A spare worker
+    waits on the timers; it takes no CPU while it waits. Set before the runtime exists (it is made
+    at the first query of the process); ``TOKIO_WORKER_THREADS`` set by the user wins."""
+    cores = os.cpu_count() or 1
+    workers = max(cores, limits.target_partitions or cores) + 1
+    os.environ.setdefault("TOKIO_WORKER_THREADS", str(workers))
+
+
+def import_engine(limits: QueryLimits) -> type[QueryEngine]:
     """The query engine's class, imported with the collector paused and its objects then frozen.
 
     Importing it builds ~70,000 long-lived objects (DataFusion, pandas, pyarrow, Lance; ~150,000
@@ -212,8 +227,10 @@ def import_engine() -> type[QueryEngine]:
     collector went over them again and again while they were being made, and at exit each of the
     interpreter's final collections went over them all (~0.8 s of a ~5 s ``lake sql`` then).
     Frozen objects are skipped by every later collection; the query's own objects are collected
-    as usual. Only the first import in a process pays."""
+    as usual. Only the first import in a process pays, and only it sets the runtime's workers
+    (a process that imported the engine before may have made the runtime already)."""
     if "lake_platform.query.engine" not in sys.modules:
+        spare_runtime_worker(limits)
         collecting = gc.isenabled()
         gc.collect()  # what is garbage now is collected, not frozen with the engine
         gc.disable()
@@ -257,11 +274,11 @@ def sql(
     w.ns."t@branch:dev" (its head), w.ns."t@branch:dev@v3".
     """
     fmt = output_format(output) if output is not None else None
-    engine_class = import_engine()
     from lake_platform.query.limits import limits_from
     from lake_platform.settings.flight import flight_settings
 
     limits = limits_from(flight_settings(state.settings), state.settings)
+    engine_class = import_engine(limits)
     # One query per process: a snapshot cache could only load a hot table for nothing (and the
     # exit would wait for that load).
     engine = engine_class(state.settings, dataclasses.replace(limits, cache_bytes=0, session_pool_size=0))
