@@ -16,7 +16,6 @@ took 1.2 s on disk, 0.4 s in memory). Nothing here tests what survives a power c
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
@@ -27,10 +26,9 @@ from typing import Any
 
 import dagster as dg
 
-from lake_platform_tests.postgres import Postgres
+from lake_platform_tests.postgres import FAST_DIR, Postgres
 
-#: Where the SQLite instances are made: a memory file system when there is one.
-FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+__all__ = ["FAST_DIR", "postgres_database", "postgres_instance", "sqlite_instance"]
 
 _lock = threading.Lock()
 _template: tempfile.TemporaryDirectory[str] | None = None

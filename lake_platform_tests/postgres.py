@@ -4,7 +4,12 @@ Debian's ``postgresql`` package (``make postgres`` installs it), run as an unpri
 
 The postmaster runs as a child of the test process, not daemonized by ``pg_ctl``, so that it
 dies with a killed test run (``bound_to_parent`` with SIGQUIT: an immediate shutdown) instead of holding
-its port and folder for good. Stopped with a fast shutdown and removed afterwards."""
+its port and folder for good. Stopped with a fast shutdown and removed afterwards.
+
+The cluster's folder is in memory (``FAST_DIR``) where the machine has one: every Postgres test
+copies a database (~7 MB, and about as much WAL) that nobody keeps. On the shared disk 40 copies
+took 11.3 s and removing a session's cluster 5 to 36 s (load 3 to 14); in memory 3.3 s and
+under a second."""
 
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ from pathlib import Path
 from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.servers import free_port
 
+#: Where throwaway servers' data goes (this cluster, dagster_storage's SQLite instances): a memory
+#: file system when there is one.
+FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 #: Who runs the cluster when the tests run as root.
 UNPRIVILEGED = "nobody"
 
@@ -112,7 +120,7 @@ def start_postgres() -> Postgres:
     folder = binaries()
     if folder is None:
         raise RuntimeError("PostgreSQL is not installed: run `make postgres` (apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="lake-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="lake-pg-", dir=FAST_DIR))
     user = UNPRIVILEGED if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
     if os.geteuid() == 0:
         entry = pwd.getpwnam(user)
