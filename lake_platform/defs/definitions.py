@@ -54,7 +54,7 @@ def executor(settings: DagsterSettings) -> dg.ExecutorDefinition:
     environment it started in, which in a run worker is the run's."""
     limit = settings.max_concurrent_steps or (os.cpu_count() or 1)
     if settings.executor == "multiprocess":
-        forkserver = {"preload_modules": step_preload(settings)}
+        forkserver = {"preload_modules": list(STEP_PRELOAD)}
         return dg.multiprocess_executor.configured(
             {"max_concurrent": limit, "start_method": {"forkserver": forkserver}}
         )
@@ -69,26 +69,22 @@ def executor(settings: DagsterSettings) -> dg.ExecutorDefinition:
     return dg.in_process_executor
 
 
-def step_preload(settings: DagsterSettings) -> list[str]:
-    """What the multiprocess executor's forkserver imports once per run, for every step it forks.
-
-    The code location (named, or Dagster preloads nothing of it); then what every step imports
-    on first use: the catalog and lance_namespace's REST client (~2 s of CPU), lance, pandas
-    (pyarrow's first pa.table loads it), and the instance's storage, which each step opens
-    (``DagsterInstance.from_ref``) before it starts: SQLAlchemy, Alembic and Dagster's storage
-    classes, 2 s of CPU a step (5 to 9 s at load 8 on 2 cores). SQLite's is the module of
-    DagsterSqliteStorage, what an instance without a storage block uses; dagster_postgres, the
-    storage LAKE_DAGSTER_POSTGRES_URL configures, imports it too. Imports only: they open no
-    storage and start no Lance runtime."""
-    storage = "dagster_postgres" if settings.postgres_url else "dagster._core.storage.sqlite_storage"
-    return [
-        __name__,
-        "lake_platform.catalog.catalog",
-        "lake_platform.catalog.namespace",
-        "lance",
-        "pandas",
-        storage,
-    ]
+#: What the multiprocess executor's forkserver imports once per run, for every step it forks:
+#: the code location (named, or Dagster preloads nothing of it); then what every step imports on
+#: first use: the catalog and lance_namespace's REST client (~2 s of CPU), lance, pandas
+#: (pyarrow's first pa.table loads it), and the instance's storage classes, which each step opens
+#: (``DagsterInstance.from_ref``) before it starts: SQLAlchemy, Alembic and Dagster's storage, 2 s
+#: of CPU a step (5 to 9 s at load 8 on 2 cores). ``dagster_postgres`` is the one public module
+#: that imports them all, SQLite's (an instance without a storage block) among them, so it is
+#: preloaded whichever storage the instance uses. Imports only: no storage opened, no Lance runtime.
+STEP_PRELOAD = (
+    __name__,
+    "lake_platform.catalog.catalog",
+    "lake_platform.catalog.namespace",
+    "lance",
+    "pandas",
+    "dagster_postgres",
+)
 
 
 def step_io(settings: DagsterSettings) -> dict[str, object]:

@@ -12,9 +12,9 @@ import dagster as dg
 import pytest
 
 from lake_platform.defs import demo_assets
-from lake_platform.defs.definitions import build, defs, step_preload
+from lake_platform.defs.definitions import STEP_PRELOAD, build, defs
 from lake_platform.errors import SettingsError
-from lake_platform.settings import DagsterSettings, dagster_settings
+from lake_platform.settings import dagster_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_steps_on_other_machines_need_step_io(monkeypatch: pytest.MonkeyPatch) -
         dagster_settings()
 
 
-#: What a step process must not import itself when its forkserver preloaded ``step_preload``.
+#: What a step process must not import itself when its forkserver preloaded ``STEP_PRELOAD``.
 STEP_IMPORTS = ("sqlalchemy", "alembic", "lance_namespace", "lake_platform.catalog", "pandas")
 STEP = """
 import importlib, sys
@@ -130,12 +130,9 @@ def test_a_multiprocess_step_finds_its_instance_storage_and_catalog_preloaded(tm
     a forked step, the preloaded modules imported first as the forkserver does."""
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "LAKE_HOME": str(tmp_path / "lake")}
     env.pop("LAKE_DAGSTER_POSTGRES_URL", None)
-    preload = step_preload(DagsterSettings(_env_file=None))  # type: ignore[call-arg]
     proc = subprocess.run(
-        [sys.executable, "-c", STEP, *preload], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", STEP, *STEP_PRELOAD], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     imported = proc.stdout.split()
     assert [m for m in imported if any(m == p or m.startswith(p + ".") for p in STEP_IMPORTS)] == []
-    postgres = DagsterSettings(_env_file=None, postgres_url="postgresql://h/db")  # type: ignore[call-arg]
-    assert "dagster_postgres" in step_preload(postgres)  # Postgres storage's classes
