@@ -43,13 +43,15 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """The kernel sends this process ``sig`` (SIGTERM) when its parent dies. Kept across
     ``exec`` (and set after ``Popen(user=...)`` switches the user, which would clear it).
 
-    ``sig`` is set back to its default action first: an ignored signal is inherited across
-    ``exec``, and the parent may ignore SIGTERM by the time it starts a child (Dagster maps
-    SIGTERM to SIGINT's handler when it runs a job in process, and SIGINT is ignored in a job a
-    CI runner starts in the background). Such a child would ignore both this signal and its
-    parent's ``terminate()``."""
-    if signal.getsignal(sig) == signal.SIG_IGN:
-        signal.signal(sig, signal.SIG_DFL)
+    ``sig`` and SIGINT are set back to their default actions first: an ignored signal is
+    inherited across ``exec``, and a job a CI runner (or a script's ``&``) starts in the
+    background ignores SIGINT, so the parent may ignore both by the time it starts a child
+    (Dagster maps SIGTERM to SIGINT's handler). Such a child would ignore this signal and its
+    parent's ``terminate()``; and a Python child that inherits an ignored SIGINT installs no
+    handler for it, so a Dagster server it runs maps SIGTERM to "ignore" in turn."""
+    for ignored in {sig, signal.SIGINT}:
+        if signal.getsignal(ignored) == signal.SIG_IGN:
+            signal.signal(ignored, signal.SIG_DFL)
     if _LIBC.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 

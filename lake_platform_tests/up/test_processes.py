@@ -32,6 +32,32 @@ def test_a_child_stops_with_its_parent_though_the_parent_ignores_sigterm() -> No
     killed_parent(IGNORING_PARENT, within=30)
 
 
+#: A parent started as a CI runner starts a job in the background: SIGINT ignored. Its child
+#: maps SIGTERM to SIGINT's handler, as Dagster's code server and daemon do, and says whether
+#: SIGTERM would then stop it.
+BACKGROUND_PARENT = """
+import signal, subprocess, sys
+from lake_platform.up.processes import bound_to_parent
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+child = (
+    "import signal; signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT)); "
+    "print(signal.getsignal(signal.SIGTERM) is signal.default_int_handler)"
+)
+subprocess.run(bound_to_parent([sys.executable, "-c", child]), check=True)
+"""
+
+
+def test_a_child_of_a_background_job_still_stops_on_sigterm() -> None:
+    """An ignored SIGINT is inherited across exec, and Python installs no handler for a signal
+    ignored at start-up: a Dagster process started by ``lake up`` in the background mapped
+    SIGTERM to that ignored handler, and ``lake up``'s stop waited out its timeout."""
+    out = subprocess.run(
+        [sys.executable, "-c", BACKGROUND_PARENT], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]
+
+
 FORK_WATCH = """
 import os, subprocess, sys
 from lake_platform.up.processes import bound_to_parent, die_with_parent
