@@ -28,9 +28,24 @@ from pathlib import Path
 from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.servers import free_port
 
+#: What the suite's throwaway servers may put in memory at once (this cluster's ~50 databases,
+#: the Dagster instances): a container's /dev/shm can be as small as 64 MiB.
+_FAST_DIR_NEEDS = 2 << 30
+
+
+def _fast_dir() -> str | None:
+    """A memory file system with room for the throwaway servers' data; None: the disk."""
+    try:
+        found = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    roomy = found.f_bavail * found.f_frsize >= _FAST_DIR_NEEDS
+    return "/dev/shm" if roomy and os.access("/dev/shm", os.W_OK) else None
+
+
 #: Where throwaway servers' data goes (this cluster, dagster_storage's SQLite instances): a memory
-#: file system when there is one.
-FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+#: file system when there is one with room.
+FAST_DIR = _fast_dir()
 #: Who runs the cluster when the tests run as root.
 UNPRIVILEGED = "nobody"
 
