@@ -27,7 +27,7 @@ def test_no_private_library_api_outside_the_one_documented_module() -> None:
     assert found == []
 
 
-def test_the_pattern_finds_what_it_looks_for() -> None:
-    assert PRIVATE.search('storage = "dagster._core.storage.sqlite_storage"')
-    assert PRIVATE.search("core_call = context._rpc_event.call")
-    assert not PRIVATE.search("import dagster as dg; dg.DagsterInstance.get()")
+def test_the_pattern_finds_the_one_documented_use() -> None:
+    # The exception is still needed (the pattern matches it), so the pattern matches real code.
+    exception = (ROOT / "lake_platform/flight/grpc_status.py").read_text().splitlines()
+    assert any(PRIVATE.search(line) for line in exception)

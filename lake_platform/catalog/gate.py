@@ -117,10 +117,11 @@ class WriteGate:
         for incarnation, item in zip(
             unknown, get_all(self.store, [keys.lease(i) for i in unknown]), strict=True
         ):
-            current = decode(LeaseRecord, item.value, item.key) if item is not None else None
-            if current is None:
+            if item is None:
                 self.unheld(incarnation)
-            elif item is not None and current.released:
+                continue
+            current = decode(LeaseRecord, item.value, item.key)
+            if current.released:
                 self.left_released(incarnation, current.token, item.revision)
 
     def _try_acquire(self, incarnation: str, holder: str) -> Lease | None:

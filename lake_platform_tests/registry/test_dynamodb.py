@@ -25,16 +25,11 @@ from lake_platform.errors import (
     Throttling,
 )
 from lake_platform.registry.dynamodb import DynamoMetaStore
-from lake_platform.registry.dynamodb_admin import delete_table, init_table
 from lake_platform.registry.dynamodb_errors import translate
 from lake_platform.registry.sqlite import SqliteMetaStore
 from lake_platform.registry.store import ABSENT, Check, Delete, Put
-from lake_platform.settings import LakeSettings
 from lake_platform_tests.registry.dynamo_faults import apply, error_response
-
-
-def _settings(url: str, tmp_path: Path) -> LakeSettings:
-    return LakeSettings(_env_file=None, home=tmp_path / "home", registry_url=url)  # type: ignore[call-arg]
+from lake_platform_tests.registry.dynamo_tables import fresh_store
 
 
 @pytest.fixture
@@ -45,14 +40,8 @@ def pauses() -> list[float]:
 
 @pytest.fixture
 def store(dynamodb_url: str, tmp_path: Path, pauses: list[float]) -> Iterator[DynamoMetaStore]:
-    settings = _settings(dynamodb_url, tmp_path)
-    init_table(dynamodb_url, settings)
-    dynamo = DynamoMetaStore.from_url(dynamodb_url, settings, sleep=pauses.append)
-    try:
+    with fresh_store(dynamodb_url, tmp_path / "home", sleep=pauses.append) as dynamo:
         yield dynamo
-    finally:
-        delete_table(dynamo)
-        dynamo.close()
 
 
 # -- unknown outcomes: a retried request never commits twice -------------------------------------
