@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotCache:
-    """One process-local snapshot, refreshed in the background; reads never touch the registry."""
+    """One process-local snapshot, refreshed in the background; reads touch the registry only to
+    make up a late refresh (see :meth:`current`)."""
 
     def __init__(
         self,
@@ -62,10 +63,17 @@ class SnapshotCache:
 
     def current(self) -> CatalogSnapshot:
         """The snapshot readers use. Raises ServiceUnavailable if there is none, or if refreshes
-        have failed for longer than ``max_stale``."""
+        have failed for longer than ``max_stale``.
+
+        A snapshot past ``max_stale`` while the registry is healthy means the background refresh
+        is only late (its thread descheduled on a busy machine): the reader refreshes once, in
+        line and coalesced, rather than refusing. After a failed refresh it does not: the
+        background thread backs off, and reads must not add calls to a backend that is down."""
         snap = self._snapshot
         if snap is None:
             raise ServiceUnavailable(f"the catalog is not loaded yet{self._reason()}; retry shortly")
+        if self._clock() - snap.loaded_at > self.max_stale and self._last_error is None:
+            snap = self.refresh() or snap
         if self._clock() - snap.loaded_at > self.max_stale:
             raise ServiceUnavailable(
                 f"the catalog could not be refreshed for {self._clock() - snap.loaded_at:.0f}s"

@@ -134,6 +134,47 @@ def test_failed_refresh_keeps_the_last_good_snapshot() -> None:
     assert cache.status()["last_error"] == "down" and cache.failures == 1
 
 
+def test_a_late_background_refresh_is_made_up_in_line_not_refused() -> None:
+    """A healthy registry whose background refresh is merely late (the thread descheduled on a
+    busy machine, past a small max_stale) must not turn reads away: the reader refreshes once,
+    coalesced, and gets the new snapshot. Before, it answered "could not be refreshed for 0s"."""
+    now = [0.0]
+    loads: list[float] = []
+
+    def loader(previous: CatalogSnapshot | None) -> CatalogSnapshot:
+        loads.append(now[0])
+        return CatalogSnapshot(loaded_at=now[0], loaded_at_wall=time.time(), projects={})
+
+    cache = SnapshotCache(loader, ttl=0.05, max_stale=0.05, clock=lambda: now[0])
+    cache.refresh()
+    now[0] = 0.2  # no background thread ran: the snapshot is past max_stale
+    assert cache.current().loaded_at == 0.2
+    assert loads == [0.0, 0.2]
+
+
+def test_a_failing_registry_is_not_retried_on_the_read_path() -> None:
+    """Once a refresh has failed, readers past max_stale are refused at once: each read does not
+    add a registry call to a backend that is already down (the background thread backs off)."""
+    now = [0.0]
+    calls = {"n": 0}
+
+    def loader(previous: CatalogSnapshot | None) -> CatalogSnapshot:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ServiceUnavailable("down")
+        return CatalogSnapshot(loaded_at=now[0], loaded_at_wall=time.time(), projects={})
+
+    cache = SnapshotCache(loader, ttl=0.05, max_stale=0.05, clock=lambda: now[0])
+    cache.refresh()
+    now[0] = 0.2
+    with pytest.raises(ServiceUnavailable, match="could not be refreshed"):
+        cache.current()  # the in-line refresh fails
+    for _ in range(5):
+        with pytest.raises(ServiceUnavailable, match="registry: down"):
+            cache.current()
+    assert calls["n"] == 2
+
+
 def test_new_table_appears_after_one_ttl(tmp_path: Path) -> None:
     settings, catalog = build_catalog(tmp_path / "home")
     server = start_server(settings, catalog, snapshot_ttl_seconds=0.2)
