@@ -4,8 +4,10 @@ names the others, and a retry under the commit id publishes nothing twice."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,13 @@ from lake_platform.naming import TableName
 from lake_platform.registry import keys
 from lake_platform.registry.dynamodb import DynamoMetaStore
 from lake_platform.registry.dynamodb_admin import delete_table, init_table
+from lake_platform.registry.dynamodb_items import parse_url
 from lake_platform.registry.records import VersionRecord, decode
 from lake_platform.settings import LakeSettings, load_settings
 from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 from lake_platform_tests.catalog.registry_calls import RegistryCalls
+from lake_platform_tests.conftest import dynamodb_client, dynamodb_test_url
 
 ORDERS, LINES = "p.w.ns.orders", "p.w.ns.order_lines"
 
@@ -102,12 +106,24 @@ LONG = "p.w.ns.long"
 BRANCH_VERSIONS = 110
 
 
-@pytest.fixture
-def long_branch(tmp_path: Path, dynamodb_url: str) -> Iterator[LakeSettings]:
-    """On DynamoDB (moto), a local warehouse: ``LONG`` at version 1 (id 0) and branch ``dev``
-    with ``BRANCH_VERSIONS`` appends of its own (ids 1..110, versions 2..111)."""
-    settings = load_settings(home=tmp_path / "home", registry_url=dynamodb_url)
-    init_table(dynamodb_url, settings)
+@dataclass(frozen=True)
+class Built:
+    """A lake as the long branch's build left it: its home folder (copied aside) and every item of
+    its registry table, read raw."""
+
+    home: Path
+    copy: Path
+    items: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def long_branch_built(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: str) -> Built:
+    """Built once a module: ``BRANCH_VERSIONS`` appends are most of each test's time (on moto a
+    transaction copies the whole table, so each append costs more than the last)."""
+    url = dynamodb_test_url(moto_endpoint)
+    root = tmp_path_factory.mktemp("long")
+    settings = load_settings(home=root / "home", registry_url=url)
+    init_table(url, settings)
     with Catalog(settings) as c:
         c.containers.create_project("p")
         c.containers.create_warehouse("p.w")
@@ -116,8 +132,36 @@ def long_branch(tmp_path: Path, dynamodb_url: str) -> Iterator[LakeSettings]:
         c.branches.create_branch(LONG, "dev")
         for i in range(1, BRANCH_VERSIONS + 1):
             c.branch_writes.append(LONG, "dev", rows([i]))
+    table = parse_url(url).table
+    pages = dynamodb_client(url).get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+    items = [item for page in pages for item in page["Items"]]
+    store = DynamoMetaStore.from_url(url, settings)
+    delete_table(store)
+    store.close()
+    shutil.copytree(settings.home, root / "copy")
+    return Built(settings.home, root / "copy", items)
+
+
+@pytest.fixture
+def long_branch(long_branch_built: Built, moto_endpoint: str) -> Iterator[LakeSettings]:
+    """On DynamoDB (moto), a local warehouse: ``LONG`` at version 1 (id 0) and branch ``dev``
+    with ``BRANCH_VERSIONS`` appends of its own (ids 1..110, versions 2..111). Each test gets the
+    build as it was left: the home folder restored in place (a table's location is absolute)
+    and the registry's items loaded into a fresh table, so no test sees another's writes."""
+    built = long_branch_built
+    shutil.rmtree(built.home, ignore_errors=True)
+    shutil.copytree(built.copy, built.home)
+    url = dynamodb_test_url(moto_endpoint)
+    settings = load_settings(home=built.home, registry_url=url)
+    init_table(url, settings)
+    table, client = parse_url(url).table, dynamodb_client(url)
+    puts = [{"PutRequest": {"Item": item}} for item in built.items]
+    for start in range(0, len(puts), 25):  # BatchWriteItem's most
+        pending: dict[str, Any] = {table: puts[start : start + 25]}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
     yield settings
-    store = DynamoMetaStore.from_url(dynamodb_url, settings)
+    store = DynamoMetaStore.from_url(url, settings)
     delete_table(store)
     store.close()
 
