@@ -156,6 +156,8 @@ class EngineCommits:
         """
         if not pending.landed or pending.operation == "append" or pending.replayed:
             return
+        if pending.file_totals is not None and len(pending.landed) == 1 and not extra:
+            return  # its entry landed complete (``step_records.count_created_files``)
         try:
             last_version, _ = pending.landed[-1]
             snap = self.reads.snapshot(

@@ -41,7 +41,7 @@ from lake_platform.catalog.commit_conflicts import CommitConflicts
 from lake_platform.catalog.lease import Lease, LeaseRaced
 from lake_platform.catalog.manifest_publisher import ManifestPublisher
 from lake_platform.catalog.pending import PendingCommit
-from lake_platform.catalog.step_records import held_step_entry, step_entry, step_marker
+from lake_platform.catalog.step_records import count_created_files, held_step_entry, step_entry, step_marker
 from lake_platform.catalog.table_files import check_manifest, require_added, require_version
 from lake_platform.catalog.version_pages import page_after, version_page
 from lake_platform.engine import lance_engine as engine
@@ -230,12 +230,14 @@ class BoundTableNamespace(LanceNamespace):
         if self._fault is not None:
             self._fault("staged")  # data files and the staging manifest are written, nothing registered
         require_version(staging, version)
+        raw = count_created_files(pending, self.record.location, staging, self.storage_options)
         if staging != self._checked_manifest:
             # Before anything is registered: the version's files must all lie in this table.
             check_manifest(
                 self.record.location,
                 staging,
                 self.storage_options,
+                raw=raw,
                 folder=self.record.folder,
                 version=version,
             )

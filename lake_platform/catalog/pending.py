@@ -35,6 +35,10 @@ class PendingCommit:
     #: Data files the commit adds, when known before it lands (a Lance client's commit, from
     #: its transaction); the catalog's own operations count theirs afterwards or not at all.
     files_added: int = 0
+    #: A create's (files, file bytes) as its staged transaction records them, counted before it
+    #: registers (``step_records.count_created_files``): its log entry lands complete, with no
+    #: reopen and rewrite of the entry afterwards. None: not counted (``enrich`` completes it).
+    file_totals: tuple[int, int] | None = None
     #: The files (data, deletion and index files, relative to the table's root) a Lance
     #: client's manifest adds: the namespace checks, under the lease, that each is still there
     #: before it registers the version.

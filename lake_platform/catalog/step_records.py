@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lake_platform.catalog.pending import PendingCommit
+from lake_platform.engine.storage import read_object
+from lake_platform.engine.transactions import staged_change
 from lake_platform.registry import keys
 from lake_platform.registry.records import CommitLogEntry, CommitMarker, TableRecord, decode
 from lake_platform.registry.store import ABSENT, MetaStore
@@ -53,6 +55,9 @@ def _entry(
 ) -> CommitLogEntry:
     """A step's entry as ``operation``; with ``totals``, the commit's rows, bytes and files."""
     rows, nbytes = pending.stream_totals() if pending.stream_totals and totals else (0, 0)
+    files = pending.files_added
+    if pending.file_totals is not None:  # a create's, counted from its transaction
+        files, nbytes = pending.file_totals if totals else (0, 0)
     return CommitLogEntry(
         commit_id=pending.commit_id,
         target=target,
@@ -65,10 +70,35 @@ def _entry(
         to_version=version,
         rows_added=rows,
         bytes_added=nbytes,
-        files_added=pending.files_added if totals else 0,
+        files_added=files if totals else 0,
         rows_removed=pending.rows_removed if totals else 0,
         detail=dict(pending.detail),
     )
+
+
+def count_created_files(
+    pending: PendingCommit, location: str, staging: str, storage_options: dict[str, str] | None
+) -> bytes | None:
+    """Before a create's version registers: count the files and file bytes its staged
+    transaction adds (a new table's every file is added, none removed), so its entry lands
+    with the figures ``EngineCommits.enrich`` would otherwise reopen the table and rewrite the
+    entry for: two registry round trips and a table open per table created. Returns the staged
+    manifest's bytes it read (for the namespace's own check), None when it read none. A
+    manifest that cannot be read here is left uncounted: the check after it says why, and
+    ``enrich`` completes the entry of what lands anyway."""
+    if pending.operation != "create":
+        return None
+    try:
+        raw = read_object(location, staging, storage_options)
+    except OSError:
+        return None
+    try:
+        change = staged_change(location, staging, storage_options, raw=raw)
+    except (OSError, ValueError):
+        return raw
+    if change.operation is not None:  # None: Lance recorded no transaction to count from
+        pending.file_totals = (change.files_added, change.bytes_added)
+    return raw
 
 
 def marker_branch(detail: Mapping[str, object]) -> str | None:

@@ -80,6 +80,23 @@ def test_every_commit_lands_in_registry_with_log_entry(lake: Lake) -> None:
     assert engine.versions_on_disk(location, opts(lake, location))[-1] == registry_version(lake.catalog) == 2
 
 
+def test_a_create_logs_its_files_in_the_commit_and_writes_the_entry_once(lake: Lake) -> None:
+    """A create's log entry lands complete, in the registry write that lands the version: the
+    files and file bytes Lance's transaction records. It used to land without them, then the
+    writer opened the new table again, read the entry back and rewrote it: a table open and
+    two registry round trips more for every table created."""
+    calls = RegistryCalls(lake.catalog.store)
+    with Catalog(lake.settings, calls) as writer:
+        writer.tables.create_table(T, rows([1, 2, 3]))
+    touched = [(method, k) for method, ks in calls.calls for k in ks if k.startswith(keys.log_prefix(T))]
+    assert [method for method, _ in touched] == ["transact"]
+    [entry] = lake.catalog.reads.history(T)
+    change = engine.change_stats(lake.catalog.reads.open_table(T).dataset, 1)
+    assert (entry.files_added, entry.bytes_added) == (change.files_added, change.bytes_added)
+    assert entry.files_added == 1 and entry.bytes_added > 0
+    assert (entry.files_removed, entry.bytes_removed, entry.rows_added) == (0, 0, 3)
+
+
 def test_compaction_commits_through_the_catalog(lake: Lake) -> None:
     lake.catalog.tables.create_table(T, rows([0]))
     for i in range(1, 6):
