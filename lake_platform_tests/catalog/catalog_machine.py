@@ -57,6 +57,8 @@ class CatalogMachine(RuleBasedStateMachine):
 
     open_env: ClassVar[Callable[[], Env]]
     tally: ClassVar[Tally]
+    #: Whether each comparison also checks the warehouse's listings (``assert_catalog_matches``).
+    listings: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -415,5 +417,11 @@ class CatalogMachine(RuleBasedStateMachine):
     def registry_and_engine_match_the_model(self) -> None:
         self.tally.checks += 1
         assert_catalog_matches(
-            self.catalog, self.model, warehouse=WAREHOUSE, namespaces=NAMESPACES, scopes=SCOPES
+            self.catalog,
+            self.model,
+            warehouse=WAREHOUSE,
+            namespaces=NAMESPACES,
+            tables=TABLES,
+            scopes=SCOPES,
+            listings=self.listings,
         )

@@ -92,12 +92,12 @@ class Tally:
 
 
 def machine_for(
-    name: str, machine: type[RuleBasedStateMachine], open_env: Callable[[], Env]
+    name: str, machine: type[RuleBasedStateMachine], open_env: Callable[[], Env], **attrs: object
 ) -> tuple[type[RuleBasedStateMachine], Tally]:
-    """``machine`` subclassed as ``name``, opening its lakes with ``open_env`` and counting into a
-    new ``Tally``."""
+    """``machine`` subclassed as ``name``, opening its lakes with ``open_env``, counting into a
+    new ``Tally``, with class attributes ``attrs``."""
     tally = Tally()
-    return type(name, (machine,), {"open_env": staticmethod(open_env), "tally": tally}), tally
+    return type(name, (machine,), {**attrs, "open_env": staticmethod(open_env), "tally": tally}), tally
 
 
 @contextmanager

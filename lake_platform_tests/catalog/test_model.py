@@ -71,7 +71,9 @@ def test_catalog_matches_the_model_on_dynamodb_and_s3(
     def open_env() -> Env:
         return dynamodb_s3_env(moto_endpoint, s3, Path(tempfile.mkdtemp(dir=tmp_path)), **TEST_SETTINGS)
 
-    machine, tally = machine_for("DynamoS3Catalog", CatalogMachine, open_env)
+    # The listings are compared on SQLite only: on DynamoDB they are 33 of a comparison's ~50
+    # requests (model_checks.assert_catalog_matches); the registry itself is compared in full.
+    machine, tally = machine_for("DynamoS3Catalog", CatalogMachine, open_env, listings=False)
     with reported("dynamodb+s3", tally, record_property, capsys):
         run_state_machine_as_test(machine, settings=run_settings(examples=6, steps=15))
     assert tally.steps > 0 and tally.checks >= tally.steps
