@@ -1,5 +1,9 @@
-"""Write-audit-publish on a real Dagster instance: a run writes on its branch, its blocking check
-reads the branch, main moves only when the publish sensor sees the run succeed."""
+"""Write-audit-publish on a Dagster instance: a run writes on its branch, its blocking check
+reads the branch, main moves only when the publish sensor sees the run succeed.
+
+The instance is in memory: what is asserted is the lake's, and a SQLite instance creates and
+migrates an event-log database for every run (0.3 to 0.7 s each). test_wap_publish runs the
+publish sensor on SQLite storage."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +19,6 @@ from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.defs.wap import run_branch, write_on_branch
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs import wap_project
 from lake_platform_tests.defs.wap_sensor import publish
 from lake_platform_tests.maintenance.helpers import make_lake
@@ -63,7 +66,7 @@ def main_scores(catalog: Catalog) -> list[int]:
 
 
 def test_a_passing_audit_publishes_the_branch_to_main(home: Path) -> None:
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         result = run(home, instance, [5])
         assert result.success
         branch = run_branch(result.run_id)
@@ -86,7 +89,7 @@ def test_a_passing_audit_publishes_the_branch_to_main(home: Path) -> None:
 
 
 def test_a_failing_blocking_check_leaves_main_and_keeps_the_branch(home: Path) -> None:
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         before = catalog.reads.open_table(TABLE).version
         result = run(home, instance, [-1])
         assert not result.success
@@ -106,7 +109,7 @@ def ranks(scores: pa.Table) -> pa.Table:
 
 
 def test_a_run_that_wrote_two_tables_publishes_both_in_one_commit(home: Path) -> None:
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         SCORES[:] = [7]
         lake = LakeResource(home=str(home))
         result = dg.materialize(
@@ -187,7 +190,7 @@ def partitioned_and_merged_run(
 
 
 def test_a_partitioned_and_a_merge_asset_are_audited_on_the_branch_and_published_together(home: Path) -> None:
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         result = partitioned_and_merged_run(home, instance, [1, 1])
         assert result.success
         branch = run_branch(result.run_id)
@@ -210,7 +213,7 @@ def test_a_partitioned_and_a_merge_asset_are_audited_on_the_branch_and_published
 
 
 def test_a_failing_check_of_a_partitioned_asset_leaves_both_mains_and_keeps_the_branch(home: Path) -> None:
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         result = partitioned_and_merged_run(home, instance, [-1])
         assert not result.success
         before = {t: catalog.reads.open_table(t).version for t in (VISITS, PRICES)}
@@ -231,7 +234,7 @@ def test_a_failed_audit_reexecuted_from_failure_publishes_the_first_runs_branch(
     with Catalog(load_settings(home=home)) as catalog:
         catalog.tables.create_table("p.w.ns.audited", pa.table({"n": pa.array([0], pa.int64())}).to_reader())
     job = dg.reconstructable(wap_project.audited_job)
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         first = dg.execute_job(job, instance=instance, raise_on_error=False)
         assert not first.success  # the audit failed: main untouched
         monkeypatch.setenv(wap_project.PASSES, "1")
@@ -265,7 +268,7 @@ def scores_as_text() -> pa.Table:
 def test_an_output_refused_by_its_rows_or_schema_creates_no_table_and_no_branch(home: Path) -> None:
     lake = LakeResource(home=str(home))
     resources = {"lake": lake, "lake_io": LakeIOManager(lake=lake, wap=True)}
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         for asset, key in [(fresh, "2024-01-02"), (scores_as_text, None)]:
             result = dg.materialize(
                 [asset], partition_key=key, instance=instance, resources=resources, raise_on_error=False
@@ -284,7 +287,7 @@ def test_another_runs_read_never_sees_a_branch_its_audit_refused(home: Path) -> 
     the asset (not writing it) reads main, never the refused rows, until a run publishes."""
     lake = LakeResource(home=str(home))
     plain = {"lake": lake, "lake_io": LakeIOManager(lake=lake)}
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         assert not run(home, instance, [-1]).success
         later = dg.materialize([scores, ranks], selection=[ranks.key], instance=instance, resources=plain)
         assert later.success
