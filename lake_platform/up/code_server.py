@@ -12,9 +12,8 @@ rather than leaving a location in error behind a UI that answers.
 
 from __future__ import annotations
 
-import sys
-
 from lake_platform.errors import ServiceUnavailable
+from lake_platform.up import dagster_program
 
 MODULE = "lake_platform.defs.definitions"
 #: The location's name: run and job selectors (GraphQL, the UI's URLs) name it.
@@ -34,12 +33,10 @@ def free_port(host: str) -> int:
 
 
 def command(host: str, port: int) -> list[str]:
-    """``python -m dagster api grpc`` from this environment. Run workers it starts run as
-    ``<this python> -m dagster api execute_run`` (``--use-python-environment-entry-point``),
-    not whichever ``dagster`` is first on PATH."""
-    return [
-        sys.executable,
-        "-m",
+    """``dagster api grpc`` from this environment (``dagster_program``: its stop skips the final
+    walk of its heap). Run workers it starts run as ``<this python> -m dagster api execute_run``
+    (``--use-python-environment-entry-point``), not whichever ``dagster`` is first on PATH."""
+    return dagster_program.command(
         "dagster",
         "api",
         "grpc",
@@ -52,7 +49,7 @@ def command(host: str, port: int) -> list[str]:
         "--location-name",
         LOCATION_NAME,
         "--use-python-environment-entry-point",
-    ]
+    )
 
 
 def workspace_yaml(host: str, port: int) -> str:

@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING
 from lake_platform import owner_only
 from lake_platform.errors import SettingsError
 from lake_platform.settings import LakeSettings
-from lake_platform.up import code_server
+from lake_platform.up import code_server, dagster_program
 from lake_platform.up.banner import started_record, started_text
 from lake_platform.up.home_lock import HomeLock, lock_home
 from lake_platform.up.processes import bound_to_parent
@@ -257,19 +257,12 @@ def _launch(
     code_port = code_server.free_port(code_host)
     commands = {
         "code-server": code_server.command(code_host, code_port),
-        "webserver": [
-            sys.executable,
-            "-m",
-            "dagster_webserver",
-            "-h",
-            ui_host,
-            "-p",
-            str(ui_port),
-            "-w",
-            workspace,
-        ],
-        # `lake dagster-daemon`: Dagster's own console script from this environment.
-        "daemon": [*lake_cli, "dagster-daemon", "run", "-w", workspace],
+        # Dagster's own console scripts from this environment, exiting without a final walk of
+        # their heap (dagster_program): each server's stop is a second or more shorter.
+        "webserver": dagster_program.command(
+            "dagster-webserver", "-h", ui_host, "-p", str(ui_port), "-w", workspace
+        ),
+        "daemon": dagster_program.command("dagster-daemon", "run", "-w", workspace),
         "flight": [*lake_cli, "serve-flight", "--host", flight.host, "--port", str(flight.port)],
         "rest": [*lake_cli, "serve-rest", "--host", settings.rest_host, "--port", str(rest_port)],
     }
