@@ -117,6 +117,7 @@ class Tables:
             stream_totals=counter.totals,
             extra_ops=[Check(ns_item.key, ns_item.revision)],
             detail=dict(detail or {}),
+            release_lease=True,  # its one registry commit releases the new table's lease too
         )
         try:
             self._write(tname, record, ABSENT, pending, counter.wrap(data), "create", counter=counter)

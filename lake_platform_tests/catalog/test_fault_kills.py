@@ -133,14 +133,15 @@ LEAKS = {("op_create", "create:staged")}
 def _holds_lease(point: str) -> bool:
     """Whether a writer stopped at ``point`` holds its table's lease (trash expiry takes none, a
     namespace undrop its cascade's while it restores; a drop, and a cascade for each table it
-    detaches, takes it after resolving the name and lets go after its commit; an append
-    releases it in its commit's own transaction)."""
+    detaches, takes it after resolving the name and lets go after its commit; an append and a
+    create release it in their commit's own transaction)."""
     if point.startswith("undrop-namespace:"):
         return True
     if point.startswith("drop-namespace:"):
         return point == "drop-namespace:before-commit"
-    if point.startswith("append:") and point not in ("append:before-write", "append:staged"):
-        return False  # an append's one registry commit also released its lease
+    op, _, step = point.partition(":")
+    if op in ("append", "create") and step not in ("before-write", "staged"):
+        return False  # its one registry commit also released its lease
     return not point.startswith("expire:") and point not in (
         "drop:resolved",
         "drop:after-commit",
