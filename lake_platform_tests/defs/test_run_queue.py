@@ -31,6 +31,7 @@ from lake_platform.defs.partitions import TABLES
 from lake_platform.settings import DagsterSettings
 from lake_platform.up.processes import bound_to_parent
 from lake_platform_tests.dagster_storage import FAST_DIR, postgres_database
+from lake_platform_tests.defs.held_workload import GATE_TAG
 from lake_platform_tests.postgres import Postgres
 from lake_platform_tests.servers import free_port
 
@@ -55,17 +56,26 @@ def home(request: pytest.FixtureRequest) -> Iterator[Path]:
         yield home
 
 
-@pytest.fixture
-def env(home: Path, tmp_path: Path) -> dict[str, str]:
-    gate = tmp_path / "gate"
-    gate.mkdir()
+def process_env(home: Path) -> dict[str, str]:
     return {
         **os.environ,
         "DAGSTER_HOME": str(home),
         "DAGSTER_DISABLE_TELEMETRY": "1",
-        "LAKE_TEST_GATE": str(gate),
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
+
+
+@pytest.fixture
+def env(home: Path) -> dict[str, str]:
+    return process_env(home)
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Path:
+    """Where this test's runs say they started and wait for ``release`` (``held_workload``)."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    return gate
 
 
 @contextmanager
@@ -114,30 +124,37 @@ def wait_serving(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
             return
 
 
-@pytest.fixture
-def code_server(env: dict[str, str], home: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """The workload's code server; ``workspace.yaml`` points the CLI and the daemon at it."""
-    port = free_port()
-    command = [str(BIN / "dagster"), "api", "grpc", "-m", "lake_platform_tests.defs.held_workload"]
-    with running_process(
-        [*command, "-h", "127.0.0.1", "-p", str(port)], env, home, tmp_path, "code_server"
-    ) as proc:
-        wait_serving(proc, port, tmp_path / "code_server.log")
-        location = {"host": "127.0.0.1", "port": port, "location_name": "held_workload"}
-        (home / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"grpc_server": location}]}))
-        yield proc
+@pytest.fixture(scope="module")
+def code_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The workload's code server (its port), one for both storages: a run it starts opens the
+    instance whose ref the launching daemon sends with the request, not the server's own (here
+    the platform's instance settings on SQLite, in a home of its own)."""
+    logs = tmp_path_factory.mktemp("code_server")
+    config = instance_config(DagsterSettings(_env_file=None))  # type: ignore[call-arg]
+    with tempfile.TemporaryDirectory(prefix="dagster-code-", dir=FAST_DIR) as tmp:
+        home = Path(tmp)
+        (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+        port = free_port()
+        command = [str(BIN / "dagster"), "api", "grpc", "-m", "lake_platform_tests.defs.held_workload"]
+        command += ["-h", "127.0.0.1", "-p", str(port)]
+        with running_process(command, process_env(home), home, logs, "code_server") as proc:
+            wait_serving(proc, port, logs / "code_server.log")
+            yield port
 
 
 @pytest.fixture
 def daemon(
-    env: dict[str, str], home: Path, tmp_path: Path, code_server: subprocess.Popen[bytes]
+    env: dict[str, str], home: Path, tmp_path: Path, code_server: int
 ) -> Iterator[subprocess.Popen[bytes]]:
+    """The daemon of this test's instance; ``workspace.yaml`` points it and the CLI at the code server."""
+    location = {"host": "127.0.0.1", "port": code_server, "location_name": "held_workload"}
+    (home / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"grpc_server": location}]}))
     command = [str(BIN / "dagster-daemon"), "run", "-w", str(home / "workspace.yaml")]
     with running_process(command, env, home, tmp_path, "daemon") as proc:
         yield proc
 
 
-def launch(env: dict[str, str], home: Path, table: str) -> str:
+def launch(env: dict[str, str], home: Path, table: str, gate: Path) -> str:
     run_id = str(uuid.uuid4())
     out = subprocess.run(
         [
@@ -149,7 +166,7 @@ def launch(env: dict[str, str], home: Path, table: str) -> str:
             "-j",
             "held_job",
             "--tags",
-            json.dumps({"dagster/partition": table}),
+            json.dumps({"dagster/partition": table, GATE_TAG: str(gate)}),
             "--run-id",
             run_id,
         ],
@@ -172,15 +189,14 @@ def wait_for(predicate, what: str, timeout: float = 240.0) -> None:  # type: ign
 
 @pytest.mark.slow
 def test_runs_on_one_table_queue_behind_each_other_other_tables_run_alongside(
-    home: Path, env: dict[str, str], daemon: subprocess.Popen[bytes]
+    home: Path, env: dict[str, str], gate: Path, daemon: subprocess.Popen[bytes]
 ) -> None:
-    gate = Path(env["LAKE_TEST_GATE"])
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(TABLES, [T1, T2])
         # Submitted at once (each launch is a process importing Dagster): the queue decides
         # which of the two runs on t1 goes first.
         with ThreadPoolExecutor(3) as pool:
-            on_t1_a, on_t1_b, other = pool.map(lambda table: launch(env, home, table), (T1, T1, T2))
+            on_t1_a, on_t1_b, other = pool.map(lambda table: launch(env, home, table, gate), (T1, T1, T2))
 
         def started(run_id: str) -> bool:
             return (gate / f"started-{run_id}").exists()
