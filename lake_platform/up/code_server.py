@@ -12,6 +12,10 @@ rather than leaving a location in error behind a UI that answers.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
 from lake_platform.errors import ServiceUnavailable
 from lake_platform.up import dagster_program
 
@@ -32,11 +36,18 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def command(host: str, port: int) -> list[str]:
-    """``dagster api grpc`` from this environment (``dagster_program``: its stop skips the final
-    walk of its heap). Run workers it starts run as ``<this python> -m dagster api execute_run``
-    (``--use-python-environment-entry-point``), not whichever ``dagster`` is first on PATH."""
-    return dagster_program.command(
+def command(host: str, port: int, dagster_home: Path) -> list[str]:
+    """The code server as ``lake up`` starts it (``main``): Dagster's storages created in
+    ``dagster_home``, then ``dagster api grpc`` from this environment (``dagster_program``: its
+    stop skips the final walk of its heap). Run workers it starts run as ``<this python> -m
+    dagster api execute_run`` (``--use-python-environment-entry-point``), not whichever
+    ``dagster`` is first on PATH."""
+    return [
+        sys.executable,
+        "-m",
+        __name__,
+        str(dagster_home),
+        "--",
         "dagster",
         "api",
         "grpc",
@@ -49,7 +60,34 @@ def command(host: str, port: int) -> list[str]:
         "--location-name",
         LOCATION_NAME,
         "--use-python-environment-entry-point",
-    )
+    ]
+
+
+def init_storage(home: Path) -> None:
+    """Create Dagster's SQLite storages in ``home`` (its ``dagster.yaml`` written) once, before
+    several processes race to create them (that race leaves two alembic heads and a code
+    location that fails to load)."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.get_runs(limit=1)
+        instance.all_instigator_state()
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m lake_platform.up.code_server DAGSTER_HOME -- dagster api grpc ARGS...``.
+
+    The code server is the first Dagster process ``lake up`` starts, and the webserver and the
+    daemon start once it answers: created here, before it loads the definitions, the storages
+    are made by one process before any other opens them, and by one that imports Dagster anyway
+    (made by the launcher, they cost its start seconds of importing Dagster for this alone)."""
+    home, separator, *program = argv
+    if separator != "--" or not program:
+        raise SystemExit(
+            "usage: python -m lake_platform.up.code_server DAGSTER_HOME -- dagster api grpc ARGS..."
+        )
+    init_storage(Path(home))
+    dagster_program.main(program)
 
 
 def workspace_yaml(host: str, port: int) -> str:
@@ -79,3 +117,7 @@ def serving(host: str, port: int, wait: float) -> bool:
                 return False
             raise ServiceUnavailable(f"the Dagster code server on {host}:{port}: {err.details()}") from None
     return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

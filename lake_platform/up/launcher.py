@@ -100,27 +100,24 @@ def dagster_home_of(settings: LakeSettings) -> Path:
     return owner_only.make_dir(Path(settings.home).expanduser().resolve() / "dagster", narrow=True)
 
 
-def prepare_dagster_home(settings: LakeSettings, code_server_address: tuple[str, int]) -> Path:
-    """Dagster's home: its instance settings, the workspace naming the code server at
-    ``code_server_address`` (host, port), and its storages created."""
+def write_dagster_home(settings: LakeSettings, code_server_address: tuple[str, int]) -> Path:
+    """Dagster's home: its instance settings and the workspace naming the code server at
+    ``code_server_address`` (host, port). Under ``lake up`` the code server creates the storages
+    before it serves (``code_server.main``)."""
     home = dagster_home_of(settings)
     from lake_platform.defs.instance import instance_yaml
     from lake_platform.settings import dagster_settings
 
     owner_only.write_text(home / "dagster.yaml", instance_yaml(dagster_settings()))
     owner_only.write_text(home / "workspace.yaml", code_server.workspace_yaml(*code_server_address))
-    _init_dagster_storage(home)
     return home
 
 
-def _init_dagster_storage(home: Path) -> None:
-    """Create Dagster's SQLite storages once, before several processes race to create them
-    (that race leaves two alembic heads and a code location that fails to load)."""
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(str(home)) as instance:
-        instance.get_runs(limit=1)
-        instance.all_instigator_state()
+def prepare_dagster_home(settings: LakeSettings, code_server_address: tuple[str, int]) -> Path:
+    """``write_dagster_home``, and Dagster's storages created in it (``code_server.init_storage``)."""
+    home = write_dagster_home(settings, code_server_address)
+    code_server.init_storage(home)
+    return home
 
 
 def seed_demo_inbox(settings: LakeSettings) -> tuple[str, str, list[str]]:
@@ -204,15 +201,15 @@ def _launch(
     ready_timeout: float,
 ) -> Platform:
     """Start the five servers and wait until they answer (stopping what started when that
-    fails). Each server spends seconds importing, and the launcher's own work (Dagster's
-    storage, the demo seed) as long again: each server starts as soon as what it needs is there,
-    so the two overlap. Flight SQL and REST need neither (they read the registry, whose every
-    write is a transaction of its own); the code server (the definitions, the longest import)
-    needs Dagster's storage made (the race ``_init_dagster_storage`` prevents: started before
-    it, the code server's instance stamped the schedule storage alongside it, two alembic heads
-    the daemon then failed on); the webserver and the daemon also the code server answering
-    (they read the definitions from it), and the daemon the seeded inbox files, which its inbox
-    sensor's first tick then finds. The demo seed runs while the code server loads."""
+    fails). Each server spends seconds importing, and the launcher's own work (the demo seed) as
+    long again: each server starts as soon as what it needs is there, so the two overlap.
+    Flight SQL and REST need nothing (they read the registry, whose every write is a transaction
+    of its own); the code server (the definitions, the longest import) only its two yaml files:
+    it creates Dagster's storages itself before it loads the definitions (``code_server.main``),
+    so the launcher never imports Dagster; the webserver and the daemon need the code server
+    answering (they read the definitions from it, and open the storages it made), and the daemon
+    the seeded inbox files, which its inbox sensor's first tick then finds. The demo seed runs
+    while the code server loads."""
     dagster_home = dagster_home_of(settings)
     inbox = settings.inbox_location()
     if "://" not in inbox:
@@ -256,7 +253,7 @@ def _launch(
     code_host = DEFAULT_UI_HOST  # loopback: only the webserver and the daemon talk to it
     code_port = code_server.free_port(code_host)
     commands = {
-        "code-server": code_server.command(code_host, code_port),
+        "code-server": code_server.command(code_host, code_port, dagster_home),
         # Dagster's own console scripts from this environment, exiting without a final walk of
         # their heap (dagster_program): each server's stop is a second or more shorter.
         "webserver": dagster_program.command(
@@ -288,7 +285,7 @@ def _launch(
     try:
         start("flight")
         start("rest")
-        prepare_dagster_home(settings, (code_host, code_port))
+        write_dagster_home(settings, (code_host, code_port))
         start("code-server")
         if seed:
             platform.demo_table, _, platform.seeded = seed_demo_inbox(settings)

@@ -4,6 +4,7 @@ definitions, shared by the webserver and the daemon, is what test_launcher's pla
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,38 @@ def test_a_code_server_that_exits_during_start_up_fails_the_wait_with_its_error(
         "the code-server process exited during start-up (exit 1): ImportError: cannot import name "
         f"lake_defs; its log: {tmp_path / 'code-server.log'}"
     )
+
+
+def test_the_code_server_creates_dagster_s_storages_before_its_program_runs(tmp_path: Path) -> None:
+    """``lake up`` starts the code server first and the webserver and the daemon once it answers:
+    the storages it made before loading anything are there, made once, when they open them (and
+    the launcher itself no longer imports Dagster to make them)."""
+    from lake_platform.settings import load_settings
+    from lake_platform.up.code_server import command
+    from lake_platform.up.launcher import write_dagster_home
+
+    home = write_dagster_home(load_settings(home=tmp_path / "lake"), ("127.0.0.1", 4000))
+    assert not list(home.glob("**/*.db"))
+    started = command("127.0.0.1", 4000, home)
+    assert started[:6] == [sys.executable, "-m", "lake_platform.up.code_server", str(home), "--", "dagster"]
+    proc = subprocess.run(
+        [*started[:6], "--version"],
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0 and ", version 1." in proc.stdout, proc.stderr
+    assert {p.name for p in home.glob("**/*.db")} >= {"runs.db", "schedules.db", "index.db"}
+
+
+def test_the_code_server_s_command_line_is_checked() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lake_platform.up.code_server", "/nowhere", "dagster"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1 and "usage: python -m lake_platform.up.code_server" in proc.stderr
