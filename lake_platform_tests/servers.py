@@ -147,33 +147,6 @@ try:
 except (ImportError, AttributeError, TypeError, ValueError, OSError):
     pass
 
-try:
-    # 4. Less work per request: moto 5.2.5 lists its package folder (a listdir and a stat per
-    #    service) to route every request and a handler class's methods (inspect) to dispatch
-    #    it, though neither changes while the server runs, and draws each request id one
-    #    random.choice per character (here: secrets, 52 hex digits). Together about a quarter
-    #    of a request's server CPU (2.2 ms a request, 1.6 ms without them, 2-core machine).
-    import functools
-    import secrets
-    import moto.backends as moto_backends
-    import moto.core.responses as core_responses
-    import moto.utilities.aws_headers as aws_headers
-
-    modules = tuple(moto_backends.list_of_moto_modules())
-    moto_backends.list_of_moto_modules = lambda: modules
-    core_responses.method_names_from_class = functools.cache(core_responses.method_names_from_class)
-
-    def gen_amzn_requestid_long(headerdict=None):
-        req_id = secrets.token_hex(26)  # 52 characters, as moto's own
-        if isinstance(headerdict, dict):
-            headerdict.update({"x-amzn-requestid": req_id})
-        return req_id
-
-    aws_headers.gen_amzn_requestid_long = gen_amzn_requestid_long
-    core_responses.gen_amzn_requestid_long = gen_amzn_requestid_long
-except (ImportError, AttributeError):
-    pass
-
 app = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 
@@ -181,7 +154,7 @@ def serialized(environ, start_response):
     with lock:
         return list(app(environ, start_response))
 
-# 5. Served by uvicorn, not werkzeug's dev server: werkzeug answers every request with
+# 4. Served by uvicorn, not werkzeug's dev server: werkzeug answers every request with
 #    "Connection: close", so each DynamoDB call opened a new TCP connection and a new server
 #    thread (about 20% of a GetItem's CPU, client and server, on loopback). uvicorn keeps
 #    connections alive, long enough that none is closed under a client between two calls.
