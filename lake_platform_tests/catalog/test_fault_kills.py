@@ -311,14 +311,17 @@ def leaked_folders(c: Catalog, root: Path) -> list[str]:
     )
 
 
-def check_no_leaked_folders(c: Catalog, root: Path, expect_leak: bool) -> None:
+def check_no_leaked_folders(
+    c: Catalog, root: Path, expect_leak: bool, before: dict[tuple[str, int], list[int]]
+) -> None:
     """The warehouse scan reports exactly the table folders nobody knows, and reclaim removes
-    exactly those, touching no live data; afterwards every folder is registered or in the trash."""
+    exactly those, touching no live data (``before``: what ``check_registry_matches_engine``
+    found just before, each registered version's rows); afterwards every folder is registered
+    or in the trash."""
     leaked = leaked_folders(c, root)
     assert bool(leaked) == expect_leak, f"table folders nobody knows: {leaked}"
     for rel in leaked:
         age_tree(root / rel, TWO_DAYS)  # the debris has waited out the age gate
-    before = check_registry_matches_engine(c)
     report = orphan_folders.scan_folders(c, "p.w", min_age=timedelta(hours=1))
     assert sorted(o.path for o in report.orphans) == leaked, "the scan missed or invented a leak"
     result = orphan_folders.reclaim_folders(c, "p.w", timedelta(hours=1))
@@ -352,8 +355,9 @@ def test_kill_writer_at_fault_point(kill_lake: KillLake, kill: tuple[str, str, i
         after_kill(op, c)
         check_orphans(c, expect_debris=(op, point) in DEBRIS and nth == 1)
         retry_and_check(op, c)
-        check_registry_matches_engine(c)
-        check_no_leaked_folders(c, kill_lake.root, expect_leak=(op, point) in LEAKS and nth == 1)
+        # Every registered version opens at its version; the folder check compares against it.
+        live = check_registry_matches_engine(c)
+        check_no_leaked_folders(c, kill_lake.root, expect_leak=(op, point) in LEAKS and nth == 1, before=live)
 
 
 def test_kill_list_covers_every_point(kill_lake: KillLake) -> None:
