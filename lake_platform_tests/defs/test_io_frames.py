@@ -17,7 +17,6 @@ from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.errors import InvalidInput
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.orders"
@@ -47,7 +46,7 @@ def materialize(catalog: Catalog, value: object) -> dg.ExecuteInProcessResult:
         return value
 
     lake = LakeResource(home=str(catalog.settings.home))
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         return dg.materialize(
             [orders],
             instance=instance,
@@ -127,7 +126,7 @@ def test_a_pandas_frames_named_index_is_written_as_its_columns(catalog: Catalog)
         return totals
 
     lake = LakeResource(home=str(catalog.settings.home))
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
             [by_region], instance=instance, resources={"lake_io": LakeIOManager(lake=lake)}
         )

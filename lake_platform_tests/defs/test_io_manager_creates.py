@@ -20,7 +20,6 @@ from lake_platform.defs.io_manager import LakeIOManager, write
 from lake_platform.defs.resources import LakeResource
 from lake_platform.errors import ConcurrentModification, TableAlreadyExists
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 NEW = "p.w.ns.fresh"
@@ -63,7 +62,7 @@ def test_a_partition_written_while_another_run_creates_the_table_lands(tmp_path:
     home = tmp_path / "home"
     make_lake(home).close()
     lake = CreatedMeanwhile(home=str(home))
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
             [fresh],
             partition_key="2024-01-02",

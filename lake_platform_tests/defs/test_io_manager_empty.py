@@ -13,7 +13,6 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.defs.wap_sensor import publish
 from lake_platform_tests.maintenance.helpers import make_lake
 
@@ -31,7 +30,7 @@ def test_no_rows_appended_commit_nothing_and_overwritten_empty_the_table(tmp_pat
         catalog.tables.create_table(TABLE, pa.table({"id": pa.array([1, 2], pa.int64())}).to_reader())
     lake = LakeResource(home=str(home))
     versions = []
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         for mode in ("append", "append", "overwrite"):
             result = dg.materialize(
                 [quiet],
@@ -71,7 +70,7 @@ def versions(catalog: Catalog) -> dict[str, tuple[int, list[str]]]:
 def test_an_empty_output_in_a_wap_run_makes_no_branch_and_the_others_publish(tmp_path: Path) -> None:
     home = tmp_path / "home"
     lake = tables(home)
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         result = dg.materialize(
             [quiet, loud],
             instance=instance,
@@ -121,7 +120,7 @@ def test_an_empty_output_of_a_multi_asset_step_is_left_out_of_its_publish(tmp_pa
     home = tmp_path / "home"
     lake = tables(home)
     resources = {"lake": lake, "lake_io": LakeIOManager(lake=lake)}
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         EMPTY.clear()
         EMPTY.add("quiet")
         assert dg.materialize([pair], instance=instance, resources=resources).success
@@ -157,7 +156,7 @@ def test_a_merge_of_no_rows_in_a_wap_run_makes_no_branch_as_an_append(tmp_path: 
     no version of it, the materialization records main's head and nothing is published."""
     home = tmp_path / "home"
     lake = tables(home)
-    with sqlite_instance() as instance, Catalog(load_settings(home=home)) as catalog:
+    with dg.DagsterInstance.ephemeral() as instance, Catalog(load_settings(home=home)) as catalog:
         result = dg.materialize(
             [quiet_merge],
             instance=instance,

@@ -14,7 +14,6 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 ORDERS, LINES = "p.w.ns.orders", "p.w.ns.order_lines"
@@ -86,7 +85,7 @@ def resources() -> dict[str, object]:
 
 
 def test_both_outputs_land_in_one_registry_transaction(home: Path) -> None:
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([shop], instance=instance, resources=resources())
     assert result.success
     assert state(home) == {ORDERS: (2, [0, 10]), LINES: (2, [0, 0, 10, 10])}
@@ -101,7 +100,7 @@ def test_both_outputs_land_in_one_registry_transaction(home: Path) -> None:
 def test_a_step_failing_after_its_first_output_leaves_both_tables_as_they_were(home: Path) -> None:
     before = state(home)
     PLAN[:] = ["fail", "fail"]  # the retry fails too
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([shop], instance=instance, resources=resources(), raise_on_error=False)
         assert not result.success
         events = result.get_asset_materialization_events()
@@ -117,7 +116,7 @@ def test_a_step_failing_after_its_first_output_leaves_both_tables_as_they_were(h
 def test_an_output_the_governance_refuses_leaves_the_other_unwritten(home: Path) -> None:
     before = state(home)
     PLAN[:] = ["drift", "drift"]
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([shop], instance=instance, resources=resources(), raise_on_error=False)
     assert not result.success
     assert state(home) == before
@@ -125,7 +124,7 @@ def test_an_output_the_governance_refuses_leaves_the_other_unwritten(home: Path)
 
 def test_a_retry_after_a_failure_writes_both_once_from_the_retry(home: Path) -> None:
     PLAN[:] = ["fail", "ok"]
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([shop], instance=instance, resources=resources())
     assert result.success
     assert state(home) == {ORDERS: (2, [0, 11]), LINES: (2, [0, 0, 11, 11])}  # the retry's rows only
@@ -133,7 +132,7 @@ def test_a_retry_after_a_failure_writes_both_once_from_the_retry(home: Path) -> 
 
 def test_a_retry_after_the_publish_landed_writes_nothing_again(home: Path) -> None:
     PLAN[:] = ["late", "ok"]
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([shop], instance=instance, resources=resources())
     assert result.success
     assert state(home) == {ORDERS: (2, [0, 10]), LINES: (2, [0, 0, 10, 10])}  # the first attempt's, once
@@ -152,7 +151,7 @@ def shop_job() -> dg.JobDefinition:
 def test_a_reexecution_from_failure_writes_both_once(home: Path) -> None:
     PLAN[:] = ["fail", "fail", "ok"]
     job = dg.reconstructable(shop_job)
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         first = dg.execute_job(job, instance=instance)
         assert not first.success
         again = dg.execute_job(
@@ -176,7 +175,7 @@ def maybe_lines() -> Iterator[dg.Output[pa.Table]]:
 
 def test_an_optional_output_among_them_is_refused_unwritten(home: Path) -> None:
     before = state(home)
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([maybe_lines], instance=instance, resources=resources(), raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]

@@ -18,7 +18,6 @@ from lake_platform.defs.partition_rows import PartitionRows
 from lake_platform.defs.resources import LakeResource
 from lake_platform.errors import InvalidInput
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 hourly = dg.HourlyPartitionsDefinition(start_date="2024-01-01-00:00", end_date="2024-01-03-00:00")
@@ -40,7 +39,7 @@ def catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Catalog
 
 @pytest.fixture
 def instance() -> Iterator[dg.DagsterInstance]:
-    with sqlite_instance() as inst:
+    with dg.DagsterInstance.ephemeral() as inst:
         yield inst
 
 
