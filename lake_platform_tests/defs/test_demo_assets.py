@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from lake_platform.catalog.catalog import Catalog
@@ -9,7 +10,6 @@ from lake_platform.defs import demo_assets
 from lake_platform.defs.definitions import build
 from lake_platform.settings import load_settings
 from lake_platform.up import demo
-from lake_platform_tests.dagster_storage import sqlite_instance
 
 
 def test_region_totals_commits_a_table_from_the_seeded_orders(
@@ -20,7 +20,7 @@ def test_region_totals_commits_a_table_from_the_seeded_orders(
     with Catalog(load_settings()) as catalog:
         demo.seed_demo(catalog)
         definitions = build()
-        with sqlite_instance() as instance:
+        with dg.DagsterInstance.ephemeral() as instance:
             job = definitions.resolve_implicit_global_asset_job_def()
             result = job.execute_in_process(
                 instance=instance, asset_selection=[demo_assets.region_totals.key]

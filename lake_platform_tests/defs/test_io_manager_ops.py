@@ -11,7 +11,6 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 
@@ -30,7 +29,7 @@ def test_a_dynamic_output_is_refused_with_what_to_do(tmp_path: Path, monkeypatch
     home = tmp_path / "home"
     monkeypatch.setenv("LAKE_HOME", str(home))
     make_lake(home).close()
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         result = fan_out.execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]

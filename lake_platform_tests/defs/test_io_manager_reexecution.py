@@ -13,7 +13,6 @@ from lake_platform.catalog.catalog import Catalog
 from lake_platform.defs.io_manager import LakeIOManager
 from lake_platform.defs.resources import LakeResource
 from lake_platform.settings import load_settings
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 TABLE = "p.w.ns.snapshot"
@@ -42,7 +41,7 @@ def test_a_succeeded_step_reexecuted_writes_the_assets_new_value(
     monkeypatch.setenv("LAKE_HOME", str(home))
     make_lake(home).close()
     job = dg.reconstructable(snapshot_job)
-    with sqlite_instance() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         SOURCE[:] = [1, 2]
         first = dg.execute_job(job, instance=instance)
         SOURCE[:] = [7]  # the source changed: the user re-executes the run to snapshot it again

@@ -20,7 +20,6 @@ from lake_platform.defs.io_manager import LakeIOManager, write
 from lake_platform.defs.resources import LakeResource
 from lake_platform.defs.wap import write_on_branch
 from lake_platform.errors import InvalidInput
-from lake_platform_tests.dagster_storage import sqlite_instance
 from lake_platform_tests.maintenance.helpers import make_lake
 
 APPEND = WritePlan("append")
@@ -100,7 +99,7 @@ def test_a_replayed_step_records_the_rows_its_commit_wrote(
     run_id = str(uuid.uuid4())
     shown = []
     for _ in range(2):
-        with sqlite_instance() as instance:
+        with dg.DagsterInstance.ephemeral() as instance:
             result = job.execute_in_process(instance=instance, partition_key="2024-01-02", run_id=run_id)
             (event,) = result.get_asset_materialization_events()
             meta = event.materialization.metadata
