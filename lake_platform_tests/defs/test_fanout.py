@@ -6,9 +6,9 @@ The runs execute in a run worker of their own (``fanout_runner``), whose executo
 forkserver it forks steps from with the platform's preloads (the pytest process's may have been
 started by another test, preloading other modules). The forkserver keeps the environment it
 started in: the lake's home and the killer's marker reach the steps in the run's config, not in
-variables. On SQLite storage only: these runs start a dozen
-step processes, and what Postgres storage adds (runs and events written by processes other than the test's) is
-what test_run_queue's Postgres case runs, with a daemon, a code server and run workers."""
+variables. On SQLite storage only: these runs start a dozen step processes, and what Postgres
+storage adds (runs and events written by processes other than the test's) is what
+test_run_queue's Postgres case runs, with a daemon, a code server and run workers."""
 
 from __future__ import annotations
 
