@@ -339,11 +339,15 @@ class NamespaceDrops:
             for i in self.ctx.store.scan_prefix(keys.namespace(nname) + ".")
         ]
         spaces.sort(key=lambda pair: (pair[0].name.count("."), pair[0].name))
-        tables: list[tuple[TableRecord, Item]] = []
-        for record, _ in spaces:
-            ns = NamespaceName.parse(record.name)
-            tables += [
-                (decode(TableRecord, i.value, i.key), i)
-                for i in self.ctx.store.scan_prefix(keys.tables_in_namespace(ns))
-            ]
+        # The subtree's tables are one key range (``ns.``'s, then ``ns/``'s): one scan, on
+        # DynamoDB one query per bucket, not one per bucket for each namespace. Kept as the
+        # namespaces listed here would have them, in their order (shallowest first).
+        rank = {record.name: at for at, (record, _) in enumerate(spaces)}
+        head = keys.tables_under([nname.project, nname.warehouse, *nname.path])
+        found = [
+            (decode(TableRecord, i.value, i.key), i)
+            for i in self.ctx.store.scan_range(*keys.nested_and_own(head))
+        ]
+        tables = [(t, i) for t, i in found if t.name.rsplit(".", 1)[0] in rank]
+        tables.sort(key=lambda pair: rank[pair[0].name.rsplit(".", 1)[0]])
         return spaces, tables

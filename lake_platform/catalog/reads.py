@@ -243,11 +243,13 @@ class Reads:
             check_segment(part, "name prefix")
         # A namespace prefix reads its nested namespaces' tables (``ns.``) then its own (``ns/``),
         # never a sibling sharing its first letters (``ns10`` for ``ns1``): at a million tables a
-        # namespace's listing reads that namespace.
-        heads = [keys.tables_under(parts)] if len(parts) < 3 else [keys.tables_under(parts) + c for c in "./"]
+        # namespace's listing reads that namespace. Both are one key range: on DynamoDB one
+        # query per bucket, not two.
+        head = keys.tables_under(parts)
+        store = self.ctx.store
+        scanned = store.scan_prefix(head) if len(parts) < 3 else store.scan_range(*keys.nested_and_own(head))
         # Four parts or more may also name a table itself (``p.w.ns.t``): its key is no prefix's.
-        itself = [self.ctx.store.get(keys.table(TableName.parse(prefix)))] if len(parts) > 3 else []
-        scanned = (item for head in heads for item in self.ctx.store.scan_prefix(head))
+        itself = [store.get(keys.table(TableName.parse(prefix)))] if len(parts) > 3 else []
         for item in itertools.chain(itself, scanned):
             if item is not None:
                 record = decode(TableRecord, item.value, item.key)
@@ -418,11 +420,15 @@ class Reads:
         if prefix:
             for part in prefix.split("."):
                 check_segment(part, "name prefix")
-        # An object's own entries (``t/``), then those of the objects in it (``t.``): never
-        # those of a sibling sharing its first letters (``t2`` for ``t``).
-        heads = [keys.log_prefix(prefix), keys.log_under(prefix + ".")] if prefix else [keys.log_under()]
+        # The entries of the objects in it (``t.``) and its own (``t/``), one key range: never
+        # those of a sibling sharing its first letters (``t2`` for ``t``). Sorted below.
+        scanned = (
+            self.ctx.store.scan_range(*keys.nested_and_own(keys.log_under(prefix)))
+            if prefix
+            else self.ctx.store.scan_prefix(keys.log_under())
+        )
         entries = []
-        for item in (i for head in heads for i in self.ctx.store.scan_prefix(head)):
+        for item in scanned:
             entry = decode(CommitLogEntry, item.value, item.key)
             if prefix and not (entry.target == prefix or entry.target.startswith(prefix + ".")):
                 continue

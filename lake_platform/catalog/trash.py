@@ -198,16 +198,14 @@ class Trash:
                 from lake_platform.naming import check_segment
 
                 check_segment(part, "name prefix")
-        # What was in the object (``t.``), then its own records (``t/``), in key order as before:
-        # never a sibling's sharing its first letters (``t2`` for ``t``).
-        heads = (
-            [keys.trash_prefix(prefix + "."), keys.trash_prefix(prefix + "/")]
+        # What was in the object (``t.``), then its own records (``t/``), in key order, one key
+        # range: never a sibling's sharing its first letters (``t2`` for ``t``).
+        scanned = (
+            self.ctx.store.scan_range(*keys.nested_and_own(keys.trash_prefix(prefix)))
             if prefix
-            else [keys.trash_prefix()]
+            else self.ctx.store.scan_prefix(keys.trash_prefix())
         )
-        records = [
-            decode(TrashRecord, i.value, i.key) for head in heads for i in self.ctx.store.scan_prefix(head)
-        ]
+        records = [decode(TrashRecord, i.value, i.key) for i in scanned]
         return [
             r
             for r in records

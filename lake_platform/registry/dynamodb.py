@@ -18,8 +18,9 @@ when a retry fails its condition, reading ``w`` tells whether this very call alr
 retried request never commits twice, with or without server-side token support.
 
 Request building lives in ``dynamodb_items``, error translation in ``dynamodb_errors``, retries
-in ``dynamodb_retry``, ``scan_prefix``'s pages in ``dynamodb_paging``, a write's request and
-read-back in ``dynamodb_writes``, creating and deleting the table in ``dynamodb_admin``.
+in ``dynamodb_retry``, the pages of ``scan_prefix`` and ``scan_range`` in ``dynamodb_paging``, a
+write's request and read-back in ``dynamodb_writes``, creating and deleting the table in
+``dynamodb_admin``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from lake_platform.registry.dynamodb_items import (
     parse_url,
 )
 from lake_platform.registry.dynamodb_layout import CURRENT, FROZEN, LAYOUT_KEY, LEGACY, partitioner
-from lake_platform.registry.dynamodb_paging import FETCHERS, key_ordered_pages
+from lake_platform.registry.dynamodb_paging import FETCHERS, Span, key_ordered_pages
 from lake_platform.registry.dynamodb_retry import ATTEMPTS, Sleep, retried_read, sleep_backoff
 from lake_platform.registry.store import (
     ABSENT,
@@ -77,6 +78,7 @@ from lake_platform.registry.store import (
     check_key,
     check_keys,
     check_ops,
+    check_range,
 )
 from lake_platform.settings import LakeSettings
 
@@ -251,14 +253,23 @@ class DynamoMetaStore(MetaStore):
     def scan_prefix(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[Item]:
+        return self._scan(Span(prefix), start_after, limit)
+
+    def scan_range(
+        self, start: str, stop: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        if not check_range(start, stop):
+            return iter(())
+        return self._scan(Span(start, stop), start_after, limit)
+
+    def _scan(self, span: Span, start_after: str | None, limit: int | None) -> Iterator[Item]:
         if limit is not None and limit <= 0:
             return
         after, remaining = start_after, limit
         while True:
             layout = self.layout()
-            for page in key_ordered_pages(
-                self._client, self.table, prefix, after, remaining, layout, self._sleep
-            ):
+            pages = key_ordered_pages(self._client, self.table, span, after, remaining, layout, self._sleep)
+            for page in pages:
                 if not self._confirmed(layout):
                     break  # migrated meanwhile: go on after the last key yielded, in layout 2
                 for item in page:

@@ -149,6 +149,13 @@ def tables_under(parts: Sequence[str] = ()) -> str:
     return head + ("/" + ".".join(parts[2:]) if len(parts) > 2 else "")
 
 
+def nested_and_own(head: str) -> tuple[str, str]:
+    """The ``scan_range`` of the keys starting ``head.`` (what is nested in an object) or
+    ``head/`` (its own): ``.`` and ``/`` are adjacent (0x2E, 0x2F), so both prefixes are the
+    keys from ``head.`` up to ``head0``, in that order, and never a sibling's (``head2``)."""
+    return head + ".", head + "0"
+
+
 def log_under(prefix: str = "") -> str:
     """Prefix of the commit-log entries of every object whose dotted name starts with ``prefix``."""
     return f"log/{prefix}"

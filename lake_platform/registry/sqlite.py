@@ -41,7 +41,15 @@ from lake_platform import owner_only
 from lake_platform.errors import Internal, LakeError, ServiceUnavailable
 from lake_platform.registry.changes import DEFAULT_SHARDS, ChangeWriter
 from lake_platform.registry.sqlite_plan import Missed, Plan, first_failure, select_sql
-from lake_platform.registry.store import Item, MetaStore, Op, check_key, check_keys, check_ops
+from lake_platform.registry.store import (
+    Item,
+    MetaStore,
+    Op,
+    check_key,
+    check_keys,
+    check_ops,
+    check_range,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -212,19 +220,32 @@ class SqliteMetaStore(MetaStore):
     def scan_prefix(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[Item]:
-        # TEXT keys in a UTF-8 database compare with memcmp (BINARY collation): the order of
-        # their UTF-8 bytes, the order DynamoDB uses. A key range (never a function of the key)
-        # is what lets SQLite walk the primary key from the page's start to its end: a scan
-        # reads what it yields, not the whole registry.
-        cursor = start_after if start_after is not None and start_after >= prefix else None
-        upper = _after_prefix(prefix)
+        return self._scan(prefix, _after_prefix(prefix), start_after, limit)
+
+    def scan_range(
+        self, start: str, stop: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        if not check_range(start, stop):
+            return iter(())
+        return self._scan(start, stop, start_after, limit)
+
+    def _scan(
+        self, lower: str, upper: str | None, start_after: str | None, limit: int | None
+    ) -> Iterator[Item]:
+        """Keys from ``lower`` (inclusive) to ``upper`` (exclusive; None: no bound).
+
+        TEXT keys in a UTF-8 database compare with memcmp (BINARY collation): the order of
+        their UTF-8 bytes, the order DynamoDB uses. A key range (never a function of the key)
+        is what lets SQLite walk the primary key from the page's start to its end: a scan
+        reads what it yields, not the whole registry."""
+        cursor = start_after if start_after is not None and start_after >= lower else None
         remaining = limit
         while remaining is None or remaining > 0:
             page = _PAGE if remaining is None else min(_PAGE, remaining)
-            lower = cursor if cursor is not None else prefix
+            low = cursor if cursor is not None else lower
             op = ">" if cursor is not None else ">="
             bound = "AND key < ? " if upper is not None else ""
-            params = (lower, upper, page) if upper is not None else (lower, page)
+            params = (low, upper, page) if upper is not None else (low, page)
             try:
                 with self._conn() as conn:  # per page: an unfinished scan holds no connection
                     rows = conn.execute(

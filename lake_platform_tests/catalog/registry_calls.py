@@ -9,12 +9,13 @@ from collections.abc import Iterator, Sequence
 from lake_platform.registry.store import Item, MetaStore, Op
 from lake_platform_tests.registry.wrapping import WrappedStore
 
-READS = ("get", "get_many", "scan_prefix")
+READS = ("get", "get_many", "scan_prefix", "scan_range")
 
 
 class RegistryCalls(WrappedStore):
     """Passes every call on to ``inner`` and lists it in ``calls``, in order, as (method, keys):
-    ``get``, ``get_many`` (its keys), ``scan_prefix`` (the prefix), ``transact`` (its ops' keys)
+    ``get``, ``get_many`` (its keys), ``scan_prefix`` (the prefix), ``scan_range`` (its start and
+    stop), ``transact`` (its ops' keys)
     and ``compare_and_swap`` (the key). Closing it leaves ``inner`` open (its owner closes it)."""
 
     def __init__(self, inner: MetaStore) -> None:
@@ -36,6 +37,12 @@ class RegistryCalls(WrappedStore):
     ) -> Iterator[Item]:
         self.calls.append(("scan_prefix", [prefix]))
         return self._counted(self.inner.scan_prefix(prefix, start_after=start_after, limit=limit))
+
+    def scan_range(
+        self, start: str, stop: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        self.calls.append(("scan_range", [start, stop]))
+        return self._counted(self.inner.scan_range(start, stop, start_after=start_after, limit=limit))
 
     def _counted(self, items: Iterator[Item]) -> Iterator[Item]:
         for item in items:

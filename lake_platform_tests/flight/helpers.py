@@ -89,6 +89,13 @@ class CountingStore(WrappedStore):
         self._check()
         return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
 
+    def scan_range(
+        self, start: str, stop: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        self.scans += 1
+        self._check()
+        return self.inner.scan_range(start, stop, start_after=start_after, limit=limit)
+
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
         self._check()
         return self.inner.transact(ops)

@@ -19,7 +19,7 @@ _BATCH_WRITE = 25
 
 class Reads(WrappedStore):
     """Counts the registry reads made through it (requests: a get, a get_many, a scan) and the
-    prefixes scanned: what a replica asks of the registry."""
+    prefixes scanned (a range as ``[start, stop)``): what a replica asks of the registry."""
 
     def __init__(self, inner: MetaStore) -> None:
         super().__init__(inner)
@@ -40,6 +40,13 @@ class Reads(WrappedStore):
         self.count += 1
         self.scanned.append(prefix)
         return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
+
+    def scan_range(
+        self, start: str, stop: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        self.count += 1
+        self.scanned.append(f"[{start}, {stop})")
+        return self.inner.scan_range(start, stop, start_after=start_after, limit=limit)
 
     def reset(self) -> None:
         self.count = 0

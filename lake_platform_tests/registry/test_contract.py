@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from lake_platform.errors import ConcurrentModification, ConditionFailed, InvalidInput
+from lake_platform.registry.keys import nested_and_own
 from lake_platform.registry.store import (
     ABSENT,
     MAX_GET_KEYS,
@@ -230,6 +231,19 @@ def test_scan_prefix_is_ordered_and_bounded(metastore: MetaStore) -> None:
     after = [i.key for i in metastore.scan_prefix("s/", start_after="s/0599", limit=3)]
     assert after == ["s/0600", "s/0601", "s/0602"]
     assert list(metastore.scan_prefix("nothing/")) == []
+    # A range pages the same way, and leaves out its upper bound (here a key of its own):
+    # DynamoDB's BETWEEN includes it, so a page holding it comes back one item short.
+    assert [i.key for i in metastore.scan_range("s/", "s/1000")] == keys[:1000]
+    assert [i.key for i in metastore.scan_range("s/0990", "s/1000", limit=11)] == keys[990:1000]
+    assert [i.key for i in metastore.scan_range("s", "s/0002")] == ["s", "s/0000", "s/0001"]
+    ranged = metastore.scan_range("s/0100", "s/0900", start_after="s/0599", limit=3)
+    assert [i.key for i in ranged] == ["s/0600", "s/0601", "s/0602"]
+    assert [i.key for i in metastore.scan_range("s/0100", "s/0103", start_after="s/")] == keys[100:103]
+    assert list(metastore.scan_range("s/0100", "s/0900", start_after="s/0900")) == []
+    assert list(metastore.scan_range("s/0100", "s/0100")) == []
+    assert list(metastore.scan_range("s/0100", "s/0099")) == []
+    with pytest.raises(InvalidInput):
+        list(metastore.scan_range("", "s/"))
 
 
 def test_scan_prefix_orders_by_utf8_bytes(metastore: MetaStore) -> None:
@@ -290,6 +304,29 @@ def test_scan_prefix_over_registry_key_kinds(metastore: MetaStore) -> None:
         prefix, start_after, limit = (*case, None, None)[:3]
         got = [i.key for i in metastore.scan_prefix(prefix, start_after=start_after, limit=limit)]
         assert got == expect(prefix, start_after, limit), case
+
+    # What is nested in an object and its own, as the catalog lists them: one range each.
+    def expect_range(head: str, start_after: str | None, limit: int | None) -> list[str]:
+        return (expect(head + ".", start_after) + expect(head + "/", start_after))[:limit]
+
+    metastore.put_if_absent("tbl/p/wh/ns0", b"the range's upper bound: never listed")
+    ranges = [
+        ("tbl/p/wh/ns",),
+        ("tbl/p/wh/ns", "tbl/p/wh/ns.sub/x", 3),
+        ("tbl/p/wh/ns", "tbl/p/wh/ns/t4"),
+        ("tbl/p/wh/ns", None, 1),
+        ("trs/p.wh.ns.t1",),
+        ("log/p.wh.ns",),
+        ("log/p.wh.ns", "log/p.wh.ns.t2/", 3),
+        ("log/p.wh.ns.t1",),
+        ("rpt/orphans/p.wh.ns",),
+        ("tbl/p/w2",),
+    ]
+    for case in ranges:
+        head, start_after, limit = (*case, None, None)[:3]
+        lo, hi = nested_and_own(head)
+        got = [i.key for i in metastore.scan_range(lo, hi, start_after=start_after, limit=limit)]
+        assert got == expect_range(head, start_after, limit), case
 
 
 def test_scan_sees_latest_writes(metastore: MetaStore) -> None:

@@ -27,6 +27,11 @@ class WrappedStore(MetaStore):
     ) -> Iterator[Item]:
         return self.inner.scan_prefix(prefix, start_after=start_after, limit=limit)
 
+    def scan_range(
+        self, start: str, stop: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[Item]:
+        return self.inner.scan_range(start, stop, start_after=start_after, limit=limit)
+
     def transact(self, ops: Sequence[Op]) -> list[Item | None]:
         return self.inner.transact(ops)
 
