@@ -81,18 +81,15 @@ def test_every_commit_lands_in_registry_with_log_entry(lake: Lake) -> None:
 
 
 def test_a_create_logs_its_files_in_the_commit_and_writes_the_entry_once(lake: Lake) -> None:
-    """A create's log entry lands complete, in the registry write that lands the version: the
-    files and file bytes Lance's transaction records. It used to land without them, then the
-    writer opened the new table again, read the entry back and rewrote it: a table open and
-    two registry round trips more for every table created. And the lease is released by that
-    write, not by one more after it."""
+    """A create's log entry lands complete (the files and file bytes Lance's transaction
+    records) with the version, which also releases the lease: no table open, entry read and
+    rewrite, or lease release after it (a table open and five registry requests less a table)."""
     calls = RegistryCalls(lake.catalog.store)
     with Catalog(lake.settings, calls) as writer:
         writer.tables.create_table(T, rows([1, 2, 3]))
     touched = [(method, k) for method, ks in calls.calls for k in ks if k.startswith(keys.log_prefix(T))]
     assert [method for method, _ in touched] == ["transact"]
-    # The commit releases the lease the create took, in the same transaction: no write after it.
-    [(method, committed)] = [call for call in calls.calls if call[0] != "get_many"][1:]
+    [(method, committed)] = [call for call in calls.calls if call[0] != "get_many"][1:]  # after the lease
     assert method == "transact" and keys.lease(lake.catalog.reads.describe_table(T).incarnation) in committed
     [entry] = lake.catalog.reads.history(T)
     change = engine.change_stats(lake.catalog.reads.open_table(T).dataset, 1)
