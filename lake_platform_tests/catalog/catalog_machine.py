@@ -1,8 +1,8 @@
 """The randomized model test's machine (test_model.py): the steps it takes against a real catalog
 and ``catalog_model.CatalogModel``, each predicted exactly (a typed error or success), with
-``model_checks.assert_catalog_matches`` after every step. The universe is tiny on purpose (one
-warehouse, two namespaces, two table names in each) so drops, recreates and undrops collide on
-names."""
+``model_checks.assert_catalog_matches`` after every step (the warehouse's listings too, or once
+at the end of a sequence: ``listings``). The universe is tiny on purpose (one warehouse, two
+namespaces, two table names in each) so drops, recreates and undrops collide on names."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from lake_platform_tests.catalog.catalog_model import (
     Expected,
     namespace_of,
 )
-from lake_platform_tests.catalog.model_checks import assert_catalog_matches
+from lake_platform_tests.catalog.model_checks import assert_catalog_matches, assert_listings_match
 from lake_platform_tests.catalog.model_envs import Env, Tally
 from lake_platform_tests.doubles import ManualClock
 
@@ -57,7 +57,8 @@ class CatalogMachine(RuleBasedStateMachine):
 
     open_env: ClassVar[Callable[[], Env]]
     tally: ClassVar[Tally]
-    #: Whether each comparison also checks the warehouse's listings (``assert_catalog_matches``).
+    #: Whether each comparison also checks the warehouse's listings (``assert_catalog_matches``);
+    #: if not, they are checked once, when a sequence that matched the model ends (``teardown``).
     listings: ClassVar[bool] = True
 
     def __init__(self) -> None:
@@ -76,14 +77,22 @@ class CatalogMachine(RuleBasedStateMachine):
         self.next_id = 0
         self.locations: set[str] = set()
         self.op = ""
+        #: Whether the catalog matched the model after the last step (set by the invariant).
+        self.matched = False
         self.tally.examples += 1
 
     def teardown(self) -> None:
         try:
-            self.other.close()
-            self.catalog.close()
+            # Only after a sequence that matched: a failing one is reported as it failed.
+            if self.matched and not self.listings:
+                assert_listings_match(self.catalog, warehouse=WAREHOUSE, tables=TABLES, scopes=SCOPES)
+                self.tally.listings += 1
         finally:
-            self.env.close()
+            try:
+                self.other.close()
+                self.catalog.close()
+            finally:
+                self.env.close()
 
     def _hook(self, point: str) -> None:
         """Run the pending interleaving once, when the catalog reaches its point."""
@@ -97,6 +106,7 @@ class CatalogMachine(RuleBasedStateMachine):
     def _step(self, op: str) -> None:
         """Every step takes a second of catalog time, so no two drops share a timestamp."""
         self.op = op
+        self.matched = False
         self.tally.steps += 1
         self.clock.advance(1)
 
@@ -425,3 +435,5 @@ class CatalogMachine(RuleBasedStateMachine):
             scopes=SCOPES,
             listings=self.listings,
         )
+        self.tally.listings += self.listings
+        self.matched = True

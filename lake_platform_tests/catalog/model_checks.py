@@ -1,7 +1,9 @@
 """The comparison ``catalog_machine.CatalogMachine`` makes after every step: a real catalog's
 registry (namespaces, policy records, registered tables with incarnation and version, the trash,
 each incarnation's version records) and engine (rows of every live version, tags, the manifests on
-storage, nothing left of a purged incarnation) against ``catalog_model.CatalogModel``."""
+storage, nothing left of a purged incarnation) against ``catalog_model.CatalogModel``; and the
+warehouse's listings against those records, after every step or (``assert_listings_match``) at
+the end of a sequence."""
 
 from __future__ import annotations
 
@@ -33,13 +35,13 @@ def assert_catalog_matches(
     as ``model`` has it.
 
     The registry is read by key over the universe, not by listing the warehouse: on DynamoDB a
-    warehouse's table listing queries all 16 buckets of the kind and its trash listing 17, about
-    two thirds of a comparison's requests, while every record a step can make is under a name of
+    warehouse's table listing queries all 16 buckets of the kind and its trash listing 16 more,
+    about three fifths of a comparison's requests, while every record a step can make is under a name of
     the universe (``scopes``: the warehouse, its namespaces and tables), whose records one
     multi-get and one single-partition query per trash target read. ``listings``: also check
     that the catalog's listings of the warehouse (``list_tables``, ``list_trash``) answer exactly
-    those records, so nothing is registered or trashed outside the universe (cheap on SQLite;
-    DynamoDB's bucket merge has its own tests in registry/test_dynamodb_paging.py)."""
+    those records, so nothing is registered or trashed outside the universe (cheap on SQLite; on
+    DynamoDB 32 queries, so its machine compares them once a sequence, ``assert_listings_match``)."""
     # The namespace, policy and table records in one multi-get: one round trip, not one per key.
     items = catalog.store.get_many(
         [keys.namespace(NamespaceName.parse(ns)) for ns in namespaces]
@@ -68,15 +70,9 @@ def assert_catalog_matches(
     assert registered == {n: (i.id, i.current) for n, i in model.tables.items()}
     assert all(r.name == n for n, r in records.items()), "a table record under another name"
 
-    trash = [
-        decode(TrashRecord, i.value, i.key)
-        for scope in scopes
-        for i in catalog.store.scan_prefix(keys.trash_prefix(scope + "/"))
-    ]
+    trash = trash_by_target(catalog, scopes)
     if listings:
-        listed = {r.name: (r.incarnation, r.current_version) for r in catalog.reads.list_tables(warehouse)}
-        assert listed == registered, "the warehouse's table listing against its table records"
-        assert sorted(catalog.trash.list_trash(warehouse), key=_trash_key) == sorted(trash, key=_trash_key)
+        check_listings(catalog, warehouse, registered, trash)
     tables_trash = sorted(
         (
             r.target,
@@ -108,6 +104,35 @@ def assert_catalog_matches(
         check_kept(catalog, trashed.inc)
     for inc in model.purged:
         check_purged(catalog, inc)
+
+
+def assert_listings_match(catalog: Catalog, *, warehouse: str, tables: list[str], scopes: list[str]) -> None:
+    """The warehouse's listings (``list_tables``, ``list_trash``) against its records read by
+    key over the universe (``assert_catalog_matches``' reads): for a machine that compares the
+    listings once, at the end of a sequence, not after every step."""
+    items = catalog.store.get_many([keys.table(TableName.parse(t)) for t in tables])
+    records = [decode(TableRecord, item.value, item.key) for item in items if item is not None]
+    registered = {r.name: (r.incarnation, r.current_version) for r in records}
+    check_listings(catalog, warehouse, registered, trash_by_target(catalog, scopes))
+
+
+def check_listings(
+    catalog: Catalog, warehouse: str, registered: dict[str, tuple[str, int]], trash: list[TrashRecord]
+) -> None:
+    """The listings answer exactly the records read by key: nothing registered or trashed
+    outside the universe, nothing of it missing."""
+    listed = {r.name: (r.incarnation, r.current_version) for r in catalog.reads.list_tables(warehouse)}
+    assert listed == registered, "the warehouse's table listing against its table records"
+    assert sorted(catalog.trash.list_trash(warehouse), key=_trash_key) == sorted(trash, key=_trash_key)
+
+
+def trash_by_target(catalog: Catalog, scopes: list[str]) -> list[TrashRecord]:
+    """The trash records of every name in ``scopes``, one single-partition query each."""
+    return [
+        decode(TrashRecord, i.value, i.key)
+        for scope in scopes
+        for i in catalog.store.scan_prefix(keys.trash_prefix(scope + "/"))
+    ]
 
 
 def check_registered(catalog: Catalog, name: str, inc: Incarnation, record: TableRecord) -> None:

@@ -86,6 +86,8 @@ class Tally:
     examples: int = 0
     steps: int = 0
     checks: int = 0
+    #: Comparisons of the warehouse's listings against the registry (every step, or a sequence's end)
+    listings: int = 0
     errors_predicted: int = 0
     #: "rule: ok" or "rule: <error>" → count; shows the sequences reached every operation
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -113,10 +115,11 @@ def reported(
     finally:
         line = (
             f"model test [{backend}]: {tally.steps} steps in {tally.examples} sequences, {tally.checks} "
-            f"model comparisons, {tally.errors_predicted} predicted typed errors, "
+            f"model comparisons, {tally.listings} listing comparisons, {tally.errors_predicted} predicted "
+            "typed errors, "
             f"{time.monotonic() - started:.1f}s\n  outcomes: {dict(sorted(tally.outcomes.items()))}"
         )
-        for key in ("steps", "examples", "checks", "errors_predicted"):
+        for key in ("steps", "examples", "checks", "listings", "errors_predicted"):
             record_property(f"model_{backend}_{key}", getattr(tally, key))
         with capsys.disabled():
             print("\n" + line)
