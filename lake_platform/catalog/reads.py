@@ -241,13 +241,15 @@ class Reads:
         parts = prefix.split(".") if prefix else []
         for part in parts:
             check_segment(part, "name prefix")
-        # A namespace prefix reads its nested namespaces' tables (``ns.``) then its own (``ns/``),
-        # never a sibling sharing its first letters (``ns10`` for ``ns1``): at a million tables a
-        # namespace's listing reads that namespace. Both are one key range: on DynamoDB one
-        # query per bucket, not two.
+        # A listing reads what its prefix names, never a sibling sharing its first letters
+        # (``p.w2`` for ``p.w``, ``ns10`` for ``ns1``): a namespace's nested namespaces' tables
+        # (``ns.``) and its own (``ns/``) are one key range (one query per DynamoDB bucket).
         head = keys.tables_under(parts)
         store = self.ctx.store
-        scanned = store.scan_prefix(head) if len(parts) < 3 else store.scan_range(*keys.nested_and_own(head))
+        if len(parts) < 3:
+            scanned = store.scan_prefix(head + "/" if parts else head)
+        else:
+            scanned = store.scan_range(*keys.nested_and_own(head))
         # Four parts or more may also name a table itself (``p.w.ns.t``): its key is no prefix's.
         itself = [store.get(keys.table(TableName.parse(prefix)))] if len(parts) > 3 else []
         for item in itertools.chain(itself, scanned):

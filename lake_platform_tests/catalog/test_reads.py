@@ -194,3 +194,25 @@ def test_the_log_of_one_table_reads_no_other_tables_entries(catalog: Catalog) ->
         entries = fresh.reads.log(T)
     assert {e.target for e in entries} == {T, "p.w.ns.t.inner"}
     assert calls.items_scanned == len(entries)
+
+
+def test_a_warehouse_listing_reads_no_sibling_warehouses_tables(tmp_path: Path) -> None:
+    # ``list_tables("p.w")`` scanned tbl/p/w: every table of p.w2 (and p.wx...) too, then
+    # filtered them out; the same for a project prefix and p2's tables.
+    roots = f"{tmp_path / 'wh'},{tmp_path / 'wh2'}"
+    catalog = Catalog(lake_settings(tmp_path / "home", warehouse_roots=roots))
+    catalog.containers.create_project("p")
+    catalog.containers.create_warehouse("p.w", root=str(tmp_path / "wh"))
+    catalog.containers.create_namespace("p.w.ns")
+    catalog.tables.create_table(T, rows([1]))
+    catalog.containers.create_warehouse("p.w2", root=str(tmp_path / "wh2"))
+    catalog.containers.create_namespace("p.w2.ns")
+    for name in ("p.w2.ns.a", "p.w2.ns.b"):
+        catalog.tables.create_table(name, rows([1]))
+    fresh, calls = counted(catalog)
+    with fresh:
+        assert [r.name for r in fresh.reads.list_tables("p.w")] == [T]
+        assert calls.items_scanned == 1
+        calls.items_scanned = 0
+        assert sorted(r.name for r in fresh.reads.list_tables("p.w2")) == ["p.w2.ns.a", "p.w2.ns.b"]
+        assert calls.items_scanned == 2
