@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from lake_platform.cli.app import State, handles_errors, pass_state
+from lake_platform.up import dagster_program
 
 
 @click.command()
@@ -154,10 +155,11 @@ def registry_migrate(state: State) -> None:
     )
 
 
-#: Dagster's own programs, reachable through ``lake`` so one image (entry point ``lake``) also
-#: runs the code server, the daemon, the webserver, and the run and step workers that Dagster's
-#: launchers and executors start with ``dagster api ...`` as the container's arguments.
-DAGSTER_PROGRAMS = ("dagster", "dagster-daemon", "dagster-webserver")
+#: Dagster's own programs (the ones ``lake up`` runs), reachable through ``lake`` so one image
+#: (entry point ``lake``) also runs the code server, the daemon, the webserver, and the run and
+#: step workers that Dagster's launchers and executors start with ``dagster api ...`` as the
+#: container's arguments.
+DAGSTER_PROGRAMS = dagster_program.PROGRAMS
 
 
 def _passthrough(program: str) -> click.Command:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 
 PROGRAMS = ("dagster", "dagster-daemon", "dagster-webserver")
 
@@ -32,6 +31,8 @@ def command(program: str, *args: str) -> list[str]:
 def main(argv: Sequence[str]) -> None:
     """Run ``argv[0]``'s console-script entry point with ``argv[1:]``; it exits the process
     (click's ``SystemExit``), with the heap frozen on the way out."""
+    from importlib.metadata import entry_points  # here: ``lake``'s start-up imports PROGRAMS
+
     program, *args = argv
     found = entry_points(group="console_scripts", name=program)
     if not found:
