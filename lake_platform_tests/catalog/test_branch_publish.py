@@ -35,6 +35,7 @@ from lake_platform_tests.catalog import faults
 from lake_platform_tests.catalog.conftest import Lake, ids_of, rows
 from lake_platform_tests.catalog.registry_calls import RegistryCalls
 from lake_platform_tests.conftest import dynamodb_client, dynamodb_test_url
+from lake_platform_tests.registry.catalog_records import batch_put_items
 
 ORDERS, LINES = "p.w.ns.orders", "p.w.ns.order_lines"
 
@@ -155,11 +156,7 @@ def long_branch(long_branch_built: Built, moto_endpoint: str) -> Iterator[LakeSe
     settings = load_settings(home=built.home, registry_url=url)
     init_table(url, settings)
     table, client = parse_url(url).table, dynamodb_client(url)
-    puts = [{"PutRequest": {"Item": item}} for item in built.items]
-    for start in range(0, len(puts), 25):  # BatchWriteItem's most
-        pending: dict[str, Any] = {table: puts[start : start + 25]}
-        while pending:
-            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    batch_put_items(client, table, built.items)
     yield settings
     store = DynamoMetaStore.from_url(url, settings)
     delete_table(store)

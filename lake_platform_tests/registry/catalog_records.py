@@ -6,6 +6,7 @@ snapshot refreshes read exactly as they read real ones (nothing here opens a tab
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from lake_platform.naming import NamespaceName, TableName, WarehouseName
 from lake_platform.registry import keys
@@ -147,13 +148,20 @@ def dynamodb_batch_loader(
     client = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
 
     def load(ops: Sequence[Op]) -> None:
-        puts = []
+        items = []
         for op in ops:
             assert isinstance(op, Put) and op.expected is not None, op
-            puts.append({"PutRequest": {"Item": conditional_put(table, op, "bulk-load")["Item"]}})
-        for start in range(0, len(puts), _BATCH_WRITE):
-            pending = {table: puts[start : start + _BATCH_WRITE]}
-            while pending:
-                pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            items.append(conditional_put(table, op, "bulk-load")["Item"])
+        batch_put_items(client, table, items)
 
     return load
+
+
+def batch_put_items(client: Any, table: str, items: Sequence[dict[str, Any]]) -> None:
+    """Put raw DynamoDB ``items`` into ``table`` with BatchWriteItem, retrying what it leaves
+    unprocessed."""
+    puts = [{"PutRequest": {"Item": item}} for item in items]
+    for start in range(0, len(puts), _BATCH_WRITE):
+        pending: dict[str, Any] = {table: puts[start : start + _BATCH_WRITE]}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
